@@ -1,0 +1,100 @@
+"""Tokenisation shared by the detectors: words, light stems, numbers and sentences."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*%?")
+_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent)?|[A-Za-z][A-Za-z']*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+_ABBREVIATION = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|e\.g|i\.e|No|Inc|Co)\.)$")
+STOPWORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with from as is are was were be been
+    being it its this that these those there here he she they them his her their we you your i me
+    my our not no do does did done have has had having will would can could should may might must
+    shall which who whom whose what when where why how than also very just into over under about
+    more most some any all each other such only own same too s t don up out off again further once
+    both few nor""".split()
+)
+# Words that flip a claim; an answer and its evidence should agree on them.
+NEGATIONS = frozenset(
+    "not no never none nobody nothing neither nor cannot can't don't doesn't didn't isn't "
+    "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't without "
+    "unlikely false".split()
+)
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
+    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
+    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+    "hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000",
+    "first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "sixth": "6",
+    "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10", "half": "0.5", "dozen": "12",
+    "once": "1", "twice": "2", "single": "1", "double": "2", "triple": "3",
+}  # fmt: skip
+_SUFFIXES = (
+    "ational", "ization", "fulness", "ousness", "iveness", "ations", "ation", "ments", "ment",
+    "ness", "ings", "ing", "ies", "ied", "ers", "er", "est", "ly", "ed", "es", "al", "s",
+)  # fmt: skip
+
+
+def fold(text: str) -> str:
+    """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in words(text) if w not in STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match "paid"/"pays"/"paying" style variants."""
+    if len(word) <= 4:
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def number_value(token: str) -> str | None:
+    """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
+    raw = token.lower().replace("$", "").replace("percent", "").replace("%", "").strip()
+    if raw in _NUMBER_WORDS:
+        return _NUMBER_WORDS[raw]
+    if not raw or not raw[0].isdigit():
+        return None
+    if raw.count(",") and all(len(part) == 3 for part in raw.split(".")[0].split(",")[1:]):
+        raw = raw.replace(",", "")
+    raw = raw.replace(",", ".")
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    return f"{value:g}" if value < 1e15 else raw
+
+
+def tokens(text: str) -> list[str]:
+    """Word and number tokens in their original case (numbers keep their $ and %)."""
+    return _TOKEN.findall(text)
+
+
+def sentences(text: str) -> list[str]:
+    """Sentence split that keeps abbreviations ("Dr.", "U.S.") attached to their sentence."""
+    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    merged: list[str] = []
+    for part in parts:
+        if merged and _ABBREVIATION.search(merged[-1]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return merged

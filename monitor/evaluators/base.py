@@ -1,0 +1,137 @@
+"""The evaluator interface, its result, and the name → factory registry.
+
+An evaluator is stateless: `evaluate(record)` returns a new `EvalResult` and stores
+nothing on `self`, so one instance serves concurrent records. A result is a verdict
+(`passed` True/False, `score` on the native scale, `normalized` 0..1 with 1 = good) or an
+error (`error` set, `passed` None): an error is never a pass and never a defect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from monitor.records import Part, RagRecord
+
+Severity = Literal["very_low", "low", "medium", "high"]
+Outcome = Literal["pass", "fail", "error"]
+SEVERITIES: tuple[Severity, ...] = ("very_low", "low", "medium", "high")
+
+
+@dataclass(frozen=True, slots=True)
+class EvalResult:
+    name: str
+    score: float | None = None
+    normalized: float | None = None
+    label: str | None = None
+    passed: bool | None = None
+    severity: Severity | None = None
+    explanation: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    error: str | None = None
+    # Safety evaluators: severity per harm category graded (hate_unfairness, ..., jailbreak).
+    safety: dict[str, Severity] | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.error is not None or self.passed is None:
+            return "error"
+        return "pass" if self.passed else "fail"
+
+    def as_json(self) -> dict[str, Any]:
+        """The per-evaluator object of a results line (DESIGN.md, "Results line")."""
+        return {
+            "score": self.score,
+            "normalized": self.normalized,
+            "label": self.label,
+            "passed": self.passed,
+            "severity": self.severity,
+            "explanation": self.explanation,
+            "error": self.error,
+        }
+
+    @classmethod
+    def failed(cls, name: str, error: str) -> EvalResult:
+        return cls(name=name, error=error)
+
+
+def severity_bucket(level: float) -> Severity:
+    """Bucket a 0–7 harm severity: very_low 0–1, low 2–3, medium 4–5, high 6–7."""
+    if level < 2:
+        return "very_low"
+    if level < 4:
+        return "low"
+    if level < 6:
+        return "medium"
+    return "high"
+
+
+class Evaluator(Protocol):
+    """What the pipeline needs from an evaluator."""
+
+    name: str
+    # "local" evaluators run on CPU in-process; "judge" ones call an LLM and obey budgets.
+    kind: Literal["local", "judge"]
+    # Record parts without which the evaluator cannot say anything.
+    requires: frozenset[Part]
+
+    async def evaluate(self, record: RagRecord) -> EvalResult: ...
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """What the config says about one evaluator (a validated `evaluators[]` entry)."""
+
+    name: str
+    sample_rate: float | None = None
+    threshold: float | None = None
+    severity_threshold: Severity | None = None
+    model: str | None = None
+    prompt: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Shared resources handed to factories (the judge client, the CPU pool, ...)."""
+
+    resources: dict[str, Any] = field(default_factory=dict)
+
+
+Factory = Callable[[EvaluatorSpec, BuildContext], Evaluator]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(*names: str) -> Callable[[Factory], Factory]:
+    """Register a factory under one or more evaluator names."""
+
+    def wrap(factory: Factory) -> Factory:
+        for name in names:
+            if name in _REGISTRY:
+                raise ValueError(f"evaluator {name!r} registered twice")
+            _REGISTRY[name] = factory
+        return factory
+
+    return wrap
+
+
+def known_evaluators() -> frozenset[str]:
+    _load_builtin()
+    return frozenset(_REGISTRY)
+
+
+def build(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
+    _load_builtin()
+    try:
+        factory = _REGISTRY[spec.name]
+    except KeyError:
+        raise KeyError(f"unknown evaluator {spec.name!r}") from None
+    return factory(spec, context)
+
+
+def _load_builtin() -> None:
+    # Imported for their @register side effects; deferred to keep `import monitor` light.
+    import monitor.evaluators.local  # noqa: F401

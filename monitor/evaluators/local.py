@@ -1,0 +1,130 @@
+"""The embedded evaluators: no network, no API key, CPU only (see `monitor.detector`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
+from monitor.evaluators.base import (
+    SEVERITIES,
+    BuildContext,
+    EvalResult,
+    EvaluatorSpec,
+    Severity,
+    register,
+    severity_bucket,
+)
+from monitor.records import Part, RagRecord
+
+_MAX_LISTED = 5
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _LocalEvaluator:
+    """Runs a pure scoring function off the event loop and turns it into an `EvalResult`."""
+
+    kind: Literal["local"] = "local"
+    requires: frozenset[Part] = frozenset()
+    default_threshold = 0.5
+
+    def __init__(self, spec: EvaluatorSpec) -> None:
+        self.name = spec.name
+        self.threshold = spec.threshold if spec.threshold is not None else self.default_threshold
+
+    async def evaluate(self, record: RagRecord) -> EvalResult:
+        return await asyncio.to_thread(self.score, record)
+
+    def score(self, record: RagRecord) -> EvalResult:
+        raise NotImplementedError
+
+    def _verdict(self, value: float, explanation: str) -> EvalResult:
+        passed = value >= self.threshold
+        return EvalResult(
+            name=self.name,
+            score=round(value, 4),
+            normalized=round(value, 4),
+            label="pass" if passed else "fail",
+            passed=passed,
+            explanation=explanation,
+        )
+
+
+class LocalGroundedness(_LocalEvaluator):
+    requires = frozenset({"context", "response"})
+
+    def score(self, record: RagRecord) -> EvalResult:
+        assert record.response is not None
+        verdict = score_groundedness(record.query or "", record.context_text, record.response)
+        if verdict.unsupported:
+            listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
+            more = len(verdict.unsupported) - _MAX_LISTED
+            explanation = f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else "")
+        else:
+            explanation = "every sentence is supported by the context"
+        return self._verdict(verdict.score, explanation)
+
+
+class LocalRelevance(_LocalEvaluator):
+    requires = frozenset({"query", "response"})
+
+    def score(self, record: RagRecord) -> EvalResult:
+        assert record.query is not None and record.response is not None
+        value = score_relevance(record.query, record.response)
+        return self._verdict(value, f"question/response relevance {value:.2f}")
+
+
+class LocalRetrieval(_LocalEvaluator):
+    requires = frozenset({"query", "context"})
+
+    def score(self, record: RagRecord) -> EvalResult:
+        assert record.query is not None
+        verdict = score_retrieval(record.query, record.context_text)
+        per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(verdict.per_document))
+        return self._verdict(
+            verdict.score, f"best rank {verdict.best_rank}; per document: {per_doc}"
+        )
+
+
+class LocalSafety(_LocalEvaluator):
+    """Heuristic screen; a defect when any category reaches `severity_threshold`."""
+
+    requires = frozenset({"response"})
+
+    def __init__(self, spec: EvaluatorSpec) -> None:
+        super().__init__(spec)
+        self.severity_threshold: Severity = spec.severity_threshold or "medium"
+
+    def score(self, record: RagRecord) -> EvalResult:
+        assert record.response is not None
+        verdict = screen_safety(record.query or "", record.response)
+        safety: dict[str, Severity] = {c: severity_bucket(v) for c, v in verdict.severities.items()}
+        safety["jailbreak"] = "high" if verdict.jailbreak else "very_low"
+        worst_category = max(safety, key=lambda c: SEVERITIES.index(safety[c]))
+        worst = safety[worst_category]
+        passed = SEVERITIES.index(worst) < SEVERITIES.index(self.severity_threshold)
+        top = max(verdict.severities.values(), default=0)
+        return EvalResult(
+            name=self.name,
+            score=float(max(top, 7 if verdict.jailbreak else 0)),
+            normalized=round(1 - max(top, 7 if verdict.jailbreak else 0) / 7, 4),
+            label=worst_category if worst != "very_low" else "safe",
+            passed=passed,
+            severity=worst,
+            explanation="; ".join(verdict.reasons) or "no harm markers found",
+            safety=safety,
+        )
+
+
+@register("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
+def _create(spec: EvaluatorSpec, context: BuildContext) -> _LocalEvaluator:
+    classes: dict[str, type[_LocalEvaluator]] = {
+        "local_groundedness": LocalGroundedness,
+        "local_relevance": LocalRelevance,
+        "local_retrieval": LocalRetrieval,
+        "local_safety": LocalSafety,
+    }
+    return classes[spec.name](spec)

@@ -1,0 +1,285 @@
+"""The record every receiver produces and every evaluator reads: `RagRecord`.
+
+Input comes in several shapes (DESIGN.md, "The record"); `parse_record` turns any of them
+into one normalised `RagRecord`:
+
+- native: `request` (string, `{"messages": [...]}` or `{"query", "history"}`),
+  `retrieved_context` (`[{content, doc_uri, score?, metadata?}]`), `response`,
+  optional `expected_response` / `expected_retrieved_context`;
+- QA: `question`, `context` (string or list), `answer`, `ground_truth`;
+- conversation: `messages` whose last assistant message carries `context.citations`;
+- Java evaluator request: `userText`, `dataList`, `responseContent`.
+
+In multi-turn input the query is the last user turn and earlier turns are kept as history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Role = Literal["system", "user", "assistant", "tool", "developer"]
+Part = Literal["query", "context", "response"]
+
+
+class RecordError(ValueError):
+    """Input that cannot become a record. `reason` is a short, closed-set metric label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    role: Role
+    content: str
+
+
+class ContextDoc(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    content: str
+    doc_uri: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RagRecord(BaseModel):
+    """One RAG request: what was asked, what was retrieved, what was answered.
+
+    `query` and `history` are derived from `request`; `response` is None only for
+    records assembled from traces that never showed a response.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    trace_id: str | None = None
+    span_id: str | None = None
+    service: str = "unknown"
+    route: str = ""
+    timestamp: float | None = None
+    query: str | None = None
+    history: tuple[ChatMessage, ...] = ()
+    retrieved_context: tuple[ContextDoc, ...] = ()
+    response: str | None = None
+    expected_response: str | None = None
+    expected_retrieved_context: tuple[ContextDoc, ...] | None = None
+    model: str | None = None
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    latency_ms: float | None = Field(default=None, ge=0)
+    feedback: Literal["positive", "negative"] | None = None
+    error: bool = False
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("trace_id", "span_id")
+    @classmethod
+    def _hex_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            bytes.fromhex(value)
+        except ValueError:
+            raise ValueError("must be a hex string") from None
+        return value.lower()
+
+    @property
+    def context_text(self) -> list[str]:
+        return [doc.content for doc in self.retrieved_context]
+
+    def missing(self) -> frozenset[Part]:
+        """Parts of a RAG exchange this record lacks."""
+        absent: set[Part] = set()
+        if not self.query:
+            absent.add("query")
+        if not self.retrieved_context:
+            absent.add("context")
+        if self.response is None:
+            absent.add("response")
+        return frozenset(absent)
+
+    @property
+    def sampling_key(self) -> str:
+        return self.trace_id or self.request_id
+
+
+_NATIVE_KEYS = frozenset(RagRecord.model_fields) | {"request"}
+
+
+def parse_record(data: Any, *, require_response: bool = True) -> RagRecord:
+    """Normalise one decoded JSON value into a `RagRecord`.
+
+    Raises `RecordError` with a closed-set `reason` (`not_object`, `no_response`,
+    `invalid_field`, `unknown_shape`) and a message naming the offending field.
+    """
+    if not isinstance(data, dict):
+        raise RecordError("not_object", f"expected a JSON object, got {type(data).__name__}")
+    if "userText" in data or "responseContent" in data:
+        fields = _from_java(data)
+    elif "question" in data or "answer" in data:
+        fields = _from_qa(data)
+    elif "request" in data or "response" in data or "retrieved_context" in data:
+        fields = _from_native(data)
+    elif "messages" in data:
+        fields = _from_conversation(data)
+    else:
+        keys = ", ".join(sorted(data)[:8]) or "none"
+        raise RecordError("unknown_shape", f"no known record shape matches keys ({keys})")
+    if require_response and fields.get("response") is None:
+        raise RecordError("no_response", "response: missing")
+    fields.setdefault("request_id", _derived_id(data))
+    try:
+        return RagRecord.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "record"
+        raise RecordError("invalid_field", f"{where}: {err['msg']}") from None
+
+
+def _derived_id(data: dict[str, Any]) -> str:
+    """A stable id for records that carry none, so sampling stays deterministic."""
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise RecordError("invalid_field", f"{where}: expected {names}, got {type(value).__name__}")
+    return value
+
+
+def _messages(raw: Any, where: str) -> list[ChatMessage]:
+    out = []
+    for i, msg in enumerate(_expect(raw, list, where)):
+        _expect(msg, dict, f"{where}.{i}")
+        content = msg.get("content")
+        if isinstance(content, list):  # OpenAI content parts: keep the text parts
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        try:
+            out.append(ChatMessage(role=msg.get("role"), content=content or ""))
+        except ValidationError as exc:
+            field = exc.errors()[0]["loc"][0]
+            raise RecordError(
+                "invalid_field", f"{where}.{i}.{field}: {exc.errors()[0]['msg']}"
+            ) from None
+    return out
+
+
+def _split_turns(messages: list[ChatMessage]) -> tuple[str | None, list[ChatMessage]]:
+    """The last user turn is the query; everything before it is history."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i].content, messages[:i]
+    return None, messages
+
+
+def _docs(raw: Any, where: str) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [{"content": raw}]
+    docs = []
+    for i, item in enumerate(_expect(raw, list, where)):
+        if isinstance(item, str):
+            docs.append({"content": item})
+            continue
+        _expect(item, dict, f"{where}.{i}")
+        content = item.get("content", item.get("page_content", item.get("text")))
+        _expect(content, str, f"{where}.{i}.content")
+        doc: dict[str, Any] = {"content": content}
+        uri = item.get("doc_uri", item.get("id", item.get("url", item.get("title"))))
+        if uri is not None:
+            doc["doc_uri"] = str(uri)
+        if isinstance(item.get("score"), int | float):
+            doc["score"] = float(item["score"])
+        if isinstance(item.get("metadata"), dict):
+            doc["metadata"] = item["metadata"]
+        docs.append(doc)
+    return docs
+
+
+def _optional_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return None if value is None else _expect(value, str, key)
+
+
+def _common(data: dict[str, Any], skip: set[str]) -> dict[str, Any]:
+    """Native fields (ids, service, tokens, ...) carried over as they are."""
+    return {k: v for k, v in data.items() if k in _NATIVE_KEYS and k not in skip}
+
+
+def _from_native(data: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(data) - _NATIVE_KEYS
+    if unknown:
+        raise RecordError("invalid_field", f"{sorted(unknown)[0]}: unknown field")
+    fields = _common(data, {"request", "retrieved_context", "expected_retrieved_context"})
+    request = data.get("request")
+    if isinstance(request, str):
+        fields["query"] = request
+    elif isinstance(request, dict):
+        if "messages" in request:
+            query, history = _split_turns(_messages(request["messages"], "request.messages"))
+            fields["query"], fields["history"] = query, history
+        elif "query" in request:
+            fields["query"] = _expect(request["query"], str, "request.query")
+            fields["history"] = _messages(request.get("history") or [], "request.history")
+        else:
+            raise RecordError("invalid_field", "request: expected 'messages' or 'query'")
+    elif request is not None:
+        _expect(request, (str, dict), "request")
+    fields["retrieved_context"] = _docs(data.get("retrieved_context"), "retrieved_context")
+    if data.get("expected_retrieved_context") is not None:
+        fields["expected_retrieved_context"] = _docs(
+            data["expected_retrieved_context"], "expected_retrieved_context"
+        )
+    _optional_str(data, "response")
+    return fields
+
+
+def _from_qa(data: dict[str, Any]) -> dict[str, Any]:
+    fields = _common(data, set())
+    fields["query"] = _optional_str(data, "question")
+    fields["retrieved_context"] = _docs(data.get("context") or data.get("contexts"), "context")
+    fields["response"] = _optional_str(data, "answer")
+    truth = data.get("ground_truth")
+    if isinstance(truth, list):  # some QA sets list several acceptable answers
+        truth = "\n".join(str(t) for t in truth)
+    fields["expected_response"] = None if truth is None else _expect(truth, str, "ground_truth")
+    return fields
+
+
+def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
+    raw = _expect(data["messages"], list, "messages")
+    fields = _common(data, {"messages"})
+    last_assistant = None
+    for i in range(len(raw) - 1, -1, -1):
+        if isinstance(raw[i], dict) and raw[i].get("role") == "assistant":
+            last_assistant = i
+            break
+    if last_assistant is None:
+        fields["query"], fields["history"] = _split_turns(_messages(raw, "messages"))
+        return fields
+    answer = raw[last_assistant]
+    fields["response"] = _expect(answer.get("content"), str, f"messages.{last_assistant}.content")
+    context = answer.get("context") or {}
+    _expect(context, dict, f"messages.{last_assistant}.context")
+    fields["retrieved_context"] = _docs(
+        context.get("citations"), f"messages.{last_assistant}.context.citations"
+    )
+    turns = _messages(raw[:last_assistant], "messages")
+    fields["query"], fields["history"] = _split_turns(turns)
+    return fields
+
+
+def _from_java(data: dict[str, Any]) -> dict[str, Any]:
+    fields = _common(data, set())
+    fields["query"] = _optional_str(data, "userText")
+    fields["response"] = _optional_str(data, "responseContent")
+    fields["retrieved_context"] = _docs(data.get("dataList"), "dataList")
+    return fields

@@ -1,0 +1,133 @@
+"""The monitor's own metrics: one table, one registry per process (never the global one).
+
+Every metric of DESIGN.md's table lives here, prefixed `rag_monitor_`. Label values that
+come from untrusted input (service, route) pass through `LabelCap`, so a sender cannot
+create unbounded series; evaluator, model, category and stage come from config or code.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+NAMESPACE = "rag_monitor"
+SCORE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+OVERFLOW = "other"
+
+
+class LabelCap:
+    """Admits the first `limit` distinct values of a label; later ones become `other`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(value)
+                return value
+        return OVERFLOW
+
+
+@dataclass
+class Telemetry:
+    """All self-metrics, registered on `registry`. Tests make a fresh one each."""
+
+    registry: CollectorRegistry
+    spans_received: Counter
+    records: Counter
+    records_rejected: Counter
+    records_incomplete: Counter
+    sampling_decisions: Counter
+    evaluations: Counter
+    evaluation_score: Histogram
+    safety_evaluations: Counter
+    evaluation_duration: Histogram
+    judge_requests: Counter
+    judge_tokens: Counter
+    judge_cost: Counter
+    queue_depth: Gauge
+    dropped: Counter
+    kafka_lag: Gauge
+    defect_rate: Gauge
+    alert_firing: Gauge
+    service_cap: LabelCap
+    route_cap: LabelCap
+
+
+def create_telemetry(
+    registry: CollectorRegistry | None = None, *, max_services: int = 50, max_routes: int = 100
+) -> Telemetry:
+    reg = registry if registry is not None else CollectorRegistry()
+
+    def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+        return Counter(name, doc, labels, namespace=NAMESPACE, registry=reg)
+
+    def gauge(name: str, doc: str, labels: tuple[str, ...]) -> Gauge:
+        return Gauge(name, doc, labels, namespace=NAMESPACE, registry=reg)
+
+    return Telemetry(
+        registry=reg,
+        spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
+        records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
+        records_rejected=counter(
+            "records_rejected", "Input rejected as malformed, by reason.", ("receiver", "reason")
+        ),
+        records_incomplete=counter(
+            "records_incomplete",
+            "Records lacking a part some evaluators need.",
+            ("service", "missing"),
+        ),
+        sampling_decisions=counter(
+            "sampling_decisions",
+            "Per-evaluator sampling decisions.",
+            ("service", "evaluator", "decision"),
+        ),
+        evaluations=counter(
+            "evaluations",
+            "Evaluations by outcome; fail carries the trace id as an exemplar.",
+            ("service", "route", "evaluator", "outcome"),
+        ),
+        evaluation_score=Histogram(
+            "evaluation_score",
+            "Normalised evaluation scores (1 = good).",
+            ("service", "evaluator"),
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=SCORE_BUCKETS,
+        ),
+        safety_evaluations=counter(
+            "safety_evaluations",
+            "Safety verdicts by harm category and severity.",
+            ("service", "category", "severity"),
+        ),
+        evaluation_duration=Histogram(
+            "evaluation_duration_seconds",
+            "Time spent in one evaluator call.",
+            ("evaluator",),
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=DURATION_BUCKETS,
+        ),
+        judge_requests=counter("judge_requests", "Calls to an LLM judge.", ("model", "outcome")),
+        judge_tokens=counter("judge_tokens", "Judge tokens used.", ("model", "direction")),
+        judge_cost=counter("judge_cost_usd", "Judge spend in US dollars.", ("model",)),
+        queue_depth=gauge("queue_depth", "Items waiting in a pipeline stage.", ("stage",)),
+        dropped=counter("dropped", "Items dropped, by stage and reason.", ("stage", "reason")),
+        kafka_lag=gauge("kafka_lag", "Messages behind the high watermark.", ("topic", "partition")),
+        defect_rate=gauge(
+            "defect_rate", "Windowed defect rate of an alert rule.", ("service", "rule")
+        ),
+        alert_firing=gauge(
+            "alert_firing", "1 while an alert rule fires.", ("service", "rule", "severity")
+        ),
+        service_cap=LabelCap(max_services),
+        route_cap=LabelCap(max_routes),
+    )
