@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.command == "run":
         return asyncio.run(_run(config))
-    return asyncio.run(_replay(config, args.file, args.output, args.strict))
+    return _replay_main(config, args.file, args.output, args.strict)
 
 
 def _check_config(path: Path) -> int:
@@ -146,15 +146,19 @@ class _Progress:
             sys.stdout.write("\n")
 
 
-async def _replay(config: Config, path: Path, output: Path | None, strict: bool) -> int:
+def _replay_main(config: Config, path: Path, output: Path | None, strict: bool) -> int:
     if not path.is_file():
         print(f"{path}: no such file", file=sys.stderr)
         return 1
     if output is not None:
-        # The results file of replay is the one given on the command line.
+        # The results file of replay is the one given on the command line, started afresh.
         exporters = config.exporters.model_copy(update={"results_file": str(output)})
         config = config.model_copy(update={"exporters": exporters})
         output.unlink(missing_ok=True)
+    return asyncio.run(_replay(config, path, output, strict))
+
+
+async def _replay(config: Config, path: Path, output: Path | None, strict: bool) -> int:
     summary = SummarySink()
     service = Service(config, serve_http=False, with_receivers=False, extra_sinks=[summary])
     stop = asyncio.Event()

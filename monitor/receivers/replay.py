@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -47,8 +48,8 @@ async def replay_file(
 ) -> ReplayStats:
     """Feed every valid line of `path` to `stage` until EOF or `stop` is set."""
     stats = ReplayStats()
-    total = path.stat().st_size
     handle = await asyncio.to_thread(path.open, "rb")
+    total = os.fstat(handle.fileno()).st_size
     try:
         while not stop.is_set():
             chunk, position = await asyncio.to_thread(_read_chunk, handle)
