@@ -1,0 +1,37 @@
+"""Interval estimates for a defect rate observed as `defects` out of `samples`.
+
+The alert engine compares the *bounds* of the rate, not the rate itself, with the
+threshold: 3 failures out of 5 is a 60 % rate, but the 95 % Wilson interval is
+roughly 23 %–88 %, which says almost nothing. The Wilson score interval behaves well
+for small samples and for rates near 0 or 1, where the normal approximation does not.
+The same formula is written in PromQL in `deploy/prometheus/rules.yml`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from statistics import NormalDist
+
+
+@lru_cache(maxsize=32)
+def z_score(confidence: float) -> float:
+    """Two-sided standard normal quantile: 0.95 → 1.96."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson_interval(defects: int, samples: int, confidence: float) -> tuple[float, float]:
+    """The Wilson score interval of `defects / samples`; (0, 1) when nothing was seen."""
+    if samples <= 0:
+        return 0.0, 1.0
+    if not 0 <= defects <= samples:
+        raise ValueError(f"defects must be in [0, {samples}], got {defects}")
+    z = z_score(confidence)
+    z2 = z * z
+    p = defects / samples
+    denominator = 1 + z2 / samples
+    centre = (p + z2 / (2 * samples)) / denominator
+    half = z * math.sqrt(p * (1 - p) / samples + z2 / (4 * samples * samples)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
