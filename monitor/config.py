@@ -112,7 +112,7 @@ class SamplingOverride(_Section):
     @model_validator(mode="after")
     def _matches_something(self) -> SamplingOverride:
         if self.service is None and self.route is None:
-            raise ValueError("service or route: an override needs at least one of them")
+            raise ValueError("service: an override needs a service, a route, or both")
         return self
 
 
@@ -289,8 +289,8 @@ def parse_duration(value: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _env_overrides(environ: dict[str, str]) -> list[tuple[list[str], Any]]:
-    """`RAG_MONITOR_A__B__C=value` → (["a", "b", "c"], parsed value). YAML syntax for values."""
+def _env_overrides(environ: dict[str, str]) -> list[tuple[str, list[str], Any]]:
+    """`RAG_MONITOR_A__B__C=value` → (name, ["a", "b", "c"], value parsed as YAML)."""
     out = []
     for key, raw in environ.items():
         if not key.startswith(ENV_PREFIX):
@@ -300,7 +300,7 @@ def _env_overrides(environ: dict[str, str]) -> list[tuple[list[str], Any]]:
             value = yaml.safe_load(raw) if raw else raw
         except yaml.YAMLError:
             value = raw
-        out.append((path, value))
+        out.append((key, path, value))
     return out
 
 
@@ -352,9 +352,20 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             raise ConfigError([f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
         if not isinstance(data, dict):
             raise ConfigError(["(top level): expected a mapping of sections"])
-    for key_path, value in _env_overrides(dict(os.environ if environ is None else environ)):
+    from_env: dict[str, str] = {}
+    for key, key_path, value in _env_overrides(dict(os.environ if environ is None else environ)):
         _apply(data, key_path, value)
+        from_env[".".join(key_path)] = key
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format(exc)) from None
+        raise ConfigError([_blame_env(p, from_env) for p in _format(exc)]) from None
+
+
+def _blame_env(problem: str, from_env: dict[str, str]) -> str:
+    """Name the environment variable behind a problem, so it is not hunted in the YAML."""
+    where = problem.split(": ", 1)[0]
+    for path, variable in from_env.items():
+        if where == path or where.startswith(path + ".") or path.startswith(where + "."):
+            return f"{problem} (set by {variable})"
+    return problem

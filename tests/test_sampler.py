@@ -1,0 +1,65 @@
+"""Sampling is deterministic by trace id, nested across evaluators, and overridable."""
+
+from __future__ import annotations
+
+from monitor.config import AlwaysSample, Sampling, SamplingOverride
+from monitor.processors.sampler import Sampler, sampling_position
+from monitor.records import RagRecord
+
+
+def _record(i: int, **kw: object) -> RagRecord:
+    return RagRecord(request_id=f"r{i}", trace_id=f"{i:032x}", response="a", **kw)  # type: ignore[arg-type]
+
+
+def test_same_trace_same_decision_across_instances() -> None:
+    rates = {"a": 0.3, "b": 0.3}
+    first = Sampler(Sampling(rate=1.0), rates)
+    second = Sampler(Sampling(rate=1.0), rates)  # another replica
+    for i in range(500):
+        decision = first.decide(_record(i))
+        assert decision == second.decide(_record(i))
+        assert decision["a"] == decision["b"]
+
+
+def test_rate_is_respected_and_lower_rates_nest() -> None:
+    sampler = Sampler(Sampling(rate=1.0), {"wide": 0.5, "narrow": 0.1})
+    decisions = [sampler.decide(_record(i)) for i in range(20_000)]
+    wide = sum(d["wide"] for d in decisions) / len(decisions)
+    narrow = sum(d["narrow"] for d in decisions) / len(decisions)
+    assert 0.48 < wide < 0.52
+    assert 0.09 < narrow < 0.11
+    assert all(d["wide"] for d in decisions if d["narrow"])
+
+
+def test_request_id_used_without_trace_id() -> None:
+    record = RagRecord(request_id="abc", response="a")
+    assert record.sampling_key == "abc"
+    assert 0 <= sampling_position("abc") < 1
+
+
+def test_overrides_by_service_and_route() -> None:
+    config = Sampling(
+        rate=1.0,
+        overrides=[
+            SamplingOverride(service="checkout", route="/health", rate=0.0),
+            SamplingOverride(route="/health", rate=0.5),
+            SamplingOverride(service="batch", rate=0.0),
+        ],
+    )
+    sampler = Sampler(config, {"e": None})
+    assert sampler.base_rate("checkout", "/health") == 0.0
+    assert sampler.base_rate("search", "/health") == 0.5
+    assert sampler.base_rate("batch", "/ask") == 0.0
+    assert sampler.base_rate("search", "/ask") == 1.0
+    assert not any(sampler.decide(_record(i, service="batch"))["e"] for i in range(200))
+
+
+def test_priority_records_always_sampled() -> None:
+    sampler = Sampler(Sampling(rate=0.0), {"e": 0.1})
+    assert sampler.decide(_record(1, feedback="negative")) == {"e": True}
+    assert sampler.decide(_record(2, error=True)) == {"e": True}
+    assert sampler.decide(_record(3)) == {"e": False}
+    off = Sampler(
+        Sampling(rate=0.0, always=AlwaysSample(negative_feedback=False, error=False)), {"e": 1}
+    )
+    assert off.decide(_record(1, feedback="negative")) == {"e": False}
