@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs (Debian packages, the project with its test extra)
+# and runs it. `.ci/run` calls this; so can you. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=()
+command -v prometheus >/dev/null || apt_packages+=(prometheus)
+command -v alertmanager >/dev/null || apt_packages+=(prometheus-alertmanager)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}"
+    else
+        echo "tests/run.sh: need ${apt_packages[*]} (run as root or install them)" >&2
+        exit 1
+    fi
+fi
+
+python3 -m pip install -q -e '.[test]'
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+
+ruff check monitor tests bench
+set +e
+python3 -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+    echo "tests/run.sh: pytest collected no tests; that is a failure" >&2
+    exit 1
+fi
+exit "$status"
