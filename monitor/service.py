@@ -104,7 +104,21 @@ class Service:
 
     def _build_receivers(self) -> list[Component]:
         """Input components, fed into `self.stage`."""
-        return []
+        receivers: list[Component] = []
+        kafka = self.config.receivers.kafka
+        if kafka.enabled:
+            from monitor.receivers.kafka import KafkaReceiver
+
+            receivers.append(
+                KafkaReceiver(
+                    kafka,
+                    self.stage,
+                    self.telemetry,
+                    drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
+                    max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
+                )
+            )
+        return receivers
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Per-partition offset bookkeeping for at-least-once Kafka consumption.
+
+Every message handed to the pipeline is registered with the number of units it still
+owes (records, or traces it contributed spans to). When a unit finishes, the message's
+count drops; the partition's committable offset advances over the contiguous prefix of
+messages whose counts reached zero. A slow message therefore holds back the commit of
+everything after it, never the other way round: a crash re-delivers, it never skips.
+
+Only the consumer thread touches a tracker; completions reach it through a thread-safe
+deque of `(tracker, offset)` tokens, so the event loop never takes a lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class PartitionTracker:
+    """Offsets of one assigned partition (one assignment generation: a new assignment of
+    the same partition gets a new tracker, and tokens of the old one are ignored)."""
+
+    topic: str
+    partition: int
+    committed: int | None = None
+    """The offset last committed by us (the next offset to read), if any."""
+    _entries: deque[list[int]] = field(default_factory=deque)
+    _pending: dict[int, list[int]] = field(default_factory=dict)
+    _next: int | None = None
+    outstanding: int = 0
+    """Units handed out and not yet finished, across all messages of the partition."""
+
+    def add(self, offset: int, units: int) -> None:
+        """Register a message at `offset` that finishes after `units` completions."""
+        entry = [offset, units]
+        if units > 0:
+            self._pending[offset] = entry
+            self.outstanding += units
+        self._entries.append(entry)
+        self._advance()
+
+    def finish(self, offset: int, units: int = 1) -> None:
+        """`units` of the message at `offset` finished (unknown offsets are ignored)."""
+        entry = self._pending.get(offset)
+        if entry is None:
+            return
+        done = min(units, entry[1])
+        entry[1] -= done
+        self.outstanding -= done
+        if entry[1] == 0:
+            del self._pending[offset]
+            self._advance()
+
+    def _advance(self) -> None:
+        entries = self._entries
+        while entries and entries[0][1] == 0:
+            self._next = entries.popleft()[0] + 1
+
+    @property
+    def committable(self) -> int | None:
+        """The offset to commit now (one past the finished prefix), or None when no
+        message finished since the last commit."""
+        if self._next is None or self._next == self.committed:
+            return None
+        return self._next
+
+    @property
+    def finished_through(self) -> int | None:
+        """One past the last message of the finished prefix (None before any)."""
+        return self._next
