@@ -1,0 +1,116 @@
+"""The Grafana dashboard validates against the JSON schema generated from npm
+`@grafana/schema` (grafana/schema/generate.sh), queries only metrics the monitor exports
+or the shipped recording rules produce, and has the variables, exemplars and provisioning
+an operator needs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from monitor.telemetry import create_telemetry
+
+GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+DEPLOY = GRAFANA.parent / "deploy"
+SCHEMA = json.loads((GRAFANA / "schema/dashboard.schema.json").read_text())
+DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
+
+
+def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for panel in dashboard["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return [p for p in out if p["type"] != "row"]
+
+
+def exported_names() -> set[str]:
+    names = set()
+    for family in create_telemetry().registry.collect():
+        for suffix in ("", "_total", "_bucket", "_sum", "_count"):
+            names.add(family.name + suffix)
+    rules = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())
+    names.update(r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r)
+    return names | {"ALERTS"}
+
+
+def test_schema_is_generated_and_strict() -> None:
+    assert "@grafana/schema@" in SCHEMA["$comment"]
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    assert not validator.is_valid({"title": "no schemaVersion"})
+    assert not validator.is_valid(
+        {"schemaVersion": 39, "panels": [{"type": "timeseries", "gridpos": {}}]}
+    )
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_matches_grafana_schema(path: Path) -> None:
+    dashboard = json.loads(path.read_text())
+    errors = sorted(jsonschema.Draft7Validator(SCHEMA).iter_errors(dashboard), key=str)
+    assert not errors, "\n".join(f"{e.json_path}: {e.message[:200]}" for e in errors[:10])
+
+
+def test_dashboard_queries_only_known_series() -> None:
+    known = exported_names()
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in panels(dashboard):
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            for name in re.findall(r"\b(rag_monitor[:_][a-z0-9_:]+|ALERTS)\b", target["expr"]):
+                assert name in known, f"{panel['title']}: {name} is neither exported nor recorded"
+
+
+def test_dashboard_has_variables_exemplars_and_the_key_panels() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert {"service", "route", "evaluator"} <= set(variables)
+    assert all(
+        variables[v]["multi"] and variables[v]["includeAll"]
+        for v in ("service", "route", "evaluator")
+    )
+    exprs = [t["expr"] for p in panels(dashboard) for t in p["targets"]]
+    for var in ("$service", "$route", "$evaluator"):
+        assert any(var in e for e in exprs), var
+    exemplars = [t["expr"] for p in panels(dashboard) for t in p["targets"] if t.get("exemplar")]
+    assert any('outcome="fail"' in e for e in exemplars)
+    assert any("safety_evaluations_total" in e for e in exemplars)
+    text = " ".join(exprs)
+    for needle in (
+        "evaluation_defect_rate_by_route",
+        "evaluation_score_bucket",
+        "safety_defect_rate",
+        "evaluation_duration_seconds_bucket",
+        "judge_requests_total",
+        "judge_tokens_total",
+        "judge_cost_usd_total",
+        "spans_received_total",
+        "dropped_total",
+        "kafka_lag",
+        "alert_firing",
+    ):
+        assert needle in text, needle
+    assert any(p["type"] == "heatmap" for p in panels(dashboard))
+
+
+def test_provisioning_points_at_the_dashboards_and_links_exemplars_to_traces() -> None:
+    provider = yaml.safe_load((GRAFANA / "provisioning/dashboards/rag-monitor.yaml").read_text())
+    path = provider["providers"][0]["options"]["path"]
+    grafana = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["grafana"]
+    assert f"../grafana/dashboards:{path}:ro" in grafana["volumes"]
+    sources = yaml.safe_load((GRAFANA / "provisioning/datasources/prometheus.yaml").read_text())[
+        "datasources"
+    ]
+    (prom,) = sources
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    ds_var = next(v for v in dashboard["templating"]["list"] if v["name"] == "datasource")
+    assert ds_var["current"]["value"] == prom["uid"]
+    (dest,) = prom["jsonData"]["exemplarTraceIdDestinations"]
+    assert dest["name"] == "trace_id" and "$${__value.raw}" in dest["url"]
