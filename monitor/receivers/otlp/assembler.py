@@ -1,0 +1,145 @@
+"""Trace assembly: buffer spans by trace id until the trace is whole.
+
+A trace is released when
+- `root_ended`: its root span has arrived (spans are exported when they end, so the root
+  has ended) and every span's parent is present — the children it references were seen;
+- `idle_timeout`: no span of it arrived for `idle_timeout_s` (a child lost in transit, a
+  root whose parent lives in another service without the OTLP "parent is remote" flag);
+- `evicted`: `max_open_traces` traces are open and a new one starts; the least recently
+  active one is released early (counted);
+- `shutdown`: the monitor is stopping.
+
+Spans of a trace that was already released (a late batch) are counted as `late_span` and
+dropped, so one request never becomes two partial records; the memory of released ids is
+bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure apart
+from the `on_drop` callback; `OtlpIngest` runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from monitor.receivers.otlp.decode import Span
+
+Trigger = Literal["root_ended", "idle_timeout", "evicted", "shutdown"]
+TRIGGERS: tuple[Trigger, ...] = ("root_ended", "idle_timeout", "evicted", "shutdown")
+# A runaway trace (a loop that opens spans forever) must not hold unbounded memory.
+MAX_SPANS_PER_TRACE = 5_000
+
+
+@dataclass(slots=True)
+class _Open:
+    last_seen: float
+    source: str
+    spans: dict[str, Span] = field(default_factory=dict)
+    missing_parents: set[str] = field(default_factory=set)
+    has_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedTrace:
+    trace_id: str
+    spans: list[Span]
+    trigger: Trigger
+    source: str  # the receiver that delivered the trace's last span
+
+
+class TraceAssembler:
+    def __init__(
+        self,
+        *,
+        idle_timeout_s: float,
+        max_open_traces: int,
+        on_drop: Callable[[str, int], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._idle = idle_timeout_s
+        self._max = max_open_traces
+        self._on_drop = on_drop or (lambda reason, n: None)
+        self._clock = clock
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._released: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+    def is_open(self, trace_id: str) -> bool:
+        """Whether spans of `trace_id` are buffered (the Kafka receiver tracks which
+        messages a trace holds, to commit their offsets once it is evaluated)."""
+        return trace_id in self._open
+
+    def add(
+        self, spans: Iterable[Span], source: str, now: float | None = None
+    ) -> list[FinishedTrace]:
+        """Buffer spans; return the traces they completed (and any evicted to make room)."""
+        now = self._clock() if now is None else now
+        finished: list[FinishedTrace] = []
+        touched: dict[str, _Open] = {}
+        late = 0
+        oversize = 0
+        for span in spans:
+            trace_id = span.trace_id
+            trace = touched.get(trace_id) or self._open.get(trace_id)
+            if trace is None:
+                if trace_id in self._released:
+                    late += 1
+                    continue
+                if len(self._open) >= self._max:
+                    old_id, old = self._open.popitem(last=False)
+                    touched.pop(old_id, None)
+                    finished.append(self._release(old_id, old, "evicted"))
+                trace = _Open(now, source)
+                self._open[trace_id] = trace
+            touched[trace_id] = trace
+            if len(trace.spans) >= MAX_SPANS_PER_TRACE:
+                oversize += 1
+                continue
+            span_id = span.span_id
+            trace.spans[span_id] = span
+            trace.missing_parents.discard(span_id)
+            if span.is_root:
+                trace.has_root = True
+            elif span.parent_span_id not in trace.spans:
+                trace.missing_parents.add(span.parent_span_id)
+        for trace_id, trace in touched.items():
+            trace.last_seen = now
+            trace.source = source
+            if trace.has_root and not trace.missing_parents:
+                del self._open[trace_id]
+                finished.append(self._release(trace_id, trace, "root_ended"))
+            else:
+                self._open.move_to_end(trace_id)
+        if late:
+            self._on_drop("late_span", late)
+        if oversize:
+            self._on_drop("trace_too_large", oversize)
+        return finished
+
+    def expire(self, now: float | None = None) -> list[FinishedTrace]:
+        """Release traces idle for `idle_timeout_s` (oldest first)."""
+        now = self._clock() if now is None else now
+        finished = []
+        while self._open:
+            trace_id, trace = next(iter(self._open.items()))
+            if now - trace.last_seen < self._idle:
+                break
+            del self._open[trace_id]
+            finished.append(self._release(trace_id, trace, "idle_timeout"))
+        return finished
+
+    def drain(self) -> list[FinishedTrace]:
+        """Release everything still open (shutdown)."""
+        finished = [self._release(tid, trace, "shutdown") for tid, trace in self._open.items()]
+        self._open.clear()
+        return finished
+
+    def _release(self, trace_id: str, trace: _Open, trigger: Trigger) -> FinishedTrace:
+        self._released[trace_id] = None
+        while len(self._released) > self._max:
+            self._released.popitem(last=False)
+        return FinishedTrace(trace_id, list(trace.spans.values()), trigger, trace.source)

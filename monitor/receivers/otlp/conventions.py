@@ -1,0 +1,467 @@
+"""Per-span readers for the instrumentation conventions (DESIGN.md, "Receivers").
+
+Each reader looks at one `Span` and returns what it says in convention-neutral form:
+`Retrieval` (query + documents in retrieval order) or `Generation` (chat messages in,
+text out, model, tokens). `extract.py` then joins the spans of a trace into records.
+
+Understood:
+- OpenInference: `openinference.span.kind` RETRIEVER / RERANKER / LLM, `input.value`,
+  `output.value`, `retrieval.documents.N.document.{content,id,score,metadata}`,
+  `reranker.output_documents.N.document.*`, `llm.input_messages.N.message.*`,
+  `llm.output_messages.N.message.*` (also `message.contents.M.message_content.text`).
+- OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` /
+  `gen_ai.system_instructions` (JSON strings or structured values, messages made of
+  `parts`), `gen_ai.operation.name = retrieval` with `gen_ai.retrieval.query.text` and
+  `gen_ai.retrieval.documents`; the older `gen_ai.{system,user,assistant,tool}.message` and
+  `gen_ai.choice` span events and `gen_ai.prompt` / `gen_ai.completion` attributes.
+- OpenLLMetry: `gen_ai.prompt.N.{role,content}`, `gen_ai.completion.N.{role,content}`,
+  `traceloop.entity.input` / `traceloop.entity.output` JSON (including 0.62's LangChain
+  retriever spans with `gen_ai.operation.name = vector_db_retrieve` whose output holds
+  `{"page_content", "metadata"}` documents), and vector-DB spans with `db.query.result`
+  events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.receivers.otlp.decode import Span
+
+_ROLES = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "developer": "developer",
+}
+_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_RETRIEVAL_OPERATIONS = frozenset({"retrieval", "retrieve", "vector_db_retrieve"})
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+QUERY_KEYS = ("query", "question", "input", "user_input", "q", "prompt", "message", "text")
+ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+
+
+@dataclass(slots=True)
+class Doc:
+    content: str | None
+    doc_uri: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Retrieval:
+    span: Span
+    query: str | None
+    docs: list[Doc]
+    reranked: bool = False
+
+
+@dataclass(slots=True)
+class Generation:
+    span: Span
+    messages: list[tuple[str, str]]  # (role, text) sent to the model, system included
+    output: str | None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    conventions: set[str] = field(default_factory=set)
+
+    @property
+    def user_query(self) -> str | None:
+        for role, text in reversed(self.messages):
+            if role == "user":
+                return text
+        return None
+
+
+def loads(value: Any) -> Any:
+    """Parse a JSON-looking string; anything else comes back unchanged."""
+    if isinstance(value, str):
+        stripped = value.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                return json.loads(stripped)
+            except ValueError:
+                return value
+    return value
+
+
+def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """`prefix.N.rest = v` attributes → one dict per N (ascending), keyed by `rest`."""
+    size = len(prefix)
+    groups: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if key.startswith(prefix):
+            index, _, rest = key[size:].partition(".")
+            if index.isdigit():
+                groups.setdefault(int(index), {})[rest] = value
+    return [groups[i] for i in sorted(groups)]
+
+
+def _text(value: Any) -> str | None:
+    """Text of a message content: a string, a list of parts, or a `{text|content}` object."""
+    value = loads(value)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [t for t in (_part_text(p) for p in value) if t]
+        return "\n".join(texts) if texts else None
+    if isinstance(value, dict):
+        return _part_text(value)
+    return str(value)
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind not in (None, "text", "input_text", "output_text"):
+        return None
+    for key in ("content", "text"):
+        if isinstance(part.get(key), str):
+            return str(part[key])
+    return None
+
+
+def _role(value: Any) -> str | None:
+    return _ROLES.get(str(value).lower()) if value is not None else None
+
+
+def _chat_messages(value: Any) -> list[tuple[str, str]]:
+    """GenAI / OpenAI style messages: `[{role, parts|content}]` (JSON or structured)."""
+    value = loads(value)
+    if isinstance(value, str):
+        return [("user", value)]
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    out = []
+    for msg in value:
+        if isinstance(msg, dict):
+            role = _role(msg.get("role") or msg.get("type"))
+            text = _text(msg["parts"] if "parts" in msg else msg.get("content"))
+            if role and text is not None:
+                out.append((role, text))
+    return out
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_tokens(*values: Any) -> int | None:
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return None
+
+
+def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:
+    """The first meaningful string in a chain input/output (JSON, wrappers, messages)."""
+    value = loads(value)
+    if isinstance(value, str):
+        return value.strip() or None
+    if depth > 4:
+        return None
+    if isinstance(value, list):
+        messages = _chat_messages(value)
+        want = "user" if keys is QUERY_KEYS else "assistant"
+        for role, text in reversed(messages):
+            if role == want:
+                return text
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "lc" in value and isinstance(value.get("kwargs"), dict):  # serialized LangChain object
+        return find_text(value["kwargs"], keys, depth + 1)
+    for wrapper in ("inputs", "outputs"):
+        if wrapper in value:
+            return find_text(value[wrapper], keys, depth + 1)
+    if isinstance(value.get("args"), list) and value["args"]:  # a traced function's arguments
+        return find_text(value["args"][0], keys, depth + 1)
+    for key in keys:
+        if key in value:
+            found = find_text(value[key], keys, depth + 1)
+            if found:
+                return found
+    if "messages" in value:
+        return find_text(value["messages"], keys, depth + 1)
+    return None
+
+
+def _doc(item: Any) -> Doc | None:
+    if isinstance(item, str):
+        return Doc(item)
+    if not isinstance(item, dict):
+        return None
+    if "lc" in item and isinstance(item.get("kwargs"), dict):
+        item = item["kwargs"]
+    if isinstance(item.get("document"), dict):
+        item = {**item, **item["document"]}
+    content = item.get("page_content", item.get("content", item.get("text", item.get("document"))))
+    metadata = loads(item.get("metadata"))
+    metadata = metadata if isinstance(metadata, dict) else None
+    uri = item.get("doc_uri", item.get("id", item.get("uri", item.get("url"))))
+    if uri is None and metadata is not None:
+        uri = metadata.get("source")
+    if content is None and uri is None:
+        return None
+    return Doc(
+        content=_text(content),
+        doc_uri=None if uri is None else str(uri),
+        score=_as_float(item.get("score", item.get("relevance_score"))),
+        metadata=metadata,
+    )
+
+
+def json_docs(value: Any, depth: int = 0) -> list[Doc] | None:
+    """Find the list of documents in a JSON value (retriever output, `rag.context`)."""
+    value = loads(value)
+    if depth > 4:
+        return None
+    if isinstance(value, list):
+        docs = [d for d in (_doc(v) for v in value) if d is not None]
+        return docs if docs or not value else None
+    if isinstance(value, dict):
+        for key in ("outputs", "documents", "docs", "context", "result", "output", "kwargs"):
+            if key in value:
+                found = json_docs(value[key], depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def _indexed_docs(attrs: dict[str, Any], prefix: str) -> list[Doc]:
+    docs = []
+    for group in indexed(attrs, prefix):
+        fields = {k.removeprefix("document."): v for k, v in group.items()}
+        doc = _doc(fields)
+        if doc is not None:
+            docs.append(doc)
+    return docs
+
+
+def read_retrieval(span: Span) -> Retrieval | None:
+    """The query and documents of a retrieval span, or None if it is not one."""
+    a = span.attributes
+    kind = a.get("openinference.span.kind")
+    op = a.get("gen_ai.operation.name")
+    if kind == "RERANKER":
+        return Retrieval(
+            span, a.get("reranker.query"), _indexed_docs(a, "reranker.output_documents."), True
+        )
+    if kind == "RETRIEVER" or "retrieval.documents.0.document.content" in a:
+        query = find_text(a.get("input.value"), QUERY_KEYS)
+        return Retrieval(span, query, _indexed_docs(a, "retrieval.documents."))
+    if op in _RETRIEVAL_OPERATIONS or "gen_ai.retrieval.documents" in a:
+        query = a.get("gen_ai.retrieval.query.text")
+        docs = json_docs(a.get("gen_ai.retrieval.documents")) or []
+        if "traceloop.entity.input" in a or "traceloop.entity.output" in a:  # OpenLLMetry 0.62
+            query = query or find_text(a.get("traceloop.entity.input"), QUERY_KEYS)
+            docs = docs or json_docs(a.get("traceloop.entity.output")) or []
+        return Retrieval(span, query if isinstance(query, str) else None, docs)
+    results = [e for e in span.events if e.name.endswith("query.result")]
+    if results:
+        return Retrieval(
+            span, a.get("db.query.text") or None, [_event_doc(e.attributes) for e in results]
+        )
+    return None
+
+
+def _event_doc(attrs: dict[str, Any]) -> Doc:
+    """An OpenLLMetry `db.query.result` event: `<prefix>.{document,id,score,distance,metadata}`."""
+    fields: dict[str, Any] = {}
+    for key, value in attrs.items():
+        fields[key.rpartition(".")[2]] = value
+    metadata = loads(fields.get("metadata"))
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    if "distance" in fields:
+        metadata["distance"] = fields["distance"]
+    uri = fields.get("id")
+    return Doc(
+        content=_text(fields.get("document")),
+        doc_uri=None if uri is None else str(uri),
+        score=_as_float(fields.get("score")),
+        metadata=metadata or None,
+    )
+
+
+def is_generation(span: Span) -> bool:
+    a = span.attributes
+    kind = a.get("openinference.span.kind")
+    if kind is not None:
+        return bool(kind == "LLM")
+    if (
+        a.get("gen_ai.operation.name") in _LLM_OPERATIONS
+        or a.get("llm.request.type") in _LLM_OPERATIONS
+    ):
+        return True
+    if any(
+        k in a
+        for k in (
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.prompt.0.content",
+            "gen_ai.completion.0.content",
+            "gen_ai.prompt",
+            "gen_ai.completion",
+        )
+    ):
+        return True
+    return any(e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events)
+
+
+def read_generation(span: Span) -> Generation | None:
+    """Messages in, text out, model and tokens of an LLM span, or None if it is not one."""
+    if not is_generation(span):
+        return None
+    a = span.attributes
+    conventions: set[str] = set()
+    messages: list[tuple[str, str]] = []
+    output: str | None = None
+    if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
+        conventions.add("genai")
+        system = _text(a.get("gen_ai.system_instructions"))
+        if system:
+            messages.append(("system", system))
+        messages += _chat_messages(a.get("gen_ai.input.messages"))
+        outs = [t for r, t in _chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
+        output = "\n".join(outs) if outs else None
+    if not messages and "llm.input_messages.0.message.role" in a:
+        conventions.add("openinference")
+        messages = _indexed_messages(a, "llm.input_messages.")
+    if output is None and "llm.output_messages.0.message.role" in a:
+        conventions.add("openinference")
+        outs = [t for r, t in _indexed_messages(a, "llm.output_messages.") if r == "assistant"]
+        output = "\n".join(outs) if outs else None
+    if not messages and "gen_ai.prompt.0.content" in a:
+        conventions.add("openllmetry")
+        messages = [
+            (_role(g.get("role")) or "user", _text(g.get("content")) or "")
+            for g in indexed(a, "gen_ai.prompt.")
+        ]
+    if output is None and "gen_ai.completion.0.content" in a:
+        conventions.add("openllmetry")
+        outs = [_text(g.get("content")) for g in indexed(a, "gen_ai.completion.")]
+        output = "\n".join(t for t in outs if t) or None
+    if not messages and "gen_ai.prompt" in a:
+        conventions.add("genai")
+        messages = _chat_messages(a["gen_ai.prompt"])
+    if output is None and "gen_ai.completion" in a:
+        conventions.add("genai")
+        completion = loads(a["gen_ai.completion"])
+        outs = (
+            [t for r, t in _chat_messages(completion) if r == "assistant"]
+            if isinstance(completion, list)
+            else []
+        )
+        output = "\n".join(outs) if outs else _text(completion)
+    if span.events and (not messages or output is None):
+        event_messages, event_output = _event_messages(span)
+        if event_messages or event_output:
+            conventions.add("genai")
+        messages = messages or event_messages
+        output = output if output is not None else event_output
+    if not messages and "input.value" in a:
+        text = find_text(a["input.value"], QUERY_KEYS)
+        messages = [("user", text)] if text else []
+    if output is None and "output.value" in a:
+        output = find_text(a["output.value"], ANSWER_KEYS)
+    model = (
+        a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
+    )
+    return Generation(
+        span=span,
+        messages=messages,
+        output=output,
+        model=str(model) if model else None,
+        input_tokens=_as_tokens(
+            a.get("gen_ai.usage.input_tokens"),
+            a.get("gen_ai.usage.prompt_tokens"),
+            a.get("llm.token_count.prompt"),
+        ),
+        output_tokens=_as_tokens(
+            a.get("gen_ai.usage.output_tokens"),
+            a.get("gen_ai.usage.completion_tokens"),
+            a.get("llm.token_count.completion"),
+        ),
+        conventions=conventions,
+    )
+
+
+def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
+    out = []
+    for group in indexed(attrs, prefix):
+        role = _role(group.get("message.role"))
+        text = group.get("message.content")
+        if text is None:
+            parts = indexed({k: v for k, v in group.items()}, "message.contents.")
+            texts = [p.get("message_content.text") for p in parts if p.get("message_content.text")]
+            text = "\n".join(str(t) for t in texts) if texts else None
+        if role and text is not None:
+            out.append((role, _text(text) or ""))
+    return out
+
+
+def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
+    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`."""
+    messages: list[tuple[str, str]] = []
+    outputs: list[str] = []
+    for event in span.events:
+        attrs = event.attributes
+        if event.name in _MESSAGE_EVENTS:
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            content = attrs.get("content", body.get("content") if isinstance(body, dict) else body)
+            text = _text(content)
+            if text is not None:
+                messages.append((_MESSAGE_EVENTS[event.name], text))
+        elif event.name == "gen_ai.choice":
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            message = loads(
+                attrs.get("message", body.get("message") if isinstance(body, dict) else None)
+            )
+            content = (
+                message.get("content")
+                if isinstance(message, dict)
+                else attrs.get("content", message)
+            )
+            text = _text(content)
+            if text is not None:
+                outputs.append(text)
+        elif event.name == "gen_ai.content.prompt" and "gen_ai.prompt" in attrs:
+            messages += _chat_messages(attrs["gen_ai.prompt"])
+        elif event.name == "gen_ai.content.completion" and "gen_ai.completion" in attrs:
+            completion = loads(attrs["gen_ai.completion"])
+            found = [t for r, t in _chat_messages(completion) if r == "assistant"]
+            text = "\n".join(found) if found else _text(completion)
+            if text:
+                outputs.append(text)
+    return messages, "\n".join(outputs) if outputs else None
