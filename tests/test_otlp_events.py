@@ -1,0 +1,192 @@
+"""OTLP evaluation events: a trace made by the OpenTelemetry SDK is evaluated, and the
+events arrive at a local OTLP receiver stub (a real gRPC TraceService server, or a real
+HTTP server for `http/protobuf`) in a span of the original trace, parented to its span."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from monitor.evaluators.base import EvalResult
+from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
+from monitor.records import RagRecord
+from monitor.telemetry import create_telemetry
+
+pytestmark = pytest.mark.asyncio
+
+
+class Received:
+    def __init__(self) -> None:
+        self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.lock = threading.Lock()
+
+    def add(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    def spans(self) -> list[Any]:
+        with self.lock:
+            return [
+                s
+                for r in self.requests
+                for rs in r.resource_spans
+                for ss in rs.scope_spans
+                for s in ss.spans
+            ]
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:
+        self.received.add(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def grpc_stub(received: Received) -> tuple[str, Any]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(received), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return f"http://127.0.0.1:{port}", lambda: server.stop(grace=1).wait()
+
+
+def http_stub(received: Received) -> tuple[str, Any]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            assert self.path == "/v1/traces"
+            assert self.headers["Content-Type"] == "application/x-protobuf"
+            request = trace_service_pb2.ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            received.add(request)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+            self.wfile.write(trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"127.0.0.1:{server.server_address[1]}", stop
+
+
+@pytest.fixture(params=["grpc", "http/protobuf"])
+def receiver(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Received]]:
+    received = Received()
+    endpoint, stop = (grpc_stub if request.param == "grpc" else http_stub)(received)
+    try:
+        yield request.param, endpoint, received
+    finally:
+        stop()
+
+
+def original_trace() -> tuple[str, str]:
+    """A RAG request traced by the application with the OpenTelemetry SDK."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("app").start_as_current_span("rag.request"):
+        pass
+    (span,) = memory.get_finished_spans()
+    return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
+
+
+async def test_evaluation_events_land_in_the_original_trace(
+    receiver: tuple[str, str, Received],
+) -> None:
+    protocol, endpoint, received = receiver
+    trace_id, span_id = original_trace()
+    t = create_telemetry()
+    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+    await sink.start()
+    record = RagRecord(
+        request_id="req-1", trace_id=trace_id, span_id=span_id, service="shop", response="x"
+    )
+    sink.emit(
+        record,
+        {
+            "local_groundedness": EvalResult(
+                name="local_groundedness",
+                score=0.25,
+                normalized=0.25,
+                label="fail",
+                passed=False,
+                explanation="unsupported: built by the Romans",
+            ),
+            "faithfulness": EvalResult.failed("faithfulness", "timeout: no verdict within 30s"),
+        },
+    )
+    sink.emit(
+        RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
+    )
+    await sink.close()
+
+    (span,) = received.spans()
+    assert span.trace_id.hex() == trace_id
+    assert span.parent_span_id.hex() == span_id
+    assert span.span_id.hex() != span_id
+    events = {e.attributes[0].value.string_value: e for e in span.events}
+    assert [e.name for e in span.events] == [EVENT_NAME, EVENT_NAME]
+
+    def attrs(event: Any) -> dict[str, Any]:
+        return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in event.attributes}
+
+    assert attrs(events["local_groundedness"]) == {
+        "gen_ai.evaluation.name": "local_groundedness",
+        "gen_ai.evaluation.score.value": 0.25,
+        "gen_ai.evaluation.score.label": "fail",
+        "gen_ai.evaluation.explanation": "unsupported: built by the Romans",
+    }
+    assert attrs(events["faithfulness"]) == {
+        "gen_ai.evaluation.name": "faithfulness",
+        "error.type": "timeout",
+        "gen_ai.evaluation.explanation": "timeout: no verdict within 30s",
+    }
+    assert sink.exported == 1
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_dropped_total", {"stage": "otlp_events", "reason": "no_trace_context"}
+        )
+        == 1
+    )
+
+
+async def test_unreachable_endpoint_is_counted_not_raised() -> None:
+    from tests._alerting import free_port
+
+    t = create_telemetry()
+    exporter = create_exporter(f"127.0.0.1:{free_port()}", "http/protobuf", timeout_s=1)
+    sink = OtlpEventsSink(exporter, t, close_timeout_s=30)
+    await sink.start()
+    trace_id, span_id = original_trace()
+    sink.emit(
+        RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
+        {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
+    )
+    await sink.close()
+    assert sink.exported == 0
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_dropped_total", {"stage": "otlp_events", "reason": "export_failed"}
+        )
+        == 1
+    )
