@@ -15,6 +15,7 @@ Self-metrics beyond DESIGN.md's table (registered here, on the service's registr
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -113,11 +114,12 @@ class OtlpIngest:
         self._task = asyncio.create_task(self._run(), name="otlp-assemble")
         self._accepting = True
 
-    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+    async def offload(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run CPU work (decompression, decoding) in the ingest thread."""
+        call = functools.partial(fn, *args, **kwargs)
         if self._executor is None:
-            return fn(*args)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            return call()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     def has_room(self) -> bool:
         return self._accepting and self._queued < self._capacity

@@ -1,0 +1,103 @@
+"""OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+
+The method is registered with raw bytes in and out, so decoding happens in the ingest
+thread instead of on the event loop. Status codes: OK (with `partial_success` when some
+spans had malformed ids), INVALID_ARGUMENT for an undecodable request, UNAUTHENTICATED
+for a missing/wrong `authorization: Bearer <token>` when `receivers.otlp.auth_token` is
+set, UNAVAILABLE (which OTLP exporters retry) when the span queue is full, and
+RESOURCE_EXHAUSTED from gRPC itself for messages over `max_request_bytes` (gRPC refuses
+those before the handler runs, so they are not in `records_rejected_total`). gzip message
+compression is handled by gRPC.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NoReturn
+
+import grpc
+from grpc import aio
+
+from monitor.config import Config
+from monitor.receivers.otlp.decode import DecodeError
+from monitor.receivers.otlp.ingest import OtlpIngest, RateLimitedLog
+from monitor.receivers.otlp.wire import decode_request, export_response, token_ok
+from monitor.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+RECEIVER = "otlp_grpc"
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class OtlpGrpcReceiver:
+    def __init__(self, config: Config, ingest: OtlpIngest, telemetry: Telemetry) -> None:
+        otlp = config.receivers.otlp
+        self._endpoint = otlp.grpc.endpoint
+        self._token = otlp.auth_token
+        self._limit = otlp.max_request_bytes
+        self._ingest = ingest
+        self._t = telemetry
+        self._warn = RateLimitedLog(log)
+        self._server: aio.Server | None = None
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        server = aio.server(
+            options=[
+                ("grpc.max_receive_message_length", self._limit),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        handler = grpc.unary_unary_rpc_method_handler(self._export)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
+        )
+        port = server.add_insecure_port(self._endpoint)
+        if port == 0:
+            raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {self._endpoint}")
+        await server.start()
+        self._server = server
+        self.port = port
+        log.info("OTLP/gRPC receiver listening on %s (port %d)", self._endpoint, port)
+
+    async def shutdown(self, grace_s: float = 2.0) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace_s)
+
+    async def _refuse(
+        self, context: aio.ServicerContext, code: grpc.StatusCode, reason: str, message: str
+    ) -> NoReturn:
+        self._t.records_rejected.labels(RECEIVER, reason).inc()
+        self._warn.warning(
+            reason, "OTLP/gRPC request refused (%s %s): %s", code.name, reason, message
+        )
+        await context.abort(code, message)
+
+    async def _export(self, request: bytes, context: aio.ServicerContext) -> bytes:
+        if self._token is not None:
+            metadata = dict(context.invocation_metadata() or ())
+            presented = metadata.get("authorization")
+            if not token_ok(presented if isinstance(presented, str) else None, self._token):
+                await self._refuse(
+                    context,
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "unauthorized",
+                    "missing or wrong bearer token",
+                )
+        if not self._ingest.has_room():
+            self._ingest.refuse()
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
+        try:
+            decoded = await self._ingest.offload(
+                decode_request, request, gzip=False, as_json=False, limit=self._limit
+            )
+        except DecodeError as exc:
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)
+        if not self._ingest.enqueue(decoded.spans, RECEIVER):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
+        if decoded.rejected:
+            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+        return export_response(decoded, as_json=False)

@@ -1,0 +1,164 @@
+"""OTLP/HTTP trace receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
+
+Replies per the OTLP/HTTP spec, in the request's encoding: 200 with an
+`ExportTraceServiceResponse` (with `partial_success.rejected_spans` and a message when
+some spans had malformed ids), 400 for an undecodable body (`google.rpc.Status` naming
+the problem), 401 for a missing/wrong bearer token when `receivers.otlp.auth_token` is
+set, 413 over `receivers.otlp.max_request_bytes` (checked on the wire size and again while
+decompressing, so a gzip bomb stops at the cap), 415 for other content types or
+encodings, and 503 with `Retry-After` when the span queue is full. Every refusal is
+counted in `records_rejected_total{receiver="otlp_http",reason}` (or
+`dropped_total{stage="assemble",reason="queue_full"}`) and the receiver keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from monitor.config import Config
+from monitor.receivers.otlp.decode import DecodeError
+from monitor.receivers.otlp.ingest import OtlpIngest, RateLimitedLog
+from monitor.receivers.otlp.wire import (
+    TooLarge,
+    decode_request,
+    export_response,
+    status_body,
+    token_ok,
+)
+from monitor.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+RECEIVER = "otlp_http"
+PATH = "/v1/traces"
+RETRY_AFTER_S = 2
+_PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf"})
+_JSON = "application/json"
+_INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
+
+
+class OtlpHttpReceiver:
+    def __init__(self, config: Config, ingest: OtlpIngest, telemetry: Telemetry) -> None:
+        otlp = config.receivers.otlp
+        host, _, port = otlp.http.endpoint.rpartition(":")
+        self._host = host.strip("[]")
+        self._port = int(port)
+        self._token = otlp.auth_token
+        self._limit = otlp.max_request_bytes
+        self._ingest = ingest
+        self._t = telemetry
+        self._warn = RateLimitedLog(log)
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application(client_max_size=self._limit)
+        app.router.add_post(PATH, self._export)
+        # Bodies are decompressed here, with a cap, not by the server.
+        runner = web.AppRunner(app, access_log=None, auto_decompress=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        log.info("OTLP/HTTP receiver listening on %s:%d%s", self._host, self.port, PATH)
+
+    async def shutdown(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    def _reject(
+        self, status: int, code: int, reason: str, message: str, *, as_json: bool
+    ) -> web.Response:
+        self._t.records_rejected.labels(RECEIVER, reason).inc()
+        self._warn.warning(reason, "OTLP/HTTP request refused (%d %s): %s", status, reason, message)
+        return web.Response(
+            status=status,
+            body=status_body(code, message, as_json=as_json),
+            content_type=_JSON if as_json else "application/x-protobuf",
+            headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
+        )
+
+    async def _export(self, request: web.Request) -> web.Response:
+        media = request.content_type
+        as_json = media == _JSON
+        if not token_ok(request.headers.get("Authorization"), self._token):
+            return self._reject(
+                401,
+                _UNAUTHENTICATED,
+                "unauthorized",
+                "missing or wrong bearer token",
+                as_json=as_json,
+            )
+        if media not in _PROTOBUF and not as_json:
+            return self._reject(
+                415,
+                _INVALID_ARGUMENT,
+                "unsupported_media_type",
+                f"Content-Type {media!r}: expected application/x-protobuf or application/json",
+                as_json=False,
+            )
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("identity", "gzip", ""):
+            return self._reject(
+                415,
+                _INVALID_ARGUMENT,
+                "unsupported_encoding",
+                f"Content-Encoding {encoding!r}: expected gzip or none",
+                as_json=as_json,
+            )
+        if request.content_length is not None and request.content_length > self._limit:
+            return self._too_large(f"body of {request.content_length} bytes", as_json)
+        if not self._ingest.has_room():
+            self._ingest.refuse()
+            return self._unavailable(as_json)
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            body += chunk
+            if len(body) > self._limit:
+                return self._too_large(f"body over {self._limit} bytes", as_json)
+        try:
+            decoded = await self._ingest.offload(
+                decode_request,
+                bytes(body),
+                gzip=encoding == "gzip",
+                as_json=as_json,
+                limit=self._limit,
+            )
+        except TooLarge as exc:
+            return self._too_large(str(exc), as_json)
+        except DecodeError as exc:
+            return self._reject(400, _INVALID_ARGUMENT, exc.reason, exc.detail, as_json=as_json)
+        if not self._ingest.enqueue(decoded.spans, RECEIVER):
+            return self._unavailable(as_json)
+        if decoded.rejected:
+            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+        return web.Response(
+            body=export_response(decoded, as_json=as_json),
+            content_type=_JSON if as_json else "application/x-protobuf",
+        )
+
+    def _too_large(self, what: str, as_json: bool) -> web.Response:
+        return self._reject(
+            413,
+            _RESOURCE_EXHAUSTED,
+            "too_large",
+            f"{what}: over receivers.otlp.max_request_bytes={self._limit}",
+            as_json=as_json,
+        )
+
+    def _unavailable(self, as_json: bool) -> web.Response:
+        return web.Response(
+            status=503,
+            body=status_body(_UNAVAILABLE, "span queue full, retry later", as_json=as_json),
+            content_type=_JSON if as_json else "application/x-protobuf",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )

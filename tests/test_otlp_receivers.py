@@ -1,0 +1,375 @@
+"""OTLP/gRPC and OTLP/HTTP receivers, in process, fed by the real OpenTelemetry SDK
+exporters over real sockets. The evaluation stage is replaced by a recorder with the
+stage's `put` signature so the exact records can be checked; the full process (CLI,
+metrics, results file) is covered by test_otlp_e2e.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from monitor.config import Config
+from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import RagRecord
+from monitor.telemetry import Telemetry, create_telemetry
+from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
+
+
+class RecordingStage:
+    """Stands in for EvaluationStage: keeps what `put` receives; `block` holds `put`."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, RagRecord]] = []
+        self.block = asyncio.Event()
+        self.block.set()
+        self._arrived = asyncio.Event()
+
+    async def put(
+        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
+    ) -> None:
+        await self.block.wait()
+        self.records.append((source, record))
+        self._arrived.set()
+
+    async def wait_until(self, done: Callable[[], bool]) -> None:
+        async with asyncio.timeout(15):
+            while not done():
+                self._arrived.clear()
+                await self._arrived.wait()
+
+    async def wait_for(self, trace_id: str) -> list[tuple[str, RagRecord]]:
+        def found() -> list[tuple[str, RagRecord]]:
+            return [(s, r) for s, r in self.records if r.trace_id == trace_id]
+
+        await self.wait_until(lambda: bool(found()))
+        return found()
+
+
+def _config(**otlp: Any) -> Config:
+    return Config.model_validate(
+        {
+            "receivers": {
+                "otlp": {
+                    "grpc": {"endpoint": "127.0.0.1:0"},
+                    "http": {"endpoint": "127.0.0.1:0"},
+                    **otlp,
+                }
+            },
+            "trace_assembly": {"idle_timeout_s": 30},
+        }
+    )
+
+
+async def _started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> OtlpReceivers:
+    receivers = OtlpReceivers(config, stage, telemetry)
+    await receivers.start()
+    return receivers
+
+
+@pytest.fixture
+async def served(telemetry: Telemetry) -> AsyncIterator[tuple[OtlpReceivers, RecordingStage]]:
+    stage = RecordingStage()
+    receivers = await _started(_config(), stage, telemetry)
+    try:
+        yield receivers, stage
+    finally:
+        await receivers.shutdown()
+
+
+def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
+    return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+def _exporter(receivers: OtlpReceivers, protocol: str) -> SpanExporter:
+    if protocol == "grpc":
+        assert receivers.grpc is not None
+        return GrpcExporter(endpoint=f"127.0.0.1:{receivers.grpc.port}", insecure=True)
+    assert receivers.http is not None
+    url = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+    compression = Compression.Gzip if protocol == "http_gzip" else Compression.NoCompression
+    return HttpExporter(endpoint=url, compression=compression)
+
+
+def _send(exporter: SpanExporter, convention: str) -> str:
+    """Emit one trace with the SDK; the retrieval span is flushed in its own batch."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    try:
+        trace_id = CONVENTIONS[convention](provider.get_tracer("app"), WATER, provider.force_flush)
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    return trace_id
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http", "http_gzip"])
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+async def test_sdk_exporters_deliver_one_complete_record(
+    served: tuple[OtlpReceivers, RecordingStage],
+    telemetry: Telemetry,
+    protocol: str,
+    convention: str,
+) -> None:
+    receivers, stage = served
+    trace_id = await asyncio.to_thread(_send, _exporter(receivers, protocol), convention)
+    ((source, record),) = await stage.wait_for(trace_id)
+    assert source == ("otlp_grpc" if protocol == "grpc" else "otlp_http")
+    assert record.query == WATER.query
+    assert record.response == WATER.answer
+    contents = [d.content for d in record.retrieved_context]
+    assert contents == (
+        [WATER.system_prompt()] if convention == "genai_ids_only" else WATER.contents
+    )
+    assert (record.service, record.route) == ("rag-api", "/ask")
+    # Released because the root ended, well before the 30 s idle timeout.
+    assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == 1
+    assert _value(telemetry, "spans_received_total", receiver=source) >= 2
+
+
+def _post(port: int, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(
+        f"http://127.0.0.1:{port}/v1/traces", content=body, headers=headers, timeout=10
+    )
+
+
+PROTO = {"Content-Type": "application/x-protobuf"}
+
+
+def _json_body(spans_bytes: bytes, *, hex_ids: bool = True) -> bytes:
+    """OTLP/JSON for the same request (ids hex, as the spec requires, unless told not to)."""
+    data = MessageToDict(ExportTraceServiceRequest.FromString(spans_bytes))
+    if hex_ids:
+        for rs in data["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(data).encode()
+
+
+async def test_otlp_json_body_is_accepted(
+    served: tuple[OtlpReceivers, RecordingStage], telemetry: Telemetry
+) -> None:
+    receivers, stage = served
+    assert receivers.http is not None
+    trace_id, spans = capture(CONVENTIONS["openinference"], WATER)
+    body = _json_body(otlp_bytes(spans))
+    response = await asyncio.to_thread(
+        _post, receivers.http.port, body, {"Content-Type": "application/json"}
+    )
+    assert response.status_code == 200
+    assert response.json() == {}
+    ((_, record),) = await stage.wait_for(trace_id)
+    assert record.query == WATER.query
+    assert [d.content for d in record.retrieved_context] == WATER.contents
+
+
+async def test_bad_http_input_gets_status_and_counted_reason(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    receivers = await _started(
+        _config(max_request_bytes=64 * 1024, auth_token="s3cret"), stage, telemetry
+    )
+    try:
+        assert receivers.http is not None
+        port = receivers.http.port
+        assert port is not None
+        auth = {"Authorization": "Bearer s3cret"}
+        _, spans = capture(CONVENTIONS["genai"], WATER)
+        good = otlp_bytes(spans)
+
+        async def post(body: bytes, headers: dict[str, str]) -> httpx.Response:
+            return await asyncio.to_thread(_post, port, body, headers)
+
+        cases: list[tuple[bytes, dict[str, str], int, str]] = [
+            (b"\x0a\xff\xff\xff\x0fnot-protobuf", {**PROTO, **auth}, 400, "bad_protobuf"),
+            (
+                gzip.compress(good)[:-20],
+                {**PROTO, **auth, "Content-Encoding": "gzip"},
+                400,
+                "bad_gzip",
+            ),
+            (
+                _json_body(good, hex_ids=False),
+                {"Content-Type": "application/json", **auth},
+                400,
+                "bad_ids",
+            ),
+            (b"\x00" * (64 * 1024 + 1), {**PROTO, **auth}, 413, "too_large"),
+            # A gzip bomb: 65 KiB of zeros inflates past the cap; stopped while inflating.
+            (
+                gzip.compress(b"\x00" * (1 << 20)),
+                {**PROTO, **auth, "Content-Encoding": "gzip"},
+                413,
+                "too_large",
+            ),
+            (good, {**PROTO, "Authorization": "Bearer wrong"}, 401, "unauthorized"),
+            (good, PROTO, 401, "unauthorized"),
+            (good, {"Content-Type": "text/plain", **auth}, 415, "unsupported_media_type"),
+            (good, {**PROTO, **auth, "Content-Encoding": "br"}, 415, "unsupported_encoding"),
+        ]
+        for body, headers, status, reason in cases:
+            before = _value(
+                telemetry, "records_rejected_total", receiver="otlp_http", reason=reason
+            )
+            response = await post(body, headers)
+            assert response.status_code == status, (reason, response.text)
+            after = _value(telemetry, "records_rejected_total", receiver="otlp_http", reason=reason)
+            assert after == before + 1, reason
+        bad_ids = await post(
+            _json_body(good, hex_ids=False), {"Content-Type": "application/json", **auth}
+        )
+        assert "traceId" in bad_ids.json()["message"] and "hex" in bad_ids.json()["message"]
+        assert (await post(good, PROTO)).headers["WWW-Authenticate"] == "Bearer"
+        # Still serving: a good request goes through, in protobuf and gzip.
+        ok = await post(good, {**PROTO, **auth})
+        assert ok.status_code == 200
+        assert ExportTraceServiceResponse.FromString(ok.content).partial_success.rejected_spans == 0
+        ok = await post(gzip.compress(good), {**PROTO, **auth, "Content-Encoding": "gzip"})
+        assert ok.status_code == 200
+    finally:
+        await receivers.shutdown()
+
+
+async def test_spans_with_bad_ids_are_a_partial_success(
+    served: tuple[OtlpReceivers, RecordingStage], telemetry: Telemetry
+) -> None:
+    receivers, _ = served
+    assert receivers.http is not None
+    _, spans = capture(CONVENTIONS["genai"], WATER)
+    request = ExportTraceServiceRequest.FromString(otlp_bytes(spans))
+    request.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01\x02"
+    response = await asyncio.to_thread(
+        _post, receivers.http.port, request.SerializeToString(), PROTO
+    )
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 1
+    assert "span_id" in partial.error_message
+    assert (
+        _value(telemetry, "records_rejected_total", receiver="otlp_http", reason="invalid_span")
+        == 1
+    )
+
+
+def _grpc_call(
+    port: int, body: bytes, metadata: tuple[tuple[str, str], ...] = ()
+) -> tuple[grpc.StatusCode, bytes]:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        try:
+            return grpc.StatusCode.OK, export(body, metadata=metadata, timeout=10)
+        except grpc.RpcError as exc:
+            return exc.code(), b""
+
+
+async def test_bad_grpc_input_gets_status_and_counted_reason(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    receivers = await _started(
+        _config(max_request_bytes=64 * 1024, auth_token="s3cret"), stage, telemetry
+    )
+    try:
+        assert receivers.grpc is not None
+        port = receivers.grpc.port
+        assert port is not None
+        auth = (("authorization", "Bearer s3cret"),)
+        _, spans = capture(CONVENTIONS["genai"], WATER)
+        good = otlp_bytes(spans)
+        cases = [
+            (
+                b"\x0a\xff\xff\xff\x0fnot-protobuf",
+                auth,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "bad_protobuf",
+            ),
+            (
+                good,
+                (("authorization", "Bearer nope"),),
+                grpc.StatusCode.UNAUTHENTICATED,
+                "unauthorized",
+            ),
+            (good, (), grpc.StatusCode.UNAUTHENTICATED, "unauthorized"),
+        ]
+        for body, metadata, code, reason in cases:
+            before = _value(
+                telemetry, "records_rejected_total", receiver="otlp_grpc", reason=reason
+            )
+            got, _ = await asyncio.to_thread(_grpc_call, port, body, metadata)
+            assert got == code, reason
+            assert (
+                _value(telemetry, "records_rejected_total", receiver="otlp_grpc", reason=reason)
+                == before + 1
+            )
+        # Over max_request_bytes: gRPC itself refuses the message.
+        got, _ = await asyncio.to_thread(_grpc_call, port, b"\x00" * (64 * 1024 + 1), auth)
+        assert got == grpc.StatusCode.RESOURCE_EXHAUSTED
+        got, raw = await asyncio.to_thread(_grpc_call, port, good, auth)
+        assert got == grpc.StatusCode.OK
+        assert ExportTraceServiceResponse.FromString(raw).partial_success.rejected_spans == 0
+    finally:
+        await receivers.shutdown()
+
+
+async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    stage.block.clear()  # evaluation is stuck: the assembler cannot hand records on
+    receivers = await _started(_config(queue_size=4), stage, telemetry)
+    try:
+        assert receivers.http is not None and receivers.grpc is not None
+        http_port, grpc_port = receivers.http.port, receivers.grpc.port
+        assert http_port is not None and grpc_port is not None
+        statuses = []
+        for _ in range(12):
+            _, spans = capture(CONVENTIONS["genai"], WATER)
+            response = await asyncio.to_thread(_post, http_port, otlp_bytes(spans), PROTO)
+            statuses.append(response.status_code)
+            if response.status_code == 503:
+                assert response.headers["Retry-After"].isdigit()
+                break
+        assert statuses[-1] == 503, statuses
+        _, spans = capture(CONVENTIONS["genai"], WATER)
+        code, _ = await asyncio.to_thread(_grpc_call, grpc_port, otlp_bytes(spans))
+        assert code == grpc.StatusCode.UNAVAILABLE
+        assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") >= 2
+        stage.block.set()  # pressure released: everything accepted is delivered
+        accepted = statuses.count(200)
+        await stage.wait_until(lambda: len(stage.records) >= accepted)
+        response = await asyncio.to_thread(_post, http_port, otlp_bytes(spans), PROTO)
+        assert response.status_code == 200
+    finally:
+        await receivers.shutdown()
+
+
+async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    receivers = await _started(_config(), stage, telemetry)
+    assert receivers.http is not None
+    trace_id, spans = capture(CONVENTIONS["openinference"], WATER)
+    without_root = [s for s in spans if s.parent is not None]
+    response = await asyncio.to_thread(_post, receivers.http.port, otlp_bytes(without_root), PROTO)
+    assert response.status_code == 200
+    await receivers.shutdown()
+    await receivers.shutdown()
+    ((_, record),) = [(s, r) for s, r in stage.records if r.trace_id == trace_id]
+    assert record.response == WATER.answer  # the LLM span was there; the root never came
+    assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == 1
+    await OtlpReceivers(_config(), stage, create_telemetry()).shutdown()  # safe without start
