@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*%?")
-_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent)?|[A-Za-z][A-Za-z']*")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[A-Za-z][A-Za-z']*")
+_SENTENCE = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
+)
 _ABBREVIATION = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|e\.g|i\.e|No|Inc|Co)\.)$")
 STOPWORDS = frozenset(
     """a an the and or but if then so of to in on at by for with from as is are was were be been
@@ -16,6 +19,17 @@ STOPWORDS = frozenset(
     shall which who whom whose what when where why how than also very just into over under about
     more most some any all each other such only own same too s t don up out off again further once
     both few nor""".split()
+)
+# Words that talk about the answer or its sources rather than make a claim, and connective
+# filler; a response may use them freely without the context containing them.
+DISCOURSE = frozenset(
+    """passage passages based given provided provide provides answer answers question questions
+    information info context document documents source sources text article according mention
+    mentions mentioned mentioning states stated state says said note noted therefore additionally
+    however here's it's there's that's sure while overall summary summarize summarized brief
+    briefly specific specifically various several following follows also well including include
+    includes like let us finally firstly secondly lastly thus hence generally typically usually
+    often may might can could would unable able details detail explain explained explains""".split()
 )
 # Words that flip a claim; an answer and its evidence should agree on them.
 NEGATIONS = frozenset(
@@ -34,6 +48,20 @@ _NUMBER_WORDS = {
     "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10", "half": "0.5", "dozen": "12",
     "once": "1", "twice": "2", "single": "1", "double": "2", "triple": "3",
 }  # fmt: skip
+# Unit spellings that mean the same thing, mapped to one form.
+_UNITS = {
+    "km": "kilometer", "kms": "kilometer", "kilometre": "kilometer", "kilometres": "kilometer",
+    "kilometers": "kilometer", "m": "meter", "metre": "meter", "metres": "meter",
+    "meters": "meter", "cm": "centimeter", "mm": "millimeter", "kg": "kilogram",
+    "kgs": "kilogram", "kilograms": "kilogram", "g": "gram", "grams": "gram", "lb": "pound",
+    "lbs": "pound", "pounds": "pound", "mi": "mile", "miles": "mile", "ft": "foot",
+    "feet": "foot", "in": "in", "hr": "hour", "hrs": "hour", "hours": "hour", "h": "hour",
+    "min": "minute", "mins": "minute", "minutes": "minute", "sec": "second", "secs": "second",
+    "seconds": "second", "yr": "year", "yrs": "year", "years": "year", "mph": "mph",
+    "l": "liter", "litre": "liter", "litres": "liter", "liters": "liter", "ml": "milliliter",
+    "usd": "dollar", "dollars": "dollar", "bn": "billion", "mn": "million", "mln": "million",
+    "percent": "percent", "pct": "percent", "celsius": "celsius", "fahrenheit": "fahrenheit",
+}  # fmt: skip
 _SUFFIXES = (
     "ational", "ization", "fulness", "ousness", "iveness", "ations", "ation", "ments", "ment",
     "ness", "ings", "ing", "ies", "ied", "ers", "er", "est", "ly", "ed", "es", "al", "s",
@@ -48,6 +76,11 @@ def fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
+def canonical(word: str) -> str:
+    """The shared spelling of a unit ("kms", "kilometres" -> "kilometer"), else the word."""
+    return _UNITS.get(word, word)
+
+
 def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
@@ -56,6 +89,7 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS]
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match "paid"/"pays"/"paying" style variants."""
     if len(word) <= 4:
@@ -66,9 +100,14 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=65536)
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
+    if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
+        return None
     raw = token.lower().replace("$", "").replace("percent", "").replace("%", "").strip()
+    if raw[-2:] in ("st", "nd", "rd", "th") and raw[:-2].isdigit():
+        raw = raw[:-2]
     if raw in _NUMBER_WORDS:
         return _NUMBER_WORDS[raw]
     if not raw or not raw[0].isdigit():
@@ -80,12 +119,22 @@ def number_value(token: str) -> str | None:
         value = float(raw)
     except ValueError:
         return raw
-    return f"{value:g}" if value < 1e15 else raw
+    if value.is_integer() and abs(value) < 1e18:
+        return str(int(value))
+    return repr(value)
 
 
 def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
     return _TOKEN.findall(text)
+
+
+_LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
+
+
+def strip_list_marker(sentence: str) -> str:
+    """Drops a leading "1." / "2)" / "-" enumeration marker, which is layout, not a claim."""
+    return _LIST_MARKER.sub("", sentence, count=1)
 
 
 def sentences(text: str) -> list[str]:

@@ -1,0 +1,356 @@
+"""Support features of a response against its retrieved context.
+
+Every response sentence is checked for content words, numbers and names that the context
+(or the question) does not contain, for negation its closest evidence does not share, and for
+its embedding similarity to the closest context sentence. The per-sentence findings feed both
+the record-level feature vector (scored by the shipped model) and the list of unsupported
+sentences shown to operators.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from monitor.detector.embedding import Embedder
+from monitor.detector.text import (
+    DISCOURSE,
+    NEGATIONS,
+    STOPWORDS,
+    canonical,
+    fold,
+    number_value,
+    sentences,
+    stem,
+    strip_list_marker,
+    tokens,
+)
+
+FEATURE_NAMES = (
+    "unsupported_share_context",
+    "unsupported_share",
+    "unsupported_count",
+    "worst_sentence_unsupported_share",
+    "unsupported_numbers",
+    "unsupported_number_share",
+    "unsupported_entities",
+    "novel_bigram_share",
+    "min_sentence_similarity",
+    "mean_sentence_similarity",
+    "soft_unsupported_count",
+    "negation_mismatches",
+    "abstains",
+    "content_length",
+    "rare_unsupported_count",
+    "specific_unsupported",
+    "local_unsupported_count",
+)
+# Words of a claim are also looked up in its closest evidence sentences only.
+_LOCAL_EVIDENCE = 3
+# An unsupported word whose closest context word is at least this similar is a paraphrase.
+_SOFT_MATCH = 0.55
+# A negation mismatch only counts against a sentence this close to its evidence (same claim).
+_SAME_CLAIM = 0.8
+_PREFIX = 6
+_MAX_CONTEXT_SENTENCES = 400
+_ABSTAIN = re.compile(
+    r"\b(?:(?:does|do|did) not (?:say|mention|specify|state|provide|include|contain|"
+    r"indicate|address|discuss|give|offer|cover|tell|explain)|(?:is|are|was|were) not "
+    r"(?:mentioned|provided|specified|stated|given|available|included|addressed|clear|"
+    r"discussed|covered)|no (?:information|mention|details?|data|specific information)|"
+    r"not enough information|insufficient information|(?:cannot|can't|unable to) (?:be )?"
+    r"(?:determine|determined|answer|answered|find|tell|say|confirm|provide)|there is no "
+    r"(?:information|mention|indication)|doesn't (?:say|mention|specify|provide|state))\b",
+    re.IGNORECASE,
+)
+_CONTEXT_REFERENCE = re.compile(
+    r"\b(?:context|passages?|documents?|sources?|text|articles?|provided|given|information|"
+    r"search results?|retrieved)\b",
+    re.IGNORECASE,
+)
+
+
+def _is_number(token: str) -> bool:
+    return token[0].isdigit() or token[0] == "$"
+
+
+@dataclass(slots=True)
+class _Sentence:
+    """A sentence's tokens in the forms the checks compare."""
+
+    text: str
+    raw: list[str]
+    folded: list[str]
+    numbers: list[str | None]
+
+    @classmethod
+    def parse(cls, text: str) -> _Sentence:
+        raw = tokens(strip_list_marker(text))
+        folded = [canonical(fold(t)) for t in raw]
+        numbers = [number_value(t) if _is_number(t) else None for t in raw]
+        return cls(text, raw, folded, numbers)
+
+
+@dataclass(slots=True)
+class _Support:
+    """What the evidence contains."""
+
+    words: set[str] = field(default_factory=set)
+    stems: set[str] = field(default_factory=set)
+    prefixes: set[str] = field(default_factory=set)
+    numbers: set[str] = field(default_factory=set)
+    bigrams: set[tuple[str, str]] = field(default_factory=set)
+    originals: dict[str, str] = field(default_factory=dict)
+
+    def add(self, sentence: _Sentence, grams: bool) -> None:
+        seq: list[str] = []
+        for token, word, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
+            if value is not None:
+                self.numbers.add(value)
+                seq.append(value)
+                continue
+            spelled = number_value(word)
+            if spelled is not None:
+                self.numbers.add(spelled)
+            if word in STOPWORDS:
+                continue
+            self.words.add(word)
+            self.originals.setdefault(word, token)
+            s = stem(word)
+            self.stems.add(s)
+            if len(word) > _PREFIX:
+                self.prefixes.add(word[:_PREFIX])
+            seq.append(s)
+        if grams:
+            self.bigrams.update(itertools.pairwise(seq))
+
+    def has_word(self, word: str) -> bool:
+        return (
+            word in self.words
+            or stem(word) in self.stems
+            or (len(word) > _PREFIX and word[:_PREFIX] in self.prefixes)
+        )
+
+
+@dataclass(slots=True)
+class SentenceCheck:
+    text: str
+    content: int
+    unsupported: list[str]
+    unsupported_context: int
+    numbers: int
+    unsupported_numbers: list[str]
+    unsupported_entities: list[str]
+    negated: bool
+    abstains: bool
+    bigrams: int
+    novel_bigrams: int
+    supported: list[str]
+    similarity: float = 0.0
+    negation_mismatch: bool = False
+    soft_unsupported: int = 0
+    rare_unsupported: int = 0
+    specific_unsupported: float = 0.0
+    local_unsupported: int = 0
+
+    @property
+    def unsupported_share(self) -> float:
+        return len(self.unsupported) / self.content if self.content else 0.0
+
+    @property
+    def flagged(self) -> bool:
+        """Whether an operator should see this sentence as not backed by the context."""
+        if self.abstains or self.content == 0:
+            return False
+        if self.unsupported_numbers or self.negation_mismatch:
+            return True
+        if self.unsupported_entities and self.soft_unsupported:
+            return True
+        return self.rare_unsupported >= 2 or (
+            self.unsupported_share >= 0.5 and self.soft_unsupported > 0
+        )
+
+
+@dataclass(slots=True)
+class Analysis:
+    features: np.ndarray
+    sentences: list[SentenceCheck]
+
+
+def _check(sentence: _Sentence, context: _Support, question: _Support) -> SentenceCheck:
+    unsupported: list[str] = []
+    unsupported_context = numbers = content = 0
+    bad_numbers: list[str] = []
+    bad_entities: list[str] = []
+    seq: list[str] = []
+    supported: list[str] = []
+    negated = False
+    for i, (token, word, value) in enumerate(
+        zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
+    ):
+        if word in NEGATIONS or word.endswith("n't"):
+            negated = True
+        if value is not None:
+            numbers += 1
+            content += 1
+            seq.append(value)
+            if value not in context.numbers:
+                unsupported_context += 1
+                if value not in question.numbers:
+                    bad_numbers.append(token)
+                    unsupported.append(token)
+            continue
+        if word in STOPWORDS or word in DISCOURSE or len(word) < 2:
+            continue
+        spelled = number_value(word)
+        if spelled is not None and (spelled in context.numbers or spelled in question.numbers):
+            continue
+        content += 1
+        seq.append(stem(word))
+        if context.has_word(word):
+            supported.append(word)
+            continue
+        unsupported_context += 1
+        if question.has_word(word):
+            continue
+        unsupported.append(word)
+        if token[0].isupper() and i > 0:
+            bad_entities.append(token)
+    pairs = list(itertools.pairwise(seq))
+    return SentenceCheck(
+        text=sentence.text,
+        content=content,
+        unsupported=unsupported,
+        unsupported_context=unsupported_context,
+        numbers=numbers,
+        unsupported_numbers=bad_numbers,
+        unsupported_entities=bad_entities,
+        negated=negated,
+        abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
+        bigrams=len(pairs),
+        novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
+        supported=supported,
+    )
+
+
+def _negated(sentence: _Sentence) -> bool:
+    return any(w in NEGATIONS or w.endswith("n't") for w in sentence.folded)
+
+
+def _window(parsed: list[_Sentence]) -> list[_Sentence]:
+    """Very long contexts: merge neighbouring sentences so at most a fixed number remain."""
+    if len(parsed) <= _MAX_CONTEXT_SENTENCES:
+        return parsed
+    step = len(parsed) / _MAX_CONTEXT_SENTENCES
+    merged = []
+    for i in range(_MAX_CONTEXT_SENTENCES):
+        part = parsed[int(i * step) : int((i + 1) * step)]
+        merged.append(
+            _Sentence(
+                " ".join(p.text for p in part),
+                [t for p in part for t in p.raw],
+                [w for p in part for w in p.folded],
+                [n for p in part for n in p.numbers],
+            )
+        )
+    return merged
+
+
+def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedder) -> Analysis:
+    """Checks every response sentence against the context and summarises the findings."""
+    context = _Support()
+    evidence: list[_Sentence] = []
+    for doc in contexts:
+        for text in sentences(doc):
+            parsed = _Sentence.parse(text)
+            context.add(parsed, grams=True)
+            evidence.append(parsed)
+    question = _Support()
+    for text in sentences(query):
+        question.add(_Sentence.parse(text), grams=False)
+
+    claims = [c for c in (_Sentence.parse(text) for text in sentences(response)) if c.raw]
+    checks = [_check(s, context, question) for s in claims]
+    evidence = _window(evidence)
+
+    if checks and evidence:
+        sims = embedder.bags([s.raw for s in claims]) @ embedder.bags([s.raw for s in evidence]).T
+        best = sims.argmax(axis=1)
+        nearest = np.argsort(-sims, axis=1)[:, :_LOCAL_EVIDENCE]
+        local_cache: dict[int, _Support] = {}
+        for i, check in enumerate(checks):
+            local = _Support()
+            for j in nearest[i]:
+                if int(j) not in local_cache:
+                    local_cache[int(j)] = _Support()
+                    local_cache[int(j)].add(evidence[int(j)], grams=False)
+                part = local_cache[int(j)]
+                local.words |= part.words
+                local.stems |= part.stems
+                local.prefixes |= part.prefixes
+            check.local_unsupported = len(check.unsupported) + sum(
+                1 for w in check.supported if not local.has_word(w) and not question.has_word(w)
+            )
+            check.similarity = float(sims[i, best[i]])
+            check.negation_mismatch = (
+                check.similarity >= _SAME_CLAIM
+                and not check.abstains
+                and check.negated != _negated(evidence[best[i]])
+            )
+        missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
+        if missing:
+            vocabulary = sorted({*context.originals.values(), *question.originals.values()})
+            closeness = embedder.nearest_similarity(missing, vocabulary)
+            close = {w for w, s in zip(missing, closeness, strict=True) if s >= _SOFT_MATCH}
+            for check in checks:
+                far = [w for w in check.unsupported if w.isalpha() and w not in close]
+                extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
+                check.soft_unsupported = len(far) + extra
+                check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra
+                check.specific_unsupported = sum(embedder.specificity(w) for w in far) + extra
+        else:
+            for check in checks:
+                extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
+                check.soft_unsupported = check.rare_unsupported = extra
+                check.specific_unsupported = float(extra)
+    else:
+        for check in checks:
+            check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
+            check.specific_unsupported = float(len(check.unsupported))
+            check.local_unsupported = len(check.unsupported)
+    return Analysis(features=_summarise(checks), sentences=checks)
+
+
+def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
+    claims = [c for c in checks if not c.abstains]
+    content = sum(c.content for c in claims)
+    unsupported = sum(len(c.unsupported) for c in claims)
+    unsupported_context = sum(c.unsupported_context for c in claims)
+    numbers = sum(c.numbers for c in claims)
+    bad_numbers = sum(len(c.unsupported_numbers) for c in claims)
+    bigrams = sum(c.bigrams for c in claims)
+    sims = [c.similarity for c in claims if c.content]
+    values = (
+        unsupported_context / content if content else 0.0,
+        unsupported / content if content else 0.0,
+        np.log1p(unsupported),
+        max((c.unsupported_share for c in claims), default=0.0),
+        np.log1p(bad_numbers),
+        bad_numbers / numbers if numbers else 0.0,
+        np.log1p(sum(len(c.unsupported_entities) for c in claims)),
+        sum(c.novel_bigrams for c in claims) / bigrams if bigrams else 0.0,
+        min(sims, default=1.0),
+        float(np.mean(sims)) if sims else 1.0,
+        np.log1p(sum(c.soft_unsupported for c in claims)),
+        float(sum(c.negation_mismatch for c in claims)),
+        1.0 if len(claims) < len(checks) else 0.0,
+        np.log1p(content),
+        np.log1p(sum(c.rare_unsupported for c in claims)),
+        np.log1p(sum(c.specific_unsupported for c in claims)),
+        np.log1p(sum(c.local_unsupported for c in claims)),
+    )
+    return np.asarray(values, dtype=np.float64)
