@@ -1,0 +1,106 @@
+"""Trace assembly: release on root end, idle timeout, eviction, late spans (fake clock)."""
+
+from __future__ import annotations
+
+from monitor.receivers.otlp.assembler import MAX_SPANS_PER_TRACE, TraceAssembler
+from monitor.receivers.otlp.decode import Span
+
+
+def _span(trace: str, span: str, parent: str = "", *, remote: bool = False) -> Span:
+    return Span(
+        trace_id=trace.ljust(32, "0"),
+        span_id=span.rjust(16, "0"),
+        parent_span_id=parent.rjust(16, "0") if parent else "",
+        name=span,
+        start_unix_nano=1,
+        end_unix_nano=2,
+        attributes={},
+        events=[],
+        error=False,
+        service="svc",
+        parent_is_remote=remote,
+    )
+
+
+class Drops:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, reason: str, n: int) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + n
+
+
+def _assembler(drops: Drops | None = None, **kw: float) -> TraceAssembler:
+    return TraceAssembler(
+        idle_timeout_s=kw.get("idle", 10.0),
+        max_open_traces=int(kw.get("max", 100)),
+        on_drop=drops,
+        clock=lambda: 0.0,
+    )
+
+
+def test_released_when_root_arrives_and_every_parent_is_present() -> None:
+    asm = _assembler()
+    assert asm.add([_span("a", "2", "1")], "otlp_http", now=0) == []  # child first, own batch
+    assert asm.add([_span("a", "3", "2")], "otlp_http", now=1) == []  # grandchild
+    (done,) = asm.add([_span("a", "1")], "otlp_grpc", now=2)  # the root ends last
+    assert done.trigger == "root_ended"
+    assert sorted(s.name for s in done.spans) == ["1", "2", "3"]
+    assert done.source == "otlp_grpc"
+    assert asm.open_traces == 0
+
+
+def test_root_first_waits_for_referenced_parents() -> None:
+    asm = _assembler()
+    # The root and a grandchild are here, the middle span is not: keep waiting for it.
+    assert asm.add([_span("b", "1"), _span("b", "3", "2")], "otlp_http", now=0) == []
+    (done,) = asm.add([_span("b", "2", "1")], "otlp_http", now=1)
+    assert len(done.spans) == 3
+
+
+def test_remote_parent_counts_as_root() -> None:
+    asm = _assembler()
+    (done,) = asm.add([_span("c", "2", "1", remote=True)], "otlp_http", now=0)
+    assert done.trigger == "root_ended"
+
+
+def test_idle_timeout_releases_traces_without_root_oldest_first() -> None:
+    asm = _assembler(idle=10)
+    asm.add([_span("d", "2", "1")], "otlp_http", now=0)
+    asm.add([_span("e", "2", "1")], "otlp_http", now=5)
+    asm.add([_span("d", "3", "1")], "otlp_http", now=6)  # activity keeps d open
+    assert asm.expire(now=14.9) == []
+    released = asm.expire(now=16)
+    assert [t.trace_id[:1] for t in released] == ["e", "d"]
+    assert all(t.trigger == "idle_timeout" for t in released)
+
+
+def test_full_assembler_evicts_least_recently_active() -> None:
+    drops = Drops()
+    asm = _assembler(drops, max=2)
+    asm.add([_span("f", "2", "1")], "otlp_http", now=0)
+    asm.add([_span("g", "2", "1")], "otlp_http", now=1)
+    asm.add([_span("f", "3", "1")], "otlp_http", now=2)
+    (evicted,) = asm.add([_span("h", "2", "1")], "otlp_http", now=3)
+    assert (evicted.trace_id[:1], evicted.trigger) == ("g", "evicted")
+    assert asm.open_traces == 2
+
+
+def test_late_spans_of_a_released_trace_are_counted_not_reassembled() -> None:
+    drops = Drops()
+    asm = _assembler(drops)
+    asm.add([_span("i", "1")], "otlp_http", now=0)
+    assert asm.add([_span("i", "9", "1")], "otlp_http", now=1) == []
+    assert drops.counts == {"late_span": 1}
+    assert asm.open_traces == 0
+
+
+def test_runaway_trace_is_capped() -> None:
+    drops = Drops()
+    asm = _assembler(drops)
+    spans = [_span("j", format(i + 2, "x"), "1") for i in range(MAX_SPANS_PER_TRACE + 5)]
+    asm.add(spans, "otlp_http", now=0)
+    assert drops.counts == {"trace_too_large": 5}
+    (done,) = asm.drain()
+    assert done.trigger == "shutdown"
+    assert len(done.spans) == MAX_SPANS_PER_TRACE

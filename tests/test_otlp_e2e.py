@@ -1,0 +1,244 @@
+"""End to end: the real OpenTelemetry SDK exporters (and the rotel collector) send RAG
+traces to a running `rag-monitor run` process; the evaluations must show up in
+`/metrics` and in the results file, computed on the right query, context documents (in
+retrieval order) and response.
+
+The results line carries scores, not the record, so the record is checked through the
+local evaluators, which are deterministic: `local_retrieval`'s explanation lists a score
+per context document in order (it depends on the query and every document), and
+`local_relevance`'s score depends on the query and the response. The test computes the
+expected values with the same scoring functions on the expected record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.detector import score_relevance, score_retrieval
+from tests._otlp import CONVENTIONS, WATER
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Monitor:
+    grpc_port: int
+    http_port: int
+    metrics_port: int
+    results: Path
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
+            text = r.read().decode()
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return out
+
+    def line_for(self, trace_id: str, timeout: float = 30.0) -> dict[str, object]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.results.exists():
+                for raw in self.results.read_text(encoding="utf-8").splitlines():
+                    line = json.loads(raw)
+                    if line["trace_id"] == trace_id:
+                        return line  # type: ignore[no-any-return]
+            time.sleep(0.1)
+        raise AssertionError(f"no results line for trace {trace_id} within {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
+    tmp = tmp_path_factory.mktemp("monitor")
+    mon = Monitor(_port(), _port(), _port(), tmp / "results.jsonl")
+    config = tmp / "config.yaml"
+    config.write_text(
+        "receivers:\n  otlp:\n"
+        f"    grpc: {{endpoint: '127.0.0.1:{mon.grpc_port}'}}\n"
+        f"    http: {{endpoint: '127.0.0.1:{mon.http_port}'}}\n"
+        # Long idle timeout: a record that shows up quickly was released by its root span.
+        "trace_assembly: {idle_timeout_s: 60}\n"
+        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{mon.metrics_port}'}}\n"
+        f"  results_file: '{mon.results}'\n"
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    log = (tmp / "monitor.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "run", "--config", str(config)],
+        cwd=REPO,
+        env=env,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{mon.metrics_port}/readyz", timeout=1
+                ):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"monitor did not start:\n{(tmp / 'monitor.log').read_text()}")
+                time.sleep(0.1)
+        yield mon
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            log.close()
+    assert proc.returncode == 0, (tmp / "monitor.log").read_text()
+
+
+def _send(exporter: SpanExporter, convention: str, service: str = "rag-api") -> str:
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    try:
+        # The retrieval span is flushed alone; the LLM and root spans follow in a later batch.
+        trace_id = CONVENTIONS[convention](provider.get_tracer("app"), WATER, provider.force_flush)
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    return trace_id
+
+
+def _check_line(
+    line: dict[str, object], convention: str, trace_id: str, service: str = "rag-api"
+) -> None:
+    assert line["request_id"] == trace_id
+    assert (line["service"], line["route"]) == (service, "/ask")
+    results = line["results"]
+    assert isinstance(results, dict)
+    # Every local evaluator ran: none was skipped for a missing query, context or response.
+    assert set(results) == {
+        "local_groundedness",
+        "local_relevance",
+        "local_retrieval",
+        "local_safety",
+    }
+    contents = [WATER.system_prompt()] if convention == "genai_ids_only" else WATER.contents
+    retrieval = score_retrieval(WATER.query, contents)
+    per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(retrieval.per_document))
+    assert results["local_retrieval"]["explanation"] == (
+        f"best rank {retrieval.best_rank}; per document: {per_doc}"
+    )
+    assert results["local_relevance"]["score"] == round(
+        score_relevance(WATER.query, WATER.answer), 4
+    )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_sdk_to_running_monitor(monitor: Monitor, convention: str, protocol: str) -> None:
+    if protocol == "grpc":
+        exporter: SpanExporter = GrpcExporter(
+            endpoint=f"127.0.0.1:{monitor.grpc_port}", insecure=True
+        )
+    else:
+        exporter = HttpExporter(endpoint=f"http://127.0.0.1:{monitor.http_port}/v1/traces")
+    trace_id = _send(exporter, convention)
+    _check_line(monitor.line_for(trace_id), convention, trace_id)
+    metrics = monitor.metrics()
+    receiver = "otlp_grpc" if protocol == "grpc" else "otlp_http"
+    assert metrics[("rag_monitor_spans_received_total", (("receiver", receiver),))] >= 2
+    assert (
+        metrics[("rag_monitor_records_total", (("service", "rag-api"), ("source", receiver)))] >= 1
+    )
+    passed_or_failed = sum(
+        v
+        for (name, labels), v in metrics.items()
+        if name == "rag_monitor_evaluations_total" and ("evaluator", "local_retrieval") in labels
+    )
+    assert passed_or_failed >= 1
+    assert (
+        metrics.get(("rag_monitor_traces_assembled_total", (("trigger", "idle_timeout"),)), 0) == 0
+    )
+
+
+def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    import rotel
+
+    binary = Path(rotel.__file__).parent / "rotel-agent"
+    grpc_in, http_in = _port(), _port()
+    target = (
+        f"http://127.0.0.1:{monitor.http_port}"
+        if protocol == "http"
+        else f"http://127.0.0.1:{monitor.grpc_port}"
+    )
+    log = tmp / f"rotel-{protocol}.log"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "start",
+            "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_in}",
+            "--otlp-http-endpoint", f"127.0.0.1:{http_in}",
+            "--exporter", "otlp",
+            "--otlp-exporter-endpoint", target,
+            "--otlp-exporter-protocol", protocol,
+            "--otlp-exporter-compression", "gzip",
+            "--batch-timeout", "100ms",
+            "--pid-file", str(tmp / f"rotel-{protocol}.pid"),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", grpc_in), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"rotel did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+    return proc, grpc_in, log
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_through_rotel_collector(monitor: Monitor, protocol: str, tmp_path: Path) -> None:
+    """SDK → rotel (OTLP/gRPC in) → monitor over OTLP/HTTP+gzip or OTLP/gRPC+gzip."""
+    proc, port, log = _rotel(monitor, protocol, tmp_path)
+    try:
+        service = f"via-rotel-{protocol}"
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{port}", insecure=True)
+        trace_id = _send(exporter, "openllmetry", service=service)
+        try:
+            line = monitor.line_for(trace_id)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nrotel log:\n{log.read_text()}") from None
+        _check_line(line, "openllmetry", trace_id, service=service)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
