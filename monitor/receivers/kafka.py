@@ -52,11 +52,13 @@ from kafka import (
 )
 from kafka.consumer.fetcher import ConsumerRecord
 
-from monitor.config import ConfigError
+from monitor.config import ConfigError, TraceAssembly
 from monitor.config import KafkaReceiver as KafkaConfig
 from monitor.processors.evaluate import EvaluationStage
-from monitor.receivers.kafka_decode import Decoded, Rejection, decode_message
+from monitor.receivers.kafka_decode import Rejection, decode_message
 from monitor.receivers.kafka_offsets import PartitionTracker
+from monitor.receivers.kafka_otlp import KafkaTraces, TraceHandle
+from monitor.receivers.otlp.assembler import FinishedTrace
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
 
@@ -74,13 +76,18 @@ _LOG_INTERVAL_S = 30.0
 _MAX_HEADERS = 16
 _MAX_META_CHARS = 256
 
-# Token kinds travelling from the loop / producer thread back to the consumer thread.
+# Token kinds travelling from the loop / producer thread back to the consumer thread:
+# (tracker, offset, kind) for a JSON record or a dead-lettered message, and
+# (trace handle, 0, kind) for a record extracted from an assembled trace.
 _RECORD_DONE = 0
 _RECORD_ABANDONED = 1
 _DEAD_LETTER_DONE = 2
+_TRACE_DONE = 3
+_TRACE_ABANDONED = 4
+_ABANDONED = {_RECORD_DONE: _RECORD_ABANDONED, _TRACE_DONE: _TRACE_ABANDONED}
 
-_Token = tuple[PartitionTracker, int, int]
-_Item = tuple[RagRecord, tuple[PartitionTracker, int]]
+_Token = tuple[Any, int, int]
+_Item = tuple[RagRecord, _Token]
 
 
 class _RateLimitedLog:
@@ -169,6 +176,8 @@ class KafkaReceiver:
         *,
         drain_timeout_s: float = 20.0,
         max_in_flight: int = 2_000,
+        assembly: TraceAssembly | None = None,
+        route_attribute: str = "http.route",
     ) -> None:
         self._cfg = config
         self._stage = stage
@@ -177,6 +186,16 @@ class KafkaReceiver:
         self._drain_timeout_s = drain_timeout_s
         self._max_in_flight = max(max_in_flight, 1)
         self._log = _RateLimitedLog()
+        assembly = assembly or TraceAssembly()
+        self._traces = KafkaTraces(
+            idle_timeout_s=assembly.idle_timeout_s,
+            max_open_traces=assembly.max_open_traces,
+            route_attribute=route_attribute,
+            telemetry=telemetry,
+            warn=self._log,
+        )
+        self._last_expire = 0.0
+        self._traces_drained = False
         # Shared with the consumer thread.
         self._done: deque[_Token] = deque()
         self._stop = threading.Event()
@@ -245,18 +264,16 @@ class KafkaReceiver:
         done = self._done
         while True:
             batch = await self._inbox.get()
-            for i, (record, (tracker, offset)) in enumerate(batch):
+            for i, (record, token) in enumerate(batch):
                 try:
-                    await self._stage.put(
-                        record, SOURCE, on_done=partial(done.append, (tracker, offset, 0))
-                    )
+                    await self._stage.put(record, SOURCE, on_done=partial(done.append, token))
                 except RuntimeError as exc:
                     # The stage stopped accepting: these records are not committed and
                     # will be re-delivered to whoever owns the partition next.
                     self._log("feed", logging.WARNING, "kafka: cannot hand off records: %s", exc)
                     self._t.dropped.labels("kafka", "shutting_down").inc(len(batch) - i)
-                    for _, (t, o) in batch[i:]:
-                        done.append((t, o, _RECORD_ABANDONED))
+                    for _, (owner, offset, kind) in batch[i:]:
+                        done.append((owner, offset, _ABANDONED[kind]))
                     break
 
     # -- consumer thread --------------------------------------------------------------------
@@ -327,18 +344,21 @@ class KafkaReceiver:
         self._collect_done()
         self._backpressure(consumer)
         polled = consumer.poll(timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records)
+        batch: list[_Item] = []
         if polled and not self._draining.is_set():
-            batch: list[_Item] = []
             for tp, messages in polled.items():
                 tracker = self._tracker(tp)
                 for message in messages:
                     self._handle(message, tracker, batch)
-            if batch:
-                self._in_flight += len(batch)
-                assert self._loop is not None and self._inbox is not None
-                self._loop.call_soon_threadsafe(self._inbox.put_nowait, batch)
-        self._collect_done()
         now = time.monotonic()
+        if self._draining.is_set() and not self._traces_drained:
+            self._traces_drained = True
+            self._release(self._traces.drain(), batch)
+        elif now - self._last_expire >= self._traces.expire_every_s:
+            self._last_expire = now
+            self._release(self._traces.expire(), batch)
+        self._handoff(batch)
+        self._collect_done()
         if now - self._last_commit >= _COMMIT_INTERVAL_S:
             self._commit(list(self._trackers.values()))
         if now - self._last_status >= _STATUS_INTERVAL_S:
@@ -354,22 +374,42 @@ class KafkaReceiver:
             self._trackers[tp] = tracker
         return tracker
 
+    def _handoff(self, batch: list[_Item]) -> None:
+        if not batch:
+            return
+        self._in_flight += len(batch)
+        assert self._loop is not None and self._inbox is not None
+        self._loop.call_soon_threadsafe(self._inbox.put_nowait, batch)
+
+    def _release(self, finished: list[FinishedTrace], batch: list[_Item]) -> None:
+        if not finished:
+            return
+        released = self._traces.release(finished)
+        batch.extend((record, (handle, 0, _TRACE_DONE)) for record, handle in released.records)
+        for tracker, offset in released.paid:
+            self._finish(tracker, offset)
+
     def _handle(
         self, message: ConsumerRecord, tracker: PartitionTracker, batch: list[_Item]
     ) -> None:
-        decoded: Decoded = decode_message(message.value, self._cfg.encoding)
-        if decoded.otlp_proto is not None or decoded.otlp_json is not None:
-            decoded.problems.append(
-                Rejection("unsupported", "OTLP payloads are not yet accepted from Kafka")
-            )
+        decoded = decode_message(message.value, self._cfg.encoding)
         problems = decoded.problems
         dead_letter = bool(problems) and self._cfg.dead_letter_topic is not None
-        tracker.add(message.offset, len(decoded.records) + (1 if dead_letter else 0))
+        owed = 1 if dead_letter else 0
+        if decoded.spans:
+            units, finished = self._traces.add(
+                decoded.spans, tracker, message.offset, _metadata(message)
+            )
+            tracker.add(message.offset, units + owed)
+            self._release(finished, batch)
+        else:
+            tracker.add(message.offset, len(decoded.records) + owed)
         if decoded.records:
             meta = _metadata(message)
+            token = (tracker, message.offset, _RECORD_DONE)
             for record in decoded.records:
                 merged = record.model_copy(update={"metadata": {**record.metadata, **meta}})
-                batch.append((merged, (tracker, message.offset)))
+                batch.append((merged, token))
         if problems:
             for problem in problems:
                 self._t.records_rejected.labels(SOURCE, problem.reason).inc()
@@ -426,15 +466,23 @@ class KafkaReceiver:
 
     def _collect_done(self) -> None:
         done = self._done
-        trackers = self._trackers
         while done:
-            tracker, offset, kind = done.popleft()
+            owner, offset, kind = done.popleft()
             if kind != _DEAD_LETTER_DONE:
                 self._in_flight -= 1
-            if kind == _RECORD_ABANDONED:
-                continue
-            if trackers.get(TopicPartition(tracker.topic, tracker.partition)) is tracker:
-                tracker.finish(offset)
+            if kind == _RECORD_DONE or kind == _DEAD_LETTER_DONE:
+                self._finish(owner, offset)
+            elif kind == _TRACE_DONE:
+                handle: TraceHandle = owner
+                handle.remaining -= 1
+                if handle.remaining == 0:
+                    for tracker, message_offset in handle.contributors:
+                        self._finish(tracker, message_offset)
+
+    def _finish(self, tracker: PartitionTracker, offset: int) -> None:
+        """Count a finished unit, unless the partition was revoked since it was handed out."""
+        if self._trackers.get(TopicPartition(tracker.topic, tracker.partition)) is tracker:
+            tracker.finish(offset)
 
     def _backpressure(self, consumer: KafkaConsumer) -> None:
         if self._draining.is_set() or self._in_flight >= self._max_in_flight:
@@ -469,6 +517,10 @@ class KafkaReceiver:
                 exc,
             )
             return
+        log.debug(
+            "kafka: committed %s",
+            {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()},
+        )
         for tp, meta in offsets.items():
             tracker = self._trackers.get(tp)
             if tracker is not None:
@@ -513,6 +565,11 @@ class KafkaReceiver:
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        # Eager rebalancing revokes every partition: release the open traces now, so their
+        # messages can be committed (a trace cut short is evaluated on what it has).
+        batch: list[_Item] = []
+        self._release(self._traces.drain(), batch)
+        self._handoff(batch)
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
         deadline = time.monotonic() + _REVOKE_GRACE_S
         while any(t.outstanding for t in mine) and time.monotonic() < deadline:
@@ -537,9 +594,10 @@ class KafkaReceiver:
     def _close(self) -> None:
         self._drained.set()
         self._collect_done()
+        if self._consumer is not None:
+            self._commit(list(self._trackers.values()))
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            self._commit(list(self._trackers.values()))
             try:
                 consumer.close(autocommit=False, timeout_ms=5_000)
             except Exception as exc:

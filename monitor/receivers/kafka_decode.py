@@ -6,20 +6,28 @@
   exporter writes it (`encoding: otlp_proto`);
 - `otlp_json`: OTLP/JSON (hex ids), either `{"resourceSpans": [...]}` or a bare list of
   ResourceSpans (what rotel's Kafka exporter writes with `--kafka-exporter-format json`);
-- `auto`: per message, by the first byte: `{` / `[` → JSON (OTLP/JSON when it has
-  resource spans, records otherwise); 0x0A (protobuf field 1, length-delimited) → OTLP
-  protobuf; anything else is rejected as `unknown_encoding`.
+- `auto`: per message, by the first byte: `{` / `[` (after whitespace) → JSON (OTLP/JSON
+  when it has resource spans, records otherwise); 0x0A (protobuf field 1,
+  length-delimited) → OTLP protobuf (0x0A is also a newline, so a message that starts
+  with it and then looks like JSON is tried as JSON first); anything else is rejected as
+  `unknown_encoding`.
 
-Problems are `Rejection(reason, detail)` with a closed-set reason for
-`records_rejected_total{receiver="kafka",reason}`.
+OTLP payloads are decoded by the OTLP receiver's `monitor.receivers.otlp.decode`. Problems
+are `Rejection(reason, detail)` with a closed-set reason for
+`records_rejected_total{receiver="kafka",reason}`: `empty`, `bad_json`, `unknown_encoding`,
+`bad_protobuf`, `invalid_span`, and `parse_record`'s `not_object`, `no_response`,
+`invalid_field`, `unknown_shape`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from monitor.receivers.otlp.decode import Decoded as OtlpDecoded
+from monitor.receivers.otlp.decode import DecodeError, Span, decode_json, decode_protobuf
 from monitor.records import RagRecord, RecordError, parse_record
 
 Encoding = Literal["auto", "json", "otlp_proto", "otlp_json"]
@@ -38,11 +46,10 @@ class Rejection:
 
 @dataclass(slots=True)
 class Decoded:
-    """What one message held: JSON records, or an OTLP payload to assemble."""
+    """What one message held: JSON records, or OTLP spans to assemble."""
 
     records: list[RagRecord] = field(default_factory=list)
-    otlp_proto: bytes | None = None
-    otlp_json: dict[str, Any] | None = None
+    spans: list[Span] | None = None
     problems: list[Rejection] = field(default_factory=list)
 
 
@@ -50,58 +57,62 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
     """Decode one message value. Never raises on bad input: problems are returned."""
     if not value:
         return Decoded(problems=[Rejection("empty", "message has no value")])
-    if encoding == "otlp_proto":
-        return Decoded(otlp_proto=value)
-    if encoding == "auto":
-        first = value.lstrip(_WHITESPACE)[:1]
-        if first and first[0] == _PROTO_START:
-            return Decoded(otlp_proto=value)
-        if not first or first[0] not in _JSON_START:
-            return Decoded(
-                problems=[
-                    Rejection(
-                        "unknown_encoding",
-                        f"neither JSON nor OTLP protobuf (first byte {value[:1]!r})",
-                    )
-                ]
-            )
+    first = value.lstrip(_WHITESPACE)[:1]
+    looks_json = bool(first) and first[0] in _JSON_START
+    if encoding == "otlp_proto" or (
+        encoding == "auto" and value[0] == _PROTO_START and not looks_json
+    ):
+        return _otlp(decode_protobuf, value)
+    if encoding == "otlp_json":
+        return _otlp(decode_json, _otlp_json_body(value, first))
+    if not looks_json:
+        reason = "unknown_encoding" if encoding == "auto" else "bad_json"
+        return Decoded(
+            problems=[
+                Rejection(reason, f"neither JSON nor OTLP protobuf (first byte {value[:1]!r})")
+            ]
+        )
     try:
         data = json.loads(value)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if encoding == "auto" and value[0] == _PROTO_START:
+            # 0x0A is both protobuf's first tag and a newline: JSON failed, so protobuf.
+            return _otlp(decode_protobuf, value)
         return Decoded(problems=[Rejection("bad_json", f"bad JSON: {exc}")])
-    otlp = _as_otlp_json(data)
-    if encoding == "otlp_json":
-        if otlp is None:
-            return Decoded(
-                problems=[
-                    Rejection(
-                        "bad_otlp",
-                        "expected OTLP/JSON: an object with resourceSpans or a list of "
-                        "ResourceSpans",
-                    )
-                ]
-            )
-        return Decoded(otlp_json=otlp)
-    if encoding == "auto" and otlp is not None:
-        return Decoded(otlp_json=otlp)
+    if encoding == "auto" and _is_otlp_json(data):
+        return _otlp(decode_json, _otlp_json_body(value, first))
     return _records(data)
 
 
-def _as_otlp_json(data: Any) -> dict[str, Any] | None:
-    """The OTLP/JSON request object for `data`, or None when it is not OTLP/JSON."""
+def _otlp_json_body(value: bytes, first: bytes) -> bytes:
+    """A bare list of ResourceSpans becomes `{"resourceSpans": [...]}` (no re-encoding)."""
+    return b'{"resourceSpans":' + value + b"}" if first == b"[" else value
+
+
+def _otlp(decode: Callable[[bytes], OtlpDecoded], body: bytes) -> Decoded:
+    try:
+        decoded = decode(body)
+    except DecodeError as exc:
+        return Decoded(problems=[Rejection(exc.reason, exc.detail)])
+    out = Decoded(spans=decoded.spans)
+    if decoded.rejected:
+        out.problems.append(
+            Rejection("invalid_span", f"{decoded.rejected} spans rejected: {decoded.message}")
+        )
+    elif not decoded.spans:
+        out.problems.append(Rejection("empty", "OTLP request without spans"))
+    return out
+
+
+def _is_otlp_json(data: Any) -> bool:
     if isinstance(data, dict):
-        for key in _RESOURCE_SPANS_KEYS:
-            if isinstance(data.get(key), list):
-                return {"resourceSpans": data[key]}
-        return None
-    if (
+        return any(isinstance(data.get(key), list) for key in _RESOURCE_SPANS_KEYS)
+    return (
         isinstance(data, list)
-        and data
+        and bool(data)
         and isinstance(data[0], dict)
-        and any(k in data[0] for k in _SCOPE_SPANS_KEYS)
-    ):
-        return {"resourceSpans": data}
-    return None
+        and any(key in data[0] for key in _SCOPE_SPANS_KEYS)
+    )
 
 
 def _records(data: Any) -> Decoded:

