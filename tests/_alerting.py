@@ -187,7 +187,7 @@ def alertmanager(tmp: Path, webhook_url: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def prometheus(tmp: Path, config_text: str) -> Iterator[str]:
+def prometheus(tmp: Path, config_text: str, *extra_args: str) -> Iterator[str]:
     binary = need("prometheus")
     port = free_port()
     config = tmp / "prometheus.yml"
@@ -202,6 +202,7 @@ def prometheus(tmp: Path, config_text: str) -> Iterator[str]:
             f"--web.listen-address=127.0.0.1:{port}",
             "--rules.alert.resend-delay=1s",
             "--log.level=warn",
+            *extra_args,
         ],
         tmp / "prometheus.log",
         f"{base}/-/ready",
