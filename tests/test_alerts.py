@@ -249,3 +249,19 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
     await engine.close()
     await engine.close()
     assert [a.status for a in collect.alerts] == ["firing"]
+
+
+def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
+    from monitor.config import load_config
+    from monitor.exporters.otlp_events import OtlpEventsSink
+    from monitor.service import Service
+    from tests._alerting import DEPLOY
+
+    config = load_config(
+        DEPLOY / "monitor.yaml", environ={"RAG_MONITOR_EXPORTERS__OTLP__ENDPOINT": "127.0.0.1:4317"}
+    )
+    service = Service(config, with_receivers=False, serve_http=False)
+    kinds = {type(sink) for sink in service.stage._sinks}
+    assert {AlertEngine, OtlpEventsSink} <= kinds
+    bare = Service(load_config(None, environ={}), with_receivers=False, serve_http=False)
+    assert not {AlertEngine, OtlpEventsSink} & {type(sink) for sink in bare.stage._sinks}

@@ -139,3 +139,17 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
     firing = next(a for a in hook.alerts() if a["status"] == "firing")
     assert firing["labels"]["generator"] == "rag-monitor" and firing["labels"]["severity"] == "page"
     assert count(t, "alert_notifications", target="alertmanager", outcome="sent") >= 2
+
+
+async def test_close_gives_up_at_its_deadline_and_counts_what_was_left() -> None:
+    t = create_telemetry()
+    url = f"http://127.0.0.1:{free_port()}"
+    sender = AlertSender(
+        t, alertmanager_url=url, backoff_s=30, max_backoff_s=30, close_timeout_s=0.3
+    )
+    await sender.start()
+    sender.notify([alert()])
+    sender.notify([alert(), alert(service="cart")])
+    await sender.close()
+    assert count(t, "dropped", stage="alerts", reason="shutdown") == 3
+    assert count(t, "alert_notifications", target="alertmanager", outcome="dropped") == 3

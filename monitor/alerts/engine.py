@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
+from prometheus_client import Gauge
+
 from monitor.alerts.stats import wilson_interval
 from monitor.alerts.window import SlidingWindow
 from monitor.config import AlertRule, parse_duration
@@ -112,7 +114,7 @@ class _Rule:
             if result.outcome == "error" or not result.safety or rule.category not in result.safety:
                 continue
             threshold = self.thresholds.get(name, DEFAULT_SEVERITY_THRESHOLD)
-            severity = result.safety[rule.category]  # type: ignore[index]
+            severity = result.safety[rule.category]
             out.append(SEVERITIES.index(severity) >= SEVERITIES.index(threshold))
         return out
 
@@ -313,8 +315,8 @@ def _iso(when: datetime) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _remove(gauge: object, *labels: str) -> None:
+def _remove(gauge: Gauge, *labels: str) -> None:
     try:
-        gauge.remove(*labels)  # type: ignore[attr-defined]
+        gauge.remove(*labels)
     except KeyError:
         pass

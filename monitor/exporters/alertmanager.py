@@ -50,6 +50,7 @@ class _Target:
     headers: dict[str, str]
     queue: asyncio.Queue[list[Alert]]
     task: asyncio.Task[None] | None = None
+    in_flight: int = 0
     last_log: float = field(default=0.0)
 
 
@@ -118,7 +119,10 @@ class AlertSender:
                     await asyncio.gather(*(t.queue.join() for t in self._targets))
             except TimeoutError:
                 for target in self._targets:
-                    left = sum(len(batch) for batch in target.queue._queue)  # type: ignore[attr-defined]
+                    left = target.in_flight
+                    while not target.queue.empty():
+                        left += len(target.queue.get_nowait())
+                        target.queue.task_done()
                     if left:
                         self._count(target, "dropped", left)
                         self._t.dropped.labels(_STAGE, "shutdown").inc(left)
@@ -134,9 +138,11 @@ class AlertSender:
     async def _worker(self, target: _Target) -> None:
         while True:
             batch = await target.queue.get()
+            target.in_flight = len(batch)
             try:
                 await self._deliver(target, batch)
             finally:
+                target.in_flight = 0
                 target.queue.task_done()
 
     async def _deliver(self, target: _Target, batch: list[Alert]) -> None:
