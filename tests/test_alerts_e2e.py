@@ -4,33 +4,46 @@ reaches the same verdict with the shipped rules.
 Real components: Prometheus (Debian `prometheus`, scraping the monitor's /metrics every
 second and evaluating deploy/prometheus/rules.yml unchanged), Alertmanager (Debian
 `prometheus-alertmanager`, delivering to a webhook receiver started by the test), and the
-monitor itself (the `Service` the CLI runs, built from deploy/monitor.yaml's
-`hallucination_rate` rule, with the embedded `local_groundedness` evaluator). Records are
-fed into the service in-process, as a receiver would. The only test double is the choice
-of the evaluator's pass mark (see `separating_threshold`).
+monitor itself (`rag-monitor run --config tmp.yaml` in a subprocess, with
+deploy/monitor.yaml's `hallucination_rate` rule and the embedded `local_groundedness`
+evaluator), fed RAG traces by the OpenTelemetry SDK over OTLP/HTTP. The only thing the
+test picks is the evaluator's pass mark (see `separating_threshold`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from monitor.config import Config
 from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
-from monitor.records import RagRecord, parse_record
-from monitor.service import Service
-from tests._alerting import DEPLOY, alertmanager, free_port, http_json, need, prometheus, webhook
-
-pytestmark = pytest.mark.asyncio
+from monitor.records import parse_record
+from tests._alerting import (
+    DEPLOY,
+    REPO,
+    alertmanager,
+    free_port,
+    http_json,
+    need,
+    prometheus,
+    webhook,
+)
 
 CONTEXT = (
     "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair in Paris. "
@@ -41,51 +54,121 @@ GOOD = "The Eiffel Tower was completed in 1889 and was designed by the company o
 BAD = "It was built by the Romans in 45 BC and is painted bright green every winter by volunteers."
 
 
-def record(answer: str, fed: list[str]) -> RagRecord:
-    trace_id = secrets.token_hex(16)
-    fed.append(trace_id)
-    return parse_record(
-        {
-            "request_id": trace_id,
-            "trace_id": trace_id,
-            "span_id": secrets.token_hex(8),
-            "service": "shop",
-            "route": "/ask",
-            "request": QUESTION,
-            "retrieved_context": [{"content": CONTEXT, "doc_uri": "kb://eiffel"}],
-            "response": answer,
-        }
-    )
-
-
-async def separating_threshold() -> float:
+def separating_threshold() -> float:
     """A `threshold` that makes GOOD pass and BAD fail with the embedded evaluator.
 
     This test is about alerting, not detector quality, so it places the pass mark between
     the two answers' scores (the detector's own tests judge its accuracy)."""
     evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
-    good, bad = [
-        (await evaluator.evaluate(record(answer, []))).normalized for answer in (GOOD, BAD)
-    ]
+
+    def score(answer: str) -> float | None:
+        rec = parse_record(
+            {"request": QUESTION, "retrieved_context": [{"content": CONTEXT}], "response": answer}
+        )
+        return asyncio.run(evaluator.evaluate(rec)).normalized
+
+    good, bad = score(GOOD), score(BAD)
     assert good is not None and bad is not None and good > bad, (good, bad)
     return (good + bad) / 2
 
 
-def monitor_config(metrics_port: int, am_url: str, threshold: float) -> Config:
+class App:
+    """The RAG service: one OpenInference-shaped trace per request, sent by the OTel SDK."""
+
+    def __init__(self, otlp_http_port: int) -> None:
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{otlp_http_port}/v1/traces")
+        self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=8192))
+        self.tracer = self.provider.get_tracer("shop")
+        self.trace_ids: list[str] = []
+
+    def requests(self, answer: str, n: int) -> None:
+        for _ in range(n):
+            with self.tracer.start_as_current_span(
+                "rag.request",
+                attributes={
+                    "openinference.span.kind": "CHAIN",
+                    "http.route": "/ask",
+                    "input.value": QUESTION,
+                },
+            ) as root:
+                with self.tracer.start_as_current_span(
+                    "retrieve",
+                    attributes={
+                        "openinference.span.kind": "RETRIEVER",
+                        "input.value": QUESTION,
+                        "retrieval.documents.0.document.id": "kb/eiffel.md",
+                        "retrieval.documents.0.document.content": CONTEXT,
+                    },
+                ):
+                    pass
+                with self.tracer.start_as_current_span(
+                    "generate",
+                    attributes={
+                        "openinference.span.kind": "LLM",
+                        "input.value": QUESTION,
+                        "output.value": answer,
+                    },
+                ):
+                    pass
+                root.set_attribute("output.value", answer)
+                self.trace_ids.append(f"{root.get_span_context().trace_id:032x}")
+        assert self.provider.force_flush()
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+def monitor_config(path: Path, ports: dict[str, int], am_url: str, threshold: float) -> None:
     shipped = yaml.safe_load((DEPLOY / "monitor.yaml").read_text())
     rule = next(r for r in shipped["alerts"]["rules"] if r["name"] == "hallucination_rate")
-    return Config.model_validate(
-        {
-            "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
-            "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
-            "evaluators": [{"name": "local_groundedness", "threshold": threshold}],
-            "alerts": {
-                "rules": [rule],
-                "alertmanager": {"url": am_url},
-                "evaluation_interval_s": 0.5,
-            },
-        }
-    )
+    config = {
+        "receivers": {
+            "otlp": {
+                "grpc": {"enabled": False},
+                "http": {"endpoint": f"127.0.0.1:{ports['otlp']}"},
+            }
+        },
+        "trace_assembly": {"idle_timeout_s": 30},
+        "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"}},
+        "evaluators": [{"name": "local_groundedness", "threshold": threshold}],
+        "alerts": {"rules": [rule], "alertmanager": {"url": am_url}, "evaluation_interval_s": 0.5},
+    }
+    path.write_text(yaml.safe_dump(config))
+
+
+@contextlib.contextmanager
+def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
+    log = tmp / "monitor.log"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
+            cwd=REPO,
+            env=env,
+            stderr=out,
+        )
+        try:
+            poll(lambda: _ready(proc, metrics_port, log), 60, "rag-monitor /readyz")
+            yield
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, log.read_text()[-3000:]
+
+
+def _ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(f"rag-monitor exited:\n{log.read_text()[-3000:]}")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
 
 
 def prometheus_config(metrics_port: int, am_url: str) -> str:
@@ -106,15 +189,14 @@ def prometheus_config(metrics_port: int, am_url: str) -> str:
     )
 
 
-async def poll(check: Callable[[], Any], within_s: float, what: str) -> Any:
-    """Poll a blocking check (HTTP to another process) off the event loop."""
+def poll(check: Callable[[], Any], within_s: float, what: str) -> Any:
     deadline = time.monotonic() + within_s
     last: Any = None
     while time.monotonic() < deadline:
-        last = await asyncio.to_thread(check)
+        last = check()
         if last:
             return last
-        await asyncio.sleep(0.25)
+        time.sleep(0.25)
     raise AssertionError(f"timed out after {within_s}s waiting for {what}; last: {last!r}")
 
 
@@ -128,143 +210,144 @@ def prometheus_alerts(prom: str, name: str) -> list[dict[str, Any]]:
     return [a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"]
 
 
-def openmetrics(url: str) -> str:
-    req = urllib.request.Request(
-        url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}
-    )
+def scrape(port: int, openmetrics: bool = False) -> str:
+    accept = "application/openmetrics-text; version=1.0.0" if openmetrics else "text/plain"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept})
     with urllib.request.urlopen(req, timeout=5) as resp:
-        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+        if openmetrics:
+            assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
         return str(resp.read().decode())
 
 
-async def feed(service: Service, answer: str, n: int, fed: list[str]) -> None:
-    for _ in range(n):
-        await service.stage.put(record(answer, fed), "test")
+def sample(text: str, prefix: str, *needles: str) -> float:
+    """Sum of the samples whose line starts with `prefix` and contains every needle."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(prefix) and all(n in line for n in needles):
+            total += float(line.split("}")[1].split()[0])
+    return total
 
 
-async def drained(service: Service, total: int) -> None:
-    for _ in range(2400):
-        if service.stage.completed >= total:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"only {service.stage.completed} of {total} records evaluated in 120s")
+def evaluated(port: int) -> float:
+    return sample(scrape(port), "rag_monitor_evaluations_total{", 'evaluator="local_groundedness"')
 
 
-async def test_hallucinations_page_through_alertmanager_and_prometheus_agrees(
-    tmp_path: Path,
-) -> None:
+def test_hallucinations_page_through_alertmanager_and_prometheus_agrees(tmp_path: Path) -> None:
     need("prometheus")
     need("prometheus-alertmanager")
-    metrics_port = free_port()
-    fed: list[str] = []
-    with webhook() as hook, alertmanager(tmp_path, hook.url) as am:
-        threshold = await separating_threshold()
-        service = Service(monitor_config(metrics_port, am, threshold), with_receivers=False)
-        await service.start()
-        try:
-            with prometheus(
-                tmp_path, prometheus_config(metrics_port, am), "--enable-feature=exemplar-storage"
-            ) as prom:
-                # One verdict of each kind first, so Prometheus sees both series start small.
-                await feed(service, GOOD, 1, fed)
-                await feed(service, BAD, 1, fed)
-                await poll(
-                    lambda: (
-                        len(query(prom, 'rag_monitor_evaluations_total{outcome=~"pass|fail"}')) == 2
-                    ),
-                    30,
-                    "first scrape of both outcomes",
-                )
-                # Far above 10 % but only 2 samples: nobody is paged.
-                assert not prometheus_alerts(prom, "RagHallucinationRateHigh")
+    ports = {"metrics": free_port(), "otlp": free_port()}
+    config = tmp_path / "tmp.yaml"
+    with (
+        webhook() as hook,
+        alertmanager(tmp_path, hook.url) as am,
+    ):
+        monitor_config(config, ports, am, separating_threshold())
+        with (
+            rag_monitor(tmp_path, config, ports["metrics"]),
+            prometheus(
+                tmp_path,
+                prometheus_config(ports["metrics"], am),
+                "--enable-feature=exemplar-storage",
+            ) as prom,
+        ):
+            app = App(ports["otlp"])
+            try:
+                _scenario(app, hook, prom, ports["metrics"])
+            finally:
+                app.close()
 
-                await feed(service, BAD, 40, fed)
-                await drained(service, 42)
 
-                # The fail counter carries a fed trace id as an OpenMetrics exemplar.
-                text = await asyncio.to_thread(
-                    openmetrics, f"http://127.0.0.1:{metrics_port}/metrics"
-                )
-                fail_lines = [
-                    line
-                    for line in text.splitlines()
-                    if line.startswith("rag_monitor_evaluations_total{")
-                    and 'outcome="fail"' in line
-                ]
-                assert fail_lines and all(' # {trace_id="' in line for line in fail_lines)
-                assert fail_lines[0].split('trace_id="')[1].split('"')[0] in fed
+def _scenario(app: App, hook: Any, prom: str, metrics_port: int) -> None:
+    # One verdict of each kind first, so Prometheus sees both series start small.
+    app.requests(GOOD, 1)
+    app.requests(BAD, 1)
+    poll(lambda: evaluated(metrics_port) == 2, 60, "the first two evaluations")
+    poll(
+        lambda: len(query(prom, 'rag_monitor_evaluations_total{outcome=~"pass|fail"}')) == 2,
+        30,
+        "first scrape of both outcomes",
+    )
+    # Far above 10 % but only 2 samples: nobody is paged.
+    assert not prometheus_alerts(prom, "RagHallucinationRateHigh")
 
-                # The sidecar's alert reaches the webhook through Alertmanager.
-                def sidecar(status: str) -> list[dict[str, Any]]:
-                    return [
-                        a
-                        for a in hook.alerts()
-                        if a["labels"].get("alertname") == "hallucination_rate"
-                        and a["status"] == status
-                    ]
+    app.requests(BAD, 40)
+    poll(lambda: evaluated(metrics_port) == 42, 60, "42 evaluations")
 
-                (firing, *_) = await poll(
-                    lambda: sidecar("firing"), 60, "sidecar alert at the webhook"
-                )
-                assert firing["labels"]["service"] == "shop"
-                assert firing["labels"]["generator"] == "rag-monitor"
-                assert firing["labels"]["severity"] == "warning"
-                assert firing["generatorURL"].endswith(f":{metrics_port}/metrics")
+    # The fail counter carries a fed trace id as an OpenMetrics exemplar.
+    fail_lines = [
+        line
+        for line in scrape(metrics_port, openmetrics=True).splitlines()
+        if line.startswith("rag_monitor_evaluations_total{") and 'outcome="fail"' in line
+    ]
+    assert fail_lines and all(' # {trace_id="' in line for line in fail_lines)
+    assert fail_lines[0].split('trace_id="')[1].split('"')[0] in app.trace_ids[1:]
 
-                # Prometheus, with the shipped rules over the scraped counters, says the same.
-                (prom_alert, *_) = await poll(
-                    lambda: prometheus_alerts(prom, "RagHallucinationRateHigh"),
-                    60,
-                    "Prometheus alert",
-                )
-                assert prom_alert["labels"]["service"] == "shop"
-                assert prom_alert["labels"]["evaluator"] == "local_groundedness"
-                await poll(
-                    lambda: [
-                        a
-                        for a in hook.alerts()
-                        if a["labels"]["alertname"] == "RagHallucinationRateHigh"
-                    ],
-                    60,
-                    "Prometheus alert at the webhook",
-                )
-                # The exemplar made it into Prometheus too (what Grafana links to traces).
-                now = time.time()
-                exemplars = await asyncio.to_thread(
-                    http_json,
-                    f"{prom}/api/v1/query_exemplars?"
-                    + urllib.parse.urlencode(
-                        {
-                            "query": 'rag_monitor_evaluations_total{outcome="fail"}',
-                            "start": now - 300,
-                            "end": now + 5,
-                        }
-                    ),
-                )
-                ids = {e["labels"]["trace_id"] for s in exemplars["data"] for e in s["exemplars"]}
-                assert ids and ids <= set(fed)
+    # The sidecar's alert reaches the webhook through Alertmanager.
+    def sidecar(status: str) -> list[dict[str, Any]]:
+        return [
+            a
+            for a in hook.alerts()
+            if a["labels"].get("alertname") == "hallucination_rate" and a["status"] == status
+        ]
 
-                # Good traffic: the rate falls, the upper bounds drop below 10 %, both resolve.
-                for _ in range(8):
-                    await feed(service, GOOD, 100, fed)
-                    await asyncio.sleep(0.5)
-                await drained(service, 842)
-                (resolved, *_) = await poll(
-                    lambda: sidecar("resolved"), 60, "sidecar resolution at the webhook"
-                )
-                assert resolved["labels"] == firing["labels"]
-                await poll(
-                    lambda: not prometheus_alerts(prom, "RagHallucinationRateHigh"),
-                    60,
-                    "Prometheus alert resolving",
-                )
-                (rate,) = await asyncio.to_thread(
-                    query, prom, 'rag_monitor:evaluation_defect_rate:ratio10m{service="shop"}'
-                )
-                sidecar_rate = service.telemetry.registry.get_sample_value(
-                    "rag_monitor_defect_rate", {"service": "shop", "rule": "hallucination_rate"}
-                )
-                assert sidecar_rate == pytest.approx(41 / 842)
-                assert float(rate["value"][1]) == pytest.approx(sidecar_rate, abs=0.02)
-        finally:
-            await service.shutdown(5)
+    (firing, *_) = poll(lambda: sidecar("firing"), 60, "sidecar alert at the webhook")
+    assert firing["labels"]["service"] == "shop"
+    assert firing["labels"]["generator"] == "rag-monitor"
+    assert firing["labels"]["severity"] == "warning"
+    assert firing["generatorURL"].endswith(f":{metrics_port}/metrics")
+
+    # Prometheus, with the shipped rules over the scraped counters, says the same.
+    (prom_alert, *_) = poll(
+        lambda: prometheus_alerts(prom, "RagHallucinationRateHigh"), 60, "Prometheus alert"
+    )
+    assert prom_alert["labels"]["service"] == "shop"
+    assert prom_alert["labels"]["evaluator"] == "local_groundedness"
+    poll(
+        lambda: [
+            a for a in hook.alerts() if a["labels"]["alertname"] == "RagHallucinationRateHigh"
+        ],
+        60,
+        "Prometheus alert at the webhook",
+    )
+    # The exemplar made it into Prometheus too (what Grafana links to traces).
+    now = time.time()
+    exemplars = http_json(
+        f"{prom}/api/v1/query_exemplars?"
+        + urllib.parse.urlencode(
+            {
+                "query": 'rag_monitor_evaluations_total{outcome="fail"}',
+                "start": now - 300,
+                "end": now + 5,
+            }
+        )
+    )
+    ids = {e["labels"]["trace_id"] for s in exemplars["data"] for e in s["exemplars"]}
+    assert ids and ids <= set(app.trace_ids)
+
+    # Good traffic: the rate falls, the upper bounds drop below 10 %, both resolve.
+    for _ in range(8):
+        app.requests(GOOD, 100)
+        time.sleep(0.5)
+    poll(lambda: evaluated(metrics_port) == 842, 120, "842 evaluations")
+    (resolved, *_) = poll(lambda: sidecar("resolved"), 60, "sidecar resolution at the webhook")
+    assert resolved["labels"] == firing["labels"]
+    poll(
+        lambda: not prometheus_alerts(prom, "RagHallucinationRateHigh"),
+        60,
+        "Prometheus alert resolving",
+    )
+    sidecar_rate = sample(
+        scrape(metrics_port), "rag_monitor_defect_rate{", 'rule="hallucination_rate"'
+    )
+    assert sidecar_rate == pytest.approx(41 / 842)
+
+    # Once Prometheus has scraped everything, its fleet-wide rate is the sidecar's rate.
+    def prometheus_rate() -> float:
+        (rate,) = query(prom, 'rag_monitor:evaluation_defect_rate:ratio10m{service="shop"}')
+        return float(rate["value"][1])
+
+    poll(
+        lambda: abs(prometheus_rate() - sidecar_rate) < 0.01,
+        30,
+        "Prometheus rate to match the sidecar's",
+    )
