@@ -13,7 +13,6 @@ compression is handled by gRPC.
 from __future__ import annotations
 
 import logging
-from typing import NoReturn
 
 import grpc
 from grpc import aio
@@ -69,7 +68,8 @@ class OtlpGrpcReceiver:
 
     async def _refuse(
         self, context: aio.ServicerContext, code: grpc.StatusCode, reason: str, message: str
-    ) -> NoReturn:
+    ) -> None:
+        """Count and log, then end the call with `code` (`abort` raises)."""
         self._t.records_rejected.labels(RECEIVER, reason).inc()
         self._warn.warning(
             reason, "OTLP/gRPC request refused (%s %s): %s", code.name, reason, message

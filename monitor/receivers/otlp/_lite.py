@@ -40,7 +40,7 @@ def _build() -> type[Any]:
             field = desc.field.add(
                 name=field_name,
                 number=number,
-                type=kind,  # type: ignore[arg-type]
+                type=kind,
                 label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
             )
             if type_name is not None:
@@ -82,7 +82,10 @@ def _build() -> type[Any]:
     message("Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.Request"))
+    request: type[Any] = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{_PACKAGE}.Request")
+    )
+    return request
 
 
 LiteRequest = _build()

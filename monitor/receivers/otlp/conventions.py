@@ -48,6 +48,16 @@ _MESSAGE_EVENTS = {
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
+_GENERATION_KEYS = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.prompt.0.content",
+        "gen_ai.completion.0.content",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+    }
+)
 QUERY_KEYS = ("query", "question", "input", "user_input", "q", "prompt", "message", "text")
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
 
@@ -288,7 +298,7 @@ def read_retrieval(span: Span) -> Retrieval | None:
             query = query or find_text(a.get("traceloop.entity.input"), QUERY_KEYS)
             docs = docs or json_docs(a.get("traceloop.entity.output")) or []
         return Retrieval(span, query if isinstance(query, str) else None, docs)
-    results = [e for e in span.events if e.name.endswith("query.result")]
+    results = [e for e in span.events if e.name.endswith("query.result")] if span.events else []
     if results:
         return Retrieval(
             span, a.get("db.query.text") or None, [_event_doc(e.attributes) for e in results]
@@ -324,19 +334,11 @@ def is_generation(span: Span) -> bool:
         or a.get("llm.request.type") in _LLM_OPERATIONS
     ):
         return True
-    if any(
-        k in a
-        for k in (
-            "gen_ai.input.messages",
-            "gen_ai.output.messages",
-            "gen_ai.prompt.0.content",
-            "gen_ai.completion.0.content",
-            "gen_ai.prompt",
-            "gen_ai.completion",
-        )
-    ):
+    if not _GENERATION_KEYS.isdisjoint(a):
         return True
-    return any(e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events)
+    return bool(span.events) and any(
+        e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events
+    )
 
 
 def read_generation(span: Span) -> Generation | None:
@@ -370,8 +372,8 @@ def read_generation(span: Span) -> Generation | None:
         ]
     if output is None and "gen_ai.completion.0.content" in a:
         conventions.add("openllmetry")
-        outs = [_text(g.get("content")) for g in indexed(a, "gen_ai.completion.")]
-        output = "\n".join(t for t in outs if t) or None
+        outs = [t for g in indexed(a, "gen_ai.completion.") if (t := _text(g.get("content")))]
+        output = "\n".join(outs) or None
     if not messages and "gen_ai.prompt" in a:
         conventions.add("genai")
         messages = _chat_messages(a["gen_ai.prompt"])

@@ -114,7 +114,14 @@ def _raw_value(raw: bytes) -> Any:
 
 
 def _attributes(entries: Any) -> dict[str, Any]:
-    return {key: _raw_value(raw) for key, raw in entries.items()}
+    out: dict[str, Any] = {}
+    for key, raw in entries.items():
+        # Inline fast path for short strings, the bulk of span attributes.
+        if len(raw) > 1 and raw[0] == 0x0A and raw[1] < 0x80 and raw[1] + 2 == len(raw):
+            out[key] = raw[2:].decode("utf-8", "replace")
+        else:
+            out[key] = _raw_value(raw)
+    return out
 
 
 def decode_protobuf(body: bytes) -> Decoded:
@@ -151,10 +158,15 @@ def decode_protobuf(body: bytes) -> Decoded:
                         )
                     continue
                 flags = span.flags
-                events = [
-                    SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes))
-                    for e in span.events
-                ]
+                raw_events = span.events
+                events = (
+                    [
+                        SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes))
+                        for e in raw_events
+                    ]
+                    if raw_events
+                    else []
+                )
                 spans.append(
                     Span(
                         trace_id=trace_id.hex(),

@@ -72,11 +72,13 @@ def export_response(decoded: Decoded, *, as_json: bool) -> bytes:
     if decoded.rejected:
         response.partial_success.rejected_spans = decoded.rejected
         response.partial_success.error_message = decoded.message
-    return response.SerializeToString()
+    data: bytes = response.SerializeToString()
+    return data
 
 
 def status_body(code: int, message: str, *, as_json: bool) -> bytes:
     """A `google.rpc.Status` error body (OTLP/HTTP failure responses)."""
     if as_json:
         return json.dumps({"code": code, "message": message}).encode()
-    return Status(code=code, message=message).SerializeToString()
+    data: bytes = Status(code=code, message=message).SerializeToString()
+    return data

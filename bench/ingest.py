@@ -1,0 +1,418 @@
+"""OTLP ingest throughput: sustained spans/s into a running `rag-monitor run`, and peak RSS.
+
+    python bench/ingest.py [--seconds 20] [--concurrency 4] [--protocol http|grpc|both]
+
+Load: OTLP export requests of 512 spans (128 RAG traces of 4 spans: CHAIN root, RETRIEVER
+with 3 documents, LLM with system/user/assistant messages, output-parser CHAIN; the
+OpenInference convention, ~600 bytes per span). Every request gets fresh trace ids (patched
+into the pre-serialized body, so the client does little work). The monitor runs with
+sampling 1% and the four local evaluators, pinned to one CPU when `taskset` exists.
+
+Reported per protocol: spans accepted/s, spans turned into records/s (the sustained rate:
+the assembler and the evaluation stage kept up), server CPU seconds per 100k spans, 503 /
+UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference ceilings on the same payload,
+in-process, one thread: raw protobuf parse, our span decode, decode + assembly + record
+extraction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
+
+SPANS_PER_TRACE = 4
+BATCH = 512
+QUESTIONS = [
+    "What is the boiling point of water at sea level?",
+    "Who designed the Eiffel Tower?",
+    "How tall is Mount Everest?",
+    "When did the Apollo 11 mission land on the Moon?",
+]
+DOCS = [
+    "At sea level, water boils at 100 degrees Celsius (212 degrees Fahrenheit).",
+    "The Eiffel Tower was designed by the engineering firm of Gustave Eiffel and completed in 1889.",
+    "Mount Everest is 8,849 metres tall, the highest mountain above sea level.",
+    "Apollo 11 landed on the Moon on 20 July 1969; Neil Armstrong was the first to step out.",
+]
+
+
+def _kv(key: str, value: str | int | float) -> KeyValue:
+    if isinstance(value, str):
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(double_value=value))
+
+
+def build_payload(rng: random.Random, light: int = 0) -> tuple[bytes, list[bytes]]:
+    """One 512-span export request and the trace ids in it; `light` extra non-RAG spans
+    (database / HTTP client calls with 4 short attributes) per trace."""
+    spans = []
+    trace_ids = []
+    t0 = time.time_ns()
+    for n in range(BATCH // (SPANS_PER_TRACE + light)):
+        trace_id = rng.randbytes(16)
+        trace_ids.append(trace_id)
+        root = rng.randbytes(8)
+        q = QUESTIONS[n % len(QUESTIONS)]
+        docs = [DOCS[(n + i) % len(DOCS)] for i in range(3)]
+        answer = DOCS[n % len(DOCS)]
+        system = "Answer only from the context below.\n\n" + "\n\n".join(docs)
+
+        def span(
+            name: str,
+            parent: bytes,
+            start: int,
+            end: int,
+            attrs: list[KeyValue],
+            trace_id: bytes = trace_id,
+            root: bytes = root,
+        ) -> Span:
+            return Span(
+                trace_id=trace_id,
+                span_id=rng.randbytes(8) if parent else root,
+                parent_span_id=parent,
+                name=name,
+                start_time_unix_nano=t0 + start,
+                end_time_unix_nano=t0 + end,
+                attributes=attrs,
+            )
+
+        retr = [_kv("openinference.span.kind", "RETRIEVER"), _kv("input.value", q)]
+        for i, d in enumerate(docs):
+            retr += [
+                _kv(f"retrieval.documents.{i}.document.id", f"kb/{i}.md"),
+                _kv(f"retrieval.documents.{i}.document.content", d),
+                _kv(f"retrieval.documents.{i}.document.score", 0.9 - i / 10),
+            ]
+        llm = [
+            _kv("openinference.span.kind", "LLM"),
+            _kv("llm.model_name", "gpt-4o-mini"),
+            _kv("llm.input_messages.0.message.role", "system"),
+            _kv("llm.input_messages.0.message.content", system),
+            _kv("llm.input_messages.1.message.role", "user"),
+            _kv("llm.input_messages.1.message.content", q),
+            _kv("llm.output_messages.0.message.role", "assistant"),
+            _kv("llm.output_messages.0.message.content", answer),
+            _kv("llm.token_count.prompt", 180),
+            _kv("llm.token_count.completion", 25),
+        ]
+        chain = [
+            _kv("openinference.span.kind", "CHAIN"),
+            _kv("input.value", answer),
+            _kv("output.value", answer),
+        ]
+        for i in range(light):
+            spans.append(
+                span(
+                    "SELECT documents",
+                    root,
+                    10_000 + i,
+                    20_000 + i,
+                    [
+                        _kv("db.system", "postgresql"),
+                        _kv("db.operation", "SELECT"),
+                        _kv("server.address", "db.internal"),
+                        _kv("server.port", 5432),
+                    ],
+                )
+            )
+        spans += [
+            span("VectorStoreRetriever", root, 1_000, 5_000_000, retr),
+            span("ChatOpenAI", root, 6_000_000, 900_000_000, llm),
+            span("StrOutputParser", root, 900_000_001, 900_100_000, chain),
+            span(
+                "RetrievalQA",
+                b"",
+                0,
+                901_000_000,
+                [
+                    _kv("openinference.span.kind", "CHAIN"),
+                    _kv("input.value", json.dumps({"question": q})),
+                    _kv("output.value", answer),
+                    _kv("http.route", "/ask"),
+                ],
+            ),
+        ]
+    request = ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource=Resource(attributes=[_kv("service.name", "bench-rag")]),
+                scope_spans=[ScopeSpans(spans=spans)],
+            )
+        ]
+    )
+    return request.SerializeToString(), trace_ids
+
+
+class Payloads:
+    """Pre-serialized bodies whose trace ids are rewritten in place for every request."""
+
+    def __init__(self, count: int = 8, seed: int = 1, light: int = 0) -> None:
+        rng = random.Random(seed)
+        self._bodies = []
+        self.spans_per_trace = SPANS_PER_TRACE + light
+        for _ in range(count):
+            body, ids = build_payload(rng, light)
+            offsets = []
+            for trace_id in ids:
+                start = 0
+                while (at := body.find(trace_id, start)) != -1:
+                    offsets.append(at)
+                    start = at + 16
+            self._bodies.append((bytearray(body), offsets, len(ids)))
+        self._next = 0
+
+    def next(self) -> bytes:
+        body, offsets, _ = self._bodies[self._next % len(self._bodies)]
+        self._next += 1
+        fresh = os.urandom(16 * (len(offsets) // self.spans_per_trace))
+        for i, at in enumerate(offsets):
+            t = i // self.spans_per_trace
+            body[at : at + 16] = fresh[16 * t : 16 * t + 16]
+        return bytes(body)
+
+
+def reference(payload: bytes, light: int) -> dict[str, float]:
+    """In-process ceilings on one thread (CPU time)."""
+    from monitor.receivers.otlp.assembler import TraceAssembler
+    from monitor.receivers.otlp.decode import decode_protobuf
+    from monitor.receivers.otlp.extract import extract_records
+
+    size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
+
+    def rate(fn: object, repeat: int = 40) -> float:
+        start = time.process_time()
+        for _ in range(repeat):
+            fn()  # type: ignore[operator]
+        return size * repeat / (time.process_time() - start)
+
+    asm = TraceAssembler(idle_timeout_s=10, max_open_traces=10_000)
+    payloads = Payloads(count=1, seed=2, light=light)
+
+    def full() -> None:
+        for trace in asm.add(decode_protobuf(payloads.next()).spans, "bench"):
+            extract_records(trace.spans)
+
+    return {
+        "raw protobuf parse": rate(lambda: ExportTraceServiceRequest.FromString(payload)),
+        "span decode": rate(lambda: decode_protobuf(payload)),
+        "decode + assembly + extraction": rate(full),
+    }
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        name, _, value = line.rpartition(" ")
+        out[name] = float(value)
+    return out
+
+
+def _sum(metrics: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith(prefix))
+
+
+def _proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    hwm = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            hwm = int(line.split()[1]) * 1024
+    return cpu, hwm
+
+
+async def _drive_http(
+    port: int, payloads: Payloads, seconds: float, concurrency: int
+) -> tuple[int, int]:
+    import aiohttp
+
+    sent = pushback = 0
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession(headers={"Content-Type": "application/x-protobuf"}) as session:
+
+        async def worker() -> None:
+            nonlocal sent, pushback
+            while time.monotonic() < deadline:
+                async with session.post(url, data=payloads.next()) as response:
+                    await response.read()
+                    if response.status == 200:
+                        sent += 1
+                    elif response.status == 503:
+                        pushback += 1
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise RuntimeError(f"unexpected HTTP {response.status}")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sent, pushback
+
+
+async def _drive_grpc(
+    port: int, payloads: Payloads, seconds: float, concurrency: int
+) -> tuple[int, int]:
+    import grpc
+    from grpc import aio
+
+    sent = pushback = 0
+    deadline = time.monotonic() + seconds
+    async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+
+        async def worker() -> None:
+            nonlocal sent, pushback
+            while time.monotonic() < deadline:
+                try:
+                    await export(payloads.next(), timeout=30)
+                    sent += 1
+                except aio.AioRpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    pushback += 1
+                    await asyncio.sleep(0.05)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sent, pushback
+
+
+def run_protocol(protocol: str, seconds: float, concurrency: int, light: int) -> dict[str, float]:
+    grpc_port, http_port, metrics_port = _port(), _port(), _port()
+    tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
+    config = tmp / "config.yaml"
+    config.write_text(
+        "receivers:\n  otlp:\n"
+        f"    grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}\n"
+        f"    http: {{endpoint: '127.0.0.1:{http_port}'}}\n"
+        "sampling: {rate: 0.01}\n"
+        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{metrics_port}'}}\n"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "monitor",
+        "--log-level",
+        "WARNING",
+        "run",
+        "--config",
+        str(config),
+    ]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0", *cmd]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _metrics(metrics_port)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("monitor did not start") from None
+                time.sleep(0.2)
+        payloads = Payloads(light=light)
+        drive = _drive_http if protocol == "http" else _drive_grpc
+        port = http_port if protocol == "http" else grpc_port
+        asyncio.run(drive(port, payloads, 3, concurrency))  # warm-up
+        time.sleep(1)
+        before = _metrics(metrics_port)
+        cpu0, _ = _proc_stats(proc.pid)
+        t0 = time.monotonic()
+        sent, pushback = asyncio.run(drive(port, payloads, seconds, concurrency))
+        # Let the pipeline drain what was accepted, then read the counters.
+        time.sleep(1.5)
+        elapsed = time.monotonic() - t0
+        after = _metrics(metrics_port)
+        cpu1, hwm = _proc_stats(proc.pid)
+        accepted = _sum(after, "rag_monitor_spans_received_total") - _sum(
+            before, "rag_monitor_spans_received_total"
+        )
+        records = _sum(after, "rag_monitor_records_total") - _sum(
+            before, "rag_monitor_records_total"
+        )
+        return {
+            "requests": sent,
+            "pushbacks": pushback,
+            "spans_accepted_per_s": accepted / seconds,
+            "spans_to_records_per_s": records * payloads.spans_per_trace / elapsed,
+            "server_cpu_s_per_100k_spans": (cpu1 - cpu0) / max(accepted, 1) * 100_000,
+            "peak_rss_mb": hwm / 2**20,
+        }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--protocol", choices=["http", "grpc", "both"], default="both")
+    parser.add_argument(
+        "--light-spans",
+        type=int,
+        default=0,
+        help="extra non-RAG spans per trace (e.g. 12: a service with DB/HTTP client spans)",
+    )
+    args = parser.parse_args()
+    payload, ids = build_payload(random.Random(0), args.light_spans)
+    print(
+        f"payload: {len(ids) * (SPANS_PER_TRACE + args.light_spans)} spans in {len(ids)} traces, "
+        f"{len(payload)} bytes"
+    )
+    for name, value in reference(payload, args.light_spans).items():
+        print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
+    for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
+        result = run_protocol(protocol, args.seconds, args.concurrency, args.light_spans)
+        print(
+            f"otlp_{protocol:5s} accepted {result['spans_accepted_per_s']:8.0f} spans/s, "
+            f"to records {result['spans_to_records_per_s']:8.0f} spans/s, "
+            f"server CPU {result['server_cpu_s_per_100k_spans']:.2f} s/100k spans, "
+            f"{int(result['pushbacks'])} pushbacks / {int(result['requests'])} requests, "
+            f"peak RSS {result['peak_rss_mb']:.0f} MB"
+        )
+
+
+if __name__ == "__main__":
+    main()
