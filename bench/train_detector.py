@@ -38,8 +38,14 @@ from monitor.detector.metrics import auroc, best_f1
 
 SEED = 20261122
 # Unsupported content (words, numbers, negation flips) counted plainly and weighted by how
-# specific each word is, plus the share of the answer's word pairs the context never has.
-MODEL_FEATURES = ("unsupported_count", "specific_unsupported", "novel_bigram_share")
+# specific each word is, the share of the answer's word pairs the context never has, and
+# claims that contradict their closest evidence (another number, a flipped negation).
+MODEL_FEATURES = (
+    "unsupported_count",
+    "specific_unsupported",
+    "novel_bigram_share",
+    "conflicts",
+)
 SHARE = {"halueval_summ": 1.0, "halueval_dialog": 1.0, "ragtruth": 2.0}
 
 
@@ -78,8 +84,22 @@ def load_shared(path: Path, source: str) -> list[Example]:
     return out
 
 
-def load_halueval(folder: Path, pairs: int, rng: random.Random) -> list[Example]:
+def load_halueval(
+    folder: Path, pairs: int, rng: random.Random, qa_exclude: set[str] | None = None
+) -> list[Example]:
+    """Summarization and dialogue pairs; QA pairs too when `qa_exclude` (dev questions) is given."""
     out: list[Example] = []
+    if qa_exclude is not None:
+        qa = [
+            r
+            for r in _jsonl(folder / "dataset_halueval_qa.jsonl")
+            if r["question"] not in qa_exclude
+        ]
+        for i, r in enumerate(rng.sample(qa, min(pairs, len(qa)))):
+            for answer, bad in ((r["right_answer"], False), (r["hallucinated_answer"], True)):
+                out.append(
+                    Example("halueval_qa", f"q{i}", r["question"], (r["knowledge"],), answer, bad)
+                )
     summ = list(_jsonl(folder / "dataset_halueval_summarization.jsonl"))
     for i, r in enumerate(rng.sample(summ, min(pairs, len(summ)))):
         for answer, bad in ((r["right_summary"], False), (r["hallucinated_summary"], True)):
@@ -109,9 +129,9 @@ def load_halueval(folder: Path, pairs: int, rng: random.Random) -> list[Example]
     return out
 
 
-def featurize(examples: list[Example]) -> np.ndarray:
+def featurize(examples: list[Example], names: tuple[str, ...] = MODEL_FEATURES) -> np.ndarray:
     embedder = shared_embedder()
-    columns = [FEATURE_NAMES.index(n) for n in MODEL_FEATURES]
+    columns = [FEATURE_NAMES.index(n) for n in names]
     rows = [analyse(e.query, e.contexts, e.response, embedder).features for e in examples]
     return np.stack(rows)[:, columns]
 

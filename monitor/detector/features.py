@@ -20,6 +20,8 @@ from monitor.detector.embedding import Embedder
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIONS,
+    NEGATIVE_POLARITY,
+    REFERENCES,
     STOPWORDS,
     canonical,
     fold,
@@ -48,13 +50,20 @@ FEATURE_NAMES = (
     "rare_unsupported_count",
     "specific_unsupported",
     "local_unsupported_count",
+    "conflicts",
 )
 # Words of a claim are also looked up in its closest evidence sentences only.
 _LOCAL_EVIDENCE = 3
 # An unsupported word whose closest context word is at least this similar is a paraphrase.
 _SOFT_MATCH = 0.55
-# A negation mismatch only counts against a sentence this close to its evidence (same claim).
+# A negation flip only counts against a claim this close to its evidence sentence.
 _SAME_CLAIM = 0.8
+_SHARED_WORDS = 0.6
+# How many words after "not"/"no"/"never" may stand before the word it negates.
+_NEGATION_SCOPE = 3
+# A claim this close to its evidence sentence talks about the same thing, so a number there
+# that differs from the claim's is a contradiction rather than extra detail.
+_SAME_TOPIC = 0.6
 _PREFIX = 6
 _MAX_CONTEXT_SENTENCES = 400
 _ABSTAIN = re.compile(
@@ -145,7 +154,7 @@ class SentenceCheck:
     numbers: int
     unsupported_numbers: list[str]
     unsupported_entities: list[str]
-    negated: bool
+    negated: frozenset[str]
     abstains: bool
     bigrams: int
     novel_bigrams: int
@@ -156,6 +165,8 @@ class SentenceCheck:
     rare_unsupported: int = 0
     specific_unsupported: float = 0.0
     local_unsupported: int = 0
+    # Claims that contradict their closest evidence: a different number, or a flipped negation.
+    conflicts: int = 0
 
     @property
     def unsupported_share(self) -> float:
@@ -188,12 +199,11 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
     bad_entities: list[str] = []
     seq: list[str] = []
     supported: list[str] = []
-    negated = False
     for i, (token, word, value) in enumerate(
         zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
     ):
-        if word in NEGATIONS or word.endswith("n't"):
-            negated = True
+        if value is not None and i > 0 and sentence.folded[i - 1] in REFERENCES:
+            continue
         if value is not None:
             numbers += 1
             content += 1
@@ -220,6 +230,7 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         unsupported.append(word)
         if token[0].isupper() and i > 0:
             bad_entities.append(token)
+    negated = _negated(sentence)
     pairs = list(itertools.pairwise(seq))
     return SentenceCheck(
         text=sentence.text,
@@ -237,8 +248,44 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
     )
 
 
-def _negated(sentence: _Sentence) -> bool:
-    return any(w in NEGATIONS or w.endswith("n't") for w in sentence.folded)
+def _negated(sentence: _Sentence) -> frozenset[str]:
+    """Stems of the words a negation applies to ("does not *lock*", "no *refund*")."""
+    out = set()
+    words = sentence.folded
+    for i, word in enumerate(words):
+        if word in NEGATIONS or word.endswith("n't"):
+            for nxt in words[i + 1 : i + 1 + _NEGATION_SCOPE]:
+                if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
+                    out.add(stem(nxt))
+                    break
+    return frozenset(out)
+
+
+def _contradicts(claim: _Sentence, negated: frozenset[str], evidence: _Sentence) -> bool:
+    """One side negates a word the other states with no negation anywhere in it."""
+    denied = _negated(evidence)
+    if negated and not denied and not _has_negation(evidence):
+        return bool(negated & {stem(w) for w in evidence.folded})
+    if denied and not negated and not _has_negation(claim):
+        return bool(denied & {stem(w) for w in claim.folded})
+    return False
+
+
+def _same_claim(claim: _Sentence, evidence: _Sentence, similarity: float) -> bool:
+    """Whether the evidence sentence states the claim's content (similar, or most words shared)."""
+    if similarity >= _SAME_CLAIM:
+        return True
+    mine = {stem(w) for w in claim.folded if w not in STOPWORDS and w not in DISCOURSE}
+    if not mine:
+        return False
+    theirs = {stem(w) for w in evidence.folded}
+    return len(mine & theirs) / len(mine) >= _SHARED_WORDS
+
+
+def _has_negation(sentence: _Sentence) -> bool:
+    return any(
+        w in NEGATIONS or w in NEGATIVE_POLARITY or w.endswith("n't") for w in sentence.folded
+    )
 
 
 def _window(parsed: list[_Sentence]) -> list[_Sentence]:
@@ -297,10 +344,17 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             )
             check.similarity = float(sims[i, best[i]])
             check.negation_mismatch = (
-                check.similarity >= _SAME_CLAIM
+                _same_claim(claims[i], evidence[best[i]], check.similarity)
                 and not check.abstains
-                and check.negated != _negated(evidence[best[i]])
+                and _contradicts(claims[i], check.negated, evidence[best[i]])
             )
+            closest = evidence[best[i]]
+            number_conflict = (
+                check.unsupported_numbers
+                and check.similarity >= _SAME_TOPIC
+                and any(v is not None for v in closest.numbers)
+            )
+            check.conflicts = int(bool(number_conflict)) + int(check.negation_mismatch)
         missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
@@ -352,5 +406,6 @@ def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
         np.log1p(sum(c.rare_unsupported for c in claims)),
         np.log1p(sum(c.specific_unsupported for c in claims)),
         np.log1p(sum(c.local_unsupported for c in claims)),
+        float(sum(c.conflicts for c in claims)),
     )
     return np.asarray(values, dtype=np.float64)

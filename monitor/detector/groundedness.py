@@ -73,9 +73,11 @@ def score_groundedness(query: str, contexts: list[str], response: str) -> Ground
     grounded = 1.0 / (1.0 + math.exp(max(min(z, 700.0), -700.0)))
     flagged = [s for s in analysis.sentences if s.flagged]
     terms: list[str] = []
+    seen: set[str] = set()
     for s in flagged:
         for term in (*s.unsupported_numbers, *s.unsupported_entities, *s.unsupported):
-            if term not in terms:
+            if term.lower() not in seen:
+                seen.add(term.lower())
                 terms.append(term)
     return GroundednessVerdict(
         score=grounded,

@@ -31,11 +31,21 @@ DISCOURSE = frozenset(
     includes like let us finally firstly secondly lastly thus hence generally typically usually
     often may might can could would unable able details detail explain explained explains""".split()
 )
+# Words after which a number is a pointer into the sources or the answer's own layout.
+REFERENCES = frozenset(
+    "passage passages document documents doc docs source sources step steps section page "
+    "chapter item option table figure fig note paragraph reference ref result results "
+    "article articles context snippet".split()
+)
 # Words that flip a claim; an answer and its evidence should agree on them.
 NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't don't doesn't didn't isn't "
-    "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't without "
-    "unlikely false".split()
+    "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't".split()
+)
+# Words that carry a negation without a "not" ("impossible to", "unable to", "lacks").
+NEGATIVE_POLARITY = frozenset(
+    "impossible unable fail fails failed failure lack lacks lacking without absent hardly "
+    "rarely seldom neither prevent prevents avoid avoids refuse refused difficult unlikely".split()
 )
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",

@@ -1,0 +1,195 @@
+"""Quality and speed of the embedded groundedness detector on labeled RAG data.
+
+    python bench/detector_quality.py [DATA.jsonl ...]
+    python bench/detector_quality.py --results RESULTS.jsonl DATA.jsonl
+
+With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
+`label.hallucinated`, the best F1 and the groundedness threshold where it is reached, F1 at the
+default 0.5, and the median ms per record. With `--results` (a `rag-monitor replay --output`
+file of the same data) the `local_groundedness` scores of that file are measured instead,
+matched to the data by request id (the record's own or the derived one) or else by line order.
+Without data files, the shared dev files are used. The speed line times synthetic records of a
+500-word context and a 60-word answer on one thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from monitor.detector import score_groundedness  # noqa: E402
+from monitor.detector.metrics import auroc, best_f1  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_FILES = ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl")
+_VOCAB = (
+    "river valley council budget report station harbor engine market school museum bridge "
+    "province treaty vaccine patient trial dosage revenue quarter margin growth insurance "
+    "battery turbine voltage sensor network server latency cluster protein enzyme tissue "
+    "author novel album season league stadium coach player election senate court ruling"
+).split()
+_GLUE = "the a of in on for with and was is were by from at to that which".split()
+
+
+def _derived_id(record: dict[str, Any]) -> str:
+    """The id `rag-monitor` gives a record without one (see `monitor.records`)."""
+    blob = json.dumps(record, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def _labels(records: list[dict[str, Any]], path: Path) -> np.ndarray:
+    try:
+        return np.array([bool(r["label"]["hallucinated"]) for r in records], dtype=float)
+    except (KeyError, TypeError):
+        raise SystemExit(f"{path}: every record needs label.hallucinated") from None
+
+
+def _contexts(record: dict[str, Any]) -> list[str]:
+    return [
+        c["content"] if isinstance(c, dict) else str(c) for c in record.get("retrieved_context", [])
+    ]
+
+
+def _report(name: str, labels: np.ndarray, grounded: np.ndarray, ms: list[float] | None) -> None:
+    hallucination = 1.0 - grounded
+    f1, at = best_f1(labels, hallucination)
+    flagged = grounded < 0.5
+    tp = float((flagged & (labels == 1)).sum())
+    f1_default = 2 * tp / max(float(flagged.sum()) + float(labels.sum()), 1.0)
+    speed = f" {statistics.median(ms):6.2f} ms/record" if ms else ""
+    print(
+        f"{name:28s} n={len(labels):5d} hallucinated={int(labels.sum()):4d} "
+        f"AUROC {auroc(labels, hallucination):.3f}  best F1 {f1:.3f} (fail below "
+        f"{1 - at:.3f})  F1 at 0.5 {f1_default:.3f}{speed}"
+    )
+
+
+def score_file(path: Path) -> None:
+    records = _load(path)
+    labels = _labels(records, path)
+    grounded = np.zeros(len(records))
+    ms = []
+    for i, r in enumerate(records):
+        started = time.perf_counter()
+        grounded[i] = score_groundedness(r.get("request", ""), _contexts(r), r["response"]).score
+        ms.append((time.perf_counter() - started) * 1000)
+    _report(path.name, labels, grounded, ms)
+
+
+def score_results(results: Path, path: Path) -> None:
+    records = _load(path)
+    labels = _labels(records, path)
+    lines = _load(results)
+    by_id: dict[str, float] = {}
+    in_order: list[float | None] = []
+    for n, row in enumerate(lines, 1):
+        result = (row.get("results") or {}).get("local_groundedness")
+        score = None if result is None else result.get("normalized", result.get("score"))
+        in_order.append(None if score is None else float(score))
+        if score is not None and row.get("request_id"):
+            by_id[str(row["request_id"])] = float(score)
+        elif result is None:
+            print(f"{results.name}:{n}: no local_groundedness result", file=sys.stderr)
+    grounded, kept = [], []
+    for i, r in enumerate(records):
+        ids = [str(r["request_id"])] if r.get("request_id") else []
+        ids.append(_derived_id({k: v for k, v in r.items() if k != "label"}))
+        ids.append(_derived_id(r))
+        score = next((by_id[x] for x in ids if x in by_id), None)
+        if score is None and len(in_order) == len(records):
+            score = in_order[i]
+        if score is not None:
+            grounded.append(score)
+            kept.append(i)
+    if not kept:
+        raise SystemExit(f"{results}: no result matches a record of {path}")
+    missing = len(records) - len(kept)
+    name = f"{results.name} vs {path.name}" + (f" ({missing} unmatched)" if missing else "")
+    _report(name, labels[kept], np.asarray(grounded), None)
+
+
+def _synthetic(rng: random.Random, words: int) -> str:
+    out: list[str] = []
+    while len(out) < words:
+        sentence = [rng.choice(_VOCAB).capitalize()]
+        for _ in range(rng.randint(8, 16)):
+            sentence.append(rng.choice(_GLUE) if rng.random() < 0.4 else rng.choice(_VOCAB))
+        if rng.random() < 0.3:
+            sentence.append(f"{rng.randint(2, 2000)} km")
+        out.append(" ".join(sentence) + ".")
+        out = " ".join(out).split()
+    return " ".join(out[:words])
+
+
+def speed(records: int = 200) -> None:
+    rng = random.Random(7)
+    cases = [(_synthetic(rng, 500), _synthetic(rng, 60)) for _ in range(records)]
+    score_groundedness("warm up", [cases[0][0]], cases[0][1])
+    ms = []
+    for context, answer in cases:
+        half = len(context) // 2
+        started = time.perf_counter()
+        score_groundedness("what does the report say?", [context[:half], context[half:]], answer)
+        ms.append((time.perf_counter() - started) * 1000)
+    ms.sort()
+    print(
+        f"speed: 500-word context, 60-word answer, one thread: median {statistics.median(ms):.2f} "
+        f"ms/record, p95 {ms[int(0.95 * len(ms))]:.2f} ms ({records} records)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("data", nargs="*", type=Path, help="labeled JSONL files")
+    parser.add_argument("--results", type=Path, help="rag-monitor replay --output file")
+    parser.add_argument("--no-speed", action="store_true", help="skip the synthetic timing")
+    args = parser.parse_args(argv)
+    files = args.data or [DEFAULT_DATA / f for f in DEFAULT_FILES]
+    for path in files:
+        if not path.is_file():
+            raise SystemExit(f"{path}: no such file")
+    if args.results is not None:
+        if len(files) != 1:
+            raise SystemExit("--results needs exactly one data file")
+        score_results(args.results, files[0])
+        return 0
+    for path in files:
+        score_file(path)
+    if not args.no_speed:
+        speed()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
