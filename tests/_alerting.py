@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -212,3 +215,35 @@ def prometheus(tmp: Path, config_text: str, *extra_args: str) -> Iterator[str]:
         yield base
     finally:
         proc.stop()
+
+
+@contextlib.contextmanager
+def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
+    """`rag-monitor run --config CONFIG` as a process, until /readyz answers 200."""
+    log = tmp / "monitor.log"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
+            cwd=REPO,
+            env=env,
+            stderr=out,
+        )
+        try:
+            wait_until(lambda: _ready(proc, metrics_port, log), 60, "rag-monitor /readyz")
+            yield
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, log.read_text()[-3000:]
+
+
+def _ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(f"rag-monitor exited:\n{log.read_text()[-3000:]}")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
+        return bool(resp.status == 200)

@@ -13,15 +13,10 @@ test picks is the evaluator's pass mark (see `separating_threshold`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +31,12 @@ from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
 from monitor.records import parse_record
 from tests._alerting import (
     DEPLOY,
-    REPO,
     alertmanager,
     free_port,
     http_json,
     need,
     prometheus,
+    rag_monitor,
     webhook,
 )
 
@@ -135,40 +130,6 @@ def monitor_config(path: Path, ports: dict[str, int], am_url: str, threshold: fl
         "alerts": {"rules": [rule], "alertmanager": {"url": am_url}, "evaluation_interval_s": 0.5},
     }
     path.write_text(yaml.safe_dump(config))
-
-
-@contextlib.contextmanager
-def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
-    log = tmp / "monitor.log"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
-            cwd=REPO,
-            env=env,
-            stderr=out,
-        )
-        try:
-            poll(lambda: _ready(proc, metrics_port, log), 60, "rag-monitor /readyz")
-            yield
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0, log.read_text()[-3000:]
-
-
-def _ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> bool:
-    if proc.poll() is not None:
-        raise AssertionError(f"rag-monitor exited:\n{log.read_text()[-3000:]}")
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def prometheus_config(metrics_port: int, am_url: str) -> str:

@@ -8,11 +8,15 @@ import threading
 from collections.abc import Iterator
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+import yaml
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,8 +25,7 @@ from monitor.evaluators.base import EvalResult
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
-
-pytestmark = pytest.mark.asyncio
+from tests._alerting import free_port, rag_monitor, wait_until
 
 
 class Received:
@@ -110,6 +113,7 @@ def original_trace() -> tuple[str, str]:
     return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
 
 
+@pytest.mark.asyncio
 async def test_evaluation_events_land_in_the_original_trace(
     receiver: tuple[str, str, Received],
 ) -> None:
@@ -170,9 +174,8 @@ async def test_evaluation_events_land_in_the_original_trace(
     )
 
 
+@pytest.mark.asyncio
 async def test_unreachable_endpoint_is_counted_not_raised() -> None:
-    from tests._alerting import free_port
-
     t = create_telemetry()
     exporter = create_exporter(f"127.0.0.1:{free_port()}", "http/protobuf", timeout_s=1)
     sink = OtlpEventsSink(exporter, t, close_timeout_s=30)
@@ -190,3 +193,67 @@ async def test_unreachable_endpoint_is_counted_not_raised() -> None:
         )
         == 1
     )
+
+
+def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> None:
+    """`rag-monitor run` with `exporters.otlp` set: the app's trace (OTel SDK, OTLP/HTTP into
+    the monitor) comes back to the OTLP receiver stub with the verdicts as events."""
+    received = Received()
+    endpoint, stop = grpc_stub(received)
+    metrics_port, otlp_port = free_port(), free_port()
+    config = tmp_path / "tmp.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {
+                        "grpc": {"enabled": False},
+                        "http": {"endpoint": f"127.0.0.1:{otlp_port}"},
+                    }
+                },
+                "exporters": {
+                    "prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"},
+                    "otlp": {"endpoint": endpoint, "protocol": "grpc"},
+                },
+            }
+        )
+    )
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.add_span_processor(
+        SimpleSpanProcessor(HttpExporter(endpoint=f"http://127.0.0.1:{otlp_port}/v1/traces"))
+    )
+    tracer = provider.get_tracer("app")
+    try:
+        with rag_monitor(tmp_path, config, metrics_port):
+            with tracer.start_as_current_span(
+                "rag.request",
+                attributes={"openinference.span.kind": "CHAIN", "input.value": "How tall is it?"},
+            ) as root:
+                with tracer.start_as_current_span(
+                    "retrieve",
+                    attributes={
+                        "openinference.span.kind": "RETRIEVER",
+                        "retrieval.documents.0.document.content": "The Eiffel Tower is 330 metres tall.",
+                    },
+                ):
+                    pass
+                root.set_attribute("output.value", "The Eiffel Tower is 330 metres tall.")
+            wait_until(received.spans, 60, "evaluation span at the OTLP stub")
+    finally:
+        provider.shutdown()
+        stop()
+    app_spans = {f"{s.context.span_id:016x}" for s in memory.get_finished_spans()}
+    trace_id = f"{root.get_span_context().trace_id:032x}"
+    (span,) = received.spans()
+    assert span.trace_id.hex() == trace_id
+    assert span.parent_span_id.hex() in app_spans
+    names = sorted(
+        a.value.string_value
+        for e in span.events
+        for a in e.attributes
+        if a.key == "gen_ai.evaluation.name"
+    )
+    assert names == ["local_groundedness", "local_relevance", "local_retrieval", "local_safety"]
+    assert {e.name for e in span.events} == {EVENT_NAME}
