@@ -1,35 +1,74 @@
-"""Relevance of a response to its question, and of retrieved documents to the question."""
+"""Relevance of a response to its question, and of retrieved documents to the question.
+
+Both blend two signals: the embedding similarity of the question to the text (wordllama
+sentence vectors, offline) and the share of the question's content words the text takes up.
+A document is judged by its best-matching sentence, so one relevant passage inside a long
+document is not diluted by the rest.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.detector.text import content_words
+from monitor.detector.embedding import shared_embedder
+from monitor.detector.text import DISCOURSE, STOPWORDS, fold, sentences, stem, tokens
+
+# Cosine similarities of unrelated texts sit around this floor, near-paraphrases near the top.
+_COS_FLOOR = 0.0
+_COS_TOP = 0.4
+_EMBEDDING_WEIGHT = 0.7
 
 
 @dataclass(frozen=True, slots=True)
 class RetrievalVerdict:
+    # Relevance of the best document (0..1).
     score: float
+    # Relevance of each document, in retrieval order.
     per_document: tuple[float, ...]
+    # 1-based rank of the most relevant document; None without documents.
     best_rank: int | None
 
 
-def _overlap(question: str, text: str) -> float:
-    asked = set(content_words(question))
-    if not asked:
-        return 1.0
-    return len(asked & set(content_words(text))) / len(asked)
+def _stems(text: str) -> set[str]:
+    out = set()
+    for token in tokens(text):
+        word = fold(token)
+        if word not in STOPWORDS and word not in DISCOURSE and len(word) > 1:
+            out.add(stem(word))
+    return out
+
+
+def _scale(cosine: float) -> float:
+    return min(1.0, max(0.0, (cosine - _COS_FLOOR) / (_COS_TOP - _COS_FLOOR)))
+
+
+def _blend(cosine: float, asked: set[str], text: str) -> float:
+    coverage = len(asked & _stems(text)) / len(asked) if asked else 1.0
+    return _EMBEDDING_WEIGHT * _scale(cosine) + (1 - _EMBEDDING_WEIGHT) * coverage
 
 
 def score_relevance(query: str, response: str) -> float:
-    """Share of the question's content words the response takes up (1 = on topic)."""
-    return _overlap(query, response)
+    """How much the response is about what was asked (1 = on topic)."""
+    if not response.strip():
+        return 0.0
+    if not query.strip():
+        return 1.0
+    embedder = shared_embedder()
+    vectors = embedder.bags([tokens(query), tokens(response)])
+    return round(_blend(float(vectors[0] @ vectors[1]), _stems(query), response), 4)
 
 
 def score_retrieval(query: str, contexts: list[str]) -> RetrievalVerdict:
     """Per-document relevance to the question; the score is the best document's."""
-    per_doc = tuple(_overlap(query, c) for c in contexts)
-    if not per_doc:
+    if not contexts:
         return RetrievalVerdict(score=0.0, per_document=(), best_rank=None)
+    embedder = shared_embedder()
+    asked = _stems(query)
+    question = embedder.bags([tokens(query)])[0]
+    per_doc = []
+    for doc in contexts:
+        parts = sentences(doc) or [doc]
+        cosine = float((embedder.bags([tokens(p) for p in parts]) @ question).max())
+        per_doc.append(round(_blend(cosine, asked, doc), 4))
     best = max(range(len(per_doc)), key=per_doc.__getitem__)
-    return RetrievalVerdict(score=per_doc[best], per_document=per_doc, best_rank=best + 1)
+    return RetrievalVerdict(score=per_doc[best], per_document=tuple(per_doc), best_rank=best + 1)
