@@ -63,8 +63,11 @@ class LocalGroundedness(_LocalEvaluator):
             listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
             more = len(verdict.unsupported) - _MAX_LISTED
             explanation = f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else "")
+            if verdict.unsupported_terms:
+                terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
+                explanation += f" | not in the context: {terms}"
         else:
-            explanation = "every sentence is supported by the context"
+            explanation = "no sentence stands out as unsupported by the context"
         return self._verdict(verdict.score, explanation)
 
 
