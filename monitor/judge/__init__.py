@@ -1,0 +1,1 @@
+"""LLM-as-judge support: the shared client, answer parsers and prompt templates."""

@@ -1,0 +1,490 @@
+"""The judge client: every call to an LLM judge goes through here (litellm underneath).
+
+One instance per process, shared by all judge evaluators. Per call it:
+
+1. looks the verdict up in a bounded LRU cache keyed by (evaluator, prompt version,
+   model, inputs) — a hit costs nothing and sends nothing;
+2. refuses at once while the model's circuit breaker is open (`outcome="circuit_open"`);
+3. redacts personal data from every message (`redaction.*`);
+4. sends the request under a concurrency semaphore (`judge.max_concurrency`) and a
+   per-attempt deadline (`judge.timeout_s`), retrying 429, 5xx, timeouts and connection
+   errors up to `judge.retries` times with exponential backoff and full jitter (a
+   `Retry-After` from the provider is honoured, capped);
+5. parses the answer; an unparseable answer gets one follow-up asking for the required
+   format, then the call ends as an error (a reply cut off at `max_tokens` is `truncated`);
+6. accounts tokens and cost: litellm's price when it knows the model, otherwise
+   `judge.prices[model]` (USD per 1M tokens), otherwise zero (logged once per model).
+
+Every attempt is counted in `rag_monitor_judge_requests_total{model,outcome}` with
+outcome ok, error, timeout, rate_limited or circuit_open. The API key (from the env var
+named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import json
+import logging
+import os
+import random
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from monitor.config import ConfigError, Judge, Redaction
+from monitor.judge.parsers import Parsed, ParseError
+from monitor.judge.redaction import Redactor
+from monitor.telemetry import NAMESPACE, Telemetry
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BREAKER_THRESHOLD = 5  # consecutive failed attempts that open the breaker
+BREAKER_COOLDOWN_S = 30.0
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 20.0
+FORMAT_REMINDER = (
+    "Your answer could not be read. Answer again in exactly the required format: {hint}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict(Generic[T]):
+    """What a judge call produced: a parsed value, or an error saying why there is none."""
+
+    value: T | None
+    explanation: str = ""
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cached: bool = False
+
+
+class _AttemptError(Exception):
+    def __init__(
+        self, outcome: str, message: str, retryable: bool, retry_after: float | None = None
+    ):
+        super().__init__(message)
+        self.outcome = outcome
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True)
+class _Reply:
+    text: str
+    finish_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+class _Breaker:
+    """Closed → open after `threshold` consecutive failures → half-open after `cooldown`
+    (one probe call) → closed on success, open again on failure."""
+
+    def __init__(self, threshold: int, cooldown: float, clock: Callable[[], float]) -> None:
+        self._threshold = threshold
+        self._cooldown = cooldown
+        self._clock = clock
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._probing = False
+
+    def allow(self) -> bool:
+        if self._opened_at is None:
+            return True
+        if self._probing or self._clock() - self._opened_at < self._cooldown:
+            return False
+        self._probing = True
+        return True
+
+    def remaining(self) -> float:
+        if self._opened_at is None:
+            return 0.0
+        return max(0.0, self._cooldown - (self._clock() - self._opened_at))
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened_at is not None
+
+    def success(self) -> None:
+        self._failures = 0
+        self._opened_at = None
+        self._probing = False
+
+    def failure(self) -> bool:
+        """Record a failed attempt; True when this failure opened the breaker."""
+        self._failures += 1
+        was_open = self._opened_at is not None
+        if self._probing or self._failures >= self._threshold:
+            self._opened_at = self._clock()
+            self._probing = False
+            return not was_open
+        return False
+
+
+@dataclass(frozen=True)
+class _ExtraMetrics:
+    cache: Counter
+    redactions: Counter
+    retries: Counter
+    circuit_open: Gauge
+
+
+_EXTRA: weakref.WeakKeyDictionary[CollectorRegistry, _ExtraMetrics] = weakref.WeakKeyDictionary()
+
+
+def _extra_metrics(registry: CollectorRegistry) -> _ExtraMetrics:
+    """The judge's own metrics beyond DESIGN.md's table, once per registry."""
+    metrics = _EXTRA.get(registry)
+    if metrics is None:
+        metrics = _ExtraMetrics(
+            cache=Counter(
+                "judge_cache_lookups",
+                "Verdict cache lookups by result (hit, miss).",
+                ("result",),
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            redactions=Counter(
+                "redactions",
+                "Personal data replaced before text was sent to a judge, by kind.",
+                ("kind",),
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            retries=Counter(
+                "judge_retries",
+                "Judge attempts repeated after a retryable failure or an unreadable answer.",
+                ("model", "reason"),
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            circuit_open=Gauge(
+                "judge_circuit_open",
+                "1 while the circuit breaker for a judge model is open.",
+                ("model",),
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+        )
+        _EXTRA[registry] = metrics
+    return metrics
+
+
+def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
+    blob = json.dumps([evaluator, version, model, dict(sorted(inputs.items()))], ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class JudgeClient:
+    """Shared, stateless-per-call gateway to judge models. See the module docstring."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        redaction: Redaction,
+        telemetry: Telemetry,
+        *,
+        environ: Mapping[str, str] | None = None,
+        breaker_threshold: int = BREAKER_THRESHOLD,
+        breaker_cooldown_s: float = BREAKER_COOLDOWN_S,
+        backoff_base_s: float = BACKOFF_BASE_S,
+        backoff_max_s: float = BACKOFF_MAX_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = judge
+        self._t = telemetry
+        self._extra = _extra_metrics(telemetry.registry)
+        env = os.environ if environ is None else environ
+        self._api_key: str | None = None
+        if judge.api_key_env is not None:
+            self._api_key = env.get(judge.api_key_env) or None
+            if self._api_key is None:
+                raise ConfigError(
+                    [f"judge.api_key_env: environment variable {judge.api_key_env} is not set"]
+                )
+        self._redact = Redactor(redaction, self._count_redaction)
+        self._semaphore = asyncio.Semaphore(judge.max_concurrency)
+        self._cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+        self._breakers: dict[str, _Breaker] = {}
+        self._breaker_threshold = breaker_threshold
+        self._breaker_cooldown = breaker_cooldown_s
+        self._backoff_base = backoff_base_s
+        self._backoff_max = backoff_max_s
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._litellm: Any = None
+        self._import_lock = asyncio.Lock()
+        self._priced_by_litellm: dict[str, bool] = {}
+        self._unpriced_logged: set[str] = set()
+        self._prepared: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Import litellm off the event loop (it takes seconds); calls do it lazily too."""
+        await self._load()
+
+    async def shutdown(self) -> None:
+        self._cache.clear()
+
+    # -- the call --------------------------------------------------------------------
+
+    async def judge(
+        self,
+        *,
+        evaluator: str,
+        version: str,
+        model: str,
+        messages: Sequence[Mapping[str, str]],
+        inputs: Mapping[str, str | None],
+        parse: Callable[[str], Parsed],
+        format_hint: str,
+        max_tokens: int,
+    ) -> Verdict[Any]:
+        key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
+        if key is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            self._extra.cache.labels("hit").inc()
+            value, explanation = self._cache[key]
+            return Verdict(value=value, explanation=explanation, cached=True)
+        if key is not None:
+            self._extra.cache.labels("miss").inc()
+        conversation = [
+            {"role": m["role"], "content": self._redact(m["content"])} for m in messages
+        ]
+        spent = _Reply("", None, 0, 0, 0.0)
+        try:
+            reply = await self._call(model, conversation, max_tokens, spent)
+            try:
+                parsed = parse(reply.text)
+            except ParseError as first:
+                if reply.finish_reason == "length":
+                    return self._error(f"truncated: answer cut off at {max_tokens} tokens", spent)
+                self._extra.retries.labels(model, "unparseable").inc()
+                conversation += [
+                    {"role": "assistant", "content": reply.text or "(empty)"},
+                    {"role": "user", "content": FORMAT_REMINDER.format(hint=format_hint)},
+                ]
+                reply = await self._call(model, conversation, max_tokens, spent)
+                try:
+                    parsed = parse(reply.text)
+                except ParseError as second:
+                    log.warning(
+                        "judge %s for %s gave an unreadable answer twice: %s",
+                        model,
+                        evaluator,
+                        second,
+                    )
+                    what = "empty answer" if not reply.text.strip() else str(second)
+                    return self._error(f"parse: {what} (first attempt: {first})", spent)
+        except _AttemptError as exc:
+            return self._error(f"{exc.outcome}: {exc}", spent)
+        if key is not None:
+            self._cache[key] = (parsed.value, parsed.explanation)
+            while len(self._cache) > self._config.cache_size:
+                self._cache.popitem(last=False)
+        return Verdict(
+            value=parsed.value,
+            explanation=parsed.explanation,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost=spent.cost,
+        )
+
+    @staticmethod
+    def _error(message: str, spent: _Reply) -> Verdict[Any]:
+        return Verdict(
+            value=None,
+            error=message,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost=spent.cost,
+        )
+
+    async def _call(
+        self, model: str, messages: list[dict[str, str]], max_tokens: int, spent: _Reply
+    ) -> _Reply:
+        """One request with retries; adds its usage to `spent`. Raises `_AttemptError`."""
+        breaker = self._breakers.setdefault(
+            model, _Breaker(self._breaker_threshold, self._breaker_cooldown, self._clock)
+        )
+        attempts = self._config.retries + 1
+        for attempt in range(attempts):
+            if not breaker.allow():
+                self._t.judge_requests.labels(model, "circuit_open").inc()
+                raise _AttemptError(
+                    "circuit_open",
+                    f"judge {model} is failing; calls paused for {breaker.remaining():.0f}s more",
+                    retryable=False,
+                )
+            try:
+                reply = await self._attempt(model, messages, max_tokens)
+            except _AttemptError as exc:
+                self._t.judge_requests.labels(model, exc.outcome).inc()
+                if breaker.failure():
+                    self._extra.circuit_open.labels(model).set(1)
+                    log.warning("judge %s circuit opened after repeated failures: %s", model, exc)
+                if not exc.retryable:
+                    raise
+                if attempt + 1 >= attempts or breaker.is_open:
+                    raise
+                self._extra.retries.labels(model, exc.outcome).inc()
+                await self._sleep(self._backoff(attempt, exc.retry_after))
+                continue
+            self._t.judge_requests.labels(model, "ok").inc()
+            if breaker.is_open:
+                log.info("judge %s circuit closed", model)
+            breaker.success()
+            self._extra.circuit_open.labels(model).set(0)
+            spent.input_tokens += reply.input_tokens
+            spent.output_tokens += reply.output_tokens
+            spent.cost += reply.cost
+            self._t.judge_tokens.labels(model, "input").inc(reply.input_tokens)
+            self._t.judge_tokens.labels(model, "output").inc(reply.output_tokens)
+            self._t.judge_cost.labels(model).inc(reply.cost)
+            return reply
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self._backoff_max)
+        ceiling = min(self._backoff_max, self._backoff_base * 2**attempt)
+        return self._rng.uniform(0, ceiling)
+
+    async def _attempt(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> _Reply:
+        litellm = await self._load()
+        if model not in self._prepared:
+            self._prepare(litellm, model)
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            "timeout": self._config.timeout_s,
+            "max_retries": 0,  # retries are ours, so they are counted and bounded
+            "num_retries": 0,
+        }
+        if self._config.api_base:
+            kwargs["api_base"] = self._config.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        async with self._semaphore:
+            try:
+                async with asyncio.timeout(self._config.timeout_s):
+                    response = await litellm.acompletion(**kwargs)
+            except TimeoutError:
+                raise _AttemptError(
+                    "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
+                ) from None
+            except Exception as exc:
+                raise self._classify(exc) from None
+        choice = response.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        return _Reply(
+            text=text,
+            finish_reason=getattr(choice, "finish_reason", None),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost=self._cost(litellm, model, response, tokens_in, tokens_out),
+        )
+
+    def _classify(self, exc: Exception) -> _AttemptError:
+        status = getattr(exc, "status_code", None)
+        name = type(exc).__name__
+        message = self._scrub(f"{name}: {str(exc)[:300]}")
+        if "Timeout" in name:
+            return _AttemptError("timeout", message, retryable=True)
+        if status == 429 or "RateLimit" in name:
+            return _AttemptError(
+                "rate_limited", message, retryable=True, retry_after=_retry_after(exc)
+            )
+        if isinstance(status, int) and status >= 500:
+            return _AttemptError("error", message, retryable=True)
+        if (
+            "APIConnectionError" in name
+            or "ServiceUnavailable" in name
+            or "InternalServerError" in name
+        ):
+            return _AttemptError("error", message, retryable=True)
+        return _AttemptError("error", message, retryable=False)
+
+    def _scrub(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, "[api key]")
+            if len(self._api_key) > 8:
+                text = text.replace(self._api_key[-8:], "[api key]")
+        return text
+
+    def _cost(
+        self, litellm: Any, model: str, response: Any, tokens_in: int, tokens_out: int
+    ) -> float:
+        if self._priced_by_litellm.get(model, True):
+            try:
+                return float(litellm.completion_cost(completion_response=response, model=model))
+            except Exception:
+                self._priced_by_litellm[model] = False
+        prices = self._config.prices.get(model)
+        if prices is None:
+            if model not in self._unpriced_logged:
+                self._unpriced_logged.add(model)
+                log.warning(
+                    "no price known for judge model %s; set judge.prices to count its cost", model
+                )
+            return 0.0
+        return (tokens_in * prices.get("input", 0.0) + tokens_out * prices.get("output", 0.0)) / 1e6
+
+    def _count_redaction(self, kind: str, count: int) -> None:
+        self._extra.redactions.labels(kind).inc(count)
+
+    async def _load(self) -> Any:
+        if self._litellm is not None:
+            return self._litellm
+        async with self._import_lock:
+            if self._litellm is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                module = await asyncio.to_thread(importlib.import_module, "litellm")
+                module.suppress_debug_info = True
+                module.telemetry = False
+                self._litellm = module
+        return self._litellm
+
+    def _prepare(self, litellm: Any, model: str) -> None:
+        """Give litellm a (zero) price for an Ollama model it does not know: otherwise its
+        logging asks the Ollama server for model details with a blocking HTTP call on the
+        event loop after every answer."""
+        self._prepared.add(model)
+        provider = model.split("/", 1)[0]
+        if provider in ("ollama", "ollama_chat") and model not in litellm.model_cost:
+            entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
+            litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
+            self._priced_by_litellm[model] = False
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    raw = headers.get("retry-after")
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,238 @@
+"""Tolerant parsers for judge answers: one explicit pattern list per answer format.
+
+Judges (large hosted models and small local ones alike) wrap their verdicts in prose,
+markdown and code fences. Each parser looks for the shapes its format allows, in a fixed
+order of preference, and raises `ParseError` when none matches. Nothing here guesses by
+grabbing "the first number" or "the first pair of braces".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_MAX_EXPLANATION = 600
+
+
+class ParseError(ValueError):
+    """The answer does not contain a verdict in the required format."""
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A verdict value plus whatever reasoning the judge gave around it."""
+
+    value: Any
+    explanation: str
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_EXPLANATION else text[: _MAX_EXPLANATION - 1] + "…"
+
+
+def _strip_markup(text: str) -> str:
+    return text.replace("**", "").replace("__", "").strip()
+
+
+# -- 1..N scores ------------------------------------------------------------------------
+
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# In order of preference; the last occurrence of a pattern wins (a final answer line
+# comes after reasoning that may quote other numbers).
+_SCORE_PATTERNS = (
+    re.compile(r"\[\s*RESULT\s*\]\s*:?\s*" + _NUMBER, re.I),
+    re.compile(r"\bscore\s*(?:is|=|:|-)?\s*\**\s*" + _NUMBER + r"(?:\s*/\s*\d+)?", re.I),
+    re.compile(r"\*\*\s*" + _NUMBER + r"\s*(?:/\s*\d+)?\s*\*\*"),
+    re.compile(r"\brating\s*(?:is|=|:)\s*" + _NUMBER, re.I),
+)
+_BARE_NUMBER = re.compile(r"^\W*" + _NUMBER + r"(?:\s*/\s*\d+)?\W*$")
+
+
+def parse_score(text: str, low: int, high: int) -> Parsed:
+    """`Score: 4`, `4`, `**4**`, `[RESULT] 4`, `score = 4/5` → 4 (within low..high)."""
+    stripped = text.strip()
+    bare = _BARE_NUMBER.match(stripped)
+    if bare:
+        return Parsed(_in_range(bare.group(1), low, high), "")
+    for pattern in _SCORE_PATTERNS:
+        matches = list(pattern.finditer(stripped))
+        if matches:
+            last = matches[-1]
+            explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
+            return Parsed(_in_range(last.group(1), low, high), _clip(_strip_markup(explanation)))
+    raise ParseError(f"no score between {low} and {high} found (expected e.g. 'Score: {high}')")
+
+
+def _in_range(raw: str, low: float, high: float) -> float:
+    value = float(raw)
+    if not low <= value <= high:
+        raise ParseError(f"score {raw} is outside {low:g}..{high:g}")
+    return value
+
+
+# -- YES/NO and PASS/FAIL ---------------------------------------------------------------
+
+_ANSWER_LINE = re.compile(
+    r"^\W*(?:final\s+)?(?:answer|verdict|result|decision|label)\s*[:=\-]\s*\W*(\w+)", re.I | re.M
+)
+
+
+def _word_verdict(text: str, words: dict[str, bool], what: str) -> Parsed:
+    stripped = _strip_markup(text)
+    # 1. The whole answer is the word ("Yes", "no.", "**YES**", "'No'").
+    only = re.fullmatch(r"\W*(\w+)\W*", stripped)
+    if only and only.group(1).lower() in words:
+        return Parsed(words[only.group(1).lower()], "")
+    # 2. An explicit answer line ("Answer: YES"); the last one wins.
+    labelled = [m for m in _ANSWER_LINE.finditer(stripped) if m.group(1).lower() in words]
+    if labelled:
+        last = labelled[-1]
+        explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
+        return Parsed(words[last.group(1).lower()], _clip(explanation))
+    # 3. The answer starts with the word and goes on to explain ("Yes, because ...").
+    lead = re.match(r"\W*(\w+)\b[\s,.:;!\-]*(.*)", stripped, re.S)
+    if lead and lead.group(1).lower() in words:
+        return Parsed(words[lead.group(1).lower()], _clip(lead.group(2)))
+    # 4. The answer ends with the word on its own line.
+    tail = re.search(r"(?:^|\n)\W*(\w+)\W*$", stripped)
+    if tail and tail.group(1).lower() in words:
+        return Parsed(words[tail.group(1).lower()], _clip(stripped[: tail.start()]))
+    raise ParseError(f"no {what} verdict found")
+
+
+def parse_yes_no(text: str) -> Parsed:
+    """YES/NO in any case, with punctuation or markdown, alone or on an answer line."""
+    return _word_verdict(text, {"yes": True, "no": False}, "YES/NO")
+
+
+def parse_pass_fail(text: str) -> Parsed:
+    """JSON `{"REASONING": ..., "SCORE": "PASS"|"FAIL"}`, else a PASS/FAIL word."""
+    try:
+        obj = parse_json(text, ("score",))
+    except ParseError:
+        return _word_verdict(text, {"pass": True, "fail": False}, "PASS/FAIL")
+    raw = str(obj.value["score"]).strip().upper()
+    if raw not in ("PASS", "FAIL"):
+        raise ParseError(f"SCORE must be PASS or FAIL, got {raw[:20]!r}")
+    reasoning = obj.value.get("reasoning", "")
+    return Parsed(raw == "PASS", _clip(str(reasoning)))
+
+
+# -- JSON -------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object that decodes cleanly, starting at any `{` (outermost only)."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        pos = text.find("{", end)
+    return found
+
+
+def parse_json(text: str, required: tuple[str, ...]) -> Parsed:
+    """A JSON object carrying every `required` key (case-insensitive).
+
+    Code-fenced blocks are preferred over objects in prose; among candidates the last one
+    that has all required keys wins. Keys are lower-cased in the returned value.
+    """
+    candidates: list[dict[str, Any]] = []
+    for block in _FENCE.findall(text):
+        candidates.extend(_objects(block))
+    if not candidates:
+        candidates = _objects(text)
+    for obj in reversed(candidates):
+        lowered = {str(k).lower(): v for k, v in obj.items()}
+        if all(key in lowered for key in required):
+            return Parsed(lowered, "")
+    if candidates:
+        raise ParseError(f"JSON answer lacks keys: {', '.join(required)}")
+    raise ParseError("no JSON object found")
+
+
+def parse_unit_score(text: str) -> Parsed:
+    """JSON `{"score": 0..1, "feedback": "..."}`."""
+    obj = parse_json(text, ("score",))
+    try:
+        value = float(obj.value["score"])
+    except (TypeError, ValueError):
+        raise ParseError("score is not a number") from None
+    if not 0 <= value <= 1:
+        raise ParseError(f"score {value:g} is outside 0..1")
+    feedback = obj.value.get("feedback", obj.value.get("reason", ""))
+    return Parsed(value, _clip(str(feedback)))
+
+
+def parse_severity(text: str) -> Parsed:
+    """JSON `{"severity": 0..7, "reason": "..."}`."""
+    obj = parse_json(text, ("severity",))
+    try:
+        value = float(obj.value["severity"])
+    except (TypeError, ValueError):
+        raise ParseError("severity is not a number") from None
+    if not 0 <= value <= 7 or value != int(value):
+        raise ParseError(f"severity {value:g} is not an integer in 0..7")
+    return Parsed(value, _clip(str(obj.value.get("reason", ""))))
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("yes", "true", "relevant", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("no", "false", "irrelevant", "0"):
+        return False
+    if isinstance(value, int | float):
+        return bool(value)
+    raise ParseError(f"expected yes/no, got {str(value)[:20]!r}")
+
+
+def parse_chunks(text: str, count: int) -> Parsed:
+    """JSON `{"chunks": [{"id": 1, "relevant": "yes", "reason": ...}, ...]}` → list[bool]."""
+    obj = parse_json(text, ("chunks",))
+    items = obj.value["chunks"]
+    if not isinstance(items, list):
+        raise ParseError("chunks must be a list")
+    verdicts: dict[int, bool] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            raise ParseError("each chunk verdict must be an object")
+        lowered = {str(k).lower(): v for k, v in item.items()}
+        try:
+            index = int(lowered["id"])
+        except (KeyError, TypeError, ValueError):
+            raise ParseError("chunk verdict without a numeric id") from None
+        if 1 <= index <= count:
+            verdicts[index] = _as_bool(lowered.get("relevant"))
+    if len(verdicts) != count:
+        raise ParseError(f"expected a verdict for each of {count} chunks, got {len(verdicts)}")
+    return Parsed([verdicts[i] for i in range(1, count + 1)], "")
+
+
+def parse_retrieval(text: str, count: int) -> Parsed:
+    """JSON with `intents: [{"intent", "answered"}]` and `documents: [{"id", "relevant"}]`."""
+    obj = parse_json(text, ("intents", "documents"))
+    intents = obj.value["intents"]
+    if not isinstance(intents, list) or not intents:
+        raise ParseError("intents must be a non-empty list")
+    answered = []
+    for item in intents:
+        if not isinstance(item, dict):
+            raise ParseError("each intent must be an object")
+        lowered = {str(k).lower(): v for k, v in item.items()}
+        answered.append((str(lowered.get("intent", ""))[:80], _as_bool(lowered.get("answered"))))
+    documents = parse_chunks(json.dumps({"chunks": obj.value["documents"]}), count)
+    return Parsed({"intents": answered, "documents": documents.value}, "")
