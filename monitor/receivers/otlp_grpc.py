@@ -96,6 +96,11 @@ class OtlpGrpcReceiver:
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)
+        except Exception as exc:  # a decoder bug: answer, count, keep serving
+            log.debug("OTLP/gRPC decode failed", exc_info=True)
+            await self._refuse(
+                context, grpc.StatusCode.INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}"
+            )
         if not self._ingest.enqueue(decoded.spans, RECEIVER):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         if decoded.rejected:

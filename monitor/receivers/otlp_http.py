@@ -35,7 +35,7 @@ PATH = "/v1/traces"
 RETRY_AFTER_S = 2
 _PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf"})
 _JSON = "application/json"
-_INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
+_INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE, _INTERNAL = 3, 16, 8, 14, 13
 
 
 class OtlpHttpReceiver:
@@ -137,6 +137,11 @@ class OtlpHttpReceiver:
             return self._too_large(str(exc), as_json)
         except DecodeError as exc:
             return self._reject(400, _INVALID_ARGUMENT, exc.reason, exc.detail, as_json=as_json)
+        except Exception as exc:  # a decoder bug: answer, count, keep serving
+            log.debug("OTLP/HTTP decode failed", exc_info=True)
+            return self._reject(
+                500, _INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}", as_json=as_json
+            )
         if not self._ingest.enqueue(decoded.spans, RECEIVER):
             return self._unavailable(as_json)
         if decoded.rejected:

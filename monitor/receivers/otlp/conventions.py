@@ -96,6 +96,10 @@ class Generation:
         return None
 
 
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def loads(value: Any) -> Any:
     """Parse a JSON-looking string; anything else comes back unchanged."""
     if isinstance(value, str):
@@ -282,8 +286,8 @@ def _indexed_docs(attrs: dict[str, Any], prefix: str) -> list[Doc]:
 def read_retrieval(span: Span) -> Retrieval | None:
     """The query and documents of a retrieval span, or None if it is not one."""
     a = span.attributes
-    kind = a.get("openinference.span.kind")
-    op = a.get("gen_ai.operation.name")
+    kind = _str(a.get("openinference.span.kind"))
+    op = _str(a.get("gen_ai.operation.name"))
     if kind == "RERANKER":
         return Retrieval(
             span, a.get("reranker.query"), _indexed_docs(a, "reranker.output_documents."), True
@@ -330,8 +334,8 @@ def is_generation(span: Span) -> bool:
     if kind is not None:
         return bool(kind == "LLM")
     if (
-        a.get("gen_ai.operation.name") in _LLM_OPERATIONS
-        or a.get("llm.request.type") in _LLM_OPERATIONS
+        _str(a.get("gen_ai.operation.name")) in _LLM_OPERATIONS
+        or _str(a.get("llm.request.type")) in _LLM_OPERATIONS
     ):
         return True
     if not _GENERATION_KEYS.isdisjoint(a):

@@ -127,11 +127,15 @@ def _attributes(entries: Any) -> dict[str, Any]:
 def decode_protobuf(body: bytes) -> Decoded:
     """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected."""
     try:
-        request = _LiteRequest.FromString(body)
+        return _decode_protobuf(_LiteRequest.FromString(body))
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
+        # Attribute values are parsed lazily, so corruption inside one surfaces here too.
         raise DecodeError(
             "bad_protobuf", f"body is not an ExportTraceServiceRequest: {exc}"
         ) from None
+
+
+def _decode_protobuf(request: Any) -> Decoded:
     spans: list[Span] = []
     rejected = 0
     message = ""
@@ -275,9 +279,16 @@ def _hex_id(value: Any, size: int, where: str, *, optional: bool = False) -> str
 def decode_json(body: bytes) -> Decoded:
     """Decode an OTLP/JSON `ExportTraceServiceRequest`."""
     try:
-        data = json.loads(body)
+        return _decode_json(json.loads(body))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        if isinstance(exc, DecodeError):
+            raise
+        raise DecodeError("bad_json", f"body is not an OTLP/JSON trace request: {exc}") from None
+
+
+def _decode_json(data: Any) -> Decoded:
     if not isinstance(data, dict):
         raise DecodeError("bad_json", "body: expected a JSON object with resourceSpans")
     spans: list[Span] = []

@@ -192,7 +192,13 @@ class OtlpIngest:
             expire = now >= next_expiry
             if expire:
                 next_expiry = now + tick
-            records = await self.offload(self._assemble, batch, expire, False)
+            try:
+                records = await self.offload(self._assemble, batch, expire, False)
+            except Exception:
+                # A bug must not stop ingestion: count the batch and keep serving.
+                log.exception("trace assembly failed on a batch of %d spans", size)
+                self._t.dropped.labels(STAGE, "internal_error").inc(size)
+                records = []
             self._queued -= size
             self._t.queue_depth.labels(STAGE).set(self._queued)
             await self._deliver(records)
