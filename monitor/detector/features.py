@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,11 +50,8 @@ FEATURE_NAMES = (
     "content_length",
     "rare_unsupported_count",
     "specific_unsupported",
-    "local_unsupported_count",
     "conflicts",
 )
-# Words of a claim are also looked up in its closest evidence sentences only.
-_LOCAL_EVIDENCE = 3
 # An unsupported word whose closest context word is at least this similar is a paraphrase.
 _SOFT_MATCH = 0.55
 # A negation flip only counts against a claim this close to its evidence sentence.
@@ -83,8 +81,11 @@ _CONTEXT_REFERENCE = re.compile(
 )
 
 
-def _is_number(token: str) -> bool:
-    return token[0].isdigit() or token[0] == "$"
+@lru_cache(maxsize=131072)
+def _normalise(token: str) -> tuple[str, str | None]:
+    """(folded and unit-canonical form, numeric value for digit tokens else None)."""
+    numeric = token[0].isdigit() or token[0] == "$"
+    return canonical(fold(token)), number_value(token) if numeric else None
 
 
 @dataclass(slots=True)
@@ -99,9 +100,8 @@ class _Sentence:
     @classmethod
     def parse(cls, text: str) -> _Sentence:
         raw = tokens(strip_list_marker(text))
-        folded = [canonical(fold(t)) for t in raw]
-        numbers = [number_value(t) if _is_number(t) else None for t in raw]
-        return cls(text, raw, folded, numbers)
+        forms = [_normalise(t) for t in raw]
+        return cls(text, raw, [f for f, _ in forms], [n for _, n in forms])
 
 
 @dataclass(slots=True)
@@ -158,13 +158,11 @@ class SentenceCheck:
     abstains: bool
     bigrams: int
     novel_bigrams: int
-    supported: list[str]
     similarity: float = 0.0
     negation_mismatch: bool = False
     soft_unsupported: int = 0
     rare_unsupported: int = 0
     specific_unsupported: float = 0.0
-    local_unsupported: int = 0
     # Claims that contradict their closest evidence: a different number, or a flipped negation.
     conflicts: int = 0
 
@@ -198,7 +196,6 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
     bad_numbers: list[str] = []
     bad_entities: list[str] = []
     seq: list[str] = []
-    supported: list[str] = []
     for i, (token, word, value) in enumerate(
         zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
     ):
@@ -222,7 +219,6 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         content += 1
         seq.append(stem(word))
         if context.has_word(word):
-            supported.append(word)
             continue
         unsupported_context += 1
         if question.has_word(word):
@@ -244,7 +240,6 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
         novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
-        supported=supported,
     )
 
 
@@ -327,21 +322,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     if checks and evidence:
         sims = embedder.bags([s.raw for s in claims]) @ embedder.bags([s.raw for s in evidence]).T
         best = sims.argmax(axis=1)
-        nearest = np.argsort(-sims, axis=1)[:, :_LOCAL_EVIDENCE]
-        local_cache: dict[int, _Support] = {}
         for i, check in enumerate(checks):
-            local = _Support()
-            for j in nearest[i]:
-                if int(j) not in local_cache:
-                    local_cache[int(j)] = _Support()
-                    local_cache[int(j)].add(evidence[int(j)], grams=False)
-                part = local_cache[int(j)]
-                local.words |= part.words
-                local.stems |= part.stems
-                local.prefixes |= part.prefixes
-            check.local_unsupported = len(check.unsupported) + sum(
-                1 for w in check.supported if not local.has_word(w) and not question.has_word(w)
-            )
             check.similarity = float(sims[i, best[i]])
             check.negation_mismatch = (
                 _same_claim(claims[i], evidence[best[i]], check.similarity)
@@ -375,7 +356,6 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for check in checks:
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
-            check.local_unsupported = len(check.unsupported)
     return Analysis(features=_summarise(checks), sentences=checks)
 
 
@@ -405,7 +385,6 @@ def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
         np.log1p(content),
         np.log1p(sum(c.rare_unsupported for c in claims)),
         np.log1p(sum(c.specific_unsupported for c in claims)),
-        np.log1p(sum(c.local_unsupported for c in claims)),
         float(sum(c.conflicts for c in claims)),
     )
     return np.asarray(values, dtype=np.float64)

@@ -6,7 +6,6 @@ import re
 import unicodedata
 from functools import lru_cache
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*%?")
 _TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[A-Za-z][A-Za-z']*")
 _SENTENCE = re.compile(
     r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
@@ -89,14 +88,6 @@ def fold(text: str) -> str:
 def canonical(word: str) -> str:
     """The shared spelling of a unit ("kms", "kilometres" -> "kilometer"), else the word."""
     return _UNITS.get(word, word)
-
-
-def words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def content_words(text: str) -> list[str]:
-    return [w for w in words(text) if w not in STOPWORDS]
 
 
 @lru_cache(maxsize=65536)
