@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             raise SystemExit(f"{path}: no such file")
     if args.results is not None:
+        if not args.results.is_file():
+            raise SystemExit(f"{args.results}: no such results file")
         if len(files) != 1:
             raise SystemExit("--results needs exactly one data file")
         score_results(args.results, files[0])
