@@ -115,13 +115,17 @@ def loads(value: Any) -> Any:
 def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """`prefix.N.rest = v` attributes → one dict per N (ascending), keyed by `rest`."""
     size = len(prefix)
-    groups: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
+    groups: dict[str, dict[str, Any]] = {}
+    for key in attrs:
         if key.startswith(prefix):
             index, _, rest = key[size:].partition(".")
-            if index.isdigit():
-                groups.setdefault(int(index), {})[rest] = value
-    return [groups[i] for i in sorted(groups)]
+            group = groups.get(index)
+            if group is None:
+                if not index.isdigit():
+                    continue
+                group = groups[index] = {}
+            group[rest] = attrs[key]
+    return [groups[i] for i in sorted(groups, key=int)]
 
 
 def _text(value: Any) -> str | None:
@@ -274,12 +278,25 @@ def json_docs(value: Any, depth: int = 0) -> list[Doc] | None:
 
 
 def _indexed_docs(attrs: dict[str, Any], prefix: str) -> list[Doc]:
+    """OpenInference `<prefix>.N.document.{content,id,score,metadata}`."""
     docs = []
     for group in indexed(attrs, prefix):
-        fields = {k.removeprefix("document."): v for k, v in group.items()}
-        doc = _doc(fields)
-        if doc is not None:
-            docs.append(doc)
+        content = group.get("document.content")
+        uri = group.get("document.id")
+        metadata = loads(group.get("document.metadata"))
+        metadata = metadata if isinstance(metadata, dict) else None
+        if uri is None and metadata is not None:
+            uri = metadata.get("source")
+        if content is None and uri is None:
+            continue
+        docs.append(
+            Doc(
+                content=_text(content),
+                doc_uri=None if uri is None else str(uri),
+                score=_as_float(group.get("document.score")),
+                metadata=metadata,
+            )
+        )
     return docs
 
 
