@@ -73,6 +73,9 @@ class KafkaReceiver(_Section):
     bootstrap_servers: list[str] = []
     topics: list[str] = ["otlp_spans"]
     group_id: str = "rag-monitor"
+    # Static membership (Kafka group.instance.id, e.g. the pod name): a replica that
+    # restarts within session_timeout_ms gets its partitions back without a rebalance.
+    group_instance_id: str | None = None
     encoding: Literal["auto", "json", "otlp_proto", "otlp_json"] = "auto"
     dead_letter_topic: str | None = None
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"

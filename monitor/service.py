@@ -116,6 +116,8 @@ class Service:
                     self.telemetry,
                     drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
                     max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
+                    assembly=self.config.trace_assembly,
+                    route_attribute=self.config.receivers.otlp.route_attribute,
                 )
             )
         return receivers

@@ -36,6 +36,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for(
     condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1
 ) -> None:
@@ -136,12 +144,16 @@ class Broker:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.send_signal(sig)
+        # noida-db's launcher runs the broker as a child: signal the whole process group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+        wait_for(lambda: not _listening(self.port), 10, f"{self.kind} to release its port")
 
     def logs(self) -> str:
         try:

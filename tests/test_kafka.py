@@ -563,17 +563,32 @@ def test_two_replicas_split_a_four_partition_topic(noida: Broker, tmp_path: Path
     assert noida.committed(group, topic, 4) == {p: 100 for p in range(4)}
 
 
-def test_replica_killed_mid_stream_loses_nothing(noida: Broker, tmp_path: Path) -> None:
-    topic = noida.create_topic(unique("kill"), partitions=2)
+@pytest.mark.parametrize(
+    ("kind", "membership"),
+    [("noida", "static"), ("tansu", "dynamic")],
+    ids=["noida-static-membership", "tansu-session-expiry"],
+)
+def test_replica_killed_mid_stream_loses_nothing(
+    kind: str, membership: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """kill -9 a replica while records are still arriving, then restart it. With static
+    membership (group_instance_id, as a StatefulSet pod would use) the restarted replica
+    takes its partitions back at once; without it the broker must first expire the dead
+    member's session. Either way every sampled record is evaluated at least once."""
+    broker: Broker = request.getfixturevalue(kind)
+    topic = broker.create_topic(unique("kill"), partitions=2)
     group = unique("g")
-    first = Replica(noida, topic, group, tmp_path, "first", max_poll_records=50)
-    second = Replica(noida, topic, group, tmp_path, "second", max_poll_records=50)
+    extra: dict[str, Any] = {"max_poll_records": 50}
+    if membership == "static":
+        extra["group_instance_id"] = "replica-0"
+    first = Replica(broker, topic, group, tmp_path, "first", **extra)
+    second = Replica(broker, topic, group, tmp_path, "second", **extra)
     records = [native(f"kill-{i}", f"Question {i}?") for i in range(3000)]
     produced = threading.Event()
 
     def produce_slowly() -> None:
         for start in range(0, len(records), 100):
-            noida.produce(topic, records[start : start + 100])
+            broker.produce(topic, records[start : start + 100])
             time.sleep(0.05)
         produced.set()
 
@@ -597,3 +612,4 @@ def test_replica_killed_mid_stream_loses_nothing(noida: Broker, tmp_path: Path) 
         assert second.stop() == 0
     seen = set(first.result_ids()) | set(second.result_ids())
     assert seen == expected, f"missing: {sorted(expected - seen)[:5]}"
+    assert set(second.result_ids()) - set(first.result_ids()), "the restart had work left"

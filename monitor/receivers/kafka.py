@@ -318,6 +318,7 @@ class KafkaReceiver:
                 session_timeout_ms=self._cfg.session_timeout_ms,
                 heartbeat_interval_ms=self._cfg.heartbeat_interval_ms,
                 max_poll_records=self._cfg.max_poll_records,
+                group_instance_id=self._cfg.group_instance_id,
                 **self._options,
             )
             consumer.subscribe(topics=list(self._cfg.topics), listener=_Listener(self))
