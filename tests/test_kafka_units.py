@@ -1,0 +1,117 @@
+"""Kafka receiver pieces without a broker: offset bookkeeping and message decoding."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from monitor.receivers.kafka_decode import decode_message
+from monitor.receivers.kafka_offsets import PartitionTracker
+
+
+def test_commit_point_is_the_contiguous_finished_prefix() -> None:
+    tracker = PartitionTracker("t", 0)
+    tracker.add(10, 2)
+    tracker.add(11, 1)
+    tracker.add(12, 0)  # a message with nothing to evaluate (all rejected, no DLQ)
+    assert tracker.committable is None
+    tracker.finish(11)
+    assert tracker.committable is None  # 10 still owes two records
+    tracker.finish(10)
+    assert tracker.committable is None
+    tracker.finish(10)
+    assert tracker.committable == 13
+    tracker.committed = 13
+    assert tracker.committable is None
+    assert tracker.outstanding == 0
+
+
+def test_unknown_and_extra_completions_are_ignored() -> None:
+    tracker = PartitionTracker("t", 0)
+    tracker.add(0, 1)
+    tracker.finish(5)
+    tracker.finish(0)
+    tracker.finish(0)
+    assert tracker.committable == 1
+    assert tracker.outstanding == 0
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=40), st.randoms())
+def test_never_commits_past_an_unfinished_message(units: list[int], rnd: object) -> None:
+    tracker = PartitionTracker("t", 0)
+    for offset, count in enumerate(units):
+        tracker.add(offset, count)
+    pending = [offset for offset, count in enumerate(units) for _ in range(count)]
+    rnd.shuffle(pending)  # type: ignore[attr-defined]
+    remaining = {offset: count for offset, count in enumerate(units)}
+    for offset in pending:
+        tracker.finish(offset)
+        remaining[offset] -= 1
+        first_open = next((o for o in range(len(units)) if remaining[o]), len(units))
+        assert (tracker.finished_through or 0) <= first_open
+        if first_open > 0:
+            assert tracker.finished_through == first_open
+    assert tracker.finished_through == len(units)
+
+
+def _otlp_request() -> bytes:
+    span = Span(trace_id=bytes(range(1, 17)), span_id=bytes(range(1, 9)), name="root")
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])]
+    )
+    return request.SerializeToString()
+
+
+OTLP_JSON_SPAN = {
+    "traceId": "0102030405060708090a0b0c0d0e0f10",
+    "spanId": "0102030405060708",
+    "name": "root",
+}
+RESOURCE_SPANS = [{"resource": {}, "scopeSpans": [{"spans": [OTLP_JSON_SPAN]}]}]
+
+
+def test_auto_detects_each_encoding() -> None:
+    record = {"question": "q", "context": ["c"], "answer": "a"}
+    assert len(decode_message(json.dumps(record).encode(), "auto").records) == 1
+    assert len(decode_message(json.dumps([record, record]).encode(), "auto").records) == 2
+    assert len(decode_message(b"\n  " + json.dumps(record).encode(), "auto").records) == 1
+    proto = decode_message(_otlp_request(), "auto")
+    assert proto.spans is not None and proto.spans[0].trace_id.startswith("0102")
+    wrapped = decode_message(json.dumps({"resourceSpans": RESOURCE_SPANS}).encode(), "auto")
+    bare = decode_message(json.dumps(RESOURCE_SPANS).encode(), "auto")
+    assert wrapped.spans == bare.spans and bare.spans and not bare.problems
+
+
+def test_explicit_encodings_reject_the_other_formats() -> None:
+    record = json.dumps({"question": "q", "context": ["c"], "answer": "a"}).encode()
+    assert [p.reason for p in decode_message(_otlp_request(), "json").problems] == ["bad_json"]
+    assert decode_message(record, "otlp_proto").problems[0].reason == "bad_protobuf"
+    assert decode_message(record, "otlp_json").problems[0].reason == "empty"
+    assert decode_message(json.dumps(RESOURCE_SPANS).encode(), "otlp_json").spans
+
+
+def test_bad_messages_name_their_problem() -> None:
+    cases = {
+        b"": "empty",
+        b"plain text": "unknown_encoding",
+        b"{broken": "bad_json",
+        b"\x0a\xff\xff": "bad_protobuf",
+        b"[]": "empty",
+        b"42": "unknown_encoding",
+        json.dumps({"question": "q"}).encode(): "no_response",
+        json.dumps({"foo": 1}).encode(): "unknown_shape",
+    }
+    for raw, reason in cases.items():
+        problems = decode_message(raw, "auto").problems
+        assert [p.reason for p in problems] == [reason], raw
+
+
+def test_a_json_array_keeps_the_good_records_and_names_the_bad_index() -> None:
+    good = {"question": "q", "context": ["c"], "answer": "a"}
+    decoded = decode_message(json.dumps([good, {"question": "x"}, good]).encode(), "json")
+    assert len(decoded.records) == 2
+    assert [p.detail for p in decoded.problems] == ["record 1: response: missing"]
