@@ -84,48 +84,41 @@ def load_shared(path: Path, source: str) -> list[Example]:
     return out
 
 
-def load_halueval(
-    folder: Path, pairs: int, rng: random.Random, qa_exclude: set[str] | None = None
-) -> list[Example]:
-    """Summarization and dialogue pairs; QA pairs too when `qa_exclude` (dev questions) is given."""
+def load_halueval(folder: Path, pairs: int, rng: random.Random, held_out: int = 0) -> list[Example]:
+    """Fixed-seed samples of summarization and dialogue pairs.
+
+    With `held_out`, returns instead that many pairs per task that the training sample
+    (the same `pairs` and a fresh `random.Random(SEED)`) does not contain.
+    """
     out: list[Example] = []
-    if qa_exclude is not None:
-        qa = [
-            r
-            for r in _jsonl(folder / "dataset_halueval_qa.jsonl")
-            if r["question"] not in qa_exclude
-        ]
-        for i, r in enumerate(rng.sample(qa, min(pairs, len(qa)))):
-            for answer, bad in ((r["right_answer"], False), (r["hallucinated_answer"], True)):
-                out.append(
-                    Example("halueval_qa", f"q{i}", r["question"], (r["knowledge"],), answer, bad)
-                )
-    summ = list(_jsonl(folder / "dataset_halueval_summarization.jsonl"))
-    for i, r in enumerate(rng.sample(summ, min(pairs, len(summ)))):
-        for answer, bad in ((r["right_summary"], False), (r["hallucinated_summary"], True)):
-            out.append(
-                Example(
-                    "halueval_summ",
-                    f"s{i}",
-                    "Summarize the document.",
-                    (r["document"],),
-                    answer,
-                    bad,
-                )
-            )
-    dialog = list(_jsonl(folder / "dataset_halueval_dialogue.jsonl"))
-    for i, r in enumerate(rng.sample(dialog, min(pairs, len(dialog)))):
-        for answer, bad in ((r["right_response"], False), (r["hallucinated_response"], True)):
-            out.append(
-                Example(
-                    "halueval_dialog",
-                    f"d{i}",
-                    r["dialogue_history"],
-                    (r["knowledge"],),
-                    answer,
-                    bad,
-                )
-            )
+    tasks = (
+        (
+            "halueval_summ",
+            "dataset_halueval_summarization.jsonl",
+            "right_summary",
+            "hallucinated_summary",
+        ),
+        (
+            "halueval_dialog",
+            "dataset_halueval_dialogue.jsonl",
+            "right_response",
+            "hallucinated_response",
+        ),
+    )
+    for source, name, right, wrong in tasks:
+        rows = list(_jsonl(folder / name))
+        chosen = rng.sample(range(len(rows)), min(pairs, len(rows)))
+        if held_out:
+            taken = set(chosen)
+            chosen = [i for i in range(len(rows)) if i not in taken]
+            random.Random(SEED + 1).shuffle(chosen)
+            chosen = chosen[:held_out]
+        for i in chosen:
+            r = rows[i]
+            query = r.get("dialogue_history", "Summarize the document.")
+            context = (r.get("knowledge") or r["document"],)
+            for answer, bad in ((r[right], False), (r[wrong], True)):
+                out.append(Example(source, f"{source}{i}", query, context, answer, bad))
     return out
 
 
@@ -272,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     p_dev = model.hallucination_probability(featurize(dev_qa))
     f1, at = best_f1(y_dev, p_dev)
     print(f"halueval_qa_dev (not trained on): AUROC {auroc(y_dev, p_dev):.3f} best F1 {f1:.3f}")
+    unseen = load_halueval(args.halueval, args.pairs, random.Random(SEED), held_out=500)
+    for source in ("halueval_summ", "halueval_dialog"):
+        part = [e for e in unseen if e.source == source]
+        y_part = np.array([e.hallucinated for e in part], dtype=float)
+        p_part = model.hallucination_probability(featurize(part))
+        print(f"{source}, {len(part)} held-out examples: AUROC {auroc(y_part, p_part):.3f}")
     for name, c in zip(MODEL_FEATURES, model.coef, strict=True):
         print(f"  {name:24s} {c:+.3f}")
     if args.no_write:
