@@ -408,7 +408,8 @@ def main() -> None:
         print(
             f"otlp_{protocol:5s} accepted {result['spans_accepted_per_s']:8.0f} spans/s, "
             f"to records {result['spans_to_records_per_s']:8.0f} spans/s, "
-            f"server CPU {result['server_cpu_s_per_100k_spans']:.2f} s/100k spans, "
+            f"server CPU {result['server_cpu_s_per_100k_spans']:.2f} s/100k spans "
+            f"(= {100_000 / max(result['server_cpu_s_per_100k_spans'], 1e-9):.0f} spans per CPU-second), "
             f"{int(result['pushbacks'])} pushbacks / {int(result['requests'])} requests, "
             f"peak RSS {result['peak_rss_mb']:.0f} MB"
         )
