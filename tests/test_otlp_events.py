@@ -257,3 +257,12 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
     )
     assert names == ["local_groundedness", "local_relevance", "local_retrieval", "local_safety"]
     assert {e.name for e in span.events} == {EVENT_NAME}
+
+
+@pytest.mark.asyncio
+async def test_close_is_safe_without_start_and_twice() -> None:
+    t = create_telemetry()
+    sink = OtlpEventsSink(create_exporter(f"127.0.0.1:{free_port()}", "grpc", timeout_s=1), t)
+    await sink.close()
+    await sink.close()
+    assert sink.exported == 0

@@ -117,6 +117,7 @@ class OtlpEventsSink:
         self._close_timeout = close_timeout_s
         self._task: asyncio.Task[None] | None = None
         self._last_log = 0.0
+        self._closed = False
         self.exported = 0
 
     async def start(self) -> None:
@@ -135,6 +136,11 @@ class OtlpEventsSink:
             self._drop("queue_full", 1, "queue full; dropping evaluation events")
 
     async def close(self) -> None:
+        """Export what is queued (until `close_timeout_s`), then shut the exporter down.
+        Safe without `start` and safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         if self._task is not None:
             try:
                 async with asyncio.timeout(self._close_timeout):
