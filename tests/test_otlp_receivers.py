@@ -64,7 +64,7 @@ class RecordingStage:
         return found()
 
 
-def _config(**otlp: Any) -> Config:
+def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
     return Config.model_validate(
         {
             "receivers": {
@@ -74,7 +74,10 @@ def _config(**otlp: Any) -> Config:
                     **otlp,
                 }
             },
-            "trace_assembly": {"idle_timeout_s": 30},
+            "trace_assembly": {
+                "idle_timeout_s": idle_timeout_s,
+                "max_open_traces": max_open_traces,
+            },
         }
     )
 
@@ -373,3 +376,40 @@ async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Teleme
     assert record.response == WATER.answer  # the LLM span was there; the root never came
     assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == 1
     await OtlpReceivers(_config(), stage, create_telemetry()).shutdown()  # safe without start
+
+
+async def test_trace_without_root_is_released_after_idle_timeout(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    receivers = await _started(_config(idle_timeout_s=0.3), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        trace_id, spans = capture(CONVENTIONS["genai"], WATER)
+        children = [s for s in spans if s.parent is not None]  # the root span is lost
+        response = await asyncio.to_thread(_post, receivers.http.port, otlp_bytes(children), PROTO)
+        assert response.status_code == 200
+        ((_, record),) = await stage.wait_for(trace_id)
+        assert record.response == WATER.answer
+        assert [d.content for d in record.retrieved_context] == WATER.contents
+        assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
+        assert _value(telemetry, "open_traces") == 0
+    finally:
+        await receivers.shutdown()
+
+
+async def test_full_assembler_evicts_and_counts(telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    receivers = await _started(_config(max_open_traces=1), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        first, spans = capture(CONVENTIONS["genai"], WATER)
+        body = otlp_bytes([s for s in spans if s.parent is not None])
+        assert (await asyncio.to_thread(_post, receivers.http.port, body, PROTO)).status_code == 200
+        second, spans = capture(CONVENTIONS["genai"], WATER)
+        body = otlp_bytes([s for s in spans if s.parent is not None])
+        assert (await asyncio.to_thread(_post, receivers.http.port, body, PROTO)).status_code == 200
+        ((_, record),) = await stage.wait_for(first)  # pushed out early by the second trace
+        assert record.response == WATER.answer
+        assert _value(telemetry, "traces_assembled_total", trigger="evicted") == 1
+        assert not [r for _, r in stage.records if r.trace_id == second]
+    finally:
+        await receivers.shutdown()
