@@ -278,6 +278,13 @@ class Config(_Section):
                 raise ValueError(
                     f"evaluators.{i}.escalate_from: {spec.escalate_from!r} is not configured"
                 )
+        from monitor.evaluators.judges import judge_config_problem
+
+        for i, spec in enumerate(self.evaluators):
+            model = spec.model or self.judge.model
+            problem = judge_config_problem(spec.name, model, spec.prompt, spec.rubric)
+            if problem is not None:
+                raise ValueError(f"evaluators.{i}.{problem}")
         return self
 
 

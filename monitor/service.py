@@ -96,15 +96,28 @@ class Service:
 
     def _build_context(self) -> BuildContext:
         """Shared resources for evaluator factories (e.g. the judge client)."""
-        return BuildContext(resources={"telemetry": self.telemetry, "config": self.config})
+        from monitor.evaluators.judges import create_judge_client
+
+        resources = {"telemetry": self.telemetry, "config": self.config}
+        judge = create_judge_client(self.config, self.telemetry)
+        if judge is not None:
+            resources["judge"] = judge
+        return BuildContext(resources=resources)
 
     def _build_sinks(self) -> list[ResultSink]:
         """Sinks beyond metrics and the results file (alert engine, OTLP events)."""
-        return []
+        from monitor.alerts.build import alert_and_event_sinks
+
+        return alert_and_event_sinks(self.config, self.telemetry)
 
     def _build_receivers(self) -> list[Component]:
         """Input components, fed into `self.stage`."""
         receivers: list[Component] = []
+        otlp = self.config.receivers.otlp
+        if otlp.grpc.enabled or otlp.http.enabled:
+            from monitor.receivers.otlp import OtlpReceivers
+
+            receivers.append(OtlpReceivers(self.config, self.stage, self.telemetry))
         kafka = self.config.receivers.kafka
         if kafka.enabled:
             from monitor.receivers.kafka import KafkaReceiver

@@ -58,6 +58,7 @@ class Telemetry:
     kafka_lag: Gauge
     defect_rate: Gauge
     alert_firing: Gauge
+    alert_notifications: Counter
     service_cap: LabelCap
     route_cap: LabelCap
 
@@ -127,6 +128,11 @@ def create_telemetry(
         ),
         alert_firing=gauge(
             "alert_firing", "1 while an alert rule fires.", ("service", "rule", "severity")
+        ),
+        alert_notifications=counter(
+            "alert_notifications",
+            "Alerts handed to Alertmanager/webhooks, by outcome (sent, retried, failed, dropped).",
+            ("target", "outcome"),
         ),
         service_cap=LabelCap(max_services),
         route_cap=LabelCap(max_routes),

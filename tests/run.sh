@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=()
 command -v prometheus >/dev/null || apt_packages+=(prometheus)
-command -v alertmanager >/dev/null || apt_packages+=(prometheus-alertmanager)
+command -v prometheus-alertmanager >/dev/null || apt_packages+=(prometheus-alertmanager)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq

@@ -134,4 +134,5 @@ def build(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
 
 def _load_builtin() -> None:
     # Imported for their @register side effects; deferred to keep `import monitor` light.
+    import monitor.evaluators.judges
     import monitor.evaluators.local  # noqa: F401
