@@ -34,6 +34,7 @@ Encoding = Literal["auto", "json", "otlp_proto", "otlp_json"]
 _JSON_START = frozenset(b"{[")
 _PROTO_START = 0x0A
 _WHITESPACE = b" \t\r\n"
+_SNIFF_BYTES = 256  # leading whitespace looked past when detecting the encoding
 _RESOURCE_SPANS_KEYS = ("resourceSpans", "resource_spans")
 _SCOPE_SPANS_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans")
 
@@ -57,7 +58,7 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
     """Decode one message value. Never raises on bad input: problems are returned."""
     if not value:
         return Decoded(problems=[Rejection("empty", "message has no value")])
-    first = value.lstrip(_WHITESPACE)[:1]
+    first = value[:_SNIFF_BYTES].lstrip(_WHITESPACE)[:1]
     looks_json = bool(first) and first[0] in _JSON_START
     if encoding == "otlp_proto" or (
         encoding == "auto" and value[0] == _PROTO_START and not looks_json
