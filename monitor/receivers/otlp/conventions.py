@@ -24,6 +24,7 @@ Understood:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,17 +181,15 @@ def _chat_messages(value: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, bool):
+def as_float(value: Any) -> float | None:
+    """A finite number from a number or numeric string; anything else is None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _as_tokens(*values: Any) -> int | None:
@@ -255,7 +254,7 @@ def _doc(item: Any) -> Doc | None:
     return Doc(
         content=_text(content),
         doc_uri=None if uri is None else str(uri),
-        score=_as_float(item.get("score", item.get("relevance_score"))),
+        score=as_float(item.get("score", item.get("relevance_score"))),
         metadata=metadata,
     )
 
@@ -293,7 +292,7 @@ def _indexed_docs(attrs: dict[str, Any], prefix: str) -> list[Doc]:
             Doc(
                 content=_text(content),
                 doc_uri=None if uri is None else str(uri),
-                score=_as_float(group.get("document.score")),
+                score=as_float(group.get("document.score")),
                 metadata=metadata,
             )
         )
@@ -340,7 +339,7 @@ def _event_doc(attrs: dict[str, Any]) -> Doc:
     return Doc(
         content=_text(fields.get("document")),
         doc_uri=None if uri is None else str(uri),
-        score=_as_float(fields.get("score")),
+        score=as_float(fields.get("score")),
         metadata=metadata or None,
     )
 

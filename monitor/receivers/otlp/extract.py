@@ -27,6 +27,7 @@ from monitor.receivers.otlp.conventions import (
     Doc,
     Generation,
     Retrieval,
+    as_float,
     find_text,
     indexed,
     json_docs,
@@ -184,12 +185,11 @@ def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
             if "" in group:
                 docs.append(Doc(str(group[""])))
             elif "content" in group:
-                score = group.get("score")
                 docs.append(
                     Doc(
                         str(group["content"]),
                         None if group.get("doc_uri") is None else str(group["doc_uri"]),
-                        float(score) if isinstance(score, int | float) else None,
+                        as_float(group.get("score")),
                     )
                 )
         return docs
