@@ -1,0 +1,270 @@
+"""Judge pipeline throughput against a fixed-latency judge, and judge calls saved by escalation.
+
+    python bench/judge_pipeline.py [--latency 0.5] [--concurrency 16] [--records 400]
+                                   [--data /work/shared/data/ragtruth_qa_dev.jsonl]
+                                   [--bands 0.3:0.7,0.4:0.6,0.2:0.8]
+
+Part 1 starts a stub OpenAI-compatible judge in a separate process (so its CPU does not
+compete with the monitor's event loop) that answers every request after exactly
+`--latency` seconds. Records with distinct responses (no cache hits) go through the real
+`EvaluationStage` (workers = concurrency) with one `groundedness` judge evaluator whose
+client has `judge.max_concurrency = --concurrency`, i.e. the full path: sampling, budget,
+template rendering, litellm over HTTP, parsing, metrics. The ideal throughput is C/L;
+the target is at least 90% of it.
+
+Part 2 scores `--data` with `local_groundedness` and reports, for each escalation band
+[lo, hi], the fraction of records whose local score falls inside it (those are the only
+ones an escalated judge sees), the judge calls saved, and how well the local verdict
+alone does on the records outside the band (accuracy at the 0.5 threshold against
+`label.hallucinated`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STUB_FLAG = "--serve-stub"
+
+
+def _serve_stub(port: int, latency: float) -> None:
+    from aiohttp import web
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        await asyncio.sleep(latency)
+        return web.json_response(
+            {
+                "id": "stub",
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": body.get("model", "stub"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Supported.\nScore: 4"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 300, "completion_tokens": 8, "total_tokens": 308},
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_port(port: int, deadline_s: float = 30) -> None:
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def throughput(latency: float, concurrency: int, records: int) -> dict[str, float]:
+    from monitor.config import Config
+    from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
+    from monitor.evaluators.judges import create_judge_client
+    from monitor.processors.budget import BudgetGate
+    from monitor.processors.evaluate import EvaluationStage
+    from monitor.processors.sampler import Sampler
+    from monitor.records import ContextDoc, RagRecord
+    from monitor.telemetry import create_telemetry
+
+    port = _free_port()
+    stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(latency)])
+    try:
+        await _wait_port(port)
+        os.environ["RAG_MONITOR_BENCH_JUDGE_KEY"] = "bench-key"
+        config = Config.model_validate(
+            {
+                "judge": {
+                    "model": "openai/bench-judge",
+                    "api_base": f"http://127.0.0.1:{port}/v1",
+                    "api_key_env": "RAG_MONITOR_BENCH_JUDGE_KEY",
+                    "max_concurrency": concurrency,
+                    "timeout_s": latency * 10 + 5,
+                },
+                "evaluators": [{"name": "groundedness"}],
+            }
+        )
+        telemetry = create_telemetry()
+        client = create_judge_client(config, telemetry)
+        assert client is not None
+        await client.start()  # litellm import, off the clock
+        context = BuildContext(
+            resources={"config": config, "telemetry": telemetry, "judge": client}
+        )
+        evaluator = build(EvaluatorSpec(name="groundedness"), context)
+
+        finished = asyncio.Event()
+        target = concurrency
+
+        class Count:
+            done = 0
+            errors = 0
+
+            async def start(self) -> None:
+                return None
+
+            def emit(self, record: RagRecord, results: dict) -> None:  # type: ignore[type-arg]
+                Count.done += 1
+                Count.errors += sum(1 for r in results.values() if r.error is not None)
+                if Count.done >= target:
+                    finished.set()
+
+            async def close(self) -> None:
+                return None
+
+        stage = EvaluationStage(
+            [(evaluator, config.evaluators[0])],
+            Sampler(config.sampling, {"groundedness": None}),
+            BudgetGate(config.budget),
+            [Count()],
+            telemetry,
+            queue_size=records,
+            workers=concurrency,
+        )
+        docs = (ContextDoc(content="The bridge over the river opened in 1931 after four years."),)
+        batch = [
+            RagRecord(
+                request_id=f"b{i}",
+                query="When did the bridge open?",
+                retrieved_context=docs,
+                response=f"The bridge opened in 1931 (answer {i}).",
+            )
+            for i in range(records)
+        ]
+        await stage.start()
+        # Warm-up: one round of calls so connection set-up is not measured.
+        warm = [
+            batch[0].model_copy(update={"request_id": f"w{i}", "response": f"warm {i}"})
+            for i in range(concurrency)
+        ]
+        for record in warm:
+            await stage.put(record, "bench")
+        await finished.wait()
+        Count.done = Count.errors = 0
+        target = records
+        finished.clear()
+        started = time.perf_counter()
+        cpu_started = time.process_time()
+        for record in batch:
+            await stage.put(record, "bench")
+        await finished.wait()
+        elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
+        await stage.shutdown(10)
+        ideal = concurrency / latency
+        return {
+            "records": records,
+            "latency_s": latency,
+            "concurrency": concurrency,
+            "elapsed_s": round(elapsed, 3),
+            "throughput_per_s": round(records / elapsed, 2),
+            "ideal_per_s": round(ideal, 2),
+            "fraction_of_ideal": round(records / elapsed / ideal, 4),
+            "errors": Count.errors,
+            "monitor_cpu_ms_per_call": round(cpu / records * 1000, 2),
+        }
+    finally:
+        stub.terminate()
+        stub.wait(10)
+
+
+async def escalation(data: Path, bands: list[tuple[float, float]]) -> dict[str, object]:
+    from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
+    from monitor.records import parse_record
+
+    rows = [
+        json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
+    scored: list[tuple[float, bool]] = []
+    started = time.perf_counter()
+    for row in rows:
+        label = bool(row.pop("label")["hallucinated"])
+        result = await evaluator.evaluate(parse_record(row))
+        assert result.normalized is not None
+        scored.append((result.normalized, label))
+    elapsed = time.perf_counter() - started
+    report: dict[str, object] = {
+        "records": len(scored),
+        "hallucinated": sum(1 for _, h in scored if h),
+        "local_ms_per_record": round(elapsed / len(scored) * 1000, 1),
+        "bands": [],
+    }
+    for lo, hi in bands:
+        inside = [(s, h) for s, h in scored if lo <= s <= hi]
+        outside = [(s, h) for s, h in scored if not lo <= s <= hi]
+        correct = sum(1 for s, h in outside if (s < 0.5) == h)
+        report["bands"].append(  # type: ignore[union-attr]
+            {
+                "band": [lo, hi],
+                "escalated_fraction": round(len(inside) / len(scored), 4),
+                "judge_calls_saved_fraction": round(1 - len(inside) / len(scored), 4),
+                "hallucinated_inside_band": sum(1 for _, h in inside if h),
+                "hallucinated_outside_band": sum(1 for _, h in outside if h),
+                "local_accuracy_outside_band": round(correct / len(outside), 4)
+                if outside
+                else None,
+            }
+        )
+    return report
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == STUB_FLAG:
+        _serve_stub(int(sys.argv[2]), float(sys.argv[3]))
+        return
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--records", type=int, default=400)
+    parser.add_argument(
+        "--data", type=Path, default=Path("/work/shared/data/ragtruth_qa_dev.jsonl")
+    )
+    parser.add_argument("--bands", default="0.3:0.7,0.4:0.6,0.2:0.8")
+    parser.add_argument("--skip-escalation", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_throughput:
+        result = asyncio.run(throughput(args.latency, args.concurrency, args.records))
+        print(json.dumps({"throughput": result}, indent=2))
+        share = result["fraction_of_ideal"]
+        verdict = "meets" if share >= 0.9 else "misses"
+        print(
+            f"throughput {result['throughput_per_s']}/s = {share:.1%} of C/L ({verdict} the 90% target)"
+        )
+    if not args.skip_escalation and args.data.exists():
+        bands = [tuple(float(x) for x in b.split(":")) for b in args.bands.split(",")]
+        report = asyncio.run(escalation(args.data, bands))  # type: ignore[arg-type]
+        print(json.dumps({"escalation": report}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
