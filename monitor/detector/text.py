@@ -28,7 +28,8 @@ DISCOURSE = frozenset(
     however here's it's there's that's sure while overall summary summarize summarized brief
     briefly specific specifically various several following follows also well including include
     includes like let us finally firstly secondly lastly thus hence generally typically usually
-    often may might can could would unable able details detail explain explained explains""".split()
+    often may might can could would unable able details detail explain explained explains
+    yes yeah okay ok""".split()
 )
 # Words after which a number is a pointer into the sources or the answer's own layout.
 REFERENCES = frozenset(
