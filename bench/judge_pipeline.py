@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 STUB_FLAG = "--serve-stub"
 
@@ -82,7 +83,7 @@ async def _wait_port(port: int, deadline_s: float = 30) -> None:
             await asyncio.sleep(0.1)
 
 
-async def throughput(latency: float, concurrency: int, records: int) -> dict[str, float]:
+async def throughput(port: int, latency: float, concurrency: int, records: int) -> dict[str, float]:
     from monitor.config import Config
     from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
     from monitor.evaluators.judges import create_judge_client
@@ -92,114 +93,105 @@ async def throughput(latency: float, concurrency: int, records: int) -> dict[str
     from monitor.records import ContextDoc, RagRecord
     from monitor.telemetry import create_telemetry
 
-    port = _free_port()
-    stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(latency)])
-    try:
-        await _wait_port(port)
-        os.environ["RAG_MONITOR_BENCH_JUDGE_KEY"] = "bench-key"
-        config = Config.model_validate(
-            {
-                "judge": {
-                    "model": "openai/bench-judge",
-                    "api_base": f"http://127.0.0.1:{port}/v1",
-                    "api_key_env": "RAG_MONITOR_BENCH_JUDGE_KEY",
-                    "max_concurrency": concurrency,
-                    "timeout_s": latency * 10 + 5,
-                },
-                "evaluators": [{"name": "groundedness"}],
-            }
-        )
-        telemetry = create_telemetry()
-        client = create_judge_client(config, telemetry)
-        assert client is not None
-        await client.start()  # litellm import, off the clock
-        context = BuildContext(
-            resources={"config": config, "telemetry": telemetry, "judge": client}
-        )
-        evaluator = build(EvaluatorSpec(name="groundedness"), context)
-
-        finished = asyncio.Event()
-        target = concurrency
-
-        class Count:
-            done = 0
-            errors = 0
-
-            async def start(self) -> None:
-                return None
-
-            def emit(self, record: RagRecord, results: dict) -> None:  # type: ignore[type-arg]
-                Count.done += 1
-                Count.errors += sum(1 for r in results.values() if r.error is not None)
-                if Count.done >= target:
-                    finished.set()
-
-            async def close(self) -> None:
-                return None
-
-        stage = EvaluationStage(
-            [(evaluator, config.evaluators[0])],
-            Sampler(config.sampling, {"groundedness": None}),
-            BudgetGate(config.budget),
-            [Count()],
-            telemetry,
-            queue_size=records,
-            workers=concurrency,
-        )
-        docs = (ContextDoc(content="The bridge over the river opened in 1931 after four years."),)
-        batch = [
-            RagRecord(
-                request_id=f"b{i}",
-                query="When did the bridge open?",
-                retrieved_context=docs,
-                response=f"The bridge opened in 1931 (answer {i}).",
-            )
-            for i in range(records)
-        ]
-        await stage.start()
-        # Warm-up: one round of calls so connection set-up is not measured.
-        warm = [
-            batch[0].model_copy(update={"request_id": f"w{i}", "response": f"warm {i}"})
-            for i in range(concurrency)
-        ]
-        for record in warm:
-            await stage.put(record, "bench")
-        await finished.wait()
-        Count.done = Count.errors = 0
-        target = records
-        finished.clear()
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        for record in batch:
-            await stage.put(record, "bench")
-        await finished.wait()
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        await stage.shutdown(10)
-        ideal = concurrency / latency
-        return {
-            "records": records,
-            "latency_s": latency,
-            "concurrency": concurrency,
-            "elapsed_s": round(elapsed, 3),
-            "throughput_per_s": round(records / elapsed, 2),
-            "ideal_per_s": round(ideal, 2),
-            "fraction_of_ideal": round(records / elapsed / ideal, 4),
-            "errors": Count.errors,
-            "monitor_cpu_ms_per_call": round(cpu / records * 1000, 2),
+    await _wait_port(port)
+    os.environ["RAG_MONITOR_BENCH_JUDGE_KEY"] = "bench-key"
+    config = Config.model_validate(
+        {
+            "judge": {
+                "model": "openai/bench-judge",
+                "api_base": f"http://127.0.0.1:{port}/v1",
+                "api_key_env": "RAG_MONITOR_BENCH_JUDGE_KEY",
+                "max_concurrency": concurrency,
+                "timeout_s": latency * 10 + 5,
+            },
+            "evaluators": [{"name": "groundedness"}],
         }
-    finally:
-        stub.terminate()
-        stub.wait(10)
+    )
+    telemetry = create_telemetry()
+    client = create_judge_client(config, telemetry)
+    assert client is not None
+    await client.start()  # litellm import, off the clock
+    context = BuildContext(resources={"config": config, "telemetry": telemetry, "judge": client})
+    evaluator = build(EvaluatorSpec(name="groundedness"), context)
+
+    finished = asyncio.Event()
+    target = concurrency
+
+    class Count:
+        done = 0
+        errors = 0
+
+        async def start(self) -> None:
+            return None
+
+        def emit(self, record: RagRecord, results: dict) -> None:  # type: ignore[type-arg]
+            Count.done += 1
+            Count.errors += sum(1 for r in results.values() if r.error is not None)
+            if Count.done >= target:
+                finished.set()
+
+        async def close(self) -> None:
+            return None
+
+    stage = EvaluationStage(
+        [(evaluator, config.evaluators[0])],
+        Sampler(config.sampling, {"groundedness": None}),
+        BudgetGate(config.budget),
+        [Count()],
+        telemetry,
+        queue_size=records,
+        workers=concurrency,
+    )
+    docs = (ContextDoc(content="The bridge over the river opened in 1931 after four years."),)
+    batch = [
+        RagRecord(
+            request_id=f"b{i}",
+            query="When did the bridge open?",
+            retrieved_context=docs,
+            response=f"The bridge opened in 1931 (answer {i}).",
+        )
+        for i in range(records)
+    ]
+    await stage.start()
+    # Warm-up: one round of calls so connection set-up is not measured.
+    warm = [
+        batch[0].model_copy(update={"request_id": f"w{i}", "response": f"warm {i}"})
+        for i in range(concurrency)
+    ]
+    for record in warm:
+        await stage.put(record, "bench")
+    await finished.wait()
+    Count.done = Count.errors = 0
+    target = records
+    finished.clear()
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    for record in batch:
+        await stage.put(record, "bench")
+    await finished.wait()
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    await stage.shutdown(10)
+    ideal = concurrency / latency
+    return {
+        "records": records,
+        "latency_s": latency,
+        "concurrency": concurrency,
+        "elapsed_s": round(elapsed, 3),
+        "throughput_per_s": round(records / elapsed, 2),
+        "ideal_per_s": round(ideal, 2),
+        "fraction_of_ideal": round(records / elapsed / ideal, 4),
+        "errors": Count.errors,
+        "monitor_cpu_ms_per_call": round(cpu / records * 1000, 2),
+    }
 
 
-async def escalation(data: Path, bands: list[tuple[float, float]]) -> dict[str, object]:
+async def escalation(
+    rows: list[dict[str, Any]], bands: list[tuple[float, float]]
+) -> dict[str, object]:
     from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
     from monitor.records import parse_record
 
-    rows = [
-        json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
     evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
     scored: list[tuple[float, bool]] = []
     started = time.perf_counter()
@@ -253,7 +245,13 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
     if not args.skip_throughput:
-        result = asyncio.run(throughput(args.latency, args.concurrency, args.records))
+        port = _free_port()
+        stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(args.latency)])
+        try:
+            result = asyncio.run(throughput(port, args.latency, args.concurrency, args.records))
+        finally:
+            stub.terminate()
+            stub.wait(10)
         print(json.dumps({"throughput": result}, indent=2))
         share = result["fraction_of_ideal"]
         verdict = "meets" if share >= 0.9 else "misses"
@@ -262,7 +260,9 @@ def main() -> None:
         )
     if not args.skip_escalation and args.data.exists():
         bands = [tuple(float(x) for x in b.split(":")) for b in args.bands.split(",")]
-        report = asyncio.run(escalation(args.data, bands))  # type: ignore[arg-type]
+        text = args.data.read_text(encoding="utf-8")
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        report = asyncio.run(escalation(rows, bands))  # type: ignore[arg-type]
         print(json.dumps({"escalation": report}, indent=2))
 
 
