@@ -30,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.config import Config
 from monitor.evaluators.base import EvalResult
 from monitor.processors.sampler import Sampler
+from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
 from monitor.service import Service
 from tests._kafka import Broker, free_port, running_broker, unique, wait_for
@@ -195,6 +196,32 @@ async def test_json_records_in_every_shape_are_evaluated_and_committed(noida: Br
         )
         assert service.ready() == (True, "ready")
     assert noida.committed(group, topic, 1) == {0: len(SHAPES)}
+
+
+async def test_a_slow_pipeline_pauses_fetching_instead_of_buffering(noida: Broker) -> None:
+    topic = noida.create_topic(unique("slow"))
+    group = unique("g")
+    records = [native(f"slow-{i}", f"Question {i}?") for i in range(600)]
+    noida.produce(topic, records)
+    cfg = config(noida, [topic], group, max_poll_records=10)
+    cfg = cfg.model_copy(
+        update={"pipeline": cfg.pipeline.model_copy(update={"queue_size": 5, "workers": 1})}
+    )
+    limit = 5 + 2 * 10  # pipeline.queue_size + 2 x max_poll_records
+    async with running(cfg) as (service, capture):
+        receiver = service.receivers[0]
+        assert isinstance(receiver, KafkaReceiver)
+        most, paused, lagging = 0, False, False
+        async with asyncio.timeout(60):
+            while len(capture.records) < len(records):
+                most = max(most, receiver.in_flight)
+                paused = paused or receiver.paused
+                lagging = lagging or metric(service, "kafka_lag", topic=topic, partition="0") > 0
+                await asyncio.sleep(0.002)
+        assert paused and lagging
+        assert most <= limit + 10  # at most one poll batch beyond the limit
+        assert capture.ids() == {r["request_id"] for r in records}
+    assert noida.committed(group, topic, 1) == {0: len(records)}
 
 
 POISON: list[tuple[bytes, str]] = [

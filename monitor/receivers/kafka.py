@@ -257,6 +257,16 @@ class KafkaReceiver:
     def ready(self) -> tuple[bool, str]:
         return self._status
 
+    @property
+    def in_flight(self) -> int:
+        """Records handed to the pipeline and not finished yet."""
+        return self._in_flight
+
+    @property
+    def paused(self) -> bool:
+        """Whether fetching is paused for backpressure (or shutdown)."""
+        return self._paused
+
     # -- event loop side of the hand-off --------------------------------------------------
 
     async def _feed(self) -> None:
@@ -572,7 +582,8 @@ class KafkaReceiver:
         self._release(self._traces.drain(), batch)
         self._handoff(batch)
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
-        deadline = time.monotonic() + _REVOKE_GRACE_S
+        # At close the in-flight records already had their chance (shutdown drained them).
+        deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
         while any(t.outstanding for t in mine) and time.monotonic() < deadline:
             self._collect_done()
             time.sleep(0.005)
