@@ -132,7 +132,8 @@ def parse_record(data: Any, *, require_response: bool = True) -> RagRecord:
         raise RecordError("unknown_shape", f"no known record shape matches keys ({keys})")
     if require_response and fields.get("response") is None:
         raise RecordError("no_response", "response: missing")
-    fields.setdefault("request_id", _derived_id(data))
+    if "request_id" not in fields:  # hashing the whole input is costly: only when needed
+        fields["request_id"] = _derived_id(data)
     try:
         return RagRecord.model_validate(fields)
     except ValidationError as exc:
