@@ -275,67 +275,97 @@ def emit_genai_prompt_attrs(tracer: Tracer, case: Case, between: Callable[[], No
 
 
 def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
-    """OpenLLMetry 0.62 + LangChain: workflow/task spans, the retriever's query and
-    documents only in `traceloop.entity.*` JSON of a `vector_db_retrieve` span several
-    levels deep, and a `gen_ai.input.messages` chat span that is its cousin."""
+    """OpenLLMetry 0.62 + LangChain, attribute for attribute as
+    opentelemetry-instrumentation-langchain 0.62.4 writes them: an `invoke_agent` workflow
+    root, `execute_task` spans, the retriever's query and documents only in the
+    `traceloop.entity.*` JSON of a `vector_db_retrieve` span three levels deep, and a chat
+    span in the `gen_ai.input.messages` form that is the retriever's cousin."""
 
-    def entity(inputs: object) -> str:
-        return json.dumps({"inputs": inputs, "tags": [], "metadata": {}, "kwargs": {"name": None}})
+    def task(name: str, inputs: object, outputs: object | None = None) -> dict[str, object]:
+        attrs: dict[str, object] = {
+            "traceloop.workflow.name": "RunnableSequence",
+            "traceloop.span.kind": "task",
+            "traceloop.entity.name": name,
+            "gen_ai.provider.name": "langchain",
+            "gen_ai.operation.name": "execute_task",
+            "gen_ai.task.name": name,
+            "traceloop.entity.input": json.dumps(
+                {"inputs": inputs, "tags": ["seq:step:1"], "metadata": {}, "kwargs": {"name": name}}
+            ),
+        }
+        if outputs is not None:
+            attrs["traceloop.entity.output"] = json.dumps({"outputs": outputs, "kwargs": {}})
+        return attrs
 
     with tracer.start_as_current_span(
-        "RetrievalQA.workflow",
+        "RunnableSequence.workflow",
         attributes={
+            "traceloop.workflow.name": "RunnableSequence",
             "traceloop.span.kind": "workflow",
-            "traceloop.workflow.name": "RetrievalQA",
-            "traceloop.entity.name": "RetrievalQA",
-            "traceloop.entity.input": entity({"question": case.query}),
+            "traceloop.entity.name": "RunnableSequence",
+            "gen_ai.provider.name": "langchain",
+            "gen_ai.operation.name": "invoke_agent",
+            "traceloop.entity.input": json.dumps(
+                {
+                    "inputs": case.query,
+                    "tags": [],
+                    "metadata": {},
+                    "kwargs": {"name": "RunnableSequence"},
+                }
+            ),
             "http.route": case.route,
         },
     ) as root:
         with tracer.start_as_current_span(
-            "RunnableParallel.task",
-            attributes={
-                "traceloop.span.kind": "task",
-                "traceloop.entity.input": entity({"question": case.query}),
-            },
+            "execute_task RunnableParallel<context,question>",
+            attributes=task("RunnableParallel<context,question>", case.query),  # type: ignore[arg-type]
         ):
             with tracer.start_as_current_span(
-                "RunnableSequence.task",
-                attributes={
-                    "traceloop.span.kind": "task",
-                    "traceloop.entity.input": entity(case.query),
-                },
+                "execute_task RunnableSequence",
+                attributes=task("RunnableSequence", case.query),  # type: ignore[arg-type]
             ):
                 documents = [
-                    {"page_content": c, "metadata": {"source": i, "score": s}, "type": "Document"}
-                    for i, c, s in case.docs
+                    {"page_content": c, "metadata": {"source": i}} for i, c, _ in case.docs
                 ]
                 with tracer.start_as_current_span(
-                    "VectorStoreRetriever.task",
+                    "vector_db_retrieve KB",
                     attributes={
-                        "traceloop.span.kind": "task",
+                        "traceloop.workflow.name": "RunnableSequence",
                         "gen_ai.operation.name": "vector_db_retrieve",
-                        "traceloop.entity.input": entity({"query": case.query}),
-                        "traceloop.entity.output": json.dumps({"outputs": documents, "kwargs": {}}),
+                        "gen_ai.provider.name": "langchain",
+                        "traceloop.span.kind": "task",
+                        "traceloop.entity.name": "KB",
+                        "traceloop.entity.input": json.dumps(
+                            {
+                                "query": case.query,
+                                "tags": ["seq:step:1"],
+                                "metadata": {},
+                                "kwargs": {"name": "KB"},
+                            }
+                        ),
+                        "traceloop.entity.output": json.dumps({"documents": documents}),
                     },
                 ):
                     pass
         between()
         with tracer.start_as_current_span(
-            "ChatPromptTemplate.task",
-            attributes={
-                "traceloop.span.kind": "task",
-                "traceloop.entity.input": entity({"question": case.query}),
-                "traceloop.entity.output": json.dumps({"outputs": {"messages": []}, "kwargs": {}}),
-            },
+            "execute_task ChatPromptTemplate",
+            attributes=task("ChatPromptTemplate", {"question": case.query}, {"messages": []}),  # type: ignore[arg-type]
         ):
             pass
-        chat = _genai_chat_attrs(case)
-        chat["llm.request.type"] = "chat"
-        with tracer.start_as_current_span("ChatOpenAI.chat", kind=SpanKind.CLIENT, attributes=chat):  # type: ignore[arg-type]
+        with tracer.start_as_current_span(
+            "ChatOpenAI.chat",
+            kind=SpanKind.CLIENT,
+            attributes=_genai_chat_attrs(case),  # type: ignore[arg-type]
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_task StrOutputParser",
+            attributes=task("StrOutputParser", case.answer, case.answer),  # type: ignore[arg-type]
+        ):
             pass
         root.set_attribute(
-            "traceloop.entity.output", json.dumps({"outputs": case.answer, "kwargs": {}})
+            "traceloop.entity.output", json.dumps({"outputs": case.answer, "kwargs": {"tags": []}})
         )
         return _trace_id(root)
 

@@ -43,6 +43,8 @@ _ROLES = {
 }
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "retrieve", "vector_db_retrieve"})
+# Spans whose input/output is a model call or a search, never the request's own.
+NOT_CHAIN_OPERATIONS = _LLM_OPERATIONS | _RETRIEVAL_OPERATIONS | {"embeddings", "execute_tool"}
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -417,8 +419,17 @@ def read_generation(span: Span) -> Generation | None:
         messages = [("user", text)] if text else []
     if output is None and "output.value" in a:
         output = find_text(a["output.value"], ANSWER_KEYS)
-    model = (
-        a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
+    model = next(
+        (
+            m
+            for m in (
+                a.get("gen_ai.response.model"),
+                a.get("gen_ai.request.model"),
+                a.get("llm.model_name"),
+            )
+            if m and m != "unknown"  # OpenLLMetry's placeholder when it cannot tell
+        ),
+        None,
     )
     return Generation(
         span=span,

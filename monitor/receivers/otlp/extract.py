@@ -23,6 +23,7 @@ from typing import Any
 
 from monitor.receivers.otlp.conventions import (
     ANSWER_KEYS,
+    NOT_CHAIN_OPERATIONS,
     QUERY_KEYS,
     Doc,
     Generation,
@@ -161,7 +162,10 @@ def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
             top.feedback = a["rag.feedback"]
         if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
             kind = a.get("openinference.span.kind")
-            if kind in (None, "CHAIN", "AGENT") and "gen_ai.operation.name" not in a:
+            op = a.get("gen_ai.operation.name")
+            if kind in (None, "CHAIN", "AGENT") and not (
+                isinstance(op, str) and op in NOT_CHAIN_OPERATIONS
+            ):
                 depth = _depth(span, by_id)
                 if depth < chain_depth:
                     chain, chain_depth = span, depth
