@@ -182,6 +182,27 @@ def _extra_metrics(registry: CollectorRegistry) -> _ExtraMetrics:
     return metrics
 
 
+class _QuietLog:
+    """At most one log line per key per `interval` seconds, with a count of those held back."""
+
+    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
+        self._interval = interval
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, key: str, message: str, *args: object) -> None:
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._interval:
+            self._held[key] = self._held.get(key, 0) + 1
+            return
+        held = self._held.pop(key, 0)
+        self._last[key] = now
+        suffix = f" ({held} similar messages suppressed)" if held else ""
+        log.warning(message + suffix, *args)
+
+
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
     blob = json.dumps([evaluator, version, model, dict(sorted(inputs.items()))], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -232,6 +253,7 @@ class JudgeClient:
         self._priced_by_litellm: dict[str, bool] = {}
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
+        self._quiet = _QuietLog(60.0, clock)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -293,6 +315,9 @@ class JudgeClient:
                     what = "empty answer" if not reply.text.strip() else str(second)
                     return self._error(f"parse: {what} (first attempt: {first})", spent)
         except _AttemptError as exc:
+            self._quiet.warning(
+                f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
+            )
             return self._error(f"{exc.outcome}: {exc}", spent)
         if key is not None:
             self._cache[key] = (parsed.value, parsed.explanation)

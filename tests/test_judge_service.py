@@ -1,0 +1,193 @@
+"""Judge evaluators inside the running service: wiring, metrics, escalation.
+
+The remote judge model is the only test double (`tests/_judge_stub.py`, an
+OpenAI-compatible HTTP server on 127.0.0.1:0); the service, its evaluation stage, the
+embedded `local_groundedness` detector and the Prometheus metrics sink are real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from monitor.config import Config
+from monitor.evaluators.base import EvalResult
+from monitor.judge.client import JudgeClient
+from monitor.records import RagRecord
+from monitor.service import Service
+from tests._judge_stub import Reply, StubJudge
+from tests.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET
+
+pytestmark = pytest.mark.asyncio
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.items: list[dict[str, EvalResult]] = []
+
+    async def start(self) -> None:
+        return None
+
+    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
+        self.items.append(results)
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[StubJudge]:
+    async with StubJudge() as server:
+        yield server
+
+
+def _config(stub: StubJudge, evaluators: list[dict[str, Any]]) -> Config:
+    return Config.model_validate(
+        {
+            "judge": {
+                "model": MODEL,
+                "api_base": stub.openai_base,
+                "api_key_env": KEY_ENV,
+                "retries": 0,
+            },
+            "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
+            "evaluators": evaluators,
+        }
+    )
+
+
+async def _run(config: Config, records: list[RagRecord]) -> tuple[Service, _Collect]:
+    sink = _Collect()
+    service = Service(config, serve_http=False, with_receivers=False, extra_sinks=[sink])
+    await service.start()
+    for record in records:
+        await service.stage.put(record, "test")
+    await service.shutdown(30)
+    return service, sink
+
+
+def _metric(svc: Service, name: str, **labels: str) -> float:
+    return svc.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+async def test_service_builds_one_judge_client_only_when_needed(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    local = Service(_config(stub, [{"name": "f1"}]), serve_http=False, with_receivers=False)
+    assert "judge" not in local._build_context().resources
+    judged = Service(
+        _config(stub, [{"name": "violence"}, {"name": "jailbreak"}]),
+        serve_http=False,
+        with_receivers=False,
+    )
+    assert isinstance(judged._build_context().resources["judge"], JudgeClient)
+
+
+async def test_safety_verdicts_reach_the_metrics(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    config = _config(
+        stub, [{"name": "violence"}, {"name": "jailbreak", "severity_threshold": "high"}]
+    )
+    stub.default = lambda got: Reply(
+        content='{"severity": 4, "reason": "describes a fight"}'
+        if "violent content" in got.prompt
+        else "Answer: NO"
+    )
+    service, sink = await _run(config, [RECORD])
+    assert sink.items[0]["violence"].severity == "medium"
+    assert (
+        _metric(
+            service,
+            "safety_evaluations_total",
+            service="unknown",
+            category="violence",
+            severity="medium",
+        )
+        == 1
+    )
+    assert (
+        _metric(
+            service,
+            "safety_evaluations_total",
+            service="unknown",
+            category="jailbreak",
+            severity="very_low",
+        )
+        == 1
+    )
+    labels = {"service": "unknown", "route": ""}
+    assert (
+        _metric(service, "evaluations_total", **labels, evaluator="violence", outcome="fail") == 1
+    )
+    assert (
+        _metric(service, "evaluations_total", **labels, evaluator="jailbreak", outcome="pass") == 1
+    )
+
+
+async def test_judge_errors_are_counted_as_errors_not_defects(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    stub.default = Reply(status=500)
+    service, sink = await _run(_config(stub, [{"name": "self_harm"}]), [RECORD])
+    assert sink.items[0]["self_harm"].outcome == "error"
+    labels = {"service": "unknown", "route": "", "evaluator": "self_harm"}
+    assert _metric(service, "evaluations_total", **labels, outcome="error") == 1
+    assert _metric(service, "evaluations_total", **labels, outcome="fail") == 0
+    for severity in ("very_low", "low", "medium", "high"):
+        assert (
+            _metric(
+                service,
+                "safety_evaluations_total",
+                service="unknown",
+                category="self_harm",
+                severity=severity,
+            )
+            == 0
+        )
+    assert _metric(service, "judge_requests_total", model=MODEL, outcome="error") == 1
+
+
+async def test_escalation_sends_only_unsure_records_to_the_judge(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    supported = RECORD
+    invented = RECORD.model_copy(
+        update={
+            "request_id": "r2",
+            "response": "It opened in 1850, designed by Gustave Eiffel, with 12 lanes.",
+        }
+    )
+    _, probe = await _run(_config(stub, [{"name": "local_groundedness"}]), [supported, invented])
+    scores = [items["local_groundedness"].normalized for items in probe.items]
+    assert scores[0] is not None and scores[1] is not None and scores[0] > scores[1]
+    cut = (scores[0] + scores[1]) / 2
+    config = _config(
+        stub,
+        [
+            {"name": "local_groundedness"},
+            {"name": "groundedness", "escalate_from": "local_groundedness", "band": [0.0, cut]},
+        ],
+    )
+    service, sink = await _run(config, [supported, invented])
+    assert len(stub.received) == 1
+    assert "Gustave Eiffel" in stub.received[0].prompt
+    assert ["groundedness" in items for items in sink.items] == [False, True]
+    decisions = {
+        d: _metric(
+            service,
+            "sampling_decisions_total",
+            service="unknown",
+            evaluator="groundedness",
+            decision=d,
+        )
+        for d in ("sampled", "not_escalated")
+    }
+    assert decisions == {"sampled": 1, "not_escalated": 1}
