@@ -1,0 +1,52 @@
+"""Spans from the real instrumentation packages, not imitations: a LangChain RAG chain
+(built-in fake chat model, fixed retriever — no LLM API) instrumented by OpenInference
+or by OpenLLMetry 0.62 (`opentelemetry-instrumentation-langchain`), exporting with the
+SDK's OTLP/HTTP exporter to the running receivers. Each app runs in its own process
+because both instrumentations patch LangChain globally."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monitor.receivers.otlp import OtlpReceivers
+from monitor.telemetry import Telemetry
+from tests._langchain_app import ANSWER, DOCS, QUESTION
+from tests.test_otlp_receivers import RecordingStage, _config, _started
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("instrumentation", ["openinference", "openllmetry"])
+async def test_langchain_rag_chain_becomes_one_complete_record(
+    telemetry: Telemetry, instrumentation: str
+) -> None:
+    stage = RecordingStage()
+    receivers: OtlpReceivers = await _started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+        app = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(REPO / "tests" / "_langchain_app.py"), instrumentation, endpoint],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert app.returncode == 0, app.stderr
+        trace_id = app.stdout.strip().splitlines()[-1]
+        ((source, record),) = await stage.wait_for(trace_id)
+    finally:
+        await receivers.shutdown()
+    assert source == "otlp_http"
+    assert record.query == QUESTION
+    assert record.response == ANSWER
+    assert [d.content for d in record.retrieved_context] == list(DOCS)
+    assert [d.doc_uri for d in record.retrieved_context] == [f"kb/{i}.md" for i in range(3)]
+    assert (record.service, record.route) == (f"lc-{instrumentation}", "/ask")
+    assert record.missing() == frozenset()
