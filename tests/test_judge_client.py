@@ -312,3 +312,17 @@ async def test_budget_exhaustion_skips_judges_and_keeps_local_evaluators(stub: S
         for d in ("sampled", "over_budget")
     }
     assert decisions == {"sampled": 2, "over_budget": 3}
+
+
+async def test_self_hosted_server_without_a_key(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    h = Harness(stub)
+    client = JudgeClient(
+        h.config.judge.model_copy(update={"api_key_env": None}), h.config.redaction, h.telemetry
+    )
+    h.context.resources["judge"] = client
+    result = await h.evaluator("fluency").evaluate(RECORD)
+    assert result.score == 4
+    assert stub.received[0].headers["Authorization"] == "Bearer no-key"

@@ -85,6 +85,11 @@ async def test_service_builds_one_judge_client_only_when_needed(
         with_receivers=False,
     )
     assert isinstance(judged._build_context().resources["judge"], JudgeClient)
+    # Series for the configured model exist (at zero) before the first call.
+    registry = judged.telemetry.registry
+    for outcome in ("ok", "error", "timeout", "rate_limited", "circuit_open"):
+        labels = {"model": MODEL, "outcome": outcome}
+        assert registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 0
 
 
 async def test_safety_verdicts_reach_the_metrics(

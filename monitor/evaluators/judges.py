@@ -389,7 +389,15 @@ def create_judge_client(config: Config, telemetry: Telemetry) -> JudgeClient | N
         return None
     from monitor.judge.client import JudgeClient
 
-    return JudgeClient(config.judge, config.redaction, telemetry)
+    models = sorted(
+        {
+            e.model or config.judge.model or ""
+            for e in config.evaluators
+            if e.name in JUDGE_EVALUATORS
+        }
+        - {""}
+    )
+    return JudgeClient(config.judge, config.redaction, telemetry, models=models)
 
 
 @register(*sorted(JUDGE_EVALUATORS))

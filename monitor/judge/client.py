@@ -51,6 +51,7 @@ BREAKER_THRESHOLD = 5  # consecutive failed attempts that open the breaker
 BREAKER_COOLDOWN_S = 30.0
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 20.0
+OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
 FORMAT_REMINDER = (
     "Your answer could not be read. Answer again in exactly the required format: {hint}"
 )
@@ -222,6 +223,7 @@ class JudgeClient:
         breaker_cooldown_s: float = BREAKER_COOLDOWN_S,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
+        models: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -254,6 +256,13 @@ class JudgeClient:
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
         self._quiet = _QuietLog(60.0, clock)
+        for model in models:  # export zeros so the series exist before the first call
+            for outcome in OUTCOMES:
+                telemetry.judge_requests.labels(model, outcome)
+            for direction in ("input", "output"):
+                telemetry.judge_tokens.labels(model, direction)
+            telemetry.judge_cost.labels(model)
+            self._extra.circuit_open.labels(model).set(0)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -408,6 +417,13 @@ class JudgeClient:
             kwargs["api_base"] = self._config.api_base
         if self._api_key:
             kwargs["api_key"] = self._api_key
+        elif (
+            self._config.api_base
+            and model.startswith("openai/")
+            and not os.environ.get("OPENAI_API_KEY")
+        ):
+            # A self-hosted OpenAI-compatible server that wants no key; the SDK insists on one.
+            kwargs["api_key"] = "no-key"
         async with self._semaphore:
             try:
                 async with asyncio.timeout(self._config.timeout_s):
