@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from monitor.config import ConfigError
+from monitor.config import KafkaReceiver as KafkaSettings
+from monitor.receivers.kafka import client_options
 from monitor.receivers.kafka_decode import decode_message
 from monitor.receivers.kafka_offsets import PartitionTracker
 
@@ -115,3 +119,27 @@ def test_a_json_array_keeps_the_good_records_and_names_the_bad_index() -> None:
     decoded = decode_message(json.dumps([good, {"question": "x"}, good]).encode(), "json")
     assert len(decoded.records) == 2
     assert [p.detail for p in decoded.problems] == ["record 1: response: missing"]
+
+
+def test_security_options_are_passed_through_and_the_password_comes_from_the_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = KafkaSettings(
+        enabled=True,
+        bootstrap_servers=["broker:9093"],
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="monitor",
+        sasl_password_env="KAFKA_TEST_PASSWORD",
+        ssl_cafile="/etc/kafka/ca.pem",
+    )
+    monkeypatch.delenv("KAFKA_TEST_PASSWORD", raising=False)
+    with pytest.raises(ConfigError, match="KAFKA_TEST_PASSWORD is not set"):
+        client_options(cfg)
+    monkeypatch.setenv("KAFKA_TEST_PASSWORD", "s3cret")
+    options = client_options(cfg)
+    assert options["security_protocol"] == "SASL_SSL"
+    assert options["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert (options["sasl_plain_username"], options["sasl_plain_password"]) == ("monitor", "s3cret")
+    assert options["ssl_cafile"] == "/etc/kafka/ca.pem"
+    assert "ssl_certfile" not in options
