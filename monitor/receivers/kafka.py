@@ -375,7 +375,7 @@ class KafkaReceiver:
         if now - self._last_status >= _STATUS_INTERVAL_S:
             self._last_status = now
             self._refresh_status(consumer)
-        if self._draining.is_set() and self._in_flight == 0:
+        if self._draining.is_set() and self._traces_drained and self._in_flight == 0:
             self._drained.set()
 
     def _tracker(self, tp: TopicPartition) -> PartitionTracker:
