@@ -409,6 +409,48 @@ async def test_otlp_records_produced_by_rotel_from_sdk_spans(
     assert noida.committed(group, topic, 1) == {0: messages}
 
 
+def _orphan_span_message(trace_id: str) -> bytes:
+    """A bare list of ResourceSpans (rotel's JSON format) holding one span whose parent
+    never arrives, so the trace stays open until idle timeout or shutdown."""
+    attributes = {
+        "rag.query": "Where is Paris?",
+        "rag.response": "Paris is in France.",
+        "rag.context": json.dumps(["Paris is the capital of France."]),
+    }
+    span = {
+        "traceId": trace_id,
+        "spanId": "1111111111111111",
+        "parentSpanId": "2222222222222222",
+        "name": "answer",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "geo"}}]}
+    return json.dumps([{"resource": resource, "scopeSpans": [{"spans": [span]}]}]).encode()
+
+
+async def test_a_message_holding_an_open_trace_is_committed_only_once_the_trace_is_evaluated(
+    noida: Broker,
+) -> None:
+    topic = noida.create_topic(unique("open-trace"))
+    group = unique("g")
+    trace_id = "0102030405060708090a0b0c0d0e0f10"
+    noida.produce(topic, [_orphan_span_message(trace_id)])
+    cfg = config(noida, [topic], group)
+    assembly = cfg.trace_assembly.model_copy(update={"idle_timeout_s": 60.0})
+    cfg = cfg.model_copy(update={"trace_assembly": assembly})
+    async with running(cfg) as (service, capture):
+        await until(
+            lambda: metric(service, "spans_received_total", receiver="kafka") == 1, 30, "span"
+        )
+        await asyncio.sleep(1.5)  # longer than the commit interval
+        assert capture.records == []
+        assert noida.committed(group, topic, 1) == {0: None}
+    # Shutdown released the open trace, evaluated it, then committed its message.
+    assert [r.trace_id for r in capture.records] == [trace_id]
+    assert capture.records[0].query == "Where is Paris?"
+    assert noida.committed(group, topic, 1) == {0: 1}
+
+
 # -- availability ----------------------------------------------------------------------------
 
 
