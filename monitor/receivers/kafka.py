@@ -507,15 +507,14 @@ class KafkaReceiver:
 
     def _commit(self, trackers: list[PartitionTracker]) -> None:
         self._last_commit = time.monotonic()
-        offsets = {}
-        for tracker in trackers:
-            target = tracker.committable
-            if target is not None:
-                offsets[TopicPartition(tracker.topic, tracker.partition)] = OffsetAndMetadata(
-                    target, "", -1
-                )
-        if not offsets or self._consumer is None:
+        targets = {
+            TopicPartition(t.topic, t.partition): (t, t.committable)
+            for t in trackers
+            if t.committable is not None
+        }
+        if not targets or self._consumer is None:
             return
+        offsets = {tp: OffsetAndMetadata(target, "", -1) for tp, (_, target) in targets.items()}
         try:
             self._consumer.commit(offsets=offsets)
         except Exception as exc:
@@ -532,10 +531,8 @@ class KafkaReceiver:
             "kafka: committed %s",
             {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()},
         )
-        for tp, meta in offsets.items():
-            tracker = self._trackers.get(tp)
-            if tracker is not None:
-                tracker.committed = meta.offset
+        for tracker, target in targets.values():
+            tracker.committed = target
 
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
         age = math.inf
