@@ -205,13 +205,14 @@ async def escalation(
         "records": len(scored),
         "hallucinated": sum(1 for _, h in scored if h),
         "local_ms_per_record": round(elapsed / len(scored) * 1000, 1),
-        "bands": [],
     }
+    rows_out: list[dict[str, object]] = []
+    report["bands"] = rows_out
     for lo, hi in bands:
         inside = [(s, h) for s, h in scored if lo <= s <= hi]
         outside = [(s, h) for s, h in scored if not lo <= s <= hi]
         correct = sum(1 for s, h in outside if (s < 0.5) == h)
-        report["bands"].append(  # type: ignore[union-attr]
+        rows_out.append(
             {
                 "band": [lo, hi],
                 "escalated_fraction": round(len(inside) / len(scored), 4),

@@ -188,7 +188,7 @@ async def test_escalation_sends_only_unsure_records_to_the_judge(
     )
     service, sink = await _run(config, [supported, invented])
     assert len(stub.received) == 1
-    assert [supported, invented][unsure].response in stub.received[0].prompt
+    assert str([supported, invented][unsure].response) in stub.received[0].prompt
     escalated = ["groundedness" in sink.by_id[r.request_id] for r in (supported, invented)]
     assert escalated == [i == unsure for i in range(2)]
     decisions = {

@@ -208,7 +208,7 @@ def _template(definition: JudgeDefinition, prompt: str | None) -> Template:
 class JudgeEvaluator:
     """One LLM-judge evaluator; keeps no per-record state."""
 
-    kind: Literal["judge"] = "judge"
+    kind: Literal["local", "judge"] = "judge"
 
     def __init__(
         self,
@@ -256,7 +256,7 @@ class JudgeEvaluator:
             format_hint=d.hint,
             max_tokens=d.max_tokens,
         )
-        costs = {
+        costs: dict[str, Any] = {
             "input_tokens": verdict.input_tokens,
             "output_tokens": verdict.output_tokens,
             "cost": verdict.cost,
@@ -283,7 +283,7 @@ class JudgeEvaluator:
 
     def _result(self, verdict: Verdict[Any], costs: dict[str, Any]) -> EvalResult:
         d = self.definition
-        value = verdict.value
+        value: Any = verdict.value
         explanation = verdict.explanation or None
         if d.answer in ("score5", "rubric"):
             passed = value >= self.threshold
@@ -453,7 +453,7 @@ def token_f1(response: str, reference: str) -> float:
 
 
 class TokenF1:
-    kind: Literal["local"] = "local"
+    kind: Literal["local", "judge"] = "local"
     requires: frozenset[Part] = frozenset({"response"})
 
     def __init__(self, spec: EvaluatorSpec) -> None:

@@ -501,7 +501,7 @@ class JudgeClient:
         async with self._import_lock:
             if self._litellm is None:
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                module = await asyncio.to_thread(importlib.import_module, "litellm")
+                module: Any = await asyncio.to_thread(importlib.import_module, "litellm")
                 module.suppress_debug_info = True
                 module.telemetry = False
                 self._litellm = module
