@@ -453,7 +453,14 @@ class KafkaReceiver:
         )
         try:
             if self._producer is None:
-                self._producer = KafkaProducer(linger_ms=20, **self._options)
+                # Bounded waits: a missing dead-letter topic must not hold the thread.
+                self._producer = KafkaProducer(
+                    linger_ms=20,
+                    max_block_ms=5_000,
+                    request_timeout_ms=10_000,
+                    delivery_timeout_ms=20_000,
+                    **self._options,
+                )
             future = self._producer.send(
                 topic, value=message.value, key=message.key, headers=headers
             )
