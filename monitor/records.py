@@ -216,9 +216,8 @@ def _common(data: dict[str, Any], skip: set[str]) -> dict[str, Any]:
 
 
 def _from_native(data: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(data) - _NATIVE_KEYS
-    if unknown:
-        raise RecordError("invalid_field", f"{sorted(unknown)[0]}: unknown field")
+    # Keys outside the schema (dataset labels, app-specific fields) are left out, as in the
+    # other shapes; a misspelt required key still surfaces as that key missing.
     fields = _common(data, {"request", "retrieved_context", "expected_retrieved_context"})
     request = data.get("request")
     if isinstance(request, str):

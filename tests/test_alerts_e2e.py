@@ -297,10 +297,16 @@ def _scenario(app: App, hook: Any, prom: str, metrics_port: int) -> None:
         60,
         "Prometheus alert resolving",
     )
-    sidecar_rate = sample(
-        scrape(metrics_port), "rag_monitor_defect_rate{", 'rule="hallucination_rate"'
-    )
-    assert sidecar_rate == pytest.approx(41 / 842)
+
+    errors = sample(scrape(metrics_port), "rag_monitor_evaluations_total{", 'outcome="error"')
+    assert errors == 0, "evaluation errors are not samples and would skew the expected rate"
+
+    # The gauge moves on the engine's evaluation tick, so it catches up shortly after.
+    def sidecar_rate_now() -> float:
+        return sample(scrape(metrics_port), "rag_monitor_defect_rate{", 'rule="hallucination_rate"')
+
+    poll(lambda: sidecar_rate_now() == pytest.approx(41 / 842), 30, "sidecar rate of 41/842")
+    sidecar_rate = sidecar_rate_now()
 
     # Once Prometheus has scraped everything, its fleet-wide rate is the sidecar's rate.
     def prometheus_rate() -> float:

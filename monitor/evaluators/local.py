@@ -6,6 +6,7 @@ import asyncio
 from typing import Literal
 
 from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
+from monitor.detector.embedding import shared_embedder
 from monitor.evaluators.base import (
     SEVERITIES,
     BuildContext,
@@ -38,6 +39,10 @@ class _LocalEvaluator:
     async def evaluate(self, record: RagRecord) -> EvalResult:
         return await asyncio.to_thread(self.score, record)
 
+    async def warm_up(self) -> None:
+        """Load the shared word vectors now rather than on the first record."""
+        await asyncio.to_thread(shared_embedder)
+
     def score(self, record: RagRecord) -> EvalResult:
         raise NotImplementedError
 
@@ -58,7 +63,9 @@ class LocalGroundedness(_LocalEvaluator):
 
     def score(self, record: RagRecord) -> EvalResult:
         assert record.response is not None
-        verdict = score_groundedness(record.query or "", record.context_text, record.response)
+        # Earlier turns count as support too: an answer may repeat what the user said before.
+        asked = "\n".join([*(m.content for m in record.history), record.query or ""])
+        verdict = score_groundedness(asked, record.context_text, record.response)
         if verdict.unsupported:
             listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
             more = len(verdict.unsupported) - _MAX_LISTED

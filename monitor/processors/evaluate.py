@@ -85,6 +85,10 @@ class EvaluationStage:
         return self._accepting
 
     async def start(self) -> None:
+        for stage in self._first + self._escalated:
+            warm_up = getattr(stage.evaluator, "warm_up", None)
+            if warm_up is not None:
+                await warm_up()
         for sink in self._sinks:
             await sink.start()
         self._tasks = [
