@@ -463,6 +463,10 @@ async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
     async with running(config(broker, [topic], group)) as (service, capture):
         await until(lambda: "cannot reach" in service.ready()[1], 15, "not-ready reason")
         assert service.ready()[0] is False
+        # Let more connection attempts fail: none may leave a kafka-python IO thread behind.
+        await asyncio.sleep(7)
+        io_threads = [t for t in threading.enumerate() if t.name.startswith("kafka-io")]
+        assert len(io_threads) <= 1, io_threads  # at most the attempt in progress
         try:
             broker.start()
             broker.create_topic(topic)

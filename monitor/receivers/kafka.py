@@ -31,6 +31,7 @@ minus the end of the finished prefix (messages not yet fully evaluated).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -39,9 +40,10 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka import (
     ConsumerRebalanceListener,
@@ -51,6 +53,7 @@ from kafka import (
     TopicPartition,
 )
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.net.compat import KafkaNetClient
 
 from monitor.config import ConfigError, TraceAssembly
 from monitor.config import KafkaReceiver as KafkaConfig
@@ -163,6 +166,28 @@ def client_options(cfg: KafkaConfig) -> dict[str, Any]:
         if value:
             options[key] = value
     return options
+
+
+T = TypeVar("T")
+
+
+def _construct(kind: Callable[..., T], **options: Any) -> T:
+    """Build a kafka-python consumer/producer; if its constructor fails (brokers
+    unreachable), close the network client it already started. kafka-python 3.0 leaves
+    that client's IO thread running otherwise, one more per retry of a long outage."""
+    made: list[KafkaNetClient] = []
+
+    def client(**kwargs: Any) -> KafkaNetClient:
+        made.append(KafkaNetClient(**kwargs))
+        return made[-1]
+
+    try:
+        return kind(kafka_client=client, **options)
+    except BaseException:
+        for instance in made:
+            with contextlib.suppress(Exception):
+                instance.close()
+        raise
 
 
 class KafkaReceiver:
@@ -321,7 +346,8 @@ class KafkaReceiver:
 
     def _connect(self) -> bool:
         try:
-            consumer = KafkaConsumer(
+            consumer = _construct(
+                KafkaConsumer,
                 group_id=self._cfg.group_id,
                 enable_auto_commit=False,
                 auto_offset_reset=self._cfg.auto_offset_reset,
@@ -454,7 +480,8 @@ class KafkaReceiver:
         try:
             if self._producer is None:
                 # Bounded waits: a missing dead-letter topic must not hold the thread.
-                self._producer = KafkaProducer(
+                self._producer = _construct(
+                    KafkaProducer,
                     linger_ms=20,
                     max_block_ms=5_000,
                     request_timeout_ms=10_000,
