@@ -636,6 +636,10 @@ class KafkaReceiver:
 
     def _close(self) -> None:
         self._drained.set()
+        if self._producer is not None:
+            # Dead letters acknowledged now can still be committed below.
+            with contextlib.suppress(Exception):
+                self._producer.flush(timeout=5)
         self._collect_done()
         if self._consumer is not None:
             self._commit(list(self._trackers.values()))
