@@ -1,16 +1,18 @@
 """Judge pipeline throughput against a fixed-latency judge, and judge calls saved by escalation.
 
-    python bench/judge_pipeline.py [--latency 0.5] [--concurrency 16] [--records 400]
+    python bench/judge_pipeline.py [--runs 1.0:8,2.0:16,0.5:16] [--records 240]
                                    [--data /work/shared/data/ragtruth_qa_dev.jsonl]
                                    [--bands 0.3:0.7,0.4:0.6,0.2:0.8]
 
-Part 1 starts a stub OpenAI-compatible judge in a separate process (so its CPU does not
-compete with the monitor's event loop) that answers every request after exactly
-`--latency` seconds. Records with distinct responses (no cache hits) go through the real
-`EvaluationStage` (workers = concurrency) with one `groundedness` judge evaluator whose
-client has `judge.max_concurrency = --concurrency`, i.e. the full path: sampling, budget,
+Part 1, once per `--runs` pair L:C, starts a stub OpenAI-compatible judge in a separate
+process (so its CPU does not compete with the monitor's event loop) that answers every
+request after exactly L seconds. Records with distinct responses (no cache hits) go
+through the real `EvaluationStage` (workers = C) with one `groundedness` judge evaluator
+whose client has `judge.max_concurrency = C`, i.e. the full path: sampling, budget,
 template rendering, litellm over HTTP, parsing, metrics. The ideal throughput is C/L;
-the target is at least 90% of it.
+the target is at least 90% of it. litellm spends about 5–13 ms of CPU per call on the
+event loop; calls that finish together (a fixed-latency judge keeps them in step) queue
+for that CPU, so the reachable share is roughly L / (L + C * cpu_per_call).
 
 Part 2 scores `--data` with `local_groundedness` and reports, for each escalation band
 [lo, hi], the fraction of records whose local score falls inside it (those are the only
@@ -235,9 +237,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--latency", type=float, default=0.5)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--records", type=int, default=400)
+    parser.add_argument(
+        "--runs",
+        default="1.0:8,2.0:16,0.5:16",
+        help="comma-separated LATENCY_S:CONCURRENCY pairs, one throughput run each",
+    )
+    parser.add_argument("--records", type=int, default=240)
     parser.add_argument(
         "--data", type=Path, default=Path("/work/shared/data/ragtruth_qa_dev.jsonl")
     )
@@ -245,11 +250,12 @@ def main() -> None:
     parser.add_argument("--skip-escalation", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
-    if not args.skip_throughput:
+    for run in [] if args.skip_throughput else args.runs.split(","):
+        latency, concurrency = float(run.split(":")[0]), int(run.split(":")[1])
         port = _free_port()
-        stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(args.latency)])
+        stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(latency)])
         try:
-            result = asyncio.run(throughput(port, args.latency, args.concurrency, args.records))
+            result = asyncio.run(throughput(port, latency, concurrency, args.records))
         finally:
             stub.terminate()
             stub.wait(10)
@@ -257,7 +263,8 @@ def main() -> None:
         share = result["fraction_of_ideal"]
         verdict = "meets" if share >= 0.9 else "misses"
         print(
-            f"throughput {result['throughput_per_s']}/s = {share:.1%} of C/L ({verdict} the 90% target)"
+            f"L={latency:g}s C={concurrency}: {result['throughput_per_s']}/s = {share:.1%} of C/L "
+            f"({verdict} the 90% target)"
         )
     if not args.skip_escalation and args.data.exists():
         bands = [tuple(float(x) for x in b.split(":")) for b in args.bands.split(",")]
