@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -115,6 +116,20 @@ def test_severity_must_be_an_integer_in_range() -> None:
             parsers.parse_severity(bad)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"chunks": [{"id": Infinity, "relevant": true}]}',
+        '{"chunks": [{"id": NaN, "relevant": true}]}',
+        '{"chunks": [{"id": 1, "relevant": null}]}',
+        '{"chunks": {"id": 1}}',
+    ],
+)
+def test_chunks_reject_odd_json(text: str) -> None:
+    with pytest.raises(ParseError):
+        parsers.parse_chunks(text, 1)
+
+
 def test_chunks_need_one_verdict_per_document() -> None:
     ok = '{"chunks": [{"id": 2, "relevant": "no"}, {"id": 1, "relevant": true}]}'
     assert parsers.parse_chunks(ok, 2).value == [True, False]
@@ -127,6 +142,49 @@ def test_parsers_raise_parse_error_or_return(text: str) -> None:
     for parse in (
         lambda t: parsers.parse_score(t, 1, 5),
         parsers.parse_yes_no,
+        parsers.parse_pass_fail,
+        parsers.parse_unit_score,
+        parsers.parse_severity,
+        lambda t: parsers.parse_chunks(t, 2),
+        lambda t: parsers.parse_retrieval(t, 2),
+    ):
+        try:
+            parse(text)
+        except ParseError:
+            pass
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "score",
+                    "SCORE",
+                    "severity",
+                    "chunks",
+                    "intents",
+                    "documents",
+                    "id",
+                    "relevant",
+                    "answered",
+                    "reasoning",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON)
+def test_parsers_survive_arbitrary_json(value: object) -> None:
+    text = json.dumps(value)
+    for parse in (
         parsers.parse_pass_fail,
         parsers.parse_unit_score,
         parsers.parse_severity,

@@ -213,7 +213,7 @@ def parse_chunks(text: str, count: int) -> Parsed:
         lowered = {str(k).lower(): v for k, v in item.items()}
         try:
             index = int(lowered["id"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise ParseError("chunk verdict without a numeric id") from None
         if 1 <= index <= count:
             verdicts[index] = _as_bool(lowered.get("relevant"))
