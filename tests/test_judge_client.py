@@ -132,6 +132,26 @@ async def test_verdict_cache_hit_sends_nothing_and_costs_nothing(stub: StubJudge
     assert len(stub.received) == 3
 
 
+async def test_identical_calls_in_flight_ask_once(stub: StubJudge) -> None:
+    h = Harness(stub)
+    stub.default = Reply(content="Score: 2", delay=0.3)
+    evaluator = h.evaluator("groundedness")
+    results = await asyncio.gather(*(evaluator.evaluate(RECORD) for _ in range(5)))
+    assert [r.score for r in results] == [2] * 5
+    assert len(stub.received) == 1
+    assert h.metric("judge_cache_lookups_total", result="hit") == 4
+
+
+async def test_waiters_ask_themselves_when_the_first_call_fails(stub: StubJudge) -> None:
+    h = Harness(stub)
+    stub.queue(Reply(status=400, delay=0.2))
+    stub.default = Reply(content="Score: 5")
+    evaluator = h.evaluator("groundedness")
+    first, second = await asyncio.gather(evaluator.evaluate(RECORD), evaluator.evaluate(RECORD))
+    assert first.outcome == "error"
+    assert second.score == 5
+
+
 async def test_cache_is_bounded(stub: StubJudge) -> None:
     h = Harness(stub, judge={"cache_size": 2})
     evaluator = h.evaluator("fluency")

@@ -3,7 +3,8 @@
 One instance per process, shared by all judge evaluators. Per call it:
 
 1. looks the verdict up in a bounded LRU cache keyed by (evaluator, prompt version,
-   model, inputs) — a hit costs nothing and sends nothing;
+   model, inputs) — a hit costs nothing and sends nothing; while the same question is
+   in flight, identical calls wait for its answer instead of asking again;
 2. refuses at once while the model's circuit breaker is open (`outcome="circuit_open"`);
 3. redacts personal data from every message (`redaction.*`);
 4. sends the request under a concurrency semaphore (`judge.max_concurrency`) and a
@@ -242,6 +243,7 @@ class JudgeClient:
         self._redact = Redactor(redaction, self._count_redaction)
         self._semaphore = asyncio.Semaphore(judge.max_concurrency)
         self._cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[None]] = {}
         self._breakers: dict[str, _Breaker] = {}
         self._breaker_threshold = breaker_threshold
         self._breaker_cooldown = breaker_cooldown_s
@@ -288,13 +290,37 @@ class JudgeClient:
         max_tokens: int,
     ) -> Verdict[Any]:
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
-        if key is not None and key in self._cache:
+        args = (evaluator, model, messages, parse, format_hint, max_tokens, key)
+        if key is None:
+            return await self._ask(*args)
+        leader = self._pending.get(key)
+        if leader is not None:  # the same question is being asked: wait for its answer
+            await asyncio.shield(leader)
+        if key in self._cache:
             self._cache.move_to_end(key)
             self._extra.cache.labels("hit").inc()
             value, explanation = self._cache[key]
             return Verdict(value=value, explanation=explanation, cached=True)
-        if key is not None:
-            self._extra.cache.labels("miss").inc()
+        self._extra.cache.labels("miss").inc()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending[key] = done
+        try:
+            return await self._ask(*args)
+        finally:
+            if self._pending.get(key) is done:
+                del self._pending[key]
+            done.set_result(None)
+
+    async def _ask(
+        self,
+        evaluator: str,
+        model: str,
+        messages: Sequence[Mapping[str, str]],
+        parse: Callable[[str], Parsed],
+        format_hint: str,
+        max_tokens: int,
+        key: str | None,
+    ) -> Verdict[Any]:
         conversation = [
             {"role": m["role"], "content": self._redact(m["content"])} for m in messages
         ]
