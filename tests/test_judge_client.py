@@ -114,6 +114,21 @@ async def test_failed_probe_reopens_the_breaker(stub: StubJudge) -> None:
     assert len(stub.received) == 4
 
 
+async def test_cancelled_probe_does_not_leave_the_breaker_stuck(stub: StubJudge) -> None:
+    h = Harness(stub)
+    evaluator = h.evaluator("groundedness")
+    stub.default = Reply(status=500)
+    for _ in range(3):
+        await evaluator.evaluate(RECORD)
+    h.clock += 31
+    stub.default = Reply(content="Score: 4", delay=5)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):
+            await evaluator.evaluate(RECORD)
+    stub.default = Reply(content="Score: 4")
+    assert (await evaluator.evaluate(RECORD)).score == 4
+
+
 async def test_verdict_cache_hit_sends_nothing_and_costs_nothing(stub: StubJudge) -> None:
     h = Harness(stub)
     evaluator = h.evaluator("groundedness")

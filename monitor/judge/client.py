@@ -124,6 +124,10 @@ class _Breaker:
         self._opened_at = None
         self._probing = False
 
+    def abandon(self) -> None:
+        """The call let through was cancelled before it could tell anything."""
+        self._probing = False
+
     def failure(self) -> bool:
         """Record a failed attempt; True when this failure opened the breaker."""
         self._failures += 1
@@ -394,6 +398,9 @@ class JudgeClient:
                 )
             try:
                 reply = await self._attempt(model, messages, max_tokens)
+            except asyncio.CancelledError:
+                breaker.abandon()  # a cancelled probe must not leave the breaker stuck
+                raise
             except _AttemptError as exc:
                 self._t.judge_requests.labels(model, exc.outcome).inc()
                 if breaker.failure():
