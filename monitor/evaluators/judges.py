@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from monitor.evaluators.base import (
     SEVERITIES,
@@ -66,10 +66,11 @@ class JudgeDefinition:
 def _d(
     name: str, answer: Answer, requires: str, placeholders: str, optional: str = "", **kw: Any
 ) -> JudgeDefinition:
-    split = lambda s: frozenset(s.split())  # noqa: E731
+    """A definition from space-separated part and placeholder names."""
+    parts = cast(frozenset[Part], frozenset(requires.split()))
     return JudgeDefinition(
-        name, answer, split(requires), split(placeholders), split(optional), **kw
-    )  # type: ignore[arg-type]
+        name, answer, parts, frozenset(placeholders.split()), frozenset(optional.split()), **kw
+    )
 
 
 _YES_NO = 'a final line "Answer: YES" or "Answer: NO"'
