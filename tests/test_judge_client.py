@@ -145,6 +145,11 @@ async def test_verdict_cache_hit_sends_nothing_and_costs_nothing(stub: StubJudge
     await custom.evaluate(RECORD)
     await evaluator.evaluate(RECORD.model_copy(update={"response": "In 1931."}))
     assert len(stub.received) == 3
+    # Parts the template does not show are not part of the key.
+    fluency = h.evaluator("fluency")
+    await fluency.evaluate(RECORD)
+    await fluency.evaluate(RECORD.model_copy(update={"retrieved_context": ()}))
+    assert len(stub.received) == 4
 
 
 async def test_identical_calls_in_flight_ask_once(stub: StubJudge) -> None:

@@ -228,6 +228,7 @@ class JudgeEvaluator:
         self.model = model
         self.template = template
         self.version = template.version
+        self._shown = template.placeholders
         self._client = client
         self._rubric = rubric
         default = 0.5 if definition.answer in ("unit", "chunks") else 3.0
@@ -246,7 +247,12 @@ class JudgeEvaluator:
             "reference": record.expected_response,
             "rubric": self._rubric,
         }
-        inputs = {k: v if not isinstance(v, list) else "\x1e".join(v) for k, v in values.items()}
+        # The cache key holds only what the judge is shown.
+        inputs = {
+            k: v if not isinstance(v, list) else "\x1e".join(v)
+            for k, v in values.items()
+            if k in self._shown
+        }
         verdict = await self._client.judge(
             evaluator=self.name,
             version=self.version,

@@ -58,6 +58,10 @@ class Template:
     text: str
     version: str
 
+    @property
+    def placeholders(self) -> frozenset[str]:
+        return frozenset(m.group(1).lower() for m in _PLACEHOLDER.finditer(self.text))
+
     def render(self, values: Mapping[str, str | list[str] | None]) -> list[dict[str, str]]:
         """The chat messages for one evaluation: the fixed system message + the template."""
 
