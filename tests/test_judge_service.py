@@ -202,3 +202,32 @@ async def test_escalation_sends_only_unsure_records_to_the_judge(
         for d in ("sampled", "not_escalated")
     }
     assert decisions == {"sampled": 1, "not_escalated": 1}
+
+
+async def test_evaluator_with_its_own_endpoint(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hosted judge for groundedness and a local Ollama MiniCheck for fact_check."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    async with StubJudge(Reply(content="Yes", completion_tokens=1)) as ollama:
+        config = _config(
+            stub,
+            [
+                {"name": "groundedness"},
+                {
+                    "name": "fact_check",
+                    "model": "ollama/bespoke-minicheck",
+                    "api_base": ollama.ollama_base,
+                },
+            ],
+        )
+        service, sink = await _run(config, [RECORD])
+    assert sink.items[0]["fact_check"].label == "supported"
+    assert sink.items[0]["groundedness"].score == 4
+    assert [r.path for r in ollama.received] == ["/api/generate"]
+    assert [r.path for r in stub.received] == ["/v1/chat/completions"]
+    assert stub.received[0].headers["Authorization"] == f"Bearer {SECRET}"
+    # The hosted judge's key is not sent to the evaluator's own endpoint.
+    assert SECRET not in str(ollama.received[0].headers)
+    ok = {"outcome": "ok"}
+    assert _metric(service, "judge_requests_total", model="ollama/bespoke-minicheck", **ok) == 1

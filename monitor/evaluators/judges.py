@@ -221,6 +221,7 @@ class JudgeEvaluator:
         threshold: float | None = None,
         severity_threshold: Severity | None = None,
         rubric: str | None = None,
+        api_base: str | None = None,
     ) -> None:
         self.name = definition.name
         self.definition = definition
@@ -231,6 +232,7 @@ class JudgeEvaluator:
         self._shown = template.placeholders
         self._client = client
         self._rubric = rubric
+        self._api_base = api_base
         default = 0.5 if definition.answer in ("unit", "chunks") else 3.0
         self.threshold = threshold if threshold is not None else default
         self.severity_threshold: Severity = severity_threshold or "medium"
@@ -262,6 +264,7 @@ class JudgeEvaluator:
             parse=self._parser(len(context)),
             format_hint=d.hint,
             max_tokens=d.max_tokens,
+            api_base=self._api_base,
         )
         costs: dict[str, Any] = {
             "input_tokens": verdict.input_tokens,
@@ -433,6 +436,7 @@ def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
         threshold=spec.threshold,
         severity_threshold=spec.severity_threshold,
         rubric=rubric,
+        api_base=spec.options.get("api_base"),
     )
 
 

@@ -292,9 +292,12 @@ class JudgeClient:
         parse: Callable[[str], Parsed],
         format_hint: str,
         max_tokens: int,
+        api_base: str | None = None,
     ) -> Verdict[Any]:
+        """Ask `model` (at `api_base`, default `judge.api_base`) and parse its answer."""
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
-        args = (evaluator, model, messages, parse, format_hint, max_tokens, key)
+        endpoint = api_base or self._config.api_base
+        args = (evaluator, model, endpoint, messages, parse, format_hint, max_tokens, key)
         if key is None:
             return await self._ask(*args)
         leader = self._pending.get(key)
@@ -319,6 +322,7 @@ class JudgeClient:
         self,
         evaluator: str,
         model: str,
+        api_base: str | None,
         messages: Sequence[Mapping[str, str]],
         parse: Callable[[str], Parsed],
         format_hint: str,
@@ -330,7 +334,7 @@ class JudgeClient:
         ]
         spent = _Reply("", None, 0, 0, 0.0)
         try:
-            reply = await self._call(model, conversation, max_tokens, spent)
+            reply = await self._call(model, api_base, conversation, max_tokens, spent)
             try:
                 parsed = parse(reply.text)
             except ParseError as first:
@@ -341,7 +345,7 @@ class JudgeClient:
                     {"role": "assistant", "content": reply.text or "(empty)"},
                     {"role": "user", "content": FORMAT_REMINDER.format(hint=format_hint)},
                 ]
-                reply = await self._call(model, conversation, max_tokens, spent)
+                reply = await self._call(model, api_base, conversation, max_tokens, spent)
                 try:
                     parsed = parse(reply.text)
                 except ParseError as second:
@@ -381,7 +385,12 @@ class JudgeClient:
         )
 
     async def _call(
-        self, model: str, messages: list[dict[str, str]], max_tokens: int, spent: _Reply
+        self,
+        model: str,
+        api_base: str | None,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        spent: _Reply,
     ) -> _Reply:
         """One request with retries; adds its usage to `spent`. Raises `_AttemptError`."""
         breaker = self._breakers.setdefault(
@@ -397,7 +406,7 @@ class JudgeClient:
                     retryable=False,
                 )
             try:
-                reply = await self._attempt(model, messages, max_tokens)
+                reply = await self._attempt(model, api_base, messages, max_tokens)
             except asyncio.CancelledError:
                 breaker.abandon()  # a cancelled probe must not leave the breaker stuck
                 raise
@@ -433,7 +442,9 @@ class JudgeClient:
         ceiling = min(self._backoff_max, self._backoff_base * 2**attempt)
         return self._rng.uniform(0, ceiling)
 
-    async def _attempt(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> _Reply:
+    async def _attempt(
+        self, model: str, api_base: str | None, messages: list[dict[str, str]], max_tokens: int
+    ) -> _Reply:
         litellm = await self._load()
         if model not in self._prepared:
             self._prepare(litellm, model)
@@ -446,15 +457,12 @@ class JudgeClient:
             "max_retries": 0,  # retries are ours, so they are counted and bounded
             "num_retries": 0,
         }
-        if self._config.api_base:
-            kwargs["api_base"] = self._config.api_base
-        if self._api_key:
+        if api_base:
+            kwargs["api_base"] = api_base
+        # The key goes only to the configured judge endpoint, never to an evaluator's own.
+        if self._api_key and api_base == self._config.api_base:
             kwargs["api_key"] = self._api_key
-        elif (
-            self._config.api_base
-            and model.startswith("openai/")
-            and not os.environ.get("OPENAI_API_KEY")
-        ):
+        elif api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             # A self-hosted OpenAI-compatible server that wants no key; the SDK insists on one.
             kwargs["api_key"] = "no-key"
         async with self._semaphore:
