@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -252,3 +255,26 @@ def test_judge_without_a_model_is_a_config_error(tmp_path: Path) -> None:
     ]
     path.write_text("evaluators: [{name: violence, model: ollama/llama-guard}]\n", encoding="utf-8")
     assert load_config(path).evaluators[0].model == "ollama/llama-guard"
+
+
+def test_run_without_the_judge_key_exits_with_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "judge: {model: openai/x, api_key_env: RAG_MONITOR_TEST_ABSENT_KEY}\n"
+        "evaluators: [{name: groundedness}]\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_TEST_ABSENT_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "monitor", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 1
+    assert (
+        "config error: judge.api_key_env: environment variable RAG_MONITOR_TEST_ABSENT_KEY is not set"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stderr
