@@ -56,9 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
         return 1
-    if args.command == "run":
-        return asyncio.run(_run(config))
-    return _replay_main(config, args.file, args.output, args.strict)
+    try:  # components check what only the environment can tell (e.g. a judge API key)
+        if args.command == "run":
+            return asyncio.run(_run(config))
+        return _replay_main(config, args.file, args.output, args.strict)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return 1
 
 
 def _check_config(path: Path) -> int:

@@ -174,6 +174,8 @@ class EvaluatorConfig(_Section):
     escalate_from: str | None = None
     band: tuple[float, float] | None = None
     rubric: str | None = None
+    # Judge endpoint for this evaluator's model (default `judge.api_base`).
+    api_base: str | None = None
 
     @field_validator("name")
     @classmethod

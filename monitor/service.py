@@ -41,7 +41,11 @@ def _spec(cfg: Config, index: int) -> EvaluatorSpec:
         severity_threshold=entry.severity_threshold,
         model=entry.model,
         prompt=entry.prompt,
-        options={"rubric": entry.rubric} if entry.rubric is not None else {},
+        options={
+            key: value
+            for key, value in (("rubric", entry.rubric), ("api_base", entry.api_base))
+            if value is not None
+        },
     )
 
 
