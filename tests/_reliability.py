@@ -1,0 +1,274 @@
+"""Helpers for the reliability and security tests: a `rag-monitor run` subprocess on free
+loopback ports, raw OTLP export requests built with the protobuf classes, and plain
+HTTP/gRPC senders. Nothing here fakes a monitor component."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parent.parent
+GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+PROTO = {"Content-Type": "application/x-protobuf"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One RAG request as two spans in the plain `rag.*` convention."""
+
+    trace_id: bytes
+    query: str = "What is the boiling point of water at sea level?"
+    context: tuple[str, ...] = (
+        "At sea level, water boils at 100 degrees Celsius (212 degrees Fahrenheit).",
+    )
+    response: str = "Water boils at 100 degrees Celsius at sea level."
+    service: str = "rag-api"
+    route: str = "/ask"
+
+
+def trace_ids(prefix: int, n: int) -> list[bytes]:
+    """`n` distinct 16-byte trace ids; `prefix` separates the batches of one test."""
+    return [(prefix + 1).to_bytes(8, "big") + (i + 1).to_bytes(8, "big") for i in range(n)]
+
+
+def _kv(key: str, value: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def export_request(traces: list[Trace]) -> bytes:
+    """An `ExportTraceServiceRequest` body holding every trace, one resource per service."""
+    request = ExportTraceServiceRequest()
+    by_service: dict[str, list[Trace]] = {}
+    for t in traces:
+        by_service.setdefault(t.service, []).append(t)
+    now = time.time_ns()
+    for service, group in by_service.items():
+        scope = ScopeSpans()
+        for t in group:
+            root_id = t.trace_id[8:12] + b"\x00\x00\x00\x01"
+            child_id = t.trace_id[8:12] + b"\x00\x00\x00\x02"
+            docs = json.dumps(
+                [{"content": c, "doc_uri": f"kb/{i}"} for i, c in enumerate(t.context)]
+            )
+            scope.spans.append(
+                Span(
+                    trace_id=t.trace_id,
+                    span_id=child_id,
+                    parent_span_id=root_id,
+                    name="search",
+                    start_time_unix_nano=now,
+                    end_time_unix_nano=now + 1000,
+                    attributes=[_kv("rag.context", docs)],
+                )
+            )
+            scope.spans.append(
+                Span(
+                    trace_id=t.trace_id,
+                    span_id=root_id,
+                    name="handle_question",
+                    kind=Span.SPAN_KIND_SERVER,
+                    start_time_unix_nano=now,
+                    end_time_unix_nano=now + 5000,
+                    attributes=[
+                        _kv("rag.query", t.query),
+                        _kv("rag.response", t.response),
+                        _kv("http.route", t.route),
+                    ],
+                )
+            )
+        request.resource_spans.append(
+            ResourceSpans(
+                resource=Resource(attributes=[_kv("service.name", service)]),
+                scope_spans=[scope],
+            )
+        )
+    data: bytes = request.SerializeToString()
+    return data
+
+
+@dataclass
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def post(port: int, body: bytes, headers: dict[str, str] | None = None) -> HttpReply:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces",
+        data=body,
+        headers=headers if headers is not None else PROTO,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return HttpReply(r.status, dict(r.headers), r.read())
+    except urllib.error.HTTPError as e:
+        return HttpReply(e.code, dict(e.headers), e.read())
+
+
+def grpc_export(
+    port: int, body: bytes, metadata: tuple[tuple[str, str], ...] = ()
+) -> tuple[grpc.StatusCode, str]:
+    """One raw `TraceService/Export` call; returns (status code, details)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(GRPC_METHOD)
+        try:
+            call(body, timeout=30, metadata=metadata)
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details() or ""  # type: ignore[attr-defined]
+    return grpc.StatusCode.OK, ""
+
+
+def proc_memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM (peak) of a live process, from /proc."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@dataclass
+class MonitorProcess:
+    """`python -m monitor run` on free loopback ports, stderr captured to a file.
+
+    `prelude` is Python run before the CLI's `main` in the same interpreter (used only to
+    shorten the judge breaker's cool-down so that minutes of outage fit in seconds)."""
+
+    tmp: Path
+    config: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)
+    prelude: str | None = None
+    grpc_port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def results(self) -> Path:
+        return self.tmp / "results.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.tmp / "monitor.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def _full_config(self) -> dict[str, Any]:
+        cfg = json.loads(json.dumps(self.config))
+        otlp = cfg.setdefault("receivers", {}).setdefault("otlp", {})
+        otlp.setdefault("grpc", {})["endpoint"] = f"127.0.0.1:{self.grpc_port}"
+        otlp.setdefault("http", {})["endpoint"] = f"127.0.0.1:{self.http_port}"
+        exporters = cfg.setdefault("exporters", {})
+        exporters.setdefault("prometheus", {})["endpoint"] = f"127.0.0.1:{self.metrics_port}"
+        exporters.setdefault("results_file", str(self.results))
+        return cfg  # type: ignore[no-any-return]
+
+    def start(self, timeout: float = 90.0) -> MonitorProcess:
+        path = self.tmp / "config.yaml"
+        path.write_text(yaml.safe_dump(self._full_config()))
+        args = ["run", "--config", str(path)]
+        if self.prelude is None:
+            command = [sys.executable, "-m", "monitor", *args]
+        else:
+            code = f"{self.prelude}\nimport sys\nfrom monitor.__main__ import main\nsys.exit(main({args!r}))"
+            command = [sys.executable, "-c", code]
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=log)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                url = f"http://127.0.0.1:{self.metrics_port}/readyz"
+                with urllib.request.urlopen(url, timeout=1):
+                    return self
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.kill()
+                    raise AssertionError(f"monitor did not start:\n{self.log()}") from None
+                time.sleep(0.1)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def metrics_text(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return str(r.read().decode())
+
+    def samples(self) -> Samples:
+        out: Samples = {}
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return out
+
+    def value(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` whose labels include `labels`."""
+        return sum(
+            v
+            for (n, lbls), v in self.samples().items()
+            if n == name and all(dict(lbls).get(k) == want for k, want in labels.items())
+        )
+
+    def results_lines(self) -> list[dict[str, Any]]:
+        if not self.results.exists():
+            return []
+        lines = []
+        for raw in self.results.read_text(encoding="utf-8").splitlines():
+            if raw.strip():
+                lines.append(json.loads(raw))
+        return lines
+
+    def wait_for(self, done: Any, timeout: float = 30.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}\n{self.log()[-4000:]}")
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"monitor exited while waiting for {what}\n{self.log()}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
