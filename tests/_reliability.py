@@ -59,8 +59,9 @@ def _kv(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def export_request(traces: list[Trace]) -> bytes:
-    """An `ExportTraceServiceRequest` body holding every trace, one resource per service."""
+def export_request(traces: list[Trace], parts: str = "both") -> bytes:
+    """An `ExportTraceServiceRequest` body holding every trace, one resource per service;
+    `parts` is "both", "child" (the retrieval span only) or "root" (the root only)."""
     request = ExportTraceServiceRequest()
     by_service: dict[str, list[Trace]] = {}
     for t in traces:
@@ -69,12 +70,13 @@ def export_request(traces: list[Trace]) -> bytes:
     for service, group in by_service.items():
         scope = ScopeSpans()
         for t in group:
-            root_id = t.trace_id[8:12] + b"\x00\x00\x00\x01"
-            child_id = t.trace_id[8:12] + b"\x00\x00\x00\x02"
+            root_id = t.trace_id[12:16] + b"\x00\x00\x00\x01"
+            child_id = t.trace_id[12:16] + b"\x00\x00\x00\x02"
             docs = json.dumps(
                 [{"content": c, "doc_uri": f"kb/{i}"} for i, c in enumerate(t.context)]
             )
-            scope.spans.append(
+            spans = []
+            spans.append(
                 Span(
                     trace_id=t.trace_id,
                     span_id=child_id,
@@ -85,7 +87,7 @@ def export_request(traces: list[Trace]) -> bytes:
                     attributes=[_kv("rag.context", docs)],
                 )
             )
-            scope.spans.append(
+            spans.append(
                 Span(
                     trace_id=t.trace_id,
                     span_id=root_id,
@@ -100,6 +102,8 @@ def export_request(traces: list[Trace]) -> bytes:
                     ],
                 )
             )
+            keep = {"both": spans, "child": spans[:1], "root": spans[1:]}[parts]
+            scope.spans.extend(keep)
         request.resource_spans.append(
             ResourceSpans(
                 resource=Resource(attributes=[_kv("service.name", service)]),
