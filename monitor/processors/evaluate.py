@@ -84,6 +84,11 @@ class EvaluationStage:
     def accepting(self) -> bool:
         return self._accepting
 
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler `_process` decides with (receivers may ask it early, see OTLP)."""
+        return self._sampler
+
     async def start(self) -> None:
         for stage in self._first + self._escalated:
             warm_up = getattr(stage.evaluator, "warm_up", None)

@@ -12,9 +12,9 @@ Records with negative feedback or an error status are always sampled when config
 from __future__ import annotations
 
 import hashlib
+from typing import Protocol
 
 from monitor.config import Sampling
-from monitor.records import RagRecord
 
 _SCALE = float(1 << 64)
 
@@ -22,6 +22,22 @@ _SCALE = float(1 << 64)
 def sampling_position(key: str) -> float:
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / _SCALE
+
+
+class Sampleable(Protocol):
+    """What a decision reads: a `RagRecord`, or a receiver's view of the records it would
+    build (the OTLP ingest decides before extracting, with this same `Sampler`)."""
+
+    @property
+    def sampling_key(self) -> str: ...
+    @property
+    def service(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def feedback(self) -> str | None: ...
+    @property
+    def error(self) -> bool: ...
 
 
 class Sampler:
@@ -40,13 +56,13 @@ class Sampler:
             return override.rate
         return self._config.rate
 
-    def is_priority(self, record: RagRecord) -> bool:
+    def is_priority(self, record: Sampleable) -> bool:
         always = self._config.always
         return (always.negative_feedback and record.feedback == "negative") or (
             always.error and record.error
         )
 
-    def decide(self, record: RagRecord) -> dict[str, bool]:
+    def decide(self, record: Sampleable) -> dict[str, bool]:
         """evaluator name → sampled?"""
         if self.is_priority(record):
             return dict.fromkeys(self._rates, True)
