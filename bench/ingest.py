@@ -8,11 +8,13 @@ OpenInference convention, ~600 bytes per span). Every request gets fresh trace i
 into the pre-serialized body, so the client does little work). The monitor runs with
 sampling 1% and the four local evaluators, pinned to one CPU when `taskset` exists.
 
-Reported per protocol: spans accepted/s, spans turned into records/s (the sustained rate:
-the assembler and the evaluation stage kept up), server CPU seconds per 100k spans, 503 /
-UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference ceilings on the same payload,
-in-process, one thread: raw protobuf parse, our span decode, decode + assembly + record
-extraction.
+Reported per protocol: spans accepted/s, spans whose traces were assembled and released
+per second (the sustained rate: the assembler kept up; the ~1% sampled traces become
+records, the rest are counted in `traces_unsampled_total` without extraction), server
+CPU seconds per 100k spans, 503 / UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference
+ceilings on the same payload, in-process, one thread: raw protobuf parse, our span decode,
+decode + assembly + record extraction of every trace, and the same with the sampling
+decision taken before extraction (what the server does).
 """
 
 from __future__ import annotations
@@ -197,9 +199,11 @@ class Payloads:
 
 def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
+    from monitor.config import Config
+    from monitor.processors.sampler import Sampler
     from monitor.receivers.otlp.assembler import TraceAssembler
     from monitor.receivers.otlp.decode import decode_protobuf
-    from monitor.receivers.otlp.extract import extract_records
+    from monitor.receivers.otlp.extract import extract_records, sampling_view
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
@@ -211,15 +215,23 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
 
     asm = TraceAssembler(idle_timeout_s=10, max_open_traces=10_000)
     payloads = Payloads(count=1, seed=2, light=light)
+    config = Config.model_validate({"sampling": {"rate": 0.01}})
+    sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators})
 
-    def full() -> None:
+    def every_trace() -> None:
         for trace in asm.add(decode_protobuf(payloads.next()).spans, "bench"):
             extract_records(trace.spans)
+
+    def sampled_first() -> None:
+        for trace in asm.add(decode_protobuf(payloads.next()).spans, "bench"):
+            if any(sampler.decide(sampling_view(trace.spans)).values()):
+                extract_records(trace.spans)
 
     return {
         "raw protobuf parse": rate(lambda: ExportTraceServiceRequest.FromString(payload)),
         "span decode": rate(lambda: decode_protobuf(payload)),
-        "decode + assembly + extraction": rate(full),
+        "decode + assembly + extraction": rate(every_trace),
+        "... sampling 1% before extraction": rate(sampled_first),
     }
 
 
@@ -310,7 +322,9 @@ async def _drive_grpc(
     return sent, pushback
 
 
-def run_protocol(protocol: str, seconds: float, concurrency: int, light: int) -> dict[str, float]:
+def run_protocol(
+    protocol: str, seconds: float, concurrency: int, light: int, profile: str | None = None
+) -> dict[str, float]:
     grpc_port, http_port, metrics_port = _port(), _port(), _port()
     tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
     config = tmp / "config.yaml"
@@ -351,9 +365,32 @@ def run_protocol(protocol: str, seconds: float, concurrency: int, light: int) ->
         asyncio.run(drive(port, payloads, 3, concurrency))  # warm-up
         time.sleep(1)
         before = _metrics(metrics_port)
+        spy = None
+        if profile:
+            # Collapsed stacks of the server during the measured window (py-spy's "raw").
+            spy = subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "-p",
+                    str(proc.pid),
+                    "-f",
+                    "raw",
+                    "-o",
+                    f"{profile}.{protocol}.txt",
+                    "-d",
+                    str(int(seconds)),
+                    "-r",
+                    "200",
+                    "--gil",
+                ],
+                stdout=subprocess.DEVNULL,
+            )
         cpu0, _ = _proc_stats(proc.pid)
         t0 = time.monotonic()
         sent, pushback = asyncio.run(drive(port, payloads, seconds, concurrency))
+        if spy is not None:
+            spy.wait(timeout=60)
         # Let the pipeline drain what was accepted, then read the counters.
         time.sleep(1.5)
         elapsed = time.monotonic() - t0
@@ -362,14 +399,22 @@ def run_protocol(protocol: str, seconds: float, concurrency: int, light: int) ->
         accepted = _sum(after, "rag_monitor_spans_received_total") - _sum(
             before, "rag_monitor_spans_received_total"
         )
+        traces = _sum(after, "rag_monitor_traces_assembled_total") - _sum(
+            before, "rag_monitor_traces_assembled_total"
+        )
         records = _sum(after, "rag_monitor_records_total") - _sum(
             before, "rag_monitor_records_total"
+        )
+        unsampled = _sum(after, "rag_monitor_traces_unsampled_total") - _sum(
+            before, "rag_monitor_traces_unsampled_total"
         )
         return {
             "requests": sent,
             "pushbacks": pushback,
             "spans_accepted_per_s": accepted / seconds,
-            "spans_to_records_per_s": records * payloads.spans_per_trace / elapsed,
+            "spans_assembled_per_s": traces * payloads.spans_per_trace / elapsed,
+            "records": records,
+            "unsampled_traces": unsampled,
             "server_cpu_s_per_100k_spans": (cpu1 - cpu0) / max(accepted, 1) * 100_000,
             "peak_rss_mb": hwm / 2**20,
         }
@@ -395,6 +440,11 @@ def main() -> None:
         default=0,
         help="extra non-RAG spans per trace (e.g. 12: a service with DB/HTTP client spans)",
     )
+    parser.add_argument(
+        "--py-spy",
+        metavar="PREFIX",
+        help="profile the server with py-spy (collapsed stacks to PREFIX.<protocol>.txt)",
+    )
     args = parser.parse_args()
     payload, ids = build_payload(random.Random(0), args.light_spans)
     print(
@@ -404,10 +454,14 @@ def main() -> None:
     for name, value in reference(payload, args.light_spans).items():
         print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
     for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
-        result = run_protocol(protocol, args.seconds, args.concurrency, args.light_spans)
+        result = run_protocol(
+            protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy
+        )
         print(
             f"otlp_{protocol:5s} accepted {result['spans_accepted_per_s']:8.0f} spans/s, "
-            f"to records {result['spans_to_records_per_s']:8.0f} spans/s, "
+            f"assembled {result['spans_assembled_per_s']:8.0f} spans/s, "
+            f"{int(result['records'])} records evaluated / "
+            f"{int(result['unsampled_traces'])} traces unsampled, "
             f"server CPU {result['server_cpu_s_per_100k_spans']:.2f} s/100k spans "
             f"(= {100_000 / max(result['server_cpu_s_per_100k_spans'], 1e-9):.0f} spans per CPU-second), "
             f"{int(result['pushbacks'])} pushbacks / {int(result['requests'])} requests, "

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monitor.receivers.otlp.decode import DecodeError, Span, SpanEvent, decode_json, decode_protobuf
-from monitor.receivers.otlp.extract import extract_records
+from monitor.receivers.otlp.extract import extract_records, sampling_view
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,6 +143,26 @@ def test_mutated_real_payload_decodes_or_raises_decode_error(data: st.DataObject
     except DecodeError:
         return
     extract_records(decoded.spans)
+
+
+@_SETTINGS
+@given(st.data())
+def test_mutated_real_payload_lazy_decode_fails_only_with_decode_error(
+    data: st.DataObject,
+) -> None:
+    """The receivers decode attributes when first read: corruption inside a value then
+    surfaces from extraction (or the sampling view), as the same `DecodeError`."""
+    body = bytearray(_REAL)
+    for _ in range(data.draw(st.integers(1, 5))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        spans = decode_protobuf(bytes(body), lazy=True).spans
+        if spans:
+            for trace_id in {s.trace_id for s in spans}:
+                sampling_view([s for s in spans if s.trace_id == trace_id])
+        extract_records(spans)
+    except DecodeError as exc:
+        assert exc.reason == "bad_protobuf"
 
 
 @_SETTINGS

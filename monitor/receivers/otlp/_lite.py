@@ -1,11 +1,21 @@
-"""A wire-compatible, reduced view of `ExportTraceServiceRequest` for fast decoding.
+"""Wire-compatible, reduced views of `ExportTraceServiceRequest` for fast decoding.
 
-The OTLP `KeyValue {string key = 1; AnyValue value = 2;}` has the same wire format as a
-protobuf map entry, so declaring `attributes` as `map<string, bytes>` lets the C parser
-build the key → serialized-`AnyValue` mapping in one step instead of allocating two
-message wrappers per attribute (about twice as fast on RAG-sized spans). Fields the
-monitor never reads (trace_state, links, dropped counts, scope) are left out and skipped
-by the parser as unknown fields.
+Three views of the same bytes, each parsed by the C (upb) parser in one call:
+
+- `SkeletonRequest`: per span only what trace assembly needs (ids, parent, name, times,
+  flags) plus the status as raw bytes; attributes and events are skipped as unknown
+  fields. Resource attributes are kept (one map per resource, read once per request).
+- `RawRequest`: each span as its serialized bytes (`ScopeSpans.spans` declared as
+  `repeated bytes`), kept so that a span's attributes and events can be decoded later,
+  and only for the traces that are evaluated.
+- `LiteSpan`: one span with attributes and events, for that later decoding. The OTLP
+  `KeyValue {string key = 1; AnyValue value = 2;}` has the same wire format as a
+  protobuf map entry, so declaring `attributes` as `map<string, bytes>` lets the C parser
+  build the key → serialized-`AnyValue` mapping in one step instead of allocating two
+  message wrappers per attribute (about twice as fast on RAG-sized spans).
+
+Fields the monitor never reads (trace_state, links, dropped counts, scope) are left out
+and skipped by the parser as unknown fields.
 """
 
 from __future__ import annotations
@@ -17,38 +27,78 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "rag_monitor.otlp_lite"
 
+Field = tuple[str, int, int, bool, str | None]
 
-def _build() -> type[Any]:
-    file = descriptor_pb2.FileDescriptorProto(
-        name="rag_monitor_otlp_lite.proto", package=_PACKAGE, syntax="proto3"
+
+def _message(
+    file: descriptor_pb2.FileDescriptorProto, name: str, fields: list[Field], *, attrs: int = 0
+) -> None:
+    desc = file.message_type.add(name=name)
+    if attrs:
+        entry = desc.nested_type.add(name="AttributesEntry")
+        entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
+        entry.field.add(name="value", number=2, type=_F.TYPE_BYTES, label=_F.LABEL_OPTIONAL)
+        entry.options.map_entry = True
+        fields = [*fields, ("attributes", attrs, _F.TYPE_MESSAGE, True, f"{name}.AttributesEntry")]
+    for field_name, number, kind, repeated, type_name in fields:
+        field = desc.field.add(
+            name=field_name,
+            number=number,
+            type=kind,
+            label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
+        )
+        if type_name is not None:
+            field.type_name = f".{file.package}.{type_name}"
+
+
+def _span_ids() -> list[Field]:
+    return [
+        ("trace_id", 1, _F.TYPE_BYTES, False, None),
+        ("span_id", 2, _F.TYPE_BYTES, False, None),
+        ("parent_span_id", 4, _F.TYPE_BYTES, False, None),
+        ("name", 5, _F.TYPE_STRING, False, None),
+        ("start_time_unix_nano", 7, _F.TYPE_FIXED64, False, None),
+        ("end_time_unix_nano", 8, _F.TYPE_FIXED64, False, None),
+        ("flags", 16, _F.TYPE_FIXED32, False, None),
+    ]
+
+
+def _request(
+    file: descriptor_pb2.FileDescriptorProto, span: tuple[int, str | None], *, resource: bool
+) -> None:
+    kind, type_name = span
+    _message(file, "ScopeSpans", [("spans", 2, kind, True, type_name)])
+    fields: list[Field] = [("scope_spans", 2, _F.TYPE_MESSAGE, True, "ScopeSpans")]
+    if resource:
+        _message(file, "Resource", [], attrs=1)
+        fields.append(("resource", 1, _F.TYPE_MESSAGE, False, "Resource"))
+    _message(file, "ResourceSpans", fields)
+    _message(file, "Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
+
+
+def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
+    pool = descriptor_pool.DescriptorPool()
+
+    skeleton = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_skeleton.proto", package=f"{_PACKAGE}.skeleton", syntax="proto3"
     )
+    # The status stays serialized: almost always empty or {code: OK}, compared as bytes.
+    _message(skeleton, "Span", [*_span_ids(), ("status", 15, _F.TYPE_BYTES, False, None)])
+    _request(skeleton, (_F.TYPE_MESSAGE, "Span"), resource=True)
+    pool.Add(skeleton)
 
-    def message(
-        name: str, fields: list[tuple[str, int, int, bool, str | None]], *, attrs: int = 0
-    ) -> None:
-        desc = file.message_type.add(name=name)
-        if attrs:
-            entry = desc.nested_type.add(name="AttributesEntry")
-            entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
-            entry.field.add(name="value", number=2, type=_F.TYPE_BYTES, label=_F.LABEL_OPTIONAL)
-            entry.options.map_entry = True
-            fields = [
-                *fields,
-                ("attributes", attrs, _F.TYPE_MESSAGE, True, f"{name}.AttributesEntry"),
-            ]
-        for field_name, number, kind, repeated, type_name in fields:
-            field = desc.field.add(
-                name=field_name,
-                number=number,
-                type=kind,
-                label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
-            )
-            if type_name is not None:
-                field.type_name = f".{_PACKAGE}.{type_name}"
+    raw = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_raw.proto", package=f"{_PACKAGE}.raw", syntax="proto3"
+    )
+    _request(raw, (_F.TYPE_BYTES, None), resource=False)
+    pool.Add(raw)
 
-    message("Resource", [], attrs=1)
-    message("Status", [("code", 3, _F.TYPE_INT32, False, None)])
-    message(
+    full = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_span.proto", package=f"{_PACKAGE}.span", syntax="proto3"
+    )
+    _message(full, "Status", [("code", 3, _F.TYPE_INT32, False, None)])
+    _message(
+        full,
         "Event",
         [
             ("time_unix_nano", 1, _F.TYPE_FIXED64, False, None),
@@ -56,36 +106,19 @@ def _build() -> type[Any]:
         ],
         attrs=3,
     )
-    message(
-        "Span",
-        [
-            ("trace_id", 1, _F.TYPE_BYTES, False, None),
-            ("span_id", 2, _F.TYPE_BYTES, False, None),
-            ("parent_span_id", 4, _F.TYPE_BYTES, False, None),
-            ("name", 5, _F.TYPE_STRING, False, None),
-            ("start_time_unix_nano", 7, _F.TYPE_FIXED64, False, None),
-            ("end_time_unix_nano", 8, _F.TYPE_FIXED64, False, None),
-            ("events", 11, _F.TYPE_MESSAGE, True, "Event"),
-            ("status", 15, _F.TYPE_MESSAGE, False, "Status"),
-            ("flags", 16, _F.TYPE_FIXED32, False, None),
-        ],
-        attrs=9,
+    _message(full, "Span", [("events", 11, _F.TYPE_MESSAGE, True, "Event")], attrs=9)
+    pool.Add(full)
+
+    def cls(name: str) -> type[Any]:
+        found: type[Any] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+        return found
+
+    return (
+        cls(f"{_PACKAGE}.skeleton.Request"),
+        cls(f"{_PACKAGE}.raw.Request"),
+        cls(f"{_PACKAGE}.span.Span"),
+        cls(f"{_PACKAGE}.span.Status"),
     )
-    message("ScopeSpans", [("spans", 2, _F.TYPE_MESSAGE, True, "Span")])
-    message(
-        "ResourceSpans",
-        [
-            ("resource", 1, _F.TYPE_MESSAGE, False, "Resource"),
-            ("scope_spans", 2, _F.TYPE_MESSAGE, True, "ScopeSpans"),
-        ],
-    )
-    message("Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    request: type[Any] = message_factory.GetMessageClass(
-        pool.FindMessageTypeByName(f"{_PACKAGE}.Request")
-    )
-    return request
 
 
-LiteRequest = _build()
+SkeletonRequest, RawRequest, LiteSpan, LiteStatus = _build()

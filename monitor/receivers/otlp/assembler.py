@@ -40,7 +40,7 @@ class _Open:
     has_root: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
 class FinishedTrace:
     trace_id: str
     spans: list[Span]

@@ -16,13 +16,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from monitor.receivers.otlp._lite import LiteRequest as _LiteRequest
+from monitor.receivers.otlp._lite import LiteSpan as _LiteSpan
+from monitor.receivers.otlp._lite import LiteStatus as _LiteStatus
+from monitor.receivers.otlp._lite import RawRequest as _RawRequest
+from monitor.receivers.otlp._lite import SkeletonRequest as _SkeletonRequest
 
 # OTLP span flags: bit 8 says whether bit 9 (parent is remote) is meaningful.
 _HAS_IS_REMOTE = 0x100
@@ -49,27 +52,168 @@ class SpanEvent:
     attributes: dict[str, Any]
 
 
-@dataclass(slots=True)
-class Span:
-    """One span, reduced to what trace assembly and record extraction read."""
+_MISSING: Any = object()
 
-    trace_id: str  # 32 lowercase hex characters
-    span_id: str  # 16 lowercase hex characters
-    parent_span_id: str  # "" for a root span
-    name: str
-    start_unix_nano: int
-    end_unix_nano: int
-    attributes: dict[str, Any]
-    events: list[SpanEvent]
-    error: bool
-    service: str
-    parent_is_remote: bool = False
-    resource: dict[str, Any] = field(default_factory=dict)
+
+class Span:
+    """One span, reduced to what trace assembly and record extraction read.
+
+    Spans decoded from protobuf keep their serialized bytes (`raw`) and turn attributes
+    and events into Python values only when first read, so traces that are never
+    evaluated never pay for it. A value that turns out to be corrupt raises
+    `DecodeError("bad_protobuf", ...)` at that point. `attribute(key)` reads one
+    attribute without decoding the others.
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_events",
+        "_raw",
+        "end_unix_nano",
+        "error",
+        "name",
+        "parent_is_remote",
+        "parent_span_id",
+        "resource",
+        "service",
+        "span_id",
+        "start_unix_nano",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        trace_id: str,  # 32 lowercase hex characters
+        span_id: str,  # 16 lowercase hex characters
+        parent_span_id: str,  # "" for a root span
+        name: str,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        attributes: dict[str, Any] | None = None,
+        events: list[SpanEvent] | None = None,
+        error: bool = False,
+        service: str = "unknown",
+        parent_is_remote: bool = False,
+        resource: dict[str, Any] | None = None,
+        *,
+        raw: bytes | None = None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.error = error
+        self.service = service
+        self.parent_is_remote = parent_is_remote
+        self.resource: dict[str, Any] = {} if resource is None else resource
+        self._raw = raw
+        if raw is None:
+            self._attributes: dict[str, Any] | None = {} if attributes is None else attributes
+            self._events: list[SpanEvent] | None = [] if events is None else events
+        else:
+            self._attributes = attributes
+            self._events = events
 
     @property
     def is_root(self) -> bool:
         """A local root: no parent, or a parent in another process."""
         return not self.parent_span_id or self.parent_is_remote
+
+    @property
+    def decoded(self) -> bool:
+        """Whether attributes and events are Python values yet (not still serialized)."""
+        return self._raw is None
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        if self._attributes is None:
+            self.decode()
+        assert self._attributes is not None
+        return self._attributes
+
+    @property
+    def events(self) -> list[SpanEvent]:
+        if self._events is None:
+            self.decode()
+        assert self._events is not None
+        return self._events
+
+    def attribute(self, key: str, default: Any = None) -> Any:
+        """One attribute's value (`default` when absent), decoding no other attribute."""
+        raw = self._raw
+        if raw is None:
+            return self.attributes.get(key, default)
+        if key.encode() not in raw:  # keys are stored verbatim: absent for sure
+            return default
+        entries = self._parse().attributes
+        if key not in entries:
+            return default
+        return self._guard(_raw_value, entries[key])
+
+    def _parse(self) -> Any:
+        try:
+            return _LiteSpan.FromString(self._raw)
+        except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
+            raise self._corrupt(exc) from None
+
+    def _guard(self, convert: Any, value: Any) -> Any:
+        try:
+            return convert(value)
+        except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
+            raise self._corrupt(exc) from None
+
+    def _corrupt(self, exc: Exception) -> DecodeError:
+        return DecodeError(
+            "bad_protobuf", f"span {self.span_id}: attributes or events are corrupt: {exc}"
+        )
+
+    def decode(self) -> None:
+        """Decode the attributes and events now (no-op when already done)."""
+        if self._raw is None:
+            return
+        message = self._parse()
+        attributes = self._guard(_attributes, message.attributes)
+        raw_events = message.events
+        events = (
+            [
+                SpanEvent(e.name, e.time_unix_nano, self._guard(_attributes, e.attributes))
+                for e in raw_events
+            ]
+            if raw_events
+            else []
+        )
+        self._attributes, self._events, self._raw = attributes, events, None
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.trace_id,
+            self.span_id,
+            self.parent_span_id,
+            self.name,
+            self.start_unix_nano,
+            self.end_unix_nano,
+            self.attributes,
+            self.events,
+            self.error,
+            self.service,
+            self.parent_is_remote,
+            self.resource,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Span):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Span(trace_id={self.trace_id!r}, span_id={self.span_id!r}, "
+            f"parent_span_id={self.parent_span_id!r}, name={self.name!r})"
+        )
 
 
 @dataclass(slots=True)
@@ -124,26 +268,52 @@ def _attributes(entries: Any) -> dict[str, Any]:
     return out
 
 
-def decode_protobuf(body: bytes) -> Decoded:
-    """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected."""
+def decode_protobuf(body: bytes, *, lazy: bool = False) -> Decoded:
+    """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected.
+
+    With `lazy`, only the span skeleton (ids, parent, name, times, flags, status) is
+    decoded here and attributes and events stay serialized in each `Span` until read (a
+    corrupt value then raises `DecodeError` when read); otherwise every span is decoded
+    now and any corruption raises here."""
     try:
-        return _decode_protobuf(_LiteRequest.FromString(body))
+        decoded = _decode_protobuf(_SkeletonRequest.FromString(body), _RawRequest.FromString(body))
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
-        # Attribute values are parsed lazily, so corruption inside one surfaces here too.
         raise DecodeError(
             "bad_protobuf", f"body is not an ExportTraceServiceRequest: {exc}"
         ) from None
+    if not lazy:
+        for span in decoded.spans:
+            span.decode()
+    return decoded
 
 
-def _decode_protobuf(request: Any) -> Decoded:
+_STATUS_UNSET_OR_OK = (b"", b"\x18\x01")
+_STATUS_ERROR_BYTES = b"\x18\x02"
+
+
+def _is_error(status: bytes) -> bool:
+    if status in _STATUS_UNSET_OR_OK:
+        return False
+    if status == _STATUS_ERROR_BYTES:
+        return True
+    code: int = _LiteStatus.FromString(status).code  # a status with a message
+    return code == _STATUS_ERROR
+
+
+def _decode_protobuf(request: Any, raw_request: Any) -> Decoded:
     spans: list[Span] = []
+    append = spans.append
     rejected = 0
     message = ""
-    for r, resource_spans in enumerate(request.resource_spans):
+    for r, (resource_spans, raw_resource) in enumerate(
+        zip(request.resource_spans, raw_request.resource_spans, strict=True)
+    ):
         resource = _attributes(resource_spans.resource.attributes)
         service = str(resource.get("service.name") or "unknown")
-        for s, scope_spans in enumerate(resource_spans.scope_spans):
-            for i, span in enumerate(scope_spans.spans):
+        for s, (scope_spans, raw_scope) in enumerate(
+            zip(resource_spans.scope_spans, raw_resource.scope_spans, strict=True)
+        ):
+            for i, (span, raw) in enumerate(zip(scope_spans.spans, raw_scope.spans, strict=True)):
                 trace_id = span.trace_id
                 span_id = span.span_id
                 parent = span.parent_span_id
@@ -162,29 +332,21 @@ def _decode_protobuf(request: Any) -> Decoded:
                         )
                     continue
                 flags = span.flags
-                raw_events = span.events
-                events = (
-                    [
-                        SpanEvent(e.name, e.time_unix_nano, _attributes(e.attributes))
-                        for e in raw_events
-                    ]
-                    if raw_events
-                    else []
-                )
-                spans.append(
+                append(
                     Span(
-                        trace_id=trace_id.hex(),
-                        span_id=span_id.hex(),
-                        parent_span_id=parent.hex() if parent else "",
-                        name=span.name,
-                        start_unix_nano=span.start_time_unix_nano,
-                        end_unix_nano=span.end_time_unix_nano,
-                        attributes=_attributes(span.attributes),
-                        events=events,
-                        error=span.status.code == _STATUS_ERROR,
-                        service=service,
-                        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-                        resource=resource,
+                        trace_id.hex(),
+                        span_id.hex(),
+                        parent.hex() if parent else "",
+                        span.name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        None,
+                        None,
+                        _is_error(span.status),
+                        service,
+                        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+                        resource,
+                        raw=raw,
                     )
                 )
     return Decoded(spans, rejected, message)

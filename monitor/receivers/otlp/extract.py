@@ -39,6 +39,7 @@ from monitor.receivers.otlp.decode import Span
 from monitor.records import RagRecord
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
+_ABSENT: Any = object()
 
 
 @dataclass(slots=True)
@@ -56,10 +57,7 @@ def extract_records(
     """All records in one trace's spans (possibly none)."""
     if not spans:
         return []
-    ordered = sorted(spans, key=lambda s: (s.start_unix_nano, s.end_unix_nano))
-    by_id = {s.span_id: s for s in ordered}
-    roots = [s for s in ordered if s.is_root or s.parent_span_id not in by_id]
-    root = roots[0]
+    ordered, by_id, root = _shape(spans)
     retrievals: list[Retrieval] = []
     generations: list[Generation] = []
     conventions: set[str] = set()
@@ -78,11 +76,10 @@ def extract_records(
         return []
     retrievals = _outermost(retrievals, by_id)
     answers = _answers(generations, retrievals)
-    route = _first_attr(root, ordered, route_attribute)
     common: dict[str, Any] = {
         "trace_id": root.trace_id,
         "service": root.service,
-        "route": "" if route is None else str(route),
+        "route": _route(root, ordered, route_attribute),
         "timestamp": root.start_unix_nano / 1e9 if root.start_unix_nano else None,
         "feedback": top.feedback,
     }
@@ -128,13 +125,72 @@ def extract_records(
     return records
 
 
-def _first_attr(root: Span, spans: list[Span], key: str) -> Any:
-    if key in root.attributes:
-        return root.attributes[key]
+@dataclass(slots=True)  # not frozen: one per trace, and a frozen init costs 3x
+class SamplingView:
+    """What `Sampler.decide` reads of the records a trace would yield (`Sampleable`)."""
+
+    trace_id: str
+    service: str
+    route: str
+    feedback: str | None
+    error: bool
+
+    @property
+    def sampling_key(self) -> str:
+        return self.trace_id  # as for the records, which all carry the trace id
+
+
+def sampling_view(
+    spans: Sequence[Span], *, route_attribute: str | None = "http.route"
+) -> SamplingView:
+    """The sampler's input for the records `extract_records` would build, without
+    building them: trace id, service and route exactly as the records get them, the
+    feedback the records carry, and `error` if any span failed (a record's `error` covers
+    the spans it was built from, so the view is never less of a priority than a record).
+    Reads the route key and `rag.feedback` per span and decodes no other attribute.
+    `route_attribute=None` leaves the route empty, for a sampler whose overrides name no
+    route (the route cannot change its decision then). `spans` must not be empty."""
+    ordered, _, root = _shape(spans)
+    return SamplingView(
+        root.trace_id,
+        root.service,
+        "" if route_attribute is None else _route(root, ordered, route_attribute),
+        _feedback(ordered),
+        any(s.error for s in ordered),
+    )
+
+
+def _shape(spans: Sequence[Span]) -> tuple[list[Span], dict[str, Span], Span]:
+    """Spans by time, by id, and the root: the earliest span without a parent in the trace."""
+    ordered = sorted(spans, key=lambda s: (s.start_unix_nano, s.end_unix_nano))
+    by_id = {s.span_id: s for s in ordered}
+    for span in ordered:
+        if span.is_root or span.parent_span_id not in by_id:
+            return ordered, by_id, span
+    raise ValueError("no root span: the parent links form a cycle")
+
+
+def _route(root: Span, spans: list[Span], key: str) -> str:
+    """The route attribute of the root, else of the earliest span that has it, else the
+    root's resource attribute."""
+    value = root.attribute(key, _ABSENT)
+    if value is _ABSENT:
+        for span in spans:
+            value = span.attribute(key, _ABSENT)
+            if value is not _ABSENT:
+                break
+        else:
+            value = root.resource.get(key)
+    return "" if value is None else str(value)
+
+
+def _feedback(spans: list[Span]) -> str | None:
+    """`rag.feedback` of the earliest span where it is "positive" or "negative"."""
     for span in spans:
-        if key in span.attributes:
-            return span.attributes[key]
-    return root.resource.get(key)
+        value = span.attribute("rag.feedback")
+        if value in ("positive", "negative"):
+            return str(value)
+    return None
 
 
 def _depth(span: Span, by_id: dict[str, Span]) -> int:
@@ -147,7 +203,7 @@ def _depth(span: Span, by_id: dict[str, Span]) -> int:
 
 def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
     """The request's own query/answer: `rag.*` anywhere, else the topmost chain span."""
-    top = _Top()
+    top = _Top(feedback=_feedback(spans))
     chain: Span | None = None
     chain_depth = 1 << 30
     for span in spans:
@@ -158,8 +214,6 @@ def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
             top.explicit_response = a["rag.response"]
         if top.docs is None:
             top.docs = _rag_context(a)
-        if top.feedback is None and a.get("rag.feedback") in ("positive", "negative"):
-            top.feedback = a["rag.feedback"]
         if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
             kind = a.get("openinference.span.kind")
             op = a.get("gen_ai.operation.name")

@@ -8,8 +8,17 @@ for lack of room. One task drains the queue, assembles traces in the worker thre
 extracts records and hands each to the evaluation stage with `await stage.put(...)`, so a
 slow stage holds the queue full and pushes back on senders rather than growing memory.
 
+Sampling comes before extraction: when the stage exposes its `Sampler` (`stage.sampler`),
+each released trace is first reduced to what the sampler reads (`sampling_view`: trace
+id, service, route, feedback, error — one or two attribute lookups, no decoding of the
+rest) and asked with the same `Sampler.decide` the stage calls; a trace no evaluator
+would sample is counted in `traces_unsampled_total{service}` and never extracted. The
+view is never less of a priority than the records built from the trace, so a trace
+dropped here is one the stage would have skipped for every evaluator.
+
 Self-metrics beyond DESIGN.md's table (registered here, on the service's registry):
-`rag_monitor_open_traces` (gauge) and `rag_monitor_traces_assembled_total{trigger}`.
+`rag_monitor_open_traces` (gauge), `rag_monitor_traces_assembled_total{trigger}` and
+`rag_monitor_traces_unsampled_total{service}`.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter as Tally
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +36,10 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import Counter, Gauge
 
 from monitor.config import Config
+from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp.assembler import TRIGGERS, FinishedTrace, TraceAssembler
-from monitor.receivers.otlp.decode import Span
-from monitor.receivers.otlp.extract import extract_records
+from monitor.receivers.otlp.decode import DecodeError, Span
+from monitor.receivers.otlp.extract import extract_records, sampling_view
 from monitor.records import RagRecord
 from monitor.telemetry import NAMESPACE, Telemetry
 
@@ -70,7 +81,17 @@ class OtlpIngest:
         otlp = config.receivers.otlp
         self._capacity = otlp.queue_size
         self._route_attribute = otlp.route_attribute
+        # The sampler compares routes only for overrides that name one: without such an
+        # override the view skips the route lookup (a span decode per trace).
+        self._view_route: str | None = (
+            otlp.route_attribute
+            if any(o.route is not None for o in config.sampling.overrides)
+            else None
+        )
         self._stage = stage
+        sampler = getattr(stage, "sampler", None)
+        # Without a sampler (a stand-in stage) every trace is extracted and handed on.
+        self._sampler: Sampler | None = sampler if isinstance(sampler, Sampler) else None
         self._t = telemetry
         self._queue: deque[tuple[str, list[Span]]] = deque()
         self._queued = 0
@@ -101,6 +122,13 @@ class OtlpIngest:
         )
         for trigger in TRIGGERS:
             self.assembled.labels(trigger)
+        self.unsampled = Counter(
+            "traces_unsampled",
+            "Assembled traces no evaluator would sample, dropped before record extraction.",
+            ("service",),
+            namespace=NAMESPACE,
+            registry=telemetry.registry,
+        )
         telemetry.queue_depth.labels(STAGE).set(0)
 
     @property
@@ -217,10 +245,23 @@ class OtlpIngest:
             finished += self._assembler.drain()
         self.open_traces.set(self._assembler.open_traces)
         out: list[tuple[str, RagRecord]] = []
+        triggers: Tally[str] = Tally()
+        unsampled: Tally[str] = Tally()
+        sampler = self._sampler
         for trace in finished:
-            self.assembled.labels(trace.trigger).inc()
+            triggers[trace.trigger] += 1
             try:
+                if sampler is not None and trace.spans:
+                    view = sampling_view(trace.spans, route_attribute=self._view_route)
+                    if not any(sampler.decide(view).values()):
+                        unsampled[view.service] += 1
+                        continue
                 records = extract_records(trace.spans, route_attribute=self._route_attribute)
+            except DecodeError as exc:
+                # An attribute value that is not valid protobuf, found when first read.
+                self._t.records_rejected.labels(trace.source, exc.reason).inc()
+                self.warn.warning(exc.reason, "trace %s: %s", trace.trace_id, exc.detail)
+                continue
             except Exception as exc:
                 self._t.records_rejected.labels(trace.source, "extract_failed").inc()
                 self.warn.warning(
@@ -231,6 +272,10 @@ class OtlpIngest:
                 self._t.dropped.labels(STAGE, "not_rag").inc()
                 continue
             out += [(trace.source, r) for r in records]
+        for trigger, n in triggers.items():
+            self.assembled.labels(trigger).inc(n)
+        for service, n in unsampled.items():
+            self.unsampled.labels(self._t.service_cap(service)).inc(n)
         return out
 
     async def _deliver(self, records: list[tuple[str, RagRecord]]) -> None:

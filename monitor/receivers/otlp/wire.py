@@ -43,10 +43,11 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
 
 
 def decode_request(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> Decoded:
-    """Decompress (optionally) and decode an export request; runs off the event loop."""
+    """Decompress (optionally) and decode an export request; runs off the event loop.
+    Protobuf spans are decoded lazily: attributes only for the traces that are sampled."""
     if gzip:
         body = gunzip_capped(body, limit)
-    return decode_json(body) if as_json else decode_protobuf(body)
+    return decode_json(body) if as_json else decode_protobuf(body, lazy=True)
 
 
 def token_ok(presented: str | None, expected: str | None) -> bool:

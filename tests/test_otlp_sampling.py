@@ -1,0 +1,316 @@
+"""Sampling before extraction in the OTLP ingest: the early decision is the stage's own
+`Sampler.decide`, unsampled traces are counted and never extracted, and priority traces
+(error status, negative feedback) are evaluated whatever the rate. Spans come from the
+real OpenTelemetry SDK; the receivers run in process over real HTTP. The evaluation stage
+is a recorder that carries a real `Sampler` (as `EvaluationStage.sampler` does)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+import monitor.receivers.otlp.ingest as ingest_module
+from monitor.config import Config, Sampling
+from monitor.processors.sampler import Sampler
+from monitor.receivers.otlp import OtlpReceivers
+from monitor.receivers.otlp.decode import Span, decode_protobuf
+from monitor.receivers.otlp.extract import extract_records, sampling_view
+from monitor.records import RagRecord
+from monitor.telemetry import Telemetry, create_telemetry
+from tests._otlp import CONVENTIONS, WATER, otlp_bytes
+
+EVALUATORS: dict[str, float | None] = {"local_groundedness": None, "local_relevance": 0.5}
+
+
+def _emit_varied(tracer: Tracer, rng: random.Random) -> None:
+    """One RAG trace with a random route, feedback, error status and shape."""
+    route = rng.choice(["/ask", "/admin", "/chat"])
+    feedback = rng.choice([None, None, "positive", "negative", "neutral"])
+    with tracer.start_as_current_span(
+        "handle", attributes={"rag.query": "q?", "http.route": route}
+    ) as root:
+        with tracer.start_as_current_span("search", attributes={"rag.context": '["doc"]'}):
+            pass
+        child: dict[str, Any] = {"rag.response": "a"}
+        if feedback is not None:
+            child["rag.feedback"] = feedback
+        with tracer.start_as_current_span("generate", attributes=child) as gen:
+            if rng.random() < 0.1:
+                gen.set_status(Status(StatusCode.ERROR, "boom"))
+        if rng.random() < 0.05:
+            root.set_status(Status(StatusCode.ERROR, "boom"))
+    if rng.random() < 0.2:  # a trace of another convention, with its own root
+        CONVENTIONS[rng.choice(sorted(CONVENTIONS))](tracer, WATER, lambda: None)
+
+
+def _traces(count: int) -> list[list[Span]]:
+    rng = random.Random(7)
+    spans: list[ReadableSpan] = []
+    for service in ("svc-a", "svc-b"):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("tests")
+        for _ in range(count // 2):
+            _emit_varied(tracer, rng)
+        provider.shutdown()
+        spans += exporter.get_finished_spans()
+    by_trace: dict[str, list[Span]] = {}
+    for span in decode_protobuf(otlp_bytes(spans), lazy=True).spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    return list(by_trace.values())
+
+
+SAMPLINGS = {
+    "base rate": Sampling(rate=0.3),
+    "overrides by service and route, no error priority": Sampling.model_validate(
+        {
+            "rate": 0.05,
+            "overrides": [
+                {"service": "svc-b", "rate": 0.8},
+                {"route": "/admin", "rate": 0.0},
+                {"service": "svc-a", "route": "/ask", "rate": 0.5},
+            ],
+            "always": {"error": False},
+        }
+    ),
+    "rate 0, priorities only": Sampling(rate=0.0),
+    "rate 0, no priorities": Sampling.model_validate(
+        {"rate": 0.0, "always": {"error": False, "negative_feedback": False}}
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[list[Span]]:
+    return _traces(600)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLINGS))
+def test_early_decision_equals_the_stage_decision(traces: list[list[Span]], name: str) -> None:
+    sampling = SAMPLINGS[name]
+    sampler = Sampler(sampling, EVALUATORS)
+    # As the ingest does: the route is looked up only when an override names one.
+    route_key = "http.route" if any(o.route is not None for o in sampling.overrides) else None
+    kept = dropped = 0
+    for spans in traces:
+        records = extract_records(spans)
+        early = sampler.decide(sampling_view(spans, route_attribute=route_key))
+        stage = [sampler.decide(record) for record in records]
+        if len(records) == 1:
+            assert early == stage[0], spans[0].trace_id
+        if any(early.values()):
+            kept += 1
+        else:
+            dropped += 1
+            # A trace dropped early is one the stage would skip for every evaluator.
+            assert not any(any(d.values()) for d in stage), spans[0].trace_id
+    assert len(traces) > 500
+    if name != "rate 0, no priorities":
+        assert kept > 10
+    assert dropped > 10
+
+
+def test_the_view_reads_the_same_route_feedback_and_error_as_extraction(
+    traces: list[list[Span]],
+) -> None:
+    for spans in traces:
+        view = sampling_view(spans)
+        for record in extract_records(spans):
+            assert (view.service, view.route, view.feedback) == (
+                record.service,
+                record.route,
+                record.feedback,
+            )
+            assert view.sampling_key == record.sampling_key
+            assert view.error or not record.error
+
+
+def test_the_view_leaves_attributes_serialized() -> None:
+    for spans in _traces(20):
+        sampling_view(spans, route_attribute=None)
+        sampling_view(spans)
+        assert not any(span.decoded for span in spans)
+        extract_records(spans)
+        assert all(span.decoded for span in spans)
+
+
+# --- through the receivers ------------------------------------------------------------
+
+
+class SamplingStage:
+    """Records what `put` receives; exposes a real `Sampler` like `EvaluationStage`."""
+
+    def __init__(self, sampling: Sampling) -> None:
+        self.sampler = Sampler(sampling, EVALUATORS)
+        self.records: list[RagRecord] = []
+
+    async def put(
+        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
+    ) -> None:
+        self.records.append(record)
+
+
+def _config() -> Config:
+    return Config.model_validate(
+        {
+            "receivers": {
+                "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+            },
+            "trace_assembly": {"idle_timeout_s": 30},
+        }
+    )
+
+
+@pytest.fixture
+def extractions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Trace ids that reached record extraction in the ingest (a spy on the real one)."""
+    seen: list[str] = []
+    real = ingest_module.extract_records
+
+    def spy(spans: list[Span], **kw: Any) -> list[RagRecord]:
+        seen.append(spans[0].trace_id)
+        return real(spans, **kw)
+
+    monkeypatch.setattr(ingest_module, "extract_records", spy)
+    yield seen
+
+
+@pytest.fixture
+def telemetry() -> Telemetry:
+    return create_telemetry()
+
+
+@asynccontextmanager
+async def _serve(stage: Any, telemetry: Telemetry) -> AsyncIterator[str]:
+    """The OTLP receivers (HTTP only) in front of `stage`; yields the export URL."""
+    receivers = OtlpReceivers(_config(), stage, telemetry)
+    await receivers.start()
+    try:
+        assert receivers.http is not None
+        yield f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+    finally:
+        await receivers.shutdown()
+
+
+def _trace(*, error: bool = False, feedback: str | None = None) -> tuple[str, bytes]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests")
+    attrs = {"rag.query": "q?", "http.route": "/ask"}
+    if feedback is not None:
+        attrs["rag.feedback"] = feedback
+    with tracer.start_as_current_span("handle", attributes=attrs) as root:
+        with tracer.start_as_current_span("search", attributes={"rag.context": '["doc"]'}):
+            pass
+        with tracer.start_as_current_span("generate", attributes={"rag.response": "a"}) as gen:
+            if error:
+                gen.set_status(Status(StatusCode.ERROR, "upstream timeout"))
+        trace_id = format(root.get_span_context().trace_id, "032x")
+    provider.shutdown()
+    return trace_id, otlp_bytes(list(exporter.get_finished_spans()))
+
+
+async def _post(url: str, body: bytes) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            url, content=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+    assert response.status_code == 200, response.text
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Poll a counter or list the ingest updates from its worker thread (up to 10 s)."""
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached within 10 s")
+
+
+def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
+    return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+async def test_unsampled_trace_is_counted_and_never_extracted(
+    telemetry: Telemetry, extractions: list[str]
+) -> None:
+    stage = SamplingStage(Sampling(rate=0.0))
+    async with _serve(stage, telemetry) as url:
+        trace_id, body = _trace()
+        await _post(url, body)
+        await _until(lambda: _value(telemetry, "traces_unsampled_total", service="rag-api") == 1)
+        assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == 1
+    assert trace_id not in extractions
+    assert stage.records == []
+
+
+@pytest.mark.parametrize(
+    "kind", ["error status", "negative feedback", "positive feedback (not a priority)"]
+)
+async def test_priority_trace_with_rate_zero_is_still_evaluated(
+    telemetry: Telemetry, extractions: list[str], kind: str
+) -> None:
+    stage = SamplingStage(Sampling(rate=0.0))
+    async with _serve(stage, telemetry) as url:
+        if kind == "error status":
+            trace_id, body = _trace(error=True)
+        else:
+            trace_id, body = _trace(feedback=kind.split()[0])
+        await _post(url, body)
+        await _until(lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") == 1)
+        if not kind.startswith("positive"):
+            await _until(lambda: len(stage.records) == 1)
+    if kind.startswith("positive"):
+        assert _value(telemetry, "traces_unsampled_total", service="rag-api") == 1
+        assert stage.records == [] and extractions == []
+        return
+    (record,) = stage.records
+    assert extractions == [trace_id] and record.trace_id == trace_id
+    assert record.error if kind == "error status" else record.feedback == "negative"
+    assert _value(telemetry, "traces_unsampled_total", service="rag-api") == 0
+
+
+async def test_error_trace_is_dropped_when_errors_are_not_a_priority(
+    telemetry: Telemetry, extractions: list[str]
+) -> None:
+    stage = SamplingStage(Sampling.model_validate({"rate": 0.0, "always": {"error": False}}))
+    async with _serve(stage, telemetry) as url:
+        _, body = _trace(error=True)
+        await _post(url, body)
+        await _until(lambda: _value(telemetry, "traces_unsampled_total", service="rag-api") == 1)
+    assert stage.records == [] and extractions == []
+
+
+async def test_without_a_sampler_every_trace_is_extracted(
+    telemetry: Telemetry, extractions: list[str]
+) -> None:
+    """A stage that exposes no sampler (e.g. a stand-in) gets every record, as before."""
+
+    class Plain:
+        def __init__(self) -> None:
+            self.records: list[RagRecord] = []
+
+        async def put(
+            self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
+        ) -> None:
+            self.records.append(record)
+
+    stage = Plain()
+    async with _serve(stage, telemetry) as url:
+        trace_id, body = _trace()
+        await _post(url, body)
+        await _until(lambda: len(stage.records) == 1)
+    assert extractions == [trace_id]
