@@ -200,7 +200,7 @@ class MonitorProcess:
         exporters.setdefault("results_file", str(self.results))
         return cfg  # type: ignore[no-any-return]
 
-    def start(self, timeout: float = 90.0) -> MonitorProcess:
+    def start(self, timeout: float = 90.0, wait_path: str = "/readyz") -> MonitorProcess:
         path = self.tmp / "config.yaml"
         path.write_text(yaml.safe_dump(self._full_config()))
         args = ["run", "--config", str(path)]
@@ -215,7 +215,7 @@ class MonitorProcess:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                url = f"http://127.0.0.1:{self.metrics_port}/readyz"
+                url = f"http://127.0.0.1:{self.metrics_port}{wait_path}"
                 with urllib.request.urlopen(url, timeout=1):
                     return self
             except OSError:
@@ -227,10 +227,18 @@ class MonitorProcess:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def metrics_text(self) -> str:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return str(r.read().decode())
+    def metrics_text(self, accept: str | None = None) -> str:
+        return self.get("/metrics", {"Accept": accept} if accept else {})
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> str:
+        """GET on the metrics endpoint; the body whatever the status."""
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        request = urllib.request.Request(url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return str(r.read().decode())
+        except urllib.error.HTTPError as e:
+            return str(e.read().decode())
 
     def samples(self) -> Samples:
         out: Samples = {}
