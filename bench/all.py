@@ -1,0 +1,233 @@
+"""Every benchmark in one run, one table: measured figure, a reference point measured in
+the same run on the same machine, and their ratio.
+
+    python bench/all.py [--seconds 10] [--kafka-records 20000] [--judge-records 96]
+                        [--skip ingest,kafka,evaluation,judge,memory]
+
+| row | measured | reference point (same run) |
+|---|---|---|
+| OTLP/HTTP, OTLP/gRPC ingest | spans/s accepted by a running `rag-monitor run` (`bench/ingest.py`: 512-span requests, sampling 1%, four local evaluators, monitor pinned to CPU 0), and spans per server CPU-second | raw protobuf parse of the same payload, one thread (the ceiling: nothing can ingest faster than protobuf parses) |
+| Kafka | records/s consumed, evaluated at `--kafka-sampling` and committed (`bench/kafka_ingest.py`, noida-db broker) | the Kafka receiver alone, records finished as soon as handed over |
+| evaluation | CPU ms per record, four local evaluators through the real `EvaluationStage` (500-word context, 60-word answer) | the `local_groundedness` detector alone on the same records |
+| judge | records/s through the stage with a judge of fixed latency L and concurrency C (`bench/judge_pipeline.py`) | C/L, the most a judge of that latency and concurrency allows |
+| peak RSS | VmHWM of the monitor during the ingest runs | RSS of the same monitor idle right after start |
+
+The machine (nproc, CPU model, load average before and after) is printed with the table:
+wall-clock rates on a shared machine move between runs; the CPU-time figures and the
+ratios are the stable ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import logging
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _bench(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+Row = tuple[str, float, str, str, float]  # name, measured, unit, reference name, reference
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{nproc} CPUs ({model}), load average {load}"
+
+
+def ingest_rows(seconds: float) -> tuple[list[Row], float]:
+    ingest = _bench("ingest")
+    payload, _ = ingest.build_payload(random.Random(0), 0)
+    ceiling = ingest.reference(payload, 0)["raw protobuf parse"]
+    rows: list[Row] = []
+    peak = 0.0
+    for protocol in ("http", "grpc"):
+        result = ingest.run_protocol(protocol, seconds, 4, 0)
+        name = f"OTLP/{protocol.upper() if protocol == 'http' else 'gRPC'} ingest"
+        ref = "raw protobuf parse, 1 thread"
+        rows.append((name, result["spans_accepted_per_s"], "spans/s", ref, ceiling))
+        per_cpu = 100_000 / max(result["server_cpu_s_per_100k_spans"], 1e-9)
+        rows.append((f"  {name} per server CPU-s", per_cpu, "spans/CPU-s", ref, ceiling))
+        peak = max(peak, result["peak_rss_mb"])
+    return rows, peak
+
+
+def kafka_rows(records: int, sampling: float) -> list[Row]:
+    kafka = _bench("kafka_ingest")
+    from tests._kafka import running_broker
+
+    with tempfile.TemporaryDirectory() as tmp, running_broker("noida", Path(tmp)) as broker:
+        topic = f"bench-all-{int(time.time())}"
+        kafka.produce(broker.bootstrap, topic, records, 4)
+        alone = asyncio.run(kafka.receiver_only(broker.bootstrap, topic, records))
+        full = asyncio.run(kafka.consume(broker.bootstrap, topic, records, sampling, 0))
+    ref = "Kafka receiver alone"
+    return [
+        (f"Kafka ingest (sampling {sampling:g})", full["records_per_s"], "records/s", ref,
+         alone["records_per_s"]),
+        ("  Kafka ingest per CPU-s", full["records_per_cpu_s"], "records/CPU-s", ref,
+         alone["records_per_cpu_s"]),
+    ]  # fmt: skip
+
+
+def evaluation_rows(records: int = 120) -> list[Row]:
+    quality = _bench("detector_quality")
+    from monitor.config import Config
+    from monitor.detector import score_groundedness
+    from monitor.processors.evaluate import EvaluationStage
+    from monitor.records import ContextDoc, RagRecord
+    from monitor.service import Service
+
+    rng = random.Random(7)
+    cases = [(quality._synthetic(rng, 500), quality._synthetic(rng, 60)) for _ in range(records)]
+    query = "what does the report say?"
+    score_groundedness(query, [cases[0][0]], cases[0][1])
+    cpu = []
+    for context, answer in cases:
+        half = len(context) // 2
+        started = time.thread_time()
+        score_groundedness(query, [context[:half], context[half:]], answer)
+        cpu.append((time.thread_time() - started) * 1000)
+    detector_ms = statistics.median(cpu)
+
+    async def through_stage() -> float:
+        config = Config.model_validate(
+            {"receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}}}
+        )
+        service = Service(config, serve_http=False, with_receivers=False)
+        stage: EvaluationStage = service.stage
+        await stage.start()
+        batch = [
+            RagRecord(
+                request_id=f"bench-{i}",
+                query=query,
+                retrieved_context=(
+                    ContextDoc(content=c[: len(c) // 2]),
+                    ContextDoc(content=c[len(c) // 2 :]),
+                ),
+                response=a,
+            )
+            for i, (c, a) in enumerate(cases)
+        ]
+        started = time.process_time()
+        for record in batch:
+            await stage.put(record, "bench")
+        await stage.shutdown(120)
+        return (time.process_time() - started) / len(batch) * 1000
+
+    stage_ms = asyncio.run(through_stage())
+    return [
+        ("evaluation, 4 local evaluators via stage", stage_ms, "CPU ms/record",
+         "local_groundedness alone", detector_ms),
+    ]  # fmt: skip
+
+
+def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list[Row]:
+    judge = _bench("judge_pipeline")
+    port = judge._free_port()
+    stub = subprocess.Popen(
+        [sys.executable, judge.__file__, judge.STUB_FLAG, str(port), str(latency)]
+    )
+    try:
+        result = asyncio.run(judge.throughput(port, latency, concurrency, records))
+    finally:
+        stub.terminate()
+        stub.wait(10)
+    return [
+        (f"judge, L={latency:g}s C={concurrency}", result["throughput_per_s"], "records/s",
+         "C/L", result["ideal_per_s"]),
+    ]  # fmt: skip
+
+
+def idle_rss_mb() -> float:
+    from tests._reliability import MonitorProcess, proc_memory_kb
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mon = MonitorProcess(Path(tmp), {"sampling": {"rate": 0.01}}).start()
+        try:
+            time.sleep(1)
+            return proc_memory_kb(mon.pid)["VmRSS"] / 1024
+        finally:
+            mon.stop()
+
+
+def table(rows: list[Row]) -> str:
+    out = [
+        "| measurement | value | unit | reference point (same run) | reference | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, value, unit, ref_name, ref in rows:
+        ratio = value / ref if ref else float("nan")
+        fmt = (lambda v: f"{v:,.0f}") if max(value, ref) >= 100 else (lambda v: f"{v:.2f}")
+        out.append(
+            f"| {name.strip()} | {fmt(value)} | {unit} | {ref_name} | {fmt(ref)} | {ratio:.3g} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=10, help="per ingest protocol")
+    parser.add_argument("--kafka-records", type=int, default=20_000)
+    parser.add_argument("--kafka-sampling", type=float, default=0.01)
+    parser.add_argument("--judge-records", type=int, default=96)
+    parser.add_argument(
+        "--skip", default="", help="comma-separated: ingest,kafka,evaluation,judge,memory"
+    )
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    logging.basicConfig(level=logging.WARNING)
+    before = machine()
+    started = time.monotonic()
+    rows: list[Row] = []
+    peak = 0.0
+    idle = 0.0 if "memory" in skip else idle_rss_mb()  # first: later benches set env vars
+    if "ingest" not in skip:
+        ingest, peak = ingest_rows(args.seconds)
+        rows += ingest
+    if "kafka" not in skip:
+        rows += kafka_rows(args.kafka_records, args.kafka_sampling)
+    if "evaluation" not in skip:
+        rows += evaluation_rows()
+    if "judge" not in skip:
+        rows += judge_rows(args.judge_records)
+    if "memory" not in skip and peak:
+        rows.append(("peak RSS during ingest", peak, "MB", "idle monitor RSS", idle))
+    print()
+    print(table(rows))
+    print()
+    print(f"machine before: {before}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average after: {load}; {time.monotonic() - started:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
