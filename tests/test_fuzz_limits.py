@@ -6,15 +6,13 @@ The contract everywhere: decode, or raise the component's own error (`DecodeErro
 `TooLarge`, `RecordError`, `ParseError`, a counted rejection) — never another exception,
 never output past the configured cap. The longer, unbounded run is `bench/fuzz_long.py`.
 
-Three findings in components owned by other engineers are kept here as strict xfails, so
-they turn into passes (and must then be un-marked) when fixed:
+Findings, each kept as a regression test (a strict xfail while it was open):
 - the OTLP/HTTP gzip decoder reads only the first member of a multi-member gzip body and
   silently ignores the rest (spans accepted with 200 and lost);
-- the judge-answer parsers raise `RecursionError` on an answer like `{"a": {"a": ...`
-  5,000 deep (the evaluation stage turns it into an evaluator error, so no crash, but the
-  parser contract and the format-reminder retry are bypassed);
-- the Kafka message decoder raises `RecursionError` on a message nested deeper than the
-  interpreter's recursion limit instead of returning a `bad_json` rejection.
+- the judge-answer parsers raised `RecursionError` on an answer like `{"a": {"a": ...`
+  5,000 deep, bypassing the parser contract and the format-reminder retry (fixed);
+- the Kafka message decoder raised `RecursionError` on a message nested deeper than the
+  interpreter's recursion limit instead of returning a `bad_json` rejection (fixed).
 """
 
 from __future__ import annotations
@@ -133,7 +131,6 @@ def test_replay_skips_a_line_nested_past_the_recursion_limit(tmp_path: Path) -> 
     assert "2 records evaluated, 1 malformed" in done.stdout + done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING (Kafka): decode_message raises RecursionError")
 def test_kafka_message_nested_past_the_recursion_limit_is_a_rejection() -> None:
     decoded = decode_message(('{"request": ' + _nested(DEEP) + "}").encode(), "auto")
     assert decoded.problems and decoded.problems[0].reason == "bad_json"
@@ -170,7 +167,6 @@ def test_judge_parsers_on_pathological_answers(parser: str, answer: str) -> None
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING (judge): parsers raise RecursionError")
 @pytest.mark.parametrize("parser", ["json", "unit", "severity", "chunks", "retrieval"])
 def test_judge_parsers_on_deeply_nested_json_answer(parser: str) -> None:
     try:

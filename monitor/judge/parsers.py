@@ -137,6 +137,9 @@ def _objects(text: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             pos = text.find("{", pos + 1)
             continue
+        except RecursionError:
+            # Nesting past the interpreter's limit is no verdict; stop scanning it.
+            break
         if isinstance(value, dict):
             found.append(value)
         pos = text.find("{", end)

@@ -75,6 +75,8 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
         )
     try:
         data = json.loads(value)
+    except RecursionError:
+        return Decoded(problems=[Rejection("bad_json", "bad JSON: nested too deeply")])
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         if encoding == "auto" and value[0] == _PROTO_START:
             # 0x0A is both protobuf's first tag and a newline: JSON failed, so protobuf.
