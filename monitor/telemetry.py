@@ -7,8 +7,12 @@ create unbounded series; evaluator, model, category and stage come from config o
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -34,6 +38,42 @@ class LabelCap:
                 self._seen.add(value)
                 return value
         return OVERFLOW
+
+
+class RateLimitedLog:
+    """At most one log line per key per `interval_s`, with the count of lines held back.
+
+    Per-item failures are counted by metrics; this keeps their log lines from flooding.
+    Thread-safe (the Kafka consumer thread uses it too).
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._interval = interval_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def log(self, key: str, level: int, message: str, *args: Any) -> None:
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self._interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return
+            self._last[key] = now
+            held = self._held.pop(key, 0)
+        suffix = f" ({held} similar messages suppressed)" if held else ""
+        self._logger.log(level, message + suffix, *args)
+
+    def warning(self, key: str, message: str, *args: Any) -> None:
+        self.log(key, logging.WARNING, message, *args)
 
 
 @dataclass

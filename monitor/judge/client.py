@@ -42,7 +42,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from monitor.config import ConfigError, Judge, Redaction
 from monitor.judge.parsers import Parsed, ParseError
 from monitor.judge.redaction import Redactor
-from monitor.telemetry import NAMESPACE, Telemetry
+from monitor.telemetry import NAMESPACE, RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -188,27 +188,6 @@ def _extra_metrics(registry: CollectorRegistry) -> _ExtraMetrics:
     return metrics
 
 
-class _QuietLog:
-    """At most one log line per key per `interval` seconds, with a count of those held back."""
-
-    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
-        self._interval = interval
-        self._clock = clock
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-
-    def warning(self, key: str, message: str, *args: object) -> None:
-        now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self._interval:
-            self._held[key] = self._held.get(key, 0) + 1
-            return
-        held = self._held.pop(key, 0)
-        self._last[key] = now
-        suffix = f" ({held} similar messages suppressed)" if held else ""
-        log.warning(message + suffix, *args)
-
-
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
     blob = json.dumps([evaluator, version, model, dict(sorted(inputs.items()))], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -261,7 +240,7 @@ class JudgeClient:
         self._priced_by_litellm: dict[str, bool] = {}
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
-        self._quiet = _QuietLog(60.0, clock)
+        self._quiet = RateLimitedLog(log, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
             for outcome in OUTCOMES:
                 telemetry.judge_requests.labels(model, outcome)

@@ -22,7 +22,7 @@ from monitor.evaluators.base import EvalResult, Evaluator
 from monitor.processors.budget import BudgetGate
 from monitor.processors.sampler import Sampler
 from monitor.records import RagRecord
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ class EvaluationStage:
         self._workers = workers
         self._timeout = evaluation_timeout_s
         self._tasks: list[asyncio.Task[None]] = []
+        self._warn = RateLimitedLog(log)
         self._accepting = False
         self.completed = 0
 
@@ -241,8 +242,12 @@ class EvaluationStage:
                 evaluator.name, f"timeout: no verdict within {self._timeout:g}s"
             )
         except Exception as exc:
-            log.warning(
-                "evaluator %s failed on record %s: %s", evaluator.name, record.request_id, exc
+            self._warn.warning(
+                evaluator.name,
+                "evaluator %s failed on record %s: %s",
+                evaluator.name,
+                record.request_id,
+                exc,
             )
             result = EvalResult.failed(evaluator.name, f"{type(exc).__name__}: {exc}")
         self._t.evaluation_duration.labels(evaluator.name).observe(time.perf_counter() - started)

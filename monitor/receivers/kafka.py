@@ -63,7 +63,7 @@ from monitor.receivers.kafka_offsets import PartitionTracker
 from monitor.receivers.kafka_otlp import KafkaTraces, TraceHandle
 from monitor.receivers.otlp.assembler import FinishedTrace
 from monitor.records import RagRecord
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -91,27 +91,6 @@ _ABANDONED = {_RECORD_DONE: _RECORD_ABANDONED, _TRACE_DONE: _TRACE_ABANDONED}
 
 _Token = tuple[Any, int, int]
 _Item = tuple[RagRecord, _Token]
-
-
-class _RateLimitedLog:
-    """One log line per key per interval, with the count of lines it held back."""
-
-    def __init__(self, interval_s: float = _LOG_INTERVAL_S) -> None:
-        self._interval = interval_s
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, key: str, level: int, message: str, *args: object) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._last.get(key, -math.inf) < self._interval:
-                self._held[key] = self._held.get(key, 0) + 1
-                return
-            self._last[key] = now
-            held = self._held.pop(key, 0)
-        suffix = f" ({held} similar messages suppressed)" if held else ""
-        log.log(level, message + suffix, *args)
 
 
 @dataclass
@@ -210,7 +189,7 @@ class KafkaReceiver:
         self._options = client_options(config)
         self._drain_timeout_s = drain_timeout_s
         self._max_in_flight = max(max_in_flight, 1)
-        self._log = _RateLimitedLog()
+        self._log = RateLimitedLog(log, _LOG_INTERVAL_S)
         assembly = assembly or TraceAssembly()
         self._traces = KafkaTraces(
             idle_timeout_s=assembly.idle_timeout_s,
@@ -305,7 +284,9 @@ class KafkaReceiver:
                 except RuntimeError as exc:
                     # The stage stopped accepting: these records are not committed and
                     # will be re-delivered to whoever owns the partition next.
-                    self._log("feed", logging.WARNING, "kafka: cannot hand off records: %s", exc)
+                    self._log.log(
+                        "feed", logging.WARNING, "kafka: cannot hand off records: %s", exc
+                    )
                     self._t.dropped.labels("kafka", "shutting_down").inc(len(batch) - i)
                     for _, (owner, offset, kind) in batch[i:]:
                         done.append((owner, offset, _ABANDONED[kind]))
@@ -328,7 +309,7 @@ class KafkaReceiver:
                     self._step()
                 except Exception as exc:
                     self._t.dropped.labels("kafka", "poll_error").inc()
-                    self._log(
+                    self._log.log(
                         "poll",
                         logging.WARNING,
                         "kafka: poll failed, retrying: %s: %s",
@@ -361,7 +342,7 @@ class KafkaReceiver:
         except Exception as exc:
             servers = ",".join(self._cfg.bootstrap_servers)
             self._status = (False, f"cannot reach Kafka brokers {servers}: {exc}")
-            self._log(
+            self._log.log(
                 "connect",
                 logging.WARNING,
                 "kafka: cannot reach brokers %s (%s); retrying",
@@ -450,7 +431,7 @@ class KafkaReceiver:
         if problems:
             for problem in problems:
                 self._t.records_rejected.labels(SOURCE, problem.reason).inc()
-            self._log(
+            self._log.log(
                 "reject:" + problems[0].reason,
                 logging.WARNING,
                 "kafka: rejected message %s/%d@%d: %s",
@@ -500,7 +481,7 @@ class KafkaReceiver:
     def _dead_letter_failed(self, token: _Token, exc: BaseException) -> None:
         # Never stall the partition on the dead-letter topic: count, log, move on.
         self._t.dropped.labels("kafka_dead_letter", "send_error").inc()
-        self._log(
+        self._log.log(
             "dead_letter",
             logging.ERROR,
             "kafka: cannot write to dead-letter topic %s: %s",
@@ -553,7 +534,7 @@ class KafkaReceiver:
             self._consumer.commit(offsets=offsets)
         except Exception as exc:
             self._t.dropped.labels("kafka", "commit_failed").inc()
-            self._log(
+            self._log.log(
                 "commit",
                 logging.WARNING,
                 "kafka: offset commit failed (records may be re-delivered): %s: %s",
