@@ -356,12 +356,16 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}" if mark is not None else "file"
             raise ConfigError([f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
+        except RecursionError:
+            raise ConfigError(["file: invalid YAML: nested too deeply"]) from None
         if not isinstance(data, dict):
             raise ConfigError(["(top level): expected a mapping of sections"])
     from_env: dict[str, str] = {}

@@ -7,6 +7,11 @@ The contract everywhere: decode, or raise the component's own error (`DecodeErro
 never output past the configured cap. The longer, unbounded run is `bench/fuzz_long.py`.
 
 Findings, each kept as a regression test (a strict xfail while it was open):
+- replay and the config loader ended with a traceback on a line nested past the
+  recursion limit / an integer over 4,300 digits / a non-UTF-8 or too deeply nested
+  config file (fixed; `bench/fuzz_long.py` found the last three);
+- the Kafka decoder and the judge JSON parsers let the `ValueError` of an integer over
+  4,300 digits escape (open);
 - the OTLP/HTTP gzip decoder reads only the first member of a multi-member gzip body and
   silently ignores the rest (spans accepted with 200 and lost);
 - the judge-answer parsers raised `RecursionError` on an answer like `{"a": {"a": ...`
@@ -28,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor.config import ConfigError, load_config
 from monitor.judge import parsers
 from monitor.judge.parsers import ParseError
 from monitor.receivers.kafka_decode import decode_message
@@ -111,12 +117,14 @@ def test_record_normaliser_on_deep_structures(depth: int, key: str) -> None:
 
 
 def test_replay_skips_a_line_nested_past_the_recursion_limit(tmp_path: Path) -> None:
-    """Regression: such a line used to raise RecursionError and end the replay (exit 1)."""
+    """Regression: such a line, or one with an integer over Python's 4,300-digit limit,
+    used to raise (RecursionError / ValueError) and end the replay with exit 1."""
     path = tmp_path / "deep.jsonl"
     lines = [
         '{"request": "Where is the Eiffel Tower?", "response": "In Paris."}',
         '{"request": ' + _nested(DEEP) + ', "response": "x"}',
         '{"request": "How tall is it?", "response": "330 metres."}',
+        '{"request": "q", "response": "r", "latency_ms": ' + "9" * 5000 + "}",
     ]
     path.write_text("\n".join(lines) + "\n")
     done = subprocess.run(
@@ -127,8 +135,30 @@ def test_replay_skips_a_line_nested_past_the_recursion_limit(tmp_path: Path) -> 
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert "line 2: bad JSON" in done.stdout + done.stderr
-    assert "2 records evaluated, 1 malformed" in done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert "line 2: bad JSON" in output and "line 4: bad JSON" in output
+    assert "2 records evaluated, 2 malformed" in output
+
+
+def test_config_that_is_not_utf8_or_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None:
+    """Regression: these raised UnicodeDecodeError / RecursionError out of load_config."""
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"receivers: \xff\xfe")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path, environ={})
+    path.write_text("receivers: " + _nested(DEEP))
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path, environ={})
+
+
+HUGE_INT = "9" * 5_000  # over Python's 4,300-digit int conversion limit: json raises ValueError
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING (Kafka): ValueError escapes decode_message")
+def test_kafka_message_with_a_huge_integer_is_a_rejection() -> None:
+    message = '{"request": "q", "response": "r", "latency_ms": ' + HUGE_INT + "}"
+    decoded = decode_message(message.encode(), "auto")
+    assert decoded.problems and decoded.problems[0].reason == "bad_json"
 
 
 def test_kafka_message_nested_past_the_recursion_limit_is_a_rejection() -> None:
@@ -171,6 +201,15 @@ def test_judge_parsers_on_pathological_answers(parser: str, answer: str) -> None
 def test_judge_parsers_on_deeply_nested_json_answer(parser: str) -> None:
     try:
         PARSERS[parser]('{"a": ' * 5_000)
+    except ParseError:
+        pass
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING (judge): ValueError escapes the JSON parsers")
+@pytest.mark.parametrize("parser", ["json", "unit", "severity", "chunks", "retrieval"])
+def test_judge_parsers_on_a_huge_integer_in_the_answer(parser: str) -> None:
+    try:
+        PARSERS[parser]('{"score": 1' + HUGE_INT + "}")
     except ParseError:
         pass
 

@@ -77,7 +77,8 @@ async def replay_file(
 async def _one(raw: bytes, number: int, stage: EvaluationStage, telemetry: Telemetry) -> str | None:
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # ValueError: bad JSON, bad UTF-8, or an integer over Python's 4300-digit limit;
         # RecursionError: JSON nested deeper than the interpreter's recursion limit.
         telemetry.records_rejected.labels(RECEIVER, "bad_json").inc()
         return f"line {number}: bad JSON: {exc}"
