@@ -40,14 +40,14 @@ class MetricsSink:
         exemplar = {"trace_id": record.trace_id} if record.trace_id else None
         for name, result in results.items():
             outcome = result.outcome
-            t.evaluations.labels(service, route, name, outcome).inc(
+            t.child(t.evaluations, service, route, name, outcome).inc(
                 exemplar=exemplar if outcome == "fail" else None
             )
             if outcome != "error" and result.normalized is not None:
-                t.evaluation_score.labels(service, name).observe(result.normalized)
+                t.child(t.evaluation_score, service, name).observe(result.normalized)
             if outcome != "error" and result.safety:
                 for category, severity in result.safety.items():
-                    t.safety_evaluations.labels(service, category, severity).inc(
+                    t.child(t.safety_evaluations, service, category, severity).inc(
                         exemplar=exemplar if severity != "very_low" else None
                     )
 

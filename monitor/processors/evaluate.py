@@ -78,6 +78,7 @@ class EvaluationStage:
         self._timeout = evaluation_timeout_s
         self._tasks: list[asyncio.Task[None]] = []
         self._warn = RateLimitedLog(log)
+        self._depth = telemetry.queue_depth.labels("evaluate")
         self._accepting = False
         self.completed = 0
 
@@ -114,7 +115,7 @@ class EvaluationStage:
         except asyncio.QueueFull:
             self._t.dropped.labels("evaluate", "queue_full").inc()
             return False
-        self._t.queue_depth.labels("evaluate").set(self._queue.qsize())
+        self._depth.set(self._queue.qsize())
         return True
 
     async def put(
@@ -124,7 +125,7 @@ class EvaluationStage:
         if not self._accepting:
             raise RuntimeError("evaluation stage is not accepting records")
         await self._queue.put(_Job(record, source, on_done))
-        self._t.queue_depth.labels("evaluate").set(self._queue.qsize())
+        self._depth.set(self._queue.qsize())
 
     async def shutdown(self, deadline_s: float) -> int:
         """Stop intake, let queued and in-flight records finish until the deadline, then
@@ -164,15 +165,15 @@ class EvaluationStage:
                 self._t.dropped.labels("evaluate", "internal_error").inc()
             finally:
                 self._queue.task_done()
-                self._t.queue_depth.labels("evaluate").set(self._queue.qsize())
+                self._depth.set(self._queue.qsize())
 
     async def _process(self, job: _Job) -> None:
         record = job.record
         service = self._t.service_cap(record.service)
-        self._t.records.labels(service, job.source).inc()
+        self._t.child(self._t.records, service, job.source).inc()
         missing = record.missing()
         for part in sorted(missing):
-            self._t.records_incomplete.labels(service, part).inc()
+            self._t.child(self._t.records_incomplete, service, part).inc()
         sampled = self._sampler.decide(record)
         results: dict[str, EvalResult] = {}
         await self._run(
@@ -209,15 +210,17 @@ class EvaluationStage:
                 source = results.get(stage.escalate_from)
                 lo, hi = stage.band or (0.0, 1.0)
                 if source is None or source.normalized is None or not lo <= source.normalized <= hi:
-                    self._t.sampling_decisions.labels(service, ev.name, "not_escalated").inc()
+                    self._t.child(
+                        self._t.sampling_decisions, service, ev.name, "not_escalated"
+                    ).inc()
                     continue
             if not sampled.get(ev.name, False):
-                self._t.sampling_decisions.labels(service, ev.name, "skipped").inc()
+                self._t.child(self._t.sampling_decisions, service, ev.name, "skipped").inc()
                 continue
             if ev.kind == "judge" and not self._budget.admit():
-                self._t.sampling_decisions.labels(service, ev.name, "over_budget").inc()
+                self._t.child(self._t.sampling_decisions, service, ev.name, "over_budget").inc()
                 continue
-            self._t.sampling_decisions.labels(service, ev.name, "sampled").inc()
+            self._t.child(self._t.sampling_decisions, service, ev.name, "sampled").inc()
             chosen.append(ev)
         return chosen
 
@@ -250,5 +253,7 @@ class EvaluationStage:
                 exc,
             )
             result = EvalResult.failed(evaluator.name, f"{type(exc).__name__}: {exc}")
-        self._t.evaluation_duration.labels(evaluator.name).observe(time.perf_counter() - started)
+        self._t.child(self._t.evaluation_duration, evaluator.name).observe(
+            time.perf_counter() - started
+        )
         return result
