@@ -134,7 +134,8 @@ def _objects(text: str) -> list[dict[str, Any]]:
     while pos != -1:
         try:
             value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
+        except ValueError:
+            # Not JSON here (JSONDecodeError), or an integer past Python's digit limit.
             pos = text.find("{", pos + 1)
             continue
         except RecursionError:

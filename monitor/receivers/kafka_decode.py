@@ -82,6 +82,8 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
             # 0x0A is both protobuf's first tag and a newline: JSON failed, so protobuf.
             return _otlp(decode_protobuf, value)
         return Decoded(problems=[Rejection("bad_json", f"bad JSON: {exc}")])
+    except ValueError as exc:  # an integer longer than Python will convert
+        return Decoded(problems=[Rejection("bad_json", f"bad JSON: {exc}")])
     if encoding == "auto" and _is_otlp_json(data):
         return _otlp(decode_json, _otlp_json_body(value, first))
     return _records(data)
