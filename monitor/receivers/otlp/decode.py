@@ -66,6 +66,7 @@ class Span:
     """
 
     __slots__ = (
+        "_absent",
         "_attributes",
         "_events",
         "_raw",
@@ -97,6 +98,7 @@ class Span:
         resource: dict[str, Any] | None = None,
         *,
         raw: bytes | None = None,
+        absent: frozenset[str] = frozenset(),
     ) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
@@ -109,6 +111,7 @@ class Span:
         self.parent_is_remote = parent_is_remote
         self.resource: dict[str, Any] = {} if resource is None else resource
         self._raw = raw
+        self._absent = absent  # keys the decoder found nowhere in the request
         if raw is None:
             self._attributes: dict[str, Any] | None = {} if attributes is None else attributes
             self._events: list[SpanEvent] | None = [] if events is None else events
@@ -145,7 +148,7 @@ class Span:
         raw = self._raw
         if raw is None:
             return self.attributes.get(key, default)
-        if key.encode() not in raw:  # keys are stored verbatim: absent for sure
+        if key in self._absent or key.encode() not in raw:  # keys are stored verbatim
             return default
         entries = self._parse().attributes
         if key not in entries:
@@ -268,15 +271,20 @@ def _attributes(entries: Any) -> dict[str, Any]:
     return out
 
 
-def decode_protobuf(body: bytes, *, lazy: bool = False) -> Decoded:
+def decode_protobuf(body: bytes, *, lazy: bool = False, probe: tuple[str, ...] = ()) -> Decoded:
     """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected.
 
     With `lazy`, only the span skeleton (ids, parent, name, times, flags, status) is
     decoded here and attributes and events stay serialized in each `Span` until read (a
     corrupt value then raises `DecodeError` when read); otherwise every span is decoded
-    now and any corruption raises here."""
+    now and any corruption raises here. `probe`: attribute keys that `Span.attribute`
+    will be asked for on every span; one search of the whole body settles, for all its
+    spans at once, the ones that occur nowhere in it."""
+    absent = frozenset(key for key in probe if key.encode() not in body)
     try:
-        decoded = _decode_protobuf(_SkeletonRequest.FromString(body), _RawRequest.FromString(body))
+        decoded = _decode_protobuf(
+            _SkeletonRequest.FromString(body), _RawRequest.FromString(body), absent
+        )
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError(
             "bad_protobuf", f"body is not an ExportTraceServiceRequest: {exc}"
@@ -292,15 +300,14 @@ _STATUS_ERROR_BYTES = b"\x18\x02"
 
 
 def _is_error(status: bytes) -> bool:
-    if status in _STATUS_UNSET_OR_OK:
-        return False
+    """A serialized `Status` other than the unset and OK ones: is its code ERROR?"""
     if status == _STATUS_ERROR_BYTES:
         return True
     code: int = _LiteStatus.FromString(status).code  # a status with a message
     return code == _STATUS_ERROR
 
 
-def _decode_protobuf(request: Any, raw_request: Any) -> Decoded:
+def _decode_protobuf(request: Any, raw_request: Any, absent: frozenset[str]) -> Decoded:
     spans: list[Span] = []
     append = spans.append
     rejected = 0
@@ -332,6 +339,7 @@ def _decode_protobuf(request: Any, raw_request: Any) -> Decoded:
                         )
                     continue
                 flags = span.flags
+                status = span.status
                 append(
                     Span(
                         trace_id.hex(),
@@ -342,11 +350,12 @@ def _decode_protobuf(request: Any, raw_request: Any) -> Decoded:
                         span.end_time_unix_nano,
                         None,
                         None,
-                        _is_error(span.status),
+                        status not in _STATUS_UNSET_OR_OK and _is_error(status),
                         service,
                         bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
                         resource,
                         raw=raw,
+                        absent=absent,
                     )
                 )
     return Decoded(spans, rejected, message)

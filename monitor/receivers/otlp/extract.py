@@ -184,6 +184,10 @@ def _route(root: Span, spans: list[Span], key: str) -> str:
     return "" if value is None else str(value)
 
 
+# Attribute keys `sampling_view` reads on every span (decoders can settle absence early).
+VIEW_KEYS = ("rag.feedback",)
+
+
 def _feedback(spans: list[Span]) -> str | None:
     """`rag.feedback` of the earliest span where it is "positive" or "negative"."""
     for span in spans:

@@ -10,6 +10,7 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.receivers.otlp.decode import Decoded, DecodeError, decode_json, decode_protobuf
+from monitor.receivers.otlp.extract import VIEW_KEYS
 
 _CHUNK = 64 * 1024
 
@@ -47,7 +48,7 @@ def decode_request(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> Dec
     Protobuf spans are decoded lazily: attributes only for the traces that are sampled."""
     if gzip:
         body = gunzip_capped(body, limit)
-    return decode_json(body) if as_json else decode_protobuf(body, lazy=True)
+    return decode_json(body) if as_json else decode_protobuf(body, lazy=True, probe=VIEW_KEYS)
 
 
 def token_ok(presented: str | None, expected: str | None) -> bool:
