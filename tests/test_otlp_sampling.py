@@ -314,3 +314,54 @@ async def test_without_a_sampler_every_trace_is_extracted(
         await _post(url, body)
         await _until(lambda: len(stage.records) == 1)
     assert extractions == [trace_id]
+
+
+async def test_whole_service_at_rate_zero_evaluates_only_the_error_trace() -> None:
+    """The real service (evaluation stage, local evaluators, metrics) behind the OTLP/HTTP
+    receiver: a plain trace is counted unsampled; an error trace is evaluated."""
+    from monitor.service import Service
+
+    config = Config.model_validate(
+        {
+            "receivers": {
+                "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+            },
+            "sampling": {"rate": 0.0},
+        }
+    )
+    service = Service(config, serve_http=False)
+    telemetry = service.telemetry
+    await service.start()
+    try:
+        (receivers,) = [r for r in service.receivers if isinstance(r, OtlpReceivers)]
+        assert receivers.http is not None
+        url = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+        _, plain = _trace()
+        _, failing = _trace(error=True)
+        await _post(url, plain)
+        await _post(url, failing)
+        await _until(lambda: service.stage.completed == 1)
+        await _until(lambda: _value(telemetry, "traces_unsampled_total", service="rag-api") == 1)
+    finally:
+        await service.shutdown()
+    assert _value(telemetry, "records_total", service="rag-api", source="otlp_http") == 1
+    names = [spec.name for spec in config.evaluators]
+    for name in names:
+        sampled = _value(
+            telemetry,
+            "sampling_decisions_total",
+            service="rag-api",
+            evaluator=name,
+            decision="sampled",
+        )
+        assert sampled == 1, name
+    evaluated = [
+        sample
+        for metric in telemetry.registry.collect()
+        if metric.name == "rag_monitor_evaluations"
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.value
+    ]
+    # One outcome per evaluator, all for the error trace (the only record).
+    assert sorted(s.labels["evaluator"] for s in evaluated) == sorted(names)
+    assert {s.labels["service"] for s in evaluated} == {"rag-api"}
