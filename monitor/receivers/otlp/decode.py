@@ -96,7 +96,6 @@ class Span:
         service: str = "unknown",
         parent_is_remote: bool = False,
         resource: dict[str, Any] | None = None,
-        *,
         raw: bytes | None = None,
         absent: frozenset[str] = frozenset(),
     ) -> None:
@@ -354,8 +353,8 @@ def _decode_protobuf(request: Any, raw_request: Any, absent: frozenset[str]) -> 
                         service,
                         bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
                         resource,
-                        raw=raw,
-                        absent=absent,
+                        raw,
+                        absent,
                     )
                 )
     return Decoded(spans, rejected, message)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from monitor.receivers.otlp.conventions import (
@@ -40,6 +41,7 @@ from monitor.records import RagRecord
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
 _ABSENT: Any = object()
+_BY_TIME = attrgetter("start_unix_nano", "end_unix_nano")
 
 
 @dataclass(slots=True)
@@ -162,7 +164,7 @@ def sampling_view(
 
 def _shape(spans: Sequence[Span]) -> tuple[list[Span], dict[str, Span], Span]:
     """Spans by time, by id, and the root: the earliest span without a parent in the trace."""
-    ordered = sorted(spans, key=lambda s: (s.start_unix_nano, s.end_unix_nano))
+    ordered = sorted(spans, key=_BY_TIME)
     by_id = {s.span_id: s for s in ordered}
     for span in ordered:
         if span.is_root or span.parent_span_id not in by_id:
