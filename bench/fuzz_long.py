@@ -230,7 +230,7 @@ def main() -> int:
                     target.findings[key] = target.findings.get(key, 0) + 1
                 took = time.perf_counter() - started
                 if took > args.slow:
-                    key = f"slow call ({took:.1f}s)"
+                    key = f"call over {args.slow:g}s"
                     saved = args.out / f"{target.name}-slow-{target.execs}.bin"
                     saved.write_bytes(data)
                     print(f"SLOW {target.name}: {took:.1f}s -> {saved}")

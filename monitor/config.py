@@ -366,6 +366,8 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             raise ConfigError([f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
         except RecursionError:
             raise ConfigError(["file: invalid YAML: nested too deeply"]) from None
+        except ValueError as exc:  # e.g. an integer over Python's 4300-digit limit
+            raise ConfigError([f"file: invalid YAML: {exc}"]) from None
         if not isinstance(data, dict):
             raise ConfigError(["(top level): expected a mapping of sections"])
     from_env: dict[str, str] = {}

@@ -141,13 +141,17 @@ def test_replay_skips_a_line_nested_past_the_recursion_limit(tmp_path: Path) -> 
 
 
 def test_config_that_is_not_utf8_or_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None:
-    """Regression: these raised UnicodeDecodeError / RecursionError out of load_config."""
+    """Regression: these raised UnicodeDecodeError / RecursionError / ValueError out of
+    load_config (the last found by `bench/fuzz_long.py`)."""
     path = tmp_path / "config.yaml"
     path.write_bytes(b"receivers: \xff\xfe")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(path, environ={})
     path.write_text("receivers: " + _nested(DEEP))
     with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path, environ={})
+    path.write_text("pipeline: {workers: " + HUGE_INT + "}")
+    with pytest.raises(ConfigError, match="invalid YAML"):
         load_config(path, environ={})
 
 
