@@ -21,23 +21,29 @@ class TooLarge(ValueError):
 
 def gunzip_capped(data: bytes, limit: int) -> bytes:
     """Decompress gzip without ever holding more than `limit + 64 KiB` of output, so a
-    small bomb cannot expand into gigabytes. Raises `TooLarge` or `DecodeError`."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    small bomb cannot expand into gigabytes. Every member of a multi-member body is read
+    (RFC 1952); bytes after the last member that are not a member are an error.
+    Raises `TooLarge` or `DecodeError`."""
+    if not data:
+        raise DecodeError("bad_gzip", "gzip body is empty")
     out = bytearray()
     pending = data
     try:
         while pending:
-            out += inflater.decompress(pending, _CHUNK)
-            if len(out) > limit:
-                raise TooLarge(f"decompressed body exceeds {limit} bytes")
-            pending = inflater.unconsumed_tail
-            if inflater.eof:
-                break
-        out += inflater.flush()
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            while pending:
+                out += inflater.decompress(pending, _CHUNK)
+                if len(out) > limit:
+                    raise TooLarge(f"decompressed body exceeds {limit} bytes")
+                pending = inflater.unconsumed_tail
+                if inflater.eof:
+                    break
+            out += inflater.flush()
+            if not inflater.eof:
+                raise DecodeError("bad_gzip", "gzip body is truncated")
+            pending = inflater.unused_data
     except zlib.error as exc:
         raise DecodeError("bad_gzip", f"gzip body is corrupt: {exc}") from None
-    if not inflater.eof:
-        raise DecodeError("bad_gzip", "gzip body is truncated")
     if len(out) > limit:
         raise TooLarge(f"decompressed body exceeds {limit} bytes")
     return bytes(out)
