@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import logging
 import time
 from collections import Counter as Tally
@@ -47,11 +46,6 @@ from monitor.telemetry import NAMESPACE, Telemetry
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 STAGE = "assemble"
-# Decoding and assembly allocate a few container objects per span, so CPython's default
-# young-generation threshold (700) runs a collection every ~150 spans: about a quarter of
-# the ingest CPU at 50k spans/s. The workload makes almost no reference cycles; while
-# the ingest runs, the threshold is raised (process-wide) and restored at shutdown.
-GC_YOUNG_THRESHOLD = 20_000
 
 
 class RecordConsumer(Protocol):
@@ -112,7 +106,6 @@ class OtlpIngest:
         self._task: asyncio.Task[None] | None = None
         self._accepting = False
         self._stopped = False
-        self._gc_threshold: tuple[int, int, int] | None = None
         self.warn = RateLimitedLog(log)
         self.open_traces = Gauge(
             "open_traces",
@@ -146,10 +139,6 @@ class OtlpIngest:
         if self._task is not None or self._stopped:
             return
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-ingest")
-        threshold = gc.get_threshold()
-        if threshold[0] < GC_YOUNG_THRESHOLD:
-            self._gc_threshold = threshold
-            gc.set_threshold(GC_YOUNG_THRESHOLD, *threshold[1:])
         self._task = asyncio.create_task(self._run(), name="otlp-assemble")
         self._accepting = True
 
@@ -203,9 +192,6 @@ class OtlpIngest:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
-        if self._gc_threshold is not None:
-            gc.set_threshold(*self._gc_threshold)
-            self._gc_threshold = None
 
     def _count_drop(self, reason: str, n: int) -> None:
         self._t.dropped.labels(STAGE, reason).inc(n)
