@@ -144,6 +144,12 @@ class Judge(_Section):
     max_concurrency: int = Field(default=8, gt=0)
     retries: int = Field(default=3, ge=0)
     cache_size: int = Field(default=10_000, ge=0)
+    # Consecutive failed attempts that open a model's circuit breaker, and how long it stays open.
+    breaker_failures: int = Field(default=5, gt=0)
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    # Retry backoff: base · 2^attempt with full jitter, capped (a Retry-After header wins).
+    backoff_base_s: float = Field(default=0.5, gt=0)
+    backoff_max_s: float = Field(default=20.0, gt=0)
     # USD per 1M tokens, for models litellm has no price for.
     prices: dict[str, dict[Literal["input", "output"], float]] = {}
 

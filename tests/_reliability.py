@@ -163,15 +163,11 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 @dataclass
 class MonitorProcess:
-    """`python -m monitor run` on free loopback ports, stderr captured to a file.
-
-    `prelude` is Python run before the CLI's `main` in the same interpreter (used only to
-    shorten the judge breaker's cool-down so that minutes of outage fit in seconds)."""
+    """`python -m monitor run` on free loopback ports, stderr captured to a file."""
 
     tmp: Path
     config: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
-    prelude: str | None = None
     grpc_port: int = field(default_factory=free_port)
     http_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
@@ -204,11 +200,7 @@ class MonitorProcess:
         path = self.tmp / "config.yaml"
         path.write_text(yaml.safe_dump(self._full_config()))
         args = ["run", "--config", str(path)]
-        if self.prelude is None:
-            command = [sys.executable, "-m", "monitor", *args]
-        else:
-            code = f"{self.prelude}\nimport sys\nfrom monitor.__main__ import main\nsys.exit(main({args!r}))"
-            command = [sys.executable, "-c", code]
+        command = [sys.executable, "-m", "monitor", *args]
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=log)

@@ -53,6 +53,9 @@ class Harness:
             "api_key_env": KEY_ENV,
             "retries": 0,
             "timeout_s": 5,
+            "backoff_base_s": 0.01,
+            "breaker_failures": 3,
+            "breaker_cooldown_s": 30,
             **(judge or {}),
         }
         self.config = Config.model_validate({"judge": judge_cfg, **config})
@@ -63,9 +66,6 @@ class Harness:
             self.config.redaction,
             self.telemetry,
             environ={KEY_ENV: SECRET},
-            backoff_base_s=0.01,
-            breaker_threshold=3,
-            breaker_cooldown_s=30,
             clock=lambda: self.clock,
         )
         self.context = BuildContext(

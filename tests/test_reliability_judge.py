@@ -27,11 +27,6 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(240)]
 MODEL = "openai/judge-stub"
 KEY_ENV = "RELIABILITY_TEST_JUDGE_KEY"
 SECRET = "sk-reliability-5e1f0a77c3d94b28"
-FAST_BREAKER = (
-    "from monitor.judge import client as _client\n"
-    "_client.JudgeClient.__init__.__kwdefaults__.update("
-    "breaker_cooldown_s=1.0, backoff_base_s=0.02, backoff_max_s=0.1)"
-)
 _counter = itertools.count()
 
 
@@ -63,6 +58,10 @@ def _config(stub: StubJudge) -> dict[str, Any]:
             "timeout_s": 0.5,
             "retries": 1,
             "cache_size": 0,
+            # Minutes of outage compressed into seconds.
+            "breaker_cooldown_s": 1.0,
+            "backoff_base_s": 0.02,
+            "backoff_max_s": 0.1,
         },
         "trace_assembly": {"idle_timeout_s": 30},
         "evaluators": [
@@ -119,7 +118,7 @@ async def test_judge_outage_keeps_local_evaluators_counts_no_defects_and_recover
 ) -> None:
     switch = Switch()
     async with StubJudge(default=switch) as stub:
-        mon = MonitorProcess(tmp_path, _config(stub), env={KEY_ENV: SECRET}, prelude=FAST_BREAKER)
+        mon = MonitorProcess(tmp_path, _config(stub), env={KEY_ENV: SECRET})
         await asyncio.to_thread(mon.start)
         try:
             # litellm is imported on the first judge call (seconds): warm up until a verdict.

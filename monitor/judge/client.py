@@ -48,10 +48,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-BREAKER_THRESHOLD = 5  # consecutive failed attempts that open the breaker
-BREAKER_COOLDOWN_S = 30.0
-BACKOFF_BASE_S = 0.5
-BACKOFF_MAX_S = 20.0
 OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
 FORMAT_REMINDER = (
     "Your answer could not be read. Answer again in exactly the required format: {hint}"
@@ -203,10 +199,6 @@ class JudgeClient:
         telemetry: Telemetry,
         *,
         environ: Mapping[str, str] | None = None,
-        breaker_threshold: int = BREAKER_THRESHOLD,
-        breaker_cooldown_s: float = BREAKER_COOLDOWN_S,
-        backoff_base_s: float = BACKOFF_BASE_S,
-        backoff_max_s: float = BACKOFF_MAX_S,
         models: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -228,10 +220,10 @@ class JudgeClient:
         self._cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._breakers: dict[str, _Breaker] = {}
-        self._breaker_threshold = breaker_threshold
-        self._breaker_cooldown = breaker_cooldown_s
-        self._backoff_base = backoff_base_s
-        self._backoff_max = backoff_max_s
+        self._breaker_threshold = judge.breaker_failures
+        self._breaker_cooldown = judge.breaker_cooldown_s
+        self._backoff_base = judge.backoff_base_s
+        self._backoff_max = judge.backoff_max_s
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
