@@ -228,6 +228,16 @@ async def test_answer_cut_off_at_max_tokens_is_truncated(stub: StubJudge) -> Non
     assert len(stub.received) == 1
 
 
+async def test_answer_far_past_max_tokens_is_refused_unparsed(stub: StubJudge) -> None:
+    """A server that ignores max_tokens must not make the parsers chew megabytes."""
+    h = Harness(stub)
+    stub.queue(Reply(content="{ " * 200_000 + "Score: 5"))
+    result = await h.evaluator("fluency").evaluate(RECORD)
+    assert result.outcome == "error" and result.error is not None
+    assert "ignores max_tokens" in result.error
+    assert len(stub.received) == 1  # no format reminder carrying the huge answer back
+
+
 async def test_redaction_before_text_leaves_the_process(stub: StubJudge) -> None:
     h = Harness(stub, redaction={"enabled": True, "patterns": [r"ACCT-\d{6}"]})
     record = RECORD.model_copy(

@@ -184,6 +184,16 @@ def _extra_metrics(registry: CollectorRegistry) -> _ExtraMetrics:
     return metrics
 
 
+def _answer_limit(max_tokens: int) -> int:
+    """Characters an answer may have: a server that ignores `max_tokens` must not make the
+    (worst-case quadratic) parsers stall the event loop."""
+    return max(32_000, 8 * max_tokens)
+
+
+def _too_long(text: str, max_tokens: int) -> str:
+    return f"truncated: answer of {len(text)} characters ignores max_tokens={max_tokens}"
+
+
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
     blob = json.dumps([evaluator, version, model, dict(sorted(inputs.items()))], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -306,6 +316,8 @@ class JudgeClient:
         spent = _Reply("", None, 0, 0, 0.0)
         try:
             reply = await self._call(model, api_base, conversation, max_tokens, spent)
+            if len(reply.text) > _answer_limit(max_tokens):
+                return self._error(_too_long(reply.text, max_tokens), spent)
             try:
                 parsed = parse(reply.text)
             except ParseError as first:
@@ -317,10 +329,13 @@ class JudgeClient:
                     {"role": "user", "content": FORMAT_REMINDER.format(hint=format_hint)},
                 ]
                 reply = await self._call(model, api_base, conversation, max_tokens, spent)
+                if len(reply.text) > _answer_limit(max_tokens):
+                    return self._error(_too_long(reply.text, max_tokens), spent)
                 try:
                     parsed = parse(reply.text)
                 except ParseError as second:
-                    log.warning(
+                    self._quiet.warning(
+                        f"unreadable:{model}:{evaluator}",
                         "judge %s for %s gave an unreadable answer twice: %s",
                         model,
                         evaluator,
