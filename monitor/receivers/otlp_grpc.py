@@ -19,9 +19,9 @@ from grpc import aio
 
 from monitor.config import Config
 from monitor.receivers.otlp.decode import DecodeError
-from monitor.receivers.otlp.ingest import OtlpIngest, RateLimitedLog
+from monitor.receivers.otlp.ingest import OtlpIngest
 from monitor.receivers.otlp.wire import decode_request, export_response, token_ok
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 RECEIVER = "otlp_grpc"

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from monitor.config import Config
 from monitor.receivers.otlp.decode import DecodeError
-from monitor.receivers.otlp.ingest import OtlpIngest, RateLimitedLog
+from monitor.receivers.otlp.ingest import OtlpIngest
 from monitor.receivers.otlp.wire import (
     TooLarge,
     decode_request,
@@ -27,7 +27,7 @@ from monitor.receivers.otlp.wire import (
     status_body,
     token_ok,
 )
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 RECEIVER = "otlp_http"

@@ -41,7 +41,7 @@ from monitor.receivers.otlp.assembler import TRIGGERS, FinishedTrace, TraceAssem
 from monitor.receivers.otlp.decode import DecodeError, Span
 from monitor.receivers.otlp.extract import extract_records, sampling_view
 from monitor.records import RagRecord
-from monitor.telemetry import NAMESPACE, Telemetry
+from monitor.telemetry import NAMESPACE, RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,26 +54,6 @@ class RecordConsumer(Protocol):
     async def put(
         self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
     ) -> None: ...
-
-
-class RateLimitedLog:
-    """At most one warning per key per `interval_s`; the count of suppressed ones is kept."""
-
-    def __init__(self, logger: logging.Logger, interval_s: float = 10.0) -> None:
-        self._log = logger
-        self._interval = interval_s
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def warning(self, key: str, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now - self._last.get(key, -self._interval) < self._interval:
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return
-        skipped = self._suppressed.pop(key, 0)
-        self._last[key] = now
-        suffix = f" ({skipped} similar suppressed)" if skipped else ""
-        self._log.warning(msg + suffix, *args)
 
 
 class OtlpIngest:
