@@ -58,9 +58,26 @@ class HttpReceiver(_Section):
     _check = field_validator("endpoint")(classmethod(lambda cls, v: _endpoint(v)))
 
 
+class ReceiverTls(_Section):
+    """TLS for both OTLP receivers; with `client_ca_file`, clients must present a
+    certificate signed by that CA (mutual TLS)."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+
+    @field_validator("cert_file", "key_file", "client_ca_file")
+    @classmethod
+    def _readable(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+
 class OtlpReceiver(_Section):
     grpc: GrpcReceiver = GrpcReceiver()
     http: HttpReceiver = HttpReceiver()
+    tls: ReceiverTls | None = None
     auth_token: str | None = None
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     # Accepted spans wait here for trace assembly; full → senders get a retryable status.

@@ -20,6 +20,7 @@ from grpc import aio
 from monitor.config import Config
 from monitor.receivers.otlp.decode import DecodeError
 from monitor.receivers.otlp.ingest import OtlpIngest
+from monitor.receivers.otlp.tls import grpc_credentials
 from monitor.receivers.otlp.wire import decode_request, export_response, token_ok
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -32,6 +33,7 @@ class OtlpGrpcReceiver:
     def __init__(self, config: Config, ingest: OtlpIngest, telemetry: Telemetry) -> None:
         otlp = config.receivers.otlp
         self._endpoint = otlp.grpc.endpoint
+        self._tls = otlp.tls
         self._token = otlp.auth_token
         self._limit = otlp.max_request_bytes
         self._ingest = ingest
@@ -53,13 +55,17 @@ class OtlpGrpcReceiver:
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
         )
-        port = server.add_insecure_port(self._endpoint)
+        if self._tls is None:
+            port = server.add_insecure_port(self._endpoint)
+        else:
+            port = server.add_secure_port(self._endpoint, grpc_credentials(self._tls))
         if port == 0:
             raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {self._endpoint}")
         await server.start()
         self._server = server
         self.port = port
-        log.info("OTLP/gRPC receiver listening on %s (port %d)", self._endpoint, port)
+        tls = "TLS" if self._tls is not None else "plaintext"
+        log.info("OTLP/gRPC receiver listening on %s (port %d, %s)", self._endpoint, port, tls)
 
     async def shutdown(self, grace_s: float = 2.0) -> None:
         server, self._server = self._server, None

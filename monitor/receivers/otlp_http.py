@@ -20,6 +20,7 @@ from aiohttp import web
 from monitor.config import Config
 from monitor.receivers.otlp.decode import DecodeError
 from monitor.receivers.otlp.ingest import OtlpIngest
+from monitor.receivers.otlp.tls import http_ssl_context
 from monitor.receivers.otlp.wire import (
     TooLarge,
     decode_request,
@@ -45,6 +46,7 @@ class OtlpHttpReceiver:
         self._host = host.strip("[]")
         self._port = int(port)
         self._token = otlp.auth_token
+        self._tls = otlp.tls
         self._limit = otlp.max_request_bytes
         self._ingest = ingest
         self._t = telemetry
@@ -60,7 +62,8 @@ class OtlpHttpReceiver:
         # Bodies are decompressed here, with a cap, not by the server.
         runner = web.AppRunner(app, access_log=None, auto_decompress=False)
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
+        ssl_context = http_ssl_context(self._tls) if self._tls is not None else None
+        site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError:
