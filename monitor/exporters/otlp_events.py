@@ -2,7 +2,9 @@
 
 For every evaluated record that carries a trace id and span id, the sink creates one span
 (`rag-monitor evaluate`) whose parent is the record's span (same trace id, remote parent),
-so a trace viewer shows the verdicts next to the request they judge. Each evaluator's
+so a trace viewer shows the verdicts next to the request they judge. A record with no
+trace context (a replayed file, a Kafka JSON record without ids) gets a root span in a
+trace of its own, found by its `rag.request_id` attribute. Each evaluator's
 result is one event on that span with the GenAI semantic-convention attributes:
 
 - `gen_ai.evaluation.name` — the evaluator (`local_groundedness`, `faithfulness`, ...);
@@ -14,8 +16,8 @@ result is one event on that span with the GenAI semantic-convention attributes:
 Spans are built on the event loop (cheap) after `emit` queued the record (bounded; a full
 queue is counted), and exported in batches with `opentelemetry-exporter-otlp` in a worker
 thread, so the loop never waits on the network. Drops are counted in
-`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `export_failed`,
-`no_trace_context`) and logged at most once per `_LOG_INTERVAL_S`.
+`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `export_failed`)
+and logged at most once per `_LOG_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -125,11 +127,6 @@ class OtlpEventsSink:
             self._task = asyncio.create_task(self._worker(), name="otlp-events")
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        if _parent(record) is None:
-            self._drop(
-                "no_trace_context", 1, "record %s has no valid trace/span id", record.request_id
-            )
-            return
         try:
             self._queue.put_nowait((record, results))
         except asyncio.QueueFull:
@@ -182,8 +179,7 @@ class OtlpEventsSink:
 
     def _span(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         parent = _parent(record)
-        assert parent is not None
-        context = trace.set_span_in_context(NonRecordingSpan(parent))
+        context = trace.set_span_in_context(NonRecordingSpan(parent)) if parent else None
         span = self._tracer.start_span(
             SPAN_NAME,
             context=context,
