@@ -104,11 +104,16 @@ class KafkaReceiver(_Section):
     ssl_keyfile: str | None = None
     session_timeout_ms: int = Field(default=10_000, gt=0)
     heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    # Also the rebalance timeout a group join may wait for members: the consumer thread
+    # polls continuously (it pauses partitions, never stops polling), so it can be short.
+    max_poll_interval_ms: int = Field(default=30_000, gt=0)
     max_poll_records: int = Field(default=500, gt=0)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
 
     @model_validator(mode="after")
     def _servers_when_enabled(self) -> KafkaReceiver:
+        if self.max_poll_interval_ms < self.session_timeout_ms:
+            raise ValueError("max_poll_interval_ms: must be at least session_timeout_ms")
         if self.enabled and not self.bootstrap_servers:
             raise ValueError("bootstrap_servers: required when kafka.enabled is true")
         return self

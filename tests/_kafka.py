@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 READY_DEADLINE_S = 60.0
 
@@ -163,10 +164,13 @@ class Broker:
 
     # -- client helpers ------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1) -> str:
+    def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> str:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
+        except TopicAlreadyExistsError:
+            if not exist_ok:
+                raise
         finally:
             admin.close()
         return name
@@ -228,6 +232,8 @@ class Broker:
             "group_id": group,
             "session_timeout_ms": self.session_timeout_ms,
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            # Bounds how long a group join may wait for a member that never re-joins.
+            "max_poll_interval_ms": max(10_000, self.session_timeout_ms),
             **extra,
         }
 

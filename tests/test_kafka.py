@@ -469,7 +469,8 @@ async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
         assert len(io_threads) <= 1, io_threads  # at most the attempt in progress
         try:
             broker.start()
-            broker.create_topic(topic)
+            # The waiting consumer's metadata requests may auto-create the topic first.
+            broker.create_topic(topic, exist_ok=True)
             broker.produce(topic, [native("before-1"), native("before-2")])
             await until(lambda: capture.ids() >= {"before-1", "before-2"}, 40, "first records")
             await until(lambda: service.ready()[0], 10, "ready")

@@ -334,6 +334,7 @@ class KafkaReceiver:
                 auto_offset_reset=self._cfg.auto_offset_reset,
                 session_timeout_ms=self._cfg.session_timeout_ms,
                 heartbeat_interval_ms=self._cfg.heartbeat_interval_ms,
+                max_poll_interval_ms=self._cfg.max_poll_interval_ms,
                 max_poll_records=self._cfg.max_poll_records,
                 group_instance_id=self._cfg.group_instance_id,
                 **self._options,
@@ -520,7 +521,10 @@ class KafkaReceiver:
             consumer.resume(*consumer.paused())
             self._paused = False
 
-    def _commit(self, trackers: list[PartitionTracker]) -> None:
+    def _commit(self, trackers: list[PartitionTracker], *, wait: bool = True) -> None:
+        """Commit what is finished. `wait=False` from the rebalance listener: kafka-python
+        runs listeners on its IO thread, where a blocking commit is refused; the async
+        commit is sent before the group re-joins, so it lands in the old generation."""
         self._last_commit = time.monotonic()
         targets = {
             TopicPartition(t.topic, t.partition): (t, t.committable)
@@ -531,16 +535,12 @@ class KafkaReceiver:
             return
         offsets = {tp: OffsetAndMetadata(target, "", -1) for tp, (_, target) in targets.items()}
         try:
+            if not wait:
+                self._consumer.commit_async(offsets=offsets, callback=self._commit_sent)
+                return
             self._consumer.commit(offsets=offsets)
         except Exception as exc:
-            self._t.dropped.labels("kafka", "commit_failed").inc()
-            self._log.log(
-                "commit",
-                logging.WARNING,
-                "kafka: offset commit failed (records may be re-delivered): %s: %s",
-                type(exc).__name__,
-                exc,
-            )
+            self._commit_failed(exc)
             return
         log.debug(
             "kafka: committed %s",
@@ -548,6 +548,23 @@ class KafkaReceiver:
         )
         for tracker, target in targets.values():
             tracker.committed = target
+
+    def _commit_failed(self, exc: BaseException) -> None:
+        self._t.dropped.labels("kafka", "commit_failed").inc()
+        self._log.log(
+            "commit",
+            logging.WARNING,
+            "kafka: offset commit failed (records may be re-delivered): %s: %s",
+            type(exc).__name__,
+            exc,
+        )
+
+    def _commit_sent(self, offsets: dict[TopicPartition, OffsetAndMetadata], response: Any) -> None:
+        """Callback of an asynchronous commit (kafka-python's IO thread)."""
+        if isinstance(response, BaseException):
+            self._commit_failed(response)
+        else:
+            log.debug("kafka: committed on revocation %s", _names(set(offsets)))
 
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
         age = math.inf
@@ -600,7 +617,7 @@ class KafkaReceiver:
             self._collect_done()
             time.sleep(0.005)
         self._collect_done()
-        self._commit(mine)
+        self._commit(mine, wait=False)
         for tp in revoked:
             self._trackers.pop(tp, None)
             try:
