@@ -148,6 +148,18 @@ def _genai_chat_attrs(case: Case) -> dict[str, object]:
     }
 
 
+def _genai_retrieval_attrs(case: Case, *, with_content: bool = True) -> dict[str, str]:
+    """A GenAI `retrieval` span's attributes; documents may carry only `id` and `score`."""
+    docs = [
+        {"id": i, "score": s, **({"content": c} if with_content else {})} for i, c, s in case.docs
+    ]
+    return {
+        "gen_ai.operation.name": "retrieval",
+        "gen_ai.retrieval.query.text": case.query,
+        "gen_ai.retrieval.documents": json.dumps(docs),
+    }
+
+
 def emit_genai(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
     """OpenTelemetry GenAI (current): HTTP server root, `retrieval` span, `chat` sibling."""
     with tracer.start_as_current_span(
@@ -155,15 +167,8 @@ def emit_genai(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
         kind=SpanKind.SERVER,
         attributes={"http.route": case.route, "http.request.method": "POST"},
     ) as root:
-        docs = [{"id": i, "score": s, "content": c} for i, c, s in case.docs]
         with tracer.start_as_current_span(
-            "retrieval kb",
-            kind=SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "retrieval",
-                "gen_ai.retrieval.query.text": case.query,
-                "gen_ai.retrieval.documents": json.dumps(docs),
-            },
+            "retrieval kb", kind=SpanKind.CLIENT, attributes=_genai_retrieval_attrs(case)
         ):
             pass
         between()
@@ -182,14 +187,7 @@ def emit_genai_ids_only(tracer: Tracer, case: Case, between: Callable[[], None])
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
     ) as root:
         with tracer.start_as_current_span(
-            "retrieval kb",
-            attributes={
-                "gen_ai.operation.name": "retrieval",
-                "gen_ai.retrieval.query.text": case.query,
-                "gen_ai.retrieval.documents": json.dumps(
-                    [{"id": i, "score": s} for i, _, s in case.docs]
-                ),
-            },
+            "retrieval kb", attributes=_genai_retrieval_attrs(case, with_content=False)
         ):
             pass
         between()
@@ -203,15 +201,7 @@ def emit_genai_events(tracer: Tracer, case: Case, between: Callable[[], None]) -
     with tracer.start_as_current_span(
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
     ) as root:
-        docs = [{"id": i, "score": s, "content": c} for i, c, s in case.docs]
-        with tracer.start_as_current_span(
-            "retrieval kb",
-            attributes={
-                "gen_ai.operation.name": "retrieval",
-                "gen_ai.retrieval.query.text": case.query,
-                "gen_ai.retrieval.documents": json.dumps(docs),
-            },
-        ):
+        with tracer.start_as_current_span("retrieval kb", attributes=_genai_retrieval_attrs(case)):
             pass
         between()
         with tracer.start_as_current_span(
@@ -246,15 +236,7 @@ def emit_genai_prompt_attrs(tracer: Tracer, case: Case, between: Callable[[], No
     with tracer.start_as_current_span(
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
     ) as root:
-        docs = [{"id": i, "score": s, "content": c} for i, c, s in case.docs]
-        with tracer.start_as_current_span(
-            "retrieval kb",
-            attributes={
-                "gen_ai.operation.name": "retrieval",
-                "gen_ai.retrieval.query.text": case.query,
-                "gen_ai.retrieval.documents": json.dumps(docs),
-            },
-        ):
+        with tracer.start_as_current_span("retrieval kb", attributes=_genai_retrieval_attrs(case)):
             pass
         between()
         prompt = [
