@@ -94,14 +94,9 @@ class RagRecord(BaseModel):
 
     def missing(self) -> frozenset[Part]:
         """Parts of a RAG exchange this record lacks."""
-        absent: set[Part] = set()
-        if not self.query:
-            absent.add("query")
-        if not self.retrieved_context:
-            absent.add("context")
-        if self.response is None:
-            absent.add("response")
-        return frozenset(absent)
+        return _MISSING[
+            (not self.query) | (not self.retrieved_context) << 1 | (self.response is None) << 2
+        ]
 
     @property
     def sampling_key(self) -> str:
@@ -109,10 +104,19 @@ class RagRecord(BaseModel):
 
 
 _NATIVE_KEYS = frozenset(RagRecord.model_fields) | {"request"}
+# `missing()` for every combination of absent parts (bit 0 query, 1 context, 2 response):
+# asked for every record, so it allocates nothing.
+_MISSING: tuple[frozenset[Part], ...] = tuple(
+    frozenset(part for bit, part in enumerate(("query", "context", "response")) if mask >> bit & 1)
+    for mask in range(8)
+)
 
 
-def parse_record(data: Any, *, require_response: bool = True) -> RagRecord:
-    """Normalise one decoded JSON value into a `RagRecord`.
+def parse_record(
+    data: Any, *, require_response: bool = True, metadata: dict[str, str] | None = None
+) -> RagRecord:
+    """Normalise one decoded JSON value into a `RagRecord`. `metadata` (what the receiver
+    knows, e.g. Kafka topic and offset) is merged over the record's own.
 
     Raises `RecordError` with a closed-set `reason` (`not_object`, `no_response`,
     `invalid_field`, `unknown_shape`) and a message naming the offending field.
@@ -134,6 +138,10 @@ def parse_record(data: Any, *, require_response: bool = True) -> RagRecord:
         raise RecordError("no_response", "response: missing")
     if "request_id" not in fields:  # hashing the whole input is costly: only when needed
         fields["request_id"] = _derived_id(data)
+    if metadata:
+        own = fields.get("metadata")
+        # A malformed own `metadata` is left for validation to name.
+        fields["metadata"] = {**own, **metadata} if isinstance(own, dict) else own or metadata
     try:
         return RagRecord.model_validate(fields)
     except ValidationError as exc:
@@ -148,17 +156,20 @@ def _derived_id(data: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, *index: int | str) -> Any:
+    """`value` if it is a `kind`; else `invalid_field` naming `where.index...` (the path
+    is only formatted on failure: this runs for every field of every record)."""
     if not isinstance(value, kind):
+        path = ".".join((where, *map(str, index)))
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise RecordError("invalid_field", f"{where}: expected {names}, got {type(value).__name__}")
+        raise RecordError("invalid_field", f"{path}: expected {names}, got {type(value).__name__}")
     return value
 
 
 def _messages(raw: Any, where: str) -> list[ChatMessage]:
     out = []
     for i, msg in enumerate(_expect(raw, list, where)):
-        _expect(msg, dict, f"{where}.{i}")
+        _expect(msg, dict, where, i)
         content = msg.get("content")
         if isinstance(content, list):  # OpenAI content parts: keep the text parts
             content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -190,19 +201,33 @@ def _docs(raw: Any, where: str) -> list[dict[str, Any]]:
         if isinstance(item, str):
             docs.append({"content": item})
             continue
-        _expect(item, dict, f"{where}.{i}")
-        content = item.get("content", item.get("page_content", item.get("text")))
-        _expect(content, str, f"{where}.{i}.content")
+        _expect(item, dict, where, i)
+        content = _first(item, _CONTENT_KEYS)
+        _expect(content, str, where, i, "content")
         doc: dict[str, Any] = {"content": content}
-        uri = item.get("doc_uri", item.get("id", item.get("url", item.get("title"))))
+        uri = _first(item, _URI_KEYS)
         if uri is not None:
             doc["doc_uri"] = str(uri)
-        if isinstance(item.get("score"), int | float):
-            doc["score"] = float(item["score"])
-        if isinstance(item.get("metadata"), dict):
-            doc["metadata"] = item["metadata"]
+        score = item.get("score")
+        if isinstance(score, (int, float)):
+            doc["score"] = float(score)
+        metadata = item.get("metadata")
+        if isinstance(metadata, dict):
+            doc["metadata"] = metadata
         docs.append(doc)
     return docs
+
+
+_CONTENT_KEYS = ("content", "page_content", "text")
+_URI_KEYS = ("doc_uri", "id", "url", "title")
+
+
+def _first(item: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value of the first key present (even if None), as chained `get`s would."""
+    for key in keys:
+        if key in item:
+            return item[key]
+    return None
 
 
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
@@ -210,15 +235,19 @@ def _optional_str(data: dict[str, Any], key: str) -> str | None:
     return None if value is None else _expect(value, str, key)
 
 
-def _common(data: dict[str, Any], skip: set[str]) -> dict[str, Any]:
+def _common(data: dict[str, Any], keys: frozenset[str] = _NATIVE_KEYS) -> dict[str, Any]:
     """Native fields (ids, service, tokens, ...) carried over as they are."""
-    return {k: v for k, v in data.items() if k in _NATIVE_KEYS and k not in skip}
+    return {k: v for k, v in data.items() if k in keys}
+
+
+# What `_common` carries over from each shape (the rest is converted field by field).
+_NATIVE_PLAIN = _NATIVE_KEYS - {"request", "retrieved_context", "expected_retrieved_context"}
 
 
 def _from_native(data: dict[str, Any]) -> dict[str, Any]:
     # Keys outside the schema (dataset labels, app-specific fields) are left out, as in the
     # other shapes; a misspelt required key still surfaces as that key missing.
-    fields = _common(data, {"request", "retrieved_context", "expected_retrieved_context"})
+    fields = _common(data, _NATIVE_PLAIN)
     request = data.get("request")
     if isinstance(request, str):
         fields["query"] = request
@@ -243,7 +272,7 @@ def _from_native(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_qa(data: dict[str, Any]) -> dict[str, Any]:
-    fields = _common(data, set())
+    fields = _common(data)
     fields["query"] = _optional_str(data, "question")
     fields["retrieved_context"] = _docs(data.get("context") or data.get("contexts"), "context")
     fields["response"] = _optional_str(data, "answer")
@@ -256,7 +285,7 @@ def _from_qa(data: dict[str, Any]) -> dict[str, Any]:
 
 def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
     raw = _expect(data["messages"], list, "messages")
-    fields = _common(data, {"messages"})
+    fields = _common(data)
     last_assistant = None
     for i in range(len(raw) - 1, -1, -1):
         if isinstance(raw[i], dict) and raw[i].get("role") == "assistant":
@@ -266,9 +295,9 @@ def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
         fields["query"], fields["history"] = _split_turns(_messages(raw, "messages"))
         return fields
     answer = raw[last_assistant]
-    fields["response"] = _expect(answer.get("content"), str, f"messages.{last_assistant}.content")
+    fields["response"] = _expect(answer.get("content"), str, "messages", last_assistant, "content")
     context = answer.get("context") or {}
-    _expect(context, dict, f"messages.{last_assistant}.context")
+    _expect(context, dict, "messages", last_assistant, "context")
     fields["retrieved_context"] = _docs(
         context.get("citations"), f"messages.{last_assistant}.context.citations"
     )
@@ -278,7 +307,7 @@ def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_java(data: dict[str, Any]) -> dict[str, Any]:
-    fields = _common(data, set())
+    fields = _common(data)
     fields["query"] = _optional_str(data, "userText")
     fields["response"] = _optional_str(data, "responseContent")
     fields["retrieved_context"] = _docs(data.get("dataList"), "dataList")

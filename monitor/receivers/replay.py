@@ -8,7 +8,6 @@ counted in `records_rejected_total{receiver="replay",reason}`, and skipped.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,12 +15,15 @@ from itertools import islice
 from pathlib import Path
 from typing import IO
 
+import orjson
+
 from monitor.processors.evaluate import EvaluationStage
 from monitor.records import RecordError, parse_record
 from monitor.telemetry import Telemetry
 
 _CHUNK_LINES = 256
 RECEIVER = "replay"
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -75,11 +77,12 @@ async def replay_file(
 
 
 async def _one(raw: bytes, number: int, stage: EvaluationStage, telemetry: Telemetry) -> str | None:
+    if number == 1:
+        raw = raw.removeprefix(_UTF8_BOM)  # editors on Windows start files with one
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        # ValueError: bad JSON, bad UTF-8, or an integer over Python's 4300-digit limit;
-        # RecursionError: JSON nested deeper than the interpreter's recursion limit.
+        # orjson: bad UTF-8 and nesting deeper than 1024 are decode errors too.
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         telemetry.records_rejected.labels(RECEIVER, "bad_json").inc()
         return f"line {number}: bad JSON: {exc}"
     try:
