@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -18,15 +17,9 @@ from monitor import __version__
 from monitor.config import Config, ConfigError, load_config
 from monitor.exporters.summary import SummarySink
 from monitor.receivers.replay import replay_file
-from monitor.service import Service
+from monitor.service import Service, tune_gc
 
 log = logging.getLogger("monitor")
-
-# Decoding and assembly allocate a few container objects per span, so CPython's default
-# young-generation threshold (700) runs a collection every ~150 spans: about a quarter of
-# the ingest CPU at 50k spans/s (bench/ingest.py). The workload makes almost no reference
-# cycles, so the monitor process collects less often.
-GC_YOUNG_THRESHOLD = 20_000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "check-config":
         return _check_config(args.file)
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    tune_gc()
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import time
+from pathlib import Path
 from typing import Literal
 
 from monitor.config import Budget, EvaluatorConfig, Sampling
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.prometheus import MetricsSink
+from monitor.exporters.results_file import ResultsFileSink
 from monitor.exporters.summary import SummarySink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -116,20 +121,6 @@ async def test_results_reach_sinks_and_on_done_fires(telemetry: Telemetry) -> No
         == 5
     )
     assert _value(telemetry, "records_total", service="svc", source="test") == 5
-
-
-async def test_offer_never_waits_and_counts_drops(telemetry: Telemetry) -> None:
-    slow = ScriptedEvaluator("slow", delay=0.2)
-    stage, _ = _stage(telemetry, [slow], queue_size=2, workers=1)
-    await stage.start()
-    accepted = [stage.offer(_rec(i), "test") for i in range(10)]
-    assert accepted.count(True) <= 3 and accepted.count(False) >= 7
-    assert _value(
-        telemetry, "dropped_total", stage="evaluate", reason="queue_full"
-    ) == accepted.count(False)
-    await stage.shutdown(5)
-    assert stage.offer(_rec(99), "test") is False
-    assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutting_down") == 1
 
 
 async def test_evaluator_exception_and_timeout_are_errors_not_verdicts(
@@ -246,3 +237,125 @@ async def test_route_label_is_capped(telemetry: Telemetry) -> None:
         for s in metric.samples
     }
     assert routes == {"/r0", "/r1", "other"}
+
+
+async def test_unsampled_records_are_finished_at_intake_without_queueing(
+    telemetry: Telemetry,
+) -> None:
+    slow = ScriptedEvaluator("slow", delay=0.5)
+    stage = EvaluationStage(
+        [(slow, EvaluatorConfig(name="local_groundedness"))],
+        Sampler(Sampling(rate=0.0), {"slow": None}),
+        BudgetGate(Budget()),
+        [MetricsSink(telemetry)],
+        telemetry,
+        queue_size=1,
+        workers=1,
+    )
+    await stage.start()
+    done: list[str] = []
+    # A one-slot queue and a slow evaluator: had these waited for the queue, this would
+    # take 100 x 0.5 s. Unsampled records never touch it.
+    async with asyncio.timeout(5):
+        taken = await stage.put_many(
+            [(_rec(i), lambda i=i: done.append(f"r{i}")) for i in range(100)], "test"
+        )
+    assert taken == 100 and len(done) == 100 and stage.completed == 100
+    assert slow.calls == 0
+    assert _value(telemetry, "records_total", service="svc", source="test") == 100
+    assert (
+        _value(
+            telemetry,
+            "sampling_decisions_total",
+            service="svc",
+            evaluator="slow",
+            decision="skipped",
+        )
+        == 100
+    )
+    # Priority records are still queued and evaluated.
+    await stage.put(_rec(500, feedback="negative"), "test")
+    await stage.shutdown(5)
+    assert slow.calls == 1
+    assert _value(telemetry, "records_total", service="svc", source="test") == 101
+
+
+async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Telemetry) -> None:
+    stage, _ = _stage(telemetry, [ScriptedEvaluator("e")])
+    await stage.start()
+    await stage.shutdown(5)
+    assert await stage.put_many([(_rec(1), None), (_rec(2), None)], "test") == 0
+
+
+class CpuScorerStub:
+    """A CPU scorer (sync `score`) that notes which thread ran it."""
+
+    kind: Literal["local"] = "local"
+    requires: frozenset[Part] = frozenset()
+
+    def __init__(self, name: str, *, raises: bool = False, sleep_s: float = 0.0) -> None:
+        self.name, self.raises, self.sleep_s = name, raises, sleep_s
+        self.threads: list[int] = []
+
+    def score(self, record: RagRecord) -> EvalResult:
+        self.threads.append(threading.get_ident())
+        time.sleep(self.sleep_s)
+        if self.raises:
+            raise ValueError("scorer broke")
+        return EvalResult(name=self.name, score=1.0, normalized=1.0, passed=True)
+
+    async def evaluate(self, record: RagRecord) -> EvalResult:
+        return await asyncio.to_thread(self.score, record)
+
+
+async def test_cpu_scorers_of_a_record_share_one_worker_thread_hop(telemetry: Telemetry) -> None:
+    first, second, broken = CpuScorerStub("a"), CpuScorerStub("b"), CpuScorerStub("c", raises=True)
+    stage, summary = _stage(telemetry, [first, second, broken])  # type: ignore[list-item]
+    await stage.start()
+    for i in range(3):
+        await stage.put(_rec(i), "test")
+    await stage.shutdown(5)
+    loop_thread = threading.get_ident()
+    for i in range(3):
+        # Each record: one thread ran all three scorers, and it was not the loop's.
+        ran = {first.threads[i], second.threads[i], broken.threads[i]}
+        assert len(ran) == 1 and loop_thread not in ran
+    assert summary.totals["a"].passed == 3 and summary.totals["b"].passed == 3
+    assert summary.totals["c"].errors == 3  # one scorer failing spoils only its own result
+
+
+async def test_cpu_scorers_past_the_deadline_are_errors(telemetry: Telemetry) -> None:
+    stuck = CpuScorerStub("stuck", sleep_s=1.0)
+    stage, summary = _stage(telemetry, [stuck], timeout=0.2)  # type: ignore[list-item]
+    await stage.start()
+    await stage.put(_rec(1), "test")
+    await stage.shutdown(5)
+    assert summary.totals["stuck"].errors == 1 and summary.totals["stuck"].passed == 0
+
+
+async def test_on_done_waits_until_the_results_line_is_written(
+    telemetry: Telemetry, tmp_path: Path
+) -> None:
+    path = tmp_path / "results.jsonl"
+    stage = EvaluationStage(
+        [(ScriptedEvaluator("e"), EvaluatorConfig(name="local_groundedness"))],
+        Sampler(Sampling(), {"e": None}),
+        BudgetGate(Budget()),
+        [MetricsSink(telemetry), ResultsFileSink(path, telemetry)],
+        telemetry,
+    )
+    await stage.start()
+    seen: dict[str, bool] = {}
+
+    def on_done(request_id: str) -> None:
+        # What a Kafka commit relies on: the line is in the file when the record is done.
+        lines = path.read_text().splitlines() if path.exists() else []
+        seen[request_id] = any(json.loads(line)["request_id"] == request_id for line in lines)
+
+    for i in range(20):
+        await stage.put(_rec(i), "test", on_done=lambda i=i: on_done(f"r{i}"))
+    async with asyncio.timeout(5):
+        while len(seen) < 20:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    await stage.shutdown(5)
+    assert seen == {f"r{i}": True for i in range(20)}

@@ -2,7 +2,10 @@
 
 Lines wait in a bounded queue and a writer task appends them in batches off the event
 loop. A full queue or a failed write (disk full, file unwritable) is counted in
-`dropped_total{stage="results_file"}` and logged; the process keeps running.
+`dropped_total{stage="results_file"}` and logged; the process keeps running. `emit`
+returns a future that is done once the line is flushed to the file (or its loss counted),
+so a Kafka offset is only committed after its results line is written: a process killed
+with SIGKILL loses no line whose offset was committed (flushed data lives in the OS).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ class ResultsFileSink:
     def __init__(self, path: str | Path, telemetry: Telemetry, queue_size: int = 10_000) -> None:
         self._path = Path(path)
         self._t = telemetry
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=queue_size)
+        self._queue: asyncio.Queue[tuple[str, asyncio.Future[None]] | None] = asyncio.Queue(
+            maxsize=queue_size
+        )
         self._task: asyncio.Task[None] | None = None
         self._file: IO[str] | None = None
         self._last_error_log = 0.0
@@ -46,12 +51,15 @@ class ResultsFileSink:
     async def start(self) -> None:
         self._task = asyncio.create_task(self._writer(), name="results-file")
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
+    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[None]:
         line = json.dumps(results_line(record, results), ensure_ascii=False)
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait(line)
+            self._queue.put_nowait((line, written))
         except asyncio.QueueFull:
             self._t.dropped.labels(_STAGE, "queue_full").inc()
+            written.set_result(None)
+        return written
 
     async def close(self) -> None:
         if self._task is None:
@@ -69,9 +77,14 @@ class ResultsFileSink:
             batch = [first]
             while not self._queue.empty() and len(batch) < 1000:
                 batch.append(self._queue.get_nowait())
-            lines = [line for line in batch if line is not None]
-            if lines:
-                await self._write(lines)
+            items = [item for item in batch if item is not None]
+            try:
+                if items:
+                    await self._write([line for line, _ in items])
+            finally:
+                for _, written in items:
+                    if not written.done():
+                        written.set_result(None)
             if None in batch:
                 return
 

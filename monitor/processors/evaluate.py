@@ -1,24 +1,27 @@
 """The evaluation stage: a bounded intake queue drained by worker tasks.
 
-Receivers hand records in with `offer` (never waits: a full queue is a counted drop and
-the receiver answers its sender with a retryable status) or `put` (waits for room: replay
-and Kafka, which push back by not reading). Each worker samples a record, runs the sampled
-evaluators under a per-call deadline, and hands the results to every sink. `on_done` fires
-once the record is finished — evaluated or deliberately skipped — which is what the Kafka
-receiver commits offsets on.
+Receivers hand records in with `put` or `put_many`, which wait for room (replay, OTLP and
+Kafka push back on their own input by not reading). The sampling decision is made at
+intake: a record no evaluator samples (`skips`) is counted (`count_skipped`) and finished
+there and never queued, so unsampled traffic costs a hash and a few counter increments,
+not a trip through the queue; the Kafka receiver does this in its own thread. Each worker runs the sampled evaluators of a queued record under a per-call
+deadline and hands the results to every sink. `on_done` fires once the record is finished
+— evaluated or deliberately skipped — which is what the Kafka receiver commits offsets on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import EvalResult, Evaluator
+from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
 from monitor.processors.budget import BudgetGate
 from monitor.processors.sampler import Sampler
 from monitor.records import RagRecord
@@ -32,17 +35,25 @@ class ResultSink(Protocol):
 
     async def start(self) -> None: ...
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        """Must not block: a sink that does I/O queues the item and counts its drops."""
+    def emit(
+        self, record: RagRecord, results: dict[str, EvalResult]
+    ) -> asyncio.Future[None] | None:
+        """Must not block: a sink that does I/O queues the item and counts its drops. A
+        sink that persists results returns a future, done once the item is written or
+        its loss counted; the record's `on_done` waits for it (a Kafka offset is not
+        committed before its results line is in the file)."""
 
     async def close(self) -> None: ...
+
+
+OnDone = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
 class _Job:
     record: RagRecord
     source: str
-    on_done: Callable[[], None] | None
+    on_done: OnDone | None
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class EvaluationStage:
         # Escalated evaluators run after the evaluator they escalate from.
         self._first = [s for s in stages if s.escalate_from is None]
         self._escalated = [s for s in stages if s.escalate_from is not None]
+        self._cpu = {s.evaluator.name for s in stages if isinstance(s.evaluator, CpuScorer)}
         self._sampler = sampler
         self._budget = budget
         self._sinks = list(sinks)
@@ -80,7 +92,14 @@ class EvaluationStage:
         self._warn = RateLimitedLog(log)
         self._depth = telemetry.queue_depth.labels("evaluate")
         self._accepting = False
-        self.completed = 0
+        self._skip_cache: dict[tuple[str, str, frozenset[str]], tuple[Any, ...]] = {}
+        self._completed = 0
+        self._completed_lock = threading.Lock()
+
+    @property
+    def completed(self) -> int:
+        """Records finished: evaluated, or skipped by sampling."""
+        return self._completed
 
     @property
     def accepting(self) -> bool:
@@ -103,29 +122,75 @@ class EvaluationStage:
         ]
         self._accepting = True
 
-    def offer(
-        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
-    ) -> bool:
-        """Queue a record without waiting; False (counted) when the queue is full or closed."""
-        if not self._accepting:
-            self._t.dropped.labels("evaluate", "shutting_down").inc()
-            return False
-        try:
-            self._queue.put_nowait(_Job(record, source, on_done))
-        except asyncio.QueueFull:
-            self._t.dropped.labels("evaluate", "queue_full").inc()
-            return False
-        self._depth.set(self._queue.qsize())
-        return True
-
-    async def put(
-        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
-    ) -> None:
-        """Queue a record, waiting for room (the caller pushes back on its own input)."""
-        if not self._accepting:
+    async def put(self, record: RagRecord, source: str, on_done: OnDone | None = None) -> None:
+        """Take a record, waiting for queue room if it is sampled (the caller pushes back
+        on its own input). Raises RuntimeError once the stage stopped accepting."""
+        if not await self.put_many(((record, on_done),), source):
             raise RuntimeError("evaluation stage is not accepting records")
-        await self._queue.put(_Job(record, source, on_done))
-        self._depth.set(self._queue.qsize())
+
+    async def put_many(
+        self, records: Sequence[tuple[RagRecord, OnDone | None]], source: str
+    ) -> int:
+        """Take records in order, as `put` does; returns how many were taken before the
+        stage stopped accepting (the caller still owns the rest)."""
+        skipped: list[RagRecord] = []
+        try:
+            for taken, (record, on_done) in enumerate(records):
+                if not self._accepting:
+                    return taken
+                if self.skips(record):
+                    skipped.append(record)
+                    if on_done is not None:
+                        on_done()
+                    continue
+                self.count_skipped(skipped, source)  # metrics stay current while we wait
+                skipped.clear()
+                await self._queue.put(_Job(record, source, on_done))
+                self._depth.set(self._queue.qsize())
+            return len(records)
+        finally:
+            self.count_skipped(skipped, source)
+
+    def skips(self, record: RagRecord) -> bool:
+        """Whether no evaluator samples `record`: it then needs no queue slot, only
+        `count_skipped`. Thread-safe."""
+        return not self._sampler.samples_any(record)
+
+    def count_skipped(self, records: Sequence[RagRecord], source: str) -> None:
+        """Finish records that `skips`: the counters a worker would add for them, one
+        increment per counter for the whole batch. Thread-safe: the Kafka consumer thread
+        finishes its unsampled records here without a trip through the event loop."""
+        if not records:
+            return
+        for counters, n in Tally(self._skip_counters(r, source) for r in records).items():
+            for counter in counters:
+                counter.inc(n)
+        with self._completed_lock:
+            self._completed += len(records)
+
+    def _skip_counters(self, record: RagRecord, source: str) -> tuple[Any, ...]:
+        """The counters a record no evaluator samples adds one to — the same a worker
+        would — cached by what they depend on, so unsampled traffic skips the label
+        lookups (services are capped, so the cache stays small)."""
+        service = self._t.service_cap(record.service)
+        missing = record.missing()
+        key = (service, source, missing)
+        found = self._skip_cache.get(key)
+        if found is None:
+            counters = [self._t.child(self._t.records, service, source)]
+            counters += [
+                self._t.child(self._t.records_incomplete, service, part) for part in sorted(missing)
+            ]
+            for stage in self._first + self._escalated:
+                decision = self._decision(stage, {}, missing, {})
+                if decision is not None:
+                    counters.append(
+                        self._t.child(
+                            self._t.sampling_decisions, service, stage.evaluator.name, decision
+                        )
+                    )
+            found = self._skip_cache[key] = tuple(counters)
+        return found
 
     async def shutdown(self, deadline_s: float) -> int:
         """Stop intake, let queued and in-flight records finish until the deadline, then
@@ -167,13 +232,23 @@ class EvaluationStage:
                 self._queue.task_done()
                 self._depth.set(self._queue.qsize())
 
-    async def _process(self, job: _Job) -> None:
-        record = job.record
+    def _count(self, record: RagRecord, source: str) -> tuple[str, frozenset[str]]:
         service = self._t.service_cap(record.service)
-        self._t.child(self._t.records, service, job.source).inc()
+        self._t.child(self._t.records, service, source).inc()
         missing = record.missing()
         for part in sorted(missing):
             self._t.child(self._t.records_incomplete, service, part).inc()
+        return service, missing
+
+    def _finish(self, on_done: OnDone | None) -> None:
+        with self._completed_lock:
+            self._completed += 1
+        if on_done is not None:
+            on_done()
+
+    async def _process(self, job: _Job) -> None:
+        record = job.record
+        service, missing = self._count(record, job.source)
         sampled = self._sampler.decide(record)
         results: dict[str, EvalResult] = {}
         await self._run(
@@ -185,12 +260,17 @@ class EvaluationStage:
                 record,
                 results,
             )
+        writes = []
         if results:
             for sink in self._sinks:
-                sink.emit(record, results)
-        self.completed += 1
-        if job.on_done is not None:
-            job.on_done()
+                written = sink.emit(record, results)
+                if written is not None:
+                    writes.append(written)
+        if writes:
+            # Finished once persisted; the worker moves on without waiting.
+            asyncio.gather(*writes).add_done_callback(lambda _: self._finish(job.on_done))
+        else:
+            self._finish(job.on_done)
 
     def _runnable(
         self,
@@ -203,57 +283,97 @@ class EvaluationStage:
     ) -> list[Evaluator]:
         chosen = []
         for stage in stages:
-            ev = stage.evaluator
-            if ev.requires & missing:
-                continue  # counted once per record in records_incomplete_total
-            if stage.escalate_from is not None:
-                source = results.get(stage.escalate_from)
-                lo, hi = stage.band or (0.0, 1.0)
-                if source is None or source.normalized is None or not lo <= source.normalized <= hi:
-                    self._t.child(
-                        self._t.sampling_decisions, service, ev.name, "not_escalated"
-                    ).inc()
-                    continue
-            if not sampled.get(ev.name, False):
-                self._t.child(self._t.sampling_decisions, service, ev.name, "skipped").inc()
+            decision = self._decision(stage, sampled, missing, results)
+            if decision is None:
                 continue
-            if ev.kind == "judge" and not self._budget.admit():
-                self._t.child(self._t.sampling_decisions, service, ev.name, "over_budget").inc()
-                continue
-            self._t.child(self._t.sampling_decisions, service, ev.name, "sampled").inc()
-            chosen.append(ev)
+            name = stage.evaluator.name
+            self._t.child(self._t.sampling_decisions, service, name, decision).inc()
+            if decision == "sampled":
+                chosen.append(stage.evaluator)
         return chosen
+
+    def _decision(
+        self,
+        stage: _Stage,
+        sampled: dict[str, bool],
+        missing: frozenset[str],
+        results: dict[str, EvalResult],
+    ) -> str | None:
+        """sampled, skipped, not_escalated or over_budget (which admits a sampled judge
+        to the budget); None when the record lacks the evaluator's input (counted once
+        per record in records_incomplete_total)."""
+        ev = stage.evaluator
+        if ev.requires & missing:
+            return None
+        if stage.escalate_from is not None:
+            source = results.get(stage.escalate_from)
+            lo, hi = stage.band or (0.0, 1.0)
+            if source is None or source.normalized is None or not lo <= source.normalized <= hi:
+                return "not_escalated"
+        if not sampled.get(ev.name, False):
+            return "skipped"
+        if ev.kind == "judge" and not self._budget.admit():
+            return "over_budget"
+        return "sampled"
 
     async def _run(
         self, evaluators: list[Evaluator], record: RagRecord, results: dict[str, EvalResult]
     ) -> None:
         if not evaluators:
             return
-        outcomes = await asyncio.gather(*(self._one(ev, record) for ev in evaluators))
-        for result in outcomes:
-            results[result.name] = result
-            if result.input_tokens or result.output_tokens or result.cost:
-                self._budget.spend(result.input_tokens + result.output_tokens, result.cost)
+        cpu = [ev for ev in evaluators if ev.name in self._cpu]
+        calls = [self._one(ev, record) for ev in evaluators if ev.name not in self._cpu]
+        if cpu:
+            calls.append(self._score_cpu(cpu, record))
+        for outcome in await asyncio.gather(*calls):
+            for result in outcome:
+                results[result.name] = result
+                if result.input_tokens or result.output_tokens or result.cost:
+                    self._budget.spend(result.input_tokens + result.output_tokens, result.cost)
 
-    async def _one(self, evaluator: Evaluator, record: RagRecord) -> EvalResult:
+    async def _one(self, evaluator: Evaluator, record: RagRecord) -> list[EvalResult]:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout):
                 result = await evaluator.evaluate(record)
         except TimeoutError:
-            result = EvalResult.failed(
-                evaluator.name, f"timeout: no verdict within {self._timeout:g}s"
-            )
+            result = self._timed_out(evaluator.name)
         except Exception as exc:
-            self._warn.warning(
-                evaluator.name,
-                "evaluator %s failed on record %s: %s",
-                evaluator.name,
-                record.request_id,
-                exc,
-            )
-            result = EvalResult.failed(evaluator.name, f"{type(exc).__name__}: {exc}")
+            result = self._failed(evaluator.name, record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
             time.perf_counter() - started
         )
-        return result
+        return [result]
+
+    async def _score_cpu(self, evaluators: list[CpuScorer], record: RagRecord) -> list[EvalResult]:
+        """All CPU scorers of a record in one worker-thread hop, under one deadline."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                timed = await asyncio.to_thread(self._score_all, evaluators, record)
+        except TimeoutError:
+            timed = [(self._timed_out(ev.name), self._timeout) for ev in evaluators]
+        for result, seconds in timed:
+            self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
+        return [result for result, _ in timed]
+
+    def _score_all(
+        self, evaluators: list[CpuScorer], record: RagRecord
+    ) -> list[tuple[EvalResult, float]]:
+        timed = []
+        for evaluator in evaluators:
+            started = time.perf_counter()
+            try:
+                result = evaluator.score(record)
+            except Exception as exc:
+                result = self._failed(evaluator.name, record, exc)
+            timed.append((result, time.perf_counter() - started))
+        return timed
+
+    def _timed_out(self, name: str) -> EvalResult:
+        return EvalResult.failed(name, f"timeout: no verdict within {self._timeout:g}s")
+
+    def _failed(self, name: str, record: RagRecord, exc: Exception) -> EvalResult:
+        self._warn.warning(
+            name, "evaluator %s failed on record %s: %s", name, record.request_id, exc
+        )
+        return EvalResult.failed(name, f"{type(exc).__name__}: {exc}")

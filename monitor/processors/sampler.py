@@ -46,6 +46,9 @@ class Sampler:
         self._rates = {
             name: 1.0 if rate is None else rate for name, rate in evaluator_rates.items()
         }
+        self._max_rate = max(self._rates.values(), default=0.0)
+        self._always_negative = config.always.negative_feedback
+        self._always_error = config.always.error
 
     def base_rate(self, service: str, route: str) -> float:
         for override in self._config.overrides:
@@ -57,9 +60,8 @@ class Sampler:
         return self._config.rate
 
     def is_priority(self, record: Sampleable) -> bool:
-        always = self._config.always
-        return (always.negative_feedback and record.feedback == "negative") or (
-            always.error and record.error
+        return (self._always_negative and record.feedback == "negative") or (
+            self._always_error and record.error
         )
 
     def decide(self, record: Sampleable) -> dict[str, bool]:
@@ -69,3 +71,15 @@ class Sampler:
         position = sampling_position(record.sampling_key)
         base = self.base_rate(record.service, record.route)
         return {name: position < base * rate for name, rate in self._rates.items()}
+
+    def samples_any(self, record: Sampleable) -> bool:
+        """Whether `decide` would sample the record for at least one evaluator (cheaper:
+        most traffic is unsampled, and this is asked for every record)."""
+        if not self._rates:
+            return False
+        if self.is_priority(record):
+            return True
+        threshold = self.base_rate(record.service, record.route) * self._max_rate
+        if threshold <= 0.0 or threshold >= 1.0:  # positions are in [0, 1): no hash needed
+            return threshold >= 1.0
+        return sampling_position(record.sampling_key) < threshold

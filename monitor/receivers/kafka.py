@@ -4,8 +4,11 @@ Threading: kafka-python is blocking and not thread-safe, so exactly one thread (
 "consumer thread") owns the `KafkaConsumer` and the dead-letter `KafkaProducer`. It polls,
 decodes (`kafka_decode`), and hands records to the event loop in batches
 (`call_soon_threadsafe` onto an inbox drained by one feeder task that awaits
-`EvaluationStage.put`). The stage calls `on_done` from the loop when a record is evaluated
-or deliberately skipped; that appends a token to a deque the consumer thread drains.
+`EvaluationStage.put_many` per poll batch). Records no evaluator samples never make that
+trip: the consumer thread asks `stage.skips`, counts them with `stage.count_skipped` and
+treats them as finished at once. For the others the stage calls `on_done` from the loop
+when the record is evaluated or deliberately skipped (over budget, say); that appends a
+token to a deque the consumer thread drains.
 
 At-least-once: offsets are committed per partition only up to the contiguous prefix of
 messages whose records have all finished (`kafka_offsets.PartitionTracker`), at most once a
@@ -212,6 +215,7 @@ class KafkaReceiver:
         self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
+        self._skipped: list[RagRecord] = []  # unsampled records of this poll, to count
         self._paused = False
         self._joined = False
         self._last_commit = 0.0
@@ -278,19 +282,21 @@ class KafkaReceiver:
         done = self._done
         while True:
             batch = await self._inbox.get()
-            for i, (record, token) in enumerate(batch):
-                try:
-                    await self._stage.put(record, SOURCE, on_done=partial(done.append, token))
-                except RuntimeError as exc:
-                    # The stage stopped accepting: these records are not committed and
-                    # will be re-delivered to whoever owns the partition next.
-                    self._log.log(
-                        "feed", logging.WARNING, "kafka: cannot hand off records: %s", exc
-                    )
-                    self._t.dropped.labels("kafka", "shutting_down").inc(len(batch) - i)
-                    for _, (owner, offset, kind) in batch[i:]:
-                        done.append((owner, offset, _ABANDONED[kind]))
-                    break
+            taken = await self._stage.put_many(
+                [(record, partial(done.append, token)) for record, token in batch], SOURCE
+            )
+            if taken < len(batch):
+                # The stage stopped accepting: these records are not committed and will
+                # be re-delivered to whoever owns the partition next.
+                self._log.log(
+                    "feed",
+                    logging.WARNING,
+                    "kafka: stage stopped accepting; %d records left for re-delivery",
+                    len(batch) - taken,
+                )
+                self._t.dropped.labels("kafka", "shutting_down").inc(len(batch) - taken)
+                for _, (owner, offset, kind) in batch[taken:]:
+                    done.append((owner, offset, _ABANDONED[kind]))
 
     # -- consumer thread --------------------------------------------------------------------
 
@@ -377,6 +383,8 @@ class KafkaReceiver:
             self._last_expire = now
             self._release(self._traces.expire(), batch)
         self._handoff(batch)
+        self._stage.count_skipped(self._skipped, SOURCE)
+        self._skipped.clear()
         self._collect_done()
         if now - self._last_commit >= _COMMIT_INTERVAL_S:
             self._commit(list(self._trackers.values()))
@@ -411,24 +419,27 @@ class KafkaReceiver:
     def _handle(
         self, message: ConsumerRecord, tracker: PartitionTracker, batch: list[_Item]
     ) -> None:
-        decoded = decode_message(message.value, self._cfg.encoding)
+        meta = _metadata(message)
+        decoded = decode_message(message.value, self._cfg.encoding, meta)
         problems = decoded.problems
         dead_letter = bool(problems) and self._cfg.dead_letter_topic is not None
         owed = 1 if dead_letter else 0
         if decoded.spans:
-            units, finished = self._traces.add(
-                decoded.spans, tracker, message.offset, _metadata(message)
-            )
+            units, finished = self._traces.add(decoded.spans, tracker, message.offset, meta)
             tracker.add(message.offset, units + owed)
             self._release(finished, batch)
         else:
-            tracker.add(message.offset, len(decoded.records) + owed)
-        if decoded.records:
-            meta = _metadata(message)
+            # Records no evaluator samples are finished here, in this thread: they owe
+            # nothing, so the message can be committed without waiting on the loop.
             token = (tracker, message.offset, _RECORD_DONE)
+            units = 0
             for record in decoded.records:
-                merged = record.model_copy(update={"metadata": {**record.metadata, **meta}})
-                batch.append((merged, token))
+                if self._stage.skips(record):
+                    self._skipped.append(record)
+                else:
+                    batch.append((record, token))
+                    units += 1
+            tracker.add(message.offset, units + owed)
         if problems:
             for problem in problems:
                 self._t.records_rejected.labels(SOURCE, problem.reason).inc()

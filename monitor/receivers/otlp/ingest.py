@@ -11,7 +11,7 @@ slow stage holds the queue full and pushes back on senders rather than growing m
 Sampling comes before extraction: when the stage exposes its `Sampler` (`stage.sampler`),
 each released trace is first reduced to what the sampler reads (`sampling_view`: trace
 id, service, route, feedback, error — one or two attribute lookups, no decoding of the
-rest) and asked with the same `Sampler.decide` the stage calls; a trace no evaluator
+rest) and asked the stage's own question (`Sampler.samples_any`); a trace no evaluator
 would sample is counted in `traces_unsampled_total{service}` and never extracted. The
 view is never less of a priority than the records built from the trace, so a trace
 dropped here is one the stage would have skipped for every evaluator.
@@ -233,7 +233,7 @@ class OtlpIngest:
             try:
                 if sampler is not None and trace.spans:
                     view = sampling_view(trace.spans, route_attribute=self._view_route)
-                    if not any(sampler.decide(view).values()):
+                    if not sampler.samples_any(view):
                         unsampled[view.service] += 1
                         continue
                 records = extract_records(trace.spans, route_attribute=self._route_attribute)
