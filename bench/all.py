@@ -7,7 +7,7 @@ the same run on the same machine, and their ratio.
 | row | measured | reference point (same run) |
 |---|---|---|
 | OTLP/HTTP, OTLP/gRPC ingest | spans/s accepted by a running `rag-monitor run` (`bench/ingest.py`: 512-span requests, sampling 1%, four local evaluators, monitor pinned to CPU 0), and spans per server CPU-second | raw protobuf parse of the same payload, one thread (the ceiling: nothing can ingest faster than protobuf parses) |
-| Kafka | records/s consumed, evaluated at `--kafka-sampling` and committed (`bench/kafka_ingest.py`, noida-db broker) | the Kafka receiver alone, records finished as soon as handed over |
+| Kafka | records/s consumed, evaluated at `--kafka-sampling` and committed (`bench/kafka_ingest.py`, noida-db broker) | kafka-python alone: the client polling the same topic, nothing done per record |
 | evaluation | CPU ms per record, four local evaluators through the real `EvaluationStage` (500-word context, 60-word answer) | the `local_groundedness` detector alone on the same records |
 | judge | records/s through the stage with a judge of fixed latency L and concurrency C (`bench/judge_pipeline.py`) | C/L, the most a judge of that latency and concurrency allows |
 | peak RSS | VmHWM of the monitor during the ingest runs | RSS of the same monitor idle right after start |
@@ -85,9 +85,9 @@ def kafka_rows(records: int, sampling: float) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp, running_broker("noida", Path(tmp)) as broker:
         topic = f"bench-all-{int(time.time())}"
         kafka.produce(broker.bootstrap, topic, records, 4)
-        alone = asyncio.run(kafka.receiver_only(broker.bootstrap, topic, records))
-        full = asyncio.run(kafka.consume(broker.bootstrap, topic, records, sampling, 0))
-    ref = "Kafka receiver alone"
+        alone = kafka.in_fresh_process("client_only", broker.bootstrap, topic, records)
+        full = kafka.in_fresh_process("consume", broker.bootstrap, topic, records, sampling, 0)
+    ref = "kafka-python alone (poll only)"
     return [
         (f"Kafka ingest (sampling {sampling:g})", full["records_per_s"], "records/s", ref,
          alone["records_per_s"]),

@@ -104,6 +104,7 @@ class RagRecord(BaseModel):
 
 
 _NATIVE_KEYS = frozenset(RagRecord.model_fields) | {"request"}
+_validate_record = RagRecord.__pydantic_validator__.validate_python
 # `missing()` for every combination of absent parts (bit 0 query, 1 context, 2 response):
 # asked for every record, so it allocates nothing.
 _MISSING: tuple[frozenset[Part], ...] = tuple(
@@ -143,7 +144,8 @@ def parse_record(
         # A malformed own `metadata` is left for validation to name.
         fields["metadata"] = {**own, **metadata} if isinstance(own, dict) else own or metadata
     try:
-        return RagRecord.model_validate(fields)
+        # The model's validator itself: `model_validate` adds ~2 µs of Python per call.
+        return _validate_record(fields)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "record"
