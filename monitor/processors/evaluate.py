@@ -4,9 +4,15 @@ Receivers hand records in with `put` or `put_many`, which wait for room (replay,
 Kafka push back on their own input by not reading). The sampling decision is made at
 intake: a record no evaluator samples (`skips`) is counted (`count_skipped`) and finished
 there and never queued, so unsampled traffic costs a hash and a few counter increments,
-not a trip through the queue; the Kafka receiver does this in its own thread. Each worker runs the sampled evaluators of a queued record under a per-call
-deadline and hands the results to every sink. `on_done` fires once the record is finished
-— evaluated or deliberately skipped — which is what the Kafka receiver commits offsets on.
+not a trip through the queue; the Kafka receiver does this in its own thread.
+
+Each worker takes the queued records waiting (up to `_MAX_BATCH`) and runs their sampled
+evaluators: network ones (LLM judges) concurrently, each call under the evaluation
+deadline; CPU scorers (`CpuScorer`, the local evaluators) of the whole batch in one
+worker-thread hop under one deadline, since a hop costs about as much CPU as scoring a
+small record. Results go to every sink. `on_done` fires once the record is finished —
+evaluated or deliberately skipped — and, for sinks that persist results, written; that is
+what the Kafka receiver commits offsets on.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
@@ -28,6 +34,10 @@ from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
+
+# Queued records a worker takes at once. Bounded so that one batch of large records stays
+# well inside the evaluation deadline and other workers get a share of a burst.
+_MAX_BATCH = 16
 
 
 class ResultSink(Protocol):
@@ -54,6 +64,17 @@ class _Job:
     record: RagRecord
     source: str
     on_done: OnDone | None
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A queued record being evaluated: what was decided for it and what came back."""
+
+    job: _Job
+    service: str
+    missing: frozenset[str]
+    sampled: dict[str, bool]
+    results: dict[str, EvalResult]
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,7 @@ class EvaluationStage:
         self._warn = RateLimitedLog(log)
         self._depth = telemetry.queue_depth.labels("evaluate")
         self._accepting = False
+        self._working = 0  # records taken off the queue by workers and not finished
         self._skip_cache: dict[tuple[str, str, frozenset[str]], tuple[Any, ...]] = {}
         self._completed = 0
         self._completed_lock = threading.Lock()
@@ -201,7 +223,7 @@ class EvaluationStage:
             async with asyncio.timeout(deadline_s):
                 await self._queue.join()
         except TimeoutError:
-            abandoned = self._queue.qsize() + sum(1 for t in self._tasks if not t.done())
+            abandoned = self._queue.qsize() + self._working
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning about %d records",
                 deadline_s,
@@ -221,16 +243,26 @@ class EvaluationStage:
 
     async def _work(self) -> None:
         while True:
-            job = await self._queue.get()
+            # Take what is waiting (up to a bound): the CPU scorers of the whole batch
+            # then share one worker-thread hop.
+            jobs = [await self._queue.get()]
+            while len(jobs) < _MAX_BATCH and not self._queue.empty():
+                jobs.append(self._queue.get_nowait())
+            self._depth.set(self._queue.qsize())
+            self._working += len(jobs)
             try:
-                await self._process(job)
+                await self._process(jobs)
             except Exception:
                 # A bug in a sink or evaluator wrapper must not kill the worker.
-                log.exception("record %s failed in the evaluation stage", job.record.request_id)
-                self._t.dropped.labels("evaluate", "internal_error").inc()
+                log.exception(
+                    "records %s failed in the evaluation stage",
+                    ", ".join(job.record.request_id for job in jobs),
+                )
+                self._t.dropped.labels("evaluate", "internal_error").inc(len(jobs))
             finally:
-                self._queue.task_done()
-                self._depth.set(self._queue.qsize())
+                self._working -= len(jobs)
+                for _ in jobs:
+                    self._queue.task_done()
 
     def _count(self, record: RagRecord, source: str) -> tuple[str, frozenset[str]]:
         service = self._t.service_cap(record.service)
@@ -246,31 +278,29 @@ class EvaluationStage:
         if on_done is not None:
             on_done()
 
-    async def _process(self, job: _Job) -> None:
-        record = job.record
-        service, missing = self._count(record, job.source)
-        sampled = self._sampler.decide(record)
-        results: dict[str, EvalResult] = {}
-        await self._run(
-            self._runnable(self._first, record, sampled, missing, service, results), record, results
-        )
+    async def _process(self, jobs: list[_Job]) -> None:
+        batch = []
+        for job in jobs:
+            service, missing = self._count(job.record, job.source)
+            sampled = self._sampler.decide(job.record)
+            batch.append(_InFlight(job, service, missing, sampled, {}))
+        await self._run(self._first, batch)
         if self._escalated:
-            await self._run(
-                self._runnable(self._escalated, record, sampled, missing, service, results),
-                record,
-                results,
-            )
-        writes = []
-        if results:
-            for sink in self._sinks:
-                written = sink.emit(record, results)
-                if written is not None:
-                    writes.append(written)
-        if writes:
-            # Finished once persisted; the worker moves on without waiting.
-            asyncio.gather(*writes).add_done_callback(lambda _: self._finish(job.on_done))
-        else:
-            self._finish(job.on_done)
+            await self._run(self._escalated, batch)
+        for item in batch:
+            record, results = item.job.record, item.results
+            writes = []
+            if results:
+                for sink in self._sinks:
+                    written = sink.emit(record, results)
+                    if written is not None:
+                        writes.append(written)
+            if writes:
+                # Finished once persisted; the worker moves on without waiting.
+                on_done = item.job.on_done
+                asyncio.gather(*writes).add_done_callback(lambda _, f=on_done: self._finish(f))
+            else:
+                self._finish(item.job.on_done)
 
     def _runnable(
         self,
@@ -316,57 +346,71 @@ class EvaluationStage:
             return "over_budget"
         return "sampled"
 
-    async def _run(
-        self, evaluators: list[Evaluator], record: RagRecord, results: dict[str, EvalResult]
-    ) -> None:
-        if not evaluators:
-            return
-        cpu = [ev for ev in evaluators if ev.name in self._cpu]
-        calls = [self._one(ev, record) for ev in evaluators if ev.name not in self._cpu]
-        if cpu:
-            calls.append(self._score_cpu(cpu, record))
+    async def _run(self, stages: list[_Stage], batch: list[_InFlight]) -> None:
+        """One round of evaluators over a batch: each record's network evaluators run
+        concurrently, and every CPU scorer of the batch in one worker-thread hop."""
+        calls = []
+        cpu_work: list[tuple[_InFlight, list[CpuScorer]]] = []
+        for item in batch:
+            record = item.job.record
+            chosen = self._runnable(
+                stages, record, item.sampled, item.missing, item.service, item.results
+            )
+            cpu = [cast(CpuScorer, ev) for ev in chosen if ev.name in self._cpu]
+            if cpu:
+                cpu_work.append((item, cpu))
+            calls += [self._one(ev, item) for ev in chosen if ev.name not in self._cpu]
+        if cpu_work:
+            calls.append(self._score_cpu(cpu_work))
         for outcome in await asyncio.gather(*calls):
-            for result in outcome:
-                results[result.name] = result
+            for item, result in outcome:
+                item.results[result.name] = result
                 if result.input_tokens or result.output_tokens or result.cost:
                     self._budget.spend(result.input_tokens + result.output_tokens, result.cost)
 
-    async def _one(self, evaluator: Evaluator, record: RagRecord) -> list[EvalResult]:
+    async def _one(
+        self, evaluator: Evaluator, item: _InFlight
+    ) -> list[tuple[_InFlight, EvalResult]]:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout):
-                result = await evaluator.evaluate(record)
+                result = await evaluator.evaluate(item.job.record)
         except TimeoutError:
             result = self._timed_out(evaluator.name)
         except Exception as exc:
-            result = self._failed(evaluator.name, record, exc)
+            result = self._failed(evaluator.name, item.job.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
             time.perf_counter() - started
         )
-        return [result]
+        return [(item, result)]
 
-    async def _score_cpu(self, evaluators: list[CpuScorer], record: RagRecord) -> list[EvalResult]:
-        """All CPU scorers of a record in one worker-thread hop, under one deadline."""
+    async def _score_cpu(
+        self, work: list[tuple[_InFlight, list[CpuScorer]]]
+    ) -> list[tuple[_InFlight, EvalResult]]:
+        """The batch's CPU scorers in one worker-thread hop, under one deadline."""
         try:
             async with asyncio.timeout(self._timeout):
-                timed = await asyncio.to_thread(self._score_all, evaluators, record)
+                timed = await asyncio.to_thread(self._score_all, work)
         except TimeoutError:
-            timed = [(self._timed_out(ev.name), self._timeout) for ev in evaluators]
-        for result, seconds in timed:
+            timed = [
+                (item, self._timed_out(ev.name), self._timeout) for item, evs in work for ev in evs
+            ]
+        for _, result, seconds in timed:
             self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
-        return [result for result, _ in timed]
+        return [(item, result) for item, result, _ in timed]
 
     def _score_all(
-        self, evaluators: list[CpuScorer], record: RagRecord
-    ) -> list[tuple[EvalResult, float]]:
+        self, work: list[tuple[_InFlight, list[CpuScorer]]]
+    ) -> list[tuple[_InFlight, EvalResult, float]]:
         timed = []
-        for evaluator in evaluators:
-            started = time.perf_counter()
-            try:
-                result = evaluator.score(record)
-            except Exception as exc:
-                result = self._failed(evaluator.name, record, exc)
-            timed.append((result, time.perf_counter() - started))
+        for item, evaluators in work:
+            for evaluator in evaluators:
+                started = time.perf_counter()
+                try:
+                    result = evaluator.score(item.job.record)
+                except Exception as exc:
+                    result = self._failed(evaluator.name, item.job.record, exc)
+                timed.append((item, result, time.perf_counter() - started))
         return timed
 
     def _timed_out(self, name: str) -> EvalResult:
