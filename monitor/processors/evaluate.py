@@ -6,11 +6,12 @@ intake: a record no evaluator samples (`skips`) is counted (`count_skipped`) and
 there and never queued, so unsampled traffic costs a hash and a few counter increments,
 not a trip through the queue; the Kafka receiver does this in its own thread.
 
-Each worker takes the queued records waiting (up to `_MAX_BATCH`) and runs their sampled
-evaluators: network ones (LLM judges) concurrently, each call under the evaluation
-deadline; CPU scorers (`CpuScorer`, the local evaluators) of the whole batch in one
-worker-thread hop under one deadline, since a hop costs about as much CPU as scoring a
-small record. Results go to every sink. `on_done` fires once the record is finished —
+Each worker takes a queued record and runs its sampled evaluators: network ones (LLM
+judges) concurrently, each call under the evaluation deadline, and CPU scorers
+(`CpuScorer`, the local evaluators) together in one worker-thread hop under one deadline,
+since a hop costs about as much CPU as scoring a small record. When every evaluator is a
+CPU scorer, a worker takes the records waiting (up to `_MAX_BATCH`) and scores the whole
+batch in one hop. Results go to every sink. `on_done` fires once the record is finished —
 evaluated or deliberately skipped — and, for sinks that persist results, written; that is
 what the Kafka receiver commits offsets on.
 """
@@ -102,6 +103,9 @@ class EvaluationStage:
         self._first = [s for s in stages if s.escalate_from is None]
         self._escalated = [s for s in stages if s.escalate_from is not None]
         self._cpu = {s.evaluator.name for s in stages if isinstance(s.evaluator, CpuScorer)}
+        # Judges are admitted to the budget before they run and charged after: batching
+        # records with judges would admit a whole batch on one reading of the budget.
+        self._max_batch = _MAX_BATCH if len(self._cpu) == len(stages) else 1
         self._sampler = sampler
         self._budget = budget
         self._sinks = list(sinks)
@@ -246,7 +250,7 @@ class EvaluationStage:
             # Take what is waiting (up to a bound): the CPU scorers of the whole batch
             # then share one worker-thread hop.
             jobs = [await self._queue.get()]
-            while len(jobs) < _MAX_BATCH and not self._queue.empty():
+            while len(jobs) < self._max_batch and not self._queue.empty():
                 jobs.append(self._queue.get_nowait())
             self._depth.set(self._queue.qsize())
             self._working += len(jobs)
