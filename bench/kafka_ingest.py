@@ -1,11 +1,12 @@
 """Kafka ingest throughput: small JSON records consumed and evaluated, per CPU second.
 
     python bench/kafka_ingest.py [--records 50000] [--partitions 4] [--bootstrap HOST:PORT]
-                                 [--rates 0,0.01,0.1,1]
+                                 [--rates 0,0.001,0.01,0.1,1] [--no-pin]
 
 Without `--bootstrap` it starts a noida-db broker on a free port (as the tests do). It
 produces `--records` small native JSON records (one per message) once, then, each in a
-fresh interpreter as a newly started monitor would be:
+fresh interpreter as a newly started monitor would be, with all its threads pinned to one
+CPU (the target is per core; `--no-pin` lets them spread):
 
 - the ceiling: kafka-python alone polling the topic, nothing done per record;
 - for each sampling rate, the real pipeline (Kafka receiver → evaluation stage with the
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import resource
 import subprocess
 import sys
@@ -139,12 +141,14 @@ def client_only(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     return {"records_per_s": (seen - seen0) / wall, "records_per_cpu_s": (seen - seen0) / cpu}
 
 
-def in_fresh_process(name: str, *args: Any) -> dict[str, float]:
+def in_fresh_process(name: str, *args: Any, pin: bool = True) -> dict[str, float]:
     """Run the measurement `name` (`consume` or `client_only`) in a new interpreter, as
     a freshly started monitor: no heap, threads or clients left over from earlier runs
-    (in one process, later runs measured up to 30% slower)."""
+    (in one process, later runs measured up to 30% slower). `pin` keeps every thread of
+    that interpreter on one CPU: the "one core" of the target, and the broker and producer
+    stay off it."""
     done = subprocess.run(
-        [sys.executable, __file__, "--measure", json.dumps([name, *args])],
+        [sys.executable, __file__, "--measure", json.dumps([name, pin, *args])],
         check=True,
         capture_output=True,
         text=True,
@@ -154,7 +158,10 @@ def in_fresh_process(name: str, *args: Any) -> dict[str, float]:
 
 
 def _measure(spec: str) -> None:
-    name, *args = json.loads(spec)
+    name, pin, *args = json.loads(spec)
+    if pin:
+        # Threads started from here on inherit the mask (kafka-python's, the executor's).
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     tune_gc()  # as `rag-monitor run` does
     if name == "consume":
         result = asyncio.run(consume(*args))
@@ -188,7 +195,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--bootstrap", help="an existing broker; default: start noida-db")
-    parser.add_argument("--rates", default="0,0.01,0.1,1", help="sampling rates to run")
+    parser.add_argument("--rates", default="0,0.001,0.01,0.1,1", help="sampling rates to run")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let the measured process use every CPU"
+    )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -202,6 +212,7 @@ def main() -> None:
 
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             bootstrap = stack.enter_context(running_broker("noida", workdir)).bootstrap
+        pin = not args.no_pin
         topic = f"bench-{int(time.time())}"
         produced = produce(bootstrap, topic, args.records, args.partitions)
         print(
@@ -212,7 +223,7 @@ def main() -> None:
             "per record, in isolation: kafka-python fetch+parse {fetch_us:.1f} us, "
             "decode (JSON + parse_record) {decode_us:.1f} us".format(**costs)
         )
-        ceiling = in_fresh_process("client_only", bootstrap, topic, args.records)
+        ceiling = in_fresh_process("client_only", bootstrap, topic, args.records, pin=pin)
         print(
             f"kafka-python alone (poll, nothing done per record; the ceiling): "
             f"{ceiling['records_per_s']:,.0f} records/s, "
@@ -223,7 +234,7 @@ def main() -> None:
             f" {'evaluations':>12}"
         )
         for run, rate in enumerate(float(r) for r in args.rates.split(",")):
-            row = in_fresh_process("consume", bootstrap, topic, args.records, rate, run)
+            row = in_fresh_process("consume", bootstrap, topic, args.records, rate, run, pin=pin)
             print(
                 f"{row['rate']:>8g} {row['records_per_s']:>10,.0f} {row['records_per_cpu_s']:>10,.0f}"
                 f" {row['records_per_cpu_s'] / ceiling['records_per_cpu_s']:>10.0%}"
