@@ -255,7 +255,7 @@ def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
     from monitor.config import load_config
     from monitor.exporters.otlp_events import OtlpEventsSink
     from monitor.service import Service
-    from tests._alerting import DEPLOY
+    from tests._servers import DEPLOY
 
     config = load_config(
         DEPLOY / "monitor.yaml", environ={"RAG_MONITOR_EXPORTERS__OTLP__ENDPOINT": "127.0.0.1:4317"}

@@ -16,7 +16,7 @@ from monitor.evaluators.base import EvalResult
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._alerting import alertmanager, free_port, http_json, webhook
+from tests._servers import alertmanager, free_port, http_json, webhook
 
 pytestmark = pytest.mark.asyncio
 

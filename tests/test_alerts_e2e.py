@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
 from monitor.records import parse_record
-from tests._alerting import (
+from tests._servers import (
     DEPLOY,
     alertmanager,
     free_port,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from monitor.config import load_config
-from tests._alerting import DEPLOY, need
+from tests._servers import DEPLOY, need
 
 
 def run(*args: str) -> str:

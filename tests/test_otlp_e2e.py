@@ -13,11 +13,9 @@ expected values with the same scoring functions on the expected record.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -34,14 +32,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.detector import score_relevance, score_retrieval
 from tests._otlp import CONVENTIONS, WATER
+from tests._servers import free_port, rag_monitor
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -77,7 +70,7 @@ class Monitor:
 @pytest.fixture(scope="module")
 def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
     tmp = tmp_path_factory.mktemp("monitor")
-    mon = Monitor(_port(), _port(), _port(), tmp / "results.jsonl")
+    mon = Monitor(free_port(), free_port(), free_port(), tmp / "results.jsonl")
     config = tmp / "config.yaml"
     config.write_text(
         "receivers:\n  otlp:\n"
@@ -88,34 +81,8 @@ def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
         f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{mon.metrics_port}'}}\n"
         f"  results_file: '{mon.results}'\n"
     )
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    log = (tmp / "monitor.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "monitor", "run", "--config", str(config)],
-        cwd=REPO,
-        env=env,
-        stderr=log,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{mon.metrics_port}/readyz", timeout=1
-                ):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"monitor did not start:\n{(tmp / 'monitor.log').read_text()}")
-                time.sleep(0.1)
+    with rag_monitor(tmp, config, mon.metrics_port):
         yield mon
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        finally:
-            log.close()
-    assert proc.returncode == 0, (tmp / "monitor.log").read_text()
 
 
 def _send(exporter: SpanExporter, convention: str, service: str = "rag-api") -> str:
@@ -187,7 +154,7 @@ def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen
     import rotel
 
     binary = Path(rotel.__file__).parent / "rotel-agent"
-    grpc_in, http_in = _port(), _port()
+    grpc_in, http_in = free_port(), free_port()
     target = (
         f"http://127.0.0.1:{monitor.http_port}"
         if protocol == "http"

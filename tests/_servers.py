@@ -1,5 +1,6 @@
-"""Test helpers for the alerting tests: real Alertmanager / Prometheus processes and a
-webhook receiver (a real HTTP server in a thread that records every JSON body).
+"""Real servers for the tests: `rag-monitor run` as a process, Alertmanager / Prometheus
+processes, and a webhook receiver (a real HTTP server in a thread that records every JSON
+body); plus free loopback ports and polling with a deadline.
 
 Binaries come from the Debian packages `prometheus` (prometheus, promtool) and
 `prometheus-alertmanager` (prometheus-alertmanager, amtool); tests skip only when the
