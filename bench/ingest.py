@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +42,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
+
+from tests._servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 4
 BATCH = 512
@@ -425,11 +426,7 @@ def run_protocol(
             "peak_rss_mb": hwm / 2**20,
         }
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 60)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -138,13 +138,29 @@ class Process:
             raise
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 10)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> int:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`; the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+@contextlib.contextmanager
+def _serving(name: str, argv: list[str], tmp: Path, base: str) -> Iterator[str]:
+    """Run `argv` until `base`/-/ready answers; yield `base`; stop it afterwards."""
+    proc = Process(name, argv, tmp / f"{name}.log", f"{base}/-/ready")
+    try:
+        proc.wait_ready()
+        yield base
+    finally:
+        proc.stop()
 
 
 def alertmanager_config(webhook_url: str) -> str:
@@ -170,24 +186,16 @@ def alertmanager(tmp: Path, webhook_url: str) -> Iterator[str]:
     config = tmp / "alertmanager.yml"
     config.write_text(alertmanager_config(webhook_url))
     base = f"http://127.0.0.1:{port}"
-    proc = Process(
-        "alertmanager",
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.path={tmp / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-            "--log.level=warn",
-        ],
-        tmp / "alertmanager.log",
-        f"{base}/-/ready",
-    )
-    try:
-        proc.wait_ready()
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.path={tmp / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+        "--log.level=warn",
+    ]
+    with _serving("alertmanager", argv, tmp, base):
         yield base
-    finally:
-        proc.stop()
 
 
 @contextlib.contextmanager
@@ -197,25 +205,17 @@ def prometheus(tmp: Path, config_text: str, *extra_args: str) -> Iterator[str]:
     config = tmp / "prometheus.yml"
     config.write_text(config_text)
     base = f"http://127.0.0.1:{port}"
-    proc = Process(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'prom-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--rules.alert.resend-delay=1s",
-            "--log.level=warn",
-            *extra_args,
-        ],
-        tmp / "prometheus.log",
-        f"{base}/-/ready",
-    )
-    try:
-        proc.wait_ready()
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tmp / 'prom-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--rules.alert.resend-delay=1s",
+        "--log.level=warn",
+        *extra_args,
+    ]
+    with _serving("prometheus", argv, tmp, base):
         yield base
-    finally:
-        proc.stop()
 
 
 @contextlib.contextmanager
@@ -234,12 +234,7 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
             wait_until(lambda: _ready(proc, metrics_port, log), 60, "rag-monitor /readyz")
             yield
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 60)
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 

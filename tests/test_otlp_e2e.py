@@ -13,7 +13,6 @@ expected values with the same scoring functions on the expected record.
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import time
@@ -32,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.detector import score_relevance, score_retrieval
 from tests._otlp import CONVENTIONS, WATER
-from tests._servers import free_port, rag_monitor
+from tests._servers import free_port, rag_monitor, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -203,9 +202,4 @@ def test_through_rotel_collector(monitor: Monitor, protocol: str, tmp_path: Path
             raise AssertionError(f"{exc}\nrotel log:\n{log.read_text()}") from None
         _check_line(line, "openllmetry", trace_id, service=service)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
