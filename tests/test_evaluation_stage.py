@@ -15,7 +15,7 @@ from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.exporters.summary import SummarySink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluate import EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
 from monitor.records import Part, RagRecord
 from monitor.telemetry import Telemetry
@@ -65,14 +65,16 @@ def _stage(
     queue_size: int = 100,
     timeout: float = 5.0,
     workers: int = 2,
+    sampling: Sampling | None = None,
+    extra_sinks: tuple[ResultSink, ...] = (),
 ) -> tuple[EvaluationStage, SummarySink]:
     summary = SummarySink()
     specs = specs or [EvaluatorConfig(name="local_groundedness") for _ in evaluators]
     stage = EvaluationStage(
         list(zip(evaluators, specs, strict=True)),
-        Sampler(Sampling(), {e.name: None for e in evaluators}),
+        Sampler(sampling or Sampling(), {e.name: None for e in evaluators}),
         BudgetGate(budget or Budget()),
-        [MetricsSink(telemetry), summary],
+        [MetricsSink(telemetry), summary, *extra_sinks],
         telemetry,
         queue_size=queue_size,
         workers=workers,
@@ -243,15 +245,7 @@ async def test_unsampled_records_are_finished_at_intake_without_queueing(
     telemetry: Telemetry,
 ) -> None:
     slow = ScriptedEvaluator("slow", delay=0.5)
-    stage = EvaluationStage(
-        [(slow, EvaluatorConfig(name="local_groundedness"))],
-        Sampler(Sampling(rate=0.0), {"slow": None}),
-        BudgetGate(Budget()),
-        [MetricsSink(telemetry)],
-        telemetry,
-        queue_size=1,
-        workers=1,
-    )
+    stage, _ = _stage(telemetry, [slow], queue_size=1, workers=1, sampling=Sampling(rate=0.0))
     await stage.start()
     done: list[str] = []
     # A one-slot queue and a slow evaluator: had these waited for the queue, this would
@@ -337,12 +331,8 @@ async def test_on_done_waits_until_the_results_line_is_written(
     telemetry: Telemetry, tmp_path: Path
 ) -> None:
     path = tmp_path / "results.jsonl"
-    stage = EvaluationStage(
-        [(ScriptedEvaluator("e"), EvaluatorConfig(name="local_groundedness"))],
-        Sampler(Sampling(), {"e": None}),
-        BudgetGate(Budget()),
-        [MetricsSink(telemetry), ResultsFileSink(path, telemetry)],
-        telemetry,
+    stage, _ = _stage(
+        telemetry, [ScriptedEvaluator("e")], extra_sinks=(ResultsFileSink(path, telemetry),)
     )
     await stage.start()
     seen: dict[str, bool] = {}

@@ -203,10 +203,7 @@ class EvaluationStage:
         key = (service, source, missing)
         found = self._skip_cache.get(key)
         if found is None:
-            counters = [self._t.child(self._t.records, service, source)]
-            counters += [
-                self._t.child(self._t.records_incomplete, service, part) for part in sorted(missing)
-            ]
+            counters = self._intake_counters(service, source, missing)
             for stage in self._first + self._escalated:
                 decision = self._decision(stage, {}, missing, {})
                 if decision is not None:
@@ -270,11 +267,18 @@ class EvaluationStage:
 
     def _count(self, record: RagRecord, source: str) -> tuple[str, frozenset[str]]:
         service = self._t.service_cap(record.service)
-        self._t.child(self._t.records, service, source).inc()
         missing = record.missing()
-        for part in sorted(missing):
-            self._t.child(self._t.records_incomplete, service, part).inc()
+        for counter in self._intake_counters(service, source, missing):
+            counter.inc()
         return service, missing
+
+    def _intake_counters(self, service: str, source: str, missing: frozenset[str]) -> list[Any]:
+        """records_total and records_incomplete_total, as every record taken in adds them."""
+        counters = [self._t.child(self._t.records, service, source)]
+        counters += [
+            self._t.child(self._t.records_incomplete, service, part) for part in sorted(missing)
+        ]
+        return counters
 
     def _finish(self, on_done: OnDone | None) -> None:
         with self._completed_lock:
