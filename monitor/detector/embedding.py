@@ -66,7 +66,8 @@ class Embedder:
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
         vecs = np.stack([self._word(w)[0] for w in words])
-        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
+        unit: np.ndarray = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
+        return unit
 
     def rare(self, word: str) -> bool:
         return self._word(word)[2] >= _RARE
@@ -83,13 +84,17 @@ class Embedder:
                 entries = [self._word(w) for w in words]
                 out[i] = np.sum([e[0] for e in entries], axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-9)
+        unit: np.ndarray = out / np.maximum(norms, 1e-9)
+        return unit
 
     def nearest_similarity(self, words: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
         """For each word, the cosine similarity of the closest vocabulary word (0 when empty)."""
         if not words or not vocabulary:
             return np.zeros(len(words))
-        return (self.word_vectors(words) @ self.word_vectors(vocabulary).T).max(axis=1)
+        closest: np.ndarray = (self.word_vectors(words) @ self.word_vectors(vocabulary).T).max(
+            axis=1
+        )
+        return closest
 
 
 def _specificity(piece: int) -> float:

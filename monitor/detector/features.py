@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from monitor.detector import contradiction
+from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.text import (
     DISCOURSE,
@@ -51,6 +53,12 @@ FEATURE_NAMES = (
     "rare_unsupported_count",
     "specific_unsupported",
     "conflicts",
+    "worst_sentence_specific",
+    "worst_sentence_soft_share",
+    "specific_unsupported_share",
+    "min_sentence_similarity_specific",
+    "slot_contradictions",
+    "strong_contradictions",
 )
 # An unsupported word whose closest context word is at least this similar is a paraphrase.
 _SOFT_MATCH = 0.55
@@ -59,6 +67,10 @@ _SAME_CLAIM = 0.8
 _SHARED_WORDS = 0.6
 # How many words after "not"/"no"/"never" may stand before the word it negates.
 _NEGATION_SCOPE = 3
+# A word this close to a negated word (word vectors) states the same thing ("permitted").
+_SYNONYM = 0.7
+# A polarity flip is a contradiction when the claim shares this much with its evidence.
+_RESTATES = 0.75
 # A claim this close to its evidence sentence talks about the same thing, so a number there
 # that differs from the claim's is a contradiction rather than extra detail.
 _SAME_TOPIC = 0.6
@@ -188,6 +200,8 @@ class SentenceCheck:
 class Analysis:
     features: np.ndarray
     sentences: list[SentenceCheck]
+    # Claims that contradict the same slot (number, date, name) or the polarity of the context.
+    contradictions: list[Contradiction] = field(default_factory=list)
 
 
 def _check(sentence: _Sentence, context: _Support, question: _Support) -> SentenceCheck:
@@ -244,26 +258,49 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
 
 
 def _negated(sentence: _Sentence) -> frozenset[str]:
-    """Stems of the words a negation applies to ("does not *lock*", "no *refund*")."""
+    """The words a negation applies to ("does not *lock*", "no *refund*")."""
     out = set()
     words = sentence.folded
     for i, word in enumerate(words):
         if word in NEGATIONS or word.endswith("n't"):
             for nxt in words[i + 1 : i + 1 + _NEGATION_SCOPE]:
                 if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
-                    out.add(stem(nxt))
+                    out.add(nxt)
                     break
     return frozenset(out)
 
 
-def _contradicts(claim: _Sentence, negated: frozenset[str], evidence: _Sentence) -> bool:
-    """One side negates a word the other states with no negation anywhere in it."""
+def _contradicts(
+    claim: _Sentence, negated: frozenset[str], evidence: _Sentence, embedder: Embedder
+) -> frozenset[str]:
+    """Stems one side negates and the other states (itself or a close synonym, "allowed" /
+    "permitted") with no negation anywhere in it."""
     denied = _negated(evidence)
     if negated and not denied and not _has_negation(evidence):
-        return bool(negated & {stem(w) for w in evidence.folded})
+        return _stated(negated, evidence, embedder)
     if denied and not negated and not _has_negation(claim):
-        return bool(denied & {stem(w) for w in claim.folded})
-    return False
+        return _stated(denied, claim, embedder)
+    return frozenset()
+
+
+def _loose(word: str) -> str:
+    s = stem(word)
+    return s[:-1] if len(s) > 3 and s.endswith("s") else s
+
+
+def _stated(negated: frozenset[str], sentence: _Sentence, embedder: Embedder) -> frozenset[str]:
+    """The negated stems that `sentence` states, and the words of it that state them."""
+    words = [w for w in sentence.folded if w.isalpha() and w not in STOPWORDS]
+    roots = {_loose(w): w for w in words}
+    out = {roots[_loose(n)] for n in negated if _loose(n) in roots}
+    if out or not words:
+        return frozenset(out | {n for n in negated if _loose(n) in roots})
+    sims = embedder.word_vectors(sorted(negated)) @ embedder.word_vectors(words).T
+    close = sims.max(axis=0) >= _SYNONYM
+    hits = {w for w, c in zip(words, close, strict=True) if c}
+    if not hits:
+        return frozenset()
+    return frozenset(hits | negated)
 
 
 def _same_claim(claim: _Sentence, evidence: _Sentence, similarity: float) -> bool:
@@ -275,6 +312,16 @@ def _same_claim(claim: _Sentence, evidence: _Sentence, similarity: float) -> boo
         return False
     theirs = {stem(w) for w in evidence.folded}
     return len(mine & theirs) / len(mine) >= _SHARED_WORDS
+
+
+def _restates(claim: _Sentence, evidence: _Sentence, similarity: float) -> bool:
+    """Whether the claim says what the evidence sentence says but for its polarity: so close
+    that a flipped negation is a contradiction rather than a different statement."""
+    ignore = NEGATIONS | {"yes"}
+    mine = {_loose(w) for w in claim.folded if w not in STOPWORDS and w not in ignore}
+    theirs = {_loose(w) for w in evidence.folded}
+    shared = len(mine & theirs) / len(mine) if mine else 0.0
+    return similarity >= _RESTATES or shared >= _RESTATES
 
 
 def _has_negation(sentence: _Sentence) -> bool:
@@ -317,6 +364,9 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 
     claims = [c for c in (_Sentence.parse(text) for text in sentences(response)) if c.raw]
     checks = [_check(s, context, question) for s in claims]
+    contradictions = _slot_contradictions(
+        query, contexts, claims, checks, context, question, embedder
+    )
     evidence = _window(evidence)
 
     if checks and evidence:
@@ -324,11 +374,17 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         best = sims.argmax(axis=1)
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
-            check.negation_mismatch = (
-                _same_claim(claims[i], evidence[best[i]], check.similarity)
-                and not check.abstains
-                and _contradicts(claims[i], check.negated, evidence[best[i]])
+            flipped = (
+                _contradicts(claims[i], check.negated, evidence[best[i]], embedder)
+                if not check.abstains
+                and _same_claim(claims[i], evidence[best[i]], check.similarity)
+                else frozenset()
             )
+            check.negation_mismatch = bool(flipped)
+            if flipped and _restates(claims[i], evidence[best[i]], check.similarity):
+                contradictions.append(
+                    contradiction.negation(claims[i].text, evidence[best[i]].text, flipped)
+                )
             closest = evidence[best[i]]
             number_conflict = (
                 check.unsupported_numbers
@@ -356,7 +412,41 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for check in checks:
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
-    return Analysis(features=_summarise(checks), sentences=checks)
+    strong = [c for c in contradictions if c.decisive]
+    summary = np.concatenate([_summarise(checks), [len(contradictions), len(strong)]])
+    return Analysis(features=summary, sentences=checks, contradictions=contradictions)
+
+
+def _slot_contradictions(
+    query: str,
+    contexts: Sequence[str],
+    claims: list[_Sentence],
+    checks: list[SentenceCheck],
+    context: _Support,
+    question: _Support,
+    embedder: Embedder,
+) -> list[contradiction.Contradiction]:
+    """Number, date and name slots of claims that the context fills with another value."""
+    suspects = [
+        c.text
+        for c, check in zip(claims, checks, strict=True)
+        if not check.abstains and (check.numbers or any(t[0].isupper() for t in c.raw[1:]))
+    ]
+    if not suspects:
+        return []
+    parsed = [contradiction.parse(text) for doc in contexts for text in sentences(doc)]
+    known = context.words | question.words
+    asked = contradiction.parse(query)
+
+    def unit_similarity(a: str, b: str) -> float:
+        vectors = embedder.word_vectors([a, b])
+        return float(vectors[0] @ vectors[1])
+
+    return [
+        c
+        for text in suspects
+        for c in contradiction.find(text, parsed, known, asked, unit_similarity)
+    ]
 
 
 def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
@@ -386,5 +476,9 @@ def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
         np.log1p(sum(c.rare_unsupported for c in claims)),
         np.log1p(sum(c.specific_unsupported for c in claims)),
         float(sum(c.conflicts for c in claims)),
+        max((c.specific_unsupported for c in claims), default=0.0),
+        max((c.soft_unsupported / c.content for c in claims if c.content), default=0.0),
+        sum(c.specific_unsupported for c in claims) / content if content else 0.0,
+        min((c.similarity for c in claims if c.specific_unsupported >= 1), default=1.0),
     )
     return np.asarray(values, dtype=np.float64)

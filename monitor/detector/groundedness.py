@@ -1,9 +1,10 @@
 """Groundedness: the probability that the retrieved context supports a response (1 = fully).
 
-The score comes from a small logistic model over support features (`features.py`): words,
-numbers and entities of the response missing from the context, negation that disagrees with
-the closest evidence, and sentence embedding similarity. Its parameters ship in
-`groundedness_model.json`, fitted by `bench/train_detector.py`.
+A logistic model over support features (`features.py`): words, numbers and names of the
+response missing from the context, how specific they are, word pairs the context never has,
+negation flips and slot contradictions. A response that contradicts the context on a restated
+number, date, name or polarity scores `CONTRADICTED` whatever the model says. The parameters
+ship in `groundedness_model.json`, fitted by `bench/train_detector.py`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
 
 MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
+# The score of a response that contradicts its context on a number, date, name or polarity:
+# decisive, whatever the learned model says.
+CONTRADICTED = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,35 +36,42 @@ class GroundednessVerdict:
     unsupported: tuple[str, ...]
     # The specific words, numbers and names the context does not contain.
     unsupported_terms: tuple[str, ...] = ()
+    # Claims whose number, date, name or polarity disagrees with the context's.
+    contradictions: tuple[Contradiction, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class _Model:
+class Logistic:
+    """P(grounded) = 1 - sigmoid(standardised features @ coef + intercept)."""
+
     columns: tuple[int, ...]
     mean: np.ndarray
     scale: np.ndarray
     coef: np.ndarray
     intercept: float
-    # Platt scaling of the logit onto real RAG traffic's odds.
-    slope: float
-    shift: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Logistic:
+        unknown = set(data["features"]) - set(FEATURE_NAMES)
+        if unknown:
+            raise RuntimeError(f"{MODEL_PATH.name} uses unknown features {sorted(unknown)}")
+        return cls(
+            columns=tuple(FEATURE_NAMES.index(n) for n in data["features"]),
+            mean=np.asarray(data["mean"]),
+            scale=np.asarray(data["scale"]),
+            coef=np.asarray(data["coef"]),
+            intercept=float(data["intercept"]),
+        )
+
+    def grounded(self, features: np.ndarray) -> float:
+        x = features[list(self.columns)]
+        z = float(((x - self.mean) / self.scale) @ self.coef + self.intercept)
+        return 1.0 / (1.0 + math.exp(max(min(z, 700.0), -700.0)))
 
 
 @lru_cache(maxsize=1)
-def _model() -> _Model:
-    data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
-    unknown = set(data["features"]) - set(FEATURE_NAMES)
-    if unknown:
-        raise RuntimeError(f"{MODEL_PATH.name} uses unknown features {sorted(unknown)}")
-    return _Model(
-        columns=tuple(FEATURE_NAMES.index(n) for n in data["features"]),
-        mean=np.asarray(data["mean"]),
-        scale=np.asarray(data["scale"]),
-        coef=np.asarray(data["coef"]),
-        intercept=float(data["intercept"]),
-        slope=float(data["calibration"]["slope"]),
-        shift=float(data["calibration"]["shift"]),
-    )
+def _model() -> Logistic:
+    return Logistic.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
 
 
 def score_groundedness(query: str, contexts: list[str], response: str) -> GroundednessVerdict:
@@ -66,12 +79,11 @@ def score_groundedness(query: str, contexts: list[str], response: str) -> Ground
     analysis = analyse(query, contexts, response, shared_embedder())
     if not analysis.sentences:
         return GroundednessVerdict(score=1.0, unsupported=())
-    model = _model()
-    x = analysis.features[list(model.columns)]
-    z = float(((x - model.mean) / model.scale) @ model.coef + model.intercept)
-    z = model.slope * z + model.shift
-    grounded = 1.0 / (1.0 + math.exp(max(min(z, 700.0), -700.0)))
-    flagged = [s for s in analysis.sentences if s.flagged]
+    grounded = _model().grounded(analysis.features)
+    if any(c.decisive for c in analysis.contradictions):
+        grounded = min(grounded, CONTRADICTED)
+    contradicted = {c.claim for c in analysis.contradictions}
+    flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]
     terms: list[str] = []
     seen: set[str] = set()
     for s in flagged:
@@ -83,4 +95,5 @@ def score_groundedness(query: str, contexts: list[str], response: str) -> Ground
         score=grounded,
         unsupported=tuple(s.text for s in flagged),
         unsupported_terms=tuple(terms),
+        contradictions=tuple(analysis.contradictions),
     )

@@ -6,7 +6,9 @@ import re
 import unicodedata
 from functools import lru_cache
 
-_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[A-Za-z][A-Za-z']*")
+_TOKEN = re.compile(
+    r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[^\W\d_](?:[^\W\d_]|')*"
+)
 _SENTENCE = re.compile(
     r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
 )
@@ -72,6 +74,7 @@ _UNITS = {
     "usd": "dollar", "dollars": "dollar", "bn": "billion", "mn": "million", "mln": "million",
     "percent": "percent", "pct": "percent", "celsius": "celsius", "fahrenheit": "fahrenheit",
 }  # fmt: skip
+UNIT_NAMES = frozenset(_UNITS.values())
 _SUFFIXES = (
     "ational", "ization", "fulness", "ousness", "iveness", "ations", "ation", "ments", "ment",
     "ness", "ings", "ing", "ies", "ied", "ers", "er", "est", "ly", "ed", "es", "al", "s",
@@ -128,7 +131,12 @@ def number_value(token: str) -> str | None:
 
 def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
-    return _TOKEN.findall(text)
+    return _TOKEN.findall(text.replace("\u2019", "'"))
+
+
+def token_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets in `text` of each of `tokens(text)`."""
+    return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")

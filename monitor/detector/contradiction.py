@@ -1,0 +1,448 @@
+"""Slot contradictions: a specific claim that disagrees with the same slot in the context.
+
+A response sentence's *slots* are its quantities with a unit ("900 metres", "$35 million"),
+its dates (year, month, day) and its names (runs of capitalised words). When the response
+gives a value the context does not contain, and the context sentence that best matches the
+rest of the claim (its *frame*: the other content words, with the sentence before it for
+"It ..." style references) gives the same slot another value, the response contradicts the
+context: "answer says 900 metres; context says 330 metres". That is decisive evidence of a
+hallucination, stronger than any count of unsupported words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from monitor.detector.text import (
+    DISCOURSE,
+    NEGATIONS,
+    REFERENCES,
+    STOPWORDS,
+    UNIT_NAMES,
+    canonical,
+    fold,
+    number_value,
+    stem,
+    token_spans,
+    tokens,
+)
+
+MONTHS = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_MONTH_NUMBER = {
+    m: i % 12 + 1
+    for i, m in enumerate(
+        "january february march april may june july august september october november "
+        "december jan feb mar apr may jun jul aug sep oct nov dec".split()
+    )
+}
+_SCALES = {
+    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9, "mn": 1e6,
+    "mln": 1e6, "k": 1e3,
+}  # fmt: skip
+# Words that say a number is approximate: a close value is then not a contradiction.
+_HEDGES = frozenset(
+    "about around approximately roughly nearly almost some over under estimated estimate "
+    "circa approx up".split()
+)
+_APPROXIMATE = 0.1
+# Two unit words this similar (word vectors) count as one unit ("employees", "people").
+_SAME_UNIT = 0.55
+# A value the context gives for another fact counts as moved when the sentence with the
+# other value matches the claim's frame by this many content words more, and at least this.
+_MOVED_MARGIN = 1.0
+_MOVED_MIN = 1.5
+# The share of the claim's frame the evidence must match for a contradiction to be decisive.
+_RESTATED = 0.75
+# Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
+# these are only excluded because they refer back to the answer's layout.
+_NOT_UNITS = REFERENCES | frozenset("times time way ways".split())
+# Capitalised words that start sentences or name calendar things rather than entities.
+_NOT_NAMES = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday yes no i".split()) | MONTHS
+)
+_NAME_JOINERS = frozenset("de da di del van von der le la bin al".split())
+_PRONOUNS = frozenset("it its they their he she his her this these those them".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    """A response claim and the context evidence it contradicts."""
+
+    # "number", "date", "name" or "negation".
+    kind: str
+    # What the response says ("900 metres") and what the context says ("330 metres").
+    said: str
+    evidence: str
+    # The response sentence and the context sentence, in full.
+    claim: str
+    evidence_sentence: str
+    # Whether the evidence restates the claim but for the slot (most of the claim's other
+    # content words are in the evidence sentence or the one before it).
+    decisive: bool = True
+
+    def describe(self) -> str:
+        return f"answer says {self.said}; context says {self.evidence}"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    # "number", "year", "month", "day" or "name".
+    kind: str
+    # The unit of a number (canonical stem; "" when none); the slot kind for dates and names.
+    unit: str
+    # Comparable value: float for numbers and dates, folded words for names.
+    value: float | tuple[str, ...]
+    # Token positions [start, end) in the sentence and the character span of the phrase.
+    start: int
+    end: int
+    text: str
+    hedged: bool = False
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A sentence's slots and the content stems that frame them."""
+
+    text: str
+    slots: list[Slot]
+    stems: list[str]
+    slot_tokens: set[int]
+
+
+def _number(token: str) -> float | None:
+    value = number_value(token) if token[0].isdigit() or token[0] == "$" else None
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def parse(text: str) -> Parsed:
+    """Finds the slots of one sentence."""
+    raw = tokens(text)
+    spans = token_spans(text)
+    folded = [fold(t) for t in raw]
+    slots: list[Slot] = []
+    used: set[int] = set()
+    n = len(raw)
+
+    def phrase(a: int, b: int) -> str:
+        return text[spans[a][0] : spans[b - 1][1]]
+
+    def joined(a: int) -> bool:
+        """Whether token `a` follows token `a - 1` with only space between them."""
+        return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
+
+    for i, token in enumerate(raw):
+        value = _number(token)
+        if value is None or (i > 0 and folded[i - 1] in REFERENCES):
+            continue
+        hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
+        before = folded[i - 1] if i > 0 else ""
+        after = folded[i + 1] if joined(i + 1) else ""
+        if before in MONTHS or after in MONTHS:
+            if 1 <= value <= 31 and value.is_integer():
+                slots.append(Slot("day", "day", value, i, i + 1, token))
+                used.add(i)
+                continue
+        if 1000 <= value <= 2100 and value.is_integer() and token.isdigit():
+            measured = after in _SCALES or canonical(after) in UNIT_NAMES
+            if not measured and not (after.endswith("s") and len(after) > 3) and after != "people":
+                slots.append(Slot("year", "year", value, i, i + 1, token))
+                used.add(i)
+                continue
+        j = i + 1
+        scale = 1.0
+        while joined(j) and folded[j] in _SCALES:
+            scale *= _SCALES[folded[j]]
+            j += 1
+        unit = ""
+        if token.endswith("%") or token.endswith("percent"):
+            unit = "percent"
+        elif token.startswith("$"):
+            unit = "dollar"
+        elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
+            if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
+                unit = stem(canonical(folded[j]))
+                j += 1
+        elif i >= 2 and before == "of" and folded[i - 2].isalpha():
+            # "a crew of 60": the counted noun stands before the number.
+            if folded[i - 2] not in STOPWORDS and folded[i - 2] not in _NOT_UNITS:
+                unit = stem(canonical(folded[i - 2]))
+        if unit in ("dollar", "percent") and joined(j) and canonical(folded[j]) == unit:
+            j += 1
+        slots.append(Slot("number", unit, value * scale, i, j, phrase(i, j), hedged))
+        used.update(range(i, j))
+    for i, word in enumerate(folded):
+        if word in MONTHS and raw[i][0].isupper():
+            near = [s for s in slots if s.kind in ("day", "year") and abs(s.start - i) <= 2]
+            if near or word not in ("may", "march"):
+                slots.append(Slot("month", "month", float(_MONTH_NUMBER[word]), i, i + 1, raw[i]))
+                used.add(i)
+    i = 0
+    while i < n:
+        if not _capitalised(raw[i], folded[i]):
+            i += 1
+            continue
+        j = i + 1
+        while j < n and (
+            _capitalised(raw[j], folded[j])
+            or (
+                folded[j] in _NAME_JOINERS and j + 1 < n and _capitalised(raw[j + 1], folded[j + 1])
+            )
+        ):
+            j += 1
+        words = tuple(f.removesuffix("'s") for f in folded[i:j] if f not in _NAME_JOINERS)
+        if words and (i > 0 or j - i >= 2):
+            slots.append(Slot("name", "name", words, i, j, phrase(i, j).removesuffix("'s")))
+            used.update(range(i, j))
+        i = j
+    stems = [
+        stem(w.removesuffix("'s"))
+        for w in folded
+        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
+    ]
+    return Parsed(text, slots, stems, used)
+
+
+def _capitalised(token: str, word: str) -> bool:
+    return token[0].isupper() and word not in STOPWORDS and word not in _NOT_NAMES
+
+
+def _date_group(parsed: Parsed, slot: Slot) -> list[Slot]:
+    """The year, month and day slots next to each other that form one date with `slot`."""
+    parts = {s.start: s for s in parsed.slots if s.kind in ("year", "month", "day")}
+    group = [slot]
+    kinds = {slot.kind}
+    for step in (-1, 1):
+        at = slot.start + step
+        while at in parts and parts[at].kind not in kinds:
+            group.append(parts[at])
+            kinds.add(parts[at].kind)
+            at += step
+    return sorted(group, key=lambda s: s.start)
+
+
+def _date_phrase(parsed: Parsed, slot: Slot) -> str:
+    """The whole date a year, month or day slot belongs to ("August 22, 1905")."""
+    group = _date_group(parsed, slot)
+    spans = token_spans(parsed.text)
+    return parsed.text[spans[group[0].start][0] : spans[group[-1].end - 1][1]]
+
+
+def _same_value(a: Slot, b: Slot) -> bool:
+    if a.kind == "name":
+        assert isinstance(a.value, tuple) and isinstance(b.value, tuple)
+        return bool(_name_overlap(a.value, b.value))
+    assert isinstance(a.value, float) and isinstance(b.value, float)
+    if a.value == b.value:
+        return True
+    if a.kind == "number" and (a.hedged or b.hedged):
+        return abs(a.value - b.value) <= _APPROXIMATE * max(abs(a.value), abs(b.value))
+    return False
+
+
+def _name_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two names may denote the same thing: the same last word ("Joseph Strauss",
+    "Strauss"), one inside the other, or the initials of the other ("RDJ")."""
+    if a[-1] == b[-1] or set(a) <= set(b) or set(b) <= set(a):
+        return True
+    initials_a = "".join(w[0] for w in a)
+    initials_b = "".join(w[0] for w in b)
+    joined_a, joined_b = "".join(a), "".join(b)
+    return joined_a in (initials_b, initials_b.lower()) or joined_b == initials_a
+
+
+def _date_parts(parsed: Parsed, slot: Slot) -> dict[str, float]:
+    """The year, month and day of the date a date slot belongs to."""
+    return {s.kind: s.value for s in _date_group(parsed, slot) if isinstance(s.value, float)}
+
+
+def _frame(claim: Parsed, slot: Slot) -> set[str]:
+    """The claim's content stems other than the slot's own words."""
+    own = {stem(w) for w in slot.value} if isinstance(slot.value, tuple) else set()
+    return set(claim.stems) - own - ({slot.unit} if slot.kind == "number" else set())
+
+
+def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
+    own = set(context[index].stems)
+    before = set(context[index - 1].stems) if index > 0 else set()
+    return sum(1.0 if w in own else 0.5 if w in before else 0.0 for w in frame)
+
+
+UnitSimilarity = Callable[[str, str], float]
+
+
+def find(
+    claim_text: str,
+    context: list[Parsed],
+    context_words: set[str],
+    question: Parsed,
+    unit_similarity: UnitSimilarity,
+) -> list[Contradiction]:
+    """Contradicted slots of one response sentence (at most one per slot kind).
+
+    A slot is contradicted when the context sentence that best matches the claim's frame
+    fills the same slot (same kind; a number's unit the same or a close synonym) with another
+    value, and either the claim's value appears nowhere in the context, or it appears only in
+    sentences that match the frame clearly worse (a value moved from another fact).
+    """
+    claim = parse(claim_text)
+    out: list[Contradiction] = []
+    seen: set[str] = set()
+    group = {"year": "date", "month": "date", "day": "date"}
+    pronoun_led = not claim.stems or fold(claim_text.split()[0]) in _PRONOUNS
+    asked = set(question.stems)
+
+    def compatible(slot: Slot, other: Slot) -> bool:
+        if other.kind != slot.kind:
+            return False
+        if slot.kind != "number" or other.unit == slot.unit:
+            return True
+        return bool(other.unit) and unit_similarity(slot.unit, other.unit) >= _SAME_UNIT
+
+    for slot in claim.slots:
+        if group.get(slot.kind, slot.kind) in seen or (slot.kind == "number" and not slot.unit):
+            continue
+        if slot.kind == "name" and not _looks_like_name(slot):
+            continue
+        margin = _MOVED_MARGIN * (2 if slot.kind == "name" else 1)
+        frame = _frame(claim, slot)
+        parts = _date_parts(claim, slot) if slot.kind in group else {}
+        best_with = -1.0
+        best: tuple[float, int, Slot, int] | None = None
+        for index, sentence in enumerate(context):
+            same = [o for o in sentence.slots if compatible(slot, o)]
+            if not same:
+                continue
+            score = _frame_score(frame, index, context)
+            if pronoun_led:
+                score += 0.5 * len(asked & set(sentence.stems))
+            if any(_same_value(slot, o) for o in same):
+                best_with = max(best_with, score)
+                continue
+            rivals = [
+                o
+                for o in same
+                if o.kind != "name"
+                or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+            ]
+            if not rivals:
+                continue
+            rival = min(rivals, key=lambda o: abs(o.start - slot.start))
+            agree = 0
+            if parts:
+                theirs = _date_parts(sentence, rival)
+                # A date that agrees on its other parts is the same date with one part changed.
+                agree = sum(theirs.get(k) == v for k, v in parts.items() if k != slot.kind)
+                score += 1.0 if agree else 0.0
+            if best is None or score > best[0]:
+                best = (score, index, rival, agree)
+        if best is None:
+            continue
+        score, index, rival, agree = best
+        words = slot.value if isinstance(slot.value, tuple) else ()
+        if slot.kind == "name" and best_with < 0 and any(w in context_words for w in words):
+            # Part of the name is in the context: a shortened or longer form, not a new name.
+            continue
+        if slot.kind == "number" and best_with < 0 and _value_anywhere(slot, context):
+            best_with = 0.0
+        if best_with >= 0:
+            # The value is in the context: only a clearly better-matching other value counts.
+            if score < _MOVED_MIN or score - best_with < margin:
+                continue
+        else:
+            own = len(frame & set(context[index].stems))
+            if slot.kind == "name" and not (
+                own >= 1 and _same_role(claim, slot, context[index], rival, strict=True)
+            ):
+                continue
+            if slot.kind in group and not own and score < 2.0 and agree < 2:
+                continue
+            if score < min(1.0, max(len(frame), 1) * 0.5) and not (pronoun_led and score > 0):
+                continue
+        seen.add(group.get(slot.kind, slot.kind))
+        evidence = context[index]
+        if slot.kind in group:
+            said, shown, kind = _date_phrase(claim, slot), _date_phrase(evidence, rival), "date"
+        else:
+            said, shown, kind = slot.text, rival.text, slot.kind
+        # Decisive when the evidence restates the claim, or when a full date differs from the
+        # context's in one part only (day and month the same, another year): no coincidence.
+        decisive = score / max(len(frame), 1) >= _RESTATED or agree >= 2
+        out.append(Contradiction(kind, said, shown, claim_text, evidence.text, decisive))
+    return out
+
+
+def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:
+    """A claim that negates what its evidence states, or states what the evidence negates;
+    `flipped` holds the words whose polarity differs."""
+    return Contradiction(
+        "negation",
+        _around(claim_text, flipped),
+        _around(evidence_text, flipped),
+        claim_text,
+        evidence_text,
+    )
+
+
+def _around(text: str, words: frozenset[str]) -> str:
+    """The words of `text` from a negation before the first of `words` to two after it."""
+    raw = tokens(text)
+    spans = token_spans(text)
+    folded = [fold(t) for t in raw]
+    roots = {stem(w) for w in words}
+    hit = next((i for i, w in enumerate(folded) if w in words or stem(w) in roots), None)
+    if hit is None:
+        return text
+    start = hit
+    for k in range(hit - 1, max(-1, hit - 4), -1):
+        if folded[k] in NEGATIONS or folded[k].endswith("n't"):
+            start = k
+            break
+    end = min(len(raw), hit + 3)
+    return f'"{text[spans[start][0] : spans[end - 1][1]]}"'
+
+
+def _looks_like_name(slot: Slot) -> bool:
+    """A full name of several words: single capitalised words are too often a place, a
+    nationality or a product for a swap of one to mean a contradiction."""
+    assert isinstance(slot.value, tuple)
+    return len(slot.value) >= 2 and all(len(w) > 1 and w.isalpha() for w in slot.value)
+
+
+def _value_anywhere(slot: Slot, context: list[Parsed]) -> bool:
+    """Whether the context has the number at all, whatever unit it is read with."""
+    return any(
+        o.kind in ("number", "year") and o.value == slot.value for c in context for o in c.slots
+    )
+
+
+def _same_role(
+    claim: Parsed, slot: Slot, sentence: Parsed, other: Slot, strict: bool = False
+) -> bool:
+    """Whether `other` fills the role `slot` has in the claim: a full name too, after the same
+    word ("by", "captain") or in a sentence sharing two content words with the claim."""
+    if not _looks_like_name(other):
+        return False
+    mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
+    before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
+    shared = len(_frame(claim, slot) & set(sentence.stems))
+    names = sum(1 for s in sentence.slots if s.kind == "name" and _looks_like_name(s))
+    if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
+        return True
+    if strict:
+        return bool(mine) and stem(mine) in before
+    return shared >= 2 or (shared >= 1 and names == 1)
+
+
+def _in_claim(other: Slot, claim: Parsed) -> bool:
+    assert isinstance(other.value, tuple)
+    words = {fold(t).removesuffix("'s") for t in tokens(claim.text)}
+    return any(w in words for w in other.value)

@@ -1,0 +1,151 @@
+"""Slot contradictions: blatant wrong numbers, dates, names and negations fail at the shipped
+threshold, through `rag-monitor replay`, with explanations naming the contradicted evidence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from monitor.detector import score_groundedness
+from monitor.detector.contradiction import parse
+from monitor.evaluators.local import LocalGroundedness
+
+THRESHOLD = LocalGroundedness.default_threshold
+TOWER = "The tower is 330 metres tall."
+BRIDGE = (
+    "The Golden Gate Bridge opened to traffic on May 27, 1937. Its main span is 1,280 meters "
+    "long, and the chief engineer was Joseph Strauss. The bridge is painted International "
+    "Orange so that it stays visible in fog."
+)
+
+
+def test_wrong_quantity_fails_and_names_both_values() -> None:
+    verdict = score_groundedness(
+        "How tall is the tower?", [TOWER], "It is 900 metres tall and made of gold."
+    )
+    assert verdict.score < THRESHOLD
+    assert [c.describe() for c in verdict.contradictions] == [
+        "answer says 900 metres; context says 330 metres"
+    ]
+    right = score_groundedness("How tall is the tower?", [TOWER], "It is 330 metres tall.")
+    assert right.score >= THRESHOLD and right.contradictions == ()
+
+
+def test_wrong_date_and_wrong_name_fail() -> None:
+    date = score_groundedness("When did it open?", [BRIDGE], "It opened on May 27, 1952.")
+    assert date.score < THRESHOLD
+    assert date.contradictions[0].describe() == (
+        "answer says May 27, 1952; context says May 27, 1937"
+    )
+    name = score_groundedness(
+        "Who was the chief engineer?", [BRIDGE], "The chief engineer was Frank Lloyd Wright."
+    )
+    assert name.score < THRESHOLD
+    assert name.contradictions[0].said == "Frank Lloyd Wright"
+    assert name.contradictions[0].evidence == "Joseph Strauss"
+
+
+def test_flipped_negation_fails_with_both_phrasings() -> None:
+    context = ["Visitors can climb the stairs to the top on weekends."]
+    verdict = score_groundedness(
+        "Can I climb it?", context, "No, visitors cannot climb the stairs to the top on weekends."
+    )
+    assert verdict.score < THRESHOLD
+    (found,) = verdict.contradictions
+    assert found.kind == "negation"
+    assert "cannot climb" in found.said and "can climb" in found.evidence
+
+
+def test_synonym_of_a_negated_word_is_a_flip() -> None:
+    context = ["Dogs are not allowed on the festival grounds."]
+    verdict = score_groundedness(
+        "Can I bring my dog?", context, "Yes, dogs are permitted on the festival grounds."
+    )
+    assert verdict.score < THRESHOLD
+    assert verdict.contradictions[0].kind == "negation"
+
+
+def test_same_values_in_other_forms_are_not_contradictions() -> None:
+    for answer in (
+        "The main span is 1280 meters long.",
+        "It opened on 27 May 1937.",
+        "Strauss was the chief engineer.",
+        "The main span is about 1,300 meters long.",
+    ):
+        verdict = score_groundedness("Tell me about the bridge.", [BRIDGE], answer)
+        assert verdict.contradictions == (), answer
+        assert verdict.score >= THRESHOLD, answer
+
+
+def test_other_units_and_other_facts_are_not_contradictions() -> None:
+    # A conversion (another unit) and a number about another thing are unsupported at most.
+    verdict = score_groundedness(
+        "How long is the span?", [BRIDGE], "The main span is 4,200 feet long."
+    )
+    assert all(c.kind != "number" for c in verdict.contradictions)
+
+
+def test_slots_of_a_sentence() -> None:
+    parsed = parse("Revenue reached $35 million in 1998, up 12% on a crew of 60.")
+    kinds = {(s.kind, s.unit, s.value) for s in parsed.slots}
+    assert ("number", "dollar", 35e6) in kinds
+    assert ("year", "year", 1998.0) in kinds
+    assert ("number", "percent", 12.0) in kinds
+    assert ("number", "crew", 60.0) in kinds
+
+
+def _replay(tmp_path: Path, cli: list[str], records: list[dict[str, object]]) -> list[dict]:
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "results.jsonl"
+    result = subprocess.run(
+        [*cli, "replay", str(data), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_replay_fails_blatant_hallucinations_and_explains_them(
+    tmp_path: Path, cli: list[str]
+) -> None:
+    records: list[dict[str, object]] = [
+        {
+            "request_id": "tower-wrong",
+            "request": "How tall is the tower?",
+            "retrieved_context": [{"content": TOWER, "doc_uri": "doc://tower"}],
+            "response": "It is 900 metres tall and made of gold.",
+        },
+        {
+            "request_id": "engineer-wrong",
+            "request": "Who was the chief engineer of the bridge?",
+            "retrieved_context": [{"content": BRIDGE, "doc_uri": "doc://bridge"}],
+            "response": "The chief engineer was Frank Lloyd Wright.",
+        },
+        {
+            "request_id": "tower-right",
+            "request": "How tall is the tower?",
+            "retrieved_context": [{"content": TOWER, "doc_uri": "doc://tower"}],
+            "response": "The tower is 330 metres tall.",
+        },
+        {
+            "request_id": "engineer-right",
+            "request": "Who was the chief engineer of the bridge?",
+            "retrieved_context": [{"content": BRIDGE, "doc_uri": "doc://bridge"}],
+            "response": "The chief engineer was Joseph Strauss.",
+        },
+    ]
+    lines = {
+        line["request_id"]: line["results"]["local_groundedness"]
+        for line in _replay(tmp_path, cli, records)
+    }
+    tower, engineer = lines["tower-wrong"], lines["engineer-wrong"]
+    assert tower["passed"] is False and tower["label"] == "fail"
+    assert "answer says 900 metres; context says 330 metres" in tower["explanation"]
+    assert engineer["passed"] is False
+    assert "answer says Frank Lloyd Wright; context says Joseph Strauss" in engineer["explanation"]
+    assert lines["tower-right"]["passed"] is True
+    assert lines["engineer-right"]["passed"] is True
