@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from monitor.component import SampledRecord
 from monitor.config import ConfigError
 from monitor.evaluators.base import EvalResult
 from monitor.judge.client import FORMAT_REMINDER, JudgeClient
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
-from monitor.processors.sampler import Sampler
 from monitor.records import RagRecord
 from tests._judge_stub import Reply, StubJudge
 from tests.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
@@ -340,7 +340,6 @@ async def test_budget_exhaustion_skips_judges_and_keeps_local_evaluators(stub: S
     pairs = [(h.evaluator(e.name), e) for e in h.config.evaluators]
     stage = EvaluationStage(
         pairs,
-        Sampler(h.config.sampling, {e.name: e.sample_rate for e in h.config.evaluators}),
         BudgetGate(h.config.budget),
         [sink],
         h.telemetry,
@@ -348,9 +347,9 @@ async def test_budget_exhaustion_skips_judges_and_keeps_local_evaluators(stub: S
     )
     await stage.start()
     for i in range(5):
-        await stage.put(
-            RECORD.model_copy(update={"request_id": f"r{i}", "response": f"In 1931 ({i})."}), "test"
-        )
+        record = RECORD.model_copy(update={"request_id": f"r{i}", "response": f"In 1931 ({i})."})
+        sampled = frozenset(e.name for e in h.config.evaluators)
+        await stage.put_many([SampledRecord(record, "test", sampled)])
     await stage.shutdown(10)
     # 110 tokens per judge call: the second call starts under 150, the third does not.
     assert len(stub.received) == 2

@@ -15,7 +15,8 @@ import pytest
 import pytest_asyncio
 
 from monitor.config import Config
-from monitor.evaluators.base import BuildContext, EvalResult, EvaluatorSpec, build, known_evaluators
+from monitor.evaluators.base import BuildContext, EvalResult, EvaluatorSpec
+from monitor.evaluators.registry import build, known_evaluators
 from monitor.judge.client import JudgeClient
 from monitor.judge.templates import SYSTEM_MESSAGE
 from monitor.records import ContextDoc, RagRecord

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from monitor.config import ConfigError, load_config
 from monitor.evaluators.judges import DEFINITIONS, token_f1
+from monitor.evaluators.registry import check_evaluators
 from monitor.judge import parsers
 from monitor.judge.parsers import ParseError
 from monitor.judge.templates import TemplateError, fence, load
@@ -241,7 +242,7 @@ def test_bad_prompt_override_is_a_config_error_at_startup(tmp_path: Path) -> Non
         encoding="utf-8",
     )
     with pytest.raises(ConfigError) as err:
-        load_config(path)
+        check_evaluators(load_config(path))
     assert err.value.problems == ["evaluators.0.prompt: missing placeholder {{context}}"]
 
 
@@ -249,7 +250,7 @@ def test_judge_without_a_model_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("evaluators: [{name: local_relevance}, {name: violence}]\n", encoding="utf-8")
     with pytest.raises(ConfigError) as err:
-        load_config(path)
+        check_evaluators(load_config(path))
     assert err.value.problems == [
         "evaluators.1.model: violence is an LLM judge; set evaluators[].model or judge.model"
     ]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from monitor.component import Delivery
 from monitor.config import Config
 from monitor.evaluators.base import EvalResult
 from monitor.judge.client import JudgeClient
@@ -65,8 +66,8 @@ async def _run(config: Config, records: list[RagRecord]) -> tuple[Service, _Coll
     sink = _Collect()
     service = Service(config, serve_http=False, with_receivers=False, extra_sinks=[sink])
     await service.start()
-    for record in records:
-        await service.stage.put(record, "test")
+    # As replay does: records enter through the trace stage, which samples them.
+    assert await service.trace.put([Delivery("test", records=list(records))])
     await service.shutdown(30)
     return service, sink
 

@@ -11,13 +11,21 @@ One instance per process, shared by all judge evaluators. Per call it:
    per-attempt deadline (`judge.timeout_s`), retrying 429, 5xx, timeouts and connection
    errors up to `judge.retries` times with exponential backoff and full jitter (a
    `Retry-After` from the provider is honoured, capped);
-5. parses the answer; an unparseable answer gets one follow-up asking for the required
-   format, then the call ends as an error (a reply cut off at `max_tokens` is `truncated`);
+5. asks for structured output (`response_format` with the judge's JSON schema,
+   `monitor/judge/schemas.py`) when `judge.structured_output` says the model takes it,
+   and validates the answer against the schema; an answer that does not validate, and
+   every answer of a model asked without a schema, goes to the tolerant free-form parser;
+   an answer neither can read gets one follow-up asking for the required format, then the
+   call ends as a `parse` error (a reply cut off at `max_tokens` is `truncated`). A
+   provider that refuses `response_format` is asked again without it, and that model is
+   asked free-form from then on;
 6. accounts tokens and cost: litellm's price when it knows the model, otherwise
    `judge.prices[model]` (USD per 1M tokens), otherwise zero (logged once per model).
 
 Every attempt is counted in `rag_monitor_judge_requests_total{model,outcome}` with
-outcome ok, error, timeout, rate_limited or circuit_open. The API key (from the env var
+outcome ok, error, timeout, rate_limited or circuit_open; every answered call in
+`rag_monitor_judge_answers_total{model,format,result}` (format structured or free_form;
+result valid, fallback, repaired, parse or truncated). The API key (from the env var
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
 """
 
@@ -31,27 +39,54 @@ import logging
 import os
 import random
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter, Gauge
 
 from monitor.config import ConfigError, Judge, Redaction
+from monitor.judge import schemas
 from monitor.judge.parsers import Parsed, ParseError
 from monitor.judge.redaction import Redactor
-from monitor.telemetry import NAMESPACE, RateLimitedLog, Telemetry
+from monitor.judge.schemas import JudgeAnswer
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
+# How an answered call ended: read at once (from the schema, or as free text when no schema
+# was asked), read as free text although a schema was asked, read after the format
+# follow-up, unreadable twice, cut off at max_tokens.
+ANSWER_RESULTS = ("valid", "fallback", "repaired", "parse", "truncated")
 FORMAT_REMINDER = (
     "Your answer could not be read. Answer again in exactly the required format: {hint}"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerFormat:
+    """How to read one judge's answers."""
+
+    parse_text: Callable[[str], Parsed]  # the tolerant free-form parser
+    hint: str  # the required format in words, for the follow-up after an unreadable answer
+    schema: type[JudgeAnswer] | None = None  # structured output, where the model takes it
+    documents: int = 0  # context documents, for per-document verdicts
+
+    def read(self, text: str, structured: bool) -> tuple[Parsed, bool]:
+        """The verdict, and whether it came from the schema. Raises `ParseError`."""
+        if structured and self.schema is not None:
+            try:
+                return schemas.read(self.schema, text, self.documents), True
+            except ParseError as exc:
+                try:  # a server that ignores response_format may still answer readably
+                    return self.parse_text(text), False
+                except ParseError:
+                    raise exc from None
+        return self.parse_text(text), False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +104,19 @@ class Verdict(Generic[T]):
 
 class _AttemptError(Exception):
     def __init__(
-        self, outcome: str, message: str, retryable: bool, retry_after: float | None = None
+        self,
+        outcome: str,
+        message: str,
+        retryable: bool,
+        retry_after: float | None = None,
+        schema_refused: bool = False,
     ):
         super().__init__(message)
         self.outcome = outcome
         self.retryable = retryable
         self.retry_after = retry_after
+        # The provider rejected the request because of `response_format`.
+        self.schema_refused = schema_refused
 
 
 @dataclass(slots=True)
@@ -141,47 +183,37 @@ class _ExtraMetrics:
     redactions: Counter
     retries: Counter
     circuit_open: Gauge
+    answers: Counter
 
 
-_EXTRA: weakref.WeakKeyDictionary[CollectorRegistry, _ExtraMetrics] = weakref.WeakKeyDictionary()
-
-
-def _extra_metrics(registry: CollectorRegistry) -> _ExtraMetrics:
-    """The judge's own metrics beyond DESIGN.md's table, once per registry."""
-    metrics = _EXTRA.get(registry)
-    if metrics is None:
-        metrics = _ExtraMetrics(
-            cache=Counter(
-                "judge_cache_lookups",
-                "Verdict cache lookups by result (hit, miss).",
-                ("result",),
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            redactions=Counter(
-                "redactions",
-                "Personal data replaced before text was sent to a judge, by kind.",
-                ("kind",),
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            retries=Counter(
-                "judge_retries",
-                "Judge attempts repeated after a retryable failure or an unreadable answer.",
-                ("model", "reason"),
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-            circuit_open=Gauge(
-                "judge_circuit_open",
-                "1 while the circuit breaker for a judge model is open.",
-                ("model",),
-                namespace=NAMESPACE,
-                registry=registry,
-            ),
-        )
-        _EXTRA[registry] = metrics
-    return metrics
+def _extra_metrics(telemetry: Telemetry) -> _ExtraMetrics:
+    """The judge's own metrics beyond DESIGN.md's table."""
+    return _ExtraMetrics(
+        cache=telemetry.counter(
+            "judge_cache_lookups", "Verdict cache lookups by result (hit, miss).", ("result",)
+        ),
+        redactions=telemetry.counter(
+            "redactions",
+            "Personal data replaced before text was sent to a judge, by kind.",
+            ("kind",),
+        ),
+        retries=telemetry.counter(
+            "judge_retries",
+            "Judge attempts repeated after a retryable failure or an unreadable answer.",
+            ("model", "reason"),
+        ),
+        circuit_open=telemetry.gauge(
+            "judge_circuit_open",
+            "1 while the circuit breaker for a judge model is open.",
+            ("model",),
+        ),
+        answers=telemetry.counter(
+            "judge_answers",
+            "Answered judge calls by the format asked for (structured, free_form) and how "
+            "the answer was read (valid, fallback, repaired, parse, truncated).",
+            ("model", "format", "result"),
+        ),
+    )
 
 
 def _answer_limit(max_tokens: int) -> int:
@@ -216,7 +248,7 @@ class JudgeClient:
     ) -> None:
         self._config = judge
         self._t = telemetry
-        self._extra = _extra_metrics(telemetry.registry)
+        self._extra = _extra_metrics(telemetry)
         env = os.environ if environ is None else environ
         self._api_key: str | None = None
         if judge.api_key_env is not None:
@@ -242,6 +274,7 @@ class JudgeClient:
         self._priced_by_litellm: dict[str, bool] = {}
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
+        self._structured: dict[str, bool] = {}
         self._quiet = RateLimitedLog(log, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
             for outcome in OUTCOMES:
@@ -250,6 +283,9 @@ class JudgeClient:
                 telemetry.judge_tokens.labels(model, direction)
             telemetry.judge_cost.labels(model)
             self._extra.circuit_open.labels(model).set(0)
+            for answer_format in ("structured", "free_form"):
+                for result in ANSWER_RESULTS:
+                    self._extra.answers.labels(model, answer_format, result)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -270,15 +306,16 @@ class JudgeClient:
         model: str,
         messages: Sequence[Mapping[str, str]],
         inputs: Mapping[str, str | None],
-        parse: Callable[[str], Parsed],
-        format_hint: str,
+        answer: AnswerFormat,
         max_tokens: int,
         api_base: str | None = None,
     ) -> Verdict[Any]:
-        """Ask `model` (at `api_base`, default `judge.api_base`) and parse its answer."""
+        """Ask `model` (at `api_base`, default `judge.api_base`) and read its answer."""
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
         endpoint = api_base or self._config.api_base
-        args = (evaluator, model, endpoint, messages, parse, format_hint, max_tokens, key)
+        if self._config.max_output_tokens is not None:
+            max_tokens = min(max_tokens, self._config.max_output_tokens)
+        args = (evaluator, model, endpoint, messages, answer, max_tokens, key)
         if key is None:
             return await self._ask(*args)
         leader = self._pending.get(key)
@@ -305,49 +342,37 @@ class JudgeClient:
         model: str,
         api_base: str | None,
         messages: Sequence[Mapping[str, str]],
-        parse: Callable[[str], Parsed],
-        format_hint: str,
+        answer: AnswerFormat,
         max_tokens: int,
         key: str | None,
     ) -> Verdict[Any]:
-        conversation = [
-            {"role": m["role"], "content": self._redact(m["content"])} for m in messages
-        ]
         spent = _Reply("", None, 0, 0, 0.0)
+        structured = answer.schema is not None and await self._wants_schema(model)
         try:
-            reply = await self._call(model, api_base, conversation, max_tokens, spent)
-            if len(reply.text) > _answer_limit(max_tokens):
-                return self._error(_too_long(reply.text, max_tokens), spent)
             try:
-                parsed = parse(reply.text)
-            except ParseError as first:
-                if reply.finish_reason == "length":
-                    return self._error(f"truncated: answer cut off at {max_tokens} tokens", spent)
-                self._extra.retries.labels(model, "unparseable").inc()
-                conversation += [
-                    {"role": "assistant", "content": reply.text or "(empty)"},
-                    {"role": "user", "content": FORMAT_REMINDER.format(hint=format_hint)},
-                ]
-                reply = await self._call(model, api_base, conversation, max_tokens, spent)
-                if len(reply.text) > _answer_limit(max_tokens):
-                    return self._error(_too_long(reply.text, max_tokens), spent)
-                try:
-                    parsed = parse(reply.text)
-                except ParseError as second:
-                    self._quiet.warning(
-                        f"unreadable:{model}:{evaluator}",
-                        "judge %s for %s gave an unreadable answer twice: %s",
-                        model,
-                        evaluator,
-                        second,
-                    )
-                    what = "empty answer" if not reply.text.strip() else str(second)
-                    return self._error(f"parse: {what} (first attempt: {first})", spent)
+                parsed = await self._converse(
+                    evaluator, model, api_base, messages, answer, structured, max_tokens, spent
+                )
+            except _AttemptError as exc:
+                if not (structured and exc.schema_refused):
+                    raise
+                self._structured[model] = False
+                log.warning(
+                    "judge %s refused response_format; asking it free-form from now on: %s",
+                    model,
+                    exc,
+                )
+                self._extra.retries.labels(model, "structured_unsupported").inc()
+                parsed = await self._converse(
+                    evaluator, model, api_base, messages, answer, False, max_tokens, spent
+                )
         except _AttemptError as exc:
             self._quiet.warning(
                 f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
             )
             return self._error(f"{exc.outcome}: {exc}", spent)
+        except _Unreadable as exc:
+            return self._error(str(exc), spent)
         if key is not None:
             self._cache[key] = (parsed.value, parsed.explanation)
             while len(self._cache) > self._config.cache_size:
@@ -359,6 +384,98 @@ class JudgeClient:
             output_tokens=spent.output_tokens,
             cost=spent.cost,
         )
+
+    async def _converse(
+        self,
+        evaluator: str,
+        model: str,
+        api_base: str | None,
+        messages: Sequence[Mapping[str, str]],
+        answer: AnswerFormat,
+        structured: bool,
+        max_tokens: int,
+        spent: _Reply,
+    ) -> Parsed:
+        """Ask, read, and on an unreadable answer ask once more for the format.
+        Raises `_AttemptError` (the call failed) or `_Unreadable` (the answers did)."""
+        conversation = [
+            {"role": m["role"], "content": self._redact(m["content"])} for m in messages
+        ]
+        response_format: dict[str, Any] | None = None
+        if structured and answer.schema is not None:
+            last = conversation[-1]
+            last["content"] += "\n\n" + schemas.instruction(answer.schema)
+            response_format = schemas.response_format(answer.schema, evaluator)
+        answer_format = "structured" if response_format is not None else "free_form"
+        counted = self._extra.answers
+
+        def read(reply: _Reply) -> tuple[Parsed, bool]:
+            if len(reply.text) > _answer_limit(max_tokens):
+                counted.labels(model, answer_format, "truncated").inc()
+                raise _Unreadable(_too_long(reply.text, max_tokens))
+            return answer.read(reply.text, response_format is not None)
+
+        reply = await self._call(model, api_base, conversation, max_tokens, spent, response_format)
+        try:
+            parsed, from_schema = read(reply)
+        except ParseError as first:
+            if reply.finish_reason == "length":
+                counted.labels(model, answer_format, "truncated").inc()
+                raise _Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+            self._extra.retries.labels(model, "unparseable").inc()
+            conversation += [
+                {"role": "assistant", "content": reply.text or "(empty)"},
+                {"role": "user", "content": FORMAT_REMINDER.format(hint=answer.hint)},
+            ]
+            reply = await self._call(
+                model, api_base, conversation, max_tokens, spent, response_format
+            )
+            try:
+                parsed, _ = read(reply)
+            except ParseError as second:
+                if reply.finish_reason == "length":
+                    counted.labels(model, answer_format, "truncated").inc()
+                    raise _Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                counted.labels(model, answer_format, "parse").inc()
+                self._quiet.warning(
+                    f"unreadable:{model}:{evaluator}",
+                    "judge %s for %s gave an unreadable answer twice: %s",
+                    model,
+                    evaluator,
+                    second,
+                )
+                what = "empty answer" if not reply.text.strip() else str(second)
+                raise _Unreadable(f"parse: {what} (first attempt: {first})") from None
+            counted.labels(model, answer_format, "repaired").inc()
+            return parsed
+        result = "fallback" if response_format is not None and not from_schema else "valid"
+        counted.labels(model, answer_format, result).inc()
+        return parsed
+
+    async def _wants_schema(self, model: str) -> bool:
+        """Whether to ask `model` for structured output (`judge.structured_output`)."""
+        known = self._structured.get(model)
+        if known is not None:
+            return known
+        mode = self._config.structured_output
+        if mode == "auto":
+            litellm = await self._load()
+            try:
+                wanted = bool(litellm.supports_response_schema(model=model))
+            except Exception:  # litellm raises for models it cannot map to a provider
+                wanted = False
+        else:
+            wanted = mode == "on"
+        self._structured[model] = wanted
+        log.info(
+            "judge %s: %s (judge.structured_output=%s)",
+            model,
+            "structured output (response_format with a JSON schema)"
+            if wanted
+            else "free-form answers",
+            mode,
+        )
+        return wanted
 
     @staticmethod
     def _error(message: str, spent: _Reply) -> Verdict[Any]:
@@ -377,6 +494,7 @@ class JudgeClient:
         messages: list[dict[str, str]],
         max_tokens: int,
         spent: _Reply,
+        response_format: dict[str, Any] | None = None,
     ) -> _Reply:
         """One request with retries; adds its usage to `spent`. Raises `_AttemptError`."""
         breaker = self._breakers.setdefault(
@@ -392,12 +510,15 @@ class JudgeClient:
                     retryable=False,
                 )
             try:
-                reply = await self._attempt(model, api_base, messages, max_tokens)
+                reply = await self._attempt(model, api_base, messages, max_tokens, response_format)
             except asyncio.CancelledError:
                 breaker.abandon()  # a cancelled probe must not leave the breaker stuck
                 raise
             except _AttemptError as exc:
                 self._t.judge_requests.labels(model, exc.outcome).inc()
+                if exc.schema_refused:
+                    breaker.success()  # the model answers; it only wants no schema
+                    raise
                 if breaker.failure():
                     self._extra.circuit_open.labels(model).set(1)
                     log.warning("judge %s circuit opened after repeated failures: %s", model, exc)
@@ -429,7 +550,12 @@ class JudgeClient:
         return self._rng.uniform(0, ceiling)
 
     async def _attempt(
-        self, model: str, api_base: str | None, messages: list[dict[str, str]], max_tokens: int
+        self,
+        model: str,
+        api_base: str | None,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        response_format: dict[str, Any] | None,
     ) -> _Reply:
         litellm = await self._load()
         if model not in self._prepared:
@@ -443,6 +569,8 @@ class JudgeClient:
             "max_retries": 0,  # retries are ours, so they are counted and bounded
             "num_retries": 0,
         }
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if api_base:
             kwargs["api_base"] = api_base
         # The key goes only to the configured judge endpoint, never to an evaluator's own.
@@ -460,7 +588,7 @@ class JudgeClient:
                     "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
                 ) from None
             except Exception as exc:
-                raise self._classify(exc) from None
+                raise self._classify(exc, response_format is not None) from None
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(response, "usage", None)
@@ -474,7 +602,7 @@ class JudgeClient:
             cost=self._cost(litellm, model, response, tokens_in, tokens_out),
         )
 
-    def _classify(self, exc: Exception) -> _AttemptError:
+    def _classify(self, exc: Exception, structured: bool = False) -> _AttemptError:
         status = getattr(exc, "status_code", None)
         name = type(exc).__name__
         message = self._scrub(f"{name}: {str(exc)[:300]}")
@@ -492,7 +620,8 @@ class JudgeClient:
             or "InternalServerError" in name
         ):
             return _AttemptError("error", message, retryable=True)
-        return _AttemptError("error", message, retryable=False)
+        refused = structured and status in (400, 422) and _mentions_schema(str(exc))
+        return _AttemptError("error", message, retryable=False, schema_refused=refused)
 
     def _scrub(self, text: str) -> str:
         if self._api_key:
@@ -544,6 +673,15 @@ class JudgeClient:
             entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
             litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
             self._priced_by_litellm[model] = False
+
+
+class _Unreadable(Exception):
+    """No verdict in the answers; the message is the result's error text."""
+
+
+def _mentions_schema(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in ("response_format", "json_schema", "response format"))
 
 
 def _retry_after(exc: Exception) -> float | None:

@@ -28,7 +28,7 @@ class Parsed:
     explanation: str
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_EXPLANATION else text[: _MAX_EXPLANATION - 1] + "…"
 
@@ -62,7 +62,7 @@ def parse_score(text: str, low: int, high: int) -> Parsed:
         if matches:
             last = matches[-1]
             explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-            return Parsed(_in_range(last.group(1), low, high), _clip(_strip_markup(explanation)))
+            return Parsed(_in_range(last.group(1), low, high), clip(_strip_markup(explanation)))
     raise ParseError(f"no score between {low} and {high} found (expected e.g. 'Score: {high}')")
 
 
@@ -91,15 +91,15 @@ def _word_verdict(text: str, words: dict[str, bool], what: str) -> Parsed:
     if labelled:
         last = labelled[-1]
         explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-        return Parsed(words[last.group(1).lower()], _clip(explanation))
+        return Parsed(words[last.group(1).lower()], clip(explanation))
     # 3. The answer starts with the word and goes on to explain ("Yes, because ...").
     lead = re.match(r"\W*(\w+)\b[\s,.:;!\-]*(.*)", stripped, re.S)
     if lead and lead.group(1).lower() in words:
-        return Parsed(words[lead.group(1).lower()], _clip(lead.group(2)))
+        return Parsed(words[lead.group(1).lower()], clip(lead.group(2)))
     # 4. The answer ends with the word on its own line.
     tail = re.search(r"(?:^|\n)\W*(\w+)\W*$", stripped)
     if tail and tail.group(1).lower() in words:
-        return Parsed(words[tail.group(1).lower()], _clip(stripped[: tail.start()]))
+        return Parsed(words[tail.group(1).lower()], clip(stripped[: tail.start()]))
     raise ParseError(f"no {what} verdict found")
 
 
@@ -118,7 +118,7 @@ def parse_pass_fail(text: str) -> Parsed:
     if raw not in ("PASS", "FAIL"):
         raise ParseError(f"SCORE must be PASS or FAIL, got {raw[:20]!r}")
     reasoning = obj.value.get("reasoning", "")
-    return Parsed(raw == "PASS", _clip(str(reasoning)))
+    return Parsed(raw == "PASS", clip(str(reasoning)))
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def parse_unit_score(text: str) -> Parsed:
     if not 0 <= value <= 1:
         raise ParseError(f"score {value:g} is outside 0..1")
     feedback = obj.value.get("feedback", obj.value.get("reason", ""))
-    return Parsed(value, _clip(str(feedback)))
+    return Parsed(value, clip(str(feedback)))
 
 
 def parse_severity(text: str) -> Parsed:
@@ -189,7 +189,7 @@ def parse_severity(text: str) -> Parsed:
         raise ParseError("severity is not a number") from None
     if not 0 <= value <= 7 or value != int(value):
         raise ParseError(f"severity {value:g} is not an integer in 0..7")
-    return Parsed(value, _clip(str(obj.value.get("reason", ""))))
+    return Parsed(value, clip(str(obj.value.get("reason", ""))))
 
 
 def _as_bool(value: Any) -> bool:
