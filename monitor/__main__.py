@@ -7,85 +7,192 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import math
 import os
 import signal
 import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from monitor import __version__
-from monitor.config import Config, ConfigError, load_config
+from monitor.config import Config, ConfigError, effective_config, load_config
+from monitor.evaluators.registry import check_evaluators
+from monitor.exporters.prometheus import load_web_security
 from monitor.exporters.summary import SummarySink
 from monitor.receivers.replay import replay_file
 from monitor.service import Service, tune_gc
 
 log = logging.getLogger("monitor")
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("text", "json")
+# A flag's environment variable is `RAG_MONITOR_` + its name, with no `__` in it: a
+# variable with `__` (`RAG_MONITOR_SAMPLING__RATE`) is a config key (monitor.config).
+FLAG_ENV = {
+    "log_level": "RAG_MONITOR_LOG_LEVEL",
+    "log_format": "RAG_MONITOR_LOG_FORMAT",
+    "config": "RAG_MONITOR_CONFIG",
+}
 
-def _parser() -> argparse.ArgumentParser:
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, RFC 3339), level, logger, message, and
+    exception (the formatted traceback) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+def _logging_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None) -> None:
+    """`--log-level` and `--log-format`; given both before and after the subcommand, so
+    the subcommand's copies default to "not given" (`environ` None) and never overwrite."""
+
+    def default(dest: str, fallback: str) -> str:
+        if environ is None:
+            return argparse.SUPPRESS
+        return environ.get(FLAG_ENV[dest]) or fallback
+
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        default=default("log_level", "info"),
+        help=f"log threshold (env {FLAG_ENV['log_level']}; default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        type=str.lower,
+        choices=LOG_FORMATS,
+        default=default("log_format", "text"),
+        help=f"text, or json: one object per line (env {FLAG_ENV['log_format']})",
+    )
+
+
+def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="rag-monitor", description="Quality monitor for production RAG services."
+        prog="rag-monitor",
+        description="Quality monitor for production RAG services.",
+        epilog="Every flag can be set by its environment variable (RAG_MONITOR_LOG_LEVEL, "
+        "RAG_MONITOR_LOG_FORMAT, RAG_MONITOR_CONFIG); a flag given wins. Config keys are "
+        "set by RAG_MONITOR_<SECTION>__<KEY>.",
     )
     parser.add_argument("--version", action="version", version=f"rag-monitor {__version__}")
-    parser.add_argument("--log-level", default=os.environ.get("RAG_MONITOR_LOG_LEVEL", "INFO"))
+    _logging_flags(parser, environ)
+    config_default = environ.get(FLAG_ENV["config"]) or None
+    config_help = f"YAML config (env {FLAG_ENV['config']}; embedded defaults without it)"
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the sidecar (OTLP/Kafka in, metrics and alerts out)")
-    run.add_argument("--config", type=Path, help="YAML config (embedded defaults without it)")
-    replay = sub.add_parser("replay", help="score a JSONL file of RAG records")
+    run.add_argument("--config", type=Path, default=config_default, help=config_help)
+    replay = sub.add_parser(
+        "replay", help="score a JSONL file of RAG records or of OTLP/JSON traces (gzip too)"
+    )
     replay.add_argument("file", type=Path)
-    replay.add_argument("--config", type=Path)
+    replay.add_argument("--config", type=Path, default=config_default, help=config_help)
     replay.add_argument("--output", type=Path, help="write one results line per record here")
     replay.add_argument("--strict", action="store_true", help="exit 1 if any line was malformed")
-    check = sub.add_parser("check-config", help="validate a config file and explain it")
-    check.add_argument("file", type=Path)
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file; print the effective configuration (secrets masked)",
+    )
+    check.add_argument(
+        "file", type=Path, nargs="?", default=config_default, help=f"default ${FLAG_ENV['config']}"
+    )
+    for subparser in (run, replay, check):
+        _logging_flags(subparser, None)
     return parser
 
 
+def _parse_args(argv: list[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
+    parser = _parser(environ)
+    args = parser.parse_args(argv)
+    # argparse checks `choices` for values given on the command line only.
+    for dest, allowed in (("log_level", LOG_LEVELS), ("log_format", LOG_FORMATS)):
+        value = getattr(args, dest).lower()
+        if value not in allowed:
+            parser.error(
+                f"{FLAG_ENV[dest]}: invalid value {value!r} (choose from {', '.join(allowed)})"
+            )
+        setattr(args, dest, value)
+    if args.command == "check-config" and args.file is None:
+        parser.error(f"check-config: give a FILE or set {FLAG_ENV['config']}")
+    return args
+
+
+def _configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonLogFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    # Python warnings become log lines too, so a JSON log stays one object per line.
+    logging.captureWarnings(True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    args = _parse_args(argv, os.environ)
+    _configure_logging(args.log_level, args.log_format)
     if args.command == "check-config":
         return _check_config(args.file)
     tune_gc()
     try:
         config = load_config(args.config)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
-        return 1
-    try:  # components check what only the environment can tell (e.g. a judge API key)
         if args.command == "run":
             return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
     except ConfigError as exc:
+        # Also what components find at start (e.g. a judge API key that is not set).
         for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
+            log.error("config error: %s", problem)
         return 1
 
 
 def _check_config(path: Path) -> int:
+    """Problems on stderr (exit 1); on success the effective configuration on stdout, as
+    YAML with defaults filled in and secrets masked, preceded by a summary in comments."""
     try:
         config = load_config(path)
+        check_evaluators(config)
+        if config.exporters.prometheus.web_config_file is not None:
+            load_web_security(config.exporters.prometheus.web_config_file)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(problem)
+            print(problem, file=sys.stderr)
         return 1
-    print(f"{path}: ok")
-    print(_explain(config))
+    summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *_explain(config)])
+    effective = yaml.safe_dump(effective_config(config), sort_keys=False, allow_unicode=True)
+    print(f"{summary}\n{effective}", end="")
     return 0
 
 
-def _explain(config: Config) -> str:
+def _explain(config: Config) -> list[str]:
     r = config.receivers
     lines = []
     if r.otlp.grpc.enabled:
         lines.append(f"OTLP/gRPC receiver on {r.otlp.grpc.endpoint}")
     if r.otlp.http.enabled:
         lines.append(f"OTLP/HTTP receiver on {r.otlp.http.endpoint}")
+    if r.otlp.auth_token is not None:
+        lines.append("OTLP senders must present a bearer token")
     if r.kafka.enabled:
         lines.append(
             f"Kafka receiver: topics {', '.join(r.kafka.topics)}, group {r.kafka.group_id}"
@@ -96,14 +203,16 @@ def _explain(config: Config) -> str:
     for entry in config.evaluators:
         rate = "" if entry.sample_rate is None else f", sample_rate {entry.sample_rate:g}"
         lines.append(f"evaluator {entry.name}{rate}")
-    lines.append(f"metrics on {config.exporters.prometheus.endpoint}")
+    prometheus = config.exporters.prometheus
+    secured = " (TLS/basic auth from the web config)" if prometheus.web_config_file else ""
+    lines.append(f"metrics on {prometheus.endpoint}{secured}")
     if config.exporters.results_file:
         lines.append(f"results appended to {config.exporters.results_file}")
     for rule in config.alerts.rules:
         lines.append(
             f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -116,6 +225,8 @@ async def _run(config: Config) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     service = Service(config)
+    # SIGHUP reopens the files the monitor writes (after log rotation), as daemons do.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, service.reopen_files)
     try:
         await service.start()
     except OSError as exc:
@@ -174,20 +285,34 @@ async def _replay(config: Config, path: Path, output: Path | None, strict: bool)
     try:
         stats = await replay_file(
             path,
-            service.stage,
+            service.trace,
             service.telemetry,
             stop=stop,
             on_problem=lambda problem: print(problem, file=sys.stderr),
             on_progress=progress.update,
         )
     finally:
-        abandoned = await service.shutdown()
+        # A backfill evaluates everything it read, however slow the judges; only an
+        # interrupted replay stops at pipeline.shutdown_timeout_s, as `run` does.
+        abandoned = await service.shutdown(None if stop.is_set() else math.inf)
         progress.finish()
     interrupted = " (interrupted)" if stop.is_set() else ""
-    print(
-        f"{stats.accepted} records evaluated, {stats.rejected} malformed lines skipped, "
-        f"{abandoned} abandoned{interrupted}"
-    )
+    if stats.kind == "otlp":
+        records = sum(
+            sample.value
+            for family in service.telemetry.registry.collect()
+            for sample in family.samples
+            if sample.name == "rag_monitor_records_total"
+        )
+        print(
+            f"{int(records)} records evaluated from {stats.accepted} OTLP requests, "
+            f"{stats.rejected} malformed lines skipped, {abandoned} abandoned{interrupted}"
+        )
+    else:
+        print(
+            f"{stats.accepted} records evaluated, {stats.rejected} malformed lines skipped, "
+            f"{abandoned} abandoned{interrupted}"
+        )
     print(summary.table())
     if output is not None:
         print(f"results: {output}")

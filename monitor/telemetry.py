@@ -8,6 +8,7 @@ create unbounded series; evaluator, model, category and stage come from config o
 from __future__ import annotations
 
 import logging
+import platform
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from monitor import __version__
 
 NAMESPACE = "rag_monitor"
 SCORE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
@@ -99,9 +105,31 @@ class Telemetry:
     defect_rate: Gauge
     alert_firing: Gauge
     alert_notifications: Counter
+    build_info: Gauge
     service_cap: LabelCap
     route_cap: LabelCap
     _children: dict[tuple[int, tuple[str, ...]], Any] = field(default_factory=dict)
+    _own: dict[str, Any] = field(default_factory=dict)
+
+    def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+        """A component's own counter (beyond DESIGN.md's table) on this registry, created
+        once: a second component of the same kind gets the same metric."""
+        metric: Counter = self._own_metric(Counter, name, doc, labels)
+        return metric
+
+    def gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        """A component's own gauge, as `counter`."""
+        metric: Gauge = self._own_metric(Gauge, name, doc, labels)
+        return metric
+
+    def _own_metric(
+        self, kind: type[Counter] | type[Gauge], name: str, doc: str, labels: tuple[str, ...]
+    ) -> Any:
+        found = self._own.get(name)
+        if found is None:
+            found = kind(name, doc, labels, namespace=NAMESPACE, registry=self.registry)
+            self._own[name] = found
+        return found
 
     def child(self, metric: Counter | Gauge | Histogram, *values: str) -> Any:
         """`metric.labels(*values)`, cached: `labels()` costs microseconds on hot paths.
@@ -118,7 +146,10 @@ class Telemetry:
 def create_telemetry(
     registry: CollectorRegistry | None = None, *, max_services: int = 50, max_routes: int = 100
 ) -> Telemetry:
-    reg = registry if registry is not None else CollectorRegistry()
+    # auto_describe: collectors without `describe` (process, platform, gc) register their
+    # names too, so `name[]` filters (`restricted_registry`) can select their series.
+    reg = registry if registry is not None else CollectorRegistry(auto_describe=True)
+    _runtime_collectors(reg)
 
     def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
         return Counter(name, doc, labels, namespace=NAMESPACE, registry=reg)
@@ -186,6 +217,28 @@ def create_telemetry(
             "Alerts handed to Alertmanager/webhooks, by outcome (sent, retried, failed, dropped).",
             ("target", "outcome"),
         ),
+        build_info=_build_info(reg),
         service_cap=LabelCap(max_services),
         route_cap=LabelCap(max_routes),
     )
+
+
+def _build_info(registry: CollectorRegistry) -> Gauge:
+    """`rag_monitor_build_info{version, python} 1`, to join versions onto other series."""
+    info = Gauge(
+        "build_info",
+        "Always 1; the labels say which rag-monitor and Python are running.",
+        ("version", "python"),
+        namespace=NAMESPACE,
+        registry=registry,
+    )
+    info.labels(__version__, platform.python_version()).set(1)
+    return info
+
+
+def _runtime_collectors(registry: CollectorRegistry) -> None:
+    """The standard `process_*` (CPU, memory, open files, start time), `python_info` and
+    `python_gc_*` series, as prometheus_client registers them on its global registry."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)

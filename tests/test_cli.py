@@ -1,18 +1,31 @@
-"""The `rag-monitor` CLI end to end, as a subprocess: replay, malformed lines, signals, run."""
+"""The `rag-monitor` CLI end to end, as a subprocess: replay, malformed lines, signals, run,
+flags and their environment variables, check-config's output, JSON logs."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import signal
 import subprocess
-import time
+import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
+from monitor.__main__ import JsonLogFormatter
+from tests._wait import wait_until
 from tests.conftest import EXAMPLES
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The test's environment without RAG_MONITOR_* variables, plus `extra`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    return {**base, **extra}
+
 
 GROUNDED_IDS = {"ex-01", "ex-03"}
 HALLUCINATED_IDS = {"ex-02", "ex-04"}
@@ -122,9 +135,7 @@ def test_signal_during_replay_keeps_every_evaluated_result(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while (not out.exists() or out.stat().st_size == 0) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: out.exists() and out.stat().st_size > 0, 60, "the first results")
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
@@ -142,28 +153,31 @@ def test_signal_during_replay_keeps_every_evaluated_result(
 def test_run_serves_health_and_metrics_and_stops_cleanly(
     tmp_path: Path, cli: list[str], free_port: Callable[[], int]
 ) -> None:
+    """Also: the config from RAG_MONITOR_CONFIG, JSON logs from RAG_MONITOR_LOG_FORMAT, and
+    `--log-level` given after the subcommand."""
     port = free_port()
     config = tmp_path / "c.yaml"
     config.write_text(
-        "receivers:\n  otlp:\n"
-        f"    grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
-        f"    http: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
+        "receivers:\n  otlp:\n    protocols:\n"
+        f"      grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
+        f"      http: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
         f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{port}'}}\n"
     )
     proc = subprocess.Popen(
-        [*cli, "run", "--config", str(config)], stderr=subprocess.PIPE, text=True
+        [*cli, "run", "--log-level", "debug"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(RAG_MONITOR_CONFIG=str(config), RAG_MONITOR_LOG_FORMAT="json"),
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/readyz", timeout=1) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "monitor did not become ready"
-                time.sleep(0.1)
+
+        def ready() -> bool:
+            assert proc.poll() is None, "monitor exited"
+            with urllib.request.urlopen(f"{base}/readyz", timeout=1) as response:
+                return bool(response.status == 200)
+
+        wait_until(ready, 30, "/readyz", errors=(OSError,))
         with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
             assert response.read() == b"ok\n"
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
@@ -178,7 +192,110 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
-    assert "stopped;" in stderr
+    lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    messages = [line["message"] for line in lines]
+    assert f"metrics on http://127.0.0.1:{port}/metrics" in messages
+    assert any(m.startswith("stopped;") for m in messages)
+    assert any(line["level"] == "DEBUG" for line in lines), "--log-level debug after run"
+    assert lines[0]["time"].endswith("Z")
+
+
+def test_json_log_line_carries_the_exception() -> None:
+    try:
+        raise ValueError("disk on fire")
+    except ValueError:
+        record = logging.LogRecord(
+            "monitor.x",
+            logging.ERROR,
+            __file__,
+            1,
+            "write failed: %s",
+            ("results",),
+            sys.exc_info(),
+        )
+    line = json.loads(JsonLogFormatter().format(record))
+    assert line["level"] == "ERROR" and line["logger"] == "monitor.x"
+    assert line["message"] == "write failed: results"
+    assert (
+        line["exception"].startswith("Traceback")
+        and "ValueError: disk on fire" in line["exception"]
+    )
+    assert "\n" not in JsonLogFormatter().format(record)  # one line
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--log-level", "nonsense", "run"], {}, "argument --log-level: invalid choice"),
+        (["run", "--log-level", "nonsense"], {}, "argument --log-level: invalid choice"),
+        (["run", "--log-format", "xml"], {}, "argument --log-format: invalid choice"),
+        (["run"], {"RAG_MONITOR_LOG_LEVEL": "nonsense"}, "RAG_MONITOR_LOG_LEVEL: invalid value"),
+        (["run"], {"RAG_MONITOR_LOG_FORMAT": "xml"}, "RAG_MONITOR_LOG_FORMAT: invalid value"),
+        (["check-config"], {}, "check-config: give a FILE or set RAG_MONITOR_CONFIG"),
+    ],
+)
+def test_bad_flags_are_usage_errors(
+    cli: list[str], argv: list[str], env: dict[str, str], expected: str
+) -> None:
+    result = subprocess.run(
+        [*cli, *argv], capture_output=True, text=True, env=_env(**env), timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
+    result = subprocess.run(
+        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
+        capture_output=True,
+        text=True,
+        env=_env(RAG_MONITOR_LOG_LEVEL="DEBUG", RAG_MONITOR_LOG_FORMAT="json"),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_config_prints_the_effective_configuration(cli: list[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "receivers:\n  otlp:\n    protocols: {grpc: }\n    auth_token_env: T\n"
+        "alerts:\n  webhooks: [{url: 'https://u:pw-42@hooks.example/a'}]\n"
+    )
+    result = subprocess.run(
+        [*cli, "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        env=_env(T="tok-9f2c", RAG_MONITOR_SAMPLING__RATE="0.5"),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert f"# {config}: ok" in result.stdout and "# evaluator local_groundedness" in result.stdout
+    assert "tok-9f2c" not in result.stdout and "pw-42" not in result.stdout
+    shown = yaml.safe_load(result.stdout)
+    assert shown["receivers"]["otlp"]["auth_token"] == "<masked>"
+    assert shown["receivers"]["otlp"]["http"]["enabled"] is False
+    assert shown["sampling"]["rate"] == 0.5  # the override is part of the effective config
+    assert shown["pipeline"]["queue_size"] == 1000  # defaults filled in
+
+
+def test_check_config_problems_go_to_stderr(tmp_path: Path, cli: list[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "receivers:\n  otlp:\n    grpc:\n      endpoint: nowhere\n  kafak: {}\n"
+        "evaluators:\n  - name: local_groundedness\n    threshold: 1.5\n"
+    )
+    result = subprocess.run([*cli, "check-config", str(bad)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "receivers.otlp.grpc.endpoint: expected host:port" in result.stderr
+    assert "receivers.kafak: unknown key" in result.stderr
+    ok_endpoints = bad.read_text().replace("nowhere", "127.0.0.1:4317").replace("  kafak: {}\n", "")
+    bad.write_text(ok_endpoints)
+    result = subprocess.run([*cli, "check-config", str(bad)], capture_output=True, text=True)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "evaluators.0.threshold: 1.5 is outside local_groundedness's scale 0..1" in result.stderr
 
 
 def test_run_with_bad_config_exits_1(tmp_path: Path, cli: list[str]) -> None:

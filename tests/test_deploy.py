@@ -124,7 +124,9 @@ def test_kubernetes_sidecar_has_probes_limits_and_scrape_wiring() -> None:
     pod = deployment["spec"]["template"]
     assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     containers = {c["name"]: c for c in pod["spec"]["containers"]}
-    monitor = containers["rag-monitor"]
+    # A native sidecar: an init container that keeps running (restartPolicy: Always).
+    monitor = {c["name"]: c for c in pod["spec"]["initContainers"]}["rag-monitor"]
+    assert monitor["restartPolicy"] == "Always"
     port = {p["name"]: p["containerPort"] for p in monitor["ports"]}["rag-metrics"]
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
     assert monitor["livenessProbe"]["httpGet"]["path"] == "/healthz"
