@@ -2,6 +2,9 @@
 
     python bench/ingest.py [--seconds 20] [--concurrency 4] [--protocol http|grpc|both]
 
+`--sampling 0` measures ingest alone: decoding, trace assembly and the sampling decision,
+with nothing evaluated.
+
 Load: OTLP export requests of 512 spans (128 RAG traces of 4 spans: CHAIN root, RETRIEVER
 with 3 documents, LLM with system/user/assistant messages, output-parser CHAIN; the
 OpenInference convention, ~600 bytes per span). Every request gets fresh trace ids (patched
@@ -202,10 +205,10 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
     from monitor.config import Config
     from monitor.processors.sampler import Sampler
-    from monitor.receivers.otlp.assembler import TraceAssembler
-    from monitor.receivers.otlp.decode import Decoded
-    from monitor.receivers.otlp.extract import extract_records, sampling_view
-    from monitor.receivers.otlp.wire import decode_request
+    from monitor.processors.trace._assembler import TraceAssembler
+    from monitor.processors.trace._extract import extract_records, sampling_view
+    from monitor.receivers.otlp._wire import decode_request
+    from monitor.spans import Decoded
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
@@ -229,9 +232,9 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
 
     def sampled_first() -> None:
         for trace in asm.add(decode(payloads.next()).spans, "bench"):
-            # As the ingest does: no override names a route, so the view skips it.
+            # As the trace stage does: no override names a route, so the view skips it.
             view = sampling_view(trace.spans, route_attribute=None)
-            if any(sampler.decide(view).values()):
+            if sampler.sampled(view):
                 extract_records(trace.spans)
 
     return {
@@ -273,6 +276,37 @@ def _proc_stats(pid: int) -> tuple[float, int]:
         if line.startswith("VmHWM:"):
             hwm = int(line.split()[1]) * 1024
     return cpu, hwm
+
+
+def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.Popen[bytes]:
+    """`rag-monitor run --config CONFIG` (this checkout's, as `-m monitor` from it), once
+    /metrics answers; `pin` keeps it on CPU 0 when `taskset` exists."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "monitor",
+        "--log-level",
+        "WARNING",
+        "run",
+        "--config",
+        str(config),
+    ]
+    if pin and shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0", *cmd]
+    # One BLAS thread, as for any one-core sidecar: the local evaluators' numpy calls
+    # otherwise wake OpenBLAS workers that spin on the same core (~12% of its CPU here).
+    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            _metrics(metrics_port)
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_process(proc, 10)
+                raise RuntimeError("monitor did not start") from None
+            time.sleep(0.2)
 
 
 async def _drive_http(
@@ -330,7 +364,12 @@ async def _drive_grpc(
 
 
 def run_protocol(
-    protocol: str, seconds: float, concurrency: int, light: int, profile: str | None = None
+    protocol: str,
+    seconds: float,
+    concurrency: int,
+    light: int,
+    profile: str | None = None,
+    sampling: float = 0.01,
 ) -> dict[str, float]:
     grpc_port, http_port, metrics_port = _port(), _port(), _port()
     tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
@@ -339,35 +378,11 @@ def run_protocol(
         "receivers:\n  otlp:\n"
         f"    grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}\n"
         f"    http: {{endpoint: '127.0.0.1:{http_port}'}}\n"
-        "sampling: {rate: 0.01}\n"
+        f"sampling: {{rate: {sampling}}}\n"
         f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{metrics_port}'}}\n"
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "monitor",
-        "--log-level",
-        "WARNING",
-        "run",
-        "--config",
-        str(config),
-    ]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0", *cmd]
-    # One BLAS thread, as for any one-core sidecar: the local evaluators' numpy calls
-    # otherwise wake OpenBLAS workers that spin on the same core (~12% of its CPU here).
-    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    proc = start_monitor(config, metrics_port, pin=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                _metrics(metrics_port)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("monitor did not start") from None
-                time.sleep(0.2)
         payloads = Payloads(light=light)
         drive = _drive_http if protocol == "http" else _drive_grpc
         port = http_port if protocol == "http" else grpc_port
@@ -444,6 +459,14 @@ def main() -> None:
         help="extra non-RAG spans per trace (e.g. 12: a service with DB/HTTP client spans)",
     )
     parser.add_argument(
+        "--sampling", type=float, default=0.01, help="sampling.rate of the monitor (0: ingest only)"
+    )
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="skip the in-process ceilings (when this script drives another checkout)",
+    )
+    parser.add_argument(
         "--py-spy",
         metavar="PREFIX",
         help="profile the server with py-spy (collapsed stacks to PREFIX.<protocol>.txt)",
@@ -454,11 +477,12 @@ def main() -> None:
         f"payload: {len(ids) * (SPANS_PER_TRACE + args.light_spans)} spans in {len(ids)} traces, "
         f"{len(payload)} bytes"
     )
-    for name, value in reference(payload, args.light_spans).items():
-        print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
+    if not args.no_reference:
+        for name, value in reference(payload, args.light_spans).items():
+            print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
     for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
         result = run_protocol(
-            protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy
+            protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy, args.sampling
         )
         print(
             f"otlp_{protocol:5s} accepted {result['spans_accepted_per_s']:8.0f} spans/s, "

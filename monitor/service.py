@@ -1,25 +1,34 @@
 """Builds the pipeline from a `Config` and runs its lifecycle.
 
-receivers → (trace assembly) → EvaluationStage (sampler, budget, evaluators) → sinks.
-Start order is downstream first (sinks, then the stage, then receivers) and shutdown is
-upstream first (receivers stop taking input, the stage drains until the deadline, sinks
-flush), so nothing accepted is dropped by the order of operations.
+receivers → TraceStage (assembly, sampling, extraction) → EvaluationStage (budget,
+evaluators) → sinks. Start order is downstream first (sinks and the evaluation stage,
+the trace stage, then receivers) and shutdown is upstream first (receivers stop taking
+input, the trace stage releases what it holds, the evaluation stage drains until the
+deadline, sinks flush), so nothing accepted is dropped by the order of operations.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Sequence
-from typing import Protocol
+import time
+from collections.abc import Callable, Sequence
 
+from monitor.component import Component
 from monitor.config import Config
-from monitor.evaluators.base import BuildContext, Evaluator, EvaluatorSpec, build
+from monitor.evaluators.base import BuildContext, Evaluator, EvaluatorSpec
+from monitor.evaluators.judges import create_judge_client
+from monitor.evaluators.registry import build, check_evaluators
+from monitor.exporters.debug_records import PATH as DEBUG_PATH
+from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
+from monitor.judge.redaction import Redactor
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
+from monitor.processors.trace import TraceStage
+from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry, create_telemetry
 
 log = logging.getLogger(__name__)
@@ -34,14 +43,6 @@ GC_YOUNG_THRESHOLD = 20_000
 def tune_gc() -> None:
     """Collect the young generation less often (the `run` and `replay` processes)."""
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-
-
-class Component(Protocol):
-    """A receiver or server: `start` returns quickly; `shutdown` is idempotent."""
-
-    async def start(self) -> None: ...
-
-    async def shutdown(self) -> None: ...
 
 
 def _spec(cfg: Config, index: int) -> EvaluatorSpec:
@@ -61,6 +62,10 @@ def _spec(cfg: Config, index: int) -> EvaluatorSpec:
     )
 
 
+def _uncounted(kind: str, count: int) -> None:
+    """Redactions of exported text are not counted (the judge client counts its own)."""
+
+
 class Service:
     def __init__(
         self,
@@ -71,6 +76,7 @@ class Service:
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
     ) -> None:
+        check_evaluators(config)
         self.config = config
         self.telemetry = telemetry or create_telemetry(
             max_services=config.pipeline.max_services, max_routes=config.pipeline.max_routes
@@ -79,9 +85,15 @@ class Service:
         evaluators: list[tuple[Evaluator, object]] = []
         for i, entry in enumerate(config.evaluators):
             evaluators.append((build(_spec(config, i), context), entry))
-        sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators})
+        # User text leaves the process only redacted, and only where the user asked.
+        redact = Redactor(config.redaction, _uncounted) if config.redaction.enabled else None
         self.results_sink = (
-            ResultsFileSink(config.exporters.results_file, self.telemetry)
+            ResultsFileSink(
+                config.exporters.results_file,
+                self.telemetry,
+                include_text=config.exporters.results_include_text,
+                redact=redact,
+            )
             if config.exporters.results_file
             else None
         )
@@ -92,28 +104,45 @@ class Service:
         sinks.extend(extra_sinks)
         self.stage = EvaluationStage(
             evaluators,  # type: ignore[arg-type]
-            sampler,
             BudgetGate(config.budget),
             sinks,
             self.telemetry,
             queue_size=config.pipeline.queue_size,
+            queue_bytes=config.pipeline.queue_bytes,
             workers=config.pipeline.workers,
             evaluation_timeout_s=config.pipeline.evaluation_timeout_s,
         )
+        debug_size = config.exporters.prometheus.debug_records
+        self.debug = DebugRecords(debug_size, redact) if debug_size and serve_http else None
+        self.trace = TraceStage(
+            config.trace_assembly,
+            Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+            self.stage,
+            self.telemetry,
+            route_attribute=config.receivers.otlp.route_attribute,
+            route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
+            observer=self.debug,
+        )
+        self._readiness: list[tuple[str, Callable[[], tuple[bool, str]]]] = []
         self.receivers: list[Component] = self._build_receivers() if with_receivers else []
         self.http = (
-            HealthServer(self.telemetry, config.exporters.prometheus.endpoint, self.ready)
+            HealthServer(
+                self.telemetry,
+                config.exporters.prometheus.endpoint,
+                self.ready,
+                web_config_file=config.exporters.prometheus.web_config_file,
+            )
             if serve_http
             else None
         )
+        if self.http is not None and self.debug is not None:
+            self.http.add_route(DEBUG_PATH, self.debug.handle)
         self._started = False
 
     # -- wiring: each capability adds its components here --------------------------------
 
     def _build_context(self) -> BuildContext:
         """Shared resources for evaluator factories (e.g. the judge client)."""
-        from monitor.evaluators.judges import create_judge_client
-
         resources = {"telemetry": self.telemetry, "config": self.config}
         judge = create_judge_client(self.config, self.telemetry)
         if judge is not None:
@@ -127,45 +156,47 @@ class Service:
         return alert_and_event_sinks(self.config, self.telemetry)
 
     def _build_receivers(self) -> list[Component]:
-        """Input components, fed into `self.stage`."""
+        """Input components, fed into the trace stage."""
         receivers: list[Component] = []
         otlp = self.config.receivers.otlp
         if otlp.grpc.enabled or otlp.http.enabled:
-            from monitor.receivers.otlp import OtlpReceivers
-
-            receivers.append(OtlpReceivers(self.config, self.stage, self.telemetry))
+            receivers.append(OtlpReceivers(self.config, self.trace, self.telemetry))
         kafka = self.config.receivers.kafka
         if kafka.enabled:
+            # kafka-python is loaded only by deployments that consume Kafka.
             from monitor.receivers.kafka import KafkaReceiver
 
-            receivers.append(
-                KafkaReceiver(
-                    kafka,
-                    self.stage,
-                    self.telemetry,
-                    drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
-                    max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
-                    assembly=self.config.trace_assembly,
-                    route_attribute=self.config.receivers.otlp.route_attribute,
-                )
+            receiver = KafkaReceiver(
+                kafka,
+                self.trace,
+                self.telemetry,
+                drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
+                max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
             )
+            self._readiness.append(("Kafka receiver", receiver.ready))
+            receivers.append(receiver)
         return receivers
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    def reopen_files(self) -> None:
+        """Open the results file afresh before its next write (SIGHUP)."""
+        if self.results_sink is not None:
+            self.results_sink.reopen()
+            log.info("results file will be reopened before the next write")
+
     def ready(self) -> tuple[bool, str]:
         if not self._started or not self.stage.accepting:
             return False, "not started"
-        for receiver in self.receivers:
-            check = getattr(receiver, "ready", None)
-            if check is not None:
-                ok, reason = check()
-                if not ok:
-                    return False, f"{type(receiver).__name__}: {reason}"
+        for name, check in self._readiness:
+            ok, reason = check()
+            if not ok:
+                return False, f"{name}: {reason}"
         return True, "ready"
 
     async def start(self) -> None:
         await self.stage.start()
+        await self.trace.start()
         if self.http is not None:
             await self.http.start()
         started: list[Component] = []
@@ -176,6 +207,7 @@ class Service:
         except Exception:
             for receiver in reversed(started):
                 await receiver.shutdown()
+            await self.trace.shutdown(0)
             await self.stage.shutdown(0)
             if self.http is not None:
                 await self.http.shutdown()
@@ -183,14 +215,20 @@ class Service:
         self._started = True
 
     async def shutdown(self, deadline_s: float | None = None) -> int:
-        """Stop intake, drain, flush. Returns the number of records abandoned at the deadline."""
+        """Stop intake, drain, flush. Returns the number of records abandoned at the
+        deadline (`pipeline.shutdown_timeout_s` unless given; `math.inf` waits for all)."""
         deadline = self.config.pipeline.shutdown_timeout_s if deadline_s is None else deadline_s
+        started = time.monotonic()
         for receiver in self.receivers:
             try:
                 await receiver.shutdown()
             except Exception:
                 log.exception("receiver %s failed to shut down", type(receiver).__name__)
-        abandoned = await self.stage.shutdown(deadline)
+        await self.trace.shutdown(max(0.0, deadline - (time.monotonic() - started)))
+        abandoned = await self.stage.shutdown(max(0.0, deadline - (time.monotonic() - started)))
+        # Records the trace stage could not hand on before the deadline are abandoned too
+        # (counted once the evaluation stage stopped accepting them).
+        abandoned += self.trace.abandoned
         if self.http is not None:
             await self.http.shutdown()
         self._started = False

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from tests._servers import free_port
+from tests._wait import wait_until
 
 READY_DEADLINE_S = 60.0
 
@@ -39,20 +40,6 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def wait_for(
-    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1
-) -> None:
-    """Poll `condition` until true; fail the test naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(interval_s)
-    if condition():
-        return
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 def _tansu_path() -> str:
@@ -106,13 +93,15 @@ class Broker:
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        deadline = time.monotonic() + READY_DEADLINE_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            if self._answers():
-                return
-            time.sleep(0.2)
+        process = self.process
+
+        def up() -> bool:
+            # A broker that exited will never answer: give up at once.
+            return process.poll() is not None or self._answers()
+
+        wait_until(up, READY_DEADLINE_S, f"{self.kind} broker", interval_s=0.2, context=self.logs)
+        if process.poll() is None:
+            return
         self.stop()
         sys.stderr.write(f"--- {self.kind} log ---\n{self.logs()}\n")
         pytest.exit(f"{self.kind} broker did not become ready on {self.bootstrap}", returncode=3)
@@ -150,7 +139,7 @@ class Broker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
-        wait_for(lambda: not _listening(self.port), 10, f"{self.kind} to release its port")
+        wait_until(lambda: not _listening(self.port), 10, f"{self.kind} to release its port")
 
     def logs(self) -> str:
         try:
@@ -192,6 +181,17 @@ class Broker:
         finally:
             producer.close(timeout=5)
 
+    def produce_keyed(self, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> None:
+        """Produce `(key, value)` pairs in order (the default partitioner keeps a key's
+        messages in one partition, as a Collector keyed by trace id does)."""
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        try:
+            for key, value in messages:
+                producer.send(topic, value, key=key)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=5)
+
     def read_all(self, topic: str, expected: int, timeout_s: float = 30.0) -> list[Any]:
         """Every message of `topic` (no group), once at least `expected` arrived."""
         consumer = KafkaConsumer(
@@ -199,7 +199,7 @@ class Broker:
         )
         messages: list[Any] = []
         try:
-            wait_for(lambda: bool(consumer.partitions_for_topic(topic)), timeout_s, topic)
+            wait_until(lambda: bool(consumer.partitions_for_topic(topic)), timeout_s, topic)
             partitions = consumer.partitions_for_topic(topic) or set()
             tps = [TopicPartition(topic, p) for p in sorted(partitions)]
             consumer.assign(tps)

@@ -9,16 +9,17 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from monitor.config import Budget, EvaluatorConfig, Sampling
+from monitor.component import OnDone, SampledRecord
+from monitor.config import Budget, EvaluatorConfig
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.exporters.summary import SummarySink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage, ResultSink
-from monitor.processors.sampler import Sampler
 from monitor.records import Part, RagRecord
 from monitor.telemetry import Telemetry
+from tests._wait import wait_until_async
 
 
 class ScriptedEvaluator:
@@ -65,22 +66,36 @@ def _stage(
     queue_size: int = 100,
     timeout: float = 5.0,
     workers: int = 2,
-    sampling: Sampling | None = None,
+    queue_bytes: int = 1 << 30,
     extra_sinks: tuple[ResultSink, ...] = (),
 ) -> tuple[EvaluationStage, SummarySink]:
     summary = SummarySink()
     specs = specs or [EvaluatorConfig(name="local_groundedness") for _ in evaluators]
     stage = EvaluationStage(
         list(zip(evaluators, specs, strict=True)),
-        Sampler(sampling or Sampling(), {e.name: None for e in evaluators}),
         BudgetGate(budget or Budget()),
         [MetricsSink(telemetry), summary, *extra_sinks],
         telemetry,
         queue_size=queue_size,
+        queue_bytes=queue_bytes,
         workers=workers,
         evaluation_timeout_s=timeout,
     )
     return stage, summary
+
+
+_ALL = frozenset({"good", "bad", "broken", "stuck", "ctx", "any", "judge", "local", "e"})
+_ALL |= {"local_groundedness", "groundedness", "slow", "a", "b", "c"}
+
+
+async def _put(
+    stage: EvaluationStage,
+    record: RagRecord,
+    on_done: OnDone | None = None,
+    sampled: frozenset[str] = _ALL,
+) -> None:
+    """Hand in one record as the trace stage does, sampled for every evaluator named."""
+    assert await stage.put_many([SampledRecord(record, "test", sampled, on_done)]) == 1
 
 
 def _rec(i: int, **kw: object) -> RagRecord:
@@ -107,9 +122,9 @@ async def test_results_reach_sinks_and_on_done_fires(telemetry: Telemetry) -> No
     await stage.start()
     done: list[str] = []
     for i in range(5):
-        await stage.put(_rec(i), "test", on_done=lambda i=i: done.append(f"r{i}"))
+        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append(f"r{i}:{ok}"))
     await stage.shutdown(5)
-    assert sorted(done) == [f"r{i}" for i in range(5)]
+    assert sorted(done) == [f"r{i}:True" for i in range(5)]
     assert summary.totals["good"].passed == 5 and summary.totals["bad"].failed == 5
     assert (
         _value(
@@ -122,7 +137,6 @@ async def test_results_reach_sinks_and_on_done_fires(telemetry: Telemetry) -> No
         )
         == 5
     )
-    assert _value(telemetry, "records_total", service="svc", source="test") == 5
 
 
 async def test_evaluator_exception_and_timeout_are_errors_not_verdicts(
@@ -132,7 +146,7 @@ async def test_evaluator_exception_and_timeout_are_errors_not_verdicts(
     stuck = ScriptedEvaluator("stuck", delay=10)
     stage, summary = _stage(telemetry, [broken, stuck], timeout=0.2)
     await stage.start()
-    await stage.put(_rec(1), "test")
+    await _put(stage, _rec(1))
     await stage.shutdown(5)
     for name in ("broken", "stuck"):
         totals = summary.totals[name]
@@ -156,10 +170,37 @@ async def test_missing_parts_skip_evaluators_and_are_counted(telemetry: Telemetr
     any_record = ScriptedEvaluator("any")
     stage, _ = _stage(telemetry, [needs_context, any_record])
     await stage.start()
-    await stage.put(_rec(1, retrieved_context=[]), "test")
+    await _put(stage, _rec(1, retrieved_context=[]))
     await stage.shutdown(5)
     assert (needs_context.calls, any_record.calls) == (0, 1)
-    assert _value(telemetry, "records_incomplete_total", service="svc", missing="context") == 1
+    # No decision is counted for an evaluator whose input is missing (the trace stage
+    # counts the record in records_incomplete_total).
+    assert (
+        _value(
+            telemetry,
+            "sampling_decisions_total",
+            service="svc",
+            evaluator="ctx",
+            decision="sampled",
+        )
+        == 0
+    )
+
+
+async def test_evaluators_not_in_the_carried_decision_are_skipped(telemetry: Telemetry) -> None:
+    """The sampling decision travels with the record: the stage does not decide again."""
+    chosen, other = ScriptedEvaluator("a"), ScriptedEvaluator("b")
+    stage, _ = _stage(telemetry, [chosen, other])
+    await stage.start()
+    await _put(stage, _rec(1), sampled=frozenset({"a"}))
+    await stage.shutdown(5)
+    assert (chosen.calls, other.calls) == (1, 0)
+    assert (
+        _value(
+            telemetry, "sampling_decisions_total", service="svc", evaluator="b", decision="skipped"
+        )
+        == 1
+    )
 
 
 async def test_judges_stop_at_budget_local_keeps_running(telemetry: Telemetry) -> None:
@@ -168,7 +209,7 @@ async def test_judges_stop_at_budget_local_keeps_running(telemetry: Telemetry) -
     stage, _ = _stage(telemetry, [judge, local], budget=Budget(max_evaluations_per_minute=3))
     await stage.start()
     for i in range(10):
-        await stage.put(_rec(i), "test")
+        await _put(stage, _rec(i))
     await stage.shutdown(5)
     assert (judge.calls, local.calls) == (3, 10)
     assert (
@@ -194,8 +235,8 @@ async def test_escalation_runs_judge_only_inside_band(telemetry: Telemetry) -> N
     ]
     stage, _ = _stage(telemetry, [unsure, judge], specs=specs)
     await stage.start()
-    await stage.put(_rec(1), "test")
-    await stage.put(_rec(2), "test")
+    await _put(stage, _rec(1))
+    await _put(stage, _rec(2))
     await stage.shutdown(5)
     assert judge.calls == 1
     assert (
@@ -214,12 +255,12 @@ async def test_shutdown_deadline_abandons_and_counts(telemetry: Telemetry) -> No
     stuck = ScriptedEvaluator("stuck", delay=30)
     stage, _ = _stage(telemetry, [stuck], workers=1, timeout=60)
     await stage.start()
-    done: list[int] = []
+    done: list[tuple[int, bool]] = []
     for i in range(3):
-        await stage.put(_rec(i), "test", on_done=lambda i=i: done.append(i))
-    await asyncio.sleep(0.05)
+        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
     abandoned = await stage.shutdown(0.2)
-    assert abandoned == 3 and done == []
+    # Abandoned records are told so (a Kafka offset is then not committed).
+    assert abandoned == 3 and sorted(done) == [(0, False), (1, False), (2, False)]
     assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 3
 
 
@@ -230,7 +271,7 @@ async def test_route_label_is_capped(telemetry: Telemetry) -> None:
     stage, _ = _stage(capped, [ScriptedEvaluator("e")])
     await stage.start()
     for i in range(5):
-        await stage.put(_rec(i, route=f"/r{i}"), "test")
+        await _put(stage, _rec(i, route=f"/r{i}"))
     await stage.shutdown(5)
     routes = {
         s.labels["route"]
@@ -241,44 +282,42 @@ async def test_route_label_is_capped(telemetry: Telemetry) -> None:
     assert routes == {"/r0", "/r1", "other"}
 
 
-async def test_unsampled_records_are_finished_at_intake_without_queueing(
-    telemetry: Telemetry,
-) -> None:
-    slow = ScriptedEvaluator("slow", delay=0.5)
-    stage, _ = _stage(telemetry, [slow], queue_size=1, workers=1, sampling=Sampling(rate=0.0))
-    await stage.start()
-    done: list[str] = []
-    # A one-slot queue and a slow evaluator: had these waited for the queue, this would
-    # take 100 x 0.5 s. Unsampled records never touch it.
-    async with asyncio.timeout(5):
-        taken = await stage.put_many(
-            [(_rec(i), lambda i=i: done.append(f"r{i}")) for i in range(100)], "test"
-        )
-    assert taken == 100 and len(done) == 100 and stage.completed == 100
-    assert slow.calls == 0
-    assert _value(telemetry, "records_total", service="svc", source="test") == 100
-    assert (
-        _value(
-            telemetry,
-            "sampling_decisions_total",
-            service="svc",
-            evaluator="slow",
-            decision="skipped",
-        )
-        == 100
-    )
-    # Priority records are still queued and evaluated.
-    await stage.put(_rec(500, feedback="negative"), "test")
-    await stage.shutdown(5)
-    assert slow.calls == 1
-    assert _value(telemetry, "records_total", service="svc", source="test") == 101
-
-
 async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Telemetry) -> None:
     stage, _ = _stage(telemetry, [ScriptedEvaluator("e")])
     await stage.start()
     await stage.shutdown(5)
-    assert await stage.put_many([(_rec(1), None), (_rec(2), None)], "test") == 0
+    items = [SampledRecord(_rec(i), "test", _ALL) for i in range(2)]
+    assert await stage.put_many(items) == 0
+
+
+async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetry) -> None:
+    """Records whose text passes `queue_bytes` wait for room (one still fits alone)."""
+    gate = asyncio.Event()
+
+    class Held(ScriptedEvaluator):
+        entered = 0
+
+        async def evaluate(self, record: RagRecord) -> EvalResult:
+            self.entered += 1
+            await gate.wait()
+            return await super().evaluate(record)
+
+    held = Held("e")
+    big = "x" * 1000
+    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=2500)
+    await stage.start()
+    items = [SampledRecord(_rec(i, response=big), "test", _ALL) for i in range(6)]
+    putting = asyncio.create_task(stage.put_many(items))
+    # One record in work, two queued (3 x ~1000 bytes would pass 2500): put_many waits.
+    await wait_until_async(
+        lambda: held.entered >= 1 and len(stage._queue) >= 2, 5, "one in work, two queued"
+    )
+    assert not putting.done() and len(stage._queue) == 2
+    gate.set()
+    async with asyncio.timeout(5):
+        assert await putting == 6
+    await stage.shutdown(5)
+    assert held.calls == 6
 
 
 class CpuScorerStub:
@@ -307,7 +346,7 @@ async def test_cpu_scorers_of_a_record_share_one_worker_thread_hop(telemetry: Te
     stage, summary = _stage(telemetry, [first, second, broken])  # type: ignore[list-item]
     await stage.start()
     for i in range(3):
-        await stage.put(_rec(i), "test")
+        await _put(stage, _rec(i))
     await stage.shutdown(5)
     loop_thread = threading.get_ident()
     for i in range(3):
@@ -322,7 +361,7 @@ async def test_cpu_scorers_past_the_deadline_are_errors(telemetry: Telemetry) ->
     stuck = CpuScorerStub("stuck", sleep_s=1.0)
     stage, summary = _stage(telemetry, [stuck], timeout=0.2)  # type: ignore[list-item]
     await stage.start()
-    await stage.put(_rec(1), "test")
+    await _put(stage, _rec(1))
     await stage.shutdown(5)
     assert summary.totals["stuck"].errors == 1 and summary.totals["stuck"].passed == 0
 
@@ -337,15 +376,14 @@ async def test_on_done_waits_until_the_results_line_is_written(
     await stage.start()
     seen: dict[str, bool] = {}
 
-    def on_done(request_id: str) -> None:
+    def on_done(request_id: str, ok: bool) -> None:
+        assert ok
         # What a Kafka commit relies on: the line is in the file when the record is done.
         lines = path.read_text().splitlines() if path.exists() else []
         seen[request_id] = any(json.loads(line)["request_id"] == request_id for line in lines)
 
     for i in range(20):
-        await stage.put(_rec(i), "test", on_done=lambda i=i: on_done(f"r{i}"))
-    async with asyncio.timeout(5):
-        while len(seen) < 20:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await _put(stage, _rec(i), on_done=lambda ok, i=i: on_done(f"r{i}", ok))
+    await wait_until_async(lambda: len(seen) == 20, 5, "every record done")
     await stage.shutdown(5)
     assert seen == {f"r{i}": True for i in range(20)}

@@ -33,9 +33,13 @@ from monitor.processors.sampler import Sampler
 from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
 from monitor.service import Service
-from tests._kafka import Broker, free_port, running_broker, unique, wait_for
+from tests._kafka import Broker, free_port, running_broker, unique
+from tests._wait import wait_until, wait_until_async
 
 EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
+# kafka-python 3.0 drops the socket of a failed connection attempt (a broker restarting,
+# a member leaving) without closing it; the warning is about its code, not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -94,14 +98,6 @@ async def running(cfg: Config) -> AsyncIterator[tuple[Service, Capture]]:
         yield service, capture
     finally:
         await service.shutdown(10)
-
-
-async def until(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def metric(target: Service, name: str, **labels: str) -> float:
@@ -173,7 +169,7 @@ async def test_json_records_in_every_shape_are_evaluated_and_committed(noida: Br
     for shape, codec in zip(SHAPES, ["gzip", "lz4", "zstd", "snappy", None], strict=True):
         noida.produce(topic, [shape], key=b"tenant-acme", headers=headers, compression=codec)
     async with running(config(noida, [topic], group)) as (service, capture):
-        await until(lambda: capture.ids() >= SHAPE_IDS, 30, "all shapes evaluated")
+        await wait_until_async(lambda: capture.ids() >= SHAPE_IDS, 30, "all shapes evaluated")
         assert capture.ids() == SHAPE_IDS
         for record in capture.records:
             assert record.response and record.query and record.retrieved_context
@@ -183,7 +179,7 @@ async def test_json_records_in_every_shape_are_evaluated_and_committed(noida: Br
         assert metric(service, "records_total", service="shop", source="kafka") == 3
         assert metric_sum(service, "records_total", source="kafka") == len(SHAPE_IDS)
         assert metric_sum(service, "evaluations_total") == len(SHAPE_IDS) * len(EVALUATORS)
-        await until(
+        await wait_until_async(
             lambda: (
                 metric(service, "kafka_lag", topic=topic, partition="0") == 0
                 and service.telemetry.registry.get_sample_value(
@@ -246,7 +242,7 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_partition_mov
         service,
         capture,
     ):
-        await until(lambda: capture.ids() >= {"good-1", "good-2"}, 30, "good records")
+        await wait_until_async(lambda: capture.ids() >= {"good-1", "good-2"}, 30, "good records")
         for _, reason in POISON:
             assert metric(service, "records_rejected_total", receiver="kafka", reason=reason) == 1
         dead_letters = noida.read_all(dead, len(POISON))
@@ -258,7 +254,7 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_partition_mov
             assert headers["origin"] == b"checkout"
             assert headers["rag-monitor-source"].startswith(f"{topic}/0/".encode())
             assert message.key == b"k1"
-        await until(
+        await wait_until_async(
             lambda: metric(service, "kafka_lag", topic=topic, partition="0") == 0, 10, "no lag"
         )
     assert capture.ids() == {"good-1", "good-2"}
@@ -275,7 +271,9 @@ async def test_core_path_against_tansu(tansu: Broker) -> None:
         service,
         capture,
     ):
-        await until(lambda: capture.ids() >= SHAPE_IDS, 30, "all shapes evaluated on tansu")
+        await wait_until_async(
+            lambda: capture.ids() >= SHAPE_IDS, 30, "all shapes evaluated on tansu"
+        )
         assert metric_sum(service, "evaluations_total") == len(SHAPE_IDS) * len(EVALUATORS)
         assert [m.value for m in tansu.read_all(dead, 1)] == [b"garbage"]
     committed = tansu.committed(group, topic, 2)
@@ -313,7 +311,7 @@ def rotel_to_kafka(broker: Broker, topic: str, fmt: str, workdir: Path) -> Itera
             stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        wait_for(lambda: _port_open(http_port), 20, "rotel OTLP/HTTP port")
+        wait_until(lambda: _port_open(http_port), 20, "rotel OTLP/HTTP port")
         yield f"http://127.0.0.1:{http_port}/v1/traces"
     except BaseException:
         sys.stderr.write(log_path.read_text(errors="replace")[-3000:])
@@ -390,7 +388,9 @@ async def test_otlp_records_produced_by_rotel_from_sdk_spans(
             service,
             capture,
         ):
-            await until(lambda: len(capture.records) >= len(questions), 30, "OTLP records")
+            await wait_until_async(
+                lambda: len(capture.records) >= len(questions), 30, "OTLP records"
+            )
             assert sorted(r.query or "" for r in capture.records) == sorted(questions)
             for record in capture.records:
                 assert record.service == "rag-api"
@@ -403,7 +403,7 @@ async def test_otlp_records_produced_by_rotel_from_sdk_spans(
             assert metric(service, "spans_received_total", receiver="kafka") == 3 * len(questions)
             assert metric_sum(service, "evaluations_total") == len(questions) * len(EVALUATORS)
             messages = 3 * len(questions)
-            await until(
+            await wait_until_async(
                 lambda: metric(service, "kafka_lag", topic=topic, partition="0") == 0, 10, "lag 0"
             )
     assert noida.committed(group, topic, 1) == {0: messages}
@@ -439,7 +439,7 @@ async def test_a_message_holding_an_open_trace_is_committed_only_once_the_trace_
     assembly = cfg.trace_assembly.model_copy(update={"idle_timeout_s": 60.0})
     cfg = cfg.model_copy(update={"trace_assembly": assembly})
     async with running(cfg) as (service, capture):
-        await until(
+        await wait_until_async(
             lambda: metric(service, "spans_received_total", receiver="kafka") == 1, 30, "span"
         )
         await asyncio.sleep(1.5)  # longer than the commit interval
@@ -461,10 +461,13 @@ async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
     broker = Broker("noida", port, tmp_path, 6000, 2000)
     topic, group = "outage", unique("g")
     async with running(config(broker, [topic], group)) as (service, capture):
-        await until(lambda: "cannot reach" in service.ready()[1], 15, "not-ready reason")
+        (receiver,) = service.receivers
+        assert isinstance(receiver, KafkaReceiver)
+        await wait_until_async(lambda: "cannot reach" in service.ready()[1], 15, "not-ready reason")
         assert service.ready()[0] is False
-        # Let more connection attempts fail: none may leave a kafka-python IO thread behind.
-        await asyncio.sleep(7)
+        # Let more connection attempts fail (backing off 0.5, 1, 2 s): none may leave a
+        # kafka-python IO thread behind.
+        await wait_until_async(lambda: receiver.backoff.current >= 2.0, 60, "three failed attempts")
         io_threads = [t for t in threading.enumerate() if t.name.startswith("kafka-io")]
         assert len(io_threads) <= 1, io_threads  # at most the attempt in progress
         try:
@@ -472,15 +475,23 @@ async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
             # The waiting consumer's metadata requests may auto-create the topic first.
             broker.create_topic(topic, exist_ok=True)
             broker.produce(topic, [native("before-1"), native("before-2")])
-            await until(lambda: capture.ids() >= {"before-1", "before-2"}, 40, "first records")
-            await until(lambda: service.ready()[0], 10, "ready")
+            await wait_until_async(
+                lambda: capture.ids() >= {"before-1", "before-2"}, 40, "first records"
+            )
+            await wait_until_async(lambda: service.ready()[0], 10, "ready")
             broker.stop()
-            await until(lambda: not service.ready()[0], 20, "not ready after the broker died")
+            await wait_until_async(
+                lambda: not service.ready()[0], 20, "not ready after the broker died"
+            )
             assert "heartbeat" in service.ready()[1] or "cannot reach" in service.ready()[1]
             broker.start()
             broker.produce(topic, [native("after-1")])
-            await until(lambda: "after-1" in capture.ids(), 60, "record after the outage")
-            await until(lambda: service.ready()[0], 20, "ready again")
+            await wait_until_async(
+                lambda: "after-1" in capture.ids(), 60, "record after the outage"
+            )
+            await wait_until_async(lambda: service.ready()[0], 20, "ready again")
+            # Good polls reset the backoff: the next outage starts again from 0.5 s.
+            assert receiver.backoff.current == 0
         finally:
             broker.stop()
 
@@ -490,10 +501,19 @@ async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
 
 class Replica:
     def __init__(
-        self, broker: Broker, topic: str, group: str, workdir: Path, name: str, **kafka: Any
+        self,
+        broker: Broker,
+        topic: str,
+        group: str,
+        workdir: Path,
+        name: str,
+        *,
+        results: Path | None = None,
+        sampling_rate: float = 0.5,
+        **kafka: Any,
     ) -> None:
         self.metrics_port = free_port()
-        self.results = workdir / f"{name}-results.jsonl"
+        self.results = results or workdir / f"{name}-results.jsonl"
         self.log_path = workdir / f"{name}.log"
         self.config_path = workdir / f"{name}.yaml"
         settings = {
@@ -501,7 +521,7 @@ class Replica:
                 "otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}},
                 "kafka": broker.kafka_settings([topic], group, **kafka),
             },
-            "sampling": {"rate": 0.5},
+            "sampling": {"rate": sampling_rate},
             "evaluators": EVALUATORS,
             "exporters": {
                 "prometheus": {"endpoint": f"127.0.0.1:{self.metrics_port}"},
@@ -588,7 +608,7 @@ def sampled_ids(records: list[dict[str, Any]]) -> set[str]:
     out = set()
     for raw in records:
         record = parse_record(raw)
-        if any(sampler.decide(record).values()):
+        if sampler.sampled(record):
             out.add(record.request_id)
     return out
 
@@ -596,7 +616,7 @@ def sampled_ids(records: list[dict[str, Any]]) -> set[str]:
 def sampled_evaluations(records: list[dict[str, Any]]) -> int:
     cfg = Config.model_validate({"sampling": {"rate": 0.5}, "evaluators": EVALUATORS})
     sampler = Sampler(cfg.sampling, {e.name: e.sample_rate for e in cfg.evaluators})
-    return sum(sum(sampler.decide(parse_record(raw)).values()) for raw in records)
+    return sum(len(sampler.sampled(parse_record(raw))) for raw in records)
 
 
 def test_two_replicas_split_a_four_partition_topic(noida: Broker, tmp_path: Path) -> None:
@@ -607,7 +627,7 @@ def test_two_replicas_split_a_four_partition_topic(noida: Broker, tmp_path: Path
     with replicas(a, b):
         a.start()
         b.start()
-        wait_for(
+        wait_until(
             lambda: (
                 len(a.lag_partitions()) == 2
                 and len(b.lag_partitions()) == 2
@@ -621,17 +641,26 @@ def test_two_replicas_split_a_four_partition_topic(noida: Broker, tmp_path: Path
         producer_batches = [records[i::4] for i in range(4)]
         for partition, batch in enumerate(producer_batches):
             noida.produce(topic, batch, partition=partition)
-        wait_for(
-            lambda: a.total("records_total") + b.total("records_total") >= len(records),
-            60,
-            "every record to reach a replica",
-            interval_s=0.3,
+
+        # Sampled records are counted in records_total, the rest as unsampled.
+        def seen() -> float:
+            return sum(r.total("records_total") + r.total("traces_unsampled_total") for r in (a, b))
+
+        wait_until(
+            lambda: seen() >= len(records), 60, "every record to reach a replica", interval_s=0.3
         )
         assert a.total("records_total") > 0 and b.total("records_total") > 0
         expected = sampled_evaluations(records)
         assert 0 < expected < len(records) * len(EVALUATORS)
+        wait_until(
+            lambda: a.total("evaluations_total") + b.total("evaluations_total") >= expected,
+            60,
+            "every sampled record to be evaluated",
+            interval_s=0.3,
+        )
         assert a.total("evaluations_total") + b.total("evaluations_total") == expected
-        assert a.total("records_total") + b.total("records_total") == len(records)
+        assert a.total("records_total") + b.total("records_total") == len(sampled_ids(records))
+        assert seen() == len(records)
         assert a.stop() == 0 and b.stop() == 0
     assert set(a.result_ids()) | set(b.result_ids()) == sampled_ids(records)
     assert noida.committed(group, topic, 4) == {p: 100 for p in range(4)}
@@ -684,16 +713,16 @@ def test_replica_killed_mid_stream_loses_nothing(
 
     with replicas(first, second):
         first.start()
-        wait_for(lambda: len(first.lag_partitions()) == 2, 60, "first replica assigned")
+        wait_until(lambda: len(first.lag_partitions()) == 2, 60, "first replica assigned")
         producer = threading.Thread(target=produce_slowly, daemon=True)
         producer.start()
-        wait_for(lambda: len(first.result_ids()) >= 200, 60, "first results", interval_s=0.05)
+        wait_until(lambda: len(first.result_ids()) >= 200, 60, "first results", interval_s=0.05)
         first.stop(signal.SIGKILL)
         killed.set()
         second.start()
         producer.join(timeout=120)
         expected = sampled_ids(records)
-        wait_for(
+        wait_until(
             lambda: set(first.result_ids()) | set(second.result_ids()) >= expected,
             90,
             "every sampled record evaluated after the restart",
@@ -703,3 +732,197 @@ def test_replica_killed_mid_stream_loses_nothing(
     seen = set(first.result_ids()) | set(second.result_ids())
     assert seen == expected, f"missing: {sorted(expected - seen)[:5]}"
     assert set(second.result_ids()) - set(first.result_ids()), "the restart had work left"
+
+
+# -- OTLP protobuf with faults mixed in ------------------------------------------------------
+
+
+def _otlp_message(trace_id: bytes, spans: list[tuple[bytes, bytes, dict[str, str]]]) -> bytes:
+    """An `ExportTraceServiceRequest` as the Collector's Kafka exporter writes it
+    (`otlp_proto`): spans of one trace, each `(span_id, parent_span_id, attributes)`."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+    def kv(key: str, value: str) -> KeyValue:
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+
+    proto_spans = [
+        ProtoSpan(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            name="rag" if not parent else "step",
+            start_time_unix_nano=1,
+            end_time_unix_nano=2,
+            attributes=[kv(k, v) for k, v in attributes.items()],
+        )
+        for span_id, parent, attributes in spans
+    ]
+    resource = ProtoResource(attributes=[kv("service.name", "faults")])
+    request = ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=proto_spans)])
+        ]
+    )
+    return request.SerializeToString()
+
+
+def _rag_attributes(i: int) -> dict[str, str]:
+    return {
+        "rag.query": f"What is the capital of country {i}?",
+        "rag.response": f"The capital of country {i} is City {i}.",
+        "rag.context": json.dumps([f"City {i} is the capital of country {i}."]),
+    }
+
+
+async def test_late_spans_an_oversized_trace_and_garbage_are_counted_and_every_rag_trace_is_committed(
+    noida: Broker,
+) -> None:
+    """Late spans (of traces already released), a trace over the span limit and an
+    undecodable message, mixed into `otlp_proto` traffic on two partitions: each is
+    counted, every RAG trace is evaluated, and every partition is committed to its end."""
+    from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE
+
+    topic = noida.create_topic(unique("otlp-faults"), partitions=2)
+    group = unique("g")
+    root, child = bytes.fromhex("00000000000000a1"), bytes.fromhex("00000000000000b2")
+    messages: list[tuple[bytes, bytes]] = []
+    expected: set[str] = set()
+    late = 0
+    for i in range(120):
+        trace_id = (i + 1).to_bytes(16, "big")
+        key = trace_id.hex().encode()
+        expected.add(trace_id.hex())
+        # The child first, then the root in a later message: the trace spans messages.
+        messages.append((key, _otlp_message(trace_id, [(child, root, {})])))
+        messages.append((key, _otlp_message(trace_id, [(root, b"", _rag_attributes(i))])))
+        if i % 12 == 11:
+            # A span of a trace already released by its root: late.
+            extra = (0xC0 + late).to_bytes(8, "big")
+            messages.append((key, _otlp_message(trace_id, [(extra, root, {})])))
+            late += 1
+        if i == 60:
+            messages.append((b"garbage", b"\xff\x00 not a protobuf message \x00\xff"))
+    big_id = (1000).to_bytes(16, "big")
+    expected.add(big_id.hex())
+    oversize = 5
+    big = [(root, b"", _rag_attributes(1000))] + [
+        ((0x100 + n).to_bytes(8, "big"), root, {})
+        for n in range(MAX_SPANS_PER_TRACE - 1 + oversize)
+    ]
+    messages.append((big_id.hex().encode(), _otlp_message(big_id, big)))
+    noida.produce_keyed(topic, messages)
+    ends = {p: n for p, n in _partition_ends(noida, topic, 2).items()}
+    assert sum(ends.values()) == len(messages) and all(ends.values())
+
+    cfg = config(noida, [topic], group, encoding="otlp_proto")
+    async with running(cfg) as (service, capture):
+        await wait_until_async(
+            lambda: {r.trace_id for r in capture.records} >= expected, 60, "every trace"
+        )
+        await wait_until_async(
+            lambda: noida.committed(group, topic, 2) == ends, 30, "commits at the end"
+        )
+        assert metric(service, "dropped_total", stage="assemble", reason="late_span") == late
+        assert (
+            metric(service, "dropped_total", stage="assemble", reason="trace_too_large") == oversize
+        )
+        assert (
+            metric(service, "records_rejected_total", receiver="kafka", reason="bad_protobuf") == 1
+        )
+        assert metric(service, "dropped_total", stage="kafka", reason="poll_error") == 0
+        # Kafka's traces are assembled by the same trace stage, and counted like any others.
+        assert metric(service, "traces_assembled_total", trigger="root_ended") >= len(expected)
+        assert metric(service, "spans_received_total", receiver="kafka") > len(messages)
+    assert sorted(r.trace_id for r in capture.records) == sorted(expected)
+
+
+def _partition_ends(broker: Broker, topic: str, partitions: int) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: end for tp, end in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+# -- the results file on a disk that fills up -----------------------------------------------
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size_kb: int) -> Iterator[Path]:
+    """A tmpfs of `size_kb` mounted at `where` (needs root and mount rights)."""
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _whole_lines(path: Path) -> list[str]:
+    """Request ids in the results file; every line must be whole JSON, the file must not
+    end mid-line."""
+    data = path.read_bytes() if path.exists() else b""
+    assert not data or data.endswith(b"\n"), data[-200:]
+    return [json.loads(line)["request_id"] for line in data.splitlines()]
+
+
+def test_a_full_results_disk_pauses_intake_and_commits_nothing_unwritten(
+    tansu: Broker, tmp_path: Path
+) -> None:
+    """The results file lives on a 1 MB filesystem that fills up mid-stream: no offset
+    is committed past a record whose line is not on disk, no line is torn, and once there
+    is room again every record is written and committed."""
+    topic = tansu.create_topic(unique("full-disk"))
+    group = unique("g")
+    with small_disk(tmp_path / "disk", 1024) as disk:
+        filler = disk / "filler"
+        filler.write_bytes(b"\0" * 960 * 1024)  # leaves room for about a hundred lines
+        results = disk / "results.jsonl"
+        replica = Replica(tansu, topic, group, tmp_path, "r", results=results, sampling_rate=1.0)
+        records = [native(f"disk-{i}", f"Question number {i}?") for i in range(800)]
+        tansu.produce(topic, records)
+        with replicas(replica):
+            replica.start()
+            wait_until(
+                lambda: replica.total("results_file_write_failures_total") >= 3,
+                120,
+                "the disk to fill up",
+                interval_s=0.3,
+            )
+            for _ in range(3):  # while it stays full: commits never pass what is on disk
+                written = len(_whole_lines(results))
+                committed = tansu.committed(group, topic, 1)[0] or 0
+                assert committed <= written < len(records), (committed, written)
+                time.sleep(1.0)
+            assert replica.total("results_file_writable") == 0
+            filler.unlink()  # room again
+            wait_until(
+                lambda: len(_whole_lines(results)) >= len(records),
+                120,
+                "every results line",
+                interval_s=0.3,
+            )
+            wait_until(
+                lambda: tansu.committed(group, topic, 1) == {0: len(records)},
+                60,
+                "commits to reach the end",
+                interval_s=0.3,
+            )
+            assert replica.stop() == 0
+        ids = _whole_lines(results)
+        assert sorted(set(ids)) == sorted(r["request_id"] for r in records)

@@ -13,8 +13,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from monitor.config import ConfigError
 from monitor.config import KafkaReceiver as KafkaSettings
 from monitor.receivers.kafka import client_options
-from monitor.receivers.kafka_decode import decode_message
-from monitor.receivers.kafka_offsets import PartitionTracker
+from monitor.receivers.kafka._messages import decode_message
+from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.records import RawRecord, RecordError, parse_record
 
 
 def test_commit_point_is_the_contiguous_finished_prefix() -> None:
@@ -32,6 +33,21 @@ def test_commit_point_is_the_contiguous_finished_prefix() -> None:
     tracker.committed = 13
     assert tracker.committable is None
     assert tracker.outstanding == 0
+
+
+def test_a_held_message_owes_what_it_adds_and_lag_counts_from_it() -> None:
+    """A message is registered (held by one unit) before it is taken apart; what it then
+    owes is added to it, and nothing after it commits until it has finished."""
+    tracker = PartitionTracker("t", 0)
+    tracker.add(5, 1)  # the hold
+    tracker.add(6, 0)
+    tracker.owe(5, 2)
+    tracker.finish(5)  # released the hold; still owes 2
+    assert tracker.committable is None
+    assert tracker.first_unfinished == 5
+    tracker.finish(5, 2)
+    assert tracker.committable == 7
+    assert tracker.first_unfinished is None
 
 
 def test_unknown_and_extra_completions_are_ignored() -> None:
@@ -106,19 +122,47 @@ def test_bad_messages_name_their_problem() -> None:
         b"\x0a\xff\xff": "bad_protobuf",
         b"[]": "empty",
         b"42": "unknown_encoding",
-        json.dumps({"question": "q"}).encode(): "no_response",
-        json.dumps({"foo": 1}).encode(): "unknown_shape",
+        b"[42]": "not_object",
     }
     for raw, reason in cases.items():
         problems = decode_message(raw, "auto").problems
         assert [p.reason for p in problems] == [reason], raw
 
 
-def test_a_json_array_keeps_the_good_records_and_names_the_bad_index() -> None:
-    good = {"question": "q", "context": ["c"], "answer": "a"}
-    decoded = decode_message(json.dumps([good, {"question": "x"}, good]).encode(), "json")
-    assert len(decoded.records) == 2
-    assert [p.detail for p in decoded.problems] == ["record 1: response: missing"]
+def test_records_are_validated_when_parsed_and_name_their_problem() -> None:
+    """A JSON record is checked for being an object when decoded, and against the record
+    schema only when parsed (the trace stage parses the sampled ones)."""
+    cases = {
+        json.dumps({"question": "q"}).encode(): "no_response",
+        json.dumps({"foo": 1}).encode(): "unknown_shape",
+        json.dumps({"question": "q", "answer": 3}).encode(): "invalid_field",
+    }
+    for raw, reason in cases.items():
+        decoded = decode_message(raw, "auto")
+        assert decoded.problems == [] and len(decoded.records) == 1, raw
+        with pytest.raises(RecordError) as problem:
+            decoded.records[0].parse()
+        assert problem.value.reason == reason, raw
+
+
+def test_a_raw_record_reads_what_sampling_needs_as_the_parsed_record_has_it() -> None:
+    shapes: list[dict[str, object]] = [
+        {"request_id": "r-1", "service": "shop", "route": "/ask", "request": "q", "response": "a"},
+        {"trace_id": "ABCDEF0123456789abcdef0123456789", "question": "q", "answer": "a",
+         "feedback": "negative", "error": True},
+        {"question": "no id at all", "context": ["c"], "answer": "a"},
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+         "service": "chat"},
+    ]  # fmt: skip
+    for data in shapes:
+        raw, parsed = RawRecord(data), parse_record(data)
+        assert (raw.sampling_key, raw.service, raw.route, raw.feedback, raw.error) == (
+            parsed.sampling_key,
+            parsed.service,
+            parsed.route,
+            parsed.feedback,
+            parsed.error,
+        ), data
 
 
 def test_security_options_are_passed_through_and_the_password_comes_from_the_env(

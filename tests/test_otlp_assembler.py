@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from monitor.receivers.otlp.assembler import MAX_SPANS_PER_TRACE, TraceAssembler
-from monitor.receivers.otlp.decode import Span
+from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, TraceAssembler
+from monitor.spans import Span
 
 
 def _span(trace: str, span: str, parent: str = "", *, remote: bool = False) -> Span:

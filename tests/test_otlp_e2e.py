@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.detector import score_relevance, score_retrieval
 from tests._otlp import CONVENTIONS, WATER
 from tests._servers import free_port, rag_monitor, stop_process
+from tests._wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,15 +55,17 @@ class Monitor:
         return out
 
     def line_for(self, trace_id: str, timeout: float = 30.0) -> dict[str, object]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def found() -> dict[str, object] | None:
             if self.results.exists():
                 for raw in self.results.read_text(encoding="utf-8").splitlines():
-                    line = json.loads(raw)
+                    line: dict[str, object] = json.loads(raw)
                     if line["trace_id"] == trace_id:
-                        return line  # type: ignore[no-any-return]
-            time.sleep(0.1)
-        raise AssertionError(f"no results line for trace {trace_id} within {timeout}s")
+                        return line
+            return None
+
+        line = wait_until(found, timeout, f"a results line for trace {trace_id}")
+        assert line is not None
+        return line
 
 
 @pytest.fixture(scope="module")
@@ -160,31 +162,31 @@ def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen
         else f"http://127.0.0.1:{monitor.grpc_port}"
     )
     log = tmp / f"rotel-{protocol}.log"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "start",
-            "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_in}",
-            "--otlp-http-endpoint", f"127.0.0.1:{http_in}",
-            "--exporter", "otlp",
-            "--otlp-exporter-endpoint", target,
-            "--otlp-exporter-protocol", protocol,
-            "--otlp-exporter-compression", "gzip",
-            "--batch-timeout", "100ms",
-            "--pid-file", str(tmp / f"rotel-{protocol}.pid"),
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", grpc_in), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"rotel did not start:\n{log.read_text()}")
-            time.sleep(0.1)
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "start",
+                "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_in}",
+                "--otlp-http-endpoint", f"127.0.0.1:{http_in}",
+                "--exporter", "otlp",
+                "--otlp-exporter-endpoint", target,
+                "--otlp-exporter-protocol", protocol,
+                "--otlp-exporter-compression", "gzip",
+                "--batch-timeout", "100ms",
+                "--pid-file", str(tmp / f"rotel-{protocol}.pid"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"rotel did not start:\n{log.read_text()}")
+        socket.create_connection(("127.0.0.1", grpc_in), timeout=1).close()
+        return True
+
+    wait_until(listening, 30, "rotel to listen", errors=(OSError,), context=log.read_text)
     return proc, grpc_in, log
 
 

@@ -25,7 +25,8 @@ from monitor.evaluators.base import EvalResult
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
-from tests._servers import free_port, rag_monitor, wait_until
+from tests._servers import free_port, rag_monitor
+from tests._wait import wait_until
 
 
 class Received:

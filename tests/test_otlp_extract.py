@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from monitor.receivers.otlp.decode import decode_protobuf
-from monitor.receivers.otlp.extract import extract_records
+from monitor.processors.trace._extract import extract_records
+from monitor.spans import decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 
 

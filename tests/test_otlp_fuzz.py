@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.receivers.otlp.decode import DecodeError, Span, SpanEvent, decode_json, decode_protobuf
-from monitor.receivers.otlp.extract import extract_records, sampling_view
+from monitor.processors.trace._extract import extract_records, sampling_view
+from monitor.spans import DecodeError, Span, SpanEvent, decode_json, decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry
 from tests._langchain_app import ANSWER, DOCS, QUESTION
-from tests.test_otlp_receivers import RecordingStage, _config, _started
+from tests._pipeline import RecordingStage, started
+from tests.test_otlp_receivers import _config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
     telemetry: Telemetry, instrumentation: str
 ) -> None:
     stage = RecordingStage()
-    receivers: OtlpReceivers = await _started(_config(), stage, telemetry)
+    receivers = await started(_config(), stage, telemetry)
     try:
         assert receivers.http is not None
         endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"

@@ -1,7 +1,7 @@
 """OTLP/gRPC and OTLP/HTTP receivers, in process, fed by the real OpenTelemetry SDK
-exporters over real sockets. The evaluation stage is replaced by a recorder with the
-stage's `put` signature so the exact records can be checked; the full process (CLI,
-metrics, results file) is covered by test_otlp_e2e.py."""
+exporters over real sockets, into the real trace stage. The evaluation stage is replaced
+by a recorder with the stage's `put_many` signature so the exact records can be checked;
+the full process (CLI, metrics, results file) is covered by test_otlp_e2e.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import base64
 import gzip
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -28,40 +28,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from monitor.config import Config
-from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-
-
-class RecordingStage:
-    """Stands in for EvaluationStage: keeps what `put` receives; `block` holds `put`."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[str, RagRecord]] = []
-        self.block = asyncio.Event()
-        self.block.set()
-        self._arrived = asyncio.Event()
-
-    async def put(
-        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
-    ) -> None:
-        await self.block.wait()
-        self.records.append((source, record))
-        self._arrived.set()
-
-    async def wait_until(self, done: Callable[[], bool]) -> None:
-        async with asyncio.timeout(15):
-            while not done():
-                self._arrived.clear()
-                await self._arrived.wait()
-
-    async def wait_for(self, trace_id: str) -> list[tuple[str, RagRecord]]:
-        def found() -> list[tuple[str, RagRecord]]:
-            return [(s, r) for s, r in self.records if r.trace_id == trace_id]
-
-        await self.wait_until(lambda: bool(found()))
-        return found()
+from tests._pipeline import RecordingStage, Served, started
 
 
 def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
@@ -82,14 +51,12 @@ def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: A
     )
 
 
-async def _started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> OtlpReceivers:
-    receivers = OtlpReceivers(config, stage, telemetry)
-    await receivers.start()
-    return receivers
+async def _started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> Served:
+    return await started(config, stage, telemetry)
 
 
 @pytest.fixture
-async def served(telemetry: Telemetry) -> AsyncIterator[tuple[OtlpReceivers, RecordingStage]]:
+async def served(telemetry: Telemetry) -> AsyncIterator[tuple[Served, RecordingStage]]:
     stage = RecordingStage()
     receivers = await _started(_config(), stage, telemetry)
     try:
@@ -102,7 +69,7 @@ def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
     return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
 
 
-def _exporter(receivers: OtlpReceivers, protocol: str) -> SpanExporter:
+def _exporter(receivers: Served, protocol: str) -> SpanExporter:
     if protocol == "grpc":
         assert receivers.grpc is not None
         return GrpcExporter(endpoint=f"127.0.0.1:{receivers.grpc.port}", insecure=True)
@@ -127,7 +94,7 @@ def _send(exporter: SpanExporter, convention: str) -> str:
 @pytest.mark.parametrize("protocol", ["grpc", "http", "http_gzip"])
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))
 async def test_sdk_exporters_deliver_one_complete_record(
-    served: tuple[OtlpReceivers, RecordingStage],
+    served: tuple[Served, RecordingStage],
     telemetry: Telemetry,
     protocol: str,
     convention: str,
@@ -171,7 +138,7 @@ def _json_body(spans_bytes: bytes, *, hex_ids: bool = True) -> bytes:
 
 
 async def test_otlp_json_body_is_accepted(
-    served: tuple[OtlpReceivers, RecordingStage], telemetry: Telemetry
+    served: tuple[Served, RecordingStage], telemetry: Telemetry
 ) -> None:
     receivers, stage = served
     assert receivers.http is not None
@@ -254,7 +221,7 @@ async def test_bad_http_input_gets_status_and_counted_reason(telemetry: Telemetr
 
 
 async def test_spans_with_bad_ids_are_a_partial_success(
-    served: tuple[OtlpReceivers, RecordingStage], telemetry: Telemetry
+    served: tuple[Served, RecordingStage], telemetry: Telemetry
 ) -> None:
     receivers, _ = served
     assert receivers.http is not None
@@ -336,6 +303,7 @@ async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry
     stage = RecordingStage()
     stage.block.clear()  # evaluation is stuck: the assembler cannot hand records on
     receivers = await _started(_config(queue_size=4), stage, telemetry)
+    assert not receivers.trace.refuses()
     try:
         assert receivers.http is not None and receivers.grpc is not None
         http_port, grpc_port = receivers.http.port, receivers.grpc.port
@@ -375,7 +343,9 @@ async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Teleme
     ((_, record),) = [(s, r) for s, r in stage.records if r.trace_id == trace_id]
     assert record.response == WATER.answer  # the LLM span was there; the root never came
     assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == 1
-    await OtlpReceivers(_config(), stage, create_telemetry()).shutdown()  # safe without start
+    fresh = Served(_config(), stage, create_telemetry())
+    await fresh.receivers.shutdown()  # safe without start
+    await fresh.trace.shutdown()
 
 
 async def test_trace_without_root_is_released_after_idle_timeout(telemetry: Telemetry) -> None:

@@ -1,12 +1,11 @@
-"""Sampling before extraction in the OTLP ingest: the early decision is the stage's own
-`Sampler.decide`, unsampled traces are counted and never extracted, and priority traces
-(error status, negative feedback) are evaluated whatever the rate. Spans come from the
-real OpenTelemetry SDK; the receivers run in process over real HTTP. The evaluation stage
-is a recorder that carries a real `Sampler` (as `EvaluationStage.sampler` does)."""
+"""Sampling before extraction in the trace stage: the decision made on a trace's sampling
+view is the one the records would get, unsampled traces are counted and never extracted,
+and priority traces (error status, negative feedback) are evaluated whatever the rate.
+Spans come from the real OpenTelemetry SDK; the receivers and the trace stage run in
+process over real HTTP; the evaluation stage is a recorder."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -20,15 +19,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-import monitor.receivers.otlp.ingest as ingest_module
+import monitor.processors.trace._stage as stage_module
 from monitor.config import Config, Sampling
 from monitor.processors.sampler import Sampler
+from monitor.processors.trace._extract import extract_records, sampling_view
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.receivers.otlp.decode import Span, decode_protobuf
-from monitor.receivers.otlp.extract import extract_records, sampling_view
 from monitor.records import RagRecord
+from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, otlp_bytes
+from tests._pipeline import RecordingStage, started
+from tests._wait import wait_until_async
 
 EVALUATORS: dict[str, float | None] = {"local_groundedness": None, "local_relevance": 0.5}
 
@@ -106,16 +107,16 @@ def test_early_decision_equals_the_stage_decision(traces: list[list[Span]], name
     kept = dropped = 0
     for spans in traces:
         records = extract_records(spans)
-        early = sampler.decide(sampling_view(spans, route_attribute=route_key))
-        stage = [sampler.decide(record) for record in records]
+        early = sampler.sampled(sampling_view(spans, route_attribute=route_key))
+        late = [sampler.sampled(record) for record in records]
         if len(records) == 1:
-            assert early == stage[0], spans[0].trace_id
-        if any(early.values()):
+            assert early == late[0], spans[0].trace_id
+        # The records carry the view's decision: never less than their own.
+        assert all(decision <= early for decision in late), spans[0].trace_id
+        if early:
             kept += 1
         else:
             dropped += 1
-            # A trace dropped early is one the stage would skip for every evaluator.
-            assert not any(any(d.values()) for d in stage), spans[0].trace_id
     assert len(traces) > 500
     if name != "rate 0, no priorities":
         assert kept > 10
@@ -149,41 +150,32 @@ def test_the_view_leaves_attributes_serialized() -> None:
 # --- through the receivers ------------------------------------------------------------
 
 
-class SamplingStage:
-    """Records what `put` receives; exposes a real `Sampler` like `EvaluationStage`."""
-
-    def __init__(self, sampling: Sampling) -> None:
-        self.sampler = Sampler(sampling, EVALUATORS)
-        self.records: list[RagRecord] = []
-
-    async def put(
-        self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
-    ) -> None:
-        self.records.append(record)
-
-
-def _config() -> Config:
+def _config(sampling: Sampling) -> Config:
     return Config.model_validate(
         {
             "receivers": {
                 "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
             },
             "trace_assembly": {"idle_timeout_s": 30},
+            "sampling": sampling.model_dump(),
+            "evaluators": [
+                {"name": name, "sample_rate": rate} for name, rate in EVALUATORS.items()
+            ],
         }
     )
 
 
 @pytest.fixture
 def extractions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Trace ids that reached record extraction in the ingest (a spy on the real one)."""
+    """Trace ids that reached record extraction in the trace stage (a spy on the real one)."""
     seen: list[str] = []
-    real = ingest_module.extract_records
+    real = stage_module.extract_records
 
     def spy(spans: list[Span], **kw: Any) -> list[RagRecord]:
         seen.append(spans[0].trace_id)
         return real(spans, **kw)
 
-    monkeypatch.setattr(ingest_module, "extract_records", spy)
+    monkeypatch.setattr(stage_module, "extract_records", spy)
     yield seen
 
 
@@ -193,15 +185,17 @@ def telemetry() -> Telemetry:
 
 
 @asynccontextmanager
-async def _serve(stage: Any, telemetry: Telemetry) -> AsyncIterator[str]:
-    """The OTLP receivers (HTTP only) in front of `stage`; yields the export URL."""
-    receivers = OtlpReceivers(_config(), stage, telemetry)
-    await receivers.start()
+async def _serve(
+    sampling: Sampling, telemetry: Telemetry
+) -> AsyncIterator[tuple[str, RecordingStage]]:
+    """The OTLP/HTTP receiver and the trace stage; yields the export URL and the records."""
+    stage = RecordingStage()
+    served = await started(_config(sampling), stage, telemetry)
     try:
-        assert receivers.http is not None
-        yield f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+        assert served.http is not None
+        yield f"http://127.0.0.1:{served.http.port}/v1/traces", stage
     finally:
-        await receivers.shutdown()
+        await served.shutdown()
 
 
 def _trace(*, error: bool = False, feedback: str | None = None) -> tuple[str, bytes]:
@@ -232,12 +226,7 @@ async def _post(url: str, body: bytes) -> None:
 
 
 async def _until(done: Callable[[], bool]) -> None:
-    """Poll a counter or list the ingest updates from its worker thread (up to 10 s)."""
-    for _ in range(500):
-        if done():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached within 10 s")
+    await wait_until_async(done, 10, "the trace stage")
 
 
 def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
@@ -247,8 +236,7 @@ def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
 async def test_unsampled_trace_is_counted_and_never_extracted(
     telemetry: Telemetry, extractions: list[str]
 ) -> None:
-    stage = SamplingStage(Sampling(rate=0.0))
-    async with _serve(stage, telemetry) as url:
+    async with _serve(Sampling(rate=0.0), telemetry) as (url, stage):
         trace_id, body = _trace()
         await _post(url, body)
         await _until(lambda: _value(telemetry, "traces_unsampled_total", service="rag-api") == 1)
@@ -263,8 +251,7 @@ async def test_unsampled_trace_is_counted_and_never_extracted(
 async def test_priority_trace_with_rate_zero_is_still_evaluated(
     telemetry: Telemetry, extractions: list[str], kind: str
 ) -> None:
-    stage = SamplingStage(Sampling(rate=0.0))
-    async with _serve(stage, telemetry) as url:
+    async with _serve(Sampling(rate=0.0), telemetry) as (url, stage):
         if kind == "error status":
             trace_id, body = _trace(error=True)
         else:
@@ -277,7 +264,7 @@ async def test_priority_trace_with_rate_zero_is_still_evaluated(
         assert _value(telemetry, "traces_unsampled_total", service="rag-api") == 1
         assert stage.records == [] and extractions == []
         return
-    (record,) = stage.records
+    ((_, record),) = stage.records
     assert extractions == [trace_id] and record.trace_id == trace_id
     assert record.error if kind == "error status" else record.feedback == "negative"
     assert _value(telemetry, "traces_unsampled_total", service="rag-api") == 0
@@ -286,34 +273,12 @@ async def test_priority_trace_with_rate_zero_is_still_evaluated(
 async def test_error_trace_is_dropped_when_errors_are_not_a_priority(
     telemetry: Telemetry, extractions: list[str]
 ) -> None:
-    stage = SamplingStage(Sampling.model_validate({"rate": 0.0, "always": {"error": False}}))
-    async with _serve(stage, telemetry) as url:
+    sampling = Sampling.model_validate({"rate": 0.0, "always": {"error": False}})
+    async with _serve(sampling, telemetry) as (url, stage):
         _, body = _trace(error=True)
         await _post(url, body)
         await _until(lambda: _value(telemetry, "traces_unsampled_total", service="rag-api") == 1)
     assert stage.records == [] and extractions == []
-
-
-async def test_without_a_sampler_every_trace_is_extracted(
-    telemetry: Telemetry, extractions: list[str]
-) -> None:
-    """A stage that exposes no sampler (e.g. a stand-in) gets every record, as before."""
-
-    class Plain:
-        def __init__(self) -> None:
-            self.records: list[RagRecord] = []
-
-        async def put(
-            self, record: RagRecord, source: str, on_done: Callable[[], None] | None = None
-        ) -> None:
-            self.records.append(record)
-
-    stage = Plain()
-    async with _serve(stage, telemetry) as url:
-        trace_id, body = _trace()
-        await _post(url, body)
-        await _until(lambda: len(stage.records) == 1)
-    assert extractions == [trace_id]
 
 
 async def test_whole_service_at_rate_zero_evaluates_only_the_error_trace() -> None:

@@ -18,9 +18,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 from monitor.config import Config, ConfigError, load_config
-from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry
-from tests.test_otlp_receivers import RecordingStage, _send, _value
+from tests._pipeline import RecordingStage, Served, started
+from tests.test_otlp_receivers import _send, _value
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -110,10 +110,9 @@ def _config(pki: Path, *, mutual: bool) -> Config:
 @pytest.fixture(params=[False, True], ids=["tls", "mutual_tls"])
 async def served(
     request: pytest.FixtureRequest, pki: Path, telemetry: Telemetry
-) -> AsyncIterator[tuple[OtlpReceivers, RecordingStage, bool]]:
+) -> AsyncIterator[tuple[Served, RecordingStage, bool]]:
     stage = RecordingStage()
-    receivers = OtlpReceivers(_config(pki, mutual=request.param), stage, telemetry)
-    await receivers.start()
+    receivers = await started(_config(pki, mutual=request.param), stage, telemetry)
     try:
         yield receivers, stage, request.param
     finally:
@@ -121,7 +120,7 @@ async def served(
 
 
 async def test_sdk_exporters_deliver_over_tls(
-    served: tuple[OtlpReceivers, RecordingStage, bool],
+    served: tuple[Served, RecordingStage, bool],
     pki: Path,
     telemetry: Telemetry,
     monkeypatch: pytest.MonkeyPatch,
@@ -158,7 +157,7 @@ async def test_sdk_exporters_deliver_over_tls(
 
 
 async def test_plaintext_and_certificate_less_clients_are_refused(
-    served: tuple[OtlpReceivers, RecordingStage, bool], pki: Path, telemetry: Telemetry
+    served: tuple[Served, RecordingStage, bool], pki: Path, telemetry: Telemetry
 ) -> None:
     receivers, stage, mutual = served
     assert receivers.http is not None

@@ -1,7 +1,10 @@
-"""The results file sink: lines land in order of completion; a failing disk is counted, not fatal."""
+"""The results file sink: whole lines in order, synced before they count as written; a
+failing disk is retried (never torn, never skipped), rotation and SIGHUP reopen the file."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
 import subprocess
@@ -13,13 +16,44 @@ from monitor.evaluators.base import EvalResult
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
+from tests._wait import wait_until_async
 from tests.conftest import EXAMPLES
 
 
-def _emit(sink: ResultsFileSink, n: int) -> None:
-    for i in range(n):
+def _emit(sink: ResultsFileSink, n: int, first: int = 0) -> list[asyncio.Future[bool]]:
+    futures = []
+    for i in range(first, first + n):
         record = RagRecord(request_id=f"r{i}", response="a")
-        sink.emit(record, {"e": EvalResult(name="e", score=1, normalized=1, passed=True)})
+        result = EvalResult(name="e", score=1, normalized=1, passed=True)
+        futures.append(sink.emit(record, {"e": result}))
+    return futures
+
+
+def _ids(path: Path) -> list[str]:
+    """Request ids of the file's lines; every line must be whole JSON."""
+    text = path.read_text()
+    assert text == "" or text.endswith("\n"), "the file ends mid-line"
+    return [json.loads(line)["request_id"] for line in text.splitlines()]
+
+
+def _value(t: Telemetry, name: str, **labels: str) -> float:
+    return t.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+class FlakyDisk:
+    """os.write that runs out of space: while `full`, each write puts part of its bytes in
+    the file and then fails with ENOSPC, as a real disk filling mid-write does."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self.failed = 0
+
+    def __call__(self, fd: int, data: memoryview) -> int:
+        if self.full:
+            self.failed += 1
+            os.write(fd, data[: max(1, len(data) // 2)])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return os.write(fd, data)
 
 
 async def test_lines_are_written_and_flushed_on_close(tmp_path: Path, telemetry: Telemetry) -> None:
@@ -33,16 +67,130 @@ async def test_lines_are_written_and_flushed_on_close(tmp_path: Path, telemetry:
     assert lines[0]["results"]["e"]["passed"] is True
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-async def test_disk_full_is_counted_and_the_sink_keeps_going(telemetry: Telemetry) -> None:
-    sink = ResultsFileSink("/dev/full", telemetry)
+async def test_a_full_disk_is_retried_without_torn_or_lost_lines(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    path = tmp_path / "results.jsonl"
+    disk = FlakyDisk()
+    sink = ResultsFileSink(path, telemetry, write=disk, retry_s=(0.01, 0.05))
     await sink.start()
-    _emit(sink, 10)
+    first = _emit(sink, 5)
+    await asyncio.gather(*first)
+    disk.full = True
+    waiting = _emit(sink, 20, first=5)
+    await wait_until_async(lambda: disk.failed >= 3, 10, "three failed writes")
+    # While the disk is full nothing counts as written, and no fragment stays behind.
+    assert not any(f.done() for f in waiting)
+    assert _ids(path) == [f"r{i}" for i in range(5)]
+    assert _value(telemetry, "results_file_writable") == 0
+    assert _value(telemetry, "results_file_write_failures_total") >= 3
+    disk.full = False  # room again: every waiting line is written, once, in order
+    async with asyncio.timeout(10):
+        assert all(await asyncio.gather(*waiting))
     await sink.close()
-    dropped = telemetry.registry.get_sample_value(
-        "rag_monitor_dropped_total", {"stage": "results_file", "reason": "write_error"}
+    assert _ids(path) == [f"r{i}" for i in range(25)]
+    assert _value(telemetry, "results_file_writable") == 1
+
+
+class QuotaDisk:
+    """os.write on a disk with `quota` bytes: a write past it puts in what fits and fails."""
+
+    def __init__(self, quota: int) -> None:
+        self.quota = quota
+
+    def __call__(self, fd: int, data: memoryview) -> int:
+        room = self.quota - os.fstat(fd).st_size
+        if len(data) > room:
+            os.write(fd, data[: max(0, room)])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return os.write(fd, data)
+
+
+async def test_lines_that_still_fit_are_written_when_a_whole_batch_does_not(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    path = tmp_path / "results.jsonl"
+    line = len(json.dumps(_line_of(0)).encode()) + 1
+    disk = QuotaDisk(quota=line * 20 + line // 2)  # twenty lines and a half
+    sink = ResultsFileSink(path, telemetry, write=disk, retry_s=(0.01, 0.05))
+    await sink.start()
+    futures = _emit(sink, 50)  # queued before the writer runs: one batch of fifty
+    await wait_until_async(lambda: sum(f.done() for f in futures) >= 20, 10, "twenty lines")
+    assert _ids(path) == [f"r{i}" for i in range(20)]
+    assert [f.done() for f in futures] == [True] * 20 + [False] * 30
+    disk.quota = 1 << 30
+    async with asyncio.timeout(10):
+        assert all(await asyncio.gather(*futures))
+    await sink.close()
+    assert _ids(path) == [f"r{i}" for i in range(50)]
+
+
+def _line_of(i: int) -> dict[str, object]:
+    from monitor.exporters.results_file import results_line
+
+    record = RagRecord(request_id=f"r{i}", response="a")
+    return results_line(record, {"e": EvalResult(name="e", score=1, normalized=1, passed=True)})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+async def test_lines_that_cannot_be_written_by_shutdown_are_given_up_and_counted(
+    telemetry: Telemetry,
+) -> None:
+    sink = ResultsFileSink("/dev/full", telemetry, retry_s=(0.01, 0.05), close_retry_s=0.2)
+    await sink.start()
+    futures = _emit(sink, 10)
+    await sink.close()
+    assert [f.result() for f in futures] == [False] * 10  # never reported as written
+    assert _value(telemetry, "dropped_total", stage="results_file", reason="write_error") == 10
+
+
+async def test_a_rotated_file_is_replaced_at_the_configured_path(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    path = tmp_path / "results.jsonl"
+    sink = ResultsFileSink(path, telemetry)
+    await sink.start()
+    await asyncio.gather(*_emit(sink, 3))
+    path.rename(tmp_path / "results.jsonl.1")  # logrotate, create mode
+    await asyncio.gather(*_emit(sink, 2, first=3))
+    assert _ids(tmp_path / "results.jsonl.1") == ["r0", "r1", "r2"]
+    assert _ids(path) == ["r3", "r4"]
+    with path.open("r+") as handle:  # copytruncate: emptied in place
+        handle.truncate(0)
+    await asyncio.gather(*_emit(sink, 2, first=5))
+    await sink.close()
+    assert _ids(path) == ["r5", "r6"]
+
+
+async def test_reopen_opens_the_path_afresh(tmp_path: Path, telemetry: Telemetry) -> None:
+    """SIGHUP: the file is opened again, and checked again like any file it opens."""
+    path = tmp_path / "results.jsonl"
+    sink = ResultsFileSink(path, telemetry)
+    await sink.start()
+    await asyncio.gather(*_emit(sink, 1))
+    with path.open("a") as other:  # another writer leaves a fragment in the same file
+        other.write('{"fragment": ')
+    sink.reopen()
+    await asyncio.gather(*_emit(sink, 1, first=1))
+    await sink.close()
+    lines = path.read_text().splitlines()
+    assert (
+        lines == [lines[0], '{"fragment": ', lines[2]]
+        and json.loads(lines[2])["request_id"] == "r1"
     )
-    assert dropped == 10
+
+
+async def test_a_file_ending_mid_line_gets_a_fresh_line_first(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"request_id": "old"}\n{"request_id": "cut sh')
+    sink = ResultsFileSink(path, telemetry)
+    await sink.start()
+    await asyncio.gather(*_emit(sink, 1))
+    await sink.close()
+    lines = path.read_text().splitlines()
+    assert lines[-1].startswith('{"request_id": "r0"') and len(lines) == 3
 
 
 async def test_queue_overflow_is_counted(tmp_path: Path, telemetry: Telemetry) -> None:
@@ -57,7 +205,9 @@ async def test_queue_overflow_is_counted(tmp_path: Path, telemetry: Telemetry) -
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 5
 
 
-def test_unwritable_results_file_does_not_stop_a_replay(tmp_path: Path, cli: list[str]) -> None:
+def test_a_results_file_that_cannot_be_opened_is_a_startup_error(
+    tmp_path: Path, cli: list[str]
+) -> None:
     # A directory that does not exist stands in for an unwritable path (tests run as root,
     # which ignores permission bits).
     config = tmp_path / "c.yaml"
@@ -68,6 +218,6 @@ def test_unwritable_results_file_does_not_stop_a_replay(tmp_path: Path, cli: lis
         text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
-    assert "cannot write" in result.stderr
-    assert "10 records evaluated" in result.stdout
+    assert result.returncode == 1, result.stderr
+    assert "exporters.results_file: cannot open" in result.stderr
+    assert "No such file or directory" in result.stderr

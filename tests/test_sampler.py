@@ -16,19 +16,19 @@ def test_same_trace_same_decision_across_instances() -> None:
     first = Sampler(Sampling(rate=1.0), rates)
     second = Sampler(Sampling(rate=1.0), rates)  # another replica
     for i in range(500):
-        decision = first.decide(_record(i))
-        assert decision == second.decide(_record(i))
-        assert decision["a"] == decision["b"]
+        decision = first.sampled(_record(i))
+        assert decision == second.sampled(_record(i))
+        assert ("a" in decision) == ("b" in decision)
 
 
 def test_rate_is_respected_and_lower_rates_nest() -> None:
     sampler = Sampler(Sampling(rate=1.0), {"wide": 0.5, "narrow": 0.1})
-    decisions = [sampler.decide(_record(i)) for i in range(20_000)]
-    wide = sum(d["wide"] for d in decisions) / len(decisions)
-    narrow = sum(d["narrow"] for d in decisions) / len(decisions)
+    decisions = [sampler.sampled(_record(i)) for i in range(20_000)]
+    wide = sum("wide" in d for d in decisions) / len(decisions)
+    narrow = sum("narrow" in d for d in decisions) / len(decisions)
     assert 0.48 < wide < 0.52
     assert 0.09 < narrow < 0.11
-    assert all(d["wide"] for d in decisions if d["narrow"])
+    assert all("wide" in d for d in decisions if "narrow" in d)
 
 
 def test_request_id_used_without_trace_id() -> None:
@@ -51,15 +51,26 @@ def test_overrides_by_service_and_route() -> None:
     assert sampler.base_rate("search", "/health") == 0.5
     assert sampler.base_rate("batch", "/ask") == 0.0
     assert sampler.base_rate("search", "/ask") == 1.0
-    assert not any(sampler.decide(_record(i, service="batch"))["e"] for i in range(200))
+    assert not any(sampler.sampled(_record(i, service="batch")) for i in range(200))
 
 
 def test_priority_records_always_sampled() -> None:
     sampler = Sampler(Sampling(rate=0.0), {"e": 0.1})
-    assert sampler.decide(_record(1, feedback="negative")) == {"e": True}
-    assert sampler.decide(_record(2, error=True)) == {"e": True}
-    assert sampler.decide(_record(3)) == {"e": False}
+    assert sampler.sampled(_record(1, feedback="negative")) == {"e"}
+    assert sampler.sampled(_record(2, error=True)) == {"e"}
+    assert sampler.sampled(_record(3)) == frozenset()
     off = Sampler(
         Sampling(rate=0.0, always=AlwaysSample(negative_feedback=False, error=False)), {"e": 1}
     )
-    assert off.decide(_record(1, feedback="negative")) == {"e": False}
+    assert off.sampled(_record(1, feedback="negative")) == frozenset()
+
+
+def test_every_record_is_sampled_at_rate_one_and_a_lower_rate_still_hashes() -> None:
+    sampler = Sampler(Sampling(rate=1.0), {"local": None, "judge": 0.1})
+    decisions = [sampler.sampled(_record(i)) for i in range(5000)]
+    assert all("local" in d for d in decisions)
+    assert 0.08 < sum("judge" in d for d in decisions) / len(decisions) < 0.12
+    everything = Sampler(Sampling(rate=1.0), {"a": None, "b": 1.0})
+    assert all(everything.sampled(_record(i)) == {"a", "b"} for i in range(100))
+    nothing = Sampler(Sampling(rate=1.0), {"a": 0.0})
+    assert not any(nothing.sampled(_record(i)) for i in range(100))

@@ -1,4 +1,4 @@
-"""The evaluator interface, its result, and the name → factory registry.
+"""The evaluator interface and its result (the name → factory table is `registry`).
 
 An evaluator is stateless: `evaluate(record)` returns a new `EvalResult` and stores
 nothing on `self`, so one instance serves concurrent records. A result is a verdict
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from monitor.config import Severity as Severity  # part of a result's type
 from monitor.records import Part, RagRecord
 
-Severity = Literal["very_low", "low", "medium", "high"]
 Outcome = Literal["pass", "fail", "error"]
 SEVERITIES: tuple[Severity, ...] = ("very_low", "low", "medium", "high")
 
@@ -72,11 +72,17 @@ def severity_bucket(level: float) -> Severity:
 class Evaluator(Protocol):
     """What the pipeline needs from an evaluator."""
 
-    name: str
-    # "local" evaluators run on CPU in-process; "judge" ones call an LLM and obey budgets.
-    kind: Literal["local", "judge"]
-    # Record parts without which the evaluator cannot say anything.
-    requires: frozenset[Part]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> Literal["local", "judge"]:
+        """ "local" evaluators run on CPU in-process; "judge" ones call an LLM and obey
+        budgets."""
+
+    @property
+    def requires(self) -> frozenset[Part]:
+        """Record parts without which the evaluator cannot say anything."""
 
     async def evaluate(self, record: RagRecord) -> EvalResult: ...
 
@@ -114,37 +120,3 @@ class BuildContext:
 
 
 Factory = Callable[[EvaluatorSpec, BuildContext], Evaluator]
-_REGISTRY: dict[str, Factory] = {}
-
-
-def register(*names: str) -> Callable[[Factory], Factory]:
-    """Register a factory under one or more evaluator names."""
-
-    def wrap(factory: Factory) -> Factory:
-        for name in names:
-            if name in _REGISTRY:
-                raise ValueError(f"evaluator {name!r} registered twice")
-            _REGISTRY[name] = factory
-        return factory
-
-    return wrap
-
-
-def known_evaluators() -> frozenset[str]:
-    _load_builtin()
-    return frozenset(_REGISTRY)
-
-
-def build(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
-    _load_builtin()
-    try:
-        factory = _REGISTRY[spec.name]
-    except KeyError:
-        raise KeyError(f"unknown evaluator {spec.name!r}") from None
-    return factory(spec, context)
-
-
-def _load_builtin() -> None:
-    # Imported for their @register side effects; deferred to keep `import monitor` light.
-    import monitor.evaluators.judges
-    import monitor.evaluators.local  # noqa: F401

@@ -23,25 +23,22 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
+from monitor.config import Config, ConfigError, Severity
 from monitor.evaluators.base import (
     SEVERITIES,
     BuildContext,
     EvalResult,
     EvaluatorSpec,
-    Severity,
-    register,
+    Factory,
     severity_bucket,
 )
-from monitor.judge import parsers
+from monitor.judge import parsers, schemas
+from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
 from monitor.judge.templates import Template, TemplateError, load
 from monitor.records import Part, RagRecord
-
-if TYPE_CHECKING:
-    from monitor.config import Config
-    from monitor.judge.client import JudgeClient, Verdict
-    from monitor.telemetry import Telemetry
+from monitor.telemetry import Telemetry
 
 Answer = Literal[
     "score5", "rubric", "yes_no", "unit", "pass_fail", "retrieval", "chunks", "severity"
@@ -61,6 +58,24 @@ class JudgeDefinition:
     labels: tuple[str, str] = ("yes", "no")  # label for the YES / NO answer
     max_tokens: int = 400
     hint: str = 'a final line "Score: N" with N from 1 to 5'
+    # Structured output: the schema of the answer (default: the one for `answer`).
+    schema: type[schemas.JudgeAnswer] | None = None
+
+    @property
+    def answer_schema(self) -> type[schemas.JudgeAnswer]:
+        return self.schema or ANSWER_SCHEMAS[self.answer]
+
+
+ANSWER_SCHEMAS: dict[Answer, type[schemas.JudgeAnswer]] = {
+    "score5": schemas.Score5Answer,
+    "rubric": schemas.RubricAnswer,
+    "yes_no": schemas.YesNoAnswer,
+    "unit": schemas.UnitScoreAnswer,
+    "pass_fail": schemas.PassFailAnswer,
+    "retrieval": schemas.RetrievalAnswer,
+    "chunks": schemas.ChunksAnswer,
+    "severity": schemas.SeverityAnswer,
+}
 
 
 def _d(
@@ -104,6 +119,7 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
             labels=("supported", "unsupported"),
             max_tokens=20,
             hint='"Yes" or "No"',
+            schema=schemas.SupportedAnswer,
         ),
         _d("faithfulness", "unit", "context response", "context response", "query", hint=_UNIT),
         _d(
@@ -261,8 +277,12 @@ class JudgeEvaluator:
             model=self.model,
             messages=self.template.render(values),
             inputs=inputs,
-            parse=self._parser(len(context)),
-            format_hint=d.hint,
+            answer=AnswerFormat(
+                parse_text=self._parser(len(context)),
+                hint=d.hint,
+                schema=d.answer_schema,
+                documents=len(context),
+            ),
             max_tokens=d.max_tokens,
             api_base=self._api_base,
         )
@@ -410,15 +430,12 @@ def create_judge_client(config: Config, telemetry: Telemetry) -> JudgeClient | N
     return JudgeClient(config.judge, config.redaction, telemetry, models=models)
 
 
-@register(*sorted(JUDGE_EVALUATORS))
 def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
     definition = DEFINITIONS[spec.name]
     config: Config | None = context.resources.get("config")
     model = spec.model or (config.judge.model if config is not None else None)
     rubric = spec.options.get("rubric")
     problem = judge_config_problem(spec.name, model, spec.prompt, rubric)
-    from monitor.config import ConfigError
-
     if problem is not None:
         raise ConfigError([f"evaluators[{spec.name}].{problem}"])
     client: JudgeClient | None = context.resources.get("judge")
@@ -486,6 +503,11 @@ class TokenF1:
         )
 
 
-@register("f1")
 def _create_f1(spec: EvaluatorSpec, context: BuildContext) -> TokenF1:
     return TokenF1(spec)
+
+
+FACTORIES: dict[str, Factory] = {
+    **dict.fromkeys(sorted(JUDGE_EVALUATORS), _create_judge),
+    "f1": _create_f1,
+}

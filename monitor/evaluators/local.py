@@ -11,9 +11,10 @@ from monitor.evaluators.base import (
     SEVERITIES,
     BuildContext,
     EvalResult,
+    Evaluator,
     EvaluatorSpec,
+    Factory,
     Severity,
-    register,
     severity_bucket,
 )
 from monitor.records import Part, RagRecord
@@ -66,15 +67,18 @@ class LocalGroundedness(_LocalEvaluator):
         # Earlier turns count as support too: an answer may repeat what the user said before.
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
         verdict = score_groundedness(asked, record.context_text, record.response)
+        parts = []
+        if verdict.contradictions:
+            shown = "; ".join(c.describe() for c in verdict.contradictions[:_MAX_LISTED])
+            parts.append(f"contradicted: {shown}")
         if verdict.unsupported:
             listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
             more = len(verdict.unsupported) - _MAX_LISTED
-            explanation = f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else "")
+            parts.append(f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else ""))
             if verdict.unsupported_terms:
                 terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
-                explanation += f" | not in the context: {terms}"
-        else:
-            explanation = "no sentence stands out as unsupported by the context"
+                parts.append(f"not in the context: {terms}")
+        explanation = " | ".join(parts) or "no sentence stands out as unsupported by the context"
         return self._verdict(verdict.score, explanation)
 
 
@@ -129,8 +133,7 @@ class LocalSafety(_LocalEvaluator):
         )
 
 
-@register("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
-def _create(spec: EvaluatorSpec, context: BuildContext) -> _LocalEvaluator:
+def _create(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
     classes: dict[str, type[_LocalEvaluator]] = {
         "local_groundedness": LocalGroundedness,
         "local_relevance": LocalRelevance,
@@ -138,3 +141,8 @@ def _create(spec: EvaluatorSpec, context: BuildContext) -> _LocalEvaluator:
         "local_safety": LocalSafety,
     }
     return classes[spec.name](spec)
+
+
+FACTORIES: dict[str, Factory] = dict.fromkeys(
+    ("local_groundedness", "local_relevance", "local_retrieval", "local_safety"), _create
+)

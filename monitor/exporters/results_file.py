@@ -1,115 +1,264 @@
 """JSONL results: one line per evaluated record (DESIGN.md, "Results line").
 
-Lines wait in a bounded queue and a writer task appends them in batches off the event
-loop. A full queue or a failed write (disk full, file unwritable) is counted in
-`dropped_total{stage="results_file"}` and logged; the process keeps running. `emit`
-returns a future that is done once the line is flushed to the file (or its loss counted),
-so a Kafka offset is only committed after its results line is written: a process killed
-with SIGKILL loses no line whose offset was committed (flushed data lives in the OS).
+`emit` queues a line and returns a future; a writer task appends queued lines in batches
+off the event loop and resolves each future with True once its line is whole in the file
+and synced to disk (`fdatasync`). The record's `on_done` waits for that future, so a
+Kafka offset is never committed past a record whose results line is not on disk.
+
+When a write fails (disk full, permissions), the bytes of the failed batch that did reach
+the file are cut off again, so a line is never torn, and the batch is retried with
+backoff — never skipped. Meanwhile no future resolves, the evaluation stage stops taking
+records once too many wait for their lines, and intake pushes back (Kafka pauses, OTLP
+answers retryable). `results_file_writable` is 0 and `results_file_write_failures_total`
+counts the failed attempts until a write succeeds again.
+
+Rotation: before each batch the path is compared with the open file; if the file was
+renamed or removed (logrotate's create mode) a new one is opened at the path, and a file
+truncated in place (copytruncate) is appended to from its new end. `reopen()` (SIGHUP)
+reopens unconditionally.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
-import time
+import os
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from monitor.config import ConfigError
 from monitor.evaluators.base import EvalResult
+from monitor.exporters.extracted import Redact, extracted_text
 from monitor.records import RagRecord
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 _STAGE = "results_file"
-_ERROR_LOG_INTERVAL_S = 30.0
+_BATCH_LINES = 1000
+_RETRY_INITIAL_S = 0.1
+_RETRY_MAX_S = 5.0
+_CLOSE_RETRY_S = 5.0  # how long close() keeps retrying before giving lines up
 
 
-def results_line(record: RagRecord, results: dict[str, EvalResult]) -> dict[str, Any]:
-    return {
+def results_line(
+    record: RagRecord,
+    results: dict[str, EvalResult],
+    *,
+    text: bool = False,
+    redact: Redact | None = None,
+) -> dict[str, Any]:
+    """One results line; with `text`, also what was extracted (redacted) under
+    "extracted"."""
+    line = {
         "request_id": record.request_id,
         "trace_id": record.trace_id,
         "service": record.service,
         "route": record.route,
         "results": {name: result.as_json() for name, result in results.items()},
     }
+    if text:
+        line["extracted"] = extracted_text(record, redact)
+    return line
+
+
+Write = Callable[[int, memoryview], int]
 
 
 class ResultsFileSink:
-    def __init__(self, path: str | Path, telemetry: Telemetry, queue_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        telemetry: Telemetry,
+        *,
+        queue_size: int = 100_000,
+        include_text: bool = False,
+        redact: Redact | None = None,
+        write: Write = os.write,
+        sync: Callable[[int], None] = os.fdatasync,
+        retry_s: tuple[float, float] = (_RETRY_INITIAL_S, _RETRY_MAX_S),
+        close_retry_s: float = _CLOSE_RETRY_S,
+    ) -> None:
         self._path = Path(path)
         self._t = telemetry
-        self._queue: asyncio.Queue[tuple[str, asyncio.Future[None]] | None] = asyncio.Queue(
-            maxsize=queue_size
-        )
+        self._queue_size = queue_size
+        self._include_text = include_text
+        self._redact = redact
+        self._write_fn = write
+        self._sync = sync
+        self._retry_initial, self._retry_max = retry_s
+        self._close_retry = close_retry_s
+        self._pending: deque[tuple[bytes, asyncio.Future[bool]]] = deque()
+        self._ready = asyncio.Event()
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._file: IO[str] | None = None
-        self._last_error_log = 0.0
+        self._fd: int | None = None
+        self._reopen = False
+        self._warn = RateLimitedLog(log, 30.0)
         self.written = 0
+        self.failures = telemetry.counter(
+            "results_file_write_failures",
+            "Failed attempts to append to the results file (the lines are retried).",
+        )
+        self.writable = telemetry.gauge(
+            "results_file_writable",
+            "1 while the results file takes writes, 0 after a failed write until one succeeds.",
+        )
+        self.writable.set(1)
 
     async def start(self) -> None:
+        """Open the file now, so that a path that cannot be written is a startup error
+        naming the key, not a stream of failed writes later."""
+        try:
+            await asyncio.to_thread(self._open)
+        except OSError as exc:
+            raise ConfigError(
+                [f"exporters.results_file: cannot open {self._path}: {exc.strerror or exc}"]
+            ) from None
         self._task = asyncio.create_task(self._writer(), name="results-file")
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[None]:
-        line = json.dumps(results_line(record, results), ensure_ascii=False)
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        try:
-            self._queue.put_nowait((line, written))
-        except asyncio.QueueFull:
+    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
+        fields = results_line(record, results, text=self._include_text, redact=self._redact)
+        line = json.dumps(fields, ensure_ascii=False).encode() + b"\n"
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if len(self._pending) >= self._queue_size or self._closing:
+            # The evaluation stage bounds what waits for us, so this is a safety net.
             self._t.dropped.labels(_STAGE, "queue_full").inc()
-            written.set_result(None)
+            written.set_result(False)
+            return written
+        self._pending.append((line, written))
+        self._ready.set()
         return written
 
+    def reopen(self) -> None:
+        """Open the path afresh before the next write (SIGHUP, after log rotation)."""
+        self._reopen = True
+
     async def close(self) -> None:
+        """Write what is queued (retrying for a few seconds); lines that still cannot be
+        written are given up — their futures resolve False — and counted."""
         if self._task is None:
             return
-        await self._queue.put(None)
+        self._closing = True
+        self._ready.set()
         await self._task
         self._task = None
-        if self._file is not None:
-            await asyncio.to_thread(self._file.close)
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     async def _writer(self) -> None:
+        delay = self._retry_initial
+        # Lines per write: halved after a failure, so that lines still fitting into what
+        # space is left get written, and grown back after each success.
+        batch_lines = _BATCH_LINES
+        give_up_at: float | None = None
+        loop = asyncio.get_running_loop()
         while True:
-            first = await self._queue.get()
-            batch = [first]
-            while not self._queue.empty() and len(batch) < 1000:
-                batch.append(self._queue.get_nowait())
-            items = [item for item in batch if item is not None]
+            if not self._pending:
+                if self._closing:
+                    return
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            batch = [self._pending[i] for i in range(min(batch_lines, len(self._pending)))]
             try:
-                if items:
-                    await self._write([line for line, _ in items])
-            finally:
-                for _, written in items:
-                    if not written.done():
-                        written.set_result(None)
-            if None in batch:
-                return
+                await asyncio.to_thread(self._append, b"".join(line for line, _ in batch))
+            except OSError as exc:
+                self.failures.inc()
+                self.writable.set(0)
+                self._warn.log(
+                    "write",
+                    logging.ERROR,
+                    "cannot write %d results lines to %s (retrying; intake pauses while "
+                    "they wait): %s",
+                    len(batch),
+                    self._path,
+                    exc,
+                )
+                if self._closing:
+                    give_up_at = give_up_at or loop.time() + self._close_retry
+                    if loop.time() >= give_up_at:
+                        self._give_up(exc)
+                        return
+                if len(batch) > 1:  # a smaller write may fit: try it at once
+                    batch_lines = max(1, len(batch) // 2)
+                    continue
+                await asyncio.sleep(delay)
+                delay = min(self._retry_max, delay * 2)
+                continue
+            delay = self._retry_initial
+            batch_lines = min(_BATCH_LINES, batch_lines * 2)
+            self.writable.set(1)
+            for _ in batch:
+                _, written = self._pending.popleft()
+                if not written.done():
+                    written.set_result(True)
+            self.written += len(batch)
 
-    async def _write(self, lines: list[str]) -> None:
-        try:
-            await asyncio.to_thread(self._append, lines)
-            self.written += len(lines)
-        except OSError as exc:
-            self._t.dropped.labels(_STAGE, "write_error").inc(len(lines))
-            now = time.monotonic()
-            if now - self._last_error_log >= _ERROR_LOG_INTERVAL_S:
-                self._last_error_log = now
-                log.error("cannot write %d results to %s: %s", len(lines), self._path, exc)
+    def _give_up(self, exc: OSError) -> None:
+        lost = len(self._pending)
+        self._t.dropped.labels(_STAGE, "write_error").inc(lost)
+        log.error("shutting down with %d results lines unwritten to %s: %s", lost, self._path, exc)
+        while self._pending:
+            _, written = self._pending.popleft()
+            if not written.done():
+                written.set_result(False)
 
-    def _append(self, lines: list[str]) -> None:
-        if self._file is None:
-            self._file = self._path.open("a", encoding="utf-8")
+    def _append(self, data: bytes) -> None:
+        """Append whole lines and sync them, or leave the file as it was and raise."""
+        fd = self._open()
+        before = os.fstat(fd).st_size
         try:
-            self._file.write("\n".join(lines) + "\n")
-            self._file.flush()
+            view = memoryview(data)
+            while view:
+                n = self._write_fn(fd, view)
+                if n <= 0:
+                    raise OSError(errno.EIO, "write made no progress")
+                view = view[n:]
+            self._sync(fd)
         except OSError:
-            # Reopen on the next batch: the error may be transient (disk freed, file rotated).
             try:
-                self._file.close()
-            except OSError:
-                pass
-            self._file = None
+                os.ftruncate(fd, before)  # no torn line: cut off what part of the batch got in
+            except OSError as cut:
+                log.error("cannot roll back a partial write to %s: %s", self._path, cut)
+                self._close_fd()  # the next attempt reopens and starts on a fresh line
             raise
+
+    def _open(self) -> int:
+        """The file descriptor, (re)opened if the path no longer names the open file."""
+        if self._fd is not None and not self._reopen:
+            try:
+                at_path = os.stat(self._path)
+                mine = os.fstat(self._fd)
+                if (at_path.st_dev, at_path.st_ino) != (mine.st_dev, mine.st_ino):
+                    log.info("results file %s was rotated; opening a new one", self._path)
+                    self._close_fd()
+            except FileNotFoundError:
+                log.info("results file %s was moved away; opening a new one", self._path)
+                self._close_fd()
+        elif self._reopen:
+            self._close_fd()
+        self._reopen = False
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._trim_torn_tail(self._fd)
+        return self._fd
+
+    def _trim_torn_tail(self, fd: int) -> None:
+        """A file we did not write last may end mid-line (another process, a crash):
+        start on a fresh line so our first line is not glued to that fragment."""
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError as exc:
+                log.warning("closing results file %s failed: %s", self._path, exc)

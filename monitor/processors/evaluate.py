@@ -1,36 +1,40 @@
 """The evaluation stage: a bounded intake queue drained by worker tasks.
 
-Receivers hand records in with `put` or `put_many`, which wait for room (replay, OTLP and
-Kafka push back on their own input by not reading). The sampling decision is made at
-intake: a record no evaluator samples (`skips`) is counted (`count_skipped`) and finished
-there and never queued, so unsampled traffic costs a hash and a few counter increments,
-not a trip through the queue; the Kafka receiver does this in its own thread.
+The trace stage hands in `SampledRecord`s — records with the set of evaluators that
+sample them, decided once upstream — with `put_many`, which waits for room: the queue is
+bounded in records (`pipeline.queue_size`) and in the bytes of their text
+(`pipeline.queue_bytes`), so a slow stage pushes back all the way to the receivers.
 
 Each worker takes a queued record and runs its sampled evaluators: network ones (LLM
 judges) concurrently, each call under the evaluation deadline, and CPU scorers
 (`CpuScorer`, the local evaluators) together in one worker-thread hop under one deadline,
 since a hop costs about as much CPU as scoring a small record. When every evaluator is a
 CPU scorer, a worker takes the records waiting (up to `_MAX_BATCH`) and scores the whole
-batch in one hop. Results go to every sink. `on_done` fires once the record is finished —
-evaluated or deliberately skipped — and, for sinks that persist results, written; that is
-what the Kafka receiver commits offsets on.
+batch in one hop. Results go to every sink.
+
+A record's `on_done` is called once it is finished — evaluated or deliberately skipped —
+and, for sinks that persist results, its results are written (True), or once it is
+abandoned at the shutdown deadline or its results could not be persisted (False). The
+Kafka receiver commits offsets on it. Sinks that persist results bound how many records
+may wait for their writes: past that, workers wait before taking more (a results file on
+a full disk stops intake instead of being skipped).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from collections import Counter as Tally
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from functools import partial
+from typing import Protocol, cast
 
+from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
 from monitor.processors.budget import BudgetGate
-from monitor.processors.sampler import Sampler
 from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -48,33 +52,22 @@ class ResultSink(Protocol):
 
     def emit(
         self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[None] | None:
-        """Must not block: a sink that does I/O queues the item and counts its drops. A
-        sink that persists results returns a future, done once the item is written or
-        its loss counted; the record's `on_done` waits for it (a Kafka offset is not
-        committed before its results line is in the file)."""
+    ) -> asyncio.Future[bool] | None:
+        """Must not block. A sink that persists results returns a future, True once the
+        item is written, False if it never will be (the sink closed first); the record's
+        `on_done` waits for it, so a Kafka offset is not committed before its results
+        line is in the file. Other sinks queue the item, count their drops, return None."""
 
     async def close(self) -> None: ...
-
-
-OnDone = Callable[[], None]
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    record: RagRecord
-    source: str
-    on_done: OnDone | None
 
 
 @dataclass(slots=True)
 class _InFlight:
     """A queued record being evaluated: what was decided for it and what came back."""
 
-    job: _Job
+    item: SampledRecord
     service: str
     missing: frozenset[str]
-    sampled: dict[str, bool]
     results: dict[str, EvalResult]
 
 
@@ -89,12 +82,12 @@ class EvaluationStage:
     def __init__(
         self,
         evaluators: Sequence[tuple[Evaluator, EvaluatorConfig]],
-        sampler: Sampler,
         budget: BudgetGate,
         sinks: Sequence[ResultSink],
         telemetry: Telemetry,
         *,
         queue_size: int = 1000,
+        queue_bytes: int = 32 * 1024 * 1024,
         workers: int = 4,
         evaluation_timeout_s: float = 60.0,
     ) -> None:
@@ -106,35 +99,35 @@ class EvaluationStage:
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         self._max_batch = _MAX_BATCH if len(self._cpu) == len(stages) else 1
-        self._sampler = sampler
         self._budget = budget
         self._sinks = list(sinks)
         self._t = telemetry
-        self._queue: asyncio.Queue[_Job] = asyncio.Queue(maxsize=queue_size)
+        self._queue: deque[SampledRecord] = deque()
+        self._queue_size = queue_size
+        self._queue_bytes = queue_bytes
+        self._queued_bytes = 0
+        self._changed = asyncio.Condition()  # the queue changed
+        self._idle = asyncio.Event()  # nothing queued and nothing in work
+        self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         self._workers = workers
         self._timeout = evaluation_timeout_s
         self._tasks: list[asyncio.Task[None]] = []
         self._warn = RateLimitedLog(log)
         self._depth = telemetry.queue_depth.labels("evaluate")
         self._accepting = False
-        self._working = 0  # records taken off the queue by workers and not finished
-        self._skip_cache: dict[tuple[str, str, frozenset[str]], tuple[Any, ...]] = {}
+        self._in_work: dict[int, SampledRecord] = {}
+        # Records evaluated whose results wait to be persisted; bounded like the queue.
+        self._unwritten = 0
         self._completed = 0
-        self._completed_lock = threading.Lock()
 
     @property
     def completed(self) -> int:
-        """Records finished: evaluated, or skipped by sampling."""
+        """Records finished here (evaluated, or skipped for every evaluator they reached)."""
         return self._completed
 
     @property
     def accepting(self) -> bool:
         return self._accepting
-
-    @property
-    def sampler(self) -> Sampler:
-        """The sampler `_process` decides with (receivers may ask it early, see OTLP)."""
-        return self._sampler
 
     async def start(self) -> None:
         for stage in self._first + self._escalated:
@@ -148,89 +141,58 @@ class EvaluationStage:
         ]
         self._accepting = True
 
-    async def put(self, record: RagRecord, source: str, on_done: OnDone | None = None) -> None:
-        """Take a record, waiting for queue room if it is sampled (the caller pushes back
-        on its own input). Raises RuntimeError once the stage stopped accepting."""
-        if not await self.put_many(((record, on_done),), source):
-            raise RuntimeError("evaluation stage is not accepting records")
-
-    async def put_many(
-        self, records: Sequence[tuple[RagRecord, OnDone | None]], source: str
-    ) -> int:
-        """Take records in order, as `put` does; returns how many were taken before the
+    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+        """Take items in order, waiting for room; returns how many were taken before the
         stage stopped accepting (the caller still owns the rest)."""
-        skipped: list[RagRecord] = []
-        try:
-            for taken, (record, on_done) in enumerate(records):
+        for taken, item in enumerate(items):
+            size = item.size
+            async with self._changed:
+                await self._changed.wait_for(partial(self._room_for, size))
                 if not self._accepting:
                     return taken
-                if self.skips(record):
-                    skipped.append(record)
-                    if on_done is not None:
-                        on_done()
-                    continue
-                self.count_skipped(skipped, source)  # metrics stay current while we wait
-                skipped.clear()
-                await self._queue.put(_Job(record, source, on_done))
-                self._depth.set(self._queue.qsize())
-            return len(records)
-        finally:
-            self.count_skipped(skipped, source)
+                self._queue.append(item)
+                self._queued_bytes += size
+                self._depth.set(len(self._queue))
+                self._changed.notify_all()
+        return len(items)
 
-    def skips(self, record: RagRecord) -> bool:
-        """Whether no evaluator samples `record`: it then needs no queue slot, only
-        `count_skipped`. Thread-safe."""
-        return not self._sampler.samples_any(record)
-
-    def count_skipped(self, records: Sequence[RagRecord], source: str) -> None:
-        """Finish records that `skips`: the counters a worker would add for them, one
-        increment per counter for the whole batch. Thread-safe: the Kafka consumer thread
-        finishes its unsampled records here without a trip through the event loop."""
-        if not records:
-            return
-        for counters, n in Tally(self._skip_counters(r, source) for r in records).items():
-            for counter in counters:
-                counter.inc(n)
-        with self._completed_lock:
-            self._completed += len(records)
-
-    def _skip_counters(self, record: RagRecord, source: str) -> tuple[Any, ...]:
-        """The counters a record no evaluator samples adds one to — the same a worker
-        would — cached by what they depend on, so unsampled traffic skips the label
-        lookups (services are capped, so the cache stays small)."""
-        service = self._t.service_cap(record.service)
-        missing = record.missing()
-        key = (service, source, missing)
-        found = self._skip_cache.get(key)
-        if found is None:
-            counters = self._intake_counters(service, source, missing)
-            for stage in self._first + self._escalated:
-                decision = self._decision(stage, {}, missing, {})
-                if decision is not None:
-                    counters.append(
-                        self._t.child(
-                            self._t.sampling_decisions, service, stage.evaluator.name, decision
-                        )
-                    )
-            found = self._skip_cache[key] = tuple(counters)
-        return found
+    def _room_for(self, size: int) -> bool:
+        """Whether `put_many` can go on: room for `size` bytes, or no longer accepting.
+        One record larger than the byte bound still enters an empty queue."""
+        return (
+            not self._accepting
+            or not self._queue
+            or (
+                len(self._queue) < self._queue_size
+                and self._queued_bytes + size <= self._queue_bytes
+            )
+        )
 
     async def shutdown(self, deadline_s: float) -> int:
         """Stop intake, let queued and in-flight records finish until the deadline, then
-        cancel what is left and flush the sinks. Returns how many records were abandoned."""
-        self._accepting = False
+        cancel what is left (its `on_done` gets False) and flush the sinks. Returns how
+        many records were abandoned."""
+        async with self._changed:
+            self._accepting = False
+            self._changed.notify_all()
         abandoned = 0
         try:
             async with asyncio.timeout(deadline_s):
-                await self._queue.join()
+                while self._queue or self._in_work:
+                    self._idle.clear()
+                    await self._idle.wait()
         except TimeoutError:
-            abandoned = self._queue.qsize() + self._working
+            left = [*self._queue, *self._in_work.values()]
+            abandoned = len(left)
+            self._queue.clear()
+            self._in_work.clear()
             log.warning(
-                "shutdown deadline of %.1fs passed; abandoning about %d records",
-                deadline_s,
-                abandoned,
+                "shutdown deadline of %.1fs passed; abandoning %d records", deadline_s, abandoned
             )
             self._t.dropped.labels("evaluate", "shutdown_deadline").inc(abandoned)
+            for item in left:
+                if item.on_done is not None:
+                    item.on_done(False)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -242,15 +204,28 @@ class EvaluationStage:
                 log.exception("sink %s failed to close", type(sink).__name__)
         return abandoned
 
+    async def _take(self) -> list[SampledRecord]:
+        """Wait for room among unwritten results, then for work; take up to a batch."""
+        while self._unwritten >= self._queue_size:
+            self._write_room.clear()
+            await self._write_room.wait()
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._queue))
+            jobs = [self._queue.popleft()]
+            while len(jobs) < self._max_batch and self._queue:
+                jobs.append(self._queue.popleft())
+            for job in jobs:
+                self._queued_bytes -= job.size
+                self._in_work[id(job)] = job
+            self._depth.set(len(self._queue))
+            self._changed.notify_all()
+        return jobs
+
     async def _work(self) -> None:
         while True:
             # Take what is waiting (up to a bound): the CPU scorers of the whole batch
             # then share one worker-thread hop.
-            jobs = [await self._queue.get()]
-            while len(jobs) < self._max_batch and not self._queue.empty():
-                jobs.append(self._queue.get_nowait())
-            self._depth.set(self._queue.qsize())
-            self._working += len(jobs)
+            jobs = await self._take()
             try:
                 await self._process(jobs)
             except Exception:
@@ -260,61 +235,54 @@ class EvaluationStage:
                     ", ".join(job.record.request_id for job in jobs),
                 )
                 self._t.dropped.labels("evaluate", "internal_error").inc(len(jobs))
-            finally:
-                self._working -= len(jobs)
-                for _ in jobs:
-                    self._queue.task_done()
+                for job in jobs:
+                    self._finish(job, ok=False)
 
-    def _count(self, record: RagRecord, source: str) -> tuple[str, frozenset[str]]:
-        service = self._t.service_cap(record.service)
-        missing = record.missing()
-        for counter in self._intake_counters(service, source, missing):
-            counter.inc()
-        return service, missing
+    def _finish(self, job: SampledRecord, ok: bool = True) -> None:
+        """`job` is finished: call its `on_done` unless shutdown already abandoned it."""
+        if self._in_work.pop(id(job), None) is None:
+            return
+        self._completed += 1
+        if job.on_done is not None:
+            job.on_done(ok)
+        if not self._queue and not self._in_work:
+            self._idle.set()
 
-    def _intake_counters(self, service: str, source: str, missing: frozenset[str]) -> list[Any]:
-        """records_total and records_incomplete_total, as every record taken in adds them."""
-        counters = [self._t.child(self._t.records, service, source)]
-        counters += [
-            self._t.child(self._t.records_incomplete, service, part) for part in sorted(missing)
-        ]
-        return counters
+    def _written(self, job: SampledRecord, writes: asyncio.Future[list[bool]]) -> None:
+        self._unwritten -= 1
+        self._write_room.set()
+        ok = not writes.cancelled() and writes.exception() is None and all(writes.result())
+        self._finish(job, ok)
 
-    def _finish(self, on_done: OnDone | None) -> None:
-        with self._completed_lock:
-            self._completed += 1
-        if on_done is not None:
-            on_done()
-
-    async def _process(self, jobs: list[_Job]) -> None:
+    async def _process(self, jobs: list[SampledRecord]) -> None:
         batch = []
         for job in jobs:
-            service, missing = self._count(job.record, job.source)
-            sampled = self._sampler.decide(job.record)
-            batch.append(_InFlight(job, service, missing, sampled, {}))
+            service = self._t.service_cap(job.record.service)
+            batch.append(_InFlight(job, service, job.record.missing(), {}))
         await self._run(self._first, batch)
         if self._escalated:
             await self._run(self._escalated, batch)
-        for item in batch:
-            record, results = item.job.record, item.results
+        for flight in batch:
+            job, results = flight.item, flight.results
             writes = []
             if results:
                 for sink in self._sinks:
-                    written = sink.emit(record, results)
+                    written = sink.emit(job.record, results)
                     if written is not None:
                         writes.append(written)
             if writes:
-                # Finished once persisted; the worker moves on without waiting.
-                on_done = item.job.on_done
-                asyncio.gather(*writes).add_done_callback(lambda _, f=on_done: self._finish(f))
+                # Finished once persisted; the worker moves on without waiting, unless
+                # too many records already wait for their writes (see `_take`).
+                self._unwritten += 1
+                gathered = asyncio.gather(*writes)
+                gathered.add_done_callback(partial(self._written, job))
             else:
-                self._finish(item.job.on_done)
+                self._finish(job)
 
     def _runnable(
         self,
         stages: list[_Stage],
-        record: RagRecord,
-        sampled: dict[str, bool],
+        sampled: frozenset[str],
         missing: frozenset[str],
         service: str,
         results: dict[str, EvalResult],
@@ -333,7 +301,7 @@ class EvaluationStage:
     def _decision(
         self,
         stage: _Stage,
-        sampled: dict[str, bool],
+        sampled: frozenset[str],
         missing: frozenset[str],
         results: dict[str, EvalResult],
     ) -> str | None:
@@ -348,7 +316,7 @@ class EvaluationStage:
             lo, hi = stage.band or (0.0, 1.0)
             if source is None or source.normalized is None or not lo <= source.normalized <= hi:
                 return "not_escalated"
-        if not sampled.get(ev.name, False):
+        if ev.name not in sampled:
             return "skipped"
         if ev.kind == "judge" and not self._budget.admit():
             return "over_budget"
@@ -360,9 +328,8 @@ class EvaluationStage:
         calls = []
         cpu_work: list[tuple[_InFlight, list[CpuScorer]]] = []
         for item in batch:
-            record = item.job.record
             chosen = self._runnable(
-                stages, record, item.sampled, item.missing, item.service, item.results
+                stages, item.item.sampled, item.missing, item.service, item.results
             )
             cpu = [cast(CpuScorer, ev) for ev in chosen if ev.name in self._cpu]
             if cpu:
@@ -382,11 +349,11 @@ class EvaluationStage:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout):
-                result = await evaluator.evaluate(item.job.record)
+                result = await evaluator.evaluate(item.item.record)
         except TimeoutError:
             result = self._timed_out(evaluator.name)
         except Exception as exc:
-            result = self._failed(evaluator.name, item.job.record, exc)
+            result = self._failed(evaluator.name, item.item.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
             time.perf_counter() - started
         )
@@ -415,9 +382,9 @@ class EvaluationStage:
             for evaluator in evaluators:
                 started = time.perf_counter()
                 try:
-                    result = evaluator.score(item.job.record)
+                    result = evaluator.score(item.item.record)
                 except Exception as exc:
-                    result = self._failed(evaluator.name, item.job.record, exc)
+                    result = self._failed(evaluator.name, item.item.record, exc)
                 timed.append((item, result, time.perf_counter() - started))
         return timed
 

@@ -17,6 +17,7 @@ from typing import Protocol
 from monitor.config import Sampling
 
 _SCALE = float(1 << 64)
+_NONE: frozenset[str] = frozenset()
 
 
 def sampling_position(key: str) -> float:
@@ -25,8 +26,8 @@ def sampling_position(key: str) -> float:
 
 
 class Sampleable(Protocol):
-    """What a decision reads: a `RagRecord`, or a receiver's view of the records it would
-    build (the OTLP ingest decides before extracting, with this same `Sampler`)."""
+    """What a decision reads: a `RagRecord`, or the trace stage's view of the records a
+    trace would yield (it decides before extracting)."""
 
     @property
     def sampling_key(self) -> str: ...
@@ -47,6 +48,8 @@ class Sampler:
             name: 1.0 if rate is None else rate for name, rate in evaluator_rates.items()
         }
         self._max_rate = max(self._rates.values(), default=0.0)
+        self._min_rate = min(self._rates.values(), default=0.0)
+        self._all = frozenset(self._rates)
         self._always_negative = config.always.negative_feedback
         self._always_error = config.always.error
 
@@ -64,22 +67,19 @@ class Sampler:
             self._always_error and record.error
         )
 
-    def decide(self, record: Sampleable) -> dict[str, bool]:
-        """evaluator name → sampled?"""
+    def sampled(self, record: Sampleable) -> frozenset[str]:
+        """The evaluators that sample `record`. Unsampled traffic, usually most of it,
+        costs one hash and no allocation, and no hash when the rates are 0 or all 1."""
         if self.is_priority(record):
-            return dict.fromkeys(self._rates, True)
-        position = sampling_position(record.sampling_key)
+            return self._all
         base = self.base_rate(record.service, record.route)
-        return {name: position < base * rate for name, rate in self._rates.items()}
-
-    def samples_any(self, record: Sampleable) -> bool:
-        """Whether `decide` would sample the record for at least one evaluator (cheaper:
-        most traffic is unsampled, and this is asked for every record)."""
-        if not self._rates:
-            return False
-        if self.is_priority(record):
-            return True
-        threshold = self.base_rate(record.service, record.route) * self._max_rate
-        if threshold <= 0.0 or threshold >= 1.0:  # positions are in [0, 1): no hash needed
-            return threshold >= 1.0
-        return sampling_position(record.sampling_key) < threshold
+        threshold = base * self._max_rate
+        if threshold <= 0.0:
+            return _NONE
+        if base * self._min_rate >= 1.0:  # positions are in [0, 1): no hash needed
+            return self._all
+        position = sampling_position(record.sampling_key)
+        if position >= threshold:
+            return _NONE
+        chosen = frozenset(name for name, rate in self._rates.items() if position < base * rate)
+        return self._all if len(chosen) == len(self._all) else chosen

@@ -40,6 +40,14 @@ class PartitionTracker:
         self._entries.append(entry)
         self._advance()
 
+    def owe(self, offset: int, units: int) -> None:
+        """Add `units` to the message at `offset`, which must still be unfinished."""
+        if units <= 0:
+            return
+        entry = self._pending[offset]
+        entry[1] += units
+        self.outstanding += units
+
     def finish(self, offset: int, units: int = 1) -> None:
         """`units` of the message at `offset` finished (unknown offsets are ignored)."""
         entry = self._pending.get(offset)
@@ -64,6 +72,11 @@ class PartitionTracker:
         if self._next is None or self._next == self.committed:
             return None
         return self._next
+
+    @property
+    def first_unfinished(self) -> int | None:
+        """The offset of the first message not finished yet (None when all are)."""
+        return self._entries[0][0] if self._entries else None
 
     @property
     def finished_through(self) -> int | None:

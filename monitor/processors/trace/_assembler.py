@@ -5,14 +5,17 @@ A trace is released when
   has ended) and every span's parent is present — the children it references were seen;
 - `idle_timeout`: no span of it arrived for `idle_timeout_s` (a child lost in transit, a
   root whose parent lives in another service without the OTLP "parent is remote" flag);
-- `evicted`: `max_open_traces` traces are open and a new one starts; the least recently
-  active one is released early (counted);
+- `evicted`: `max_open_traces` traces are open and a new one starts, or the open traces
+  hold more than `max_open_bytes` of spans; the least recently active ones are released
+  early (counted);
+- `flushed`: the source of its spans asked for it (a Kafka partition is handed to another
+  replica);
 - `shutdown`: the monitor is stopping.
 
 Spans of a trace that was already released (a late batch) are counted as `late_span` and
 dropped, so one request never becomes two partial records; the memory of released ids is
 bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure apart
-from the `on_drop` callback; `OtlpIngest` runs it off the event loop.
+from the `on_drop` callback; the trace stage runs it in its own thread.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.receivers.otlp.decode import Span
+from monitor.spans import Span
 
-Trigger = Literal["root_ended", "idle_timeout", "evicted", "shutdown"]
-TRIGGERS: tuple[Trigger, ...] = ("root_ended", "idle_timeout", "evicted", "shutdown")
+Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown"]
+TRIGGERS: tuple[Trigger, ...] = ("root_ended", "idle_timeout", "evicted", "flushed", "shutdown")
 # A runaway trace (a loop that opens spans forever) must not hold unbounded memory.
 MAX_SPANS_PER_TRACE = 5_000
 
@@ -38,6 +41,7 @@ class _Open:
     spans: dict[str, Span] = field(default_factory=dict)
     missing_parents: set[str] = field(default_factory=set)
     has_root: bool = False
+    size: int = 0
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -54,11 +58,14 @@ class TraceAssembler:
         *,
         idle_timeout_s: float,
         max_open_traces: int,
+        max_open_bytes: int = 1 << 62,
         on_drop: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._idle = idle_timeout_s
         self._max = max_open_traces
+        self._max_bytes = max_open_bytes
+        self._bytes = 0
         self._on_drop = on_drop or (lambda reason, n: None)
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
@@ -67,6 +74,11 @@ class TraceAssembler:
     @property
     def open_traces(self) -> int:
         return len(self._open)
+
+    @property
+    def open_bytes(self) -> int:
+        """Approximate bytes held by the spans of open traces (`Span.size`)."""
+        return self._bytes
 
     def is_open(self, trace_id: str) -> bool:
         """Whether spans of `trace_id` are buffered (the Kafka receiver tracks which
@@ -100,6 +112,9 @@ class TraceAssembler:
                 oversize += 1
                 continue
             span_id = span.span_id
+            # A span sent twice is counted twice: the bound errs on the safe side.
+            trace.size += span.size
+            self._bytes += span.size
             trace.spans[span_id] = span
             trace.missing_parents.discard(span_id)
             if span.is_root:
@@ -114,6 +129,9 @@ class TraceAssembler:
                 finished.append(self._release(trace_id, trace, "root_ended"))
             else:
                 self._open.move_to_end(trace_id)
+        while self._bytes > self._max_bytes and self._open:
+            old_id, old = self._open.popitem(last=False)
+            finished.append(self._release(old_id, old, "evicted"))
         if late:
             self._on_drop("late_span", late)
         if oversize:
@@ -138,7 +156,15 @@ class TraceAssembler:
         self._open.clear()
         return finished
 
+    def flush(self) -> list[FinishedTrace]:
+        """Release everything still open now (the spans' source is handing its input
+        away); later spans of these traces count as late."""
+        finished = [self._release(tid, trace, "flushed") for tid, trace in self._open.items()]
+        self._open.clear()
+        return finished
+
     def _release(self, trace_id: str, trace: _Open, trigger: Trigger) -> FinishedTrace:
+        self._bytes -= trace.size
         self._released[trace_id] = None
         while len(self._released) > self._max:
             self._released.popitem(last=False)

@@ -1,7 +1,8 @@
 """Kafka message bytes → records (JSON) or OTLP trace payloads, per `receivers.kafka.encoding`.
 
-- `json`: one record in any input shape (`monitor.records.parse_record`) or a JSON array
-  of them;
+- `json`: one record in any input shape (`monitor.records`) or a JSON array of them;
+  each becomes a `RawRecord`, validated only if it is sampled (by the trace stage, which
+  reports what does not validate through the delivery's `on_rejected`);
 - `otlp_proto`: an `ExportTraceServiceRequest` in protobuf, as the Collector's Kafka
   exporter writes it (`encoding: otlp_proto`);
 - `otlp_json`: OTLP/JSON (hex ids), either `{"resourceSpans": [...]}` or a bare list of
@@ -12,11 +13,11 @@
   with it and then looks like JSON is tried as JSON first); anything else is rejected as
   `unknown_encoding`.
 
-OTLP payloads are decoded by the OTLP receiver's `monitor.receivers.otlp.decode`. Problems
-are `Rejection(reason, detail)` with a closed-set reason for
-`records_rejected_total{receiver="kafka",reason}`: `empty`, `bad_json`, `unknown_encoding`,
-`bad_protobuf`, `invalid_span`, and `parse_record`'s `not_object`, `no_response`,
-`invalid_field`, `unknown_shape`.
+OTLP payloads are decoded with `monitor.spans` (eagerly: a message whose span attributes
+are corrupt is rejected, and dead-lettered, as a whole). Problems are
+`Rejection(reason, detail)` with a closed-set reason for
+`records_rejected_total{receiver="kafka",reason}`: `empty`, `bad_json`,
+`unknown_encoding`, `bad_protobuf`, `invalid_span`, `not_object`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from typing import Any, Literal
 
 import orjson
 
-from monitor.receivers.otlp.decode import Decoded as OtlpDecoded
-from monitor.receivers.otlp.decode import DecodeError, Span, decode_json, decode_protobuf
-from monitor.records import RagRecord, RecordError, parse_record
+from monitor.records import RawRecord
+from monitor.spans import Decoded as OtlpDecoded
+from monitor.spans import DecodeError, Span, decode_json, decode_protobuf
 
 Encoding = Literal["auto", "json", "otlp_proto", "otlp_json"]
 _JSON_START = frozenset(b"{[")
@@ -49,15 +50,13 @@ class Rejection:
 class Decoded:
     """What one message held: JSON records, or OTLP spans to assemble."""
 
-    records: list[RagRecord] = field(default_factory=list)
+    records: list[RawRecord] = field(default_factory=list)
     spans: list[Span] | None = None
     problems: list[Rejection] = field(default_factory=list)
 
 
-def decode_message(
-    value: bytes | None, encoding: Encoding, metadata: dict[str, str] | None = None
-) -> Decoded:
-    """Decode one message value; JSON records get `metadata` (see `parse_record`).
+def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
+    """Decode one message value.
     Never raises on bad input: problems are returned."""
     if not value:
         return Decoded(problems=[Rejection("empty", "message has no value")])
@@ -86,7 +85,7 @@ def decode_message(
         return Decoded(problems=[Rejection("bad_json", f"bad JSON: {exc}")])
     if encoding == "auto" and _is_otlp_json(data):
         return _otlp(decode_json, _otlp_json_body(value, first))
-    return _records(data, metadata)
+    return _records(data)
 
 
 def _otlp_json_body(value: bytes, first: bytes) -> bytes:
@@ -123,16 +122,18 @@ def _is_otlp_json(data: Any) -> bool:
     )
 
 
-def _records(data: Any, metadata: dict[str, str] | None) -> Decoded:
+def _records(data: Any) -> Decoded:
+    """JSON records, to be validated by whoever evaluates them (`RawRecord.parse`)."""
     out = Decoded()
     items = data if isinstance(data, list) else [data]
     many = isinstance(data, list)
     if many and not items:
         out.problems.append(Rejection("empty", "empty JSON array"))
     for i, item in enumerate(items):
-        try:
-            out.records.append(parse_record(item, metadata=metadata))
-        except RecordError as exc:
+        if isinstance(item, dict):
+            out.records.append(RawRecord(item))
+        else:
             where = f"record {i}: " if many else ""
-            out.problems.append(Rejection(exc.reason, f"{where}{exc.detail}"))
+            detail = f"{where}expected a JSON object, got {type(item).__name__}"
+            out.problems.append(Rejection("not_object", detail))
     return out

@@ -2,7 +2,7 @@
 
 Each reader looks at one `Span` and returns what it says in convention-neutral form:
 `Retrieval` (query + documents in retrieval order) or `Generation` (chat messages in,
-text out, model, tokens). `extract.py` then joins the spans of a trace into records.
+text out, model, tokens). `_extract.py` then joins the spans of a trace into records.
 
 Understood:
 - OpenInference: `openinference.span.kind` RETRIEVER / RERANKER / LLM, `input.value`,
@@ -17,18 +17,22 @@ Understood:
 - OpenLLMetry: `gen_ai.prompt.N.{role,content}`, `gen_ai.completion.N.{role,content}`,
   `traceloop.entity.input` / `traceloop.entity.output` JSON (including 0.62's LangChain
   retriever spans with `gen_ai.operation.name = vector_db_retrieve` whose output holds
-  `{"page_content", "metadata"}` documents), and vector-DB spans with `db.query.result`
-  events.
+  `{"page_content", "metadata"}` documents, and its LlamaIndex retriever tasks whose
+  output is a list of scored nodes), and vector-DB spans with `db.query.result` events.
+- Framework spans in any of them: `request_question` tells whether a chain / agent /
+  workflow span is a request a user made (its input reads as a question; an object's
+  repr, such as LlamaIndex's prompt templates, never does).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.receivers.otlp.decode import Span
+from monitor.spans import Span
 
 _ROLES = {
     "system": "system",
@@ -61,7 +65,23 @@ _GENERATION_KEYS = frozenset(
         "gen_ai.completion",
     }
 )
-QUERY_KEYS = ("query", "question", "input", "user_input", "q", "prompt", "message", "text")
+# The repr of an object (`SelectorPromptTemplate(metadata=...`, `ChatMessage(_role=...`,
+# `<NodeWithScore(node=...`, `<dspy.clients.lm.LM object at 0x...>`): frameworks put these where text is expected (LlamaIndex's
+# `predict` input is its prompt template, Haystack's messages are `ChatMessage(...)`).
+# Never a question or an answer.
+_REPR = re.compile(r"\s*(?:[A-Z][\w.]*\([A-Za-z_]\w*=|<[A-Za-z_][\w.]*(?:\(| object at ))")
+QUERY_KEYS = (
+    "query",
+    "question",
+    "input",
+    "user_input",
+    "q",
+    "prompt",
+    "message",
+    "text",
+    "task",  # an agent's run(task) (smolagents)
+    "query_str",  # LlamaIndex's QueryBundle
+)
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
 
 
@@ -90,6 +110,8 @@ class Generation:
     input_tokens: int | None = None
     output_tokens: int | None = None
     conventions: set[str] = field(default_factory=set)
+    # messages read from role-tagged message attributes, not guessed from `input.value`
+    structured: bool = False
 
     @property
     def user_query(self) -> str | None:
@@ -101,6 +123,11 @@ class Generation:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def is_repr(text: str) -> bool:
+    """Whether a string is an object's repr rather than text (see `_REPR`)."""
+    return _REPR.match(text) is not None
 
 
 def loads(value: Any) -> Any:
@@ -176,6 +203,10 @@ def _chat_messages(value: Any) -> list[tuple[str, str]]:
     out = []
     for msg in value:
         if isinstance(msg, dict):
+            if "lc" in msg and isinstance(msg.get("kwargs"), dict):  # serialized LangChain
+                msg = msg["kwargs"]
+            elif isinstance(msg.get("data"), dict) and "content" not in msg:
+                msg = {**msg["data"], "type": msg.get("type")}  # LangChain's `dumpd` form
             role = _role(msg.get("role") or msg.get("type"))
             text = _text(msg["parts"] if "parts" in msg else msg.get("content"))
             if role and text is not None:
@@ -204,10 +235,11 @@ def _as_tokens(*values: Any) -> int | None:
 
 
 def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:
-    """The first meaningful string in a chain input/output (JSON, wrappers, messages)."""
+    """The first meaningful string in a chain input/output (JSON, wrappers, messages);
+    never an object's repr."""
     value = loads(value)
     if isinstance(value, str):
-        return value.strip() or None
+        return None if is_repr(value) else value.strip() or None
     if depth > 4:
         return None
     if isinstance(value, list):
@@ -233,7 +265,45 @@ def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:
                 return found
     if "messages" in value:
         return find_text(value["messages"], keys, depth + 1)
+    if len(value) == 1:  # a traced function's only argument, whatever its name
+        return find_text(next(iter(value.values())), keys, depth + 1)
     return None
+
+
+def _is_prompt(value: Any, depth: int = 0) -> bool:
+    """A list of chat messages that includes a system message: a model's prompt."""
+    value = loads(value)
+    if isinstance(value, dict) and depth < 3:
+        for key in ("inputs", "input", "messages"):
+            if key in value:
+                return _is_prompt(value[key], depth + 1)
+        return False
+    if isinstance(value, list):
+        if value and isinstance(value[0], list):  # LangChain batches: [[messages]]
+            value = value[0]
+        return any(role == "system" for role, _ in _chat_messages(value))
+    return False
+
+
+def request_question(span: Span) -> str | None:
+    """The user's question, if this span is a request a user made: a chain, agent or
+    workflow span (not a model call, retrieval, embedding or tool) whose input reads as
+    text: a string or a JSON value with a question field or user messages, not an
+    object's repr (a prompt template) and not a model prompt (messages with a system
+    message)."""
+    a = span.attributes
+    kind = a.get("openinference.span.kind")
+    if kind not in (None, "CHAIN", "AGENT"):
+        return None
+    op = a.get("gen_ai.operation.name")
+    if (isinstance(op, str) and op in NOT_CHAIN_OPERATIONS) or a.get(
+        "traceloop.span.kind"
+    ) == "tool":
+        return None
+    raw = a.get("input.value", a.get("traceloop.entity.input"))
+    if raw is None or _is_prompt(raw):
+        return None
+    return find_text(raw, QUERY_KEYS)
 
 
 def _doc(item: Any) -> Doc | None:
@@ -245,6 +315,8 @@ def _doc(item: Any) -> Doc | None:
         item = item["kwargs"]
     if isinstance(item.get("document"), dict):
         item = {**item, **item["document"]}
+    if isinstance(item.get("node"), dict):  # LlamaIndex's NodeWithScore
+        item = {**item["node"], "score": item.get("score")}
     content = item.get("page_content", item.get("content", item.get("text", item.get("document"))))
     metadata = loads(item.get("metadata"))
     metadata = metadata if isinstance(metadata, dict) else None
@@ -320,12 +392,35 @@ def read_retrieval(span: Span) -> Retrieval | None:
             query = query or find_text(a.get("traceloop.entity.input"), QUERY_KEYS)
             docs = docs or json_docs(a.get("traceloop.entity.output")) or []
         return Retrieval(span, query if isinstance(query, str) else None, docs)
+    output = a.get("traceloop.entity.output")
+    if isinstance(output, str) and '"node' in output and "score" in output:
+        nodes = _scored_nodes(output)
+        if nodes is not None:  # OpenLLMetry's LlamaIndex retriever: a task returning nodes
+            return Retrieval(span, find_text(a.get("traceloop.entity.input"), QUERY_KEYS), nodes)
     results = [e for e in span.events if e.name.endswith("query.result")] if span.events else []
     if results:
         return Retrieval(
             span, a.get("db.query.text") or None, [_event_doc(e.attributes) for e in results]
         )
     return None
+
+
+def _scored_nodes(value: Any) -> list[Doc] | None:
+    """A list of scored nodes (`{"node": {"text", "metadata", ...}, "score"}`, each maybe a
+    JSON string: LlamaIndex's NodeWithScore as OpenLLMetry serializes it), else None."""
+    value = loads(value)
+    if not isinstance(value, list) or not value:
+        return None
+    docs = []
+    for item in value:
+        item = loads(item)
+        if not (isinstance(item, dict) and isinstance(item.get("node"), dict)):
+            return None
+        doc = _doc(item)
+        if doc is None or doc.content is None:
+            return None
+        docs.append(doc)
+    return docs
 
 
 def _event_doc(attrs: dict[str, Any]) -> Doc:
@@ -414,6 +509,7 @@ def read_generation(span: Span) -> Generation | None:
             conventions.add("genai")
         messages = messages or event_messages
         output = output if output is not None else event_output
+    structured = bool(messages)
     if not messages and "input.value" in a:
         text = find_text(a["input.value"], QUERY_KEYS)
         messages = [("user", text)] if text else []
@@ -427,7 +523,7 @@ def read_generation(span: Span) -> Generation | None:
                 a.get("gen_ai.request.model"),
                 a.get("llm.model_name"),
             )
-            if m and m != "unknown"  # OpenLLMetry's placeholder when it cannot tell
+            if m and m not in ("unknown", "None")  # OpenLLMetry's placeholders when it cannot tell
         ),
         None,
     )
@@ -447,6 +543,7 @@ def read_generation(span: Span) -> Generation | None:
             a.get("llm.token_count.completion"),
         ),
         conventions=conventions,
+        structured=structured,
     )
 
 

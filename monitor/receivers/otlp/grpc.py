@@ -1,10 +1,11 @@
 """OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 
-The method is registered with raw bytes in and out, so decoding happens in the ingest
-thread instead of on the event loop. Status codes: OK (with `partial_success` when some
-spans had malformed ids), INVALID_ARGUMENT for an undecodable request, UNAUTHENTICATED
-for a missing/wrong `authorization: Bearer <token>` when `receivers.otlp.auth_token` is
-set, UNAVAILABLE (which OTLP exporters retry) when the span queue is full, and
+The method is registered with raw bytes in and out, so decoding happens in the receivers'
+decode thread instead of on the event loop. Status codes: OK (with `partial_success` when
+some spans had malformed ids), INVALID_ARGUMENT for an undecodable request,
+UNAUTHENTICATED for a missing/wrong `authorization: Bearer <token>` when
+`receivers.otlp.auth_token` is set, UNAVAILABLE (which OTLP exporters retry) when the
+trace stage's intake is full, and
 RESOURCE_EXHAUSTED from gRPC itself for messages over `max_request_bytes` (gRPC refuses
 those before the handler runs, so they are not in `records_rejected_total`). gzip message
 compression is handled by gRPC.
@@ -17,11 +18,16 @@ import logging
 import grpc
 from grpc import aio
 
+from monitor.component import TraceConsumer
 from monitor.config import Config
-from monitor.receivers.otlp.decode import DecodeError
-from monitor.receivers.otlp.ingest import OtlpIngest
-from monitor.receivers.otlp.tls import grpc_credentials
-from monitor.receivers.otlp.wire import decode_request, export_response, token_ok
+from monitor.receivers.otlp._tls import grpc_credentials
+from monitor.receivers.otlp._wire import (
+    Offload,
+    decode_and_hand_on,
+    export_response,
+    token_ok,
+)
+from monitor.spans import DecodeError
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -30,13 +36,16 @@ SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 class OtlpGrpcReceiver:
-    def __init__(self, config: Config, ingest: OtlpIngest, telemetry: Telemetry) -> None:
+    def __init__(
+        self, config: Config, consumer: TraceConsumer, offload: Offload, telemetry: Telemetry
+    ) -> None:
         otlp = config.receivers.otlp
         self._endpoint = otlp.grpc.endpoint
         self._tls = otlp.tls
         self._token = otlp.auth_token
         self._limit = otlp.max_request_bytes
-        self._ingest = ingest
+        self._consumer = consumer
+        self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
         self._server: aio.Server | None = None
@@ -51,7 +60,9 @@ class OtlpGrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        handler = grpc.unary_unary_rpc_method_handler(self._export)
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
+            self._export
+        )
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
         )
@@ -73,7 +84,11 @@ class OtlpGrpcReceiver:
             await server.stop(grace_s)
 
     async def _refuse(
-        self, context: aio.ServicerContext, code: grpc.StatusCode, reason: str, message: str
+        self,
+        context: aio.ServicerContext[bytes, bytes],
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
     ) -> None:
         """Count and log, then end the call with `code` (`abort` raises)."""
         self._t.records_rejected.labels(RECEIVER, reason).inc()
@@ -82,7 +97,7 @@ class OtlpGrpcReceiver:
         )
         await context.abort(code, message)
 
-    async def _export(self, request: bytes, context: aio.ServicerContext) -> bytes:
+    async def _export(self, request: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
         if self._token is not None:
             metadata = dict(context.invocation_metadata() or ())
             presented = metadata.get("authorization")
@@ -93,12 +108,17 @@ class OtlpGrpcReceiver:
                     "unauthorized",
                     "missing or wrong bearer token",
                 )
-        if not self._ingest.has_room():
-            self._ingest.refuse()
+        if self._consumer.refuses():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         try:
-            decoded = await self._ingest.offload(
-                decode_request, request, gzip=False, as_json=False, limit=self._limit
+            decoded, taken = await self._offload(
+                decode_and_hand_on,
+                self._consumer,
+                RECEIVER,
+                request,
+                gzip=False,
+                as_json=False,
+                limit=self._limit,
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)
@@ -107,7 +127,7 @@ class OtlpGrpcReceiver:
             await self._refuse(
                 context, grpc.StatusCode.INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}"
             )
-        if not self._ingest.enqueue(decoded.spans, RECEIVER):
+        if not taken:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         if decoded.rejected:
             self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)

@@ -8,26 +8,30 @@ set, 413 over `receivers.otlp.max_request_bytes` (checked on the wire size and a
 decompressing, so a gzip bomb stops at the cap), 415 for other content types or
 encodings, and 503 with `Retry-After` when the span queue is full. Every refusal is
 counted in `records_rejected_total{receiver="otlp_http",reason}` (or
-`dropped_total{stage="assemble",reason="queue_full"}`) and the receiver keeps serving.
+`dropped_total{stage="assemble",reason="queue_full"}` by the trace stage) and the
+receiver keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
 
+from monitor.component import TraceConsumer
 from monitor.config import Config
-from monitor.receivers.otlp.decode import DecodeError
-from monitor.receivers.otlp.ingest import OtlpIngest
-from monitor.receivers.otlp.tls import http_ssl_context
-from monitor.receivers.otlp.wire import (
+from monitor.receivers.otlp._connections import ConnectionGuard
+from monitor.receivers.otlp._tls import http_ssl_context
+from monitor.receivers.otlp._wire import (
+    Offload,
     TooLarge,
-    decode_request,
+    decode_and_hand_on,
     export_response,
     status_body,
     token_ok,
 )
+from monitor.spans import DecodeError
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,9 @@ _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE, _INTERNA
 
 
 class OtlpHttpReceiver:
-    def __init__(self, config: Config, ingest: OtlpIngest, telemetry: Telemetry) -> None:
+    def __init__(
+        self, config: Config, consumer: TraceConsumer, offload: Offload, telemetry: Telemetry
+    ) -> None:
         otlp = config.receivers.otlp
         host, _, port = otlp.http.endpoint.rpartition(":")
         self._host = host.strip("[]")
@@ -48,32 +54,60 @@ class OtlpHttpReceiver:
         self._token = otlp.auth_token
         self._tls = otlp.tls
         self._limit = otlp.max_request_bytes
-        self._ingest = ingest
+        self._read_timeout = otlp.http.read_timeout_s
+        self._idle_timeout = otlp.http.idle_timeout_s
+        self._guard = ConnectionGuard(
+            telemetry,
+            read_header_timeout_s=otlp.http.read_header_timeout_s,
+            max_connections=otlp.http.max_connections,
+        )
+        self._consumer = consumer
+        self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
         self.port: int | None = None
 
     async def start(self) -> None:
         if self._runner is not None:
             return
-        app = web.Application(client_max_size=self._limit)
+        app = web.Application(client_max_size=self._limit, middlewares=[self._guard.middleware])
         app.router.add_post(PATH, self._export)
         # Bodies are decompressed here, with a cap, not by the server.
-        runner = web.AppRunner(app, access_log=None, auto_decompress=False)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            auto_decompress=False,
+            keepalive_timeout=self._idle_timeout,
+            # After refusing a request, read the rest of its body for at most this long
+            # before closing (aiohttp's default is 10 s, a gift to slow senders).
+            lingering_time=1.0,
+        )
         await runner.setup()
         ssl_context = http_ssl_context(self._tls) if self._tls is not None else None
-        site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)
+        assert runner.server is not None
         try:
-            await site.start()
+            server = await asyncio.get_running_loop().create_server(
+                self._guard.protocol_factory(runner.server),
+                self._host,
+                self._port,
+                ssl=ssl_context,
+                reuse_address=True,
+            )
         except OSError:
             await runner.cleanup()
             raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        self._runner, self._server = runner, server
+        self.port = server.sockets[0].getsockname()[1]
+        self._guard.start()
         log.info("OTLP/HTTP receiver listening on %s:%d%s", self._host, self.port, PATH)
 
     async def shutdown(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        await self._guard.stop()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
@@ -120,17 +154,32 @@ class OtlpHttpReceiver:
             )
         if request.content_length is not None and request.content_length > self._limit:
             return self._too_large(f"body of {request.content_length} bytes", as_json)
-        if not self._ingest.has_room():
-            self._ingest.refuse()
+        if self._consumer.refuses():
             return self._unavailable(as_json)
         body = bytearray()
-        async for chunk in request.content.iter_chunked(64 * 1024):
-            body += chunk
-            if len(body) > self._limit:
-                return self._too_large(f"body over {self._limit} bytes", as_json)
         try:
-            decoded = await self._ingest.offload(
-                decode_request,
+            async with asyncio.timeout(self._read_timeout):
+                async for chunk in request.content.iter_chunked(64 * 1024):
+                    body += chunk
+                    if len(body) > self._limit:
+                        return self._too_large(f"body over {self._limit} bytes", as_json)
+        except TimeoutError:
+            self._guard.closed.labels("read_timeout").inc()
+            response = self._reject(
+                408,
+                _UNAVAILABLE,
+                "read_timeout",
+                f"body not received within receivers.otlp.http.read_timeout_s="
+                f"{self._read_timeout:g}",
+                as_json=as_json,
+            )
+            response.force_close()
+            return response
+        try:
+            decoded, taken = await self._offload(
+                decode_and_hand_on,
+                self._consumer,
+                RECEIVER,
                 bytes(body),
                 gzip=encoding == "gzip",
                 as_json=as_json,
@@ -145,7 +194,7 @@ class OtlpHttpReceiver:
             return self._reject(
                 500, _INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}", as_json=as_json
             )
-        if not self._ingest.enqueue(decoded.spans, RECEIVER):
+        if not taken:
             return self._unavailable(as_json)
         if decoded.rejected:
             self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)

@@ -1,4 +1,4 @@
-"""OTLP trace payloads (protobuf or OTLP/JSON) → `Span` dataclasses.
+"""OTLP trace payloads (protobuf or OTLP/JSON) → `Span` objects.
 
 Pure functions, no I/O. `decode_protobuf` and `decode_json` return a `Decoded`: the spans
 that are usable plus a count and a message for the ones rejected (ids of the wrong
@@ -22,10 +22,10 @@ from typing import Any
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from monitor.receivers.otlp._lite import LiteSpan as _LiteSpan
-from monitor.receivers.otlp._lite import LiteStatus as _LiteStatus
-from monitor.receivers.otlp._lite import RawRequest as _RawRequest
-from monitor.receivers.otlp._lite import SkeletonRequest as _SkeletonRequest
+from monitor.spans._lite import LiteSpan as _LiteSpan
+from monitor.spans._lite import LiteStatus as _LiteStatus
+from monitor.spans._lite import RawRequest as _RawRequest
+from monitor.spans._lite import SkeletonRequest as _SkeletonRequest
 
 # OTLP span flags: bit 8 says whether bit 9 (parent is remote) is meaningful.
 _HAS_IS_REMOTE = 0x100
@@ -34,6 +34,12 @@ _STATUS_ERROR = 2
 _EMPTY_IDS = ("", "0" * 16, "0" * 32)
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+# Python's own cost of a span beyond its payload (the object, its id strings, its dicts),
+# so that memory bounds in bytes hold for spans with tiny payloads too.
+SPAN_OVERHEAD_BYTES = 400
+# The attribute a user's feedback travels in; read on every span to decide sampling, so
+# decoders settle its absence for a whole request at once.
+FEEDBACK_KEY = "rag.feedback"
 
 
 class DecodeError(ValueError):
@@ -77,6 +83,7 @@ class Span:
         "parent_span_id",
         "resource",
         "service",
+        "size",
         "span_id",
         "start_unix_nano",
         "trace_id",
@@ -114,9 +121,15 @@ class Span:
         if raw is None:
             self._attributes: dict[str, Any] | None = {} if attributes is None else attributes
             self._events: list[SpanEvent] | None = [] if events is None else events
+            payload = _estimate(self._attributes) + sum(
+                len(e.name) + _estimate(e.attributes) for e in self._events
+            )
         else:
             self._attributes = attributes
             self._events = events
+            payload = len(raw)
+        # Approximate bytes held, for the memory bounds of trace assembly and queues.
+        self.size = SPAN_OVERHEAD_BYTES + len(name) + payload
 
     @property
     def is_root(self) -> bool:
@@ -218,6 +231,17 @@ class Span:
         )
 
 
+def _estimate(value: Any) -> int:
+    """Rough bytes of a decoded attribute value (strings dominate span payloads)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(k) + _estimate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_estimate(v) for v in value)
+    return 8
+
+
 @dataclass(slots=True)
 class Decoded:
     spans: list[Span]
@@ -270,7 +294,9 @@ def _attributes(entries: Any) -> dict[str, Any]:
     return out
 
 
-def decode_protobuf(body: bytes, *, lazy: bool = False, probe: tuple[str, ...] = ()) -> Decoded:
+def decode_protobuf(
+    body: bytes, *, lazy: bool = False, probe: tuple[str, ...] = (FEEDBACK_KEY,)
+) -> Decoded:
     """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected.
 
     With `lazy`, only the span skeleton (ids, parent, name, times, flags, status) is

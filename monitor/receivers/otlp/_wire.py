@@ -5,14 +5,24 @@ from __future__ import annotations
 import hmac
 import json
 import zlib
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from monitor.receivers.otlp.decode import Decoded, DecodeError, decode_json, decode_protobuf
-from monitor.receivers.otlp.extract import VIEW_KEYS
+from monitor.component import Delivery, TraceConsumer
+from monitor.spans import Decoded, DecodeError, decode_json, decode_protobuf
 
 _CHUNK = 64 * 1024
+
+T = TypeVar("T")
+
+
+class Offload(Protocol):
+    """Runs a CPU-bound call (decompression, decoding) off the event loop."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]: ...
 
 
 class TooLarge(ValueError):
@@ -54,7 +64,18 @@ def decode_request(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> Dec
     Protobuf spans are decoded lazily: attributes only for the traces that are sampled."""
     if gzip:
         body = gunzip_capped(body, limit)
-    return decode_json(body) if as_json else decode_protobuf(body, lazy=True, probe=VIEW_KEYS)
+    return decode_json(body) if as_json else decode_protobuf(body, lazy=True)
+
+
+def decode_and_hand_on(
+    consumer: TraceConsumer, receiver: str, body: bytes, *, gzip: bool, as_json: bool, limit: int
+) -> tuple[Decoded, bool]:
+    """Decode a request and hand its spans to the trace stage, in one thread (the
+    receivers' decode thread), which then also assembles them. Returns what was decoded
+    and whether the trace stage took it (False: answer with a retryable status)."""
+    decoded = decode_request(body, gzip=gzip, as_json=as_json, limit=limit)
+    taken = not decoded.spans or consumer.consume([Delivery(receiver, decoded.spans)])
+    return decoded, taken
 
 
 def token_ok(presented: str | None, expected: str | None) -> bool:

@@ -1,18 +1,21 @@
-"""A finished trace (all its spans) → one `RagRecord` per answered RAG request.
+"""A finished trace (all its spans) → one `RagRecord` per user request.
 
-How the parts are found, whatever the span tree looks like:
-- answers are the LLM spans that produced text, minus query rewriters (an LLM whose
-  output is the query a later retrieval used); LLM spans asking the same user question
-  (an agent's tool round-trips, nested framework + SDK spans) are one answer, the one
-  that ended last. Many CHAIN spans add nothing: only the topmost chain's input and
-  output are read, as the request's query and final answer.
-- context is taken from the retrieval spans before each answer (by time, not by tree
-  position: the chat span is often a sibling of the retriever, which may sit several
-  levels deep), in retrieval order; a reranker's output replaces what it reranked.
-  Documents that carry only ids (GenAI requires no more) get their text from the chat
-  span's system message, the only place the context then exists.
-- the explicit fallback `rag.query` / `rag.response` / `rag.context` wins over inference.
-A trace with none of these signals is not a RAG request and yields no record.
+The rule (README.md beside this file, "Extraction", says why and what is tested):
+1. LLM spans nested in an LLM span are one model call (`_calls`): prompt from the
+   innermost role-tagged messages, output from the outermost text.
+2. A request is the outermost chain/agent/workflow span above a call whose input reads
+   as a user question (`conventions.request_question`: not a repr, not a model prompt).
+3. All calls under one request are one record, answered by the last call with text
+   (`_answers`); calls under no request are grouped by the user message they answer.
+   A query rewriter (output = a later retrieval's query) never answers.
+4. Query: `rag.query` > the request's question > topmost chain input > the retriever's
+   query inside the prompt > last user message. A retrieval query in other words goes
+   to `metadata.retrieval_query` (a chat engine's condensed follow-up).
+5. Response: `rag.response` > the request's text output > the answering call's output.
+6. Context: retrieval spans before the answer by time, in retrieval order (the request's
+   own when a trace holds several); a reranker's output replaces what it reranked;
+   documents with ids only take their text from the chat span's system message.
+7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from monitor.receivers.otlp.conventions import (
+from monitor.processors.trace._conventions import (
     ANSWER_KEYS,
     NOT_CHAIN_OPERATIONS,
     QUERY_KEYS,
@@ -35,9 +38,10 @@ from monitor.receivers.otlp.conventions import (
     json_docs,
     read_generation,
     read_retrieval,
+    request_question,
 )
-from monitor.receivers.otlp.decode import Span
 from monitor.records import RagRecord
+from monitor.spans import FEEDBACK_KEY, Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
 _ABSENT: Any = object()
@@ -46,11 +50,18 @@ _BY_TIME = attrgetter("start_unix_nano", "end_unix_nano")
 
 @dataclass(slots=True)
 class _Top:
-    query: str | None = None  # `rag.query`, else the topmost chain's input
-    response: str | None = None  # the topmost chain's output
-    explicit_response: str | None = None  # `rag.response`
+    query: str | None = None  # `rag.query`
+    response: str | None = None  # `rag.response`
     docs: list[Doc] | None = None  # `rag.context`
     feedback: str | None = None
+    chain_query: str | None = None  # the topmost chain's input
+    chain_response: str | None = None  # the topmost chain's output
+
+
+@dataclass(slots=True)
+class _Answer:
+    call: Generation  # the model call whose output answers
+    request: Span | None  # the request span it answers, if the trace has one
 
 
 def extract_records(
@@ -73,11 +84,12 @@ def extract_records(
             generations.append(generation)
             conventions |= generation.conventions
     top = _top(ordered, by_id)
-    signals = (top.query, top.response, top.explicit_response, top.docs)
-    if not retrievals and not generations and all(v is None for v in signals):
-        return []
+    if not retrievals and not generations and (top.query, top.response, top.docs) == (None,) * 3:
+        return []  # no model call, no retrieval, no `rag.*`: not a RAG request
     retrievals = _outermost(retrievals, by_id)
-    answers = _answers(generations, retrievals)
+    calls = _calls(generations, by_id)
+    requests = _Requests(by_id)
+    answers = _answers(calls, retrievals, requests)
     common: dict[str, Any] = {
         "trace_id": root.trace_id,
         "service": root.service,
@@ -86,7 +98,13 @@ def extract_records(
         "feedback": top.feedback,
     }
     if len(answers) <= 1:
-        answer = answers[0] if answers else (generations[-1] if generations else None)
+        if answers:
+            answer: Generation | None = answers[0].call
+            request = answers[0].request
+        else:
+            answer = calls[-1] if calls else None
+            involved = [c.span for c in calls] + [r.span for r in retrievals]
+            request = next((r for r in map(requests.of, involved) if r is not None), None)
         window = [
             r
             for r in retrievals
@@ -97,6 +115,8 @@ def extract_records(
             request_id=root.trace_id,
             span=answer.span if answer is not None else root,
             answer=answer,
+            request=request,
+            requests=requests,
             retrievals=window or retrievals,
             top=top,
             error=any(s.error for s in ordered),
@@ -106,24 +126,45 @@ def extract_records(
         return [record]
     records = []
     previous_end = 0
-    for answer in answers:
+    for item in answers:
+        answer, request = item.call, item.request
         start = answer.span.start_unix_nano
-        window = [r for r in retrievals if previous_end <= r.span.start_unix_nano <= start]
-        first = min([start, *(r.span.start_unix_nano for r in window)])
+        if request is not None:
+            # The request's own retrievals (a follow-up may be condensed first).
+            window = [
+                r
+                for r in retrievals
+                if r.span.start_unix_nano <= answer.span.end_unix_nano
+                and _is_ancestor(request, r.span, by_id)
+            ]
+            first = request.start_unix_nano
+            last = max(request.end_unix_nano, answer.span.end_unix_nano)
+        else:
+            window = [
+                r
+                for r in retrievals
+                if previous_end <= r.span.start_unix_nano <= start and requests.of(r.span) is None
+            ]
+            first = min([start, *(r.span.start_unix_nano for r in window)])
+            last = answer.span.end_unix_nano
+            previous_end = answer.span.end_unix_nano
         records.append(
             _record(
                 common,
                 request_id=f"{root.trace_id}-{answer.span.span_id}",
                 span=answer.span,
                 answer=answer,
+                request=request,
+                requests=requests,
                 retrievals=window,
                 top=_Top(feedback=top.feedback),
-                error=answer.span.error or any(r.span.error for r in window),
-                latency_ns=answer.span.end_unix_nano - first,
+                error=answer.span.error
+                or (request is not None and request.error)
+                or any(r.span.error for r in window),
+                latency_ns=last - first,
                 conventions=conventions,
             )
         )
-        previous_end = answer.span.end_unix_nano
     return records
 
 
@@ -186,14 +227,10 @@ def _route(root: Span, spans: list[Span], key: str) -> str:
     return "" if value is None else str(value)
 
 
-# Attribute keys `sampling_view` reads on every span (decoders can settle absence early).
-VIEW_KEYS = ("rag.feedback",)
-
-
 def _feedback(spans: list[Span]) -> str | None:
     """`rag.feedback` of the earliest span where it is "positive" or "negative"."""
     for span in spans:
-        value = span.attribute("rag.feedback")
+        value = span.attribute(FEEDBACK_KEY)
         if value in ("positive", "negative"):
             return str(value)
     return None
@@ -208,7 +245,8 @@ def _depth(span: Span, by_id: dict[str, Span]) -> int:
 
 
 def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
-    """The request's own query/answer: `rag.*` anywhere, else the topmost chain span."""
+    """The explicit `rag.*` attributes anywhere, and the topmost chain span's input and
+    output (used when no request span contains the model calls)."""
     top = _Top(feedback=_feedback(spans))
     chain: Span | None = None
     chain_depth = 1 << 30
@@ -216,8 +254,8 @@ def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
         a = span.attributes
         if top.query is None and isinstance(a.get("rag.query"), str):
             top.query = a["rag.query"]
-        if top.explicit_response is None and isinstance(a.get("rag.response"), str):
-            top.explicit_response = a["rag.response"]
+        if top.response is None and isinstance(a.get("rag.response"), str):
+            top.response = a["rag.response"]
         if top.docs is None:
             top.docs = _rag_context(a)
         if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
@@ -231,13 +269,40 @@ def _top(spans: list[Span], by_id: dict[str, Span]) -> _Top:
                     chain, chain_depth = span, depth
     if chain is not None:
         a = chain.attributes
-        if top.query is None:
-            top.query = find_text(a.get("input.value", a.get("traceloop.entity.input")), QUERY_KEYS)
-        if top.response is None:
-            top.response = find_text(
-                a.get("output.value", a.get("traceloop.entity.output")), ANSWER_KEYS
-            )
+        top.chain_query = find_text(
+            a.get("input.value", a.get("traceloop.entity.input")), QUERY_KEYS
+        )
+        top.chain_response = _output_text(chain)
     return top
+
+
+def _output_text(span: Span) -> str | None:
+    a = span.attributes
+    return find_text(a.get("output.value", a.get("traceloop.entity.output")), ANSWER_KEYS)
+
+
+class _Requests:
+    """Which request span each span belongs to: its outermost ancestor that is a request
+    a user made (`conventions.request_question`), memoised per span."""
+
+    def __init__(self, by_id: dict[str, Span]) -> None:
+        self._by_id = by_id
+        self._questions: dict[str, str | None] = {}
+
+    def question(self, span: Span) -> str | None:
+        if span.span_id not in self._questions:
+            self._questions[span.span_id] = request_question(span)
+        return self._questions[span.span_id]
+
+    def of(self, span: Span) -> Span | None:
+        found = None
+        hops = 0
+        while span.parent_span_id in self._by_id and hops < 1000:
+            span = self._by_id[span.parent_span_id]
+            if self.question(span):
+                found = span
+            hops += 1
+        return found
 
 
 def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
@@ -298,20 +363,78 @@ def _norm(text: str | None) -> str:
     return " ".join((text or "").split()).casefold()
 
 
-def _answers(generations: list[Generation], retrievals: list[Retrieval]) -> list[Generation]:
-    """One generation per answered user question, in the order they finished."""
-    rewritten = {_norm(r.query) for r in retrievals if r.query}
-    latest: dict[str, Generation] = {}
+def _calls(generations: list[Generation], by_id: dict[str, Span]) -> list[Generation]:
+    """Nested LLM spans are one model call (LlamaIndex's `predict` → `chat` → `complete`,
+    a framework's chat-model span over the provider SDK's span): one `Generation` per
+    outermost LLM span, in start order. Its output is the outermost text output (what the
+    framework handed back); its messages are the innermost span's role-tagged messages,
+    else the innermost that has any (wrappers carry a template or a repr); model and token
+    counts come from the innermost span that has them (the provider's own)."""
+    if len(generations) < 2:
+        return generations
+    ids = {g.span.span_id: g for g in generations}
+    groups: dict[str, list[Generation]] = {}
     for gen in generations:
-        if gen.output is None or not gen.output.strip():
+        outer_id = gen.span.span_id
+        span = gen.span
+        hops = 0
+        while span.parent_span_id in by_id and hops < 1000:
+            span = by_id[span.parent_span_id]
+            if span.span_id in ids:
+                outer_id = span.span_id
+            hops += 1
+        groups.setdefault(outer_id, []).append(gen)
+    calls = []
+    for outer_id, group in groups.items():
+        if len(group) == 1:
+            calls.append(group[0])
+            continue
+        outer = ids[outer_id]
+        inner_first = sorted(group, key=lambda g: _depth(g.span, by_id), reverse=True)
+        with_messages = [g for g in inner_first if g.messages]
+        source = next((g for g in with_messages if g.structured), None) or next(
+            iter(with_messages), outer
+        )
+        by_position = [outer, *(g for g in group if g is not outer)]
+        calls.append(
+            Generation(
+                span=outer.span,
+                messages=source.messages,
+                output=next((g.output for g in by_position if g.output and g.output.strip()), None),
+                model=next((g.model for g in inner_first if g.model), None),
+                input_tokens=next(
+                    (g.input_tokens for g in inner_first if g.input_tokens is not None), None
+                ),
+                output_tokens=next(
+                    (g.output_tokens for g in inner_first if g.output_tokens is not None), None
+                ),
+                conventions=set().union(*(g.conventions for g in group)),
+                structured=source.structured,
+            )
+        )
+    return calls
+
+
+def _answers(
+    calls: list[Generation], retrievals: list[Retrieval], requests: _Requests
+) -> list[_Answer]:
+    """One model call per user request, in the order they finished. Calls under the same
+    request span are one request whatever their prompts say (a condense call, an agent's
+    planning turn, the answering call): the one that ended last answers. Calls outside
+    any request span are grouped by the user message they answer."""
+    rewritten = {_norm(r.query) for r in retrievals if r.query}
+    latest: dict[object, _Answer] = {}
+    for call in calls:
+        if call.output is None or not call.output.strip():
             continue  # a tool call or a failed call, not an answer
-        if _norm(gen.output) in rewritten:
+        if _norm(call.output) in rewritten:
             continue  # a query rewriter: its output is what the retriever searched for
-        key = _norm(gen.user_query)
+        request = requests.of(call.span)
+        key: object = request.span_id if request is not None else _norm(call.user_query)
         current = latest.get(key)
-        if current is None or gen.span.end_unix_nano >= current.span.end_unix_nano:
-            latest[key] = gen
-    return sorted(latest.values(), key=lambda g: g.span.end_unix_nano)
+        if current is None or call.span.end_unix_nano >= current.call.span.end_unix_nano:
+            latest[key] = _Answer(call, request)
+    return sorted(latest.values(), key=lambda a: a.call.span.end_unix_nano)
 
 
 def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc]:
@@ -340,9 +463,19 @@ def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc
     return docs
 
 
-def _query(answer: Generation | None, retrievals: list[Retrieval], top: _Top) -> str | None:
+def _query(
+    answer: Generation | None,
+    retrievals: list[Retrieval],
+    top: _Top,
+    request: Span | None,
+    requests: _Requests,
+) -> str | None:
     if top.query:
         return top.query
+    if request is not None:
+        return requests.question(request)
+    if top.chain_query:
+        return top.chain_query
     user = answer.user_query if answer is not None else None
     for r in retrievals:
         # A prompt template around the question: the retriever saw the bare question.
@@ -370,6 +503,8 @@ def _record(
     request_id: str,
     span: Span,
     answer: Generation | None,
+    request: Span | None,
+    requests: _Requests,
     retrievals: list[Retrieval],
     top: _Top,
     error: bool,
@@ -377,21 +512,42 @@ def _record(
     conventions: set[str],
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
-    response = top.explicit_response
+    # The request's output is what the user got (frameworks parse the model's raw output:
+    # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
+    response = top.response
+    if response is None and request is not None:
+        response = _output_text(request)
     if response is None:
-        response = answer.output if answer is not None and answer.output else top.response
+        response = answer.output if answer is not None and answer.output else top.chain_response
+    query = _query(answer, retrievals, top, request, requests)
     metadata = {"span_name": span.name}
+    if request is not None:
+        metadata["request_span_name"] = request.name
+    searched = next(
+        (
+            r.query
+            for r in retrievals
+            if r.query and not r.reranked and _norm(r.query) != _norm(query)
+        ),
+        None,
+    )
+    if searched is not None:
+        # What the retriever was asked when it was not the user's words (a follow-up
+        # condensed into a standalone question, a rewritten query).
+        metadata["retrieval_query"] = searched
     if conventions:
         metadata["conventions"] = ",".join(sorted(conventions))
     for key in ("session.id", "user.id", "gen_ai.conversation.id"):
-        if isinstance(span.attributes.get(key), str):
-            metadata[key] = span.attributes[key]
+        for source in (span, request):
+            if source is not None and isinstance(source.attributes.get(key), str):
+                metadata[key] = source.attributes[key]
+                break
     return RagRecord.model_validate(
         {
             **common,
             "request_id": request_id,
             "span_id": span.span_id,
-            "query": _query(answer, retrievals, top),
+            "query": query,
             "history": _history(answer),
             "retrieved_context": [
                 {

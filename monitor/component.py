@@ -1,0 +1,133 @@
+"""What pipeline components promise each other: the lifecycle and the consumer interfaces.
+
+The pipeline is receivers → trace stage → evaluation stage → sinks. Each component is
+built with the next one's interface and knows nothing else about it, as a Collector
+receiver knows only its next consumer:
+
+- a receiver decodes bytes into a `Delivery` (the spans or records of one request or
+  message) and hands deliveries to a `TraceConsumer`;
+- the trace stage assembles traces, decides sampling once and extracts records, and
+  hands `SampledRecord`s (the decision travels with the record) to a `RecordConsumer`;
+- the evaluation stage scores them and emits results to its sinks.
+
+Acknowledgement flows back the same way: every delivery and record carries an optional
+`OnDone`, called exactly once, with True when everything built from it is finished —
+evaluated or deliberately skipped, and its results line written — or False when it was
+abandoned (the process stopped first). The Kafka receiver commits offsets on it.
+
+Lifecycle: `start()` returns quickly; `shutdown()` is idempotent and safe without
+`start()`. The service starts downstream first and stops upstream first, so a stage
+drains into a consumer that still accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from monitor.records import RagRecord, RawRecord
+from monitor.spans import Span
+
+OnDone = Callable[[bool], None]
+OnRejected = Callable[[list[tuple[str, str]]], None]
+"""Told `(reason, detail)` for each record of a delivery that failed validation when
+sampled; called at most once per delivery, before its `on_done`, in the thread that
+called `consume` (the Kafka receiver dead-letters the message from there)."""
+"""Called once, from any thread: True = finished (and persisted), False = abandoned.
+Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
+
+
+class Component(Protocol):
+    """A receiver, stage or server: `start` returns quickly; `shutdown` is idempotent."""
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Delivery:
+    """The spans or records of one request or message, as a receiver decoded them."""
+
+    source: str  # the receiver, a metric label: otlp_grpc, otlp_http, kafka, replay
+    spans: list[Span] = field(default_factory=list)
+    # Validated records, or `RawRecord`s validated only if sampled.
+    records: Sequence[RagRecord | RawRecord] = field(default_factory=list)
+    on_done: OnDone | None = None
+    on_rejected: OnRejected | None = None
+    # Where the delivery came from (Kafka topic, partition, offset, key, headers): merged
+    # into the metadata of its sampled records, or of the records extracted from the
+    # traces its spans start (only records that are evaluated carry it).
+    metadata: Mapping[str, str] | None = None
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes held (spans only: records are small next to their spans)."""
+        return sum(span.size for span in self.spans) + 512 * len(self.records)
+
+    @property
+    def items(self) -> int:
+        return len(self.spans) + len(self.records)
+
+
+class TraceConsumer(Protocol):
+    """The trace stage, as receivers see it. Every method is thread-safe."""
+
+    def refuses(self) -> bool:
+        """Whether a delivery would be refused now (the intake is full or stopping): a
+        cheap check before reading a request body. True counts one refusal, as the
+        caller then turns the request away with a retryable status."""
+
+    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+        """Take all of `deliveries` or none; never blocks. False (counted by the stage)
+        when its bounded intake is full or it is stopping: the caller pushes back (a
+        retryable status, a paused partition) and still owns the deliveries, whose
+        `on_done` will not be called."""
+
+    async def put(self, deliveries: Sequence[Delivery]) -> bool:
+        """`consume`, waiting for room instead of refusing (for receivers that read at
+        their own pace, such as replay); on the event loop only. False once stopping."""
+
+    def flush(self) -> None:
+        """Release every open trace now, evaluated on what it has (a Kafka rebalance
+        hands partitions away: their messages should be finished and committed)."""
+
+
+class TraceObserver(Protocol):
+    """Sees what the trace stage made of each trace (for `/debug/records`); called from
+    the trace stage's thread, so it must be quick and thread-safe."""
+
+    def extracted(self, record: RagRecord, source: str) -> None:
+        """A record was extracted (or received) and goes to evaluation."""
+
+    def no_record(self, trace_id: str, service: str, source: str, reason: str, spans: int) -> None:
+        """A trace (or a record, `spans` 0) gave nothing to evaluate, and why."""
+
+
+@dataclass(slots=True)
+class SampledRecord:
+    """A record on its way to evaluation, with the sampling decision made for it."""
+
+    record: RagRecord
+    source: str
+    sampled: frozenset[str]  # the evaluators that sample it (never empty)
+    on_done: OnDone | None = None
+
+    @property
+    def size(self) -> int:
+        record = self.record
+        return (
+            len(record.query or "")
+            + len(record.response or "")
+            + sum(len(doc.content) for doc in record.retrieved_context)
+            + sum(len(m.content) for m in record.history)
+        )
+
+
+class RecordConsumer(Protocol):
+    """The evaluation stage, as the trace stage sees it."""
+
+    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+        """Take items in order, waiting for room; returns how many were taken before it
+        stopped accepting (the caller still owns the rest)."""

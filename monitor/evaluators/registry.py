@@ -1,0 +1,80 @@
+"""Evaluator names → factories, and the config checks only the evaluators can make."""
+
+from __future__ import annotations
+
+from monitor.config import Config, ConfigError
+from monitor.evaluators import judges, local
+from monitor.evaluators.base import BuildContext, Evaluator, EvaluatorSpec, Factory
+
+_FACTORIES: dict[str, Factory] = {**judges.FACTORIES, **local.FACTORIES}
+
+# The native scale `evaluators[].threshold` is compared on, by judge answer kind; None:
+# the verdict needs no threshold (YES/NO, PASS/FAIL, safety severity).
+_ANSWER_SCALES: dict[judges.Answer, tuple[float, float] | None] = {
+    "score5": (1.0, 5.0),
+    "rubric": (1.0, 5.0),
+    "retrieval": (1.0, 5.0),
+    "unit": (0.0, 1.0),
+    "chunks": (0.0, 1.0),
+    "yes_no": None,
+    "pass_fail": None,
+    "severity": None,
+}
+# Local scorers (and `f1`) score 0..1; the safety screen grades severity instead.
+_SEVERITY_ONLY = frozenset({"local_safety"})
+
+
+def known_evaluators() -> frozenset[str]:
+    return frozenset(_FACTORIES)
+
+
+def threshold_scale(name: str) -> tuple[float, float] | None:
+    """The range a threshold for evaluator `name` lies in, or None when it takes none."""
+    definition = judges.DEFINITIONS.get(name)
+    if definition is not None:
+        return _ANSWER_SCALES[definition.answer]
+    return None if name in _SEVERITY_ONLY else (0.0, 1.0)
+
+
+def check_evaluators(config: Config) -> None:
+    """What only the evaluators can judge about `config.evaluators`: every name is known,
+    every threshold lies on its evaluator's native scale, and every judge has a model and
+    a usable prompt. Raises `ConfigError` with one `evaluators.N.key: problem` line per
+    problem."""
+    problems = []
+    for i, entry in enumerate(config.evaluators):
+        if entry.name not in _FACTORIES:
+            problems.append(
+                f"evaluators.{i}.name: unknown evaluator {entry.name!r} "
+                f"(known: {', '.join(sorted(_FACTORIES))})"
+            )
+            continue
+        if entry.threshold is not None:
+            problem = _threshold_problem(entry.name, entry.threshold)
+            if problem is not None:
+                problems.append(f"evaluators.{i}.threshold: {problem}")
+        model = entry.model or config.judge.model
+        problem = judges.judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
+        if problem is not None:
+            problems.append(f"evaluators.{i}.{problem}")
+    if problems:
+        raise ConfigError(problems)
+
+
+def _threshold_problem(name: str, threshold: float) -> str | None:
+    scale = threshold_scale(name)
+    if scale is None:
+        hint = "; use severity_threshold" if name in _SEVERITY_ONLY else ""
+        return f"{name} gives its verdict without a threshold{hint}"
+    low, high = scale
+    if not low <= threshold <= high:
+        return f"{threshold:g} is outside {name}'s scale {low:g}..{high:g}"
+    return None
+
+
+def build(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
+    try:
+        factory = _FACTORIES[spec.name]
+    except KeyError:
+        raise KeyError(f"unknown evaluator {spec.name!r}") from None
+    return factory(spec, context)

@@ -1,0 +1,5 @@
+"""The trace stage: assembly → one sampling decision → extraction, for every receiver."""
+
+from monitor.processors.trace._stage import TraceStage
+
+__all__ = ["TraceStage"]

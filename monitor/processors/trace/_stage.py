@@ -1,0 +1,628 @@
+"""The trace stage: spans and records from every receiver → assembled traces → one
+sampling decision → extracted records → the evaluation stage.
+
+Receivers hand `Delivery`s to `consume` from any thread (the OTLP decode thread, the
+Kafka consumer thread, the event loop for replay). They wait in a bounded intake —
+bounded in items and in bytes — that one worker thread drains: it assembles spans into
+traces (`TraceAssembler`, bounded in traces and bytes), reduces each released trace to
+what sampling reads (`sampling_view`, no attribute decoding), asks the sampler once
+which evaluators sample it, extracts records only from sampled traces, and hands them on
+with the decision attached. Records that arrive as records (Kafka JSON, replay) are
+sampled the same way. The worker blocks while the evaluation stage is full, so the intake
+fills and `consume` refuses: receivers push back (HTTP 503, gRPC UNAVAILABLE, paused
+Kafka partitions) instead of the process buffering without bound.
+
+Acknowledgement: a delivery's `on_done` is called once everything built from it has
+finished. Spans of one trace may come in several deliveries (Kafka messages), so each
+delivery owes one unit per trace it added spans to, and a trace settles every delivery
+that contributed once all its records are finished (at once when it yields none: not
+sampled, not a RAG trace, or unreadable). Late spans of a released trace owe nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter as Tally
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from monitor.component import Delivery, OnDone, RecordConsumer, SampledRecord, TraceObserver
+from monitor.config import TraceAssembly
+from monitor.processors.sampler import Sampler
+from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace, TraceAssembler
+from monitor.processors.trace._extract import extract_records, sampling_view
+from monitor.records import RagRecord, RawRecord, RecordError
+from monitor.spans import DecodeError
+from monitor.telemetry import RateLimitedLog, Telemetry
+
+log = logging.getLogger(__name__)
+STAGE = "assemble"
+# Items taken from the intake per pass: large enough to amortise a pass, small enough
+# that expiry and acknowledgements stay timely under load.
+_PASS_ITEMS = 8192
+_ACKS = threading.Lock()  # acknowledgements are settled from several threads
+
+
+class _Ack:
+    """What one delivery still owes before its `on_done` is called. Starts held by one
+    unit while the delivery is taken apart, so it cannot finish half-registered."""
+
+    __slots__ = ("_ok", "_on_done", "_owed")
+
+    def __init__(self, on_done: OnDone) -> None:
+        self._on_done = on_done
+        self._owed = 1
+        self._ok = True
+
+    def owe(self, units: int) -> None:
+        with _ACKS:
+            self._owed += units
+
+    def settle(self, ok: bool = True) -> None:
+        with _ACKS:
+            self._owed -= 1
+            self._ok &= ok
+            if self._owed:
+                return
+            ok = self._ok
+        self._on_done(ok)
+
+
+class _TraceDone:
+    """Settles every delivery that contributed to a trace once all its records finished."""
+
+    __slots__ = ("_contributors", "_ok", "_remaining")
+
+    def __init__(self, contributors: list[_Ack], records: int) -> None:
+        self._contributors = contributors
+        self._remaining = records
+        self._ok = True
+
+    def __call__(self, ok: bool) -> None:
+        with _ACKS:
+            self._remaining -= 1
+            self._ok &= ok
+            if self._remaining:
+                return
+            ok = self._ok
+        for ack in self._contributors:
+            ack.settle(ok)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A delivery in the intake; for records, the ones sampled and by which evaluators."""
+
+    delivery: Delivery
+    chosen: list[tuple[RagRecord, frozenset[str]]] | None
+
+    @property
+    def items(self) -> int:
+        return len(self.delivery.spans) if self.chosen is None else len(self.chosen)
+
+
+class TraceStage:
+    """Owns trace assembly, the sampling decision and extraction for every receiver."""
+
+    def __init__(
+        self,
+        assembly: TraceAssembly,
+        sampler: Sampler,
+        consumer: RecordConsumer,
+        telemetry: Telemetry,
+        *,
+        route_attribute: str = "http.route",
+        route_in_sampling: bool = True,
+        observer: TraceObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sampler = sampler
+        self._observer = observer
+        self._consumer = consumer
+        self._t = telemetry
+        self._route_attribute = route_attribute
+        # The route is read for sampling only when an override names one: otherwise it
+        # cannot change a decision, and reading it costs an attribute lookup per trace.
+        self._view_route = route_attribute if route_in_sampling else None
+        self._max_items = assembly.queue_size
+        self._max_bytes = assembly.queue_bytes
+        self._clock = clock
+        self._tick = min(1.0, assembly.idle_timeout_s / 4)
+        self._assembler = TraceAssembler(
+            idle_timeout_s=assembly.idle_timeout_s,
+            max_open_traces=assembly.max_open_traces,
+            max_open_bytes=assembly.max_open_bytes,
+            on_drop=self._count_drop,
+            clock=clock,
+        )
+        self._contributors: dict[str, list[_Ack]] = {}
+        self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
+        # Intake, shared with the receivers' threads.
+        self._lock = threading.Lock()  # the intake and the records ready to hand on
+        # Assembly state (assembler, contributors, metadata): the thread that hands a
+        # delivery in does its work when it can take this lock, else the worker does.
+        self._work_lock = threading.Lock()
+        self._ready: deque[SampledRecord] = deque()
+        self._ready_items = 0
+        self._ready_bytes = 0
+        self._intake: deque[_Pending] = deque()
+        self._queued_items = 0
+        self._queued_bytes = 0
+        self._wake = threading.Event()
+        self._accepting = False
+        self._stopping = False
+        self._flush = False
+        self._abandon = False
+        # Owned by the event loop.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._next_expiry = 0.0
+        self._room: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._finished: asyncio.Future[None] | None = None
+        self._stopped = False
+        self.abandoned = 0  # records never taken by the consumer (shutdown deadline)
+        self._warn = RateLimitedLog(log)
+        self._depth = telemetry.queue_depth.labels(STAGE)
+        self._depth.set(0)
+        self.open_traces = telemetry.gauge(
+            "open_traces",
+            "Traces buffered by trace assembly.",
+        )
+        self.open_trace_bytes = telemetry.gauge(
+            "open_trace_bytes",
+            "Approximate bytes of the spans buffered by trace assembly.",
+        )
+        self.assembled = telemetry.counter(
+            "traces_assembled",
+            "Traces released by trace assembly, by what released them.",
+            ("trigger",),
+        )
+        for trigger in TRIGGERS:
+            self.assembled.labels(trigger)
+        self.unsampled = telemetry.counter(
+            "traces_unsampled",
+            "Traces and records no evaluator samples, finished without extraction.",
+            ("service",),
+        )
+
+    # -- TraceConsumer (any thread) --------------------------------------------------------
+
+    def refuses(self) -> bool:
+        if not self._accepting:
+            refused = "shutting_down"
+        elif (
+            self._queued_items + self._ready_items >= self._max_items
+            or self._queued_bytes + self._ready_bytes >= self._max_bytes
+        ):
+            refused = "queue_full"
+        else:
+            return False
+        self._t.child(self._t.dropped, STAGE, refused).inc()
+        return True
+
+    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+        # Records are sampled here, in the caller's thread: most are not sampled, and
+        # those need no trip through the intake (they are counted and acknowledged now).
+        # A `RawRecord` is validated only when sampled.
+        pending: list[_Pending] = []
+        done: list[Delivery] = []  # record deliveries with nothing left to evaluate
+        skipped: list[tuple[Delivery, list[RagRecord | RawRecord]]] = []
+        rejected: list[tuple[Delivery, list[tuple[str, str]]]] = []
+        for delivery in deliveries:
+            if delivery.spans:
+                pending.append(_Pending(delivery, None))
+                continue
+            chosen, unsampled, problems = self._choose(delivery)
+            if unsampled:
+                skipped.append((delivery, unsampled))
+            if problems:
+                rejected.append((delivery, problems))
+            if chosen:
+                pending.append(_Pending(delivery, chosen))
+            else:
+                done.append(delivery)
+        items = sum(p.items for p in pending)
+        size = sum(p.delivery.size for p in pending)
+        with self._lock:
+            if not self._accepting:
+                refused = "shutting_down"
+            elif (self._queued_items or self._ready_items) and (
+                self._queued_items + self._ready_items + items > self._max_items
+                or self._queued_bytes + self._ready_bytes + size > self._max_bytes
+            ):
+                refused = "queue_full"
+            else:
+                # One delivery larger than the whole bound is still taken into an empty
+                # intake, so nothing is refused forever.
+                self._intake.extend(pending)
+                self._queued_items += items
+                self._queued_bytes += size
+                refused = ""
+        if refused:
+            self._t.child(self._t.dropped, STAGE, refused).inc()
+            return False
+        for delivery, problems in rejected:
+            self._reject(delivery, problems)
+        counts: Tally[str] = Tally()
+        for delivery, records in skipped:
+            for record in records:
+                counts[record.service] += 1
+                if self._observer is not None:
+                    self._observer.no_record(
+                        record.sampling_key, record.service, delivery.source, "unsampled", 0
+                    )
+        self._count_unsampled(counts)
+        for item in pending:
+            if item.chosen is None:
+                self._t.child(self._t.spans_received, item.delivery.source).inc(
+                    len(item.delivery.spans)
+                )
+        for delivery in done:
+            if delivery.on_done is not None:
+                delivery.on_done(True)
+        if pending:
+            self._depth.set(self._queued_items)
+            self._work_here()
+            self._wake.set()
+        return True
+
+    def _work_here(self) -> None:
+        """Assemble what is in the intake in this thread — the receiver's decode or
+        consumer thread — when no other thread is at it: one thread decodes and
+        assembles a request's spans, as two threads would only contend for the GIL. The
+        event loop never does it (replay's `put` leaves it to the worker)."""
+        if threading.get_ident() == self._loop_thread or not self._work_lock.acquire(False):
+            return
+        try:
+            out = self._process(self._take(), expire=False)
+        finally:
+            self._work_lock.release()
+        if out:
+            with self._lock:
+                self._ready.extend(out)
+                self._ready_items += len(out)
+                self._ready_bytes += sum(item.size for item in out)
+
+    def _choose(
+        self, delivery: Delivery
+    ) -> tuple[
+        list[tuple[RagRecord, frozenset[str]]], list[RagRecord | RawRecord], list[tuple[str, str]]
+    ]:
+        """A record delivery split by the sampling decision: the sampled records,
+        validated, with their evaluators; the unsampled ones; and the problems of sampled
+        records that did not validate. No side effects."""
+        chosen: list[tuple[RagRecord, frozenset[str]]] = []
+        unsampled: list[RagRecord | RawRecord] = []
+        problems: list[tuple[str, str]] = []
+        many = len(delivery.records) > 1
+        for i, record in enumerate(delivery.records):
+            sampled = self._sampler.sampled(record)
+            if not sampled:
+                unsampled.append(record)
+            elif isinstance(record, RawRecord):
+                try:
+                    chosen.append((record.parse(), sampled))
+                except RecordError as exc:
+                    problems.append(
+                        (exc.reason, f"record {i}: {exc.detail}" if many else exc.detail)
+                    )
+            else:
+                chosen.append((record, sampled))
+        return chosen, unsampled, problems
+
+    def _reject(self, delivery: Delivery, problems: list[tuple[str, str]]) -> None:
+        for reason, _ in problems:
+            self._t.child(self._t.records_rejected, delivery.source, reason).inc()
+        reason, detail = problems[0]
+        self._warn.warning(
+            "reject:" + reason, "%s: a sampled record is invalid: %s", delivery.source, detail
+        )
+        if delivery.on_rejected is not None:
+            delivery.on_rejected(problems)
+
+    def flush(self) -> None:
+        self._flush = True
+        self._wake.set()
+
+    async def put(self, deliveries: Sequence[Delivery]) -> bool:
+        """`consume`, waiting for room instead of refusing (for receivers that read at
+        their own pace, such as replay). False once the stage stopped accepting."""
+        assert self._room is not None, "start() first"
+        while True:
+            self._room.clear()
+            if not self._accepting:
+                return False
+            if self.consume(deliveries):
+                return True
+            await self._room.wait()
+
+    # -- lifecycle (event loop) ------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    async def start(self) -> None:
+        if self._thread is not None or self._stopped:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._room = asyncio.Event()
+        self._finished = self._loop.create_future()
+        self._thread = threading.Thread(target=self._main, name="trace-stage", daemon=True)
+        self._accepting = True
+        self._thread.start()
+
+    async def shutdown(self, deadline_s: float = 10.0) -> None:
+        """Stop intake, assemble what is queued and release every open trace to the
+        consumer (which must still accept); past the deadline, abandon what is left."""
+        with self._lock:
+            self._accepting = False
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._thread is None or self._finished is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        if self._room is not None:
+            self._room.set()
+        try:
+            async with asyncio.timeout(deadline_s):
+                await asyncio.shield(self._finished)
+        except TimeoutError:
+            log.warning("trace stage shutdown deadline of %.1fs passed; abandoning", deadline_s)
+            self._abandon = True
+            self._wake.set()
+            await self._finished
+        await asyncio.to_thread(self._thread.join)
+
+    # -- the worker thread -----------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self._run()
+        except BaseException:
+            log.exception("trace stage stopped on an internal error")
+            raise
+        finally:
+            assert self._loop is not None and self._finished is not None
+            self._loop.call_soon_threadsafe(_resolve, self._finished)
+
+    def _run(self) -> None:
+        self._next_expiry = self._clock() + self._tick
+        while True:
+            self._wake.wait(min(self._tick, max(0.0, self._next_expiry - self._clock())))
+            self._wake.clear()
+            with self._work_lock:
+                stopping = self._stopping and not self._intake
+                out = self._process(self._take(), expire=True, stopping=stopping)
+            self._hand_on(self._take_ready() + out)
+            if stopping and not self._intake and not self._ready:
+                return
+
+    def _process(
+        self, batch: list[_Pending], *, expire: bool, stopping: bool = False
+    ) -> list[SampledRecord]:
+        """Assemble a batch, and (the worker) release idle, flushed or, when stopping,
+        all open traces. Holds `_work_lock`."""
+        out: list[SampledRecord] = []
+        finished: list[FinishedTrace] = []
+        for pending in batch:
+            self._take_apart(pending, out, finished)
+        if expire:
+            now = self._clock()
+            if now >= self._next_expiry:
+                self._next_expiry = now + self._tick
+                finished += self._assembler.expire()
+            if self._flush or stopping:
+                self._flush = False
+                finished += self._assembler.drain() if stopping else self._assembler.flush()
+        if finished:
+            self._release(finished, out)
+        self.open_traces.set(self._assembler.open_traces)
+        self.open_trace_bytes.set(self._assembler.open_bytes)
+        return out
+
+    def _take_ready(self) -> list[SampledRecord]:
+        with self._lock:
+            ready = list(self._ready)
+            self._ready.clear()
+            self._ready_items = 0
+            self._ready_bytes = 0
+        return ready
+
+    def _take(self) -> list[_Pending]:
+        batch: list[_Pending] = []
+        items = size = 0
+        with self._lock:
+            while self._intake and items < _PASS_ITEMS:
+                pending = self._intake.popleft()
+                batch.append(pending)
+                items += pending.items
+                size += pending.delivery.size
+            self._queued_items -= items
+            self._queued_bytes -= size
+            queued = self._queued_items
+        if batch:
+            self._depth.set(queued)
+            assert self._loop is not None and self._room is not None
+            self._loop.call_soon_threadsafe(self._room.set)
+        return batch
+
+    def _take_apart(
+        self, pending: _Pending, out: list[SampledRecord], finished: list[FinishedTrace]
+    ) -> None:
+        delivery = pending.delivery
+        ack = _Ack(delivery.on_done) if delivery.on_done is not None else None
+        try:
+            if pending.chosen is None:
+                released = self._assembler.add(delivery.spans, delivery.source)
+                if ack is not None or delivery.metadata:
+                    self._register(delivery, ack, released)
+                finished += released
+            else:
+                for record, sampled in pending.chosen:
+                    if delivery.metadata:
+                        record = record.model_copy(
+                            update={"metadata": {**record.metadata, **delivery.metadata}}
+                        )
+                    if ack is not None:
+                        ack.owe(1)
+                    self._count_record(record, delivery.source)
+                    out.append(
+                        SampledRecord(record, delivery.source, sampled, ack.settle if ack else None)
+                    )
+        except Exception:
+            # A bug must not stop the stage: count the delivery and keep serving.
+            log.exception("trace stage failed on a delivery from %s", delivery.source)
+            self._t.child(self._t.dropped, STAGE, "internal_error").inc(delivery.items)
+        finally:
+            if ack is not None:
+                ack.settle()
+
+    def _register(
+        self, delivery: Delivery, ack: _Ack | None, released: list[FinishedTrace]
+    ) -> None:
+        """The delivery owes one unit per trace it added spans to (late ones owe none),
+        and the first delivery of a trace gives its records their metadata."""
+        done_now = {trace.trace_id for trace in released}
+        joined = 0
+        for trace_id in {span.trace_id for span in delivery.spans}:
+            if trace_id in done_now or self._assembler.is_open(trace_id):
+                if ack is not None:
+                    self._contributors.setdefault(trace_id, []).append(ack)
+                    joined += 1
+                if delivery.metadata:
+                    self._metadata.setdefault(trace_id, delivery.metadata)
+        if ack is not None:
+            ack.owe(joined)
+
+    def _release(self, finished: list[FinishedTrace], out: list[SampledRecord]) -> None:
+        triggers: Tally[str] = Tally()
+        unsampled: Tally[str] = Tally()
+        for trace in finished:
+            triggers[trace.trigger] += 1
+            contributors = self._contributors.pop(trace.trace_id, [])
+            metadata = self._metadata.pop(trace.trace_id, None)
+            records = self._records_of(trace, unsampled)
+            if not records:
+                for ack in contributors:
+                    ack.settle()
+                continue
+            records_done = _TraceDone(contributors, len(records)) if contributors else None
+            for record, sampled in records:
+                if metadata:
+                    record = record.model_copy(update={"metadata": {**record.metadata, **metadata}})
+                self._count_record(record, trace.source)
+                out.append(SampledRecord(record, trace.source, sampled, records_done))
+        for trigger, n in triggers.items():
+            self.assembled.labels(trigger).inc(n)
+        self._count_unsampled(unsampled)
+
+    def _records_of(
+        self, trace: FinishedTrace, unsampled: Tally[str]
+    ) -> list[tuple[RagRecord, frozenset[str]]]:
+        """The records of a released trace with the evaluators that sample them, or none
+        (counted: not sampled, not a RAG trace, or unreadable)."""
+        if not trace.spans:
+            return []
+        service = trace.spans[0].service
+        try:
+            view = sampling_view(trace.spans, route_attribute=self._view_route)
+            service = view.service
+            sampled = self._sampler.sampled(view)
+            if not sampled:
+                unsampled[view.service] += 1
+                if self._observer is not None:
+                    self._observe_none(trace, service, "unsampled")
+                return []
+            records = extract_records(trace.spans, route_attribute=self._route_attribute)
+        except DecodeError as exc:
+            # An attribute value that is not valid protobuf, found when first read.
+            self._t.child(self._t.records_rejected, trace.source, exc.reason).inc()
+            self._warn.warning(exc.reason, "trace %s: %s", trace.trace_id, exc.detail)
+            self._observe_none(trace, service, exc.reason)
+            return []
+        except Exception as exc:
+            self._t.child(self._t.records_rejected, trace.source, "extract_failed").inc()
+            self._warn.warning(
+                "extract_failed", "trace %s: cannot build a record: %s", trace.trace_id, exc
+            )
+            self._observe_none(trace, service, "extract_failed")
+            return []
+        if not records:
+            self._t.child(self._t.dropped, STAGE, "not_rag").inc()
+            self._observe_none(trace, service, "not_rag")
+        return [(record, sampled) for record in records]
+
+    def _observe_none(self, trace: FinishedTrace, service: str, reason: str) -> None:
+        if self._observer is not None:
+            self._observer.no_record(
+                trace.trace_id, service, trace.source, reason, len(trace.spans)
+            )
+
+    def _count_record(self, record: RagRecord, source: str) -> None:
+        if self._observer is not None:
+            self._observer.extracted(record, source)
+        service = self._t.service_cap(record.service)
+        self._t.child(self._t.records, service, source).inc()
+        for part in sorted(record.missing()):
+            self._t.child(self._t.records_incomplete, service, part).inc()
+
+    def _count_unsampled(self, unsampled: Tally[str]) -> None:
+        for service, n in unsampled.items():
+            self._t.child(self.unsampled, self._t.service_cap(service)).inc(n)
+
+    def _count_drop(self, reason: str, n: int) -> None:
+        self._t.child(self._t.dropped, STAGE, reason).inc(n)
+        self._warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+
+    def _hand_on(self, out: list[SampledRecord]) -> None:
+        """Give records to the consumer, waiting while it is full. Past the shutdown
+        deadline the worker stops waiting; what the consumer never takes is abandoned
+        once it returns (it returns when it stops accepting)."""
+        if not out:
+            return
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(self._consumer.put_many(out), self._loop)
+        while not self._abandon:
+            try:
+                taken = future.result(timeout=self._tick)
+            except TimeoutError:
+                continue
+            except (FutureCancelled, Exception):
+                log.exception("the evaluation stage refused a batch of %d records", len(out))
+                taken = 0
+            self._abandon_rest(out, taken)
+            return
+        future.add_done_callback(lambda f: self._abandon_rest(out, _taken(f)))
+
+    def _abandon_rest(self, out: list[SampledRecord], taken: int) -> None:
+        if taken >= len(out):
+            return
+        left = len(out) - taken
+        self.abandoned += left
+        self._t.child(self._t.dropped, STAGE, "shutting_down").inc(left)
+        self._warn.warning("abandoned", "trace stage stopping: %d records abandoned", left)
+        for item in out[taken:]:
+            if item.on_done is not None:
+                item.on_done(False)
+
+
+def _taken(future: Future[int]) -> int:
+    if future.cancelled() or future.exception() is not None:
+        return 0
+    return future.result()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,0 +1,576 @@
+"""The consumer loop: a consumer-group member that hands each message to the trace stage.
+
+Threading: kafka-python is blocking and not thread-safe, so exactly one thread (the
+"consumer thread") owns the `KafkaConsumer` and the dead-letter producer. It polls,
+decodes each message (`_messages`) into a `Delivery` — the message's spans or records —
+and hands a poll's deliveries to the trace stage in one `consume` call. The trace stage
+calls a delivery's `on_done` once everything built from it is finished; that appends a
+token to a deque this thread drains. Nothing here knows about traces or sampling.
+
+At-least-once: every message is registered with its partition's `PartitionTracker`
+before anything that can fail, and offsets are committed only up to the contiguous
+prefix of finished messages (`_offsets`): at most once a second, on partition revocation
+(after a short grace for in-flight messages) and at shutdown. A message that fails inside
+the monitor costs that message alone: it is counted, dead-lettered where configured, and
+finished, so its partition neither stalls nor skips. A crash re-delivers, it never skips.
+
+Backpressure: while more than `max_in_flight` messages are handed out and unfinished, or
+the trace stage refused a poll's deliveries (its intake is full: they are held and
+offered again), every assigned partition is paused (`pause()`); polling continues so
+group membership is kept. Nothing is buffered beyond that bound.
+
+Availability: the consumer is (re)created with exponential backoff while the brokers are
+unreachable, and the backoff resets after every good poll; `ready()` says why it is not
+ready. `kafka_lag{topic,partition}` is the fetch high watermark minus the first message
+not yet finished, so work in progress shows as lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from kafka import (
+    ConsumerRebalanceListener,
+    KafkaConsumer,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from kafka.consumer.fetcher import ConsumerRecord
+
+from monitor.component import Delivery, TraceConsumer
+from monitor.config import KafkaReceiver as KafkaConfig
+from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
+from monitor.receivers.kafka._dead_letter import DeadLetters
+from monitor.receivers.kafka._messages import Rejection, decode_message
+from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.telemetry import RateLimitedLog, Telemetry
+
+log = logging.getLogger(__name__)
+
+SOURCE = "kafka"
+_POLL_TIMEOUT_MS = 100
+_COMMIT_INTERVAL_S = 1.0
+_STATUS_INTERVAL_S = 1.0
+_REVOKE_GRACE_S = 3.0
+_BACKOFF_INITIAL_S = 0.5
+_BACKOFF_MAX_S = 30.0
+_LOG_INTERVAL_S = 30.0
+_MAX_HEADERS = 16
+_MAX_META_CHARS = 256
+
+# What travels back to the consumer thread when a message's unit finishes:
+# (tracker, offset, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
+_Token = tuple[PartitionTracker, int, bool, bool]
+
+
+@dataclass
+class Backoff:
+    initial: float = _BACKOFF_INITIAL_S
+    maximum: float = _BACKOFF_MAX_S
+    jitter: Callable[[float, float], float] = random.uniform
+    _current: float = field(default=0.0, init=False)
+
+    def next(self) -> float:
+        self._current = min(self.maximum, max(self.initial, self._current * 2))
+        return self._current * self.jitter(0.8, 1.2)
+
+    def reset(self) -> None:
+        self._current = 0.0
+
+    @property
+    def current(self) -> float:
+        """The delay the last failure backed off by (before jitter); 0 after a success."""
+        return self._current
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, receiver: KafkaReceiver) -> None:
+        self._receiver = receiver
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._receiver._on_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._receiver._on_assigned(assigned)
+
+
+class KafkaReceiver:
+    """Consumes `config.topics` in group `config.group_id` into `consumer`."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        consumer: TraceConsumer,
+        telemetry: Telemetry,
+        *,
+        drain_timeout_s: float = 20.0,
+        max_in_flight: int = 2_000,
+    ) -> None:
+        self._cfg = config
+        self._next = consumer
+        self._t = telemetry
+        self._options = client_options(config)
+        self._drain_timeout_s = drain_timeout_s
+        self._max_in_flight = max(max_in_flight, 1)
+        self._log = RateLimitedLog(log, _LOG_INTERVAL_S)
+        self._dead_letters = (
+            DeadLetters(config.dead_letter_topic, self._options, telemetry, self._log)
+            if config.dead_letter_topic is not None
+            else None
+        )
+        self.backoff = Backoff()
+        # Shared with the consumer thread.
+        self._done: deque[_Token] = deque()
+        self._stop = threading.Event()
+        self._draining = threading.Event()
+        self._drained = threading.Event()
+        self._wake = threading.Event()  # cuts backoff sleeps short on shutdown
+        self._status: tuple[bool, str] = (False, "not started")
+        self._in_flight = 0
+        # Owned by the consumer thread.
+        self._consumer: KafkaConsumer | None = None
+        self._trackers: dict[TopicPartition, PartitionTracker] = {}
+        self._held: list[tuple[PartitionTracker, Delivery]] = []  # refused by a full stage
+        self._flush_owed = False  # draining: open traces may hold our messages
+        self._paused = False
+        self._joined = False
+        self._last_commit = 0.0
+        self._last_status = 0.0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    # -- lifecycle (event loop) -----------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._status = (False, "connecting to " + ",".join(self._cfg.bootstrap_servers))
+        self._thread = threading.Thread(target=self._main, name="kafka-consumer", daemon=True)
+        self._thread.start()
+
+    async def shutdown(self) -> None:
+        """Stop fetching, let our in-flight messages finish (bounded), commit, leave the
+        group. What is not finished by then is re-delivered to the next owner."""
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is None:
+            return
+        self._draining.set()
+        self._wake.set()
+        await asyncio.to_thread(self._drained.wait, self._drain_timeout_s)
+        if self._in_flight > 0:
+            log.warning(
+                "kafka: %d messages still in flight at shutdown; they will be re-delivered",
+                self._in_flight,
+            )
+        self._stop.set()
+        await asyncio.to_thread(thread.join, BOOTSTRAP_TIMEOUT_MS / 1000 + 10)
+        self._status = (False, "stopped")
+
+    def ready(self) -> tuple[bool, str]:
+        return self._status
+
+    @property
+    def in_flight(self) -> int:
+        """Messages handed to the trace stage and not finished yet."""
+        return self._in_flight
+
+    @property
+    def paused(self) -> bool:
+        """Whether fetching is paused for backpressure (or shutdown)."""
+        return self._paused
+
+    # -- consumer thread --------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self._consumer is None:
+                    if self._draining.is_set():
+                        break  # nothing was consumed, nothing to drain
+                    if not self._connect():
+                        self._sleep(self.backoff.next())
+                        continue
+                try:
+                    self._step()
+                    self.backoff.reset()
+                except Exception as exc:
+                    self._t.dropped.labels("kafka", "poll_error").inc()
+                    self._log.log(
+                        "poll",
+                        logging.WARNING,
+                        "kafka: poll failed, retrying: %s: %s",
+                        type(exc).__name__,
+                        exc,
+                    )
+                    self._sleep(self.backoff.next())
+        finally:
+            self._close()
+
+    def _sleep(self, delay_s: float) -> None:
+        """Back off, but wake for shutdown (and then never spin faster than 20 Hz)."""
+        if self._wake.wait(delay_s):
+            self._stop.wait(0.05)
+
+    def _connect(self) -> bool:
+        try:
+            consumer = construct(
+                KafkaConsumer,
+                group_id=self._cfg.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset=self._cfg.auto_offset_reset,
+                session_timeout_ms=self._cfg.session_timeout_ms,
+                heartbeat_interval_ms=self._cfg.heartbeat_interval_ms,
+                max_poll_interval_ms=self._cfg.max_poll_interval_ms,
+                max_poll_records=self._cfg.max_poll_records,
+                group_instance_id=self._cfg.group_instance_id,
+                **self._options,
+            )
+            consumer.subscribe(topics=list(self._cfg.topics), listener=_Listener(self))
+        except Exception as exc:
+            servers = ",".join(self._cfg.bootstrap_servers)
+            self._status = (False, f"cannot reach Kafka brokers {servers}: {exc}")
+            self._log.log(
+                "connect",
+                logging.WARNING,
+                "kafka: cannot reach brokers %s (%s); retrying",
+                servers,
+                exc,
+            )
+            return False
+        self._consumer = consumer
+        self._joined = False
+        self._status = (False, f"joining consumer group {self._cfg.group_id}")
+        log.info("kafka: connected; joining group %s for %s", self._cfg.group_id, self._cfg.topics)
+        return True
+
+    def _step(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        self._collect_done()
+        self._offer_held()
+        self._backpressure(consumer)
+        polled = consumer.poll(timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records)
+        batch: list[tuple[PartitionTracker, Delivery]] = []
+        if polled and not self._draining.is_set():
+            for tp, messages in polled.items():
+                tracker = self._tracker(tp)
+                for message in messages:
+                    self._handle(message, tracker, batch)
+        self._hand_over(batch)
+        if self._draining.is_set() and self._flush_owed and not self._held:
+            self._flush_owed = False
+            self._next.flush()
+        self._collect_done()
+        now = time.monotonic()
+        if now - self._last_commit >= _COMMIT_INTERVAL_S:
+            self._commit(list(self._trackers.values()))
+        if now - self._last_status >= _STATUS_INTERVAL_S:
+            self._last_status = now
+            self._refresh_status(consumer)
+        if self._draining.is_set() and not self._held and self._in_flight == 0:
+            self._drained.set()
+
+    def _tracker(self, tp: TopicPartition) -> PartitionTracker:
+        tracker = self._trackers.get(tp)
+        if tracker is None:
+            tracker = PartitionTracker(tp.topic, tp.partition)
+            self._trackers[tp] = tracker
+        return tracker
+
+    def _handle(
+        self,
+        message: ConsumerRecord,
+        tracker: PartitionTracker,
+        batch: list[tuple[PartitionTracker, Delivery]],
+    ) -> None:
+        """Take one message apart. It is registered with its partition's tracker before
+        anything that can fail, and held by one unit until it has been taken apart, so a
+        failure costs this message alone and can never let a commit pass over it."""
+        offset = message.offset
+        tracker.add(offset, 1)
+        problems: list[Rejection] = []
+        try:
+            meta = _Metadata(message)
+            decoded = decode_message(message.value, self._cfg.encoding)
+            problems = decoded.problems
+            if decoded.spans or decoded.records:
+                tracker.owe(offset, 1)
+                delivery = Delivery(
+                    SOURCE,
+                    spans=decoded.spans or [],
+                    records=decoded.records,
+                    on_done=partial(self._delivered, tracker, offset),
+                    on_rejected=partial(self._invalid_records, message, tracker),
+                    metadata=meta,
+                )
+                batch.append((tracker, delivery))
+        except Exception as exc:
+            problems = [Rejection("internal_error", f"{type(exc).__name__}: {exc}")]
+            log.debug("kafka: message %s failed", offset, exc_info=True)
+        if problems:
+            self._reject(message, tracker, problems)
+        tracker.finish(offset)
+
+    def _reject(
+        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[Rejection]
+    ) -> None:
+        for problem in problems:
+            self._t.records_rejected.labels(SOURCE, problem.reason).inc()
+        self._log.log(
+            "reject:" + problems[0].reason,
+            logging.WARNING,
+            "kafka: rejected message %s/%d@%d: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            problems[0].detail,
+        )
+        self._dead_letter(message, tracker, problems)
+
+    def _invalid_records(
+        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[tuple[str, str]]
+    ) -> None:
+        """Sampled records of `message` that failed validation (the trace stage counted
+        them); called in this thread, before the message's delivery is done."""
+        self._dead_letter(message, tracker, [Rejection(reason, d) for reason, d in problems])
+
+    def _dead_letter(
+        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[Rejection]
+    ) -> None:
+        if self._dead_letters is not None:
+            tracker.owe(message.offset, 1)
+            token = (tracker, message.offset, True, False)
+            self._dead_letters.send(message, problems, partial(self._done.append, token))
+
+    def _delivered(self, tracker: PartitionTracker, offset: int, ok: bool) -> None:
+        """A delivery's `on_done` (any thread)."""
+        self._done.append((tracker, offset, ok, True))
+
+    def _hand_over(self, batch: list[tuple[PartitionTracker, Delivery]]) -> None:
+        if not batch:
+            return
+        if self._held or not self._next.consume([d for _, d in batch]):
+            # The trace stage is full: hold these, pause, offer them again next step.
+            self._held.extend(batch)
+            return
+        self._in_flight += len(batch)
+        self._flush_owed = True
+
+    def _offer_held(self) -> None:
+        if not self._held:
+            return
+        held = [(t, d) for t, d in self._held if self._owned(t)]
+        self._held = []
+        if held and not self._next.consume([d for _, d in held]):
+            self._held = held
+            return
+        self._in_flight += len(held)
+        self._flush_owed = self._flush_owed or bool(held)
+
+    def _owned(self, tracker: PartitionTracker) -> bool:
+        return self._trackers.get(TopicPartition(tracker.topic, tracker.partition)) is tracker
+
+    def _collect_done(self) -> None:
+        done = self._done
+        while done:
+            tracker, offset, ok, counted = done.popleft()
+            if counted:
+                self._in_flight -= 1
+            # An abandoned message is not finished: it is re-delivered to the next owner.
+            if ok and self._owned(tracker):
+                tracker.finish(offset)
+
+    def _backpressure(self, consumer: KafkaConsumer) -> None:
+        if self._draining.is_set() or self._held or self._in_flight >= self._max_in_flight:
+            unpaused = consumer.assignment() - consumer.paused()
+            if unpaused:
+                consumer.pause(*unpaused)
+            self._paused = True
+        elif self._paused and self._in_flight <= self._max_in_flight // 2:
+            consumer.resume(*consumer.paused())
+            self._paused = False
+
+    def _commit(self, trackers: list[PartitionTracker], *, wait: bool = True) -> None:
+        """Commit what is finished. `wait=False` from the rebalance listener: kafka-python
+        runs listeners on its IO thread, where a blocking commit is refused; the async
+        commit is sent before the group re-joins, so it lands in the old generation."""
+        self._last_commit = time.monotonic()
+        targets = {
+            TopicPartition(t.topic, t.partition): (t, t.committable)
+            for t in trackers
+            if t.committable is not None
+        }
+        if not targets or self._consumer is None:
+            return
+        offsets = {tp: OffsetAndMetadata(target, "", -1) for tp, (_, target) in targets.items()}
+        try:
+            if not wait:
+                self._consumer.commit_async(offsets=offsets, callback=self._commit_sent)
+                return
+            self._consumer.commit(offsets=offsets)
+        except Exception as exc:
+            self._commit_failed(exc)
+            return
+        log.debug(
+            "kafka: committed %s",
+            {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()},
+        )
+        for tracker, target in targets.values():
+            tracker.committed = target
+
+    def _commit_failed(self, exc: BaseException) -> None:
+        self._t.dropped.labels("kafka", "commit_failed").inc()
+        self._log.log(
+            "commit",
+            logging.WARNING,
+            "kafka: offset commit failed (records may be re-delivered): %s: %s",
+            type(exc).__name__,
+            exc,
+        )
+
+    def _commit_sent(self, offsets: dict[TopicPartition, OffsetAndMetadata], response: Any) -> None:
+        """Callback of an asynchronous commit (kafka-python's IO thread)."""
+        if isinstance(response, BaseException):
+            self._commit_failed(response)
+        else:
+            log.debug("kafka: committed on revocation %s", _names(set(offsets)))
+
+    def _refresh_status(self, consumer: KafkaConsumer) -> None:
+        age = math.inf
+        try:
+            metrics = consumer.metrics() or {}
+            age = float(
+                metrics.get("consumer-coordinator-metrics", {}).get(
+                    "last-heartbeat-seconds-ago", math.inf
+                )
+            )
+        except Exception:
+            age = math.inf
+        stale_after = 2 * self._cfg.heartbeat_interval_ms / 1000 + 1
+        assigned = consumer.assignment()
+        if not self._joined:
+            self._status = (False, f"joining consumer group {self._cfg.group_id}")
+        elif math.isfinite(age) and age > stale_after:
+            self._status = (
+                False,
+                f"no heartbeat from the group coordinator for {age:.0f}s (brokers unreachable?)",
+            )
+        else:
+            self._status = (True, f"consuming {len(assigned)} partitions")
+        for tp in assigned:
+            high = consumer.highwater(tp)
+            if high is None:
+                continue
+            tracker = self._trackers.get(tp)
+            # Lag counts from the first message not yet finished: fetched is not done.
+            base = tracker.first_unfinished if tracker is not None else None
+            if base is None:
+                try:
+                    base = consumer.position(tp, timeout_ms=50)
+                except Exception:
+                    continue
+            if base is not None:
+                self._t.kafka_lag.labels(tp.topic, str(tp.partition)).set(max(0, high - base))
+
+    # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
+
+    def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        # Eager rebalancing revokes every partition: open traces are released now so that
+        # their messages can finish and be committed (a trace cut short is evaluated on
+        # what it has) instead of being read again by the next owner.
+        self._next.flush()
+        mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
+        # At close the in-flight messages already had their chance (shutdown drained them).
+        deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
+        while any(t.outstanding for t in mine) and time.monotonic() < deadline:
+            self._collect_done()
+            time.sleep(0.005)
+        self._collect_done()
+        self._commit(mine, wait=False)
+        for tp in revoked:
+            self._trackers.pop(tp, None)
+            try:
+                self._t.kafka_lag.remove(tp.topic, str(tp.partition))
+            except KeyError:
+                pass
+        self._held = [(t, d) for t, d in self._held if self._owned(t)]
+        if revoked:
+            log.info("kafka: partitions revoked: %s", _names(revoked))
+
+    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._joined = True
+        self._paused = False
+        log.info("kafka: partitions assigned: %s", _names(assigned) or "none")
+
+    def _close(self) -> None:
+        self._drained.set()
+        if self._dead_letters is not None:
+            # Dead letters acknowledged now can still be committed below.
+            self._dead_letters.flush(timeout_s=5)
+        self._collect_done()
+        if self._consumer is not None:
+            self._commit(list(self._trackers.values()))
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False, timeout_ms=5_000)
+            except Exception as exc:
+                log.warning("kafka: consumer close failed: %s", exc)
+        if self._dead_letters is not None:
+            self._dead_letters.close()
+
+
+def _names(partitions: set[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(partitions))
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")[:_MAX_META_CHARS]
+
+
+class _Metadata(Mapping[str, str]):
+    """Where a message came from (topic, partition, offset, key, headers), built only if
+    read: only sampled records and dead letters need it, and most records are neither."""
+
+    __slots__ = ("_built", "_message")
+
+    def __init__(self, message: ConsumerRecord) -> None:
+        self._message = message
+        self._built: dict[str, str] | None = None
+
+    def _fields(self) -> dict[str, str]:
+        if self._built is None:
+            message = self._message
+            meta = {
+                "kafka.topic": message.topic,
+                "kafka.partition": str(message.partition),
+                "kafka.offset": str(message.offset),
+            }
+            if message.key is not None:
+                meta["kafka.key"] = _text(message.key)
+            for name, value in (message.headers or [])[:_MAX_HEADERS]:
+                meta[f"kafka.header.{name}"] = _text(value) if value is not None else ""
+            self._built = meta
+        return self._built
+
+    def __getitem__(self, key: str) -> str:
+        return self._fields()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields())
+
+    def __len__(self) -> int:
+        return len(self._fields())

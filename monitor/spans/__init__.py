@@ -1,0 +1,27 @@
+"""Spans: the unit every trace source hands to the trace stage, and the OTLP codec.
+
+`decode_protobuf` / `decode_json` turn an OTLP `ExportTraceServiceRequest` (as OTLP
+receivers get it, and as the Collector's Kafka exporter writes it) into `Span` objects.
+Like `monitor.records` for records, this is data, not a pipeline stage: receivers decode
+with it and the trace stage reads what it decoded.
+"""
+
+from monitor.spans._codec import (
+    FEEDBACK_KEY,
+    Decoded,
+    DecodeError,
+    Span,
+    SpanEvent,
+    decode_json,
+    decode_protobuf,
+)
+
+__all__ = [
+    "FEEDBACK_KEY",
+    "DecodeError",
+    "Decoded",
+    "Span",
+    "SpanEvent",
+    "decode_json",
+    "decode_protobuf",
+]

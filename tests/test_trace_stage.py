@@ -1,0 +1,379 @@
+"""The trace stage on its own: assembly across deliveries, one sampling decision carried
+with each record, acknowledgements per delivery, bounded intake and memory, flush and
+shutdown. Spans are built directly; the next consumer is a stand-in that holds records
+until the test finishes them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from functools import partial
+from typing import Any
+
+import pytest
+
+from monitor.component import Delivery, SampledRecord
+from monitor.config import Config
+from monitor.processors.sampler import Sampler
+from monitor.processors.trace import TraceStage
+from monitor.records import RagRecord, RawRecord
+from monitor.spans import Span
+from monitor.telemetry import Telemetry, create_telemetry
+from tests._pipeline import trace_stage
+from tests._wait import wait_until_async
+
+
+class HoldingStage:
+    """Takes records and keeps them unfinished until the test finishes them; `stopped`
+    makes `put_many` return without taking anything (a stage that stopped accepting)."""
+
+    def __init__(self) -> None:
+        self.items: list[SampledRecord] = []
+        self.open = asyncio.Event()
+        self.open.set()
+        self.stopped = False
+
+    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+        while not self.open.is_set():
+            if self.stopped:
+                return 0
+            await asyncio.sleep(0.01)
+        self.items.extend(items)
+        return len(items)
+
+    def finish_all(self) -> None:
+        for item in self.items:
+            assert item.on_done is not None
+            item.on_done(True)
+        self.items.clear()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _config(**assembly: Any) -> Config:
+    sampling = assembly.pop("sampling", {})
+    return Config.model_validate({"trace_assembly": assembly, "sampling": sampling})
+
+
+@pytest.fixture
+async def holding(telemetry: Telemetry) -> AsyncIterator[tuple[TraceStage, HoldingStage]]:
+    consumer = HoldingStage()
+    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    try:
+        yield stage, consumer
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+def _span(trace: int, span: int, parent: int | None, **attributes: str) -> Span:
+    return Span(
+        f"{trace:032x}",
+        f"{span:016x}",
+        "" if parent is None else f"{parent:016x}",
+        "step",
+        start_unix_nano=span,
+        end_unix_nano=span + 1,
+        attributes=dict(attributes),
+        service="svc",
+    )
+
+
+def _root(trace: int, **extra: str) -> Span:
+    return _span(
+        trace,
+        1,
+        None,
+        **{
+            "rag.query": f"question {trace}?",
+            "rag.response": f"answer {trace}.",
+            "rag.context": json.dumps([f"document {trace}"]),
+            **extra,
+        },
+    )
+
+
+def _value(t: Telemetry, name: str, **labels: str) -> float:
+    return t.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+class Acks:
+    def __init__(self) -> None:
+        self.done: dict[str, bool] = {}
+
+    def of(self, name: str) -> Any:
+        def on_done(ok: bool) -> None:
+            assert name not in self.done, f"{name} acknowledged twice"
+            self.done[name] = ok
+
+        return on_done
+
+
+async def test_a_delivery_is_done_once_every_trace_it_joined_is_finished(
+    holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
+) -> None:
+    stage, consumer = holding
+    acks = Acks()
+    # A holds a child of trace 7 and all of trace 8; B holds the root of trace 7.
+    a = Delivery("kafka", [_span(7, 2, 1), _root(8)], on_done=acks.of("a"))
+    b = Delivery("kafka", [_root(7)], on_done=acks.of("b"))
+    assert stage.consume([a])
+    await wait_until_async(lambda: len(consumer.items) == 1, 5, "trace 8's record")
+    assert acks.done == {}  # trace 8 is not finished, and trace 7 is still open
+    assert stage.consume([b])
+    await wait_until_async(lambda: len(consumer.items) == 2, 5, "trace 7's record")
+    assert acks.done == {}
+    consumer.finish_all()
+    assert acks.done == {"a": True, "b": True}
+    assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == 2
+    assert _value(telemetry, "records_total", service="svc", source="kafka") == 2
+
+
+async def test_every_record_carries_the_one_decision_and_unsampled_traces_are_counted(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    config = _config(sampling={"rate": 0.0})
+    stage = trace_stage(config, consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    acks = Acks()
+    try:
+        plain = Delivery("otlp_http", [_root(1)], on_done=acks.of("plain"))
+        flagged = Delivery(
+            "otlp_http", [_root(2, **{"rag.feedback": "negative"})], on_done=acks.of("flagged")
+        )
+        assert stage.consume([plain, flagged])
+        await wait_until_async(lambda: "plain" in acks.done, 5, "the unsampled trace")
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the priority record")
+        (item,) = consumer.items
+        assert item.record.trace_id == f"{2:032x}"
+        assert item.sampled == {e.name for e in config.evaluators}
+        assert _value(telemetry, "traces_unsampled_total", service="svc") == 1
+        assert _value(telemetry, "records_total", service="svc", source="otlp_http") == 1
+        consumer.finish_all()
+        assert acks.done == {"plain": True, "flagged": True}
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_ones(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    stage = trace_stage(_config(sampling={"rate": 0.0}), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    acks = Acks()
+    try:
+        records = [
+            RagRecord(request_id=f"r{i}", query="q", response="a", feedback=feedback)
+            for i, feedback in enumerate([None, "negative", None])
+        ]
+        assert stage.consume([Delivery("kafka", records=records, on_done=acks.of("m"))])
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the sampled record")
+        assert consumer.items[0].record.request_id == "r1" and acks.done == {}
+        assert _value(telemetry, "records_incomplete_total", service="unknown", missing="context")
+        consumer.finish_all()
+        assert acks.done == {"m": True}
+        assert _value(telemetry, "traces_unsampled_total", service="unknown") == 2
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_late_spans_owe_nothing_and_are_counted(
+    holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
+) -> None:
+    stage, consumer = holding
+    acks = Acks()
+    assert stage.consume([Delivery("kafka", [_root(3)], on_done=acks.of("first"))])
+    await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
+    assert stage.consume([Delivery("kafka", [_span(3, 9, 1)], on_done=acks.of("late"))])
+    await wait_until_async(lambda: "late" in acks.done, 5, "the late delivery's ack")
+    assert acks.done == {"late": True}
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1
+    consumer.finish_all()
+    assert acks.done == {"late": True, "first": True}
+
+
+async def test_kafka_metadata_reaches_the_records_of_the_trace(
+    holding: tuple[TraceStage, HoldingStage],
+) -> None:
+    stage, consumer = holding
+    meta = {"kafka.topic": "otlp_spans", "kafka.offset": "41"}
+    assert stage.consume([Delivery("kafka", [_span(4, 2, 1)], metadata=meta)])
+    assert stage.consume([Delivery("kafka", [_root(4)], metadata={"kafka.offset": "42"})])
+    await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
+    metadata = consumer.items[0].record.metadata
+    assert meta.items() <= metadata.items()  # from the trace's first message
+
+
+async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: Telemetry) -> None:
+    consumer = HoldingStage()
+    consumer.open.clear()  # evaluation is stuck: the worker cannot hand records on
+    stage = trace_stage(_config(queue_size=3), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    try:
+        assert stage.consume([Delivery("otlp_http", [_root(1)])])
+        await wait_until_async(lambda: stage._queued_items == 0, 5, "the worker to take it")
+        for trace in (2, 3, 4):
+            assert stage.consume([Delivery("otlp_http", [_root(trace)])])
+        assert stage.refuses()
+        assert not stage.consume([Delivery("otlp_http", [_root(5)])])
+        # One refusal each: the receivers' check before reading a body, and consume.
+        assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") == 2
+        consumer.open.set()
+        await wait_until_async(lambda: len(consumer.items) == 4, 5, "every accepted record")
+        assert not stage.refuses()
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_open_traces_are_bounded_in_bytes(telemetry: Telemetry) -> None:
+    consumer = HoldingStage()
+    stage = trace_stage(_config(max_open_bytes=20_000), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    try:
+        big = "x" * 4000
+        # Ten traces whose roots never come, 4 kB each: at most five fit.
+        for trace in range(10):
+            assert stage.consume([Delivery("otlp_http", [_span(trace + 1, 2, 1, payload=big)])])
+        await wait_until_async(
+            lambda: _value(telemetry, "traces_assembled_total", trigger="evicted") >= 5,
+            5,
+            "evictions",
+        )
+        assert _value(telemetry, "open_trace_bytes") <= 20_000
+        assert _value(telemetry, "open_traces") <= 5
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_idle_traces_are_released_by_the_injected_clock(telemetry: Telemetry) -> None:
+    consumer = HoldingStage()
+    clock = Clock()
+    config = _config(idle_timeout_s=0.2)
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,  # type: ignore[arg-type]
+        telemetry,
+        clock=clock,
+    )
+    await stage.start()
+    try:
+        assert stage.consume([Delivery("otlp_http", [_root(5), _span(5, 2, 3)])])
+        await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
+        assert consumer.items == []  # its child's parent (span 3) never came
+        clock.now += 1.0
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the idle release")
+        assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_flush_and_shutdown_release_open_traces(
+    holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
+) -> None:
+    stage, consumer = holding
+    assert stage.consume([Delivery("kafka", [_span(6, 2, 1, **{"rag.response": "a"})])])
+    await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
+    stage.flush()
+    await wait_until_async(lambda: len(consumer.items) == 1, 5, "the flushed trace")
+    assert _value(telemetry, "traces_assembled_total", trigger="flushed") == 1
+    assert stage.consume([Delivery("kafka", [_span(9, 2, 1, **{"rag.response": "b"})])])
+    await stage.shutdown(5)
+    assert len(consumer.items) == 2
+    assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == 1
+    assert not stage.consume([Delivery("kafka", [_root(10)])])
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
+
+
+async def test_past_the_shutdown_deadline_what_is_not_taken_is_abandoned(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    consumer.open.clear()
+    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    acks = Acks()
+    assert stage.consume([Delivery("kafka", [_root(11)], on_done=acks.of("m"))])
+    await wait_until_async(lambda: stage._queued_items == 0, 5, "the worker to take it")
+    await stage.shutdown(0.1)
+    assert acks.done == {}  # the consumer has not answered yet
+    consumer.stopped = True  # it stops accepting: nothing was taken
+    await wait_until_async(lambda: "m" in acks.done, 5, "the abandoned ack")
+    assert acks.done == {"m": False}
+
+
+async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> None:
+    consumer = HoldingStage()
+    consumer.open.clear()
+    stage = trace_stage(_config(queue_size=1), consumer, telemetry)  # type: ignore[arg-type]
+    await stage.start()
+    try:
+        for trace in (1, 2):
+            assert await stage.put([Delivery("replay", [_root(trace)])])
+        waiting = asyncio.create_task(stage.put([Delivery("replay", [_root(3)])]))
+        # The worker holds the first (the consumer is closed), the intake the second:
+        # the third cannot be taken until the consumer opens.
+        await wait_until_async(lambda: stage._queued_items == 1, 5, "a full intake")
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        consumer.open.set()
+        async with asyncio.timeout(5):
+            assert await waiting
+        await wait_until_async(lambda: len(consumer.items) == 3, 5, "three records")
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+def _count_is(consumer: HoldingStage, n: int) -> bool:
+    return len(consumer.items) == n
+
+
+async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry) -> None:
+    """Kafka hands records over unvalidated: the sampled ones are validated, and those
+    that fail are counted and reported to the receiver (which dead-letters them)."""
+    good = {"request_id": "g", "question": "q", "context": ["c"], "answer": "a"}
+    bad = {"request_id": "b", "question": "no answer"}
+    for rate, expect_rejected in ((1.0, True), (0.0, False)):
+        consumer = HoldingStage()
+        t = create_telemetry()
+        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
+        await stage.start()
+        acks, rejected = Acks(), []
+        try:
+            delivery = Delivery(
+                "kafka",
+                records=[RawRecord(good), RawRecord(bad)],
+                on_done=acks.of("m"),
+                on_rejected=rejected.append,
+            )
+            assert stage.consume([delivery])
+            if rate:
+                await wait_until_async(partial(_count_is, consumer, 1), 5, "the good record")
+                assert consumer.items[0].record.request_id == "g"
+                consumer.finish_all()
+            assert acks.done == {"m": True}
+            if expect_rejected:
+                assert rejected == [[("no_response", "record 1: response: missing")]]
+                assert _value(t, "records_rejected_total", receiver="kafka", reason="no_response")
+            else:
+                assert rejected == []  # an unsampled record is never validated
+                assert _value(t, "traces_unsampled_total", service="unknown") == 2
+        finally:
+            consumer.stopped = True
+            await stage.shutdown(5)
