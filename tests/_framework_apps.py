@@ -1,0 +1,163 @@
+"""What the framework apps (`tests/_<framework>_app.py`) share: a small knowledge base,
+questions answered by it, a hashing embedding (so the frameworks' own retrievers really
+rank), the scripted model's answer rule, and the OTLP/HTTP tracer provider.
+
+Each app is run as `python -m tests._<framework>_app INSTRUMENTATION VARIANT ENDPOINT`,
+in its own process (instrumentations patch the framework globally), and prints one JSON
+line per question: the trace id and what the framework handed back to the app (question,
+response, sources in order), so the test can compare the extracted records with it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from collections.abc import Sequence
+
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+KB: dict[str, str] = {
+    "kb/water.md": "At sea level, pure water boils at 100 degrees Celsius.",
+    "kb/eiffel.md": "The Eiffel Tower stands in Paris and was completed in 1889 for the World Fair.",
+    "kb/everest.md": "Mount Everest, 8849 metres tall, is the highest mountain above sea level.",
+    "kb/python.md": "Python was created by Guido van Rossum and first released in 1991.",
+    "kb/moon.md": "The Moon orbits the Earth once every 27 days.",
+    "kb/amazon.md": "The Amazon river carries more water to the sea than any other river on Earth.",
+    "kb/honey.md": "Honey never spoils: its low moisture and high acidity stop microbes growing.",
+    "kb/wall.md": "The Great Wall of China was built over many centuries against invasions.",
+}
+ANSWERS: dict[str, str] = {
+    "kb/water.md": "Water boils at 100 degrees Celsius at sea level.",
+    "kb/eiffel.md": "The Eiffel Tower is in Paris; it was completed in 1889.",
+    "kb/everest.md": "Mount Everest is the highest mountain, 8849 metres tall.",
+    "kb/python.md": "Guido van Rossum created Python and released it in 1991.",
+    "kb/moon.md": "The Moon orbits the Earth every 27 days.",
+    "kb/amazon.md": "The Amazon carries the most water of any river.",
+    "kb/honey.md": "Honey does not spoil because it is dry and acidic.",
+    "kb/wall.md": "It was built over centuries to keep out invasions.",
+}
+NO_ANSWER = "I do not know."
+# (question, the document that answers it)
+QUESTIONS: tuple[tuple[str, str], ...] = (
+    ("At what temperature does water boil at sea level?", "kb/water.md"),
+    ("When was the Eiffel Tower completed?", "kb/eiffel.md"),
+    ("What is the highest mountain above sea level?", "kb/everest.md"),
+    ("Who created Python?", "kb/python.md"),
+    ("How often does the Moon orbit the Earth?", "kb/moon.md"),
+    ("Why does honey never spoil?", "kb/honey.md"),
+)
+# Conversations of two turns: (first question, follow-up, the follow-up made standalone,
+# the document that answers both).
+CONVERSATIONS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "Where is the Eiffel Tower?",
+        "When was it completed?",
+        "When was the Eiffel Tower completed?",
+        "kb/eiffel.md",
+    ),
+    (
+        "Which is the highest mountain?",
+        "How tall is it?",
+        "How tall is Mount Everest?",
+        "kb/everest.md",
+    ),
+    (
+        "Who created Python?",
+        "When was it first released?",
+        "When was Python first released?",
+        "kb/python.md",
+    ),
+)
+STANDALONE = {follow_up: standalone for _, follow_up, standalone, _ in CONVERSATIONS}
+EMBED_DIM = 256
+_STOP = frozenset(
+    "a an and any at by does for how in is it of on the to was what when where which who why".split()
+)
+
+
+def _tokens(text: str) -> list[str]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in _STOP]
+
+
+def embed(text: str) -> list[float]:
+    """A bag-of-words vector hashed into `EMBED_DIM` buckets (crc32: the same in every
+    process), L2-normalised: texts sharing words are close, so retrieval really ranks."""
+    vector = [0.0] * EMBED_DIM
+    for token in _tokens(text):
+        vector[zlib.crc32(token.encode()) % EMBED_DIM] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def scripted_answer(prompt: str) -> str:
+    """What the fake model says to a prompt: asked to rewrite a follow-up into a standalone
+    question, the standalone question; otherwise the answer of the knowledge-base document
+    that appears first in the prompt (the top-ranked context), or `NO_ANSWER`."""
+    if "standalone" in prompt.lower():
+        for follow_up, standalone in STANDALONE.items():
+            if follow_up in prompt:
+                return standalone
+    found = [(prompt.find(text), uri) for uri, text in KB.items() if text in prompt]
+    return ANSWERS[min(found)[1]] if found else NO_ANSWER
+
+
+def answer_for(question: str) -> str | None:
+    """The document id that answers a question or a conversation turn."""
+    for q, uri in QUESTIONS:
+        if q == question:
+            return uri
+    for first, follow_up, _, uri in CONVERSATIONS:
+        if question in (first, follow_up):
+            return uri
+    return None
+
+
+class RootSpans(SpanProcessor):
+    """Remembers the trace id of every root span that ended, for apps whose framework span
+    is the root (no server span around it)."""
+
+    def __init__(self) -> None:
+        self.trace_ids: list[str] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.parent is None and span.context is not None:
+            self.trace_ids.append(f"{span.context.trace_id:032x}")
+
+
+def tracer_provider(service: str, endpoint: str) -> tuple[TracerProvider, RootSpans]:
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    roots = RootSpans()
+    provider.add_span_processor(roots)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    return provider, roots
+
+
+def finish(provider: TracerProvider, roots: RootSpans) -> None:
+    """Flush every span, then tell the test how many traces the app sent in all (index
+    builds and resets included), so it can check each one was either a record or counted."""
+    provider.shutdown()
+    print(json.dumps({"traces": len(roots.trace_ids)}), flush=True)
+
+
+def report(trace_id: str, question: str, response: str, sources: Sequence[str]) -> None:
+    """One line for the test: what the framework returned to the app for one question."""
+    print(
+        json.dumps(
+            {
+                "trace_id": trace_id,
+                "question": question,
+                "response": response,
+                "sources": list(sources),
+            }
+        ),
+        flush=True,
+    )

@@ -1,0 +1,127 @@
+"""One record per user question from the RAG frameworks people run, each driven for real
+with its real instrumentation package and the SDK's OTLP/HTTP exporter, into the running
+receivers. The apps (`tests/_<framework>_app.py`) use the frameworks' own extension
+points for the model (a scripted model, no network) and retrievers that really rank a
+small knowledge base (`tests/_framework_apps.py`). Each runs in its own process because
+instrumentations patch the framework globally.
+
+For each question the extracted record must carry the question the user asked, the
+documents the framework retrieved in the framework's order, and the answer the framework
+returned; every other trace the app sent (index builds, chat-engine resets) must be
+counted as `not_rag`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.telemetry import Telemetry
+from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
+from tests._pipeline import RecordingStage, started
+from tests._wait import wait_until_async
+from tests.test_otlp_receivers import _config, _value
+
+REPO = Path(__file__).resolve().parent.parent
+
+# (app module, instrumentation, variant)
+APPS = [
+    ("llama_index", "openinference", "query-completion"),
+    ("llama_index", "openinference", "query-chat"),
+    ("llama_index", "openinference", "chat-engine"),
+    ("llama_index", "openllmetry", "query-completion"),
+    ("llama_index", "openllmetry", "query-chat"),
+    ("llama_index", "openllmetry", "chat-engine"),
+    ("langgraph", "openinference", "agent"),
+    ("langgraph", "openllmetry", "agent"),
+    ("haystack", "openinference", "pipeline"),
+    ("dspy", "openinference", "rag"),
+]
+
+
+async def _run_app(
+    app: str, instrumentation: str, variant: str, endpoint: str
+) -> tuple[list[dict[str, Any]], int]:
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", f"tests._{app}_app", instrumentation, variant, endpoint],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    *answers, total = lines
+    return answers, int(total["traces"])
+
+
+async def _until(done: Callable[[], bool], what: str) -> None:
+    await wait_until_async(done, 30, what)
+
+
+@pytest.mark.parametrize(("app", "instrumentation", "variant"), APPS)
+async def test_each_question_becomes_one_record_with_its_query_context_and_answer(
+    telemetry: Telemetry, app: str, instrumentation: str, variant: str
+) -> None:
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+        answers, traces = await _run_app(app, instrumentation, variant, endpoint)
+        # Every trace is released when its root span arrives; extraction is counted first.
+        await _until(
+            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
+            "all traces assembled",
+        )
+        for answer in answers:
+            await stage.wait_for(answer["trace_id"])
+    finally:
+        await receivers.shutdown()
+    expected_questions = (
+        [q for first, follow_up, _, _ in CONVERSATIONS for q in (first, follow_up)]
+        if variant == "chat-engine"
+        else [q for q, _ in QUESTIONS]
+    )
+    assert [a["question"] for a in answers] == expected_questions
+    assert len(stage.records) == len(answers) == 6, [r.query for _, r in stage.records]
+    not_rag = _value(telemetry, "dropped_total", stage="assemble", reason="not_rag")
+    assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == traces
+    assert not_rag == traces - len(answers)  # every other trace says why it gave no record
+    for answer in answers:
+        ((source, record),) = await stage.wait_for(answer["trace_id"])
+        assert source == "otlp_http"
+        assert record.query == answer["question"]
+        assert record.response == answer["response"]
+        assert record.context_text == answer["sources"]
+        # The retriever really ranked: the document that answers comes first.
+        assert answer["sources"][0] == KB[str(answer_for(answer["question"]))]
+        assert record.missing() == frozenset()
+        assert record.service == f"{app.replace('_', '-')}-{instrumentation}"
+    if variant == "chat-engine":
+        _check_conversations(stage)
+    else:
+        assert {r.route for _, r in stage.records} == {"/ask"}
+
+
+def _check_conversations(stage: RecordingStage) -> None:
+    """A follow-up's query is the user's own message; the standalone question the engine
+    condensed it into (and searched with) is kept in `metadata.retrieval_query`; the
+    earlier turn is the history."""
+    records = {r.query: r for _, r in stage.records}
+    for first, follow_up, standalone, _ in CONVERSATIONS:
+        opening, later = records[first], records[follow_up]
+        assert opening.history == ()
+        assert "retrieval_query" not in opening.metadata
+        assert later.metadata["retrieval_query"] == standalone
+        assert [(m.role, m.content) for m in later.history] == [
+            ("user", first),
+            ("assistant", opening.response),
+        ]

@@ -1,0 +1,233 @@
+"""Seeing what was extracted, and scoring stored traces.
+
+- `rag-monitor replay` reads OTLP/JSON files as the OpenTelemetry Collector's `file`
+  exporter writes them (one `ExportTraceServiceRequest` per line, hex ids, optionally
+  gzip) and yields the same results lines as the same spans sent to `rag-monitor run`
+  over OTLP/HTTP;
+- `exporters.results_include_text` adds what was extracted, redacted, to each line;
+- `/debug/records` (off by default) shows recent extractions and traces with no record.
+
+The spans come from the real OpenTelemetry SDK (`tests/_otlp.py` emitters); the file is
+written as the Collector's JSON marshaler writes a request.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+
+from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
+from tests._servers import free_port, rag_monitor
+from tests._wait import wait_until
+
+EMAIL = "jane.doe@example.com"
+SECRET_CASE = Case(
+    query=f"Where do I send my invoice? I am {EMAIL}",
+    docs=(("kb/billing.md", "Invoices go to the billing team in Dublin.", 0.9),),
+    answer="Send invoices to the billing team in Dublin.",
+)
+
+
+def collector_json(spans: list[ReadableSpan]) -> str:
+    """One line of the Collector's file exporter: OTLP/JSON, ids in hex."""
+    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+
+    def hexify(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("traceId", "spanId", "parentSpanId"):
+                if node.get(key):
+                    node[key] = base64.b64decode(node[key]).hex()
+            for value in node.values():
+                hexify(value)
+        elif isinstance(node, list):
+            for value in node:
+                hexify(value)
+
+    hexify(data)
+    return json.dumps(data)
+
+
+def _traces() -> list[tuple[str, list[ReadableSpan]]]:
+    """Traces of several conventions; one more with an e-mail address in its question,
+    and one that is not a RAG request."""
+    out = [capture(CONVENTIONS[name], WATER) for name in ("openinference", "genai", "openllmetry")]
+    out.append(capture(CONVENTIONS["openinference"], SECRET_CASE))
+    out.append(capture(lambda tracer, case, between: _not_rag(tracer), WATER))
+    return out
+
+
+def _not_rag(tracer: Any) -> str:
+    with tracer.start_as_current_span("GET /health") as span:
+        return format(span.get_span_context().trace_id, "032x")
+
+
+def _config(tmp: Path, name: str, debug_records: int = 0) -> tuple[Path, dict[str, int]]:
+    ports = {"http": free_port(), "metrics": free_port()}
+    config = {
+        "receivers": {
+            "otlp": {
+                "grpc": {"enabled": False},
+                "http": {"endpoint": f"127.0.0.1:{ports['http']}"},
+            }
+        },
+        "exporters": {
+            "prometheus": {
+                "endpoint": f"127.0.0.1:{ports['metrics']}",
+                "debug_records": debug_records,
+            },
+            "results_file": str(tmp / f"{name}.jsonl"),
+            "results_include_text": True,
+        },
+        "redaction": {"enabled": True},
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, ports
+
+
+def _lines(path: Path) -> dict[str, dict[str, Any]]:
+    return {
+        line["trace_id"]: line
+        for line in map(json.loads, path.read_text().splitlines())
+        if line.get("trace_id")
+    }
+
+
+def _post(port: int, body: bytes) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces",
+        data=body,
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return int(response.status)
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
+    tmp_path: Path, cli: list[str], compressed: bool
+) -> None:
+    traces = _traces()
+    rag_ids = {trace_id for trace_id, _ in traces[:-1]}
+
+    # Live: the spans over OTLP/HTTP, the retrieval span of each trace in its own request.
+    config, ports = _config(tmp_path, "live", debug_records=20)
+    with rag_monitor(tmp_path, config, ports["metrics"]):
+        for _, spans in traces:
+            half = len(spans) // 2
+            for part in (spans[:half], spans[half:]):
+                assert _post(ports["http"], otlp_bytes(part)) == 200
+        live_path = tmp_path / "live.jsonl"
+        wait_until(
+            lambda: live_path.exists() and set(_lines(live_path)) >= rag_ids,
+            60,
+            "every live record",
+        )
+        debug = _get_json(f"http://127.0.0.1:{ports['metrics']}/debug/records")
+    live = _lines(live_path)
+
+    # Stored: the same spans as the Collector's file exporter wrote them, split likewise.
+    dump = tmp_path / ("traces.otlp.jsonl.gz" if compressed else "traces.otlp.jsonl")
+    text = "".join(
+        collector_json(part) + "\n"
+        for _, spans in traces
+        for part in (spans[: len(spans) // 2], spans[len(spans) // 2 :])
+    )
+    dump.write_bytes(gzip.compress(text.encode()) if compressed else text.encode())
+    replay_config, _ = _config(tmp_path, "replay")
+    out = tmp_path / "replayed.jsonl"
+    result = subprocess.run(
+        [*cli, "replay", str(dump), "--config", str(replay_config), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{len(rag_ids)} records evaluated from {2 * len(traces)} OTLP requests" in result.stdout
+    replayed = _lines(out)
+
+    assert set(live) == set(replayed) == rag_ids
+    for trace_id in rag_ids:
+        assert replayed[trace_id] == live[trace_id], trace_id
+    water = live[traces[0][0]]["extracted"]
+    assert water["query"] == WATER.query and water["response"] == WATER.answer
+    assert [d["content"] for d in water["context"]] == WATER.contents
+    assert [d["doc_uri"] for d in water["context"]] == [doc_id for doc_id, _, _ in WATER.docs]
+    # Redaction applies to what is written out.
+    secret = live[traces[3][0]]["extracted"]["query"]
+    assert EMAIL not in secret and "[REDACTED" in secret
+    assert EMAIL not in live_path.read_text() + out.read_text()
+
+    # The debug page: the extractions (redacted) and the trace that gave no record, why.
+    assert {e["trace_id"] for e in debug["extracted"]} == rag_ids
+    assert EMAIL not in json.dumps(debug)
+    (none,) = debug["no_record"]
+    assert none["trace_id"] == traces[-1][0] and none["reason"] == "not_rag"
+
+
+def test_nothing_is_exposed_with_the_defaults(tmp_path: Path, cli: list[str]) -> None:
+    ports = {"http": free_port(), "metrics": free_port()}
+    config = tmp_path / "c.yaml"
+    results = tmp_path / "results.jsonl"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {
+                        "grpc": {"enabled": False},
+                        "http": {"endpoint": f"127.0.0.1:{ports['http']}"},
+                    }
+                },
+                "exporters": {
+                    "prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"},
+                    "results_file": str(results),
+                },
+            }
+        )
+    )
+    trace_id, spans = capture(CONVENTIONS["openinference"], SECRET_CASE)
+    with rag_monitor(tmp_path, config, ports["metrics"]):
+        assert _post(ports["http"], otlp_bytes(spans)) == 200
+        wait_until(lambda: results.exists() and trace_id in _lines(results), 60, "the results line")
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/debug/records", timeout=5)
+        assert missing.value.code == 404
+        missing.value.close()
+    line = _lines(results)[trace_id]
+    assert "extracted" not in line
+    assert SECRET_CASE.query not in results.read_text() and EMAIL not in results.read_text()
+
+
+def test_bad_lines_of_an_otlp_file_are_named_and_counted(tmp_path: Path, cli: list[str]) -> None:
+    _, spans = capture(CONVENTIONS["genai"], WATER)
+    dump = tmp_path / "traces.otlp.jsonl"
+    dump.write_text(
+        collector_json(spans)
+        + "\n"
+        + '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not-hex"}]}]}]}\n'
+        + "not json at all\n"
+    )
+    result = subprocess.run(
+        [*cli, "replay", str(dump), "--strict"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    assert "line 2: resourceSpans[0].scopeSpans[0].spans[0].traceId" in result.stderr
+    assert "line 3:" in result.stderr
+    assert "1 records evaluated from 1 OTLP requests, 2 malformed lines skipped" in result.stdout
