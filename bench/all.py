@@ -98,6 +98,7 @@ def kafka_rows(records: int, sampling: float) -> list[Row]:
 
 def evaluation_rows(records: int = 120) -> list[Row]:
     quality = _bench("detector_quality")
+    from monitor.component import SampledRecord
     from monitor.config import Config
     from monitor.detector import score_groundedness
     from monitor.processors.evaluate import EvaluationStage
@@ -135,9 +136,10 @@ def evaluation_rows(records: int = 120) -> list[Row]:
             )
             for i, (c, a) in enumerate(cases)
         ]
+        every = frozenset(e.name for e in config.evaluators)
         started = time.process_time()
         for record in batch:
-            await stage.put(record, "bench")
+            await stage.put_many([SampledRecord(record, "bench", every)])
         await stage.shutdown(120)
         return (time.process_time() - started) / len(batch) * 1000
 

@@ -35,11 +35,11 @@ sys.path.insert(0, str(REPO))
 from monitor.config import ConfigError, load_config  # noqa: E402
 from monitor.judge import parsers  # noqa: E402
 from monitor.judge.parsers import ParseError  # noqa: E402
-from monitor.receivers.kafka_decode import decode_message  # noqa: E402
-from monitor.receivers.otlp.decode import DecodeError  # noqa: E402
-from monitor.receivers.otlp.extract import extract_records  # noqa: E402
-from monitor.receivers.otlp.wire import TooLarge, decode_request  # noqa: E402
+from monitor.processors.trace._extract import extract_records  # noqa: E402
+from monitor.receivers.kafka._messages import decode_message  # noqa: E402
+from monitor.receivers.otlp._wire import TooLarge, decode_request  # noqa: E402
 from monitor.records import RecordError, parse_record  # noqa: E402
+from monitor.spans import DecodeError  # noqa: E402
 from tests._reliability import Trace, export_request, trace_ids  # noqa: E402
 
 LIMIT = 1 << 20

@@ -86,12 +86,13 @@ async def _wait_port(port: int, deadline_s: float = 30) -> None:
 
 
 async def throughput(port: int, latency: float, concurrency: int, records: int) -> dict[str, float]:
+    from monitor.component import SampledRecord
     from monitor.config import Config
-    from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
+    from monitor.evaluators.base import BuildContext, EvaluatorSpec
     from monitor.evaluators.judges import create_judge_client
+    from monitor.evaluators.registry import build
     from monitor.processors.budget import BudgetGate
     from monitor.processors.evaluate import EvaluationStage
-    from monitor.processors.sampler import Sampler
     from monitor.records import ContextDoc, RagRecord
     from monitor.telemetry import create_telemetry
 
@@ -137,7 +138,6 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
 
     stage = EvaluationStage(
         [(evaluator, config.evaluators[0])],
-        Sampler(config.sampling, {"groundedness": None}),
         BudgetGate(config.budget),
         [Count()],
         telemetry,
@@ -160,8 +160,9 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
         batch[0].model_copy(update={"request_id": f"w{i}", "response": f"warm {i}"})
         for i in range(concurrency)
     ]
+    judged = frozenset({"groundedness"})
     for record in warm:
-        await stage.put(record, "bench")
+        await stage.put_many([SampledRecord(record, "bench", judged)])
     await finished.wait()
     Count.done = Count.errors = 0
     target = records
@@ -169,7 +170,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     started = time.perf_counter()
     cpu_started = time.process_time()
     for record in batch:
-        await stage.put(record, "bench")
+        await stage.put_many([SampledRecord(record, "bench", judged)])
     await finished.wait()
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
@@ -191,7 +192,8 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
 async def escalation(
     rows: list[dict[str, Any]], bands: list[tuple[float, float]]
 ) -> dict[str, object]:
-    from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
+    from monitor.evaluators.base import BuildContext, EvaluatorSpec
+    from monitor.evaluators.registry import build
     from monitor.records import parse_record
 
     evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())

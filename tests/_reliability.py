@@ -25,6 +25,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests._wait import wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 PROTO = {"Content-Type": "application/x-protobuf"}
@@ -132,7 +134,8 @@ def post(port: int, body: bytes, headers: dict[str, str] | None = None) -> HttpR
         with urllib.request.urlopen(request, timeout=30) as r:
             return HttpReply(r.status, dict(r.headers), r.read())
     except urllib.error.HTTPError as e:
-        return HttpReply(e.code, dict(e.headers), e.read())
+        with e:  # an HTTP error holds the response (and its socket) open
+            return HttpReply(e.code, dict(e.headers), e.read())
 
 
 def grpc_export(
@@ -204,17 +207,23 @@ class MonitorProcess:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=log)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                url = f"http://127.0.0.1:{self.metrics_port}{wait_path}"
-                with urllib.request.urlopen(url, timeout=1):
-                    return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.kill()
-                    raise AssertionError(f"monitor did not start:\n{self.log()}") from None
-                time.sleep(0.1)
+        proc = self.proc
+        url = f"http://127.0.0.1:{self.metrics_port}{wait_path}"
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"monitor did not start:\n{self.log()}")
+            with urllib.request.urlopen(url, timeout=1):
+                return True
+
+        try:
+            wait_until(
+                answers, timeout, f"{wait_path} to answer", interval_s=0.1, errors=(OSError,)
+            )
+        except BaseException:
+            self.kill()
+            raise
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -230,7 +239,8 @@ class MonitorProcess:
             with urllib.request.urlopen(request, timeout=10) as r:
                 return str(r.read().decode())
         except urllib.error.HTTPError as e:
-            return str(e.read().decode())
+            with e:
+                return str(e.read().decode())
 
     def samples(self) -> Samples:
         out: Samples = {}
@@ -257,13 +267,12 @@ class MonitorProcess:
         return lines
 
     def wait_for(self, done: Any, timeout: float = 30.0, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}\n{self.log()[-4000:]}")
+        def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"monitor exited while waiting for {what}\n{self.log()}")
-            time.sleep(0.1)
+            return bool(done())
+
+        wait_until(ready, timeout, what, interval_s=0.1, context=lambda: self.log()[-4000:])
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM and wait; returns the exit code."""

@@ -18,15 +18,16 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -41,25 +42,14 @@ def need(binary: str) -> str:
     return path
 
 
+# What a server that is still starting answers with (wait_until keeps waiting).
+_NOT_YET = (OSError, urllib.error.URLError, ValueError, KeyError)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def http_json(url: str, data: Any = None, headers: dict[str, str] | None = None) -> Any:
@@ -122,7 +112,8 @@ class Process:
         self.name = name
         self.log = log
         self.ready_url = ready_url
-        self.proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 60) -> None:
         def ready() -> bool:
@@ -132,7 +123,7 @@ class Process:
                 return bool(resp.status == 200)
 
         try:
-            wait_until(ready, timeout, f"{self.name} readiness")
+            wait_until(ready, timeout, f"{self.name} readiness", interval_s=0.2, errors=_NOT_YET)
         except AssertionError:
             print(self.log.read_text()[-3000:])
             raise
@@ -231,7 +222,13 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
             stderr=out,
         )
         try:
-            wait_until(lambda: _ready(proc, metrics_port, log), 60, "rag-monitor /readyz")
+            wait_until(
+                lambda: _ready(proc, metrics_port, log),
+                60,
+                "rag-monitor /readyz",
+                interval_s=0.2,
+                errors=_NOT_YET,
+            )
             yield
         finally:
             stop_process(proc, 60)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,14 @@ EXAMPLES = REPO / "examples"
 
 # litellm must never try to download its price map, in tests or in the subprocesses they start.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Collect garbage after each test, so that a ResourceWarning (an unclosed file or
+    socket, an error under filterwarnings) lands on the test that leaked it."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture

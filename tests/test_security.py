@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import subprocess
 import sys
 import zlib
@@ -33,8 +34,8 @@ import grpc
 import pytest
 import yaml
 
-from monitor.receivers.otlp import wire
-from monitor.receivers.otlp.wire import token_ok
+from monitor.receivers.otlp import _wire as wire
+from monitor.receivers.otlp._wire import token_ok
 from tests._judge_stub import Reply, StubJudge
 from tests._reliability import (
     PROTO,
@@ -49,12 +50,21 @@ from tests._reliability import (
     trace_ids,
 )
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [
+    pytest.mark.timeout(240),
+    # kafka-python 3.0 drops the socket of a failed connection attempt without closing it.
+    pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"),
+]
 
 TOKEN = "otlp-token-3b9d51c7e2a84f60"
 JUDGE_KEY = "sk-judge-secret-0c8e44a1f7b2"
 KAFKA_PASSWORD = "kafka-sasl-pw-91d3e6b2a5f0"
 SECRETS = (TOKEN, JUDGE_KEY, KAFKA_PASSWORD)
+SECRET_ENV = {
+    "SECURITY_TEST_OTLP_TOKEN": TOKEN,
+    "SECURITY_TEST_JUDGE_KEY": JUDGE_KEY,
+    "SECURITY_TEST_KAFKA_PASSWORD": KAFKA_PASSWORD,
+}
 QUERY = "Zanzibarquux question about the Plovdivian aqueduct?"
 DOC = "Zanzibarquux context: the Plovdivian aqueduct carried 42 barrels a day."
 ANSWER = "Zanzibarquux answer: it carried 42 barrels."
@@ -84,7 +94,7 @@ def test_token_check_uses_constant_time_comparison() -> None:
 def _config(stub: StubJudge, kafka_port: int) -> dict[str, Any]:
     return {
         "receivers": {
-            "otlp": {"auth_token": TOKEN},
+            "otlp": {"auth_token_env": "SECURITY_TEST_OTLP_TOKEN"},
             "kafka": {
                 "enabled": True,
                 "bootstrap_servers": [f"127.0.0.1:{kafka_port}"],
@@ -114,10 +124,7 @@ async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(tmp_pat
         mon = MonitorProcess(
             tmp_path,
             _config(stub, free_port()),
-            env={
-                "SECURITY_TEST_JUDGE_KEY": JUDGE_KEY,
-                "SECURITY_TEST_KAFKA_PASSWORD": KAFKA_PASSWORD,
-            },
+            env=SECRET_ENV,
         )
         await asyncio.to_thread(mon.start, 90.0, "/healthz")
         try:
@@ -165,10 +172,12 @@ async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(tmp_pat
         subprocess.run,
         [sys.executable, "-m", "monitor", "check-config", str(tmp_path / "config.yaml")],
         cwd=REPO,
+        env={**os.environ, **SECRET_ENV},
         capture_output=True,
         text=True,
         timeout=120,
     )
+    assert check.returncode == 0, check.stderr
     exposed["check-config"] = check.stdout + check.stderr
     for where, text in exposed.items():
         for secret in SECRETS:
