@@ -60,11 +60,12 @@ class Delivery:
     # into the metadata of its sampled records, or of the records extracted from the
     # traces its spans start (only records that are evaluated carry it).
     metadata: Mapping[str, str] | None = None
+    # Approximate bytes held (spans as received; records are small next to spans), summed
+    # once: the intake's byte bound reads it on every admission.
+    size: int = field(init=False, default=0)
 
-    @property
-    def size(self) -> int:
-        """Approximate bytes held (spans only: records are small next to their spans)."""
-        return sum(span.size for span in self.spans) + 512 * len(self.records)
+    def __post_init__(self) -> None:
+        self.size = sum(span.size for span in self.spans) + 512 * len(self.records)
 
     @property
     def items(self) -> int:

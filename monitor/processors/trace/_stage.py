@@ -164,6 +164,7 @@ class TraceStage:
         self._loop_thread = 0
         self._next_expiry = 0.0
         self._room: asyncio.Event | None = None
+        self._room_wanted = False
         self._thread: threading.Thread | None = None
         self._finished: asyncio.Future[None] | None = None
         self._stopped = False
@@ -270,7 +271,11 @@ class TraceStage:
         if pending:
             self._depth.set(self._queued_items)
             self._work_here()
-            self._wake.set()
+            # Wake the worker only when there is work left for it (records to hand on, or
+            # spans this thread could not assemble): a wake-up per request costs GIL
+            # hand-offs on the ingest path. Whoever adds work later checks again.
+            if self._intake or self._ready:
+                self._wake.set()
         return True
 
     def _work_here(self) -> None:
@@ -337,6 +342,8 @@ class TraceStage:
         assert self._room is not None, "start() first"
         while True:
             self._room.clear()
+            # Set before trying, so that room made after a refusal is always signalled.
+            self._room_wanted = True
             if not self._accepting:
                 return False
             if self.consume(deliveries):
@@ -453,8 +460,10 @@ class TraceStage:
             queued = self._queued_items
         if batch:
             self._depth.set(queued)
-            assert self._loop is not None and self._room is not None
-            self._loop.call_soon_threadsafe(self._room.set)
+            if self._room_wanted:  # only `put` waits for room; waking the loop costs
+                self._room_wanted = False
+                assert self._loop is not None and self._room is not None
+                self._loop.call_soon_threadsafe(self._room.set)
         return batch
 
     def _take_apart(
