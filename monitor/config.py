@@ -505,7 +505,22 @@ class Exporters(_Section):
     results_include_text: bool = False
 
 
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity mask, bounded by a cgroup v2 CPU quota
+    (`cpu.max`, rounded up), at least 1."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
 class Pipeline(_Section):
+    # Worker processes for the CPU evaluators (0: score them in this process).
+    processes: int = Field(default_factory=available_cpus, ge=0, le=256)
     queue_size: int = Field(default=1_000, gt=0)
     # Text of the records waiting for evaluation (query, context, response), in bytes.
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from monitor.component import Component
 from monitor.config import Config
-from monitor.evaluators.base import BuildContext, Evaluator, EvaluatorSpec
+from monitor.evaluators.base import BuildContext, CpuScorer, Evaluator, EvaluatorSpec
 from monitor.evaluators.judges import create_judge_client
 from monitor.evaluators.registry import build, check_evaluators
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
@@ -25,7 +25,7 @@ from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.judge.redaction import Redactor
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage, ResultSink
+from monitor.processors.evaluate import CpuPool, EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
@@ -83,8 +83,19 @@ class Service:
         )
         context = self._build_context()
         evaluators: list[tuple[Evaluator, object]] = []
+        cpu_specs: list[EvaluatorSpec] = []
         for i, entry in enumerate(config.evaluators):
-            evaluators.append((build(_spec(config, i), context), entry))
+            spec = _spec(config, i)
+            evaluator = build(spec, context)
+            evaluators.append((evaluator, entry))
+            if isinstance(evaluator, CpuScorer):
+                cpu_specs.append(spec)
+        processes = config.pipeline.processes
+        pool = (
+            CpuPool(cpu_specs, processes, config.pipeline.evaluation_timeout_s, self.telemetry)
+            if processes > 0 and cpu_specs
+            else None
+        )
         # User text leaves the process only redacted, and only where the user asked.
         redact = Redactor(config.redaction, _uncounted) if config.redaction.enabled else None
         self.results_sink = (
@@ -111,6 +122,7 @@ class Service:
             queue_bytes=config.pipeline.queue_bytes,
             workers=config.pipeline.workers,
             evaluation_timeout_s=config.pipeline.evaluation_timeout_s,
+            cpu_pool=pool,
         )
         debug_size = config.exporters.prometheus.debug_records
         self.debug = DebugRecords(debug_size, redact) if debug_size and serve_http else None

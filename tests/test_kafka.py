@@ -510,6 +510,7 @@ class Replica:
         *,
         results: Path | None = None,
         sampling_rate: float = 0.5,
+        processes: int | None = None,
         **kafka: Any,
     ) -> None:
         self.metrics_port = free_port()
@@ -529,6 +530,8 @@ class Replica:
             },
             "pipeline": {"shutdown_timeout_s": 5},
         }
+        if processes is not None:
+            settings["pipeline"]["processes"] = processes
         self.config_path.write_text(yaml.safe_dump(settings))
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -696,8 +699,9 @@ def test_replica_killed_mid_stream_loses_nothing(
     extra: dict[str, Any] = {"max_poll_records": 50}
     if membership == "static":
         extra["group_instance_id"] = "replica-0"
-    first = Replica(broker, topic, group, tmp_path, "first", **extra)
-    second = Replica(broker, topic, group, tmp_path, "second", **extra)
+    # CPU evaluation in two worker processes: killing the replica takes them down too.
+    first = Replica(broker, topic, group, tmp_path, "first", processes=2, **extra)
+    second = Replica(broker, topic, group, tmp_path, "second", processes=2, **extra)
     records = [native(f"kill-{i}", f"Question {i}?") for i in range(3000)]
     killed = threading.Event()
 

@@ -34,6 +34,7 @@ from typing import Protocol, cast
 from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
+from monitor.processors._workers import CpuPool as CpuPool
 from monitor.processors.budget import BudgetGate
 from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -90,6 +91,7 @@ class EvaluationStage:
         queue_bytes: int = 32 * 1024 * 1024,
         workers: int = 4,
         evaluation_timeout_s: float = 60.0,
+        cpu_pool: CpuPool | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -111,6 +113,8 @@ class EvaluationStage:
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         self._workers = workers
         self._timeout = evaluation_timeout_s
+        # With a pool, CPU scorers run in worker processes; without, in a thread hop here.
+        self._pool = cpu_pool
         self._tasks: list[asyncio.Task[None]] = []
         self._warn = RateLimitedLog(log)
         self._depth = telemetry.queue_depth.labels("evaluate")
@@ -130,7 +134,11 @@ class EvaluationStage:
         return self._accepting
 
     async def start(self) -> None:
+        if self._pool is not None:
+            await self._pool.start()
         for stage in self._first + self._escalated:
+            if self._pool is not None and stage.evaluator.name in self._cpu:
+                continue  # its models load in the worker processes
             warm_up = getattr(stage.evaluator, "warm_up", None)
             if warm_up is not None:
                 await warm_up()
@@ -197,6 +205,8 @@ class EvaluationStage:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._pool is not None:
+            await self._pool.close(grace_s=5.0)
         for sink in self._sinks:
             try:
                 await sink.close()
@@ -362,7 +372,10 @@ class EvaluationStage:
     async def _score_cpu(
         self, work: list[tuple[_InFlight, list[CpuScorer]]]
     ) -> list[tuple[_InFlight, EvalResult]]:
-        """The batch's CPU scorers in one worker-thread hop, under one deadline."""
+        """The batch's CPU scorers in one worker process, or in one worker-thread hop,
+        under one deadline."""
+        if self._pool is not None:
+            return await self._score_in_pool(self._pool, work)
         try:
             async with asyncio.timeout(self._timeout):
                 timed = await asyncio.to_thread(self._score_all, work)
@@ -373,6 +386,28 @@ class EvaluationStage:
         for _, result, seconds in timed:
             self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
         return [(item, result) for item, result, _ in timed]
+
+    async def _score_in_pool(
+        self, pool: CpuPool, work: list[tuple[_InFlight, list[CpuScorer]]]
+    ) -> list[tuple[_InFlight, EvalResult]]:
+        """The pool enforces the deadline itself (a worker past it is replaced)."""
+        scored = await pool.score(
+            [(item.item.record, tuple(ev.name for ev in evs)) for item, evs in work]
+        )
+        out = []
+        for (item, _), row in zip(work, scored, strict=True):
+            for result, seconds in row:
+                self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
+                if result.error is not None:
+                    self._warn.warning(
+                        result.name,
+                        "evaluator %s failed on record %s: %s",
+                        result.name,
+                        item.item.record.request_id,
+                        result.error,
+                    )
+                out.append((item, result))
+        return out
 
     def _score_all(
         self, work: list[tuple[_InFlight, list[CpuScorer]]]

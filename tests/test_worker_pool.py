@@ -1,0 +1,190 @@
+"""CPU evaluation in worker processes (`pipeline.processes`): same results as in-process,
+a worker killed mid-batch or hanging past the deadline is replaced and its records become
+errors (never pass, never defect), shutdown drains, and the stage pushes back when every
+worker is busy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from monitor.component import SampledRecord
+from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
+from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
+from monitor.evaluators.registry import build
+from monitor.exporters.summary import SummarySink
+from monitor.processors.budget import BudgetGate
+from monitor.processors.evaluate import CpuPool, EvaluationStage
+from monitor.records import RagRecord
+from monitor.telemetry import Telemetry, create_telemetry
+from tests._pool_scorers import ScriptedScorer, scripted_scorer
+from tests._wait import wait_until_async
+
+SCRIPTED = EvaluatorSpec(name="scripted")
+
+
+def _rec(i: int, query: str = "q", **kw: object) -> RagRecord:
+    base: dict[str, object] = {
+        "request_id": f"r{i}",
+        "trace_id": f"{i:032x}",
+        "query": query,
+        "response": "a",
+        "retrieved_context": [{"content": "c"}],
+    }
+    base.update(kw)
+    return RagRecord.model_validate(base)
+
+
+def _metric(telemetry: Telemetry, name: str, **labels: str) -> float:
+    value = telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
+    return 0.0 if value is None else value
+
+
+async def _started(
+    telemetry: Telemetry, *, processes: int = 1, deadline_s: float = 60.0
+) -> CpuPool:
+    pool = CpuPool([SCRIPTED], processes, deadline_s, telemetry, factory=scripted_scorer)
+    await pool.start()
+    return pool
+
+
+async def test_results_are_the_same_as_in_process() -> None:
+    names = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
+    specs = [EvaluatorSpec(name=n) for n in names]
+    records = [
+        _rec(
+            i,
+            query="How tall is the tower?",
+            response=answer,
+            retrieved_context=[{"content": "The tower is 330 metres tall and opened in 1889."}],
+        )
+        for i, answer in enumerate(
+            ["It is 330 metres tall.", "It is 900 metres tall and made of gold.", "I hate you."]
+        )
+    ]
+    telemetry = create_telemetry()
+    pool = CpuPool(specs, 2, 60.0, telemetry)
+    await pool.start()
+    try:
+        scored = await pool.score([(r, names) for r in records])
+    finally:
+        await pool.close(5.0)
+    local = {n: build(EvaluatorSpec(name=n), BuildContext()) for n in names}
+    for record, row in zip(records, scored, strict=True):
+        for name, (result, _) in zip(names, row, strict=True):
+            scorer = local[name]
+            assert isinstance(scorer, CpuScorer)
+            assert result == scorer.score(record), (record.request_id, name)
+    assert _metric(telemetry, "worker_processes") == 0
+
+
+async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_are_errors(
+    tmp_path: Path,
+) -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (first,) = pool.pids
+        inside = tmp_path / "inside"
+        batch = [(_rec(1, f"hang:{inside}"), ("scripted",)), (_rec(2), ("scripted",))]
+        scoring = asyncio.create_task(pool.score(batch))
+        await wait_until_async(inside.exists, 60, "the worker to be inside the batch")
+        assert _metric(telemetry, "worker_processes_busy") == 1
+        os.kill(first, signal.SIGKILL)
+        scored = await asyncio.wait_for(scoring, 60)
+        assert [result.outcome for row in scored for result, _ in row] == ["error", "error"]
+        assert all("died" in (result.error or "") for row in scored for result, _ in row)
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert pool.pids != [first]
+        (row,) = await pool.score([(_rec(3), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+        assert _metric(telemetry, "worker_processes_busy") == 0
+    finally:
+        await pool.close(5.0)
+
+
+async def test_a_worker_that_hangs_past_the_deadline_is_replaced(tmp_path: Path) -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry, deadline_s=2.0)
+    try:
+        (first,) = pool.pids
+        (row,) = await pool.score([(_rec(1, f"hang:{tmp_path / 'in'}"), ("scripted",))])
+        ((result, _),) = row
+        assert result.outcome == "error" and "hung" in (result.error or "")
+        assert _metric(telemetry, "worker_restarts_total", reason="hung") == 1
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert pool.pids != [first]
+        (row,) = await pool.score([(_rec(2), ("scripted",))])
+        assert [r.outcome for r, _ in row] == ["pass"]
+    finally:
+        await pool.close(5.0)
+
+
+async def _stage_with_pool(
+    telemetry: Telemetry, summary: SummarySink, processes: int, queue_size: int = 1000
+) -> EvaluationStage:
+    pool = CpuPool([SCRIPTED], processes, 60.0, telemetry, factory=scripted_scorer)
+    stage = EvaluationStage(
+        [(ScriptedScorer("scripted"), EvaluatorConfig(name="local_groundedness"))],
+        BudgetGate(Budget()),
+        [summary],
+        telemetry,
+        queue_size=queue_size,
+        workers=4,
+        cpu_pool=pool,
+    )
+    await stage.start()
+    return stage
+
+
+async def test_shutdown_drains_in_flight_records_and_stops_the_workers() -> None:
+    telemetry = create_telemetry()
+    summary = SummarySink()
+    stage = await _stage_with_pool(telemetry, summary, processes=2)
+    done: list[bool] = []
+    items = [
+        SampledRecord(_rec(i, "sleep:0.01"), "test", frozenset({"scripted"}), done.append)
+        for i in range(60)
+    ]
+    assert await stage.put_many(items) == 60
+    assert await stage.shutdown(deadline_s=120) == 0
+    assert done == [True] * 60
+    assert summary.records == 60
+    assert summary.totals["scripted"].count == 60
+    assert _metric(telemetry, "worker_processes") == 0
+
+
+async def test_busy_workers_push_back_on_the_queue(tmp_path: Path) -> None:
+    telemetry = create_telemetry()
+    summary = SummarySink()
+    stage = await _stage_with_pool(telemetry, summary, processes=1, queue_size=2)
+    inside = tmp_path / "inside"
+    try:
+        # One record holds the only worker, the other stage workers wait for it with the
+        # batches they took, the queue then fills and put_many waits.
+        first = SampledRecord(_rec(0, f"hang:{inside}"), "test", frozenset({"scripted"}))
+        assert await stage.put_many([first]) == 1
+        await wait_until_async(inside.exists, 60, "the worker to be busy")
+        waiting = [SampledRecord(_rec(i), "test", frozenset({"scripted"})) for i in range(1, 60)]
+        putting = asyncio.create_task(stage.put_many(waiting))
+        await wait_until_async(
+            lambda: _metric(telemetry, "queue_depth", stage="evaluate") == 2,
+            60,
+            "the queue to fill",
+        )
+        assert not putting.done()
+        putting.cancel()
+    finally:
+        await stage.shutdown(deadline_s=1)
+
+
+def test_the_default_is_the_cpus_this_process_may_use() -> None:
+    assert 1 <= available_cpus() <= len(os.sched_getaffinity(0))
+    assert Pipeline().processes == available_cpus()
+    with pytest.raises(ValueError):
+        Pipeline(processes=-1)
