@@ -7,8 +7,9 @@ the same run on the same machine, and their ratio.
 | row | measured | reference point (same run) |
 |---|---|---|
 | OTLP/HTTP, OTLP/gRPC ingest | spans/s accepted by a running `rag-monitor run` (`bench/ingest.py`: 512-span requests, sampling 1%, four local evaluators, monitor pinned to CPU 0), and spans per server CPU-second | raw protobuf parse of the same payload, one thread (the ceiling: nothing can ingest faster than protobuf parses) |
-| Kafka | records/s consumed, evaluated at `--kafka-sampling` and committed (`bench/kafka_ingest.py`, noida-db broker) | kafka-python alone: the client polling the same topic, nothing done per record |
+| Kafka | records/s consumed, evaluated at `--kafka-sampling` (in one worker process) and committed, and per CPU-second of the ingest process (`bench/kafka_ingest.py`, noida-db broker) | kafka-python alone: the client polling the same topic, nothing done per record |
 | evaluation | CPU ms per record, four local evaluators through the real `EvaluationStage` (500-word context, 60-word answer) | the `local_groundedness` detector alone on the same records |
+| local evaluation in worker processes | records/s through the pool with 2 worker processes (`bench/worker_pool.py`) | the same with 1 worker process |
 | judge | records/s through the stage with a judge of fixed latency L and concurrency C (`bench/judge_pipeline.py`) | C/L, the most a judge of that latency and concurrency allows |
 | peak RSS | VmHWM of the monitor during the ingest runs | RSS of the same monitor idle right after start |
 
@@ -86,13 +87,31 @@ def kafka_rows(records: int, sampling: float) -> list[Row]:
         topic = f"bench-all-{int(time.time())}"
         kafka.produce(broker.bootstrap, topic, records, 4)
         alone = kafka.in_fresh_process("client_only", broker.bootstrap, topic, records)
-        full = kafka.in_fresh_process("consume", broker.bootstrap, topic, records, sampling, 0)
+        # One evaluation worker process; the CPU figure is the ingest process's own.
+        full = kafka.in_fresh_process("consume", broker.bootstrap, topic, records, sampling, 0, 1)
     ref = "kafka-python alone (poll only)"
     return [
         (f"Kafka ingest (sampling {sampling:g})", full["records_per_s"], "records/s", ref,
          alone["records_per_s"]),
         ("  Kafka ingest per CPU-s", full["records_per_cpu_s"], "records/CPU-s", ref,
          alone["records_per_cpu_s"]),
+    ]  # fmt: skip
+
+
+def pool_rows(rounds: int = 2) -> list[Row]:
+    """Local evaluation throughput with 2 worker processes against 1 (medians of
+    alternating rounds)."""
+    pool = _bench("worker_pool")
+    records = pool.records(320)
+    batches = [records[i : i + pool.BATCH] for i in range(0, len(records), pool.BATCH)]
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for processes in (1, 2):
+            result = asyncio.run(pool.throughput(processes, batches))
+            rates[processes].append(result["records_per_s"])
+    return [
+        ("local evaluation, 2 worker processes", statistics.median(rates[2]), "records/s",
+         "1 worker process", statistics.median(rates[1])),
     ]  # fmt: skip
 
 
@@ -119,7 +138,11 @@ def evaluation_rows(records: int = 120) -> list[Row]:
 
     async def through_stage() -> float:
         config = Config.model_validate(
-            {"receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}}}
+            {
+                "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
+                # In this process, so that its CPU time is the evaluation's.
+                "pipeline": {"processes": 0},
+            }
         )
         service = Service(config, serve_http=False, with_receivers=False)
         stage: EvaluationStage = service.stage
@@ -219,6 +242,8 @@ def main() -> None:
         rows += kafka_rows(args.kafka_records, args.kafka_sampling)
     if "evaluation" not in skip:
         rows += evaluation_rows()
+    if "evaluation" not in skip:
+        rows += pool_rows()
     if "judge" not in skip:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:

@@ -78,7 +78,7 @@ def _cpu() -> float:
 
 
 async def consume(
-    bootstrap: str, topic: str, records: int, rate: float, run: int
+    bootstrap: str, topic: str, records: int, rate: float, run: int, processes: int
 ) -> dict[str, float]:
     cfg = Config.model_validate(
         {
@@ -94,7 +94,7 @@ async def consume(
                 },
             },
             "sampling": {"rate": rate},
-            "pipeline": {"queue_size": 5000},
+            "pipeline": {"queue_size": 5000, "processes": processes},
         }
     )
     service = Service(cfg, serve_http=False)
@@ -128,6 +128,7 @@ async def consume(
         await service.shutdown(30)
     return {
         "rate": rate,
+        "processes": processes,
         "records_per_s": finished / wall,
         "records_per_cpu_s": finished / cpu,
         "cpu_share": cpu / wall,
@@ -207,6 +208,12 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="an existing broker; default: start noida-db")
     parser.add_argument("--rates", default="0,0.001,0.01,0.1,1", help="sampling rates to run")
     parser.add_argument(
+        "--processes",
+        default="0,1",
+        help="pipeline.processes values to run each rate with (0: evaluation in the ingest "
+        "process; the CPU figures are the ingest process's own, workers excluded)",
+    )
+    parser.add_argument(
         "--no-pin", action="store_true", help="let the measured process use every CPU"
     )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
@@ -240,13 +247,20 @@ def main() -> None:
             f"{ceiling['records_per_cpu_s']:,.0f} per CPU s"
         )
         print(
-            f"{'sampling':>8} {'records/s':>10} {'per CPU s':>10} {'of ceiling':>10} {'CPU':>5}"
+            f"{'sampling':>8} {'processes':>9} {'records/s':>10} {'per CPU s':>10} {'of ceiling':>10} {'CPU':>5}"
             f" {'evaluations':>12}"
         )
-        for run, rate in enumerate(float(r) for r in args.rates.split(",")):
-            row = in_fresh_process("consume", bootstrap, topic, args.records, rate, run, pin=pin)
+        runs = [
+            (float(rate), int(processes))
+            for rate in args.rates.split(",")
+            for processes in args.processes.split(",")
+        ]
+        for run, (rate, processes) in enumerate(runs):
+            row = in_fresh_process(
+                "consume", bootstrap, topic, args.records, rate, run, processes, pin=pin
+            )
             print(
-                f"{row['rate']:>8g} {row['records_per_s']:>10,.0f} {row['records_per_cpu_s']:>10,.0f}"
+                f"{row['rate']:>8g} {row['processes']:>9g} {row['records_per_s']:>10,.0f} {row['records_per_cpu_s']:>10,.0f}"
                 f" {row['records_per_cpu_s'] / ceiling['records_per_cpu_s']:>10.0%}"
                 f" {row['cpu_share']:>5.2f} {row['evaluations']:>12,.0f}"
             )

@@ -170,16 +170,16 @@ def test_prometheus_rule_carries_the_shipped_rules() -> None:
     assert rule["spec"]["groups"] == shipped["groups"]
 
 
-def test_processes_hook_reads_the_cpu_limit() -> None:
-    values = {"pipeline": {"processesFromCpuLimit": True}, "mode": "standalone"}
-    (deployment,) = by_kind(render(CHART, values))["Deployment"]
+def test_worker_processes_follow_the_cpu_limit() -> None:
+    (deployment,) = by_kind(render(CHART, {"mode": "standalone"}))["Deployment"]
     (container,) = pod_spec(deployment)["containers"]
     env = {e["name"]: e for e in container["env"]}
     ref = env["RAG_MONITOR_PIPELINE__PROCESSES"]["valueFrom"]["resourceFieldRef"]
     assert ref == {"containerName": "rag-monitor", "resource": "limits.cpu", "divisor": "1"}
-    # Off by default: a monitor without pipeline.processes would reject the variable.
-    (default,) = by_kind(render(CHART, {"mode": "standalone"}))["Deployment"]
-    assert "env" not in pod_spec(default)["containers"][0]
+    assert container["resources"]["limits"]["cpu"]
+    values = {"pipeline": {"processesFromCpuLimit": False}, "mode": "standalone"}
+    (off,) = by_kind(render(CHART, values))["Deployment"]
+    assert "env" not in pod_spec(off)["containers"][0]
 
 
 @pytest.mark.parametrize(
