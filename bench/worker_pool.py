@@ -5,7 +5,8 @@ one run, and their ratio (how evaluation scales with the cores the sidecar is gi
     python bench/worker_pool.py [--records 480] [--processes 1,2] [--rounds 3]
 
 Records: a 500-word context and a 60-word answer (the detector bench's synthetic text),
-sent in batches of 16 as the evaluation stage sends them, one batch in flight per worker.
+sent in batches of 16 as the evaluation stage sends them, as many batches at once as the
+pool has slots (`DEPTH` per worker).
 Also prints the resident memory (VmRSS) of this process and of each worker once warm.
 """
 
@@ -79,7 +80,7 @@ async def throughput(processes: int, batch_list: list[list[RagRecord]]) -> dict[
                 await pool.score([(r, NAMES) for r in batch])
 
         started = time.perf_counter()
-        await asyncio.gather(*(drain() for _ in range(processes)))
+        await asyncio.gather(*(drain() for _ in range(pool.slots)))
         wall = time.perf_counter() - started
     finally:
         await pool.close(10.0)

@@ -108,6 +108,46 @@ async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_are_errors(
         await pool.close(5.0)
 
 
+async def test_batches_queued_behind_a_killed_worker_go_to_another_worker(
+    tmp_path: Path,
+) -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (first,) = pool.pids
+        inside = tmp_path / "inside"
+        # One worker, two batches in flight: it scores the first, the second waits behind.
+        scoring = asyncio.create_task(pool.score([(_rec(1, f"hang:{inside}"), ("scripted",))]))
+        await wait_until_async(inside.exists, 60, "the worker to be inside the first batch")
+        queued = asyncio.create_task(
+            pool.score([(_rec(2), ("scripted",)), (_rec(3), ("scripted",))])
+        )
+        await wait_until_async(lambda: pool.in_flight == 2, 60, "the second batch to be sent")
+        os.kill(first, signal.SIGKILL)
+        (row,) = await asyncio.wait_for(scoring, 60)
+        assert [result.outcome for result, _ in row] == ["error"]
+        behind = await asyncio.wait_for(queued, 60)
+        assert [result.outcome for row in behind for result, _ in row] == ["pass", "pass"]
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+        assert pool.pids != [first]
+    finally:
+        await pool.close(5.0)
+
+
+async def test_closing_answers_batches_in_flight_with_errors(tmp_path: Path) -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    inside = tmp_path / "inside"
+    scoring = asyncio.create_task(pool.score([(_rec(1, f"hang:{inside}"), ("scripted",))]))
+    await wait_until_async(inside.exists, 60, "the worker to be inside the batch")
+    await pool.close(0.0)
+    (row,) = await asyncio.wait_for(scoring, 60)
+    assert [result.outcome for result, _ in row] == ["error"]
+    assert _metric(telemetry, "worker_restarts_total", reason="died") == 0
+    assert _metric(telemetry, "worker_processes") == 0
+    assert pool.pids == []
+
+
 async def test_a_worker_that_hangs_past_the_deadline_is_replaced(tmp_path: Path) -> None:
     telemetry = create_telemetry()
     pool = await _started(telemetry, deadline_s=2.0)

@@ -3,15 +3,23 @@ another process, so evaluation uses every core the sidecar is given and never ho
 ingest process's GIL.
 
 Each worker is a forkserver child that builds its own copies of the CPU scorers from
-their `EvaluatorSpec`s (models load once per worker) and scores one batch at a time,
-sent over a pipe. The pool gives a batch to an idle worker and waits for the answer in a
-thread (reading the pipe releases the GIL). With every worker busy, `score` waits, so the
-evaluation stage takes no more records and intake pushes back as for a full queue.
+their `EvaluatorSpec`s (models load once per worker) and scores the batches it is sent,
+one after another, over a socket pair. The event loop drives the parent's end of every
+socket itself: it writes a pickled batch without blocking and reads answers as they
+arrive, so a batch costs the ingest process no thread hand-off.
 
-A worker that dies (its pipe closes) or does not answer within the evaluation deadline is
-killed and replaced. Every result of its batch is an error — never a pass, never a
-defect — and the loss is counted in `worker_restarts_total{reason}`. The batch is not
-retried: a record that crashes or hangs a worker would take its replacement down too.
+Up to `DEPTH` batches are in flight per worker: while a worker scores one, the next
+already waits in its socket, so it does not idle while the main process pickles the next
+batch and unpickles the last answer. That bounds the records in flight to `DEPTH`
+batches per worker; with every slot taken, `score` waits, so the evaluation stage takes
+no more records and intake pushes back as for a full queue.
+
+A worker that dies (its socket closes) or does not answer a batch within the evaluation
+deadline (counted from when it could start that batch) is killed and replaced. The batch
+it was scoring gets error results — never a pass, never a defect — and the loss is
+counted in `worker_restarts_total{reason}`. That batch is not retried: a record that
+crashes or hangs a worker would take its replacement down too. The batches queued behind
+it, which the worker had not started, are sent to another worker.
 """
 
 from __future__ import annotations
@@ -19,12 +27,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import pickle
 import signal
+import socket
+import struct
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
+from typing import BinaryIO, cast
 
 from monitor.evaluators.base import BuildContext, CpuScorer, EvalResult, EvaluatorSpec
 from monitor.records import RagRecord
@@ -37,16 +49,15 @@ Batch = list[tuple[RagRecord, tuple[str, ...]]]
 # Per record, per scorer in the order asked: the result and the seconds it took.
 Scored = list[list[tuple[EvalResult, float]]]
 
+# Batches in flight per worker: the one it scores and the one waiting behind it.
+DEPTH = 2
 # Starting a worker imports numpy and loads the word vectors.
 _STARTUP_TIMEOUT_S = 120.0
 _RESPAWN_DELAY_S = 5.0
 REASONS = ("died", "hung")
-
-
-class WorkerLost(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+# A frame on a worker's socket: the payload's length, then the payload (a pickle).
+_HEADER = struct.Struct("!Q")
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
@@ -63,10 +74,27 @@ def build_scorer(spec: EvaluatorSpec) -> CpuScorer:
     return evaluator
 
 
-def _serve(conn: Connection, specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> None:
-    """A worker process: build the scorers, say ready, score batches until told to stop
-    (None) or until the parent is gone (the pipe closes)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+# -- the worker process -------------------------------------------------------------------
+
+
+def _send_frame(sock: socket.socket, message: object) -> None:
+    payload = pickle.dumps(message, _PICKLE)
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _recv_frame(stream: BinaryIO) -> object:
+    """The next message; EOFError when the parent closed its end."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    payload = stream.read(size)
+    if len(payload) < size:
+        raise EOFError
+    return pickle.loads(payload)
+
+
+def _build_scorers(specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> dict[str, CpuScorer]:
     scorers: dict[str, CpuScorer] = {}
     for spec in specs:
         evaluator = factory(spec)
@@ -74,36 +102,79 @@ def _serve(conn: Connection, specs: Sequence[EvaluatorSpec], factory: ScorerFact
         warm_up = getattr(evaluator, "warm_up", None)
         if warm_up is not None:
             asyncio.run(warm_up())
-    conn.send("ready")
-    while True:
+    return scorers
+
+
+def _score_batch(scorers: dict[str, CpuScorer], batch: Batch) -> Scored:
+    scored: Scored = []
+    for record, names in batch:
+        row = []
+        for name in names:
+            started = time.perf_counter()
+            try:
+                result = scorers[name].score(record)
+            except Exception as exc:
+                result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
+            row.append((result, time.perf_counter() - started))
+        scored.append(row)
+    return scored
+
+
+def _serve(sock: socket.socket, specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> None:
+    """A worker process: build the scorers, say ("ready", "") or ("failed", why), then
+    answer batches in order until told to stop (None) or until the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    stream = sock.makefile("rb")
+    try:
         try:
-            batch: Batch | None = conn.recv()
-        except EOFError:
+            scorers = _build_scorers(specs, factory)
+        except Exception as exc:
+            _send_frame(sock, ("failed", f"{type(exc).__name__}: {exc}"))
             return
-        if batch is None:
-            return
-        scored: Scored = []
-        for record, names in batch:
-            row = []
-            for name in names:
-                started = time.perf_counter()
-                try:
-                    result = scorers[name].score(record)
-                except Exception as exc:
-                    result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-                row.append((result, time.perf_counter() - started))
-            scored.append(row)
-        conn.send(scored)
+        _send_frame(sock, ("ready", ""))
+        while True:
+            batch = _recv_frame(stream)
+            if batch is None:
+                return
+            _send_frame(sock, _score_batch(scorers, cast(Batch, batch)))
+    except (EOFError, OSError):
+        return  # the parent closed the socket or exited
+
+
+# -- the parent's side ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Job:
+    batch: Batch
+    payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
+    # The worker's answer; None when the worker was lost before it started the batch.
+    answer: asyncio.Future[Scored | None]
 
 
 @dataclass(eq=False)
 class _Worker:
     process: BaseProcess
-    conn: Connection
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    jobs: deque[_Job] = field(default_factory=deque)  # sent, in the order answered
+    deadline: asyncio.TimerHandle | None = None  # for the answer to jobs[0]
+    lost: bool = False
+    reading: asyncio.Task[None] | None = None
+
+
+def _frame(message: object) -> bytes:
+    payload = pickle.dumps(message, _PICKLE)
+    return _HEADER.pack(len(payload)) + payload
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> object:
+    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    return pickle.loads(await reader.readexactly(size))
 
 
 class CpuPool:
-    """A fixed number of evaluation worker processes, one batch in flight per worker."""
+    """A fixed number of evaluation worker processes, `DEPTH` batches in flight per worker."""
 
     def __init__(
         self,
@@ -120,10 +191,10 @@ class CpuPool:
         self._timeout = timeout_s
         # Not fork: the main process runs threads (gRPC, Kafka, the trace stage).
         self._ctx = multiprocessing.get_context("forkserver")
-        self._idle: asyncio.Queue[_Worker] | None = None
         self._workers: set[_Worker] = set()
+        self._room: asyncio.Event | None = None  # a slot freed or a worker added
         self._closing = False
-        self._respawns: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # replacements being started
         self._running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
         self._busy = telemetry.gauge(
             "worker_processes_busy", "Evaluation worker processes scoring a batch."
@@ -141,139 +212,248 @@ class CpuPool:
         return self._size
 
     @property
+    def slots(self) -> int:
+        """Batches the pool takes at once (`DEPTH` per worker)."""
+        return self._size * DEPTH
+
+    @property
+    def in_flight(self) -> int:
+        """Batches sent to the workers and not answered yet."""
+        return sum(len(w.jobs) for w in self._workers)
+
+    @property
     def pids(self) -> list[int]:
         """Process ids of the running workers."""
         return [w.process.pid for w in self._workers if w.process.pid is not None]
 
     async def start(self) -> None:
         self._ctx.set_forkserver_preload(["monitor.evaluators.registry"])
-        self._idle = asyncio.Queue()
-        workers = await asyncio.gather(*(asyncio.to_thread(self._spawn) for _ in range(self._size)))
+        self._room = asyncio.Event()
+        started = await asyncio.gather(
+            *(self._spawn() for _ in range(self._size)), return_exceptions=True
+        )
+        workers = [w for w in started if isinstance(w, _Worker)]
+        failed = [e for e in started if isinstance(e, BaseException)]
         for worker in workers:
-            self._idle.put_nowait(worker)
-        log.info("evaluation: %d worker processes", self._size)
+            self._add(worker)
+        if failed:
+            await self.close(0.0)
+            raise failed[0]
+        log.info("evaluation: %d worker processes, %d batches in flight each", self._size, DEPTH)
 
     async def score(self, batch: Batch) -> Scored:
-        """Score `batch` in a worker; a lost worker's records get error results."""
-        assert self._idle is not None, "start() first"
-        worker = await self._idle.get()
-        self._busy.inc()
-        try:
-            reply: Scored = await asyncio.to_thread(self._roundtrip, worker, batch)
-        except WorkerLost as lost:
-            self._lose(worker, lost.reason, len(batch))
-            error = f"evaluation worker process {lost.reason}" + (
-                f" (no answer within {self._timeout:g}s)" if lost.reason == "hung" else ""
-            )
-            return [[(EvalResult.failed(name, error), 0.0) for name in names] for _, names in batch]
-        except asyncio.CancelledError:
-            # Shutdown past its deadline: the thread still owns this worker; stop it so
-            # the thread returns, and let close() account for the rest.
-            self._kill(worker)
-            raise
-        finally:
-            self._busy.dec()
-        self._idle.put_nowait(worker)
-        return reply
+        """Score `batch` in a worker; a lost worker's records get error results. Waits
+        while every worker has `DEPTH` batches in flight."""
+        payload = _frame(batch)
+        while True:
+            worker = await self._free_worker()
+            job = _Job(batch, payload, asyncio.get_running_loop().create_future())
+            self._submit(worker, job)
+            # Cancelled (shutdown past its deadline): the worker still answers the batch,
+            # and the answer is dropped.
+            scored = await job.answer
+            if scored is not None:
+                return scored
 
     async def close(self, grace_s: float) -> None:
-        """Stop every worker: ask, wait up to `grace_s`, then terminate and kill."""
+        """Stop every worker: ask (after the batches it has), wait up to `grace_s`, then
+        terminate and kill. Batches still unanswered get error results."""
         self._closing = True
-        for task in self._respawns:
+        if self._room is not None:
+            self._room.set()  # `score` calls waiting for a slot give up
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._respawns, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         workers = list(self._workers)
-        await asyncio.gather(*(asyncio.to_thread(self._stop, w, grace_s) for w in workers))
+        for worker in workers:
+            worker.writer.write(_frame(None))
+        readers = [w.reading for w in workers if w.reading is not None]
+        if readers and grace_s > 0:
+            await asyncio.wait(readers, timeout=grace_s)
+        for worker in workers:
+            self._lose(worker, "stopped")
+        await asyncio.gather(*(asyncio.to_thread(_stop_process, w.process) for w in workers))
+        await asyncio.gather(*readers, return_exceptions=True)
 
-    # -- worker lifecycle ------------------------------------------------------------------
+    # -- dispatch (event loop) ---------------------------------------------------------------
 
-    def _spawn(self) -> _Worker:
-        parent, child = self._ctx.Pipe()
+    async def _free_worker(self) -> _Worker:
+        """The worker with the fewest batches in flight, once one has fewer than DEPTH."""
+        assert self._room is not None, "start() first"
+        while True:
+            if self._closing:
+                raise RuntimeError("the evaluation worker pool is closed")
+            free = [w for w in self._workers if len(w.jobs) < DEPTH]
+            if free:
+                return min(free, key=lambda w: len(w.jobs))
+            self._room.clear()
+            await self._room.wait()
+
+    def _submit(self, worker: _Worker, job: _Job) -> None:
+        worker.jobs.append(job)
+        worker.writer.write(job.payload)  # buffered by the transport if the socket is full
+        if len(worker.jobs) == 1:
+            self._arm(worker)
+        self._count_busy()
+
+    def _arm(self, worker: _Worker) -> None:
+        """Start the deadline of the batch the worker is now scoring."""
+        loop = asyncio.get_running_loop()
+        worker.deadline = loop.call_later(self._timeout, self._lose, worker, "hung")
+
+    async def _read(self, worker: _Worker) -> None:
+        """Answers of one worker, in the order its batches were sent."""
+        try:
+            while True:
+                scored = await _read_frame(worker.reader)
+                if worker.lost:
+                    return
+                if not worker.jobs:
+                    log.error("evaluation worker process %s answered no batch", worker.process.pid)
+                    self._lose(worker, "died")
+                    return
+                self._answered(worker, cast(Scored, scored))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self._lose(worker, "died")
+        except Exception:
+            log.exception("unreadable answer from evaluation worker process %s", worker.process.pid)
+            self._lose(worker, "died")
+
+    def _answered(self, worker: _Worker, scored: Scored) -> None:
+        job = worker.jobs.popleft()
+        if worker.deadline is not None:
+            worker.deadline.cancel()
+            worker.deadline = None
+        if worker.jobs:
+            self._arm(worker)
+        if not job.answer.done():
+            job.answer.set_result(scored)
+        self._count_busy()
+        assert self._room is not None
+        self._room.set()
+
+    # -- worker lifecycle --------------------------------------------------------------------
+
+    async def _spawn(self) -> _Worker:
+        parent, child = socket.socketpair()
         process = self._ctx.Process(
             target=_serve,
             args=(child, self._specs, self._factory),
             name="rag-monitor-evaluate",
             daemon=True,
         )
-        process.start()
-        child.close()
-        worker = _Worker(process, parent)
         try:
-            ready = parent.poll(_STARTUP_TIMEOUT_S) and parent.recv() == "ready"
-        except (EOFError, OSError):
-            ready = False
-        if not ready:
-            self._stop(worker, 0.0)
+            await asyncio.to_thread(process.start)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        reader, writer = await asyncio.open_connection(sock=parent)
+        problem = ""
+        try:
+            async with asyncio.timeout(_STARTUP_TIMEOUT_S):
+                status, detail = cast(tuple[str, str], await _read_frame(reader))
+            if status != "ready":
+                problem = f"failed to build its evaluators: {detail}"
+        except TimeoutError:
+            problem = f"did not start within {_STARTUP_TIMEOUT_S:g}s"
+        except (asyncio.IncompleteReadError, ConnectionError):
+            problem = "exited before it was ready"
+        if problem:
+            writer.close()
+            await asyncio.to_thread(_stop_process, process)
             raise RuntimeError(
-                f"an evaluation worker process did not start within {_STARTUP_TIMEOUT_S:g}s "
-                f"(exit code {process.exitcode})"
+                f"an evaluation worker process {problem} (exit code {process.exitcode})"
             )
-        self._workers.add(worker)
-        self._running.set(len(self._workers))
+        worker = _Worker(process, reader, writer)
+        worker.reading = asyncio.create_task(self._read(worker), name="evaluate-worker-answers")
         return worker
 
-    def _roundtrip(self, worker: _Worker, batch: Batch) -> Scored:
-        try:
-            worker.conn.send(batch)
-            if not worker.conn.poll(self._timeout):
-                raise WorkerLost("hung")
-            reply: Scored = worker.conn.recv()
-        except (EOFError, OSError) as exc:  # BrokenPipeError is an OSError
-            raise WorkerLost("died") from exc
-        return reply
+    def _add(self, worker: _Worker) -> None:
+        self._workers.add(worker)
+        self._running.set(len(self._workers))
+        assert self._room is not None
+        self._room.set()
 
-    def _lose(self, worker: _Worker, reason: str, records: int) -> None:
-        pid = worker.process.pid
-        self._kill(worker)
-        self._restarts.labels(reason).inc()
-        log.warning(
-            "evaluation worker process %s %s (exit code %s); its %d records get an error "
-            "result; starting a replacement",
-            pid,
-            reason,
-            worker.process.exitcode,
-            records,
+    def _lose(self, worker: _Worker, reason: str) -> None:
+        """Take `worker` out of service (`reason`: died, hung, or stopped by `close`):
+        error results for the batch it was scoring, its other batches to other workers."""
+        if worker.lost:
+            return
+        worker.lost = True
+        if self._closing:
+            reason = "stopped"  # it exits because `close` asked it to
+        if worker.deadline is not None:
+            worker.deadline.cancel()
+        self._workers.discard(worker)
+        self._running.set(len(self._workers))
+        worker.process.kill()  # no-op once it has exited; `close` asked it to stop first
+        worker.writer.close()
+        jobs = list(worker.jobs)
+        worker.jobs.clear()
+        self._count_busy()
+        error = f"evaluation worker process {reason}" + (
+            f" (no answer within {self._timeout:g}s)" if reason == "hung" else ""
         )
-        task = asyncio.create_task(self._replace(), name="evaluate-respawn")
-        self._respawns.add(task)
-        task.add_done_callback(self._respawns.discard)
+        # Only the first batch can have been started: the worker reads the next one after
+        # it has sent the answer to this one.
+        for i, job in enumerate(jobs):
+            if job.answer.done():
+                continue
+            if i == 0 or self._closing:
+                job.answer.set_result(
+                    [[(EvalResult.failed(n, error), 0.0) for n in names] for _, names in job.batch]
+                )
+            else:
+                job.answer.set_result(None)  # `score` sends it again
+        assert self._room is not None
+        self._room.set()
+        if reason not in REASONS:
+            return
+        self._restarts.labels(reason).inc()
+        lost = len(jobs[0].batch) if jobs else 0
+        task = asyncio.create_task(
+            self._replace(worker, reason, lost, len(jobs[1:])), name="evaluate-respawn"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def _replace(self) -> None:
-        assert self._idle is not None
+    async def _replace(self, old: _Worker, reason: str, lost: int, resent: int) -> None:
+        await asyncio.to_thread(_stop_process, old.process)
+        log.warning(
+            "evaluation worker process %s %s (exit code %s): %d records got an error result, "
+            "%d batches it had not started went to other workers; starting a replacement",
+            old.process.pid,
+            reason,
+            old.process.exitcode,
+            lost,
+            resent,
+        )
         while not self._closing:
             try:
-                fresh = await asyncio.to_thread(self._spawn)
+                fresh = await self._spawn()
             except Exception as exc:
                 log.error("could not start an evaluation worker process: %s; retrying", exc)
                 await asyncio.sleep(_RESPAWN_DELAY_S)
                 continue
             if self._closing:
-                await asyncio.to_thread(self._stop, fresh, 0.0)
+                fresh.writer.close()
+                await asyncio.to_thread(_stop_process, fresh.process)
                 return
-            self._idle.put_nowait(fresh)
+            self._add(fresh)
             return
 
-    def _kill(self, worker: _Worker) -> None:
-        worker.process.kill()
-        worker.process.join()
-        self._forget(worker)
+    def _count_busy(self) -> None:
+        self._busy.set(sum(1 for w in self._workers if w.jobs))
 
-    def _stop(self, worker: _Worker, grace_s: float) -> None:
-        if grace_s > 0:
-            try:
-                worker.conn.send(None)
-            except OSError:
-                pass
-            worker.process.join(grace_s)
-        if worker.process.is_alive():
-            worker.process.terminate()
-            worker.process.join(1.0)
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join()
-        self._forget(worker)
 
-    def _forget(self, worker: _Worker) -> None:
-        worker.conn.close()
-        self._workers.discard(worker)
-        self._running.set(len(self._workers))
+def _stop_process(process: BaseProcess) -> None:
+    """Wait a moment for a worker that was asked to stop, then terminate, then kill."""
+    process.join(1.0)
+    if process.is_alive():
+        process.terminate()
+        process.join(1.0)
+    if process.is_alive():
+        process.kill()
+        process.join()

@@ -7,10 +7,12 @@ bounded in records (`pipeline.queue_size`) and in the bytes of their text
 
 Each worker takes a queued record and runs its sampled evaluators: network ones (LLM
 judges) concurrently, each call under the evaluation deadline, and CPU scorers
-(`CpuScorer`, the local evaluators) together in one worker-thread hop under one deadline,
-since a hop costs about as much CPU as scoring a small record. When every evaluator is a
-CPU scorer, a worker takes the records waiting (up to `_MAX_BATCH`) and scores the whole
-batch in one hop. Results go to every sink.
+(`CpuScorer`, the local evaluators) together: in the worker-process pool (`CpuPool`,
+`pipeline.processes`) or, without one, in one worker-thread hop under one deadline, since
+a hop costs about as much CPU as scoring a small record. When every evaluator is a CPU
+scorer, a worker takes the records waiting (up to `_MAX_BATCH`) and scores the whole
+batch in one trip. With a pool there are at least as many workers as the pool has batch
+slots, so that every worker process always has its next batch. Results go to every sink.
 
 A record's `on_done` is called once it is finished — evaluated or deliberately skipped —
 and, for sinks that persist results, its results are written (True), or once it is
@@ -111,7 +113,8 @@ class EvaluationStage:
         self._changed = asyncio.Condition()  # the queue changed
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
-        self._workers = workers
+        # Enough tasks to keep every batch slot of the pool taken.
+        self._workers = max(workers, cpu_pool.slots) if cpu_pool is not None else workers
         self._timeout = evaluation_timeout_s
         # With a pool, CPU scorers run in worker processes; without, in a thread hop here.
         self._pool = cpu_pool
