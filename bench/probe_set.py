@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -501,13 +502,36 @@ def _statement(answer: str) -> str:
     return answer
 
 
+def _chunks(sheet: Sheet, other: Sheet, rng: random.Random) -> list[dict[str, str]]:
+    """What a retriever returns: the sheet in two chunks (split at a sentence) and a chunk of
+    another sheet, in a shuffled order."""
+    own = re.split(r"(?<=\.)\s+(?=[A-Z])", sheet.text)
+    theirs = re.split(r"(?<=\.)\s+(?=[A-Z])", other.text)
+    cut = rng.randint(2, len(own) - 2)
+    half = len(theirs) // 2
+    chunks = [
+        {"content": " ".join(own[:cut]), "doc_uri": f"probe://{sheet.title}#1"},
+        {"content": " ".join(own[cut:]), "doc_uri": f"probe://{sheet.title}#2"},
+        {"content": " ".join(theirs[half:]), "doc_uri": f"probe://{other.title}#2"},
+    ]
+    rng.shuffle(chunks)
+    return chunks
+
+
 def _record(
-    sheet: Sheet, n: int, question: str, answer: str, kind: str, length: str
+    sheet: Sheet,
+    other: Sheet,
+    rng: random.Random,
+    n: int,
+    question: str,
+    answer: str,
+    kind: str,
+    length: str,
 ) -> dict[str, object]:
     return {
         "request_id": f"probe-{n:05d}",
         "request": question,
-        "retrieved_context": [{"content": sheet.text, "doc_uri": f"probe://{sheet.title}"}],
+        "retrieved_context": _chunks(sheet, other, rng),
         "response": answer,
         "label": {
             "hallucinated": kind != "faithful",
@@ -521,20 +545,28 @@ def _record(
 def build(seed: int = SEED, sheets: int = SHEETS) -> list[dict[str, object]]:
     """The probe records, deterministic for `seed`."""
     rng = random.Random(seed)
+    made = [KINDS[i % len(KINDS)](rng) for i in range(sheets)]
     out: list[dict[str, object]] = []
-    for i in range(sheets):
-        sheet = KINDS[i % len(KINDS)](rng)
+    for i, sheet in enumerate(made):
+        other = made[(i + 1) % len(made)]
+
+        def record(
+            question: str,
+            answer: str,
+            kind: str,
+            length: str,
+            sheet: Sheet = sheet,
+            other: Sheet = other,
+        ) -> dict[str, object]:
+            return _record(sheet, other, rng, len(out), question, answer, kind, length)
+
         by_slot = {
             s: [f for f in sheet.facts if f.slot == s]
             for s in ("number", "date", "name", "negation")
         }
         # One-line answers: two faithful, then one per error kind.
         for fact in rng.sample(sheet.facts, 2):
-            out.append(
-                _record(
-                    sheet, len(out), fact.question, fact.answer(fact.value), "faithful", "one_line"
-                )
-            )
+            out.append(record(fact.question, fact.answer(fact.value), "faithful", "one_line"))
         for kind in ERRORS:
             if kind == "extra":
                 fact = rng.choice(sheet.facts)
@@ -542,13 +574,13 @@ def build(seed: int = SEED, sheets: int = SHEETS) -> list[dict[str, object]]:
             else:
                 fact = rng.choice(by_slot[kind])
                 answer = fact.answer(fact.wrong(rng))
-            out.append(_record(sheet, len(out), fact.question, answer, kind, "one_line"))
+            out.append(record(fact.question, answer, kind, "one_line"))
         # Multi-sentence overviews of three facts: two faithful, then one per error kind.
         question = f"Give me an overview of the {sheet.title}."
         for _ in range(2):
             chosen = rng.sample(sheet.facts, 3)
             answer = " ".join(_statement(f.answer(f.value)) for f in chosen)
-            out.append(_record(sheet, len(out), question, answer, "faithful", "multi"))
+            out.append(record(question, answer, "faithful", "multi"))
         for kind in ERRORS:
             if kind == "extra":
                 chosen = rng.sample(sheet.facts, 3)
@@ -562,7 +594,7 @@ def build(seed: int = SEED, sheets: int = SHEETS) -> list[dict[str, object]]:
                 parts = [
                     _statement(f.answer(f.wrong(rng) if f is planted else f.value)) for f in chosen
                 ]
-            out.append(_record(sheet, len(out), question, " ".join(parts), kind, "multi"))
+            out.append(record(question, " ".join(parts), kind, "multi"))
     return out
 
 

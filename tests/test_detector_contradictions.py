@@ -149,3 +149,36 @@ def test_replay_fails_blatant_hallucinations_and_explains_them(
     assert "answer says Frank Lloyd Wright; context says Joseph Strauss" in engineer["explanation"]
     assert lines["tower-right"]["passed"] is True
     assert lines["engineer-right"]["passed"] is True
+
+
+def _decisive(query: str, context: str, answer: str) -> list[str]:
+    verdict = score_groundedness(query, [context], answer)
+    return [c.describe() for c in verdict.contradictions if c.decisive]
+
+
+def test_a_lone_month_is_not_decisive() -> None:
+    # The month is what the sentence is about, not the value it states.
+    context = "The warmest monthly average in Portvale for September is 19 degrees."
+    assert (
+        _decisive(
+            "How warm does it get?", context, "The warmest monthly average is 23 degrees in July."
+        )
+        == []
+    )
+
+
+def test_a_flip_needs_the_evidence_to_restate_the_claim() -> None:
+    context = (
+        "When a latch will not catch, the latch does not align with the hole in the strike plate."
+    )
+    answer = "It suggests moving the strike plate so that the hole lines up and the latch can align with it."
+    assert _decisive("How do I fix a latch?", context, answer) == []
+
+
+def test_a_word_the_evidence_both_states_and_negates_is_not_flipped() -> None:
+    context = (
+        "After you submit proof of the amounts owed to you, the business must explain why "
+        "the debt is not owed."
+    )
+    answer = "You submit proof of the amounts owed to you to the court."
+    assert _decisive("How do I claim?", context, answer) == []

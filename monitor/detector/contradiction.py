@@ -55,8 +55,10 @@ _SAME_UNIT = 0.55
 # other value matches the claim's frame by this many content words more, and at least this.
 _MOVED_MARGIN = 1.0
 _MOVED_MIN = 1.5
-# The share of the claim's frame the evidence must match for a contradiction to be decisive.
+# The share of the claim's frame the evidence must match for a contradiction to be decisive,
+# and the fewest frame words a claim needs for that (a bare "1932" restates nothing).
 _RESTATED = 0.75
+_DECISIVE_FRAME = 3
 # Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
 # these are only excluded because they refer back to the answer's layout.
 _NOT_UNITS = REFERENCES | frozenset("times time way ways".split())
@@ -373,11 +375,51 @@ def find(
             said, shown, kind = _date_phrase(claim, slot), _date_phrase(evidence, rival), "date"
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
-        # Decisive when the evidence restates the claim, or when a full date differs from the
-        # context's in one part only (day and month the same, another year): no coincidence.
-        decisive = score / max(len(frame), 1) >= _RESTATED or agree >= 2
+        decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
         out.append(Contradiction(kind, said, shown, claim_text, evidence.text, decisive))
     return out
+
+
+def _decisive(
+    slot: Slot,
+    claim: Parsed,
+    frame: set[str],
+    score: float,
+    best_with: float,
+    agree: int,
+    evidence: Parsed,
+    compatible: Callable[[Slot, Slot], bool],
+) -> bool:
+    """Whether a contradiction is beyond coincidence, so that it decides the verdict alone.
+
+    A full date that differs from the context's in one part only (same day and month,
+    another year) is. Otherwise the claim's value must be nowhere in the context (a value
+    moved from another fact may be a misreading of the pair, left to the learned model), the
+    claim must say enough besides the slot, the evidence sentence must restate it, and must
+    hold exactly one value that could fill the slot (a sentence listing several months or
+    lengths is about several things). A lone month is never decisive: it is as often the
+    subject of a claim ("in July, ...") as its value.
+    """
+    if agree >= 2:
+        return True
+    if best_with >= 0 or slot.kind == "month" or len(frame) < _DECISIVE_FRAME:
+        return False
+    if score / len(frame) < _RESTATED or _other_key(claim, slot, evidence):
+        return False
+    return sum(1 for o in evidence.slots if compatible(slot, o)) == 1
+
+
+def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
+    """Whether the claim and the evidence also differ on another date or name, so that they
+    are about different things ("23 degrees in July" against "19 degrees in September")."""
+    dates = ("year", "month", "day")
+    for mine in claim.slots:
+        if mine is slot or mine.kind not in (*dates, "name") or mine.kind == slot.kind:
+            continue
+        theirs = [o for o in evidence.slots if o.kind == mine.kind]
+        if theirs and not any(_same_value(mine, o) for o in theirs):
+            return True
+    return False
 
 
 def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:

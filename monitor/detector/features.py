@@ -69,8 +69,10 @@ _SHARED_WORDS = 0.6
 _NEGATION_SCOPE = 3
 # A word this close to a negated word (word vectors) states the same thing ("permitted").
 _SYNONYM = 0.7
-# A polarity flip is a contradiction when the claim shares this much with its evidence.
-_RESTATES = 0.75
+# A polarity flip is a contradiction when the claim shares this much with its evidence,
+# and says at least this many content words besides the flipped one.
+_RESTATES = 0.8
+_RESTATED_WORDS = 2
 # A claim this close to its evidence sentence talks about the same thing, so a number there
 # that differs from the claim's is a contradiction rather than extra detail.
 _SAME_TOPIC = 0.6
@@ -275,12 +277,32 @@ def _contradicts(
 ) -> frozenset[str]:
     """Stems one side negates and the other states (itself or a close synonym, "allowed" /
     "permitted") with no negation anywhere in it."""
-    denied = _negated(evidence)
+    # A word a sentence both negates and states ("owed to you ... why it is not owed") is
+    # not denied by it.
+    denied = _negated(evidence) - _affirmed(evidence)
+    negated = negated - _affirmed(claim)
     if negated and not denied and not _has_negation(evidence):
         return _stated(negated, evidence, embedder)
     if denied and not negated and not _has_negation(claim):
         return _stated(denied, claim, embedder)
     return frozenset()
+
+
+def _affirmed(sentence: _Sentence) -> frozenset[str]:
+    """Words that occur in the sentence outside the scope of a negation."""
+    out = set()
+    words = sentence.folded
+    scope = 0
+    for word in words:
+        if word in NEGATIONS or word.endswith("n't"):
+            scope = _NEGATION_SCOPE
+            continue
+        if scope and word not in STOPWORDS and word not in DISCOURSE and word.isalpha():
+            scope = 0
+            continue
+        scope = max(0, scope - 1)
+        out.add(word)
+    return frozenset(out)
 
 
 def _loose(word: str) -> str:
@@ -314,14 +336,20 @@ def _same_claim(claim: _Sentence, evidence: _Sentence, similarity: float) -> boo
     return len(mine & theirs) / len(mine) >= _SHARED_WORDS
 
 
-def _restates(claim: _Sentence, evidence: _Sentence, similarity: float) -> bool:
+def _restates(claim: _Sentence, evidence: _Sentence, flipped: frozenset[str]) -> bool:
     """Whether the claim says what the evidence sentence says but for its polarity: so close
-    that a flipped negation is a contradiction rather than a different statement."""
-    ignore = NEGATIONS | {"yes"}
-    mine = {_loose(w) for w in claim.folded if w not in STOPWORDS and w not in ignore}
+    that a flipped negation is a contradiction rather than a different statement. Judged on
+    shared words, not vector similarity, which is high for sentences on one topic."""
+    ignore = NEGATIONS | {"yes"} | flipped
+    mine = {
+        _loose(w)
+        for w in claim.folded
+        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in ignore
+    }
+    if len(mine) < _RESTATED_WORDS:
+        return False
     theirs = {_loose(w) for w in evidence.folded}
-    shared = len(mine & theirs) / len(mine) if mine else 0.0
-    return similarity >= _RESTATES or shared >= _RESTATES
+    return len(mine & theirs) / len(mine) >= _RESTATES
 
 
 def _has_negation(sentence: _Sentence) -> bool:
@@ -381,7 +409,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 else frozenset()
             )
             check.negation_mismatch = bool(flipped)
-            if flipped and _restates(claims[i], evidence[best[i]], check.similarity):
+            if flipped and _restates(claims[i], evidence[best[i]], flipped):
                 contradictions.append(
                     contradiction.negation(claims[i].text, evidence[best[i]].text, flipped)
                 )
