@@ -30,11 +30,13 @@ class HoldingStage:
 
     def __init__(self) -> None:
         self.items: list[SampledRecord] = []
+        self.calls: list[int] = []  # records offered by each put_many call
         self.open = asyncio.Event()
         self.open.set()
         self.stopped = False
 
     async def put_many(self, items: Sequence[SampledRecord]) -> int:
+        self.calls.append(len(items))
         while not self.open.is_set():
             if self.stopped:
                 return 0
@@ -342,6 +344,42 @@ async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> N
 
 def _count_is(consumer: HoldingStage, n: int) -> bool:
     return len(consumer.items) == n
+
+
+async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Telemetry) -> None:
+    """Records are handed to the evaluation stage in batches, not one hand-on per
+    delivery: the first goes on at once, those ready within the interval after it wait
+    for its end (by an injected clock) and then go on together."""
+    consumer = HoldingStage()
+    pace = Clock()
+    config = _config(sampling={"rate": 1.0})
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,  # type: ignore[arg-type]
+        telemetry,
+        pace_clock=pace,
+    )
+    await stage.start()
+
+    def record(i: int) -> Delivery:
+        raw = {"request_id": f"r{i}", "question": "q", "context": ["c"], "answer": "a"}
+        return Delivery("kafka", records=[RawRecord(raw)])
+
+    try:
+        # From another thread, as the Kafka consumer thread hands records in.
+        assert await asyncio.to_thread(stage.consume, [record(0)])
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the first hand-on")
+        for i in (1, 2, 3):
+            assert await asyncio.to_thread(stage.consume, [record(i)])
+        assert consumer.calls == [1]  # the interval has not passed on the pace clock
+        pace.now += 1.0
+        await wait_until_async(partial(_count_is, consumer, 4), 5, "the next hand-on")
+        assert consumer.calls == [1, 3]
+        assert [item.record.request_id for item in consumer.items] == ["r0", "r1", "r2", "r3"]
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
 
 
 async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry) -> None:

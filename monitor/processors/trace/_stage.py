@@ -7,7 +7,8 @@ bounded in items and in bytes — that one worker thread drains: it assembles sp
 traces (`TraceAssembler`, bounded in traces and bytes), reduces each released trace to
 what sampling reads (`sampling_view`, no attribute decoding), asks the sampler once
 which evaluators sample it, extracts records only from sampled traces, and hands them on
-with the decision attached. Records that arrive as records (Kafka JSON, replay) are
+with the decision attached, in batches (at most one hand-on per `_HAND_ON_INTERVAL_S`
+unless many records are ready). Records that arrive as records (Kafka JSON, replay) are
 sampled the same way. The worker blocks while the evaluation stage is full, so the intake
 fills and `consume` refuses: receivers push back (HTTP 503, gRPC UNAVAILABLE, paused
 Kafka partitions) instead of the process buffering without bound.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections import Counter as Tally
@@ -46,6 +48,12 @@ STAGE = "assemble"
 # Items taken from the intake per pass: large enough to amortise a pass, small enough
 # that expiry and acknowledgements stay timely under load.
 _PASS_ITEMS = 8192
+# Records are handed to the evaluation stage at most once per interval, unless this many
+# are ready: a hand-on wakes the worker thread and the event loop, so at a steady
+# sampled rate records go on in batches instead of one hand-on per request. The first
+# record after a quiet interval goes on at once.
+_HAND_ON_INTERVAL_S = 0.05
+_HAND_ON_ITEMS = 256
 _ACKS = threading.Lock()  # acknowledgements are settled from several threads
 
 
@@ -121,6 +129,7 @@ class TraceStage:
         route_in_sampling: bool = True,
         observer: TraceObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pace_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sampler = sampler
         self._observer = observer
@@ -132,7 +141,8 @@ class TraceStage:
         self._view_route = route_attribute if route_in_sampling else None
         self._max_items = assembly.queue_size
         self._max_bytes = assembly.queue_bytes
-        self._clock = clock
+        self._clock = clock  # trace expiry
+        self._pace_clock = pace_clock  # when ready records go on (real time unless a test's)
         self._tick = min(1.0, assembly.idle_timeout_s / 4)
         self._assembler = TraceAssembler(
             idle_timeout_s=assembly.idle_timeout_s,
@@ -151,6 +161,7 @@ class TraceStage:
         self._ready: deque[SampledRecord] = deque()
         self._ready_items = 0
         self._ready_bytes = 0
+        self._last_hand_on = -math.inf  # by `pace_clock`; the worker's own
         self._intake: deque[_Pending] = deque()
         self._queued_items = 0
         self._queued_bytes = 0
@@ -270,30 +281,39 @@ class TraceStage:
                 delivery.on_done(True)
         if pending:
             self._depth.set(self._queued_items)
-            self._work_here()
-            # Wake the worker only when there is work left for it (records to hand on, or
-            # spans this thread could not assemble): a wake-up per request costs GIL
+            first_ready = self._work_here()
+            # Wake the worker only when there is work left for it: spans this thread could
+            # not assemble, the first records since its last hand-on (it times the next
+            # one), or enough records to hand on now. A wake-up per request would cost GIL
             # hand-offs on the ingest path. Whoever adds work later checks again.
-            if self._intake or self._ready:
+            if self._intake or first_ready or self._ready_items >= _HAND_ON_ITEMS:
                 self._wake.set()
         return True
 
-    def _work_here(self) -> None:
+    def _work_here(self) -> bool:
         """Assemble what is in the intake in this thread — the receiver's decode or
         consumer thread — when no other thread is at it: one thread decodes and
         assembles a request's spans, as two threads would only contend for the GIL. The
-        event loop never does it (replay's `put` leaves it to the worker)."""
+        event loop never does it (replay's `put` leaves it to the worker). True when it
+        made the first records ready since the last hand-on."""
         if threading.get_ident() == self._loop_thread or not self._work_lock.acquire(False):
-            return
+            return False
         try:
             out = self._process(self._take(), expire=False)
         finally:
             self._work_lock.release()
-        if out:
-            with self._lock:
-                self._ready.extend(out)
-                self._ready_items += len(out)
-                self._ready_bytes += sum(item.size for item in out)
+        return self._add_ready(out)
+
+    def _add_ready(self, out: list[SampledRecord]) -> bool:
+        """Queue records for the next hand-on; True if none were queued before."""
+        if not out:
+            return False
+        with self._lock:
+            first = not self._ready
+            self._ready.extend(out)
+            self._ready_items += len(out)
+            self._ready_bytes += sum(item.size for item in out)
+        return first
 
     def _choose(
         self, delivery: Delivery
@@ -406,14 +426,31 @@ class TraceStage:
     def _run(self) -> None:
         self._next_expiry = self._clock() + self._tick
         while True:
-            self._wake.wait(min(self._tick, max(0.0, self._next_expiry - self._clock())))
+            wait = min(self._tick, max(0.0, self._next_expiry - self._clock()))
+            if self._ready:
+                wait = min(wait, max(0.0, self._next_hand_on() - self._pace_clock()))
+            self._wake.wait(wait)
             self._wake.clear()
-            with self._work_lock:
-                stopping = self._stopping and not self._intake
-                out = self._process(self._take(), expire=True, stopping=stopping)
-            self._hand_on(self._take_ready() + out)
+            stopping = False
+            # Take the assembly lock only for work that needs it: woken just to hand
+            # records on, the worker must not take over the receivers' assembly, as two
+            # threads assembling on one core only trade the GIL.
+            if self._intake or self._flush or self._stopping or self._clock() >= self._next_expiry:
+                with self._work_lock:
+                    stopping = self._stopping and not self._intake
+                    out = self._process(self._take(), expire=True, stopping=stopping)
+                self._add_ready(out)
+            if self._ready and (
+                stopping
+                or self._ready_items >= _HAND_ON_ITEMS
+                or self._pace_clock() >= self._next_hand_on()
+            ):
+                self._hand_on(self._take_ready())
             if stopping and not self._intake and not self._ready:
                 return
+
+    def _next_hand_on(self) -> float:
+        return self._last_hand_on + _HAND_ON_INTERVAL_S
 
     def _process(
         self, batch: list[_Pending], *, expire: bool, stopping: bool = False
@@ -444,6 +481,8 @@ class TraceStage:
             self._ready.clear()
             self._ready_items = 0
             self._ready_bytes = 0
+        if ready:
+            self._made_room()
         return ready
 
     def _take(self) -> list[_Pending]:
@@ -460,11 +499,15 @@ class TraceStage:
             queued = self._queued_items
         if batch:
             self._depth.set(queued)
-            if self._room_wanted:  # only `put` waits for room; waking the loop costs
-                self._room_wanted = False
-                assert self._loop is not None and self._room is not None
-                self._loop.call_soon_threadsafe(self._room.set)
+            self._made_room()
         return batch
+
+    def _made_room(self) -> None:
+        """Items left the intake or the ready records: wake a waiting `put`."""
+        if self._room_wanted:  # only `put` waits for room; waking the loop costs
+            self._room_wanted = False
+            assert self._loop is not None and self._room is not None
+            self._loop.call_soon_threadsafe(self._room.set)
 
     def _take_apart(
         self, pending: _Pending, out: list[SampledRecord], finished: list[FinishedTrace]
@@ -601,6 +644,7 @@ class TraceStage:
         if not out:
             return
         assert self._loop is not None
+        self._last_hand_on = self._pace_clock()
         future = asyncio.run_coroutine_threadsafe(self._consumer.put_many(out), self._loop)
         while not self._abandon:
             try:
