@@ -25,6 +25,7 @@ it, which the worker had not started, are sent to another worker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import multiprocessing
 import pickle
@@ -36,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from monitor.evaluators.base import BuildContext, CpuScorer, EvalResult, EvaluatorSpec
 from monitor.records import RagRecord
@@ -48,6 +49,10 @@ log = logging.getLogger(__name__)
 Batch = list[tuple[RagRecord, tuple[str, ...]]]
 # Per record, per scorer in the order asked: the result and the seconds it took.
 Scored = list[list[tuple[EvalResult, float]]]
+# The same on the wire: a result as the tuple of its fields (unpickling a tuple and
+# building the dataclass costs the ingest process a third of unpickling the dataclass).
+_WireScored = list[list[tuple[tuple[Any, ...], float]]]
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
 # Batches in flight per worker: the one it scores and the one waiting behind it.
 DEPTH = 2
@@ -105,8 +110,8 @@ def _build_scorers(specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> di
     return scorers
 
 
-def _score_batch(scorers: dict[str, CpuScorer], batch: Batch) -> Scored:
-    scored: Scored = []
+def _score_batch(scorers: dict[str, CpuScorer], batch: Batch) -> _WireScored:
+    scored: _WireScored = []
     for record, names in batch:
         row = []
         for name in names:
@@ -115,7 +120,8 @@ def _score_batch(scorers: dict[str, CpuScorer], batch: Batch) -> Scored:
                 result = scorers[name].score(record)
             except Exception as exc:
                 result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-            row.append((result, time.perf_counter() - started))
+            fields = tuple(getattr(result, field) for field in _RESULT_FIELDS)
+            row.append((fields, time.perf_counter() - started))
         scored.append(row)
     return scored
 
@@ -150,6 +156,12 @@ class _Job:
     payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
     # The worker's answer; None when the worker was lost before it started the batch.
     answer: asyncio.Future[Scored | None]
+
+    def answered(self, wire: _WireScored) -> None:
+        if not self.answer.done():  # a cancelled `score` dropped it
+            self.answer.set_result(
+                [[(EvalResult(*fields), seconds) for fields, seconds in row] for row in wire]
+            )
 
 
 @dataclass(eq=False)
@@ -312,22 +324,21 @@ class CpuPool:
                     log.error("evaluation worker process %s answered no batch", worker.process.pid)
                     self._lose(worker, "died")
                     return
-                self._answered(worker, cast(Scored, scored))
+                self._answered(worker, cast(_WireScored, scored))
         except (asyncio.IncompleteReadError, ConnectionError):
             self._lose(worker, "died")
         except Exception:
             log.exception("unreadable answer from evaluation worker process %s", worker.process.pid)
             self._lose(worker, "died")
 
-    def _answered(self, worker: _Worker, scored: Scored) -> None:
+    def _answered(self, worker: _Worker, scored: _WireScored) -> None:
         job = worker.jobs.popleft()
         if worker.deadline is not None:
             worker.deadline.cancel()
             worker.deadline = None
         if worker.jobs:
             self._arm(worker)
-        if not job.answer.done():
-            job.answer.set_result(scored)
+        job.answered(scored)
         self._count_busy()
         assert self._room is not None
         self._room.set()

@@ -155,17 +155,21 @@ class EvaluationStage:
     async def put_many(self, items: Sequence[SampledRecord]) -> int:
         """Take items in order, waiting for room; returns how many were taken before the
         stage stopped accepting (the caller still owns the rest)."""
-        for taken, item in enumerate(items):
-            size = item.size
-            async with self._changed:
-                await self._changed.wait_for(partial(self._room_for, size))
+        sizes = [item.size for item in items]
+        taken = 0
+        async with self._changed:
+            while taken < len(items):
+                await self._changed.wait_for(partial(self._room_for, sizes[taken]))
                 if not self._accepting:
-                    return taken
-                self._queue.append(item)
-                self._queued_bytes += size
+                    break
+                # Everything that fits at once: one wake-up of the workers, not one a record.
+                while taken < len(items) and self._room_for(sizes[taken]):
+                    self._queue.append(items[taken])
+                    self._queued_bytes += sizes[taken]
+                    taken += 1
                 self._depth.set(len(self._queue))
                 self._changed.notify_all()
-        return len(items)
+        return taken
 
     def _room_for(self, size: int) -> bool:
         """Whether `put_many` can go on: room for `size` bytes, or no longer accepting.
