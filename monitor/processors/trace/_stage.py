@@ -225,15 +225,23 @@ class TraceStage:
         # A `RawRecord` is validated only when sampled.
         pending: list[_Pending] = []
         done: list[Delivery] = []  # record deliveries with nothing left to evaluate
-        skipped: list[tuple[Delivery, list[RagRecord | RawRecord]]] = []
+        skipped: list[tuple[Delivery, RagRecord | RawRecord]] = []
         rejected: list[tuple[Delivery, list[tuple[str, str]]]] = []
+        sampled = self._sampler.sampled
         for delivery in deliveries:
             if delivery.spans:
                 pending.append(_Pending(delivery, None))
                 continue
-            chosen, unsampled, problems = self._choose(delivery)
-            if unsampled:
-                skipped.append((delivery, unsampled))
+            records = delivery.records
+            decided = None
+            if len(records) == 1:
+                decided = sampled(records[0])
+                if not decided:
+                    # Most deliveries: one record (a Kafka message), not sampled.
+                    skipped.append((delivery, records[0]))
+                    done.append(delivery)
+                    continue
+            chosen, problems = self._choose(delivery, skipped, decided)
             if problems:
                 rejected.append((delivery, problems))
             if chosen:
@@ -263,13 +271,12 @@ class TraceStage:
         for delivery, problems in rejected:
             self._reject(delivery, problems)
         counts: Tally[str] = Tally()
-        for delivery, records in skipped:
-            for record in records:
-                counts[record.service] += 1
-                if self._observer is not None:
-                    self._observer.no_record(
-                        record.sampling_key, record.service, delivery.source, "unsampled", 0
-                    )
+        for delivery, record in skipped:
+            counts[record.service] += 1
+            if self._observer is not None:
+                self._observer.no_record(
+                    record.sampling_key, record.service, delivery.source, "unsampled", 0
+                )
         self._count_unsampled(counts)
         for item in pending:
             if item.chosen is None:
@@ -316,21 +323,22 @@ class TraceStage:
         return first
 
     def _choose(
-        self, delivery: Delivery
-    ) -> tuple[
-        list[tuple[RagRecord, frozenset[str]]], list[RagRecord | RawRecord], list[tuple[str, str]]
-    ]:
-        """A record delivery split by the sampling decision: the sampled records,
-        validated, with their evaluators; the unsampled ones; and the problems of sampled
-        records that did not validate. No side effects."""
+        self,
+        delivery: Delivery,
+        unsampled: list[tuple[Delivery, RagRecord | RawRecord]],
+        decided: frozenset[str] | None = None,
+    ) -> tuple[list[tuple[RagRecord, frozenset[str]]], list[tuple[str, str]]]:
+        """A record delivery split by the sampling decision (`decided`: already taken
+        for a delivery of one record): the sampled records, validated, with their
+        evaluators, and the problems of sampled records that did not validate; the
+        unsampled ones are added to `unsampled`. No other effects."""
         chosen: list[tuple[RagRecord, frozenset[str]]] = []
-        unsampled: list[RagRecord | RawRecord] = []
         problems: list[tuple[str, str]] = []
         many = len(delivery.records) > 1
         for i, record in enumerate(delivery.records):
-            sampled = self._sampler.sampled(record)
+            sampled = self._sampler.sampled(record) if decided is None else decided
             if not sampled:
-                unsampled.append(record)
+                unsampled.append((delivery, record))
             elif isinstance(record, RawRecord):
                 try:
                     chosen.append((record.parse(), sampled))
@@ -340,7 +348,7 @@ class TraceStage:
                     )
             else:
                 chosen.append((record, sampled))
-        return chosen, unsampled, problems
+        return chosen, problems
 
     def _reject(self, delivery: Delivery, problems: list[tuple[str, str]]) -> None:
         for reason, _ in problems:

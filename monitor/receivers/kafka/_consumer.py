@@ -147,6 +147,7 @@ class KafkaReceiver:
         self._last_commit = 0.0
         self._last_status = 0.0
         self._thread: threading.Thread | None = None
+        self._thread_id = 0  # the consumer thread's
         self._closed = False
 
     # -- lifecycle (event loop) -----------------------------------------------------------
@@ -195,6 +196,7 @@ class KafkaReceiver:
     # -- consumer thread --------------------------------------------------------------------
 
     def _main(self) -> None:
+        self._thread_id = threading.get_ident()
         try:
             while not self._stop.is_set():
                 if self._consumer is None:
@@ -296,33 +298,35 @@ class KafkaReceiver:
         tracker: PartitionTracker,
         batch: list[tuple[PartitionTracker, Delivery]],
     ) -> None:
-        """Take one message apart. It is registered with its partition's tracker before
-        anything that can fail, and held by one unit until it has been taken apart, so a
-        failure costs this message alone and can never let a commit pass over it."""
+        """Take one message apart. It is registered with its partition's tracker, owing
+        one unit, before anything that can fail; that unit becomes its delivery's once
+        the delivery is built, and is released here otherwise, so a failure costs this
+        message alone and can never let a commit pass over it."""
         offset = message.offset
         tracker.add(offset, 1)
+        handed = False
         problems: list[Rejection] = []
         try:
-            meta = _Metadata(message)
             decoded = decode_message(message.value, self._cfg.encoding)
             problems = decoded.problems
             if decoded.spans or decoded.records:
-                tracker.owe(offset, 1)
                 delivery = Delivery(
                     SOURCE,
                     spans=decoded.spans or [],
                     records=decoded.records,
                     on_done=partial(self._delivered, tracker, offset),
                     on_rejected=partial(self._invalid_records, message, tracker),
-                    metadata=meta,
+                    metadata=_Metadata(message),
                 )
                 batch.append((tracker, delivery))
+                handed = True
         except Exception as exc:
             problems = [Rejection("internal_error", f"{type(exc).__name__}: {exc}")]
             log.debug("kafka: message %s failed", offset, exc_info=True)
         if problems:
             self._reject(message, tracker, problems)
-        tracker.finish(offset)
+        if not handed:
+            tracker.finish(offset)
 
     def _reject(
         self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[Rejection]
@@ -356,32 +360,47 @@ class KafkaReceiver:
             self._dead_letters.send(message, problems, partial(self._done.append, token))
 
     def _delivered(self, tracker: PartitionTracker, offset: int, ok: bool) -> None:
-        """A delivery's `on_done` (any thread)."""
-        self._done.append((tracker, offset, ok, True))
+        """A delivery's `on_done` (any thread). Most are called in this thread, while the
+        trace stage takes the delivery (nothing sampled): those finish at once, without
+        the round trip through the deque that other threads' completions take."""
+        if threading.get_ident() != self._thread_id:
+            self._done.append((tracker, offset, ok, True))
+            return
+        self._in_flight -= 1
+        # An abandoned message is not finished: it is re-delivered to the next owner.
+        if ok and not tracker.revoked:
+            tracker.finish(offset)
 
     def _hand_over(self, batch: list[tuple[PartitionTracker, Delivery]]) -> None:
         if not batch:
             return
-        if self._held or not self._next.consume([d for _, d in batch]):
+        if self._held or not self._offer(batch):
             # The trace stage is full: hold these, pause, offer them again next step.
             self._held.extend(batch)
             return
-        self._in_flight += len(batch)
         self._flush_owed = True
+
+    def _offer(self, batch: list[tuple[PartitionTracker, Delivery]]) -> bool:
+        """Hand `batch` to the trace stage; counted in flight first, since the stage may
+        finish some of them before it returns."""
+        self._in_flight += len(batch)
+        if self._next.consume([d for _, d in batch]):
+            return True
+        self._in_flight -= len(batch)
+        return False
 
     def _offer_held(self) -> None:
         if not self._held:
             return
         held = [(t, d) for t, d in self._held if self._owned(t)]
         self._held = []
-        if held and not self._next.consume([d for _, d in held]):
+        if held and not self._offer(held):
             self._held = held
             return
-        self._in_flight += len(held)
         self._flush_owed = self._flush_owed or bool(held)
 
     def _owned(self, tracker: PartitionTracker) -> bool:
-        return self._trackers.get(TopicPartition(tracker.topic, tracker.partition)) is tracker
+        return not tracker.revoked
 
     def _collect_done(self) -> None:
         done = self._done
@@ -501,7 +520,9 @@ class KafkaReceiver:
         self._collect_done()
         self._commit(mine, wait=False)
         for tp in revoked:
-            self._trackers.pop(tp, None)
+            gone = self._trackers.pop(tp, None)
+            if gone is not None:
+                gone.revoked = True  # its late completions are ignored
             try:
                 self._t.kafka_lag.remove(tp.topic, str(tp.partition))
             except KeyError:

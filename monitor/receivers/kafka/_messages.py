@@ -60,7 +60,8 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
     Never raises on bad input: problems are returned."""
     if not value:
         return Decoded(problems=[Rejection("empty", "message has no value")])
-    first = value[:_SNIFF_BYTES].lstrip(_WHITESPACE)[:1]
+    # Most messages start with their JSON; only others pay for looking past whitespace.
+    first = value[:1] if value[0] in _JSON_START else value[:_SNIFF_BYTES].lstrip(_WHITESPACE)[:1]
     looks_json = bool(first) and first[0] in _JSON_START
     if encoding == "otlp_proto" or (
         encoding == "auto" and value[0] == _PROTO_START and not looks_json
@@ -124,6 +125,8 @@ def _is_otlp_json(data: Any) -> bool:
 
 def _records(data: Any) -> Decoded:
     """JSON records, to be validated by whoever evaluates them (`RawRecord.parse`)."""
+    if isinstance(data, dict):  # one record, the common case
+        return Decoded(records=[RawRecord(data)])
     out = Decoded()
     items = data if isinstance(data, list) else [data]
     many = isinstance(data, list)

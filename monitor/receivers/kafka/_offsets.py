@@ -30,6 +30,8 @@ class PartitionTracker:
     _next: int | None = None
     outstanding: int = 0
     """Units handed out and not yet finished, across all messages of the partition."""
+    revoked: bool = False
+    """The partition was revoked from us: completions of its messages are ignored."""
 
     def add(self, offset: int, units: int) -> None:
         """Register a message at `offset` that finishes after `units` completions."""
