@@ -9,7 +9,14 @@ Load: OTLP export requests of 512 spans (128 RAG traces of 4 spans: CHAIN root, 
 with 3 documents, LLM with system/user/assistant messages, output-parser CHAIN; the
 OpenInference convention, ~600 bytes per span). Every request gets fresh trace ids (patched
 into the pre-serialized body, so the client does little work). The monitor runs with
-sampling 1% and the four local evaluators, pinned to one CPU when `taskset` exists.
+sampling 1% and the four local evaluators; its ingest process is pinned to one CPU when
+`taskset` exists, and its evaluation worker process and this load generator run on the
+other CPUs (`cpu_layout`), so the server CPU measured is the ingest process's own.
+
+`--sampling-cost ROUNDS` measures instead what the sampled records cost the ingest
+process: a monitor at `--sampling` and one with nothing sampled, pinned to the same CPU
+and loaded side by side, so both see the same machine over the same seconds; it prints
+spans per server CPU-second of each and their ratio, per round and the median.
 
 Reported per protocol: spans accepted/s, spans whose traces were assembled and released
 per second (the sustained rate: the assembler kept up; the ~1% sampled traces become
@@ -24,16 +31,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -278,9 +289,50 @@ def _proc_stats(pid: int) -> tuple[float, int]:
     return cpu, hwm
 
 
+def cpu_layout() -> tuple[int, set[int]]:
+    """The CPU the monitor's ingest process is pinned to, and the CPUs for everything else
+    (its evaluation workers, the load generator): the sidecar's other cores. With one CPU,
+    everything shares it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0], set(cpus[1:]) or {cpus[0]}
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (a monitor's forkserver and evaluation workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@contextlib.contextmanager
+def on_cpus(cpus: set[int]) -> Iterator[None]:
+    """Run this process (the load generator) on `cpus` for a while."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.Popen[bytes]:
     """`rag-monitor run --config CONFIG` (this checkout's, as `-m monitor` from it), once
-    /metrics answers; `pin` keeps it on CPU 0 when `taskset` exists."""
+    /metrics answers. `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
+    its evaluation workers to the others, so the server CPU measured is the ingest
+    process's own, undisturbed by the scoring (the workers inherit the CPU count, so a
+    pinned monitor runs one)."""
     cmd = [
         sys.executable,
         "-m",
@@ -291,22 +343,30 @@ def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.P
         "--config",
         str(config),
     ]
+    server_cpu, others = cpu_layout()
     if pin and shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0", *cmd]
+        cmd = ["taskset", "-c", str(server_cpu), *cmd]
     # One BLAS thread, as for any one-core sidecar: the local evaluators' numpy calls
-    # otherwise wake OpenBLAS workers that spin on the same core (~12% of its CPU here).
+    # otherwise wake OpenBLAS workers that spin on the same core.
     env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env)
     deadline = time.monotonic() + 60
     while True:
         try:
             _metrics(metrics_port)
-            return proc
+            break
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop_process(proc, 10)
                 raise RuntimeError("monitor did not start") from None
             time.sleep(0.2)
+    if pin:
+        # The workers are up once /metrics answers; replacements fork from the
+        # forkserver, which moves with them.
+        for child in descendants(proc.pid):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(child, others)
+    return proc
 
 
 async def _drive_http(
@@ -363,6 +423,72 @@ async def _drive_grpc(
     return sent, pushback
 
 
+@dataclasses.dataclass
+class Monitor:
+    """A running `rag-monitor run` on free ports, at `sampling`."""
+
+    sampling: float
+    grpc_port: int = dataclasses.field(default_factory=_port)
+    http_port: int = dataclasses.field(default_factory=_port)
+    metrics_port: int = dataclasses.field(default_factory=_port)
+    proc: subprocess.Popen[bytes] | None = None
+    _before: tuple[dict[str, float], float] = dataclasses.field(default=({}, 0.0))
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Monitor]:
+        tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
+        config = tmp / "config.yaml"
+        config.write_text(
+            "receivers:\n  otlp:\n"
+            f"    grpc: {{endpoint: '127.0.0.1:{self.grpc_port}'}}\n"
+            f"    http: {{endpoint: '127.0.0.1:{self.http_port}'}}\n"
+            f"sampling: {{rate: {self.sampling}}}\n"
+            f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{self.metrics_port}'}}\n"
+        )
+        self.proc = start_monitor(config, self.metrics_port, pin=True)
+        try:
+            yield self
+        finally:
+            stop_process(self.proc, 60)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def port(self, protocol: str) -> int:
+        return self.http_port if protocol == "http" else self.grpc_port
+
+    def mark(self) -> None:
+        """Start of a measured window: counters and server CPU."""
+        assert self.proc is not None
+        self._before = (_metrics(self.metrics_port), _proc_stats(self.proc.pid)[0])
+
+    def since_mark(self, seconds: float, spans_per_trace: int) -> dict[str, float]:
+        """What the server did since `mark`, over a window of `seconds`."""
+        assert self.proc is not None
+        before, cpu0 = self._before
+        after = _metrics(self.metrics_port)
+        cpu1, hwm = _proc_stats(self.proc.pid)
+
+        def delta(prefix: str) -> float:
+            return _sum(after, prefix) - _sum(before, prefix)
+
+        accepted = delta("rag_monitor_spans_received_total")
+        cpu_per_100k = (cpu1 - cpu0) / max(accepted, 1) * 100_000
+        return {
+            "spans_accepted_per_s": accepted / seconds,
+            "spans_assembled_per_s": delta("rag_monitor_traces_assembled_total")
+            * spans_per_trace
+            / seconds,
+            "records": delta("rag_monitor_records_total"),
+            "unsampled_traces": delta("rag_monitor_traces_unsampled_total"),
+            "server_cpu_s_per_100k_spans": cpu_per_100k,
+            "spans_per_cpu_s": 100_000 / max(cpu_per_100k, 1e-9),
+            "peak_rss_mb": hwm / 2**20,
+        }
+
+
+def _drive(protocol: str) -> Callable[[int, Payloads, float, int], Awaitable[tuple[int, int]]]:
+    return _drive_http if protocol == "http" else _drive_grpc
+
+
 def run_protocol(
     protocol: str,
     seconds: float,
@@ -371,24 +497,15 @@ def run_protocol(
     profile: str | None = None,
     sampling: float = 0.01,
 ) -> dict[str, float]:
-    grpc_port, http_port, metrics_port = _port(), _port(), _port()
-    tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
-    config = tmp / "config.yaml"
-    config.write_text(
-        "receivers:\n  otlp:\n"
-        f"    grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}\n"
-        f"    http: {{endpoint: '127.0.0.1:{http_port}'}}\n"
-        f"sampling: {{rate: {sampling}}}\n"
-        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{metrics_port}'}}\n"
-    )
-    proc = start_monitor(config, metrics_port, pin=True)
-    try:
+    """One monitor at `sampling` under `concurrency` senders for `seconds`."""
+    drive = _drive(protocol)
+    with Monitor(sampling).running() as monitor, on_cpus(cpu_layout()[1]):
+        assert monitor.proc is not None
         payloads = Payloads(light=light)
-        drive = _drive_http if protocol == "http" else _drive_grpc
-        port = http_port if protocol == "http" else grpc_port
+        port = monitor.port(protocol)
         asyncio.run(drive(port, payloads, 3, concurrency))  # warm-up
         time.sleep(1)
-        before = _metrics(metrics_port)
+        monitor.mark()
         spy = None
         if profile:
             # Collapsed stacks of the server during the measured window (py-spy's "raw").
@@ -397,7 +514,7 @@ def run_protocol(
                     "py-spy",
                     "record",
                     "-p",
-                    str(proc.pid),
+                    str(monitor.proc.pid),
                     "-f",
                     "raw",
                     "-o",
@@ -410,39 +527,47 @@ def run_protocol(
                 ],
                 stdout=subprocess.DEVNULL,
             )
-        cpu0, _ = _proc_stats(proc.pid)
         sent, pushback = asyncio.run(drive(port, payloads, seconds, concurrency))
         if spy is not None:
             spy.wait(timeout=60)
         # Let the pipeline drain what was accepted, then read the counters.
         time.sleep(1.5)
-        after = _metrics(metrics_port)
-        cpu1, hwm = _proc_stats(proc.pid)
-        accepted = _sum(after, "rag_monitor_spans_received_total") - _sum(
-            before, "rag_monitor_spans_received_total"
-        )
-        traces = _sum(after, "rag_monitor_traces_assembled_total") - _sum(
-            before, "rag_monitor_traces_assembled_total"
-        )
-        records = _sum(after, "rag_monitor_records_total") - _sum(
-            before, "rag_monitor_records_total"
-        )
-        unsampled = _sum(after, "rag_monitor_traces_unsampled_total") - _sum(
-            before, "rag_monitor_traces_unsampled_total"
-        )
-        return {
-            "requests": sent,
-            "pushbacks": pushback,
-            "spans_accepted_per_s": accepted / seconds,
-            "spans_assembled_per_s": traces * payloads.spans_per_trace / seconds,
-            "records": records,
-            "unsampled_traces": unsampled,
-            "server_cpu_s_per_100k_spans": (cpu1 - cpu0) / max(accepted, 1) * 100_000,
-            "peak_rss_mb": hwm / 2**20,
-        }
-    finally:
-        stop_process(proc, 60)
-        shutil.rmtree(tmp, ignore_errors=True)
+        result = monitor.since_mark(seconds, payloads.spans_per_trace)
+    return {"requests": sent, "pushbacks": pushback, **result}
+
+
+def sampling_cost(
+    protocol: str, seconds: float, concurrency: int, sampling: float = 0.01
+) -> dict[str, float]:
+    """What sampled records cost the ingest process: a monitor at `sampling` and one with
+    nothing sampled, both pinned to the same CPU and loaded at the same time, so that both
+    figures see the same machine (CPU clock, other jobs) over the same seconds; spans per
+    server CPU-second of each and their ratio."""
+    drive = _drive(protocol)
+    sampled, reference = Monitor(sampling), Monitor(0.0)
+    with sampled.running(), reference.running(), on_cpus(cpu_layout()[1]):
+        load_a, load_b = Payloads(light=0, seed=1), Payloads(light=0, seed=2)
+
+        async def both(duration: float) -> None:
+            await asyncio.gather(
+                drive(sampled.port(protocol), load_a, duration, concurrency),
+                drive(reference.port(protocol), load_b, duration, concurrency),
+            )
+
+        asyncio.run(both(3))  # warm-up
+        time.sleep(1)
+        sampled.mark()
+        reference.mark()
+        asyncio.run(both(seconds))
+        time.sleep(1.5)
+        a = sampled.since_mark(seconds, load_a.spans_per_trace)
+        b = reference.since_mark(seconds, load_b.spans_per_trace)
+    return {
+        "sampled_spans_per_cpu_s": a["spans_per_cpu_s"],
+        "reference_spans_per_cpu_s": b["spans_per_cpu_s"],
+        "ratio": a["spans_per_cpu_s"] / b["spans_per_cpu_s"],
+        "records": a["records"],
+    }
 
 
 def main() -> None:
@@ -471,7 +596,29 @@ def main() -> None:
         metavar="PREFIX",
         help="profile the server with py-spy (collapsed stacks to PREFIX.<protocol>.txt)",
     )
+    parser.add_argument(
+        "--sampling-cost",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: ROUNDS of a monitor at --sampling against one with nothing sampled, "
+        "loaded side by side (sampling_cost); the ratio of spans per server CPU-second",
+    )
     args = parser.parse_args()
+    if args.sampling_cost:
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()}")
+        for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
+            ratios = []
+            for _ in range(args.sampling_cost):
+                cost = sampling_cost(protocol, args.seconds, args.concurrency, args.sampling)
+                ratios.append(cost["ratio"])
+                print(
+                    f"otlp_{protocol}: sampling {args.sampling:g} "
+                    f"{cost['sampled_spans_per_cpu_s']:,.0f} spans per server CPU-s "
+                    f"({int(cost['records'])} records), nothing sampled "
+                    f"{cost['reference_spans_per_cpu_s']:,.0f}: ratio {cost['ratio']:.3f}"
+                )
+            print(f"otlp_{protocol}: median ratio {statistics.median(ratios):.3f}")
+        return
     payload, ids = build_payload(random.Random(0), args.light_spans)
     print(
         f"payload: {len(ids) * (SPANS_PER_TRACE + args.light_spans)} spans in {len(ids)} traces, "
@@ -490,7 +637,7 @@ def main() -> None:
             f"{int(result['records'])} records evaluated / "
             f"{int(result['unsampled_traces'])} traces unsampled, "
             f"server CPU {result['server_cpu_s_per_100k_spans']:.2f} s/100k spans "
-            f"(= {100_000 / max(result['server_cpu_s_per_100k_spans'], 1e-9):.0f} spans per CPU-second), "
+            f"(= {result['spans_per_cpu_s']:.0f} spans per CPU-second), "
             f"{int(result['pushbacks'])} pushbacks / {int(result['requests'])} requests, "
             f"peak RSS {result['peak_rss_mb']:.0f} MB"
         )
