@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # Queued records a worker takes at once. Bounded so that one batch of large records stays
 # well inside the evaluation deadline and other workers get a share of a burst.
 _MAX_BATCH = 16
+_POOL_GRACE_S = 5.0
 
 
 class ResultSink(Protocol):
@@ -187,6 +188,7 @@ class EvaluationStage:
         """Stop intake, let queued and in-flight records finish until the deadline, then
         cancel what is left (its `on_done` gets False) and flush the sinks. Returns how
         many records were abandoned."""
+        started = time.monotonic()
         async with self._changed:
             self._accepting = False
             self._changed.notify_all()
@@ -213,7 +215,10 @@ class EvaluationStage:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         if self._pool is not None:
-            await self._pool.close(grace_s=5.0)
+            # The workers are idle unless records were abandoned: either way they get
+            # what is left of the deadline (and at most a few seconds) to exit.
+            remaining = deadline_s - (time.monotonic() - started)
+            await self._pool.close(grace_s=min(_POOL_GRACE_S, max(0.0, remaining)))
         for sink in self._sinks:
             try:
                 await sink.close()
