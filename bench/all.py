@@ -1,21 +1,22 @@
 """Every benchmark in one run, one table: measured figure, a reference point measured in
 the same run on the same machine, and their ratio.
 
-    python bench/all.py [--seconds 10] [--kafka-records 20000] [--judge-records 96]
+    python bench/all.py [--seconds 10] [--kafka-records 40000] [--judge-records 96]
                         [--skip ingest,kafka,evaluation,judge,memory]
 
 | row | measured | reference point (same run) |
 |---|---|---|
-| OTLP/HTTP, OTLP/gRPC ingest | spans/s accepted by a running `rag-monitor run` (`bench/ingest.py`: 512-span requests, sampling 1%, four local evaluators, monitor pinned to CPU 0), and spans per server CPU-second | raw protobuf parse of the same payload, one thread (the ceiling: nothing can ingest faster than protobuf parses) |
-| Kafka | records/s consumed, evaluated at `--kafka-sampling` (in one worker process) and committed, and per CPU-second of the ingest process (`bench/kafka_ingest.py`, noida-db broker) | kafka-python alone: the client polling the same topic, nothing done per record |
+| OTLP/HTTP, OTLP/gRPC ingest | spans/s accepted by a running `rag-monitor run` (`bench/ingest.py`: 512-span requests, sampling 1%, four local evaluators; the ingest process pinned to CPU 0, its evaluation worker and the load generator on the other CPU), and spans per server CPU-second | raw protobuf parse of the same payload, one thread (the ceiling: nothing can ingest faster than protobuf parses) |
+| OTLP/HTTP at 1% per server CPU-s | spans per CPU-second of a monitor's ingest process at sampling 1% (`bench/ingest.py --sampling-cost`) | the same with nothing sampled, the two monitors loaded side by side on the same CPU over the same seconds; the ratio is the median of 3 rounds' |
+| Kafka per CPU-s | records per CPU-second of the ingest process (one evaluation worker, on the other CPU), consumed, evaluated at `--kafka-sampling` and at 0, committed (`bench/kafka_ingest.py --side-by-side`, noida-db broker) | kafka-python alone polling the same topic, nothing done per record, beside it on the same CPU over the same seconds; medians of 2 rounds |
 | evaluation | CPU ms per record, four local evaluators through the real `EvaluationStage` (500-word context, 60-word answer) | the `local_groundedness` detector alone on the same records |
-| local evaluation in worker processes | records/s through the pool with 2 worker processes (`bench/worker_pool.py`) | the same with 1 worker process |
+| local evaluation in worker processes | records/s through the pool with 2 worker processes (`bench/worker_pool.py`) | the same with 1 worker process, both pools measured in turns; the ratio is the median of 6 rounds' |
 | judge | records/s through the stage with a judge of fixed latency L and concurrency C (`bench/judge_pipeline.py`) | C/L, the most a judge of that latency and concurrency allows |
 | peak RSS | VmHWM of the monitor during the ingest runs | RSS of the same monitor idle right after start |
 
 The machine (nproc, CPU model, load average before and after) is printed with the table:
-wall-clock rates on a shared machine move between runs; the CPU-time figures and the
-ratios are the stable ones.
+on a shared machine even CPU-time figures move between runs (the CPU's speed does), so the
+ratios that carry targets pair their two sides in time (side by side, or in turns).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def _bench(name: str) -> ModuleType:
     return module
 
 
-Row = tuple[str, float, str, str, float]  # name, measured, unit, reference name, reference
+# name, measured, unit, reference name, reference, and the ratio when it is not
+# measured / reference (the median of paired rounds' ratios)
+Row = tuple[str, float, str, str, float, float | None]
 
 
 def machine() -> str:
@@ -72,46 +75,69 @@ def ingest_rows(seconds: float) -> tuple[list[Row], float]:
         result = ingest.run_protocol(protocol, seconds, 4, 0)
         name = f"OTLP/{protocol.upper() if protocol == 'http' else 'gRPC'} ingest"
         ref = "raw protobuf parse, 1 thread"
-        rows.append((name, result["spans_accepted_per_s"], "spans/s", ref, ceiling))
-        per_cpu = 100_000 / max(result["server_cpu_s_per_100k_spans"], 1e-9)
-        rows.append((f"  {name} per server CPU-s", per_cpu, "spans/CPU-s", ref, ceiling))
+        rows.append((name, result["spans_accepted_per_s"], "spans/s", ref, ceiling, None))
+        per_cpu = result["spans_per_cpu_s"]
+        rows.append((f"  {name} per server CPU-s", per_cpu, "spans/CPU-s", ref, ceiling, None))
         peak = max(peak, result["peak_rss_mb"])
     return rows, peak
 
 
-def kafka_rows(records: int, sampling: float) -> list[Row]:
-    kafka = _bench("kafka_ingest")
-    from tests._kafka import running_broker
-
-    with tempfile.TemporaryDirectory() as tmp, running_broker("noida", Path(tmp)) as broker:
-        topic = f"bench-all-{int(time.time())}"
-        kafka.produce(broker.bootstrap, topic, records, 4)
-        alone = kafka.in_fresh_process("client_only", broker.bootstrap, topic, records)
-        # One evaluation worker process; the CPU figure is the ingest process's own.
-        full = kafka.in_fresh_process("consume", broker.bootstrap, topic, records, sampling, 0, 1)
-    ref = "kafka-python alone (poll only)"
+def sampling_cost_rows(seconds: float, rounds: int = 3) -> list[Row]:
+    """What the sampled 1% costs the ingest process: a monitor at 1% beside one with
+    nothing sampled (`bench/ingest.py --sampling-cost`), medians of `rounds`."""
+    ingest = _bench("ingest")
+    runs = [ingest.sampling_cost("http", seconds, 4) for _ in range(rounds)]
     return [
-        (f"Kafka ingest (sampling {sampling:g})", full["records_per_s"], "records/s", ref,
-         alone["records_per_s"]),
-        ("  Kafka ingest per CPU-s", full["records_per_cpu_s"], "records/CPU-s", ref,
-         alone["records_per_cpu_s"]),
+        ("OTLP/HTTP ingest at 1% per server CPU-s",
+         statistics.median(r["sampled_spans_per_cpu_s"] for r in runs), "spans/CPU-s",
+         "nothing sampled, side by side on the same CPU",
+         statistics.median(r["reference_spans_per_cpu_s"] for r in runs),
+         statistics.median(r["ratio"] for r in runs)),
     ]  # fmt: skip
 
 
-def pool_rows(rounds: int = 2) -> list[Row]:
-    """Local evaluation throughput with 2 worker processes against 1 (medians of
-    alternating rounds)."""
+def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
+    """Records per CPU-second of the ingest process (one evaluation worker process, on
+    another CPU) against kafka-python alone beside it on the same CPU, at `sampling` and
+    with nothing sampled; medians of `rounds`."""
+    kafka = _bench("kafka_ingest")
+    from tests._kafka import running_broker
+
+    runs: dict[float, list[tuple[dict[str, float], dict[str, float]]]] = {sampling: [], 0.0: []}
+    with tempfile.TemporaryDirectory() as tmp, running_broker("noida", Path(tmp)) as broker:
+        topic = f"bench-all-{int(time.time())}"
+        kafka.produce(broker.bootstrap, topic, records, 4)
+        for i in range(rounds):
+            for j, rate in enumerate(runs):
+                group = 2 * i + j
+                runs[rate].append(
+                    kafka.side_by_side(broker.bootstrap, topic, records, rate, group, 1, True)
+                )
+    ref = "kafka-python alone, side by side"
+    rows: list[Row] = []
+    for rate, pairs in runs.items():
+        rows.append(
+            (f"Kafka ingest per CPU-s (sampling {rate:g})",
+             statistics.median(row["records_per_cpu_s"] for row, _ in pairs), "records/CPU-s",
+             ref, statistics.median(alone["records_per_cpu_s"] for _, alone in pairs),
+             statistics.median(
+                 row["records_per_cpu_s"] / alone["records_per_cpu_s"] for row, alone in pairs
+             ))
+        )  # fmt: skip
+    return rows
+
+
+def pool_rows(rounds: int = 6) -> list[Row]:
+    """Local evaluation throughput with 2 worker processes against 1, both pools started
+    and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
     pool = _bench("worker_pool")
     records = pool.records(320)
     batches = [records[i : i + pool.BATCH] for i in range(0, len(records), pool.BATCH)]
-    rates: dict[int, list[float]] = {1: [], 2: []}
-    for _ in range(rounds):
-        for processes in (1, 2):
-            result = asyncio.run(pool.throughput(processes, batches))
-            rates[processes].append(result["records_per_s"])
+    result = asyncio.run(pool.scaling(2, batches, rounds))
     return [
-        ("local evaluation, 2 worker processes", statistics.median(rates[2]), "records/s",
-         "1 worker process", statistics.median(rates[1])),
+        ("local evaluation, 2 worker processes", statistics.median(result["many"]),
+         "records/s", "1 worker process, in turns", statistics.median(result["one"]),
+         statistics.median(result["ratio"])),
     ]  # fmt: skip
 
 
@@ -169,7 +195,7 @@ def evaluation_rows(records: int = 120) -> list[Row]:
     stage_ms = asyncio.run(through_stage())
     return [
         ("evaluation, 4 local evaluators via stage", stage_ms, "CPU ms/record",
-         "local_groundedness alone", detector_ms),
+         "local_groundedness alone", detector_ms, None),
     ]  # fmt: skip
 
 
@@ -186,7 +212,7 @@ def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list
         stub.wait(10)
     return [
         (f"judge, L={latency:g}s C={concurrency}", result["throughput_per_s"], "records/s",
-         "C/L", result["ideal_per_s"]),
+         "C/L", result["ideal_per_s"], None),
     ]  # fmt: skip
 
 
@@ -207,8 +233,8 @@ def table(rows: list[Row]) -> str:
         "| measurement | value | unit | reference point (same run) | reference | ratio |",
         "|---|---|---|---|---|---|",
     ]
-    for name, value, unit, ref_name, ref in rows:
-        ratio = value / ref if ref else float("nan")
+    for name, value, unit, ref_name, ref, paired in rows:
+        ratio = paired if paired is not None else value / ref if ref else float("nan")
         fmt = (lambda v: f"{v:,.0f}") if max(value, ref) >= 100 else (lambda v: f"{v:.2f}")
         out.append(
             f"| {name.strip()} | {fmt(value)} | {unit} | {ref_name} | {fmt(ref)} | {ratio:.3g} |"
@@ -221,7 +247,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=10, help="per ingest protocol")
-    parser.add_argument("--kafka-records", type=int, default=20_000)
+    parser.add_argument("--kafka-records", type=int, default=40_000)
     parser.add_argument("--kafka-sampling", type=float, default=0.01)
     parser.add_argument("--judge-records", type=int, default=96)
     parser.add_argument(
@@ -238,6 +264,7 @@ def main() -> None:
     if "ingest" not in skip:
         ingest, peak = ingest_rows(args.seconds)
         rows += ingest
+        rows += sampling_cost_rows(args.seconds)
     if "kafka" not in skip:
         rows += kafka_rows(args.kafka_records, args.kafka_sampling)
     if "evaluation" not in skip:
@@ -247,7 +274,7 @@ def main() -> None:
     if "judge" not in skip:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:
-        rows.append(("peak RSS during ingest", peak, "MB", "idle monitor RSS", idle))
+        rows.append(("peak RSS during ingest", peak, "MB", "idle monitor RSS", idle, None))
     print()
     print(table(rows))
     print()

@@ -1,7 +1,8 @@
 """Kafka ingest throughput: small JSON records consumed and evaluated, per CPU second.
 
     python bench/kafka_ingest.py [--records 50000] [--partitions 4] [--bootstrap HOST:PORT]
-                                 [--rates 0,0.001,0.01,0.1,1] [--no-pin]
+                                 [--rates 0,0.001,0.01,0.1,1] [--processes 0,1]
+                                 [--side-by-side] [--no-pin]
 
 Without `--bootstrap` it starts a noida-db broker on a free port (as the tests do). It
 produces `--records` small native JSON records (one per message) once, then, each in a
@@ -9,7 +10,9 @@ fresh interpreter as a newly started monitor would be, with all its threads pinn
 CPU and its evaluation worker processes on the other CPUs (the target is per core of the
 ingest process; `--no-pin` lets everything spread):
 
-- the ceiling: kafka-python alone polling the topic, nothing done per record;
+- the ceiling: kafka-python alone polling the topic, nothing done per record; with
+  `--side-by-side`, beside each monitor run on the same CPU over the same seconds (on a
+  shared host the machine's speed moves between runs, and the ratio holds only so);
 - for each sampling rate, the real pipeline (Kafka receiver → evaluation stage with the
   default local evaluators → metrics sink) in a new consumer group, from the first record
   consumed to the last one finished: records/s (wall clock), records per CPU second of
@@ -87,8 +90,16 @@ def _cpu() -> float:
 
 
 async def consume(
-    bootstrap: str, topic: str, records: int, rate: float, run: int, processes: int
+    bootstrap: str,
+    topic: str,
+    records: int,
+    rate: float,
+    run: int,
+    processes: int,
+    start: str = "",
 ) -> dict[str, float]:
+    """The monitor consuming `records` at sampling `rate`; `start`: a file created when
+    the measured window opens (`side_by_side`)."""
     cfg = Config.model_validate(
         {
             "receivers": {
@@ -129,6 +140,8 @@ async def consume(
         while processed() == 0:  # noqa: ASYNC110
             await asyncio.sleep(0.005)
         wall0, cpu0, done0 = time.perf_counter(), _cpu(), processed()
+        if start:
+            os.close(os.open(start, os.O_CREAT | os.O_WRONLY))  # tiny: no thread hop
         while processed() < records:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
@@ -151,18 +164,33 @@ async def consume(
     }
 
 
-def client_only(bootstrap: str, topic: str, records: int) -> dict[str, float]:
-    """The ceiling: kafka-python consuming the topic with nothing done per record."""
+def client_only(
+    bootstrap: str, topic: str, records: int, start: str = "", stop: str = ""
+) -> dict[str, float]:
+    """The ceiling: kafka-python consuming the topic with nothing done per record. With
+    `start` and `stop` files (`side_by_side`), it reads the topic over and over, measuring
+    from when `start` exists until `stop` does: the window of the monitor beside it."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
+    in_pass = 0
+
+    def poll() -> int:
+        nonlocal in_pass
+        got = sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+        in_pass += got
+        if stop and in_pass >= records:  # read it all: again, until told to stop
+            consumer.seek_to_beginning(*partitions)
+            in_pass = 0
+        return got
+
     seen = 0
-    while seen == 0:
-        seen = sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+    while seen == 0 or (start and not os.path.exists(start)):
+        seen += poll()
     wall0, cpu0, seen0 = time.perf_counter(), _cpu(), seen
-    while seen < records:
-        seen += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+    while not os.path.exists(stop) if stop else seen < records:
+        seen += poll()
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     consumer.close()
     return {"records_per_s": (seen - seen0) / wall, "records_per_cpu_s": (seen - seen0) / cpu}
@@ -182,6 +210,35 @@ def in_fresh_process(name: str, *args: Any, pin: bool = True) -> dict[str, float
     )
     result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
     return result
+
+
+def side_by_side(
+    bootstrap: str, topic: str, records: int, rate: float, run: int, processes: int, pin: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The monitor (`consume`) and kafka-python alone (`client_only`), each in a fresh
+    interpreter, on the same CPU over the same seconds: both figures see the same machine
+    (its clock, other jobs), so their ratio holds on a shared host. Returns both."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start, stop = str(Path(tmp) / "start"), str(Path(tmp) / "stop")
+        client = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--measure",
+                json.dumps(["client_only", pin, bootstrap, topic, records, start, stop]),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            row = in_fresh_process(
+                "consume", bootstrap, topic, records, rate, run, processes, start, pin=pin
+            )
+        finally:
+            Path(stop).touch()
+            out, _ = client.communicate(timeout=120)
+        ceiling: dict[str, float] = json.loads(out.splitlines()[-1])
+    return row, ceiling
 
 
 def _measure(spec: str) -> None:
@@ -235,6 +292,12 @@ def main() -> None:
     parser.add_argument(
         "--no-pin", action="store_true", help="let the measured process use every CPU"
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run kafka-python alone beside each monitor run, on the same CPU over the same "
+        "seconds (side_by_side), instead of once before them",
+    )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -259,15 +322,16 @@ def main() -> None:
             "per record, in isolation: kafka-python fetch+parse {fetch_us:.1f} us, "
             "decode (JSON + parse_record) {decode_us:.1f} us".format(**costs)
         )
-        ceiling = in_fresh_process("client_only", bootstrap, topic, args.records, pin=pin)
+        if not args.side_by_side:
+            ceiling = in_fresh_process("client_only", bootstrap, topic, args.records, pin=pin)
+            print(
+                f"kafka-python alone (poll, nothing done per record; the ceiling): "
+                f"{ceiling['records_per_s']:,.0f} records/s, "
+                f"{ceiling['records_per_cpu_s']:,.0f} per CPU s"
+            )
         print(
-            f"kafka-python alone (poll, nothing done per record; the ceiling): "
-            f"{ceiling['records_per_s']:,.0f} records/s, "
-            f"{ceiling['records_per_cpu_s']:,.0f} per CPU s"
-        )
-        print(
-            f"{'sampling':>8} {'processes':>9} {'records/s':>10} {'per CPU s':>10} {'of ceiling':>10} {'CPU':>5}"
-            f" {'evaluations':>12}"
+            f"{'sampling':>8} {'processes':>9} {'records/s':>10} {'per CPU s':>10}"
+            f" {'ceiling':>10} {'of ceiling':>10} {'CPU':>5} {'evaluations':>12}"
         )
         runs = [
             (float(rate), int(processes))
@@ -275,11 +339,17 @@ def main() -> None:
             for processes in args.processes.split(",")
         ]
         for run, (rate, processes) in enumerate(runs):
-            row = in_fresh_process(
-                "consume", bootstrap, topic, args.records, rate, run, processes, pin=pin
-            )
+            if args.side_by_side:
+                row, ceiling = side_by_side(
+                    bootstrap, topic, args.records, rate, run, processes, pin
+                )
+            else:
+                row = in_fresh_process(
+                    "consume", bootstrap, topic, args.records, rate, run, processes, pin=pin
+                )
             print(
-                f"{row['rate']:>8g} {row['processes']:>9g} {row['records_per_s']:>10,.0f} {row['records_per_cpu_s']:>10,.0f}"
+                f"{row['rate']:>8g} {row['processes']:>9g} {row['records_per_s']:>10,.0f}"
+                f" {row['records_per_cpu_s']:>10,.0f} {ceiling['records_per_cpu_s']:>10,.0f}"
                 f" {row['records_per_cpu_s'] / ceiling['records_per_cpu_s']:>10.0%}"
                 f" {row['cpu_share']:>5.2f} {row['evaluations']:>12,.0f}"
             )

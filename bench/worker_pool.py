@@ -2,12 +2,14 @@
 the four local evaluators (`pipeline.processes`), with 1 and with 2 worker processes in
 one run, and their ratio (how evaluation scales with the cores the sidecar is given).
 
-    python bench/worker_pool.py [--records 480] [--processes 1,2] [--rounds 3]
+    python bench/worker_pool.py [--records 320] [--processes 2] [--rounds 6]
 
 Records: a 500-word context and a 60-word answer (the detector bench's synthetic text),
 sent in batches of 16 as the evaluation stage sends them, as many batches at once as the
-pool has slots (`DEPTH` per worker).
-Also prints the resident memory (VmRSS) of this process and of each worker once warm.
+pool has slots (`DEPTH` per worker). Both pools are started first and then measured in
+turns, so that on a shared machine both rates of a round see the same minutes; the
+scaling is the median of the rounds' ratios. Also prints the resident memory (VmRSS) of
+this process and of each worker once warm.
 """
 
 from __future__ import annotations
@@ -62,55 +64,97 @@ def records(n: int) -> list[RagRecord]:
     return out
 
 
-async def throughput(processes: int, batch_list: list[list[RagRecord]]) -> dict[str, float]:
-    pool = CpuPool([EvaluatorSpec(name=n) for n in NAMES], processes, 300.0, create_telemetry())
+def _pool(processes: int) -> CpuPool:
+    return CpuPool([EvaluatorSpec(name=n) for n in NAMES], processes, 300.0, create_telemetry())
+
+
+async def _drain(pool: CpuPool, batch_list: list[list[RagRecord]]) -> float:
+    """Records per second through a started pool, as many batches at once as it has
+    slots (as the evaluation stage sends them)."""
+    queue: asyncio.Queue[list[RagRecord]] = asyncio.Queue()
+    for b in batch_list:
+        queue.put_nowait(b)
+
+    async def drain() -> None:
+        while not queue.empty():
+            batch = queue.get_nowait()
+            await pool.score([(r, NAMES) for r in batch])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(drain() for _ in range(pool.slots)))
+    return sum(len(b) for b in batch_list) / (time.perf_counter() - started)
+
+
+async def _warm(pool: CpuPool, batch_list: list[list[RagRecord]]) -> dict[str, float]:
+    """Start `pool`, score a batch in every worker, and read the resident memory."""
     await pool.start()
+    await asyncio.gather(*(pool.score([(r, NAMES) for r in b]) for b in batch_list[: pool.size]))
+    rss = {"main_rss_mb": rss_mb(os.getpid())}
+    for i, pid in enumerate(sorted(pool.pids)):
+        rss[f"worker{i}_rss_mb"] = rss_mb(pid)
+    return rss
+
+
+async def throughput(processes: int, batch_list: list[list[RagRecord]]) -> dict[str, float]:
+    """One pool of `processes` workers: records per second, and memory once warm."""
+    pool = _pool(processes)
     try:
-        await asyncio.gather(*(pool.score([(r, NAMES) for r in b]) for b in batch_list[:processes]))
-        rss = {"main_rss_mb": rss_mb(os.getpid())}
-        for i, pid in enumerate(sorted(pool.pids)):
-            rss[f"worker{i}_rss_mb"] = rss_mb(pid)
-        queue: asyncio.Queue[list[RagRecord]] = asyncio.Queue()
-        for b in batch_list:
-            queue.put_nowait(b)
-
-        async def drain() -> None:
-            while not queue.empty():
-                batch = queue.get_nowait()
-                await pool.score([(r, NAMES) for r in batch])
-
-        started = time.perf_counter()
-        await asyncio.gather(*(drain() for _ in range(pool.slots)))
-        wall = time.perf_counter() - started
+        rss = await _warm(pool, batch_list)
+        rate = await _drain(pool, batch_list)
     finally:
         await pool.close(10.0)
-    done = sum(len(b) for b in batch_list)
-    return {"records_per_s": done / wall, **rss}
+    return {"records_per_s": rate, **rss}
+
+
+async def scaling(
+    processes: int, batch_list: list[list[RagRecord]], rounds: int
+) -> dict[str, list[float]]:
+    """A pool of 1 worker and one of `processes`, both started (idle workers cost no
+    CPU), measured in turns (1, N, N, 1, ...) so that both see the machine of the same
+    minutes; per round the two rates and their ratio."""
+    one, many = _pool(1), _pool(processes)
+    out: dict[str, list[float]] = {"one": [], "many": [], "ratio": []}
+    try:
+        await _warm(one, batch_list)
+        await _warm(many, batch_list)
+        for i in range(rounds):
+            order = (one, many) if i % 2 == 0 else (many, one)
+            rates = {id(pool): await _drain(pool, batch_list) for pool in order}
+            out["one"].append(rates[id(one)])
+            out["many"].append(rates[id(many)])
+            out["ratio"].append(rates[id(many)] / rates[id(one)])
+    finally:
+        await one.close(10.0)
+        await many.close(10.0)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--records", type=int, default=480)
-    parser.add_argument("--processes", default="1,2")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians")
+    parser.add_argument("--records", type=int, default=320)
+    parser.add_argument("--processes", type=int, default=2, help="against 1 worker process")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds in turns; medians")
     args = parser.parse_args()
     recs = records(args.records)
     batches = [recs[i : i + BATCH] for i in range(0, len(recs), BATCH)]
     print(f"{os.cpu_count()} CPUs, affinity {len(os.sched_getaffinity(0))}, load {os.getloadavg()}")
-    rates: dict[int, list[float]] = {}
-    for _ in range(args.rounds):
-        for processes in (int(p) for p in args.processes.split(",")):
-            row = asyncio.run(throughput(processes, batches))
-            rates.setdefault(processes, []).append(row["records_per_s"])
-            memory = ", ".join(f"{k} {v:.0f}" for k, v in row.items() if k.endswith("_mb"))
-            print(f"processes {processes}: {row['records_per_s']:.1f} records/s; RSS MB: {memory}")
-    medians = {p: statistics.median(r) for p, r in rates.items()}
-    for processes, median in medians.items():
-        print(f"processes {processes}: median {median:.1f} records/s")
-        if processes != 1 and 1 in medians:
-            print(f"scaling {processes} vs 1 worker process: {median / medians[1]:.2f}x")
+    for processes in (1, args.processes):
+        row = asyncio.run(throughput(processes, batches))
+        memory = ", ".join(f"{k} {v:.0f}" for k, v in row.items() if k.endswith("_mb"))
+        print(f"processes {processes}: RSS MB once warm: {memory}")
+    result = asyncio.run(scaling(args.processes, batches, args.rounds))
+    for one, many, ratio in zip(result["one"], result["many"], result["ratio"], strict=True):
+        print(
+            f"round: 1 worker {one:.1f} records/s, {args.processes} workers {many:.1f}: "
+            f"{ratio:.2f}x"
+        )
+    print(
+        f"median: 1 worker {statistics.median(result['one']):.1f} records/s, "
+        f"{args.processes} workers {statistics.median(result['many']):.1f}; "
+        f"scaling {statistics.median(result['ratio']):.2f}x (median of the rounds' ratios)"
+    )
 
 
 if __name__ == "__main__":
