@@ -63,6 +63,7 @@ MODEL_FEATURES = (
     "novel_bigram_share",
     "conflicts",
     "slot_contradictions",
+    "invented_contradictions",
 )
 # Share of hallucinated responses the odds are set for.
 PRIOR = 0.33

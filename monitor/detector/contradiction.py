@@ -97,6 +97,8 @@ class Contradiction:
     # Whether the evidence restates the claim but for the slot (most of the claim's other
     # content words are in the evidence sentence or the one before it).
     decisive: bool = True
+    # Whether the claim's own value is nowhere in the context (not moved from another fact).
+    invented: bool = True
 
     def describe(self) -> str:
         return f"answer says {self.said}; context says {self.evidence}"
@@ -312,9 +314,7 @@ def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
     "the mayor, X", "captained by X")."""
     words = [fold(t) for t in tokens(parsed.text)[max(0, slot.start - width) : slot.start]]
     # Five letters of the stem: "director" and "directed", "captain" and "captained".
-    return {
-        stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
-    }
+    return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
 
 
 UnitSimilarity = Callable[[str, str], float]
@@ -399,8 +399,9 @@ def find(
             continue
         score, index, rival, agree = best
         words = slot.value if isinstance(slot.value, tuple) else ()
-        if slot.kind == "name" and best_with < 0 and any(w in context_words for w in words):
-            # Part of the name is in the context: a shortened or longer form, not a new name.
+        if slot.kind == "name" and best_with < 0 and words and words[-1] in context_words:
+            # The family name is in the context: a shortened or longer form, not a new name
+            # (a first name alone is shared by too many people to tell).
             continue
         if slot.kind == "number" and best_with < 0 and _value_anywhere(slot, context):
             best_with = 0.0
@@ -448,7 +449,9 @@ def find(
             # clear role).
             restated = _loose_share(frame, index, context)
             decisive = restated >= _MOVED_RESTATED and _one_name(evidence)
-        out.append(Contradiction(kind, said, shown, claim_text, evidence.text, decisive))
+        out.append(
+            Contradiction(kind, said, shown, claim_text, evidence.text, decisive, best_with < 0)
+        )
     if "name" not in seen:
         out.extend(_one_word_name(claim, context, context_words, question, alone))
     return out

@@ -59,6 +59,8 @@ FEATURE_NAMES = (
     "min_sentence_similarity_specific",
     "slot_contradictions",
     "strong_contradictions",
+    # Contradictions whose claimed value is nowhere in the context.
+    "invented_contradictions",
 )
 # An unsupported word whose closest context word is at least this similar is a paraphrase;
 # a name must be far closer ("Paris" and "Lyon" are close as vectors, and still two cities).
@@ -455,7 +457,10 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
     strong = [c for c in contradictions if c.decisive]
-    summary = np.concatenate([_summarise(checks), [len(contradictions), len(strong)]])
+    invented = [c for c in contradictions if c.invented and c.kind != "negation"]
+    summary = np.concatenate(
+        [_summarise(checks), [len(contradictions), len(strong), len(invented)]]
+    )
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
 
 
