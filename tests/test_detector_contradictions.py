@@ -229,3 +229,16 @@ def test_names_in_a_list_or_after_an_article_are_no_swap() -> None:
 def test_a_comma_ends_a_name() -> None:
     names = [s.text for s in parse("It rained in Memphis, Jackson and Knoxville.").slots]
     assert names == ["Memphis", "Jackson", "Knoxville"]
+
+
+def test_a_swapped_subject_is_decisive() -> None:
+    context = ["The Orvel carries more water to the sea than any other river in the region."]
+    verdict = score_groundedness(
+        "Which river carries the most water?",
+        context,
+        "The Sarn carries more water to the sea than any other river.",
+    )
+    assert verdict.score < THRESHOLD
+    assert [c.describe() for c in verdict.contradictions] == [
+        "answer says Sarn; context says Orvel"
+    ]

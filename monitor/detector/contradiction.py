@@ -502,7 +502,9 @@ def _one_word_name(
             continue
         frame = set(question.stems) if bare else _frame(claim, slot)
         governing = "" if bare else _governing(claim, slot)
-        if len(frame) < _DECISIVE_NAME_FRAME or governing in _NOT_GOVERNING:
+        # "The Nile carries ..." against "The Amazon carries ...": the subject, swapped.
+        subject = not bare and slot.start == 1 and governing == "the"
+        if len(frame) < _DECISIVE_NAME_FRAME or (governing in _NOT_GOVERNING and not subject):
             continue
         for index, sentence in enumerate(context):
             rivals = [
@@ -511,8 +513,9 @@ def _one_word_name(
                 if _name_words(o)[0] not in frame
                 and not _same_value(slot, o)
                 and (bare or _governing(sentence, o) == governing)
+                and (not subject or o.start == 1)
             ]
-            if len(rivals) != 1 or _loose_share(frame, index, context) < _RESTATED:
+            if len(rivals) != 1 or _loose_share(frame, index, context, False) < _RESTATED:
                 continue
             return [
                 Contradiction(
@@ -562,11 +565,13 @@ def _decisive(
     return sum(1 for o in evidence.slots if compatible(slot, o)) == 1
 
 
-def _loose_share(frame: set[str], index: int, context: list[Parsed]) -> float:
-    """The share of the frame in the sentence (or the one before, which a leading pronoun
-    refers to), words compared by their first five letters ("director", "directed")."""
+def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
+    """The share of the frame in the sentence (and the one before, when `before` or when a
+    leading pronoun refers to it), words compared by their first five letters ("director",
+    "directed")."""
     near = {w[:5] for w in context[index].stems}
-    if index > 0:
+    first = tokens(context[index].text)[:1]
+    if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
         near |= {w[:5] for w in context[index - 1].stems}
     return sum(1 for w in frame if w[:5] in near) / max(len(frame), 1)
 
