@@ -242,3 +242,16 @@ def test_a_swapped_subject_is_decisive() -> None:
     assert [c.describe() for c in verdict.contradictions] == [
         "answer says Sarn; context says Orvel"
     ]
+
+
+def test_a_unit_conversion_added_by_the_answer_is_supported() -> None:
+    context = ["The coastal trail is 12 miles long and climbs 800 feet."]
+    right = score_groundedness(
+        "How long is the trail?", context, "The trail is 12 miles (19 km) long."
+    )
+    assert right.unsupported_terms == () and right.contradictions == ()
+    assert right.score >= THRESHOLD
+    wrong = score_groundedness(
+        "How long is the trail?", context, "The trail is 12 miles (40 km) long."
+    )
+    assert "40" in wrong.unsupported_terms

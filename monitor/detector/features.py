@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -69,6 +69,30 @@ _SOFT_MATCH = 0.55
 _NAME_MATCH = 0.8
 # Answers of at most this many words may start with the name they give.
 _SHORT_ANSWER = 4
+# A number restating the one before it in another unit is supported by it: an answer may
+# add the conversion the context did not give. Rounded conversions are allowed.
+_CONVERSION_UNITS = {
+    "fahrenheit": "F", "f": "F", "celsius": "C", "c": "C", "mile": "mi", "miles": "mi",
+    "km": "km", "kilometer": "km", "kilometers": "km", "kilometre": "km", "kilometres": "km",
+    "foot": "ft", "feet": "ft", "ft": "ft", "meter": "m", "meters": "m", "metre": "m",
+    "metres": "m", "m": "m", "pound": "lb", "pounds": "lb", "lb": "lb", "lbs": "lb",
+    "kilogram": "kg", "kilograms": "kg", "kg": "kg", "inch": "in", "inches": "in",
+    "centimeter": "cm", "centimeters": "cm", "centimetre": "cm", "centimetres": "cm", "cm": "cm",
+}  # fmt: skip
+_CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
+    ("F", "C"): lambda x: (x - 32) * 5 / 9,
+    ("C", "F"): lambda x: x * 9 / 5 + 32,
+    ("mi", "km"): lambda x: x * 1.609344,
+    ("km", "mi"): lambda x: x / 1.609344,
+    ("ft", "m"): lambda x: x * 0.3048,
+    ("m", "ft"): lambda x: x / 0.3048,
+    ("lb", "kg"): lambda x: x * 0.45359237,
+    ("kg", "lb"): lambda x: x / 0.45359237,
+    ("in", "cm"): lambda x: x * 2.54,
+    ("cm", "in"): lambda x: x / 2.54,
+}
+_CONVERSION_REACH = 6
+_CONVERSION_TOLERANCE = 0.04
 # A negation flip only counts against a claim this close to its evidence sentence.
 _SAME_CLAIM = 0.8
 _SHARED_WORDS = 0.6
@@ -186,6 +210,8 @@ class SentenceCheck:
     specific_unsupported: float = 0.0
     # Claims that contradict their closest evidence: a different number, or a flipped negation.
     conflicts: int = 0
+    # Numbers that restate another of the sentence in another unit ("12 miles (19 km)").
+    converted: list[str] = field(default_factory=list)
 
     @property
     def unsupported_share(self) -> float:
@@ -218,6 +244,7 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
     unsupported_context = numbers = content = 0
     bad_numbers: list[str] = []
     bad_entities: list[str] = []
+    converted: list[str] = []
     seq: list[str] = []
     for i, (token, word, value) in enumerate(
         zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
@@ -228,7 +255,9 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
             numbers += 1
             content += 1
             seq.append(value)
-            if value not in context.numbers:
+            if value not in context.numbers and _converted(sentence, i, context):
+                converted.append(token)
+            elif value not in context.numbers:
                 unsupported_context += 1
                 if value not in question.numbers:
                     bad_numbers.append(token)
@@ -265,7 +294,38 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
         novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
+        converted=converted,
     )
+
+
+def _unit_after(sentence: _Sentence, i: int) -> str | None:
+    """The unit of conversion written within two words after number `i` ("58 degrees
+    Fahrenheit", "400°F", "12 miles")."""
+    for word in sentence.folded[i + 1 : i + 3]:
+        unit = _CONVERSION_UNITS.get(word)
+        if unit is not None:
+            return unit
+    return None
+
+
+def _converted(sentence: _Sentence, i: int, context: _Support) -> bool:
+    """Whether number `i` restates, in another unit, a number the context has just before
+    it in the sentence ("58 degrees Fahrenheit (14 degrees Celsius)", "5 miles (8 km)")."""
+    target = _unit_after(sentence, i)
+    value = sentence.numbers[i]
+    if target is None or value is None:
+        return False
+    for j in range(max(0, i - _CONVERSION_REACH), i):
+        source = sentence.numbers[j]
+        if source is None or source not in context.numbers:
+            continue
+        convert = _CONVERSIONS.get((_unit_after(sentence, j) or "", target))
+        if convert is None:
+            continue
+        expected, actual = convert(float(source)), float(value)
+        if abs(expected - actual) <= max(1.0, _CONVERSION_TOLERANCE * abs(expected)):
+            return True
+    return False
 
 
 def _negated(sentence: _Sentence) -> frozenset[str]:
@@ -401,9 +461,11 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 
     claims = [c for c in (_Sentence.parse(text) for text in sentences(response)) if c.raw]
     checks = [_check(s, context, question) for s in claims]
-    contradictions = _slot_contradictions(
-        query, contexts, claims, checks, context, question, embedder
-    )
+    contradictions = [
+        c
+        for c in _slot_contradictions(query, contexts, claims, checks, context, question, embedder)
+        if not _is_conversion(c, checks)
+    ]
     evidence = _window(evidence)
 
     if checks and evidence:
@@ -468,6 +530,14 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 # parsing a context sentence for slots is a third of the detector's time on a new context.
 # `Parsed` is never mutated after parsing, so cached values can be shared.
 _parse_context = lru_cache(maxsize=4096)(contradiction.parse)
+
+
+def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:
+    """Whether a contradicted number is one the claim gives as a unit conversion."""
+    if found.kind != "number":
+        return False
+    said = found.said.split()[0] if found.said else ""
+    return any(c.text == found.claim and said in c.converted for c in checks)
 
 
 def _slot_contradictions(
