@@ -14,9 +14,9 @@ import random
 import re
 from collections.abc import Callable, Sequence
 
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w.]\d)")
-_YEAR = re.compile(r"\b(1[5-9]\d\d|20[0-4]\d)\b")
-_MONTH = re.compile(
+NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w.]\d)")
+YEAR = re.compile(r"\b(1[5-9]\d\d|20[0-4]\d)\b")
+MONTH = re.compile(
     r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
 )
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)")
@@ -32,7 +32,7 @@ _CONTRACTED = {
     "won't": "will", "doesn't": "does", "don't": "do", "didn't": "did",
 }  # fmt: skip
 _PRONOUNS = {"he": "she", "she": "he", "his": "her", "her": "his", "him": "her"}
-_MONTHS = (
+MONTHS = (
     "January February March April May June July August September October November December"
 ).split()
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -45,7 +45,7 @@ def _replace_at(text: str, match: re.Match[str], new: str, group: int = 1) -> st
 
 
 def number(text: str, rng: random.Random, pool: Sequence[str]) -> str | None:
-    matches = [m for m in _NUMBER.finditer(text) if not _YEAR.fullmatch(m.group(1))]
+    matches = [m for m in NUMBER.finditer(text) if not YEAR.fullmatch(m.group(1))]
     if not matches:
         return None
     m = rng.choice(matches)
@@ -63,8 +63,8 @@ def number(text: str, rng: random.Random, pool: Sequence[str]) -> str | None:
 
 
 def date(text: str, rng: random.Random, pool: Sequence[str]) -> str | None:
-    years = list(_YEAR.finditer(text))
-    months = list(_MONTH.finditer(text))
+    years = list(YEAR.finditer(text))
+    months = list(MONTH.finditer(text))
     if not years and not months:
         return None
     if years and (not months or rng.random() < 0.6):
@@ -72,7 +72,7 @@ def date(text: str, rng: random.Random, pool: Sequence[str]) -> str | None:
         shift = rng.choice((-30, -12, -7, -3, -1, 1, 2, 5, 9, 21))
         return _replace_at(text, m, str(int(m.group(1)) + shift))
     m = rng.choice(months)
-    return _replace_at(text, m, rng.choice([x for x in _MONTHS if x != m.group(1)]))
+    return _replace_at(text, m, rng.choice([x for x in MONTHS if x != m.group(1)]))
 
 
 def entity(text: str, rng: random.Random, pool: Sequence[str]) -> str | None:

@@ -25,10 +25,12 @@ import dataclasses
 import json
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import perturb
+import train_detector
 from support_stage import choose_evidence, claim_text, context_sentences
 
 from monitor.detector.embedding import Embedder
@@ -36,27 +38,8 @@ from monitor.detector.text import DISCOURSE, REFERENCES, fold, sentences, strip_
 
 FAMILIES = ("ragtruth", "halueval_qa", "halueval_dialog", "halueval_summ")
 MEASURED_PAIRS = 500
-# The measured samples of bench/train_detector.py (same seed and sampling).
-DETECTOR_SEED = 20261122
 
 _NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)*)")
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w.]\d)")
-_YEAR = re.compile(r"\b(1[5-9]\d\d|20[0-4]\d)\b")
-_MONTH = re.compile(
-    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
-)
-_MONTHS = _MONTH.pattern[4:-4].split("|")
-_AUX = re.compile(
-    r"\b(is|are|was|were|can|could|will|would|should|has|have|had|does|do|did|must)\b(?!\s+not)"
-)
-_NEGATED = re.compile(
-    r"\b(is|are|was|were|can|could|will|would|should|has|have|had|does|do|did)\s+not\b"
-    r"|\b(isn't|aren't|wasn't|weren't|can't|won't|doesn't|don't|didn't)"
-)
-_CONTRACTED = {
-    "isn't": "is", "aren't": "are", "wasn't": "was", "weren't": "were", "can't": "can",
-    "won't": "will", "doesn't": "does", "don't": "do", "didn't": "did",
-}  # fmt: skip
 _OPPOSITE_PAIRS = (
         ("increase", "decrease"), ("increased", "decreased"), ("increases", "decreases"),
         ("rise", "fall"), ("rose", "fell"), ("more", "less"), ("higher", "lower"),
@@ -100,13 +83,6 @@ class Pair:
     group: str
 
 
-def _jsonl(path: Path) -> Iterator[dict]:  # type: ignore[type-arg]
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
-
-
 def _claims(text: str) -> list[str]:
     return [strip_list_marker(s) for s in sentences(text) if len(tokens(strip_list_marker(s))) >= 1]
 
@@ -119,7 +95,7 @@ def ragtruth(path: Path) -> list[Source]:
     """RAGTruth rows: sentences overlapping an annotated span are hallucinated; the other
     sentences of a response are faithful only when the response has no span at all."""
     out = []
-    for rec in _jsonl(path):
+    for rec in train_detector._jsonl(path):
         contexts = tuple(c["content"] for c in rec["retrieved_context"])
         response, spans = rec["response"], rec["label"].get("spans") or []
         good, bad = [], []
@@ -151,16 +127,16 @@ def halueval_qa(folder: Path, dev: Path) -> list[Source]:
     return [
         Source("halueval_qa", f"qa{i}", r["question"], (r["knowledge"],),
                (r["right_answer"],), (r["hallucinated_answer"],), r["knowledge"] in measured)
-        for i, r in enumerate(_jsonl(folder / "dataset_halueval_qa.jsonl"))
+        for i, r in enumerate(train_detector._jsonl(folder / "dataset_halueval_qa.jsonl"))
     ]  # fmt: skip
 
 
 def _measured_sample(task: str, n: int) -> set[int]:
-    return set(random.Random(f"{DETECTOR_SEED}-{task}").sample(range(n), MEASURED_PAIRS))
+    return set(random.Random(f"{train_detector.SEED}-{task}").sample(range(n), MEASURED_PAIRS))
 
 
 def halueval_dialog(folder: Path) -> list[Source]:
-    rows = list(_jsonl(folder / "dataset_halueval_dialogue.jsonl"))
+    rows = list(train_detector._jsonl(folder / "dataset_halueval_dialogue.jsonl"))
     measured = _measured_sample("halueval_dialog", len(rows))
     return [
         Source("halueval_dialog", f"dialog{i}", r["dialogue_history"], (r["knowledge"],),
@@ -173,7 +149,7 @@ def halueval_dialog(folder: Path) -> list[Source]:
 def halueval_summ(folder: Path) -> list[Source]:
     """Summary sentences; a hallucinated summary's sentences that the right summary also
     has are dropped (they are not the hallucination)."""
-    rows = list(_jsonl(folder / "dataset_halueval_summarization.jsonl"))
+    rows = list(train_detector._jsonl(folder / "dataset_halueval_summarization.jsonl"))
     measured = _measured_sample("halueval_summ", len(rows))
     out = []
     for i, r in enumerate(rows):
@@ -238,15 +214,15 @@ def swap_name(claim: str, rng: random.Random, context: str, pool: Sequence[str])
 
 
 def swap_number(claim: str, rng: random.Random, context: str, pool: Sequence[str]) -> str | None:
-    mine = [m for m in _NUMBER.finditer(claim) if not _YEAR.fullmatch(m.group(1))]
+    mine = [m for m in perturb.NUMBER.finditer(claim) if not perturb.YEAR.fullmatch(m.group(1))]
     if not mine:
         return None
     m = rng.choice(mine)
     old = m.group(1)
     own = [
         n.group(1)
-        for n in _NUMBER.finditer(context)
-        if n.group(1) != old and not _YEAR.fullmatch(n.group(1)) and n.group(1) not in claim
+        for n in perturb.NUMBER.finditer(context)
+        if n.group(1) != old and not perturb.YEAR.fullmatch(n.group(1)) and n.group(1) not in claim
     ]
     if own and rng.random() < 0.6:
         return _replace(claim, m, rng.choice(own))
@@ -263,33 +239,18 @@ def swap_number(claim: str, rng: random.Random, context: str, pool: Sequence[str
 
 
 def swap_date(claim: str, rng: random.Random, context: str, pool: Sequence[str]) -> str | None:
-    years = list(_YEAR.finditer(claim))
-    months = list(_MONTH.finditer(claim))
+    years = list(perturb.YEAR.finditer(claim))
+    months = list(perturb.MONTH.finditer(claim))
     if years and (not months or rng.random() < 0.65):
         m = rng.choice(years)
-        own = sorted({y for y in _YEAR.findall(context) if y != m.group(1)})
+        own = sorted({y for y in perturb.YEAR.findall(context) if y != m.group(1)})
         if own and rng.random() < 0.6:
             return _replace(claim, m, rng.choice(own))
         return _replace(claim, m, str(int(m.group(1)) + rng.choice((-20, -9, -3, -1, 1, 2, 4, 11))))
     if months:
         m = rng.choice(months)
-        return _replace(claim, m, rng.choice([x for x in _MONTHS if x != m.group(1)]))
+        return _replace(claim, m, rng.choice([x for x in perturb.MONTHS if x != m.group(1)]))
     return None
-
-
-def negate(claim: str, rng: random.Random, context: str, pool: Sequence[str]) -> str | None:
-    negated = list(_NEGATED.finditer(claim))
-    if negated and rng.random() < 0.6:
-        m = negated[0]
-        if m.group(1):
-            return claim[: m.start()] + m.group(1) + claim[m.end() :]
-        word = m.group(2)
-        return claim[: m.start()] + _CONTRACTED[word.lower()] + claim[m.end() :]
-    aux = list(_AUX.finditer(claim))
-    if not aux:
-        return None
-    m = rng.choice(aux)
-    return claim[: m.end()] + " not" + claim[m.end() :]
 
 
 def opposite(claim: str, rng: random.Random, context: str, pool: Sequence[str]) -> str | None:
@@ -304,7 +265,7 @@ PLANTED = {
     "name": swap_name,
     "number": swap_number,
     "date": swap_date,
-    "negation": negate,
+    "negation": lambda claim, rng, context, pool: perturb.negation(claim, rng, pool),
     "opposite": opposite,
 }
 _SPECIFIC = re.compile(r"\d|\b[A-Z]")
