@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from monitor.detector import score_groundedness
-from monitor.detector.contradiction import parse
+from monitor.detector.slots import parse
 from monitor.evaluators.local import LocalGroundedness
 
 THRESHOLD = LocalGroundedness.default_threshold

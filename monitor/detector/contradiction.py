@@ -1,7 +1,7 @@
 """Slot contradictions: a specific claim that disagrees with the same slot in the context.
 
-A response sentence's *slots* are its quantities with a unit ("900 metres", "$35 million"),
-its dates (year, month, day) and its names (runs of capitalised words). When the response
+A response sentence's *slots* (`slots.py`) are its quantities with a unit ("900 metres",
+"$35 million"), its dates (year, month, day) and its names (runs of capitalised words). When the response
 gives a value the context does not contain, and the context sentence that best matches the
 rest of the claim (its *frame*: the other content words, with the sentence before it for
 "It ..." style references) gives the same slot another value, the response contradicts the
@@ -14,41 +14,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from monitor.detector.slots import (
+    Parsed,
+    Slot,
+    date_parts,
+    date_phrase,
+    looks_like_name,
+    parse,
+    parse_bare,
+    same_value,
+    value_anywhere,
+)
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIONS,
     REFERENCES,
     STOPWORDS,
-    UNIT_NAMES,
-    canonical,
     fold,
-    number_value,
     stem,
     token_spans,
     tokens,
 )
 
-MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
-_MONTH_NUMBER = {
-    m: i % 12 + 1
-    for i, m in enumerate(
-        "january february march april may june july august september october november "
-        "december jan feb mar apr may jun jul aug sep oct nov dec".split()
-    )
-}
-_SCALES = {
-    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9, "mn": 1e6,
-    "mln": 1e6, "k": 1e3,
-}  # fmt: skip
-# Words that say a number is approximate: a close value is then not a contradiction.
-_HEDGES = frozenset(
-    "about around approximately roughly nearly almost some over under estimated estimate "
-    "circa approx up".split()
-)
-_APPROXIMATE = 0.1
 # Two unit words this similar (word vectors) count as one unit ("employees", "people").
 _SAME_UNIT = 0.55
 # A value the context gives for another fact counts as moved when the sentence with the
@@ -71,14 +58,6 @@ _DECISIVE_NAME_FRAME = 2
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
 _RIVAL_ROLE_WORDS = 6
 _MOVED_RESTATED = 0.6
-# Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
-# these are only excluded because they refer back to the answer's layout.
-_NOT_UNITS = REFERENCES | frozenset("times time way ways".split())
-# Capitalised words that start sentences or name calendar things rather than entities.
-_NOT_NAMES = (
-    frozenset("monday tuesday wednesday thursday friday saturday sunday yes no i".split()) | MONTHS
-)
-_NAME_JOINERS = frozenset("de da di del van von der le la bin al".split())
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
 
 
@@ -102,195 +81,6 @@ class Contradiction:
 
     def describe(self) -> str:
         return f"answer says {self.said}; context says {self.evidence}"
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    # "number", "year", "month", "day" or "name".
-    kind: str
-    # The unit of a number (canonical stem; "" when none); the slot kind for dates and names.
-    unit: str
-    # Comparable value: float for numbers and dates, folded words for names.
-    value: float | tuple[str, ...]
-    # Token positions [start, end) in the sentence and the character span of the phrase.
-    start: int
-    end: int
-    text: str
-    hedged: bool = False
-
-
-@dataclass(slots=True)
-class Parsed:
-    """A sentence's slots and the content stems that frame them."""
-
-    text: str
-    slots: list[Slot]
-    stems: list[str]
-    slot_tokens: set[int]
-
-
-def _number(token: str) -> float | None:
-    value = number_value(token) if token[0].isdigit() or token[0] == "$" else None
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def parse(text: str) -> Parsed:
-    """Finds the slots of one sentence."""
-    raw = tokens(text)
-    spans = token_spans(text)
-    folded = [fold(t) for t in raw]
-    slots: list[Slot] = []
-    used: set[int] = set()
-    n = len(raw)
-
-    def phrase(a: int, b: int) -> str:
-        return text[spans[a][0] : spans[b - 1][1]]
-
-    def joined(a: int) -> bool:
-        """Whether token `a` follows token `a - 1` with only space between them."""
-        return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
-
-    for i, token in enumerate(raw):
-        value = _number(token)
-        if value is None or (i > 0 and folded[i - 1] in REFERENCES):
-            continue
-        hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
-        before = folded[i - 1] if i > 0 else ""
-        after = folded[i + 1] if joined(i + 1) else ""
-        if before in MONTHS or after in MONTHS:
-            if 1 <= value <= 31 and value.is_integer():
-                slots.append(Slot("day", "day", value, i, i + 1, token))
-                used.add(i)
-                continue
-        if 1000 <= value <= 2100 and value.is_integer() and token.isdigit():
-            measured = after in _SCALES or canonical(after) in UNIT_NAMES
-            if not measured and not (after.endswith("s") and len(after) > 3) and after != "people":
-                slots.append(Slot("year", "year", value, i, i + 1, token))
-                used.add(i)
-                continue
-        j = i + 1
-        scale = 1.0
-        while joined(j) and folded[j] in _SCALES:
-            scale *= _SCALES[folded[j]]
-            j += 1
-        unit = ""
-        if token.endswith("%") or token.endswith("percent"):
-            unit = "percent"
-        elif token.startswith("$"):
-            unit = "dollar"
-        elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
-            if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
-                unit = stem(canonical(folded[j]))
-                j += 1
-        elif i >= 2 and before == "of" and folded[i - 2].isalpha():
-            # "a crew of 60": the counted noun stands before the number.
-            if folded[i - 2] not in STOPWORDS and folded[i - 2] not in _NOT_UNITS:
-                unit = stem(canonical(folded[i - 2]))
-        if unit in ("dollar", "percent") and joined(j) and canonical(folded[j]) == unit:
-            j += 1
-        slots.append(Slot("number", unit, value * scale, i, j, phrase(i, j), hedged))
-        used.update(range(i, j))
-    for i, word in enumerate(folded):
-        if word in MONTHS and raw[i][0].isupper():
-            near = [s for s in slots if s.kind in ("day", "year") and abs(s.start - i) <= 2]
-            if near or word not in ("may", "march"):
-                slots.append(Slot("month", "month", float(_MONTH_NUMBER[word]), i, i + 1, raw[i]))
-                used.add(i)
-    i = 0
-    while i < n:
-        if not _capitalised(raw[i], folded[i]):
-            i += 1
-            continue
-        j = i + 1
-        # A name is a run of capitalised words with only spaces between them: a comma ends
-        # it ("Mississippi, Arkansas" is two names).
-        while (
-            j < n
-            and joined(j)
-            and (
-                _capitalised(raw[j], folded[j])
-                or (
-                    folded[j] in _NAME_JOINERS
-                    and j + 1 < n
-                    and _capitalised(raw[j + 1], folded[j + 1])
-                )
-            )
-        ):
-            j += 1
-        words = tuple(f.removesuffix("'s") for f in folded[i:j] if f not in _NAME_JOINERS)
-        if words and (i > 0 or j - i >= 2):
-            slots.append(Slot("name", "name", words, i, j, phrase(i, j).removesuffix("'s")))
-            used.update(range(i, j))
-        i = j
-    stems = [
-        stem(w.removesuffix("'s"))
-        for w in folded
-        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
-    ]
-    return Parsed(text, slots, stems, used)
-
-
-def _capitalised(token: str, word: str) -> bool:
-    return token[0].isupper() and word not in STOPWORDS and word not in _NOT_NAMES
-
-
-def _date_group(parsed: Parsed, slot: Slot) -> list[Slot]:
-    """The year, month and day slots next to each other that form one date with `slot`."""
-    parts = {s.start: s for s in parsed.slots if s.kind in ("year", "month", "day")}
-    group = [slot]
-    kinds = {slot.kind}
-    for step in (-1, 1):
-        at = slot.start + step
-        while at in parts and parts[at].kind not in kinds:
-            group.append(parts[at])
-            kinds.add(parts[at].kind)
-            at += step
-    return sorted(group, key=lambda s: s.start)
-
-
-def _date_phrase(parsed: Parsed, slot: Slot) -> str:
-    """The whole date a year, month or day slot belongs to ("August 22, 1905")."""
-    group = _date_group(parsed, slot)
-    spans = token_spans(parsed.text)
-    return parsed.text[spans[group[0].start][0] : spans[group[-1].end - 1][1]]
-
-
-def _same_value(a: Slot, b: Slot) -> bool:
-    if a.kind == "name":
-        assert isinstance(a.value, tuple) and isinstance(b.value, tuple)
-        return bool(_name_overlap(a.value, b.value))
-    assert isinstance(a.value, float) and isinstance(b.value, float)
-    if a.value == b.value:
-        return True
-    if a.kind == "number" and (a.hedged or b.hedged):
-        return abs(a.value - b.value) <= _APPROXIMATE * max(abs(a.value), abs(b.value))
-    return False
-
-
-def _name_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Whether two names may denote the same thing: the same last word ("Joseph Strauss",
-    "Strauss"), one inside the other, or the initials of the other ("RDJ")."""
-    if a[-1] == b[-1] or set(a) <= set(b) or set(b) <= set(a):
-        return True
-    if len(a) == len(b) == 1 and (
-        a[0][:4] == b[0][:4] or a[0].startswith(b[0]) or b[0].startswith(a[0])
-    ):
-        # A short form or a variant of one name ("Jo" and "Joanne", "Brooke" and "Brookes").
-        return True
-    initials_a = "".join(w[0] for w in a)
-    initials_b = "".join(w[0] for w in b)
-    joined_a, joined_b = "".join(a), "".join(b)
-    return joined_a in (initials_b, initials_b.lower()) or joined_b == initials_a
-
-
-def _date_parts(parsed: Parsed, slot: Slot) -> dict[str, float]:
-    """The year, month and day of the date a date slot belongs to."""
-    return {s.kind: s.value for s in _date_group(parsed, slot) if isinstance(s.value, float)}
 
 
 def _frame(claim: Parsed, slot: Slot) -> set[str]:
@@ -352,11 +142,11 @@ def find(
     for slot in claim.slots:
         if group.get(slot.kind, slot.kind) in seen or (slot.kind == "number" and not slot.unit):
             continue
-        if slot.kind == "name" and not _looks_like_name(slot):
+        if slot.kind == "name" and not looks_like_name(slot):
             continue
         margin = _MOVED_MARGIN * (2 if slot.kind == "name" else 1)
         frame = _frame(claim, slot)
-        parts = _date_parts(claim, slot) if slot.kind in group else {}
+        parts = date_parts(claim, slot) if slot.kind in group else {}
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
         role = _role(claim, slot, _ROLE_WORDS)
@@ -369,7 +159,7 @@ def find(
             score = _frame_score(frame, index, context)
             if pronoun_led:
                 score += 0.5 * len(asked & set(sentence.stems))
-            mine = [o for o in same if _same_value(slot, o)]
+            mine = [o for o in same if same_value(slot, o)]
             if mine:
                 best_with = max(best_with, score)
                 for o in mine:
@@ -389,7 +179,7 @@ def find(
                 score += 1.0
             agree = 0
             if parts:
-                theirs = _date_parts(sentence, rival)
+                theirs = date_parts(sentence, rival)
                 # A date that agrees on its other parts is the same date with one part changed.
                 agree = sum(theirs.get(k) == v for k, v in parts.items() if k != slot.kind)
                 score += 1.0 if agree else 0.0
@@ -403,7 +193,7 @@ def find(
             # The family name is in the context: a shortened or longer form, not a new name
             # (a first name alone is shared by too many people to tell).
             continue
-        if slot.kind == "number" and best_with < 0 and _value_anywhere(slot, context):
+        if slot.kind == "number" and best_with < 0 and value_anywhere(slot, context):
             best_with = 0.0
         # A value moved from another fact: the context gives the claim's role to the rival
         # and another role to the claim's value ("designed by the architect Y" and "the
@@ -435,7 +225,7 @@ def find(
         seen.add(group.get(slot.kind, slot.kind))
         evidence = context[index]
         if slot.kind in group:
-            said, shown, kind = _date_phrase(claim, slot), _date_phrase(evidence, rival), "date"
+            said, shown, kind = date_phrase(claim, slot), date_phrase(evidence, rival), "date"
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
         decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
@@ -511,7 +301,7 @@ def _one_word_name(
                 o
                 for o in _one_word_names(sentence)
                 if _name_words(o)[0] not in frame
-                and not _same_value(slot, o)
+                and not same_value(slot, o)
                 and (bare or _governing(sentence, o) == governing)
                 and (not subject or o.start == 1)
             ]
@@ -523,17 +313,6 @@ def _one_word_name(
                 )
             ]
     return []
-
-
-def parse_bare(text: str) -> Parsed:
-    """A bare answer's slots, its first word counted as a name when capitalised."""
-    parsed = parse(text)
-    words = tokens(text)
-    if words and words[0][:1].isupper() and not any(s.start == 0 for s in parsed.slots):
-        word = fold(words[0])
-        if word not in STOPWORDS and word not in _NOT_NAMES:
-            parsed.slots.append(Slot("name", "name", (word,), 0, 1, words[0]))
-    return parsed
 
 
 def _decisive(
@@ -588,7 +367,7 @@ def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
         if mine is slot or mine.kind not in (*dates, "name") or mine.kind == slot.kind:
             continue
         theirs = [o for o in evidence.slots if o.kind == mine.kind]
-        if theirs and not any(_same_value(mine, o) for o in theirs):
+        if theirs and not any(same_value(mine, o) for o in theirs):
             return True
     return False
 
@@ -623,31 +402,17 @@ def _around(text: str, words: frozenset[str]) -> str:
     return f'"{text[spans[start][0] : spans[end - 1][1]]}"'
 
 
-def _looks_like_name(slot: Slot) -> bool:
-    """A full name of several words: single capitalised words are too often a place, a
-    nationality or a product for a swap of one to mean a contradiction."""
-    assert isinstance(slot.value, tuple)
-    return len(slot.value) >= 2 and all(len(w) > 1 and w.isalpha() for w in slot.value)
-
-
-def _value_anywhere(slot: Slot, context: list[Parsed]) -> bool:
-    """Whether the context has the number at all, whatever unit it is read with."""
-    return any(
-        o.kind in ("number", "year") and o.value == slot.value for c in context for o in c.slots
-    )
-
-
 def _same_role(
     claim: Parsed, slot: Slot, sentence: Parsed, other: Slot, strict: bool = False
 ) -> bool:
     """Whether `other` fills the role `slot` has in the claim: a full name too, after the same
     word ("by", "captain") or in a sentence sharing two content words with the claim."""
-    if not _looks_like_name(other):
+    if not looks_like_name(other):
         return False
     mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
     before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
     shared = len(_frame(claim, slot) & set(sentence.stems))
-    names = sum(1 for s in sentence.slots if s.kind == "name" and _looks_like_name(s))
+    names = sum(1 for s in sentence.slots if s.kind == "name" and looks_like_name(s))
     if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
         return True
     if strict:

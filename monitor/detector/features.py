@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from monitor.detector import contradiction
+from monitor.detector import contradiction, slots
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.text import (
@@ -529,7 +529,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 # Retrieved chunks recur across requests (the same documents answer many questions), and
 # parsing a context sentence for slots is a third of the detector's time on a new context.
 # `Parsed` is never mutated after parsing, so cached values can be shared.
-_parse_context = lru_cache(maxsize=4096)(contradiction.parse)
+_parse_context = lru_cache(maxsize=4096)(slots.parse)
 
 
 def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:
@@ -565,7 +565,7 @@ def _slot_contradictions(
         return []
     parsed = [_parse_context(text) for doc in contexts for text in sentences(doc)]
     known = context.words | question.words
-    asked = contradiction.parse(query)
+    asked = slots.parse(query)
 
     def unit_similarity(a: str, b: str) -> float:
         vectors = embedder.word_vectors([a, b])

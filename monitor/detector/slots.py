@@ -1,0 +1,267 @@
+"""Slots of a sentence: its quantities with their units, its dates (year, month, day) and its
+names, each with its place in the sentence and a value to compare ("900 metres" -> 900.0,
+"Joseph Strauss" -> ("joseph", "strauss")), and the content stems that frame them.
+`contradiction.py` compares a claim's slots with the context's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.detector.text import (
+    DISCOURSE,
+    REFERENCES,
+    STOPWORDS,
+    UNIT_NAMES,
+    canonical,
+    fold,
+    number_value,
+    stem,
+    token_spans,
+    tokens,
+)
+
+MONTHS = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_MONTH_NUMBER = {
+    m: i % 12 + 1
+    for i, m in enumerate(
+        "january february march april may june july august september october november "
+        "december jan feb mar apr may jun jul aug sep oct nov dec".split()
+    )
+}
+_SCALES = {
+    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9, "mn": 1e6,
+    "mln": 1e6, "k": 1e3,
+}  # fmt: skip
+# Words that say a number is approximate: a close value is then not a contradiction.
+_HEDGES = frozenset(
+    "about around approximately roughly nearly almost some over under estimated estimate "
+    "circa approx up".split()
+)
+_APPROXIMATE = 0.1
+
+# Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
+# these are only excluded because they refer back to the answer's layout.
+_NOT_UNITS = REFERENCES | frozenset("times time way ways".split())
+# Capitalised words that start sentences or name calendar things rather than entities.
+_NOT_NAMES = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday yes no i".split()) | MONTHS
+)
+_NAME_JOINERS = frozenset("de da di del van von der le la bin al".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    # "number", "year", "month", "day" or "name".
+    kind: str
+    # The unit of a number (canonical stem; "" when none); the slot kind for dates and names.
+    unit: str
+    # Comparable value: float for numbers and dates, folded words for names.
+    value: float | tuple[str, ...]
+    # Token positions [start, end) in the sentence and the character span of the phrase.
+    start: int
+    end: int
+    text: str
+    hedged: bool = False
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A sentence's slots and the content stems that frame them."""
+
+    text: str
+    slots: list[Slot]
+    stems: list[str]
+    slot_tokens: set[int]
+
+
+def _number(token: str) -> float | None:
+    value = number_value(token) if token[0].isdigit() or token[0] == "$" else None
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def parse(text: str) -> Parsed:
+    """Finds the slots of one sentence."""
+    raw = tokens(text)
+    spans = token_spans(text)
+    folded = [fold(t) for t in raw]
+    slots: list[Slot] = []
+    used: set[int] = set()
+    n = len(raw)
+
+    def phrase(a: int, b: int) -> str:
+        return text[spans[a][0] : spans[b - 1][1]]
+
+    def joined(a: int) -> bool:
+        """Whether token `a` follows token `a - 1` with only space between them."""
+        return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
+
+    for i, token in enumerate(raw):
+        value = _number(token)
+        if value is None or (i > 0 and folded[i - 1] in REFERENCES):
+            continue
+        hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
+        before = folded[i - 1] if i > 0 else ""
+        after = folded[i + 1] if joined(i + 1) else ""
+        if before in MONTHS or after in MONTHS:
+            if 1 <= value <= 31 and value.is_integer():
+                slots.append(Slot("day", "day", value, i, i + 1, token))
+                used.add(i)
+                continue
+        if 1000 <= value <= 2100 and value.is_integer() and token.isdigit():
+            measured = after in _SCALES or canonical(after) in UNIT_NAMES
+            if not measured and not (after.endswith("s") and len(after) > 3) and after != "people":
+                slots.append(Slot("year", "year", value, i, i + 1, token))
+                used.add(i)
+                continue
+        j = i + 1
+        scale = 1.0
+        while joined(j) and folded[j] in _SCALES:
+            scale *= _SCALES[folded[j]]
+            j += 1
+        unit = ""
+        if token.endswith("%") or token.endswith("percent"):
+            unit = "percent"
+        elif token.startswith("$"):
+            unit = "dollar"
+        elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
+            if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
+                unit = stem(canonical(folded[j]))
+                j += 1
+        elif i >= 2 and before == "of" and folded[i - 2].isalpha():
+            # "a crew of 60": the counted noun stands before the number.
+            if folded[i - 2] not in STOPWORDS and folded[i - 2] not in _NOT_UNITS:
+                unit = stem(canonical(folded[i - 2]))
+        if unit in ("dollar", "percent") and joined(j) and canonical(folded[j]) == unit:
+            j += 1
+        slots.append(Slot("number", unit, value * scale, i, j, phrase(i, j), hedged))
+        used.update(range(i, j))
+    for i, word in enumerate(folded):
+        if word in MONTHS and raw[i][0].isupper():
+            near = [s for s in slots if s.kind in ("day", "year") and abs(s.start - i) <= 2]
+            if near or word not in ("may", "march"):
+                slots.append(Slot("month", "month", float(_MONTH_NUMBER[word]), i, i + 1, raw[i]))
+                used.add(i)
+    i = 0
+    while i < n:
+        if not _capitalised(raw[i], folded[i]):
+            i += 1
+            continue
+        j = i + 1
+        # A name is a run of capitalised words with only spaces between them: a comma ends
+        # it ("Mississippi, Arkansas" is two names).
+        while (
+            j < n
+            and joined(j)
+            and (
+                _capitalised(raw[j], folded[j])
+                or (
+                    folded[j] in _NAME_JOINERS
+                    and j + 1 < n
+                    and _capitalised(raw[j + 1], folded[j + 1])
+                )
+            )
+        ):
+            j += 1
+        words = tuple(f.removesuffix("'s") for f in folded[i:j] if f not in _NAME_JOINERS)
+        if words and (i > 0 or j - i >= 2):
+            slots.append(Slot("name", "name", words, i, j, phrase(i, j).removesuffix("'s")))
+            used.update(range(i, j))
+        i = j
+    stems = [
+        stem(w.removesuffix("'s"))
+        for w in folded
+        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
+    ]
+    return Parsed(text, slots, stems, used)
+
+
+def _capitalised(token: str, word: str) -> bool:
+    return token[0].isupper() and word not in STOPWORDS and word not in _NOT_NAMES
+
+
+def date_group(parsed: Parsed, slot: Slot) -> list[Slot]:
+    """The year, month and day slots next to each other that form one date with `slot`."""
+    parts = {s.start: s for s in parsed.slots if s.kind in ("year", "month", "day")}
+    group = [slot]
+    kinds = {slot.kind}
+    for step in (-1, 1):
+        at = slot.start + step
+        while at in parts and parts[at].kind not in kinds:
+            group.append(parts[at])
+            kinds.add(parts[at].kind)
+            at += step
+    return sorted(group, key=lambda s: s.start)
+
+
+def date_phrase(parsed: Parsed, slot: Slot) -> str:
+    """The whole date a year, month or day slot belongs to ("August 22, 1905")."""
+    group = date_group(parsed, slot)
+    spans = token_spans(parsed.text)
+    return parsed.text[spans[group[0].start][0] : spans[group[-1].end - 1][1]]
+
+
+def same_value(a: Slot, b: Slot) -> bool:
+    if a.kind == "name":
+        assert isinstance(a.value, tuple) and isinstance(b.value, tuple)
+        return bool(_name_overlap(a.value, b.value))
+    assert isinstance(a.value, float) and isinstance(b.value, float)
+    if a.value == b.value:
+        return True
+    if a.kind == "number" and (a.hedged or b.hedged):
+        return abs(a.value - b.value) <= _APPROXIMATE * max(abs(a.value), abs(b.value))
+    return False
+
+
+def _name_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two names may denote the same thing: the same last word ("Joseph Strauss",
+    "Strauss"), one inside the other, or the initials of the other ("RDJ")."""
+    if a[-1] == b[-1] or set(a) <= set(b) or set(b) <= set(a):
+        return True
+    if len(a) == len(b) == 1 and (
+        a[0][:4] == b[0][:4] or a[0].startswith(b[0]) or b[0].startswith(a[0])
+    ):
+        # A short form or a variant of one name ("Jo" and "Joanne", "Brooke" and "Brookes").
+        return True
+    initials_a = "".join(w[0] for w in a)
+    initials_b = "".join(w[0] for w in b)
+    joined_a, joined_b = "".join(a), "".join(b)
+    return joined_a in (initials_b, initials_b.lower()) or joined_b == initials_a
+
+
+def date_parts(parsed: Parsed, slot: Slot) -> dict[str, float]:
+    """The year, month and day of the date a date slot belongs to."""
+    return {s.kind: s.value for s in date_group(parsed, slot) if isinstance(s.value, float)}
+
+
+def parse_bare(text: str) -> Parsed:
+    """A bare answer's slots, its first word counted as a name when capitalised."""
+    parsed = parse(text)
+    words = tokens(text)
+    if words and words[0][:1].isupper() and not any(s.start == 0 for s in parsed.slots):
+        word = fold(words[0])
+        if word not in STOPWORDS and word not in _NOT_NAMES:
+            parsed.slots.append(Slot("name", "name", (word,), 0, 1, words[0]))
+    return parsed
+
+
+def looks_like_name(slot: Slot) -> bool:
+    """A full name of several words: single capitalised words are too often a place, a
+    nationality or a product for a swap of one to mean a contradiction."""
+    assert isinstance(slot.value, tuple)
+    return len(slot.value) >= 2 and all(len(w) > 1 and w.isalpha() for w in slot.value)
+
+
+def value_anywhere(slot: Slot, context: list[Parsed]) -> bool:
+    """Whether the context has the number at all, whatever unit it is read with."""
+    return any(
+        o.kind in ("number", "year") and o.value == slot.value for c in context for o in c.slots
+    )
