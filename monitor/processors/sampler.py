@@ -7,6 +7,14 @@ with `u < r`. Lower-rate evaluators therefore see a subset of what higher-rate o
 Effective rate = base rate (the first `sampling.overrides` entry matching the record's
 service/route, else `sampling.rate`) × the evaluator's `sample_rate` (default 1).
 Records with negative feedback or an error status are always sampled when configured.
+
+The position is the first 8 bytes of BLAKE2b (digest size 8) of the key's UTF-8, read as
+a big-endian integer n, over 2**64 as a float. That definition is fixed: replicas of
+different versions in one rollout must sample the same traces (`tests/test_sampler_pinned.py`
+pins it). Every record or trace pays for one decision, so the sampler computes the same
+thing cheaply: the hash state is copied from a prepared one instead of built from keyword
+arguments, and `u < r` is decided on the digest's bytes against the integer bound that
+gives exactly the same answer, found once per rate (`_bound`).
 """
 
 from __future__ import annotations
@@ -18,11 +26,62 @@ from monitor.config import Sampling
 
 _SCALE = float(1 << 64)
 _NONE: frozenset[str] = frozenset()
+# Copied per key: building a BLAKE2b object from keyword arguments costs more than the
+# hash of a short key.
+_PREPARED = hashlib.blake2b(digest_size=8)
+_ALL_DIGESTS = b"\xff" * 9  # above every 8-byte digest (a digest is a prefix of it, or less)
+
+
+def _digest(key: str) -> bytes:
+    state = _PREPARED.copy()
+    state.update(key.encode())
+    return state.digest()
 
 
 def sampling_position(key: str) -> float:
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / _SCALE
+    return int.from_bytes(_digest(key), "big") / _SCALE
+
+
+def _bound(threshold: float) -> bytes:
+    """Bytes B such that, for every digest d, `d < B` exactly when the position of d is
+    below `threshold`. The position, float(n) / 2**64, never decreases as n grows (float
+    rounding is monotonic), so the n below the threshold are [0, N) for one N: found by
+    bisection on the very expression `sampling_position` evaluates."""
+    low, high = 0, 1 << 64  # every n < low is below the threshold; no n >= high is
+    while low < high:
+        middle = (low + high) // 2
+        if middle / _SCALE < threshold:
+            low = middle + 1
+        else:
+            high = middle
+    return _ALL_DIGESTS if low == 1 << 64 else low.to_bytes(8, "big")
+
+
+class _Rule:
+    """The decision for one base rate, prepared: nothing sampled, everything sampled
+    without a hash, or the levels to compare a digest with."""
+
+    __slots__ = ("everything", "levels", "nothing")
+
+    def __init__(self, base: float, rates: dict[str, float], everyone: frozenset[str]) -> None:
+        self.nothing = base * max(rates.values(), default=0.0) <= 0.0
+        # Positions are below 1: at an effective rate of 1 or more no hash is needed.
+        self.everything = not self.nothing and base * min(rates.values()) >= 1.0
+        bounds = {name: _bound(base * rate) for name, rate in rates.items()}
+        # A digest below a level's bound is sampled by every evaluator whose bound is at
+        # least that one; ascending, so the first level the digest is below decides.
+        levels = []
+        for bound in sorted(set(bounds.values())):
+            names = frozenset(name for name, b in bounds.items() if b >= bound)
+            if bound != b"\x00" * 8:  # a rate of 0: below it is nothing
+                levels.append((bound, everyone if names == everyone else names))
+        self.levels = tuple(levels)
+
+    def decide(self, digest: bytes) -> frozenset[str]:
+        for bound, names in self.levels:
+            if digest < bound:
+                return names
+        return _NONE
 
 
 class Sampleable(Protocol):
@@ -47,14 +106,19 @@ class Sampler:
         self._rates = {
             name: 1.0 if rate is None else rate for name, rate in evaluator_rates.items()
         }
-        self._max_rate = max(self._rates.values(), default=0.0)
-        self._min_rate = min(self._rates.values(), default=0.0)
         self._all = frozenset(self._rates)
         self._always_negative = config.always.negative_feedback
         self._always_error = config.always.error
+        self._priority = self._always_negative or self._always_error
+        self._overrides = tuple(config.overrides)
+        self._rules = {
+            rate: _Rule(rate, self._rates, self._all)
+            for rate in {config.rate, *(o.rate for o in config.overrides)}
+        }
+        self._rule = self._rules[config.rate]
 
     def base_rate(self, service: str, route: str) -> float:
-        for override in self._config.overrides:
+        for override in self._overrides:
             if override.service not in (None, service):
                 continue
             if override.route not in (None, route):
@@ -69,17 +133,20 @@ class Sampler:
 
     def sampled(self, record: Sampleable) -> frozenset[str]:
         """The evaluators that sample `record`. Unsampled traffic, usually most of it,
-        costs one hash and no allocation, and no hash when the rates are 0 or all 1."""
-        if self.is_priority(record):
-            return self._all
-        base = self.base_rate(record.service, record.route)
-        threshold = base * self._max_rate
-        if threshold <= 0.0:
+        costs one hash and no allocation beyond it, and no hash when the rates are 0 or
+        all 1. Service and route are read only when an override could use them."""
+        if self._priority and (
+            (self._always_negative and record.feedback == "negative")
+            or (self._always_error and record.error)
+        ):
+            return self._all  # as `is_priority`, inlined: this runs for every record
+        rule = (
+            self._rules[self.base_rate(record.service, record.route)]
+            if self._overrides
+            else self._rule
+        )
+        if rule.nothing:
             return _NONE
-        if base * self._min_rate >= 1.0:  # positions are in [0, 1): no hash needed
+        if rule.everything:
             return self._all
-        position = sampling_position(record.sampling_key)
-        if position >= threshold:
-            return _NONE
-        chosen = frozenset(name for name, rate in self._rates.items() if position < base * rate)
-        return self._all if len(chosen) == len(self._all) else chosen
+        return rule.decide(_digest(record.sampling_key))
