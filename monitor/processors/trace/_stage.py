@@ -225,7 +225,8 @@ class TraceStage:
         # A `RawRecord` is validated only when sampled.
         pending: list[_Pending] = []
         done: list[Delivery] = []  # record deliveries with nothing left to evaluate
-        skipped: list[tuple[Delivery, RagRecord | RawRecord]] = []
+        single: list[Delivery] = []  # one record, not sampled: most deliveries (Kafka)
+        skipped: list[tuple[Delivery, RagRecord | RawRecord]] = []  # other unsampled ones
         rejected: list[tuple[Delivery, list[tuple[str, str]]]] = []
         sampled = self._sampler.sampled
         for delivery in deliveries:
@@ -237,9 +238,7 @@ class TraceStage:
             if len(records) == 1:
                 decided = sampled(records[0])
                 if not decided:
-                    # Most deliveries: one record (a Kafka message), not sampled.
-                    skipped.append((delivery, records[0]))
-                    done.append(delivery)
+                    single.append(delivery)
                     continue
             chosen, problems = self._choose(delivery, skipped, decided)
             if problems:
@@ -270,19 +269,16 @@ class TraceStage:
             return False
         for delivery, problems in rejected:
             self._reject(delivery, problems)
-        counts: Tally[str] = Tally()
-        for delivery, record in skipped:
-            counts[record.service] += 1
-            if self._observer is not None:
-                self._observer.no_record(
-                    record.sampling_key, record.service, delivery.source, "unsampled", 0
-                )
-        self._count_unsampled(counts)
+        if single or skipped:
+            self._count_skipped(single, skipped)
         for item in pending:
             if item.chosen is None:
                 self._t.child(self._t.spans_received, item.delivery.source).inc(
                     len(item.delivery.spans)
                 )
+        for delivery in single:
+            if delivery.on_done is not None:
+                delivery.on_done(True)
         for delivery in done:
             if delivery.on_done is not None:
                 delivery.on_done(True)
@@ -296,6 +292,27 @@ class TraceStage:
             if self._intake or first_ready or self._ready_items >= _HAND_ON_ITEMS:
                 self._wake.set()
         return True
+
+    def _count_skipped(
+        self, single: list[Delivery], skipped: list[tuple[Delivery, RagRecord | RawRecord]]
+    ) -> None:
+        """Count (and show the observer) the records no evaluator samples: the records of
+        the one-record deliveries in `single`, and those in `skipped`."""
+        observer = self._observer
+        if observer is None:
+            # Counted in C (`Counter` from a list): this runs for most records.
+            counts = Tally([delivery.records[0].service for delivery in single])
+            if skipped:
+                counts.update([record.service for _, record in skipped])
+        else:
+            counts = Tally()
+            unsampled = [(d, d.records[0]) for d in single] + skipped
+            for delivery, record in unsampled:
+                counts[record.service] += 1
+                observer.no_record(
+                    record.sampling_key, record.service, delivery.source, "unsampled", 0
+                )
+        self._count_unsampled(counts)
 
     def _work_here(self) -> bool:
         """Assemble what is in the intake in this thread — the receiver's decode or

@@ -120,6 +120,7 @@ class KafkaReceiver:
         self._next = consumer
         self._t = telemetry
         self._options = client_options(config)
+        self._encoding = config.encoding  # read for every message
         self._drain_timeout_s = drain_timeout_s
         self._max_in_flight = max(max_in_flight, 1)
         self._log = RateLimitedLog(log, _LOG_INTERVAL_S)
@@ -307,16 +308,19 @@ class KafkaReceiver:
         handed = False
         problems: list[Rejection] = []
         try:
-            decoded = decode_message(message.value, self._cfg.encoding)
+            decoded = decode_message(message.value, self._encoding)
             problems = decoded.problems
             if decoded.spans or decoded.records:
+                # One object per message is its acknowledgement, its rejection callback
+                # and its metadata (built only if read): this runs for every message.
+                handle = _Message(self, tracker, message)
                 delivery = Delivery(
                     SOURCE,
                     spans=decoded.spans or [],
                     records=decoded.records,
-                    on_done=partial(self._delivered, tracker, offset),
-                    on_rejected=partial(self._invalid_records, message, tracker),
-                    metadata=_Metadata(message),
+                    on_done=handle,
+                    on_rejected=handle.rejected,
+                    metadata=handle,
                 )
                 batch.append((tracker, delivery))
                 handed = True
@@ -562,15 +566,27 @@ def _text(value: bytes) -> str:
     return value.decode("utf-8", "replace")[:_MAX_META_CHARS]
 
 
-class _Metadata(Mapping[str, str]):
-    """Where a message came from (topic, partition, offset, key, headers), built only if
-    read: only sampled records and dead letters need it, and most records are neither."""
+class _Message(Mapping[str, str]):
+    """One message handed to the trace stage, as its delivery's `on_done` (call it), its
+    `on_rejected` (`rejected`) and its `metadata`: where it came from (topic, partition,
+    offset, key, headers), built only if read, since only sampled records and dead
+    letters need it and most records are neither."""
 
-    __slots__ = ("_built", "_message")
+    __slots__ = ("_built", "_message", "_receiver", "_tracker")
 
-    def __init__(self, message: ConsumerRecord) -> None:
+    def __init__(
+        self, receiver: KafkaReceiver, tracker: PartitionTracker, message: ConsumerRecord
+    ) -> None:
+        self._receiver = receiver
+        self._tracker = tracker
         self._message = message
         self._built: dict[str, str] | None = None
+
+    def __call__(self, ok: bool) -> None:
+        self._receiver._delivered(self._tracker, self._message.offset, ok)
+
+    def rejected(self, problems: list[tuple[str, str]]) -> None:
+        self._receiver._invalid_records(self._message, self._tracker, problems)
 
     def _fields(self) -> dict[str, str]:
         if self._built is None:

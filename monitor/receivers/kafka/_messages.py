@@ -34,6 +34,8 @@ from monitor.spans import DecodeError, Span, decode_json, decode_protobuf
 
 Encoding = Literal["auto", "json", "otlp_proto", "otlp_json"]
 _JSON_START = frozenset(b"{[")
+_OPEN_BRACE = 0x7B
+_RECORD_ENCODINGS = frozenset({"auto", "json"})
 _PROTO_START = 0x0A
 _WHITESPACE = b" \t\r\n"
 _SNIFF_BYTES = 256  # leading whitespace looked past when detecting the encoding
@@ -60,6 +62,18 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
     Never raises on bad input: problems are returned."""
     if not value:
         return Decoded(problems=[Rejection("empty", "message has no value")])
+    if value[0] == _OPEN_BRACE and encoding in _RECORD_ENCODINGS:
+        # The common message, one JSON object: nothing to sniff. One that is not JSON
+        # takes the general path below, which says why.
+        try:
+            data = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if isinstance(data, dict):
+                if encoding == "auto" and _is_otlp_json(data):
+                    return _otlp(decode_json, value)
+                return Decoded(records=[RawRecord(data)])
     # Most messages start with their JSON; only others pay for looking past whitespace.
     first = value[:1] if value[0] in _JSON_START else value[:_SNIFF_BYTES].lstrip(_WHITESPACE)[:1]
     looks_json = bool(first) and first[0] in _JSON_START

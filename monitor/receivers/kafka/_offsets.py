@@ -36,11 +36,12 @@ class PartitionTracker:
     def add(self, offset: int, units: int) -> None:
         """Register a message at `offset` that finishes after `units` completions."""
         entry = [offset, units]
+        self._entries.append(entry)
         if units > 0:
             self._pending[offset] = entry
             self.outstanding += units
-        self._entries.append(entry)
-        self._advance()
+        else:  # finished already: the prefix may move (an unfinished entry cannot move it)
+            self._advance()
 
     def owe(self, offset: int, units: int) -> None:
         """Add `units` to the message at `offset`, which must still be unfinished."""
@@ -60,7 +61,8 @@ class PartitionTracker:
         self.outstanding -= done
         if entry[1] == 0:
             del self._pending[offset]
-            self._advance()
+            if entry is self._entries[0]:  # only a finished head moves the prefix
+                self._advance()
 
     def _advance(self) -> None:
         entries = self._entries
