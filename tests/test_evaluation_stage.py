@@ -387,3 +387,68 @@ async def test_on_done_waits_until_the_results_line_is_written(
     await wait_until_async(lambda: len(seen) == 20, 5, "every record done")
     await stage.shutdown(5)
     assert seen == {f"r{i}": True for i in range(20)}
+
+
+class HeldWritesSink:
+    """A persisting sink whose writes complete only when it closes, as a results file
+    that has not flushed yet: each future then resolves to `written_on_close`."""
+
+    def __init__(self, written_on_close: bool) -> None:
+        self.written_on_close = written_on_close
+        self.held: list[asyncio.Future[bool]] = []
+
+    async def start(self) -> None:
+        return None
+
+    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.held.append(written)
+        return written
+
+    async def close(self) -> None:
+        for written in self.held:
+            written.set_result(self.written_on_close)
+
+
+class StuckOn(ScriptedEvaluator):
+    """Scores every record at once except `stuck_id`, which never finishes."""
+
+    def __init__(self, stuck_id: str) -> None:
+        super().__init__("stuck")
+        self.stuck_id = stuck_id
+
+    async def evaluate(self, record: RagRecord) -> EvalResult:
+        if record.request_id == self.stuck_id:
+            await asyncio.Event().wait()
+        return await super().evaluate(record)
+
+
+async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
+    telemetry: Telemetry,
+) -> None:
+    # Records already evaluated, whose results line is still being written, are not
+    # abandoned at the deadline: closing the sink writes them, and they finish ok.
+    sink = HeldWritesSink(written_on_close=True)
+    stage, _ = _stage(telemetry, [StuckOn("r2")], workers=2, timeout=60, extra_sinks=(sink,))
+    await stage.start()
+    done: list[tuple[int, bool]] = []
+    for i in range(3):
+        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
+    await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
+    abandoned = await stage.shutdown(0.1)
+    assert abandoned == 1
+    assert sorted(done) == [(0, True), (1, True), (2, False)]
+    assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 1
+
+
+async def test_shutdown_deadline_counts_writes_that_fail_on_close(telemetry: Telemetry) -> None:
+    sink = HeldWritesSink(written_on_close=False)
+    stage, _ = _stage(telemetry, [StuckOn("r2")], workers=2, timeout=60, extra_sinks=(sink,))
+    await stage.start()
+    done: list[tuple[int, bool]] = []
+    for i in range(3):
+        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
+    await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
+    assert await stage.shutdown(0.1) == 3
+    assert sorted(done) == [(0, False), (1, False), (2, False)]
+    assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 3

@@ -24,12 +24,14 @@ import hashlib
 import logging
 import os
 import ssl
+from collections import Counter as Tally
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import bcrypt
 from aiohttp import web
+from prometheus_client import Counter
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from monitor.config import ConfigError, WebConfig, WebTls, load_web_config
@@ -55,6 +57,43 @@ class MetricsSink:
     async def close(self) -> None:
         return None
 
+    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+        """`emit` for a batch of records: the counts of each series are added at once
+        (a series of a batch usually gets many), with the trace id of its last defect
+        in the batch as the exemplar, as one `emit` per record would leave it. Scores
+        are observed one by one, in order."""
+        t = self._t
+        counts: Tally[tuple[str, str, str, str]] = Tally()
+        safety: Tally[tuple[str, str, str]] = Tally()
+        exemplars: dict[tuple[str, ...], str] = {}  # the last defect's trace id per series
+        scores: list[tuple[str, str, float]] = []
+        for record, results in items:
+            service = t.service_cap(record.service)
+            route = t.route_cap(record.route)
+            trace_id = record.trace_id
+            for name, result in results.items():
+                outcome = result.outcome
+                key = (service, route, name, outcome)
+                counts[key] += 1
+                if outcome == "error":
+                    continue
+                if outcome == "fail" and trace_id:
+                    exemplars[key] = trace_id
+                if result.normalized is not None:
+                    scores.append((service, name, result.normalized))
+                if result.safety:
+                    for category, severity in result.safety.items():
+                        graded = (service, category, severity)
+                        safety[graded] += 1
+                        if severity != "very_low" and trace_id:
+                            exemplars[graded] = trace_id
+        for series, n in counts.items():
+            _add(t.child(t.evaluations, *series), n, exemplars.get(series))
+        for service, name, value in scores:
+            t.child(t.evaluation_score, service, name).observe(value)
+        for graded_series, n in safety.items():
+            _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
+
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         t = self._t
         service = t.service_cap(record.service)
@@ -72,6 +111,16 @@ class MetricsSink:
                     t.child(t.safety_evaluations, service, category, severity).inc(
                         exemplar=exemplar if severity != "very_low" else None
                     )
+
+
+def _add(counter: Counter, n: int, trace_id: str | None) -> None:
+    """Add `n` to a counter child; with `trace_id`, the last one carries it as exemplar."""
+    if trace_id is None:
+        counter.inc(n)
+        return
+    if n > 1:
+        counter.inc(n - 1)
+    counter.inc(exemplar={"trace_id": trace_id})
 
 
 class HealthServer:

@@ -27,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter as Tally
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, cast
+from typing import Protocol, cast, runtime_checkable
 
 from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
@@ -63,6 +64,15 @@ class ResultSink(Protocol):
         line is in the file. Other sinks queue the item, count their drops, return None."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that also takes a batch of finished records at once, and never persists
+    (its `emit` returns None): the stage gives it each batch in one `emit_many` call,
+    so that per-series work is shared by the batch (the metrics sink's counters)."""
+
+    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -105,13 +115,19 @@ class EvaluationStage:
         # records with judges would admit a whole batch on one reading of the budget.
         self._max_batch = _MAX_BATCH if len(self._cpu) == len(stages) else 1
         self._budget = budget
-        self._sinks = list(sinks)
+        self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
+        self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
+        self._all_sinks = list(sinks)
         self._t = telemetry
         self._queue: deque[SampledRecord] = deque()
         self._queue_size = queue_size
         self._queue_bytes = queue_bytes
         self._queued_bytes = 0
-        self._changed = asyncio.Condition()  # the queue changed
+        # One lock for the queue; putters wait for room, workers for work, apart: a
+        # record handed in wakes as many workers as it makes batches, not all of them.
+        self._lock = asyncio.Lock()
+        self._has_room = asyncio.Condition(self._lock)  # records left the queue, or stopping
+        self._has_work = asyncio.Condition(self._lock)  # records entered the queue
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.
@@ -126,6 +142,9 @@ class EvaluationStage:
         self._in_work: dict[int, SampledRecord] = {}
         # Records evaluated whose results wait to be persisted; bounded like the queue.
         self._unwritten = 0
+        # Records whose results a sink is still persisting, by id: past the shutdown
+        # deadline they are not abandoned, since closing the sinks writes them.
+        self._writing: dict[int, asyncio.Future[list[bool]]] = {}
         self._completed = 0
 
     @property
@@ -146,7 +165,7 @@ class EvaluationStage:
             warm_up = getattr(stage.evaluator, "warm_up", None)
             if warm_up is not None:
                 await warm_up()
-        for sink in self._sinks:
+        for sink in self._all_sinks:
             await sink.start()
         self._tasks = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._workers)
@@ -158,9 +177,9 @@ class EvaluationStage:
         stage stopped accepting (the caller still owns the rest)."""
         sizes = [item.size for item in items]
         taken = 0
-        async with self._changed:
+        async with self._lock:
             while taken < len(items):
-                await self._changed.wait_for(partial(self._room_for, sizes[taken]))
+                await self._has_room.wait_for(partial(self._room_for, sizes[taken]))
                 if not self._accepting:
                     break
                 # Everything that fits at once: one wake-up of the workers, not one a record.
@@ -169,7 +188,7 @@ class EvaluationStage:
                     self._queued_bytes += sizes[taken]
                     taken += 1
                 self._depth.set(len(self._queue))
-                self._changed.notify_all()
+                self._has_work.notify(-(-len(self._queue) // self._max_batch))  # one per batch
         return taken
 
     def _room_for(self, size: int) -> bool:
@@ -189,9 +208,9 @@ class EvaluationStage:
         cancel what is left (its `on_done` gets False) and flush the sinks. Returns how
         many records were abandoned."""
         started = time.monotonic()
-        async with self._changed:
+        async with self._lock:
             self._accepting = False
-            self._changed.notify_all()
+            self._has_room.notify_all()
         abandoned = 0
         try:
             async with asyncio.timeout(deadline_s):
@@ -199,10 +218,12 @@ class EvaluationStage:
                     self._idle.clear()
                     await self._idle.wait()
         except TimeoutError:
-            left = [*self._queue, *self._in_work.values()]
+            unevaluated = [job for key, job in self._in_work.items() if key not in self._writing]
+            left = [*self._queue, *unevaluated]
             abandoned = len(left)
             self._queue.clear()
-            self._in_work.clear()
+            for job in unevaluated:
+                del self._in_work[id(job)]
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d records", deadline_s, abandoned
             )
@@ -219,20 +240,37 @@ class EvaluationStage:
             # what is left of the deadline (and at most a few seconds) to exit.
             remaining = deadline_s - (time.monotonic() - started)
             await self._pool.close(grace_s=min(_POOL_GRACE_S, max(0.0, remaining)))
-        for sink in self._sinks:
+        for sink in self._all_sinks:
             try:
                 await sink.close()
             except Exception:
                 log.exception("sink %s failed to close", type(sink).__name__)
-        return abandoned
+        return abandoned + await self._writes_after_close()
+
+    async def _writes_after_close(self) -> int:
+        """Wait for the writes the closed sinks still owe (closing resolves them; one
+        that does not within a grace period is given up) and return how many failed:
+        those records' results are not persisted, so they count as abandoned."""
+        writing = list(self._writing.values())
+        if not writing:
+            return 0
+        _, late = await asyncio.wait(writing, timeout=_POOL_GRACE_S)
+        for future in late:
+            log.warning("a sink did not resolve a write when it closed; giving it up")
+            future.cancel()
+        await asyncio.sleep(0)  # the cancelled writes' callbacks finish their records
+        failed = sum(1 for future in writing if not _written_ok(future))
+        if failed:
+            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(failed)
+        return failed
 
     async def _take(self) -> list[SampledRecord]:
         """Wait for room among unwritten results, then for work; take up to a batch."""
         while self._unwritten >= self._queue_size:
             self._write_room.clear()
             await self._write_room.wait()
-        async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._queue))
+        async with self._lock:
+            await self._has_work.wait_for(lambda: bool(self._queue))
             jobs = [self._queue.popleft()]
             while len(jobs) < self._max_batch and self._queue:
                 jobs.append(self._queue.popleft())
@@ -240,7 +278,9 @@ class EvaluationStage:
                 self._queued_bytes -= job.size
                 self._in_work[id(job)] = job
             self._depth.set(len(self._queue))
-            self._changed.notify_all()
+            if self._queue:
+                self._has_work.notify()  # more than this batch was waiting: pass it on
+            self._has_room.notify_all()
         return jobs
 
     async def _work(self) -> None:
@@ -272,9 +312,9 @@ class EvaluationStage:
 
     def _written(self, job: SampledRecord, writes: asyncio.Future[list[bool]]) -> None:
         self._unwritten -= 1
+        self._writing.pop(id(job), None)
         self._write_room.set()
-        ok = not writes.cancelled() and writes.exception() is None and all(writes.result())
-        self._finish(job, ok)
+        self._finish(job, _written_ok(writes))
 
     async def _process(self, jobs: list[SampledRecord]) -> None:
         batch = []
@@ -284,6 +324,11 @@ class EvaluationStage:
         await self._run(self._first, batch)
         if self._escalated:
             await self._run(self._escalated, batch)
+        if self._batch_sinks:
+            done = [(flight.item.record, flight.results) for flight in batch if flight.results]
+            if done:
+                for batch_sink in self._batch_sinks:
+                    batch_sink.emit_many(done)
         for flight in batch:
             job, results = flight.item, flight.results
             writes = []
@@ -297,6 +342,7 @@ class EvaluationStage:
                 # too many records already wait for their writes (see `_take`).
                 self._unwritten += 1
                 gathered = asyncio.gather(*writes)
+                self._writing[id(job)] = gathered
                 gathered.add_done_callback(partial(self._written, job))
             else:
                 self._finish(job)
@@ -308,14 +354,15 @@ class EvaluationStage:
         missing: frozenset[str],
         service: str,
         results: dict[str, EvalResult],
+        decisions: Tally[tuple[str, str, str]],
     ) -> list[Evaluator]:
+        """The evaluators to run on a record; its decisions are added to `decisions`."""
         chosen = []
         for stage in stages:
             decision = self._decision(stage, sampled, missing, results)
             if decision is None:
                 continue
-            name = stage.evaluator.name
-            self._t.child(self._t.sampling_decisions, service, name, decision).inc()
+            decisions[(service, stage.evaluator.name, decision)] += 1
             if decision == "sampled":
                 chosen.append(stage.evaluator)
         return chosen
@@ -349,17 +396,24 @@ class EvaluationStage:
         concurrently, and every CPU scorer of the batch in one worker-thread hop."""
         calls = []
         cpu_work: list[tuple[_InFlight, list[CpuScorer]]] = []
+        decisions: Tally[tuple[str, str, str]] = Tally()
         for item in batch:
             chosen = self._runnable(
-                stages, item.item.sampled, item.missing, item.service, item.results
+                stages, item.item.sampled, item.missing, item.service, item.results, decisions
             )
             cpu = [cast(CpuScorer, ev) for ev in chosen if ev.name in self._cpu]
             if cpu:
                 cpu_work.append((item, cpu))
             calls += [self._one(ev, item) for ev in chosen if ev.name not in self._cpu]
+        # Counted once per series and batch, not once per record and evaluator.
+        for labels, n in decisions.items():
+            self._t.child(self._t.sampling_decisions, *labels).inc(n)
         if cpu_work:
             calls.append(self._score_cpu(cpu_work))
-        for outcome in await asyncio.gather(*calls):
+        # A single call (CPU scorers only, the usual case) is awaited as it is: gathering
+        # it would make it a task, one more trip through the event loop per batch.
+        outcomes = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
+        for outcome in outcomes:
             for item, result in outcome:
                 item.results[result.name] = result
                 if result.input_tokens or result.output_tokens or result.cost:
@@ -443,3 +497,7 @@ class EvaluationStage:
             name, "evaluator %s failed on record %s: %s", name, record.request_id, exc
         )
         return EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
+
+
+def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:
+    return not writes.cancelled() and writes.exception() is None and all(writes.result())
