@@ -80,7 +80,12 @@ SAME_VERDICT = [
         "all in document 1\nScore: 4",
         lambda t: parsers.parse_score(t, 1, 5),
     ),
-    ("yes_no", {"reasoning": "matches", "answer": "NO"}, "matches\nAnswer: NO", parsers.parse_yes_no),
+    (
+        "yes_no",
+        {"reasoning": "matches", "answer": "NO"},
+        "matches\nAnswer: NO",
+        parsers.parse_yes_no,
+    ),
     (
         "unit",
         {"feedback": "half supported", "score": 0.5},
@@ -182,9 +187,12 @@ async def test_structured_off_sends_no_schema(stub: StubJudge) -> None:
     result = await h.evaluator("coherence").evaluate(RECORD)
     assert result.score == 3
     assert "response_format" not in stub.received[0].body
-    assert h.metric(
-        "judge_answers_total", model="openai/gpt-4o-mini", format="free_form", result="valid"
-    ) == 1
+    assert (
+        h.metric(
+            "judge_answers_total", model="openai/gpt-4o-mini", format="free_form", result="valid"
+        )
+        == 1
+    )
 
 
 async def test_auto_asks_for_a_schema_only_where_litellm_knows_it_works(stub: StubJudge) -> None:
@@ -216,8 +224,12 @@ async def test_unreadable_structured_answer_gets_one_follow_up_with_the_schema(
 ) -> None:
     h = Harness(stub, judge={"structured_output": "on"})
     stub.queue(
-        Reply(content='{"reason": "graphic", "severity": 9}', prompt_tokens=100, completion_tokens=9),
-        Reply(content='{"reason": "graphic", "severity": 6}', prompt_tokens=140, completion_tokens=9),
+        Reply(
+            content='{"reason": "graphic", "severity": 9}', prompt_tokens=100, completion_tokens=9
+        ),
+        Reply(
+            content='{"reason": "graphic", "severity": 6}', prompt_tokens=140, completion_tokens=9
+        ),
     )
     result = await h.evaluator("violence").evaluate(RECORD)
     assert (result.score, result.severity, result.passed) == (6, "high", False)
@@ -287,7 +299,11 @@ async def test_cost_is_accounted_for_structured_answers(stub: StubJudge) -> None
         judge={"structured_output": "on", "prices": {model: {"input": 2.0, "output": 10.0}}},
     )
     stub.queue(
-        Reply(content='{"feedback": "supported", "score": 0.75}', prompt_tokens=1000, completion_tokens=100)
+        Reply(
+            content='{"feedback": "supported", "score": 0.75}',
+            prompt_tokens=1000,
+            completion_tokens=100,
+        )
     )
     result = await h.evaluator("faithfulness", model=model).evaluate(RECORD)
     assert result.score == 0.75

@@ -109,7 +109,9 @@ def test_user_patterns_counts_and_findings() -> None:
         lambda kind, n: counted.__setitem__(kind, counted.get(kind, 0) + n),
     )
     text = "ACCT-123456 and ACCT-654321 belong to jane@example.com"
-    assert r.redact(text) == "[REDACTED:custom_0] and [REDACTED:custom_0] belong to [REDACTED:email]"
+    assert (
+        r.redact(text) == "[REDACTED:custom_0] and [REDACTED:custom_0] belong to [REDACTED:email]"
+    )
     assert counted == {"custom_0": 2, "email": 1}
     assert [(f.kind, text[f.start : f.end]) for f in r.findings(text)] == [
         ("custom_0", "ACCT-123456"),
