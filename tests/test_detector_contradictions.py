@@ -205,6 +205,23 @@ def test_a_name_moved_into_another_role_is_decisive() -> None:
     assert right.score >= THRESHOLD and right.contradictions == ()
 
 
+def test_a_name_given_the_role_of_its_only_holder_is_decisive() -> None:
+    # The ship is not in the captain's sentence, but the context has one captain: that
+    # role is the frame, and the answer gives it to the chief scientist.
+    context = [
+        "Her sonar can map the sea floor down to 4,287 metres. The current captain is Edda "
+        "Torberg. Its chief scientist, Yusuf Brenard, leads the plankton survey each summer."
+    ]
+    answer = "The ship is captained by Yusuf Brenard."
+    assert _decisive("Who captains the ship?", context[0], answer) == [
+        "answer says Yusuf Brenard; context says Edda Torberg"
+    ]
+    assert score_groundedness("Who captains the ship?", context, answer).score < THRESHOLD
+    # With two captains in the context the role does not say which one is meant.
+    two = context[0] + " The Orla, her sister ship, is captained by Tomas Lunane."
+    assert _decisive("Who captains the ship?", two, answer) == []
+
+
 def test_a_one_word_place_that_the_context_gives_otherwise_is_decisive() -> None:
     context = ["The Varn Bridge stands in Kelford and was opened in 1931."]
     for answer in ("The Varn Bridge is in Dresby.", "Dresby."):

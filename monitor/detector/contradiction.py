@@ -58,6 +58,9 @@ _DECISIVE_NAME_FRAME = 2
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
 _RIVAL_ROLE_WORDS = 6
 _MOVED_RESTATED = 0.6
+# Less of the frame needs restating when the rival is the one person the context gives the
+# claim's role ("the current captain is Y" is the only captain): the role is the frame.
+_ROLE_HOLDER_RESTATED = 0.5
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
 
 
@@ -238,7 +241,15 @@ def find(
             # listing several people or places, "designers like those from A and B", gives no
             # clear role).
             restated = _loose_share(frame, index, context)
-            decisive = restated >= _MOVED_RESTATED and _one_name(evidence)
+            decisive = _one_name(evidence) and (
+                restated >= _MOVED_RESTATED
+                or (
+                    # A claim led by a pronoun may be about anything: its subject is unread.
+                    not pronoun_led
+                    and restated >= _ROLE_HOLDER_RESTATED
+                    and _sole_holder(role, rival, context)
+                )
+            )
         out.append(
             Contradiction(kind, said, shown, claim_text, evidence.text, decisive, best_with < 0)
         )
@@ -353,6 +364,22 @@ def _loose_share(frame: set[str], index: int, context: list[Parsed], before: boo
     if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
         near |= {w[:5] for w in context[index - 1].stems}
     return sum(1 for w in frame if w[:5] in near) / max(len(frame), 1)
+
+
+def _sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
+    """Whether `rival` alone, among the names of the context, has the most role words in
+    common with the claim's role: no other person fills that role as well."""
+    best, holders = 0, []
+    for sentence in context:
+        for other in sentence.slots:
+            if other.kind != "name":
+                continue
+            shared = len(role & _role(sentence, other, _RIVAL_ROLE_WORDS))
+            if shared > best:
+                best, holders = shared, [other]
+            elif shared == best and shared:
+                holders.append(other)
+    return best > 0 and all(same_value(rival, other) for other in holders)
 
 
 def _one_name(parsed: Parsed) -> bool:
