@@ -159,12 +159,15 @@ def main() -> None:
         raise SystemExit(missing)
     records = RECORDS[: args.records]
     modes = args.modes.split(",")
-    with tempfile.TemporaryDirectory() as tmp, llama_server(
-        args.server_log or Path(tmp) / "llama.log",
-        threads=args.threads,
-        ctx=2048 * args.parallel,
-        parallel=args.parallel,
-    ) as base:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        llama_server(
+            args.server_log or Path(tmp) / "llama.log",
+            threads=args.threads,
+            ctx=2048 * args.parallel,
+            parallel=args.parallel,
+        ) as base,
+    ):
         table = {}
         for mode in modes:
             rows, seconds = asyncio.run(

@@ -36,9 +36,7 @@ def main() -> None:
     for kind in BUILT_IN:
         labelled = q.tp[kind] + q.fn[kind]
         found = q.tp[kind] + q.fp[kind]
-        print(
-            f"| {kind} | {labelled} | {found} | {q.precision(kind):.3f} | {q.recall(kind):.3f} |"
-        )
+        print(f"| {kind} | {labelled} | {found} | {q.precision(kind):.3f} | {q.recall(kind):.3f} |")
     if args.show:
         print()
         print("\n".join(q.mistakes) or "no mistakes")
