@@ -370,10 +370,7 @@ class KafkaReceiver:
         if threading.get_ident() != self._thread_id:
             self._done.append((tracker, offset, ok, True))
             return
-        self._in_flight -= 1
-        # An abandoned message is not finished: it is re-delivered to the next owner.
-        if ok and not tracker.revoked:
-            tracker.finish(offset)
+        self._settle(tracker, offset, ok, True)
 
     def _hand_over(self, batch: list[tuple[PartitionTracker, Delivery]]) -> None:
         if not batch:
@@ -409,12 +406,15 @@ class KafkaReceiver:
     def _collect_done(self) -> None:
         done = self._done
         while done:
-            tracker, offset, ok, counted = done.popleft()
-            if counted:
-                self._in_flight -= 1
-            # An abandoned message is not finished: it is re-delivered to the next owner.
-            if ok and self._owned(tracker):
-                tracker.finish(offset)
+            self._settle(*done.popleft())
+
+    def _settle(self, tracker: PartitionTracker, offset: int, ok: bool, counted: bool) -> None:
+        """A completion, in the consumer thread: `counted` ones were in flight."""
+        if counted:
+            self._in_flight -= 1
+        # An abandoned message is not finished: it is re-delivered to the next owner.
+        if ok and self._owned(tracker):
+            tracker.finish(offset)
 
     def _backpressure(self, consumer: KafkaConsumer) -> None:
         if self._draining.is_set() or self._held or self._in_flight >= self._max_in_flight:
