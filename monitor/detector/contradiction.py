@@ -27,10 +27,10 @@ from monitor.detector.slots import (
 )
 from monitor.detector.text import (
     DISCOURSE,
-    NEGATIONS,
     REFERENCES,
     STOPWORDS,
     fold,
+    is_negation,
     stem,
     token_spans,
     tokens,
@@ -422,7 +422,7 @@ def _around(text: str, words: frozenset[str]) -> str:
         return text
     start = hit
     for k in range(hit - 1, max(-1, hit - 4), -1):
-        if folded[k] in NEGATIONS or folded[k].endswith("n't"):
+        if is_negation(folded[k]):
             start = k
             break
     end = min(len(raw), hit + 3)

@@ -28,6 +28,7 @@ from monitor.detector.text import (
     STOPWORDS,
     canonical,
     fold,
+    is_negation,
     number_value,
     sentences,
     stem,
@@ -328,17 +329,24 @@ def _converted(sentence: _Sentence, i: int, context: _Support) -> bool:
     return False
 
 
-def _negated(sentence: _Sentence) -> frozenset[str]:
-    """The words a negation applies to ("does not *lock*", "no *refund*")."""
+def _negation_targets(words: list[str]) -> set[int]:
+    """Positions of the words a negation applies to: the first content word within
+    `_NEGATION_SCOPE` words after it ("does not *lock*", "no *refund*")."""
     out = set()
-    words = sentence.folded
     for i, word in enumerate(words):
-        if word in NEGATIONS or word.endswith("n't"):
-            for nxt in words[i + 1 : i + 1 + _NEGATION_SCOPE]:
+        if is_negation(word):
+            for j in range(i + 1, min(len(words), i + 1 + _NEGATION_SCOPE)):
+                nxt = words[j]
                 if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
-                    out.add(nxt)
+                    out.add(j)
                     break
-    return frozenset(out)
+    return out
+
+
+def _negated(sentence: _Sentence) -> frozenset[str]:
+    """The words a negation applies to."""
+    words = sentence.folded
+    return frozenset(words[j] for j in _negation_targets(words))
 
 
 def _contradicts(
@@ -358,20 +366,12 @@ def _contradicts(
 
 
 def _affirmed(sentence: _Sentence) -> frozenset[str]:
-    """Words that occur in the sentence outside the scope of a negation."""
-    out = set()
+    """Words that occur in the sentence neither as a negation nor negated by one."""
     words = sentence.folded
-    scope = 0
-    for word in words:
-        if word in NEGATIONS or word.endswith("n't"):
-            scope = _NEGATION_SCOPE
-            continue
-        if scope and word not in STOPWORDS and word not in DISCOURSE and word.isalpha():
-            scope = 0
-            continue
-        scope = max(0, scope - 1)
-        out.add(word)
-    return frozenset(out)
+    negated = _negation_targets(words)
+    return frozenset(
+        word for j, word in enumerate(words) if j not in negated and not is_negation(word)
+    )
 
 
 def _loose(word: str) -> str:

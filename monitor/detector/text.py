@@ -44,6 +44,13 @@ NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't don't doesn't didn't isn't "
     "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't".split()
 )
+
+
+def is_negation(word: str) -> bool:
+    """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
+    return word in NEGATIONS or word.endswith("n't")
+
+
 # Words that carry a negation without a "not" ("impossible to", "unable to", "lacks").
 NEGATIVE_POLARITY = frozenset(
     "impossible unable fail fails failed failure lack lacks lacking without absent hardly "
