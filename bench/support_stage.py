@@ -56,6 +56,21 @@ _MAX_CONTEXT_SENTENCES = 400
 _MAX_CLAIMS = 16
 
 
+def encode_pairs(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+    """(claim, evidence) pairs as the model's inputs, padded to the longest."""
+    encoded = tokenizer.encode_batch(list(pairs))
+    width = max(len(e.ids) for e in encoded)
+    ids = np.zeros((len(encoded), width), dtype=np.int64)
+    types = np.zeros_like(ids)
+    mask = np.zeros_like(ids)
+    for row, e in enumerate(encoded):
+        n = len(e.ids)
+        ids[row, :n] = e.ids
+        types[row, :n] = e.type_ids
+        mask[row, :n] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     """A response sentence (as the model reads it) and the evidence chosen for it."""
@@ -160,26 +175,17 @@ class SupportModel:
             str(model), options, providers=["CPUExecutionProvider"]
         )
 
-    def _inputs(self, batch: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
-        encoded = self._tokenizer.encode_batch(list(batch))
-        width = max(len(e.ids) for e in encoded)
-        ids = np.zeros((len(encoded), width), dtype=np.int64)
-        types = np.zeros_like(ids)
-        mask = np.zeros_like(ids)
-        for row, e in enumerate(encoded):
-            n = len(e.ids)
-            ids[row, :n] = e.ids
-            types[row, :n] = e.type_ids
-            mask[row, :n] = 1
-        return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
-
     def logits(self, batch: Sequence[tuple[str, str]]) -> np.ndarray:
         """The model's log-odds of support for each (claim, evidence) pair."""
         if not batch:
             return np.zeros(0)
         # One pair per run: no padding, and a record pays for its own pairs only.
         out = [
-            float(np.asarray(self._session.run(None, self._inputs([pair]))[0]).reshape(-1)[0])
+            float(
+                np.asarray(
+                    self._session.run(None, encode_pairs(self._tokenizer, [pair]))[0]
+                ).reshape(-1)[0]
+            )
             for pair in batch
         ]
         return np.asarray(out, dtype=np.float64)

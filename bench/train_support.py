@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import support_pairs
-from support_stage import MAX_TOKENS, tokenizer_path
+from support_stage import MAX_TOKENS, encode_pairs, tokenizer_path
 
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.metrics import auroc
@@ -149,17 +149,7 @@ def build_model(folder: Path) -> Any:
 def encode(tokenizer: Any, rows: list[tuple[str, str]]) -> dict[str, Any]:
     import torch
 
-    encoded = tokenizer.encode_batch(rows)
-    width = max(len(x.ids) for x in encoded)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    types = torch.zeros_like(ids)
-    mask = torch.zeros_like(ids)
-    for i, x in enumerate(encoded):
-        n = len(x.ids)
-        ids[i, :n] = torch.tensor(x.ids)
-        types[i, :n] = torch.tensor(x.type_ids)
-        mask[i, :n] = 1
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+    return {k: torch.from_numpy(v) for k, v in encode_pairs(tokenizer, rows).items()}
 
 
 def batches(
