@@ -126,11 +126,6 @@ class Sampler:
             return override.rate
         return self._config.rate
 
-    def is_priority(self, record: Sampleable) -> bool:
-        return (self._always_negative and record.feedback == "negative") or (
-            self._always_error and record.error
-        )
-
     def sampled(self, record: Sampleable) -> frozenset[str]:
         """The evaluators that sample `record`. Unsampled traffic, usually most of it,
         costs one hash and no allocation beyond it, and no hash when the rates are 0 or
@@ -139,7 +134,7 @@ class Sampler:
             (self._always_negative and record.feedback == "negative")
             or (self._always_error and record.error)
         ):
-            return self._all  # as `is_priority`, inlined: this runs for every record
+            return self._all  # negative feedback or an error, when configured: always sampled
         rule = (
             self._rules[self.base_rate(record.service, record.route)]
             if self._overrides
