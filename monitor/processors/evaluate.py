@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 # well inside the evaluation deadline and other workers get a share of a burst.
 _MAX_BATCH = 16
 _POOL_GRACE_S = 5.0
+# How long writes a closed sink still owes are waited for before they are given up.
+_WRITE_GRACE_S = 5.0
 
 
 class ResultSink(Protocol):
@@ -254,7 +256,7 @@ class EvaluationStage:
         writing = list(self._writing.values())
         if not writing:
             return 0
-        _, late = await asyncio.wait(writing, timeout=_POOL_GRACE_S)
+        _, late = await asyncio.wait(writing, timeout=_WRITE_GRACE_S)
         for future in late:
             log.warning("a sink did not resolve a write when it closed; giving it up")
             future.cancel()
