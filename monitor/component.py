@@ -5,7 +5,8 @@ built with the next one's interface and knows nothing else about it, as a Collec
 receiver knows only its next consumer:
 
 - a receiver decodes bytes into a `Delivery` (the spans or records of one request or
-  message) and hands deliveries to a `TraceConsumer`;
+  message, or the records of a run of messages) and hands deliveries to a
+  `TraceConsumer`;
 - the trace stage assembles traces, decides sampling once and extracts records, and
   hands `SampledRecord`s (the decision travels with the record) to a `RecordConsumer`;
 - the evaluation stage scores them and emits results to its sinks.
@@ -30,10 +31,11 @@ from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 
 OnDone = Callable[[bool], None]
-OnRejected = Callable[[list[tuple[str, str]]], None]
-"""Told `(reason, detail)` for each record of a delivery that failed validation when
-sampled; called at most once per delivery, before its `on_done`, in the thread that
-called `consume` (the Kafka receiver dead-letters the message from there)."""
+OnRejected = Callable[[list[tuple[RawRecord, str, str]]], None]
+"""Told `(record, reason, detail)` for each record of a delivery that failed validation
+when sampled; called at most once per delivery, before its `on_done`, in the thread that
+called `consume` (the Kafka receiver dead-letters the record's message from there, found
+through the record's `metadata`)."""
 """Called once, from any thread: True = finished (and persisted), False = abandoned.
 Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
 
@@ -48,7 +50,9 @@ class Component(Protocol):
 
 @dataclass(slots=True)
 class Delivery:
-    """The spans or records of one request or message, as a receiver decoded them."""
+    """The spans or records of one request or message, as a receiver decoded them, or
+    the records of several messages acknowledged together (a Kafka partition's run of
+    one-record messages: acknowledging each message costs more than reading it)."""
 
     source: str  # the receiver, a metric label: otlp_grpc, otlp_http, kafka, replay
     spans: list[Span] = field(default_factory=list)
@@ -56,9 +60,9 @@ class Delivery:
     records: Sequence[RagRecord | RawRecord] = field(default_factory=list)
     on_done: OnDone | None = None
     on_rejected: OnRejected | None = None
-    # Where the delivery came from (Kafka topic, partition, offset, key, headers): merged
-    # into the metadata of its sampled records, or of the records extracted from the
-    # traces its spans start (only records that are evaluated carry it).
+    # Where the spans came from (Kafka topic, partition, offset, key, headers): merged
+    # into the metadata of the records extracted from the traces they start (only records
+    # that are evaluated carry it). Records carry their own (`RawRecord.metadata`).
     metadata: Mapping[str, str] | None = None
     # Approximate bytes held (spans as received; records are small next to spans), summed
     # once: the intake's byte bound reads it on every admission.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -114,7 +115,7 @@ _MISSING: tuple[frozenset[Part], ...] = tuple(
 
 
 def parse_record(
-    data: Any, *, require_response: bool = True, metadata: dict[str, str] | None = None
+    data: Any, *, require_response: bool = True, metadata: Mapping[str, str] | None = None
 ) -> RagRecord:
     """Normalise one decoded JSON value into a `RagRecord`. `metadata` (what the receiver
     knows, e.g. Kafka topic and offset) is merged over the record's own.
@@ -142,7 +143,7 @@ def parse_record(
     if metadata:
         own = fields.get("metadata")
         # A malformed own `metadata` is left for validation to name.
-        fields["metadata"] = {**own, **metadata} if isinstance(own, dict) else own or metadata
+        fields["metadata"] = {**own, **metadata} if isinstance(own, dict) else own or dict(metadata)
     try:
         # The model's validator itself: `model_validate` adds ~2 µs of Python per call.
         record: RagRecord = _validate_record(fields)
@@ -161,10 +162,13 @@ class RawRecord:
     For a valid record every property equals the parsed record's; an invalid one is
     found (`RecordError`) only when parsed."""
 
-    __slots__ = ("_key", "data")
+    __slots__ = ("_key", "data", "metadata")
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], metadata: Mapping[str, str] | None = None) -> None:
         self.data = data
+        # Where the record came from, as its receiver knows it (Kafka topic, partition,
+        # offset, ...): merged over the record's own metadata when it is parsed.
+        self.metadata = metadata
         self._key: str | None = None
 
     @property
@@ -201,7 +205,7 @@ class RawRecord:
 
     def parse(self) -> RagRecord:
         """The validated record; raises `RecordError`."""
-        return parse_record(self.data)
+        return parse_record(self.data, metadata=self.metadata)
 
 
 def _derived_id(data: dict[str, Any]) -> str:

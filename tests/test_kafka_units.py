@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from monitor.component import Delivery
 from monitor.config import ConfigError
 from monitor.config import KafkaReceiver as KafkaSettings
-from monitor.receivers.kafka import client_options
+from monitor.receivers.kafka import KafkaReceiver, client_options
 from monitor.receivers.kafka._messages import decode_message
 from monitor.receivers.kafka._offsets import PartitionTracker
 from monitor.records import RawRecord, RecordError, parse_record
+from monitor.telemetry import create_telemetry
 
 
 def test_commit_point_is_the_contiguous_finished_prefix() -> None:
@@ -187,3 +191,132 @@ def test_security_options_are_passed_through_and_the_password_comes_from_the_env
     assert (options["sasl_plain_username"], options["sasl_plain_password"]) == ("monitor", "s3cret")
     assert options["ssl_cafile"] == "/etc/kafka/ca.pem"
     assert "ssl_certfile" not in options
+
+
+def test_a_run_commits_through_its_last_message_only_once_it_finishes() -> None:
+    tracker = PartitionTracker("t", 0)
+    tracker.add(3, 1)  # a run of 3..6, handed on as one delivery
+    tracker.stretch(3, 6)
+    tracker.add(7, 1)  # a message on its own
+    tracker.finish(7)
+    assert tracker.committable is None  # 3..6 not finished
+    assert tracker.first_unfinished == 3
+    tracker.finish(3)
+    assert tracker.committable == 8
+    assert tracker.first_unfinished is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=2)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.randoms(),
+)
+def test_runs_never_commit_past_an_unfinished_message(
+    entries: list[tuple[int, int]], rnd: object
+) -> None:
+    """Entries of 1-4 messages (runs) owing 0-2 units, finished in any order: the commit
+    point is always one past the last message of the finished prefix of entries."""
+    tracker = PartitionTracker("t", 0)
+    starts, ends, offset = [], [], 0
+    for length, units in entries:
+        tracker.add(offset, units)
+        if units:  # an entry owing nothing is finished (and may be gone) at once
+            tracker.stretch(offset, offset + length - 1)
+        starts.append(offset)
+        ends.append(offset + length - 1 if units else offset)
+        offset = ends[-1] + 1
+    pending = [i for i, (_, units) in enumerate(entries) for _ in range(units)]
+    rnd.shuffle(pending)  # type: ignore[attr-defined]
+    remaining = [units for _, units in entries]
+    for i in pending:
+        tracker.finish(starts[i])
+        remaining[i] -= 1
+        first_open = next((j for j, left in enumerate(remaining) if left), None)
+        expected = offset if first_open is None else starts[first_open]
+        assert tracker.first_unfinished == (None if first_open is None else expected)
+        if first_open != 0:
+            assert tracker.finished_through == expected
+    assert tracker.finished_through == offset
+
+
+class _Stage:
+    """Takes every delivery and keeps it, for the test to finish."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+
+    def refuses(self) -> bool:
+        return False
+
+    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+        self.deliveries.extend(deliveries)
+        return True
+
+    async def put(self, deliveries: Sequence[Delivery]) -> bool:
+        return self.consume(deliveries)
+
+    def flush(self) -> None:
+        pass
+
+
+def _message(offset: int, value: bytes) -> ConsumerRecord:
+    return ConsumerRecord(
+        "in", 0, 0, offset, 0, 0, b"key", value, [("tenant", b"acme")], None, 3, len(value), 0
+    )
+
+
+def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish() -> None:
+    """Consecutive one-record messages are one delivery, registered at their first
+    offset; any other message goes on alone (or, rejected, not at all). Each record
+    carries its own message's provenance, and the commit point passes a run only once it
+    is finished."""
+
+    def record(i: int) -> bytes:
+        return json.dumps({"request_id": f"r{i}", "response": "a"}).encode()
+
+    values = [
+        record(0),
+        record(1),
+        b"not json",
+        record(3),
+        _otlp_request(),
+        json.dumps([{"request_id": "a0", "response": "a"}, {"request_id": "a1"}]).encode(),
+        record(6),
+        record(7),
+    ]
+    stage = _Stage()
+    receiver = KafkaReceiver(
+        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        stage,
+        create_telemetry(),
+    )
+    tracker = PartitionTracker("in", 0)
+    batch: list[tuple[PartitionTracker, Delivery]] = []
+    receiver._take([_message(i, v) for i, v in enumerate(values)], tracker, batch)
+    receiver._hand_over(batch)
+    runs = [[r.sampling_key for r in d.records] for d in stage.deliveries]
+    assert runs == [["r0", "r1"], ["r3"], [], ["a0", "a1"], ["r6", "r7"]]
+    assert stage.deliveries[2].spans and stage.deliveries[2].metadata is not None
+    assert stage.deliveries[2].metadata["kafka.offset"] == "4"
+    assert receiver.in_flight == 5
+    for delivery, offsets in zip(stage.deliveries, ([0, 1], [3], [], [5, 5], [6, 7]), strict=True):
+        metadata = [r.metadata for r in delivery.records]
+        assert [m["kafka.offset"] for m in metadata if m is not None] == [str(o) for o in offsets]
+        assert all(m is not None and m["kafka.header.tenant"] == "acme" for m in metadata)
+    first, third, spans, array, last = (d.on_done for d in stage.deliveries)
+    assert first and third and spans and array and last
+    last(True)
+    receiver._collect_done()
+    assert tracker.committable is None  # 0..1 still open
+    first(True)
+    receiver._collect_done()
+    assert tracker.committable == 3  # 0, 1, and the rejected 2
+    third(True)
+    spans(True)
+    array(False)  # abandoned: re-delivered, never passed
+    receiver._collect_done()
+    assert tracker.committable == 5
+    assert receiver.in_flight == 0

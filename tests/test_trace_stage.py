@@ -394,9 +394,10 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
         await stage.start()
         acks, rejected = Acks(), []
         try:
+            bad_record = RawRecord(bad)
             delivery = Delivery(
                 "kafka",
-                records=[RawRecord(good), RawRecord(bad)],
+                records=[RawRecord(good), bad_record],
                 on_done=acks.of("m"),
                 on_rejected=rejected.append,
             )
@@ -407,7 +408,7 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
                 consumer.finish_all()
             assert acks.done == {"m": True}
             if expect_rejected:
-                assert rejected == [[("no_response", "record 1: response: missing")]]
+                assert rejected == [[(bad_record, "no_response", "response: missing")]]
                 assert _value(t, "records_rejected_total", receiver="kafka", reason="no_response")
             else:
                 assert rejected == []  # an unsampled record is never validated

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
 from dataclasses import dataclass
+from operator import attrgetter
 
 from monitor.component import Delivery, OnDone, RecordConsumer, SampledRecord, TraceObserver
 from monitor.config import TraceAssembly
@@ -55,6 +56,7 @@ _PASS_ITEMS = 8192
 _HAND_ON_INTERVAL_S = 0.05
 _HAND_ON_ITEMS = 256
 _ACKS = threading.Lock()  # acknowledgements are settled from several threads
+_SERVICE = attrgetter("service")
 
 
 class _Ack:
@@ -225,22 +227,15 @@ class TraceStage:
         # A `RawRecord` is validated only when sampled.
         pending: list[_Pending] = []
         done: list[Delivery] = []  # record deliveries with nothing left to evaluate
-        single: list[Delivery] = []  # one record, not sampled: most deliveries (Kafka)
-        skipped: list[tuple[Delivery, RagRecord | RawRecord]] = []  # other unsampled ones
-        rejected: list[tuple[Delivery, list[tuple[str, str]]]] = []
-        sampled = self._sampler.sampled
+        unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]] = []  # by source
+        rejected: list[tuple[Delivery, list[tuple[RawRecord, str, str]]]] = []
         for delivery in deliveries:
             if delivery.spans:
                 pending.append(_Pending(delivery, None))
                 continue
-            records = delivery.records
-            decided = None
-            if len(records) == 1:
-                decided = sampled(records[0])
-                if not decided:
-                    single.append(delivery)
-                    continue
-            chosen, problems = self._choose(delivery, skipped, decided)
+            chosen, skipped, problems = self._choose(delivery.records)
+            if skipped:
+                unsampled.append((delivery.source, skipped))
             if problems:
                 rejected.append((delivery, problems))
             if chosen:
@@ -269,16 +264,13 @@ class TraceStage:
             return False
         for delivery, problems in rejected:
             self._reject(delivery, problems)
-        if single or skipped:
-            self._count_skipped(single, skipped)
+        if unsampled:
+            self._count_skipped(unsampled)
         for item in pending:
             if item.chosen is None:
                 self._t.child(self._t.spans_received, item.delivery.source).inc(
                     len(item.delivery.spans)
                 )
-        for delivery in single:
-            if delivery.on_done is not None:
-                delivery.on_done(True)
         for delivery in done:
             if delivery.on_done is not None:
                 delivery.on_done(True)
@@ -293,25 +285,16 @@ class TraceStage:
                 self._wake.set()
         return True
 
-    def _count_skipped(
-        self, single: list[Delivery], skipped: list[tuple[Delivery, RagRecord | RawRecord]]
-    ) -> None:
-        """Count (and show the observer) the records no evaluator samples: the records of
-        the one-record deliveries in `single`, and those in `skipped`."""
+    def _count_skipped(self, unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]]) -> None:
+        """Count (and show the observer) the records no evaluator samples, by the source
+        of their delivery."""
+        counts: Tally[str] = Tally()
         observer = self._observer
-        if observer is None:
-            # Counted in C (`Counter` from a list): this runs for most records.
-            counts = Tally([delivery.records[0].service for delivery in single])
-            if skipped:
-                counts.update([record.service for _, record in skipped])
-        else:
-            counts = Tally()
-            unsampled = [(d, d.records[0]) for d in single] + skipped
-            for delivery, record in unsampled:
-                counts[record.service] += 1
-                observer.no_record(
-                    record.sampling_key, record.service, delivery.source, "unsampled", 0
-                )
+        for source, records in unsampled:
+            counts.update(map(_SERVICE, records))  # counted in C: this runs for most records
+            if observer is not None:
+                for record in records:
+                    observer.no_record(record.sampling_key, record.service, source, "unsampled", 0)
         self._count_unsampled(counts)
 
     def _work_here(self) -> bool:
@@ -340,39 +323,43 @@ class TraceStage:
         return first
 
     def _choose(
-        self,
-        delivery: Delivery,
-        unsampled: list[tuple[Delivery, RagRecord | RawRecord]],
-        decided: frozenset[str] | None = None,
-    ) -> tuple[list[tuple[RagRecord, frozenset[str]]], list[tuple[str, str]]]:
-        """A record delivery split by the sampling decision (`decided`: already taken
-        for a delivery of one record): the sampled records, validated, with their
-        evaluators, and the problems of sampled records that did not validate; the
-        unsampled ones are added to `unsampled`. No other effects."""
+        self, records: Sequence[RagRecord | RawRecord]
+    ) -> tuple[
+        list[tuple[RagRecord, frozenset[str]]],
+        Sequence[RagRecord | RawRecord],
+        list[tuple[RawRecord, str, str]],
+    ]:
+        """Records split by the sampling decision: the sampled ones, validated, with their
+        evaluators; the unsampled ones; and the sampled records that did not validate,
+        with their problems. No other effects."""
+        decisions = list(map(self._sampler.sampled, records))
+        if not any(decisions):  # most deliveries: nothing sampled, nothing copied
+            return [], records, []
         chosen: list[tuple[RagRecord, frozenset[str]]] = []
-        problems: list[tuple[str, str]] = []
-        many = len(delivery.records) > 1
-        for i, record in enumerate(delivery.records):
-            sampled = self._sampler.sampled(record) if decided is None else decided
+        skipped: list[RagRecord | RawRecord] = []
+        problems: list[tuple[RawRecord, str, str]] = []
+        for record, sampled in zip(records, decisions, strict=True):
             if not sampled:
-                unsampled.append((delivery, record))
+                skipped.append(record)
             elif isinstance(record, RawRecord):
                 try:
                     chosen.append((record.parse(), sampled))
                 except RecordError as exc:
-                    problems.append(
-                        (exc.reason, f"record {i}: {exc.detail}" if many else exc.detail)
-                    )
+                    problems.append((record, exc.reason, exc.detail))
             else:
                 chosen.append((record, sampled))
-        return chosen, problems
+        return chosen, skipped, problems
 
-    def _reject(self, delivery: Delivery, problems: list[tuple[str, str]]) -> None:
-        for reason, _ in problems:
+    def _reject(self, delivery: Delivery, problems: list[tuple[RawRecord, str, str]]) -> None:
+        for _, reason, _ in problems:
             self._t.child(self._t.records_rejected, delivery.source, reason).inc()
-        reason, detail = problems[0]
+        record, reason, detail = problems[0]
         self._warn.warning(
-            "reject:" + reason, "%s: a sampled record is invalid: %s", delivery.source, detail
+            "reject:" + reason,
+            "%s: sampled record %s is invalid: %s",
+            delivery.source,
+            record.sampling_key,
+            detail,
         )
         if delivery.on_rejected is not None:
             delivery.on_rejected(problems)
@@ -547,10 +534,6 @@ class TraceStage:
                 finished += released
             else:
                 for record, sampled in pending.chosen:
-                    if delivery.metadata:
-                        record = record.model_copy(
-                            update={"metadata": {**record.metadata, **delivery.metadata}}
-                        )
                     if ack is not None:
                         ack.owe(1)
                     self._count_record(record, delivery.source)

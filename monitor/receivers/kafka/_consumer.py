@@ -2,19 +2,26 @@
 
 Threading: kafka-python is blocking and not thread-safe, so exactly one thread (the
 "consumer thread") owns the `KafkaConsumer` and the dead-letter producer. It polls,
-decodes each message (`_messages`) into a `Delivery` — the message's spans or records —
-and hands a poll's deliveries to the trace stage in one `consume` call. The trace stage
-calls a delivery's `on_done` once everything built from it is finished; that appends a
-token to a deque this thread drains. Nothing here knows about traces or sampling.
+decodes each message (`_messages`) into a `Delivery` and hands a poll's deliveries to
+the trace stage in one `consume` call. Consecutive messages of a partition that each hold
+one JSON record (the common message) make one delivery, a run, acknowledged as a whole:
+acknowledging every message on its own would cost more than reading it. Any other
+message (OTLP spans, a JSON array, a rejected message) is its own delivery. Each record
+carries where it came from (`_Provenance`, built only if read) as its metadata. The trace
+stage calls a delivery's `on_done` once everything built from it is finished; that
+appends a token to a deque this thread drains. Nothing here knows about traces or
+sampling.
 
-At-least-once: every message is registered with its partition's `PartitionTracker`
-before anything that can fail, and offsets are committed only up to the contiguous
-prefix of finished messages (`_offsets`): at most once a second, on partition revocation
-(after a short grace for in-flight messages) and at shutdown. A message that fails inside
-the monitor costs that message alone: it is counted, dead-lettered where configured, and
-finished, so its partition neither stalls nor skips. A crash re-delivers, it never skips.
+At-least-once: every run and message is registered with its partition's
+`PartitionTracker` before anything that can fail (a run at its first offset, stretched
+over its last when it closes), and offsets are committed only up to the contiguous prefix
+of finished messages (`_offsets`): at most once a second, on partition revocation (after
+a short grace for in-flight messages) and at shutdown. A message that fails inside the
+monitor costs that message alone: it is counted, dead-lettered where configured, and
+finished, so its partition neither stalls nor skips. A crash re-delivers, it never skips;
+a run is re-delivered whole.
 
-Backpressure: while more than `max_in_flight` messages are handed out and unfinished, or
+Backpressure: while more than `max_in_flight` deliveries are handed out and unfinished, or
 the trace stage refused a poll's deliveries (its intake is full: they are held and
 offered again), every assigned partition is paused (`pause()`); polling continues so
 group membership is kept. Nothing is buffered beyond that bound.
@@ -53,6 +60,7 @@ from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options
 from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._messages import Rejection, decode_message
 from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.records import RawRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -68,8 +76,8 @@ _LOG_INTERVAL_S = 30.0
 _MAX_HEADERS = 16
 _MAX_META_CHARS = 256
 
-# What travels back to the consumer thread when a message's unit finishes:
-# (tracker, offset, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
+# What travels back to the consumer thread when a unit finishes:
+# (tracker, offset it is registered at, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
 _Token = tuple[PartitionTracker, int, bool, bool]
 
 
@@ -269,9 +277,7 @@ class KafkaReceiver:
         batch: list[tuple[PartitionTracker, Delivery]] = []
         if polled and not self._draining.is_set():
             for tp, messages in polled.items():
-                tracker = self._tracker(tp)
-                for message in messages:
-                    self._handle(message, tracker, batch)
+                self._take(messages, self._tracker(tp), batch)
         self._hand_over(batch)
         if self._draining.is_set() and self._flush_owed and not self._held:
             self._flush_owed = False
@@ -293,34 +299,94 @@ class KafkaReceiver:
             self._trackers[tp] = tracker
         return tracker
 
+    def _take(
+        self,
+        messages: list[ConsumerRecord],
+        tracker: PartitionTracker,
+        batch: list[tuple[PartitionTracker, Delivery]],
+    ) -> None:
+        """A partition's polled messages, in order, into deliveries: runs of one-record
+        messages, and every other message on its own (`_handle`)."""
+        run: list[RawRecord] = []
+        first = last = 0
+        for message in messages:
+            offset = message.offset
+            if not run:
+                # Registered before anything can fail, owing one unit: the run this
+                # message may open, or the message's own.
+                tracker.add(offset, 1)
+            record = self._plain_record(message)
+            if record is not None:
+                if not run:
+                    first = offset
+                run.append(record)
+                last = offset
+                continue
+            if run:
+                self._close_run(run, first, last, tracker, batch)
+                run = []
+                tracker.add(offset, 1)
+            self._handle(message, tracker, batch)
+        if run:
+            self._close_run(run, first, last, tracker, batch)
+
+    def _plain_record(self, message: ConsumerRecord) -> RawRecord | None:
+        """The message's record if it holds exactly one and nothing else (no spans, no
+        problems); None for any other message, which `_handle` then takes apart."""
+        try:
+            decoded = decode_message(message.value, self._encoding)
+        except Exception:
+            return None  # `_handle` decodes it again, and counts what fails
+        if decoded.spans is not None or decoded.problems or len(decoded.records) != 1:
+            return None
+        record = decoded.records[0]
+        record.metadata = _Provenance(message)
+        return record
+
+    def _close_run(
+        self,
+        run: list[RawRecord],
+        first: int,
+        last: int,
+        tracker: PartitionTracker,
+        batch: list[tuple[PartitionTracker, Delivery]],
+    ) -> None:
+        tracker.stretch(first, last)
+        delivery = Delivery(
+            SOURCE,
+            records=run,
+            on_done=partial(self._delivered, tracker, first),
+            on_rejected=partial(self._invalid_records, tracker, first),
+        )
+        batch.append((tracker, delivery))
+
     def _handle(
         self,
         message: ConsumerRecord,
         tracker: PartitionTracker,
         batch: list[tuple[PartitionTracker, Delivery]],
     ) -> None:
-        """Take one message apart. It is registered with its partition's tracker, owing
-        one unit, before anything that can fail; that unit becomes its delivery's once
-        the delivery is built, and is released here otherwise, so a failure costs this
+        """Take one message apart on its own. The caller registered it with its
+        partition's tracker, owing one unit; that unit becomes its delivery's once the
+        delivery is built, and is released here otherwise, so a failure costs this
         message alone and can never let a commit pass over it."""
         offset = message.offset
-        tracker.add(offset, 1)
         handed = False
         problems: list[Rejection] = []
         try:
             decoded = decode_message(message.value, self._encoding)
             problems = decoded.problems
             if decoded.spans or decoded.records:
-                # One object per message is its acknowledgement, its rejection callback
-                # and its metadata (built only if read): this runs for every message.
-                handle = _Message(self, tracker, message)
+                records = decoded.records
+                for position, record in enumerate(records):
+                    record.metadata = _Provenance(message, position if len(records) > 1 else None)
                 delivery = Delivery(
                     SOURCE,
                     spans=decoded.spans or [],
-                    records=decoded.records,
-                    on_done=handle,
-                    on_rejected=handle.rejected,
-                    metadata=handle,
+                    records=records,
+                    on_done=partial(self._delivered, tracker, offset),
+                    on_rejected=partial(self._invalid_records, tracker, offset),
+                    metadata=_Provenance(message) if decoded.spans else None,
                 )
                 batch.append((tracker, delivery))
                 handed = True
@@ -328,12 +394,16 @@ class KafkaReceiver:
             problems = [Rejection("internal_error", f"{type(exc).__name__}: {exc}")]
             log.debug("kafka: message %s failed", offset, exc_info=True)
         if problems:
-            self._reject(message, tracker, problems)
+            self._reject(message, tracker, offset, problems)
         if not handed:
             tracker.finish(offset)
 
     def _reject(
-        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[Rejection]
+        self,
+        message: ConsumerRecord,
+        tracker: PartitionTracker,
+        unit: int,
+        problems: list[Rejection],
     ) -> None:
         for problem in problems:
             self._t.records_rejected.labels(SOURCE, problem.reason).inc()
@@ -346,27 +416,46 @@ class KafkaReceiver:
             message.offset,
             problems[0].detail,
         )
-        self._dead_letter(message, tracker, problems)
+        self._dead_letter(message, tracker, unit, problems)
 
     def _invalid_records(
-        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[tuple[str, str]]
+        self, tracker: PartitionTracker, unit: int, problems: list[tuple[RawRecord, str, str]]
     ) -> None:
-        """Sampled records of `message` that failed validation (the trace stage counted
-        them); called in this thread, before the message's delivery is done."""
-        self._dead_letter(message, tracker, [Rejection(reason, d) for reason, d in problems])
+        """Sampled records of the delivery registered at `unit` that failed validation
+        (the trace stage counted and logged them): each message holding one is
+        dead-lettered. Called in this thread, before the delivery is done."""
+        by_message: dict[int, tuple[ConsumerRecord, list[Rejection]]] = {}
+        for record, reason, detail in problems:
+            origin = record.metadata
+            if not isinstance(origin, _Provenance):  # every record of ours has one
+                log.error("kafka: an invalid record without its message: %s", detail)
+                continue
+            where = "" if origin.position is None else f"record {origin.position}: "
+            message = origin.message
+            entry = by_message.setdefault(id(message), (message, []))
+            entry[1].append(Rejection(reason, where + detail))
+        for message, rejections in by_message.values():
+            self._dead_letter(message, tracker, unit, rejections)
 
     def _dead_letter(
-        self, message: ConsumerRecord, tracker: PartitionTracker, problems: list[Rejection]
+        self,
+        message: ConsumerRecord,
+        tracker: PartitionTracker,
+        unit: int,
+        problems: list[Rejection],
     ) -> None:
+        """Send `message` to the dead-letter topic; the unit registered at `unit` (the
+        message's own, or its run's) is not finished before the broker has it."""
         if self._dead_letters is not None:
-            tracker.owe(message.offset, 1)
-            token = (tracker, message.offset, True, False)
+            tracker.owe(unit, 1)
+            token = (tracker, unit, True, False)
             self._dead_letters.send(message, problems, partial(self._done.append, token))
 
     def _delivered(self, tracker: PartitionTracker, offset: int, ok: bool) -> None:
-        """A delivery's `on_done` (any thread). Most are called in this thread, while the
-        trace stage takes the delivery (nothing sampled): those finish at once, without
-        the round trip through the deque that other threads' completions take."""
+        """A delivery's `on_done` (any thread), for the unit registered at `offset`. Most
+        are called in this thread, while the trace stage takes the delivery (nothing
+        sampled): those finish at once, without the round trip through the deque that
+        other threads' completions take."""
         if threading.get_ident() != self._thread_id:
             self._done.append((tracker, offset, ok, True))
             return
@@ -566,31 +655,22 @@ def _text(value: bytes) -> str:
     return value.decode("utf-8", "replace")[:_MAX_META_CHARS]
 
 
-class _Message(Mapping[str, str]):
-    """One message handed to the trace stage, as its delivery's `on_done` (call it), its
-    `on_rejected` (`rejected`) and its `metadata`: where it came from (topic, partition,
-    offset, key, headers), built only if read, since only sampled records and dead
-    letters need it and most records are neither."""
+class _Provenance(Mapping[str, str]):
+    """Where a record or span delivery came from (topic, partition, offset, key, headers):
+    its metadata, built only if read, since only sampled records and dead letters need
+    it and most records are neither. `position`: the record's index in a message that
+    held several."""
 
-    __slots__ = ("_built", "_message", "_receiver", "_tracker")
+    __slots__ = ("_built", "message", "position")
 
-    def __init__(
-        self, receiver: KafkaReceiver, tracker: PartitionTracker, message: ConsumerRecord
-    ) -> None:
-        self._receiver = receiver
-        self._tracker = tracker
-        self._message = message
+    def __init__(self, message: ConsumerRecord, position: int | None = None) -> None:
+        self.message = message
+        self.position = position
         self._built: dict[str, str] | None = None
-
-    def __call__(self, ok: bool) -> None:
-        self._receiver._delivered(self._tracker, self._message.offset, ok)
-
-    def rejected(self, problems: list[tuple[str, str]]) -> None:
-        self._receiver._invalid_records(self._message, self._tracker, problems)
 
     def _fields(self) -> dict[str, str]:
         if self._built is None:
-            message = self._message
+            message = self.message
             meta = {
                 "kafka.topic": message.topic,
                 "kafka.partition": str(message.partition),

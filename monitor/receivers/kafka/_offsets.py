@@ -1,9 +1,10 @@
 """Per-partition offset bookkeeping for at-least-once Kafka consumption.
 
 Every message handed to the pipeline is registered with the number of units it still
-owes (records, or traces it contributed spans to). When a unit finishes, the message's
-count drops; the partition's committable offset advances over the contiguous prefix of
-messages whose counts reached zero. A slow message therefore holds back the commit of
+owes (records, or traces it contributed spans to); a run of messages handed on as one
+delivery is registered once, at its first offset, and stretched over its last. When a
+unit finishes, the entry's count drops; the partition's committable offset advances over
+the contiguous prefix of entries whose counts reached zero. A slow message therefore holds back the commit of
 everything after it, never the other way round: a crash re-delivers, it never skips.
 
 Only the consumer thread touches a tracker; completions reach it through a thread-safe
@@ -35,13 +36,18 @@ class PartitionTracker:
 
     def add(self, offset: int, units: int) -> None:
         """Register a message at `offset` that finishes after `units` completions."""
-        entry = [offset, units]
+        entry = [offset, units, offset]  # first offset, units owed, last offset
         self._entries.append(entry)
         if units > 0:
             self._pending[offset] = entry
             self.outstanding += units
         else:  # finished already: the prefix may move (an unfinished entry cannot move it)
             self._advance()
+
+    def stretch(self, offset: int, last: int) -> None:
+        """The entry registered at `offset` (the newest, still unfinished) stands for every
+        message through `last`: a run handed on as one delivery."""
+        self._pending[offset][2] = last
 
     def owe(self, offset: int, units: int) -> None:
         """Add `units` to the message at `offset`, which must still be unfinished."""
@@ -67,7 +73,7 @@ class PartitionTracker:
     def _advance(self) -> None:
         entries = self._entries
         while entries and entries[0][1] == 0:
-            self._next = entries.popleft()[0] + 1
+            self._next = entries.popleft()[2] + 1
 
     @property
     def committable(self) -> int | None:
