@@ -4,6 +4,7 @@ exactly as its OTLP exporters encode them (no network here; see test_otlp_receiv
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -12,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from monitor.processors.trace._conventions import loads
 from monitor.processors.trace._extract import extract_records
 from monitor.spans import decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
@@ -222,3 +224,15 @@ def test_openinference_reranker_output_replaces_retrieved_order() -> None:
     (record,) = _records(exporter.get_finished_spans())
     assert [(d.content, d.score) for d in record.retrieved_context] == [("beta", 0.9)]
     assert record.response == "ans"
+
+
+def test_json_attribute_values_are_read_as_python_json_reads_them() -> None:
+    """Attribute values holding JSON are parsed (orjson first); what orjson refuses and
+    Python's json reads still parses, and what neither reads comes back unchanged."""
+    assert loads(' {"a": [1, "b"]}') == {"a": [1, "b"]}
+    parsed = loads("[1, NaN, Infinity]")
+    assert parsed[0] == 1 and math.isnan(parsed[1]) and parsed[2] == math.inf
+    assert loads('["\ud800"]') == ["\ud800"]  # a lone surrogate
+    assert loads("[not json") == "[not json"
+    assert loads("plain text") == "plain text"
+    assert loads(7) == 7

@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from monitor.spans import Span
 
 _ROLES = {
@@ -136,6 +138,12 @@ def loads(value: Any) -> Any:
         stripped = value.lstrip()
         if stripped[:1] in ("{", "["):
             try:
+                return orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                pass
+            try:
+                # What orjson refuses and Python's json reads: NaN, Infinity, lone
+                # surrogates. (orjson reads integers beyond 64 bits as floats.)
                 return json.loads(stripped)
             except ValueError:
                 return value
