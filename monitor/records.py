@@ -142,8 +142,11 @@ def parse_record(
         fields["request_id"] = _derived_id(data)
     if metadata:
         own = fields.get("metadata")
-        # A malformed own `metadata` is left for validation to name.
-        fields["metadata"] = {**own, **metadata} if isinstance(own, dict) else own or dict(metadata)
+        if own is None and "metadata" not in fields:
+            fields["metadata"] = dict(metadata)
+        elif isinstance(own, dict):
+            fields["metadata"] = {**own, **metadata}
+        # else: a malformed own `metadata` is left for validation to name.
     try:
         # The model's validator itself: `model_validate` adds ~2 µs of Python per call.
         record: RagRecord = _validate_record(fields)
@@ -209,8 +212,15 @@ class RawRecord:
 
 
 def _derived_id(data: dict[str, Any]) -> str:
-    """A stable id for records that carry none, so sampling stays deterministic."""
-    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    """A stable id for records that carry none, so sampling stays deterministic. Raises
+    `RecordError` for a record nested too deeply to serialise (orjson reads JSON nested
+    deeper than Python's json writes)."""
+    try:
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+    except RecursionError:
+        raise RecordError(
+            "invalid_field", "record: nested too deeply to derive an id (give it a request_id)"
+        ) from None
     return hashlib.sha256(blob).hexdigest()[:32]
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,8 @@ from monitor.component import Delivery
 from monitor.config import ConfigError
 from monitor.config import KafkaReceiver as KafkaSettings
 from monitor.receivers.kafka import KafkaReceiver, client_options
-from monitor.receivers.kafka._messages import decode_message
+from monitor.receivers.kafka._dead_letter import DeadLetters
+from monitor.receivers.kafka._messages import Decoded, Encoding, Rejection, decode_message
 from monitor.receivers.kafka._offsets import PartitionTracker
 from monitor.records import RawRecord, RecordError, parse_record
 from monitor.telemetry import create_telemetry
@@ -268,11 +270,14 @@ def _message(offset: int, value: bytes) -> ConsumerRecord:
     )
 
 
-def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish() -> None:
+def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Consecutive one-record messages are one delivery, registered at their first
-    offset; any other message goes on alone (or, rejected, not at all). Each record
-    carries its own message's provenance, and the commit point passes a run only once it
-    is finished."""
+    offset; any other message goes on alone (or, rejected, not at all). Every message is
+    decoded once; each record carries its own message's provenance, an invalid record is
+    dead-lettered as its own message, and the commit point passes a run only once it and
+    its dead letters are finished."""
 
     def record(i: int) -> bytes:
         return json.dumps({"request_id": f"r{i}", "response": "a"}).encode()
@@ -283,13 +288,28 @@ def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish() -> 
         b"not json",
         record(3),
         _otlp_request(),
-        json.dumps([{"request_id": "a0", "response": "a"}, {"request_id": "a1"}]).encode(),
+        json.dumps([5, {"request_id": "a1", "response": "a"}, {"request_id": "a2"}]).encode(),
         record(6),
         record(7),
     ]
+    decodes: list[bytes] = []
+
+    def counted_decode(value: bytes, encoding: Encoding) -> Decoded:
+        decodes.append(value)
+        return decode_message(value, encoding)
+
+    sent: list[tuple[int, list[Rejection], Callable[[], None]]] = []
+
+    def send(_: object, message: ConsumerRecord, problems: list[Rejection], done: Any) -> None:
+        sent.append((message.offset, problems, done))
+
+    monkeypatch.setattr("monitor.receivers.kafka._consumer.decode_message", counted_decode)
+    monkeypatch.setattr(DeadLetters, "send", send)
     stage = _Stage()
     receiver = KafkaReceiver(
-        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        KafkaSettings(
+            enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"], dead_letter_topic="dl"
+        ),
         stage,
         create_telemetry(),
     )
@@ -297,26 +317,62 @@ def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish() -> 
     batch: list[tuple[PartitionTracker, Delivery]] = []
     receiver._take([_message(i, v) for i, v in enumerate(values)], tracker, batch)
     receiver._hand_over(batch)
+    assert decodes == values
     runs = [[r.sampling_key for r in d.records] for d in stage.deliveries]
-    assert runs == [["r0", "r1"], ["r3"], [], ["a0", "a1"], ["r6", "r7"]]
+    assert runs == [["r0", "r1"], ["r3"], [], ["a1", "a2"], ["r6", "r7"]]
     assert stage.deliveries[2].spans and stage.deliveries[2].metadata is not None
     assert stage.deliveries[2].metadata["kafka.offset"] == "4"
     assert receiver.in_flight == 5
-    for delivery, offsets in zip(stage.deliveries, ([0, 1], [3], [], [5, 5], [6, 7]), strict=True):
+    expected = ([0, 1], [3], [], [5, 5], [6, 7])
+    for delivery, offsets in zip(stage.deliveries, expected, strict=True):
         metadata = [r.metadata for r in delivery.records]
         assert [m["kafka.offset"] for m in metadata if m is not None] == [str(o) for o in offsets]
         assert all(m is not None and m["kafka.header.tenant"] == "acme" for m in metadata)
-    first, third, spans, array, last = (d.on_done for d in stage.deliveries)
-    assert first and third and spans and array and last
+    # Rejected while taken apart: not JSON, and the array's non-object.
+    assert [(offset, [p.reason for p in problems]) for offset, problems, _ in sent] == [
+        (2, ["unknown_encoding"]),
+        (5, ["not_object"]),
+    ]
+    # The trace stage finds sampled records invalid: each goes to its own message.
+    first_run, array = stage.deliveries[0], stage.deliveries[3]
+    assert first_run.on_rejected is not None and array.on_rejected is not None
+    r1, a2 = first_run.records[1], array.records[1]
+    assert isinstance(r1, RawRecord) and isinstance(a2, RawRecord)
+    first_run.on_rejected([(r1, "no_response", "response: missing")])
+    array.on_rejected([(a2, "no_response", "response: missing")])
+    assert [(offset, problems[0].detail) for offset, problems, _ in sent[2:]] == [
+        (1, "response: missing"),
+        (5, "record 2: response: missing"),
+    ]
+    first, third, spans, array_done, last = (d.on_done for d in stage.deliveries)
+    assert first and third and spans and array_done and last
     last(True)
     receiver._collect_done()
     assert tracker.committable is None  # 0..1 still open
     first(True)
     receiver._collect_done()
-    assert tracker.committable == 3  # 0, 1, and the rejected 2
+    assert tracker.committable is None  # 0..1 still owes the dead letter of 1
+    for _, _, done in sent:
+        done()
+    receiver._collect_done()
+    assert tracker.committable == 3  # 0, 1 and the rejected 2
     third(True)
     spans(True)
-    array(False)  # abandoned: re-delivered, never passed
+    array_done(False)  # abandoned: re-delivered, never passed
     receiver._collect_done()
     assert tracker.committable == 5
     assert receiver.in_flight == 0
+
+
+def test_source_metadata_merges_over_the_records_own_and_leaves_a_malformed_one_to_validation() -> (
+    None
+):
+    source = {"kafka.offset": "7"}
+    base = {"request_id": "r", "response": "a"}
+    assert parse_record(base, metadata=source).metadata == source
+    own = parse_record({**base, "metadata": {"tenant": "acme"}}, metadata=source)
+    assert own.metadata == {"tenant": "acme", "kafka.offset": "7"}
+    for malformed in (None, [], ""):
+        with pytest.raises(RecordError) as err:
+            parse_record({**base, "metadata": malformed}, metadata=source)
+        assert err.value.reason == "invalid_field"

@@ -416,3 +416,87 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
         finally:
             consumer.stopped = True
             await stage.shutdown(5)
+
+
+async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
+    telemetry: Telemetry,
+) -> None:
+    """A record without an id, nested deeper than an id can be derived from, is rejected
+    with a reason (and reported to the receiver) when its sampling key is read (at 0.5) or
+    when it is validated (at 1, where no key is read), while the records beside it in the
+    same delivery are sampled as usual and the delivery is finished."""
+    nested: dict[str, Any] = {}
+    inner = nested
+    for _ in range(1100):
+        inner["a"] = {}
+        inner = inner["a"]
+    deep = RawRecord({"response": "a", "extra": nested})
+    good = {"question": "q", "context": ["c"], "answer": "a"}
+    for rate in (0.5, 1.0):
+        consumer = HoldingStage()
+        t = create_telemetry()
+        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
+        await stage.start()
+        acks, rejected = Acks(), []
+        try:
+            delivery = Delivery(
+                "kafka",
+                records=[RawRecord({**good, "request_id": f"g{i}"}) for i in range(20)] + [deep],
+                on_done=acks.of("run"),
+                on_rejected=rejected.append,
+            )
+            assert stage.consume([delivery])
+            assert len(rejected) == 1
+            assert [(record, reason) for record, reason, _ in rejected[0]] == [
+                (deep, "invalid_field")
+            ]
+            assert "nested too deeply" in rejected[0][0][2]
+            assert _value(t, "records_rejected_total", receiver="kafka", reason="invalid_field")
+            unsampled = _value(t, "traces_unsampled_total", service="unknown")
+            assert 0 < unsampled < 20 if rate < 1 else unsampled == 0
+            evaluated = 20 - int(unsampled)
+            await wait_until_async(partial(_count_is, consumer, evaluated), 5, "the good ones")
+            consumer.finish_all()
+            assert acks.done == {"run": True}
+        finally:
+            consumer.stopped = True
+            await stage.shutdown(5)
+
+
+async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observer(
+    telemetry: Telemetry,
+) -> None:
+    """At rate 0 no key is read to decide; the observer (`/debug/records`) still gets
+    every unsampled record, one whose key cannot be derived with an empty id."""
+    nested: dict[str, Any] = {}
+    inner = nested
+    for _ in range(1100):
+        inner["a"] = {}
+        inner = inner["a"]
+    seen: list[tuple[str, str]] = []
+
+    class Observer:
+        def extracted(self, record: RagRecord, source: str) -> None:
+            raise AssertionError("nothing is sampled")
+
+        def no_record(self, trace_id: str, service: str, source: str, reason: str, _: int) -> None:
+            seen.append((trace_id, reason))
+
+    config = _config(sampling={"rate": 0.0})
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        HoldingStage(),  # type: ignore[arg-type]
+        telemetry,
+        observer=Observer(),
+    )
+    await stage.start()
+    acks = Acks()
+    try:
+        records = [RawRecord({"request_id": "g", "response": "a"})]
+        records.append(RawRecord({"response": "a", "extra": nested}))
+        assert stage.consume([Delivery("kafka", records=records, on_done=acks.of("run"))])
+        assert seen == [("g", "unsampled"), ("", "unsampled")]
+        assert acks.done == {"run": True}
+    finally:
+        await stage.shutdown(5)

@@ -59,6 +59,15 @@ _ACKS = threading.Lock()  # acknowledgements are settled from several threads
 _SERVICE = attrgetter("service")
 
 
+def _key(record: RagRecord | RawRecord) -> str:
+    """The record's sampling key, or "" for one whose key cannot be read (a record without
+    an id, nested too deeply to derive one: never read when nothing is sampled)."""
+    try:
+        return record.sampling_key
+    except RecordError:
+        return ""
+
+
 class _Ack:
     """What one delivery still owes before its `on_done` is called. Starts held by one
     unit while the delivery is taken apart, so it cannot finish half-registered."""
@@ -294,7 +303,7 @@ class TraceStage:
             counts.update(map(_SERVICE, records))  # counted in C: this runs for most records
             if observer is not None:
                 for record in records:
-                    observer.no_record(record.sampling_key, record.service, source, "unsampled", 0)
+                    observer.no_record(_key(record), record.service, source, "unsampled", 0)
         self._count_unsampled(counts)
 
     def _work_here(self) -> bool:
@@ -330,16 +339,25 @@ class TraceStage:
         list[tuple[RawRecord, str, str]],
     ]:
         """Records split by the sampling decision: the sampled ones, validated, with their
-        evaluators; the unsampled ones; and the sampled records that did not validate,
-        with their problems. No other effects."""
-        decisions = list(map(self._sampler.sampled, records))
+        evaluators; the unsampled ones; and the problems of the sampled records that did
+        not validate and of those whose sampling key could not be read. No other
+        effects."""
+        try:
+            decisions: list[frozenset[str] | RecordError] = list(
+                map(self._sampler.sampled, records)
+            )
+        except RecordError:  # a record without a readable sampling key: find which
+            decisions = [self._decide(record) for record in records]
         if not any(decisions):  # most deliveries: nothing sampled, nothing copied
             return [], records, []
         chosen: list[tuple[RagRecord, frozenset[str]]] = []
         skipped: list[RagRecord | RawRecord] = []
         problems: list[tuple[RawRecord, str, str]] = []
         for record, sampled in zip(records, decisions, strict=True):
-            if not sampled:
+            if isinstance(sampled, RecordError):
+                assert isinstance(record, RawRecord)  # a validated record's key is read
+                problems.append((record, sampled.reason, sampled.detail))
+            elif not sampled:
                 skipped.append(record)
             elif isinstance(record, RawRecord):
                 try:
@@ -350,16 +368,18 @@ class TraceStage:
                 chosen.append((record, sampled))
         return chosen, skipped, problems
 
+    def _decide(self, record: RagRecord | RawRecord) -> frozenset[str] | RecordError:
+        try:
+            return self._sampler.sampled(record)
+        except RecordError as exc:
+            return exc
+
     def _reject(self, delivery: Delivery, problems: list[tuple[RawRecord, str, str]]) -> None:
         for _, reason, _ in problems:
             self._t.child(self._t.records_rejected, delivery.source, reason).inc()
-        record, reason, detail = problems[0]
+        _, reason, detail = problems[0]
         self._warn.warning(
-            "reject:" + reason,
-            "%s: sampled record %s is invalid: %s",
-            delivery.source,
-            record.sampling_key,
-            detail,
+            "reject:" + reason, "%s: a sampled record is invalid: %s", delivery.source, detail
         )
         if delivery.on_rejected is not None:
             delivery.on_rejected(problems)
@@ -543,7 +563,7 @@ class TraceStage:
         except Exception:
             # A bug must not stop the stage: count the delivery and keep serving.
             log.exception("trace stage failed on a delivery from %s", delivery.source)
-            self._t.child(self._t.dropped, STAGE, "internal_error").inc(delivery.items)
+            self._t.child(self._t.dropped, STAGE, "internal_error").inc(pending.items)
         finally:
             if ack is not None:
                 ack.settle()

@@ -6,7 +6,8 @@ decodes each message (`_messages`) into a `Delivery` and hands a poll's deliveri
 the trace stage in one `consume` call. Consecutive messages of a partition that each hold
 one JSON record (the common message) make one delivery, a run, acknowledged as a whole:
 acknowledging every message on its own would cost more than reading it. Any other
-message (OTLP spans, a JSON array, a rejected message) is its own delivery. Each record
+message (OTLP spans, a JSON array of several records, a rejected message) is its own
+delivery. Each record
 carries where it came from (`_Provenance`, built only if read) as its metadata. The trace
 stage calls a delivery's `on_done` once everything built from it is finished; that
 appends a token to a deque this thread drains. Nothing here knows about traces or
@@ -58,7 +59,7 @@ from monitor.component import Delivery, TraceConsumer
 from monitor.config import KafkaReceiver as KafkaConfig
 from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
 from monitor.receivers.kafka._dead_letter import DeadLetters
-from monitor.receivers.kafka._messages import Rejection, decode_message
+from monitor.receivers.kafka._messages import Decoded, Rejection, decode_message
 from monitor.receivers.kafka._offsets import PartitionTracker
 from monitor.records import RawRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -76,8 +77,8 @@ _LOG_INTERVAL_S = 30.0
 _MAX_HEADERS = 16
 _MAX_META_CHARS = 256
 
-# What travels back to the consumer thread when a unit finishes:
-# (tracker, offset it is registered at, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
+# What travels back to the consumer thread when a unit finishes: (tracker, offset it is
+# registered at, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
 _Token = tuple[PartitionTracker, int, bool, bool]
 
 
@@ -182,7 +183,7 @@ class KafkaReceiver:
         await asyncio.to_thread(self._drained.wait, self._drain_timeout_s)
         if self._in_flight > 0:
             log.warning(
-                "kafka: %d messages still in flight at shutdown; they will be re-delivered",
+                "kafka: %d deliveries still in flight at shutdown; they will be re-delivered",
                 self._in_flight,
             )
         self._stop.set()
@@ -194,7 +195,8 @@ class KafkaReceiver:
 
     @property
     def in_flight(self) -> int:
-        """Messages handed to the trace stage and not finished yet."""
+        """Deliveries (a message, or a run of one-record messages) handed to the trace
+        stage and not finished yet."""
         return self._in_flight
 
     @property
@@ -315,8 +317,10 @@ class KafkaReceiver:
                 # Registered before anything can fail, owing one unit: the run this
                 # message may open, or the message's own.
                 tracker.add(offset, 1)
-            record = self._plain_record(message)
-            if record is not None:
+            decoded = self._decode(message)
+            if decoded.spans is None and not decoded.problems and len(decoded.records) == 1:
+                record = decoded.records[0]
+                record.metadata = _Provenance(message)
                 if not run:
                     first = offset
                 run.append(record)
@@ -326,22 +330,16 @@ class KafkaReceiver:
                 self._close_run(run, first, last, tracker, batch)
                 run = []
                 tracker.add(offset, 1)
-            self._handle(message, tracker, batch)
+            self._handle(message, decoded, tracker, batch)
         if run:
             self._close_run(run, first, last, tracker, batch)
 
-    def _plain_record(self, message: ConsumerRecord) -> RawRecord | None:
-        """The message's record if it holds exactly one and nothing else (no spans, no
-        problems); None for any other message, which `_handle` then takes apart."""
+    def _decode(self, message: ConsumerRecord) -> Decoded:
         try:
-            decoded = decode_message(message.value, self._encoding)
-        except Exception:
-            return None  # `_handle` decodes it again, and counts what fails
-        if decoded.spans is not None or decoded.problems or len(decoded.records) != 1:
-            return None
-        record = decoded.records[0]
-        record.metadata = _Provenance(message)
-        return record
+            return decode_message(message.value, self._encoding)
+        except Exception as exc:  # a bug: this message alone fails
+            log.debug("kafka: message %s failed to decode", message.offset, exc_info=True)
+            return Decoded(problems=[Rejection("internal_error", f"{type(exc).__name__}: {exc}")])
 
     def _close_run(
         self,
@@ -363,23 +361,23 @@ class KafkaReceiver:
     def _handle(
         self,
         message: ConsumerRecord,
+        decoded: Decoded,
         tracker: PartitionTracker,
         batch: list[tuple[PartitionTracker, Delivery]],
     ) -> None:
-        """Take one message apart on its own. The caller registered it with its
+        """Hand one decoded message on by itself. The caller registered it with its
         partition's tracker, owing one unit; that unit becomes its delivery's once the
         delivery is built, and is released here otherwise, so a failure costs this
         message alone and can never let a commit pass over it."""
         offset = message.offset
         handed = False
-        problems: list[Rejection] = []
+        problems = decoded.problems
         try:
-            decoded = decode_message(message.value, self._encoding)
-            problems = decoded.problems
             if decoded.spans or decoded.records:
-                records = decoded.records
-                for position, record in enumerate(records):
-                    record.metadata = _Provenance(message, position if len(records) > 1 else None)
+                records, positions = decoded.records, decoded.positions
+                for i, record in enumerate(records):
+                    position = positions[i] if positions is not None else None
+                    record.metadata = _Provenance(message, position)
                 delivery = Delivery(
                     SOURCE,
                     spans=decoded.spans or [],

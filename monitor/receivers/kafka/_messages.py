@@ -55,6 +55,8 @@ class Decoded:
     records: list[RawRecord] = field(default_factory=list)
     spans: list[Span] | None = None
     problems: list[Rejection] = field(default_factory=list)
+    # For a JSON array: each record's index in it (its non-objects are problems instead).
+    positions: list[int] | None = None
 
 
 def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
@@ -141,14 +143,16 @@ def _records(data: Any) -> Decoded:
     """JSON records, to be validated by whoever evaluates them (`RawRecord.parse`)."""
     if isinstance(data, dict):  # one record, the common case
         return Decoded(records=[RawRecord(data)])
-    out = Decoded()
-    items = data if isinstance(data, list) else [data]
     many = isinstance(data, list)
+    out = Decoded(positions=[] if many else None)
+    items = data if many else [data]
     if many and not items:
         out.problems.append(Rejection("empty", "empty JSON array"))
     for i, item in enumerate(items):
         if isinstance(item, dict):
             out.records.append(RawRecord(item))
+            if out.positions is not None:
+                out.positions.append(i)
         else:
             where = f"record {i}: " if many else ""
             detail = f"{where}expected a JSON object, got {type(item).__name__}"

@@ -4,8 +4,9 @@ Every message handed to the pipeline is registered with the number of units it s
 owes (records, or traces it contributed spans to); a run of messages handed on as one
 delivery is registered once, at its first offset, and stretched over its last. When a
 unit finishes, the entry's count drops; the partition's committable offset advances over
-the contiguous prefix of entries whose counts reached zero. A slow message therefore holds back the commit of
-everything after it, never the other way round: a crash re-delivers, it never skips.
+the contiguous prefix of entries whose counts reached zero. A slow message therefore
+holds back the commit of everything after it, never the other way round: a crash
+re-delivers, it never skips.
 
 Only the consumer thread touches a tracker; completions reach it through a thread-safe
 deque of `(tracker, offset)` tokens, so the event loop never takes a lock.
