@@ -176,6 +176,16 @@ async def test_json_records_in_every_shape_are_evaluated_and_committed(noida: Br
             assert record.metadata["kafka.key"] == "tenant-acme"
             assert record.metadata["kafka.header.tenant"] == "acme"
             assert record.metadata["kafka.topic"] == topic
+        # Each record names its own message, whether it travelled in a run or an array.
+        offsets = {r.request_id: r.metadata["kafka.offset"] for r in capture.records}
+        assert offsets == {
+            "native-1": "0",
+            "qa-1": "1",
+            "conv-1": "2",
+            "java-1": "3",
+            "array-1": "4",
+            "array-2": "4",
+        }
         assert metric(service, "records_total", service="shop", source="kafka") == 3
         assert metric_sum(service, "records_total", source="kafka") == len(SHAPE_IDS)
         assert metric_sum(service, "evaluations_total") == len(SHAPE_IDS) * len(EVALUATORS)
@@ -288,12 +298,13 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_partition_mov
             assert metric(service, "records_rejected_total", receiver="kafka", reason=reason) == 1
         dead_letters = noida.read_all(dead, len(POISON))
         assert [m.value for m in dead_letters] == [raw for raw, _ in POISON]
-        for message, (_, reason) in zip(dead_letters, POISON, strict=True):
+        for offset, (message, (_, reason)) in enumerate(zip(dead_letters, POISON, strict=True)):
             headers = dict(message.headers)
             assert headers["rag-monitor-error-reason"] == reason.encode()
             assert headers["rag-monitor-error"]
             assert headers["origin"] == b"checkout"
-            assert headers["rag-monitor-source"].startswith(f"{topic}/0/".encode())
+            # The poison follows one good message: offsets 1 to 4.
+            assert headers["rag-monitor-source"] == f"{topic}/0/{offset + 1}".encode()
             assert message.key == b"k1"
         await wait_until_async(
             lambda: metric(service, "kafka_lag", topic=topic, partition="0") == 0, 10, "no lag"
