@@ -31,7 +31,9 @@ from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 
 OnDone = Callable[[bool], None]
-OnRejected = Callable[[list[tuple[RawRecord, str, str]]], None]
+Invalid = tuple[RawRecord, str, str]
+"""A record that failed validation: `(record, reason, detail)`."""
+OnRejected = Callable[[list[Invalid]], None]
 """Told `(record, reason, detail)` for each record of a delivery that failed validation
 when sampled; called at most once per delivery, before its `on_done`, in the thread that
 called `consume` (the Kafka receiver dead-letters the record's message from there, found

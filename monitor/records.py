@@ -142,7 +142,7 @@ def parse_record(
         fields["request_id"] = _derived_id(data)
     if metadata:
         own = fields.get("metadata")
-        if own is None and "metadata" not in fields:
+        if "metadata" not in fields:
             fields["metadata"] = dict(metadata)
         elif isinstance(own, dict):
             fields["metadata"] = {**own, **metadata}

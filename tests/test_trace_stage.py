@@ -418,6 +418,17 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
             await stage.shutdown(5)
 
 
+def _without_id_nested_too_deeply() -> RawRecord:
+    """A record without an id, nested deeper than Python's json serialises (orjson reads
+    JSON up to 1024 levels): no id can be derived from it."""
+    nested: dict[str, Any] = {}
+    inner = nested
+    for _ in range(1100):
+        inner["a"] = {}
+        inner = inner["a"]
+    return RawRecord({"response": "a", "extra": nested})
+
+
 async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
     telemetry: Telemetry,
 ) -> None:
@@ -425,12 +436,7 @@ async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
     with a reason (and reported to the receiver) when its sampling key is read (at 0.5) or
     when it is validated (at 1, where no key is read), while the records beside it in the
     same delivery are sampled as usual and the delivery is finished."""
-    nested: dict[str, Any] = {}
-    inner = nested
-    for _ in range(1100):
-        inner["a"] = {}
-        inner = inner["a"]
-    deep = RawRecord({"response": "a", "extra": nested})
+    deep = _without_id_nested_too_deeply()
     good = {"question": "q", "context": ["c"], "answer": "a"}
     for rate in (0.5, 1.0):
         consumer = HoldingStage()
@@ -468,11 +474,6 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
 ) -> None:
     """At rate 0 no key is read to decide; the observer (`/debug/records`) still gets
     every unsampled record, one whose key cannot be derived with an empty id."""
-    nested: dict[str, Any] = {}
-    inner = nested
-    for _ in range(1100):
-        inner["a"] = {}
-        inner = inner["a"]
     seen: list[tuple[str, str]] = []
 
     class Observer:
@@ -494,7 +495,7 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
     acks = Acks()
     try:
         records = [RawRecord({"request_id": "g", "response": "a"})]
-        records.append(RawRecord({"response": "a", "extra": nested}))
+        records.append(_without_id_nested_too_deeply())
         assert stage.consume([Delivery("kafka", records=records, on_done=acks.of("run"))])
         assert seen == [("g", "unsampled"), ("", "unsampled")]
         assert acks.done == {"run": True}

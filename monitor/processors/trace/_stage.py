@@ -35,7 +35,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 
-from monitor.component import Delivery, OnDone, RecordConsumer, SampledRecord, TraceObserver
+from monitor.component import (
+    Delivery,
+    Invalid,
+    OnDone,
+    RecordConsumer,
+    SampledRecord,
+    TraceObserver,
+)
 from monitor.config import TraceAssembly
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace, TraceAssembler
@@ -237,7 +244,7 @@ class TraceStage:
         pending: list[_Pending] = []
         done: list[Delivery] = []  # record deliveries with nothing left to evaluate
         unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]] = []  # by source
-        rejected: list[tuple[Delivery, list[tuple[RawRecord, str, str]]]] = []
+        rejected: list[tuple[Delivery, list[Invalid]]] = []
         for delivery in deliveries:
             if delivery.spans:
                 pending.append(_Pending(delivery, None))
@@ -336,7 +343,7 @@ class TraceStage:
     ) -> tuple[
         list[tuple[RagRecord, frozenset[str]]],
         Sequence[RagRecord | RawRecord],
-        list[tuple[RawRecord, str, str]],
+        list[Invalid],
     ]:
         """Records split by the sampling decision: the sampled ones, validated, with their
         evaluators; the unsampled ones; and the problems of the sampled records that did
@@ -352,7 +359,7 @@ class TraceStage:
             return [], records, []
         chosen: list[tuple[RagRecord, frozenset[str]]] = []
         skipped: list[RagRecord | RawRecord] = []
-        problems: list[tuple[RawRecord, str, str]] = []
+        problems: list[Invalid] = []
         for record, sampled in zip(records, decisions, strict=True):
             if isinstance(sampled, RecordError):
                 assert isinstance(record, RawRecord)  # a validated record's key is read
@@ -374,7 +381,7 @@ class TraceStage:
         except RecordError as exc:
             return exc
 
-    def _reject(self, delivery: Delivery, problems: list[tuple[RawRecord, str, str]]) -> None:
+    def _reject(self, delivery: Delivery, problems: list[Invalid]) -> None:
         for _, reason, _ in problems:
             self._t.child(self._t.records_rejected, delivery.source, reason).inc()
         _, reason, detail = problems[0]

@@ -55,7 +55,7 @@ from kafka import (
 )
 from kafka.consumer.fetcher import ConsumerRecord
 
-from monitor.component import Delivery, TraceConsumer
+from monitor.component import Delivery, Invalid, TraceConsumer
 from monitor.config import KafkaReceiver as KafkaConfig
 from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
 from monitor.receivers.kafka._dead_letter import DeadLetters
@@ -338,8 +338,7 @@ class KafkaReceiver:
         try:
             return decode_message(message.value, self._encoding)
         except Exception as exc:  # a bug: this message alone fails
-            log.debug("kafka: message %s failed to decode", message.offset, exc_info=True)
-            return Decoded(problems=[Rejection("internal_error", f"{type(exc).__name__}: {exc}")])
+            return Decoded(problems=[_internal_error(message, exc)])
 
     def _close_run(
         self,
@@ -389,8 +388,7 @@ class KafkaReceiver:
                 batch.append((tracker, delivery))
                 handed = True
         except Exception as exc:
-            problems = [Rejection("internal_error", f"{type(exc).__name__}: {exc}")]
-            log.debug("kafka: message %s failed", offset, exc_info=True)
+            problems = [_internal_error(message, exc)]
         if problems:
             self._reject(message, tracker, offset, problems)
         if not handed:
@@ -417,7 +415,7 @@ class KafkaReceiver:
         self._dead_letter(message, tracker, unit, problems)
 
     def _invalid_records(
-        self, tracker: PartitionTracker, unit: int, problems: list[tuple[RawRecord, str, str]]
+        self, tracker: PartitionTracker, unit: int, problems: list[Invalid]
     ) -> None:
         """Sampled records of the delivery registered at `unit` that failed validation
         (the trace stage counted and logged them): each message holding one is
@@ -643,6 +641,12 @@ class KafkaReceiver:
                 log.warning("kafka: consumer close failed: %s", exc)
         if self._dead_letters is not None:
             self._dead_letters.close()
+
+
+def _internal_error(message: ConsumerRecord, exc: Exception) -> Rejection:
+    """A bug met while taking `message` apart: it costs that message alone."""
+    log.debug("kafka: message %s failed", message.offset, exc_info=exc)
+    return Rejection("internal_error", f"{type(exc).__name__}: {exc}")
 
 
 def _names(partitions: set[TopicPartition]) -> str:
