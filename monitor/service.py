@@ -134,6 +134,8 @@ class Service:
             route_attribute=config.receivers.otlp.route_attribute,
             route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
             observer=self.debug,
+            # Sampled traces are extracted in the worker processes, when there are any.
+            extractor=pool,
         )
         self._readiness: list[tuple[str, Callable[[], tuple[bool, str]]]] = []
         self.receivers: list[Component] = self._build_receivers() if with_receivers else []

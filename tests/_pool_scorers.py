@@ -4,17 +4,24 @@ pickles its factory by name, so it lives in an importable module).
 The record's query says what to do: `hang:<path>` creates <path> (so the test knows the
 worker is inside the batch) and then never returns; `sleep:<seconds>` takes that long;
 anything else scores 1.0 at once.
+
+`scripted_extraction` also scripts the workers' trace extraction: a span named
+`hang:<path>` makes it create <path> and never return; `hang-once:<path>` does so only
+while <path> does not exist yet (the next worker given the trace extracts it).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from monitor.evaluators.base import EvalResult, EvaluatorSpec
+from monitor.processors.trace import Extraction
 from monitor.records import Part, RagRecord
+from monitor.spans import Span
 
 
 class ScriptedScorer:
@@ -38,4 +45,24 @@ class ScriptedScorer:
 
 
 def scripted_scorer(spec: EvaluatorSpec) -> ScriptedScorer:
+    return ScriptedScorer(spec.name)
+
+
+def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
+    """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
+    from monitor.processors import _workers
+
+    real = _workers.extract_traces
+
+    def extract(traces: Sequence[Sequence[Span]], route_attribute: str) -> list[Extraction]:
+        for span in (span for spans in traces for span in spans):
+            once = span.name.startswith("hang-once:")
+            if span.name.startswith("hang:") or once:
+                path = Path(span.name.partition(":")[2])
+                if not (once and path.exists()):
+                    path.touch()
+                    threading.Event().wait()
+        return real(traces, route_attribute)
+
+    _workers.extract_traces = extract
     return ScriptedScorer(spec.name)

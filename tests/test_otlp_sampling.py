@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-import monitor.processors.trace._stage as stage_module
+import monitor.processors.trace._extract as extract_module
 from monitor.config import Config, Sampling
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._extract import extract_records, sampling_view
@@ -167,15 +167,15 @@ def _config(sampling: Sampling) -> Config:
 
 @pytest.fixture
 def extractions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Trace ids that reached record extraction in the trace stage (a spy on the real one)."""
+    """Trace ids that reached record extraction (a spy on the real one)."""
     seen: list[str] = []
-    real = stage_module.extract_records
+    real = extract_module.extract_records
 
     def spy(spans: list[Span], **kw: Any) -> list[RagRecord]:
         seen.append(spans[0].trace_id)
         return real(spans, **kw)
 
-    monkeypatch.setattr(stage_module, "extract_records", spy)
+    monkeypatch.setattr(extract_module, "extract_records", spy)
     yield seen
 
 

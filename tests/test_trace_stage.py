@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from monitor.component import Delivery, SampledRecord
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
-from monitor.processors.trace import TraceStage
+from monitor.processors.trace import Extraction, TraceStage, Unreadable, extract_traces
 from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
@@ -500,4 +501,113 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
         assert seen == [("g", "unsampled"), ("", "unsampled")]
         assert acks.done == {"run": True}
     finally:
+        await stage.shutdown(5)
+
+
+class GatedExtractor:
+    """An `Extractor` that answers when the test does: each call is kept with its future."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[list[Span]], Future[list[Extraction]]]] = []
+
+    def extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> Future[list[Extraction]]:
+        future: Future[list[Extraction]] = Future()
+        self.calls.append(([list(spans) for spans in traces], future))
+        return future
+
+
+class BrokenExtractor:
+    def extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> Future[list[Extraction]]:
+        raise RuntimeError("the evaluation worker pool is closed")
+
+
+def _with_extractor(
+    consumer: HoldingStage, telemetry: Telemetry, extractor: object, **sampling: float
+) -> TraceStage:
+    config = _config(sampling=sampling)
+    return TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,  # type: ignore[arg-type]
+        telemetry,
+        extractor=extractor,  # type: ignore[arg-type]
+    )
+
+
+async def test_sampled_traces_go_to_the_extractor_and_its_answers_are_counted(
+    telemetry: Telemetry,
+) -> None:
+    """The stage extracts nothing itself when given an extractor (the worker processes):
+    it hands the sampled traces over at hand-on, then counts and acknowledges what came
+    back — records (with their Kafka metadata), a trace that is not RAG, an unreadable
+    one."""
+    consumer = HoldingStage()
+    extractor = GatedExtractor()
+    stage = _with_extractor(consumer, telemetry, extractor, rate=1.0)
+    await stage.start()
+    acks = Acks()
+    try:
+        first = Delivery("kafka", [_root(21)], on_done=acks.of("a"), metadata={"offset": "7"})
+        rest = [Delivery("kafka", [_root(n)], on_done=acks.of(str(n))) for n in (22, 23)]
+        assert stage.consume([first, *rest])
+        await wait_until_async(lambda: len(extractor.calls) == 1, 5, "traces at the extractor")
+        traces, answer = extractor.calls[0]
+        assert [spans[0].trace_id for spans in traces] == [f"{n:032x}" for n in (21, 22, 23)]
+        assert consumer.items == [] and acks.done == {}  # nothing goes on before extraction
+        (records,) = extract_traces(traces[:1], "http.route")
+        answer.set_result([records, [], Unreadable("bad_protobuf", "span 1: corrupt")])
+        await wait_until_async(partial(_count_is, consumer, 1), 5, "the extracted record")
+        (item,) = consumer.items
+        assert item.record.trace_id == f"{21:032x}" and item.record.metadata["offset"] == "7"
+        assert item.sampled and item.source == "kafka"
+        assert acks.done == {"22": True, "23": True}  # nothing to evaluate: done at once
+        assert _value(telemetry, "records_total", service="svc", source="kafka") == 1
+        assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 1
+        assert (
+            _value(telemetry, "records_rejected_total", receiver="kafka", reason="bad_protobuf")
+            == 1
+        )
+        consumer.finish_all()
+        assert acks.done["a"] is True
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
+async def test_traces_still_at_the_extractor_past_the_shutdown_deadline_are_abandoned(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    extractor = GatedExtractor()
+    stage = _with_extractor(consumer, telemetry, extractor, rate=1.0)
+    await stage.start()
+    acks = Acks()
+    assert stage.consume([Delivery("kafka", [_root(24)], on_done=acks.of("m"))])
+    await wait_until_async(lambda: len(extractor.calls) == 1, 5, "the trace at the extractor")
+    await stage.shutdown(0.1)
+    assert acks.done == {"m": False}
+    assert stage.abandoned == 1
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
+    assert consumer.items == []
+
+
+async def test_an_extractor_that_fails_leaves_the_extraction_to_the_stage(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    stage = _with_extractor(consumer, telemetry, BrokenExtractor(), rate=1.0)
+    await stage.start()
+    acks = Acks()
+    try:
+        assert stage.consume([Delivery("kafka", [_root(25)], on_done=acks.of("m"))])
+        await wait_until_async(partial(_count_is, consumer, 1), 5, "the record")
+        assert consumer.items[0].record.query == "question 25?"
+        consumer.finish_all()
+        assert acks.done == {"m": True}
+    finally:
+        consumer.stopped = True
         await stage.shutdown(5)

@@ -1,13 +1,15 @@
 """CPU evaluation in worker processes (`pipeline.processes`): same results as in-process,
 a worker killed mid-batch or hanging past the deadline is replaced and its records become
 errors (never pass, never defect), shutdown drains, and the stage pushes back when every
-worker is busy."""
+worker is busy. Sampled traces are extracted in the workers as in-process, and traces a
+lost worker was extracting go to another one once."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,12 @@ from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import CpuPool, EvaluationStage
+from monitor.processors.trace import Unreadable, extract_traces
 from monitor.records import RagRecord
+from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._pool_scorers import ScriptedScorer, scripted_scorer
+from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from tests._pool_scorers import ScriptedScorer, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
 SCRIPTED = EvaluatorSpec(name="scripted")
@@ -37,6 +42,10 @@ def _rec(i: int, query: str = "q", **kw: object) -> RagRecord:
     }
     base.update(kw)
     return RagRecord.model_validate(base)
+
+
+def _restarts_are(telemetry: Telemetry, n: int) -> bool:
+    return _metric(telemetry, "worker_restarts_total", reason="died") == n
 
 
 def _metric(telemetry: Telemetry, name: str, **labels: str) -> float:
@@ -161,6 +170,77 @@ async def test_a_worker_that_hangs_past_the_deadline_is_replaced(tmp_path: Path)
         assert pool.pids != [first]
         (row,) = await pool.score([(_rec(2), ("scripted",))])
         assert [r.outcome for r, _ in row] == ["pass"]
+    finally:
+        await pool.close(5.0)
+
+
+def _sampled_traces() -> list[list[Span]]:
+    """Traces as the OTLP receivers decode them (attributes still serialized): one per
+    instrumentation convention, then one that is not a RAG trace, then one whose
+    attributes are not valid protobuf."""
+    traces = [
+        decode_protobuf(otlp_bytes(capture(emit, WATER)[1]), lazy=True).spans
+        for emit in CONVENTIONS.values()
+    ]
+    traces.append([_span("GET /health", "cd")])
+    traces.append([Span("ef" * 16, "2" * 16, "", "broken", 1, 2, raw=b"\x4a\xff\xff\xff\x0f")])
+    return traces
+
+
+def _span(name: str, trace: str = "ab") -> Span:
+    return Span(trace * 16, "1" * 16, "", name, 1, 2, attributes={"http.route": "/health"})
+
+
+async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    traces = _sampled_traces()
+    try:
+        extracted = await asyncio.wrap_future(pool.extract(traces, "http.route"))
+    finally:
+        await pool.close(5.0)
+    # Extracted elsewhere: nothing of the received spans was decoded in this process.
+    assert not any(span.decoded for spans in traces[:-2] for span in spans)
+    expected = extract_traces(traces, "http.route")
+    assert extracted == expected
+    assert [len(e) for e in expected[:-2] if isinstance(e, list)] == [1] * len(CONVENTIONS)
+    assert expected[-2] == []
+    assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
+
+
+async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
+    tmp_path: Path,
+) -> None:
+    telemetry = create_telemetry()
+    pool = CpuPool([SCRIPTED], 1, 60.0, telemetry, factory=scripted_extraction)
+    await pool.start()
+    try:
+        once, always = tmp_path / "once", tmp_path / "always"
+        water = _sampled_traces()[0]
+        retried = pool.extract([[_span(f"hang-once:{once}")], water], "http.route")
+        await wait_until_async(once.exists, 60, "the worker to be inside the extraction")
+        os.kill(pool.pids[0], signal.SIGKILL)
+        extracted = await asyncio.wait_for(asyncio.wrap_future(retried), 60)
+        assert extracted == [[], *extract_traces([water], "http.route")]
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+
+        # A trace whose extraction takes down the worker given it again is given up, and
+        # says why; the pool goes on.
+        lost = pool.extract([[_span(f"hang:{always}")]], "http.route")
+        for attempt in (1, 2):
+            await wait_until_async(always.exists, 60, "a worker to be inside the extraction")
+            always.unlink()
+            os.kill(pool.pids[0], signal.SIGKILL)
+            await wait_until_async(
+                partial(_restarts_are, telemetry, 1 + attempt), 60, "the worker to be replaced"
+            )
+        assert await asyncio.wait_for(asyncio.wrap_future(lost), 60) == [
+            Unreadable("extract_failed", "evaluation worker process died while extracting")
+        ]
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert await asyncio.wrap_future(pool.extract([water], "http.route")) == (
+            extract_traces([water], "http.route")
+        )
     finally:
         await pool.close(5.0)
 

@@ -1,10 +1,11 @@
-"""CPU scoring in worker processes: the local evaluators of a batch of records run in
-another process, so evaluation uses every core the sidecar is given and never holds the
-ingest process's GIL.
+"""CPU work in worker processes: the local evaluators of a batch of records, and the
+extraction of sampled traces into records, run in other processes, so evaluation uses
+every core the sidecar is given and never holds the ingest process's GIL.
 
 Each worker is a forkserver child that builds its own copies of the CPU scorers from
-their `EvaluatorSpec`s (models load once per worker) and scores the batches it is sent,
-one after another, over a socket pair. The event loop drives the parent's end of every
+their `EvaluatorSpec`s (models load once per worker) and answers the batches it is sent
+— records to score, or the trace stage's sampled traces to extract (`extract`, callable
+from the trace stage's thread) — one after another, over a socket pair. The event loop drives the parent's end of every
 socket itself: it writes a pickled batch without blocking and reads answers as they
 arrive, so a batch costs the ingest process no thread hand-off.
 
@@ -18,7 +19,9 @@ A worker that dies (its socket closes) or does not answer a batch within the eva
 deadline (counted from when it could start that batch) is killed and replaced. The batch
 it was scoring gets error results — never a pass, never a defect — and the loss is
 counted in `worker_restarts_total{reason}`. That batch is not retried: a record that
-crashes or hangs a worker would take its replacement down too. The batches queued behind
+crashes or hangs a worker would take its replacement down too. Traces it was extracting
+go to another worker once (records not built yet are not lost to an OOM kill); lost a
+second time, they are counted as unreadable (`extract_failed`). The batches queued behind
 it, which the worker had not started, are sent to another worker.
 """
 
@@ -35,12 +38,15 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import Any, BinaryIO, cast
 
 from monitor.evaluators.base import BuildContext, CpuScorer, EvalResult, EvaluatorSpec
+from monitor.processors.trace import Extraction, Unreadable, extract_traces
 from monitor.records import RagRecord
+from monitor.spans import Span
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,15 @@ Scored = list[list[tuple[EvalResult, float]]]
 # building the dataclass costs the ingest process a third of unpickling the dataclass).
 _WireScored = list[list[tuple[tuple[Any, ...], float]]]
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
+
+
+@dataclass(frozen=True, slots=True)
+class _Extract:
+    """A batch of sampled traces for a worker to extract (`extract_traces`)."""
+
+    traces: Sequence[Sequence[Span]]
+    route_attribute: str
+
 
 # Batches in flight per worker: the one it scores and the one waiting behind it.
 DEPTH = 2
@@ -139,10 +154,13 @@ def _serve(sock: socket.socket, specs: Sequence[EvaluatorSpec], factory: ScorerF
             return
         _send_frame(sock, ("ready", ""))
         while True:
-            batch = _recv_frame(stream)
-            if batch is None:
+            message = _recv_frame(stream)
+            if message is None:
                 return
-            _send_frame(sock, _score_batch(scorers, cast(Batch, batch)))
+            if isinstance(message, _Extract):
+                _send_frame(sock, extract_traces(message.traces, message.route_attribute))
+            else:
+                _send_frame(sock, _score_batch(scorers, cast(Batch, message)))
     except (EOFError, OSError):
         return  # the parent closed the socket or exited
 
@@ -152,16 +170,22 @@ def _serve(sock: socket.socket, specs: Sequence[EvaluatorSpec], factory: ScorerF
 
 @dataclass(eq=False)
 class _Job:
-    batch: Batch
     payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
-    # The worker's answer; None when the worker was lost before it started the batch.
-    answer: asyncio.Future[Scored | None]
+    items: int  # records to score or traces to extract, for the log of a lost worker
+    # The answer as the caller takes it, from the worker's.
+    convert: Callable[[Any], object]
+    # The answer when the worker is lost while on this batch (None: send it again).
+    on_loss: Callable[[str], object | None]
+    # The answer; None when the worker was lost before it started the batch.
+    answer: asyncio.Future[object | None]
 
-    def answered(self, wire: _WireScored) -> None:
-        if not self.answer.done():  # a cancelled `score` dropped it
-            self.answer.set_result(
-                [[(EvalResult(*fields), seconds) for fields, seconds in row] for row in wire]
-            )
+    def answered(self, wire: object) -> None:
+        if not self.answer.done():  # a cancelled caller dropped it
+            self.answer.set_result(self.convert(wire))
+
+
+def _scored(wire: _WireScored) -> Scored:
+    return [[(EvalResult(*fields), seconds) for fields, seconds in row] for row in wire]
 
 
 @dataclass(eq=False)
@@ -206,10 +230,12 @@ class CpuPool:
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
         self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by `start`
         self._tasks: set[asyncio.Task[None]] = set()  # replacements being started
         self._running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
         self._busy = telemetry.gauge(
-            "worker_processes_busy", "Evaluation worker processes scoring a batch."
+            "worker_processes_busy",
+            "Evaluation worker processes working on a batch (scoring or extracting).",
         )
         self._restarts = telemetry.counter(
             "worker_restarts",
@@ -240,6 +266,7 @@ class CpuPool:
 
     async def start(self) -> None:
         self._ctx.set_forkserver_preload(["monitor.evaluators.registry"])
+        self._loop = asyncio.get_running_loop()
         self._room = asyncio.Event()
         started = await asyncio.gather(
             *(self._spawn() for _ in range(self._size)), return_exceptions=True
@@ -256,16 +283,54 @@ class CpuPool:
     async def score(self, batch: Batch) -> Scored:
         """Score `batch` in a worker; a lost worker's records get error results. Waits
         while every worker has `DEPTH` batches in flight."""
-        payload = _frame(batch)
+
+        def lost(error: str) -> Scored:
+            return [[(EvalResult.failed(n, error), 0.0) for n in names] for _, names in batch]
+
+        return cast(Scored, await self._run(_frame(batch), len(batch), _scored, lost))
+
+    def extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> Future[list[Extraction]]:
+        """The trace stage's `Extractor`: `extract_traces` in a worker, from any thread
+        but the event loop's. Traces whose worker is lost are extracted by another one,
+        once; lost again, they are `extract_failed`."""
+        assert self._loop is not None, "start() first"
+        return asyncio.run_coroutine_threadsafe(self._extract(traces, route_attribute), self._loop)
+
+    async def _extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> list[Extraction]:
+        losses = 0
+
+        def lost(error: str) -> list[Extraction] | None:
+            nonlocal losses
+            losses += 1
+            if losses == 1:
+                return None
+            return [Unreadable("extract_failed", f"{error} while extracting")] * len(traces)
+
+        payload = _frame(_Extract(traces, route_attribute))
+        extracted = await self._run(payload, len(traces), _same, lost)
+        return cast(list[Extraction], extracted)
+
+    async def _run(
+        self,
+        payload: bytes,
+        items: int,
+        convert: Callable[[Any], object],
+        on_loss: Callable[[str], object | None],
+    ) -> object:
         while True:
             worker = await self._free_worker()
-            job = _Job(batch, payload, asyncio.get_running_loop().create_future())
+            future: asyncio.Future[object | None] = asyncio.get_running_loop().create_future()
+            job = _Job(payload, items, convert, on_loss, future)
             self._submit(worker, job)
             # Cancelled (shutdown past its deadline): the worker still answers the batch,
             # and the answer is dropped.
-            scored = await job.answer
-            if scored is not None:
-                return scored
+            answer = await job.answer
+            if answer is not None:
+                return answer
 
     async def close(self, grace_s: float) -> None:
         """Stop every worker: ask (after the batches it has), wait up to `grace_s`, then
@@ -324,14 +389,14 @@ class CpuPool:
                     log.error("evaluation worker process %s answered no batch", worker.process.pid)
                     self._lose(worker, "died")
                     return
-                self._answered(worker, cast(_WireScored, scored))
+                self._answered(worker, scored)
         except (asyncio.IncompleteReadError, ConnectionError):
             self._lose(worker, "died")
         except Exception:
             log.exception("unreadable answer from evaluation worker process %s", worker.process.pid)
             self._lose(worker, "died")
 
-    def _answered(self, worker: _Worker, scored: _WireScored) -> None:
+    def _answered(self, worker: _Worker, scored: object) -> None:
         job = worker.jobs.popleft()
         if worker.deadline is not None:
             worker.deadline.cancel()
@@ -413,17 +478,15 @@ class CpuPool:
             if job.answer.done():
                 continue
             if i == 0 or self._closing:
-                job.answer.set_result(
-                    [[(EvalResult.failed(n, error), 0.0) for n in names] for _, names in job.batch]
-                )
+                job.answer.set_result(job.on_loss(error))
             else:
-                job.answer.set_result(None)  # `score` sends it again
+                job.answer.set_result(None)  # sent again
         assert self._room is not None
         self._room.set()
         if reason not in REASONS:
             return
         self._restarts.labels(reason).inc()
-        lost = len(jobs[0].batch) if jobs else 0
+        lost = jobs[0].items if jobs else 0
         task = asyncio.create_task(
             self._replace(worker, reason, lost, len(jobs[1:])), name="evaluate-respawn"
         )
@@ -433,8 +496,9 @@ class CpuPool:
     async def _replace(self, old: _Worker, reason: str, lost: int, resent: int) -> None:
         await asyncio.to_thread(_stop_process, old.process)
         log.warning(
-            "evaluation worker process %s %s (exit code %s): %d records got an error result, "
-            "%d batches it had not started went to other workers; starting a replacement",
+            "evaluation worker process %s %s (exit code %s): the batch it was on (%d records, "
+            "or traces to extract) got error results or goes again, %d batches it had not "
+            "started went to other workers; starting a replacement",
             old.process.pid,
             reason,
             old.process.exitcode,
@@ -457,6 +521,10 @@ class CpuPool:
 
     def _count_busy(self) -> None:
         self._busy.set(sum(1 for w in self._workers if w.jobs))
+
+
+def _same(answer: object) -> object:
+    return answer
 
 
 def _stop_process(process: BaseProcess) -> None:

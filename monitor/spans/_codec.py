@@ -201,6 +201,26 @@ class Span:
         )
         self._attributes, self._events, self._raw = attributes, events, None
 
+    def __reduce__(self) -> tuple[type[Span], tuple[Any, ...]]:
+        """Pickled as it stands: still-serialized attributes travel as their bytes (a
+        sampled trace goes to an evaluation worker process to be extracted there)."""
+        return Span, (
+            self.trace_id,
+            self.span_id,
+            self.parent_span_id,
+            self.name,
+            self.start_unix_nano,
+            self.end_unix_nano,
+            self._attributes,
+            self._events,
+            self.error,
+            self.service,
+            self.parent_is_remote,
+            self.resource,
+            self._raw,
+            self._absent,
+        )
+
     def _fields(self) -> tuple[Any, ...]:
         return (
             self.trace_id,

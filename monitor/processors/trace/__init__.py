@@ -1,5 +1,12 @@
 """The trace stage: assembly → one sampling decision → extraction, for every receiver."""
 
+from monitor.processors.trace._extract import (
+    Extraction,
+    Extractor,
+    InProcess,
+    Unreadable,
+    extract_traces,
+)
 from monitor.processors.trace._stage import TraceStage
 
-__all__ = ["TraceStage"]
+__all__ = ["Extraction", "Extractor", "InProcess", "TraceStage", "Unreadable", "extract_traces"]

@@ -21,9 +21,10 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from monitor.processors.trace._conventions import (
     ANSWER_KEYS,
@@ -41,7 +42,7 @@ from monitor.processors.trace._conventions import (
     request_question,
 )
 from monitor.records import RagRecord
-from monitor.spans import FEEDBACK_KEY, Span
+from monitor.spans import FEEDBACK_KEY, DecodeError, Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
 _ABSENT: Any = object()
@@ -568,3 +569,56 @@ def _record(
             "metadata": metadata,
         }
     )
+
+
+# -- sampled traces, extracted where the trace stage's `Extractor` runs them ---------------
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """Why a sampled trace gave no records although it may be a RAG trace: `bad_protobuf`
+    (an attribute value that is not valid protobuf, found when first read) or
+    `extract_failed` (building a record failed, or the process extracting it was lost).
+    `reason` is a `records_rejected_total` label."""
+
+    reason: str
+    detail: str
+
+
+Extraction = list[RagRecord] | Unreadable
+"""What became of one sampled trace: its records (none: not a RAG trace), or why not."""
+
+
+def extract_traces(traces: Sequence[Sequence[Span]], route_attribute: str) -> list[Extraction]:
+    """`extract_records` of each trace, a failure kept to its own trace."""
+    out: list[Extraction] = []
+    for spans in traces:
+        try:
+            out.append(extract_records(spans, route_attribute=route_attribute))
+        except DecodeError as exc:
+            out.append(Unreadable(exc.reason, exc.detail))
+        except Exception as exc:
+            out.append(Unreadable("extract_failed", f"cannot build a record: {exc}"))
+    return out
+
+
+class Extractor(Protocol):
+    """Where the trace stage's worker thread has sampled traces turned into records: in
+    this process, or in the evaluation worker processes (`CpuPool`), so that the ingest
+    process does not spend its CPU on extraction."""
+
+    def extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> Future[list[Extraction]]:
+        """The extractions of `traces`, in order, once done; callable from any thread."""
+
+
+class InProcess:
+    """Extraction in the calling thread (no worker processes: `pipeline.processes: 0`)."""
+
+    def extract(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> Future[list[Extraction]]:
+        done: Future[list[Extraction]] = Future()
+        done.set_result(extract_traces(traces, route_attribute))
+        return done

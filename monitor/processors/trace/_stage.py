@@ -6,9 +6,10 @@ Kafka consumer thread, the event loop for replay). They wait in a bounded intake
 bounded in items and in bytes — that one worker thread drains: it assembles spans into
 traces (`TraceAssembler`, bounded in traces and bytes), reduces each released trace to
 what sampling reads (`sampling_view`, no attribute decoding), asks the sampler once
-which evaluators sample it, extracts records only from sampled traces, and hands them on
-with the decision attached, in batches (at most one hand-on per `_HAND_ON_INTERVAL_S`
-unless many records are ready). Records that arrive as records (Kafka JSON, replay) are
+which evaluators sample it, and hands records on with the decision attached, in batches
+(at most one hand-on per `_HAND_ON_INTERVAL_S` unless many are ready). Only sampled
+traces become records: just before a hand-on, the worker has that batch's sampled traces
+extracted by its `Extractor` (the evaluation worker processes, or in this thread). Records that arrive as records (Kafka JSON, replay) are
 sampled the same way. The worker blocks while the evaluation stage is full, so the intake
 fills and `consume` refuses: receivers push back (HTTP 503, gRPC UNAVAILABLE, paused
 Kafka partitions) instead of the process buffering without bound.
@@ -46,9 +47,16 @@ from monitor.component import (
 from monitor.config import TraceAssembly
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace, TraceAssembler
-from monitor.processors.trace._extract import extract_records, sampling_view
+from monitor.processors.trace._extract import (
+    Extraction,
+    Extractor,
+    InProcess,
+    Unreadable,
+    extract_traces,
+    sampling_view,
+)
 from monitor.records import RagRecord, RawRecord, RecordError
-from monitor.spans import DecodeError
+from monitor.spans import DecodeError, Span
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -122,6 +130,17 @@ class _TraceDone:
 
 
 @dataclass(slots=True)
+class _Sampled:
+    """A released trace that is sampled, waiting to be extracted at the next hand-on."""
+
+    trace: FinishedTrace
+    sampled: frozenset[str]
+    contributors: list[_Ack]
+    metadata: Mapping[str, str] | None
+    size: int
+
+
+@dataclass(slots=True)
 class _Pending:
     """A delivery in the intake; for records, the ones sampled and by which evaluators."""
 
@@ -146,11 +165,15 @@ class TraceStage:
         route_attribute: str = "http.route",
         route_in_sampling: bool = True,
         observer: TraceObserver | None = None,
+        extractor: Extractor | None = None,
         clock: Callable[[], float] = time.monotonic,
         pace_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sampler = sampler
         self._observer = observer
+        # Sampled traces become records in the worker thread, just before they go on:
+        # with worker processes, extraction costs the ingest process no CPU.
+        self._extractor: Extractor = extractor or InProcess()
         self._consumer = consumer
         self._t = telemetry
         self._route_attribute = route_attribute
@@ -176,7 +199,8 @@ class TraceStage:
         # Assembly state (assembler, contributors, metadata): the thread that hands a
         # delivery in does its work when it can take this lock, else the worker does.
         self._work_lock = threading.Lock()
-        self._ready: deque[SampledRecord] = deque()
+        # Records and sampled traces (`_Sampled`, extracted when handed on) to hand on.
+        self._ready: deque[SampledRecord | _Sampled] = deque()
         self._ready_items = 0
         self._ready_bytes = 0
         self._last_hand_on = -math.inf  # by `pace_clock`; the worker's own
@@ -327,7 +351,7 @@ class TraceStage:
             self._work_lock.release()
         return self._add_ready(out)
 
-    def _add_ready(self, out: list[SampledRecord]) -> bool:
+    def _add_ready(self, out: list[SampledRecord | _Sampled]) -> bool:
         """Queue records for the next hand-on; True if none were queued before."""
         if not out:
             return False
@@ -484,7 +508,7 @@ class TraceStage:
                 or self._ready_items >= _HAND_ON_ITEMS
                 or self._pace_clock() >= self._next_hand_on()
             ):
-                self._hand_on(self._take_ready())
+                self._hand_on(self._extracted(self._take_ready()))
             if stopping and not self._intake and not self._ready:
                 return
 
@@ -493,10 +517,10 @@ class TraceStage:
 
     def _process(
         self, batch: list[_Pending], *, expire: bool, stopping: bool = False
-    ) -> list[SampledRecord]:
+    ) -> list[SampledRecord | _Sampled]:
         """Assemble a batch, and (the worker) release idle, flushed or, when stopping,
         all open traces. Holds `_work_lock`."""
-        out: list[SampledRecord] = []
+        out: list[SampledRecord | _Sampled] = []
         finished: list[FinishedTrace] = []
         for pending in batch:
             self._take_apart(pending, out, finished)
@@ -514,7 +538,7 @@ class TraceStage:
         self.open_trace_bytes.set(self._assembler.open_bytes)
         return out
 
-    def _take_ready(self) -> list[SampledRecord]:
+    def _take_ready(self) -> list[SampledRecord | _Sampled]:
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
@@ -549,7 +573,10 @@ class TraceStage:
             self._loop.call_soon_threadsafe(self._room.set)
 
     def _take_apart(
-        self, pending: _Pending, out: list[SampledRecord], finished: list[FinishedTrace]
+        self,
+        pending: _Pending,
+        out: list[SampledRecord | _Sampled],
+        finished: list[FinishedTrace],
     ) -> None:
         delivery = pending.delivery
         ack = _Ack(delivery.on_done) if delivery.on_done is not None else None
@@ -592,63 +619,120 @@ class TraceStage:
         if ack is not None:
             ack.owe(joined)
 
-    def _release(self, finished: list[FinishedTrace], out: list[SampledRecord]) -> None:
+    def _release(self, finished: list[FinishedTrace], out: list[SampledRecord | _Sampled]) -> None:
         triggers: Tally[str] = Tally()
         unsampled: Tally[str] = Tally()
         for trace in finished:
             triggers[trace.trigger] += 1
             contributors = self._contributors.pop(trace.trace_id, [])
             metadata = self._metadata.pop(trace.trace_id, None)
-            records = self._records_of(trace, unsampled)
-            if not records:
+            sampled = self._sampled(trace, unsampled)
+            if not sampled:
                 for ack in contributors:
                     ack.settle()
                 continue
-            records_done = _TraceDone(contributors, len(records)) if contributors else None
-            for record, sampled in records:
-                if metadata:
-                    record = record.model_copy(update={"metadata": {**record.metadata, **metadata}})
-                self._count_record(record, trace.source)
-                out.append(SampledRecord(record, trace.source, sampled, records_done))
+            size = sum(span.size for span in trace.spans)
+            out.append(_Sampled(trace, sampled, contributors, metadata, size))
         for trigger, n in triggers.items():
             self.assembled.labels(trigger).inc(n)
         self._count_unsampled(unsampled)
 
-    def _records_of(
-        self, trace: FinishedTrace, unsampled: Tally[str]
-    ) -> list[tuple[RagRecord, frozenset[str]]]:
-        """The records of a released trace with the evaluators that sample them, or none
-        (counted: not sampled, not a RAG trace, or unreadable)."""
+    def _sampled(self, trace: FinishedTrace, unsampled: Tally[str]) -> frozenset[str]:
+        """The evaluators that sample a released trace; none when no evaluator does
+        (counted) or when what sampling reads is unreadable (counted)."""
         if not trace.spans:
-            return []
-        service = trace.spans[0].service
+            return frozenset()
         try:
             view = sampling_view(trace.spans, route_attribute=self._view_route)
-            service = view.service
             sampled = self._sampler.sampled(view)
-            if not sampled:
-                unsampled[view.service] += 1
-                if self._observer is not None:
-                    self._observe_none(trace, service, "unsampled")
-                return []
-            records = extract_records(trace.spans, route_attribute=self._route_attribute)
         except DecodeError as exc:
             # An attribute value that is not valid protobuf, found when first read.
-            self._t.child(self._t.records_rejected, trace.source, exc.reason).inc()
-            self._warn.warning(exc.reason, "trace %s: %s", trace.trace_id, exc.detail)
-            self._observe_none(trace, service, exc.reason)
-            return []
-        except Exception as exc:
-            self._t.child(self._t.records_rejected, trace.source, "extract_failed").inc()
-            self._warn.warning(
-                "extract_failed", "trace %s: cannot build a record: %s", trace.trace_id, exc
-            )
-            self._observe_none(trace, service, "extract_failed")
-            return []
+            self._unreadable(trace, trace.spans[0].service, Unreadable(exc.reason, exc.detail))
+            return frozenset()
+        if not sampled:
+            unsampled[view.service] += 1
+            if self._observer is not None:
+                self._observe_none(trace, view.service, "unsampled")
+        return sampled
+
+    def _extracted(self, ready: list[SampledRecord | _Sampled]) -> list[SampledRecord]:
+        """`ready` with each sampled trace replaced by its records, extracted by the
+        extractor (waited for in this thread; past the shutdown deadline the traces not
+        extracted yet are abandoned)."""
+        traces = [item for item in ready if isinstance(item, _Sampled)]
+        if not traces:
+            return [item for item in ready if isinstance(item, SampledRecord)]
+        extractions = self._extract([item.trace.spans for item in traces])
+        if extractions is None:
+            self._abandon_traces(traces)
+            return [item for item in ready if isinstance(item, SampledRecord)]
+        records = iter(extractions)
+        out: list[SampledRecord] = []
+        for item in ready:
+            if isinstance(item, SampledRecord):
+                out.append(item)
+            else:
+                self._records_of(item, next(records), out)
+        return out
+
+    def _extract(self, traces: list[list[Span]]) -> list[Extraction] | None:
+        """The extractor's work on `traces`, waited for; None when abandoned (the
+        shutdown deadline passed first)."""
+        try:
+            future = self._extractor.extract(traces, self._route_attribute)
+            while not self._abandon:
+                try:
+                    return future.result(timeout=self._tick)
+                except TimeoutError:
+                    continue
+            return None
+        except (FutureCancelled, Exception):
+            # The extractor failed as a whole (a bug, or its workers are gone): the traces
+            # are extracted here instead, so none is lost.
+            log.exception("extraction of %d sampled traces failed; extracting here", len(traces))
+            return extract_traces(traces, self._route_attribute)
+
+    def _records_of(self, item: _Sampled, extraction: Extraction, out: list[SampledRecord]) -> None:
+        """A sampled trace's records, counted, to `out`; a trace that yields none (not a
+        RAG trace, or unreadable: counted) settles its deliveries at once."""
+        trace = item.trace
+        service = trace.spans[0].service
+        if isinstance(extraction, Unreadable):
+            self._unreadable(trace, service, extraction)
+            records: list[RagRecord] = []
+        else:
+            records = extraction
+            if not records:
+                self._t.child(self._t.dropped, STAGE, "not_rag").inc()
+                self._observe_none(trace, service, "not_rag")
         if not records:
-            self._t.child(self._t.dropped, STAGE, "not_rag").inc()
-            self._observe_none(trace, service, "not_rag")
-        return [(record, sampled) for record in records]
+            for ack in item.contributors:
+                ack.settle()
+            return
+        done = _TraceDone(item.contributors, len(records)) if item.contributors else None
+        for record in records:
+            if item.metadata:
+                record = record.model_copy(
+                    update={"metadata": {**record.metadata, **item.metadata}}
+                )
+            self._count_record(record, trace.source)
+            out.append(SampledRecord(record, trace.source, item.sampled, done))
+
+    def _unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
+        self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
+        self._warn.warning(why.reason, "trace %s: %s", trace.trace_id, why.detail)
+        self._observe_none(trace, service, why.reason)
+
+    def _abandon_traces(self, traces: list[_Sampled]) -> None:
+        """Past the shutdown deadline: sampled traces never extracted are abandoned."""
+        self.abandoned += len(traces)
+        self._t.child(self._t.dropped, STAGE, "shutting_down").inc(len(traces))
+        self._warn.warning(
+            "abandoned", "trace stage stopping: %d sampled traces abandoned", len(traces)
+        )
+        for item in traces:
+            for ack in item.contributors:
+                ack.settle(False)
 
     def _observe_none(self, trace: FinishedTrace, service: str, reason: str) -> None:
         if self._observer is not None:
