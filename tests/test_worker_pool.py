@@ -19,6 +19,7 @@ from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
 from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
+from monitor.processors._workers import EXTRACT_BATCH
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import CpuPool, EvaluationStage
 from monitor.processors.trace import Unreadable, extract_traces
@@ -193,16 +194,20 @@ def _span(name: str, trace: str = "ab") -> Span:
 
 async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     telemetry = create_telemetry()
-    pool = await _started(telemetry)
+    pool = await _started(telemetry, processes=2)
     traces = _sampled_traces()
+    # More than a batch: spread over both workers, answered in order.
+    many = traces * (EXTRACT_BATCH // len(traces) + 2)
     try:
         extracted = await asyncio.wrap_future(pool.extract(traces, "http.route"))
+        extracted_many = await asyncio.wrap_future(pool.extract(many, "http.route"))
     finally:
         await pool.close(5.0)
     # Extracted elsewhere: nothing of the received spans was decoded in this process.
     assert not any(span.decoded for spans in traces[:-2] for span in spans)
     expected = extract_traces(traces, "http.route")
     assert extracted == expected
+    assert extracted_many == expected * (len(many) // len(traces))
     assert [len(e) for e in expected[:-2] if isinstance(e, list)] == [1] * len(CONVENTIONS)
     assert expected[-2] == []
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"

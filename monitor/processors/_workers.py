@@ -71,6 +71,8 @@ class _Extract:
 
 # Batches in flight per worker: the one it scores and the one waiting behind it.
 DEPTH = 2
+# Sampled traces extracted per batch: a hand-on larger than this goes to several workers.
+EXTRACT_BATCH = 64
 # Starting a worker imports numpy and loads the word vectors.
 _STARTUP_TIMEOUT_S = 120.0
 _RESPAWN_DELAY_S = 5.0
@@ -296,7 +298,20 @@ class CpuPool:
         but the event loop's. Traces whose worker is lost are extracted by another one,
         once; lost again, they are `extract_failed`."""
         assert self._loop is not None, "start() first"
-        return asyncio.run_coroutine_threadsafe(self._extract(traces, route_attribute), self._loop)
+        return asyncio.run_coroutine_threadsafe(
+            self._extract_all(traces, route_attribute), self._loop
+        )
+
+    async def _extract_all(
+        self, traces: Sequence[Sequence[Span]], route_attribute: str
+    ) -> list[Extraction]:
+        """In batches of `EXTRACT_BATCH`, so that a large hand-on is spread over the
+        workers."""
+        batches = [traces[i : i + EXTRACT_BATCH] for i in range(0, len(traces), EXTRACT_BATCH)]
+        if len(batches) == 1:
+            return await self._extract(batches[0], route_attribute)
+        done = await asyncio.gather(*(self._extract(b, route_attribute) for b in batches))
+        return [extraction for batch in done for extraction in batch]
 
     async def _extract(
         self, traces: Sequence[Sequence[Span]], route_attribute: str
