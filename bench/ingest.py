@@ -24,7 +24,8 @@ records, the rest are counted in `traces_unsampled_total` without extraction), s
 CPU seconds per 100k spans, 503 / UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference
 ceilings on the same payload, in-process, one thread: raw protobuf parse, our span decode,
 decode + assembly + record extraction of every trace, and the same with the sampling
-decision taken before extraction (what the server does).
+decision taken before extraction (as the server decides; it extracts the sampled traces
+in its evaluation worker processes).
 """
 
 from __future__ import annotations
