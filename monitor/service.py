@@ -230,7 +230,8 @@ class Service:
 
     async def shutdown(self, deadline_s: float | None = None) -> int:
         """Stop intake, drain, flush. Returns the number of records abandoned at the
-        deadline (`pipeline.shutdown_timeout_s` unless given; `math.inf` waits for all)."""
+        deadline (`pipeline.shutdown_timeout_s` unless given; `math.inf` waits for all); a
+        sampled trace abandoned before its records were extracted counts as one."""
         deadline = self.config.pipeline.shutdown_timeout_s if deadline_s is None else deadline_s
         started = time.monotonic()
         for receiver in self.receivers:

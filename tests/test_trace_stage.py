@@ -590,6 +590,7 @@ async def test_traces_still_at_the_extractor_past_the_shutdown_deadline_are_aban
     await wait_until_async(lambda: len(extractor.calls) == 1, 5, "the trace at the extractor")
     await stage.shutdown(0.1)
     assert acks.done == {"m": False}
+    assert extractor.calls[0][1].cancelled()  # the workers stop on it
     assert stage.abandoned == 1
     assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
     assert consumer.items == []
@@ -611,3 +612,23 @@ async def test_an_extractor_that_fails_leaves_the_extraction_to_the_stage(
     finally:
         consumer.stopped = True
         await stage.shutdown(5)
+
+
+async def test_a_trace_whose_parent_links_form_a_cycle_is_counted_and_the_stage_goes_on(
+    holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
+) -> None:
+    stage, consumer = holding
+    acks = Acks()
+    cycle = [_span(26, 2, 3, **{"rag.response": "a"}), _span(26, 3, 2)]  # no root
+    assert stage.consume([Delivery("kafka", cycle, on_done=acks.of("cycle"))])
+    await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
+    stage.flush()
+    await wait_until_async(lambda: "cycle" in acks.done, 5, "the cyclic trace settled")
+    assert acks.done == {"cycle": True}
+    assert (
+        _value(telemetry, "records_rejected_total", receiver="kafka", reason="extract_failed") == 1
+    )
+    assert stage.consume([Delivery("kafka", [_root(27)], on_done=acks.of("next"))])
+    await wait_until_async(partial(_count_is, consumer, 1), 5, "the next trace's record")
+    consumer.finish_all()
+    assert acks.done["next"] is True

@@ -19,10 +19,10 @@ from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
 from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
-from monitor.processors._workers import EXTRACT_BATCH
+from monitor.processors._workers import DEPTH, EXTRACT_BATCH
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import CpuPool, EvaluationStage
-from monitor.processors.trace import Unreadable, extract_traces
+from monitor.processors.trace import Extraction, Unreadable, extract_traces
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
@@ -246,6 +246,37 @@ async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
         assert await asyncio.wrap_future(pool.extract([water], "http.route")) == (
             extract_traces([water], "http.route")
         )
+    finally:
+        await pool.close(5.0)
+
+
+async def test_an_extraction_goes_ahead_of_scoring_callers_waiting_for_a_slot() -> None:
+    """Scoring callers keep every slot of the only worker taken (each sends its next
+    batch as soon as its last is answered); an extraction still gets the next free slot
+    instead of waiting for the scoring to stop."""
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    water = _sampled_traces()[0]
+    extraction: asyncio.Future[list[Extraction]] | None = None
+    batches_after = 0  # scoring batches answered after the extraction was asked for
+
+    async def keep_scoring() -> None:
+        nonlocal batches_after
+        while extraction is None or not extraction.done():
+            await pool.score([(_rec(1, "sleep:0.02"), ("scripted",))])
+            if extraction is not None:
+                batches_after += 1
+                if batches_after > 40:
+                    return
+
+    try:
+        scoring = [asyncio.create_task(keep_scoring()) for _ in range(4)]
+        await wait_until_async(lambda: pool.in_flight == DEPTH, 60, "every slot taken")
+        extraction = asyncio.wrap_future(pool.extract([water], "http.route"))
+        assert await asyncio.wait_for(extraction, 60) == extract_traces([water], "http.route")
+        await asyncio.gather(*scoring)
+        # Behind the batches in flight when it was asked for, and maybe one more.
+        assert batches_after <= DEPTH + 4
     finally:
         await pool.close(5.0)
 

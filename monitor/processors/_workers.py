@@ -231,6 +231,7 @@ class CpuPool:
         self._ctx = multiprocessing.get_context("forkserver")
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
+        self._first_waiting = 0  # `_free_worker` callers that go first (extractions)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None  # set by `start`
         self._tasks: set[asyncio.Task[None]] = set()  # replacements being started
@@ -326,7 +327,7 @@ class CpuPool:
             return [Unreadable("extract_failed", f"{error} while extracting")] * len(traces)
 
         payload = _frame(_Extract(traces, route_attribute))
-        extracted = await self._run(payload, len(traces), _same, lost)
+        extracted = await self._run(payload, len(traces), _same, lost, first=True)
         return cast(list[Extraction], extracted)
 
     async def _run(
@@ -335,9 +336,11 @@ class CpuPool:
         items: int,
         convert: Callable[[Any], object],
         on_loss: Callable[[str], object | None],
+        *,
+        first: bool = False,
     ) -> object:
         while True:
-            worker = await self._free_worker()
+            worker = await self._free_worker(first)
             future: asyncio.Future[object | None] = asyncio.get_running_loop().create_future()
             job = _Job(payload, items, convert, on_loss, future)
             self._submit(worker, job)
@@ -369,17 +372,28 @@ class CpuPool:
 
     # -- dispatch (event loop) ---------------------------------------------------------------
 
-    async def _free_worker(self) -> _Worker:
-        """The worker with the fewest batches in flight, once one has fewer than DEPTH."""
+    async def _free_worker(self, first: bool = False) -> _Worker:
+        """The worker with the fewest batches in flight, once one has fewer than DEPTH.
+        `first` callers (extractions) go ahead of the others: a whole hand-on of the
+        trace stage waits for them, and a scoring caller whose answer frees a slot would
+        otherwise take it back at once, for as long as the evaluation queue has records."""
         assert self._room is not None, "start() first"
-        while True:
-            if self._closing:
-                raise RuntimeError("the evaluation worker pool is closed")
-            free = [w for w in self._workers if len(w.jobs) < DEPTH]
-            if free:
-                return min(free, key=lambda w: len(w.jobs))
-            self._room.clear()
-            await self._room.wait()
+        if first:
+            self._first_waiting += 1
+        try:
+            while True:
+                if self._closing:
+                    raise RuntimeError("the evaluation worker pool is closed")
+                if first or not self._first_waiting:
+                    free = [w for w in self._workers if len(w.jobs) < DEPTH]
+                    if free:
+                        return min(free, key=lambda w: len(w.jobs))
+                self._room.clear()
+                await self._room.wait()
+        finally:
+            if first:
+                self._first_waiting -= 1
+                self._room.set()  # the callers it held back look again
 
     def _submit(self, worker: _Worker, job: _Job) -> None:
         worker.jobs.append(job)

@@ -135,6 +135,7 @@ class _Sampled:
 
     trace: FinishedTrace
     sampled: frozenset[str]
+    service: str  # the root's, as the records get it
     contributors: list[_Ack]
     metadata: Mapping[str, str] | None
     size: int
@@ -221,7 +222,9 @@ class TraceStage:
         self._thread: threading.Thread | None = None
         self._finished: asyncio.Future[None] | None = None
         self._stopped = False
-        self.abandoned = 0  # records never taken by the consumer (shutdown deadline)
+        # Past the shutdown deadline: records never taken by the consumer, and sampled
+        # traces never extracted (one each: their records were never built).
+        self.abandoned = 0
         self._warn = RateLimitedLog(log)
         self._depth = telemetry.queue_depth.labels(STAGE)
         self._depth.set(0)
@@ -626,34 +629,40 @@ class TraceStage:
             triggers[trace.trigger] += 1
             contributors = self._contributors.pop(trace.trace_id, [])
             metadata = self._metadata.pop(trace.trace_id, None)
-            sampled = self._sampled(trace, unsampled)
+            sampled, service = self._sampled(trace, unsampled)
             if not sampled:
                 for ack in contributors:
                     ack.settle()
                 continue
             size = sum(span.size for span in trace.spans)
-            out.append(_Sampled(trace, sampled, contributors, metadata, size))
+            out.append(_Sampled(trace, sampled, service, contributors, metadata, size))
         for trigger, n in triggers.items():
             self.assembled.labels(trigger).inc(n)
         self._count_unsampled(unsampled)
 
-    def _sampled(self, trace: FinishedTrace, unsampled: Tally[str]) -> frozenset[str]:
-        """The evaluators that sample a released trace; none when no evaluator does
-        (counted) or when what sampling reads is unreadable (counted)."""
+    def _sampled(self, trace: FinishedTrace, unsampled: Tally[str]) -> tuple[frozenset[str], str]:
+        """The evaluators that sample a released trace, and its service (the root's);
+        none when no evaluator does (counted) or when what sampling reads is unreadable
+        (counted)."""
         if not trace.spans:
-            return frozenset()
+            return frozenset(), ""
+        service = trace.spans[0].service
         try:
             view = sampling_view(trace.spans, route_attribute=self._view_route)
             sampled = self._sampler.sampled(view)
         except DecodeError as exc:
             # An attribute value that is not valid protobuf, found when first read.
-            self._unreadable(trace, trace.spans[0].service, Unreadable(exc.reason, exc.detail))
-            return frozenset()
+            self._unreadable(trace, service, Unreadable(exc.reason, exc.detail))
+            return frozenset(), service
+        except Exception as exc:  # e.g. parent links that form a cycle: no root
+            why = Unreadable("extract_failed", f"cannot build a record: {exc}")
+            self._unreadable(trace, service, why)
+            return frozenset(), service
         if not sampled:
             unsampled[view.service] += 1
             if self._observer is not None:
                 self._observe_none(trace, view.service, "unsampled")
-        return sampled
+        return sampled, view.service
 
     def _extracted(self, ready: list[SampledRecord | _Sampled]) -> list[SampledRecord]:
         """`ready` with each sampled trace replaced by its records, extracted by the
@@ -678,6 +687,8 @@ class TraceStage:
     def _extract(self, traces: list[list[Span]]) -> list[Extraction] | None:
         """The extractor's work on `traces`, waited for; None when abandoned (the
         shutdown deadline passed first)."""
+        if self._abandon:
+            return None
         try:
             future = self._extractor.extract(traces, self._route_attribute)
             while not self._abandon:
@@ -685,6 +696,7 @@ class TraceStage:
                     return future.result(timeout=self._tick)
                 except TimeoutError:
                     continue
+            future.cancel()  # its workers' slots go back to the evaluation stage's drain
             return None
         except (FutureCancelled, Exception):
             # The extractor failed as a whole (a bug, or its workers are gone): the traces
@@ -695,8 +707,7 @@ class TraceStage:
     def _records_of(self, item: _Sampled, extraction: Extraction, out: list[SampledRecord]) -> None:
         """A sampled trace's records, counted, to `out`; a trace that yields none (not a
         RAG trace, or unreadable: counted) settles its deliveries at once."""
-        trace = item.trace
-        service = trace.spans[0].service
+        trace, service = item.trace, item.service
         if isinstance(extraction, Unreadable):
             self._unreadable(trace, service, extraction)
             records: list[RagRecord] = []
@@ -725,7 +736,8 @@ class TraceStage:
 
     def _abandon_traces(self, traces: list[_Sampled]) -> None:
         """Past the shutdown deadline: sampled traces never extracted are abandoned."""
-        self.abandoned += len(traces)
+        with self._lock:  # `_abandon_rest` may count from the event loop's thread
+            self.abandoned += len(traces)
         self._t.child(self._t.dropped, STAGE, "shutting_down").inc(len(traces))
         self._warn.warning(
             "abandoned", "trace stage stopping: %d sampled traces abandoned", len(traces)
@@ -781,7 +793,8 @@ class TraceStage:
         if taken >= len(out):
             return
         left = len(out) - taken
-        self.abandoned += left
+        with self._lock:
+            self.abandoned += left
         self._t.child(self._t.dropped, STAGE, "shutting_down").inc(left)
         self._warn.warning("abandoned", "trace stage stopping: %d records abandoned", left)
         for item in out[taken:]:
