@@ -9,6 +9,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -60,6 +61,17 @@ class Clock:
         return self.now
 
 
+@asynccontextmanager
+async def _running(stage: TraceStage, consumer: HoldingStage) -> AsyncIterator[None]:
+    """The stage started; at the end, its consumer stops accepting and the stage shuts down."""
+    await stage.start()
+    try:
+        yield
+    finally:
+        consumer.stopped = True
+        await stage.shutdown(5)
+
+
 def _config(**assembly: Any) -> Config:
     sampling = assembly.pop("sampling", {})
     return Config.model_validate({"trace_assembly": assembly, "sampling": sampling})
@@ -69,12 +81,8 @@ def _config(**assembly: Any) -> Config:
 async def holding(telemetry: Telemetry) -> AsyncIterator[tuple[TraceStage, HoldingStage]]:
     consumer = HoldingStage()
     stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    try:
+    async with _running(stage, consumer):
         yield stage, consumer
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 def _span(trace: int, span: int, parent: int | None, **attributes: str) -> Span:
@@ -146,9 +154,8 @@ async def test_every_record_carries_the_one_decision_and_unsampled_traces_are_co
     consumer = HoldingStage()
     config = _config(sampling={"rate": 0.0})
     stage = trace_stage(config, consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    acks = Acks()
-    try:
+    async with _running(stage, consumer):
+        acks = Acks()
         plain = Delivery("otlp_http", [_root(1)], on_done=acks.of("plain"))
         flagged = Delivery(
             "otlp_http", [_root(2, **{"rag.feedback": "negative"})], on_done=acks.of("flagged")
@@ -163,9 +170,6 @@ async def test_every_record_carries_the_one_decision_and_unsampled_traces_are_co
         assert _value(telemetry, "records_total", service="svc", source="otlp_http") == 1
         consumer.finish_all()
         assert acks.done == {"plain": True, "flagged": True}
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_ones(
@@ -173,9 +177,8 @@ async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_
 ) -> None:
     consumer = HoldingStage()
     stage = trace_stage(_config(sampling={"rate": 0.0}), consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    acks = Acks()
-    try:
+    async with _running(stage, consumer):
+        acks = Acks()
         records = [
             RagRecord(request_id=f"r{i}", query="q", response="a", feedback=feedback)
             for i, feedback in enumerate([None, "negative", None])
@@ -187,9 +190,6 @@ async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_
         consumer.finish_all()
         assert acks.done == {"m": True}
         assert _value(telemetry, "traces_unsampled_total", service="unknown") == 2
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_late_spans_owe_nothing_and_are_counted(
@@ -223,8 +223,7 @@ async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: T
     consumer = HoldingStage()
     consumer.open.clear()  # evaluation is stuck: the worker cannot hand records on
     stage = trace_stage(_config(queue_size=3), consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    try:
+    async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(1)])])
         await wait_until_async(lambda: stage._queued_items == 0, 5, "the worker to take it")
         for trace in (2, 3, 4):
@@ -236,16 +235,12 @@ async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: T
         consumer.open.set()
         await wait_until_async(lambda: len(consumer.items) == 4, 5, "every accepted record")
         assert not stage.refuses()
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_open_traces_are_bounded_in_bytes(telemetry: Telemetry) -> None:
     consumer = HoldingStage()
     stage = trace_stage(_config(max_open_bytes=20_000), consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    try:
+    async with _running(stage, consumer):
         big = "x" * 4000
         # Ten traces whose roots never come, 4 kB each: at most five fit.
         for trace in range(10):
@@ -257,9 +252,6 @@ async def test_open_traces_are_bounded_in_bytes(telemetry: Telemetry) -> None:
         )
         assert _value(telemetry, "open_trace_bytes") <= 20_000
         assert _value(telemetry, "open_traces") <= 5
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_idle_traces_are_released_by_the_injected_clock(telemetry: Telemetry) -> None:
@@ -273,17 +265,13 @@ async def test_idle_traces_are_released_by_the_injected_clock(telemetry: Telemet
         telemetry,
         clock=clock,
     )
-    await stage.start()
-    try:
+    async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(5), _span(5, 2, 3)])])
         await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
         assert consumer.items == []  # its child's parent (span 3) never came
         clock.now += 1.0
         await wait_until_async(lambda: len(consumer.items) == 1, 5, "the idle release")
         assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_flush_and_shutdown_release_open_traces(
@@ -324,8 +312,7 @@ async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> N
     consumer = HoldingStage()
     consumer.open.clear()
     stage = trace_stage(_config(queue_size=1), consumer, telemetry)  # type: ignore[arg-type]
-    await stage.start()
-    try:
+    async with _running(stage, consumer):
         for trace in (1, 2):
             assert await stage.put([Delivery("replay", [_root(trace)])])
         waiting = asyncio.create_task(stage.put([Delivery("replay", [_root(3)])]))
@@ -338,9 +325,6 @@ async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> N
         async with asyncio.timeout(5):
             assert await waiting
         await wait_until_async(lambda: len(consumer.items) == 3, 5, "three records")
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 def _count_is(consumer: HoldingStage, n: int) -> bool:
@@ -361,13 +345,12 @@ async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Teleme
         telemetry,
         pace_clock=pace,
     )
-    await stage.start()
 
     def record(i: int) -> Delivery:
         raw = {"request_id": f"r{i}", "question": "q", "context": ["c"], "answer": "a"}
         return Delivery("kafka", records=[RawRecord(raw)])
 
-    try:
+    async with _running(stage, consumer):
         # From another thread, as the Kafka consumer thread hands records in.
         assert await asyncio.to_thread(stage.consume, [record(0)])
         await wait_until_async(lambda: len(consumer.items) == 1, 5, "the first hand-on")
@@ -378,9 +361,6 @@ async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Teleme
         await wait_until_async(partial(_count_is, consumer, 4), 5, "the next hand-on")
         assert consumer.calls == [1, 3]
         assert [item.record.request_id for item in consumer.items] == ["r0", "r1", "r2", "r3"]
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry) -> None:
@@ -392,9 +372,8 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
         consumer = HoldingStage()
         t = create_telemetry()
         stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
-        await stage.start()
-        acks, rejected = Acks(), []
-        try:
+        async with _running(stage, consumer):
+            acks, rejected = Acks(), []
             bad_record = RawRecord(bad)
             delivery = Delivery(
                 "kafka",
@@ -414,9 +393,6 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
             else:
                 assert rejected == []  # an unsampled record is never validated
                 assert _value(t, "traces_unsampled_total", service="unknown") == 2
-        finally:
-            consumer.stopped = True
-            await stage.shutdown(5)
 
 
 def _without_id_nested_too_deeply() -> RawRecord:
@@ -443,9 +419,8 @@ async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
         consumer = HoldingStage()
         t = create_telemetry()
         stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
-        await stage.start()
-        acks, rejected = Acks(), []
-        try:
+        async with _running(stage, consumer):
+            acks, rejected = Acks(), []
             delivery = Delivery(
                 "kafka",
                 records=[RawRecord({**good, "request_id": f"g{i}"}) for i in range(20)] + [deep],
@@ -465,9 +440,6 @@ async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
             await wait_until_async(partial(_count_is, consumer, evaluated), 5, "the good ones")
             consumer.finish_all()
             assert acks.done == {"run": True}
-        finally:
-            consumer.stopped = True
-            await stage.shutdown(5)
 
 
 async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observer(
@@ -548,9 +520,8 @@ async def test_sampled_traces_go_to_the_extractor_and_its_answers_are_counted(
     consumer = HoldingStage()
     extractor = GatedExtractor()
     stage = _with_extractor(consumer, telemetry, extractor, rate=1.0)
-    await stage.start()
-    acks = Acks()
-    try:
+    async with _running(stage, consumer):
+        acks = Acks()
         first = Delivery("kafka", [_root(21)], on_done=acks.of("a"), metadata={"offset": "7"})
         rest = [Delivery("kafka", [_root(n)], on_done=acks.of(str(n))) for n in (22, 23)]
         assert stage.consume([first, *rest])
@@ -573,9 +544,6 @@ async def test_sampled_traces_go_to_the_extractor_and_its_answers_are_counted(
         )
         consumer.finish_all()
         assert acks.done["a"] is True
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_traces_still_at_the_extractor_past_the_shutdown_deadline_are_abandoned(
@@ -601,17 +569,13 @@ async def test_an_extractor_that_fails_leaves_the_extraction_to_the_stage(
 ) -> None:
     consumer = HoldingStage()
     stage = _with_extractor(consumer, telemetry, BrokenExtractor(), rate=1.0)
-    await stage.start()
-    acks = Acks()
-    try:
+    async with _running(stage, consumer):
+        acks = Acks()
         assert stage.consume([Delivery("kafka", [_root(25)], on_done=acks.of("m"))])
         await wait_until_async(partial(_count_is, consumer, 1), 5, "the record")
         assert consumer.items[0].record.query == "question 25?"
         consumer.finish_all()
         assert acks.done == {"m": True}
-    finally:
-        consumer.stopped = True
-        await stage.shutdown(5)
 
 
 async def test_a_trace_whose_parent_links_form_a_cycle_is_counted_and_the_stage_goes_on(
