@@ -35,6 +35,7 @@ from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import cast
 
 from monitor.component import (
     Delivery,
@@ -670,18 +671,17 @@ class TraceStage:
         extracted yet are abandoned)."""
         traces = [item for item in ready if isinstance(item, _Sampled)]
         if not traces:
-            return [item for item in ready if isinstance(item, SampledRecord)]
+            return cast(list[SampledRecord], ready)
         extractions = self._extract([item.trace.spans for item in traces])
         if extractions is None:
             self._abandon_traces(traces)
-            return [item for item in ready if isinstance(item, SampledRecord)]
-        records = iter(extractions)
+        extracted = iter(extractions or ())
         out: list[SampledRecord] = []
         for item in ready:
             if isinstance(item, SampledRecord):
                 out.append(item)
-            else:
-                self._records_of(item, next(records), out)
+            elif extractions is not None:
+                self._records_of(item, next(extracted), out)
         return out
 
     def _extract(self, traces: list[list[Span]]) -> list[Extraction] | None:
