@@ -204,24 +204,13 @@ class Span:
     def __reduce__(self) -> tuple[type[Span], tuple[Any, ...]]:
         """Pickled as it stands: still-serialized attributes travel as their bytes (a
         sampled trace goes to an evaluation worker process to be extracted there)."""
-        return Span, (
-            self.trace_id,
-            self.span_id,
-            self.parent_span_id,
-            self.name,
-            self.start_unix_nano,
-            self.end_unix_nano,
-            self._attributes,
-            self._events,
-            self.error,
-            self.service,
-            self.parent_is_remote,
-            self.resource,
-            self._raw,
-            self._absent,
-        )
+        return Span, (*self._state(self._attributes, self._events), self._raw, self._absent)
 
     def _fields(self) -> tuple[Any, ...]:
+        return self._state(self.attributes, self.events)
+
+    def _state(self, attributes: Any, events: Any) -> tuple[Any, ...]:
+        """The constructor's arguments up to `raw`, with `attributes` and `events` given."""
         return (
             self.trace_id,
             self.span_id,
@@ -229,8 +218,8 @@ class Span:
             self.name,
             self.start_unix_nano,
             self.end_unix_nano,
-            self.attributes,
-            self.events,
+            attributes,
+            events,
             self.error,
             self.service,
             self.parent_is_remote,
