@@ -39,6 +39,7 @@ from monitor.processors.trace._conventions import (
     json_docs,
     read_generation,
     read_retrieval,
+    read_tool,
     request_question,
 )
 from monitor.records import RagRecord
@@ -73,12 +74,17 @@ def extract_records(
         return []
     ordered, by_id, root = _shape(spans)
     retrievals: list[Retrieval] = []
+    tools: list[Retrieval] = []
     generations: list[Generation] = []
     conventions: set[str] = set()
     for span in ordered:
         retrieval = read_retrieval(span)
         if retrieval is not None:
             retrievals.append(retrieval)
+            continue
+        tool = read_tool(span)
+        if tool is not None:
+            tools.append(tool)
             continue
         generation = read_generation(span)
         if generation is not None:
@@ -87,7 +93,7 @@ def extract_records(
     top = _top(ordered, by_id)
     if not retrievals and not generations and (top.query, top.response, top.docs) == (None,) * 3:
         return []  # no model call, no retrieval, no `rag.*`: not a RAG request
-    retrievals = _outermost(retrievals, by_id)
+    retrievals = _with_tool_results(_outermost(retrievals, by_id), tools, by_id)
     calls = _calls(generations, by_id)
     requests = _Requests(by_id)
     answers = _answers(calls, retrievals, requests)
@@ -360,6 +366,24 @@ def _outermost(retrievals: list[Retrieval], by_id: dict[str, Span]) -> list[Retr
     return keep
 
 
+def _with_tool_results(
+    retrievals: list[Retrieval], tools: list[Retrieval], by_id: dict[str, Span]
+) -> list[Retrieval]:
+    """Tool results join the retrievals, in call order. A tool with a retrieval span inside
+    (a retriever tool under an instrumented retriever) is that retrieval, said better by
+    the retrieval span; nested tool spans (a framework's over an MCP client's) are one call,
+    the outermost."""
+    if not tools:
+        return retrievals
+    keep = [
+        t
+        for t in tools
+        if not any(_is_ancestor(t.span, r.span, by_id) for r in retrievals)
+        and not any(o is not t and _is_ancestor(o.span, t.span, by_id) for o in tools)
+    ]
+    return sorted([*retrievals, *keep], key=lambda r: _BY_TIME(r.span))
+
+
 def _norm(text: str | None) -> str:
     return " ".join((text or "").split()).casefold()
 
@@ -411,6 +435,7 @@ def _calls(generations: list[Generation], by_id: dict[str, Span]) -> list[Genera
                 ),
                 conventions=set().union(*(g.conventions for g in group)),
                 structured=source.structured,
+                tool_results=next((g.tool_results for g in inner_first if g.tool_results), []),
             )
         )
     return calls
@@ -441,6 +466,10 @@ def _answers(
 def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc]:
     reranked = [r for r in retrievals if r.reranked and r.docs]
     chosen = reranked[-1:] if reranked else retrievals
+    if not chosen and answer is not None and answer.tool_results:
+        # No tool span says what the tools returned (or none has content): the tool
+        # messages in the answering call's input do.
+        chosen = [Retrieval(answer.span, None, answer.tool_results, tool="messages")]
     docs: list[Doc] = []
     seen: set[str] = set()
     ids_only: list[Doc] = []
