@@ -95,6 +95,13 @@ def embed(text: str) -> list[float]:
     return [v / norm for v in vector]
 
 
+def search(query: str, k: int = 2) -> list[str]:
+    """The ids of the `k` knowledge-base documents closest to `query` (the agent apps'
+    retrieval tool ranks with this)."""
+    q = embed(query)
+    return sorted(KB, key=lambda uri: -sum(a * b for a, b in zip(q, embed(KB[uri]), strict=True)))[:k]
+
+
 def scripted_answer(prompt: str) -> str:
     """What the fake model says to a prompt: asked to rewrite a follow-up into a standalone
     question, the standalone question; otherwise the answer of the knowledge-base document
@@ -105,6 +112,22 @@ def scripted_answer(prompt: str) -> str:
                 return standalone
     found = [(prompt.find(text), uri) for uri, text in KB.items() if text in prompt]
     return ANSWERS[min(found)[1]] if found else NO_ANSWER
+
+
+# The agent apps' scripted model plants one wrong fact: the Eiffel Tower's year.
+PLANTED: dict[str, str] = {
+    "kb/eiffel.md": "The Eiffel Tower is in Paris; it was completed in 1925.",
+}
+
+
+def planted_answer(prompt: str) -> str:
+    """`scripted_answer`, except that the answer from a `PLANTED` document states a wrong
+    fact (a faithful model's answer for every other document)."""
+    answer = scripted_answer(prompt)
+    for uri, wrong in PLANTED.items():
+        if answer == ANSWERS[uri]:
+            return wrong
+    return answer
 
 
 def answer_for(question: str) -> str | None:

@@ -1,0 +1,65 @@
+"""Agents whose retrieval is a tool, driven for real: the framework's own model and tool
+extension points (a scripted model, `tests/_openai_server.py` or the framework's test
+model; a tool that really ranks `tests/_framework_apps.KB`), the real instrumentation,
+the SDK's OTLP/HTTP exporter into the running receivers.
+
+For each question: one record, the question, the tool's documents in the order the tool
+returned them as the context, the answer the framework returned; and the embedded
+groundedness evaluator passes the faithful answers and fails the one with a planted wrong
+fact (`PLANTED`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.evaluators.base import BuildContext, EvaluatorSpec
+from monitor.evaluators.registry import build
+from monitor.telemetry import Telemetry
+from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS
+from tests._pipeline import RecordingStage, started
+from tests.test_frameworks_real import _run_app, _until
+from tests.test_otlp_receivers import _config, _value
+
+# (app module, instrumentation, variant, service name)
+APPS = [
+    ("pydantic_ai", "pydantic-ai", "agent", "pydantic-ai"),
+]
+
+
+@pytest.mark.parametrize(("app", "instrumentation", "variant", "service"), APPS)
+async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundedness(
+    telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
+) -> None:
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+        answers, traces = await _run_app(app, instrumentation, variant, endpoint)
+        await _until(
+            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
+            "all traces assembled",
+        )
+        for answer in answers:
+            await stage.wait_for(answer["trace_id"])
+    finally:
+        await receivers.shutdown()
+    assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
+    assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
+    groundedness = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
+    verdicts = {}
+    for answer in answers:
+        ((_, record),) = await stage.wait_for(answer["trace_id"])
+        assert record.query == answer["question"]
+        assert record.response == answer["response"]
+        assert record.context_text == answer["sources"]
+        assert record.missing() == frozenset()
+        assert record.service == service
+        result = await groundedness.evaluate(record)
+        verdicts[record.response] = result.passed
+    wrong = set(PLANTED.values())
+    assert wrong <= verdicts.keys()
+    assert {r: p for r, p in verdicts.items() if r in wrong} == dict.fromkeys(wrong, False)
+    faithful = {r: p for r, p in verdicts.items() if r not in wrong}
+    assert faithful == dict.fromkeys(faithful, True)
+    assert set(faithful) <= set(ANSWERS.values())
