@@ -23,6 +23,8 @@ from tests.test_otlp_receivers import _config, _value
 # (app module, instrumentation, variant, service name)
 APPS = [
     ("pydantic_ai", "pydantic-ai", "agent", "pydantic-ai"),
+    ("openai_agents", "openinference", "agent", "openai-agents-openinference"),
+    ("smolagents", "openinference", "agent", "smolagents-openinference"),
 ]
 
 
