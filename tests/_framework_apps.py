@@ -99,7 +99,9 @@ def search(query: str, k: int = 2) -> list[str]:
     """The ids of the `k` knowledge-base documents closest to `query` (the agent apps'
     retrieval tool ranks with this)."""
     q = embed(query)
-    return sorted(KB, key=lambda uri: -sum(a * b for a, b in zip(q, embed(KB[uri]), strict=True)))[:k]
+    return sorted(KB, key=lambda uri: -sum(a * b for a, b in zip(q, embed(KB[uri]), strict=True)))[
+        :k
+    ]
 
 
 def scripted_answer(prompt: str) -> str:

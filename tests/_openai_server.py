@@ -60,7 +60,7 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")

@@ -24,12 +24,24 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from tests._framework_apps import KB, QUESTIONS, finish, planted_answer, report, search, tracer_provider
+from tests._framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    planted_answer,
+    report,
+    search,
+    tracer_provider,
+)
 
 
 def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = [
-        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
     ]
     if not returns:
         question = next(

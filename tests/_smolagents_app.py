@@ -20,7 +20,7 @@ from tests._openai_server import serve
 class SearchKb(Tool):  # type: ignore[misc]
     name = "search_kb"
     description = "Search the knowledge base."
-    inputs = {"query": {"type": "string", "description": "what to look for"}}  # noqa: RUF012
+    inputs = {"query": {"type": "string", "description": "what to look for"}}
     output_type = "array"
 
     def forward(self, query: str) -> list[dict[str, str]]:

@@ -25,6 +25,7 @@ APPS = [
     ("pydantic_ai", "pydantic-ai", "agent", "pydantic-ai"),
     ("openai_agents", "openinference", "agent", "openai-agents-openinference"),
     ("smolagents", "openinference", "agent", "smolagents-openinference"),
+    ("openai_v2", "openai-v2", "span_only", "openai-v2-span-only"),
 ]
 
 
