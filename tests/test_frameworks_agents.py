@@ -26,6 +26,7 @@ APPS = [
     ("openai_agents", "openinference", "agent", "openai-agents-openinference"),
     ("smolagents", "openinference", "agent", "smolagents-openinference"),
     ("openai_v2", "openai-v2", "span_only", "openai-v2-span-only"),
+    ("openai_v2", "openai-v2", "event_only", "openai-v2-event-only"),
 ]
 
 

@@ -15,13 +15,23 @@ from monitor.spans._codec import (
     decode_json,
     decode_protobuf,
 )
+from monitor.spans._logs import (
+    GENAI_EVENTS,
+    LOG_EVENT_KEY,
+    decode_logs_json,
+    decode_logs_protobuf,
+)
 
 __all__ = [
     "FEEDBACK_KEY",
+    "GENAI_EVENTS",
+    "LOG_EVENT_KEY",
     "DecodeError",
     "Decoded",
     "Span",
     "SpanEvent",
     "decode_json",
+    "decode_logs_json",
+    "decode_logs_protobuf",
     "decode_protobuf",
 ]

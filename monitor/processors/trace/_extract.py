@@ -43,11 +43,12 @@ from monitor.processors.trace._conventions import (
     request_question,
 )
 from monitor.records import RagRecord
-from monitor.spans import FEEDBACK_KEY, DecodeError, Span
+from monitor.spans import FEEDBACK_KEY, LOG_EVENT_KEY, DecodeError, Span, SpanEvent
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
 _ABSENT: Any = object()
 _BY_TIME = attrgetter("start_unix_nano", "end_unix_nano")
+OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 
 
 @dataclass(slots=True)
@@ -70,6 +71,7 @@ def extract_records(
     spans: Sequence[Span], *, route_attribute: str = "http.route"
 ) -> list[RagRecord]:
     """All records in one trace's spans (possibly none)."""
+    spans = _join_log_events(spans)
     if not spans:
         return []
     ordered, by_id, root = _shape(spans)
@@ -651,3 +653,48 @@ class InProcess:
         done: Future[list[Extraction]] = Future()
         done.set_result(extract_traces(traces, route_attribute))
         return done
+
+
+def _join_log_events(spans: Sequence[Span]) -> list[Span]:
+    """Fold the event spans made from OTLP GenAI log events (`monitor.spans.LOG_EVENT_KEY`)
+    into the span they belong to: their events join its events, in time order, and a
+    `gen_ai.client.inference.operation.details` event's attributes (the call's input and
+    output messages) fill the ones the span lacks. Event spans whose span never arrived
+    are left out."""
+    events = [s for s in spans if s.attribute(LOG_EVENT_KEY) is not None]
+    if not events:
+        return list(spans)
+    own = [s for s in spans if s.attribute(LOG_EVENT_KEY) is None]
+    by_id = {s.span_id: s for s in own}
+    joined: dict[str, list[SpanEvent]] = {}
+    for event_span in events:
+        if event_span.parent_span_id in by_id:
+            joined.setdefault(event_span.parent_span_id, []).extend(event_span.events)
+    out = []
+    for span in own:
+        extra = joined.get(span.span_id)
+        if not extra:
+            out.append(span)
+            continue
+        attributes = dict(span.attributes)
+        for event in extra:
+            if event.name == OPERATION_DETAILS:
+                for key, value in event.attributes.items():
+                    attributes.setdefault(key, value)
+        out.append(
+            Span(
+                span.trace_id,
+                span.span_id,
+                span.parent_span_id,
+                span.name,
+                span.start_unix_nano,
+                span.end_unix_nano,
+                attributes=attributes,
+                events=sorted([*span.events, *extra], key=attrgetter("time_unix_nano")),
+                error=span.error,
+                service=span.service,
+                parent_is_remote=span.parent_is_remote,
+                resource=span.resource,
+            )
+        )
+    return out

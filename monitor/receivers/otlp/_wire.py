@@ -9,10 +9,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.component import Delivery, TraceConsumer
-from monitor.spans import Decoded, DecodeError, decode_json, decode_protobuf
+from monitor.spans import (
+    Decoded,
+    DecodeError,
+    decode_json,
+    decode_logs_json,
+    decode_logs_protobuf,
+    decode_protobuf,
+)
 
 _CHUNK = 64 * 1024
 
@@ -59,21 +67,33 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-def decode_request(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> Decoded:
+def decode_request(
+    body: bytes, *, gzip: bool, as_json: bool, limit: int, logs: bool = False
+) -> Decoded:
     """Decompress (optionally) and decode an export request; runs off the event loop.
-    Protobuf spans are decoded lazily: attributes only for the traces that are sampled."""
+    Protobuf spans are decoded lazily: attributes only for the traces that are sampled.
+    `logs`: an `ExportLogsServiceRequest`, whose GenAI events become event spans."""
     if gzip:
         body = gunzip_capped(body, limit)
+    if logs:
+        return decode_logs_json(body) if as_json else decode_logs_protobuf(body)
     return decode_json(body) if as_json else decode_protobuf(body, lazy=True)
 
 
 def decode_and_hand_on(
-    consumer: TraceConsumer, receiver: str, body: bytes, *, gzip: bool, as_json: bool, limit: int
+    consumer: TraceConsumer,
+    receiver: str,
+    body: bytes,
+    *,
+    gzip: bool,
+    as_json: bool,
+    limit: int,
+    logs: bool = False,
 ) -> tuple[Decoded, bool]:
     """Decode a request and hand its spans to the trace stage, in one thread (the
     receivers' decode thread), which then also assembles them. Returns what was decoded
     and whether the trace stage took it (False: answer with a retryable status)."""
-    decoded = decode_request(body, gzip=gzip, as_json=as_json, limit=limit)
+    decoded = decode_request(body, gzip=gzip, as_json=as_json, limit=limit, logs=logs)
     taken = not decoded.spans or consumer.consume([Delivery(receiver, decoded.spans)])
     return decoded, taken
 
@@ -100,6 +120,21 @@ def export_response(decoded: Decoded, *, as_json: bool) -> bytes:
     response = ExportTraceServiceResponse()
     if decoded.rejected:
         response.partial_success.rejected_spans = decoded.rejected
+        response.partial_success.error_message = decoded.message
+    data: bytes = response.SerializeToString()
+    return data
+
+
+def export_logs_response(decoded: Decoded, *, as_json: bool) -> bytes:
+    """`ExportLogsServiceResponse`: success, or the refused log records and why."""
+    if as_json:
+        if not decoded.rejected:
+            return b"{}"
+        partial = {"rejectedLogRecords": str(decoded.rejected), "errorMessage": decoded.message}
+        return json.dumps({"partialSuccess": partial}).encode()
+    response = ExportLogsServiceResponse()
+    if decoded.rejected:
+        response.partial_success.rejected_log_records = decoded.rejected
         response.partial_success.error_message = decoded.message
     data: bytes = response.SerializeToString()
     return data

@@ -24,6 +24,7 @@ from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
     decode_and_hand_on,
+    export_logs_response,
     export_response,
     token_ok,
 )
@@ -33,6 +34,7 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 log = logging.getLogger(__name__)
 RECEIVER = "otlp_grpc"
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
 class OtlpGrpcReceiver:
@@ -63,8 +65,14 @@ class OtlpGrpcReceiver:
         handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
             self._export
         )
+        logs_handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
+            self._export_logs
+        )
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
+            (
+                grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),
+                grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": logs_handler}),
+            )
         )
         if self._tls is None:
             port = server.add_insecure_port(self._endpoint)
@@ -97,7 +105,16 @@ class OtlpGrpcReceiver:
         )
         await context.abort(code, message)
 
-    async def _export(self, request: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
+    async def _export_logs(
+        self, request: bytes, context: aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        """`LogsService/Export`: GenAI log events, joined to their spans by the trace
+        stage; other log records are refused in `partial_success` and counted."""
+        return await self._export(request, context, logs=True)
+
+    async def _export(
+        self, request: bytes, context: aio.ServicerContext[bytes, bytes], *, logs: bool = False
+    ) -> bytes:
         if self._token is not None:
             metadata = dict(context.invocation_metadata() or ())
             presented = metadata.get("authorization")
@@ -119,6 +136,7 @@ class OtlpGrpcReceiver:
                 gzip=False,
                 as_json=False,
                 limit=self._limit,
+                logs=logs,
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)
@@ -130,5 +148,8 @@ class OtlpGrpcReceiver:
         if not taken:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         if decoded.rejected:
-            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
-        return export_response(decoded, as_json=False)
+            reason = "not_genai_event" if logs else "invalid_span"
+            self._t.records_rejected.labels(RECEIVER, reason).inc(decoded.rejected)
+            if logs:
+                self._warn.warning(reason, "OTLP/gRPC log records refused: %s", decoded.message)
+        return (export_logs_response if logs else export_response)(decoded, as_json=False)

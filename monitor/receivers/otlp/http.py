@@ -27,6 +27,7 @@ from monitor.receivers.otlp._wire import (
     Offload,
     TooLarge,
     decode_and_hand_on,
+    export_logs_response,
     export_response,
     status_body,
     token_ok,
@@ -37,6 +38,7 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 log = logging.getLogger(__name__)
 RECEIVER = "otlp_http"
 PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
 RETRY_AFTER_S = 2
 _PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf"})
 _JSON = "application/json"
@@ -74,6 +76,7 @@ class OtlpHttpReceiver:
             return
         app = web.Application(client_max_size=self._limit, middlewares=[self._guard.middleware])
         app.router.add_post(PATH, self._export)
+        app.router.add_post(LOGS_PATH, self._export_logs)
         # Bodies are decompressed here, with a cap, not by the server.
         runner = web.AppRunner(
             app,
@@ -124,7 +127,12 @@ class OtlpHttpReceiver:
             headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
         )
 
-    async def _export(self, request: web.Request) -> web.Response:
+    async def _export_logs(self, request: web.Request) -> web.Response:
+        """`POST /v1/logs`: GenAI log events, joined to their spans by the trace stage;
+        other log records are refused in `partial_success` and counted."""
+        return await self._export(request, logs=True)
+
+    async def _export(self, request: web.Request, *, logs: bool = False) -> web.Response:
         media = request.content_type
         as_json = media == _JSON
         if not token_ok(request.headers.get("Authorization"), self._token):
@@ -184,6 +192,7 @@ class OtlpHttpReceiver:
                 gzip=encoding == "gzip",
                 as_json=as_json,
                 limit=self._limit,
+                logs=logs,
             )
         except TooLarge as exc:
             return self._too_large(str(exc), as_json)
@@ -197,9 +206,13 @@ class OtlpHttpReceiver:
         if not taken:
             return self._unavailable(as_json)
         if decoded.rejected:
-            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+            reason = "not_genai_event" if logs else "invalid_span"
+            self._t.records_rejected.labels(RECEIVER, reason).inc(decoded.rejected)
+            if logs:
+                self._warn.warning(reason, "OTLP/HTTP log records refused: %s", decoded.message)
+        respond = export_logs_response if logs else export_response
         return web.Response(
-            body=export_response(decoded, as_json=as_json),
+            body=respond(decoded, as_json=as_json),
             content_type=_JSON if as_json else "application/x-protobuf",
         )
 

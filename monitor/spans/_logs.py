@@ -1,0 +1,193 @@
+"""OTLP logs carrying GenAI events → spans the trace stage can assemble.
+
+GenAI instrumentations send message content as log events (`gen_ai.user.message`,
+`gen_ai.system.message`, `gen_ai.assistant.message`, `gen_ai.tool.message`,
+`gen_ai.choice`, and one `gen_ai.client.inference.operation.details` per call in the
+newer conventions), each carrying the trace and span id of the model call it belongs to.
+Each becomes a small *event span*: a child of that span in the same trace, holding the
+event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
+travels through the trace stage like any span (same intake, bounds and counters);
+extraction folds it into its parent (`processors/trace/_extract.py`). Other log records
+(no GenAI event name, or no span context) are refused, counted in `rejected`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+from monitor.spans._codec import (
+    _EMPTY_IDS,
+    Decoded,
+    DecodeError,
+    Span,
+    SpanEvent,
+    _any_value,
+    _get,
+    _hex_id,
+    _json_any,
+    _json_attributes,
+    _json_int,
+    _json_list,
+)
+
+LOG_EVENT_KEY = "rag_monitor.log_event"
+GENAI_EVENTS = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.choice",
+        "gen_ai.client.inference.operation.details",
+    }
+)
+
+
+def _event_span(
+    trace_id: str,
+    span_id: str,
+    name: str,
+    time_unix_nano: int,
+    attributes: dict[str, Any],
+    body: Any,
+    service: str,
+    resource: dict[str, Any],
+    index: int,
+) -> Span:
+    attrs = dict(attributes)
+    if body is not None:
+        attrs["body"] = body
+    # A stable id of its own, so that the same record sent twice is one span.
+    digest = hashlib.blake2b(
+        f"{span_id}/{name}/{time_unix_nano}/{index}".encode(), digest_size=8
+    ).hexdigest()
+    return Span(
+        trace_id,
+        digest,
+        span_id,
+        name,
+        time_unix_nano,
+        time_unix_nano,
+        attributes={LOG_EVENT_KEY: name},
+        events=[SpanEvent(name, time_unix_nano, attrs)],
+        service=service,
+        resource=resource,
+    )
+
+
+def _refusal(name: str, has_context: bool) -> str | None:
+    if name not in GENAI_EVENTS:
+        return f"log record {name or '(no event name)'!r} is not a GenAI event"
+    if not has_context:
+        return f"GenAI event {name!r} has no trace and span id to join it to its span"
+    return None
+
+
+def decode_logs_protobuf(body: bytes) -> Decoded:
+    """Decode an OTLP/protobuf `ExportLogsServiceRequest`."""
+    request = ExportLogsServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except ProtobufDecodeError as exc:
+        raise DecodeError("bad_protobuf", f"body is not an OTLP logs request: {exc}") from None
+    spans: list[Span] = []
+    rejected = 0
+    message = ""
+    for rl in request.resource_logs:
+        resource = {kv.key: _any_value(kv.value) for kv in rl.resource.attributes}
+        service = str(resource.get("service.name") or "unknown")
+        for sl in rl.scope_logs:
+            for i, record in enumerate(sl.log_records):
+                attrs = {kv.key: _any_value(kv.value) for kv in record.attributes}
+                name = record.event_name or str(attrs.pop("event.name", ""))
+                trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
+                refusal = _refusal(
+                    name,
+                    len(record.trace_id) == 16
+                    and len(record.span_id) == 8
+                    and trace_id not in _EMPTY_IDS
+                    and span_id not in _EMPTY_IDS,
+                )
+                if refusal is not None:
+                    rejected += 1
+                    message = message or refusal
+                    continue
+                body_value = _any_value(record.body) if record.HasField("body") else None
+                when = record.time_unix_nano or record.observed_time_unix_nano
+                spans.append(
+                    _event_span(
+                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
+                    )
+                )
+    return Decoded(spans, rejected, message)
+
+
+def decode_logs_json(body: bytes) -> Decoded:
+    """Decode an OTLP/JSON `ExportLogsServiceRequest`."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
+    try:
+        return _decode_logs_json(data)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        raise DecodeError("bad_json", f"body is not an OTLP/JSON logs request: {exc}") from None
+
+
+def _decode_logs_json(data: Any) -> Decoded:
+    if not isinstance(data, dict):
+        raise DecodeError("bad_json", "body: expected a JSON object with resourceLogs")
+    spans: list[Span] = []
+    rejected = 0
+    message = ""
+    for r, rl in enumerate(_json_list(data, "resourceLogs", "resource_logs", "body")):
+        where = f"resourceLogs[{r}]"
+        if not isinstance(rl, dict):
+            raise DecodeError("bad_json", f"{where}: expected an object")
+        resource = _json_attributes(
+            (rl.get("resource") or {}).get("attributes") or [], f"{where}.resource.attributes"
+        )
+        service = str(resource.get("service.name") or "unknown")
+        for s, sl in enumerate(_json_list(rl, "scopeLogs", "scope_logs", where)):
+            swhere = f"{where}.scopeLogs[{s}]"
+            if not isinstance(sl, dict):
+                raise DecodeError("bad_json", f"{swhere}: expected an object")
+            for i, record in enumerate(_json_list(sl, "logRecords", "log_records", swhere)):
+                lwhere = f"{swhere}.logRecords[{i}]"
+                if not isinstance(record, dict):
+                    raise DecodeError("bad_json", f"{lwhere}: expected an object")
+                attrs = _json_attributes(record.get("attributes") or [], f"{lwhere}.attributes")
+                name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
+                trace_id = _hex_id(
+                    _get(record, "traceId", "trace_id"), 16, f"{lwhere}.traceId", optional=True
+                )
+                span_id = _hex_id(
+                    _get(record, "spanId", "span_id"), 8, f"{lwhere}.spanId", optional=True
+                )
+                refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
+                if refusal is not None:
+                    rejected += 1
+                    message = message or refusal
+                    continue
+                body_value = (
+                    _json_any(record["body"], f"{lwhere}.body") if "body" in record else None
+                )
+                when = _json_int(
+                    _get(record, "timeUnixNano", "time_unix_nano")
+                    or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
+                    or 0,
+                    f"{lwhere}.timeUnixNano",
+                )
+                spans.append(
+                    _event_span(
+                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
+                    )
+                )
+    return Decoded(spans, rejected, message)

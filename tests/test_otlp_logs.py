@@ -1,0 +1,114 @@
+"""GenAI content sent as OTLP log events (`/v1/logs`, gRPC `LogsService/Export`): the
+SDK's own log exporters send `gen_ai.*.message` / `gen_ai.choice` events inside a chat
+span; the trace stage joins them to that span by trace and span id, and the record has
+the question, the tool's result as context and the answer. Other log records are refused
+in the response's `partial_success` and counted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import LogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from monitor.telemetry import Telemetry
+from tests._pipeline import RecordingStage, Served, started
+from tests.test_otlp_receivers import _config, _exporter, _value
+
+QUESTION = "When was the Eiffel Tower completed?"
+DOC = "The Eiffel Tower was completed in 1889."
+ANSWER = "It was completed in 1889."
+
+
+def _log_exporter(receivers: Served, protocol: str) -> LogRecordExporter:
+    if protocol == "grpc":
+        assert receivers.grpc is not None
+        return GrpcLogs(endpoint=f"127.0.0.1:{receivers.grpc.port}", insecure=True)
+    assert receivers.http is not None
+    return HttpLogs(endpoint=f"http://127.0.0.1:{receivers.http.port}/v1/logs")
+
+
+def _send(receivers: Served, protocol: str) -> str:
+    """One chat call whose content is log events, as the SDK sends them; its trace id."""
+    resource = Resource.create({"service.name": "events-app"})
+    tracing = TracerProvider(resource=resource)
+    tracing.add_span_processor(SimpleSpanProcessor(_exporter(receivers, protocol)))
+    logging = LoggerProvider(resource=resource)
+    logging.add_log_record_processor(SimpleLogRecordProcessor(_log_exporter(receivers, protocol)))
+    tracer, logger = tracing.get_tracer("app"), logging.get_logger("openai-v2")
+    with tracer.start_as_current_span("POST /ask") as root:
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+            logger.emit(event_name="gen_ai.user.message", body={"content": QUESTION})
+            calls = [{"id": "c1", "type": "function", "function": {"name": "search_kb"}}]
+            logger.emit(event_name="gen_ai.assistant.message", body={"tool_calls": calls})
+            logger.emit(event_name="gen_ai.tool.message", body={"content": DOC, "id": "c1"})
+            logger.emit(
+                event_name="gen_ai.choice",
+                body={"index": 0, "finish_reason": "stop", "message": {"content": ANSWER}},
+            )
+            logger.emit(body="a plain application log line")  # not a GenAI event
+    tracing.shutdown()
+    logging.shutdown()
+    return f"{root.get_span_context().trace_id:032x}"
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_genai_log_events_are_joined_to_their_span(
+    telemetry: Telemetry, protocol: str
+) -> None:
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        trace_id = await asyncio.to_thread(_send, receivers, protocol)
+        ((_, record),) = await stage.wait_for(trace_id)
+        receiver = f"otlp_{protocol}"
+        refused = _value(
+            telemetry, "records_rejected_total", receiver=receiver, reason="not_genai_event"
+        )
+    finally:
+        await receivers.shutdown()
+    assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [DOC])
+    assert record.retrieved_context[0].doc_uri == "search_kb"
+    assert refused == 1
+
+
+async def test_other_logs_are_refused_with_the_reason(telemetry: Telemetry) -> None:
+    import httpx
+
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        body = {
+            "resourceLogs": [
+                {
+                    "scopeLogs": [
+                        {"logRecords": [{"body": {"stringValue": "GET /health 200"}}]},
+                    ]
+                }
+            ]
+        }
+        async with httpx.AsyncClient() as client:
+            response = await client.post(
+                f"http://127.0.0.1:{receivers.http.port}/v1/logs",
+                content=json.dumps(body),
+                headers={"Content-Type": "application/json"},
+            )
+    finally:
+        await receivers.shutdown()
+    assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "1"
+    assert "is not a GenAI event" in partial["errorMessage"]
+    assert (
+        _value(telemetry, "records_rejected_total", receiver="otlp_http", reason="not_genai_event")
+        == 1
+    )
+    assert stage.records == []
