@@ -314,6 +314,9 @@ class TraceAssembly(_Section):
     # push back (retryable status, paused Kafka partitions).
     queue_size: int = Field(default=10_000, gt=0)
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # How long a whole trace of a service that sends GenAI log events waits for them (the
+    # SDK's log and span batch processors export independently, 5 s apart at most).
+    log_events_wait_s: Seconds = Field(default=5.0, ge=0)
 
 
 # -- sampling, budgets, judge ------------------------------------------------------------

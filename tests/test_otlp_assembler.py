@@ -104,3 +104,38 @@ def test_runaway_trace_is_capped() -> None:
     (done,) = asm.drain()
     assert done.trigger == "shutdown"
     assert len(done.spans) == MAX_SPANS_PER_TRACE
+
+
+def _event(trace: str, parent: str, service: str = "svc") -> Span:
+    return Span(
+        trace.ljust(32, "0"),
+        f"e{parent}".rjust(16, "0"),
+        parent.rjust(16, "0"),
+        "gen_ai.choice",
+        3,
+        3,
+        attributes={"rag_monitor.log_event": "gen_ai.choice"},
+        service=service,
+    )
+
+
+def test_a_service_sending_log_events_has_its_whole_traces_wait_for_them() -> None:
+    """Log events come apart from the spans, often after the root: once a service has sent
+    some, its whole traces wait `log_events_wait_s` (still `root_ended`) and the events
+    that arrive meanwhile join them; other services' traces are released at once."""
+    asm = TraceAssembler(
+        idle_timeout_s=10, max_open_traces=100, clock=lambda: 0.0, log_events_wait_s=5
+    )
+    (first,) = asm.add([_span("a", "1"), _span("a", "2", "1")], "otlp_http", now=0)
+    assert first.trigger == "root_ended"  # no log events seen yet from "svc"
+    late = asm.add([_event("a", "2")], "otlp_http", now=1)
+    assert late == []  # late (counted), but now "svc" is known to send log events
+    assert asm.add([_span("b", "1"), _span("b", "2", "1")], "otlp_http", now=2) == []
+    assert asm.add([_event("b", "2")], "otlp_http", now=4) == []  # joins the held trace
+    assert asm.expire(now=6.9) == []
+    (held,) = asm.expire(now=7)
+    assert held.trigger == "root_ended"
+    assert sorted(s.name for s in held.spans) == ["1", "2", "gen_ai.choice"]
+    other = Span("c".ljust(32, "0"), "1".rjust(16, "0"), "", "root", 1, 2, service="other")
+    (done,) = asm.add([other], "otlp_http", now=8)
+    assert done.trigger == "root_ended"

@@ -12,6 +12,11 @@ A trace is released when
   replica);
 - `shutdown`: the monitor is stopping.
 
+A service that sends GenAI log events (event spans, `monitor.spans.LOG_EVENT_KEY`) exports
+them apart from its spans, often after the root: once one has arrived from a service, its
+traces that become whole wait `log_events_wait_s` more before `root_ended` releases them,
+so that their events still join them.
+
 Spans of a trace that was already released (a late batch) are counted as `late_span` and
 dropped, so one request never becomes two partial records; the memory of released ids is
 bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure apart
@@ -26,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.spans import Span
+from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown"]
 TRIGGERS: tuple[Trigger, ...] = ("root_ended", "idle_timeout", "evicted", "flushed", "shutdown")
@@ -42,6 +47,7 @@ class _Open:
     missing_parents: set[str] = field(default_factory=set)
     has_root: bool = False
     size: int = 0
+    service: str = ""  # the root's
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -61,8 +67,12 @@ class TraceAssembler:
         max_open_bytes: int = 1 << 62,
         on_drop: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        log_events_wait_s: float = 0.0,
     ) -> None:
         self._idle = idle_timeout_s
+        self._log_wait = log_events_wait_s
+        self._log_services: set[str] = set()  # services that sent GenAI log events
+        self._held: OrderedDict[str, float] = OrderedDict()  # whole traces → release time
         self._max = max_open_traces
         self._max_bytes = max_open_bytes
         self._bytes = 0
@@ -95,6 +105,8 @@ class TraceAssembler:
         late = 0
         oversize = 0
         for span in spans:
+            if span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None:
+                self._saw_log_events(span.service)
             trace_id = span.trace_id
             trace = touched.get(trace_id) or self._open.get(trace_id)
             if trace is None:
@@ -119,12 +131,17 @@ class TraceAssembler:
             trace.missing_parents.discard(span_id)
             if span.is_root:
                 trace.has_root = True
+                trace.service = span.service
             elif span.parent_span_id not in trace.spans:
                 trace.missing_parents.add(span.parent_span_id)
         for trace_id, trace in touched.items():
             trace.last_seen = now
             trace.source = source
             if trace.has_root and not trace.missing_parents:
+                if self._log_wait > 0 and trace.service in self._log_services:
+                    self._held.setdefault(trace_id, now + self._log_wait)
+                    self._open.move_to_end(trace_id)
+                    continue
                 del self._open[trace_id]
                 finished.append(self._release(trace_id, trace, "root_ended"))
             else:
@@ -139,9 +156,18 @@ class TraceAssembler:
         return finished
 
     def expire(self, now: float | None = None) -> list[FinishedTrace]:
-        """Release traces idle for `idle_timeout_s` (oldest first)."""
+        """Release whole traces whose wait for log events is over, and traces idle for
+        `idle_timeout_s` (oldest first)."""
         now = self._clock() if now is None else now
         finished = []
+        while self._held:
+            trace_id, release_at = next(iter(self._held.items()))
+            if now < release_at:
+                break
+            del self._held[trace_id]
+            held = self._open.pop(trace_id, None)
+            if held is not None:
+                finished.append(self._release(trace_id, held, "root_ended"))
         while self._open:
             trace_id, trace = next(iter(self._open.items()))
             if now - trace.last_seen < self._idle:
@@ -163,7 +189,12 @@ class TraceAssembler:
         self._open.clear()
         return finished
 
+    def _saw_log_events(self, service: str) -> None:
+        if len(self._log_services) < self._max:  # bounded like everything else here
+            self._log_services.add(service)
+
     def _release(self, trace_id: str, trace: _Open, trigger: Trigger) -> FinishedTrace:
+        self._held.pop(trace_id, None)
         self._bytes -= trace.size
         self._released[trace_id] = None
         while len(self._released) > self._max:

@@ -193,6 +193,7 @@ class TraceStage:
             max_open_bytes=assembly.max_open_bytes,
             on_drop=self._count_drop,
             clock=clock,
+            log_events_wait_s=assembly.log_events_wait_s,
         )
         self._contributors: dict[str, list[_Ack]] = {}
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
