@@ -5,14 +5,17 @@
 The pipeline is the one Haystack's RAG tutorial builds: `InMemoryBM25Retriever` (BM25
 over an `InMemoryDocumentStore`, so retrieval really ranks) → `ChatPromptBuilder` (a
 system message with the documents, the question as the user message) → Haystack's own
-`MockChatGenerator` answering by `scripted_answer`. Prints one JSON line per question."""
+`MockChatGenerator` answering by `scripted_answer` (variant `pipeline`); or, variant
+`completion`, `PromptBuilder` (one text prompt) → a generator component replying with
+strings (`replies: list[str]`, the completion-generator shape), written with Haystack's
+`@component`. Prints one JSON line per question."""
 
 from __future__ import annotations
 
 import sys
 
-from haystack import Document, Pipeline
-from haystack.components.builders import ChatPromptBuilder
+from haystack import Document, Pipeline, component
+from haystack.components.builders import ChatPromptBuilder, PromptBuilder
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
@@ -27,8 +30,24 @@ SYSTEM = """Answer the question from these documents only.
 {% endfor %}"""
 
 
+PROMPT = """Answer the question from these documents only.
+{% for document in documents %}
+{{ document.content }}
+{% endfor %}
+Question: {{ question }}"""
+
+
 def answer(messages: list[ChatMessage]) -> str:
     return scripted_answer("\n".join(m.text or "" for m in messages))
+
+
+@component
+class ScriptedGenerator:
+    """A completion generator: a text prompt in, string replies out (`meta` per reply)."""
+
+    @component.output_types(replies=list[str], meta=list[dict[str, str]])
+    def run(self, prompt: str) -> dict[str, list[str] | list[dict[str, str]]]:
+        return {"replies": [scripted_answer(prompt)], "meta": [{"model": "scripted"}]}
 
 
 def main(instrumentation: str, variant: str, endpoint: str) -> None:
@@ -42,16 +61,25 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     )
     pipeline = Pipeline()
     pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=2))
-    pipeline.add_component(
-        "prompt_builder",
-        ChatPromptBuilder(
-            template=[ChatMessage.from_system(SYSTEM), ChatMessage.from_user("{{ question }}")],
-            required_variables=["question", "documents"],
-        ),
-    )
-    pipeline.add_component("llm", MockChatGenerator(response_fn=answer, model="scripted"))
+    if variant == "completion":
+        pipeline.add_component(
+            "prompt_builder",
+            PromptBuilder(template=PROMPT, required_variables=["question", "documents"]),
+        )
+        pipeline.add_component("llm", ScriptedGenerator())
+    else:
+        pipeline.add_component(
+            "prompt_builder",
+            ChatPromptBuilder(
+                template=[ChatMessage.from_system(SYSTEM), ChatMessage.from_user("{{ question }}")],
+                required_variables=["question", "documents"],
+            ),
+        )
+        pipeline.add_component("llm", MockChatGenerator(response_fn=answer, model="scripted"))
     pipeline.connect("retriever.documents", "prompt_builder.documents")
-    pipeline.connect("prompt_builder.prompt", "llm.messages")
+    pipeline.connect(
+        "prompt_builder.prompt", "llm.prompt" if variant == "completion" else "llm.messages"
+    )
     tracer = provider.get_tracer("app")
     for question, _ in QUESTIONS:
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
@@ -61,7 +89,8 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
                 include_outputs_from={"retriever"},
             )
         sources = [d.content or "" for d in result["retriever"]["documents"]]
-        report(trace_id, question, result["llm"]["replies"][0].text or "", sources)
+        reply = result["llm"]["replies"][0]
+        report(trace_id, question, reply if isinstance(reply, str) else reply.text or "", sources)
     finish(provider, roots)
 
 

@@ -41,6 +41,7 @@ APPS = [
     ("langgraph", "openinference", "agent"),
     ("langgraph", "openllmetry", "agent"),
     ("haystack", "openinference", "pipeline"),
+    ("haystack", "openinference", "completion"),
     ("dspy", "openinference", "rag"),
 ]
 

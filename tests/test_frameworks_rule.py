@@ -317,3 +317,39 @@ def test_chain_only_traces_are_not_rag_requests() -> None:
             with _chain(t, "split_text", inp={"text": text}, out=[text]):
                 pass
     assert t.records() == []
+
+
+def test_string_reply_generator_in_a_pipeline_is_one_model_call() -> None:
+    """Haystack-like completion pipeline: a prompt builder traced as an LLM span (its output
+    is the generator's prompt), a generator component replying with strings, and the
+    provider SDK's span inside the generator: one record, answered by the generator, with
+    the provider's model."""
+    t = Trace()
+    prompt = f"{SYSTEM}\n" + "\n".join(DOCS) + f"\nQuestion: {QUESTION}"
+    with t.span("POST /ask"):
+        pipeline_input = {
+            "data": {"retriever": {"query": QUESTION}, "prompt_builder": {"question": QUESTION}},
+            "include_outputs_from": "{'retriever'}",
+        }
+        with _chain(t, "Pipeline.run", inp=pipeline_input):
+            with _oi_retriever(t, QUESTION, DOCS):
+                pass
+            with t.span(
+                "PromptBuilder.run",
+                openinference__span__kind="LLM",
+                input__value=json.dumps({"kwargs": {"question": QUESTION}}),
+                output__value=prompt,
+            ):
+                pass
+            with t.span(
+                "Generator.run",
+                openinference__span__kind="LLM",
+                input__value=json.dumps({"prompt": prompt}),
+                output__value=json.dumps({"replies": [ANSWER]}),
+            ):
+                with _oi_llm(t, "ChatCompletion", [("user", prompt)], ANSWER, llm__model_name="m1"):
+                    pass
+    (record,) = t.records()
+    assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, DOCS)
+    assert record.model == "m1"
+    assert record.metadata["span_name"] == "Generator.run"

@@ -7,7 +7,8 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
    as a user question (`conventions.request_question`: not a repr, not a model prompt).
 3. All calls under one request are one record, answered by the last call with text
    (`_answers`); calls under no request are grouped by the user message they answer.
-   A query rewriter (output = a later retrieval's query) never answers.
+   A query rewriter (output = a later retrieval's query) and a prompt builder traced as
+   a model call (output = another call's prompt) never answer.
 4. Query: `rag.query` > the request's question > topmost chain input > the retriever's
    query inside the prompt > last user message. A retrieval query in other words goes
    to `metadata.retrieval_query` (a chat engine's condensed follow-up).
@@ -451,12 +452,16 @@ def _answers(
     planning turn, the answering call): the one that ended last answers. Calls outside
     any request span are grouped by the user message they answer."""
     rewritten = {_norm(r.query) for r in retrievals if r.query}
+    prompts = {id(c): _norm(c.user_query) for c in calls if c.user_query}
     latest: dict[object, _Answer] = {}
     for call in calls:
         if call.output is None or not call.output.strip():
             continue  # a tool call or a failed call, not an answer
         if _norm(call.output) in rewritten:
             continue  # a query rewriter: its output is what the retriever searched for
+        output = _norm(call.output)
+        if any(p == output for i, p in prompts.items() if i != id(call)):
+            continue  # a prompt builder traced as an LLM span: its output is a call's prompt
         request = requests.of(call.span)
         key: object = request.span_id if request is not None else _norm(call.user_query)
         current = latest.get(key)
