@@ -23,7 +23,7 @@ from monitor import __version__
 from monitor.config import Config, ConfigError, effective_config, load_config
 from monitor.evaluators.registry import check_evaluators
 from monitor.exporters.prometheus import load_web_security
-from monitor.exporters.summary import SummarySink
+from monitor.exporters.summary import SummarySink, skipped_counts
 from monitor.receivers.replay import replay_file
 from monitor.service import Service, tune_gc
 
@@ -313,7 +313,7 @@ async def _replay(config: Config, path: Path, output: Path | None, strict: bool)
             f"{stats.accepted} records evaluated, {stats.rejected} malformed lines skipped, "
             f"{abandoned} abandoned{interrupted}"
         )
-    print(summary.table())
+    print(summary.table(skipped_counts(service.telemetry.registry)))
     if output is not None:
         print(f"results: {output}")
     return 1 if strict and stats.rejected else 0

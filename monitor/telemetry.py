@@ -91,6 +91,7 @@ class Telemetry:
     records: Counter
     records_rejected: Counter
     records_incomplete: Counter
+    evaluations_skipped: Counter
     sampling_decisions: Counter
     evaluations: Counter
     evaluation_score: Histogram
@@ -168,6 +169,12 @@ def create_telemetry(
             "records_incomplete",
             "Records lacking a part some evaluators need.",
             ("service", "missing"),
+        ),
+        evaluations_skipped=counter(
+            "evaluations_skipped",
+            "Evaluations not run because the record lacks the evaluator's input "
+            "(reason: no_query, no_context, no_response).",
+            ("service", "evaluator", "reason"),
         ),
         sampling_decisions=counter(
             "sampling_decisions",

@@ -304,3 +304,25 @@ def test_run_with_bad_config_exits_1(tmp_path: Path, cli: list[str]) -> None:
     result = subprocess.run([*cli, "run", "--config", str(config)], capture_output=True, text=True)
     assert result.returncode == 1
     assert "config error: sampling.rate" in result.stderr
+
+
+def test_replay_summary_shows_what_each_evaluator_skipped_and_why(
+    tmp_path: Path, cli: list[str]
+) -> None:
+    data = tmp_path / "no_context.jsonl"
+    grounded = {
+        "request": "Warranty?",
+        "retrieved_context": ["Two years."],
+        "response": "Two years.",
+    }
+    no_context = {"request": "Warranty?", "response": "Two years."}
+    data.write_text(json.dumps(grounded) + "\n" + json.dumps(no_context) + "\n")
+    result = subprocess.run(
+        [*cli, "replay", str(data)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    assert "skipped" in rows["evaluator"]
+    assert rows["local_groundedness"].split()[1] == "1"  # the record with context
+    assert rows["local_groundedness"].endswith("1 no context")
+    assert "local_groundedness skipped a record of service" in result.stderr

@@ -187,6 +187,10 @@ async def test_missing_parts_skip_evaluators_and_are_counted(telemetry: Telemetr
         )
         == 0
     )
+    # The skip itself is counted, by evaluator and reason.
+    skipped = {"service": "svc", "evaluator": "ctx", "reason": "no_context"}
+    assert _value(telemetry, "evaluations_skipped_total", **skipped) == 1
+    assert _value(telemetry, "evaluations_skipped_total", **{**skipped, "evaluator": "any"}) == 0
 
 
 async def test_evaluators_not_in_the_carried_decision_are_skipped(telemetry: Telemetry) -> None:

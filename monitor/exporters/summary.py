@@ -1,10 +1,17 @@
-"""Per-evaluator totals for the end-of-run table of `rag-monitor replay`."""
+"""Per-evaluator totals for the end-of-run table of `rag-monitor replay`, with how many
+records each evaluator skipped and why (no query, no context, no response: counted by the
+evaluation stage in `evaluations_skipped_total`; no reference: the reference-based
+evaluators' "needs expected_response" result)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
 
 from monitor.evaluators.base import EvalResult
+from monitor.evaluators.judges import NEEDS_REFERENCE
 from monitor.records import RagRecord
 
 
@@ -16,6 +23,7 @@ class EvaluatorTotals:
     errors: int = 0
     normalized_sum: float = 0.0
     normalized_n: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason → records
 
     @property
     def mean_normalized(self) -> float | None:
@@ -44,6 +52,10 @@ class SummarySink:
             totals = self.totals.setdefault(name, EvaluatorTotals())
             totals.count += 1
             outcome = result.outcome
+            if result.error == NEEDS_REFERENCE:
+                totals.count -= 1
+                totals.skipped["no_reference"] = totals.skipped.get("no_reference", 0) + 1
+                continue
             if outcome == "error":
                 totals.errors += 1
                 continue
@@ -55,17 +67,39 @@ class SummarySink:
                 totals.normalized_sum += result.normalized
                 totals.normalized_n += 1
 
-    def table(self) -> str:
-        header = ("evaluator", "count", "mean_normalized", "fail_rate", "errors")
+    def table(self, skipped: Mapping[str, Mapping[str, int]] | None = None) -> str:
+        """The table; `skipped`: evaluator → reason → records it skipped for lack of input
+        (`skipped_counts`)."""
+        totals = {name: t for name, t in self.totals.items()}
+        for name, reasons in (skipped or {}).items():
+            t = totals.setdefault(name, EvaluatorTotals())
+            for reason, n in reasons.items():
+                t.skipped[reason] = t.skipped.get(reason, 0) + n
+        header = ("evaluator", "count", "mean_normalized", "fail_rate", "errors", "skipped")
         rows = [header]
-        for name in sorted(self.totals):
-            t = self.totals[name]
+        for name in sorted(totals):
+            t = totals[name]
             mean = "-" if t.mean_normalized is None else f"{t.mean_normalized:.3f}"
             rate = "-" if t.fail_rate is None else f"{t.fail_rate:.1%}"
-            rows.append((name, str(t.count), mean, rate, str(t.errors)))
+            skips = ", ".join(
+                f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(t.skipped.items()) if n
+            )
+            rows.append((name, str(t.count), mean, rate, str(t.errors), skips or "0"))
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = [
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(line.rstrip() for line in lines)
+
+
+def skipped_counts(registry: CollectorRegistry) -> dict[str, dict[str, int]]:
+    """evaluator → reason → records, from `evaluations_skipped_total` (all services)."""
+    out: dict[str, dict[str, int]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == "rag_monitor_evaluations_skipped_total" and sample.value:
+                reasons = out.setdefault(sample.labels["evaluator"], {})
+                reason = sample.labels["reason"]
+                reasons[reason] = reasons.get(reason, 0) + int(sample.value)
+    return out

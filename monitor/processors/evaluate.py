@@ -43,6 +43,7 @@ from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
+_PARTS = ("query", "context", "response")  # the order a skip's reason is named in
 
 # Queued records a worker takes at once. Bounded so that one batch of large records stays
 # well inside the evaluation deadline and other workers get a share of a burst.
@@ -363,11 +364,28 @@ class EvaluationStage:
         for stage in stages:
             decision = self._decision(stage, sampled, missing, results)
             if decision is None:
+                self._skipped(service, stage.evaluator, missing)
                 continue
             decisions[(service, stage.evaluator.name, decision)] += 1
             if decision == "sampled":
                 chosen.append(stage.evaluator)
         return chosen
+
+    def _skipped(self, service: str, evaluator: Evaluator, missing: frozenset[str]) -> None:
+        """Count an evaluation not run for lack of its input, and say so once in a while
+        per service, evaluator and reason (a record with no context never fails
+        groundedness: it is not judged at all)."""
+        part = next(p for p in _PARTS if p in evaluator.requires & missing)
+        reason = f"no_{part}"
+        self._t.child(self._t.evaluations_skipped, service, evaluator.name, reason).inc()
+        self._warn.warning(
+            f"skipped/{service}/{evaluator.name}/{reason}",
+            "%s skipped a record of service %r: it has no %s (records_incomplete_total "
+            "counts such records; see the README's 'Tracing your app')",
+            evaluator.name,
+            service,
+            part,
+        )
 
     def _decision(
         self,
