@@ -116,7 +116,16 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     check.add_argument(
         "file", type=Path, nargs="?", default=config_default, help=f"default ${FLAG_ENV['config']}"
     )
-    for subparser in (run, replay, check):
+    sample = sub.add_parser(
+        "send-sample",
+        help="send one faithful and one hallucinated sample RAG trace to a running monitor",
+    )
+    sample.add_argument(
+        "--endpoint",
+        help="the monitor's OTLP/HTTP address (default $OTEL_EXPORTER_OTLP_ENDPOINT, "
+        "else http://127.0.0.1:4318)",
+    )
+    for subparser in (run, replay, check, sample):
         _logging_flags(subparser, None)
     return parser
 
@@ -153,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.log_level, args.log_format)
     if args.command == "check-config":
         return _check_config(args.file)
+    if args.command == "send-sample":
+        return _send_sample(args.endpoint)
     tune_gc()
     try:
         config = load_config(args.config)
@@ -164,6 +175,23 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             log.error("config error: %s", problem)
         return 1
+
+
+def _send_sample(endpoint: str | None) -> int:
+    from monitor.sample import default_endpoint, send_sample
+
+    try:
+        sent = send_sample(endpoint or default_endpoint())
+    except ConnectionError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(
+        f"sent 2 traces to {sent.endpoint}: faithful {sent.faithful_trace_id}, "
+        f"hallucinated {sent.hallucinated_trace_id}\n"
+        "see the verdicts: curl -s 127.0.0.1:9464/metrics | grep "
+        "'rag_monitor_evaluations_total{.*rag-monitor-sample'"
+    )
+    return 0
 
 
 def _check_config(path: Path) -> int:

@@ -326,3 +326,70 @@ def test_replay_summary_shows_what_each_evaluator_skipped_and_why(
     assert rows["local_groundedness"].split()[1] == "1"  # the record with context
     assert rows["local_groundedness"].endswith("1 no context")
     assert "local_groundedness skipped a record of service" in result.stderr
+
+
+def test_send_sample_gives_a_pass_and_a_fail_on_metrics(
+    tmp_path: Path, cli: list[str], free_port: Callable[[], int]
+) -> None:
+    """The quick start's last step: against a real `rag-monitor run`, `send-sample` makes
+    one faithful and one hallucinated trace, and /metrics shows a pass and a fail."""
+    port, http = free_port(), free_port()
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "receivers:\n  otlp:\n    protocols:\n"
+        f"      grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
+        f"      http: {{endpoint: '127.0.0.1:{http}'}}\n"
+        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{port}'}}\n"
+    )
+    proc = subprocess.Popen(
+        [*cli, "run", "--config", str(config)], stderr=subprocess.PIPE, text=True, env=_env()
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def metrics() -> str:
+        assert proc.poll() is None, "monitor exited"
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def groundedness(outcome: str) -> float:
+        prefix = "rag_monitor_evaluations_total{"
+        for line in metrics().splitlines():
+            if (
+                line.startswith(prefix)
+                and 'service="rag-monitor-sample"' in line
+                and 'evaluator="local_groundedness"' in line
+                and f'outcome="{outcome}"' in line
+            ):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    try:
+        wait_until(lambda: bool(metrics()), 30, "/metrics", errors=(OSError,))
+        sent = subprocess.run(
+            [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{http}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(),
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert "sent 2 traces" in sent.stdout
+        wait_until(lambda: groundedness("pass") + groundedness("fail") >= 2, 60, "two verdicts")
+        assert (groundedness("pass"), groundedness("fail")) == (1, 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+
+
+def test_send_sample_without_a_monitor_says_so(
+    cli: list[str], free_port: Callable[[], int]
+) -> None:
+    result = subprocess.run(
+        [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    assert result.returncode == 1
+    assert "did not take the sample traces (is it running?)" in result.stderr
