@@ -189,7 +189,7 @@ def _send_sample(endpoint: str | None) -> int:
         f"sent 2 traces to {sent.endpoint}: faithful {sent.faithful_trace_id}, "
         f"hallucinated {sent.hallucinated_trace_id}\n"
         "see the verdicts: curl -s 127.0.0.1:9464/metrics | grep "
-        "'rag_monitor_evaluations_total{.*rag-monitor-sample'"
+        "'evaluations_total{evaluator=\"local_groundedness\".*rag-monitor-sample'"
     )
     return 0
 
