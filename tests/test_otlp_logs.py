@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
@@ -112,3 +113,99 @@ async def test_other_logs_are_refused_with_the_reason(telemetry: Telemetry) -> N
         == 1
     )
     assert stage.records == []
+
+
+def _kv(key: str, value: Any) -> dict[str, Any]:
+    return {"key": key, "value": _any(value)}
+
+
+def _any(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [_any(v) for v in value]}}
+    return {"kvlistValue": {"values": [_kv(k, v) for k, v in value.items()]}}
+
+
+async def test_otlp_json_operation_details_event_fills_the_chat_spans_messages(
+    telemetry: Telemetry,
+) -> None:
+    """The newer form: one `gen_ai.client.inference.operation.details` event per call, its
+    messages as structured attributes, sent as OTLP/JSON (hex ids)."""
+    import httpx
+
+    trace_id, root_id, chat_id = "ab" * 16, "01" * 8, "02" * 8
+    resource = {"attributes": [_kv("service.name", "json-app")]}
+    spans = {
+        "resourceSpans": [
+            {
+                "resource": resource,
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_id,
+                                "spanId": chat_id,
+                                "parentSpanId": root_id,
+                                "name": "chat m",
+                                "startTimeUnixNano": "2",
+                                "endTimeUnixNano": "3",
+                                "attributes": [_kv("gen_ai.operation.name", "chat")],
+                            },
+                            {
+                                "traceId": trace_id,
+                                "spanId": root_id,
+                                "name": "POST /ask",
+                                "startTimeUnixNano": "1",
+                                "endTimeUnixNano": "4",
+                            },
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": DOC}]},
+    ]
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+    logs = {
+        "resourceLogs": [
+            {
+                "resource": resource,
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            {
+                                "timeUnixNano": "3",
+                                "eventName": "gen_ai.client.inference.operation.details",
+                                "traceId": trace_id,
+                                "spanId": chat_id,
+                                "attributes": [
+                                    _kv("gen_ai.input.messages", messages),
+                                    _kv("gen_ai.output.messages", output),
+                                ],
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        base = f"http://127.0.0.1:{receivers.http.port}"
+        headers = {"Content-Type": "application/json"}
+        async with httpx.AsyncClient() as client:
+            sent_logs = await client.post(f"{base}/v1/logs", json=logs, headers=headers)
+            sent_spans = await client.post(f"{base}/v1/traces", json=spans, headers=headers)
+        ((_, record),) = await stage.wait_for(trace_id)
+    finally:
+        await receivers.shutdown()
+    assert (sent_logs.status_code, sent_logs.content) == (200, b"{}")
+    assert sent_spans.status_code == 200
+    assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [DOC])
+    assert record.service == "json-app"

@@ -44,7 +44,14 @@ from monitor.processors.trace._conventions import (
     request_question,
 )
 from monitor.records import RagRecord
-from monitor.spans import FEEDBACK_KEY, LOG_EVENT_KEY, DecodeError, Span, SpanEvent
+from monitor.spans import (
+    FEEDBACK_KEY,
+    GENAI_EVENTS,
+    LOG_EVENT_KEY,
+    DecodeError,
+    Span,
+    SpanEvent,
+)
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
 _ABSENT: Any = object()
@@ -666,10 +673,10 @@ def _join_log_events(spans: Sequence[Span]) -> list[Span]:
     `gen_ai.client.inference.operation.details` event's attributes (the call's input and
     output messages) fill the ones the span lacks. Event spans whose span never arrived
     are left out."""
-    events = [s for s in spans if s.attribute(LOG_EVENT_KEY) is not None]
+    events = [s for s in spans if s.name in GENAI_EVENTS and s.attribute(LOG_EVENT_KEY)]
     if not events:
         return list(spans)
-    own = [s for s in spans if s.attribute(LOG_EVENT_KEY) is None]
+    own = [s for s in spans if not (s.name in GENAI_EVENTS and s.attribute(LOG_EVENT_KEY))]
     by_id = {s.span_id: s for s in own}
     joined: dict[str, list[SpanEvent]] = {}
     for event_span in events:
