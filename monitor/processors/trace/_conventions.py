@@ -793,7 +793,10 @@ def tool_results(span: Span) -> list[Doc]:
     events), in message order."""
     a = span.attributes
     if "gen_ai.input.messages" in a:
-        return _message_tool_results(a["gen_ai.input.messages"])
+        value = a["gen_ai.input.messages"]
+        if isinstance(value, str) and "tool" not in value:
+            return []  # no tool message: skip parsing the prompt a second time
+        return _message_tool_results(value)
     if "llm.input_messages.0.message.role" in a:
         return _indexed_tool_results(a, "llm.input_messages.")
     if "gen_ai.prompt.0.content" in a:  # OpenLLMetry
