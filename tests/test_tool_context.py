@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.processors.trace._conventions import tool_docs
 from tests.test_frameworks_rule import Trace, _chain, _oi_llm, _oi_retriever
@@ -230,3 +232,22 @@ def test_non_text_results_leave_the_record_without_context() -> None:
             pass
     (record,) = t.records()
     assert record.missing() == frozenset({"context"})
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON | _JSON.map(json.dumps) | _JSON.map(repr) | st.text(max_size=200))
+def test_any_tool_result_parses_into_text_documents_or_none(value: Any) -> None:
+    """Whatever a tool returns (JSON, a Python literal, garbage): documents with text, or
+    none; never an exception."""
+    for doc in tool_docs(value, "t"):
+        assert isinstance(doc.content, str) and doc.content
+        assert doc.metadata is not None and doc.metadata["tool"] == "t"
