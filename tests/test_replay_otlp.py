@@ -140,7 +140,18 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
             60,
             "every live record",
         )
-        debug = _get_json(f"http://127.0.0.1:{ports['metrics']}/debug/records")
+        # The non-RAG trace gives no line to wait for: wait for the debug page to name it.
+        debug = wait_until(
+            lambda: (
+                page
+                if (page := _get_json(f"http://127.0.0.1:{ports['metrics']}/debug/records"))[
+                    "no_record"
+                ]
+                else None
+            ),
+            60,
+            "the trace with no record on /debug/records",
+        )
     live = _lines(live_path)
 
     # Stored: the same spans as the Collector's file exporter wrote them, split likewise.
