@@ -8,6 +8,7 @@ question), so concurrent calls get the intended answers whatever order they arri
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from monitor.evaluators.judges import TrustworthinessTlmEvaluator
 from monitor.evaluators.registry import build, check_evaluators
 from monitor.exporters.summary import SummarySink
 from monitor.judge.client import JudgeClient
-from monitor.judge.consistency import detector_agreement
+from monitor.judge.consistency import detector_agreement, logprob_grade
 from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -475,3 +476,19 @@ def test_presets_set_the_calls_per_record(preset: str, calls: int) -> None:
     evaluator = build(EvaluatorSpec(name="trustworthiness_tlm", options={"tlm": options}), context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator)
     assert evaluator.calls_per_record == calls
+
+
+def test_the_logprob_grade_is_read_at_the_letter() -> None:
+    """As llama.cpp sends them for "(C) Not sure.": the chosen token is repeated among its
+    alternatives, and the letter, not the word after it, is where A, B and C compete."""
+    tokens = (
+        (("(", -1.56), ("A", -1.94), ("B", -3.07)),
+        (("C", -1.0), ("A", -1.2), ("B", -1.6), ("D", -3.3)),
+        ((")", -0.01),),
+        ((" Not", -0.2), (" C", -4.7)),
+        ((" sure", -0.5), (" unsure", -6.7)),
+    )
+    pa, pb, pc = math.exp(-1.2), math.exp(-1.6), math.exp(-1.0)
+    assert logprob_grade(tokens, 0.5) == pytest.approx((pa + 0.5 * pc) / (pa + pb + pc))
+    assert logprob_grade(tokens, 1.0) is None  # no token reads as the parsed grade
+    assert logprob_grade(None, 0.5) is None

@@ -110,11 +110,13 @@ def _token_grade(token: str) -> float | None:
 
 def logprob_grade(tokens: TokenLogprobs | None, text_grade: float) -> float | None:
     """The expected grade at the verdict token: the last answer token that reads as the
-    grade the text was parsed to, with its alternatives' probabilities (those that read as
-    a grade) renormalised. None when no such token is found (the text grade stands)."""
-    for position in reversed(tokens or ()):
-        if _token_grade(position[0][0]) != text_grade:
-            continue
+    grade the text was parsed to (a letter A/B/C first, else a word), with its
+    alternatives' probabilities (those that read as a grade) renormalised. None when no
+    such token is found (the text grade stands)."""
+    matching = [p for p in tokens or () if _token_grade(p[0][0]) == text_grade]
+    # The letter of "(C) Not sure" is where A, B and C compete; "Not" has no rivals.
+    letters = [p for p in matching if p[0][0].strip("\"'()[]*:., ").lower() in ("a", "b", "c")]
+    for position in reversed(letters or matching):
         mass: dict[float, float] = {}
         for token, logprob in position:
             grade = _token_grade(token)
