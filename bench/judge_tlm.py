@@ -42,9 +42,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOG", "ERROR")
 
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import BuildContext, EvalResult, Evaluator, EvaluatorSpec  # noqa: E402
+from monitor.evaluators.judges import TrustworthinessTlmEvaluator  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.judge.client import OUTCOMES, JudgeClient  # noqa: E402
 from monitor.records import RagRecord, parse_record  # noqa: E402
@@ -54,8 +56,7 @@ from tests._llama import MODEL, available, llama_server  # noqa: E402
 PRESETS = ("low", "medium", "high")
 
 
-def load(path: Path, n: int, seed: int) -> list[tuple[RagRecord, bool]]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+def load(rows: list[dict[str, Any]], n: int, seed: int) -> list[tuple[RagRecord, bool]]:
     bad = [r for r in rows if r["label"]["hallucinated"]]
     good = [r for r in rows if not r["label"]["hallucinated"]]
     rng = random.Random(seed)
@@ -123,12 +124,11 @@ class Setup:
 NAMES = {None: "trustworthiness (Likert)", **{p: f"trustworthiness_tlm {p}" for p in PRESETS}}
 
 
-def escalated_share(path: Path, band: tuple[float, float]) -> float:
+def escalated_share(rows: list[dict[str, Any]], band: tuple[float, float]) -> float:
     """The share of the file's records whose embedded-detector score (`local_groundedness`)
     falls in `band`: the records an escalated judge would see."""
     from monitor.detector import score_groundedness
 
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     inside = 0
     for row in rows:
         record = parse_record({k: v for k, v in row.items() if k not in ("label", "model")})
@@ -227,6 +227,68 @@ async def quality(base: str, records: list[tuple[RagRecord, bool]], max_tokens: 
     print(f"\nquality wall time {time.perf_counter() - started:.0f} s, {setup.calls():.0f} calls")
 
 
+async def agreement_methods(
+    base: str, rows: list[dict[str, Any]], judged_pairs: int, max_tokens: int
+) -> None:
+    """How well each agreement measure tells two answers that agree from two that do not,
+    on real answers: RAGTruth has several models' answers to one question; a pair of two
+    faithful answers is taken as agreeing, a pair of one faithful and one hallucinated
+    answer as disagreeing (a proxy: faithful answers may still differ in detail)."""
+    from itertools import combinations
+
+    from monitor.evaluators.judges import token_f1
+    from monitor.judge.consistency import detector_agreement
+
+    by_question: dict[str, list[tuple[RagRecord, bool]]] = {}
+    for row in rows:
+        record = parse_record({k: v for k, v in row.items() if k not in ("label", "model")})
+        by_question.setdefault(record.query or "", []).append(
+            (record, bool(row["label"]["hallucinated"]))
+        )
+    pairs: list[tuple[str, str, str, bool]] = []
+    for question, answers in by_question.items():
+        for (a, bad_a), (b, bad_b) in combinations(answers, 2):
+            if bad_a and bad_b:
+                continue
+            pairs.append((question, a.response or "", b.response or "", not (bad_a or bad_b)))
+    random.Random(0).shuffle(pairs)
+    agree = [same for *_, same in pairs]
+    started = time.process_time()
+    detector = [detector_agreement(q, a, b).score for q, a, b, _ in pairs]
+    cpu_ms = 1000 * (time.process_time() - started) / len(pairs)
+    overlap = [token_f1(a, b) for _, a, b, _ in pairs]
+    # AUROC with "agreeing" as the positive class: `auroc` takes hallucinated=True as negative.
+    print(f"\n## Agreement measures on {len(pairs)} answer pairs ({sum(agree)} agreeing)\n")
+    print("| measure | pairs | AUROC | cost per pair |")
+    print("|---|---|---|---|")
+    disagree = [not x for x in agree]
+    print(
+        f"| detector both ways (default) | {len(pairs)} | {auroc(detector, disagree):.3f} | 0 calls, {cpu_ms:.0f} ms CPU |"
+    )
+    print(f"| token F1 | {len(pairs)} | {auroc(overlap, disagree):.3f} | 0 calls |")
+    if judged_pairs:
+        setup = Setup(base, max_tokens)
+        evaluator = setup.evaluator("low", agreement="judge")
+        assert isinstance(evaluator, TrustworthinessTlmEvaluator)
+        subset = pairs[:judged_pairs]
+        verdicts = [await evaluator.judge_agreement(q, a, b) for q, a, b, _ in subset]
+        scored = [
+            (v.value, same)
+            for v, (*_, same) in zip(verdicts, subset, strict=True)
+            if v.error is None
+        ]
+        tokens = sum(v.input_tokens + v.output_tokens for v in verdicts) / len(subset)
+        value = auroc([float(bool(x)) for x, _ in scored], [not s for _, s in scored])
+        sub_detector = auroc(detector[:judged_pairs], disagree[:judged_pairs])
+        print(
+            f"| judge YES/NO (SmolLM2-135M) | {len(scored)} of {len(subset)} read | "
+            f"{'-' if value is None else f'{value:.3f}'} | 1 call, {tokens:.0f} tokens |"
+        )
+        print(
+            f"| detector on the same {len(subset)} pairs | {len(subset)} | {sub_detector:.3f} | |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -241,14 +303,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-output-tokens", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--judged-pairs", type=int, default=30)
     args = parser.parse_args()
     missing = available()
     if missing:
         raise SystemExit(missing)
-    records = load(args.data, args.records, args.seed)
+    rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line]
+    records = load(rows, args.records, args.seed)
     band = tuple(float(x) for x in args.band.split(","))
     price = tuple(float(x) for x in args.price.split(","))
-    share = escalated_share(args.data, (band[0], band[1]))
+    share = escalated_share(rows, (band[0], band[1]))
     log = Path(tempfile.mkdtemp()) / "llama.log"
     with llama_server(log, threads=args.threads, ctx=4096, parallel=1, timeout=300) as base:
         print(
@@ -266,6 +330,7 @@ def main() -> None:
             )
         if args.records:
             asyncio.run(quality(base, records, args.max_output_tokens))
+        asyncio.run(agreement_methods(base, rows, args.judged_pairs, args.max_output_tokens))
 
 
 if __name__ == "__main__":

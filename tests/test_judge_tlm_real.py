@@ -201,7 +201,9 @@ def test_replay_scores_a_record_with_the_low_preset(
     line = json.loads(output.read_text().splitlines()[0])
     result = line["results"]["trustworthiness_tlm"]
     check_result(result)
+    # Two samples and no reflection (the low preset with samples: 2): two calls either way.
     if result["error"] is None:
-        # Two samples and no reflection (the low preset): the explanation counts two.
         assert "of 2 sampled answers disagree" in result["explanation"], result
         assert "self-reflection" not in result["explanation"], result
+    else:
+        assert " of 2 calls failed:" in result["error"], result

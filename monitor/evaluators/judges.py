@@ -576,7 +576,7 @@ class TrustworthinessTlmEvaluator:
         samples = [str(v.value) for v in verdicts[: opts.sample_count]]
         if not failed and self._by_judge:
             judged = list(
-                await asyncio.gather(*(self._judge_agreement(query, response, s) for s in samples))
+                await asyncio.gather(*(self.judge_agreement(query, response, s) for s in samples))
             )
             failed = self._failures(judged, [f"agreement {i + 1}" for i in range(len(samples))])
             verdicts += judged
@@ -628,7 +628,8 @@ class TrustworthinessTlmEvaluator:
             **costs,
         )
 
-    async def _judge_agreement(self, query: str, response: str, sample: str) -> Verdict[Any]:
+    async def judge_agreement(self, query: str, response: str, sample: str) -> Verdict[Any]:
+        """The judge's YES/NO on whether `sample` states the same facts as `response`."""
         values: dict[str, str | list[str] | None] = {
             "query": query,
             "response": response,
