@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from monitor.component import SampledRecord
+from monitor.component import Delivery, SampledRecord
 from monitor.config import Budget, Config, ConfigError, EvaluatorConfig
 from monitor.evaluators.base import BuildContext, EvaluatorSpec
 from monitor.evaluators.judges import TrustworthinessTlmEvaluator
@@ -27,6 +27,7 @@ from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.records import ContextDoc, RagRecord
+from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._judge_stub import Received, Reply, StubJudge
 from tests._wait import wait_until_async
@@ -492,3 +493,57 @@ def test_the_logprob_grade_is_read_at_the_letter() -> None:
     assert logprob_grade(tokens, 0.5) == pytest.approx((pa + 0.5 * pc) / (pa + pb + pc))
     assert logprob_grade(tokens, 1.0) is None  # no token reads as the parsed grade
     assert logprob_grade(None, 0.5) is None
+
+
+async def _serve(config: Config, records: list[RagRecord]) -> dict[str, dict[str, Any]]:
+    """Records through the whole service (trace stage, sampling, escalation, evaluation)."""
+    results: dict[str, dict[str, Any]] = {}
+
+    class Collect:
+        async def start(self) -> None: ...
+
+        def emit(self, record: RagRecord, got: dict[str, Any]) -> None:
+            results[record.request_id] = got
+
+        async def close(self) -> None: ...
+
+    service = Service(config, serve_http=False, with_receivers=False, extra_sinks=[Collect()])
+    await service.start()
+    assert await service.trace.put([Delivery("test", records=list(records))])
+    await service.shutdown(30)
+    return results
+
+
+async def test_escalated_behind_the_detector_through_the_service(stub: StubJudge) -> None:
+    """The README's recipe: only the record the detector is unsure about reaches the
+    judge, and `evaluators[].tlm` from the config sets its calls (two samples, no reflection)."""
+    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    invented = RECORD.model_copy(
+        update={"request_id": "r2", "response": "It opened in 1850, designed by Gustave Eiffel."}
+    )
+    base = {
+        "judge": {"model": MODEL, "api_base": stub.openai_base, "retries": 0},
+        "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
+    }
+    probe = await _serve(
+        Config.model_validate({**base, "evaluators": [{"name": "local_groundedness"}]}),
+        [RECORD, invented],
+    )
+    low, high = sorted(probe[r]["local_groundedness"].normalized for r in ("r1", "r2"))
+    unsure = "r1" if probe["r1"]["local_groundedness"].normalized == low else "r2"
+    tlm = {
+        "name": "trustworthiness_tlm",
+        "escalate_from": "local_groundedness",
+        "band": [0.0, (low + high) / 2],
+        "tlm": {"preset": "low", "samples": 2},
+    }
+    config = Config.model_validate({**base, "evaluators": [{"name": "local_groundedness"}, tlm]})
+    results = await _serve(config, [RECORD, invented])
+    assert [("trustworthiness_tlm" in results[r]) for r in ("r1", "r2")] == [
+        unsure == "r1",
+        unsure == "r2",
+    ]
+    assert [kind(r) for r in stub.received] == ["sample", "sample"]
+    result = results[unsure]["trustworthiness_tlm"]
+    assert result.error is None and result.explanation.startswith("consistency ")
+    assert "of 2 sampled answers disagree" in result.explanation
