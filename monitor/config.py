@@ -416,6 +416,71 @@ class Redaction(_Section):
         return patterns
 
 
+# -- trustworthiness_tlm: observed consistency + self-reflection (monitor/judge/README.md) ---
+
+TlmPreset = Literal["low", "medium", "high"]
+# samples, reflection on, reflection wordings; temperature and weights are the same for all.
+TLM_PRESETS: dict[str, tuple[int, bool, int]] = {
+    "low": (3, False, 1),
+    "medium": (5, True, 1),
+    "high": (8, True, 2),
+}
+
+
+class TlmWeights(_Section):
+    # The method's weights (BSDetector: 0.7 consistency, 0.3 self-reflection).
+    consistency: float = Field(default=0.7, ge=0)
+    reflection: float = Field(default=0.3, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> TlmWeights:
+        if self.consistency + self.reflection <= 0:
+            raise ValueError("weights: at least one must be above 0")
+        return self
+
+
+class TrustworthinessTlm(_Section):
+    """`evaluators[].tlm`: options of the `trustworthiness_tlm` evaluator. Unset keys come
+    from `preset`."""
+
+    preset: TlmPreset = "medium"
+    samples: int | None = Field(default=None, ge=1, le=20)
+    temperature: float = Field(default=1.0, gt=0, le=2)
+    reflection: bool | None = None
+    reflection_wordings: int | None = Field(default=None, ge=1, le=2)
+    weights: TlmWeights = TlmWeights()
+    # How a sampled answer's agreement with the response is measured: the embedded
+    # detector both ways (no network call) or one more judge call per sample.
+    agreement: Literal["detector", "judge"] = "detector"
+    # Ask for token log-probabilities to sharpen the reflection grade (used where returned).
+    logprobs: bool = True
+
+    @property
+    def sample_count(self) -> int:
+        return self.samples if self.samples is not None else TLM_PRESETS[self.preset][0]
+
+    @property
+    def reflections(self) -> int:
+        """Reflection calls per record (0 when reflection is off)."""
+        _, on, wordings = TLM_PRESETS[self.preset]
+        if not (self.reflection if self.reflection is not None else on):
+            return 0
+        return self.reflection_wordings or wordings
+
+    @model_validator(mode="after")
+    def _reflection_weighted(self) -> TrustworthinessTlm:
+        if self.reflections and self.weights.reflection == 0:
+            raise ValueError(
+                "weights.reflection: 0 while reflection is on (its calls would count for "
+                "nothing); set reflection: false"
+            )
+        if self.reflections == 0 and self.weights.consistency == 0:
+            raise ValueError("weights.consistency: must be above 0 when reflection is off")
+        if self.reflection is False and self.reflection_wordings is not None:
+            raise ValueError("reflection_wordings: set, but reflection is off")
+        return self
+
+
 class EvaluatorConfig(_Section):
     name: str
     sample_rate: Rate | None = None
@@ -430,6 +495,8 @@ class EvaluatorConfig(_Section):
     rubric: str | None = None
     # Judge endpoint for this evaluator's model (default `judge.api_base`).
     api_base: str | None = None
+    # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
+    tlm: TrustworthinessTlm | None = None
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:

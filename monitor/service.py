@@ -56,7 +56,11 @@ def _spec(cfg: Config, index: int) -> EvaluatorSpec:
         prompt=entry.prompt,
         options={
             key: value
-            for key, value in (("rubric", entry.rubric), ("api_base", entry.api_base))
+            for key, value in (
+                ("rubric", entry.rubric),
+                ("api_base", entry.api_base),
+                ("tlm", entry.tlm),
+            )
             if value is not None
         },
     )

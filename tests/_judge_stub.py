@@ -28,6 +28,8 @@ class Reply:
     finish_reason: str = "stop"
     error: str = "stub error"
     headers: dict[str, str] = field(default_factory=dict)
+    # OpenAI `choices[0].logprobs.content`: [(token, logprob, [(alternative, logprob), ...])]
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
 
 
 @dataclass
@@ -126,6 +128,7 @@ class StubJudge:
                         "index": 0,
                         "message": {"role": "assistant", "content": reply.content},
                         "finish_reason": reply.finish_reason,
+                        **_logprobs(reply),
                     }
                 ],
                 "usage": {
@@ -151,6 +154,23 @@ class StubJudge:
                 "eval_count": reply.completion_tokens,
             }
         )
+
+
+def _logprobs(reply: Reply) -> dict[str, Any]:
+    if reply.logprobs is None:
+        return {}
+    content = [
+        {
+            "token": token,
+            "logprob": logprob,
+            "bytes": None,
+            "top_logprobs": [
+                {"token": alt, "logprob": lp, "bytes": None} for alt, lp in alternatives
+            ],
+        }
+        for token, logprob, alternatives in reply.logprobs
+    ]
+    return {"logprobs": {"content": content}}
 
 
 def dumps(received: list[Received]) -> str:

@@ -19,13 +19,14 @@ visible in `evaluations_total{outcome="error"}` rather than silently absent.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from monitor.config import Config, ConfigError, Severity
+from monitor.config import Config, ConfigError, Severity, TrustworthinessTlm
 from monitor.evaluators.base import (
     SEVERITIES,
     BuildContext,
@@ -34,9 +35,9 @@ from monitor.evaluators.base import (
     Factory,
     severity_bucket,
 )
-from monitor.judge import parsers, schemas
+from monitor.judge import consistency, parsers, schemas
 from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
-from monitor.judge.templates import Template, TemplateError, load
+from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE, Template, TemplateError, load
 from monitor.records import Part, RagRecord
 from monitor.telemetry import Telemetry
 
@@ -194,7 +195,8 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
         ),
     )
 }
-JUDGE_EVALUATORS = frozenset(DEFINITIONS)
+TLM = "trustworthiness_tlm"
+JUDGE_EVALUATORS = frozenset(DEFINITIONS) | {TLM}
 
 
 def judge_config_problem(
@@ -204,6 +206,12 @@ def judge_config_problem(
 
     Called by the config validator so `check-config` and startup reject bad entries."""
     definition = DEFINITIONS.get(name)
+    if name == TLM:
+        if not model:
+            return f"model: {name} is an LLM judge; set evaluators[].model or judge.model"
+        if prompt is not None:
+            return f"prompt: {name} uses its own sample and reflection prompts; remove prompt"
+        return None
     if definition is None:
         return None
     if not model:
@@ -430,11 +438,12 @@ def create_judge_client(config: Config, telemetry: Telemetry) -> JudgeClient | N
     return JudgeClient(config.judge, config.redaction, telemetry, models=models)
 
 
-def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
-    definition = DEFINITIONS[spec.name]
+def _judge_client(
+    spec: EvaluatorSpec, context: BuildContext, rubric: str | None = None
+) -> tuple[JudgeClient, str]:
+    """The shared judge client and the evaluator's model; `ConfigError` when unusable."""
     config: Config | None = context.resources.get("config")
     model = spec.model or (config.judge.model if config is not None else None)
-    rubric = spec.options.get("rubric")
     problem = judge_config_problem(spec.name, model, spec.prompt, rubric)
     if problem is not None:
         raise ConfigError([f"evaluators[{spec.name}].{problem}"])
@@ -445,6 +454,13 @@ def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
         client = create_judge_client(config, context.resources["telemetry"])
         context.resources["judge"] = client
     assert client is not None and model is not None
+    return client, model
+
+
+def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
+    definition = DEFINITIONS[spec.name]
+    rubric = spec.options.get("rubric")
+    client, model = _judge_client(spec, context, rubric)
     return JudgeEvaluator(
         definition,
         client,
@@ -454,6 +470,219 @@ def _create_judge(spec: EvaluatorSpec, context: BuildContext) -> JudgeEvaluator:
         severity_threshold=spec.severity_threshold,
         rubric=rubric,
         api_base=spec.options.get("api_base"),
+    )
+
+
+# -- trustworthiness_tlm: observed consistency + self-reflection ---------------------------
+
+SAMPLE_MAX_TOKENS = 160
+REFLECTION_MAX_TOKENS = 200
+AGREEMENT_MAX_TOKENS = 120
+_REFLECTION_HINT = 'a final line "Answer: A", "Answer: B" or "Answer: C"'
+_QCR = frozenset({"query", "context", "response"})
+
+
+class TrustworthinessTlmEvaluator:
+    """`trustworthiness_tlm`: the response's trustworthiness as BSDetector/TLM score it
+    (`monitor/judge/consistency.py` has the arithmetic).
+
+    Per record, through the shared judge client: `samples` answers to the same question
+    with the same context at `temperature`, and `reflections` self-reflection calls (one
+    per wording) grading the response correct / incorrect / not sure, all concurrently;
+    with `agreement: judge`, one more call per sample asks whether it states the same facts
+    as the response. Every call must end in a verdict: one that fails (after the client's
+    retries and format follow-up) makes the record an `error` result naming the failed
+    calls, with the tokens and cost of every call made; there is no partial score."""
+
+    kind: Literal["local", "judge"] = "judge"
+    requires: frozenset[Part] = frozenset({"query", "response"})
+
+    def __init__(
+        self,
+        client: JudgeClient,
+        model: str,
+        options: TrustworthinessTlm,
+        *,
+        threshold: float | None = None,
+        api_base: str | None = None,
+    ) -> None:
+        self.name = TLM
+        self.model = model
+        self.options = options
+        self.threshold = threshold if threshold is not None else 0.5
+        self._client = client
+        self._api_base = api_base
+        self._sample = load(
+            f"{TLM}_sample",
+            None,
+            frozenset({"query", "context"}),
+            frozenset({"query", "context"}),
+            system=ANSWER_SYSTEM_MESSAGE,
+        )
+        wordings = [f"{TLM}_reflect", f"{TLM}_reflect_2"][: options.reflections]
+        self._reflect = [load(name, None, _QCR, _QCR) for name in wordings]
+        both = frozenset({"query", "response", "reference"})
+        self._agree = load(f"{TLM}_agree", None, both, both)
+        self.version = "+".join(t.version for t in (self._sample, *self._reflect, self._agree))
+
+    @property
+    def calls_per_record(self) -> int:
+        """Judge calls a record costs when none is cached or repeated for the format."""
+        samples = self.options.sample_count
+        return samples + self.options.reflections + (samples if self._by_judge else 0)
+
+    @property
+    def _by_judge(self) -> bool:
+        return self.options.agreement == "judge"
+
+    async def evaluate(self, record: RagRecord) -> EvalResult:
+        query, response = record.query or "", record.response or ""
+        values: dict[str, str | list[str] | None] = {
+            "query": query,
+            "context": record.context_text,
+            "response": response,
+        }
+        shown = {"query": query, "context": "\x1e".join(record.context_text)}
+        opts = self.options
+        temperature = f"{opts.temperature:g}"
+        calls = [
+            self._ask(
+                f"{TLM}_sample",
+                f"{self._sample.version}@t={temperature}",
+                self._sample.render(values),
+                {**shown, "sample": str(i)},
+                AnswerFormat(parsers.parse_sample, "a short answer to the question"),
+                SAMPLE_MAX_TOKENS,
+                temperature=opts.temperature,
+            )
+            for i in range(opts.sample_count)
+        ]
+        calls += [
+            self._ask(
+                f"{TLM}_reflect",
+                template.version,
+                template.render(values),
+                {**shown, "response": response},
+                AnswerFormat(parsers.parse_reflection, _REFLECTION_HINT, schemas.ReflectionAnswer),
+                REFLECTION_MAX_TOKENS,
+                logprobs=opts.logprobs,
+            )
+            for template in self._reflect
+        ]
+        verdicts = list(await asyncio.gather(*calls))
+        what = [f"sample {i + 1}" for i in range(opts.sample_count)]
+        what += [f"reflection {i + 1}" for i in range(len(self._reflect))]
+        failed = self._failures(verdicts, what)
+        samples = [str(v.value) for v in verdicts[: opts.sample_count]]
+        if not failed and self._by_judge:
+            judged = list(
+                await asyncio.gather(*(self.judge_agreement(query, response, s) for s in samples))
+            )
+            failed = self._failures(judged, [f"agreement {i + 1}" for i in range(len(samples))])
+            verdicts += judged
+        costs: dict[str, Any] = {
+            "input_tokens": sum(v.input_tokens for v in verdicts),
+            "output_tokens": sum(v.output_tokens for v in verdicts),
+            "cost": sum(v.cost for v in verdicts),
+        }
+        if failed:
+            return EvalResult(
+                name=self.name,
+                error=f"{len(failed)} of {len(verdicts)} calls failed: " + "; ".join(failed),
+                **costs,
+            )
+        if self._by_judge:
+            agreements = [
+                consistency.judged_agreement(response, s, bool(v.value))
+                for s, v in zip(samples, verdicts[-len(samples) :], strict=True)
+            ]
+        else:
+            agreements = await asyncio.to_thread(
+                lambda: [consistency.detector_agreement(query, response, s) for s in samples]
+            )
+        observed = sum(a.score for a in agreements) / len(agreements)
+        explanation = consistency.describe_consistency(agreements)
+        reflected: float | None = None
+        reflections = verdicts[opts.sample_count : opts.sample_count + len(self._reflect)]
+        if reflections:
+            said = [float(cast(float, v.value)) for v in reflections]
+            graded = [
+                g if (g := consistency.logprob_grade(v.logprobs, s)) is not None else s
+                for v, s in zip(reflections, said, strict=True)
+            ]
+            reflected = sum(graded) / len(graded)
+            explanation += "; " + consistency.describe_reflection(
+                said, graded, reflections[0].explanation
+            )
+        score = consistency.confidence(
+            observed, reflected, opts.weights.consistency, opts.weights.reflection
+        )
+        passed = score >= self.threshold
+        return EvalResult(
+            name=self.name,
+            score=round(score, 4),
+            normalized=round(score, 4),
+            label="pass" if passed else "fail",
+            passed=passed,
+            explanation=explanation,
+            **costs,
+        )
+
+    async def judge_agreement(self, query: str, response: str, sample: str) -> Verdict[Any]:
+        """The judge's YES/NO on whether `sample` states the same facts as `response`."""
+        values: dict[str, str | list[str] | None] = {
+            "query": query,
+            "response": response,
+            "reference": sample,
+        }
+        return await self._ask(
+            f"{TLM}_agree",
+            self._agree.version,
+            self._agree.render(values),
+            {"query": query, "response": response, "reference": sample},
+            AnswerFormat(parsers.parse_yes_no, _YES_NO, schemas.YesNoAnswer),
+            AGREEMENT_MAX_TOKENS,
+        )
+
+    async def _ask(
+        self,
+        evaluator: str,
+        version: str,
+        messages: list[dict[str, str]],
+        inputs: dict[str, str | None],
+        answer: AnswerFormat,
+        max_tokens: int,
+        *,
+        temperature: float = 0.0,
+        logprobs: bool = False,
+    ) -> Verdict[Any]:
+        return await self._client.judge(
+            evaluator=evaluator,
+            version=version,
+            model=self.model,
+            messages=messages,
+            inputs=inputs,
+            answer=answer,
+            max_tokens=max_tokens,
+            api_base=self._api_base,
+            temperature=temperature,
+            logprobs=logprobs,
+        )
+
+    @staticmethod
+    def _failures(verdicts: list[Verdict[Any]], what: list[str]) -> list[str]:
+        return [
+            f"{name}: {v.error or 'no verdict'}"
+            for name, v in zip(what, verdicts, strict=True)
+            if v.error is not None or v.value is None
+        ]
+
+
+def _create_tlm(spec: EvaluatorSpec, context: BuildContext) -> TrustworthinessTlmEvaluator:
+    client, model = _judge_client(spec, context)
+    options = spec.options.get("tlm") or TrustworthinessTlm()
+    return TrustworthinessTlmEvaluator(
+        client, model, options, threshold=spec.threshold, api_base=spec.options.get("api_base")
     )
 
 
@@ -508,6 +737,7 @@ def _create_f1(spec: EvaluatorSpec, context: BuildContext) -> TokenF1:
 
 
 FACTORIES: dict[str, Factory] = {
-    **dict.fromkeys(sorted(JUDGE_EVALUATORS), _create_judge),
+    **dict.fromkeys(sorted(DEFINITIONS), _create_judge),
+    TLM: _create_tlm,
     "f1": _create_f1,
 }

@@ -53,6 +53,8 @@ def check_evaluators(config: Config) -> None:
             problem = _threshold_problem(entry.name, entry.threshold)
             if problem is not None:
                 problems.append(f"evaluators.{i}.threshold: {problem}")
+        if entry.tlm is not None and entry.name != judges.TLM:
+            problems.append(f"evaluators.{i}.tlm: only {judges.TLM} takes tlm options")
         model = entry.model or config.judge.model
         problem = judges.judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:

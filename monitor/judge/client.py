@@ -19,7 +19,11 @@ One instance per process, shared by all judge evaluators. Per call it:
    call ends as a `parse` error (a reply cut off at `max_tokens` is `truncated`). A
    provider that refuses `response_format` is asked again without it, and that model is
    asked free-form from then on;
-6. accounts tokens and cost: litellm's price when it knows the model, otherwise
+6. at a caller's request samples at a `temperature` above 0 (the default is 0) and asks
+   for the answer tokens' log-probabilities (`logprobs`, `top_logprobs`); a provider
+   that refuses them is asked again without, and that model is asked without from then
+   on (the verdict then has no `logprobs`);
+7. accounts tokens and cost: litellm's price when it knows the model, otherwise
    `judge.prices[model]` (USD per 1M tokens), otherwise zero (logged once per model).
 
 Every attempt is counted in `rag_monitor_judge_requests_total{model,outcome}` with
@@ -100,6 +104,13 @@ class Verdict(Generic[T]):
     output_tokens: int = 0
     cost: float = 0.0
     cached: bool = False
+    # With `logprobs=True` and a server that returns them: each answer token with its
+    # most likely alternatives (token, log-probability), the chosen one first.
+    logprobs: TokenLogprobs | None = None
+
+
+TokenLogprobs = tuple[tuple[tuple[str, float], ...], ...]
+TOP_LOGPROBS = 5
 
 
 class _AttemptError(Exception):
@@ -110,6 +121,7 @@ class _AttemptError(Exception):
         retryable: bool,
         retry_after: float | None = None,
         schema_refused: bool = False,
+        logprobs_refused: bool = False,
     ):
         super().__init__(message)
         self.outcome = outcome
@@ -117,6 +129,8 @@ class _AttemptError(Exception):
         self.retry_after = retry_after
         # The provider rejected the request because of `response_format`.
         self.schema_refused = schema_refused
+        # The provider rejected the request because of `logprobs`.
+        self.logprobs_refused = logprobs_refused
 
 
 @dataclass(slots=True)
@@ -126,6 +140,7 @@ class _Reply:
     input_tokens: int
     output_tokens: int
     cost: float
+    logprobs: TokenLogprobs | None = None
 
 
 class _Breaker:
@@ -259,7 +274,7 @@ class JudgeClient:
                 )
         self._redact = Redactor(redaction, self._count_redaction)
         self._semaphore = asyncio.Semaphore(judge.max_concurrency)
-        self._cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[Any, str, TokenLogprobs | None]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._breakers: dict[str, _Breaker] = {}
         self._breaker_threshold = judge.breaker_failures
@@ -275,6 +290,7 @@ class JudgeClient:
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
         self._structured: dict[str, bool] = {}
+        self._no_logprobs: set[str] = set()  # models whose server refused `logprobs`
         self._quiet = RateLimitedLog(log, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
             for outcome in OUTCOMES:
@@ -309,13 +325,19 @@ class JudgeClient:
         answer: AnswerFormat,
         max_tokens: int,
         api_base: str | None = None,
+        temperature: float = 0.0,
+        logprobs: bool = False,
     ) -> Verdict[Any]:
-        """Ask `model` (at `api_base`, default `judge.api_base`) and read its answer."""
+        """Ask `model` (at `api_base`, default `judge.api_base`) and read its answer.
+
+        `temperature` and `logprobs` are part of the request, not of the cache key: a
+        caller that samples one question several times puts a sample number in `inputs`."""
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
         endpoint = api_base or self._config.api_base
         if self._config.max_output_tokens is not None:
             max_tokens = min(max_tokens, self._config.max_output_tokens)
-        args = (evaluator, model, endpoint, messages, answer, max_tokens, key)
+        sampling = _Sampling(temperature, logprobs and model not in self._no_logprobs)
+        args = (evaluator, model, endpoint, messages, answer, max_tokens, key, sampling)
         if key is None:
             return await self._ask(*args)
         leader = self._pending.get(key)
@@ -324,8 +346,8 @@ class JudgeClient:
         if key in self._cache:
             self._cache.move_to_end(key)
             self._extra.cache.labels("hit").inc()
-            value, explanation = self._cache[key]
-            return Verdict(value=value, explanation=explanation, cached=True)
+            value, explanation, tokens = self._cache[key]
+            return Verdict(value=value, explanation=explanation, cached=True, logprobs=tokens)
         self._extra.cache.labels("miss").inc()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending[key] = done
@@ -345,27 +367,45 @@ class JudgeClient:
         answer: AnswerFormat,
         max_tokens: int,
         key: str | None,
+        sampling: _Sampling,
     ) -> Verdict[Any]:
         spent = _Reply("", None, 0, 0, 0.0)
         structured = answer.schema is not None and await self._wants_schema(model)
         try:
-            try:
-                parsed = await self._converse(
-                    evaluator, model, api_base, messages, answer, structured, max_tokens, spent
-                )
-            except _AttemptError as exc:
-                if not (structured and exc.schema_refused):
-                    raise
-                self._structured[model] = False
-                log.warning(
-                    "judge %s refused response_format; asking it free-form from now on: %s",
-                    model,
-                    exc,
-                )
-                self._extra.retries.labels(model, "structured_unsupported").inc()
-                parsed = await self._converse(
-                    evaluator, model, api_base, messages, answer, False, max_tokens, spent
-                )
+            parsed = None
+            while parsed is None:
+                try:
+                    parsed = await self._converse(
+                        evaluator,
+                        model,
+                        api_base,
+                        messages,
+                        answer,
+                        structured,
+                        max_tokens,
+                        spent,
+                        sampling,
+                    )
+                except _AttemptError as exc:
+                    if structured and exc.schema_refused:
+                        self._structured[model] = structured = False
+                        log.warning(
+                            "judge %s refused response_format; asking it free-form from now on: %s",
+                            model,
+                            exc,
+                        )
+                        self._extra.retries.labels(model, "structured_unsupported").inc()
+                    elif sampling.logprobs and exc.logprobs_refused:
+                        self._no_logprobs.add(model)
+                        sampling = _Sampling(sampling.temperature, False)
+                        log.warning(
+                            "judge %s refused logprobs; asking it without from now on: %s",
+                            model,
+                            exc,
+                        )
+                        self._extra.retries.labels(model, "logprobs_unsupported").inc()
+                    else:
+                        raise
         except _AttemptError as exc:
             self._quiet.warning(
                 f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
@@ -374,7 +414,7 @@ class JudgeClient:
         except _Unreadable as exc:
             return self._error(str(exc), spent)
         if key is not None:
-            self._cache[key] = (parsed.value, parsed.explanation)
+            self._cache[key] = (parsed.value, parsed.explanation, spent.logprobs)
             while len(self._cache) > self._config.cache_size:
                 self._cache.popitem(last=False)
         return Verdict(
@@ -383,6 +423,7 @@ class JudgeClient:
             input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
             cost=spent.cost,
+            logprobs=spent.logprobs,
         )
 
     async def _converse(
@@ -395,6 +436,7 @@ class JudgeClient:
         structured: bool,
         max_tokens: int,
         spent: _Reply,
+        sampling: _Sampling,
     ) -> Parsed:
         """Ask, read, and on an unreadable answer ask once more for the format.
         Raises `_AttemptError` (the call failed) or `_Unreadable` (the answers did)."""
@@ -415,7 +457,9 @@ class JudgeClient:
                 raise _Unreadable(_too_long(reply.text, max_tokens))
             return answer.read(reply.text, response_format is not None)
 
-        reply = await self._call(model, api_base, conversation, max_tokens, spent, response_format)
+        reply = await self._call(
+            model, api_base, conversation, max_tokens, spent, response_format, sampling
+        )
         try:
             parsed, from_schema = read(reply)
         except ParseError as first:
@@ -428,7 +472,7 @@ class JudgeClient:
                 {"role": "user", "content": FORMAT_REMINDER.format(hint=answer.hint)},
             ]
             reply = await self._call(
-                model, api_base, conversation, max_tokens, spent, response_format
+                model, api_base, conversation, max_tokens, spent, response_format, sampling
             )
             try:
                 parsed, _ = read(reply)
@@ -495,29 +539,31 @@ class JudgeClient:
         max_tokens: int,
         spent: _Reply,
         response_format: dict[str, Any] | None = None,
+        sampling: _Sampling | None = None,
     ) -> _Reply:
-        """One request with retries; adds its usage to `spent`. Raises `_AttemptError`."""
+        """One request with retries; adds its usage to `spent` (and makes its logprobs the
+        ones `spent` carries). Raises `_AttemptError`."""
         breaker = self._breakers.setdefault(
             model, _Breaker(self._breaker_threshold, self._breaker_cooldown, self._clock)
         )
         attempts = self._config.retries + 1
         for attempt in range(attempts):
-            if not breaker.allow():
-                self._t.judge_requests.labels(model, "circuit_open").inc()
-                raise _AttemptError(
-                    "circuit_open",
-                    f"judge {model} is failing; calls paused for {breaker.remaining():.0f}s more",
-                    retryable=False,
-                )
             try:
-                reply = await self._attempt(model, api_base, messages, max_tokens, response_format)
-            except asyncio.CancelledError:
-                breaker.abandon()  # a cancelled probe must not leave the breaker stuck
-                raise
+                reply = await self._attempt(
+                    model,
+                    api_base,
+                    messages,
+                    max_tokens,
+                    response_format,
+                    sampling or _GREEDY,
+                    breaker,
+                )
             except _AttemptError as exc:
                 self._t.judge_requests.labels(model, exc.outcome).inc()
-                if exc.schema_refused:
-                    breaker.success()  # the model answers; it only wants no schema
+                if exc.outcome == "circuit_open":
+                    raise
+                if exc.schema_refused or exc.logprobs_refused:
+                    breaker.success()  # the model answers; it only wants no schema/logprobs
                     raise
                 if breaker.failure():
                     self._extra.circuit_open.labels(model).set(1)
@@ -537,6 +583,7 @@ class JudgeClient:
             spent.input_tokens += reply.input_tokens
             spent.output_tokens += reply.output_tokens
             spent.cost += reply.cost
+            spent.logprobs = reply.logprobs
             self._t.judge_tokens.labels(model, "input").inc(reply.input_tokens)
             self._t.judge_tokens.labels(model, "output").inc(reply.output_tokens)
             self._t.judge_cost.labels(model).inc(reply.cost)
@@ -556,6 +603,8 @@ class JudgeClient:
         messages: list[dict[str, str]],
         max_tokens: int,
         response_format: dict[str, Any] | None,
+        sampling: _Sampling,
+        breaker: _Breaker,
     ) -> _Reply:
         litellm = await self._load()
         if model not in self._prepared:
@@ -563,7 +612,7 @@ class JudgeClient:
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
-            "temperature": 0,
+            "temperature": sampling.temperature,
             "max_tokens": max_tokens,
             "timeout": self._config.timeout_s,
             "max_retries": 0,  # retries are ours, so they are counted and bounded
@@ -571,6 +620,9 @@ class JudgeClient:
         }
         if response_format is not None:
             kwargs["response_format"] = response_format
+        if sampling.logprobs:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = TOP_LOGPROBS
         if api_base:
             kwargs["api_base"] = api_base
         # The key goes only to the configured judge endpoint, never to an evaluator's own.
@@ -580,15 +632,28 @@ class JudgeClient:
             # A self-hosted OpenAI-compatible server that wants no key; the SDK insists on one.
             kwargs["api_key"] = "no-key"
         async with self._semaphore:
+            # Asked once a slot is free: a call that queued behind others (the samples of one
+            # record) must not go out when the breaker opened while it waited.
+            if not breaker.allow():
+                raise _AttemptError(
+                    "circuit_open",
+                    f"judge {model} is failing; calls paused for {breaker.remaining():.0f}s more",
+                    retryable=False,
+                )
+            probe = breaker.is_open
             try:
                 async with asyncio.timeout(self._config.timeout_s):
                     response = await litellm.acompletion(**kwargs)
+            except asyncio.CancelledError:
+                if probe:  # a cancelled probe must not leave the breaker stuck
+                    breaker.abandon()
+                raise
             except TimeoutError:
                 raise _AttemptError(
                     "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
                 ) from None
             except Exception as exc:
-                raise self._classify(exc, response_format is not None) from None
+                raise self._classify(exc, response_format is not None, sampling.logprobs) from None
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(response, "usage", None)
@@ -600,9 +665,12 @@ class JudgeClient:
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             cost=self._cost(litellm, model, response, tokens_in, tokens_out),
+            logprobs=_token_logprobs(choice) if sampling.logprobs else None,
         )
 
-    def _classify(self, exc: Exception, structured: bool = False) -> _AttemptError:
+    def _classify(
+        self, exc: Exception, structured: bool = False, logprobs: bool = False
+    ) -> _AttemptError:
         status = getattr(exc, "status_code", None)
         name = type(exc).__name__
         message = self._scrub(f"{name}: {str(exc)[:300]}")
@@ -620,8 +688,12 @@ class JudgeClient:
             or "InternalServerError" in name
         ):
             return _AttemptError("error", message, retryable=True)
-        refused = structured and status in (400, 422) and _mentions_schema(str(exc))
-        return _AttemptError("error", message, retryable=False, schema_refused=refused)
+        rejected = status in (400, 422) or "UnsupportedParams" in name
+        refused = structured and rejected and _mentions_schema(str(exc))
+        no_logprobs = logprobs and rejected and "logprobs" in str(exc).lower() and not refused
+        return _AttemptError(
+            "error", message, retryable=False, schema_refused=refused, logprobs_refused=no_logprobs
+        )
 
     def _scrub(self, text: str) -> str:
         if self._api_key:
@@ -673,6 +745,39 @@ class JudgeClient:
             entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
             litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
             self._priced_by_litellm[model] = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Sampling:
+    temperature: float
+    logprobs: bool
+
+
+_GREEDY = _Sampling(0.0, False)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def _token_logprobs(choice: Any) -> TokenLogprobs | None:
+    """The answer's tokens with their top alternatives, from an OpenAI-style
+    `choices[0].logprobs.content`; None when the server sent none or sent them unreadably."""
+    content = _field(_field(choice, "logprobs"), "content")
+    if not isinstance(content, list) or not content:
+        return None
+    tokens = []
+    try:
+        for item in content:
+            chosen = (str(_field(item, "token")), float(_field(item, "logprob")))
+            alternatives = [
+                (str(_field(alt, "token")), float(_field(alt, "logprob")))
+                for alt in _field(item, "top_logprobs") or ()
+            ]
+            tokens.append((chosen, *(a for a in alternatives if a[0] != chosen[0])))
+    except (TypeError, ValueError):
+        return None
+    return tuple(tokens)
 
 
 class _Unreadable(Exception):

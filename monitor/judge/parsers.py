@@ -240,3 +240,82 @@ def parse_retrieval(text: str, count: int) -> Parsed:
         answered.append((str(lowered.get("intent", ""))[:80], _as_bool(lowered.get("answered"))))
     documents = parse_chunks(json.dumps({"chunks": obj.value["documents"]}), count)
     return Parsed({"intents": answered, "documents": documents.value}, "")
+
+
+# -- self-reflection: correct / incorrect / not sure ------------------------------------
+
+# Grade of each reflection verdict: the share of "correct" it stands for.
+REFLECTION_GRADES = {"correct": 1.0, "incorrect": 0.0, "not sure": 0.5}
+_LETTER_GRADES = {"a": 1.0, "b": 0.0, "c": 0.5}
+# Checked in this order: "not correct" is incorrect, not unsure; "incorrect" contains "correct".
+_REFLECTION_WORDS = (
+    (re.compile(r"(?:i\s*(?:am|'m)\s*)?(?:not\s+sure|unsure|uncertain|don'?t\s+know)\b"), 0.5),
+    (re.compile(r"(?:incorrect|not\s+correct|wrong|false)\b"), 0.0),
+    (re.compile(r"(?:correct|right|true)\b"), 1.0),
+)
+_LETTER = re.compile(r"\(?([abc])\s*(?:\)|\.|:|$)")
+_REFLECTION_LINE = re.compile(
+    r"^\W*(?:final\s+)?(?:answer|verdict|grade|choice|rating)\s*[:=\-]\s*(.+)$", re.I | re.M
+)
+
+
+def _reflection_grade(phrase: str, letters: bool = True) -> float | None:
+    """The grade a phrase starts with ("(A)", "B) Incorrect", "not sure", "Correct."), or None."""
+    text = _strip_markup(phrase).lower().strip(" \t\"'`*[]")
+    if letters:
+        letter = _LETTER.match(text)
+        if letter:
+            return _LETTER_GRADES[letter.group(1)]
+    for pattern, grade in _REFLECTION_WORDS:
+        if pattern.match(text):
+            return grade
+    return None
+
+
+def parse_reflection(text: str) -> Parsed:
+    """A self-reflection verdict → its grade (1 correct, 0 incorrect, 0.5 not sure).
+
+    Accepted, in this order: JSON `{"answer": "correct"|"incorrect"|"not sure"|"A"|"B"|"C"}`
+    (key `answer` or `verdict`); the last answer line (`Answer: B`, `Verdict: (C) not sure`,
+    `Answer: correct`); the whole answer as the letter or the words (`A`, `(C)`, `Not
+    sure.`); an answer that starts with them (`Incorrect: the context says ...`,
+    `A) Correct, because ...`); the words alone on the last line."""
+    stripped = _strip_markup(text)
+    try:
+        obj = parse_json(stripped, ())
+    except ParseError:
+        obj = None
+    if obj is not None:
+        value = obj.value.get("answer", obj.value.get("verdict"))
+        if value is not None:
+            grade = _reflection_grade(str(value))
+            if grade is None:
+                raise ParseError(f"answer must be correct, incorrect or not sure: {value!r:.30}")
+            reasoning = obj.value.get("reasoning", obj.value.get("explanation", ""))
+            return Parsed(grade, clip(str(reasoning)))
+    lines = [
+        m for m in _REFLECTION_LINE.finditer(stripped) if _reflection_grade(m.group(1)) is not None
+    ]
+    if lines:
+        last = lines[-1]
+        explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
+        return Parsed(_reflection_grade(last.group(1)), clip(explanation))
+    first, _, rest = stripped.partition("\n")
+    whole = re.fullmatch(r"\W*([abc])\W*", stripped, re.I)
+    if whole:
+        return Parsed(_LETTER_GRADES[whole.group(1).lower()], "")
+    grade = _reflection_grade(first)
+    if grade is not None:
+        return Parsed(grade, clip(rest))
+    tail = stripped.rstrip().rpartition("\n")[2]
+    grade = _reflection_grade(tail, letters=False)
+    if grade is not None and tail != first:
+        return Parsed(grade, clip(stripped[: -len(tail)]))
+    raise ParseError("no correct / incorrect / not sure verdict found")
+
+
+def parse_sample(text: str) -> Parsed:
+    """A sampled answer: any non-empty text (its explanation is empty)."""
+    if not text.strip():
+        raise ParseError("empty answer")
+    return Parsed(text.strip(), "")

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from monitor.judge.parsers import Parsed, ParseError, clip
+from monitor.judge.parsers import REFLECTION_GRADES, Parsed, ParseError, clip
 
 # Keywords some structured-output backends refuse in strict mode; checked locally instead.
 _UNPORTABLE = frozenset(
@@ -165,6 +165,17 @@ class SeverityAnswer(JudgeAnswer):
 
     def verdict(self, documents: int) -> Parsed:
         return Parsed(float(self.severity), clip(self.reason))
+
+
+class ReflectionAnswer(JudgeAnswer):
+    """Self-reflection on a response: graded correct (1), incorrect (0) or not sure (0.5)."""
+
+    instruction = "reasoning first, then answer: correct, incorrect or not sure"
+    reasoning: str = _REASONING
+    answer: Literal["correct", "incorrect", "not sure"]
+
+    def verdict(self, documents: int) -> Parsed:
+        return Parsed(REFLECTION_GRADES[self.answer], clip(self.reasoning))
 
 
 def wire_schema(model: type[JudgeAnswer]) -> dict[str, Any]:
