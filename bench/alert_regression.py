@@ -144,12 +144,11 @@ def _minutes(seconds: float | None) -> str:
 def bench(
     verdicts: Verdicts, rates: list[float], weeks: float, max_rise_s: float, seed: int
 ) -> None:
-    from monitor.config import AlertRule
+    from monitor.config import AlertBaseline, AlertRule, parse_duration
 
     share = verdicts.share
-    regression = AlertRule(name="r", evaluator="e", baseline={})
+    regression = AlertRule(name="r", evaluator="e", baseline=AlertBaseline())
     assert regression.baseline is not None
-    from monitor.config import parse_duration
 
     warm_up = parse_duration(regression.baseline.window) + parse_duration(regression.window)
     header = ["rate/s", "rule", "false pages/week", "firing share", *(f"x{k}" for k in RISES)]
@@ -160,8 +159,8 @@ def bench(
         healthy.run(warm_up, share)
         for name in RULES:
             # A rule firing as the week starts counts as paged on healthy traffic.
-            firing = {rule for rule, _ in healthy.engine.firing()}
-            healthy.pages[name] = [healthy.now] if name in firing else []
+            firing_now = {rule for rule, _ in healthy.engine.firing()}
+            healthy.pages[name] = [healthy.now] if name in firing_now else []
             healthy.firing_s[name] = 0.0
         healthy.run(weeks * WEEK_S, share)
         rises: dict[str, list[str]] = {name: [] for name in RULES}

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.alerts import Alert, AlertEngine
 from monitor.alerts.state import FORMAT, VERSION, StateFile
-from monitor.config import AlertRule, ConfigError, load_config
+from monitor.config import AlertBaseline, AlertRule, ConfigError, load_config
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.test_alerts import Clock, gauge, record, verdict
 
@@ -24,7 +24,7 @@ RULE = AlertRule(
     evaluator="local_groundedness",
     window="60s",
     min_samples=50,
-    baseline={"window": "10m", "min_samples": 200},
+    baseline=AlertBaseline(window="10m", min_samples=200),
     min_increase=0.05,
     confidence=0.999,
 )
@@ -166,7 +166,7 @@ def test_check_config_rejects_bad_regression_rules(tmp_path: Path, rule: str, pr
 
 
 def test_regression_rule_defaults() -> None:
-    rule = AlertRule(name="r", evaluator="local_groundedness", baseline={})
+    rule = AlertRule(name="r", evaluator="local_groundedness", baseline=AlertBaseline())
     assert rule.baseline is not None
     assert (rule.window, rule.baseline.window, rule.baseline.min_samples) == ("30m", "24h", 500)
     assert (rule.min_increase, rule.confidence) == (0.03, 0.99999)
