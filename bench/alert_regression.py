@@ -128,11 +128,12 @@ class Replay:
             self.now += self.step
             while self.now >= next_tick:
                 saved, self.now = self.now, next_tick
-                for alert in self.engine.evaluate():
-                    if alert.status == "firing" and alert.starts_at.timestamp() == next_tick:
-                        self.pages[alert.rule].append(next_tick)
-                for rule, _ in self.engine.firing():
+                before = set(self.engine.firing())
+                self.engine.evaluate()
+                for rule, service in self.engine.firing():
                     self.firing_s[rule] += INTERVAL_S
+                    if (rule, service) not in before:
+                        self.pages[rule].append(next_tick)
                 self.now = saved
                 next_tick += INTERVAL_S
 
