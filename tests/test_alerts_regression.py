@@ -275,3 +275,48 @@ async def test_missing_state_file_is_counted_and_written_at_close(tmp_path: Path
     saved = json.loads(path.read_text())
     assert saved["rules"][RULE.name]["services"]["shop"]["firing"] is False
     assert [p.name for p in path.parent.iterdir()] == ["alerts.state"]  # no temp file left
+
+
+def test_check_config_shows_a_regression_rule_with_its_defaults(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "alerts:\n  state_file: /tmp/x.state\n  rules:\n"
+        "    - {name: reg, evaluator: local_groundedness, baseline: {window: 24h}}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor", "check-config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "# alert reg: defect rate over 30m up by 0.03 or more on the previous 24h at 0.99999"
+        in result.stdout
+    )
+    (rule,) = yaml.safe_load(result.stdout)["alerts"]["rules"]
+    assert rule["baseline"] == {"window": "24h", "min_samples": 500}
+    assert (rule["min_samples"], rule["max_defect_rate"]) == (100, None)
+
+
+def test_service_gives_the_engine_its_state_file(tmp_path: Path) -> None:
+    from monitor.config import Config
+    from monitor.service import Service
+
+    config = Config.model_validate(
+        {
+            "alerts": {
+                "state_file": str(tmp_path / "alerts.state"),
+                "rules": [{"name": "r", "evaluator": "local_groundedness", "baseline": {}}],
+            }
+        }
+    )
+    service = Service(config, with_receivers=False, serve_http=False)
+    (engine,) = [s for s in service.stage._sinks if isinstance(s, AlertEngine)]
+    assert engine._state_file is not None
+    assert engine._state_file.path == tmp_path / "alerts.state"
