@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests._rag_answers import Answer, answers
 from tests._servers import alertmanager, free_port, need, rag_monitor, webhook
+from tests._wait import wait_until
 
 RULE = "hallucination_regression"
 PER_S = 10
@@ -172,3 +173,86 @@ def _scenario(service: Service, hook: Any, port: int) -> None:
     assert "over 30s against 0.2" in description and "over the previous 3m (" in description
     assert float(page["annotations"]["increase"]) >= 0.03
     assert float(page["annotations"]["p_value"]) <= 1e-5
+
+
+def test_a_firing_alert_survives_sigterm_and_the_next_process_resolves_it(
+    tmp_path: Path,
+) -> None:
+    """`alerts.state_file` across a graceful restart: SIGTERM sends nothing, the next
+    process is firing from its first evaluation and sends the resolve itself."""
+    need("prometheus-alertmanager")
+    ports = {"metrics": free_port(), "otlp": free_port()}
+    config = tmp_path / "monitor.yaml"
+    state = tmp_path / "state" / "alerts.state"
+    rule = "hallucination_rate"
+    with webhook() as hook, alertmanager(tmp_path, hook.url) as am:
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "receivers": {
+                        "otlp": {
+                            "grpc": {"enabled": False},
+                            "http": {"endpoint": f"127.0.0.1:{ports['otlp']}"},
+                        }
+                    },
+                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"}},
+                    "evaluators": [{"name": "local_groundedness"}],
+                    "alerts": {
+                        "alertmanager": {"url": am},
+                        "state_file": str(state),
+                        "evaluation_interval_s": 0.5,
+                        "rules": [
+                            {
+                                "name": rule,
+                                "evaluator": "local_groundedness",
+                                "max_defect_rate": 0.1,
+                                "min_samples": 10,
+                            }
+                        ],
+                    },
+                }
+            )
+        )
+
+        def sent(status: str) -> list[dict[str, Any]]:
+            return [
+                a
+                for a in hook.alerts()
+                if a["labels"].get("alertname") == rule and a["status"] == status
+            ]
+
+        def evaluated() -> float:
+            return sum(
+                metric(ports["metrics"], "rag_monitor_evaluations_total", f'outcome="{o}"') or 0
+                for o in ("pass", "fail")
+            )
+
+        with rag_monitor(tmp_path, config, ports["metrics"]):
+            service = Service(ports["otlp"])
+            try:
+                for item in (service.hallucinated * 3)[:30]:
+                    service.request(item)
+                service.provider.force_flush()
+                wait_until(lambda: bool(sent("firing")), 120, "the alert at the webhook")
+            finally:
+                service.close()
+        assert state.exists()
+        assert sent("resolved") == []  # SIGTERM resolves nothing
+
+        with rag_monitor(tmp_path, config, ports["metrics"]):
+            assert metric(ports["metrics"], "rag_monitor_alert_state_loads_total") == 1
+            wait_until(
+                lambda: metric(ports["metrics"], "rag_monitor_alert_firing", f'rule="{rule}"') == 1,
+                30,
+                "the restored alert firing after an evaluation",
+            )
+            service = Service(ports["otlp"])
+            try:
+                for item in (service.faithful * 20)[:600]:
+                    service.request(item)
+                service.provider.force_flush()
+                wait_until(lambda: evaluated() == 600, 180, "600 faithful answers evaluated")
+                (resolved, *_) = wait_until(lambda: sent("resolved"), 60, "the resolve")
+            finally:
+                service.close()
+        assert resolved["labels"] == sent("firing")[0]["labels"]
