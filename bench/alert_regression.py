@@ -82,7 +82,7 @@ def load(paths: list[Path]) -> dict[str, Verdicts]:
     return out
 
 
-RULES = {
+RULES: dict[str, dict[str, Any]] = {
     "absolute 0.1": {"evaluator": "local_groundedness", "max_defect_rate": 0.1},
     "regression (defaults)": {"evaluator": "local_groundedness", "baseline": {}},
 }
@@ -215,8 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rise", type=float, default=2 * 3600.0, help="seconds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trials", type=int, default=5, help="independent runs per rise")
+    parser.add_argument(
+        "--regression",
+        type=json.loads,
+        default={},
+        help="keys over the regression rule's defaults, as JSON: '{\"confidence\": 0.9999}'",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    RULES["regression (defaults)"].update(args.regression)
     for name, v in load(args.data).items():
         fpr = sum(v.faithful) / len(v.faithful)
         tpr = sum(v.hallucinated) / len(v.hallucinated)
