@@ -449,6 +449,7 @@ class AlertBaseline(_Section):
 REGRESSION_CONFIDENCE = 0.99999
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
+REGRESSION_MIN_SAMPLES = 100
 
 
 class AlertRule(_Section):
@@ -470,7 +471,7 @@ class AlertRule(_Section):
         if isinstance(data, dict) and data.get("baseline") is not None:
             data = {
                 "window": REGRESSION_WINDOW,
-                "min_samples": 100,
+                "min_samples": REGRESSION_MIN_SAMPLES,
                 "confidence": REGRESSION_CONFIDENCE,
                 "min_increase": REGRESSION_MIN_INCREASE,
                 **data,
