@@ -124,6 +124,19 @@ def test_baseline_does_not_learn_the_regression_and_resolves_when_it_ends() -> N
     assert [a.status for a in stream.sent] == ["firing"] * (len(stream.sent) - 1) + ["resolved"]
 
 
+def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
+    engine, t, clock = make()
+    stream = Stream(engine, clock)
+    stream.run(900, 0.20)
+    stream.run(600, 0.50)
+    assert engine.firing() == [(RULE.name, "shop")]
+    while engine.firing():
+        stream.run(INTERVAL, 0.20)
+    stream.run(180, 0.20)  # the slices current at the resolve have left the window
+    rate = gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name)
+    assert rate == pytest.approx(0.20, abs=0.001)
+
+
 def test_services_have_their_own_baselines() -> None:
     engine, _, clock = make()
     stream = Stream(engine, clock)
