@@ -237,9 +237,15 @@ def _explain(config: Config) -> list[str]:
     if config.exporters.results_file:
         lines.append(f"results appended to {config.exporters.results_file}")
     for rule in config.alerts.rules:
-        lines.append(
-            f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
-        )
+        if rule.baseline is not None:
+            lines.append(
+                f"alert {rule.name}: defect rate over {rule.window} up by {rule.min_increase:g}"
+                f" or more on the previous {rule.baseline.window} at {rule.confidence:g}"
+            )
+        else:
+            lines.append(
+                f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
+            )
     return lines
 
 

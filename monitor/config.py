@@ -508,20 +508,60 @@ class EvaluatorConfig(_Section):
 # -- alerts, exporters, pipeline ---------------------------------------------------------
 
 
+class AlertBaseline(_Section):
+    """A regression rule's reference: the trailing `window` before the current one."""
+
+    window: Duration = "24h"
+    min_samples: int = Field(default=500, gt=0)
+
+
+# Regression-rule defaults, from bench/alert_regression.py (see monitor/alerts/README.md).
+REGRESSION_CONFIDENCE = 0.99999
+REGRESSION_MIN_INCREASE = 0.03
+REGRESSION_WINDOW = "30m"
+REGRESSION_MIN_SAMPLES = 100
+
+
 class AlertRule(_Section):
     name: str
     evaluator: str | None = None
     category: str | None = None
-    max_defect_rate: Rate
+    # Exactly one form: an absolute `max_defect_rate`, or a `baseline` to regress against.
+    max_defect_rate: Rate | None = None
+    baseline: AlertBaseline | None = None
+    min_increase: float | None = Field(default=None, gt=0, lt=1)
     window: Duration = "10m"
     min_samples: int = Field(default=30, gt=0)
     confidence: float = Field(default=0.95, gt=0, lt=1)
     severity: str = "warning"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _regression_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("baseline") is not None:
+            data = {
+                "window": REGRESSION_WINDOW,
+                "min_samples": REGRESSION_MIN_SAMPLES,
+                "confidence": REGRESSION_CONFIDENCE,
+                "min_increase": REGRESSION_MIN_INCREASE,
+                **data,
+            }
+        return data
+
     @model_validator(mode="after")
     def _one_source(self) -> AlertRule:
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
+        if (self.max_defect_rate is None) == (self.baseline is None):
+            raise ValueError("max_defect_rate: exactly one of max_defect_rate or baseline")
+        if self.baseline is None and self.min_increase is not None:
+            raise ValueError("min_increase: only a rule with a baseline takes min_increase")
+        if self.baseline is not None and parse_duration(self.baseline.window) <= parse_duration(
+            self.window
+        ):
+            raise ValueError(
+                f"baseline.window: {self.baseline.window} must be longer than window {self.window}"
+            )
         return self
 
 
@@ -539,6 +579,8 @@ class Alerts(_Section):
     alertmanager: Alertmanager = Alertmanager()
     webhooks: list[Webhook] = []
     evaluation_interval_s: Seconds = Field(default=15.0, gt=0)
+    # Where the rules' windows and firing states are kept across restarts (none: in memory).
+    state_file: str | None = None
 
 
 class PrometheusExporter(_Section):

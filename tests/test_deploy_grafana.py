@@ -14,6 +14,9 @@ import jsonschema
 import pytest
 import yaml
 
+from monitor.alerts import AlertEngine
+from monitor.alerts.state import StateFile
+from monitor.config import AlertBaseline, AlertRule
 from monitor.telemetry import create_telemetry
 
 GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
@@ -32,7 +35,14 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 def exported_names() -> set[str]:
     names = set()
-    for family in create_telemetry().registry.collect():
+    # With the metrics components register on their own (the alert engine's).
+    telemetry = create_telemetry()
+    AlertEngine(
+        [AlertRule(name="r", evaluator="e", baseline=AlertBaseline())],
+        telemetry,
+        state_file=StateFile("unused", telemetry),
+    )
+    for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)
     rules = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())
@@ -118,3 +128,14 @@ def test_provisioning_points_at_the_dashboards_and_links_exemplars_to_traces() -
     assert ds_var["current"]["value"] == prom["uid"]
     (dest,) = prom["jsonData"]["exemplarTraceIdDestinations"]
     assert dest["name"] == "trace_id" and "$${__value.raw}" in dest["url"]
+
+
+def test_dashboard_shows_each_service_against_its_own_baseline() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    fleet = next(p for p in panels(dashboard) if "against its own baseline" in p["title"])
+    assert fleet["repeat"] == "service"
+    exprs = [t["expr"] for t in fleet["targets"]]
+    assert any("evaluation_defect_rate:ratio30m" in e for e in exprs)
+    assert any("evaluation_defect_rate:baseline24h" in e for e in exprs)
+    sidecar = next(p for p in panels(dashboard) if p["title"].startswith("Sidecar regression"))
+    assert any("rag_monitor_defect_rate_baseline" in t["expr"] for t in sidecar["targets"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 from monitor.alerts.engine import AlertEngine, Notifier
+from monitor.alerts.state import StateFile
 from monitor.config import Config
 from monitor.evaluators.base import Severity
 from monitor.exporters.alertmanager import AlertSender
@@ -41,6 +42,7 @@ def alert_and_event_sinks(config: Config, telemetry: Telemetry) -> list[ResultSi
                 severity_thresholds=thresholds,
                 evaluation_interval_s=alerts.evaluation_interval_s,
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+                state_file=StateFile(alerts.state_file, telemetry) if alerts.state_file else None,
             )
         )
     otlp = config.exporters.otlp

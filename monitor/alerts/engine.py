@@ -16,10 +16,21 @@ Per (rule, service) the engine keeps a `SlidingWindow` of `rule.window`. On ever
 - otherwise keeps its state (hysteresis), re-sending a firing alert every
   `resend_interval_s` as Alertmanager expects.
 
+A rule with a `baseline` (a regression rule) compares the current window with the
+trailing `baseline.window` before it: slices leaving the current window move into the
+baseline. It fires when both hold their `min_samples`, the current rate is above the
+baseline's by at least `min_increase`, and a one-sided two-proportion test says so with
+`confidence`; it resolves when the increase falls below half of `min_increase` (or the
+current window empties). While it fires the baseline absorbs nothing and its clock stands
+still, so it cannot learn the regression it pages on (see README.md here).
+
 `emit` only appends to windows (non-blocking); notifications go to `Notifier`s, which
 queue and deliver them in the background (`monitor.exporters.alertmanager`).
-State is exported as `rag_monitor_defect_rate{service,rule}` (the observed rate) and
-`rag_monitor_alert_firing{service,rule,severity}`.
+State is exported as `rag_monitor_defect_rate{service,rule}` (the observed rate),
+`rag_monitor_defect_rate_baseline{service,rule}`, `rag_monitor_alert_samples{service,rule,
+window}` (why a rule cannot page yet) and `rag_monitor_alert_firing{service,rule,severity}`.
+With `alerts.state_file` the windows and firing states survive a restart (`snapshot`,
+`restore`, `monitor.alerts.state`).
 """
 
 from __future__ import annotations
@@ -31,11 +42,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from prometheus_client import Gauge
 
-from monitor.alerts.stats import wilson_interval
+from monitor.alerts.state import StateFile
+from monitor.alerts.stats import increase_p_value, wilson_interval
 from monitor.alerts.window import SlidingWindow
 from monitor.config import AlertRule, parse_duration
 from monitor.evaluators.base import SEVERITIES, EvalResult, Severity
@@ -86,18 +98,59 @@ class Notifier(Protocol):
 @dataclass(slots=True)
 class _State:
     window: SlidingWindow
+    baseline: SlidingWindow | None = None
     firing: bool = False
     started_at: float = 0.0
     last_sent: float = 0.0
     samples: int = 0
     defects: int = 0
     bounds: tuple[float, float] = (0.0, 1.0)
+    base_samples: int = 0
+    base_defects: int = 0
+    p_value: float = 1.0
+    # The baseline's clock runs `paused_s` behind the real one: it stands still while firing.
+    paused_s: float = 0.0
+    # Slices that began before the last resolve held verdicts seen while firing.
+    resolved_at: float = 0.0
+    last_evaluated: float | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "firing": self.firing,
+            "started_at": self.started_at,
+            "last_sent": self.last_sent,
+            "paused_s": self.paused_s,
+            "resolved_at": self.resolved_at,
+            "last_evaluated": self.last_evaluated,
+            "current": self.window.slices(),
+            "baseline": self.baseline.slices() if self.baseline is not None else None,
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.firing = bool(saved["firing"])
+        self.started_at = float(saved["started_at"])
+        self.last_sent = float(saved["last_sent"])
+        self.paused_s = float(saved["paused_s"])
+        self.resolved_at = float(saved["resolved_at"])
+        last = saved["last_evaluated"]
+        self.last_evaluated = None if last is None else float(last)
+        self.window.restore(_slices(saved["current"]))
+        if self.baseline is not None:
+            self.baseline.restore(_slices(saved["baseline"]))
+
+
+def _slices(raw: Any) -> list[tuple[int, int, int]]:
+    out = [(int(i), int(n), int(d)) for i, n, d in raw]
+    if any(not 0 <= d <= n for _, n, d in out) or out != sorted(out):
+        raise ValueError("slices out of order or with more defects than samples")
+    return out
 
 
 @dataclass(frozen=True)
 class _Rule:
     config: AlertRule
     window_s: float
+    baseline_s: float | None = None
     # Safety rules: the severity at which each grading evaluator calls a verdict a defect.
     thresholds: Mapping[str, Severity] = field(default_factory=dict)
 
@@ -131,6 +184,8 @@ class AlertEngine:
     - `resend_interval_s`: how often a firing alert is re-sent.
     - `generator_url`: where a human can look at the source (the metrics endpoint).
     - `clock`: seconds since the epoch; tests pass their own.
+    - `state_file`: where windows and firing states are kept across restarts
+      (`alerts.state_file`); read by `start`, written after every evaluation and by `close`.
     """
 
     def __init__(
@@ -144,9 +199,30 @@ class AlertEngine:
         resend_interval_s: float = DEFAULT_RESEND_INTERVAL_S,
         generator_url: str | None = None,
         clock: Callable[[], float] = time.time,
+        state_file: StateFile | None = None,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
-        self._rules = [_Rule(r, parse_duration(r.window), thresholds) for r in rules]
+        self._rules = [
+            _Rule(
+                r,
+                parse_duration(r.window),
+                parse_duration(r.baseline.window) if r.baseline else None,
+                thresholds,
+            )
+            for r in rules
+        ]
+        self._state_file = state_file
+        self._baseline_rate = telemetry.gauge(
+            "defect_rate_baseline",
+            "Defect rate of a regression rule's baseline window.",
+            ("service", "rule"),
+        )
+        self._window_samples = telemetry.gauge(
+            "alert_samples",
+            "Verdicts in an alert rule's current or baseline window (a rule pages only "
+            "with min_samples in each).",
+            ("service", "rule", "window"),
+        )
         self._t = telemetry
         self._notifiers = list(notifiers)
         self._interval = evaluation_interval_s
@@ -159,6 +235,8 @@ class AlertEngine:
     # -- ResultSink -------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self._state_file is not None:
+            self.restore(self._state_file.load(self._clock(), self._longest_window()))
         for notifier in self._notifiers:
             await notifier.start()
         if self._task is None and self._rules:
@@ -175,16 +253,20 @@ class AlertEngine:
                 continue
             state = self._states.get((i, service))
             if state is None:
-                state = self._states[(i, service)] = _State(SlidingWindow(rule.window_s))
+                state = self._states[(i, service)] = _new_state(rule)
             for defect in samples:
                 state.window.add(now, defect)
 
     async def close(self) -> None:
-        """Stop judging; firing alerts are not resolved (their `endsAt` expires them)."""
+        """Stop judging and save the state file; nothing is sent: a firing alert stays
+        firing (the next process, reading the state file, goes on judging and resolves
+        it; without one its `endsAt` expires it)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._state_file is not None:
+            await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
         for notifier in self._notifiers:
             try:
                 await notifier.close()
@@ -200,15 +282,25 @@ class AlertEngine:
         for (i, service), state in self._states.items():
             rule = self._rules[i]
             cfg = rule.config
+            if rule.baseline_s is not None:
+                alert = self._judge_regression(rule, service, state, now)
+                if alert is not None:
+                    out.append(alert)
+                self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(
+                    1 if state.firing else 0
+                )
+                continue
             samples, defects = state.window.totals(now)
+            self._window_samples.labels(service, cfg.name, "current").set(samples)
             state.samples, state.defects = samples, defects
             state.bounds = lower, upper = wilson_interval(defects, samples, cfg.confidence)
             if samples:
                 self._t.defect_rate.labels(service, cfg.name).set(defects / samples)
             else:
                 _remove(self._t.defect_rate, service, cfg.name)
+            threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
             if not state.firing:
-                if samples >= cfg.min_samples and lower > cfg.max_defect_rate:
+                if samples >= cfg.min_samples and lower > threshold:
                     state.firing, state.started_at, state.last_sent = True, now, now
                     log.warning(
                         "alert %s firing for %s: %d/%d defects, %.0f%% interval [%.3f, %.3f]",
@@ -221,7 +313,7 @@ class AlertEngine:
                         upper,
                     )
                     out.append(self._alert(rule, service, state, now, "firing"))
-            elif samples == 0 or upper < cfg.max_defect_rate:
+            elif samples == 0 or upper < threshold:
                 state.firing = False
                 log.info(
                     "alert %s resolved for service %s (%d/%d)", cfg.name, service, defects, samples
@@ -234,6 +326,91 @@ class AlertEngine:
                 1 if state.firing else 0
             )
         return out
+
+    def _judge_regression(
+        self, rule: _Rule, service: str, state: _State, now: float
+    ) -> Alert | None:
+        cfg = rule.config
+        assert cfg.baseline is not None and state.baseline is not None
+        if state.firing and state.last_evaluated is not None:
+            state.paused_s += max(0.0, now - state.last_evaluated)
+        state.last_evaluated = now
+        for gone in state.window.expire(now):
+            start = gone.index * state.window.width
+            if not state.firing and start >= state.resolved_at:
+                state.baseline.add_counts(start - state.paused_s, gone.samples, gone.defects)
+        samples, defects = state.window.totals(now)
+        base_samples, base_defects = state.baseline.totals(
+            now - state.paused_s - state.window.window_s
+        )
+        state.samples, state.defects = samples, defects
+        state.base_samples, state.base_defects = base_samples, base_defects
+        increase, state.p_value = increase_p_value(defects, samples, base_defects, base_samples)
+        self._window_samples.labels(service, cfg.name, "current").set(samples)
+        self._window_samples.labels(service, cfg.name, "baseline").set(base_samples)
+        if samples:
+            self._t.defect_rate.labels(service, cfg.name).set(defects / samples)
+        else:
+            _remove(self._t.defect_rate, service, cfg.name)
+        if base_samples:
+            self._baseline_rate.labels(service, cfg.name).set(base_defects / base_samples)
+        else:
+            _remove(self._baseline_rate, service, cfg.name)
+        min_increase = cfg.min_increase or 0.0
+        if not state.firing:
+            ready = samples >= cfg.min_samples and base_samples >= cfg.baseline.min_samples
+            if ready and increase >= min_increase and state.p_value <= 1 - cfg.confidence:
+                state.firing, state.started_at, state.last_sent = True, now, now
+                log.warning("alert %s firing for %s: %s", cfg.name, service, _story(cfg, state))
+                return self._alert(rule, service, state, now, "firing")
+        elif samples == 0 or increase < min_increase / 2:
+            state.firing = False
+            state.resolved_at = now
+            log.info("alert %s resolved for %s: %s", cfg.name, service, _story(cfg, state))
+            return self._alert(rule, service, state, now, "resolved")
+        elif now - state.last_sent >= self._resend:
+            state.last_sent = now
+            return self._alert(rule, service, state, now, "firing")
+        return None
+
+    # -- state across restarts -------------------------------------------------------------
+
+    def _longest_window(self) -> float:
+        return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every (rule, service)'s windows and firing state, for the state file."""
+        out: dict[str, Any] = {}
+        for (i, service), state in self._states.items():
+            rule = self._rules[i]
+            entry = out.setdefault(
+                rule.config.name, {"fingerprint": _fingerprint(rule), "services": {}}
+            )
+            entry["services"][service] = state.snapshot()
+        return out
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Takes back what `snapshot` gave, for rules that still exist with the same
+        evaluator and windows; anything else is logged and left out."""
+        by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
+        for name, entry in saved.items():
+            i = by_name.get(name)
+            try:
+                if i is None or entry["fingerprint"] != _fingerprint(self._rules[i]):
+                    log.warning(
+                        "alert state of rule %s left out: the rule is gone or changed", name
+                    )
+                    continue
+                for service, raw in entry["services"].items():
+                    state = _new_state(self._rules[i])
+                    state.restore(raw)
+                    self._states[(i, self._t.service_cap(str(service)))] = state
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                log.error("alert state of rule %s is malformed (%r): left out", name, exc)
+                self._states = {k: v for k, v in self._states.items() if k[0] != i}
+        restored = self.firing()
+        if restored:
+            log.info("alert state restored; firing: %s", restored)
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing."""
@@ -257,6 +434,8 @@ class AlertEngine:
             except Exception:
                 log.exception("alert evaluation failed")
                 self._t.dropped.labels("alerts", "internal_error").inc()
+            if self._state_file is not None:
+                await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
 
     def _alert(
         self,
@@ -282,12 +461,10 @@ class AlertEngine:
             labels["category"] = str(cfg.category)
         # A firing alert that stops being re-sent expires on its own (as Prometheus does).
         ends = now + 4 * max(self._resend, self._interval) if status == "firing" else now
-        return Alert(
-            rule=cfg.name,
-            service=service,
-            status=status,
-            labels=labels,
-            annotations={
+        if cfg.baseline is not None:
+            annotations = _regression_annotations(cfg, state, what, service)
+        else:
+            annotations = {
                 "summary": (
                     f"{what} defect rate on {service} is {rate:.1%} "
                     f"({state.defects}/{state.samples} in {cfg.window})"
@@ -300,11 +477,70 @@ class AlertEngine:
                 "lower_bound": f"{lower:.4f}",
                 "upper_bound": f"{upper:.4f}",
                 "samples": str(state.samples),
-            },
+            }
+        return Alert(
+            rule=cfg.name,
+            service=service,
+            status=status,
+            labels=labels,
+            annotations=annotations,
             starts_at=_utc(state.started_at),
             ends_at=_utc(ends),
             generator_url=self._generator_url,
         )
+
+
+def _new_state(rule: _Rule) -> _State:
+    baseline = SlidingWindow(rule.baseline_s) if rule.baseline_s is not None else None
+    return _State(SlidingWindow(rule.window_s), baseline)
+
+
+def _fingerprint(rule: _Rule) -> str:
+    """What a saved window depends on: the same verdicts counted over the same spans."""
+    cfg = rule.config
+    baseline = cfg.baseline.window if cfg.baseline else ""
+    return f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}|{baseline}"
+
+
+def _p(p: float) -> str:
+    return f"p = {p:.3f}" if p >= 0.001 else f"p < {_ceil_power(p)}"
+
+
+def _ceil_power(p: float) -> str:
+    exponent = -3
+    while p < 10.0 ** (exponent - 1) and exponent > -12:
+        exponent -= 1
+    return f"{10.0**exponent:g}"
+
+
+def _story(cfg: AlertRule, state: _State) -> str:
+    """ "defect rate 0.49 over 10m against 0.40 over the previous 24h (600 / 86,400
+    verdicts), +0.09, p < 0.001"."""
+    assert cfg.baseline is not None
+    rate = state.defects / state.samples if state.samples else 0.0
+    base = state.base_defects / state.base_samples if state.base_samples else 0.0
+    return (
+        f"defect rate {rate:.2f} over {cfg.window} against {base:.2f} over the previous "
+        f"{cfg.baseline.window} ({state.samples:,} / {state.base_samples:,} verdicts), "
+        f"{rate - base:+.2f}, {_p(state.p_value)}"
+    )
+
+
+def _regression_annotations(
+    cfg: AlertRule, state: _State, what: str, service: str
+) -> dict[str, str]:
+    rate = state.defects / state.samples if state.samples else 0.0
+    base = state.base_defects / state.base_samples if state.base_samples else 0.0
+    return {
+        "summary": f"{what} defect rate on {service} rose from {base:.2f} to {rate:.2f}",
+        "description": _story(cfg, state),
+        "defect_rate": f"{rate:.4f}",
+        "baseline_defect_rate": f"{base:.4f}",
+        "increase": f"{rate - base:.4f}",
+        "p_value": f"{state.p_value:.3g}",
+        "samples": str(state.samples),
+        "baseline_samples": str(state.base_samples),
+    }
 
 
 def _utc(ts: float) -> datetime:

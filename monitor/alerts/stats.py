@@ -35,3 +35,20 @@ def wilson_interval(defects: int, samples: int, confidence: float) -> tuple[floa
     centre = (p + z2 / (2 * samples)) / denominator
     half = z * math.sqrt(p * (1 - p) / samples + z2 / (4 * samples * samples)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def increase_p_value(
+    defects: int, samples: int, base_defects: int, base_samples: int
+) -> tuple[float, float]:
+    """(increase, p): the current rate `defects / samples` minus the baseline's, and the
+    one-sided p-value of a pooled two-proportion z-test that the current rate is not above
+    the baseline's (1.0 when either side is empty)."""
+    if samples <= 0 or base_samples <= 0:
+        return 0.0, 1.0
+    rate, base = defects / samples, base_defects / base_samples
+    pooled = (defects + base_defects) / (samples + base_samples)
+    variance = pooled * (1 - pooled) * (1 / samples + 1 / base_samples)
+    if variance <= 0:
+        return rate - base, 1.0
+    z = (rate - base) / math.sqrt(variance)
+    return rate - base, NormalDist().cdf(-z)
