@@ -171,8 +171,11 @@ def find(
             rivals = [
                 o
                 for o in same
-                if o.kind != "name"
-                or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+                if (
+                    o.kind != "name"
+                    or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+                )
+                and not _restated_elsewhere(claim, slot, sentence, o)
             ]
             if not rivals:
                 continue
@@ -445,6 +448,21 @@ def _same_role(
     if strict:
         return bool(mine) and stem(mine) in before
     return shared >= 2 or (shared >= 1 and names == 1)
+
+
+def _restated_elsewhere(claim: Parsed, slot: Slot, sentence: Parsed, other: Slot) -> bool:
+    """Whether another slot of the claim restates `other` after the same word as the evidence
+    ("the crossing takes 25 minutes" in both): that evidence value is the source of the
+    claim's other slot, not a rival for this one. A value the claim puts after another word
+    ("every 25 minutes" against "takes 25 minutes") stays a rival, so swaps are still seen."""
+    theirs = _role(sentence, other, 1)
+    return bool(theirs) and any(
+        mine is not slot
+        and mine.kind == other.kind
+        and same_value(mine, other)
+        and _role(claim, mine, 1) == theirs
+        for mine in claim.slots
+    )
 
 
 def _in_claim(other: Slot, claim: Parsed) -> bool:
