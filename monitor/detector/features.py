@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from monitor.detector import contradiction, slots
+from monitor.detector import contradiction, slots, substitution
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.text import (
@@ -466,6 +466,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for c in _slot_contradictions(query, contexts, claims, checks, context, question, embedder)
         if not _is_conversion(c, checks)
     ]
+    contradictions += _substitutions(query, claims, checks, evidence, contradictions)
     evidence = _window(evidence)
 
     if checks and evidence:
@@ -530,6 +531,25 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 # parsing a context sentence for slots is a third of the detector's time on a new context.
 # `Parsed` is never mutated after parsing, so cached values can be shared.
 _parse_context = lru_cache(maxsize=4096)(slots.parse)
+
+
+def _substitutions(
+    query: str,
+    claims: list[_Sentence],
+    checks: list[SentenceCheck],
+    evidence: list[_Sentence],
+    found: list[Contradiction],
+) -> list[Contradiction]:
+    """Opposites, co-hyponyms and full names swapped in claims that restate a context
+    sentence; a claim whose slots already contradict the context is not read twice."""
+    texts = [e.text for e in evidence]
+    done = {c.claim for c in found if c.decisive}
+    return [
+        c
+        for claim, check in zip(claims, checks, strict=True)
+        if not check.abstains and claim.text not in done
+        for c in substitution.find(claim.text, texts, query)
+    ]
 
 
 def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:

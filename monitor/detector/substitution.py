@@ -1,0 +1,221 @@
+"""Substitutions: a claim that restates a context sentence with one word swapped for a rival.
+
+The rival words come from small closed lexicons, not from word vectors (which put "east" and
+"west", or "copper" and "zinc", close together and so cannot tell a paraphrase from a swap):
+
+- **opposites** — directions, positions, times of day, seasons, trends ("east bank" against
+  "west bank", "upstream" against "downstream", "increased" against "decreased");
+- **co-hyponyms** — members of one closed class that cannot stand for each other: colours,
+  metals, materials, woods, animals, instruments, crops, weekdays, and units of one dimension
+  (minutes / hours / days, "a day" / "a week", metres / kilometres, euros / dollars);
+
+A swap is a contradiction only when the context sentence restates the rest of the claim (its
+other content words, `_RESTATED` of them, at least `_FRAME` words) and the claim's word is in
+no context sentence that shares two of those words: a value the context gives elsewhere in a
+similar frame is supported, not swapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from monitor.detector.contradiction import Contradiction
+from monitor.detector.text import DISCOURSE, STOPWORDS, fold, stem, tokens
+
+# Two thirds of the claim's other content words, and at least two of them (a number the
+# claim shares with the sentence counts as one).
+_RESTATED = 0.66
+_FRAME = 2
+_OPPOSITE_PAIRS = """
+east west | north south | northeast southwest | northwest southeast | eastern western |
+northern southern | upstream downstream | above below | upper lower | top bottom |
+before after | earlier later | morning evening | dawn dusk | summer winter | spring autumn |
+inside outside | indoor outdoor | interior exterior | internal external | front back |
+increased decreased | increase decrease | increases decreases | rose fell | rise fall |
+rises falls | risen fallen | gain loss | gained lost | won lost | win lose | wins loses |
+profit loss | import export | imports exports | imported exported | bought sold | buy sell |
+entrance exit | arrival departure | arrives departs | first last | oldest newest |
+oldest youngest | largest smallest | highest lowest | longest shortest | maximum minimum |
+heaviest lightest | cheapest dearest | public private | urban rural | domestic foreign |
+permanent temporary | male female | left right | day night | daily nightly |
+hot cold | warm cool | wet dry | open closed | opened closed | opens closes |
+accepted rejected | accepts rejects | allowed forbidden | permitted prohibited |
+included excluded | includes excludes | success failure | succeeded failed |
+victory defeat | ascending descending | north-east south-west | eastbound westbound |
+northbound southbound | inbound outbound | minimum maximum | positive negative |
+lowered raised | raise lower | expanded shrank | grew shrank | grow shrink |
+""".replace("\n", " ")
+_OPPOSITES: dict[str, frozenset[str]] = {}
+for _pair in filter(str.strip, _OPPOSITE_PAIRS.split("|")):
+    _a, _b = _pair.split()
+    _OPPOSITES[_a] = _OPPOSITES.get(_a, frozenset()) | {_b}
+    _OPPOSITES[_b] = _OPPOSITES.get(_b, frozenset()) | {_a}
+
+_CLASSES = {
+    "colour": "red blue green yellow white black orange grey gray purple pink brown violet "
+    "crimson scarlet turquoise beige maroon navy gold silver",
+    "metal": "copper bronze zinc tin iron steel silver gold brass nickel aluminium aluminum "
+    "lead titanium platinum chrome chromium cobalt",
+    "material": "wood stone glass steel concrete brick plastic marble granite clay timber "
+    "sandstone limestone slate cotton wool silk linen leather paper",
+    "wood": "oak pine birch cedar walnut maple beech ash elm teak mahogany spruce larch",
+    "animal": "otter heron badger lynx beaver falcon salmon tortoise stag owl fox wolf bear "
+    "deer eagle hawk swan duck goose crane stork trout pike eel seal whale dolphin horse "
+    "cow sheep goat pig dog cat rabbit hare squirrel mouse rat bat frog toad snake lizard "
+    "turtle lion tiger leopard elephant giraffe zebra camel monkey bee wasp butterfly moth "
+    "crow raven sparrow robin pigeon gull puffin penguin shark cod herring",
+    "instrument": "violin cello viola flute oboe clarinet bassoon trumpet trombone horn tuba "
+    "harp piano organ guitar drum drums saxophone accordion",
+    "crop": "wheat barley rye oats oat maize corn rice millet sorghum spelt buckwheat potato "
+    "potatoes soy soybean",
+    "fruit": "apple apples pear pears cherry cherries plum plums grape grapes orange lemon "
+    "peach apricot strawberry raspberry",
+    "weekday": "monday tuesday wednesday thursday friday saturday sunday",
+    "time": "second seconds minute minutes hour hours day days week weeks month months year "
+    "years decade decades century centuries daily weekly monthly yearly annually hourly",
+    "length": "millimetre millimetres millimeter millimeters centimetre centimetres "
+    "centimeter centimeters metre metres meter meters kilometre kilometres kilometer "
+    "kilometers mile miles foot feet inch inches yard yards",
+    "weight": "gram grams kilogram kilograms kilo kilos tonne tonnes ton tons pound pounds "
+    "ounce ounces",
+    "money": "euro euros dollar dollars yen pound pounds franc francs krone kroner crown "
+    "crowns rupee rupees yuan",
+    "area": "hectare hectares acre acres square",
+    "vehicle": "car cars bus buses train trains tram trams ferry ferries bicycle bicycles "
+    "truck trucks plane planes helicopter boat boats ship ships",
+}
+_PERIOD = {
+    "daily": "day", "weekly": "week", "monthly": "month", "yearly": "year", "annually": "year",
+    "hourly": "hour", "annual": "year",
+}  # fmt: skip
+# A word in two classes ("silver", "pound") belongs to both; a swap within either counts.
+_CLASS_OF: dict[str, frozenset[str]] = {}
+for _name, _members in _CLASSES.items():
+    for _word in _members.split():
+        _CLASS_OF[_word] = _CLASS_OF.get(_word, frozenset()) | {_name}
+
+
+def _lemma(word: str) -> str:
+    """The form a lexicon compares: periods as their unit ("weekly" -> "week"), plurals as
+    singulars ("minutes" -> "minute")."""
+    word = _PERIOD.get(word, word)
+    for suffix, repl in (("ies", "y"), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and word[: -len(suffix)] + repl in _CLASS_OF:
+            return word[: -len(suffix)] + repl
+    return word
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    text: str
+    # Folded words, their lemmas and the content stems that frame a claim.
+    words: tuple[str, ...]
+    lemmas: frozenset[str]
+    stems: frozenset[str]
+    names: tuple[tuple[str, ...], ...]
+    # The names as written ("Jorun Varova").
+    shown: tuple[str, ...]
+
+
+@lru_cache(maxsize=4096)
+def _read(text: str) -> _Words:
+    raw = tokens(text)
+    words = tuple(fold(t) for t in raw)
+    names: list[tuple[str, ...]] = []
+    shown: list[str] = []
+    run: list[str] = []
+    for i, (token, word) in enumerate(zip([*raw, "."], [*words, "."], strict=True)):
+        if token[:1].isupper() and token.isalpha() and word not in STOPWORDS:
+            run.append(word)
+            continue
+        if len(run) >= 2:
+            names.append(tuple(run))
+            shown.append(" ".join(raw[i - len(run) : i]))
+        run = []
+    content = {
+        stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
+        for w in words
+        if w not in STOPWORDS and w not in DISCOURSE and (w[0].isdigit() or len(w) > 1)
+    }
+    return _Words(
+        text,
+        words,
+        frozenset(_lemma(w) for w in words),
+        frozenset(content),
+        tuple(names),
+        tuple(shown),
+    )
+
+
+def _rivals(word: str, theirs: _Words, mine: _Words) -> list[tuple[str, str]]:
+    """(kind, rival word) pairs in `theirs` that `word` may have been swapped from."""
+    lemma = _lemma(word)
+    out = []
+    for other in theirs.lemmas - mine.lemmas:
+        if other in _OPPOSITES.get(lemma, ()):
+            out.append(("opposite", other))
+        elif _CLASS_OF.get(lemma, frozenset()) & _CLASS_OF.get(other, frozenset()):
+            out.append(("kind", other))
+    return out
+
+
+def _share(frames: tuple[set[str], ...], sentence: _Words, claim: _Words) -> float:
+    return max(_share_of(f, sentence, claim) for f in frames)
+
+
+def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
+    """The share of the frame the sentence restates; nothing unless it restates two words,
+    one of them the claim's own (not only the question's)."""
+    shared = frame & sentence.stems
+    if len(shared) < _FRAME or not shared & claim.stems:
+        return 0.0
+    return len(shared) / len(frame)
+
+
+def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ...]:
+    """The claim's content words other than `own`, alone and with the question's: a claim
+    led by a pronoun ("Its emblem is the owl") is about what the question names."""
+    frame = set(claim.stems) - own
+    return frame, frame | (set(question.stems) - own)
+
+
+def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Contradiction]:
+    """Swapped opposites, co-hyponyms and full names in one response sentence."""
+    claim = _read(claim_text)
+    asked = _read(question)
+    evidence = [_read(t) for t in context]
+    out: list[Contradiction] = []
+    candidates = {w for w in claim.words if _lemma(w) in _OPPOSITES or _lemma(w) in _CLASS_OF}
+    for word in sorted(candidates):
+        lemma = _lemma(word)
+        frame = _frame(claim, asked, {stem(word)})
+        if len(frame[1]) < _FRAME:
+            continue
+        # The claim's word in a sentence that shares any of the frame backs it.
+        if any(_share(frame, e, claim) > 0 for e in evidence if lemma in e.lemmas):
+            continue
+        best: tuple[float, str, str, _Words] | None = None
+        for sentence in evidence:
+            if lemma in sentence.lemmas:
+                continue
+            share = _share(frame, sentence, claim)
+            if share < _RESTATED:
+                continue
+            for kind, rival in _rivals(word, sentence, claim):
+                if best is None or share > best[0]:
+                    best = (share, kind, rival, sentence)
+        if best is not None:
+            _, kind, rival, sentence = best
+            said = next(w for w in claim_text.split() if _lemma(fold(w.strip(".,;:!?"))) == lemma)
+            shown = next(
+                (w for w in sentence.text.split() if _lemma(fold(w.strip(".,;:!?"))) == rival),
+                rival,
+            )
+            out.append(
+                Contradiction(
+                    kind, said.strip(".,;:!?"), shown.strip(".,;:!?"), claim_text, sentence.text
+                )
+            )
+    return out

@@ -1,0 +1,47 @@
+"""Swapped opposites, co-hyponyms and units fail with an explanation naming both words; the
+same words where the context backs them, or in sentences that do not restate the claim, pass."""
+
+from __future__ import annotations
+
+from monitor.detector import score_groundedness
+from monitor.evaluators.local import LocalGroundedness
+
+THRESHOLD = LocalGroundedness.default_threshold
+SHEET = [
+    "The Kelholt ferry terminal sits on the west bank of the river. Each crossing takes "
+    "25 minutes. The largest bell of the town is cast in bronze. Guided walks start in the "
+    "morning.",
+    "The museum shop is on the east side of the square.",
+]
+
+
+def _verdict(question: str, answer: str) -> tuple[float, list[str]]:
+    v = score_groundedness(question, SHEET, answer)
+    return v.score, [c.describe() for c in v.contradictions]
+
+
+def test_a_reversed_direction_fails_and_names_both_words() -> None:
+    score, found = _verdict("Where is the terminal?", "The ferry terminal is on the east bank.")
+    assert score < THRESHOLD
+    assert "answer says east; context says west" in found
+
+
+def test_a_swapped_kind_and_a_swapped_unit_fail() -> None:
+    metal, found = _verdict("What is the largest bell made of?", "It is cast in copper.")
+    assert metal < THRESHOLD and "answer says copper; context says bronze" in found
+    unit, found = _verdict("How long is the crossing?", "The crossing takes 25 hours.")
+    assert unit < THRESHOLD and "answer says hours; context says minutes" in found
+    period, found = _verdict("When do walks start?", "Guided walks start in the evening.")
+    assert period < THRESHOLD and "answer says evening; context says morning" in found
+
+
+def test_restated_words_and_other_frames_are_no_swap() -> None:
+    for question, answer in (
+        ("Where is the terminal?", "The ferry terminal is on the west bank of the river."),
+        ("How long is the crossing?", "A crossing takes 25 minutes."),
+        # "east" belongs to the shop's sentence, which shares the frame "side".
+        ("Where is the shop?", "The shop is on the east side of the square."),
+    ):
+        score, found = _verdict(question, answer)
+        assert found == [], (answer, found)
+        assert score >= THRESHOLD, answer
