@@ -45,3 +45,30 @@ def test_restated_words_and_other_frames_are_no_swap() -> None:
         score, found = _verdict(question, answer)
         assert found == [], (answer, found)
         assert score >= THRESHOLD, answer
+
+
+def test_a_polarity_flipped_in_other_words_fails_both_ways() -> None:
+    negative = ["Dogs are not permitted on the trails. The reserve opens at dawn."]
+    flipped = score_groundedness("Can I bring my dog?", negative, "Dogs may walk the trails.")
+    assert flipped.score < THRESHOLD
+    assert [c.kind for c in flipped.contradictions] == ["negation"]
+    positive = ["The trains are powered by steam."]
+    denied = score_groundedness(
+        "Are they steam trains?", positive, "Its trains do not run on steam."
+    )
+    assert denied.score < THRESHOLD
+    agreeing = score_groundedness("Can I bring my dog?", negative, "Dogs may not walk the trails.")
+    assert agreeing.contradictions == () and agreeing.score >= THRESHOLD
+
+
+def test_a_negation_in_a_condition_or_a_side_remark_is_no_flip() -> None:
+    context = [
+        "Shut the door and try to lock it.",
+        "Wet the silver and apply the cleaner with a soft cloth (not paper towels).",
+    ]
+    for answer in (
+        "If this doesn't work, shut the door and try to lock it.",
+        "Wet the silver and apply the cleaner with a soft cloth.",
+    ):
+        verdict = score_groundedness("How do I do it?", context, answer)
+        assert verdict.contradictions == (), answer

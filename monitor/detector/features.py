@@ -466,7 +466,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for c in _slot_contradictions(query, contexts, claims, checks, context, question, embedder)
         if not _is_conversion(c, checks)
     ]
-    contradictions += _substitutions(query, claims, checks, evidence, contradictions)
+    sentence_texts = [e.text for e in evidence]
     evidence = _window(evidence)
 
     if checks and evidence:
@@ -519,6 +519,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for check in checks:
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate(
@@ -537,19 +538,21 @@ def _substitutions(
     query: str,
     claims: list[_Sentence],
     checks: list[SentenceCheck],
-    evidence: list[_Sentence],
+    texts: list[str],
     found: list[Contradiction],
 ) -> list[Contradiction]:
-    """Opposites, co-hyponyms and full names swapped in claims that restate a context
-    sentence; a claim whose slots already contradict the context is not read twice."""
-    texts = [e.text for e in evidence]
+    """Opposites, co-hyponyms and units swapped, or the polarity flipped in other words, in
+    claims that restate a context sentence; a claim whose slots already contradict the
+    context is not read twice."""
     done = {c.claim for c in found if c.decisive}
-    return [
-        c
-        for claim, check in zip(claims, checks, strict=True)
-        if not check.abstains and claim.text not in done
-        for c in substitution.find(claim.text, texts, query)
-    ]
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done:
+            continue
+        swapped = substitution.find(claim.text, texts, query)
+        flipped = None if swapped else substitution.polarity(claim.text, texts)
+        out.extend(swapped if flipped is None else [*swapped, flipped])
+    return out
 
 
 def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:

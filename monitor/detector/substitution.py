@@ -22,12 +22,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
-from monitor.detector.text import DISCOURSE, STOPWORDS, fold, stem, tokens
+from monitor.detector.text import (
+    DISCOURSE,
+    NEGATIVE_POLARITY,
+    STOPWORDS,
+    fold,
+    is_negation,
+    stem,
+    tokens,
+)
 
 # Two thirds of the claim's other content words, and at least two of them (a number the
 # claim shares with the sentence counts as one).
 _RESTATED = 0.66
 _FRAME = 2
+# A polarity flip in other words: the evidence's own content words the claim restates.
+_BOTH_WAYS = 0.5
 _OPPOSITE_PAIRS = """
 east west | north south | northeast southwest | northwest southeast | eastern western |
 northern southern | upstream downstream | above below | upper lower | top bottom |
@@ -219,3 +229,80 @@ def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Co
                 )
             )
     return out
+
+
+_AUXILIARIES = frozenset(
+    "is are was were be been do does did can could may might will would shall should must "
+    "has have had".split()
+)
+# Short, single-proposition sentences only: in a long one a negation is as often about a
+# side remark ("(not paper towels)") as about the claim.
+_SHORT = 8
+
+
+def _negative(sentence: _Words) -> bool:
+    return any(is_negation(w) or w in NEGATIVE_POLARITY for w in sentence.words)
+
+
+_CONDITIONS = frozenset("if unless whether although though why".split())
+
+
+def _both_ways(words: tuple[str, ...]) -> bool:
+    """Whether a word the sentence negates also stands in it without a negation ("the amounts
+    owed ... why the debt is not owed"): then it does not deny the word as such."""
+    for i, w in enumerate(words):
+        if not is_negation(w):
+            continue
+        after = [x for x in words[i + 1 : i + 4] if x.isalpha() and x not in STOPWORDS]
+        if after and words.count(after[0]) > 1:
+            return True
+    return False
+
+
+def _verbal_negation(sentence: _Words) -> bool:
+    """A negated predicate: "cannot", "never", a "n't" contraction, or "not" after an
+    auxiliary ("are not allowed", "does not deliver"), in a sentence with no condition
+    ("if this doesn't work, ...")."""
+    words = sentence.words
+    if _both_ways(words):
+        return False
+    return not _CONDITIONS & set(words) and any(
+        w in ("cannot", "never")
+        or w.endswith("n't")
+        or (w == "not" and i > 0 and words[i - 1] in _AUXILIARIES)
+        for i, w in enumerate(words)
+    )
+
+
+def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
+    """A claim that restates a context sentence with the opposite polarity in other words
+    ("Dogs may walk the trails" against "Dogs are not permitted on the trails"): one side
+    negates, the other has no negation or negative word at all, and the sentence restates
+    `_RESTATED` of the claim's content words and the claim `_BOTH_WAYS` of the sentence's
+    (the same proposition, not a long sentence that happens to contain it). A sentence with the claim's polarity that
+    restates it as well backs it instead."""
+    claim = _read(claim_text)
+    frame = set(claim.stems) - {stem(w) for w in claim.words if is_negation(w)}
+    if not _FRAME < len(frame) <= _SHORT or _CONDITIONS & set(claim.words):
+        return None
+    negated = _negative(claim)
+    best: tuple[float, _Words] | None = None
+    same = 0.0
+    for sentence in (_read(t) for t in context):
+        share = _share_of(frame, sentence, claim)
+        # The same proposition both ways: the sentence says little besides the claim.
+        theirs = set(sentence.stems) - {stem(w) for w in sentence.words if is_negation(w)}
+        if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):
+            share = 0.0
+        if _negative(sentence) == negated:
+            same = max(same, share)
+        elif (
+            share >= _RESTATED
+            and _verbal_negation(claim if negated else sentence)
+            and (best is None or share > best[0])
+        ):
+            best = (share, sentence)
+    if best is None or same >= best[0]:
+        return None
+    evidence = best[1].text
+    return Contradiction("negation", f'"{claim_text}"', f'"{evidence}"', claim_text, evidence)
