@@ -72,3 +72,23 @@ def test_a_negation_in_a_condition_or_a_side_remark_is_no_flip() -> None:
     ):
         verdict = score_groundedness("How do I do it?", context, answer)
         assert verdict.contradictions == (), answer
+
+
+def test_an_invented_clause_lowers_the_score_and_fails_a_doubtful_answer() -> None:
+    context = ["The library holds 130,000 books. It opened in 1921."]
+    plain = score_groundedness("How many books?", context, "It holds 130,000 books.")
+    invented = score_groundedness(
+        "How many books?",
+        context,
+        "It holds 130,000 books, and a rooftop garden grows rare orchids.",
+    )
+    assert plain.score >= THRESHOLD
+    assert invented.score < plain.score * 0.75
+    assert "rooftop" in invented.unsupported_terms
+    # Advice is no claim about the context.
+    advice = score_groundedness(
+        "How many books?",
+        context,
+        "It holds 130,000 books, so it may be best to consult a librarian.",
+    )
+    assert advice.score > invented.score
