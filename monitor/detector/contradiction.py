@@ -68,7 +68,8 @@ _PRONOUNS = frozenset("it its they their he she his her this these those them".s
 class Contradiction:
     """A response claim and the context evidence it contradicts."""
 
-    # "number", "date", "name" or "negation".
+    # "number", "date", "name", "negation", "opposite" (east/west) or "kind" (a co-hyponym
+    # or a unit: copper/zinc, minutes/hours).
     kind: str
     # What the response says ("900 metres") and what the context says ("330 metres").
     said: str

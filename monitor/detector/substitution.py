@@ -171,6 +171,11 @@ def _rivals(word: str, theirs: _Words, mine: _Words) -> list[tuple[str, str]]:
     return out
 
 
+def _written(text: str, lemma: str, default: str) -> str:
+    """The word of `text` whose lemma is `lemma`, as written."""
+    return next((t for t in tokens(text) if _lemma(fold(t)) == lemma), default)
+
+
 def _share(frames: tuple[set[str], ...], sentence: _Words, claim: _Words) -> float:
     return max(_share_of(f, sentence, claim) for f in frames)
 
@@ -218,16 +223,9 @@ def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Co
                     best = (share, kind, rival, sentence)
         if best is not None:
             _, kind, rival, sentence = best
-            said = next(w for w in claim_text.split() if _lemma(fold(w.strip(".,;:!?"))) == lemma)
-            shown = next(
-                (w for w in sentence.text.split() if _lemma(fold(w.strip(".,;:!?"))) == rival),
-                rival,
-            )
-            out.append(
-                Contradiction(
-                    kind, said.strip(".,;:!?"), shown.strip(".,;:!?"), claim_text, sentence.text
-                )
-            )
+            said = _written(claim_text, lemma, word)
+            shown = _written(sentence.text, rival, rival)
+            out.append(Contradiction(kind, said, shown, claim_text, sentence.text))
     return out
 
 
