@@ -105,8 +105,13 @@ def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
 
 def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
     """The content stems just before a slot: the role it fills ("designed by X",
-    "the mayor, X", "captained by X")."""
-    words = [fold(t) for t in tokens(parsed.text)[max(0, slot.start - width) : slot.start]]
+    "the mayor, X", "captained by X"); for a name that opens the sentence, those just after
+    it ("X is the chief ranger", "X engineered the line")."""
+    raw = tokens(parsed.text)
+    if slot.start == 0 and slot.kind == "name":
+        words = [fold(t) for t in raw[slot.end : slot.end + width + 1]]
+    else:
+        words = [fold(t) for t in raw[max(0, slot.start - width) : slot.start]]
     # Five letters of the stem: "director" and "directed", "captain" and "captained".
     return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
 
