@@ -129,7 +129,8 @@ class _Words:
     shown: tuple[str, ...]
 
 
-@lru_cache(maxsize=4096)
+# Context chunks recur across requests; a worker keeps its last sentences read.
+@lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
     raw = tokens(text)
     words = tuple(fold(t) for t in raw)
