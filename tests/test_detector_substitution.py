@@ -92,3 +92,18 @@ def test_an_invented_clause_lowers_the_score_and_fails_a_doubtful_answer() -> No
         "It holds 130,000 books, so it may be best to consult a librarian.",
     )
     assert advice.score > invented.score
+
+
+def test_a_negative_word_on_both_sides_leaves_the_added_negation_to_decide() -> None:
+    context = ["Books can be borrowed without a card."]
+    flipped = score_groundedness(
+        "Do I need a card?", context, "You cannot borrow books without a card."
+    )
+    assert [c.kind for c in flipped.contradictions] == ["negation"]
+    assert flipped.score < THRESHOLD
+    # A leading "No," answers the question; the sentence itself agrees with the context.
+    negative = ["Dogs are not permitted on the trails."]
+    agreeing = score_groundedness(
+        "Can I bring my dog?", negative, "No, dogs are not permitted on the trails."
+    )
+    assert agreeing.contradictions == () and agreeing.score >= THRESHOLD

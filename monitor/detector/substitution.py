@@ -17,6 +17,7 @@ similar frame is supported, not swapped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -239,8 +240,13 @@ _AUXILIARIES = frozenset(
 _SHORT = 8
 
 
-def _negative(sentence: _Words) -> bool:
-    return any(is_negation(w) or w in NEGATIVE_POLARITY for w in sentence.words)
+def _negatives(sentence: _Words) -> frozenset[str]:
+    """The sentence's negations and negative words ("not", "without", "never"); an answer's
+    leading "No," answers the question and negates nothing in the sentence."""
+    words = sentence.words
+    if re.match(r"\s*no\s*[,.!;:]", sentence.text, re.IGNORECASE):
+        words = words[1:]
+    return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
 
 _CONDITIONS = frozenset("if unless whether although though why".split())
@@ -276,15 +282,16 @@ def _verbal_negation(sentence: _Words) -> bool:
 def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     """A claim that restates a context sentence with the opposite polarity in other words
     ("Dogs may walk the trails" against "Dogs are not permitted on the trails"): one side
-    negates, the other has no negation or negative word at all, and the sentence restates
-    `_RESTATED` of the claim's content words and the claim `_BOTH_WAYS` of the sentence's
-    (the same proposition, not a long sentence that happens to contain it). A sentence with the claim's polarity that
-    restates it as well backs it instead."""
+    has a negated predicate the other lacks, every other negative word ("without") is on
+    both sides, and the sentence restates `_RESTATED` of the claim's content words and the
+    claim `_BOTH_WAYS` of the sentence's (the same proposition, not a long sentence that
+    happens to contain it). A sentence with the claim's polarity that restates it as well
+    backs it instead."""
     claim = _read(claim_text)
     frame = set(claim.stems) - {stem(w) for w in claim.words if is_negation(w)}
     if not _FRAME < len(frame) <= _SHORT or _CONDITIONS & set(claim.words):
         return None
-    negated = _negative(claim)
+    mine = _negatives(claim)
     best: tuple[float, _Words] | None = None
     same = 0.0
     for sentence in (_read(t) for t in context):
@@ -293,13 +300,17 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
         theirs = set(sentence.stems) - {stem(w) for w in sentence.words if is_negation(w)}
         if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):
             share = 0.0
-        if _negative(sentence) == negated:
+        negatives = _negatives(sentence)
+        if negatives == mine:
             same = max(same, share)
-        elif (
-            share >= _RESTATED
-            and _verbal_negation(claim if negated else sentence)
-            and (best is None or share > best[0])
-        ):
+            continue
+        # Exactly one side adds negations, and they negate its predicate.
+        added, negating = (
+            (mine - negatives, claim) if mine > negatives else (negatives - mine, sentence)
+        )
+        if not (mine > negatives or negatives > mine) or not all(is_negation(w) for w in added):
+            continue
+        if share >= _RESTATED and _verbal_negation(negating) and (best is None or share > best[0]):
             best = (share, sentence)
     if best is None or same >= best[0]:
         return None
