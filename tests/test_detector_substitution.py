@@ -107,3 +107,16 @@ def test_a_negative_word_on_both_sides_leaves_the_added_negation_to_decide() -> 
         "Can I bring my dog?", negative, "No, dogs are not permitted on the trails."
     )
     assert agreeing.contradictions == () and agreeing.score >= THRESHOLD
+
+
+def test_a_kind_the_context_lacks_where_it_names_one_of_that_class_is_swapped() -> None:
+    context = ["The reading-room shelves are made of oak. The library opened in 1921."]
+    swapped = score_groundedness(
+        "Tell me about the library.", context, "They are built from birch."
+    )
+    assert "answer says birch; context says oak" in [c.describe() for c in swapped.contradictions]
+    assert swapped.score < THRESHOLD
+    # Two woods in the context: which one the claim replaced is unknown, so no swap is named.
+    two = ["The shelves are made of oak. The doors are made of pine."]
+    verdict = score_groundedness("Tell me about the library.", two, "They are built from birch.")
+    assert verdict.contradictions == ()

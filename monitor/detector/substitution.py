@@ -173,6 +173,27 @@ def _rivals(word: str, theirs: _Words, mine: _Words) -> list[tuple[str, str]]:
     return out
 
 
+def _sole_member(
+    word: str, claim: _Words, evidence: list[_Words]
+) -> tuple[float, str, str, _Words] | None:
+    """For a short claim whose frame no sentence restates ("They are built from birch"): the
+    one word of the same class the context has, when the context lacks the claim's word
+    entirely and names exactly one member of the class ("The shelves are made of oak")."""
+    lemma = _lemma(word)
+    if any(lemma in e.lemmas for e in evidence):
+        return None
+    found = [
+        (other, e)
+        for e in evidence
+        for other in e.lemmas - claim.lemmas
+        if _CLASS_OF.get(lemma, frozenset()) & _CLASS_OF.get(other, frozenset())
+    ]
+    if len({other for other, _ in found}) != 1:
+        return None
+    other, sentence = found[0]
+    return (0.0, "kind", other, sentence)
+
+
 def _written(text: str, lemma: str, default: str) -> str:
     """The word of `text` whose lemma is `lemma`, as written."""
     return next((t for t in tokens(text) if _lemma(fold(t)) == lemma), default)
@@ -223,6 +244,8 @@ def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Co
             for kind, rival in _rivals(word, sentence, claim):
                 if best is None or share > best[0]:
                     best = (share, kind, rival, sentence)
+        if best is None and lemma in _CLASS_OF and len(frame[0]) <= _SHORT:
+            best = _sole_member(word, claim, evidence)
         if best is not None:
             _, kind, rival, sentence = best
             said = _written(claim_text, lemma, word)
