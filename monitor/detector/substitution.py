@@ -33,11 +33,13 @@ from monitor.detector.text import (
     tokens,
 )
 
-# Two thirds of the claim's other content words, and at least two of them (a number the
+# Three fifths of the claim's other content words, and at least two of them (a number the
 # claim shares with the sentence counts as one).
-_RESTATED = 0.66
+_RESTATED = 0.6
 _FRAME = 2
-# A polarity flip in other words: the evidence's own content words the claim restates.
+# A polarity flip in other words: the share of the claim the sentence restates, and of the
+# sentence's own content words the claim restates.
+_FLIP_RESTATED = 0.66
 _BOTH_WAYS = 0.5
 _OPPOSITE_PAIRS = """
 east west | north south | northeast southwest | northwest southeast | eastern western |
@@ -333,7 +335,11 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
         )
         if not (mine > negatives or negatives > mine) or not all(is_negation(w) for w in added):
             continue
-        if share >= _RESTATED and _verbal_negation(negating) and (best is None or share > best[0]):
+        if (
+            share >= _FLIP_RESTATED
+            and _verbal_negation(negating)
+            and (best is None or share > best[0])
+        ):
             best = (share, sentence)
     if best is None or same >= best[0]:
         return None
