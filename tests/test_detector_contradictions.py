@@ -292,3 +292,14 @@ def test_a_value_restated_from_the_same_evidence_is_no_contradiction() -> None:
     assert [c.describe() for c in swapped.contradictions] == [
         "answer says 40 minutes; context says 25 minutes"
     ]
+
+
+def test_a_name_moved_from_another_role_is_read_across_verb_forms() -> None:
+    context = [
+        "A loaf costs 5 euros. The shop is owned by Konrad Elbova. The head baker is Yusuf Varane."
+    ]
+    verdict = score_groundedness("Who owns the bakery?", context, "Yusuf Varane owns the shop.")
+    assert verdict.score < THRESHOLD
+    assert verdict.contradictions[0].describe() == (
+        "answer says Yusuf Varane; context says Konrad Elbova"
+    )

@@ -366,13 +366,22 @@ def _decisive(
 
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
-    leading pronoun refers to it), words compared by their first five letters ("director",
-    "directed")."""
-    near = {w[:5] for w in context[index].stems}
+    leading pronoun refers to it), words compared by their roots (`_root`)."""
+    near = {_root(w) for w in context[index].stems}
     first = tokens(context[index].text)[:1]
     if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
-        near |= {w[:5] for w in context[index - 1].stems}
-    return sum(1 for w in frame if w[:5] in near) / max(len(frame), 1)
+        near |= {_root(w) for w in context[index - 1].stems}
+    return sum(1 for w in frame if _root(w) in near) / max(len(frame), 1)
+
+
+def _root(word: str) -> str:
+    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
+    "owner" are one root, as are "directed" and "director"."""
+    for suffix in ("ing", "ed", "es", "er", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:5]
 
 
 def _sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
