@@ -127,40 +127,18 @@ class _Words:
     words: tuple[str, ...]
     lemmas: frozenset[str]
     stems: frozenset[str]
-    names: tuple[tuple[str, ...], ...]
-    # The names as written ("Jorun Varova").
-    shown: tuple[str, ...]
 
 
 # Context chunks recur across requests; a worker keeps its last sentences read.
 @lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
-    raw = tokens(text)
-    words = tuple(fold(t) for t in raw)
-    names: list[tuple[str, ...]] = []
-    shown: list[str] = []
-    run: list[str] = []
-    for i, (token, word) in enumerate(zip([*raw, "."], [*words, "."], strict=True)):
-        if token[:1].isupper() and token.isalpha() and word not in STOPWORDS:
-            run.append(word)
-            continue
-        if len(run) >= 2:
-            names.append(tuple(run))
-            shown.append(" ".join(raw[i - len(run) : i]))
-        run = []
+    words = tuple(fold(t) for t in tokens(text))
     content = {
         stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
         for w in words
         if w not in STOPWORDS and w not in DISCOURSE and (w[0].isdigit() or len(w) > 1)
     }
-    return _Words(
-        text,
-        words,
-        frozenset(_lemma(w) for w in words),
-        frozenset(content),
-        tuple(names),
-        tuple(shown),
-    )
+    return _Words(text, words, frozenset(_lemma(w) for w in words), frozenset(content))
 
 
 def _rivals(word: str, theirs: _Words, mine: _Words) -> list[tuple[str, str]]:
@@ -222,7 +200,7 @@ def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ..
 
 
 def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Contradiction]:
-    """Swapped opposites, co-hyponyms and full names in one response sentence."""
+    """Swapped opposites and co-hyponyms (units included) in one response sentence."""
     claim = _read(claim_text)
     asked = _read(question)
     evidence = [_read(t) for t in context]
