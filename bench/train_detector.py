@@ -68,8 +68,10 @@ MODEL_FEATURES = (
     "slot_contradictions",
     "invented_contradictions",
 )
-# Share of hallucinated responses the odds are set for.
-PRIOR = 0.33
+# Share of hallucinated responses the odds are set for: chosen on RAGTruth QA dev (the real
+# answers) so that at the shipped threshold at most a fifth of its faithful answers fail
+# while at least 70% of its hallucinated ones do (at 0.33, 25% of faithful answers failed).
+PRIOR = 0.29
 THRESHOLD = 0.5
 L2 = 10.0
 CACHE = Path("/tmp/rag-monitor-detector-features")
