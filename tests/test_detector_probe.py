@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import probe_set
+from bench import probe_set
 
 
 def test_probe_covers_every_error_kind_at_both_lengths() -> None:

@@ -68,7 +68,8 @@ _PRONOUNS = frozenset("it its they their he she his her this these those them".s
 class Contradiction:
     """A response claim and the context evidence it contradicts."""
 
-    # "number", "date", "name" or "negation".
+    # "number", "date", "name", "negation", "opposite" (east/west) or "kind" (a co-hyponym
+    # or a unit: copper/zinc, minutes/hours).
     kind: str
     # What the response says ("900 metres") and what the context says ("330 metres").
     said: str
@@ -104,8 +105,13 @@ def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
 
 def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
     """The content stems just before a slot: the role it fills ("designed by X",
-    "the mayor, X", "captained by X")."""
-    words = [fold(t) for t in tokens(parsed.text)[max(0, slot.start - width) : slot.start]]
+    "the mayor, X", "captained by X"); for a name that opens the sentence, those just after
+    it ("X is the chief ranger", "X engineered the line")."""
+    raw = tokens(parsed.text)
+    if slot.start == 0 and slot.kind == "name":
+        words = [fold(t) for t in raw[slot.end : slot.end + width + 1]]
+    else:
+        words = [fold(t) for t in raw[max(0, slot.start - width) : slot.start]]
     # Five letters of the stem: "director" and "directed", "captain" and "captained".
     return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
 
@@ -171,8 +177,11 @@ def find(
             rivals = [
                 o
                 for o in same
-                if o.kind != "name"
-                or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+                if (
+                    o.kind != "name"
+                    or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+                )
+                and not _restated_elsewhere(claim, slot, sentence, o)
             ]
             if not rivals:
                 continue
@@ -357,13 +366,22 @@ def _decisive(
 
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
-    leading pronoun refers to it), words compared by their first five letters ("director",
-    "directed")."""
-    near = {w[:5] for w in context[index].stems}
+    leading pronoun refers to it), words compared by their roots (`_root`)."""
+    near = {_root(w) for w in context[index].stems}
     first = tokens(context[index].text)[:1]
     if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
-        near |= {w[:5] for w in context[index - 1].stems}
-    return sum(1 for w in frame if w[:5] in near) / max(len(frame), 1)
+        near |= {_root(w) for w in context[index - 1].stems}
+    return sum(1 for w in frame if _root(w) in near) / max(len(frame), 1)
+
+
+def _root(word: str) -> str:
+    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
+    "owner" are one root, as are "directed" and "director"."""
+    for suffix in ("ing", "ed", "es", "er", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:5]
 
 
 def _sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
@@ -445,6 +463,21 @@ def _same_role(
     if strict:
         return bool(mine) and stem(mine) in before
     return shared >= 2 or (shared >= 1 and names == 1)
+
+
+def _restated_elsewhere(claim: Parsed, slot: Slot, sentence: Parsed, other: Slot) -> bool:
+    """Whether another slot of the claim restates `other` after the same word as the evidence
+    ("the crossing takes 25 minutes" in both): that evidence value is the source of the
+    claim's other slot, not a rival for this one. A value the claim puts after another word
+    ("every 25 minutes" against "takes 25 minutes") stays a rival, so swaps are still seen."""
+    theirs = _role(sentence, other, 1)
+    return bool(theirs) and any(
+        mine is not slot
+        and mine.kind == other.kind
+        and same_value(mine, other)
+        and _role(claim, mine, 1) == theirs
+        for mine in claim.slots
+    )
 
 
 def _in_claim(other: Slot, claim: Parsed) -> bool:

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from monitor.detector import contradiction, slots
+from monitor.detector import contradiction, slots, substitution
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.text import (
@@ -213,6 +213,10 @@ class SentenceCheck:
     conflicts: int = 0
     # Numbers that restate another of the sentence in another unit ("12 miles (19 km)").
     converted: list[str] = field(default_factory=list)
+    # Unsupported words with no close context word (not a paraphrase), and numbers.
+    far: list[str] = field(default_factory=list)
+    # How specific each of those words is (0 for the most common words, 1 for rare ones).
+    specific: dict[str, float] = field(default_factory=dict)
 
     @property
     def unsupported_share(self) -> float:
@@ -466,6 +470,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for c in _slot_contradictions(query, contexts, claims, checks, context, question, embedder)
         if not _is_conversion(c, checks)
     ]
+    sentence_texts = [e.text for e in evidence]
     evidence = _window(evidence)
 
     if checks and evidence:
@@ -503,6 +508,8 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             }
             for check in checks:
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]
+                check.far = [*far, *check.unsupported_numbers]
+                check.specific = {w: embedder.specificity(w) for w in far}
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = len(far) + extra
                 check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra
@@ -511,13 +518,16 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 )
         else:
             for check in checks:
+                check.far = list(check.unsupported_numbers)
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = check.rare_unsupported = extra
                 check.specific_unsupported = float(extra)
     else:
         for check in checks:
+            check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate(
@@ -530,6 +540,27 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 # parsing a context sentence for slots is a third of the detector's time on a new context.
 # `Parsed` is never mutated after parsing, so cached values can be shared.
 _parse_context = lru_cache(maxsize=4096)(slots.parse)
+
+
+def _substitutions(
+    query: str,
+    claims: list[_Sentence],
+    checks: list[SentenceCheck],
+    texts: list[str],
+    found: list[Contradiction],
+) -> list[Contradiction]:
+    """Opposites, co-hyponyms and units swapped, or the polarity flipped in other words, in
+    claims that restate a context sentence; a claim whose slots already contradict the
+    context is not read twice."""
+    done = {c.claim for c in found if c.decisive}
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done:
+            continue
+        swapped = substitution.find(claim.text, texts, query)
+        flipped = None if swapped else substitution.polarity(claim.text, texts)
+        out.extend(swapped if flipped is None else [*swapped, flipped])
+    return out
 
 
 def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:
@@ -577,6 +608,48 @@ def _slot_contradictions(
         for text in suspects
         for c in contradiction.find(text, parsed, known, asked, unit_similarity, alone)
     ]
+
+
+# Clause boundaries inside a sentence: punctuation and coordinating words.
+_CLAUSE = re.compile(r"[,;:()]\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE)
+# Advice, hedges and attributions ("it may be best to consult a professional", "according
+# to ...") are not facts about the context: answers add them freely.
+_ADVICE = frozenset(
+    "may might could should recommend recommended recommends consult seek advisable suggest "
+    "suggested best according important remember note try ensure".split()
+)
+_CLAUSE_WEIGHT = 1.5
+_CLAUSE_SUPPORTED = 1
+
+
+def unsupported_clauses(check: SentenceCheck) -> list[str]:
+    """Clauses of a sentence whose content words (at least `_CLAUSE_WORDS`) the context lacks
+    entirely, not even as a close word: an invented claim ("..., and the library has a
+    rooftop garden")."""
+    if check.abstains or not check.far:
+        return []
+    far = set(check.far)
+    out = []
+    for clause in _CLAUSE.split(check.text):
+        if _ADVICE & {fold(t) for t in tokens(clause)}:
+            continue
+        supported = 0
+        weight = 0.0
+        for token in tokens(clause):
+            form, value = _normalise(token)
+            if value is None and (
+                not form.isalpha() or len(form) < 2 or form in STOPWORDS or form in DISCOURSE
+            ):
+                continue
+            if value is not None and token in far:
+                weight += 1.0
+            elif form in far:
+                weight += check.specific.get(form, 1.0)
+            else:
+                supported += 1
+        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED:
+            out.append(clause.strip())
+    return out
 
 
 def _summarise(checks: list[SentenceCheck]) -> np.ndarray:

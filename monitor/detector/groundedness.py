@@ -20,12 +20,15 @@ import numpy as np
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse
+from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
 
 MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
 # The score of a response that contradicts its context on a number, date, name or polarity:
 # decisive, whatever the learned model says.
 CONTRADICTED = 0.02
+# The factor a clause whose content words the context lacks (an invented claim the
+# explanation lists) applies to the score.
+UNSUPPORTED_CLAUSE = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,10 @@ def score_groundedness(query: str, contexts: list[str], response: str) -> Ground
     grounded = _model().grounded(analysis.features)
     if any(c.decisive for c in analysis.contradictions):
         grounded = min(grounded, CONTRADICTED)
+    invented = [c for s in analysis.sentences for c in unsupported_clauses(s)]
+    # Each invented clause takes a share of the score: an otherwise well-supported answer
+    # keeps a passing score, a doubtful one with an invented claim fails.
+    grounded *= UNSUPPORTED_CLAUSE ** len(invented)
     contradicted = {c.claim for c in analysis.contradictions}
     flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]
     terms: list[str] = []

@@ -31,7 +31,7 @@ DISCOURSE = frozenset(
     briefly specific specifically various several following follows also well including include
     includes like let us finally firstly secondly lastly thus hence generally typically usually
     often may might can could would unable able details detail explain explained explains
-    yes yeah okay ok""".split()
+    yes yeah okay ok seem seems seemed appears believe think far tell""".split()
 )
 # Words after which a number is a pointer into the sources or the answer's own layout.
 REFERENCES = frozenset(
