@@ -692,6 +692,79 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROVIDER = re.compile(r"[a-z][a-z0-9]*:")
 
 
+# What aliases may add to a file's values in all: far above any config written by hand with
+# anchors, far below what stalls loading (nine levels of ten aliases are 10**9 values).
+MAX_ALIAS_EXPANSION = 100_000
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YamlDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _ConfigLoader(_YamlLoader):  # type: ignore[misc,valid-type]
+    """libyaml's safe loader where installed; before anything is built from a document,
+    its node graph is checked for duplicate keys and for aliases that expand too far."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_nodes(node)
+        return super().construct_document(node)
+
+
+def _check_nodes(root: yaml.Node) -> None:
+    """Every distinct node is visited once (an alias is the same node object again):
+    duplicate keys are named, and the values aliases would add are counted."""
+    expanded: dict[int, int] = {}  # node id → values it stands for, aliases expanded
+    visiting: set[int] = set()
+
+    def size(node: yaml.Node, path: str) -> int:
+        key = id(node)
+        if key in expanded:
+            return expanded[key]
+        if key in visiting:
+            raise ConfigError([f"{path or '(top level)'}: a YAML alias refers to itself"])
+        visiting.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, value_node in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if name is not None and key_node.tag != _MERGE_TAG:
+                    line = key_node.start_mark.line + 1
+                    seen = first.get((key_node.tag, name))
+                    if seen is not None:
+                        where = f" in {path}" if path else ""
+                        raise ConfigError(
+                            [f"line {line}: duplicate key {name!r}{where} (first on line {seen})"]
+                        )
+                    first[(key_node.tag, name)] = line
+                child = f"{path}.{name}" if path else str(name)
+                total += size(key_node, path) + size(value_node, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                total += size(item, f"{path}.{index}" if path else str(index))
+        visiting.discard(key)
+        expanded[key] = total
+        return total
+
+    added = size(root, "") - len(expanded)
+    if added > MAX_ALIAS_EXPANSION:
+        raise ConfigError(
+            [
+                f"file: YAML aliases expand to {added} more values, over the limit of "
+                f"{MAX_ALIAS_EXPANSION} (an alias bomb?); write the values out or use fewer aliases"
+            ]
+        )
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, loaded safely; `ConfigError` for duplicate keys and alias bombs."""
+    return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass
+
+
+def dump_yaml(data: Any) -> str:
+    """Plain data as YAML, keys in their order (libyaml's dumper where installed)."""
+    return yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -700,7 +773,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "file"
@@ -721,8 +794,8 @@ def _typed(raw: str) -> Any:
     if not raw:
         return raw
     try:
-        parsed = yaml.safe_load(raw)
-    except (yaml.YAMLError, ValueError, RecursionError):
+        parsed = load_yaml(raw)
+    except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
         return raw
     return parsed if parsed is None or isinstance(parsed, list | dict) else raw
 
