@@ -288,6 +288,9 @@ class KafkaReceiver(_Section):
     max_poll_interval_ms: Millis = Field(default=30_000, gt=0)
     max_poll_records: int = Field(default=500, gt=0)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # The consumer's fetch limit and what the dead-letter producer may write back: a
+    # message the broker accepted (up to this size) can be dead-lettered whole.
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
     @model_validator(mode="after")
     def _servers_when_enabled(self) -> KafkaReceiver:

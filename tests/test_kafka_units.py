@@ -127,12 +127,26 @@ def test_bad_messages_name_their_problem() -> None:
         b"{broken": "bad_json",
         b"\x0a\xff\xff": "bad_protobuf",
         b"[]": "empty",
-        b"42": "unknown_encoding",
+        b"42": "not_object",
         b"[42]": "not_object",
     }
     for raw, reason in cases.items():
         problems = decode_message(raw, "auto").problems
         assert [p.reason for p in problems] == [reason], raw
+
+
+@pytest.mark.parametrize("encoding", ["auto", "json"])
+def test_json_that_is_not_a_record_object_says_what_it_is(encoding: Encoding) -> None:
+    cases = {
+        b'"' + b"x" * 100_000 + b'"': "a JSON string where a record object was expected",
+        b" 42": "a JSON number where a record object was expected",
+        b"null": "JSON null where a record object was expected",
+        b"true": "a JSON boolean where a record object was expected",
+        b'[{"question": "q"}, "a"]': "record 1: a JSON string where a record object was expected",
+    }
+    for raw, detail in cases.items():
+        problems = decode_message(raw, encoding).problems
+        assert [(p.reason, p.detail) for p in problems] == [("not_object", detail)], raw[:20]
 
 
 def test_records_are_validated_when_parsed_and_name_their_problem() -> None:

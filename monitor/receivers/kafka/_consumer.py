@@ -134,7 +134,13 @@ class KafkaReceiver:
         self._max_in_flight = max(max_in_flight, 1)
         self._log = RateLimitedLog(log, _LOG_INTERVAL_S)
         self._dead_letters = (
-            DeadLetters(config.dead_letter_topic, self._options, telemetry, self._log)
+            DeadLetters(
+                config.dead_letter_topic,
+                self._options,
+                telemetry,
+                self._log,
+                max_message_bytes=config.max_message_bytes,
+            )
             if config.dead_letter_topic is not None
             else None
         )
@@ -248,6 +254,7 @@ class KafkaReceiver:
                 heartbeat_interval_ms=self._cfg.heartbeat_interval_ms,
                 max_poll_interval_ms=self._cfg.max_poll_interval_ms,
                 max_poll_records=self._cfg.max_poll_records,
+                fetch_max_bytes=self._cfg.max_message_bytes,
                 group_instance_id=self._cfg.group_instance_id,
                 **self._options,
             )
