@@ -156,6 +156,10 @@ class KafkaReceiver:
         # Owned by the consumer thread.
         self._consumer: KafkaConsumer | None = None
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
+        # Ours by the rebalance callbacks: the client's assignment set still lists revoked
+        # partitions until the next assignment arrives.
+        self._assigned: set[TopicPartition] = set()
+        self._lag_series: set[TopicPartition] = set()
         self._held: list[tuple[PartitionTracker, Delivery]] = []  # refused by a full stage
         self._flush_owed = False  # draining: open traces may hold our messages
         self._paused = False
@@ -585,7 +589,9 @@ class KafkaReceiver:
             )
         else:
             self._status = (True, f"consuming {len(assigned)} partitions")
-        for tp in assigned:
+        for tp in self._lag_series - self._assigned:
+            self._remove_lag(tp)
+        for tp in assigned & self._assigned:
             high = consumer.highwater(tp)
             if high is None:
                 continue
@@ -599,6 +605,14 @@ class KafkaReceiver:
                     continue
             if base is not None:
                 self._t.kafka_lag.labels(tp.topic, str(tp.partition)).set(max(0, high - base))
+                self._lag_series.add(tp)
+
+    def _remove_lag(self, tp: TopicPartition) -> None:
+        self._lag_series.discard(tp)
+        try:
+            self._t.kafka_lag.remove(tp.topic, str(tp.partition))
+        except KeyError:
+            pass
 
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
@@ -619,10 +633,8 @@ class KafkaReceiver:
             gone = self._trackers.pop(tp, None)
             if gone is not None:
                 gone.revoked = True  # its late completions are ignored
-            try:
-                self._t.kafka_lag.remove(tp.topic, str(tp.partition))
-            except KeyError:
-                pass
+            self._assigned.discard(tp)
+            self._remove_lag(tp)
         self._held = [(t, d) for t, d in self._held if self._owned(t)]
         if revoked:
             log.info("kafka: partitions revoked: %s", _names(revoked))
@@ -630,6 +642,7 @@ class KafkaReceiver:
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._joined = True
         self._paused = False
+        self._assigned |= assigned
         log.info("kafka: partitions assigned: %s", _names(assigned) or "none")
 
     def _close(self) -> None:
