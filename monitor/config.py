@@ -534,9 +534,22 @@ class Pipeline(_Section):
     max_routes: int = Field(default=100, gt=0)
 
 
+class RecordLimits(_Section):
+    """Largest texts a record takes into evaluation, in characters (`monitor.records.
+    SizeLimits`): query, history turns and documents over them are truncated with a
+    marker, documents past the context total dropped, a record whose response is over
+    its limit rejected (`records_rejected_total{reason="response_too_large"}`)."""
+
+    query_chars: int = Field(default=65_536, gt=0)
+    document_chars: int = Field(default=262_144, gt=0)
+    context_chars: int = Field(default=2_097_152, gt=0)
+    response_chars: int = Field(default=262_144, gt=0)
+
+
 class Config(_Section):
     receivers: Receivers = Receivers()
     trace_assembly: TraceAssembly = TraceAssembly()
+    record_limits: RecordLimits = RecordLimits()
     sampling: Sampling = Sampling()
     budget: Budget = Budget()
     judge: Judge = Judge()

@@ -69,3 +69,36 @@ async def test_a_twenty_megabyte_message_is_dead_lettered_whole(noida: Broker) -
             lambda: metric(service, "kafka_lag", topic=topic, partition="0") == 0, 30, "no lag"
         )
     assert noida.committed(group, topic, 1) == {0: len(values)}
+
+
+async def test_a_twenty_megabyte_response_is_rejected_before_evaluation(noida: Broker) -> None:
+    """The oversized answer never reaches a worker: it is dead-lettered with its reason,
+    the records around it (in the same poll) are evaluated, and the partition moves on."""
+    topic = large_topic(noida, "huge-answer")
+    dead = large_topic(noida, "dead")
+    group = unique("g")
+    huge = native("huge")
+    huge["response"] = "Paris is the capital of France. " * (BIG // 32)
+    values = [json.dumps(r).encode() for r in (native("before"), huge, native("after"))]
+    produce_large(noida, topic, values)
+    async with running(config(noida, [topic], group, dead_letter_topic=dead)) as (
+        service,
+        capture,
+    ):
+        await wait_until_async(lambda: capture.ids() >= {"before", "after"}, 60, "batch-mates")
+        letters = noida.read_all(dead, 1, timeout_s=60)
+        assert [m.offset for m in letters] == [0] and len(letters[0].value) == len(values[1])
+        headers = dict(letters[0].headers)
+        assert headers["rag-monitor-error-reason"] == b"response_too_large"
+        assert b"over the limit of 262144" in headers["rag-monitor-error"]
+        assert (
+            metric(service, "records_rejected_total", receiver="kafka", reason="response_too_large")
+            == 1
+        )
+        await wait_until_async(
+            lambda: metric(service, "kafka_lag", topic=topic, partition="0") == 0, 30, "no lag"
+        )
+        for results in capture.results:
+            assert all(r.error is None for r in results.values()), results
+    assert capture.ids() == {"before", "after"}
+    assert noida.committed(group, topic, 1) == {0: len(values)}
