@@ -617,10 +617,11 @@ class KafkaReceiver:
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        # Eager rebalancing revokes every partition: open traces are released now so that
-        # their messages can finish and be committed (a trace cut short is evaluated on
-        # what it has) instead of being read again by the next owner.
-        self._next.flush()
+        # Open traces are not released: one released now would be evaluated cut short and
+        # its later spans dropped as late. Their messages stay unfinished, so the commit
+        # below stops before them and the next owner reads those traces again whole; a
+        # partition we get straight back (eager rebalancing revokes every partition)
+        # completes its open traces from where it left off.
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
         # At close the in-flight messages already had their chance (shutdown drained them).
         deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
