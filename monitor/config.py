@@ -6,6 +6,8 @@ evaluator name, a judge's prompt, a threshold on a judge's native scale — is c
 component's registry after loading (`monitor.evaluators.check_evaluators`, which `Service`
 and `check-config` call).
 
+The YAML is read with libyaml's safe loader where installed; duplicate keys, and aliases
+that would expand past `MAX_ALIAS_EXPANSION` values, are refused before anything is built.
 Unknown keys are rejected and every problem is reported as `path.to.key: what is wrong`
 (`ConfigError.problems`). Defaults live in the models; rules that span several fields are
 model validators. An empty file (or none) gives the embedded defaults: OTLP on loopback,
