@@ -714,6 +714,9 @@ _PROVIDER = re.compile(r"[a-z][a-z0-9]*:")
 # anchors, far below what stalls loading (nine levels of ten aliases are 10**9 values).
 MAX_ALIAS_EXPANSION = 100_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+MAX_DEPTH = 500  # nested mappings and lists; a config needs a handful
+_OPENING = frozenset({yaml.MappingStartEvent, yaml.SequenceStartEvent})
+_CLOSING = frozenset({yaml.MappingEndEvent, yaml.SequenceEndEvent})
 _YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YamlDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -774,8 +777,24 @@ def _check_nodes(root: yaml.Node) -> None:
 
 
 def load_yaml(text: str) -> Any:
-    """One YAML document, loaded safely; `ConfigError` for duplicate keys and alias bombs."""
+    """One YAML document, loaded safely; `ConfigError` for duplicate keys, alias bombs and
+    nesting past `MAX_DEPTH`."""
+    _check_depth(text)
     return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass
+
+
+def _check_depth(text: str) -> None:
+    """libyaml builds nodes recursively in C, where nesting deep enough overflows the
+    stack (a crash, not an exception): the events are counted first, which is flat."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_YamlLoader):
+        kind = type(event)
+        if kind in _OPENING:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(["file: invalid YAML: nested too deeply"])
+        elif kind in _CLOSING:
+            depth -= 1
 
 
 def dump_yaml(data: Any) -> str:
