@@ -491,6 +491,10 @@ class CpuPool:
             problem = f"did not start within {_STARTUP_TIMEOUT_S:g}s"
         except (asyncio.IncompleteReadError, ConnectionError):
             problem = "exited before it was ready"
+        except BaseException:  # cancelled: the pool closes while this worker starts
+            writer.close()
+            process.kill()
+            raise
         if problem:
             writer.close()
             await asyncio.to_thread(_stop_process, process)
