@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
 from monitor import __version__
-from monitor.config import Config, ConfigError, effective_config, load_config
+from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.registry import check_evaluators
 from monitor.exporters.prometheus import load_web_security
 from monitor.exporters.summary import SummarySink, skipped_counts
@@ -207,7 +205,7 @@ def _check_config(path: Path) -> int:
             print(problem, file=sys.stderr)
         return 1
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *_explain(config)])
-    effective = yaml.safe_dump(effective_config(config), sort_keys=False, allow_unicode=True)
+    effective = dump_yaml(effective_config(config))
     print(f"{summary}\n{effective}", end="")
     return 0
 

@@ -6,6 +6,8 @@ evaluator name, a judge's prompt, a threshold on a judge's native scale — is c
 component's registry after loading (`monitor.evaluators.check_evaluators`, which `Service`
 and `check-config` call).
 
+The YAML is read with libyaml's safe loader where installed; duplicate keys, and aliases
+that would expand past `MAX_ALIAS_EXPANSION` values, are refused before anything is built.
 Unknown keys are rejected and every problem is reported as `path.to.key: what is wrong`
 (`ConfigError.problems`). Defaults live in the models; rules that span several fields are
 model validators. An empty file (or none) gives the embedded defaults: OTLP on loopback,
@@ -288,6 +290,9 @@ class KafkaReceiver(_Section):
     max_poll_interval_ms: Millis = Field(default=30_000, gt=0)
     max_poll_records: int = Field(default=500, gt=0)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # The consumer's fetch limit and what the dead-letter producer may write back: a
+    # message the broker accepted (up to this size) can be dead-lettered whole.
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
     @model_validator(mode="after")
     def _servers_when_enabled(self) -> KafkaReceiver:
@@ -643,9 +648,22 @@ class Pipeline(_Section):
     max_routes: int = Field(default=100, gt=0)
 
 
+class RecordLimits(_Section):
+    """Largest texts a record takes into evaluation, in characters (`monitor.records.
+    SizeLimits`): query, history turns and documents over them are truncated with a
+    marker, documents past the context total dropped, a record whose response is over
+    its limit rejected (`records_rejected_total{reason="response_too_large"}`)."""
+
+    query_chars: int = Field(default=65_536, gt=0)
+    document_chars: int = Field(default=262_144, gt=0)
+    context_chars: int = Field(default=2_097_152, gt=0)
+    response_chars: int = Field(default=262_144, gt=0)
+
+
 class Config(_Section):
     receivers: Receivers = Receivers()
     trace_assembly: TraceAssembly = TraceAssembly()
+    record_limits: RecordLimits = RecordLimits()
     sampling: Sampling = Sampling()
     budget: Budget = Budget()
     judge: Judge = Judge()
@@ -804,6 +822,98 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROVIDER = re.compile(r"[a-z][a-z0-9]*:")
 
 
+# What aliases may add to a file's values in all: far above any config written by hand with
+# anchors, far below what stalls loading (nine levels of ten aliases are 10**9 values).
+MAX_ALIAS_EXPANSION = 100_000
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+MAX_DEPTH = 500  # nested mappings and lists; a config needs a handful
+_OPENING = frozenset({yaml.MappingStartEvent, yaml.SequenceStartEvent})
+_CLOSING = frozenset({yaml.MappingEndEvent, yaml.SequenceEndEvent})
+_YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YamlDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _ConfigLoader(_YamlLoader):  # type: ignore[misc,valid-type]
+    """libyaml's safe loader where installed; before anything is built from a document,
+    its node graph is checked for duplicate keys and for aliases that expand too far."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_nodes(node)
+        return super().construct_document(node)
+
+
+def _check_nodes(root: yaml.Node) -> None:
+    """Every distinct node is visited once (an alias is the same node object again):
+    duplicate keys are named, and the values aliases would add are counted."""
+    expanded: dict[int, int] = {}  # node id → values it stands for, aliases expanded
+    visiting: set[int] = set()
+
+    def size(node: yaml.Node, path: str) -> int:
+        key = id(node)
+        if key in expanded:
+            return expanded[key]
+        if key in visiting:
+            raise ConfigError([f"{path or '(top level)'}: a YAML alias refers to itself"])
+        visiting.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, value_node in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if name is not None and key_node.tag != _MERGE_TAG:
+                    line = key_node.start_mark.line + 1
+                    seen = first.get((key_node.tag, name))
+                    if seen is not None:
+                        where = f" in {path}" if path else ""
+                        raise ConfigError(
+                            [f"line {line}: duplicate key {name!r}{where} (first on line {seen})"]
+                        )
+                    first[(key_node.tag, name)] = line
+                child = f"{path}.{name}" if path else str(name)
+                total += size(key_node, path) + size(value_node, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                total += size(item, f"{path}.{index}" if path else str(index))
+        visiting.discard(key)
+        expanded[key] = total
+        return total
+
+    added = size(root, "") - len(expanded)
+    if added > MAX_ALIAS_EXPANSION:
+        raise ConfigError(
+            [
+                f"file: YAML aliases expand to {added} more values, over the limit of "
+                f"{MAX_ALIAS_EXPANSION} (an alias bomb?); write the values out or use fewer aliases"
+            ]
+        )
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, loaded safely; `ConfigError` for duplicate keys, alias bombs and
+    nesting past `MAX_DEPTH`."""
+    _check_depth(text)
+    return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass
+
+
+def _check_depth(text: str) -> None:
+    """libyaml builds nodes recursively in C, where nesting deep enough overflows the
+    stack (a crash, not an exception): the events are counted first, which is flat."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_YamlLoader):
+        kind = type(event)
+        if kind in _OPENING:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(["file: invalid YAML: nested too deeply"])
+        elif kind in _CLOSING:
+            depth -= 1
+
+
+def dump_yaml(data: Any) -> str:
+    """Plain data as YAML, keys in their order (libyaml's dumper where installed)."""
+    return yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -812,7 +922,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "file"
@@ -833,8 +943,8 @@ def _typed(raw: str) -> Any:
     if not raw:
         return raw
     try:
-        parsed = yaml.safe_load(raw)
-    except (yaml.YAMLError, ValueError, RecursionError):
+        parsed = load_yaml(raw)
+    except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
         return raw
     return parsed if parsed is None or isinstance(parsed, list | dict) else raw
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -380,3 +381,85 @@ def _from_java(data: dict[str, Any]) -> dict[str, Any]:
     fields["response"] = _optional_str(data, "responseContent")
     fields["retrieved_context"] = _docs(data.get("dataList"), "dataList")
     return fields
+
+
+# -- size bounds -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SizeLimits:
+    """Largest text, in characters, a record takes into evaluation (`record_limits`).
+
+    Over its limit the query, a history turn and a document are truncated with
+    `TRUNCATED` (what is kept still says what was asked and found); documents past the
+    context total are dropped. A response or expected response over its limit rejects the
+    record (`response_too_large`): scoring part of an answer would misjudge all of it.
+    """
+
+    query_chars: int = 65_536
+    document_chars: int = 262_144
+    context_chars: int = 2_097_152
+    response_chars: int = 262_144
+
+
+TRUNCATED = " [truncated by rag-monitor: {} characters]"
+
+
+def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tuple[Part, ...]]:
+    """`record` within `limits` and the parts truncated (most records: itself, nothing).
+    Raises `RecordError("response_too_large")` for an answer over its limit."""
+    for name in ("response", "expected_response"):
+        text = getattr(record, name)
+        if text is not None and len(text) > limits.response_chars:
+            raise RecordError(
+                "response_too_large",
+                f"{name}: {len(text)} characters, over the limit of {limits.response_chars} "
+                "(record_limits.response_chars)",
+            )
+    update: dict[str, Any] = {}
+    cut: list[Part] = []
+    if record.query is not None and len(record.query) > limits.query_chars:
+        update["query"] = _truncated(record.query, limits.query_chars)
+    if any(len(m.content) > limits.query_chars for m in record.history):
+        update["history"] = tuple(
+            m.model_copy(update={"content": _truncated(m.content, limits.query_chars)})
+            if len(m.content) > limits.query_chars
+            else m
+            for m in record.history
+        )
+    if update:
+        cut.append("query")
+    documents = _bounded_docs(record.retrieved_context, limits)
+    if documents is not None:
+        update["retrieved_context"] = documents
+        cut.append("context")
+    if not update:
+        return record, ()
+    return record.model_copy(update=update), tuple(cut)
+
+
+def _bounded_docs(
+    docs: tuple[ContextDoc, ...], limits: SizeLimits
+) -> tuple[ContextDoc, ...] | None:
+    """The documents within the per-document and total limits; None when all fit."""
+    if not any(len(d.content) > limits.document_chars for d in docs) and (
+        sum(len(d.content) for d in docs) <= limits.context_chars
+    ):
+        return None
+    out: list[ContextDoc] = []
+    room = limits.context_chars
+    for doc in docs:
+        keep = min(limits.document_chars, room)
+        if keep <= 0:
+            break  # the rest of the context is over the total: dropped
+        if len(doc.content) > keep:
+            doc = doc.model_copy(update={"content": _truncated(doc.content, keep)})
+            room -= keep
+        else:
+            room -= len(doc.content)
+        out.append(doc)
+    return tuple(out)
+
+
+def _truncated(text: str, keep: int) -> str:
+    return text[:keep] + TRUNCATED.format(len(text) - keep)

@@ -29,6 +29,7 @@ from monitor.processors.evaluate import CpuPool, EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import SizeLimits
 from monitor.telemetry import Telemetry, create_telemetry
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class Service:
             observer=self.debug,
             # Sampled traces are extracted in the worker processes, when there are any.
             extractor=pool,
+            limits=SizeLimits(**config.record_limits.model_dump()),
         )
         self._readiness: list[tuple[str, Callable[[], tuple[bool, str]]]] = []
         self.receivers: list[Component] = self._build_receivers() if with_receivers else []

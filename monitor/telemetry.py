@@ -92,6 +92,7 @@ class Telemetry:
     records_rejected: Counter
     records_incomplete: Counter
     evaluations_skipped: Counter
+    records_truncated: Counter
     sampling_decisions: Counter
     evaluations: Counter
     evaluation_score: Histogram
@@ -164,6 +165,11 @@ def create_telemetry(
         records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
         records_rejected=counter(
             "records_rejected", "Input rejected as malformed, by reason.", ("receiver", "reason")
+        ),
+        records_truncated=counter(
+            "records_truncated",
+            "Records whose query or context was truncated to record_limits.",
+            ("part",),
         ),
         records_incomplete=counter(
             "records_incomplete",

@@ -3,7 +3,8 @@ pickles its factory by name, so it lives in an importable module).
 
 The record's query says what to do: `hang:<path>` creates <path> (so the test knows the
 worker is inside the batch) and then never returns; `sleep:<seconds>` takes that long;
-anything else scores 1.0 at once.
+`crash` ends the worker process at once (as the kernel's OOM killer would); anything else
+scores 1.0 at once.
 
 `scripted_extraction` also scripts the workers' trace extraction: a span named
 `hang:<path>` makes it create <path> and never return; `hang-once:<path>` does so only
@@ -12,6 +13,7 @@ while <path> does not exist yet (the next worker given the trace extracts it).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -39,6 +41,8 @@ class ScriptedScorer:
         if query.startswith("hang:"):
             Path(query.removeprefix("hang:")).touch()
             threading.Event().wait()
+        if query == "crash":
+            os._exit(137)
         if query.startswith("sleep:"):
             time.sleep(float(query.removeprefix("sleep:")))
         return EvalResult(name=self.name, score=1.0, normalized=1.0, passed=True)

@@ -4,6 +4,7 @@ keys rejected and every problem names its key (and the variable behind it)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import bcrypt
@@ -410,6 +411,75 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path / "absent.yaml", environ={})
     assert "cannot read" in info.value.problems[0]
+
+
+# -- YAML that cannot stall loading -----------------------------------------------------
+
+
+def _alias_bomb(levels: int = 9, fanout: int = 10) -> str:
+    """The billion-laughs shape: each level is `fanout` aliases of the one below."""
+    lines = ['a0: &a0 ["lol"]']
+    for level in range(1, levels + 1):
+        aliases = ",".join([f"*a{level - 1}"] * fanout)
+        lines.append(f"a{level}: &a{level} [{aliases}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_check_config_refuses_an_alias_bomb(tmp_path: Path, cli: list[str]) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(_alias_bomb())
+    assert len(bomb.read_bytes()) < 600
+    result = subprocess.run(
+        [*cli, "check-config", str(bomb)], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert "YAML aliases expand to" in result.stderr and "alias bomb" in result.stderr
+
+
+def test_anchors_aliases_and_merge_keys_within_the_budget_are_read(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        "sampling:\n  overrides:\n    - &route {route: /checkout, rate: 0.5}\n    - *route\n"
+        "    - {<<: *route, service: shop, rate: 0.25}\n",
+    )
+    assert [(o.service, o.route, o.rate) for o in config.sampling.overrides] == [
+        (None, "/checkout", 0.5),
+        (None, "/checkout", 0.5),
+        ("shop", "/checkout", 0.25),
+    ]
+
+
+def test_an_alias_of_itself_is_refused(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "sampling: &s {overrides: [*s]}\n")
+    assert any("alias" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        ("sampling:\n  rate: 0.5\n  rate: 0.4\n", "line 3: duplicate key 'rate' in sampling"),
+        ("sampling: {rate: 0.5, rate: 0.4}\n", "duplicate key 'rate' in sampling"),
+        ("sampling: {}\nsampling: {}\n", "line 2: duplicate key 'sampling' (first on line 1)"),
+    ],
+)
+def test_duplicate_keys_are_named(tmp_path: Path, yaml_text: str, expected: str) -> None:
+    problems = _problems(tmp_path, yaml_text)
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_twelve_megabyte_config_loads(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    count = 0
+    with path.open("w") as out:
+        out.write("sampling:\n  rate: 0.5\n  overrides:\n")
+        while out.tell() < 12_000_000:
+            out.write(
+                f"    - {{service: svc-{count:07d}, route: /api/orders/{count}, rate: 0.25}}\n"
+            )
+            count += 1
+    config = load_config(path, environ={})
+    assert len(config.sampling.overrides) == count
+    assert config.sampling.overrides[-1].service == f"svc-{count - 1:07d}"
 
 
 # -- the effective configuration ---------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
@@ -127,12 +128,26 @@ def test_bad_messages_name_their_problem() -> None:
         b"{broken": "bad_json",
         b"\x0a\xff\xff": "bad_protobuf",
         b"[]": "empty",
-        b"42": "unknown_encoding",
+        b"42": "not_object",
         b"[42]": "not_object",
     }
     for raw, reason in cases.items():
         problems = decode_message(raw, "auto").problems
         assert [p.reason for p in problems] == [reason], raw
+
+
+@pytest.mark.parametrize("encoding", ["auto", "json"])
+def test_json_that_is_not_a_record_object_says_what_it_is(encoding: Encoding) -> None:
+    cases = {
+        b'"' + b"x" * 100_000 + b'"': "a JSON string where a record object was expected",
+        b" 42": "a JSON number where a record object was expected",
+        b"null": "JSON null where a record object was expected",
+        b"true": "a JSON boolean where a record object was expected",
+        b'[{"question": "q"}, "a"]': "record 1: a JSON string where a record object was expected",
+    }
+    for raw, detail in cases.items():
+        problems = decode_message(raw, encoding).problems
+        assert [(p.reason, p.detail) for p in problems] == [("not_object", detail)], raw[:20]
 
 
 def test_records_are_validated_when_parsed_and_name_their_problem() -> None:
@@ -376,3 +391,49 @@ def test_source_metadata_merges_over_the_records_own_and_leaves_a_malformed_one_
         with pytest.raises(RecordError) as err:
             parse_record({**base, "metadata": malformed}, metadata=source)
         assert err.value.reason == "invalid_field"
+
+
+class _StaleAssignmentConsumer:
+    """kafka-python between a revocation and the next assignment: `assignment()` still
+    lists the partitions just revoked (the scripted fault)."""
+
+    def __init__(self, partitions: set[TopicPartition]) -> None:
+        self.partitions = partitions
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.partitions
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return 10
+
+    def position(self, tp: TopicPartition, timeout_ms: int) -> int:
+        return 4
+
+
+def test_lag_series_follow_the_rebalance_callbacks_not_the_clients_assignment_set() -> None:
+    telemetry = create_telemetry()
+    receiver = KafkaReceiver(
+        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        _Stage(),
+        telemetry,
+    )
+
+    def lag(partition: int) -> float | None:
+        labels = {"topic": "in", "partition": str(partition)}
+        return telemetry.registry.get_sample_value("rag_monitor_kafka_lag", labels)
+
+    both = {TopicPartition("in", 0), TopicPartition("in", 1)}
+    client = _StaleAssignmentConsumer(both)
+    receiver._on_assigned(both)
+    receiver._refresh_status(client)  # type: ignore[arg-type]
+    assert lag(0) == 6 and lag(1) == 6
+    receiver._on_revoked(both)
+    receiver._refresh_status(client)  # type: ignore[arg-type]
+    assert lag(0) is None and lag(1) is None
+    receiver._on_assigned({TopicPartition("in", 0)})
+    client.partitions = {TopicPartition("in", 0)}
+    receiver._refresh_status(client)  # type: ignore[arg-type]
+    assert lag(0) == 6 and lag(1) is None

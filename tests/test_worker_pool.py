@@ -92,7 +92,7 @@ async def test_results_are_the_same_as_in_process() -> None:
     assert _metric(telemetry, "worker_processes") == 0
 
 
-async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_are_errors(
+async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_scored_again_once(
     tmp_path: Path,
 ) -> None:
     telemetry = create_telemetry()
@@ -104,16 +104,40 @@ async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_are_errors(
         scoring = asyncio.create_task(pool.score(batch))
         await wait_until_async(inside.exists, 60, "the worker to be inside the batch")
         assert _metric(telemetry, "worker_processes_busy") == 1
+        inside.unlink()
         os.kill(first, signal.SIGKILL)
+        # Each record goes again, alone, to the replacement: the hanging one hangs it too.
+        await wait_until_async(inside.exists, 60, "the replacement to be inside record 1")
+        (second,) = pool.pids
+        assert second != first
+        os.kill(second, signal.SIGKILL)
         scored = await asyncio.wait_for(scoring, 60)
-        assert [result.outcome for row in scored for result, _ in row] == ["error", "error"]
-        assert all("died" in (result.error or "") for row in scored for result, _ in row)
-        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+        assert [result.outcome for row in scored for result, _ in row] == ["error", "pass"]
+        assert "died" in (scored[0][0][0].error or "")
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 2
         await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
-        assert pool.pids != [first]
+        assert pool.pids != [second]
         (row,) = await pool.score([(_rec(3), ("scripted",))])
         assert [result.outcome for result, _ in row] == ["pass"]
         assert _metric(telemetry, "worker_processes_busy") == 0
+    finally:
+        await pool.close(5.0)
+
+
+async def test_a_record_that_crashes_workers_costs_its_batch_mates_nothing() -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry, processes=2)
+    try:
+        batch = [(_rec(i, "crash" if i == 1 else "q"), ("scripted",)) for i in range(4)]
+        scored = await asyncio.wait_for(pool.score(batch), 120)
+        outcomes = [result.outcome for row in scored for result, _ in row]
+        assert outcomes == ["pass", "error", "pass", "pass"]
+        assert "died" in (scored[1][0][0].error or "")
+        # The batch, then record 1 alone: no third worker is lost.
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 2
+        (row,) = await pool.score([(_rec(9, "crash"), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["error"]  # alone: not retried
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 3
     finally:
         await pool.close(5.0)
 

@@ -26,6 +26,7 @@ _VOCAB_IDS = 32000
 _RARE = math.log(8000 / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS)
 _BOUNDARY = "\u2581"
 _CACHE_LIMIT = 50_000
+_BAG_CHUNK_WORDS = 4096
 
 
 class Embedder:
@@ -80,9 +81,11 @@ class Embedder:
         """Unit-normalised vectors of texts given as word lists (average of piece vectors)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, words in enumerate(texts):
-            if words:
-                entries = [self._word(w) for w in words]
-                out[i] = np.sum([e[0] for e in entries], axis=0)
+            # Summed a chunk at a time: memory stays one chunk of word vectors, whatever
+            # the text's length (one array of them all grew with every word).
+            for start in range(0, len(words), _BAG_CHUNK_WORDS):
+                chunk = words[start : start + _BAG_CHUNK_WORDS]
+                out[i] += np.sum([self._word(w)[0] for w in chunk], axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         unit: np.ndarray = out / np.maximum(norms, 1e-9)
         return unit

@@ -16,10 +16,11 @@ batches per worker; with every slot taken, `score` waits, so the evaluation stag
 no more records and intake pushes back as for a full queue.
 
 A worker that dies (its socket closes) or does not answer a batch within the evaluation
-deadline (counted from when it could start that batch) is killed and replaced. The batch
-it was scoring gets error results — never a pass, never a defect — and the loss is
-counted in `worker_restarts_total{reason}`. That batch is not retried: a record that
-crashes or hangs a worker would take its replacement down too. Traces it was extracting
+deadline (counted from when it could start that batch) is killed and replaced, and the
+loss is counted in `worker_restarts_total{reason}`. The records of the batch it was
+scoring are scored again, each alone in a batch of its own, by other workers, once: the
+record that crashed or hung the worker then costs only itself, and a record lost a second
+time gets error results — never a pass, never a defect. Traces it was extracting
 go to another worker once (records not built yet are not lost to an OOM kill); lost a
 second time, they are counted as unreadable (`extract_failed`). The batches queued behind
 it, which the worker had not started, are sent to another worker.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import pickle
@@ -170,6 +172,13 @@ def _serve(sock: socket.socket, specs: Sequence[EvaluatorSpec], factory: ScorerF
 # -- the parent's side ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Lost:
+    """A batch of several records whose worker was lost: scored again record by record."""
+
+    error: str
+
+
 @dataclass(eq=False)
 class _Job:
     payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
@@ -287,10 +296,27 @@ class CpuPool:
         """Score `batch` in a worker; a lost worker's records get error results. Waits
         while every worker has `DEPTH` batches in flight."""
 
-        def lost(error: str) -> Scored:
-            return [[(EvalResult.failed(n, error), 0.0) for n in names] for _, names in batch]
+        def failed(error: str, records: Batch = batch) -> Scored:
+            return [[(EvalResult.failed(n, error), 0.0) for n in names] for _, names in records]
 
-        return cast(Scored, await self._run(_frame(batch), len(batch), _scored, lost))
+        def lost(error: str) -> Scored | _Lost:
+            return failed(error) if len(batch) == 1 or self._closing else _Lost(error)
+
+        answer = await self._run(_frame(batch), len(batch), _scored, lost)
+        if not isinstance(answer, _Lost):
+            return cast(Scored, answer)
+        # Which record took the worker down is unknown: each goes to another worker alone,
+        # once, so one record's crash or hang costs its batch-mates nothing.
+        log.warning(
+            "%s while scoring %d records: scoring each again alone", answer.error, len(batch)
+        )
+        rows = await asyncio.gather(
+            *(
+                self._run(_frame([item]), 1, _scored, functools.partial(failed, records=[item]))
+                for item in batch
+            )
+        )
+        return [cast(Scored, row)[0] for row in rows]
 
     def extract(
         self, traces: Sequence[Sequence[Span]], route_attribute: str
@@ -465,6 +491,10 @@ class CpuPool:
             problem = f"did not start within {_STARTUP_TIMEOUT_S:g}s"
         except (asyncio.IncompleteReadError, ConnectionError):
             problem = "exited before it was ready"
+        except BaseException:  # cancelled: the pool closes while this worker starts
+            writer.close()
+            process.kill()
+            raise
         if problem:
             writer.close()
             await asyncio.to_thread(_stop_process, process)

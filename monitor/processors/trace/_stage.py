@@ -56,7 +56,7 @@ from monitor.processors.trace._extract import (
     extract_traces,
     sampling_view,
 )
-from monitor.records import RagRecord, RawRecord, RecordError
+from monitor.records import RagRecord, RawRecord, RecordError, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -168,6 +168,7 @@ class TraceStage:
         route_in_sampling: bool = True,
         observer: TraceObserver | None = None,
         extractor: Extractor | None = None,
+        limits: SizeLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         pace_clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -178,6 +179,8 @@ class TraceStage:
         self._extractor: Extractor = extractor or InProcess()
         self._consumer = consumer
         self._t = telemetry
+        # Applied to every record before it goes on: no text reaches a worker unbounded.
+        self._limits = limits or SizeLimits()
         self._route_attribute = route_attribute
         # The route is read for sampling only when an override names one: otherwise it
         # cannot change a decision, and reading it costs an attribute lookup per trace.
@@ -395,14 +398,23 @@ class TraceStage:
                 problems.append((record, sampled.reason, sampled.detail))
             elif not sampled:
                 skipped.append(record)
-            elif isinstance(record, RawRecord):
-                try:
-                    chosen.append((record.parse(), sampled))
-                except RecordError as exc:
-                    problems.append((record, exc.reason, exc.detail))
             else:
-                chosen.append((record, sampled))
+                try:
+                    parsed = record.parse() if isinstance(record, RawRecord) else record
+                    chosen.append((self._bounded(parsed), sampled))
+                except RecordError as exc:
+                    raw = (
+                        record if isinstance(record, RawRecord) else RawRecord(record.model_dump())
+                    )
+                    problems.append((raw, exc.reason, exc.detail))
         return chosen, skipped, problems
+
+    def _bounded(self, record: RagRecord) -> RagRecord:
+        """`record` within the size limits (truncations counted); raises `RecordError`."""
+        bounded, cut = bound_record(record, self._limits)
+        for part in cut:
+            self._t.child(self._t.records_truncated, part).inc()
+        return bounded
 
     def _decide(self, record: RagRecord | RawRecord) -> frozenset[str] | RecordError:
         try:
@@ -713,8 +725,13 @@ class TraceStage:
             self._unreadable(trace, service, extraction)
             records: list[RagRecord] = []
         else:
-            records = extraction
-            if not records:
+            records = []
+            for record in extraction:
+                try:
+                    records.append(self._bounded(record))
+                except RecordError as exc:
+                    self._unreadable(trace, service, Unreadable(exc.reason, exc.detail))
+            if not extraction:
                 self._t.child(self._t.dropped, STAGE, "not_rag").inc()
                 self._observe_none(trace, service, "not_rag")
         if not records:

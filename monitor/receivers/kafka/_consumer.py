@@ -134,7 +134,13 @@ class KafkaReceiver:
         self._max_in_flight = max(max_in_flight, 1)
         self._log = RateLimitedLog(log, _LOG_INTERVAL_S)
         self._dead_letters = (
-            DeadLetters(config.dead_letter_topic, self._options, telemetry, self._log)
+            DeadLetters(
+                config.dead_letter_topic,
+                self._options,
+                telemetry,
+                self._log,
+                max_message_bytes=config.max_message_bytes,
+            )
             if config.dead_letter_topic is not None
             else None
         )
@@ -150,6 +156,10 @@ class KafkaReceiver:
         # Owned by the consumer thread.
         self._consumer: KafkaConsumer | None = None
         self._trackers: dict[TopicPartition, PartitionTracker] = {}
+        # Ours by the rebalance callbacks: the client's assignment set still lists revoked
+        # partitions until the next assignment arrives.
+        self._assigned: set[TopicPartition] = set()
+        self._lag_series: set[TopicPartition] = set()
         self._held: list[tuple[PartitionTracker, Delivery]] = []  # refused by a full stage
         self._flush_owed = False  # draining: open traces may hold our messages
         self._paused = False
@@ -248,6 +258,7 @@ class KafkaReceiver:
                 heartbeat_interval_ms=self._cfg.heartbeat_interval_ms,
                 max_poll_interval_ms=self._cfg.max_poll_interval_ms,
                 max_poll_records=self._cfg.max_poll_records,
+                fetch_max_bytes=self._cfg.max_message_bytes,
                 group_instance_id=self._cfg.group_instance_id,
                 **self._options,
             )
@@ -578,7 +589,9 @@ class KafkaReceiver:
             )
         else:
             self._status = (True, f"consuming {len(assigned)} partitions")
-        for tp in assigned:
+        for tp in self._lag_series - self._assigned:
+            self._remove_lag(tp)
+        for tp in assigned & self._assigned:
             high = consumer.highwater(tp)
             if high is None:
                 continue
@@ -592,14 +605,23 @@ class KafkaReceiver:
                     continue
             if base is not None:
                 self._t.kafka_lag.labels(tp.topic, str(tp.partition)).set(max(0, high - base))
+                self._lag_series.add(tp)
+
+    def _remove_lag(self, tp: TopicPartition) -> None:
+        self._lag_series.discard(tp)
+        try:
+            self._t.kafka_lag.remove(tp.topic, str(tp.partition))
+        except KeyError:
+            pass
 
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        # Eager rebalancing revokes every partition: open traces are released now so that
-        # their messages can finish and be committed (a trace cut short is evaluated on
-        # what it has) instead of being read again by the next owner.
-        self._next.flush()
+        # Open traces are not released: one released now would be evaluated cut short and
+        # its later spans dropped as late. Their messages stay unfinished, so the commit
+        # below stops before them and the next owner reads those traces again whole; a
+        # partition we get straight back (eager rebalancing revokes every partition)
+        # completes its open traces from where it left off.
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
         # At close the in-flight messages already had their chance (shutdown drained them).
         deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
@@ -612,10 +634,8 @@ class KafkaReceiver:
             gone = self._trackers.pop(tp, None)
             if gone is not None:
                 gone.revoked = True  # its late completions are ignored
-            try:
-                self._t.kafka_lag.remove(tp.topic, str(tp.partition))
-            except KeyError:
-                pass
+            self._assigned.discard(tp)
+            self._remove_lag(tp)
         self._held = [(t, d) for t, d in self._held if self._owned(t)]
         if revoked:
             log.info("kafka: partitions revoked: %s", _names(revoked))
@@ -623,6 +643,7 @@ class KafkaReceiver:
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._joined = True
         self._paused = False
+        self._assigned |= assigned
         log.info("kafka: partitions assigned: %s", _names(assigned) or "none")
 
     def _close(self) -> None:

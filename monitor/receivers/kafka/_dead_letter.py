@@ -3,7 +3,9 @@
 A message that does not decode, holds a record that does not parse, or failed inside the
 monitor is produced there with its original key, value and headers plus
 `rag-monitor-error-reason` (a closed-set reason), `rag-monitor-error` (the details) and
-`rag-monitor-source` (`topic/partition/offset`) headers. The source partition never
+`rag-monitor-source` (`topic/partition/offset`) headers, whatever its size up to
+`receivers.kafka.max_message_bytes` (the producer's request limit follows it). The source
+partition never
 waits on the dead-letter topic: a send that fails is counted
 (`dropped_total{stage="kafka_dead_letter",reason="send_error"}`), logged, and the message
 is finished anyway.
@@ -27,14 +29,25 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 _MAX_ERROR_BYTES = 4096
+# Room for the batch framing, the original headers and ours around the largest value.
+_REQUEST_OVERHEAD_BYTES = 1024 * 1024
 
 
 class DeadLetters:
     def __init__(
-        self, topic: str, options: dict[str, Any], telemetry: Telemetry, warn: RateLimitedLog
+        self,
+        topic: str,
+        options: dict[str, Any],
+        telemetry: Telemetry,
+        warn: RateLimitedLog,
+        *,
+        max_message_bytes: int,
     ) -> None:
         self._topic = topic
-        self._options = options
+        request = max_message_bytes + _REQUEST_OVERHEAD_BYTES
+        # The client's default 1 MiB would refuse messages the broker took from their
+        # producer: the request holds the largest message the consumer reads.
+        self._options = {**options, "max_request_size": request}
         self._t = telemetry
         self._warn = warn
         self._producer: KafkaProducer | None = None

@@ -86,6 +86,11 @@ def decode_message(value: bytes | None, encoding: Encoding) -> Decoded:
     if encoding == "otlp_json":
         return _otlp(decode_json, _otlp_json_body(value, first))
     if not looks_json:
+        # A JSON string, number, boolean or null is JSON too, just not a record.
+        try:
+            return _records(orjson.loads(value))
+        except orjson.JSONDecodeError:
+            pass
         reason = "unknown_encoding" if encoding == "auto" else "bad_json"
         return Decoded(
             problems=[
@@ -155,6 +160,18 @@ def _records(data: Any) -> Decoded:
                 out.positions.append(i)
         else:
             where = f"record {i}: " if many else ""
-            detail = f"{where}expected a JSON object, got {type(item).__name__}"
+            detail = f"{where}{_json_kind(item)} where a record object was expected"
             out.problems.append(Rejection("not_object", detail))
     return out
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "a JSON string"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, int | float):
+        return "a JSON number"
+    if isinstance(value, list):
+        return "a JSON array"
+    return "JSON null" if value is None else f"a JSON {type(value).__name__}"

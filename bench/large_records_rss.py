@@ -1,0 +1,124 @@
+"""Peak RSS of `rag-monitor replay` (main process plus its worker processes) fed records
+whose answers are 20 MB, against the same run without them.
+
+    python bench/large_records_rss.py [--records 200] [--huge 3] [--huge-mb 20]
+
+Records are generated (no data files). The process tree's resident memory is summed from
+/proc every 20 ms; the script prints both peaks and their ratio (target: at most 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_S = 0.02
+
+
+def record(i: int, answer: str | None = None) -> dict[str, object]:
+    return {
+        "request_id": f"r{i}",
+        "question": f"What does section {i} of the refund policy say?",
+        "context": [f"Section {i}: refunds are accepted within {i % 60 + 1} days." * 20],
+        "answer": answer or f"Refunds are accepted within {i % 60 + 1} days. " * 10,
+    }
+
+
+def write(path: Path, count: int, huge: int, huge_bytes: int) -> None:
+    every = count // (huge + 1) if huge else count + 1
+    big = "Refunds are accepted within thirty days of purchase. " * (huge_bytes // 53)
+    with path.open("w") as out:
+        for i in range(count):
+            out.write(json.dumps(record(i)) + "\n")
+            if huge and i % every == every - 1 and huge > 0:
+                out.write(json.dumps(record(10_000 + i, big)) + "\n")
+                huge -= 1
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def peak_rss_mb(path: Path, config: Path) -> tuple[float, float]:
+    """(peak summed RSS in MB, wall seconds) of one replay of `path`."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "monitor", "replay", str(path), "--config", str(config)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, sum(_rss_kb(pid) for pid in _tree(process.pid)))
+            time.sleep(SAMPLE_S)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, err = process.communicate()
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        sys.exit(f"replay failed ({process.returncode}): {err.decode()[-2000:]}")
+    return peak / 1024, time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200)
+    parser.add_argument("--huge", type=int, default=3)
+    parser.add_argument("--huge-mb", type=float, default=20.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        config = work / "config.yaml"
+        config.write_text("pipeline:\n  processes: 2\n")
+        normal, huge = work / "normal.jsonl", work / "huge.jsonl"
+        write(normal, args.records, 0, 0)
+        write(huge, args.records, args.huge, int(args.huge_mb * 1024 * 1024))
+        base, base_s = peak_rss_mb(normal, config)
+        large, large_s = peak_rss_mb(huge, config)
+    print(f"normal records ({args.records}): peak RSS {base:.0f} MB in {base_s:.1f}s")
+    print(
+        f"with {args.huge} answers of {args.huge_mb:g} MB: peak RSS {large:.0f} MB "
+        f"in {large_s:.1f}s"
+    )
+    print(f"ratio: {large / base:.2f} (target <= 2)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Size bounds on record texts (`record_limits`): truncated with a marker or rejected."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.component import Delivery
+from monitor.config import Config
+from monitor.processors.sampler import Sampler
+from monitor.processors.trace import TraceStage
+from monitor.records import RawRecord, RecordError, SizeLimits, bound_record, parse_record
+from monitor.telemetry import create_telemetry
+from tests._wait import wait_until_async
+from tests.test_trace_stage import Acks, HoldingStage, _root, _running
+
+LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)
+
+
+def _record(query: str = "q", docs: tuple[str, ...] = ("d",), response: str = "r") -> dict:
+    return {"request_id": "r1", "question": query, "context": list(docs), "answer": response}
+
+
+def test_a_record_within_the_limits_is_itself() -> None:
+    record = parse_record(_record())
+    assert bound_record(record, LIMITS) == (record, ())
+
+
+def test_a_long_query_and_history_turn_are_truncated_with_a_marker() -> None:
+    record = parse_record(
+        {
+            "request_id": "r1",
+            "request": {
+                "messages": [
+                    {"role": "user", "content": "h" * 25},
+                    {"role": "assistant", "content": "ok"},
+                    {"role": "user", "content": "q" * 12},
+                ]
+            },
+            "response": "r",
+        }
+    )
+    bounded, cut = bound_record(record, LIMITS)
+    assert cut == ("query",)
+    assert bounded.query == "q" * 10 + " [truncated by rag-monitor: 2 characters]"
+    assert bounded.history[0].content == "h" * 10 + " [truncated by rag-monitor: 15 characters]"
+    assert bounded.history[1].content == "ok"
+
+
+def test_documents_are_truncated_each_and_dropped_past_the_total() -> None:
+    record = parse_record(_record(docs=("a" * 25, "b" * 5, "c" * 10, "d")))
+    bounded, cut = bound_record(record, LIMITS)
+    assert cut == ("context",)
+    contents = bounded.context_text
+    # 20 of a (cut), 5 of b, then 5 chars of room: c is cut to 5, d has no room left.
+    assert contents == [
+        "a" * 20 + " [truncated by rag-monitor: 5 characters]",
+        "b" * 5,
+        "c" * 5 + " [truncated by rag-monitor: 5 characters]",
+    ]
+
+
+@pytest.mark.parametrize("field", ["answer", "ground_truth"])
+def test_a_response_over_its_limit_rejects_the_record(field: str) -> None:
+    data = _record()
+    data[field] = "x" * 41
+    with pytest.raises(RecordError) as info:
+        bound_record(parse_record(data), LIMITS)
+    assert info.value.reason == "response_too_large"
+    assert "41 characters, over the limit of 40" in info.value.detail
+
+
+def test_the_default_limits_are_generous() -> None:
+    record = parse_record(_record("q" * 60_000, ("d" * 200_000,) * 10, "r" * 200_000))
+    assert bound_record(record, SizeLimits())[0] is record
+
+
+async def test_the_trace_stage_bounds_every_record_before_it_goes_on() -> None:
+    """Records from spans (OTLP) and records that arrive as records (Kafka, replay): a
+    long query is truncated and counted, an oversized answer rejected, named and counted,
+    and every delivery still finishes."""
+    telemetry = create_telemetry()
+    consumer = HoldingStage()
+    config = Config()
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,  # type: ignore[arg-type]
+        telemetry,
+        limits=LIMITS,
+    )
+    async with _running(stage, consumer):
+        acks = Acks()
+        rejected: list[tuple[str, str]] = []
+        spans = Delivery(
+            "otlp_http",
+            [_root(1, **{"rag.query": "q" * 15}), _root(2, **{"rag.response": "x" * 41})],
+            on_done=acks.of("spans"),
+        )
+        records = Delivery(
+            "kafka",
+            records=[RawRecord(_record(query="k" * 11)), RawRecord(_record(response="y" * 50))],
+            on_done=acks.of("records"),
+            on_rejected=lambda problems: rejected.extend((r, d) for _, r, d in problems),
+        )
+        assert stage.consume([spans, records])
+        await wait_until_async(lambda: len(consumer.items) == 2, 10, "the bounded records")
+        queries = sorted(item.record.query or "" for item in consumer.items)
+        assert queries == [
+            "k" * 10 + " [truncated by rag-monitor: 1 characters]",
+            "q" * 10 + " [truncated by rag-monitor: 5 characters]",
+        ]
+        assert rejected == [
+            (
+                "response_too_large",
+                "response: 50 characters, over the limit of 40 (record_limits.response_chars)",
+            )
+        ]
+        for source in ("otlp_http", "kafka"):
+            labels = {"receiver": source, "reason": "response_too_large"}
+            assert (
+                telemetry.registry.get_sample_value("rag_monitor_records_rejected_total", labels)
+                == 1
+            )
+        assert (
+            telemetry.registry.get_sample_value(
+                "rag_monitor_records_truncated_total", {"part": "query"}
+            )
+            == 2
+        )
+        consumer.finish_all()
+        await wait_until_async(lambda: len(acks.done) == 2, 10, "both deliveries finished")
+        assert acks.done == {"spans": True, "records": True}
