@@ -1,7 +1,7 @@
 """Judge pipeline throughput against a fixed-latency judge, and judge calls saved by escalation.
 
     python bench/judge_pipeline.py [--runs 1.0:8,2.0:16,0.5:16] [--records 240]
-                                   [--data /work/shared/data/ragtruth_qa_dev.jsonl]
+                                   --data LABELLED.jsonl
                                    [--bands 0.3:0.7,0.4:0.6,0.2:0.8]
 
 Part 1, once per `--runs` pair L:C, starts a stub OpenAI-compatible judge in a separate
@@ -246,7 +246,7 @@ def main() -> None:
     )
     parser.add_argument("--records", type=int, default=240)
     parser.add_argument(
-        "--data", type=Path, default=Path("/work/shared/data/ragtruth_qa_dev.jsonl")
+        "--data", type=Path, required=True, help="labelled records (label.hallucinated)"
     )
     parser.add_argument("--bands", default="0.3:0.7,0.4:0.6,0.2:0.8")
     parser.add_argument("--skip-escalation", action="store_true")
