@@ -148,9 +148,10 @@ def _check_every_answer(
             assert result["passed"] is None and result["score"] is None, (name, result)
             assert result["severity"] is None, (name, result)
             errors.append(name)
-        row = re.search(rf"^{name}\s+(\d+)\s+\S+\s+\S+\s+(\d+)$", summary, re.M)
+        row = re.search(rf"^{name}\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(.+)$", summary, re.M)
         assert row is not None, f"{name} missing from the replay summary:\n{summary}"
-        assert (row.group(1), row.group(2)) == ("1", "1" if result["error"] else "0"), name
+        counts = (row.group(1), row.group(2), row.group(3).strip())
+        assert counts == ("1", "1" if result["error"] else "0", "0"), (name, counts)
     return verdicts, errors
 
 
