@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import pytest
@@ -276,6 +276,12 @@ class _Stage:
         return self.consume(deliveries)
 
     def flush(self) -> None:
+        pass
+
+    def holds(self, origins: Collection[Hashable]) -> int:
+        return 0
+
+    def abandon(self, origins: Collection[Hashable]) -> None:
         pass
 
 

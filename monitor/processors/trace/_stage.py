@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -88,12 +88,13 @@ class _Ack:
     """What one delivery still owes before its `on_done` is called. Starts held by one
     unit while the delivery is taken apart, so it cannot finish half-registered."""
 
-    __slots__ = ("_ok", "_on_done", "_owed")
+    __slots__ = ("_ok", "_on_done", "_owed", "origin")
 
-    def __init__(self, on_done: OnDone) -> None:
+    def __init__(self, on_done: OnDone, origin: Hashable | None = None) -> None:
         self._on_done = on_done
         self._owed = 1
         self._ok = True
+        self.origin = origin  # the delivery's, for `TraceStage.abandon`
 
     def owe(self, units: int) -> None:
         with _ACKS:
@@ -436,6 +437,55 @@ class TraceStage:
         self._flush = True
         self._wake.set()
 
+    def holds(self, origins: Collection[Hashable]) -> int:
+        wanted = frozenset(origins)
+        with self._work_lock:
+            waiting = {
+                id(ack): ack
+                for acks in self._contributors.values()
+                for ack in acks
+                if ack.origin in wanted
+            }
+        return len(waiting)
+
+    def abandon(self, origins: Collection[Hashable]) -> None:
+        if not origins:
+            return
+        with self._work_lock:
+            # Queued deliveries first: their spans may belong to the traces handed back.
+            out = self._process(self._take(), expire=False)
+            traces, spans = self._abandon_open(frozenset(origins))
+        if self._add_ready(out):
+            self._wake.set()
+        if traces:
+            self._t.child(self._t.dropped, STAGE, "handed_back").inc(spans)
+            log.info(
+                "trace stage: %d open traces (%d spans) handed back unevaluated: the source "
+                "of their spans gave them away, and its next reader reads them again",
+                traces,
+                spans,
+            )
+
+    def _abandon_open(self, origins: frozenset[Hashable]) -> tuple[int, int]:
+        """Drop the open traces whose acknowledged deliveries all came from `origins`, and
+        settle those deliveries as not finished. Holds `_work_lock`. Returns (traces,
+        spans) dropped."""
+        gone = [
+            trace_id
+            for trace_id, acks in self._contributors.items()
+            if acks
+            and self._assembler.is_open(trace_id)
+            and all(ack.origin in origins for ack in acks)
+        ]
+        spans = self._assembler.abandon(gone)
+        for trace_id in gone:
+            self._metadata.pop(trace_id, None)
+            for ack in self._contributors.pop(trace_id):
+                ack.settle(False)
+        self.open_traces.set(self._assembler.open_traces)
+        self.open_trace_bytes.set(self._assembler.open_bytes)
+        return len(gone), spans
+
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
         """`consume`, waiting for room instead of refusing (for receivers that read at
         their own pace, such as replay). False once the stage stopped accepting."""
@@ -596,7 +646,7 @@ class TraceStage:
         finished: list[FinishedTrace],
     ) -> None:
         delivery = pending.delivery
-        ack = _Ack(delivery.on_done) if delivery.on_done is not None else None
+        ack = _Ack(delivery.on_done, delivery.origin) if delivery.on_done is not None else None
         try:
             if pending.chosen is None:
                 released = self._assembler.add(delivery.spans, delivery.source)
