@@ -193,19 +193,50 @@ async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_
         assert _value(telemetry, "traces_unsampled_total", service="unknown") == 2
 
 
-async def test_late_spans_owe_nothing_and_are_counted(
+async def test_late_spans_are_counted_and_done_only_once_their_trace_was_evaluated(
     holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
 ) -> None:
+    """A late span's delivery waits for the evaluation of the trace it belongs to (and
+    gets its outcome); once that trace is finished, a late span is done at once."""
     stage, consumer = holding
     acks = Acks()
     assert stage.consume([Delivery("kafka", [_root(3)], on_done=acks.of("first"))])
     await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
     assert stage.consume([Delivery("kafka", [_span(3, 9, 1)], on_done=acks.of("late"))])
-    await wait_until_async(lambda: "late" in acks.done, 5, "the late delivery's ack")
-    assert acks.done == {"late": True}
-    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1
+    await wait_until_async(
+        lambda: _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1,
+        5,
+        "the late span counted",
+    )
+    assert acks.done == {}  # the trace's record is not finished yet
     consumer.finish_all()
     assert acks.done == {"late": True, "first": True}
+    assert stage.consume([Delivery("kafka", [_span(3, 8, 1)], on_done=acks.of("later"))])
+    await wait_until_async(lambda: "later" in acks.done, 5, "the later delivery's ack")
+    assert acks.done["later"] is True
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 2
+
+
+async def test_a_late_span_of_a_trace_whose_evaluation_was_abandoned_is_not_done(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    acks = Acks()
+    async with _running(stage, consumer):
+        assert stage.consume([Delivery("kafka", [_root(44)], on_done=acks.of("first"))])
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
+        assert stage.consume([Delivery("kafka", [_span(44, 9, 1)], on_done=acks.of("late"))])
+        await wait_until_async(
+            lambda: _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1,
+            5,
+            "the late span counted",
+        )
+    # The record never finished (the process stopped first): neither delivery is done.
+    for item in consumer.items:
+        assert item.on_done is not None
+        item.on_done(False)
+    assert acks.done == {"first": False, "late": False}
 
 
 async def test_kafka_metadata_reaches_the_records_of_the_trace(

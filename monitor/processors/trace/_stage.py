@@ -110,12 +110,49 @@ class _Ack:
         self._on_done(ok)
 
 
+class _Contributors:
+    """The deliveries of a released, sampled trace, settled together once it is finished.
+    Until then the deliveries of its late spans join them: a late span is acknowledged
+    only once the trace it belongs to was really evaluated (False if it was abandoned)."""
+
+    __slots__ = ("_acks", "_evaluating", "_trace_id")
+
+    def __init__(
+        self, trace_id: str, acks: list[_Ack], evaluating: dict[str, _Contributors]
+    ) -> None:
+        self._trace_id = trace_id
+        self._acks: list[_Ack] | None = acks  # None once settled
+        self._evaluating = evaluating
+        if acks:
+            evaluating[trace_id] = self
+
+    def __bool__(self) -> bool:
+        return bool(self._acks)
+
+    def join(self, ack: _Ack) -> bool:
+        """Add a late span's delivery; False when the trace is settled already."""
+        with _ACKS:
+            if self._acks is None:
+                return False
+            self._acks.append(ack)
+            ack._owed += 1
+            return True
+
+    def settle(self, ok: bool = True) -> None:
+        with _ACKS:
+            acks, self._acks = self._acks or [], None
+            if self._evaluating.get(self._trace_id) is self:
+                del self._evaluating[self._trace_id]
+        for ack in acks:
+            ack.settle(ok)
+
+
 class _TraceDone:
     """Settles every delivery that contributed to a trace once all its records finished."""
 
     __slots__ = ("_contributors", "_ok", "_remaining")
 
-    def __init__(self, contributors: list[_Ack], records: int) -> None:
+    def __init__(self, contributors: _Contributors, records: int) -> None:
         self._contributors = contributors
         self._remaining = records
         self._ok = True
@@ -127,8 +164,7 @@ class _TraceDone:
             if self._remaining:
                 return
             ok = self._ok
-        for ack in self._contributors:
-            ack.settle(ok)
+        self._contributors.settle(ok)
 
 
 @dataclass(slots=True)
@@ -138,7 +174,7 @@ class _Sampled:
     trace: FinishedTrace
     sampled: frozenset[str]
     service: str  # the root's, as the records get it
-    contributors: list[_Ack]
+    contributors: _Contributors
     metadata: Mapping[str, str] | None
     size: int
 
@@ -200,6 +236,9 @@ class TraceStage:
             log_events_wait_s=assembly.log_events_wait_s,
         )
         self._contributors: dict[str, list[_Ack]] = {}
+        # Released, sampled traces whose records are not finished yet (any thread removes
+        # them, under `_ACKS`): their late spans' deliveries wait with them.
+        self._evaluating: dict[str, _Contributors] = {}
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
         # Intake, shared with the receivers' threads.
         self._lock = threading.Lock()  # the intake and the records ready to hand on
@@ -672,8 +711,9 @@ class TraceStage:
     def _register(
         self, delivery: Delivery, ack: _Ack | None, released: list[FinishedTrace]
     ) -> None:
-        """The delivery owes one unit per trace it added spans to (late ones owe none),
-        and the first delivery of a trace gives its records their metadata."""
+        """The delivery owes one unit per trace it added spans to, and the first delivery
+        of a trace gives its records their metadata. Late spans (of a released trace) owe
+        one to their trace while its records are not finished, and nothing after."""
         done_now = {trace.trace_id for trace in released}
         joined = 0
         for trace_id in {span.trace_id for span in delivery.spans}:
@@ -683,6 +723,10 @@ class TraceStage:
                     joined += 1
                 if delivery.metadata:
                     self._metadata.setdefault(trace_id, delivery.metadata)
+            elif ack is not None:
+                evaluating = self._evaluating.get(trace_id)
+                if evaluating is not None:
+                    evaluating.join(ack)
         if ack is not None:
             ack.owe(joined)
 
@@ -699,7 +743,8 @@ class TraceStage:
                     ack.settle()
                 continue
             size = sum(span.size for span in trace.spans)
-            out.append(_Sampled(trace, sampled, service, contributors, metadata, size))
+            waiting = _Contributors(trace.trace_id, contributors, self._evaluating)
+            out.append(_Sampled(trace, sampled, service, waiting, metadata, size))
         for trigger, n in triggers.items():
             self.assembled.labels(trigger).inc(n)
         self._count_unsampled(unsampled)
@@ -785,8 +830,7 @@ class TraceStage:
                 self._t.child(self._t.dropped, STAGE, "not_rag").inc()
                 self._observe_none(trace, service, "not_rag")
         if not records:
-            for ack in item.contributors:
-                ack.settle()
+            item.contributors.settle()
             return
         done = _TraceDone(item.contributors, len(records)) if item.contributors else None
         for record in records:
@@ -811,8 +855,7 @@ class TraceStage:
             "abandoned", "trace stage stopping: %d sampled traces abandoned", len(traces)
         )
         for item in traces:
-            for ack in item.contributors:
-                ack.settle(False)
+            item.contributors.settle(False)
 
     def _observe_none(self, trace: FinishedTrace, service: str, reason: str) -> None:
         if self._observer is not None:
