@@ -18,7 +18,10 @@ Acknowledgement: a delivery's `on_done` is called once everything built from it 
 finished. Spans of one trace may come in several deliveries (Kafka messages), so each
 delivery owes one unit per trace it added spans to, and a trace settles every delivery
 that contributed once all its records are finished (at once when it yields none: not
-sampled, not a RAG trace, or unreadable). Late spans of a released trace owe nothing.
+sampled, not a RAG trace, or unreadable). A late span of a released trace owes its unit
+to that trace until its records are finished, and nothing after. A receiver can hand back
+what came from an origin (`abandon`): open traces made only of its deliveries are dropped
+unevaluated and those deliveries done with False.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ At-least-once: every run and message is registered with its partition's
 `PartitionTracker` before anything that can fail (a run at its first offset, stretched
 over its last when it closes), and offsets are committed only up to the contiguous prefix
 of finished messages (`_offsets`): at most once a second, on partition revocation (after
-a short grace for in-flight messages) and at shutdown. A message that fails inside the
+a short grace for in-flight messages) and at shutdown. The open traces of a partition
+given away are handed back to the trace stage unevaluated (`_give_away`): their messages
+stay unfinished, so the next owner reads them again whole. A message that fails inside the
 monitor costs that message alone: it is counted, dead-lettered where configured, and
 finished, so its partition neither stalls nor skips. A crash re-delivers, it never skips;
 a run is re-delivered whole.
