@@ -675,9 +675,9 @@ class KafkaReceiver:
         if not gone:
             return
         self._next.abandon(gone)
+        self._collect_done()  # the abandoned messages: never finished, no longer awaited
         for tracker in gone:
             tracker.revoked = True  # its late completions are ignored
-        self._collect_done()
         self._held = [(t, d) for t, d in self._held if self._owned(t)]
 
     def _close(self) -> None:
