@@ -23,7 +23,7 @@ drains into a consumer that still accepts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -66,6 +66,9 @@ class Delivery:
     # into the metadata of the records extracted from the traces they start (only records
     # that are evaluated carry it). Records carry their own (`RawRecord.metadata`).
     metadata: Mapping[str, str] | None = None
+    # What the receiver may hand deliveries back by (`TraceConsumer.abandon`; the Kafka
+    # receiver: the partition's assignment). Read only for deliveries with `on_done`.
+    origin: Hashable | None = None
     # Approximate bytes held (spans as received; records are small next to spans), summed
     # once: the intake's byte bound reads it on every admission.
     size: int = field(init=False, default=0)
@@ -97,8 +100,21 @@ class TraceConsumer(Protocol):
         their own pace, such as replay); on the event loop only. False once stopping."""
 
     def flush(self) -> None:
-        """Release every open trace now, evaluated on what it has (a Kafka rebalance
-        hands partitions away: their messages should be finished and committed)."""
+        """Release every open trace now, evaluated on what it has (the Kafka receiver's
+        graceful shutdown: its messages should be finished and committed)."""
+
+    def holds(self, origins: Collection[Hashable]) -> int:
+        """How many acknowledged deliveries of `origins` wait in open traces: a receiver
+        about to give them away waits for the others to finish, not for these."""
+
+    def abandon(self, origins: Collection[Hashable]) -> None:
+        """Hand back what came from `origins` and is not evaluated yet: deliveries still
+        queued are assembled first, then every open trace all of whose acknowledged
+        deliveries (those with `on_done`) came from `origins` is dropped unevaluated
+        (counted, logged) and those deliveries' `on_done` get False: the receiver gave
+        their input away, and its next reader reads them again whole. A trace that also
+        holds spans of an acknowledged delivery from elsewhere stays open. Returns once
+        done (a Kafka rebalance callback calls it)."""
 
 
 class TraceObserver(Protocol):

@@ -68,44 +68,66 @@ async def test_a_rebalance_leaves_no_lag_series_of_partitions_given_away(noida: 
 
 
 async def test_a_member_joining_mid_trace_does_not_cut_it(noida: Broker) -> None:
-    """One span per message (`otlp_proto`): the retrieval arrives, a second member joins,
-    then the root with the question and answer. Whichever member reads the rest, the
-    trace is evaluated whole: with its context, its question and its answer."""
+    """One span per message (`otlp_proto`), a trace on each of two partitions: the
+    retrievals arrive, a second member joins (the first keeps one partition and gives the
+    other away), then the roots with the questions and answers. Each trace is evaluated
+    whole, with its context, question and answer, by whichever member reads its root; no
+    member ever evaluates a cut copy of either, then or at its shutdown."""
     topic = noida.create_topic(unique("join-mid-trace"), partitions=2)
     group = unique("g")
-    trace_id = bytes.fromhex("7a" * 16)
+    trace_ids = {p: bytes.fromhex(f"7{p}" * 16) for p in (0, 1)}
     root, retrieval = bytes.fromhex("00000000000000a1"), bytes.fromhex("00000000000000b2")
     attributes = _rag_attributes(7)
-    context = {"rag.context": attributes.pop("rag.context")}
-    noida.produce(topic, [_otlp_message(trace_id, [(retrieval, root, context)])], partition=0)
+    # The first message alone would make a record (question and context, no answer): a
+    # cut copy of a trace shows as a record without its answer.
+    context = {key: attributes.pop(key) for key in ("rag.context", "rag.query")}
+    for p, trace_id in trace_ids.items():
+        noida.produce(topic, [_otlp_message(trace_id, [(retrieval, root, context)])], partition=p)
     cfg = config(noida, [topic], group, encoding="otlp_proto")
     # Traces are released by their root, never by idleness during the test.
     assembly = cfg.trace_assembly.model_copy(update={"idle_timeout_s": 600.0})
     cfg = cfg.model_copy(update={"trace_assembly": assembly})
 
     def whole(capture: Capture) -> list[RagRecord]:
-        return [
-            r
-            for r in capture.records
-            if r.trace_id == trace_id.hex() and r.response and r.query and r.retrieved_context
-        ]
+        return [r for r in capture.records if r.response and r.query and r.retrieved_context]
+
+    def evaluated(*captures: Capture) -> set[str]:
+        return {r.trace_id for capture in captures for r in whole(capture)}
 
     async with running(cfg) as (first, first_capture):
         await wait_until_async(
-            lambda: metric(first, "spans_received_total", receiver="kafka") == 1, 60, "a span"
+            lambda: metric(first, "spans_received_total", receiver="kafka") == 2, 60, "two spans"
         )
         async with running(cfg) as (second, second_capture):
             await wait_until_async(
                 lambda: len(owned(first)) == 1 and len(owned(second)) == 1, 60, "the join"
             )
-            noida.produce(topic, [_otlp_message(trace_id, [(root, b"", attributes)])], partition=0)
+            for p, trace_id in trace_ids.items():
+                noida.produce(
+                    topic, [_otlp_message(trace_id, [(root, b"", attributes)])], partition=p
+                )
             await wait_until_async(
-                lambda: whole(first_capture) or whole(second_capture), 60, "the whole trace"
+                lambda: (
+                    evaluated(first_capture, second_capture)
+                    == {t.hex() for t in trace_ids.values()}
+                ),
+                60,
+                "both traces whole",
             )
             await wait_until_async(
-                lambda: noida.committed(group, topic, 2)[0] == 2, 30, "partition 0 committed"
+                lambda: noida.committed(group, topic, 2) == {0: 2, 1: 2}, 30, "both committed"
             )
-            for capture in (first_capture, second_capture):
-                assert all(r in whole(capture) for r in capture.records), capture.records
             assert metric(first, "dropped_total", stage="assemble", reason="late_span") == 0
             assert metric(second, "dropped_total", stage="assemble", reason="late_span") == 0
+            # The first member handed its open copy of the given-away partition's trace back
+            # unevaluated (one span) and completed the one of the partition it kept.
+            assert metric(first, "dropped_total", stage="assemble", reason="handed_back") == 1
+    # After both members stopped (each drained and flushed what it still held open):
+    # every record, on either member, is whole, and there is one per trace at least.
+    for member in (first, second):  # no cut copy released, whether it made a record or not
+        for trigger in ("flushed", "idle_timeout", "shutdown", "evicted"):
+            assert metric(member, "traces_assembled_total", trigger=trigger) == 0, trigger
+    records = first_capture.records + second_capture.records
+    assert whole(first_capture) + whole(second_capture) == records, records
+    assert {r.trace_id for r in records} == {t.hex() for t in trace_ids.values()}
+    assert noida.committed(group, topic, 2) == {0: 2, 1: 2}

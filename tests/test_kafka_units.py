@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import pytest
@@ -264,6 +264,9 @@ class _Stage:
 
     def __init__(self) -> None:
         self.deliveries: list[Delivery] = []
+        self.waiting_in_traces = 0  # what `holds` answers
+        self.handed_back: list[set[Hashable]] = []
+        self.on_abandon: Callable[[], None] = lambda: None  # as the stage settles them
 
     def refuses(self) -> bool:
         return False
@@ -277,6 +280,13 @@ class _Stage:
 
     def flush(self) -> None:
         pass
+
+    def holds(self, origins: Collection[Hashable]) -> int:
+        return self.waiting_in_traces
+
+    def abandon(self, origins: Collection[Hashable]) -> None:
+        self.handed_back.append(set(origins))
+        self.on_abandon()
 
 
 def _message(offset: int, value: bytes) -> ConsumerRecord:
@@ -437,3 +447,39 @@ def test_lag_series_follow_the_rebalance_callbacks_not_the_clients_assignment_se
     client.partitions = {TopicPartition("in", 0)}
     receiver._refresh_status(client)  # type: ignore[arg-type]
     assert lag(0) == 6 and lag(1) is None
+
+
+def test_a_partition_given_away_hands_its_open_traces_back_and_one_given_back_keeps_them() -> None:
+    """Eager rebalancing revokes every partition, then assigns: the one given straight back
+    carries on with its tracker (the client kept its read position); the one given away is
+    handed back to the trace stage, and its message held by an open trace is never
+    finished, so no commit passes it."""
+    stage = _Stage()
+    receiver = KafkaReceiver(
+        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        stage,
+        create_telemetry(),
+    )
+    p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    receiver._on_assigned({p0, p1})
+    kept, given = receiver._tracker(p0), receiver._tracker(p1)
+    for tracker in (kept, given):
+        tracker.add(5, 1)  # a message whose spans wait in an open trace
+    stage.waiting_in_traces = 2  # so the revoke does not wait out its grace for them
+    # The stage settles the handed-back message as not finished, before `abandon` returns.
+    stage.on_abandon = lambda: receiver._delivered(given, 5, False)
+    receiver._on_revoked({p0, p1})
+    assert stage.handed_back == []  # not before the assignment says which come back
+    receiver._on_assigned({p0})
+    assert stage.handed_back == [{given}]
+    assert receiver._trackers == {p0: kept}
+    assert given.revoked and not kept.revoked
+    # Nothing is left to wait for on it, and the committable offset does not pass it.
+    assert given.outstanding == 0 and given.committable is None
+    assert kept.outstanding == 1
+    fresh = PartitionTracker("in", 2)
+    fresh.add(5, 1)
+    fresh.add(6, 1)
+    fresh.drop(5)
+    fresh.finish(6)
+    assert fresh.outstanding == 0 and fresh.committable is None

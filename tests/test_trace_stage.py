@@ -19,6 +19,7 @@ from monitor.component import Delivery, SampledRecord
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import Extraction, TraceStage, Unreadable, extract_traces
+from monitor.processors.trace._assembler import TRIGGERS
 from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
@@ -192,19 +193,50 @@ async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_
         assert _value(telemetry, "traces_unsampled_total", service="unknown") == 2
 
 
-async def test_late_spans_owe_nothing_and_are_counted(
+async def test_late_spans_are_counted_and_done_only_once_their_trace_was_evaluated(
     holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
 ) -> None:
+    """A late span's delivery waits for the evaluation of the trace it belongs to (and
+    gets its outcome); once that trace is finished, a late span is done at once."""
     stage, consumer = holding
     acks = Acks()
     assert stage.consume([Delivery("kafka", [_root(3)], on_done=acks.of("first"))])
     await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
     assert stage.consume([Delivery("kafka", [_span(3, 9, 1)], on_done=acks.of("late"))])
-    await wait_until_async(lambda: "late" in acks.done, 5, "the late delivery's ack")
-    assert acks.done == {"late": True}
-    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1
+    await wait_until_async(
+        lambda: _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1,
+        5,
+        "the late span counted",
+    )
+    assert acks.done == {}  # the trace's record is not finished yet
     consumer.finish_all()
     assert acks.done == {"late": True, "first": True}
+    assert stage.consume([Delivery("kafka", [_span(3, 8, 1)], on_done=acks.of("later"))])
+    await wait_until_async(lambda: "later" in acks.done, 5, "the later delivery's ack")
+    assert acks.done["later"] is True
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 2
+
+
+async def test_a_late_span_of_a_trace_whose_evaluation_was_abandoned_is_not_done(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage()
+    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    acks = Acks()
+    async with _running(stage, consumer):
+        assert stage.consume([Delivery("kafka", [_root(44)], on_done=acks.of("first"))])
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the record")
+        assert stage.consume([Delivery("kafka", [_span(44, 9, 1)], on_done=acks.of("late"))])
+        await wait_until_async(
+            lambda: _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1,
+            5,
+            "the late span counted",
+        )
+    # The record never finished (the process stopped first): neither delivery is done.
+    for item in consumer.items:
+        assert item.on_done is not None
+        item.on_done(False)
+    assert acks.done == {"first": False, "late": False}
 
 
 async def test_kafka_metadata_reaches_the_records_of_the_trace(
@@ -596,3 +628,77 @@ async def test_a_trace_whose_parent_links_form_a_cycle_is_counted_and_the_stage_
     await wait_until_async(partial(_count_is, consumer, 1), 5, "the next trace's record")
     consumer.finish_all()
     assert acks.done["next"] is True
+
+
+async def test_abandoned_traces_are_dropped_unevaluated_and_their_deliveries_not_finished(
+    holding: tuple[TraceStage, HoldingStage], telemetry: Telemetry
+) -> None:
+    """Handing an origin back drops the open traces whose deliveries all came from it,
+    without a record; a trace that also holds a delivery of a kept origin stays open and
+    is evaluated whole; spans of an abandoned trace that come again start it afresh."""
+    stage, consumer = holding
+    acks = Acks()
+    child = {"rag.context": json.dumps(["document"])}
+    assert stage.consume(
+        [
+            Delivery("kafka", [_span(40, 2, 1, **child)], on_done=acks.of("gone"), origin="p0"),
+            Delivery("kafka", [_span(41, 2, 1, **child)], on_done=acks.of("mixed0"), origin="p0"),
+            Delivery("kafka", [_span(41, 3, 1)], on_done=acks.of("mixed1"), origin="p1"),
+            Delivery("kafka", [_span(42, 2, 1, **child)], on_done=acks.of("kept"), origin="p1"),
+        ]
+    )
+    await wait_until_async(lambda: _value(telemetry, "open_traces") == 3, 5, "three open traces")
+    stage.abandon(["p0"])
+    # Returns once done: the abandoned trace's delivery is settled as not finished.
+    assert acks.done == {"gone": False}
+    assert _value(telemetry, "open_traces") == 2
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="handed_back") == 1
+    assert sum(_value(telemetry, "traces_assembled_total", trigger=t) for t in TRIGGERS) == 0
+    # The kept and the mixed traces complete as usual.
+    assert stage.consume(
+        [
+            Delivery("kafka", [_root(41)], on_done=acks.of("root41"), origin="p1"),
+            Delivery("kafka", [_root(42)], on_done=acks.of("root42"), origin="p1"),
+        ]
+    )
+    await wait_until_async(lambda: len(consumer.items) == 2, 5, "the kept traces' records")
+    consumer.finish_all()
+    assert {k: acks.done.get(k) for k in ("mixed0", "mixed1", "kept")} == dict.fromkeys(
+        ("mixed0", "mixed1", "kept"), True
+    )
+    # Trace 40 read again whole (by whoever owns p0 now: here the same stage): not late.
+    assert stage.consume(
+        [
+            Delivery("kafka", [_span(40, 2, 1, **child)], on_done=acks.of("again"), origin="p0b"),
+            Delivery("kafka", [_root(40)], on_done=acks.of("root40"), origin="p0b"),
+        ]
+    )
+    await wait_until_async(lambda: len(consumer.items) == 1, 5, "trace 40 whole")
+    (item,) = consumer.items
+    assert item.record.trace_id == f"{40:032x}"
+    assert item.record.query and item.record.response and item.record.retrieved_context
+    consumer.finish_all()
+    assert acks.done["again"] is True and acks.done["root40"] is True
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 0
+
+
+async def test_abandon_takes_the_queued_deliveries_of_the_origin_too(
+    telemetry: Telemetry,
+) -> None:
+    """Spans still in the intake when their origin is handed back are assembled first,
+    so they cannot open a trace the stage evaluates cut later."""
+    stage = trace_stage(_config(), HoldingStage(), telemetry)  # type: ignore[arg-type]
+    # Accepting but not started: no worker thread assembles the intake.
+    stage._accepting = True
+    acks = Acks()
+    queued = Delivery("kafka", [_span(43, 2, 1)], on_done=acks.of("queued"), origin="p0")
+    stage._work_lock.acquire()  # the caller's thread may not assemble it either
+    try:
+        assert stage.consume([queued])
+    finally:
+        stage._work_lock.release()
+    assert _value(telemetry, "open_traces") == 0
+    stage.abandon({"p0"})
+    assert acks.done == {"queued": False}
+    assert _value(telemetry, "open_traces") == 0
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="handed_back") == 1

@@ -12,13 +12,17 @@ A trace is released when
   replica);
 - `shutdown`: the monitor is stopping.
 
+A trace can also be abandoned (`abandon`): forgotten unevaluated when the source of its
+spans hands them back (a Kafka partition moved to another replica, which reads them
+again whole).
+
 A service that sends GenAI log events (event spans, `monitor.spans.LOG_EVENT_KEY`) exports
 them apart from its spans, often after the root: once one has arrived from a service, its
 traces that become whole wait `log_events_wait_s` more before `root_ended` releases them,
 so that their events still join them.
 
 Spans of a trace that was already released (a late batch) are counted as `late_span` and
-dropped, so one request never becomes two partial records; the memory of released ids is
+dropped (only released traces are remembered: spans of an abandoned one start it afresh), so one request never becomes two partial records; the memory of released ids is
 bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure apart
 from the `on_drop` callback; the trace stage runs it in its own thread.
 """
@@ -188,6 +192,20 @@ class TraceAssembler:
         finished = [self._release(tid, trace, "flushed") for tid, trace in self._open.items()]
         self._open.clear()
         return finished
+
+    def abandon(self, trace_ids: Iterable[str]) -> int:
+        """Forget these open traces without releasing them: not evaluated, and not
+        remembered as released, so spans of them that arrive later start them afresh
+        instead of counting as late. Returns how many spans were dropped."""
+        spans = 0
+        for trace_id in trace_ids:
+            trace = self._open.pop(trace_id, None)
+            if trace is None:
+                continue
+            self._held.pop(trace_id, None)
+            self._bytes -= trace.size
+            spans += len(trace.spans)
+        return spans
 
     def _saw_log_events(self, service: str) -> None:
         if len(self._log_services) < self._max:  # bounded like everything else here

@@ -18,7 +18,10 @@ Acknowledgement: a delivery's `on_done` is called once everything built from it 
 finished. Spans of one trace may come in several deliveries (Kafka messages), so each
 delivery owes one unit per trace it added spans to, and a trace settles every delivery
 that contributed once all its records are finished (at once when it yields none: not
-sampled, not a RAG trace, or unreadable). Late spans of a released trace owe nothing.
+sampled, not a RAG trace, or unreadable). A late span of a released trace owes its unit
+to that trace until its records are finished, and nothing after. A receiver can hand back
+what came from an origin (`abandon`): open traces made only of its deliveries are dropped
+unevaluated and those deliveries done with False.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -88,12 +91,13 @@ class _Ack:
     """What one delivery still owes before its `on_done` is called. Starts held by one
     unit while the delivery is taken apart, so it cannot finish half-registered."""
 
-    __slots__ = ("_ok", "_on_done", "_owed")
+    __slots__ = ("_ok", "_on_done", "_owed", "origin")
 
-    def __init__(self, on_done: OnDone) -> None:
+    def __init__(self, on_done: OnDone, origin: Hashable | None = None) -> None:
         self._on_done = on_done
         self._owed = 1
         self._ok = True
+        self.origin = origin  # the delivery's, for `TraceStage.abandon`
 
     def owe(self, units: int) -> None:
         with _ACKS:
@@ -109,12 +113,49 @@ class _Ack:
         self._on_done(ok)
 
 
+class _Contributors:
+    """The deliveries of a released, sampled trace, settled together once it is finished.
+    Until then the deliveries of its late spans join them: a late span is acknowledged
+    only once the trace it belongs to was really evaluated (False if it was abandoned)."""
+
+    __slots__ = ("_acks", "_evaluating", "_trace_id")
+
+    def __init__(
+        self, trace_id: str, acks: list[_Ack], evaluating: dict[str, _Contributors]
+    ) -> None:
+        self._trace_id = trace_id
+        self._acks: list[_Ack] | None = acks  # None once settled
+        self._evaluating = evaluating
+        if acks:
+            evaluating[trace_id] = self
+
+    def __bool__(self) -> bool:
+        return bool(self._acks)
+
+    def join(self, ack: _Ack) -> bool:
+        """Add a late span's delivery; False when the trace is settled already."""
+        with _ACKS:
+            if self._acks is None:
+                return False
+            self._acks.append(ack)
+            ack._owed += 1
+            return True
+
+    def settle(self, ok: bool = True) -> None:
+        with _ACKS:
+            acks, self._acks = self._acks or [], None
+            if self._evaluating.get(self._trace_id) is self:
+                del self._evaluating[self._trace_id]
+        for ack in acks:
+            ack.settle(ok)
+
+
 class _TraceDone:
     """Settles every delivery that contributed to a trace once all its records finished."""
 
     __slots__ = ("_contributors", "_ok", "_remaining")
 
-    def __init__(self, contributors: list[_Ack], records: int) -> None:
+    def __init__(self, contributors: _Contributors, records: int) -> None:
         self._contributors = contributors
         self._remaining = records
         self._ok = True
@@ -126,8 +167,7 @@ class _TraceDone:
             if self._remaining:
                 return
             ok = self._ok
-        for ack in self._contributors:
-            ack.settle(ok)
+        self._contributors.settle(ok)
 
 
 @dataclass(slots=True)
@@ -137,7 +177,7 @@ class _Sampled:
     trace: FinishedTrace
     sampled: frozenset[str]
     service: str  # the root's, as the records get it
-    contributors: list[_Ack]
+    contributors: _Contributors
     metadata: Mapping[str, str] | None
     size: int
 
@@ -199,6 +239,9 @@ class TraceStage:
             log_events_wait_s=assembly.log_events_wait_s,
         )
         self._contributors: dict[str, list[_Ack]] = {}
+        # Released, sampled traces whose records are not finished yet (any thread removes
+        # them, under `_ACKS`): their late spans' deliveries wait with them.
+        self._evaluating: dict[str, _Contributors] = {}
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
         # Intake, shared with the receivers' threads.
         self._lock = threading.Lock()  # the intake and the records ready to hand on
@@ -436,6 +479,55 @@ class TraceStage:
         self._flush = True
         self._wake.set()
 
+    def holds(self, origins: Collection[Hashable]) -> int:
+        wanted = frozenset(origins)
+        with self._work_lock:
+            waiting = {
+                id(ack): ack
+                for acks in self._contributors.values()
+                for ack in acks
+                if ack.origin in wanted
+            }
+        return len(waiting)
+
+    def abandon(self, origins: Collection[Hashable]) -> None:
+        if not origins:
+            return
+        with self._work_lock:
+            # Queued deliveries first: their spans may belong to the traces handed back.
+            out = self._process(self._take(), expire=False)
+            traces, spans = self._abandon_open(frozenset(origins))
+        if self._add_ready(out):
+            self._wake.set()
+        if traces:
+            self._t.child(self._t.dropped, STAGE, "handed_back").inc(spans)
+            log.info(
+                "trace stage: %d open traces (%d spans) handed back unevaluated: the source "
+                "of their spans gave them away, and its next reader reads them again",
+                traces,
+                spans,
+            )
+
+    def _abandon_open(self, origins: frozenset[Hashable]) -> tuple[int, int]:
+        """Drop the open traces whose acknowledged deliveries all came from `origins`, and
+        settle those deliveries as not finished. Holds `_work_lock`. Returns (traces,
+        spans) dropped."""
+        gone = [
+            trace_id
+            for trace_id, acks in self._contributors.items()
+            if acks
+            and self._assembler.is_open(trace_id)
+            and all(ack.origin in origins for ack in acks)
+        ]
+        spans = self._assembler.abandon(gone)
+        for trace_id in gone:
+            self._metadata.pop(trace_id, None)
+            for ack in self._contributors.pop(trace_id):
+                ack.settle(False)
+        self.open_traces.set(self._assembler.open_traces)
+        self.open_trace_bytes.set(self._assembler.open_bytes)
+        return len(gone), spans
+
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
         """`consume`, waiting for room instead of refusing (for receivers that read at
         their own pace, such as replay). False once the stage stopped accepting."""
@@ -596,7 +688,7 @@ class TraceStage:
         finished: list[FinishedTrace],
     ) -> None:
         delivery = pending.delivery
-        ack = _Ack(delivery.on_done) if delivery.on_done is not None else None
+        ack = _Ack(delivery.on_done, delivery.origin) if delivery.on_done is not None else None
         try:
             if pending.chosen is None:
                 released = self._assembler.add(delivery.spans, delivery.source)
@@ -622,8 +714,9 @@ class TraceStage:
     def _register(
         self, delivery: Delivery, ack: _Ack | None, released: list[FinishedTrace]
     ) -> None:
-        """The delivery owes one unit per trace it added spans to (late ones owe none),
-        and the first delivery of a trace gives its records their metadata."""
+        """The delivery owes one unit per trace it added spans to, and the first delivery
+        of a trace gives its records their metadata. Late spans (of a released trace) owe
+        one to their trace while its records are not finished, and nothing after."""
         done_now = {trace.trace_id for trace in released}
         joined = 0
         for trace_id in {span.trace_id for span in delivery.spans}:
@@ -633,6 +726,10 @@ class TraceStage:
                     joined += 1
                 if delivery.metadata:
                     self._metadata.setdefault(trace_id, delivery.metadata)
+            elif ack is not None:
+                evaluating = self._evaluating.get(trace_id)
+                if evaluating is not None:
+                    evaluating.join(ack)
         if ack is not None:
             ack.owe(joined)
 
@@ -649,7 +746,8 @@ class TraceStage:
                     ack.settle()
                 continue
             size = sum(span.size for span in trace.spans)
-            out.append(_Sampled(trace, sampled, service, contributors, metadata, size))
+            waiting = _Contributors(trace.trace_id, contributors, self._evaluating)
+            out.append(_Sampled(trace, sampled, service, waiting, metadata, size))
         for trigger, n in triggers.items():
             self.assembled.labels(trigger).inc(n)
         self._count_unsampled(unsampled)
@@ -735,8 +833,7 @@ class TraceStage:
                 self._t.child(self._t.dropped, STAGE, "not_rag").inc()
                 self._observe_none(trace, service, "not_rag")
         if not records:
-            for ack in item.contributors:
-                ack.settle()
+            item.contributors.settle()
             return
         done = _TraceDone(item.contributors, len(records)) if item.contributors else None
         for record in records:
@@ -761,8 +858,7 @@ class TraceStage:
             "abandoned", "trace stage stopping: %d sampled traces abandoned", len(traces)
         )
         for item in traces:
-            for ack in item.contributors:
-                ack.settle(False)
+            item.contributors.settle(False)
 
     def _observe_none(self, trace: FinishedTrace, service: str, reason: str) -> None:
         if self._observer is not None:

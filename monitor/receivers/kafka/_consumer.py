@@ -17,7 +17,9 @@ At-least-once: every run and message is registered with its partition's
 `PartitionTracker` before anything that can fail (a run at its first offset, stretched
 over its last when it closes), and offsets are committed only up to the contiguous prefix
 of finished messages (`_offsets`): at most once a second, on partition revocation (after
-a short grace for in-flight messages) and at shutdown. A message that fails inside the
+a short grace for in-flight messages) and at shutdown. The open traces of a partition
+given away are handed back to the trace stage unevaluated (`_give_away`): their messages
+stay unfinished, so the next owner reads them again whole. A message that fails inside the
 monitor costs that message alone: it is counted, dead-lettered where configured, and
 finished, so its partition neither stalls nor skips. A crash re-delivers, it never skips;
 a run is re-delivered whole.
@@ -159,6 +161,8 @@ class KafkaReceiver:
         # Ours by the rebalance callbacks: the client's assignment set still lists revoked
         # partitions until the next assignment arrives.
         self._assigned: set[TopicPartition] = set()
+        # Revoked, and not yet known to be given back or away (`_on_assigned`).
+        self._leaving: dict[TopicPartition, PartitionTracker] = {}
         self._lag_series: set[TopicPartition] = set()
         self._held: list[tuple[PartitionTracker, Delivery]] = []  # refused by a full stage
         self._flush_owed = False  # draining: open traces may hold our messages
@@ -365,6 +369,7 @@ class KafkaReceiver:
             records=run,
             on_done=partial(self._delivered, tracker, first),
             on_rejected=partial(self._invalid_records, tracker, first),
+            origin=tracker,
         )
         batch.append((tracker, delivery))
 
@@ -395,6 +400,7 @@ class KafkaReceiver:
                     on_done=partial(self._delivered, tracker, offset),
                     on_rejected=partial(self._invalid_records, tracker, offset),
                     metadata=_Provenance(message) if decoded.spans else None,
+                    origin=tracker,
                 )
                 batch.append((tracker, delivery))
                 handed = True
@@ -508,9 +514,14 @@ class KafkaReceiver:
         """A completion, in the consumer thread: `counted` ones were in flight."""
         if counted:
             self._in_flight -= 1
-        # An abandoned message is not finished: it is re-delivered to the next owner.
-        if ok and self._owned(tracker):
+        if not self._owned(tracker):
+            return
+        if ok:
             tracker.finish(offset)
+        else:
+            # An abandoned message is never finished: the commit stops before it and
+            # the next owner reads it again. Nothing is left to wait for on it.
+            tracker.drop(offset)
 
     def _backpressure(self, consumer: KafkaConsumer) -> None:
         if self._draining.is_set() or self._held or self._in_flight >= self._max_in_flight:
@@ -617,26 +628,28 @@ class KafkaReceiver:
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
     def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        # Open traces are not released: one released now would be evaluated cut short and
-        # its later spans dropped as late. Their messages stay unfinished, so the commit
-        # below stops before them and the next owner reads those traces again whole; a
-        # partition we get straight back (eager rebalancing revokes every partition)
-        # completes its open traces from where it left off.
+        # Open traces are not released here: one released now would be evaluated cut
+        # short. Their messages stay unfinished, so the commit below stops before them.
+        # Whether they are abandoned waits for the assignment (`_on_assigned`): eager
+        # rebalancing revokes every partition, and one given straight back keeps its read
+        # position, so its open traces must stay.
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
         # At close the in-flight messages already had their chance (shutdown drained them).
         deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
-        while any(t.outstanding for t in mine) and time.monotonic() < deadline:
+        # Messages waiting in open traces finish only when more spans come: the grace
+        # (which blocks the client's heartbeats) is for the others.
+        waiting = self._next.holds(mine) if mine else 0
+        while sum(t.outstanding for t in mine) > waiting and time.monotonic() < deadline:
             self._collect_done()
             time.sleep(0.005)
         self._collect_done()
         self._commit(mine, wait=False)
         for tp in revoked:
-            gone = self._trackers.pop(tp, None)
-            if gone is not None:
-                gone.revoked = True  # its late completions are ignored
+            leaving = self._trackers.pop(tp, None)
+            if leaving is not None:
+                self._leaving[tp] = leaving
             self._assigned.discard(tp)
             self._remove_lag(tp)
-        self._held = [(t, d) for t, d in self._held if self._owned(t)]
         if revoked:
             log.info("kafka: partitions revoked: %s", _names(revoked))
 
@@ -644,7 +657,28 @@ class KafkaReceiver:
         self._joined = True
         self._paused = False
         self._assigned |= assigned
+        # A partition given straight back carries on with its tracker: the client kept
+        # its read position, so its unfinished messages are not read again.
+        for tp in assigned & self._leaving.keys():
+            self._trackers[tp] = self._leaving.pop(tp)
+        self._give_away()
         log.info("kafka: partitions assigned: %s", _names(assigned) or "none")
+
+    def _give_away(self) -> None:
+        """The partitions revoked and not given back: their open traces are abandoned
+        unevaluated, not released. One released or kept would be evaluated cut (now, or
+        at idle timeout) while the next owner, which reads their unfinished, uncommitted
+        messages again, evaluates it whole. A trace that also holds messages of a
+        partition we keep stays open (README, "Rebalances")."""
+        gone = list(self._leaving.values())
+        self._leaving.clear()
+        if not gone:
+            return
+        self._next.abandon(gone)
+        self._collect_done()  # the abandoned messages: never finished, no longer awaited
+        for tracker in gone:
+            tracker.revoked = True  # its late completions are ignored
+        self._held = [(t, d) for t, d in self._held if self._owned(t)]
 
     def _close(self) -> None:
         self._drained.set()
@@ -660,6 +694,7 @@ class KafkaReceiver:
                 consumer.close(autocommit=False, timeout_ms=5_000)
             except Exception as exc:
                 log.warning("kafka: consumer close failed: %s", exc)
+        self._give_away()  # leaving the group revoked everything
         if self._dead_letters is not None:
             self._dead_letters.close()
 

@@ -71,6 +71,14 @@ class PartitionTracker:
             if entry is self._entries[0]:  # only a finished head moves the prefix
                 self._advance()
 
+    def drop(self, offset: int) -> None:
+        """One unit of the message at `offset` was abandoned: it no longer counts as
+        outstanding, and the message is never finished, so the committable offset stops
+        before it (the next owner reads it again)."""
+        entry = self._pending.get(offset)
+        if entry is not None and self.outstanding > 0:
+            self.outstanding -= 1
+
     def _advance(self) -> None:
         entries = self._entries
         while entries and entries[0][1] == 0:
