@@ -26,7 +26,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 ruff check monitor tests bench
 mypy  # --strict over monitor/ (pyproject.toml)
 set +e
-python3 -m pytest "$@"
+# Two workers, one test file each at a time: files share brokers and servers they start
+# themselves, so a file stays on one worker. PYTEST_WORKERS=0 runs everything in one process.
+python3 -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile -p no:benchmark "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -112,29 +112,32 @@ def token_ok(presented: str | None, expected: str | None) -> bool:
 
 def export_response(decoded: Decoded, *, as_json: bool) -> bytes:
     """Success or partial success (`rejected_spans` + message), in the request's encoding."""
-    if as_json:
-        if not decoded.rejected:
-            return b"{}"
-        partial = {"rejectedSpans": str(decoded.rejected), "errorMessage": decoded.message}
-        return json.dumps({"partialSuccess": partial}).encode()
-    response = ExportTraceServiceResponse()
-    if decoded.rejected:
-        response.partial_success.rejected_spans = decoded.rejected
-        response.partial_success.error_message = decoded.message
-    data: bytes = response.SerializeToString()
-    return data
+    return _partial_success(
+        decoded, as_json, ExportTraceServiceResponse(), "rejected_spans", "rejectedSpans"
+    )
 
 
 def export_logs_response(decoded: Decoded, *, as_json: bool) -> bytes:
     """`ExportLogsServiceResponse`: success, or the refused log records and why."""
+    return _partial_success(
+        decoded, as_json, ExportLogsServiceResponse(), "rejected_log_records", "rejectedLogRecords"
+    )
+
+
+def _partial_success(
+    decoded: Decoded,
+    as_json: bool,
+    response: ExportTraceServiceResponse | ExportLogsServiceResponse,
+    rejected_field: str,
+    rejected_json_field: str,
+) -> bytes:
     if as_json:
         if not decoded.rejected:
             return b"{}"
-        partial = {"rejectedLogRecords": str(decoded.rejected), "errorMessage": decoded.message}
+        partial = {rejected_json_field: str(decoded.rejected), "errorMessage": decoded.message}
         return json.dumps({"partialSuccess": partial}).encode()
-    response = ExportLogsServiceResponse()
     if decoded.rejected:
-        response.partial_success.rejected_log_records = decoded.rejected
+        setattr(response.partial_success, rejected_field, decoded.rejected)
         response.partial_success.error_message = decoded.message
     data: bytes = response.SerializeToString()
     return data
