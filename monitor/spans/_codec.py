@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -483,14 +484,22 @@ def _hex_id(value: Any, size: int, where: str, *, optional: bool = False) -> str
 
 def decode_json(body: bytes) -> Decoded:
     """Decode an OTLP/JSON `ExportTraceServiceRequest`."""
+    return decode_json_request(body, _decode_json, "trace request")
+
+
+def decode_json_request(body: bytes, decode: Callable[[Any], Decoded], what: str) -> Decoded:
+    """Parse an OTLP/JSON body and hand it to `decode`: whatever goes wrong is a DecodeError
+    saying whether the body was not JSON or not the `what` it should be."""
     try:
-        return _decode_json(json.loads(body))
+        data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
+    try:
+        return decode(data)
+    except DecodeError:
+        raise
     except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-        if isinstance(exc, DecodeError):
-            raise
-        raise DecodeError("bad_json", f"body is not an OTLP/JSON trace request: {exc}") from None
+        raise DecodeError("bad_json", f"body is not an OTLP/JSON {what}: {exc}") from None
 
 
 def _decode_json(data: Any) -> Decoded:

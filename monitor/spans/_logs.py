@@ -14,7 +14,6 @@ extraction folds it into its parent (`processors/trace/_extract.py`). Other log 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -33,6 +32,7 @@ from monitor.spans._codec import (
     _json_attributes,
     _json_int,
     _json_list,
+    decode_json_request,
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"
@@ -129,16 +129,7 @@ def decode_logs_protobuf(body: bytes) -> Decoded:
 
 def decode_logs_json(body: bytes) -> Decoded:
     """Decode an OTLP/JSON `ExportLogsServiceRequest`."""
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
-    try:
-        return _decode_logs_json(data)
-    except DecodeError:
-        raise
-    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-        raise DecodeError("bad_json", f"body is not an OTLP/JSON logs request: {exc}") from None
+    return decode_json_request(body, _decode_logs_json, "logs request")
 
 
 def _decode_logs_json(data: Any) -> Decoded:
