@@ -104,36 +104,45 @@ def metric(port: int, name: str, *needles: str) -> float | None:
     return None
 
 
+def _write_config(config: Path, ports: dict[str, int], alerts: dict[str, Any]) -> None:
+    """The monitor both tests run: OTLP/HTTP in, metrics out, local_groundedness, `alerts`."""
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {
+                        "grpc": {"enabled": False},
+                        "http": {"endpoint": f"127.0.0.1:{ports['otlp']}"},
+                    }
+                },
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"}},
+                "evaluators": [{"name": "local_groundedness"}],
+                "alerts": alerts,
+            }
+        )
+    )
+
+
 def test_steady_share_is_quiet_and_a_rise_pages_through_alertmanager(tmp_path: Path) -> None:
     need("prometheus-alertmanager")
     ports = {"metrics": free_port(), "otlp": free_port()}
     config = tmp_path / "monitor.yaml"
     with webhook() as hook, alertmanager(tmp_path, hook.url) as am:
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "receivers": {
-                        "otlp": {
-                            "grpc": {"enabled": False},
-                            "http": {"endpoint": f"127.0.0.1:{ports['otlp']}"},
-                        }
-                    },
-                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"}},
-                    "evaluators": [{"name": "local_groundedness"}],
-                    "alerts": {
-                        "alertmanager": {"url": am},
-                        "rules": [
-                            {
-                                "name": RULE,
-                                "evaluator": "local_groundedness",
-                                "window": "30s",
-                                "baseline": {"window": "3m"},
-                                "severity": "page",
-                            }
-                        ],
-                    },
-                }
-            )
+        _write_config(
+            config,
+            ports,
+            {
+                "alertmanager": {"url": am},
+                "rules": [
+                    {
+                        "name": RULE,
+                        "evaluator": "local_groundedness",
+                        "window": "30s",
+                        "baseline": {"window": "3m"},
+                        "severity": "page",
+                    }
+                ],
+            },
         )
         with rag_monitor(tmp_path, config, ports["metrics"]):
             service = Service(ports["otlp"])
@@ -186,32 +195,22 @@ def test_a_firing_alert_survives_sigterm_and_the_next_process_resolves_it(
     state = tmp_path / "state" / "alerts.state"
     rule = "hallucination_rate"
     with webhook() as hook, alertmanager(tmp_path, hook.url) as am:
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "receivers": {
-                        "otlp": {
-                            "grpc": {"enabled": False},
-                            "http": {"endpoint": f"127.0.0.1:{ports['otlp']}"},
-                        }
-                    },
-                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"}},
-                    "evaluators": [{"name": "local_groundedness"}],
-                    "alerts": {
-                        "alertmanager": {"url": am},
-                        "state_file": str(state),
-                        "evaluation_interval_s": 0.5,
-                        "rules": [
-                            {
-                                "name": rule,
-                                "evaluator": "local_groundedness",
-                                "max_defect_rate": 0.1,
-                                "min_samples": 10,
-                            }
-                        ],
-                    },
-                }
-            )
+        _write_config(
+            config,
+            ports,
+            {
+                "alertmanager": {"url": am},
+                "state_file": str(state),
+                "evaluation_interval_s": 0.5,
+                "rules": [
+                    {
+                        "name": rule,
+                        "evaluator": "local_groundedness",
+                        "max_defect_rate": 0.1,
+                        "min_samples": 10,
+                    }
+                ],
+            },
         )
 
         def sent(status: str) -> list[dict[str, Any]]:
