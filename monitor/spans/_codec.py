@@ -494,6 +494,8 @@ def decode_json_request(body: bytes, decode: Callable[[Any], Decoded], what: str
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("bad_json", "body is JSON nested too deeply") from None
     try:
         return decode(data)
     except DecodeError:
