@@ -2,8 +2,8 @@
 
     python bench/fuzz_long.py [--minutes 10] [--seed 1] [--out DIR] [--targets a,b]
 
-The CI run is bounded (hypothesis, `tests/test_fuzz_*.py`, `tests/test_otlp_fuzz.py`,
-`tests/test_judge_parsers.py`); this one runs as long as it is given. Each target starts
+The CI run is bounded (hypothesis, `tests/test_fuzz_*.py`, `tests/fuzz/test_fuzz_otlp.py`,
+`tests/judge/test_judge_parsers.py`); this one runs as long as it is given. Each target starts
 from real seeds (SDK-shaped OTLP requests, `examples/records.jsonl`,
 `examples/config.yaml`, well-formed judge answers) and applies random mutations: byte
 flips, inserts, deletions, duplicated slices, splices of two seeds, wrapping in deep

@@ -1,5 +1,5 @@
 """Scoring of the redaction detectors on the labelled sample `tests/data/redaction_sample.jsonl`
-(shared by `tests/test_redaction.py` and `bench/redaction_quality.py`).
+(shared by `tests/exporters/test_redaction.py` and `bench/redaction_quality.py`).
 
 The sample was written for this project: sentences holding personal data of each built-in
 kind, and look-alikes holding none. A finding counts only when its kind and its exact span

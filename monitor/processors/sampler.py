@@ -10,7 +10,7 @@ Records with negative feedback or an error status are always sampled when config
 
 The position is the first 8 bytes of BLAKE2b (digest size 8) of the key's UTF-8, read as
 a big-endian integer n, over 2**64 as a float. That definition is fixed: replicas of
-different versions in one rollout must sample the same traces (`tests/test_sampler_pinned.py`
+different versions in one rollout must sample the same traces (`tests/trace/test_sampler_pinned.py`
 pins it). Every record or trace pays for one decision, so the sampler computes the same
 thing cheaply: the hash state is copied from a prepared one instead of built from keyword
 arguments, and `u < r` is decided on the digest's bytes against the integer bound that

@@ -20,7 +20,7 @@ from monitor.judge.client import JudgeClient
 from monitor.records import RagRecord
 from monitor.service import Service
 from tests._judge_stub import Reply, StubJudge
-from tests.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET
+from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET
 
 pytestmark = pytest.mark.asyncio
 

@@ -85,7 +85,9 @@ def test_prometheus_rules_mirror_the_sidecar_defaults() -> None:
     prom = _rule_thresholds()
     categories = set()
     for rule in config.alerts.rules:
-        if rule.baseline is not None:  # RagHallucinationRegression: tests/test_alerts_fleet.py
+        if (
+            rule.baseline is not None
+        ):  # RagHallucinationRegression: tests/alerts/test_alerts_fleet.py
             assert rule == AlertRule(
                 name=rule.name,
                 evaluator="local_groundedness",

@@ -4,7 +4,7 @@ falls back to the tolerant parsers, asks once more for the format, and accounts 
 and cost the same way as for free-form answers.
 
 The remote model is the scripted stub (`tests/_judge_stub.py`), so faults are exact;
-`tests/test_judge_real_model.py` runs the same path against a real model.
+`tests/judge/test_judge_real_model.py` runs the same path against a real model.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from monitor.evaluators.judges import ANSWER_SCHEMAS, DEFINITIONS
 from monitor.judge import parsers, schemas
 from monitor.judge.parsers import ParseError
 from tests._judge_stub import Reply, StubJudge
-from tests.test_judge_evaluators import MODEL, RECORD, Harness
+from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
 
 
 @pytest_asyncio.fixture

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.processors.trace._conventions import tool_docs
-from tests.test_frameworks_rule import Trace, _chain, _oi_llm, _oi_retriever
+from tests.trace.test_extraction_rule import Trace, _chain, _oi_llm, _oi_retriever
 
 QUESTION = "When was the Eiffel Tower completed?"
 DOCS = ["The Eiffel Tower was completed in 1889.", "It stands in Paris."]

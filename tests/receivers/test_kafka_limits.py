@@ -11,9 +11,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from tests._kafka import Broker, unique
 from tests._wait import wait_until_async
-from tests.test_kafka import config, metric, native, noida, running
+from tests.receivers.test_kafka import config, metric, native, noida, running
 
-__all__ = ["noida"]  # the session's broker fixture, shared with tests/test_kafka.py
+__all__ = ["noida"]  # the session's broker fixture, shared with tests/receivers/test_kafka.py
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 BIG = 20 * 1024 * 1024

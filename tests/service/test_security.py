@@ -263,7 +263,7 @@ def test_untrusted_services_and_routes_cannot_grow_label_values(tmp_path: Path) 
 
 def test_kafka_tls_and_sasl_options_are_configurable() -> None:
     """Kafka's TLS/SASL keys exist and validate (their pass-through to the client is
-    `tests/test_kafka_units.py::test_security_options_are_passed_through_and_the_password_comes_from_the_env`)."""
+    `tests/receivers/test_kafka_units.py::test_security_options_are_passed_through_and_the_password_comes_from_the_env`)."""
     from monitor.config import Config
 
     cfg = Config.model_validate(

@@ -27,7 +27,7 @@ from monitor.evaluators.base import EvaluatorSpec
 from monitor.evaluators.local import LocalGroundedness
 from monitor.records import parse_record
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 BRIDGE = (
     "The Golden Gate Bridge opened to traffic on May 27, 1937. Its main span is 1,280 meters "

@@ -16,7 +16,7 @@ from monitor.alerts import Alert, AlertEngine
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.config import AlertBaseline, AlertRule, ConfigError, load_config
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.test_alerts import Clock, gauge, record, verdict
+from tests.alerts.test_alerts import Clock, gauge, record, verdict
 
 INTERVAL = 5.0
 RULE = AlertRule(

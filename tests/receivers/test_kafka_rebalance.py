@@ -9,7 +9,7 @@ from monitor.records import RagRecord
 from monitor.service import Service
 from tests._kafka import Broker, unique
 from tests._wait import wait_until_async
-from tests.test_kafka import (
+from tests.receivers.test_kafka import (
     Capture,
     _otlp_message,
     _rag_attributes,
@@ -20,7 +20,7 @@ from tests.test_kafka import (
     running,
 )
 
-__all__ = ["noida"]  # the session's broker fixture, shared with tests/test_kafka.py
+__all__ = ["noida"]  # the session's broker fixture, shared with tests/receivers/test_kafka.py
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 

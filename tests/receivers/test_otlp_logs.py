@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from monitor.telemetry import Telemetry
 from tests._pipeline import RecordingStage, Served, started
-from tests.test_otlp_receivers import _config, _exporter, _value
+from tests.receivers.test_otlp_receivers import _config, _exporter, _value
 
 QUESTION = "When was the Eiffel Tower completed?"
 DOC = "The Eiffel Tower was completed in 1889."

@@ -26,9 +26,9 @@ from monitor.telemetry import Telemetry
 from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
 from tests._pipeline import RecordingStage, started
 from tests._wait import wait_until_async
-from tests.test_otlp_receivers import _config, _value
+from tests.receivers.test_otlp_receivers import _config, _value
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # (app module, instrumentation, variant)
 APPS = [

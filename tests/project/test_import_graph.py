@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "monitor"
+PACKAGE = Path(__file__).resolve().parents[2] / "monitor"
 
 
 def _module_name(path: Path) -> str:

@@ -11,7 +11,7 @@ from monitor.processors.trace import TraceStage
 from monitor.records import RawRecord, RecordError, SizeLimits, bound_record, parse_record
 from monitor.telemetry import create_telemetry
 from tests._wait import wait_until_async
-from tests.test_trace_stage import Acks, HoldingStage, _root, _running
+from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 
 LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)
 

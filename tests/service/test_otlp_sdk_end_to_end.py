@@ -33,7 +33,7 @@ from tests._otlp import CONVENTIONS, WATER
 from tests._servers import free_port, rag_monitor, stop_process
 from tests._wait import wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -40,7 +40,7 @@ EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
 # kafka-python 3.0 drops the socket of a failed connection attempt (a broker restarting,
 # a member leaving) without closing it; the warning is about its code, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ import pytest
 from monitor.telemetry import Telemetry
 from tests._langchain_app import ANSWER, DOCS, QUESTION
 from tests._pipeline import RecordingStage, started
-from tests.test_otlp_receivers import _config
+from tests.receivers.test_otlp_receivers import _config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("instrumentation", ["openinference", "openllmetry"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from monitor.config import load_config
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "config.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yaml"
 
 
 def test_the_recipe_uncommented_escalates_the_band_to_the_judge(tmp_path: Path) -> None:

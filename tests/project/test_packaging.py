@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 import monitor
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "monitor"
 
 

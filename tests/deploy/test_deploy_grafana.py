@@ -19,7 +19,7 @@ from monitor.alerts.state import StateFile
 from monitor.config import AlertBaseline, AlertRule
 from monitor.telemetry import create_telemetry
 
-GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 DEPLOY = GRAFANA.parent / "deploy"
 SCHEMA = json.loads((GRAFANA / "schema/dashboard.schema.json").read_text())
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))

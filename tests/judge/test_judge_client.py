@@ -24,7 +24,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.records import RagRecord
 from tests._judge_stub import Reply, StubJudge
-from tests.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
+from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
 
 pytestmark = pytest.mark.asyncio
 

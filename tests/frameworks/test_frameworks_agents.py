@@ -17,8 +17,8 @@ from monitor.evaluators.registry import build
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS
 from tests._pipeline import RecordingStage, started
-from tests.test_frameworks_real import _run_app, _until
-from tests.test_otlp_receivers import _config, _value
+from tests.frameworks.test_frameworks_real import _run_app, _until
+from tests.receivers.test_otlp_receivers import _config, _value
 
 # (app module, instrumentation, variant, service name)
 APPS = [
