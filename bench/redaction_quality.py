@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from monitor.judge.redaction import BUILT_IN  # noqa: E402
+from monitor.redaction import BUILT_IN  # noqa: E402
 from tests._redaction_sample import SAMPLE, measure  # noqa: E402
 
 

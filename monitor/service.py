@@ -23,13 +23,13 @@ from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.judge.redaction import Redactor
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import CpuPool, EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import SizeLimits
+from monitor.redaction import Redactor
 from monitor.telemetry import Telemetry, create_telemetry
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from monitor.config import Redaction
-from monitor.judge.redaction import Redactor
+from monitor.redaction import Redactor
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "redaction_sample.jsonl"
 

@@ -53,8 +53,8 @@ from prometheus_client import Counter, Gauge
 from monitor.config import ConfigError, Judge, Redaction
 from monitor.judge import schemas
 from monitor.judge.parsers import Parsed, ParseError
-from monitor.judge.redaction import Redactor
 from monitor.judge.schemas import JudgeAnswer
+from monitor.redaction import Redactor
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.config import ConfigError, Redaction, load_config
-from monitor.judge.redaction import BUILT_IN, Redactor, iban_valid, luhn_valid, ssn_valid
+from monitor.redaction import BUILT_IN, Redactor, iban_valid, luhn_valid, ssn_valid
 from tests._redaction_sample import SAMPLE, load, measure
 
 # The sample holds at least this many labelled values of each built-in kind.

@@ -1,5 +1,5 @@
-"""Redaction of personal data before text leaves the process (judge prompts, and anything
-else that reuses `Redactor`).
+"""Redaction of personal data before text leaves the process: judge prompts, the text a
+results line carries (`exporters.results_include_text`) and `/debug/records`.
 
 Built-in detectors (`redaction.detectors`, default all), each validated beyond its shape:
 
@@ -19,7 +19,7 @@ Each `redaction.patterns` regex is its own kind (`custom_0`, `custom_1`, ...). F
 never overlap: the longest match wins, then the kind listed first above (IPv6 before IPv4), so an IBAN is
 never partly replaced as a phone number. Each finding becomes `[REDACTED:<kind>]`.
 Names and street addresses are not detected: without a language model, patterns cannot
-tell them from ordinary words at a useful precision (see README).
+tell them from ordinary words at a useful precision (monitor/judge/README.md, "Redaction").
 """
 
 from __future__ import annotations
