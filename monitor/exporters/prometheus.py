@@ -34,8 +34,9 @@ from aiohttp import web
 from prometheus_client import Counter
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from monitor.config import ConfigError, WebConfig, WebTls, load_web_config
+from monitor.config import ConfigError
 from monitor.evaluators.base import EvalResult
+from monitor.exporters.web_config import WebConfig, WebTls, load_web_config
 from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 

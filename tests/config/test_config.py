@@ -3,11 +3,10 @@ keys rejected and every problem names its key (and the variable behind it)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
+import sys
 from pathlib import Path
 
-import bcrypt
 import pytest
 import yaml
 
@@ -15,12 +14,13 @@ from monitor.config import (
     MASK,
     Config,
     ConfigError,
+    available_cpus,
     effective_config,
     load_config,
-    load_web_config,
     parse_duration,
 )
 from monitor.evaluators.registry import check_evaluators, known_evaluators, threshold_scale
+from monitor.exporters.prometheus import load_web_security
 from tests.conftest import EXAMPLES, REPO
 
 TESTDATA = REPO / "tests" / "testdata" / "config"
@@ -53,6 +53,20 @@ def test_embedded_defaults() -> None:
         "local_safety",
     ]
     assert config.receivers.kafka.enabled is False
+
+
+def test_the_cpus_are_probed_when_a_config_is_built_not_at_import() -> None:
+    """`pipeline.processes` defaults to the usable CPUs, found when the default is needed."""
+    refuse_probe = (
+        "import os\n"
+        "def probe(pid):\n"
+        "    raise AssertionError('CPUs probed at import')\n"
+        "os.sched_getaffinity = probe\n"
+        "import monitor.config\n"
+    )
+    subprocess.run([sys.executable, "-c", refuse_probe], check=True)
+    assert load_config(None, environ={}).pipeline.processes == available_cpus()
+    assert Config().pipeline.processes == available_cpus()
 
 
 def test_example_config_is_valid() -> None:
@@ -124,9 +138,14 @@ def _expected(path: Path) -> str:
 
 @pytest.mark.parametrize("path", sorted((TESTDATA / "bad").glob("*.yaml")), ids=lambda p: p.stem)
 def test_bad_fixtures_name_key_and_problem(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each problem is found by what `check-config` runs: the schema, then the components'
+    own checks (evaluators, the metrics port's web config)."""
     monkeypatch.chdir(REPO)  # fixtures name other fixtures relative to the checkout
     with pytest.raises(ConfigError) as info:
-        check_evaluators(load_config(path.relative_to(REPO), environ={}))
+        config = load_config(path.relative_to(REPO), environ={})
+        check_evaluators(config)
+        if config.exporters.prometheus.web_config_file is not None:
+            load_web_security(config.exporters.prometheus.web_config_file)
     expected = _expected(path)
     assert any(p.startswith(expected) for p in info.value.problems), info.value.problems
 
@@ -506,55 +525,3 @@ def test_effective_config_fills_defaults_and_masks_secrets(tmp_path: Path) -> No
     del data["receivers"]["otlp"]["auth_token"]
     data["alerts"]["webhooks"][0] = config.alerts.webhooks[0].model_dump()
     assert Config.model_validate(data, context={"environ": {"OTLP_TOKEN": "tok-123"}}) == config
-
-
-# -- the metrics port's web config -------------------------------------------------------
-
-
-def test_web_config(tmp_path: Path) -> None:
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert.write_text("not checked here")
-    key.write_text("not checked here")
-    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
-    good = tmp_path / "web.yml"
-    good.write_text(
-        f"tls_server_config: {{cert_file: {cert}, key_file: {key}}}\n"
-        f"basic_auth_users: {{prometheus: '{hashed}'}}\n"
-    )
-    web = load_web_config(good)
-    assert web.tls_server_config is not None and web.tls_server_config.min_version == "TLS12"
-    assert web.basic_auth_users == {"prometheus": hashed}
-    cases = {
-        "basic_auth_users: {prometheus: hunter2}": "basic_auth_users.prometheus: expected a bcrypt",
-        f"tls_server_config: {{cert_file: {cert}}}": "tls_server_config.key_file: required",
-        f"tls_server_config: {{cert_file: {cert}, key_file: {tmp_path}/nope}}": (
-            "tls_server_config.key_file: no such file"
-        ),
-        f"tls_server_config: {{cert_file: {cert}, key_file: {key}, client_ca_file: {cert}}}": (
-            "tls_server_config.client_auth_type: client_ca_file is set but"
-        ),
-        f"tls_server_config: {{cert_file: {cert}, key_file: {key},"
-        " client_auth_type: RequireAndVerifyClientCert}": (
-            "tls_server_config.client_ca_file: required with client_auth_type"
-        ),
-        f"tls_server_config: {{cert_file: {cert}, key_file: {key},"
-        " client_auth_type: RequireAnyClientCert}": (
-            "tls_server_config.client_auth_type: a client certificate that is not verified"
-        ),
-        f"tls_server_config: {{cert_file: {cert}, key_file: {key}, cipher_suites: []}}": (
-            "tls_server_config.cipher_suites: part of the Prometheus exporter-toolkit format"
-        ),
-        "http_server_config: {http2: false}": "http_server_config: part of the Prometheus",
-        "basic_auth: {}": "basic_auth: unknown key",
-    }
-    for text, expected in cases.items():
-        bad = tmp_path / "bad.yml"
-        bad.write_text(text + "\n")
-        with pytest.raises(ConfigError) as info:
-            load_web_config(bad)
-        assert any(p.startswith(expected) for p in info.value.problems), (text, info.value)
-    with pytest.raises(ConfigError) as info:
-        _load(tmp_path, f"exporters:\n  prometheus:\n    web_config_file: {bad}\n")
-    assert re.match(
-        r"exporters\.prometheus\.web_config_file: in .*bad\.yml: ", info.value.problems[0]
-    )

@@ -1,0 +1,160 @@
+"""Configuration: one YAML file, `${env:VAR}` references, `RAG_MONITOR_<SECTION>__<KEY>`
+environment overrides.
+
+A leaf package: it imports nothing of the pipeline. What only a component can judge — an
+evaluator name, a judge's prompt, a threshold on a judge's native scale, the metrics port's
+web config — is checked by that component after loading (`monitor.evaluators.
+check_evaluators`, `monitor.exporters.prometheus.load_web_security`, which `Service` and
+`check-config` call).
+
+The YAML is read with libyaml's safe loader where installed; duplicate keys, and aliases
+that would expand past `MAX_ALIAS_EXPANSION` values, are refused before anything is built.
+Unknown keys are rejected and every problem is reported as `path.to.key: what is wrong`
+(`ConfigError.problems`). Defaults live in the models; rules that span several fields are
+model validators. An empty file (or none) gives the embedded defaults: OTLP on loopback,
+metrics on 0.0.0.0:9464, local evaluators only, every trace sampled.
+
+The forms an OpenTelemetry Collector user writes are accepted as they are: the OTLP
+receiver's `protocols: {grpc: ..., http: ...}`, Go durations (`1h30m`, `500ms`) and
+`${env:VAR}` / `${env:VAR:-default}` references in values.
+
+| file | job |
+|---|---|
+| `_fields.py` | the base `Section`, `ConfigError`, shared field types (durations, endpoints, rates, files, secrets) |
+| `_receivers.py`, `_processing.py`, `_evaluators.py`, `_outputs.py` | the sections, by the part of the pipeline they configure |
+| `_root.py` | `Config`: all sections and the checks across them |
+| `_yaml.py` | safe YAML reading (duplicate keys, alias budget, depth) |
+| `_env.py` | `${env:...}` references and `RAG_MONITOR_*__*` overrides |
+| `_loader.py` | `load_config` and the `key: problem` messages |
+| `_masking.py` | `effective_config`: what `check-config` prints, secrets masked |
+"""
+
+from monitor.config._env import ENV_PREFIX
+from monitor.config._evaluators import (
+    DEFAULT_LOCAL_EVALUATORS,
+    TLM_PRESETS,
+    EvaluatorConfig,
+    Judge,
+    Redaction,
+    RedactionKind,
+    Severity,
+    TlmPreset,
+    TlmWeights,
+    TrustworthinessTlm,
+)
+from monitor.config._fields import (
+    SECRET,
+    ConfigError,
+    Duration,
+    Endpoint,
+    Millis,
+    Rate,
+    ReadableFile,
+    Seconds,
+    SecretMarker,
+    Section,
+    parse_duration,
+)
+from monitor.config._loader import load_config, validation_problems
+from monitor.config._masking import MASK, effective_config
+from monitor.config._outputs import (
+    REGRESSION_CONFIDENCE,
+    REGRESSION_MIN_INCREASE,
+    REGRESSION_MIN_SAMPLES,
+    REGRESSION_WINDOW,
+    AlertBaseline,
+    Alertmanager,
+    AlertRule,
+    Alerts,
+    Exporters,
+    OtlpExporter,
+    PrometheusExporter,
+    Webhook,
+)
+from monitor.config._processing import (
+    AlwaysSample,
+    Budget,
+    Pipeline,
+    RecordLimits,
+    Sampling,
+    SamplingOverride,
+    TraceAssembly,
+    available_cpus,
+)
+from monitor.config._receivers import (
+    GrpcReceiver,
+    HttpReceiver,
+    KafkaReceiver,
+    OtlpReceiver,
+    Receivers,
+    ReceiverTls,
+)
+from monitor.config._root import Config
+from monitor.config._yaml import (
+    MAX_ALIAS_EXPANSION,
+    MAX_DEPTH,
+    dump_yaml,
+    load_yaml,
+    read_yaml_file,
+)
+
+__all__ = [
+    "DEFAULT_LOCAL_EVALUATORS",
+    "ENV_PREFIX",
+    "MASK",
+    "MAX_ALIAS_EXPANSION",
+    "MAX_DEPTH",
+    "REGRESSION_CONFIDENCE",
+    "REGRESSION_MIN_INCREASE",
+    "REGRESSION_MIN_SAMPLES",
+    "REGRESSION_WINDOW",
+    "SECRET",
+    "TLM_PRESETS",
+    "AlertBaseline",
+    "AlertRule",
+    "Alertmanager",
+    "Alerts",
+    "AlwaysSample",
+    "Budget",
+    "Config",
+    "ConfigError",
+    "Duration",
+    "Endpoint",
+    "EvaluatorConfig",
+    "Exporters",
+    "GrpcReceiver",
+    "HttpReceiver",
+    "Judge",
+    "KafkaReceiver",
+    "Millis",
+    "OtlpExporter",
+    "OtlpReceiver",
+    "Pipeline",
+    "PrometheusExporter",
+    "Rate",
+    "ReadableFile",
+    "ReceiverTls",
+    "Receivers",
+    "RecordLimits",
+    "Redaction",
+    "RedactionKind",
+    "Sampling",
+    "SamplingOverride",
+    "Seconds",
+    "SecretMarker",
+    "Section",
+    "Severity",
+    "TlmPreset",
+    "TlmWeights",
+    "TraceAssembly",
+    "TrustworthinessTlm",
+    "Webhook",
+    "available_cpus",
+    "dump_yaml",
+    "effective_config",
+    "load_config",
+    "load_yaml",
+    "parse_duration",
+    "read_yaml_file",
+    "validation_problems",
+]

@@ -1,0 +1,173 @@
+"""`evaluators`, the `judge` model they may call, and `redaction` of what leaves the
+process (judge prompts, results text, `/debug/records`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from monitor.config._fields import Rate, Seconds, Section
+
+DEFAULT_LOCAL_EVALUATORS = (
+    "local_groundedness",
+    "local_relevance",
+    "local_retrieval",
+    "local_safety",
+)
+
+# Harm severity buckets, lowest first (the safety evaluators).
+Severity = Literal["very_low", "low", "medium", "high"]
+
+
+class Judge(Section):
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: Seconds = Field(default=30.0, gt=0)
+    max_concurrency: int = Field(default=8, gt=0)
+    retries: int = Field(default=3, ge=0)
+    cache_size: int = Field(default=10_000, ge=0)
+    # Consecutive failed attempts that open a model's circuit breaker, and how long it stays open.
+    breaker_failures: int = Field(default=5, gt=0)
+    breaker_cooldown_s: Seconds = Field(default=30.0, gt=0)
+    # Retry backoff: base · 2^attempt with full jitter, capped (a Retry-After header wins).
+    backoff_base_s: Seconds = Field(default=0.5, gt=0)
+    backoff_max_s: Seconds = Field(default=20.0, gt=0)
+    # USD per 1M tokens, for models litellm has no price for.
+    prices: dict[str, dict[Literal["input", "output"], Annotated[float, Field(ge=0)]]] = {}
+    # Ask for answers as JSON against each judge's schema (`response_format`): `auto` when
+    # litellm knows the model supports it, `on` for servers it cannot know (vLLM,
+    # llama.cpp, Ollama, ...), `off` to always ask for the free-form format.
+    structured_output: Literal["auto", "on", "off"] = "auto"
+    # Upper bound on every judge's answer length (each judge has its own default).
+    max_output_tokens: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> Judge:
+        if self.backoff_base_s > self.backoff_max_s:
+            raise ValueError("backoff_base_s: must not exceed backoff_max_s")
+        return self
+
+
+RedactionKind = Literal["iban", "card", "ssn", "email", "ipv6", "ipv4", "phone"]
+
+
+class Redaction(Section):
+    enabled: bool = False
+    # Built-in detectors to run (monitor/redaction.py); default all.
+    detectors: list[RedactionKind] = ["iban", "card", "ssn", "email", "ipv6", "ipv4", "phone"]
+    # Region whose national format phone numbers without a +country prefix are read in.
+    phone_region: str = "US"
+    patterns: list[str] = []
+
+    @field_validator("phone_region")
+    @classmethod
+    def _known_region(cls, region: str) -> str:
+        import phonenumbers  # only when a config is validated: importing config stays cheap
+
+        if region not in phonenumbers.SUPPORTED_REGIONS:
+            raise ValueError(
+                f"{region!r} is not a region code phonenumbers knows (e.g. US, GB, DE)"
+            )
+        return region
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {i} is not a valid regex: {exc}") from None
+        return patterns
+
+
+# -- trustworthiness_tlm: observed consistency + self-reflection (monitor/judge/README.md) ---
+
+TlmPreset = Literal["low", "medium", "high"]
+# samples, reflection on, reflection wordings; temperature and weights are the same for all.
+TLM_PRESETS: dict[str, tuple[int, bool, int]] = {
+    "low": (3, False, 1),
+    "medium": (5, True, 1),
+    "high": (8, True, 2),
+}
+
+
+class TlmWeights(Section):
+    # The method's weights (BSDetector: 0.7 consistency, 0.3 self-reflection).
+    consistency: float = Field(default=0.7, ge=0)
+    reflection: float = Field(default=0.3, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> TlmWeights:
+        if self.consistency + self.reflection <= 0:
+            raise ValueError("weights: at least one must be above 0")
+        return self
+
+
+class TrustworthinessTlm(Section):
+    """`evaluators[].tlm`: options of the `trustworthiness_tlm` evaluator. Unset keys come
+    from `preset`."""
+
+    preset: TlmPreset = "medium"
+    samples: int | None = Field(default=None, ge=1, le=20)
+    temperature: float = Field(default=1.0, gt=0, le=2)
+    reflection: bool | None = None
+    reflection_wordings: int | None = Field(default=None, ge=1, le=2)
+    weights: TlmWeights = TlmWeights()
+    # How a sampled answer's agreement with the response is measured: the embedded
+    # detector both ways (no network call) or one more judge call per sample.
+    agreement: Literal["detector", "judge"] = "detector"
+    # Ask for token log-probabilities to sharpen the reflection grade (used where returned).
+    logprobs: bool = True
+
+    @property
+    def sample_count(self) -> int:
+        return self.samples if self.samples is not None else TLM_PRESETS[self.preset][0]
+
+    @property
+    def reflections(self) -> int:
+        """Reflection calls per record (0 when reflection is off)."""
+        _, on, wordings = TLM_PRESETS[self.preset]
+        if not (self.reflection if self.reflection is not None else on):
+            return 0
+        return self.reflection_wordings or wordings
+
+    @model_validator(mode="after")
+    def _reflection_weighted(self) -> TrustworthinessTlm:
+        if self.reflections and self.weights.reflection == 0:
+            raise ValueError(
+                "weights.reflection: 0 while reflection is on (its calls would count for "
+                "nothing); set reflection: false"
+            )
+        if self.reflections == 0 and self.weights.consistency == 0:
+            raise ValueError("weights.consistency: must be above 0 when reflection is off")
+        if self.reflection is False and self.reflection_wordings is not None:
+            raise ValueError("reflection_wordings: set, but reflection is off")
+        return self
+
+
+class EvaluatorConfig(Section):
+    name: str
+    sample_rate: Rate | None = None
+    # On the evaluator's native scale; the evaluator registry checks the range.
+    threshold: float | None = None
+    severity_threshold: Severity | None = None
+    model: str | None = None
+    prompt: str | None = None
+    # Tiered scoring: run only where `escalate_from`'s normalised score is inside `band`.
+    escalate_from: str | None = None
+    band: tuple[Rate, Rate] | None = None
+    rubric: str | None = None
+    # Judge endpoint for this evaluator's model (default `judge.api_base`).
+    api_base: str | None = None
+    # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
+    tlm: TrustworthinessTlm | None = None
+
+    @model_validator(mode="after")
+    def _band_order(self) -> EvaluatorConfig:
+        if self.band is not None and self.band[0] > self.band[1]:
+            raise ValueError("band: the lower bound comes first")
+        return self

@@ -1,0 +1,118 @@
+"""What leaves the pipeline: `alerts` (rules, Alertmanager, webhooks) and `exporters`
+(the Prometheus metrics port, OTLP evaluation events, the results file)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from monitor.config._fields import (
+    SECRET,
+    Duration,
+    Endpoint,
+    Rate,
+    Seconds,
+    Section,
+    parse_duration,
+)
+
+
+class AlertBaseline(Section):
+    """A regression rule's reference: the trailing `window` before the current one."""
+
+    window: Duration = "24h"
+    min_samples: int = Field(default=500, gt=0)
+
+
+# Regression-rule defaults, from bench/alert_regression.py (see monitor/alerts/README.md).
+REGRESSION_CONFIDENCE = 0.99999
+REGRESSION_MIN_INCREASE = 0.03
+REGRESSION_WINDOW = "30m"
+REGRESSION_MIN_SAMPLES = 100
+
+
+class AlertRule(Section):
+    name: str
+    evaluator: str | None = None
+    category: str | None = None
+    # Exactly one form: an absolute `max_defect_rate`, or a `baseline` to regress against.
+    max_defect_rate: Rate | None = None
+    baseline: AlertBaseline | None = None
+    min_increase: float | None = Field(default=None, gt=0, lt=1)
+    window: Duration = "10m"
+    min_samples: int = Field(default=30, gt=0)
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    severity: str = "warning"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _regression_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("baseline") is not None:
+            data = {
+                "window": REGRESSION_WINDOW,
+                "min_samples": REGRESSION_MIN_SAMPLES,
+                "confidence": REGRESSION_CONFIDENCE,
+                "min_increase": REGRESSION_MIN_INCREASE,
+                **data,
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AlertRule:
+        if (self.evaluator is None) == (self.category is None):
+            raise ValueError("evaluator: exactly one of evaluator or category is required")
+        if (self.max_defect_rate is None) == (self.baseline is None):
+            raise ValueError("max_defect_rate: exactly one of max_defect_rate or baseline")
+        if self.baseline is None and self.min_increase is not None:
+            raise ValueError("min_increase: only a rule with a baseline takes min_increase")
+        if self.baseline is not None and parse_duration(self.baseline.window) <= parse_duration(
+            self.window
+        ):
+            raise ValueError(
+                f"baseline.window: {self.baseline.window} must be longer than window {self.window}"
+            )
+        return self
+
+
+class Alertmanager(Section):
+    url: str | None = None
+
+
+class Webhook(Section):
+    url: str
+    headers: Annotated[dict[str, str], SECRET] = {}
+
+
+class Alerts(Section):
+    rules: list[AlertRule] = []
+    alertmanager: Alertmanager = Alertmanager()
+    webhooks: list[Webhook] = []
+    evaluation_interval_s: Seconds = Field(default=15.0, gt=0)
+    # Where the rules' windows and firing states are kept across restarts (none: in memory).
+    state_file: str | None = None
+
+
+class PrometheusExporter(Section):
+    endpoint: Endpoint = "0.0.0.0:9464"
+    # TLS and basic auth for the metrics port, in the Prometheus exporter-toolkit format
+    # (`monitor.exporters.web_config`: read and checked by the metrics server and by
+    # `check-config`); re-read when it or a file it names changes.
+    web_config_file: str | None = None
+    # Serve /debug/records: the last N records extracted and the last N traces that gave
+    # none, with the reason (0 = off: the page shows user text, redacted).
+    debug_records: int = Field(default=0, ge=0, le=10_000)
+
+
+class OtlpExporter(Section):
+    endpoint: str | None = None
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+
+
+class Exporters(Section):
+    prometheus: PrometheusExporter = PrometheusExporter()
+    otlp: OtlpExporter = OtlpExporter()
+    results_file: str | None = None
+    # Add what was extracted (query, history, context documents, response), redacted as
+    # `redaction` says, to each results line under "extracted".
+    results_include_text: bool = False

@@ -1,0 +1,92 @@
+"""The stages between receivers and outputs: `trace_assembly`, `record_limits`,
+`sampling`, `budget` and `pipeline` (the evaluation stage and its worker processes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from monitor.config._fields import Rate, Seconds, Section
+
+
+class TraceAssembly(Section):
+    idle_timeout_s: Seconds = Field(default=10.0, gt=0)
+    max_open_traces: int = Field(default=10_000, gt=0)
+    # Spans of open traces, in (approximate) bytes; beyond it the oldest are released.
+    max_open_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # Spans and records waiting for assembly, from every receiver; full → receivers
+    # push back (retryable status, paused Kafka partitions).
+    queue_size: int = Field(default=10_000, gt=0)
+    queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # How long a whole trace of a service that sends GenAI log events waits for them (the
+    # SDK's log and span batch processors export independently, 5 s apart at most).
+    log_events_wait_s: Seconds = Field(default=5.0, ge=0)
+
+
+class SamplingOverride(Section):
+    service: str | None = None
+    route: str | None = None
+    rate: Rate
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> SamplingOverride:
+        if self.service is None and self.route is None:
+            raise ValueError("service: an override needs a service, a route, or both")
+        return self
+
+
+class AlwaysSample(Section):
+    negative_feedback: bool = True
+    error: bool = True
+
+
+class Sampling(Section):
+    rate: Rate = 1.0
+    overrides: list[SamplingOverride] = []
+    always: AlwaysSample = AlwaysSample()
+
+
+class Budget(Section):
+    max_evaluations_per_minute: int | None = Field(default=None, gt=0)
+    max_judge_tokens_per_hour: int | None = Field(default=None, gt=0)
+    max_judge_cost_usd_per_day: float | None = Field(default=None, gt=0)
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity mask, bounded by a cgroup v2 CPU quota
+    (`cpu.max`, rounded up), at least 1."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+class Pipeline(Section):
+    # Worker processes for the CPU evaluators (0: score them in this process).
+    processes: int = Field(default_factory=available_cpus, ge=0, le=256)
+    queue_size: int = Field(default=1_000, gt=0)
+    # Text of the records waiting for evaluation (query, context, response), in bytes.
+    queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    workers: int = Field(default=4, gt=0)
+    evaluation_timeout_s: Seconds = Field(default=60.0, gt=0)
+    shutdown_timeout_s: Seconds = Field(default=20.0, ge=0)
+    max_services: int = Field(default=50, gt=0)
+    max_routes: int = Field(default=100, gt=0)
+
+
+class RecordLimits(Section):
+    """Largest texts a record takes into evaluation, in characters (`monitor.records.
+    SizeLimits`): query, history turns and documents over them are truncated with a
+    marker, documents past the context total dropped, a record whose response is over
+    its limit rejected (`records_rejected_total{reason="response_too_large"}`)."""
+
+    query_chars: int = Field(default=65_536, gt=0)
+    document_chars: int = Field(default=262_144, gt=0)
+    context_chars: int = Field(default=2_097_152, gt=0)
+    response_chars: int = Field(default=262_144, gt=0)

@@ -1,0 +1,157 @@
+"""`receivers`: the OTLP receivers (gRPC, HTTP, TLS, bearer token) and the Kafka consumer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from monitor.config._fields import (
+    SECRET,
+    Endpoint,
+    Millis,
+    ReadableFile,
+    Seconds,
+    Section,
+    environ_of,
+)
+
+
+class GrpcReceiver(Section):
+    enabled: bool = True
+    endpoint: Endpoint = "127.0.0.1:4317"
+
+
+class HttpReceiver(Section):
+    enabled: bool = True
+    endpoint: Endpoint = "127.0.0.1:4318"
+    # A request's headers must arrive whole this long after its first byte, and its
+    # body after its headers; slower clients are cut off (slow-loris senders).
+    read_header_timeout_s: Seconds = Field(default=10.0, gt=0)
+    read_timeout_s: Seconds = Field(default=30.0, gt=0)
+    # Keep-alive connections idle this long are closed; at most max_connections open.
+    idle_timeout_s: Seconds = Field(default=60.0, gt=0)
+    max_connections: int = Field(default=1_000, gt=0)
+
+
+class ReceiverTls(Section):
+    """TLS for both OTLP receivers; with `client_ca_file`, clients must present a
+    certificate signed by that CA (mutual TLS)."""
+
+    cert_file: ReadableFile
+    key_file: ReadableFile
+    client_ca_file: ReadableFile | None = None
+
+
+OTLP_PROTOCOLS = ("grpc", "http")
+
+
+class OtlpReceiver(Section):
+    grpc: GrpcReceiver = GrpcReceiver()
+    http: HttpReceiver = HttpReceiver()
+    tls: ReceiverTls | None = None
+    # Senders must present `Authorization: Bearer <token>`. The token is read from the
+    # environment variable named by `auth_token_env` (filled in here at load time); a token
+    # written literally into the config file is refused by `load_config`.
+    auth_token: Annotated[str | None, SECRET] = None
+    auth_token_env: str | None = None
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    # Older spelling of trace_assembly.queue_size (that queue now serves every receiver).
+    queue_size: int | None = Field(default=None, gt=0)
+    route_attribute: str = "http.route"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collector_protocols(cls, data: Any) -> Any:
+        """`protocols: {grpc: {...}, http: {...}}`, as the Collector's OTLP receiver is
+        written: a protocol listed is enabled, one left out is disabled."""
+        if not isinstance(data, dict) or "protocols" not in data:
+            return data
+        both = [p for p in OTLP_PROTOCOLS if p in data]
+        if both:
+            raise ValueError(
+                f"protocols: give the receivers either as protocols.grpc / protocols.http "
+                f"(Collector style) or as grpc / http, not both (found {', '.join(both)})"
+            )
+        protocols = data["protocols"]
+        if not isinstance(protocols, dict) or not protocols:
+            raise ValueError("protocols: expected a mapping with grpc, http or both")
+        for name in protocols:
+            if name not in OTLP_PROTOCOLS:
+                raise ValueError(f"protocols.{name}: unknown protocol (grpc, http)")
+        out = {k: v for k, v in data.items() if k != "protocols"}
+        for name in OTLP_PROTOCOLS:
+            if name not in protocols:
+                out[name] = {"enabled": False}
+                continue
+            settings = protocols[name]
+            if settings is None:  # `grpc:` with nothing under it: enabled, defaults
+                settings = {}
+            if not isinstance(settings, dict):
+                raise ValueError(f"protocols.{name}: expected a mapping (e.g. endpoint)")
+            out[name] = {"enabled": True, **settings}
+        return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _token_from_env(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or data.get("auth_token_env") is None:
+            return data
+        variable = data["auth_token_env"]
+        if data.get("auth_token") is not None:
+            raise ValueError("auth_token: give auth_token_env or auth_token, not both")
+        environ = environ_of(info)
+        if not isinstance(variable, str) or variable not in environ:
+            raise ValueError(f"auth_token_env: environment variable {variable} is not set")
+        return {**data, "auth_token": environ[variable]}
+
+    @field_validator("auth_token")
+    @classmethod
+    def _usable_token(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value != value.strip() or " " in value):
+            raise ValueError("must be a non-empty token without spaces")
+        return value
+
+
+class KafkaReceiver(Section):
+    enabled: bool = False
+    bootstrap_servers: list[str] = []
+    topics: list[str] = ["otlp_spans"]
+    group_id: str = "rag-monitor"
+    # Static membership (Kafka group.instance.id, e.g. the pod name): a replica that
+    # restarts within session_timeout_ms gets its partitions back without a rebalance.
+    group_instance_id: str | None = None
+    encoding: Literal["auto", "json", "otlp_proto", "otlp_json"] = "auto"
+    dead_letter_topic: str | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    session_timeout_ms: Millis = Field(default=10_000, gt=0)
+    heartbeat_interval_ms: Millis = Field(default=3_000, gt=0)
+    # Also the rebalance timeout a group join may wait for members: the consumer thread
+    # polls continuously (it pauses partitions, never stops polling), so it can be short.
+    max_poll_interval_ms: Millis = Field(default=30_000, gt=0)
+    max_poll_records: int = Field(default=500, gt=0)
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # The consumer's fetch limit and what the dead-letter producer may write back: a
+    # message the broker accepted (up to this size) can be dead-lettered whole.
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+
+    @model_validator(mode="after")
+    def _servers_when_enabled(self) -> KafkaReceiver:
+        if self.max_poll_interval_ms < self.session_timeout_ms:
+            raise ValueError("max_poll_interval_ms: must be at least session_timeout_ms")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms: must be shorter than session_timeout_ms")
+        if self.enabled and not self.bootstrap_servers:
+            raise ValueError("bootstrap_servers: required when kafka.enabled is true")
+        return self
+
+
+class Receivers(Section):
+    otlp: OtlpReceiver = OtlpReceiver()
+    kafka: KafkaReceiver = KafkaReceiver()
