@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from monitor.processors.trace._extract import extract_records
+from monitor.processors.trace._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
 from tests._otlp import otlp_bytes

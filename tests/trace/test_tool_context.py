@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.processors.trace._conventions import tool_docs
+from monitor.processors.trace._tool_results import tool_docs
 from tests.trace.test_extraction_rule import Trace, _chain, _oi_llm, _oi_retriever
 
 QUESTION = "When was the Eiffel Tower completed?"

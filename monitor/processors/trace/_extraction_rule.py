@@ -1,0 +1,280 @@
+"""A finished trace (all its spans) → one `RagRecord` per user request.
+
+The rule (README.md beside this file, "Extraction", says why and what is tested):
+1. LLM spans nested in an LLM span are one model call (`_calls`): prompt from the
+   innermost role-tagged messages, output from the outermost text.
+2. A request is the outermost chain/agent/workflow span above a call whose input reads
+   as a user question (`_request_spans.request_question`: not a repr, not a model prompt).
+3. All calls under one request are one record, answered by the last call with text
+   (`_answers`); calls under no request are grouped by the user message they answer.
+   A query rewriter (output = a later retrieval's query) and a prompt builder traced as
+   a model call (output = another call's prompt) never answer.
+4. Query: `rag.query` > the request's question > topmost chain input > the retriever's
+   query inside the prompt > last user message. A retrieval query in other words goes
+   to `metadata.retrieval_query` (a chat engine's condensed follow-up).
+5. Response: `rag.response` > the request's text output > the answering call's output.
+6. Context: retrieval spans before the answer by time, in retrieval order (the request's
+   own when a trace holds several); a reranker's output replaces what it reranked;
+   documents with ids only take their text from the chat span's system message.
+7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.processors.trace._log_events import join_log_events
+from monitor.processors.trace._model_call_spans import read_generation
+from monitor.processors.trace._record_parts import TraceWide, build_record, trace_wide
+from monitor.processors.trace._request_spans import Requests
+from monitor.processors.trace._retrieval_spans import read_retrieval
+from monitor.processors.trace._span_values import Generation, Retrieval, normalized
+from monitor.processors.trace._tool_results import read_tool
+from monitor.processors.trace._trace_tree import (
+    BY_TIME,
+    depth_of,
+    is_ancestor,
+    route_of,
+    trace_shape,
+)
+from monitor.records import RagRecord
+from monitor.spans import Span
+
+
+@dataclass(slots=True)
+class _Answer:
+    call: Generation  # the model call whose output answers
+    request: Span | None  # the request span it answers, if the trace has one
+
+
+def extract_records(
+    spans: Sequence[Span], *, route_attribute: str = "http.route"
+) -> list[RagRecord]:
+    """All records in one trace's spans (possibly none)."""
+    spans = join_log_events(spans)
+    if not spans:
+        return []
+    ordered, by_id, root = trace_shape(spans)
+    retrievals: list[Retrieval] = []
+    tools: list[Retrieval] = []
+    generations: list[Generation] = []
+    conventions: set[str] = set()
+    for span in ordered:
+        retrieval = read_retrieval(span)
+        if retrieval is not None:
+            retrievals.append(retrieval)
+            continue
+        tool = read_tool(span)
+        if tool is not None:
+            tools.append(tool)
+            continue
+        generation = read_generation(span)
+        if generation is not None:
+            generations.append(generation)
+            conventions |= generation.conventions
+    top = trace_wide(ordered, by_id)
+    if not retrievals and not generations and (top.query, top.response, top.docs) == (None,) * 3:
+        return []  # no model call, no retrieval, no `rag.*`: not a RAG request
+    retrievals = _with_tool_results(_outermost(retrievals, by_id), tools, by_id)
+    calls = _calls(generations, by_id)
+    requests = Requests(by_id)
+    answers = _answers(calls, retrievals, requests)
+    common: dict[str, Any] = {
+        "trace_id": root.trace_id,
+        "service": root.service,
+        "route": route_of(root, ordered, route_attribute),
+        "timestamp": root.start_unix_nano / 1e9 if root.start_unix_nano else None,
+        "feedback": top.feedback,
+    }
+    if len(answers) <= 1:
+        if answers:
+            answer: Generation | None = answers[0].call
+            request = answers[0].request
+        else:
+            answer = calls[-1] if calls else None
+            involved = [c.span for c in calls] + [r.span for r in retrievals]
+            request = next((r for r in map(requests.of, involved) if r is not None), None)
+        window = [
+            r
+            for r in retrievals
+            if answer is None or r.span.start_unix_nano <= answer.span.end_unix_nano
+        ]
+        record = build_record(
+            common,
+            request_id=root.trace_id,
+            span=answer.span if answer is not None else root,
+            answer=answer,
+            request=request,
+            requests=requests,
+            retrievals=window or retrievals,
+            top=top,
+            error=any(s.error for s in ordered),
+            latency_ns=root.end_unix_nano - root.start_unix_nano,
+            conventions=conventions,
+        )
+        return [record]
+    records = []
+    previous_end = 0
+    for item in answers:
+        answer, request = item.call, item.request
+        start = answer.span.start_unix_nano
+        if request is not None:
+            # The request's own retrievals (a follow-up may be condensed first).
+            window = [
+                r
+                for r in retrievals
+                if r.span.start_unix_nano <= answer.span.end_unix_nano
+                and is_ancestor(request, r.span, by_id)
+            ]
+            first = request.start_unix_nano
+            last = max(request.end_unix_nano, answer.span.end_unix_nano)
+        else:
+            window = [
+                r
+                for r in retrievals
+                if previous_end <= r.span.start_unix_nano <= start and requests.of(r.span) is None
+            ]
+            first = min([start, *(r.span.start_unix_nano for r in window)])
+            last = answer.span.end_unix_nano
+            previous_end = answer.span.end_unix_nano
+        records.append(
+            build_record(
+                common,
+                request_id=f"{root.trace_id}-{answer.span.span_id}",
+                span=answer.span,
+                answer=answer,
+                request=request,
+                requests=requests,
+                retrievals=window,
+                top=TraceWide(feedback=top.feedback),
+                error=answer.span.error
+                or (request is not None and request.error)
+                or any(r.span.error for r in window),
+                latency_ns=last - first,
+                conventions=conventions,
+            )
+        )
+    return records
+
+
+def _outermost(retrievals: list[Retrieval], by_id: dict[str, Span]) -> list[Retrieval]:
+    """Nested retrieval spans (a framework retriever over a vector-DB client) describe one
+    retrieval: keep the outermost one that has document text (or the outermost)."""
+    if len(retrievals) < 2:
+        return retrievals
+    keep = []
+    for r in retrievals:
+        shadowed = False
+        for other in retrievals:
+            if other is r or other.reranked or r.reranked:
+                continue
+            other_has_text = any(d.content for d in other.docs)
+            r_has_text = any(d.content for d in r.docs)
+            if is_ancestor(other.span, r.span, by_id) and (other_has_text or not r_has_text):
+                shadowed = True  # an outer span already says it
+            elif is_ancestor(r.span, other.span, by_id) and other_has_text and not r_has_text:
+                shadowed = True  # the inner span has the text this one lacks
+            if shadowed:
+                break
+        if not shadowed:
+            keep.append(r)
+    return keep
+
+
+def _with_tool_results(
+    retrievals: list[Retrieval], tools: list[Retrieval], by_id: dict[str, Span]
+) -> list[Retrieval]:
+    """Tool results join the retrievals, in call order. A tool with a retrieval span inside
+    (a retriever tool under an instrumented retriever) is that retrieval, said better by
+    the retrieval span; nested tool spans (a framework's over an MCP client's) are one call,
+    the outermost."""
+    if not tools:
+        return retrievals
+    keep = [
+        t
+        for t in tools
+        if not any(is_ancestor(t.span, r.span, by_id) for r in retrievals)
+        and not any(o is not t and is_ancestor(o.span, t.span, by_id) for o in tools)
+    ]
+    return sorted([*retrievals, *keep], key=lambda r: BY_TIME(r.span))
+
+
+def _calls(generations: list[Generation], by_id: dict[str, Span]) -> list[Generation]:
+    """Nested LLM spans are one model call (LlamaIndex's `predict` → `chat` → `complete`,
+    a framework's chat-model span over the provider SDK's span): one `Generation` per
+    outermost LLM span, in start order. Its output is the outermost text output (what the
+    framework handed back); its messages are the innermost span's role-tagged messages,
+    else the innermost that has any (wrappers carry a template or a repr); model and token
+    counts come from the innermost span that has them (the provider's own)."""
+    if len(generations) < 2:
+        return generations
+    ids = {g.span.span_id: g for g in generations}
+    groups: dict[str, list[Generation]] = {}
+    for gen in generations:
+        outer_id = gen.span.span_id
+        span = gen.span
+        hops = 0
+        while span.parent_span_id in by_id and hops < 1000:
+            span = by_id[span.parent_span_id]
+            if span.span_id in ids:
+                outer_id = span.span_id
+            hops += 1
+        groups.setdefault(outer_id, []).append(gen)
+    calls = []
+    for outer_id, group in groups.items():
+        if len(group) == 1:
+            calls.append(group[0])
+            continue
+        outer = ids[outer_id]
+        inner_first = sorted(group, key=lambda g: depth_of(g.span, by_id), reverse=True)
+        with_messages = [g for g in inner_first if g.messages]
+        source = next((g for g in with_messages if g.structured), None) or next(
+            iter(with_messages), outer
+        )
+        by_position = [outer, *(g for g in group if g is not outer)]
+        calls.append(
+            Generation(
+                span=outer.span,
+                messages=source.messages,
+                output=next((g.output for g in by_position if g.output and g.output.strip()), None),
+                model=next((g.model for g in inner_first if g.model), None),
+                input_tokens=next(
+                    (g.input_tokens for g in inner_first if g.input_tokens is not None), None
+                ),
+                output_tokens=next(
+                    (g.output_tokens for g in inner_first if g.output_tokens is not None), None
+                ),
+                conventions=set().union(*(g.conventions for g in group)),
+                structured=source.structured,
+                tool_results=next((g.tool_results for g in inner_first if g.tool_results), []),
+            )
+        )
+    return calls
+
+
+def _answers(
+    calls: list[Generation], retrievals: list[Retrieval], requests: Requests
+) -> list[_Answer]:
+    """One model call per user request, in the order they finished. Calls under the same
+    request span are one request whatever their prompts say (a condense call, an agent's
+    planning turn, the answering call): the one that ended last answers. Calls outside
+    any request span are grouped by the user message they answer."""
+    rewritten = {normalized(r.query) for r in retrievals if r.query}
+    prompts = {id(c): normalized(c.user_query) for c in calls if c.user_query}
+    latest: dict[object, _Answer] = {}
+    for call in calls:
+        if call.output is None or not call.output.strip():
+            continue  # a tool call or a failed call, not an answer
+        if normalized(call.output) in rewritten:
+            continue  # a query rewriter: its output is what the retriever searched for
+        output = normalized(call.output)
+        if any(p == output for i, p in prompts.items() if i != id(call)):
+            continue  # a prompt builder traced as an LLM span: its output is a call's prompt
+        request = requests.of(call.span)
+        key: object = request.span_id if request is not None else normalized(call.user_query)
+        current = latest.get(key)
+        if current is None or call.span.end_unix_nano >= current.call.span.end_unix_nano:
+            latest[key] = _Answer(call, request)
+    return sorted(latest.values(), key=lambda a: a.call.span.end_unix_nano)

@@ -1,0 +1,209 @@
+"""Model-call (LLM) spans: the messages sent, the text returned, the model and the token
+counts, in each convention (GenAI messages and the older events and attributes,
+OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.processors.trace._span_values import (
+    ANSWER_KEYS,
+    QUERY_KEYS,
+    Generation,
+    as_str,
+    chat_messages,
+    content_text,
+    find_text,
+    indexed,
+    loads,
+    role_of,
+)
+from monitor.processors.trace._tool_results import tool_results
+from monitor.spans import Span
+
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_GENERATION_KEYS = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.prompt.0.content",
+        "gen_ai.completion.0.content",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+    }
+)
+# The repr of an object (`SelectorPromptTemplate(metadata=...`, `ChatMessage(_role=...`,
+
+
+def _as_tokens(*values: Any) -> int | None:
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return None
+
+
+def is_generation(span: Span) -> bool:
+    a = span.attributes
+    kind = a.get("openinference.span.kind")
+    if kind is not None:
+        return bool(kind == "LLM")
+    if (
+        as_str(a.get("gen_ai.operation.name")) in LLM_OPERATIONS
+        or as_str(a.get("llm.request.type")) in LLM_OPERATIONS
+    ):
+        return True
+    if not _GENERATION_KEYS.isdisjoint(a):
+        return True
+    return bool(span.events) and any(
+        e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events
+    )
+
+
+def read_generation(span: Span) -> Generation | None:
+    """Messages in, text out, model and tokens of an LLM span, or None if it is not one."""
+    if not is_generation(span):
+        return None
+    a = span.attributes
+    conventions: set[str] = set()
+    messages: list[tuple[str, str]] = []
+    output: str | None = None
+    if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
+        conventions.add("genai")
+        system = content_text(a.get("gen_ai.system_instructions"))
+        if system:
+            messages.append(("system", system))
+        messages += chat_messages(a.get("gen_ai.input.messages"))
+        outs = [t for r, t in chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
+        output = "\n".join(outs) if outs else None
+    if not messages and "llm.input_messages.0.message.role" in a:
+        conventions.add("openinference")
+        messages = _indexed_messages(a, "llm.input_messages.")
+    if output is None and "llm.output_messages.0.message.role" in a:
+        conventions.add("openinference")
+        outs = [t for r, t in _indexed_messages(a, "llm.output_messages.") if r == "assistant"]
+        output = "\n".join(outs) if outs else None
+    if not messages and "gen_ai.prompt.0.content" in a:
+        conventions.add("openllmetry")
+        messages = [
+            (role_of(g.get("role")) or "user", content_text(g.get("content")) or "")
+            for g in indexed(a, "gen_ai.prompt.")
+        ]
+    if output is None and "gen_ai.completion.0.content" in a:
+        conventions.add("openllmetry")
+        outs = [
+            t for g in indexed(a, "gen_ai.completion.") if (t := content_text(g.get("content")))
+        ]
+        output = "\n".join(outs) or None
+    if not messages and "gen_ai.prompt" in a:
+        conventions.add("genai")
+        messages = chat_messages(a["gen_ai.prompt"])
+    if output is None and "gen_ai.completion" in a:
+        conventions.add("genai")
+        completion = loads(a["gen_ai.completion"])
+        outs = (
+            [t for r, t in chat_messages(completion) if r == "assistant"]
+            if isinstance(completion, list)
+            else []
+        )
+        output = "\n".join(outs) if outs else content_text(completion)
+    if span.events and (not messages or output is None):
+        event_messages, event_output = _event_messages(span)
+        if event_messages or event_output:
+            conventions.add("genai")
+        messages = messages or event_messages
+        output = output if output is not None else event_output
+    structured = bool(messages)
+    if not messages and "input.value" in a:
+        text = find_text(a["input.value"], QUERY_KEYS)
+        messages = [("user", text)] if text else []
+    if output is None and "output.value" in a:
+        output = find_text(a["output.value"], ANSWER_KEYS)
+    model = next(
+        (
+            m
+            for m in (
+                a.get("gen_ai.response.model"),
+                a.get("gen_ai.request.model"),
+                a.get("llm.model_name"),
+            )
+            if m and m not in ("unknown", "None")  # OpenLLMetry's placeholders when it cannot tell
+        ),
+        None,
+    )
+    return Generation(
+        span=span,
+        messages=messages,
+        output=output,
+        model=str(model) if model else None,
+        input_tokens=_as_tokens(
+            a.get("gen_ai.usage.input_tokens"),
+            a.get("gen_ai.usage.prompt_tokens"),
+            a.get("llm.token_count.prompt"),
+        ),
+        output_tokens=_as_tokens(
+            a.get("gen_ai.usage.output_tokens"),
+            a.get("gen_ai.usage.completion_tokens"),
+            a.get("llm.token_count.completion"),
+        ),
+        conventions=conventions,
+        structured=structured,
+        tool_results=tool_results(span),
+    )
+
+
+def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
+    out = []
+    for group in indexed(attrs, prefix):
+        role = role_of(group.get("message.role"))
+        text = group.get("message.content")
+        if text is None:
+            parts = indexed({k: v for k, v in group.items()}, "message.contents.")
+            texts = [p.get("message_content.text") for p in parts if p.get("message_content.text")]
+            text = "\n".join(str(t) for t in texts) if texts else None
+        if role and text is not None:
+            out.append((role, content_text(text) or ""))
+    return out
+
+
+def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
+    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`."""
+    messages: list[tuple[str, str]] = []
+    outputs: list[str] = []
+    for event in span.events:
+        attrs = event.attributes
+        if event.name in _MESSAGE_EVENTS:
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            content = attrs.get("content", body.get("content") if isinstance(body, dict) else body)
+            text = content_text(content)
+            if text is not None:
+                messages.append((_MESSAGE_EVENTS[event.name], text))
+        elif event.name == "gen_ai.choice":
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            message = loads(
+                attrs.get("message", body.get("message") if isinstance(body, dict) else None)
+            )
+            content = (
+                message.get("content")
+                if isinstance(message, dict)
+                else attrs.get("content", message)
+            )
+            text = content_text(content)
+            if text is not None:
+                outputs.append(text)
+        elif event.name == "gen_ai.content.prompt" and "gen_ai.prompt" in attrs:
+            messages += chat_messages(attrs["gen_ai.prompt"])
+        elif event.name == "gen_ai.content.completion" and "gen_ai.completion" in attrs:
+            completion = loads(attrs["gen_ai.completion"])
+            found = [t for r, t in chat_messages(completion) if r == "assistant"]
+            text = "\n".join(found) if found else content_text(completion)
+            if text:
+                outputs.append(text)
+    return messages, "\n".join(outputs) if outputs else None

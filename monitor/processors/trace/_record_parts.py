@@ -1,0 +1,231 @@
+"""A record's parts, once the extraction rule has chosen the answering call, its request
+and its retrievals: query, history, context, response and metadata (rules 4 to 6 of
+`_extraction_rule.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.processors.trace._request_spans import NOT_CHAIN_OPERATIONS, Requests
+from monitor.processors.trace._span_values import (
+    ANSWER_KEYS,
+    QUERY_KEYS,
+    Doc,
+    Generation,
+    Retrieval,
+    as_float,
+    find_text,
+    indexed,
+    json_docs,
+    normalized,
+)
+from monitor.processors.trace._trace_tree import depth_of, feedback_of
+from monitor.records import RagRecord
+from monitor.spans import Span
+
+_CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
+
+
+@dataclass(slots=True)
+class TraceWide:
+    query: str | None = None  # `rag.query`
+    response: str | None = None  # `rag.response`
+    docs: list[Doc] | None = None  # `rag.context`
+    feedback: str | None = None
+    chain_query: str | None = None  # the topmost chain's input
+    chain_response: str | None = None  # the topmost chain's output
+
+
+def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
+    """The explicit `rag.*` attributes anywhere, and the topmost chain span's input and
+    output (used when no request span contains the model calls)."""
+    top = TraceWide(feedback=feedback_of(spans))
+    chain: Span | None = None
+    chain_depth = 1 << 30
+    for span in spans:
+        a = span.attributes
+        if top.query is None and isinstance(a.get("rag.query"), str):
+            top.query = a["rag.query"]
+        if top.response is None and isinstance(a.get("rag.response"), str):
+            top.response = a["rag.response"]
+        if top.docs is None:
+            top.docs = _rag_context(a)
+        if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
+            kind = a.get("openinference.span.kind")
+            op = a.get("gen_ai.operation.name")
+            if kind in (None, "CHAIN", "AGENT") and not (
+                isinstance(op, str) and op in NOT_CHAIN_OPERATIONS
+            ):
+                depth = depth_of(span, by_id)
+                if depth < chain_depth:
+                    chain, chain_depth = span, depth
+    if chain is not None:
+        a = chain.attributes
+        top.chain_query = find_text(
+            a.get("input.value", a.get("traceloop.entity.input")), QUERY_KEYS
+        )
+        top.chain_response = output_text(chain)
+    return top
+
+
+def output_text(span: Span) -> str | None:
+    a = span.attributes
+    return find_text(a.get("output.value", a.get("traceloop.entity.output")), ANSWER_KEYS)
+
+
+def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
+    if "rag.context" in attrs:
+        return json_docs(attrs["rag.context"]) or [Doc(str(attrs["rag.context"]))]
+    if "rag.context.0" in attrs or "rag.context.0.content" in attrs:
+        docs = []
+        for group in indexed(attrs, "rag.context."):
+            if "" in group:
+                docs.append(Doc(str(group[""])))
+            elif "content" in group:
+                docs.append(
+                    Doc(
+                        str(group["content"]),
+                        None if group.get("doc_uri") is None else str(group["doc_uri"]),
+                        as_float(group.get("score")),
+                    )
+                )
+        return docs
+    return None
+
+
+def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc]:
+    reranked = [r for r in retrievals if r.reranked and r.docs]
+    chosen = reranked[-1:] if reranked else retrievals
+    if not chosen and answer is not None and answer.tool_results:
+        # No tool span says what the tools returned (or none has content): the tool
+        # messages in the answering call's input do.
+        chosen = [Retrieval(answer.span, None, answer.tool_results, tool="messages")]
+    docs: list[Doc] = []
+    seen: set[str] = set()
+    ids_only: list[Doc] = []
+    for r in chosen:
+        for doc in r.docs:
+            if not doc.content:
+                ids_only.append(doc)
+                continue
+            if doc.content in seen:
+                continue
+            seen.add(doc.content)
+            docs.append(doc)
+    if not docs and ids_only and answer is not None:
+        system = "\n".join(text for role, text in answer.messages if role == "system")
+        if system.strip():
+            ids = [d.doc_uri for d in ids_only if d.doc_uri]
+            meta: dict[str, Any] = {"source": "system_message"}
+            if ids:
+                meta["doc_ids"] = ids
+            docs.append(Doc(system, None, None, meta))
+    return docs
+
+
+def _query(
+    answer: Generation | None,
+    retrievals: list[Retrieval],
+    top: TraceWide,
+    request: Span | None,
+    requests: Requests,
+) -> str | None:
+    if top.query:
+        return top.query
+    if request is not None:
+        return requests.question(request)
+    if top.chain_query:
+        return top.chain_query
+    user = answer.user_query if answer is not None else None
+    for r in retrievals:
+        # A prompt template around the question: the retriever saw the bare question.
+        if r.query and (user is None or normalized(r.query) in normalized(user)):
+            return r.query
+    return user
+
+
+def _history(answer: Generation | None) -> list[dict[str, str]]:
+    if answer is None:
+        return []
+    last_user = max(
+        (i for i, (role, _) in enumerate(answer.messages) if role == "user"), default=-1
+    )
+    return [
+        {"role": role, "content": text}
+        for role, text in answer.messages[: max(last_user, 0)]
+        if role in _CHAT_ROLES
+    ]
+
+
+def build_record(
+    common: dict[str, Any],
+    *,
+    request_id: str,
+    span: Span,
+    answer: Generation | None,
+    request: Span | None,
+    requests: Requests,
+    retrievals: list[Retrieval],
+    top: TraceWide,
+    error: bool,
+    latency_ns: int,
+    conventions: set[str],
+) -> RagRecord:
+    docs = top.docs if top.docs is not None else _context(retrievals, answer)
+    # The request's output is what the user got (frameworks parse the model's raw output:
+    # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
+    response = top.response
+    if response is None and request is not None:
+        response = output_text(request)
+    if response is None:
+        response = answer.output if answer is not None and answer.output else top.chain_response
+    query = _query(answer, retrievals, top, request, requests)
+    metadata = {"span_name": span.name}
+    if request is not None:
+        metadata["request_span_name"] = request.name
+    searched = next(
+        (
+            r.query
+            for r in retrievals
+            if r.query and not r.reranked and normalized(r.query) != normalized(query)
+        ),
+        None,
+    )
+    if searched is not None:
+        # What the retriever was asked when it was not the user's words (a follow-up
+        # condensed into a standalone question, a rewritten query).
+        metadata["retrieval_query"] = searched
+    if conventions:
+        metadata["conventions"] = ",".join(sorted(conventions))
+    for key in ("session.id", "user.id", "gen_ai.conversation.id"):
+        for source in (span, request):
+            if source is not None and isinstance(source.attributes.get(key), str):
+                metadata[key] = source.attributes[key]
+                break
+    return RagRecord.model_validate(
+        {
+            **common,
+            "request_id": request_id,
+            "span_id": span.span_id,
+            "query": query,
+            "history": _history(answer),
+            "retrieved_context": [
+                {
+                    "content": d.content,
+                    "doc_uri": d.doc_uri,
+                    "score": d.score,
+                    "metadata": d.metadata,
+                }
+                for d in docs
+                if d.content is not None
+            ],
+            "response": response,
+            "model": answer.model if answer is not None else None,
+            "input_tokens": answer.input_tokens if answer is not None else None,
+            "output_tokens": answer.output_tokens if answer is not None else None,
+            "latency_ms": max(latency_ns, 0) / 1e6 if latency_ns else None,
+            "error": error,
+            "metadata": metadata,
+        }
+    )

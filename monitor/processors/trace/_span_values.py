@@ -1,0 +1,302 @@
+"""What the span readers share: the convention-neutral forms a span is read into (`Doc`,
+`Retrieval`, `Generation`) and the decoding of attribute values every convention uses
+(JSON strings, `prefix.N.key` attributes, chat messages, documents, a question or an
+answer inside a chain's input or output).
+
+The readers (`_retrieval_spans.py`, `_model_call_spans.py`, `_tool_results.py`,
+`_request_spans.py`) each look at one `Span` and return what it says in these forms;
+`_extraction_rule.py` then joins the spans of a trace into records.
+
+Understood:
+- OpenInference: `openinference.span.kind` RETRIEVER / RERANKER / LLM, `input.value`,
+  `output.value`, `retrieval.documents.N.document.{content,id,score,metadata}`,
+  `reranker.output_documents.N.document.*`, `llm.input_messages.N.message.*`,
+  `llm.output_messages.N.message.*` (also `message.contents.M.message_content.text`).
+- OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` /
+  `gen_ai.system_instructions` (JSON strings or structured values, messages made of
+  `parts`), `gen_ai.operation.name = retrieval` with `gen_ai.retrieval.query.text` and
+  `gen_ai.retrieval.documents`; the older `gen_ai.{system,user,assistant,tool}.message` and
+  `gen_ai.choice` span events and `gen_ai.prompt` / `gen_ai.completion` attributes.
+- OpenLLMetry: `gen_ai.prompt.N.{role,content}`, `gen_ai.completion.N.{role,content}`,
+  `traceloop.entity.input` / `traceloop.entity.output` JSON (including 0.62's LangChain
+  retriever spans with `gen_ai.operation.name = vector_db_retrieve` whose output holds
+  `{"page_content", "metadata"}` documents, and its LlamaIndex retriever tasks whose
+  output is a list of scored nodes), and vector-DB spans with `db.query.result` events.
+- Framework spans in any of them: `request_question` tells whether a chain / agent /
+  workflow span is a request a user made (its input reads as a question; an object's
+  repr, such as LlamaIndex's prompt templates, never does).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from monitor.spans import Span
+
+_ROLES = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "developer": "developer",
+}
+# `<NodeWithScore(node=...`, `<dspy.clients.lm.LM object at 0x...>`): frameworks put these where text is expected (LlamaIndex's
+# `predict` input is its prompt template, Haystack's messages are `ChatMessage(...)`).
+# Never a question or an answer.
+_REPR = re.compile(r"\s*(?:[A-Z][\w.]*\([A-Za-z_]\w*=|<[A-Za-z_][\w.]*(?:\(| object at ))")
+QUERY_KEYS = (
+    "query",
+    "question",
+    "input",
+    "user_input",
+    "q",
+    "prompt",
+    "message",
+    "text",
+    "task",  # an agent's run(task) (smolagents)
+    "query_str",  # LlamaIndex's QueryBundle
+)
+ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+
+
+@dataclass(slots=True)
+class Doc:
+    content: str | None
+    doc_uri: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Retrieval:
+    span: Span
+    query: str | None
+    docs: list[Doc]
+    reranked: bool = False
+    tool: str | None = None  # a tool call's result (its tool's name), not a retriever's
+
+
+@dataclass(slots=True)
+class Generation:
+    span: Span
+    messages: list[tuple[str, str]]  # (role, text) sent to the model, system included
+    output: str | None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    conventions: set[str] = field(default_factory=set)
+    # messages read from role-tagged message attributes, not guessed from `input.value`
+    structured: bool = False
+    # what tools returned, as tool messages in this call's input, in message order
+    tool_results: list[Doc] = field(default_factory=list)
+
+    @property
+    def user_query(self) -> str | None:
+        for role, text in reversed(self.messages):
+            if role == "user":
+                return text
+        return None
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def is_repr(text: str) -> bool:
+    """Whether a string is an object's repr rather than text (see `_REPR`)."""
+    return _REPR.match(text) is not None
+
+
+def loads(value: Any) -> Any:
+    """Parse a JSON-looking string; anything else comes back unchanged."""
+    if isinstance(value, str):
+        stripped = value.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                return orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                pass
+            try:
+                # What orjson refuses and Python's json reads: NaN, Infinity, lone
+                # surrogates. (orjson reads integers beyond 64 bits as floats.)
+                return json.loads(stripped)
+            except ValueError:
+                return value
+    return value
+
+
+def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """`prefix.N.rest = v` attributes → one dict per N (ascending), keyed by `rest`."""
+    size = len(prefix)
+    groups: dict[str, dict[str, Any]] = {}
+    for key in attrs:
+        if key.startswith(prefix):
+            index, _, rest = key[size:].partition(".")
+            group = groups.get(index)
+            if group is None:
+                if not index.isdigit():
+                    continue
+                group = groups[index] = {}
+            group[rest] = attrs[key]
+    return [groups[i] for i in sorted(groups, key=int)]
+
+
+def content_text(value: Any) -> str | None:
+    """Text of a message content: a string, a list of parts, or a `{text|content}` object."""
+    value = loads(value)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [t for t in (_part_text(p) for p in value) if t]
+        return "\n".join(texts) if texts else None
+    if isinstance(value, dict):
+        return _part_text(value)
+    return str(value)
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind not in (None, "text", "input_text", "output_text"):
+        return None
+    for key in ("content", "text"):
+        if isinstance(part.get(key), str):
+            return str(part[key])
+    return None
+
+
+def role_of(value: Any) -> str | None:
+    return _ROLES.get(str(value).lower()) if value is not None else None
+
+
+def chat_messages(value: Any) -> list[tuple[str, str]]:
+    """GenAI / OpenAI style messages: `[{role, parts|content}]` (JSON or structured)."""
+    value = loads(value)
+    if isinstance(value, str):
+        return [("user", value)]
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    out = []
+    for msg in value:
+        if isinstance(msg, dict):
+            if "lc" in msg and isinstance(msg.get("kwargs"), dict):  # serialized LangChain
+                msg = msg["kwargs"]
+            elif isinstance(msg.get("data"), dict) and "content" not in msg:
+                msg = {**msg["data"], "type": msg.get("type")}  # LangChain's `dumpd` form
+            role = role_of(msg.get("role") or msg.get("type"))
+            text = content_text(msg["parts"] if "parts" in msg else msg.get("content"))
+            if role and text is not None:
+                out.append((role, text))
+    return out
+
+
+def as_float(value: Any) -> float | None:
+    """A finite number from a number or numeric string; anything else is None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:
+    """The first meaningful string in a chain input/output (JSON, wrappers, messages);
+    never an object's repr."""
+    value = loads(value)
+    if isinstance(value, str):
+        return None if is_repr(value) else value.strip() or None
+    if depth > 4:
+        return None
+    if isinstance(value, list):
+        messages = chat_messages(value)
+        want = "user" if keys is QUERY_KEYS else "assistant"
+        for role, text in reversed(messages):
+            if role == want:
+                return text
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "lc" in value and isinstance(value.get("kwargs"), dict):  # serialized LangChain object
+        return find_text(value["kwargs"], keys, depth + 1)
+    for wrapper in ("inputs", "outputs"):
+        if wrapper in value:
+            return find_text(value[wrapper], keys, depth + 1)
+    if isinstance(value.get("args"), list) and value["args"]:  # a traced function's arguments
+        return find_text(value["args"][0], keys, depth + 1)
+    for key in keys:
+        if key in value:
+            found = find_text(value[key], keys, depth + 1)
+            if found:
+                return found
+    if "messages" in value:
+        return find_text(value["messages"], keys, depth + 1)
+    if len(value) == 1:  # a traced function's only argument, whatever its name
+        return find_text(next(iter(value.values())), keys, depth + 1)
+    return None
+
+
+def as_doc(item: Any) -> Doc | None:
+    if isinstance(item, str):
+        return Doc(item)
+    if not isinstance(item, dict):
+        return None
+    if "lc" in item and isinstance(item.get("kwargs"), dict):
+        item = item["kwargs"]
+    if isinstance(item.get("document"), dict):
+        item = {**item, **item["document"]}
+    if isinstance(item.get("node"), dict):  # LlamaIndex's NodeWithScore
+        item = {**item["node"], "score": item.get("score")}
+    content = item.get("page_content", item.get("content", item.get("text", item.get("document"))))
+    metadata = loads(item.get("metadata"))
+    metadata = metadata if isinstance(metadata, dict) else None
+    uri = item.get("doc_uri", item.get("id", item.get("uri", item.get("url"))))
+    if uri is None and metadata is not None:
+        uri = metadata.get("source")
+    if content is None and uri is None:
+        return None
+    return Doc(
+        content=content_text(content),
+        doc_uri=None if uri is None else str(uri),
+        score=as_float(item.get("score", item.get("relevance_score"))),
+        metadata=metadata,
+    )
+
+
+def json_docs(value: Any, depth: int = 0) -> list[Doc] | None:
+    """Find the list of documents in a JSON value (retriever output, `rag.context`)."""
+    value = loads(value)
+    if depth > 4:
+        return None
+    if isinstance(value, list):
+        docs = [d for d in (as_doc(v) for v in value) if d is not None]
+        return docs if docs or not value else None
+    if isinstance(value, dict):
+        for key in ("outputs", "documents", "docs", "context", "result", "output", "kwargs"):
+            if key in value:
+                found = json_docs(value[key], depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def normalized(text: str | None) -> str:
+    return " ".join((text or "").split()).casefold()

@@ -1,0 +1,220 @@
+"""Tool results: what a tool returned to the model is context. Read from tool call spans
+(GenAI `execute_tool`, OpenInference `TOOL`, OpenLLMetry `tool` tasks) or, when none
+carries a result, from the tool messages in a model call's input."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from monitor.processors.trace._span_values import (
+    Doc,
+    Retrieval,
+    as_doc,
+    as_str,
+    indexed,
+    is_repr,
+    loads,
+    role_of,
+)
+from monitor.spans import Span
+
+_NO_TEXT_TYPES = frozenset(
+    {"image", "image_url", "input_image", "audio", "input_audio", "file", "blob", "binary"}
+)
+_AT_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>\s*\Z")
+_RESULT_KEYS = ("documents", "docs", "results", "result", "output", "outputs", "context", "data")
+
+
+def _literal(value: Any) -> Any:
+    """A Python literal (`['a', 'b']`, `{'text': ...}`) that is not JSON: what frameworks that
+    `str()` a tool's return value send. Anything else comes back unchanged."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{") and len(value) < 1 << 20:
+        try:
+            return ast.literal_eval(value.strip())
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return value
+    return value
+
+
+def _tool_items(value: Any, depth: int) -> list[Doc]:
+    if value is None or depth > 4:
+        return []
+    if isinstance(value, bool | int | float):
+        return [Doc(json.dumps(value))]  # a calculator's or a clock's value is evidence too
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or (text.startswith("<") and (is_repr(text) or _AT_ADDRESS.search(text))):
+            return []  # an object's repr (`<PIL.Image.Image ... at 0x7f...>`), not its content
+        return [Doc(text)]
+    if isinstance(value, list):
+        return [doc for item in value for doc in _tool_items(_literal(loads(item)), depth + 1)]
+    if not isinstance(value, dict):
+        return []
+    if value.get("type") in _NO_TEXT_TYPES or (
+        "data" in value and ({"mime_type", "mimeType", "media_type"} & value.keys())
+    ):
+        return []  # an image, audio or file: nothing a text evaluator can read
+    for key in (*_RESULT_KEYS, "content"):
+        if isinstance(value.get(key), list):  # `{"documents": [...]}`, MCP's `{"content": [...]}`
+            return _tool_items(value[key], depth + 1)
+    doc = as_doc(value)
+    if doc is not None and doc.content:
+        return [doc]
+    for key in _RESULT_KEYS:
+        if value.get(key) is not None:
+            return _tool_items(_literal(loads(value[key])), depth + 1)
+    # An object with no text field (`{"city": "Oslo", "temp_c": 4}`): its JSON is what the
+    # answer states.
+    return [Doc(json.dumps(value, ensure_ascii=False, default=str))] if value else []
+
+
+def tool_docs(value: Any, tool: str | None) -> list[Doc]:
+    """A tool's result as documents: a JSON (or Python-literal) list of documents or
+    strings, an object with a text/content field or a list of them under a result key, a
+    plain string; numbers and objects without text as their JSON text; images, audio,
+    files and empty results as nothing. Each document's source (`doc_uri`, unless it names
+    its own) is the tool's name, also kept in `metadata.tool`."""
+    docs = _tool_items(_literal(loads(value)), 0)
+    for doc in docs:
+        if tool:
+            doc.metadata = {**(doc.metadata or {}), "tool": tool}
+            if doc.doc_uri is None:
+                doc.doc_uri = tool
+    return docs
+
+
+def read_tool(span: Span) -> Retrieval | None:
+    """The result of a tool call span (GenAI `execute_tool` with `gen_ai.tool.call.result`,
+    OpenInference `TOOL` with `output.value`, OpenLLMetry `tool` tasks), or None if the
+    span is not a tool call or carries no result (content capture off)."""
+    a = span.attributes
+    if a.get("openinference.span.kind") == "TOOL":
+        name, result = a.get("tool.name"), a.get("output.value")
+    elif a.get("gen_ai.operation.name") == "execute_tool":
+        name = a.get("gen_ai.tool.name")
+        result = next(
+            (a[k] for k in ("gen_ai.tool.call.result", "tool_response", "output.value") if k in a),
+            None,
+        )
+    elif a.get("traceloop.span.kind") == "tool":
+        name, result = a.get("traceloop.entity.name"), a.get("traceloop.entity.output")
+    else:
+        return None
+    if result is None:
+        return None
+    tool = str(name) if name else span.name
+    return Retrieval(span, None, tool_docs(result, tool), tool=tool)
+
+
+def _call_names(calls: Any, names: dict[str, str]) -> None:
+    """Tool call ids → tool names from an assistant message's OpenAI-style `tool_calls`."""
+    for call in loads(calls) if isinstance(loads(calls), list) else []:
+        if isinstance(call, dict) and call.get("id") is not None:
+            function = call.get("function")
+            name = function.get("name") if isinstance(function, dict) else call.get("name")
+            if name:
+                names[str(call["id"])] = str(name)
+
+
+def _message_tool_results(value: Any) -> list[Doc]:
+    """Tool results in GenAI / OpenAI-style messages: `tool_call_response` parts (named by
+    the earlier `tool_call` part with the same id) and `role: tool` messages."""
+    value = loads(value)
+    if not isinstance(value, list):
+        return []
+    names: dict[str, str] = {}
+    docs: list[Doc] = []
+    for msg in value:
+        if not isinstance(msg, dict):
+            continue
+        _call_names(msg.get("tool_calls"), names)
+        parts = loads(msg.get("parts"))
+        if isinstance(parts, list):
+            for part in parts:
+                if not isinstance(part, dict):
+                    continue
+                call_id = None if part.get("id") is None else str(part["id"])
+                if part.get("type") == "tool_call" and call_id and part.get("name"):
+                    names[call_id] = str(part["name"])
+                elif part.get("type") == "tool_call_response":
+                    result = part.get("response", part.get("result"))
+                    name = part.get("name") or (names.get(call_id) if call_id else None)
+                    docs += tool_docs(result, None if name is None else str(name))
+        elif role_of(msg.get("role")) == "tool" and "content" in msg:
+            call_id = msg.get("tool_call_id")
+            name = msg.get("name") or (names.get(str(call_id)) if call_id is not None else None)
+            docs += tool_docs(msg["content"], None if name is None else str(name))
+    return docs
+
+
+def _indexed_tool_results(attrs: dict[str, Any], prefix: str) -> list[Doc]:
+    """OpenInference `llm.input_messages.N.message.role = tool` messages, named by the
+    assistant's `message.tool_calls.M.tool_call.{id,function.name}`."""
+    names: dict[str, str] = {}
+    docs: list[Doc] = []
+    for group in indexed(attrs, prefix):
+        for call in indexed(group, "message.tool_calls."):
+            if call.get("tool_call.id") is not None and call.get("tool_call.function.name"):
+                names[str(call["tool_call.id"])] = str(call["tool_call.function.name"])
+        if role_of(group.get("message.role")) != "tool":
+            continue
+        content = group.get("message.content")
+        if content is None:
+            parts = indexed(group, "message.contents.")
+            content = [
+                p.get("message_content.text") for p in parts if p.get("message_content.text")
+            ]
+        call_id = group.get("message.tool_call_id")
+        name = group.get("message.name") or (
+            names.get(str(call_id)) if call_id is not None else None
+        )
+        docs += tool_docs(content, None if name is None else str(name))
+    return docs
+
+
+def _event_tool_results(span: Span) -> list[Doc]:
+    """Older GenAI span events (and log events joined to the span): `gen_ai.tool.message`
+    with `content` and `id`, named by the `gen_ai.assistant.message`'s `tool_calls`."""
+    names: dict[str, str] = {}
+    docs: list[Doc] = []
+    for event in span.events:
+        attrs = event.attributes
+        body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+        fields = body if isinstance(body, dict) else {}
+        if event.name == "gen_ai.assistant.message":
+            _call_names(attrs.get("tool_calls", fields.get("tool_calls")), names)
+        elif event.name == "gen_ai.tool.message":
+            content = attrs.get("content", fields.get("content"))
+            call_id = attrs.get("id", fields.get("id"))
+            name = attrs.get("name", fields.get("name")) or (
+                names.get(str(call_id)) if call_id is not None else None
+            )
+            docs += tool_docs(content, None if name is None else str(name))
+    return docs
+
+
+def tool_results(span: Span) -> list[Doc]:
+    """What tools returned, as tool messages in a model call's input (GenAI
+    `gen_ai.input.messages`, OpenInference `llm.input_messages`, `gen_ai.tool.message`
+    events), in message order."""
+    a = span.attributes
+    if "gen_ai.input.messages" in a:
+        value = a["gen_ai.input.messages"]
+        if isinstance(value, str) and "tool" not in value:
+            return []  # no tool message: skip parsing the prompt a second time
+        return _message_tool_results(value)
+    if "llm.input_messages.0.message.role" in a:
+        return _indexed_tool_results(a, "llm.input_messages.")
+    if "gen_ai.prompt.0.content" in a:  # OpenLLMetry
+        return [
+            doc
+            for g in indexed(a, "gen_ai.prompt.")
+            if role_of(g.get("role")) == "tool"
+            for doc in tool_docs(g.get("content"), as_str(g.get("name")))
+        ]
+    if span.events:
+        return _event_tool_results(span)
+    return []
