@@ -1,7 +1,7 @@
 """The record every receiver produces and every evaluator reads: `RagRecord`.
 
-Input comes in several shapes (DESIGN.md, "The record"); `parse_record` turns any of them
-into one normalised `RagRecord`:
+Input comes in several shapes (docs/contract.md, "Input records"); `parse_record` turns
+any of them into one normalised `RagRecord`:
 
 - native: `request` (string, `{"messages": [...]}` or `{"query", "history"}`),
   `retrieved_context` (`[{content, doc_uri, score?, metadata?}]`), `response`,
