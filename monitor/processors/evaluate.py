@@ -37,7 +37,8 @@ from typing import Protocol, cast, runtime_checkable
 from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
-from monitor.processors._workers import CpuPool as CpuPool
+from monitor.pool import ProcessPool
+from monitor.processors import _scoring
 from monitor.processors.budget import BudgetGate
 from monitor.records import RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -66,7 +67,7 @@ class ResultSink(Protocol):
         `on_done` waits for it, so a Kafka offset is not committed before its results
         line is in the file. Other sinks queue the item, count their drops, return None."""
 
-    async def close(self) -> None: ...
+    async def shutdown(self, deadline_s: float) -> None: ...
 
 
 @runtime_checkable
@@ -107,7 +108,7 @@ class EvaluationStage:
         queue_bytes: int = 32 * 1024 * 1024,
         workers: int = 4,
         evaluation_timeout_s: float = 60.0,
-        cpu_pool: CpuPool | None = None,
+        cpu_pool: ProcessPool | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -149,6 +150,8 @@ class EvaluationStage:
         # deadline they are not abandoned, since closing the sinks writes them.
         self._writing: dict[int, asyncio.Future[list[bool]]] = {}
         self._completed = 0
+        self._abandoned = 0
+        self._stopped = False
 
     @property
     def completed(self) -> int:
@@ -206,15 +209,23 @@ class EvaluationStage:
             )
         )
 
-    async def shutdown(self, deadline_s: float) -> int:
+    @property
+    def abandoned(self) -> int:
+        """Records abandoned by `shutdown`: not finished by its deadline, or their results
+        never persisted."""
+        return self._abandoned
+
+    async def shutdown(self, deadline_s: float) -> None:
         """Stop intake, let queued and in-flight records finish until the deadline, then
-        cancel what is left (its `on_done` gets False) and flush the sinks. Returns how
-        many records were abandoned."""
+        cancel what is left (its `on_done` gets False), stop the worker pool and shut the
+        sinks down; `abandoned` counts the records given up. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         started = time.monotonic()
         async with self._lock:
             self._accepting = False
             self._has_room.notify_all()
-        abandoned = 0
         try:
             async with asyncio.timeout(deadline_s):
                 while self._queue or self._in_work:
@@ -223,14 +234,14 @@ class EvaluationStage:
         except TimeoutError:
             unevaluated = [job for key, job in self._in_work.items() if key not in self._writing]
             left = [*self._queue, *unevaluated]
-            abandoned = len(left)
+            self._abandoned += len(left)
             self._queue.clear()
             for job in unevaluated:
                 del self._in_work[id(job)]
             log.warning(
-                "shutdown deadline of %.1fs passed; abandoning %d records", deadline_s, abandoned
+                "shutdown deadline of %.1fs passed; abandoning %d records", deadline_s, len(left)
             )
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(abandoned)
+            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(len(left))
             for item in left:
                 if item.on_done is not None:
                     item.on_done(False)
@@ -241,14 +252,13 @@ class EvaluationStage:
         if self._pool is not None:
             # The workers are idle unless records were abandoned: either way they get
             # what is left of the deadline (and at most a few seconds) to exit.
-            remaining = deadline_s - (time.monotonic() - started)
-            await self._pool.close(grace_s=min(_POOL_GRACE_S, max(0.0, remaining)))
+            await self._pool.shutdown(min(_POOL_GRACE_S, _left(deadline_s, started)))
         for sink in self._all_sinks:
             try:
-                await sink.close()
+                await _shut_down(sink, _left(deadline_s, started))
             except Exception:
-                log.exception("sink %s failed to close", type(sink).__name__)
-        return abandoned + await self._writes_after_close()
+                log.exception("sink %s failed to shut down", type(sink).__name__)
+        self._abandoned += await self._writes_after_close()
 
     async def _writes_after_close(self) -> int:
         """Wait for the writes the closed sinks still owe (closing resolves them; one
@@ -474,11 +484,11 @@ class EvaluationStage:
         return [(item, result) for item, result, _ in timed]
 
     async def _score_in_pool(
-        self, pool: CpuPool, work: list[tuple[_InFlight, list[CpuScorer]]]
+        self, pool: ProcessPool, work: list[tuple[_InFlight, list[CpuScorer]]]
     ) -> list[tuple[_InFlight, EvalResult]]:
         """The pool enforces the deadline itself (a worker past it is replaced)."""
-        scored = await pool.score(
-            [(item.item.record, tuple(ev.name for ev in evs)) for item, evs in work]
+        scored = await _scoring.score(
+            pool, [(item.item.record, tuple(ev.name for ev in evs)) for item, evs in work]
         )
         out = []
         for (item, _), row in zip(work, scored, strict=True):
@@ -517,6 +527,19 @@ class EvaluationStage:
             name, "evaluator %s failed on record %s: %s", name, record.request_id, exc
         )
         return EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
+
+
+def _left(deadline_s: float, started: float) -> float:
+    return max(0.0, deadline_s - (time.monotonic() - started))
+
+
+async def _shut_down(sink: ResultSink, deadline_s: float) -> None:
+    # Sinks that still have `close()` instead of `shutdown(deadline_s)`.
+    shutdown = getattr(sink, "shutdown", None)
+    if shutdown is not None:
+        await shutdown(deadline_s)
+    else:
+        await sink.close()  # type: ignore[attr-defined]
 
 
 def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:

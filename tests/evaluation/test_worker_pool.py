@@ -7,6 +7,7 @@ lost worker was extracting go to another one once."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 from functools import partial
@@ -19,15 +20,17 @@ from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
 from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
-from monitor.processors._workers import DEPTH, EXTRACT_BATCH
+from monitor.pool import DEPTH, ProcessPool
+from monitor.processors._scoring import Batch, Scored, ScorerFactory, build_scorer, score
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import CpuPool, EvaluationStage
+from monitor.processors.evaluate import EvaluationStage
 from monitor.processors.trace import Extraction, Unreadable, extract_traces
+from monitor.processors.trace._pooled import EXTRACT_BATCH, PooledExtractor
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pool_scorers import ScriptedScorer, scripted_extraction, scripted_scorer
+from tests._pool_scorers import ScriptedScorer, pool, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
 SCRIPTED = EvaluatorSpec(name="scripted")
@@ -54,12 +57,44 @@ def _metric(telemetry: Telemetry, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
+class _Pool:
+    """A started pool with the stages' tasks: scoring, and the trace stage's extractor."""
+
+    def __init__(self, processes: ProcessPool) -> None:
+        self.processes = processes
+        self.extractor = PooledExtractor(processes)
+
+    @property
+    def pids(self) -> list[int]:
+        return self.processes.pids
+
+    @property
+    def in_flight(self) -> int:
+        return self.processes.in_flight
+
+    async def score(self, batch: Batch) -> Scored:
+        return await score(self.processes, batch)
+
+    def extract(
+        self, traces: list[list[Span]], route_attribute: str
+    ) -> concurrent.futures.Future[list[Extraction]]:
+        return self.extractor.extract(traces, route_attribute)
+
+    async def close(self, deadline_s: float) -> None:
+        await self.processes.shutdown(deadline_s)
+
+
 async def _started(
-    telemetry: Telemetry, *, processes: int = 1, deadline_s: float = 60.0
-) -> CpuPool:
-    pool = CpuPool([SCRIPTED], processes, deadline_s, telemetry, factory=scripted_scorer)
-    await pool.start()
-    return pool
+    telemetry: Telemetry,
+    *,
+    processes: int = 1,
+    deadline_s: float = 60.0,
+    specs: tuple[EvaluatorSpec, ...] = (SCRIPTED,),
+    factory: ScorerFactory | None = None,
+) -> _Pool:
+    processes_pool = pool(specs, processes, deadline_s, telemetry, factory or scripted_scorer)
+    await processes_pool.start()
+    return _Pool(processes_pool)
 
 
 async def test_results_are_the_same_as_in_process() -> None:
@@ -77,8 +112,7 @@ async def test_results_are_the_same_as_in_process() -> None:
         )
     ]
     telemetry = create_telemetry()
-    pool = CpuPool(specs, 2, 60.0, telemetry)
-    await pool.start()
+    pool = await _started(telemetry, processes=2, specs=tuple(specs), factory=build_scorer)
     try:
         scored = await pool.score([(r, names) for r in records])
     finally:
@@ -241,8 +275,7 @@ async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
     tmp_path: Path,
 ) -> None:
     telemetry = create_telemetry()
-    pool = CpuPool([SCRIPTED], 1, 60.0, telemetry, factory=scripted_extraction)
-    await pool.start()
+    pool = await _started(telemetry, factory=scripted_extraction)
     try:
         once, always = tmp_path / "once", tmp_path / "always"
         water = _sampled_traces()[0]
@@ -308,7 +341,6 @@ async def test_an_extraction_goes_ahead_of_scoring_callers_waiting_for_a_slot() 
 async def _stage_with_pool(
     telemetry: Telemetry, summary: SummarySink, processes: int, queue_size: int = 1000
 ) -> EvaluationStage:
-    pool = CpuPool([SCRIPTED], processes, 60.0, telemetry, factory=scripted_scorer)
     stage = EvaluationStage(
         [(ScriptedScorer("scripted"), EvaluatorConfig(name="local_groundedness"))],
         BudgetGate(Budget()),
@@ -316,7 +348,7 @@ async def _stage_with_pool(
         telemetry,
         queue_size=queue_size,
         workers=4,
-        cpu_pool=pool,
+        cpu_pool=pool([SCRIPTED], processes, 60.0, telemetry),
     )
     await stage.start()
     return stage
@@ -332,7 +364,8 @@ async def test_shutdown_drains_in_flight_records_and_stops_the_workers() -> None
         for i in range(60)
     ]
     assert await stage.put_many(items) == 60
-    assert await stage.shutdown(deadline_s=120) == 0
+    await stage.shutdown(deadline_s=120)
+    assert stage.abandoned == 0
     assert done == [True] * 60
     assert summary.records == 60
     assert summary.totals["scripted"].count == 60
