@@ -14,7 +14,7 @@ import socket
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 HEADER = struct.Struct("!Q")
 PICKLE = pickle.HIGHEST_PROTOCOL
@@ -72,7 +72,7 @@ def serve(sock: socket.socket, initializers: Sequence[Initializer]) -> None:
             message = _recv_frame(stream)
             if message is None:
                 return
-            function, payload = message  # type: ignore[misc]
+            function, payload = cast(tuple[Callable[[Any], object], object], message)
             sock.sendall(frame(_run(function, payload)))
     except (EOFError, OSError):
         return  # the parent closed the socket or exited
