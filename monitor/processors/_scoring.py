@@ -36,9 +36,9 @@ _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
 ScorerFactory = Callable[[EvaluatorSpec], CpuScorer]
 
-# What the worker-pool's forkserver imports before it forks workers: the scorers' code,
-# shared by every worker.
-PRELOAD = ("monitor.processors._scoring",)
+# What the worker pool's forkserver imports before it forks workers: the tasks' code and
+# the scorers' read-only tables, shared by every worker.
+PRELOAD = ("monitor.processors._worker_preload",)
 
 
 def build_scorer(spec: EvaluatorSpec) -> CpuScorer:
