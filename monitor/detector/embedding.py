@@ -14,7 +14,6 @@ Loaded in the worker pool's forkserver before it forks workers, the tokenizer is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import struct
@@ -127,8 +126,7 @@ def map_safetensor(path: Path, name: str) -> np.ndarray:
         (size,) = struct.unpack("<Q", file.read(8))
         header = json.loads(file.read(size))
     entry = header[name]
-    dtypes = {"F16": np.float16, "F32": np.float32, "BF16": None}
-    dtype = dtypes.get(entry["dtype"])
+    dtype = {"F16": np.float16, "F32": np.float32}.get(entry["dtype"])
     if dtype is None:
         raise ValueError(f"{path.name}: {name} has unsupported dtype {entry['dtype']}")
     start, end = entry["data_offsets"]
@@ -140,15 +138,6 @@ def map_safetensor(path: Path, name: str) -> np.ndarray:
     return table
 
 
-def _package_dir(name: str) -> Path:
-    """Where an installed package's files are, without importing it (wordllama's import
-    costs a process more memory than its tokenizer)."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the {name} package is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def shared_embedder() -> Embedder:
     """The process-wide embedder; loads the model once from the installed package's files
     (`wordllama`'s default model, l2_supercat, 256 dimensions)."""
@@ -156,12 +145,13 @@ def shared_embedder() -> Embedder:
     if _shared is None:
         with _lock:
             if _shared is None:
-                from tokenizers import Tokenizer
+                import wordllama
+                from wordllama import WordLlama
 
-                package = _package_dir("wordllama")
+                package = Path(wordllama.__file__).parent
                 table = map_safetensor(package / _WEIGHTS, _TENSOR)
-                tokenizer = Tokenizer.from_file(str(package / _TOKENIZER))
-                tokenizer.enable_padding()  # as wordllama configures it
+                tokenizer = WordLlama.load_tokenizer(package / _TOKENIZER)
+                tokenizer.enable_padding()  # as wordllama's model configures it
                 tokenizer.no_truncation()
                 _shared = Embedder(table, tokenizer)
     return _shared
