@@ -7,12 +7,15 @@ bounded in records (`pipeline.queue_size`) and in the bytes of their text
 
 Each worker takes a queued record and runs its sampled evaluators: network ones (LLM
 judges) concurrently, each call under the evaluation deadline, and CPU scorers
-(`CpuScorer`, the local evaluators) together: in the worker-process pool
-(`pipeline.processes`) or, without one, in one worker-thread hop (`_batch_evaluation`).
-When every evaluator is a CPU
-scorer, a worker takes the records waiting (up to `_MAX_BATCH`) and scores the whole
-batch in one trip. With a pool there are at least as many workers as the pool has batch
-slots, so that every worker process always has its next batch. Results go to every sink.
+(`CpuScorer`, the local evaluators) together: in the process pool it is handed
+(`pipeline.processes`; the scoring task is `_scoring`) or, without one, in one
+worker-thread hop (`_batch_evaluation`). When every evaluator is a CPU scorer, a worker
+takes the records waiting (up to `_MAX_BATCH`) and scores the whole batch in one trip.
+With a pool there are at least as many workers as the pool has batch slots, so that
+every worker process always has its next batch. Results go to every sink.
+
+The stage starts the pool it is handed and shuts it down after its own drain: the trace
+stage, which extracts in the same pool, stops first.
 
 A record's `on_done` is called once it is finished — evaluated or deliberately skipped —
 and, for sinks that persist results, its results are written (True), or once it is
