@@ -89,3 +89,8 @@ def pool(
     return ProcessPool(
         processes, deadline_s, telemetry, initializers=[scorer_initializer(specs, factory)]
     )
+
+
+def fail(message: str) -> None:
+    """A pool task that raises."""
+    raise ValueError(message)

@@ -6,6 +6,7 @@ lost worker was extracting go to another one once."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import concurrent.futures
 import os
@@ -15,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
+import monitor.pool
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
 from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
-from monitor.pool import DEPTH, ProcessPool
+from monitor.pool import DEPTH, ProcessPool, TaskFailed
 from monitor.processors._scoring import Batch, Scored, ScorerFactory, build_scorer, score
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -30,7 +32,7 @@ from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pool_scorers import ScriptedScorer, pool, scripted_extraction, scripted_scorer
+from tests._pool_scorers import ScriptedScorer, fail, pool, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
 SCRIPTED = EvaluatorSpec(name="scripted")
@@ -401,3 +403,33 @@ def test_the_default_is_the_cpus_this_process_may_use() -> None:
     assert Pipeline().processes == available_cpus()
     with pytest.raises(ValueError):
         Pipeline(processes=-1)
+
+
+async def test_a_task_that_raises_is_reported_to_its_submitter_and_the_worker_goes_on() -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (worker,) = pool.pids
+        with pytest.raises(TaskFailed, match="ValueError: no"):
+            await pool.processes.submit(fail, "no")
+        (row,) = await pool.score([(_rec(1), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+        assert pool.pids == [worker]
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 0
+    finally:
+        await pool.close(5.0)
+
+
+def test_the_pool_imports_no_pipeline_stage() -> None:
+    allowed = ("monitor.pool", "monitor.telemetry")
+    for path in Path(monitor.pool.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("monitor"):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
