@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from monitor.evaluators.base import EvaluatorSpec  # noqa: E402
-from monitor.processors.evaluate import CpuPool  # noqa: E402
+from monitor.pool import ProcessPool  # noqa: E402
+from monitor.processors._scoring import PRELOAD, score, scorer_initializer  # noqa: E402
 from monitor.records import RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 
@@ -64,11 +65,18 @@ def records(n: int) -> list[RagRecord]:
     return out
 
 
-def _pool(processes: int) -> CpuPool:
-    return CpuPool([EvaluatorSpec(name=n) for n in NAMES], processes, 300.0, create_telemetry())
+def _pool(processes: int) -> ProcessPool:
+    specs = [EvaluatorSpec(name=n) for n in NAMES]
+    return ProcessPool(
+        processes,
+        300.0,
+        create_telemetry(),
+        initializers=[scorer_initializer(specs)],
+        preload=PRELOAD,
+    )
 
 
-async def _drain(pool: CpuPool, batch_list: list[list[RagRecord]]) -> float:
+async def _drain(pool: ProcessPool, batch_list: list[list[RagRecord]]) -> float:
     """Records per second through a started pool, as many batches at once as it has
     slots (as the evaluation stage sends them)."""
     queue: asyncio.Queue[list[RagRecord]] = asyncio.Queue()
@@ -78,17 +86,17 @@ async def _drain(pool: CpuPool, batch_list: list[list[RagRecord]]) -> float:
     async def drain() -> None:
         while not queue.empty():
             batch = queue.get_nowait()
-            await pool.score([(r, NAMES) for r in batch])
+            await score(pool, [(r, NAMES) for r in batch])
 
     started = time.perf_counter()
     await asyncio.gather(*(drain() for _ in range(pool.slots)))
     return sum(len(b) for b in batch_list) / (time.perf_counter() - started)
 
 
-async def _warm(pool: CpuPool, batch_list: list[list[RagRecord]]) -> dict[str, float]:
+async def _warm(pool: ProcessPool, batch_list: list[list[RagRecord]]) -> dict[str, float]:
     """Start `pool`, score a batch in every worker, and read the resident memory."""
     await pool.start()
-    await asyncio.gather(*(pool.score([(r, NAMES) for r in b]) for b in batch_list[: pool.size]))
+    await asyncio.gather(*(score(pool, [(r, NAMES) for r in b]) for b in batch_list[: pool.size]))
     rss = {"main_rss_mb": rss_mb(os.getpid())}
     for i, pid in enumerate(sorted(pool.pids)):
         rss[f"worker{i}_rss_mb"] = rss_mb(pid)
@@ -102,7 +110,7 @@ async def throughput(processes: int, batch_list: list[list[RagRecord]]) -> dict[
         rss = await _warm(pool, batch_list)
         rate = await _drain(pool, batch_list)
     finally:
-        await pool.close(10.0)
+        await pool.shutdown(10.0)
     return {"records_per_s": rate, **rss}
 
 
@@ -124,8 +132,8 @@ async def scaling(
             out["many"].append(rates[id(many)])
             out["ratio"].append(rates[id(many)] / rates[id(one)])
     finally:
-        await one.close(10.0)
-        await many.close(10.0)
+        await one.shutdown(10.0)
+        await many.shutdown(10.0)
     return out
 
 

@@ -23,10 +23,13 @@ from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
+from monitor.pool import ProcessPool
+from monitor.processors._scoring import PRELOAD, scorer_initializer
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import CpuPool, EvaluationStage, ResultSink
+from monitor.processors.evaluate import EvaluationStage, ResultSink
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
+from monitor.processors.trace._pooled import PooledExtractor
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import SizeLimits
 from monitor.redaction import Redactor
@@ -96,8 +99,17 @@ class Service:
             if isinstance(evaluator, CpuScorer):
                 cpu_specs.append(spec)
         processes = config.pipeline.processes
+        # The worker processes score records for the evaluation stage and extract sampled
+        # traces for the trace stage; the evaluation stage, the last to stop, runs its
+        # lifecycle.
         pool = (
-            CpuPool(cpu_specs, processes, config.pipeline.evaluation_timeout_s, self.telemetry)
+            ProcessPool(
+                processes,
+                config.pipeline.evaluation_timeout_s,
+                self.telemetry,
+                initializers=[scorer_initializer(cpu_specs)],
+                preload=PRELOAD,
+            )
             if processes > 0 and cpu_specs
             else None
         )
@@ -140,7 +152,7 @@ class Service:
             route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
             observer=self.debug,
             # Sampled traces are extracted in the worker processes, when there are any.
-            extractor=pool,
+            extractor=PooledExtractor(pool) if pool is not None else None,
             limits=SizeLimits(**config.record_limits.model_dump()),
         )
         self._readiness: list[tuple[str, Callable[[], tuple[bool, str]]]] = []
@@ -246,7 +258,8 @@ class Service:
             except Exception:
                 log.exception("receiver %s failed to shut down", type(receiver).__name__)
         await self.trace.shutdown(max(0.0, deadline - (time.monotonic() - started)))
-        abandoned = await self.stage.shutdown(max(0.0, deadline - (time.monotonic() - started)))
+        await self.stage.shutdown(max(0.0, deadline - (time.monotonic() - started)))
+        abandoned = self.stage.abandoned
         # Records the trace stage could not hand on before the deadline are abandoned too
         # (counted once the evaluation stage stopped accepting them).
         abandoned += self.trace.abandoned

@@ -1,6 +1,9 @@
 """A CPU scorer for the worker-pool tests, built inside the worker processes (the pool
 pickles its factory by name, so it lives in an importable module).
 
+Each pool is built with `pool()`: its workers build `scripted_scorer`s (or
+`scripted_extraction`s) for the specs given.
+
 The record's query says what to do: `hang:<path>` creates <path> (so the test knows the
 worker is inside the batch) and then never returns; `sleep:<seconds>` takes that long;
 `crash` ends the worker process at once (as the kernel's OOM killer would); anything else
@@ -21,9 +24,12 @@ from pathlib import Path
 from typing import Literal
 
 from monitor.evaluators.base import EvalResult, EvaluatorSpec
+from monitor.pool import ProcessPool
+from monitor.processors._scoring import ScorerFactory, scorer_initializer
 from monitor.processors.trace import Extraction
 from monitor.records import Part, RagRecord
 from monitor.spans import Span
+from monitor.telemetry import Telemetry
 
 
 class ScriptedScorer:
@@ -54,9 +60,9 @@ def scripted_scorer(spec: EvaluatorSpec) -> ScriptedScorer:
 
 def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
     """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
-    from monitor.processors import _workers
+    from monitor.processors.trace import _pooled
 
-    real = _workers.extract_traces
+    real = _pooled.extract_traces
 
     def extract(traces: Sequence[Sequence[Span]], route_attribute: str) -> list[Extraction]:
         for span in (span for spans in traces for span in spans):
@@ -68,5 +74,23 @@ def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
                     threading.Event().wait()
         return real(traces, route_attribute)
 
-    _workers.extract_traces = extract
+    _pooled.extract_traces = extract
     return ScriptedScorer(spec.name)
+
+
+def pool(
+    specs: Sequence[EvaluatorSpec],
+    processes: int,
+    deadline_s: float,
+    telemetry: Telemetry,
+    factory: ScorerFactory = scripted_scorer,
+) -> ProcessPool:
+    """A pool whose workers can score `specs` (built by `factory`) and extract traces."""
+    return ProcessPool(
+        processes, deadline_s, telemetry, initializers=[scorer_initializer(specs, factory)]
+    )
+
+
+def fail(message: str) -> None:
+    """A pool task that raises."""
+    raise ValueError(message)

@@ -4,11 +4,19 @@ wordllama's model is a table of sub-word vectors; a text's embedding is the aver
 pieces' vectors. Here a word's pieces are looked up once and cached, and a sentence vector is
 the sum of its words' piece vectors divided by their count — the same average, without
 tokenizing every sentence again.
+
+The table is memory-mapped, read-only, from the package's weights file (float16, widened to
+float32 a row at a time: the same numbers as widening the whole table): its pages are the
+page cache's, shared by every process that maps them, and only the rows read are resident.
+The tokenizer's vocabulary is looked up in the tokenizer itself, not copied into a dict.
+Loaded in the worker pool's forkserver before it forks workers, the tokenizer is shared too.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import struct
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,13 +37,19 @@ _CACHE_LIMIT = 50_000
 _BAG_CHUNK_WORDS = 4096
 
 
+_WEIGHTS = "weights/l2_supercat_256.safetensors"
+_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+_TENSOR = "embedding.weight"
+
+
 class Embedder:
     """Cached word vectors and unit-normalised sentence vectors."""
 
-    def __init__(self, model: Any) -> None:
-        self._table: np.ndarray = np.ascontiguousarray(model.embedding, dtype=np.float32)
-        self._tokenizer = model.tokenizer
-        self._vocab: dict[str, int] = self._tokenizer.get_vocab()
+    def __init__(self, table: np.ndarray, tokenizer: Any) -> None:
+        """`table`: the sub-word vectors, one row per token id (any float dtype: rows
+        are widened to float32 when read)."""
+        self._table = table
+        self._tokenizer = tokenizer
         self._words: dict[str, tuple[np.ndarray, int, float]] = {}
         self._cache_lock = threading.Lock()
 
@@ -48,14 +62,14 @@ class Embedder:
         hit = self._words.get(word)
         if hit is not None:
             return hit
-        single = self._vocab.get(_BOUNDARY + word)
+        single = self._tokenizer.token_to_id(_BOUNDARY + word)
         if single is not None:
-            entry = (self._table[single], 1, _specificity(single))
+            entry = (self._table[single].astype(np.float32), 1, _specificity(single))
         else:
             enc = self._tokenizer.encode(word, add_special_tokens=False)
             ids = [i for i, t in zip(enc.ids, enc.tokens, strict=True) if t != _BOUNDARY] or [0]
             spec = 1.0 if len(ids) > 1 else _specificity(ids[0])
-            entry = (self._table[ids].sum(axis=0), len(ids), spec)
+            entry = (self._table[ids].astype(np.float32).sum(axis=0), len(ids), spec)
         with self._cache_lock:
             if len(self._words) >= _CACHE_LIMIT:
                 self._words.clear()
@@ -106,8 +120,27 @@ def _specificity(piece: int) -> float:
     return min(1.0, math.log(piece / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS))
 
 
+def map_safetensor(path: Path, name: str) -> np.ndarray:
+    """Tensor `name` of a safetensors file, memory-mapped read-only (no copy)."""
+    with path.open("rb") as file:
+        (size,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(size))
+    entry = header[name]
+    dtype = {"F16": np.float16, "F32": np.float32}.get(entry["dtype"])
+    if dtype is None:
+        raise ValueError(f"{path.name}: {name} has unsupported dtype {entry['dtype']}")
+    start, end = entry["data_offsets"]
+    table = np.memmap(
+        path, dtype=dtype, mode="r", offset=8 + size + start, shape=tuple(entry["shape"])
+    )
+    if table.nbytes != end - start:
+        raise ValueError(f"{path.name}: {name} does not match its shape")
+    return table
+
+
 def shared_embedder() -> Embedder:
-    """The process-wide embedder; loads the model once from the installed package's files."""
+    """The process-wide embedder; loads the model once from the installed package's files
+    (`wordllama`'s default model, l2_supercat, 256 dimensions)."""
     global _shared
     if _shared is None:
         with _lock:
@@ -115,8 +148,10 @@ def shared_embedder() -> Embedder:
                 import wordllama
                 from wordllama import WordLlama
 
-                model = WordLlama.load(
-                    cache_dir=Path(wordllama.__file__).parent, disable_download=True
-                )
-                _shared = Embedder(model)
+                package = Path(wordllama.__file__).parent
+                table = map_safetensor(package / _WEIGHTS, _TENSOR)
+                tokenizer = WordLlama.load_tokenizer(package / _TOKENIZER)
+                tokenizer.enable_padding()  # as wordllama's model configures it
+                tokenizer.no_truncation()
+                _shared = Embedder(table, tokenizer)
     return _shared

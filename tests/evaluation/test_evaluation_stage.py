@@ -264,7 +264,8 @@ async def test_shutdown_deadline_abandons_and_counts(telemetry: Telemetry) -> No
     done: list[tuple[int, bool]] = []
     for i in range(3):
         await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
-    abandoned = await stage.shutdown(0.2)
+    await stage.shutdown(0.2)
+    abandoned = stage.abandoned
     # Abandoned records are told so (a Kafka offset is then not committed).
     assert abandoned == 3 and sorted(done) == [(0, False), (1, False), (2, False)]
     assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 3
@@ -396,7 +397,7 @@ async def test_on_done_waits_until_the_results_line_is_written(
 
 
 class HeldWritesSink:
-    """A persisting sink whose writes complete only when it closes, as a results file
+    """A persisting sink whose writes complete only when it shuts down, as a results file
     that has not flushed yet: each future then resolves to `written_on_close`."""
 
     def __init__(self, written_on_close: bool) -> None:
@@ -411,7 +412,7 @@ class HeldWritesSink:
         self.held.append(written)
         return written
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         for written in self.held:
             written.set_result(self.written_on_close)
 
@@ -444,7 +445,8 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
         await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
     await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
     abandoned = 1 if written_on_close else 3
-    assert await stage.shutdown(0.1) == abandoned
+    await stage.shutdown(0.1)
+    assert stage.abandoned == abandoned
     assert sorted(done) == [(0, written_on_close), (1, written_on_close), (2, False)]
     dropped = _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline")
     assert dropped == abandoned

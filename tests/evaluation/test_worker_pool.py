@@ -6,7 +6,9 @@ lost worker was extracting go to another one once."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import concurrent.futures
 import os
 import signal
 from functools import partial
@@ -14,20 +16,23 @@ from pathlib import Path
 
 import pytest
 
+import monitor.pool
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
 from monitor.evaluators.registry import build
 from monitor.exporters.summary import SummarySink
-from monitor.processors._workers import DEPTH, EXTRACT_BATCH
+from monitor.pool import DEPTH, ProcessPool, TaskFailed
+from monitor.processors._scoring import Batch, Scored, ScorerFactory, build_scorer, score
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import CpuPool, EvaluationStage
+from monitor.processors.evaluate import EvaluationStage
 from monitor.processors.trace import Extraction, Unreadable, extract_traces
+from monitor.processors.trace._pooled import EXTRACT_BATCH, PooledExtractor
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pool_scorers import ScriptedScorer, scripted_extraction, scripted_scorer
+from tests._pool_scorers import ScriptedScorer, fail, pool, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
 SCRIPTED = EvaluatorSpec(name="scripted")
@@ -54,12 +59,44 @@ def _metric(telemetry: Telemetry, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
+class _Pool:
+    """A started pool with the stages' tasks: scoring, and the trace stage's extractor."""
+
+    def __init__(self, processes: ProcessPool) -> None:
+        self.processes = processes
+        self.extractor = PooledExtractor(processes)
+
+    @property
+    def pids(self) -> list[int]:
+        return self.processes.pids
+
+    @property
+    def in_flight(self) -> int:
+        return self.processes.in_flight
+
+    async def score(self, batch: Batch) -> Scored:
+        return await score(self.processes, batch)
+
+    def extract(
+        self, traces: list[list[Span]], route_attribute: str
+    ) -> concurrent.futures.Future[list[Extraction]]:
+        return self.extractor.extract(traces, route_attribute)
+
+    async def close(self, deadline_s: float) -> None:
+        await self.processes.shutdown(deadline_s)
+
+
 async def _started(
-    telemetry: Telemetry, *, processes: int = 1, deadline_s: float = 60.0
-) -> CpuPool:
-    pool = CpuPool([SCRIPTED], processes, deadline_s, telemetry, factory=scripted_scorer)
-    await pool.start()
-    return pool
+    telemetry: Telemetry,
+    *,
+    processes: int = 1,
+    deadline_s: float = 60.0,
+    specs: tuple[EvaluatorSpec, ...] = (SCRIPTED,),
+    factory: ScorerFactory | None = None,
+) -> _Pool:
+    processes_pool = pool(specs, processes, deadline_s, telemetry, factory or scripted_scorer)
+    await processes_pool.start()
+    return _Pool(processes_pool)
 
 
 async def test_results_are_the_same_as_in_process() -> None:
@@ -77,8 +114,7 @@ async def test_results_are_the_same_as_in_process() -> None:
         )
     ]
     telemetry = create_telemetry()
-    pool = CpuPool(specs, 2, 60.0, telemetry)
-    await pool.start()
+    pool = await _started(telemetry, processes=2, specs=tuple(specs), factory=build_scorer)
     try:
         scored = await pool.score([(r, names) for r in records])
     finally:
@@ -241,8 +277,7 @@ async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
     tmp_path: Path,
 ) -> None:
     telemetry = create_telemetry()
-    pool = CpuPool([SCRIPTED], 1, 60.0, telemetry, factory=scripted_extraction)
-    await pool.start()
+    pool = await _started(telemetry, factory=scripted_extraction)
     try:
         once, always = tmp_path / "once", tmp_path / "always"
         water = _sampled_traces()[0]
@@ -308,7 +343,6 @@ async def test_an_extraction_goes_ahead_of_scoring_callers_waiting_for_a_slot() 
 async def _stage_with_pool(
     telemetry: Telemetry, summary: SummarySink, processes: int, queue_size: int = 1000
 ) -> EvaluationStage:
-    pool = CpuPool([SCRIPTED], processes, 60.0, telemetry, factory=scripted_scorer)
     stage = EvaluationStage(
         [(ScriptedScorer("scripted"), EvaluatorConfig(name="local_groundedness"))],
         BudgetGate(Budget()),
@@ -316,7 +350,7 @@ async def _stage_with_pool(
         telemetry,
         queue_size=queue_size,
         workers=4,
-        cpu_pool=pool,
+        cpu_pool=pool([SCRIPTED], processes, 60.0, telemetry),
     )
     await stage.start()
     return stage
@@ -332,7 +366,8 @@ async def test_shutdown_drains_in_flight_records_and_stops_the_workers() -> None
         for i in range(60)
     ]
     assert await stage.put_many(items) == 60
-    assert await stage.shutdown(deadline_s=120) == 0
+    await stage.shutdown(deadline_s=120)
+    assert stage.abandoned == 0
     assert done == [True] * 60
     assert summary.records == 60
     assert summary.totals["scripted"].count == 60
@@ -368,3 +403,33 @@ def test_the_default_is_the_cpus_this_process_may_use() -> None:
     assert Pipeline().processes == available_cpus()
     with pytest.raises(ValueError):
         Pipeline(processes=-1)
+
+
+async def test_a_task_that_raises_is_reported_to_its_submitter_and_the_worker_goes_on() -> None:
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (worker,) = pool.pids
+        with pytest.raises(TaskFailed, match="ValueError: no"):
+            await pool.processes.submit(fail, "no")
+        (row,) = await pool.score([(_rec(1), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+        assert pool.pids == [worker]
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 0
+    finally:
+        await pool.close(5.0)
+
+
+def test_the_pool_imports_no_pipeline_stage() -> None:
+    allowed = ("monitor.pool", "monitor.telemetry")
+    for path in Path(monitor.pool.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("monitor"):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"

@@ -1,0 +1,156 @@
+"""Memory of an idle sidecar: `rag-monitor run` on the defaults with 1 and with 2 worker
+processes (`pipeline.processes`), started, ready (/readyz answers 200), then left idle;
+the proportional set size (PSS: a page shared by n processes counts 1/n in each, so the
+sum is what the tree costs the machine) of every process of its tree and the total.
+rotel, the collector sidecar, measured the same way beside it when its `rotel` package
+is installed.
+
+    python -m bench.sidecar_memory [--processes 1 2] [--settle-s 5]
+
+Only the ports differ from the defaults (free ones, so that the bench runs beside
+anything else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench._pss import ProcessMemory, tree_memory  # noqa: E402
+
+_READY_TIMEOUT_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _ready(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} not ready within {_READY_TIMEOUT_S:g}s")
+
+
+@contextlib.contextmanager
+def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        yield process
+    except BaseException:
+        sys.stderr.write(log.read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def monitor_memory(processes: int, settle_s: float, workdir: Path) -> list[ProcessMemory]:
+    """PSS of an idle `rag-monitor run` tree with `processes` worker processes."""
+    metrics = _free_port()
+    config = workdir / f"monitor-{processes}.yaml"
+    config.write_text(
+        "receivers:\n"
+        "  otlp:\n"
+        "    protocols:\n"
+        f"      grpc: {{endpoint: '127.0.0.1:{_free_port()}'}}\n"
+        f"      http: {{endpoint: '127.0.0.1:{_free_port()}'}}\n"
+        "exporters:\n"
+        f"  prometheus: {{endpoint: '127.0.0.1:{metrics}'}}\n"
+        "pipeline:\n"
+        f"  processes: {processes}\n"
+    )
+    argv = [sys.executable, "-m", "monitor", "run", "--config", str(config)]
+    with _running(argv, workdir / f"monitor-{processes}.log") as process:
+        _wait(lambda: _ready(metrics, "/readyz"), "rag-monitor /readyz")
+        time.sleep(settle_s)
+        return tree_memory(process.pid)
+
+
+def rotel_memory(settle_s: float, workdir: Path) -> list[ProcessMemory] | None:
+    """PSS of an idle rotel-agent with OTLP receivers and the blackhole exporter; None
+    when the `rotel` package is not installed."""
+    try:
+        import rotel  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    binary = Path(rotel.__file__).parent / "rotel-agent"
+    http = _free_port()
+    argv = [
+        str(binary), "start",
+        "--otlp-http-endpoint", f"127.0.0.1:{http}",
+        "--otlp-grpc-endpoint", f"127.0.0.1:{_free_port()}",
+        "--exporter", "blackhole",
+    ]  # fmt: skip
+    with _running(argv, workdir / "rotel.log") as process:
+        _wait(lambda: _port_open(http), "rotel OTLP/HTTP port")
+        time.sleep(settle_s)
+        return tree_memory(process.pid)
+
+
+def _print(name: str, tree: list[ProcessMemory]) -> float:
+    total = sum(p.pss_mb for p in tree)
+    print(f"{name}: {total:.0f} MB PSS in all")
+    for p in sorted(tree, key=lambda p: (p.role, p.pid)):
+        print(f"  {p.role:<17} pid {p.pid:<8} PSS {p.pss_mb:6.1f} MB  RSS {p.rss_mb:6.1f} MB")
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--settle-s", type=float, default=5.0, help="idle after ready")
+    args = parser.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        totals = {}
+        for processes in args.processes:
+            tree = monitor_memory(processes, args.settle_s, workdir)
+            totals[processes] = _print(f"rag-monitor, processes {processes}, idle", tree)
+        rotel = rotel_memory(args.settle_s, workdir)
+        if rotel is not None:
+            anchor = _print("rotel-agent (blackhole exporter), idle", rotel)
+            for processes, total in totals.items():
+                print(f"rag-monitor processes {processes} / rotel: {total / anchor:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
