@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from monitor.evaluators.base import EvaluatorSpec  # noqa: E402
+from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.processors.evaluate import CpuPool  # noqa: E402
 from monitor.records import RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
@@ -65,7 +65,7 @@ def records(n: int) -> list[RagRecord]:
 
 
 def _pool(processes: int) -> CpuPool:
-    return CpuPool([EvaluatorSpec(name=n) for n in NAMES], processes, 300.0, create_telemetry())
+    return CpuPool([EvaluatorConfig(name=n) for n in NAMES], processes, 300.0, create_telemetry())
 
 
 async def _drain(pool: CpuPool, batch_list: list[list[RagRecord]]) -> float:

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from monitor.evaluators.base import EvalResult, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.base import EvalResult
 from monitor.processors.trace import Extraction
 from monitor.records import Part, RagRecord
 from monitor.spans import Span
@@ -48,11 +49,11 @@ class ScriptedScorer:
         return EvalResult(name=self.name, score=1.0, normalized=1.0, passed=True)
 
 
-def scripted_scorer(spec: EvaluatorSpec) -> ScriptedScorer:
+def scripted_scorer(spec: EvaluatorConfig) -> ScriptedScorer:
     return ScriptedScorer(spec.name)
 
 
-def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
+def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
     """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
     from monitor.processors import _workers
 

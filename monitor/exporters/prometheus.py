@@ -46,7 +46,8 @@ WEB_CONFIG_KEY = "exporters.prometheus.web_config_file"
 
 
 class MetricsSink:
-    """Counts every finished evaluation (DESIGN.md metrics table)."""
+    """Counts every finished evaluation (docs/contract.md, "Metrics"). A `BatchSink`: the
+    evaluation stage hands it every batch of finished records with `emit_many`."""
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
@@ -54,14 +55,14 @@ class MetricsSink:
     async def start(self) -> None:
         return None
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
-        """`emit` for a batch of records: the counts of each series are added at once
-        (a series of a batch usually gets many), with the trace id of its last defect
-        in the batch as the exemplar, as one `emit` per record would leave it. Scores
-        are observed one by one, in order."""
+        """The counts of each series are added at once (a series of a batch usually gets
+        many), with the trace id of its last defect in the batch as the exemplar, as
+        counting record by record would leave it. Scores are observed one by one, in
+        order."""
         t = self._t
         counts: Tally[tuple[str, str, str, str]] = Tally()
         safety: Tally[tuple[str, str, str]] = Tally()
@@ -93,24 +94,6 @@ class MetricsSink:
             t.child(t.evaluation_score, service, name).observe(value)
         for graded_series, n in safety.items():
             _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
-
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        t = self._t
-        service = t.service_cap(record.service)
-        route = t.route_cap(record.route)
-        exemplar = {"trace_id": record.trace_id} if record.trace_id else None
-        for name, result in results.items():
-            outcome = result.outcome
-            t.child(t.evaluations, service, route, name, outcome).inc(
-                exemplar=exemplar if outcome == "fail" else None
-            )
-            if outcome != "error" and result.normalized is not None:
-                t.child(t.evaluation_score, service, name).observe(result.normalized)
-            if outcome != "error" and result.safety:
-                for category, severity in result.safety.items():
-                    t.child(t.safety_evaluations, service, category, severity).inc(
-                        exemplar=exemplar if severity != "very_low" else None
-                    )
 
 
 def _add(counter: Counter, n: int, trace_id: str | None) -> None:
@@ -178,10 +161,14 @@ class HealthServer:
         scheme = "https" if tls is not None else "http"
         log.info("metrics on %s://%s:%s/metrics", scheme, self._host, self.bound_port)
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop listening and close open connections, waiting at most `deadline_s` for
+        requests in progress."""
         if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+            runner, self._runner = self._runner, None
+            # aiohttp waits `shutdown_timeout` for requests in progress (default 60 s).
+            runner._kwargs["shutdown_timeout"] = min(deadline_s, 60.0)
+            await runner.cleanup()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:

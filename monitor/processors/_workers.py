@@ -3,7 +3,7 @@ extraction of sampled traces into records, run in other processes, so evaluation
 every core the sidecar is given and never holds the ingest process's GIL.
 
 Each worker is a forkserver child that builds its own copies of the CPU scorers from
-their `EvaluatorSpec`s (models load once per worker) and answers the batches it is sent
+their `EvaluatorConfig`s (models load once per worker) and answers the batches it is sent
 — records to score, or the trace stage's sampled traces to extract (`extract`, callable
 from the trace stage's thread) — one after another, over a socket pair. The event loop drives the parent's end of every
 socket itself: it writes a pickled batch without blocking and reads answers as they
@@ -45,7 +45,9 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import Any, BinaryIO, cast
 
-from monitor.evaluators.base import BuildContext, CpuScorer, EvalResult, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.base import CpuScorer, EvalResult
+from monitor.evaluators.factory import BuildContext
 from monitor.processors.trace import Extraction, Unreadable, extract_traces
 from monitor.records import RagRecord
 from monitor.spans import Span
@@ -85,10 +87,10 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
-ScorerFactory = Callable[[EvaluatorSpec], CpuScorer]
+ScorerFactory = Callable[[EvaluatorConfig], CpuScorer]
 
 
-def build_scorer(spec: EvaluatorSpec) -> CpuScorer:
+def build_scorer(spec: EvaluatorConfig) -> CpuScorer:
     """The registry's evaluator for `spec`, which must be a CPU scorer."""
     from monitor.evaluators.registry import build
 
@@ -118,7 +120,9 @@ def _recv_frame(stream: BinaryIO) -> object:
     return pickle.loads(payload)
 
 
-def _build_scorers(specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> dict[str, CpuScorer]:
+def _build_scorers(
+    specs: Sequence[EvaluatorConfig], factory: ScorerFactory
+) -> dict[str, CpuScorer]:
     scorers: dict[str, CpuScorer] = {}
     for spec in specs:
         evaluator = factory(spec)
@@ -145,7 +149,7 @@ def _score_batch(scorers: dict[str, CpuScorer], batch: Batch) -> _WireScored:
     return scored
 
 
-def _serve(sock: socket.socket, specs: Sequence[EvaluatorSpec], factory: ScorerFactory) -> None:
+def _serve(sock: socket.socket, specs: Sequence[EvaluatorConfig], factory: ScorerFactory) -> None:
     """A worker process: build the scorers, say ("ready", "") or ("failed", why), then
     answer batches in order until told to stop (None) or until the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
@@ -225,7 +229,7 @@ class CpuPool:
 
     def __init__(
         self,
-        specs: Sequence[EvaluatorSpec],
+        specs: Sequence[EvaluatorConfig],
         processes: int,
         timeout_s: float,
         telemetry: Telemetry,

@@ -32,9 +32,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, cast, runtime_checkable
+from typing import cast
 
-from monitor.component import SampledRecord
+from monitor.component import BatchSink, ResultSink, SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
 from monitor.processors._workers import CpuPool as CpuPool
@@ -51,31 +51,6 @@ _MAX_BATCH = 16
 _POOL_GRACE_S = 5.0
 # How long writes a closed sink still owes are waited for before they are given up.
 _WRITE_GRACE_S = 5.0
-
-
-class ResultSink(Protocol):
-    """Where finished records go (metrics, results file, alert engine, OTLP events)."""
-
-    async def start(self) -> None: ...
-
-    def emit(
-        self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[bool] | None:
-        """Must not block. A sink that persists results returns a future, True once the
-        item is written, False if it never will be (the sink closed first); the record's
-        `on_done` waits for it, so a Kafka offset is not committed before its results
-        line is in the file. Other sinks queue the item, count their drops, return None."""
-
-    async def close(self) -> None: ...
-
-
-@runtime_checkable
-class BatchSink(Protocol):
-    """A sink that also takes a batch of finished records at once, and never persists
-    (its `emit` returns None): the stage gives it each batch in one `emit_many` call,
-    so that per-series work is shared by the batch (the metrics sink's counters)."""
-
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -100,7 +75,7 @@ class EvaluationStage:
         self,
         evaluators: Sequence[tuple[Evaluator, EvaluatorConfig]],
         budget: BudgetGate,
-        sinks: Sequence[ResultSink],
+        sinks: Sequence[ResultSink | BatchSink],
         telemetry: Telemetry,
         *,
         queue_size: int = 1000,
@@ -245,9 +220,9 @@ class EvaluationStage:
             await self._pool.close(grace_s=min(_POOL_GRACE_S, max(0.0, remaining)))
         for sink in self._all_sinks:
             try:
-                await sink.close()
+                await sink.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
             except Exception:
-                log.exception("sink %s failed to close", type(sink).__name__)
+                log.exception("sink %s failed to shut down", type(sink).__name__)
         return abandoned + await self._writes_after_close()
 
     async def _writes_after_close(self) -> int:

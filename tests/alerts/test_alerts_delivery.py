@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.alerts import Alert, AlertEngine
+from monitor.alerts import AlertEngine
+from monitor.component import Alert
 from monitor.config import AlertRule
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.alertmanager import AlertSender

@@ -11,14 +11,14 @@ from typing import Literal
 
 import pytest
 
-from monitor.component import OnDone, SampledRecord
+from monitor.component import OnDone, ResultSink, SampledRecord
 from monitor.config import Budget, EvaluatorConfig
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.exporters.summary import SummarySink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage, ResultSink
+from monitor.processors.evaluate import EvaluationStage
+from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
@@ -411,7 +411,7 @@ class HeldWritesSink:
         self.held.append(written)
         return written
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         for written in self.held:
             written.set_result(self.written_on_close)
 

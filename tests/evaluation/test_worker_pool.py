@@ -16,13 +16,14 @@ import pytest
 
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
-from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
+from monitor.evaluators.base import CpuScorer
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
-from monitor.exporters.summary import SummarySink
 from monitor.processors._workers import DEPTH, EXTRACT_BATCH
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import CpuPool, EvaluationStage
 from monitor.processors.trace import Extraction, Unreadable, extract_traces
+from monitor.receivers.replay_summary import SummarySink
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
@@ -30,7 +31,7 @@ from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from tests._pool_scorers import ScriptedScorer, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
-SCRIPTED = EvaluatorSpec(name="scripted")
+SCRIPTED = EvaluatorConfig(name="scripted")
 
 
 def _rec(i: int, query: str = "q", **kw: object) -> RagRecord:
@@ -64,7 +65,7 @@ async def _started(
 
 async def test_results_are_the_same_as_in_process() -> None:
     names = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
-    specs = [EvaluatorSpec(name=n) for n in names]
+    specs = [EvaluatorConfig(name=n) for n in names]
     records = [
         _rec(
             i,
@@ -83,7 +84,7 @@ async def test_results_are_the_same_as_in_process() -> None:
         scored = await pool.score([(r, names) for r in records])
     finally:
         await pool.close(5.0)
-    local = {n: build(EvaluatorSpec(name=n), BuildContext()) for n in names}
+    local = {n: build(EvaluatorConfig(name=n), BuildContext()) for n in names}
     for record, row in zip(records, scored, strict=True):
         for name, (result, _) in zip(names, row, strict=True):
             scorer = local[name]
