@@ -311,13 +311,20 @@ async def _otlp_events_sink(tmp_path: Path, telemetry: Telemetry) -> None:
 
     from monitor.exporters.otlp_events import OtlpEventsSink
 
-    exporter = InMemorySpanExporter()
+    exporters: list[InMemorySpanExporter] = []
+
+    def make() -> OtlpEventsSink:
+        exporters.append(InMemorySpanExporter())  # shutting a sink down shuts its exporter
+        return OtlpEventsSink(exporters[-1], telemetry)
+
     await _run(
-        lambda: OtlpEventsSink(exporter, telemetry),
+        make,
         lambda sink: sink.emit(RECORD, RESULTS),
         lambda sink: sink.exported,
         "the evaluation event exported",
     )
+    (span,) = exporters[-1].get_finished_spans()
+    assert [(event.attributes or {})["gen_ai.evaluation.name"] for event in span.events] == ["f1"]
 
 
 async def _replay_summary_sink(tmp_path: Path, telemetry: Telemetry) -> None:
