@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 WEB_CONFIG_KEY = "exporters.prometheus.web_config_file"
+REQUEST_GRACE_S = 1.0  # how long shutdown lets a request in progress finish
 
 
 class MetricsSink:
@@ -151,7 +152,7 @@ class HealthServer:
         app = web.Application(middlewares=[self._guard] if self._web is not None else [])
         for path, handler in self._routes:
             app.router.add_get(path, handler)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=REQUEST_GRACE_S)
         await self._runner.setup()
         tls = self._web.server_context() if self._web is not None else None
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=tls)
@@ -162,12 +163,11 @@ class HealthServer:
         log.info("metrics on %s://%s:%s/metrics", scheme, self._host, self.bound_port)
 
     async def shutdown(self, deadline_s: float) -> None:
-        """Stop listening and close open connections, waiting at most `deadline_s` for
-        requests in progress."""
+        """Stop listening and close the connections. A request in progress gets at most
+        `REQUEST_GRACE_S`, whatever the deadline: a scrape takes milliseconds, and a slow
+        client must not hold the process."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
-            # aiohttp waits `shutdown_timeout` for requests in progress (default 60 s).
-            runner._kwargs["shutdown_timeout"] = min(deadline_s, 60.0)
             await runner.cleanup()
 
     @web.middleware
