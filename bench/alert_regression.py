@@ -54,11 +54,11 @@ def score_file(path: Path) -> list[tuple[bool, bool]]:
     cached = CACHE / f"{path.stem}-{digest}.json"
     if cached.exists():
         return [(bool(h), bool(f)) for h, f in json.loads(cached.read_text())]
-    from monitor.evaluators.base import EvaluatorSpec
+    from monitor.config import EvaluatorConfig
     from monitor.evaluators.local import LocalGroundedness
     from monitor.records import parse_record
 
-    evaluator = LocalGroundedness(EvaluatorSpec(name="local_groundedness"))
+    evaluator = LocalGroundedness(EvaluatorConfig(name="local_groundedness"))
     out = []
     for line in path.read_text().splitlines():
         if not line.strip():

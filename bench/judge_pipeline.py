@@ -87,8 +87,8 @@ async def _wait_port(port: int, deadline_s: float = 30) -> None:
 
 async def throughput(port: int, latency: float, concurrency: int, records: int) -> dict[str, float]:
     from monitor.component import SampledRecord
-    from monitor.config import Config
-    from monitor.evaluators.base import BuildContext, EvaluatorSpec
+    from monitor.config import Config, EvaluatorConfig
+    from monitor.evaluators.factory import BuildContext
     from monitor.evaluators.judges import create_judge_client
     from monitor.evaluators.registry import build
     from monitor.processors.budget import BudgetGate
@@ -114,8 +114,8 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     client = create_judge_client(config, telemetry)
     assert client is not None
     await client.start()  # litellm import, off the clock
-    context = BuildContext(resources={"config": config, "telemetry": telemetry, "judge": client})
-    evaluator = build(EvaluatorSpec(name="groundedness"), context)
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    evaluator = build(EvaluatorConfig(name="groundedness"), context)
 
     finished = asyncio.Event()
     target = concurrency
@@ -133,7 +133,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
             if Count.done >= target:
                 finished.set()
 
-        async def close(self) -> None:
+        async def shutdown(self, deadline_s: float) -> None:
             return None
 
     stage = EvaluationStage(
@@ -192,11 +192,12 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
 async def escalation(
     rows: list[dict[str, Any]], bands: list[tuple[float, float]]
 ) -> dict[str, object]:
-    from monitor.evaluators.base import BuildContext, EvaluatorSpec
+    from monitor.config import EvaluatorConfig
+    from monitor.evaluators.factory import BuildContext
     from monitor.evaluators.registry import build
     from monitor.records import parse_record
 
-    evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
+    evaluator = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
     scored: list[tuple[float, bool]] = []
     started = time.perf_counter()
     for row in rows:

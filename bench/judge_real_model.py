@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from monitor.config import Config  # noqa: E402
-from monitor.evaluators.base import BuildContext, EvaluatorSpec  # noqa: E402
-from monitor.evaluators.judges import DEFINITIONS  # noqa: E402
+from monitor.config import Config, EvaluatorConfig  # noqa: E402
+from monitor.evaluators.factory import BuildContext  # noqa: E402
+from monitor.evaluators.judge_definitions import DEFINITIONS  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.judge.client import ANSWER_RESULTS, JudgeClient  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
@@ -107,11 +107,9 @@ async def run_mode(
     async def judge_all(name: str) -> dict[str, Any]:
         telemetry = create_telemetry()  # one registry per judge: its answers counted alone
         client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
-        context = BuildContext(
-            resources={"config": config, "telemetry": telemetry, "judge": client}
-        )
-        options = {"rubric": RUBRIC} if name == "rubric" else {}
-        evaluator = build(EvaluatorSpec(name=name, options=options), context)
+        context = BuildContext(judge=client, judge_model=config.judge.model)
+        rubric = RUBRIC if name == "rubric" else None
+        evaluator = build(EvaluatorConfig(name=name, rubric=rubric), context)
 
         async def one(record: RagRecord) -> Any:
             async with gate:

@@ -45,9 +45,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
-from monitor.evaluators.base import BuildContext, EvalResult, Evaluator, EvaluatorSpec  # noqa: E402
-from monitor.evaluators.judges import TrustworthinessTlmEvaluator  # noqa: E402
+from monitor.evaluators.base import EvalResult, Evaluator  # noqa: E402
+from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
+from monitor.evaluators.tlm import TrustworthinessTlmEvaluator  # noqa: E402
 from monitor.judge.client import OUTCOMES, JudgeClient  # noqa: E402
 from monitor.records import RagRecord, parse_record  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
@@ -98,17 +99,13 @@ class Setup:
         )
         self.telemetry: Telemetry = create_telemetry()
         self.client = JudgeClient(self.config.judge, self.config.redaction, self.telemetry)
-        self.context = BuildContext(
-            resources={"config": self.config, "telemetry": self.telemetry, "judge": self.client}
-        )
+        self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
 
     def evaluator(self, preset: str | None, **tlm: Any) -> Evaluator:
         if preset is None:
-            return build(EvaluatorSpec(name="trustworthiness"), self.context)
-        options = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset, **tlm}).tlm
-        return build(
-            EvaluatorSpec(name="trustworthiness_tlm", options={"tlm": options}), self.context
-        )
+            return build(EvaluatorConfig(name="trustworthiness"), self.context)
+        entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset, **tlm})
+        return build(entry, self.context)
 
     def calls(self) -> float:
         registry = self.telemetry.registry
@@ -236,7 +233,7 @@ async def agreement_methods(
     answer as disagreeing (a proxy: faithful answers may still differ in detail)."""
     from itertools import combinations
 
-    from monitor.evaluators.judges import token_f1
+    from monitor.evaluators.f1 import token_f1
     from monitor.judge.consistency import detector_agreement
 
     by_question: dict[str, list[tuple[RagRecord, bool]]] = {}

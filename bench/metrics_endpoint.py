@@ -139,7 +139,7 @@ async def main() -> None:
             headers={"Accept-Encoding": "identity"},
         )
         rows.append(("name[]=rag_monitor_build_info", t, b))
-    await plain.shutdown()
+    await plain.shutdown(5)
 
     first = None
     if shutil.which("openssl"):
@@ -167,7 +167,7 @@ async def main() -> None:
                     headers={"Accept-Encoding": "gzip"},
                 )
             rows.append(("TLS + basic auth, gzip (after the first)", t, b))
-            await secured.shutdown()
+            await secured.shutdown(5)
 
     check_first, check_cached = await auth_check_cost()
     print(f"series samples in the registry: {samples}; scrapes per row: {args.scrapes}\n")

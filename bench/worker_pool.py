@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from monitor.evaluators.base import EvaluatorSpec  # noqa: E402
+from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.pool import ProcessPool  # noqa: E402
 from monitor.processors._scoring import PRELOAD, score, scorer_initializer  # noqa: E402
 from monitor.records import RagRecord  # noqa: E402
@@ -66,7 +66,7 @@ def records(n: int) -> list[RagRecord]:
 
 
 def _pool(processes: int) -> ProcessPool:
-    specs = [EvaluatorSpec(name=n) for n in NAMES]
+    specs = [EvaluatorConfig(name=n) for n in NAMES]
     return ProcessPool(
         processes,
         300.0,

@@ -1,10 +1,9 @@
 """rag-monitor: a sidecar that scores production RAG traces and exports metrics and alerts."""
 
+from monitor._version import __version__
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord, RecordError, parse_record
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Config",

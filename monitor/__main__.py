@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from monitor import __version__
+from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.registry import check_evaluators
 from monitor.exporters.prometheus import load_web_security
-from monitor.exporters.summary import SummarySink, skipped_counts
 from monitor.receivers.replay import replay_file
+from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
 
 log = logging.getLogger("monitor")
@@ -270,8 +270,12 @@ async def _run(config: Config) -> int:
         "stopping: draining in-flight evaluations (deadline %.0fs)",
         config.pipeline.shutdown_timeout_s,
     )
-    abandoned = await service.shutdown()
-    log.info("stopped; %d evaluations completed, %d abandoned", service.stage.completed, abandoned)
+    await service.shutdown()
+    log.info(
+        "stopped; %d evaluations completed, %d abandoned",
+        service.stage.completed,
+        service.abandoned,
+    )
     return 0
 
 
@@ -326,8 +330,9 @@ async def _replay(config: Config, path: Path, output: Path | None, strict: bool)
     finally:
         # A backfill evaluates everything it read, however slow the judges; only an
         # interrupted replay stops at pipeline.shutdown_timeout_s, as `run` does.
-        abandoned = await service.shutdown(None if stop.is_set() else math.inf)
+        await service.shutdown(None if stop.is_set() else math.inf)
         progress.finish()
+    abandoned = service.abandoned
     interrupted = " (interrupted)" if stop.is_set() else ""
     if stats.kind == "otlp":
         records = sum(

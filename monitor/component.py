@@ -16,17 +16,26 @@ Acknowledgement flows back the same way: every delivery and record carries an op
 evaluated or deliberately skipped, and its results line written — or False when it was
 abandoned (the process stopped first). The Kafka receiver commits offsets on it.
 
-Lifecycle: `start()` returns quickly; `shutdown()` is idempotent and safe without
-`start()`. The service starts downstream first and stops upstream first, so a stage
-drains into a consumer that still accepts.
+Finished records go to `ResultSink`s (metrics, results file, alert engine, OTLP events);
+the alert engine hands the `Alert`s it decides on to `Notifier`s.
+
+Lifecycle, the same for every component (receivers, stages, the process pool, sinks,
+HTTP servers, the judge client, notifiers): `start()` returns quickly (it may do
+nothing); `shutdown(deadline_s)` is idempotent, safe without `start()`, waits at most
+`deadline_s` seconds and returns nothing (what it had to abandon is read from the
+component, e.g. the evaluation stage's `abandoned`). The service starts downstream first
+and stops upstream first, so a stage drains into a consumer that still accepts.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
 
+from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 
@@ -43,11 +52,13 @@ Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
 
 
 class Component(Protocol):
-    """A receiver, stage or server: `start` returns quickly; `shutdown` is idempotent."""
+    """A receiver, stage, pool, server or client (see the lifecycle above)."""
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Returns quickly; may do nothing."""
 
-    async def shutdown(self) -> None: ...
+    async def shutdown(self, deadline_s: float) -> None:
+        """Idempotent and safe without `start`; returns within `deadline_s` seconds."""
 
 
 @dataclass(slots=True)
@@ -154,3 +165,79 @@ class RecordConsumer(Protocol):
     async def put_many(self, items: Sequence[SampledRecord]) -> int:
         """Take items in order, waiting for room; returns how many were taken before it
         stopped accepting (the caller still owns the rest)."""
+
+
+class ResultSink(Protocol):
+    """Where finished records go (metrics, results file, alert engine, OTLP events)."""
+
+    async def start(self) -> None: ...
+
+    def emit(
+        self, record: RagRecord, results: dict[str, EvalResult]
+    ) -> asyncio.Future[bool] | None:
+        """Must not block. A sink that persists results returns a future, True once the
+        item is written, False if it never will be (the sink shut down first); the
+        record's `on_done` waits for it, so a Kafka offset is not committed before its
+        results line is in the file. Other sinks queue the item, count their drops,
+        return None."""
+
+    async def shutdown(self, deadline_s: float) -> None:
+        """Flush what is queued, within `deadline_s`; writes still owed then resolve
+        False."""
+
+
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that takes finished records a batch at a time and never persists: the stage
+    gives it each batch in one `emit_many` call, so that per-series work is shared by the
+    batch (the metrics sink's counters)."""
+
+    async def start(self) -> None: ...
+
+    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+        """Must not block."""
+
+    async def shutdown(self, deadline_s: float) -> None: ...
+
+
+GENERATOR = "rag-monitor"
+"""The `generator` label of every alert."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One notification: an alert rule's state for one service at one moment."""
+
+    rule: str
+    service: str
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime
+    generator_url: str
+
+    def to_alertmanager(self) -> dict[str, object]:
+        """The `postableAlert` object of Alertmanager's v2 API."""
+        return {
+            "labels": self.labels,
+            "annotations": self.annotations,
+            "startsAt": _iso(self.starts_at),
+            "endsAt": _iso(self.ends_at),
+            "generatorURL": self.generator_url,
+        }
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Notifier(Protocol):
+    """Delivers alerts (Alertmanager, webhooks); `notify` never blocks: it queues and
+    counts what it drops."""
+
+    async def start(self) -> None: ...
+
+    def notify(self, alerts: Sequence[Alert]) -> None: ...
+
+    async def shutdown(self, deadline_s: float) -> None: ...

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
 import time
 from collections.abc import Callable, Sequence
 
-from monitor.component import Component
-from monitor.config import Config
-from monitor.evaluators.base import BuildContext, CpuScorer, Evaluator, EvaluatorSpec
+from monitor.alerts.engine import AlertEngine
+from monitor.alerts.state import StateFile
+from monitor.component import BatchSink, Component, Notifier, ResultSink
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.base import CpuScorer, Evaluator, Severity
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.judges import create_judge_client
 from monitor.evaluators.registry import build, check_evaluators
+from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
@@ -26,7 +31,7 @@ from monitor.exporters.results_file import ResultsFileSink
 from monitor.pool import ProcessPool
 from monitor.processors._scoring import PRELOAD, scorer_initializer
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage, ResultSink
+from monitor.processors.evaluate import EvaluationStage
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.processors.trace._pooled import PooledExtractor
@@ -49,27 +54,6 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def _spec(cfg: Config, index: int) -> EvaluatorSpec:
-    entry = cfg.evaluators[index]
-    return EvaluatorSpec(
-        name=entry.name,
-        sample_rate=entry.sample_rate,
-        threshold=entry.threshold,
-        severity_threshold=entry.severity_threshold,
-        model=entry.model,
-        prompt=entry.prompt,
-        options={
-            key: value
-            for key, value in (
-                ("rubric", entry.rubric),
-                ("api_base", entry.api_base),
-                ("tlm", entry.tlm),
-            )
-            if value is not None
-        },
-    )
-
-
 def _uncounted(kind: str, count: int) -> None:
     """Redactions of exported text are not counted (the judge client counts its own)."""
 
@@ -89,15 +73,16 @@ class Service:
         self.telemetry = telemetry or create_telemetry(
             max_services=config.pipeline.max_services, max_routes=config.pipeline.max_routes
         )
-        context = self._build_context()
-        evaluators: list[tuple[Evaluator, object]] = []
-        cpu_specs: list[EvaluatorSpec] = []
-        for i, entry in enumerate(config.evaluators):
-            spec = _spec(config, i)
-            evaluator = build(spec, context)
+        # The one judge client of the process, shared by every judge evaluator.
+        self.judge = create_judge_client(config, self.telemetry)
+        context = BuildContext(judge=self.judge, judge_model=config.judge.model)
+        evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
+        cpu_entries: list[EvaluatorConfig] = []
+        for entry in config.evaluators:
+            evaluator = build(entry, context)
             evaluators.append((evaluator, entry))
             if isinstance(evaluator, CpuScorer):
-                cpu_specs.append(spec)
+                cpu_entries.append(entry)
         processes = config.pipeline.processes
         # The worker processes score records for the evaluation stage and extract sampled
         # traces for the trace stage; the evaluation stage, the last to stop, runs its
@@ -107,10 +92,10 @@ class Service:
                 processes,
                 config.pipeline.evaluation_timeout_s,
                 self.telemetry,
-                initializers=[scorer_initializer(cpu_specs)],
+                initializers=[scorer_initializer(cpu_entries)],
                 preload=PRELOAD,
             )
-            if processes > 0 and cpu_specs
+            if processes > 0 and cpu_entries
             else None
         )
         # User text leaves the process only redacted, and only where the user asked.
@@ -125,13 +110,13 @@ class Service:
             if config.exporters.results_file
             else None
         )
-        sinks: list[ResultSink] = [MetricsSink(self.telemetry)]
+        sinks: list[ResultSink | BatchSink] = [MetricsSink(self.telemetry)]
         if self.results_sink is not None:
             sinks.append(self.results_sink)
         sinks.extend(self._build_sinks())
         sinks.extend(extra_sinks)
         self.stage = EvaluationStage(
-            evaluators,  # type: ignore[arg-type]
+            evaluators,
             BudgetGate(config.budget),
             sinks,
             self.telemetry,
@@ -170,22 +155,51 @@ class Service:
         if self.http is not None and self.debug is not None:
             self.http.add_route(DEBUG_PATH, self.debug.handle)
         self._started = False
+        self.abandoned = 0
 
     # -- wiring: each capability adds its components here --------------------------------
 
-    def _build_context(self) -> BuildContext:
-        """Shared resources for evaluator factories (e.g. the judge client)."""
-        resources = {"telemetry": self.telemetry, "config": self.config}
-        judge = create_judge_client(self.config, self.telemetry)
-        if judge is not None:
-            resources["judge"] = judge
-        return BuildContext(resources=resources)
-
     def _build_sinks(self) -> list[ResultSink]:
-        """Sinks beyond metrics and the results file (alert engine, OTLP events)."""
-        from monitor.alerts.build import alert_and_event_sinks
+        """Sinks beyond metrics and the results file: the alert engine (when
+        `alerts.rules` is set) and OTLP events (when `exporters.otlp.endpoint` is set)."""
+        sinks: list[ResultSink] = []
+        alerts = self.config.alerts
+        if alerts.rules:
+            notifiers: list[Notifier] = []
+            if alerts.alertmanager.url or alerts.webhooks:
+                notifiers.append(
+                    AlertSender(
+                        self.telemetry,
+                        alertmanager_url=alerts.alertmanager.url,
+                        webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
+                    )
+                )
+            thresholds: dict[str, Severity] = {
+                e.name: e.severity_threshold
+                for e in self.config.evaluators
+                if e.severity_threshold is not None
+            }
+            port = self.config.exporters.prometheus.endpoint.rpartition(":")[2]
+            state_file = StateFile(alerts.state_file, self.telemetry) if alerts.state_file else None
+            sinks.append(
+                AlertEngine(
+                    alerts.rules,
+                    self.telemetry,
+                    notifiers,
+                    severity_thresholds=thresholds,
+                    evaluation_interval_s=alerts.evaluation_interval_s,
+                    generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+                    state_file=state_file,
+                )
+            )
+        otlp = self.config.exporters.otlp
+        if otlp.endpoint:
+            # The OpenTelemetry exporters are loaded only by deployments that export events.
+            from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
 
-        return alert_and_event_sinks(self.config, self.telemetry)
+            exporter = create_exporter(otlp.endpoint, otlp.protocol)
+            sinks.append(OtlpEventsSink(exporter, self.telemetry))
+        return sinks
 
     def _build_receivers(self) -> list[Component]:
         """Input components, fed into the trace stage."""
@@ -226,44 +240,44 @@ class Service:
                 return False, f"{name}: {reason}"
         return True, "ready"
 
+    def _start_order(self) -> list[Component]:
+        """What the service runs itself, downstream first (the evaluation stage runs the
+        worker pool and the sinks); shutdown goes the other way, except that the metrics
+        port stays up until the end, to be scraped while the pipeline drains."""
+        judge: list[Component] = [self.judge] if self.judge is not None else []
+        http: list[Component] = [self.http] if self.http is not None else []
+        return [*judge, self.stage, self.trace, *http, *self.receivers]
+
+    def _shutdown_order(self) -> list[Component]:
+        judge: list[Component] = [self.judge] if self.judge is not None else []
+        http: list[Component] = [self.http] if self.http is not None else []
+        return [*reversed(self.receivers), self.trace, self.stage, *judge, *http]
+
     async def start(self) -> None:
-        await self.stage.start()
-        await self.trace.start()
-        if self.http is not None:
-            await self.http.start()
         started: list[Component] = []
         try:
-            for receiver in self.receivers:
-                await receiver.start()
-                started.append(receiver)
+            for component in self._start_order():
+                await component.start()
+                started.append(component)
         except Exception:
-            for receiver in reversed(started):
-                await receiver.shutdown()
-            await self.trace.shutdown(0)
-            await self.stage.shutdown(0)
-            if self.http is not None:
-                await self.http.shutdown()
+            for component in reversed(started):
+                await component.shutdown(0)
             raise
         self._started = True
 
-    async def shutdown(self, deadline_s: float | None = None) -> int:
-        """Stop intake, drain, flush. Returns the number of records abandoned at the
-        deadline (`pipeline.shutdown_timeout_s` unless given; `math.inf` waits for all); a
-        sampled trace abandoned before its records were extracted counts as one."""
+    async def shutdown(self, deadline_s: float | None = None) -> None:
+        """Stop intake, drain, flush, within `deadline_s` (`pipeline.shutdown_timeout_s`
+        unless given; `math.inf` waits for all). `abandoned` then says how many records
+        were abandoned at the deadline; a sampled trace abandoned before its records
+        were extracted counts as one."""
         deadline = self.config.pipeline.shutdown_timeout_s if deadline_s is None else deadline_s
         started = time.monotonic()
-        for receiver in self.receivers:
+        for component in self._shutdown_order():
             try:
-                await receiver.shutdown()
+                await component.shutdown(max(0.0, deadline - (time.monotonic() - started)))
             except Exception:
-                log.exception("receiver %s failed to shut down", type(receiver).__name__)
-        await self.trace.shutdown(max(0.0, deadline - (time.monotonic() - started)))
-        await self.stage.shutdown(max(0.0, deadline - (time.monotonic() - started)))
-        abandoned = self.stage.abandoned
+                log.exception("%s failed to shut down", type(component).__name__)
         # Records the trace stage could not hand on before the deadline are abandoned too
         # (counted once the evaluation stage stopped accepting them).
-        abandoned += self.trace.abandoned
-        if self.http is not None:
-            await self.http.shutdown()
+        self.abandoned = self.stage.abandoned + self.trace.abandoned
         self._started = False
-        return abandoned

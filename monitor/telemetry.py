@@ -20,7 +20,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from monitor import __version__
+from monitor._version import __version__
 
 NAMESPACE = "rag_monitor"
 SCORE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from monitor.evaluators.base import EvalResult, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.base import EvalResult
 from monitor.pool import ProcessPool
 from monitor.processors._scoring import ScorerFactory, scorer_initializer
 from monitor.processors.trace import Extraction
@@ -54,11 +55,11 @@ class ScriptedScorer:
         return EvalResult(name=self.name, score=1.0, normalized=1.0, passed=True)
 
 
-def scripted_scorer(spec: EvaluatorSpec) -> ScriptedScorer:
+def scripted_scorer(spec: EvaluatorConfig) -> ScriptedScorer:
     return ScriptedScorer(spec.name)
 
 
-def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
+def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
     """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
     from monitor.processors.trace import _pooled
 
@@ -79,7 +80,7 @@ def scripted_extraction(spec: EvaluatorSpec) -> ScriptedScorer:
 
 
 def pool(
-    specs: Sequence[EvaluatorSpec],
+    specs: Sequence[EvaluatorConfig],
     processes: int,
     deadline_s: float,
     telemetry: Telemetry,

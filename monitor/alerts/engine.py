@@ -40,136 +40,23 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from prometheus_client import Gauge
 
+from monitor.alerts.rule import Rule, RuleState, fingerprint, new_state
 from monitor.alerts.state import StateFile
 from monitor.alerts.stats import increase_p_value, wilson_interval
-from monitor.alerts.window import SlidingWindow
+from monitor.component import GENERATOR, Alert, Notifier
 from monitor.config import AlertRule, parse_duration
-from monitor.evaluators.base import SEVERITIES, EvalResult, Severity
+from monitor.evaluators.base import EvalResult, Severity
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 DEFAULT_RESEND_INTERVAL_S = 60.0
-GENERATOR = "rag-monitor"
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """One notification: a rule's state for one service at one moment."""
-
-    rule: str
-    service: str
-    status: Literal["firing", "resolved"]
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    starts_at: datetime
-    ends_at: datetime
-    generator_url: str
-
-    def to_alertmanager(self) -> dict[str, object]:
-        """The `postableAlert` object of Alertmanager's v2 API."""
-        return {
-            "labels": self.labels,
-            "annotations": self.annotations,
-            "startsAt": _iso(self.starts_at),
-            "endsAt": _iso(self.ends_at),
-            "generatorURL": self.generator_url,
-        }
-
-
-class Notifier(Protocol):
-    """Delivers alerts; `notify` never blocks (it queues and counts what it drops)."""
-
-    async def start(self) -> None: ...
-
-    def notify(self, alerts: Sequence[Alert]) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-@dataclass(slots=True)
-class _State:
-    window: SlidingWindow
-    baseline: SlidingWindow | None = None
-    firing: bool = False
-    started_at: float = 0.0
-    last_sent: float = 0.0
-    samples: int = 0
-    defects: int = 0
-    bounds: tuple[float, float] = (0.0, 1.0)
-    base_samples: int = 0
-    base_defects: int = 0
-    p_value: float = 1.0
-    # The baseline's clock runs `paused_s` behind the real one: it stands still while firing.
-    paused_s: float = 0.0
-    # Slices that began before the last resolve held verdicts seen while firing.
-    resolved_at: float = 0.0
-    last_evaluated: float | None = None
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "firing": self.firing,
-            "started_at": self.started_at,
-            "last_sent": self.last_sent,
-            "paused_s": self.paused_s,
-            "resolved_at": self.resolved_at,
-            "last_evaluated": self.last_evaluated,
-            "current": self.window.slices(),
-            "baseline": self.baseline.slices() if self.baseline is not None else None,
-        }
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        self.firing = bool(saved["firing"])
-        self.started_at = float(saved["started_at"])
-        self.last_sent = float(saved["last_sent"])
-        self.paused_s = float(saved["paused_s"])
-        self.resolved_at = float(saved["resolved_at"])
-        last = saved["last_evaluated"]
-        self.last_evaluated = None if last is None else float(last)
-        self.window.restore(_slices(saved["current"]))
-        if self.baseline is not None:
-            self.baseline.restore(_slices(saved["baseline"]))
-
-
-def _slices(raw: Any) -> list[tuple[int, int, int]]:
-    out = [(int(i), int(n), int(d)) for i, n, d in raw]
-    if any(not 0 <= d <= n for _, n, d in out) or out != sorted(out):
-        raise ValueError("slices out of order or with more defects than samples")
-    return out
-
-
-@dataclass(frozen=True)
-class _Rule:
-    config: AlertRule
-    window_s: float
-    baseline_s: float | None = None
-    # Safety rules: the severity at which each grading evaluator calls a verdict a defect.
-    thresholds: Mapping[str, Severity] = field(default_factory=dict)
-
-    def samples(self, results: Mapping[str, EvalResult]) -> list[bool]:
-        """One bool per verdict this rule counts in `results` (True = defect)."""
-        rule = self.config
-        if rule.evaluator is not None:
-            result = results.get(rule.evaluator)
-            if result is None or result.outcome == "error":
-                return []
-            return [result.outcome == "fail"]
-        out = []
-        for name, result in results.items():
-            if result.outcome == "error" or not result.safety or rule.category not in result.safety:
-                continue
-            threshold = self.thresholds.get(name, DEFAULT_SEVERITY_THRESHOLD)
-            severity = result.safety[rule.category]
-            out.append(SEVERITIES.index(severity) >= SEVERITIES.index(threshold))
-        return out
 
 
 class AlertEngine:
@@ -185,7 +72,8 @@ class AlertEngine:
     - `generator_url`: where a human can look at the source (the metrics endpoint).
     - `clock`: seconds since the epoch; tests pass their own.
     - `state_file`: where windows and firing states are kept across restarts
-      (`alerts.state_file`); read by `start`, written after every evaluation and by `close`.
+      (`alerts.state_file`); read by `start`, written after every evaluation and by
+      `shutdown`.
     """
 
     def __init__(
@@ -203,7 +91,7 @@ class AlertEngine:
     ) -> None:
         thresholds = dict(severity_thresholds or {})
         self._rules = [
-            _Rule(
+            Rule(
                 r,
                 parse_duration(r.window),
                 parse_duration(r.baseline.window) if r.baseline else None,
@@ -229,7 +117,7 @@ class AlertEngine:
         self._resend = resend_interval_s
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
         self._clock = clock
-        self._states: dict[tuple[int, str], _State] = {}
+        self._states: dict[tuple[int, str], RuleState] = {}
         self._task: asyncio.Task[None] | None = None
 
     # -- ResultSink -------------------------------------------------------------------
@@ -253,14 +141,16 @@ class AlertEngine:
                 continue
             state = self._states.get((i, service))
             if state is None:
-                state = self._states[(i, service)] = _new_state(rule)
+                state = self._states[(i, service)] = new_state(rule)
             for defect in samples:
                 state.window.add(now, defect)
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         """Stop judging and save the state file; nothing is sent: a firing alert stays
         firing (the next process, reading the state file, goes on judging and resolves
-        it; without one its `endsAt` expires it)."""
+        it; without one its `endsAt` expires it). Notifiers get what is left of
+        `deadline_s` to deliver what they queued."""
+        started = time.monotonic()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -269,9 +159,9 @@ class AlertEngine:
             await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
         for notifier in self._notifiers:
             try:
-                await notifier.close()
+                await notifier.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
             except Exception:
-                log.exception("alert notifier %s failed to close", type(notifier).__name__)
+                log.exception("alert notifier %s failed to shut down", type(notifier).__name__)
 
     # -- judging ----------------------------------------------------------------------
 
@@ -328,7 +218,7 @@ class AlertEngine:
         return out
 
     def _judge_regression(
-        self, rule: _Rule, service: str, state: _State, now: float
+        self, rule: Rule, service: str, state: RuleState, now: float
     ) -> Alert | None:
         cfg = rule.config
         assert cfg.baseline is not None and state.baseline is not None
@@ -384,7 +274,7 @@ class AlertEngine:
         for (i, service), state in self._states.items():
             rule = self._rules[i]
             entry = out.setdefault(
-                rule.config.name, {"fingerprint": _fingerprint(rule), "services": {}}
+                rule.config.name, {"fingerprint": fingerprint(rule), "services": {}}
             )
             entry["services"][service] = state.snapshot()
         return out
@@ -396,13 +286,13 @@ class AlertEngine:
         for name, entry in saved.items():
             i = by_name.get(name)
             try:
-                if i is None or entry["fingerprint"] != _fingerprint(self._rules[i]):
+                if i is None or entry["fingerprint"] != fingerprint(self._rules[i]):
                     log.warning(
                         "alert state of rule %s left out: the rule is gone or changed", name
                     )
                     continue
                 for service, raw in entry["services"].items():
-                    state = _new_state(self._rules[i])
+                    state = new_state(self._rules[i])
                     state.restore(raw)
                     self._states[(i, self._t.service_cap(str(service)))] = state
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -439,9 +329,9 @@ class AlertEngine:
 
     def _alert(
         self,
-        rule: _Rule,
+        rule: Rule,
         service: str,
-        state: _State,
+        state: RuleState,
         now: float,
         status: Literal["firing", "resolved"],
     ) -> Alert:
@@ -490,18 +380,6 @@ class AlertEngine:
         )
 
 
-def _new_state(rule: _Rule) -> _State:
-    baseline = SlidingWindow(rule.baseline_s) if rule.baseline_s is not None else None
-    return _State(SlidingWindow(rule.window_s), baseline)
-
-
-def _fingerprint(rule: _Rule) -> str:
-    """What a saved window depends on: the same verdicts counted over the same spans."""
-    cfg = rule.config
-    baseline = cfg.baseline.window if cfg.baseline else ""
-    return f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}|{baseline}"
-
-
 def _p(p: float) -> str:
     return f"p = {p:.3f}" if p >= 0.001 else f"p < {_ceil_power(p)}"
 
@@ -513,7 +391,7 @@ def _ceil_power(p: float) -> str:
     return f"{10.0**exponent:g}"
 
 
-def _story(cfg: AlertRule, state: _State) -> str:
+def _story(cfg: AlertRule, state: RuleState) -> str:
     """ "defect rate 0.49 over 10m against 0.40 over the previous 24h (600 / 86,400
     verdicts), +0.09, p < 0.001"."""
     assert cfg.baseline is not None
@@ -527,7 +405,7 @@ def _story(cfg: AlertRule, state: _State) -> str:
 
 
 def _regression_annotations(
-    cfg: AlertRule, state: _State, what: str, service: str
+    cfg: AlertRule, state: RuleState, what: str, service: str
 ) -> dict[str, str]:
     rate = state.defects / state.samples if state.samples else 0.0
     base = state.base_defects / state.base_samples if state.base_samples else 0.0
@@ -545,10 +423,6 @@ def _regression_annotations(
 
 def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def _iso(when: datetime) -> str:
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _remove(gauge: Gauge, *labels: str) -> None:

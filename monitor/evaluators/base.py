@@ -1,4 +1,5 @@
-"""The evaluator interface and its result (the name → factory table is `registry`).
+"""The evaluator interface and its result (factories: `factory`; the name → factory table:
+`registry`).
 
 An evaluator is stateless: `evaluate(record)` returns a new `EvalResult` and stores
 nothing on `self`, so one instance serves concurrent records. A result is a verdict
@@ -8,8 +9,7 @@ error (`error` set, `passed` None): an error is never a pass and never a defect.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from monitor.config import Severity as Severity  # part of a result's type
@@ -42,7 +42,7 @@ class EvalResult:
         return "pass" if self.passed else "fail"
 
     def as_json(self) -> dict[str, Any]:
-        """The per-evaluator object of a results line (DESIGN.md, "Results line")."""
+        """The per-evaluator object of a results line (docs/contract.md, "Results file")."""
         return {
             "score": self.score,
             "normalized": self.normalized,
@@ -97,26 +97,3 @@ class CpuScorer(Protocol):
     name: str
 
     def score(self, record: RagRecord) -> EvalResult: ...
-
-
-@dataclass(frozen=True)
-class EvaluatorSpec:
-    """What the config says about one evaluator (a validated `evaluators[]` entry)."""
-
-    name: str
-    sample_rate: float | None = None
-    threshold: float | None = None
-    severity_threshold: Severity | None = None
-    model: str | None = None
-    prompt: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    """Shared resources handed to factories (the judge client, the CPU pool, ...)."""
-
-    resources: dict[str, Any] = field(default_factory=dict)
-
-
-Factory = Callable[[EvaluatorSpec, BuildContext], Evaluator]

@@ -5,18 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
+from monitor.config import EvaluatorConfig
 from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
 from monitor.detector.embedding import shared_embedder
-from monitor.evaluators.base import (
-    SEVERITIES,
-    BuildContext,
-    EvalResult,
-    Evaluator,
-    EvaluatorSpec,
-    Factory,
-    Severity,
-    severity_bucket,
-)
+from monitor.evaluators.base import SEVERITIES, EvalResult, Evaluator, Severity, severity_bucket
+from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
 
 _MAX_LISTED = 5
@@ -33,7 +26,7 @@ class _LocalEvaluator:
     requires: frozenset[Part] = frozenset()
     default_threshold = 0.5
 
-    def __init__(self, spec: EvaluatorSpec) -> None:
+    def __init__(self, spec: EvaluatorConfig) -> None:
         self.name = spec.name
         self.threshold = spec.threshold if spec.threshold is not None else self.default_threshold
 
@@ -108,7 +101,7 @@ class LocalSafety(_LocalEvaluator):
 
     requires = frozenset({"response"})
 
-    def __init__(self, spec: EvaluatorSpec) -> None:
+    def __init__(self, spec: EvaluatorConfig) -> None:
         super().__init__(spec)
         self.severity_threshold: Severity = spec.severity_threshold or "medium"
 
@@ -133,7 +126,7 @@ class LocalSafety(_LocalEvaluator):
         )
 
 
-def _create(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
+def _create(spec: EvaluatorConfig, context: BuildContext) -> Evaluator:
     classes: dict[str, type[_LocalEvaluator]] = {
         "local_groundedness": LocalGroundedness,
         "local_relevance": LocalRelevance,

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from monitor.config import Config, ConfigError
-from monitor.evaluators import judges, local
-from monitor.evaluators.base import BuildContext, Evaluator, EvaluatorSpec, Factory
+from monitor.config import Config, ConfigError, EvaluatorConfig
+from monitor.evaluators import f1, judges, local, tlm
+from monitor.evaluators.base import Evaluator
+from monitor.evaluators.factory import BuildContext, Factory
+from monitor.evaluators.judge_definitions import DEFINITIONS, TLM, Answer, judge_config_problem
 
-_FACTORIES: dict[str, Factory] = {**judges.FACTORIES, **local.FACTORIES}
+_FACTORIES: dict[str, Factory] = {
+    **judges.FACTORIES,
+    **tlm.FACTORIES,
+    **f1.FACTORIES,
+    **local.FACTORIES,
+}
 
 # The native scale `evaluators[].threshold` is compared on, by judge answer kind; None:
 # the verdict needs no threshold (YES/NO, PASS/FAIL, safety severity).
-_ANSWER_SCALES: dict[judges.Answer, tuple[float, float] | None] = {
+_ANSWER_SCALES: dict[Answer, tuple[float, float] | None] = {
     "score5": (1.0, 5.0),
     "rubric": (1.0, 5.0),
     "retrieval": (1.0, 5.0),
@@ -30,7 +37,7 @@ def known_evaluators() -> frozenset[str]:
 
 def threshold_scale(name: str) -> tuple[float, float] | None:
     """The range a threshold for evaluator `name` lies in, or None when it takes none."""
-    definition = judges.DEFINITIONS.get(name)
+    definition = DEFINITIONS.get(name)
     if definition is not None:
         return _ANSWER_SCALES[definition.answer]
     return None if name in _SEVERITY_ONLY else (0.0, 1.0)
@@ -53,10 +60,10 @@ def check_evaluators(config: Config) -> None:
             problem = _threshold_problem(entry.name, entry.threshold)
             if problem is not None:
                 problems.append(f"evaluators.{i}.threshold: {problem}")
-        if entry.tlm is not None and entry.name != judges.TLM:
-            problems.append(f"evaluators.{i}.tlm: only {judges.TLM} takes tlm options")
+        if entry.tlm is not None and entry.name != TLM:
+            problems.append(f"evaluators.{i}.tlm: only {TLM} takes tlm options")
         model = entry.model or config.judge.model
-        problem = judges.judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
+        problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:
             problems.append(f"evaluators.{i}.{problem}")
     if problems:
@@ -74,9 +81,10 @@ def _threshold_problem(name: str, threshold: float) -> str | None:
     return None
 
 
-def build(spec: EvaluatorSpec, context: BuildContext) -> Evaluator:
+def build(entry: EvaluatorConfig, context: BuildContext) -> Evaluator:
+    """The evaluator of a validated `evaluators[]` entry (`check_evaluators` passed)."""
     try:
-        factory = _FACTORIES[spec.name]
+        factory = _FACTORIES[entry.name]
     except KeyError:
-        raise KeyError(f"unknown evaluator {spec.name!r}") from None
-    return factory(spec, context)
+        raise KeyError(f"unknown evaluator {entry.name!r}") from None
+    return factory(entry, context)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from monitor.alerts.engine import GENERATOR, Alert
+from monitor.component import GENERATOR, Alert
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

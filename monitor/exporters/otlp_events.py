@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from monitor import __version__
+from monitor._version import __version__
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry

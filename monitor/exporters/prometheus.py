@@ -44,10 +44,12 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 WEB_CONFIG_KEY = "exporters.prometheus.web_config_file"
+REQUEST_GRACE_S = 1.0  # how long shutdown lets a request in progress finish
 
 
 class MetricsSink:
-    """Counts every finished evaluation (DESIGN.md metrics table)."""
+    """Counts every finished evaluation (docs/contract.md, "Metrics"). A `BatchSink`: the
+    evaluation stage hands it every batch of finished records with `emit_many`."""
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
@@ -55,14 +57,14 @@ class MetricsSink:
     async def start(self) -> None:
         return None
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
-        """`emit` for a batch of records: the counts of each series are added at once
-        (a series of a batch usually gets many), with the trace id of its last defect
-        in the batch as the exemplar, as one `emit` per record would leave it. Scores
-        are observed one by one, in order."""
+        """The counts of each series are added at once (a series of a batch usually gets
+        many), with the trace id of its last defect in the batch as the exemplar, as
+        counting record by record would leave it. Scores are observed one by one, in
+        order."""
         t = self._t
         counts: Tally[tuple[str, str, str, str]] = Tally()
         safety: Tally[tuple[str, str, str]] = Tally()
@@ -94,24 +96,6 @@ class MetricsSink:
             t.child(t.evaluation_score, service, name).observe(value)
         for graded_series, n in safety.items():
             _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
-
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        t = self._t
-        service = t.service_cap(record.service)
-        route = t.route_cap(record.route)
-        exemplar = {"trace_id": record.trace_id} if record.trace_id else None
-        for name, result in results.items():
-            outcome = result.outcome
-            t.child(t.evaluations, service, route, name, outcome).inc(
-                exemplar=exemplar if outcome == "fail" else None
-            )
-            if outcome != "error" and result.normalized is not None:
-                t.child(t.evaluation_score, service, name).observe(result.normalized)
-            if outcome != "error" and result.safety:
-                for category, severity in result.safety.items():
-                    t.child(t.safety_evaluations, service, category, severity).inc(
-                        exemplar=exemplar if severity != "very_low" else None
-                    )
 
 
 def _add(counter: Counter, n: int, trace_id: str | None) -> None:
@@ -169,7 +153,7 @@ class HealthServer:
         app = web.Application(middlewares=[self._guard] if self._web is not None else [])
         for path, handler in self._routes:
             app.router.add_get(path, handler)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=REQUEST_GRACE_S)
         await self._runner.setup()
         tls = self._web.server_context() if self._web is not None else None
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=tls)
@@ -179,10 +163,13 @@ class HealthServer:
         scheme = "https" if tls is not None else "http"
         log.info("metrics on %s://%s:%s/metrics", scheme, self._host, self.bound_port)
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop listening and close the connections. A request in progress gets at most
+        `REQUEST_GRACE_S`, whatever the deadline: a scrape takes milliseconds, and a slow
+        client must not hold the process."""
         if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -1,4 +1,4 @@
-"""JSONL results: one line per evaluated record (DESIGN.md, "Results line").
+"""JSONL results: one line per evaluated record (docs/contract.md, "Results file").
 
 `emit` queues a line and returns a future; a writer task appends queued lines in batches
 off the event loop and resolves each future with True once its line is whole in the file
@@ -41,7 +41,7 @@ _STAGE = "results_file"
 _BATCH_LINES = 1000
 _RETRY_INITIAL_S = 0.1
 _RETRY_MAX_S = 5.0
-_CLOSE_RETRY_S = 5.0  # how long close() keeps retrying before giving lines up
+_CLOSE_RETRY_S = 5.0  # how long shutdown keeps retrying failed writes at most
 
 
 def results_line(
@@ -94,6 +94,7 @@ class ResultsFileSink:
         self._pending: deque[tuple[bytes, asyncio.Future[bool]]] = deque()
         self._ready = asyncio.Event()
         self._closing = False
+        self._give_up_at = 0.0  # set by shutdown: when failed writes stop being retried
         self._task: asyncio.Task[None] | None = None
         self._fd: int | None = None
         self._reopen = False
@@ -137,11 +138,13 @@ class ResultsFileSink:
         """Open the path afresh before the next write (SIGHUP, after log rotation)."""
         self._reopen = True
 
-    async def close(self) -> None:
-        """Write what is queued (retrying for a few seconds); lines that still cannot be
-        written are given up — their futures resolve False — and counted."""
+    async def shutdown(self, deadline_s: float) -> None:
+        """Write what is queued; failed writes are retried until `deadline_s` has passed
+        (and for at most `close_retry_s`), then the lines that still cannot be written
+        are given up — their futures resolve False — and counted."""
         if self._task is None:
             return
+        self._give_up_at = asyncio.get_running_loop().time() + min(self._close_retry, deadline_s)
         self._closing = True
         self._ready.set()
         await self._task
@@ -155,7 +158,6 @@ class ResultsFileSink:
         # Lines per write: halved after a failure, so that lines still fitting into what
         # space is left get written, and grown back after each success.
         batch_lines = _BATCH_LINES
-        give_up_at: float | None = None
         loop = asyncio.get_running_loop()
         while True:
             if not self._pending:
@@ -179,14 +181,14 @@ class ResultsFileSink:
                     self._path,
                     exc,
                 )
-                if self._closing:
-                    give_up_at = give_up_at or loop.time() + self._close_retry
-                    if loop.time() >= give_up_at:
-                        self._give_up(exc)
-                        return
+                if self._closing and loop.time() >= self._give_up_at:
+                    self._give_up(exc)
+                    return
                 if len(batch) > 1:  # a smaller write may fit: try it at once
                     batch_lines = max(1, len(batch) // 2)
                     continue
+                if self._closing:  # the next try is the last one the deadline allows
+                    delay = min(delay, max(0.0, self._give_up_at - loop.time()))
                 await asyncio.sleep(delay)
                 delay = min(self._retry_max, delay * 2)
                 continue

@@ -1,7 +1,7 @@
 """The evaluation stage's task on the process pool: scoring a batch of records with the
 CPU scorers (the local evaluators) in a worker process.
 
-Each worker builds its own CPU scorers from their `EvaluatorSpec`s once, when it starts
+Each worker builds its own CPU scorers from their `EvaluatorConfig`s once, when it starts
 (`scorer_initializer`), and keeps them in this module's `_scorers`; `score_batch` is the
 task. A batch whose worker is lost is scored again one record per batch, by other
 workers, once: the record that crashed or hung the worker then costs only itself, and a
@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.evaluators.base import BuildContext, CpuScorer, EvalResult, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.base import CpuScorer, EvalResult
+from monitor.evaluators.factory import BuildContext
 from monitor.pool import Initializer, ProcessPool, TaskFailed, WorkerLost
 from monitor.records import RagRecord
 
@@ -34,14 +36,14 @@ _WireScored = list[list[tuple[tuple[Any, ...], float]]]
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
-ScorerFactory = Callable[[EvaluatorSpec], CpuScorer]
+ScorerFactory = Callable[[EvaluatorConfig], CpuScorer]
 
 # What the worker pool's forkserver imports before it forks workers: the tasks' code and
 # the scorers' read-only tables, shared by every worker.
 PRELOAD = ("monitor.processors._worker_preload",)
 
 
-def build_scorer(spec: EvaluatorSpec) -> CpuScorer:
+def build_scorer(spec: EvaluatorConfig) -> CpuScorer:
     """The registry's evaluator for `spec`, which must be a CPU scorer."""
     from monitor.evaluators.registry import build
 
@@ -56,7 +58,7 @@ def build_scorer(spec: EvaluatorSpec) -> CpuScorer:
 
 @dataclass(frozen=True, slots=True)
 class ScorerSpecs:
-    specs: tuple[EvaluatorSpec, ...]
+    specs: tuple[EvaluatorConfig, ...]
     factory: ScorerFactory
 
 
@@ -94,7 +96,7 @@ def score_batch(batch: Batch) -> _WireScored:
 
 
 def scorer_initializer(
-    specs: Sequence[EvaluatorSpec], factory: ScorerFactory = build_scorer
+    specs: Sequence[EvaluatorConfig], factory: ScorerFactory = build_scorer
 ) -> Initializer:
     """What a pool's workers run to be able to `score` `specs`."""
     return Initializer(build_scorers, ScorerSpecs(tuple(specs), factory))

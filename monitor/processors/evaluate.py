@@ -33,15 +33,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from functools import partial
-from typing import Protocol, runtime_checkable
 
-from monitor.component import SampledRecord
+from monitor.component import BatchSink, ResultSink, SampledRecord
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import EvalResult, Evaluator
+from monitor.evaluators.base import Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors._batch_evaluation import BatchEvaluator, InFlight
 from monitor.processors.budget import BudgetGate
-from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -54,37 +52,12 @@ _POOL_GRACE_S = 5.0
 _WRITE_GRACE_S = 5.0
 
 
-class ResultSink(Protocol):
-    """Where finished records go (metrics, results file, alert engine, OTLP events)."""
-
-    async def start(self) -> None: ...
-
-    def emit(
-        self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[bool] | None:
-        """Must not block. A sink that persists results returns a future, True once the
-        item is written, False if it never will be (the sink closed first); the record's
-        `on_done` waits for it, so a Kafka offset is not committed before its results
-        line is in the file. Other sinks queue the item, count their drops, return None."""
-
-    async def shutdown(self, deadline_s: float) -> None: ...
-
-
-@runtime_checkable
-class BatchSink(Protocol):
-    """A sink that also takes a batch of finished records at once, and never persists
-    (its `emit` returns None): the stage gives it each batch in one `emit_many` call,
-    so that per-series work is shared by the batch (the metrics sink's counters)."""
-
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None: ...
-
-
 class EvaluationStage:
     def __init__(
         self,
         evaluators: Sequence[tuple[Evaluator, EvaluatorConfig]],
         budget: BudgetGate,
-        sinks: Sequence[ResultSink],
+        sinks: Sequence[ResultSink | BatchSink],
         telemetry: Telemetry,
         *,
         queue_size: int = 1000,
@@ -227,7 +200,7 @@ class EvaluationStage:
             await self._pool.shutdown(min(_POOL_GRACE_S, _left(deadline_s, started)))
         for sink in self._all_sinks:
             try:
-                await _shut_down(sink, _left(deadline_s, started))
+                await sink.shutdown(_left(deadline_s, started))
             except Exception:
                 log.exception("sink %s failed to shut down", type(sink).__name__)
         self._abandoned += await self._writes_after_close()
@@ -333,15 +306,6 @@ class EvaluationStage:
 
 def _left(deadline_s: float, started: float) -> float:
     return max(0.0, deadline_s - (time.monotonic() - started))
-
-
-async def _shut_down(sink: ResultSink, deadline_s: float) -> None:
-    # Sinks that still have `close()` instead of `shutdown(deadline_s)`.
-    shutdown = getattr(sink, "shutdown", None)
-    if shutdown is not None:
-        await shutdown(deadline_s)
-    else:
-        await sink.close()  # type: ignore[attr-defined]
 
 
 def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from monitor.alerts import Alert, AlertEngine, SlidingWindow, wilson_interval
+from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
+from monitor.component import Alert
 from monitor.config import AlertRule
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
@@ -36,7 +37,7 @@ class Collect:
     def notify(self, alerts: Sequence[Alert]) -> None:
         self.alerts.extend(alerts)
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
 
@@ -239,12 +240,12 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
     collect = Collect()
     t = create_telemetry()
     engine = AlertEngine([RULE], t, [collect], evaluation_interval_s=0.01)
-    await engine.close()  # safe before start
+    await engine.shutdown(10)  # safe before start
     await engine.start()
     feed(engine, fails=40, passes=0)
     await wait_until_async(lambda: bool(collect.alerts), 5, "the alert")
-    await engine.close()
-    await engine.close()
+    await engine.shutdown(10)
+    await engine.shutdown(10)
     assert [a.status for a in collect.alerts] == ["firing"]
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.alerts import Alert, AlertEngine
+from monitor.alerts import AlertEngine
+from monitor.component import Alert
 from monitor.config import AlertRule
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.alertmanager import AlertSender
@@ -132,7 +133,7 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
                 {"local_groundedness": EvalResult(name="local_groundedness", passed=True)},
             )
         await eventually(lambda: any(a["status"] == "resolved" for a in hook.alerts()))
-        await engine.close()
+        await engine.shutdown(10)
     firing = next(a for a in hook.alerts() if a["status"] == "firing")
     assert firing["labels"]["generator"] == "rag-monitor" and firing["labels"]["severity"] == "page"
     assert count(t, "alert_notifications", target="alertmanager", outcome="sent") >= 2

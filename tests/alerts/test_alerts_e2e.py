@@ -27,7 +27,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from monitor.evaluators.base import BuildContext, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import parse_record
 from tests._servers import (
@@ -56,7 +57,7 @@ def separating_threshold() -> float:
 
     This test is about alerting, not detector quality, so it places the pass mark between
     the two answers' scores (the detector's own tests judge its accuracy)."""
-    evaluator = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
+    evaluator = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
 
     def score(answer: str) -> float | None:
         rec = parse_record(

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.alerts import Alert, AlertEngine
+from monitor.alerts import AlertEngine
 from monitor.alerts.state import FORMAT, VERSION, StateFile
+from monitor.component import Alert
 from monitor.config import AlertBaseline, AlertRule, ConfigError, load_config
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, record, verdict
@@ -204,7 +205,7 @@ async def test_a_firing_rule_is_still_firing_after_a_restart_and_resolves_later(
     stream.run(900, 0.20)
     stream.run(60, 0.50)
     assert first.firing() == [(RULE.name, "shop")]
-    await first.close()  # SIGTERM: saves, sends nothing
+    await first.shutdown(10)  # SIGTERM: saves, sends nothing
 
     second, t, _ = make(state_path=path, clock=clock)
     await second.start()
@@ -221,7 +222,7 @@ async def test_a_firing_rule_is_still_firing_after_a_restart_and_resolves_later(
     again.run(120, 0.20)
     assert [a.status for a in again.sent][-1] == "resolved"
     assert second.firing() == []
-    await second.close()
+    await second.shutdown(10)
 
 
 @pytest.mark.parametrize(
@@ -259,7 +260,7 @@ async def test_a_bad_state_file_starts_empty_and_is_counted(
     stream = Stream(engine, clock)
     stream.run(60, 0.9)
     assert stream.pages() == []  # no baseline yet: no page
-    await engine.close()
+    await engine.shutdown(10)
     saved = json.loads(path.read_text())  # replaced by a good file
     assert (saved["format"], saved["version"]) == (FORMAT, VERSION)
 
@@ -269,7 +270,7 @@ async def test_malformed_rule_state_is_left_out(tmp_path: Path) -> None:
     first, _, clock = make(state_path=path)
     stream = Stream(first, clock)
     stream.run(120, 0.2)
-    await first.close()
+    await first.shutdown(10)
     data = json.loads(path.read_text())
     data["rules"][RULE.name]["services"]["shop"]["current"] = [[5, 1, 9]]
     path.write_text(json.dumps(data))
@@ -278,13 +279,13 @@ async def test_malformed_rule_state_is_left_out(tmp_path: Path) -> None:
     assert second.snapshot() == {}
 
 
-async def test_missing_state_file_is_counted_and_written_at_close(tmp_path: Path) -> None:
+async def test_missing_state_file_is_counted_and_written_at_shutdown(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "alerts.state"
     engine, t, clock = make(state_path=path)
     await engine.start()
     assert loads(t, "missing") == 1
     Stream(engine, clock).run(60, 0.2)
-    await engine.close()
+    await engine.shutdown(10)
     saved = json.loads(path.read_text())
     assert saved["rules"][RULE.name]["services"]["shop"]["firing"] is False
     assert [p.name for p in path.parent.iterdir()] == ["alerts.state"]  # no temp file left

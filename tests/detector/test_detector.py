@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config import EvaluatorConfig
 from monitor.detector import (
     score_groundedness,
     score_relevance,
@@ -23,7 +24,6 @@ from monitor.detector import (
 )
 from monitor.detector.features import FEATURE_NAMES
 from monitor.detector.groundedness import MODEL_PATH
-from monitor.evaluators.base import EvaluatorSpec
 from monitor.evaluators.local import LocalGroundedness
 from monitor.records import parse_record
 
@@ -238,7 +238,7 @@ def test_local_groundedness_evaluator_explains_what_is_unsupported() -> None:
             "response": "The chief engineer was Frank Lloyd Wright.",
         }
     )
-    result = LocalGroundedness(EvaluatorSpec(name="local_groundedness")).score(record)
+    result = LocalGroundedness(EvaluatorConfig(name="local_groundedness")).score(record)
     assert "Frank Lloyd Wright" in result.explanation
     assert "Wright" in result.explanation.split("not in the context:")[1]
     assert 0.0 <= result.score <= 1.0

@@ -15,13 +15,14 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from monitor.exporters.summary import SummarySink
 
 import monitor.pool
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
-from monitor.evaluators.base import BuildContext, CpuScorer, EvaluatorSpec
+from monitor.evaluators.base import CpuScorer
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
-from monitor.exporters.summary import SummarySink
 from monitor.pool import DEPTH, ProcessPool, TaskFailed
 from monitor.processors._scoring import Batch, Scored, ScorerFactory, build_scorer, score
 from monitor.processors.budget import BudgetGate
@@ -35,7 +36,7 @@ from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from tests._pool_scorers import ScriptedScorer, fail, pool, scripted_extraction, scripted_scorer
 from tests._wait import wait_until_async
 
-SCRIPTED = EvaluatorSpec(name="scripted")
+SCRIPTED = EvaluatorConfig(name="scripted")
 
 
 def _rec(i: int, query: str = "q", **kw: object) -> RagRecord:
@@ -91,7 +92,7 @@ async def _started(
     *,
     processes: int = 1,
     deadline_s: float = 60.0,
-    specs: tuple[EvaluatorSpec, ...] = (SCRIPTED,),
+    specs: tuple[EvaluatorConfig, ...] = (SCRIPTED,),
     factory: ScorerFactory | None = None,
 ) -> _Pool:
     processes_pool = pool(specs, processes, deadline_s, telemetry, factory or scripted_scorer)
@@ -101,7 +102,7 @@ async def _started(
 
 async def test_results_are_the_same_as_in_process() -> None:
     names = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
-    specs = [EvaluatorSpec(name=n) for n in names]
+    specs = [EvaluatorConfig(name=n) for n in names]
     records = [
         _rec(
             i,
@@ -119,7 +120,7 @@ async def test_results_are_the_same_as_in_process() -> None:
         scored = await pool.score([(r, names) for r in records])
     finally:
         await pool.close(5.0)
-    local = {n: build(EvaluatorSpec(name=n), BuildContext()) for n in names}
+    local = {n: build(EvaluatorConfig(name=n), BuildContext()) for n in names}
     for record, row in zip(records, scored, strict=True):
         for name, (result, _) in zip(names, row, strict=True):
             scorer = local[name]

@@ -44,7 +44,7 @@ async def server(telemetry: Telemetry) -> AsyncIterator[HealthServer]:
     try:
         yield http
     finally:
-        await http.shutdown()
+        await http.shutdown(10)
 
 
 def _families(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -242,7 +242,7 @@ async def test_tls_and_basic_auth(pki: Path, tmp_path: Path, telemetry: Telemetr
             with pytest.raises(httpx.ConnectError):  # the certificate really is verified
                 await untrusting.get(f"{base}/healthz")
     finally:
-        await server.shutdown()
+        await server.shutdown(10)
 
 
 @needs_openssl
@@ -257,7 +257,7 @@ async def test_mutual_tls(pki: Path, tmp_path: Path, telemetry: Telemetry) -> No
             with pytest.raises(httpx.HTTPError):
                 await client.get(url)
     finally:
-        await server.shutdown()
+        await server.shutdown(10)
 
 
 async def _presented_certificate(port: int, pki: Path) -> str:
@@ -310,7 +310,7 @@ async def test_web_config_is_reloaded_when_it_changes(
         assert await status("third") == 200
         assert _reloads(telemetry, "ok") == 2
     finally:
-        await server.shutdown()
+        await server.shutdown(10)
 
 
 @needs_openssl

@@ -1,6 +1,6 @@
 """The metrics sink counts a batch of records (`emit_many`, as the evaluation stage hands
-it each batch) exactly as it counts the same records one by one (`emit`): same series,
-same values, same scores, and each defect series' exemplar is its last defect's trace."""
+it each batch) exactly as it counts the same records in batches of one: same series, same
+values, same scores, and each defect series' exemplar is its last defect's trace."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def test_a_batch_counts_as_its_records_one_by_one() -> None:
     ]
     one_by_one, batched = create_telemetry(), create_telemetry()
     sink = MetricsSink(one_by_one)
-    for record, results in items:
-        sink.emit(record, results)
+    for item in items:
+        sink.emit_many([item])
     MetricsSink(batched).emit_many(items)
     expected = _samples(one_by_one.registry)
     assert _samples(batched.registry) == expected

@@ -56,12 +56,14 @@ class FlakyDisk:
         return os.write(fd, data)
 
 
-async def test_lines_are_written_and_flushed_on_close(tmp_path: Path, telemetry: Telemetry) -> None:
+async def test_lines_are_written_and_flushed_on_shutdown(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
     path = tmp_path / "results.jsonl"
     sink = ResultsFileSink(path, telemetry)
     await sink.start()
     _emit(sink, 250)
-    await sink.close()
+    await sink.shutdown(10)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["request_id"] for line in lines] == [f"r{i}" for i in range(250)]
     assert lines[0]["results"]["e"]["passed"] is True
@@ -87,7 +89,7 @@ async def test_a_full_disk_is_retried_without_torn_or_lost_lines(
     disk.full = False  # room again: every waiting line is written, once, in order
     async with asyncio.timeout(10):
         assert all(await asyncio.gather(*waiting))
-    await sink.close()
+    await sink.shutdown(10)
     assert _ids(path) == [f"r{i}" for i in range(25)]
     assert _value(telemetry, "results_file_writable") == 1
 
@@ -121,7 +123,7 @@ async def test_lines_that_still_fit_are_written_when_a_whole_batch_does_not(
     disk.quota = 1 << 30
     async with asyncio.timeout(10):
         assert all(await asyncio.gather(*futures))
-    await sink.close()
+    await sink.shutdown(10)
     assert _ids(path) == [f"r{i}" for i in range(50)]
 
 
@@ -139,9 +141,18 @@ async def test_lines_that_cannot_be_written_by_shutdown_are_given_up_and_counted
     sink = ResultsFileSink("/dev/full", telemetry, retry_s=(0.01, 0.05), close_retry_s=0.2)
     await sink.start()
     futures = _emit(sink, 10)
-    await sink.close()
+    await sink.shutdown(10)
     assert [f.result() for f in futures] == [False] * 10  # never reported as written
     assert _value(telemetry, "dropped_total", stage="results_file", reason="write_error") == 10
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+async def test_the_shutdown_deadline_bounds_the_retries(telemetry: Telemetry) -> None:
+    sink = ResultsFileSink("/dev/full", telemetry, retry_s=(0.01, 0.05), close_retry_s=3600)
+    await sink.start()
+    futures = _emit(sink, 3)
+    await sink.shutdown(0.2)
+    assert [f.result() for f in futures] == [False] * 3
 
 
 async def test_a_rotated_file_is_replaced_at_the_configured_path(
@@ -158,7 +169,7 @@ async def test_a_rotated_file_is_replaced_at_the_configured_path(
     with path.open("r+") as handle:  # copytruncate: emptied in place
         handle.truncate(0)
     await asyncio.gather(*_emit(sink, 2, first=5))
-    await sink.close()
+    await sink.shutdown(10)
     assert _ids(path) == ["r5", "r6"]
 
 
@@ -172,7 +183,7 @@ async def test_reopen_opens_the_path_afresh(tmp_path: Path, telemetry: Telemetry
         other.write('{"fragment": ')
     sink.reopen()
     await asyncio.gather(*_emit(sink, 1, first=1))
-    await sink.close()
+    await sink.shutdown(10)
     lines = path.read_text().splitlines()
     assert (
         lines == [lines[0], '{"fragment": ', lines[2]]
@@ -188,7 +199,7 @@ async def test_a_file_ending_mid_line_gets_a_fresh_line_first(
     sink = ResultsFileSink(path, telemetry)
     await sink.start()
     await asyncio.gather(*_emit(sink, 1))
-    await sink.close()
+    await sink.shutdown(10)
     lines = path.read_text().splitlines()
     assert lines[-1].startswith('{"request_id": "r0"') and len(lines) == 3
 
@@ -197,7 +208,7 @@ async def test_queue_overflow_is_counted(tmp_path: Path, telemetry: Telemetry) -
     sink = ResultsFileSink(tmp_path / "r.jsonl", telemetry, queue_size=5)
     await sink.start()
     _emit(sink, 20)  # no await in between: the writer has had no chance to drain
-    await sink.close()
+    await sink.shutdown(10)
     dropped = telemetry.registry.get_sample_value(
         "rag_monitor_dropped_total", {"stage": "results_file", "reason": "queue_full"}
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.evaluators.base import BuildContext, EvaluatorSpec
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS
@@ -50,7 +51,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         await receivers.shutdown()
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
-    groundedness = build(EvaluatorSpec(name="local_groundedness"), BuildContext())
+    groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
     verdicts = {}
     for answer in answers:
         ((_, record),) = await stage.wait_for(answer["trace_id"])

@@ -19,6 +19,7 @@ import pytest_asyncio
 from monitor.component import SampledRecord
 from monitor.config import ConfigError
 from monitor.evaluators.base import EvalResult
+from monitor.evaluators.factory import BuildContext
 from monitor.judge.client import FORMAT_REMINDER, JudgeClient
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -325,7 +326,7 @@ class _Collect:
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         self.items.append(results)
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
 
@@ -371,7 +372,7 @@ async def test_self_hosted_server_without_a_key(
     client = JudgeClient(
         h.config.judge.model_copy(update={"api_key_env": None}), h.config.redaction, h.telemetry
     )
-    h.context.resources["judge"] = client
+    h.context = BuildContext(judge=client, judge_model=MODEL)
     result = await h.evaluator("fluency").evaluate(RECORD)
     assert result.score == 4
     assert stub.received[0].headers["Authorization"] == "Bearer no-key"

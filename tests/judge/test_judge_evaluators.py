@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from monitor.config import Config
-from monitor.evaluators.base import BuildContext, EvalResult, EvaluatorSpec
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.base import EvalResult
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, known_evaluators
 from monitor.judge.client import JudgeClient
 from monitor.judge.templates import SYSTEM_MESSAGE
@@ -69,12 +70,10 @@ class Harness:
             environ={KEY_ENV: SECRET},
             clock=lambda: self.clock,
         )
-        self.context = BuildContext(
-            resources={"config": self.config, "telemetry": self.telemetry, "judge": self.client}
-        )
+        self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
 
     def evaluator(self, name: str, **spec: Any) -> Any:
-        return build(EvaluatorSpec(name=name, **spec), self.context)
+        return build(EvaluatorConfig(name=name, **spec), self.context)
 
     def metric(self, name: str, **labels: str) -> float:
         value = self.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
@@ -196,9 +195,7 @@ async def test_evaluator_verdict(
     severity: str | None,
 ) -> None:
     h = Harness(stub)
-    spec: dict[str, Any] = (
-        {"options": {"rubric": "5 = cites the source, 1 = wrong"}} if name == "rubric" else {}
-    )
+    spec: dict[str, Any] = {"rubric": "5 = cites the source, 1 = wrong"} if name == "rubric" else {}
     evaluator = h.evaluator(name, **spec)
     assert evaluator.kind == "judge"
     stub.queue(Reply(content=answer, prompt_tokens=120, completion_tokens=12))

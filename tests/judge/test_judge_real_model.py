@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.evaluators.judges import DEFINITIONS
+from monitor.evaluators.judge_definitions import DEFINITIONS
 from tests._llama import MODEL, available, llama_server
 
 MAX_OUTPUT = 32

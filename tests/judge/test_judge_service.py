@@ -37,7 +37,7 @@ class _Collect:
         self.items.append(results)
         self.by_id[record.request_id] = results
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
 
@@ -81,13 +81,13 @@ async def test_service_builds_one_judge_client_only_when_needed(
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     local = Service(_config(stub, [{"name": "f1"}]), serve_http=False, with_receivers=False)
-    assert "judge" not in local._build_context().resources
+    assert local.judge is None
     judged = Service(
         _config(stub, [{"name": "violence"}, {"name": "jailbreak"}]),
         serve_http=False,
         with_receivers=False,
     )
-    assert isinstance(judged._build_context().resources["judge"], JudgeClient)
+    assert isinstance(judged.judge, JudgeClient)
     # Series for the configured model exist (at zero) before the first call.
     registry = judged.telemetry.registry
     for outcome in ("ok", "error", "timeout", "rate_limited", "circuit_open"):

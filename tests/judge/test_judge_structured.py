@@ -16,7 +16,7 @@ from typing import Any, get_args
 import pytest
 import pytest_asyncio
 
-from monitor.evaluators.judges import ANSWER_SCHEMAS, DEFINITIONS
+from monitor.evaluators.judge_definitions import ANSWER_SCHEMAS, DEFINITIONS
 from monitor.judge import parsers, schemas
 from monitor.judge.parsers import ParseError
 from tests._judge_stub import Reply, StubJudge

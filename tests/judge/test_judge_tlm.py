@@ -17,15 +17,15 @@ import pytest_asyncio
 
 from monitor.component import Delivery, SampledRecord
 from monitor.config import Budget, Config, ConfigError, EvaluatorConfig
-from monitor.evaluators.base import BuildContext, EvaluatorSpec
-from monitor.evaluators.judges import TrustworthinessTlmEvaluator
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
-from monitor.exporters.summary import SummarySink
+from monitor.evaluators.tlm import TrustworthinessTlmEvaluator
 from monitor.judge.client import JudgeClient
 from monitor.judge.consistency import detector_agreement, logprob_grade
 from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
+from monitor.receivers.replay_summary import SummarySink
 from monitor.records import ContextDoc, RagRecord
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
@@ -96,16 +96,11 @@ class Harness:
         self.client = JudgeClient(
             self.config.judge, self.config.redaction, self.telemetry, clock=lambda: self.clock
         )
-        self.context = BuildContext(
-            resources={"config": self.config, "telemetry": self.telemetry, "judge": self.client}
-        )
+        self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
 
     def evaluator(self, threshold: float | None = None, **tlm: Any) -> TrustworthinessTlmEvaluator:
-        options = EvaluatorConfig(name="trustworthiness_tlm", tlm=tlm).tlm
-        spec = EvaluatorSpec(
-            name="trustworthiness_tlm", threshold=threshold, options={"tlm": options}
-        )
-        evaluator = build(spec, self.context)
+        entry = EvaluatorConfig(name="trustworthiness_tlm", threshold=threshold, tlm=tlm)
+        evaluator = build(entry, self.context)
         assert isinstance(evaluator, TrustworthinessTlmEvaluator)
         return evaluator
 
@@ -417,7 +412,7 @@ async def test_personal_data_is_redacted_from_every_call(stub: StubJudge) -> Non
     h = Harness(stub)
     h.config = Config.model_validate({**h.config.model_dump(), "redaction": {"enabled": True}})
     h.client = JudgeClient(h.config.judge, h.config.redaction, h.telemetry)
-    h.context.resources["judge"] = h.client
+    h.context = BuildContext(judge=h.client, judge_model=h.config.judge.model)
     record = RECORD.model_copy(update={"query": QUERY + " Reply to ann@example.com"})
     await h.evaluator(preset="low", samples=2, reflection=True).evaluate(record)
     assert len(stub.received) == 3
@@ -472,9 +467,10 @@ def test_presets_set_the_calls_per_record(preset: str, calls: int) -> None:
         {"judge": {"model": MODEL}, "evaluators": [{"name": "trustworthiness_tlm"}]}
     )
     telemetry = create_telemetry()
-    context = BuildContext(resources={"config": config, "telemetry": telemetry})
-    options = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset}).tlm
-    evaluator = build(EvaluatorSpec(name="trustworthiness_tlm", options={"tlm": options}), context)
+    client = JudgeClient(config.judge, config.redaction, telemetry)
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset})
+    evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator)
     assert evaluator.calls_per_record == calls
 
@@ -505,7 +501,7 @@ async def _serve(config: Config, records: list[RagRecord]) -> dict[str, dict[str
         def emit(self, record: RagRecord, got: dict[str, Any]) -> None:
             results[record.request_id] = got
 
-        async def close(self) -> None: ...
+        async def shutdown(self, deadline_s: float) -> None: ...
 
     service = Service(config, serve_http=False, with_receivers=False, extra_sinks=[Collect()])
     await service.start()

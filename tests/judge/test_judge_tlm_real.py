@@ -21,14 +21,15 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.component import SampledRecord
+from monitor.component import ResultSink, SampledRecord
 from monitor.config import Budget, Config, EvaluatorConfig
-from monitor.evaluators.base import BuildContext, EvalResult, EvaluatorSpec
-from monitor.evaluators.judges import TrustworthinessTlmEvaluator
+from monitor.evaluators.base import EvalResult
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
+from monitor.evaluators.tlm import TrustworthinessTlmEvaluator
 from monitor.judge.client import JudgeClient
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage, ResultSink
+from monitor.processors.evaluate import EvaluationStage
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
 from tests._llama import MODEL, available, llama_server
@@ -90,7 +91,7 @@ class Collect:
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         self.results[record.request_id] = results["trustworthiness_tlm"]
 
-    async def close(self) -> None: ...
+    async def shutdown(self, deadline_s: float) -> None: ...
 
 
 @pytest.mark.timeout(600)
@@ -103,9 +104,9 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
     )
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry, models=[MODEL])
-    context = BuildContext(resources={"config": config, "telemetry": telemetry, "judge": client})
-    options = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": "medium"}).tlm
-    evaluator = build(EvaluatorSpec(name="trustworthiness_tlm", options={"tlm": options}), context)
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": "medium"})
+    evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator) and evaluator.calls_per_record == 6
     sink = Collect()
     sinks: list[ResultSink] = [sink]

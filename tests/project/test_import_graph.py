@@ -100,3 +100,112 @@ def test_config_imports_nothing_of_the_pipeline() -> None:
         check=True,
     )
     assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
+# -- layering --------------------------------------------------------------------------
+
+# Lowest first; a module belongs to the layer of its longest matching prefix. Prefixes
+# name modules that may not exist yet: the rule holds for them from their first commit.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "shared machinery",
+        frozenset(
+            {
+                "monitor._version",
+                "monitor.config",
+                "monitor.records",
+                "monitor.spans",
+                "monitor.telemetry",
+                "monitor.retry",
+                "monitor.redaction",
+                "monitor.pool",
+                "monitor.component",
+                # The evaluator interface and its result: what sinks are handed.
+                "monitor.evaluators.base",
+            }
+        ),
+    ),
+    ("scoring", frozenset({"monitor.detector", "monitor.judge", "monitor.evaluators"})),
+    (
+        "stages",
+        frozenset(
+            {"monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts"}
+        ),
+    ),
+    ("wiring", frozenset({"monitor", "monitor.service", "monitor.__main__", "monitor.sample"})),
+)
+# The stages know each other only through `monitor.component`: only the wiring imports two.
+STAGES = ("monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts")
+# Generic machinery that must know no stage and nothing about evaluation.
+STAGELESS = ("monitor.pool", "monitor.retry")
+
+
+def _within(module: str, prefix: str) -> bool:
+    """`module` is `prefix` or inside it; the package itself (`monitor`, its `__init__`)
+    contains only itself here."""
+    return module == prefix or (prefix != "monitor" and module.startswith(prefix + "."))
+
+
+def _layer(module: str) -> int:
+    """The index in LAYERS of `module`'s longest matching prefix; -1 when none matches."""
+    best, best_length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _within(module, prefix) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    return best
+
+
+def _violations(graph: dict[str, set[str]]) -> list[str]:
+    found = [f"{m}: in no layer of LAYERS" for m in sorted(graph) if _layer(m) < 0]
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            if _layer(target) > _layer(module) >= 0:
+                found.append(
+                    f"{module} ({LAYERS[_layer(module)][0]}) imports {target} "
+                    f"({LAYERS[_layer(target)][0]})"
+                )
+            for stage in STAGES:
+                if not _within(module, stage) and _within(target, stage) and _layer(module) == 2:
+                    found.append(f"{module} imports another stage: {target}")
+            if any(_within(module, p) for p in STAGELESS) and not any(
+                _within(target, p) for p in STAGELESS
+            ):
+                if _layer(target) != 0 or _within(target, "monitor.evaluators"):
+                    found.append(f"{module} must know no stage or evaluator: imports {target}")
+    return found
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    """Shared machinery < scoring (detector, judge, evaluators) < stages (receivers,
+    processors, exporters, alerts; none imports another) < wiring (service, CLI); the
+    process pool and the retry policy import only shared machinery."""
+    graph = _graph()
+    assert _violations(graph) == []
+    assert _layer("monitor.exporters.prometheus") == 2 and _layer("monitor.evaluators.base") == 0
+
+
+def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
+    graph = {
+        "monitor.telemetry": {"monitor"},
+        "monitor": set(),
+        "monitor.exporters.alertmanager": {"monitor.alerts.engine"},
+        "monitor.alerts.engine": {"monitor.processors.evaluate", "monitor.component"},
+        "monitor.processors.evaluate": {"monitor.evaluators.registry"},
+        "monitor.evaluators.registry": set(),
+        "monitor.component": set(),
+        "monitor.pool.workers": {"monitor.processors.trace", "monitor.telemetry"},
+        "monitor.processors.trace": set(),
+        "monitor.retry": {"monitor.evaluators.base"},
+        "monitor.evaluators.base": set(),
+        "monitor.stray": set(),
+    }
+    assert _violations(graph) == [
+        "monitor.stray: in no layer of LAYERS",
+        "monitor.alerts.engine imports another stage: monitor.processors.evaluate",
+        "monitor.exporters.alertmanager imports another stage: monitor.alerts.engine",
+        "monitor.pool.workers (shared machinery) imports monitor.processors.trace (stages)",
+        "monitor.pool.workers must know no stage or evaluator: imports monitor.processors.trace",
+        "monitor.retry must know no stage or evaluator: imports monitor.evaluators.base",
+        "monitor.telemetry (shared machinery) imports monitor (wiring)",
+    ]

@@ -69,7 +69,7 @@ class Capture:
         self.records.append(record)
         self.results.append(results)
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
     def ids(self) -> set[str]:

@@ -5,8 +5,8 @@ result, which is a skip there, not an error."""
 from __future__ import annotations
 
 from monitor.evaluators.base import EvalResult
-from monitor.evaluators.judges import NEEDS_REFERENCE
-from monitor.exporters.summary import SummarySink, skipped_counts
+from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
+from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.records import parse_record
 from monitor.telemetry import Telemetry
 

@@ -56,7 +56,7 @@ def extract_traces(traces: Sequence[Sequence[Span]], route_attribute: str) -> li
 
 class Extractor(Protocol):
     """Where the trace stage's worker thread has sampled traces turned into records: in
-    this process, or in the evaluation worker processes (`CpuPool`), so that the ingest
+    this process, or in the evaluation worker processes (`monitor.pool`, through `trace/_pooled.py`), so that the ingest
     process does not spend its CPU on extraction."""
 
     def extract(

@@ -1,4 +1,4 @@
-"""Per-evaluator totals for the end-of-run table of `rag-monitor replay`, with how many
+"""The end-of-run table of `rag-monitor replay`: per-evaluator totals, with how many
 records each evaluator skipped and why (no query, no context, no response: counted by the
 evaluation stage in `evaluations_skipped_total`; no reference: the reference-based
 evaluators' "needs expected_response" result)."""
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry
 
 from monitor.evaluators.base import EvalResult
-from monitor.evaluators.judges import NEEDS_REFERENCE
+from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
 from monitor.records import RagRecord
 
 
@@ -36,6 +36,8 @@ class EvaluatorTotals:
 
 
 class SummarySink:
+    """A result sink that adds up what the replay evaluated, for `table`."""
+
     def __init__(self) -> None:
         self.totals: dict[str, EvaluatorTotals] = {}
         self.records = 0
@@ -43,7 +45,7 @@ class SummarySink:
     async def start(self) -> None:
         return None
 
-    async def close(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         return None
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
