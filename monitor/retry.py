@@ -54,7 +54,7 @@ class RetryPolicy:
     def ceiling(self, retry: int) -> float:
         """The largest backoff of the `retry`-th retry (from 0), before jitter."""
         # 2**retry overflows a float past ~1024 retries; the cap is reached long before.
-        return min(self.max_s, self.base_s * 2 ** min(retry, 64))
+        return min(self.max_s, self.base_s * 2.0 ** min(retry, 64))
 
     def backoff(self, retry: int, rng: random.Random) -> float:
         """The `retry`-th retry's wait: full jitter below `ceiling(retry)`."""

@@ -7,6 +7,7 @@ answers. litellm, the judge client, the parsers and the evaluators all run for r
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -53,7 +54,9 @@ class Harness:
             "api_base": stub.openai_base,
             "api_key_env": KEY_ENV,
             "retries": 0,
-            "timeout_s": 5,
+            # Generous: a loaded machine must not turn a scripted answer into a timeout.
+            # Tests of timeouts set their own.
+            "timeout_s": 60,
             "backoff_base_s": 0.01,
             "breaker_failures": 3,
             "breaker_cooldown_s": 30,
@@ -62,16 +65,23 @@ class Harness:
         self.config = Config.model_validate({"judge": judge_cfg, **config})
         self.telemetry: Telemetry = create_telemetry()
         self.clock = 0.0
+        self.waits: list[float] = []  # every retry's backoff, in order; none is slept
         self.client = JudgeClient(
             self.config.judge,
             self.config.redaction,
             self.telemetry,
             environ={KEY_ENV: SECRET},
             clock=lambda: self.clock,
+            sleep=self._sleep,
         )
         self.context = BuildContext(
             resources={"config": self.config, "telemetry": self.telemetry, "judge": self.client}
         )
+
+    async def _sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock += seconds
+        await asyncio.sleep(0)
 
     def evaluator(self, name: str, **spec: Any) -> Any:
         return build(EvaluatorSpec(name=name, **spec), self.context)
