@@ -22,6 +22,7 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import alertmanager, free_port, http_json, webhook
+from tests._sleep import RecordedSleep
 from tests._wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
@@ -54,14 +55,6 @@ async def eventually(check: Callable[[], object], within_s: float = 20.0) -> Non
 DELIVER_ALL_S = 60.0
 
 
-class Waits(list[float]):
-    """An injected `sleep` that records each backoff and returns at once."""
-
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-        await asyncio.sleep(0)
-
-
 @contextlib.asynccontextmanager
 async def throttling(retry_afters: list[str]) -> AsyncIterator[tuple[str, list[Any]]]:
     """An HTTP server answering 429 with each `Retry-After` in turn, then 200; yields its
@@ -92,7 +85,7 @@ async def throttling(retry_afters: list[str]) -> AsyncIterator[tuple[str, list[A
 async def test_retry_after_in_seconds_or_as_http_date_is_waited_for_and_capped() -> None:
     t = create_telemetry()
     soon = format_datetime(datetime.now(UTC) + timedelta(seconds=40), usegmt=True)
-    waits = Waits()
+    waits = RecordedSleep()
     async with throttling(["7", soon, "86400"]) as (url, taken):
         sender = AlertSender(t, webhooks=[(url, {})], backoff_s=0.01, sleep=waits)
         await sender.start()
@@ -109,7 +102,7 @@ async def test_unreadable_retry_after_is_counted_logged_and_backed_off_on_our_ow
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     t = create_telemetry()
-    waits = Waits()
+    waits = RecordedSleep()
     async with throttling(["in a minute"]) as (url, taken):
         sender = AlertSender(t, webhooks=[(url, {})], backoff_s=0.01, sleep=waits)
         await sender.start()
@@ -126,7 +119,7 @@ async def test_webhook_gets_alertmanager_style_body_after_retries() -> None:
     t = create_telemetry()
     with webhook() as hook:
         hook.statuses = [503, 429]
-        waits = Waits()
+        waits = RecordedSleep()
         sender = AlertSender(
             t, webhooks=[(hook.url, {"X-Token": "s3cret"})], backoff_s=0.01, sleep=waits
         )
@@ -161,7 +154,7 @@ async def test_client_error_is_permanent_and_counted() -> None:
 async def test_unreachable_alertmanager_gives_up_after_max_attempts() -> None:
     t = create_telemetry()
     url = f"http://127.0.0.1:{free_port()}"
-    waits = Waits()
+    waits = RecordedSleep()
     sender = AlertSender(
         t, alertmanager_url=url, max_attempts=3, backoff_s=0.01, timeout_s=1, sleep=waits
     )
