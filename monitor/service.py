@@ -190,7 +190,6 @@ class Service:
                 kafka,
                 self.trace,
                 self.telemetry,
-                drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
                 max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
             )
             self._readiness.append(("Kafka receiver", receiver.ready))
@@ -226,7 +225,7 @@ class Service:
                 started.append(receiver)
         except Exception:
             for receiver in reversed(started):
-                await receiver.shutdown()
+                await receiver.shutdown(0)
             await self.trace.shutdown(0)
             await self.stage.shutdown(0)
             if self.http is not None:
@@ -242,7 +241,7 @@ class Service:
         started = time.monotonic()
         for receiver in self.receivers:
             try:
-                await receiver.shutdown()
+                await receiver.shutdown(max(0.0, deadline - (time.monotonic() - started)))
             except Exception:
                 log.exception("receiver %s failed to shut down", type(receiver).__name__)
         await self.trace.shutdown(max(0.0, deadline - (time.monotonic() - started)))
