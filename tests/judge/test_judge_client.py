@@ -106,8 +106,12 @@ async def test_client_errors_are_not_retried(stub: StubJudge) -> None:
 
 
 async def test_slow_judge_times_out(stub: StubJudge) -> None:
+    # One answered call first, without the short timeout: litellm sets itself up (for the
+    # whole process) on its first call, and a timeout that cut that short would test
+    # litellm on a loaded machine, not the judge client.
+    assert (await Harness(stub).evaluator("fluency").evaluate(RECORD)).score == 4
     h = Harness(stub, judge={"timeout_s": 0.3, "retries": 1})
-    stub.default = Reply(content="Score: 5", delay=2.0)
+    stub.default = Reply(content="Score: 5", delay=60)  # never answers: the stub cuts it at stop
     result = await h.evaluator("groundedness").evaluate(RECORD)
     assert result.outcome == "error"
     assert result.error is not None and result.error.startswith("timeout")
