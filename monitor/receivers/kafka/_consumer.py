@@ -22,9 +22,9 @@ group membership is kept. Nothing is buffered beyond that bound.
 
 Availability: the consumer is (re)created under the retry policy (`monitor/retry.py`:
 exponential backoff with full jitter, capped, no deadline) while the brokers are
-unreachable, and the backoff starts over after every good poll; `ready()` says why it is not
-ready. `kafka_lag{topic,partition}` is the fetch high watermark minus the first message
-not yet finished, so work in progress shows as lag.
+unreachable, and the backoff starts over after every good poll; `ready()` says why it is
+not ready, and `kafka_lag{topic,partition}` counts from the first message not yet
+finished (`_status`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options
 from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._intake import Batch, Intake, Token
 from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -128,7 +129,7 @@ class KafkaReceiver:
         self._assigned: set[TopicPartition] = set()
         # Revoked, and not yet known to be given back or away (`_on_assigned`).
         self._leaving: dict[TopicPartition, PartitionTracker] = {}
-        self._lag_series: set[TopicPartition] = set()
+        self._lag = LagGauge(telemetry)
         self._held: Batch = []  # refused by a full stage
         self._flush_owed = False  # draining: open traces may hold our messages
         self._paused = False
@@ -404,18 +405,8 @@ class KafkaReceiver:
             log.debug("kafka: committed on revocation %s", _names(set(offsets)))
 
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
-        age = math.inf
-        try:
-            metrics = consumer.metrics() or {}
-            age = float(
-                metrics.get("consumer-coordinator-metrics", {}).get(
-                    "last-heartbeat-seconds-ago", math.inf
-                )
-            )
-        except Exception:
-            age = math.inf
+        age = heartbeat_age(consumer)
         stale_after = 2 * self._cfg.heartbeat_interval_ms / 1000 + 1
-        assigned = consumer.assignment()
         if not self._joined:
             self._status = (False, f"joining consumer group {self._cfg.group_id}")
         elif math.isfinite(age) and age > stale_after:
@@ -424,31 +415,8 @@ class KafkaReceiver:
                 f"no heartbeat from the group coordinator for {age:.0f}s (brokers unreachable?)",
             )
         else:
-            self._status = (True, f"consuming {len(assigned)} partitions")
-        for tp in self._lag_series - self._assigned:
-            self._remove_lag(tp)
-        for tp in assigned & self._assigned:
-            high = consumer.highwater(tp)
-            if high is None:
-                continue
-            tracker = self._trackers.get(tp)
-            # Lag counts from the first message not yet finished: fetched is not done.
-            base = tracker.first_unfinished if tracker is not None else None
-            if base is None:
-                try:
-                    base = consumer.position(tp, timeout_ms=50)
-                except Exception:
-                    continue
-            if base is not None:
-                self._t.kafka_lag.labels(tp.topic, str(tp.partition)).set(max(0, high - base))
-                self._lag_series.add(tp)
-
-    def _remove_lag(self, tp: TopicPartition) -> None:
-        self._lag_series.discard(tp)
-        try:
-            self._t.kafka_lag.remove(tp.topic, str(tp.partition))
-        except KeyError:
-            pass
+            self._status = (True, f"consuming {len(consumer.assignment())} partitions")
+        self._lag.update(consumer, self._assigned, self._trackers)
 
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
@@ -474,7 +442,7 @@ class KafkaReceiver:
             if leaving is not None:
                 self._leaving[tp] = leaving
             self._assigned.discard(tp)
-            self._remove_lag(tp)
+            self._lag.remove(tp)
         if revoked:
             log.info("kafka: partitions revoked: %s", _names(revoked))
 
