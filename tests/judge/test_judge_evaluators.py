@@ -41,7 +41,8 @@ RECORD = RagRecord(
     expected_response="The bridge opened in 1931.",
 )
 
-DESIGN_EVALUATORS = """groundedness relevance retrieval coherence fluency trustworthiness relevancy
+# The evaluator names of the contract (`docs/contract.md`, "Evaluators").
+CONTRACT_EVALUATORS = """groundedness relevance retrieval coherence fluency trustworthiness relevancy
 fact_check faithfulness answer_relevancy answer_correctness pass_fail_faithfulness rubric
 context_sufficiency chunk_relevance similarity f1 hate_unfairness sexual violence self_harm
 jailbreak""".split()
@@ -97,8 +98,8 @@ async def stub() -> AsyncIterator[StubJudge]:
         yield server
 
 
-async def test_every_design_evaluator_is_registered() -> None:
-    assert set(DESIGN_EVALUATORS) <= known_evaluators()
+async def test_every_contract_evaluator_is_registered() -> None:
+    assert set(CONTRACT_EVALUATORS) <= known_evaluators()
 
 
 RETRIEVAL_JSON = """Here is my analysis.
