@@ -216,7 +216,6 @@ class Service:
                 kafka,
                 self.trace,
                 self.telemetry,
-                drain_timeout_s=self.config.pipeline.shutdown_timeout_s,
                 max_in_flight=self.config.pipeline.queue_size + 2 * kafka.max_poll_records,
             )
             self._readiness.append(("Kafka receiver", receiver.ready))

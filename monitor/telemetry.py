@@ -1,6 +1,7 @@
 """The monitor's own metrics: one table, one registry per process (never the global one).
 
-Every metric of DESIGN.md's table lives here, prefixed `rag_monitor_`. Label values that
+Every metric of the contract's metric table (`docs/contract.md`, "Metrics") lives here,
+prefixed `rag_monitor_`. Label values that
 come from untrusted input (service, route) pass through `LabelCap`, so a sender cannot
 create unbounded series; evaluator, model, category and stage come from config or code.
 """
@@ -107,6 +108,7 @@ class Telemetry:
     defect_rate: Gauge
     alert_firing: Gauge
     alert_notifications: Counter
+    retry_after_invalid: Counter
     build_info: Gauge
     service_cap: LabelCap
     route_cap: LabelCap
@@ -114,7 +116,7 @@ class Telemetry:
     _own: dict[str, Any] = field(default_factory=dict)
 
     def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
-        """A component's own counter (beyond DESIGN.md's table) on this registry, created
+        """A component's own counter (beyond the table above) on this registry, created
         once: a second component of the same kind gets the same metric."""
         metric: Counter = self._own_metric(Counter, name, doc, labels)
         return metric
@@ -229,6 +231,12 @@ def create_telemetry(
             "alert_notifications",
             "Alerts handed to Alertmanager/webhooks, by outcome (sent, retried, failed, dropped).",
             ("target", "outcome"),
+        ),
+        retry_after_invalid=counter(
+            "retry_after_invalid",
+            "Retry-After values that were neither delta-seconds nor an HTTP-date, by client "
+            "(judge, alertmanager, webhook); ignored: the client backed off on its own.",
+            ("client",),
         ),
         build_info=_build_info(reg),
         service_cap=LabelCap(max_services),

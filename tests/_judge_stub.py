@@ -9,6 +9,7 @@ remote model is faked; litellm and its HTTP stack run for real.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Callable
@@ -54,6 +55,7 @@ class StubJudge:
         self.in_flight = 0
         self.max_in_flight = 0
         self._runner: web.AppRunner | None = None
+        self._stopping = asyncio.Event()  # cuts scripted delays short at stop
         self.port = 0
 
     @property
@@ -83,6 +85,8 @@ class StubJudge:
         return self
 
     async def stop(self) -> None:
+        # A delayed answer nobody waits for any more must not hold the server's cleanup.
+        self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -104,7 +108,8 @@ class StubJudge:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if reply.delay:
-                await asyncio.sleep(reply.delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), reply.delay)
         finally:
             self.in_flight -= 1
         return got, reply

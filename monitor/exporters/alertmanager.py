@@ -10,11 +10,13 @@ never delays Alertmanager. A batch is POSTed as
 - webhook: the body Alertmanager itself sends to webhook receivers (`version` "4",
   `status`, `alerts[]`, `commonLabels`, ...), so existing receivers understand it.
 
-Connection errors, timeouts, 429 and 5xx are retried with exponential backoff and jitter
-(honouring `Retry-After`); other 4xx are permanent. Outcomes are counted in
-`rag_monitor_alert_notifications_total{target,outcome}`; batches that never arrive are
-also counted in `rag_monitor_dropped_total{stage="alerts",reason}` and logged (at most
-one line per target per `_LOG_INTERVAL_S`).
+Connection errors, timeouts, 429 and 5xx are retried under the retry policy
+(`monitor/retry.py`: exponential backoff with full jitter, capped; a `Retry-After` in
+seconds or as an HTTP-date is honoured up to `_RETRY_AFTER_MAX_S`, an unreadable one is
+counted in `rag_monitor_retry_after_invalid_total{client}` and ignored); other 4xx are
+permanent. Outcomes are counted in `rag_monitor_alert_notifications_total{target,outcome}`;
+batches that never arrive are also counted in `rag_monitor_dropped_total{stage="alerts",
+reason}` and logged (at most one line per target and kind of trouble per `_LOG_INTERVAL_S`).
 """
 
 from __future__ import annotations
@@ -22,25 +24,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 
 from monitor.component import GENERATOR, Alert
-from monitor.telemetry import Telemetry
+from monitor.retry import InvalidRetryAfter, Retry, RetryPolicy, parse_retry_after
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
 _STAGE = "alerts"
 _LOG_INTERVAL_S = 30.0
+_RETRY_AFTER_MAX_S = 300.0
 TargetKind = Literal["alertmanager", "webhook"]
 
 
 class _Permanent(Exception):
     """The target refused the batch; retrying will not help."""
+
+
+class _Transient(Exception):
+    """The batch did not arrive; another attempt may. `retry_after`: the wait the server
+    asked for, if it asked readably."""
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__()
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -51,7 +63,6 @@ class _Target:
     queue: asyncio.Queue[list[Alert]]
     task: asyncio.Task[None] | None = None
     in_flight: int = 0
-    last_log: float = field(default=0.0)
 
 
 class AlertSender:
@@ -63,6 +74,7 @@ class AlertSender:
     - `queue_size`: batches waiting per target before new ones are dropped.
     - `max_attempts`, `backoff_s`, `max_backoff_s`: retry policy per batch.
     - `timeout_s`: per-attempt HTTP timeout.
+    - `rng`, `sleep`: the backoff's randomness and its wait (tests inject them).
     """
 
     def __init__(
@@ -76,7 +88,8 @@ class AlertSender:
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         timeout_s: float = 10.0,
-        close_timeout_s: float = 5.0,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._t = telemetry
         self._targets: list[_Target] = []
@@ -85,12 +98,17 @@ class AlertSender:
             self._targets.append(_Target("alertmanager", url, {}, asyncio.Queue(queue_size)))
         for url, headers in webhooks:
             self._targets.append(_Target("webhook", url, dict(headers), asyncio.Queue(queue_size)))
-        self._max_attempts = max_attempts
-        self._backoff = backoff_s
-        self._max_backoff = max_backoff_s
+        self._retry = RetryPolicy(
+            base_s=backoff_s,
+            max_s=max_backoff_s,
+            max_attempts=max_attempts,
+            retry_after_max_s=_RETRY_AFTER_MAX_S,
+        )
+        self._rng = rng or random.Random()
+        self._sleep = sleep
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._close_timeout = close_timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._quiet = RateLimitedLog(log, _LOG_INTERVAL_S)
 
     async def start(self) -> None:
         if self._session is not None or not self._targets:
@@ -108,14 +126,15 @@ class AlertSender:
             except asyncio.QueueFull:
                 self._count(target, "dropped", len(alerts))
                 self._t.dropped.labels(_STAGE, "queue_full").inc(len(alerts))
-                self._log(target, "queue full; dropped %d alerts", len(alerts))
+                self._log(target, "queue_full", "queue full; dropped %d alerts", len(alerts))
 
-    async def close(self) -> None:
-        """Deliver what is queued until `close_timeout_s`, then give up (counted)."""
+    async def shutdown(self, deadline_s: float) -> None:
+        """Deliver what is queued until `deadline_s`, then give up (counted). Safe without
+        `start` and safe to call twice."""
         tasks = [t.task for t in self._targets if t.task is not None]
         if tasks:
             try:
-                async with asyncio.timeout(self._close_timeout):
+                async with asyncio.timeout(deadline_s):
                     await asyncio.gather(*(t.queue.join() for t in self._targets))
             except TimeoutError:
                 for target in self._targets:
@@ -147,41 +166,57 @@ class AlertSender:
 
     async def _deliver(self, target: _Target, batch: list[Alert]) -> None:
         body = self._body(target.kind, batch)
-        for attempt in range(1, self._max_attempts + 1):
+        retry = Retry(self._retry, self._rng)
+        while True:
             try:
-                delay = await self._post(target, body)
+                await self._post(target, body)
             except _Permanent as exc:
                 self._count(target, "failed", len(batch))
                 self._t.dropped.labels(_STAGE, "rejected").inc(len(batch))
-                self._log(target, "refused %d alerts: %s", len(batch), exc)
+                self._log(target, "refused", "refused %d alerts: %s", len(batch), exc)
                 return
-            if delay is None:
-                self._count(target, "sent", len(batch))
-                return
-            if attempt == self._max_attempts:
-                break
-            self._count(target, "retried", len(batch))
-            backoff = min(self._max_backoff, self._backoff * 2 ** (attempt - 1))
-            await asyncio.sleep(max(delay, backoff * random.uniform(0.5, 1.0)))
+            except _Transient as exc:
+                delay = retry.next_delay(exc.retry_after)
+                if delay is None:
+                    break
+                self._count(target, "retried", len(batch))
+                await self._sleep(delay)
+                continue
+            self._count(target, "sent", len(batch))
+            return
         self._count(target, "failed", len(batch))
         self._t.dropped.labels(_STAGE, "delivery_failed").inc(len(batch))
-        self._log(target, "gave up on %d alerts after %d attempts", len(batch), self._max_attempts)
+        self._log(
+            target,
+            "gave_up",
+            "gave up on %d alerts after %d attempts",
+            len(batch),
+            retry.failures,
+        )
 
-    async def _post(self, target: _Target, body: Any) -> float | None:
-        """None when delivered; else how long the server asked us to wait (0 if it did not)."""
+    async def _post(self, target: _Target, body: Any) -> None:
+        """POST `body`. Raises `_Transient` (worth retrying) or `_Permanent`."""
         assert self._session is not None
         try:
             async with self._session.post(target.url, json=body, headers=target.headers) as resp:
                 if resp.status < 300:
-                    return None
+                    return
                 text = (await resp.text())[:200]
                 if resp.status == 429 or resp.status >= 500:
-                    self._log(target, "HTTP %d: %s (will retry)", resp.status, text)
-                    return _retry_after(resp.headers.get("Retry-After"))
+                    self._log(target, "retry", "HTTP %d: %s (will retry)", resp.status, text)
+                    raise _Transient(self._retry_after(target, resp.headers.get("Retry-After")))
                 raise _Permanent(f"HTTP {resp.status}: {text}")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            self._log(target, "unreachable: %s (will retry)", exc or type(exc).__name__)
-            return 0.0
+            self._log(target, "retry", "unreachable: %s (will retry)", exc or type(exc).__name__)
+            raise _Transient(None) from None
+
+    def _retry_after(self, target: _Target, value: str | None) -> float | None:
+        try:
+            return parse_retry_after(value)
+        except InvalidRetryAfter as exc:
+            self._t.retry_after_invalid.labels(target.kind).inc()
+            self._log(target, "retry_after", "%s; backing off on our own", exc)
+            return None
 
     @staticmethod
     def _body(kind: TargetKind, batch: list[Alert]) -> Any:
@@ -205,17 +240,11 @@ class AlertSender:
     def _count(self, target: _Target, outcome: str, n: int) -> None:
         self._t.alert_notifications.labels(target.kind, outcome).inc(n)
 
-    def _log(self, target: _Target, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - target.last_log >= _LOG_INTERVAL_S:
-            target.last_log = now
-            log.warning("%s %s: " + message, target.kind, target.url, *args)
-
-
-def _retry_after(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        return min(max(float(value), 0.0), 300.0)
-    except ValueError:
-        return 0.0
+    def _log(self, target: _Target, trouble: str, message: str, *args: object) -> None:
+        self._quiet.warning(
+            f"{target.kind} {target.url} {trouble}",
+            "%s %s: " + message,
+            target.kind,
+            target.url,
+            *args,
+        )

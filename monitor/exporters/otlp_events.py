@@ -15,17 +15,20 @@ result is one event on that span with the GenAI semantic-convention attributes:
 
 Spans are built on the event loop (cheap) after `emit` queued the record (bounded; a full
 queue is counted), and exported in batches with `opentelemetry-exporter-otlp` in a worker
-thread, so the loop never waits on the network. Drops are counted in
-`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `export_failed`)
-and logged at most once per `_LOG_INTERVAL_S`.
+thread, so the loop never waits on the network. The exporter retries transient failures
+within its own `timeout_s`; a batch it still could not export is tried again under the
+retry policy (`monitor/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one
+exporter timeout, such as a collector restarting). Drops are counted in
+`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `export_failed`,
+`shutdown`) and logged at most once per reason per `_LOG_INTERVAL_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Sequence
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from opentelemetry import trace
@@ -38,7 +41,8 @@ from opentelemetry.util.types import AttributeValue
 from monitor._version import __version__
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
-from monitor.telemetry import Telemetry
+from monitor.retry import Retry, RetryPolicy
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,8 @@ _STAGE = "otlp_events"
 _LOG_INTERVAL_S = 30.0
 _MAX_BATCH = 512
 _MAX_EXPLANATION = 2000
+# Three exports of a batch in all, the waits between them drawn below 2 s, then 4 s.
+_EXPORT_RETRY = RetryPolicy(base_s=2.0, max_s=30.0, max_attempts=3)
 OtlpProtocol = Literal["grpc", "http/protobuf"]
 
 
@@ -93,7 +99,9 @@ def event_attributes(result: EvalResult) -> dict[str, AttributeValue]:
 
 
 class OtlpEventsSink:
-    """A `ResultSink` exporting evaluation events to an OTLP endpoint (see module docstring)."""
+    """A `ResultSink` exporting evaluation events to an OTLP endpoint (see module docstring).
+
+    `rng` and `sleep` drive the retries' backoff (tests inject them)."""
 
     def __init__(
         self,
@@ -101,7 +109,8 @@ class OtlpEventsSink:
         telemetry: Telemetry,
         *,
         queue_size: int = 10_000,
-        close_timeout_s: float = 10.0,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._exporter = exporter
         self._t = telemetry
@@ -116,11 +125,18 @@ class OtlpEventsSink:
         self._queue: asyncio.Queue[tuple[RagRecord, dict[str, EvalResult]] | None] = asyncio.Queue(
             queue_size
         )
-        self._close_timeout = close_timeout_s
+        self._rng = rng or random.Random()
+        self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
-        self._last_log = 0.0
+        self._exporting = 0  # spans of the batch being exported
+        self._quiet = RateLimitedLog(log, _LOG_INTERVAL_S)
         self._closed = False
         self.exported = 0
+
+    @property
+    def exporting(self) -> int:
+        """Spans of the batch being exported now (0 between exports)."""
+        return self._exporting
 
     async def start(self) -> None:
         if self._task is None:
@@ -132,21 +148,25 @@ class OtlpEventsSink:
         except asyncio.QueueFull:
             self._drop("queue_full", 1, "queue full; dropping evaluation events")
 
-    async def close(self) -> None:
-        """Export what is queued (until `close_timeout_s`), then shut the exporter down.
-        Safe without `start` and safe to call twice."""
+    async def shutdown(self, deadline_s: float) -> None:
+        """Export what is queued until `deadline_s`, then give up on the rest (counted) and
+        shut the exporter down. Safe without `start` and safe to call twice."""
         if self._closed:
             return
         self._closed = True
         if self._task is not None:
             try:
-                async with asyncio.timeout(self._close_timeout):
+                async with asyncio.timeout(deadline_s):
                     await self._queue.put(None)
-                    await self._task
+                    # Shielded: at the deadline the batch in export is counted before the
+                    # worker is cancelled.
+                    await asyncio.shield(self._task)
             except TimeoutError:
+                in_export = self._exporting  # read before the cancelled export forgets it
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
-                self._drop("shutdown", self._queue.qsize(), "close deadline passed")
+                left = in_export + sum(1 for item in self._drain() if item is not None)
+                self._drop("shutdown", left, "shutdown deadline passed; %d records left", left)
             self._task = None
         await asyncio.to_thread(self._exporter.shutdown)
         self._provider.shutdown()
@@ -163,19 +183,41 @@ class OtlpEventsSink:
             if None in batch:
                 return
 
+    def _drain(self) -> list[tuple[RagRecord, dict[str, EvalResult]] | None]:
+        items = []
+        while not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        return items
+
     async def _export(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
         for record, results in items:
             self._span(record, results)
         spans, self._collect.spans = self._collect.spans, []
+        self._exporting = len(spans)
+        retry = Retry(_EXPORT_RETRY, self._rng)
         try:
-            outcome = await asyncio.to_thread(self._exporter.export, spans)
-        except Exception as exc:
-            outcome = SpanExportResult.FAILURE
-            self._log("export raised %s", exc)
-        if outcome is SpanExportResult.SUCCESS:
-            self.exported += len(spans)
-        else:
-            self._drop("export_failed", len(spans), "could not export %d spans", len(spans))
+            while True:
+                try:
+                    outcome = await asyncio.to_thread(self._exporter.export, spans)
+                except Exception as exc:
+                    outcome = SpanExportResult.FAILURE
+                    self._quiet.warning("raised", "otlp events: export raised %s", exc)
+                if outcome is SpanExportResult.SUCCESS:
+                    self.exported += len(spans)
+                    return
+                delay = retry.next_delay()
+                if delay is None:
+                    self._drop(
+                        "export_failed",
+                        len(spans),
+                        "could not export %d spans in %d attempts",
+                        len(spans),
+                        retry.failures,
+                    )
+                    return
+                await self._sleep(delay)
+        finally:
+            self._exporting = 0
 
     def _span(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         parent = _parent(record)
@@ -193,13 +235,7 @@ class OtlpEventsSink:
     def _drop(self, reason: str, n: int, message: str, *args: object) -> None:
         if n:
             self._t.dropped.labels(_STAGE, reason).inc(n)
-            self._log(message, *args)
-
-    def _log(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._last_log >= _LOG_INTERVAL_S:
-            self._last_log = now
-            log.warning("otlp events: " + message, *args)
+            self._quiet.warning(reason, "otlp events: " + message, *args)
 
 
 def _parent(record: RagRecord) -> SpanContext | None:

@@ -9,8 +9,11 @@ One instance per process, shared by all judge evaluators. Per call it:
 3. redacts personal data from every message (`redaction.*`);
 4. sends the request under a concurrency semaphore (`judge.max_concurrency`) and a
    per-attempt deadline (`judge.timeout_s`), retrying 429, 5xx, timeouts and connection
-   errors up to `judge.retries` times with exponential backoff and full jitter (a
-   `Retry-After` from the provider is honoured, capped);
+   errors up to `judge.retries` times under the retry policy (`monitor/retry.py`:
+   exponential backoff from `judge.backoff_base_s` with full jitter, capped at
+   `judge.backoff_max_s`; a `Retry-After` from the provider, in seconds or as an
+   HTTP-date, is honoured up to the same cap, and an unreadable one is counted in
+   `rag_monitor_retry_after_invalid_total{client="judge"}` and ignored);
 5. asks for structured output (`response_format` with the judge's JSON schema,
    `monitor/judge/schemas.py`) when `judge.structured_output` says the model takes it,
    and validates the answer against the schema; an answer that does not validate, and
@@ -31,13 +34,16 @@ outcome ok, error, timeout, rate_limited or circuit_open; every answered call in
 `rag_monitor_judge_answers_total{model,format,result}` (format structured or free_form;
 result valid, fallback, repaired, parse or truncated). The API key (from the env var
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
+
+Split by job: this module (cache, breaker and retry around each call, the format
+follow-up, accounting), `provider` (one litellm request, its errors classified, its cost),
+`answers` (answer formats and verdicts), `breaker` (the per-model circuit breaker).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -46,150 +52,44 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from prometheus_client import Counter, Gauge
 
 from monitor.config import ConfigError, Judge, Redaction
 from monitor.judge import schemas
+from monitor.judge.answers import (
+    ANSWER_RESULTS,
+    FORMAT_REMINDER,
+    AnswerFormat,
+    TokenLogprobs,
+    Unreadable,
+    Verdict,
+    answer_limit,
+    too_long,
+)
+from monitor.judge.breaker import CircuitBreaker
 from monitor.judge.parsers import Parsed, ParseError
-from monitor.judge.schemas import JudgeAnswer
+from monitor.judge.provider import GREEDY, AttemptError, Provider, Reply, Sampling
 from monitor.redaction import Redactor
+from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
+
+# The judge client's public face: evaluators import these from here.
+__all__ = [
+    "ANSWER_RESULTS",
+    "FORMAT_REMINDER",
+    "OUTCOMES",
+    "AnswerFormat",
+    "JudgeClient",
+    "TokenLogprobs",
+    "Verdict",
+    "cache_key",
+]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
-# How an answered call ended: read at once (from the schema, or as free text when no schema
-# was asked), read as free text although a schema was asked, read after the format
-# follow-up, unreadable twice, cut off at max_tokens.
-ANSWER_RESULTS = ("valid", "fallback", "repaired", "parse", "truncated")
-FORMAT_REMINDER = (
-    "Your answer could not be read. Answer again in exactly the required format: {hint}"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerFormat:
-    """How to read one judge's answers."""
-
-    parse_text: Callable[[str], Parsed]  # the tolerant free-form parser
-    hint: str  # the required format in words, for the follow-up after an unreadable answer
-    schema: type[JudgeAnswer] | None = None  # structured output, where the model takes it
-    documents: int = 0  # context documents, for per-document verdicts
-
-    def read(self, text: str, structured: bool) -> tuple[Parsed, bool]:
-        """The verdict, and whether it came from the schema. Raises `ParseError`."""
-        if structured and self.schema is not None:
-            try:
-                return schemas.read(self.schema, text, self.documents), True
-            except ParseError as exc:
-                try:  # a server that ignores response_format may still answer readably
-                    return self.parse_text(text), False
-                except ParseError:
-                    raise exc from None
-        return self.parse_text(text), False
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict(Generic[T]):
-    """What a judge call produced: a parsed value, or an error saying why there is none."""
-
-    value: T | None
-    explanation: str = ""
-    error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    cached: bool = False
-    # With `logprobs=True` and a server that returns them: each answer token with its
-    # most likely alternatives (token, log-probability), the chosen one first.
-    logprobs: TokenLogprobs | None = None
-
-
-TokenLogprobs = tuple[tuple[tuple[str, float], ...], ...]
-TOP_LOGPROBS = 5
-
-
-class _AttemptError(Exception):
-    def __init__(
-        self,
-        outcome: str,
-        message: str,
-        retryable: bool,
-        retry_after: float | None = None,
-        schema_refused: bool = False,
-        logprobs_refused: bool = False,
-    ):
-        super().__init__(message)
-        self.outcome = outcome
-        self.retryable = retryable
-        self.retry_after = retry_after
-        # The provider rejected the request because of `response_format`.
-        self.schema_refused = schema_refused
-        # The provider rejected the request because of `logprobs`.
-        self.logprobs_refused = logprobs_refused
-
-
-@dataclass(slots=True)
-class _Reply:
-    text: str
-    finish_reason: str | None
-    input_tokens: int
-    output_tokens: int
-    cost: float
-    logprobs: TokenLogprobs | None = None
-
-
-class _Breaker:
-    """Closed → open after `threshold` consecutive failures → half-open after `cooldown`
-    (one probe call) → closed on success, open again on failure."""
-
-    def __init__(self, threshold: int, cooldown: float, clock: Callable[[], float]) -> None:
-        self._threshold = threshold
-        self._cooldown = cooldown
-        self._clock = clock
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-
-    def allow(self) -> bool:
-        if self._opened_at is None:
-            return True
-        if self._probing or self._clock() - self._opened_at < self._cooldown:
-            return False
-        self._probing = True
-        return True
-
-    def remaining(self) -> float:
-        if self._opened_at is None:
-            return 0.0
-        return max(0.0, self._cooldown - (self._clock() - self._opened_at))
-
-    @property
-    def is_open(self) -> bool:
-        return self._opened_at is not None
-
-    def success(self) -> None:
-        self._failures = 0
-        self._opened_at = None
-        self._probing = False
-
-    def abandon(self) -> None:
-        """The call let through was cancelled before it could tell anything."""
-        self._probing = False
-
-    def failure(self) -> bool:
-        """Record a failed attempt; True when this failure opened the breaker."""
-        self._failures += 1
-        was_open = self._opened_at is not None
-        if self._probing or self._failures >= self._threshold:
-            self._opened_at = self._clock()
-            self._probing = False
-            return not was_open
-        return False
 
 
 @dataclass(frozen=True)
@@ -202,7 +102,7 @@ class _ExtraMetrics:
 
 
 def _extra_metrics(telemetry: Telemetry) -> _ExtraMetrics:
-    """The judge's own metrics beyond DESIGN.md's table."""
+    """The judge's own metrics, beyond the table every component shares (`Telemetry`)."""
     return _ExtraMetrics(
         cache=telemetry.counter(
             "judge_cache_lookups", "Verdict cache lookups by result (hit, miss).", ("result",)
@@ -229,16 +129,6 @@ def _extra_metrics(telemetry: Telemetry) -> _ExtraMetrics:
             ("model", "format", "result"),
         ),
     )
-
-
-def _answer_limit(max_tokens: int) -> int:
-    """Characters an answer may have: a server that ignores `max_tokens` must not make the
-    (worst-case quadratic) parsers stall the event loop."""
-    return max(32_000, 8 * max_tokens)
-
-
-def _too_long(text: str, max_tokens: int) -> str:
-    return f"truncated: answer of {len(text)} characters ignores max_tokens={max_tokens}"
 
 
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
@@ -276,19 +166,19 @@ class JudgeClient:
         self._semaphore = asyncio.Semaphore(judge.max_concurrency)
         self._cache: OrderedDict[str, tuple[Any, str, TokenLogprobs | None]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[None]] = {}
-        self._breakers: dict[str, _Breaker] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
         self._breaker_threshold = judge.breaker_failures
         self._breaker_cooldown = judge.breaker_cooldown_s
-        self._backoff_base = judge.backoff_base_s
-        self._backoff_max = judge.backoff_max_s
+        self._retry = RetryPolicy(
+            base_s=judge.backoff_base_s,
+            max_s=judge.backoff_max_s,
+            max_attempts=judge.retries + 1,
+            retry_after_max_s=judge.backoff_max_s,
+        )
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._litellm: Any = None
-        self._import_lock = asyncio.Lock()
-        self._priced_by_litellm: dict[str, bool] = {}
-        self._unpriced_logged: set[str] = set()
-        self._prepared: set[str] = set()
+        self._provider = Provider(judge, self._api_key, self._invalid_retry_after)
         self._structured: dict[str, bool] = {}
         self._no_logprobs: set[str] = set()  # models whose server refused `logprobs`
         self._quiet = RateLimitedLog(log, 60.0, clock)
@@ -307,9 +197,11 @@ class JudgeClient:
 
     async def start(self) -> None:
         """Import litellm off the event loop (it takes seconds); calls do it lazily too."""
-        await self._load()
+        await self._provider.load()
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Forget the cached verdicts. Calls in flight belong to their callers (the
+        evaluation stage waits for or cancels them), so there is nothing to wait for."""
         self._cache.clear()
 
     # -- the call --------------------------------------------------------------------
@@ -336,7 +228,7 @@ class JudgeClient:
         endpoint = api_base or self._config.api_base
         if self._config.max_output_tokens is not None:
             max_tokens = min(max_tokens, self._config.max_output_tokens)
-        sampling = _Sampling(temperature, logprobs and model not in self._no_logprobs)
+        sampling = Sampling(temperature, logprobs and model not in self._no_logprobs)
         args = (evaluator, model, endpoint, messages, answer, max_tokens, key, sampling)
         if key is None:
             return await self._ask(*args)
@@ -367,9 +259,9 @@ class JudgeClient:
         answer: AnswerFormat,
         max_tokens: int,
         key: str | None,
-        sampling: _Sampling,
+        sampling: Sampling,
     ) -> Verdict[Any]:
-        spent = _Reply("", None, 0, 0, 0.0)
+        spent = Reply("", None, 0, 0, 0.0)
         structured = answer.schema is not None and await self._wants_schema(model)
         try:
             parsed = None
@@ -386,7 +278,7 @@ class JudgeClient:
                         spent,
                         sampling,
                     )
-                except _AttemptError as exc:
+                except AttemptError as exc:
                     if structured and exc.schema_refused:
                         self._structured[model] = structured = False
                         log.warning(
@@ -397,7 +289,7 @@ class JudgeClient:
                         self._extra.retries.labels(model, "structured_unsupported").inc()
                     elif sampling.logprobs and exc.logprobs_refused:
                         self._no_logprobs.add(model)
-                        sampling = _Sampling(sampling.temperature, False)
+                        sampling = Sampling(sampling.temperature, False)
                         log.warning(
                             "judge %s refused logprobs; asking it without from now on: %s",
                             model,
@@ -406,12 +298,12 @@ class JudgeClient:
                         self._extra.retries.labels(model, "logprobs_unsupported").inc()
                     else:
                         raise
-        except _AttemptError as exc:
+        except AttemptError as exc:
             self._quiet.warning(
                 f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
             )
             return self._error(f"{exc.outcome}: {exc}", spent)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             return self._error(str(exc), spent)
         if key is not None:
             self._cache[key] = (parsed.value, parsed.explanation, spent.logprobs)
@@ -435,11 +327,11 @@ class JudgeClient:
         answer: AnswerFormat,
         structured: bool,
         max_tokens: int,
-        spent: _Reply,
-        sampling: _Sampling,
+        spent: Reply,
+        sampling: Sampling,
     ) -> Parsed:
         """Ask, read, and on an unreadable answer ask once more for the format.
-        Raises `_AttemptError` (the call failed) or `_Unreadable` (the answers did)."""
+        Raises `AttemptError` (the call failed) or `Unreadable` (the answers did)."""
         conversation = [
             {"role": m["role"], "content": self._redact(m["content"])} for m in messages
         ]
@@ -451,10 +343,10 @@ class JudgeClient:
         answer_format = "structured" if response_format is not None else "free_form"
         counted = self._extra.answers
 
-        def read(reply: _Reply) -> tuple[Parsed, bool]:
-            if len(reply.text) > _answer_limit(max_tokens):
+        def read(reply: Reply) -> tuple[Parsed, bool]:
+            if len(reply.text) > answer_limit(max_tokens):
                 counted.labels(model, answer_format, "truncated").inc()
-                raise _Unreadable(_too_long(reply.text, max_tokens))
+                raise Unreadable(too_long(reply.text, max_tokens))
             return answer.read(reply.text, response_format is not None)
 
         reply = await self._call(
@@ -465,7 +357,7 @@ class JudgeClient:
         except ParseError as first:
             if reply.finish_reason == "length":
                 counted.labels(model, answer_format, "truncated").inc()
-                raise _Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
             self._extra.retries.labels(model, "unparseable").inc()
             conversation += [
                 {"role": "assistant", "content": reply.text or "(empty)"},
@@ -479,7 +371,7 @@ class JudgeClient:
             except ParseError as second:
                 if reply.finish_reason == "length":
                     counted.labels(model, answer_format, "truncated").inc()
-                    raise _Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                    raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
                 counted.labels(model, answer_format, "parse").inc()
                 self._quiet.warning(
                     f"unreadable:{model}:{evaluator}",
@@ -489,7 +381,7 @@ class JudgeClient:
                     second,
                 )
                 what = "empty answer" if not reply.text.strip() else str(second)
-                raise _Unreadable(f"parse: {what} (first attempt: {first})") from None
+                raise Unreadable(f"parse: {what} (first attempt: {first})") from None
             counted.labels(model, answer_format, "repaired").inc()
             return parsed
         result = "fallback" if response_format is not None and not from_schema else "valid"
@@ -503,7 +395,7 @@ class JudgeClient:
             return known
         mode = self._config.structured_output
         if mode == "auto":
-            litellm = await self._load()
+            litellm = await self._provider.load()
             try:
                 wanted = bool(litellm.supports_response_schema(model=model))
             except Exception:  # litellm raises for models it cannot map to a provider
@@ -522,7 +414,7 @@ class JudgeClient:
         return wanted
 
     @staticmethod
-    def _error(message: str, spent: _Reply) -> Verdict[Any]:
+    def _error(message: str, spent: Reply) -> Verdict[Any]:
         return Verdict(
             value=None,
             error=message,
@@ -537,17 +429,17 @@ class JudgeClient:
         api_base: str | None,
         messages: list[dict[str, str]],
         max_tokens: int,
-        spent: _Reply,
+        spent: Reply,
         response_format: dict[str, Any] | None = None,
-        sampling: _Sampling | None = None,
-    ) -> _Reply:
+        sampling: Sampling | None = None,
+    ) -> Reply:
         """One request with retries; adds its usage to `spent` (and makes its logprobs the
-        ones `spent` carries). Raises `_AttemptError`."""
+        ones `spent` carries). Raises `AttemptError`."""
         breaker = self._breakers.setdefault(
-            model, _Breaker(self._breaker_threshold, self._breaker_cooldown, self._clock)
+            model, CircuitBreaker(self._breaker_threshold, self._breaker_cooldown, self._clock)
         )
-        attempts = self._config.retries + 1
-        for attempt in range(attempts):
+        retry = Retry(self._retry, self._rng, self._clock)
+        while True:
             try:
                 reply = await self._attempt(
                     model,
@@ -555,10 +447,10 @@ class JudgeClient:
                     messages,
                     max_tokens,
                     response_format,
-                    sampling or _GREEDY,
+                    sampling or GREEDY,
                     breaker,
                 )
-            except _AttemptError as exc:
+            except AttemptError as exc:
                 self._t.judge_requests.labels(model, exc.outcome).inc()
                 if exc.outcome == "circuit_open":
                     raise
@@ -568,12 +460,13 @@ class JudgeClient:
                 if breaker.failure():
                     self._extra.circuit_open.labels(model).set(1)
                     log.warning("judge %s circuit opened after repeated failures: %s", model, exc)
-                if not exc.retryable:
+                if not exc.retryable or breaker.is_open:
                     raise
-                if attempt + 1 >= attempts or breaker.is_open:
+                delay = retry.next_delay(exc.retry_after)
+                if delay is None:
                     raise
                 self._extra.retries.labels(model, exc.outcome).inc()
-                await self._sleep(self._backoff(attempt, exc.retry_after))
+                await self._sleep(delay)
                 continue
             self._t.judge_requests.labels(model, "ok").inc()
             if breaker.is_open:
@@ -588,13 +481,6 @@ class JudgeClient:
             self._t.judge_tokens.labels(model, "output").inc(reply.output_tokens)
             self._t.judge_cost.labels(model).inc(reply.cost)
             return reply
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self._backoff_max)
-        ceiling = min(self._backoff_max, self._backoff_base * 2**attempt)
-        return self._rng.uniform(0, ceiling)
 
     async def _attempt(
         self,
@@ -603,199 +489,37 @@ class JudgeClient:
         messages: list[dict[str, str]],
         max_tokens: int,
         response_format: dict[str, Any] | None,
-        sampling: _Sampling,
-        breaker: _Breaker,
-    ) -> _Reply:
-        litellm = await self._load()
-        if model not in self._prepared:
-            self._prepare(litellm, model)
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "temperature": sampling.temperature,
-            "max_tokens": max_tokens,
-            "timeout": self._config.timeout_s,
-            "max_retries": 0,  # retries are ours, so they are counted and bounded
-            "num_retries": 0,
-        }
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-        if sampling.logprobs:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = TOP_LOGPROBS
-        if api_base:
-            kwargs["api_base"] = api_base
-        # The key goes only to the configured judge endpoint, never to an evaluator's own.
-        if self._api_key and api_base == self._config.api_base:
-            kwargs["api_key"] = self._api_key
-        elif api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-            # A self-hosted OpenAI-compatible server that wants no key; the SDK insists on one.
-            kwargs["api_key"] = "no-key"
+        sampling: Sampling,
+        breaker: CircuitBreaker,
+    ) -> Reply:
+        request = await self._provider.request(
+            model, api_base, messages, max_tokens, response_format, sampling
+        )
         async with self._semaphore:
             # Asked once a slot is free: a call that queued behind others (the samples of one
             # record) must not go out when the breaker opened while it waited.
             if not breaker.allow():
-                raise _AttemptError(
+                raise AttemptError(
                     "circuit_open",
                     f"judge {model} is failing; calls paused for {breaker.remaining():.0f}s more",
                     retryable=False,
                 )
             probe = breaker.is_open
             try:
-                async with asyncio.timeout(self._config.timeout_s):
-                    response = await litellm.acompletion(**kwargs)
+                return await self._provider.send(request)
             except asyncio.CancelledError:
                 if probe:  # a cancelled probe must not leave the breaker stuck
                     breaker.abandon()
                 raise
-            except TimeoutError:
-                raise _AttemptError(
-                    "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
-                ) from None
-            except Exception as exc:
-                raise self._classify(exc, response_format is not None, sampling.logprobs) from None
-        choice = response.choices[0]
-        text = getattr(choice.message, "content", None) or ""
-        usage = getattr(response, "usage", None)
-        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-        return _Reply(
-            text=text,
-            finish_reason=getattr(choice, "finish_reason", None),
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            cost=self._cost(litellm, model, response, tokens_in, tokens_out),
-            logprobs=_token_logprobs(choice) if sampling.logprobs else None,
-        )
-
-    def _classify(
-        self, exc: Exception, structured: bool = False, logprobs: bool = False
-    ) -> _AttemptError:
-        status = getattr(exc, "status_code", None)
-        name = type(exc).__name__
-        message = self._scrub(f"{name}: {str(exc)[:300]}")
-        if "Timeout" in name:
-            return _AttemptError("timeout", message, retryable=True)
-        if status == 429 or "RateLimit" in name:
-            return _AttemptError(
-                "rate_limited", message, retryable=True, retry_after=_retry_after(exc)
-            )
-        if isinstance(status, int) and status >= 500:
-            return _AttemptError("error", message, retryable=True)
-        if (
-            "APIConnectionError" in name
-            or "ServiceUnavailable" in name
-            or "InternalServerError" in name
-        ):
-            return _AttemptError("error", message, retryable=True)
-        rejected = status in (400, 422) or "UnsupportedParams" in name
-        refused = structured and rejected and _mentions_schema(str(exc))
-        no_logprobs = logprobs and rejected and "logprobs" in str(exc).lower() and not refused
-        return _AttemptError(
-            "error", message, retryable=False, schema_refused=refused, logprobs_refused=no_logprobs
-        )
-
-    def _scrub(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "[api key]")
-            if len(self._api_key) > 8:
-                text = text.replace(self._api_key[-8:], "[api key]")
-        return text
-
-    def _cost(
-        self, litellm: Any, model: str, response: Any, tokens_in: int, tokens_out: int
-    ) -> float:
-        if self._priced_by_litellm.get(model, True):
-            try:
-                return float(litellm.completion_cost(completion_response=response, model=model))
-            except Exception:
-                self._priced_by_litellm[model] = False
-        prices = self._config.prices.get(model)
-        if prices is None:
-            if model not in self._unpriced_logged:
-                self._unpriced_logged.add(model)
-                log.warning(
-                    "no price known for judge model %s; set judge.prices to count its cost", model
-                )
-            return 0.0
-        return (tokens_in * prices.get("input", 0.0) + tokens_out * prices.get("output", 0.0)) / 1e6
 
     def _count_redaction(self, kind: str, count: int) -> None:
         self._extra.redactions.labels(kind).inc(count)
 
-    async def _load(self) -> Any:
-        if self._litellm is not None:
-            return self._litellm
-        async with self._import_lock:
-            if self._litellm is None:
-                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                module: Any = await asyncio.to_thread(importlib.import_module, "litellm")
-                module.suppress_debug_info = True
-                module.telemetry = False
-                self._litellm = module
-        return self._litellm
-
-    def _prepare(self, litellm: Any, model: str) -> None:
-        """Give litellm a (zero) price for an Ollama model it does not know: otherwise its
-        logging asks the Ollama server for model details with a blocking HTTP call on the
-        event loop after every answer."""
-        self._prepared.add(model)
-        provider = model.split("/", 1)[0]
-        if provider in ("ollama", "ollama_chat") and model not in litellm.model_cost:
-            entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
-            litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
-            self._priced_by_litellm[model] = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Sampling:
-    temperature: float
-    logprobs: bool
-
-
-_GREEDY = _Sampling(0.0, False)
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
-
-
-def _token_logprobs(choice: Any) -> TokenLogprobs | None:
-    """The answer's tokens with their top alternatives, from an OpenAI-style
-    `choices[0].logprobs.content`; None when the server sent none or sent them unreadably."""
-    content = _field(_field(choice, "logprobs"), "content")
-    if not isinstance(content, list) or not content:
-        return None
-    tokens = []
-    try:
-        for item in content:
-            chosen = (str(_field(item, "token")), float(_field(item, "logprob")))
-            alternatives = [
-                (str(_field(alt, "token")), float(_field(alt, "logprob")))
-                for alt in _field(item, "top_logprobs") or ()
-            ]
-            tokens.append((chosen, *(a for a in alternatives if a[0] != chosen[0])))
-    except (TypeError, ValueError):
-        return None
-    return tuple(tokens)
-
-
-class _Unreadable(Exception):
-    """No verdict in the answers; the message is the result's error text."""
-
-
-def _mentions_schema(message: str) -> bool:
-    lowered = message.lower()
-    return any(word in lowered for word in ("response_format", "json_schema", "response format"))
-
-
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    raw = headers.get("retry-after")
-    try:
-        return max(0.0, float(raw)) if raw is not None else None
-    except ValueError:
-        return None
+    def _invalid_retry_after(self, model: str, value: str) -> None:
+        self._t.retry_after_invalid.labels("judge").inc()
+        self._quiet.warning(
+            f"retry-after:{model}",
+            "judge %s sent an unreadable Retry-After %r; backing off on our own",
+            model,
+            value[:64],
+        )

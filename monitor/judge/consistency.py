@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.judge.client import TokenLogprobs
+from monitor.judge.answers import TokenLogprobs
 
 # BSDetector's α: the share of a sample's agreement that is semantic; the rest is exact match.
 SEMANTIC_SHARE = 0.8

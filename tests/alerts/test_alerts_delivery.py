@@ -4,11 +4,16 @@ and the engine's alerts going through a real Alertmanager (`prometheus-alertmana
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
 
 from monitor.alerts import AlertEngine
 from monitor.component import Alert
@@ -18,6 +23,7 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import alertmanager, free_port, http_json, webhook
+from tests._sleep import RecordedSleep
 from tests._wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
@@ -46,15 +52,82 @@ async def eventually(check: Callable[[], object], within_s: float = 20.0) -> Non
     await wait_until_async(check, within_s, "the condition")
 
 
+# A deadline no test reaches: shutdown returns once the queues are delivered.
+DELIVER_ALL_S = 60.0
+
+
+@contextlib.asynccontextmanager
+async def throttling(retry_afters: list[str]) -> AsyncIterator[tuple[str, list[Any]]]:
+    """An HTTP server answering 429 with each `Retry-After` in turn, then 200; yields its
+    URL and the bodies it took."""
+    answers = list(retry_afters)
+    taken: list[Any] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.json()
+        if answers:
+            return web.Response(status=429, headers={"Retry-After": answers.pop(0)})
+        taken.append(body)
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/hook", taken
+    finally:
+        await runner.cleanup()
+
+
+async def test_retry_after_in_seconds_or_as_http_date_is_waited_for_and_capped() -> None:
+    t = create_telemetry()
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=40), usegmt=True)
+    waits = RecordedSleep()
+    async with throttling(["7", soon, "86400"]) as (url, taken):
+        sender = AlertSender(t, webhooks=[(url, {})], backoff_s=0.01, sleep=waits)
+        await sender.start()
+        sender.notify([alert()])
+        await eventually(lambda: taken)
+        await sender.shutdown(DELIVER_ALL_S)
+    assert waits[0] == 7
+    assert 30 < waits[1] <= 40  # whole seconds on the wire, measured from our clock
+    assert waits[2] == 300  # a server cannot park a sender for a day
+    assert count(t, "alert_notifications", target="webhook", outcome="sent") == 1
+
+
+async def test_unreadable_retry_after_is_counted_logged_and_backed_off_on_our_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    t = create_telemetry()
+    waits = RecordedSleep()
+    async with throttling(["in a minute"]) as (url, taken):
+        sender = AlertSender(t, webhooks=[(url, {})], backoff_s=0.01, sleep=waits)
+        await sender.start()
+        with caplog.at_level(logging.WARNING, logger="monitor.exporters.alertmanager"):
+            sender.notify([alert()])
+            await eventually(lambda: taken)
+        await sender.shutdown(DELIVER_ALL_S)
+    assert count(t, "retry_after_invalid", client="webhook") == 1
+    assert len(waits) == 1 and 0 <= waits[0] <= 0.01
+    assert "not an HTTP-date: 'in a minute'" in caplog.text
+
+
 async def test_webhook_gets_alertmanager_style_body_after_retries() -> None:
     t = create_telemetry()
     with webhook() as hook:
         hook.statuses = [503, 429]
-        sender = AlertSender(t, webhooks=[(hook.url, {"X-Token": "s3cret"})], backoff_s=0.01)
+        waits = RecordedSleep()
+        sender = AlertSender(
+            t, webhooks=[(hook.url, {"X-Token": "s3cret"})], backoff_s=0.01, sleep=waits
+        )
         await sender.start()
         sender.notify([alert(), alert(service="cart")])
         await eventually(lambda: hook.bodies)
-        await sender.close()
+        await sender.shutdown(DELIVER_ALL_S)
     (body,) = hook.bodies
     assert body["version"] == "4" and body["status"] == "firing"
     assert body["commonLabels"] == {"alertname": "hallucination", "severity": "page"}
@@ -62,6 +135,8 @@ async def test_webhook_gets_alertmanager_style_body_after_retries() -> None:
     assert body["alerts"][0]["endsAt"].endswith("Z")
     assert count(t, "alert_notifications", target="webhook", outcome="retried") == 4
     assert count(t, "alert_notifications", target="webhook", outcome="sent") == 2
+    # Full jitter below base · 2^n: the first retry waits at most 0.01 s, the second 0.02 s.
+    assert len(waits) == 2 and 0 <= waits[0] <= 0.01 and 0 <= waits[1] <= 0.02
 
 
 async def test_client_error_is_permanent_and_counted() -> None:
@@ -71,7 +146,7 @@ async def test_client_error_is_permanent_and_counted() -> None:
         sender = AlertSender(t, webhooks=[(hook.url, {})], backoff_s=0.01)
         await sender.start()
         sender.notify([alert()])
-        await sender.close()
+        await sender.shutdown(DELIVER_ALL_S)
         assert hook.bodies == [] and hook.statuses == []
     assert count(t, "alert_notifications", target="webhook", outcome="failed") == 1
     assert count(t, "dropped", stage="alerts", reason="rejected") == 1
@@ -80,10 +155,14 @@ async def test_client_error_is_permanent_and_counted() -> None:
 async def test_unreachable_alertmanager_gives_up_after_max_attempts() -> None:
     t = create_telemetry()
     url = f"http://127.0.0.1:{free_port()}"
-    sender = AlertSender(t, alertmanager_url=url, max_attempts=3, backoff_s=0.01, timeout_s=1)
+    waits = RecordedSleep()
+    sender = AlertSender(
+        t, alertmanager_url=url, max_attempts=3, backoff_s=0.01, timeout_s=1, sleep=waits
+    )
     await sender.start()
     sender.notify([alert()])
-    await sender.close()
+    await sender.shutdown(DELIVER_ALL_S)
+    assert len(waits) == 2
     assert count(t, "alert_notifications", target="alertmanager", outcome="retried") == 2
     assert count(t, "alert_notifications", target="alertmanager", outcome="failed") == 1
     assert count(t, "dropped", stage="alerts", reason="delivery_failed") == 1
@@ -92,12 +171,12 @@ async def test_unreachable_alertmanager_gives_up_after_max_attempts() -> None:
 async def test_full_queue_drops_and_counts_without_blocking() -> None:
     t = create_telemetry()
     url = f"http://127.0.0.1:{free_port()}"
-    sender = AlertSender(t, alertmanager_url=url, queue_size=2, max_attempts=1, close_timeout_s=0.5)
+    sender = AlertSender(t, alertmanager_url=url, queue_size=2, max_attempts=1)
     for _ in range(5):  # not started: nothing drains the queue
         sender.notify([alert()])
     assert count(t, "dropped", stage="alerts", reason="queue_full") == 3
     assert count(t, "alert_notifications", target="alertmanager", outcome="dropped") == 3
-    await sender.close()
+    await sender.shutdown(0.5)
 
 
 async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: Path) -> None:
@@ -133,21 +212,19 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
                 {"local_groundedness": EvalResult(name="local_groundedness", passed=True)},
             )
         await eventually(lambda: any(a["status"] == "resolved" for a in hook.alerts()))
-        await engine.shutdown(10)
+        await engine.shutdown(DELIVER_ALL_S)
     firing = next(a for a in hook.alerts() if a["status"] == "firing")
     assert firing["labels"]["generator"] == "rag-monitor" and firing["labels"]["severity"] == "page"
     assert count(t, "alert_notifications", target="alertmanager", outcome="sent") >= 2
 
 
-async def test_close_gives_up_at_its_deadline_and_counts_what_was_left() -> None:
+async def test_shutdown_gives_up_at_its_deadline_and_counts_what_was_left() -> None:
     t = create_telemetry()
     url = f"http://127.0.0.1:{free_port()}"
-    sender = AlertSender(
-        t, alertmanager_url=url, backoff_s=30, max_backoff_s=30, close_timeout_s=0.3
-    )
+    sender = AlertSender(t, alertmanager_url=url, backoff_s=30, max_backoff_s=30)
     await sender.start()
     sender.notify([alert()])
     sender.notify([alert(), alert(service="cart")])
-    await sender.close()
+    await sender.shutdown(0.3)
     assert count(t, "dropped", stage="alerts", reason="shutdown") == 3
     assert count(t, "alert_notifications", target="alertmanager", outcome="dropped") == 3

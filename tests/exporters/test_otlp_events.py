@@ -4,8 +4,10 @@ HTTP server for `http/protobuf`) in a span of the original trace, parented to it
 
 from __future__ import annotations
 
+import asyncio
+import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,16 +19,20 @@ import yaml
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from monitor.evaluators.base import EvalResult
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
-from monitor.telemetry import create_telemetry
+from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import free_port, rag_monitor
+from tests._sleep import RecordedSleep
 from tests._wait import wait_until
+
+# A deadline no test reaches: shutdown returns once the queue is exported.
+DELIVER_ALL_S = 60.0
 
 
 class Received:
@@ -143,7 +149,7 @@ async def test_evaluation_events_land_in_the_original_trace(
     sink.emit(
         RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
     )
-    await sink.close()
+    await sink.shutdown(DELIVER_ALL_S)
 
     spans = {
         next(a.value.string_value for a in s.attributes if a.key == "rag.request_id"): s
@@ -187,15 +193,18 @@ async def test_evaluation_events_land_in_the_original_trace(
 async def test_unreachable_endpoint_is_counted_not_raised() -> None:
     t = create_telemetry()
     exporter = create_exporter(f"127.0.0.1:{free_port()}", "http/protobuf", timeout_s=1)
-    sink = OtlpEventsSink(exporter, t, close_timeout_s=30)
+    waits = RecordedSleep()
+    sink = OtlpEventsSink(exporter, t, sleep=waits)
     await sink.start()
     trace_id, span_id = original_trace()
     sink.emit(
         RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
         {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
     )
-    await sink.close()
+    await sink.shutdown(DELIVER_ALL_S)
     assert sink.exported == 0
+    assert len(waits) == 2  # three exports in all, full jitter between them
+    assert 0 <= waits[0] <= 2 and 0 <= waits[1] <= 4
     assert (
         t.registry.get_sample_value(
             "rag_monitor_dropped_total", {"stage": "otlp_events", "reason": "export_failed"}
@@ -269,9 +278,68 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
 
 
 @pytest.mark.asyncio
-async def test_close_is_safe_without_start_and_twice() -> None:
+async def test_shutdown_is_safe_without_start_and_twice() -> None:
     t = create_telemetry()
     sink = OtlpEventsSink(create_exporter(f"127.0.0.1:{free_port()}", "grpc", timeout_s=1), t)
-    await sink.close()
-    await sink.close()
+    await sink.shutdown(1)
+    await sink.shutdown(1)
     assert sink.exported == 0
+
+
+class Flaky(SpanExporter):
+    """Fails its first `failures` exports (a collector restarting), then takes them all."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.spans: list[ReadableSpan] = []
+        self.release = threading.Event()  # set: exports do not block
+        self.release.set()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.release.wait()
+        if self.failures:
+            self.failures -= 1
+            return SpanExportResult.FAILURE
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.release.set()
+
+
+def dropped(t: Telemetry, reason: str) -> float:
+    labels = {"stage": "otlp_events", "reason": reason}
+    return t.registry.get_sample_value("rag_monitor_dropped_total", labels) or 0.0
+
+
+def record(i: int) -> tuple[RagRecord, dict[str, EvalResult]]:
+    return RagRecord(request_id=f"r{i}", response="x"), {"x": EvalResult(name="x", passed=True)}
+
+
+@pytest.mark.asyncio
+async def test_a_batch_that_fails_is_exported_again_after_a_backoff() -> None:
+    t = create_telemetry()
+    exporter = Flaky(failures=2)
+    waits = RecordedSleep()
+    sink = OtlpEventsSink(exporter, t, sleep=waits, rng=random.Random(1))
+    await sink.start()
+    sink.emit(*record(1))
+    await sink.shutdown(DELIVER_ALL_S)
+    assert [s.attributes["rag.request_id"] for s in exporter.spans] == ["r1"]  # type: ignore[index]
+    assert sink.exported == 1 and dropped(t, "export_failed") == 0
+    assert len(waits) == 2 and 0 <= waits[0] <= 2 and 0 <= waits[1] <= 4
+
+
+@pytest.mark.asyncio
+async def test_shutdown_deadline_counts_the_batch_in_export_and_the_queue() -> None:
+    t = create_telemetry()
+    exporter = Flaky(failures=0)
+    exporter.release.clear()  # the endpoint hangs
+    sink = OtlpEventsSink(exporter, t)
+    await sink.start()
+    sink.emit(*record(1))
+    await asyncio.to_thread(wait_until, lambda: sink.exporting, 10, "the first export")
+    sink.emit(*record(2))
+    sink.emit(*record(3))
+    await sink.shutdown(0.2)
+    assert dropped(t, "shutdown") == 3 and sink.exported == 0

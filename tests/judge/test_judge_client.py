@@ -12,6 +12,8 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 import pytest_asyncio
@@ -51,6 +53,39 @@ async def test_retries_429_and_500_with_backoff_then_succeeds(stub: StubJudge) -
     assert h.metric("judge_requests_total", model=MODEL, outcome="ok") == 1
     assert h.metric("judge_retries_total", model=MODEL, reason="rate_limited") == 1
     assert h.metric("judge_retries_total", model=MODEL, reason="error") == 1
+    # The 429's Retry-After is waited for; the 500 backs off with full jitter below
+    # backoff_base_s · 2 (the second retry).
+    assert h.waits[0] == 0.05 and 0 <= h.waits[1] <= 0.02 and len(h.waits) == 2
+
+
+async def test_retry_after_as_an_http_date_is_honoured_up_to_the_cap(stub: StubJudge) -> None:
+    h = Harness(stub, judge={"retries": 2, "backoff_max_s": 20})
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=8), usegmt=True)
+    stub.queue(
+        Reply(status=429, error="slow down", headers={"Retry-After": soon}),
+        Reply(status=429, error="slow down", headers={"Retry-After": "3600"}),
+        Reply(content="Score: 5"),
+    )
+    result = await h.evaluator("groundedness").evaluate(RECORD)
+    assert result.score == 5
+    assert 5 < h.waits[0] <= 8  # whole seconds on the wire, measured from our clock
+    assert h.waits[1] == 20  # backoff_max_s caps what a server can ask for
+
+
+async def test_unreadable_retry_after_is_counted_and_backed_off_on_our_own(
+    stub: StubJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = Harness(stub, judge={"retries": 1})
+    stub.queue(
+        Reply(status=429, error="slow down", headers={"Retry-After": "whenever"}),
+        Reply(content="Score: 5"),
+    )
+    with caplog.at_level(logging.WARNING, logger="monitor.judge.client"):
+        result = await h.evaluator("groundedness").evaluate(RECORD)
+    assert result.score == 5
+    assert h.metric("retry_after_invalid_total", client="judge") == 1
+    assert 0 <= h.waits[0] <= 0.01  # the first retry's full-jitter backoff
+    assert "unreadable Retry-After 'whenever'" in caplog.text
 
 
 async def test_retries_run_out_into_an_error_outcome(stub: StubJudge) -> None:
@@ -72,8 +107,12 @@ async def test_client_errors_are_not_retried(stub: StubJudge) -> None:
 
 
 async def test_slow_judge_times_out(stub: StubJudge) -> None:
+    # One answered call first, without the short timeout: litellm sets itself up (for the
+    # whole process) on its first call, and a timeout that cut that short would test
+    # litellm on a loaded machine, not the judge client.
+    assert (await Harness(stub).evaluator("fluency").evaluate(RECORD)).score == 4
     h = Harness(stub, judge={"timeout_s": 0.3, "retries": 1})
-    stub.default = Reply(content="Score: 5", delay=2.0)
+    stub.default = Reply(content="Score: 5", delay=60)  # never answers: the stub cuts it at stop
     result = await h.evaluator("groundedness").evaluate(RECORD)
     assert result.outcome == "error"
     assert result.error is not None and result.error.startswith("timeout")
@@ -295,7 +334,8 @@ async def test_cost_from_litellm_for_known_models_and_config_prices_otherwise(
     priced = await h.evaluator("fluency", model=unknown).evaluate(RECORD)
     assert priced.cost == pytest.approx((1000 * 2.0 + 100 * 10.0) / 1e6)
     by_litellm = await h.evaluator("coherence", model=known).evaluate(RECORD)
-    litellm = await h.client._load()
+    import litellm  # loaded by the client by now
+
     per_token_in = litellm.model_cost["gpt-4o-mini"]["input_cost_per_token"]
     per_token_out = litellm.model_cost["gpt-4o-mini"]["output_cost_per_token"]
     assert by_litellm.cost == pytest.approx(1000 * per_token_in + 100 * per_token_out)

@@ -7,6 +7,7 @@ answers. litellm, the judge client, the parsers and the evaluators all run for r
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,7 +42,8 @@ RECORD = RagRecord(
     expected_response="The bridge opened in 1931.",
 )
 
-DESIGN_EVALUATORS = """groundedness relevance retrieval coherence fluency trustworthiness relevancy
+# The evaluator names of the contract (`docs/contract.md`, "Evaluators").
+CONTRACT_EVALUATORS = """groundedness relevance retrieval coherence fluency trustworthiness relevancy
 fact_check faithfulness answer_relevancy answer_correctness pass_fail_faithfulness rubric
 context_sufficiency chunk_relevance similarity f1 hate_unfairness sexual violence self_harm
 jailbreak""".split()
@@ -54,7 +56,9 @@ class Harness:
             "api_base": stub.openai_base,
             "api_key_env": KEY_ENV,
             "retries": 0,
-            "timeout_s": 5,
+            # Generous: a loaded machine must not turn a scripted answer into a timeout.
+            # Tests of timeouts set their own.
+            "timeout_s": 60,
             "backoff_base_s": 0.01,
             "breaker_failures": 3,
             "breaker_cooldown_s": 30,
@@ -63,14 +67,21 @@ class Harness:
         self.config = Config.model_validate({"judge": judge_cfg, **config})
         self.telemetry: Telemetry = create_telemetry()
         self.clock = 0.0
+        self.waits: list[float] = []  # every retry's backoff, in order; none is slept
         self.client = JudgeClient(
             self.config.judge,
             self.config.redaction,
             self.telemetry,
             environ={KEY_ENV: SECRET},
             clock=lambda: self.clock,
+            sleep=self._sleep,
         )
         self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
+
+    async def _sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock += seconds
+        await asyncio.sleep(0)
 
     def evaluator(self, name: str, **spec: Any) -> Any:
         return build(EvaluatorConfig(name=name, **spec), self.context)
@@ -86,8 +97,8 @@ async def stub() -> AsyncIterator[StubJudge]:
         yield server
 
 
-async def test_every_design_evaluator_is_registered() -> None:
-    assert set(DESIGN_EVALUATORS) <= known_evaluators()
+async def test_every_contract_evaluator_is_registered() -> None:
+    assert set(CONTRACT_EVALUATORS) <= known_evaluators()
 
 
 RETRIEVAL_JSON = """Here is my analysis.

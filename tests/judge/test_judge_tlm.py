@@ -83,7 +83,9 @@ class Harness:
                     "model": MODEL,
                     "api_base": stub.openai_base,
                     "retries": 0,
-                    "timeout_s": 5,
+                    # Generous: a loaded machine must not turn a scripted answer into a
+                    # timeout. The timeout test sets its own.
+                    "timeout_s": 60,
                     "backoff_base_s": 0.01,
                     "prices": {MODEL: {"input": 1.0, "output": 2.0}},
                     "structured_output": "off",
@@ -316,7 +318,12 @@ async def test_a_server_refusing_logprobs_is_asked_without_them(stub: StubJudge)
 
 
 async def test_a_sample_that_times_out_makes_the_record_an_error(stub: StubJudge) -> None:
-    slow = Reply(SAME, delay=30)
+    # Answered calls first, without the short timeout: litellm sets itself up (for the
+    # whole process) on its first call, which a loaded machine must not turn into a timeout.
+    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    await Harness(stub).evaluator(preset="low", reflection=True).evaluate(RECORD)
+    stub.received.clear()
+    slow = Reply(SAME, delay=60)  # never answers: the stub cuts it at stop
     stub.default = Script(sample=[SAME, slow, SAME], reflect=["Answer: A"])
     h = Harness(stub, timeout_s=0.5, max_concurrency=1)
     result = await h.evaluator(preset="low", reflection=True).evaluate(RECORD)

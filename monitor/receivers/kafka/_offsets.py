@@ -96,8 +96,3 @@ class PartitionTracker:
     def first_unfinished(self) -> int | None:
         """The offset of the first message not finished yet (None when all are)."""
         return self._entries[0][0] if self._entries else None
-
-    @property
-    def finished_through(self) -> int | None:
-        """One past the last message of the finished prefix (None before any)."""
-        return self._next

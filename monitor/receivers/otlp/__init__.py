@@ -78,7 +78,7 @@ class OtlpReceivers:
             await self.shutdown()
             raise
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float = 0.0) -> None:
         """Stop both servers (no new spans arrive); what they accepted is in the trace
         stage, which drains it when the service stops it next."""
         if self.grpc is not None:
