@@ -15,7 +15,6 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from monitor.exporters.summary import SummarySink
 
 import monitor.pool
 from monitor.component import SampledRecord
@@ -29,6 +28,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.processors.trace import Extraction, Unreadable, extract_traces
 from monitor.processors.trace._pooled import EXTRACT_BATCH, PooledExtractor
+from monitor.receivers.replay_summary import SummarySink
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
