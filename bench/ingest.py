@@ -75,6 +75,8 @@ DOCS = [
     "Apollo 11 landed on the Moon on 20 July 1969; Neil Armstrong was the first to step out.",
 ]
 
+_FILLER = "The passage goes on with more of the source document's text. "
+
 
 def _kv(key: str, value: str | int | float) -> KeyValue:
     if isinstance(value, str):
@@ -84,9 +86,16 @@ def _kv(key: str, value: str | int | float) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(double_value=value))
 
 
-def build_payload(rng: random.Random, light: int = 0) -> tuple[bytes, list[bytes]]:
+def build_payload(
+    rng: random.Random, light: int = 0, doc_padding: int = 0
+) -> tuple[bytes, list[bytes]]:
     """One 512-span export request and the trace ids in it; `light` extra non-RAG spans
-    (database / HTTP client calls with 4 short attributes) per trace."""
+    (database / HTTP client calls with 4 short attributes) per trace; `doc_padding`
+    characters more in every document (longer retrieved passages, answers and prompts)."""
+    docs_text = [
+        (d + " " + _FILLER * (1 + doc_padding // len(_FILLER)))[: len(d) + doc_padding]
+        for d in DOCS
+    ]
     spans = []
     trace_ids = []
     t0 = time.time_ns()
@@ -95,8 +104,8 @@ def build_payload(rng: random.Random, light: int = 0) -> tuple[bytes, list[bytes
         trace_ids.append(trace_id)
         root = rng.randbytes(8)
         q = QUESTIONS[n % len(QUESTIONS)]
-        docs = [DOCS[(n + i) % len(DOCS)] for i in range(3)]
-        answer = DOCS[n % len(DOCS)]
+        docs = [docs_text[(n + i) % len(DOCS)] for i in range(3)]
+        answer = docs_text[n % len(DOCS)]
         system = "Answer only from the context below.\n\n" + "\n\n".join(docs)
 
         def span(
@@ -188,12 +197,12 @@ def build_payload(rng: random.Random, light: int = 0) -> tuple[bytes, list[bytes
 class Payloads:
     """Pre-serialized bodies whose trace ids are rewritten in place for every request."""
 
-    def __init__(self, count: int = 8, seed: int = 1, light: int = 0) -> None:
+    def __init__(self, count: int = 8, seed: int = 1, light: int = 0, doc_padding: int = 0) -> None:
         rng = random.Random(seed)
         self._bodies = []
         self.spans_per_trace = SPANS_PER_TRACE + light
         for _ in range(count):
-            body, ids = build_payload(rng, light)
+            body, ids = build_payload(rng, light, doc_padding)
             offsets = []
             for trace_id in ids:
                 start = 0
@@ -429,6 +438,7 @@ class Monitor:
     """A running `rag-monitor run` on free ports, at `sampling`."""
 
     sampling: float
+    pin: bool = True  # see `start_monitor`
     grpc_port: int = dataclasses.field(default_factory=_port)
     http_port: int = dataclasses.field(default_factory=_port)
     metrics_port: int = dataclasses.field(default_factory=_port)
@@ -446,7 +456,7 @@ class Monitor:
             f"sampling: {{rate: {self.sampling}}}\n"
             f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{self.metrics_port}'}}\n"
         )
-        self.proc = start_monitor(config, self.metrics_port, pin=True)
+        self.proc = start_monitor(config, self.metrics_port, pin=self.pin)
         try:
             yield self
         finally:
@@ -588,11 +598,6 @@ def main() -> None:
         "--sampling", type=float, default=0.01, help="sampling.rate of the monitor (0: ingest only)"
     )
     parser.add_argument(
-        "--no-reference",
-        action="store_true",
-        help="skip the in-process ceilings (when this script drives another checkout)",
-    )
-    parser.add_argument(
         "--py-spy",
         metavar="PREFIX",
         help="profile the server with py-spy (collapsed stacks to PREFIX.<protocol>.txt)",
@@ -625,9 +630,8 @@ def main() -> None:
         f"payload: {len(ids) * (SPANS_PER_TRACE + args.light_spans)} spans in {len(ids)} traces, "
         f"{len(payload)} bytes"
     )
-    if not args.no_reference:
-        for name, value in reference(payload, args.light_spans).items():
-            print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
+    for name, value in reference(payload, args.light_spans).items():
+        print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
     for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
         result = run_protocol(
             protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy, args.sampling
