@@ -59,6 +59,7 @@ from monitor.processors.trace._extract import (
     extract_traces,
     sampling_view,
 )
+from monitor.processors.trace._triage import TraceTriage
 from monitor.records import RagRecord, RawRecord, RecordError, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -295,6 +296,19 @@ class TraceStage:
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
             ("service",),
+        )
+        # For the receivers that decode with it. Off while /debug/records is served: it
+        # lists unsampled traces, which the triage never builds.
+        self.triage = (
+            TraceTriage(
+                sampler,
+                telemetry,
+                assembled=self.assembled,
+                unsampled=self.unsampled,
+                max_remembered=assembly.max_open_traces,
+            )
+            if observer is None
+            else None
         )
 
     # -- TraceConsumer (any thread) --------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from monitor.component import TraceConsumer
 from monitor.config import Config
+from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.telemetry import Telemetry
@@ -49,16 +50,24 @@ class _DecodeThread:
 
 
 class OtlpReceivers:
-    def __init__(self, config: Config, consumer: TraceConsumer, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: Config,
+        consumer: TraceConsumer,
+        telemetry: Telemetry,
+        triage: TraceTriage | None = None,
+    ) -> None:
+        """`triage`: the trace stage's (`TraceStage.triage`), so that spans of traces no
+        evaluator will sample are counted at decoding and never built."""
         otlp = config.receivers.otlp
         self._decoder = _DecodeThread()
         self.grpc = (
-            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry)
+            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry, triage)
             if otlp.grpc.enabled
             else None
         )
         self.http = (
-            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry)
+            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry, triage)
             if otlp.http.enabled
             else None
         )

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from monitor.component import TraceConsumer
 from monitor.config import Config
+from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp._connections import ConnectionGuard
 from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
@@ -47,7 +48,12 @@ _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE, _INTERNA
 
 class OtlpHttpReceiver:
     def __init__(
-        self, config: Config, consumer: TraceConsumer, offload: Offload, telemetry: Telemetry
+        self,
+        config: Config,
+        consumer: TraceConsumer,
+        offload: Offload,
+        telemetry: Telemetry,
+        triage: TraceTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         host, _, port = otlp.http.endpoint.rpartition(":")
@@ -64,6 +70,7 @@ class OtlpHttpReceiver:
             max_connections=otlp.http.max_connections,
         )
         self._consumer = consumer
+        self._triage = triage
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
@@ -193,6 +200,7 @@ class OtlpHttpReceiver:
                 as_json=as_json,
                 limit=self._limit,
                 logs=logs,
+                triage=self._triage,
             )
         except TooLarge as exc:
             return self._too_large(str(exc), as_json)
