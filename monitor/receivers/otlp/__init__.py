@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
-from monitor.receivers.otlp.http import OtlpHttpReceiver
+from monitor.receivers.otlp.http import SHUTDOWN_S, OtlpHttpReceiver
 from monitor.telemetry import Telemetry
 
 __all__ = ["OtlpReceivers"]
@@ -43,7 +44,8 @@ class _DecodeThread:
             return call()
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
+        """Calls not started are cancelled; the one running finishes in its thread."""
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
@@ -84,14 +86,16 @@ class OtlpReceivers:
             if self.http is not None:
                 await self.http.start()
         except BaseException:
-            await self.shutdown()
+            await self.shutdown(0)
             raise
 
-    async def shutdown(self) -> None:
-        """Stop both servers (no new spans arrive); what they accepted is in the trace
-        stage, which drains it when the service stops it next."""
+    async def shutdown(self, deadline_s: float = SHUTDOWN_S) -> None:
+        """Stop both servers (no new spans arrive), giving calls in progress until
+        `deadline_s`; what they accepted is in the trace stage, which drains it when the
+        service stops it next."""
+        started = time.monotonic()
         if self.grpc is not None:
-            await self.grpc.shutdown()
+            await self.grpc.shutdown(deadline_s)
         if self.http is not None:
-            await self.http.shutdown()
-        self._decoder.stop()
+            await self.http.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
+        self._decoder.shutdown()

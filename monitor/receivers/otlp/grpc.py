@@ -34,6 +34,7 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 RECEIVER = "otlp_grpc"
+SHUTDOWN_S = 2.0  # for callers that give no deadline
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
@@ -93,10 +94,11 @@ class OtlpGrpcReceiver:
         tls = "TLS" if self._tls is not None else "plaintext"
         log.info("OTLP/gRPC receiver listening on %s (port %d, %s)", self._endpoint, port, tls)
 
-    async def shutdown(self, grace_s: float = 2.0) -> None:
+    async def shutdown(self, deadline_s: float = SHUTDOWN_S) -> None:
+        """Stop taking calls; calls in progress get until `deadline_s` to finish."""
         server, self._server = self._server, None
         if server is not None:
-            await server.stop(grace_s)
+            await server.stop(deadline_s)
 
     async def _refuse(
         self,

@@ -41,6 +41,7 @@ RECEIVER = "otlp_http"
 PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 RETRY_AFTER_S = 2
+SHUTDOWN_S = 2.0  # for callers that give no deadline
 _PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf"})
 _JSON = "application/json"
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE, _INTERNAL = 3, 16, 8, 14, 13
@@ -113,13 +114,20 @@ class OtlpHttpReceiver:
         self._guard.start()
         log.info("OTLP/HTTP receiver listening on %s:%d%s", self._host, self.port, PATH)
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float = SHUTDOWN_S) -> None:
+        """Stop taking requests; requests in progress get until `deadline_s` to finish
+        (then their connections are closed)."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        await self._guard.stop()
+        await self._guard.shutdown(deadline_s)
         runner, self._runner = self._runner, None
         if runner is not None:
+            if runner.server is not None:
+                # Idle keep-alive connections close now, busy ones when their request is
+                # answered or at the deadline; `cleanup` then finds none left to wait for.
+                runner.server.pre_shutdown()
+                await runner.server.shutdown(deadline_s)
             await runner.cleanup()
 
     def _reject(
