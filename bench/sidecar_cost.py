@@ -6,7 +6,7 @@ Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole 
 and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
 one at `--sampling` and one with nothing sampled (`sampling.rate: 0`). Each is driven in
 turn by the same load: one client sending OTLP/HTTP protobuf requests of 512 spans
-(`bench/ingest.py`'s 4-span RAG traces with longer documents, ~875 bytes per span, fresh
+(`bench/_otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
 trace ids in every request), for `--seconds`.
 Measured per window: spans accepted (200 responses × spans per request) and the CPU time
 of the whole process tree (the process and every descendant: forkserver, evaluation
@@ -39,21 +39,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._otlp_load import BATCH, Payloads  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
-from bench.ingest import BATCH, Monitor, Payloads, descendants  # noqa: E402
+from bench.ingest import Monitor, descendants  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of `pid` and every process below it, now."""
-    total = 0.0
-    for proc in (pid, *descendants(pid)):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK
-    return total
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process, now (0 once it is gone)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    return 0.0
+
+
+def tree_cpu_s(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds, now, of `pid` and of every process below it."""
+    return cpu_s(pid), sum(map(cpu_s, descendants(pid)))
 
 
 def rotel_binary() -> Path:
@@ -144,26 +148,30 @@ class Side:
     pid: int
     port: int
     rates: list[float] = field(default_factory=list)  # spans per CPU-second, per round
+    main_share: list[float] = field(default_factory=list)  # of the tree's CPU, per round
     idle: list[ProcessMemory] = field(default_factory=list)
 
     def measure(self, payloads: Payloads, seconds: float) -> float:
-        cpu0 = tree_cpu_s(self.pid)
+        main0, rest0 = tree_cpu_s(self.pid)
         accepted = asyncio.run(drive(self.port, payloads, seconds, self.pid))
         # What was accepted is still being assembled and scored: its CPU counts, until
         # the tree is quiet again.
-        quiet_by, last = time.monotonic() + 15, tree_cpu_s(self.pid)
+        quiet_by, last = time.monotonic() + 15, sum(tree_cpu_s(self.pid))
         while time.monotonic() < quiet_by:
             time.sleep(0.5)
-            now = tree_cpu_s(self.pid)
+            now = sum(tree_cpu_s(self.pid))
             if now - last < 0.02:
                 break
             last = now
-        cpu = last - cpu0
+        main1, rest1 = tree_cpu_s(self.pid)
+        main, cpu = main1 - main0, main1 + rest1 - main0 - rest0
+        self.main_share.append(main / max(cpu, 1e-9))
         rate = accepted / max(cpu, 1e-9)
         self.rates.append(rate)
         print(
             f"  {self.name:28s} {accepted / seconds:9,.0f} spans/s accepted, "
-            f"{cpu / seconds:4.2f} cores, {rate:9,.0f} spans per CPU-s",
+            f"{cpu / seconds:4.2f} cores ({main / max(cpu, 1e-9):.0%} main process), "
+            f"{rate:9,.0f} spans per CPU-s",
             flush=True,
         )
         return rate
