@@ -136,6 +136,11 @@ class Sampler:
     def always_negative_feedback(self) -> bool:
         return self._always_negative
 
+    @property
+    def samples_every_key(self) -> bool:
+        """Whether `may_sample` is True whatever the key (some rule samples everything)."""
+        return self._ceiling == _ALL_DIGESTS
+
     def may_sample(self, key: str) -> bool:
         """False when no evaluator samples a record or trace with this sampling key under
         any base rate (any service, any route) unless it is forced (`always.error`,

@@ -36,6 +36,10 @@ class Triage(Protocol):
     (`monitor.processors.trace.TraceTriage`)."""
 
     @property
+    def keeps_everything(self) -> bool:
+        """Every trace is kept (a sampling rate of 1): nothing to triage."""
+
+    @property
     def forced_by_error(self) -> bool:
         """A span with status ERROR makes its trace kept (`sampling.always.error`)."""
 
@@ -68,8 +72,10 @@ def decode_protobuf(
     spans at once, the ones that occur nowhere in it. `triage`: build spans only for the
     traces it keeps (see `Triage`)."""
     absent = frozenset(key for key in probe if key.encode() not in body)
-    if triage is not None and triage.forced_by_feedback and FEEDBACK_KEY not in absent:
-        triage = None  # feedback may force any trace of this body: decode it whole
+    if triage is not None and (
+        triage.keeps_everything or (triage.forced_by_feedback and FEEDBACK_KEY not in absent)
+    ):
+        triage = None  # every trace kept, or feedback may force any: decode it whole
     try:
         request = _SkeletonRequest.FromString(body)
         if triage is None:

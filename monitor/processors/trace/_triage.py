@@ -45,6 +45,10 @@ class TraceTriage:
         self._event_services: set[str] = set()
 
     @property
+    def keeps_everything(self) -> bool:
+        return self._sampler.samples_every_key
+
+    @property
     def forced_by_error(self) -> bool:
         return self._sampler.always_error
 
@@ -66,6 +70,8 @@ class TraceTriage:
         forgotten. The first event of each service is kept whatever its trace: it tells
         trace assembly that the service sends log events, so that its sampled traces
         wait for theirs."""
+        if self.keeps_everything:
+            return decoded
         kept: list[Span] = []
         for span in decoded.spans:
             if span.service not in self._event_services and len(self._event_services) < self._max:
