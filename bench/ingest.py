@@ -23,9 +23,10 @@ per second (the sustained rate: the assembler kept up; the ~1% sampled traces be
 records, the rest are counted in `traces_unsampled_total` without extraction), server
 CPU seconds per 100k spans, 503 / UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference
 ceilings on the same payload, in-process, one thread: raw protobuf parse, our span decode,
-decode + assembly + record extraction of every trace, and the same with the sampling
-decision taken before extraction (as the server decides; it extracts the sampled traces
-in its evaluation worker processes).
+decode + assembly + record extraction of every trace, the same with the sampling
+decision taken before extraction, and the same with the spans of traces that cannot be
+sampled left unbuilt at decoding (as the server does; it extracts the sampled traces in
+its evaluation worker processes).
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
     from monitor.config import Config
     from monitor.processors.sampler import Sampler
+    from monitor.processors.trace import TraceTriage
     from monitor.processors.trace._assembler import TraceAssembler
     from monitor.processors.trace._extract import extract_records, sampling_view
     from monitor.receivers.otlp._wire import decode_request
     from monitor.spans import Decoded
+    from monitor.telemetry import create_telemetry
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
@@ -87,6 +90,18 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
         for trace in asm.add(decode(payloads.next()).spans, "bench"):
             extract_records(trace.spans)
 
+    telemetry = create_telemetry()
+    triage = TraceTriage(
+        sampler,
+        telemetry,
+        assembled=telemetry.counter("traces_assembled", "", ("trigger",)),
+        unsampled=telemetry.counter("traces_unsampled", "", ("service",)),
+        max_remembered=10_000,
+    )
+
+    def triaged(body: bytes) -> Decoded:
+        return decode_request(body, gzip=False, as_json=False, limit=len(body), triage=triage)
+
     def sampled_first() -> None:
         for trace in asm.add(decode(payloads.next()).spans, "bench"):
             # As the trace stage does: no override names a route, so the view skips it.
@@ -94,11 +109,17 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
             if sampler.sampled(view):
                 extract_records(trace.spans)
 
+    def triaged_first() -> None:
+        for trace in asm.add(triaged(payloads.next()).spans, "bench"):
+            if sampler.sampled(sampling_view(trace.spans, route_attribute=None)):
+                extract_records(trace.spans)
+
     return {
         "raw protobuf parse": rate(lambda: ExportTraceServiceRequest.FromString(payload)),
-        "span decode (as the receivers do)": rate(lambda: decode(payload)),
+        "span decode, every span": rate(lambda: decode(payload)),
         "decode + assembly + extraction": rate(every_trace),
         "... sampling 1% before extraction": rate(sampled_first),
+        "... triaged at decoding (the receivers)": rate(triaged_first),
     }
 
 
