@@ -28,9 +28,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from monitor.config import Config
+from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pipeline import RecordingStage, Served, started
+from tests._pipeline import RecordingStage, Served, started, trace_stage
 
 
 def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
@@ -383,3 +384,31 @@ async def test_full_assembler_evicts_and_counts(telemetry: Telemetry) -> None:
         assert not [r for _, r in stage.records if r.trace_id == second]
     finally:
         await receivers.shutdown()
+
+
+async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
+    telemetry: Telemetry,
+) -> None:
+    """The lifecycle: `shutdown(deadline_s)` is safe before `start`, stops what started,
+    and a second call does nothing."""
+    config = _config()
+    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    await receivers.shutdown(1.0)  # never started
+    await stage.shutdown(1.0)
+    assert stage.abandoned == 0
+
+    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    await stage.start()
+    await receivers.start()
+    assert receivers.http is not None and receivers.http.port
+    port = receivers.http.port
+    await receivers.shutdown(1.0)
+    await receivers.shutdown(1.0)
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient() as client:
+            await client.post(f"http://127.0.0.1:{port}/v1/traces", content=b"")
+    await stage.shutdown(1.0)
+    await stage.shutdown(1.0)
+    assert not stage.accepting and stage.abandoned == 0
