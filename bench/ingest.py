@@ -23,9 +23,10 @@ per second (the sustained rate: the assembler kept up; the ~1% sampled traces be
 records, the rest are counted in `traces_unsampled_total` without extraction), server
 CPU seconds per 100k spans, 503 / UNAVAILABLE pushbacks, and peak RSS (VmHWM). Reference
 ceilings on the same payload, in-process, one thread: raw protobuf parse, our span decode,
-decode + assembly + record extraction of every trace, and the same with the sampling
-decision taken before extraction (as the server decides; it extracts the sampled traces
-in its evaluation worker processes).
+decode + assembly + record extraction of every trace, the same with the sampling
+decision taken before extraction, and the same with the spans of traces that cannot be
+sampled left unbuilt at decoding (as the server does; it extracts the sampled traces in
+its evaluation worker processes).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import json
 import os
 import random
 import shutil
@@ -54,173 +54,21 @@ sys.path.insert(0, str(REPO))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
+from bench._otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
-
-SPANS_PER_TRACE = 4
-BATCH = 512
-QUESTIONS = [
-    "What is the boiling point of water at sea level?",
-    "Who designed the Eiffel Tower?",
-    "How tall is Mount Everest?",
-    "When did the Apollo 11 mission land on the Moon?",
-]
-DOCS = [
-    "At sea level, water boils at 100 degrees Celsius (212 degrees Fahrenheit).",
-    "The Eiffel Tower was designed by the engineering firm of Gustave Eiffel and completed in 1889.",
-    "Mount Everest is 8,849 metres tall, the highest mountain above sea level.",
-    "Apollo 11 landed on the Moon on 20 July 1969; Neil Armstrong was the first to step out.",
-]
-
-
-def _kv(key: str, value: str | int | float) -> KeyValue:
-    if isinstance(value, str):
-        return KeyValue(key=key, value=AnyValue(string_value=value))
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    return KeyValue(key=key, value=AnyValue(double_value=value))
-
-
-def build_payload(rng: random.Random, light: int = 0) -> tuple[bytes, list[bytes]]:
-    """One 512-span export request and the trace ids in it; `light` extra non-RAG spans
-    (database / HTTP client calls with 4 short attributes) per trace."""
-    spans = []
-    trace_ids = []
-    t0 = time.time_ns()
-    for n in range(BATCH // (SPANS_PER_TRACE + light)):
-        trace_id = rng.randbytes(16)
-        trace_ids.append(trace_id)
-        root = rng.randbytes(8)
-        q = QUESTIONS[n % len(QUESTIONS)]
-        docs = [DOCS[(n + i) % len(DOCS)] for i in range(3)]
-        answer = DOCS[n % len(DOCS)]
-        system = "Answer only from the context below.\n\n" + "\n\n".join(docs)
-
-        def span(
-            name: str,
-            parent: bytes,
-            start: int,
-            end: int,
-            attrs: list[KeyValue],
-            trace_id: bytes = trace_id,
-            root: bytes = root,
-        ) -> Span:
-            return Span(
-                trace_id=trace_id,
-                span_id=rng.randbytes(8) if parent else root,
-                parent_span_id=parent,
-                name=name,
-                start_time_unix_nano=t0 + start,
-                end_time_unix_nano=t0 + end,
-                attributes=attrs,
-            )
-
-        retr = [_kv("openinference.span.kind", "RETRIEVER"), _kv("input.value", q)]
-        for i, d in enumerate(docs):
-            retr += [
-                _kv(f"retrieval.documents.{i}.document.id", f"kb/{i}.md"),
-                _kv(f"retrieval.documents.{i}.document.content", d),
-                _kv(f"retrieval.documents.{i}.document.score", 0.9 - i / 10),
-            ]
-        llm = [
-            _kv("openinference.span.kind", "LLM"),
-            _kv("llm.model_name", "gpt-4o-mini"),
-            _kv("llm.input_messages.0.message.role", "system"),
-            _kv("llm.input_messages.0.message.content", system),
-            _kv("llm.input_messages.1.message.role", "user"),
-            _kv("llm.input_messages.1.message.content", q),
-            _kv("llm.output_messages.0.message.role", "assistant"),
-            _kv("llm.output_messages.0.message.content", answer),
-            _kv("llm.token_count.prompt", 180),
-            _kv("llm.token_count.completion", 25),
-        ]
-        chain = [
-            _kv("openinference.span.kind", "CHAIN"),
-            _kv("input.value", answer),
-            _kv("output.value", answer),
-        ]
-        for i in range(light):
-            spans.append(
-                span(
-                    "SELECT documents",
-                    root,
-                    10_000 + i,
-                    20_000 + i,
-                    [
-                        _kv("db.system", "postgresql"),
-                        _kv("db.operation", "SELECT"),
-                        _kv("server.address", "db.internal"),
-                        _kv("server.port", 5432),
-                    ],
-                )
-            )
-        spans += [
-            span("VectorStoreRetriever", root, 1_000, 5_000_000, retr),
-            span("ChatOpenAI", root, 6_000_000, 900_000_000, llm),
-            span("StrOutputParser", root, 900_000_001, 900_100_000, chain),
-            span(
-                "RetrievalQA",
-                b"",
-                0,
-                901_000_000,
-                [
-                    _kv("openinference.span.kind", "CHAIN"),
-                    _kv("input.value", json.dumps({"question": q})),
-                    _kv("output.value", answer),
-                    _kv("http.route", "/ask"),
-                ],
-            ),
-        ]
-    request = ExportTraceServiceRequest(
-        resource_spans=[
-            ResourceSpans(
-                resource=Resource(attributes=[_kv("service.name", "bench-rag")]),
-                scope_spans=[ScopeSpans(spans=spans)],
-            )
-        ]
-    )
-    return request.SerializeToString(), trace_ids
-
-
-class Payloads:
-    """Pre-serialized bodies whose trace ids are rewritten in place for every request."""
-
-    def __init__(self, count: int = 8, seed: int = 1, light: int = 0) -> None:
-        rng = random.Random(seed)
-        self._bodies = []
-        self.spans_per_trace = SPANS_PER_TRACE + light
-        for _ in range(count):
-            body, ids = build_payload(rng, light)
-            offsets = []
-            for trace_id in ids:
-                start = 0
-                while (at := body.find(trace_id, start)) != -1:
-                    offsets.append(at)
-                    start = at + 16
-            self._bodies.append((bytearray(body), offsets, len(ids)))
-        self._next = 0
-
-    def next(self) -> bytes:
-        body, offsets, _ = self._bodies[self._next % len(self._bodies)]
-        self._next += 1
-        fresh = os.urandom(16 * (len(offsets) // self.spans_per_trace))
-        for i, at in enumerate(offsets):
-            t = i // self.spans_per_trace
-            body[at : at + 16] = fresh[16 * t : 16 * t + 16]
-        return bytes(body)
 
 
 def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
     from monitor.config import Config
     from monitor.processors.sampler import Sampler
+    from monitor.processors.trace import TraceTriage
     from monitor.processors.trace._assembler import TraceAssembler
     from monitor.processors.trace._extract import extract_records, sampling_view
     from monitor.receivers.otlp._wire import decode_request
     from monitor.spans import Decoded
+    from monitor.telemetry import create_telemetry
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
@@ -242,6 +90,18 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
         for trace in asm.add(decode(payloads.next()).spans, "bench"):
             extract_records(trace.spans)
 
+    telemetry = create_telemetry()
+    triage = TraceTriage(
+        sampler,
+        telemetry,
+        assembled=telemetry.counter("traces_assembled", "", ("trigger",)),
+        unsampled=telemetry.counter("traces_unsampled", "", ("service",)),
+        max_remembered=10_000,
+    )
+
+    def triaged(body: bytes) -> Decoded:
+        return decode_request(body, gzip=False, as_json=False, limit=len(body), triage=triage)
+
     def sampled_first() -> None:
         for trace in asm.add(decode(payloads.next()).spans, "bench"):
             # As the trace stage does: no override names a route, so the view skips it.
@@ -249,11 +109,17 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
             if sampler.sampled(view):
                 extract_records(trace.spans)
 
+    def triaged_first() -> None:
+        for trace in asm.add(triaged(payloads.next()).spans, "bench"):
+            if sampler.sampled(sampling_view(trace.spans, route_attribute=None)):
+                extract_records(trace.spans)
+
     return {
         "raw protobuf parse": rate(lambda: ExportTraceServiceRequest.FromString(payload)),
-        "span decode (as the receivers do)": rate(lambda: decode(payload)),
+        "span decode, every span": rate(lambda: decode(payload)),
         "decode + assembly + extraction": rate(every_trace),
         "... sampling 1% before extraction": rate(sampled_first),
+        "... triaged at decoding (the receivers)": rate(triaged_first),
     }
 
 
@@ -429,6 +295,7 @@ class Monitor:
     """A running `rag-monitor run` on free ports, at `sampling`."""
 
     sampling: float
+    pin: bool = True  # see `start_monitor`
     grpc_port: int = dataclasses.field(default_factory=_port)
     http_port: int = dataclasses.field(default_factory=_port)
     metrics_port: int = dataclasses.field(default_factory=_port)
@@ -446,7 +313,7 @@ class Monitor:
             f"sampling: {{rate: {self.sampling}}}\n"
             f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{self.metrics_port}'}}\n"
         )
-        self.proc = start_monitor(config, self.metrics_port, pin=True)
+        self.proc = start_monitor(config, self.metrics_port, pin=self.pin)
         try:
             yield self
         finally:
@@ -588,11 +455,6 @@ def main() -> None:
         "--sampling", type=float, default=0.01, help="sampling.rate of the monitor (0: ingest only)"
     )
     parser.add_argument(
-        "--no-reference",
-        action="store_true",
-        help="skip the in-process ceilings (when this script drives another checkout)",
-    )
-    parser.add_argument(
         "--py-spy",
         metavar="PREFIX",
         help="profile the server with py-spy (collapsed stacks to PREFIX.<protocol>.txt)",
@@ -625,9 +487,8 @@ def main() -> None:
         f"payload: {len(ids) * (SPANS_PER_TRACE + args.light_spans)} spans in {len(ids)} traces, "
         f"{len(payload)} bytes"
     )
-    if not args.no_reference:
-        for name, value in reference(payload, args.light_spans).items():
-            print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
+    for name, value in reference(payload, args.light_spans).items():
+        print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
     for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
         result = run_protocol(
             protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy, args.sampling

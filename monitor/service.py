@@ -206,7 +206,9 @@ class Service:
         receivers: list[Component] = []
         otlp = self.config.receivers.otlp
         if otlp.grpc.enabled or otlp.http.enabled:
-            receivers.append(OtlpReceivers(self.config, self.trace, self.telemetry))
+            receivers.append(
+                OtlpReceivers(self.config, self.trace, self.telemetry, self.trace.triage)
+            )
         kafka = self.config.receivers.kafka
         if kafka.enabled:
             # kafka-python is loaded only by deployments that consume Kafka.

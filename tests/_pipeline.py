@@ -81,7 +81,7 @@ class Served:
     async def shutdown(self) -> None:
         """As the service stops them: receivers, then the trace stage (which releases
         the traces it holds)."""
-        await self.receivers.shutdown()
+        await self.receivers.shutdown(5)
         await self.trace.shutdown(10)
 
 

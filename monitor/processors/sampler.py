@@ -30,6 +30,7 @@ _NONE: frozenset[str] = frozenset()
 # hash of a short key.
 _PREPARED = hashlib.blake2b(digest_size=8)
 _ALL_DIGESTS = b"\xff" * 9  # above every 8-byte digest (a digest is a prefix of it, or less)
+_NOTHING = b""  # below every digest
 
 
 def _digest(key: str) -> bytes:
@@ -77,6 +78,13 @@ class _Rule:
                 levels.append((bound, everyone if names == everyone else names))
         self.levels = tuple(levels)
 
+    @property
+    def ceiling(self) -> bytes:
+        """Every digest below it is sampled by some evaluator; none at or above it."""
+        if self.everything:
+            return _ALL_DIGESTS
+        return self.levels[-1][0] if self.levels else _NOTHING
+
     def decide(self, digest: bytes) -> frozenset[str]:
         for bound, names in self.levels:
             if digest < bound:
@@ -116,6 +124,29 @@ class Sampler:
             for rate in {config.rate, *(o.rate for o in config.overrides)}
         }
         self._rule = self._rules[config.rate]
+        # The digests below which some rule could sample a key: a key at or above it is
+        # sampled by no evaluator under any base rate, whatever its service and route.
+        self._ceiling = max(rule.ceiling for rule in self._rules.values())
+
+    @property
+    def always_error(self) -> bool:
+        return self._always_error
+
+    @property
+    def always_negative_feedback(self) -> bool:
+        return self._always_negative
+
+    @property
+    def samples_every_key(self) -> bool:
+        """Whether `may_sample` is True whatever the key (some rule samples everything)."""
+        return self._ceiling == _ALL_DIGESTS
+
+    def may_sample(self, key: str) -> bool:
+        """False when no evaluator samples a record or trace with this sampling key under
+        any base rate (any service, any route) unless it is forced (`always.error`,
+        `always.negative_feedback`): what can be decided from the key alone."""
+        ceiling = self._ceiling
+        return ceiling == _ALL_DIGESTS or (ceiling != _NOTHING and _digest(key) < ceiling)
 
     def base_rate(self, service: str, route: str) -> float:
         for override in self._overrides:

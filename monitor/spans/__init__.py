@@ -6,21 +6,15 @@ Like `monitor.records` for records, this is data, not a pipeline stage: receiver
 with it and the trace stage reads what it decoded.
 """
 
-from monitor.spans._codec import (
-    FEEDBACK_KEY,
-    Decoded,
-    DecodeError,
-    Span,
-    SpanEvent,
-    decode_json,
-    decode_protobuf,
-)
+from monitor.spans._json import decode_json
 from monitor.spans._logs import (
     GENAI_EVENTS,
     LOG_EVENT_KEY,
     decode_logs_json,
     decode_logs_protobuf,
 )
+from monitor.spans._protobuf import Triage, decode_protobuf
+from monitor.spans._span import FEEDBACK_KEY, Decoded, DecodeError, Span, SpanEvent
 
 __all__ = [
     "FEEDBACK_KEY",
@@ -30,6 +24,7 @@ __all__ = [
     "Decoded",
     "Span",
     "SpanEvent",
+    "Triage",
     "decode_json",
     "decode_logs_json",
     "decode_logs_protobuf",

@@ -19,13 +19,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from monitor.spans._codec import (
-    _EMPTY_IDS,
-    Decoded,
-    DecodeError,
-    Span,
-    SpanEvent,
-    _any_value,
+from monitor.spans._json import (
     _get,
     _hex_id,
     _json_any,
@@ -33,6 +27,14 @@ from monitor.spans._codec import (
     _json_int,
     _json_list,
     decode_json_request,
+)
+from monitor.spans._span import (
+    _EMPTY_IDS,
+    Decoded,
+    DecodeError,
+    Span,
+    SpanEvent,
+    _any_value,
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"

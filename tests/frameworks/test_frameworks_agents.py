@@ -48,7 +48,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         for answer in answers:
             await stage.wait_for(answer["trace_id"])
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
     groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())

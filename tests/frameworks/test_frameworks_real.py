@@ -85,7 +85,7 @@ async def test_each_question_becomes_one_record_with_its_query_context_and_answe
         for answer in answers:
             await stage.wait_for(answer["trace_id"])
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     expected_questions = (
         [q for first, follow_up, _, _ in CONVERSATIONS for q in (first, follow_up)]
         if variant == "chat-engine"

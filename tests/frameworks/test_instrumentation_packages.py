@@ -42,7 +42,7 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
         trace_id = app.stdout.strip().splitlines()[-1]
         ((source, record),) = await stage.wait_for(trace_id)
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     assert source == "otlp_http"
     assert record.query == QUESTION
     assert record.response == ANSWER

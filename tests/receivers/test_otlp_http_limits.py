@@ -43,7 +43,7 @@ async def served(telemetry: Telemetry) -> AsyncIterator[Served]:
     try:
         yield receivers
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 def _connect(receivers: Served) -> socket.socket:
@@ -151,4 +151,4 @@ async def test_connections_past_the_cap_are_closed_as_they_open(
     finally:
         for sock in socks:
             sock.close()
-        await receivers.shutdown()
+        await receivers.shutdown(5)

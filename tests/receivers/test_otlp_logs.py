@@ -74,7 +74,7 @@ async def test_genai_log_events_are_joined_to_their_span(
             telemetry, "records_rejected_total", receiver=receiver, reason="not_genai_event"
         )
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [DOC])
     assert record.retrieved_context[0].doc_uri == "search_kb"
     assert refused == 1
@@ -103,7 +103,7 @@ async def test_other_logs_are_refused_with_the_reason(telemetry: Telemetry) -> N
                 headers={"Content-Type": "application/json"},
             )
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     assert response.status_code == 200
     partial = response.json()["partialSuccess"]
     assert partial["rejectedLogRecords"] == "1"
@@ -204,7 +204,7 @@ async def test_otlp_json_operation_details_event_fills_the_chat_spans_messages(
             sent_spans = await client.post(f"{base}/v1/traces", json=spans, headers=headers)
         ((_, record),) = await stage.wait_for(trace_id)
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
     assert (sent_logs.status_code, sent_logs.content) == (200, b"{}")
     assert sent_spans.status_code == 200
     assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [DOC])

@@ -28,9 +28,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from monitor.config import Config
+from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pipeline import RecordingStage, Served, started
+from tests._pipeline import RecordingStage, Served, started, trace_stage
 
 
 def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
@@ -62,7 +63,7 @@ async def served(telemetry: Telemetry) -> AsyncIterator[tuple[Served, RecordingS
     try:
         yield receivers, stage
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
@@ -217,7 +218,7 @@ async def test_bad_http_input_gets_status_and_counted_reason(telemetry: Telemetr
         ok = await post(gzip.compress(good), {**PROTO, **auth, "Content-Encoding": "gzip"})
         assert ok.status_code == 200
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 async def test_spans_with_bad_ids_are_a_partial_success(
@@ -296,7 +297,7 @@ async def test_bad_grpc_input_gets_status_and_counted_reason(telemetry: Telemetr
         assert got == grpc.StatusCode.OK
         assert ExportTraceServiceResponse.FromString(raw).partial_success.rejected_spans == 0
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry) -> None:
@@ -327,7 +328,7 @@ async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry
         response = await asyncio.to_thread(_post, http_port, otlp_bytes(spans), PROTO)
         assert response.status_code == 200
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Telemetry) -> None:
@@ -338,14 +339,14 @@ async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Teleme
     without_root = [s for s in spans if s.parent is not None]
     response = await asyncio.to_thread(_post, receivers.http.port, otlp_bytes(without_root), PROTO)
     assert response.status_code == 200
-    await receivers.shutdown()
-    await receivers.shutdown()
+    await receivers.shutdown(5)
+    await receivers.shutdown(5)
     ((_, record),) = [(s, r) for s, r in stage.records if r.trace_id == trace_id]
     assert record.response == WATER.answer  # the LLM span was there; the root never came
     assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == 1
     fresh = Served(_config(), stage, create_telemetry())
-    await fresh.receivers.shutdown()  # safe without start
-    await fresh.trace.shutdown()
+    await fresh.receivers.shutdown(5)  # safe without start
+    await fresh.trace.shutdown(5)
 
 
 async def test_trace_without_root_is_released_after_idle_timeout(telemetry: Telemetry) -> None:
@@ -363,7 +364,7 @@ async def test_trace_without_root_is_released_after_idle_timeout(telemetry: Tele
         assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
         assert _value(telemetry, "open_traces") == 0
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 async def test_full_assembler_evicts_and_counts(telemetry: Telemetry) -> None:
@@ -382,4 +383,32 @@ async def test_full_assembler_evicts_and_counts(telemetry: Telemetry) -> None:
         assert _value(telemetry, "traces_assembled_total", trigger="evicted") == 1
         assert not [r for _, r in stage.records if r.trace_id == second]
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
+
+
+async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
+    telemetry: Telemetry,
+) -> None:
+    """The lifecycle: `shutdown(deadline_s)` is safe before `start`, stops what started,
+    and a second call does nothing."""
+    config = _config()
+    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    await receivers.shutdown(1.0)  # never started
+    await stage.shutdown(1.0)
+    assert stage.abandoned == 0
+
+    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    await stage.start()
+    await receivers.start()
+    assert receivers.http is not None and receivers.http.port
+    port = receivers.http.port
+    await receivers.shutdown(1.0)
+    await receivers.shutdown(1.0)
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient() as client:
+            await client.post(f"http://127.0.0.1:{port}/v1/traces", content=b"")
+    await stage.shutdown(1.0)
+    await stage.shutdown(1.0)
+    assert not stage.accepting and stage.abandoned == 0

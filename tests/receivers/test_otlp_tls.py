@@ -116,7 +116,7 @@ async def served(
     try:
         yield receivers, stage, request.param
     finally:
-        await receivers.shutdown()
+        await receivers.shutdown(5)
 
 
 async def test_sdk_exporters_deliver_over_tls(

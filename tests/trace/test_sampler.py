@@ -74,3 +74,32 @@ def test_every_record_is_sampled_at_rate_one_and_a_lower_rate_still_hashes() -> 
     assert all(everything.sampled(_record(i)) == {"a", "b"} for i in range(100))
     nothing = Sampler(Sampling(rate=1.0), {"a": 0.0})
     assert not any(nothing.sampled(_record(i)) for i in range(100))
+
+
+def test_may_sample_is_false_exactly_when_no_service_or_route_samples_the_key() -> None:
+    """What the trace id alone decides (the OTLP receivers' triage): a key `may_sample`
+    refuses is sampled by no evaluator under any override, and a key it accepts is
+    sampled under the rule with the highest rate."""
+    config = Sampling(
+        rate=0.05,
+        overrides=[
+            SamplingOverride(service="checkout", rate=0.2),
+            SamplingOverride(route="/health", rate=0.0),
+        ],
+        always=AlwaysSample(error=False, negative_feedback=False),
+    )
+    sampler = Sampler(config, {"wide": 1.0, "narrow": 0.5})
+    places = [("api", "/ask"), ("checkout", "/ask"), ("api", "/health")]
+    for i in range(5_000):
+        record = _record(i)
+        anywhere = [
+            sampler.sampled(record.model_copy(update={"service": service, "route": route}))
+            for service, route in places
+        ]
+        assert sampler.may_sample(record.sampling_key) == any(anywhere)
+    assert not sampler.samples_every_key
+    assert Sampler(
+        Sampling(rate=0.0, overrides=[SamplingOverride(service="a", rate=1.0)]), {"e": 1.0}
+    ).samples_every_key
+    nothing = Sampler(Sampling(rate=0.0), {"e": 1.0})
+    assert not any(nothing.may_sample(f"{i:032x}") for i in range(100))

@@ -195,7 +195,7 @@ async def _serve(
         assert served.http is not None
         yield f"http://127.0.0.1:{served.http.port}/v1/traces", stage
     finally:
-        await served.shutdown()
+        await served.shutdown(5)
 
 
 def _trace(*, error: bool = False, feedback: str | None = None) -> tuple[str, bytes]:

@@ -257,7 +257,7 @@ async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: T
     stage = trace_stage(_config(queue_size=3), consumer, telemetry)  # type: ignore[arg-type]
     async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(1)])])
-        await wait_until_async(lambda: stage._queued_items == 0, 5, "the worker to take it")
+        await wait_until_async(lambda: stage._intake.queued == 0, 5, "the worker to take it")
         for trace in (2, 3, 4):
             assert stage.consume([Delivery("otlp_http", [_root(trace)])])
         assert stage.refuses()
@@ -332,7 +332,7 @@ async def test_past_the_shutdown_deadline_what_is_not_taken_is_abandoned(
     await stage.start()
     acks = Acks()
     assert stage.consume([Delivery("kafka", [_root(11)], on_done=acks.of("m"))])
-    await wait_until_async(lambda: stage._queued_items == 0, 5, "the worker to take it")
+    await wait_until_async(lambda: stage._intake.queued == 0, 5, "the worker to take it")
     await stage.shutdown(0.1)
     assert acks.done == {}  # the consumer has not answered yet
     consumer.stopped = True  # it stops accepting: nothing was taken
@@ -350,7 +350,7 @@ async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> N
         waiting = asyncio.create_task(stage.put([Delivery("replay", [_root(3)])]))
         # The worker holds the first (the consumer is closed), the intake the second:
         # the third cannot be taken until the consumer opens.
-        await wait_until_async(lambda: stage._queued_items == 1, 5, "a full intake")
+        await wait_until_async(lambda: stage._intake.queued == 1, 5, "a full intake")
         await asyncio.sleep(0)
         assert not waiting.done()
         consumer.open.set()
@@ -689,7 +689,7 @@ async def test_abandon_takes_the_queued_deliveries_of_the_origin_too(
     so they cannot open a trace the stage evaluates cut later."""
     stage = trace_stage(_config(), HoldingStage(), telemetry)  # type: ignore[arg-type]
     # Accepting but not started: no worker thread assembles the intake.
-    stage._accepting = True
+    stage._intake.accepting = True
     acks = Acks()
     queued = Delivery("kafka", [_span(43, 2, 1)], on_done=acks.of("queued"), origin="p0")
     stage._work_lock.acquire()  # the caller's thread may not assemble it either

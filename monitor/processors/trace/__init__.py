@@ -8,5 +8,14 @@ from monitor.processors.trace._extract import (
     extract_traces,
 )
 from monitor.processors.trace._stage import TraceStage
+from monitor.processors.trace._triage import TraceTriage
 
-__all__ = ["Extraction", "Extractor", "InProcess", "TraceStage", "Unreadable", "extract_traces"]
+__all__ = [
+    "Extraction",
+    "Extractor",
+    "InProcess",
+    "TraceStage",
+    "TraceTriage",
+    "Unreadable",
+    "extract_traces",
+]

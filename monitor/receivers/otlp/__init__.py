@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from monitor.component import TraceConsumer
 from monitor.config import Config
+from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.telemetry import Telemetry
@@ -42,23 +44,32 @@ class _DecodeThread:
             return call()
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
+        """Calls not started are cancelled; the one running finishes in its thread."""
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
 class OtlpReceivers:
-    def __init__(self, config: Config, consumer: TraceConsumer, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        config: Config,
+        consumer: TraceConsumer,
+        telemetry: Telemetry,
+        triage: TraceTriage | None = None,
+    ) -> None:
+        """`triage`: the trace stage's (`TraceStage.triage`), so that spans of traces no
+        evaluator will sample are counted at decoding and never built."""
         otlp = config.receivers.otlp
         self._decoder = _DecodeThread()
         self.grpc = (
-            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry)
+            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry, triage)
             if otlp.grpc.enabled
             else None
         )
         self.http = (
-            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry)
+            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry, triage)
             if otlp.http.enabled
             else None
         )
@@ -75,14 +86,16 @@ class OtlpReceivers:
             if self.http is not None:
                 await self.http.start()
         except BaseException:
-            await self.shutdown()
+            await self.shutdown(0)
             raise
 
-    async def shutdown(self, deadline_s: float = 0.0) -> None:
-        """Stop both servers (no new spans arrive); what they accepted is in the trace
-        stage, which drains it when the service stops it next."""
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop both servers (no new spans arrive), giving calls in progress until
+        `deadline_s`; what they accepted is in the trace stage, which drains it when the
+        service stops it next."""
+        started = time.monotonic()
         if self.grpc is not None:
-            await self.grpc.shutdown()
+            await self.grpc.shutdown(deadline_s)
         if self.http is not None:
-            await self.http.shutdown()
-        self._decoder.stop()
+            await self.http.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
+        self._decoder.shutdown()

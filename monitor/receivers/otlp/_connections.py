@@ -79,7 +79,8 @@ class ConnectionGuard:
         if self._task is None:
             self._task = asyncio.create_task(self._sweeper(), name="otlp-http-guard")
 
-    async def stop(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop the sweeper (a cancelled sleep: returns at once, whatever the deadline)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

@@ -13,6 +13,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.component import Delivery, TraceConsumer
+from monitor.processors.trace import TraceTriage
 from monitor.spans import (
     Decoded,
     DecodeError,
@@ -68,16 +69,26 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
 
 
 def decode_request(
-    body: bytes, *, gzip: bool, as_json: bool, limit: int, logs: bool = False
+    body: bytes,
+    *,
+    gzip: bool,
+    as_json: bool,
+    limit: int,
+    logs: bool = False,
+    triage: TraceTriage | None = None,
 ) -> Decoded:
     """Decompress (optionally) and decode an export request; runs off the event loop.
-    Protobuf spans are decoded lazily: attributes only for the traces that are sampled.
+    Protobuf spans are decoded lazily: attributes only for the traces that are sampled,
+    and with `triage` only the spans of traces it keeps are built at all.
     `logs`: an `ExportLogsServiceRequest`, whose GenAI events become event spans."""
     if gzip:
         body = gunzip_capped(body, limit)
     if logs:
-        return decode_logs_json(body) if as_json else decode_logs_protobuf(body)
-    return decode_json(body) if as_json else decode_protobuf(body, lazy=True)
+        events = decode_logs_json(body) if as_json else decode_logs_protobuf(body)
+        return events if triage is None else triage.keep_events(events)
+    if as_json:
+        return decode_json(body)
+    return decode_protobuf(body, lazy=True, triage=triage)
 
 
 def decode_and_hand_on(
@@ -89,12 +100,18 @@ def decode_and_hand_on(
     as_json: bool,
     limit: int,
     logs: bool = False,
+    triage: TraceTriage | None = None,
 ) -> tuple[Decoded, bool]:
     """Decode a request and hand its spans to the trace stage, in one thread (the
     receivers' decode thread), which then also assembles them. Returns what was decoded
-    and whether the trace stage took it (False: answer with a retryable status)."""
-    decoded = decode_request(body, gzip=gzip, as_json=as_json, limit=limit, logs=logs)
+    and whether the trace stage took it (False: answer with a retryable status). What
+    `triage` left unread is counted once the rest was taken."""
+    decoded = decode_request(
+        body, gzip=gzip, as_json=as_json, limit=limit, logs=logs, triage=triage
+    )
     taken = not decoded.spans or consumer.consume([Delivery(receiver, decoded.spans)])
+    if taken and triage is not None and decoded.forgotten:
+        triage.forgot(receiver, decoded)
     return decoded, taken
 
 

@@ -20,6 +20,7 @@ from grpc import aio
 
 from monitor.component import TraceConsumer
 from monitor.config import Config
+from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
@@ -39,7 +40,12 @@ LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 class OtlpGrpcReceiver:
     def __init__(
-        self, config: Config, consumer: TraceConsumer, offload: Offload, telemetry: Telemetry
+        self,
+        config: Config,
+        consumer: TraceConsumer,
+        offload: Offload,
+        telemetry: Telemetry,
+        triage: TraceTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         self._endpoint = otlp.grpc.endpoint
@@ -47,6 +53,7 @@ class OtlpGrpcReceiver:
         self._token = otlp.auth_token
         self._limit = otlp.max_request_bytes
         self._consumer = consumer
+        self._triage = triage
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
@@ -86,10 +93,11 @@ class OtlpGrpcReceiver:
         tls = "TLS" if self._tls is not None else "plaintext"
         log.info("OTLP/gRPC receiver listening on %s (port %d, %s)", self._endpoint, port, tls)
 
-    async def shutdown(self, grace_s: float = 2.0) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop taking calls; calls in progress get until `deadline_s` to finish."""
         server, self._server = self._server, None
         if server is not None:
-            await server.stop(grace_s)
+            await server.stop(deadline_s)
 
     async def _refuse(
         self,
@@ -137,6 +145,7 @@ class OtlpGrpcReceiver:
                 as_json=False,
                 limit=self._limit,
                 logs=logs,
+                triage=self._triage,
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from monitor.component import TraceConsumer
 from monitor.config import Config
+from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp._connections import ConnectionGuard
 from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
@@ -47,7 +48,12 @@ _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE, _INTERNA
 
 class OtlpHttpReceiver:
     def __init__(
-        self, config: Config, consumer: TraceConsumer, offload: Offload, telemetry: Telemetry
+        self,
+        config: Config,
+        consumer: TraceConsumer,
+        offload: Offload,
+        telemetry: Telemetry,
+        triage: TraceTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         host, _, port = otlp.http.endpoint.rpartition(":")
@@ -64,6 +70,7 @@ class OtlpHttpReceiver:
             max_connections=otlp.http.max_connections,
         )
         self._consumer = consumer
+        self._triage = triage
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
@@ -106,13 +113,20 @@ class OtlpHttpReceiver:
         self._guard.start()
         log.info("OTLP/HTTP receiver listening on %s:%d%s", self._host, self.port, PATH)
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
+        """Stop taking requests; requests in progress get until `deadline_s` to finish
+        (then their connections are closed)."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        await self._guard.stop()
+        await self._guard.shutdown(deadline_s)
         runner, self._runner = self._runner, None
         if runner is not None:
+            if runner.server is not None:
+                # Idle keep-alive connections close now, busy ones when their request is
+                # answered or at the deadline; `cleanup` then finds none left to wait for.
+                runner.server.pre_shutdown()
+                await runner.server.shutdown(deadline_s)
             await runner.cleanup()
 
     def _reject(
@@ -164,12 +178,16 @@ class OtlpHttpReceiver:
             return self._too_large(f"body of {request.content_length} bytes", as_json)
         if self._consumer.refuses():
             return self._unavailable(as_json)
-        body = bytearray()
+        # The chunks as they arrived, joined once: no copy per chunk, none for a body that
+        # came in one piece.
+        chunks: list[bytes] = []
+        size = 0
         try:
             async with asyncio.timeout(self._read_timeout):
-                async for chunk in request.content.iter_chunked(64 * 1024):
-                    body += chunk
-                    if len(body) > self._limit:
+                async for chunk in request.content.iter_any():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > self._limit:
                         return self._too_large(f"body over {self._limit} bytes", as_json)
         except TimeoutError:
             self._guard.closed.labels("read_timeout").inc()
@@ -188,11 +206,12 @@ class OtlpHttpReceiver:
                 decode_and_hand_on,
                 self._consumer,
                 RECEIVER,
-                bytes(body),
+                b"".join(chunks),
                 gzip=encoding == "gzip",
                 as_json=as_json,
                 limit=self._limit,
                 logs=logs,
+                triage=self._triage,
             )
         except TooLarge as exc:
             return self._too_large(str(exc), as_json)

@@ -1,0 +1,249 @@
+"""What the sidecar costs beside a collector sidecar: spans per CPU-second and PSS, in one run.
+
+    python bench/sidecar_cost.py [--rounds 5] [--seconds 8] [--sampling 0.01]
+
+Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole exporter)
+and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
+one at `--sampling` and one with nothing sampled (`sampling.rate: 0`). Each is driven in
+turn by the same load: one client sending OTLP/HTTP protobuf requests of 512 spans
+(`bench/_otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
+trace ids in every request), for `--seconds`.
+Measured per window: spans accepted (200 responses × spans per request) and the CPU time
+of the whole process tree (the process and every descendant: forkserver, evaluation
+workers, resource tracker), from `/proc/<pid>/stat`, until the tree is quiet again after
+the window (what was accepted is still being assembled and scored). The machine is shared, so the sides
+are paired in time: every round measures rotel and both monitors one after the other (the
+order rotating), and the ratio monitor/rotel is taken per round; the median of the round
+ratios is the result.
+
+Memory: PSS of every process of each tree (`bench/_pss.py`), idle after start and under
+load (the largest total seen during the load windows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench._otlp_load import BATCH, Payloads  # noqa: E402
+from bench._pss import ProcessMemory, tree_memory  # noqa: E402
+from bench.ingest import Monitor, descendants  # noqa: E402
+from tests._servers import stop_process  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process, now (0 once it is gone)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    return 0.0
+
+
+def tree_cpu_s(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds, now, of `pid` and of every process below it."""
+    return cpu_s(pid), sum(map(cpu_s, descendants(pid)))
+
+
+def rotel_binary() -> Path:
+    import rotel  # type: ignore[import-untyped]
+
+    return Path(rotel.__file__).parent / "rotel-agent"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_rotel(workdir: Path) -> Iterator[tuple[int, int]]:
+    """rotel with OTLP receivers and the blackhole exporter; yields (pid, HTTP port)."""
+    http_port, grpc_port = _free_port(), _free_port()
+    log = workdir / "rotel.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(rotel_binary()), "start",
+                "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
+                "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
+                "--exporter", "blackhole",
+                "--pid-file", str(workdir / "rotel.pid"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"rotel did not start:\n{log.read_text()}") from None
+                time.sleep(0.1)
+        yield proc.pid, http_port
+    finally:
+        stop_process(proc, 10)
+
+
+async def drive(port: int, payloads: Payloads, seconds: float, pid: int) -> int:
+    """One client posting 512-span requests for `seconds`: the spans accepted. Meanwhile
+    the PSS of the tree under `pid` is read; its largest total is kept in `_PEAKS`."""
+    import aiohttp
+
+    accepted = 0
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    deadline = time.monotonic() + seconds
+    spans = BATCH // payloads.spans_per_trace * payloads.spans_per_trace
+
+    async def watch_memory() -> None:
+        while time.monotonic() < deadline:
+            await asyncio.sleep(seconds / 3)
+            memory = await asyncio.to_thread(tree_memory, pid)
+            _PEAKS[pid] = max(_PEAKS.get(pid, []), memory, key=_total)
+
+    watcher = asyncio.create_task(watch_memory())
+    async with aiohttp.ClientSession(headers={"Content-Type": "application/x-protobuf"}) as session:
+        while time.monotonic() < deadline:
+            async with session.post(url, data=payloads.next()) as response:
+                await response.read()
+                if response.status == 200:
+                    accepted += spans
+                elif response.status == 503:
+                    await asyncio.sleep(0.01)
+                else:
+                    raise RuntimeError(f"unexpected HTTP {response.status} from port {port}")
+    await watcher
+    return accepted
+
+
+_PEAKS: dict[int, list[ProcessMemory]] = {}  # the largest tree snapshot under load, by pid
+
+
+def _total(memory: list[ProcessMemory]) -> float:
+    return sum(p.pss_mb for p in memory)
+
+
+@dataclass
+class Side:
+    name: str
+    pid: int
+    port: int
+    rates: list[float] = field(default_factory=list)  # spans per CPU-second, per round
+    main_share: list[float] = field(default_factory=list)  # of the tree's CPU, per round
+    idle: list[ProcessMemory] = field(default_factory=list)
+
+    def measure(self, payloads: Payloads, seconds: float) -> float:
+        main0, rest0 = tree_cpu_s(self.pid)
+        accepted = asyncio.run(drive(self.port, payloads, seconds, self.pid))
+        # What was accepted is still being assembled and scored: its CPU counts, until
+        # the tree is quiet again.
+        quiet_by, last = time.monotonic() + 15, sum(tree_cpu_s(self.pid))
+        while time.monotonic() < quiet_by:
+            time.sleep(0.5)
+            now = sum(tree_cpu_s(self.pid))
+            if now - last < 0.02:
+                break
+            last = now
+        main1, rest1 = tree_cpu_s(self.pid)
+        main, cpu = main1 - main0, main1 + rest1 - main0 - rest0
+        self.main_share.append(main / max(cpu, 1e-9))
+        rate = accepted / max(cpu, 1e-9)
+        self.rates.append(rate)
+        print(
+            f"  {self.name:28s} {accepted / seconds:9,.0f} spans/s accepted, "
+            f"{cpu / seconds:4.2f} cores ({main / max(cpu, 1e-9):.0%} main process), "
+            f"{rate:9,.0f} spans per CPU-s",
+            flush=True,
+        )
+        return rate
+
+
+def _memory_lines(side: Side) -> list[str]:
+    def fmt(memory: list[ProcessMemory]) -> str:
+        parts = ", ".join(f"{p.role} {p.pss_mb:.0f}" for p in sorted(memory, key=lambda p: p.pid))
+        return f"{_total(memory):6.0f} MB  ({parts})"
+
+    return [
+        f"  {side.name:28s} idle      {fmt(side.idle)}",
+        f"  {side.name:28s} under load {fmt(_PEAKS.get(side.pid, []))}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--sampling", type=float, default=0.01)
+    parser.add_argument(
+        "--doc-padding",
+        type=int,
+        default=112,
+        help="characters added to every document (112: ~875 bytes per span)",
+    )
+    args = parser.parse_args()
+    payloads = Payloads(doc_padding=args.doc_padding)
+    body = payloads.next()
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()}; requests of "
+        f"{BATCH} spans, {len(body)} bytes ({len(body) / BATCH:.0f} B/span)",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="sidecar-cost-") as tmp,
+        running_rotel(Path(tmp)) as (rotel_pid, rotel_port),
+        Monitor(args.sampling, pin=False).running() as sampled,
+        Monitor(0.0, pin=False).running() as unsampled,
+    ):
+        assert sampled.proc is not None and unsampled.proc is not None
+        sides = [
+            Side("rotel (blackhole)", rotel_pid, rotel_port),
+            Side(f"rag-monitor sampling {args.sampling:g}", sampled.proc.pid, sampled.http_port),
+            Side("rag-monitor nothing sampled", unsampled.proc.pid, unsampled.http_port),
+        ]
+        time.sleep(3)  # past start-up: workers warmed up
+        for side in sides:
+            side.idle = tree_memory(side.pid)
+            asyncio.run(drive(side.port, payloads, 2, side.pid))  # warm-up
+        _PEAKS.clear()
+        for round_ in range(args.rounds):
+            print(f"round {round_ + 1}", flush=True)
+            order = sides[round_ % 3 :] + sides[: round_ % 3]
+            for side in order:
+                side.measure(payloads, args.seconds)
+        rotel = sides[0]
+        print("spans per CPU-second of the whole process tree (median over rounds):")
+        for side in sides:
+            line = f"  {side.name:28s} {statistics.median(side.rates):9,.0f}"
+            if side is not rotel:
+                ratios = [a / b for a, b in zip(side.rates, rotel.rates, strict=True)]
+                line += (
+                    f"  = {statistics.median(ratios):.3f}x rotel (median of round ratios; "
+                    f"rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+                )
+            print(line)
+        print("PSS by process, MB:")
+        for side in sides:
+            print("\n".join(_memory_lines(side)))
+
+
+if __name__ == "__main__":
+    main()

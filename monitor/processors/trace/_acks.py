@@ -1,0 +1,169 @@
+"""Delivery acknowledgement: a delivery's `on_done` is called once everything built from it
+has finished.
+
+Spans of one trace may come in several deliveries (Kafka messages), so each delivery owes
+one unit per trace it added spans to, and a trace settles every delivery that contributed
+once all its records are finished (at once when it yields none: not sampled, not a RAG
+trace, or unreadable). A late span of a released trace owes its unit to that trace until
+its records are finished, and nothing after. Settling happens in several threads (the
+stage's, the evaluation stage's, a receiver's), under the lock of the stage's
+`Acknowledgements`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Hashable, Iterable
+
+from monitor.component import OnDone
+
+
+class Ack:
+    """What one delivery still owes before its `on_done` is called. Starts held by one
+    unit while the delivery is taken apart, so it cannot finish half-registered."""
+
+    __slots__ = ("_lock", "_ok", "_on_done", "_owed", "origin")
+
+    def __init__(self, on_done: OnDone, origin: Hashable | None, lock: threading.Lock) -> None:
+        self._on_done = on_done
+        self._lock = lock
+        self._owed = 1
+        self._ok = True
+        self.origin = origin  # the delivery's, for `TraceStage.abandon`
+
+    def owe(self, units: int) -> None:
+        with self._lock:
+            self._owed += units
+
+    def settle(self, ok: bool = True) -> None:
+        with self._lock:
+            self._owed -= 1
+            self._ok &= ok
+            if self._owed:
+                return
+            ok = self._ok
+        self._on_done(ok)
+
+
+class Contributors:
+    """The deliveries of a released, sampled trace, settled together once it is finished.
+    Until then the deliveries of its late spans join them: a late span is acknowledged
+    only once the trace it belongs to was really evaluated (False if it was abandoned)."""
+
+    __slots__ = ("_acks", "_lock", "_registry", "_trace_id")
+
+    def __init__(self, trace_id: str, acks: list[Ack], registry: Acknowledgements) -> None:
+        self._trace_id = trace_id
+        self._acks: list[Ack] | None = acks  # None once settled
+        self._registry = registry
+        self._lock = registry.lock
+
+    def __bool__(self) -> bool:
+        return bool(self._acks)
+
+    def join(self, ack: Ack) -> bool:
+        """Add a late span's delivery; False when the trace is settled already."""
+        with self._lock:
+            if self._acks is None:
+                return False
+            self._acks.append(ack)
+            ack._owed += 1  # under the same lock as `Ack.owe`
+            return True
+
+    def settle(self, ok: bool = True) -> None:
+        with self._lock:
+            acks, self._acks = self._acks or [], None
+            self._registry._evaluated(self._trace_id, self)
+        for ack in acks:
+            ack.settle(ok)
+
+
+class TraceDone:
+    """Settles every delivery that contributed to a trace once all its records finished."""
+
+    __slots__ = ("_contributors", "_lock", "_ok", "_remaining")
+
+    def __init__(self, contributors: Contributors, records: int, lock: threading.Lock) -> None:
+        self._contributors = contributors
+        self._lock = lock
+        self._remaining = records
+        self._ok = True
+
+    def __call__(self, ok: bool) -> None:
+        with self._lock:
+            self._remaining -= 1
+            self._ok &= ok
+            if self._remaining:
+                return
+            ok = self._ok
+        self._contributors.settle(ok)
+
+
+class Acknowledgements:
+    """One trace stage's acknowledgement state: the deliveries of open traces (touched only
+    by whoever holds the stage's assembly lock) and the released, sampled traces whose
+    records are not finished yet (left from any thread, under `lock`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._open: dict[str, list[Ack]] = {}
+        self._evaluating: dict[str, Contributors] = {}
+
+    def ack(self, on_done: OnDone, origin: Hashable | None) -> Ack:
+        return Ack(on_done, origin, self.lock)
+
+    def register(self, ack: Ack, assembling: Iterable[str], late: Iterable[str]) -> None:
+        """The delivery owes one unit per trace still being assembled that it added spans
+        to (`assembling`: open, or released by this very delivery); its late spans (of
+        `late`, released traces) owe one to their trace while its records are not
+        finished, and nothing after."""
+        joined = 0
+        for trace_id in assembling:
+            self._open.setdefault(trace_id, []).append(ack)
+            joined += 1
+        for trace_id in late:
+            evaluating = self._evaluating.get(trace_id)
+            if evaluating is not None:
+                evaluating.join(ack)
+        ack.owe(joined)
+
+    def released(self, trace_id: str) -> list[Ack]:
+        """The deliveries of a trace that assembly just released."""
+        return self._open.pop(trace_id, [])
+
+    def evaluating(self, trace_id: str, acks: list[Ack]) -> Contributors:
+        """The deliveries of a released, sampled trace, waiting for its records; its late
+        spans' deliveries join them meanwhile."""
+        contributors = Contributors(trace_id, acks, self)
+        if acks:
+            with self.lock:
+                self._evaluating[trace_id] = contributors
+        return contributors
+
+    def _evaluated(self, trace_id: str, contributors: Contributors) -> None:
+        """Holds `lock`."""
+        if self._evaluating.get(trace_id) is contributors:
+            del self._evaluating[trace_id]
+
+    def holds(self, origins: Collection[Hashable]) -> int:
+        """How many acknowledged deliveries of `origins` wait in open traces."""
+        wanted = frozenset(origins)
+        waiting = {
+            id(ack): ack for acks in self._open.values() for ack in acks if ack.origin in wanted
+        }
+        return len(waiting)
+
+    def handed_back(
+        self, origins: frozenset[Hashable], is_open: Callable[[str], bool]
+    ) -> list[str]:
+        """The open traces whose acknowledged deliveries all came from `origins`; those
+        deliveries are settled as not finished."""
+        gone = [
+            trace_id
+            for trace_id, acks in self._open.items()
+            if acks and is_open(trace_id) and all(ack.origin in origins for ack in acks)
+        ]
+        for trace_id in gone:
+            for ack in self._open.pop(trace_id):
+                ack.settle(False)
+        return gone

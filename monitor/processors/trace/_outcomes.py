@@ -1,0 +1,110 @@
+"""What became of each trace and record the trace stage saw, as metrics, log lines and the
+observer's view (`/debug/records`): records handed on, traces and records no evaluator
+samples, unreadable traces, drops. Every other part of the stage counts through here."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as Tally
+
+from monitor.component import Delivery, Invalid, TraceObserver
+from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
+from monitor.processors.trace._extract import Unreadable
+from monitor.records import RagRecord, SizeLimits, bound_record
+from monitor.telemetry import RateLimitedLog, Telemetry
+
+log = logging.getLogger("monitor.processors.trace")
+STAGE = "assemble"
+
+
+class Outcomes:
+    def __init__(
+        self, telemetry: Telemetry, observer: TraceObserver | None, limits: SizeLimits
+    ) -> None:
+        self._t = telemetry
+        self.observer = observer
+        # Applied to every record before it goes on: no text reaches a worker unbounded.
+        self._limits = limits
+        self.warn = RateLimitedLog(log)
+        self.depth = telemetry.queue_depth.labels(STAGE)
+        self.depth.set(0)
+        self.open_traces = telemetry.gauge("open_traces", "Traces buffered by trace assembly.")
+        self.open_trace_bytes = telemetry.gauge(
+            "open_trace_bytes", "Approximate bytes of the spans buffered by trace assembly."
+        )
+        self.assembled = telemetry.counter(
+            "traces_assembled",
+            "Traces released by trace assembly, by what released them.",
+            ("trigger",),
+        )
+        for trigger in TRIGGERS:
+            self.assembled.labels(trigger)
+        self.unsampled = telemetry.counter(
+            "traces_unsampled",
+            "Traces and records no evaluator samples, finished without extraction.",
+            ("service",),
+        )
+
+    def dropped(self, reason: str, n: int = 1) -> None:
+        self._t.child(self._t.dropped, STAGE, reason).inc(n)
+
+    def spans_received(self, source: str, n: int) -> None:
+        self._t.child(self._t.spans_received, source).inc(n)
+
+    def assembly_dropped(self, reason: str, n: int) -> None:
+        """Spans trace assembly dropped (`late_span`, `trace_too_large`)."""
+        self.dropped(reason, n)
+        self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+
+    def released(self, triggers: Tally[str]) -> None:
+        for trigger, n in triggers.items():
+            self.assembled.labels(trigger).inc(n)
+
+    def bounded(self, record: RagRecord) -> RagRecord:
+        """`record` within the size limits (truncations counted); raises `RecordError`."""
+        bounded, cut = bound_record(record, self._limits)
+        for part in cut:
+            self._t.child(self._t.records_truncated, part).inc()
+        return bounded
+
+    def record(self, record: RagRecord, source: str) -> None:
+        """A record handed on."""
+        if self.observer is not None:
+            self.observer.extracted(record, source)
+        service = self._t.service_cap(record.service)
+        self._t.child(self._t.records, service, source).inc()
+        for part in sorted(record.missing()):
+            self._t.child(self._t.records_incomplete, service, part).inc()
+
+    def unsampled_by_service(self, unsampled: Tally[str]) -> None:
+        for service, n in unsampled.items():
+            self._t.child(self.unsampled, self._t.service_cap(service)).inc(n)
+
+    def no_record(self, trace: FinishedTrace, service: str, reason: str) -> None:
+        if self.observer is not None:
+            self.observer.no_record(trace.trace_id, service, trace.source, reason, len(trace.spans))
+
+    def not_rag(self, trace: FinishedTrace, service: str) -> None:
+        self.dropped("not_rag")
+        self.no_record(trace, service, "not_rag")
+
+    def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
+        self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
+        self.warn.warning(why.reason, "trace %s: %s", trace.trace_id, why.detail)
+        self.no_record(trace, service, why.reason)
+
+    def rejected(self, delivery: Delivery, problems: list[Invalid]) -> None:
+        """Sampled records of a delivery that did not validate."""
+        for _, reason, _ in problems:
+            self._t.child(self._t.records_rejected, delivery.source, reason).inc()
+        _, reason, detail = problems[0]
+        self.warn.warning(
+            "reject:" + reason, "%s: a sampled record is invalid: %s", delivery.source, detail
+        )
+        if delivery.on_rejected is not None:
+            delivery.on_rejected(problems)
+
+    def abandoned(self, what: str, n: int) -> None:
+        """Past the shutdown deadline: `n` records or sampled traces never handed on."""
+        self.dropped("shutting_down", n)
+        self.warn.warning("abandoned", "trace stage stopping: %d %s abandoned", n, what)

@@ -1,0 +1,211 @@
+"""OTLP/JSON trace payloads → `Span` objects.
+
+OTLP/JSON differs from the protobuf JSON mapping: trace and span ids are hex strings, not
+base64, and 64-bit integers may arrive as strings. A JSON body with an id that is not hex
+is rejected as a whole (HTTP 400), naming the field, because it almost always means the
+sender encoded every id the same wrong way.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any
+
+from monitor.spans._span import (
+    _EMPTY_IDS,
+    _HAS_IS_REMOTE,
+    _IS_REMOTE,
+    _STATUS_ERROR,
+    Decoded,
+    DecodeError,
+    Span,
+    SpanEvent,
+)
+
+
+def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _json_list(obj: dict[str, Any], camel: str, snake: str, where: str) -> list[Any]:
+    value = _get(obj, camel, snake)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError("bad_json", f"{where}.{camel}: expected a list")
+    return value
+
+
+def _json_int(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise DecodeError("bad_json", f"{where}: expected an integer")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DecodeError("bad_json", f"{where}: expected an integer, got {value!r:.40}") from None
+
+
+def _json_any(value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise DecodeError("bad_json", f"{where}: expected an AnyValue object")
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        return _json_int(value["intValue"], f"{where}.intValue")
+    if "doubleValue" in value:
+        raw = value["doubleValue"]
+        return float(raw) if isinstance(raw, int | float | str) else None
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        values = (value["arrayValue"] or {}).get("values") or []
+        return [_json_any(v, f"{where}.arrayValue.values[{i}]") for i, v in enumerate(values)]
+    if "kvlistValue" in value:
+        return _json_attributes(
+            (value["kvlistValue"] or {}).get("values") or [], f"{where}.kvlistValue"
+        )
+    if "bytesValue" in value:
+        try:
+            return base64.b64decode(value["bytesValue"], validate=True).hex()
+        except (binascii.Error, TypeError):
+            raise DecodeError("bad_json", f"{where}.bytesValue: not base64") from None
+    return None
+
+
+def _json_attributes(kvs: Any, where: str) -> dict[str, Any]:
+    if not isinstance(kvs, list):
+        raise DecodeError("bad_json", f"{where}: expected a list of key/value objects")
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(kvs):
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise DecodeError("bad_json", f"{where}[{i}]: expected an object with a string key")
+        value = kv.get("value")
+        if value is not None:
+            out[kv["key"]] = _json_any(value, f"{where}[{i}].value")
+    return out
+
+
+def _hex_id(value: Any, size: int, where: str, *, optional: bool = False) -> str:
+    if optional and (value is None or value == ""):
+        return ""
+    if not isinstance(value, str) or len(value) != size * 2:
+        raise DecodeError(
+            "bad_ids",
+            f"{where}: expected {size * 2} hex characters (OTLP/JSON ids are hex, not base64), "
+            f"got {value!r:.60}",
+        )
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        raise DecodeError(
+            "bad_ids", f"{where}: not hex (OTLP/JSON ids are hex, not base64): {value!r:.60}"
+        ) from None
+    return value.lower()
+
+
+def decode_json(body: bytes) -> Decoded:
+    """Decode an OTLP/JSON `ExportTraceServiceRequest`."""
+    return decode_json_request(body, _decode_json, "trace request")
+
+
+def decode_json_request(body: bytes, decode: Callable[[Any], Decoded], what: str) -> Decoded:
+    """Parse an OTLP/JSON body and hand it to `decode`: whatever goes wrong is a DecodeError
+    saying whether the body was not JSON or not the `what` it should be."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError("bad_json", f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("bad_json", "body is JSON nested too deeply") from None
+    try:
+        return decode(data)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        raise DecodeError("bad_json", f"body is not an OTLP/JSON {what}: {exc}") from None
+
+
+def _decode_json(data: Any) -> Decoded:
+    if not isinstance(data, dict):
+        raise DecodeError("bad_json", "body: expected a JSON object with resourceSpans")
+    spans: list[Span] = []
+    rejected = 0
+    message = ""
+    for r, rs in enumerate(_json_list(data, "resourceSpans", "resource_spans", "body")):
+        rwhere = f"resourceSpans[{r}]"
+        if not isinstance(rs, dict):
+            raise DecodeError("bad_json", f"{rwhere}: expected an object")
+        resource_obj = rs.get("resource") or {}
+        resource = _json_attributes(
+            resource_obj.get("attributes") or [], f"{rwhere}.resource.attributes"
+        )
+        service = str(resource.get("service.name") or "unknown")
+        for s, ss in enumerate(_json_list(rs, "scopeSpans", "scope_spans", rwhere)):
+            swhere = f"{rwhere}.scopeSpans[{s}]"
+            if not isinstance(ss, dict):
+                raise DecodeError("bad_json", f"{swhere}: expected an object")
+            for i, sp in enumerate(_json_list(ss, "spans", "spans", swhere)):
+                where = f"{swhere}.spans[{i}]"
+                if not isinstance(sp, dict):
+                    raise DecodeError("bad_json", f"{where}: expected an object")
+                trace_id = _hex_id(_get(sp, "traceId", "trace_id"), 16, f"{where}.traceId")
+                span_id = _hex_id(_get(sp, "spanId", "span_id"), 8, f"{where}.spanId")
+                parent = _hex_id(
+                    _get(sp, "parentSpanId", "parent_span_id"),
+                    8,
+                    f"{where}.parentSpanId",
+                    optional=True,
+                )
+                if trace_id in _EMPTY_IDS or span_id in _EMPTY_IDS:
+                    rejected += 1
+                    message = message or f"{where}: trace_id and span_id must not be all zeros"
+                    continue
+                events = []
+                for e, ev in enumerate(_json_list(sp, "events", "events", where)):
+                    if not isinstance(ev, dict):
+                        raise DecodeError("bad_json", f"{where}.events[{e}]: expected an object")
+                    events.append(
+                        SpanEvent(
+                            str(ev.get("name") or ""),
+                            _json_int(
+                                _get(ev, "timeUnixNano", "time_unix_nano"), f"{where}.events[{e}]"
+                            ),
+                            _json_attributes(
+                                ev.get("attributes") or [], f"{where}.events[{e}].attributes"
+                            ),
+                        )
+                    )
+                status = sp.get("status") or {}
+                code = status.get("code") if isinstance(status, dict) else None
+                flags = _json_int(sp.get("flags"), f"{where}.flags")
+                spans.append(
+                    Span(
+                        trace_id=trace_id,
+                        span_id=span_id,
+                        parent_span_id=parent,
+                        name=str(sp.get("name") or ""),
+                        start_unix_nano=_json_int(
+                            _get(sp, "startTimeUnixNano", "start_time_unix_nano"),
+                            f"{where}.startTimeUnixNano",
+                        ),
+                        end_unix_nano=_json_int(
+                            _get(sp, "endTimeUnixNano", "end_time_unix_nano"),
+                            f"{where}.endTimeUnixNano",
+                        ),
+                        attributes=_json_attributes(
+                            sp.get("attributes") or [], f"{where}.attributes"
+                        ),
+                        events=events,
+                        error=code in (_STATUS_ERROR, "STATUS_CODE_ERROR"),
+                        service=service,
+                        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+                        resource=resource,
+                    )
+                )
+    return Decoded(spans, rejected, message)

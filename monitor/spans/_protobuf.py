@@ -1,0 +1,235 @@
+"""OTLP protobuf trace payloads → `Span` objects.
+
+`decode_protobuf` returns a `Decoded`: the spans that are usable plus a count and a
+message for the ones rejected (ids of the wrong length), which the receivers report as
+an OTLP partial success. A body that cannot be parsed at all raises `DecodeError` whose
+`reason` is a closed-set metric label.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from google.protobuf.message import DecodeError as _ProtoDecodeError
+
+from monitor.spans._lite import LiteStatus as _LiteStatus
+from monitor.spans._lite import RawRequest as _RawRequest
+from monitor.spans._lite import SkeletonRequest as _SkeletonRequest
+from monitor.spans._span import (
+    _HAS_IS_REMOTE,
+    _IS_REMOTE,
+    _STATUS_ERROR,
+    _ZERO_SPAN,
+    _ZERO_TRACE,
+    FEEDBACK_KEY,
+    Decoded,
+    DecodeError,
+    Span,
+    _attributes,
+)
+
+
+class Triage(Protocol):
+    """Which traces a decoder builds spans for. The spans of the others are checked
+    (ids), counted (`Decoded.forgotten`, `Decoded.forgotten_roots`) and not built: a
+    trace that no evaluator can sample costs no `Span`. The trace stage implements it
+    (`monitor.processors.trace.TraceTriage`)."""
+
+    @property
+    def keeps_everything(self) -> bool:
+        """Every trace is kept (a sampling rate of 1): nothing to triage."""
+
+    @property
+    def forced_by_error(self) -> bool:
+        """A span with status ERROR makes its trace kept (`sampling.always.error`)."""
+
+    @property
+    def forced_by_feedback(self) -> bool:
+        """A body that mentions `rag.feedback` is decoded whole
+        (`sampling.always.negative_feedback`)."""
+
+    def keeps(self, trace_id: bytes) -> bool:
+        """Whether the trace may be sampled (or was forced earlier): its spans are built."""
+
+    def force(self, trace_id: bytes) -> None:
+        """The trace was forced here: its spans that come later are kept too."""
+
+
+def decode_protobuf(
+    body: bytes,
+    *,
+    lazy: bool = False,
+    probe: tuple[str, ...] = (FEEDBACK_KEY,),
+    triage: Triage | None = None,
+) -> Decoded:
+    """Decode an `ExportTraceServiceRequest`; spans with malformed ids are rejected.
+
+    With `lazy`, only the span skeleton (ids, parent, name, times, flags, status) is
+    decoded here and attributes and events stay serialized in each `Span` until read (a
+    corrupt value then raises `DecodeError` when read); otherwise every span is decoded
+    now and any corruption raises here. `probe`: attribute keys that `Span.attribute`
+    will be asked for on every span; one search of the whole body settles, for all its
+    spans at once, the ones that occur nowhere in it. `triage`: build spans only for the
+    traces it keeps (see `Triage`)."""
+    absent = frozenset(key for key in probe if key.encode() not in body)
+    if triage is not None and (
+        triage.keeps_everything or (triage.forced_by_feedback and FEEDBACK_KEY not in absent)
+    ):
+        triage = None  # every trace kept, or feedback may force any: decode it whole
+    try:
+        request = _SkeletonRequest.FromString(body)
+        if triage is None:
+            decoded = _decode_protobuf(request, _RawRequest.FromString(body), absent)
+        else:
+            decoded = _decode_triaged(request, body, absent, triage, {})
+    except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
+        raise DecodeError(
+            "bad_protobuf", f"body is not an ExportTraceServiceRequest: {exc}"
+        ) from None
+    if not lazy:
+        for span in decoded.spans:
+            span.decode()
+    return decoded
+
+
+_STATUS_UNSET_OR_OK = (b"", b"\x18\x01")
+_STATUS_ERROR_BYTES = b"\x18\x02"
+
+
+def _is_error(status: bytes) -> bool:
+    """A serialized `Status` other than the unset and OK ones: is its code ERROR?"""
+    if status == _STATUS_ERROR_BYTES:
+        return True
+    code: int = _LiteStatus.FromString(status).code  # a status with a message
+    return code == _STATUS_ERROR
+
+
+_REMOTE_PARENT = _HAS_IS_REMOTE | _IS_REMOTE
+
+
+def _bad_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
+    return (
+        len(trace_id) != 16
+        or len(span_id) != 8
+        or (bool(parent) and len(parent) != 8)
+        or trace_id == _ZERO_TRACE
+        or span_id == _ZERO_SPAN
+    )
+
+
+def _bad_ids_message(r: int, s: int, i: int) -> str:
+    return (
+        f"resource_spans[{r}].scope_spans[{s}].spans[{i}]: trace_id must be 16 "
+        "non-zero bytes, span_id 8 non-zero bytes, parent_span_id empty or 8 bytes"
+    )
+
+
+def _span(
+    span: Any, raw: bytes, service: str, resource: dict[str, Any], absent: frozenset[str]
+) -> Span:
+    """A `Span` from its skeleton and its serialized bytes."""
+    parent = span.parent_span_id
+    flags = span.flags
+    status = span.status
+    return Span(
+        span.trace_id.hex(),
+        span.span_id.hex(),
+        parent.hex() if parent else "",
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        None,
+        None,
+        status not in _STATUS_UNSET_OR_OK and _is_error(status),
+        service,
+        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+        resource,
+        raw,
+        absent,
+    )
+
+
+def _decode_protobuf(request: Any, raw_request: Any, absent: frozenset[str]) -> Decoded:
+    spans: list[Span] = []
+    append = spans.append
+    rejected = 0
+    message = ""
+    for r, (resource_spans, raw_resource) in enumerate(
+        zip(request.resource_spans, raw_request.resource_spans, strict=True)
+    ):
+        resource = _attributes(resource_spans.resource.attributes)
+        service = str(resource.get("service.name") or "unknown")
+        for s, (scope_spans, raw_scope) in enumerate(
+            zip(resource_spans.scope_spans, raw_resource.scope_spans, strict=True)
+        ):
+            for i, (span, raw) in enumerate(zip(scope_spans.spans, raw_scope.spans, strict=True)):
+                if _bad_ids(span.trace_id, span.span_id, span.parent_span_id):
+                    rejected += 1
+                    message = message or _bad_ids_message(r, s, i)
+                    continue
+                append(_span(span, raw, service, resource, absent))
+    return Decoded(spans, rejected, message)
+
+
+def _decode_triaged(
+    request: Any,
+    body: bytes,
+    absent: frozenset[str],
+    triage: Triage,
+    decisions: dict[bytes, bool],
+) -> Decoded:
+    """`_decode_protobuf` for the traces `triage` keeps (decided once per trace id, in
+    `decisions`); the others' spans are counted. A trace forced by an error span after
+    some of its spans in this body were counted is decoded again with the decisions
+    settled."""
+    on_error = triage.forced_by_error
+    keeps = triage.keeps
+    rejected = forgotten = 0
+    message = ""
+    roots: dict[str, int] = {}
+    kept: list[tuple[int, int, int, Any, str, dict[str, Any]]] = []
+    recount = False
+    for r, resource_spans in enumerate(request.resource_spans):
+        resource = _attributes(resource_spans.resource.attributes)
+        service = str(resource.get("service.name") or "unknown")
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            for i, span in enumerate(scope_spans.spans):
+                trace_id = span.trace_id
+                span_id = span.span_id
+                parent = span.parent_span_id
+                if (
+                    len(trace_id) != 16
+                    or len(span_id) != 8
+                    or (parent and len(parent) != 8)
+                    or trace_id == _ZERO_TRACE
+                    or span_id == _ZERO_SPAN
+                ):
+                    rejected += 1
+                    message = message or _bad_ids_message(r, s, i)
+                    continue
+                keep = decisions.get(trace_id)
+                if not keep:
+                    seen = keep is not None  # an earlier span of it here was forgotten
+                    if not seen:
+                        keep = decisions[trace_id] = keeps(trace_id)
+                    if not keep:
+                        status = span.status
+                        if on_error and status not in _STATUS_UNSET_OR_OK and _is_error(status):
+                            triage.force(trace_id)
+                            decisions[trace_id] = True
+                            recount = recount or seen
+                        else:
+                            forgotten += 1
+                            if not parent or span.flags & _REMOTE_PARENT == _REMOTE_PARENT:
+                                roots[service] = roots.get(service, 0) + 1
+                            continue
+                kept.append((r, s, i, span, service, resource))
+    if recount:
+        return _decode_triaged(request, body, absent, triage, decisions)
+    spans: list[Span] = []
+    if kept:
+        raw_resources = _RawRequest.FromString(body).resource_spans
+        for r, s, i, span, service, resource in kept:
+            raw = raw_resources[r].scope_spans[s].spans[i]
+            spans.append(_span(span, raw, service, resource, absent))
+    return Decoded(spans, rejected, message, forgotten, roots)

@@ -1,0 +1,125 @@
+"""The trace stage with its triage (what the OTLP receivers decode with) against the same
+stage without it: for requests that carry whole traces, every count — spans received,
+traces released, traces unsampled by service, records and which traces they come
+from — is the same, and the traces an error forces are evaluated."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+from monitor.component import SampledRecord
+from monitor.config import Config
+from monitor.receivers.otlp._wire import decode_and_hand_on
+from monitor.telemetry import Telemetry, create_telemetry
+from tests._otlp import WATER, emit_openinference, otlp_bytes
+from tests._pipeline import trace_stage
+from tests._wait import wait_until_async
+
+TRACES = 60
+
+
+class Finishing:
+    """The next stage: takes every record and finishes it at once."""
+
+    def __init__(self) -> None:
+        self.records: list[SampledRecord] = []
+
+    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+        self.records.extend(items)
+        for item in items:
+            if item.on_done is not None:
+                item.on_done(True)
+        return len(items)
+
+
+def _bodies(seed: int) -> tuple[list[bytes], set[str]]:
+    """Two export requests holding whole traces of two services, some with a failed
+    span; and the ids of the traces with one."""
+    rng = random.Random(seed)
+    requests: list[bytes] = []
+    failed: set[str] = set()
+    for service in ("rag-api", "rag-batch"):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("tests")
+        for _ in range(TRACES // 2):
+            if rng.random() < 0.2:
+                with tracer.start_as_current_span("RetrievalQA") as root:
+                    root.set_attribute("rag.query", WATER.query)
+                    root.set_attribute("rag.response", WATER.answer)
+                    with tracer.start_as_current_span("llm") as llm:
+                        llm.set_status(Status(StatusCode.ERROR, "model timed out"))
+                    failed.add(f"{root.get_span_context().trace_id:032x}")
+            else:
+                emit_openinference(tracer, WATER, lambda: None)
+        provider.shutdown()
+        requests.append(otlp_bytes(list(exporter.get_finished_spans())))
+    return requests, failed
+
+
+def _value(t: Telemetry, name: str, **labels: str) -> float:
+    return t.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
+
+
+async def _counts(bodies: list[bytes], rate: float, *, triaged: bool) -> dict[str, object]:
+    telemetry = create_telemetry()
+    consumer = Finishing()
+    config = Config.model_validate({"sampling": {"rate": rate}})
+    stage = trace_stage(config, consumer, telemetry)  # type: ignore[arg-type]
+    triage = stage.triage if triaged else None
+    assert stage.triage is not None
+    await stage.start()
+    try:
+        for body in bodies:
+            _, taken = await asyncio.to_thread(
+                decode_and_hand_on,
+                stage,
+                "otlp_http",
+                body,
+                gzip=False,
+                as_json=False,
+                limit=1 << 24,
+                triage=triage,
+            )
+            assert taken
+        await wait_until_async(
+            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= TRACES,
+            30,
+            "every trace released",
+        )
+    finally:
+        await stage.shutdown(5)
+    return {
+        "spans": _value(telemetry, "spans_received_total", receiver="otlp_http"),
+        "released": {
+            trigger: _value(telemetry, "traces_assembled_total", trigger=trigger)
+            for trigger in ("root_ended", "idle_timeout", "evicted", "shutdown")
+        },
+        "unsampled": {
+            service: _value(telemetry, "traces_unsampled_total", service=service)
+            for service in ("rag-api", "rag-batch")
+        },
+        "records": sorted((r.record.trace_id, sorted(r.sampled)) for r in consumer.records),
+    }
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3])
+async def test_counts_and_records_are_those_of_the_stage_without_triage(rate: float) -> None:
+    bodies, failed = _bodies(seed=int(rate * 10))
+    with_triage = await _counts(bodies, rate, triaged=True)
+    without = await _counts(bodies, rate, triaged=False)
+    assert with_triage == without
+    evaluated = {trace_id for trace_id, _ in with_triage["records"]}  # type: ignore[attr-defined]
+    assert failed and failed <= evaluated  # always.error forces them
+    if rate == 0.0:
+        assert evaluated == failed
