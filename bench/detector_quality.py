@@ -47,6 +47,8 @@ import numpy as np  # noqa: E402
 from bench import probe_families, train_detector  # noqa: E402
 from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
+from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
+from monitor.detector.pair_model import load_pair_model  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parents[1] / "monitor" / "judge" / "prompts"
@@ -62,6 +64,9 @@ _GLUE = "the a of in on for with and was is were by from at to that which".split
 
 
 THRESHOLD = LocalGroundedness.default_threshold
+# Share of records reaching the second stage per labelled file, filled by `escalation`-like
+# scoring in the same run (`second_stage_share`), for the speed line's expected mean.
+_BAND_SHARES: dict[str, float] = {}
 
 
 def family_table(halueval: Path, data: Path) -> None:
@@ -137,12 +142,12 @@ def escalation(path: Path, price_in: float, price_out: float, output_tokens: int
     characters / 4, the prompt's own text included)."""
     records = _load(path)
     labels = _labels(records, path).astype(bool)
-    grounded = np.asarray(
-        [
-            score_groundedness(r.get("request", ""), _contexts(r), r["response"]).score
-            for r in records
-        ]
-    )
+    verdicts = [
+        score_groundedness(r.get("request", ""), _contexts(r), r["response"]) for r in records
+    ]
+    grounded = np.asarray([v.score for v in verdicts])
+    _BAND_SHARES[path.name] = sum(v.rescored for v in verdicts) / max(len(verdicts), 1)
+    print(f"  {path.name}: {_BAND_SHARES[path.name]:.2f} of records reach the second stage")
     inside = (grounded >= BAND[0]) & (grounded <= BAND[1])
     for judge in ("groundedness", "pass_fail_faithfulness"):
         template = len((PROMPTS / f"{judge}.txt").read_text(encoding="utf-8"))
@@ -271,25 +276,74 @@ def _synthetic(rng: random.Random, words: int) -> str:
 
 
 def speed(records: int = 200) -> None:
+    """CPU per record on synthetic traffic (500-word context, 60-word answer), both stages as
+    shipped; then the second stage alone on every record (what a record reaching it costs)."""
     rng = random.Random(7)
     cases = [(_synthetic(rng, 500), _synthetic(rng, 60)) for _ in range(records)]
+    question = "what does the report say?"
     score_groundedness("warm up", [cases[0][0]], cases[0][1])
-    wall, cpu = [], []
+    load_pair_model().supported([("warm up", "warm up")])
+    wall, cpu, rescored, second = [], [], [], []
     for context, answer in cases:
         half = len(context) // 2
+        contexts = [context[:half], context[half:]]
         started, started_cpu = time.perf_counter(), time.process_time()
-        score_groundedness("what does the report say?", [context[:half], context[half:]], answer)
+        verdict = score_groundedness(question, contexts, answer)
         cpu.append((time.process_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
+        rescored.append(verdict.rescored)
+        pairs = first_stage(question, contexts, answer).pairs
+        started_cpu = time.process_time()
+        load_pair_model().supported(pairs)
+        second.append((time.process_time() - started_cpu) * 1000)
+    share = sum(rescored) / len(rescored)
+    first_only = sorted(c for c, r in zip(cpu, rescored, strict=True) if not r)
     wall.sort()
     cpu.sort()
+    second.sort()
     print(
         f"speed: 500-word context, 60-word answer, one thread: CPU median "
         f"{statistics.median(cpu):.2f} ms/record, mean {statistics.fmean(cpu):.2f}, p99 "
-        f"{cpu[int(0.99 * len(cpu))]:.2f}; no record reaches a second stage; wall "
-        f"median {statistics.median(wall):.2f} ms ({records} records; wall time grows on a busy "
-        "machine, CPU time does not)"
+        f"{cpu[int(0.99 * len(cpu))]:.2f}; {share:.2f} of these records reach the second stage; "
+        f"wall median {statistics.median(wall):.2f} ms ({records} records; wall time grows on a "
+        "busy machine, CPU time does not)"
     )
+    first_mean = statistics.fmean(first_only) if first_only else float("nan")
+    print(
+        f"second stage alone ({PAIRS} sentence pairs at most a record): CPU median "
+        f"{statistics.median(second):.2f} ms, mean {statistics.fmean(second):.2f}, p99 "
+        f"{second[int(0.99 * len(second))]:.2f}; first stage alone mean {first_mean:.2f} ms"
+    )
+    for name, band_share in _BAND_SHARES.items():
+        print(
+            f"  mean CPU per record at {name}'s share reaching the second stage "
+            f"({band_share:.2f}): {first_mean + band_share * statistics.fmean(second):.2f} ms"
+        )
+
+
+def memory() -> None:
+    """Resident cost of the second stage in one process: PSS and RSS before and after it
+    is loaded and has scored a record (a worker process pays this once, on first use)."""
+    rng = random.Random(7)
+    context, answer = _synthetic(rng, 500), _synthetic(rng, 60)
+    score_groundedness("q", [context], answer, second_stage=False)
+    before = _rollup_mb()
+    load_pair_model().supported(first_stage("q", [context], answer).pairs or (("a", "b"),))
+    after = _rollup_mb()
+    print(
+        f"memory: second stage loaded and used: PSS +{after[0] - before[0]:.1f} MB, RSS "
+        f"+{after[1] - before[1]:.1f} MB (process {after[0]:.0f} MB PSS after, first stage and "
+        "word vectors included)"
+    )
+
+
+def _rollup_mb() -> tuple[float, float]:
+    values = {}
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Pss", "Rss"):
+            values[key] = float(rest.split()[0]) / 1024
+    return values["Pss"], values["Rss"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             escalation(args.data_dir / name, args.price_in, args.price_out)
         if not args.no_speed:
             speed()
+            memory()
         return 0
     if args.probe:
         family_probe_table()
