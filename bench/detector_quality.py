@@ -37,6 +37,7 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -45,6 +46,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench import probe_families, train_detector  # noqa: E402
+from bench._pss import tree_memory  # noqa: E402
 from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
 from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
@@ -322,8 +324,18 @@ def speed(records: int = 200) -> None:
 
 
 def memory() -> None:
-    """Resident cost of the second stage in one process: PSS and RSS before and after it
-    is loaded and has scored a record (a worker process pays this once, on first use)."""
+    """Resident cost of the second stage in a fresh process (what each worker process pays,
+    once, when its first record reaches the second stage)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.detector_quality", "--memory-probe"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(out.stdout.strip())
+
+
+def memory_probe() -> None:
     rng = random.Random(7)
     context, answer = _synthetic(rng, 500), _synthetic(rng, 60)
     score_groundedness("q", [context], answer, second_stage=False)
@@ -331,19 +343,15 @@ def memory() -> None:
     load_pair_model().supported(first_stage("q", [context], answer).pairs or (("a", "b"),))
     after = _rollup_mb()
     print(
-        f"memory: second stage loaded and used: PSS +{after[0] - before[0]:.1f} MB, RSS "
-        f"+{after[1] - before[1]:.1f} MB (process {after[0]:.0f} MB PSS after, first stage and "
-        "word vectors included)"
+        f"memory: second stage loaded and used, in a fresh process: PSS +{after[0] - before[0]:.1f}"
+        f" MB, RSS +{after[1] - before[1]:.1f} MB (the process: {before[0]:.0f} MB PSS with the "
+        f"first stage and word vectors, {after[0]:.0f} MB after)"
     )
 
 
 def _rollup_mb() -> tuple[float, float]:
-    values = {}
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Pss", "Rss"):
-            values[key] = float(rest.split()[0]) / 1024
-    return values["Pss"], values["Rss"]
+    (me,) = [p for p in tree_memory(os.getpid()) if p.pid == os.getpid()]
+    return me.pss_mb, me.rss_mb
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--price-in", type=float, default=0.15, help="USD per 1M input tokens")
     parser.add_argument("--price-out", type=float, default=0.60, help="USD per 1M output tokens")
+    parser.add_argument("--memory-probe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_probe:
+        memory_probe()
+        return 0
     if args.halueval is not None:
         if args.data_dir is None:
             raise SystemExit("--halueval needs --data-dir")

@@ -40,7 +40,7 @@ from bench import perturb, probe_families, train_detector
 from bench.detector_metrics import auroc
 from bench.train_detector import Example
 from monitor.detector.groundedness import first_stage
-from monitor.detector.pair_model import FEATURES, HEAD_PATH, pair_encoder
+from monitor.detector.pair_model import ENCODER_PATH, FEATURES, HEAD_PATH, pair_encoder
 from monitor.detector.text import sentences
 
 SEED = 20261123
@@ -148,8 +148,7 @@ class Encoded:
 
 def _code_digest() -> str:
     folder = Path(__file__).resolve().parents[1] / "monitor" / "detector"
-    files = [p for p in sorted(folder.glob("*.py")) if p.name != "pair_model.py"]
-    files.append(folder / "groundedness_model.json")
+    files = [*sorted(folder.glob("*.py")), folder / "groundedness_model.json", ENCODER_PATH]
     blob = b"".join(p.read_bytes() for p in files)
     return hashlib.sha256(blob).hexdigest()[:12]
 

