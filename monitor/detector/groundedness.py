@@ -1,17 +1,21 @@
 """Groundedness: the probability that the retrieved context supports a response (1 = fully).
 
-A logistic model over support features (`features.py`): words, numbers and names of the
-response missing from the context, how specific they are, word pairs the context never has,
-negation flips and slot contradictions. A response that contradicts the context on a restated
-number, date, name or polarity scores `CONTRADICTED` whatever the model says. The parameters
-ship in `groundedness_model.json`, fitted by `bench/train_detector.py`.
+First stage: a logistic model over support features (`features.py`): words, numbers and names
+of the response missing from the context, how specific they are, word pairs the context never
+has, negation flips and slot contradictions. A response that contradicts the context on a
+restated number, date, name or polarity scores `CONTRADICTED` whatever the model says. The
+parameters ship in `groundedness_model.json`, fitted by `bench/train_detector.py`.
+
+Second stage: a score the first stage leaves in the uncertain band (and no decisive
+contradiction) is rescored with the sentence-pair model of `pair_model.py` reading the
+response's weakest sentences against their closest context sentences.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,8 @@ import numpy as np
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
+from monitor.detector.features import FEATURE_NAMES, SentenceCheck, analyse, unsupported_clauses
+from monitor.detector.pair_model import HEAD_PATH, PairHead, load_pair_model
 
 MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
 # The score of a response that contradicts its context on a number, date, name or polarity:
@@ -29,6 +34,8 @@ CONTRADICTED = 0.02
 # The factor a clause whose content words the context lacks (an invented claim the
 # explanation lists) applies to the score.
 UNSUPPORTED_CLAUSE = 0.7
+# Response sentences the second stage reads (the least supported ones first).
+PAIRS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,17 @@ class GroundednessVerdict:
     unsupported_terms: tuple[str, ...] = ()
     # Claims whose number, date, name or polarity disagrees with the context's.
     contradictions: tuple[Contradiction, ...] = ()
+    # Whether the second stage rescored the record (its first-stage score was uncertain).
+    rescored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FirstStage:
+    verdict: GroundednessVerdict
+    # (response sentence, closest context sentence), least supported first.
+    pairs: tuple[tuple[str, str], ...]
+    # A decisive contradiction settled the score.
+    decided: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +95,27 @@ def _model() -> Logistic:
     return Logistic.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
 
 
-def score_groundedness(query: str, contexts: list[str], response: str) -> GroundednessVerdict:
-    """Scores how well `contexts` support `response`; lists the sentences they do not."""
+@lru_cache(maxsize=1)
+def _pair_head() -> PairHead:
+    return PairHead.from_npz(HEAD_PATH)
+
+
+def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tuple[str, str], ...]:
+    """The `limit` least supported claims (most specific unsupported words, then least
+    similar to their evidence), each with its closest context sentence."""
+    claims = [c for c in checks if c.evidence and not c.abstains and c.content]
+    claims.sort(key=lambda c: (-c.specific_unsupported, c.similarity))
+    return tuple((c.text, c.evidence) for c in claims[:limit])
+
+
+def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
+    """The cheap verdict: lexical and slot checks, the logistic model, decisive rules."""
     analysis = analyse(query, contexts, response, shared_embedder())
     if not analysis.sentences:
-        return GroundednessVerdict(score=1.0, unsupported=())
+        return FirstStage(GroundednessVerdict(score=1.0, unsupported=()), (), True)
     grounded = _model().grounded(analysis.features)
-    if any(c.decisive for c in analysis.contradictions):
+    decided = any(c.decisive for c in analysis.contradictions)
+    if decided:
         grounded = min(grounded, CONTRADICTED)
     invented = [c for s in analysis.sentences for c in unsupported_clauses(s)]
     # Each invented clause takes a share of the score: an otherwise well-supported answer
@@ -98,9 +130,30 @@ def score_groundedness(query: str, contexts: list[str], response: str) -> Ground
             if term.lower() not in seen:
                 seen.add(term.lower())
                 terms.append(term)
-    return GroundednessVerdict(
+    verdict = GroundednessVerdict(
         score=grounded,
         unsupported=tuple(s.text for s in flagged),
         unsupported_terms=tuple(terms),
         contradictions=tuple(analysis.contradictions),
     )
+    return FirstStage(verdict, weakest_pairs(analysis.sentences), decided)
+
+
+def in_band(score: float) -> bool:
+    """Whether a first-stage score is uncertain enough for the second stage."""
+    low, high = _pair_head().band
+    return low <= score <= high
+
+
+def score_groundedness(
+    query: str, contexts: list[str], response: str, *, second_stage: bool = True
+) -> GroundednessVerdict:
+    """Scores how well `contexts` support `response`; lists the sentences they do not.
+    `second_stage=False` returns the first stage's verdict alone."""
+    first = first_stage(query, contexts, response)
+    verdict = first.verdict
+    if not second_stage or first.decided or not first.pairs or not in_band(verdict.score):
+        return verdict
+    model = load_pair_model()
+    weakest = float(model.supported(first.pairs).min())
+    return replace(verdict, score=model.head.combine(verdict.score, weakest), rescored=True)

@@ -71,6 +71,8 @@ class LocalGroundedness(_LocalEvaluator):
             if verdict.unsupported_terms:
                 terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
                 parts.append(f"not in the context: {terms}")
+        if verdict.rescored:
+            parts.append("uncertain: rescored by the sentence-pair model")
         explanation = " | ".join(parts) or "no sentence stands out as unsupported by the context"
         return self._verdict(verdict.score, explanation)
 

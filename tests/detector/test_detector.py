@@ -263,7 +263,7 @@ def test_quality_bench_scores_a_replay_output(tmp_path: Path) -> None:
     ]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = subprocess.run(
-        [sys.executable, "bench/detector_quality.py", "--results", str(results), str(data)],
+        [sys.executable, "-m", "bench.detector_quality", "--results", str(results), str(data)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -1,4 +1,4 @@
-"""Ranking and threshold metrics used by the detector's benchmark and training scripts."""
+"""Ranking and threshold metrics of the detector's benchmark and training scripts (not shipped)."""
 
 from __future__ import annotations
 
