@@ -157,7 +157,10 @@ def escalation(path: Path, price_in: float, price_out: float, output_tokens: int
     records = _load(path)
     labels = _labels(records, path).astype(bool)
     verdicts = [
-        score_groundedness(r.get("request", ""), _contexts(r), r["response"]) for r in records
+        score_groundedness(
+            r.get("request", ""), _contexts(r), r["response"], second_stage=_SECOND_STAGE[0]
+        )
+        for r in records
     ]
     grounded = np.asarray([v.score for v in verdicts])
     _BAND_SHARES[path.name] = sum(v.rescored for v in verdicts) / max(len(verdicts), 1)
@@ -239,7 +242,9 @@ def score_file(path: Path) -> None:
     ms = []
     for i, r in enumerate(records):
         started = time.perf_counter()
-        grounded[i] = score_groundedness(r.get("request", ""), _contexts(r), r["response"]).score
+        grounded[i] = score_groundedness(
+            r.get("request", ""), _contexts(r), r["response"], second_stage=_SECOND_STAGE[0]
+        ).score
         ms.append((time.perf_counter() - started) * 1000)
     _report(path.name, labels, grounded, ms)
 
@@ -302,7 +307,7 @@ def speed(records: int = 200) -> None:
         half = len(context) // 2
         contexts = [context[:half], context[half:]]
         started, started_cpu = time.perf_counter(), time.process_time()
-        verdict = score_groundedness(question, contexts, answer)
+        verdict = score_groundedness(question, contexts, answer, second_stage=True)
         cpu.append((time.process_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
         rescored.append(verdict.rescored)

@@ -165,6 +165,9 @@ class EvaluatorConfig(Section):
     api_base: str | None = None
     # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
     tlm: TrustworthinessTlm | None = None
+    # `local_groundedness` only: rescore its uncertain band with the sentence-pair model
+    # (monitor/detector/README.md; the registry rejects it on other evaluators).
+    second_stage: bool | None = None
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:

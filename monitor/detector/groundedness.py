@@ -146,10 +146,10 @@ def in_band(score: float) -> bool:
 
 
 def score_groundedness(
-    query: str, contexts: list[str], response: str, *, second_stage: bool = True
+    query: str, contexts: list[str], response: str, *, second_stage: bool = False
 ) -> GroundednessVerdict:
     """Scores how well `contexts` support `response`; lists the sentences they do not.
-    `second_stage=False` returns the first stage's verdict alone."""
+    `second_stage=True` rescores an uncertain first-stage score with the pair model."""
     first = first_stage(query, contexts, response)
     verdict = first.verdict
     if not second_stage or first.decided or not first.pairs or not in_band(verdict.score):

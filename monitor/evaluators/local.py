@@ -55,11 +55,19 @@ class _LocalEvaluator:
 class LocalGroundedness(_LocalEvaluator):
     requires = frozenset({"context", "response"})
 
+    def __init__(self, spec: EvaluatorConfig) -> None:
+        super().__init__(spec)
+        # Off unless asked: the sentence-pair model costs each worker process its own
+        # ONNX Runtime session, for a small gain (monitor/detector/README.md).
+        self.second_stage = bool(spec.second_stage)
+
     def score(self, record: RagRecord) -> EvalResult:
         assert record.response is not None
         # Earlier turns count as support too: an answer may repeat what the user said before.
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
-        verdict = score_groundedness(asked, record.context_text, record.response)
+        verdict = score_groundedness(
+            asked, record.context_text, record.response, second_stage=self.second_stage
+        )
         parts = []
         if verdict.contradictions:
             shown = "; ".join(c.describe() for c in verdict.contradictions[:_MAX_LISTED])

@@ -62,6 +62,10 @@ def check_evaluators(config: Config) -> None:
                 problems.append(f"evaluators.{i}.threshold: {problem}")
         if entry.tlm is not None and entry.name != TLM:
             problems.append(f"evaluators.{i}.tlm: only {TLM} takes tlm options")
+        if entry.second_stage is not None and entry.name != "local_groundedness":
+            problems.append(
+                f"evaluators.{i}.second_stage: only local_groundedness takes second_stage"
+            )
         model = entry.model or config.judge.model
         problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:

@@ -42,7 +42,7 @@ def test_a_record_in_the_band_is_rescored_from_its_weakest_pairs() -> None:
         first = first_stage(query, contexts, response)
         if first.decided or not first.pairs or not in_band(first.verdict.score):
             continue
-        verdict = score_groundedness(query, contexts, response)
+        verdict = score_groundedness(query, contexts, response, second_stage=True)
         model = load_pair_model()
         weakest = float(model.supported(first.pairs).min())
         assert verdict.rescored
@@ -61,7 +61,7 @@ def test_records_outside_the_band_or_decided_keep_the_first_stage_score() -> Non
     for query, contexts, response in _records()[:60]:
         first = first_stage(query, contexts, response)
         if first.decided or not in_band(first.verdict.score):
-            verdict = score_groundedness(query, contexts, response)
+            verdict = score_groundedness(query, contexts, response, second_stage=True)
             assert not verdict.rescored
             assert verdict.score == first.verdict.score
             seen += 1
@@ -111,3 +111,18 @@ def test_the_encoder_is_not_loaded_until_a_record_needs_it() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_second_stage_is_off_unless_the_evaluator_asks_for_it() -> None:
+    from monitor.config import Config, ConfigError, EvaluatorConfig
+    from monitor.evaluators.local import LocalGroundedness
+    from monitor.evaluators.registry import check_evaluators
+
+    assert not LocalGroundedness(EvaluatorConfig(name="local_groundedness")).second_stage
+    on = LocalGroundedness(EvaluatorConfig(name="local_groundedness", second_stage=True))
+    assert on.second_stage
+    config = Config.model_validate(
+        {"evaluators": [{"name": "local_relevance", "second_stage": True}]}
+    )
+    with pytest.raises(ConfigError, match="only local_groundedness takes second_stage"):
+        check_evaluators(config)
