@@ -78,11 +78,11 @@ class Served:
         await self.trace.start()
         await self.receivers.start()
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline_s: float) -> None:
         """As the service stops them: receivers, then the trace stage (which releases
         the traces it holds)."""
-        await self.receivers.shutdown(5)
-        await self.trace.shutdown(10)
+        await self.receivers.shutdown(deadline_s)
+        await self.trace.shutdown(deadline_s)
 
 
 async def started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> Served:
