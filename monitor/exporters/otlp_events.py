@@ -52,8 +52,9 @@ _STAGE = "otlp_events"
 _LOG_INTERVAL_S = 30.0
 _MAX_BATCH = 512
 _MAX_EXPLANATION = 2000
-# Three exports of a batch in all, the waits between them drawn below 2 s, then 4 s.
-_EXPORT_RETRY = RetryPolicy(base_s=2.0, max_s=30.0, max_attempts=3)
+# Three exports of a batch in all, the waits between them drawn below 2 s, then 4 s; no
+# retry starts 30 s after the first export did (the queue waits behind the batch).
+_EXPORT_RETRY = RetryPolicy(base_s=2.0, max_s=30.0, max_attempts=3, deadline_s=30.0)
 OtlpProtocol = Literal["grpc", "http/protobuf"]
 
 

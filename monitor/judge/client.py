@@ -37,7 +37,8 @@ named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbe
 
 Split by job: this module (cache, breaker and retry around each call, the format
 follow-up, accounting), `provider` (one litellm request, its errors classified, its cost),
-`answers` (answer formats and verdicts), `breaker` (the per-model circuit breaker).
+`answers` (answer formats and verdicts), `breaker` (the per-model circuit breaker),
+`metrics` (its own metrics).
 """
 
 from __future__ import annotations
@@ -51,10 +52,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
-
-from prometheus_client import Counter, Gauge
 
 from monitor.config import ConfigError, Judge, Redaction
 from monitor.judge import schemas
@@ -69,6 +67,7 @@ from monitor.judge.answers import (
     too_long,
 )
 from monitor.judge.breaker import CircuitBreaker
+from monitor.judge.metrics import judge_metrics
 from monitor.judge.parsers import Parsed, ParseError
 from monitor.judge.provider import GREEDY, AttemptError, Provider, Reply, Sampling
 from monitor.redaction import Redactor
@@ -90,45 +89,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
-
-
-@dataclass(frozen=True)
-class _ExtraMetrics:
-    cache: Counter
-    redactions: Counter
-    retries: Counter
-    circuit_open: Gauge
-    answers: Counter
-
-
-def _extra_metrics(telemetry: Telemetry) -> _ExtraMetrics:
-    """The judge's own metrics, beyond the table every component shares (`Telemetry`)."""
-    return _ExtraMetrics(
-        cache=telemetry.counter(
-            "judge_cache_lookups", "Verdict cache lookups by result (hit, miss).", ("result",)
-        ),
-        redactions=telemetry.counter(
-            "redactions",
-            "Personal data replaced before text was sent to a judge, by kind.",
-            ("kind",),
-        ),
-        retries=telemetry.counter(
-            "judge_retries",
-            "Judge attempts repeated after a retryable failure or an unreadable answer.",
-            ("model", "reason"),
-        ),
-        circuit_open=telemetry.gauge(
-            "judge_circuit_open",
-            "1 while the circuit breaker for a judge model is open.",
-            ("model",),
-        ),
-        answers=telemetry.counter(
-            "judge_answers",
-            "Answered judge calls by the format asked for (structured, free_form) and how "
-            "the answer was read (valid, fallback, repaired, parse, truncated).",
-            ("model", "format", "result"),
-        ),
-    )
 
 
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
@@ -153,7 +113,7 @@ class JudgeClient:
     ) -> None:
         self._config = judge
         self._t = telemetry
-        self._extra = _extra_metrics(telemetry)
+        self._extra = judge_metrics(telemetry)
         env = os.environ if environ is None else environ
         self._api_key: str | None = None
         if judge.api_key_env is not None:
