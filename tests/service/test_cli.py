@@ -143,9 +143,13 @@ def test_signal_during_replay_keeps_every_evaluated_result(
                 )
             )
             handle.write("\n")
+    # Small queues: the drain after the signal evaluates what they hold, and the point is
+    # that what was evaluated is kept, not how much was queued.
+    config = tmp_path / "config.yaml"
+    config.write_text("trace_assembly: {queue_size: 200}\npipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
-        [*cli, "replay", str(data), "--output", str(out)],
+        [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
