@@ -156,6 +156,7 @@ def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen
     import rotel
 
     binary = Path(rotel.__file__).parent / "rotel-agent"
+    # rotel cannot listen on port 0 (it panics), so its ports are picked beforehand.
     grpc_in, http_in = free_port(), free_port()
     target = (
         f"http://127.0.0.1:{monitor.http_port}"
