@@ -25,11 +25,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # these first keeps one of them from starting last and running on alone while the other
 # workers idle. A file missing from the list only loses its place.
 SLOW_FILES = (
+    "tests/judge/test_judge_real_model.py",
     "tests/alerts/test_alerts_regression_e2e.py",
+    "tests/service/test_cli.py",
     "tests/receivers/test_kafka.py",
     "tests/frameworks/test_frameworks_real.py",
-    "tests/service/test_cli.py",
-    "tests/judge/test_judge_real_model.py",
+    "tests/config/test_config.py",
+    "tests/judge/test_judge_tlm_real.py",
+    "tests/judge/test_judge_tlm.py",
     "tests/service/test_otlp_faults.py",
     "tests/frameworks/test_frameworks_agents.py",
     "tests/service/test_security.py",
