@@ -1,5 +1,5 @@
-"""Helpers for the reliability and security tests: a `rag-monitor run` subprocess on free
-loopback ports, raw OTLP export requests built with the protobuf classes, and plain
+"""Helpers for the reliability and security tests: a `rag-monitor run` subprocess on
+loopback ports it chooses itself, raw OTLP export requests built with the protobuf classes, and plain
 HTTP/gRPC senders. Nothing here fakes a monitor component."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,12 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests._servers import monitor_ports
 from tests._wait import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 PROTO = {"Content-Type": "application/x-protobuf"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -161,19 +155,27 @@ def proc_memory_kb(pid: int) -> dict[str, int]:
     return out
 
 
+def reset_peak_rss(pid: int) -> None:
+    """Set a live process's VmHWM back to its current VmRSS (Linux ≥ 4.0), so that a later
+    VmHWM is the peak since this call: the kernel keeps it, no polling can miss it."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 @dataclass
 class MonitorProcess:
-    """`python -m monitor run` on free loopback ports, stderr captured to a file."""
+    """`python -m monitor run` on loopback, stderr captured to a file. A port left at 0 is
+    chosen by the monitor and read from its log by `start`; give the ports of an earlier
+    process to restart on the same ones."""
 
     tmp: Path
     config: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
-    grpc_port: int = field(default_factory=free_port)
-    http_port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
+    grpc_port: int = 0
+    http_port: int = 0
+    metrics_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -206,15 +208,26 @@ class MonitorProcess:
         command = [sys.executable, "-m", "monitor", *args]
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log_path.open("ab") as log:
+            offset = log.tell()  # a restarted monitor appends: read only its own lines
             self.proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=log)
         proc = self.proc
-        url = f"http://127.0.0.1:{self.metrics_port}{wait_path}"
 
         def answers() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"monitor did not start:\n{self.log()}")
+            # /healthz answers before the receivers are up: wait for their lines too.
+            logged = monitor_ports(self.log_path.read_bytes()[offset:].decode(errors="replace"))
+            if not {"metrics", "grpc", "http"} <= logged.keys():
+                return False
+            url = f"http://127.0.0.1:{logged['metrics']}{wait_path}"
             with urllib.request.urlopen(url, timeout=1):
-                return True
+                pass
+            self.metrics_port, self.grpc_port, self.http_port = (
+                logged["metrics"],
+                logged["grpc"],
+                logged["http"],
+            )
+            return True
 
         try:
             wait_until(

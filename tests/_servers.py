@@ -1,6 +1,12 @@
 """Real servers for the tests: `rag-monitor run` as a process, Alertmanager / Prometheus
 processes, and a webhook receiver (a real HTTP server in a thread that records every JSON
-body); plus free loopback ports and polling with a deadline.
+body); plus polling with a deadline.
+
+Servers choose their own ports: each is told to listen on port 0 and the port it bound is
+read back from its log (`rag-monitor run` logs the port of each listener, Prometheus and
+Alertmanager log `Listening on`). `free_port` is left for what cannot work that way: a port
+that must stay closed, a port given to a second process after the first is gone, and
+servers that cannot report the port they bound.
 
 Binaries come from the Debian packages `prometheus` (prometheus, promtool) and
 `prometheus-alertmanager` (prometheus-alertmanager, amtool); tests skip only when the
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,6 +28,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -47,6 +55,8 @@ _NOT_YET = (OSError, urllib.error.URLError, ValueError, KeyError)
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on right now (bind, read, close: another process
+    may take it before the caller does, so prefer port 0 where the server reports it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -107,11 +117,24 @@ def webhook() -> Iterator[Webhook]:
         hook.close()
 
 
+def logged_port(log: str, pattern: re.Pattern[str]) -> int | None:
+    """The port in the first line of `log` that `pattern` (one group: the port) matches."""
+    found = pattern.search(log)
+    return int(found.group(1)) if found else None
+
+
+# The Prometheus exporter toolkit's line, in Prometheus and Alertmanager alike.
+_TOOLKIT_LISTENING = re.compile(r'msg="Listening on" address=\S+:(\d+)')
+
+
 class Process:
-    def __init__(self, name: str, args: list[str], log: Path, ready_url: str) -> None:
+    """A Prometheus-toolkit server (Prometheus, Alertmanager) started on port 0; `base` is
+    its URL once `wait_ready` has read the bound port from its log."""
+
+    def __init__(self, name: str, args: list[str], log: Path) -> None:
         self.name = name
         self.log = log
-        self.ready_url = ready_url
+        self.base = ""
         with log.open("wb") as out:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
@@ -119,7 +142,11 @@ class Process:
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
-            with urllib.request.urlopen(self.ready_url, timeout=2) as resp:
+            port = logged_port(self.log.read_text(errors="replace"), _TOOLKIT_LISTENING)
+            if port is None:
+                return False
+            self.base = f"http://127.0.0.1:{port}"
+            with urllib.request.urlopen(f"{self.base}/-/ready", timeout=2) as resp:
                 return bool(resp.status == 200)
 
         try:
@@ -144,12 +171,12 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float) -> int:
 
 
 @contextlib.contextmanager
-def _serving(name: str, argv: list[str], tmp: Path, base: str) -> Iterator[str]:
-    """Run `argv` until `base`/-/ready answers; yield `base`; stop it afterwards."""
-    proc = Process(name, argv, tmp / f"{name}.log", f"{base}/-/ready")
+def _serving(name: str, argv: list[str], tmp: Path) -> Iterator[str]:
+    """Run `argv` until it is ready; yield its base URL; stop it afterwards."""
+    proc = Process(name, argv, tmp / f"{name}.log")
     try:
         proc.wait_ready()
-        yield base
+        yield proc.base
     finally:
         proc.stop()
 
@@ -173,45 +200,70 @@ receivers:
 @contextlib.contextmanager
 def alertmanager(tmp: Path, webhook_url: str) -> Iterator[str]:
     binary = need("prometheus-alertmanager")
-    port = free_port()
     config = tmp / "alertmanager.yml"
     config.write_text(alertmanager_config(webhook_url))
-    base = f"http://127.0.0.1:{port}"
     argv = [
         binary,
         f"--config.file={config}",
         f"--storage.path={tmp / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.listen-address=127.0.0.1:0",
         "--cluster.listen-address=",
-        "--log.level=warn",
+        "--log.level=info",  # for the "Listening on" line
     ]
-    with _serving("alertmanager", argv, tmp, base):
+    with _serving("alertmanager", argv, tmp) as base:
         yield base
 
 
 @contextlib.contextmanager
 def prometheus(tmp: Path, config_text: str, *extra_args: str) -> Iterator[str]:
     binary = need("prometheus")
-    port = free_port()
     config = tmp / "prometheus.yml"
     config.write_text(config_text)
-    base = f"http://127.0.0.1:{port}"
     argv = [
         binary,
         f"--config.file={config}",
         f"--storage.tsdb.path={tmp / 'prom-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.listen-address=127.0.0.1:0",
         "--rules.alert.resend-delay=1s",
-        "--log.level=warn",
+        "--log.level=info",  # for the "Listening on" line
         *extra_args,
     ]
-    with _serving("prometheus", argv, tmp, base):
+    with _serving("prometheus", argv, tmp) as base:
         yield base
 
 
+# The lines `rag-monitor run` logs when each listener is up, with the port it bound.
+_MONITOR_LISTENING = {
+    "metrics": re.compile(r"metrics on https?://\S+?:(\d+)/metrics"),
+    "grpc": re.compile(r"OTLP/gRPC receiver listening on \S+ \(port (\d+)"),
+    "http": re.compile(r"OTLP/HTTP receiver listening on \S+?:(\d+)/"),
+}
+
+
+@dataclass(frozen=True)
+class MonitorPorts:
+    """The ports a `rag-monitor run` process bound (None: that receiver is off)."""
+
+    metrics: int
+    grpc: int | None
+    http: int | None
+
+
+def monitor_ports(log: str) -> dict[str, int]:
+    """The listeners `rag-monitor run` has logged as up so far, by name, with their port."""
+    ports = {}
+    for name, pattern in _MONITOR_LISTENING.items():
+        port = logged_port(log, pattern)
+        if port is not None:
+            ports[name] = port
+    return ports
+
+
 @contextlib.contextmanager
-def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
-    """`rag-monitor run --config CONFIG` as a process, until /readyz answers 200."""
+def rag_monitor(tmp: Path, config: Path, metrics_port: int | None = None) -> Iterator[MonitorPorts]:
+    """`rag-monitor run --config CONFIG` as a process, until /readyz answers 200; yields the
+    ports it listens on. Configure its listeners on port 0: the ports are read from its log
+    (`metrics_port`, when the config fixes one, is only checked against what it logs)."""
     log = tmp / "monitor.log"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with log.open("w") as out:
@@ -223,20 +275,25 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int) -> Iterator[None]:
         )
         try:
             wait_until(
-                lambda: _ready(proc, metrics_port, log),
+                lambda: _ready(proc, log),
                 60,
                 "rag-monitor /readyz",
                 interval_s=0.2,
                 errors=_NOT_YET,
             )
-            yield
+            ports = monitor_ports(log.read_text(errors="replace"))
+            assert metrics_port in (None, ports["metrics"]), (metrics_port, ports)
+            yield MonitorPorts(ports["metrics"], ports.get("grpc"), ports.get("http"))
         finally:
             stop_process(proc, 60)
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 
-def _ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+def _ready(proc: subprocess.Popen[bytes], log: Path) -> bool:
     if proc.poll() is not None:
         raise AssertionError(f"rag-monitor exited:\n{log.read_text()[-3000:]}")
+    port = monitor_ports(log.read_text(errors="replace")).get("metrics")
+    if port is None:
+        return False
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
         return bool(resp.status == 200)

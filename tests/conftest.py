@@ -20,6 +20,37 @@ EXAMPLES = REPO / "examples"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+# The files that take longest, longest first. `tests/run.sh` gives each pytest worker one
+# file at a time in collection order (`--dist loadfile --no-loadscope-reorder`); starting
+# these first keeps one of them from starting last and running on alone while the other
+# workers idle. A file missing from the list only loses its place.
+SLOW_FILES = (
+    "tests/judge/test_judge_real_model.py",
+    "tests/alerts/test_alerts_regression_e2e.py",
+    "tests/service/test_cli.py",
+    "tests/receivers/test_kafka.py",
+    "tests/frameworks/test_frameworks_real.py",
+    "tests/config/test_config.py",
+    "tests/judge/test_judge_tlm_real.py",
+    "tests/judge/test_judge_tlm.py",
+    "tests/service/test_otlp_faults.py",
+    "tests/frameworks/test_frameworks_agents.py",
+    "tests/service/test_security.py",
+    "tests/receivers/test_replay.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the tests of `SLOW_FILES` to the front, in that order; the rest keep theirs."""
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+
+    def key(item: pytest.Item) -> int:
+        path = item.path.relative_to(REPO).as_posix()
+        return rank.get(path, len(SLOW_FILES))
+
+    items.sort(key=key)  # stable: the order inside a file, and of the other files, stays
+
+
 @pytest.fixture(autouse=True)
 def _collect_garbage() -> Iterator[None]:
     """Collect garbage after each test, so that a ResourceWarning (an unclosed file or

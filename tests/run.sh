@@ -26,9 +26,14 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 ruff check monitor tests bench
 mypy  # --strict over monitor/ (pyproject.toml)
 set +e
-# Two workers, one test file each at a time: files share brokers and servers they start
-# themselves, so a file stays on one worker. PYTEST_WORKERS=0 runs everything in one process.
-python3 -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile -p no:benchmark "$@"
+# Three workers, one test file each at a time: files share brokers and servers they start
+# themselves, so a file stays on one worker. Much of the suite waits on real time (paced
+# traffic, brokers, subprocesses starting), so a third worker fills those waits even on two
+# cores. Files go out in collection order, where tests/conftest.py puts the longest first
+# (xdist would otherwise sort by test count and start a long one-test file last).
+# PYTEST_WORKERS=0 runs everything in one process.
+python3 -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+    -p no:benchmark "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

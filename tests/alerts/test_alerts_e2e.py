@@ -192,7 +192,9 @@ def evaluated(port: int) -> float:
 def test_hallucinations_page_through_alertmanager_and_prometheus_agrees(tmp_path: Path) -> None:
     need("prometheus")
     need("prometheus-alertmanager")
-    ports = {"metrics": free_port(), "otlp": free_port()}
+    # The OTLP port is chosen by the monitor; the metrics port is fixed in the config, since
+    # the alert's generatorURL is built from the configured endpoint (checked below).
+    ports = {"metrics": free_port(), "otlp": 0}
     config = tmp_path / "tmp.yaml"
     with (
         webhook() as hook,
@@ -200,14 +202,15 @@ def test_hallucinations_page_through_alertmanager_and_prometheus_agrees(tmp_path
     ):
         monitor_config(config, ports, am, separating_threshold())
         with (
-            rag_monitor(tmp_path, config, ports["metrics"]),
+            rag_monitor(tmp_path, config, ports["metrics"]) as bound,
             prometheus(
                 tmp_path,
                 prometheus_config(ports["metrics"], am),
                 "--enable-feature=exemplar-storage",
             ) as prom,
         ):
-            app = App(ports["otlp"])
+            assert bound.http is not None
+            app = App(bound.http)
             try:
                 _scenario(app, hook, prom, ports["metrics"])
             finally:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.__main__ import JsonLogFormatter
+from monitor.__main__ import JsonLogFormatter, main
+from tests._servers import monitor_ports
 from tests._wait import wait_until
 from tests.conftest import EXAMPLES
 
@@ -29,6 +30,20 @@ def _env(**extra: str) -> dict[str, str]:
 
 GROUNDED_IDS = {"ex-01", "ex-03"}
 HALLUCINATED_IDS = {"ex-02", "ex-04"}
+
+
+def _listening(proc: subprocess.Popen[str], log: Path, *names: str) -> dict[str, int]:
+    """The ports a `rag-monitor run` started on port 0 has bound, read from its log once
+    every listener in `names` has logged that it is up."""
+
+    def logged() -> dict[str, int] | None:
+        assert proc.poll() is None, f"monitor exited:\n{log.read_text()}"
+        ports = monitor_ports(log.read_text(errors="replace"))
+        return ports if set(names) <= ports.keys() else None
+
+    ports = wait_until(logged, 30, f"{', '.join(names)} listening")
+    assert ports is not None
+    return ports
 
 
 def _results(path: Path) -> list[dict]:
@@ -128,9 +143,13 @@ def test_signal_during_replay_keeps_every_evaluated_result(
                 )
             )
             handle.write("\n")
+    # Small queues: the drain after the signal evaluates what they hold, and the point is
+    # that what was evaluated is kept, not how much was queued.
+    config = tmp_path / "config.yaml"
+    config.write_text("trace_assembly: {queue_size: 200}\npipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
-        [*cli, "replay", str(data), "--output", str(out)],
+        [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -150,26 +169,26 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     assert len(lines) == accepted - abandoned
 
 
-def test_run_serves_health_and_metrics_and_stops_cleanly(
-    tmp_path: Path, cli: list[str], free_port: Callable[[], int]
-) -> None:
+def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: list[str]) -> None:
     """Also: the config from RAG_MONITOR_CONFIG, JSON logs from RAG_MONITOR_LOG_FORMAT, and
     `--log-level` given after the subcommand."""
-    port = free_port()
     config = tmp_path / "c.yaml"
     config.write_text(
         "receivers:\n  otlp:\n    protocols:\n"
-        f"      grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
-        f"      http: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
-        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{port}'}}\n"
+        "      grpc: {endpoint: '127.0.0.1:0'}\n"
+        "      http: {endpoint: '127.0.0.1:0'}\n"
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0'}\n"
     )
-    proc = subprocess.Popen(
-        [*cli, "run", "--log-level", "debug"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(RAG_MONITOR_CONFIG=str(config), RAG_MONITOR_LOG_FORMAT="json"),
-    )
+    log = tmp_path / "monitor.log"
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [*cli, "run", "--log-level", "debug"],
+            stderr=out,
+            text=True,
+            env=_env(RAG_MONITOR_CONFIG=str(config), RAG_MONITOR_LOG_FORMAT="json"),
+        )
     try:
+        port = _listening(proc, log, "metrics")["metrics"]
         base = f"http://127.0.0.1:{port}"
 
         def ready() -> bool:
@@ -190,7 +209,8 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(
             assert response.headers["Content-Type"].startswith("application/openmetrics-text")
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+    stderr = log.read_text()
     assert proc.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
@@ -236,13 +256,23 @@ def test_json_log_line_carries_the_exception() -> None:
     ],
 )
 def test_bad_flags_are_usage_errors(
-    cli: list[str], argv: list[str], env: dict[str, str], expected: str
+    argv: list[str],
+    env: dict[str, str],
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    result = subprocess.run(
-        [*cli, *argv], capture_output=True, text=True, env=_env(**env), timeout=60
-    )
-    assert result.returncode == 2, result.stderr
-    assert expected in result.stderr and "Traceback" not in result.stderr
+    # In this process: the flags are refused by the entry point's parser before anything
+    # else runs, so a subprocess would only add the cost of starting Python.
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2, stderr
+    assert expected in stderr and "Traceback" not in stderr
 
 
 def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
@@ -328,23 +358,24 @@ def test_replay_summary_shows_what_each_evaluator_skipped_and_why(
     assert "local_groundedness skipped a record of service" in result.stderr
 
 
-def test_send_sample_gives_a_pass_and_a_fail_on_metrics(
-    tmp_path: Path, cli: list[str], free_port: Callable[[], int]
-) -> None:
+def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: list[str]) -> None:
     """The quick start's last step: against a real `rag-monitor run`, `send-sample` makes
     one faithful and one hallucinated trace, and /metrics shows a pass and a fail."""
-    port, http = free_port(), free_port()
     config = tmp_path / "c.yaml"
     config.write_text(
         "receivers:\n  otlp:\n    protocols:\n"
-        f"      grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
-        f"      http: {{endpoint: '127.0.0.1:{http}'}}\n"
-        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{port}'}}\n"
+        "      grpc: {endpoint: '127.0.0.1:0'}\n"
+        "      http: {endpoint: '127.0.0.1:0'}\n"
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0'}\n"
     )
-    proc = subprocess.Popen(
-        [*cli, "run", "--config", str(config)], stderr=subprocess.PIPE, text=True, env=_env()
-    )
-    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "monitor.log"
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [*cli, "run", "--config", str(config)], stderr=out, text=True, env=_env()
+        )
+    ports = _listening(proc, log, "metrics", "http")
+    http = ports["http"]
+    base = f"http://127.0.0.1:{ports['metrics']}"
 
     def metrics() -> str:
         assert proc.poll() is None, "monitor exited"
@@ -378,14 +409,15 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(
         assert (groundedness("pass"), groundedness("fail")) == (1, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
+        proc.wait(timeout=60)
 
 
 def test_send_sample_without_a_monitor_says_so(
     cli: list[str], free_port: Callable[[], int]
 ) -> None:
+    closed = free_port()  # a port nothing listens on: here free_port is the point
     result = subprocess.run(
-        [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{free_port()}"],
+        [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{closed}"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -4,7 +4,7 @@
   traces, queued spans and records) is gone — exactly what the README documents — and the
   restarted monitor serves on the same ports;
 - overload: spans arrive much faster than evaluation keeps up (one worker, a judge that
-  takes 50 ms per call). RSS, sampled from /proc through the run, stays bounded; every
+  takes 50 ms per call). Peak RSS (the kernel's VmHWM over the run) stays bounded; every
   refusal reaches the sender as a retryable status (HTTP 503 + Retry-After, gRPC
   UNAVAILABLE) and is counted by stage; everything accepted is evaluated; the monitor
   serves normally once the load stops.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from tests._reliability import (
     grpc_export,
     post,
     proc_memory_kb,
+    reset_peak_rss,
     trace_ids,
 )
 
@@ -95,24 +95,6 @@ def test_sigkill_loses_only_what_was_in_memory_and_restart_serves(tmp_path: Path
     assert len(second.results_lines()) == 5 + 3 + 4
 
 
-class RssSampler(threading.Thread):
-    """VmRSS of a process every 50 ms, until stopped."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.samples: list[int] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                self.samples.append(proc_memory_kb(self.pid)["VmRSS"])
-            except (FileNotFoundError, KeyError):
-                return
-            self.halt.wait(0.05)
-
-
 TRACES_PER_REQUEST = 50
 DOC = "Water boils at 100 degrees Celsius at sea level, and at lower temperatures higher up. " * 8
 
@@ -173,9 +155,9 @@ async def test_overload_is_bounded_refused_retryably_counted_and_recovers(tmp_pa
             await asyncio.to_thread(
                 mon.wait_for, lambda: len(mon.results_lines()) == 1, 90, "the warm-up record"
             )
-            baseline = proc_memory_kb(mon.pid)["VmRSS"]
-            sampler = RssSampler(mon.pid)
-            sampler.start()
+            # The kernel keeps the peak (VmHWM) from here on; no sampling can miss it.
+            reset_peak_rss(mon.pid)
+            baseline = proc_memory_kb(mon.pid)["VmHWM"]
             http: dict[str, Any] = {"accepted": [], "refused": 0, "bytes": 0}
             rpc: dict[str, Any] = {"accepted": [], "refused": 0, "bytes": 0}
             senders = [
@@ -205,8 +187,7 @@ async def test_overload_is_bounded_refused_retryably_counted_and_recovers(tmp_pa
                 return accepted <= _ids_in(mon)
 
             await asyncio.to_thread(mon.wait_for, drained, 180, "the accepted backlog")
-            sampler.halt.set()
-            sampler.join()
+            peak = proc_memory_kb(mon.pid)["VmHWM"]
             after = [Trace(t) for t in trace_ids(8, 3)]
             reply = await asyncio.to_thread(post, mon.http_port, export_request(after))
             assert reply.status == 200
@@ -217,7 +198,6 @@ async def test_overload_is_bounded_refused_retryably_counted_and_recovers(tmp_pa
         finally:
             code = await asyncio.to_thread(mon.stop)
         assert code == 0, mon.log()
-        peak = max(sampler.samples)
         offered_mb = (http["bytes"] + rpc["bytes"]) / 1e6
         print(
             f"overload: offered {offered_mb:.0f} MB in {refused + len(accepted) // TRACES_PER_REQUEST}"

@@ -71,19 +71,20 @@ class Monitor:
 @pytest.fixture(scope="module")
 def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
     tmp = tmp_path_factory.mktemp("monitor")
-    mon = Monitor(free_port(), free_port(), free_port(), tmp / "results.jsonl")
+    results = tmp / "results.jsonl"
     config = tmp / "config.yaml"
     config.write_text(
         "receivers:\n  otlp:\n"
-        f"    grpc: {{endpoint: '127.0.0.1:{mon.grpc_port}'}}\n"
-        f"    http: {{endpoint: '127.0.0.1:{mon.http_port}'}}\n"
+        "    grpc: {endpoint: '127.0.0.1:0'}\n"
+        "    http: {endpoint: '127.0.0.1:0'}\n"
         # Long idle timeout: a record that shows up quickly was released by its root span.
         "trace_assembly: {idle_timeout_s: 60}\n"
-        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{mon.metrics_port}'}}\n"
-        f"  results_file: '{mon.results}'\n"
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0'}\n"
+        f"  results_file: '{results}'\n"
     )
-    with rag_monitor(tmp, config, mon.metrics_port):
-        yield mon
+    with rag_monitor(tmp, config) as ports:
+        assert ports.grpc is not None and ports.http is not None
+        yield Monitor(ports.grpc, ports.http, ports.metrics, results)
 
 
 def _send(exporter: SpanExporter, convention: str, service: str = "rag-api") -> str:
@@ -155,6 +156,7 @@ def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen
     import rotel
 
     binary = Path(rotel.__file__).parent / "rotel-agent"
+    # rotel cannot listen on port 0 (it panics), so its ports are picked beforehand.
     grpc_in, http_in = free_port(), free_port()
     target = (
         f"http://127.0.0.1:{monitor.http_port}"

@@ -43,12 +43,13 @@ from tests._reliability import (
     MonitorProcess,
     Trace,
     export_request,
-    free_port,
     grpc_export,
     post,
     proc_memory_kb,
+    reset_peak_rss,
     trace_ids,
 )
+from tests._servers import free_port
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -156,7 +157,14 @@ async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(tmp_pat
             )
             for line in mon.results_lines():
                 assert line["results"]["groundedness"]["error"]  # the judge refused
-            await asyncio.sleep(1.5)  # let the Kafka client log its connect failures
+            # The Kafka client has tried the SASL connection and failed: the monitor logs
+            # that after the client gave up, so the client's own failure logs are in too.
+            await asyncio.to_thread(
+                mon.wait_for,
+                lambda: "kafka: cannot reach brokers" in mon.log(),
+                90,
+                "a failed Kafka connection attempt in the log",
+            )
             exposed = {
                 "metrics": mon.metrics_text(),
                 "openmetrics": mon.metrics_text("application/openmetrics-text; version=1.0.0"),
@@ -217,6 +225,7 @@ def test_gzip_bomb_is_refused_and_memory_stays_small(tmp_path: Path) -> None:
     assert len(bomb) < 4 << 20
     mon = MonitorProcess(tmp_path, {"evaluators": [{"name": "local_safety"}]}).start()
     try:
+        reset_peak_rss(mon.pid)  # the peak from here on, not the start-up's
         before = proc_memory_kb(mon.pid)["VmHWM"]
         for _ in range(3):
             reply = post(mon.http_port, bomb, {**PROTO, "Content-Encoding": "gzip"})

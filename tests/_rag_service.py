@@ -1,0 +1,111 @@
+"""A RAG service driven through the OpenTelemetry SDK for the alerting end-to-end tests:
+one trace per request (OpenInference root, retriever and LLM spans) sent over OTLP/HTTP to
+a `rag-monitor run` process, answers drawn from tests/_rag_answers.py; plus the monitor's
+config for those tests and a /metrics reader."""
+
+from __future__ import annotations
+
+import math
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests._rag_answers import Answer, answers
+
+# Requests a second while traffic is paced: enough that the rule's windows reach their
+# default min_samples soon, little enough for a loaded 2-core machine to evaluate.
+PER_S = 24
+
+
+class Service:
+    """The RAG service: one trace per request (root, retriever, LLM spans) via the SDK."""
+
+    def __init__(self, otlp_http_port: int) -> None:
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{otlp_http_port}/v1/traces")
+        self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=8192))
+        self.tracer = self.provider.get_tracer("shop")
+        pool = answers()
+        self.faithful = [a for a in pool if not a.hallucinated]
+        self.hallucinated = [a for a in pool if a.hallucinated]
+        self.sent = 0
+
+    def request(self, item: Answer) -> None:
+        with self.tracer.start_as_current_span(
+            "rag.request",
+            attributes={
+                "openinference.span.kind": "CHAIN",
+                "http.route": "/ask",
+                "input.value": item.question,
+            },
+        ) as root:
+            documents: dict[str, Any] = {"openinference.span.kind": "RETRIEVER"}
+            for i, text in enumerate(item.context):
+                documents[f"retrieval.documents.{i}.document.id"] = f"kb/{i}.md"
+                documents[f"retrieval.documents.{i}.document.content"] = text
+            with self.tracer.start_as_current_span(
+                "retrieve", attributes={**documents, "input.value": item.question}
+            ):
+                pass
+            with self.tracer.start_as_current_span(
+                "generate",
+                attributes={
+                    "openinference.span.kind": "LLM",
+                    "input.value": item.question,
+                    "output.value": item.answer,
+                },
+            ):
+                pass
+            root.set_attribute("output.value", item.answer)
+
+    def traffic(self, share: float, until: Any, within_s: float) -> None:
+        """Sends `PER_S` requests a second, `share` of them hallucinated (evenly spread),
+        until `until()` is true; fails after `within_s` seconds."""
+        start = time.monotonic()
+        tick = start
+        while not until():
+            assert time.monotonic() - start < within_s, f"not within {within_s} s"
+            for _ in range(PER_S // 2):
+                n = self.sent
+                self.sent += 1
+                hallucinated = math.floor((n + 1) * share) > math.floor(n * share)
+                pool = self.hallucinated if hallucinated else self.faithful
+                self.request(pool[n % len(pool)])
+            tick += 0.5  # pacing the traffic, not waiting for a result
+            time.sleep(max(0.0, tick - time.monotonic()))
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+def metric(port: int, name: str, *needles: str) -> float | None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(n in line for n in needles):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def write_config(config: Path, alerts: dict[str, Any]) -> None:
+    """The monitor the alerting tests run: OTLP/HTTP in, metrics out (both on ports it
+    chooses), `local_groundedness`, and `alerts`."""
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+                },
+                "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"}},
+                "evaluators": [{"name": "local_groundedness"}],
+                "alerts": alerts,
+            }
+        )
+    )
