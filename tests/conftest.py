@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import socket
 import sys
@@ -49,6 +50,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(path, len(SLOW_FILES))
 
     items.sort(key=key)  # stable: the order inside a file, and of the other files, stays
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what exists after collection out of the garbage collector: the collection
+    after every test (`_collect_garbage`) would otherwise walk the large heaps of the
+    libraries the tests import (litellm's above all, imported here once) every time.
+    Objects the tests create are collected and checked as before."""
+    importlib.import_module("litellm")
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
