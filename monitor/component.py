@@ -37,7 +37,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord, RawRecord
-from monitor.spans import Span
+from monitor.spans import Decoded, Span, Triage
 
 OnDone = Callable[[bool], None]
 Invalid = tuple[RawRecord, str, str]
@@ -126,6 +126,18 @@ class TraceConsumer(Protocol):
         their input away, and its next reader reads them again whole. A trace that also
         holds spans of an acknowledged delivery from elsewhere stays open. Returns once
         done (a Kafka rebalance callback calls it)."""
+
+
+class SpanTriage(Triage, Protocol):
+    """The trace stage's choice of the traces whose spans are built at all, as the OTLP
+    receivers see it (`TraceStage.triage`): what `monitor.spans.Triage` asks of a
+    decoder, plus the log events and the counting of what decoding left unread."""
+
+    def keep_events(self, decoded: Decoded) -> Decoded:
+        """The GenAI log events of the traces kept; the others counted as forgotten."""
+
+    def forgot(self, receiver: str, decoded: Decoded) -> None:
+        """Count what `decoded` left unread, once the rest was taken."""
 
 
 class TraceObserver(Protocol):

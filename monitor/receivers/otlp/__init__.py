@@ -16,9 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from monitor.component import TraceConsumer
+from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
-from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.telemetry import Telemetry
@@ -57,7 +56,7 @@ class OtlpReceivers:
         config: Config,
         consumer: TraceConsumer,
         telemetry: Telemetry,
-        triage: TraceTriage | None = None,
+        triage: SpanTriage | None = None,
     ) -> None:
         """`triage`: the trace stage's (`TraceStage.triage`), so that spans of traces no
         evaluator will sample are counted at decoding and never built."""

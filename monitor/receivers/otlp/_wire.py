@@ -12,8 +12,7 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from monitor.component import Delivery, TraceConsumer
-from monitor.processors.trace import TraceTriage
+from monitor.component import Delivery, SpanTriage, TraceConsumer
 from monitor.spans import (
     Decoded,
     DecodeError,
@@ -75,7 +74,7 @@ def decode_request(
     as_json: bool,
     limit: int,
     logs: bool = False,
-    triage: TraceTriage | None = None,
+    triage: SpanTriage | None = None,
 ) -> Decoded:
     """Decompress (optionally) and decode an export request; runs off the event loop.
     Protobuf spans are decoded lazily: attributes only for the traces that are sampled,
@@ -100,7 +99,7 @@ def decode_and_hand_on(
     as_json: bool,
     limit: int,
     logs: bool = False,
-    triage: TraceTriage | None = None,
+    triage: SpanTriage | None = None,
 ) -> tuple[Decoded, bool]:
     """Decode a request and hand its spans to the trace stage, in one thread (the
     receivers' decode thread), which then also assembles them. Returns what was decoded

@@ -18,9 +18,8 @@ import logging
 import grpc
 from grpc import aio
 
-from monitor.component import TraceConsumer
+from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
-from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
@@ -45,7 +44,7 @@ class OtlpGrpcReceiver:
         consumer: TraceConsumer,
         offload: Offload,
         telemetry: Telemetry,
-        triage: TraceTriage | None = None,
+        triage: SpanTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         self._endpoint = otlp.grpc.endpoint

@@ -19,9 +19,8 @@ import logging
 
 from aiohttp import web
 
-from monitor.component import TraceConsumer
+from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
-from monitor.processors.trace import TraceTriage
 from monitor.receivers.otlp._connections import ConnectionGuard
 from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
@@ -53,7 +52,7 @@ class OtlpHttpReceiver:
         consumer: TraceConsumer,
         offload: Offload,
         telemetry: Telemetry,
-        triage: TraceTriage | None = None,
+        triage: SpanTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         host, _, port = otlp.http.endpoint.rpartition(":")
