@@ -20,19 +20,21 @@ import numpy as np
 from monitor.detector import contradiction, slots, substitution
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
+from monitor.detector.polarity import (
+    contradicts,
+    negated_words,
+    restates,
+    same_claim,
+)
+from monitor.detector.sentences import Sentence, SentenceCheck, Support, normalise
 from monitor.detector.text import (
     DISCOURSE,
-    NEGATIONS,
-    NEGATIVE_POLARITY,
     REFERENCES,
     STOPWORDS,
-    canonical,
     fold,
-    is_negation,
     number_value,
     sentences,
     stem,
-    strip_list_marker,
     tokens,
 )
 
@@ -94,21 +96,9 @@ _CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
 }
 _CONVERSION_REACH = 6
 _CONVERSION_TOLERANCE = 0.04
-# A negation flip only counts against a claim this close to its evidence sentence.
-_SAME_CLAIM = 0.8
-_SHARED_WORDS = 0.6
-# How many words after "not"/"no"/"never" may stand before the word it negates.
-_NEGATION_SCOPE = 3
-# A word this close to a negated word (word vectors) states the same thing ("permitted").
-_SYNONYM = 0.7
-# A polarity flip is a contradiction when the claim shares this much with its evidence,
-# and says at least this many content words besides the flipped one.
-_RESTATES = 0.8
-_RESTATED_WORDS = 2
 # A claim this close to its evidence sentence talks about the same thing, so a number there
 # that differs from the claim's is a contradiction rather than extra detail.
 _SAME_TOPIC = 0.6
-_PREFIX = 6
 _MAX_CONTEXT_SENTENCES = 400
 _ABSTAIN = re.compile(
     r"\b(?:(?:does|do|did) not (?:say|mention|specify|state|provide|include|contain|"
@@ -127,117 +117,6 @@ _CONTEXT_REFERENCE = re.compile(
 )
 
 
-@lru_cache(maxsize=131072)
-def _normalise(token: str) -> tuple[str, str | None]:
-    """(folded and unit-canonical form, numeric value for digit tokens else None)."""
-    numeric = token[0].isdigit() or token[0] == "$"
-    return canonical(fold(token)), number_value(token) if numeric else None
-
-
-@dataclass(slots=True)
-class _Sentence:
-    """A sentence's tokens in the forms the checks compare."""
-
-    text: str
-    raw: list[str]
-    folded: list[str]
-    numbers: list[str | None]
-
-    @classmethod
-    def parse(cls, text: str) -> _Sentence:
-        raw = tokens(strip_list_marker(text))
-        forms = [_normalise(t) for t in raw]
-        return cls(text, raw, [f for f, _ in forms], [n for _, n in forms])
-
-
-@dataclass(slots=True)
-class _Support:
-    """What the evidence contains."""
-
-    words: set[str] = field(default_factory=set)
-    stems: set[str] = field(default_factory=set)
-    prefixes: set[str] = field(default_factory=set)
-    numbers: set[str] = field(default_factory=set)
-    bigrams: set[tuple[str, str]] = field(default_factory=set)
-    originals: dict[str, str] = field(default_factory=dict)
-
-    def add(self, sentence: _Sentence, grams: bool) -> None:
-        seq: list[str] = []
-        for token, word, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
-            if value is not None:
-                self.numbers.add(value)
-                seq.append(value)
-                continue
-            spelled = number_value(word)
-            if spelled is not None:
-                self.numbers.add(spelled)
-            if word in STOPWORDS:
-                continue
-            self.words.add(word)
-            self.originals.setdefault(word, token)
-            s = stem(word)
-            self.stems.add(s)
-            if len(word) > _PREFIX:
-                self.prefixes.add(word[:_PREFIX])
-            seq.append(s)
-        if grams:
-            self.bigrams.update(itertools.pairwise(seq))
-
-    def has_word(self, word: str) -> bool:
-        return (
-            word in self.words
-            or stem(word) in self.stems
-            or (len(word) > _PREFIX and word[:_PREFIX] in self.prefixes)
-        )
-
-
-@dataclass(slots=True)
-class SentenceCheck:
-    text: str
-    content: int
-    unsupported: list[str]
-    unsupported_context: int
-    numbers: int
-    unsupported_numbers: list[str]
-    unsupported_entities: list[str]
-    negated: frozenset[str]
-    abstains: bool
-    bigrams: int
-    novel_bigrams: int
-    similarity: float = 0.0
-    negation_mismatch: bool = False
-    soft_unsupported: int = 0
-    rare_unsupported: int = 0
-    specific_unsupported: float = 0.0
-    # Claims that contradict their closest evidence: a different number, or a flipped negation.
-    conflicts: int = 0
-    # Numbers that restate another of the sentence in another unit ("12 miles (19 km)").
-    converted: list[str] = field(default_factory=list)
-    # Unsupported words with no close context word (not a paraphrase), and numbers.
-    far: list[str] = field(default_factory=list)
-    # How specific each of those words is (0 for the most common words, 1 for rare ones).
-    specific: dict[str, float] = field(default_factory=dict)
-    # The context sentence closest to this one (what the second stage reads it against).
-    evidence: str = ""
-
-    @property
-    def unsupported_share(self) -> float:
-        return len(self.unsupported) / self.content if self.content else 0.0
-
-    @property
-    def flagged(self) -> bool:
-        """Whether an operator should see this sentence as not backed by the context."""
-        if self.abstains or self.content == 0:
-            return False
-        if self.unsupported_numbers or self.negation_mismatch:
-            return True
-        if self.unsupported_entities and self.soft_unsupported:
-            return True
-        return self.rare_unsupported >= 2 or (
-            self.unsupported_share >= 0.5 and self.soft_unsupported > 0
-        )
-
-
 @dataclass(slots=True)
 class Analysis:
     features: np.ndarray
@@ -246,7 +125,7 @@ class Analysis:
     contradictions: list[Contradiction] = field(default_factory=list)
 
 
-def _check(sentence: _Sentence, context: _Support, question: _Support) -> SentenceCheck:
+def _check(sentence: Sentence, context: Support, question: Support) -> SentenceCheck:
     unsupported: list[str] = []
     unsupported_context = numbers = content = 0
     bad_numbers: list[str] = []
@@ -287,7 +166,7 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
-    negated = _negated(sentence)
+    negated = negated_words(sentence)
     pairs = list(itertools.pairwise(seq))
     return SentenceCheck(
         text=sentence.text,
@@ -305,7 +184,7 @@ def _check(sentence: _Sentence, context: _Support, question: _Support) -> Senten
     )
 
 
-def _unit_after(sentence: _Sentence, i: int) -> str | None:
+def _unit_after(sentence: Sentence, i: int) -> str | None:
     """The unit of conversion written within two words after number `i` ("58 degrees
     Fahrenheit", "400°F", "12 miles")."""
     for word in sentence.folded[i + 1 : i + 3]:
@@ -315,7 +194,7 @@ def _unit_after(sentence: _Sentence, i: int) -> str | None:
     return None
 
 
-def _converted(sentence: _Sentence, i: int, context: _Support) -> bool:
+def _converted(sentence: Sentence, i: int, context: Support) -> bool:
     """Whether number `i` restates, in another unit, a number the context has just before
     it in the sentence ("58 degrees Fahrenheit (14 degrees Celsius)", "5 miles (8 km)")."""
     target = _unit_after(sentence, i)
@@ -335,105 +214,7 @@ def _converted(sentence: _Sentence, i: int, context: _Support) -> bool:
     return False
 
 
-def _negation_targets(words: list[str]) -> set[int]:
-    """Positions of the words a negation applies to: the first content word within
-    `_NEGATION_SCOPE` words after it ("does not *lock*", "no *refund*")."""
-    out = set()
-    for i, word in enumerate(words):
-        if is_negation(word):
-            for j in range(i + 1, min(len(words), i + 1 + _NEGATION_SCOPE)):
-                nxt = words[j]
-                if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
-                    out.add(j)
-                    break
-    return out
-
-
-def _negated(sentence: _Sentence) -> frozenset[str]:
-    """The words a negation applies to."""
-    words = sentence.folded
-    return frozenset(words[j] for j in _negation_targets(words))
-
-
-def _contradicts(
-    claim: _Sentence, negated: frozenset[str], evidence: _Sentence, embedder: Embedder
-) -> frozenset[str]:
-    """Stems one side negates and the other states (itself or a close synonym, "allowed" /
-    "permitted") with no negation anywhere in it."""
-    # A word a sentence both negates and states ("owed to you ... why it is not owed") is
-    # not denied by it.
-    denied = _negated(evidence) - _affirmed(evidence)
-    negated = negated - _affirmed(claim)
-    if negated and not denied and not _has_negation(evidence):
-        return _stated(negated, evidence, embedder)
-    if denied and not negated and not _has_negation(claim):
-        return _stated(denied, claim, embedder)
-    return frozenset()
-
-
-def _affirmed(sentence: _Sentence) -> frozenset[str]:
-    """Words that occur in the sentence neither as a negation nor negated by one."""
-    words = sentence.folded
-    negated = _negation_targets(words)
-    return frozenset(
-        word for j, word in enumerate(words) if j not in negated and not is_negation(word)
-    )
-
-
-def _loose(word: str) -> str:
-    s = stem(word)
-    return s[:-1] if len(s) > 3 and s.endswith("s") else s
-
-
-def _stated(negated: frozenset[str], sentence: _Sentence, embedder: Embedder) -> frozenset[str]:
-    """The negated stems that `sentence` states, and the words of it that state them."""
-    words = [w for w in sentence.folded if w.isalpha() and w not in STOPWORDS]
-    roots = {_loose(w): w for w in words}
-    out = {roots[_loose(n)] for n in negated if _loose(n) in roots}
-    if out or not words:
-        return frozenset(out | {n for n in negated if _loose(n) in roots})
-    sims = embedder.word_vectors(sorted(negated)) @ embedder.word_vectors(words).T
-    close = sims.max(axis=0) >= _SYNONYM
-    hits = {w for w, c in zip(words, close, strict=True) if c}
-    if not hits:
-        return frozenset()
-    return frozenset(hits | negated)
-
-
-def _same_claim(claim: _Sentence, evidence: _Sentence, similarity: float) -> bool:
-    """Whether the evidence sentence states the claim's content (similar, or most words shared)."""
-    if similarity >= _SAME_CLAIM:
-        return True
-    mine = {stem(w) for w in claim.folded if w not in STOPWORDS and w not in DISCOURSE}
-    if not mine:
-        return False
-    theirs = {stem(w) for w in evidence.folded}
-    return len(mine & theirs) / len(mine) >= _SHARED_WORDS
-
-
-def _restates(claim: _Sentence, evidence: _Sentence, flipped: frozenset[str]) -> bool:
-    """Whether the claim says what the evidence sentence says but for its polarity: so close
-    that a flipped negation is a contradiction rather than a different statement. Judged on
-    shared words, not vector similarity, which is high for sentences on one topic."""
-    ignore = NEGATIONS | {"yes"} | flipped
-    mine = {
-        _loose(w)
-        for w in claim.folded
-        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in ignore
-    }
-    if len(mine) < _RESTATED_WORDS:
-        return False
-    theirs = {_loose(w) for w in evidence.folded}
-    return len(mine & theirs) / len(mine) >= _RESTATES
-
-
-def _has_negation(sentence: _Sentence) -> bool:
-    return any(
-        w in NEGATIONS or w in NEGATIVE_POLARITY or w.endswith("n't") for w in sentence.folded
-    )
-
-
-def _window(parsed: list[_Sentence]) -> list[_Sentence]:
+def _window(parsed: list[Sentence]) -> list[Sentence]:
     """Very long contexts: merge neighbouring sentences so at most a fixed number remain."""
     if len(parsed) <= _MAX_CONTEXT_SENTENCES:
         return parsed
@@ -442,7 +223,7 @@ def _window(parsed: list[_Sentence]) -> list[_Sentence]:
     for i in range(_MAX_CONTEXT_SENTENCES):
         part = parsed[int(i * step) : int((i + 1) * step)]
         merged.append(
-            _Sentence(
+            Sentence(
                 " ".join(p.text for p in part),
                 [t for p in part for t in p.raw],
                 [w for p in part for w in p.folded],
@@ -454,18 +235,18 @@ def _window(parsed: list[_Sentence]) -> list[_Sentence]:
 
 def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedder) -> Analysis:
     """Checks every response sentence against the context and summarises the findings."""
-    context = _Support()
-    evidence: list[_Sentence] = []
+    context = Support()
+    evidence: list[Sentence] = []
     for doc in contexts:
         for text in sentences(doc):
-            parsed = _Sentence.parse(text)
+            parsed = Sentence.parse(text)
             context.add(parsed, grams=True)
             evidence.append(parsed)
-    question = _Support()
+    question = Support()
     for text in sentences(query):
-        question.add(_Sentence.parse(text), grams=False)
+        question.add(Sentence.parse(text), grams=False)
 
-    claims = [c for c in (_Sentence.parse(text) for text in sentences(response)) if c.raw]
+    claims = [c for c in (Sentence.parse(text) for text in sentences(response)) if c.raw]
     checks = [_check(s, context, question) for s in claims]
     contradictions = [
         c
@@ -481,13 +262,12 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
             flipped = (
-                _contradicts(claims[i], check.negated, evidence[best[i]], embedder)
-                if not check.abstains
-                and _same_claim(claims[i], evidence[best[i]], check.similarity)
+                contradicts(claims[i], check.negated, evidence[best[i]], embedder)
+                if not check.abstains and same_claim(claims[i], evidence[best[i]], check.similarity)
                 else frozenset()
             )
             check.negation_mismatch = bool(flipped)
-            if flipped and _restates(claims[i], evidence[best[i]], flipped):
+            if flipped and restates(claims[i], evidence[best[i]], flipped):
                 contradictions.append(
                     contradiction.negation(claims[i].text, evidence[best[i]].text, flipped)
                 )
@@ -547,7 +327,7 @@ _parse_context = lru_cache(maxsize=4096)(slots.parse)
 
 def _substitutions(
     query: str,
-    claims: list[_Sentence],
+    claims: list[Sentence],
     checks: list[SentenceCheck],
     texts: list[str],
     found: list[Contradiction],
@@ -577,10 +357,10 @@ def _is_conversion(found: Contradiction, checks: list[SentenceCheck]) -> bool:
 def _slot_contradictions(
     query: str,
     contexts: Sequence[str],
-    claims: list[_Sentence],
+    claims: list[Sentence],
     checks: list[SentenceCheck],
-    context: _Support,
-    question: _Support,
+    context: Support,
+    question: Support,
     embedder: Embedder,
 ) -> list[contradiction.Contradiction]:
     """Number, date and name slots of claims that the context fills with another value."""
@@ -639,7 +419,7 @@ def unsupported_clauses(check: SentenceCheck) -> list[str]:
         supported = 0
         weight = 0.0
         for token in tokens(clause):
-            form, value = _normalise(token)
+            form, value = normalise(token)
             if value is None and (
                 not form.isalpha() or len(form) < 2 or form in STOPWORDS or form in DISCOURSE
             ):

@@ -24,8 +24,9 @@ import numpy as np
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, SentenceCheck, analyse, unsupported_clauses
+from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
 from monitor.detector.pair_model import HEAD_PATH, PairHead, load_pair_model
+from monitor.detector.sentences import SentenceCheck
 
 MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
 # The score of a response that contradicts its context on a number, date, name or polarity:

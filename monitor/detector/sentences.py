@@ -1,0 +1,131 @@
+"""A sentence in the forms the detector's checks compare, what a body of evidence
+contains, and the verdict on one response sentence (`SentenceCheck`)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from monitor.detector.text import (
+    STOPWORDS,
+    canonical,
+    fold,
+    number_value,
+    stem,
+    strip_list_marker,
+    tokens,
+)
+
+PREFIX = 6
+
+
+@lru_cache(maxsize=131072)
+def normalise(token: str) -> tuple[str, str | None]:
+    """(folded and unit-canonical form, numeric value for digit tokens else None)."""
+    numeric = token[0].isdigit() or token[0] == "$"
+    return canonical(fold(token)), number_value(token) if numeric else None
+
+
+@dataclass(slots=True)
+class Sentence:
+    """A sentence's tokens in the forms the checks compare."""
+
+    text: str
+    raw: list[str]
+    folded: list[str]
+    numbers: list[str | None]
+
+    @classmethod
+    def parse(cls, text: str) -> Sentence:
+        raw = tokens(strip_list_marker(text))
+        forms = [normalise(t) for t in raw]
+        return cls(text, raw, [f for f, _ in forms], [n for _, n in forms])
+
+
+@dataclass(slots=True)
+class Support:
+    """What the evidence contains."""
+
+    words: set[str] = field(default_factory=set)
+    stems: set[str] = field(default_factory=set)
+    prefixes: set[str] = field(default_factory=set)
+    numbers: set[str] = field(default_factory=set)
+    bigrams: set[tuple[str, str]] = field(default_factory=set)
+    originals: dict[str, str] = field(default_factory=dict)
+
+    def add(self, sentence: Sentence, grams: bool) -> None:
+        seq: list[str] = []
+        for token, word, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
+            if value is not None:
+                self.numbers.add(value)
+                seq.append(value)
+                continue
+            spelled = number_value(word)
+            if spelled is not None:
+                self.numbers.add(spelled)
+            if word in STOPWORDS:
+                continue
+            self.words.add(word)
+            self.originals.setdefault(word, token)
+            s = stem(word)
+            self.stems.add(s)
+            if len(word) > PREFIX:
+                self.prefixes.add(word[:PREFIX])
+            seq.append(s)
+        if grams:
+            self.bigrams.update(itertools.pairwise(seq))
+
+    def has_word(self, word: str) -> bool:
+        return (
+            word in self.words
+            or stem(word) in self.stems
+            or (len(word) > PREFIX and word[:PREFIX] in self.prefixes)
+        )
+
+
+@dataclass(slots=True)
+class SentenceCheck:
+    text: str
+    content: int
+    unsupported: list[str]
+    unsupported_context: int
+    numbers: int
+    unsupported_numbers: list[str]
+    unsupported_entities: list[str]
+    negated: frozenset[str]
+    abstains: bool
+    bigrams: int
+    novel_bigrams: int
+    similarity: float = 0.0
+    negation_mismatch: bool = False
+    soft_unsupported: int = 0
+    rare_unsupported: int = 0
+    specific_unsupported: float = 0.0
+    # Claims that contradict their closest evidence: a different number, or a flipped negation.
+    conflicts: int = 0
+    # Numbers that restate another of the sentence in another unit ("12 miles (19 km)").
+    converted: list[str] = field(default_factory=list)
+    # Unsupported words with no close context word (not a paraphrase), and numbers.
+    far: list[str] = field(default_factory=list)
+    # How specific each of those words is (0 for the most common words, 1 for rare ones).
+    specific: dict[str, float] = field(default_factory=dict)
+    # The context sentence closest to this one (what the second stage reads it against).
+    evidence: str = ""
+
+    @property
+    def unsupported_share(self) -> float:
+        return len(self.unsupported) / self.content if self.content else 0.0
+
+    @property
+    def flagged(self) -> bool:
+        """Whether an operator should see this sentence as not backed by the context."""
+        if self.abstains or self.content == 0:
+            return False
+        if self.unsupported_numbers or self.negation_mismatch:
+            return True
+        if self.unsupported_entities and self.soft_unsupported:
+            return True
+        return self.rare_unsupported >= 2 or (
+            self.unsupported_share >= 0.5 and self.soft_unsupported > 0
+        )
