@@ -245,6 +245,20 @@ class Model:
         return capped * UNSUPPORTED_CLAUSE**f.clauses
 
 
+def balanced_weights(examples: list[Example]) -> np.ndarray:
+    """Every source the same total weight, its two classes alike; the mean weight is 1."""
+    w = np.zeros(len(examples))
+    for source in sorted({e.source for e in examples}):
+        for label in (False, True):
+            idx = [
+                i for i, e in enumerate(examples) if e.source == source and e.hallucinated == label
+            ]
+            if idx:
+                w[idx] = 0.5 / len(idx)
+    w *= len(examples) / w.sum()
+    return w
+
+
 def train(
     x: np.ndarray,
     examples: list[Example],
@@ -256,15 +270,7 @@ def train(
     cols = [columns.index(n) for n in names]
     xs = x[:, cols]
     y = np.array([e.hallucinated for e in examples], dtype=float)
-    w = np.zeros(len(examples))
-    for source in sorted({e.source for e in examples}):
-        for label in (False, True):
-            idx = [
-                i for i, e in enumerate(examples) if e.source == source and e.hallucinated == label
-            ]
-            if idx:
-                w[idx] = 0.5 / len(idx)
-    w *= len(examples) / w.sum()
+    w = balanced_weights(examples)
     mean = np.average(xs, axis=0, weights=w)
     scale = np.sqrt(np.average((xs - mean) ** 2, axis=0, weights=w))
     scale[scale < 1e-9] = 1.0

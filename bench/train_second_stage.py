@@ -180,18 +180,6 @@ def encode(examples: list[Example]) -> Encoded:
     return Encoded(first, decided, pairs, claims)
 
 
-def _balanced(examples: list[Example]) -> np.ndarray:
-    w = np.zeros(len(examples))
-    for source in sorted({e.source for e in examples}):
-        for label in (False, True):
-            idx = [
-                i for i, e in enumerate(examples) if e.source == source and e.hallucinated == label
-            ]
-            if idx:
-                w[idx] = 0.5 / len(idx)
-    return w * len(examples) / w.sum()
-
-
 def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> tuple[np.ndarray, float]:
     """Weighted L2 logistic regression, P(y=1) = sigmoid(x @ coef + intercept)."""
 
@@ -297,7 +285,7 @@ def fit_stack(examples: list[Example], enc: Encoded, weakest: np.ndarray) -> np.
     band = banded(enc)
     x = np.column_stack([_logit(enc.first[band]), _logit(weakest[band])])
     y = np.array([not e.hallucinated for e in examples], dtype=float)[band]
-    w = _balanced([e for e, b in zip(examples, band, strict=True) if b])
+    w = train_detector.balanced_weights([e for e, b in zip(examples, band, strict=True) if b])
     coef, bias = _fit(x, y, w, 1.0)
     # Balanced classes fit even odds; real traffic has train_detector.PRIOR hallucinated.
     bias += float(np.log((1 - train_detector.PRIOR) / train_detector.PRIOR))
