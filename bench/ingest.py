@@ -213,9 +213,7 @@ def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.P
     server_cpu, others = cpu_layout()
     if pin and shutil.which("taskset"):
         cmd = ["taskset", "-c", str(server_cpu), *cmd]
-    # One BLAS thread, as for any one-core sidecar: the local evaluators' numpy calls
-    # otherwise wake OpenBLAS workers that spin on the same core.
-    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env)
     deadline = time.monotonic() + 60
     while True:

@@ -17,7 +17,9 @@ order rotating), and the ratio monitor/rotel is taken per round; the median of t
 ratios is the result.
 
 Memory: PSS of every process of each tree (`bench/_pss.py`), idle after start and under
-load (the largest total seen during the load windows).
+load (the largest total seen during one load window), each tree measured while it runs
+alone: PSS splits a page among every process that maps it, so a monitor measured beside a
+second monitor (the same libraries, the same memory-mapped word vectors) would look smaller.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,12 +106,15 @@ def running_rotel(workdir: Path) -> Iterator[tuple[int, int]]:
         stop_process(proc, 10)
 
 
-async def drive(port: int, payloads: Payloads, seconds: float, pid: int) -> int:
-    """One client posting 512-span requests for `seconds`: the spans accepted. Meanwhile
-    the PSS of the tree under `pid` is read; its largest total is kept in `_PEAKS`."""
+async def drive(
+    port: int, payloads: Payloads, seconds: float, pid: int
+) -> tuple[int, list[ProcessMemory]]:
+    """One client posting 512-span requests for `seconds`: the spans accepted, and the
+    largest PSS snapshot of the tree under `pid` read meanwhile."""
     import aiohttp
 
     accepted = 0
+    peak: list[ProcessMemory] = []
     url = f"http://127.0.0.1:{port}/v1/traces"
     deadline = time.monotonic() + seconds
     spans = BATCH // payloads.spans_per_trace * payloads.spans_per_trace
@@ -118,7 +123,8 @@ async def drive(port: int, payloads: Payloads, seconds: float, pid: int) -> int:
         while time.monotonic() < deadline:
             await asyncio.sleep(seconds / 3)
             memory = await asyncio.to_thread(tree_memory, pid)
-            _PEAKS[pid] = max(_PEAKS.get(pid, []), memory, key=_total)
+            if _total(memory) > _total(peak):
+                peak[:] = memory
 
     watcher = asyncio.create_task(watch_memory())
     async with aiohttp.ClientSession(headers={"Content-Type": "application/x-protobuf"}) as session:
@@ -132,10 +138,7 @@ async def drive(port: int, payloads: Payloads, seconds: float, pid: int) -> int:
                 else:
                     raise RuntimeError(f"unexpected HTTP {response.status} from port {port}")
     await watcher
-    return accepted
-
-
-_PEAKS: dict[int, list[ProcessMemory]] = {}  # the largest tree snapshot under load, by pid
+    return accepted, peak
 
 
 def _total(memory: list[ProcessMemory]) -> float:
@@ -150,10 +153,11 @@ class Side:
     rates: list[float] = field(default_factory=list)  # spans per CPU-second, per round
     main_share: list[float] = field(default_factory=list)  # of the tree's CPU, per round
     idle: list[ProcessMemory] = field(default_factory=list)
+    loaded: list[ProcessMemory] = field(default_factory=list)
 
     def measure(self, payloads: Payloads, seconds: float) -> float:
         main0, rest0 = tree_cpu_s(self.pid)
-        accepted = asyncio.run(drive(self.port, payloads, seconds, self.pid))
+        accepted, _ = asyncio.run(drive(self.port, payloads, seconds, self.pid))
         # What was accepted is still being assembled and scored: its CPU counts, until
         # the tree is quiet again.
         quiet_by, last = time.monotonic() + 15, sum(tree_cpu_s(self.pid))
@@ -184,7 +188,7 @@ def _memory_lines(side: Side) -> list[str]:
 
     return [
         f"  {side.name:28s} idle      {fmt(side.idle)}",
-        f"  {side.name:28s} under load {fmt(_PEAKS.get(side.pid, []))}",
+        f"  {side.name:28s} under load {fmt(side.loaded)}",
     ]
 
 
@@ -207,42 +211,71 @@ def main() -> None:
         f"{BATCH} spans, {len(body)} bytes ({len(body) / BATCH:.0f} B/span)",
         flush=True,
     )
-    with (
-        tempfile.TemporaryDirectory(prefix="sidecar-cost-") as tmp,
-        running_rotel(Path(tmp)) as (rotel_pid, rotel_port),
-        Monitor(args.sampling, pin=False).running() as sampled,
-        Monitor(0.0, pin=False).running() as unsampled,
-    ):
-        assert sampled.proc is not None and unsampled.proc is not None
-        sides = [
-            Side("rotel (blackhole)", rotel_pid, rotel_port),
-            Side(f"rag-monitor sampling {args.sampling:g}", sampled.proc.pid, sampled.http_port),
-            Side("rag-monitor nothing sampled", unsampled.proc.pid, unsampled.http_port),
-        ]
+    with tempfile.TemporaryDirectory(prefix="sidecar-cost-") as tmp:
+        starts: dict[str, Callable[[], contextlib.AbstractContextManager[tuple[int, int]]]] = {
+            "rotel (blackhole)": lambda: running_rotel(Path(tmp)),
+            f"rag-monitor sampling {args.sampling:g}": lambda: _monitor(args.sampling),
+            "rag-monitor nothing sampled": lambda: _monitor(0.0),
+        }
+        memory = {
+            name: _memory_alone(start, payloads, args.seconds) for name, start in starts.items()
+        }
+        with contextlib.ExitStack() as stack:
+            sides = [Side(name, *stack.enter_context(start())) for name, start in starts.items()]
+            for side in sides:
+                side.idle, side.loaded = memory[side.name]
+            _rounds(sides, payloads, args)
+
+
+def _monitor(sampling: float) -> contextlib.AbstractContextManager[tuple[int, int]]:
+    """A `rag-monitor run` on its defaults at `sampling`; yields (pid, OTLP/HTTP port)."""
+
+    @contextlib.contextmanager
+    def running() -> Iterator[tuple[int, int]]:
+        with Monitor(sampling, pin=False).running() as monitor:
+            assert monitor.proc is not None
+            yield monitor.proc.pid, monitor.http_port
+
+    return running()
+
+
+def _memory_alone(
+    start: Callable[[], contextlib.AbstractContextManager[tuple[int, int]]],
+    payloads: Payloads,
+    seconds: float,
+) -> tuple[list[ProcessMemory], list[ProcessMemory]]:
+    """PSS of a tree running alone: idle after start-up, and the peak under one load window."""
+    with start() as (pid, port):
         time.sleep(3)  # past start-up: workers warmed up
-        for side in sides:
-            side.idle = tree_memory(side.pid)
-            asyncio.run(drive(side.port, payloads, 2, side.pid))  # warm-up
-        _PEAKS.clear()
-        for round_ in range(args.rounds):
-            print(f"round {round_ + 1}", flush=True)
-            order = sides[round_ % 3 :] + sides[: round_ % 3]
-            for side in order:
-                side.measure(payloads, args.seconds)
-        rotel = sides[0]
-        print("spans per CPU-second of the whole process tree (median over rounds):")
-        for side in sides:
-            line = f"  {side.name:28s} {statistics.median(side.rates):9,.0f}"
-            if side is not rotel:
-                ratios = [a / b for a, b in zip(side.rates, rotel.rates, strict=True)]
-                line += (
-                    f"  = {statistics.median(ratios):.3f}x rotel (median of round ratios; "
-                    f"rounds {', '.join(f'{r:.3f}' for r in ratios)})"
-                )
-            print(line)
-        print("PSS by process, MB:")
-        for side in sides:
-            print("\n".join(_memory_lines(side)))
+        idle = tree_memory(pid)
+        _, peak = asyncio.run(drive(port, payloads, seconds, pid))
+        return idle, peak
+
+
+def _rounds(sides: list[Side], payloads: Payloads, args: argparse.Namespace) -> None:
+    """Spans per CPU-second, the sides paired in time, and the memory of each measured alone."""
+    time.sleep(3)  # past start-up: workers warmed up
+    for side in sides:
+        asyncio.run(drive(side.port, payloads, 2, side.pid))  # warm-up
+    for round_ in range(args.rounds):
+        print(f"round {round_ + 1}", flush=True)
+        order = sides[round_ % 3 :] + sides[: round_ % 3]
+        for side in order:
+            side.measure(payloads, args.seconds)
+    rotel = sides[0]
+    print("spans per CPU-second of the whole process tree (median over rounds):")
+    for side in sides:
+        line = f"  {side.name:28s} {statistics.median(side.rates):9,.0f}"
+        if side is not rotel:
+            ratios = [a / b for a, b in zip(side.rates, rotel.rates, strict=True)]
+            line += (
+                f"  = {statistics.median(ratios):.3f}x rotel (median of round ratios; "
+                f"rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+            )
+        print(line)
+    print("PSS by process, MB:")
+    for side in sides:
+        print("\n".join(_memory_lines(side)))
 
 
 if __name__ == "__main__":

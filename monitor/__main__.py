@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+# First: it sets the BLAS thread count before anything below imports numpy.
+import monitor._threads  # noqa: F401
 from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.registry import check_evaluators

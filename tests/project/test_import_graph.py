@@ -112,6 +112,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "monitor._version",
+                "monitor._threads",
                 "monitor.config",
                 "monitor.records",
                 "monitor.spans",
