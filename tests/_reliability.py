@@ -164,6 +164,18 @@ def reset_peak_rss(pid: int) -> None:
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
+def results_lines(path: Path, *, writing: bool) -> list[dict[str, Any]]:
+    """The lines of a results file. While a monitor is `writing` it, the text after the
+    last newline is a line being written and is left out; once the monitor has stopped, a
+    line without its newline is a torn write and fails to parse."""
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    if writing:
+        text = text[: text.rfind("\n") + 1]
+    return [json.loads(raw) for raw in text.splitlines() if raw.strip()]
+
+
 @dataclass
 class MonitorProcess:
     """`python -m monitor run` on loopback, stderr captured to a file. A port left at 0 is
@@ -271,13 +283,8 @@ class MonitorProcess:
         )
 
     def results_lines(self) -> list[dict[str, Any]]:
-        if not self.results.exists():
-            return []
-        lines = []
-        for raw in self.results.read_text(encoding="utf-8").splitlines():
-            if raw.strip():
-                lines.append(json.loads(raw))
-        return lines
+        running = self.proc is not None and self.proc.poll() is None
+        return results_lines(self.results, writing=running)
 
     def wait_for(self, done: Any, timeout: float = 30.0, what: str = "condition") -> None:
         def ready() -> bool:

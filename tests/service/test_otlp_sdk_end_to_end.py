@@ -12,7 +12,6 @@ expected values with the same scoring functions on the expected record.
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import urllib.request
@@ -30,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.detector import score_relevance, score_retrieval
 from tests._otlp import CONVENTIONS, WATER
+from tests._reliability import results_lines
 from tests._servers import free_port, rag_monitor, stop_process
 from tests._wait import wait_until
 
@@ -56,11 +56,9 @@ class Monitor:
 
     def line_for(self, trace_id: str, timeout: float = 30.0) -> dict[str, object]:
         def found() -> dict[str, object] | None:
-            if self.results.exists():
-                for raw in self.results.read_text(encoding="utf-8").splitlines():
-                    line: dict[str, object] = json.loads(raw)
-                    if line["trace_id"] == trace_id:
-                        return line
+            for line in results_lines(self.results, writing=True):
+                if line["trace_id"] == trace_id:
+                    return line
             return None
 
         line = wait_until(found, timeout, f"a results line for trace {trace_id}")
