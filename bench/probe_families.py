@@ -8,7 +8,8 @@ pronoun subjects, passive voice, yes/no answers, hedges; several facts as prose 
 Names and places are generated from syllables, so no model has seen them. Every answer is
 either faithful or carries exactly one planted error of one of these kinds:
 
-- `number`: a quantity changed, same unit;
+- `number`: a quantity changed, same unit, or moved onto the other noun of its sentence
+  ("12 sopranos and 5 basses" -> "5 sopranos and 12 basses");
 - `unit`: the same number with another unit or period ("40 minutes" -> "40 hours");
 - `date`: a year changed;
 - `role`: a person of the sheet put into another person's role;
@@ -87,7 +88,9 @@ class F:
     of years), "role", "cat" (`cls`, a key of `CLASSES`), "opp" (`cls`, a key of
     `OPPOSITES`) or "pol" (`context` and `answers` hold the positive form, `negative` and
     `negative_answers` the negative one). Templates use {v} (the value), {u} (the unit),
-    {T} (the sheet's title), {p} and {q} (two places).
+    {T} (the sheet's title), {p} and {q} (two places). A "num" fact with `second` (a span)
+    has a second number {w} on another noun of the same sentence; its `number` error swaps
+    the two.
     """
 
     kind: str
@@ -99,6 +102,7 @@ class F:
     units: str = "count"
     negative: str = ""
     negative_answers: tuple[str, ...] = ()
+    second: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,10 +536,147 @@ FAMILIES: tuple[Family, ...] = (
          "The dam was damaged by an earthquake."),
         ("Inspections happen twice a year.",),
     ),
+    # Development families written later, to widen what the rules are developed on: roles
+    # worded otherwise than the sheet ("X's conductor is Y", "Y conducts X", "led by Y"), "its
+    # main X is Y" frames, durations, two numbers in one sentence (a `number` error there
+    # moves one onto the other's noun), yes/no answers to negated statements.
+    Family(
+        "choir",
+        "{S} Singers",
+        "The {T} are a chamber choir based in {p}.",
+        (
+            F("role", "The choir's conductor is {v}.", "Who conducts the choir?",
+              ("{v} conducts the choir.", "The choir is led by {v}.",
+               "Its conductor is {v}.")),
+            F("role", "Its accompanist, {v}, plays at every concert.", "Who is the accompanist?",
+              ("The accompanist is {v}.", "{v} accompanies the singers.",
+               "They are accompanied by {v}.")),
+            F("num", "The singers rehearse for {v} {u} before each concert.",
+              "How long do they rehearse?",
+              ("They rehearse {v} {u} before a concert.", "Rehearsals last {v} {u}."),
+              span=(3, 40), units="time"),
+            F("cat", "Its main accompanying instrument is the {v}.",
+              "Which instrument accompanies the choir?",
+              ("The choir's main instrument is the {v}.", "They sing with a {v}.",
+               "It is accompanied mostly by the {v}."), cls="instrument"),
+            F("pol", "Singers under sixteen are accepted.", "Can a fifteen-year-old join?",
+              ("Yes, singers under sixteen are accepted.", "Members under sixteen may join."),
+              negative="Singers under sixteen are not accepted.",
+              negative_answers=("No, singers under sixteen are not accepted.",
+                                "Members under sixteen may not join.")),
+            F("opp", "Concerts begin {v} the evening service.", "When do concerts begin?",
+              ("Concerts start {v} the evening service.", "They sing {v} the service."),
+              cls="time"),
+            F("num", "It has {v} sopranos and {w} basses.", "How big is the choir?",
+              ("The choir has {v} sopranos and {w} basses.",
+               "There are {v} sopranos and {w} basses in it."),
+              span=(8, 30), second=(3, 20)),
+        ),
+        ("It recorded an album in a salt mine.", "The choir tours Japan every spring.",
+         "Its singers wear green robes."),
+        ("Auditions are held twice a year.",),
+    ),
+    Family(
+        "brewery",
+        "{S} Brewery",
+        "The {T} brews ale in an old mill at {p}.",
+        (
+            F("role", "The brewery was founded by {v}.", "Who founded the brewery?",
+              ("{v} founded the brewery.", "It was started by {v}.",
+               "The brewery's founder is {v}.")),
+            F("role", "Its master brewer is {v}.", "Who is the master brewer?",
+              ("The beer is brewed under {v}.", "{v} is in charge of brewing.",
+               "The master brewer is {v}.")),
+            F("cat", "The fermenting vats are made of {v}.", "What are the vats made of?",
+              ("Its vats are {v}.", "The beer ferments in {v} vats."), cls="metal"),
+            F("num", "The ale matures for {v} {u}.", "How long does the ale mature?",
+              ("The ale is matured for {v} {u}.", "Maturing takes {v} {u}."),
+              span=(6, 60), units="time"),
+            F("pol", "Tours are offered on weekdays.", "Are there tours on weekdays?",
+              ("Yes, there are tours on weekdays.", "Tours run on weekdays."),
+              negative="Tours are not offered on weekdays.",
+              negative_answers=("No, there are no tours on weekdays.",
+                                "Tours do not run on weekdays.")),
+            F("opp", "The taproom is {v} the old mill.", "Where is the taproom?",
+              ("You will find the taproom {v} the mill.", "The taproom is located {v} it."),
+              cls="side"),
+            F("num", "It fills {v} barrels a week for {w} pubs.", "How much does it sell?",
+              ("It fills {v} barrels a week for {w} pubs.",
+               "Every week {v} barrels go to {w} pubs."),
+              span=(40, 300), second=(5, 30)),
+        ),
+        ("The brewery keeps its own hop garden.", "Its labels are drawn by local children.",
+         "A wind turbine powers the mill."),
+        ("Spent grain is given to farmers.",),
+    ),
+    Family(
+        "harbour",
+        "{S} Harbour",
+        "{T} is a fishing port at the mouth of a river near {p}.",
+        (
+            F("role", "The harbour master is {v}.", "Who is the harbour master?",
+              ("{v} is the harbour master.", "The harbour is managed by {v}.",
+               "The port's master is {v}.")),
+            F("role", "The lifeboat crew is commanded by {v}.", "Who commands the lifeboat?",
+              ("{v} commands the lifeboat crew.", "The lifeboat's commander is {v}.",
+               "The crew is led by {v}.")),
+            F("cat", "The harbour lights are painted {v}.", "What colour are the lights?",
+              ("Its lights are {v}.", "The lights are painted {v}."), cls="colour"),
+            F("num", "The breakwater is {v} {u} long.", "How long is the breakwater?",
+              ("The breakwater stretches {v} {u}.", "It is {v} {u} long."),
+              span=(120, 900), units="length"),
+            F("opp", "The fish market stands on the {v} quay.", "Where is the fish market?",
+              ("The fish market is on the {v} quay.", "You find it on the {v} quay."),
+              cls="bank"),
+            F("pol", "Swimming is allowed in the harbour.", "Can I swim in the harbour?",
+              ("Yes, swimming is allowed.", "You may swim in the harbour."),
+              negative="Swimming is not allowed in the harbour.",
+              negative_answers=("No, swimming is not allowed.",
+                                "You may not swim in the harbour.")),
+            F("date", "The breakwater was completed in {v}.", "When was the breakwater built?",
+              ("It was completed in {v}.", "The breakwater has stood since {v}."),
+              span=(1790, 1990)),
+        ),
+        ("The harbour freezes over in hard winters.", "Seals rest on the breakwater.",
+         "A ferry to the islands leaves at noon."),
+        ("Nets are mended on the slipway.",),
+    ),
+    Family(
+        "school",
+        "{S} School",
+        "{T} is a secondary school in {p}.",
+        (
+            F("role", "The school's headteacher is {v}.", "Who is the headteacher?",
+              ("{v} heads the school.", "It is headed by {v}.", "The headteacher is {v}.")),
+            F("role", "The music department is run by {v}.", "Who runs music?",
+              ("{v} runs the music department.", "Music is taught under {v}.",
+               "The head of music is {v}.")),
+            F("num", "Each lesson lasts {v} {u}.", "How long are lessons?",
+              ("A lesson lasts {v} {u}.", "Lessons are {v} {u} long."),
+              span=(35, 60), units="time"),
+            F("cat", "The school mascot is the {v}.", "What is the mascot?",
+              ("Its mascot is the {v}.", "The pupils' mascot is a {v}."), cls="animal"),
+            F("opp", "Enrolment {v} last year.", "How did enrolment change?",
+              ("Enrolment {v} last year.", "Last year the number of pupils {v}."),
+              cls="trend"),
+            F("pol", "Pupils are required to wear uniforms.", "Do pupils wear uniforms?",
+              ("Yes, pupils are required to wear uniforms.", "Uniforms are required."),
+              negative="Pupils are not required to wear uniforms.",
+              negative_answers=("No, pupils are not required to wear uniforms.",
+                                "Uniforms are not required.")),
+            F("num", "It teaches {v} pupils in {w} classes.", "How many pupils are there?",
+              ("It has {v} pupils in {w} classes.", "There are {v} pupils, taught in {w} classes."),
+              span=(300, 1200), second=(12, 48)),
+        ),
+        ("The school has its own observatory.", "Pupils grow vegetables on the roof.",
+         "Lessons start at seven."),
+        ("The library opens at lunch.",),
+    ),
 )  # fmt: skip
-# Developed on: the first seven; reported: the last seven (never looked at while developing).
-DEV_FAMILIES = tuple(f.name for f in FAMILIES[:7])
-REPORT_FAMILIES = tuple(f.name for f in FAMILIES[7:])
+# Developed on: the first seven and the last four; reported: the seven between (never looked
+# at while developing).
+DEV_FAMILIES = tuple(f.name for f in (*FAMILIES[:7], *FAMILIES[14:]))
+REPORT_FAMILIES = tuple(f.name for f in FAMILIES[7:14])
 
 
 def _surname(rng: random.Random) -> str:
@@ -561,6 +702,7 @@ class Value:
     fact: F
     value: str
     unit: str = ""
+    second: str = ""
     positive: bool = True
     wrong: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -596,6 +738,10 @@ def _sheet(family: Family, rng: random.Random, index: int) -> Sheet:
             unit = rng.choice(units)
             v = Value(fact, _fmt(n), unit)
             v.wrong["number"] = (_fmt(_shift(rng, n)), unit, True)
+            if fact.second != (0, 0):
+                w = rng.choice([k for k in range(*fact.second) if k != n])
+                v.second = _fmt(w)
+                v.wrong["number"] = (v.second, unit, True)
             if len(units) > 1:
                 v.wrong["unit"] = (_fmt(n), rng.choice([u for u in units if u != unit]), True)
         elif fact.kind == "date":
@@ -627,7 +773,7 @@ def _sheet(family: Family, rng: random.Random, index: int) -> Sheet:
     lines = [family.intro.format(**names)]
     for v in values:
         template = v.fact.context if v.positive else v.fact.negative
-        lines.append(template.format(v=v.value, u=v.unit, **names))
+        lines.append(template.format(v=v.value, u=v.unit, w=v.second, **names))
     lines.extend(family.filler)
     body = lines[1:]
     rng.shuffle(body)
@@ -638,14 +784,16 @@ def _sheet(family: Family, rng: random.Random, index: int) -> Sheet:
 
 def _say(sheet: Sheet, v: Value, rng: random.Random, error: str | None) -> str:
     """One answer sentence about `v`: faithful, or with the planted `error`."""
-    value, unit, positive = v.value, v.unit, v.positive
+    value, unit, positive, second = v.value, v.unit, v.positive, v.second
     if error is not None:
         value, unit, positive = v.wrong[error]
+        if error == "number" and second:
+            second = v.value  # moved: each number on the other's noun
     templates = v.fact.answers if positive else v.fact.negative_answers
     if v.fact.kind == "pol" and positive and not v.fact.negative_answers:
         templates = v.fact.answers
     template = rng.choice(templates)
-    text = template.format(v=value, u=unit, **sheet.names)
+    text = template.format(v=value, u=unit, w=second, **sheet.names)
     text = re.sub(r"\s+", " ", text).replace(" .", ".")
     if rng.random() < 0.2 and not template.startswith("{") and not text.startswith(("Yes", "No")):
         text = rng.choice(_HEDGES) + text[0].lower() + text[1:]

@@ -62,6 +62,12 @@ _MOVED_RESTATED = 0.6
 # claim's role ("the current captain is Y" is the only captain): the role is the frame.
 _ROLE_HOLDER_RESTATED = 0.5
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
+# Roles that lead the rest ("led by X" is the conductor, the captain, the director ...), as
+# five-letter stems (`_role`), and the role word they all stand for.
+_LEADING = frozenset(
+    "led lead head heads chief direc capta condu comma manag mast charg presi run runs boss".split()
+)
+_LEADS = "<leads>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +118,11 @@ def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
         words = [fold(t) for t in raw[slot.end : slot.end + width + 1]]
     else:
         words = [fold(t) for t in raw[max(0, slot.start - width) : slot.start]]
-    # Five letters of the stem: "director" and "directed", "captain" and "captained".
-    return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
+    words = [w.removesuffix("'s").rstrip("'") for w in words]
+    # Five letters of the stem: "director" and "directed", "captain" and "captained"; any
+    # word of leading ("led by", "the head", "in charge") also names the role of leading.
+    out = {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
+    return out | {_LEADS} if out & _LEADING else out
 
 
 UnitSimilarity = Callable[[str, str], float]
@@ -148,6 +157,10 @@ def find(
             return True
         return bool(other.unit) and unit_similarity(slot.unit, other.unit) >= _SAME_UNIT
 
+    crossed = _crossed_number(claim, context)
+    if crossed is not None:
+        out.append(crossed)
+        seen.add("number")
     for slot in claim.slots:
         if group.get(slot.kind, slot.kind) in seen or (slot.kind == "number" and not slot.unit):
             continue
@@ -161,6 +174,8 @@ def find(
         role = _role(claim, slot, _ROLE_WORDS)
         # The roles the claim's own value fills wherever the context has it.
         own_roles: set[str] = set()
+        # The most claim words a sentence naming the claim's own value has (by root).
+        own_frame = 0
         for index, sentence in enumerate(context):
             same = [o for o in sentence.slots if compatible(slot, o)]
             if not same:
@@ -173,6 +188,7 @@ def find(
                 best_with = max(best_with, score)
                 for o in mine:
                     own_roles |= _role(sentence, o, _ROLE_WORDS + 1)
+                own_frame = max(own_frame, _root_overlap(frame, sentence))
                 continue
             rivals = [
                 o
@@ -213,15 +229,19 @@ def find(
         moved = (
             best_with >= 0
             and slot.kind == "name"
-            and bool(role & _role(context[index], rival, _RIVAL_ROLE_WORDS))
-            and not role & own_roles
+            and _moved(
+                len(role & _role(context[index], rival, _RIVAL_ROLE_WORDS)),
+                len(role & own_roles),
+                _root_overlap(frame, context[index]) - own_frame,
+            )
         )
         if best_with >= 0 and not moved:
             # The value is in the context: only a clearly better-matching other value counts.
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
-            own = len(frame & set(context[index].stems))
+            roots = {_root(w) for w in context[index].stems}
+            own = sum(1 for w in frame if _root(w) in roots)
             if slot.kind == "name" and not (
                 own >= 1
                 and (
@@ -256,7 +276,9 @@ def find(
                     # A claim led by a pronoun may be about anything: its subject is unread.
                     not pronoun_led
                     and restated >= _ROLE_HOLDER_RESTATED
-                    and _sole_holder(role, rival, context)
+                    # The rival is the one holder of the role, or the claim's value holds
+                    # another role the claim's words fit less well.
+                    and (moved or _sole_holder(role, rival, context))
                 )
             )
         out.append(
@@ -384,6 +406,44 @@ def _root(word: str) -> str:
     return word[:5]
 
 
+def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | None:
+    """A quantity moved onto another noun of one context sentence: the sentence counts the
+    claim's noun with another value and the claim's value with another noun ("it has 25
+    sopranos and 11 basses" against "11 sopranos"), no sentence gives the claim's pair, and
+    the sentence (or the one before, for "It has ...") restates half of the claim's frame."""
+    counted = [(o.value, o.unit) for c in context for o in c.slots if o.kind == "number"]
+    for slot in claim.slots:
+        if slot.kind != "number" or not slot.unit or (slot.value, slot.unit) in counted:
+            continue
+        frame = _frame(claim, slot)
+        for index, sentence in enumerate(context):
+            numbers = [o for o in sentence.slots if o.kind == "number" and o.unit]
+            rivals = [o for o in numbers if o.unit == slot.unit]
+            if (
+                len(rivals) == 1
+                and any(o.value == slot.value and o.unit != slot.unit for o in numbers)
+                and frame
+                and _loose_share(frame, index, context, False) >= _ROLE_HOLDER_RESTATED
+            ):
+                return Contradiction(
+                    "number", slot.text, rivals[0].text, claim.text, sentence.text, True, False
+                )
+    return None
+
+
+def _root_overlap(frame: set[str], sentence: Parsed) -> int:
+    """How many of the frame's words the sentence has, compared by root."""
+    roots = {_root(w) for w in sentence.stems}
+    return sum(1 for w in frame if _root(w) in roots)
+
+
+def _moved(rival_role: int, own_role: int, frame_lead: int) -> bool:
+    """Whether the claim's role words fit the rival's role better than any role the context
+    gives the claim's own value; on a tie ("managed by" fits the harbour master and the
+    lifeboat's commander alike), whether the rival's sentence has more of the claim."""
+    return rival_role > own_role or (rival_role == own_role > 0 and frame_lead > 0)
+
+
 def _sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
     """Whether `rival` alone, among the names of the context, has the most role words in
     common with the claim's role: no other person fills that role as well."""
@@ -456,7 +516,8 @@ def _same_role(
         return False
     mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
     before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
-    shared = len(_frame(claim, slot) & set(sentence.stems))
+    theirs = {_root(w) for w in sentence.stems}
+    shared = sum(1 for w in _frame(claim, slot) if _root(w) in theirs)
     names = sum(1 for s in sentence.slots if s.kind == "name" and looks_like_name(s))
     if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
         return True

@@ -176,9 +176,11 @@ def parse(text: str) -> Parsed:
             slots.append(Slot("name", "name", words, i, j, phrase(i, j).removesuffix("'s")))
             used.update(range(i, j))
         i = j
+    # A possessive is its noun ("the choir's conductor" frames "choir").
+    bare = [w.removesuffix("'s").rstrip("'") for w in folded]
     stems = [
-        stem(w.removesuffix("'s"))
-        for w in folded
+        stem(w)
+        for w in bare
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
     ]
     return Parsed(text, slots, stems, used)

@@ -187,9 +187,23 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     """The share of the frame the sentence restates; nothing unless it restates two words,
     one of them the claim's own (not only the question's)."""
     shared = frame & sentence.stems
+    if len(frame) <= _ROOTED:
+        roots = {_root(w) for w in sentence.stems}
+        shared = {w for w in frame if w in sentence.stems or _root(w) in roots}
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
+
+
+# A frame this short is compared by roots too: each of its few words must count, however
+# it is inflected; a longer one restates enough words as written.
+_ROOTED = 6
+
+
+def _root(word: str) -> str:
+    """Five letters of a stem, so that one word's forms meet ("rehearsals" and "rehearse",
+    "conducts" and "conductor"); a number or a short word is itself."""
+    return word[:5] if word.isalpha() and len(word) > 5 else word
 
 
 def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ...]:
