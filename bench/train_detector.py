@@ -25,7 +25,8 @@ Model: L2 logistic regression on `MODEL_FEATURES`, every family given the same w
 its classes balanced; the score is the probability of being grounded at the prior `PRIOR`
 (the share of hallucinated answers assumed in real traffic). A response with a decisive slot
 contradiction scores `CONTRADICTED` whatever the model says, and each invented clause
-multiplies the score by `UNSUPPORTED_CLAUSE`, as in the product. Deterministic: fixed-seed
+multiplies the score by `UNSUPPORTED_CLAUSE` (`THIN_CLAUSE` for a thinner one), as in the
+product (`clause_factor`). Deterministic: fixed-seed
 samples, Newton's method.
 """
 
@@ -46,11 +47,11 @@ import numpy as np
 from bench import perturb
 from bench.detector_metrics import auroc
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
+from monitor.detector.features import FEATURE_NAMES, analyse
 from monitor.detector.groundedness import (
     CONTRADICTED,
     MODEL_PATH,
-    UNSUPPORTED_CLAUSE,
+    clause_factor,
 )
 
 SEED = 20261122
@@ -66,10 +67,11 @@ MODEL_FEATURES = (
     "slot_contradictions",
     "invented_contradictions",
 )
-# Share of hallucinated responses the odds are set for: chosen on RAGTruth QA dev (the real
-# answers) so that at the shipped threshold at most a fifth of its faithful answers fail
-# while at least 70% of its hallucinated ones do (at 0.33, 25% of faithful answers failed).
-PRIOR = 0.29
+# Share of hallucinated responses the odds are set for: chosen on RAGTruth QA dev's five
+# folds (the real answers) so that at the shipped threshold at most a fifth of its faithful
+# answers fail while at least 70% of its hallucinated ones do (0.18 and 0.80 at 0.25; at
+# 0.27, 0.21 of its faithful answers failed).
+PRIOR = 0.25
 THRESHOLD = 0.5
 L2 = 10.0
 CACHE = Path("/tmp/rag-monitor-detector-features")
@@ -172,7 +174,7 @@ def load_families(data: Path, halueval: Path, pairs: int = 500) -> dict[str, lis
 class Features:
     x: np.ndarray  # the FEATURE_NAMES columns
     contradicted: np.ndarray  # bool: a decisive contradiction was found
-    clauses: np.ndarray  # int: invented clauses (each multiplies the score)
+    clauses: np.ndarray  # what invented clauses leave of the score (`clause_factor`)
 
 
 def _digest(paths: list[Path]) -> str:
@@ -194,7 +196,7 @@ def featurize(examples: list[Example]) -> Features:
         analysis = analyse(e.query, list(e.contexts), e.response, embedder)
         rows.append(analysis.features)
         marks.append(any(c.decisive for c in analysis.contradictions))
-        clauses.append(sum(len(unsupported_clauses(s)) for s in analysis.sentences))
+        clauses.append(clause_factor(analysis.sentences))
     features = Features(np.stack(rows), np.asarray(marks, dtype=bool), np.asarray(clauses))
     CACHE.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=features.x, contradicted=features.contradicted, clauses=features.clauses)
@@ -242,7 +244,7 @@ class Model:
         lowered for each invented clause, as `score_groundedness` does."""
         grounded = self.grounded(f.x)
         capped = np.where(f.contradicted, np.minimum(grounded, CONTRADICTED), grounded)
-        return capped * UNSUPPORTED_CLAUSE**f.clauses
+        return capped * f.clauses
 
 
 def balanced_weights(examples: list[Example]) -> np.ndarray:

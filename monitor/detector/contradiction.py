@@ -23,7 +23,6 @@ from monitor.detector.slots import (
     parse,
     parse_bare,
     same_value,
-    value_anywhere,
 )
 from monitor.detector.text import (
     DISCOURSE,
@@ -221,7 +220,7 @@ def find(
             # The family name is in the context: a shortened or longer form, not a new name
             # (a first name alone is shared by too many people to tell).
             continue
-        if slot.kind == "number" and best_with < 0 and value_anywhere(slot, context):
+        if slot.kind == "number" and best_with < 0 and _value_unread(slot, context, compatible):
             best_with = 0.0
         # A value moved from another fact: the context gives the claim's role to the rival
         # and another role to the claim's value ("designed by the architect Y" and "the
@@ -261,6 +260,11 @@ def find(
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
         decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
+        if slot.kind == "number" and best_with == 0 and len(frame) >= _DECISIVE_FRAME:
+            # A number of another fact ("each crossing takes 16 hours") put into a claim
+            # the evidence restates ("boats leave every 16 hours" against "every 39
+            # hours"), while no sentence with the claim's number shares any of the claim.
+            decisive = _decisive(slot, claim, frame, score, -1.0, agree, evidence, compatible)
         role_aligned = slot.kind == "name" and bool(
             role & _role(evidence, rival, _RIVAL_ROLE_WORDS)
         )
@@ -269,7 +273,7 @@ def find(
             # decisive when the evidence restates the claim and names nobody else (a sentence
             # listing several people or places, "designers like those from A and B", gives no
             # clear role).
-            restated = _loose_share(frame, index, context)
+            restated = _loose_share(_relation(claim, slot, frame, context_words), index, context)
             decisive = _one_name(evidence) and (
                 restated >= _MOVED_RESTATED
                 or (
@@ -429,6 +433,33 @@ def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | Non
                     "number", slot.text, rivals[0].text, claim.text, sentence.text, True, False
                 )
     return None
+
+
+def _value_unread(
+    slot: Slot, context: list[Parsed], compatible: Callable[[Slot, Slot], bool]
+) -> bool:
+    """Whether the context has the claim's number with its unit or with none read ("16
+    hours" is not "16 pubs", but may be a bare "16" or "1916")."""
+    return any(
+        o.value == slot.value and (o.kind == "year" or not o.unit or compatible(slot, o))
+        for c in context
+        for o in c.slots
+        if o.kind in ("number", "year")
+    )
+
+
+def _relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]) -> set[str]:
+    """The frame without the words of the claim's other names that the context has: in
+    "Tordahl Ferries was founded by X" the role is "founded", whoever it is about (the
+    context names the line in a sentence of its own)."""
+    topic = {
+        stem(w)
+        for o in claim.slots
+        if o is not slot and o.kind == "name" and isinstance(o.value, tuple)
+        for w in o.value
+        if w in context_words
+    }
+    return frame - topic or frame
 
 
 def _root_overlap(frame: set[str], sentence: Parsed) -> int:

@@ -403,12 +403,18 @@ _ADVICE = frozenset(
 )
 _CLAUSE_WEIGHT = 1.5
 _CLAUSE_SUPPORTED = 1
+# A thinner invented clause: at least two words the context lacks entirely (weight 1.2 by
+# specificity), as many as it has backed ones, and at most two backed ("and it also runs
+# baking classes for children").
+_THIN_WORDS = 2
+_THIN_WEIGHT = 1.2
+_THIN_SUPPORTED = 2
 
 
-def unsupported_clauses(check: SentenceCheck) -> list[str]:
-    """Clauses of a sentence whose content words (at least `_CLAUSE_WORDS`) the context lacks
-    entirely, not even as a close word: an invented claim ("..., and the library has a
-    rooftop garden")."""
+def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
+    """Each claim clause of a sentence with the specificity weight of its content words the
+    context lacks entirely (not even as a close word), how many they are, and how many of
+    its content words the context backs."""
     if check.abstains or not check.far:
         return []
     far = set(check.far)
@@ -416,7 +422,7 @@ def unsupported_clauses(check: SentenceCheck) -> list[str]:
     for clause in _CLAUSE.split(check.text):
         if _ADVICE & {fold(t) for t in tokens(clause)}:
             continue
-        supported = 0
+        supported = missing = 0
         weight = 0.0
         for token in tokens(clause):
             form, value = normalise(token)
@@ -426,13 +432,39 @@ def unsupported_clauses(check: SentenceCheck) -> list[str]:
                 continue
             if value is not None and token in far:
                 weight += 1.0
+                missing += 1
             elif form in far:
                 weight += check.specific.get(form, 1.0)
+                missing += 1
             else:
                 supported += 1
-        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED:
-            out.append(clause.strip())
+        out.append((clause.strip(), weight, missing, supported))
     return out
+
+
+def unsupported_clauses(check: SentenceCheck) -> list[str]:
+    """Clauses of a sentence whose specific content words (weight `_CLAUSE_WEIGHT`) the
+    context lacks entirely, with at most one word backed: an invented claim ("..., and the
+    library has a rooftop garden")."""
+    return [
+        clause
+        for clause, weight, _, supported in _clauses(check)
+        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED
+    ]
+
+
+def thin_clauses(check: SentenceCheck) -> list[str]:
+    """Clauses that are not `unsupported_clauses` but of which at least half the content
+    words, two or more, are missing from the context entirely."""
+    return [
+        clause
+        for clause, weight, missing, supported in _clauses(check)
+        if not (weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED)
+        and missing >= _THIN_WORDS
+        and weight >= _THIN_WEIGHT
+        and missing >= supported
+        and supported <= _THIN_SUPPORTED
+    ]
 
 
 def _summarise(checks: list[SentenceCheck]) -> np.ndarray:

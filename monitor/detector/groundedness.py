@@ -24,7 +24,12 @@ import numpy as np
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse, unsupported_clauses
+from monitor.detector.features import (
+    FEATURE_NAMES,
+    analyse,
+    thin_clauses,
+    unsupported_clauses,
+)
 from monitor.detector.pair_model import HEAD_PATH, PairHead, load_pair_model
 from monitor.detector.sentences import SentenceCheck
 
@@ -33,8 +38,9 @@ MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
 # decisive, whatever the learned model says.
 CONTRADICTED = 0.02
 # The factor a clause whose content words the context lacks (an invented claim the
-# explanation lists) applies to the score.
+# explanation lists) applies to the score, and a thinner one (half its words missing).
 UNSUPPORTED_CLAUSE = 0.7
+THIN_CLAUSE = 0.8
 # Response sentences the second stage reads (the least supported ones first).
 PAIRS = 2
 
@@ -109,6 +115,14 @@ def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tupl
     return tuple((c.text, c.evidence) for c in claims[:limit])
 
 
+def clause_factor(checks: list[SentenceCheck]) -> float:
+    """Each invented clause takes a share of the score: an otherwise well-supported answer
+    keeps a passing score, a doubtful one with an invented claim fails."""
+    invented = sum(len(unsupported_clauses(s)) for s in checks)
+    thin = sum(len(thin_clauses(s)) for s in checks)
+    return float(UNSUPPORTED_CLAUSE**invented * THIN_CLAUSE**thin)
+
+
 def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     """The cheap verdict: lexical and slot checks, the logistic model, decisive rules."""
     analysis = analyse(query, contexts, response, shared_embedder())
@@ -118,10 +132,7 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     decided = any(c.decisive for c in analysis.contradictions)
     if decided:
         grounded = min(grounded, CONTRADICTED)
-    invented = [c for s in analysis.sentences for c in unsupported_clauses(s)]
-    # Each invented clause takes a share of the score: an otherwise well-supported answer
-    # keeps a passing score, a doubtful one with an invented claim fails.
-    grounded *= UNSUPPORTED_CLAUSE ** len(invented)
+    grounded *= clause_factor(analysis.sentences)
     contradicted = {c.claim for c in analysis.contradictions}
     flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]
     terms: list[str] = []

@@ -176,8 +176,14 @@ def parse(text: str) -> Parsed:
             slots.append(Slot("name", "name", words, i, j, phrase(i, j).removesuffix("'s")))
             used.update(range(i, j))
         i = j
-    # A possessive is its noun ("the choir's conductor" frames "choir").
-    bare = [w.removesuffix("'s").rstrip("'") for w in folded]
+    # A possessive noun is its noun ("the choir's conductor" frames "choir"); a name's
+    # possessive ("Il-hyung's") is left to the name's slot.
+    bare = [
+        w
+        if raw[k][:1].isupper() or text[spans[k][0] - 1 : spans[k][0]] == "-"
+        else w.removesuffix("'s").rstrip("'")
+        for k, w in enumerate(folded)
+    ]
     stems = [
         stem(w)
         for w in bare
@@ -260,10 +266,3 @@ def looks_like_name(slot: Slot) -> bool:
     nationality or a product for a swap of one to mean a contradiction."""
     assert isinstance(slot.value, tuple)
     return len(slot.value) >= 2 and all(len(w) > 1 and w.isalpha() for w in slot.value)
-
-
-def value_anywhere(slot: Slot, context: list[Parsed]) -> bool:
-    """Whether the context has the number at all, whatever unit it is read with."""
-    return any(
-        o.kind in ("number", "year") and o.value == slot.value for c in context for o in c.slots
-    )

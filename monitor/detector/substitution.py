@@ -174,6 +174,28 @@ def _sole_member(
     return (0.0, "kind", other, sentence)
 
 
+def _sole_opposite(
+    lemma: str, frame: set[str], evidence: list[_Words]
+) -> tuple[float, str, str, _Words] | None:
+    """For a short claim whose frame no sentence restates ("The taproom is located inside
+    it"): the opposite of its word, when the context lacks the word entirely and the only
+    opposite it has is in a sentence sharing a word of the claim ("The taproom is outside
+    the old mill")."""
+    if any(lemma in e.lemmas for e in evidence):
+        return None
+    roots = {_root(w) for w in frame}
+    found = [
+        (other, e)
+        for e in evidence
+        for other in e.lemmas & _OPPOSITES[lemma]
+        if roots & {_root(w) for w in e.stems}
+    ]
+    if len({other for other, _ in found}) != 1:
+        return None
+    other, sentence = found[0]
+    return (0.0, "opposite", other, sentence)
+
+
 def _written(text: str, lemma: str, default: str) -> str:
     """The word of `text` whose lemma is `lemma`, as written."""
     return next((t for t in tokens(text) if _lemma(fold(t)) == lemma), default)
@@ -195,6 +217,9 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     return len(shared) / len(frame)
 
 
+# A claim of at most this many content words besides an opposite is checked against the
+# context's only opposite of it (`_sole_opposite`).
+_SOLE_FRAME = 4
 # A frame this short is compared by roots too: each of its few words must count, however
 # it is inflected; a longer one restates enough words as written.
 _ROOTED = 6
@@ -240,6 +265,8 @@ def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Co
                     best = (share, kind, rival, sentence)
         if best is None and lemma in _CLASS_OF and len(frame[0]) <= _SHORT:
             best = _sole_member(word, claim, evidence)
+        if best is None and lemma in _OPPOSITES and 0 < len(frame[0]) <= _SOLE_FRAME:
+            best = _sole_opposite(lemma, frame[0], evidence)
         if best is not None:
             _, kind, rival, sentence = best
             said = _written(claim_text, lemma, word)
