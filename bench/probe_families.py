@@ -672,8 +672,35 @@ FAMILIES: tuple[Family, ...] = (
          "Lessons start at seven."),
         ("The library opens at lunch.",),
     ),
+    Family(
+        "market",
+        "{S} Market",
+        "The {T} is a covered market in {p}.",
+        (
+            F("num", "It has {v} stalls.", "How many stalls are there?",
+              ("There are {v} stalls.", "Traders run {v} stalls there.",
+               "It houses {v} stalls."), span=(30, 250)),
+            F("role", "The market is managed by {v}.", "Who manages the market?",
+              ("{v} manages the market.", "The manager is {v}.", "It is run by {v}.")),
+            F("role", "The oldest stall belongs to {v}.", "Who has the oldest stall?",
+              ("{v} owns the oldest stall.", "The oldest stall is the one of {v}.")),
+            F("cat", "The roof is painted {v}.", "What colour is the roof?",
+              ("Its roof is {v}.", "The market has a {v} roof."), cls="colour"),
+            F("opp", "Trading begins in the {v}.", "When does it open?",
+              ("The market opens in the {v}.", "Trading starts in the {v}."), cls="day"),
+            F("pol", "Cash is accepted at every stall.", "Can I pay cash?",
+              ("Yes, you can pay cash.", "Every stall takes cash."),
+              negative="Cash is not accepted at the stalls.",
+              negative_answers=("No, you cannot pay cash.", "The stalls do not take cash.")),
+            F("date", "The hall was built in {v}.", "How old is the hall?",
+              ("It dates from {v}.", "The building went up in {v}."), span=(1850, 1990)),
+        ),
+        ("The market hosts a jazz night on Fridays.", "Its fish hall was rebuilt after a fire.",
+         "Parking is free after six."),
+        ("Deliveries arrive before dawn.",),
+    ),
 )  # fmt: skip
-# Developed on: the first seven and the last four; reported: the seven between (never looked
+# Developed on: the first seven and the last five; reported: the seven between (never looked
 # at while developing).
 DEV_FAMILIES = tuple(f.name for f in (*FAMILIES[:7], *FAMILIES[14:]))
 REPORT_FAMILIES = tuple(f.name for f in FAMILIES[7:14])
@@ -830,15 +857,25 @@ def build(
     seed: int = SEED, sheets: int = SHEETS, families: tuple[str, ...] | None = None
 ) -> list[dict[str, object]]:
     """The probe records of `families` (all by default), deterministic for `seed`."""
-    rng = random.Random(seed)
-    chosen = [f for f in FAMILIES if families is None or f.name in families]
-    made = [_sheet(f, rng, i) for f in chosen for i in range(sheets)]
+    # Every sheet draws from its own generator, and its distractor is the same-numbered sheet
+    # of the next family of its own split: adding a family changes no other family's records.
+    picked = [f for f in FAMILIES if families is None or f.name in families]
+    made = [
+        _sheet(f, random.Random(f"{seed}:{f.name}:{i}"), i) for f in picked for i in range(sheets)
+    ]
     out: list[dict[str, object]] = []
 
+    def distractor(sheet: Sheet) -> Sheet:
+        split = DEV_FAMILIES if sheet.family.name in DEV_FAMILIES else REPORT_FAMILIES
+        group = [f for f in picked if f.name in split]
+        index = made.index(sheet)
+        if len(group) == 1:
+            return made[index + 1 if index + 1 < len(made) else 0]
+        family = group[(group.index(sheet.family) + 1) % len(group)]
+        return made[picked.index(family) * sheets + index % sheets]
+
     def add(sheet: Sheet, question: str, answer: str, kind: str, length: str, **extra: str) -> None:
-        other = made[(made.index(sheet) + sheets) % len(made)]
-        if other.family is sheet.family:
-            other = made[(made.index(sheet) + 1) % len(made)]
+        other = distractor(sheet)
         out.append(
             {
                 "request_id": f"family-probe-{len(out):05d}",
@@ -858,6 +895,7 @@ def build(
         )
 
     for sheet in made:
+        rng = random.Random(f"{seed}:{sheet.title}")
         extras = sheet.family.extras
         # One line: every fact faithful once, and every error it can carry once.
         for v in sheet.values:

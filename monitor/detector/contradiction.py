@@ -239,8 +239,8 @@ def find(
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
-            roots = {_root(w) for w in context[index].stems}
-            own = sum(1 for w in frame if _root(w) in roots)
+            roots = {root(w) for w in context[index].stems}
+            own = sum(1 for w in frame if root(w) in roots)
             if slot.kind == "name" and not (
                 own >= 1
                 and (
@@ -393,20 +393,22 @@ def _decisive(
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
     leading pronoun refers to it), words compared by their roots (`_root`)."""
-    near = {_root(w) for w in context[index].stems}
+    near = {root(w) for w in context[index].stems}
     first = tokens(context[index].text)[:1]
     if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
-        near |= {_root(w) for w in context[index - 1].stems}
-    return sum(1 for w in frame if _root(w) in near) / max(len(frame), 1)
+        near |= {root(w) for w in context[index - 1].stems}
+    return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
 
 
-def _root(word: str) -> str:
+def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
     "owner" are one root, as are "directed" and "director"."""
     for suffix in ("ing", "ed", "es", "er", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]
             break
+    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
     return word[:5]
 
 
@@ -464,8 +466,8 @@ def _relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str
 
 def _root_overlap(frame: set[str], sentence: Parsed) -> int:
     """How many of the frame's words the sentence has, compared by root."""
-    roots = {_root(w) for w in sentence.stems}
-    return sum(1 for w in frame if _root(w) in roots)
+    roots = {root(w) for w in sentence.stems}
+    return sum(1 for w in frame if root(w) in roots)
 
 
 def _moved(rival_role: int, own_role: int, frame_lead: int) -> bool:
@@ -547,8 +549,8 @@ def _same_role(
         return False
     mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
     before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
-    theirs = {_root(w) for w in sentence.stems}
-    shared = sum(1 for w in _frame(claim, slot) if _root(w) in theirs)
+    theirs = {root(w) for w in sentence.stems}
+    shared = sum(1 for w in _frame(claim, slot) if root(w) in theirs)
     names = sum(1 for s in sentence.slots if s.kind == "name" and looks_like_name(s))
     if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
         return True
@@ -575,4 +577,5 @@ def _restated_elsewhere(claim: Parsed, slot: Slot, sentence: Parsed, other: Slot
 def _in_claim(other: Slot, claim: Parsed) -> bool:
     assert isinstance(other.value, tuple)
     words = {fold(t).removesuffix("'s") for t in tokens(claim.text)}
-    return any(w in words for w in other.value)
+    # A shared first name ("Selma Drewick" and "Selma Cormford") is another person.
+    return other.value[-1] in words if len(other.value) > 1 else other.value[0] in words

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from monitor.detector.contradiction import Contradiction
+from monitor.detector.contradiction import Contradiction, root
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
@@ -183,12 +183,12 @@ def _sole_opposite(
     the old mill")."""
     if any(lemma in e.lemmas for e in evidence):
         return None
-    roots = {_root(w) for w in frame}
+    roots = {root(w) for w in frame}
     found = [
         (other, e)
         for e in evidence
         for other in e.lemmas & _OPPOSITES[lemma]
-        if roots & {_root(w) for w in e.stems}
+        if roots & {root(w) for w in e.stems}
     ]
     if len({other for other, _ in found}) != 1:
         return None
@@ -210,8 +210,8 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     one of them the claim's own (not only the question's)."""
     shared = frame & sentence.stems
     if len(frame) <= _ROOTED:
-        roots = {_root(w) for w in sentence.stems}
-        shared = {w for w in frame if w in sentence.stems or _root(w) in roots}
+        roots = {root(w) for w in sentence.stems}
+        shared = {w for w in frame if w in sentence.stems or root(w) in roots}
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
@@ -223,12 +223,6 @@ _SOLE_FRAME = 4
 # A frame this short is compared by roots too: each of its few words must count, however
 # it is inflected; a longer one restates enough words as written.
 _ROOTED = 6
-
-
-def _root(word: str) -> str:
-    """Five letters of a stem, so that one word's forms meet ("rehearsals" and "rehearse",
-    "conducts" and "conductor"); a number or a short word is itself."""
-    return word[:5] if word.isalpha() and len(word) > 5 else word
 
 
 def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ...]:
