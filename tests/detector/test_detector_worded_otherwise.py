@@ -1,0 +1,87 @@
+"""Errors worded otherwise than the context: roles by verb, possessive or "led by", a number
+moved onto another noun of its sentence, an opposite in a short claim, a shared first name,
+and a clause half of whose words the context lacks."""
+
+from __future__ import annotations
+
+from monitor.detector import score_groundedness
+from monitor.detector.embedding import shared_embedder
+from monitor.detector.features import analyse, thin_clauses, unsupported_clauses
+from monitor.detector.groundedness import clause_factor
+from monitor.evaluators.local import LocalGroundedness
+
+THRESHOLD = LocalGroundedness.default_threshold
+CHOIR = [
+    "The Kelova Singers are a chamber choir based in Yskstead. The singers rehearse for 4 "
+    "hours before each concert. Its accompanist, Mattias Torard, plays at every concert. "
+    "Auditions are held twice a year. The choir's conductor is Veda Varell. It has 9 "
+    "sopranos and 17 basses."
+]
+HARBOUR = [
+    "Ostard Harbour is a fishing port near Elbport. The harbour master is Selma Torby. The "
+    "lifeboat crew is commanded by Selma Halacre. The harbour lights are painted blue."
+]
+
+
+def _fails(question: str, context: list[str], answer: str) -> bool:
+    return score_groundedness(question, context, answer).score < THRESHOLD
+
+
+def test_a_role_swap_fails_however_the_answer_words_the_role() -> None:
+    for answer in (
+        "Mattias Torard conducts the choir.",
+        "Its conductor is Mattias Torard.",
+        "The choir is led by Mattias Torard.",
+        "Veda Varell accompanies the singers.",
+        "The accompanist is Veda Varell.",
+    ):
+        assert _fails("Who is it?", CHOIR, answer), answer
+    for answer in (
+        "Veda Varell conducts the choir.",
+        "The choir is led by Veda Varell.",
+        "Mattias Torard accompanies the singers.",
+        "The accompanist is Mattias Torard.",
+    ):
+        assert not _fails("Who is it?", CHOIR, answer), answer
+
+
+def test_two_people_sharing_a_first_name_are_two_people() -> None:
+    assert _fails("Who commands the lifeboat?", HARBOUR, "The lifeboat's commander is Selma Torby.")
+    assert _fails("Who is the harbour master?", HARBOUR, "Selma Halacre is the harbour master.")
+    assert not _fails(
+        "Who commands the lifeboat?", HARBOUR, "The lifeboat's commander is Selma Halacre."
+    )
+
+
+def test_a_number_moved_onto_the_other_noun_of_its_sentence_fails() -> None:
+    moved = score_groundedness("How big?", CHOIR, "The choir has 17 sopranos and 9 basses.")
+    assert moved.score < THRESHOLD
+    assert moved.contradictions[0].describe() == "answer says 17 sopranos; context says 9 sopranos"
+    assert not _fails("How big?", CHOIR, "The choir has 9 sopranos and 17 basses.")
+
+
+def test_a_unit_swapped_in_a_short_restated_claim_fails() -> None:
+    assert _fails("How long?", CHOIR, "Rehearsals last 4 days.")
+    assert not _fails("How long?", CHOIR, "Rehearsals last 4 hours.")
+
+
+def test_an_opposite_in_a_short_claim_against_the_context_s_only_one_fails() -> None:
+    context = ["The Dreacre Brewery brews ale in an old mill. The taproom is outside the old mill."]
+    assert _fails("Where is the taproom?", context, "The taproom is located inside it.")
+    assert not _fails("Where is the taproom?", context, "The taproom is located outside it.")
+
+
+def test_a_clause_half_of_whose_words_the_context_lacks_takes_a_share_of_the_score() -> None:
+    context = ["The bakery is a family bakery in Marby. It delivers on Sundays."]
+    answer = "It delivers on Sundays, and it also runs baking classes for children."
+    verdict = score_groundedness("Does it deliver?", context, answer)
+    plain = score_groundedness("Does it deliver?", context, "It delivers on Sundays.")
+    assert verdict.score < plain.score * 0.85
+    assert {"classes", "children"} <= {t.lower() for t in verdict.unsupported_terms}
+    # The thin clause counts less than one whose specific words are all missing.
+    checks = analyse("Does it deliver?", context, answer, shared_embedder()).sentences
+    assert [c for s in checks for c in thin_clauses(s)] == [
+        "and it also runs baking classes for children."
+    ]
+    assert not [c for s in checks for c in unsupported_clauses(s)]
+    assert clause_factor(checks) == 0.8
