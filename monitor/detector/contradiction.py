@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.slots import (
     Parsed,
@@ -400,6 +401,7 @@ def _loose_share(frame: set[str], index: int, context: list[Parsed], before: boo
     return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
 
 
+@lru_cache(maxsize=65536)
 def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
     "owner" are one root, as are "directed" and "director"."""

@@ -180,7 +180,7 @@ def parse(text: str) -> Parsed:
     # possessive ("Il-hyung's") is left to the name's slot.
     bare = [
         w
-        if raw[k][:1].isupper() or text[spans[k][0] - 1 : spans[k][0]] == "-"
+        if "'" not in w or raw[k][:1].isupper() or text[spans[k][0] - 1 : spans[k][0]] == "-"
         else w.removesuffix("'s").rstrip("'")
         for k, w in enumerate(folded)
     ]

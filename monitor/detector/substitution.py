@@ -127,6 +127,8 @@ class _Words:
     words: tuple[str, ...]
     lemmas: frozenset[str]
     stems: frozenset[str]
+    # The stems' roots (`root`: "rehearsals" and "rehearse" meet).
+    roots: frozenset[str]
 
 
 # Context chunks recur across requests; a worker keeps its last sentences read.
@@ -138,7 +140,13 @@ def _read(text: str) -> _Words:
         for w in words
         if w not in STOPWORDS and w not in DISCOURSE and (w[0].isdigit() or len(w) > 1)
     }
-    return _Words(text, words, frozenset(_lemma(w) for w in words), frozenset(content))
+    return _Words(
+        text,
+        words,
+        frozenset(_lemma(w) for w in words),
+        frozenset(content),
+        frozenset(root(w) for w in content),
+    )
 
 
 def _rivals(word: str, theirs: _Words, mine: _Words) -> list[tuple[str, str]]:
@@ -185,10 +193,7 @@ def _sole_opposite(
         return None
     roots = {root(w) for w in frame}
     found = [
-        (other, e)
-        for e in evidence
-        for other in e.lemmas & _OPPOSITES[lemma]
-        if roots & {root(w) for w in e.stems}
+        (other, e) for e in evidence for other in e.lemmas & _OPPOSITES[lemma] if roots & e.roots
     ]
     if len({other for other, _ in found}) != 1:
         return None
@@ -210,8 +215,7 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     one of them the claim's own (not only the question's)."""
     shared = frame & sentence.stems
     if len(frame) <= _ROOTED:
-        roots = {root(w) for w in sentence.stems}
-        shared = {w for w in frame if w in sentence.stems or root(w) in roots}
+        shared = {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
