@@ -394,7 +394,10 @@ def _slot_contradictions(
 
 
 # Clause boundaries inside a sentence: punctuation and coordinating words.
-_CLAUSE = re.compile(r"[,;:()]\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE)
+# A comma inside a number ("240,148") splits nothing.
+_CLAUSE = re.compile(
+    r"[;:()]\s*|,(?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE
+)
 # Advice, hedges and attributions ("it may be best to consult a professional", "according
 # to ...") are not facts about the context: answers add them freely.
 _ADVICE = frozenset(
