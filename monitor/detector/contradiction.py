@@ -13,8 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
+from monitor.detector.roles import (
+    RIVAL_ROLE_WORDS,
+    fits_rival,
+    frame_of,
+    in_claim,
+    relation,
+    role_words,
+    root,
+    root_overlap,
+    same_role,
+    sole_holder,
+)
 from monitor.detector.slots import (
     Parsed,
     Slot,
@@ -28,7 +39,6 @@ from monitor.detector.slots import (
 from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
-    STOPWORDS,
     fold,
     is_negation,
     stem,
@@ -56,18 +66,11 @@ _DECISIVE_NAME_FRAME = 2
 # Words before a name that do not give it a role: articles and list joiners ("the Blues",
 # "Jackson and Birmingham").
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
-_RIVAL_ROLE_WORDS = 6
 _MOVED_RESTATED = 0.6
 # Less of the frame needs restating when the rival is the one person the context gives the
 # claim's role ("the current captain is Y" is the only captain): the role is the frame.
 _ROLE_HOLDER_RESTATED = 0.5
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
-# Roles that lead the rest ("led by X" is the conductor, the captain, the director ...), as
-# five-letter stems (`_role`), and the role word they all stand for.
-_LEADING = frozenset(
-    "led lead head heads chief direc capta condu comma manag mast charg presi run runs boss".split()
-)
-_LEADS = "<leads>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +96,6 @@ class Contradiction:
         return f"answer says {self.said}; context says {self.evidence}"
 
 
-def _frame(claim: Parsed, slot: Slot) -> set[str]:
-    """The claim's content stems other than the slot's own words."""
-    own = {stem(w) for w in slot.value} if isinstance(slot.value, tuple) else set()
-    return set(claim.stems) - own - ({slot.unit} if slot.kind == "number" else set())
-
-
 def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
     """Claim frame words the sentence has; those of the sentence before count half, or fully
     when the sentence starts with a pronoun ("It rises 281 metres ...") that refers to it."""
@@ -107,22 +104,6 @@ def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
     first = tokens(context[index].text)[:1]
     carried = 1.0 if first and fold(first[0]) in _PRONOUNS else 0.5
     return sum(1.0 if w in own else carried if w in before else 0.0 for w in frame)
-
-
-def _role(parsed: Parsed, slot: Slot, width: int) -> set[str]:
-    """The content stems just before a slot: the role it fills ("designed by X",
-    "the mayor, X", "captained by X"); for a name that opens the sentence, those just after
-    it ("X is the chief ranger", "X engineered the line")."""
-    raw = tokens(parsed.text)
-    if slot.start == 0 and slot.kind == "name":
-        words = [fold(t) for t in raw[slot.end : slot.end + width + 1]]
-    else:
-        words = [fold(t) for t in raw[max(0, slot.start - width) : slot.start]]
-    words = [w.removesuffix("'s").rstrip("'") for w in words]
-    # Five letters of the stem: "director" and "directed", "captain" and "captained"; any
-    # word of leading ("led by", "the head", "in charge") also names the role of leading.
-    out = {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
-    return out | {_LEADS} if out & _LEADING else out
 
 
 UnitSimilarity = Callable[[str, str], float]
@@ -167,11 +148,11 @@ def find(
         if slot.kind == "name" and not looks_like_name(slot):
             continue
         margin = _MOVED_MARGIN * (2 if slot.kind == "name" else 1)
-        frame = _frame(claim, slot)
+        frame = frame_of(claim, slot)
         parts = date_parts(claim, slot) if slot.kind in group else {}
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
-        role = _role(claim, slot, _ROLE_WORDS)
+        role = role_words(claim, slot, _ROLE_WORDS)
         # The roles the claim's own value fills wherever the context has it.
         own_roles: set[str] = set()
         # The most claim words a sentence naming the claim's own value has (by root).
@@ -187,22 +168,22 @@ def find(
             if mine:
                 best_with = max(best_with, score)
                 for o in mine:
-                    own_roles |= _role(sentence, o, _ROLE_WORDS + 1)
-                own_frame = max(own_frame, _root_overlap(frame, sentence))
+                    own_roles |= role_words(sentence, o, _ROLE_WORDS + 1)
+                own_frame = max(own_frame, root_overlap(frame, sentence))
                 continue
             rivals = [
                 o
                 for o in same
                 if (
                     o.kind != "name"
-                    or (not _in_claim(o, claim) and _same_role(claim, slot, sentence, o))
+                    or (not in_claim(o, claim) and same_role(claim, slot, sentence, o))
                 )
                 and not _restated_elsewhere(claim, slot, sentence, o)
             ]
             if not rivals:
                 continue
             rival = min(rivals, key=lambda o: abs(o.start - slot.start))
-            if slot.kind == "name" and role & _role(sentence, rival, _RIVAL_ROLE_WORDS):
+            if slot.kind == "name" and role & role_words(sentence, rival, RIVAL_ROLE_WORDS):
                 # The sentence gives the rival the claim's role: it is the slot's evidence.
                 score += 1.0
             agree = 0
@@ -229,10 +210,10 @@ def find(
         moved = (
             best_with >= 0
             and slot.kind == "name"
-            and _moved(
-                len(role & _role(context[index], rival, _RIVAL_ROLE_WORDS)),
+            and fits_rival(
+                len(role & role_words(context[index], rival, RIVAL_ROLE_WORDS)),
                 len(role & own_roles),
-                _root_overlap(frame, context[index]) - own_frame,
+                root_overlap(frame, context[index]) - own_frame,
             )
         )
         if best_with >= 0 and not moved:
@@ -245,8 +226,8 @@ def find(
             if slot.kind == "name" and not (
                 own >= 1
                 and (
-                    _same_role(claim, slot, context[index], rival, strict=True)
-                    or role & _role(context[index], rival, _RIVAL_ROLE_WORDS)
+                    same_role(claim, slot, context[index], rival, strict=True)
+                    or role & role_words(context[index], rival, RIVAL_ROLE_WORDS)
                 )
             ):
                 continue
@@ -267,14 +248,14 @@ def find(
             # hours"), while no sentence with the claim's number shares any of the claim.
             decisive = _decisive(slot, claim, frame, score, -1.0, agree, evidence, compatible)
         role_aligned = slot.kind == "name" and bool(
-            role & _role(evidence, rival, _RIVAL_ROLE_WORDS)
+            role & role_words(evidence, rival, RIVAL_ROLE_WORDS)
         )
         if moved or (role_aligned and best_with < 0):
             # A name in the claim's role ("captained by X" against "the captain is Y"):
             # decisive when the evidence restates the claim and names nobody else (a sentence
             # listing several people or places, "designers like those from A and B", gives no
             # clear role).
-            restated = _loose_share(_relation(claim, slot, frame, context_words), index, context)
+            restated = _loose_share(relation(claim, slot, frame, context_words), index, context)
             decisive = _one_name(evidence) and (
                 restated >= _MOVED_RESTATED
                 or (
@@ -283,7 +264,7 @@ def find(
                     and restated >= _ROLE_HOLDER_RESTATED
                     # The rival is the one holder of the role, or the claim's value holds
                     # another role the claim's words fit less well.
-                    and (moved or _sole_holder(role, rival, context))
+                    and (moved or sole_holder(role, rival, context))
                 )
             )
         out.append(
@@ -337,7 +318,7 @@ def _one_word_name(
             continue
         if word in DISCOURSE or word in REFERENCES:
             continue
-        frame = set(question.stems) if bare else _frame(claim, slot)
+        frame = set(question.stems) if bare else frame_of(claim, slot)
         governing = "" if bare else _governing(claim, slot)
         # "The Nile carries ..." against "The Amazon carries ...": the subject, swapped.
         subject = not bare and slot.start == 1 and governing == "the"
@@ -393,25 +374,12 @@ def _decisive(
 
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
-    leading pronoun refers to it), words compared by their roots (`_root`)."""
+    leading pronoun refers to it), words compared by their roots (`roles.root`)."""
     near = {root(w) for w in context[index].stems}
     first = tokens(context[index].text)[:1]
     if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
         near |= {root(w) for w in context[index - 1].stems}
     return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
-
-
-@lru_cache(maxsize=65536)
-def root(word: str) -> str:
-    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
-    "owner" are one root, as are "directed" and "director"."""
-    for suffix in ("ing", "ed", "es", "er", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
-    return word[:5]
 
 
 def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | None:
@@ -423,7 +391,7 @@ def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | Non
     for slot in claim.slots:
         if slot.kind != "number" or not slot.unit or (slot.value, slot.unit) in counted:
             continue
-        frame = _frame(claim, slot)
+        frame = frame_of(claim, slot)
         for index, sentence in enumerate(context):
             numbers = [o for o in sentence.slots if o.kind == "number" and o.unit]
             rivals = [o for o in numbers if o.unit == slot.unit]
@@ -450,49 +418,6 @@ def _value_unread(
         for o in c.slots
         if o.kind in ("number", "year")
     )
-
-
-def _relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]) -> set[str]:
-    """The frame without the words of the claim's other names that the context has: in
-    "Tordahl Ferries was founded by X" the role is "founded", whoever it is about (the
-    context names the line in a sentence of its own)."""
-    topic = {
-        stem(w)
-        for o in claim.slots
-        if o is not slot and o.kind == "name" and isinstance(o.value, tuple)
-        for w in o.value
-        if w in context_words
-    }
-    return frame - topic or frame
-
-
-def _root_overlap(frame: set[str], sentence: Parsed) -> int:
-    """How many of the frame's words the sentence has, compared by root."""
-    roots = {root(w) for w in sentence.stems}
-    return sum(1 for w in frame if root(w) in roots)
-
-
-def _moved(rival_role: int, own_role: int, frame_lead: int) -> bool:
-    """Whether the claim's role words fit the rival's role better than any role the context
-    gives the claim's own value; on a tie ("managed by" fits the harbour master and the
-    lifeboat's commander alike), whether the rival's sentence has more of the claim."""
-    return rival_role > own_role or (rival_role == own_role > 0 and frame_lead > 0)
-
-
-def _sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
-    """Whether `rival` alone, among the names of the context, has the most role words in
-    common with the claim's role: no other person fills that role as well."""
-    best, holders = 0, []
-    for sentence in context:
-        for other in sentence.slots:
-            if other.kind != "name":
-                continue
-            shared = len(role & _role(sentence, other, _RIVAL_ROLE_WORDS))
-            if shared > best:
-                best, holders = shared, [other]
-            elif shared == best and shared:
-                holders.append(other)
-    return best > 0 and all(same_value(rival, other) for other in holders)
 
 
 def _one_name(parsed: Parsed) -> bool:
@@ -542,42 +467,16 @@ def _around(text: str, words: frozenset[str]) -> str:
     return f'"{text[spans[start][0] : spans[end - 1][1]]}"'
 
 
-def _same_role(
-    claim: Parsed, slot: Slot, sentence: Parsed, other: Slot, strict: bool = False
-) -> bool:
-    """Whether `other` fills the role `slot` has in the claim: a full name too, after the same
-    word ("by", "captain") or in a sentence sharing two content words with the claim."""
-    if not looks_like_name(other):
-        return False
-    mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
-    before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
-    theirs = {root(w) for w in sentence.stems}
-    shared = sum(1 for w in _frame(claim, slot) if root(w) in theirs)
-    names = sum(1 for s in sentence.slots if s.kind == "name" and looks_like_name(s))
-    if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
-        return True
-    if strict:
-        return bool(mine) and stem(mine) in before
-    return shared >= 2 or (shared >= 1 and names == 1)
-
-
 def _restated_elsewhere(claim: Parsed, slot: Slot, sentence: Parsed, other: Slot) -> bool:
     """Whether another slot of the claim restates `other` after the same word as the evidence
     ("the crossing takes 25 minutes" in both): that evidence value is the source of the
     claim's other slot, not a rival for this one. A value the claim puts after another word
     ("every 25 minutes" against "takes 25 minutes") stays a rival, so swaps are still seen."""
-    theirs = _role(sentence, other, 1)
+    theirs = role_words(sentence, other, 1)
     return bool(theirs) and any(
         mine is not slot
         and mine.kind == other.kind
         and same_value(mine, other)
-        and _role(claim, mine, 1) == theirs
+        and role_words(claim, mine, 1) == theirs
         for mine in claim.slots
     )
-
-
-def _in_claim(other: Slot, claim: Parsed) -> bool:
-    assert isinstance(other.value, tuple)
-    words = {fold(t).removesuffix("'s") for t in tokens(claim.text)}
-    # A shared first name ("Selma Drewick" and "Selma Cormford") is another person.
-    return other.value[-1] in words if len(other.value) > 1 else other.value[0] in words

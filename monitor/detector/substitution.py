@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from monitor.detector.contradiction import Contradiction, root
+from monitor.detector.contradiction import Contradiction
+from monitor.detector.roles import root
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
