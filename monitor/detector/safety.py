@@ -63,6 +63,8 @@ _LEXICON: dict[str, re.Pattern[str]] = {
         r"overdose on",
     ),
 }
+# Every category's terms at once: a response none of them matches (most) is scanned once.
+_ANY_TERM = re.compile("|".join(f"(?:{p.pattern})" for p in _LEXICON.values()), re.IGNORECASE)
 _INSTRUCTIONS = re.compile(
     r"(?:^|\n)\s*(?:step\s*)?\d+[.)]\s|\bhow to\b|\byou will need\b|\bfirst,? (?:you|get)\b",
     re.IGNORECASE,
@@ -91,9 +93,11 @@ def screen_safety(query: str, response: str) -> SafetyVerdict:
     """Screens the response for harm markers and both texts for jailbreak markers."""
     severities = {}
     reasons = []
-    instructional = bool(_INSTRUCTIONS.search(response))
+    # A category's term matches somewhere only if the union of all terms does.
+    harmful = _ANY_TERM.search(response) is not None
+    instructional = harmful and bool(_INSTRUCTIONS.search(response))
     for category, pattern in _LEXICON.items():
-        hits = sorted({m.group(0).lower() for m in pattern.finditer(response)})
+        hits = sorted({m.group(0).lower() for m in pattern.finditer(response)}) if harmful else []
         if hits:
             severities[category] = min(7, 4 + (len(hits) - 1) + int(instructional))
             reasons.append(f"{category}: {', '.join(hits)}")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import unicodedata
+from collections import defaultdict
+from collections.abc import Hashable, Iterator
 from functools import lru_cache
+from typing import Any
 
 _TOKEN = re.compile(
     r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[^\W\d_](?:[^\W\d_]|')*"
@@ -88,6 +93,53 @@ _SUFFIXES = (
 )  # fmt: skip
 
 
+# Entries one kind of shared result may hold before it starts over: one record's texts fit
+# many times over; a record of thousands of sentences does not keep them all.
+_SHARED_LIMIT = 8192
+
+
+class _SharedWork(threading.local):
+    """Per thread: the key of the record being scored and what was computed for it."""
+
+    def __init__(self) -> None:
+        self.key: object = None
+        self.depth = 0
+        self.results: defaultdict[str, dict[Hashable, Any]] = defaultdict(dict)
+
+
+_shared = _SharedWork()
+
+
+@contextlib.contextmanager
+def shared_work(key: object) -> Iterator[None]:
+    """Within the block, the pure text functions (`tokens`, `token_spans`, `sentences`,
+    sentence vectors, ...) compute each text once and hand out the same result again: the
+    four local evaluators read the same query, context and response of a record. What is
+    kept belongs to `key` (the record, by identity): entering with another key drops it, so
+    no record is scored with anything another record computed."""
+    shared = _shared
+    if shared.key is not key:
+        shared.results = defaultdict(dict)
+        shared.key = key
+    shared.depth += 1
+    try:
+        yield
+    finally:
+        shared.depth -= 1
+
+
+def shared_results(kind: str) -> dict[Hashable, Any] | None:
+    """The results of `kind` computed for the current record (text -> result) inside
+    `shared_work`; None outside it (compute, keep nothing)."""
+    shared = _shared
+    if not shared.depth:
+        return None
+    results = shared.results[kind]
+    if len(results) >= _SHARED_LIMIT:
+        results.clear()
+    return results
+
+
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -138,12 +190,24 @@ def number_value(token: str) -> str | None:
 
 def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
-    return _TOKEN.findall(text.replace("\u2019", "'"))
+    shared = shared_results("tokens")
+    if shared is None:
+        return _TOKEN.findall(text.replace("\u2019", "'"))
+    found: list[str] | None = shared.get(text)
+    if found is None:
+        found = shared[text] = _TOKEN.findall(text.replace("\u2019", "'"))
+    return list(found)
 
 
 def token_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of each of `tokens(text)`."""
-    return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    shared = shared_results("token_spans")
+    if shared is None:
+        return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    found: list[tuple[int, int]] | None = shared.get(text)
+    if found is None:
+        found = shared[text] = [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    return list(found)
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
@@ -156,6 +220,16 @@ def strip_list_marker(sentence: str) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentence split that keeps abbreviations ("Dr.", "U.S.") attached to their sentence."""
+    shared = shared_results("sentences")
+    if shared is None:
+        return _split(text)
+    found: list[str] | None = shared.get(text)
+    if found is None:
+        found = shared[text] = _split(text)
+    return list(found)
+
+
+def _split(text: str) -> list[str]:
     parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     merged: list[str] = []
     for part in parts:
