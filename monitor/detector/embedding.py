@@ -93,9 +93,7 @@ class Embedder:
         """Unit-normalised vectors of single words."""
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._stacked(words)
-        unit: np.ndarray = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
-        return unit
+        return _unit(self._stacked(words))
 
     def rare(self, word: str) -> bool:
         return self._word(word)[2] >= _RARE
@@ -172,7 +170,8 @@ class Embedder:
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (rows of zeros stay zero)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch.
+    norms = np.sqrt(np.add.reduce(vectors * vectors, axis=1, keepdims=True))
     unit: np.ndarray = vectors / np.maximum(norms, 1e-9)
     return unit
 

@@ -11,11 +11,17 @@ from collections.abc import Hashable, Iterator
 from functools import lru_cache
 from typing import Any
 
+# A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
+# suffix. The two start with different characters, so their order does not change what
+# matches; words come first as the more frequent, and runs are matched possessively.
 _TOKEN = re.compile(
-    r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[^\W\d_](?:[^\W\d_]|')*"
+    r"[^\W\d_](?:[^\W\d_]++|')*+|\$?\d+(?:[.,]\d+)*+(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?"
 )
+# Every boundary starts at a space or before a capital: the lookahead skips other positions
+# without trying each alternative there.
 _SENTENCE = re.compile(
-    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
+    r"(?=[\sA-Z])(?:(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|"
+    r"(?<=:)\s+(?=\d{1,2}[.)]\s))"
 )
 _ABBREVIATION = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|e\.g|i\.e|No|Inc|Co)\.)$")
 STOPWORDS = frozenset(
@@ -233,7 +239,9 @@ def _split(text: str) -> list[str]:
     parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     merged: list[str] = []
     for part in parts:
-        if merged and _ABBREVIATION.search(merged[-1]):
+        # An abbreviation ends the text (4 characters at most, and the one before it for
+        # its word boundary), so only the text's end is searched.
+        if merged and _ABBREVIATION.search(merged[-1][-6:]):
             merged[-1] = f"{merged[-1]} {part}"
         else:
             merged.append(part)

@@ -43,6 +43,25 @@ from tests._rag_answers import answers
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 
 
+_REFERENCE_TOKEN = re.compile(
+    r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[^\W\d_](?:[^\W\d_]|')*"
+)
+_REFERENCE_SENTENCE = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
+)
+
+
+def _reference_sentences(text: str) -> list[str]:
+    parts = [s.strip() for s in _REFERENCE_SENTENCE.split(text) if s.strip()]
+    merged: list[str] = []
+    for part in parts:
+        if merged and text_module._ABBREVIATION.search(merged[-1]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return merged
+
+
 def _reference_bags(self: Embedder, texts: Sequence[Sequence[str]]) -> np.ndarray:
     """Sentence vectors as first written: each text's word vectors summed a chunk at a time."""
     out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -257,3 +276,43 @@ def test_sentence_vectors_match_word_by_word_sums(records: list[RagRecord]) -> N
     assert np.array_equal(embedder.bags(texts), _reference_bags(embedder, texts))
     for text in texts[:50]:
         assert np.array_equal(embedder.bags([text]), _reference_bags(embedder, [text]))
+
+
+def _random_texts(count: int) -> list[str]:
+    pieces = [
+        *"aZé_9 .,!?:;'\u2019$%()\"-\n\t",
+        "  ",
+        "\n\n",
+        "percent",
+        "st",
+        "nd",
+        "th ",
+        "Dr.",
+        "e.g.",
+        "U.S.",
+        "Inc. ",
+        "1. ",
+        "2) ",
+        "12,500.75",
+        "3 %",
+        "Water",
+        "boils",
+        "don't",
+        "naïve",
+        "İ",
+        "ſ",
+    ]
+    rng = random.Random(17)
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) for _ in range(count)]
+
+
+def test_tokens_and_sentences_match_the_first_written_patterns(records: list[RagRecord]) -> None:
+    texts = _random_texts(3000) + [t for r in records for t in (r.query or "", *r.context_text)]
+    for scope in (contextlib.nullcontext(), text_module.shared_work(texts)):
+        with scope:
+            for text in texts + texts[:200]:
+                plain = text.replace("\u2019", "'")
+                assert text_module.tokens(text) == _REFERENCE_TOKEN.findall(plain), text
+                spans = [m.span() for m in _REFERENCE_TOKEN.finditer(plain)]
+                assert text_module.token_spans(text) == spans, text
+                assert text_module.sentences(text) == _reference_sentences(text), text
