@@ -9,6 +9,7 @@ document is not diluted by the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.text import (
@@ -37,15 +38,21 @@ class RetrievalVerdict:
     best_rank: int | None
 
 
+@lru_cache(maxsize=65536)
+def _content_stem(token: str) -> str | None:
+    """The stem of a token that carries content (never empty); None for stopwords,
+    discourse words and single letters."""
+    word = fold(token)
+    if word in STOPWORDS or word in DISCOURSE or len(word) <= 1:
+        return None
+    return stem(word)
+
+
 def _stems(text: str) -> frozenset[str]:
     shared = shared_results("stems")
     found: frozenset[str] | None = shared.get(text) if shared is not None else None
     if found is None:
-        found = frozenset(
-            stem(word)
-            for word in map(fold, tokens(text))
-            if word not in STOPWORDS and word not in DISCOURSE and len(word) > 1
-        )
+        found = frozenset(filter(None, map(_content_stem, tokens(text))))
         if shared is not None:
             shared[text] = found
     return found
