@@ -90,10 +90,18 @@ class Embedder:
         return np.frombuffer(joined, dtype=np.float32).reshape(-1, self.dim)
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """Unit-normalised vectors of single words."""
+        """Unit-normalised vectors of single words. Inside `shared_work`, the vectors of
+        the same word list are computed once per record (a copy is handed out)."""
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _unit(self._stacked(words))
+        shared = shared_results("word_vectors")
+        if shared is None:
+            return _unit(self._stacked(words))
+        key = tuple(words)
+        found: np.ndarray | None = shared.get(key)
+        if found is None:
+            found = shared[key] = _unit(self._stacked(words))
+        return found.copy()
 
     def rare(self, word: str) -> bool:
         return self._word(word)[2] >= _RARE

@@ -201,8 +201,36 @@ def tokens(text: str) -> list[str]:
         return _TOKEN.findall(text.replace("\u2019", "'"))
     found: list[str] | None = shared.get(text)
     if found is None:
-        found = shared[text] = _TOKEN.findall(text.replace("\u2019", "'"))
+        found = _tokens_of_sentences(text, shared)
+        if found is None:
+            found = _TOKEN.findall(text.replace("\u2019", "'"))
+        shared[text] = found
     return list(found)
+
+
+def _tokens_of_sentences(text: str, shared: dict[Hashable, Any]) -> list[str] | None:
+    """A whole text's tokens from those of its sentences, when the record has split it and
+    tokenised each sentence already (a document, the response); None otherwise.
+
+    Without a line break they are the same tokens: a boundary is white space after `.!?`
+    or `:` (no token ends there) before a letter, digit, quote or parenthesis (no number's
+    " %" or " percent" starts there), or no character between `.!?` and a capital; sentences
+    merged after an abbreviation are joined by a space after a `.`. A line break is a boundary
+    anywhere, and a number's " %" may start with one.
+    """
+    if "\n" in text:
+        return None
+    split = shared_results("sentences")
+    parts = split.get(text) if split is not None else None
+    if parts is None:
+        return None
+    found: list[str] = []
+    for part in parts:
+        words = shared.get(part)
+        if words is None:
+            return None
+        found += words
+    return found
 
 
 def token_spans(text: str) -> list[tuple[int, int]]:

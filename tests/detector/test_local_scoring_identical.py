@@ -308,6 +308,7 @@ def _random_texts(count: int) -> list[str]:
 
 def test_tokens_and_sentences_match_the_first_written_patterns(records: list[RagRecord]) -> None:
     texts = _random_texts(3000) + [t for r in records for t in (r.query or "", *r.context_text)]
+    texts += [t.replace("\n", " ") for t in texts]
     for scope in (contextlib.nullcontext(), text_module.shared_work(texts)):
         with scope:
             for text in texts + texts[:200]:
@@ -316,6 +317,29 @@ def test_tokens_and_sentences_match_the_first_written_patterns(records: list[Rag
                 spans = [m.span() for m in _REFERENCE_TOKEN.finditer(plain)]
                 assert text_module.token_spans(text) == spans, text
                 assert text_module.sentences(text) == _reference_sentences(text), text
+
+
+def test_a_text_tokenised_sentence_by_sentence_gives_its_tokens(records: list[RagRecord]) -> None:
+    """A record's whole text (a document, the response) takes its tokens from those of its
+    sentences once they are known: the same tokens as reading it whole."""
+    texts = _random_texts(3000) + [t for r in records for t in (*r.context_text, r.response or "")]
+    texts += [t.replace("\n", " ") for t in texts]
+    derived = 0
+    for n, text in enumerate(texts):
+        with text_module.shared_work(n):
+            for sentence in text_module.sentences(text):
+                text_module.tokens(sentence)
+            derived += text_module._tokens_of_sentences(text, _shared("tokens")) is not None
+            assert text_module.tokens(text) == _REFERENCE_TOKEN.findall(
+                text.replace("\u2019", "'")
+            ), text
+    assert derived > len(texts) // 3
+
+
+def _shared(kind: str) -> dict[object, object]:
+    shared = text_module.shared_results(kind)
+    assert shared is not None
+    return shared
 
 
 def test_safety_screen_matches_the_first_written_one_on_mixed_case_text() -> None:
