@@ -102,6 +102,9 @@ _SUFFIXES = (
 # Entries one kind of shared result may hold before it starts over: one record's texts fit
 # many times over; a record of thousands of sentences does not keep them all.
 _SHARED_LIMIT = 8192
+# Entries kept between two evaluators of the same record: a very large record's (sentence
+# vectors are 1 KiB each) are dropped when an evaluator is done with it.
+_KEPT_BETWEEN = 1024
 
 
 class _SharedWork(threading.local):
@@ -132,6 +135,9 @@ def shared_work(key: object) -> Iterator[None]:
         yield
     finally:
         shared.depth -= 1
+        if not shared.depth and sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
+            shared.results = defaultdict(dict)
+            shared.key = None
 
 
 def shared_results(kind: str) -> dict[Hashable, Any] | None:
