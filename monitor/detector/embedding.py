@@ -86,7 +86,8 @@ class Embedder:
 
     def _stacked(self, words: Iterable[str]) -> np.ndarray:
         """The words' summed piece vectors, one row each."""
-        joined = b"".join([self._word(w)[0] for w in words])
+        cached = self._words
+        joined = b"".join([(cached.get(w) or self._word(w))[0] for w in words])
         return np.frombuffer(joined, dtype=np.float32).reshape(-1, self.dim)
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
