@@ -18,11 +18,13 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from monitor.detector.text import shared_results
 
 _lock = threading.Lock()
 _shared: Embedder | None = None
@@ -50,39 +52,57 @@ class Embedder:
         are widened to float32 when read)."""
         self._table = table
         self._tokenizer = tokenizer
-        self._words: dict[str, tuple[np.ndarray, int, float]] = {}
+        self._words: dict[str, tuple[bytes, int, float]] = {}
         self._cache_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
         return int(self._table.shape[1])
 
-    def _word(self, word: str) -> tuple[np.ndarray, int, float]:
-        """(sum of the word's piece vectors, number of pieces, specificity 0..1)."""
+    def _word(self, word: str) -> tuple[bytes, int, float]:
+        """(sum of the word's piece vectors as float32 bytes, number of pieces,
+        specificity 0..1). Bytes: many words' vectors join into one array in one copy."""
         hit = self._words.get(word)
         if hit is not None:
             return hit
         single = self._tokenizer.token_to_id(_BOUNDARY + word)
         if single is not None:
-            entry = (self._table[single].astype(np.float32), 1, _specificity(single))
+            entry = (self._table[single].astype(np.float32).tobytes(), 1, _specificity(single))
         else:
             enc = self._tokenizer.encode(word, add_special_tokens=False)
             ids = [i for i, t in zip(enc.ids, enc.tokens, strict=True) if t != _BOUNDARY] or [0]
             spec = 1.0 if len(ids) > 1 else _specificity(ids[0])
-            entry = (self._table[ids].astype(np.float32).sum(axis=0), len(ids), spec)
+            vector = self._table[ids].astype(np.float32).sum(axis=0)
+            entry = (vector.tobytes(), len(ids), spec)
         with self._cache_lock:
             if len(self._words) >= _CACHE_LIMIT:
                 self._words.clear()
             self._words[word] = entry
         return entry
 
+    def vector(self, word: str) -> np.ndarray:
+        """The sum of a word's piece vectors (float32, read-only)."""
+        return np.frombuffer(self._word(word)[0], dtype=np.float32)
+
+    def _stacked(self, words: Iterable[str]) -> np.ndarray:
+        """The words' summed piece vectors, one row each."""
+        cached = self._words
+        joined = b"".join([(cached.get(w) or self._word(w))[0] for w in words])
+        return np.frombuffer(joined, dtype=np.float32).reshape(-1, self.dim)
+
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """Unit-normalised vectors of single words."""
+        """Unit-normalised vectors of single words. Inside `shared_work`, the vectors of
+        the same word list are computed once per record (a copy is handed out)."""
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = np.stack([self._word(w)[0] for w in words])
-        unit: np.ndarray = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
-        return unit
+        shared = shared_results("word_vectors")
+        if shared is None:
+            return _unit(self._stacked(words))
+        key = tuple(words)
+        found: np.ndarray | None = shared.get(key)
+        if found is None:
+            found = shared[key] = _unit(self._stacked(words))
+        return found.copy()
 
     def rare(self, word: str) -> bool:
         return self._word(word)[2] >= _RARE
@@ -92,17 +112,60 @@ class Embedder:
         return self._word(word)[2]
 
     def bags(self, texts: Sequence[Sequence[str]]) -> np.ndarray:
-        """Unit-normalised vectors of texts given as word lists (average of piece vectors)."""
+        """Unit-normalised vectors of texts given as word lists (average of piece vectors).
+        Inside `shared_work`, a text's vector is computed once per record."""
+        shared = shared_results("bags")
+        if shared is None:
+            return _unit(self._sums(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        keys = [tuple(words) if len(words) <= _BAG_CHUNK_WORDS else None for words in texts]
+        rows = []
+        for i, key in enumerate(keys):
+            hit = shared.get(key) if key is not None else None
+            if hit is None:
+                rows.append(i)
+            else:
+                out[i] = hit
+        if rows:
+            unit = _unit(self._sums([texts[i] for i in rows]))
+            out[rows] = unit
+            for i, vector in zip(rows, unit, strict=True):
+                if keys[i] is not None:
+                    shared[keys[i]] = vector
+        return out
+
+    def _sums(self, texts: Sequence[Sequence[str]]) -> np.ndarray:
+        """Each text's word vectors summed in word order, a chunk of `_BAG_CHUNK_WORDS` at a
+        time (each chunk's sum added to the text's): memory stays one chunk of word vectors
+        whatever the texts' length. Short texts share a chunk: their word vectors are
+        joined into one array and each text's rows summed as a slice of it."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        batch: list[str] = []
+        segments: list[tuple[int, int, int]] = []  # (text, first row, end row) in `batch`
+
+        def flush() -> None:
+            if not segments:
+                return
+            vectors = self._stacked(batch)
+            sums = [np.add.reduce(vectors[start:end], axis=0) for _, start, end in segments]
+            owners = [i for i, _, _ in segments]
+            if len(set(owners)) == len(owners):
+                out[owners] += sums
+            else:
+                for i, chunk_sum in zip(owners, sums, strict=True):
+                    out[i] += chunk_sum
+            batch.clear()
+            segments.clear()
+
         for i, words in enumerate(texts):
-            # Summed a chunk at a time: memory stays one chunk of word vectors, whatever
-            # the text's length (one array of them all grew with every word).
             for start in range(0, len(words), _BAG_CHUNK_WORDS):
                 chunk = words[start : start + _BAG_CHUNK_WORDS]
-                out[i] += np.sum([self._word(w)[0] for w in chunk], axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        unit: np.ndarray = out / np.maximum(norms, 1e-9)
-        return unit
+                if len(batch) + len(chunk) > _BAG_CHUNK_WORDS:
+                    flush()
+                segments.append((i, len(batch), len(batch) + len(chunk)))
+                batch.extend(chunk)
+        flush()
+        return out
 
     def nearest_similarity(self, words: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
         """For each word, the cosine similarity of the closest vocabulary word (0 when empty)."""
@@ -112,6 +175,14 @@ class Embedder:
             axis=1
         )
         return closest
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (rows of zeros stay zero)."""
+    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch.
+    norms = np.sqrt(np.add.reduce(vectors * vectors, axis=1, keepdims=True))
+    unit: np.ndarray = vectors / np.maximum(norms, 1e-9)
+    return unit
 
 
 def _specificity(piece: int) -> float:

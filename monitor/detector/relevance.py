@@ -9,9 +9,18 @@ document is not diluted by the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.text import DISCOURSE, STOPWORDS, fold, sentences, stem, tokens
+from monitor.detector.text import (
+    DISCOURSE,
+    STOPWORDS,
+    fold,
+    sentences,
+    shared_results,
+    stem,
+    tokens,
+)
 
 # Cosine similarities of unrelated texts sit around this floor, near-paraphrases near the top.
 _COS_FLOOR = 0.0
@@ -29,20 +38,31 @@ class RetrievalVerdict:
     best_rank: int | None
 
 
-def _stems(text: str) -> set[str]:
-    out = set()
-    for token in tokens(text):
-        word = fold(token)
-        if word not in STOPWORDS and word not in DISCOURSE and len(word) > 1:
-            out.add(stem(word))
-    return out
+@lru_cache(maxsize=65536)
+def _content_stem(token: str) -> str | None:
+    """The stem of a token that carries content (never empty); None for stopwords,
+    discourse words and single letters."""
+    word = fold(token)
+    if word in STOPWORDS or word in DISCOURSE or len(word) <= 1:
+        return None
+    return stem(word)
+
+
+def _stems(text: str) -> frozenset[str]:
+    shared = shared_results("stems")
+    found: frozenset[str] | None = shared.get(text) if shared is not None else None
+    if found is None:
+        found = frozenset(filter(None, map(_content_stem, tokens(text))))
+        if shared is not None:
+            shared[text] = found
+    return found
 
 
 def _scale(cosine: float) -> float:
     return min(1.0, max(0.0, (cosine - _COS_FLOOR) / (_COS_TOP - _COS_FLOOR)))
 
 
-def _blend(cosine: float, asked: set[str], text: str) -> float:
+def _blend(cosine: float, asked: frozenset[str], text: str) -> float:
     coverage = len(asked & _stems(text)) / len(asked) if asked else 1.0
     return _EMBEDDING_WEIGHT * _scale(cosine) + (1 - _EMBEDDING_WEIGHT) * coverage
 

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import unicodedata
+from collections import defaultdict
+from collections.abc import Hashable, Iterator
 from functools import lru_cache
+from typing import Any
 
+# A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
+# suffix. The two start with different characters, so their order does not change what
+# matches; words come first as the more frequent, and runs are matched possessively.
 _TOKEN = re.compile(
-    r"\$?\d+(?:[.,]\d+)*(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?|[^\W\d_](?:[^\W\d_]|')*"
+    r"[^\W\d_](?:[^\W\d_]++|')*+|\$?\d+(?:[.,]\d+)*+(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?"
 )
+# Every boundary starts at a space or before a capital: the lookahead skips other positions
+# without trying each alternative there.
 _SENTENCE = re.compile(
-    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|(?<=:)\s+(?=\d{1,2}[.)]\s)"
+    r"(?=[\sA-Z])(?:(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])|"
+    r"(?<=:)\s+(?=\d{1,2}[.)]\s))"
 )
 _ABBREVIATION = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|e\.g|i\.e|No|Inc|Co)\.)$")
 STOPWORDS = frozenset(
@@ -88,6 +99,59 @@ _SUFFIXES = (
 )  # fmt: skip
 
 
+# Entries one kind of shared result may hold before it starts over: one record's texts fit
+# many times over; a record of thousands of sentences does not keep them all.
+_SHARED_LIMIT = 8192
+# Entries kept between two evaluators of the same record: a very large record's (sentence
+# vectors are 1 KiB each) are dropped when an evaluator is done with it.
+_KEPT_BETWEEN = 1024
+
+
+class _SharedWork(threading.local):
+    """Per thread: the key of the record being scored and what was computed for it."""
+
+    def __init__(self) -> None:
+        self.key: object = None
+        self.depth = 0
+        self.results: defaultdict[str, dict[Hashable, Any]] = defaultdict(dict)
+
+
+_shared = _SharedWork()
+
+
+@contextlib.contextmanager
+def shared_work(key: object) -> Iterator[None]:
+    """Within the block, the pure text functions (`tokens`, `token_spans`, `sentences`,
+    sentence vectors, ...) compute each text once and hand out the same result again: the
+    four local evaluators read the same query, context and response of a record. What is
+    kept belongs to `key` (the record, by identity): entering with another key drops it, so
+    no record is scored with anything another record computed."""
+    shared = _shared
+    if shared.key is not key:
+        shared.results = defaultdict(dict)
+        shared.key = key
+    shared.depth += 1
+    try:
+        yield
+    finally:
+        shared.depth -= 1
+        if not shared.depth and sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
+            shared.results = defaultdict(dict)
+            shared.key = None
+
+
+def shared_results(kind: str) -> dict[Hashable, Any] | None:
+    """The results of `kind` computed for the current record (text -> result) inside
+    `shared_work`; None outside it (compute, keep nothing)."""
+    shared = _shared
+    if not shared.depth:
+        return None
+    results = shared.results[kind]
+    if len(results) >= _SHARED_LIMIT:
+        results.clear()
+    return results
+
+
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -138,12 +202,52 @@ def number_value(token: str) -> str | None:
 
 def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
-    return _TOKEN.findall(text.replace("\u2019", "'"))
+    shared = shared_results("tokens")
+    if shared is None:
+        return _TOKEN.findall(text.replace("\u2019", "'"))
+    found: list[str] | None = shared.get(text)
+    if found is None:
+        found = _tokens_of_sentences(text, shared)
+        if found is None:
+            found = _TOKEN.findall(text.replace("\u2019", "'"))
+        shared[text] = found
+    return list(found)
+
+
+def _tokens_of_sentences(text: str, shared: dict[Hashable, Any]) -> list[str] | None:
+    """A whole text's tokens from those of its sentences, when the record has split it and
+    tokenised each sentence already (a document, the response); None otherwise.
+
+    Without a line break they are the same tokens: a boundary is white space after `.!?`
+    or `:` (no token ends there) before a letter, digit, quote or parenthesis (no number's
+    " %" or " percent" starts there), or no character between `.!?` and a capital; sentences
+    merged after an abbreviation are joined by a space after a `.`. A line break is a boundary
+    anywhere, and a number's " %" may start with one.
+    """
+    if "\n" in text:
+        return None
+    split = shared_results("sentences")
+    parts = split.get(text) if split is not None else None
+    if parts is None:
+        return None
+    found: list[str] = []
+    for part in parts:
+        words = shared.get(part)
+        if words is None:
+            return None
+        found += words
+    return found
 
 
 def token_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of each of `tokens(text)`."""
-    return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    shared = shared_results("token_spans")
+    if shared is None:
+        return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    found: list[tuple[int, int]] | None = shared.get(text)
+    if found is None:
+        found = shared[text] = [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
+    return list(found)
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
@@ -156,10 +260,22 @@ def strip_list_marker(sentence: str) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentence split that keeps abbreviations ("Dr.", "U.S.") attached to their sentence."""
+    shared = shared_results("sentences")
+    if shared is None:
+        return _split(text)
+    found: list[str] | None = shared.get(text)
+    if found is None:
+        found = shared[text] = _split(text)
+    return list(found)
+
+
+def _split(text: str) -> list[str]:
     parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     merged: list[str] = []
     for part in parts:
-        if merged and _ABBREVIATION.search(merged[-1]):
+        # An abbreviation ends the text (4 characters at most, and the one before it for
+        # its word boundary), so only the text's end is searched.
+        if merged and _ABBREVIATION.search(merged[-1][-6:]):
             merged[-1] = f"{merged[-1]} {part}"
         else:
             merged.append(part)

@@ -8,6 +8,7 @@ from typing import Literal
 from monitor.config import EvaluatorConfig
 from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
 from monitor.detector.embedding import shared_embedder
+from monitor.detector.text import shared_work
 from monitor.evaluators.base import SEVERITIES, EvalResult, Evaluator, Severity, severity_bucket
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
@@ -38,6 +39,12 @@ class _LocalEvaluator:
         await asyncio.to_thread(shared_embedder)
 
     def score(self, record: RagRecord) -> EvalResult:
+        # The evaluators of one record tokenise, split and embed the same texts: each is
+        # done once per record (`shared_work`), whichever evaluator needs it first.
+        with shared_work(record):
+            return self._score(record)
+
+    def _score(self, record: RagRecord) -> EvalResult:
         raise NotImplementedError
 
     def _verdict(self, value: float, explanation: str) -> EvalResult:
@@ -61,7 +68,7 @@ class LocalGroundedness(_LocalEvaluator):
         # ONNX Runtime session, for a small gain (monitor/detector/README.md).
         self.second_stage = bool(spec.second_stage)
 
-    def score(self, record: RagRecord) -> EvalResult:
+    def _score(self, record: RagRecord) -> EvalResult:
         assert record.response is not None
         # Earlier turns count as support too: an answer may repeat what the user said before.
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
@@ -88,7 +95,7 @@ class LocalGroundedness(_LocalEvaluator):
 class LocalRelevance(_LocalEvaluator):
     requires = frozenset({"query", "response"})
 
-    def score(self, record: RagRecord) -> EvalResult:
+    def _score(self, record: RagRecord) -> EvalResult:
         assert record.query is not None and record.response is not None
         value = score_relevance(record.query, record.response)
         return self._verdict(value, f"question/response relevance {value:.2f}")
@@ -97,7 +104,7 @@ class LocalRelevance(_LocalEvaluator):
 class LocalRetrieval(_LocalEvaluator):
     requires = frozenset({"query", "context"})
 
-    def score(self, record: RagRecord) -> EvalResult:
+    def _score(self, record: RagRecord) -> EvalResult:
         assert record.query is not None
         verdict = score_retrieval(record.query, record.context_text)
         per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(verdict.per_document))
@@ -115,7 +122,7 @@ class LocalSafety(_LocalEvaluator):
         super().__init__(spec)
         self.severity_threshold: Severity = spec.severity_threshold or "medium"
 
-    def score(self, record: RagRecord) -> EvalResult:
+    def _score(self, record: RagRecord) -> EvalResult:
         assert record.response is not None
         verdict = screen_safety(record.query or "", record.response)
         safety: dict[str, Severity] = {c: severity_bucket(v) for c, v in verdict.severities.items()}
