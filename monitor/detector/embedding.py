@@ -14,6 +14,7 @@ Loaded in the worker pool's forkserver before it forks workers, the tokenizer is
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import struct
@@ -138,6 +139,16 @@ def map_safetensor(path: Path, name: str) -> np.ndarray:
     return table
 
 
+def _wordllama_dir() -> Path:
+    """The installed wordllama package's folder, found without importing the package:
+    only its data files are read (importing it would load its download and training
+    dependencies into every process that scores)."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the wordllama package is not installed", name="wordllama")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def shared_embedder() -> Embedder:
     """The process-wide embedder; loads the model once from the installed package's files
     (`wordllama`'s default model, l2_supercat, 256 dimensions)."""
@@ -145,12 +156,11 @@ def shared_embedder() -> Embedder:
     if _shared is None:
         with _lock:
             if _shared is None:
-                import wordllama
-                from wordllama import WordLlama
+                from tokenizers import Tokenizer
 
-                package = Path(wordllama.__file__).parent
+                package = _wordllama_dir()
                 table = map_safetensor(package / _WEIGHTS, _TENSOR)
-                tokenizer = WordLlama.load_tokenizer(package / _TOKENIZER)
+                tokenizer = Tokenizer.from_file(str(package / _TOKENIZER))
                 tokenizer.enable_padding()  # as wordllama's model configures it
                 tokenizer.no_truncation()
                 _shared = Embedder(table, tokenizer)

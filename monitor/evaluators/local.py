@@ -6,8 +6,6 @@ import asyncio
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
-from monitor.detector.embedding import shared_embedder
 from monitor.evaluators.base import SEVERITIES, EvalResult, Evaluator, Severity, severity_bucket
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
@@ -35,6 +33,8 @@ class _LocalEvaluator:
 
     async def warm_up(self) -> None:
         """Load the shared word vectors now rather than on the first record."""
+        from monitor.detector.embedding import shared_embedder
+
         await asyncio.to_thread(shared_embedder)
 
     def score(self, record: RagRecord) -> EvalResult:
@@ -62,6 +62,8 @@ class LocalGroundedness(_LocalEvaluator):
         self.second_stage = bool(spec.second_stage)
 
     def score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_groundedness
+
         assert record.response is not None
         # Earlier turns count as support too: an answer may repeat what the user said before.
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
@@ -89,6 +91,8 @@ class LocalRelevance(_LocalEvaluator):
     requires = frozenset({"query", "response"})
 
     def score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_relevance
+
         assert record.query is not None and record.response is not None
         value = score_relevance(record.query, record.response)
         return self._verdict(value, f"question/response relevance {value:.2f}")
@@ -98,6 +102,8 @@ class LocalRetrieval(_LocalEvaluator):
     requires = frozenset({"query", "context"})
 
     def score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_retrieval
+
         assert record.query is not None
         verdict = score_retrieval(record.query, record.context_text)
         per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(verdict.per_document))
@@ -116,6 +122,8 @@ class LocalSafety(_LocalEvaluator):
         self.severity_threshold: Severity = spec.severity_threshold or "medium"
 
     def score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import screen_safety
+
         assert record.response is not None
         verdict = screen_safety(record.query or "", record.response)
         safety: dict[str, Severity] = {c: severity_bucket(v) for c, v in verdict.severities.items()}
