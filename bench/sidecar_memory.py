@@ -8,7 +8,8 @@ is installed.
     python -m bench.sidecar_memory [--processes 1 2] [--settle-s 5]
 
 Only the ports differ from the defaults (free ones, so that the bench runs beside
-anything else).
+anything else). The monitor runs from its installed `rag-monitor` script when there is
+one beside this interpreter (what the container image runs), else as `python -m monitor`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             process.wait()
 
 
+def _entry_point() -> list[str]:
+    script = Path(sys.executable).parent / "rag-monitor"
+    return [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "monitor"]
+
+
 def monitor_memory(processes: int, settle_s: float, workdir: Path) -> list[ProcessMemory]:
     """PSS of an idle `rag-monitor run` tree with `processes` worker processes."""
     metrics = _free_port()
@@ -95,7 +101,7 @@ def monitor_memory(processes: int, settle_s: float, workdir: Path) -> list[Proce
         "pipeline:\n"
         f"  processes: {processes}\n"
     )
-    argv = [sys.executable, "-m", "monitor", "run", "--config", str(config)]
+    argv = [*_entry_point(), "run", "--config", str(config)]
     with _running(argv, workdir / f"monitor-{processes}.log") as process:
         _wait(lambda: _ready(metrics, "/readyz"), "rag-monitor /readyz")
         time.sleep(settle_s)
@@ -125,9 +131,13 @@ def rotel_memory(settle_s: float, workdir: Path) -> list[ProcessMemory] | None:
 
 def _print(name: str, tree: list[ProcessMemory]) -> float:
     total = sum(p.pss_mb for p in tree)
-    print(f"{name}: {total:.0f} MB PSS in all")
+    anon = sum(p.anon_mb for p in tree)
+    print(f"{name}: {total:.0f} MB PSS in all ({anon:.0f} MB of it anonymous)")
     for p in sorted(tree, key=lambda p: (p.role, p.pid)):
-        print(f"  {p.role:<17} pid {p.pid:<8} PSS {p.pss_mb:6.1f} MB  RSS {p.rss_mb:6.1f} MB")
+        print(
+            f"  {p.role:<17} pid {p.pid:<8} PSS {p.pss_mb:6.1f} MB  "
+            f"(anonymous {p.anon_mb:5.1f})  RSS {p.rss_mb:6.1f} MB"
+        )
     return total
 
 

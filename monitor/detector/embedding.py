@@ -9,7 +9,7 @@ The table is memory-mapped, read-only, from the package's weights file (float16,
 float32 a row at a time: the same numbers as widening the whole table): its pages are the
 page cache's, shared by every process that maps them, and only the rows read are resident.
 The tokenizer's vocabulary is looked up in the tokenizer itself, not copied into a dict.
-Loaded in the worker pool's forkserver before it forks workers, the tokenizer is shared too.
+Loaded in the worker pool's fork server before it forks workers, the tokenizer is shared too.
 """
 
 from __future__ import annotations

@@ -1,0 +1,274 @@
+"""The pool's side of starting worker processes.
+
+Each worker process is started from a fresh interpreter (`monitor.pool._boot.command`),
+never from the calling process's `__main__` or its imports: a worker holds only what its
+tasks need. Two ways, by the pool's size:
+
+- one worker (`Direct`): its own interpreter, a child of the calling process. With no
+  second worker to share pages with, a process that forks it would only add its own.
+- several (`ForkServer`): forked from a fork server that imported the `preload` modules
+  first, so that what they load (code, read-only tables) is in their pages once.
+
+Either way the pool kills a worker by its pid and learns its exit code when it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from monitor.pool._boot import command
+from monitor.pool._worker import HEADER, frame
+
+log = logging.getLogger(__name__)
+
+_SERVER_STARTUP_TIMEOUT_S = 120.0
+_ORPHAN_POLL_S = 0.1
+
+
+class WorkerProcess(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while it runs (or when it is unknown: its fork server is gone)."""
+
+    def kill(self) -> None:
+        """SIGKILL; a no-op once it has exited."""
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Whether it has exited within `timeout_s`."""
+
+
+class Launcher(Protocol):
+    async def launch(self, sock: socket.socket) -> WorkerProcess:
+        """A worker process serving the other end of `sock` (its `run_worker`)."""
+
+    async def close(self) -> None: ...
+
+
+class _Child:
+    """A worker process that is the calling process's child."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._popen.poll()
+
+    def kill(self) -> None:
+        if self._popen.poll() is None:
+            self._popen.kill()
+
+    async def wait(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.to_thread(self._popen.wait, timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+
+def _start(role: str, fds: Sequence[int]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(command(role, fds), pass_fds=fds, stdin=subprocess.DEVNULL)
+
+
+class Direct:
+    """Each worker in an interpreter of its own."""
+
+    async def launch(self, sock: socket.socket) -> WorkerProcess:
+        popen = await asyncio.to_thread(_start, "worker", [sock.fileno()])
+        return _Child(popen)
+
+    async def close(self) -> None:
+        return None
+
+
+class _Forked:
+    """A worker process forked by the fork server (its child, not the pool's)."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._exitcode: int | None = None
+        self._exited = asyncio.Event()
+        self._orphaned = False  # its fork server is gone: nobody reports its exit
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._exitcode
+
+    def exited(self, code: int | None) -> None:
+        self._exitcode = code
+        self._exited.set()
+
+    def orphaned(self) -> None:
+        self._orphaned = True
+
+    def kill(self) -> None:
+        if not self._exited.is_set():
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    async def wait(self, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self._exited.is_set():
+            if self._orphaned and not _alive(self._pid):
+                self.exited(None)
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            poll = min(remaining, _ORPHAN_POLL_S) if self._orphaned else remaining
+            try:
+                await asyncio.wait_for(self._exited.wait(), poll)
+            except TimeoutError:
+                continue
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class ForkServer:
+    """Workers forked from one fork server, started with the first worker (and again if
+    it dies). It imports `preload` before it forks any."""
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        self._preload = list(preload)
+        self._server: subprocess.Popen[bytes] | None = None
+        self._requests: socket.socket | None = None
+        self._notices: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task[None] | None = None
+        # One per request sent, answered in order (a caller that gave up leaves its own:
+        # the worker forked for it exits when it finds its socket closed).
+        self._requested: deque[asyncio.Future[_Forked]] = deque()
+        self._children: dict[int, _Forked] = {}
+        self._lock = asyncio.Lock()  # one fork server started at a time
+
+    async def launch(self, sock: socket.socket) -> WorkerProcess:
+        async with self._lock:
+            requests = await self._running()
+        forked: asyncio.Future[_Forked] = asyncio.get_running_loop().create_future()
+        self._requested.append(forked)
+        try:
+            socket.send_fds(requests, [b"f"], [sock.fileno()])
+        except OSError:  # the server is gone; the next launch starts another
+            self._requested.remove(forked)
+            raise
+        return await forked
+
+    async def close(self) -> None:
+        server, requests = self._server, self._requests
+        self._server = self._requests = None
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+        if requests is not None:
+            requests.close()  # the server exits when it reads EOF
+        if self._notices is not None:
+            self._notices.close()
+        if server is not None:
+            await _stop(server)
+
+    async def _running(self) -> socket.socket:
+        """The requests socket of a running fork server, started if there is none."""
+        if self._requests is not None and self._reading is not None and not self._reading.done():
+            return self._requests
+        await self.close()
+        requests, server_requests = socket.socketpair()
+        notices, server_notices = socket.socketpair()
+        fds = [server_requests.fileno(), server_notices.fileno()]
+        try:
+            server = await asyncio.to_thread(_start, "forkserver", fds)
+        except BaseException:
+            requests.close()
+            notices.close()
+            raise
+        finally:
+            server_requests.close()
+            server_notices.close()
+        reader, writer = await asyncio.open_connection(sock=notices)
+        requests.sendall(frame(self._preload))
+        try:
+            async with asyncio.timeout(_SERVER_STARTUP_TIMEOUT_S):
+                status, detail = cast(tuple[str, str], await _read_frame(reader))
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            status, detail = "failed", f"did not start ({type(exc).__name__})"
+        except BaseException:
+            requests.close()
+            writer.close()
+            await _stop(server)
+            raise
+        if status != "ready":
+            requests.close()
+            writer.close()
+            await _stop(server)
+            raise RuntimeError(f"the worker processes' fork server {detail}")
+        self._server, self._requests, self._notices = server, requests, writer
+        self._reading = asyncio.create_task(self._read(reader), name="pool-fork-server")
+        return requests
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        """The server's notices: a worker forked, a worker reaped."""
+        try:
+            while True:
+                notice = cast(tuple[object, ...], await _read_frame(reader))
+                if notice[0] == "forked":
+                    child = _Forked(cast(int, notice[1]))
+                    self._children[child.pid] = child
+                    forked = self._requested.popleft()
+                    if not forked.done():
+                        forked.set_result(child)
+                elif notice[0] == "exited":
+                    gone = self._children.pop(cast(int, notice[1]), None)
+                    if gone is not None:
+                        gone.exited(cast(int, notice[2]))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            log.warning("the worker processes' fork server exited")
+        finally:
+            while self._requested:
+                forked = self._requested.popleft()
+                if not forked.done():
+                    forked.set_exception(RuntimeError("the fork server exited"))
+            for child in self._children.values():
+                child.orphaned()
+            self._children.clear()
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> object:
+    (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+    return pickle.loads(await reader.readexactly(size))
+
+
+async def _stop(server: subprocess.Popen[bytes]) -> None:
+    """Wait a moment for the fork server to exit, then kill it."""
+    try:
+        await asyncio.to_thread(server.wait, 5.0)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        await asyncio.to_thread(server.wait)
