@@ -7,15 +7,23 @@ with the workers it forked are counted once. Linux only.
 A library or data file mapped by processes outside the tree too (another Python process
 on the machine) has its pages split with them, so the tree's PSS drops while they run;
 `anon_mb`, the anonymous part of PSS (heaps, Python objects, split only among the tree's
-processes that share them by fork), does not depend on what else runs.
+processes that share them by fork), does not depend on what else runs; nor does
+`distinct_mb`, the physical pages the tree maps, each counted once: its PSS were it alone
+on the machine (as in a pod of its own), read from /proc/<pid>/pagemap (needs root).
 """
 
 from __future__ import annotations
 
+import os
+import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 _PROC = Path("/proc")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PRESENT = 1 << 63
+_PFN = (1 << 55) - 1
 
 
 @dataclass(frozen=True)
@@ -82,3 +90,33 @@ def tree_memory(root: int) -> list[ProcessMemory]:
 
 def total_pss_mb(root: int) -> float:
     return sum(p.pss_mb for p in tree_memory(root))
+
+
+def _frames(pid: int) -> set[int]:
+    """Page frame numbers of the pages `pid` has resident (0s without root)."""
+    frames: set[int] = set()
+    with (
+        (_PROC / str(pid) / "maps").open() as maps,
+        (_PROC / str(pid) / "pagemap").open("rb") as pagemap,
+    ):
+        for line in maps:
+            if line.rstrip().endswith("[vsyscall]"):
+                continue
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            pagemap.seek(start // _PAGE * 8)
+            entries = pagemap.read((end - start) // _PAGE * 8)
+            frames.update(e & _PFN for (e,) in struct.iter_unpack("<Q", entries) if e & _PRESENT)
+    return frames
+
+
+def distinct_mb(pids: Iterable[int]) -> float | None:
+    """MB of distinct physical pages the processes map; None where page frame numbers
+    cannot be read (not root) or a process is gone."""
+    frames: set[int] = set()
+    try:
+        for pid in pids:
+            frames |= _frames(pid)
+    except OSError:
+        return None
+    frames.discard(0)
+    return len(frames) * _PAGE / 2**20 if frames else None
