@@ -58,16 +58,26 @@ def _rollup_kb(pid: int) -> tuple[float, float, float]:
     return pss, rss, anon
 
 
-def _role(pid: int, parent_role: str | None) -> str:
-    cmdline = (
+def _cmdline(pid: int) -> str:
+    return (
         (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
     )
+
+
+def _parent(pid: int) -> int:
+    return int((_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _role(pid: int, parent_role: str | None) -> str:
+    cmdline = _cmdline(pid)
     if parent_role is None:
         return "main"
     if parent_role == "forkserver":  # forked from it: they keep its command line
         return "worker"
     if "monitor.pool._boot" in cmdline:  # the pool's processes: `-c BOOT ROLE ...`
         return "forkserver" if " forkserver " in cmdline else "worker"
+    if parent_role == "main" and cmdline == _cmdline(_parent(pid)):
+        return "forkserver"  # forked from the main process (`fork_server_here`)
     return (_PROC / str(pid) / "comm").read_text().strip()
 
 

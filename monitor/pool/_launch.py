@@ -8,6 +8,11 @@ tasks need. Two ways, by the pool's size:
   second worker to share pages with, a process that forks it would only add its own.
 - several (`ForkServer`): forked from a fork server that imported the `preload` modules
   first, so that what they load (code, read-only tables) is in their pages once.
+- a fork server forked from the calling process itself (`fork_server_here`, called by
+  the CLI while it has one thread, before it serves): it and its workers then also share
+  the caller's own pages (the interpreter, the config and record models, the span
+  decoder: what both sides import), one worker or several. A replacement fork server,
+  should it die, starts from a fresh interpreter.
 
 Either way the pool kills a worker by its pid and learns its exit code when it is gone.
 """
@@ -15,17 +20,23 @@ Either way the pool kills a worker by its pid and learns its exit code when it i
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import pickle
 import signal
 import socket
 import subprocess
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, cast
 
 from monitor.pool._boot import command
+from monitor.pool._forkserver import serve_forks
 from monitor.pool._worker import HEADER, frame
 
 log = logging.getLogger(__name__)
@@ -154,13 +165,92 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class _ServerProcess(Protocol):
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class _OwnChild:
+    """A process forked from this one (not by `subprocess`), waited for by its pid."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._status: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"fork server {self.pid}", timeout or 0.0)
+            else:
+                time.sleep(_ORPHAN_POLL_S)
+        return self._status
+
+    def kill(self) -> None:
+        if self._status is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+@dataclass
+class ForkedServer:
+    """A fork server forked from the calling process (`fork_server_here`), for the
+    pool to use (`ProcessPool(fork_server=...)`)."""
+
+    process: _OwnChild
+    requests: socket.socket
+    notices: socket.socket
+
+    def close(self) -> None:
+        """Let it exit (it reads EOF), when no pool will use it."""
+        self.requests.close()
+        self.notices.close()
+
+
+def _one_thread() -> bool:
+    tasks = Path("/proc/self/task")
+    return threading.active_count() == 1 and (not tasks.is_dir() or len(list(tasks.iterdir())) == 1)
+
+
+def fork_server_here() -> ForkedServer | None:
+    """A fork server forked from this process now, sharing its pages; None (the pool
+    starts one from a fresh interpreter) where forking is not safe: more than one
+    thread runs. Call it before anything starts a thread."""
+    if not hasattr(os, "fork") or not _one_thread():
+        return None
+    requests, server_requests = socket.socketpair()
+    notices, server_notices = socket.socketpair()
+    # What this process has built so far stays in the pages it shares with the server:
+    # out of its collector's reach, which would otherwise write to them.
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:  # the fork server
+        code = 0
+        try:
+            requests.close()
+            notices.close()
+            serve_forks(server_requests, server_notices)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    server_requests.close()
+    server_notices.close()
+    return ForkedServer(_OwnChild(pid), requests, notices)
+
+
 class ForkServer:
     """Workers forked from one fork server, started with the first worker (and again if
-    it dies). It imports `preload` before it forks any."""
+    it dies; `forked`, one forked from the calling process, is used first). It imports
+    `preload` before it forks any."""
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], forked: ForkedServer | None = None) -> None:
         self._preload = list(preload)
-        self._server: subprocess.Popen[bytes] | None = None
+        self._forked_server = forked
+        self._server: _ServerProcess | None = None
         self._requests: socket.socket | None = None
         self._notices: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
@@ -200,18 +290,23 @@ class ForkServer:
         if self._requests is not None and self._reading is not None and not self._reading.done():
             return self._requests
         await self.close()
-        requests, server_requests = socket.socketpair()
-        notices, server_notices = socket.socketpair()
-        fds = [server_requests.fileno(), server_notices.fileno()]
-        try:
-            server = await asyncio.to_thread(_start, "forkserver", fds)
-        except BaseException:
-            requests.close()
-            notices.close()
-            raise
-        finally:
-            server_requests.close()
-            server_notices.close()
+        server: _ServerProcess
+        if self._forked_server is not None:
+            forked, self._forked_server = self._forked_server, None
+            server, requests, notices = forked.process, forked.requests, forked.notices
+        else:
+            requests, server_requests = socket.socketpair()
+            notices, server_notices = socket.socketpair()
+            fds = [server_requests.fileno(), server_notices.fileno()]
+            try:
+                server = await asyncio.to_thread(_start, "forkserver", fds)
+            except BaseException:
+                requests.close()
+                notices.close()
+                raise
+            finally:
+                server_requests.close()
+                server_notices.close()
         reader, writer = await asyncio.open_connection(sock=notices)
         requests.sendall(frame(self._preload))
         try:
@@ -265,7 +360,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> object:
     return pickle.loads(await reader.readexactly(size))
 
 
-async def _stop(server: subprocess.Popen[bytes]) -> None:
+async def _stop(server: _ServerProcess) -> None:
     """Wait a moment for the fork server to exit, then kill it."""
     try:
         await asyncio.to_thread(server.wait, 5.0)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from monitor.pool._launch import Direct, ForkServer, Launcher, WorkerProcess
+from monitor.pool._launch import Direct, ForkedServer, ForkServer, Launcher, WorkerProcess
 from monitor.pool._worker import HEADER, Initializer, frame
 from monitor.telemetry import Telemetry
 
@@ -106,6 +106,8 @@ class ProcessPool:
     workers. `preload` names modules each worker imports before its initializers run;
     with several workers, a fork server imports them once and forks the workers, so that
     what they load at import (read-only tables) is shared by every worker's pages.
+    `fork_server` (from `fork_server_here`) is a fork server forked from the calling
+    process: its workers, one or several, also share the caller's pages.
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class ProcessPool:
         initializers: Sequence[Initializer] = (),
         preload: Sequence[str] = (),
         label: str = "evaluation worker process",
+        fork_server: ForkedServer | None = None,
     ) -> None:
         self._size = processes
         self._timeout = timeout_s
@@ -124,6 +127,7 @@ class ProcessPool:
         self._preload = list(preload)
         self._label = label
         self._launcher: Launcher | None = None
+        self._fork_server = fork_server
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
         self._ahead_waiting = 0  # `_free_worker` callers that go ahead of the others
@@ -176,7 +180,11 @@ class ProcessPool:
         if self._started:
             return
         self._started = True
-        self._launcher = Direct() if self._size == 1 else ForkServer(self._preload)
+        self._launcher = (
+            Direct()
+            if self._size == 1 and self._fork_server is None
+            else ForkServer(self._preload, self._fork_server)
+        )
         self._loop = asyncio.get_running_loop()
         self._room = asyncio.Event()
         started = await asyncio.gather(
@@ -238,6 +246,8 @@ class ProcessPool:
         await asyncio.gather(*readers, return_exceptions=True)
         if self._launcher is not None:
             await self._launcher.close()
+        elif self._fork_server is not None:
+            self._fork_server.close()
 
     # -- dispatch (event loop) ---------------------------------------------------------------
 
