@@ -77,7 +77,8 @@ def _role(pid: int, parent_role: str | None) -> str:
     if "monitor.pool._boot" in cmdline:  # the pool's processes: `-c BOOT ROLE ...`
         return "forkserver" if " forkserver " in cmdline else "worker"
     if parent_role == "main" and cmdline == _cmdline(_parent(pid)):
-        return "forkserver"  # forked from the main process (`fork_server_here`)
+        # Forked from the main process (`fork_here`): the lone worker, or the fork server.
+        return "forkserver" if _children(pid) else "worker"
     return (_PROC / str(pid) / "comm").read_text().strip()
 
 

@@ -28,7 +28,7 @@ from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.pool import ForkedServer, ProcessPool
+from monitor.pool import Forked, ProcessPool
 from monitor.processors._scoring import PRELOAD, scorer_initializer
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -66,10 +66,10 @@ class Service:
         serve_http: bool = True,
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
-        fork_server: ForkedServer | None = None,
+        forked: Forked | None = None,
     ) -> None:
-        """`fork_server`: the worker processes' fork server, forked from this process
-        (`monitor.pool.fork_server_here`); without it, the pool starts its own."""
+        """`forked`: the lone worker process or the workers' fork server, forked from this
+        process (`monitor.pool.fork_here`); without it, the pool starts its own."""
         check_evaluators(config)
         self.config = config
         self.telemetry = telemetry or create_telemetry(
@@ -101,13 +101,13 @@ class Service:
                 self.telemetry,
                 initializers=[scorer_initializer(cpu_entries)],
                 preload=PRELOAD,
-                fork_server=fork_server,
+                forked=forked,
             )
             if processes > 0 and cpu_entries
             else None
         )
-        if pool is None and fork_server is not None:
-            fork_server.close()
+        if pool is None and forked is not None:
+            forked.close()
         # User text leaves the process only redacted, and only where the user asked (the
         # redaction module, with its phone-number tables, is imported only then).
         redact = None

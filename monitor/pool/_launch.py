@@ -8,11 +8,11 @@ tasks need. Two ways, by the pool's size:
   second worker to share pages with, a process that forks it would only add its own.
 - several (`ForkServer`): forked from a fork server that imported the `preload` modules
   first, so that what they load (code, read-only tables) is in their pages once.
-- a fork server forked from the calling process itself (`fork_server_here`, called by
-  the CLI while it has one thread, before it serves): it and its workers then also share
-  the caller's own pages (the interpreter, the config and record models, the span
-  decoder: what both sides import), one worker or several. A replacement fork server,
-  should it die, starts from a fresh interpreter.
+- forked from the calling process itself (`fork_here`, called by the CLI while it runs
+  one thread, before it serves): the lone worker, or the fork server of several. They
+  then also share the caller's own pages (the interpreter, the config and record models,
+  the span decoder: what both sides import). What replaces them, should they die, starts
+  from a fresh interpreter as above.
 
 Either way the pool kills a worker by its pid and learns its exit code when it is gone.
 """
@@ -37,7 +37,7 @@ from typing import Protocol, cast
 
 from monitor.pool._boot import command
 from monitor.pool._forkserver import serve_forks
-from monitor.pool._worker import HEADER, frame
+from monitor.pool._worker import HEADER, frame, run_worker
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ class WorkerProcess(Protocol):
 
 
 class Launcher(Protocol):
-    async def launch(self, sock: socket.socket) -> WorkerProcess:
-        """A worker process serving the other end of `sock` (its `run_worker`)."""
+    async def launch(self) -> tuple[WorkerProcess, socket.socket]:
+        """A worker process (its `run_worker`) and the pool's end of its socket."""
 
     async def close(self) -> None: ...
 
@@ -98,14 +98,29 @@ def _start(role: str, fds: Sequence[int]) -> subprocess.Popen[bytes]:
 
 
 class Direct:
-    """Each worker in an interpreter of its own."""
+    """Each worker in an interpreter of its own; `forked`, a worker forked from the
+    calling process, is the first."""
 
-    async def launch(self, sock: socket.socket) -> WorkerProcess:
-        popen = await asyncio.to_thread(_start, "worker", [sock.fileno()])
-        return _Child(popen)
+    def __init__(self, forked: Forked | None = None) -> None:
+        self._forked = forked
+
+    async def launch(self) -> tuple[WorkerProcess, socket.socket]:
+        if self._forked is not None:
+            forked, self._forked = self._forked, None
+            return _OwnWorker(forked.process), forked.sockets[0]
+        ours, theirs = socket.socketpair()
+        try:
+            popen = await asyncio.to_thread(_start, "worker", [theirs.fileno()])
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return _Child(popen), ours
 
     async def close(self) -> None:
-        return None
+        if self._forked is not None:  # never used
+            self._forked.close()
 
 
 class _Forked:
@@ -190,24 +205,60 @@ class _OwnChild:
                 time.sleep(_ORPHAN_POLL_S)
         return self._status
 
-    def kill(self) -> None:
+    def poll(self) -> int | None:
         if self._status is None:
-            os.kill(self.pid, signal.SIGKILL)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class _OwnWorker:
+    """A worker process forked from this one (`fork_here`)."""
+
+    def __init__(self, child: _OwnChild) -> None:
+        self._child = child
+
+    @property
+    def pid(self) -> int:
+        return self._child.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._child.poll()
+
+    def kill(self) -> None:
+        self._child.kill()
+
+    async def wait(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.to_thread(self._child.wait, timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
 
 @dataclass
-class ForkedServer:
-    """A fork server forked from the calling process (`fork_server_here`), for the
-    pool to use (`ProcessPool(fork_server=...)`)."""
+class Forked:
+    """A process forked from the calling process (`fork_here`) for a pool of `workers`:
+    the lone worker, or the fork server of several (`ProcessPool(forked=...)`)."""
 
+    workers: int
     process: _OwnChild
-    requests: socket.socket
-    notices: socket.socket
+    sockets: tuple[socket.socket, ...]  # the worker's; the fork server's requests, notices
 
     def close(self) -> None:
-        """Let it exit (it reads EOF), when no pool will use it."""
-        self.requests.close()
-        self.notices.close()
+        """Let it exit (it reads EOF), when no pool will use it; reaped in the background."""
+        for sock in self.sockets:
+            sock.close()
+        threading.Thread(target=self.process.wait, name="reap-forked", daemon=True).start()
 
 
 def _one_thread() -> bool:
@@ -215,31 +266,35 @@ def _one_thread() -> bool:
     return threading.active_count() == 1 and (not tasks.is_dir() or len(list(tasks.iterdir())) == 1)
 
 
-def fork_server_here() -> ForkedServer | None:
-    """A fork server forked from this process now, sharing its pages; None (the pool
-    starts one from a fresh interpreter) where forking is not safe: more than one
-    thread runs. Call it before anything starts a thread."""
-    if not hasattr(os, "fork") or not _one_thread():
+def fork_here(workers: int) -> Forked | None:
+    """For a pool of `workers`: its lone worker, or the fork server of several, forked
+    from this process now, sharing its pages. None (the pool starts its own from a fresh
+    interpreter) where forking is not safe: more than one thread runs. Call it before
+    anything starts a thread."""
+    if workers < 1 or not hasattr(os, "fork") or not _one_thread():
         return None
-    requests, server_requests = socket.socketpair()
-    notices, server_notices = socket.socketpair()
-    # What this process has built so far stays in the pages it shares with the server:
+    pairs = [socket.socketpair() for _ in range(1 if workers == 1 else 2)]
+    # What this process has built so far stays in the pages it shares with the child:
     # out of its collector's reach, which would otherwise write to them.
     gc.freeze()
     pid = os.fork()
-    if pid == 0:  # the fork server
+    if pid == 0:  # the child
         code = 0
         try:
-            requests.close()
-            notices.close()
-            serve_forks(server_requests, server_notices)
+            for ours, _ in pairs:
+                ours.close()
+            child = [theirs for _, theirs in pairs]
+            if workers == 1:
+                run_worker(child[0])
+            else:
+                serve_forks(*child)
         except BaseException:
             code = 1
         finally:
             os._exit(code)
-    server_requests.close()
-    server_notices.close()
-    return ForkedServer(_OwnChild(pid), requests, notices)
+    for _, child_end in pairs:
+        child_end.close()
+    return Forked(workers, _OwnChild(pid), tuple(ours for ours, _ in pairs))
 
 
 class ForkServer:
@@ -247,7 +302,7 @@ class ForkServer:
     it dies; `forked`, one forked from the calling process, is used first). It imports
     `preload` before it forks any."""
 
-    def __init__(self, preload: Sequence[str], forked: ForkedServer | None = None) -> None:
+    def __init__(self, preload: Sequence[str], forked: Forked | None = None) -> None:
         self._preload = list(preload)
         self._forked_server = forked
         self._server: _ServerProcess | None = None
@@ -260,17 +315,25 @@ class ForkServer:
         self._children: dict[int, _Forked] = {}
         self._lock = asyncio.Lock()  # one fork server started at a time
 
-    async def launch(self, sock: socket.socket) -> WorkerProcess:
+    async def launch(self) -> tuple[WorkerProcess, socket.socket]:
         async with self._lock:
             requests = await self._running()
         forked: asyncio.Future[_Forked] = asyncio.get_running_loop().create_future()
         self._requested.append(forked)
+        ours, theirs = socket.socketpair()
         try:
-            socket.send_fds(requests, [b"f"], [sock.fileno()])
+            socket.send_fds(requests, [b"f"], [theirs.fileno()])
         except OSError:  # the server is gone; the next launch starts another
             self._requested.remove(forked)
+            ours.close()
             raise
-        return await forked
+        finally:
+            theirs.close()
+        try:
+            return await forked, ours
+        except BaseException:
+            ours.close()
+            raise
 
     async def close(self) -> None:
         server, requests = self._server, self._requests
@@ -293,7 +356,8 @@ class ForkServer:
         server: _ServerProcess
         if self._forked_server is not None:
             forked, self._forked_server = self._forked_server, None
-            server, requests, notices = forked.process, forked.requests, forked.notices
+            server = forked.process
+            requests, notices = forked.sockets
         else:
             requests, server_requests = socket.socketpair()
             notices, server_notices = socket.socketpair()

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
-import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from monitor.pool._launch import Direct, ForkedServer, ForkServer, Launcher, WorkerProcess
+from monitor.pool._launch import Direct, Forked, ForkServer, Launcher, WorkerProcess
 from monitor.pool._worker import HEADER, Initializer, frame
 from monitor.telemetry import Telemetry
 
@@ -106,8 +105,8 @@ class ProcessPool:
     workers. `preload` names modules each worker imports before its initializers run;
     with several workers, a fork server imports them once and forks the workers, so that
     what they load at import (read-only tables) is shared by every worker's pages.
-    `fork_server` (from `fork_server_here`) is a fork server forked from the calling
-    process: its workers, one or several, also share the caller's pages.
+    `forked` (from `fork_here(processes)`), forked from the calling process, is the lone
+    worker or the fork server of several: they then also share the caller's pages.
     """
 
     def __init__(
@@ -119,7 +118,7 @@ class ProcessPool:
         initializers: Sequence[Initializer] = (),
         preload: Sequence[str] = (),
         label: str = "evaluation worker process",
-        fork_server: ForkedServer | None = None,
+        forked: Forked | None = None,
     ) -> None:
         self._size = processes
         self._timeout = timeout_s
@@ -127,7 +126,10 @@ class ProcessPool:
         self._preload = list(preload)
         self._label = label
         self._launcher: Launcher | None = None
-        self._fork_server = fork_server
+        if forked is not None and forked.workers != processes:
+            forked.close()  # forked for another pool size
+            forked = None
+        self._forked = forked
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
         self._ahead_waiting = 0  # `_free_worker` callers that go ahead of the others
@@ -181,9 +183,7 @@ class ProcessPool:
             return
         self._started = True
         self._launcher = (
-            Direct()
-            if self._size == 1 and self._fork_server is None
-            else ForkServer(self._preload, self._fork_server)
+            Direct(self._forked) if self._size == 1 else ForkServer(self._preload, self._forked)
         )
         self._loop = asyncio.get_running_loop()
         self._room = asyncio.Event()
@@ -246,8 +246,8 @@ class ProcessPool:
         await asyncio.gather(*readers, return_exceptions=True)
         if self._launcher is not None:
             await self._launcher.close()
-        elif self._fork_server is not None:
-            self._fork_server.close()
+        elif self._forked is not None:
+            self._forked.close()
 
     # -- dispatch (event loop) ---------------------------------------------------------------
 
@@ -319,16 +319,9 @@ class ProcessPool:
 
     async def _spawn(self) -> _Worker:
         assert self._launcher is not None, "start() first"
-        parent, child = socket.socketpair()
-        try:
-            # What the worker reads first: the modules to import, then its initializers.
-            setup = frame(self._preload) + frame(self._initializers)
-            process = await self._launcher.launch(child)
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
+        # What the worker reads first: the modules to import, then its initializers.
+        setup = frame(self._preload) + frame(self._initializers)
+        process, parent = await self._launcher.launch()
         reader, writer = await asyncio.open_connection(sock=parent)
         writer.write(setup)
         problem = ""

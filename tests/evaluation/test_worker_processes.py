@@ -1,8 +1,8 @@
 """How the pool starts its worker processes: from a fresh interpreter, never from the
 calling process's `__main__` or what it imported; one worker as the caller's own child,
 several forked from one fork server that imported the preload once (and is started again
-if it dies); no other helper process. A fork server forked from the caller itself (as the
-CLI does, while it runs one thread) forks every worker, one or several."""
+if it dies); no other helper process. Forked from the caller itself instead (as the CLI
+does, while it runs one thread): the lone worker, or the fork server of several."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from monitor.pool import ProcessPool, fork_server_here
+from monitor.pool import ProcessPool, fork_here
 from monitor.telemetry import create_telemetry
 from tests._wait import wait_until_async
 
@@ -95,7 +95,7 @@ _SCRIPT = """
 import asyncio, sys
 sys.path[:0] = [{here!r}, {repo!r}]
 import aiohttp  # the caller's own import, which no worker needs
-from monitor.pool import ProcessPool, fork_server_here
+from monitor.pool import ProcessPool
 from monitor.telemetry import create_telemetry
 from test_worker_processes import worker_facts
 
@@ -122,26 +122,29 @@ def test_workers_import_nothing_of_the_callers_main_script(tmp_path: Path) -> No
 _FORKED_FROM_CALLER = """
 import asyncio, os, sys
 sys.path[:0] = [{here!r}, {repo!r}]
-from monitor.pool import ProcessPool, fork_server_here
+from monitor.pool import ProcessPool, fork_here
 from monitor.telemetry import create_telemetry
 from test_worker_processes import worker_facts
 
 async def main(processes: int) -> None:
-    server = fork_server_here()
-    assert server is not None, "one thread runs: forking is safe"
-    pool = ProcessPool(processes, 60.0, create_telemetry(), fork_server=server)
+    forked = fork_here(processes)
+    assert forked is not None, "one thread runs: forking is safe"
+    pool = ProcessPool(processes, 60.0, create_telemetry(), forked=forked)
     await pool.start()
     facts = await asyncio.gather(*(pool.submit(worker_facts, None) for _ in range(2 * processes)))
     await pool.shutdown(5.0)
+    pids = {{pid for pid, _, _ in facts}}
     parents = {{parent for _, parent, _ in facts}}
-    print(len({{pid for pid, _, _ in facts}}), parents == {{server.process.pid}}, flush=True)
+    # One worker: the forked process itself; several: the forked fork server's children.
+    forked_pid = pids if processes == 1 else parents
+    print(len(pids), forked_pid == {{forked.process.pid}}, flush=True)
 
 if __name__ == "__main__":
     asyncio.run(main(int(sys.argv[1])))
 """
 
 
-def test_a_fork_server_forked_from_the_caller_forks_every_worker(tmp_path: Path) -> None:
+def test_the_lone_worker_or_the_fork_server_is_forked_from_the_caller(tmp_path: Path) -> None:
     script = tmp_path / "caller.py"
     script.write_text(
         textwrap.dedent(_FORKED_FROM_CALLER.format(here=str(HERE), repo=str(HERE.parents[1])))
@@ -156,8 +159,6 @@ def test_a_fork_server_forked_from_the_caller_forks_every_worker(tmp_path: Path)
         assert done.stdout.split() == [str(processes), "True"], done.stderr
 
 
-async def test_no_fork_server_is_forked_while_other_threads_run() -> None:
-    async def forked_beside_a_thread() -> object:
-        return await asyncio.to_thread(fork_server_here)
-
-    assert await forked_beside_a_thread() is None
+async def test_nothing_is_forked_while_other_threads_run() -> None:
+    for processes in (1, 2):
+        assert await asyncio.to_thread(fork_here, processes) is None
