@@ -1,18 +1,19 @@
 """The pool's side of starting worker processes.
 
-Each worker process is started from a fresh interpreter (`monitor.pool._boot.command`),
-never from the calling process's `__main__` or its imports: a worker holds only what its
-tasks need. Two ways, by the pool's size:
+Worker processes never run the calling process's `__main__` or import what it imported
+beyond what their tasks need. By the pool's size:
 
-- one worker (`Direct`): its own interpreter, a child of the calling process. With no
-  second worker to share pages with, a process that forks it would only add its own.
-- several (`ForkServer`): forked from a fork server that imported the `preload` modules
-  first, so that what they load (code, read-only tables) is in their pages once.
-- forked from the calling process itself (`fork_here`, called by the CLI while it runs
-  one thread, before it serves): the lone worker, or the fork server of several. They
-  then also share the caller's own pages (the interpreter, the config and record models,
-  the span decoder: what both sides import). What replaces them, should they die, starts
-  from a fresh interpreter as above.
+- one worker (`Direct`): its own interpreter (`monitor.pool._boot.command`), a child of
+  the calling process. With no second worker to share pages with, a fork server between
+  them would only add its own.
+- several (`ForkServer`): forked from a fork server, itself a fresh interpreter, that
+  imported the `preload` modules first, so that what they load (code, read-only tables)
+  is in their pages once.
+- either way, the first one can instead be forked from the calling process itself
+  (`fork_here`, called by the CLI while it runs one thread, before it serves): the lone
+  worker, or the fork server of several. They then also share the caller's own pages
+  (the interpreter, the config and record models, the span decoder: what both sides
+  import). What replaces them, should they die, starts from a fresh interpreter.
 
 Either way the pool kills a worker by its pid and learns its exit code when it is gone.
 """
@@ -192,25 +193,24 @@ class _OwnChild:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._status: int | None = None
+        self._lock = threading.Lock()  # one waitpid at a time: the second would find none
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self._status = os.waitstatus_to_exitcode(status)
-            elif deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"fork server {self.pid}", timeout or 0.0)
-            else:
-                time.sleep(_ORPHAN_POLL_S)
-        return self._status
+        while (status := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
+            time.sleep(_ORPHAN_POLL_S)
+        return status
 
     def poll(self) -> int | None:
-        if self._status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self._status = os.waitstatus_to_exitcode(status)
-        return self._status
+        """Its exit code once it has exited (reaped here, from any thread)."""
+        with self._lock:
+            if self._status is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self._status = os.waitstatus_to_exitcode(status)
+            return self._status
 
     def kill(self) -> None:
         if self.poll() is None:

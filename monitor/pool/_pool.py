@@ -92,11 +92,11 @@ async def _read_frame(reader: asyncio.StreamReader) -> object:
 class ProcessPool:
     """`processes` worker processes, `DEPTH` tasks in flight per worker.
 
-    Each worker is a process started from a fresh interpreter (`monitor.pool._launch`;
-    the calling process runs threads, so not forked from it) that runs `initializers`
-    once, then the tasks it is sent: `submit(function, payload)` with a module-level
-    function, answered with what it returns. With every slot taken,
-    `submit` waits: a caller that keeps slots taken pushes back on its own intake.
+    Each worker is a process started from a fresh interpreter, or forked from one (see
+    `monitor.pool._launch`), that runs `initializers` once, then the tasks it is sent:
+    `submit(function, payload)` with a module-level function, answered with what it
+    returns. With every slot taken, `submit` waits: a caller that keeps slots taken
+    pushes back on its own intake.
 
     A worker that dies (its socket closes) or does not answer a task within `timeout_s`
     (counted from when it could start that task) is killed and replaced, counted in
