@@ -8,7 +8,8 @@ is installed.
     python -m bench.sidecar_memory [--processes 1 2] [--settle-s 5]
 
 Only the ports differ from the defaults (free ones, so that the bench runs beside
-anything else).
+anything else). The monitor runs from its installed `rag-monitor` script when there is
+one beside this interpreter (what the container image runs), else as `python -m monitor`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._pss import ProcessMemory, tree_memory  # noqa: E402
+from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
 
 _READY_TIMEOUT_S = 120.0
 
@@ -80,8 +81,22 @@ def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
             process.wait()
 
 
-def monitor_memory(processes: int, settle_s: float, workdir: Path) -> list[ProcessMemory]:
-    """PSS of an idle `rag-monitor run` tree with `processes` worker processes."""
+def _entry_point() -> list[str]:
+    script = Path(sys.executable).parent / "rag-monitor"
+    return [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "monitor"]
+
+
+Tree = tuple[list[ProcessMemory], float | None]
+
+
+def _tree(pid: int) -> Tree:
+    """Every process's memory, and the tree's distinct pages."""
+    tree = tree_memory(pid)
+    return tree, distinct_mb(p.pid for p in tree)
+
+
+def monitor_memory(processes: int, settle_s: float, workdir: Path) -> Tree:
+    """Memory of an idle `rag-monitor run` tree with `processes` worker processes."""
     metrics = _free_port()
     config = workdir / f"monitor-{processes}.yaml"
     config.write_text(
@@ -95,14 +110,14 @@ def monitor_memory(processes: int, settle_s: float, workdir: Path) -> list[Proce
         "pipeline:\n"
         f"  processes: {processes}\n"
     )
-    argv = [sys.executable, "-m", "monitor", "run", "--config", str(config)]
+    argv = [*_entry_point(), "run", "--config", str(config)]
     with _running(argv, workdir / f"monitor-{processes}.log") as process:
         _wait(lambda: _ready(metrics, "/readyz"), "rag-monitor /readyz")
         time.sleep(settle_s)
-        return tree_memory(process.pid)
+        return _tree(process.pid)
 
 
-def rotel_memory(settle_s: float, workdir: Path) -> list[ProcessMemory] | None:
+def rotel_memory(settle_s: float, workdir: Path) -> Tree | None:
     """PSS of an idle rotel-agent with OTLP receivers and the blackhole exporter; None
     when the `rotel` package is not installed."""
     try:
@@ -120,14 +135,20 @@ def rotel_memory(settle_s: float, workdir: Path) -> list[ProcessMemory] | None:
     with _running(argv, workdir / "rotel.log") as process:
         _wait(lambda: _port_open(http), "rotel OTLP/HTTP port")
         time.sleep(settle_s)
-        return tree_memory(process.pid)
+        return _tree(process.pid)
 
 
-def _print(name: str, tree: list[ProcessMemory]) -> float:
+def _print(name: str, measured: Tree) -> float:
+    tree, distinct = measured
     total = sum(p.pss_mb for p in tree)
-    print(f"{name}: {total:.0f} MB PSS in all")
+    anon = sum(p.anon_mb for p in tree)
+    alone = "" if distinct is None else f"; alone on the machine {distinct:.0f} MB"
+    print(f"{name}: {total:.0f} MB PSS in all ({anon:.0f} MB of it anonymous{alone})")
     for p in sorted(tree, key=lambda p: (p.role, p.pid)):
-        print(f"  {p.role:<17} pid {p.pid:<8} PSS {p.pss_mb:6.1f} MB  RSS {p.rss_mb:6.1f} MB")
+        print(
+            f"  {p.role:<17} pid {p.pid:<8} PSS {p.pss_mb:6.1f} MB  "
+            f"(anonymous {p.anon_mb:5.1f})  RSS {p.rss_mb:6.1f} MB"
+        )
     return total
 
 

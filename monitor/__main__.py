@@ -23,6 +23,7 @@ from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.registry import check_evaluators
 from monitor.exporters.prometheus import load_web_security
+from monitor.pool import Forked, fork_here
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
@@ -168,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         if args.command == "run":
-            return asyncio.run(_run(config))
+            # Forked now, while this process runs one thread and before it serves: the
+            # worker processes share its pages (what both import).
+            return asyncio.run(_run(config, fork_here(config.pipeline.processes)))
         return _replay_main(config, args.file, args.output, args.strict)
     except ConfigError as exc:
         # Also what components find at start (e.g. a judge API key that is not set).
@@ -255,10 +258,10 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-async def _run(config: Config) -> int:
+async def _run(config: Config, forked: Forked | None = None) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    service = Service(config)
+    service = Service(config, forked=forked)
     # SIGHUP reopens the files the monitor writes (after log rotation), as daemons do.
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, service.reopen_files)
     try:

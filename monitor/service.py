@@ -21,14 +21,14 @@ from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator, Severity
 from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.judges import create_judge_client
+from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import build, check_evaluators
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.pool import ProcessPool
+from monitor.pool import Forked, ProcessPool
 from monitor.processors._scoring import PRELOAD, scorer_initializer
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
@@ -37,7 +37,6 @@ from monitor.processors.trace import TraceStage
 from monitor.processors.trace._pooled import PooledExtractor
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import SizeLimits
-from monitor.redaction import Redactor
 from monitor.telemetry import Telemetry, create_telemetry
 
 log = logging.getLogger(__name__)
@@ -67,14 +66,22 @@ class Service:
         serve_http: bool = True,
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
+        forked: Forked | None = None,
     ) -> None:
+        """`forked`: the lone worker process or the workers' fork server, forked from this
+        process (`monitor.pool.fork_here`); without it, the pool starts its own."""
         check_evaluators(config)
         self.config = config
         self.telemetry = telemetry or create_telemetry(
             max_services=config.pipeline.max_services, max_routes=config.pipeline.max_routes
         )
-        # The one judge client of the process, shared by every judge evaluator.
-        self.judge = create_judge_client(config, self.telemetry)
+        # The one judge client of the process, shared by every judge evaluator; its module
+        # (and the LLM client library behind it) is imported only when a judge is configured.
+        self.judge = None
+        if needs_judge(e.name for e in config.evaluators):
+            from monitor.evaluators.judges import create_judge_client
+
+            self.judge = create_judge_client(config, self.telemetry)
         context = BuildContext(judge=self.judge, judge_model=config.judge.model)
         evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
         cpu_entries: list[EvaluatorConfig] = []
@@ -94,12 +101,20 @@ class Service:
                 self.telemetry,
                 initializers=[scorer_initializer(cpu_entries)],
                 preload=PRELOAD,
+                forked=forked,
             )
             if processes > 0 and cpu_entries
             else None
         )
-        # User text leaves the process only redacted, and only where the user asked.
-        redact = Redactor(config.redaction, _uncounted) if config.redaction.enabled else None
+        if pool is None and forked is not None:
+            forked.close()
+        # User text leaves the process only redacted, and only where the user asked (the
+        # redaction module, with its phone-number tables, is imported only then).
+        redact = None
+        if config.redaction.enabled:
+            from monitor.redaction import Redactor
+
+            redact = Redactor(config.redaction, _uncounted)
         self.results_sink = (
             ResultsFileSink(
                 config.exporters.results_file,

@@ -9,11 +9,12 @@ The table is memory-mapped, read-only, from the package's weights file (float16,
 float32 a row at a time: the same numbers as widening the whole table): its pages are the
 page cache's, shared by every process that maps them, and only the rows read are resident.
 The tokenizer's vocabulary is looked up in the tokenizer itself, not copied into a dict.
-Loaded in the worker pool's forkserver before it forks workers, the tokenizer is shared too.
+Loaded in the worker pool's fork server before it forks workers, the tokenizer is shared too.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import struct
@@ -209,6 +210,16 @@ def map_safetensor(path: Path, name: str) -> np.ndarray:
     return table
 
 
+def _wordllama_dir() -> Path:
+    """The installed wordllama package's folder, found without importing the package:
+    only its data files are read (importing it would load its download and training
+    dependencies into every process that scores)."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the wordllama package is not installed", name="wordllama")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def shared_embedder() -> Embedder:
     """The process-wide embedder; loads the model once from the installed package's files
     (`wordllama`'s default model, l2_supercat, 256 dimensions)."""
@@ -216,12 +227,11 @@ def shared_embedder() -> Embedder:
     if _shared is None:
         with _lock:
             if _shared is None:
-                import wordllama
-                from wordllama import WordLlama
+                from tokenizers import Tokenizer
 
-                package = Path(wordllama.__file__).parent
+                package = _wordllama_dir()
                 table = map_safetensor(package / _WEIGHTS, _TENSOR)
-                tokenizer = WordLlama.load_tokenizer(package / _TOKENIZER)
+                tokenizer = Tokenizer.from_file(str(package / _TOKENIZER))
                 tokenizer.enable_padding()  # as wordllama's model configures it
                 tokenizer.no_truncation()
                 _shared = Embedder(table, tokenizer)

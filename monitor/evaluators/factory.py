@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import Evaluator
-from monitor.judge.client import JudgeClient
+
+if TYPE_CHECKING:  # the judge client's module is imported only where a judge is configured
+    from monitor.judge.client import JudgeClient
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ schema of its structured answer; and the one check of a judge's `evaluators[]` e
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -173,6 +174,11 @@ DEFINITIONS: dict[str, JudgeDefinition] = {
 }
 TLM = "trustworthiness_tlm"
 JUDGE_EVALUATORS = frozenset(DEFINITIONS) | {TLM}
+
+
+def needs_judge(evaluators: Iterable[str]) -> bool:
+    """Whether some of the named evaluators is an LLM judge (and so needs a judge client)."""
+    return any(name in JUDGE_EVALUATORS for name in evaluators)
 
 
 def judge_config_problem(

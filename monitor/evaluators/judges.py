@@ -31,6 +31,7 @@ from monitor.evaluators.judge_definitions import (
     NEEDS_REFERENCE,
     JudgeDefinition,
     judge_template,
+    needs_judge,
 )
 from monitor.judge import parsers
 from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
@@ -226,13 +227,9 @@ class JudgeEvaluator:
         )
 
 
-def needs_judge(config: Config) -> bool:
-    return any(e.name in JUDGE_EVALUATORS for e in config.evaluators)
-
-
 def create_judge_client(config: Config, telemetry: Telemetry) -> JudgeClient | None:
     """The shared judge client when some configured evaluator is a judge, else None."""
-    if not needs_judge(config):
+    if not needs_judge(e.name for e in config.evaluators):
         return None
     models = sorted(
         {

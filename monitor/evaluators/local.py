@@ -6,9 +6,6 @@ import asyncio
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.detector import score_groundedness, score_relevance, score_retrieval, screen_safety
-from monitor.detector.embedding import shared_embedder
-from monitor.detector.text import shared_work
 from monitor.evaluators.base import SEVERITIES, EvalResult, Evaluator, Severity, severity_bucket
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
@@ -36,11 +33,17 @@ class _LocalEvaluator:
 
     async def warm_up(self) -> None:
         """Load the shared word vectors now rather than on the first record."""
+        # The detector (and numpy) is imported where records are scored, in the worker
+        # processes, never by a main process that only hands records on.
+        from monitor.detector.embedding import shared_embedder
+
         await asyncio.to_thread(shared_embedder)
 
     def score(self, record: RagRecord) -> EvalResult:
         # The evaluators of one record tokenise, split and embed the same texts: each is
         # done once per record (`shared_work`), whichever evaluator needs it first.
+        from monitor.detector.text import shared_work
+
         with shared_work(record):
             return self._score(record)
 
@@ -69,6 +72,8 @@ class LocalGroundedness(_LocalEvaluator):
         self.second_stage = bool(spec.second_stage)
 
     def _score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_groundedness
+
         assert record.response is not None
         # Earlier turns count as support too: an answer may repeat what the user said before.
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
@@ -96,6 +101,8 @@ class LocalRelevance(_LocalEvaluator):
     requires = frozenset({"query", "response"})
 
     def _score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_relevance
+
         assert record.query is not None and record.response is not None
         value = score_relevance(record.query, record.response)
         return self._verdict(value, f"question/response relevance {value:.2f}")
@@ -105,6 +112,8 @@ class LocalRetrieval(_LocalEvaluator):
     requires = frozenset({"query", "context"})
 
     def _score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import score_retrieval
+
         assert record.query is not None
         verdict = score_retrieval(record.query, record.context_text)
         per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(verdict.per_document))
@@ -123,6 +132,8 @@ class LocalSafety(_LocalEvaluator):
         self.severity_threshold: Severity = spec.severity_threshold or "medium"
 
     def _score(self, record: RagRecord) -> EvalResult:
+        from monitor.detector import screen_safety
+
         assert record.response is not None
         verdict = screen_safety(record.query or "", record.response)
         safety: dict[str, Severity] = {c: severity_bucket(v) for c, v in verdict.severities.items()}

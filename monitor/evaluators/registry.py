@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 from monitor.config import Config, ConfigError, EvaluatorConfig
-from monitor.evaluators import f1, judges, local, tlm
+from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.evaluators.judge_definitions import DEFINITIONS, TLM, Answer, judge_config_problem
 
+
+# The judge evaluators' modules import the judge client (and, through it, its redaction
+# and metrics): imported when a judge is built, so that a process that builds none — the
+# worker processes, a sidecar with only local evaluators — does not load them.
+def _judge(entry: EvaluatorConfig, context: BuildContext) -> Evaluator:
+    from monitor.evaluators.judges import FACTORIES
+
+    return FACTORIES[entry.name](entry, context)
+
+
+def _tlm(entry: EvaluatorConfig, context: BuildContext) -> Evaluator:
+    from monitor.evaluators.tlm import FACTORIES
+
+    return FACTORIES[entry.name](entry, context)
+
+
 _FACTORIES: dict[str, Factory] = {
-    **judges.FACTORIES,
-    **tlm.FACTORIES,
+    **dict.fromkeys(sorted(DEFINITIONS), _judge),
+    TLM: _tlm,
     **f1.FACTORIES,
     **local.FACTORIES,
 }

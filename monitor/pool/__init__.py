@@ -7,7 +7,16 @@ replaces dead or hung workers, and leaves what to do with a task whose worker wa
 (`WorkerLost`) to whoever submitted it. It imports no pipeline stage.
 """
 
+from monitor.pool._launch import Forked, fork_here
 from monitor.pool._pool import DEPTH, ProcessPool, TaskFailed, WorkerLost
 from monitor.pool._worker import Initializer
 
-__all__ = ["DEPTH", "Initializer", "ProcessPool", "TaskFailed", "WorkerLost"]
+__all__ = [
+    "DEPTH",
+    "Forked",
+    "Initializer",
+    "ProcessPool",
+    "TaskFailed",
+    "WorkerLost",
+    "fork_here",
+]

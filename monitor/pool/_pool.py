@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import pickle
-import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
 from typing import TypeVar, cast
 
-from monitor.pool._worker import HEADER, Initializer, frame, serve
+from monitor.pool._launch import Direct, Forked, ForkServer, Launcher, WorkerProcess
+from monitor.pool._worker import HEADER, Initializer, frame
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -33,6 +31,9 @@ DEPTH = 2
 # Starting a worker imports its task modules and runs the initializers (models load).
 _STARTUP_TIMEOUT_S = 120.0
 _RESPAWN_DELAY_S = 5.0
+# How long a worker asked to stop, then a killed one, is waited for.
+_STOP_WAIT_S = 1.0
+_KILLED_WAIT_S = 10.0
 REASONS = ("died", "hung")
 
 
@@ -74,7 +75,7 @@ class _Job:
 
 @dataclass(eq=False)
 class _Worker:
-    process: BaseProcess
+    process: WorkerProcess
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     jobs: deque[_Job] = field(default_factory=deque)  # sent, in the order answered
@@ -91,17 +92,21 @@ async def _read_frame(reader: asyncio.StreamReader) -> object:
 class ProcessPool:
     """`processes` worker processes, `DEPTH` tasks in flight per worker.
 
-    Each worker is a forkserver child (the calling process runs threads, so not fork)
-    that runs `initializers` once, then the tasks it is sent: `submit(function, payload)`
-    with a module-level function, answered with what it returns. With every slot taken,
-    `submit` waits: a caller that keeps slots taken pushes back on its own intake.
+    Each worker is a process started from a fresh interpreter, or forked from one (see
+    `monitor.pool._launch`), that runs `initializers` once, then the tasks it is sent:
+    `submit(function, payload)` with a module-level function, answered with what it
+    returns. With every slot taken, `submit` waits: a caller that keeps slots taken
+    pushes back on its own intake.
 
     A worker that dies (its socket closes) or does not answer a task within `timeout_s`
     (counted from when it could start that task) is killed and replaced, counted in
     `worker_restarts_total{reason}`; the submitter of the task it was on gets
     `WorkerLost`, and the tasks queued behind it, which it had not started, go to other
-    workers. `preload` names modules the forkserver imports before it forks any worker:
+    workers. `preload` names modules each worker imports before its initializers run;
+    with several workers, a fork server imports them once and forks the workers, so that
     what they load at import (read-only tables) is shared by every worker's pages.
+    `forked` (from `fork_here(processes)`), forked from the calling process, is the lone
+    worker or the fork server of several: they then also share the caller's pages.
     """
 
     def __init__(
@@ -113,13 +118,18 @@ class ProcessPool:
         initializers: Sequence[Initializer] = (),
         preload: Sequence[str] = (),
         label: str = "evaluation worker process",
+        forked: Forked | None = None,
     ) -> None:
         self._size = processes
         self._timeout = timeout_s
         self._initializers = list(initializers)
         self._preload = list(preload)
         self._label = label
-        self._ctx = multiprocessing.get_context("forkserver")
+        self._launcher: Launcher | None = None
+        if forked is not None and forked.workers != processes:
+            forked.close()  # forked for another pool size
+            forked = None
+        self._forked = forked
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
         self._ahead_waiting = 0  # `_free_worker` callers that go ahead of the others
@@ -158,7 +168,7 @@ class ProcessPool:
     @property
     def pids(self) -> list[int]:
         """Process ids of the running workers."""
-        return [w.process.pid for w in self._workers if w.process.pid is not None]
+        return [w.process.pid for w in self._workers]
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -172,8 +182,9 @@ class ProcessPool:
         if self._started:
             return
         self._started = True
-        if self._preload:
-            self._ctx.set_forkserver_preload(self._preload)
+        self._launcher = (
+            Direct(self._forked) if self._size == 1 else ForkServer(self._preload, self._forked)
+        )
         self._loop = asyncio.get_running_loop()
         self._room = asyncio.Event()
         started = await asyncio.gather(
@@ -231,8 +242,12 @@ class ProcessPool:
             await asyncio.wait(readers, timeout=deadline_s)
         for worker in workers:
             self._lose(worker, "stopped")
-        await asyncio.gather(*(asyncio.to_thread(_reap, w.process) for w in workers))
+        await asyncio.gather(*(_reap(w.process) for w in workers))
         await asyncio.gather(*readers, return_exceptions=True)
+        if self._launcher is not None:
+            await self._launcher.close()
+        elif self._forked is not None:
+            self._forked.close()
 
     # -- dispatch (event loop) ---------------------------------------------------------------
 
@@ -303,21 +318,12 @@ class ProcessPool:
     # -- worker lifecycle --------------------------------------------------------------------
 
     async def _spawn(self) -> _Worker:
-        parent, child = socket.socketpair()
-        process = self._ctx.Process(
-            target=serve,
-            args=(child, self._initializers),
-            name="rag-monitor-worker",
-            daemon=True,
-        )
-        try:
-            await asyncio.to_thread(process.start)
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
+        assert self._launcher is not None, "start() first"
+        # What the worker reads first: the modules to import, then its initializers.
+        setup = frame(self._preload) + frame(self._initializers)
+        process, parent = await self._launcher.launch()
         reader, writer = await asyncio.open_connection(sock=parent)
+        writer.write(setup)
         problem = ""
         try:
             async with asyncio.timeout(_STARTUP_TIMEOUT_S):
@@ -334,7 +340,7 @@ class ProcessPool:
             raise
         if problem:
             writer.close()
-            await asyncio.to_thread(_reap, process)
+            await _reap(process)
             raise RuntimeError(f"an {self._label} {problem} (exit code {process.exitcode})")
         worker = _Worker(process, reader, writer)
         worker.reading = asyncio.create_task(self._read(worker), name="pool-worker-answers")
@@ -386,7 +392,7 @@ class ProcessPool:
         task.add_done_callback(self._tasks.discard)
 
     async def _replace(self, old: _Worker, reason: str, lost: int, resent: int) -> None:
-        await asyncio.to_thread(_reap, old.process)
+        await _reap(old.process)
         log.warning(
             "%s %s %s (exit code %s): the batch it was on (%d items) went back to its "
             "submitter, %d batches it had not started went to other workers; starting a "
@@ -407,7 +413,7 @@ class ProcessPool:
                 continue
             if self._stopping:
                 fresh.writer.close()
-                await asyncio.to_thread(_reap, fresh.process)
+                await _reap(fresh.process)
                 return
             self._add(fresh)
             return
@@ -416,9 +422,10 @@ class ProcessPool:
         self._busy.set(sum(1 for w in self._workers if w.jobs))
 
 
-def _reap(process: BaseProcess) -> None:
+async def _reap(process: WorkerProcess) -> None:
     """Wait a moment for a worker that was asked to stop or killed, then kill it."""
-    process.join(1.0)
-    if process.is_alive():
-        process.kill()
-        process.join()
+    if await process.wait(_STOP_WAIT_S):
+        return
+    process.kill()
+    if not await process.wait(_KILLED_WAIT_S):
+        log.error("worker process %s did not exit after SIGKILL", process.pid)

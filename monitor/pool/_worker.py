@@ -4,10 +4,14 @@ after another, over a socket pair, until told to stop or until the parent is gon
 A frame on the socket is the payload's length, then the payload (a pickle). The parent
 sends `(function, payload)` frames (or None: stop); the worker answers each with
 `(True, result)`, or `(False, "ExceptionType: message")` when the function raised.
+
+A worker first reads the modules to import (`preload`) and its initializers, each a
+frame (`run_worker`).
 """
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import signal
 import socket
@@ -55,11 +59,35 @@ def _run(function: Callable[[Any], object], payload: object) -> tuple[bool, obje
         return False, f"{type(exc).__name__}: {exc}"
 
 
-def serve(sock: socket.socket, initializers: Sequence[Initializer]) -> None:
+def import_all(modules: Sequence[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
+def run_worker(sock: socket.socket) -> None:
+    """A worker in a process of its own: import the `preload` modules the first frame
+    names, then `serve` with the initializers of the second."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stream = sock.makefile("rb")
+    try:
+        preload = cast(list[str], _recv_frame(stream))
+        import_all(preload)
+        initializers = cast(list[Initializer], _recv_frame(stream))
+    except (EOFError, OSError):
+        return
+    except Exception as exc:
+        sock.sendall(frame(("failed", f"{type(exc).__name__}: {exc}")))
+        return
+    serve(sock, initializers, stream)
+
+
+def serve(
+    sock: socket.socket, initializers: Sequence[Initializer], stream: BinaryIO | None = None
+) -> None:
     """A worker process: run the initializers, say ("ready", "") or ("failed", why), then
     answer tasks in order until told to stop (None) or until the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
-    stream = sock.makefile("rb")
+    stream = stream or sock.makefile("rb")
     try:
         try:
             for initializer in initializers:

@@ -38,7 +38,7 @@ _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
 ScorerFactory = Callable[[EvaluatorConfig], CpuScorer]
 
-# What the worker pool's forkserver imports before it forks workers: the tasks' code and
+# What the worker pool's fork server imports before it forks workers: the tasks' code and
 # the scorers' read-only tables, shared by every worker.
 PRELOAD = ("monitor.processors._worker_preload",)
 

@@ -1,5 +1,7 @@
 """The CLI's processes run numpy's BLAS on one thread (OpenBLAS starts its threads when
-numpy is imported), unless the environment asks for more."""
+numpy is imported), unless the environment asks for more. The CLI sets it in the
+environment before anything imports numpy; the worker processes, which import it, inherit
+that environment."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ import os
 import subprocess
 import sys
 
-# After importing the CLI (and so numpy): the setting and the process's thread count.
+# After importing the CLI, then numpy: the setting and the process's thread count.
 _PROBE = (
     "import monitor.__main__, os, sys\n"
-    "assert 'numpy' in sys.modules\n"
+    "import numpy\n"
     "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))\n"
 )
 

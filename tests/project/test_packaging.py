@@ -1,7 +1,8 @@
 """pyproject.toml declares exactly the distributions whose modules `monitor/` imports.
 
-Every third-party import in the package (including imports inside functions and
-`importlib.import_module("...")` with a literal name) is resolved to the installed
+Every third-party import in the package (including imports inside functions,
+`importlib.import_module("...")` with a literal name, and `importlib.util.find_spec("...")`:
+a package whose files are read without importing it) is resolved to the installed
 distribution that ships the imported module's file, and that distribution must be a
 declared dependency; a declared dependency nothing imports is a leftover."""
 
@@ -51,11 +52,12 @@ def _imported_modules() -> dict[str, set[str]]:
 
 
 def _import_module_names(call: ast.Call) -> list[str]:
-    """`import_module("x")`, also when handed over as `to_thread(import_module, "x")`."""
+    """`import_module("x")`, also when handed over as `to_thread(import_module, "x")`, and
+    `find_spec("x")`."""
     parts: list[ast.expr] = [call.func, *call.args]
     for i, part in enumerate(parts):
         name = part.attr if isinstance(part, ast.Attribute) else getattr(part, "id", None)
-        if name == "import_module":
+        if name in ("import_module", "find_spec"):
             return [
                 arg.value
                 for arg in parts[i + 1 : i + 2]
@@ -115,6 +117,7 @@ def test_every_imported_distribution_is_declared_and_every_declared_one_imported
 def test_the_scan_sees_namespace_packages_and_dynamic_imports() -> None:
     imported = _imported_modules()
     assert "litellm" in imported  # importlib.import_module("litellm")
+    assert "wordllama" in imported  # importlib.util.find_spec("wordllama")
     assert _distribution_of("google.protobuf") == "protobuf"
     assert _distribution_of("google.rpc.status_pb2") == "googleapis-common-protos"
     assert _distribution_of("opentelemetry.trace") == "opentelemetry-api"
