@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+import monitor.detector
 from bench._otlp_load import build_payload
 from monitor.config import EvaluatorConfig
 from monitor.detector import safety, score_groundedness, score_relevance, score_retrieval
@@ -102,9 +103,9 @@ def _reference_screen_safety(query: str, response: str) -> safety.SafetyVerdict:
 def _plain_path() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(text_module, "shared_work", lambda key: contextlib.nullcontext())
-        patch.setattr(local, "shared_work", lambda key: contextlib.nullcontext())
         patch.setattr(Embedder, "bags", _reference_bags)
-        patch.setattr(local, "screen_safety", _reference_screen_safety)
+        # The local evaluators import the detector's functions when they score.
+        patch.setattr(monitor.detector, "screen_safety", _reference_screen_safety)
         yield
 
 
@@ -223,7 +224,7 @@ def _score(records: list[RagRecord]) -> list[Scored]:
     for record in records:
         results = tuple(e.score(record) for e in evaluators if not e.requires & record.missing())
         asked = "\n".join([*(m.content for m in record.history), record.query or ""])
-        with local.shared_work(record):
+        with text_module.shared_work(record):
             verdicts = (
                 score_groundedness(asked, record.context_text, record.response or ""),
                 score_relevance(record.query or "", record.response or ""),
