@@ -178,7 +178,7 @@ class Side:
         main, cpu = main1 - main0, main1 + rest1 - main0 - rest0
         self.main_share.append(main / max(cpu, 1e-9))
         self.main_us.append(main / max(accepted, 1) * 1e6)
-        self.rest_us.append((cpu - main) / max(accepted, 1) * 1e6)
+        self.rest_us.append(max(0.0, cpu - main) / max(accepted, 1) * 1e6)
         rate = accepted / max(cpu, 1e-9)
         self.rates.append(rate)
         print(
