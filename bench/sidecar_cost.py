@@ -1,6 +1,6 @@
 """What the sidecar costs beside a collector sidecar: spans per CPU-second and PSS, in one run.
 
-    python bench/sidecar_cost.py [--rounds 5] [--seconds 8] [--sampling 0.01]
+    python bench/sidecar_cost.py [--rounds 5] [--seconds 8] [--sampling 0.01] [--pin-ingest]
 
 Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole exporter)
 and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
@@ -15,6 +15,9 @@ the window (what was accepted is still being assembled and scored). The machine 
 are paired in time: every round measures rotel and both monitors one after the other (the
 order rotating), and the ratio monitor/rotel is taken per round; the median of the round
 ratios is the result.
+
+Also printed: CPU microseconds per accepted span of the main (ingest) process and of the
+rest of the tree, per side (less noisy than the ratio: the rotel side does not enter it).
 
 Memory: PSS of every process of each tree (`bench/_pss.py`), idle after start and under
 load (the largest total seen during one load window), each tree measured while it runs
@@ -152,6 +155,10 @@ class Side:
     port: int
     rates: list[float] = field(default_factory=list)  # spans per CPU-second, per round
     main_share: list[float] = field(default_factory=list)  # of the tree's CPU, per round
+    # CPU microseconds per accepted span, per round: the main (ingest) process, the rest
+    # of the tree (evaluation workers, fork server).
+    main_us: list[float] = field(default_factory=list)
+    rest_us: list[float] = field(default_factory=list)
     idle: list[ProcessMemory] = field(default_factory=list)
     loaded: list[ProcessMemory] = field(default_factory=list)
 
@@ -170,6 +177,8 @@ class Side:
         main1, rest1 = tree_cpu_s(self.pid)
         main, cpu = main1 - main0, main1 + rest1 - main0 - rest0
         self.main_share.append(main / max(cpu, 1e-9))
+        self.main_us.append(main / max(accepted, 1) * 1e6)
+        self.rest_us.append(max(0.0, cpu - main) / max(accepted, 1) * 1e6)
         rate = accepted / max(cpu, 1e-9)
         self.rates.append(rate)
         print(
@@ -203,6 +212,12 @@ def main() -> None:
         default=112,
         help="characters added to every document (112: ~875 bytes per span)",
     )
+    parser.add_argument(
+        "--pin-ingest",
+        action="store_true",
+        help="a diagnostic: each monitor's ingest process on one CPU, its evaluation workers "
+        "on the others (a pinned monitor sees one CPU, so it starts one worker)",
+    )
     args = parser.parse_args()
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
@@ -214,8 +229,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sidecar-cost-") as tmp:
         starts: dict[str, Callable[[], contextlib.AbstractContextManager[tuple[int, int]]]] = {
             "rotel (blackhole)": lambda: running_rotel(Path(tmp)),
-            f"rag-monitor sampling {args.sampling:g}": lambda: _monitor(args.sampling),
-            "rag-monitor nothing sampled": lambda: _monitor(0.0),
+            f"rag-monitor sampling {args.sampling:g}": lambda: _monitor(
+                args.sampling, args.pin_ingest
+            ),
+            "rag-monitor nothing sampled": lambda: _monitor(0.0, args.pin_ingest),
         }
         memory = {
             name: _memory_alone(start, payloads, args.seconds) for name, start in starts.items()
@@ -227,12 +244,15 @@ def main() -> None:
             _rounds(sides, payloads, args)
 
 
-def _monitor(sampling: float) -> contextlib.AbstractContextManager[tuple[int, int]]:
-    """A `rag-monitor run` on its defaults at `sampling`; yields (pid, OTLP/HTTP port)."""
+def _monitor(
+    sampling: float, pin: bool = False
+) -> contextlib.AbstractContextManager[tuple[int, int]]:
+    """A `rag-monitor run` on its defaults at `sampling`; yields (pid, OTLP/HTTP port).
+    `pin`: its ingest process on one CPU, its workers on the others (`bench.ingest`)."""
 
     @contextlib.contextmanager
     def running() -> Iterator[tuple[int, int]]:
-        with Monitor(sampling, pin=False).running() as monitor:
+        with Monitor(sampling, pin=pin).running() as monitor:
             assert monitor.proc is not None
             yield monitor.proc.pid, monitor.http_port
 
@@ -273,6 +293,14 @@ def _rounds(sides: list[Side], payloads: Payloads, args: argparse.Namespace) -> 
                 f"rounds {', '.join(f'{r:.3f}' for r in ratios)})"
             )
         print(line)
+    print("CPU microseconds per span (median over rounds): main process + the rest of the tree")
+    for side in sides:
+        print(
+            f"  {side.name:28s} {statistics.median(side.main_us):5.2f} + "
+            f"{statistics.median(side.rest_us):5.2f}  (rounds: "
+            + ", ".join(f"{m:.2f}+{r:.2f}" for m, r in zip(side.main_us, side.rest_us, strict=True))
+            + ")"
+        )
     print("PSS by process, MB:")
     for side in sides:
         print("\n".join(_memory_lines(side)))
