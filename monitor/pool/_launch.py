@@ -31,7 +31,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
@@ -302,9 +302,16 @@ class ForkServer:
     it dies; `forked`, one forked from the calling process, is used first). It imports
     `preload` before it forks any."""
 
-    def __init__(self, preload: Sequence[str], forked: Forked | None = None) -> None:
+    def __init__(
+        self,
+        preload: Sequence[str],
+        forked: Forked | None = None,
+        on_exit: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`on_exit` is called each time the fork server exits on its own (not closed)."""
         self._preload = list(preload)
         self._forked_server = forked
+        self._on_exit = on_exit
         self._server: _ServerProcess | None = None
         self._requests: socket.socket | None = None
         self._notices: asyncio.StreamWriter | None = None
@@ -408,7 +415,12 @@ class ForkServer:
                     if gone is not None:
                         gone.exited(cast(int, notice[2]))
         except (asyncio.IncompleteReadError, ConnectionError):
-            log.warning("the worker processes' fork server exited")
+            log.warning(
+                "the worker processes' fork server exited; %d workers it forked go on, "
+                "the next worker starts a new one",
+                len(self._children),
+            )
+            self._on_exit()
         finally:
             while self._requested:
                 forked = self._requested.popleft()

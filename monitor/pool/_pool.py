@@ -150,6 +150,11 @@ class ProcessPool:
         )
         for reason in REASONS:
             self._restarts.labels(reason)
+        self._server_exits = telemetry.counter(
+            "worker_fork_server_exits",
+            "Times the worker processes' fork server exited on its own (the next worker "
+            "to start starts a new one).",
+        )
 
     @property
     def size(self) -> int:
@@ -183,7 +188,9 @@ class ProcessPool:
             return
         self._started = True
         self._launcher = (
-            Direct(self._forked) if self._size == 1 else ForkServer(self._preload, self._forked)
+            Direct(self._forked)
+            if self._size == 1
+            else ForkServer(self._preload, self._forked, on_exit=self._server_exits.inc)
         )
         self._loop = asyncio.get_running_loop()
         self._room = asyncio.Event()

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 from monitor.pool import ProcessPool, fork_here
-from monitor.telemetry import create_telemetry
+from monitor.telemetry import Telemetry, create_telemetry
 from tests._wait import wait_until_async
 
 HERE = Path(__file__).resolve().parent
@@ -87,8 +87,16 @@ async def test_a_dead_fork_server_is_started_again_for_the_next_replacement() ->
         facts = await _facts(pool)
         parents = {parent for _, parent, _ in facts}
         assert server not in parents and len(parents) == 2  # the survivor and the new server
+        assert _fork_server_exits(telemetry) == 1.0
     finally:
         await pool.shutdown(5.0)
+    assert _fork_server_exits(telemetry) == 1.0  # closing the new one is no exit of its own
+
+
+def _fork_server_exits(telemetry: Telemetry) -> float:
+    value = telemetry.registry.get_sample_value("rag_monitor_worker_fork_server_exits_total")
+    assert value is not None
+    return value
 
 
 _SCRIPT = """
