@@ -96,13 +96,24 @@ class Contradiction:
         return f"answer says {self.said}; context says {self.evidence}"
 
 
-def _frame_score(frame: set[str], index: int, context: list[Parsed]) -> float:
-    """Claim frame words the sentence has; those of the sentence before count half, or fully
-    when the sentence starts with a pronoun ("It rises 281 metres ...") that refers to it."""
-    own = set(context[index].stems)
-    before = set(context[index - 1].stems) if index > 0 else set()
+_Neighbourhood = tuple[frozenset[str], frozenset[str], float]
+
+
+def _neighbourhood(index: int, context: list[Parsed]) -> _Neighbourhood:
+    """A sentence's stems, those of the sentence before, and what the latter's count: half,
+    or fully when the sentence starts with a pronoun ("It rises 281 metres ...") that refers
+    to it."""
+    own = frozenset(context[index].stems)
+    before = frozenset(context[index - 1].stems) if index > 0 else frozenset()
     first = tokens(context[index].text)[:1]
     carried = 1.0 if first and fold(first[0]) in _PRONOUNS else 0.5
+    return own, before, carried
+
+
+def _frame_score(frame: set[str], around: _Neighbourhood) -> float:
+    """Claim frame words the sentence has, and those of the sentence before it as `around`
+    counts them."""
+    own, before, carried = around
     return sum(1.0 if w in own else carried if w in before else 0.0 for w in frame)
 
 
@@ -130,6 +141,8 @@ def find(
     group = {"year": "date", "month": "date", "day": "date"}
     pronoun_led = not claim.stems or fold(claim_text.split()[0]) in _PRONOUNS
     asked = set(question.stems)
+    # Each context sentence's stems, read once for all the claim's slots.
+    neighbourhoods: dict[int, _Neighbourhood] = {}
 
     def compatible(slot: Slot, other: Slot) -> bool:
         if other.kind != slot.kind:
@@ -161,9 +174,12 @@ def find(
             same = [o for o in sentence.slots if compatible(slot, o)]
             if not same:
                 continue
-            score = _frame_score(frame, index, context)
+            around = neighbourhoods.get(index)
+            if around is None:
+                around = neighbourhoods[index] = _neighbourhood(index, context)
+            score = _frame_score(frame, around)
             if pronoun_led:
-                score += 0.5 * len(asked & set(sentence.stems))
+                score += 0.5 * len(asked & around[0])
             mine = [o for o in same if same_value(slot, o)]
             if mine:
                 best_with = max(best_with, score)

@@ -111,6 +111,7 @@ for _name, _members in _CLASSES.items():
         _CLASS_OF[_word] = _CLASS_OF.get(_word, frozenset()) | {_name}
 
 
+@lru_cache(maxsize=65536)
 def _lemma(word: str) -> str:
     """The form a lexicon compares: periods as their unit ("weekly" -> "week"), plurals as
     singulars ("minutes" -> "minute")."""
@@ -292,6 +293,15 @@ def _negatives(sentence: _Words) -> frozenset[str]:
     return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
 
+@lru_cache(maxsize=1024)
+def _polarity_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A sentence's content stems other than its negations, and its negatives: read once
+    per context sentence, not once per claim compared with it."""
+    sentence = _read(text)
+    affirmed = sentence.stems - {stem(w) for w in sentence.words if is_negation(w)}
+    return affirmed, _negatives(sentence)
+
+
 _CONDITIONS = frozenset("if unless whether although though why".split())
 
 
@@ -340,10 +350,9 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     for sentence in (_read(t) for t in context):
         share = _share_of(frame, sentence, claim)
         # The same proposition both ways: the sentence says little besides the claim.
-        theirs = set(sentence.stems) - {stem(w) for w in sentence.words if is_negation(w)}
+        theirs, negatives = _polarity_words(sentence.text)
         if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):
             share = 0.0
-        negatives = _negatives(sentence)
         if negatives == mine:
             same = max(same, share)
             continue
