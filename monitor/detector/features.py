@@ -381,9 +381,15 @@ def _slot_contradictions(
     known = context.words | question.words
     asked = slots.parse(query)
 
+    # The claims compare the same few units with every context sentence's: each pair once.
+    similarities: dict[tuple[str, str], float] = {}
+
     def unit_similarity(a: str, b: str) -> float:
-        vectors = embedder.word_vectors([a, b])
-        return float(vectors[0] @ vectors[1])
+        found = similarities.get((a, b))
+        if found is None:
+            vectors = embedder.word_vectors([a, b])
+            found = similarities[(a, b)] = float(vectors[0] @ vectors[1])
+        return found
 
     alone = len(claims) == 1
     return [
