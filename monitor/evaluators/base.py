@@ -57,6 +57,23 @@ class EvalResult:
     def failed(cls, name: str, error: str) -> EvalResult:
         return cls(name=name, error=error)
 
+    @classmethod
+    def verdict(
+        cls, name: str, value: float, threshold: float, explanation: str, **costs: Any
+    ) -> EvalResult:
+        """A 0..1 score (1 = good) that passes at `threshold` or above; `costs` are the
+        token and cost fields of a judged one."""
+        passed = value >= threshold
+        return cls(
+            name=name,
+            score=round(value, 4),
+            normalized=round(value, 4),
+            label="pass" if passed else "fail",
+            passed=passed,
+            explanation=explanation,
+            **costs,
+        )
+
 
 def severity_bucket(level: float) -> Severity:
     """Bucket a 0–7 harm severity: very_low 0–1, low 2–3, medium 4–5, high 6–7."""

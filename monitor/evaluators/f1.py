@@ -45,15 +45,10 @@ class TokenF1:
     async def evaluate(self, record: RagRecord) -> EvalResult:
         if not record.expected_response:
             return EvalResult.failed(self.name, NEEDS_REFERENCE)
+        # Rounded first: the threshold compares the score the result shows.
         value = round(token_f1(record.response or "", record.expected_response), 4)
-        passed = value >= self.threshold
-        return EvalResult(
-            name=self.name,
-            score=value,
-            normalized=value,
-            label="pass" if passed else "fail",
-            passed=passed,
-            explanation=f"token F1 with the reference answer {value:.2f}",
+        return EvalResult.verdict(
+            self.name, value, self.threshold, f"token F1 with the reference answer {value:.2f}"
         )
 
 

@@ -51,15 +51,7 @@ class _LocalEvaluator:
         raise NotImplementedError
 
     def _verdict(self, value: float, explanation: str) -> EvalResult:
-        passed = value >= self.threshold
-        return EvalResult(
-            name=self.name,
-            score=round(value, 4),
-            normalized=round(value, 4),
-            label="pass" if passed else "fail",
-            passed=passed,
-            explanation=explanation,
-        )
+        return EvalResult.verdict(self.name, value, self.threshold, explanation)
 
 
 class LocalGroundedness(_LocalEvaluator):

@@ -158,16 +158,7 @@ class TrustworthinessTlmEvaluator:
         score = consistency.confidence(
             observed, reflected, opts.weights.consistency, opts.weights.reflection
         )
-        passed = score >= self.threshold
-        return EvalResult(
-            name=self.name,
-            score=round(score, 4),
-            normalized=round(score, 4),
-            label="pass" if passed else "fail",
-            passed=passed,
-            explanation=explanation,
-            **costs,
-        )
+        return EvalResult.verdict(self.name, score, self.threshold, explanation, **costs)
 
     async def judge_agreement(self, query: str, response: str, sample: str) -> Verdict[Any]:
         """The judge's YES/NO on whether `sample` states the same facts as `response`."""
