@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.detector.text import shared_results
+from monitor.detector.text import once_per_record, shared_results
 
 _lock = threading.Lock()
 _shared: Embedder | None = None
@@ -96,14 +96,9 @@ class Embedder:
         the same word list are computed once per record (a copy is handed out)."""
         if not words:
             return np.zeros((0, self.dim), dtype=np.float32)
-        shared = shared_results("word_vectors")
-        if shared is None:
-            return _unit(self._stacked(words))
-        key = tuple(words)
-        found: np.ndarray | None = shared.get(key)
-        if found is None:
-            found = shared[key] = _unit(self._stacked(words))
-        return found.copy()
+        return once_per_record(
+            "word_vectors", tuple(words), lambda: _unit(self._stacked(words)), np.copy
+        )
 
     def rare(self, word: str) -> bool:
         return self._word(word)[2] >= _RARE

@@ -16,8 +16,8 @@ from monitor.detector.text import (
     DISCOURSE,
     STOPWORDS,
     fold,
+    once_per_record,
     sentences,
-    shared_results,
     stem,
     tokens,
 )
@@ -49,13 +49,9 @@ def _content_stem(token: str) -> str | None:
 
 
 def _stems(text: str) -> frozenset[str]:
-    shared = shared_results("stems")
-    found: frozenset[str] | None = shared.get(text) if shared is not None else None
-    if found is None:
-        found = frozenset(filter(None, map(_content_stem, tokens(text))))
-        if shared is not None:
-            shared[text] = found
-    return found
+    return once_per_record(
+        "stems", text, lambda: frozenset(filter(None, map(_content_stem, tokens(text))))
+    )
 
 
 def _scale(cosine: float) -> float:

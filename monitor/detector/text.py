@@ -7,9 +7,9 @@ import re
 import threading
 import unicodedata
 from collections import defaultdict
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 # A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
 # suffix. The two start with different characters, so their order does not change what
@@ -117,6 +117,11 @@ class _SharedWork(threading.local):
 
 
 _shared = _SharedWork()
+T = TypeVar("T")
+
+
+def _same(value: T) -> T:
+    return value
 
 
 @contextlib.contextmanager
@@ -150,6 +155,20 @@ def shared_results(kind: str) -> dict[Hashable, Any] | None:
     if len(results) >= _SHARED_LIMIT:
         results.clear()
     return results
+
+
+def once_per_record(
+    kind: str, key: Hashable, compute: Callable[[], T], copy: Callable[[T], T] = _same
+) -> T:
+    """`compute()`; inside `shared_work`, computed once per record for `key` and handed out
+    as `copy` of it (a caller may change what it gets)."""
+    shared = shared_results(kind)
+    if shared is None:
+        return compute()
+    found: T | None = shared.get(key)
+    if found is None:
+        found = shared[key] = compute()
+    return copy(found)
 
 
 def fold(text: str) -> str:
@@ -241,13 +260,12 @@ def _tokens_of_sentences(text: str, shared: dict[Hashable, Any]) -> list[str] | 
 
 def token_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of each of `tokens(text)`."""
-    shared = shared_results("token_spans")
-    if shared is None:
-        return [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
-    found: list[tuple[int, int]] | None = shared.get(text)
-    if found is None:
-        found = shared[text] = [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))]
-    return list(found)
+    return once_per_record(
+        "token_spans",
+        text,
+        lambda: [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))],
+        list,
+    )
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
@@ -260,13 +278,7 @@ def strip_list_marker(sentence: str) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentence split that keeps abbreviations ("Dr.", "U.S.") attached to their sentence."""
-    shared = shared_results("sentences")
-    if shared is None:
-        return _split(text)
-    found: list[str] | None = shared.get(text)
-    if found is None:
-        found = shared[text] = _split(text)
-    return list(found)
+    return once_per_record("sentences", text, lambda: _split(text), list)
 
 
 def _split(text: str) -> list[str]:
