@@ -68,10 +68,24 @@ class Launcher(Protocol):
     async def close(self) -> None: ...
 
 
-class _Child:
-    """A worker process that is the calling process's child."""
+class _ChildProcess(Protocol):
+    """What `subprocess.Popen` and `_OwnChild` both are."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class _Child:
+    """A worker process that is the calling process's child: started by `subprocess`, or
+    forked from this process (`fork_here`)."""
+
+    def __init__(self, popen: _ChildProcess) -> None:
         self._popen = popen
 
     @property
@@ -108,7 +122,7 @@ class Direct:
     async def launch(self) -> tuple[WorkerProcess, socket.socket]:
         if self._forked is not None:
             forked, self._forked = self._forked, None
-            return _OwnWorker(forked.process), forked.sockets[0]
+            return _Child(forked.process), forked.sockets[0]
         ours, theirs = socket.socketpair()
         try:
             popen = await asyncio.to_thread(_start, "worker", [theirs.fileno()])
@@ -181,12 +195,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class _ServerProcess(Protocol):
-    def wait(self, timeout: float | None = None) -> int: ...
-
-    def kill(self) -> None: ...
-
-
 class _OwnChild:
     """A process forked from this one (not by `subprocess`), waited for by its pid."""
 
@@ -218,31 +226,6 @@ class _OwnChild:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-class _OwnWorker:
-    """A worker process forked from this one (`fork_here`)."""
-
-    def __init__(self, child: _OwnChild) -> None:
-        self._child = child
-
-    @property
-    def pid(self) -> int:
-        return self._child.pid
-
-    @property
-    def exitcode(self) -> int | None:
-        return self._child.poll()
-
-    def kill(self) -> None:
-        self._child.kill()
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.to_thread(self._child.wait, timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
 
 
 @dataclass
@@ -312,7 +295,7 @@ class ForkServer:
         self._preload = list(preload)
         self._forked_server = forked
         self._on_exit = on_exit
-        self._server: _ServerProcess | None = None
+        self._server: _ChildProcess | None = None
         self._requests: socket.socket | None = None
         self._notices: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
@@ -360,7 +343,7 @@ class ForkServer:
         if self._requests is not None and self._reading is not None and not self._reading.done():
             return self._requests
         await self.close()
-        server: _ServerProcess
+        server: _ChildProcess
         if self._forked_server is not None:
             forked, self._forked_server = self._forked_server, None
             server = forked.process
@@ -436,7 +419,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> object:
     return pickle.loads(await reader.readexactly(size))
 
 
-async def _stop(server: _ServerProcess) -> None:
+async def _stop(server: _ChildProcess) -> None:
     """Wait a moment for the fork server to exit, then kill it."""
     try:
         await asyncio.to_thread(server.wait, 5.0)
