@@ -429,11 +429,12 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
     far = set(check.far)
     out = []
     for clause in _CLAUSE.split(check.text):
-        if _ADVICE & {fold(t) for t in tokens(clause)}:
+        words = tokens(clause)
+        if _ADVICE & {fold(t) for t in words}:
             continue
         supported = missing = 0
         weight = 0.0
-        for token in tokens(clause):
+        for token in words:
             form, value = normalise(token)
             if value is None and (
                 not form.isalpha() or len(form) < 2 or form in STOPWORDS or form in DISCOURSE
@@ -451,29 +452,23 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
     return out
 
 
-def unsupported_clauses(check: SentenceCheck) -> list[str]:
-    """Clauses of a sentence whose specific content words (weight `_CLAUSE_WEIGHT`) the
-    context lacks entirely, with at most one word backed: an invented claim ("..., and the
-    library has a rooftop garden")."""
-    return [
-        clause
-        for clause, weight, _, supported in _clauses(check)
-        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED
-    ]
-
-
-def thin_clauses(check: SentenceCheck) -> list[str]:
-    """Clauses that are not `unsupported_clauses` but of which at least half the content
-    words, two or more, are missing from the context entirely."""
-    return [
-        clause
-        for clause, weight, missing, supported in _clauses(check)
-        if not (weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED)
-        and missing >= _THIN_WORDS
-        and weight >= _THIN_WEIGHT
-        and missing >= supported
-        and supported <= _THIN_SUPPORTED
-    ]
+def invented_clauses(check: SentenceCheck) -> list[tuple[str, bool]]:
+    """The invented clauses of a sentence, each with whether it is thin. An invented clause
+    has specific content words (weight `_CLAUSE_WEIGHT`) the context lacks entirely, with at
+    most one word backed ("..., and the library has a rooftop garden"); a thin one is not
+    that, but at least half its content words, two or more, are missing entirely."""
+    out = []
+    for clause, weight, missing, supported in _clauses(check):
+        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED:
+            out.append((clause, False))
+        elif (
+            missing >= _THIN_WORDS
+            and weight >= _THIN_WEIGHT
+            and missing >= supported
+            and supported <= _THIN_SUPPORTED
+        ):
+            out.append((clause, True))
+    return out
 
 
 def _summarise(checks: list[SentenceCheck]) -> np.ndarray:

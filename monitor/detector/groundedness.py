@@ -24,12 +24,7 @@ import numpy as np
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import (
-    FEATURE_NAMES,
-    analyse,
-    thin_clauses,
-    unsupported_clauses,
-)
+from monitor.detector.features import FEATURE_NAMES, analyse, invented_clauses
 from monitor.detector.pair_model import HEAD_PATH, PairHead, load_pair_model
 from monitor.detector.sentences import SentenceCheck
 
@@ -118,9 +113,8 @@ def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tupl
 def clause_factor(checks: list[SentenceCheck]) -> float:
     """Each invented clause takes a share of the score: an otherwise well-supported answer
     keeps a passing score, a doubtful one with an invented claim fails."""
-    invented = sum(len(unsupported_clauses(s)) for s in checks)
-    thin = sum(len(thin_clauses(s)) for s in checks)
-    return float(UNSUPPORTED_CLAUSE**invented * THIN_CLAUSE**thin)
+    kinds = [thin for s in checks for _, thin in invented_clauses(s)]
+    return float(UNSUPPORTED_CLAUSE ** kinds.count(False) * THIN_CLAUSE ** kinds.count(True))
 
 
 def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
