@@ -24,6 +24,7 @@ from monitor.detector.roles import (
     root,
     root_overlap,
     same_role,
+    shared_role,
     sole_holder,
 )
 from monitor.detector.slots import (
@@ -227,8 +228,8 @@ def find(
             best_with >= 0
             and slot.kind == "name"
             and fits_rival(
-                len(role & role_words(context[index], rival, RIVAL_ROLE_WORDS)),
-                len(role & own_roles),
+                shared_role(role, role_words(context[index], rival, RIVAL_ROLE_WORDS)),
+                shared_role(role, own_roles),
                 root_overlap(frame, context[index]) - own_frame,
             )
         )
@@ -275,12 +276,11 @@ def find(
             decisive = _one_name(evidence) and (
                 restated >= _MOVED_RESTATED
                 or (
-                    # A claim led by a pronoun may be about anything: its subject is unread.
-                    not pronoun_led
-                    and restated >= _ROLE_HOLDER_RESTATED
-                    # The rival is the one holder of the role, or the claim's value holds
-                    # another role the claim's words fit less well.
-                    and (moved or sole_holder(role, rival, context))
+                    restated >= _ROLE_HOLDER_RESTATED
+                    # The claim's value holds another role the claim's words fit less well,
+                    # or the rival is the one holder of the role and the claim is not led by
+                    # a pronoun (which may be about anything: its subject is unread).
+                    and (moved or (not pronoun_led and sole_holder(role, rival, context)))
                 )
             )
         out.append(

@@ -76,6 +76,13 @@ def root_overlap(frame: set[str], sentence: Parsed) -> int:
     return sum(1 for w in frame if root(w) in roots)
 
 
+def shared_role(a: set[str], b: set[str]) -> int:
+    """How many role words two roles share, every word of leading counted as one: "led by"
+    is not closer to "conducted by" than to "the chief engineer"."""
+    shared = a & b
+    return len(shared - _LEADING) if _LEADS in shared else len(shared)
+
+
 def fits_rival(rival_role: int, own_role: int, frame_lead: int) -> bool:
     """Whether the claim's role words fit the rival's role better than any role the context
     gives the claim's own value; on a tie ("managed by" fits the harbour master and the

@@ -1,6 +1,6 @@
 """Errors worded otherwise than the context: roles by verb, possessive or "led by", a number
 moved onto another noun of its sentence, an opposite in a short claim, a shared first name,
-and a clause half of whose words the context lacks."""
+a clause half of whose words the context lacks, and a negation by "without"."""
 
 from __future__ import annotations
 
@@ -84,3 +84,33 @@ def test_a_clause_half_of_whose_words_the_context_lacks_takes_a_share_of_the_sco
         ("and it also runs baking classes for children.", True)  # thin, no other
     ]
     assert clause_factor(checks) == 0.8
+
+
+YARD = [
+    "The chief designer of the yard is Konrad Brenberg. Gulls nest on the crane. The hulls are "
+    "built from oak. The yard belongs to Milo Silholt."
+]
+CABLEWAY = [
+    "Night tours are led by the guide Ines Yskholt. The chief engineer is Nadia Ravberg. The "
+    "cableway opened in 1940."
+]
+
+
+def test_a_role_given_to_the_owner_fails_even_after_a_pronoun() -> None:
+    for answer in ("Its boats are designed by Milo Silholt.", "Milo Silholt designs the boats."):
+        assert _fails("Who designs the boats?", YARD, answer), answer
+    assert not _fails("Who designs the boats?", YARD, "Its boats are designed by Konrad Brenberg.")
+
+
+def test_leading_in_other_words_is_not_a_rival_s_role() -> None:
+    # "led by" and "chief engineer" both name a leader: the guide who leads the tours does not
+    # hold the answer's role better than the engineer it names.
+    assert not _fails("Who is the engineer?", CABLEWAY, "Engineering is led by Nadia Ravberg.")
+
+
+def test_without_negates_the_word_after_it() -> None:
+    heated = ["The honey is heated before bottling. The apiary has 40 hives."]
+    unheated = ["The honey is not heated before bottling. The apiary has 40 hives."]
+    answer = "The honey is bottled without being heated."
+    assert _fails("Is the honey heated?", heated, answer)
+    assert not _fails("Is the honey heated?", unheated, answer)
