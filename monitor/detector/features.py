@@ -410,6 +410,12 @@ _ADVICE = frozenset(
     "may might could should recommend recommended recommends consult seek advisable suggest "
     "suggested best according important remember note try ensure".split()
 )
+# An offer of help to the reader ("let me know if you need anything else") claims nothing.
+_COURTESY = re.compile(
+    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|(?:happy|glad) to help|"
+    r"(?:can|could|may) (?:i )?help you|anything else)\b",
+    re.IGNORECASE,
+)
 _CLAUSE_WEIGHT = 1.5
 _CLAUSE_SUPPORTED = 1
 # A thinner invented clause: at least two words the context lacks entirely (weight 1.2 by
@@ -430,7 +436,7 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
     out = []
     for clause in _CLAUSE.split(check.text):
         words = tokens(clause)
-        if _ADVICE & {fold(t) for t in words}:
+        if _ADVICE & {fold(t) for t in words} or _COURTESY.search(clause):
             continue
         supported = missing = 0
         weight = 0.0

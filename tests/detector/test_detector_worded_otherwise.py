@@ -114,3 +114,18 @@ def test_without_negates_the_word_after_it() -> None:
     answer = "The honey is bottled without being heated."
     assert _fails("Is the honey heated?", heated, answer)
     assert not _fails("Is the honey heated?", unheated, answer)
+
+
+def test_an_offer_of_help_is_not_an_invented_clause() -> None:
+    context = ["Gemini is a constellation of the zodiac, named after the twins of Greek myth."]
+    answer = (
+        "Gemini is a constellation named after the twins of Greek myth. Let me know if you "
+        "need further clarification or if there is anything else I can help you with."
+    )
+    checks = analyse("What is Gemini?", context, answer, shared_embedder()).sentences
+    assert [c for s in checks for c in invented_clauses(s)] == []
+    invented = (
+        "Gemini is a constellation named after the twins. Its brightest star hosts seven planets."
+    )
+    checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
+    assert [c for s in checks for c in invented_clauses(s)] != []
