@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
+from monitor.detector.embedding import shared_embedder
 from monitor.detector.roles import root
 from monitor.detector.text import (
     DISCOURSE,
@@ -42,6 +43,9 @@ _FRAME = 2
 # sentence's own content words the claim restates.
 _FLIP_RESTATED = 0.66
 _BOTH_WAYS = 0.5
+# For a polarity flip, a claim word this close (word vectors) to a word of the sentence is
+# restated in other words ("bikes" and "bicycles").
+_FLIP_SYNONYM = 0.7
 _OPPOSITE_PAIRS = """
 east west | north south | northeast southwest | northwest southeast | eastern western |
 northern southern | upstream downstream | above below | upper lower | top bottom |
@@ -332,6 +336,27 @@ def _verbal_negation(sentence: _Words) -> bool:
     )
 
 
+def _synonym_share(frame: set[str], sentence: _Words, claim: _Words) -> float:
+    """`_share_of`, a claim word also counted when a word of the sentence is close to it
+    (word vectors): the same proposition in other words. At least two words restated, one
+    of them as written."""
+    written = {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
+    if not written:
+        return 0.0
+    rest = sorted({w for w in claim.words if w.isalpha() and stem(w) in frame - written})
+    theirs = sorted({w for w in sentence.words if w.isalpha() and w not in STOPWORDS})
+    close = 0
+    if rest and theirs:
+        embedder = shared_embedder()
+        sims = embedder.word_vectors(rest) @ embedder.word_vectors(theirs).T
+        close = len(
+            {stem(w) for w, row in zip(rest, sims, strict=True) if row.max() >= _FLIP_SYNONYM}
+        )
+    if len(written) + close < _FRAME:
+        return 0.0
+    return (len(written) + close) / len(frame)
+
+
 def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     """A claim that restates a context sentence with the opposite polarity in other words
     ("Dogs may walk the trails" against "Dogs are not permitted on the trails"): one side
@@ -362,11 +387,11 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
         )
         if not (mine > negatives or negatives > mine) or not all(is_negation(w) for w in added):
             continue
-        if (
-            share >= _FLIP_RESTATED
-            and _verbal_negation(negating)
-            and (best is None or share > best[0])
-        ):
+        if not _verbal_negation(negating):
+            continue
+        if share < _FLIP_RESTATED and len(theirs) <= _SHORT:
+            share = _synonym_share(frame, sentence, claim)
+        if share >= _FLIP_RESTATED and (best is None or share > best[0]):
             best = (share, sentence)
     if best is None or same >= best[0]:
         return None

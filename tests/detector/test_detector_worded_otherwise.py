@@ -129,3 +129,12 @@ def test_an_offer_of_help_is_not_an_invented_clause() -> None:
     )
     checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
     assert [c for s in checks for c in invented_clauses(s)] != []
+
+
+def test_a_polarity_flip_restated_with_a_synonym_fails() -> None:
+    ferry = [
+        "Tordahl Ferries runs the crossing between Kelport and Marvale. Boats leave Kelport "
+        "every 40 minutes. Bicycles are allowed on board. The first boat sailed in 1921."
+    ]
+    assert _fails("Can I bring my bike?", ferry, "Bikes are not allowed on the boats.")
+    assert not _fails("Can I bring my bike?", ferry, "Bikes are allowed on the boats.")
