@@ -19,6 +19,7 @@ from monitor.detector.roles import (
     fits_rival,
     frame_of,
     in_claim,
+    passive_subject,
     relation,
     role_words,
     root,
@@ -166,7 +167,7 @@ def find(
         parts = date_parts(claim, slot) if slot.kind in group else {}
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
-        role = role_words(claim, slot, _ROLE_WORDS)
+        role = role_words(claim, slot, _ROLE_WORDS) | passive_subject(claim, slot)
         # The roles the claim's own value fills wherever the context has it.
         own_roles: set[str] = set()
         # The most claim words a sentence naming the claim's own value has (by root).

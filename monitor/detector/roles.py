@@ -43,6 +43,25 @@ def role_words(parsed: Parsed, slot: Slot, width: int) -> set[str]:
     return out | {_LEADS} if out & _LEADING else out
 
 
+_PASSIVE_AUXILIARIES = frozenset("is are was were".split())
+
+
+def passive_subject(claim: Parsed, slot: Slot) -> set[str]:
+    """For "<subject> is <verb> by X" (the name the sentence's agent), the subject's role
+    words: "the training is run by X" gives X the role of training."""
+    raw = [fold(t) for t in tokens(claim.text)]
+    if slot.start < 3 or raw[slot.start - 1] != "by":
+        return set()
+    aux = [i for i in range(slot.start - 1) if raw[i] in _PASSIVE_AUXILIARIES]
+    if len(aux) != 1 or aux[0] != slot.start - 3:
+        return set()
+    return {
+        stem(w.removesuffix("'s"))[:5]
+        for w in raw[: aux[0]]
+        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
+    }
+
+
 @lru_cache(maxsize=65536)
 def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and

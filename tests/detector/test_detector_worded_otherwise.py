@@ -138,3 +138,12 @@ def test_a_polarity_flip_restated_with_a_synonym_fails() -> None:
     ]
     assert _fails("Can I bring my bike?", ferry, "Bikes are not allowed on the boats.")
     assert not _fails("Can I bring my bike?", ferry, "Bikes are allowed on the boats.")
+
+
+def test_the_subject_of_a_passive_claim_is_part_of_the_role() -> None:
+    station = [
+        "The station is commanded by chief officer Anselm Ravness. Training is organised by "
+        "Milo Garley. The siren is tested on Mondays."
+    ]
+    assert _fails("Who organises training?", station, "The training is run by Anselm Ravness.")
+    assert not _fails("Who organises training?", station, "The training is run by Milo Garley.")
