@@ -147,3 +147,13 @@ def test_the_subject_of_a_passive_claim_is_part_of_the_role() -> None:
     ]
     assert _fails("Who organises training?", station, "The training is run by Anselm Ravness.")
     assert not _fails("Who organises training?", station, "The training is run by Milo Garley.")
+
+
+def test_a_quantifier_backs_no_clause() -> None:
+    # "every" is in any context: "the choir tours Japan every spring" is a clause invented
+    # whole (only "choir" backed), not a thin one.
+    answer = "Rehearsals last 4 hours, and the choir tours Japan every spring."
+    checks = analyse("How long are rehearsals?", CHOIR, answer, shared_embedder()).sentences
+    assert [c for s in checks for c in invented_clauses(s)] == [
+        ("and the choir tours Japan every spring.", False)
+    ]
