@@ -78,8 +78,14 @@ def affirmed(sentence: Sentence) -> frozenset[str]:
 
 
 def loose(word: str) -> str:
+    """A stem without a plural "s" or the doubled consonant of an ending ("swimming" and
+    "swim" meet)."""
     s = stem(word)
-    return s[:-1] if len(s) > 3 and s.endswith("s") else s
+    if len(s) > 3 and s.endswith("s"):
+        s = s[:-1]
+    if len(s) >= 4 and s[-1] == s[-2] and s[-1] not in "aeiouls":
+        s = s[:-1]
+    return s
 
 
 def stated(negated: frozenset[str], sentence: Sentence, embedder: Embedder) -> frozenset[str]:
@@ -101,10 +107,10 @@ def same_claim(claim: Sentence, evidence: Sentence, similarity: float) -> bool:
     """Whether the evidence sentence states the claim's content (similar, or most words shared)."""
     if similarity >= _SAME_CLAIM:
         return True
-    mine = {stem(w) for w in claim.folded if w not in STOPWORDS and w not in DISCOURSE}
+    mine = {loose(w) for w in claim.folded if w not in STOPWORDS and w not in DISCOURSE}
     if not mine:
         return False
-    theirs = {stem(w) for w in evidence.folded}
+    theirs = {loose(w) for w in evidence.folded}
     return len(mine & theirs) / len(mine) >= _SHARED_WORDS
 
 
@@ -118,9 +124,11 @@ def restates(claim: Sentence, evidence: Sentence, flipped: frozenset[str]) -> bo
         for w in claim.folded
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in ignore
     }
-    if len(mine) < _RESTATED_WORDS:
-        return False
     theirs = {loose(w) for w in evidence.folded}
+    if len(mine) < _RESTATED_WORDS:
+        # A two-word claim ("Uniforms are not required") restates its evidence when the
+        # evidence has both words as written, the flipped one included.
+        return bool(mine) and mine <= theirs and any(loose(w) in theirs for w in flipped)
     return len(mine & theirs) / len(mine) >= _RESTATES
 
 

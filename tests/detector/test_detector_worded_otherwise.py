@@ -157,3 +157,15 @@ def test_a_quantifier_backs_no_clause() -> None:
     assert [c for s in checks for c in invented_clauses(s)] == [
         ("and the choir tours Japan every spring.", False)
     ]
+
+
+def test_a_short_claim_with_its_polarity_flipped_fails() -> None:
+    harbour = [
+        "Kelacre Harbour is a fishing port near Wescrag. Swimming is allowed in the harbour. "
+        "Pupils of the sailing school are required to wear life jackets."
+    ]
+    # Two content words, one of them the flipped one, inflected otherwise ("swim").
+    assert _fails("Can I swim?", harbour, "You may not swim in the harbour.")
+    assert not _fails("Can I swim?", harbour, "You may swim in the harbour.")
+    assert _fails("Are jackets required?", harbour, "Life jackets are not required.")
+    assert not _fails("Are jackets required?", harbour, "Life jackets are required.")
