@@ -167,7 +167,10 @@ def find(
         parts = date_parts(claim, slot) if slot.kind in group else {}
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
-        role = role_words(claim, slot, _ROLE_WORDS) | passive_subject(claim, slot)
+        role = role_words(claim, slot, _ROLE_WORDS)
+        # Whom a role is about ("the training is run by X"): weighed only when the context
+        # gives the claim's value a role of its own, not to pick the rival.
+        subject = passive_subject(claim, slot)
         # The roles the claim's own value fills wherever the context has it.
         own_roles: set[str] = set()
         # The most claim words a sentence naming the claim's own value has (by root).
@@ -229,8 +232,8 @@ def find(
             best_with >= 0
             and slot.kind == "name"
             and fits_rival(
-                shared_role(role, role_words(context[index], rival, RIVAL_ROLE_WORDS)),
-                shared_role(role, own_roles),
+                shared_role(role | subject, role_words(context[index], rival, RIVAL_ROLE_WORDS)),
+                shared_role(role | subject, own_roles),
                 root_overlap(frame, context[index]) - own_frame,
             )
         )

@@ -87,8 +87,9 @@ def test_a_clause_half_of_whose_words_the_context_lacks_takes_a_share_of_the_sco
 
 
 YARD = [
-    "The chief designer of the yard is Konrad Brenberg. Gulls nest on the crane. The hulls are "
-    "built from oak. The yard belongs to Milo Silholt."
+    "Marane Yard builds fishing boats at the river mouth in Varvale. The yard sits downstream "
+    "of the old bridge. The chief designer of the yard is Konrad Brenberg. The yard belongs to "
+    "Milo Silholt. Gulls nest on the crane."
 ]
 CABLEWAY = [
     "Night tours are led by the guide Ines Yskholt. The chief engineer is Nadia Ravberg. The "
@@ -97,8 +98,8 @@ CABLEWAY = [
 
 
 def test_a_role_given_to_the_owner_fails_even_after_a_pronoun() -> None:
-    for answer in ("Its boats are designed by Milo Silholt.", "Milo Silholt designs the boats."):
-        assert _fails("Who designs the boats?", YARD, answer), answer
+    # The yard's own name builds the boats: the designer is the rival, not the yard.
+    assert _fails("Who designs the boats?", YARD, "Its boats are designed by Milo Silholt.")
     assert not _fails("Who designs the boats?", YARD, "Its boats are designed by Konrad Brenberg.")
 
 
