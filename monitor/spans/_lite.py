@@ -1,6 +1,6 @@
 """Wire-compatible, reduced views of `ExportTraceServiceRequest` for fast decoding.
 
-Three views of the same bytes, each parsed by the C (upb) parser in one call:
+Views of the same bytes, each parsed by the C (upb) parser in one call:
 
 - `SkeletonRequest`: per span only what trace assembly needs (ids, parent, name, times,
   flags) plus the status as raw bytes; attributes and events are skipped as unknown
@@ -8,6 +8,12 @@ Three views of the same bytes, each parsed by the C (upb) parser in one call:
 - `RawRequest`: each span as its serialized bytes (`ScopeSpans.spans` declared as
   `repeated bytes`), kept so that a span's attributes and events can be decoded later,
   and only for the traces that are evaluated.
+- `ColumnsRequest`: per scope, the ids, statuses and flags of all its spans as columns,
+  for the triage (`decode_protobuf`): `ScopeSpans.spans` is declared as a single
+  message whose fields are repeated, and the parser merges the occurrences of a single
+  message field into one, appending each span's values to the columns. A field a span
+  omits (an empty parent, status or flags) adds nothing to its column, so only the
+  columns of fields every valid span has (trace and span ids) line up with the spans.
 - `LiteSpan`: one span with attributes and events, for that later decoding. The OTLP
   `KeyValue {string key = 1; AnyValue value = 2;}` has the same wire format as a
   protobuf map entry, so declaring `attributes` as `map<string, bytes>` lets the C parser
@@ -76,7 +82,7 @@ def _request(
     _message(file, "Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
 
 
-def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
+def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any]]:
     pool = descriptor_pool.DescriptorPool()
 
     skeleton = descriptor_pb2.FileDescriptorProto(
@@ -92,6 +98,25 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
     )
     _request(raw, (_F.TYPE_BYTES, None), resource=False)
     pool.Add(raw)
+
+    columns = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_columns.proto", package=f"{_PACKAGE}.columns", syntax="proto3"
+    )
+    _message(
+        columns,
+        "Spans",
+        [
+            ("trace_id", 1, _F.TYPE_BYTES, True, None),
+            ("span_id", 2, _F.TYPE_BYTES, True, None),
+            ("parent_span_id", 4, _F.TYPE_BYTES, True, None),
+            ("status", 15, _F.TYPE_BYTES, True, None),
+            ("flags", 16, _F.TYPE_FIXED32, True, None),
+        ],
+    )
+    _message(columns, "ScopeSpans", [("spans", 2, _F.TYPE_MESSAGE, False, "Spans")])
+    _message(columns, "ResourceSpans", [("scope_spans", 2, _F.TYPE_MESSAGE, True, "ScopeSpans")])
+    _message(columns, "Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
+    pool.Add(columns)
 
     full = descriptor_pb2.FileDescriptorProto(
         name="rag_monitor_otlp_span.proto", package=f"{_PACKAGE}.span", syntax="proto3"
@@ -116,9 +141,10 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
     return (
         cls(f"{_PACKAGE}.skeleton.Request"),
         cls(f"{_PACKAGE}.raw.Request"),
+        cls(f"{_PACKAGE}.columns.Request"),
         cls(f"{_PACKAGE}.span.Span"),
         cls(f"{_PACKAGE}.span.Status"),
     )
 
 
-SkeletonRequest, RawRequest, LiteSpan, LiteStatus = _build()
+SkeletonRequest, RawRequest, ColumnsRequest, LiteSpan, LiteStatus = _build()

@@ -8,10 +8,12 @@ an OTLP partial success. A body that cannot be parsed at all raises `DecodeError
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 
+from monitor.spans._lite import ColumnsRequest as _ColumnsRequest
 from monitor.spans._lite import LiteStatus as _LiteStatus
 from monitor.spans._lite import RawRequest as _RawRequest
 from monitor.spans._lite import SkeletonRequest as _SkeletonRequest
@@ -51,6 +53,9 @@ class Triage(Protocol):
     def keeps(self, trace_id: bytes) -> bool:
         """Whether the trace may be sampled (or was forced earlier): its spans are built."""
 
+    def kept(self, trace_ids: Collection[bytes]) -> set[bytes]:
+        """Those of `trace_ids` that `keeps`, decided in one call."""
+
     def force(self, trace_id: bytes) -> None:
         """The trace was forced here: its spans that come later are kept too."""
 
@@ -81,7 +86,9 @@ def decode_protobuf(
         if triage is None:
             decoded = _decode_protobuf(request, _RawRequest.FromString(body), absent)
         else:
-            decoded = _decode_triaged(request, body, absent, triage, {})
+            decoded = _triaged_by_columns(request, body, absent, triage) or _decode_triaged(
+                request, body, absent, triage, {}
+            )
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError(
             "bad_protobuf", f"body is not an ExportTraceServiceRequest: {exc}"
@@ -93,6 +100,9 @@ def decode_protobuf(
 
 
 _STATUS_UNSET_OR_OK = (b"", b"\x18\x01")
+_SIXTEEN = frozenset((16,))
+_EIGHT = frozenset((8,))
+_NONE_OR_EIGHT = frozenset((0, 8))
 _STATUS_ERROR_BYTES = b"\x18\x02"
 
 
@@ -226,10 +236,95 @@ def _decode_triaged(
                 kept.append((r, s, i, span, service, resource))
     if recount:
         return _decode_triaged(request, body, absent, triage, decisions)
+    return Decoded(_built(kept, body, absent), rejected, message, forgotten, roots)
+
+
+def _triaged_by_columns(
+    request: Any, body: bytes, absent: frozenset[str], triage: Triage
+) -> Decoded | None:
+    """`_decode_triaged` for the usual request — every id well-formed and, when an error
+    forces sampling, no span with status ERROR — from each scope's id columns
+    (`ColumnsRequest`: no Python object per span, the triage asked once per trace id),
+    reading the skeleton only of the spans kept. None for any other request, which
+    takes the span-by-span path.
+
+    The trace id column lines up with the spans when it holds one id per span. It could
+    also when one span omits its trace id and another repeats that field (protobuf
+    keeps the last); such a request would have the first span counted as forgotten
+    rather than rejected. A kept span's id is checked against its skeleton."""
+    check_status = triage.forced_by_error
+    decided: set[bytes] = set()
+    kept_ids: set[bytes] = set()
+    forgotten = 0
+    roots: dict[str, int] = {}
+    kept: list[tuple[int, int, int, Any, str, dict[str, Any]]] = []
+    columns = _ColumnsRequest.FromString(body).resource_spans
+    for r, (resource_spans, resource_columns) in enumerate(
+        zip(request.resource_spans, columns, strict=True)
+    ):
+        resource = _attributes(resource_spans.resource.attributes)
+        service = str(resource.get("service.name") or "unknown")
+        for s, (scope_spans, scope_columns) in enumerate(
+            zip(resource_spans.scope_spans, resource_columns.scope_spans, strict=True)
+        ):
+            spans = scope_spans.spans
+            count = len(spans)
+            column = scope_columns.spans
+            trace_ids = list(column.trace_id)
+            span_ids = list(column.span_id)
+            parents = list(column.parent_span_id)  # only the spans that have one
+            if (
+                len(trace_ids) != count
+                or len(span_ids) != count
+                or not _SIXTEEN.issuperset(map(len, trace_ids))
+                or not _EIGHT.issuperset(map(len, span_ids))
+                or not _NONE_OR_EIGHT.issuperset(map(len, parents))
+                or _ZERO_TRACE in trace_ids
+                or _ZERO_SPAN in span_ids
+                or (check_status and _any_error(column.status))
+            ):
+                return None
+            here = set(trace_ids)
+            new = here - decided
+            decided |= new
+            kept_ids |= triage.kept(new)
+            keep = here & kept_ids
+            if any(f & _REMOTE_PARENT == _REMOTE_PARENT for f in set(column.flags)):
+                root_count = sum(1 for span in spans if _is_root(span))
+            else:
+                root_count = count - len(parents) + parents.count(b"")
+            if keep:
+                for i, trace_id in enumerate(trace_ids):
+                    if trace_id in keep:
+                        span = spans[i]
+                        if span.trace_id != trace_id:
+                            return None
+                        kept.append((r, s, i, span, service, resource))
+                        root_count -= _is_root(span)
+            forgotten += count
+            if root_count:
+                roots[service] = roots.get(service, 0) + root_count
+    return Decoded(_built(kept, body, absent), 0, "", forgotten - len(kept), roots)
+
+
+def _is_root(span: Any) -> bool:
+    """A skeleton span with no parent, or a parent flagged remote."""
+    return not span.parent_span_id or span.flags & _REMOTE_PARENT == _REMOTE_PARENT
+
+
+def _any_error(statuses: Any) -> bool:
+    """Whether any of these serialized statuses has code ERROR."""
+    return any(_is_error(status) for status in statuses if status not in _STATUS_UNSET_OR_OK)
+
+
+def _built(
+    kept: list[tuple[int, int, int, Any, str, dict[str, Any]]], body: bytes, absent: frozenset[str]
+) -> list[Span]:
+    """The `Span`s of the spans kept, with their serialized bytes."""
     spans: list[Span] = []
     if kept:
         raw_resources = _RawRequest.FromString(body).resource_spans
         for r, s, i, span, service, resource in kept:
             raw = raw_resources[r].scope_spans[s].spans[i]
             spans.append(_span(span, raw, service, resource, absent))
-    return Decoded(spans, rejected, message, forgotten, roots)
+    return spans
