@@ -8,7 +8,8 @@ an OTLP partial success. A body that cannot be parsed at all raises `DecodeError
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import ctypes
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
@@ -76,7 +77,7 @@ def decode_protobuf(
     will be asked for on every span; one search of the whole body settles, for all its
     spans at once, the ones that occur nowhere in it. `triage`: build spans only for the
     traces it keeps (see `Triage`)."""
-    absent = frozenset(key for key in probe if key.encode() not in body)
+    absent = frozenset(key for key in probe if not _occurs(key.encode(), body))
     if triage is not None and (
         triage.keeps_everything or (triage.forced_by_feedback and FEEDBACK_KEY not in absent)
     ):
@@ -97,6 +98,31 @@ def decode_protobuf(
         for span in decoded.spans:
             span.decode()
     return decoded
+
+
+def _find_with_memmem() -> Callable[[bytes, bytes], bool] | None:
+    """The C library's `memmem` as `needle in haystack` for bytes (about twice as fast
+    as Python's search on a request body), or None where there is none."""
+    memmem = getattr(ctypes.CDLL(None), "memmem", None)
+    if memmem is None:
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+
+    def occurs(needle: bytes, haystack: bytes) -> bool:
+        return memmem(haystack, len(haystack), needle, len(needle)) is not None
+
+    return occurs
+
+
+_memmem = _find_with_memmem()
+
+
+def _occurs(needle: bytes, body: bytes) -> bool:
+    """`needle in body`, searched once per request for the probed keys."""
+    if _memmem is not None and type(body) is bytes and needle:
+        return _memmem(needle, body)
+    return needle in body
 
 
 _STATUS_UNSET_OR_OK = (b"", b"\x18\x01")
