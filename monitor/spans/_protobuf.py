@@ -18,6 +18,7 @@ from monitor.spans._lite import ColumnsRequest as _ColumnsRequest
 from monitor.spans._lite import LiteStatus as _LiteStatus
 from monitor.spans._lite import RawRequest as _RawRequest
 from monitor.spans._lite import SkeletonRequest as _SkeletonRequest
+from monitor.spans._lite import SkeletonSpan as _SkeletonSpan
 from monitor.spans._span import (
     _HAS_IS_REMOTE,
     _IS_REMOTE,
@@ -83,12 +84,13 @@ def decode_protobuf(
     ):
         triage = None  # every trace kept, or feedback may force any: decode it whole
     try:
-        request = _SkeletonRequest.FromString(body)
         if triage is None:
-            decoded = _decode_protobuf(request, _RawRequest.FromString(body), absent)
+            decoded = _decode_protobuf(
+                _SkeletonRequest.FromString(body), _RawRequest.FromString(body), absent
+            )
         else:
-            decoded = _triaged_by_columns(request, body, absent, triage) or _decode_triaged(
-                request, body, absent, triage, {}
+            decoded = _triaged_by_columns(body, absent, triage) or _decode_triaged(
+                _SkeletonRequest.FromString(body), body, absent, triage, {}
             )
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError(
@@ -265,36 +267,38 @@ def _decode_triaged(
     return Decoded(_built(kept, body, absent), rejected, message, forgotten, roots)
 
 
-def _triaged_by_columns(
-    request: Any, body: bytes, absent: frozenset[str], triage: Triage
-) -> Decoded | None:
+def _triaged_by_columns(body: bytes, absent: frozenset[str], triage: Triage) -> Decoded | None:
     """`_decode_triaged` for the usual request — every id well-formed and, when an error
-    forces sampling, no span with status ERROR — from each scope's id columns
-    (`ColumnsRequest`: no Python object per span, the triage asked once per trace id),
-    reading the skeleton only of the spans kept. None for any other request, which
-    takes the span-by-span path.
+    forces sampling, no span with status ERROR — from each scope's columns
+    (`ColumnsRequest`: no Python object per span, the triage asked once per trace id) and
+    the spans' serialized bytes (`RawRequest`, which also gives their number); only the
+    spans kept are parsed, one at a time. None for any other request (and for a body
+    these views cannot parse), which takes the span-by-span path.
 
     The trace id column lines up with the spans when it holds one id per span. It could
     also when one span omits its trace id and another repeats that field (protobuf
     keeps the last); such a request would have the first span counted as forgotten
-    rather than rejected. A kept span's id is checked against its skeleton."""
+    rather than rejected. A kept span's id is checked against its own parse."""
+    try:
+        columns = _ColumnsRequest.FromString(body).resource_spans
+        raw_resources = _RawRequest.FromString(body).resource_spans
+    except (_ProtoDecodeError, RuntimeError, ValueError):
+        return None
     check_status = triage.forced_by_error
     decided: set[bytes] = set()
     kept_ids: set[bytes] = set()
     forgotten = 0
     roots: dict[str, int] = {}
-    kept: list[tuple[int, int, int, Any, str, dict[str, Any]]] = []
-    columns = _ColumnsRequest.FromString(body).resource_spans
-    for r, (resource_spans, resource_columns) in enumerate(
-        zip(request.resource_spans, columns, strict=True)
-    ):
-        resource = _attributes(resource_spans.resource.attributes)
+    kept: list[Span] = []
+    skeleton: Any = None  # parsed only to find roots under remote parents
+    for r, (resource_columns, raw_resource) in enumerate(zip(columns, raw_resources, strict=True)):
+        resource = _attributes(resource_columns.resource.attributes)
         service = str(resource.get("service.name") or "unknown")
-        for s, (scope_spans, scope_columns) in enumerate(
-            zip(resource_spans.scope_spans, resource_columns.scope_spans, strict=True)
+        for s, (scope_columns, raw_scope) in enumerate(
+            zip(resource_columns.scope_spans, raw_resource.scope_spans, strict=True)
         ):
-            spans = scope_spans.spans
-            count = len(spans)
+            raw_spans = raw_scope.spans
+            count = len(raw_spans)
             column = scope_columns.spans
             trace_ids = list(column.trace_id)
             span_ids = list(column.span_id)
@@ -316,21 +320,25 @@ def _triaged_by_columns(
             kept_ids |= triage.kept(new)
             keep = here & kept_ids
             if any(f & _REMOTE_PARENT == _REMOTE_PARENT for f in set(column.flags)):
+                if skeleton is None:
+                    skeleton = _SkeletonRequest.FromString(body)
+                spans = skeleton.resource_spans[r].scope_spans[s].spans
                 root_count = sum(1 for span in spans if _is_root(span))
             else:
                 root_count = count - len(parents) + parents.count(b"")
             if keep:
                 for i, trace_id in enumerate(trace_ids):
                     if trace_id in keep:
-                        span = spans[i]
+                        raw = raw_spans[i]
+                        span = _SkeletonSpan.FromString(raw)
                         if span.trace_id != trace_id:
                             return None
-                        kept.append((r, s, i, span, service, resource))
+                        kept.append(_span(span, raw, service, resource, absent))
                         root_count -= _is_root(span)
             forgotten += count
             if root_count:
                 roots[service] = roots.get(service, 0) + root_count
-    return Decoded(_built(kept, body, absent), 0, "", forgotten - len(kept), roots)
+    return Decoded(kept, 0, "", forgotten - len(kept), roots)
 
 
 def _is_root(span: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -16,7 +17,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceTriage
-from monitor.spans import Decoded
+from monitor.spans import Decoded, DecodeError, decode_protobuf
 from monitor.spans._protobuf import (
     _decode_triaged,
     _SkeletonRequest,
@@ -129,7 +130,7 @@ def test_the_column_path_agrees_with_the_span_by_span_path(
     forced_ids = [trace_ids[t] for t in sorted(forced)]
     absent = frozenset({"rag.feedback"})
 
-    by_columns = _triaged_by_columns(request, body, absent, _triage(rate, always_error, forced_ids))
+    by_columns = _triaged_by_columns(body, absent, _triage(rate, always_error, forced_ids))
     span_by_span = _decode_triaged(
         request, body, absent, _triage(rate, always_error, forced_ids), {}
     )
@@ -161,5 +162,25 @@ def test_malformed_ids_leave_the_request_to_the_span_by_span_path() -> None:
         scope = _field(2, good.SerializeToString()) + _field(2, bad.SerializeToString())
         body = _field(1, _field(2, scope))
         request = _SkeletonRequest.FromString(body)
-        assert _triaged_by_columns(request, body, frozenset(), triage) is None
+        assert _triaged_by_columns(body, frozenset(), triage) is None
         assert _decode_triaged(request, body, frozenset(), triage, {}).rejected == 1
+
+
+def test_bodies_the_column_view_cannot_parse_are_decoded_as_span_by_span() -> None:
+    """Flags sent in packed form (a length-delimited field 16) are an unknown field to the
+    skeleton, and malformed to the column view: the span-by-span path decides."""
+    triage = _triage(0.0, False, [])
+    span = ProtoSpan(trace_id=b"\x02" * 16, span_id=b"\x01" * 8, name="ok").SerializeToString()
+    packed_flags = bytes([0x82, 0x01, 3]) + b"abc"  # field 16, length 3: not a fixed32 list
+    body = _field(1, _field(2, _field(2, span + packed_flags)))
+    assert _triaged_by_columns(body, frozenset(), triage) is None
+    decoded = decode_protobuf(body, lazy=True, triage=triage)
+    assert (decoded.spans, decoded.forgotten, decoded.forgotten_roots) == ([], 1, {"unknown": 1})
+
+
+def test_a_span_name_that_is_not_utf8_refuses_the_body_with_or_without_triage() -> None:
+    span = ProtoSpan(trace_id=b"\x02" * 16, span_id=b"\x01" * 8).SerializeToString()
+    body = _field(1, _field(2, _field(2, span + _field(5, b"\xff\xfe"))))
+    for triage in (None, _triage(0.0, False, [])):
+        with pytest.raises(DecodeError):
+            decode_protobuf(body, lazy=True, triage=triage)
