@@ -39,4 +39,9 @@ def keep_freed_heap() -> bool:
     )
     if not done:
         log.debug("mallopt refused the heap thresholds; the C library's defaults stay")
+    # What start-up freed (imports, configuration) goes back now: the threshold is for
+    # the buffers of the requests to come, not for that.
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
     return done
