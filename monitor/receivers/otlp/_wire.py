@@ -154,6 +154,8 @@ def token_ok(presented: str | None, expected: str | None) -> bool:
 
 def export_response(decoded: Decoded, *, as_json: bool) -> bytes:
     """Success or partial success (`rejected_spans` + message), in the request's encoding."""
+    if not decoded.rejected and not as_json:
+        return b""  # a full success: the empty message
     return _partial_success(
         decoded, as_json, ExportTraceServiceResponse(), "rejected_spans", "rejectedSpans"
     )
