@@ -185,7 +185,7 @@ class OtlpHttpReceiver:
         size = 0
         try:
             async with asyncio.timeout(self._read_timeout):
-                async for chunk in request.content.iter_any():
+                async for chunk, _ in request.content.iter_chunks():
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > self._limit:
