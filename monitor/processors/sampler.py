@@ -20,6 +20,8 @@ gives exactly the same answer, found once per rate (`_bound`).
 from __future__ import annotations
 
 import hashlib
+from binascii import hexlify
+from collections.abc import Iterable
 from typing import Protocol
 
 from monitor.config import Sampling
@@ -147,6 +149,23 @@ class Sampler:
         `always.negative_feedback`): what can be decided from the key alone."""
         ceiling = self._ceiling
         return ceiling == _ALL_DIGESTS or (ceiling != _NOTHING and _digest(key) < ceiling)
+
+    def may_sample_ids(self, trace_ids: Iterable[bytes]) -> set[bytes]:
+        """The trace ids (raw bytes) whose sampling key, the id in lowercase hex, passes
+        `may_sample`: the same decisions, one loop for a request's traces."""
+        ceiling = self._ceiling
+        if ceiling == _ALL_DIGESTS:
+            return set(trace_ids)
+        if ceiling == _NOTHING:
+            return set()
+        copy = _PREPARED.copy
+        kept = set()
+        for trace_id in trace_ids:
+            state = copy()
+            state.update(hexlify(trace_id))  # == trace_id.hex().encode()
+            if state.digest() < ceiling:
+                kept.add(trace_id)
+        return kept
 
     def base_rate(self, service: str, route: str) -> float:
         for override in self._overrides:

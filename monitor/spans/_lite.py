@@ -1,6 +1,6 @@
 """Wire-compatible, reduced views of `ExportTraceServiceRequest` for fast decoding.
 
-Three views of the same bytes, each parsed by the C (upb) parser in one call:
+Views of the same bytes, each parsed by the C (upb) parser in one call:
 
 - `SkeletonRequest`: per span only what trace assembly needs (ids, parent, name, times,
   flags) plus the status as raw bytes; attributes and events are skipped as unknown
@@ -8,6 +8,14 @@ Three views of the same bytes, each parsed by the C (upb) parser in one call:
 - `RawRequest`: each span as its serialized bytes (`ScopeSpans.spans` declared as
   `repeated bytes`), kept so that a span's attributes and events can be decoded later,
   and only for the traces that are evaluated.
+- `ColumnsRequest`: per scope, the skeleton's fields (but the times) of all its spans as
+  columns, for the triage (`decode_protobuf`): `ScopeSpans.spans` is declared as a
+  single message whose fields are repeated, and the parser merges the occurrences of a
+  single message field into one, appending each span's values to the columns. A field a
+  span omits (an empty parent, status or flags) adds nothing to its column, so only the
+  columns of fields every valid span has (trace and span ids) line up with the spans.
+  The spans the triage keeps are read from their serialized bytes (`RawRequest`) as
+  `SkeletonSpan`s.
 - `LiteSpan`: one span with attributes and events, for that later decoding. The OTLP
   `KeyValue {string key = 1; AnyValue value = 2;}` has the same wire format as a
   protobuf map entry, so declaring `attributes` as `map<string, bytes>` lets the C parser
@@ -64,10 +72,14 @@ def _span_ids() -> list[Field]:
 
 
 def _request(
-    file: descriptor_pb2.FileDescriptorProto, span: tuple[int, str | None], *, resource: bool
+    file: descriptor_pb2.FileDescriptorProto,
+    span: tuple[int, str | None],
+    *,
+    resource: bool,
+    spans_repeated: bool = True,
 ) -> None:
     kind, type_name = span
-    _message(file, "ScopeSpans", [("spans", 2, kind, True, type_name)])
+    _message(file, "ScopeSpans", [("spans", 2, kind, spans_repeated, type_name)])
     fields: list[Field] = [("scope_spans", 2, _F.TYPE_MESSAGE, True, "ScopeSpans")]
     if resource:
         _message(file, "Resource", [], attrs=1)
@@ -76,14 +88,15 @@ def _request(
     _message(file, "Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
 
 
-def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
+def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any], type[Any]]:
     pool = descriptor_pool.DescriptorPool()
 
     skeleton = descriptor_pb2.FileDescriptorProto(
         name="rag_monitor_otlp_skeleton.proto", package=f"{_PACKAGE}.skeleton", syntax="proto3"
     )
     # The status stays serialized: almost always empty or {code: OK}, compared as bytes.
-    _message(skeleton, "Span", [*_span_ids(), ("status", 15, _F.TYPE_BYTES, False, None)])
+    skeleton_span = [*_span_ids(), ("status", 15, _F.TYPE_BYTES, False, None)]
+    _message(skeleton, "Span", skeleton_span)
     _request(skeleton, (_F.TYPE_MESSAGE, "Span"), resource=True)
     pool.Add(skeleton)
 
@@ -92,6 +105,19 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
     )
     _request(raw, (_F.TYPE_BYTES, None), resource=False)
     pool.Add(raw)
+
+    columns = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_columns.proto", package=f"{_PACKAGE}.columns", syntax="proto3"
+    )
+    # The skeleton's fields but the times, each repeated: a body the skeleton refuses (a
+    # span name or a resource attribute key that is not UTF-8) is refused here too.
+    _message(
+        columns,
+        "Span",
+        [(name, n, kind, True, t) for name, n, kind, _, t in skeleton_span if n not in (7, 8)],
+    )
+    _request(columns, (_F.TYPE_MESSAGE, "Span"), resource=True, spans_repeated=False)
+    pool.Add(columns)
 
     full = descriptor_pb2.FileDescriptorProto(
         name="rag_monitor_otlp_span.proto", package=f"{_PACKAGE}.span", syntax="proto3"
@@ -115,10 +141,12 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any]]:
 
     return (
         cls(f"{_PACKAGE}.skeleton.Request"),
+        cls(f"{_PACKAGE}.skeleton.Span"),
         cls(f"{_PACKAGE}.raw.Request"),
+        cls(f"{_PACKAGE}.columns.Request"),
         cls(f"{_PACKAGE}.span.Span"),
         cls(f"{_PACKAGE}.span.Status"),
     )
 
 
-SkeletonRequest, RawRequest, LiteSpan, LiteStatus = _build()
+SkeletonRequest, SkeletonSpan, RawRequest, ColumnsRequest, LiteSpan, LiteStatus = _build()

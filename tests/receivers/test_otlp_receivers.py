@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from monitor.config import Config
+from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
@@ -412,3 +413,32 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     await stage.shutdown(1.0)
     await stage.shutdown(1.0)
     assert not stage.accepting and stage.abandoned == 0
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.999])  # decoded in the decode thread / on the loop
+async def test_a_chunked_body_is_read_whole(rate: float, telemetry: Telemetry) -> None:
+    stage = RecordingStage()
+    config = _config().model_copy(
+        update={"sampling": _config().sampling.model_copy(update={"rate": rate})}
+    )
+    receivers = await _started(config, stage, telemetry)
+    try:
+        assert receivers.http is not None
+        sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators})
+        trace_id, spans = capture(CONVENTIONS["openinference"], WATER)
+        while not sampler.may_sample(trace_id):  # one in a thousand at 0.999
+            trace_id, spans = capture(CONVENTIONS["openinference"], WATER)
+        body = otlp_bytes(spans)
+        pieces = [body[i : i + 7] for i in range(0, len(body), 7)]  # Transfer-Encoding: chunked
+        response = await asyncio.to_thread(_post_chunks, receivers.http.port, pieces, PROTO)
+        assert response.status_code == 200
+        ((_, record),) = await stage.wait_for(trace_id)
+        assert [d.content for d in record.retrieved_context] == WATER.contents
+    finally:
+        await receivers.shutdown(5)
+
+
+def _post_chunks(port: int, pieces: list[bytes], headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(
+        f"http://127.0.0.1:{port}/v1/traces", content=iter(pieces), headers=headers, timeout=10
+    )

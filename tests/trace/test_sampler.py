@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from monitor.config import AlwaysSample, Sampling, SamplingOverride
 from monitor.processors.sampler import Sampler, sampling_position
 from monitor.records import RagRecord
@@ -103,3 +107,13 @@ def test_may_sample_is_false_exactly_when_no_service_or_route_samples_the_key() 
     ).samples_every_key
     nothing = Sampler(Sampling(rate=0.0), {"e": 1.0})
     assert not any(nothing.may_sample(f"{i:032x}") for i in range(100))
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.01, 0.3, 1.0])
+def test_may_sample_ids_decides_as_may_sample_on_the_hex_ids(rate: float) -> None:
+    rng = random.Random(7)
+    trace_ids = {rng.randbytes(16) for _ in range(3_000)}
+    sampler = Sampler(Sampling(rate=rate), {"wide": 1.0, "narrow": 0.5})
+    expected = {t for t in trace_ids if sampler.may_sample(t.hex())}
+    assert sampler.may_sample_ids(trace_ids) == expected
+    assert 0 < len(expected) < len(trace_ids) or rate in (0.0, 1.0)

@@ -257,7 +257,9 @@ async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: T
     stage = trace_stage(_config(queue_size=3), consumer, telemetry)  # type: ignore[arg-type]
     async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(1)])])
-        await wait_until_async(lambda: stage._intake.queued == 0, 5, "the worker to take it")
+        await wait_until_async(
+            lambda: stage._intake.queued == stage._intake.ready == 0, 5, "the worker to take it"
+        )
         for trace in (2, 3, 4):
             assert stage.consume([Delivery("otlp_http", [_root(trace)])])
         assert stage.refuses()

@@ -2,7 +2,7 @@
 sampling decision → extracted records → the evaluation stage.
 
 Receivers hand `Delivery`s to `consume` from any thread (the OTLP decode thread, the
-Kafka consumer thread, the event loop for replay). They wait in a bounded intake
+Kafka consumer thread, the event loop for replay and for small OTLP requests). They wait in a bounded intake
 (`_intake.py`) that one worker thread drains: it assembles spans into traces
 (`TraceAssembler`, bounded in traces and bytes), decides sampling once per released trace
 (`_sampling.py`), and hands records on with the decision attached, in batches, having the
@@ -36,6 +36,9 @@ from monitor.processors.trace._sampling import Sampling
 from monitor.processors.trace._triage import TraceTriage
 from monitor.records import RagRecord, RawRecord, SizeLimits
 from monitor.telemetry import Telemetry
+
+# Spans and records the event loop assembles itself when it hands them in (`_work_here`).
+LOOP_ASSEMBLY_ITEMS = 64
 
 
 class TraceStage:
@@ -132,6 +135,11 @@ class TraceStage:
         return bool(refused)
 
     def consume(self, deliveries: Sequence[Delivery]) -> bool:
+        return self._consume(deliveries, on_the_loop=True)
+
+    def _consume(self, deliveries: Sequence[Delivery], *, on_the_loop: bool) -> bool:
+        """`consume`; `on_the_loop`: the event loop may assemble what it hands in
+        (`_work_here`)."""
         # Records are sampled here, in the caller's thread: most are not sampled, and
         # those need no trip through the intake (they are counted and acknowledged now).
         # A `RawRecord` is validated only when sampled.
@@ -168,7 +176,7 @@ class TraceStage:
                 delivery.on_done(True)
         if pending:
             self._outcomes.depth.set(self._intake.queued)
-            first_ready = self._work_here()
+            first_ready = self._work_here(on_the_loop)
             # Wake the worker only when there is work left for it: spans this thread could
             # not assemble, the first records since its last hand-on (it times the next
             # one), or enough records to hand on now. A wake-up per request would cost GIL
@@ -177,13 +185,19 @@ class TraceStage:
                 self._wake.set()
         return True
 
-    def _work_here(self) -> bool:
+    def _work_here(self, on_the_loop: bool) -> bool:
         """Assemble what is in the intake in this thread — the receiver's decode or
         consumer thread — when no other thread is at it: one thread decodes and
         assembles a request's spans, as two threads would only contend for the GIL. The
-        event loop never does it (replay's `put` leaves it to the worker). True when it
-        made the first records ready since the last hand-on."""
-        if threading.get_ident() == self._loop_thread or not self._work_lock.acquire(False):
+        event loop does it only when `on_the_loop` (a `consume`, not replay's `put`) and
+        for up to `LOOP_ASSEMBLY_ITEMS` (the spans an OTLP request decoded on the loop
+        kept: waking the worker for them costs more than assembling them); the rest is
+        left to the worker. True when it made the first records ready since the last
+        hand-on."""
+        if (
+            threading.get_ident() == self._loop_thread
+            and (not on_the_loop or self._intake.queued > LOOP_ASSEMBLY_ITEMS)
+        ) or not self._work_lock.acquire(False):
             return False
         try:
             out = self._process(self._take(), expire=False)
@@ -231,7 +245,7 @@ class TraceStage:
             self._room_wanted = True
             if not self._intake.accepting:
                 return False
-            if self.consume(deliveries):
+            if self._consume(deliveries, on_the_loop=False):
                 return True
             await self._room.wait()
 

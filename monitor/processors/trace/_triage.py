@@ -13,6 +13,7 @@ view. What that costs the forcing rules is in the trace stage's README.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 
 from prometheus_client import Counter
 
@@ -58,6 +59,13 @@ class TraceTriage:
 
     def keeps(self, trace_id: bytes) -> bool:
         return trace_id in self._forced or self._sampler.may_sample(trace_id.hex())
+
+    def kept(self, trace_ids: Collection[bytes]) -> set[bytes]:
+        forced = self._forced
+        kept = self._sampler.may_sample_ids(trace_ids)
+        if forced:
+            kept.update(trace_id for trace_id in trace_ids if trace_id in forced)
+        return kept
 
     def force(self, trace_id: bytes) -> None:
         with self._lock:

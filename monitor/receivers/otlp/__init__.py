@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
+from monitor.receivers.otlp._heap import keep_freed_heap
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.telemetry import Telemetry
@@ -78,6 +79,7 @@ class OtlpReceivers:
         return self.grpc is not None or self.http is not None
 
     async def start(self) -> None:
+        keep_freed_heap()
         self._decoder.start()
         try:
             if self.grpc is not None:

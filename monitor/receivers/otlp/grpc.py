@@ -1,7 +1,8 @@
 """OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 
 The method is registered with raw bytes in and out, so decoding happens in the receivers'
-decode thread instead of on the event loop. Status codes: OK (with `partial_success` when
+decode thread instead of on the event loop (small protobuf requests decoded with the
+triage excepted: `_wire.decodes_on_the_loop`). Status codes: OK (with `partial_success` when
 some spans had malformed ids), INVALID_ARGUMENT for an undecodable request,
 UNAUTHENTICATED for a missing/wrong `authorization: Bearer <token>` when
 `receivers.otlp.auth_token` is set, UNAVAILABLE (which OTLP exporters retry) when the
@@ -24,8 +25,10 @@ from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
     decode_and_hand_on,
+    decodes_on_the_loop,
     export_logs_response,
     export_response,
+    on_the_loop,
     token_ok,
 )
 from monitor.spans import DecodeError
@@ -134,8 +137,15 @@ class OtlpGrpcReceiver:
                 )
         if self._consumer.refuses():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
+        offload = (
+            on_the_loop
+            if decodes_on_the_loop(
+                len(request), gzip=False, as_json=False, logs=logs, triage=self._triage
+            )
+            else self._offload
+        )
         try:
-            decoded, taken = await self._offload(
+            decoded, taken = await offload(
                 decode_and_hand_on,
                 self._consumer,
                 RECEIVER,

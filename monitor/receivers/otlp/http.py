@@ -27,8 +27,10 @@ from monitor.receivers.otlp._wire import (
     Offload,
     TooLarge,
     decode_and_hand_on,
+    decodes_on_the_loop,
     export_logs_response,
     export_response,
+    on_the_loop,
     status_body,
     token_ok,
 )
@@ -183,7 +185,7 @@ class OtlpHttpReceiver:
         size = 0
         try:
             async with asyncio.timeout(self._read_timeout):
-                async for chunk in request.content.iter_any():
+                async for chunk, _ in request.content.iter_chunks():
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > self._limit:
@@ -200,13 +202,20 @@ class OtlpHttpReceiver:
             )
             response.force_close()
             return response
+        body = b"".join(chunks)
+        gzip = encoding == "gzip"
+        offload = (
+            on_the_loop
+            if decodes_on_the_loop(size, gzip=gzip, as_json=as_json, logs=logs, triage=self._triage)
+            else self._offload
+        )
         try:
-            decoded, taken = await self._offload(
+            decoded, taken = await offload(
                 decode_and_hand_on,
                 self._consumer,
                 RECEIVER,
-                b"".join(chunks),
-                gzip=encoding == "gzip",
+                body,
+                gzip=gzip,
                 as_json=as_json,
                 limit=self._limit,
                 logs=logs,
