@@ -32,8 +32,8 @@ from monitor.detector.slots import (
     date_parts,
     date_phrase,
     looks_like_name,
-    parse,
     parse_bare,
+    parse_sentence,
     same_value,
 )
 from monitor.detector.text import (
@@ -135,7 +135,7 @@ def find(
     value, and either the claim's value appears nowhere in the context, or it appears only in
     sentences that match the frame clearly worse (a value moved from another fact).
     """
-    claim = parse(claim_text)
+    claim = parse_sentence(claim_text)
     out: list[Contradiction] = []
     seen: set[str] = set()
     group = {"year": "date", "month": "date", "day": "date"}

@@ -13,7 +13,6 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -319,12 +318,6 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
 
 
-# Retrieved chunks recur across requests (the same documents answer many questions), and
-# parsing a context sentence for slots is a third of the detector's time on a new context.
-# `Parsed` is never mutated after parsing, so cached values can be shared.
-_parse_context = lru_cache(maxsize=4096)(slots.parse)
-
-
 def _substitutions(
     query: str,
     claims: list[Sentence],
@@ -377,7 +370,7 @@ def _slot_contradictions(
     ]
     if not suspects:
         return []
-    parsed = [_parse_context(text) for doc in contexts for text in sentences(doc)]
+    parsed = [slots.parse_sentence(text) for doc in contexts for text in sentences(doc)]
     known = context.words | question.words
     asked = slots.parse(query)
 
