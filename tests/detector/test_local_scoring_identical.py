@@ -279,6 +279,23 @@ def test_sentence_vectors_match_word_by_word_sums(records: list[RagRecord]) -> N
         assert np.array_equal(embedder.bags([text]), _reference_bags(embedder, [text]))
 
 
+def test_sentence_vectors_of_texts_of_any_lengths_match(records: list[RagRecord]) -> None:
+    """Texts of similar and of very different lengths, empty ones between them, and texts
+    that end or straddle a chunk of word vectors, in one call: each summed as alone."""
+    embedder = shared_embedder()
+    words = [w for r in records for t in r.context_text for w in text_module.tokens(t)]
+    rng = random.Random(29)
+    lengths = [0, 1, 2, 3, 5, 8, 13, 40, 200, _BAG_CHUNK_WORDS - 1, _BAG_CHUNK_WORDS + 7]
+    for _ in range(300):
+        picked = [rng.choice(lengths[:8]) for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.2:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(lengths[8:]))
+        texts = [[rng.choice(words) for _ in range(n)] for n in picked]
+        # Bit for bit: a sum of zeros keeps its sign.
+        want = _reference_bags(embedder, texts).tobytes()
+        assert embedder.bags(texts).tobytes() == want, picked
+
+
 def _random_texts(count: int) -> list[str]:
     pieces = [
         *"aZé_9 .,!?:;'\u2019$%()\"-\n\t",
