@@ -197,7 +197,8 @@ class Embedder:
             rows += [(cached.get(w) or word(w))[0] for w in segments[k][1]]
             rows += [pad] * (longest - lengths[k])
         vectors = np.frombuffer(b"".join(rows), dtype=np.float32)
-        return np.add.reduce(vectors.reshape(len(block), longest, self.dim), axis=1)
+        sums: np.ndarray = np.add.reduce(vectors.reshape(len(block), longest, self.dim), axis=1)
+        return sums
 
     def nearest_similarity(self, words: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
         """For each word, the cosine similarity of the closest vocabulary word (0 when empty)."""
