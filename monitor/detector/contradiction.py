@@ -21,7 +21,6 @@ from monitor.detector.roles import (
     in_claim,
     relation,
     role_words,
-    root,
     root_overlap,
     same_role,
     sole_holder,
@@ -41,6 +40,7 @@ from monitor.detector.text import (
     REFERENCES,
     fold,
     is_negation,
+    root,
     stem,
     token_spans,
     tokens,
@@ -105,8 +105,8 @@ def _neighbourhood(index: int, context: list[Parsed]) -> _Neighbourhood:
     to it."""
     own = frozenset(context[index].stems)
     before = frozenset(context[index - 1].stems) if index > 0 else frozenset()
-    first = tokens(context[index].text)[:1]
-    carried = 1.0 if first and fold(first[0]) in _PRONOUNS else 0.5
+    first = context[index].words[:1]
+    carried = 1.0 if first and first[0] in _PRONOUNS else 0.5
     return own, before, carried
 
 
@@ -237,7 +237,7 @@ def find(
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
-            roots = {root(w) for w in context[index].stems}
+            roots = context[index].roots
             own = sum(1 for w in frame if root(w) in roots)
             if slot.kind == "name" and not (
                 own >= 1
@@ -306,8 +306,7 @@ def _one_word_names(parsed: Parsed, bare: bool = False) -> list[Slot]:
 
 def _governing(parsed: Parsed, slot: Slot) -> str:
     """The word just before a slot ("in", "by", "from"), or "" at the start."""
-    words = tokens(parsed.text)
-    return fold(words[slot.start - 1]) if slot.start > 0 else ""
+    return parsed.words[slot.start - 1] if slot.start > 0 else ""
 
 
 def _name_words(slot: Slot) -> tuple[str, ...]:
@@ -391,10 +390,10 @@ def _decisive(
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
     leading pronoun refers to it), words compared by their roots (`roles.root`)."""
-    near = {root(w) for w in context[index].stems}
-    first = tokens(context[index].text)[:1]
-    if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
-        near |= {root(w) for w in context[index - 1].stems}
+    near = context[index].roots
+    first = context[index].words[:1]
+    if index > 0 and (before or (first and first[0] in _PRONOUNS)):
+        near = near | context[index - 1].roots
     return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
 
 

@@ -17,6 +17,7 @@ from monitor.detector.text import (
     canonical,
     fold,
     number_value,
+    root,
     stem,
     token_spans,
     tokens,
@@ -77,6 +78,9 @@ class Parsed:
     slots: list[Slot]
     stems: list[str]
     slot_tokens: set[int]
+    # The sentence's tokens folded (`text.fold`), and its stems' roots (`text.root`).
+    words: list[str]
+    roots: frozenset[str]
 
 
 def _number(token: str) -> float | None:
@@ -190,7 +194,7 @@ def parse(text: str) -> Parsed:
         for w in bare
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
     ]
-    return Parsed(text, slots, stems, used)
+    return Parsed(text, slots, stems, used, folded, frozenset(map(root, stems)))
 
 
 # Retrieved chunks recur across requests (the same documents answer many questions), and an

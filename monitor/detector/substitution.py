@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
-from monitor.detector.roles import root
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
     STOPWORDS,
     fold,
     is_negation,
+    root,
     stem,
     tokens,
 )

@@ -211,6 +211,19 @@ def stem(word: str) -> str:
 
 
 @lru_cache(maxsize=65536)
+def root(word: str) -> str:
+    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
+    "owner" are one root, as are "directed" and "director"."""
+    for suffix in ("ing", "ed", "es", "er", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
+    return word[:5]
+
+
+@lru_cache(maxsize=65536)
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
