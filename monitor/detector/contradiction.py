@@ -171,7 +171,7 @@ def find(
         # The most claim words a sentence naming the claim's own value has (by root).
         own_frame = 0
         for index, sentence in enumerate(context):
-            same = [o for o in sentence.slots if compatible(slot, o)]
+            same = [o for o in sentence.slots if o.kind == slot.kind and compatible(slot, o)]
             if not same:
                 continue
             around = neighbourhoods.get(index)

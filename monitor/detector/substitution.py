@@ -241,10 +241,12 @@ def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ..
 def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Contradiction]:
     """Swapped opposites and co-hyponyms (units included) in one response sentence."""
     claim = _read(claim_text)
+    candidates = {w for w in claim.words if _lemma(w) in _OPPOSITES or _lemma(w) in _CLASS_OF}
+    if not candidates:
+        return []
     asked = _read(question)
     evidence = [_read(t) for t in context]
     out: list[Contradiction] = []
-    candidates = {w for w in claim.words if _lemma(w) in _OPPOSITES or _lemma(w) in _CLASS_OF}
     for word in sorted(candidates):
         lemma = _lemma(word)
         frame = _frame(claim, asked, {stem(word)})

@@ -72,6 +72,7 @@ NEGATIONS = frozenset(
 )
 
 
+@lru_cache(maxsize=65536)
 def is_negation(word: str) -> bool:
     """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
     return word in NEGATIONS or word.endswith("n't")
@@ -186,6 +187,8 @@ def once_per_record(
     return copy(found)
 
 
+# Called on every token by every check: a cached word is looked up faster than folded.
+@lru_cache(maxsize=65536)
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -303,7 +306,8 @@ _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
 
 def strip_list_marker(sentence: str) -> str:
     """Drops a leading "1." / "2)" / "-" enumeration marker, which is layout, not a claim."""
-    return _LIST_MARKER.sub("", sentence, count=1)
+    marker = _LIST_MARKER.match(sentence)
+    return sentence[marker.end() :] if marker else sentence
 
 
 def sentences(text: str) -> list[str]:
