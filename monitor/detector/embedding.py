@@ -204,9 +204,9 @@ class Embedder:
         """For each word, the cosine similarity of the closest vocabulary word (0 when empty)."""
         if not words or not vocabulary:
             return np.zeros(len(words))
-        closest: np.ndarray = (self.word_vectors(words) @ self.word_vectors(vocabulary).T).max(
-            axis=1
-        )
+        # Both lists' vectors in one call (each row is computed alone).
+        vectors = self.word_vectors([*words, *vocabulary])
+        closest: np.ndarray = (vectors[: len(words)] @ vectors[len(words) :].T).max(axis=1)
         return closest
 
 
