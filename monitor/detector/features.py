@@ -377,14 +377,22 @@ def _slot_contradictions(
     known = context.words | question.words
     asked = slots.parse(query)
 
-    # The claims compare the same few units with every context sentence's: each pair once.
+    # The claims compare the same few units with every context sentence's: each pair once,
+    # from every unit's vector computed in one call when the first pair is asked for (a
+    # row is computed alone, so a pair's vectors are those of the pair on its own).
     similarities: dict[tuple[str, str], float] = {}
+    vectors: dict[str, np.ndarray] = {}
 
     def unit_similarity(a: str, b: str) -> float:
         found = similarities.get((a, b))
         if found is None:
-            vectors = embedder.word_vectors([a, b])
-            found = similarities[(a, b)] = float(vectors[0] @ vectors[1])
+            if a not in vectors or b not in vectors:
+                named = [*parsed, *map(slots.parse_sentence, suspects)]
+                units = sorted(
+                    {a, b, *(o.unit for p in named for o in p.slots if o.kind == "number")} - {""}
+                )
+                vectors.update(zip(units, embedder.word_vectors(units), strict=True))
+            found = similarities[(a, b)] = float(vectors[a] @ vectors[b])
         return found
 
     alone = len(claims) == 1
