@@ -39,7 +39,7 @@ class Sentence:
     @classmethod
     def parse(cls, text: str) -> Sentence:
         raw = tokens(strip_list_marker(text))
-        forms = [normalise(t) for t in raw]
+        forms = list(map(normalise, raw))
         return cls(text, raw, [f for f, _ in forms], [n for _, n in forms])
 
 

@@ -97,7 +97,7 @@ def parse(text: str) -> Parsed:
     """Finds the slots of one sentence."""
     raw = tokens(text)
     spans = token_spans(text)
-    folded = [fold(t) for t in raw]
+    folded = list(map(fold, raw))
     slots: list[Slot] = []
     used: set[int] = set()
     n = len(raw)

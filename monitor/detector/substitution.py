@@ -136,7 +136,7 @@ class _Words:
 # Context chunks recur across requests; a worker keeps its last sentences read.
 @lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
-    words = tuple(fold(t) for t in tokens(text))
+    words = tuple(map(fold, tokens(text)))
     content = {
         stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
         for w in words
@@ -145,9 +145,9 @@ def _read(text: str) -> _Words:
     return _Words(
         text,
         words,
-        frozenset(_lemma(w) for w in words),
+        frozenset(map(_lemma, words)),
         frozenset(content),
-        frozenset(root(w) for w in content),
+        frozenset(map(root, content)),
     )
 
 
@@ -286,11 +286,14 @@ _AUXILIARIES = frozenset(
 _SHORT = 8
 
 
+_LEADING_NO = re.compile(r"\s*no\s*[,.!;:]", re.IGNORECASE)
+
+
 def _negatives(sentence: _Words) -> frozenset[str]:
     """The sentence's negations and negative words ("not", "without", "never"); an answer's
     leading "No," answers the question and negates nothing in the sentence."""
     words = sentence.words
-    if re.match(r"\s*no\s*[,.!;:]", sentence.text, re.IGNORECASE):
+    if _LEADING_NO.match(sentence.text):
         words = words[1:]
     return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
