@@ -53,7 +53,9 @@ class Embedder:
     def __init__(self, table: np.ndarray, tokenizer: Any) -> None:
         """`table`: the sub-word vectors, one row per token id (any float dtype: rows
         are widened to float32 when read)."""
-        self._table = table
+        # A plain array over the same memory: a memory map's rows pass through its Python
+        # subclass hooks on every read.
+        self._table = table.view(np.ndarray)
         self._tokenizer = tokenizer
         self._words: dict[str, tuple[bytes, int, float]] = {}
         self._cache_lock = threading.Lock()

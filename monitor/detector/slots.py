@@ -110,7 +110,8 @@ def parse(text: str) -> Parsed:
         return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
 
     for i, token in enumerate(raw):
-        value = _number(token)
+        # Only a token that starts with a digit or "$" is a number (`_number`).
+        value = _number(token) if token[0].isdigit() or token[0] == "$" else None
         if value is None or (i > 0 and folded[i - 1] in REFERENCES):
             continue
         hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
@@ -157,7 +158,7 @@ def parse(text: str) -> Parsed:
                 used.add(i)
     i = 0
     while i < n:
-        if not _capitalised(raw[i], folded[i]):
+        if not raw[i][0].isupper() or not _capitalised(raw[i], folded[i]):
             i += 1
             continue
         j = i + 1
