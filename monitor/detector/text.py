@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -130,6 +130,8 @@ class _SharedWork(threading.local):
         self.key: object = None
         self.depth = 0
         self.results: defaultdict[str, dict[Hashable, Any]] = defaultdict(dict)
+        # `results` inside `shared_work`, None outside: what `shared_results` reads.
+        self.active: defaultdict[str, dict[Hashable, Any]] | None = None
 
 
 _shared = _SharedWork()
@@ -140,23 +142,39 @@ def _same(value: T) -> T:
     return value
 
 
-@contextlib.contextmanager
-def shared_work(key: object) -> Iterator[None]:
+def shared_work(key: object) -> AbstractContextManager[None]:
     """Within the block, the pure text functions (`tokens`, `token_spans`, `sentences`,
     sentence vectors, ...) compute each text once and hand out the same result again: the
     four local evaluators read the same query, context and response of a record. What is
     kept belongs to `key` (the record, by identity): entering with another key drops it, so
     no record is scored with anything another record computed."""
-    shared = _shared
-    if shared.key is not key:
-        shared.results = defaultdict(dict)
-        shared.key = key
-    shared.depth += 1
-    try:
-        yield
-    finally:
+    return _Scope(key)
+
+
+class _Scope(AbstractContextManager[None]):
+    """A `shared_work` block (a class: a generator-based context manager costs several
+    times as much, and every evaluator of every record enters one)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __enter__(self) -> None:
+        shared = _shared
+        if shared.key is not self.key:
+            shared.results = defaultdict(dict)
+            shared.key = self.key
+        shared.depth += 1
+        shared.active = shared.results
+
+    def __exit__(self, *exc: object) -> None:
+        shared = _shared
         shared.depth -= 1
-        if not shared.depth and sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
+        if shared.depth:
+            return
+        shared.active = None
+        if sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
             shared.results = defaultdict(dict)
             shared.key = None
 
@@ -164,10 +182,10 @@ def shared_work(key: object) -> Iterator[None]:
 def shared_results(kind: str) -> dict[Hashable, Any] | None:
     """The results of `kind` computed for the current record (text -> result) inside
     `shared_work`; None outside it (compute, keep nothing)."""
-    shared = _shared
-    if not shared.depth:
+    active = _shared.active
+    if active is None:
         return None
-    results = shared.results[kind]
+    results = active[kind]
     if len(results) >= _SHARED_LIMIT:
         results.clear()
     return results
