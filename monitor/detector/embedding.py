@@ -214,9 +214,12 @@ class Embedder:
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (rows of zeros stay zero)."""
-    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch.
-    norms = np.sqrt(np.add.reduce(vectors * vectors, axis=1, keepdims=True))
-    unit: np.ndarray = vectors / np.maximum(norms, 1e-9)
+    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch; the norms
+    # computed in place.
+    norms = np.add.reduce(vectors * vectors, axis=1, keepdims=True)
+    np.sqrt(norms, out=norms)
+    np.maximum(norms, 1e-9, out=norms)
+    unit: np.ndarray = vectors / norms
     return unit
 
 

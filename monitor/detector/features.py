@@ -260,7 +260,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         # numpy calls' overhead is most of its time at these sizes.
         vectors = embedder.bags([s.raw for s in (*claims, *evidence)])
         sims = vectors[: len(claims)] @ vectors[len(claims) :].T
-        best = sims.argmax(axis=1)
+        best = sims.argmax(axis=1).tolist()  # Python ints: cheaper to index with
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
             flipped = (
