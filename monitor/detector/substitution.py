@@ -354,6 +354,8 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     same = 0.0
     for sentence in (_read(t) for t in context):
         share = _share_of(frame, sentence, claim)
+        if not share:
+            continue  # a sentence that restates nothing of the claim backs and flips nothing
         # The same proposition both ways: the sentence says little besides the claim.
         theirs, negatives = _polarity_words(sentence.text)
         if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):
