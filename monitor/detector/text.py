@@ -334,7 +334,7 @@ def sentences(text: str) -> list[str]:
 
 
 def _split(text: str) -> list[str]:
-    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    parts = [s for s in map(str.strip, _SENTENCE.split(text)) if s]
     merged: list[str] = []
     for part in parts:
         # An abbreviation ends the text (4 characters at most, and the one before it for
