@@ -296,6 +296,25 @@ def test_sentence_vectors_of_texts_of_any_lengths_match(records: list[RagRecord]
         assert embedder.bags(texts).tobytes() == want, picked
 
 
+def test_word_vectors_in_one_call_give_the_similarities_of_separate_calls(
+    records: list[RagRecord],
+) -> None:
+    """Unit similarities and nearest-word similarities are computed from the rows of one
+    call for many words: the same numbers as from the words' own calls."""
+    embedder = shared_embedder()
+    words = sorted({w.lower() for r in records for t in r.context_text for w in t.split()})
+    rng = random.Random(31)
+    for _ in range(200):
+        units = rng.sample(words, rng.randint(2, 12))
+        together = embedder.word_vectors(units)
+        a, b = rng.sample(range(len(units)), 2)
+        pair = embedder.word_vectors([units[a], units[b]])
+        assert float(together[a] @ together[b]) == float(pair[0] @ pair[1])
+        missing, vocabulary = units[:3], rng.sample(words, rng.randint(1, 60))
+        separate = (embedder.word_vectors(missing) @ embedder.word_vectors(vocabulary).T).max(1)
+        assert embedder.nearest_similarity(missing, vocabulary).tobytes() == separate.tobytes()
+
+
 def _random_texts(count: int) -> list[str]:
     pieces = [
         *"aZé_9 .,!?:;'\u2019$%()\"-\n\t",
