@@ -22,7 +22,6 @@ from monitor.detector.roles import (
     passive_subject,
     relation,
     role_words,
-    root,
     root_overlap,
     same_role,
     shared_role,
@@ -34,8 +33,8 @@ from monitor.detector.slots import (
     date_parts,
     date_phrase,
     looks_like_name,
-    parse,
     parse_bare,
+    parse_sentence,
     same_value,
 )
 from monitor.detector.text import (
@@ -43,6 +42,7 @@ from monitor.detector.text import (
     REFERENCES,
     fold,
     is_negation,
+    root,
     stem,
     token_spans,
     tokens,
@@ -107,8 +107,8 @@ def _neighbourhood(index: int, context: list[Parsed]) -> _Neighbourhood:
     to it."""
     own = frozenset(context[index].stems)
     before = frozenset(context[index - 1].stems) if index > 0 else frozenset()
-    first = tokens(context[index].text)[:1]
-    carried = 1.0 if first and fold(first[0]) in _PRONOUNS else 0.5
+    first = context[index].words[:1]
+    carried = 1.0 if first and first[0] in _PRONOUNS else 0.5
     return own, before, carried
 
 
@@ -116,7 +116,10 @@ def _frame_score(frame: set[str], around: _Neighbourhood) -> float:
     """Claim frame words the sentence has, and those of the sentence before it as `around`
     counts them."""
     own, before, carried = around
-    return sum(1.0 if w in own else carried if w in before else 0.0 for w in frame)
+    # Counted with set operations: the terms are 1.0 and `carried` (1.0 or 0.5), whose sums
+    # are exact in any order.
+    mine = frame & own
+    return len(mine) + carried * len((frame - mine) & before)
 
 
 UnitSimilarity = Callable[[str, str], float]
@@ -137,7 +140,7 @@ def find(
     value, and either the claim's value appears nowhere in the context, or it appears only in
     sentences that match the frame clearly worse (a value moved from another fact).
     """
-    claim = parse(claim_text)
+    claim = parse_sentence(claim_text)
     out: list[Contradiction] = []
     seen: set[str] = set()
     group = {"year": "date", "month": "date", "day": "date"}
@@ -176,7 +179,7 @@ def find(
         # The most claim words a sentence naming the claim's own value has (by root).
         own_frame = 0
         for index, sentence in enumerate(context):
-            same = [o for o in sentence.slots if compatible(slot, o)]
+            same = [o for o in sentence.slots if o.kind == slot.kind and compatible(slot, o)]
             if not same:
                 continue
             around = neighbourhoods.get(index)
@@ -242,7 +245,7 @@ def find(
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
-            roots = {root(w) for w in context[index].stems}
+            roots = context[index].roots
             own = sum(1 for w in frame if root(w) in roots)
             if slot.kind == "name" and not (
                 own >= 1
@@ -310,8 +313,7 @@ def _one_word_names(parsed: Parsed, bare: bool = False) -> list[Slot]:
 
 def _governing(parsed: Parsed, slot: Slot) -> str:
     """The word just before a slot ("in", "by", "from"), or "" at the start."""
-    words = tokens(parsed.text)
-    return fold(words[slot.start - 1]) if slot.start > 0 else ""
+    return parsed.words[slot.start - 1] if slot.start > 0 else ""
 
 
 def _name_words(slot: Slot) -> tuple[str, ...]:
@@ -395,10 +397,10 @@ def _decisive(
 def _loose_share(frame: set[str], index: int, context: list[Parsed], before: bool = True) -> float:
     """The share of the frame in the sentence (and the one before, when `before` or when a
     leading pronoun refers to it), words compared by their roots (`roles.root`)."""
-    near = {root(w) for w in context[index].stems}
-    first = tokens(context[index].text)[:1]
-    if index > 0 and (before or (first and fold(first[0]) in _PRONOUNS)):
-        near |= {root(w) for w in context[index - 1].stems}
+    near = context[index].roots
+    first = context[index].words[:1]
+    if index > 0 and (before or (first and first[0] in _PRONOUNS)):
+        near = near | context[index - 1].roots
     return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
 
 

@@ -38,6 +38,8 @@ _RARE = math.log(8000 / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS)
 _BOUNDARY = "\u2581"
 _CACHE_LIMIT = 50_000
 _BAG_CHUNK_WORDS = 4096
+# One float32 -0.0, the padding of a block of word vectors (`Embedder._add_block_sums`).
+_NEGATIVE_ZERO = struct.pack("<f", -0.0)
 
 
 _WEIGHTS = "weights/l2_supercat_256.safetensors"
@@ -51,7 +53,9 @@ class Embedder:
     def __init__(self, table: np.ndarray, tokenizer: Any) -> None:
         """`table`: the sub-word vectors, one row per token id (any float dtype: rows
         are widened to float32 when read)."""
-        self._table = table
+        # A plain array over the same memory: a memory map's rows pass through its Python
+        # subclass hooks on every read.
+        self._table = table.view(np.ndarray)
         self._tokenizer = tokenizer
         self._words: dict[str, tuple[bytes, int, float]] = {}
         self._cache_lock = threading.Lock()
@@ -132,52 +136,90 @@ class Embedder:
 
     def _sums(self, texts: Sequence[Sequence[str]]) -> np.ndarray:
         """Each text's word vectors summed in word order, a chunk of `_BAG_CHUNK_WORDS` at a
-        time (each chunk's sum added to the text's): memory stays one chunk of word vectors
-        whatever the texts' length. Short texts share a chunk: their word vectors are
-        joined into one array and each text's rows summed as a slice of it."""
+        time (each chunk's sum added to the text's): memory stays within two chunks of word
+        vectors whatever the texts' length. Short texts share a chunk, summed together
+        (`_add_block_sums`)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        batch: list[str] = []
-        segments: list[tuple[int, int, int]] = []  # (text, first row, end row) in `batch`
-
-        def flush() -> None:
-            if not segments:
-                return
-            vectors = self._stacked(batch)
-            sums = [np.add.reduce(vectors[start:end], axis=0) for _, start, end in segments]
-            owners = [i for i, _, _ in segments]
-            if len(set(owners)) == len(owners):
-                out[owners] += sums
-            else:
-                for i, chunk_sum in zip(owners, sums, strict=True):
-                    out[i] += chunk_sum
-            batch.clear()
-            segments.clear()
-
+        batch: list[tuple[int, Sequence[str]]] = []  # (text, its words in this chunk)
+        size = 0
         for i, words in enumerate(texts):
             for start in range(0, len(words), _BAG_CHUNK_WORDS):
                 chunk = words[start : start + _BAG_CHUNK_WORDS]
-                if len(batch) + len(chunk) > _BAG_CHUNK_WORDS:
-                    flush()
-                segments.append((i, len(batch), len(batch) + len(chunk)))
-                batch.extend(chunk)
-        flush()
+                if size + len(chunk) > _BAG_CHUNK_WORDS:
+                    self._add_block_sums(out, batch)
+                    batch, size = [], 0
+                batch.append((i, chunk))
+                size += len(chunk)
+        if batch:
+            self._add_block_sums(out, batch)
         return out
+
+    def _add_block_sums(self, out: np.ndarray, segments: list[tuple[int, Sequence[str]]]) -> None:
+        """Adds each segment's word-vector sum to its text's row of `out`. Segments of
+        similar length (padding at most doubles a block) are laid out as one block of rows
+        per segment, padded to the longest with rows of -0.0 (x + -0.0 is x, bit for bit),
+        and a block is summed along its rows in one reduction: the same additions in the
+        same order as summing each segment's rows alone. A text's chunks before its last
+        fill a batch alone, so the texts of the segments are distinct."""
+        lengths = [len(words) for _, words in segments]
+        longest = max(lengths)
+        if len(segments) * longest <= 2 * sum(lengths):
+            sums = self._block(segments, range(len(segments)), lengths, longest)
+            first, last = segments[0][0], segments[-1][0]
+            if last - first + 1 == len(segments):  # consecutive texts (none empty)
+                out[first : last + 1] += sums
+            else:
+                out[[i for i, _ in segments]] += sums
+            return
+        order = sorted(range(len(segments)), key=lengths.__getitem__, reverse=True)
+        at = 0
+        while at < len(order):
+            longest = lengths[order[at]]
+            words, end = longest, at + 1
+            while end < len(order) and (end - at + 1) * longest <= 2 * (
+                words + lengths[order[end]]
+            ):
+                words += lengths[order[end]]
+                end += 1
+            block = order[at:end]
+            out[[segments[k][0] for k in block]] += self._block(segments, block, lengths, longest)
+            at = end
+
+    def _block(
+        self,
+        segments: list[tuple[int, Sequence[str]]],
+        block: Sequence[int],
+        lengths: list[int],
+        longest: int,
+    ) -> np.ndarray:
+        """The word-vector sums of `segments[k]` for k in `block`, one row each."""
+        cached, word, pad = self._words, self._word, _NEGATIVE_ZERO * self.dim
+        rows: list[bytes] = []
+        for k in block:
+            rows += [(cached.get(w) or word(w))[0] for w in segments[k][1]]
+            rows += [pad] * (longest - lengths[k])
+        vectors = np.frombuffer(b"".join(rows), dtype=np.float32)
+        sums: np.ndarray = np.add.reduce(vectors.reshape(len(block), longest, self.dim), axis=1)
+        return sums
 
     def nearest_similarity(self, words: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
         """For each word, the cosine similarity of the closest vocabulary word (0 when empty)."""
         if not words or not vocabulary:
             return np.zeros(len(words))
-        closest: np.ndarray = (self.word_vectors(words) @ self.word_vectors(vocabulary).T).max(
-            axis=1
-        )
+        # Both lists' vectors in one call (each row is computed alone).
+        vectors = self.word_vectors([*words, *vocabulary])
+        closest: np.ndarray = (vectors[: len(words)] @ vectors[len(words) :].T).max(axis=1)
         return closest
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (rows of zeros stay zero)."""
-    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch.
-    norms = np.sqrt(np.add.reduce(vectors * vectors, axis=1, keepdims=True))
-    unit: np.ndarray = vectors / np.maximum(norms, 1e-9)
+    # The arithmetic of `np.linalg.norm(vectors, axis=1)`, without its dispatch; the norms
+    # computed in place.
+    norms = np.add.reduce(vectors * vectors, axis=1, keepdims=True)
+    np.sqrt(norms, out=norms)
+    np.maximum(norms, 1e-9, out=norms)
+    unit: np.ndarray = vectors / norms
     return unit
 
 

@@ -13,7 +13,6 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from monitor.detector.polarity import (
     same_claim,
 )
 from monitor.detector.sentences import Sentence, SentenceCheck, Support, normalise
+from monitor.detector.summary import summarise
 from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
@@ -257,8 +257,11 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     evidence = _window(evidence)
 
     if checks and evidence:
-        sims = embedder.bags([s.raw for s in claims]) @ embedder.bags([s.raw for s in evidence]).T
-        best = sims.argmax(axis=1)
+        # One call for both sides' sentence vectors (each row is computed alone): the
+        # numpy calls' overhead is most of its time at these sizes.
+        vectors = embedder.bags([s.raw for s in (*claims, *evidence)])
+        sims = vectors[: len(claims)] @ vectors[len(claims) :].T
+        best = sims.argmax(axis=1).tolist()  # Python ints: cheaper to index with
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
             flipped = (
@@ -313,16 +316,8 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
-    summary = np.concatenate(
-        [_summarise(checks), [len(contradictions), len(strong), len(invented)]]
-    )
+    summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
-
-
-# Retrieved chunks recur across requests (the same documents answer many questions), and
-# parsing a context sentence for slots is a third of the detector's time on a new context.
-# `Parsed` is never mutated after parsing, so cached values can be shared.
-_parse_context = lru_cache(maxsize=4096)(slots.parse)
 
 
 def _substitutions(
@@ -377,18 +372,26 @@ def _slot_contradictions(
     ]
     if not suspects:
         return []
-    parsed = [_parse_context(text) for doc in contexts for text in sentences(doc)]
+    parsed = [slots.parse_sentence(text) for doc in contexts for text in sentences(doc)]
     known = context.words | question.words
     asked = slots.parse(query)
 
-    # The claims compare the same few units with every context sentence's: each pair once.
+    # The claims compare the same few units with every context sentence's: each pair once,
+    # from every unit's vector computed in one call when the first pair is asked for (a
+    # row is computed alone, so a pair's vectors are those of the pair on its own).
     similarities: dict[tuple[str, str], float] = {}
+    vectors: dict[str, np.ndarray] = {}
 
     def unit_similarity(a: str, b: str) -> float:
         found = similarities.get((a, b))
         if found is None:
-            vectors = embedder.word_vectors([a, b])
-            found = similarities[(a, b)] = float(vectors[0] @ vectors[1])
+            if a not in vectors or b not in vectors:
+                named = [*parsed, *map(slots.parse_sentence, suspects)]
+                units = sorted(
+                    {a, b, *(o.unit for p in named for o in p.slots if o.kind == "number")} - {""}
+                )
+                vectors.update(zip(units, embedder.word_vectors(units), strict=True))
+            found = similarities[(a, b)] = float(vectors[a] @ vectors[b])
         return found
 
     alone = len(claims) == 1
@@ -481,38 +484,3 @@ def invented_clauses(check: SentenceCheck) -> list[tuple[str, bool]]:
         ):
             out.append((clause, True))
     return out
-
-
-def _summarise(checks: list[SentenceCheck]) -> np.ndarray:
-    claims = [c for c in checks if not c.abstains]
-    content = sum(c.content for c in claims)
-    unsupported = sum(len(c.unsupported) for c in claims)
-    unsupported_context = sum(c.unsupported_context for c in claims)
-    numbers = sum(c.numbers for c in claims)
-    bad_numbers = sum(len(c.unsupported_numbers) for c in claims)
-    bigrams = sum(c.bigrams for c in claims)
-    sims = [c.similarity for c in claims if c.content]
-    values = (
-        unsupported_context / content if content else 0.0,
-        unsupported / content if content else 0.0,
-        np.log1p(unsupported),
-        max((c.unsupported_share for c in claims), default=0.0),
-        np.log1p(bad_numbers),
-        bad_numbers / numbers if numbers else 0.0,
-        np.log1p(sum(len(c.unsupported_entities) for c in claims)),
-        sum(c.novel_bigrams for c in claims) / bigrams if bigrams else 0.0,
-        min(sims, default=1.0),
-        float(np.mean(sims)) if sims else 1.0,
-        np.log1p(sum(c.soft_unsupported for c in claims)),
-        float(sum(c.negation_mismatch for c in claims)),
-        1.0 if len(claims) < len(checks) else 0.0,
-        np.log1p(content),
-        np.log1p(sum(c.rare_unsupported for c in claims)),
-        np.log1p(sum(c.specific_unsupported for c in claims)),
-        float(sum(c.conflicts for c in claims)),
-        max((c.specific_unsupported for c in claims), default=0.0),
-        max((c.soft_unsupported / c.content for c in claims if c.content), default=0.0),
-        sum(c.specific_unsupported for c in claims) / content if content else 0.0,
-        min((c.similarity for c in claims if c.specific_unsupported >= 1), default=1.0),
-    )
-    return np.asarray(values, dtype=np.float64)

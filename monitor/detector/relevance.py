@@ -81,10 +81,14 @@ def score_retrieval(query: str, contexts: list[str]) -> RetrievalVerdict:
     embedder = shared_embedder()
     asked = _stems(query)
     question = embedder.bags([tokens(query)])[0]
+    split = [sentences(doc) or [doc] for doc in contexts]
+    # Every document's sentence vectors in one call (each row is computed alone).
+    vectors = embedder.bags([tokens(p) for parts in split for p in parts])
     per_doc = []
-    for doc in contexts:
-        parts = sentences(doc) or [doc]
-        cosine = float((embedder.bags([tokens(p) for p in parts]) @ question).max())
+    start = 0
+    for doc, parts in zip(contexts, split, strict=True):
+        cosine = float((vectors[start : start + len(parts)] @ question).max())
+        start += len(parts)
         per_doc.append(round(_blend(cosine, asked, doc), 4))
     best = max(range(len(per_doc)), key=per_doc.__getitem__)
     return RetrievalVerdict(score=per_doc[best], per_document=tuple(per_doc), best_rank=best + 1)

@@ -4,10 +4,8 @@ gives to another role (`contradiction.py` decides what that contradicts)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from monitor.detector.slots import Parsed, Slot, looks_like_name, same_value
-from monitor.detector.text import DISCOURSE, STOPWORDS, fold, stem, tokens
+from monitor.detector.text import DISCOURSE, STOPWORDS, root, stem
 
 # Words before a rival name read for its role.
 RIVAL_ROLE_WORDS = 6
@@ -31,11 +29,10 @@ def role_words(parsed: Parsed, slot: Slot, width: int) -> set[str]:
     """The content stems just before a slot: the role it fills ("designed by X",
     "the mayor, X", "captained by X"); for a name that opens the sentence, those just after
     it ("X is the chief ranger", "X engineered the line")."""
-    raw = tokens(parsed.text)
     if slot.start == 0 and slot.kind == "name":
-        words = [fold(t) for t in raw[slot.end : slot.end + width + 1]]
+        words = parsed.words[slot.end : slot.end + width + 1]
     else:
-        words = [fold(t) for t in raw[max(0, slot.start - width) : slot.start]]
+        words = parsed.words[max(0, slot.start - width) : slot.start]
     words = [w.removesuffix("'s").rstrip("'") for w in words]
     # Five letters of the stem: "director" and "directed", "captain" and "captained"; any
     # word of leading ("led by", "the head", "in charge") also names the role of leading.
@@ -49,7 +46,7 @@ _PASSIVE_AUXILIARIES = frozenset("is are was were".split())
 def passive_subject(claim: Parsed, slot: Slot) -> set[str]:
     """For "<subject> is <verb> by X" (the name the sentence's agent), the subject's role
     words: "the training is run by X" gives X the role of training."""
-    raw = [fold(t) for t in tokens(claim.text)]
+    raw = claim.words
     if slot.start < 3 or raw[slot.start - 1] != "by":
         return set()
     aux = [i for i in range(slot.start - 1) if raw[i] in _PASSIVE_AUXILIARIES]
@@ -60,19 +57,6 @@ def passive_subject(claim: Parsed, slot: Slot) -> set[str]:
         for w in raw[: aux[0]]
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
     }
-
-
-@lru_cache(maxsize=65536)
-def root(word: str) -> str:
-    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
-    "owner" are one root, as are "directed" and "director"."""
-    for suffix in ("ing", "ed", "es", "er", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
-    return word[:5]
 
 
 def relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]) -> set[str]:
@@ -91,7 +75,7 @@ def relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]
 
 def root_overlap(frame: set[str], sentence: Parsed) -> int:
     """How many of the frame's words the sentence has, compared by root."""
-    roots = {root(w) for w in sentence.stems}
+    roots = sentence.roots
     return sum(1 for w in frame if root(w) in roots)
 
 
@@ -132,9 +116,9 @@ def same_role(
     word ("by", "captain") or in a sentence sharing two content words with the claim."""
     if not looks_like_name(other):
         return False
-    mine = fold(tokens(claim.text)[slot.start - 1]) if slot.start else ""
-    before = {stem(fold(t)) for t in tokens(sentence.text)[max(0, other.start - 3) : other.start]}
-    theirs = {root(w) for w in sentence.stems}
+    mine = claim.words[slot.start - 1] if slot.start else ""
+    before = {stem(w) for w in sentence.words[max(0, other.start - 3) : other.start]}
+    theirs = sentence.roots
     shared = sum(1 for w in frame_of(claim, slot) if root(w) in theirs)
     names = sum(1 for s in sentence.slots if s.kind == "name" and looks_like_name(s))
     if bool(mine) and mine not in STOPWORDS - {"by"} and stem(mine) in before:
@@ -146,6 +130,6 @@ def same_role(
 
 def in_claim(other: Slot, claim: Parsed) -> bool:
     assert isinstance(other.value, tuple)
-    words = {fold(t).removesuffix("'s") for t in tokens(claim.text)}
+    words = {w.removesuffix("'s") for w in claim.words}
     # A shared first name ("Selma Drewick" and "Selma Cormford") is another person.
     return other.value[-1] in words if len(other.value) > 1 else other.value[0] in words

@@ -39,7 +39,7 @@ class Sentence:
     @classmethod
     def parse(cls, text: str) -> Sentence:
         raw = tokens(strip_list_marker(text))
-        forms = [normalise(t) for t in raw]
+        forms = list(map(normalise, raw))
         return cls(text, raw, [f for f, _ in forms], [n for _, n in forms])
 
 
@@ -56,22 +56,25 @@ class Support:
 
     def add(self, sentence: Sentence, grams: bool) -> None:
         seq: list[str] = []
+        # Bound once: this loop runs for every token of every context sentence.
+        numbers, words, stems, prefixes = self.numbers, self.words, self.stems, self.prefixes
+        originals = self.originals
         for token, word, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
             if value is not None:
-                self.numbers.add(value)
+                numbers.add(value)
                 seq.append(value)
                 continue
             spelled = number_value(word)
             if spelled is not None:
-                self.numbers.add(spelled)
+                numbers.add(spelled)
             if word in STOPWORDS:
                 continue
-            self.words.add(word)
-            self.originals.setdefault(word, token)
+            words.add(word)
+            originals.setdefault(word, token)
             s = stem(word)
-            self.stems.add(s)
+            stems.add(s)
             if len(word) > PREFIX:
-                self.prefixes.add(word[:PREFIX])
+                prefixes.add(word[:PREFIX])
             seq.append(s)
         if grams:
             self.bigrams.update(itertools.pairwise(seq))

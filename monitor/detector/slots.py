@@ -7,6 +7,7 @@ names, each with its place in the sentence and a value to compare ("900 metres" 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.text import (
     DISCOURSE,
@@ -16,6 +17,7 @@ from monitor.detector.text import (
     canonical,
     fold,
     number_value,
+    root,
     stem,
     token_spans,
     tokens,
@@ -76,6 +78,9 @@ class Parsed:
     slots: list[Slot]
     stems: list[str]
     slot_tokens: set[int]
+    # The sentence's tokens folded (`text.fold`), and its stems' roots (`text.root`).
+    words: list[str]
+    roots: frozenset[str]
 
 
 def _number(token: str) -> float | None:
@@ -92,7 +97,7 @@ def parse(text: str) -> Parsed:
     """Finds the slots of one sentence."""
     raw = tokens(text)
     spans = token_spans(text)
-    folded = [fold(t) for t in raw]
+    folded = list(map(fold, raw))
     slots: list[Slot] = []
     used: set[int] = set()
     n = len(raw)
@@ -105,7 +110,8 @@ def parse(text: str) -> Parsed:
         return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
 
     for i, token in enumerate(raw):
-        value = _number(token)
+        # Only a token that starts with a digit or "$" is a number (`_number`).
+        value = _number(token) if token[0].isdigit() or token[0] == "$" else None
         if value is None or (i > 0 and folded[i - 1] in REFERENCES):
             continue
         hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
@@ -152,7 +158,7 @@ def parse(text: str) -> Parsed:
                 used.add(i)
     i = 0
     while i < n:
-        if not _capitalised(raw[i], folded[i]):
+        if not raw[i][0].isupper() or not _capitalised(raw[i], folded[i]):
             i += 1
             continue
         j = i + 1
@@ -189,7 +195,14 @@ def parse(text: str) -> Parsed:
         for w in bare
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
     ]
-    return Parsed(text, slots, stems, used)
+    return Parsed(text, slots, stems, used, folded, frozenset(map(root, stems)))
+
+
+# Retrieved chunks recur across requests (the same documents answer many questions), and an
+# extractive answer repeats their sentences: parsing a sentence for slots is a third of the
+# detector's time on a new context. `Parsed` is never mutated after parsing (`parse_bare`
+# changes a fresh parse of its own), so cached values can be shared.
+parse_sentence = lru_cache(maxsize=4096)(parse)
 
 
 def _capitalised(token: str, word: str) -> bool:

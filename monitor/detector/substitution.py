@@ -24,13 +24,13 @@ from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.roles import root
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
     STOPWORDS,
     fold,
     is_negation,
+    root,
     stem,
     tokens,
 )
@@ -140,7 +140,7 @@ class _Words:
 # Context chunks recur across requests; a worker keeps its last sentences read.
 @lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
-    words = tuple(fold(t) for t in tokens(text))
+    words = tuple(map(fold, tokens(text)))
     content = {
         stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
         for w in words
@@ -149,9 +149,9 @@ def _read(text: str) -> _Words:
     return _Words(
         text,
         words,
-        frozenset(_lemma(w) for w in words),
+        frozenset(map(_lemma, words)),
         frozenset(content),
-        frozenset(root(w) for w in content),
+        frozenset(map(root, content)),
     )
 
 
@@ -245,10 +245,12 @@ def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ..
 def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Contradiction]:
     """Swapped opposites and co-hyponyms (units included) in one response sentence."""
     claim = _read(claim_text)
+    candidates = {w for w in claim.words if _lemma(w) in _OPPOSITES or _lemma(w) in _CLASS_OF}
+    if not candidates:
+        return []
     asked = _read(question)
     evidence = [_read(t) for t in context]
     out: list[Contradiction] = []
-    candidates = {w for w in claim.words if _lemma(w) in _OPPOSITES or _lemma(w) in _CLASS_OF}
     for word in sorted(candidates):
         lemma = _lemma(word)
         frame = _frame(claim, asked, {stem(word)})
@@ -288,11 +290,14 @@ _AUXILIARIES = frozenset(
 _SHORT = 8
 
 
+_LEADING_NO = re.compile(r"\s*no\s*[,.!;:]", re.IGNORECASE)
+
+
 def _negatives(sentence: _Words) -> frozenset[str]:
     """The sentence's negations and negative words ("not", "without", "never"); an answer's
     leading "No," answers the question and negates nothing in the sentence."""
     words = sentence.words
-    if re.match(r"\s*no\s*[,.!;:]", sentence.text, re.IGNORECASE):
+    if _LEADING_NO.match(sentence.text):
         words = words[1:]
     return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
@@ -336,11 +341,16 @@ def _verbal_negation(sentence: _Words) -> bool:
     )
 
 
+def _restated_words(frame: set[str], sentence: _Words) -> set[str]:
+    """The frame's words the sentence has as written (or by their roots)."""
+    return {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
+
+
 def _synonym_share(frame: set[str], sentence: _Words, claim: _Words) -> float:
     """`_share_of`, a claim word also counted when a word of the sentence is close to it
     (word vectors): the same proposition in other words. At least two words restated, one
     of them as written."""
-    written = {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
+    written = _restated_words(frame, sentence)
     if not written:
         return 0.0
     rest = sorted({w for w in claim.words if w.isalpha() and stem(w) in frame - written})
@@ -374,6 +384,8 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     same = 0.0
     for sentence in (_read(t) for t in context):
         share = _share_of(frame, sentence, claim)
+        if not share and not _restated_words(frame, sentence):
+            continue  # a sentence that restates nothing of the claim backs and flips nothing
         # The same proposition both ways: the sentence says little besides the claim.
         theirs, negatives = _polarity_words(sentence.text)
         if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -17,6 +17,21 @@ from typing import Any, TypeVar
 _TOKEN = re.compile(
     r"[^\W\d_](?:[^\W\d_]++|')*+|\$?\d+(?:[.,]\d+)*+(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?"
 )
+# The same on ASCII text, where a letter (`[^\W\d_]`) is one of `[a-zA-Z]`: a set of
+# ranges, which the regex engine tests faster than character categories.
+_ASCII_TOKEN = re.compile(
+    r"[a-zA-Z](?:[a-zA-Z]++|')*+|\$?\d+(?:[.,]\d+)*+(?:\s?%|\s?percent|(?:st|nd|rd|th)\b)?"
+)
+
+
+def _token_pattern(text: str) -> tuple[re.Pattern[str], str]:
+    """The token pattern for `text`, and the text to match it on (a typographic apostrophe
+    read as "'")."""
+    if text.isascii():
+        return _ASCII_TOKEN, text
+    return _TOKEN, text.replace("\u2019", "'")
+
+
 # Every boundary starts at a space or before a capital: the lookahead skips other positions
 # without trying each alternative there.
 _SENTENCE = re.compile(
@@ -57,6 +72,7 @@ NEGATIONS = frozenset(
 )
 
 
+@lru_cache(maxsize=65536)
 def is_negation(word: str) -> bool:
     """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
     return word in NEGATIONS or word.endswith("n't")
@@ -114,6 +130,8 @@ class _SharedWork(threading.local):
         self.key: object = None
         self.depth = 0
         self.results: defaultdict[str, dict[Hashable, Any]] = defaultdict(dict)
+        # `results` inside `shared_work`, None outside: what `shared_results` reads.
+        self.active: defaultdict[str, dict[Hashable, Any]] | None = None
 
 
 _shared = _SharedWork()
@@ -124,23 +142,39 @@ def _same(value: T) -> T:
     return value
 
 
-@contextlib.contextmanager
-def shared_work(key: object) -> Iterator[None]:
+def shared_work(key: object) -> AbstractContextManager[None]:
     """Within the block, the pure text functions (`tokens`, `token_spans`, `sentences`,
     sentence vectors, ...) compute each text once and hand out the same result again: the
     four local evaluators read the same query, context and response of a record. What is
     kept belongs to `key` (the record, by identity): entering with another key drops it, so
     no record is scored with anything another record computed."""
-    shared = _shared
-    if shared.key is not key:
-        shared.results = defaultdict(dict)
-        shared.key = key
-    shared.depth += 1
-    try:
-        yield
-    finally:
+    return _Scope(key)
+
+
+class _Scope(AbstractContextManager[None]):
+    """A `shared_work` block (a class: a generator-based context manager costs several
+    times as much, and every evaluator of every record enters one)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __enter__(self) -> None:
+        shared = _shared
+        if shared.key is not self.key:
+            shared.results = defaultdict(dict)
+            shared.key = self.key
+        shared.depth += 1
+        shared.active = shared.results
+
+    def __exit__(self, *exc: object) -> None:
+        shared = _shared
         shared.depth -= 1
-        if not shared.depth and sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
+        if shared.depth:
+            return
+        shared.active = None
+        if sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
             shared.results = defaultdict(dict)
             shared.key = None
 
@@ -148,10 +182,10 @@ def shared_work(key: object) -> Iterator[None]:
 def shared_results(kind: str) -> dict[Hashable, Any] | None:
     """The results of `kind` computed for the current record (text -> result) inside
     `shared_work`; None outside it (compute, keep nothing)."""
-    shared = _shared
-    if not shared.depth:
+    active = _shared.active
+    if active is None:
         return None
-    results = shared.results[kind]
+    results = active[kind]
     if len(results) >= _SHARED_LIMIT:
         results.clear()
     return results
@@ -171,6 +205,8 @@ def once_per_record(
     return copy(found)
 
 
+# Called on every token by every check: a cached word is looked up faster than folded.
+@lru_cache(maxsize=65536)
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -193,6 +229,19 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             return word[: -len(suffix)]
     return word
+
+
+@lru_cache(maxsize=65536)
+def root(word: str) -> str:
+    """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
+    "owner" are one root, as are "directed" and "director"."""
+    for suffix in ("ing", "ed", "es", "er", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
+    return word[:5]
 
 
 @lru_cache(maxsize=65536)
@@ -223,12 +272,14 @@ def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
     shared = shared_results("tokens")
     if shared is None:
-        return _TOKEN.findall(text.replace("\u2019", "'"))
+        pattern, plain = _token_pattern(text)
+        return pattern.findall(plain)
     found: list[str] | None = shared.get(text)
     if found is None:
         found = _tokens_of_sentences(text, shared)
         if found is None:
-            found = _TOKEN.findall(text.replace("\u2019", "'"))
+            pattern, plain = _token_pattern(text)
+            found = pattern.findall(plain)
         shared[text] = found
     return list(found)
 
@@ -260,12 +311,12 @@ def _tokens_of_sentences(text: str, shared: dict[Hashable, Any]) -> list[str] | 
 
 def token_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of each of `tokens(text)`."""
-    return once_per_record(
-        "token_spans",
-        text,
-        lambda: [m.span() for m in _TOKEN.finditer(text.replace("\u2019", "'"))],
-        list,
-    )
+
+    def compute() -> list[tuple[int, int]]:
+        pattern, plain = _token_pattern(text)
+        return [m.span() for m in pattern.finditer(plain)]
+
+    return once_per_record("token_spans", text, compute, list)
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
@@ -273,7 +324,8 @@ _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
 
 def strip_list_marker(sentence: str) -> str:
     """Drops a leading "1." / "2)" / "-" enumeration marker, which is layout, not a claim."""
-    return _LIST_MARKER.sub("", sentence, count=1)
+    marker = _LIST_MARKER.match(sentence)
+    return sentence[marker.end() :] if marker else sentence
 
 
 def sentences(text: str) -> list[str]:
@@ -282,7 +334,7 @@ def sentences(text: str) -> list[str]:
 
 
 def _split(text: str) -> list[str]:
-    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    parts = [s for s in map(str.strip, _SENTENCE.split(text)) if s]
     merged: list[str] = []
     for part in parts:
         # An abbreviation ends the text (4 characters at most, and the one before it for

@@ -279,6 +279,42 @@ def test_sentence_vectors_match_word_by_word_sums(records: list[RagRecord]) -> N
         assert np.array_equal(embedder.bags([text]), _reference_bags(embedder, [text]))
 
 
+def test_sentence_vectors_of_texts_of_any_lengths_match(records: list[RagRecord]) -> None:
+    """Texts of similar and of very different lengths, empty ones between them, and texts
+    that end or straddle a chunk of word vectors, in one call: each summed as alone."""
+    embedder = shared_embedder()
+    words = [w for r in records for t in r.context_text for w in text_module.tokens(t)]
+    rng = random.Random(29)
+    lengths = [0, 1, 2, 3, 5, 8, 13, 40, 200, _BAG_CHUNK_WORDS - 1, _BAG_CHUNK_WORDS + 7]
+    for _ in range(300):
+        picked = [rng.choice(lengths[:8]) for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.2:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(lengths[8:]))
+        texts = [[rng.choice(words) for _ in range(n)] for n in picked]
+        # Bit for bit: a sum of zeros keeps its sign.
+        want = _reference_bags(embedder, texts).tobytes()
+        assert embedder.bags(texts).tobytes() == want, picked
+
+
+def test_word_vectors_in_one_call_give_the_similarities_of_separate_calls(
+    records: list[RagRecord],
+) -> None:
+    """Unit similarities and nearest-word similarities are computed from the rows of one
+    call for many words: the same numbers as from the words' own calls."""
+    embedder = shared_embedder()
+    words = sorted({w.lower() for r in records for t in r.context_text for w in t.split()})
+    rng = random.Random(31)
+    for _ in range(200):
+        units = rng.sample(words, rng.randint(2, 12))
+        together = embedder.word_vectors(units)
+        a, b = rng.sample(range(len(units)), 2)
+        pair = embedder.word_vectors([units[a], units[b]])
+        assert float(together[a] @ together[b]) == float(pair[0] @ pair[1])
+        missing, vocabulary = units[:3], rng.sample(words, rng.randint(1, 60))
+        separate = (embedder.word_vectors(missing) @ embedder.word_vectors(vocabulary).T).max(1)
+        assert embedder.nearest_similarity(missing, vocabulary).tobytes() == separate.tobytes()
+
+
 def _random_texts(count: int) -> list[str]:
     pieces = [
         *"aZé_9 .,!?:;'\u2019$%()\"-\n\t",
@@ -310,6 +346,8 @@ def _random_texts(count: int) -> list[str]:
 def test_tokens_and_sentences_match_the_first_written_patterns(records: list[RagRecord]) -> None:
     texts = _random_texts(3000) + [t for r in records for t in (r.query or "", *r.context_text)]
     texts += [t.replace("\n", " ") for t in texts]
+    # ASCII text is tokenised with a pattern of its own.
+    texts += [t.encode("ascii", "ignore").decode() for t in texts[:3000]]
     for scope in (contextlib.nullcontext(), text_module.shared_work(texts)):
         with scope:
             for text in texts + texts[:200]:
