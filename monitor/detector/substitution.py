@@ -221,7 +221,7 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     one of them the claim's own (not only the question's)."""
     shared = frame & sentence.stems
     if len(frame) <= _ROOTED:
-        shared = {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
+        shared = _restated_words(frame, sentence)
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
