@@ -245,8 +245,7 @@ def find(
             if score < _MOVED_MIN or score - best_with < margin:
                 continue
         else:
-            roots = context[index].roots
-            own = sum(1 for w in frame if root(w) in roots)
+            own = root_overlap(frame, context[index])
             if slot.kind == "name" and not (
                 own >= 1
                 and (

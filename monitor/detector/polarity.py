@@ -13,6 +13,7 @@ from monitor.detector.text import (
     STOPWORDS,
     is_negation,
     stem,
+    undouble,
 )
 
 # How many words after "not"/"no"/"never" may stand before the word it negates.
@@ -81,11 +82,7 @@ def loose(word: str) -> str:
     """A stem without a plural "s" or the doubled consonant of an ending ("swimming" and
     "swim" meet)."""
     s = stem(word)
-    if len(s) > 3 and s.endswith("s"):
-        s = s[:-1]
-    if len(s) >= 4 and s[-1] == s[-2] and s[-1] not in "aeiouls":
-        s = s[:-1]
-    return s
+    return undouble(s[:-1] if len(s) > 3 and s.endswith("s") else s)
 
 
 def stated(negated: frozenset[str], sentence: Sentence, embedder: Embedder) -> frozenset[str]:

@@ -4,6 +4,8 @@ gives to another role (`contradiction.py` decides what that contradicts)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from monitor.detector.slots import Parsed, Slot, looks_like_name, same_value
 from monitor.detector.text import DISCOURSE, STOPWORDS, root, stem
 
@@ -33,11 +35,15 @@ def role_words(parsed: Parsed, slot: Slot, width: int) -> set[str]:
         words = parsed.words[slot.end : slot.end + width + 1]
     else:
         words = parsed.words[max(0, slot.start - width) : slot.start]
-    words = [w.removesuffix("'s").rstrip("'") for w in words]
-    # Five letters of the stem: "director" and "directed", "captain" and "captained"; any
-    # word of leading ("led by", "the head", "in charge") also names the role of leading.
-    out = {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
+    out = _role_stems(w.removesuffix("'s").rstrip("'") for w in words)
+    # Any word of leading ("led by", "the head", "in charge") also names the role of leading.
     return out | {_LEADS} if out & _LEADING else out
+
+
+def _role_stems(words: Iterable[str]) -> set[str]:
+    """Five letters of the content words' stems: "director" and "directed", "captain" and
+    "captained" are one role word."""
+    return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
 
 
 _PASSIVE_AUXILIARIES = frozenset("is are was were".split())
@@ -52,11 +58,7 @@ def passive_subject(claim: Parsed, slot: Slot) -> set[str]:
     aux = [i for i in range(slot.start - 1) if raw[i] in _PASSIVE_AUXILIARIES]
     if len(aux) != 1 or aux[0] != slot.start - 3:
         return set()
-    return {
-        stem(w.removesuffix("'s"))[:5]
-        for w in raw[: aux[0]]
-        if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
-    }
+    return _role_stems(w.removesuffix("'s") for w in raw[: aux[0]])
 
 
 def relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]) -> set[str]:

@@ -219,9 +219,7 @@ def _share(frames: tuple[set[str], ...], sentence: _Words, claim: _Words) -> flo
 def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     """The share of the frame the sentence restates; nothing unless it restates two words,
     one of them the claim's own (not only the question's)."""
-    shared = frame & sentence.stems
-    if len(frame) <= _ROOTED:
-        shared = _restated_words(frame, sentence)
+    shared = _restated_words(frame, sentence) if len(frame) <= _ROOTED else frame & sentence.stems
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
@@ -346,11 +344,10 @@ def _restated_words(frame: set[str], sentence: _Words) -> set[str]:
     return {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
 
 
-def _synonym_share(frame: set[str], sentence: _Words, claim: _Words) -> float:
+def _synonym_share(frame: set[str], written: set[str], sentence: _Words, claim: _Words) -> float:
     """`_share_of`, a claim word also counted when a word of the sentence is close to it
     (word vectors): the same proposition in other words. At least two words restated, one
-    of them as written."""
-    written = _restated_words(frame, sentence)
+    of them as written (`written`: `_restated_words`)."""
     if not written:
         return 0.0
     rest = sorted({w for w in claim.words if w.isalpha() and stem(w) in frame - written})
@@ -384,7 +381,8 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     same = 0.0
     for sentence in (_read(t) for t in context):
         share = _share_of(frame, sentence, claim)
-        if not share and not _restated_words(frame, sentence):
+        written = _restated_words(frame, sentence)
+        if not share and not written:
             continue  # a sentence that restates nothing of the claim backs and flips nothing
         # The same proposition both ways: the sentence says little besides the claim.
         theirs, negatives = _polarity_words(sentence.text)
@@ -402,7 +400,7 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
         if not _verbal_negation(negating):
             continue
         if share < _FLIP_RESTATED and len(theirs) <= _SHORT:
-            share = _synonym_share(frame, sentence, claim)
+            share = _synonym_share(frame, written, sentence, claim)
         if share >= _FLIP_RESTATED and (best is None or share > best[0]):
             best = (share, sentence)
     if best is None or same >= best[0]:

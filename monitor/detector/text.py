@@ -239,9 +239,14 @@ def root(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]
             break
+    return undouble(word)[:5]
+
+
+def undouble(word: str) -> str:
+    """A word without the doubled consonant an ending left ("twinn", "swimm")."""
     if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]  # "twinned", "swimming": the doubled consonant of an ending
-    return word[:5]
+        return word[:-1]
+    return word
 
 
 @lru_cache(maxsize=65536)
