@@ -36,8 +36,12 @@ _NOTHING = b""  # below every digest
 
 
 def _digest(key: str) -> bytes:
+    return _digest_bytes(key.encode())
+
+
+def _digest_bytes(key: bytes) -> bytes:
     state = _PREPARED.copy()
-    state.update(key.encode())
+    state.update(key)
     return state.digest()
 
 
@@ -158,14 +162,8 @@ class Sampler:
             return set(trace_ids)
         if ceiling == _NOTHING:
             return set()
-        copy = _PREPARED.copy
-        kept = set()
-        for trace_id in trace_ids:
-            state = copy()
-            state.update(hexlify(trace_id))  # == trace_id.hex().encode()
-            if state.digest() < ceiling:
-                kept.add(trace_id)
-        return kept
+        # hexlify(trace_id) == trace_id.hex().encode(), the key `may_sample` digests.
+        return {t for t in trace_ids if _digest_bytes(hexlify(t)) < ceiling}
 
     def base_rate(self, service: str, route: str) -> float:
         for override in self._overrides:

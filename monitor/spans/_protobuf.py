@@ -258,7 +258,7 @@ def _decode_triaged(
                             recount = recount or seen
                         else:
                             forgotten += 1
-                            if not parent or span.flags & _REMOTE_PARENT == _REMOTE_PARENT:
+                            if _is_root(span):
                                 roots[service] = roots.get(service, 0) + 1
                             continue
                 kept.append((r, s, i, span, service, resource))
