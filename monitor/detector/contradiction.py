@@ -156,7 +156,7 @@ def find(
             return True
         return bool(other.unit) and unit_similarity(slot.unit, other.unit) >= _SAME_UNIT
 
-    crossed = _crossed_number(claim, context)
+    crossed = _crossed_number(claim, context) or _sole_count(claim, context, compatible)
     if crossed is not None:
         out.append(crossed)
         seen.add("number")
@@ -425,6 +425,38 @@ def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | Non
                 return Contradiction(
                     "number", slot.text, rivals[0].text, claim.text, sentence.text, True, False
                 )
+    return None
+
+
+def _sole_count(
+    claim: Parsed, context: list[Parsed], compatible: Callable[[Slot, Slot], bool]
+) -> Contradiction | None:
+    """A quantity of what the context counts exactly once, with another value, the claim's
+    value nowhere in the context ("There are 70 hives" against "The apiary has 149 hives",
+    "Rehearsals last 24 hours" against "The singers rehearse for 16 hours"): one count of
+    the thing and one claimed, in a claim whose other words (if any) the count's sentence
+    restates half of."""
+    for slot in claim.slots:
+        if slot.kind != "number" or not slot.unit or _value_unread(slot, context, compatible):
+            continue
+        counts = [
+            (index, o)
+            for index, sentence in enumerate(context)
+            for o in sentence.slots
+            if compatible(slot, o)
+        ]
+        if len(counts) != 1:
+            continue
+        index, count = counts[0]
+        # "About 1,300 metres" is 1,280 metres; "23 degrees in July" is not about the
+        # count "19 degrees in September" gives.
+        if same_value(slot, count) or _other_key(claim, slot, context[index]):
+            continue
+        frame = frame_of(claim, slot)
+        if frame and _loose_share(frame, index, context, False) < _ROLE_HOLDER_RESTATED:
+            continue
+        evidence = context[index].text
+        return Contradiction("number", slot.text, count.text, claim.text, evidence, True)
     return None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.detector import contradiction, slots, substitution
+from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.polarity import (
@@ -25,7 +26,7 @@ from monitor.detector.polarity import (
     restates,
     same_claim,
 )
-from monitor.detector.sentences import Sentence, SentenceCheck, Support, normalise
+from monitor.detector.sentences import Sentence, SentenceCheck, Support
 from monitor.detector.summary import summarise
 from monitor.detector.text import (
     DISCOURSE,
@@ -35,7 +36,6 @@ from monitor.detector.text import (
     number_value,
     sentences,
     stem,
-    tokens,
 )
 
 FEATURE_NAMES = (
@@ -255,12 +255,14 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     ]
     sentence_texts = [e.text for e in evidence]
     evidence = _window(evidence)
+    evidence_vectors: np.ndarray | None = None
 
     if checks and evidence:
         # One call for both sides' sentence vectors (each row is computed alone): the
         # numpy calls' overhead is most of its time at these sizes.
         vectors = embedder.bags([s.raw for s in (*claims, *evidence)])
-        sims = vectors[: len(claims)] @ vectors[len(claims) :].T
+        evidence_vectors = vectors[len(claims) :]
+        sims = vectors[: len(claims)] @ evidence_vectors.T
         best = sims.argmax(axis=1).tolist()  # Python ints: cheaper to index with
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
@@ -313,6 +315,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    find_invented(checks, evidence_vectors, embedder)
     contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
@@ -400,87 +403,3 @@ def _slot_contradictions(
         for text in suspects
         for c in contradiction.find(text, parsed, known, asked, unit_similarity, alone)
     ]
-
-
-# Clause boundaries inside a sentence: punctuation and coordinating words.
-# A comma inside a number ("240,148") splits nothing.
-_CLAUSE = re.compile(
-    r"[;:()]\s*|,(?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE
-)
-# Advice, hedges and attributions ("it may be best to consult a professional", "according
-# to ...") are not facts about the context: answers add them freely.
-_ADVICE = frozenset(
-    "may might could should recommend recommended recommends consult seek advisable suggest "
-    "suggested best according important remember note try ensure".split()
-)
-# An offer of help to the reader ("let me know if you need anything else") claims nothing.
-_COURTESY = re.compile(
-    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|(?:happy|glad) to help|"
-    r"(?:can|could|may) (?:i )?help you|anything else)\b",
-    re.IGNORECASE,
-)
-# Quantifiers a clause shares with any context ("every", "many") back none of its claim.
-_QUANTIFIERS = frozenset("every many another less".split())
-_CLAUSE_WEIGHT = 1.5
-_CLAUSE_SUPPORTED = 1
-# A thinner invented clause: at least two words the context lacks entirely (weight 1.2 by
-# specificity), as many as it has backed ones, and at most two backed ("and it also runs
-# baking classes for children").
-_THIN_WORDS = 2
-_THIN_WEIGHT = 1.2
-_THIN_SUPPORTED = 2
-
-
-def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
-    """Each claim clause of a sentence with the specificity weight of its content words the
-    context lacks entirely (not even as a close word), how many they are, and how many of
-    its content words the context backs."""
-    if check.abstains or not check.far:
-        return []
-    far = set(check.far)
-    out = []
-    for clause in _CLAUSE.split(check.text):
-        words = tokens(clause)
-        if _ADVICE & {fold(t) for t in words} or _COURTESY.search(clause):
-            continue
-        supported = missing = 0
-        weight = 0.0
-        for token in words:
-            form, value = normalise(token)
-            if value is None and (
-                not form.isalpha()
-                or len(form) < 2
-                or form in STOPWORDS
-                or form in DISCOURSE
-                or form in _QUANTIFIERS
-            ):
-                continue
-            if value is not None and token in far:
-                weight += 1.0
-                missing += 1
-            elif form in far:
-                weight += check.specific.get(form, 1.0)
-                missing += 1
-            else:
-                supported += 1
-        out.append((clause.strip(), weight, missing, supported))
-    return out
-
-
-def invented_clauses(check: SentenceCheck) -> list[tuple[str, bool]]:
-    """The invented clauses of a sentence, each with whether it is thin. An invented clause
-    has specific content words (weight `_CLAUSE_WEIGHT`) the context lacks entirely, with at
-    most one word backed ("..., and the library has a rooftop garden"); a thin one is not
-    that, but at least half its content words, two or more, are missing entirely."""
-    out = []
-    for clause, weight, missing, supported in _clauses(check):
-        if weight >= _CLAUSE_WEIGHT and supported <= _CLAUSE_SUPPORTED:
-            out.append((clause, False))
-        elif (
-            missing >= _THIN_WORDS
-            and weight >= _THIN_WEIGHT
-            and missing >= supported
-            and supported <= _THIN_SUPPORTED
-        ):
-            out.append((clause, True))
-    return out

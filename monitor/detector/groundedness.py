@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from monitor.detector.clauses import invented_clauses
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import FEATURE_NAMES, analyse, invented_clauses
+from monitor.detector.features import FEATURE_NAMES, analyse
 from monitor.detector.pair_model import HEAD_PATH, PairHead, load_pair_model
 from monitor.detector.sentences import SentenceCheck
 

@@ -115,6 +115,8 @@ class SentenceCheck:
     specific: dict[str, float] = field(default_factory=dict)
     # The context sentence closest to this one (what the second stage reads it against).
     evidence: str = ""
+    # Its invented clauses (`features.invented_clauses`), each with whether it is thin.
+    invented: list[tuple[str, bool]] = field(default_factory=list)
 
     @property
     def unsupported_share(self) -> float:

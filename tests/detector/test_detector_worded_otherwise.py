@@ -1,12 +1,14 @@
 """Errors worded otherwise than the context: roles by verb, possessive or "led by", a number
 moved onto another noun of its sentence, an opposite in a short claim, a shared first name,
-a clause half of whose words the context lacks, and a negation by "without"."""
+a clause half of whose words the context lacks (and one a context sentence restates in other
+words), a negation by "without", and a count of what the context counts once."""
 
 from __future__ import annotations
 
 from monitor.detector import score_groundedness
+from monitor.detector.clauses import invented_clauses
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import analyse, invented_clauses
+from monitor.detector.features import analyse
 from monitor.detector.groundedness import clause_factor
 from monitor.evaluators.local import LocalGroundedness
 
@@ -170,3 +172,54 @@ def test_a_short_claim_with_its_polarity_flipped_fails() -> None:
     assert not _fails("Can I swim?", harbour, "You may swim in the harbour.")
     assert _fails("Are jackets required?", harbour, "Life jackets are not required.")
     assert not _fails("Are jackets required?", harbour, "Life jackets are required.")
+
+
+LIBRARY = [
+    "The Thalell Library is the public library of Garminster. Rare books are kept below the "
+    "main hall. The library opened in 1928. It holds 220,359 books."
+]
+
+
+def test_a_clause_a_context_sentence_restates_in_other_words_is_not_invented() -> None:
+    answer = "The collection counts 220,359 books, and the library hosts a jazz festival."
+    checks = analyse("Tell me about it.", LIBRARY, answer, shared_embedder()).sentences
+    # "collection counts" is missing, but "It holds 220,359 books" says the same; the
+    # festival has no sentence of its own.
+    assert [c for s in checks for c in invented_clauses(s)] == [
+        ("and the library hosts a jazz festival.", False)
+    ]
+    restated = "The collection counts 220,359 books."
+    checks = analyse("Tell me about it.", LIBRARY, restated, shared_embedder()).sentences
+    assert [c for s in checks for c in invented_clauses(s)] == []
+    assert not _fails("Tell me about it.", LIBRARY, restated)
+
+
+def test_a_restated_clause_with_a_number_the_context_lacks_is_still_invented() -> None:
+    answer = "The collection counts 310,000 books."
+    checks = analyse("Tell me about it.", LIBRARY, answer, shared_embedder()).sentences
+    assert [c for s in checks for c in invented_clauses(s)] != []
+
+
+APIARY = [
+    "The Ostwick Apiary keeps bees in the meadows around Yskport. The apiary has 149 hives. "
+    "The beekeeper in charge is Konrad Wesacre. A jar of honey sells for 7 euros."
+]
+
+
+def test_a_count_of_what_the_context_counts_once_with_another_value_fails() -> None:
+    verdict = score_groundedness("How many hives?", APIARY, "There are 70 hives.")
+    assert verdict.score < THRESHOLD
+    assert verdict.contradictions[0].describe() == "answer says 70 hives; context says 149 hives"
+    assert not _fails("How many hives?", APIARY, "There are 149 hives.")
+    # Two counts of hives: which one the claim restates is not clear, nothing decides.
+    two = [APIARY[0] + " Its second site has 35 hives."]
+    verdict = score_groundedness("How many hives?", two, "There are 70 hives.")
+    assert not any(c.decisive for c in verdict.contradictions)
+
+
+def test_a_count_whose_other_words_the_context_does_not_restate_decides_nothing() -> None:
+    # The context counts hives once, but the claim is about wintering, which it never says.
+    verdict = score_groundedness(
+        "How many hives?", APIARY, "Some 70 hives survive each winter in the valley barns."
+    )
+    assert not any(c.decisive for c in verdict.contradictions)
