@@ -79,12 +79,6 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
     return out
 
 
-def invented_clauses(check: SentenceCheck) -> list[tuple[str, bool]]:
-    """The invented clauses of a sentence, each with whether it is thin (what `analyse`
-    found: `_candidate_clauses` less those a context sentence restates)."""
-    return check.invented
-
-
 def find_invented(
     checks: list[SentenceCheck], evidence: np.ndarray | None, embedder: Embedder
 ) -> None:
@@ -96,30 +90,22 @@ def find_invented(
     clauses = [clause for _, candidates in found for clause, _ in candidates]
     if not clauses:
         return
-    restated: list[bool] = [False] * len(clauses)
+    close = [False] * len(clauses)
     if evidence is not None and len(evidence):
         vectors = embedder.bags([Sentence.parse(clause).raw for clause in clauses])
-        close = (vectors @ evidence.T).max(axis=1) >= _RESTATED_CLAUSE
-        # Other words can restate a sentence; a number or a name the context lacks cannot.
-        slots = [
-            {
-                fold(w)
-                for t in (*check.unsupported_numbers, *check.unsupported_entities)
-                for w in tokens(t)
-            }
-            for check, candidates in found
-            for _ in candidates
-        ]
-        restated = [
-            bool(near) and not slots[i] & {fold(t) for t in tokens(clauses[i])}
-            for i, near in enumerate(close.tolist())
-        ]
-    i = 0
+        close = ((vectors @ evidence.T).max(axis=1) >= _RESTATED_CLAUSE).tolist()
+    near = iter(close)
     for check, candidates in found:
+        # Other words can restate a sentence; a number or a name the context lacks cannot.
+        lacking = {
+            fold(w)
+            for t in (*check.unsupported_numbers, *check.unsupported_entities)
+            for w in tokens(t)
+        }
         for clause, thin in candidates:
-            if not restated[i]:
+            restated = next(near) and not lacking & {fold(t) for t in tokens(clause)}
+            if not restated:
                 check.invented.append((clause, thin))
-            i += 1
 
 
 def _candidate_clauses(check: SentenceCheck) -> list[tuple[str, bool]]:

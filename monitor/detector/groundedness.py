@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from monitor.detector.clauses import invented_clauses
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
@@ -114,7 +113,7 @@ def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tupl
 def clause_factor(checks: list[SentenceCheck]) -> float:
     """Each invented clause takes a share of the score: an otherwise well-supported answer
     keeps a passing score, a doubtful one with an invented claim fails."""
-    kinds = [thin for s in checks for _, thin in invented_clauses(s)]
+    kinds = [thin for s in checks for _, thin in s.invented]
     return float(UNSUPPORTED_CLAUSE ** kinds.count(False) * THIN_CLAUSE ** kinds.count(True))
 
 

@@ -115,7 +115,7 @@ class SentenceCheck:
     specific: dict[str, float] = field(default_factory=dict)
     # The context sentence closest to this one (what the second stage reads it against).
     evidence: str = ""
-    # Its invented clauses (`features.invented_clauses`), each with whether it is thin.
+    # Its invented clauses (`clauses.find_invented`), each with whether it is thin.
     invented: list[tuple[str, bool]] = field(default_factory=list)
 
     @property

@@ -6,7 +6,6 @@ words), a negation by "without", and a count of what the context counts once."""
 from __future__ import annotations
 
 from monitor.detector import score_groundedness
-from monitor.detector.clauses import invented_clauses
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import analyse
 from monitor.detector.groundedness import clause_factor
@@ -82,7 +81,7 @@ def test_a_clause_half_of_whose_words_the_context_lacks_takes_a_share_of_the_sco
     assert {"classes", "children"} <= {t.lower() for t in verdict.unsupported_terms}
     # The thin clause counts less than one whose specific words are all missing.
     checks = analyse("Does it deliver?", context, answer, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] == [
+    assert [c for s in checks for c in s.invented] == [
         ("and it also runs baking classes for children.", True)  # thin, no other
     ]
     assert clause_factor(checks) == 0.8
@@ -126,12 +125,12 @@ def test_an_offer_of_help_is_not_an_invented_clause() -> None:
         "need further clarification or if there is anything else I can help you with."
     )
     checks = analyse("What is Gemini?", context, answer, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] == []
+    assert [c for s in checks for c in s.invented] == []
     invented = (
         "Gemini is a constellation named after the twins. Its brightest star hosts seven planets."
     )
     checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] != []
+    assert [c for s in checks for c in s.invented] != []
 
 
 def test_a_polarity_flip_restated_with_a_synonym_fails() -> None:
@@ -157,7 +156,7 @@ def test_a_quantifier_backs_no_clause() -> None:
     # whole (only "choir" backed), not a thin one.
     answer = "Rehearsals last 4 hours, and the choir tours Japan every spring."
     checks = analyse("How long are rehearsals?", CHOIR, answer, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] == [
+    assert [c for s in checks for c in s.invented] == [
         ("and the choir tours Japan every spring.", False)
     ]
 
@@ -185,19 +184,19 @@ def test_a_clause_a_context_sentence_restates_in_other_words_is_not_invented() -
     checks = analyse("Tell me about it.", LIBRARY, answer, shared_embedder()).sentences
     # "collection counts" is missing, but "It holds 220,359 books" says the same; the
     # festival has no sentence of its own.
-    assert [c for s in checks for c in invented_clauses(s)] == [
+    assert [c for s in checks for c in s.invented] == [
         ("and the library hosts a jazz festival.", False)
     ]
     restated = "The collection counts 220,359 books."
     checks = analyse("Tell me about it.", LIBRARY, restated, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] == []
+    assert [c for s in checks for c in s.invented] == []
     assert not _fails("Tell me about it.", LIBRARY, restated)
 
 
 def test_a_restated_clause_with_a_number_the_context_lacks_is_still_invented() -> None:
     answer = "The collection counts 310,000 books."
     checks = analyse("Tell me about it.", LIBRARY, answer, shared_embedder()).sentences
-    assert [c for s in checks for c in invented_clauses(s)] != []
+    assert [c for s in checks for c in s.invented] != []
 
 
 APIARY = [
