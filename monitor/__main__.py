@@ -16,12 +16,17 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 # First: it sets the BLAS thread count before anything below imports numpy.
 import monitor._threads  # noqa: F401
 from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
-from monitor.evaluators.registry import check_evaluators
+from monitor.evaluators.registry import (
+    default_severity_threshold,
+    default_threshold,
+    evaluator_problems,
+)
 from monitor.exporters.prometheus import load_web_security
 from monitor.pool import Forked, fork_here
 from monitor.receivers.replay import replay_file
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return _send_sample(args.endpoint)
     tune_gc()
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, evaluator_check=evaluator_problems)
         if args.command == "run":
             # Forked now, while this process runs one thread and before it serves: the
             # worker processes share its pages (what both import).
@@ -201,8 +206,7 @@ def _check_config(path: Path) -> int:
     """Problems on stderr (exit 1); on success the effective configuration on stdout, as
     YAML with defaults filled in and secrets masked, preceded by a summary in comments."""
     try:
-        config = load_config(path)
-        check_evaluators(config)
+        config = load_config(path, evaluator_check=evaluator_problems)
         if config.exporters.prometheus.web_config_file is not None:
             load_web_security(config.exporters.prometheus.web_config_file)
     except ConfigError as exc:
@@ -210,9 +214,26 @@ def _check_config(path: Path) -> int:
             print(problem, file=sys.stderr)
         return 1
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *_explain(config)])
-    effective = dump_yaml(effective_config(config))
-    print(f"{summary}\n{effective}", end="")
+    effective = effective_config(config)
+    effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
+    print(f"{summary}\n{dump_yaml(effective)}", end="")
     return 0
+
+
+def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
+    """An `evaluators[]` entry with the values its evaluator applies where the file gave
+    none, so that `check-config` shows what will run rather than `null`."""
+    name = entry["name"]
+    filled = dict(entry)
+    if filled.get("sample_rate") is None:
+        filled["sample_rate"] = 1.0
+    if filled.get("threshold") is None:
+        filled["threshold"] = default_threshold(name)
+    if filled.get("severity_threshold") is None:
+        filled["severity_threshold"] = default_severity_threshold(name)
+    if name == "local_groundedness" and filled.get("second_stage") is None:
+        filled["second_stage"] = False
+    return filled
 
 
 def _explain(config: Config) -> list[str]:

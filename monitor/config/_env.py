@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from monitor.config._fields import ConfigError
+from monitor.config._fields import ConfigError, EnvText
 from monitor.config._yaml import load_yaml
 
 ENV_PREFIX = "RAG_MONITOR_"
@@ -23,12 +23,12 @@ def _typed(raw: str) -> Any:
     text stays text (validation converts `0.5`, `true`, `8` where a number or flag is
     wanted) — so a token such as `012345` is never read as an octal number."""
     if not raw:
-        return raw
+        return EnvText(raw)
     try:
         parsed = load_yaml(raw)
     except (yaml.YAMLError, ConfigError, ValueError, RecursionError):
-        return raw
-    return parsed if parsed is None or isinstance(parsed, list | dict) else raw
+        return EnvText(raw)
+    return parsed if parsed is None or isinstance(parsed, list | dict) else EnvText(raw)
 
 
 def _substitute(text: str, environ: Mapping[str, str], used: list[str]) -> Any:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config._fields import Rate, Seconds, Section
+from monitor.config._fields import Rate, Seconds, Section, at_least
 
 DEFAULT_LOCAL_EVALUATORS = (
     "local_groundedness",
@@ -25,7 +25,7 @@ class Judge(Section):
     model: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
-    timeout_s: Seconds = Field(default=30.0, gt=0)
+    timeout_s: Annotated[Seconds, at_least(0.1, "no model answers sooner")] = 30.0
     max_concurrency: int = Field(default=8, gt=0)
     retries: int = Field(default=3, ge=0)
     cache_size: int = Field(default=10_000, ge=0)

@@ -8,9 +8,17 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 
 
 class ConfigError(Exception):
@@ -21,8 +29,79 @@ class ConfigError(Exception):
         self.problems = problems
 
 
+class EnvText(str):
+    """Text that came from the environment, where every value is text: validation converts
+    it to a number or a flag where one is wanted, as it would not text quoted in the file."""
+
+    __slots__ = ()
+
+
+class QuotedScalar:
+    """A number or boolean the file wrote in quotes (`rate: "0.5"`), held in place of the
+    string so that validation fails for that key alone and the message can say why."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return repr(self.text)
+
+
+_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+_BOOLEAN = frozenset({"true", "false", "yes", "no", "on", "off"})
+
+
+def _scalar_kind(annotation: Any) -> str | None:
+    """`number` or `boolean` for a field typed so (optionally `| None`), else None."""
+    if get_origin(annotation) in (Union, type(int | None)):
+        kinds = {_scalar_kind(a) for a in get_args(annotation) if a is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if annotation is bool:
+        return "boolean"
+    if annotation in (int, float):
+        return "number"
+    return None
+
+
 class Section(BaseModel):
+    """A section of the configuration: unknown keys are errors, values are frozen, and a
+    number or boolean written as a string is refused rather than converted."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    _scalar_fields: ClassVar[dict[str, str] | None] = None
+
+    @classmethod
+    def _scalars(cls) -> dict[str, str]:
+        """Field name → `number` / `boolean`, for the plain scalar fields (durations, which
+        take strings on purpose, have a converter and are left out)."""
+        if cls.__dict__.get("_scalar_fields") is None:
+            cls._scalar_fields = {
+                name: kind
+                for name, info in cls.model_fields.items()
+                if (kind := _scalar_kind(info.annotation)) is not None
+                and not any(isinstance(m, BeforeValidator) for m in info.metadata)
+            }
+        return cls._scalar_fields or {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _quoted_scalars(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        scalars = cls._scalars()
+        quoted = {
+            key: QuotedScalar(value)
+            for key, value in data.items()
+            if isinstance(value, str)
+            and not isinstance(value, EnvText)
+            and (kind := scalars.get(key)) is not None
+            and (
+                _NUMBER.fullmatch(value.strip())
+                if kind == "number"
+                else value.strip().lower() in _BOOLEAN
+            )
+        }
+        return {**data, **quoted} if quoted else data
 
 
 # -- durations ---------------------------------------------------------------------------
@@ -125,6 +204,17 @@ def _readable_file(value: Any) -> Any:
 ReadableFile = Annotated[str, BeforeValidator(_readable_file)]
 
 Rate = Annotated[float, Field(ge=0, le=1)]
+
+
+def at_least(floor: float, why: str) -> AfterValidator:
+    """A lower bound on a number of seconds, with the reason in the message."""
+
+    def check(value: float) -> float:
+        if value < floor:
+            raise ValueError(f"must be at least {floor:g} s ({why})")
+        return value
+
+    return AfterValidator(check)
 
 
 def environ_of(info: ValidationInfo) -> Mapping[str, str]:

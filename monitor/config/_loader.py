@@ -3,41 +3,109 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from monitor.config._env import apply_override, env_overrides, expand_env_refs
-from monitor.config._fields import ConfigError
+from monitor.config._evaluators import EvaluatorConfig
+from monitor.config._fields import ConfigError, QuotedScalar
 from monitor.config._receivers import OTLP_PROTOCOLS
 from monitor.config._root import Config
 from monitor.config._yaml import read_yaml_file
 
 _SECTIONS = frozenset(Config.model_fields)
-_NAMED_PROBLEM = re.compile(r"^([a-z_][a-z0-9_.]*): (.+)$", re.S)
+_NAMED_PROBLEM = re.compile(r"^([a-z0-9_][a-z0-9_.]*): (.+)$", re.S)
 
 
-def validation_problems(exc: ValidationError) -> list[str]:
-    """A validation error as `path.to.key: what is wrong` lines."""
+# What a check of the evaluators' own (names, scales, judge prompts) says of the entries:
+# `N.key: problem` lines, N the entry's index (`monitor.evaluators.registry`).
+EvaluatorCheck = Callable[[list[EvaluatorConfig], str | None], list[str]]
+
+# pydantic's wording for a value of the wrong type, in the words of a config file.
+_TYPE_WORDS = {
+    "model_type": "expected a mapping of keys (key: value)",
+    "model_attributes_type": "expected a mapping of keys (key: value)",
+    "dict_type": "expected a mapping (key: value)",
+    "list_type": "expected a list",
+    "tuple_type": "expected a list",
+    "string_type": "expected text",
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "finite_number": "expected a finite number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "missing": "required value is missing",
+}
+
+
+def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """A validation error as `path.to.key: what is wrong` lines, in the words of the file
+    (no internal class names); an unknown key of `model`'s tree names the nearest known one."""
     problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "required value is missing"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        # Cross-field validators name their own key first ("key: problem").
-        named = _NAMED_PROBLEM.match(msg)
-        if named:
-            loc = f"{loc}.{named.group(1)}" if loc else named.group(1)
-            msg = named.group(2)
-        problems.append(f"{loc or '(top level)'}: {msg}")
+        for msg in _message(err, model).split("\n"):
+            where = loc
+            # Validators that see several keys name their own key first ("key: problem").
+            named = _NAMED_PROBLEM.match(msg)
+            if named:
+                where = f"{loc}.{named.group(1)}" if loc else named.group(1)
+                msg = named.group(2)
+            problems.append(f"{where or '(top level)'}: {msg}")
     return problems
+
+
+def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
+    kind = err["type"]
+    if isinstance(err.get("input"), QuotedScalar):
+        text = err["input"].text
+        return f"{text!r} is written as a string; write it without quotes"
+    if kind == "extra_forbidden":
+        return "unknown key" + _nearest_key(model, err["loc"])
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return msg.replace("Input should be", "must be")
+
+
+def _nearest_key(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> str:
+    """`; did you mean 'x'?` for an unknown key at `loc` close to a known one."""
+    section = _model_at(model, loc[:-1]) if model is not None else None
+    if section is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The section model a config path leads to (through lists, mappings and `| None`)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):  # an index into a list already unwrapped to its items
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = field.annotation
+        # Unwrap optional, list and mapping types down to a model.
+        while get_origin(current) in (Union, type(int | None), list, dict, tuple):
+            args = [a for a in get_args(current) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            current = models[0] if models else (args[-1] if args else None)
+            if models:
+                break
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
 def _otlp_section(data: dict[str, Any]) -> dict[str, Any]:
@@ -52,9 +120,14 @@ def _literal_token(data: dict[str, Any]) -> bool:
     return isinstance(token, str) and "${env:" not in token
 
 
-def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    evaluator_check: EvaluatorCheck | None = None,
+) -> Config:
     """Read YAML (optional), expand `${env:...}`, apply `RAG_MONITOR_*__*` overrides,
-    validate. Raises `ConfigError`."""
+    validate. `evaluator_check` adds the evaluators' own checks to the same pass, so that
+    every problem of a file is reported at once. Raises `ConfigError`."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -80,9 +153,11 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         apply_override(data, key_path, value)
         sources[".".join(key_path)] = key
     try:
-        return Config.model_validate(data, context={"environ": env})
+        return Config.model_validate(
+            data, context={"environ": env, "evaluator_check": evaluator_check}
+        )
     except ValidationError as exc:
-        problems = validation_problems(exc)
+        problems = validation_problems(exc, Config)
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
     raise ConfigError([_blame_env(p, sources) for p in problems])

@@ -14,6 +14,7 @@ from monitor.config._fields import (
     Rate,
     Seconds,
     Section,
+    at_least,
     parse_duration,
 )
 
@@ -88,7 +89,9 @@ class Alerts(Section):
     rules: list[AlertRule] = []
     alertmanager: Alertmanager = Alertmanager()
     webhooks: list[Webhook] = []
-    evaluation_interval_s: Seconds = Field(default=15.0, gt=0)
+    evaluation_interval_s: Annotated[
+        Seconds, at_least(0.5, "each evaluation may write the state file")
+    ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
 

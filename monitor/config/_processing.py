@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from monitor.config._fields import Rate, Seconds, Section
+from monitor.config._fields import Rate, Seconds, Section, at_least
 
 
 class TraceAssembly(Section):
-    idle_timeout_s: Seconds = Field(default=10.0, gt=0)
+    idle_timeout_s: Annotated[Seconds, at_least(0.1, "open traces are checked this often")] = 10.0
     max_open_traces: int = Field(default=10_000, gt=0)
     # Spans of open traces, in (approximate) bytes; beyond it the oldest are released.
     max_open_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
@@ -68,16 +69,31 @@ def available_cpus() -> int:
 
 
 class Pipeline(Section):
-    # Worker processes for the CPU evaluators (0: score them in this process).
-    processes: int = Field(default_factory=available_cpus, ge=0, le=256)
+    # Worker processes for the CPU evaluators (0: score them in this process); each holds
+    # the detector's tables, so more than the CPUs costs memory and gains nothing.
+    processes: int = Field(default_factory=available_cpus, ge=0)
     queue_size: int = Field(default=1_000, gt=0)
     # Text of the records waiting for evaluation (query, context, response), in bytes.
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     workers: int = Field(default=4, gt=0)
-    evaluation_timeout_s: Seconds = Field(default=60.0, gt=0)
+    evaluation_timeout_s: Annotated[
+        Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
+    ] = 60.0
     shutdown_timeout_s: Seconds = Field(default=20.0, ge=0)
     max_services: int = Field(default=50, gt=0)
     max_routes: int = Field(default=100, gt=0)
+
+    @field_validator("processes")
+    @classmethod
+    def _within_cpus(cls, processes: int) -> int:
+        cpus = available_cpus()
+        if processes > cpus:
+            raise ValueError(
+                f"{processes} worker processes on {cpus} CPUs: each holds its own copy of the "
+                f"detector's tables and more than the CPUs add memory, not speed; use at most "
+                f"{cpus} (or leave the key out)"
+            )
+        return processes
 
 
 class RecordLimits(Section):

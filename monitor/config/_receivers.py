@@ -13,8 +13,11 @@ from monitor.config._fields import (
     ReadableFile,
     Seconds,
     Section,
+    at_least,
     environ_of,
 )
+
+_SLOW_SENDERS = "a sender needs time to send a request"
 
 
 class GrpcReceiver(Section):
@@ -27,10 +30,10 @@ class HttpReceiver(Section):
     endpoint: Endpoint = "127.0.0.1:4318"
     # A request's headers must arrive whole this long after its first byte, and its
     # body after its headers; slower clients are cut off (slow-loris senders).
-    read_header_timeout_s: Seconds = Field(default=10.0, gt=0)
-    read_timeout_s: Seconds = Field(default=30.0, gt=0)
+    read_header_timeout_s: Annotated[Seconds, at_least(0.1, _SLOW_SENDERS)] = 10.0
+    read_timeout_s: Annotated[Seconds, at_least(0.1, _SLOW_SENDERS)] = 30.0
     # Keep-alive connections idle this long are closed; at most max_connections open.
-    idle_timeout_s: Seconds = Field(default=60.0, gt=0)
+    idle_timeout_s: Annotated[Seconds, at_least(0.1, "connections are checked this often")] = 60.0
     max_connections: int = Field(default=1_000, gt=0)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig, Judge, Redaction
 from monitor.config._fields import Section
@@ -27,6 +27,27 @@ class Config(Section):
     exporters: Exporters = Exporters()
     # A factory: the default number of worker processes probes the CPUs, not at import.
     pipeline: Pipeline = Field(default_factory=Pipeline)
+
+    @field_validator("evaluators")
+    @classmethod
+    def _evaluators_checked(
+        cls, entries: list[EvaluatorConfig], info: ValidationInfo
+    ) -> list[EvaluatorConfig]:
+        """At least one evaluator; and the evaluators' own checks, when the loader was
+        given them (`load_config(evaluator_check=...)`), in the same pass as the rest."""
+        if not entries:
+            raise ValueError(
+                "no evaluators: the monitor would score nothing; leave the key out for the "
+                "four local evaluators, or list the ones you want"
+            )
+        check = (info.context or {}).get("evaluator_check")
+        if check is None:
+            return entries
+        judge = info.data.get("judge")
+        problems = check(entries, judge.model if isinstance(judge, Judge) else None)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return entries
 
     @model_validator(mode="before")
     @classmethod

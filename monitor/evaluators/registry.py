@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from monitor.config import Config, ConfigError, EvaluatorConfig
 from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
@@ -60,34 +62,57 @@ def threshold_scale(name: str) -> tuple[float, float] | None:
 
 
 def check_evaluators(config: Config) -> None:
-    """What only the evaluators can judge about `config.evaluators`: every name is known,
+    """`evaluator_problems` of a loaded config; raises `ConfigError` with one
+    `evaluators.N.key: problem` line per problem."""
+    problems = evaluator_problems(list(config.evaluators), config.judge.model)
+    if problems:
+        raise ConfigError([f"evaluators.{problem}" for problem in problems])
+
+
+def default_threshold(name: str) -> float | None:
+    """The pass mark an entry without `threshold` gets: the middle of a 0..1 scale, 3 on a
+    1..5 scale; None for evaluators that take none."""
+    scale = threshold_scale(name)
+    if scale is None:
+        return None
+    return 3.0 if scale == (1.0, 5.0) else 0.5
+
+
+def default_severity_threshold(name: str) -> str | None:
+    """The severity from which a safety evaluator's verdict is a defect when the entry
+    names none; None for evaluators that grade no severity."""
+    definition = DEFINITIONS.get(name)
+    grades = name in _SEVERITY_ONLY or (definition is not None and definition.answer == "severity")
+    return "medium" if grades else None
+
+
+def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) -> list[str]:
+    """What only the evaluators can judge about `evaluators` entries: every name is known,
     every threshold lies on its evaluator's native scale, and every judge has a model and
-    a usable prompt. Raises `ConfigError` with one `evaluators.N.key: problem` line per
-    problem."""
+    a usable prompt. One `N.key: problem` line per problem (N the entry's index)."""
     problems = []
-    for i, entry in enumerate(config.evaluators):
+    for i, entry in enumerate(entries):
         if entry.name not in _FACTORIES:
+            close = difflib.get_close_matches(entry.name, list(_FACTORIES), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             problems.append(
-                f"evaluators.{i}.name: unknown evaluator {entry.name!r} "
-                f"(known: {', '.join(sorted(_FACTORIES))})"
+                f"{i}.name: unknown evaluator {entry.name!r} "
+                f"({hint}known: {', '.join(sorted(_FACTORIES))})"
             )
             continue
         if entry.threshold is not None:
             problem = _threshold_problem(entry.name, entry.threshold)
             if problem is not None:
-                problems.append(f"evaluators.{i}.threshold: {problem}")
+                problems.append(f"{i}.threshold: {problem}")
         if entry.tlm is not None and entry.name != TLM:
-            problems.append(f"evaluators.{i}.tlm: only {TLM} takes tlm options")
+            problems.append(f"{i}.tlm: only {TLM} takes tlm options")
         if entry.second_stage is not None and entry.name != "local_groundedness":
-            problems.append(
-                f"evaluators.{i}.second_stage: only local_groundedness takes second_stage"
-            )
-        model = entry.model or config.judge.model
+            problems.append(f"{i}.second_stage: only local_groundedness takes second_stage")
+        model = entry.model or judge_model
         problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:
-            problems.append(f"evaluators.{i}.{problem}")
-    if problems:
-        raise ConfigError(problems)
+            problems.append(f"{i}.{problem}")
+    return problems
 
 
 def _threshold_problem(name: str, threshold: float) -> str | None:

@@ -246,7 +246,7 @@ def test_env_problem_names_the_variable() -> None:
     text = "\n".join(info.value.problems)
     assert "sampling.rate" in text and "(set by RAG_MONITOR_SAMPLING__RATE)" in text
     # A misspelt section is reported, not ignored: `__` marks a config key.
-    assert "samplng: unknown key (set by RAG_MONITOR_SAMPLNG__RATE)" in text
+    assert "samplng: unknown key; did you mean 'sampling'? (set by RAG_MONITOR_SAMPLNG__RATE)" in text
 
 
 # -- durations ---------------------------------------------------------------------------
