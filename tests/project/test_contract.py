@@ -1,0 +1,352 @@
+"""`docs/contract.md` against the code, both ways: every config key with its default, every
+metric with its labels, every evaluator, every command and flag. What a user writes against
+cannot drift from what runs without this test failing."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+import pytest
+import yaml
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from monitor.__main__ import _parser
+from monitor.config import AlertRule, Config, EvaluatorConfig
+from monitor.evaluators.registry import known_evaluators
+from tests.conftest import REPO
+
+CONTRACT = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
+SECTIONS = frozenset(Config.model_fields)
+# Keys the contract documents that are spellings of other keys, not fields of their own.
+SPELLINGS = frozenset({"receivers.otlp.protocols.grpc", "receivers.otlp.protocols.http"})
+
+
+def _section(title: str) -> str:
+    """The text under the heading `title` (any level), up to the next heading of that level
+    or above."""
+    match = re.search(rf"^(#+) {re.escape(title)}\s*$", CONTRACT, re.M)
+    assert match, f"docs/contract.md has no heading {title!r}"
+    level = len(match.group(1))
+    rest = CONTRACT[match.end() :]
+    end = re.search(rf"^#{{1,{level}}} ", rest, re.M)
+    return rest[: end.start()] if end else rest
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The body rows of every table in `text`, as cells."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("|") or re.fullmatch(r"\|[-| ]+\|", line.strip()):
+            continue
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    # Drop each table's header row: the one before a separator line.
+    headers = set()
+    lines = text.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        if re.fullmatch(r"\|[-| ]+\|", line.strip()):
+            headers.add(lines[i - 1].strip())
+    return [r for r in rows if "| " + " | ".join(r) + " |" not in headers]
+
+
+def _ticked(cell: str) -> list[str]:
+    """The backticked names in a cell, leaving out what stands in parentheses."""
+    depth, kept = 0, []
+    for ch in cell:
+        depth += ch == "("
+        if depth == 0:
+            kept.append(ch)
+        depth -= ch == ")" and depth > 0
+    return re.findall(r"`([^`]+)`", "".join(kept))
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The section model behind an annotation (`X`, `X | None`), or None."""
+    if get_origin(annotation) in (Union, type(int | None)):
+        models = [m for a in get_args(annotation) if (m := _model_of(a)) is not None]
+        return models[0] if models else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _is_list(annotation: Any) -> bool:
+    return get_origin(annotation) is list
+
+
+def _leaves(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, default) of every leaf of a section; a list of entries is one leaf,
+    written `key[]`."""
+    for name, info in model.model_fields.items():
+        key = f"{prefix}{name}"
+        inner = _model_of(info.annotation)
+        if inner is not None:
+            yield from _leaves(inner, key + ".")
+        elif _is_list(info.annotation) and any(
+            _model_of(a) for a in get_args(info.annotation)
+        ):
+            yield f"{key}[]", info.default
+        else:
+            default = info.default
+            if default is PydanticUndefined:
+                default = None if info.default_factory is None else _FACTORY
+            yield key, default
+
+
+_FACTORY = object()  # a default computed when the config is built (the CPUs)
+
+
+def _expand(keys: list[str], section: str | None) -> list[str]:
+    """`a.b`, `.c` → `a.b`, `a.c`; keys outside a section name are put under it."""
+    out: list[str] = []
+    for key in keys:
+        if key.startswith(".") and out:
+            key = out[-1].rsplit(".", 1)[0] + key
+        elif section is not None and key.split(".")[0].removesuffix("[]") not in SECTIONS:
+            key = f"{section}.{key}"
+        out.append(key)
+    return out
+
+
+def _documented_config() -> dict[str, str | None]:
+    """Documented key → its default cell entry (None where the row gives none per key)."""
+    documented: dict[str, str | None] = {}
+    config = _section("Configuration")
+    for heading in re.findall(r"^### (.+)$", config, re.M):
+        names = re.findall(r"`([^`]+)`", heading)
+        if not names or not all(n in SECTIONS for n in names) or names == ["evaluators"]:
+            continue
+        section = names[0] if len(names) == 1 else None
+        for row in _rows(_section(heading)):
+            if len(row) < 3:
+                continue
+            keys = _expand([k.split(" / ")[0] for k in _ticked(row[0])], section)
+            for alias in re.findall(r"` / `(\.[a-z_]+)`", row[0]):
+                keys.append(keys[-1].rsplit(".", 1)[0] + alias)
+            defaults = _split_defaults(row[1])
+            for i, key in enumerate(keys):
+                documented[key] = defaults[i] if len(defaults) == len(keys) else None
+    return documented
+
+
+def _split_defaults(cell: str) -> list[str]:
+    """A default cell's comma-separated values (commas inside brackets or digits kept)."""
+    parts, depth, current = [], 0, ""
+    for i, ch in enumerate(cell):
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth = max(depth - 1, 0)
+        if ch == "," and depth == 0 and cell[i + 1 : i + 2] == " ":
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p.strip() for p in parts]
+
+
+_MIB = re.compile(r"^([\d,]+) MiB$")
+
+
+def _value(text: str) -> Any:
+    """A documented default as a value: `literal`, none, unlimited, N MiB, 65,536."""
+    text = re.sub(r"\s*\(.*\)$", "", text).strip().rstrip("…")
+    if text in ("none", "unlimited", "—"):
+        return None
+    if (mib := _MIB.match(text)) is not None:
+        return int(mib.group(1).replace(",", "")) * 1024 * 1024
+    if re.fullmatch(r"[\d,]+", text):
+        return int(text.replace(",", ""))
+    if text.startswith("`") and text.endswith("`") and text.count("`") == 2:
+        return yaml.safe_load(text[1:-1])
+    return _UNREADABLE
+
+
+_UNREADABLE = object()
+
+
+def _same(documented: Any, actual: Any) -> bool:
+    if isinstance(actual, BaseModel) or actual is _FACTORY:
+        return True
+    if isinstance(actual, tuple | list) and isinstance(documented, list):
+        return list(actual) == documented
+    return bool(documented == actual)
+
+
+def _config_leaves() -> dict[str, Any]:
+    """Every key of the sections (the `evaluators` list has its own table) → its default."""
+    leaves: dict[str, Any] = {}
+    for section, info in Config.model_fields.items():
+        model = _model_of(info.annotation)
+        if model is not None:
+            leaves.update(_leaves(model, f"{section}."))
+    return leaves
+
+
+def test_every_config_key_is_documented_and_every_documented_key_exists() -> None:
+    documented = _documented_config()
+    actual = _config_leaves()
+    assert sorted(set(actual) - set(documented)) == [], "keys the contract does not list"
+    assert sorted(set(documented) - set(actual) - SPELLINGS) == [], "keys that do not exist"
+
+
+def test_every_documented_default_is_the_default() -> None:
+    documented = _documented_config()
+    actual = _config_leaves()
+    wrong, checked = [], 0
+    for key, cell in documented.items():
+        if cell is None or key not in actual:
+            continue
+        value = _value(cell)
+        if value is _UNREADABLE:
+            continue
+        checked += 1
+        if not _same(value, actual[key]):
+            wrong.append(f"{key}: contract says {cell!r}, the code {actual[key]!r}")
+    assert wrong == []
+    # Most rows state one default per key; a rewording that hides them fails here.
+    assert checked >= 0.7 * len(actual), (checked, len(actual))
+
+
+def test_evaluator_entry_and_alert_rule_keys_are_documented() -> None:
+    rows = _rows(_section("`evaluators`"))
+    entry_keys = {k for row in rows for k in _ticked(row[0])}
+    assert entry_keys == set(EvaluatorConfig.model_fields)
+    alerts = _section("`alerts`")
+    rule_words = set(re.findall(r"`([a-z_]+)", alerts))
+    assert set(AlertRule.model_fields) <= rule_words
+
+
+# -- evaluators --------------------------------------------------------------------------
+
+
+def test_the_evaluator_table_lists_exactly_the_registered_evaluators() -> None:
+    names = {n for row in _rows(_section("Evaluators")) for n in _ticked(row[0])}
+    assert names == known_evaluators()
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+_METRIC_FACTORIES = frozenset({"counter", "gauge", "Counter", "Gauge", "Histogram"})
+
+
+def _metrics_in_code() -> dict[str, frozenset[str]]:
+    """Every metric `monitor/` defines (name without prefix, counters with `_total`) →
+    its label names, read from the calls that create them."""
+    found: dict[str, frozenset[str]] = {}
+    for path in sorted((REPO / "monitor").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or len(node.args) < 2:
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if called not in _METRIC_FACTORIES or not isinstance(first, ast.Constant):
+                continue
+            if not isinstance(first.value, str):
+                continue
+            labels: frozenset[str] = frozenset()
+            if len(node.args) >= 3 and isinstance(node.args[2], ast.Tuple):
+                labels = frozenset(
+                    e.value
+                    for e in node.args[2].elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
+            suffix = "_total" if called.lower() == "counter" else ""
+            found[first.value + suffix] = labels
+    return found
+
+
+def _metrics_in_contract() -> dict[str, frozenset[str]]:
+    documented: dict[str, frozenset[str]] = {}
+    for row in _rows(_section("Metrics")):
+        # The labels come first; a colon starts prose about them.
+        labels = frozenset(_ticked(row[2].split(": ")[0])) if len(row) > 2 else frozenset()
+        for name in _ticked(row[0]):
+            documented[name] = labels
+    return documented
+
+
+def test_every_metric_is_documented_with_its_labels_and_no_other() -> None:
+    code, contract = _metrics_in_code(), _metrics_in_contract()
+    assert sorted(set(code) - set(contract)) == [], "metrics the contract does not list"
+    assert sorted(set(contract) - set(code)) == [], "documented metrics the code lacks"
+    differ = {n: (sorted(contract[n]), sorted(code[n])) for n in code if code[n] != contract[n]}
+    assert differ == {}, "labels: (contract, code)"
+
+
+# -- commands and flags ------------------------------------------------------------------
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    return {
+        option
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
+
+
+def test_every_command_and_flag_is_documented_and_exists() -> None:
+    parser = _parser({})
+    commands = _subparsers(parser)
+    rows = _rows(_section("Commands"))
+    documented: dict[str, set[str]] = {}
+    for row in rows:
+        words = _ticked(row[0])
+        if words and words[0].startswith("rag-monitor "):
+            command = words[0].split()[1]
+            if command.startswith("--"):
+                continue
+            flags = set(re.findall(r"--[a-z-]+", row[0] + " " + row[1]))
+            documented[command] = flags
+    assert set(documented) == set(commands)
+    common = {w for row in rows for w in _ticked(row[0]) if w.startswith("--")}
+    assert common == {"--log-level", "--log-format", "--config"}
+    assert "`rag-monitor --version`" in _section("Commands")
+    for name, sub in commands.items():
+        assert documented[name] | common >= _flags(sub), name
+        assert documented[name] <= _flags(sub), name
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/contract.md"])
+def test_the_example_config_keys_the_docs_quote_exist(path: str) -> None:
+    """Every `section.key` the docs quote in backticks names a real key (or a list entry's
+    key, or a metric label's value)."""
+    text = (REPO / path).read_text(encoding="utf-8")
+    leaves = {key.removesuffix("[]") for key in _config_leaves()}
+    prefixes = {k.rsplit(".", i)[0] for k in leaves for i in range(k.count(".") + 1)}
+    quoted = set(re.findall(r"`((?:%s)\.[a-z_.]+[a-z_])`" % "|".join(SECTIONS), text))
+    unknown = sorted(
+        q
+        for q in quoted
+        if q not in prefixes
+        and not any(q.startswith(p + ".") for p in leaves)
+        and not any(q.startswith(s + ".") for s in SPELLINGS)
+        and not (REPO / "monitor" / q).exists()  # a module path such as `redaction.py`
+    )
+    assert unknown == [], path
+
+
+def test_contract_reader_finds_the_tables(tmp_path: Path) -> None:
+    """The readers above see what a person sees (a broken table would pass as empty)."""
+    assert len(_documented_config()) > 80
+    assert len(_metrics_in_contract()) > 40
+    assert len(_rows(_section("Evaluators"))) > 10
