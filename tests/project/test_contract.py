@@ -333,7 +333,8 @@ def test_the_example_config_keys_the_docs_quote_exist(path: str) -> None:
     text = (REPO / path).read_text(encoding="utf-8")
     leaves = {key.removesuffix("[]") for key in _config_leaves()}
     prefixes = {k.rsplit(".", i)[0] for k in leaves for i in range(k.count(".") + 1)}
-    quoted = set(re.findall(r"`((?:%s)\.[a-z_.]+[a-z_])`" % "|".join(SECTIONS), text))
+    pattern = r"`((?:" + "|".join(SECTIONS) + r")\.[a-z_.]+[a-z_])`"
+    quoted = set(re.findall(pattern, text))
     unknown = sorted(
         q
         for q in quoted
