@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
+import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,35 +25,95 @@ EXAMPLES = REPO / "examples"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-# The files that take longest, longest first. `tests/run.sh` gives each pytest worker one
-# file at a time in collection order (`--dist loadfile --no-loadscope-reorder`); starting
-# these first keeps one of them from starting last and running on alone while the other
-# workers idle. A file missing from the list only loses its place.
-SLOW_FILES = (
-    "tests/judge/test_judge_real_model.py",
-    "tests/alerts/test_alerts_regression_e2e.py",
-    "tests/service/test_cli.py",
-    "tests/receivers/test_kafka.py",
-    "tests/frameworks/test_frameworks_real.py",
-    "tests/config/test_config.py",
-    "tests/judge/test_judge_tlm_real.py",
-    "tests/judge/test_judge_tlm.py",
-    "tests/service/test_otlp_faults.py",
-    "tests/frameworks/test_frameworks_agents.py",
-    "tests/service/test_security.py",
-    "tests/receivers/test_replay.py",
-)
+def _private_home() -> None:
+    """Give the tests (and every process they start) a home and XDG folders of their own,
+    removed at exit, and turn third-party telemetry off: frameworks the tests drive write
+    caches and telemetry ids into the home folder otherwise. `tests/run.sh` already sets
+    HOME to a scratch folder; this covers a plain `pytest` too (xdist workers inherit it)."""
+    if os.environ.get(_HOME_MARK):
+        return
+    home = Path(tempfile.mkdtemp(prefix="rag-monitor-tests-home-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    os.environ[_HOME_MARK] = str(home)
+    os.environ["HOME"] = str(home)
+    for variable, folder in (
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
+        os.environ[variable] = str(home / folder)
+    os.environ["DSPY_CACHEDIR"] = str(home / ".dspy_cache")
+    for variable, value in TELEMETRY_OFF.items():
+        os.environ[variable] = value
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the tests of `SLOW_FILES` to the front, in that order; the rest keep theirs."""
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+_HOME_MARK = "RAG_MONITOR_TESTS_HOME"
+# Opt-outs the libraries the tests import honour.
+TELEMETRY_OFF = {
+    "HAYSTACK_TELEMETRY_ENABLED": "False",
+    "ANONYMIZED_TELEMETRY": "False",
+    "DO_NOT_TRACK": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_OFFLINE": "1",
+}
+_private_home()
 
-    def key(item: pytest.Item) -> int:
-        path = item.path.relative_to(REPO).as_posix()
-        return rank.get(path, len(SLOW_FILES))
 
-    items.sort(key=key)  # stable: the order inside a file, and of the other files, stays
+# Measured durations of the tests that take a second or more (`tests/durations.json`,
+# written by `pytest --record-durations`, e.g. `bash tests/run.sh --record-durations`).
+DURATIONS = REPO / "tests" / "durations.json"
+# A test measured at this many seconds or more is in the slow tier (`-m slow`); so is one
+# marked `@pytest.mark.slow` by hand (a new test not measured yet).
+SLOW_S = 3.0
+
+
+def _durations() -> dict[str, float]:
+    try:
+        loaded = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="write each test's duration (setup, call, teardown) to tests/durations.json",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests measured as slow, and start the files that take longest first:
+    `tests/run.sh` gives each pytest worker one file at a time in collection order
+    (`--dist loadfile --no-loadscope-reorder`), and a long file started last would run on
+    alone while the other workers idle."""
+    durations = _durations()
+    per_file: dict[Path, float] = {}
+    for item in items:
+        took = durations.get(item.nodeid, 0.0)
+        per_file[item.path] = per_file.get(item.path, 0.0) + took
+        if took >= SLOW_S:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -per_file[item.path])  # stable inside a file
+
+
+_recorded: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if not config.getoption("--record-durations") or hasattr(config, "workerinput"):
+        return
+    kept = {k: round(v, 1) for k, v in sorted(_recorded.items()) if v >= 1.0}
+    DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
