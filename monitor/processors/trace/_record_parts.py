@@ -7,9 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.processors.trace._request_spans import NOT_CHAIN_OPERATIONS, Requests
+from monitor.processors.trace._request_spans import (
+    Requests,
+    container_input,
+    container_output,
+    is_container,
+)
 from monitor.processors.trace._span_values import (
-    ANSWER_KEYS,
     QUERY_KEYS,
     Doc,
     Generation,
@@ -51,27 +55,16 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
             top.response = a["rag.response"]
         if top.docs is None:
             top.docs = _rag_context(a)
-        if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
-            kind = a.get("openinference.span.kind")
-            op = a.get("gen_ai.operation.name")
-            if kind in (None, "CHAIN", "AGENT") and not (
-                isinstance(op, str) and op in NOT_CHAIN_OPERATIONS
-            ):
-                depth = depth_of(span, by_id)
-                if depth < chain_depth:
-                    chain, chain_depth = span, depth
+        if (
+            "input.value" in a or "traceloop.entity.input" in a or "output.value" in a
+        ) and is_container(span):
+            depth = depth_of(span, by_id)
+            if depth < chain_depth:
+                chain, chain_depth = span, depth
     if chain is not None:
-        a = chain.attributes
-        top.chain_query = find_text(
-            a.get("input.value", a.get("traceloop.entity.input")), QUERY_KEYS
-        )
-        top.chain_response = output_text(chain)
+        top.chain_query = find_text(container_input(chain), QUERY_KEYS)
+        top.chain_response = container_output(chain)
     return top
-
-
-def output_text(span: Span) -> str | None:
-    a = span.attributes
-    return find_text(a.get("output.value", a.get("traceloop.entity.output")), ANSWER_KEYS)
 
 
 def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
@@ -177,7 +170,7 @@ def build_record(
     # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
     response = top.response
     if response is None and request is not None:
-        response = output_text(request)
+        response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
     query = _query(answer, retrievals, top, request, requests)

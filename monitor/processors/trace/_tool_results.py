@@ -9,11 +9,13 @@ import json
 import re
 from typing import Any
 
+from monitor.processors.trace._span_roles import TOOL, span_role
 from monitor.processors.trace._span_values import (
     Doc,
     Retrieval,
     as_doc,
     as_str,
+    chat_messages,
     indexed,
     is_repr,
     loads,
@@ -25,7 +27,29 @@ _NO_TEXT_TYPES = frozenset(
     {"image", "image_url", "input_image", "audio", "input_audio", "file", "blob", "binary"}
 )
 _AT_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>\s*\Z")
-_RESULT_KEYS = ("documents", "docs", "results", "result", "output", "outputs", "context", "data")
+_RESULT_KEYS = (
+    "raw_output",  # LlamaIndex's ToolOutput: the tool's own return value, before its text
+    "blocks",  # ... and its content blocks
+    "documents",
+    "docs",
+    "results",
+    "result",
+    "output",
+    "outputs",
+    "context",
+    "data",
+)
+# Fields whose text may hold the tool's structured return value.
+_TEXT_ENVELOPES = frozenset({"raw_output", "content", "text"})
+_DOC_IDS = frozenset({"id", "doc_uri", "uri", "url"})
+# Tool results are nested at most this deep (envelopes, then documents); deeper is not read.
+_MAX_DEPTH = 6
+_TOOL_RESULT_KEYS = (
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "output.value",
+    "traceloop.entity.output",
+)
 
 
 def _literal(value: Any) -> Any:
@@ -39,8 +63,14 @@ def _literal(value: Any) -> Any:
     return value
 
 
+def _parsed_text(value: Any) -> Any:
+    """A text field's value parsed when it holds JSON or a Python literal: tool messages,
+    MCP text parts and content blocks carry the tool's return value as text."""
+    return _literal(loads(value)) if isinstance(value, str) else value
+
+
 def _tool_items(value: Any, depth: int) -> list[Doc]:
-    if value is None or depth > 4:
+    if value is None or depth > _MAX_DEPTH:
         return []
     if isinstance(value, bool | int | float):
         return [Doc(json.dumps(value))]  # a calculator's or a clock's value is evidence too
@@ -57,9 +87,17 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
         "data" in value and ({"mime_type", "mimeType", "media_type"} & value.keys())
     ):
         return []  # an image, audio or file: nothing a text evaluator can read
-    for key in (*_RESULT_KEYS, "content"):
-        if isinstance(value.get(key), list):  # `{"documents": [...]}`, MCP's `{"content": [...]}`
-            return _tool_items(value[key], depth + 1)
+    if "lc" in value and isinstance(value.get("kwargs"), dict):  # a serialized ToolMessage
+        return _tool_items(value["kwargs"], depth + 1)
+    for key in (*_RESULT_KEYS, "content", "text"):
+        # `{"documents": [...]}`, MCP's `{"content": [...]}`, a ToolOutput's `raw_output`,
+        # a tool message or content block whose text is a JSON list of documents
+        inner = _parsed_text(value[key]) if key in _TEXT_ENVELOPES and key in value else None
+        inner = value.get(key) if inner is None else inner
+        if isinstance(inner, list):
+            return _tool_items(inner, depth + 1)
+        if isinstance(inner, dict) and key in _TEXT_ENVELOPES and not _DOC_IDS & value.keys():
+            return _tool_items(inner, depth + 1)  # an MCP text part holding one JSON object
     doc = as_doc(value)
     if doc is not None and doc.content:
         return [doc]
@@ -86,23 +124,56 @@ def tool_docs(value: Any, tool: str | None) -> list[Doc]:
     return docs
 
 
+def _choice_result(span: Span) -> Any:
+    """A tool span's `gen_ai.choice` event: what the tool returned (Strands; its
+    `gen_ai.tool.message` event on the same span holds the arguments)."""
+    for event in reversed(span.events):
+        if event.name == "gen_ai.choice":
+            attrs = event.attributes
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            fields = body if isinstance(body, dict) else {}
+            for key in ("message", "content", "result"):
+                if key in attrs or key in fields:
+                    return attrs.get(key, fields.get(key))
+    return None
+
+
+def _output_messages_result(value: Any) -> Any:
+    """The tool's result in a tool span's `gen_ai.output.messages`: its
+    `tool_call_response` parts, else the messages' text."""
+    messages = loads(value)
+    if not isinstance(messages, list):
+        return messages
+    responses = [
+        part.get("response", part.get("result"))
+        for msg in messages
+        if isinstance(msg, dict) and isinstance(loads(msg.get("parts")), list)
+        for part in loads(msg.get("parts"))
+        if isinstance(part, dict) and part.get("type") == "tool_call_response"
+    ]
+    if responses:
+        return responses[0] if len(responses) == 1 else responses
+    return [content for _, content in chat_messages(messages)] or None
+
+
 def read_tool(span: Span) -> Retrieval | None:
-    """The result of a tool call span (GenAI `execute_tool` with `gen_ai.tool.call.result`,
-    OpenInference `TOOL` with `output.value`, OpenLLMetry `tool` tasks), or None if the
-    span is not a tool call or carries no result (content capture off)."""
-    a = span.attributes
-    if a.get("openinference.span.kind") == "TOOL":
-        name, result = a.get("tool.name"), a.get("output.value")
-    elif a.get("gen_ai.operation.name") == "execute_tool":
-        name = a.get("gen_ai.tool.name")
-        result = next(
-            (a[k] for k in ("gen_ai.tool.call.result", "tool_response", "output.value") if k in a),
-            None,
-        )
-    elif a.get("traceloop.span.kind") == "tool":
-        name, result = a.get("traceloop.entity.name"), a.get("traceloop.entity.output")
-    else:
+    """The result of a tool call span, or None if the span is not one or carries no
+    result (content capture off). Its own result, in whichever place its convention
+    writes it: `gen_ai.tool.call.result`, OpenInference `output.value`, OpenLLMetry
+    `traceloop.entity.output`, `gen_ai.output.messages` (the GenAI operation-details
+    event), LangSmith's `gen_ai.completion`, a `gen_ai.choice` event. Never its
+    arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
+    if span_role(span) != TOOL:
         return None
+    a = span.attributes
+    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("traceloop.entity.name")))
+    result = next((a[k] for k in _TOOL_RESULT_KEYS if k in a), None)
+    if result is None and "gen_ai.output.messages" in a:
+        result = _output_messages_result(a["gen_ai.output.messages"])
+    if result is None and "gen_ai.completion" in a:
+        result = a["gen_ai.completion"]
+    if result is None and span.events:
+        result = _choice_result(span)
     if result is None:
         return None
     tool = str(name) if name else span.name
