@@ -76,6 +76,8 @@ class Pipeline(Section):
     workers: int = Field(default=4, gt=0)
     evaluation_timeout_s: Seconds = Field(default=60.0, gt=0)
     shutdown_timeout_s: Seconds = Field(default=20.0, ge=0)
+    # Evaluate records whose extraction looks wrong (`extraction_suspect`) like any other.
+    evaluate_suspect_records: bool = False
     max_services: int = Field(default=50, gt=0)
     max_routes: int = Field(default=100, gt=0)
 

@@ -15,6 +15,7 @@ import pytest
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
+from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS
 from tests._pipeline import RecordingStage, started
@@ -59,6 +60,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         assert record.response == answer["response"]
         assert record.context_text == answer["sources"]
         assert record.missing() == frozenset()
+        assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == service
         result = await groundedness.evaluate(record)
         verdicts[record.response] = result.passed

@@ -10,7 +10,8 @@ from collections import Counter as Tally
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.processors.trace._extract import Unreadable
-from monitor.records import RagRecord, SizeLimits, bound_record
+from monitor.processors.trace._suspect import GUIDANCE
+from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
@@ -39,6 +40,12 @@ class Outcomes:
         )
         for trigger in TRIGGERS:
             self.assembled.labels(trigger)
+        self.suspect = telemetry.counter(
+            "records_suspect",
+            "Records whose extraction looks wrong (extraction_suspect), by reason; not "
+            "evaluated unless pipeline.evaluate_suspect_records.",
+            ("service", "reason"),
+        )
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -75,6 +82,20 @@ class Outcomes:
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
+        reason = record.metadata.get(EXTRACTION_SUSPECT)
+        if reason is not None:
+            reason = reason if reason in GUIDANCE else "other"  # a record's own metadata
+            self._t.child(self.suspect, service, reason).inc()
+            self.warn.warning(
+                f"suspect/{service}/{reason}",
+                "service %r: record %s looks wrongly extracted (%s): %s. It is not evaluated "
+                "(records_suspect_total; pipeline.evaluate_suspect_records: true evaluates "
+                "such records anyway; /debug/records shows what was read)",
+                service,
+                record.request_id,
+                reason,
+                GUIDANCE.get(reason, "see the README's 'Tracing your app'"),
+            )
 
     def unsampled_by_service(self, unsampled: Tally[str]) -> None:
         for service, n in unsampled.items():

@@ -24,8 +24,9 @@ from monitor.processors.trace._span_values import (
     json_docs,
     normalized,
 )
+from monitor.processors.trace._suspect import suspect_reason
 from monitor.processors.trace._trace_tree import depth_of, feedback_of
-from monitor.records import RagRecord
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
@@ -164,6 +165,7 @@ def build_record(
     error: bool,
     latency_ns: int,
     conventions: set[str],
+    arguments: list[str],
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
     # The request's output is what the user got (frameworks parse the model's raw output:
@@ -191,6 +193,11 @@ def build_record(
         metadata["retrieval_query"] = searched
     if conventions:
         metadata["conventions"] = ",".join(sorted(conventions))
+    suspect = suspect_reason(
+        query, docs if top.docs is None else [], response, answer is not None, arguments
+    )
+    if suspect is not None:
+        metadata[EXTRACTION_SUSPECT] = suspect
     for key in ("session.id", "user.id", "gen_ai.conversation.id"):
         for source in (span, request):
             if source is not None and isinstance(source.attributes.get(key), str):

@@ -52,6 +52,12 @@ _TOOL_RESULT_KEYS = (
 )
 
 
+def parsed_value(value: Any) -> Any:
+    """A JSON value or a Python literal held in a string; anything else unchanged. Tool
+    messages, MCP text parts and content blocks carry a tool's return value as text."""
+    return _literal(loads(value))
+
+
 def _literal(value: Any) -> Any:
     """A Python literal (`['a', 'b']`, `{'text': ...}`) that is not JSON: what frameworks that
     `str()` a tool's return value send. Anything else comes back unchanged."""
@@ -61,12 +67,6 @@ def _literal(value: Any) -> Any:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return value
     return value
-
-
-def _parsed_text(value: Any) -> Any:
-    """A text field's value parsed when it holds JSON or a Python literal: tool messages,
-    MCP text parts and content blocks carry the tool's return value as text."""
-    return _literal(loads(value)) if isinstance(value, str) else value
 
 
 def _tool_items(value: Any, depth: int) -> list[Doc]:
@@ -80,7 +80,7 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
             return []  # an object's repr (`<PIL.Image.Image ... at 0x7f...>`), not its content
         return [Doc(text)]
     if isinstance(value, list):
-        return [doc for item in value for doc in _tool_items(_literal(loads(item)), depth + 1)]
+        return [doc for item in value for doc in _tool_items(parsed_value(item), depth + 1)]
     if not isinstance(value, dict):
         return []
     if value.get("type") in _NO_TEXT_TYPES or (
@@ -92,8 +92,7 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
     for key in (*_RESULT_KEYS, "content", "text"):
         # `{"documents": [...]}`, MCP's `{"content": [...]}`, a ToolOutput's `raw_output`,
         # a tool message or content block whose text is a JSON list of documents
-        inner = _parsed_text(value[key]) if key in _TEXT_ENVELOPES and key in value else None
-        inner = value.get(key) if inner is None else inner
+        inner = parsed_value(value.get(key)) if key in _TEXT_ENVELOPES else value.get(key)
         if isinstance(inner, list):
             return _tool_items(inner, depth + 1)
         if isinstance(inner, dict) and key in _TEXT_ENVELOPES and not _DOC_IDS & value.keys():
@@ -103,7 +102,7 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
         return [doc]
     for key in _RESULT_KEYS:
         if value.get(key) is not None:
-            return _tool_items(_literal(loads(value[key])), depth + 1)
+            return _tool_items(parsed_value(value[key]), depth + 1)
     # An object with no text field (`{"city": "Oslo", "temp_c": 4}`): its JSON is what the
     # answer states.
     return [Doc(json.dumps(value, ensure_ascii=False, default=str))] if value else []
@@ -115,7 +114,7 @@ def tool_docs(value: Any, tool: str | None) -> list[Doc]:
     plain string; numbers and objects without text as their JSON text; images, audio,
     files and empty results as nothing. Each document's source (`doc_uri`, unless it names
     its own) is the tool's name, also kept in `metadata.tool`."""
-    docs = _tool_items(_literal(loads(value)), 0)
+    docs = _tool_items(parsed_value(value), 0)
     for doc in docs:
         if tool:
             doc.metadata = {**(doc.metadata or {}), "tool": tool}
