@@ -15,9 +15,8 @@ import sys
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI
-from opentelemetry import trace
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
 from tests._openai_server import serve
 
 
@@ -43,12 +42,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
         system_prompt="Answer from the knowledge base.",
         streaming=False,
     )
-    tracer = provider.get_tracer("app")
-    for question, _ in QUESTIONS:
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            response = asyncio.run(_ask(agent, question))
-        report(trace_id, question, response, [KB[uri] for uri in search(question)])
+    ask_each_question(provider, lambda question: asyncio.run(_ask(agent, question)))
     finish(provider, roots)
 
 

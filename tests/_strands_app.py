@@ -16,7 +16,7 @@ import sys
 
 from opentelemetry import trace
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
 from tests._openai_server import serve
 
 
@@ -48,14 +48,12 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
         system_prompt="Answer from the knowledge base.",
         callback_handler=None,
     )
-    tracer = provider.get_tracer("app")
-    for question, _ in QUESTIONS:
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            agent.messages.clear()  # one conversation per question
-            result = agent(question)
-        sources = [KB[uri] for uri in search(question)]
-        report(trace_id, question, str(result), sources)
+
+    def ask(question: str) -> str:
+        agent.messages.clear()  # one conversation per question
+        return str(agent(question))
+
+    ask_each_question(provider, ask)
     finish(provider, roots)
 
 

@@ -9,7 +9,7 @@ groundedness evaluator passes the faithful answers and fails the one with a plan
 fact (`PLANTED`); no record is marked `extraction_suspect`. The agent stacks of the
 README's "Tracing your app" table (`AGENT_STACKS`: Strands Agents in both GenAI modes,
 LangGraph under LangSmith's OTel mode and under OpenInference, LlamaIndex's
-`FunctionAgent`) also keep each document's id as its `doc_uri`."""
+`FunctionAgent`, Agno, an MCP server's tool under the OpenAI Agents SDK) also keep each document's id as its `doc_uri`."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ AGENT_STACKS = [
     ("langgraph_tools", "langsmith", "agent", "langgraph-tools-langsmith"),
     ("langgraph_tools", "openinference", "agent", "langgraph-tools-openinference"),
     ("llama_index_agent", "openinference", "function-agent", "llama-index-agent-openinference"),
+    ("agno", "openinference", "agent", "agno-openinference"),
+    ("openai_agents", "openinference", "mcp", "openai-agents-openinference-mcp"),
 ]
 
 

@@ -288,24 +288,12 @@ def test_plain_text_tool_output_stays_one_document() -> None:
 
 
 def test_deep_or_huge_tool_output_is_a_bad_value_of_that_attribute_only() -> None:
-    """Nesting past any parser's limit stays text: the record is still extracted."""
-    deep = "[" * 100_000 + "]" * 100_000
-    t = Trace()
-    chain = {"openinference.span.kind": "AGENT", "input.value": QUESTION, "output.value": ANSWER}
-    with _span(t, "agent", **chain):
-        tool = {"openinference.span.kind": "TOOL", "tool.name": "search_docs", "output.value": deep}
-        with _span(t, "search_docs", **tool):
-            pass
-        llm = {
-            "openinference.span.kind": "LLM",
-            "llm.output_messages.0.message.role": "assistant",
-            "llm.output_messages.0.message.content": ANSWER,
-        }
-        with _span(t, "llm", **llm):
-            pass
-    (record,) = t.records()
-    assert (record.query, record.response) == (QUESTION, ANSWER)
-    assert len(record.retrieved_context) <= 1
+    """Nesting past any parser's limit stays text: the record is still extracted, with
+    its question and answer; the deep value is at most one text document."""
+    for deep in ("[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000):
+        (record,) = _oi_agent_with_tool_output(deep).records()
+        assert (record.query, record.response) == (QUESTION, ANSWER)
+        assert len(record.retrieved_context) <= 1
 
 
 def test_a_container_with_model_call_events_is_not_a_model_call() -> None:
@@ -320,3 +308,48 @@ def test_a_container_with_model_call_events_is_not_a_model_call() -> None:
     (record,) = t.records()
     assert (record.query, record.response) == (QUESTION, ANSWER)
     assert record.metadata["request_span_name"] == "invoke_agent a"
+
+
+def _semantic_kernel(t: Trace, with_logs: bool) -> None:
+    """Semantic Kernel: `chat.completions` and `execute_tool` spans without text; with its
+    GenAI logs exported, the messages arrive as log events joined to the chat spans (here
+    written as the events they become)."""
+    chat = {"gen_ai.operation.name": "chat.completions", "gen_ai.request.model": "scripted"}
+    call = {"id": "c1", "type": "function", "function": {"name": SEARCH, "arguments": ARGS}}
+    with _span(t, "POST /ask", **{"http.route": "/ask"}):
+        with _span(t, "chat.completions scripted", **chat) as span:
+            if with_logs:
+                _event(span, "gen_ai.user.message", body=json.dumps({"content": QUESTION}))
+                choice = {"index": 0, "message": {"role": "assistant", "tool_calls": [call]}}
+                _event(span, "gen_ai.choice", body=json.dumps(choice))
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": SEARCH}
+        with _span(t, f"execute_tool {SEARCH}", **tool):
+            pass
+        with _span(t, "chat.completions scripted", **chat) as span:
+            if with_logs:
+                _event(span, "gen_ai.user.message", body=json.dumps({"content": QUESTION}))
+                _event(span, "gen_ai.assistant.message", body=json.dumps({"tool_calls": [call]}))
+                _event(
+                    span,
+                    "gen_ai.tool.message",
+                    body=json.dumps({"content": json.dumps(DOCS), "id": "c1"}),
+                )
+                choice = {"index": 0, "message": {"role": "assistant", "content": ANSWER}}
+                _event(span, "gen_ai.choice", body=json.dumps(choice))
+
+
+SEARCH = "search_docs"
+
+
+def test_semantic_kernel_with_its_genai_logs() -> None:
+    t = Trace()
+    _semantic_kernel(t, with_logs=True)
+    _assert_right(t)
+
+
+def test_semantic_kernel_spans_only_is_flagged_for_its_missing_question() -> None:
+    t = Trace()
+    _semantic_kernel(t, with_logs=False)
+    (record,) = t.records()
+    assert record.query is None
+    assert record.metadata["extraction_suspect"] == "no_query"

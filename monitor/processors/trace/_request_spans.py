@@ -17,9 +17,12 @@ from monitor.processors.trace._span_values import (
 from monitor.spans import Span
 
 # Where a container's input and output are written: OpenInference, OpenLLMetry, and
-# LangSmith's OTel mode (its run inputs and outputs on every span).
-_INPUT_KEYS = ("input.value", "traceloop.entity.input", "gen_ai.prompt")
-_OUTPUT_KEYS = ("output.value", "traceloop.entity.output", "gen_ai.completion")
+# LangSmith's OTel mode (its run inputs and outputs on every span; on a span that declares
+# no kind, `gen_ai.prompt` / `gen_ai.completion` are a model call's).
+_INPUT_KEYS = ("input.value", "traceloop.entity.input")
+_OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
+_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt")
+_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion")
 
 
 def is_container(span: Span) -> bool:
@@ -29,7 +32,8 @@ def is_container(span: Span) -> bool:
 
 def container_input(span: Span) -> Any:
     a = span.attributes
-    return next((a[k] for k in _INPUT_KEYS if k in a), None)
+    keys = _DECLARED_INPUT_KEYS if span_role(span) == CONTAINER else _INPUT_KEYS
+    return next((a[k] for k in keys if k in a), None)
 
 
 def _is_prompt(value: Any, depth: int = 0) -> bool:
@@ -82,12 +86,12 @@ def container_output(span: Span) -> str | None:
     """The text a container span handed back: its output value, or a GenAI container's
     assistant output."""
     a = span.attributes
-    raw = next((a[k] for k in _OUTPUT_KEYS if k in a), None)
+    declared = span_role(span) == CONTAINER
+    keys = _DECLARED_OUTPUT_KEYS if declared else _OUTPUT_KEYS
+    raw = next((a[k] for k in keys if k in a), None)
     if raw is not None:
         return find_text(raw, ANSWER_KEYS)
-    if span_role(span) == CONTAINER:
-        return _genai_messages(span)[1]
-    return None
+    return _genai_messages(span)[1] if declared else None
 
 
 class Requests:
