@@ -18,7 +18,8 @@ from monitor.config import AlertRule, Budget, EvaluatorConfig, load_config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
-from monitor.processors.trace._outcomes import Outcomes
+from monitor.processors.trace._assembler import FinishedTrace
+from monitor.processors.trace._outcomes import SILENT_AFTER, Outcomes
 from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits
 from monitor.telemetry import Telemetry
 from tests.evaluation.test_evaluation_stage import ScriptedEvaluator
@@ -178,3 +179,19 @@ def test_the_switch_is_a_pipeline_setting(tmp_path: Any) -> None:
     assert load_config(str(path)).pipeline.evaluate_suspect_records is True
     path.write_text("pipeline: {}\n")
     assert load_config(str(path)).pipeline.evaluate_suspect_records is False
+
+
+def test_a_service_whose_traces_never_give_a_record_is_logged(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    outcomes = Outcomes(telemetry, None, SizeLimits())
+    with caplog.at_level(logging.WARNING, logger="monitor.processors.trace"):
+        for i in range(SILENT_AFTER):
+            outcomes.not_rag(FinishedTrace(f"{i:032x}", [], "root_ended", "otlp_http"), "mute")
+            outcomes.not_rag(FinishedTrace(f"{i:032x}", [], "root_ended", "otlp_http"), "rag")
+            if i == 0:
+                outcomes.record(_record(i, "rag", None), "otlp_http")
+    lines = [r.getMessage() for r in caplog.records if "gave a record" in r.getMessage()]
+    assert len(lines) == 1  # rate-limited, and never for a service that gives records
+    assert f"'mute': none of its {SILENT_AFTER} sampled traces" in lines[0]
+    assert "Tracing your app" in lines[0]

@@ -16,6 +16,9 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
+# Sampled traces of a service that gave no record, none ever having given one, before the
+# log says the service's integration is probably not read.
+SILENT_AFTER = 10
 
 
 class Outcomes:
@@ -46,6 +49,10 @@ class Outcomes:
             "evaluated unless pipeline.evaluate_suspect_records.",
             ("service", "reason"),
         )
+        # Per service (capped): sampled traces that gave no record while the service has
+        # never given one; a service leaves once it gives a record.
+        self._silent: dict[str, int] = {}
+        self._speaking: set[str] = set()
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -79,6 +86,9 @@ class Outcomes:
         if self.observer is not None:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
+        if service not in self._speaking:
+            self._speaking.add(service)
+            self._silent.pop(service, None)
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
@@ -108,6 +118,21 @@ class Outcomes:
     def not_rag(self, trace: FinishedTrace, service: str) -> None:
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
+        capped = self._t.service_cap(service)
+        if capped in self._speaking:
+            return
+        silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        if silent >= SILENT_AFTER:
+            self.warn.warning(
+                f"silent/{capped}",
+                "service %r: none of its %d sampled traces gave a record (each counted in "
+                'dropped_total{reason="not_rag"}): no model call, retrieval or rag.* '
+                "attribute was recognised; its instrumentation may write none of the "
+                "conventions read, or no content (see the README's 'Tracing your app'; "
+                "/debug/records lists its traces)",
+                capped,
+                silent,
+            )
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
