@@ -50,6 +50,12 @@ class ContextDoc(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+# `metadata` key: why the trace stage's extraction of this record looks wrong (its
+# reasons: `monitor/processors/trace/_suspect.py`); such a record is not evaluated unless
+# `pipeline.evaluate_suspect_records`.
+EXTRACTION_SUSPECT = "extraction_suspect"
+
+
 class RagRecord(BaseModel):
     """One RAG request: what was asked, what was retrieved, what was answered.
 

@@ -140,6 +140,7 @@ class Service:
             workers=config.pipeline.workers,
             evaluation_timeout_s=config.pipeline.evaluation_timeout_s,
             cpu_pool=pool,
+            evaluate_suspect_records=config.pipeline.evaluate_suspect_records,
         )
         debug_size = config.exporters.prometheus.debug_records
         self.debug = DebugRecords(debug_size, redact) if debug_size and serve_http else None

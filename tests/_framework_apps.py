@@ -13,7 +13,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -186,3 +186,14 @@ def report(trace_id: str, question: str, response: str, sources: Sequence[str]) 
         ),
         flush=True,
     )
+
+
+def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:
+    """For the agent apps whose tool ranks with `search`: ask each question under an app
+    span (`POST /ask`) and report what came back, with the documents the tool returned."""
+    tracer = provider.get_tracer("app")
+    for question, _ in QUESTIONS:
+        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}) as span:
+            trace_id = f"{span.get_span_context().trace_id:032x}"
+            response = ask(question)
+        report(trace_id, question, response, [KB[uri] for uri in search(question)])

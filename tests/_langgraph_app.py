@@ -30,6 +30,7 @@ from tests._framework_apps import (
     QUESTIONS,
     embed,
     finish,
+    planted_answer,
     report,
     scripted_answer,
     tracer_provider,
@@ -54,6 +55,13 @@ class KnowledgeBase(BaseRetriever):
 
 
 class ScriptedChatModel(BaseChatModel):
+    """Asked a question, calls `tool` with it after saying `plan`; given anything else,
+    answers it by `answer_by` (`scripted_answer`, or `planted_answer`)."""
+
+    tool: str = "search_kb"
+    plan: str = PLAN
+    planted: bool = False
+
     @property
     def _llm_type(self) -> str:
         return "scripted-chat"
@@ -71,13 +79,14 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         last = messages[-1]
+        answer_by = planted_answer if self.planted else scripted_answer
         if isinstance(last, HumanMessage):
-            call = {"name": "search_kb", "args": {"query": last.content}, "id": "call-1"}
-            message = AIMessage(content=PLAN, tool_calls=[call])
+            call = {"name": self.tool, "args": {"query": last.content}, "id": "call-1"}
+            message = AIMessage(content=self.plan, tool_calls=[call])
         elif isinstance(last, ToolMessage):
-            message = AIMessage(content=scripted_answer(str(last.content)))
+            message = AIMessage(content=answer_by(str(last.content)))
         else:
-            message = AIMessage(content=scripted_answer(""))
+            message = AIMessage(content=answer_by(""))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

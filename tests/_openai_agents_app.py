@@ -4,18 +4,21 @@
 
 The model is the SDK's own `OpenAIChatCompletionsModel` over an `AsyncOpenAI` client
 pointed at the scripted server on 127.0.0.1 (`tests/_openai_server.py`): the first turn
-calls `search_kb`, the second answers from its result. Prints one JSON line per question."""
+calls `search_kb`, the second answers from its result. Variant `mcp`: the tool is
+`search_docs` of an MCP server over stdio (`tests/_mcp_kb_server.py`), whose two text parts
+each hold one document as JSON. Prints one JSON line per question."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+from agents.mcp import MCPServerStdio, MCPServerStdioParams
 from openai import AsyncOpenAI
-from opentelemetry import trace
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
 from tests._openai_server import serve
 
 
@@ -26,24 +29,35 @@ def search_kb(query: str) -> str:
 
 
 def main(instrumentation: str, variant: str, endpoint: str) -> None:
-    provider, roots = tracer_provider("openai-agents-openinference", endpoint)
+    service = "openai-agents-openinference" + ("-mcp" if variant == "mcp" else "")
+    provider, roots = tracer_provider(service, endpoint)
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
-    client = AsyncOpenAI(base_url=serve(), api_key="scripted")
-    agent = Agent(
-        name="kb-agent",
-        instructions="Answer from the knowledge base.",
-        model=OpenAIChatCompletionsModel(model="scripted", openai_client=client),
-        tools=[search_kb],
+    model = OpenAIChatCompletionsModel(
+        model="scripted", openai_client=AsyncOpenAI(base_url=serve(), api_key="scripted")
     )
-    tracer = provider.get_tracer("app")
-    for question, _ in QUESTIONS:
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            result = Runner.run_sync(agent, question)
-        sources = [KB[uri] for uri in search(question)]
-        report(trace_id, question, str(result.final_output), sources)
+    instructions = "Answer from the knowledge base."
+    loop = asyncio.new_event_loop()  # one loop for the whole run: the MCP session lives on it
+    kb: MCPServerStdio | None = None
+    if variant == "mcp":
+        params: MCPServerStdioParams = {
+            "command": sys.executable,
+            "args": ["-m", "tests._mcp_kb_server"],
+        }
+        kb = MCPServerStdio(params=params)
+        loop.run_until_complete(kb.connect())
+        agent = Agent(name="kb-agent", instructions=instructions, model=model, mcp_servers=[kb])
+    else:
+        agent = Agent(name="kb-agent", instructions=instructions, model=model, tools=[search_kb])
+
+    def ask(question: str) -> str:
+        return str(loop.run_until_complete(Runner.run(agent, question)).final_output)
+
+    ask_each_question(provider, ask)
+    if kb is not None:
+        loop.run_until_complete(kb.cleanup())
+    loop.close()
     finish(provider, roots)
 
 

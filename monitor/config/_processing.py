@@ -80,6 +80,8 @@ class Pipeline(Section):
         Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
     ] = 60.0
     shutdown_timeout_s: Seconds = Field(default=20.0, ge=0)
+    # Evaluate records whose extraction looks wrong (`extraction_suspect`) like any other.
+    evaluate_suspect_records: bool = False
     max_services: int = Field(default=50, gt=0)
     max_routes: int = Field(default=100, gt=0)
 

@@ -8,7 +8,7 @@ basic auth) when one is set. Memory is bounded: the last N of each kind, every t
 cut at `TEXT_LIMIT` characters.
 
 `GET /debug/records` answers JSON, newest first:
-`{"extracted": [{time, source, trace_id, request_id, service, route, missing, query,
+`{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect, query,
 history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
 trace_id, service, spans, reason}]}`. Reasons: `unsampled`, `not_rag`, `extract_failed`,
 `bad_protobuf`.
@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.exporters.extracted import Redact, extracted_text
-from monitor.records import RagRecord
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 
 TEXT_LIMIT = 2_000
 PATH = "/debug/records"
@@ -53,6 +53,7 @@ class DebugRecords:
             "service": record.service,
             "route": record.route,
             "missing": sorted(record.missing()),
+            "suspect": record.metadata.get(EXTRACTION_SUSPECT),
             **extracted_text(record, self._redact, TEXT_LIMIT),
         }
         with self._lock:

@@ -26,7 +26,7 @@ from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors import _scoring
 from monitor.processors.budget import BudgetGate
-from monitor.records import RagRecord
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class BatchEvaluator:
         telemetry: Telemetry,
         timeout_s: float,
         pool: ProcessPool | None,
+        evaluate_suspect: bool = False,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -72,6 +73,8 @@ class BatchEvaluator:
         # With a pool, CPU scorers run in worker processes; without, in a thread hop here.
         self._pool = pool
         self._warn = RateLimitedLog(log)
+        # Records the trace stage marked `extraction_suspect` are evaluated only if set.
+        self._evaluate_suspect = evaluate_suspect
 
     @property
     def cpu_only(self) -> bool:
@@ -113,6 +116,21 @@ class BatchEvaluator:
             if decision == "sampled":
                 chosen.append(stage.evaluator)
         return chosen
+
+    def _held_back(self, stages: list[_Stage], item: InFlight) -> bool:
+        """A record whose extraction looks wrong is not evaluated (its scores would
+        measure the extraction: no defect rate, alert window or baseline sees it); each
+        evaluator's skip is counted. The trace stage logs why and what fixes it."""
+        if self._evaluate_suspect or EXTRACTION_SUSPECT not in item.item.record.metadata:
+            return False
+        for stage in stages:
+            self._t.child(
+                self._t.evaluations_skipped,
+                item.service,
+                stage.evaluator.name,
+                "extraction_suspect",
+            ).inc()
+        return True
 
     def _skipped(self, service: str, evaluator: Evaluator, missing: frozenset[str]) -> None:
         """Count an evaluation not run for lack of its input, and say so once in a while
@@ -161,6 +179,8 @@ class BatchEvaluator:
         cpu_work: list[tuple[InFlight, list[CpuScorer]]] = []
         decisions: Tally[tuple[str, str, str]] = Tally()
         for item in batch:
+            if self._held_back(stages, item):
+                continue
             chosen = self._runnable(
                 stages, item.item.sampled, item.missing, item.service, item.results, decisions
             )

@@ -65,9 +65,15 @@ class EvaluationStage:
         workers: int = 4,
         evaluation_timeout_s: float = 60.0,
         cpu_pool: ProcessPool | None = None,
+        evaluate_suspect_records: bool = False,
     ) -> None:
         self._evaluators = BatchEvaluator(
-            evaluators, budget, telemetry, evaluation_timeout_s, cpu_pool
+            evaluators,
+            budget,
+            telemetry,
+            evaluation_timeout_s,
+            cpu_pool,
+            evaluate_suspect=evaluate_suspect_records,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
 from tests._pipeline import RecordingStage, started
@@ -105,6 +106,7 @@ async def test_each_question_becomes_one_record_with_its_query_context_and_answe
         # The retriever really ranked: the document that answers comes first.
         assert answer["sources"][0] == KB[str(answer_for(answer["question"]))]
         assert record.missing() == frozenset()
+        assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == f"{app.replace('_', '-')}-{instrumentation}"
     if variant == "chat-engine":
         _check_conversations(stage)

@@ -17,6 +17,7 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
    own when a trace holds several); a reranker's output replaces what it reranked;
    documents with ids only take their text from the chat span's system message.
 7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request.
+8. A record whose parts look wrong is marked with why (`_suspect.py`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from monitor.processors.trace._record_parts import TraceWide, build_record, trac
 from monitor.processors.trace._request_spans import Requests
 from monitor.processors.trace._retrieval_spans import read_retrieval
 from monitor.processors.trace._span_values import Generation, Retrieval, normalized
+from monitor.processors.trace._suspect import tool_arguments
 from monitor.processors.trace._tool_results import read_tool
 from monitor.processors.trace._trace_tree import (
     BY_TIME,
@@ -61,7 +63,9 @@ def extract_records(
     tools: list[Retrieval] = []
     generations: list[Generation] = []
     conventions: set[str] = set()
+    arguments: list[str] = []  # what tools were called with (a sign of a wrong extraction)
     for span in ordered:
+        arguments += tool_arguments(span)
         retrieval = read_retrieval(span)
         if retrieval is not None:
             retrievals.append(retrieval)
@@ -113,6 +117,7 @@ def extract_records(
             error=any(s.error for s in ordered),
             latency_ns=root.end_unix_nano - root.start_unix_nano,
             conventions=conventions,
+            arguments=arguments,
         )
         return [record]
     records = []
@@ -154,6 +159,7 @@ def extract_records(
                 or any(r.span.error for r in window),
                 latency_ns=last - first,
                 conventions=conventions,
+                arguments=arguments,
             )
         )
     return records

@@ -8,34 +8,36 @@ from operator import attrgetter
 from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
 
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+TIME = attrgetter("time_unix_nano")
 
 
 def join_log_events(spans: Sequence[Span]) -> list[Span]:
     """Fold the event spans made from OTLP GenAI log events (`monitor.spans.LOG_EVENT_KEY`)
-    into the span they belong to: their events join its events, in time order, and a
+    into the span they belong to: their events join its events, in time order. Then a
     `gen_ai.client.inference.operation.details` event's attributes (the call's input and
-    output messages) fill the ones the span lacks. Event spans whose span never arrived
-    are left out."""
-    events = [s for s in spans if s.name in GENAI_EVENTS and s.attribute(LOG_EVENT_KEY)]
-    if not events:
-        return list(spans)
-    own = [s for s in spans if not (s.name in GENAI_EVENTS and s.attribute(LOG_EVENT_KEY))]
-    by_id = {s.span_id: s for s in own}
+    output messages), whether it came as a log record or as a span event (Strands with
+    `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`), fill the ones the span
+    lacks. Event spans whose span never arrived are left out."""
+    is_log_event = [s.name in GENAI_EVENTS and bool(s.attribute(LOG_EVENT_KEY)) for s in spans]
+    own = [s for s, from_log in zip(spans, is_log_event, strict=True) if not from_log]
     joined: dict[str, list[SpanEvent]] = {}
-    for event_span in events:
-        if event_span.parent_span_id in by_id:
-            joined.setdefault(event_span.parent_span_id, []).extend(event_span.events)
+    if any(is_log_event):
+        ids = {s.span_id for s in own}
+        for event_span, from_log in zip(spans, is_log_event, strict=True):
+            if from_log and event_span.parent_span_id in ids:
+                joined.setdefault(event_span.parent_span_id, []).extend(event_span.events)
     out = []
     for span in own:
         extra = joined.get(span.span_id)
-        if not extra:
+        events = sorted([*span.events, *extra], key=TIME) if extra else span.events
+        details = [e for e in events if e.name == OPERATION_DETAILS]
+        if not extra and not details:
             out.append(span)
             continue
         attributes = dict(span.attributes)
-        for event in extra:
-            if event.name == OPERATION_DETAILS:
-                for key, value in event.attributes.items():
-                    attributes.setdefault(key, value)
+        for event in details:
+            for key, value in event.attributes.items():
+                attributes.setdefault(key, value)
         out.append(
             Span(
                 span.trace_id,
@@ -45,7 +47,7 @@ def join_log_events(spans: Sequence[Span]) -> list[Span]:
                 span.start_unix_nano,
                 span.end_unix_nano,
                 attributes=attributes,
-                events=sorted([*span.events, *extra], key=attrgetter("time_unix_nano")),
+                events=events,
                 error=span.error,
                 service=span.service,
                 parent_is_remote=span.parent_is_remote,

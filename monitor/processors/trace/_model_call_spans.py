@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.processors.trace._span_roles import MODEL, span_role
 from monitor.processors.trace._span_values import (
     ANSWER_KEYS,
     QUERY_KEYS,
     Generation,
-    as_str,
     chat_messages,
     content_text,
     find_text,
@@ -21,7 +21,6 @@ from monitor.processors.trace._span_values import (
 from monitor.processors.trace._tool_results import tool_results
 from monitor.spans import Span
 
-LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -51,15 +50,12 @@ def _as_tokens(*values: Any) -> int | None:
 
 
 def is_generation(span: Span) -> bool:
+    """A model call: so declared (`_span_roles`), or, when the span declares nothing,
+    carrying a model call's messages."""
+    role = span_role(span)
+    if role is not None:
+        return role == MODEL
     a = span.attributes
-    kind = a.get("openinference.span.kind")
-    if kind is not None:
-        return bool(kind == "LLM")
-    if (
-        as_str(a.get("gen_ai.operation.name")) in LLM_OPERATIONS
-        or as_str(a.get("llm.request.type")) in LLM_OPERATIONS
-    ):
-        return True
     if not _GENERATION_KEYS.isdisjoint(a):
         return True
     return bool(span.events) and any(
@@ -107,18 +103,12 @@ def read_generation(span: Span) -> Generation | None:
         messages = chat_messages(a["gen_ai.prompt"])
     if output is None and "gen_ai.completion" in a:
         conventions.add("genai")
-        completion = loads(a["gen_ai.completion"])
-        outs = (
-            [t for r, t in chat_messages(completion) if r == "assistant"]
-            if isinstance(completion, list)
-            else []
-        )
-        output = "\n".join(outs) if outs else content_text(completion)
+        output = completion_text(a["gen_ai.completion"])
     if span.events and (not messages or output is None):
-        event_messages, event_output = _event_messages(span)
-        if event_messages or event_output:
+        from_events, event_output = event_messages(span)
+        if from_events or event_output:
             conventions.add("genai")
-        messages = messages or event_messages
+        messages = messages or from_events
         output = output if output is not None else event_output
     structured = bool(messages)
     if not messages and "input.value" in a:
@@ -159,6 +149,30 @@ def read_generation(span: Span) -> Generation | None:
     )
 
 
+def completion_text(value: Any) -> str | None:
+    """A `gen_ai.completion` value's text: assistant messages, LangChain's
+    `{"generations": [[{"text", "message"}]]}` (LangSmith's OTel mode), or plain text."""
+    completion = loads(value)
+    if isinstance(completion, dict) and isinstance(completion.get("generations"), list):
+        batch = completion["generations"][:1]
+        gens = batch[0] if batch and isinstance(batch[0], list) else batch
+        texts = []
+        for gen in gens:
+            if not isinstance(gen, dict):
+                continue
+            text = gen.get("text")
+            if not (isinstance(text, str) and text.strip()):
+                message = chat_messages([gen.get("message")])
+                text = next((t for r, t in message if r == "assistant"), None)
+            if isinstance(text, str) and text.strip():
+                texts.append(text)
+        return "\n".join(texts) or None
+    found = [t for r, t in chat_messages(completion) if r == "assistant"]
+    if found:
+        return "\n".join(found)
+    return content_text(completion)
+
+
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
     out = []
     for group in indexed(attrs, prefix):
@@ -173,7 +187,7 @@ def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str
     return out
 
 
-def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
+def event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
     """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`."""
     messages: list[tuple[str, str]] = []
     outputs: list[str] = []
@@ -201,9 +215,7 @@ def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
         elif event.name == "gen_ai.content.prompt" and "gen_ai.prompt" in attrs:
             messages += chat_messages(attrs["gen_ai.prompt"])
         elif event.name == "gen_ai.content.completion" and "gen_ai.completion" in attrs:
-            completion = loads(attrs["gen_ai.completion"])
-            found = [t for r, t in chat_messages(completion) if r == "assistant"]
-            text = "\n".join(found) if found else content_text(completion)
+            text = completion_text(attrs["gen_ai.completion"])
             if text:
                 outputs.append(text)
     return messages, "\n".join(outputs) if outputs else None

@@ -10,11 +10,15 @@ from collections import Counter as Tally
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.processors.trace._extract import Unreadable
-from monitor.records import RagRecord, SizeLimits, bound_record
+from monitor.processors.trace._suspect import GUIDANCE
+from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
+# Sampled traces of a service that gave no record, none ever having given one, before the
+# log says the service's integration is probably not read.
+SILENT_AFTER = 10
 
 
 class Outcomes:
@@ -39,6 +43,16 @@ class Outcomes:
         )
         for trigger in TRIGGERS:
             self.assembled.labels(trigger)
+        self.suspect = telemetry.counter(
+            "records_suspect",
+            "Records whose extraction looks wrong (extraction_suspect), by reason; not "
+            "evaluated unless pipeline.evaluate_suspect_records.",
+            ("service", "reason"),
+        )
+        # Per service (capped): sampled traces that gave no record while the service has
+        # never given one; a service leaves once it gives a record.
+        self._silent: dict[str, int] = {}
+        self._speaking: set[str] = set()
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -72,9 +86,26 @@ class Outcomes:
         if self.observer is not None:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
+        if service not in self._speaking:
+            self._speaking.add(service)
+            self._silent.pop(service, None)
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
+        reason = record.metadata.get(EXTRACTION_SUSPECT)
+        if reason is not None:
+            reason = reason if reason in GUIDANCE else "other"  # a record's own metadata
+            self._t.child(self.suspect, service, reason).inc()
+            self.warn.warning(
+                f"suspect/{service}/{reason}",
+                "service %r: record %s looks wrongly extracted (%s): %s. It is not evaluated "
+                "(records_suspect_total; pipeline.evaluate_suspect_records: true evaluates "
+                "such records anyway; /debug/records shows what was read)",
+                service,
+                record.request_id,
+                reason,
+                GUIDANCE.get(reason, "see the README's 'Tracing your app'"),
+            )
 
     def unsampled_by_service(self, unsampled: Tally[str]) -> None:
         for service, n in unsampled.items():
@@ -87,6 +118,21 @@ class Outcomes:
     def not_rag(self, trace: FinishedTrace, service: str) -> None:
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
+        capped = self._t.service_cap(service)
+        if capped in self._speaking:
+            return
+        silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        if silent >= SILENT_AFTER:
+            self.warn.warning(
+                f"silent/{capped}",
+                "service %r: none of its %d sampled traces gave a record (each counted in "
+                'dropped_total{reason="not_rag"}): no model call, retrieval or rag.* '
+                "attribute was recognised; its instrumentation may write none of the "
+                "conventions read, or no content (see the README's 'Tracing your app'; "
+                "/debug/records lists its traces)",
+                capped,
+                silent,
+            )
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()

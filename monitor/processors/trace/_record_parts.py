@@ -7,9 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.processors.trace._request_spans import NOT_CHAIN_OPERATIONS, Requests
+from monitor.processors.trace._request_spans import (
+    Requests,
+    container_input,
+    container_output,
+    is_container,
+)
 from monitor.processors.trace._span_values import (
-    ANSWER_KEYS,
     QUERY_KEYS,
     Doc,
     Generation,
@@ -20,8 +24,9 @@ from monitor.processors.trace._span_values import (
     json_docs,
     normalized,
 )
+from monitor.processors.trace._suspect import suspect_reason
 from monitor.processors.trace._trace_tree import depth_of, feedback_of
-from monitor.records import RagRecord
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
@@ -51,27 +56,16 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
             top.response = a["rag.response"]
         if top.docs is None:
             top.docs = _rag_context(a)
-        if "input.value" in a or "traceloop.entity.input" in a or "output.value" in a:
-            kind = a.get("openinference.span.kind")
-            op = a.get("gen_ai.operation.name")
-            if kind in (None, "CHAIN", "AGENT") and not (
-                isinstance(op, str) and op in NOT_CHAIN_OPERATIONS
-            ):
-                depth = depth_of(span, by_id)
-                if depth < chain_depth:
-                    chain, chain_depth = span, depth
+        if (
+            "input.value" in a or "traceloop.entity.input" in a or "output.value" in a
+        ) and is_container(span):
+            depth = depth_of(span, by_id)
+            if depth < chain_depth:
+                chain, chain_depth = span, depth
     if chain is not None:
-        a = chain.attributes
-        top.chain_query = find_text(
-            a.get("input.value", a.get("traceloop.entity.input")), QUERY_KEYS
-        )
-        top.chain_response = output_text(chain)
+        top.chain_query = find_text(container_input(chain), QUERY_KEYS)
+        top.chain_response = container_output(chain)
     return top
-
-
-def output_text(span: Span) -> str | None:
-    a = span.attributes
-    return find_text(a.get("output.value", a.get("traceloop.entity.output")), ANSWER_KEYS)
 
 
 def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
@@ -171,13 +165,14 @@ def build_record(
     error: bool,
     latency_ns: int,
     conventions: set[str],
+    arguments: list[str],
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
     # The request's output is what the user got (frameworks parse the model's raw output:
     # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
     response = top.response
     if response is None and request is not None:
-        response = output_text(request)
+        response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
     query = _query(answer, retrievals, top, request, requests)
@@ -198,6 +193,11 @@ def build_record(
         metadata["retrieval_query"] = searched
     if conventions:
         metadata["conventions"] = ",".join(sorted(conventions))
+    suspect = suspect_reason(
+        query, docs if top.docs is None else [], response, answer is not None, arguments
+    )
+    if suspect is not None:
+        metadata[EXTRACTION_SUSPECT] = suspect
     for key in ("session.id", "user.id", "gen_ai.conversation.id"):
         for source in (span, request):
             if source is not None and isinstance(source.attributes.get(key), str):

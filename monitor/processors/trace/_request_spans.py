@@ -1,17 +1,39 @@
-"""Request spans: which chain, agent or workflow span is a request a user made, and the
-question it carries."""
+"""Request spans: which container span (agent, workflow, chain) is a request a user made,
+the question it carries and the answer it handed back."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from monitor.processors.trace._model_call_spans import LLM_OPERATIONS
-from monitor.processors.trace._retrieval_spans import RETRIEVAL_OPERATIONS
-from monitor.processors.trace._span_values import QUERY_KEYS, chat_messages, find_text, loads
+from monitor.processors.trace._model_call_spans import event_messages
+from monitor.processors.trace._span_roles import CONTAINER, span_role
+from monitor.processors.trace._span_values import (
+    ANSWER_KEYS,
+    QUERY_KEYS,
+    chat_messages,
+    find_text,
+    loads,
+)
 from monitor.spans import Span
 
-# Spans whose input/output is a model call or a search, never the request's own.
-NOT_CHAIN_OPERATIONS = LLM_OPERATIONS | RETRIEVAL_OPERATIONS | {"embeddings", "execute_tool"}
+# Where a container's input and output are written: OpenInference, OpenLLMetry, and
+# LangSmith's OTel mode (its run inputs and outputs on every span; on a span that declares
+# no kind, `gen_ai.prompt` / `gen_ai.completion` are a model call's).
+_INPUT_KEYS = ("input.value", "traceloop.entity.input")
+_OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
+_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt")
+_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion")
+
+
+def is_container(span: Span) -> bool:
+    """A span that may be a request: declared a container, or declaring nothing."""
+    return span_role(span) in (None, CONTAINER)
+
+
+def container_input(span: Span) -> Any:
+    a = span.attributes
+    keys = _DECLARED_INPUT_KEYS if span_role(span) == CONTAINER else _INPUT_KEYS
+    return next((a[k] for k in keys if k in a), None)
 
 
 def _is_prompt(value: Any, depth: int = 0) -> bool:
@@ -23,31 +45,53 @@ def _is_prompt(value: Any, depth: int = 0) -> bool:
                 return _is_prompt(value[key], depth + 1)
         return False
     if isinstance(value, list):
-        if value and isinstance(value[0], list):  # LangChain batches: [[messages]]
-            value = value[0]
         return any(role == "system" for role, _ in chat_messages(value))
     return False
 
 
-def request_question(span: Span) -> str | None:
-    """The user's question, if this span is a request a user made: a chain, agent or
-    workflow span (not a model call, retrieval, embedding or tool) whose input reads as
-    text: a string or a JSON value with a question field or user messages, not an
-    object's repr (a prompt template) and not a model prompt (messages with a system
-    message)."""
+def _genai_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
+    """A GenAI container's messages in and text out (`gen_ai.input.messages` /
+    `gen_ai.output.messages`, else the message and choice events)."""
     a = span.attributes
-    kind = a.get("openinference.span.kind")
-    if kind not in (None, "CHAIN", "AGENT"):
+    messages = chat_messages(a.get("gen_ai.input.messages"))
+    outs = [t for r, t in chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
+    output = "\n".join(outs) if outs else None
+    if span.events and (not messages or output is None):
+        from_events, event_output = event_messages(span)
+        messages = messages or from_events
+        output = output if output is not None else event_output
+    return messages, output
+
+
+def request_question(span: Span) -> str | None:
+    """The user's question, if this span is a request a user made: a container span (or
+    an undeclared one; never a model call, retrieval, embedding or tool) whose input reads
+    as text: a string or a JSON value with a question field or user messages, not an
+    object's repr (a prompt template) and not a model prompt (messages with a system
+    message). A GenAI agent or workflow span's question is its last user message."""
+    if not is_container(span):
         return None
-    op = a.get("gen_ai.operation.name")
-    if (isinstance(op, str) and op in NOT_CHAIN_OPERATIONS) or a.get(
-        "traceloop.span.kind"
-    ) == "tool":
-        return None
-    raw = a.get("input.value", a.get("traceloop.entity.input"))
-    if raw is None or _is_prompt(raw):
+    raw = container_input(span)
+    if raw is None:
+        if span_role(span) != CONTAINER:
+            return None
+        messages, _ = _genai_messages(span)
+        return next((t for r, t in reversed(messages) if r == "user" and t.strip()), None)
+    if _is_prompt(raw):
         return None
     return find_text(raw, QUERY_KEYS)
+
+
+def container_output(span: Span) -> str | None:
+    """The text a container span handed back: its output value, or a GenAI container's
+    assistant output."""
+    a = span.attributes
+    declared = span_role(span) == CONTAINER
+    keys = _DECLARED_OUTPUT_KEYS if declared else _OUTPUT_KEYS
+    raw = next((a[k] for k in keys if k in a), None)
+    if raw is not None:
+        return find_text(raw, ANSWER_KEYS)
+    return _genai_messages(span)[1] if declared else None
 
 
 class Requests:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.processors.trace._span_roles import RETRIEVAL, span_role
 from monitor.processors.trace._span_values import (
     QUERY_KEYS,
     Doc,
@@ -20,8 +21,6 @@ from monitor.processors.trace._span_values import (
     loads,
 )
 from monitor.spans import Span
-
-RETRIEVAL_OPERATIONS = frozenset({"retrieval", "retrieve", "vector_db_retrieve"})
 
 
 def _indexed_docs(attrs: dict[str, Any], prefix: str) -> list[Doc]:
@@ -51,7 +50,6 @@ def read_retrieval(span: Span) -> Retrieval | None:
     """The query and documents of a retrieval span, or None if it is not one."""
     a = span.attributes
     kind = as_str(a.get("openinference.span.kind"))
-    op = as_str(a.get("gen_ai.operation.name"))
     if kind == "RERANKER":
         return Retrieval(
             span, a.get("reranker.query"), _indexed_docs(a, "reranker.output_documents."), True
@@ -59,12 +57,17 @@ def read_retrieval(span: Span) -> Retrieval | None:
     if kind == "RETRIEVER" or "retrieval.documents.0.document.content" in a:
         query = find_text(a.get("input.value"), QUERY_KEYS)
         return Retrieval(span, query, _indexed_docs(a, "retrieval.documents."))
-    if op in RETRIEVAL_OPERATIONS or "gen_ai.retrieval.documents" in a:
+    if span_role(span) == RETRIEVAL or "gen_ai.retrieval.documents" in a:
         query = a.get("gen_ai.retrieval.query.text")
         docs = json_docs(a.get("gen_ai.retrieval.documents")) or []
-        if "traceloop.entity.input" in a or "traceloop.entity.output" in a:  # OpenLLMetry 0.62
-            query = query or find_text(a.get("traceloop.entity.input"), QUERY_KEYS)
-            docs = docs or json_docs(a.get("traceloop.entity.output")) or []
+        # OpenLLMetry 0.62's entity input/output; LangSmith's run inputs and outputs
+        for source, result in (
+            ("traceloop.entity.input", "traceloop.entity.output"),
+            ("gen_ai.prompt", "gen_ai.completion"),
+        ):
+            if source in a or result in a:
+                query = query or find_text(a.get(source), QUERY_KEYS)
+                docs = docs or json_docs(a.get(result)) or []
         return Retrieval(span, query if isinstance(query, str) else None, docs)
     output = a.get("traceloop.entity.output")
     if isinstance(output, str) and '"node' in output and "score" in output:

@@ -130,8 +130,8 @@ def loads(value: Any) -> Any:
                 # What orjson refuses and Python's json reads: NaN, Infinity, lone
                 # surrogates. (orjson reads integers beyond 64 bits as floats.)
                 return json.loads(stripped)
-            except ValueError:
-                return value
+            except (ValueError, RecursionError):
+                return value  # nested too deep: the value stays text
     return value
 
 
@@ -190,21 +190,36 @@ def chat_messages(value: Any) -> list[tuple[str, str]]:
     if isinstance(value, str):
         return [("user", value)]
     if isinstance(value, dict):
-        value = [value]
+        # LangChain's `{"messages": [...]}` (a graph's state, a chat model's input)
+        inner = value.get("messages") if "role" not in value else None
+        value = inner if isinstance(inner, list) else [value]
     if not isinstance(value, list):
         return []
+    if value and isinstance(value[0], list):  # LangChain batches: [[messages]]
+        value = value[0]
     out = []
     for msg in value:
         if isinstance(msg, dict):
+            kind = None
             if "lc" in msg and isinstance(msg.get("kwargs"), dict):  # serialized LangChain
+                kind = _lc_message_type(msg.get("id"))
                 msg = msg["kwargs"]
             elif isinstance(msg.get("data"), dict) and "content" not in msg:
                 msg = {**msg["data"], "type": msg.get("type")}  # LangChain's `dumpd` form
-            role = role_of(msg.get("role") or msg.get("type"))
+            role = role_of(msg.get("role") or msg.get("type") or kind)
             text = content_text(msg["parts"] if "parts" in msg else msg.get("content"))
             if role and text is not None:
                 out.append((role, text))
     return out
+
+
+def _lc_message_type(path: Any) -> str | None:
+    """`human` from a serialized LangChain constructor's `id`
+    (`["langchain", "schema", "messages", "HumanMessage"]`)."""
+    if isinstance(path, list) and path and isinstance(path[-1], str):
+        name = path[-1].removesuffix("Chunk")
+        return name.removesuffix("Message").lower() if name.endswith("Message") else None
+    return None
 
 
 def as_float(value: Any) -> float | None:

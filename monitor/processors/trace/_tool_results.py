@@ -9,11 +9,13 @@ import json
 import re
 from typing import Any
 
+from monitor.processors.trace._span_roles import TOOL, span_role
 from monitor.processors.trace._span_values import (
     Doc,
     Retrieval,
     as_doc,
     as_str,
+    chat_messages,
     indexed,
     is_repr,
     loads,
@@ -25,7 +27,35 @@ _NO_TEXT_TYPES = frozenset(
     {"image", "image_url", "input_image", "audio", "input_audio", "file", "blob", "binary"}
 )
 _AT_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>\s*\Z")
-_RESULT_KEYS = ("documents", "docs", "results", "result", "output", "outputs", "context", "data")
+_RESULT_KEYS = (
+    "raw_output",  # LlamaIndex's ToolOutput: the tool's own return value, before its text
+    "blocks",  # ... and its content blocks
+    "documents",
+    "docs",
+    "results",
+    "result",
+    "output",
+    "outputs",
+    "context",
+    "data",
+)
+# Fields whose text may hold the tool's structured return value.
+_TEXT_ENVELOPES = frozenset({"raw_output", "content", "text"})
+_DOC_IDS = frozenset({"id", "doc_uri", "uri", "url"})
+# Tool results are nested at most this deep (envelopes, then documents); deeper is not read.
+_MAX_DEPTH = 6
+_TOOL_RESULT_KEYS = (
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "output.value",
+    "traceloop.entity.output",
+)
+
+
+def parsed_value(value: Any) -> Any:
+    """A JSON value or a Python literal held in a string; anything else unchanged. Tool
+    messages, MCP text parts and content blocks carry a tool's return value as text."""
+    return _literal(loads(value))
 
 
 def _literal(value: Any) -> Any:
@@ -40,7 +70,7 @@ def _literal(value: Any) -> Any:
 
 
 def _tool_items(value: Any, depth: int) -> list[Doc]:
-    if value is None or depth > 4:
+    if value is None or depth > _MAX_DEPTH:
         return []
     if isinstance(value, bool | int | float):
         return [Doc(json.dumps(value))]  # a calculator's or a clock's value is evidence too
@@ -50,22 +80,29 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
             return []  # an object's repr (`<PIL.Image.Image ... at 0x7f...>`), not its content
         return [Doc(text)]
     if isinstance(value, list):
-        return [doc for item in value for doc in _tool_items(_literal(loads(item)), depth + 1)]
+        return [doc for item in value for doc in _tool_items(parsed_value(item), depth + 1)]
     if not isinstance(value, dict):
         return []
     if value.get("type") in _NO_TEXT_TYPES or (
         "data" in value and ({"mime_type", "mimeType", "media_type"} & value.keys())
     ):
         return []  # an image, audio or file: nothing a text evaluator can read
-    for key in (*_RESULT_KEYS, "content"):
-        if isinstance(value.get(key), list):  # `{"documents": [...]}`, MCP's `{"content": [...]}`
-            return _tool_items(value[key], depth + 1)
+    if "lc" in value and isinstance(value.get("kwargs"), dict):  # a serialized ToolMessage
+        return _tool_items(value["kwargs"], depth + 1)
+    for key in (*_RESULT_KEYS, "content", "text"):
+        # `{"documents": [...]}`, MCP's `{"content": [...]}`, a ToolOutput's `raw_output`,
+        # a tool message or content block whose text is a JSON list of documents
+        inner = parsed_value(value.get(key)) if key in _TEXT_ENVELOPES else value.get(key)
+        if isinstance(inner, list):
+            return _tool_items(inner, depth + 1)
+        if isinstance(inner, dict) and key in _TEXT_ENVELOPES and not _DOC_IDS & value.keys():
+            return _tool_items(inner, depth + 1)  # an MCP text part holding one JSON object
     doc = as_doc(value)
     if doc is not None and doc.content:
         return [doc]
     for key in _RESULT_KEYS:
         if value.get(key) is not None:
-            return _tool_items(_literal(loads(value[key])), depth + 1)
+            return _tool_items(parsed_value(value[key]), depth + 1)
     # An object with no text field (`{"city": "Oslo", "temp_c": 4}`): its JSON is what the
     # answer states.
     return [Doc(json.dumps(value, ensure_ascii=False, default=str))] if value else []
@@ -77,7 +114,7 @@ def tool_docs(value: Any, tool: str | None) -> list[Doc]:
     plain string; numbers and objects without text as their JSON text; images, audio,
     files and empty results as nothing. Each document's source (`doc_uri`, unless it names
     its own) is the tool's name, also kept in `metadata.tool`."""
-    docs = _tool_items(_literal(loads(value)), 0)
+    docs = _tool_items(parsed_value(value), 0)
     for doc in docs:
         if tool:
             doc.metadata = {**(doc.metadata or {}), "tool": tool}
@@ -86,23 +123,56 @@ def tool_docs(value: Any, tool: str | None) -> list[Doc]:
     return docs
 
 
+def _choice_result(span: Span) -> Any:
+    """A tool span's `gen_ai.choice` event: what the tool returned (Strands; its
+    `gen_ai.tool.message` event on the same span holds the arguments)."""
+    for event in reversed(span.events):
+        if event.name == "gen_ai.choice":
+            attrs = event.attributes
+            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
+            fields = body if isinstance(body, dict) else {}
+            for key in ("message", "content", "result"):
+                if key in attrs or key in fields:
+                    return attrs.get(key, fields.get(key))
+    return None
+
+
+def _output_messages_result(value: Any) -> Any:
+    """The tool's result in a tool span's `gen_ai.output.messages`: its
+    `tool_call_response` parts, else the messages' text."""
+    messages = loads(value)
+    if not isinstance(messages, list):
+        return messages
+    responses = [
+        part.get("response", part.get("result"))
+        for msg in messages
+        if isinstance(msg, dict) and isinstance(loads(msg.get("parts")), list)
+        for part in loads(msg.get("parts"))
+        if isinstance(part, dict) and part.get("type") == "tool_call_response"
+    ]
+    if responses:
+        return responses[0] if len(responses) == 1 else responses
+    return [content for _, content in chat_messages(messages)] or None
+
+
 def read_tool(span: Span) -> Retrieval | None:
-    """The result of a tool call span (GenAI `execute_tool` with `gen_ai.tool.call.result`,
-    OpenInference `TOOL` with `output.value`, OpenLLMetry `tool` tasks), or None if the
-    span is not a tool call or carries no result (content capture off)."""
-    a = span.attributes
-    if a.get("openinference.span.kind") == "TOOL":
-        name, result = a.get("tool.name"), a.get("output.value")
-    elif a.get("gen_ai.operation.name") == "execute_tool":
-        name = a.get("gen_ai.tool.name")
-        result = next(
-            (a[k] for k in ("gen_ai.tool.call.result", "tool_response", "output.value") if k in a),
-            None,
-        )
-    elif a.get("traceloop.span.kind") == "tool":
-        name, result = a.get("traceloop.entity.name"), a.get("traceloop.entity.output")
-    else:
+    """The result of a tool call span, or None if the span is not one or carries no
+    result (content capture off). Its own result, in whichever place its convention
+    writes it: `gen_ai.tool.call.result`, OpenInference `output.value`, OpenLLMetry
+    `traceloop.entity.output`, `gen_ai.output.messages` (the GenAI operation-details
+    event), LangSmith's `gen_ai.completion`, a `gen_ai.choice` event. Never its
+    arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
+    if span_role(span) != TOOL:
         return None
+    a = span.attributes
+    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("traceloop.entity.name")))
+    result = next((a[k] for k in _TOOL_RESULT_KEYS if k in a), None)
+    if result is None and "gen_ai.output.messages" in a:
+        result = _output_messages_result(a["gen_ai.output.messages"])
+    if result is None and "gen_ai.completion" in a:
+        result = a["gen_ai.completion"]
+    if result is None and span.events:
+        result = _choice_result(span)
     if result is None:
         return None
     tool = str(name) if name else span.name
