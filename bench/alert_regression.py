@@ -97,8 +97,8 @@ class Replay:
     def __init__(self, verdicts: Verdicts, rate: float, seed: int, rules: dict[str, Any]) -> None:
         from monitor.alerts import AlertEngine
         from monitor.config import AlertRule
-        from monitor.evaluators.base import EvalResult
         from monitor.records import RagRecord
+        from monitor.results import EvalResult
         from monitor.telemetry import create_telemetry
 
         self.now = 1_000_000.0

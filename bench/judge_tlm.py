@@ -45,12 +45,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
-from monitor.evaluators.base import EvalResult, Evaluator  # noqa: E402
+from monitor.evaluators.base import Evaluator  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.evaluators.tlm import TrustworthinessTlmEvaluator  # noqa: E402
 from monitor.judge.client import OUTCOMES, JudgeClient  # noqa: E402
 from monitor.records import RagRecord, parse_record  # noqa: E402
+from monitor.results import EvalResult  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
 from tests._llama import MODEL, available, llama_server  # noqa: E402
 

@@ -2,8 +2,8 @@
 
 from monitor._version import __version__
 from monitor.config import Config, ConfigError, load_config
-from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord, RecordError, parse_record
+from monitor.results import EvalResult
 
 __all__ = [
     "Config",

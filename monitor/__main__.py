@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _send_sample(endpoint: str | None) -> int:
-    from monitor.sample import default_endpoint, send_sample
+    from monitor.send_sample import default_endpoint, send_sample
 
     try:
         sent = send_sample(endpoint or default_endpoint())

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord, RawRecord
+from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
 
 OnDone = Callable[[bool], None]

@@ -19,7 +19,7 @@ from monitor.alerts.engine import AlertEngine
 from monitor.alerts.state import StateFile
 from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
-from monitor.evaluators.base import CpuScorer, Evaluator, Severity
+from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import build, check_evaluators
@@ -37,6 +37,7 @@ from monitor.processors.trace import TraceStage
 from monitor.processors.trace._pooled import PooledExtractor
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import SizeLimits
+from monitor.results import Severity
 from monitor.telemetry import Telemetry, create_telemetry
 
 log = logging.getLogger(__name__)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.pool import ProcessPool
 from monitor.processors._scoring import ScorerFactory, scorer_initializer
 from monitor.processors.trace import Extraction
 from monitor.records import Part, RagRecord
+from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
 

@@ -50,8 +50,8 @@ from monitor.alerts.state import StateFile
 from monitor.alerts.stats import increase_p_value, wilson_interval
 from monitor.component import GENERATOR, Alert, Notifier
 from monitor.config import AlertRule, parse_duration
-from monitor.evaluators.base import EvalResult, Severity
 from monitor.records import RagRecord
+from monitor.results import EvalResult, Severity
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import Any
 
 from monitor.alerts.window import SlidingWindow
 from monitor.config import AlertRule
-from monitor.evaluators.base import SEVERITIES, EvalResult, Severity
+from monitor.results import SEVERITIES, EvalResult, Severity
 
 DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 

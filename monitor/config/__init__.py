@@ -84,7 +84,7 @@ from monitor.config._processing import (
 from monitor.config._receivers import (
     GrpcReceiver,
     HttpReceiver,
-    KafkaReceiver,
+    KafkaConfig,
     OtlpReceiver,
     Receivers,
     ReceiverTls,
@@ -125,7 +125,7 @@ __all__ = [
     "GrpcReceiver",
     "HttpReceiver",
     "Judge",
-    "KafkaReceiver",
+    "KafkaConfig",
     "Millis",
     "OtlpExporter",
     "OtlpReceiver",

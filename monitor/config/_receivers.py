@@ -116,7 +116,7 @@ class OtlpReceiver(Section):
         return value
 
 
-class KafkaReceiver(Section):
+class KafkaConfig(Section):
     enabled: bool = False
     bootstrap_servers: list[str] = []
     topics: list[str] = ["otlp_spans"]
@@ -145,7 +145,7 @@ class KafkaReceiver(Section):
     max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
 
     @model_validator(mode="after")
-    def _servers_when_enabled(self) -> KafkaReceiver:
+    def _servers_when_enabled(self) -> KafkaConfig:
         if self.max_poll_interval_ms < self.session_timeout_ms:
             raise ValueError("max_poll_interval_ms: must be at least session_timeout_ms")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
@@ -157,4 +157,4 @@ class KafkaReceiver(Section):
 
 class Receivers(Section):
     otlp: OtlpReceiver = OtlpReceiver()
-    kafka: KafkaReceiver = KafkaReceiver()
+    kafka: KafkaConfig = KafkaConfig()

@@ -8,10 +8,10 @@ from collections import Counter
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
 from monitor.records import Part, RagRecord
+from monitor.results import EvalResult
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = re.compile(r"[^\w\s]")

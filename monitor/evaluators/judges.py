@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from monitor.config import Config, EvaluatorConfig, Severity
-from monitor.evaluators.base import SEVERITIES, EvalResult, severity_bucket
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.evaluators.judge_definitions import (
     DEFINITIONS,
@@ -37,6 +36,7 @@ from monitor.judge import parsers
 from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
 from monitor.judge.templates import Template
 from monitor.records import RagRecord
+from monitor.results import SEVERITIES, EvalResult, severity_bucket
 from monitor.telemetry import Telemetry
 
 

@@ -6,9 +6,10 @@ import asyncio
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import SEVERITIES, EvalResult, Evaluator, Severity, severity_bucket
+from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
+from monitor.results import SEVERITIES, EvalResult, Severity, severity_bucket
 
 _MAX_LISTED = 5
 

@@ -39,8 +39,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor._version import __version__
-from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 

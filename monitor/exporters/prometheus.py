@@ -35,9 +35,9 @@ from prometheus_client import Counter
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from monitor.config import ConfigError
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.web_config import WebConfig, WebTls, load_web_config
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from monitor.config import ConfigError
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.extracted import Redact, extracted_text
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

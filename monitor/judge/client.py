@@ -69,7 +69,7 @@ from monitor.judge.answers import (
 from monitor.judge.breaker import CircuitBreaker
 from monitor.judge.metrics import judge_metrics
 from monitor.judge.parsers import Parsed, ParseError
-from monitor.judge.provider import GREEDY, AttemptError, Provider, Reply, Sampling
+from monitor.judge.provider import GREEDY, AttemptError, Decoding, Provider, Reply
 from monitor.redaction import Redactor
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -188,7 +188,7 @@ class JudgeClient:
         endpoint = api_base or self._config.api_base
         if self._config.max_output_tokens is not None:
             max_tokens = min(max_tokens, self._config.max_output_tokens)
-        sampling = Sampling(temperature, logprobs and model not in self._no_logprobs)
+        sampling = Decoding(temperature, logprobs and model not in self._no_logprobs)
         args = (evaluator, model, endpoint, messages, answer, max_tokens, key, sampling)
         if key is None:
             return await self._ask(*args)
@@ -219,7 +219,7 @@ class JudgeClient:
         answer: AnswerFormat,
         max_tokens: int,
         key: str | None,
-        sampling: Sampling,
+        sampling: Decoding,
     ) -> Verdict[Any]:
         spent = Reply("", None, 0, 0, 0.0)
         structured = answer.schema is not None and await self._wants_schema(model)
@@ -249,7 +249,7 @@ class JudgeClient:
                         self._extra.retries.labels(model, "structured_unsupported").inc()
                     elif sampling.logprobs and exc.logprobs_refused:
                         self._no_logprobs.add(model)
-                        sampling = Sampling(sampling.temperature, False)
+                        sampling = Decoding(sampling.temperature, False)
                         log.warning(
                             "judge %s refused logprobs; asking it without from now on: %s",
                             model,
@@ -288,7 +288,7 @@ class JudgeClient:
         structured: bool,
         max_tokens: int,
         spent: Reply,
-        sampling: Sampling,
+        sampling: Decoding,
     ) -> Parsed:
         """Ask, read, and on an unreadable answer ask once more for the format.
         Raises `AttemptError` (the call failed) or `Unreadable` (the answers did)."""
@@ -391,7 +391,7 @@ class JudgeClient:
         max_tokens: int,
         spent: Reply,
         response_format: dict[str, Any] | None = None,
-        sampling: Sampling | None = None,
+        sampling: Decoding | None = None,
     ) -> Reply:
         """One request with retries; adds its usage to `spent` (and makes its logprobs the
         ones `spent` carries). Raises `AttemptError`."""
@@ -449,7 +449,7 @@ class JudgeClient:
         messages: list[dict[str, str]],
         max_tokens: int,
         response_format: dict[str, Any] | None,
-        sampling: Sampling,
+        sampling: Decoding,
         breaker: CircuitBreaker,
     ) -> Reply:
         request = await self._provider.request(

@@ -57,12 +57,14 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
+class Decoding:
+    """How a judge request samples its answer: temperature, and whether to ask for logprobs."""
+
     temperature: float
     logprobs: bool
 
 
-GREEDY = Sampling(0.0, False)
+GREEDY = Decoding(0.0, False)
 
 
 class Provider:
@@ -107,7 +109,7 @@ class Provider:
         messages: list[dict[str, str]],
         max_tokens: int,
         response_format: dict[str, Any] | None,
-        sampling: Sampling,
+        sampling: Decoding,
     ) -> dict[str, Any]:
         """The arguments of one `litellm.acompletion` call."""
         litellm = await self.load()

@@ -22,11 +22,12 @@ from typing import cast
 
 from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import CpuScorer, EvalResult, Evaluator
+from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors import _scoring
 from monitor.processors.budget import BudgetGate
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

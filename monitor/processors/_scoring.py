@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import CpuScorer, EvalResult
+from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.pool import Initializer, ProcessPool, TaskFailed, WorkerLost
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 
 
 @dataclass

@@ -13,8 +13,8 @@ import pytest
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
 from monitor.component import Alert
 from monitor.config import AlertRule
-from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._wait import wait_until_async
 

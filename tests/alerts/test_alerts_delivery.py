@@ -18,9 +18,9 @@ from aiohttp import web
 from monitor.alerts import AlertEngine
 from monitor.component import Alert
 from monitor.config import AlertRule
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import alertmanager, free_port, http_json, webhook
 from tests._sleep import RecordedSleep

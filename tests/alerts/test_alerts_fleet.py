@@ -17,8 +17,8 @@ import yaml
 
 from monitor.alerts import AlertEngine
 from monitor.config import AlertBaseline, AlertRule
-from monitor.evaluators.base import EvalResult
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests._servers import DEPLOY, need
 

@@ -32,10 +32,10 @@ from monitor.detector import safety, score_groundedness, score_relevance, score_
 from monitor.detector import text as text_module
 from monitor.detector.embedding import _BAG_CHUNK_WORDS, Embedder, shared_embedder
 from monitor.evaluators import local
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext
 from monitor.processors.trace._extraction_rule import extract_records
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.spans import decode_protobuf
 from tests._framework_apps import ANSWERS, CONVERSATIONS, KB, NO_ANSWER, QUESTIONS
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes

@@ -13,13 +13,13 @@ import pytest
 
 from monitor.component import OnDone, ResultSink, SampledRecord
 from monitor.config import Budget, EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
 

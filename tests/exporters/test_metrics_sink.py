@@ -8,9 +8,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.prometheus import MetricsSink
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 
 

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import free_port, rag_monitor
 from tests._sleep import RecordedSleep

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.evaluators.base import EvalResult
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
 from tests.conftest import EXAMPLES

@@ -20,12 +20,12 @@ import pytest_asyncio
 
 from monitor.component import SampledRecord
 from monitor.config import ConfigError
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext
 from monitor.judge.client import FORMAT_REMINDER, JudgeClient
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
 

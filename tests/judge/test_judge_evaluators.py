@@ -16,12 +16,12 @@ import pytest
 import pytest_asyncio
 
 from monitor.config import Config, EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, known_evaluators
 from monitor.judge.client import JudgeClient
 from monitor.judge.templates import SYSTEM_MESSAGE
 from monitor.records import ContextDoc, RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._judge_stub import Reply, StubJudge
 

@@ -15,9 +15,9 @@ import pytest_asyncio
 
 from monitor.component import Delivery
 from monitor.config import Config
-from monitor.evaluators.base import EvalResult
 from monitor.judge.client import JudgeClient
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.service import Service
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET

@@ -23,7 +23,6 @@ import yaml
 
 from monitor.component import ResultSink, SampledRecord
 from monitor.config import Budget, Config, EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.evaluators.tlm import TrustworthinessTlmEvaluator
@@ -31,6 +30,7 @@ from monitor.judge.client import JudgeClient
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluate import EvaluationStage
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests._llama import MODEL, available, llama_server
 from tests._wait import wait_until_async

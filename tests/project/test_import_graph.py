@@ -121,8 +121,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.redaction",
                 "monitor.pool",
                 "monitor.component",
-                # The evaluator interface and its result: what sinks are handed.
-                "monitor.evaluators.base",
+                # An evaluation's result: what sinks are handed.
+                "monitor.results",
             }
         ),
     ),
@@ -133,7 +133,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {"monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts"}
         ),
     ),
-    ("wiring", frozenset({"monitor", "monitor.service", "monitor.__main__", "monitor.sample"})),
+    ("wiring", frozenset({"monitor", "monitor.service", "monitor.__main__", "monitor.send_sample"})),
 )
 # The stages know each other only through `monitor.component`: only the wiring imports two.
 STAGES = ("monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts")
@@ -183,7 +183,7 @@ def test_no_import_runs_up_the_layers() -> None:
     process pool and the retry policy import only shared machinery."""
     graph = _graph()
     assert _violations(graph) == []
-    assert _layer("monitor.exporters.prometheus") == 2 and _layer("monitor.evaluators.base") == 0
+    assert _layer("monitor.exporters.prometheus") == 2 and _layer("monitor.results") == 0
 
 
 def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
@@ -199,6 +199,7 @@ def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
         "monitor.processors.trace": set(),
         "monitor.retry": {"monitor.evaluators.base"},
         "monitor.evaluators.base": set(),
+        "monitor.results": set(),
         "monitor.stray": set(),
     }
     assert _violations(graph) == [
@@ -207,6 +208,7 @@ def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
         "monitor.exporters.alertmanager imports another stage: monitor.alerts.engine",
         "monitor.pool.workers (shared machinery) imports monitor.processors.trace (stages)",
         "monitor.pool.workers must know no stage or evaluator: imports monitor.processors.trace",
+        "monitor.retry (shared machinery) imports monitor.evaluators.base (scoring)",
         "monitor.retry must know no stage or evaluator: imports monitor.evaluators.base",
         "monitor.telemetry (shared machinery) imports monitor (wiring)",
     ]

@@ -20,11 +20,11 @@ import pytest
 
 from monitor.component import GENERATOR, Alert, Delivery, SampledRecord
 from monitor.config import AlertRule, Budget, Config, EvaluatorConfig
-from monitor.evaluators.base import EvalResult
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.processors.sampler import Sampler
 from monitor.records import ContextDoc, RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests._judge_stub import Reply, StubJudge
 from tests._servers import webhook

@@ -28,10 +28,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Config
-from monitor.evaluators.base import EvalResult
 from monitor.processors.sampler import Sampler
 from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
+from monitor.results import EvalResult
 from monitor.service import Service
 from tests._kafka import Broker, free_port, running_broker, unique
 from tests._wait import wait_until, wait_until_async

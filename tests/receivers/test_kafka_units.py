@@ -16,7 +16,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from monitor.component import Delivery
 from monitor.config import ConfigError
-from monitor.config import KafkaReceiver as KafkaSettings
+from monitor.config import KafkaConfig as KafkaSettings
 from monitor.receivers.kafka import KafkaReceiver, client_options
 from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._messages import Decoded, Encoding, Rejection, decode_message

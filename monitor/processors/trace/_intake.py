@@ -37,7 +37,7 @@ class Pending:
 Ready = SampledRecord | Sampled  # handed on together, sampled traces extracted first
 
 
-class Intake:
+class TraceIntake:
     def __init__(self, max_items: int, max_bytes: int, on_room: Callable[[], None]) -> None:
         self._max_items = max_items
         self._max_bytes = max_bytes

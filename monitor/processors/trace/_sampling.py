@@ -32,7 +32,7 @@ def _key(record: RagRecord | RawRecord) -> str:
         return ""
 
 
-class Sampling:
+class TraceSampling:
     def __init__(self, sampler: Sampler, outcomes: Outcomes, view_route: str | None) -> None:
         self._sampler = sampler
         self._outcomes = outcomes

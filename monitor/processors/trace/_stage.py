@@ -30,9 +30,9 @@ from monitor.processors.trace._acks import Ack, Acknowledgements
 from monitor.processors.trace._assembler import FinishedTrace, TraceAssembler
 from monitor.processors.trace._extract import Extractor, InProcess
 from monitor.processors.trace._handoff import HAND_ON_ITEMS, HandOn, Sampled
-from monitor.processors.trace._intake import Intake, Pending, Ready
+from monitor.processors.trace._intake import Pending, Ready, TraceIntake
 from monitor.processors.trace._outcomes import Outcomes, log
-from monitor.processors.trace._sampling import Sampling
+from monitor.processors.trace._sampling import TraceSampling
 from monitor.processors.trace._triage import TraceTriage
 from monitor.records import RagRecord, RawRecord, SizeLimits
 from monitor.telemetry import Telemetry
@@ -60,7 +60,7 @@ class TraceStage:
         pace_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._outcomes = Outcomes(telemetry, observer, limits or SizeLimits())
-        self._sampling = Sampling(
+        self._sampling = TraceSampling(
             sampler, self._outcomes, route_attribute if route_in_sampling else None
         )
         self._acks = Acknowledgements()
@@ -77,7 +77,7 @@ class TraceStage:
             pace_clock=pace_clock,
             acks_lock=self._acks.lock,
         )
-        self._intake = Intake(assembly.queue_size, assembly.queue_bytes, self._made_room)
+        self._intake = TraceIntake(assembly.queue_size, assembly.queue_bytes, self._made_room)
         self._assembler = TraceAssembler(
             idle_timeout_s=assembly.idle_timeout_s,
             max_open_traces=assembly.max_open_traces,

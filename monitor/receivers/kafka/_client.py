@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 
 from kafka.net.compat import KafkaNetClient
 
-from monitor.config import ConfigError
-from monitor.config import KafkaReceiver as KafkaConfig
+from monitor.config import ConfigError, KafkaConfig
 
 BOOTSTRAP_TIMEOUT_MS = 5_000
 T = TypeVar("T")

@@ -46,10 +46,10 @@ from kafka import (
 )
 
 from monitor.component import TraceConsumer
-from monitor.config import KafkaReceiver as KafkaConfig
+from monitor.config import KafkaConfig
 from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
 from monitor.receivers.kafka._dead_letter import DeadLetters
-from monitor.receivers.kafka._intake import Batch, Intake, Token
+from monitor.receivers.kafka._intake import Batch, KafkaIntake, Token
 from monitor.receivers.kafka._offsets import PartitionTracker
 from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.retry import Retry, RetryPolicy
@@ -112,7 +112,7 @@ class KafkaReceiver:
         self.backoff = Retry(RECONNECT, rng or random.Random())
         # Shared with the consumer thread.
         self._done: deque[Token] = deque()
-        self._intake = Intake(
+        self._intake = KafkaIntake(
             config.encoding, telemetry, self._log, self._dead_letters, self._delivered, self._done
         )
         self._stop = threading.Event()

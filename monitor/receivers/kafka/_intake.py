@@ -39,7 +39,7 @@ Token = tuple[PartitionTracker, int, bool, bool]
 Batch = list[tuple[PartitionTracker, Delivery]]
 
 
-class Intake:
+class KafkaIntake:
     """Builds deliveries from polled messages (see the module docstring).
 
     `delivered(tracker, offset, ok)` is each delivery's `on_done`; a dead letter's
