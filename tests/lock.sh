@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes tests/requirements.lock: every distribution the test extra needs, at one version each,
+# Writes tests/requirements.lock: every distribution the test and training extras need, at one version each,
 # for Python 3.11 on Linux x86-64. Run it after changing the dependencies in pyproject.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,5 +8,5 @@ if ! command -v uv >/dev/null || [ "$(uv --version | cut -d' ' -f2)" != "$UV_VER
     echo "tests/lock.sh: needs uv $UV_VERSION (python3 -m pip install uv==$UV_VERSION)" >&2
     exit 1
 fi
-uv pip compile pyproject.toml --extra test --python-version 3.11 \
+uv pip compile pyproject.toml --extra test --extra training --python-version 3.11 \
     --python-platform x86_64-manylinux_2_36 --no-header --quiet -o tests/requirements.lock "$@"

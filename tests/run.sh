@@ -39,7 +39,7 @@ export PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv"
 py="$venv/bin/python"
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
-"$py" -m ruff check monitor tests bench
+"$py" -m ruff check monitor tests bench training
 "$py" -m mypy  # --strict over monitor/ (pyproject.toml)
 
 # The tests get a home, cache and temporary folder of their own, removed afterwards, so that

@@ -4,7 +4,7 @@ First stage: a logistic model over support features (`features.py`): words, numb
 of the response missing from the context, how specific they are, word pairs the context never
 has, negation flips and slot contradictions. A response that contradicts the context on a
 restated number, date, name or polarity scores `CONTRADICTED` whatever the model says. The
-parameters ship in `groundedness_model.json`, fitted by `bench/train_detector.py`.
+parameters ship in `groundedness_model.json`, fitted by `training/train_detector.py`.
 
 Second stage: a score the first stage leaves in the uncertain band (and no decisive
 contradiction) is rescored with the sentence-pair model of `pair_model.py` reading the

@@ -2,10 +2,10 @@
 
 A response sentence and the context sentence closest to it are read together by
 all-MiniLM-L6-v2 (Apache-2.0; frozen, int8 weights, `pair_encoder.onnx` built by
-`bench/export_pair_encoder.py`, run by onnxruntime on one thread). From its last hidden states come how well each token of the claim is matched
+`training/export_pair_encoder.py`, run by onnxruntime on one thread). From its last hidden states come how well each token of the claim is matched
 by some token of the evidence (worst, mean, lower quartile), the two sides' mean vectors
 compared (product, difference) and the first token's vector; a logistic head over them,
-fitted by `bench/train_second_stage.py`, gives P(supported). Its weights, the band it serves
+fitted by `training/train_second_stage.py`, gives P(supported). Its weights, the band it serves
 and how it is combined with the first stage's score ship in `pair_head.npz`; the tokenizer in
 `pair_tokenizer.json` (the model's own). Nothing is fetched at run time.
 
@@ -142,7 +142,7 @@ def load_pair_model() -> PairModel:
 
 
 def pair_encoder() -> PairModel:
-    """The encoder and tokenizer without a head: what `bench/train_second_stage.py` fits on."""
+    """The encoder and tokenizer without a head: what `training/train_second_stage.py` fits on."""
     return PairModel(*_load_encoder(), None)
 
 

@@ -1,10 +1,10 @@
-"""The family probe generator (bench/probe_families.py): kinds, split, determinism."""
+"""The family probe generator (training/probe_families.py): kinds, split, determinism."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from bench import probe_families
+from training import probe_families
 
 
 def test_every_family_yields_every_error_kind_it_can_carry_at_both_lengths() -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import probe_families
 from monitor.detector import score_groundedness
 from monitor.detector.groundedness import first_stage, in_band
 from monitor.detector.pair_model import (
@@ -21,6 +20,7 @@ from monitor.detector.pair_model import (
     TOKENIZER_PATH,
     load_pair_model,
 )
+from training import probe_families
 
 REPO = Path(__file__).resolve().parents[2]
 SHEET = (

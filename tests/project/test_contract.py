@@ -14,7 +14,6 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 import yaml
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from monitor.__main__ import _parser
 from monitor.config import AlertRule, Config, EvaluatorConfig
@@ -96,8 +95,10 @@ def _leaves(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
             yield f"{key}[]", info.default
         else:
             default = info.default
-            if default is PydanticUndefined:
-                default = None if info.default_factory is None else _FACTORY
+            if info.is_required():
+                default = None
+            elif info.default_factory is not None:
+                default = _FACTORY
             yield key, default
 
 

@@ -1,4 +1,6 @@
-"""pyproject.toml declares exactly the distributions whose modules `monitor/` imports.
+"""pyproject.toml declares exactly the distributions whose modules `monitor/` imports, and
+every distribution the other folders with code import is declared where they get it:
+`training/` in the `training` extra, `tests/` and `bench/` in the `test` extra.
 
 Every third-party import in the package (including imports inside functions,
 `importlib.import_module("...")` with a literal name, and `importlib.util.find_spec("...")`:
@@ -24,17 +26,27 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "monitor"
 
 
-def _declared() -> dict[str, Requirement]:
+FIRST_PARTY = frozenset({"monitor", "bench", "tests", "training"})
+# Each folder with code → the extras (beside the product's dependencies) it may import from.
+FOLDER_EXTRAS = {"training": ("training",), "bench": ("test", "training"), "tests": ("test",)}
+
+
+def _declared(extras: tuple[str, ...] = ()) -> dict[str, Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    requirements = (Requirement(line) for line in project["dependencies"])
+    lines = list(project["dependencies"])
+    for extra in extras:
+        lines += project["optional-dependencies"][extra]
+    requirements = (Requirement(line) for line in lines)
     return {canonicalize_name(r.name): r for r in requirements}
 
 
-def _imported_modules() -> dict[str, set[str]]:
+def _imported_modules(folder: Path = PACKAGE) -> dict[str, set[str]]:
     """Imported name (`a.b.c`, or `a.b.name` for `from a.b import name`) → files of
-    monitor/ that import it."""
+    `folder` that import it (first-party modules and a folder's own scripts left out)."""
     found: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
+    # Benchmark and training scripts also import their neighbours by file name.
+    local = {p.stem for p in folder.rglob("*.py")} if folder.name in ("bench", "training") else set()
+    for path in folder.rglob("*.py"):
         where = str(path.relative_to(REPO))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names: list[str] = []
@@ -46,7 +58,7 @@ def _imported_modules() -> dict[str, set[str]]:
                 names = _import_module_names(node)
             for name in names:
                 top = name.split(".")[0]
-                if top != "monitor" and top not in sys.stdlib_module_names:
+                if top not in FIRST_PARTY | local and top not in sys.stdlib_module_names:
                     found.setdefault(name, set()).add(where)
     return found
 
@@ -111,6 +123,22 @@ def test_every_imported_distribution_is_declared_and_every_declared_one_imported
             problems.append(f"{module} comes from {owner}, which pyproject.toml does not declare")
     for name in sorted(set(declared) - used):
         problems.append(f"{name} is declared but monitor/ imports nothing from it")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_folder_with_code_imports_only_what_it_declares() -> None:
+    problems = []
+    for folder, extras in FOLDER_EXTRAS.items():
+        declared = _declared(extras)
+        for module, files in sorted(_imported_modules(REPO / folder).items()):
+            owner = _distribution_of(module)
+            if owner is None:
+                problems.append(f"{module} (imported by {sorted(files)}) is not installed")
+            elif owner not in declared:
+                problems.append(
+                    f"{module} (imported by {sorted(files)[0]}) comes from {owner}, which "
+                    f"pyproject.toml declares neither as a dependency nor in {', '.join(extras)}"
+                )
     assert not problems, "\n".join(problems)
 
 

