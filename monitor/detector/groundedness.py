@@ -32,6 +32,9 @@ MODEL_PATH = Path(__file__).with_name("groundedness_model.json")
 # The score of a response that contradicts its context on a number, date, name or polarity:
 # decisive, whatever the learned model says.
 CONTRADICTED = 0.02
+# The score of a one-sentence answer that names a person, organisation or place the context
+# never mentions: its one specific claim is unsupported.
+UNSUPPORTED_NAME = 0.2
 # The factor a clause whose content words the context lacks (an invented claim the
 # explanation lists) applies to the score, and a thinner one (half its words missing).
 UNSUPPORTED_CLAUSE = 0.7
@@ -123,9 +126,14 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     if not analysis.sentences:
         return FirstStage(GroundednessVerdict(score=1.0, unsupported=()), (), True)
     grounded = _model().grounded(analysis.features)
-    decided = any(c.decisive for c in analysis.contradictions)
+    # A contradiction is decisive where the context restates the claim but for the slot, and
+    # also where the answer's value is nowhere in the context: the answer put a name, number
+    # or date of its own where the context has another.
+    decided = any(c.decisive or c.invented for c in analysis.contradictions)
     if decided:
         grounded = min(grounded, CONTRADICTED)
+    if len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
+        grounded = min(grounded, UNSUPPORTED_NAME)
     grounded *= clause_factor(analysis.sentences)
     contradicted = {c.claim for c in analysis.contradictions}
     flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]

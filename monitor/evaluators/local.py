@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
 from monitor.records import Part, RagRecord
 from monitor.results import SEVERITIES, EvalResult, Severity, severity_bucket
+
+if TYPE_CHECKING:  # the detector loads where records are scored, not at import
+    from monitor.detector.groundedness import GroundednessVerdict
 
 _MAX_LISTED = 5
 
@@ -55,6 +58,42 @@ class _LocalEvaluator:
         return EvalResult.verdict(self.name, value, self.threshold, explanation)
 
 
+def _failing_explanation(verdict: GroundednessVerdict) -> str:
+    """What decided first: the contradictions, then the unsupported sentences and terms."""
+    parts = []
+    if verdict.contradictions:
+        shown = "; ".join(c.describe() for c in verdict.contradictions[:_MAX_LISTED])
+        parts.append(f"contradicted: {shown}")
+    if verdict.unsupported:
+        listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
+        more = len(verdict.unsupported) - _MAX_LISTED
+        parts.append(f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else ""))
+        if verdict.unsupported_terms:
+            terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
+            parts.append(f"not in the context: {terms}")
+    if verdict.rescored:
+        parts.append("uncertain: rescored by the sentence-pair model")
+    return " | ".join(parts) or "fail: no single sentence stands out; the answer as a whole"
+
+
+def _passing_explanation(verdict: GroundednessVerdict) -> str:
+    """A pass says it passed and names what was weakest, never a finding of failure."""
+    parts = ["pass"]
+    if verdict.unsupported:
+        terms = verdict.unsupported_terms
+        missing = f", {len(terms)} word{'s' if len(terms) != 1 else ''} not in the context"
+        listed = f" ({', '.join(terms[: 3 * _MAX_LISTED])})" if terms else ""
+        parts.append(f"weakest sentence: {_clip(verdict.unsupported[0])}{missing}{listed}")
+    if verdict.contradictions:
+        shown = verdict.contradictions[0].describe()
+        parts.append(f"a possible disagreement, not decisive: {shown}")
+    if verdict.rescored:
+        parts.append("uncertain: rescored by the sentence-pair model")
+    if len(parts) == 1:
+        parts.append("no sentence stands out as unsupported by the context")
+    return "; ".join(parts)
+
+
 class LocalGroundedness(_LocalEvaluator):
     requires = frozenset({"context", "response"})
 
@@ -73,20 +112,10 @@ class LocalGroundedness(_LocalEvaluator):
         verdict = score_groundedness(
             asked, record.context_text, record.response, second_stage=self.second_stage
         )
-        parts = []
-        if verdict.contradictions:
-            shown = "; ".join(c.describe() for c in verdict.contradictions[:_MAX_LISTED])
-            parts.append(f"contradicted: {shown}")
-        if verdict.unsupported:
-            listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
-            more = len(verdict.unsupported) - _MAX_LISTED
-            parts.append(f"unsupported: {listed}" + (f" (+{more} more)" if more > 0 else ""))
-            if verdict.unsupported_terms:
-                terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
-                parts.append(f"not in the context: {terms}")
-        if verdict.rescored:
-            parts.append("uncertain: rescored by the sentence-pair model")
-        explanation = " | ".join(parts) or "no sentence stands out as unsupported by the context"
+        if verdict.score >= self.threshold:
+            explanation = _passing_explanation(verdict)
+        else:
+            explanation = _failing_explanation(verdict)
         return self._verdict(verdict.score, explanation)
 
 
