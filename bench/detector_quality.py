@@ -228,10 +228,14 @@ def _report(name: str, labels: np.ndarray, grounded: np.ndarray, ms: list[float]
     tp = float((flagged & (labels == 1)).sum())
     f1_default = 2 * tp / max(float(flagged.sum()) + float(labels.sum()), 1.0)
     speed = f" {statistics.median(ms):6.2f} ms/record" if ms else ""
+    faithful = labels == 0
+    faithful_failing = float(flagged[faithful].mean()) if faithful.any() else 0.0
+    hallucinated_failing = float(flagged[~faithful].mean()) if (~faithful).any() else 0.0
     print(
         f"{name:28s} n={len(labels):5d} hallucinated={int(labels.sum()):4d} "
         f"AUROC {auroc(labels, hallucination):.3f}  best F1 {f1:.3f} (fail below "
-        f"{1 - at:.3f})  F1 at {THRESHOLD} {f1_default:.3f}{speed}"
+        f"{1 - at:.3f})  F1 at {THRESHOLD} {f1_default:.3f}  failing at {THRESHOLD}: "
+        f"faithful {faithful_failing:.3f}, hallucinated {hallucinated_failing:.3f}{speed}"
     )
 
 
