@@ -111,6 +111,12 @@ class AlertEngine:
             "with min_samples in each).",
             ("service", "rule", "window"),
         )
+        self._entries_dropped = telemetry.counter(
+            "alert_state_entries_dropped",
+            "Alert state entries (one rule and service) dropped because they could not be "
+            "restored from the state file or evaluated, by when (load, evaluation).",
+            ("when",),
+        )
         self._t = telemetry
         self._notifiers = list(notifiers)
         self._interval = evaluation_interval_s
@@ -169,52 +175,73 @@ class AlertEngine:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         now = self._clock()
         out: list[Alert] = []
+        broken: list[tuple[int, str]] = []
         for (i, service), state in self._states.items():
-            rule = self._rules[i]
-            cfg = rule.config
-            if rule.baseline_s is not None:
-                alert = self._judge_regression(rule, service, state, now)
-                if alert is not None:
-                    out.append(alert)
-                self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(
-                    1 if state.firing else 0
+            try:
+                out.extend(self._judge(i, service, state, now))
+            except (ArithmeticError, ValueError, TypeError) as exc:
+                # One entry (a value restored from a hand-edited state file, say) that cannot
+                # be judged is dropped alone; the other alerts of this evaluation go on.
+                log.error(
+                    "alert %s for service %s cannot be evaluated (%r): its state is dropped",
+                    self._rules[i].config.name,
+                    service,
+                    exc,
                 )
-                continue
-            samples, defects = state.window.totals(now)
-            self._window_samples.labels(service, cfg.name, "current").set(samples)
-            state.samples, state.defects = samples, defects
-            state.bounds = lower, upper = wilson_interval(defects, samples, cfg.confidence)
-            if samples:
-                self._t.defect_rate.labels(service, cfg.name).set(defects / samples)
-            else:
-                _remove(self._t.defect_rate, service, cfg.name)
-            threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
-            if not state.firing:
-                if samples >= cfg.min_samples and lower > threshold:
-                    state.firing, state.started_at, state.last_sent = True, now, now
-                    log.warning(
-                        "alert %s firing for %s: %d/%d defects, %.0f%% interval [%.3f, %.3f]",
-                        cfg.name,
-                        service,
-                        defects,
-                        samples,
-                        cfg.confidence * 100,
-                        lower,
-                        upper,
-                    )
-                    out.append(self._alert(rule, service, state, now, "firing"))
-            elif samples == 0 or upper < threshold:
-                state.firing = False
-                log.info(
-                    "alert %s resolved for service %s (%d/%d)", cfg.name, service, defects, samples
-                )
-                out.append(self._alert(rule, service, state, now, "resolved"))
-            elif now - state.last_sent >= self._resend:
-                state.last_sent = now
-                out.append(self._alert(rule, service, state, now, "firing"))
+                self._entries_dropped.labels("evaluation").inc()
+                broken.append((i, service))
+        for key in broken:
+            del self._states[key]
+        return out
+
+    def _judge(self, i: int, service: str, state: RuleState, now: float) -> list[Alert]:
+        """The alerts one (rule, service) entry gives now, its gauges updated."""
+        out: list[Alert] = []
+        rule = self._rules[i]
+        cfg = rule.config
+        if rule.baseline_s is not None:
+            alert = self._judge_regression(rule, service, state, now)
+            if alert is not None:
+                out.append(alert)
             self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(
                 1 if state.firing else 0
             )
+            return out
+        samples, defects = state.window.totals(now)
+        self._window_samples.labels(service, cfg.name, "current").set(samples)
+        state.samples, state.defects = samples, defects
+        state.bounds = lower, upper = wilson_interval(defects, samples, cfg.confidence)
+        if samples:
+            self._t.defect_rate.labels(service, cfg.name).set(defects / samples)
+        else:
+            _remove(self._t.defect_rate, service, cfg.name)
+        threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
+        if not state.firing:
+            if samples >= cfg.min_samples and lower > threshold:
+                state.firing, state.started_at, state.last_sent = True, now, now
+                log.warning(
+                    "alert %s firing for %s: %d/%d defects, %.0f%% interval [%.3f, %.3f]",
+                    cfg.name,
+                    service,
+                    defects,
+                    samples,
+                    cfg.confidence * 100,
+                    lower,
+                    upper,
+                )
+                out.append(self._alert(rule, service, state, now, "firing"))
+        elif samples == 0 or upper < threshold:
+            state.firing = False
+            log.info(
+                "alert %s resolved for service %s (%d/%d)", cfg.name, service, defects, samples
+            )
+            out.append(self._alert(rule, service, state, now, "resolved"))
+        elif now - state.last_sent >= self._resend:
+            state.last_sent = now
+            out.append(self._alert(rule, service, state, now, "firing"))
+        self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(
+            1 if state.firing else 0
+        )
         return out
 
     def _judge_regression(
@@ -285,19 +312,31 @@ class AlertEngine:
         by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
         for name, entry in saved.items():
             i = by_name.get(name)
-            try:
-                if i is None or entry["fingerprint"] != fingerprint(self._rules[i]):
-                    log.warning(
-                        "alert state of rule %s left out: the rule is gone or changed", name
-                    )
-                    continue
-                for service, raw in entry["services"].items():
+            if i is None or not isinstance(entry, dict):
+                log.warning("alert state of rule %s left out: the rule is gone", name)
+                continue
+            if entry.get("fingerprint") != fingerprint(self._rules[i]):
+                log.warning("alert state of rule %s left out: the rule changed", name)
+                continue
+            services = entry.get("services")
+            if not isinstance(services, dict):
+                log.error("alert state of rule %s is malformed (no services): left out", name)
+                self._entries_dropped.labels("load").inc()
+                continue
+            for service, raw in services.items():
+                try:
                     state = new_state(self._rules[i])
                     state.restore(raw)
-                    self._states[(i, self._t.service_cap(str(service)))] = state
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                log.error("alert state of rule %s is malformed (%r): left out", name, exc)
-                self._states = {k: v for k, v in self._states.items() if k[0] != i}
+                except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+                    log.error(
+                        "alert state of rule %s, service %s, is malformed (%r): left out",
+                        name,
+                        service,
+                        exc,
+                    )
+                    self._entries_dropped.labels("load").inc()
+                    continue
+                self._states[(i, self._t.service_cap(str(service)))] = state
         restored = self.firing()
         if restored:
             log.info("alert state restored; firing: %s", restored)

@@ -4,6 +4,7 @@ file)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,16 +48,28 @@ class RuleState:
         }
 
     def restore(self, saved: dict[str, Any]) -> None:
-        self.firing = bool(saved["firing"])
-        self.started_at = float(saved["started_at"])
-        self.last_sent = float(saved["last_sent"])
-        self.paused_s = float(saved["paused_s"])
-        self.resolved_at = float(saved["resolved_at"])
+        if not isinstance(saved["firing"], bool):
+            raise TypeError("firing is not true or false")
+        self.firing = saved["firing"]
+        self.started_at = _time(saved["started_at"])
+        self.last_sent = _time(saved["last_sent"])
+        self.paused_s = _time(saved["paused_s"])
+        self.resolved_at = _time(saved["resolved_at"])
         last = saved["last_evaluated"]
-        self.last_evaluated = None if last is None else float(last)
+        self.last_evaluated = None if last is None else _time(last)
         self.window.restore(_slices(saved["current"]))
         if self.baseline is not None:
             self.baseline.restore(_slices(saved["baseline"]))
+
+
+def _time(raw: Any) -> float:
+    """A saved time or duration: a finite number of seconds (not a flag, not text)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{raw!r} is not a number")
+    value = float(raw)  # OverflowError for an integer past float's range
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not finite")
+    return value
 
 
 def _slices(raw: Any) -> list[tuple[int, int, int]]:

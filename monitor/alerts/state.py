@@ -7,7 +7,9 @@ written to a temporary file in the same directory and moved over the old one
 bounded by rules x `pipeline.max_services` x window slices; a file larger than
 `MAX_BYTES` is not read. Loading never raises: a missing, oversized, corrupt, foreign,
 newer-version or stale file gives empty state, a log line and
-`rag_monitor_alert_state_loads_total{outcome}`.
+`rag_monitor_alert_state_loads_total{outcome}` (JSON nested too deeply among them). An entry
+(one rule and service) holding what cannot be restored — NaN, an infinity, a number past
+float's range, a wrong type — is left out alone (`alert_state_entries_dropped_total{when="load"}`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class StateFile:
         except FileNotFoundError:
             log.info("alert state file %s does not exist yet: starting empty", self.path)
             return "missing", {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             log.error("alert state file %s is unreadable (%s): starting empty", self.path, exc)
             return "corrupt", {}
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -79,7 +81,12 @@ class StateFile:
             )
             return "foreign", {}
         saved_at, rules = data.get("saved_at"), data.get("rules")
-        if not isinstance(saved_at, (int, float)) or not isinstance(rules, dict):
+        if (
+            isinstance(saved_at, bool)
+            or not isinstance(saved_at, int | float)
+            or not abs(saved_at) < 1e12
+            or not isinstance(rules, dict)
+        ):
             log.error("alert state file %s lacks saved_at or rules: starting empty", self.path)
             return "corrupt", {}
         if now - saved_at > max_age_s:

@@ -1,0 +1,100 @@
+"""A state file can never stop the process: any content loads, the entries it breaks are
+left out alone (counted and logged), and an entry that cannot be judged at evaluation time
+is dropped alone, never the other alerts of that evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.alerts.test_alerts import gauge
+from tests.alerts.test_alerts_regression import RULE, Stream, loads, make
+
+
+def _dropped(t: Any, when: str) -> float:
+    return gauge(t, "alert_state_entries_dropped_total", when=when) or 0.0
+
+
+async def _two_firing_services(path: Path) -> dict[str, Any]:
+    """A saved state file in which the rule fires for `shop` and for `cart`."""
+    engine, _, clock = make(state_path=path)
+    await engine.start()
+    stream = Stream(engine, clock)
+    for rate, rounds in ((0.2, 90), (0.5, 12)):  # a steady baseline, then a rise
+        for _ in range(rounds):
+            for service in ("shop", "cart"):
+                stream.run(5, rate, service=service)
+    assert engine.firing() == [(RULE.name, "cart"), (RULE.name, "shop")]
+    await engine.shutdown(10)
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"format": "rag-monitor-alert-state", "version": 1, "saved_at": 1'
+        + b"0" * 400
+        + b', "rules": {}}',
+        b'{"format": "rag-monitor-alert-state", "version": 1, "saved_at": NaN, "rules": {}}',
+        b'{"format": "rag-monitor-alert-state", "version": 1, "saved_at": 1e309, "rules": {}}',
+        b'{"format": "rag-monitor-alert-state", "version": true, "saved_at": true, "rules": 3}',
+    ],
+    ids=["deep", "huge-integer", "nan", "infinity", "wrong-types"],
+)
+async def test_a_hostile_file_starts_empty_and_the_engine_runs(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "alerts.state"
+    path.write_bytes(content)
+    engine, t, clock = make(state_path=path)
+    await engine.start()  # never raises
+    assert engine.snapshot() == {} and engine.firing() == []
+    assert sum(loads(t, o) for o in ("corrupt", "foreign")) == 1
+    Stream(engine, clock).run(60, 0.2)
+    await engine.shutdown(10)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [float("nan"), float("inf"), 10**400, "soon", None, True],
+    ids=["nan", "infinity", "huge-integer", "text", "null", "flag"],
+)
+async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: object) -> None:
+    path = tmp_path / "alerts.state"
+    data = await _two_firing_services(path)
+    data["rules"][RULE.name]["services"]["cart"]["started_at"] = bad
+    # json writes NaN and Infinity as Python's json reads them back.
+    path.write_text(json.dumps(data))
+    engine, t, clock = make(state_path=path)
+    await engine.start()
+    assert loads(t, "loaded") == 1
+    assert engine.firing() == [(RULE.name, "shop")]
+    assert _dropped(t, "load") == 1
+    await engine.shutdown(10)
+    saved = json.loads(path.read_text())
+    assert "cart" not in saved["rules"][RULE.name]["services"]  # the bad value is not saved back
+
+
+async def test_an_entry_that_cannot_be_judged_is_dropped_alone(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.state"
+    await _two_firing_services(path)
+    engine, t, clock = make(state_path=path)
+    await engine.start()
+    states = engine._states
+    broken = next(state for (_, service), state in states.items() if service == "cart")
+
+    def fail(*_: object) -> None:
+        raise ZeroDivisionError("scripted fault")
+
+    broken.window.expire = fail  # type: ignore[method-assign]
+    stream = Stream(engine, clock)
+    stream.run(30, 0.5, service="shop")  # evaluations go on: shop is judged every interval
+    assert engine.firing() == [(RULE.name, "shop")]
+    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning") == 1
+    assert _dropped(t, "evaluation") == 1  # once: the entry is gone after its failure
+    await engine.shutdown(10)
