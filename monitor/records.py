@@ -17,11 +17,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
@@ -36,16 +44,30 @@ class RecordError(ValueError):
         self.detail = detail
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone UTF-16 surrogate (valid in JSON, `"\\ud800"`,
+    but not in UTF-8) becomes U+FFFD. Done once, where a record is built, so that no exporter
+    (results file, OTLP events, `/debug/records`, judge prompts) fails on the record."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+# Text of a record: repaired where it enters.
+Text = Annotated[str, AfterValidator(repaired)]
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
     role: Role
-    content: str
+    content: Text
 
 
 class ContextDoc(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    content: str
-    doc_uri: str | None = None
+    content: Text
+    doc_uri: Text | None = None
     score: float | None = None
     metadata: dict[str, Any] | None = None
 
@@ -65,25 +87,25 @@ class RagRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    request_id: str
+    request_id: Text
     trace_id: str | None = None
     span_id: str | None = None
-    service: str = "unknown"
-    route: str = ""
+    service: Text = "unknown"
+    route: Text = ""
     timestamp: float | None = None
-    query: str | None = None
+    query: Text | None = None
     history: tuple[ChatMessage, ...] = ()
     retrieved_context: tuple[ContextDoc, ...] = ()
-    response: str | None = None
-    expected_response: str | None = None
+    response: Text | None = None
+    expected_response: Text | None = None
     expected_retrieved_context: tuple[ContextDoc, ...] | None = None
-    model: str | None = None
+    model: Text | None = None
     input_tokens: int | None = Field(default=None, ge=0)
     output_tokens: int | None = Field(default=None, ge=0)
     latency_ms: float | None = Field(default=None, ge=0)
     feedback: Literal["positive", "negative"] | None = None
     error: bool = False
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, Text] = Field(default_factory=dict)
 
     @field_validator("trace_id", "span_id")
     @classmethod

@@ -239,9 +239,7 @@ class AlertEngine:
         elif now - state.last_sent >= self._resend:
             state.last_sent = now
             out.append(self._alert(rule, service, state, now, "firing"))
-        self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(
-            1 if state.firing else 0
-        )
+        self._t.alert_firing.labels(service, cfg.name, cfg.severity).set(1 if state.firing else 0)
         return out
 
     def _judge_regression(

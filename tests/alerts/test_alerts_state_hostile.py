@@ -29,6 +29,10 @@ async def _two_firing_services(path: Path) -> dict[str, Any]:
                 stream.run(5, rate, service=service)
     assert engine.firing() == [(RULE.name, "cart"), (RULE.name, "shop")]
     await engine.shutdown(10)
+    return _read(path)
+
+
+def _read(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
@@ -70,13 +74,13 @@ async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: o
     data["rules"][RULE.name]["services"]["cart"]["started_at"] = bad
     # json writes NaN and Infinity as Python's json reads them back.
     path.write_text(json.dumps(data))
-    engine, t, clock = make(state_path=path)
+    engine, t, _ = make(state_path=path)
     await engine.start()
     assert loads(t, "loaded") == 1
     assert engine.firing() == [(RULE.name, "shop")]
     assert _dropped(t, "load") == 1
     await engine.shutdown(10)
-    saved = json.loads(path.read_text())
+    saved = _read(path)
     assert "cart" not in saved["rules"][RULE.name]["services"]  # the bad value is not saved back
 
 

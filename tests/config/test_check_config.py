@@ -30,8 +30,10 @@ def test_type_errors_and_whole_file_problems_come_in_one_pass(tmp_path: Path) ->
     )
     assert "sampling.rate: expected a number" in problems
     assert any(
-        p.startswith("evaluators.0.name: unknown evaluator 'local_groundednes' "
-                     "(did you mean 'local_groundedness'?")
+        p.startswith(
+            "evaluators.0.name: unknown evaluator 'local_groundednes' "
+            "(did you mean 'local_groundedness'?"
+        )
         for p in problems
     ), problems
     assert "evaluators.1.threshold: 7 is outside local_relevance's scale 0..1" in problems
@@ -51,7 +53,7 @@ def test_messages_name_no_internal_classes(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ("sampling: {rate: '0.5'}\n", "sampling.rate: '0.5' is written as a string"),
-        ("pipeline: {workers: \"4\"}\n", "pipeline.workers: '4' is written as a string"),
+        ('pipeline: {workers: "4"}\n', "pipeline.workers: '4' is written as a string"),
         ("redaction: {enabled: 'true'}\n", "redaction.enabled: 'true' is written as a string"),
         (
             "evaluators: [{name: local_relevance, threshold: '0.6'}]\n",

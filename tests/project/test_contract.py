@@ -89,9 +89,7 @@ def _leaves(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
         inner = _model_of(info.annotation)
         if inner is not None:
             yield from _leaves(inner, key + ".")
-        elif _is_list(info.annotation) and any(
-            _model_of(a) for a in get_args(info.annotation)
-        ):
+        elif _is_list(info.annotation) and any(_model_of(a) for a in get_args(info.annotation)):
             yield f"{key}[]", info.default
         else:
             default = info.default

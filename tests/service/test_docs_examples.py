@@ -27,7 +27,15 @@ _QUOTED = re.compile(
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("replay") / "results.jsonl"
     subprocess.run(
-        [sys.executable, "-m", "monitor", "replay", str(EXAMPLES / "records.jsonl"), "--output", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "replay",
+            str(EXAMPLES / "records.jsonl"),
+            "--output",
+            str(out),
+        ],
         check=True,
         capture_output=True,
         timeout=600,
