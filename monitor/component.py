@@ -40,6 +40,8 @@ from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
 
 OnDone = Callable[[bool], None]
+"""Called once, from any thread: True = finished (and persisted), False = abandoned or
+failed. Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
 Invalid = tuple[RawRecord, str, str]
 """A record that failed validation: `(record, reason, detail)`."""
 OnRejected = Callable[[list[Invalid]], None]
@@ -47,8 +49,11 @@ OnRejected = Callable[[list[Invalid]], None]
 when sampled; called at most once per delivery, before its `on_done`, in the thread that
 called `consume` (the Kafka receiver dead-letters the record's message from there, found
 through the record's `metadata`)."""
-"""Called once, from any thread: True = finished (and persisted), False = abandoned.
-Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
+OnFailed = Callable[["RagRecord | RawRecord", str], None]
+"""Told `(record, detail)` for a record of a delivery that failed in the evaluation stage
+(given up after a second try, not abandoned at shutdown), before the delivery's
+`on_done`; from any thread, so cheap and thread-safe. The record is the one delivered
+(the Kafka receiver finds and dead-letters its message through its `metadata`)."""
 
 
 class Component(Protocol):
@@ -73,6 +78,7 @@ class Delivery:
     records: Sequence[RagRecord | RawRecord] = field(default_factory=list)
     on_done: OnDone | None = None
     on_rejected: OnRejected | None = None
+    on_failed: OnFailed | None = None
     # Where the spans came from (Kafka topic, partition, offset, key, headers): merged
     # into the metadata of the records extracted from the traces they start (only records
     # that are evaluated carry it). Records carry their own (`RawRecord.metadata`).
@@ -159,6 +165,9 @@ class SampledRecord:
     source: str
     sampled: frozenset[str]  # the evaluators that sample it (never empty)
     on_done: OnDone | None = None
+    # Told why when the record failed in the evaluation stage (not when abandoned),
+    # before `on_done(False)`: its delivery's `on_failed`, bound to the record.
+    on_failed: Callable[[str], None] | None = None
 
     @property
     def size(self) -> int:

@@ -19,8 +19,11 @@ stage, which extracts in the same pool, stops first.
 
 A record's `on_done` is called once it is finished — evaluated or deliberately skipped —
 and, for sinks that persist results, its results are written (True), or once it is
-abandoned at the shutdown deadline or its results could not be persisted (False). The
-Kafka receiver commits offsets on it. Sinks that persist results bound how many records
+abandoned at the shutdown deadline, its results could not be persisted, or it failed here
+twice (False). The Kafka receiver commits offsets on it. A failure costs one record: a
+batch that fails is tried again record by record, and a sink that fails on a record's
+results loses that record alone (`dropped_total{stage="evaluate"}`, reasons
+`internal_error` and `sink_error`). Sinks that persist results bound how many records
 may wait for their writes: past that, workers wait before taking more (a results file on
 a full disk stops intake instead of being skipped).
 """
@@ -40,6 +43,8 @@ from monitor.evaluators.base import Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors._batch_evaluation import BatchEvaluator, InFlight
 from monitor.processors.budget import BudgetGate
+from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -255,14 +260,30 @@ class EvaluationStage:
             try:
                 await self._process(jobs)
             except Exception:
-                # A bug in a sink or evaluator wrapper must not kill the worker.
-                log.exception(
-                    "records %s failed in the evaluation stage",
-                    ", ".join(job.record.request_id for job in jobs),
+                # A bug in an evaluator wrapper must not kill the worker, nor cost the
+                # batch-mates of the record that meets it: each record still unhandled
+                # gets a second try on its own, and only one failing again is given up.
+                log.warning(
+                    "a batch of %d records failed in the evaluation stage; trying each alone",
+                    len(jobs),
+                    exc_info=True,
                 )
-                self._t.dropped.labels("evaluate", "internal_error").inc(len(jobs))
                 for job in jobs:
-                    self._finish(job, ok=False)
+                    if id(job) in self._in_work and id(job) not in self._writing:
+                        await self._process_alone(job)
+
+    async def _process_alone(self, job: SampledRecord) -> None:
+        try:
+            await self._process([job])
+        except Exception as exc:
+            log.exception(
+                "record %s (service %s) failed in the evaluation stage twice; giving it up",
+                job.record.request_id,
+                job.record.service,
+            )
+            self._t.dropped.labels("evaluate", "internal_error").inc()
+            _failed(job, f"evaluation stage: {type(exc).__name__}: {exc}")
+            self._finish(job, ok=False)
 
     def _finish(self, job: SampledRecord, ok: bool = True) -> None:
         """`job` is finished: call its `on_done` unless shutdown already abandoned it."""
@@ -290,13 +311,13 @@ class EvaluationStage:
             done = [(flight.item.record, flight.results) for flight in batch if flight.results]
             if done:
                 for batch_sink in self._batch_sinks:
-                    batch_sink.emit_many(done)
+                    self._emit_many(batch_sink, done)
         for flight in batch:
             job, results = flight.item, flight.results
-            writes = []
+            writes: list[asyncio.Future[bool]] = []
             if results:
                 for sink in self._sinks:
-                    written = sink.emit(job.record, results)
+                    written = self._emit(sink, job, results)
                     if written is not None:
                         writes.append(written)
             if writes:
@@ -308,6 +329,61 @@ class EvaluationStage:
                 gathered.add_done_callback(partial(self._written, job))
             else:
                 self._finish(job)
+
+
+    def _emit(
+        self, sink: ResultSink, job: SampledRecord, results: dict[str, EvalResult]
+    ) -> asyncio.Future[bool] | None:
+        """`sink.emit`, tried twice; a record it fails on both times counts as not
+        finished (its results are not persisted there), and the sink goes on."""
+        for attempt in (1, 2):
+            try:
+                return sink.emit(job.record, results)
+            except Exception as exc:
+                if attempt == 2:
+                    self._sink_failed(sink, [job.record])
+                    _failed(job, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future.set_result(False)
+        return future
+
+    def _emit_many(
+        self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]
+    ) -> None:
+        """Hand `done` to `sink` at once; if that fails, one record at a time, so that only
+        the record it fails on is lost to this sink."""
+        try:
+            sink.emit_many(done)
+            return
+        except Exception:
+            if len(done) == 1:
+                self._sink_failed(sink, [done[0][0]])
+                return
+        for item in done:
+            try:
+                sink.emit_many([item])
+            except Exception:
+                self._sink_failed(sink, [item[0]])
+
+    def _sink_failed(self, sink: ResultSink | BatchSink, records: list[RagRecord]) -> None:
+        name = type(sink).__name__
+        self._t.dropped.labels("evaluate", "sink_error").inc(len(records))
+        log.exception(
+            "%s failed on the results of record %s (service %s); its other records go on",
+            name,
+            records[0].request_id,
+            records[0].service,
+        )
+
+
+
+def _failed(job: SampledRecord, detail: str) -> None:
+    """Tell the record's receiver it failed (before its `on_done(False)`)."""
+    if job.on_failed is not None:
+        try:
+            job.on_failed(detail[:2000])
+        except Exception:
+            log.exception("telling the receiver that record %s failed", job.record.request_id)
 
 
 def _left(deadline_s: float, started: float) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from monitor.component import Delivery, SampledRecord
 from monitor.processors.trace._handoff import Sampled
-from monitor.records import RagRecord
+from monitor.processors.trace._sampling import Chosen
 
 # Items taken per pass: large enough to amortise a pass, small enough that expiry and
 # acknowledgements stay timely under load.
@@ -27,7 +27,7 @@ class Pending:
     """A delivery in the intake; for records, the ones sampled and by which evaluators."""
 
     delivery: Delivery
-    chosen: list[tuple[RagRecord, frozenset[str]]] | None
+    chosen: list[Chosen] | None
 
     @property
     def items(self) -> int:

@@ -20,6 +20,9 @@ from monitor.processors.trace._outcomes import Outcomes
 from monitor.records import RagRecord, RawRecord, RecordError
 from monitor.spans import DecodeError
 
+Chosen = tuple[RagRecord, frozenset[str], RagRecord | RawRecord]
+"""A sampled record, validated; the evaluators that sample it; the record as delivered."""
+
 _SERVICE = attrgetter("service")
 
 
@@ -66,12 +69,12 @@ class TraceSampling:
     def records(
         self, records: Sequence[RagRecord | RawRecord]
     ) -> tuple[
-        list[tuple[RagRecord, frozenset[str]]],
+        list[Chosen],
         Sequence[RagRecord | RawRecord],
         list[Invalid],
     ]:
         """Records split by the sampling decision: the sampled ones, validated, with their
-        evaluators; the unsampled ones; and the problems of the sampled records that did
+        evaluators and the record as delivered; the unsampled ones; and the problems of the sampled records that did
         not validate and of those whose sampling key could not be read. No other
         effects."""
         try:
@@ -82,7 +85,7 @@ class TraceSampling:
             decisions = [self._decide(record) for record in records]
         if not any(decisions):  # most deliveries: nothing sampled, nothing copied
             return [], records, []
-        chosen: list[tuple[RagRecord, frozenset[str]]] = []
+        chosen: list[Chosen] = []
         skipped: list[RagRecord | RawRecord] = []
         problems: list[Invalid] = []
         for record, sampled in zip(records, decisions, strict=True):
@@ -94,7 +97,7 @@ class TraceSampling:
             else:
                 try:
                     parsed = record.parse() if isinstance(record, RawRecord) else record
-                    chosen.append((self._outcomes.bounded(parsed), sampled))
+                    chosen.append((self._outcomes.bounded(parsed), sampled, record))
                 except RecordError as exc:
                     raw = (
                         record if isinstance(record, RawRecord) else RawRecord(record.model_dump())

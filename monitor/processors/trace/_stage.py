@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from functools import partial
 
 from monitor.component import Delivery, Invalid, RecordConsumer, SampledRecord, TraceObserver
 from monitor.config import TraceAssembly
@@ -383,12 +384,18 @@ class TraceStage:
                     self._register(delivery, ack, released)
                 finished += released
             else:
-                for record, sampled in pending.chosen:
+                for record, sampled, delivered in pending.chosen:
                     if ack is not None:
                         ack.owe(1)
                     self._outcomes.record(record, delivery.source)
                     out.append(
-                        SampledRecord(record, delivery.source, sampled, ack.settle if ack else None)
+                        SampledRecord(
+                            record,
+                            delivery.source,
+                            sampled,
+                            ack.settle if ack else None,
+                            partial(delivery.on_failed, delivered) if delivery.on_failed else None,
+                        )
                     )
         except Exception:
             # A bug must not stop the stage: count the delivery and keep serving.

@@ -334,7 +334,11 @@ class KafkaReceiver:
     def _collect_done(self) -> None:
         done = self._done
         while done:
-            self._settle(*done.popleft())
+            token = done.popleft()
+            if callable(token):
+                token()
+            else:
+                self._settle(*token)
 
     def _settle(self, tracker: PartitionTracker, offset: int, ok: bool, counted: bool) -> None:
         """A completion, in the consumer thread: `counted` ones were in flight."""
@@ -343,10 +347,17 @@ class KafkaReceiver:
         if not self._owned(tracker):
             return
         if ok:
+            if counted:
+                tracker.messages.pop(offset, None)
             tracker.finish(offset)
+        elif counted and not (self._draining.is_set() or tracker.given_away):
+            # Neither handed back nor cut by shutdown: it failed inside the monitor, and
+            # would fail the same way when read again.
+            self._intake.failed(tracker, offset)
         else:
             # An abandoned message is never finished: the commit stops before it and
             # the next owner reads it again. Nothing is left to wait for on it.
+            tracker.messages.pop(offset, None)
             tracker.drop(offset)
 
     def _backpressure(self, consumer: KafkaConsumer) -> None:
@@ -467,6 +478,8 @@ class KafkaReceiver:
         self._leaving.clear()
         if not gone:
             return
+        for tracker in gone:
+            tracker.given_away = True  # what fails now was abandoned, not failed
         self._next.abandon(gone)
         self._collect_done()  # the abandoned messages: never finished, no longer awaited
         for tracker in gone:

@@ -24,18 +24,23 @@ from monitor.component import Delivery, Invalid
 from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._messages import Decoded, Encoding, Rejection, decode_message
 from monitor.receivers.kafka._offsets import PartitionTracker
-from monitor.records import RawRecord
+from monitor.records import RagRecord, RawRecord
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
 SOURCE = "kafka"
+_FAILED_DETAIL = (
+    "a record of this delivery ({} messages) failed in the evaluation stage twice; "
+    "see the monitor's log for the record and the error"
+)
 _MAX_HEADERS = 16
 _MAX_META_CHARS = 256
 
 # What travels back to the consumer thread when a unit finishes: (tracker, offset it is
 # registered at, ok, in_flight) — `in_flight` for a delivery, not for a dead letter.
-Token = tuple[PartitionTracker, int, bool, bool]
+Token = tuple[PartitionTracker, int, bool, bool] | Callable[[], None]
+"""Or work that must run in the consumer thread (a failed record's dead letter)."""
 Batch = list[tuple[PartitionTracker, Delivery]]
 
 
@@ -70,6 +75,7 @@ class KafkaIntake:
         """A partition's polled messages, in order, into deliveries: runs of one-record
         messages, and every other message on its own (`_handle`)."""
         run: list[RawRecord] = []
+        run_messages: list[ConsumerRecord] = []
         first = last = 0
         for message in messages:
             offset = message.offset
@@ -84,15 +90,16 @@ class KafkaIntake:
                 if not run:
                     first = offset
                 run.append(record)
+                run_messages.append(message)
                 last = offset
                 continue
             if run:
-                self._close_run(run, first, last, tracker, batch)
-                run = []
+                self._close_run(run, run_messages, first, last, tracker, batch)
+                run, run_messages = [], []
                 tracker.add(offset, 1)
             self._handle(message, decoded, tracker, batch)
         if run:
-            self._close_run(run, first, last, tracker, batch)
+            self._close_run(run, run_messages, first, last, tracker, batch)
 
     def _decode(self, message: ConsumerRecord) -> Decoded:
         try:
@@ -103,17 +110,21 @@ class KafkaIntake:
     def _close_run(
         self,
         run: list[RawRecord],
+        messages: list[ConsumerRecord],
         first: int,
         last: int,
         tracker: PartitionTracker,
         batch: Batch,
     ) -> None:
         tracker.stretch(first, last)
+        if self._dead_letters is not None:
+            tracker.messages[first] = messages
         delivery = Delivery(
             SOURCE,
             records=run,
             on_done=partial(self._delivered, tracker, first),
             on_rejected=partial(self._invalid_records, tracker, first),
+            on_failed=partial(self._record_failed, tracker, first),
             origin=tracker,
         )
         batch.append((tracker, delivery))
@@ -144,11 +155,14 @@ class KafkaIntake:
                     records=records,
                     on_done=partial(self._delivered, tracker, offset),
                     on_rejected=partial(self._invalid_records, tracker, offset),
+                    on_failed=partial(self._record_failed, tracker, offset),
                     metadata=Provenance(message) if decoded.spans else None,
                     origin=tracker,
                 )
                 batch.append((tracker, delivery))
                 handed = True
+                if self._dead_letters is not None:
+                    tracker.messages[offset] = [message]
         except Exception as exc:
             problems = [_internal_error(message, exc)]
         if problems:
@@ -195,6 +209,56 @@ class KafkaIntake:
         for message, rejections in by_message.values():
             self._dead_letter(message, tracker, unit, rejections)
 
+    def _record_failed(
+        self, tracker: PartitionTracker, unit: int, record: RagRecord | RawRecord, detail: str
+    ) -> None:
+        """A delivery's `on_failed` (the event loop's thread): the record's message is
+        dead-lettered from the consumer thread, before the delivery's completion, which
+        follows it through the same deque."""
+        self._done.append(partial(self._dead_letter_failed, tracker, unit, record, detail))
+
+    def _dead_letter_failed(
+        self, tracker: PartitionTracker, unit: int, record: RagRecord | RawRecord, detail: str
+    ) -> None:
+        origin = record.metadata
+        if tracker.revoked or not isinstance(origin, Provenance):
+            return  # the next owner reads it again; or not a record of ours
+        tracker.dead_lettered.add(unit)
+        where = "" if origin.position is None else f"record {origin.position}: "
+        problem = Rejection("evaluation_failed", where + detail)
+        self._dead_letter(origin.message, tracker, unit, [problem])
+
+    def failed(self, tracker: PartitionTracker, unit: int) -> None:
+        """The delivery registered at `unit` failed inside the monitor (the evaluation
+        stage gave a record of it up after a second try): a message that fails the same
+        way on every read must not hold its partition, so it is counted, dead-lettered
+        where configured, and finished — the commit moves past it once the dead-letter
+        topic has it. A record delivered as such took its own message there already
+        (`_dead_letter_failed`); for spans, the delivery's message goes."""
+        messages = tracker.messages.pop(unit, [])
+        if unit in tracker.dead_lettered:
+            tracker.dead_lettered.discard(unit)
+            messages = []
+        self._t.dropped.labels(SOURCE, "evaluation_failed").inc()
+        self._log.log(
+            "evaluation_failed",
+            logging.ERROR,
+            "kafka: a delivery of %s/%d at offset %d failed in evaluation; %s and committing "
+            "past it (the log above names the record and the error)",
+            tracker.topic,
+            tracker.partition,
+            unit,
+            _what_happens(self._dead_letters is not None, len(messages)),
+        )
+        for message in messages:
+            self._dead_letter(
+                message,
+                tracker,
+                unit,
+                [Rejection("evaluation_failed", _FAILED_DETAIL.format(len(messages)))],
+            )
+        tracker.finish(unit)
+
     def _dead_letter(
         self,
         message: ConsumerRecord,
@@ -208,6 +272,14 @@ class KafkaIntake:
             tracker.owe(unit, 1)
             token = (tracker, unit, True, False)
             self._dead_letters.send(message, problems, partial(self._done.append, token))
+
+
+def _what_happens(dead_letters: bool, messages: int) -> str:
+    if not dead_letters:
+        return "skipping it (no dead_letter_topic)"
+    if messages:
+        return f"dead-lettering its {messages} message(s)"
+    return "its failed records were dead-lettered"
 
 
 def _internal_error(message: ConsumerRecord, exc: Exception) -> Rejection:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(eq=False)
@@ -34,6 +35,13 @@ class PartitionTracker:
     """Units handed out and not yet finished, across all messages of the partition."""
     revoked: bool = False
     """The partition was revoked from us: completions of its messages are ignored."""
+    given_away: bool = False
+    """Its open traces are being handed back: their messages are abandoned, not failed."""
+    messages: dict[int, list[Any]] = field(default_factory=dict)
+    """The messages of each unfinished delivery, by the offset it is registered at, kept
+    only where a failed delivery is dead-lettered (the receiver's to fill and empty)."""
+    dead_lettered: set[int] = field(default_factory=set)
+    """Unfinished deliveries whose failed records were dead-lettered one by one."""
 
     def add(self, offset: int, units: int) -> None:
         """Register a message at `offset` that finishes after `units` completions."""
