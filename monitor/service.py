@@ -73,8 +73,13 @@ class Service:
         process (`monitor.pool.fork_here`); without it, the pool starts its own."""
         check_evaluators(config)
         self.config = config
+        pipeline = config.pipeline
         self.telemetry = telemetry or create_telemetry(
-            max_services=config.pipeline.max_services, max_routes=config.pipeline.max_routes
+            max_services=pipeline.max_services,
+            max_routes=pipeline.max_routes,
+            allowed_services=pipeline.allowed_services,
+            allowed_routes=pipeline.allowed_routes,
+            label_idle_s=pipeline.label_idle_s,
         )
         # The one judge client of the process, shared by every judge evaluator; its module
         # (and the LLM client library behind it) is imported only when a judge is configured.

@@ -9,11 +9,13 @@ create unbounded series; evaluator, model, category and stage come from config o
 from __future__ import annotations
 
 import logging
+import math
 import platform
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -30,20 +32,72 @@ OVERFLOW = "other"
 
 
 class LabelCap:
-    """Admits the first `limit` distinct values of a label; later ones become `other`."""
+    """Bounded values of a label that comes from untrusted input, following traffic.
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._seen: set[str] = set()
+    At most `limit` values hold a slot at once, besides the `allowed` ones, which always
+    keep theirs. A new value takes a free slot, or else the slot of the value seen least
+    recently if that one has been idle for `idle_s` or more: the evicted value's series are
+    removed (the `on_evict` hooks), so that one coming back starts afresh. Otherwise the
+    new value reads as `other` (`folded` is told) until a slot is free or stale, so a burst
+    of invented values cannot hold the slots of the values that carry traffic. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        allowed: Collection[str] = (),
+        idle_s: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+        folded: Callable[[], None] | None = None,
+    ) -> None:
+        self.limit = limit
+        self.allowed = frozenset(allowed)
+        self.idle_s = idle_s
+        self._clock = clock
+        self._folded = folded
+        self._last_seen: dict[str, float] = {}
+        self._no_stale_before = -math.inf  # no slot can be stale before this time
+        self._evict_hooks: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
 
+    def on_evict(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(value)` (outside the lock) when `value` loses its slot."""
+        self._evict_hooks.append(hook)
+
+    def holds(self, value: str) -> bool:
+        return value in self.allowed or value in self._last_seen
+
     def __call__(self, value: str) -> str:
-        if value in self._seen:
+        if value in self.allowed:
             return value
+        now = self._clock()
+        last_seen = self._last_seen
+        if value in last_seen:
+            last_seen[value] = now
+            return value
+        evicted = None
         with self._lock:
-            if len(self._seen) < self._limit:
-                self._seen.add(value)
+            if value in last_seen:
+                last_seen[value] = now
                 return value
+            if len(last_seen) >= self.limit:
+                if now < self._no_stale_before:
+                    return self._fold()
+                evicted = min(last_seen, key=last_seen.__getitem__)
+                if now - last_seen[evicted] < self.idle_s:
+                    self._no_stale_before = last_seen[evicted] + self.idle_s
+                    return self._fold()
+                del last_seen[evicted]
+            last_seen[value] = now
+        if evicted is not None:
+            for hook in self._evict_hooks:
+                hook(evicted)
+        return value
+
+    def _fold(self) -> str:
+        if self._folded is not None:
+            self._folded()
         return OVERFLOW
 
 
@@ -146,9 +200,32 @@ class Telemetry:
             found = self._children[key] = metric.labels(*values)
         return found
 
+    def forget(self, label: str, value: str) -> None:
+        """Remove every series whose `label` is `value` (a value that lost its slot in a
+        `LabelCap`), and the cached children that write to them."""
+        metrics = [
+            m
+            for m in (*vars(self).values(), *self._own.values())
+            if isinstance(m, Counter | Gauge | Histogram) and label in m._labelnames
+        ]
+        positions = {id(m): m._labelnames.index(label) for m in metrics}
+        for metric in metrics:
+            metric.remove_by_labels({label: value})
+        for key in list(self._children):
+            position = positions.get(key[0])
+            if position is not None and key[1][position] == value:
+                self._children.pop(key, None)
+
 
 def create_telemetry(
-    registry: CollectorRegistry | None = None, *, max_services: int = 50, max_routes: int = 100
+    registry: CollectorRegistry | None = None,
+    *,
+    max_services: int = 50,
+    max_routes: int = 100,
+    allowed_services: Collection[str] = (),
+    allowed_routes: Collection[str] = (),
+    label_idle_s: float = 600.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Telemetry:
     # auto_describe: collectors without `describe` (process, platform, gc) register their
     # names too, so `name[]` filters (`restricted_registry`) can select their series.
@@ -161,7 +238,13 @@ def create_telemetry(
     def gauge(name: str, doc: str, labels: tuple[str, ...]) -> Gauge:
         return Gauge(name, doc, labels, namespace=NAMESPACE, registry=reg)
 
-    return Telemetry(
+    overflow = counter(
+        "label_overflow",
+        "Lookups of a service or route value that found no free or stale slot and read as "
+        "'other' (a record is looked up at several stages).",
+        ("label",),
+    )
+    telemetry = Telemetry(
         registry=reg,
         spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
         records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
@@ -239,9 +322,24 @@ def create_telemetry(
             ("client",),
         ),
         build_info=_build_info(reg),
-        service_cap=LabelCap(max_services),
-        route_cap=LabelCap(max_routes),
+        service_cap=LabelCap(
+            max_services,
+            allowed=allowed_services,
+            idle_s=label_idle_s,
+            clock=clock,
+            folded=overflow.labels("service").inc,
+        ),
+        route_cap=LabelCap(
+            max_routes,
+            allowed=allowed_routes,
+            idle_s=label_idle_s,
+            clock=clock,
+            folded=overflow.labels("route").inc,
+        ),
     )
+    telemetry.service_cap.on_evict(partial(telemetry.forget, "service"))
+    telemetry.route_cap.on_evict(partial(telemetry.forget, "route"))
+    return telemetry
 
 
 def _build_info(registry: CollectorRegistry) -> Gauge:

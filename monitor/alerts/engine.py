@@ -52,7 +52,7 @@ from monitor.component import GENERATOR, Alert, Notifier
 from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
-from monitor.telemetry import Telemetry
+from monitor.telemetry import LabelCap, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,9 @@ class AlertEngine:
 
     **Parameters:**
     - `rules`: validated `alerts.rules[]`.
-    - `telemetry`: where `defect_rate` / `alert_firing` live; its `service_cap` bounds services.
+    - `telemetry`: where `defect_rate` / `alert_firing` live; its `service_cap` gives the
+      bound on services (the windows keep their own slots, idle only past the longest
+      window).
     - `notifiers`: Alertmanager / webhook senders.
     - `severity_thresholds`: evaluator name → `severity_threshold` for category rules.
     - `evaluation_interval_s`: how often rules are judged (`alerts.evaluation_interval_s`).
@@ -118,6 +120,17 @@ class AlertEngine:
             ("when",),
         )
         self._t = telemetry
+        # Windows are keyed on the service's own name, bounded apart from the metrics'
+        # labels: a service keeps its windows while they hold verdicts, and a burst of
+        # invented names can take only slots that have been idle that long.
+        cap = telemetry.service_cap
+        self._services = LabelCap(
+            cap.limit,
+            allowed=cap.allowed,
+            idle_s=max(cap.idle_s, self._longest_window()),
+            clock=clock,
+        )
+        self._services.on_evict(self._forget_service)
         self._notifiers = list(notifiers)
         self._interval = evaluation_interval_s
         self._resend = resend_interval_s
@@ -139,7 +152,7 @@ class AlertEngine:
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         if not self._rules:
             return
-        service = self._t.service_cap(record.service)
+        service = self._services(record.service)
         now = self._clock()
         for i, rule in enumerate(self._rules):
             samples = rule.samples(results)
@@ -290,6 +303,18 @@ class AlertEngine:
 
     # -- state across restarts -------------------------------------------------------------
 
+    def _forget_service(self, service: str) -> None:
+        """`service` lost its slot: its windows were empty, so nothing is judged on it."""
+        for key in [key for key in self._states if key[1] == service]:
+            del self._states[key]
+        for gauge in (
+            self._t.defect_rate,
+            self._t.alert_firing,
+            self._baseline_rate,
+            self._window_samples,
+        ):
+            gauge.remove_by_labels({"service": service})
+
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
 
@@ -334,7 +359,7 @@ class AlertEngine:
                     )
                     self._entries_dropped.labels("load").inc()
                     continue
-                self._states[(i, self._t.service_cap(str(service)))] = state
+                self._states[(i, self._services(str(service)))] = state
         restored = self.firing()
         if restored:
             log.info("alert state restored; firing: %s", restored)

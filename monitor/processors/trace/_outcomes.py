@@ -12,7 +12,7 @@ from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.processors.trace._extract import Unreadable
 from monitor.processors.trace._suspect import GUIDANCE
 from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
-from monitor.telemetry import RateLimitedLog, Telemetry
+from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
@@ -89,6 +89,7 @@ class Outcomes:
         if service not in self._speaking:
             self._speaking.add(service)
             self._silent.pop(service, None)
+            self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
@@ -121,6 +122,8 @@ class Outcomes:
         capped = self._t.service_cap(service)
         if capped in self._speaking:
             return
+        if capped not in self._silent:
+            self._forget_evicted()
         silent = self._silent[capped] = self._silent.get(capped, 0) + 1
         if silent >= SILENT_AFTER:
             self.warn.warning(
@@ -133,6 +136,19 @@ class Outcomes:
                 capped,
                 silent,
             )
+
+    def _forget_evicted(self) -> None:
+        """Keep what is known of services to those holding a label slot (plus `other`):
+        the cap's slots follow traffic, so without this both would grow with every
+        value ever admitted."""
+        cap = self._t.service_cap
+        bound = 2 * (cap.limit + len(cap.allowed)) + 1
+        if len(self._speaking) > bound:
+            self._speaking = {s for s in self._speaking if s == OVERFLOW or cap.holds(s)}
+        if len(self._silent) > bound:
+            self._silent = {
+                s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)
+            }
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()

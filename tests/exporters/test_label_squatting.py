@@ -1,0 +1,173 @@
+"""Bounded `service` / `route` labels follow traffic: values invented by a sender cannot keep a
+real service out of its own series or its own alert windows for good.
+
+Time is an injected clock; the metrics are the real registry and exporter, the alert engine
+the real one."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from monitor.alerts import AlertEngine
+from monitor.config import AlertRule, Config
+from monitor.exporters.prometheus import MetricsSink
+from monitor.records import RagRecord
+from monitor.telemetry import OVERFLOW, LabelCap, Telemetry, create_telemetry
+from tests.alerts.test_alerts import Clock, verdict
+
+IDLE_S = 600.0
+RULE = AlertRule(
+    name="hallucination",
+    evaluator="local_groundedness",
+    max_defect_rate=0.1,
+    min_samples=5,
+    window="5m",
+)
+
+
+def _record(service: str, n: int, route: str = "/ask") -> RagRecord:
+    return RagRecord(
+        request_id=f"{service}-{n}",
+        trace_id=f"{n:032x}",
+        service=service,
+        route=route,
+        query="q",
+        response="a",
+    )
+
+
+def _emit(sink: MetricsSink, service: str, n: int = 1, passed: bool = True) -> None:
+    sink.emit_many(
+        [(_record(service, i), {"local_safety": verdict("local_safety", passed)}) for i in range(n)]
+    )
+
+
+def _services(t: Telemetry) -> set[str]:
+    text = generate_latest(t.registry).decode()
+    found = set()
+    for line in text.splitlines():
+        if line.startswith("rag_monitor_evaluations_total{"):
+            found.add(line.split('service="', 1)[1].split('"', 1)[0])
+    return found
+
+
+def _count(t: Telemetry, service: str) -> float:
+    value = t.registry.get_sample_value(
+        "rag_monitor_evaluations_total",
+        {"service": service, "route": "/ask", "evaluator": "local_safety", "outcome": "pass"},
+    )
+    return value or 0.0
+
+
+def test_a_new_value_takes_the_slot_of_one_idle_long_enough_and_no_other() -> None:
+    clock = Clock()
+    folded: list[int] = []
+    evicted: list[str] = []
+    cap = LabelCap(3, idle_s=IDLE_S, clock=clock, folded=lambda: folded.append(1))
+    cap.on_evict(evicted.append)
+    assert [cap(v) for v in ("a", "b", "c")] == ["a", "b", "c"]
+    assert cap("d") == OVERFLOW and len(folded) == 1  # every slot is active
+    clock.now += IDLE_S - 1
+    cap("b")  # b and c stay active; a has been idle longest
+    cap("c")
+    assert cap("d") == OVERFLOW
+    clock.now += 1
+    assert cap("d") == "d" and evicted == ["a"]
+    # The evicted value is new again: it waits for a stale slot like any other.
+    assert cap("a") == OVERFLOW
+    clock.now += IDLE_S
+    cap("c")
+    assert cap("a") == "a" and evicted == ["a", "b"]
+    assert cap.holds("a") and cap.holds("c") and cap.holds("d") and not cap.holds("b")
+
+
+def test_allowed_values_always_keep_their_own_series() -> None:
+    cap = LabelCap(2, allowed=["shop"], idle_s=IDLE_S, clock=Clock())
+    assert [cap(v) for v in ("x", "y", "z")] == ["x", "y", OVERFLOW]
+    assert cap("shop") == "shop"
+
+
+def test_fifty_invented_services_keep_the_real_one_out_only_while_they_are_active() -> None:
+    clock = Clock()
+    t = create_telemetry(max_services=50, label_idle_s=IDLE_S, clock=clock)
+    sink = MetricsSink(t)
+    for i in range(50):
+        _emit(sink, f"invented-{i}")
+    _emit(sink, "shop", 3)
+    assert "shop" not in _services(t) and _count(t, OVERFLOW) == 3
+    folded = t.registry.get_sample_value("rag_monitor_label_overflow_total", {"label": "service"})
+    assert folded is not None and folded >= 3
+    # The sender stops; the real service keeps sending.
+    clock.now += IDLE_S
+    _emit(sink, "shop", 4)
+    assert _count(t, "shop") == 4
+    services = _services(t)
+    assert "shop" in services and len(services) <= 51
+    # The evicted value's series are gone from the exposition, not frozen there.
+    evicted = {f"invented-{i}" for i in range(50)} - services
+    assert len(evicted) == 1
+    # A value that comes back later starts its counters afresh.
+    clock.now += IDLE_S
+    (gone,) = evicted
+    _emit(sink, gone, 2)
+    assert _count(t, gone) == 2
+
+
+def test_an_allow_listed_service_is_never_folded_whatever_else_arrives() -> None:
+    t = create_telemetry(max_services=50, allowed_services=["shop"], clock=Clock())
+    sink = MetricsSink(t)
+    for i in range(500):
+        _emit(sink, f"invented-{i}")
+    _emit(sink, "shop", 5)
+    assert _count(t, "shop") == 5
+    assert len(_services(t)) == 52  # 50 slots, "other" and the allowed one
+
+
+def test_the_config_keys_reach_the_telemetry() -> None:
+    cfg = Config.model_validate(
+        {"pipeline": {"allowed_services": ["shop"], "label_idle_s": 120, "max_services": 3}}
+    )
+    assert cfg.pipeline.allowed_services == ["shop"]
+    assert cfg.pipeline.label_idle_s == 120
+
+
+def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle() -> None:
+    clock = Clock()
+    t = create_telemetry(max_services=50, label_idle_s=IDLE_S, clock=clock)
+    engine = AlertEngine([RULE], t, clock=clock)
+    failing = {"local_groundedness": verdict("local_groundedness", False)}
+    for i in range(50):
+        engine.emit(_record(f"invented-{i}", i), failing)
+    # While the invented services' windows hold verdicts, a new service shares `other`.
+    for n in range(5):
+        engine.emit(_record("shop", n), failing)
+    engine.evaluate()
+    assert t.registry.get_sample_value(
+        "rag_monitor_defect_rate", {"service": OVERFLOW, "rule": RULE.name}
+    )
+    # Past the longest window their verdicts are gone, and so are their slots: the real
+    # service gets windows of its own, and only its own verdicts in them.
+    clock.now += IDLE_S + 1
+    for n in range(5):
+        engine.emit(_record("shop", n), failing)
+    firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
+    assert "shop" in firing
+    assert t.registry.get_sample_value(
+        "rag_monitor_alert_samples", {"service": "shop", "rule": RULE.name, "window": "current"}
+    ) == 5
+    assert t.registry.get_sample_value(
+        "rag_monitor_alert_samples", {"service": "invented-0", "rule": RULE.name, "window": "current"}
+    ) is None
+
+
+def test_an_allow_listed_service_has_its_own_alert_windows_during_a_burst() -> None:
+    clock = Clock()
+    t = create_telemetry(max_services=50, allowed_services=["shop"], clock=clock)
+    engine = AlertEngine([RULE], t, clock=clock)
+    failing = {"local_groundedness": verdict("local_groundedness", False)}
+    for i in range(200):
+        engine.emit(_record(f"invented-{i}", i), failing)
+    for n in range(5):
+        engine.emit(_record("shop", n), failing)
+    firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
+    assert "shop" in firing
