@@ -59,7 +59,6 @@ from monitor.detector import (  # noqa: E402
     features,
     groundedness,
     polarity,
-    roles,
     substitution,
 )
 from monitor.detector.embedding import Embedder  # noqa: E402
@@ -100,7 +99,6 @@ def _nothing(value: object) -> Callable[..., object]:
 
 
 _analyse = features.analyse
-_role_words = roles.role_words
 
 
 def _invented_not_decisive(
@@ -128,9 +126,8 @@ def _nothing_decisive(
 
 
 def _no_role_words(parsed: Parsed, slot: Slot, width: int) -> set[str]:
-    """`role_words` that reads no role: only the one word before a slot that
-    `_restated_elsewhere` compares (not a role) is still read."""
-    return _role_words(parsed, slot, width) if width == 1 else set()
+    """`role_words` that reads no role."""
+    return set()
 
 
 def _frame_without_question(
@@ -181,39 +178,9 @@ RULES: tuple[Rule, ...] = (
         ((features, "_slot_contradictions", _nothing([])),),
     ),
     Rule(
-        "numbers moved within a sentence",
-        "contradiction._crossed_number",
-        ((contradiction, "_crossed_number", _nothing(None)),),
-    ),
-    Rule(
-        "a count the context gives once",
-        "contradiction._sole_count",
-        ((contradiction, "_sole_count", _nothing(None)),),
-    ),
-    Rule(
         "roles, all (the words around a name read as its role)",
         "contradiction.role_words",
         ((contradiction, "role_words", _no_role_words),),
-    ),
-    Rule(
-        "roles: words of leading stand for any leading role",
-        "roles._LEADING",
-        ((roles, "_LEADING", frozenset()),),
-    ),
-    Rule(
-        "roles: a passive claim's subject is part of its role",
-        "contradiction.passive_subject",
-        ((contradiction, "passive_subject", _nothing(set())),),
-    ),
-    Rule(
-        "roles: the rival as the only holder of the claim's role",
-        "contradiction.sole_holder",
-        ((contradiction, "sole_holder", _nothing(False)),),
-    ),
-    Rule(
-        "slots: a value the claim restates for another slot is no rival",
-        "contradiction._restated_elsewhere",
-        ((contradiction, "_restated_elsewhere", _nothing(False)),),
     ),
     Rule(
         "slots: claim and evidence differing on another date or name are two facts",
