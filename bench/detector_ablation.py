@@ -210,11 +210,6 @@ RULES: tuple[Rule, ...] = (
         ((substitution, "_CLASS_OF", _CLASSES_WITHOUT_UNITS),),
     ),
     Rule(
-        "substitutions: a frame of at most six words compared by roots",
-        "substitution._ROOTED",
-        ((substitution, "_ROOTED", -1),),
-    ),
-    Rule(
         "substitutions: the question's words frame a claim",
         "substitution._frame",
         ((substitution, "_frame", _frame_without_question),),
@@ -228,11 +223,6 @@ RULES: tuple[Rule, ...] = (
         "polarity in other words: an answer's leading 'No,' negates nothing",
         "substitution._LEADING_NO",
         ((substitution, "_LEADING_NO", _NEVER),),
-    ),
-    Rule(
-        "polarity in other words: close words (vectors) restate",
-        "substitution._synonym_share",
-        ((substitution, "_synonym_share", _nothing(0.0)),),
     ),
     Rule(
         "invented clauses, all (x0.7, thin x0.8)",
@@ -253,11 +243,6 @@ RULES: tuple[Rule, ...] = (
         "invented clauses: an offer of help is none",
         "clauses._COURTESY",
         ((clauses, "_COURTESY", _NEVER),),
-    ),
-    Rule(
-        "invented clauses: quantifiers back no clause",
-        "clauses._QUANTIFIERS",
-        ((clauses, "_QUANTIFIERS", frozenset()),),
     ),
     Rule(
         "decisive: a contradiction whose value the context lacks (0.02)",
