@@ -29,8 +29,6 @@ _COURTESY = re.compile(
     r"(?:can|could|may) (?:i )?help you|anything else)\b",
     re.IGNORECASE,
 )
-# Quantifiers a clause shares with any context ("every", "many") back none of its claim.
-_QUANTIFIERS = frozenset("every many another less".split())
 _CLAUSE_WEIGHT = 1.5
 _CLAUSE_SUPPORTED = 1
 # A thinner invented clause: at least two words the context lacks entirely (weight 1.2 by
@@ -60,11 +58,7 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
         for token in words:
             form, value = normalise(token)
             if value is None and (
-                not form.isalpha()
-                or len(form) < 2
-                or form in STOPWORDS
-                or form in DISCOURSE
-                or form in _QUANTIFIERS
+                not form.isalpha() or len(form) < 2 or form in STOPWORDS or form in DISCOURSE
             ):
                 continue
             if value is not None and token in far:

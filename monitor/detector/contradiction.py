@@ -19,13 +19,10 @@ from monitor.detector.roles import (
     fits_rival,
     frame_of,
     in_claim,
-    passive_subject,
     relation,
     role_words,
     root_overlap,
     same_role,
-    shared_role,
-    sole_holder,
 )
 from monitor.detector.slots import (
     Parsed,
@@ -41,10 +38,8 @@ from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
     fold,
-    is_negation,
     root,
     stem,
-    token_spans,
     tokens,
 )
 
@@ -69,9 +64,9 @@ _DECISIVE_NAME_FRAME = 2
 # "Jackson and Birmingham").
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
 _MOVED_RESTATED = 0.6
-# Less of the frame needs restating when the rival is the one person the context gives the
-# claim's role ("the current captain is Y" is the only captain): the role is the frame.
-_ROLE_HOLDER_RESTATED = 0.5
+# Less of the frame needs restating when the claim's value holds another role in the context,
+# one that fits the claim less (a value moved from another fact).
+_OTHER_ROLE_RESTATED = 0.5
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
 
 
@@ -156,10 +151,6 @@ def find(
             return True
         return bool(other.unit) and unit_similarity(slot.unit, other.unit) >= _SAME_UNIT
 
-    crossed = _crossed_number(claim, context) or _sole_count(claim, context, compatible)
-    if crossed is not None:
-        out.append(crossed)
-        seen.add("number")
     for slot in claim.slots:
         if group.get(slot.kind, slot.kind) in seen or (slot.kind == "number" and not slot.unit):
             continue
@@ -171,9 +162,6 @@ def find(
         best_with = -1.0
         best: tuple[float, int, Slot, int] | None = None
         role = role_words(claim, slot, _ROLE_WORDS)
-        # Whom a role is about ("the training is run by X"): weighed only when the context
-        # gives the claim's value a role of its own, not to pick the rival.
-        subject = passive_subject(claim, slot)
         # The roles the claim's own value fills wherever the context has it.
         own_roles: set[str] = set()
         # The most claim words a sentence naming the claim's own value has (by root).
@@ -198,11 +186,8 @@ def find(
             rivals = [
                 o
                 for o in same
-                if (
-                    o.kind != "name"
-                    or (not in_claim(o, claim) and same_role(claim, slot, sentence, o))
-                )
-                and not _restated_elsewhere(claim, slot, sentence, o)
+                if o.kind != "name"
+                or (not in_claim(o, claim) and same_role(claim, slot, sentence, o))
             ]
             if not rivals:
                 continue
@@ -235,8 +220,8 @@ def find(
             best_with >= 0
             and slot.kind == "name"
             and fits_rival(
-                shared_role(role | subject, role_words(context[index], rival, RIVAL_ROLE_WORDS)),
-                shared_role(role | subject, own_roles),
+                len(role & role_words(context[index], rival, RIVAL_ROLE_WORDS)),
+                len(role & own_roles),
                 root_overlap(frame, context[index]) - own_frame,
             )
         )
@@ -281,13 +266,8 @@ def find(
             restated = _loose_share(relation(claim, slot, frame, context_words), index, context)
             decisive = _one_name(evidence) and (
                 restated >= _MOVED_RESTATED
-                or (
-                    restated >= _ROLE_HOLDER_RESTATED
-                    # The claim's value holds another role the claim's words fit less well,
-                    # or the rival is the one holder of the role and the claim is not led by
-                    # a pronoun (which may be about anything: its subject is unread).
-                    and (moved or (not pronoun_led and sole_holder(role, rival, context)))
-                )
+                # The claim's value holds another role the claim's words fit less well.
+                or (moved and restated >= _OTHER_ROLE_RESTATED)
             )
         out.append(
             Contradiction(kind, said, shown, claim_text, evidence.text, decisive, best_with < 0)
@@ -403,63 +383,6 @@ def _loose_share(frame: set[str], index: int, context: list[Parsed], before: boo
     return sum(1 for w in frame if root(w) in near) / max(len(frame), 1)
 
 
-def _crossed_number(claim: Parsed, context: list[Parsed]) -> Contradiction | None:
-    """A quantity moved onto another noun of one context sentence: the sentence counts the
-    claim's noun with another value and the claim's value with another noun ("it has 25
-    sopranos and 11 basses" against "11 sopranos"), no sentence gives the claim's pair, and
-    the sentence (or the one before, for "It has ...") restates half of the claim's frame."""
-    counted = [(o.value, o.unit) for c in context for o in c.slots if o.kind == "number"]
-    for slot in claim.slots:
-        if slot.kind != "number" or not slot.unit or (slot.value, slot.unit) in counted:
-            continue
-        frame = frame_of(claim, slot)
-        for index, sentence in enumerate(context):
-            numbers = [o for o in sentence.slots if o.kind == "number" and o.unit]
-            rivals = [o for o in numbers if o.unit == slot.unit]
-            if (
-                len(rivals) == 1
-                and any(o.value == slot.value and o.unit != slot.unit for o in numbers)
-                and frame
-                and _loose_share(frame, index, context, False) >= _ROLE_HOLDER_RESTATED
-            ):
-                return Contradiction(
-                    "number", slot.text, rivals[0].text, claim.text, sentence.text, True, False
-                )
-    return None
-
-
-def _sole_count(
-    claim: Parsed, context: list[Parsed], compatible: Callable[[Slot, Slot], bool]
-) -> Contradiction | None:
-    """A quantity of what the context counts exactly once, with another value, the claim's
-    value nowhere in the context ("There are 70 hives" against "The apiary has 149 hives",
-    "Rehearsals last 24 hours" against "The singers rehearse for 16 hours"): one count of
-    the thing and one claimed, in a claim whose other words (if any) the count's sentence
-    restates half of."""
-    for slot in claim.slots:
-        if slot.kind != "number" or not slot.unit or _value_unread(slot, context, compatible):
-            continue
-        counts = [
-            (index, o)
-            for index, sentence in enumerate(context)
-            for o in sentence.slots
-            if compatible(slot, o)
-        ]
-        if len(counts) != 1:
-            continue
-        index, count = counts[0]
-        # "About 1,300 metres" is 1,280 metres; "23 degrees in July" is not about the
-        # count "19 degrees in September" gives.
-        if same_value(slot, count) or _other_key(claim, slot, context[index]):
-            continue
-        frame = frame_of(claim, slot)
-        if frame and _loose_share(frame, index, context, False) < _ROLE_HOLDER_RESTATED:
-            continue
-        evidence = context[index].text
-        return Contradiction("number", slot.text, count.text, claim.text, evidence, True)
-    return None
-
-
 def _value_unread(
     slot: Slot, context: list[Parsed], compatible: Callable[[Slot, Slot], bool]
 ) -> bool:
@@ -488,48 +411,3 @@ def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
         if theirs and not any(same_value(mine, o) for o in theirs):
             return True
     return False
-
-
-def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:
-    """A claim that negates what its evidence states, or states what the evidence negates;
-    `flipped` holds the words whose polarity differs."""
-    return Contradiction(
-        "negation",
-        _around(claim_text, flipped),
-        _around(evidence_text, flipped),
-        claim_text,
-        evidence_text,
-    )
-
-
-def _around(text: str, words: frozenset[str]) -> str:
-    """The words of `text` from a negation before the first of `words` to two after it."""
-    raw = tokens(text)
-    spans = token_spans(text)
-    folded = [fold(t) for t in raw]
-    roots = {stem(w) for w in words}
-    hit = next((i for i, w in enumerate(folded) if w in words or stem(w) in roots), None)
-    if hit is None:
-        return text
-    start = hit
-    for k in range(hit - 1, max(-1, hit - 4), -1):
-        if is_negation(folded[k]):
-            start = k
-            break
-    end = min(len(raw), hit + 3)
-    return f'"{text[spans[start][0] : spans[end - 1][1]]}"'
-
-
-def _restated_elsewhere(claim: Parsed, slot: Slot, sentence: Parsed, other: Slot) -> bool:
-    """Whether another slot of the claim restates `other` after the same word as the evidence
-    ("the crossing takes 25 minutes" in both): that evidence value is the source of the
-    claim's other slot, not a rival for this one. A value the claim puts after another word
-    ("every 25 minutes" against "takes 25 minutes") stays a rival, so swaps are still seen."""
-    theirs = role_words(sentence, other, 1)
-    return bool(theirs) and any(
-        mine is not slot
-        and mine.kind == other.kind
-        and same_value(mine, other)
-        and role_words(claim, mine, 1) == theirs
-        for mine in claim.slots
-    )

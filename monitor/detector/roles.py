@@ -4,21 +4,11 @@ gives to another role (`contradiction.py` decides what that contradicts)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from monitor.detector.slots import Parsed, Slot, looks_like_name, same_value
+from monitor.detector.slots import Parsed, Slot, looks_like_name
 from monitor.detector.text import DISCOURSE, STOPWORDS, root, stem
 
 # Words before a rival name read for its role.
 RIVAL_ROLE_WORDS = 6
-
-
-# Roles that lead the rest ("led by X" is the conductor, the captain, the director ...), as
-# five-letter stems (`role_words`), and the role word they all stand for.
-_LEADING = frozenset(
-    "led lead head heads chief direc capta condu comma manag mast charg presi run runs boss".split()
-)
-_LEADS = "<leads>"
 
 
 def frame_of(claim: Parsed, slot: Slot) -> set[str]:
@@ -35,30 +25,12 @@ def role_words(parsed: Parsed, slot: Slot, width: int) -> set[str]:
         words = parsed.words[slot.end : slot.end + width + 1]
     else:
         words = parsed.words[max(0, slot.start - width) : slot.start]
-    out = _role_stems(w.removesuffix("'s").rstrip("'") for w in words)
-    # Any word of leading ("led by", "the head", "in charge") also names the role of leading.
-    return out | {_LEADS} if out & _LEADING else out
-
-
-def _role_stems(words: Iterable[str]) -> set[str]:
-    """Five letters of the content words' stems: "director" and "directed", "captain" and
-    "captained" are one role word."""
-    return {stem(w)[:5] for w in words if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE}
-
-
-_PASSIVE_AUXILIARIES = frozenset("is are was were".split())
-
-
-def passive_subject(claim: Parsed, slot: Slot) -> set[str]:
-    """For "<subject> is <verb> by X" (the name the sentence's agent), the subject's role
-    words: "the training is run by X" gives X the role of training."""
-    raw = claim.words
-    if slot.start < 3 or raw[slot.start - 1] != "by":
-        return set()
-    aux = [i for i in range(slot.start - 1) if raw[i] in _PASSIVE_AUXILIARIES]
-    if len(aux) != 1 or aux[0] != slot.start - 3:
-        return set()
-    return _role_stems(w.removesuffix("'s") for w in raw[: aux[0]])
+    # Five letters of the content words' stems: "director" and "directed", "captain" and
+    # "captained" are one role word.
+    stripped = (w.removesuffix("'s").rstrip("'") for w in words)
+    return {
+        stem(w)[:5] for w in stripped if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE
+    }
 
 
 def relation(claim: Parsed, slot: Slot, frame: set[str], context_words: set[str]) -> set[str]:
@@ -81,34 +53,11 @@ def root_overlap(frame: set[str], sentence: Parsed) -> int:
     return sum(1 for w in frame if root(w) in roots)
 
 
-def shared_role(a: set[str], b: set[str]) -> int:
-    """How many role words two roles share, every word of leading counted as one: "led by"
-    is not closer to "conducted by" than to "the chief engineer"."""
-    shared = a & b
-    return len(shared - _LEADING) if _LEADS in shared else len(shared)
-
-
 def fits_rival(rival_role: int, own_role: int, frame_lead: int) -> bool:
     """Whether the claim's role words fit the rival's role better than any role the context
-    gives the claim's own value; on a tie ("managed by" fits the harbour master and the
-    lifeboat's commander alike), whether the rival's sentence has more of the claim."""
+    gives the claim's own value; on a tie, whether the rival's sentence has more of the
+    claim."""
     return rival_role > own_role or (rival_role == own_role > 0 and frame_lead > 0)
-
-
-def sole_holder(role: set[str], rival: Slot, context: list[Parsed]) -> bool:
-    """Whether `rival` alone, among the names of the context, has the most role words in
-    common with the claim's role: no other person fills that role as well."""
-    best, holders = 0, []
-    for sentence in context:
-        for other in sentence.slots:
-            if other.kind != "name":
-                continue
-            shared = len(role & role_words(sentence, other, RIVAL_ROLE_WORDS))
-            if shared > best:
-                best, holders = shared, [other]
-            elif shared == best and shared:
-                holders.append(other)
-    return best > 0 and all(same_value(rival, other) for other in holders)
 
 
 def same_role(

@@ -1,7 +1,7 @@
-"""Errors worded otherwise than the context: roles by verb, possessive or "led by", a number
-moved onto another noun of its sentence, an opposite in a short claim, a shared first name,
-a clause half of whose words the context lacks (and one a context sentence restates in other
-words), a negation by "without", and a count of what the context counts once."""
+"""Errors worded otherwise than the context: roles by verb or possessive, a number moved onto
+another noun of its sentence, an opposite in a short claim, a shared first name, and a clause
+half of whose words the context lacks (and one a context sentence restates in other words, or
+an offer of help, that is not invented)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,12 @@ def test_a_role_swap_fails_however_the_answer_words_the_role() -> None:
     for answer in (
         "Mattias Torard conducts the choir.",
         "Its conductor is Mattias Torard.",
-        "The choir is led by Mattias Torard.",
         "Veda Varell accompanies the singers.",
         "The accompanist is Veda Varell.",
     ):
         assert _fails("Who is it?", CHOIR, answer), answer
     for answer in (
         "Veda Varell conducts the choir.",
-        "The choir is led by Veda Varell.",
         "Mattias Torard accompanies the singers.",
         "The accompanist is Mattias Torard.",
     ):
@@ -59,11 +57,6 @@ def test_a_number_moved_onto_the_other_noun_of_its_sentence_fails() -> None:
     assert moved.score < THRESHOLD
     assert moved.contradictions[0].describe() == "answer says 17 sopranos; context says 9 sopranos"
     assert not _fails("How big?", CHOIR, "The choir has 9 sopranos and 17 basses.")
-
-
-def test_a_unit_swapped_in_a_short_restated_claim_fails() -> None:
-    assert _fails("How long?", CHOIR, "Rehearsals last 4 days.")
-    assert not _fails("How long?", CHOIR, "Rehearsals last 4 hours.")
 
 
 def test_an_opposite_in_a_short_claim_against_the_context_s_only_one_fails() -> None:
@@ -92,30 +85,12 @@ YARD = [
     "of the old bridge. The chief designer of the yard is Konrad Brenberg. The yard belongs to "
     "Milo Silholt. Gulls nest on the crane."
 ]
-CABLEWAY = [
-    "Night tours are led by the guide Ines Yskholt. The chief engineer is Nadia Ravberg. The "
-    "cableway opened in 1940."
-]
 
 
 def test_a_role_given_to_the_owner_fails_even_after_a_pronoun() -> None:
     # The yard's own name builds the boats: the designer is the rival, not the yard.
     assert _fails("Who designs the boats?", YARD, "Its boats are designed by Milo Silholt.")
     assert not _fails("Who designs the boats?", YARD, "Its boats are designed by Konrad Brenberg.")
-
-
-def test_leading_in_other_words_is_not_a_rival_s_role() -> None:
-    # "led by" and "chief engineer" both name a leader: the guide who leads the tours does not
-    # hold the answer's role better than the engineer it names.
-    assert not _fails("Who is the engineer?", CABLEWAY, "Engineering is led by Nadia Ravberg.")
-
-
-def test_without_negates_the_word_after_it() -> None:
-    heated = ["The honey is heated before bottling. The apiary has 40 hives."]
-    unheated = ["The honey is not heated before bottling. The apiary has 40 hives."]
-    answer = "The honey is bottled without being heated."
-    assert _fails("Is the honey heated?", heated, answer)
-    assert not _fails("Is the honey heated?", unheated, answer)
 
 
 def test_an_offer_of_help_is_not_an_invented_clause() -> None:
@@ -131,46 +106,6 @@ def test_an_offer_of_help_is_not_an_invented_clause() -> None:
     )
     checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
     assert [c for s in checks for c in s.invented] != []
-
-
-def test_a_polarity_flip_restated_with_a_synonym_fails() -> None:
-    ferry = [
-        "Tordahl Ferries runs the crossing between Kelport and Marvale. Boats leave Kelport "
-        "every 40 minutes. Bicycles are allowed on board. The first boat sailed in 1921."
-    ]
-    assert _fails("Can I bring my bike?", ferry, "Bikes are not allowed on the boats.")
-    assert not _fails("Can I bring my bike?", ferry, "Bikes are allowed on the boats.")
-
-
-def test_the_subject_of_a_passive_claim_is_part_of_the_role() -> None:
-    station = [
-        "The station is commanded by chief officer Anselm Ravness. Training is organised by "
-        "Milo Garley. The siren is tested on Mondays."
-    ]
-    assert _fails("Who organises training?", station, "The training is run by Anselm Ravness.")
-    assert not _fails("Who organises training?", station, "The training is run by Milo Garley.")
-
-
-def test_a_quantifier_backs_no_clause() -> None:
-    # "every" is in any context: "the choir tours Japan every spring" is a clause invented
-    # whole (only "choir" backed), not a thin one.
-    answer = "Rehearsals last 4 hours, and the choir tours Japan every spring."
-    checks = analyse("How long are rehearsals?", CHOIR, answer, shared_embedder()).sentences
-    assert [c for s in checks for c in s.invented] == [
-        ("and the choir tours Japan every spring.", False)
-    ]
-
-
-def test_a_short_claim_with_its_polarity_flipped_fails() -> None:
-    harbour = [
-        "Kelacre Harbour is a fishing port near Wescrag. Swimming is allowed in the harbour. "
-        "Pupils of the sailing school are required to wear life jackets."
-    ]
-    # Two content words, one of them the flipped one, inflected otherwise ("swim").
-    assert _fails("Can I swim?", harbour, "You may not swim in the harbour.")
-    assert not _fails("Can I swim?", harbour, "You may swim in the harbour.")
-    assert _fails("Are jackets required?", harbour, "Life jackets are not required.")
-    assert not _fails("Are jackets required?", harbour, "Life jackets are required.")
 
 
 LIBRARY = [
@@ -197,28 +132,3 @@ def test_a_restated_clause_with_a_number_the_context_lacks_is_still_invented() -
     answer = "The collection counts 310,000 books."
     checks = analyse("Tell me about it.", LIBRARY, answer, shared_embedder()).sentences
     assert [c for s in checks for c in s.invented] != []
-
-
-APIARY = [
-    "The Ostwick Apiary keeps bees in the meadows around Yskport. The apiary has 149 hives. "
-    "The beekeeper in charge is Konrad Wesacre. A jar of honey sells for 7 euros."
-]
-
-
-def test_a_count_of_what_the_context_counts_once_with_another_value_fails() -> None:
-    verdict = score_groundedness("How many hives?", APIARY, "There are 70 hives.")
-    assert verdict.score < THRESHOLD
-    assert verdict.contradictions[0].describe() == "answer says 70 hives; context says 149 hives"
-    assert not _fails("How many hives?", APIARY, "There are 149 hives.")
-    # Two counts of hives: which one the claim restates is not clear, nothing decides.
-    two = [APIARY[0] + " Its second site has 35 hives."]
-    verdict = score_groundedness("How many hives?", two, "There are 70 hives.")
-    assert not any(c.decisive for c in verdict.contradictions)
-
-
-def test_a_count_whose_other_words_the_context_does_not_restate_decides_nothing() -> None:
-    # The context counts hives once, but the claim is about wintering, which it never says.
-    verdict = score_groundedness(
-        "How many hives?", APIARY, "Some 70 hives survive each winter in the valley barns."
-    )
-    assert not any(c.decisive for c in verdict.contradictions)
