@@ -146,7 +146,7 @@ def evaluation_rows(records: int = 120) -> list[Row]:
     from monitor.component import SampledRecord
     from monitor.config import Config
     from monitor.detector import score_groundedness
-    from monitor.processors.evaluate import EvaluationStage
+    from monitor.processors.evaluation import EvaluationStage
     from monitor.records import ContextDoc, RagRecord
     from monitor.service import Service
 

@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from monitor.config import ConfigError, load_config  # noqa: E402
+from monitor.extraction._extract import extract_records  # noqa: E402
 from monitor.judge import parsers  # noqa: E402
 from monitor.judge.parsers import ParseError  # noqa: E402
-from monitor.processors.trace._extract import extract_records  # noqa: E402
 from monitor.receivers.kafka._messages import decode_message  # noqa: E402
 from monitor.receivers.otlp._wire import TooLarge, decode_request  # noqa: E402
 from monitor.records import RecordError, parse_record  # noqa: E402

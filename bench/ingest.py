@@ -62,10 +62,10 @@ from tests._servers import stop_process  # noqa: E402
 def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
     from monitor.config import Config
+    from monitor.extraction._extract import extract_records, sampling_view
     from monitor.processors.sampler import Sampler
     from monitor.processors.trace import TraceTriage
     from monitor.processors.trace._assembler import TraceAssembler
-    from monitor.processors.trace._extract import extract_records, sampling_view
     from monitor.receivers.otlp._wire import decode_request
     from monitor.spans import Decoded
     from monitor.telemetry import create_telemetry

@@ -92,7 +92,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     from monitor.evaluators.judges import create_judge_client
     from monitor.evaluators.registry import build
     from monitor.processors.budget import BudgetGate
-    from monitor.processors.evaluate import EvaluationStage
+    from monitor.processors.evaluation import EvaluationStage
     from monitor.records import ContextDoc, RagRecord
     from monitor.telemetry import create_telemetry
 

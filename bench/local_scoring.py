@@ -28,7 +28,7 @@ from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.local import FACTORIES  # noqa: E402
-from monitor.processors.trace._extraction_rule import extract_records  # noqa: E402
+from monitor.extraction._extraction_rule import extract_records  # noqa: E402
 from monitor.records import RagRecord  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
 

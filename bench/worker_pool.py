@@ -1,21 +1,25 @@
-"""Local evaluation in worker processes: records per second through the pool that runs
-the four local evaluators (`pipeline.processes`), with 1 and with 2 worker processes in
-one run, and their ratio (how evaluation scales with the cores the sidecar is given).
+"""The evaluation stage's task in worker processes: sampled traces per second through the
+pool that extracts them and runs the four local evaluators (`pipeline.processes`), with 1
+and with 2 worker processes in one run, and their ratio (how evaluation scales with the
+cores the sidecar is given).
 
     python bench/worker_pool.py [--records 320] [--processes 2] [--rounds 6]
 
-Records: a 500-word context and a 60-word answer (the detector bench's synthetic text),
-sent in batches of 16 as the evaluation stage sends them, as many batches at once as the
-pool has slots (`DEPTH` per worker). Both pools are started first and then measured in
-turns, so that on a shared machine both rates of a round see the same minutes; the
-scaling is the median of the rounds' ratios. Also prints the resident memory (VmRSS) of
-this process and of each worker once warm.
+Traces: one span each, as the OTLP receivers decode it (attributes still serialized),
+whose `rag.*` attributes give a 500-word context in two documents and a 60-word answer
+(the detector bench's synthetic text); sent through the stage's task runner in batches of
+16 as the evaluation stage sends them, as many batches at once as the pool has slots
+(`DEPTH` per worker): extraction and scoring in one task, the records and results back.
+Both pools are started first and then measured in turns, so that on a shared machine both
+rates of a round see the same minutes; the scaling is the median of the rounds' ratios.
+Also prints the resident memory (VmRSS) of this process and of each worker once warm.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -27,10 +31,22 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan  # noqa: E402
+
 from monitor.config import EvaluatorConfig  # noqa: E402
+from monitor.evaluators.base import CpuScorer  # noqa: E402
+from monitor.evaluators.factory import BuildContext  # noqa: E402
+from monitor.evaluators.registry import build  # noqa: E402
 from monitor.pool import ProcessPool  # noqa: E402
-from monitor.processors._scoring import PRELOAD, score, scorer_initializer  # noqa: E402
-from monitor.records import RagRecord  # noqa: E402
+from monitor.processors.evaluation import PRELOAD, Settings, worker_initializer  # noqa: E402
+from monitor.processors.evaluation._runner import TaskRunner, TraceDone  # noqa: E402
+from monitor.processors.evaluation._task import TraceJob  # noqa: E402
+from monitor.spans import Span, decode_protobuf  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
@@ -44,83 +60,119 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def records(n: int) -> list[RagRecord]:
+Trace = list[Span]
+
+
+def _kv(key: str, value: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def traces(n: int) -> list[Trace]:
+    """`n` one-span RAG traces, decoded as the OTLP receivers decode them."""
     import detector_quality
 
     rng = random.Random(7)
-    out = []
-    for i in range(n):
+    spans = []
+    for _ in range(n):
         context = detector_quality._synthetic(rng, 500)
         half = len(context) // 2
-        out.append(
-            RagRecord.model_validate(
-                {
-                    "request_id": f"r{i}",
-                    "query": "what does the report say?",
-                    "retrieved_context": [{"content": context[:half]}, {"content": context[half:]}],
-                    "response": detector_quality._synthetic(rng, 60),
-                }
+        attributes = [
+            _kv("rag.query", "what does the report say?"),
+            _kv("rag.context", json.dumps([context[:half], context[half:]])),
+            _kv("rag.response", detector_quality._synthetic(rng, 60)),
+        ]
+        spans.append(
+            ProtoSpan(
+                trace_id=rng.randbytes(16),
+                span_id=rng.randbytes(8),
+                name="ask",
+                start_time_unix_nano=1,
+                end_time_unix_nano=2,
+                attributes=attributes,
             )
         )
-    return out
-
-
-def _pool(processes: int) -> ProcessPool:
-    specs = [EvaluatorConfig(name=n) for n in NAMES]
-    return ProcessPool(
-        processes,
-        300.0,
-        create_telemetry(),
-        initializers=[scorer_initializer(specs)],
-        preload=PRELOAD,
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
     )
+    return [[span] for span in decode_protobuf(request.SerializeToString(), lazy=True).spans]
 
 
-async def _drain(pool: ProcessPool, batch_list: list[list[RagRecord]]) -> float:
-    """Records per second through a started pool, as many batches at once as it has
+class Pool:
+    """A pool of `processes` workers and the evaluation stage's task runner on it."""
+
+    def __init__(self, processes: int) -> None:
+        specs = [EvaluatorConfig(name=n) for n in NAMES]
+        settings = Settings()
+        self.processes = ProcessPool(
+            processes,
+            300.0,
+            create_telemetry(),
+            initializers=[worker_initializer(specs, settings)],
+            preload=PRELOAD,
+        )
+        scorers = {}
+        for spec in specs:
+            scorer = build(spec, BuildContext())
+            assert isinstance(scorer, CpuScorer)
+            scorers[spec.name] = scorer
+        self.runner = TaskRunner(
+            self.processes,
+            scorers,
+            settings,
+            evaluation_timeout_s=300.0,
+            extraction_timeout_s=10.0,
+        )
+
+    async def run(self, batch: list[Trace]) -> None:
+        done = await self.runner.run([TraceJob(spans, NAMES) for spans in batch])
+        for trace in done:
+            assert isinstance(trace, TraceDone) and len(trace.scored) == 1, trace
+
+
+async def _drain(pool: Pool, batch_list: list[list[Trace]]) -> float:
+    """Traces per second through a started pool, as many batches at once as it has
     slots (as the evaluation stage sends them)."""
-    queue: asyncio.Queue[list[RagRecord]] = asyncio.Queue()
+    queue: asyncio.Queue[list[Trace]] = asyncio.Queue()
     for b in batch_list:
         queue.put_nowait(b)
 
     async def drain() -> None:
         while not queue.empty():
-            batch = queue.get_nowait()
-            await score(pool, [(r, NAMES) for r in batch])
+            await pool.run(queue.get_nowait())
 
     started = time.perf_counter()
-    await asyncio.gather(*(drain() for _ in range(pool.slots)))
+    await asyncio.gather(*(drain() for _ in range(pool.processes.slots)))
     return sum(len(b) for b in batch_list) / (time.perf_counter() - started)
 
 
-async def _warm(pool: ProcessPool, batch_list: list[list[RagRecord]]) -> dict[str, float]:
-    """Start `pool`, score a batch in every worker, and read the resident memory."""
-    await pool.start()
-    await asyncio.gather(*(score(pool, [(r, NAMES) for r in b]) for b in batch_list[: pool.size]))
+async def _warm(pool: Pool, batch_list: list[list[Trace]]) -> dict[str, float]:
+    """Start `pool`, run a batch in every worker, and read the resident memory."""
+    await pool.processes.start()
+    await asyncio.gather(*(pool.run(b) for b in batch_list[: pool.processes.size]))
     rss = {"main_rss_mb": rss_mb(os.getpid())}
-    for i, pid in enumerate(sorted(pool.pids)):
+    for i, pid in enumerate(sorted(pool.processes.pids)):
         rss[f"worker{i}_rss_mb"] = rss_mb(pid)
     return rss
 
 
-async def throughput(processes: int, batch_list: list[list[RagRecord]]) -> dict[str, float]:
-    """One pool of `processes` workers: records per second, and memory once warm."""
-    pool = _pool(processes)
+async def throughput(processes: int, batch_list: list[list[Trace]]) -> dict[str, float]:
+    """One pool of `processes` workers: traces per second, and memory once warm."""
+    pool = Pool(processes)
     try:
         rss = await _warm(pool, batch_list)
         rate = await _drain(pool, batch_list)
     finally:
-        await pool.shutdown(10.0)
-    return {"records_per_s": rate, **rss}
+        await pool.processes.shutdown(10.0)
+    return {"traces_per_s": rate, **rss}
 
 
 async def scaling(
-    processes: int, batch_list: list[list[RagRecord]], rounds: int
+    processes: int, batch_list: list[list[Trace]], rounds: int
 ) -> dict[str, list[float]]:
     """A pool of 1 worker and one of `processes`, both started (idle workers cost no
     CPU), measured in turns (1, N, N, 1, ...) so that both see the machine of the same
     minutes; per round the two rates and their ratio."""
-    one, many = _pool(1), _pool(processes)
+    one, many = Pool(1), Pool(processes)
     out: dict[str, list[float]] = {"one": [], "many": [], "ratio": []}
     try:
         await _warm(one, batch_list)
@@ -132,8 +184,8 @@ async def scaling(
             out["many"].append(rates[id(many)])
             out["ratio"].append(rates[id(many)] / rates[id(one)])
     finally:
-        await one.shutdown(10.0)
-        await many.shutdown(10.0)
+        await one.processes.shutdown(10.0)
+        await many.processes.shutdown(10.0)
     return out
 
 
@@ -145,8 +197,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="against 1 worker process")
     parser.add_argument("--rounds", type=int, default=6, help="rounds in turns; medians")
     args = parser.parse_args()
-    recs = records(args.records)
-    batches = [recs[i : i + BATCH] for i in range(0, len(recs), BATCH)]
+    made = traces(args.records)
+    batches = [made[i : i + BATCH] for i in range(0, len(made), BATCH)]
     print(f"{os.cpu_count()} CPUs, affinity {len(os.sched_getaffinity(0))}, load {os.getloadavg()}")
     for processes in (1, args.processes):
         row = asyncio.run(throughput(processes, batches))
@@ -155,11 +207,11 @@ def main() -> None:
     result = asyncio.run(scaling(args.processes, batches, args.rounds))
     for one, many, ratio in zip(result["one"], result["many"], result["ratio"], strict=True):
         print(
-            f"round: 1 worker {one:.1f} records/s, {args.processes} workers {many:.1f}: "
+            f"round: 1 worker {one:.1f} traces/s, {args.processes} workers {many:.1f}: "
             f"{ratio:.2f}x"
         )
     print(
-        f"median: 1 worker {statistics.median(result['one']):.1f} records/s, "
+        f"median: 1 worker {statistics.median(result['one']):.1f} traces/s, "
         f"{args.processes} workers {statistics.median(result['many']):.1f}; "
         f"scaling {statistics.median(result['ratio']):.2f}x (median of the rounds' ratios)"
     )

@@ -7,11 +7,14 @@ receiver knows only its next consumer:
 - a receiver decodes bytes into a `Delivery` (the spans or records of one request or
   message, or the records of a run of messages) and hands deliveries to a
   `TraceConsumer`;
-- the trace stage assembles traces, decides sampling once and extracts records, and
-  hands `SampledRecord`s (the decision travels with the record) to a `RecordConsumer`;
-- the evaluation stage scores them and emits results to its sinks.
+- the trace stage assembles traces and decides sampling once, and hands each sampled
+  trace (`SampledTrace`, its spans as assembled) or record (`SampledRecord`) to a
+  `RecordConsumer`, the decision travelling with it;
+- the evaluation stage extracts the traces' records and scores them in one task per
+  batch, tells each trace's `on_extracted` what became of it, and emits results to its
+  sinks.
 
-Acknowledgement flows back the same way: every delivery and record carries an optional
+Acknowledgement flows back the same way: every delivery, trace and record carries an optional
 `OnDone`, called exactly once, with True when everything built from it is finished —
 evaluated or deliberately skipped, and its results line written — or False when it was
 abandoned (the process stopped first). The Kafka receiver commits offsets on it.
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.records import RagRecord, RawRecord
 from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
@@ -180,10 +184,29 @@ class SampledRecord:
         )
 
 
+@dataclass(slots=True)
+class SampledTrace:
+    """A released trace that some evaluator samples, on its way to extraction and
+    evaluation: its spans as assembled, with the sampling decision made for it."""
+
+    spans: Sequence[Span]
+    source: str
+    sampled: frozenset[str]  # the evaluators that sample it (never empty)
+    # Told what extraction made of it (its records with `metadata` merged in), once,
+    # before any of them is evaluated: the trace stage counts them, or why there are
+    # none. Called on the event loop.
+    on_extracted: Callable[[TraceRecords | Unreadable], None]
+    # Called once every record built from it is finished (at once when it gives none).
+    on_done: OnDone | None = None
+    # Merged into the metadata of its records (the delivery's: Kafka topic, offset…).
+    metadata: Mapping[str, str] | None = None
+    size: int = 0  # bytes of its spans as received
+
+
 class RecordConsumer(Protocol):
     """The evaluation stage, as the trace stage sees it."""
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         """Take items in order, waiting for room; returns how many were taken before it
         stopped accepting (the caller still owns the rest)."""
 

@@ -1,22 +1,70 @@
 """The front half of the pipeline for receiver tests: real receivers feeding the real trace
 stage, whose records land in `RecordingStage` (a stand-in for the evaluation stage with
-its `put_many` signature) so that the exact records can be checked."""
+its `put_many` signature, which extracts sampled traces in place: `unpack`) so that the
+exact records can be checked."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Sequence
 
-from monitor.component import SampledRecord
+from monitor.component import OnDone, SampledRecord, SampledTrace
 from monitor.config import Config
+from monitor.extraction import TraceRecords, extract_within
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
-from monitor.records import RagRecord
+from monitor.records import RagRecord, SizeLimits
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
+
+
+class _Countdown:
+    """Calls `on_done` once `n` calls came, with whether all were True."""
+
+    def __init__(self, on_done: OnDone, n: int) -> None:
+        self._on_done, self._left, self._ok = on_done, n, True
+        self._lock = threading.Lock()
+
+    def __call__(self, ok: bool) -> None:
+        with self._lock:
+            self._left -= 1
+            self._ok &= ok
+            if self._left:
+                return
+        self._on_done(self._ok)
+
+
+def unpack(
+    item: SampledRecord | SampledTrace,
+    route_attribute: str = "http.route",
+    limits: SizeLimits | None = None,
+) -> list[SampledRecord]:
+    """What the evaluation stage makes of an item before scoring it, done in place: a
+    record as it is; a trace's records, extracted and bounded, with the trace's metadata,
+    once its `on_extracted` was told; finishing them all finishes the trace (at once when
+    it gives none)."""
+    if isinstance(item, SampledRecord):
+        return [item]
+    outcome = extract_within(item.spans, route_attribute, limits or SizeLimits())
+    if isinstance(outcome, TraceRecords) and item.metadata:
+        metadata = dict(item.metadata)
+        outcome = TraceRecords(
+            [r.model_copy(update={"metadata": {**r.metadata, **metadata}}) for r in outcome.records],
+            outcome.cut,
+            outcome.refused,
+        )
+    item.on_extracted(outcome)
+    records = outcome.records if isinstance(outcome, TraceRecords) else []
+    if not records:
+        if item.on_done is not None:
+            item.on_done(True)
+        return []
+    done = _Countdown(item.on_done, len(records)) if item.on_done is not None else None
+    return [SampledRecord(record, item.source, item.sampled, done) for record in records]
 
 
 class RecordingStage:
@@ -28,9 +76,9 @@ class RecordingStage:
         self.block = asyncio.Event()
         self.block.set()
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         await self.block.wait()
-        for item in items:
+        for item in (record for given in items for record in unpack(given)):
             self.items.append(item)
             self.records.append((item.source, item.record))
             if item.on_done is not None:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
-from monitor.processors._scoring import ScorerFactory, scorer_initializer
-from monitor.processors.trace import Extraction
-from monitor.records import Part, RagRecord
+from monitor.processors.evaluation._task import ScorerFactory, Settings, worker_initializer
+from monitor.records import Part, RagRecord, SizeLimits
 from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
@@ -61,21 +61,23 @@ def scripted_scorer(spec: EvaluatorConfig) -> ScriptedScorer:
 
 def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
     """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
-    from monitor.processors.trace import _pooled
+    from monitor.processors.evaluation import _task
 
-    real = _pooled.extract_traces
+    real = _task.extract_within
 
-    def extract(traces: Sequence[Sequence[Span]], route_attribute: str) -> list[Extraction]:
-        for span in (span for spans in traces for span in spans):
+    def extract(
+        spans: Sequence[Span], route_attribute: str, limits: SizeLimits
+    ) -> TraceRecords | Unreadable:
+        for span in spans:
             once = span.name.startswith("hang-once:")
             if span.name.startswith("hang:") or once:
                 path = Path(span.name.partition(":")[2])
                 if not (once and path.exists()):
                     path.touch()
                     threading.Event().wait()
-        return real(traces, route_attribute)
+        return real(spans, route_attribute, limits)
 
-    _pooled.extract_traces = extract
+    _task.extract_within = extract
     return ScriptedScorer(spec.name)
 
 
@@ -88,7 +90,10 @@ def pool(
 ) -> ProcessPool:
     """A pool whose workers can score `specs` (built by `factory`) and extract traces."""
     return ProcessPool(
-        processes, deadline_s, telemetry, initializers=[scorer_initializer(specs, factory)]
+        processes,
+        deadline_s,
+        telemetry,
+        initializers=[worker_initializer(specs, Settings(), factory)],
     )
 
 

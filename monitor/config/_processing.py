@@ -79,6 +79,10 @@ class Pipeline(Section):
     evaluation_timeout_s: Annotated[
         Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
     ] = 60.0
+    # Added to a batch's deadline when its task extracts sampled traces' records.
+    extraction_timeout_s: Annotated[
+        Seconds, at_least(1.0, "extracting a batch of large traces needs longer")
+    ] = 10.0
     shutdown_timeout_s: Seconds = Field(default=20.0, ge=0)
     # Evaluate records whose extraction looks wrong (`extraction_suspect`) like any other.
     evaluate_suspect_records: bool = False

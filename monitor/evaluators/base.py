@@ -41,5 +41,6 @@ class CpuScorer(Protocol):
     calls on an empty function), as much as scoring a small record."""
 
     name: str
+    requires: frozenset[Part]
 
     def score(self, record: RagRecord) -> EvalResult: ...

@@ -66,6 +66,7 @@ _Outcome = tuple[bool, object] | _Lost | None
 class _Job:
     payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
     items: int  # what the task holds (records, traces), for the log of a lost worker
+    timeout_s: float  # for the worker's answer, once it could start the task
     answer: asyncio.Future[_Outcome]
 
     def settle(self, outcome: _Outcome) -> None:
@@ -98,8 +99,9 @@ class ProcessPool:
     returns. With every slot taken, `submit` waits: a caller that keeps slots taken
     pushes back on its own intake.
 
-    A worker that dies (its socket closes) or does not answer a task within `timeout_s`
-    (counted from when it could start that task) is killed and replaced, counted in
+    A worker that dies (its socket closes) or does not answer a task within its timeout
+    (`timeout_s`, or the task's own; counted from when it could start that task) is
+    killed and replaced, counted in
     `worker_restarts_total{reason}`; the submitter of the task it was on gets
     `WorkerLost`, and the tasks queued behind it, which it had not started, go to other
     workers. `preload` names modules each worker imports before its initializers run;
@@ -132,7 +134,6 @@ class ProcessPool:
         self._forked = forked
         self._workers: set[_Worker] = set()
         self._room: asyncio.Event | None = None  # a slot freed or a worker added
-        self._ahead_waiting = 0  # `_free_worker` callers that go ahead of the others
         self._stopping = False
         self._started = False
         self._stopped = False
@@ -207,18 +208,23 @@ class ProcessPool:
         log.info("%d %ses, %d tasks in flight each", self._size, self._label, DEPTH)
 
     async def submit(
-        self, function: Callable[[P], R], payload: P, *, items: int = 1, ahead: bool = False
+        self,
+        function: Callable[[P], R],
+        payload: P,
+        *,
+        items: int = 1,
+        timeout_s: float | None = None,
     ) -> R:
-        """`function(payload)` in a worker, once a slot is free; `ahead` callers take the
-        next free slot before the others waiting. Raises `WorkerLost` if the worker is
+        """`function(payload)` in a worker, once a slot is free; `timeout_s` replaces the
+        pool's for this task. Raises `WorkerLost` if the worker is
         lost while on it or the pool is shut down (`stopping`), `TaskFailed` if the
         function raised. Cancelled, the worker still runs the task; its answer is
         dropped."""
         message = frame((function, payload))
         loop = asyncio.get_running_loop()
         while True:
-            worker = await self._free_worker(ahead)
-            job = _Job(message, items, loop.create_future())
+            worker = await self._free_worker()
+            job = _Job(message, items, timeout_s or self._timeout, loop.create_future())
             self._send(worker, job)
             outcome = await job.answer
             if outcome is None:
@@ -258,27 +264,17 @@ class ProcessPool:
 
     # -- dispatch (event loop) ---------------------------------------------------------------
 
-    async def _free_worker(self, ahead: bool) -> _Worker:
-        """The worker with the fewest tasks in flight, once one has fewer than DEPTH.
-        `ahead` callers go first: a caller whose answer frees a slot would otherwise
-        take it back at once, for as long as it has work."""
+    async def _free_worker(self) -> _Worker:
+        """The worker with the fewest tasks in flight, once one has fewer than DEPTH."""
         assert self._room is not None, "start() first"
-        if ahead:
-            self._ahead_waiting += 1
-        try:
-            while True:
-                if self._stopping:
-                    raise WorkerLost(f"the {self._label} pool is shut down", stopping=True)
-                if ahead or not self._ahead_waiting:
-                    free = [w for w in self._workers if len(w.jobs) < DEPTH]
-                    if free:
-                        return min(free, key=lambda w: len(w.jobs))
-                self._room.clear()
-                await self._room.wait()
-        finally:
-            if ahead:
-                self._ahead_waiting -= 1
-                self._room.set()  # the callers it held back look again
+        while True:
+            if self._stopping:
+                raise WorkerLost(f"the {self._label} pool is shut down", stopping=True)
+            free = [w for w in self._workers if len(w.jobs) < DEPTH]
+            if free:
+                return min(free, key=lambda w: len(w.jobs))
+            self._room.clear()
+            await self._room.wait()
 
     def _send(self, worker: _Worker, job: _Job) -> None:
         worker.jobs.append(job)
@@ -290,7 +286,7 @@ class ProcessPool:
     def _arm(self, worker: _Worker) -> None:
         """Start the deadline of the task the worker is now on."""
         loop = asyncio.get_running_loop()
-        worker.deadline = loop.call_later(self._timeout, self._lose, worker, "hung")
+        worker.deadline = loop.call_later(worker.jobs[0].timeout_s, self._lose, worker, "hung")
 
     async def _read(self, worker: _Worker) -> None:
         """Answers of one worker, in the order its tasks were sent."""
@@ -377,7 +373,7 @@ class ProcessPool:
         worker.jobs.clear()
         self._count_busy()
         error = f"{self._label} {reason}" + (
-            f" (no answer within {self._timeout:g}s)" if reason == "hung" else ""
+            f" (no answer within {jobs[0].timeout_s:g}s)" if reason == "hung" and jobs else ""
         )
         # Only the first task can have been started: the worker reads the next one after
         # it has sent the answer to this one.

@@ -33,7 +33,7 @@ from monitor.detector import text as text_module
 from monitor.detector.embedding import _BAG_CHUNK_WORDS, Embedder, shared_embedder
 from monitor.evaluators import local
 from monitor.evaluators.factory import BuildContext
-from monitor.processors.trace._extraction_rule import extract_records
+from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.spans import decode_protobuf

@@ -16,7 +16,7 @@ from monitor.config import Budget, EvaluatorConfig
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluation import EvaluationStage
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
@@ -377,9 +377,9 @@ async def test_on_done_waits_until_the_results_line_is_written(
     telemetry: Telemetry, tmp_path: Path
 ) -> None:
     path = tmp_path / "results.jsonl"
-    stage, _ = _stage(
-        telemetry, [ScriptedEvaluator("e")], extra_sinks=(ResultsFileSink(path, telemetry),)
-    )
+    results = ResultsFileSink(path, telemetry)
+    stage, _ = _stage(telemetry, [ScriptedEvaluator("e")], extra_sinks=(results,))
+    await results.start()  # sinks run from before the stage starts until after it stops
     await stage.start()
     seen: dict[str, bool] = {}
 
@@ -393,6 +393,7 @@ async def test_on_done_waits_until_the_results_line_is_written(
         await _put(stage, _rec(i), on_done=lambda ok, i=i: on_done(f"r{i}", ok))
     await wait_until_async(lambda: len(seen) == 20, 5, "every record done")
     await stage.shutdown(5)
+    await results.shutdown(5)
     assert seen == {f"r{i}": True for i in range(20)}
 
 
@@ -435,8 +436,9 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
     telemetry: Telemetry, written_on_close: bool
 ) -> None:
     # Records already evaluated, whose results line is still being written, are not
-    # abandoned at the deadline: closing the sink writes them, and they finish ok. A write
-    # that fails on close makes its record abandoned after all, and counted.
+    # abandoned at the deadline: stopping the sink (after the stage, as the service does)
+    # writes them, and they finish ok. A write that fails then makes its record abandoned
+    # after all, and counted.
     sink = HeldWritesSink(written_on_close)
     stage, _ = _stage(telemetry, [StuckOn("r2")], workers=2, timeout=60, extra_sinks=(sink,))
     await stage.start()
@@ -446,6 +448,8 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
     await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
     abandoned = 1 if written_on_close else 3
     await stage.shutdown(0.1)
+    await sink.shutdown(0.1)
+    await stage.settle_writes()
     assert stage.abandoned == abandoned
     assert sorted(done) == [(0, written_on_close), (1, written_on_close), (2, False)]
     dropped = _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline")

@@ -1,14 +1,13 @@
-"""CPU evaluation in worker processes (`pipeline.processes`): same results as in-process,
-a worker killed mid-batch or hanging past the deadline is replaced and its records become
-errors (never pass, never defect), shutdown drains, and the stage pushes back when every
-worker is busy. Sampled traces are extracted in the workers as in-process, and traces a
-lost worker was extracting go to another one once."""
+"""The evaluation stage's task in worker processes (`pipeline.processes`): same results as
+in-process, a worker killed mid-batch or hanging past the deadline is replaced and its
+records become errors (never pass, never defect), shutdown drains, and the stage pushes
+back when every worker is busy. Sampled traces are extracted in the workers as in-process,
+in the same task as their scoring; traces a lost worker was on go to another one once."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
-import concurrent.futures
 import os
 import signal
 from functools import partial
@@ -22,14 +21,21 @@ from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
-from monitor.pool import DEPTH, ProcessPool, TaskFailed
-from monitor.processors._scoring import Batch, Scored, ScorerFactory, build_scorer, score
+from monitor.extraction import TraceRecords, Unreadable, extract_within
+from monitor.pool import ProcessPool, TaskFailed
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
-from monitor.processors.trace import Extraction, Unreadable, extract_traces
-from monitor.processors.trace._pooled import EXTRACT_BATCH, PooledExtractor
+from monitor.processors.evaluation import EvaluationStage
+from monitor.processors.evaluation._runner import TaskRunner, TraceDone
+from monitor.processors.evaluation._task import (
+    RecordJob,
+    ScorerFactory,
+    Settings,
+    TraceJob,
+    build_scorer,
+)
 from monitor.receivers.replay_summary import SummarySink
-from monitor.records import RagRecord
+from monitor.records import RagRecord, SizeLimits
+from monitor.results import EvalResult
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
@@ -60,12 +66,16 @@ def _metric(telemetry: Telemetry, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-class _Pool:
-    """A started pool with the stages' tasks: scoring, and the trace stage's extractor."""
+Batch = list[tuple[RagRecord, tuple[str, ...]]]
+Scored = list[list[tuple[EvalResult, float]]]
 
-    def __init__(self, processes: ProcessPool) -> None:
+
+class _Pool:
+    """A started pool and the evaluation stage's task runner on it."""
+
+    def __init__(self, processes: ProcessPool, runner: TaskRunner) -> None:
         self.processes = processes
-        self.extractor = PooledExtractor(processes)
+        self.runner = runner
 
     @property
     def pids(self) -> list[int]:
@@ -76,12 +86,19 @@ class _Pool:
         return self.processes.in_flight
 
     async def score(self, batch: Batch) -> Scored:
-        return await score(self.processes, batch)
+        """Each record's results in the order of the names asked for."""
+        done = await self.runner.run([RecordJob(record, names) for record, names in batch])
+        rows: Scored = []
+        for (_, names), scored in zip(batch, done, strict=True):
+            assert isinstance(scored, dict)
+            rows.append([scored[name] for name in names])
+        return rows
 
-    def extract(
-        self, traces: list[list[Span]], route_attribute: str
-    ) -> concurrent.futures.Future[list[Extraction]]:
-        return self.extractor.extract(traces, route_attribute)
+    async def extract(
+        self, traces: list[list[Span]], scorers: tuple[str, ...] = ()
+    ) -> list[TraceDone]:
+        done = await self.runner.run([TraceJob(spans, scorers) for spans in traces])
+        return [d for d in done if isinstance(d, TraceDone)]
 
     async def close(self, deadline_s: float) -> None:
         await self.processes.shutdown(deadline_s)
@@ -97,7 +114,16 @@ async def _started(
 ) -> _Pool:
     processes_pool = pool(specs, processes, deadline_s, telemetry, factory or scripted_scorer)
     await processes_pool.start()
-    return _Pool(processes_pool)
+    # What this process reads of the scorers (which records they can score).
+    scorers = {spec.name: (factory or scripted_scorer)(spec) for spec in specs}
+    runner = TaskRunner(
+        processes_pool,
+        scorers,
+        Settings(),
+        evaluation_timeout_s=deadline_s,
+        extraction_timeout_s=0.0,
+    )
+    return _Pool(processes_pool, runner)
 
 
 async def test_results_are_the_same_as_in_process() -> None:
@@ -253,45 +279,54 @@ def _span(name: str, trace: str = "ab") -> Span:
     return Span(trace * 16, "1" * 16, "", name, 1, 2, attributes={"http.route": "/health"})
 
 
+def _in_process(traces: list[list[Span]]) -> list[TraceRecords | Unreadable]:
+    return [extract_within(spans, "http.route", SizeLimits()) for spans in traces]
+
+
 async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     telemetry = create_telemetry()
     pool = await _started(telemetry, processes=2)
     traces = _sampled_traces()
-    # More than a batch: spread over both workers, answered in order.
-    many = traces * (EXTRACT_BATCH // len(traces) + 2)
     try:
-        extracted = await asyncio.wrap_future(pool.extract(traces, "http.route"))
-        extracted_many = await asyncio.wrap_future(pool.extract(many, "http.route"))
+        extracted = await pool.extract(traces)
+        scored = await pool.extract(traces, ("scripted",))
     finally:
         await pool.close(5.0)
     # Extracted elsewhere: nothing of the received spans was decoded in this process.
     assert not any(span.decoded for spans in traces[:-2] for span in spans)
-    expected = extract_traces(traces, "http.route")
-    assert extracted == expected
-    assert extracted_many == expected * (len(many) // len(traces))
-    assert [len(e) for e in expected[:-2] if isinstance(e, list)] == [1] * len(CONVENTIONS)
-    assert expected[-2] == []
+    expected = _in_process(traces)
+    assert [done.extraction for done in extracted] == expected
+    assert [done.extraction for done in scored] == expected
+    records = [e for e in expected[:-2] if isinstance(e, TraceRecords)]
+    assert [len(e.records) for e in records] == [1] * len(CONVENTIONS)
+    assert expected[-2] == TraceRecords([], [], [])
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
+    # Scored in the same task: one result per record, none without a scorer asked for.
+    assert all(done.scored == [{}] * len(done.scored) for done in extracted)
+    outcomes = [[s["scripted"][0].outcome for s in done.scored] for done in scored[:-1]]
+    assert outcomes == [["pass"]] * len(CONVENTIONS) + [[]]
 
 
-async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
-    tmp_path: Path,
-) -> None:
+async def test_traces_a_killed_worker_was_on_go_to_another_worker_once(tmp_path: Path) -> None:
     telemetry = create_telemetry()
     pool = await _started(telemetry, factory=scripted_extraction)
     try:
         once, always = tmp_path / "once", tmp_path / "always"
         water = _sampled_traces()[0]
-        retried = pool.extract([[_span(f"hang-once:{once}")], water], "http.route")
+        retried = asyncio.create_task(pool.extract([[_span(f"hang-once:{once}")], water]))
         await wait_until_async(once.exists, 60, "the worker to be inside the extraction")
         os.kill(pool.pids[0], signal.SIGKILL)
-        extracted = await asyncio.wait_for(asyncio.wrap_future(retried), 60)
-        assert extracted == [[], *extract_traces([water], "http.route")]
+        extracted = await asyncio.wait_for(retried, 60)
+        assert [d.extraction for d in extracted] == [
+            TraceRecords([], [], []),
+            *_in_process([water]),
+        ]
         assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
 
-        # A trace whose extraction takes down the worker given it again is given up, and
-        # says why; the pool goes on.
-        lost = pool.extract([[_span(f"hang:{always}")]], "http.route")
+        # A trace alone that takes down its worker is extracted once more without scoring,
+        # to tell whether its extraction or its scoring failed: when that takes the worker
+        # down too, the trace is given up and says why; the pool goes on.
+        lost = asyncio.create_task(pool.extract([[_span(f"hang:{always}")]], ("scripted",)))
         for attempt in (1, 2):
             await wait_until_async(always.exists, 60, "a worker to be inside the extraction")
             always.unlink()
@@ -299,44 +334,34 @@ async def test_traces_a_killed_worker_was_extracting_go_to_another_worker_once(
             await wait_until_async(
                 partial(_restarts_are, telemetry, 1 + attempt), 60, "the worker to be replaced"
             )
-        assert await asyncio.wait_for(asyncio.wrap_future(lost), 60) == [
-            Unreadable("extract_failed", "evaluation worker process died while extracting")
-        ]
-        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
-        assert await asyncio.wrap_future(pool.extract([water], "http.route")) == (
-            extract_traces([water], "http.route")
+        (done,) = await asyncio.wait_for(lost, 60)
+        assert done == TraceDone(
+            Unreadable("extract_failed", "evaluation worker process died while extracting"), []
         )
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert [d.extraction for d in await pool.extract([water])] == _in_process([water])
     finally:
         await pool.close(5.0)
 
 
-async def test_an_extraction_goes_ahead_of_scoring_callers_waiting_for_a_slot() -> None:
-    """Scoring callers keep every slot of the only worker taken (each sends its next
-    batch as soon as its last is answered); an extraction still gets the next free slot
-    instead of waiting for the scoring to stop."""
+async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results() -> (
+    None
+):
+    """Alone in its task, it takes down one worker; extracted again without scoring, it
+    gives its record, whose CPU scorers give errors (never a pass, never a defect)."""
     telemetry = create_telemetry()
     pool = await _started(telemetry)
-    water = _sampled_traces()[0]
-    extraction: asyncio.Future[list[Extraction]] | None = None
-    batches_after = 0  # scoring batches answered after the extraction was asked for
-
-    async def keep_scoring() -> None:
-        nonlocal batches_after
-        while extraction is None or not extraction.done():
-            await pool.score([(_rec(1, "sleep:0.02"), ("scripted",))])
-            if extraction is not None:
-                batches_after += 1
-                if batches_after > 40:
-                    return
-
     try:
-        scoring = [asyncio.create_task(keep_scoring()) for _ in range(4)]
-        await wait_until_async(lambda: pool.in_flight == DEPTH, 60, "every slot taken")
-        extraction = asyncio.wrap_future(pool.extract([water], "http.route"))
-        assert await asyncio.wait_for(extraction, 60) == extract_traces([water], "http.route")
-        await asyncio.gather(*scoring)
-        # Behind the batches in flight when it was asked for, and maybe one more.
-        assert batches_after <= DEPTH + 4
+        crashing = [
+            Span("ab" * 16, "1" * 16, "", "ask", 1, 2, attributes={
+                "rag.query": "crash", "rag.response": "an answer", "rag.context": "a document",
+            })
+        ]  # fmt: skip
+        (done,) = await asyncio.wait_for(pool.extract([crashing], ("scripted",)), 120)
+        assert isinstance(done.extraction, TraceRecords) and len(done.extraction.records) == 1
+        ((result, _),) = done.scored[0].values()
+        assert result.outcome == "error" and "died" in (result.error or "")
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
     finally:
         await pool.close(5.0)
 

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.processors.trace._extraction_rule import extract_records
+from monitor.extraction._extraction_rule import extract_records
 from monitor.processors.trace._sampling_view import sampling_view
 from monitor.spans import DecodeError, Span, SpanEvent, decode_json, decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes

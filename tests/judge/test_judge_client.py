@@ -23,7 +23,7 @@ from monitor.config import ConfigError
 from monitor.evaluators.factory import BuildContext
 from monitor.judge.client import FORMAT_REMINDER, JudgeClient
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from tests._judge_stub import Reply, StubJudge

@@ -24,7 +24,7 @@ from monitor.judge.client import JudgeClient
 from monitor.judge.consistency import detector_agreement, logprob_grade
 from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluation import EvaluationStage
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import ContextDoc, RagRecord
 from monitor.service import Service

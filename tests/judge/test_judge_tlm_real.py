@@ -28,7 +28,7 @@ from monitor.evaluators.registry import build
 from monitor.evaluators.tlm import TrustworthinessTlmEvaluator
 from monitor.judge.client import JudgeClient
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry

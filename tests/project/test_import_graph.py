@@ -116,6 +116,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.config",
                 "monitor.records",
                 "monitor.spans",
+                # Spans → records: read by the trace stage (what sampling needs) and run in
+                # the evaluation stage's task.
+                "monitor.extraction",
                 "monitor.telemetry",
                 "monitor.retry",
                 "monitor.redaction",
@@ -133,7 +136,18 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {"monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts"}
         ),
     ),
-    ("wiring", frozenset({"monitor", "monitor.service", "monitor.__main__", "monitor.send_sample"})),
+    (
+        "wiring",
+        frozenset(
+            {
+                "monitor",
+                "monitor.pipeline",
+                "monitor.service",
+                "monitor.__main__",
+                "monitor.send_sample",
+            }
+        ),
+    ),
 )
 # The stages know each other only through `monitor.component`: only the wiring imports two.
 STAGES = ("monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts")

@@ -38,7 +38,7 @@ COMPONENTS = {
     "otlp_http_receiver": "monitor.receivers.otlp.http:OtlpHttpReceiver",
     "kafka_receiver": "monitor.receivers.kafka:KafkaReceiver",
     "trace_stage": "monitor.processors.trace:TraceStage",
-    "evaluation_stage": "monitor.processors.evaluate:EvaluationStage",
+    "evaluation_stage": "monitor.processors.evaluation:EvaluationStage",
     "process_pool": "monitor.pool:ProcessPool",
     "metrics_sink": "monitor.exporters.prometheus:MetricsSink",
     "results_file_sink": "monitor.exporters.results_file:ResultsFileSink",
@@ -239,7 +239,7 @@ async def _trace_stage(tmp_path: Path, telemetry: Telemetry) -> None:
 
 async def _evaluation_stage(tmp_path: Path, telemetry: Telemetry) -> None:
     from monitor.processors.budget import BudgetGate
-    from monitor.processors.evaluate import EvaluationStage
+    from monitor.processors.evaluation import EvaluationStage
     from monitor.receivers.replay_summary import SummarySink
 
     entry = EvaluatorConfig(name="f1")

@@ -54,7 +54,7 @@ def test_the_main_process_loads_the_judge_client_when_a_judge_is_configured() ->
 
 def test_the_worker_preload_loads_the_word_vectors_but_no_judge_or_wordllama_code() -> None:
     code = (
-        "import monitor.processors._worker_preload\n"
+        "import monitor.processors.evaluation._preload\n"
         "import monitor.detector.embedding as embedding\n"
         "assert embedding._shared is not None, 'the word vectors were not preloaded'"
     )

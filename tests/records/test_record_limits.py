@@ -74,12 +74,14 @@ def test_the_default_limits_are_generous() -> None:
     assert bound_record(record, SizeLimits())[0] is record
 
 
-async def test_the_trace_stage_bounds_every_record_before_it_goes_on() -> None:
-    """Records from spans (OTLP) and records that arrive as records (Kafka, replay): a
-    long query is truncated and counted, an oversized answer rejected, named and counted,
-    and every delivery still finishes."""
+async def test_every_record_is_bounded_before_it_is_scored() -> None:
+    """Records that arrive as records (Kafka, replay), bounded by the trace stage when
+    sampled, and records from spans (OTLP), bounded where they are extracted (the
+    evaluation stage's task; here its stand-in, with the same limits): a long query is
+    truncated and counted, an oversized answer rejected, named and counted, and every
+    delivery still finishes."""
     telemetry = create_telemetry()
-    consumer = HoldingStage()
+    consumer = HoldingStage(limits=LIMITS)
     config = Config()
     stage = TraceStage(
         config.trace_assembly,

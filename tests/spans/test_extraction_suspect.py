@@ -17,7 +17,7 @@ from monitor.component import SampledRecord
 from monitor.config import AlertRule, Budget, EvaluatorConfig, load_config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluate import EvaluationStage
+from monitor.processors.evaluation import EvaluationStage, Settings
 from monitor.processors.trace._assembler import FinishedTrace
 from monitor.processors.trace._outcomes import SILENT_AFTER, Outcomes
 from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits
@@ -132,7 +132,7 @@ async def test_a_suspect_record_is_counted_logged_and_kept_out_of_the_alert_wind
         BudgetGate(Budget()),
         [MetricsSink(telemetry), alerts],
         telemetry,
-        evaluate_suspect_records=evaluate_suspect,
+        settings=Settings(evaluate_suspect=evaluate_suspect),
     )
     await stage.start()
     records = [_record(1, "healthy", None), _record(2, "broken", "context_is_tool_arguments")]

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from monitor.processors.trace._extraction_rule import extract_records
-from monitor.processors.trace._span_values import loads
+from monitor.extraction._extraction_rule import extract_records
+from monitor.extraction._span_values import loads
 from monitor.spans import decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 

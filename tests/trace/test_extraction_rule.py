@@ -1,4 +1,4 @@
-"""The general extraction rule (monitor/processors/trace/README.md, "Extraction") on span
+"""The general extraction rule (monitor/extraction/README.md) on span
 trees shaped like frameworks the real-framework tests do not run: written with the
 OpenTelemetry SDK, encoded as its OTLP exporter encodes them, then extracted.
 
@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from monitor.processors.trace._extraction_rule import extract_records
+from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
 from tests._otlp import otlp_bytes

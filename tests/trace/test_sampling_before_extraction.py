@@ -19,10 +19,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-import monitor.processors.trace._extract as extract_module
+import monitor.extraction._extract as extract_module
 from monitor.config import Config, Sampling
+from monitor.extraction import extract_records
 from monitor.processors.sampler import Sampler
-from monitor.processors.trace._extract import extract_records, sampling_view
+from monitor.processors.trace._sampling_view import sampling_view
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf

@@ -1,4 +1,4 @@
-"""Tool results are context (monitor/processors/trace/README.md, "Tools"): what a tool
+"""Tool results are context (monitor/extraction/README.md, "Tool results are context"): what a tool
 returned to the model before the answer, read from tool spans (GenAI `execute_tool`,
 OpenInference `TOOL`, OpenLLMetry `tool`) or, when no tool span carries it, from the tool
 messages in the answering call's input (GenAI `gen_ai.input.messages`, OpenInference
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.processors.trace._tool_results import tool_docs
+from monitor.extraction._tool_results import tool_docs
 from tests.trace.test_extraction_rule import Trace, _chain, _oi_llm, _oi_retriever
 
 QUESTION = "When was the Eiffel Tower completed?"

@@ -8,22 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
 import pytest
 
-from monitor.component import Delivery, SampledRecord
+from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.config import Config
+from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.processors.sampler import Sampler
-from monitor.processors.trace import Extraction, TraceStage, Unreadable, extract_traces
+from monitor.processors.trace import TraceStage
 from monitor.processors.trace._assembler import TRIGGERS
-from monitor.records import RagRecord, RawRecord
+from monitor.records import RagRecord, RawRecord, SizeLimits
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._pipeline import trace_stage
+from tests._pipeline import trace_stage, unpack
 from tests._wait import wait_until_async
 
 
@@ -31,20 +31,27 @@ class HoldingStage:
     """Takes records and keeps them unfinished until the test finishes them; `stopped`
     makes `put_many` return without taking anything (a stage that stopped accepting)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, extract: bool = True, limits: SizeLimits | None = None) -> None:
         self.items: list[SampledRecord] = []
-        self.calls: list[int] = []  # records offered by each put_many call
+        self.traces: list[SampledTrace] = []  # as taken, when not extracting them
+        self.calls: list[int] = []  # items offered by each put_many call
         self.open = asyncio.Event()
         self.open.set()
         self.stopped = False
+        self._extract = extract
+        self._limits = limits  # what the evaluation stage bounds extracted records by
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         self.calls.append(len(items))
         while not self.open.is_set():
             if self.stopped:
                 return 0
             await asyncio.sleep(0.01)
-        self.items.extend(items)
+        for item in items:
+            if isinstance(item, SampledTrace) and not self._extract:
+                self.traces.append(item)
+            else:
+                self.items.extend(unpack(item, limits=self._limits))
         return len(items)
 
     def finish_all(self) -> None:
@@ -510,106 +517,49 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
         await stage.shutdown(5)
 
 
-class GatedExtractor:
-    """An `Extractor` that answers when the test does: each call is kept with its future."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[list[list[Span]], Future[list[Extraction]]]] = []
-
-    def extract(
-        self, traces: Sequence[Sequence[Span]], route_attribute: str
-    ) -> Future[list[Extraction]]:
-        future: Future[list[Extraction]] = Future()
-        self.calls.append(([list(spans) for spans in traces], future))
-        return future
-
-
-class BrokenExtractor:
-    def extract(
-        self, traces: Sequence[Sequence[Span]], route_attribute: str
-    ) -> Future[list[Extraction]]:
-        raise RuntimeError("the evaluation worker pool is closed")
-
-
-def _with_extractor(
-    consumer: HoldingStage, telemetry: Telemetry, extractor: object, **sampling: float
-) -> TraceStage:
-    config = _config(sampling=sampling)
-    return TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,  # type: ignore[arg-type]
-        telemetry,
-        extractor=extractor,  # type: ignore[arg-type]
-    )
-
-
-async def test_sampled_traces_go_to_the_extractor_and_its_answers_are_counted(
+async def test_sampled_traces_go_on_as_spans_and_what_their_extraction_gave_is_counted(
     telemetry: Telemetry,
 ) -> None:
-    """The stage extracts nothing itself when given an extractor (the worker processes):
-    it hands the sampled traces over at hand-on, then counts and acknowledges what came
-    back — records (with their Kafka metadata), a trace that is not RAG, an unreadable
-    one."""
-    consumer = HoldingStage()
-    extractor = GatedExtractor()
-    stage = _with_extractor(consumer, telemetry, extractor, rate=1.0)
+    """The stage extracts nothing itself: it hands sampled traces on as their spans, and
+    counts and acknowledges what the evaluation stage tells it each gave — records (with
+    their Kafka metadata), nothing (not RAG), or unreadable."""
+    consumer = HoldingStage(extract=False)
+    stage = _stage(consumer, telemetry, rate=1.0)
     async with _running(stage, consumer):
         acks = Acks()
         first = Delivery("kafka", [_root(21)], on_done=acks.of("a"), metadata={"offset": "7"})
         rest = [Delivery("kafka", [_root(n)], on_done=acks.of(str(n))) for n in (22, 23)]
         assert stage.consume([first, *rest])
-        await wait_until_async(lambda: len(extractor.calls) == 1, 5, "traces at the extractor")
-        traces, answer = extractor.calls[0]
-        assert [spans[0].trace_id for spans in traces] == [f"{n:032x}" for n in (21, 22, 23)]
-        assert consumer.items == [] and acks.done == {}  # nothing goes on before extraction
-        (records,) = extract_traces(traces[:1], "http.route")
-        answer.set_result([records, [], Unreadable("bad_protobuf", "span 1: corrupt")])
-        await wait_until_async(partial(_count_is, consumer, 1), 5, "the extracted record")
-        (item,) = consumer.items
-        assert item.record.trace_id == f"{21:032x}" and item.record.metadata["offset"] == "7"
-        assert item.sampled and item.source == "kafka"
-        assert acks.done == {"22": True, "23": True}  # nothing to evaluate: done at once
+        await wait_until_async(lambda: len(consumer.traces) == 3, 5, "the sampled traces")
+        a, b, c = consumer.traces
+        assert [t.spans[0].trace_id for t in (a, b, c)] == [f"{n:032x}" for n in (21, 22, 23)]
+        assert a.metadata == {"offset": "7"} and a.sampled and a.source == "kafka"
+        assert consumer.items == [] and acks.done == {}
+        extracted = extract_within(a.spans, "http.route", SizeLimits())
+        assert isinstance(extracted, TraceRecords)
+        a.on_extracted(extracted)
+        b.on_extracted(TraceRecords([], [], []))
+        c.on_extracted(Unreadable("bad_protobuf", "span 1: corrupt"))
         assert _value(telemetry, "records_total", service="svc", source="kafka") == 1
         assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 1
         assert (
             _value(telemetry, "records_rejected_total", receiver="kafka", reason="bad_protobuf")
             == 1
         )
-        consumer.finish_all()
-        assert acks.done["a"] is True
+        for trace in (a, b, c):
+            assert trace.on_done is not None
+            trace.on_done(True)
+        assert acks.done == {"a": True, "22": True, "23": True}
 
 
-async def test_traces_still_at_the_extractor_past_the_shutdown_deadline_are_abandoned(
-    telemetry: Telemetry,
-) -> None:
-    consumer = HoldingStage()
-    extractor = GatedExtractor()
-    stage = _with_extractor(consumer, telemetry, extractor, rate=1.0)
-    await stage.start()
-    acks = Acks()
-    assert stage.consume([Delivery("kafka", [_root(24)], on_done=acks.of("m"))])
-    await wait_until_async(lambda: len(extractor.calls) == 1, 5, "the trace at the extractor")
-    await stage.shutdown(0.1)
-    assert acks.done == {"m": False}
-    assert extractor.calls[0][1].cancelled()  # the workers stop on it
-    assert stage.abandoned == 1
-    assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
-    assert consumer.items == []
-
-
-async def test_an_extractor_that_fails_leaves_the_extraction_to_the_stage(
-    telemetry: Telemetry,
-) -> None:
-    consumer = HoldingStage()
-    stage = _with_extractor(consumer, telemetry, BrokenExtractor(), rate=1.0)
-    async with _running(stage, consumer):
-        acks = Acks()
-        assert stage.consume([Delivery("kafka", [_root(25)], on_done=acks.of("m"))])
-        await wait_until_async(partial(_count_is, consumer, 1), 5, "the record")
-        assert consumer.items[0].record.query == "question 25?"
-        consumer.finish_all()
-        assert acks.done == {"m": True}
+def _stage(consumer: HoldingStage, telemetry: Telemetry, **sampling: float) -> TraceStage:
+    config = _config(sampling=sampling)
+    return TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,
+        telemetry,
+    )
 
 
 async def test_a_trace_whose_parent_links_form_a_cycle_is_counted_and_the_stage_goes_on(

@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from monitor.component import SampledRecord
+from monitor.component import SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.receivers.otlp._wire import decode_and_hand_on
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import WATER, emit_openinference, otlp_bytes
-from tests._pipeline import trace_stage
+from tests._pipeline import trace_stage, unpack
 from tests._wait import wait_until_async
 
 TRACES = 60
@@ -34,9 +34,9 @@ class Finishing:
     def __init__(self) -> None:
         self.records: list[SampledRecord] = []
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
-        self.records.extend(items)
-        for item in items:
+    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+        for item in (record for given in items for record in unpack(given)):
+            self.records.append(item)
             if item.on_done is not None:
                 item.on_done(True)
         return len(items)

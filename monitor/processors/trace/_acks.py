@@ -78,27 +78,6 @@ class Contributors:
             ack.settle(ok)
 
 
-class TraceDone:
-    """Settles every delivery that contributed to a trace once all its records finished."""
-
-    __slots__ = ("_contributors", "_lock", "_ok", "_remaining")
-
-    def __init__(self, contributors: Contributors, records: int, lock: threading.Lock) -> None:
-        self._contributors = contributors
-        self._lock = lock
-        self._remaining = records
-        self._ok = True
-
-    def __call__(self, ok: bool) -> None:
-        with self._lock:
-            self._remaining -= 1
-            self._ok &= ok
-            if self._remaining:
-                return
-            ok = self._ok
-        self._contributors.settle(ok)
-
-
 class Acknowledgements:
     """One trace stage's acknowledgement state: the deliveries of open traces (touched only
     by whoever holds the stage's assembly lock) and the released, sampled traces whose

@@ -13,8 +13,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from monitor.component import Delivery, SampledRecord
-from monitor.processors.trace._handoff import Sampled
+from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.processors.trace._sampling import Chosen
 
 # Items taken per pass: large enough to amortise a pass, small enough that expiry and
@@ -34,7 +33,7 @@ class Pending:
         return len(self.delivery.spans) if self.chosen is None else len(self.chosen)
 
 
-Ready = SampledRecord | Sampled  # handed on together, sampled traces extracted first
+Ready = SampledRecord | SampledTrace  # handed on together
 
 
 class TraceIntake:

@@ -1,16 +1,19 @@
 """What became of each trace and record the trace stage saw, as metrics, log lines and the
 observer's view (`/debug/records`): records handed on, traces and records no evaluator
-samples, unreadable traces, drops. Every other part of the stage counts through here."""
+samples, unreadable traces, drops, and what the evaluation stage's extraction made of each
+sampled trace (`extracted`, on the event loop). Every other part of the stage counts
+through here."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter as Tally
 
 from monitor.component import Delivery, Invalid, TraceObserver
+from monitor.extraction import SUSPECT_GUIDANCE as GUIDANCE
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
-from monitor.processors.trace._extract import Unreadable
-from monitor.processors.trace._suspect import GUIDANCE
 from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
@@ -50,7 +53,9 @@ class Outcomes:
             ("service", "reason"),
         )
         # Per service (capped): sampled traces that gave no record while the service has
-        # never given one; a service leaves once it gives a record.
+        # never given one; a service leaves once it gives a record. Updated from the
+        # stage's thread (records) and the event loop (extracted traces), under `_lock`.
+        self._lock = threading.Lock()
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
         self.unsampled = telemetry.counter(
@@ -87,9 +92,10 @@ class Outcomes:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
         if service not in self._speaking:
-            self._speaking.add(service)
-            self._silent.pop(service, None)
-            self._forget_evicted()
+            with self._lock:
+                self._speaking.add(service)
+                self._silent.pop(service, None)
+                self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
@@ -122,9 +128,10 @@ class Outcomes:
         capped = self._t.service_cap(service)
         if capped in self._speaking:
             return
-        if capped not in self._silent:
-            self._forget_evicted()
-        silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        with self._lock:
+            if capped not in self._silent:
+                self._forget_evicted()
+            silent = self._silent[capped] = self._silent.get(capped, 0) + 1
         if silent >= SILENT_AFTER:
             self.warn.warning(
                 f"silent/{capped}",
@@ -149,6 +156,23 @@ class Outcomes:
             self._silent = {
                 s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)
             }
+
+    def extracted(
+        self, trace: FinishedTrace, service: str, outcome: TraceRecords | Unreadable
+    ) -> None:
+        """What extraction made of a sampled trace: its records, the parts the size limits
+        cut and the records they refused, or why it is unreadable."""
+        if isinstance(outcome, Unreadable):
+            self.unreadable(trace, service, outcome)
+            return
+        for part in outcome.cut:
+            self._t.child(self._t.records_truncated, part).inc()
+        for why in outcome.refused:
+            self.unreadable(trace, service, why)
+        for record in outcome.records:
+            self.record(record, trace.source)
+        if not outcome.records and not outcome.refused:
+            self.not_rag(trace, service)
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from operator import attrgetter
 
 from monitor.component import Invalid
+from monitor.extraction import Unreadable
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._assembler import FinishedTrace
-from monitor.processors.trace._extract import Unreadable, sampling_view
 from monitor.processors.trace._outcomes import Outcomes
+from monitor.processors.trace._sampling_view import sampling_view
 from monitor.records import RagRecord, RawRecord, RecordError
 from monitor.spans import DecodeError
 

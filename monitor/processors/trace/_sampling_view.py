@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.processors.trace._trace_tree import feedback_of, route_of, trace_shape
+from monitor.extraction import feedback_of, route_of, trace_shape
 from monitor.spans import Span
 
 

@@ -1,13 +1,13 @@
 """The trace stage: spans and records from every receiver → assembled traces → one
-sampling decision → extracted records → the evaluation stage.
+sampling decision → the evaluation stage, which extracts the sampled traces' records.
 
 Receivers hand `Delivery`s to `consume` from any thread (the OTLP decode thread, the
 Kafka consumer thread, the event loop for replay and for small OTLP requests). They wait in a bounded intake
 (`_intake.py`) that one worker thread drains: it assembles spans into traces
 (`TraceAssembler`, bounded in traces and bytes), decides sampling once per released trace
-(`_sampling.py`), and hands records on with the decision attached, in batches, having the
-sampled traces extracted just before (`_handoff.py`). Records that arrive as records
-(Kafka JSON, replay) are sampled the same way. The worker blocks while the evaluation
+(`_sampling.py`), and hands sampled traces (their spans as assembled) and records on with
+the decision attached, in batches (`_handoff.py`). Records that arrive as records (Kafka
+JSON, replay) are sampled the same way. The worker blocks while the evaluation
 stage is full, so the intake fills and `consume` refuses: receivers push back (HTTP 503,
 gRPC UNAVAILABLE, paused Kafka partitions) instead of the process buffering without
 bound. A delivery's `on_done` is called once everything built from it has finished
@@ -24,13 +24,19 @@ from collections import Counter as Tally
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import Delivery, Invalid, RecordConsumer, SampledRecord, TraceObserver
+from monitor.component import (
+    Delivery,
+    Invalid,
+    RecordConsumer,
+    SampledRecord,
+    SampledTrace,
+    TraceObserver,
+)
 from monitor.config import TraceAssembly
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._acks import Ack, Acknowledgements
 from monitor.processors.trace._assembler import FinishedTrace, TraceAssembler
-from monitor.processors.trace._extract import Extractor, InProcess
-from monitor.processors.trace._handoff import HAND_ON_ITEMS, HandOn, Sampled
+from monitor.processors.trace._handoff import HAND_ON_ITEMS, HandOn
 from monitor.processors.trace._intake import Pending, Ready, TraceIntake
 from monitor.processors.trace._outcomes import Outcomes, log
 from monitor.processors.trace._sampling import TraceSampling
@@ -43,7 +49,7 @@ LOOP_ASSEMBLY_ITEMS = 64
 
 
 class TraceStage:
-    """Owns trace assembly, the sampling decision and extraction for every receiver."""
+    """Owns trace assembly and the sampling decision for every receiver."""
 
     def __init__(
         self,
@@ -55,7 +61,6 @@ class TraceStage:
         route_attribute: str = "http.route",
         route_in_sampling: bool = True,
         observer: TraceObserver | None = None,
-        extractor: Extractor | None = None,
         limits: SizeLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         pace_clock: Callable[[], float] = time.monotonic,
@@ -67,17 +72,7 @@ class TraceStage:
         self._acks = Acknowledgements()
         self._clock = clock  # trace expiry
         self._tick = min(1.0, assembly.idle_timeout_s / 4)
-        # Sampled traces become records in the worker thread, just before they go on:
-        # with worker processes, extraction costs the ingest process no CPU.
-        self._hand_on = HandOn(
-            extractor or InProcess(),
-            consumer,
-            self._outcomes,
-            route_attribute=route_attribute,
-            tick=self._tick,
-            pace_clock=pace_clock,
-            acks_lock=self._acks.lock,
-        )
+        self._hand_on = HandOn(consumer, self._outcomes, tick=self._tick, pace_clock=pace_clock)
         self._intake = TraceIntake(assembly.queue_size, assembly.queue_bytes, self._made_room)
         self._assembler = TraceAssembler(
             idle_timeout_s=assembly.idle_timeout_s,
@@ -123,8 +118,8 @@ class TraceStage:
 
     @property
     def abandoned(self) -> int:
-        """Past the shutdown deadline: records never taken by the consumer, and sampled
-        traces never extracted (one each: their records were never built)."""
+        """Past the shutdown deadline: records and sampled traces never taken by the
+        consumer (a trace counts as one: its records were never built)."""
         return self._hand_on.abandoned
 
     # -- TraceConsumer (any thread) --------------------------------------------------------
@@ -434,9 +429,18 @@ class TraceStage:
                 for ack in acks:
                     ack.settle()
                 continue
-            size = sum(span.size for span in trace.spans)
             waiting = self._acks.evaluating(trace.trace_id, acks)
-            out.append(Sampled(trace, sampled, service, waiting, metadata, size))
+            out.append(
+                SampledTrace(
+                    trace.spans,
+                    trace.source,
+                    sampled,
+                    partial(self._outcomes.extracted, trace, service),
+                    waiting.settle if waiting else None,
+                    metadata,
+                    sum(span.size for span in trace.spans),
+                )
+            )
         self._outcomes.released(triggers)
         self._outcomes.unsampled_by_service(unsampled)
 

@@ -20,8 +20,7 @@ import importlib
 import logging
 
 import monitor.evaluators.registry  # what the workers build their scorers with
-import monitor.processors._scoring
-import monitor.processors.trace._pooled  # noqa: F401
+import monitor.processors.evaluation._task  # noqa: F401  (the task, and extraction with it)
 
 log = logging.getLogger(__name__)
 

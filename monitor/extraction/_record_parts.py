@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.processors.trace._request_spans import (
+from monitor.extraction._request_spans import (
     Requests,
     container_input,
     container_output,
     is_container,
 )
-from monitor.processors.trace._span_values import (
+from monitor.extraction._span_values import (
     QUERY_KEYS,
     Doc,
     Generation,
@@ -24,8 +24,8 @@ from monitor.processors.trace._span_values import (
     json_docs,
     normalized,
 )
-from monitor.processors.trace._suspect import suspect_reason
-from monitor.processors.trace._trace_tree import depth_of, feedback_of
+from monitor.extraction._suspect import suspect_reason
+from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
 

@@ -9,8 +9,8 @@ import json
 import re
 from typing import Any
 
-from monitor.processors.trace._span_roles import TOOL, span_role
-from monitor.processors.trace._span_values import (
+from monitor.extraction._span_roles import TOOL, span_role
+from monitor.extraction._span_values import (
     Doc,
     Retrieval,
     as_doc,

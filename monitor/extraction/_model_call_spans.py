@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.processors.trace._span_roles import MODEL, span_role
-from monitor.processors.trace._span_values import (
+from monitor.extraction._span_roles import MODEL, span_role
+from monitor.extraction._span_values import (
     ANSWER_KEYS,
     QUERY_KEYS,
     Generation,
@@ -18,7 +18,7 @@ from monitor.processors.trace._span_values import (
     loads,
     role_of,
 )
-from monitor.processors.trace._tool_results import tool_results
+from monitor.extraction._tool_results import tool_results
 from monitor.spans import Span
 
 _MESSAGE_EVENTS = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.processors.trace._span_roles import RETRIEVAL, span_role
-from monitor.processors.trace._span_values import (
+from monitor.extraction._span_roles import RETRIEVAL, span_role
+from monitor.extraction._span_values import (
     QUERY_KEYS,
     Doc,
     Retrieval,

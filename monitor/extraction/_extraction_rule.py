@@ -26,15 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.processors.trace._log_events import join_log_events
-from monitor.processors.trace._model_call_spans import read_generation
-from monitor.processors.trace._record_parts import TraceWide, build_record, trace_wide
-from monitor.processors.trace._request_spans import Requests
-from monitor.processors.trace._retrieval_spans import read_retrieval
-from monitor.processors.trace._span_values import Generation, Retrieval, normalized
-from monitor.processors.trace._suspect import tool_arguments
-from monitor.processors.trace._tool_results import read_tool
-from monitor.processors.trace._trace_tree import (
+from monitor.extraction._log_events import join_log_events
+from monitor.extraction._model_call_spans import read_generation
+from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
+from monitor.extraction._request_spans import Requests
+from monitor.extraction._retrieval_spans import read_retrieval
+from monitor.extraction._span_values import Generation, Retrieval, normalized
+from monitor.extraction._suspect import tool_arguments
+from monitor.extraction._tool_results import read_tool
+from monitor.extraction._trace_tree import (
     BY_TIME,
     depth_of,
     is_ancestor,

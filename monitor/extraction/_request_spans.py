@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.processors.trace._model_call_spans import event_messages
-from monitor.processors.trace._span_roles import CONTAINER, span_role
-from monitor.processors.trace._span_values import (
+from monitor.extraction._model_call_spans import event_messages
+from monitor.extraction._span_roles import CONTAINER, span_role
+from monitor.extraction._span_values import (
     ANSWER_KEYS,
     QUERY_KEYS,
     chat_messages,

@@ -1,31 +1,32 @@
 """The evaluation stage: a bounded intake queue drained by worker tasks.
 
-The trace stage hands in `SampledRecord`s — records with the set of evaluators that
-sample them, decided once upstream — with `put_many`, which waits for room: the queue is
-bounded in records (`pipeline.queue_size`) and in the bytes of their text
-(`pipeline.queue_bytes`), so a slow stage pushes back all the way to the receivers.
+The trace stage hands in sampled traces (`SampledTrace`: spans as assembled) and records
+(`SampledRecord`: Kafka JSON, replay), each with the set of evaluators that sample it —
+decided once upstream — with `put_many`, which waits for room: the queue is bounded in
+items (`pipeline.queue_size`) and in their bytes (`pipeline.queue_bytes`), so a slow
+stage pushes back all the way to the receivers.
 
-Each worker takes a queued record and runs its sampled evaluators: network ones (LLM
-judges) concurrently, each call under the evaluation deadline, and CPU scorers
-(`CpuScorer`, the local evaluators) together: in the process pool it is handed
-(`pipeline.processes`; the scoring task is `_scoring`) or, without one, in one
-worker-thread hop (`_batch_evaluation`). When every evaluator is a CPU scorer, a worker
-takes the records waiting (up to `_MAX_BATCH`) and scores the whole batch in one trip.
-With a pool there are at least as many workers as the pool has batch slots, so that
-every worker process always has its next batch. Results go to every sink.
+Each worker (an asyncio task) takes what is queued (up to `_MAX_BATCH` items when every
+evaluator is a CPU scorer, else one) and runs one task for the batch (`_task.py`): it
+extracts the traces' records and scores every record with the CPU scorers (`CpuScorer`,
+the local evaluators) that sample it, in a process of the worker pool
+(`pipeline.processes`) or, without one, in one worker-thread hop (`_runner.py`). Each
+trace's `on_extracted` is then told what became of it, and the records go through
+`_evaluators.py`: decisions counted, CPU results taken, LLM judges run concurrently under
+the evaluation deadline. Results go to every sink. With a pool, there are at least as
+many workers as the pool has batch slots, so that every worker process always has its
+next batch. The stage starts the pool it is handed and stops it after its own drain; its
+sinks run from before it starts until after it stops (`monitor.service`).
 
-The stage starts the pool it is handed and shuts it down after its own drain: the trace
-stage, which extracts in the same pool, stops first.
-
-A record's `on_done` is called once it is finished — evaluated or deliberately skipped —
-and, for sinks that persist results, its results are written (True), or once it is
-abandoned at the shutdown deadline, its results could not be persisted, or it failed here
-twice (False). The Kafka receiver commits offsets on it. A failure costs one record: a
-batch that fails is tried again record by record, and a sink that fails on a record's
-results loses that record alone (`dropped_total{stage="evaluate"}`, reasons
-`internal_error` and `sink_error`). Sinks that persist results bound how many records
-may wait for their writes: past that, workers wait before taking more (a results file on
-a full disk stops intake instead of being skipped).
+An item's `on_done` is called once it is finished — its records evaluated or deliberately
+skipped (a trace that gives none: at once) and, for sinks that persist results, their
+results written (True) — or once it is abandoned at the shutdown deadline, its results
+could not be persisted, or it failed here twice (False). The Kafka receiver commits
+offsets on it. A failure costs one item: a batch that fails is tried again item by item,
+and a sink that fails on a record's results loses that record alone
+(`dropped_total{stage="evaluate"}`, reasons `internal_error` and `sink_error`). Sinks that
+persist results bound how many items may wait for their writes: past that, workers wait
+before taking more (a results file on a full disk stops intake instead of being skipped).
 """
 
 from __future__ import annotations
@@ -37,23 +38,28 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
-from monitor.component import BatchSink, ResultSink, SampledRecord
+from monitor.component import BatchSink, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig
-from monitor.evaluators.base import Evaluator
+from monitor.evaluators.base import CpuScorer, Evaluator
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
-from monitor.processors._batch_evaluation import BatchEvaluator, InFlight
 from monitor.processors.budget import BudgetGate
+from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
+from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
+from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-# Queued records a worker takes at once. Bounded so that one batch of large records stays
+Item = SampledRecord | SampledTrace
+
+# Queued items a worker takes at once. Bounded so that one batch of large records stays
 # well inside the evaluation deadline and other workers get a share of a burst.
 _MAX_BATCH = 16
 _POOL_GRACE_S = 5.0
-# How long writes a closed sink still owes are waited for before they are given up.
+# How long writes a stopped sink still owes are waited for before they are given up.
 _WRITE_GRACE_S = 5.0
 
 
@@ -69,25 +75,37 @@ class EvaluationStage:
         queue_bytes: int = 32 * 1024 * 1024,
         workers: int = 4,
         evaluation_timeout_s: float = 60.0,
+        extraction_timeout_s: float = 10.0,
         cpu_pool: ProcessPool | None = None,
-        evaluate_suspect_records: bool = False,
+        settings: Settings | None = None,
     ) -> None:
+        """`cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
+        scorers and `settings` (how traces are extracted and bounded, whether suspect
+        records are scored)."""
+        settings = settings or Settings()
+        self._runner = TaskRunner(
+            cpu_pool,
+            {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)},
+            settings,
+            evaluation_timeout_s=evaluation_timeout_s,
+            extraction_timeout_s=extraction_timeout_s,
+        )
         self._evaluators = BatchEvaluator(
             evaluators,
             budget,
             telemetry,
             evaluation_timeout_s,
-            cpu_pool,
-            evaluate_suspect=evaluate_suspect_records,
+            self._runner,
+            pooled=cpu_pool is not None,
+            evaluate_suspect=settings.evaluate_suspect,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         self._max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
-        self._all_sinks = list(sinks)
         self._t = telemetry
-        self._queue: deque[SampledRecord] = deque()
+        self._queue: deque[Item] = deque()
         self._queue_size = queue_size
         self._queue_bytes = queue_bytes
         self._queued_bytes = 0
@@ -104,19 +122,21 @@ class EvaluationStage:
         self._tasks: list[asyncio.Task[None]] = []
         self._depth = telemetry.queue_depth.labels("evaluate")
         self._accepting = False
-        self._in_work: dict[int, SampledRecord] = {}
-        # Records evaluated whose results wait to be persisted; bounded like the queue.
+        self._in_work: dict[int, Item] = {}
+        # Items evaluated whose results wait to be persisted; bounded like the queue.
         self._unwritten = 0
-        # Records whose results a sink is still persisting, by id: past the shutdown
+        # Items whose results a sink is still persisting, by id: past the shutdown
         # deadline they are not abandoned, since closing the sinks writes them.
         self._writing: dict[int, asyncio.Future[list[bool]]] = {}
+        # Traces whose `on_extracted` was called (a batch tried again must not call it twice).
+        self._told: set[int] = set()
         self._completed = 0
         self._abandoned = 0
         self._stopped = False
 
     @property
     def completed(self) -> int:
-        """Records finished here (evaluated, or skipped for every evaluator they reached)."""
+        """Items finished here (evaluated, or skipped for every evaluator they reached)."""
         return self._completed
 
     @property
@@ -127,14 +147,12 @@ class EvaluationStage:
         if self._pool is not None:
             await self._pool.start()
         await self._evaluators.warm_up()
-        for sink in self._all_sinks:
-            await sink.start()
         self._tasks = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._workers)
         ]
         self._accepting = True
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+    async def put_many(self, items: Sequence[Item]) -> int:
         """Take items in order, waiting for room; returns how many were taken before the
         stage stopped accepting (the caller still owns the rest)."""
         sizes = [item.size for item in items]
@@ -167,14 +185,15 @@ class EvaluationStage:
 
     @property
     def abandoned(self) -> int:
-        """Records abandoned by `shutdown`: not finished by its deadline, or their results
-        never persisted."""
+        """Items abandoned by `shutdown`: not finished by its deadline, or their results
+        never persisted (a trace counts as one; see `settle_writes`)."""
         return self._abandoned
 
     async def shutdown(self, deadline_s: float) -> None:
-        """Stop intake, let queued and in-flight records finish until the deadline, then
-        cancel what is left (its `on_done` gets False), stop the worker pool and shut the
-        sinks down; `abandoned` counts the records given up. Idempotent."""
+        """Stop intake, let queued and in-flight items finish until the deadline, then
+        cancel what is left (its `on_done` gets False) and stop the worker pool; the sinks
+        are stopped after it (`monitor.service`). `abandoned` counts the items given up.
+        Idempotent."""
         if self._stopped:
             return
         self._stopped = True
@@ -195,7 +214,9 @@ class EvaluationStage:
             for job in unevaluated:
                 del self._in_work[id(job)]
             log.warning(
-                "shutdown deadline of %.1fs passed; abandoning %d records", deadline_s, len(left)
+                "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
+                deadline_s,
+                len(left),
             )
             self._t.dropped.labels("evaluate", "shutdown_deadline").inc(len(left))
             for item in left:
@@ -209,31 +230,23 @@ class EvaluationStage:
             # The workers are idle unless records were abandoned: either way they get
             # what is left of the deadline (and at most a few seconds) to exit.
             await self._pool.shutdown(min(_POOL_GRACE_S, _left(deadline_s, started)))
-        for sink in self._all_sinks:
-            try:
-                await sink.shutdown(_left(deadline_s, started))
-            except Exception:
-                log.exception("sink %s failed to shut down", type(sink).__name__)
-        self._abandoned += await self._writes_after_close()
 
-    async def _writes_after_close(self) -> int:
-        """Wait for the writes the closed sinks still owe (closing resolves them; one
-        that does not within a grace period is given up) and return how many failed:
-        those records' results are not persisted, so they count as abandoned."""
+    async def settle_writes(self, grace_s: float = _WRITE_GRACE_S) -> None:
+        """Once the stage and then its sinks stopped: the results the sinks still owed
+        are written or not (stopping a sink resolves every write it owes; one that does
+        not within `grace_s` is given up). Items whose results were not written count as
+        abandoned."""
         writing = list(self._writing.values())
         if not writing:
-            return 0
-        _, late = await asyncio.wait(writing, timeout=_WRITE_GRACE_S)
+            return
+        _, late = await asyncio.wait(writing, timeout=grace_s)
         for future in late:
-            log.warning("a sink did not resolve a write when it closed; giving it up")
+            log.warning("a sink did not resolve a write when it stopped; giving it up")
             future.cancel()
-        await asyncio.sleep(0)  # the cancelled writes' callbacks finish their records
-        failed = sum(1 for future in writing if not _written_ok(future))
-        if failed:
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(failed)
-        return failed
+        if late:
+            await asyncio.sleep(0)  # the cancelled writes' callbacks finish their items
 
-    async def _take(self) -> list[SampledRecord]:
+    async def _take(self) -> list[Item]:
         """Wait for room among unwritten results, then for work; take up to a batch."""
         while self._unwritten >= self._queue_size:
             self._write_room.clear()
@@ -261,10 +274,10 @@ class EvaluationStage:
                 await self._process(jobs)
             except Exception:
                 # A bug in an evaluator wrapper must not kill the worker, nor cost the
-                # batch-mates of the record that meets it: each record still unhandled
-                # gets a second try on its own, and only one failing again is given up.
+                # batch-mates of the item that meets it: each item still unhandled gets a
+                # second try on its own, and only one failing again is given up.
                 log.warning(
-                    "a batch of %d records failed in the evaluation stage; trying each alone",
+                    "a batch of %d items failed in the evaluation stage; trying each alone",
                     len(jobs),
                     exc_info=True,
                 )
@@ -272,21 +285,18 @@ class EvaluationStage:
                     if id(job) in self._in_work and id(job) not in self._writing:
                         await self._process_alone(job)
 
-    async def _process_alone(self, job: SampledRecord) -> None:
+    async def _process_alone(self, job: Item) -> None:
         try:
             await self._process([job])
         except Exception as exc:
-            log.exception(
-                "record %s (service %s) failed in the evaluation stage twice; giving it up",
-                job.record.request_id,
-                job.record.service,
-            )
+            log.exception("%s failed in the evaluation stage twice; giving it up", _describe(job))
             self._t.dropped.labels("evaluate", "internal_error").inc()
             _failed(job, f"evaluation stage: {type(exc).__name__}: {exc}")
             self._finish(job, ok=False)
 
-    def _finish(self, job: SampledRecord, ok: bool = True) -> None:
+    def _finish(self, job: Item, ok: bool = True) -> None:
         """`job` is finished: call its `on_done` unless shutdown already abandoned it."""
+        self._told.discard(id(job))
         if self._in_work.pop(id(job), None) is None:
             return
         self._completed += 1
@@ -295,34 +305,39 @@ class EvaluationStage:
         if not self._queue and not self._in_work:
             self._idle.set()
 
-    def _written(self, job: SampledRecord, writes: asyncio.Future[list[bool]]) -> None:
+    def _written(self, job: Item, writes: asyncio.Future[list[bool]]) -> None:
         self._unwritten -= 1
         self._writing.pop(id(job), None)
         self._write_room.set()
-        self._finish(job, _written_ok(writes))
+        ok = _written_ok(writes)
+        if not ok and self._stopped:
+            # A sink stopped with these results unwritten (the shutdown deadline passed).
+            self._abandoned += 1
+            self._t.dropped.labels("evaluate", "shutdown_deadline").inc()
+        self._finish(job, ok)
 
-    async def _process(self, jobs: list[SampledRecord]) -> None:
-        batch = []
-        for job in jobs:
-            service = self._t.service_cap(job.record.service)
-            batch.append(InFlight(job, service, job.record.missing(), {}))
+    async def _process(self, jobs: list[Item]) -> None:
+        """One task for the batch (extraction and CPU scoring), then each record's other
+        evaluators, then the sinks; each item is finished once its results are written."""
+        flights = await self._flights(jobs)
+        batch = [flight for _, records in flights for flight in records]
         await self._evaluators.evaluate(batch)
         if self._batch_sinks:
-            done = [(flight.item.record, flight.results) for flight in batch if flight.results]
+            done = [(flight.record, flight.results) for flight in batch if flight.results]
             if done:
                 for batch_sink in self._batch_sinks:
                     self._emit_many(batch_sink, done)
-        for flight in batch:
-            job, results = flight.item, flight.results
+        for job, records in flights:
             writes: list[asyncio.Future[bool]] = []
-            if results:
-                for sink in self._sinks:
-                    written = self._emit(sink, job, results)
-                    if written is not None:
-                        writes.append(written)
+            for flight in records:
+                if flight.results:
+                    for sink in self._sinks:
+                        written = self._emit(sink, job, flight.record, flight.results)
+                        if written is not None:
+                            writes.append(written)
             if writes:
                 # Finished once persisted; the worker moves on without waiting, unless
-                # too many records already wait for their writes (see `_take`).
+                # too many items already wait for their writes (see `_take`).
                 self._unwritten += 1
                 gathered = asyncio.gather(*writes)
                 self._writing[id(job)] = gathered
@@ -330,18 +345,73 @@ class EvaluationStage:
             else:
                 self._finish(job)
 
+    async def _flights(self, jobs: list[Item]) -> list[tuple[Item, list[InFlight]]]:
+        """The batch's task run, and each item's records with what their CPU scorers gave;
+        each trace's `on_extracted` told what became of it."""
+        first_cpu = self._evaluators.first_cpu
+        tasks: list[Job] = []
+        for job in jobs:
+            scorers = tuple(name for name in first_cpu if name in job.sampled)
+            if isinstance(job, SampledTrace):
+                tasks.append(TraceJob(job.spans, scorers))
+            elif scorers:
+                tasks.append(RecordJob(job.record, scorers))
+        done = iter(await self._runner.run(tasks))
+        out: list[tuple[Item, list[InFlight]]] = []
+        for job in jobs:
+            if isinstance(job, SampledRecord):
+                scored = next(done) if any(n in job.sampled for n in first_cpu) else {}
+                assert isinstance(scored, dict)
+                out.append((job, [self._flight(job.record, job.sampled, scored)]))
+                continue
+            trace = next(done)
+            assert isinstance(trace, TraceDone)
+            records = self._extracted(job, trace.extraction)
+            flights = [
+                self._flight(record, job.sampled, scored)
+                for record, scored in zip(records, trace.scored, strict=True)
+            ]
+            out.append((job, flights))
+        return out
+
+    def _extracted(
+        self, job: SampledTrace, extraction: TraceRecords | Unreadable
+    ) -> list[RagRecord]:
+        """The trace's records, with its metadata merged in; its `on_extracted` told."""
+        if isinstance(extraction, TraceRecords) and job.metadata:
+            metadata = job.metadata
+            extraction = TraceRecords(
+                [
+                    record.model_copy(update={"metadata": {**record.metadata, **metadata}})
+                    for record in extraction.records
+                ],
+                extraction.cut,
+                extraction.refused,
+            )
+        if id(job) not in self._told:
+            self._told.add(id(job))
+            try:
+                job.on_extracted(extraction)
+            except Exception:
+                log.exception("telling the trace stage what %s gave", _describe(job))
+        return extraction.records if isinstance(extraction, TraceRecords) else []
+
+    def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
+        return InFlight(
+            record, sampled, self._t.service_cap(record.service), record.missing(), scored, {}
+        )
 
     def _emit(
-        self, sink: ResultSink, job: SampledRecord, results: dict[str, EvalResult]
+        self, sink: ResultSink, job: Item, record: RagRecord, results: dict[str, EvalResult]
     ) -> asyncio.Future[bool] | None:
         """`sink.emit`, tried twice; a record it fails on both times counts as not
         finished (its results are not persisted there), and the sink goes on."""
         for attempt in (1, 2):
             try:
-                return sink.emit(job.record, results)
+                return sink.emit(record, results)
             except Exception as exc:
                 if attempt == 2:
-                    self._sink_failed(sink, [job.record])
+                    self._sink_failed(sink, [record])
                     _failed(job, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         future.set_result(False)
@@ -376,10 +446,9 @@ class EvaluationStage:
         )
 
 
-
-def _failed(job: SampledRecord, detail: str) -> None:
-    """Tell the record's receiver it failed (before its `on_done(False)`)."""
-    if job.on_failed is not None:
+def _failed(job: Item, detail: str) -> None:
+    """Tell a record's receiver it failed (before its `on_done(False)`)."""
+    if isinstance(job, SampledRecord) and job.on_failed is not None:
         try:
             job.on_failed(detail[:2000])
         except Exception:
@@ -392,3 +461,10 @@ def _left(deadline_s: float, started: float) -> float:
 
 def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:
     return not writes.cancelled() and writes.exception() is None and all(writes.result())
+
+
+def _describe(job: Item) -> str:
+    if isinstance(job, SampledRecord):
+        return f"record {job.record.request_id} (service {job.record.service})"
+    first = job.spans[0] if job.spans else None
+    return f"trace {first.trace_id if first else ''} (service {first.service if first else ''})"

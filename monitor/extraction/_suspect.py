@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor.processors.trace._span_roles import TOOL, span_role
-from monitor.processors.trace._span_values import Doc, normalized
-from monitor.processors.trace._tool_results import parsed_value
+from monitor.extraction._span_roles import TOOL, span_role
+from monitor.extraction._span_values import Doc, normalized
+from monitor.extraction._tool_results import parsed_value
 from monitor.spans import Span
 
 # What fixes each reason, said in the log line.

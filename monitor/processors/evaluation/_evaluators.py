@@ -1,13 +1,13 @@
-"""Running a batch's sampled evaluators: the evaluation stage's work on each batch of
-records it takes.
+"""Running a batch's sampled evaluators: the evaluation stage's work on the records of each
+batch it takes.
 
 Per record, each evaluator is sampled, skipped (not sampled, or lacking its input: counted
-and logged), not escalated, or over budget (judges). Network evaluators (LLM judges) run
-concurrently, each call under the evaluation deadline; the batch's CPU scorers (the local
-evaluators) run together: in the worker-process pool (`pipeline.processes`, the scoring
-task of `_scoring`), or, without one, in one worker-thread hop under one deadline, since a
-hop costs about as much CPU as scoring a small record. Escalated evaluators run after the
-evaluator they escalate from, on the records whose score fell in their band.
+and logged), not escalated, or over budget (judges). The CPU scorers (the local
+evaluators) that sample a record have already scored it in the batch's task, with its
+extraction (`_task.py`); here their results are counted and taken. Network evaluators
+(LLM judges) run concurrently, each call under the evaluation deadline. Escalated
+evaluators run after the evaluator they escalate from, on the records whose score fell in
+their band; an escalated CPU scorer takes a task of its own.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from monitor.component import SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
-from monitor.pool import ProcessPool
-from monitor.processors import _scoring
 from monitor.processors.budget import BudgetGate
-from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.processors.evaluation._runner import Scored, TaskRunner
+from monitor.processors.evaluation._task import RecordJob, held_back
+from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -36,11 +35,13 @@ _PARTS = ("query", "context", "response")  # the order a skip's reason is named 
 
 @dataclass(slots=True)
 class InFlight:
-    """A queued record being evaluated: what was decided for it and what came back."""
+    """A record being evaluated: what was decided for it and what came back."""
 
-    item: SampledRecord
-    service: str
+    record: RagRecord
+    sampled: frozenset[str]  # the evaluators that sample it
+    service: str  # its label value
     missing: frozenset[str]
+    scored: Scored  # what its CPU scorers gave in the batch's task
     results: dict[str, EvalResult]
 
 
@@ -60,7 +61,9 @@ class BatchEvaluator:
         budget: BudgetGate,
         telemetry: Telemetry,
         timeout_s: float,
-        pool: ProcessPool | None,
+        tasks: TaskRunner,
+        *,
+        pooled: bool,
         evaluate_suspect: bool = False,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
@@ -68,11 +71,15 @@ class BatchEvaluator:
         self._first = [s for s in stages if s.escalate_from is None]
         self._escalated = [s for s in stages if s.escalate_from is not None]
         self._cpu = {s.evaluator.name for s in stages if isinstance(s.evaluator, CpuScorer)}
+        # The CPU scorers the batch's task runs, in the order configured.
+        self.first_cpu = tuple(
+            s.evaluator.name for s in self._first if s.evaluator.name in self._cpu
+        )
         self._budget = budget
         self._t = telemetry
         self._timeout = timeout_s
-        # With a pool, CPU scorers run in worker processes; without, in a thread hop here.
-        self._pool = pool
+        self._tasks = tasks
+        self._pooled = pooled  # CPU scorers run in worker processes, not here
         self._warn = RateLimitedLog(log)
         # Records the trace stage marked `extraction_suspect` are evaluated only if set.
         self._evaluate_suspect = evaluate_suspect
@@ -85,7 +92,7 @@ class BatchEvaluator:
     async def warm_up(self) -> None:
         """Load the models of the evaluators that run in this process."""
         for stage in self._first + self._escalated:
-            if self._pool is not None and stage.evaluator.name in self._cpu:
+            if self._pooled and stage.evaluator.name in self._cpu:
                 continue  # its models load in the worker processes
             warm_up = getattr(stage.evaluator, "warm_up", None)
             if warm_up is not None:
@@ -122,7 +129,7 @@ class BatchEvaluator:
         """A record whose extraction looks wrong is not evaluated (its scores would
         measure the extraction: no defect rate, alert window or baseline sees it); each
         evaluator's skip is counted. The trace stage logs why and what fixes it."""
-        if self._evaluate_suspect or EXTRACTION_SUSPECT not in item.item.record.metadata:
+        if not held_back(item.record, self._evaluate_suspect):
             return False
         for stage in stages:
             self._t.child(
@@ -174,8 +181,9 @@ class BatchEvaluator:
         return "sampled"
 
     async def _run(self, stages: list[_Stage], batch: list[InFlight]) -> None:
-        """One round of evaluators over a batch: each record's network evaluators run
-        concurrently, and every CPU scorer of the batch in one worker-thread hop."""
+        """One round of evaluators over a batch: the CPU results the batch's task gave are
+        taken, each record's network evaluators run concurrently, and CPU scorers the
+        task did not run go together in one task."""
         calls = []
         cpu_work: list[tuple[InFlight, list[CpuScorer]]] = []
         decisions: Tally[tuple[str, str, str]] = Tally()
@@ -183,12 +191,20 @@ class BatchEvaluator:
             if self._held_back(stages, item):
                 continue
             chosen = self._runnable(
-                stages, item.item.sampled, item.missing, item.service, item.results, decisions
+                stages, item.sampled, item.missing, item.service, item.results, decisions
             )
-            cpu = [cast(CpuScorer, ev) for ev in chosen if ev.name in self._cpu]
-            if cpu:
-                cpu_work.append((item, cpu))
-            calls += [self._one(ev, item) for ev in chosen if ev.name not in self._cpu]
+            unscored = []
+            for ev in chosen:
+                if ev.name not in self._cpu:
+                    calls.append(self._one(ev, item))
+                elif ev.name in item.scored:
+                    result, seconds = item.scored[ev.name]
+                    self._took(item, result, seconds)
+                    item.results[ev.name] = result
+                else:
+                    unscored.append(cast(CpuScorer, ev))
+            if unscored:
+                cpu_work.append((item, unscored))
         # Counted once per series and batch, not once per record and evaluator.
         for labels, n in decisions.items():
             self._t.child(self._t.sampling_decisions, *labels).inc(n)
@@ -207,11 +223,11 @@ class BatchEvaluator:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout):
-                result = await evaluator.evaluate(item.item.record)
+                result = await evaluator.evaluate(item.record)
         except TimeoutError:
             result = self._timed_out(evaluator.name)
         except Exception as exc:
-            result = self._failed(evaluator.name, item.item.record, exc)
+            result = self._failed(evaluator.name, item.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
             time.perf_counter() - started
         )
@@ -220,56 +236,33 @@ class BatchEvaluator:
     async def _score_cpu(
         self, work: list[tuple[InFlight, list[CpuScorer]]]
     ) -> list[tuple[InFlight, EvalResult]]:
-        """The batch's CPU scorers in one worker process, or in one worker-thread hop,
-        under one deadline."""
-        if self._pool is not None:
-            return await self._score_in_pool(self._pool, work)
-        try:
-            async with asyncio.timeout(self._timeout):
-                timed = await asyncio.to_thread(self._score_all, work)
-        except TimeoutError:
-            timed = [
-                (item, self._timed_out(ev.name), self._timeout) for item, evs in work for ev in evs
-            ]
-        for _, result, seconds in timed:
-            self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
-        return [(item, result) for item, result, _ in timed]
-
-    async def _score_in_pool(
-        self, pool: ProcessPool, work: list[tuple[InFlight, list[CpuScorer]]]
-    ) -> list[tuple[InFlight, EvalResult]]:
-        """The pool enforces the deadline itself (a worker past it is replaced)."""
-        scored = await _scoring.score(
-            pool, [(item.item.record, tuple(ev.name for ev in evs)) for item, evs in work]
-        )
+        """CPU scorers the batch's task did not run (escalated ones), in a task of their
+        own."""
+        jobs = [RecordJob(item.record, tuple(ev.name for ev in evs)) for item, evs in work]
+        done = await self._tasks.run(jobs)
         out = []
-        for (item, _), row in zip(work, scored, strict=True):
-            for result, seconds in row:
-                self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
-                if result.error is not None:
-                    self._warn.warning(
-                        result.name,
-                        "evaluator %s failed on record %s: %s",
-                        result.name,
-                        item.item.record.request_id,
-                        result.error,
-                    )
+        for (item, evaluators), scored in zip(work, done, strict=True):
+            assert isinstance(scored, dict)
+            for ev in evaluators:
+                result, seconds = scored.get(ev.name) or (
+                    EvalResult.failed(ev.name, "not scored: its input is missing"),
+                    0.0,
+                )
+                self._took(item, result, seconds)
                 out.append((item, result))
         return out
 
-    def _score_all(
-        self, work: list[tuple[InFlight, list[CpuScorer]]]
-    ) -> list[tuple[InFlight, EvalResult, float]]:
-        timed = []
-        for item, evaluators in work:
-            for evaluator in evaluators:
-                started = time.perf_counter()
-                try:
-                    result = evaluator.score(item.item.record)
-                except Exception as exc:
-                    result = self._failed(evaluator.name, item.item.record, exc)
-                timed.append((item, result, time.perf_counter() - started))
-        return timed
+    def _took(self, item: InFlight, result: EvalResult, seconds: float) -> None:
+        """A CPU scorer's result for `item`, counted; an error is logged."""
+        self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
+        if result.error is not None:
+            self._warn.warning(
+                result.name,
+                "evaluator %s failed on record %s: %s",
+                result.name,
+                item.record.request_id,
+                result.error,
+            )
 
     def _timed_out(self, name: str) -> EvalResult:
         return EvalResult.failed(name, f"timeout: no verdict within {self._timeout:g}s")

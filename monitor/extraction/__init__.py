@@ -1,0 +1,30 @@
+"""Span → record extraction: a sampled trace's spans become the records of its RAG requests.
+
+It knows no stage: the evaluation stage runs it in its worker task, on the spans the trace
+stage assembled and sampled; the trace stage reads only what sampling needs of a trace
+(`route_of`, `feedback_of`, `trace_shape`). What the rule reads: `README.md`.
+"""
+
+from monitor.extraction._extract import (
+    Extraction,
+    TraceRecords,
+    Unreadable,
+    extract_records,
+    extract_trace,
+    extract_within,
+)
+from monitor.extraction._suspect import GUIDANCE as SUSPECT_GUIDANCE
+from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
+
+__all__ = [
+    "SUSPECT_GUIDANCE",
+    "Extraction",
+    "TraceRecords",
+    "Unreadable",
+    "extract_records",
+    "extract_trace",
+    "extract_within",
+    "feedback_of",
+    "route_of",
+    "trace_shape",
+]

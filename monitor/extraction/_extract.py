@@ -1,0 +1,76 @@
+"""A sampled trace turned into its records, a failure kept to its own trace
+(`extract_trace`), and those records within the size limits (`extract_within`). The rule
+itself: `_extraction_rule.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from monitor.extraction._extraction_rule import extract_records
+from monitor.records import RagRecord, RecordError, SizeLimits, bound_record
+from monitor.spans import DecodeError, Span
+
+__all__ = [
+    "Extraction",
+    "TraceRecords",
+    "Unreadable",
+    "extract_records",
+    "extract_trace",
+    "extract_within",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """Why a sampled trace gave no records although it may be a RAG trace: `bad_protobuf`
+    (an attribute value that is not valid protobuf, found when first read) or
+    `extract_failed` (building a record failed, or the process extracting it was lost).
+    `reason` is a `records_rejected_total` label."""
+
+    reason: str
+    detail: str
+
+
+Extraction = list[RagRecord] | Unreadable
+"""What became of one sampled trace: its records (none: not a RAG trace), or why not."""
+
+
+def extract_trace(spans: Sequence[Span], route_attribute: str) -> Extraction:
+    """`extract_records`, or why the trace is unreadable."""
+    try:
+        return extract_records(spans, route_attribute=route_attribute)
+    except DecodeError as exc:
+        return Unreadable(exc.reason, exc.detail)
+    except Exception as exc:
+        return Unreadable("extract_failed", f"cannot build a record: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecords:
+    """What a readable sampled trace gave: its records within the size limits (none: not
+    a RAG trace), the parts the limits cut (one entry per cut, `records_truncated_total`
+    labels) and the records they refused (an answer over its limit)."""
+
+    records: list[RagRecord]
+    cut: list[str]
+    refused: list[Unreadable]
+
+
+def extract_within(
+    spans: Sequence[Span], route_attribute: str, limits: SizeLimits
+) -> TraceRecords | Unreadable:
+    """`extract_trace`, each record bound by `limits`."""
+    extraction = extract_trace(spans, route_attribute)
+    if isinstance(extraction, Unreadable):
+        return extraction
+    out = TraceRecords([], [], [])
+    for record in extraction:
+        try:
+            bounded, cut = bound_record(record, limits)
+        except RecordError as exc:
+            out.refused.append(Unreadable(exc.reason, exc.detail))
+            continue
+        out.records.append(bounded)
+        out.cut.extend(cut)
+    return out

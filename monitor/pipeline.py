@@ -1,0 +1,285 @@
+"""The pipeline built from a `Config`: which components there are and what each one needs
+running while it runs. Nothing here starts anything; `monitor.service` runs the result.
+
+receivers → trace stage → evaluation stage (its worker pool, the judge client) → sinks
+(metrics, results file, alert engine, OTLP events). Every component also needs the
+metrics port, which is served from before the first component starts until after the
+last one stopped, so that a draining pipeline can still be scraped.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from monitor.alerts.engine import AlertEngine
+from monitor.alerts.state import StateFile
+from monitor.component import BatchSink, Component, Notifier, ResultSink
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.base import CpuScorer, Evaluator
+from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.judge_definitions import needs_judge
+from monitor.evaluators.registry import build, check_evaluators
+from monitor.exporters.alertmanager import AlertSender
+from monitor.exporters.debug_records import PATH as DEBUG_PATH
+from monitor.exporters.debug_records import DebugRecords
+from monitor.exporters.prometheus import HealthServer, MetricsSink
+from monitor.exporters.results_file import ResultsFileSink
+from monitor.pool import Forked, ProcessPool
+from monitor.processors.budget import BudgetGate
+from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
+from monitor.processors.sampler import Sampler
+from monitor.processors.trace import TraceStage
+from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import SizeLimits
+from monitor.results import Severity
+from monitor.telemetry import Telemetry, create_telemetry
+
+if TYPE_CHECKING:
+    from monitor.judge.client import JudgeClient
+
+Readiness = Callable[[], tuple[bool, str]]
+
+
+@dataclass(eq=False)
+class Node:
+    """A component and the components it needs running while it runs (its consumers and
+    the services it calls): those start before it and stop after it."""
+
+    name: str
+    component: Component
+    needs: list[Node] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Pipeline:
+    config: Config
+    telemetry: Telemetry
+    trace: TraceStage
+    stage: EvaluationStage
+    sinks: list[ResultSink | BatchSink]
+    nodes: list[Node]
+    receivers: list[Component] = field(default_factory=list)
+    judge: JudgeClient | None = None
+    results_sink: ResultsFileSink | None = None
+    http: HealthServer | None = None
+    # Named checks `/readyz` runs besides the pipeline's own (the Kafka receiver's).
+    readiness: list[tuple[str, Readiness]] = field(default_factory=list)
+
+
+def _uncounted(kind: str, count: int) -> None:
+    """Redactions of exported text are not counted (the judge client counts its own)."""
+
+
+def build_pipeline(
+    config: Config,
+    ready: Readiness,
+    *,
+    telemetry: Telemetry | None = None,
+    serve_http: bool = True,
+    with_receivers: bool = True,
+    extra_sinks: Sequence[ResultSink] = (),
+    forked: Forked | None = None,
+) -> Pipeline:
+    """Every component of `config`'s pipeline, connected, none started. `ready`: what
+    `/readyz` answers. `forked`: the lone worker process or the workers' fork server,
+    forked from this process (`monitor.pool.fork_here`); without it, the pool starts its
+    own."""
+    check_evaluators(config)
+    pipeline = config.pipeline
+    telemetry = telemetry or create_telemetry(
+        max_services=pipeline.max_services,
+        max_routes=pipeline.max_routes,
+        allowed_services=pipeline.allowed_services,
+        allowed_routes=pipeline.allowed_routes,
+        label_idle_s=pipeline.label_idle_s,
+    )
+    nodes: list[Node] = []
+
+    def add(name: str, component: Component, *needs: Node | None) -> Node:
+        node = Node(name, component, [n for n in needs if n is not None])
+        nodes.append(node)
+        return node
+
+    http = (
+        HealthServer(
+            telemetry,
+            config.exporters.prometheus.endpoint,
+            ready,
+            web_config_file=config.exporters.prometheus.web_config_file,
+        )
+        if serve_http
+        else None
+    )
+    metrics_port = add("metrics port", http) if http is not None else None
+
+    # The one judge client of the process, shared by every judge evaluator; its module
+    # (and the LLM client library behind it) is imported only when a judge is configured.
+    judge: JudgeClient | None = None
+    if needs_judge(e.name for e in config.evaluators):
+        from monitor.evaluators.judges import create_judge_client
+
+        judge = create_judge_client(config, telemetry)
+    judge_node = add("judge client", judge, metrics_port) if judge is not None else None
+
+    redact = None
+    if config.redaction.enabled:
+        # User text leaves the process only redacted, and only where the user asked (the
+        # redaction module, with its phone-number tables, is imported only then).
+        from monitor.redaction import Redactor
+
+        redact = Redactor(config.redaction, _uncounted)
+    results_sink = (
+        ResultsFileSink(
+            config.exporters.results_file,
+            telemetry,
+            include_text=config.exporters.results_include_text,
+            redact=redact,
+        )
+        if config.exporters.results_file
+        else None
+    )
+    sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
+    if results_sink is not None:
+        sinks.append(results_sink)
+    sinks.extend(_alerts_and_events(config, telemetry))
+    sinks.extend(extra_sinks)
+    sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
+
+    stage = _evaluation_stage(config, telemetry, judge, sinks, forked)
+    stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
+
+    debug_size = config.exporters.prometheus.debug_records
+    debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None
+    if http is not None and debug is not None:
+        http.add_route(DEBUG_PATH, debug.handle)
+    trace = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        stage,
+        telemetry,
+        route_attribute=config.receivers.otlp.route_attribute,
+        route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
+        observer=debug,
+        limits=SizeLimits(**config.record_limits.model_dump()),
+    )
+    trace_node = add("trace stage", trace, stage_node, metrics_port)
+
+    built = Pipeline(config, telemetry, trace, stage, sinks, nodes, [], judge, results_sink, http)
+    if with_receivers:
+        otlp = config.receivers.otlp
+        if otlp.grpc.enabled or otlp.http.enabled:
+            otlp_receivers = OtlpReceivers(config, trace, telemetry, trace.triage)
+            built.receivers.append(otlp_receivers)
+            add("OTLP receivers", otlp_receivers, trace_node, metrics_port)
+        kafka = config.receivers.kafka
+        if kafka.enabled:
+            # kafka-python is loaded only by deployments that consume Kafka.
+            from monitor.receivers.kafka import KafkaReceiver
+
+            receiver = KafkaReceiver(
+                kafka,
+                trace,
+                telemetry,
+                max_in_flight=config.pipeline.queue_size + 2 * kafka.max_poll_records,
+            )
+            built.readiness.append(("Kafka receiver", receiver.ready))
+            built.receivers.append(receiver)
+            add("Kafka receiver", receiver, trace_node, metrics_port)
+    return built
+
+
+def _evaluation_stage(
+    config: Config,
+    telemetry: Telemetry,
+    judge: JudgeClient | None,
+    sinks: Sequence[ResultSink | BatchSink],
+    forked: Forked | None,
+) -> EvaluationStage:
+    """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
+    scorers (with no CPU scorer, extraction runs in a thread of this process)."""
+    context = BuildContext(judge=judge, judge_model=config.judge.model)
+    evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
+    cpu_entries: list[EvaluatorConfig] = []
+    for entry in config.evaluators:
+        evaluator = build(entry, context)
+        evaluators.append((evaluator, entry))
+        if isinstance(evaluator, CpuScorer):
+            cpu_entries.append(entry)
+    pipeline = config.pipeline
+    settings = Settings(
+        route_attribute=config.receivers.otlp.route_attribute,
+        limits=SizeLimits(**config.record_limits.model_dump()),
+        evaluate_suspect=pipeline.evaluate_suspect_records,
+    )
+    pool = (
+        ProcessPool(
+            pipeline.processes,
+            pipeline.evaluation_timeout_s,
+            telemetry,
+            initializers=[worker_initializer(cpu_entries, settings)],
+            preload=PRELOAD,
+            forked=forked,
+        )
+        if pipeline.processes > 0 and cpu_entries
+        else None
+    )
+    if pool is None and forked is not None:
+        forked.close()
+    return EvaluationStage(
+        evaluators,
+        BudgetGate(config.budget),
+        sinks,
+        telemetry,
+        queue_size=pipeline.queue_size,
+        queue_bytes=pipeline.queue_bytes,
+        workers=pipeline.workers,
+        evaluation_timeout_s=pipeline.evaluation_timeout_s,
+        extraction_timeout_s=pipeline.extraction_timeout_s,
+        cpu_pool=pool,
+        settings=settings,
+    )
+
+
+def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]:
+    """The alert engine (when `alerts.rules` is set) and OTLP events (when
+    `exporters.otlp.endpoint` is set)."""
+    sinks: list[ResultSink] = []
+    alerts = config.alerts
+    if alerts.rules:
+        notifiers: list[Notifier] = []
+        if alerts.alertmanager.url or alerts.webhooks:
+            notifiers.append(
+                AlertSender(
+                    telemetry,
+                    alertmanager_url=alerts.alertmanager.url,
+                    webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
+                )
+            )
+        thresholds: dict[str, Severity] = {
+            e.name: e.severity_threshold
+            for e in config.evaluators
+            if e.severity_threshold is not None
+        }
+        port = config.exporters.prometheus.endpoint.rpartition(":")[2]
+        state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
+        sinks.append(
+            AlertEngine(
+                alerts.rules,
+                telemetry,
+                notifiers,
+                severity_thresholds=thresholds,
+                evaluation_interval_s=alerts.evaluation_interval_s,
+                generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+                state_file=state_file,
+            )
+        )
+    otlp = config.exporters.otlp
+    if otlp.endpoint:
+        # The OpenTelemetry exporters are loaded only by deployments that export events.
+        from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
+
+        sinks.append(OtlpEventsSink(create_exporter(otlp.endpoint, otlp.protocol), telemetry))
+    return sinks

@@ -1,0 +1,185 @@
+"""Where a batch's task runs (`_task.py`) and what a failure leaves of it.
+
+With worker processes (`pipeline.processes`), the task goes to the pool under one deadline:
+`pipeline.evaluation_timeout_s`, plus `pipeline.extraction_timeout_s` when it extracts
+traces (a worker past it is killed and replaced by the pool). A task whose worker is lost
+goes again one job per task, to other workers, once: the trace or record that crashed or
+hung the worker then costs only itself. A job lost a second time: a record's scorers give
+error results (never a pass, never a defect); a trace is extracted once more without
+scoring, so that its records get error results if the scoring was what failed, and it
+counts as `extract_failed` if the extraction was.
+
+Without worker processes, the task runs in one worker-thread hop under the same deadline;
+past it, what was done is kept and the rest fails the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from monitor.evaluators.base import CpuScorer
+from monitor.extraction import TraceRecords, Unreadable
+from monitor.pool import ProcessPool, TaskFailed, WorkerLost
+from monitor.processors.evaluation._task import (
+    Answer,
+    Job,
+    Settings,
+    Task,
+    TraceJob,
+    planned,
+    results,
+    run,
+    run_in_worker,
+)
+from monitor.records import RagRecord
+from monitor.results import EvalResult
+
+log = logging.getLogger(__name__)
+
+Scored = dict[str, tuple[EvalResult, float]]
+"""A record's CPU results by evaluator, with the seconds each took."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDone:
+    """A trace job's outcome: its extraction and, per record, its CPU results."""
+
+    extraction: TraceRecords | Unreadable
+    scored: list[Scored]
+
+
+JobDone = TraceDone | Scored
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        pool: ProcessPool | None,
+        scorers: Mapping[str, CpuScorer],
+        settings: Settings,
+        *,
+        evaluation_timeout_s: float,
+        extraction_timeout_s: float,
+    ) -> None:
+        self._pool = pool
+        # In this process: the scorers themselves (no pool), or what `planned` reads of
+        # them (their models load in the workers).
+        self._scorers = scorers
+        self._settings = settings
+        self._evaluation_timeout = evaluation_timeout_s
+        self._extraction_timeout = extraction_timeout_s
+
+    async def run(self, jobs: Sequence[Job]) -> list[JobDone]:
+        """Each job's outcome, in order."""
+        if not jobs:
+            return []
+        if self._pool is not None:
+            return await self._in_pool(self._pool, jobs)
+        return await self._in_thread(jobs)
+
+    def _deadline(self, jobs: Sequence[Job]) -> float:
+        extracts = any(isinstance(job, TraceJob) for job in jobs)
+        return self._evaluation_timeout + (self._extraction_timeout if extracts else 0.0)
+
+    # -- in the pool ----------------------------------------------------------------------
+
+    async def _submit(self, pool: ProcessPool, task: Task) -> Answer | WorkerLost | str:
+        try:
+            return await pool.submit(
+                run_in_worker, task, items=len(task.jobs), timeout_s=self._deadline(task.jobs)
+            )
+        except WorkerLost as lost:
+            return lost
+        except TaskFailed as exc:
+            return str(exc)
+
+    async def _in_pool(self, pool: ProcessPool, jobs: Sequence[Job]) -> list[JobDone]:
+        answer = await self._submit(pool, Task(jobs))
+        if isinstance(answer, Answer):
+            return self._read(jobs, answer)
+        if isinstance(answer, str):
+            return [self._failed(job, answer) for job in jobs]
+        if len(jobs) == 1 or answer.stopping:
+            return [await self._lost_twice(pool, job, answer) for job in jobs]
+        # Which job took the worker down is unknown: each goes to another worker alone,
+        # once, so one trace's or record's crash or hang costs its batch-mates nothing.
+        log.warning("%s on a batch of %d: trying each alone", answer.error, len(jobs))
+        return list(await asyncio.gather(*(self._alone(pool, job) for job in jobs)))
+
+    async def _alone(self, pool: ProcessPool, job: Job) -> JobDone:
+        answer = await self._submit(pool, Task([job]))
+        if isinstance(answer, Answer):
+            return self._read([job], answer)[0]
+        if isinstance(answer, str):
+            return self._failed(job, answer)
+        return await self._lost_twice(pool, job, answer)
+
+    async def _lost_twice(self, pool: ProcessPool, job: Job, lost: WorkerLost) -> JobDone:
+        """A job whose worker was lost a second time (or the pool is stopping): error
+        results; a trace is first extracted without scoring, to keep its records."""
+        if isinstance(job, TraceJob) and not lost.stopping:
+            answer = await self._submit(pool, Task([job], score=False))
+            if isinstance(answer, Answer):
+                extraction = answer.extractions[0]
+                assert extraction is not None
+                return self._failed_scoring(job, extraction, lost.error)
+        return self._failed(job, lost.error)
+
+    # -- in a thread --------------------------------------------------------------------
+
+    async def _in_thread(self, jobs: Sequence[Job]) -> list[JobDone]:
+        answer = Answer()
+        deadline = self._deadline(jobs)
+        try:
+            async with asyncio.timeout(deadline):
+                await asyncio.to_thread(run, Task(jobs), self._scorers, self._settings, answer)
+        except TimeoutError:
+            # The thread goes on; what it had done by now is kept, the rest has failed.
+            extractions, scored = list(answer.extractions), list(answer.scored)
+            error = f"timeout: no verdict within {deadline:g}s"
+            out: list[JobDone] = []
+            for i, job in enumerate(jobs):
+                if i < len(scored):
+                    out += self._read([job], Answer([extractions[i]], [scored[i]]))
+                elif isinstance(job, TraceJob):
+                    extraction = extractions[i] if i < len(extractions) else None
+                    out.append(self._failed_scoring(job, extraction, error))
+                else:
+                    out.append(self._failed(job, error))
+            return out
+        return self._read(jobs, answer)
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def _read(self, jobs: Sequence[Job], answer: Answer) -> list[JobDone]:
+        out: list[JobDone] = []
+        for job, extraction, rows in zip(jobs, answer.extractions, answer.scored, strict=True):
+            if isinstance(job, TraceJob):
+                assert extraction is not None
+                out.append(TraceDone(extraction, [results(row) for row in rows]))
+            else:
+                out.append(results(rows[0]))
+        return out
+
+    def _failed(self, job: Job, error: str) -> JobDone:
+        if isinstance(job, TraceJob):
+            return TraceDone(Unreadable("extract_failed", f"{error} while extracting"), [])
+        return self._failed_record(job.record, job.scorers, error)
+
+    def _failed_scoring(
+        self, job: TraceJob, extraction: TraceRecords | Unreadable | None, error: str
+    ) -> JobDone:
+        if extraction is None:
+            return self._failed(job, error)
+        if isinstance(extraction, Unreadable):
+            return TraceDone(extraction, [])
+        return TraceDone(
+            extraction, [self._failed_record(r, job.scorers, error) for r in extraction.records]
+        )
+
+    def _failed_record(self, record: RagRecord, names: Sequence[str], error: str) -> Scored:
+        chosen = planned(record, names, self._scorers, self._settings.evaluate_suspect)
+        return {name: (EvalResult.failed(name, error), 0.0) for name in chosen}
