@@ -219,7 +219,7 @@ class Service:
             # The OpenTelemetry exporters are loaded only by deployments that export events.
             from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
 
-            exporter = create_exporter(otlp.endpoint, otlp.protocol)
+            exporter = create_exporter(otlp.endpoint, otlp.protocol, signal=otlp.signal)
             sinks.append(OtlpEventsSink(exporter, self.telemetry))
         return sinks
 
