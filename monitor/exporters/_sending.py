@@ -37,6 +37,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from itertools import islice
 from typing import Generic, Literal, TypeVar
 
 from monitor.retry import Retry, RetryPolicy
@@ -192,14 +193,14 @@ class SendingQueue(Generic[T]):
                 await self._ready.wait()
                 continue
             n = min(batch_size, len(self._items))
-            batch = [self._items[i][0] for i in range(n)]
+            batch = [item for item, _ in islice(self._items, n)]
             retry = Retry(self._retry, self._rng, loop.time)
             while True:
                 self.in_flight = n
                 try:
                     await self._send(batch)
                 except PermanentError as exc:
-                    self._drop(self._pop(n), "rejected", str(exc))
+                    self._drop(self._pop(batch), "rejected", str(exc))
                     break
                 except Exception as exc:
                     if not isinstance(exc, RetryableError):
@@ -211,7 +212,7 @@ class SendingQueue(Generic[T]):
                     delay = retry.next_delay(getattr(exc, "retry_after", None))
                     if delay is None:
                         self._drop(
-                            self._pop(n),
+                            self._pop(batch),
                             "failed",
                             f"gave up after {retry.failures} attempts: {exc or type(exc).__name__}",
                         )
@@ -223,7 +224,7 @@ class SendingQueue(Generic[T]):
                     self.in_flight = 0
                     await self._sleep(delay)
                     continue
-                sent = self._pop(n)
+                sent = self._pop(batch)
                 if self._on_sent is not None:
                     self._on_sent(sent)
                 if self._split:
@@ -231,13 +232,11 @@ class SendingQueue(Generic[T]):
                 break
             self.in_flight = 0
 
-    def _pop(self, n: int) -> list[T]:
-        items = []
-        for _ in range(n):
-            item, nbytes = self._items.popleft()
-            self._bytes -= nbytes
-            items.append(item)
-        return items
+    def _pop(self, batch: list[T]) -> list[T]:
+        """Take `batch`, the queue's first items, off the queue."""
+        for _ in batch:
+            self._bytes -= self._items.popleft()[1]
+        return batch
 
     def _drop(self, items: list[T], reason: DropReason, why: str) -> None:
         n = len(items) if self._count is None else sum(self._count(item) for item in items)
