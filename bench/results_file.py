@@ -95,11 +95,12 @@ async def through_sink(
 
 async def plain_loop(path: Path, items: list[Item]) -> None:
     """The floor: encode each line, append 1,000 at a time off the loop, sync each batch."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for start in range(0, len(items), 1000):
             lines = [
-                json.dumps(results_line(r, res), ensure_ascii=False).encode() + b"\n"
+                encode(results_line(r, res)).encode() + b"\n"
                 for r, res in items[start : start + 1000]
             ]
             await asyncio.to_thread(_append, fd, b"".join(lines))

@@ -48,6 +48,8 @@ _RETRY_INITIAL_S = 0.1
 _RETRY_MAX_S = 5.0
 _CLOSE_RETRY_S = 5.0  # how long shutdown waits for lines to be written at most
 _QUEUE_BYTES = 256 << 20
+# One encoder for every line: `json.dumps` with an option builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def results_line(
@@ -153,7 +155,7 @@ class ResultsFileSink:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
         fields = results_line(record, results, text=self._include_text, redact=self._redact)
-        line = json.dumps(fields, ensure_ascii=False).encode() + b"\n"
+        line = _encode(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
         return written
