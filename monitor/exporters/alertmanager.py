@@ -218,7 +218,7 @@ class AlertSender:
         self._count(target, _OUTCOMES.get(reason, "dropped"), batches)
 
     def _count(self, target: _Target, outcome: str, batches: list[_Batch]) -> None:
-        n = sum(_alerts(batch) for batch in batches)
+        n = sum(batch.alerts for batch in batches)
         self._t.alert_notifications.labels(target.kind, outcome).inc(n)
 
     def _log(self, target: _Target, trouble: str, message: str, *args: object) -> None:

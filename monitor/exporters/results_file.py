@@ -13,8 +13,8 @@ Meanwhile no future resolves, the evaluation stage stops taking records once too
 for their lines, and intake pushes back (Kafka pauses, OTLP answers retryable).
 `results_file_writable` is 0 and `results_file_write_failures_total` counts the failed
 attempts until a write succeeds again. Lines still unwritten when shutdown's deadline
-passes are given up: their futures resolve False, and they are counted in
-`dropped_total{stage="results_file",reason="write_error"}`.
+(at most `close_retry_s`) passes are given up: their futures resolve False, and they are
+counted in `dropped_total{stage="results_file",reason="write_error"}`.
 
 Rotation: before each batch the path is compared with the open file; if the file was
 renamed or removed (logrotate's create mode) a new one is opened at the path, and a file
