@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -156,14 +156,9 @@ def original_trace() -> tuple[str, str]:
     return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
 
 
-@pytest.mark.asyncio
-async def test_evaluation_events_land_in_the_original_trace(
-    receiver: tuple[str, str, Received],
-) -> None:
-    protocol, endpoint, received = receiver
-    trace_id, span_id = original_trace()
-    t = create_telemetry()
-    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+async def send_verdicts(sink: OtlpEventsSink, trace_id: str, span_id: str) -> None:
+    """Two records through `sink`: "req-1" in the given span, with a failed verdict and an
+    evaluation error; "no-trace" without trace context."""
     await sink.start()
     record = RagRecord(
         request_id="req-1", trace_id=trace_id, span_id=span_id, service="shop", response="x"
@@ -186,6 +181,17 @@ async def test_evaluation_events_land_in_the_original_trace(
         RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
     )
     await sink.shutdown(DELIVER_ALL_S)
+
+
+@pytest.mark.asyncio
+async def test_evaluation_events_land_in_the_original_trace(
+    receiver: tuple[str, str, Received],
+) -> None:
+    protocol, endpoint, received = receiver
+    trace_id, span_id = original_trace()
+    t = create_telemetry()
+    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+    await send_verdicts(sink, trace_id, span_id)
 
     spans = {
         next(a.value.string_value for a in s.attributes if a.key == "rag.request_id"): s
@@ -239,28 +245,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
     t = create_telemetry()
     exporter = create_exporter(endpoint, protocol, signal="logs")  # type: ignore[arg-type]
     sink = OtlpEventsSink(exporter, t)
-    await sink.start()
-    record = RagRecord(
-        request_id="req-1", trace_id=trace_id, span_id=span_id, service="shop", response="x"
-    )
-    sink.emit(
-        record,
-        {
-            "local_groundedness": EvalResult(
-                name="local_groundedness",
-                score=0.25,
-                normalized=0.25,
-                label="fail",
-                passed=False,
-                explanation="unsupported: built by the Romans",
-            ),
-            "faithfulness": EvalResult.failed("faithfulness", "timeout: no verdict within 30s"),
-        },
-    )
-    sink.emit(
-        RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
-    )
-    await sink.shutdown(DELIVER_ALL_S)
+    await send_verdicts(sink, trace_id, span_id)
 
     assert received.spans() == []  # no synthetic span
     (request,) = received.log_requests
@@ -325,12 +310,18 @@ async def test_unreachable_endpoint_is_counted_not_raised() -> None:
     )
 
 
-def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> None:
-    """`rag-monitor run` with `exporters.otlp` set: the app's trace (OTel SDK, OTLP/HTTP into
-    the monitor) comes back to the OTLP receiver stub with the verdicts as events."""
-    received = Received()
-    endpoint, stop = grpc_stub(received)
-    metrics_port, otlp_port = free_port(), free_port()
+def app_trace_through_monitor(
+    tmp_path: Path,
+    otlp: dict[str, str],
+    arrived: Callable[[], object],
+    what: str,
+    metrics_port: int | None = None,
+) -> tuple[str, set[str]]:
+    """`rag-monitor run` with `exporters.otlp` set to `otlp` takes one RAG trace the app
+    makes with the OpenTelemetry SDK (OTLP/HTTP into the monitor), until `arrived()`;
+    returns the trace id and the ids of the app's spans."""
+    otlp_port = free_port()
+    metrics = f"127.0.0.1:{metrics_port or 0}"
     config = tmp_path / "tmp.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -341,10 +332,7 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
                         "http": {"endpoint": f"127.0.0.1:{otlp_port}"},
                     }
                 },
-                "exporters": {
-                    "prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"},
-                    "otlp": {"endpoint": endpoint, "protocol": "grpc"},
-                },
+                "exporters": {"prometheus": {"endpoint": metrics}, "otlp": otlp},
             }
         )
     )
@@ -370,12 +358,28 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
                 ):
                     pass
                 root.set_attribute("output.value", "The Eiffel Tower is 330 metres tall.")
-            wait_until(received.spans, 60, "evaluation span at the OTLP stub")
+            wait_until(arrived, 60, what)
     finally:
         provider.shutdown()
-        stop()
     app_spans = {f"{s.context.span_id:016x}" for s in memory.get_finished_spans()}
-    trace_id = f"{root.get_span_context().trace_id:032x}"
+    return f"{root.get_span_context().trace_id:032x}", app_spans
+
+
+def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> None:
+    """`rag-monitor run` with `exporters.otlp` set: the app's trace (OTel SDK, OTLP/HTTP into
+    the monitor) comes back to the OTLP receiver stub with the verdicts as events."""
+    received = Received()
+    endpoint, stop = grpc_stub(received)
+    try:
+        trace_id, app_spans = app_trace_through_monitor(
+            tmp_path,
+            {"endpoint": endpoint, "protocol": "grpc"},
+            received.spans,
+            "evaluation span at the OTLP stub",
+            metrics_port=free_port(),
+        )
+    finally:
+        stop()
     (span,) = received.spans()
     assert span.trace_id.hex() == trace_id
     assert span.parent_span_id.hex() in app_spans
@@ -396,55 +400,15 @@ def test_running_monitor_with_signal_logs_joins_log_records_to_the_apps_spans(
     reach the OTLP receiver stub as log records carrying the ids of the app's span."""
     received = Received()
     endpoint, stop = grpc_stub(received)
-    otlp_port = free_port()
-    config = tmp_path / "tmp.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "receivers": {
-                    "otlp": {
-                        "grpc": {"enabled": False},
-                        "http": {"endpoint": f"127.0.0.1:{otlp_port}"},
-                    }
-                },
-                "exporters": {
-                    "prometheus": {"endpoint": "127.0.0.1:0"},
-                    "otlp": {"endpoint": endpoint, "protocol": "grpc", "signal": "logs"},
-                },
-            }
-        )
-    )
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    provider.add_span_processor(
-        SimpleSpanProcessor(HttpExporter(endpoint=f"http://127.0.0.1:{otlp_port}/v1/traces"))
-    )
-    tracer = provider.get_tracer("app")
     try:
-        with rag_monitor(tmp_path, config):
-            with tracer.start_as_current_span(
-                "rag.request",
-                attributes={
-                    "openinference.span.kind": "CHAIN",
-                    "input.value": "How tall is it?",
-                    "output.value": "The Eiffel Tower is 330 metres tall.",
-                },
-            ) as root:
-                with tracer.start_as_current_span(
-                    "retrieve",
-                    attributes={
-                        "openinference.span.kind": "RETRIEVER",
-                        "retrieval.documents.0.document.content": "The Eiffel Tower is 330 metres tall.",
-                    },
-                ):
-                    pass
-            wait_until(lambda: len(received.log_records()) >= 4, 60, "four log records")
+        trace_id, app_spans = app_trace_through_monitor(
+            tmp_path,
+            {"endpoint": endpoint, "protocol": "grpc", "signal": "logs"},
+            lambda: len(received.log_records()) >= 4,
+            "four log records at the OTLP stub",
+        )
     finally:
-        provider.shutdown()
         stop()
-    app_spans = {f"{s.context.span_id:016x}" for s in memory.get_finished_spans()}
-    trace_id = f"{root.get_span_context().trace_id:032x}"
     records = received.log_records()
     assert received.spans() == []
     assert {r.event_name for r in records} == {EVENT_NAME}
