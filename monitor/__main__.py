@@ -260,6 +260,10 @@ def _explain(config: Config) -> list[str]:
     lines.append(f"metrics on {prometheus.endpoint}{secured}")
     if config.exporters.results_file:
         lines.append(f"results appended to {config.exporters.results_file}")
+    otlp = config.exporters.otlp
+    if otlp.endpoint:
+        form = "log records" if otlp.signal == "logs" else "span events"
+        lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
         if rule.baseline is not None:
             lines.append(

@@ -281,5 +281,6 @@ def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]
         # The OpenTelemetry exporters are loaded only by deployments that export events.
         from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
 
-        sinks.append(OtlpEventsSink(create_exporter(otlp.endpoint, otlp.protocol), telemetry))
+        exporter = create_exporter(otlp.endpoint, otlp.protocol, signal=otlp.signal)
+        sinks.append(OtlpEventsSink(exporter, telemetry))
     return sinks

@@ -110,6 +110,9 @@ class PrometheusExporter(Section):
 class OtlpExporter(Section):
     endpoint: str | None = None
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    # How evaluation events travel: as span events on a span in the evaluated trace, or
+    # as log records carrying the evaluated span's ids (the GenAI conventions' events).
+    signal: Literal["spans", "logs"] = "spans"
 
 
 class Exporters(Section):

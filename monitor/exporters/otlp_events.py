@@ -1,11 +1,6 @@
 """OTLP out: each evaluation as a `gen_ai.evaluation.result` event in the evaluated trace.
 
-For every evaluated record that carries a trace id and span id, the sink creates one span
-(`rag-monitor evaluate`) whose parent is the record's span (same trace id, remote parent),
-so a trace viewer shows the verdicts next to the request they judge. A record with no
-trace context (a replayed file, a Kafka JSON record without ids) gets a root span in a
-trace of its own, found by its `rag.request_id` attribute. Each evaluator's
-result is one event on that span with the GenAI semantic-convention attributes:
+Each evaluator's result is one event with the GenAI semantic-convention attributes:
 
 - `gen_ai.evaluation.name` — the evaluator (`local_groundedness`, `faithfulness`, ...);
 - `gen_ai.evaluation.score.value` — the score on the evaluator's native scale;
@@ -13,25 +8,48 @@ result is one event on that span with the GenAI semantic-convention attributes:
 - `gen_ai.evaluation.explanation` — the evaluator's reasoning;
 - `error.type` — set instead of a score when the evaluation failed.
 
-Spans are built on the event loop (cheap) after `emit` queued the record (bounded; a full
-queue is counted), and exported in batches with `opentelemetry-exporter-otlp` in a worker
-thread, so the loop never waits on the network. The exporter retries transient failures
-within its own `timeout_s`; a batch it still could not export is tried again under the
-retry policy (`monitor/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one
-exporter timeout, such as a collector restarting). Drops are counted in
-`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `export_failed`,
-`shutdown`) and logged at most once per reason per `_LOG_INTERVAL_S`.
+The events travel as one of two signals (`exporters.otlp.signal`):
+
+- `spans` (the default; trace viewers show span events): for every evaluated record the
+  sink creates one span (`rag-monitor evaluate`) whose parent is the record's span (same
+  trace id, remote parent), with the record's events on it. A record with no trace
+  context (a replayed file, a Kafka JSON record without ids) gets a root span in a trace
+  of its own, found by its `rag.request_id` attribute.
+- `logs` (events as the GenAI conventions define them): each event is one OTLP log record
+  with event name `gen_ai.evaluation.result` whose trace and span ids are the record's own
+  span's — no span is made. It carries the event's attributes and the record's
+  `rag.request_id` and `rag.service`; a record with no trace context gives log records
+  without ids.
+
+`emit` builds the spans or log records on the event loop (cheap; the record itself is not
+kept) and queues them (`SendingQueue`, `monitor/exporters/_sending.py`: bounded in records
+and bytes, a full queue counted); the queue's worker exports up to `_MAX_BATCH` records'
+worth at a time with `opentelemetry-exporter-otlp` in a worker thread, so the loop never
+waits on the network. The exporter retries transient failures within its own `timeout_s`;
+a batch it still could not export is tried again under the retry policy
+(`monitor/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one exporter
+timeout, such as a collector restarting). Drops are counted per record in
+`rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `shutting_down`,
+`export_failed`, `shutdown`) and logged at most once per reason per 30 s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk._logs import (
+    LoggerProvider,
+    LogRecordProcessor,
+    ReadableLogRecord,
+    ReadWriteLogRecord,
+)
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -39,49 +57,57 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor._version import __version__
+from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.records import RagRecord
 from monitor.results import EvalResult
-from monitor.retry import Retry, RetryPolicy
-from monitor.telemetry import RateLimitedLog, Telemetry
-
-log = logging.getLogger(__name__)
+from monitor.retry import RetryPolicy
+from monitor.telemetry import Telemetry
 
 EVENT_NAME = "gen_ai.evaluation.result"
 SPAN_NAME = "rag-monitor evaluate"
 _STAGE = "otlp_events"
-_LOG_INTERVAL_S = 30.0
 _MAX_BATCH = 512
 _MAX_EXPLANATION = 2000
+_QUEUE_BYTES = 64 << 20
+# Bytes a record's events are taken to hold besides their text (ids, numbers, keys).
+_OVERHEAD_BYTES = 256
 # Three exports of a batch in all, the waits between them drawn below 2 s, then 4 s; no
 # retry starts 30 s after the first export did (the queue waits behind the batch).
 _EXPORT_RETRY = RetryPolicy(base_s=2.0, max_s=30.0, max_attempts=3, deadline_s=30.0)
 OtlpProtocol = Literal["grpc", "http/protobuf"]
+OtlpSignal = Literal["spans", "logs"]
+EventsExporter = SpanExporter | LogRecordExporter
 
 
-class _Collect(SpanProcessor):
-    """Hands every ended span to the sink's current batch (no queue, no thread)."""
-
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
-
-
-def create_exporter(endpoint: str, protocol: OtlpProtocol, timeout_s: float = 10.0) -> SpanExporter:
-    """The OTLP span exporter for `exporters.otlp.endpoint` / `protocol`; it retries
-    transient failures itself until `timeout_s`."""
+def create_exporter(
+    endpoint: str, protocol: OtlpProtocol, timeout_s: float = 10.0, signal: OtlpSignal = "spans"
+) -> EventsExporter:
+    """The OTLP exporter for `exporters.otlp.endpoint` / `protocol` / `signal`; it retries
+    transient failures itself until `timeout_s`. Over HTTP, an endpoint without the
+    signal's path (`/v1/traces`, `/v1/logs`) gets it."""
     if protocol == "grpc":
+        insecure = not endpoint.startswith("https://")
+        if signal == "logs":
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+                OTLPLogExporter as GrpcLogs,
+            )
+
+            return GrpcLogs(endpoint=endpoint, insecure=insecure, timeout=timeout_s)
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
-        return Grpc(
-            endpoint=endpoint, insecure=not endpoint.startswith("https://"), timeout=timeout_s
+        return Grpc(endpoint=endpoint, insecure=insecure, timeout=timeout_s)
+    url = endpoint if "://" in endpoint else f"http://{endpoint}"
+    path = "/v1/logs" if signal == "logs" else "/v1/traces"
+    if not url.rstrip("/").endswith(path):
+        url = url.rstrip("/") + path
+    if signal == "logs":
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+            OTLPLogExporter as HttpLogs,
         )
+
+        return HttpLogs(endpoint=url, timeout=timeout_s)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
 
-    url = endpoint if "://" in endpoint else f"http://{endpoint}"
-    if not url.rstrip("/").endswith("/v1/traces"):
-        url = url.rstrip("/") + "/v1/traces"
     return Http(endpoint=url, timeout=timeout_s)
 
 
@@ -99,55 +125,166 @@ def event_attributes(result: EvalResult) -> dict[str, AttributeValue]:
     return attrs
 
 
-class OtlpEventsSink:
-    """A `ResultSink` exporting evaluation events to an OTLP endpoint (see module docstring).
+# One record's events as they are exported: a span, or log records.
+_Exported = tuple[Any, ...]
 
-    `rng` and `sleep` drive the retries' backoff (tests inject them)."""
+
+class _Signal(Protocol):
+    def build(self, record: RagRecord, results: dict[str, EvalResult]) -> _Exported: ...
+
+    def export(self, batch: Sequence[Any]) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+def _resource() -> Resource:
+    return Resource.create({"service.name": "rag-monitor", "service.version": __version__})
+
+
+class _CollectSpans(SpanProcessor):
+    """Keeps every ended span for the sink to take (no queue, no thread)."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
+
+
+class _Spans:
+    """The `spans` signal: one span per record, its results as span events."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self._exporter = exporter
+        self._collect = _CollectSpans()
+        self._provider = TracerProvider(resource=_resource())
+        self._provider.add_span_processor(self._collect)
+        self._tracer = self._provider.get_tracer("rag-monitor", __version__)
+
+    def build(self, record: RagRecord, results: dict[str, EvalResult]) -> _Exported:
+        span = self._tracer.start_span(
+            SPAN_NAME,
+            context=_context(record),
+            kind=SpanKind.INTERNAL,
+            attributes={"rag.request_id": record.request_id, "rag.service": record.service},
+        )
+        for result in results.values():
+            span.add_event(EVENT_NAME, attributes=event_attributes(result))
+        span.end()
+        built, self._collect.spans = tuple(self._collect.spans), []
+        return built
+
+    def export(self, batch: Sequence[Any]) -> bool:
+        return self._exporter.export(batch) is SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()
+        self._provider.shutdown()
+
+
+class _CollectLogs(LogRecordProcessor):
+    """Keeps every emitted log record for the sink to take (no queue, no thread)."""
+
+    def __init__(self) -> None:
+        self.records: list[ReadableLogRecord] = []
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        assert log_record.resource is not None  # the logger sets it
+        self.records.append(
+            ReadableLogRecord(
+                log_record=log_record.log_record,
+                resource=log_record.resource,
+                instrumentation_scope=log_record.instrumentation_scope,
+                limits=log_record.limits,
+            )
+        )
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class _Logs:
+    """The `logs` signal: one log record per result, in the record's span."""
+
+    def __init__(self, exporter: LogRecordExporter) -> None:
+        self._exporter = exporter
+        self._collect = _CollectLogs()
+        self._provider = LoggerProvider(resource=_resource())
+        self._provider.add_log_record_processor(self._collect)
+        self._logger = self._provider.get_logger("rag-monitor", __version__)
+
+    def build(self, record: RagRecord, results: dict[str, EvalResult]) -> _Exported:
+        context = _context(record)
+        now = time.time_ns()
+        for result in results.values():
+            attributes = event_attributes(result)
+            attributes["rag.request_id"] = record.request_id
+            attributes["rag.service"] = record.service
+            self._logger.emit(
+                timestamp=now, context=context, event_name=EVENT_NAME, attributes=attributes
+            )
+        built, self._collect.records = tuple(self._collect.records), []
+        return built
+
+    def export(self, batch: Sequence[Any]) -> bool:
+        return self._exporter.export(batch) is LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()  # type: ignore[no-untyped-call]  # unannotated in the SDK
+        self._provider.shutdown()
+
+
+class OtlpEventsSink:
+    """A `ResultSink` exporting evaluation events to an OTLP endpoint (see module
+    docstring): as spans with a `SpanExporter`, as log records with a `LogRecordExporter`.
+
+    `queue_size` (records) and `queue_bytes` bound what waits for export; `rng` and
+    `sleep` drive the retries' backoff (tests inject them)."""
 
     def __init__(
         self,
-        exporter: SpanExporter,
+        exporter: EventsExporter,
         telemetry: Telemetry,
         *,
         queue_size: int = 10_000,
+        queue_bytes: int = _QUEUE_BYTES,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self._exporter = exporter
-        self._t = telemetry
-        self._collect = _Collect()
-        self._provider = TracerProvider(
-            resource=Resource.create(
-                {"service.name": "rag-monitor", "service.version": __version__}
-            )
+        self._signal: _Signal = (
+            _Logs(exporter) if isinstance(exporter, LogRecordExporter) else _Spans(exporter)
         )
-        self._provider.add_span_processor(self._collect)
-        self._tracer = self._provider.get_tracer("rag-monitor", __version__)
-        self._queue: asyncio.Queue[tuple[RagRecord, dict[str, EvalResult]] | None] = asyncio.Queue(
-            queue_size
+        self._queue: SendingQueue[_Exported] = SendingQueue(
+            self._export,
+            telemetry,
+            _STAGE,
+            name="otlp events",
+            retry=_EXPORT_RETRY,
+            max_items=queue_size,
+            max_bytes=queue_bytes,
+            max_batch=_MAX_BATCH,
+            reasons={"failed": "export_failed"},
+            on_sent=self._exported,
+            rng=rng,
+            sleep=sleep,
         )
-        self._rng = rng or random.Random()
-        self._sleep = sleep
-        self._task: asyncio.Task[None] | None = None
-        self._exporting = 0  # spans of the batch being exported
-        self._quiet = RateLimitedLog(log, _LOG_INTERVAL_S)
         self._closed = False
-        self.exported = 0
+        self.exported = 0  # records whose events were exported
 
     @property
     def exporting(self) -> int:
-        """Spans of the batch being exported now (0 between exports)."""
-        return self._exporting
+        """Records of the batch being exported now (0 between exports)."""
+        return self._queue.in_flight
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._worker(), name="otlp-events")
+        if not self._closed:
+            await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        try:
-            self._queue.put_nowait((record, results))
-        except asyncio.QueueFull:
-            self._drop("queue_full", 1, "queue full; dropping evaluation events")
+        self._queue.put(self._signal.build(record, results), _nbytes(record, results))
 
     async def shutdown(self, deadline_s: float) -> None:
         """Export what is queued until `deadline_s`, then give up on the rest (counted) and
@@ -155,99 +292,38 @@ class OtlpEventsSink:
         if self._closed:
             return
         self._closed = True
-        if self._task is not None:
-            try:
-                async with asyncio.timeout(deadline_s):
-                    await self._queue.put(None)
-                    # Shielded: at the deadline the batch in export is counted before the
-                    # worker is cancelled.
-                    await asyncio.shield(self._task)
-            except TimeoutError:
-                in_export = self._exporting  # read before the cancelled export forgets it
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-                left = in_export + sum(1 for item in self._drain() if item is not None)
-                self._drop("shutdown", left, "shutdown deadline passed; %d records left", left)
-            self._task = None
-        await asyncio.to_thread(self._exporter.shutdown)
-        self._provider.shutdown()
+        await self._queue.shutdown(deadline_s)
+        await asyncio.to_thread(self._signal.shutdown)
 
-    async def _worker(self) -> None:
-        while True:
-            first = await self._queue.get()
-            batch = [first]
-            while not self._queue.empty() and len(batch) < _MAX_BATCH:
-                batch.append(self._queue.get_nowait())
-            items = [item for item in batch if item is not None]
-            if items:
-                await self._export(items)
-            if None in batch:
-                return
+    async def _export(self, batch: list[_Exported]) -> None:
+        exported = [item for built in batch for item in built]
+        if not await asyncio.to_thread(self._signal.export, exported):
+            raise RetryableError(f"the exporter could not export {len(batch)} records' events")
 
-    def _drain(self) -> list[tuple[RagRecord, dict[str, EvalResult]] | None]:
-        items = []
-        while not self._queue.empty():
-            items.append(self._queue.get_nowait())
-        return items
-
-    async def _export(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
-        for record, results in items:
-            self._span(record, results)
-        spans, self._collect.spans = self._collect.spans, []
-        self._exporting = len(spans)
-        retry = Retry(_EXPORT_RETRY, self._rng)
-        try:
-            while True:
-                try:
-                    outcome = await asyncio.to_thread(self._exporter.export, spans)
-                except Exception as exc:
-                    outcome = SpanExportResult.FAILURE
-                    self._quiet.warning("raised", "otlp events: export raised %s", exc)
-                if outcome is SpanExportResult.SUCCESS:
-                    self.exported += len(spans)
-                    return
-                delay = retry.next_delay()
-                if delay is None:
-                    self._drop(
-                        "export_failed",
-                        len(spans),
-                        "could not export %d spans in %d attempts",
-                        len(spans),
-                        retry.failures,
-                    )
-                    return
-                await self._sleep(delay)
-        finally:
-            self._exporting = 0
-
-    def _span(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        parent = _parent(record)
-        context = trace.set_span_in_context(NonRecordingSpan(parent)) if parent else None
-        span = self._tracer.start_span(
-            SPAN_NAME,
-            context=context,
-            kind=SpanKind.INTERNAL,
-            attributes={"rag.request_id": record.request_id, "rag.service": record.service},
-        )
-        for result in results.values():
-            span.add_event(EVENT_NAME, attributes=event_attributes(result))
-        span.end()
-
-    def _drop(self, reason: str, n: int, message: str, *args: object) -> None:
-        if n:
-            self._t.dropped.labels(_STAGE, reason).inc(n)
-            self._quiet.warning(reason, "otlp events: " + message, *args)
+    def _exported(self, batch: list[_Exported]) -> None:
+        self.exported += len(batch)
 
 
-def _parent(record: RagRecord) -> SpanContext | None:
+def _nbytes(record: RagRecord, results: dict[str, EvalResult]) -> int:
+    """About what a record's events hold: their text and a fixed share for the rest."""
+    text = len(record.request_id) + len(record.service)
+    for result in results.values():
+        explanation = result.error if result.outcome == "error" else result.explanation
+        text += len(result.name) + min(len(explanation or ""), _MAX_EXPLANATION)
+        text += len(result.label or "") + _OVERHEAD_BYTES
+    return text + _OVERHEAD_BYTES
+
+
+def _context(record: RagRecord) -> Context | None:
+    """The record's span as the parent context, when the record names one."""
     if not record.trace_id or not record.span_id:
         return None
     if len(record.trace_id) != 32 or len(record.span_id) != 16:
         return None
-    context = SpanContext(
+    span = SpanContext(
         trace_id=int(record.trace_id, 16),
         span_id=int(record.span_id, 16),
         is_remote=True,
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
-    return context if context.is_valid else None
+    return trace.set_span_in_context(NonRecordingSpan(span)) if span.is_valid else None

@@ -1,16 +1,20 @@
 """JSONL results: one line per evaluated record (docs/contract.md, "Results file").
 
-`emit` queues a line and returns a future; a writer task appends queued lines in batches
-off the event loop and resolves each future with True once its line is whole in the file
-and synced to disk (`fdatasync`). The record's `on_done` waits for that future, so a
-Kafka offset is never committed past a record whose results line is not on disk.
+`emit` queues a line (`SendingQueue`, `monitor/exporters/_sending.py`) and returns a
+future; the queue's worker appends queued lines in batches off the event loop and resolves
+each future with True once its line is whole in the file and synced to disk
+(`fdatasync`). The record's `on_done` waits for that future, so a Kafka offset is never
+committed past a record whose results line is not on disk.
 
 When a write fails (disk full, permissions), the bytes of the failed batch that did reach
-the file are cut off again, so a line is never torn, and the batch is retried with
-backoff — never skipped. Meanwhile no future resolves, the evaluation stage stops taking
-records once too many wait for their lines, and intake pushes back (Kafka pauses, OTLP
-answers retryable). `results_file_writable` is 0 and `results_file_write_failures_total`
-counts the failed attempts until a write succeeds again.
+the file are cut off again, so a line is never torn, and the batch is retried — at half
+its size at once (lines that still fit get written), then with backoff — never skipped.
+Meanwhile no future resolves, the evaluation stage stops taking records once too many wait
+for their lines, and intake pushes back (Kafka pauses, OTLP answers retryable).
+`results_file_writable` is 0 and `results_file_write_failures_total` counts the failed
+attempts until a write succeeds again. Lines still unwritten when shutdown's deadline
+(at most `close_retry_s`) passes are given up: their futures resolve False, and they are
+counted in `dropped_total{stage="results_file",reason="write_error"}`.
 
 Rotation: before each batch the path is compared with the open file; if the file was
 renamed or removed (logrotate's create mode) a new one is opened at the path, and a file
@@ -25,15 +29,16 @@ import errno
 import json
 import logging
 import os
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from monitor.config import ConfigError
+from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text
 from monitor.records import RagRecord
 from monitor.results import EvalResult
+from monitor.retry import RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
@@ -41,7 +46,10 @@ _STAGE = "results_file"
 _BATCH_LINES = 1000
 _RETRY_INITIAL_S = 0.1
 _RETRY_MAX_S = 5.0
-_CLOSE_RETRY_S = 5.0  # how long shutdown keeps retrying failed writes at most
+_CLOSE_RETRY_S = 5.0  # how long shutdown waits for lines to be written at most
+_QUEUE_BYTES = 256 << 20
+# One encoder for every line: `json.dumps` with an option builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def results_line(
@@ -66,15 +74,28 @@ def results_line(
 
 
 Write = Callable[[int, memoryview], int]
+_Line = tuple[bytes, "asyncio.Future[bool]"]
 
 
 class ResultsFileSink:
+    """Appends one results line per evaluated record to `path` (see the module docstring).
+
+    **Parameters:**
+    - `queue_size`, `queue_bytes`: lines waiting to be written, at most (the evaluation
+      stage bounds what waits for them first; this is a safety net).
+    - `include_text`, `redact`: add the extracted text, redacted, to each line.
+    - `write`, `sync`: `os.write` and `os.fdatasync` (tests inject a failing disk).
+    - `retry_s`: the first and the longest wait before a failed write is tried again.
+    - `close_retry_s`: how long shutdown waits for lines to be written, at most.
+    """
+
     def __init__(
         self,
         path: str | Path,
         telemetry: Telemetry,
         *,
         queue_size: int = 100_000,
+        queue_bytes: int = _QUEUE_BYTES,
         include_text: bool = False,
         redact: Redact | None = None,
         write: Write = os.write,
@@ -83,19 +104,29 @@ class ResultsFileSink:
         close_retry_s: float = _CLOSE_RETRY_S,
     ) -> None:
         self._path = Path(path)
-        self._t = telemetry
-        self._queue_size = queue_size
         self._include_text = include_text
         self._redact = redact
         self._write_fn = write
         self._sync = sync
-        self._retry_initial, self._retry_max = retry_s
         self._close_retry = close_retry_s
-        self._pending: deque[tuple[bytes, asyncio.Future[bool]]] = deque()
-        self._ready = asyncio.Event()
-        self._closing = False
-        self._give_up_at = 0.0  # set by shutdown: when failed writes stop being retried
-        self._task: asyncio.Task[None] | None = None
+        self._queue: SendingQueue[_Line] = SendingQueue(
+            self._write_batch,
+            telemetry,
+            _STAGE,
+            name=f"results file {self._path}",
+            retry=RetryPolicy(base_s=retry_s[0], max_s=retry_s[1]),
+            max_items=queue_size,
+            max_bytes=queue_bytes,
+            max_batch=_BATCH_LINES,
+            split_failed_batches=True,
+            # Writes are retried until shutdown: what it leaves is what could not be written.
+            reasons={"shutdown": "write_error"},
+            on_sent=self._written,
+            on_drop=self._given_up,
+            logger=log,
+        )
+        self._writing: asyncio.Future[None] | None = None  # the write in its thread
+        self._started = False
         self._fd: int | None = None
         self._reopen = False
         self._warn = RateLimitedLog(log, 30.0)
@@ -119,19 +150,14 @@ class ResultsFileSink:
             raise ConfigError(
                 [f"exporters.results_file: cannot open {self._path}: {exc.strerror or exc}"]
             ) from None
-        self._task = asyncio.create_task(self._writer(), name="results-file")
+        self._started = True
+        await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
         fields = results_line(record, results, text=self._include_text, redact=self._redact)
-        line = json.dumps(fields, ensure_ascii=False).encode() + b"\n"
+        line = _encode(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if len(self._pending) >= self._queue_size or self._closing:
-            # The evaluation stage bounds what waits for us, so this is a safety net.
-            self._t.dropped.labels(_STAGE, "queue_full").inc()
-            written.set_result(False)
-            return written
-        self._pending.append((line, written))
-        self._ready.set()
+        self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
         return written
 
     def reopen(self) -> None:
@@ -139,74 +165,48 @@ class ResultsFileSink:
         self._reopen = True
 
     async def shutdown(self, deadline_s: float) -> None:
-        """Write what is queued; failed writes are retried until `deadline_s` has passed
-        (and for at most `close_retry_s`), then the lines that still cannot be written
-        are given up — their futures resolve False — and counted."""
-        if self._task is None:
+        """Write what is queued until `deadline_s` has passed (and for at most
+        `close_retry_s`), then give up the lines still unwritten — their futures resolve
+        False — and count them. Safe without `start` and safe to call twice."""
+        if not self._started:
             return
-        self._give_up_at = asyncio.get_running_loop().time() + min(self._close_retry, deadline_s)
-        self._closing = True
-        self._ready.set()
-        await self._task
-        self._task = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._started = False
+        await self._queue.shutdown(min(self._close_retry, deadline_s))
+        if self._writing is not None:
+            # A write cut off by the deadline still runs in its thread: the file stays
+            # open until it ends (its lines were reported unwritten: at least once).
+            await asyncio.gather(self._writing, return_exceptions=True)
+            self._writing = None
+        self._close_fd()
 
-    async def _writer(self) -> None:
-        delay = self._retry_initial
-        # Lines per write: halved after a failure, so that lines still fitting into what
-        # space is left get written, and grown back after each success.
-        batch_lines = _BATCH_LINES
-        loop = asyncio.get_running_loop()
-        while True:
-            if not self._pending:
-                if self._closing:
-                    return
-                self._ready.clear()
-                await self._ready.wait()
-                continue
-            batch = [self._pending[i] for i in range(min(batch_lines, len(self._pending)))]
-            try:
-                await asyncio.to_thread(self._append, b"".join(line for line, _ in batch))
-            except OSError as exc:
-                self.failures.inc()
-                self.writable.set(0)
-                self._warn.log(
-                    "write",
-                    logging.ERROR,
-                    "cannot write %d results lines to %s (retrying; intake pauses while "
-                    "they wait): %s",
-                    len(batch),
-                    self._path,
-                    exc,
-                )
-                if self._closing and loop.time() >= self._give_up_at:
-                    self._give_up(exc)
-                    return
-                if len(batch) > 1:  # a smaller write may fit: try it at once
-                    batch_lines = max(1, len(batch) // 2)
-                    continue
-                if self._closing:  # the next try is the last one the deadline allows
-                    delay = min(delay, max(0.0, self._give_up_at - loop.time()))
-                await asyncio.sleep(delay)
-                delay = min(self._retry_max, delay * 2)
-                continue
-            delay = self._retry_initial
-            batch_lines = min(_BATCH_LINES, batch_lines * 2)
-            self.writable.set(1)
-            for _ in batch:
-                _, written = self._pending.popleft()
-                if not written.done():
-                    written.set_result(True)
-            self.written += len(batch)
+    async def _write_batch(self, batch: list[_Line]) -> None:
+        data = b"".join(line for line, _ in batch)
+        writing = asyncio.ensure_future(asyncio.to_thread(self._append, data))
+        self._writing = writing
+        try:
+            await asyncio.shield(writing)
+        except OSError as exc:
+            self.failures.inc()
+            self.writable.set(0)
+            self._warn.log(
+                "write",
+                logging.ERROR,
+                "cannot write %d results lines to %s (retrying; intake pauses while they wait): %s",
+                len(batch),
+                self._path,
+                exc,
+            )
+            raise RetryableError(str(exc)) from exc
+        self.writable.set(1)
 
-    def _give_up(self, exc: OSError) -> None:
-        lost = len(self._pending)
-        self._t.dropped.labels(_STAGE, "write_error").inc(lost)
-        log.error("shutting down with %d results lines unwritten to %s: %s", lost, self._path, exc)
-        while self._pending:
-            _, written = self._pending.popleft()
+    def _written(self, batch: list[_Line]) -> None:
+        for _, written in batch:
+            if not written.done():
+                written.set_result(True)
+        self.written += len(batch)
+
+    def _given_up(self, batch: list[_Line], reason: DropReason) -> None:
+        for _, written in batch:
             if not written.done():
                 written.set_result(False)
 

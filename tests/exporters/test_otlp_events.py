@@ -1,13 +1,14 @@
 """OTLP evaluation events: a trace made by the OpenTelemetry SDK is evaluated, and the
-events arrive at a local OTLP receiver stub (a real gRPC TraceService server, or a real
-HTTP server for `http/protobuf`) in a span of the original trace, parented to its span."""
+events arrive at a local OTLP receiver stub (a real gRPC TraceService and LogsService
+server, or a real HTTP server for `http/protobuf`) in a span of the original trace,
+parented to its span — or, with `signal: logs`, as log records carrying its span's ids."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,12 +18,14 @@ import grpc
 import pytest
 import yaml
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from monitor.__main__ import main
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -38,11 +41,16 @@ DELIVER_ALL_S = 60.0
 class Received:
     def __init__(self) -> None:
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
         self.lock = threading.Lock()
 
     def add(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
         with self.lock:
             self.requests.append(request)
+
+    def add_logs(self, request: logs_service_pb2.ExportLogsServiceRequest) -> None:
+        with self.lock:
+            self.log_requests.append(request)
 
     def spans(self) -> list[Any]:
         with self.lock:
@@ -52,6 +60,16 @@ class Received:
                 for rs in r.resource_spans
                 for ss in rs.scope_spans
                 for s in ss.spans
+            ]
+
+    def log_records(self) -> list[Any]:
+        with self.lock:
+            return [
+                lr
+                for r in self.log_requests
+                for rl in r.resource_logs
+                for sl in rl.scope_logs
+                for lr in sl.log_records
             ]
 
 
@@ -64,9 +82,19 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
+class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:
+        self.received.add_logs(request)
+        return logs_service_pb2.ExportLogsServiceResponse()
+
+
 def grpc_stub(received: Received) -> tuple[str, Any]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(received), server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(received), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return f"http://127.0.0.1:{port}", lambda: server.stop(grace=1).wait()
@@ -76,15 +104,23 @@ def http_stub(received: Received) -> tuple[str, Any]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            assert self.path == "/v1/traces"
+            assert self.path in ("/v1/traces", "/v1/logs"), self.path
             assert self.headers["Content-Type"] == "application/x-protobuf"
-            request = trace_service_pb2.ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            received.add(request)
+            response: Any
+            if self.path == "/v1/traces":
+                request = trace_service_pb2.ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                received.add(request)
+                response = trace_service_pb2.ExportTraceServiceResponse()
+            else:
+                logs = logs_service_pb2.ExportLogsServiceRequest()
+                logs.ParseFromString(body)
+                received.add_logs(logs)
+                response = logs_service_pb2.ExportLogsServiceResponse()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.end_headers()
-            self.wfile.write(trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
+            self.wfile.write(response.SerializeToString())
 
         def log_message(self, *args: Any) -> None:
             return None
@@ -120,14 +156,9 @@ def original_trace() -> tuple[str, str]:
     return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
 
 
-@pytest.mark.asyncio
-async def test_evaluation_events_land_in_the_original_trace(
-    receiver: tuple[str, str, Received],
-) -> None:
-    protocol, endpoint, received = receiver
-    trace_id, span_id = original_trace()
-    t = create_telemetry()
-    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+async def send_verdicts(sink: OtlpEventsSink, trace_id: str, span_id: str) -> None:
+    """Two records through `sink`: "req-1" in the given span, with a failed verdict and an
+    evaluation error; "no-trace" without trace context."""
     await sink.start()
     record = RagRecord(
         request_id="req-1", trace_id=trace_id, span_id=span_id, service="shop", response="x"
@@ -150,6 +181,17 @@ async def test_evaluation_events_land_in_the_original_trace(
         RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
     )
     await sink.shutdown(DELIVER_ALL_S)
+
+
+@pytest.mark.asyncio
+async def test_evaluation_events_land_in_the_original_trace(
+    receiver: tuple[str, str, Received],
+) -> None:
+    protocol, endpoint, received = receiver
+    trace_id, span_id = original_trace()
+    t = create_telemetry()
+    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+    await send_verdicts(sink, trace_id, span_id)
 
     spans = {
         next(a.value.string_value for a in s.attributes if a.key == "rag.request_id"): s
@@ -189,6 +231,61 @@ async def test_evaluation_events_land_in_the_original_trace(
     )
 
 
+def values(attributes: Any) -> dict[str, Any]:
+    """OTLP key-value attributes as a dict of plain values."""
+    return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in attributes}
+
+
+@pytest.mark.asyncio
+async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span(
+    receiver: tuple[str, str, Received],
+) -> None:
+    protocol, endpoint, received = receiver
+    trace_id, span_id = original_trace()
+    t = create_telemetry()
+    exporter = create_exporter(endpoint, protocol, signal="logs")  # type: ignore[arg-type]
+    sink = OtlpEventsSink(exporter, t)
+    await send_verdicts(sink, trace_id, span_id)
+
+    assert received.spans() == []  # no synthetic span
+    (request,) = received.log_requests
+    (resource_logs,) = request.resource_logs
+    assert values(resource_logs.resource.attributes)["service.name"] == "rag-monitor"
+    records = {
+        (values(r.attributes)["rag.request_id"], values(r.attributes)["gen_ai.evaluation.name"]): r
+        for r in received.log_records()
+    }
+    assert set(records) == {
+        ("req-1", "local_groundedness"),
+        ("req-1", "faithfulness"),
+        ("no-trace", "x"),
+    }
+    assert {r.event_name for r in records.values()} == {EVENT_NAME}
+    for name in ("local_groundedness", "faithfulness"):
+        joined = records["req-1", name]
+        assert (joined.trace_id.hex(), joined.span_id.hex()) == (trace_id, span_id)
+        assert joined.time_unix_nano > 0
+    assert values(records["req-1", "local_groundedness"].attributes) == {
+        "gen_ai.evaluation.name": "local_groundedness",
+        "gen_ai.evaluation.score.value": 0.25,
+        "gen_ai.evaluation.score.label": "fail",
+        "gen_ai.evaluation.explanation": "unsupported: built by the Romans",
+        "rag.request_id": "req-1",
+        "rag.service": "shop",
+    }
+    assert values(records["req-1", "faithfulness"].attributes) == {
+        "gen_ai.evaluation.name": "faithfulness",
+        "error.type": "timeout",
+        "gen_ai.evaluation.explanation": "timeout: no verdict within 30s",
+        "rag.request_id": "req-1",
+        "rag.service": "shop",
+    }
+    # No trace context: a log record without ids, not a drop.
+    orphan = records["no-trace", "x"]
+    assert orphan.trace_id == b"" and orphan.span_id == b""
+    assert sink.exported == 2 and dropped(t, "queue_full") == dropped(t, "export_failed") == 0
+
+
 @pytest.mark.asyncio
 async def test_unreachable_endpoint_is_counted_not_raised() -> None:
     t = create_telemetry()
@@ -213,12 +310,18 @@ async def test_unreachable_endpoint_is_counted_not_raised() -> None:
     )
 
 
-def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> None:
-    """`rag-monitor run` with `exporters.otlp` set: the app's trace (OTel SDK, OTLP/HTTP into
-    the monitor) comes back to the OTLP receiver stub with the verdicts as events."""
-    received = Received()
-    endpoint, stop = grpc_stub(received)
-    metrics_port, otlp_port = free_port(), free_port()
+def app_trace_through_monitor(
+    tmp_path: Path,
+    otlp: dict[str, str],
+    arrived: Callable[[], object],
+    what: str,
+    metrics_port: int | None = None,
+) -> tuple[str, set[str]]:
+    """`rag-monitor run` with `exporters.otlp` set to `otlp` takes one RAG trace the app
+    makes with the OpenTelemetry SDK (OTLP/HTTP into the monitor), until `arrived()`;
+    returns the trace id and the ids of the app's spans."""
+    otlp_port = free_port()
+    metrics = f"127.0.0.1:{metrics_port or 0}"
     config = tmp_path / "tmp.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -229,10 +332,7 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
                         "http": {"endpoint": f"127.0.0.1:{otlp_port}"},
                     }
                 },
-                "exporters": {
-                    "prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"},
-                    "otlp": {"endpoint": endpoint, "protocol": "grpc"},
-                },
+                "exporters": {"prometheus": {"endpoint": metrics}, "otlp": otlp},
             }
         )
     )
@@ -258,12 +358,28 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
                 ):
                     pass
                 root.set_attribute("output.value", "The Eiffel Tower is 330 metres tall.")
-            wait_until(received.spans, 60, "evaluation span at the OTLP stub")
+            wait_until(arrived, 60, what)
     finally:
         provider.shutdown()
-        stop()
     app_spans = {f"{s.context.span_id:016x}" for s in memory.get_finished_spans()}
-    trace_id = f"{root.get_span_context().trace_id:032x}"
+    return f"{root.get_span_context().trace_id:032x}", app_spans
+
+
+def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> None:
+    """`rag-monitor run` with `exporters.otlp` set: the app's trace (OTel SDK, OTLP/HTTP into
+    the monitor) comes back to the OTLP receiver stub with the verdicts as events."""
+    received = Received()
+    endpoint, stop = grpc_stub(received)
+    try:
+        trace_id, app_spans = app_trace_through_monitor(
+            tmp_path,
+            {"endpoint": endpoint, "protocol": "grpc"},
+            received.spans,
+            "evaluation span at the OTLP stub",
+            metrics_port=free_port(),
+        )
+    finally:
+        stop()
     (span,) = received.spans()
     assert span.trace_id.hex() == trace_id
     assert span.parent_span_id.hex() in app_spans
@@ -275,6 +391,45 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
     )
     assert names == ["local_groundedness", "local_relevance", "local_retrieval", "local_safety"]
     assert {e.name for e in span.events} == {EVENT_NAME}
+
+
+def test_running_monitor_with_signal_logs_joins_log_records_to_the_apps_spans(
+    tmp_path: Path,
+) -> None:
+    """`rag-monitor run` with `exporters.otlp.signal: logs`: the verdicts on the app's trace
+    reach the OTLP receiver stub as log records carrying the ids of the app's span."""
+    received = Received()
+    endpoint, stop = grpc_stub(received)
+    try:
+        trace_id, app_spans = app_trace_through_monitor(
+            tmp_path,
+            {"endpoint": endpoint, "protocol": "grpc", "signal": "logs"},
+            lambda: len(received.log_records()) >= 4,
+            "four log records at the OTLP stub",
+        )
+    finally:
+        stop()
+    records = received.log_records()
+    assert received.spans() == []
+    assert {r.event_name for r in records} == {EVENT_NAME}
+    assert {r.trace_id.hex() for r in records} == {trace_id}
+    assert {r.span_id.hex() for r in records} <= app_spans
+    names = sorted(values(r.attributes)["gen_ai.evaluation.name"] for r in records)
+    assert names == ["local_groundedness", "local_relevance", "local_retrieval", "local_safety"]
+
+
+def test_check_config_names_the_signal_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("exporters:\n  otlp: {endpoint: 'collector:4317', signal: logs}\n")
+    assert main(["check-config", str(config)]) == 0
+    shown = capsys.readouterr().out
+    assert "# evaluation events as OTLP log records to collector:4317 (grpc)" in shown
+    assert yaml.safe_load(shown)["exporters"]["otlp"]["signal"] == "logs"
+    config.write_text("exporters:\n  otlp: {endpoint: 'collector:4317', signal: metrics}\n")
+    assert main(["check-config", str(config)]) == 1
+    assert "exporters.otlp.signal:" in capsys.readouterr().err
 
 
 @pytest.mark.asyncio
