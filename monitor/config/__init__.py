@@ -23,6 +23,7 @@ receiver's `protocols: {grpc: ..., http: ...}`, Go durations (`1h30m`, `500ms`) 
 | `_fields.py` | the base `Section`, `ConfigError`, shared field types (durations, endpoints, rates, files, secrets) |
 | `_receivers.py`, `_processing.py`, `_evaluators.py`, `_outputs.py` | the sections, by the part of the pipeline they configure |
 | `_root.py` | `Config`: all sections and the checks across them |
+| `_extras.py` | which extra each feature that is off by default needs, and the problem when it is missing |
 | `_yaml.py` | safe YAML reading (duplicate keys, alias budget, depth) |
 | `_env.py` | `${env:...}` references and `RAG_MONITOR_*__*` overrides |
 | `_loader.py` | `load_config` and the `key: problem` messages |
@@ -42,6 +43,7 @@ from monitor.config._evaluators import (
     TlmWeights,
     TrustworthinessTlm,
 )
+from monitor.config._extras import EXTRA_MODULES, missing_extra
 from monitor.config._fields import (
     SECRET,
     ConfigError,
@@ -101,6 +103,7 @@ from monitor.config._yaml import (
 __all__ = [
     "DEFAULT_LOCAL_EVALUATORS",
     "ENV_PREFIX",
+    "EXTRA_MODULES",
     "MASK",
     "MAX_ALIAS_EXPANSION",
     "MAX_DEPTH",
@@ -154,6 +157,7 @@ __all__ = [
     "effective_config",
     "load_config",
     "load_yaml",
+    "missing_extra",
     "parse_duration",
     "read_yaml_file",
     "validation_problems",

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from monitor.config._extras import extra_installed, missing_extra
 from monitor.config._fields import Rate, Seconds, Section, at_least
 
 DEFAULT_LOCAL_EVALUATORS = (
@@ -65,6 +66,8 @@ class Redaction(Section):
     @field_validator("phone_region")
     @classmethod
     def _known_region(cls, region: str) -> str:
+        if not extra_installed("redaction"):
+            return region  # nothing to check against; `_extra_installed` says what is missing
         import phonenumbers  # only when a config is validated: importing config stays cheap
 
         if region not in phonenumbers.SUPPORTED_REGIONS:
@@ -82,6 +85,14 @@ class Redaction(Section):
             except re.error as exc:
                 raise ValueError(f"pattern {i} is not a valid regex: {exc}") from None
         return patterns
+
+    @model_validator(mode="after")
+    def _extra_installed(self) -> Redaction:
+        on = self.enabled and "phone" in self.detectors
+        problem = missing_extra("redaction", "the phone detector") if on else None
+        if problem is not None:
+            raise ValueError(f"detectors: {problem} (or leave phone out of redaction.detectors)")
+        return self
 
 
 # -- trustworthiness_tlm: observed consistency + self-reflection (monitor/judge/README.md) ---

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from monitor.config._extras import missing_extra
 from monitor.config._fields import (
     SECRET,
     Endpoint,
@@ -152,6 +153,13 @@ class KafkaConfig(Section):
             raise ValueError("heartbeat_interval_ms: must be shorter than session_timeout_ms")
         if self.enabled and not self.bootstrap_servers:
             raise ValueError("bootstrap_servers: required when kafka.enabled is true")
+        return self
+
+    @model_validator(mode="after")
+    def _extra_installed(self) -> KafkaConfig:
+        problem = missing_extra("kafka", "the Kafka receiver") if self.enabled else None
+        if problem is not None:
+            raise ValueError(f"enabled: {problem}")
         return self
 
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import difflib
 
-from monitor.config import Config, ConfigError, EvaluatorConfig
+from monitor.config import Config, ConfigError, EvaluatorConfig, missing_extra
 from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
-from monitor.evaluators.judge_definitions import DEFINITIONS, TLM, Answer, judge_config_problem
+from monitor.evaluators.judge_definitions import (
+    DEFINITIONS,
+    JUDGE_EVALUATORS,
+    TLM,
+    Answer,
+    judge_config_problem,
+)
 
 
 # The judge evaluators' modules import the judge client (and, through it, its redaction
@@ -88,8 +94,9 @@ def default_severity_threshold(name: str) -> str | None:
 
 def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) -> list[str]:
     """What only the evaluators can judge about `evaluators` entries: every name is known,
-    every threshold lies on its evaluator's native scale, and every judge has a model and
-    a usable prompt. One `N.key: problem` line per problem (N the entry's index)."""
+    every threshold lies on its evaluator's native scale, every judge has a model and a
+    usable prompt, and the extra an entry needs (judges, the second stage) is installed.
+    One `N.key: problem` line per problem (N the entry's index)."""
     problems = []
     for i, entry in enumerate(entries):
         if entry.name not in _FACTORIES:
@@ -108,6 +115,12 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
             problems.append(f"{i}.tlm: only {TLM} takes tlm options")
         if entry.second_stage is not None and entry.name != "local_groundedness":
             problems.append(f"{i}.second_stage: only local_groundedness takes second_stage")
+        elif entry.second_stage and (extra := missing_extra("second-stage", "the second stage")):
+            problems.append(f"{i}.second_stage: {extra}")
+        if entry.name in JUDGE_EVALUATORS and (
+            extra := missing_extra("judges", f"{entry.name}, an LLM judge,")
+        ):
+            problems.append(f"{i}.name: {extra}")
         model = entry.model or judge_model
         problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:

@@ -11,6 +11,7 @@ fails). The monitor config each rendering carries must load with the monitor's o
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,11 +190,49 @@ def test_worker_processes_follow_the_cpu_limit() -> None:
         ({"judge": {"envName": "RAG_MONITOR_JUDGE_KEY"}}, "/judge/envName"),  # a config override
         ({"podMonitor": {"interval": 15}}, "/podMonitor/interval"),
         ({"replicaz": 2}, "replicaz"),
+        ({"image": {"extras": ["judge"]}}, "/image/extras/0"),
     ],
 )
 def test_values_schema_rejects_bad_values(values: dict[str, Any], where: str) -> None:
     with pytest.raises(helm.HelmError, match=where):
         render(CHART, values)
+
+
+def test_the_chart_refuses_a_config_its_image_cannot_serve() -> None:
+    """Each key that needs an extra the image lacks is named, with the extra and the build
+    argument that adds it; the same config renders once image.extras lists them."""
+    config = {
+        "receivers": {"kafka": {"enabled": True, "bootstrap_servers": ["kafka:9092"]}},
+        "redaction": {"enabled": True},
+        "judge": {"model": "openai/gpt-4o-mini"},
+        "evaluators": [{"name": "local_groundedness", "second_stage": True}, {"name": "f1"}],
+    }
+    with pytest.raises(helm.HelmError) as refused:
+        render(CHART, {"config": config})
+    needed = {
+        "config.evaluators.0.second_stage: the second stage needs the second-stage extra",
+        "config.redaction.detectors: the phone detector needs the redaction extra",
+        "config.receivers.kafka.enabled: the Kafka receiver needs the kafka extra",
+    }
+    # One line per key (the first behind Helm's "execution error at ...: ").
+    lines = [line[line.index("config.") :] for line in str(refused.value).splitlines()]
+    assert {line.split(", which")[0] for line in lines} == needed
+    assert "--build-arg EXTRAS=judges,kafka" in str(refused.value)
+    assert "evaluators.1" not in str(refused.value)  # f1 is local
+    judge = {"config": {"judge": config["judge"], "evaluators": [{"name": "groundedness"}]}}
+    with pytest.raises(helm.HelmError, match="groundedness, an LLM judge, needs the judges"):
+        render(CHART, {**judge, "image": {"extras": []}})
+    assert render(CHART, judge)  # the default image carries the judges
+    extras = ["judges", "second-stage", "redaction", "kafka"]
+    assert render(CHART, {"config": config, "image": {"extras": extras}})
+    assert render(CHART, {"config": config, "image": {"extras": ["all"]}})
+
+
+def test_the_chart_and_the_image_default_to_the_same_extras() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    (default,) = re.findall(r"^ARG EXTRAS=(\S*)$", dockerfile, re.M)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["extras"] == default.split(",") == ["judges"]
 
 
 @pytest.mark.parametrize("path", sorted((DEPLOY / "kubernetes").glob("*.yaml")))

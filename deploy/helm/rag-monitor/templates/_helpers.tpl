@@ -44,3 +44,39 @@ app.kubernetes.io/component: rag-monitor
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
+
+{{/*
+Fails the rendering when .Values.config turns on a feature whose extra the image does not
+carry (.Values.image.extras), naming each such key the way `rag-monitor check-config` would
+in that image (docs/contract.md, "Extras"): a judge (any evaluator but the local ones and
+f1), second_stage, phone redaction (a default detector), the Kafka receiver.
+*/}}
+{{- define "rag-monitor.checkExtras" -}}
+{{- $config := .Values.config }}
+{{- $needs := list }}
+{{- range $i, $entry := (default (list) $config.evaluators) }}
+{{- if not (or (hasPrefix "local_" $entry.name) (eq $entry.name "f1")) }}
+{{- $needs = append $needs (list (printf "evaluators.%d.name: %s, an LLM judge," $i $entry.name) "judges") }}
+{{- end }}
+{{- if $entry.second_stage }}
+{{- $needs = append $needs (list (printf "evaluators.%d.second_stage: the second stage" $i) "second-stage") }}
+{{- end }}
+{{- end }}
+{{- if and (dig "redaction" "enabled" false $config) (has "phone" (dig "redaction" "detectors" (list "phone") $config)) }}
+{{- $needs = append $needs (list "redaction.detectors: the phone detector" "redaction") }}
+{{- end }}
+{{- if dig "receivers" "kafka" "enabled" false $config }}
+{{- $needs = append $needs (list "receivers.kafka.enabled: the Kafka receiver" "kafka") }}
+{{- end }}
+{{- $carried := .Values.image.extras }}
+{{- $problems := list }}
+{{- range $needs }}
+{{- $extra := index . 1 }}
+{{- if not (or (has $extra $carried) (has "all" $carried)) }}
+{{- $problems = append $problems (printf "config.%s needs the %s extra, which image.extras does not list: build the image with it (docker build --build-arg EXTRAS=%s, deploy/Dockerfile) and add it to image.extras" (index . 0) $extra (join "," (append $carried $extra))) }}
+{{- end }}
+{{- end }}
+{{- with $problems }}
+{{- fail (join "\n" (uniq .)) }}
+{{- end }}
+{{- end }}

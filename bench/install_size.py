@@ -1,0 +1,173 @@
+"""What an install of rag-monitor takes on disk: a new virtual environment (`python -m venv`,
+as the README's first command makes one) for the default install, one for each extra, and
+the full install (`all`: every extra) as the reference measured in the same run.
+
+    python bench/install_size.py [--extras judges kafka ...] [--keep DIR]
+
+Each environment gets the package built from this checkout and its dependencies at the
+versions of `tests/requirements.lock` (uv, `--compile-bytecode` so that the files are those
+`pip install` leaves: pip compiles every module it installs). Size on disk is the blocks of
+the environment's files and folders, as `du` counts them (a file linked twice counted once); distributions are the
+environment's `*.dist-info` folders, its own pip and setuptools and rag-monitor included.
+Downloads come from uv's cache where they are (`bash tests/run.sh` fills it), else from
+the package index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LOCK = REPO / "tests" / "requirements.lock"
+MIB = 1024 * 1024
+# Extras that are not product features.
+_NOT_FEATURES = frozenset({"all", "test", "training"})
+
+
+@dataclass(frozen=True)
+class Install:
+    name: str  # "default", an extra, or "all"
+    bytes_on_disk: int
+    distributions: dict[str, int]  # distribution name → bytes on disk of its files
+
+
+def feature_extras() -> list[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [extra for extra in project["optional-dependencies"] if extra not in _NOT_FEATURES]
+
+
+def _uv() -> str:
+    beside = Path(sys.executable).with_name("uv")
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    if found is None:
+        sys.exit("install_size: needs uv (pip install uv, or bash tests/run.sh)")
+    return found
+
+
+def _source(into: Path) -> Path:
+    """What the distribution is built from (pyproject.toml's readme and package), copied so
+    that no build output lands in the checkout."""
+    shutil.copytree(
+        REPO / "monitor", into / "monitor", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, into / name)
+    return into
+
+
+def _disk_bytes(paths: list[Path], seen: set[tuple[int, int]]) -> int:
+    total = 0
+    for path in paths:
+        stat = path.lstat()
+        if (stat.st_dev, stat.st_ino) not in seen:
+            seen.add((stat.st_dev, stat.st_ino))
+            total += stat.st_blocks * 512
+    return total
+
+
+def _entries(folder: Path) -> list[Path]:
+    """Every file and folder under `folder` (folders take blocks too, as `du` counts them)."""
+    return [Path(root, name) for root, dirs, files in os.walk(folder) for name in dirs + files]
+
+
+def _per_distribution(venv: Path) -> dict[str, int]:
+    """Distribution → bytes on disk of the files its RECORD lists (with their bytecode)."""
+    site = next(venv.glob("lib/python*/site-packages"))
+    sizes: dict[str, int] = {}
+    for info in site.glob("*.dist-info"):
+        record = info / "RECORD"
+        name = info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
+        listed = [site / line.split(",")[0] for line in record.read_text().splitlines() if line]
+        files = [p for p in listed if p.is_file()]
+        cached = {
+            c
+            for p in files
+            if p.suffix == ".py"
+            for c in p.parent.glob(f"__pycache__/{p.stem}.*.pyc")
+        }
+        sizes[name] = _disk_bytes(files + sorted(cached), set())
+    return sizes
+
+
+def measure(name: str, source: Path, scratch: Path) -> Install:
+    venv = scratch / f"venv-{name}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    target = str(source) if name == "default" else f"{source}[{name}]"
+    subprocess.run(
+        [
+            _uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--compile-bytecode",
+            "--python",
+            str(venv / "bin" / "python"),
+            "-c",
+            str(LOCK),
+            target,
+        ],
+        check=True,
+    )
+    return Install(name, _disk_bytes(_entries(venv), set()), _per_distribution(venv))
+
+
+def report(installs: list[Install], largest: int) -> str:
+    full = next(i for i in installs if i.name == "all")
+    default = next(i for i in installs if i.name == "default")
+    lines = [
+        "| install | MiB on disk | distributions | share of the full install | over the default |",
+        "|---|---|---|---|---|",
+    ]
+    for install in installs:
+        command = (
+            "pip install ." if install.name == "default" else f"pip install '.[{install.name}]'"
+        )
+        added = install.bytes_on_disk - default.bytes_on_disk
+        lines.append(
+            f"| `{command}` | {install.bytes_on_disk / MIB:.0f} | {len(install.distributions)} "
+            f"| {install.bytes_on_disk / full.bytes_on_disk:.2f} "
+            f"| {'' if install is default else f'+{added / MIB:.0f} MiB'} |"
+        )
+    heavy = sorted(default.distributions.items(), key=lambda item: -item[1])[:largest]
+    lines += [
+        "",
+        f"The default install's {largest} largest distributions (MiB on disk): "
+        + ", ".join(f"{name} {size / MIB:.0f}" for name, size in heavy),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    extras = feature_extras()
+    parser.add_argument("--extras", nargs="*", choices=extras, default=extras)
+    parser.add_argument("--largest", type=int, default=8, help="distributions to name")
+    parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
+    args = parser.parse_args()
+    scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        source = _source(scratch / "source")
+        installs = [measure(name, source, scratch) for name in ["default", *args.extras, "all"]]
+    finally:
+        if args.keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(
+        f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, "
+        f"{time.monotonic() - started:.0f} s; lock: {LOCK.relative_to(REPO)}"
+    )
+    print(report(installs, args.largest))
+
+
+if __name__ == "__main__":
+    main()
