@@ -30,6 +30,15 @@ DOCS = [
     "Apollo 11 landed on the Moon on 20 July 1969; Neil Armstrong was the first to step out.",
 ]
 
+# What the model answers: each document's fact in other words (an answer equal to a
+# document reads as a wrong extraction, `extraction_suspect`, and would not be scored).
+ANSWERS = [
+    "Water boils at 100 degrees Celsius at sea level, which is 212 degrees Fahrenheit.",
+    "Gustave Eiffel's engineering firm designed the tower, which was completed in 1889.",
+    "Mount Everest is 8,849 metres tall, higher above sea level than any other mountain.",
+    "Apollo 11 landed on the Moon on 20 July 1969, and Neil Armstrong stepped out first.",
+]
+
 _FILLER = "The passage goes on with more of the source document's text. "
 
 
@@ -60,7 +69,7 @@ def build_payload(
         root = rng.randbytes(8)
         q = QUESTIONS[n % len(QUESTIONS)]
         docs = [docs_text[(n + i) % len(DOCS)] for i in range(3)]
-        answer = docs_text[n % len(DOCS)]
+        answer = ANSWERS[n % len(ANSWERS)]
         system = "Answer only from the context below.\n\n" + "\n\n".join(docs)
 
         def span(
