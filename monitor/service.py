@@ -77,8 +77,10 @@ class Service:
         self.telemetry = telemetry or create_telemetry(
             max_services=pipeline.max_services,
             max_routes=pipeline.max_routes,
+            max_versions=pipeline.max_versions,
             allowed_services=pipeline.allowed_services,
             allowed_routes=pipeline.allowed_routes,
+            allowed_versions=pipeline.allowed_versions,
             label_idle_s=pipeline.label_idle_s,
         )
         # The one judge client of the process, shared by every judge evaluator; its module
