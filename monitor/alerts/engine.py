@@ -265,29 +265,21 @@ class AlertEngine:
         else:
             _remove(self._t.defect_rate, service, cfg.name)
         threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
-        if not state.firing:
-            if samples >= cfg.min_samples and lower > threshold:
-                state.firing, state.started_at, state.last_sent = True, now, now
-                log.warning(
-                    "alert %s firing for %s: %g/%d defects, %.0f%% interval [%.3f, %.3f]",
-                    cfg.name,
-                    service,
-                    defects,
-                    samples,
-                    cfg.confidence * 100,
-                    lower,
-                    upper,
-                )
-                out.append(self._alert(rule, service, "", state, now, "firing"))
-        elif samples == 0 or upper < threshold:
-            state.firing = False
-            log.info(
-                "alert %s resolved for service %s (%g/%d)", cfg.name, service, defects, samples
-            )
-            out.append(self._alert(rule, service, "", state, now, "resolved"))
-        elif now - state.last_sent >= self._resend:
-            state.last_sent = now
-            out.append(self._alert(rule, service, "", state, now, "firing"))
+        alert = self._step(
+            rule,
+            service,
+            "",
+            state,
+            now,
+            fire=samples >= cfg.min_samples and lower > threshold,
+            resolve=samples == 0 or upper < threshold,
+            story=lambda: (
+                f"{defects:g}/{samples} defects, {cfg.confidence:.0%} interval "
+                f"[{lower:.3f}, {upper:.3f}]"
+            ),
+        )
+        if alert is not None:
+            out.append(alert)
         self._t.alert_firing.labels(service, cfg.name, cfg.severity, "").set(
             1 if state.firing else 0
         )
@@ -324,38 +316,35 @@ class AlertEngine:
         min_increase = cfg.min_increase or 0.0
         ready = current.samples >= cfg.min_samples and base.samples >= cfg.baseline.min_samples
         if rule.sequential:
-            ready = self._sequential(rule, state, base, ready)
-            evidence_increase = state.current.mean - base.mean
-        else:
-            evidence_increase = increase
-        if not state.firing:
-            if ready and evidence_increase >= min_increase and state.p_value <= 1 - cfg.confidence:
-                state.firing, state.started_at, state.last_sent = True, now, now
-                log.warning("alert %s firing for %s: %s", cfg.name, service, _story(rule, state))
-                return self._alert(rule, service, "", state, now, "firing")
-        elif current.samples == 0 or (
+            self._sequential(rule, state, base)
+        resolve = current.samples == 0 or (
             increase < min_increase / 2
             # A sequential page may come when the window holds little of the rise: it
             # holds until a whole window has passed since.
             and (not rule.sequential or now - state.started_at >= state.window.window_s)
-        ):
-            state.firing = False
+        )
+        if state.firing and resolve:
             state.resolved_at = now
             state.current = current
             if state.sequential is not None:
                 state.sequential.reset()
-            log.info("alert %s resolved for %s: %s", cfg.name, service, _story(rule, state))
-            return self._alert(rule, service, "", state, now, "resolved")
-        elif now - state.last_sent >= self._resend:
-            state.last_sent = now
-            return self._alert(rule, service, "", state, now, "firing")
-        return None
+        return self._step(
+            rule,
+            service,
+            "",
+            state,
+            now,
+            fire=ready
+            and state.current.mean - base.mean >= min_increase
+            and state.p_value <= 1 - cfg.confidence,
+            resolve=resolve,
+            story=lambda: _story(rule, state),
+        )
 
-    def _sequential(self, rule: Rule, state: RuleState, base: Moments, ready: bool) -> bool:
+    def _sequential(self, rule: Rule, state: RuleState, base: Moments) -> None:
         """Feeds what arrived since the last evaluation to the sequential test (against the
         baseline's upper confidence bound, once the baseline holds its `min_samples`), and
-        sets `state.p_value` and `state.current` (the test's evidence). Returns whether
-        the rule may page."""
+        sets `state.p_value` and `state.current` (the test's evidence)."""
         cfg = rule.config
         assert state.sequential is not None and state.pending is not None and cfg.baseline
         pending, state.pending = state.pending, [0] * (rule.steps + 1)
@@ -375,7 +364,6 @@ class AlertEngine:
         evidence = state.sequential.strongest()
         if evidence.samples:
             state.current = evidence
-        return ready
 
     def _judge_cohorts(
         self, i: int, service: str, states: dict[str, RuleState], now: float
@@ -403,36 +391,54 @@ class AlertEngine:
             state.current, state.reference = current, rest
             increase, state.p_value = increase_p_value(current, rest)
             ready = current.samples >= cfg.min_samples and rest.samples >= cfg.min_samples
-            if not state.firing:
-                if ready and increase >= min_increase and state.p_value <= 1 - cfg.confidence:
-                    state.firing, state.started_at, state.last_sent = True, now, now
-                    log.warning(
-                        "alert %s firing for %s %s of %s: %s",
-                        cfg.name,
-                        _by(cfg),
-                        cohort,
-                        service,
-                        _cohort_story(cfg, cohort, service, state),
-                    )
-                    out.append(self._alert(rule, service, cohort, state, now, "firing"))
-            elif current.samples == 0 or increase < min_increase / 2:
-                state.firing = False
-                log.info(
-                    "alert %s resolved for %s %s of %s: %s",
-                    cfg.name,
-                    _by(cfg),
-                    cohort,
-                    service,
-                    _cohort_story(cfg, cohort, service, state),
-                )
-                out.append(self._alert(rule, service, cohort, state, now, "resolved"))
-            elif now - state.last_sent >= self._resend:
-                state.last_sent = now
-                out.append(self._alert(rule, service, cohort, state, now, "firing"))
+            alert = self._step(
+                rule,
+                service,
+                cohort,
+                state,
+                now,
+                fire=ready and increase >= min_increase and state.p_value <= 1 - cfg.confidence,
+                resolve=current.samples == 0 or increase < min_increase / 2,
+                story=functools.partial(_cohort_story, cfg, cohort, service, state),
+            )
+            if alert is not None:
+                out.append(alert)
             self._t.alert_firing.labels(service, cfg.name, cfg.severity, cohort).set(
                 1 if state.firing else 0
             )
         return out
+
+    def _step(
+        self,
+        rule: Rule,
+        service: str,
+        cohort: str,
+        state: RuleState,
+        now: float,
+        *,
+        fire: bool,
+        resolve: bool,
+        story: Callable[[], str],
+    ) -> Alert | None:
+        """What one judged state sends: a page when it starts firing (`fire`), a resolve
+        when a firing state may resolve (`resolve`), a re-send while it fires (every
+        `resend_interval_s`); each first page and resolve is logged with `story()`."""
+        cfg = rule.config
+        subject = f"{_by(cfg)} {cohort} of {service}" if cohort else service
+        if not state.firing:
+            if not fire:
+                return None
+            state.firing, state.started_at, state.last_sent = True, now, now
+            log.warning("alert %s firing for %s: %s", cfg.name, subject, story())
+            return self._alert(rule, service, cohort, state, now, "firing")
+        if resolve:
+            state.firing = False
+            log.info("alert %s resolved for %s: %s", cfg.name, subject, story())
+            return self._alert(rule, service, cohort, state, now, "resolved")
+        if now - state.last_sent >= self._resend:
+            state.last_sent = now
+            return self._alert(rule, service, cohort, state, now, "firing")
+        return None
 
     # -- state across restarts -------------------------------------------------------------
 

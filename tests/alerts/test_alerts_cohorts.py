@@ -226,3 +226,18 @@ def test_cohort_rule_defaults_are_the_regression_rules() -> None:
         0.99999,
     )
     assert rule.test is None and rule.measure == "verdicts"
+
+
+def test_a_record_carries_its_version_into_the_results_line() -> None:
+    """Kafka JSON and replay records name it in the native schema; the results line writes
+    it beside the service (traces: tests/alerts/test_alerts_cohorts_e2e.py)."""
+    from monitor.exporters.results_file import results_line
+    from monitor.records import parse_record
+
+    native = parse_record({"service": "shop", "version": "1.4.2", "request": "q", "response": "a"})
+    qa = parse_record({"question": "q", "answer": "a", "version": "2.0"})
+    assert (native.version, qa.version) == ("1.4.2", "2.0")
+    assert parse_record({"request": "q", "response": "a"}).version is None
+    line = results_line(native, {"local_groundedness": verdict("local_groundedness", True)})
+    assert list(line)[:4] == ["request_id", "trace_id", "service", "version"]
+    assert line["version"] == "1.4.2"

@@ -12,24 +12,18 @@ on a condition.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from monitor.alerts import AlertEngine
 from monitor.config import Config, load_config
 from monitor.exporters.alertmanager import AlertSender
-from monitor.service import Service
+from monitor.service import Service as Monitor
 from monitor.telemetry import create_telemetry
-from tests._rag_answers import answers
+from tests._rag_service import Service
 from tests._servers import webhook
 from tests._wait import wait_until_async
 from tests.alerts.test_alerts import Clock
@@ -46,56 +40,6 @@ alerts:
 """
 HEALTHY_SHARE = 0.2
 PER_VERSION = 120  # per phase: past min_samples (100) on each side
-
-
-class Version:
-    """One deployed version of the service: its own SDK pipeline and resource."""
-
-    def __init__(self, port: int, version: str) -> None:
-        resource = Resource.create({"service.name": "shop", "service.version": version})
-        self.provider = TracerProvider(resource=resource)
-        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")
-        self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=4096))
-        self.tracer = self.provider.get_tracer("shop")
-        pool = answers()
-        self.faithful = [a for a in pool if not a.hallucinated]
-        self.hallucinated = [a for a in pool if a.hallucinated]
-        self.sent = 0
-
-    def requests(self, n: int, share: float) -> None:
-        """`n` requests, `share` of them answered with a hallucination (evenly spread)."""
-        for _ in range(n):
-            i = self.sent
-            self.sent += 1
-            bad = math.floor((i + 1) * share) > math.floor(i * share)
-            item = (self.hallucinated if bad else self.faithful)[i % 7]
-            with self.tracer.start_as_current_span(
-                "rag.request",
-                attributes={
-                    "openinference.span.kind": "CHAIN",
-                    "http.route": "/ask",
-                    "input.value": item.question,
-                },
-            ) as root:
-                documents: dict[str, Any] = {"openinference.span.kind": "RETRIEVER"}
-                for k, text in enumerate(item.context):
-                    documents[f"retrieval.documents.{k}.document.id"] = f"kb/{k}.md"
-                    documents[f"retrieval.documents.{k}.document.content"] = text
-                with self.tracer.start_as_current_span(
-                    "retrieve", attributes={**documents, "input.value": item.question}
-                ):
-                    pass
-                with self.tracer.start_as_current_span(
-                    "generate",
-                    attributes={
-                        "openinference.span.kind": "LLM",
-                        "input.value": item.question,
-                        "output.value": item.answer,
-                    },
-                ):
-                    pass
-                root.set_attribute("output.value", item.answer)
-        assert self.provider.force_flush()
 
 
 async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None:
@@ -116,11 +60,16 @@ async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None
         telemetry = create_telemetry()
         sender = AlertSender(telemetry, webhooks=[(hook.url, {})])
         engine = AlertEngine(rules, telemetry, [sender], evaluation_interval_s=0.05, clock=clock)
-        service = Service(config, telemetry=telemetry, serve_http=False, extra_sinks=[engine])
-        await service.start()
+        monitor = Monitor(config, telemetry=telemetry, serve_http=False, extra_sinks=[engine])
+        await monitor.start()
         try:
-            port = service.receivers[0].http.port  # type: ignore[attr-defined]
-            stable, canary = Version(port, "v1"), Version(port, "v2")
+            port = monitor.receivers[0].http.port  # type: ignore[attr-defined]
+            stable, canary = Service(port, "v1"), Service(port, "v2")
+
+            def send(share_stable: float, share_canary: float) -> None:
+                stable.send(PER_VERSION, share_stable)
+                canary.send(PER_VERSION, share_canary)
+                assert stable.provider.force_flush() and canary.provider.force_flush()
 
             def samples(cohort: str) -> float:
                 value = telemetry.registry.get_sample_value(
@@ -144,8 +93,7 @@ async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None
                 await wait_until_async(done, 120, what)
 
             # Both versions at the same hallucinated share: judged, and quiet.
-            stable.requests(PER_VERSION, HEALTHY_SHARE)
-            canary.requests(PER_VERSION, HEALTHY_SHARE)
+            send(HEALTHY_SHARE, HEALTHY_SHARE)
             await judged(
                 lambda: samples("v1") >= PER_VERSION and samples("v2") >= PER_VERSION,
                 "both versions' verdicts in their windows",
@@ -156,8 +104,7 @@ async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None
 
             # A new window: v2's hallucinated share rises 2.5x, v1's stays.
             clock.now += 31 * 60
-            stable.requests(PER_VERSION, HEALTHY_SHARE)
-            canary.requests(PER_VERSION, HEALTHY_SHARE * 2.5)
+            send(HEALTHY_SHARE, HEALTHY_SHARE * 2.5)
             await judged(lambda: bool(hook.alerts()), "a page")
             await judged(
                 lambda: samples("v1") >= PER_VERSION and samples("v2") >= PER_VERSION,
@@ -171,10 +118,10 @@ async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None
             assert "for version v2 against 0.2" in page["annotations"]["description"]
             assert float(page["annotations"]["p_value"]) <= 1e-5
             assert {a["labels"]["cohort"] for a in hook.alerts()} == {"v2"}
-            stable.provider.shutdown()
-            canary.provider.shutdown()
+            stable.close()
+            canary.close()
         finally:
-            await service.shutdown(10)
+            await monitor.shutdown(10)
 
 
 def test_rule_of_the_issue_loads_with_its_defaults(tmp_path: Path) -> None:
