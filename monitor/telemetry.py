@@ -248,6 +248,16 @@ def create_telemetry(
         "read as 'other' (a record is looked up at several stages).",
         ("label",),
     )
+
+    def cap(limit: int, allowed: Collection[str], label: str) -> LabelCap:
+        return LabelCap(
+            limit,
+            allowed=allowed,
+            idle_s=label_idle_s,
+            clock=clock,
+            folded=overflow.labels(label).inc,
+        )
+
     telemetry = Telemetry(
         registry=reg,
         spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
@@ -328,27 +338,9 @@ def create_telemetry(
             ("client",),
         ),
         build_info=_build_info(reg),
-        service_cap=LabelCap(
-            max_services,
-            allowed=allowed_services,
-            idle_s=label_idle_s,
-            clock=clock,
-            folded=overflow.labels("service").inc,
-        ),
-        version_cap=LabelCap(
-            max_versions,
-            allowed=allowed_versions,
-            idle_s=label_idle_s,
-            clock=clock,
-            folded=overflow.labels("version").inc,
-        ),
-        route_cap=LabelCap(
-            max_routes,
-            allowed=allowed_routes,
-            idle_s=label_idle_s,
-            clock=clock,
-            folded=overflow.labels("route").inc,
-        ),
+        service_cap=cap(max_services, allowed_services, "service"),
+        version_cap=cap(max_versions, allowed_versions, "version"),
+        route_cap=cap(max_routes, allowed_routes, "route"),
     )
     telemetry.service_cap.on_evict(partial(telemetry.forget, "service"))
     telemetry.version_cap.on_evict(partial(telemetry.forget, "version"))
