@@ -22,13 +22,21 @@ baseline. It fires when both hold their `min_samples`, the current rate is above
 baseline's by at least `min_increase`, and a one-sided two-proportion test says so with
 `confidence`; it resolves when the increase falls below half of `min_increase` (or the
 current window empties). While it fires the baseline absorbs nothing and its clock stands
-still, so it cannot learn the regression it pages on (see README.md here).
+still, so it cannot learn the regression it pages on (see README.md here). With
+`test: sequential` (the default) the rise is judged by the sequential test of
+`monitor.alerts.sequential` on the verdicts since its last restart instead of the z-test.
+
+A rule with `cohorts` (a cohort rule) keeps one window per cohort of a service (its records'
+version, model or route) and judges each cohort against the rest of the service in the same
+window with the regression rules' z-test and `min_increase`; its alerts carry the cohort.
 
 `emit` only appends to windows (non-blocking); notifications go to `Notifier`s, which
 queue and deliver them in the background (`monitor.exporters.alertmanager`).
 State is exported as `rag_monitor_defect_rate{service,rule}` (the observed rate),
 `rag_monitor_defect_rate_baseline{service,rule}`, `rag_monitor_alert_samples{service,rule,
-window}` (why a rule cannot page yet) and `rag_monitor_alert_firing{service,rule,severity}`.
+window}` (why a rule cannot page yet), `rag_monitor_cohort_defect_rate` and
+`rag_monitor_alert_cohort_samples{service,rule,cohort}` (cohort rules) and
+`rag_monitor_alert_firing{service,rule,severity,cohort}`.
 With `alerts.state_file` the windows and firing states survive a restart (`snapshot`,
 `restore`, `monitor.alerts.state`).
 """
