@@ -63,9 +63,9 @@ def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -
 
 def test_a_rise_smaller_than_min_increase_does_not_page() -> None:
     engine, _, clock = make(RULE)
-    # 72,000 verdicts in the rise's half hour: a fixed test over them would call +0.02
-    # significant (z near 12); below min_increase, the sequential test drifts down.
-    stream = Stream(engine, clock, per_s=40)
+    # 45,000 verdicts in the rise's half hour: a fixed test over them would call +0.02
+    # significant (z near 9); below min_increase, the sequential test drifts down.
+    stream = Stream(engine, clock, per_s=25)
     stream.run(3900, 0.30)
     stream.run(1800, 0.32)
     assert stream.pages() == []
