@@ -3,19 +3,26 @@
     python bench/alert_regression.py DATA.jsonl [DATA.jsonl ...] [--weeks 1] [--seed 1]
 
 Every record of the data files (the project's record shape with `label.hallucinated`) is
-scored once by the embedded `local_groundedness` evaluator; the verdicts are cached under
-`/tmp/rag-monitor-alert-bench/` (keyed by the file's content), never in the repository.
+scored once by the embedded `local_groundedness` evaluator; its verdicts and normalised
+scores are cached under `/tmp/rag-monitor-alert-bench/` (keyed by the file's content), never
+in the repository.
 
-Streams are then drawn from those verdicts: each simulated evaluation picks a hallucinated
-record with probability `share` and a faithful one otherwise, and the evaluator's verdict
-for it is what the alert engine sees. A **healthy** phase uses the data's own hallucinated
+Streams are then drawn from those results: each simulated evaluation picks a hallucinated
+record with probability `share` and a faithful one otherwise, and the evaluator's result
+for it (verdict and score) is what the alert engine sees. A **healthy** phase uses the data's own hallucinated
 share for `--weeks` simulated weeks (false pages per week); each **rise** (x1.25, x1.5, x2
 the share) follows a healthy warm-up long enough to fill the baseline, and the time from
 the rise to the first page is reported as the median and the worst of `--trials`
 independent runs (`-` = not paged within `--max-rise`). This is done
 at 0.2, 1 and 10 evaluations/s, for the absolute rule at `max_defect_rate: 0.1` and for
-the regression rule at its defaults. The engine runs unchanged, driven by an injected clock
-and its own `evaluate()` every `evaluation_interval_s` (15 s).
+the regression rule at its defaults with each `test` (`window`, `sequential`) and `measure`
+(`verdicts`, `scores`). The engine runs unchanged, driven by an injected clock and its own
+`evaluate()` every `evaluation_interval_s` (15 s).
+
+Beside each rise the **information limit** is printed: the minutes a test that knew the
+risen rate exactly would need, at one false page a week, to gather the evidence (`ln` of
+the evaluations in a week, over the Kullback-Leibler divergence per evaluation between the
+risen and the healthy stream: of the verdicts, and a normal approximation for the scores).
 """
 
 from __future__ import annotations
@@ -36,24 +43,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 CACHE = Path("/tmp/rag-monitor-alert-bench")
 
 
+Scored = tuple[bool, float]  # (evaluator failed, normalised score)
+
+
 @dataclass(frozen=True)
 class Verdicts:
-    """`fail` flags of the evaluator, split by the record's label."""
+    """The evaluator's results, split by the record's label."""
 
-    faithful: list[bool]
-    hallucinated: list[bool]
+    faithful: list[Scored]
+    hallucinated: list[Scored]
 
     @property
     def share(self) -> float:
         return len(self.hallucinated) / (len(self.faithful) + len(self.hallucinated))
 
 
-def score_file(path: Path) -> list[tuple[bool, bool]]:
-    """(hallucinated, evaluator failed) for each record of `path`, cached in /tmp."""
+def score_file(path: Path) -> list[tuple[bool, bool, float]]:
+    """(hallucinated, evaluator failed, normalised score) for each record of `path`,
+    cached in /tmp."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    cached = CACHE / f"{path.stem}-{digest}.json"
+    cached = CACHE / f"{path.stem}-{digest}-scores.json"
     if cached.exists():
-        return [(bool(h), bool(f)) for h, f in json.loads(cached.read_text())]
+        return [(bool(h), bool(f), float(s)) for h, f, s in json.loads(cached.read_text())]
     from monitor.config import EvaluatorConfig
     from monitor.evaluators.local import LocalGroundedness
     from monitor.records import parse_record
@@ -65,8 +76,9 @@ def score_file(path: Path) -> list[tuple[bool, bool]]:
             continue
         raw = json.loads(line)
         label = raw.pop("label")
-        record = parse_record(raw)
-        out.append((bool(label["hallucinated"]), evaluator.score(record).outcome == "fail"))
+        result = evaluator.score(parse_record(raw))
+        assert result.normalized is not None, result.error
+        out.append((bool(label["hallucinated"]), result.outcome == "fail", result.normalized))
     CACHE.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(out))
     return out
@@ -75,16 +87,38 @@ def score_file(path: Path) -> list[tuple[bool, bool]]:
 def load(paths: list[Path]) -> dict[str, Verdicts]:
     out = {}
     for path in paths:
-        pairs = score_file(path)
+        rows = score_file(path)
         out[path.stem] = Verdicts(
-            faithful=[f for h, f in pairs if not h], hallucinated=[f for h, f in pairs if h]
+            faithful=[(f, s) for h, f, s in rows if not h],
+            hallucinated=[(f, s) for h, f, s in rows if h],
         )
     return out
 
 
 RULES: dict[str, dict[str, Any]] = {
     "absolute 0.1": {"evaluator": "local_groundedness", "max_defect_rate": 0.1},
-    "regression (defaults)": {"evaluator": "local_groundedness", "baseline": {}},
+    "regression, window test": {
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "test": "window",
+    },
+    "regression, sequential test": {
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "test": "sequential",
+    },
+    "regression, scores, window test": {
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "test": "window",
+        "measure": "scores",
+    },
+    "regression, scores, sequential test": {
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "test": "sequential",
+        "measure": "scores",
+    },
 }
 INTERVAL_S = 15.0
 WEEK_S = 7 * 86_400.0
@@ -111,8 +145,18 @@ class Replay:
         self.verdicts, self.step, self.rng = verdicts, 1.0 / rate, random.Random(seed)
         self.record = RagRecord(request_id="r", service="svc", response="x")
         self.results = {
-            fail: {"local_groundedness": EvalResult(name="local_groundedness", passed=not fail)}
-            for fail in (False, True)
+            pool: [
+                {
+                    "local_groundedness": EvalResult(
+                        name="local_groundedness", score=score, normalized=score, passed=not fail
+                    )
+                }
+                for fail, score in items
+            ]
+            for pool, items in (
+                ("faithful", verdicts.faithful),
+                ("hallucinated", verdicts.hallucinated),
+            )
         }
         self.pages: dict[str, list[float]] = {name: [] for name in rules}
         self.firing_s: dict[str, float] = dict.fromkeys(rules, 0.0)
@@ -120,13 +164,13 @@ class Replay:
     def run(self, seconds: float, share: float) -> None:
         """Feeds `seconds` of traffic whose hallucinated share is `share`, judging every
         `INTERVAL_S`; records each page (a transition to firing) and time spent firing."""
-        faithful, hallucinated = self.verdicts.faithful, self.verdicts.hallucinated
-        rng, emit, results = self.rng, self.engine.emit, self.results
+        faithful, hallucinated = self.results["faithful"], self.results["hallucinated"]
+        rng, emit, record = self.rng, self.engine.emit, self.record
         end = self.now + seconds
         next_tick = self.now + INTERVAL_S
         while self.now < end:
             pool = hallucinated if rng.random() < share else faithful
-            emit(self.record, results[pool[rng.randrange(len(pool))]])
+            emit(record, pool[rng.randrange(len(pool))])
             self.now += self.step
             while self.now >= next_tick:
                 saved, self.now = self.now, next_tick
@@ -186,7 +230,11 @@ def bench(
                 replay.run(warm_up, share)
                 start = replay.now
                 before |= {name for name, _ in replay.engine.firing()}
-                replay.run(max_rise_s, min(1.0, share * k))
+                risen = min(1.0, share * k)
+                while replay.now - start < max_rise_s and not all(
+                    any(t >= start for t in replay.pages[name]) for name in RULES
+                ):
+                    replay.run(min(300.0, start + max_rise_s - replay.now), risen)
                 for name in RULES:
                     after = [t - start for t in replay.pages[name] if t >= start]
                     times[name].append(after[0] if after else math.inf)
@@ -205,6 +253,34 @@ def bench(
                 + " | ".join(rises[name])
                 + " |"
             )
+        for measure in ("verdicts", "scores"):
+            limits = [f"{information_limit(verdicts, k, rate, measure):.1f}" for k in RISES]
+            print(f"| {rate:g} | information limit, {measure} | | | " + " | ".join(limits) + " |")
+
+
+def information_limit(verdicts: Verdicts, rise: float, rate: float, measure: str) -> float:
+    """Minutes to gather ln(evaluations a week) nats of evidence that the hallucinated share
+    rose `rise`-fold: the Kullback-Leibler divergence per evaluation of the verdicts (exact)
+    or of the defect scores (normal approximation, with the healthy variance)."""
+    share = verdicts.share
+    risen = min(1.0, share * rise)
+
+    def mixture(k: float, value: Any) -> tuple[float, float]:
+        """Mean and variance of `value(result)` over a stream of hallucinated share `k`."""
+        pools = ((1 - k, verdicts.faithful), (k, verdicts.hallucinated))
+        mean = sum(w * sum(map(value, p)) / len(p) for w, p in pools)
+        second = sum(w * sum(value(r) ** 2 for r in p) / len(p) for w, p in pools)
+        return mean, second - mean * mean
+
+    if measure == "verdicts":
+        p0, _ = mixture(share, lambda r: float(r[0]))
+        p1, _ = mixture(risen, lambda r: float(r[0]))
+        kl = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
+    else:
+        m0, v0 = mixture(share, lambda r: 1.0 - r[1])
+        m1, _ = mixture(risen, lambda r: 1.0 - r[1])
+        kl = (m1 - m0) ** 2 / (2 * v0)
+    return math.log(rate * WEEK_S) / kl / rate / 60
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,10 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    RULES["regression (defaults)"].update(args.regression)
+    for name, rule in RULES.items():
+        if name.startswith("regression"):
+            rule.update(args.regression)
     for name, v in load(args.data).items():
-        fpr = sum(v.faithful) / len(v.faithful)
-        tpr = sum(v.hallucinated) / len(v.hallucinated)
+        fpr = sum(f for f, _ in v.faithful) / len(v.faithful)
+        tpr = sum(f for f, _ in v.hallucinated) / len(v.hallucinated)
         print(
             f"\n{name}: hallucinated share {v.share:.3f}; the evaluator fails "
             f"{fpr:.1%} of faithful and {tpr:.1%} of hallucinated answers\n"

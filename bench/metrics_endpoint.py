@@ -44,7 +44,7 @@ def populate(t: Telemetry, services: int, routes: int) -> int:
             t.child(t.sampling_decisions, service, evaluator, "sampled").inc()
             for r in range(routes):
                 for outcome in ("pass", "fail", "error"):
-                    t.child(t.evaluations, service, f"/route/{r}", evaluator, outcome).inc()
+                    t.child(t.evaluations, service, "", f"/route/{r}", evaluator, outcome).inc()
     return sum(len(f.samples) for f in t.registry.collect())
 
 

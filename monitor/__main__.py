@@ -265,10 +265,18 @@ def _explain(config: Config) -> list[str]:
         form = "log records" if otlp.signal == "logs" else "span events"
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
+        measured = "mean defect score" if rule.measure == "scores" else "defect rate"
         if rule.baseline is not None:
+            test = " (sequential test)" if rule.test == "sequential" else ""
             lines.append(
-                f"alert {rule.name}: defect rate over {rule.window} up by {rule.min_increase:g}"
-                f" or more on the previous {rule.baseline.window} at {rule.confidence:g}"
+                f"alert {rule.name}: {measured} over {rule.window} up by {rule.min_increase:g}"
+                f" or more on the previous {rule.baseline.window} at {rule.confidence:g}{test}"
+            )
+        elif rule.cohorts is not None:
+            lines.append(
+                f"alert {rule.name}: {measured} of each {rule.cohorts.by} over {rule.window} up"
+                f" by {rule.min_increase:g} or more on the rest of its service at"
+                f" {rule.confidence:g}"
             )
         else:
             lines.append(

@@ -92,8 +92,10 @@ def build_pipeline(
     telemetry = telemetry or create_telemetry(
         max_services=pipeline.max_services,
         max_routes=pipeline.max_routes,
+        max_versions=pipeline.max_versions,
         allowed_services=pipeline.allowed_services,
         allowed_routes=pipeline.allowed_routes,
+        allowed_versions=pipeline.allowed_versions,
         label_idle_s=pipeline.label_idle_s,
     )
     nodes: list[Node] = []

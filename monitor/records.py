@@ -91,6 +91,8 @@ class RagRecord(BaseModel):
     trace_id: str | None = None
     span_id: str | None = None
     service: Text = "unknown"
+    # The deployed version of the service (resource attribute `service.version`).
+    version: Text | None = None
     route: Text = ""
     timestamp: float | None = None
     query: Text | None = None

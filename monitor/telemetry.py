@@ -2,8 +2,9 @@
 
 Every metric of the contract's metric table (`docs/contract.md`, "Metrics") lives here,
 prefixed `rag_monitor_`. Label values that
-come from untrusted input (service, route) pass through `LabelCap`, so a sender cannot
-create unbounded series; evaluator, model, category and stage come from config or code.
+come from untrusted input (service, version, route) pass through `LabelCap`, so a sender
+cannot create unbounded series; evaluator, model, category and stage come from config or
+code.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ class Telemetry:
     retry_after_invalid: Counter
     build_info: Gauge
     service_cap: LabelCap
+    version_cap: LabelCap
     route_cap: LabelCap
     _children: dict[tuple[int, tuple[str, ...]], Any] = field(default_factory=dict)
     _own: dict[str, Any] = field(default_factory=dict)
@@ -222,8 +224,10 @@ def create_telemetry(
     *,
     max_services: int = 50,
     max_routes: int = 100,
+    max_versions: int = 20,
     allowed_services: Collection[str] = (),
     allowed_routes: Collection[str] = (),
+    allowed_versions: Collection[str] = (),
     label_idle_s: float = 600.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Telemetry:
@@ -240,10 +244,20 @@ def create_telemetry(
 
     overflow = counter(
         "label_overflow",
-        "Lookups of a service or route value that found no free or stale slot and read as "
-        "'other' (a record is looked up at several stages).",
+        "Lookups of a service, version or route value that found no free or stale slot and "
+        "read as 'other' (a record is looked up at several stages).",
         ("label",),
     )
+
+    def cap(limit: int, allowed: Collection[str], label: str) -> LabelCap:
+        return LabelCap(
+            limit,
+            allowed=allowed,
+            idle_s=label_idle_s,
+            clock=clock,
+            folded=overflow.labels(label).inc,
+        )
+
     telemetry = Telemetry(
         registry=reg,
         spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
@@ -275,7 +289,7 @@ def create_telemetry(
         evaluations=counter(
             "evaluations",
             "Evaluations by outcome; fail carries the trace id as an exemplar.",
-            ("service", "route", "evaluator", "outcome"),
+            ("service", "version", "route", "evaluator", "outcome"),
         ),
         evaluation_score=Histogram(
             "evaluation_score",
@@ -288,7 +302,7 @@ def create_telemetry(
         safety_evaluations=counter(
             "safety_evaluations",
             "Safety verdicts by harm category and severity.",
-            ("service", "category", "severity"),
+            ("service", "version", "category", "severity"),
         ),
         evaluation_duration=Histogram(
             "evaluation_duration_seconds",
@@ -308,7 +322,9 @@ def create_telemetry(
             "defect_rate", "Windowed defect rate of an alert rule.", ("service", "rule")
         ),
         alert_firing=gauge(
-            "alert_firing", "1 while an alert rule fires.", ("service", "rule", "severity")
+            "alert_firing",
+            "1 while an alert rule fires (cohort: the cohort a cohort rule judges, else empty).",
+            ("service", "rule", "severity", "cohort"),
         ),
         alert_notifications=counter(
             "alert_notifications",
@@ -322,22 +338,12 @@ def create_telemetry(
             ("client",),
         ),
         build_info=_build_info(reg),
-        service_cap=LabelCap(
-            max_services,
-            allowed=allowed_services,
-            idle_s=label_idle_s,
-            clock=clock,
-            folded=overflow.labels("service").inc,
-        ),
-        route_cap=LabelCap(
-            max_routes,
-            allowed=allowed_routes,
-            idle_s=label_idle_s,
-            clock=clock,
-            folded=overflow.labels("route").inc,
-        ),
+        service_cap=cap(max_services, allowed_services, "service"),
+        version_cap=cap(max_versions, allowed_versions, "version"),
+        route_cap=cap(max_routes, allowed_routes, "route"),
     )
     telemetry.service_cap.on_evict(partial(telemetry.forget, "service"))
+    telemetry.version_cap.on_evict(partial(telemetry.forget, "version"))
     telemetry.route_cap.on_evict(partial(telemetry.forget, "route"))
     return telemetry
 

@@ -27,8 +27,11 @@ PER_S = 24
 class Service:
     """The RAG service: one trace per request (root, retriever, LLM spans) via the SDK."""
 
-    def __init__(self, otlp_http_port: int) -> None:
-        self.provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+    def __init__(self, otlp_http_port: int, version: str | None = None) -> None:
+        attributes = {"service.name": "shop"}
+        if version is not None:
+            attributes["service.version"] = version
+        self.provider = TracerProvider(resource=Resource.create(attributes))
         exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{otlp_http_port}/v1/traces")
         self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=8192))
         self.tracer = self.provider.get_tracer("shop")
@@ -72,14 +75,18 @@ class Service:
         tick = start
         while not until():
             assert time.monotonic() - start < within_s, f"not within {within_s} s"
-            for _ in range(PER_S // 2):
-                n = self.sent
-                self.sent += 1
-                hallucinated = math.floor((n + 1) * share) > math.floor(n * share)
-                pool = self.hallucinated if hallucinated else self.faithful
-                self.request(pool[n % len(pool)])
+            self.send(PER_S // 2, share)
             tick += 0.5  # pacing the traffic, not waiting for a result
             time.sleep(max(0.0, tick - time.monotonic()))
+
+    def send(self, n: int, share: float) -> None:
+        """`n` requests at once, `share` of them hallucinated (evenly spread)."""
+        for _ in range(n):
+            i = self.sent
+            self.sent += 1
+            hallucinated = math.floor((i + 1) * share) > math.floor(i * share)
+            pool = self.hallucinated if hallucinated else self.faithful
+            self.request(pool[i % len(pool)])
 
     def close(self) -> None:
         self.provider.shutdown()

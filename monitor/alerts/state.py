@@ -4,7 +4,8 @@ restarts.
 One JSON object, `{"format": FORMAT, "version": VERSION, "saved_at": ..., "rules": {...}}`,
 written to a temporary file in the same directory and moved over the old one
 (`os.replace`), so a reader sees the old or the new file, never half of one. Its size is
-bounded by rules x `pipeline.max_services` x window slices; a file larger than
+bounded by rules x `pipeline.max_services` (x the cohorts of a cohort rule) x window
+slices; a file larger than
 `MAX_BYTES` is not read. Loading never raises: a missing, oversized, corrupt, foreign,
 newer-version or stale file gives empty state, a log line and
 `rag_monitor_alert_state_loads_total{outcome}` (JSON nested too deeply among them). An entry

@@ -13,6 +13,8 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
+from monitor.alerts.window import Moments
+
 
 @lru_cache(maxsize=32)
 def z_score(confidence: float) -> float:
@@ -22,7 +24,7 @@ def z_score(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def wilson_interval(defects: int, samples: int, confidence: float) -> tuple[float, float]:
+def wilson_interval(defects: float, samples: int, confidence: float) -> tuple[float, float]:
     """The Wilson score interval of `defects / samples`; (0, 1) when nothing was seen."""
     if samples <= 0:
         return 0.0, 1.0
@@ -37,18 +39,21 @@ def wilson_interval(defects: int, samples: int, confidence: float) -> tuple[floa
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def increase_p_value(
-    defects: int, samples: int, base_defects: int, base_samples: int
-) -> tuple[float, float]:
-    """(increase, p): the current rate `defects / samples` minus the baseline's, and the
-    one-sided p-value of a pooled two-proportion z-test that the current rate is not above
-    the baseline's (1.0 when either side is empty)."""
-    if samples <= 0 or base_samples <= 0:
+def increase_p_value(current: Moments, base: Moments) -> tuple[float, float]:
+    """(increase, p): the current mean defect value minus the reference's, and the one-sided
+    p-value of a pooled two-sample z-test that the current mean is not above the
+    reference's (1.0 when either side is empty). For pass/fail verdicts this is the pooled
+    two-proportion test (the pooled variance is p (1 - p)); for scores the pooled variance
+    is the one the scores show."""
+    if current.samples <= 0 or base.samples <= 0:
         return 0.0, 1.0
-    rate, base = defects / samples, base_defects / base_samples
-    pooled = (defects + base_defects) / (samples + base_samples)
-    variance = pooled * (1 - pooled) * (1 / samples + 1 / base_samples)
+    increase = current.mean - base.mean
+    variance = current.plus(base).variance * (1 / current.samples + 1 / base.samples)
     if variance <= 0:
-        return rate - base, 1.0
-    z = (rate - base) / math.sqrt(variance)
-    return rate - base, NormalDist().cdf(-z)
+        return increase, 1.0
+    return increase, NormalDist().cdf(-increase / math.sqrt(variance))
+
+
+def one_sided_z(confidence: float) -> float:
+    """One-sided standard normal quantile: 0.99999 → 4.265."""
+    return NormalDist().inv_cdf(confidence)

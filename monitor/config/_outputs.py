@@ -26,21 +26,36 @@ class AlertBaseline(Section):
     min_samples: int = Field(default=500, gt=0)
 
 
-# Regression-rule defaults, from bench/alert_regression.py (see monitor/alerts/README.md).
+class AlertCohorts(Section):
+    """A cohort rule's split of each service: by the records' `version` (resource
+    `service.version`), request `model` or `route`."""
+
+    by: Literal["version", "model", "route"]
+
+
+# Regression- and cohort-rule defaults, from bench/alert_regression.py (see
+# monitor/alerts/README.md).
 REGRESSION_CONFIDENCE = 0.99999
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
 REGRESSION_MIN_SAMPLES = 100
+REGRESSION_TEST = "sequential"
 
 
 class AlertRule(Section):
     name: str
     evaluator: str | None = None
     category: str | None = None
-    # Exactly one form: an absolute `max_defect_rate`, or a `baseline` to regress against.
+    # Exactly one form: an absolute `max_defect_rate`, a `baseline` to regress against, or
+    # `cohorts` compared with the rest of their service.
     max_defect_rate: Rate | None = None
     baseline: AlertBaseline | None = None
+    cohorts: AlertCohorts | None = None
     min_increase: float | None = Field(default=None, gt=0, lt=1)
+    # Regression rules: the fixed-window z-test or the sequential test (monitor/alerts).
+    test: Literal["window", "sequential"] | None = None
+    # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`).
+    measure: Literal["verdicts", "scores"] = "verdicts"
     window: Duration = "10m"
     min_samples: int = Field(default=30, gt=0)
     confidence: float = Field(default=0.95, gt=0, lt=1)
@@ -49,7 +64,9 @@ class AlertRule(Section):
     @model_validator(mode="before")
     @classmethod
     def _regression_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("baseline") is not None:
+        if not isinstance(data, dict):
+            return data
+        if data.get("baseline") is not None or data.get("cohorts") is not None:
             data = {
                 "window": REGRESSION_WINDOW,
                 "min_samples": REGRESSION_MIN_SAMPLES,
@@ -57,16 +74,25 @@ class AlertRule(Section):
                 "min_increase": REGRESSION_MIN_INCREASE,
                 **data,
             }
+        if data.get("baseline") is not None:
+            data = {"test": REGRESSION_TEST, **data}
         return data
 
     @model_validator(mode="after")
     def _one_source(self) -> AlertRule:
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
-        if (self.max_defect_rate is None) == (self.baseline is None):
-            raise ValueError("max_defect_rate: exactly one of max_defect_rate or baseline")
-        if self.baseline is None and self.min_increase is not None:
-            raise ValueError("min_increase: only a rule with a baseline takes min_increase")
+        forms = [self.max_defect_rate, self.baseline, self.cohorts]
+        if sum(form is not None for form in forms) != 1:
+            raise ValueError("max_defect_rate: exactly one of max_defect_rate, baseline or cohorts")
+        if self.max_defect_rate is not None and self.min_increase is not None:
+            raise ValueError(
+                "min_increase: only a rule with a baseline or cohorts takes min_increase"
+            )
+        if self.baseline is None and self.test is not None:
+            raise ValueError("test: only a rule with a baseline takes a test")
+        if self.measure == "scores" and self.evaluator is None:
+            raise ValueError("measure: scores are an evaluator's; a category rule counts verdicts")
         if self.baseline is not None and parse_duration(self.baseline.window) <= parse_duration(
             self.window
         ):

@@ -88,9 +88,11 @@ class Pipeline(Section):
     evaluate_suspect_records: bool = False
     max_services: int = Field(default=50, gt=0)
     max_routes: int = Field(default=100, gt=0)
+    max_versions: int = Field(default=20, gt=0)
     # Values that always keep their own series, outside the caps above.
     allowed_services: list[str] = Field(default_factory=list)
     allowed_routes: list[str] = Field(default_factory=list)
+    allowed_versions: list[str] = Field(default_factory=list)
     # A capped value idle this long gives its slot to a new value when all are taken.
     label_idle_s: Annotated[
         Seconds, at_least(1.0, "a shorter idle time lets invented values evict real ones")

@@ -66,17 +66,18 @@ class MetricsSink:
         counting record by record would leave it. Scores are observed one by one, in
         order."""
         t = self._t
-        counts: Tally[tuple[str, str, str, str]] = Tally()
-        safety: Tally[tuple[str, str, str]] = Tally()
+        counts: Tally[tuple[str, str, str, str, str]] = Tally()
+        safety: Tally[tuple[str, str, str, str]] = Tally()
         exemplars: dict[tuple[str, ...], str] = {}  # the last defect's trace id per series
         scores: list[tuple[str, str, float]] = []
         for record, results in items:
             service = t.service_cap(record.service)
+            version = t.version_cap(record.version or "")
             route = t.route_cap(record.route)
             trace_id = record.trace_id
             for name, result in results.items():
                 outcome = result.outcome
-                key = (service, route, name, outcome)
+                key = (service, version, route, name, outcome)
                 counts[key] += 1
                 if outcome == "error":
                     continue
@@ -86,7 +87,7 @@ class MetricsSink:
                     scores.append((service, name, result.normalized))
                 if result.safety:
                     for category, severity in result.safety.items():
-                        graded = (service, category, severity)
+                        graded = (service, version, category, severity)
                         safety[graded] += 1
                         if severity != "very_low" and trace_id:
                             exemplars[graded] = trace_id

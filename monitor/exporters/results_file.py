@@ -65,6 +65,7 @@ def results_line(
         "request_id": record.request_id,
         "trace_id": record.trace_id,
         "service": record.service,
+        "version": record.version,
         "route": record.route,
         "results": {name: result.as_json() for name, result in results.items()},
     }

@@ -40,6 +40,7 @@ from monitor.extraction._trace_tree import (
     is_ancestor,
     route_of,
     trace_shape,
+    version_of,
 )
 from monitor.records import RagRecord
 from monitor.spans import Span
@@ -88,6 +89,7 @@ def extract_records(
     common: dict[str, Any] = {
         "trace_id": root.trace_id,
         "service": root.service,
+        "version": version_of(root),
         "route": route_of(root, ordered, route_attribute),
         "timestamp": root.start_unix_nano / 1e9 if root.start_unix_nano else None,
         "feedback": top.feedback,

@@ -1,5 +1,5 @@
 """A trace's spans as a tree: by time, by id, the root, ancestry, and the trace-wide
-values every record of the trace carries (route, feedback)."""
+values every record of the trace carries (route, version, feedback)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ def route_of(root: Span, spans: list[Span], key: str) -> str:
         else:
             value = root.resource.get(key)
     return "" if value is None else str(value)
+
+
+def version_of(root: Span) -> str | None:
+    """The resource attribute `service.version` of the root's resource (None when absent
+    or empty)."""
+    value = root.resource.get("service.version")
+    return None if value is None or value == "" else str(value)
 
 
 def feedback_of(spans: list[Span]) -> str | None:

@@ -111,11 +111,21 @@ def test_no_alert_below_min_samples_even_at_100_percent_defects() -> None:
     feed(engine, fails=29, passes=0)
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="hallucination") == 1.0
-    assert gauge(t, "alert_firing", service="shop", rule="hallucination", severity="warning") == 0
+    assert (
+        gauge(
+            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
+        )
+        == 0
+    )
     feed(engine, fails=1, passes=0)
     (alert,) = engine.evaluate()
     assert alert.status == "firing"
-    assert gauge(t, "alert_firing", service="shop", rule="hallucination", severity="warning") == 1
+    assert (
+        gauge(
+            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
+        )
+        == 1
+    )
 
 
 def test_no_alert_when_rate_is_above_threshold_but_interval_includes_it() -> None:
@@ -169,7 +179,12 @@ def test_services_have_separate_windows_and_labels() -> None:
         "generator": "rag-monitor",
         "evaluator": "local_groundedness",
     }
-    assert gauge(t, "alert_firing", service="good", rule="hallucination", severity="warning") == 0
+    assert (
+        gauge(
+            t, "alert_firing", service="good", rule="hallucination", severity="warning", cohort=""
+        )
+        == 0
+    )
 
 
 def test_window_slides_and_an_empty_window_resolves() -> None:

@@ -47,8 +47,12 @@ def per_minute() -> list[tuple[int, int]]:
 
 
 def engine_verdicts(counts: list[tuple[int, int]]) -> dict[int, bool]:
+    # The fleet rule mirrors the fixed-window test: PromQL has no sequential state.
     rule = AlertRule(
-        name="hallucination_regression", evaluator="local_groundedness", baseline=AlertBaseline()
+        name="hallucination_regression",
+        evaluator="local_groundedness",
+        baseline=AlertBaseline(),
+        test="window",
     )
     now = [0.0]
     engine = AlertEngine([rule], create_telemetry(), clock=lambda: now[0])

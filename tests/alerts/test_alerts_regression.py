@@ -28,6 +28,7 @@ RULE = AlertRule(
     baseline=AlertBaseline(window="10m", min_samples=200),
     min_increase=0.05,
     confidence=0.999,
+    test="window",  # the sequential test: tests/alerts/test_alerts_sequential.py
 )
 
 
@@ -86,7 +87,9 @@ def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
     assert float(notes["baseline_defect_rate"]) == pytest.approx(0.40, abs=0.01)
     assert float(notes["increase"]) >= 0.05
     assert float(notes["p_value"]) <= 0.001
-    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning") == 1
+    assert (
+        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
+    )
 
 
 def test_too_little_baseline_means_no_page_and_says_why() -> None:
@@ -151,10 +154,13 @@ def test_services_have_their_own_baselines() -> None:
 @pytest.mark.parametrize(
     ("rule", "problem"),
     [
-        ("{name: r, evaluator: local_groundedness}", "exactly one of max_defect_rate or baseline"),
+        (
+            "{name: r, evaluator: local_groundedness}",
+            "exactly one of max_defect_rate, baseline or cohorts",
+        ),
         (
             "{name: r, evaluator: local_groundedness, max_defect_rate: 0.1, baseline: {}}",
-            "exactly one of max_defect_rate or baseline",
+            "exactly one of max_defect_rate, baseline or cohorts",
         ),
         (
             "{name: r, evaluator: local_groundedness, window: 1h, baseline: {window: 30m}}",
@@ -166,7 +172,7 @@ def test_services_have_their_own_baselines() -> None:
         ),
         (
             "{name: r, evaluator: local_groundedness, max_defect_rate: 0.1, min_increase: 0.1}",
-            "only a rule with a baseline takes min_increase",
+            "only a rule with a baseline or cohorts takes min_increase",
         ),
         ("{name: r, evaluator: local_groundedness, baseline: {window: 0s}}", "baseline.window"),
     ],
@@ -183,7 +189,7 @@ def test_regression_rule_defaults() -> None:
     rule = AlertRule(name="r", evaluator="local_groundedness", baseline=AlertBaseline())
     assert rule.baseline is not None
     assert (rule.window, rule.baseline.window, rule.baseline.min_samples) == ("30m", "24h", 500)
-    assert (rule.min_increase, rule.confidence) == (0.03, 0.99999)
+    assert (rule.min_increase, rule.confidence, rule.test) == (0.03, 0.99999, "sequential")
     absolute = AlertRule(name="a", evaluator="local_groundedness", max_defect_rate=0.1)
     assert (absolute.window, absolute.confidence, absolute.min_increase) == ("10m", 0.95, None)
 
@@ -215,7 +221,9 @@ async def test_a_firing_rule_is_still_firing_after_a_restart_and_resolves_later(
     again.n = stream.n
     again.run(INTERVAL, 0.50)  # one evaluation interval
     assert second.firing() == [(RULE.name, "shop")]
-    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning") == 1
+    assert (
+        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
+    )
     assert gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name) == pytest.approx(
         0.20, abs=0.01
     )

@@ -90,7 +90,7 @@ async def test_an_entry_that_cannot_be_judged_is_dropped_alone(tmp_path: Path) -
     engine, t, clock = make(state_path=path)
     await engine.start()
     states = engine._states
-    broken = next(state for (_, service), state in states.items() if service == "cart")
+    broken = next(state for (_, service, _), state in states.items() if service == "cart")
 
     def fail(*_: object) -> None:
         raise ZeroDivisionError("scripted fault")
@@ -99,6 +99,8 @@ async def test_an_entry_that_cannot_be_judged_is_dropped_alone(tmp_path: Path) -
     stream = Stream(engine, clock)
     stream.run(30, 0.5, service="shop")  # evaluations go on: shop is judged every interval
     assert engine.firing() == [(RULE.name, "shop")]
-    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning") == 1
+    assert (
+        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
+    )
     assert _dropped(t, "evaluation") == 1  # once: the entry is gone after its failure
     await engine.shutdown(10)

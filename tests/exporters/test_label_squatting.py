@@ -54,7 +54,13 @@ def _services(t: Telemetry) -> set[str]:
 def _count(t: Telemetry, service: str) -> float:
     value = t.registry.get_sample_value(
         "rag_monitor_evaluations_total",
-        {"service": service, "route": "/ask", "evaluator": "local_safety", "outcome": "pass"},
+        {
+            "service": service,
+            "version": "",
+            "route": "/ask",
+            "evaluator": "local_safety",
+            "outcome": "pass",
+        },
     )
     return value or 0.0
 
