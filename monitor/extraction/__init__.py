@@ -9,10 +9,10 @@ from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
     Unreadable,
-    extract_records,
     extract_trace,
     extract_within,
 )
+from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._suspect import GUIDANCE as SUSPECT_GUIDANCE
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 

@@ -11,15 +11,6 @@ from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord, RecordError, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
 
-__all__ = [
-    "Extraction",
-    "TraceRecords",
-    "Unreadable",
-    "extract_records",
-    "extract_trace",
-    "extract_within",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
