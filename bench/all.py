@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import os
 import random
@@ -33,20 +32,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-def _bench(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
@@ -66,8 +55,10 @@ def machine() -> str:
 
 
 def ingest_rows(seconds: float) -> tuple[list[Row], float]:
-    ingest = _bench("ingest")
-    payload, _ = ingest.build_payload(random.Random(0), 0)
+    from bench import ingest
+    from bench._otlp_load import build_payload
+
+    payload, _ = build_payload(random.Random(0), 0)
     ceiling = ingest.reference(payload, 0)["raw protobuf parse"]
     rows: list[Row] = []
     peak = 0.0
@@ -85,7 +76,7 @@ def ingest_rows(seconds: float) -> tuple[list[Row], float]:
 def sampling_cost_rows(seconds: float, rounds: int = 3) -> list[Row]:
     """What the sampled 1% costs the ingest process: a monitor at 1% beside one with
     nothing sampled (`bench/ingest.py --sampling-cost`), medians of `rounds`."""
-    ingest = _bench("ingest")
+    from bench import ingest
     runs = [ingest.sampling_cost("http", seconds, 4) for _ in range(rounds)]
     return [
         ("OTLP/HTTP ingest at 1% per server CPU-s",
@@ -100,7 +91,7 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
     """Records per CPU-second of the ingest process (one evaluation worker process, on
     another CPU) against kafka-python alone beside it on the same CPU, at `sampling` and
     with nothing sampled; medians of `rounds`."""
-    kafka = _bench("kafka_ingest")
+    from bench import kafka_ingest as kafka
     from tests._kafka import running_broker
 
     runs: dict[float, list[tuple[dict[str, float], dict[str, float]]]] = {sampling: [], 0.0: []}
@@ -130,7 +121,7 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
 def pool_rows(rounds: int = 6) -> list[Row]:
     """Local evaluation throughput with 2 worker processes against 1, both pools started
     and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
-    pool = _bench("worker_pool")
+    from bench import worker_pool as pool
     records = pool.records(320)
     batches = [records[i : i + pool.BATCH] for i in range(0, len(records), pool.BATCH)]
     result = asyncio.run(pool.scaling(2, batches, rounds))
@@ -142,7 +133,7 @@ def pool_rows(rounds: int = 6) -> list[Row]:
 
 
 def evaluation_rows(records: int = 120) -> list[Row]:
-    quality = _bench("detector_quality")
+    from bench import detector_quality as quality
     from monitor.component import SampledRecord
     from monitor.config import Config
     from monitor.detector import score_groundedness
@@ -200,7 +191,7 @@ def evaluation_rows(records: int = 120) -> list[Row]:
 
 
 def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list[Row]:
-    judge = _bench("judge_pipeline")
+    from bench import judge_pipeline as judge
     port = judge._free_port()
     stub = subprocess.Popen(
         [sys.executable, judge.__file__, judge.STUB_FLAG, str(port), str(latency)]
@@ -235,9 +226,10 @@ def table(rows: list[Row]) -> str:
     ]
     for name, value, unit, ref_name, ref, paired in rows:
         ratio = paired if paired is not None else value / ref if ref else float("nan")
-        fmt = (lambda v: f"{v:,.0f}") if max(value, ref) >= 100 else (lambda v: f"{v:.2f}")
+        digits = 0 if max(value, ref) >= 100 else 2
         out.append(
-            f"| {name.strip()} | {fmt(value)} | {unit} | {ref_name} | {fmt(ref)} | {ratio:.3g} |"
+            f"| {name.strip()} | {value:,.{digits}f} | {unit} | {ref_name} | {ref:,.{digits}f} "
+            f"| {ratio:.3g} |"
         )
     return "\n".join(out)
 

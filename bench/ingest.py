@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,10 +72,10 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
-    def rate(fn: object, repeat: int = 40) -> float:
+    def rate(fn: Callable[[], object], repeat: int = 40) -> float:
         start = time.process_time()
         for _ in range(repeat):
-            fn()  # type: ignore[operator]
+            fn()
         return size * repeat / (time.process_time() - start)
 
     def decode(body: bytes) -> Decoded:
@@ -270,7 +270,9 @@ async def _drive_grpc(
     sent = pushback = 0
     deadline = time.monotonic() + seconds
     async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        export: aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
 
         async def worker() -> None:
             nonlocal sent, pushback
@@ -351,7 +353,9 @@ class Monitor:
         }
 
 
-def _drive(protocol: str) -> Callable[[int, Payloads, float, int], Awaitable[tuple[int, int]]]:
+def _drive(
+    protocol: str,
+) -> Callable[[int, Payloads, float, int], Coroutine[None, None, tuple[int, int]]]:
     return _drive_http if protocol == "http" else _drive_grpc
 
 

@@ -94,6 +94,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     from monitor.processors.budget import BudgetGate
     from monitor.processors.evaluate import EvaluationStage
     from monitor.records import ContextDoc, RagRecord
+    from monitor.results import EvalResult
     from monitor.telemetry import create_telemetry
 
     await _wait_port(port)
@@ -127,7 +128,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
         async def start(self) -> None:
             return None
 
-        def emit(self, record: RagRecord, results: dict) -> None:  # type: ignore[type-arg]
+        def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
             Count.done += 1
             Count.errors += sum(1 for r in results.values() if r.error is not None)
             if Count.done >= target:
@@ -232,6 +233,12 @@ async def escalation(
     return report
 
 
+def _band(text: str) -> tuple[float, float]:
+    """`0.3:0.7` -> (0.3, 0.7)."""
+    low, high = text.split(":")
+    return float(low), float(high)
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == STUB_FLAG:
         _serve_stub(int(sys.argv[2]), float(sys.argv[3]))
@@ -270,10 +277,10 @@ def main() -> None:
             f"({verdict} the 90% target)"
         )
     if not args.skip_escalation and args.data.exists():
-        bands = [tuple(float(x) for x in b.split(":")) for b in args.bands.split(",")]
+        bands = [_band(b) for b in args.bands.split(",")]
         text = args.data.read_text(encoding="utf-8")
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        report = asyncio.run(escalation(rows, bands))  # type: ignore[arg-type]
+        report = asyncio.run(escalation(rows, bands))
         print(json.dumps({"escalation": report}, indent=2))
 
 

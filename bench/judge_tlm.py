@@ -105,7 +105,9 @@ class Setup:
     def evaluator(self, preset: str | None, **tlm: Any) -> Evaluator:
         if preset is None:
             return build(EvaluatorConfig(name="trustworthiness"), self.context)
-        entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset, **tlm})
+        entry = EvaluatorConfig.model_validate(
+            {"name": "trustworthiness_tlm", "tlm": {"preset": preset, **tlm}}
+        )
         return build(entry, self.context)
 
     def calls(self) -> float:
@@ -119,7 +121,14 @@ class Setup:
         )
 
 
-NAMES = {None: "trustworthiness (Likert)", **{p: f"trustworthiness_tlm {p}" for p in PRESETS}}
+NAMES: dict[str | None, str] = {
+    None: "trustworthiness (Likert)",
+    **{p: f"trustworthiness_tlm {p}" for p in PRESETS},
+}
+
+
+def _mean(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.3f}" if values else "-"
 
 
 def escalated_share(rows: list[dict[str, Any]], band: tuple[float, float]) -> float:
@@ -214,10 +223,9 @@ async def quality(base: str, records: list[tuple[RagRecord, bool]], max_tokens: 
         value = auroc(scores, flags)
         faithful = [s for s, h in pairs if not h]
         bad = [s for s, h in pairs if h]
-        mean = lambda xs: f"{sum(xs) / len(xs):.3f}" if xs else "-"  # noqa: E731
         print(
             f"| {name} | {len(pairs)} | {len(got) - len(pairs)} | "
-            f"{'-' if value is None else f'{value:.3f}'} | {mean(faithful)} | {mean(bad)} |"
+            f"{'-' if value is None else f'{value:.3f}'} | {_mean(faithful)} | {_mean(bad)} |"
         )
     errors = sorted({(r.error or "")[:90] for got in results.values() for r in got if r.error})
     for error in errors[:8]:

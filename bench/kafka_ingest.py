@@ -42,12 +42,11 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest import descendants  # bench/ingest.py
-
+from bench.ingest import descendants
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message
 from monitor.service import Service, tune_gc
@@ -263,7 +262,7 @@ def per_record_costs(bootstrap: str, topic: str, sample: int) -> dict[str, float
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
-    messages = []
+    messages: list[ConsumerRecord] = []
     started = time.process_time()
     while len(messages) < sample:
         for batch in consumer.poll(timeout_ms=500, max_records=5000).values():

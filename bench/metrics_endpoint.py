@@ -60,14 +60,22 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
 
 
 async def scrape(
-    client: httpx.AsyncClient, url: str, n: int, **kwargs: object
+    client: httpx.AsyncClient,
+    url: str,
+    n: int,
+    *,
+    headers: dict[str, str],
+    params: dict[str, str] | None = None,
+    auth: tuple[str, str] | None = None,
 ) -> tuple[float, int, float]:
     """(median seconds, bytes on the wire, first request's seconds)."""
     times = []
     size = 0
     for _ in range(n):
         start = time.perf_counter()
-        async with client.stream("GET", url, **kwargs) as response:  # type: ignore[arg-type]
+        async with client.stream(
+            "GET", url, headers=headers, params=params, auth=auth
+        ) as response:
             raw = b"".join([chunk async for chunk in response.aiter_raw()])
             assert response.status_code == 200, response.status_code
         times.append(time.perf_counter() - start)

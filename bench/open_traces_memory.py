@@ -26,9 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(HERE))
 
-from ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest,
 )
@@ -36,6 +34,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
+from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 8

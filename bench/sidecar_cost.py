@@ -66,7 +66,7 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
 
 
 def rotel_binary() -> Path:
-    import rotel  # type: ignore[import-untyped]
+    import rotel
 
     return Path(rotel.__file__).parent / "rotel-agent"
 

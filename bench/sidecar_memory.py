@@ -121,7 +121,7 @@ def rotel_memory(settle_s: float, workdir: Path) -> Tree | None:
     """PSS of an idle rotel-agent with OTLP receivers and the blackhole exporter; None
     when the `rotel` package is not installed."""
     try:
-        import rotel  # type: ignore[import-untyped]
+        import rotel
     except ImportError:
         return None
     binary = Path(rotel.__file__).parent / "rotel-agent"

@@ -25,7 +25,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.pool import ProcessPool  # noqa: E402
@@ -45,7 +44,7 @@ def rss_mb(pid: int) -> float:
 
 
 def records(n: int) -> list[RagRecord]:
-    import detector_quality
+    from bench import detector_quality
 
     rng = random.Random(7)
     out = []

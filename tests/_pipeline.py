@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from monitor.component import SampledRecord
+from monitor.component import RecordConsumer, SampledRecord
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
@@ -48,7 +48,7 @@ class RecordingStage:
         return found()
 
 
-def trace_stage(config: Config, consumer: RecordingStage, telemetry: Telemetry) -> TraceStage:
+def trace_stage(config: Config, consumer: RecordConsumer, telemetry: Telemetry) -> TraceStage:
     return TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),

@@ -61,9 +61,7 @@ def scripted_scorer(spec: EvaluatorConfig) -> ScriptedScorer:
 
 def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
     """`scripted_scorer`, in a worker whose extraction of traces is scripted (module doc)."""
-    from monitor.processors.trace import _pooled
-
-    real = _pooled.extract_traces
+    from monitor.processors.trace import _pooled, extract_traces
 
     def extract(traces: Sequence[Sequence[Span]], route_attribute: str) -> list[Extraction]:
         for span in (span for spans in traces for span in spans):
@@ -73,9 +71,10 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
                 if not (once and path.exists()):
                     path.touch()
                     threading.Event().wait()
-        return real(traces, route_attribute)
+        return extract_traces(traces, route_attribute)
 
-    _pooled.extract_traces = extract
+    # Replaces the name that the pool's extraction task looks up in its module.
+    vars(_pooled)["extract_traces"] = extract
     return ScriptedScorer(spec.name)
 
 

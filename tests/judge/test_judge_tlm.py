@@ -9,7 +9,8 @@ question), so concurrent calls get the intended answers whatever order they arri
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ def kind(got: Received) -> str:
 class Script:
     """Answers per kind of call, in order within each kind (the last one repeats)."""
 
-    def __init__(self, **answers: list[Reply | str]) -> None:
+    def __init__(self, **answers: Sequence[Reply | str]) -> None:
         self.answers = {
             k: [r if isinstance(r, Reply) else Reply(r) for r in v] for k, v in answers.items()
         }
@@ -101,7 +102,9 @@ class Harness:
         self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
 
     def evaluator(self, threshold: float | None = None, **tlm: Any) -> TrustworthinessTlmEvaluator:
-        entry = EvaluatorConfig(name="trustworthiness_tlm", threshold=threshold, tlm=tlm)
+        entry = EvaluatorConfig.model_validate(
+            {"name": "trustworthiness_tlm", "threshold": threshold, "tlm": tlm}
+        )
         evaluator = build(entry, self.context)
         assert isinstance(evaluator, TrustworthinessTlmEvaluator)
         return evaluator
@@ -349,6 +352,10 @@ async def test_a_breaker_that_opens_between_samples_errors_the_record(stub: Stub
     assert result.input_tokens == 100
 
 
+def _completed(stage: EvaluationStage, n: int) -> bool:
+    return stage.completed >= n
+
+
 def _stage(h: Harness, evaluator: Any, budget: Budget) -> tuple[EvaluationStage, SummarySink]:
     summary = SummarySink()
     stage = EvaluationStage(
@@ -381,7 +388,7 @@ async def test_the_budget_runs_out_mid_record_and_the_record_is_still_scored_who
         )
         assert ok == 1
         done = 1 if record.request_id == "r1" else 2
-        await wait_until_async(lambda d=done: stage.completed >= d, 60, f"{done} records done")
+        await wait_until_async(partial(_completed, stage, done), 60, f"{done} records done")
     await stage.shutdown(5)
     totals = summary.totals["trustworthiness_tlm"]
     assert (totals.passed, totals.errors) == (1, 0)
@@ -465,7 +472,7 @@ def test_check_config_validates_the_options() -> None:
     ]
     for tlm, key in bad:
         with pytest.raises(ValueError, match=key):
-            EvaluatorConfig(name="trustworthiness_tlm", tlm=tlm)
+            EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": tlm})
 
 
 @pytest.mark.parametrize(("preset", "calls"), [("low", 3), ("medium", 6), ("high", 10)])
@@ -476,7 +483,7 @@ def test_presets_set_the_calls_per_record(preset: str, calls: int) -> None:
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry)
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset})
+    entry = EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": {"preset": preset}})
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator)
     assert evaluator.calls_per_record == calls

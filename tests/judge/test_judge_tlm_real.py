@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,10 @@ class Collect:
 
 
 @pytest.mark.timeout(600)
+def _completed(stage: EvaluationStage, n: int) -> bool:
+    return stage.completed >= n
+
+
 async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None:
     config = Config.model_validate(
         {
@@ -105,7 +110,7 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry, models=[MODEL])
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": "medium"})
+    entry = EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": {"preset": "medium"}})
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator) and evaluator.calls_per_record == 6
     sink = Collect()
@@ -139,7 +144,7 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
         record = RagRecord.model_validate(raw)
         sampled = SampledRecord(record, "svc", frozenset({"trustworthiness_tlm"}))
         assert await stage.put_many([sampled]) == 1
-        await wait_until_async(lambda i=i: stage.completed >= i, 590, f"record {i} done")
+        await wait_until_async(partial(_completed, stage, i), 590, f"record {i} done")
     await stage.shutdown(5)
 
     # The first record: each of its six calls ended as an answer (read, or unreadable and

@@ -14,6 +14,7 @@ import ast
 import importlib.metadata
 import sys
 import tomllib
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def _import_module_names(call: ast.Call) -> list[str]:
 
 
 @cache
-def _top_level() -> dict[str, list[str]]:
+def _top_level() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 
