@@ -15,9 +15,9 @@ Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Inst
    is served from another's cache; per record: calls (`judge_requests_total`), input and
    output tokens, wall time; and the ratio of each to the Likert judge's in this run.
 2. **Quality** (all records, one shared client): `high` is run first; `medium` and `low`
-   then reuse its first samples and first reflection wording from the cache (samples are
-   independent draws, so a preset's score on the first k of them is a fair draw of that
-   preset). Also the consistency part alone with agreement by the detector and by the
+   then reuse its first drawn answers and first reflection wording from the cache (drawn
+   answers are independent, so a preset's score on the first k of them is a fair draw of
+   that preset). Also the consistency part alone with agreement by the detector and by the
    judge (`agreement: judge`, three more calls per record at `low`), and the Likert judge.
    AUROC of each score for `label.hallucinated` (a low score should mean hallucinated),
    over the records that got a score; errors are counted.

@@ -314,8 +314,9 @@ def parse_reflection(text: str) -> Parsed:
     raise ParseError("no correct / incorrect / not sure verdict found")
 
 
-def parse_sample(text: str) -> Parsed:
-    """A sampled answer: any non-empty text (its explanation is empty)."""
+def parse_draw(text: str) -> Parsed:
+    """A drawn answer of `trustworthiness_tlm`: any non-empty text (its explanation is
+    empty)."""
     if not text.strip():
         raise ParseError("empty answer")
     return Parsed(text.strip(), "")

@@ -1,7 +1,7 @@
 """`trustworthiness_tlm` end to end against a real model: SmolLM2-135M-Instruct served by
 llama.cpp (`tests/_llama.py`, one thread, one slot).
 
-A 135M model judges badly; what this shows is the plumbing: every sample and reflection
+A 135M model judges badly; what this shows is the plumbing: every drawn answer and reflection
 call of a record reaches the real server, returns (with the server's logprobs, which
 llama.cpp sends) and is read or counted as an error; the record gets a score or an `error`
 result, never a pass by default; tokens and cost are accounted, and the budget admits a
@@ -185,7 +185,7 @@ def test_replay_scores_a_record_with_the_low_preset(
         "evaluators": [
             {
                 "name": "trustworthiness_tlm",
-                "tlm": {"preset": "low", "samples": 2},
+                "tlm": {"preset": "low", "draws": 2},
                 "threshold": 0.5,
             }
         ],
@@ -207,9 +207,9 @@ def test_replay_scores_a_record_with_the_low_preset(
     line = json.loads(output.read_text().splitlines()[0])
     result = line["results"]["trustworthiness_tlm"]
     check_result(result)
-    # Two samples and no reflection (the low preset with samples: 2): two calls either way.
+    # Two drawn answers and no reflection (the low preset with draws: 2): two calls either way.
     if result["error"] is None:
-        assert "of 2 sampled answers disagree" in result["explanation"], result
+        assert "of 2 drawn answers disagree" in result["explanation"], result
         assert "self-reflection" not in result["explanation"], result
     else:
         assert " of 2 calls failed:" in result["error"], result
