@@ -60,15 +60,15 @@ from monitor.judge.answers import (
     ANSWER_RESULTS,
     FORMAT_REMINDER,
     AnswerFormat,
+    NoVerdict,
     TokenLogprobs,
-    Unreadable,
     Verdict,
     answer_limit,
     too_long,
 )
 from monitor.judge.breaker import CircuitBreaker
 from monitor.judge.metrics import judge_metrics
-from monitor.judge.parsers import Parsed, ParseError
+from monitor.judge.parsers import ParsedVerdict, ParseError
 from monitor.judge.provider import GREEDY, AttemptError, Decoding, Provider, Reply
 from monitor.redaction import Redactor
 from monitor.retry import Retry, RetryPolicy
@@ -263,7 +263,7 @@ class JudgeClient:
                 f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
             )
             return self._error(f"{exc.outcome}: {exc}", spent)
-        except Unreadable as exc:
+        except NoVerdict as exc:
             return self._error(str(exc), spent)
         if key is not None:
             self._cache[key] = (parsed.value, parsed.explanation, spent.logprobs)
@@ -289,9 +289,9 @@ class JudgeClient:
         max_tokens: int,
         spent: Reply,
         sampling: Decoding,
-    ) -> Parsed:
+    ) -> ParsedVerdict:
         """Ask, read, and on an unreadable answer ask once more for the format.
-        Raises `AttemptError` (the call failed) or `Unreadable` (the answers did)."""
+        Raises `AttemptError` (the call failed) or `NoVerdict` (the answers did)."""
         conversation = [
             {"role": m["role"], "content": self._redact(m["content"])} for m in messages
         ]
@@ -303,10 +303,10 @@ class JudgeClient:
         answer_format = "structured" if response_format is not None else "free_form"
         counted = self._extra.answers
 
-        def read(reply: Reply) -> tuple[Parsed, bool]:
+        def read(reply: Reply) -> tuple[ParsedVerdict, bool]:
             if len(reply.text) > answer_limit(max_tokens):
                 counted.labels(model, answer_format, "truncated").inc()
-                raise Unreadable(too_long(reply.text, max_tokens))
+                raise NoVerdict(too_long(reply.text, max_tokens))
             return answer.read(reply.text, response_format is not None)
 
         reply = await self._call(
@@ -317,7 +317,7 @@ class JudgeClient:
         except ParseError as first:
             if reply.finish_reason == "length":
                 counted.labels(model, answer_format, "truncated").inc()
-                raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                raise NoVerdict(f"truncated: answer cut off at {max_tokens} tokens") from None
             self._extra.retries.labels(model, "unparseable").inc()
             conversation += [
                 {"role": "assistant", "content": reply.text or "(empty)"},
@@ -331,7 +331,7 @@ class JudgeClient:
             except ParseError as second:
                 if reply.finish_reason == "length":
                     counted.labels(model, answer_format, "truncated").inc()
-                    raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                    raise NoVerdict(f"truncated: answer cut off at {max_tokens} tokens") from None
                 counted.labels(model, answer_format, "parse").inc()
                 self._quiet.warning(
                     f"unreadable:{model}:{evaluator}",
@@ -341,7 +341,7 @@ class JudgeClient:
                     second,
                 )
                 what = "empty answer" if not reply.text.strip() else str(second)
-                raise Unreadable(f"parse: {what} (first attempt: {first})") from None
+                raise NoVerdict(f"parse: {what} (first attempt: {first})") from None
             counted.labels(model, answer_format, "repaired").inc()
             return parsed
         result = "fallback" if response_format is not None and not from_schema else "valid"

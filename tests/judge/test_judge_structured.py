@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from monitor.evaluators.judge_definitions import ANSWER_SCHEMAS, DEFINITIONS, Answer
 from monitor.judge import parsers, schemas
-from monitor.judge.parsers import Parsed, ParseError
+from monitor.judge.parsers import ParsedVerdict, ParseError
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
 
@@ -73,7 +73,7 @@ def test_categorical_verdicts_are_literals() -> None:
 
 # The same verdict as a structured answer and as the free-form text the tolerant parser
 # reads: both must give the evaluator the same value.
-SAME_VERDICT: list[tuple[Answer, dict[str, Any], str, Callable[[str], Parsed]]] = [
+SAME_VERDICT: list[tuple[Answer, dict[str, Any], str, Callable[[str], ParsedVerdict]]] = [
     (
         "score5",
         {"reasoning": "all in document 1", "score": 4},
@@ -130,7 +130,7 @@ SAME_VERDICT: list[tuple[Answer, dict[str, Any], str, Callable[[str], Parsed]]] 
 
 @pytest.mark.parametrize(("kind", "structured", "text", "parse"), SAME_VERDICT)
 def test_structured_and_free_form_give_the_same_value(
-    kind: Answer, structured: dict[str, Any], text: str, parse: Callable[[str], Parsed]
+    kind: Answer, structured: dict[str, Any], text: str, parse: Callable[[str], ParsedVerdict]
 ) -> None:
     parsed = schemas.read(ANSWER_SCHEMAS[kind], json.dumps(structured), 2)
     assert parsed.value == parse(text).value
