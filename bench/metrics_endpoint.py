@@ -73,9 +73,7 @@ async def scrape(
     size = 0
     for _ in range(n):
         start = time.perf_counter()
-        async with client.stream(
-            "GET", url, headers=headers, params=params, auth=auth
-        ) as response:
+        async with client.stream("GET", url, headers=headers, params=params, auth=auth) as response:
             raw = b"".join([chunk async for chunk in response.aiter_raw()])
             assert response.status_code == 200, response.status_code
         times.append(time.perf_counter() - start)

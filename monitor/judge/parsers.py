@@ -62,7 +62,9 @@ def parse_score(text: str, low: int, high: int) -> ParsedVerdict:
         if matches:
             last = matches[-1]
             explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-            return ParsedVerdict(_in_range(last.group(1), low, high), clip(_strip_markup(explanation)))
+            return ParsedVerdict(
+                _in_range(last.group(1), low, high), clip(_strip_markup(explanation))
+            )
     raise ParseError(f"no score between {low} and {high} found (expected e.g. 'Score: {high}')")
 
 

@@ -483,7 +483,9 @@ def test_presets_set_the_calls_per_record(preset: str, calls: int) -> None:
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry)
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": {"preset": preset}})
+    entry = EvaluatorConfig.model_validate(
+        {"name": "trustworthiness_tlm", "tlm": {"preset": preset}}
+    )
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator)
     assert evaluator.calls_per_record == calls

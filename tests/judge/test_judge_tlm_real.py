@@ -110,7 +110,9 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry, models=[MODEL])
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": {"preset": "medium"}})
+    entry = EvaluatorConfig.model_validate(
+        {"name": "trustworthiness_tlm", "tlm": {"preset": "medium"}}
+    )
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator) and evaluator.calls_per_record == 6
     sink = Collect()

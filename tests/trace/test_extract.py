@@ -200,7 +200,10 @@ def test_openinference_reranker_output_replaces_retrieved_order() -> None:
     with tracer.start_as_current_span(
         "root", attributes={"openinference.span.kind": "CHAIN", "input.value": "q?"}
     ):
-        attrs: dict[str, AttributeValue] = {"openinference.span.kind": "RETRIEVER", "input.value": "q?"}
+        attrs: dict[str, AttributeValue] = {
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": "q?",
+        }
         for i, (_, c, _) in enumerate(case.docs):
             attrs[f"retrieval.documents.{i}.document.content"] = c
         with tracer.start_as_current_span("retrieve", attributes=attrs):
