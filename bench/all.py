@@ -37,21 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench import _docs  # noqa: E402
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
 # measured / reference (the median of paired rounds' ratios)
 Row = tuple[str, float, str, str, float, float | None]
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{nproc} CPUs ({model}), load average {load}"
 
 
 def ingest_rows(seconds: float) -> tuple[list[Row], float]:
@@ -77,6 +67,7 @@ def sampling_cost_rows(seconds: float, rounds: int = 3) -> list[Row]:
     """What the sampled 1% costs the ingest process: a monitor at 1% beside one with
     nothing sampled (`bench/ingest.py --sampling-cost`), medians of `rounds`."""
     from bench import ingest
+
     runs = [ingest.sampling_cost("http", seconds, 4) for _ in range(rounds)]
     return [
         ("OTLP/HTTP ingest at 1% per server CPU-s",
@@ -122,6 +113,7 @@ def pool_rows(rounds: int = 6) -> list[Row]:
     """Local evaluation throughput with 2 worker processes against 1, both pools started
     and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
     from bench import worker_pool as pool
+
     records = pool.records(320)
     batches = [records[i : i + pool.BATCH] for i in range(0, len(records), pool.BATCH)]
     result = asyncio.run(pool.scaling(2, batches, rounds))
@@ -192,6 +184,7 @@ def evaluation_rows(records: int = 120) -> list[Row]:
 
 def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list[Row]:
     from bench import judge_pipeline as judge
+
     port = judge._free_port()
     stub = subprocess.Popen(
         [sys.executable, judge.__file__, judge.STUB_FLAG, str(port), str(latency)]
@@ -220,18 +213,22 @@ def idle_rss_mb() -> float:
 
 
 def table(rows: list[Row]) -> str:
-    out = [
-        "| measurement | value | unit | reference point (same run) | reference | ratio |",
-        "|---|---|---|---|---|---|",
-    ]
+    cells = []
     for name, value, unit, ref_name, ref, paired in rows:
         ratio = paired if paired is not None else value / ref if ref else float("nan")
         digits = 0 if max(value, ref) >= 100 else 2
-        out.append(
-            f"| {name.strip()} | {value:,.{digits}f} | {unit} | {ref_name} | {ref:,.{digits}f} "
-            f"| {ratio:.3g} |"
+        cells.append(
+            [
+                name.strip(),
+                f"{value:,.{digits}f}",
+                unit,
+                ref_name,
+                f"{ref:,.{digits}f}",
+                f"{ratio:.3g}",
+            ]
         )
-    return "\n".join(out)
+    header = ["measurement", "value", "unit", "reference point (same run)", "reference", "ratio"]
+    return _docs.table(header, cells)
 
 
 def main() -> None:
@@ -245,10 +242,11 @@ def main() -> None:
     parser.add_argument(
         "--skip", default="", help="comma-separated: ingest,kafka,evaluation,judge,memory"
     )
+    _docs.add_flag(parser)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     logging.basicConfig(level=logging.WARNING)
-    before = machine()
+    before = _docs.machine()
     started = time.monotonic()
     rows: list[Row] = []
     peak = 0.0
@@ -267,12 +265,12 @@ def main() -> None:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:
         rows.append(("peak RSS during ingest", peak, "MB", "idle monitor RSS", idle, None))
-    print()
-    print(table(rows))
-    print()
-    print(f"machine before: {before}")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average after: {load}; {time.monotonic() - started:.0f} s in all")
+    took = f"load average after: {load}; {time.monotonic() - started:.0f} s in all"
+    result = table(rows)
+    print(f"\n{result}\n\nmachine before: {before}\n{took}")
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "all", f"{result}\n\n{took}.")
 
 
 if __name__ == "__main__":
