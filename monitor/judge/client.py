@@ -22,7 +22,7 @@ One instance per process, shared by all judge evaluators. Per call it:
    call ends as a `parse` error (a reply cut off at `max_tokens` is `truncated`). A
    provider that refuses `response_format` is asked again without it, and that model is
    asked free-form from then on;
-6. at a caller's request samples at a `temperature` above 0 (the default is 0) and asks
+6. at a caller's request draws at a `temperature` above 0 (the default is 0) and asks
    for the answer tokens' log-probabilities (`logprobs`, `top_logprobs`); a provider
    that refuses them is asked again without, and that model is asked without from then
    on (the verdict then has no `logprobs`);
@@ -183,7 +183,8 @@ class JudgeClient:
         """Ask `model` (at `api_base`, default `judge.api_base`) and read its answer.
 
         `temperature` and `logprobs` are part of the request, not of the cache key: a
-        caller that samples one question several times puts a sample number in `inputs`."""
+        caller that draws answers to one question several times puts the draw's number in
+        `inputs`."""
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
         endpoint = api_base or self._config.api_base
         if self._config.max_output_tokens is not None:
@@ -456,7 +457,7 @@ class JudgeClient:
             model, api_base, messages, max_tokens, response_format, sampling
         )
         async with self._semaphore:
-            # Asked once a slot is free: a call that queued behind others (the samples of one
+            # Asked once a slot is free: a call that queued behind others (the draws of one
             # record) must not go out when the breaker opened while it waited.
             if not breaker.allow():
                 raise AttemptError(
