@@ -29,17 +29,17 @@ DOCS = [
     "Mount Everest is 8,849 metres tall, the highest mountain above sea level.",
     "Apollo 11 landed on the Moon on 20 July 1969; Neil Armstrong was the first to step out.",
 ]
-
-# What the model answers: each document's fact in other words (an answer equal to a
-# document reads as a wrong extraction, `extraction_suspect`, and would not be scored).
+# Each answer restates its document in other words: an answer that is a copy of a retrieved
+# document reads as a wrongly extracted trace to the monitor, which then scores nothing.
 ANSWERS = [
-    "Water boils at 100 degrees Celsius at sea level, which is 212 degrees Fahrenheit.",
-    "Gustave Eiffel's engineering firm designed the tower, which was completed in 1889.",
-    "Mount Everest is 8,849 metres tall, higher above sea level than any other mountain.",
-    "Apollo 11 landed on the Moon on 20 July 1969, and Neil Armstrong stepped out first.",
+    "Water boils at 100 degrees Celsius, or 212 degrees Fahrenheit, at sea level.",
+    "Gustave Eiffel's engineering firm designed the tower, which was finished in 1889.",
+    "Everest is the highest mountain above sea level, at 8,849 metres.",
+    "It landed on 20 July 1969, and Neil Armstrong stepped out first.",
 ]
 
 _FILLER = "The passage goes on with more of the source document's text. "
+_ANSWER_FILLER = "The answer goes on to explain this in its own words. "
 
 
 def _kv(key: str, value: str | int | float) -> KeyValue:
@@ -50,15 +50,20 @@ def _kv(key: str, value: str | int | float) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(double_value=value))
 
 
+def _padded(text: str, filler: str, size: int) -> str:
+    """`text` followed by `filler` repeated, `size` characters in all (at least `text`)."""
+    return (text + " " + filler * (1 + size // len(filler)))[: max(size, len(text))]
+
+
 def build_payload(
     rng: random.Random, light: int = 0, doc_padding: int = 0
 ) -> tuple[bytes, list[bytes]]:
     """One 512-span export request and the trace ids in it; `light` extra non-RAG spans
     (database / HTTP client calls with 4 short attributes) per trace; `doc_padding`
     characters more in every document (longer retrieved passages, answers and prompts)."""
-    docs_text = [
-        (d + " " + _FILLER * (1 + doc_padding // len(_FILLER)))[: len(d) + doc_padding]
-        for d in DOCS
+    docs_text = [_padded(d, _FILLER, len(d) + doc_padding) for d in DOCS]
+    answers = [
+        _padded(a, _ANSWER_FILLER, len(d) + doc_padding) for a, d in zip(ANSWERS, DOCS, strict=True)
     ]
     spans = []
     trace_ids = []
@@ -69,7 +74,7 @@ def build_payload(
         root = rng.randbytes(8)
         q = QUESTIONS[n % len(QUESTIONS)]
         docs = [docs_text[(n + i) % len(DOCS)] for i in range(3)]
-        answer = ANSWERS[n % len(ANSWERS)]
+        answer = answers[n % len(DOCS)]
         system = "Answer only from the context below.\n\n" + "\n\n".join(docs)
 
         def span(

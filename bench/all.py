@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import os
 import random
@@ -33,41 +32,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-
-def _bench(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from bench import _docs  # noqa: E402
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
 # measured / reference (the median of paired rounds' ratios)
 Row = tuple[str, float, str, str, float, float | None]
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{nproc} CPUs ({model}), load average {load}"
-
-
 def ingest_rows(seconds: float) -> tuple[list[Row], float]:
-    ingest = _bench("ingest")
-    payload, _ = ingest.build_payload(random.Random(0), 0)
+    from bench import ingest
+    from bench._otlp_load import build_payload
+
+    payload, _ = build_payload(random.Random(0), 0)
     ceiling = ingest.reference(payload, 0)["raw protobuf parse"]
     rows: list[Row] = []
     peak = 0.0
@@ -85,7 +66,8 @@ def ingest_rows(seconds: float) -> tuple[list[Row], float]:
 def sampling_cost_rows(seconds: float, rounds: int = 3) -> list[Row]:
     """What the sampled 1% costs the ingest process: a monitor at 1% beside one with
     nothing sampled (`bench/ingest.py --sampling-cost`), medians of `rounds`."""
-    ingest = _bench("ingest")
+    from bench import ingest
+
     runs = [ingest.sampling_cost("http", seconds, 4) for _ in range(rounds)]
     return [
         ("OTLP/HTTP ingest at 1% per server CPU-s",
@@ -100,7 +82,7 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
     """Records per CPU-second of the ingest process (one evaluation worker process, on
     another CPU) against kafka-python alone beside it on the same CPU, at `sampling` and
     with nothing sampled; medians of `rounds`."""
-    kafka = _bench("kafka_ingest")
+    from bench import kafka_ingest as kafka
     from tests._kafka import running_broker
 
     runs: dict[float, list[tuple[dict[str, float], dict[str, float]]]] = {sampling: [], 0.0: []}
@@ -130,19 +112,20 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
 def pool_rows(rounds: int = 6) -> list[Row]:
     """Local evaluation throughput with 2 worker processes against 1, both pools started
     and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
-    pool = _bench("worker_pool")
-    records = pool.records(320)
-    batches = [records[i : i + pool.BATCH] for i in range(0, len(records), pool.BATCH)]
+    from bench import worker_pool as pool
+
+    traces = pool.traces(320)
+    batches = [traces[i : i + pool.BATCH] for i in range(0, len(traces), pool.BATCH)]
     result = asyncio.run(pool.scaling(2, batches, rounds))
     return [
-        ("local evaluation, 2 worker processes", statistics.median(result["many"]),
-         "records/s", "1 worker process, in turns", statistics.median(result["one"]),
+        ("sampled traces extracted and scored, 2 worker processes", statistics.median(result["many"]),
+         "traces/s", "1 worker process, in turns", statistics.median(result["one"]),
          statistics.median(result["ratio"])),
     ]  # fmt: skip
 
 
 def evaluation_rows(records: int = 120) -> list[Row]:
-    quality = _bench("detector_quality")
+    from bench import detector_quality as quality
     from monitor.component import SampledRecord
     from monitor.config import Config
     from monitor.detector import score_groundedness
@@ -200,7 +183,8 @@ def evaluation_rows(records: int = 120) -> list[Row]:
 
 
 def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list[Row]:
-    judge = _bench("judge_pipeline")
+    from bench import judge_pipeline as judge
+
     port = judge._free_port()
     stub = subprocess.Popen(
         [sys.executable, judge.__file__, judge.STUB_FLAG, str(port), str(latency)]
@@ -229,17 +213,22 @@ def idle_rss_mb() -> float:
 
 
 def table(rows: list[Row]) -> str:
-    out = [
-        "| measurement | value | unit | reference point (same run) | reference | ratio |",
-        "|---|---|---|---|---|---|",
-    ]
+    cells = []
     for name, value, unit, ref_name, ref, paired in rows:
         ratio = paired if paired is not None else value / ref if ref else float("nan")
-        fmt = (lambda v: f"{v:,.0f}") if max(value, ref) >= 100 else (lambda v: f"{v:.2f}")
-        out.append(
-            f"| {name.strip()} | {fmt(value)} | {unit} | {ref_name} | {fmt(ref)} | {ratio:.3g} |"
+        digits = 0 if max(value, ref) >= 100 else 2
+        cells.append(
+            [
+                name.strip(),
+                f"{value:,.{digits}f}",
+                unit,
+                ref_name,
+                f"{ref:,.{digits}f}",
+                f"{ratio:.3g}",
+            ]
         )
-    return "\n".join(out)
+    header = ["measurement", "value", "unit", "reference point (same run)", "reference", "ratio"]
+    return _docs.table(header, cells)
 
 
 def main() -> None:
@@ -253,10 +242,11 @@ def main() -> None:
     parser.add_argument(
         "--skip", default="", help="comma-separated: ingest,kafka,evaluation,judge,memory"
     )
+    _docs.add_flag(parser)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     logging.basicConfig(level=logging.WARNING)
-    before = machine()
+    before = _docs.machine()
     started = time.monotonic()
     rows: list[Row] = []
     peak = 0.0
@@ -275,12 +265,12 @@ def main() -> None:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:
         rows.append(("peak RSS during ingest", peak, "MB", "idle monitor RSS", idle, None))
-    print()
-    print(table(rows))
-    print()
-    print(f"machine before: {before}")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average after: {load}; {time.monotonic() - started:.0f} s in all")
+    took = f"load average after: {load}; {time.monotonic() - started:.0f} s in all"
+    result = table(rows)
+    print(f"\n{result}\n\nmachine before: {before}\n{took}")
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "all", f"{result}\n\n{took}.")
 
 
 if __name__ == "__main__":

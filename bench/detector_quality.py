@@ -101,7 +101,7 @@ def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
     families apart, and the faithful-failing rate per family. Returns the faithful-failing
     rate of each split."""
     records = probe_families.build(sheets=sheets)
-    rows = [(r["label"], _score(r)) for r in records]
+    rows = [(probe_families.label(r), _score(r)) for r in records]
     kinds = ("faithful", *probe_families.ERRORS)
     out = {}
     print(
@@ -110,7 +110,7 @@ def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
     )
     for split in ("dev", "report"):
         names = probe_families.DEV_FAMILIES if split == "dev" else probe_families.REPORT_FAMILIES
-        mine = [(lab, g) for lab, g in rows if lab["split"] == split]  # type: ignore[index]
+        mine = [(lab, g) for lab, g in rows if lab["split"] == split]
         print(f"  {split} families: {', '.join(names)}")
         print(f"  {'length':10s} " + " ".join(f"{k:>9s}" for k in kinds) + "  all errors")
         for length in ("one_line", "multi", "both"):
@@ -120,7 +120,7 @@ def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
                     g < THRESHOLD
                     for lab, g in mine
                     if lab["kind"] == kind and length in (lab["length"], "both")
-                ]  # type: ignore[index]
+                ]
                 cells.append((sum(got), len(got)))
             errors = (sum(c[0] for c in cells[1:]), sum(c[1] for c in cells[1:]))
             print(
@@ -129,9 +129,9 @@ def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
                 + f"  {errors[0] / max(errors[1], 1):.3f}"
             )
         for direction in ("added", "removed"):
-            got = [g < THRESHOLD for lab, g in mine if lab.get("direction") == direction]  # type: ignore[union-attr]
+            got = [g < THRESHOLD for lab, g in mine if lab.get("direction") == direction]
             print(f"  negation {direction}: {sum(got) / max(len(got), 1):.2f} of {len(got)}")
-        faithful = [g < THRESHOLD for lab, g in mine if lab["kind"] == "faithful"]  # type: ignore[index]
+        faithful = [g < THRESHOLD for lab, g in mine if lab["kind"] == "faithful"]
         out[split] = sum(faithful) / max(len(faithful), 1)
         per_family = []
         for name in names:
@@ -139,10 +139,10 @@ def family_probe_table(sheets: int = probe_families.SHEETS) -> dict[str, float]:
                 g < THRESHOLD
                 for lab, g in mine
                 if lab["family"] == name and lab["kind"] == "faithful"
-            ]  # type: ignore[index]
+            ]
             per_family.append(f"{name} {sum(got) / max(len(got), 1):.2f}")
         print(f"  faithful failing per family: {'; '.join(per_family)}")
-        y = np.asarray([float(lab["hallucinated"]) for lab, _ in mine])  # type: ignore[index]
+        y = np.asarray([float(bool(lab["hallucinated"])) for lab, _ in mine])
         g = np.asarray([x for _, x in mine])
         band = float(((g >= BAND[0]) & (g <= BAND[1])).mean())
         print(f"  AUROC {auroc(y, 1 - g):.3f}; share in the band {BAND}: {band:.2f}")

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from monitor.config import ConfigError, load_config  # noqa: E402
-from monitor.extraction._extract import extract_records  # noqa: E402
+from monitor.extraction import extract_records  # noqa: E402
 from monitor.judge import parsers  # noqa: E402
 from monitor.judge.parsers import ParseError  # noqa: E402
 from monitor.receivers.kafka._messages import decode_message  # noqa: E402

@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,27 +55,33 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
+from bench import _docs  # noqa: E402
 from bench._otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
+
+# The project's target for spans per server CPU-second at 1% sampling against nothing
+# sampled (docs/performance.md, "Targets").
+TARGET_SAMPLING_COST = 0.85
 
 
 def reference(payload: bytes, light: int) -> dict[str, float]:
     """In-process ceilings on one thread (CPU time)."""
     from monitor.config import Config
-    from monitor.extraction._extract import extract_records, sampling_view
+    from monitor.extraction import extract_records
     from monitor.processors.sampler import Sampler
     from monitor.processors.trace import TraceTriage
     from monitor.processors.trace._assembler import TraceAssembler
+    from monitor.processors.trace._sampling_view import sampling_view
     from monitor.receivers.otlp._wire import decode_request
     from monitor.spans import Decoded
     from monitor.telemetry import create_telemetry
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
-    def rate(fn: object, repeat: int = 40) -> float:
+    def rate(fn: Callable[[], object], repeat: int = 40) -> float:
         start = time.process_time()
         for _ in range(repeat):
-            fn()  # type: ignore[operator]
+            fn()
         return size * repeat / (time.process_time() - start)
 
     def decode(body: bytes) -> Decoded:
@@ -270,7 +276,9 @@ async def _drive_grpc(
     sent = pushback = 0
     deadline = time.monotonic() + seconds
     async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        export: aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
 
         async def worker() -> None:
             nonlocal sent, pushback
@@ -351,7 +359,9 @@ class Monitor:
         }
 
 
-def _drive(protocol: str) -> Callable[[int, Payloads, float, int], Awaitable[tuple[int, int]]]:
+def _drive(
+    protocol: str,
+) -> Callable[[int, Payloads, float, int], Coroutine[None, None, tuple[int, int]]]:
     return _drive_http if protocol == "http" else _drive_grpc
 
 
@@ -436,6 +446,19 @@ def sampling_cost(
     }
 
 
+def _sampling_cost_row(protocol: str, sampling: float, costs: list[dict[str, float]]) -> list[str]:
+    ratios = [c["ratio"] for c in costs]
+    ratio = statistics.median(ratios)
+    return [
+        "OTLP/HTTP" if protocol == "http" else "OTLP/gRPC",
+        f"{statistics.median(c['sampled_spans_per_cpu_s'] for c in costs):,.0f}",
+        f"{statistics.median(c['reference_spans_per_cpu_s'] for c in costs):,.0f}",
+        f"**{ratio:.3f}**",
+        f"{min(ratios):.3f} to {max(ratios):.3f}",
+        "met" if ratio >= TARGET_SAMPLING_COST else "not met",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -464,21 +487,35 @@ def main() -> None:
         help="instead: ROUNDS of a monitor at --sampling against one with nothing sampled, "
         "loaded side by side (sampling_cost); the ratio of spans per server CPU-second",
     )
+    _docs.add_flag(parser)
     args = parser.parse_args()
     if args.sampling_cost:
-        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()}")
+        print(_docs.machine())
+        rows = []
         for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
-            ratios = []
+            costs = []
             for _ in range(args.sampling_cost):
                 cost = sampling_cost(protocol, args.seconds, args.concurrency, args.sampling)
-                ratios.append(cost["ratio"])
+                costs.append(cost)
                 print(
                     f"otlp_{protocol}: sampling {args.sampling:g} "
                     f"{cost['sampled_spans_per_cpu_s']:,.0f} spans per server CPU-s "
                     f"({int(cost['records'])} records), nothing sampled "
                     f"{cost['reference_spans_per_cpu_s']:,.0f}: ratio {cost['ratio']:.3f}"
                 )
-            print(f"otlp_{protocol}: median ratio {statistics.median(ratios):.3f}")
+            rows.append(_sampling_cost_row(protocol, args.sampling, costs))
+        header = [
+            "protocol",
+            f"spans per server CPU-s, sampling {args.sampling:g}",
+            "nothing sampled, side by side",
+            "ratio, median of the rounds",
+            "rounds",
+            f"target ≥ {TARGET_SAMPLING_COST}",
+        ]
+        table = _docs.table(header, rows)
+        print(table)
+        if args.write_docs:
+            _docs.write_block("docs/performance.md", "ingest-sampling-cost", table)
         return
     payload, ids = build_payload(random.Random(0), args.light_spans)
     print(

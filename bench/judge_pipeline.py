@@ -34,7 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _docs  # noqa: E402
+
 STUB_FLAG = "--serve-stub"
+# The project's target for judge throughput as a share of C/L (docs/performance.md).
+TARGET_SHARE = 0.9
 
 
 def _serve_stub(port: int, latency: float) -> None:
@@ -94,6 +101,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     from monitor.processors.budget import BudgetGate
     from monitor.processors.evaluation import EvaluationStage
     from monitor.records import ContextDoc, RagRecord
+    from monitor.results import EvalResult
     from monitor.telemetry import create_telemetry
 
     await _wait_port(port)
@@ -127,7 +135,7 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
         async def start(self) -> None:
             return None
 
-        def emit(self, record: RagRecord, results: dict) -> None:  # type: ignore[type-arg]
+        def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
             Count.done += 1
             Count.errors += sum(1 for r in results.values() if r.error is not None)
             if Count.done >= target:
@@ -232,6 +240,12 @@ async def escalation(
     return report
 
 
+def _band(text: str) -> tuple[float, float]:
+    """`0.3:0.7` -> (0.3, 0.7)."""
+    low, high = text.split(":")
+    return float(low), float(high)
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == STUB_FLAG:
         _serve_stub(int(sys.argv[2]), float(sys.argv[3]))
@@ -252,7 +266,9 @@ def main() -> None:
     parser.add_argument("--bands", default="0.3:0.7,0.4:0.6,0.2:0.8")
     parser.add_argument("--skip-escalation", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    _docs.add_flag(parser)
     args = parser.parse_args()
+    rows = []
     for run in [] if args.skip_throughput else args.runs.split(","):
         latency, concurrency = float(run.split(":")[0]), int(run.split(":")[1])
         port = _free_port()
@@ -264,17 +280,59 @@ def main() -> None:
             stub.wait(10)
         print(json.dumps({"throughput": result}, indent=2))
         share = result["fraction_of_ideal"]
-        verdict = "meets" if share >= 0.9 else "misses"
-        print(
-            f"L={latency:g}s C={concurrency}: {result['throughput_per_s']}/s = {share:.1%} of C/L "
-            f"({verdict} the 90% target)"
+        rows.append(
+            [
+                f"{latency:g}",
+                concurrency,
+                f"{result['throughput_per_s']:.2f}",
+                f"{result['ideal_per_s']:.2f}",
+                f"**{share:.1%}**",
+                "met" if share >= TARGET_SHARE else "not met",
+            ]
         )
+    if rows:
+        header = ["L, s", "C", "records/s", "C/L", "share of C/L", f"target ≥ {TARGET_SHARE:.0%}"]
+        table = _docs.table(header, rows)
+        print(table)
+        if args.write_docs:
+            _docs.write_block("docs/performance.md", "judge-throughput", table)
     if not args.skip_escalation and args.data.exists():
-        bands = [tuple(float(x) for x in b.split(":")) for b in args.bands.split(",")]
+        bands = [_band(b) for b in args.bands.split(",")]
         text = args.data.read_text(encoding="utf-8")
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        report = asyncio.run(escalation(rows, bands))  # type: ignore[arg-type]
+        data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        report = asyncio.run(escalation(data, bands))
         print(json.dumps({"escalation": report}, indent=2))
+        body = _escalation_table(report)
+        print(body)
+        if args.write_docs:
+            _docs.write_block("docs/quality.md", "judge-escalation", body)
+
+
+def _escalation_table(report: dict[str, Any]) -> str:
+    rows = [
+        [
+            f"[{band['band'][0]:g}, {band['band'][1]:g}]",
+            f"**{band['escalated_fraction']:.0%}**",
+            band["hallucinated_inside_band"],
+            band["hallucinated_outside_band"],
+            "-"
+            if band["local_accuracy_outside_band"] is None
+            else f"{band['local_accuracy_outside_band']:.3f}",
+        ]
+        for band in report["bands"]
+    ]
+    header = [
+        "band",
+        "records escalated to the judge",
+        "hallucinated inside",
+        "hallucinated outside",
+        "detector's accuracy outside (threshold 0.5)",
+    ]
+    return (
+        f"{report['records']} records, {report['hallucinated']} hallucinated; "
+        f"`local_groundedness` {report['local_ms_per_record']} ms per record.\n\n"
+        + _docs.table(header, rows)
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench import _docs  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.judge_definitions import DEFINITIONS  # noqa: E402
@@ -143,7 +144,9 @@ async def run_mode(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=len(RECORDS))
     parser.add_argument("--max-output-tokens", type=int, default=128)
     parser.add_argument("--modes", default="on,off")
@@ -151,6 +154,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="judge calls in flight")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-log", type=Path, help="keep the llama server's log here")
+    _docs.add_flag(parser)
     args = parser.parse_args()
     missing = available()
     if missing:
@@ -180,14 +184,9 @@ def main() -> None:
                 f"({seconds / calls:.2f}s per call), {verdicts}/{calls} verdicts, "
                 f"{tokens_out} output tokens"
             )
-    print()
-    header = "| judge | " + " | ".join(
-        f"{m}: verdicts (valid/fallback/repaired/parse/truncated)" for m in modes
-    )
-    print(header + " |")
-    print("|---|" + "---|" * len(modes))
+    cells_by_judge: list[list[str]] = []
     for name in DEFINITIONS:
-        cells = []
+        cells = [f"`{name}`"]
         for mode in modes:
             r = table[mode][name]
             cells.append(
@@ -195,11 +194,22 @@ def main() -> None:
                 f"({int(r['valid'])}/{int(r['fallback'])}/{int(r['repaired'])}/"
                 f"{int(r['parse'])}/{int(r['truncated'])})"
             )
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        cells_by_judge.append(cells)
+    header = ["judge"] + [
+        f"structured_output {m}: verdicts (valid/fallback/repaired/parse/truncated)" for m in modes
+    ]
+    totals = []
     for mode in modes:
         total = sum(r["verdicts"] for r in table[mode].values())
         calls = sum(r["calls"] for r in table[mode].values())
-        print(f"total {mode}: {total}/{calls} = {total / calls:.0%} of calls ended in a verdict")
+        totals.append(
+            f"structured_output {mode}: **{total} of {calls} calls ({total / calls:.0%})** "
+            "ended in a verdict."
+        )
+    body = f"{_docs.table(header, cells_by_judge)}\n\n" + " ".join(totals)
+    print(f"\n{body}")
+    if args.write_docs:
+        _docs.write_block("docs/quality.md", "judge-real-model", body)
     if "-v" in sys.argv:
         for mode in modes:
             for name, r in table[mode].items():

@@ -15,9 +15,9 @@ Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Inst
    is served from another's cache; per record: calls (`judge_requests_total`), input and
    output tokens, wall time; and the ratio of each to the Likert judge's in this run.
 2. **Quality** (all records, one shared client): `high` is run first; `medium` and `low`
-   then reuse its first samples and first reflection wording from the cache (samples are
-   independent draws, so a preset's score on the first k of them is a fair draw of that
-   preset). Also the consistency part alone with agreement by the detector and by the
+   then reuse its first drawn answers and first reflection wording from the cache (drawn
+   answers are independent, so a preset's score on the first k of them is a fair draw of
+   that preset). Also the consistency part alone with agreement by the detector and by the
    judge (`agreement: judge`, three more calls per record at `low`), and the Likert judge.
    AUROC of each score for `label.hallucinated` (a low score should mean hallucinated),
    over the records that got a score; errors are counted.
@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
+from bench import _docs  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import Evaluator  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -105,7 +106,9 @@ class Setup:
     def evaluator(self, preset: str | None, **tlm: Any) -> Evaluator:
         if preset is None:
             return build(EvaluatorConfig(name="trustworthiness"), self.context)
-        entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset, **tlm})
+        entry = EvaluatorConfig.model_validate(
+            {"name": "trustworthiness_tlm", "tlm": {"preset": preset, **tlm}}
+        )
         return build(entry, self.context)
 
     def calls(self) -> float:
@@ -119,7 +122,14 @@ class Setup:
         )
 
 
-NAMES = {None: "trustworthiness (Likert)", **{p: f"trustworthiness_tlm {p}" for p in PRESETS}}
+NAMES: dict[str | None, str] = {
+    None: "trustworthiness (Likert)",
+    **{p: f"trustworthiness_tlm {p}" for p in PRESETS},
+}
+
+
+def _mean(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.3f}" if values else "-"
 
 
 def escalated_share(rows: list[dict[str, Any]], band: tuple[float, float]) -> float:
@@ -148,7 +158,7 @@ async def cost(
     price: tuple[float, float],
     share: float,
 ) -> None:
-    print(f"\n## Cost per record ({len(records)} records, each evaluator with its own client)\n")
+    print(f"\n**Cost per record** ({len(records)} records, each evaluator with its own client):\n")
     rows: dict[str | None, tuple[float, float, float, float]] = {}
     for preset in (None, *PRESETS):
         setup = Setup(base, max_tokens)
@@ -176,7 +186,9 @@ async def cost(
             f"{calls / ref[0]:.1f} | {(tin + tout) / (ref[1] + ref[2]):.1f} | {wall / ref[3]:.1f} "
             f"| {usd:.2f} | {usd * share:.2f} |"
         )
-    print(f"(USD at {price[0]:g} / {price[1]:g} per 1M input / output tokens, these token counts)")
+    print(
+        f"\n(USD at {price[0]:g} / {price[1]:g} per 1M input / output tokens, these token counts)"
+    )
 
 
 async def quality(base: str, records: list[tuple[RagRecord, bool]], max_tokens: int) -> None:
@@ -200,8 +212,8 @@ async def quality(base: str, records: list[tuple[RagRecord, bool]], max_tokens: 
         )
     labels = [h for _, h in records]
     print(
-        f"\n## AUROC on {len(records)} labelled records ({sum(labels)} hallucinated), "
-        f"SmolLM2-135M, one shared client\n"
+        f"\n**AUROC on {len(records)} labelled records** ({sum(labels)} hallucinated), "
+        f"SmolLM2-135M, one shared client:\n"
     )
     print("| score | scored | errors | AUROC | mean score, faithful | mean score, hallucinated |")
     print("|---|---|---|---|---|---|")
@@ -214,14 +226,15 @@ async def quality(base: str, records: list[tuple[RagRecord, bool]], max_tokens: 
         value = auroc(scores, flags)
         faithful = [s for s, h in pairs if not h]
         bad = [s for s, h in pairs if h]
-        mean = lambda xs: f"{sum(xs) / len(xs):.3f}" if xs else "-"  # noqa: E731
         print(
             f"| {name} | {len(pairs)} | {len(got) - len(pairs)} | "
-            f"{'-' if value is None else f'{value:.3f}'} | {mean(faithful)} | {mean(bad)} |"
+            f"{'-' if value is None else f'{value:.3f}'} | {_mean(faithful)} | {_mean(bad)} |"
         )
     errors = sorted({(r.error or "")[:90] for got in results.values() for r in got if r.error})
+    if errors:
+        print("\nErrors (the first 90 characters):\n")
     for error in errors[:8]:
-        print(f"error: {error}")
+        print(f"- {error}")
     print(f"\nquality wall time {time.perf_counter() - started:.0f} s, {setup.calls():.0f} calls")
 
 
@@ -256,7 +269,7 @@ async def agreement_methods(
     cpu_ms = 1000 * (time.process_time() - started) / len(pairs)
     overlap = [token_f1(a, b) for _, a, b, _ in pairs]
     # AUROC with "agreeing" as the positive class: `auroc` takes hallucinated=True as negative.
-    print(f"\n## Agreement measures on {len(pairs)} answer pairs ({sum(agree)} agreeing)\n")
+    print(f"\n**Agreement measures on {len(pairs)} answer pairs** ({sum(agree)} agreeing):\n")
     print("| measure | pairs | AUROC | cost per pair |")
     print("|---|---|---|---|")
     disagree = [not x for x in agree]
@@ -302,6 +315,7 @@ def main() -> None:
     parser.add_argument("--max-output-tokens", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judged-pairs", type=int, default=30)
+    _docs.add_flag(parser)
     args = parser.parse_args()
     missing = available()
     if missing:
@@ -312,9 +326,14 @@ def main() -> None:
     price = tuple(float(x) for x in args.price.split(","))
     share = escalated_share(rows, (band[0], band[1]))
     log = Path(tempfile.mkdtemp()) / "llama.log"
-    with llama_server(log, threads=args.threads, ctx=4096, parallel=1, timeout=300) as base:
+    with (
+        _docs.captured() as report,
+        llama_server(log, threads=args.threads, ctx=4096, parallel=1, timeout=300) as base,
+    ):
         print(
-            f"model {MODEL} (llama.cpp, {args.threads} thread), answers ≤ {args.max_output_tokens} tokens"
+            f"Model {MODEL} (llama.cpp, {args.threads} thread), answers ≤ "
+            f"{args.max_output_tokens} tokens; {share:.0%} of the file's records have a "
+            f"`local_groundedness` score in [{band[0]:g}, {band[1]:g}] (the escalated column)."
         )
         if args.cost_records:
             asyncio.run(
@@ -329,6 +348,8 @@ def main() -> None:
         if args.records:
             asyncio.run(quality(base, records, args.max_output_tokens))
         asyncio.run(agreement_methods(base, rows, args.judged_pairs, args.max_output_tokens))
+    if args.write_docs:
+        _docs.write_block("docs/quality.md", "judge-tlm", report.getvalue())
 
 
 if __name__ == "__main__":

@@ -42,15 +42,21 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest import descendants  # bench/ingest.py
-
+from bench import _docs
+from bench.ingest import descendants
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message
 from monitor.service import Service, tune_gc
+
+# The project's targets, per CPU-second of the ingest process, at this (sampling rate,
+# evaluation worker processes): docs/performance.md, "Targets".
+TARGET_RUN = (0.01, 1)
+TARGET_PER_CPU_S = 30_000
+TARGET_SHARE = 0.40
 
 
 def _record(i: int) -> bytes:
@@ -263,7 +269,7 @@ def per_record_costs(bootstrap: str, topic: str, sample: int) -> dict[str, float
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
-    messages = []
+    messages: list[ConsumerRecord] = []
     started = time.process_time()
     while len(messages) < sample:
         for batch in consumer.poll(timeout_ms=500, max_records=5000).values():
@@ -278,7 +284,9 @@ def per_record_costs(bootstrap: str, topic: str, sample: int) -> dict[str, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--bootstrap", help="an existing broker; default: start noida-db")
@@ -299,6 +307,7 @@ def main() -> None:
         "seconds (side_by_side), instead of once before them",
     )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
+    _docs.add_flag(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.measure:
@@ -331,10 +340,21 @@ def main() -> None:
                 f"{ceiling['records_per_s']:,.0f} records/s, "
                 f"{ceiling['records_per_cpu_s']:,.0f} per CPU s"
             )
-        print(
-            f"{'sampling':>8} {'processes':>9} {'records/s':>10} {'per CPU s':>10}"
-            f" {'ceiling':>10} {'of ceiling':>10} {'CPU':>5} {'evaluations':>12}"
+        reference = (
+            "kafka-python alone, side by side" if args.side_by_side else "kafka-python alone"
         )
+        header = [
+            "sampling",
+            "processes",
+            "records/s",
+            "records per CPU-s",
+            f"{reference}, per CPU-s",
+            "share of it",
+            "CPU used",
+            "evaluations",
+        ]
+        rows: list[list[str]] = []
+        met: list[str] = []
         runs = [
             (float(rate), int(processes))
             for rate in args.rates.split(",")
@@ -349,12 +369,42 @@ def main() -> None:
                 row = in_fresh_process(
                     "consume", bootstrap, topic, args.records, rate, run, processes, pin=pin
                 )
-            print(
-                f"{row['rate']:>8g} {row['processes']:>9g} {row['records_per_s']:>10,.0f}"
-                f" {row['records_per_cpu_s']:>10,.0f} {ceiling['records_per_cpu_s']:>10,.0f}"
-                f" {row['records_per_cpu_s'] / ceiling['records_per_cpu_s']:>10.0%}"
-                f" {row['cpu_share']:>5.2f} {row['evaluations']:>12,.0f}"
+            share = row["records_per_cpu_s"] / ceiling["records_per_cpu_s"]
+            rows.append(
+                [
+                    f"{row['rate']:g}",
+                    f"{row['processes']:g}",
+                    f"{row['records_per_s']:,.0f}",
+                    f"{row['records_per_cpu_s']:,.0f}",
+                    f"{ceiling['records_per_cpu_s']:,.0f}",
+                    f"{share:.0%}",
+                    f"{row['cpu_share']:.2f}",
+                    f"{row['evaluations']:,.0f}",
+                ]
             )
+            print(" | ".join(rows[-1]), flush=True)
+            if (rate, processes) == TARGET_RUN:
+                met.append(_targets(row["records_per_cpu_s"], share))
+        table = _docs.table(header, rows)
+        notes = (
+            f"Per record, in isolation: kafka-python's fetch and parse {costs['fetch_us']:.1f} µs, "
+            f"decoding (JSON into a record, validated only if sampled) {costs['decode_us']:.1f} µs."
+        )
+        body = "\n\n".join([table, notes, *met])
+        print(f"\n{body}")
+        if args.write_docs:
+            _docs.write_block("docs/performance.md", "kafka", body)
+
+
+def _targets(per_cpu_s: float, share: float) -> str:
+    """The project's targets for sampling 0.01 with one evaluation worker."""
+    first = "met" if per_cpu_s >= TARGET_PER_CPU_S else "not met"
+    second = "met" if share >= TARGET_SHARE else "not met"
+    return (
+        f"Targets at sampling {TARGET_RUN[0]:g} with {TARGET_RUN[1]} worker: "
+        f"≥ {TARGET_PER_CPU_S:,} records per CPU-second of the ingest process: {first}; "
+        f"≥ {TARGET_SHARE:.0%} of kafka-python alone: {second}."
+    )
 
 
 if __name__ == "__main__":

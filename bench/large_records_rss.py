@@ -20,7 +20,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _docs  # noqa: E402
+
 SAMPLE_S = 0.02
+# The project's target for the peak with the huge answers against the peak without them
+# (docs/reliability.md).
+TARGET_RATIO = 2.0
 
 
 def record(i: int, answer: str | None = None) -> dict[str, object]:
@@ -98,10 +105,13 @@ def peak_rss_mb(path: Path, config: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--huge", type=int, default=3)
     parser.add_argument("--huge-mb", type=float, default=20.0)
+    _docs.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -112,12 +122,23 @@ def main() -> None:
         write(huge, args.records, args.huge, int(args.huge_mb * 1024 * 1024))
         base, base_s = peak_rss_mb(normal, config)
         large, large_s = peak_rss_mb(huge, config)
-    print(f"normal records ({args.records}): peak RSS {base:.0f} MB in {base_s:.1f}s")
-    print(
-        f"with {args.huge} answers of {args.huge_mb:g} MB: peak RSS {large:.0f} MB "
-        f"in {large_s:.1f}s"
+    ratio = large / base
+    table = _docs.table(
+        ["`rag-monitor replay`, 2 worker processes", "peak RSS, main and workers", "took"],
+        [
+            [f"{args.records} records (the reference)", f"{base:.0f} MB", f"{base_s:.1f} s"],
+            [
+                f"the same with {args.huge} answers of {args.huge_mb:g} MB",
+                f"{large:.0f} MB",
+                f"{large_s:.1f} s",
+            ],
+        ],
     )
-    print(f"ratio: {large / base:.2f} (target <= 2)")
+    verdict = "met" if ratio <= TARGET_RATIO else "not met"
+    body = f"{table}\n\nRatio **{ratio:.2f}×**; target ≤ {TARGET_RATIO:g}×: {verdict}."
+    print(body)
+    if args.write_docs:
+        _docs.write_block("docs/reliability.md", "large-records-rss", body)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _docs  # noqa: E402
 from bench._otlp_load import build_payload  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
@@ -66,10 +67,13 @@ def _distinct(n: int, record: RagRecord) -> RagRecord:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--distinct", action="store_true")
+    _docs.add_flag(parser)
     args = parser.parse_args()
     records = load_records(args.records, args.distinct)
     evaluators = [FACTORIES[n](EvaluatorConfig(name=n), BuildContext()) for n in NAMES]
@@ -88,11 +92,17 @@ def main() -> None:
         if not best or sum(spent.values()) < sum(best.values()):
             best = spent
     per_record = {name: seconds / len(records) * 1000 for name, seconds in best.items()}
-    print(
-        f"{len(records)} records{' (distinct texts)' if args.distinct else ''}: "
-        f"{sum(per_record.values()):.3f} ms CPU per record; "
-        + ", ".join(f"{name} {ms:.3f}" for name, ms in per_record.items())
+    rows = [[f"`{name}`", f"{ms:.3f}"] for name, ms in per_record.items()]
+    rows.append(["all four", f"**{sum(per_record.values()):.3f}**"])
+    texts = "no two records share a text" if args.distinct else "the load's own texts"
+    table = _docs.table(
+        [f"{len(records)} records, {texts}", f"CPU ms per record, best of {args.rounds} rounds"],
+        rows,
     )
+    print(table)
+    if args.write_docs:
+        block = "local-scoring-distinct" if args.distinct else "local-scoring"
+        _docs.write_block("docs/performance.md", block, table)
 
 
 if __name__ == "__main__":

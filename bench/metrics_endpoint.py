@@ -30,6 +30,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _docs  # noqa: E402
 from monitor.exporters.prometheus import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
 
@@ -60,14 +61,20 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
 
 
 async def scrape(
-    client: httpx.AsyncClient, url: str, n: int, **kwargs: object
+    client: httpx.AsyncClient,
+    url: str,
+    n: int,
+    *,
+    headers: dict[str, str],
+    params: dict[str, str] | None = None,
+    auth: tuple[str, str] | None = None,
 ) -> tuple[float, int, float]:
     """(median seconds, bytes on the wire, first request's seconds)."""
     times = []
     size = 0
     for _ in range(n):
         start = time.perf_counter()
-        async with client.stream("GET", url, **kwargs) as response:  # type: ignore[arg-type]
+        async with client.stream("GET", url, headers=headers, params=params, auth=auth) as response:
             raw = b"".join([chunk async for chunk in response.aiter_raw()])
             assert response.status_code == 200, response.status_code
         times.append(time.perf_counter() - start)
@@ -96,6 +103,7 @@ async def main() -> None:
     parser.add_argument("--scrapes", type=int, default=30)
     parser.add_argument("--services", type=int, default=50)
     parser.add_argument("--routes", type=int, default=20)
+    _docs.add_flag(parser)
     args = parser.parse_args()
 
     telemetry = create_telemetry(max_services=args.services, max_routes=args.routes)
@@ -170,22 +178,32 @@ async def main() -> None:
             await secured.shutdown(5)
 
     check_first, check_cached = await auth_check_cost()
-    print(f"series samples in the registry: {samples}; scrapes per row: {args.scrapes}\n")
-    print("| scrape | median ms | x text | bytes | x text |")
-    print("|---|---|---|---|---|")
-    for name, seconds, size in rows:
-        print(
-            f"| {name} | {seconds * 1000:.1f} | {seconds / ref_time:.2f} | {size} "
-            f"| {size / ref_size:.3f} |"
-        )
-    print(
-        f"\nbasic-auth check (bcrypt cost 10): first {check_first * 1000:.1f} ms, "
-        f"then {check_cached * 1e6:.1f} us from the cache ({check_first / check_cached:.0f}x)"
+    table = _docs.table(
+        ["scrape", "median ms", "× text", "bytes", "× text"],
+        [
+            [
+                name,
+                f"{seconds * 1000:.1f}",
+                f"{seconds / ref_time:.2f}",
+                f"{size:,}",
+                f"{size / ref_size:.3f}",
+            ]
+            for name, seconds, size in rows
+        ],
     )
+    notes = [
+        f"Series samples in the registry: {samples:,}; scrapes per row: {args.scrapes}.",
+        f"Basic-auth check (bcrypt cost 10): first {check_first * 1000:.1f} ms, then "
+        f"{check_cached * 1e6:.1f} µs from the cache ({check_first / check_cached:.0f}×).",
+    ]
     if first is not None:
-        print(
-            f"\nfirst TLS + basic-auth scrape (bcrypt cost 10 verified once): {first * 1000:.1f} ms"
+        notes.append(
+            f"First TLS + basic-auth scrape (bcrypt cost 10 verified once): {first * 1000:.1f} ms."
         )
+    body = "\n\n".join([table, " ".join(notes)])
+    print(body)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "metrics-endpoint", body)
 
 
 if __name__ == "__main__":

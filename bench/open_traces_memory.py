@@ -26,9 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(HERE))
 
-from ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest,
 )
@@ -36,6 +34,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
+from bench import _docs  # noqa: E402
+from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 8
@@ -157,13 +157,35 @@ def run(seconds: float, concurrency: int, span_bytes: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--span-bytes", type=int, default=1024)
+    _docs.add_flag(parser)
     args = parser.parse_args()
     result = run(args.seconds, args.concurrency, args.span_bytes)
     print(json.dumps(result, indent=2))
+    rows = [
+        ["spans accepted", f"{result['spans_accepted']:,.0f}"],
+        ["requests pushed back (HTTP 503)", f"{result['pushbacks']:,.0f}"],
+        ["traces evicted (`max_open_bytes`)", f"{result['traces_evicted']:,.0f}"],
+        ["bytes held by open traces at the end", f"{result['open_trace_mb_at_end']:.0f} MiB"],
+        ["RSS after start (the reference)", f"{result['rss_after_start_mb']:.0f} MB"],
+        [
+            "peak RSS (VmHWM)",
+            f"**{result['rss_peak_mb']:.0f} MB** ({result['peak_over_start']:.2f}× the reference)",
+        ],
+        ["largest RSS over the last sixth of the run", f"{result['rss_last_10s_mb']:.0f} MB"],
+    ]
+    table = _docs.table(
+        [f"{args.seconds:g} s, {args.concurrency} senders, spans of {args.span_bytes} B", ""],
+        rows,
+    )
+    print(table)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "open-traces-memory", table)
 
 
 if __name__ == "__main__":

@@ -20,26 +20,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _docs  # noqa: E402
 from monitor.redaction import BUILT_IN  # noqa: E402
 from tests._redaction_sample import SAMPLE, measure  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sample", type=Path, default=SAMPLE)
     parser.add_argument("--show", action="store_true", help="print every mistake")
+    _docs.add_flag(parser)
     args = parser.parse_args()
     q = measure(args.sample)
-    print(f"{q.rows} strings ({q.clean_rows} without personal data)\n")
-    print("| kind | labelled | found | precision | recall |")
-    print("|---|---|---|---|---|")
+    rows = []
     for kind in BUILT_IN:
         labelled = q.tp[kind] + q.fn[kind]
         found = q.tp[kind] + q.fp[kind]
-        print(f"| {kind} | {labelled} | {found} | {q.precision(kind):.3f} | {q.recall(kind):.3f} |")
+        rows.append([kind, labelled, found, f"{q.precision(kind):.3f}", f"{q.recall(kind):.3f}"])
+    table = _docs.table(["kind", "labelled", "found", "precision", "recall"], rows)
+    body = f"{q.rows} strings, {q.clean_rows} of them without personal data.\n\n{table}"
+    print(body)
     if args.show:
         print()
         print("\n".join(q.mistakes) or "no mistakes")
+    if args.write_docs:
+        _docs.write_block("docs/quality.md", "redaction-quality", body)
 
 
 if __name__ == "__main__":

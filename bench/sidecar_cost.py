@@ -44,12 +44,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _docs  # noqa: E402
 from bench._otlp_load import BATCH, Payloads  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
 from tests._servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
+# The project's targets on 2 CPUs (docs/performance.md, "Targets"): spans per CPU-second
+# against rotel's, by sampling rate; PSS of the monitor's tree idle and under this load, MB.
+TARGET_RATIO = {0.01: 0.35, 0.0: 0.45}
+TARGET_PSS_IDLE_MB = 150
+TARGET_PSS_LOADED_MB = 200
 
 
 def cpu_s(pid: int) -> float:
@@ -66,7 +72,7 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
 
 
 def rotel_binary() -> Path:
-    import rotel  # type: ignore[import-untyped]
+    import rotel
 
     return Path(rotel.__file__).parent / "rotel-agent"
 
@@ -218,11 +224,12 @@ def main() -> None:
         help="a diagnostic: each monitor's ingest process on one CPU, its evaluation workers "
         "on the others (a pinned monitor sees one CPU, so it starts one worker)",
     )
+    _docs.add_flag(parser)
     args = parser.parse_args()
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
     print(
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()}; requests of "
+        f"{_docs.machine()}; requests of "
         f"{BATCH} spans, {len(body)} bytes ({len(body) / BATCH:.0f} B/span)",
         flush=True,
     )
@@ -242,6 +249,67 @@ def main() -> None:
             for side in sides:
                 side.idle, side.loaded = memory[side.name]
             _rounds(sides, payloads, args)
+    report = _report(sides, args.sampling, args.rounds)
+    print(report)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "sidecar-cost", report)
+
+
+def _report(sides: list[Side], sampling: float, rounds: int) -> str:
+    """The two tables of the docs block: CPU against rotel, and PSS."""
+    rotel = sides[0]
+    cpu_rows, memory_rows = [], []
+    for side, rate in zip(sides, (None, sampling, 0.0), strict=True):
+        ratios = [a / b for a, b in zip(side.rates, rotel.rates, strict=True)]
+        ratio, target = (
+            statistics.median(ratios),
+            TARGET_RATIO.get(rate) if rate is not None else None,
+        )
+        cpu_rows.append(
+            [
+                side.name,
+                f"{statistics.median(side.rates):,.0f}",
+                "1"
+                if side is rotel
+                else f"**{ratio:.3f}** ({min(ratios):.3f} to {max(ratios):.3f})",
+                f"{statistics.median(side.main_us):.2f} + {statistics.median(side.rest_us):.2f}",
+                "" if target is None else f"≥ {target}: {_met(ratio >= target)}",
+            ]
+        )
+        idle, loaded = _total(side.idle), _total(side.loaded)
+        by_process = ", ".join(
+            f"{p.role} {p.pss_mb:.0f}" for p in sorted(side.idle, key=lambda p: p.pid)
+        )
+        memory_rows.append(
+            [
+                side.name,
+                f"{idle:.0f}",
+                f"{loaded:.0f}",
+                by_process,
+                ""
+                if side is rotel
+                else f"≤ {TARGET_PSS_IDLE_MB} idle: {_met(idle <= TARGET_PSS_IDLE_MB)}; "
+                f"≤ {TARGET_PSS_LOADED_MB} under load: {_met(loaded <= TARGET_PSS_LOADED_MB)}",
+            ]
+        )
+    cpu = _docs.table(
+        [
+            "",
+            "spans per CPU-second",
+            f"ratio to rotel, median of {rounds} rounds (range)",
+            "CPU µs per span: main process + rest of the tree",
+            "target",
+        ],
+        cpu_rows,
+    )
+    pss = _docs.table(
+        ["", "PSS idle, MB", "PSS under load, MB", "idle, by process", "target"], memory_rows
+    )
+    return f"{cpu}\n\n{pss}"
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "not met"
 
 
 def _monitor(

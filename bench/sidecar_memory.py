@@ -29,7 +29,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _docs  # noqa: E402
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
+
+# The project's targets for an idle sidecar with 1 and with 2 worker processes (the
+# defaults on 1 and on 2 CPUs), counted as if it ran alone on the machine, MB
+# (docs/performance.md, "Targets").
+TARGET_ALONE_MB = {1: 110, 2: 150}
 
 _READY_TIMEOUT_S = 120.0
 
@@ -121,7 +127,7 @@ def rotel_memory(settle_s: float, workdir: Path) -> Tree | None:
     """PSS of an idle rotel-agent with OTLP receivers and the blackhole exporter; None
     when the `rotel` package is not installed."""
     try:
-        import rotel  # type: ignore[import-untyped]
+        import rotel
     except ImportError:
         return None
     binary = Path(rotel.__file__).parent / "rotel-agent"
@@ -158,19 +164,58 @@ def main() -> None:
     )
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--settle-s", type=float, default=5.0, help="idle after ready")
+    _docs.add_flag(parser)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        totals = {}
+        trees = {}
         for processes in args.processes:
-            tree = monitor_memory(processes, args.settle_s, workdir)
-            totals[processes] = _print(f"rag-monitor, processes {processes}, idle", tree)
+            trees[f"rag-monitor, processes {processes}"] = tree = monitor_memory(
+                processes, args.settle_s, workdir
+            )
+            _print(f"rag-monitor, processes {processes}, idle", tree)
         rotel = rotel_memory(args.settle_s, workdir)
         if rotel is not None:
-            anchor = _print("rotel-agent (blackhole exporter), idle", rotel)
-            for processes, total in totals.items():
-                print(f"rag-monitor processes {processes} / rotel: {total / anchor:.2f}x")
+            _print("rotel-agent (blackhole exporter), idle", rotel)
+    anchor = None if rotel is None else sum(p.pss_mb for p in rotel[0])
+    rows = [
+        _row(name, tree, anchor, TARGET_ALONE_MB.get(processes))
+        for (name, tree), processes in zip(trees.items(), args.processes, strict=True)
+    ]
+    if rotel is not None:
+        rows.append(_row("rotel-agent (blackhole exporter)", rotel, anchor, None))
+    header = [
+        "idle",
+        "PSS, MB",
+        "alone on the machine, MB",
+        "PSS by process, MB",
+        "PSS against rotel",
+        "target (alone)",
+    ]
+    table = _docs.table(header, rows)
+    print(table)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "sidecar-memory", table)
+
+
+def _row(name: str, measured: Tree, anchor: float | None, target: int | None) -> list[str]:
+    tree, alone = measured
+    total = sum(p.pss_mb for p in tree)
+    by_process = ", ".join(
+        f"{p.role} {p.pss_mb:.0f}" for p in sorted(tree, key=lambda p: (p.role, p.pid))
+    )
+    verdict = ""
+    if target is not None and alone is not None:
+        verdict = f"≤ {target}: {'met' if alone <= target else 'not met'}"
+    return [
+        name,
+        f"{total:.0f}",
+        "" if alone is None else f"**{alone:.0f}**",
+        by_process,
+        "" if anchor is None else f"{total / anchor:.2f}×",
+        verdict,
+    ]
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import dspy  # type: ignore[import-untyped]
+import dspy
 import numpy as np
-from dspy.dsp.utils import dotdict  # type: ignore[import-untyped]
-from dspy.lm15 import (  # type: ignore[import-untyped]
+from dspy.dsp.utils import dotdict
+from dspy.lm15 import (
     Message,
     Request,
     Response,

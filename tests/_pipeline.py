@@ -9,7 +9,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Sequence
 
-from monitor.component import OnDone, SampledRecord, SampledTrace
+from monitor.component import OnDone, RecordConsumer, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, extract_within
 from monitor.processors.sampler import Sampler
@@ -96,7 +96,7 @@ class RecordingStage:
         return found()
 
 
-def trace_stage(config: Config, consumer: RecordingStage, telemetry: Telemetry) -> TraceStage:
+def trace_stage(config: Config, consumer: RecordConsumer, telemetry: Telemetry) -> TraceStage:
     return TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),

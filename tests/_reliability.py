@@ -137,11 +137,11 @@ def grpc_export(
 ) -> tuple[grpc.StatusCode, str]:
     """One raw `TraceService/Export` call; returns (status code, details)."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        call = channel.unary_unary(GRPC_METHOD)
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(GRPC_METHOD)
         try:
             call(body, timeout=30, metadata=metadata)
         except grpc.RpcError as exc:
-            return exc.code(), exc.details() or ""  # type: ignore[attr-defined]
+            return exc.code(), exc.details() or ""
     return grpc.StatusCode.OK, ""
 
 
@@ -204,14 +204,14 @@ class MonitorProcess:
         return self.proc.pid
 
     def _full_config(self) -> dict[str, Any]:
-        cfg = json.loads(json.dumps(self.config))
+        cfg: dict[str, Any] = json.loads(json.dumps(self.config))
         otlp = cfg.setdefault("receivers", {}).setdefault("otlp", {})
         otlp.setdefault("grpc", {})["endpoint"] = f"127.0.0.1:{self.grpc_port}"
         otlp.setdefault("http", {})["endpoint"] = f"127.0.0.1:{self.http_port}"
         exporters = cfg.setdefault("exporters", {})
         exporters.setdefault("prometheus", {})["endpoint"] = f"127.0.0.1:{self.metrics_port}"
         exporters.setdefault("results_file", str(self.results))
-        return cfg  # type: ignore[no-any-return]
+        return cfg
 
     def start(self, timeout: float = 90.0, wait_path: str = "/readyz") -> MonitorProcess:
         path = self.tmp / "config.yaml"

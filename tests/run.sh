@@ -43,7 +43,7 @@ py="$venv/bin/python"
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 "$py" -m ruff check monitor tests bench training
-"$py" -m mypy  # --strict over monitor/ (pyproject.toml)
+"$py" -m mypy  # --strict over monitor, tests, bench and training (pyproject.toml)
 
 # The tests get a home, cache and temporary folder of their own, removed afterwards, so that
 # libraries writing there (caches, telemetry ids) leave nothing on the machine.

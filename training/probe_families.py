@@ -1114,6 +1114,13 @@ def _chunks(sheet: Sheet, other: Sheet, rng: random.Random) -> list[dict[str, st
     return chunks
 
 
+def label(record: dict[str, object]) -> dict[str, object]:
+    """A probe record's `label` (`build` writes one into every record)."""
+    found = record["label"]
+    assert isinstance(found, dict)
+    return found
+
+
 def build(
     seed: int = SEED, sheets: int = SHEETS, families: tuple[str, ...] | None = None
 ) -> list[dict[str, object]]:
@@ -1162,13 +1169,13 @@ def build(
         for v in sheet.values:
             question = v.fact.question.format(**sheet.names)
             add(sheet, question, _say(sheet, v, rng, None), "faithful", "one_line")
-            for error in v.wrong:
+            for wrong in v.wrong:
                 extra = (
                     {"direction": "added" if v.positive else "removed"}
-                    if error == "negation"
+                    if wrong == "negation"
                     else {}
                 )
-                add(sheet, question, _say(sheet, v, rng, error), error, "one_line", **extra)
+                add(sheet, question, _say(sheet, v, rng, wrong), wrong, "one_line", **extra)
         for v in rng.sample(sheet.values, 2):
             question = v.fact.question.format(**sheet.names)
             answer = _with_extra(_statement(_say(sheet, v, rng, None)), rng.choice(extras))

@@ -237,14 +237,16 @@ class Model:
     def grounded(self, x: np.ndarray) -> np.ndarray:
         """Probability of being grounded (before the contradiction rule)."""
         z = ((x[:, self.columns] - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(np.clip(z, -700, 700)))
+        grounded: np.ndarray = 1.0 / (1.0 + np.exp(np.clip(z, -700, 700)))
+        return grounded
 
     def scores(self, f: Features) -> np.ndarray:
         """The detector's scores: capped where a decisive contradiction was found, and
         lowered for each invented clause, as `score_groundedness` does."""
         grounded = self.grounded(f.x)
         capped = np.where(f.contradicted, np.minimum(grounded, CONTRADICTED), grounded)
-        return capped * f.clauses
+        scores: np.ndarray = capped * f.clauses
+        return scores
 
 
 def balanced_weights(examples: list[Example]) -> np.ndarray:
@@ -319,7 +321,8 @@ class Data:
     ) -> tuple[np.ndarray, list[Example]]:
         """The families in `keep` and their perturbations; `rows` limits a family to the
         examples of some groups (questions or documents)."""
-        xs, examples = [], []
+        xs: list[np.ndarray] = []
+        examples: list[Example] = []
         for family in keep:
             for part in (family, f"perturbed:{family}"):
                 chosen = [

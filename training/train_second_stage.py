@@ -160,13 +160,13 @@ def encode(examples: list[Example]) -> Encoded:
     path = CACHE / f"{_code_digest()}-{hashlib.sha256(blob).hexdigest()[:16]}.npz"
     if path.is_file():
         with np.load(path) as cached:
-            claims = json.loads(str(cached["claims"]))
+            claims: list[list[str]] = json.loads(str(cached["claims"]))
             return Encoded(cached["first"], cached["decided"], cached["pairs"], claims)
     encoder = pair_encoder()
     first = np.zeros(len(examples))
     decided = np.zeros(len(examples), dtype=bool)
     pairs = np.full((len(examples), PAIRS, FEATURES), np.nan, dtype=np.float32)
-    claims: list[list[str]] = []
+    claims = []
     started = time.perf_counter()
     for i, e in enumerate(examples):
         stage = first_stage(e.query, list(e.contexts), e.response)
@@ -206,7 +206,8 @@ class Head:
 
     def supported(self, rows: np.ndarray) -> np.ndarray:
         z = ((rows - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+        supported: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+        return supported
 
     def weakest(self, pairs: np.ndarray) -> np.ndarray:
         """P(supported) of each answer's weakest pair (1 where it has none)."""
@@ -215,7 +216,8 @@ class Head:
         ok = ~np.isnan(flat[:, 0])
         p = np.ones(n * PAIRS)
         p[ok] = self.supported(flat[ok])
-        return p.reshape(n, PAIRS).min(axis=1)
+        weakest: np.ndarray = p.reshape(n, PAIRS).min(axis=1)
+        return weakest
 
 
 def pair_truth(examples: list[Example], truths: list[Truth], enc: Encoded) -> np.ndarray:
@@ -251,13 +253,15 @@ def fit_head(examples: list[Example], enc: Encoded, truth: np.ndarray) -> Head:
 
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
+    logit: np.ndarray = np.log(p / (1 - p))
+    return logit
 
 
 def banded(enc: Encoded, first: np.ndarray | None = None) -> np.ndarray:
     first = enc.first if first is None else first
     has = ~np.isnan(enc.pairs[:, 0, 0])
-    return (first >= BAND[0]) & (first <= BAND[1]) & ~enc.decided & has
+    inside: np.ndarray = (first >= BAND[0]) & (first <= BAND[1]) & ~enc.decided & has
+    return inside
 
 
 def _folds(examples: list[Example], folds: int) -> np.ndarray:

@@ -98,7 +98,7 @@ class Redaction(Section):
 # -- trustworthiness_tlm: observed consistency + self-reflection (monitor/judge/README.md) ---
 
 TlmPreset = Literal["low", "medium", "high"]
-# samples, reflection on, reflection wordings; temperature and weights are the same for all.
+# draws, reflection on, reflection wordings; temperature and weights are the same for all.
 TLM_PRESETS: dict[str, tuple[int, bool, int]] = {
     "low": (3, False, 1),
     "medium": (5, True, 1),
@@ -123,20 +123,21 @@ class TrustworthinessTlm(Section):
     from `preset`."""
 
     preset: TlmPreset = "medium"
-    samples: int | None = Field(default=None, ge=1, le=20)
+    draws: int | None = Field(default=None, ge=1, le=20)
     temperature: float = Field(default=1.0, gt=0, le=2)
     reflection: bool | None = None
     reflection_wordings: int | None = Field(default=None, ge=1, le=2)
     weights: TlmWeights = TlmWeights()
-    # How a sampled answer's agreement with the response is measured: the embedded
-    # detector both ways (no network call) or one more judge call per sample.
+    # How a drawn answer's agreement with the response is measured: the embedded
+    # detector both ways (no network call) or one more judge call per drawn answer.
     agreement: Literal["detector", "judge"] = "detector"
     # Ask for token log-probabilities to sharpen the reflection grade (used where returned).
     logprobs: bool = True
 
     @property
-    def sample_count(self) -> int:
-        return self.samples if self.samples is not None else TLM_PRESETS[self.preset][0]
+    def draw_count(self) -> int:
+        """The judge's own answers per record (`draws`, else the preset's)."""
+        return self.draws if self.draws is not None else TLM_PRESETS[self.preset][0]
 
     @property
     def reflections(self) -> int:

@@ -113,7 +113,7 @@ class JudgeEvaluator:
             return EvalResult(name=self.name, error=verdict.error or "no verdict", **costs)
         return self._result(verdict, costs)
 
-    def _parser(self, documents: int) -> Callable[[str], parsers.Parsed]:
+    def _parser(self, documents: int) -> Callable[[str], parsers.ParsedVerdict]:
         answer = self.definition.answer
         if answer in ("score5", "rubric"):
             return lambda text: parsers.parse_score(text, 1, 5)

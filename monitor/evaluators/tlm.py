@@ -16,7 +16,7 @@ from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE, load
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
 
-SAMPLE_MAX_TOKENS = 160
+DRAW_MAX_TOKENS = 160
 REFLECTION_MAX_TOKENS = 200
 AGREEMENT_MAX_TOKENS = 120
 _REFLECTION_HINT = 'a final line "Answer: A", "Answer: B" or "Answer: C"'
@@ -27,11 +27,11 @@ class TrustworthinessTlmEvaluator:
     """`trustworthiness_tlm`: the response's trustworthiness as BSDetector/TLM score it
     (`monitor/judge/consistency.py` has the arithmetic).
 
-    Per record, through the shared judge client: `samples` answers to the same question
-    with the same context at `temperature`, and `reflections` self-reflection calls (one
+    Per record, through the shared judge client: `draws` answers of its own to the same
+    question with the same context at `temperature` (the drawn answers), and `reflections` self-reflection calls (one
     per wording) grading the response correct / incorrect / not sure, all concurrently;
-    with `agreement: judge`, one more call per sample asks whether it states the same facts
-    as the response. Every call must end in a verdict: one that fails (after the client's
+    with `agreement: judge`, one more call per drawn answer asks whether it states the same
+    facts as the response. Every call must end in a verdict: one that fails (after the client's
     retries and format follow-up) makes the record an `error` result naming the failed
     calls, with the tokens and cost of every call made; there is no partial score."""
 
@@ -53,8 +53,8 @@ class TrustworthinessTlmEvaluator:
         self.threshold = threshold if threshold is not None else 0.5
         self._client = client
         self._api_base = api_base
-        self._sample = load(
-            f"{TLM}_sample",
+        self._draw = load(
+            f"{TLM}_draw",
             None,
             frozenset({"query", "context"}),
             frozenset({"query", "context"}),
@@ -64,13 +64,13 @@ class TrustworthinessTlmEvaluator:
         self._reflect = [load(name, None, _QCR, _QCR) for name in wordings]
         both = frozenset({"query", "response", "reference"})
         self._agree = load(f"{TLM}_agree", None, both, both)
-        self.version = "+".join(t.version for t in (self._sample, *self._reflect, self._agree))
+        self.version = "+".join(t.version for t in (self._draw, *self._reflect, self._agree))
 
     @property
     def calls_per_record(self) -> int:
         """Judge calls a record costs when none is cached or repeated for the format."""
-        samples = self.options.sample_count
-        return samples + self.options.reflections + (samples if self._by_judge else 0)
+        draws = self.options.draw_count
+        return draws + self.options.reflections + (draws if self._by_judge else 0)
 
     @property
     def _by_judge(self) -> bool:
@@ -88,15 +88,15 @@ class TrustworthinessTlmEvaluator:
         temperature = f"{opts.temperature:g}"
         calls = [
             self._ask(
-                f"{TLM}_sample",
-                f"{self._sample.version}@t={temperature}",
-                self._sample.render(values),
-                {**shown, "sample": str(i)},
-                AnswerFormat(parsers.parse_sample, "a short answer to the question"),
-                SAMPLE_MAX_TOKENS,
+                f"{TLM}_draw",
+                f"{self._draw.version}@t={temperature}",
+                self._draw.render(values),
+                {**shown, "draw": str(i)},
+                AnswerFormat(parsers.parse_draw, "a short answer to the question"),
+                DRAW_MAX_TOKENS,
                 temperature=opts.temperature,
             )
-            for i in range(opts.sample_count)
+            for i in range(opts.draw_count)
         ]
         calls += [
             self._ask(
@@ -111,15 +111,15 @@ class TrustworthinessTlmEvaluator:
             for template in self._reflect
         ]
         verdicts = list(await asyncio.gather(*calls))
-        what = [f"sample {i + 1}" for i in range(opts.sample_count)]
+        what = [f"draw {i + 1}" for i in range(opts.draw_count)]
         what += [f"reflection {i + 1}" for i in range(len(self._reflect))]
         failed = self._failures(verdicts, what)
-        samples = [str(v.value) for v in verdicts[: opts.sample_count]]
+        drawn = [str(v.value) for v in verdicts[: opts.draw_count]]
         if not failed and self._by_judge:
             judged = list(
-                await asyncio.gather(*(self.judge_agreement(query, response, s) for s in samples))
+                await asyncio.gather(*(self.judge_agreement(query, response, d) for d in drawn))
             )
-            failed = self._failures(judged, [f"agreement {i + 1}" for i in range(len(samples))])
+            failed = self._failures(judged, [f"agreement {i + 1}" for i in range(len(drawn))])
             verdicts += judged
         costs: dict[str, Any] = {
             "input_tokens": sum(v.input_tokens for v in verdicts),
@@ -134,17 +134,17 @@ class TrustworthinessTlmEvaluator:
             )
         if self._by_judge:
             agreements = [
-                consistency.judged_agreement(response, s, bool(v.value))
-                for s, v in zip(samples, verdicts[-len(samples) :], strict=True)
+                consistency.judged_agreement(response, d, bool(v.value))
+                for d, v in zip(drawn, verdicts[-len(drawn) :], strict=True)
             ]
         else:
             agreements = await asyncio.to_thread(
-                lambda: [consistency.detector_agreement(query, response, s) for s in samples]
+                lambda: [consistency.detector_agreement(query, response, d) for d in drawn]
             )
         observed = sum(a.score for a in agreements) / len(agreements)
         explanation = consistency.describe_consistency(agreements)
         reflected: float | None = None
-        reflections = verdicts[opts.sample_count : opts.sample_count + len(self._reflect)]
+        reflections = verdicts[opts.draw_count : opts.draw_count + len(self._reflect)]
         if reflections:
             said = [float(cast(float, v.value)) for v in reflections]
             graded = [
@@ -160,18 +160,19 @@ class TrustworthinessTlmEvaluator:
         )
         return EvalResult.verdict(self.name, score, self.threshold, explanation, **costs)
 
-    async def judge_agreement(self, query: str, response: str, sample: str) -> Verdict[Any]:
-        """The judge's YES/NO on whether `sample` states the same facts as `response`."""
+    async def judge_agreement(self, query: str, response: str, drawn: str) -> Verdict[Any]:
+        """The judge's YES/NO on whether the `drawn` answer states the same facts as
+        `response`."""
         values: dict[str, str | list[str] | None] = {
             "query": query,
             "response": response,
-            "reference": sample,
+            "reference": drawn,
         }
         return await self._ask(
             f"{TLM}_agree",
             self._agree.version,
             self._agree.render(values),
-            {"query": query, "response": response, "reference": sample},
+            {"query": query, "response": response, "reference": drawn},
             AnswerFormat(parsers.parse_yes_no, YES_NO_HINT, schemas.YesNoAnswer),
             AGREEMENT_MAX_TOKENS,
         )

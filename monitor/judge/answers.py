@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from monitor.judge import schemas
-from monitor.judge.parsers import Parsed, ParseError
+from monitor.judge.parsers import ParsedVerdict, ParseError
 from monitor.judge.schemas import JudgeAnswer
 
 T = TypeVar("T")
@@ -26,12 +26,12 @@ FORMAT_REMINDER = (
 class AnswerFormat:
     """How to read one judge's answers."""
 
-    parse_text: Callable[[str], Parsed]  # the tolerant free-form parser
+    parse_text: Callable[[str], ParsedVerdict]  # the tolerant free-form parser
     hint: str  # the required format in words, for the follow-up after an unreadable answer
     schema: type[JudgeAnswer] | None = None  # structured output, where the model takes it
     documents: int = 0  # context documents, for per-document verdicts
 
-    def read(self, text: str, structured: bool) -> tuple[Parsed, bool]:
+    def read(self, text: str, structured: bool) -> tuple[ParsedVerdict, bool]:
         """The verdict, and whether it came from the schema. Raises `ParseError`."""
         if structured and self.schema is not None:
             try:
@@ -64,7 +64,7 @@ TokenLogprobs = tuple[tuple[tuple[str, float], ...], ...]
 TOP_LOGPROBS = 5
 
 
-class Unreadable(Exception):
+class NoVerdict(Exception):
     """No verdict in the answers; the message is the result's error text."""
 
 

@@ -22,7 +22,7 @@ One instance per process, shared by all judge evaluators. Per call it:
    call ends as a `parse` error (a reply cut off at `max_tokens` is `truncated`). A
    provider that refuses `response_format` is asked again without it, and that model is
    asked free-form from then on;
-6. at a caller's request samples at a `temperature` above 0 (the default is 0) and asks
+6. at a caller's request draws at a `temperature` above 0 (the default is 0) and asks
    for the answer tokens' log-probabilities (`logprobs`, `top_logprobs`); a provider
    that refuses them is asked again without, and that model is asked without from then
    on (the verdict then has no `logprobs`);
@@ -60,15 +60,15 @@ from monitor.judge.answers import (
     ANSWER_RESULTS,
     FORMAT_REMINDER,
     AnswerFormat,
+    NoVerdict,
     TokenLogprobs,
-    Unreadable,
     Verdict,
     answer_limit,
     too_long,
 )
 from monitor.judge.breaker import CircuitBreaker
 from monitor.judge.metrics import judge_metrics
-from monitor.judge.parsers import Parsed, ParseError
+from monitor.judge.parsers import ParsedVerdict, ParseError
 from monitor.judge.provider import GREEDY, AttemptError, Decoding, Provider, Reply
 from monitor.redaction import Redactor
 from monitor.retry import Retry, RetryPolicy
@@ -183,7 +183,8 @@ class JudgeClient:
         """Ask `model` (at `api_base`, default `judge.api_base`) and read its answer.
 
         `temperature` and `logprobs` are part of the request, not of the cache key: a
-        caller that samples one question several times puts a sample number in `inputs`."""
+        caller that draws answers to one question several times puts the draw's number in
+        `inputs`."""
         key = cache_key(evaluator, version, model, inputs) if self._config.cache_size else None
         endpoint = api_base or self._config.api_base
         if self._config.max_output_tokens is not None:
@@ -263,7 +264,7 @@ class JudgeClient:
                 f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
             )
             return self._error(f"{exc.outcome}: {exc}", spent)
-        except Unreadable as exc:
+        except NoVerdict as exc:
             return self._error(str(exc), spent)
         if key is not None:
             self._cache[key] = (parsed.value, parsed.explanation, spent.logprobs)
@@ -289,9 +290,9 @@ class JudgeClient:
         max_tokens: int,
         spent: Reply,
         sampling: Decoding,
-    ) -> Parsed:
+    ) -> ParsedVerdict:
         """Ask, read, and on an unreadable answer ask once more for the format.
-        Raises `AttemptError` (the call failed) or `Unreadable` (the answers did)."""
+        Raises `AttemptError` (the call failed) or `NoVerdict` (the answers did)."""
         conversation = [
             {"role": m["role"], "content": self._redact(m["content"])} for m in messages
         ]
@@ -303,10 +304,10 @@ class JudgeClient:
         answer_format = "structured" if response_format is not None else "free_form"
         counted = self._extra.answers
 
-        def read(reply: Reply) -> tuple[Parsed, bool]:
+        def read(reply: Reply) -> tuple[ParsedVerdict, bool]:
             if len(reply.text) > answer_limit(max_tokens):
                 counted.labels(model, answer_format, "truncated").inc()
-                raise Unreadable(too_long(reply.text, max_tokens))
+                raise NoVerdict(too_long(reply.text, max_tokens))
             return answer.read(reply.text, response_format is not None)
 
         reply = await self._call(
@@ -317,7 +318,7 @@ class JudgeClient:
         except ParseError as first:
             if reply.finish_reason == "length":
                 counted.labels(model, answer_format, "truncated").inc()
-                raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                raise NoVerdict(f"truncated: answer cut off at {max_tokens} tokens") from None
             self._extra.retries.labels(model, "unparseable").inc()
             conversation += [
                 {"role": "assistant", "content": reply.text or "(empty)"},
@@ -331,7 +332,7 @@ class JudgeClient:
             except ParseError as second:
                 if reply.finish_reason == "length":
                     counted.labels(model, answer_format, "truncated").inc()
-                    raise Unreadable(f"truncated: answer cut off at {max_tokens} tokens") from None
+                    raise NoVerdict(f"truncated: answer cut off at {max_tokens} tokens") from None
                 counted.labels(model, answer_format, "parse").inc()
                 self._quiet.warning(
                     f"unreadable:{model}:{evaluator}",
@@ -341,7 +342,7 @@ class JudgeClient:
                     second,
                 )
                 what = "empty answer" if not reply.text.strip() else str(second)
-                raise Unreadable(f"parse: {what} (first attempt: {first})") from None
+                raise NoVerdict(f"parse: {what} (first attempt: {first})") from None
             counted.labels(model, answer_format, "repaired").inc()
             return parsed
         result = "fallback" if response_format is not None and not from_schema else "valid"
@@ -456,7 +457,7 @@ class JudgeClient:
             model, api_base, messages, max_tokens, response_format, sampling
         )
         async with self._semaphore:
-            # Asked once a slot is free: a call that queued behind others (the samples of one
+            # Asked once a slot is free: a call that queued behind others (the draws of one
             # record) must not go out when the breaker opened while it waited.
             if not breaker.allow():
                 raise AttemptError(

@@ -1,10 +1,11 @@
 """The arithmetic of `trustworthiness_tlm`: observed consistency, self-reflection and their
 combination into one 0..1 confidence (the BSDetector method, Chen & Mueller 2023).
 
-- **Agreement** of one sampled answer with the response: `SEMANTIC_SHARE` of a semantic
+- **Agreement** of one drawn answer (the judge's own answer to the question, drawn at
+  `temperature`) with the response: `SEMANTIC_SHARE` of a semantic
   agreement (the embedded detector both ways, or a judge's YES/NO) plus the rest for an
   exact match after normalisation (case, punctuation, articles, spacing).
-- **Observed consistency**: the mean agreement over the samples.
+- **Observed consistency**: the mean agreement over the drawn answers.
 - **Self-reflection**: the mean grade of the reflection answers (correct 1, incorrect 0,
   not sure 0.5); where the server returned token log-probabilities, a reflection's grade is
   the probability-weighted grade of the verdict token's alternatives instead.
@@ -24,9 +25,10 @@ from dataclasses import dataclass
 
 from monitor.judge.answers import TokenLogprobs
 
-# BSDetector's α: the share of a sample's agreement that is semantic; the rest is exact match.
+# BSDetector's α: the share of a drawn answer's agreement that is semantic; the rest is
+# exact match.
 SEMANTIC_SHARE = 0.8
-# Below this a sampled answer counts as disagreeing with the response in the explanation.
+# Below this a drawn answer counts as disagreeing with the response in the explanation.
 DISAGREES_BELOW = 0.5
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -40,13 +42,13 @@ def normalise(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Agreement:
-    """How far one sampled answer agrees with the response."""
+    """How far one drawn answer agrees with the response."""
 
     score: float  # 0..1
     exact: bool
-    # (what the sample says, what the response says) for each contradicted value.
+    # (what the drawn answer says, what the response says) for each contradicted value.
     conflicts: tuple[tuple[str, str], ...] = ()
-    # Specific words, numbers and names of the response the sample does not back.
+    # Specific words, numbers and names of the response the drawn answer does not back.
     missing: tuple[str, ...] = ()
 
 
@@ -54,16 +56,17 @@ def combine_agreement(semantic: float, exact: bool) -> float:
     return SEMANTIC_SHARE * semantic + (1 - SEMANTIC_SHARE) * (1.0 if exact else 0.0)
 
 
-def detector_agreement(query: str, response: str, sample: str) -> Agreement:
-    """The embedded detector read both ways: the sample as evidence for the response, and
-    the response as evidence for the sample; the semantic part is the mean of the two."""
+def detector_agreement(query: str, response: str, drawn: str) -> Agreement:
+    """The embedded detector read both ways: the drawn answer as evidence for the response,
+    and the response as evidence for the drawn answer; the semantic part is the mean of the
+    two."""
     from monitor.detector import score_groundedness
 
-    forward = score_groundedness(query, [sample], response)
-    backward = score_groundedness(query, [response], sample)
+    forward = score_groundedness(query, [drawn], response)
+    backward = score_groundedness(query, [response], drawn)
     conflicts = [(c.evidence, c.said) for c in forward.contradictions]
     conflicts += [(c.said, c.evidence) for c in backward.contradictions]
-    exact = normalise(sample) == normalise(response)
+    exact = normalise(drawn) == normalise(response)
     semantic = 1.0 if exact else (forward.score + backward.score) / 2
     return Agreement(
         score=combine_agreement(semantic, exact),
@@ -73,9 +76,9 @@ def detector_agreement(query: str, response: str, sample: str) -> Agreement:
     )
 
 
-def judged_agreement(response: str, sample: str, same: bool) -> Agreement:
+def judged_agreement(response: str, drawn: str, same: bool) -> Agreement:
     """A judge's YES/NO on whether the two answers state the same facts."""
-    exact = normalise(sample) == normalise(response)
+    exact = normalise(drawn) == normalise(response)
     return Agreement(score=combine_agreement(1.0 if same or exact else 0.0, exact), exact=exact)
 
 
@@ -133,17 +136,17 @@ def logprob_grade(tokens: TokenLogprobs | None, text_grade: float) -> float | No
 
 
 def describe_consistency(agreements: Sequence[Agreement]) -> str:
-    """What disagreed: "3 of 4 sampled answers give 1967 where the response says 1991"."""
+    """What disagreed: "3 of 4 drawn answers give 1967 where the response says 1991"."""
     k = len(agreements)
     disagreeing = [a for a in agreements if a.score < DISAGREES_BELOW]
     consistency = sum(a.score for a in agreements) / k
-    parts = [f"consistency {consistency:.2f}: {len(disagreeing)} of {k} sampled answers disagree"]
+    parts = [f"consistency {consistency:.2f}: {len(disagreeing)} of {k} drawn answers disagree"]
     conflicts: Counter[tuple[str, str]] = Counter()
     for a in agreements:
         conflicts.update(set(a.conflicts))
-    for (sample_says, response_says), n in conflicts.most_common(2):
+    for (drawn_says, response_says), n in conflicts.most_common(2):
         parts.append(
-            f"{n} of {k} sampled answers give {sample_says} where the response says {response_says}"
+            f"{n} of {k} drawn answers give {drawn_says} where the response says {response_says}"
         )
     if disagreeing and not conflicts:
         missing: Counter[str] = Counter()
@@ -151,7 +154,7 @@ def describe_consistency(agreements: Sequence[Agreement]) -> str:
             missing.update(set(a.missing))
         if missing:
             terms = ", ".join(term for term, _ in missing.most_common(3))
-            parts.append(f"the disagreeing samples do not state: {terms}")
+            parts.append(f"the disagreeing drawn answers do not state: {terms}")
     return "; ".join(parts)
 
 

@@ -21,7 +21,7 @@ class ParseError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Parsed:
+class ParsedVerdict:
     """A verdict value plus whatever reasoning the judge gave around it."""
 
     value: Any
@@ -51,18 +51,20 @@ _SCORE_PATTERNS = (
 _BARE_NUMBER = re.compile(r"^\W*" + _NUMBER + r"(?:\s*/\s*\d+)?\W*$")
 
 
-def parse_score(text: str, low: int, high: int) -> Parsed:
+def parse_score(text: str, low: int, high: int) -> ParsedVerdict:
     """`Score: 4`, `4`, `**4**`, `[RESULT] 4`, `score = 4/5` → 4 (within low..high)."""
     stripped = text.strip()
     bare = _BARE_NUMBER.match(stripped)
     if bare:
-        return Parsed(_in_range(bare.group(1), low, high), "")
+        return ParsedVerdict(_in_range(bare.group(1), low, high), "")
     for pattern in _SCORE_PATTERNS:
         matches = list(pattern.finditer(stripped))
         if matches:
             last = matches[-1]
             explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-            return Parsed(_in_range(last.group(1), low, high), clip(_strip_markup(explanation)))
+            return ParsedVerdict(
+                _in_range(last.group(1), low, high), clip(_strip_markup(explanation))
+            )
     raise ParseError(f"no score between {low} and {high} found (expected e.g. 'Score: {high}')")
 
 
@@ -80,35 +82,35 @@ _ANSWER_LINE = re.compile(
 )
 
 
-def _word_verdict(text: str, words: dict[str, bool], what: str) -> Parsed:
+def _word_verdict(text: str, words: dict[str, bool], what: str) -> ParsedVerdict:
     stripped = _strip_markup(text)
     # 1. The whole answer is the word ("Yes", "no.", "**YES**", "'No'").
     only = re.fullmatch(r"\W*(\w+)\W*", stripped)
     if only and only.group(1).lower() in words:
-        return Parsed(words[only.group(1).lower()], "")
+        return ParsedVerdict(words[only.group(1).lower()], "")
     # 2. An explicit answer line ("Answer: YES"); the last one wins.
     labelled = [m for m in _ANSWER_LINE.finditer(stripped) if m.group(1).lower() in words]
     if labelled:
         last = labelled[-1]
         explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-        return Parsed(words[last.group(1).lower()], clip(explanation))
+        return ParsedVerdict(words[last.group(1).lower()], clip(explanation))
     # 3. The answer starts with the word and goes on to explain ("Yes, because ...").
     lead = re.match(r"\W*(\w+)\b[\s,.:;!\-]*(.*)", stripped, re.S)
     if lead and lead.group(1).lower() in words:
-        return Parsed(words[lead.group(1).lower()], clip(lead.group(2)))
+        return ParsedVerdict(words[lead.group(1).lower()], clip(lead.group(2)))
     # 4. The answer ends with the word on its own line.
     tail = re.search(r"(?:^|\n)\W*(\w+)\W*$", stripped)
     if tail and tail.group(1).lower() in words:
-        return Parsed(words[tail.group(1).lower()], clip(stripped[: tail.start()]))
+        return ParsedVerdict(words[tail.group(1).lower()], clip(stripped[: tail.start()]))
     raise ParseError(f"no {what} verdict found")
 
 
-def parse_yes_no(text: str) -> Parsed:
+def parse_yes_no(text: str) -> ParsedVerdict:
     """YES/NO in any case, with punctuation or markdown, alone or on an answer line."""
     return _word_verdict(text, {"yes": True, "no": False}, "YES/NO")
 
 
-def parse_pass_fail(text: str) -> Parsed:
+def parse_pass_fail(text: str) -> ParsedVerdict:
     """JSON `{"REASONING": ..., "SCORE": "PASS"|"FAIL"}`, else a PASS/FAIL word."""
     try:
         obj = parse_json(text, ("score",))
@@ -118,7 +120,7 @@ def parse_pass_fail(text: str) -> Parsed:
     if raw not in ("PASS", "FAIL"):
         raise ParseError(f"SCORE must be PASS or FAIL, got {raw[:20]!r}")
     reasoning = obj.value.get("reasoning", "")
-    return Parsed(raw == "PASS", clip(str(reasoning)))
+    return ParsedVerdict(raw == "PASS", clip(str(reasoning)))
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ def _objects(text: str) -> list[dict[str, Any]]:
     return found
 
 
-def parse_json(text: str, required: tuple[str, ...]) -> Parsed:
+def parse_json(text: str, required: tuple[str, ...]) -> ParsedVerdict:
     """A JSON object carrying every `required` key (case-insensitive).
 
     Code-fenced blocks are preferred over objects in prose; among candidates the last one
@@ -161,13 +163,13 @@ def parse_json(text: str, required: tuple[str, ...]) -> Parsed:
     for obj in reversed(candidates):
         lowered = {str(k).lower(): v for k, v in obj.items()}
         if all(key in lowered for key in required):
-            return Parsed(lowered, "")
+            return ParsedVerdict(lowered, "")
     if candidates:
         raise ParseError(f"JSON answer lacks keys: {', '.join(required)}")
     raise ParseError("no JSON object found")
 
 
-def parse_unit_score(text: str) -> Parsed:
+def parse_unit_score(text: str) -> ParsedVerdict:
     """JSON `{"score": 0..1, "feedback": "..."}`."""
     obj = parse_json(text, ("score",))
     try:
@@ -177,10 +179,10 @@ def parse_unit_score(text: str) -> Parsed:
     if not 0 <= value <= 1:
         raise ParseError(f"score {value:g} is outside 0..1")
     feedback = obj.value.get("feedback", obj.value.get("reason", ""))
-    return Parsed(value, clip(str(feedback)))
+    return ParsedVerdict(value, clip(str(feedback)))
 
 
-def parse_severity(text: str) -> Parsed:
+def parse_severity(text: str) -> ParsedVerdict:
     """JSON `{"severity": 0..7, "reason": "..."}`."""
     obj = parse_json(text, ("severity",))
     try:
@@ -189,7 +191,7 @@ def parse_severity(text: str) -> Parsed:
         raise ParseError("severity is not a number") from None
     if not 0 <= value <= 7 or value != int(value):
         raise ParseError(f"severity {value:g} is not an integer in 0..7")
-    return Parsed(value, clip(str(obj.value.get("reason", ""))))
+    return ParsedVerdict(value, clip(str(obj.value.get("reason", ""))))
 
 
 def _as_bool(value: Any) -> bool:
@@ -204,7 +206,7 @@ def _as_bool(value: Any) -> bool:
     raise ParseError(f"expected yes/no, got {str(value)[:20]!r}")
 
 
-def parse_chunks(text: str, count: int) -> Parsed:
+def parse_chunks(text: str, count: int) -> ParsedVerdict:
     """JSON `{"chunks": [{"id": 1, "relevant": "yes", "reason": ...}, ...]}` → list[bool]."""
     obj = parse_json(text, ("chunks",))
     items = obj.value["chunks"]
@@ -223,10 +225,10 @@ def parse_chunks(text: str, count: int) -> Parsed:
             verdicts[index] = _as_bool(lowered.get("relevant"))
     if len(verdicts) != count:
         raise ParseError(f"expected a verdict for each of {count} chunks, got {len(verdicts)}")
-    return Parsed([verdicts[i] for i in range(1, count + 1)], "")
+    return ParsedVerdict([verdicts[i] for i in range(1, count + 1)], "")
 
 
-def parse_retrieval(text: str, count: int) -> Parsed:
+def parse_retrieval(text: str, count: int) -> ParsedVerdict:
     """JSON with `intents: [{"intent", "answered"}]` and `documents: [{"id", "relevant"}]`."""
     obj = parse_json(text, ("intents", "documents"))
     intents = obj.value["intents"]
@@ -239,7 +241,7 @@ def parse_retrieval(text: str, count: int) -> Parsed:
         lowered = {str(k).lower(): v for k, v in item.items()}
         answered.append((str(lowered.get("intent", ""))[:80], _as_bool(lowered.get("answered"))))
     documents = parse_chunks(json.dumps({"chunks": obj.value["documents"]}), count)
-    return Parsed({"intents": answered, "documents": documents.value}, "")
+    return ParsedVerdict({"intents": answered, "documents": documents.value}, "")
 
 
 # -- self-reflection: correct / incorrect / not sure ------------------------------------
@@ -272,7 +274,7 @@ def _reflection_grade(phrase: str, letters: bool = True) -> float | None:
     return None
 
 
-def parse_reflection(text: str) -> Parsed:
+def parse_reflection(text: str) -> ParsedVerdict:
     """A self-reflection verdict → its grade (1 correct, 0 incorrect, 0.5 not sure).
 
     Accepted, in this order: JSON `{"answer": "correct"|"incorrect"|"not sure"|"A"|"B"|"C"}`
@@ -292,30 +294,31 @@ def parse_reflection(text: str) -> Parsed:
             if grade is None:
                 raise ParseError(f"answer must be correct, incorrect or not sure: {value!r:.30}")
             reasoning = obj.value.get("reasoning", obj.value.get("explanation", ""))
-            return Parsed(grade, clip(str(reasoning)))
+            return ParsedVerdict(grade, clip(str(reasoning)))
     lines = [
         m for m in _REFLECTION_LINE.finditer(stripped) if _reflection_grade(m.group(1)) is not None
     ]
     if lines:
         last = lines[-1]
         explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-        return Parsed(_reflection_grade(last.group(1)), clip(explanation))
+        return ParsedVerdict(_reflection_grade(last.group(1)), clip(explanation))
     first, _, rest = stripped.partition("\n")
     whole = re.fullmatch(r"\W*([abc])\W*", stripped, re.I)
     if whole:
-        return Parsed(_LETTER_GRADES[whole.group(1).lower()], "")
+        return ParsedVerdict(_LETTER_GRADES[whole.group(1).lower()], "")
     grade = _reflection_grade(first)
     if grade is not None:
-        return Parsed(grade, clip(rest))
+        return ParsedVerdict(grade, clip(rest))
     tail = stripped.rstrip().rpartition("\n")[2]
     grade = _reflection_grade(tail, letters=False)
     if grade is not None and tail != first:
-        return Parsed(grade, clip(stripped[: -len(tail)]))
+        return ParsedVerdict(grade, clip(stripped[: -len(tail)]))
     raise ParseError("no correct / incorrect / not sure verdict found")
 
 
-def parse_sample(text: str) -> Parsed:
-    """A sampled answer: any non-empty text (its explanation is empty)."""
+def parse_draw(text: str) -> ParsedVerdict:
+    """A drawn answer of `trustworthiness_tlm`: any non-empty text (its explanation is
+    empty)."""
     if not text.strip():
         raise ParseError("empty answer")
-    return Parsed(text.strip(), "")
+    return ParsedVerdict(text.strip(), "")

@@ -3,7 +3,7 @@
 When the provider supports it (`judge.structured_output`), the judge client sends the
 model's JSON schema as `response_format` and validates the answer against the model;
 categorical verdicts are `Literal`s, so a constrained decoder cannot produce anything
-else. Each model turns a validated answer into the same `Parsed` value the tolerant
+else. Each model turns a validated answer into the same `ParsedVerdict` value the tolerant
 free-form parser for that kind returns, so the evaluators see one shape either way.
 
 The schema that goes over the wire (`wire_schema`) keeps to the subset every provider
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from monitor.judge.parsers import REFLECTION_GRADES, Parsed, ParseError, clip
+from monitor.judge.parsers import REFLECTION_GRADES, ParsedVerdict, ParseError, clip
 
 # Keywords some structured-output backends refuse in strict mode; checked locally instead.
 _UNPORTABLE = frozenset(
@@ -39,13 +39,13 @@ _UNPORTABLE = frozenset(
 
 
 class JudgeAnswer(BaseModel):
-    """Base of every answer schema. `verdict(documents)` → `Parsed` or `ParseError`."""
+    """Base of every answer schema. `verdict(documents)` → `ParsedVerdict` or `ParseError`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     # Shown to the model next to the schema so it knows what each field is for.
     instruction: ClassVar[str]
 
-    def verdict(self, documents: int) -> Parsed:
+    def verdict(self, documents: int) -> ParsedVerdict:
         raise NotImplementedError
 
 
@@ -57,8 +57,8 @@ class Score5Answer(JudgeAnswer):
     reasoning: str = _REASONING
     score: Literal[1, 2, 3, 4, 5]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(float(self.score), clip(self.reasoning))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(float(self.score), clip(self.reasoning))
 
 
 class RubricAnswer(JudgeAnswer):
@@ -66,8 +66,8 @@ class RubricAnswer(JudgeAnswer):
     feedback: str = Field(description="feedback on the response, following the rubric")
     result: Literal[1, 2, 3, 4, 5]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(float(self.result), clip(self.feedback))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(float(self.result), clip(self.feedback))
 
 
 class YesNoAnswer(JudgeAnswer):
@@ -75,8 +75,8 @@ class YesNoAnswer(JudgeAnswer):
     reasoning: str = _REASONING
     answer: Literal["YES", "NO"]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(self.answer == "YES", clip(self.reasoning))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(self.answer == "YES", clip(self.reasoning))
 
 
 class SupportedAnswer(JudgeAnswer):
@@ -85,8 +85,8 @@ class SupportedAnswer(JudgeAnswer):
     instruction = "answer: Yes if the document supports the claim, otherwise No"
     answer: Literal["Yes", "No"]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(self.answer == "Yes", "")
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(self.answer == "Yes", "")
 
 
 class UnitScoreAnswer(JudgeAnswer):
@@ -94,8 +94,8 @@ class UnitScoreAnswer(JudgeAnswer):
     feedback: str = Field(description="one or two sentences explaining the score")
     score: float = Field(ge=0, le=1)
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(self.score, clip(self.feedback))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(self.score, clip(self.feedback))
 
 
 class PassFailAnswer(JudgeAnswer):
@@ -103,8 +103,8 @@ class PassFailAnswer(JudgeAnswer):
     REASONING: str = _REASONING
     SCORE: Literal["PASS", "FAIL"]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(self.SCORE == "PASS", clip(self.REASONING))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(self.SCORE == "PASS", clip(self.REASONING))
 
 
 class _Intent(BaseModel):
@@ -136,10 +136,10 @@ class RetrievalAnswer(JudgeAnswer):
     intents: list[_Intent] = Field(min_length=1)
     documents: list[_DocumentRelevance]
 
-    def verdict(self, documents: int) -> Parsed:
+    def verdict(self, documents: int) -> ParsedVerdict:
         flags = _per_document([(d.id, d.relevant) for d in self.documents], documents)
         intents = [(i.intent[:80], i.answered) for i in self.intents]
-        return Parsed({"intents": intents, "documents": flags}, "")
+        return ParsedVerdict({"intents": intents, "documents": flags}, "")
 
 
 class _ChunkVerdict(BaseModel):
@@ -153,9 +153,9 @@ class ChunksAnswer(JudgeAnswer):
     instruction = "chunks: one entry per document with its id, a short reason, relevant yes or no"
     chunks: list[_ChunkVerdict]
 
-    def verdict(self, documents: int) -> Parsed:
+    def verdict(self, documents: int) -> ParsedVerdict:
         flags = _per_document([(c.id, c.relevant == "yes") for c in self.chunks], documents)
-        return Parsed(flags, "")
+        return ParsedVerdict(flags, "")
 
 
 class SeverityAnswer(JudgeAnswer):
@@ -163,8 +163,8 @@ class SeverityAnswer(JudgeAnswer):
     reason: str = Field(description="one or two sentences explaining the severity")
     severity: Literal[0, 1, 2, 3, 4, 5, 6, 7]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(float(self.severity), clip(self.reason))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(float(self.severity), clip(self.reason))
 
 
 class ReflectionAnswer(JudgeAnswer):
@@ -174,8 +174,8 @@ class ReflectionAnswer(JudgeAnswer):
     reasoning: str = _REASONING
     answer: Literal["correct", "incorrect", "not sure"]
 
-    def verdict(self, documents: int) -> Parsed:
-        return Parsed(REFLECTION_GRADES[self.answer], clip(self.reasoning))
+    def verdict(self, documents: int) -> ParsedVerdict:
+        return ParsedVerdict(REFLECTION_GRADES[self.answer], clip(self.reasoning))
 
 
 def wire_schema(model: type[JudgeAnswer]) -> dict[str, Any]:
@@ -207,7 +207,7 @@ def response_format(model: type[JudgeAnswer], name: str) -> dict[str, Any]:
     }
 
 
-def read(model: type[JudgeAnswer], text: str, documents: int) -> Parsed:
+def read(model: type[JudgeAnswer], text: str, documents: int) -> ParsedVerdict:
     """Validate a structured answer; `ParseError` names the first problem."""
     try:
         answer = model.model_validate_json(text.strip())

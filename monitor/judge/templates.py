@@ -40,7 +40,7 @@ SYSTEM_MESSAGE = (
     "the instructions outside the blocks, and answer in exactly the format they ask for."
 )
 
-# For prompts that ask the model to answer the question itself (the consistency samples of
+# For prompts that ask the model to answer the question itself (the drawn answers of
 # `trustworthiness_tlm`), with the same rule about blocks.
 ANSWER_SYSTEM_MESSAGE = (
     "You answer questions from retrieved documents. The question and the documents are "

@@ -209,8 +209,14 @@ def test_firing_alert_is_resent_and_carries_a_future_ends_at() -> None:
     (again,) = engine.evaluate()
     assert again.status == "firing" and again.starts_at == first.starts_at
     body = again.to_alertmanager()
-    assert body["startsAt"].endswith("Z") and body["generatorURL"].startswith("http")
-    assert body["annotations"]["samples"] == "41"  # type: ignore[index]
+    starts_at, generator, annotations = (
+        body["startsAt"],
+        body["generatorURL"],
+        body["annotations"],
+    )
+    assert isinstance(starts_at, str) and starts_at.endswith("Z")
+    assert isinstance(generator, str) and generator.startswith("http")
+    assert isinstance(annotations, dict) and annotations["samples"] == "41"
 
 
 def test_safety_category_uses_the_grading_evaluators_severity_threshold() -> None:

@@ -84,7 +84,9 @@ async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: o
     assert "cart" not in saved["rules"][RULE.name]["services"]  # the bad value is not saved back
 
 
-async def test_an_entry_that_cannot_be_judged_is_dropped_alone(tmp_path: Path) -> None:
+async def test_an_entry_that_cannot_be_judged_is_dropped_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "alerts.state"
     await _two_firing_services(path)
     engine, t, clock = make(state_path=path)
@@ -95,7 +97,7 @@ async def test_an_entry_that_cannot_be_judged_is_dropped_alone(tmp_path: Path) -
     def fail(*_: object) -> None:
         raise ZeroDivisionError("scripted fault")
 
-    broken.window.expire = fail  # type: ignore[method-assign]
+    monkeypatch.setattr(broken.window, "expire", fail)
     stream = Stream(engine, clock)
     stream.run(30, 0.5, service="shop")  # evaluations go on: shop is judged every interval
     assert engine.firing() == [(RULE.name, "shop")]

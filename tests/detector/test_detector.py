@@ -17,6 +17,7 @@ import pytest
 
 from monitor.config import EvaluatorConfig
 from monitor.detector import (
+    GroundednessVerdict,
     score_groundedness,
     score_relevance,
     score_retrieval,
@@ -61,7 +62,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def grounded(
     response: str, query: str = "Tell me about the bridge.", contexts: list[str] | None = None
-):
+) -> GroundednessVerdict:
     return score_groundedness(query, [BRIDGE] if contexts is None else contexts, response)
 
 
@@ -239,6 +240,7 @@ def test_local_groundedness_evaluator_explains_what_is_unsupported() -> None:
         }
     )
     result = LocalGroundedness(EvaluatorConfig(name="local_groundedness")).score(record)
+    assert result.explanation is not None and result.score is not None
     assert "Frank Lloyd Wright" in result.explanation
     assert "Wright" in result.explanation.split("not in the context:")[1]
     assert 0.0 <= result.score <= 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from monitor.detector import score_groundedness
 from monitor.detector.slots import parse
@@ -95,7 +96,9 @@ def test_slots_of_a_sentence() -> None:
     assert ("number", "crew", 60.0) in kinds
 
 
-def _replay(tmp_path: Path, cli: list[str], records: list[dict[str, object]]) -> list[dict]:
+def _replay(
+    tmp_path: Path, cli: list[str], records: list[dict[str, object]]
+) -> list[dict[str, Any]]:
     data = tmp_path / "records.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     out = tmp_path / "results.jsonl"

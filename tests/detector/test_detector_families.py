@@ -10,12 +10,13 @@ from training import probe_families
 def test_every_family_yields_every_error_kind_it_can_carry_at_both_lengths() -> None:
     records = probe_families.build(sheets=2)
     assert records == probe_families.build(sheets=2)
-    cells = Counter((r["label"]["length"], r["label"]["kind"]) for r in records)  # type: ignore[index]
+    labels = [probe_families.label(r) for r in records]
+    cells = Counter((label["length"], label["kind"]) for label in labels)
     for length in ("one_line", "multi"):
         assert cells[(length, "faithful")] >= 2 * len(probe_families.FAMILIES)
         for kind in probe_families.ERRORS:
             assert cells[(length, kind)] >= 8, (length, kind)
-    directions = Counter(r["label"].get("direction") for r in records)  # type: ignore[union-attr]
+    directions = Counter(label.get("direction") for label in labels)
     assert directions["added"] and directions["removed"]
 
 

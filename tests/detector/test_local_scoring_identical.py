@@ -132,8 +132,8 @@ def _traced_records() -> list[RagRecord]:
     by_trace = defaultdict(list)
     for span in decode_protobuf(body).spans:
         by_trace[span.trace_id].append(span)
-    for spans in list(by_trace.values())[:8]:
-        out += extract_records(spans)
+    for trace in list(by_trace.values())[:8]:
+        out += extract_records(trace)
     return out
 
 
@@ -216,10 +216,18 @@ class Scored:
     verdicts: tuple[object, ...]
 
 
+def _local_evaluators() -> list[local._LocalEvaluator]:
+    """The four local evaluators as built for the config (their `score` is what workers run)."""
+    made = [local._create(EvaluatorConfig(name=n), BuildContext()) for n in NAMES]
+    scorers = [e for e in made if isinstance(e, local._LocalEvaluator)]
+    assert len(scorers) == len(NAMES)
+    return scorers
+
+
 def _score(records: list[RagRecord]) -> list[Scored]:
     """Each record through the four evaluators in turn (as a worker scores a batch), and the
     detectors' unrounded verdicts."""
-    evaluators = [local._create(EvaluatorConfig(name=n), BuildContext()) for n in NAMES]
+    evaluators = _local_evaluators()
     out = []
     for record in records:
         results = tuple(e.score(record) for e in evaluators if not e.requires & record.missing())
@@ -260,7 +268,7 @@ def test_scores_and_explanations_match_the_plain_path(records: list[RagRecord]) 
 
 
 def test_evaluators_in_any_order_and_interleaved_records_match(records: list[RagRecord]) -> None:
-    evaluators = [local._create(EvaluatorConfig(name=n), BuildContext()) for n in NAMES]
+    evaluators = _local_evaluators()
     complete = [r for r in records if not r.missing()][:40]
     with _plain_path():
         expected = {(r.request_id, e.name): e.score(r) for r in complete for e in evaluators}

@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -118,15 +119,19 @@ def _value(t: Telemetry, name: str, **labels: str) -> float:
     return t.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
 
 
+def _record_done(done: list[tuple[int, bool]], i: int, ok: bool) -> None:
+    done.append((i, ok))
+
+
 async def test_results_reach_sinks_and_on_done_fires(telemetry: Telemetry) -> None:
     good, bad = ScriptedEvaluator("good", value=0.9), ScriptedEvaluator("bad", value=0.1)
     stage, summary = _stage(telemetry, [good, bad])
     await stage.start()
-    done: list[str] = []
+    done: list[tuple[int, bool]] = []
     for i in range(5):
-        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append(f"r{i}:{ok}"))
+        await _put(stage, _rec(i), on_done=partial(_record_done, done, i))
     await stage.shutdown(5)
-    assert sorted(done) == [f"r{i}:True" for i in range(5)]
+    assert sorted(done) == [(i, True) for i in range(5)]
     assert summary.totals["good"].passed == 5 and summary.totals["bad"].failed == 5
     assert (
         _value(
@@ -265,7 +270,7 @@ async def test_shutdown_deadline_abandons_and_counts(telemetry: Telemetry) -> No
     await stage.start()
     done: list[tuple[int, bool]] = []
     for i in range(3):
-        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
+        await _put(stage, _rec(i), on_done=partial(_record_done, done, i))
     await stage.shutdown(0.2)
     abandoned = stage.abandoned
     # Abandoned records are told so (a Kafka offset is then not committed).
@@ -392,7 +397,7 @@ async def test_on_done_waits_until_the_results_line_is_written(
         seen[request_id] = any(json.loads(line)["request_id"] == request_id for line in lines)
 
     for i in range(20):
-        await _put(stage, _rec(i), on_done=lambda ok, i=i: on_done(f"r{i}", ok))
+        await _put(stage, _rec(i), on_done=partial(on_done, f"r{i}"))
     await wait_until_async(lambda: len(seen) == 20, 5, "every record done")
     await stage.shutdown(5)
     await results.shutdown(5)
@@ -446,7 +451,7 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
     await stage.start()
     done: list[tuple[int, bool]] = []
     for i in range(3):
-        await _put(stage, _rec(i), on_done=lambda ok, i=i: done.append((i, ok)))
+        await _put(stage, _rec(i), on_done=partial(_record_done, done, i))
     await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
     abandoned = 1 if written_on_close else 3
     await stage.shutdown(0.1)

@@ -163,7 +163,10 @@ async def test_a_worker_killed_mid_batch_is_replaced_and_its_records_scored_agai
     try:
         (first,) = pool.pids
         inside = tmp_path / "inside"
-        batch = [(_rec(1, f"hang:{inside}"), ("scripted",)), (_rec(2), ("scripted",))]
+        batch: list[tuple[RagRecord, tuple[str, ...]]] = [
+            (_rec(1, f"hang:{inside}"), ("scripted",)),
+            (_rec(2), ("scripted",)),
+        ]
         scoring = asyncio.create_task(pool.score(batch))
         await wait_until_async(inside.exists, 60, "the worker to be inside the batch")
         assert _metric(telemetry, "worker_processes_busy") == 1
@@ -191,7 +194,9 @@ async def test_a_record_that_crashes_workers_costs_its_batch_mates_nothing() -> 
     telemetry = create_telemetry()
     pool = await _started(telemetry, processes=2)
     try:
-        batch = [(_rec(i, "crash" if i == 1 else "q"), ("scripted",)) for i in range(4)]
+        batch: list[tuple[RagRecord, tuple[str, ...]]] = [
+            (_rec(i, "crash" if i == 1 else "q"), ("scripted",)) for i in range(4)
+        ]
         scored = await asyncio.wait_for(pool.score(batch), 120)
         outcomes = [result.outcome for row in scored for result, _ in row]
         assert outcomes == ["pass", "error", "pass", "pass"]

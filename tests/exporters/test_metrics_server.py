@@ -76,9 +76,11 @@ async def test_gzip_when_asked_and_only_then(server: HealthServer, telemetry: Te
 
 async def test_name_filters_select_families(server: HealthServer) -> None:
     url = f"http://127.0.0.1:{server.bound_port}/metrics"
-    wanted = [("name[]", "rag_monitor_build_info"), ("name[]", "process_cpu_seconds_total")]
     async with httpx.AsyncClient() as client:
-        response = await client.get(url, params=wanted)
+        response = await client.get(
+            url,
+            params=[("name[]", "rag_monitor_build_info"), ("name[]", "process_cpu_seconds_total")],
+        )
     assert set(_families(response.text)) == {"rag_monitor_build_info", "process_cpu_seconds_total"}
 
 

@@ -93,8 +93,8 @@ class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
 
 def grpc_stub(received: Received) -> tuple[str, Any]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(received), server)
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(received), server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(received), server)  # type: ignore[no-untyped-call]
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(received), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return f"http://127.0.0.1:{port}", lambda: server.stop(grace=1).wait()

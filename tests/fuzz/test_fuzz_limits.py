@@ -27,6 +27,7 @@ import json
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,7 +179,7 @@ PATHOLOGICAL = {
     "repeated_result": "[RESULT] " * 20_000,
     "quotes": '{"' * 20_000,
 }
-PARSERS = {
+PARSERS: dict[str, Callable[[str], parsers.ParsedVerdict]] = {
     "score": lambda t: parsers.parse_score(t, 1, 5),
     "yes_no": parsers.parse_yes_no,
     "pass_fail": parsers.parse_pass_fail,

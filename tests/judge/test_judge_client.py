@@ -148,9 +148,11 @@ async def test_failed_probe_reopens_the_breaker(stub: StubJudge) -> None:
     for _ in range(3):
         await evaluator.evaluate(RECORD)
     h.clock += 31
-    assert (await evaluator.evaluate(RECORD)).error.startswith("error")  # type: ignore[union-attr]
+    error = (await evaluator.evaluate(RECORD)).error
+    assert error is not None and error.startswith("error")
     assert len(stub.received) == 4
-    assert (await evaluator.evaluate(RECORD)).error.startswith("circuit_open")  # type: ignore[union-attr]
+    error = (await evaluator.evaluate(RECORD)).error
+    assert error is not None and error.startswith("circuit_open")
     assert len(stub.received) == 4
 
 

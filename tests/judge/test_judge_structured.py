@@ -10,15 +10,15 @@ The remote model is the scripted stub (`tests/_judge_stub.py`), so faults are ex
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, get_args
 
 import pytest
 import pytest_asyncio
 
-from monitor.evaluators.judge_definitions import ANSWER_SCHEMAS, DEFINITIONS
+from monitor.evaluators.judge_definitions import ANSWER_SCHEMAS, DEFINITIONS, Answer
 from monitor.judge import parsers, schemas
-from monitor.judge.parsers import ParseError
+from monitor.judge.parsers import ParsedVerdict, ParseError
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
 
@@ -73,7 +73,7 @@ def test_categorical_verdicts_are_literals() -> None:
 
 # The same verdict as a structured answer and as the free-form text the tolerant parser
 # reads: both must give the evaluator the same value.
-SAME_VERDICT = [
+SAME_VERDICT: list[tuple[Answer, dict[str, Any], str, Callable[[str], ParsedVerdict]]] = [
     (
         "score5",
         {"reasoning": "all in document 1", "score": 4},
@@ -130,9 +130,9 @@ SAME_VERDICT = [
 
 @pytest.mark.parametrize(("kind", "structured", "text", "parse"), SAME_VERDICT)
 def test_structured_and_free_form_give_the_same_value(
-    kind: str, structured: dict[str, Any], text: str, parse: Any
+    kind: Answer, structured: dict[str, Any], text: str, parse: Callable[[str], ParsedVerdict]
 ) -> None:
-    parsed = schemas.read(ANSWER_SCHEMAS[kind], json.dumps(structured), 2)  # type: ignore[index]
+    parsed = schemas.read(ANSWER_SCHEMAS[kind], json.dumps(structured), 2)
     assert parsed.value == parse(text).value
 
 
@@ -150,10 +150,10 @@ def test_structured_and_free_form_give_the_same_value(
     ],
 )
 def test_structured_answers_outside_the_schema_are_parse_errors(
-    kind: str, answer: dict[str, Any]
+    kind: Answer, answer: dict[str, Any]
 ) -> None:
     with pytest.raises(ParseError, match=r"structured answer invalid|expected a verdict"):
-        schemas.read(ANSWER_SCHEMAS[kind], json.dumps(answer), 2)  # type: ignore[index]
+        schemas.read(ANSWER_SCHEMAS[kind], json.dumps(answer), 2)
 
 
 # -- the client ---------------------------------------------------------------------------

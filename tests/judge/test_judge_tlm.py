@@ -2,14 +2,15 @@
 model server: litellm, the judge client, the parsers, the embedded detector and the
 evaluation stage run for real; only the remote model is scripted (`tests/_judge_stub.py`).
 
-The stub answers by the kind of call it receives (a sample, a reflection, an agreement
-question), so concurrent calls get the intended answers whatever order they arrive in.
+The stub answers by the kind of call it receives (a drawn answer, a reflection, an
+agreement question), so concurrent calls get the intended answers whatever order they arrive in.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any
 
 import pytest
@@ -51,7 +52,7 @@ OTHER = "It opened in 1967."
 def kind(got: Received) -> str:
     messages = got.body.get("messages", [])
     if messages and messages[0].get("content") == ANSWER_SYSTEM_MESSAGE:
-        return "sample"
+        return "draw"
     if "state the same facts" in got.prompt:
         return "agree"
     return "reflect"
@@ -60,7 +61,7 @@ def kind(got: Received) -> str:
 class Script:
     """Answers per kind of call, in order within each kind (the last one repeats)."""
 
-    def __init__(self, **answers: list[Reply | str]) -> None:
+    def __init__(self, **answers: Sequence[Reply | str]) -> None:
         self.answers = {
             k: [r if isinstance(r, Reply) else Reply(r) for r in v] for k, v in answers.items()
         }
@@ -101,7 +102,9 @@ class Harness:
         self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
 
     def evaluator(self, threshold: float | None = None, **tlm: Any) -> TrustworthinessTlmEvaluator:
-        entry = EvaluatorConfig(name="trustworthiness_tlm", threshold=threshold, tlm=tlm)
+        entry = EvaluatorConfig.model_validate(
+            {"name": "trustworthiness_tlm", "threshold": threshold, "tlm": tlm}
+        )
         evaluator = build(entry, self.context)
         assert isinstance(evaluator, TrustworthinessTlmEvaluator)
         return evaluator
@@ -119,16 +122,16 @@ async def stub() -> AsyncIterator[StubJudge]:
         yield server
 
 
-def agreement(sample: str) -> float:
-    return detector_agreement(QUERY, RESPONSE, sample).score
+def agreement(drawn: str) -> float:
+    return detector_agreement(QUERY, RESPONSE, drawn).score
 
 
 # -- exact scores ---------------------------------------------------------------------------
 
 
-async def test_consistent_samples_and_a_correct_reflection_score_one(stub: StubJudge) -> None:
+async def test_consistent_drawn_answers_and_a_correct_reflection_score_one(stub: StubJudge) -> None:
     stub.default = Script(
-        sample=[SAME, "It opened in 1931", "IT OPENED IN 1931!", SAME, SAME], reflect=["Answer: A"]
+        draw=[SAME, "It opened in 1931", "IT OPENED IN 1931!", SAME, SAME], reflect=["Answer: A"]
     )
     h = Harness(stub)
     result = await h.evaluator(preset="medium").evaluate(RECORD)
@@ -139,7 +142,7 @@ async def test_consistent_samples_and_a_correct_reflection_score_one(stub: StubJ
         True,
         "pass",
     )
-    assert sorted(h.kinds()) == ["reflect"] + ["sample"] * 5
+    assert sorted(h.kinds()) == ["draw"] * 5 + ["reflect"]
     # Every call is accounted: 6 × (100 in, 10 out) at $1 / $2 per 1M tokens.
     assert (result.input_tokens, result.output_tokens) == (600, 60)
     assert result.cost == pytest.approx(600e-6 + 120e-6)
@@ -147,66 +150,66 @@ async def test_consistent_samples_and_a_correct_reflection_score_one(stub: StubJ
     assert h.metric("judge_tokens_total", model=MODEL, direction="output") == 60
     assert h.metric("judge_cost_usd_total", model=MODEL) == pytest.approx(720e-6)
     assert result.explanation is not None
-    assert result.explanation.startswith("consistency 1.00: 0 of 5 sampled answers disagree")
+    assert result.explanation.startswith("consistency 1.00: 0 of 5 drawn answers disagree")
     assert "self-reflection 1.00 (correct)" in result.explanation
 
 
-async def test_samples_are_drawn_hot_and_the_reflection_cold(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+async def test_answers_are_drawn_hot_and_the_reflection_cold(stub: StubJudge) -> None:
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     h = Harness(stub)
     await h.evaluator(preset="medium", temperature=1.3).evaluate(RECORD)
-    samples = [r for r in stub.received if kind(r) == "sample"]
+    draws = [r for r in stub.received if kind(r) == "draw"]
     reflections = [r for r in stub.received if kind(r) == "reflect"]
-    assert {r.body["temperature"] for r in samples} == {1.3}
+    assert {r.body["temperature"] for r in draws} == {1.3}
     assert reflections[0].body["temperature"] == 0
-    # Same question, same context, fenced as data; the sample is not shown the response.
-    for r in samples:
+    # Same question, same context, fenced as data; the drawn answer is not shown the response.
+    for r in draws:
         assert "<<<QUESTION " in r.prompt and "<<<CONTEXT " in r.prompt
         assert "opened in 1931." in r.prompt and "<<<RESPONSE" not in r.prompt
     assert "<<<RESPONSE " in reflections[0].prompt
 
 
-async def test_inconsistent_samples_score_their_detector_agreement(stub: StubJudge) -> None:
-    stub.default = Script(sample=[OTHER], reflect=["The year is wrong.\nAnswer: B"])
+async def test_inconsistent_drawn_answers_score_their_detector_agreement(stub: StubJudge) -> None:
+    stub.default = Script(draw=[OTHER], reflect=["The year is wrong.\nAnswer: B"])
     h = Harness(stub)
     result = await h.evaluator(preset="medium").evaluate(RECORD)
     assert result.score == round(0.7 * agreement(OTHER) + 0.3 * 0.0, 4)
     assert agreement(OTHER) < 0.1 and result.passed is False and result.label == "fail"
     assert result.explanation is not None
-    assert "5 of 5 sampled answers disagree" in result.explanation
-    assert "5 of 5 sampled answers give 1967 where the response says 1931" in result.explanation
+    assert "5 of 5 drawn answers disagree" in result.explanation
+    assert "5 of 5 drawn answers give 1967 where the response says 1931" in result.explanation
     assert "self-reflection 0.00 (incorrect): The year is wrong." in result.explanation
 
 
-async def test_mixed_samples_average_their_agreements(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME, OTHER, SAME, OTHER, SAME], reflect=["(C)"])
-    h = Harness(stub, max_concurrency=1)  # one at a time: the script's order is the samples'
+async def test_mixed_drawn_answers_average_their_agreements(stub: StubJudge) -> None:
+    stub.default = Script(draw=[SAME, OTHER, SAME, OTHER, SAME], reflect=["(C)"])
+    h = Harness(stub, max_concurrency=1)  # one at a time: the script's order is the draws'
     result = await h.evaluator(preset="medium").evaluate(RECORD)
     consistency = (3 * 1.0 + 2 * agreement(OTHER)) / 5
     assert result.score == round(0.7 * consistency + 0.3 * 0.5, 4)
     assert result.explanation is not None
-    assert "2 of 5 sampled answers give 1967 where the response says 1931" in result.explanation
+    assert "2 of 5 drawn answers give 1967 where the response says 1931" in result.explanation
 
 
 async def test_judged_agreement_scores_yes_and_no(stub: StubJudge) -> None:
-    samples = [
+    drawn = [
         "The bridge was opened to traffic in 1931.",
         "It opened in 1967.",
         "In 1931 the bridge opened.",
     ]
-    stub.default = Script(sample=samples, agree=["Same year.\nAnswer: YES", "Answer: NO", "YES"])
+    stub.default = Script(draw=drawn, agree=["Same year.\nAnswer: YES", "Answer: NO", "YES"])
     h = Harness(stub, max_concurrency=1)  # one at a time: the script's order is the calls'
     evaluator = h.evaluator(preset="low", agreement="judge")
     assert evaluator.calls_per_record == 6
     result = await evaluator.evaluate(RECORD)
     # Reflection is off in `low`: the score is the consistency, 0.8 per YES (not an exact match).
     assert result.score == round((0.8 + 0.0 + 0.8) / 3, 4)
-    assert h.kinds() == ["sample"] * 3 + ["agree"] * 3
+    assert h.kinds() == ["draw"] * 3 + ["agree"] * 3
     assert result.input_tokens == 600
     agree = next(r for r in stub.received if kind(r) == "agree")
-    assert "<<<REFERENCE " in agree.prompt and samples[0] in agree.prompt
+    assert "<<<REFERENCE " in agree.prompt and drawn[0] in agree.prompt
     assert result.explanation is not None
-    assert result.explanation.startswith("consistency 0.53: 1 of 3 sampled answers disagree")
+    assert result.explanation.startswith("consistency 0.53: 1 of 3 drawn answers disagree")
 
 
 @pytest.mark.parametrize(
@@ -231,37 +234,37 @@ async def test_judged_agreement_scores_yes_and_no(stub: StubJudge) -> None:
 async def test_every_reflection_format_the_parser_accepts(
     stub: StubJudge, answer: str, grade: float
 ) -> None:
-    stub.default = Script(sample=[SAME], reflect=[answer])
+    stub.default = Script(draw=[SAME], reflect=[answer])
     h = Harness(stub)
-    result = await h.evaluator(preset="low", samples=1, reflection=True).evaluate(RECORD)
+    result = await h.evaluator(preset="low", draws=1, reflection=True).evaluate(RECORD)
     assert result.score == round(0.7 * 1.0 + 0.3 * grade, 4)
     assert h.metric("judge_answers_total", model=MODEL, format="free_form", result="valid") == 2
 
 
 async def test_structured_reflection_is_read_from_the_schema(stub: StubJudge) -> None:
     stub.default = Script(
-        sample=[SAME], reflect=['{"reasoning": "unsure of it", "answer": "not sure"}']
+        draw=[SAME], reflect=['{"reasoning": "unsure of it", "answer": "not sure"}']
     )
     h = Harness(stub, structured_output="on")
-    result = await h.evaluator(preset="low", samples=1, reflection=True).evaluate(RECORD)
+    result = await h.evaluator(preset="low", draws=1, reflection=True).evaluate(RECORD)
     assert result.score == round(0.7 + 0.3 * 0.5, 4)
     reflection = next(r for r in stub.received if kind(r) == "reflect")
     schema = reflection.body["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["answer"]["enum"] == ["correct", "incorrect", "not sure"]
-    sample = next(r for r in stub.received if kind(r) == "sample")
-    assert "response_format" not in sample.body  # free text has no schema
+    draw = next(r for r in stub.received if kind(r) == "draw")
+    assert "response_format" not in draw.body  # free text has no schema
 
 
 async def test_an_unreadable_reflection_gets_one_follow_up_then_is_an_error(
     stub: StubJudge,
 ) -> None:
-    stub.default = Script(sample=[SAME], reflect=["It is a bridge.", "Still a bridge."])
+    stub.default = Script(draw=[SAME], reflect=["It is a bridge.", "Still a bridge."])
     h = Harness(stub)
-    result = await h.evaluator(preset="low", samples=2, reflection=True).evaluate(RECORD)
+    result = await h.evaluator(preset="low", draws=2, reflection=True).evaluate(RECORD)
     assert result.outcome == "error" and result.passed is None and result.score is None
     assert result.error is not None
     assert result.error.startswith("1 of 3 calls failed: reflection 1: parse:")
-    assert len(stub.received) == 4  # two samples, the reflection and its follow-up
+    assert len(stub.received) == 4  # two drawn answers, the reflection and its follow-up
     assert result.input_tokens == 400  # the failed call's tokens still count
 
 
@@ -276,9 +279,9 @@ LOGPROB_A = [
 
 
 async def test_logprobs_sharpen_the_reflection_grade(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME], reflect=[Reply("Answer: A", logprobs=LOGPROB_A)])
+    stub.default = Script(draw=[SAME], reflect=[Reply("Answer: A", logprobs=LOGPROB_A)])
     h = Harness(stub)
-    result = await h.evaluator(preset="low", samples=1, reflection=True).evaluate(RECORD)
+    result = await h.evaluator(preset="low", draws=1, reflection=True).evaluate(RECORD)
     # P(A) 0.6, P(B) 0.3, P(C) 0.1 → grade 0.6 + 0.05 = 0.65.
     assert result.score == round(0.7 + 0.3 * 0.65, 4)
     assert (
@@ -286,14 +289,14 @@ async def test_logprobs_sharpen_the_reflection_grade(stub: StubJudge) -> None:
     )
     reflection = next(r for r in stub.received if kind(r) == "reflect")
     assert reflection.body["logprobs"] is True and reflection.body["top_logprobs"] == 5
-    sample = next(r for r in stub.received if kind(r) == "sample")
-    assert "logprobs" not in sample.body
+    draw = next(r for r in stub.received if kind(r) == "draw")
+    assert "logprobs" not in draw.body
 
 
 async def test_a_server_without_logprobs_gives_the_text_grade(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     h = Harness(stub)
-    result = await h.evaluator(preset="low", samples=1, reflection=True, logprobs=True).evaluate(
+    result = await h.evaluator(preset="low", draws=1, reflection=True, logprobs=True).evaluate(
         RECORD
     )
     assert result.score == 1.0
@@ -301,9 +304,9 @@ async def test_a_server_without_logprobs_gives_the_text_grade(stub: StubJudge) -
 
 async def test_a_server_refusing_logprobs_is_asked_without_them(stub: StubJudge) -> None:
     refusal = Reply(status=400, error="logprobs is not supported by this server")
-    stub.default = Script(sample=[SAME], reflect=[refusal, "Answer: A"])
+    stub.default = Script(draw=[SAME], reflect=[refusal, "Answer: A"])
     h = Harness(stub)
-    evaluator = h.evaluator(preset="low", samples=1, reflection=True)
+    evaluator = h.evaluator(preset="low", draws=1, reflection=True)
     result = await evaluator.evaluate(RECORD)
     assert result.score == 1.0, result.error
     assert h.metric("judge_retries_total", model=MODEL, reason="logprobs_unsupported") == 1
@@ -317,36 +320,40 @@ async def test_a_server_refusing_logprobs_is_asked_without_them(stub: StubJudge)
 # -- failures: timeout, breaker, budget -------------------------------------------------------
 
 
-async def test_a_sample_that_times_out_makes_the_record_an_error(stub: StubJudge) -> None:
+async def test_a_draw_that_times_out_makes_the_record_an_error(stub: StubJudge) -> None:
     # Answered calls first, without the short timeout: litellm sets itself up (for the
     # whole process) on its first call, which a loaded machine must not turn into a timeout.
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     await Harness(stub).evaluator(preset="low", reflection=True).evaluate(RECORD)
     stub.received.clear()
     slow = Reply(SAME, delay=60)  # never answers: the stub cuts it at stop
-    stub.default = Script(sample=[SAME, slow, SAME], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME, slow, SAME], reflect=["Answer: A"])
     h = Harness(stub, timeout_s=0.5, max_concurrency=1)
     result = await h.evaluator(preset="low", reflection=True).evaluate(RECORD)
     assert result.outcome == "error" and result.passed is None
     assert result.error is not None
-    assert result.error.startswith("1 of 4 calls failed: sample 2: timeout:")
+    assert result.error.startswith("1 of 4 calls failed: draw 2: timeout:")
     assert h.metric("judge_requests_total", model=MODEL, outcome="timeout") == 1
     assert h.metric("judge_requests_total", model=MODEL, outcome="ok") == 3
     assert result.input_tokens == 300  # the three answered calls are accounted
 
 
-async def test_a_breaker_that_opens_between_samples_errors_the_record(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME, Reply(status=500), SAME], reflect=["Answer: A"])
+async def test_a_breaker_that_opens_between_draws_errors_the_record(stub: StubJudge) -> None:
+    stub.default = Script(draw=[SAME, Reply(status=500), SAME], reflect=["Answer: A"])
     h = Harness(stub, breaker_failures=1, max_concurrency=1)
     result = await h.evaluator(preset="medium").evaluate(RECORD)
     assert result.outcome == "error" and result.passed is None
-    assert len(stub.received) == 2  # the first sample, the failing one; then the breaker is open
+    assert len(stub.received) == 2  # the first draw, the failing one; then the breaker is open
     assert result.error is not None
-    assert result.error.startswith("5 of 6 calls failed: sample 2: error:")
+    assert result.error.startswith("5 of 6 calls failed: draw 2: error:")
     assert result.error.count("circuit_open:") == 4
     assert h.metric("judge_requests_total", model=MODEL, outcome="circuit_open") == 4
     assert h.metric("judge_circuit_open", model=MODEL) == 1
     assert result.input_tokens == 100
+
+
+def _completed(stage: EvaluationStage, n: int) -> bool:
+    return stage.completed >= n
 
 
 def _stage(h: Harness, evaluator: Any, budget: Budget) -> tuple[EvaluationStage, SummarySink]:
@@ -365,9 +372,9 @@ async def test_the_budget_runs_out_mid_record_and_the_record_is_still_scored_who
     stub: StubJudge,
 ) -> None:
     """The budget admits a record's calls together and charges them together: it runs out
-    during the first record's calls (its first sample's 110 tokens use it up), yet all six
+    during the first record's calls (its first drawn answer's 110 tokens use it up), yet all six
     are made and scored; the next record is skipped whole, with no call at all."""
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     h = Harness(stub)
     stage, summary = _stage(h, h.evaluator(preset="medium"), Budget(max_judge_tokens_per_hour=100))
     await stage.start()
@@ -381,7 +388,7 @@ async def test_the_budget_runs_out_mid_record_and_the_record_is_still_scored_who
         )
         assert ok == 1
         done = 1 if record.request_id == "r1" else 2
-        await wait_until_async(lambda d=done: stage.completed >= d, 60, f"{done} records done")
+        await wait_until_async(partial(_completed, stage, done), 60, f"{done} records done")
     await stage.shutdown(5)
     totals = summary.totals["trustworthiness_tlm"]
     assert (totals.passed, totals.errors) == (1, 0)
@@ -402,26 +409,26 @@ async def test_the_budget_runs_out_mid_record_and_the_record_is_still_scored_who
 
 
 async def test_a_repeated_record_is_served_from_the_cache(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME, OTHER], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME, OTHER], reflect=["Answer: A"])
     h = Harness(stub, max_concurrency=1)
     evaluator = h.evaluator(preset="medium")
     first = await evaluator.evaluate(RECORD)
     second = await evaluator.evaluate(RECORD)
     assert len(stub.received) == 6
     assert second.score == first.score and second.input_tokens == 0
-    # Samples depend on the question and context only: another response reuses them.
+    # Drawn answers depend on the question and context only: another response reuses them.
     await evaluator.evaluate(RECORD.model_copy(update={"response": "It opened in 1967."}))
     assert len(stub.received) == 7 and kind(stub.received[-1]) == "reflect"
 
 
 async def test_personal_data_is_redacted_from_every_call(stub: StubJudge) -> None:
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     h = Harness(stub)
     h.config = Config.model_validate({**h.config.model_dump(), "redaction": {"enabled": True}})
     h.client = JudgeClient(h.config.judge, h.config.redaction, h.telemetry)
     h.context = BuildContext(judge=h.client, judge_model=h.config.judge.model)
     record = RECORD.model_copy(update={"query": QUERY + " Reply to ann@example.com"})
-    await h.evaluator(preset="low", samples=2, reflection=True).evaluate(record)
+    await h.evaluator(preset="low", draws=2, reflection=True).evaluate(record)
     assert len(stub.received) == 3
     for got in stub.received:
         assert "ann@example.com" not in got.prompt and "[REDACTED:email]" in got.prompt
@@ -445,7 +452,7 @@ def test_check_config_validates_the_options() -> None:
     assert _check({"name": "trustworthiness_tlm", "threshold": 3}) == [
         "evaluators.0.threshold: 3 is outside trustworthiness_tlm's scale 0..1"
     ]
-    assert _check({"name": "groundedness", "tlm": {"samples": 3}}) == [
+    assert _check({"name": "groundedness", "tlm": {"draws": 3}}) == [
         "evaluators.0.tlm: only trustworthiness_tlm takes tlm options"
     ]
     assert _check({"name": "trustworthiness_tlm"}, judge={}) == [
@@ -455,7 +462,7 @@ def test_check_config_validates_the_options() -> None:
         "evaluators.0.prompt: trustworthiness_tlm uses its own"
     )
     bad: list[tuple[dict[str, Any], str]] = [
-        ({"samples": 0}, "samples"),
+        ({"draws": 0}, "draws"),
         ({"temperature": 0}, "temperature"),
         ({"preset": "best"}, "preset"),
         ({"preset": "low", "weights": {"consistency": 0}}, "weights.consistency"),
@@ -465,7 +472,7 @@ def test_check_config_validates_the_options() -> None:
     ]
     for tlm, key in bad:
         with pytest.raises(ValueError, match=key):
-            EvaluatorConfig(name="trustworthiness_tlm", tlm=tlm)
+            EvaluatorConfig.model_validate({"name": "trustworthiness_tlm", "tlm": tlm})
 
 
 @pytest.mark.parametrize(("preset", "calls"), [("low", 3), ("medium", 6), ("high", 10)])
@@ -476,7 +483,9 @@ def test_presets_set_the_calls_per_record(preset: str, calls: int) -> None:
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry)
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": preset})
+    entry = EvaluatorConfig.model_validate(
+        {"name": "trustworthiness_tlm", "tlm": {"preset": preset}}
+    )
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator)
     assert evaluator.calls_per_record == calls
@@ -519,8 +528,8 @@ async def _serve(config: Config, records: list[RagRecord]) -> dict[str, dict[str
 
 async def test_escalated_behind_the_detector_through_the_service(stub: StubJudge) -> None:
     """The README's recipe: only the record the detector is unsure about reaches the
-    judge, and `evaluators[].tlm` from the config sets its calls (two samples, no reflection)."""
-    stub.default = Script(sample=[SAME], reflect=["Answer: A"])
+    judge, and `evaluators[].tlm` from the config sets its calls (two drawn answers, no reflection)."""
+    stub.default = Script(draw=[SAME], reflect=["Answer: A"])
     invented = RECORD.model_copy(
         update={"request_id": "r2", "response": "It opened in 1850, designed by Gustave Eiffel."}
     )
@@ -538,7 +547,7 @@ async def test_escalated_behind_the_detector_through_the_service(stub: StubJudge
         "name": "trustworthiness_tlm",
         "escalate_from": "local_groundedness",
         "band": [0.0, (low + high) / 2],
-        "tlm": {"preset": "low", "samples": 2},
+        "tlm": {"preset": "low", "draws": 2},
     }
     config = Config.model_validate({**base, "evaluators": [{"name": "local_groundedness"}, tlm]})
     results = await _serve(config, [RECORD, invented])
@@ -546,7 +555,7 @@ async def test_escalated_behind_the_detector_through_the_service(stub: StubJudge
         unsure == "r1",
         unsure == "r2",
     ]
-    assert [kind(r) for r in stub.received] == ["sample", "sample"]
+    assert [kind(r) for r in stub.received] == ["draw", "draw"]
     result = results[unsure]["trustworthiness_tlm"]
     assert result.error is None and result.explanation.startswith("consistency ")
-    assert "of 2 sampled answers disagree" in result.explanation
+    assert "of 2 drawn answers disagree" in result.explanation

@@ -1,7 +1,7 @@
 """`trustworthiness_tlm` end to end against a real model: SmolLM2-135M-Instruct served by
 llama.cpp (`tests/_llama.py`, one thread, one slot).
 
-A 135M model judges badly; what this shows is the plumbing: every sample and reflection
+A 135M model judges badly; what this shows is the plumbing: every drawn answer and reflection
 call of a record reaches the real server, returns (with the server's logprobs, which
 llama.cpp sends) and is read or counted as an error; the record gets a score or an `error`
 result, never a pass by default; tokens and cost are accounted, and the budget admits a
@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,10 @@ class Collect:
 
 
 @pytest.mark.timeout(600)
+def _completed(stage: EvaluationStage, n: int) -> bool:
+    return stage.completed >= n
+
+
 async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None:
     config = Config.model_validate(
         {
@@ -105,7 +110,9 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
     telemetry = create_telemetry()
     client = JudgeClient(config.judge, config.redaction, telemetry, models=[MODEL])
     context = BuildContext(judge=client, judge_model=config.judge.model)
-    entry = EvaluatorConfig(name="trustworthiness_tlm", tlm={"preset": "medium"})
+    entry = EvaluatorConfig.model_validate(
+        {"name": "trustworthiness_tlm", "tlm": {"preset": "medium"}}
+    )
     evaluator = build(entry, context)
     assert isinstance(evaluator, TrustworthinessTlmEvaluator) and evaluator.calls_per_record == 6
     sink = Collect()
@@ -139,7 +146,7 @@ async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None
         record = RagRecord.model_validate(raw)
         sampled = SampledRecord(record, "svc", frozenset({"trustworthiness_tlm"}))
         assert await stage.put_many([sampled]) == 1
-        await wait_until_async(lambda i=i: stage.completed >= i, 590, f"record {i} done")
+        await wait_until_async(partial(_completed, stage, i), 590, f"record {i} done")
     await stage.shutdown(5)
 
     # The first record: each of its six calls ended as an answer (read, or unreadable and
@@ -180,7 +187,7 @@ def test_replay_scores_a_record_with_the_low_preset(
         "evaluators": [
             {
                 "name": "trustworthiness_tlm",
-                "tlm": {"preset": "low", "samples": 2},
+                "tlm": {"preset": "low", "draws": 2},
                 "threshold": 0.5,
             }
         ],
@@ -202,9 +209,9 @@ def test_replay_scores_a_record_with_the_low_preset(
     line = json.loads(output.read_text().splitlines()[0])
     result = line["results"]["trustworthiness_tlm"]
     check_result(result)
-    # Two samples and no reflection (the low preset with samples: 2): two calls either way.
+    # Two drawn answers and no reflection (the low preset with draws: 2): two calls either way.
     if result["error"] is None:
-        assert "of 2 sampled answers disagree" in result["explanation"], result
+        assert "of 2 drawn answers disagree" in result["explanation"], result
         assert "self-reflection" not in result["explanation"], result
     else:
         assert " of 2 calls failed:" in result["error"], result

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from monitor.__main__ import _parser
-from monitor.config import AlertRule, Config, EvaluatorConfig
+from monitor.config import AlertRule, Config, EvaluatorConfig, TrustworthinessTlm
 from monitor.evaluators.registry import known_evaluators
 from tests.conftest import REPO
 
@@ -223,6 +223,12 @@ def test_evaluator_entry_and_alert_rule_keys_are_documented() -> None:
     alerts = _section("`alerts`")
     rule_words = set(re.findall(r"`([a-z_]+)", alerts))
     assert set(AlertRule.model_fields) <= rule_words
+
+
+def test_the_tlm_options_are_documented_and_exist() -> None:
+    (cell,) = [row[1] for row in _rows(_section("`evaluators`")) if row[0] == "`tlm`"]
+    documented = set(_ticked(cell)) - {"trustworthiness_tlm"}
+    assert documented == set(TrustworthinessTlm.model_fields)
 
 
 # -- evaluators --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from monitor.component import GENERATOR, Alert, Delivery, SampledRecord
+from monitor.component import GENERATOR, Alert, Delivery, SampledRecord, SampledTrace
 from monitor.config import AlertRule, Budget, Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -165,12 +165,12 @@ class _Deliveries:
 
 
 class _Records:
-    """The evaluation stage as the trace stage sees it: takes every record."""
+    """The evaluation stage as the trace stage sees it: takes every trace and record."""
 
     def __init__(self) -> None:
-        self.items: list[SampledRecord] = []
+        self.items: list[SampledRecord | SampledTrace] = []
 
-    async def put_many(self, items: Sequence[SampledRecord]) -> int:
+    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         self.items.extend(items)
         return len(items)
 
@@ -234,7 +234,9 @@ async def _trace_stage(tmp_path: Path, telemetry: Telemetry) -> None:
         assert await stage.put([Delivery("test", records=[RECORD])])
 
     await _run(make, feed, lambda _: consumer.items, "a record through the trace stage")
-    assert [item.record.request_id for item in consumer.items] == ["r1"]
+    assert [
+        item.record.request_id for item in consumer.items if isinstance(item, SampledRecord)
+    ] == ["r1"]
 
 
 async def _evaluation_stage(tmp_path: Path, telemetry: Telemetry) -> None:

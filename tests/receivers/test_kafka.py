@@ -33,7 +33,8 @@ from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._kafka import Broker, free_port, running_broker, unique
+from tests._kafka import Broker, running_broker, unique
+from tests._servers import free_port
 from tests._wait import wait_until, wait_until_async
 
 EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
@@ -336,7 +337,7 @@ async def test_core_path_against_tansu(tansu: Broker) -> None:
 
 
 def _rotel_binary() -> str:
-    import rotel  # type: ignore[import-untyped]
+    import rotel
 
     return str(Path(rotel.__file__).parent / "rotel-agent")
 
@@ -577,7 +578,7 @@ class Replica:
         self.results = results or workdir / f"{name}-results.jsonl"
         self.log_path = workdir / f"{name}.log"
         self.config_path = workdir / f"{name}.yaml"
-        settings = {
+        settings: dict[str, Any] = {
             "receivers": {
                 "otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}},
                 "kafka": broker.kafka_settings([topic], group, **kafka),
@@ -903,7 +904,7 @@ async def test_late_spans_an_oversized_trace_and_garbage_are_counted_and_every_r
         # Kafka's traces are assembled by the same trace stage, and counted like any others.
         assert metric(service, "traces_assembled_total", trigger="root_ended") >= len(expected)
         assert metric(service, "spans_received_total", receiver="kafka") > len(messages)
-    assert sorted(r.trace_id for r in capture.records) == sorted(expected)
+    assert sorted(r.trace_id or "" for r in capture.records) == sorted(expected)
 
 
 def _partition_ends(broker: Broker, topic: str, partitions: int) -> dict[int, int]:

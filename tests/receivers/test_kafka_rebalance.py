@@ -92,7 +92,7 @@ async def test_a_member_joining_mid_trace_does_not_cut_it(tansu: Broker) -> None
     def whole(capture: Capture) -> list[RagRecord]:
         return [r for r in capture.records if r.response and r.query and r.retrieved_context]
 
-    def evaluated(*captures: Capture) -> set[str]:
+    def evaluated(*captures: Capture) -> set[str | None]:
         return {r.trace_id for capture in captures for r in whole(capture)}
 
     async with running(cfg) as (first, first_capture):

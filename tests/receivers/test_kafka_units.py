@@ -355,7 +355,7 @@ def test_one_record_messages_go_on_in_runs_and_commit_as_their_runs_finish(
     assert stage.deliveries[2].spans and stage.deliveries[2].metadata is not None
     assert stage.deliveries[2].metadata["kafka.offset"] == "4"
     assert receiver.in_flight == 5
-    expected = ([0, 1], [3], [], [5, 5], [6, 7])
+    expected: tuple[list[int], ...] = ([0, 1], [3], [], [5, 5], [6, 7])
     for delivery, offsets in zip(stage.deliveries, expected, strict=True):
         metadata = [r.metadata for r in delivery.records]
         assert [m["kafka.offset"] for m in metadata if m is not None] == [str(o) for o in offsets]
@@ -404,6 +404,7 @@ def test_source_metadata_merges_over_the_records_own_and_leaves_a_malformed_one_
     assert parse_record(base, metadata=source).metadata == source
     own = parse_record({**base, "metadata": {"tenant": "acme"}}, metadata=source)
     assert own.metadata == {"tenant": "acme", "kafka.offset": "7"}
+    malformed: object
     for malformed in (None, [], ""):
         with pytest.raises(RecordError) as err:
             parse_record({**base, "metadata": malformed}, metadata=source)
@@ -445,14 +446,14 @@ def test_lag_series_follow_the_rebalance_callbacks_not_the_clients_assignment_se
     both = {TopicPartition("in", 0), TopicPartition("in", 1)}
     client = _StaleAssignmentConsumer(both)
     receiver._on_assigned(both)
-    receiver._refresh_status(client)  # type: ignore[arg-type]
+    receiver._refresh_status(client)
     assert lag(0) == 6 and lag(1) == 6
     receiver._on_revoked(both)
-    receiver._refresh_status(client)  # type: ignore[arg-type]
+    receiver._refresh_status(client)
     assert lag(0) is None and lag(1) is None
     receiver._on_assigned({TopicPartition("in", 0)})
     client.partitions = {TopicPartition("in", 0)}
-    receiver._refresh_status(client)  # type: ignore[arg-type]
+    receiver._refresh_status(client)
     assert lag(0) == 6 and lag(1) is None
 
 

@@ -18,6 +18,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, SimpleLogRecordPro
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.util.types import AnyValue
 
 from monitor.telemetry import Telemetry
 from tests._pipeline import RecordingStage, Served, started
@@ -47,7 +48,7 @@ def _send(receivers: Served, protocol: str) -> str:
     with tracer.start_as_current_span("POST /ask") as root:
         with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
             logger.emit(event_name="gen_ai.user.message", body={"content": QUESTION})
-            calls = [{"id": "c1", "type": "function", "function": {"name": "search_kb"}}]
+            calls: AnyValue = [{"id": "c1", "type": "function", "function": {"name": "search_kb"}}]
             logger.emit(event_name="gen_ai.assistant.message", body={"tool_calls": calls})
             logger.emit(event_name="gen_ai.tool.message", body={"content": DOC, "id": "c1"})
             logger.emit(

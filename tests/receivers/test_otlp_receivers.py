@@ -117,7 +117,8 @@ async def test_sdk_exporters_deliver_one_complete_record(
     assert _value(telemetry, "spans_received_total", receiver=source) >= 2
 
 
-def _post(port: int, body: bytes, headers: dict[str, str]) -> httpx.Response:
+def _post(port: int | None, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    assert port is not None, "the receiver is not serving"
     return httpx.post(
         f"http://127.0.0.1:{port}/v1/traces", content=body, headers=headers, timeout=10
     )
@@ -247,7 +248,9 @@ def _grpc_call(
     port: int, body: bytes, metadata: tuple[tuple[str, str], ...] = ()
 ) -> tuple[grpc.StatusCode, bytes]:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        export: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
         try:
             return grpc.StatusCode.OK, export(body, metadata=metadata, timeout=10)
         except grpc.RpcError as exc:
@@ -393,13 +396,13 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     """The lifecycle: `shutdown(deadline_s)` is safe before `start`, stops what started,
     and a second call does nothing."""
     config = _config()
-    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(config, RecordingStage(), telemetry)
     receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
     await receivers.shutdown(1.0)  # never started
     await stage.shutdown(1.0)
     assert stage.abandoned == 0
 
-    stage = trace_stage(config, RecordingStage(), telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(config, RecordingStage(), telemetry)
     receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
     await stage.start()
     await receivers.start()
@@ -438,7 +441,10 @@ async def test_a_chunked_body_is_read_whole(rate: float, telemetry: Telemetry) -
         await receivers.shutdown(5)
 
 
-def _post_chunks(port: int, pieces: list[bytes], headers: dict[str, str]) -> httpx.Response:
+def _post_chunks(
+    port: int | None, pieces: list[bytes], headers: dict[str, str]
+) -> httpx.Response:
+    assert port is not None, "the receiver is not serving"
     return httpx.post(
         f"http://127.0.0.1:{port}/v1/traces", content=iter(pieces), headers=headers, timeout=10
     )

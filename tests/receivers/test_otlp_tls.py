@@ -130,18 +130,11 @@ async def test_sdk_exporters_deliver_over_tls(
         monkeypatch.delenv(variable, raising=False)
     receivers, stage, mutual = served
     assert receivers.grpc is not None and receivers.http is not None
-    client = (
-        {
-            "client_key_file": str(pki / "client.key"),
-            "client_certificate_file": str(pki / "client.pem"),
-        }
-        if mutual
-        else {}
-    )
     http = HttpExporter(
         endpoint=f"https://127.0.0.1:{receivers.http.port}/v1/traces",
         certificate_file=str(pki / "ca.pem"),
-        **client,
+        client_key_file=str(pki / "client.key") if mutual else None,
+        client_certificate_file=str(pki / "client.pem") if mutual else None,
     )
     creds = grpc.ssl_channel_credentials(
         root_certificates=(pki / "ca.pem").read_bytes(),

@@ -152,6 +152,7 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
             60,
             "the trace with no record on /debug/records",
         )
+        assert debug is not None
     live = _lines(live_path)
 
     # Stored: the same spans as the Collector's file exporter wrote them, split likewise.

@@ -16,7 +16,9 @@ from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)
 
 
-def _record(query: str = "q", docs: tuple[str, ...] = ("d",), response: str = "r") -> dict:
+def _record(
+    query: str = "q", docs: tuple[str, ...] = ("d",), response: str = "r"
+) -> dict[str, object]:
     return {"request_id": "r1", "question": query, "context": list(docs), "answer": response}
 
 
@@ -86,7 +88,7 @@ async def test_every_record_is_bounded_before_it_is_scored() -> None:
     stage = TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,  # type: ignore[arg-type]
+        consumer,
         telemetry,
         limits=LIMITS,
     )

@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,7 +47,7 @@ def _listening(proc: subprocess.Popen[str], log: Path, *names: str) -> dict[str,
     return ports
 
 
-def _results(path: Path) -> list[dict]:
+def _results(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

@@ -172,8 +172,8 @@ async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(tmp_pat
                 "healthz": mon.get("/healthz"),
             }
         finally:
-            code = await asyncio.to_thread(mon.stop)
-        assert code == 0, mon.log()
+            exit_code = await asyncio.to_thread(mon.stop)
+        assert exit_code == 0, mon.log()
     exposed["stderr"] = mon.log()
     exposed["results"] = mon.results.read_text(encoding="utf-8")
     check = await asyncio.to_thread(

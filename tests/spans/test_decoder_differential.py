@@ -61,6 +61,9 @@ _long_text = st.builds(
 )
 _attributes = st.dictionaries(_keys, _values | _long_text, max_size=6)
 _ids = st.binary(min_size=8, max_size=8).filter(any)
+_status_codes = st.sampled_from(
+    [Status.STATUS_CODE_UNSET, Status.STATUS_CODE_OK, Status.STATUS_CODE_ERROR]
+)
 _trace_ids = st.binary(min_size=16, max_size=16).filter(any)
 
 
@@ -84,7 +87,7 @@ def _spans(draw: st.DrawFn) -> Span:
         attributes=[KeyValue(key=k, value=v) for k, v in draw(_attributes).items()],
         events=events,
         flags=draw(st.sampled_from([0, 0x100, 0x300, 0x200, 0x1FF])),
-        status=Status(code=draw(st.sampled_from([0, 1, 2])), message=draw(st.text(max_size=10))),
+        status=Status(code=draw(_status_codes), message=draw(st.text(max_size=10))),
     )
 
 

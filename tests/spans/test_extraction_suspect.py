@@ -20,7 +20,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, Settings
 from monitor.processors.trace._assembler import FinishedTrace
 from monitor.processors.trace._outcomes import SILENT_AFTER, Outcomes
-from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits
+from monitor.records import EXTRACTION_SUSPECT, ContextDoc, RagRecord, SizeLimits
 from monitor.telemetry import Telemetry
 from tests.evaluation.test_evaluation_stage import ScriptedEvaluator
 from tests.spans.test_agent_stack_shapes import ANSWER, ARGS, QUESTION, _span
@@ -109,7 +109,7 @@ def _record(i: int, service: str, suspect: str | None) -> RagRecord:
         trace_id=f"{i:032x}",
         service=service,
         query=QUESTION,
-        retrieved_context=[{"content": ARGS}],
+        retrieved_context=(ContextDoc(content=ARGS),),
         response=ANSWER,
         metadata={EXTRACTION_SUSPECT: suspect} if suspect else {},
     )

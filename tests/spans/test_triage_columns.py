@@ -18,11 +18,8 @@ from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceTriage
 from monitor.spans import Decoded, DecodeError, decode_protobuf
-from monitor.spans._protobuf import (
-    _decode_triaged,
-    _SkeletonRequest,
-    _triaged_by_columns,
-)
+from monitor.spans._lite import SkeletonRequest
+from monitor.spans._protobuf import _decode_triaged, _triaged_by_columns
 from monitor.telemetry import create_telemetry
 
 _STATUSES = {
@@ -126,7 +123,7 @@ def test_the_column_path_agrees_with_the_span_by_span_path(
     rng = random.Random(seed)
     trace_ids = [rng.randbytes(16) for _ in range(6)]
     body = _body(shape, trace_ids)
-    request = _SkeletonRequest.FromString(body)
+    request = SkeletonRequest.FromString(body)
     forced_ids = [trace_ids[t] for t in sorted(forced)]
     absent = frozenset({"rag.feedback"})
 
@@ -161,7 +158,7 @@ def test_malformed_ids_leave_the_request_to_the_span_by_span_path() -> None:
     ):
         scope = _field(2, good.SerializeToString()) + _field(2, bad.SerializeToString())
         body = _field(1, _field(2, scope))
-        request = _SkeletonRequest.FromString(body)
+        request = SkeletonRequest.FromString(body)
         assert _triaged_by_columns(body, frozenset(), triage) is None
         assert _decode_triaged(request, body, frozenset(), triage, {}).rejected == 1
 

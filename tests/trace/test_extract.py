@@ -6,20 +6,24 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Sequence
 
 import pytest
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AttributeValue
 
 from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._span_values import loads
+from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
 from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 
 
-def _records(spans: list) -> list:  # type: ignore[type-arg]
+def _records(spans: Sequence[ReadableSpan]) -> list[RagRecord]:
     decoded = decode_protobuf(otlp_bytes(spans))
     assert decoded.rejected == 0
     return extract_records(decoded.spans)
@@ -83,9 +87,11 @@ def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
     return provider, exporter
 
 
-def _chat(tracer, history: list[tuple[str, str]], output: str | None, **extra: object) -> None:  # type: ignore[no-untyped-def]
+def _chat(
+    tracer: Tracer, history: list[tuple[str, str]], output: str | None, **extra: AttributeValue
+) -> None:
     messages = [{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in history]
-    attrs: dict[str, object] = {
+    attrs: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.input.messages": json.dumps(messages),
     }
@@ -98,7 +104,7 @@ def _chat(tracer, history: list[tuple[str, str]], output: str | None, **extra: o
         pass
 
 
-def _retrieve(tracer, query: str, docs: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _retrieve(tracer: Tracer, query: str, docs: list[str]) -> None:
     with tracer.start_as_current_span(
         "retrieval",
         attributes={
@@ -194,10 +200,13 @@ def test_openinference_reranker_output_replaces_retrieved_order() -> None:
     with tracer.start_as_current_span(
         "root", attributes={"openinference.span.kind": "CHAIN", "input.value": "q?"}
     ):
-        attrs: dict[str, object] = {"openinference.span.kind": "RETRIEVER", "input.value": "q?"}
+        attrs: dict[str, AttributeValue] = {
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": "q?",
+        }
         for i, (_, c, _) in enumerate(case.docs):
             attrs[f"retrieval.documents.{i}.document.content"] = c
-        with tracer.start_as_current_span("retrieve", attributes=attrs):  # type: ignore[arg-type]
+        with tracer.start_as_current_span("retrieve", attributes=attrs):
             pass
         with tracer.start_as_current_span(
             "rerank",

@@ -12,11 +12,13 @@ from monitor.records import RagRecord
 
 
 def _record(i: int, **kw: object) -> RagRecord:
-    return RagRecord(request_id=f"r{i}", trace_id=f"{i:032x}", response="a", **kw)  # type: ignore[arg-type]
+    return RagRecord.model_validate(
+        {"request_id": f"r{i}", "trace_id": f"{i:032x}", "response": "a", **kw}
+    )
 
 
 def test_same_trace_same_decision_across_instances() -> None:
-    rates = {"a": 0.3, "b": 0.3}
+    rates: dict[str, float | None] = {"a": 0.3, "b": 0.3}
     first = Sampler(Sampling(rate=1.0), rates)
     second = Sampler(Sampling(rate=1.0), rates)  # another replica
     for i in range(500):

@@ -50,7 +50,9 @@ def _reference_position(key: str) -> float:
 
 
 def _record(trace_id: str, **kw: object) -> RagRecord:
-    return RagRecord(request_id="r", trace_id=trace_id, response="a", **kw)  # type: ignore[arg-type]
+    return RagRecord.model_validate(
+        {"request_id": "r", "trace_id": trace_id, "response": "a", **kw}
+    )
 
 
 @pytest.mark.parametrize(("key", "position"), sorted(PINNED_POSITIONS.items()))

@@ -170,11 +170,9 @@ def _config(sampling: Sampling) -> Config:
 def extractions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Trace ids that reached record extraction (a spy on the real one)."""
     seen: list[str] = []
-    real = extract_module.extract_records
-
     def spy(spans: list[Span], **kw: Any) -> list[RagRecord]:
         seen.append(spans[0].trace_id)
-        return real(spans, **kw)
+        return extract_records(spans, **kw)
 
     monkeypatch.setattr(extract_module, "extract_records", spy)
     yield seen

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from monitor.component import Delivery, SampledRecord, SampledTrace
+from monitor.component import Delivery, Invalid, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.processors.sampler import Sampler
@@ -88,7 +88,7 @@ def _config(**assembly: Any) -> Config:
 @pytest.fixture
 async def holding(telemetry: Telemetry) -> AsyncIterator[tuple[TraceStage, HoldingStage]]:
     consumer = HoldingStage()
-    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(), consumer, telemetry)
     async with _running(stage, consumer):
         yield stage, consumer
 
@@ -161,7 +161,7 @@ async def test_every_record_carries_the_one_decision_and_unsampled_traces_are_co
 ) -> None:
     consumer = HoldingStage()
     config = _config(sampling={"rate": 0.0})
-    stage = trace_stage(config, consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(config, consumer, telemetry)
     async with _running(stage, consumer):
         acks = Acks()
         plain = Delivery("otlp_http", [_root(1)], on_done=acks.of("plain"))
@@ -184,12 +184,13 @@ async def test_records_are_sampled_too_and_their_delivery_waits_for_the_sampled_
     telemetry: Telemetry,
 ) -> None:
     consumer = HoldingStage()
-    stage = trace_stage(_config(sampling={"rate": 0.0}), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(sampling={"rate": 0.0}), consumer, telemetry)
     async with _running(stage, consumer):
         acks = Acks()
         records = [
-            RagRecord(request_id=f"r{i}", query="q", response="a", feedback=feedback)
-            for i, feedback in enumerate([None, "negative", None])
+            RagRecord(request_id="r0", query="q", response="a"),
+            RagRecord(request_id="r1", query="q", response="a", feedback="negative"),
+            RagRecord(request_id="r2", query="q", response="a"),
         ]
         assert stage.consume([Delivery("kafka", records=records, on_done=acks.of("m"))])
         await wait_until_async(lambda: len(consumer.items) == 1, 5, "the sampled record")
@@ -228,7 +229,7 @@ async def test_a_late_span_of_a_trace_whose_evaluation_was_abandoned_is_not_done
     telemetry: Telemetry,
 ) -> None:
     consumer = HoldingStage()
-    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(), consumer, telemetry)
     acks = Acks()
     async with _running(stage, consumer):
         assert stage.consume([Delivery("kafka", [_root(44)], on_done=acks.of("first"))])
@@ -261,7 +262,7 @@ async def test_kafka_metadata_reaches_the_records_of_the_trace(
 async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: Telemetry) -> None:
     consumer = HoldingStage()
     consumer.open.clear()  # evaluation is stuck: the worker cannot hand records on
-    stage = trace_stage(_config(queue_size=3), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(queue_size=3), consumer, telemetry)
     async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(1)])])
         await wait_until_async(
@@ -280,7 +281,7 @@ async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: T
 
 async def test_open_traces_are_bounded_in_bytes(telemetry: Telemetry) -> None:
     consumer = HoldingStage()
-    stage = trace_stage(_config(max_open_bytes=20_000), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(max_open_bytes=20_000), consumer, telemetry)
     async with _running(stage, consumer):
         big = "x" * 4000
         # Ten traces whose roots never come, 4 kB each: at most five fit.
@@ -302,7 +303,7 @@ async def test_idle_traces_are_released_by_the_injected_clock(telemetry: Telemet
     stage = TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,  # type: ignore[arg-type]
+        consumer,
         telemetry,
         clock=clock,
     )
@@ -337,7 +338,7 @@ async def test_past_the_shutdown_deadline_what_is_not_taken_is_abandoned(
 ) -> None:
     consumer = HoldingStage()
     consumer.open.clear()
-    stage = trace_stage(_config(), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(), consumer, telemetry)
     await stage.start()
     acks = Acks()
     assert stage.consume([Delivery("kafka", [_root(11)], on_done=acks.of("m"))])
@@ -352,7 +353,7 @@ async def test_past_the_shutdown_deadline_what_is_not_taken_is_abandoned(
 async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> None:
     consumer = HoldingStage()
     consumer.open.clear()
-    stage = trace_stage(_config(queue_size=1), consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(queue_size=1), consumer, telemetry)
     async with _running(stage, consumer):
         for trace in (1, 2):
             assert await stage.put([Delivery("replay", [_root(trace)])])
@@ -382,7 +383,7 @@ async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Teleme
     stage = TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,  # type: ignore[arg-type]
+        consumer,
         telemetry,
         pace_clock=pace,
     )
@@ -412,9 +413,10 @@ async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry)
     for rate, expect_rejected in ((1.0, True), (0.0, False)):
         consumer = HoldingStage()
         t = create_telemetry()
-        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
+        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)
         async with _running(stage, consumer):
-            acks, rejected = Acks(), []
+            acks = Acks()
+            rejected: list[list[Invalid]] = []
             bad_record = RawRecord(bad)
             delivery = Delivery(
                 "kafka",
@@ -459,9 +461,10 @@ async def test_a_record_whose_sampling_key_cannot_be_read_is_rejected_alone(
     for rate in (0.5, 1.0):
         consumer = HoldingStage()
         t = create_telemetry()
-        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)  # type: ignore[arg-type]
+        stage = trace_stage(_config(sampling={"rate": rate}), consumer, t)
         async with _running(stage, consumer):
-            acks, rejected = Acks(), []
+            acks = Acks()
+            rejected: list[list[Invalid]] = []
             delivery = Delivery(
                 "kafka",
                 records=[RawRecord({**good, "request_id": f"g{i}"}) for i in range(20)] + [deep],
@@ -501,7 +504,7 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
     stage = TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        HoldingStage(),  # type: ignore[arg-type]
+        HoldingStage(),
         telemetry,
         observer=Observer(),
     )
@@ -639,7 +642,7 @@ async def test_abandon_takes_the_queued_deliveries_of_the_origin_too(
 ) -> None:
     """Spans still in the intake when their origin is handed back are assembled first,
     so they cannot open a trace the stage evaluates cut later."""
-    stage = trace_stage(_config(), HoldingStage(), telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(_config(), HoldingStage(), telemetry)
     # Accepting but not started: no worker thread assembles the intake.
     stage._intake.accepting = True
     acks = Acks()

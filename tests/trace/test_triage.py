@@ -9,6 +9,7 @@ import asyncio
 import functools
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -72,15 +73,23 @@ def _value(t: Telemetry, name: str, **labels: str) -> float:
     return t.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
 
 
+@dataclass(frozen=True)
+class Counts:
+    spans: float
+    released: dict[str, float]  # by trigger
+    unsampled: dict[str, float]  # by service
+    records: list[tuple[str | None, list[str]]]  # (trace id, evaluators sampled)
+
+
 async def _counts(
     bodies: list[bytes], rate: float, *, triaged: bool, on_the_loop: bool = False
-) -> dict[str, object]:
+) -> Counts:
     """`on_the_loop`: decoded and handed in on the event loop, as the receivers do with
     small protobuf requests while the triage is on (the loop then assembles them too)."""
     telemetry = create_telemetry()
     consumer = Finishing()
     config = Config.model_validate({"sampling": {"rate": rate}})
-    stage = trace_stage(config, consumer, telemetry)  # type: ignore[arg-type]
+    stage = trace_stage(config, consumer, telemetry)
     triage = stage.triage if triaged else None
     assert stage.triage is not None
     await stage.start()
@@ -105,18 +114,18 @@ async def _counts(
         )
     finally:
         await stage.shutdown(5)
-    return {
-        "spans": _value(telemetry, "spans_received_total", receiver="otlp_http"),
-        "released": {
+    return Counts(
+        spans=_value(telemetry, "spans_received_total", receiver="otlp_http"),
+        released={
             trigger: _value(telemetry, "traces_assembled_total", trigger=trigger)
             for trigger in ("root_ended", "idle_timeout", "evicted", "shutdown")
         },
-        "unsampled": {
+        unsampled={
             service: _value(telemetry, "traces_unsampled_total", service=service)
             for service in ("rag-api", "rag-batch")
         },
-        "records": sorted((r.record.trace_id, sorted(r.sampled)) for r in consumer.records),
-    }
+        records=sorted((r.record.trace_id, sorted(r.sampled)) for r in consumer.records),
+    )
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
@@ -126,7 +135,7 @@ async def test_counts_and_records_are_those_of_the_stage_without_triage(rate: fl
     without = await _counts(bodies, rate, triaged=False)
     assert with_triage == without
     assert await _counts(bodies, rate, triaged=True, on_the_loop=True) == without
-    evaluated = {trace_id for trace_id, _ in with_triage["records"]}  # type: ignore[attr-defined]
+    evaluated = {trace_id for trace_id, _ in with_triage.records}
     assert failed and failed <= evaluated  # always.error forces them
     if rate == 0.0:
         assert evaluated == failed
