@@ -114,6 +114,7 @@ async def test_safety_verdicts_reach_the_metrics(
             service,
             "safety_evaluations_total",
             service="unknown",
+            version="",
             category="violence",
             severity="medium",
         )
@@ -124,12 +125,13 @@ async def test_safety_verdicts_reach_the_metrics(
             service,
             "safety_evaluations_total",
             service="unknown",
+            version="",
             category="jailbreak",
             severity="very_low",
         )
         == 1
     )
-    labels = {"service": "unknown", "route": ""}
+    labels = {"service": "unknown", "version": "", "route": ""}
     assert (
         _metric(service, "evaluations_total", **labels, evaluator="violence", outcome="fail") == 1
     )
@@ -145,7 +147,7 @@ async def test_judge_errors_are_counted_as_errors_not_defects(
     stub.default = Reply(status=500)
     service, sink = await _run(_config(stub, [{"name": "self_harm"}]), [RECORD])
     assert sink.items[0]["self_harm"].outcome == "error"
-    labels = {"service": "unknown", "route": "", "evaluator": "self_harm"}
+    labels = {"service": "unknown", "version": "", "route": "", "evaluator": "self_harm"}
     assert _metric(service, "evaluations_total", **labels, outcome="error") == 1
     assert _metric(service, "evaluations_total", **labels, outcome="fail") == 0
     for severity in ("very_low", "low", "medium", "high"):
