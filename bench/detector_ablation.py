@@ -58,6 +58,7 @@ from monitor.detector import (  # noqa: E402
     contradiction,
     features,
     groundedness,
+    polarity,
     substitution,
 )
 from monitor.detector.embedding import Embedder  # noqa: E402
@@ -190,6 +191,16 @@ RULES: tuple[Rule, ...] = (
         "one-word names",
         "contradiction._one_word_name",
         ((contradiction, "_one_word_name", _nothing([])),),
+    ),
+    Rule(
+        "negation flips",
+        "features.contradicts",
+        ((features, "contradicts", _nothing(frozenset())),),
+    ),
+    Rule(
+        "negation: 'without' negates the word after it",
+        "polarity._WITHOUT",
+        ((polarity, "_WITHOUT", "\0"),),
     ),
     Rule(
         "substitutions, all (opposites, co-hyponyms, units)",

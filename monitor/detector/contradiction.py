@@ -38,8 +38,10 @@ from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
     fold,
+    is_negation,
     root,
     stem,
+    token_spans,
     tokens,
 )
 
@@ -411,3 +413,33 @@ def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
         if theirs and not any(same_value(mine, o) for o in theirs):
             return True
     return False
+
+
+def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:
+    """A claim that negates what its evidence states, or states what the evidence negates;
+    `flipped` holds the words whose polarity differs."""
+    return Contradiction(
+        "negation",
+        _around(claim_text, flipped),
+        _around(evidence_text, flipped),
+        claim_text,
+        evidence_text,
+    )
+
+
+def _around(text: str, words: frozenset[str]) -> str:
+    """The words of `text` from a negation before the first of `words` to two after it."""
+    raw = tokens(text)
+    spans = token_spans(text)
+    folded = [fold(t) for t in raw]
+    roots = {stem(w) for w in words}
+    hit = next((i for i, w in enumerate(folded) if w in words or stem(w) in roots), None)
+    if hit is None:
+        return text
+    start = hit
+    for k in range(hit - 1, max(-1, hit - 4), -1):
+        if is_negation(folded[k]):
+            start = k
+            break
+    end = min(len(raw), hit + 3)
+    return f'"{text[spans[start][0] : spans[end - 1][1]]}"'

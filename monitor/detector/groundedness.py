@@ -2,10 +2,11 @@
 
 First stage: a logistic model over support features (`features.py`): words, numbers and names
 of the response missing from the context, how specific they are, word pairs the context never
-has, numbers that conflict with their evidence, and contradictions (slots, substitutions,
-polarity in other words). A response that contradicts the context on a restated number, date,
-name, word of a closed lexicon or polarity scores `CONTRADICTED` whatever the model says. The
-parameters ship in `groundedness_model.json`, fitted by `training/train_detector.py`.
+has, numbers that conflict with their evidence, negation flips, and contradictions (slots,
+substitutions, polarity in other words). A response that contradicts the context on a restated
+number, date, name, word of a closed lexicon or polarity scores `CONTRADICTED` whatever the
+model says. The parameters ship in `groundedness_model.json`, fitted by
+`training/train_detector.py`.
 
 Second stage: a score the first stage leaves in the uncertain band (and no decisive
 contradiction) is rescored with the sentence-pair model of `pair_model.py` reading the

@@ -1,7 +1,7 @@
 """Errors worded otherwise than the context: roles by verb or possessive, a number moved onto
-another noun of its sentence, an opposite in a short claim, a shared first name, and a clause
-half of whose words the context lacks (and one a context sentence restates in other words, or
-an offer of help, that is not invented)."""
+another noun of its sentence, an opposite in a short claim, a shared first name, a clause half
+of whose words the context lacks (and one a context sentence restates in other words, or an
+offer of help, that is not invented), and a negation by "without"."""
 
 from __future__ import annotations
 
@@ -93,6 +93,14 @@ def test_a_role_given_to_the_owner_fails_even_after_a_pronoun() -> None:
     assert not _fails("Who designs the boats?", YARD, "Its boats are designed by Konrad Brenberg.")
 
 
+def test_without_negates_the_word_after_it() -> None:
+    heated = ["The honey is heated before bottling. The apiary has 40 hives."]
+    unheated = ["The honey is not heated before bottling. The apiary has 40 hives."]
+    answer = "The honey is bottled without being heated."
+    assert _fails("Is the honey heated?", heated, answer)
+    assert not _fails("Is the honey heated?", unheated, answer)
+
+
 def test_an_offer_of_help_is_not_an_invented_clause() -> None:
     context = ["Gemini is a constellation of the zodiac, named after the twins of Greek myth."]
     answer = (
@@ -106,6 +114,18 @@ def test_an_offer_of_help_is_not_an_invented_clause() -> None:
     )
     checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
     assert [c for s in checks for c in s.invented] != []
+
+
+def test_a_short_claim_with_its_polarity_flipped_fails() -> None:
+    harbour = [
+        "Kelacre Harbour is a fishing port near Wescrag. Swimming is allowed in the harbour. "
+        "Pupils of the sailing school are required to wear life jackets."
+    ]
+    # Two content words, one of them the flipped one, inflected otherwise ("swim").
+    assert _fails("Can I swim?", harbour, "You may not swim in the harbour.")
+    assert not _fails("Can I swim?", harbour, "You may swim in the harbour.")
+    assert _fails("Are jackets required?", harbour, "Life jackets are not required.")
+    assert not _fails("Are jackets required?", harbour, "Life jackets are required.")
 
 
 LIBRARY = [
