@@ -58,10 +58,8 @@ _DECISIVE_FRAME = 3
 # Words before a name that say which role it fills, and the share of the frame the evidence
 # must restate for a name moved into another role to be decisive.
 _ROLE_WORDS = 3
-# A bare answer has at most this many words; a one-word name contradicts only a frame of at
-# least this many words restated.
+# A bare answer has at most this many words.
 BARE_ANSWER = 3
-_DECISIVE_NAME_FRAME = 2
 # Words before a name that do not give it a role: articles and list joiners ("the Blues",
 # "Jackson and Birmingham").
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
@@ -325,7 +323,9 @@ def _one_word_name(
         governing = "" if bare else _governing(claim, slot)
         # "The Nile carries ..." against "The Amazon carries ...": the subject, swapped.
         subject = not bare and slot.start == 1 and governing == "the"
-        if len(frame) < _DECISIVE_NAME_FRAME or (governing in _NOT_GOVERNING and not subject):
+        # However short the frame ("Its office is in X"), the restating sentence must have
+        # it and exactly one other name in the claim's place.
+        if not frame or (governing in _NOT_GOVERNING and not subject):
             continue
         for index, sentence in enumerate(context):
             rivals = [
