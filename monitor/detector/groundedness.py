@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +44,11 @@ THIN_CLAUSE = 0.8
 # Response sentences the second stage reads (the least supported ones first).
 PAIRS = 2
 
+# What set a score: a decisive contradiction (`CONTRADICTED`), a one-sentence answer naming
+# what the context never mentions (`UNSUPPORTED_NAME`), or the model's counts (with the
+# invented clauses' factor, and the second stage where it rescored).
+Decision = Literal["contradiction", "unsupported_name", "model"]
+
 
 @dataclass(frozen=True, slots=True)
 class GroundednessVerdict:
@@ -57,6 +62,7 @@ class GroundednessVerdict:
     contradictions: tuple[Contradiction, ...] = ()
     # Whether the second stage rescored the record (its first-stage score was uncertain).
     rescored: bool = False
+    decided_by: Decision = "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +138,18 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     # also where the answer's value is nowhere in the context: the answer put a name, number
     # or date of its own where the context has another.
     decided = any(c.decisive or c.invented for c in analysis.contradictions)
+    decided_by: Decision = "model"
     if decided:
         grounded = min(grounded, CONTRADICTED)
-    if len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
-        grounded = min(grounded, UNSUPPORTED_NAME)
+        decided_by = "contradiction"
+    elif len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
+        if grounded > UNSUPPORTED_NAME:
+            grounded = UNSUPPORTED_NAME
+            decided_by = "unsupported_name"
     grounded *= clause_factor(analysis.sentences)
     contradicted = {c.claim for c in analysis.contradictions}
-    flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]
+    named = decided_by == "unsupported_name"
+    flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted or named]
     terms: list[str] = []
     seen: set[str] = set()
     for s in flagged:
@@ -150,9 +161,15 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
         score=grounded,
         unsupported=tuple(s.text for s in flagged),
         unsupported_terms=tuple(terms),
-        contradictions=tuple(analysis.contradictions),
+        # Decisive contradictions first: they are what decided.
+        contradictions=tuple(sorted(analysis.contradictions, key=_not_decisive)),
+        decided_by=decided_by,
     )
     return FirstStage(verdict, weakest_pairs(analysis.sentences), decided)
+
+
+def _not_decisive(found: Contradiction) -> bool:
+    return not (found.decisive or found.invented)
 
 
 def in_band(score: float) -> bool:
