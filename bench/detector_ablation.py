@@ -58,7 +58,7 @@ from monitor.detector import (  # noqa: E402
     contradiction,
     features,
     groundedness,
-    polarity,
+    slots,
     substitution,
 )
 from monitor.detector.embedding import Embedder  # noqa: E402
@@ -168,6 +168,11 @@ RULES: tuple[Rule, ...] = (
         ((features, "_converted", _nothing(False)),),
     ),
     Rule(
+        "numbers: a cardinal written as a word is a number (two ... ninety, dozen)",
+        "text.CARDINALS",
+        ((features, "CARDINALS", {}), (slots, "CARDINALS", {})),
+    ),
+    Rule(
         "abstentions are not claims",
         "features._ABSTAIN",
         ((features, "_ABSTAIN", _NEVER),),
@@ -183,11 +188,6 @@ RULES: tuple[Rule, ...] = (
         ((contradiction, "role_words", _no_role_words),),
     ),
     Rule(
-        "slots: claim and evidence differing on another date or name are two facts",
-        "contradiction._other_key",
-        ((contradiction, "_other_key", _nothing(False)),),
-    ),
-    Rule(
         "one-word names",
         "contradiction._one_word_name",
         ((contradiction, "_one_word_name", _nothing([])),),
@@ -196,11 +196,6 @@ RULES: tuple[Rule, ...] = (
         "negation flips",
         "features.contradicts",
         ((features, "contradicts", _nothing(frozenset())),),
-    ),
-    Rule(
-        "negation: 'without' negates the word after it",
-        "polarity._WITHOUT",
-        ((polarity, "_WITHOUT", "\0"),),
     ),
     Rule(
         "substitutions, all (opposites, co-hyponyms, units)",

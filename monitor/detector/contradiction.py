@@ -249,12 +249,12 @@ def find(
             said, shown, kind = date_phrase(claim, slot), date_phrase(evidence, rival), "date"
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
-        decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
+        decisive = _decisive(slot, frame, score, best_with, agree, evidence, compatible)
         if slot.kind == "number" and best_with == 0 and len(frame) >= _DECISIVE_FRAME:
             # A number of another fact ("each crossing takes 16 hours") put into a claim
             # the evidence restates ("boats leave every 16 hours" against "every 39
             # hours"), while no sentence with the claim's number shares any of the claim.
-            decisive = _decisive(slot, claim, frame, score, -1.0, agree, evidence, compatible)
+            decisive = _decisive(slot, frame, score, -1.0, agree, evidence, compatible)
         role_aligned = slot.kind == "name" and bool(
             role & role_words(evidence, rival, RIVAL_ROLE_WORDS)
         )
@@ -348,7 +348,6 @@ def _one_word_name(
 
 def _decisive(
     slot: Slot,
-    claim: Parsed,
     frame: set[str],
     score: float,
     best_with: float,
@@ -370,7 +369,7 @@ def _decisive(
         return True
     if best_with >= 0 or slot.kind == "month" or len(frame) < _DECISIVE_FRAME:
         return False
-    if score / len(frame) < _RESTATED or _other_key(claim, slot, evidence):
+    if score / len(frame) < _RESTATED:
         return False
     return sum(1 for o in evidence.slots if compatible(slot, o)) == 1
 
@@ -400,19 +399,6 @@ def _value_unread(
 
 def _one_name(parsed: Parsed) -> bool:
     return sum(1 for s in parsed.slots if s.kind == "name") == 1
-
-
-def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
-    """Whether the claim and the evidence also differ on another date or name, so that they
-    are about different things ("23 degrees in July" against "19 degrees in September")."""
-    dates = ("year", "month", "day")
-    for mine in claim.slots:
-        if mine is slot or mine.kind not in (*dates, "name") or mine.kind == slot.kind:
-            continue
-        theirs = [o for o in evidence.slots if o.kind == mine.kind]
-        if theirs and not any(same_value(mine, o) for o in theirs):
-            return True
-    return False
 
 
 def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:

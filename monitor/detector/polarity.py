@@ -18,8 +18,6 @@ from monitor.detector.text import (
 
 # How many words after "not"/"no"/"never" may stand before the word it negates.
 _NEGATION_SCOPE = 3
-# A preposition that negates the word after it ("bottled without being *heated*").
-_WITHOUT = "without"
 # A negation flip only counts against a claim this close to its evidence sentence.
 _SAME_CLAIM = 0.8
 _SHARED_WORDS = 0.6
@@ -33,10 +31,10 @@ _RESTATED_WORDS = 2
 
 def negation_targets(words: list[str]) -> set[int]:
     """Positions of the words a negation applies to: the first content word within
-    `_NEGATION_SCOPE` words after it ("does not *lock*", "no *refund*", "without *sugar*")."""
+    `_NEGATION_SCOPE` words after it ("does not *lock*", "no *refund*", "never *sailed*")."""
     out = set()
     for i, word in enumerate(words):
-        if is_negation(word) or word == _WITHOUT:
+        if is_negation(word):
             for j in range(i + 1, min(len(words), i + 1 + _NEGATION_SCOPE)):
                 nxt = words[j]
                 if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
@@ -72,9 +70,7 @@ def affirmed(sentence: Sentence) -> frozenset[str]:
     words = sentence.folded
     negated = negation_targets(words)
     return frozenset(
-        word
-        for j, word in enumerate(words)
-        if j not in negated and not is_negation(word) and word != _WITHOUT
+        word for j, word in enumerate(words) if j not in negated and not is_negation(word)
     )
 
 

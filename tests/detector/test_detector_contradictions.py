@@ -159,12 +159,11 @@ def _decisive(query: str, context: str, answer: str) -> list[str]:
 def test_a_lone_month_is_not_decisive() -> None:
     # The month is what the sentence is about, not the value it states.
     context = "The warmest monthly average in Portvale for September is 19 degrees."
-    assert (
-        _decisive(
-            "How warm does it get?", context, "The warmest monthly average is 23 degrees in July."
-        )
-        == []
+    verdict = score_groundedness(
+        "How warm does it get?", [context], "The warmest monthly average is 23 degrees in July."
     )
+    months = [c for c in verdict.contradictions if c.kind == "date"]
+    assert months != [] and not any(c.decisive for c in months)
 
 
 def test_a_flip_needs_the_evidence_to_restate_the_claim() -> None:

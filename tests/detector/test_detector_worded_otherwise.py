@@ -1,7 +1,7 @@
 """Errors worded otherwise than the context: roles by verb or possessive, a number moved onto
 another noun of its sentence, an opposite in a short claim, a shared first name, a clause half
 of whose words the context lacks (and one a context sentence restates in other words, or an
-offer of help, that is not invented), and a negation by "without"."""
+offer of help, that is not invented), and a short claim with its polarity flipped."""
 
 from __future__ import annotations
 
@@ -91,14 +91,6 @@ def test_a_role_given_to_the_owner_fails_even_after_a_pronoun() -> None:
     # The yard's own name builds the boats: the designer is the rival, not the yard.
     assert _fails("Who designs the boats?", YARD, "Its boats are designed by Milo Silholt.")
     assert not _fails("Who designs the boats?", YARD, "Its boats are designed by Konrad Brenberg.")
-
-
-def test_without_negates_the_word_after_it() -> None:
-    heated = ["The honey is heated before bottling. The apiary has 40 hives."]
-    unheated = ["The honey is not heated before bottling. The apiary has 40 hives."]
-    answer = "The honey is bottled without being heated."
-    assert _fails("Is the honey heated?", heated, answer)
-    assert not _fails("Is the honey heated?", unheated, answer)
 
 
 def test_an_offer_of_help_is_not_an_invented_clause() -> None:
