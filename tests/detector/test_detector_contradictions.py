@@ -282,3 +282,14 @@ def test_a_name_moved_from_another_role_is_read_across_verb_forms() -> None:
     assert verdict.contradictions[0].describe() == (
         "answer says Yusuf Varane; context says Konrad Elbova"
     )
+
+
+def test_every_short_month_name_is_read_as_its_month() -> None:
+    months = [s for s in parse("The fair opened on 12 Sept 2021.").slots if s.kind == "month"]
+    assert [m.value for m in months] == [9.0]
+    verdict = score_groundedness(
+        "When did the fair open?", ["The fair opened on 12 Sept 2021."], "It opened on 12 Oct 2021."
+    )
+    assert [c.describe() for c in verdict.contradictions][:1] == [
+        "answer says 12 Oct 2021; context says 12 Sept 2021"
+    ]
