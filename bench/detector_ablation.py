@@ -59,7 +59,6 @@ from monitor.detector import (  # noqa: E402
     contradiction,
     features,
     groundedness,
-    slots,
     substitution,
 )
 from monitor.detector.embedding import Embedder  # noqa: E402
@@ -169,11 +168,6 @@ RULES: tuple[Rule, ...] = (
         ((features, "_converted", _nothing(False)),),
     ),
     Rule(
-        "numbers: a cardinal written as a word is a number (two ... ninety, dozen)",
-        "text.CARDINALS",
-        ((features, "CARDINALS", {}), (slots, "CARDINALS", {})),
-    ),
-    Rule(
         "abstentions are not claims",
         "features._ABSTAIN",
         ((features, "_ABSTAIN", _NEVER),),
@@ -217,6 +211,11 @@ RULES: tuple[Rule, ...] = (
         ((substitution, "_CLASS_OF", _CLASSES_WITHOUT_UNITS),),
     ),
     Rule(
+        "substitutions: a frame of at most six words compared by roots",
+        "substitution._ROOTED",
+        ((substitution, "_ROOTED", -1),),
+    ),
+    Rule(
         "substitutions: the question's words frame a claim",
         "substitution._frame",
         ((substitution, "_frame", _frame_without_question),),
@@ -230,6 +229,11 @@ RULES: tuple[Rule, ...] = (
         "polarity in other words: an answer's leading 'No,' negates nothing",
         "substitution._LEADING_NO",
         ((substitution, "_LEADING_NO", _NEVER),),
+    ),
+    Rule(
+        "polarity in other words: close words (vectors) restate",
+        "substitution._synonym_share",
+        ((substitution, "_synonym_share", _nothing(0.0)),),
     ),
     Rule(
         "invented clauses, all (x0.7, thin x0.8)",

@@ -29,7 +29,6 @@ from monitor.detector.polarity import (
 from monitor.detector.sentences import Sentence, SentenceCheck, Support
 from monitor.detector.summary import summarise
 from monitor.detector.text import (
-    CARDINALS,
     DISCOURSE,
     REFERENCES,
     STOPWORDS,
@@ -136,12 +135,6 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
     for i, (token, word, value) in enumerate(
         zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
     ):
-        if value is None and word in CARDINALS:
-            # A number written as a word is a number ("took eleven years"); one whose value
-            # the context or the question has is no claim of its own.
-            value = CARDINALS[word]
-            if value in context.numbers or value in question.numbers:
-                continue
         if value is not None and i > 0 and sentence.folded[i - 1] in REFERENCES:
             continue
         if value is not None:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from monitor.detector.text import (
-    CARDINALS,
     DISCOURSE,
     REFERENCES,
     STOPWORDS,
@@ -114,12 +113,8 @@ def parse(text: str) -> Parsed:
         return a < n and not text[spans[a - 1][1] : spans[a][0]].strip()
 
     for i, token in enumerate(raw):
-        # A number is a token that starts with a digit or "$" (`_number`), or a cardinal
-        # written as a word ("eleven years").
-        if token[0].isdigit() or token[0] == "$":
-            value = _number(token)
-        else:
-            value = float(CARDINALS[folded[i]]) if folded[i] in CARDINALS else None
+        # Only a token that starts with a digit or "$" is a number (`_number`).
+        value = _number(token) if token[0].isdigit() or token[0] == "$" else None
         if value is None or (i > 0 and folded[i - 1] in REFERENCES):
             continue
         hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])

@@ -94,17 +94,6 @@ _NUMBER_WORDS = {
     "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10", "half": "0.5", "dozen": "12",
     "once": "1", "twice": "2", "single": "1", "double": "2", "triple": "3",
 }  # fmt: skip
-# Cardinals written as words, with their values: a number however it is written ("took
-# eleven years" against "took six years"). "one", ordinals and "once"/"half" read too often
-# as other words.
-CARDINALS: dict[str, str] = {
-    word: _NUMBER_WORDS[word]
-    for word in (
-        "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty "
-        "ninety dozen"
-    ).split()
-}
 # Unit spellings that mean the same thing, mapped to one form.
 _UNITS = {
     "km": "kilometer", "kms": "kilometer", "kilometre": "kilometer", "kilometres": "kilometer",

@@ -340,15 +340,6 @@ CASES = [
         "Brookfield School opened in 1994. It now teaches 580 pupils.",
     ),
     Case(
-        "duration changed",
-        "number",
-        frozenset({"one line", "number in words"}),
-        "The Kessler rail tunnel took six years to build and is 9 kilometres long.",
-        "How long did the Kessler tunnel take to build?",
-        "The Kessler rail tunnel took six years to build.",
-        "The Kessler rail tunnel took eleven years to build.",
-    ),
-    Case(
         "share changed, written with a sign",
         "number",
         frozenset({"one line"}),
@@ -356,16 +347,6 @@ CASES = [
         "What share of the region's electricity came from renewables in 2022?",
         "Renewables supplied 38% of the region's electricity in 2022.",
         "Renewables supplied 83% of the region's electricity in 2022.",
-    ),
-    Case(
-        "a count in words changed",
-        "number",
-        frozenset({"one line", "number in words"}),
-        "The Brightwater Rowing Club has eighteen members and trains on the river every Sunday "
-        "morning.",
-        "How many members does the Brightwater Rowing Club have?",
-        "The Brightwater Rowing Club has eighteen members.",
-        "The Brightwater Rowing Club has thirty members.",
     ),
     Case(
         "year changed",
