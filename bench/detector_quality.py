@@ -16,7 +16,8 @@ detector, per answer length and error kind.
 
 With data files only, every record is scored in-process: AUROC of (1 - groundedness) against
 `label.hallucinated`, the best F1 and the groundedness threshold where it is reached, F1 at the
-default 0.5, and the median ms per record. With `--results` (a `rag-monitor replay --output`
+default 0.5, and the median ms per record; then how many explanations of the evaluator as
+shipped disagree with their verdict (should be none), and what they lead with. With `--results` (a `rag-monitor replay --output`
 file of the same data) the `local_groundedness` scores of that file are measured instead,
 matched to the data by request id (the record's own or the derived one) or else by line order.
 With `--escalation`, each file also gets the share of its records in the uncertain band
@@ -52,12 +53,14 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench._pss import tree_memory  # noqa: E402
+from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
 from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
 from monitor.detector.pair_model import load_pair_model  # noqa: E402
-from monitor.evaluators.local import LocalGroundedness  # noqa: E402
+from monitor.evaluators.local import LocalGroundedness, asked  # noqa: E402
+from monitor.records import parse_record  # noqa: E402
 from training import probe_families, train_detector, train_second_stage  # noqa: E402
-from training.detector_metrics import auroc, best_f1  # noqa: E402
+from training.detector_metrics import auroc, best_f1, explanation_disagreement  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parents[1] / "monitor" / "judge" / "prompts"
 # The uncertain band escalated to an LLM judge in the README's recipe (`band` in the config).
@@ -253,6 +256,34 @@ def score_file(path: Path) -> None:
     _report(path.name, labels, grounded, ms)
 
 
+def explanations(path: Path) -> None:
+    """How many `local_groundedness` explanations (the evaluator as shipped) disagree with
+    their verdict (`training.detector_metrics.explanation_disagreement`), and how the
+    explanations lead, per verdict."""
+    evaluator = LocalGroundedness(EvaluatorConfig(name="local_groundedness"))
+    leads: dict[str, int] = {}
+    disagreeing: dict[str, int] = {}
+    records = _load(path)
+    for row in records:
+        record = parse_record({k: v for k, v in row.items() if k != "label"})
+        result = evaluator.score(record)
+        assert record.response is not None and result.passed is not None
+        verdict = score_groundedness(asked(record), record.context_text, record.response)
+        explanation = result.explanation or ""
+        lead = explanation.split(" | ")[0].split(";")[0].split(":")[0]
+        key = f"{'pass' if result.passed else 'fail'} ({verdict.decided_by}): {lead}"
+        leads[key] = leads.get(key, 0) + 1
+        why = explanation_disagreement(result.passed, explanation, verdict)
+        if why is not None:
+            disagreeing[why] = disagreeing.get(why, 0) + 1
+    print(
+        f"  {path.name}: {sum(disagreeing.values())} of {len(records)} explanations disagree "
+        f"with their verdict{': ' if disagreeing else ''}"
+        + "; ".join(f"{n} {why}" for why, n in sorted(disagreeing.items()))
+    )
+    print("    leads: " + "; ".join(f"{key} {n}" for key, n in sorted(leads.items())))
+
+
 def score_results(results: Path, path: Path) -> None:
     records = _load(path)
     labels = _labels(records, path)
@@ -441,8 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         score_file(path)
         if args.escalation:
             escalation(path, args.price_in, args.price_out)
+    print(f"explanations of local_groundedness as shipped (threshold {THRESHOLD}):")
+    for path in files:
+        explanations(path)
     if not args.no_speed:
         speed()
+        memory()
     return 0
 
 

@@ -38,8 +38,10 @@ from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
     fold,
+    is_negation,
     root,
     stem,
+    token_spans,
     tokens,
 )
 
@@ -56,10 +58,8 @@ _DECISIVE_FRAME = 3
 # Words before a name that say which role it fills, and the share of the frame the evidence
 # must restate for a name moved into another role to be decisive.
 _ROLE_WORDS = 3
-# A bare answer has at most this many words; a one-word name contradicts only a frame of at
-# least this many words restated.
+# A bare answer has at most this many words.
 BARE_ANSWER = 3
-_DECISIVE_NAME_FRAME = 2
 # Words before a name that do not give it a role: articles and list joiners ("the Blues",
 # "Jackson and Birmingham").
 _NOT_GOVERNING = frozenset("the a an this that these those his her its their and or".split())
@@ -249,12 +249,12 @@ def find(
             said, shown, kind = date_phrase(claim, slot), date_phrase(evidence, rival), "date"
         else:
             said, shown, kind = slot.text, rival.text, slot.kind
-        decisive = _decisive(slot, claim, frame, score, best_with, agree, evidence, compatible)
+        decisive = _decisive(slot, frame, score, best_with, agree, evidence, compatible)
         if slot.kind == "number" and best_with == 0 and len(frame) >= _DECISIVE_FRAME:
             # A number of another fact ("each crossing takes 16 hours") put into a claim
             # the evidence restates ("boats leave every 16 hours" against "every 39
             # hours"), while no sentence with the claim's number shares any of the claim.
-            decisive = _decisive(slot, claim, frame, score, -1.0, agree, evidence, compatible)
+            decisive = _decisive(slot, frame, score, -1.0, agree, evidence, compatible)
         role_aligned = slot.kind == "name" and bool(
             role & role_words(evidence, rival, RIVAL_ROLE_WORDS)
         )
@@ -323,7 +323,9 @@ def _one_word_name(
         governing = "" if bare else _governing(claim, slot)
         # "The Nile carries ..." against "The Amazon carries ...": the subject, swapped.
         subject = not bare and slot.start == 1 and governing == "the"
-        if len(frame) < _DECISIVE_NAME_FRAME or (governing in _NOT_GOVERNING and not subject):
+        # However short the frame ("Its office is in X"), the restating sentence must have
+        # it and exactly one other name in the claim's place.
+        if not frame or (governing in _NOT_GOVERNING and not subject):
             continue
         for index, sentence in enumerate(context):
             rivals = [
@@ -346,7 +348,6 @@ def _one_word_name(
 
 def _decisive(
     slot: Slot,
-    claim: Parsed,
     frame: set[str],
     score: float,
     best_with: float,
@@ -368,7 +369,7 @@ def _decisive(
         return True
     if best_with >= 0 or slot.kind == "month" or len(frame) < _DECISIVE_FRAME:
         return False
-    if score / len(frame) < _RESTATED or _other_key(claim, slot, evidence):
+    if score / len(frame) < _RESTATED:
         return False
     return sum(1 for o in evidence.slots if compatible(slot, o)) == 1
 
@@ -400,14 +401,31 @@ def _one_name(parsed: Parsed) -> bool:
     return sum(1 for s in parsed.slots if s.kind == "name") == 1
 
 
-def _other_key(claim: Parsed, slot: Slot, evidence: Parsed) -> bool:
-    """Whether the claim and the evidence also differ on another date or name, so that they
-    are about different things ("23 degrees in July" against "19 degrees in September")."""
-    dates = ("year", "month", "day")
-    for mine in claim.slots:
-        if mine is slot or mine.kind not in (*dates, "name") or mine.kind == slot.kind:
-            continue
-        theirs = [o for o in evidence.slots if o.kind == mine.kind]
-        if theirs and not any(same_value(mine, o) for o in theirs):
-            return True
-    return False
+def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Contradiction:
+    """A claim that negates what its evidence states, or states what the evidence negates;
+    `flipped` holds the words whose polarity differs."""
+    return Contradiction(
+        "negation",
+        _around(claim_text, flipped),
+        _around(evidence_text, flipped),
+        claim_text,
+        evidence_text,
+    )
+
+
+def _around(text: str, words: frozenset[str]) -> str:
+    """The words of `text` from a negation before the first of `words` to two after it."""
+    raw = tokens(text)
+    spans = token_spans(text)
+    folded = [fold(t) for t in raw]
+    roots = {stem(w) for w in words}
+    hit = next((i for i, w in enumerate(folded) if w in words or stem(w) in roots), None)
+    if hit is None:
+        return text
+    start = hit
+    for k in range(hit - 1, max(-1, hit - 4), -1):
+        if is_negation(folded[k]):
+            start = k
+            break
+    end = min(len(raw), hit + 3)
+    return f'"{text[spans[start][0] : spans[end - 1][1]]}"'

@@ -1,8 +1,8 @@
 """Support features of a response against its retrieved context.
 
 Every response sentence is checked for content words, numbers and names that the context
-(or the question) does not contain, and for its embedding similarity to the closest context
-sentence. The per-sentence findings feed both
+(or the question) does not contain, for negation its closest evidence does not share, and for
+its embedding similarity to the closest context sentence. The per-sentence findings feed both
 the record-level feature vector (scored by the shipped model) and the list of unsupported
 sentences shown to operators.
 """
@@ -20,6 +20,12 @@ from monitor.detector import contradiction, slots, substitution
 from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
+from monitor.detector.polarity import (
+    contradicts,
+    negated_words,
+    restates,
+    same_claim,
+)
 from monitor.detector.sentences import Sentence, SentenceCheck, Support
 from monitor.detector.summary import summarise
 from monitor.detector.text import (
@@ -44,6 +50,7 @@ FEATURE_NAMES = (
     "min_sentence_similarity",
     "mean_sentence_similarity",
     "soft_unsupported_count",
+    "negation_mismatches",
     "abstains",
     "content_length",
     "rare_unsupported_count",
@@ -159,6 +166,7 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
+    negated = negated_words(sentence)
     pairs = list(itertools.pairwise(seq))
     return SentenceCheck(
         text=sentence.text,
@@ -168,6 +176,7 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         numbers=numbers,
         unsupported_numbers=bad_numbers,
         unsupported_entities=bad_entities,
+        negated=negated,
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
         novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
@@ -257,6 +266,16 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         best = sims.argmax(axis=1).tolist()  # Python ints: cheaper to index with
         for i, check in enumerate(checks):
             check.similarity = float(sims[i, best[i]])
+            flipped = (
+                contradicts(claims[i], check.negated, evidence[best[i]], embedder)
+                if not check.abstains and same_claim(claims[i], evidence[best[i]], check.similarity)
+                else frozenset()
+            )
+            check.negation_mismatch = bool(flipped)
+            if flipped and restates(claims[i], evidence[best[i]], flipped):
+                contradictions.append(
+                    contradiction.negation(claims[i].text, evidence[best[i]].text, flipped)
+                )
             closest = evidence[best[i]]
             check.evidence = closest.text
             number_conflict = (
@@ -264,7 +283,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 and check.similarity >= _SAME_TOPIC
                 and any(v is not None for v in closest.numbers)
             )
-            check.conflicts = int(bool(number_conflict))
+            check.conflicts = int(bool(number_conflict)) + int(check.negation_mismatch)
         missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
@@ -279,7 +298,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]
                 check.far = [*far, *check.unsupported_numbers]
                 check.specific = {w: embedder.specificity(w) for w in far}
-                extra = len(check.unsupported_numbers)
+                extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = len(far) + extra
                 check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra
                 check.specific_unsupported = (
@@ -288,7 +307,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         else:
             for check in checks:
                 check.far = list(check.unsupported_numbers)
-                extra = len(check.unsupported_numbers)
+                extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = check.rare_unsupported = extra
                 check.specific_unsupported = float(extra)
     else:

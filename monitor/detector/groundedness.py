@@ -2,10 +2,11 @@
 
 First stage: a logistic model over support features (`features.py`): words, numbers and names
 of the response missing from the context, how specific they are, word pairs the context never
-has, numbers that conflict with their evidence, and contradictions (slots, substitutions,
-polarity in other words). A response that contradicts the context on a restated number, date,
-name, word of a closed lexicon or polarity scores `CONTRADICTED` whatever the model says. The
-parameters ship in `groundedness_model.json`, fitted by `training/train_detector.py`.
+has, numbers that conflict with their evidence, negation flips, and contradictions (slots,
+substitutions, polarity in other words). A response that contradicts the context on a restated
+number, date, name, word of a closed lexicon or polarity scores `CONTRADICTED` whatever the
+model says. The parameters ship in `groundedness_model.json`, fitted by
+`training/train_detector.py`.
 
 Second stage: a score the first stage leaves in the uncertain band (and no decisive
 contradiction) is rescored with the sentence-pair model of `pair_model.py` reading the
@@ -19,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,6 +44,11 @@ THIN_CLAUSE = 0.8
 # Response sentences the second stage reads (the least supported ones first).
 PAIRS = 2
 
+# What set a score: a decisive contradiction (`CONTRADICTED`), a one-sentence answer naming
+# what the context never mentions (`UNSUPPORTED_NAME`), or the model's counts (with the
+# invented clauses' factor, and the second stage where it rescored).
+Decision = Literal["contradiction", "unsupported_name", "model"]
+
 
 @dataclass(frozen=True, slots=True)
 class GroundednessVerdict:
@@ -56,6 +62,7 @@ class GroundednessVerdict:
     contradictions: tuple[Contradiction, ...] = ()
     # Whether the second stage rescored the record (its first-stage score was uncertain).
     rescored: bool = False
+    decided_by: Decision = "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +138,18 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     # also where the answer's value is nowhere in the context: the answer put a name, number
     # or date of its own where the context has another.
     decided = any(c.decisive or c.invented for c in analysis.contradictions)
+    decided_by: Decision = "model"
     if decided:
         grounded = min(grounded, CONTRADICTED)
-    if len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
-        grounded = min(grounded, UNSUPPORTED_NAME)
+        decided_by = "contradiction"
+    elif len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
+        if grounded > UNSUPPORTED_NAME:
+            grounded = UNSUPPORTED_NAME
+            decided_by = "unsupported_name"
     grounded *= clause_factor(analysis.sentences)
     contradicted = {c.claim for c in analysis.contradictions}
-    flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted]
+    named = decided_by == "unsupported_name"
+    flagged = [s for s in analysis.sentences if s.flagged or s.text in contradicted or named]
     terms: list[str] = []
     seen: set[str] = set()
     for s in flagged:
@@ -149,9 +161,15 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
         score=grounded,
         unsupported=tuple(s.text for s in flagged),
         unsupported_terms=tuple(terms),
-        contradictions=tuple(analysis.contradictions),
+        # Decisive contradictions first: they are what decided.
+        contradictions=tuple(sorted(analysis.contradictions, key=_not_decisive)),
+        decided_by=decided_by,
     )
     return FirstStage(verdict, weakest_pairs(analysis.sentences), decided)
+
+
+def _not_decisive(found: Contradiction) -> bool:
+    return not (found.decisive or found.invented)
 
 
 def in_band(score: float) -> bool:

@@ -96,15 +96,16 @@ class SentenceCheck:
     numbers: int
     unsupported_numbers: list[str]
     unsupported_entities: list[str]
+    negated: frozenset[str]
     abstains: bool
     bigrams: int
     novel_bigrams: int
     similarity: float = 0.0
+    negation_mismatch: bool = False
     soft_unsupported: int = 0
     rare_unsupported: int = 0
     specific_unsupported: float = 0.0
-    # Whether the claim contradicts its closest evidence: a number the context lacks, in a claim
-    # close to a context sentence that has another number.
+    # Claims that contradict their closest evidence: a different number, or a flipped negation.
     conflicts: int = 0
     # Numbers that restate another of the sentence in another unit ("12 miles (19 km)").
     converted: list[str] = field(default_factory=list)
@@ -126,7 +127,7 @@ class SentenceCheck:
         """Whether an operator should see this sentence as not backed by the context."""
         if self.abstains or self.content == 0:
             return False
-        if self.unsupported_numbers:
+        if self.unsupported_numbers or self.negation_mismatch:
             return True
         if self.unsupported_entities and self.soft_unsupported:
             return True

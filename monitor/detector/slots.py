@@ -23,17 +23,20 @@ from monitor.detector.text import (
     tokens,
 )
 
-MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
+# Each month's names, full and short, with its number.
 _MONTH_NUMBER = {
-    m: i % 12 + 1
-    for i, m in enumerate(
-        "january february march april may june july august september october november "
-        "december jan feb mar apr may jun jul aug sep oct nov dec".split()
+    name: number
+    for number, names in enumerate(
+        (
+            "january jan", "february feb", "march mar", "april apr", "may", "june jun",
+            "july jul", "august aug", "september sep sept", "october oct", "november nov",
+            "december dec",
+        ),
+        start=1,
     )
-}
+    for name in names.split()
+}  # fmt: skip
+MONTHS = frozenset(_MONTH_NUMBER)
 _SCALES = {
     "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9, "mn": 1e6,
     "mln": 1e6, "k": 1e3,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
+from monitor.detector.embedding import shared_embedder
 from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
@@ -42,6 +43,9 @@ _FRAME = 2
 # sentence's own content words the claim restates.
 _FLIP_RESTATED = 0.66
 _BOTH_WAYS = 0.5
+# For a polarity flip, a claim word this close (word vectors) to a word of the sentence is
+# restated in other words ("bikes" and "bicycles").
+_FLIP_SYNONYM = 0.7
 _OPPOSITE_PAIRS = """
 east west | north south | northeast southwest | northwest southeast | eastern western |
 northern southern | upstream downstream | above below | upper lower | top bottom |
@@ -215,7 +219,7 @@ def _share(frames: tuple[set[str], ...], sentence: _Words, claim: _Words) -> flo
 def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
     """The share of the frame the sentence restates; nothing unless it restates two words,
     one of them the claim's own (not only the question's)."""
-    shared = frame & sentence.stems
+    shared = _restated_words(frame, sentence) if len(frame) <= _ROOTED else frame & sentence.stems
     if len(shared) < _FRAME or not shared & claim.stems:
         return 0.0
     return len(shared) / len(frame)
@@ -224,6 +228,9 @@ def _share_of(frame: set[str], sentence: _Words, claim: _Words) -> float:
 # A claim of at most this many content words besides an opposite is checked against the
 # context's only opposite of it (`_sole_opposite`).
 _SOLE_FRAME = 4
+# A frame this short is compared by roots too: each of its few words must count, however
+# it is inflected; a longer one restates enough words as written.
+_ROOTED = 6
 
 
 def _frame(claim: _Words, question: _Words, own: set[str]) -> tuple[set[str], ...]:
@@ -332,6 +339,31 @@ def _verbal_negation(sentence: _Words) -> bool:
     )
 
 
+def _restated_words(frame: set[str], sentence: _Words) -> set[str]:
+    """The frame's words the sentence has as written (or by their roots)."""
+    return {w for w in frame if w in sentence.stems or root(w) in sentence.roots}
+
+
+def _synonym_share(frame: set[str], written: set[str], sentence: _Words, claim: _Words) -> float:
+    """`_share_of`, a claim word also counted when a word of the sentence is close to it
+    (word vectors): the same proposition in other words. At least two words restated, one
+    of them as written (`written`: `_restated_words`)."""
+    if not written:
+        return 0.0
+    rest = sorted({w for w in claim.words if w.isalpha() and stem(w) in frame - written})
+    theirs = sorted({w for w in sentence.words if w.isalpha() and w not in STOPWORDS})
+    close = 0
+    if rest and theirs:
+        embedder = shared_embedder()
+        sims = embedder.word_vectors(rest) @ embedder.word_vectors(theirs).T
+        close = len(
+            {stem(w) for w, row in zip(rest, sims, strict=True) if row.max() >= _FLIP_SYNONYM}
+        )
+    if len(written) + close < _FRAME:
+        return 0.0
+    return (len(written) + close) / len(frame)
+
+
 def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     """A claim that restates a context sentence with the opposite polarity in other words
     ("Dogs may walk the trails" against "Dogs are not permitted on the trails"): one side
@@ -349,12 +381,13 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     same = 0.0
     for sentence in (_read(t) for t in context):
         share = _share_of(frame, sentence, claim)
-        if not share:
-            continue  # a sentence that restates too little of the claim backs and flips nothing
+        written = _restated_words(frame, sentence)
+        if not share and not written:
+            continue  # a sentence that restates nothing of the claim backs and flips nothing
         # The same proposition both ways: the sentence says little besides the claim.
         theirs, negatives = _polarity_words(sentence.text)
-        if len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS:
-            continue
+        if share and (len(theirs) > _SHORT or len(frame & theirs) / len(theirs) < _BOTH_WAYS):
+            share = 0.0
         if negatives == mine:
             same = max(same, share)
             continue
@@ -366,6 +399,8 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
             continue
         if not _verbal_negation(negating):
             continue
+        if share < _FLIP_RESTATED and len(theirs) <= _SHORT:
+            share = _synonym_share(frame, written, sentence, claim)
         if share >= _FLIP_RESTATED and (best is None or share > best[0]):
             best = (share, sentence)
     if best is None or same >= best[0]:

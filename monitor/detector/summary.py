@@ -10,13 +10,13 @@ from monitor.detector.sentences import SentenceCheck
 
 
 def summarise(checks: list[SentenceCheck]) -> np.ndarray:
-    """The first 20 features of `features.FEATURE_NAMES`, in that order, from the checks of
+    """The first 21 features of `features.FEATURE_NAMES`, in that order, from the checks of
     a response's sentences (an abstaining sentence counts only as an abstention)."""
     claims = [c for c in checks if not c.abstains]
     # The integer counts in one pass (an integer sum is the same in any order); sums of
     # floats stay `sum` over the claims in order.
     content = unsupported = unsupported_context = numbers = bad_numbers = bigrams = 0
-    entities = soft = rare = novel = conflicts = 0
+    entities = soft = rare = novel = mismatches = conflicts = 0
     for c in claims:
         content += c.content
         unsupported += len(c.unsupported)
@@ -28,6 +28,7 @@ def summarise(checks: list[SentenceCheck]) -> np.ndarray:
         soft += c.soft_unsupported
         rare += c.rare_unsupported
         novel += c.novel_bigrams
+        mismatches += c.negation_mismatch
         conflicts += c.conflicts
     specific = sum(c.specific_unsupported for c in claims)
     sims = [c.similarity for c in claims if c.content]
@@ -48,6 +49,7 @@ def summarise(checks: list[SentenceCheck]) -> np.ndarray:
         min(sims, default=1.0),
         float(np.add.reduce(np.array(sims, dtype=np.float64))) / len(sims) if sims else 1.0,
         logs[3],
+        float(mismatches),
         1.0 if len(claims) < len(checks) else 0.0,
         logs[4],
         logs[5],

@@ -12,6 +12,7 @@ from monitor.records import Part, RagRecord
 from monitor.results import SEVERITIES, EvalResult, Severity, severity_bucket
 
 if TYPE_CHECKING:  # the detector loads where records are scored, not at import
+    from monitor.detector.contradiction import Contradiction
     from monitor.detector.groundedness import GroundednessVerdict
 
 _MAX_LISTED = 5
@@ -58,11 +59,25 @@ class _LocalEvaluator:
         return EvalResult.verdict(self.name, value, self.threshold, explanation)
 
 
+def asked(record: RagRecord) -> str:
+    """What the groundedness check reads as the question: earlier turns count as support
+    too, since an answer may repeat what the user said before."""
+    return "\n".join([*(m.content for m in record.history), record.query or ""])
+
+
+def _disagreements(verdict: GroundednessVerdict) -> list[Contradiction]:
+    """Contradictions that did not decide the score: counted by the model, shown as possible."""
+    return [c for c in verdict.contradictions if not (c.decisive or c.invented)]
+
+
 def _failing_explanation(verdict: GroundednessVerdict) -> str:
-    """What decided first: the contradictions, then the unsupported sentences and terms."""
+    """What decided first: the deciding contradictions, or the unsupported sentences and the
+    terms the context lacks (a name the context never mentions first, where it decided);
+    contradictions that did not decide come last, as possible disagreements."""
     parts = []
-    if verdict.contradictions:
-        shown = "; ".join(c.describe() for c in verdict.contradictions[:_MAX_LISTED])
+    if verdict.decided_by == "contradiction":
+        deciding = [c for c in verdict.contradictions if c.decisive or c.invented]
+        shown = "; ".join(c.describe() for c in deciding[:_MAX_LISTED])
         parts.append(f"contradicted: {shown}")
     if verdict.unsupported:
         listed = "; ".join(_clip(s) for s in verdict.unsupported[:_MAX_LISTED])
@@ -71,9 +86,15 @@ def _failing_explanation(verdict: GroundednessVerdict) -> str:
         if verdict.unsupported_terms:
             terms = ", ".join(verdict.unsupported_terms[: 3 * _MAX_LISTED])
             parts.append(f"not in the context: {terms}")
+    if not parts:
+        parts.append("fail: no single sentence stands out; the answer as a whole")
+    possible = _disagreements(verdict)
+    if possible:
+        shown = "; ".join(c.describe() for c in possible[:_MAX_LISTED])
+        parts.append(f"a possible disagreement, not decisive: {shown}")
     if verdict.rescored:
         parts.append("uncertain: rescored by the sentence-pair model")
-    return " | ".join(parts) or "fail: no single sentence stands out; the answer as a whole"
+    return " | ".join(parts)
 
 
 def _passing_explanation(verdict: GroundednessVerdict) -> str:
@@ -107,10 +128,8 @@ class LocalGroundedness(_LocalEvaluator):
         from monitor.detector import score_groundedness
 
         assert record.response is not None
-        # Earlier turns count as support too: an answer may repeat what the user said before.
-        asked = "\n".join([*(m.content for m in record.history), record.query or ""])
         verdict = score_groundedness(
-            asked, record.context_text, record.response, second_stage=self.second_stage
+            asked(record), record.context_text, record.response, second_stage=self.second_stage
         )
         if verdict.score >= self.threshold:
             explanation = _passing_explanation(verdict)

@@ -162,12 +162,11 @@ def _decisive(query: str, context: str, answer: str) -> list[str]:
 def test_a_lone_month_is_not_decisive() -> None:
     # The month is what the sentence is about, not the value it states.
     context = "The warmest monthly average in Portvale for September is 19 degrees."
-    assert (
-        _decisive(
-            "How warm does it get?", context, "The warmest monthly average is 23 degrees in July."
-        )
-        == []
+    verdict = score_groundedness(
+        "How warm does it get?", [context], "The warmest monthly average is 23 degrees in July."
     )
+    months = [c for c in verdict.contradictions if c.kind == "date"]
+    assert months != [] and not any(c.decisive for c in months)
 
 
 def test_a_flip_needs_the_evidence_to_restate_the_claim() -> None:
@@ -286,3 +285,14 @@ def test_a_name_moved_from_another_role_is_read_across_verb_forms() -> None:
     assert verdict.contradictions[0].describe() == (
         "answer says Yusuf Varane; context says Konrad Elbova"
     )
+
+
+def test_every_short_month_name_is_read_as_its_month() -> None:
+    months = [s for s in parse("The fair opened on 12 Sept 2021.").slots if s.kind == "month"]
+    assert [m.value for m in months] == [9.0]
+    verdict = score_groundedness(
+        "When did the fair open?", ["The fair opened on 12 Sept 2021."], "It opened on 12 Oct 2021."
+    )
+    assert [c.describe() for c in verdict.contradictions][:1] == [
+        "answer says 12 Oct 2021; context says 12 Sept 2021"
+    ]

@@ -1,7 +1,8 @@
 """Errors worded otherwise than the context: roles by verb or possessive, a number moved onto
-another noun of its sentence, an opposite in a short claim, a shared first name, and a clause
-half of whose words the context lacks (and one a context sentence restates in other words, or
-an offer of help, that is not invented)."""
+another noun of its sentence, an opposite in a short claim, a shared first name, a clause half
+of whose words the context lacks (and one a context sentence restates in other words, or an
+offer of help, that is not invented), a unit swapped in a short claim, and a polarity flipped
+in a short claim or in other words."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ def test_a_number_moved_onto_the_other_noun_of_its_sentence_fails() -> None:
     assert not _fails("How big?", CHOIR, "The choir has 9 sopranos and 17 basses.")
 
 
+def test_a_unit_swapped_in_a_short_restated_claim_fails() -> None:
+    assert _fails("How long?", CHOIR, "Rehearsals last 4 days.")
+    assert not _fails("How long?", CHOIR, "Rehearsals last 4 hours.")
+
+
 def test_an_opposite_in_a_short_claim_against_the_context_s_only_one_fails() -> None:
     context = ["The Dreacre Brewery brews ale in an old mill. The taproom is outside the old mill."]
     assert _fails("Where is the taproom?", context, "The taproom is located inside it.")
@@ -106,6 +112,27 @@ def test_an_offer_of_help_is_not_an_invented_clause() -> None:
     )
     checks = analyse("What is Gemini?", context, invented, shared_embedder()).sentences
     assert [c for s in checks for c in s.invented] != []
+
+
+def test_a_polarity_flip_restated_with_a_synonym_fails() -> None:
+    ferry = [
+        "Tordahl Ferries runs the crossing between Kelport and Marvale. Boats leave Kelport "
+        "every 40 minutes. Bicycles are allowed on board. The first boat sailed in 1921."
+    ]
+    assert _fails("Can I bring my bike?", ferry, "Bikes are not allowed on the boats.")
+    assert not _fails("Can I bring my bike?", ferry, "Bikes are allowed on the boats.")
+
+
+def test_a_short_claim_with_its_polarity_flipped_fails() -> None:
+    harbour = [
+        "Kelacre Harbour is a fishing port near Wescrag. Swimming is allowed in the harbour. "
+        "Pupils of the sailing school are required to wear life jackets."
+    ]
+    # Two content words, one of them the flipped one, inflected otherwise ("swim").
+    assert _fails("Can I swim?", harbour, "You may not swim in the harbour.")
+    assert not _fails("Can I swim?", harbour, "You may swim in the harbour.")
+    assert _fails("Are jackets required?", harbour, "Life jackets are not required.")
+    assert not _fails("Are jackets required?", harbour, "Life jackets are required.")
 
 
 LIBRARY = [
