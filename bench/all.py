@@ -114,9 +114,7 @@ def pool_rows(rounds: int = 6) -> list[Row]:
     and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
     from bench import worker_pool as pool
 
-    traces = pool.traces(320)
-    batches = [traces[i : i + pool.BATCH] for i in range(0, len(traces), pool.BATCH)]
-    result = asyncio.run(pool.scaling(2, batches, rounds))
+    result = asyncio.run(pool.scaling(2, 320, rounds))
     return [
         ("sampled traces extracted and scored, 2 worker processes", statistics.median(result["many"]),
          "traces/s", "1 worker process, in turns", statistics.median(result["one"]),

@@ -11,7 +11,8 @@ whose `rag.*` attributes give a 500-word context in two documents and a 60-word 
 16 as the evaluation stage sends them, as many batches at once as the pool has slots
 (`DEPTH` per worker): extraction and scoring in one task, the records and results back.
 Both pools are started first and then measured in turns, so that on a shared machine both
-rates of a round see the same minutes; the scaling is the median of the rounds' ratios.
+rates of a round see the same minutes, each round on texts neither pool has read; the
+scaling is the median of the rounds' ratios.
 Also prints the resident memory (VmRSS) of this process and of each worker once warm.
 """
 
@@ -69,11 +70,12 @@ def _kv(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def traces(n: int) -> list[Trace]:
-    """`n` one-span RAG traces, decoded as the OTLP receivers decode them."""
+def traces(n: int, seed: int = 7) -> list[Trace]:
+    """`n` one-span RAG traces, decoded as the OTLP receivers decode them; another seed
+    gives other texts."""
     from bench import detector_quality
 
-    rng = random.Random(7)
+    rng = random.Random(seed)
     spans = []
     for _ in range(n):
         context = detector_quality._synthetic(rng, 500)
@@ -168,20 +170,27 @@ async def throughput(processes: int, batch_list: list[list[Trace]]) -> dict[str,
     return {"traces_per_s": rate, **rss}
 
 
-async def scaling(
-    processes: int, batch_list: list[list[Trace]], rounds: int
-) -> dict[str, list[float]]:
+def batches(n: int, seed: int) -> list[list[Trace]]:
+    """`n` traces (`traces`) in batches of `BATCH`, as the evaluation stage sends them."""
+    made = traces(n, seed)
+    return [made[i : i + BATCH] for i in range(0, len(made), BATCH)]
+
+
+async def scaling(processes: int, n: int, rounds: int) -> dict[str, list[float]]:
     """A pool of 1 worker and one of `processes`, both started (idle workers cost no
     CPU), measured in turns (1, N, N, 1, ...) so that both see the machine of the same
-    minutes; per round the two rates and their ratio."""
+    minutes; per round the two rates and their ratio. Each round's `n` traces are new
+    texts, the same for both pools: the detector caches what it read of a text, so a
+    worker given texts it has seen would score them faster than a fresh one."""
     one, many = Pool(1), Pool(processes)
     out: dict[str, list[float]] = {"one": [], "many": [], "ratio": []}
     try:
-        await _warm(one, batch_list)
-        await _warm(many, batch_list)
+        await _warm(one, batches(n, seed=1_000))
+        await _warm(many, batches(n, seed=1_001))
         for i in range(rounds):
             order = (one, many) if i % 2 == 0 else (many, one)
-            rates = {id(pool): await _drain(pool, batch_list) for pool in order}
+            fresh = batches(n, seed=i)
+            rates = {id(pool): await _drain(pool, fresh) for pool in order}
             out["one"].append(rates[id(one)])
             out["many"].append(rates[id(many)])
             out["ratio"].append(rates[id(many)] / rates[id(one)])
@@ -201,15 +210,13 @@ def main() -> None:
     _docs.add_flag(parser)
     args = parser.parse_args()
     print(_docs.machine())
-    made = traces(args.records)
-    batches = [made[i : i + BATCH] for i in range(0, len(made), BATCH)]
     memory: dict[int, str] = {}
     for processes in (1, args.processes):
-        row = asyncio.run(throughput(processes, batches))
+        row = asyncio.run(throughput(processes, batches(args.records, seed=7)))
         memory[processes] = ", ".join(
             f"{k.removesuffix('_rss_mb')} {v:.0f}" for k, v in row.items() if k.endswith("_mb")
         )
-    result = asyncio.run(scaling(args.processes, batches, args.rounds))
+    result = asyncio.run(scaling(args.processes, args.records, args.rounds))
     for one, many, ratio in zip(result["one"], result["many"], result["ratio"], strict=True):
         print(
             f"round: 1 worker {one:.1f} traces/s, {args.processes} workers {many:.1f}: "
