@@ -31,6 +31,8 @@ from pydantic import (
     field_validator,
 )
 
+from monitor._nesting import MAX_DEPTH, within_depth
+
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
 
@@ -76,6 +78,9 @@ class ContextDoc(BaseModel):
 # reasons: `monitor/processors/trace/_suspect.py`); such a record is not evaluated unless
 # `pipeline.evaluate_suspect_records`.
 EXTRACTION_SUSPECT = "extraction_suspect"
+# `metadata` key: why some attribute values of the record's trace were not read
+# (`monitor._nesting.REASONS`, comma-separated): they were read as text or left out.
+UNREAD_VALUES = "unread_values"
 
 
 class RagRecord(BaseModel):
@@ -310,6 +315,9 @@ def _docs(raw: Any, where: str) -> list[dict[str, Any]]:
             doc["score"] = float(score)
         metadata = item.get("metadata")
         if isinstance(metadata, dict):
+            if not within_depth(metadata, MAX_DEPTH - 1):
+                path = ".".join((where, str(i), "metadata"))
+                raise RecordError("invalid_field", f"{path}: nested deeper than {MAX_DEPTH}")
             doc["metadata"] = metadata
         docs.append(doc)
     return docs

@@ -14,11 +14,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from monitor._nesting import MAX_DEPTH
 from monitor.spans._span import (
     _EMPTY_IDS,
     _HAS_IS_REMOTE,
     _IS_REMOTE,
     _STATUS_ERROR,
+    _TOO_DEEP,
     Decoded,
     DecodeError,
     Span,
@@ -51,7 +53,9 @@ def _json_int(value: Any, where: str) -> int:
         raise DecodeError("bad_json", f"{where}: expected an integer, got {value!r:.40}") from None
 
 
-def _json_any(value: Any, where: str) -> Any:
+def _json_any(value: Any, where: str, depth: int = 1) -> Any:
+    """An OTLP/JSON `AnyValue` → Python value; an array or kvlist nested deeper than
+    `MAX_DEPTH` is `_TOO_DEEP` (a bad value of its attribute, left out)."""
     if not isinstance(value, dict):
         raise DecodeError("bad_json", f"{where}: expected an AnyValue object")
     if "stringValue" in value:
@@ -63,13 +67,21 @@ def _json_any(value: Any, where: str) -> Any:
         return float(raw) if isinstance(raw, int | float | str) else None
     if "boolValue" in value:
         return bool(value["boolValue"])
-    if "arrayValue" in value:
-        values = (value["arrayValue"] or {}).get("values") or []
-        return [_json_any(v, f"{where}.arrayValue.values[{i}]") for i, v in enumerate(values)]
-    if "kvlistValue" in value:
-        return _json_attributes(
-            (value["kvlistValue"] or {}).get("values") or [], f"{where}.kvlistValue"
+    if "arrayValue" in value or "kvlistValue" in value:
+        if depth > MAX_DEPTH:
+            return _TOO_DEEP
+        if "arrayValue" in value:
+            values = (value["arrayValue"] or {}).get("values") or []
+            items = [
+                _json_any(v, f"{where}.arrayValue.values[{i}]", depth + 1)
+                for i, v in enumerate(values)
+            ]
+            return _TOO_DEEP if any(v is _TOO_DEEP for v in items) else items
+        inner: list[str] = []
+        pairs = _json_attributes(
+            (value["kvlistValue"] or {}).get("values") or [], f"{where}.kvlistValue", inner, depth
         )
+        return _TOO_DEEP if inner else pairs
     if "bytesValue" in value:
         try:
             return base64.b64decode(value["bytesValue"], validate=True).hex()
@@ -78,7 +90,11 @@ def _json_any(value: Any, where: str) -> Any:
     return None
 
 
-def _json_attributes(kvs: Any, where: str) -> dict[str, Any]:
+def _json_attributes(
+    kvs: Any, where: str, unread: list[str] | None = None, depth: int = 0
+) -> dict[str, Any]:
+    """OTLP/JSON key/value objects → Python values; a value nested too deeply is left out
+    and `too_deep` appended to `unread`."""
     if not isinstance(kvs, list):
         raise DecodeError("bad_json", f"{where}: expected a list of key/value objects")
     out: dict[str, Any] = {}
@@ -86,8 +102,13 @@ def _json_attributes(kvs: Any, where: str) -> dict[str, Any]:
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
             raise DecodeError("bad_json", f"{where}[{i}]: expected an object with a string key")
         value = kv.get("value")
-        if value is not None:
-            out[kv["key"]] = _json_any(value, f"{where}[{i}].value")
+        if value is None:
+            continue
+        parsed = _json_any(value, f"{where}[{i}].value", depth + 1)
+        if parsed is not _TOO_DEEP:
+            out[kv["key"]] = parsed
+        elif unread is not None:
+            unread.append(parsed.reason)
     return out
 
 
@@ -167,6 +188,7 @@ def _decode_json(data: Any) -> Decoded:
                     message = message or f"{where}: trace_id and span_id must not be all zeros"
                     continue
                 events = []
+                unread: list[str] = []
                 for e, ev in enumerate(_json_list(sp, "events", "events", where)):
                     if not isinstance(ev, dict):
                         raise DecodeError("bad_json", f"{where}.events[{e}]: expected an object")
@@ -177,7 +199,9 @@ def _decode_json(data: Any) -> Decoded:
                                 _get(ev, "timeUnixNano", "time_unix_nano"), f"{where}.events[{e}]"
                             ),
                             _json_attributes(
-                                ev.get("attributes") or [], f"{where}.events[{e}].attributes"
+                                ev.get("attributes") or [],
+                                f"{where}.events[{e}].attributes",
+                                unread,
                             ),
                         )
                     )
@@ -199,13 +223,14 @@ def _decode_json(data: Any) -> Decoded:
                             f"{where}.endTimeUnixNano",
                         ),
                         attributes=_json_attributes(
-                            sp.get("attributes") or [], f"{where}.attributes"
+                            sp.get("attributes") or [], f"{where}.attributes", unread
                         ),
                         events=events,
                         error=code in (_STATUS_ERROR, "STATUS_CODE_ERROR"),
                         service=service,
                         parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
                         resource=resource,
+                        unread=tuple(unread),
                     )
                 )
     return Decoded(spans, rejected, message)

@@ -35,6 +35,8 @@ from monitor.spans._span import (
     Span,
     SpanEvent,
     _any_value,
+    _key_values,
+    _Unread,
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"
@@ -60,9 +62,12 @@ def _event_span(
     service: str,
     resource: dict[str, Any],
     index: int,
+    unread: list[str],
 ) -> Span:
     attrs = dict(attributes)
-    if body is not None:
+    if isinstance(body, _Unread):
+        unread = [*unread, body.reason]
+    elif body is not None:
         attrs["body"] = body
     # A stable id of its own, so that the same record sent twice is one span.
     digest = hashlib.blake2b(
@@ -79,6 +84,7 @@ def _event_span(
         events=[SpanEvent(name, time_unix_nano, attrs)],
         service=service,
         resource=resource,
+        unread=tuple(unread),
     )
 
 
@@ -90,22 +96,23 @@ def _refusal(name: str, has_context: bool) -> str | None:
     return None
 
 
-def decode_logs_protobuf(body: bytes) -> Decoded:
+def decode_logs_protobuf(payload: bytes) -> Decoded:
     """Decode an OTLP/protobuf `ExportLogsServiceRequest`."""
     request = ExportLogsServiceRequest()
     try:
-        request.ParseFromString(body)
+        request.ParseFromString(payload)
     except ProtobufDecodeError as exc:
         raise DecodeError("bad_protobuf", f"body is not an OTLP logs request: {exc}") from None
     spans: list[Span] = []
     rejected = 0
     message = ""
     for rl in request.resource_logs:
-        resource = {kv.key: _any_value(kv.value) for kv in rl.resource.attributes}
+        resource = _key_values(rl.resource.attributes)
         service = str(resource.get("service.name") or "unknown")
         for sl in rl.scope_logs:
             for i, record in enumerate(sl.log_records):
-                attrs = {kv.key: _any_value(kv.value) for kv in record.attributes}
+                unread: list[str] = []
+                attrs = _key_values(record.attributes, unread)
                 name = record.event_name or str(attrs.pop("event.name", ""))
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
@@ -119,11 +126,11 @@ def decode_logs_protobuf(body: bytes) -> Decoded:
                     rejected += 1
                     message = message or refusal
                     continue
-                body_value = _any_value(record.body) if record.HasField("body") else None
+                body = _any_value(record.body) if record.HasField("body") else None
                 when = record.time_unix_nano or record.observed_time_unix_nano
                 spans.append(
                     _event_span(
-                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
+                        trace_id, span_id, name, when, attrs, body, service, resource, i, unread
                     )
                 )
     return Decoded(spans, rejected, message)
@@ -156,7 +163,10 @@ def _decode_logs_json(data: Any) -> Decoded:
                 lwhere = f"{swhere}.logRecords[{i}]"
                 if not isinstance(record, dict):
                     raise DecodeError("bad_json", f"{lwhere}: expected an object")
-                attrs = _json_attributes(record.get("attributes") or [], f"{lwhere}.attributes")
+                unread: list[str] = []
+                attrs = _json_attributes(
+                    record.get("attributes") or [], f"{lwhere}.attributes", unread
+                )
                 name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
                 trace_id = _hex_id(
                     _get(record, "traceId", "trace_id"), 16, f"{lwhere}.traceId", optional=True
@@ -169,9 +179,7 @@ def _decode_logs_json(data: Any) -> Decoded:
                     rejected += 1
                     message = message or refusal
                     continue
-                body_value = (
-                    _json_any(record["body"], f"{lwhere}.body") if "body" in record else None
-                )
+                body = _json_any(record["body"], f"{lwhere}.body") if "body" in record else None
                 when = _json_int(
                     _get(record, "timeUnixNano", "time_unix_nano")
                     or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
@@ -180,7 +188,7 @@ def _decode_logs_json(data: Any) -> Decoded:
                 )
                 spans.append(
                     _event_span(
-                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
+                        trace_id, span_id, name, when, attrs, body, service, resource, i, unread
                     )
                 )
     return Decoded(spans, rejected, message)

@@ -7,11 +7,18 @@ from __future__ import annotations
 import logging
 from collections import Counter as Tally
 
+from monitor._nesting import REASONS
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.processors.trace._extract import Unreadable
 from monitor.processors.trace._suspect import GUIDANCE
-from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
+from monitor.records import (
+    EXTRACTION_SUSPECT,
+    UNREAD_VALUES,
+    RagRecord,
+    SizeLimits,
+    bound_record,
+)
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
@@ -47,6 +54,12 @@ class Outcomes:
             "records_suspect",
             "Records whose extraction looks wrong (extraction_suspect), by reason; not "
             "evaluated unless pipeline.evaluate_suspect_records.",
+            ("service", "reason"),
+        )
+        self.partly_read = telemetry.counter(
+            "records_partly_read",
+            "Records built from a trace some of whose attribute values could not be read "
+            "(nested too deeply, not a valid value): read as text or left out, by reason.",
             ("service", "reason"),
         )
         # Per service (capped): sampled traces that gave no record while the service has
@@ -93,6 +106,9 @@ class Outcomes:
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
+        unread = record.metadata.get(UNREAD_VALUES)
+        if unread is not None:
+            self._partly_read(record, service, unread)
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
             reason = reason if reason in GUIDANCE else "other"  # a record's own metadata
@@ -107,6 +123,19 @@ class Outcomes:
                 reason,
                 GUIDANCE.get(reason, "see the README's 'Tracing your app'"),
             )
+
+    def _partly_read(self, record: RagRecord, service: str, unread: str) -> None:
+        reasons = {r if r in REASONS else "other" for r in unread.split(",")}
+        for reason in sorted(reasons):
+            self._t.child(self.partly_read, service, reason).inc()
+        self.warn.warning(
+            f"unread/{service}",
+            "service %r: record %s: some attribute values of its trace could not be read "
+            "(%s): they were read as text or left out (records_partly_read_total)",
+            service,
+            record.request_id,
+            unread,
+        )
 
     def unsampled_by_service(self, unsampled: Tally[str]) -> None:
         for service, n in unsampled.items():
@@ -146,9 +175,7 @@ class Outcomes:
         if len(self._speaking) > bound:
             self._speaking = {s for s in self._speaking if s == OVERFLOW or cap.holds(s)}
         if len(self._silent) > bound:
-            self._silent = {
-                s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)
-            }
+            self._silent = {s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)}
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
