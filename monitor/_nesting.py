@@ -1,14 +1,15 @@
-"""How deep a value read from input may be nested, and the tally of values that were not
-read because of it.
+"""How deep a value read from input may be nested and how many values a structured one
+may hold, and the tally of values that were not read because of it.
 
 A value nested deeper than `MAX_DEPTH` (a JSON string in an attribute, a structured OTLP
 attribute, a record's document metadata) is a bad value of its own: it is read as the
 text it came as or left out, never handed to code that walks it recursively (serialisers,
 pickling, pydantic), where it would fail the whole trace or record. Real instrumentations
-nest a few levels (a serialized LangChain message is about eight).
+nest a few levels (a serialized LangChain message is about eight). A structured OTLP value
+holding more than `MAX_ITEMS` values is left out the same way, found before it is parsed.
 
 While a trace is read (`noting_unread`), each value left unread is noted with its reason
-(`too_deep`, `corrupt`), so the records built from it can say so.
+(`too_deep`, `too_large`, `corrupt`), so the records built from it can say so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from contextvars import ContextVar
 from typing import Any
 
 MAX_DEPTH = 64
-REASONS = ("corrupt", "too_deep")
+# Values (nested ones included) in one structured attribute value: a GenAI message or a
+# list of documents holds hundreds; millions of numbers cost seconds and hundreds of
+# megabytes to turn into Python objects.
+MAX_ITEMS = 10_000
+REASONS = ("corrupt", "too_deep", "too_large")
 
 _noted: ContextVar[Counter[str] | None] = ContextVar("unread_values", default=None)
 

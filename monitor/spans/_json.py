@@ -14,17 +14,20 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from monitor._nesting import MAX_DEPTH
+from monitor._nesting import MAX_DEPTH, MAX_ITEMS
 from monitor.spans._span import (
     _EMPTY_IDS,
     _HAS_IS_REMOTE,
     _IS_REMOTE,
     _STATUS_ERROR,
     _TOO_DEEP,
+    _TOO_LARGE,
+    _UNREAD,
     Decoded,
     DecodeError,
     Span,
     SpanEvent,
+    _Unread,
 )
 
 
@@ -53,9 +56,11 @@ def _json_int(value: Any, where: str) -> int:
         raise DecodeError("bad_json", f"{where}: expected an integer, got {value!r:.40}") from None
 
 
-def _json_any(value: Any, where: str, depth: int = 1) -> Any:
-    """An OTLP/JSON `AnyValue` → Python value; an array or kvlist nested deeper than
-    `MAX_DEPTH` is `_TOO_DEEP` (a bad value of its attribute, left out)."""
+def _json_any(value: Any, where: str, depth: int = 1, budget: list[int] | None = None) -> Any:
+    """An OTLP/JSON `AnyValue` → Python value. An array or kvlist nested deeper than
+    `MAX_DEPTH` is `_TOO_DEEP`, and one holding more than `MAX_ITEMS` values (nested ones
+    included: `budget` is what is left of them) is `_TOO_LARGE`: a bad value of its
+    attribute, left out."""
     if not isinstance(value, dict):
         raise DecodeError("bad_json", f"{where}: expected an AnyValue object")
     if "stringValue" in value:
@@ -70,18 +75,21 @@ def _json_any(value: Any, where: str, depth: int = 1) -> Any:
     if "arrayValue" in value or "kvlistValue" in value:
         if depth > MAX_DEPTH:
             return _TOO_DEEP
-        if "arrayValue" in value:
-            values = (value["arrayValue"] or {}).get("values") or []
+        budget = [MAX_ITEMS] if budget is None else budget
+        kind = "arrayValue" if "arrayValue" in value else "kvlistValue"
+        values = (value[kind] or {}).get("values") or []
+        budget[0] -= len(values)
+        if budget[0] < 0:
+            return _TOO_LARGE
+        if kind == "arrayValue":
             items = [
-                _json_any(v, f"{where}.arrayValue.values[{i}]", depth + 1)
+                _json_any(v, f"{where}.arrayValue.values[{i}]", depth + 1, budget)
                 for i, v in enumerate(values)
             ]
-            return _TOO_DEEP if any(v is _TOO_DEEP for v in items) else items
+            return next((v for v in items if isinstance(v, _Unread)), items)
         inner: list[str] = []
-        pairs = _json_attributes(
-            (value["kvlistValue"] or {}).get("values") or [], f"{where}.kvlistValue", inner, depth
-        )
-        return _TOO_DEEP if inner else pairs
+        pairs = _json_attributes(values, f"{where}.kvlistValue", inner, depth, budget)
+        return _UNREAD[inner[0]] if inner else pairs
     if "bytesValue" in value:
         try:
             return base64.b64decode(value["bytesValue"], validate=True).hex()
@@ -91,10 +99,15 @@ def _json_any(value: Any, where: str, depth: int = 1) -> Any:
 
 
 def _json_attributes(
-    kvs: Any, where: str, unread: list[str] | None = None, depth: int = 0
+    kvs: Any,
+    where: str,
+    unread: list[str] | None = None,
+    depth: int = 0,
+    budget: list[int] | None = None,
 ) -> dict[str, Any]:
-    """OTLP/JSON key/value objects → Python values; a value nested too deeply is left out
-    and `too_deep` appended to `unread`."""
+    """OTLP/JSON key/value objects → Python values; a value that cannot be read (nested
+    too deeply, too many values) is left out and its reason appended to `unread`. Each
+    attribute has its own `MAX_ITEMS`; the values of a kvlist share its `budget`."""
     if not isinstance(kvs, list):
         raise DecodeError("bad_json", f"{where}: expected a list of key/value objects")
     out: dict[str, Any] = {}
@@ -104,8 +117,8 @@ def _json_attributes(
         value = kv.get("value")
         if value is None:
             continue
-        parsed = _json_any(value, f"{where}[{i}].value", depth + 1)
-        if parsed is not _TOO_DEEP:
+        parsed = _json_any(value, f"{where}[{i}].value", depth + 1, budget)
+        if not isinstance(parsed, _Unread):
             out[kv["key"]] = parsed
         elif unread is not None:
             unread.append(parsed.reason)

@@ -17,7 +17,7 @@ import hashlib
 from typing import Any
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from monitor.spans._json import (
     _get,
@@ -28,14 +28,15 @@ from monitor.spans._json import (
     _json_list,
     decode_json_request,
 )
+from monitor.spans._lite import LiteSpan as _LiteSpan
+from monitor.spans._lite import LogsRequest as _LogsRequest
 from monitor.spans._span import (
     _EMPTY_IDS,
     Decoded,
     DecodeError,
     Span,
     SpanEvent,
-    _any_value,
-    _key_values,
+    _attributes,
     _Unread,
 )
 
@@ -69,13 +70,9 @@ def _event_span(
         unread = [*unread, body.reason]
     elif body is not None:
         attrs["body"] = body
-    # A stable id of its own, so that the same record sent twice is one span.
-    digest = hashlib.blake2b(
-        f"{span_id}/{name}/{time_unix_nano}/{index}".encode(), digest_size=8
-    ).hexdigest()
     return Span(
         trace_id,
-        digest,
+        _event_id(span_id, name, time_unix_nano, index),
         span_id,
         name,
         time_unix_nano,
@@ -88,6 +85,13 @@ def _event_span(
     )
 
 
+def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
+    """An event span's own id, stable, so that the same record sent twice is one span."""
+    return hashlib.blake2b(
+        f"{span_id}/{name}/{time_unix_nano}/{index}".encode(), digest_size=8
+    ).hexdigest()
+
+
 def _refusal(name: str, has_context: bool) -> str | None:
     if name not in GENAI_EVENTS:
         return f"log record {name or '(no event name)'!r} is not a GenAI event"
@@ -97,23 +101,29 @@ def _refusal(name: str, has_context: bool) -> str | None:
 
 
 def decode_logs_protobuf(payload: bytes) -> Decoded:
-    """Decode an OTLP/protobuf `ExportLogsServiceRequest`."""
-    request = ExportLogsServiceRequest()
+    """Decode an OTLP/protobuf `ExportLogsServiceRequest`. Each GenAI event becomes an
+    event span that keeps its body and attributes serialized (`_raw_event_span`): decoding
+    a request costs a parse of its framing, whatever its events hold, and an event's
+    content becomes Python values only when its trace is evaluated (with the bounds every
+    attribute value has: `monitor/_nesting.py`)."""
     try:
-        request.ParseFromString(payload)
-    except ProtobufDecodeError as exc:
+        request = _LogsRequest.FromString(payload)
+    except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError("bad_protobuf", f"body is not an OTLP logs request: {exc}") from None
     spans: list[Span] = []
     rejected = 0
     message = ""
     for rl in request.resource_logs:
-        resource = _key_values(rl.resource.attributes)
+        resource = _attributes(rl.resource.attributes)
         service = str(resource.get("service.name") or "unknown")
         for sl in rl.scope_logs:
             for i, record in enumerate(sl.log_records):
-                unread: list[str] = []
-                attrs = _key_values(record.attributes, unread)
-                name = record.event_name or str(attrs.pop("event.name", ""))
+                attributes = dict(record.attributes)
+                name = record.event_name
+                if not name and "event.name" in attributes:
+                    named = _attributes({"event.name": attributes["event.name"]})
+                    name = str(named.get("event.name", ""))
+                attributes.pop("event.name", None)
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
                     name,
@@ -126,14 +136,42 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     rejected += 1
                     message = message or refusal
                     continue
-                body = _any_value(record.body) if record.HasField("body") else None
+                if record.body:
+                    attributes["body"] = record.body
                 when = record.time_unix_nano or record.observed_time_unix_nano
                 spans.append(
-                    _event_span(
-                        trace_id, span_id, name, when, attrs, body, service, resource, i, unread
-                    )
+                    _raw_event_span(trace_id, span_id, name, when, attributes, service, resource, i)
                 )
     return Decoded(spans, rejected, message)
+
+
+def _raw_event_span(
+    trace_id: str,
+    span_id: str,
+    name: str,
+    time_unix_nano: int,
+    attributes: dict[str, bytes],
+    service: str,
+    resource: dict[str, Any],
+    index: int,
+) -> Span:
+    """`_event_span` with the event's attributes (and body) still serialized."""
+    lite = _LiteSpan()
+    lite.attributes[LOG_EVENT_KEY] = AnyValue(string_value=name).SerializeToString()
+    event = lite.events.add(time_unix_nano=time_unix_nano, name=name)
+    for key, raw in attributes.items():
+        event.attributes[key] = raw
+    return Span(
+        trace_id,
+        _event_id(span_id, name, time_unix_nano, index),
+        span_id,
+        name,
+        time_unix_nano,
+        time_unix_nano,
+        service=service,
+        resource=resource,
+        raw=lite.SerializeToString(),
+    )
 
 
 def decode_logs_json(body: bytes) -> Decoded:

@@ -8,13 +8,15 @@ count and a message for the rejected ones, and what was forgotten unread.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from sys import getsizeof
 from typing import Any
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from monitor._nesting import MAX_DEPTH
+from monitor._nesting import MAX_DEPTH, MAX_ITEMS
 from monitor.spans._lite import LiteSpan as _LiteSpan
 
 _HAS_IS_REMOTE = 0x100
@@ -235,14 +237,14 @@ class Span:
 
 
 def _estimate(value: Any) -> int:
-    """Rough bytes of a decoded attribute value (strings dominate span payloads)."""
-    if isinstance(value, str):
-        return len(value)
+    """Bytes Python holds for a decoded attribute value: each object and what it refers
+    to, so that the memory bounds hold for a value of many small objects (a list of
+    numbers takes several times its wire size) as for one long string."""
     if isinstance(value, dict):
-        return sum(len(k) + _estimate(v) for k, v in value.items())
+        return getsizeof(value) + sum(getsizeof(k) + _estimate(v) for k, v in value.items())
     if isinstance(value, list):
-        return sum(_estimate(v) for v in value)
-    return 8
+        return getsizeof(value) + sum(_estimate(v) for v in value)
+    return getsizeof(value)
 
 
 @dataclass(slots=True)
@@ -265,6 +267,8 @@ class _Unread:
 
 _TOO_DEEP = _Unread("too_deep")
 _CORRUPT = _Unread("corrupt")
+_TOO_LARGE = _Unread("too_large")
+_UNREAD = {u.reason: u for u in (_TOO_DEEP, _CORRUPT, _TOO_LARGE)}
 
 
 def _any_value(value: AnyValue, depth: int = 1) -> Any:
@@ -305,6 +309,9 @@ def _raw_value(raw: bytes) -> Any:
             return raw[3:].decode("utf-8", "replace")
     if not raw:
         return None
+    # Each value takes at least two bytes: only a large value can hold too many.
+    if size > 2 * MAX_ITEMS and _holds_more_than(raw, MAX_ITEMS):
+        return _TOO_LARGE
     try:
         parsed = AnyValue.FromString(raw)
     except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
@@ -331,13 +338,64 @@ def _attributes(entries: Any, unread: list[str] | None = None) -> dict[str, Any]
     return out
 
 
-def _key_values(entries: Any, unread: list[str] | None = None) -> dict[str, Any]:
-    """Parsed `KeyValue`s → Python values, as `_attributes` does for serialized ones."""
-    out: dict[str, Any] = {}
-    for kv in entries:
-        value = _any_value(kv.value)
-        if not isinstance(value, _Unread):
-            out[kv.key] = value
-        elif unread is not None:
-            unread.append(value.reason)
-    return out
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """`(field number, start, end)` of each length-delimited field of the message in
+    `data[start:end]`; other fields are skipped. Raises IndexError or ValueError on bytes
+    that are not a message."""
+    pos = start
+    while pos < end:
+        key, pos = _varint(data, pos)
+        wire = key & 7
+        if wire == 2:
+            size, pos = _varint(data, pos)
+            yield key >> 3, pos, pos + size
+            pos += size
+        elif wire == 0:
+            pos = _varint(data, pos)[1]
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+
+
+def _holds_more_than(raw: bytes, limit: int) -> bool:
+    """Whether a serialized `AnyValue` holds more than `limit` values (those nested in
+    arrays and kvlists included), read from the wire without parsing it, and never past
+    the `limit`-th value: so that a value of millions of numbers costs no more to refuse
+    than one of `limit`. Malformed bytes are left to the parser to refuse."""
+    count = 0
+    pending = [(0, len(raw))]  # AnyValue messages to look into
+    try:
+        while pending:
+            start, end = pending.pop()
+            for field, inner, inner_end in _fields(raw, start, end):
+                if field not in (5, 6):
+                    continue
+                for item, item_start, item_end in _fields(raw, inner, inner_end):
+                    if item != 1:
+                        continue
+                    count += 1
+                    if count > limit:
+                        return True
+                    if field == 5:  # ArrayValue.values: AnyValue
+                        pending.append((item_start, item_end))
+                    else:  # KeyValueList.values: KeyValue {key = 1, value = 2}
+                        pending += [
+                            (s, e) for f, s, e in _fields(raw, item_start, item_end) if f == 2
+                        ]
+    except (IndexError, ValueError):
+        return False
+    return False

@@ -79,7 +79,7 @@ class Outcomes:
         self._t.child(self._t.spans_received, source).inc(n)
 
     def assembly_dropped(self, reason: str, n: int) -> None:
-        """Spans trace assembly dropped (`late_span`, `trace_too_large`)."""
+        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`)."""
         self.dropped(reason, n)
         self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
 
