@@ -14,6 +14,7 @@ extraction folds it into its parent (`processors/trace/_extract.py`). Other log 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -70,19 +71,40 @@ def _event_span(
         unread = [*unread, body.reason]
     elif body is not None:
         attrs["body"] = body
-    return Span(
-        trace_id,
-        _event_id(span_id, name, time_unix_nano, index),
-        span_id,
-        name,
-        time_unix_nano,
-        time_unix_nano,
+    span = _EventSpan(trace_id, span_id, name, time_unix_nano, service, resource, index)
+    return span.made(
         attributes={LOG_EVENT_KEY: name},
         events=[SpanEvent(name, time_unix_nano, attrs)],
-        service=service,
-        resource=resource,
         unread=tuple(unread),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _EventSpan:
+    """Where an event span belongs: its parent span, its event, its resource."""
+
+    trace_id: str
+    span_id: str
+    name: str
+    time_unix_nano: int
+    service: str
+    resource: dict[str, Any]
+    index: int
+
+    def made(self, **content: Any) -> Span:
+        """The span, holding `content` (`attributes`, `events` and `unread`, or `raw`)."""
+        when = self.time_unix_nano
+        return Span(
+            self.trace_id,
+            _event_id(self.span_id, self.name, when, self.index),
+            self.span_id,
+            self.name,
+            when,
+            when,
+            service=self.service,
+            resource=self.resource,
+            **content,
+        )
 
 
 def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
@@ -161,17 +183,8 @@ def _raw_event_span(
     event = lite.events.add(time_unix_nano=time_unix_nano, name=name)
     for key, raw in attributes.items():
         event.attributes[key] = raw
-    return Span(
-        trace_id,
-        _event_id(span_id, name, time_unix_nano, index),
-        span_id,
-        name,
-        time_unix_nano,
-        time_unix_nano,
-        service=service,
-        resource=resource,
-        raw=lite.SerializeToString(),
-    )
+    span = _EventSpan(trace_id, span_id, name, time_unix_nano, service, resource, index)
+    return span.made(raw=lite.SerializeToString())
 
 
 def decode_logs_json(body: bytes) -> Decoded:

@@ -145,10 +145,7 @@ class TraceAssembler:
                     late += 1
                     continue
                 trace = _Open(now, source, events_only=event)
-                if event:
-                    self._admit_events_only(trace_id, trace, touched, finished)
-                else:
-                    self._admit(trace_id, trace, touched, finished)
+                self._admit(trace_id, trace, touched, finished)
             elif trace.events_only and not event:  # its first span: it joins the others
                 del self._events_only[trace_id]
                 self._events_only_bytes -= trace.size
@@ -212,18 +209,17 @@ class TraceAssembler:
             held = self._open.pop(trace_id, None)
             if held is not None:
                 finished.append(self._release(trace_id, held, "root_ended"))
-        while self._open:
-            trace_id, trace = next(iter(self._open.items()))
-            if now - trace.last_seen < self._idle:
-                break
-            del self._open[trace_id]
-            finished.append(self._release(trace_id, trace, "idle_timeout"))
-        while self._events_only:
-            trace_id, trace = next(iter(self._events_only.items()))
-            if now - trace.last_seen < self._idle:
-                break
-            del self._events_only[trace_id]
-            finished.append(self._release(trace_id, trace, "events_only"))
+        idle: tuple[tuple[OrderedDict[str, _Open], Trigger], ...] = (
+            (self._open, "idle_timeout"),
+            (self._events_only, "events_only"),
+        )
+        for traces, trigger in idle:
+            while traces:
+                trace_id, trace = next(iter(traces.items()))
+                if now - trace.last_seen < self._idle:
+                    break
+                del traces[trace_id]
+                finished.append(self._release(trace_id, trace, trigger))
         return finished
 
     def drain(self) -> list[FinishedTrace]:
@@ -249,26 +245,20 @@ class TraceAssembler:
         touched: dict[str, _Open],
         finished: list[FinishedTrace],
     ) -> None:
-        """A trace with spans among the open ones, the least recently active evicted to
-        stay within `max_open_traces`."""
-        if len(self._open) >= self._max:
-            old_id, old = self._open.popitem(last=False)
+        """A new trace among the open ones, or among those of nothing but events; the
+        least recently active one pushed out to stay within that bound."""
+        traces, bound, trigger = self._pool(trace)
+        if len(traces) >= bound:
+            old_id, old = traces.popitem(last=False)
             touched.pop(old_id, None)
-            finished.append(self._release(old_id, old, "evicted"))
-        self._open[trace_id] = trace
+            finished.append(self._release(old_id, old, trigger))
+        traces[trace_id] = trace
 
-    def _admit_events_only(
-        self,
-        trace_id: str,
-        trace: _Open,
-        touched: dict[str, _Open],
-        finished: list[FinishedTrace],
-    ) -> None:
-        if len(self._events_only) >= self._max_events_only:
-            old_id, old = self._events_only.popitem(last=False)
-            touched.pop(old_id, None)
-            finished.append(self._release(old_id, old, "events_only"))
-        self._events_only[trace_id] = trace
+    def _pool(self, trace: _Open) -> tuple[OrderedDict[str, _Open], int, Trigger]:
+        """Where `trace` is kept, its bound in traces, and the trigger of being pushed out."""
+        if trace.events_only:
+            return self._events_only, self._max_events_only, "events_only"
+        return self._open, self._max, "evicted"
 
     def abandon(self, trace_ids: Iterable[str]) -> int:
         """Forget these open traces without releasing them: not evaluated, and not
