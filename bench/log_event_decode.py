@@ -25,13 +25,12 @@ Prints the median time and peak RSS of each step and their ratios to `parse`.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._fresh import REPO, Result, in_turns, print_table, run_child
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -71,35 +70,19 @@ print(json.dumps({{"s": elapsed, "mb": (peak - before) / 1024, "bytes": len(body
 STEPS = ("parse", "to Python", "decode", "decode + extract")
 
 
-def _run(step: str, values: int) -> dict[str, float]:
-    code = _CHILD.format(repo=str(REPO), values=values, step=step)
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--values", type=int, default=3_000_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    results: dict[str, list[dict[str, float]]] = {step: [] for step in STEPS}
-    for _ in range(args.runs):  # the steps in turns, so that a slower moment hits them all
-        for step in STEPS:
-            results[step].append(_run(step, args.values))
+
+    def run(step: str) -> Result:
+        return run_child(_CHILD.format(repo=str(REPO), values=args.values, step=step))
+
+    results = in_turns(STEPS, args.runs, run)
     size = results["parse"][0]["bytes"]
     print(f"one log event of {args.values:,} integers: a request of {size / 1e6:.1f} MB")
-    reference = {k: statistics.median(r[k] for r in results["parse"]) for k in ("s", "mb")}
-    print(f"{'step':<18}{'time':>10}{'x parse':>9}{'peak RSS':>12}{'x parse':>9}")
-    for step in STEPS:
-        seconds = statistics.median(r["s"] for r in results[step])
-        mb = statistics.median(r["mb"] for r in results[step])
-        print(
-            f"{step:<18}{seconds:>9.3f}s{seconds / reference['s']:>8.2f}x"
-            f"{mb:>9.0f} MB{mb / max(reference['mb'], 1):>8.2f}x"
-        )
+    print_table(results)
 
 
 if __name__ == "__main__":
