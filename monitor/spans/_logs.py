@@ -193,6 +193,8 @@ def decode_logs_json(body: bytes) -> Decoded:
 
 
 def _decode_logs_json(data: Any) -> Decoded:
+    """The GenAI events of a logs request; a log record with a field of the wrong type is
+    refused alone (counted in `rejected`, like a record that is not a GenAI event)."""
     if not isinstance(data, dict):
         raise DecodeError("bad_json", "body: expected a JSON object with resourceLogs")
     spans: list[Span] = []
@@ -202,8 +204,11 @@ def _decode_logs_json(data: Any) -> Decoded:
         where = f"resourceLogs[{r}]"
         if not isinstance(rl, dict):
             raise DecodeError("bad_json", f"{where}: expected an object")
+        resource_obj = rl.get("resource") or {}
+        if not isinstance(resource_obj, dict):
+            raise DecodeError("bad_json", f"{where}.resource: expected an object")
         resource = _json_attributes(
-            (rl.get("resource") or {}).get("attributes") or [], f"{where}.resource.attributes"
+            resource_obj.get("attributes") or [], f"{where}.resource.attributes"
         )
         service = str(resource.get("service.name") or "unknown")
         for s, sl in enumerate(_json_list(rl, "scopeLogs", "scope_logs", where)):
@@ -211,35 +216,41 @@ def _decode_logs_json(data: Any) -> Decoded:
             if not isinstance(sl, dict):
                 raise DecodeError("bad_json", f"{swhere}: expected an object")
             for i, record in enumerate(_json_list(sl, "logRecords", "log_records", swhere)):
-                lwhere = f"{swhere}.logRecords[{i}]"
-                if not isinstance(record, dict):
-                    raise DecodeError("bad_json", f"{lwhere}: expected an object")
-                unread: list[str] = []
-                attrs = _json_attributes(
-                    record.get("attributes") or [], f"{lwhere}.attributes", unread
-                )
-                name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
-                trace_id = _hex_id(
-                    _get(record, "traceId", "trace_id"), 16, f"{lwhere}.traceId", optional=True
-                )
-                span_id = _hex_id(
-                    _get(record, "spanId", "span_id"), 8, f"{lwhere}.spanId", optional=True
-                )
-                refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
-                if refusal is not None:
+                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i)
+                if isinstance(span, str):  # why it is refused
                     rejected += 1
-                    message = message or refusal
-                    continue
-                body = _json_any(record["body"], f"{lwhere}.body") if "body" in record else None
-                when = _json_int(
-                    _get(record, "timeUnixNano", "time_unix_nano")
-                    or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
-                    or 0,
-                    f"{lwhere}.timeUnixNano",
-                )
-                spans.append(
-                    _event_span(
-                        trace_id, span_id, name, when, attrs, body, service, resource, i, unread
-                    )
-                )
+                    message = message or span
+                else:
+                    spans.append(span)
     return Decoded(spans, rejected, message)
+
+
+def _json_event(
+    record: Any, where: str, service: str, resource: dict[str, Any], index: int
+) -> Span | str:
+    """One log record's event span, or why it is refused."""
+    if not isinstance(record, dict):
+        return f"{where}: expected an object"
+    try:
+        unread: list[str] = []
+        attrs = _json_attributes(record.get("attributes") or [], f"{where}.attributes", unread)
+        name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
+        trace_id = _hex_id(
+            _get(record, "traceId", "trace_id"), 16, f"{where}.traceId", optional=True
+        )
+        span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
+        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
+        if refusal is not None:
+            return refusal
+        body = _json_any(record["body"], f"{where}.body") if "body" in record else None
+        when = _json_int(
+            _get(record, "timeUnixNano", "time_unix_nano")
+            or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
+            or 0,
+            f"{where}.timeUnixNano",
+        )
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, DecodeError) and exc.reason == "bad_ids":
+            raise
+        return str(exc.detail if isinstance(exc, DecodeError) else f"{where}: {exc}")
+    return _event_span(trace_id, span_id, name, when, attrs, body, service, resource, index, unread)

@@ -313,6 +313,40 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_partition_mov
     assert noida.committed(group, topic, 1) == {0: len(values)}
 
 
+class _RawHeaderKey(str):
+    """A header key whose bytes are not UTF-8: kafka-python's producer writes what
+    `encode` gives, as another client could (the scripted fault)."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"\xff\xfe-key"
+
+
+async def test_a_message_kafka_python_cannot_read_is_skipped_not_a_stalled_partition(
+    noida: Broker,
+) -> None:
+    """A header key that is not UTF-8 makes every fetch of its message fail inside
+    kafka-python: the message is stepped over and counted, the records around it are
+    evaluated, and the partition is committed to its end. A key that is not UTF-8 is read
+    with replacement characters."""
+    topic = noida.create_topic(unique("unreadable"))
+    group = unique("g")
+    noida.produce(topic, [native("before")], key=b"\xff\xfe")
+    bad = _RawHeaderKey("x")
+    noida.produce(topic, [native("unreadable")], headers=[(bad, b"\xff")])
+    noida.produce(topic, [native("after")])
+    async with running(config(noida, [topic], group)) as (service, capture):
+        await wait_until_async(lambda: capture.ids() >= {"before", "after"}, 30, "the records")
+        await asyncio.to_thread(
+            wait_until, lambda: noida.committed(group, topic, 1) == {0: 3}, 30, "committed"
+        )
+        skipped = metric(
+            service, "records_rejected_total", receiver="kafka", reason="unreadable_message"
+        )
+    assert capture.ids() == {"before", "after"} and skipped == 1
+    before = next(r for r in capture.records if r.request_id == "before")
+    assert before.metadata["kafka.key"] == "\ufffd\ufffd"
+
+
 async def test_core_path_against_tansu(tansu: Broker) -> None:
     topic = tansu.create_topic(unique("core"), partitions=2)
     dead = tansu.create_topic(unique("dead"))

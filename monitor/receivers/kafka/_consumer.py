@@ -45,12 +45,13 @@ from kafka import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from kafka.errors import CorruptRecordError
 
 from monitor.component import TraceConsumer
 from monitor.config import KafkaConfig
 from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
 from monitor.receivers.kafka._dead_letter import DeadLetters
-from monitor.receivers.kafka._intake import Batch, KafkaIntake, Token
+from monitor.receivers.kafka._intake import SOURCE, Batch, KafkaIntake, Token
 from monitor.receivers.kafka._offsets import PartitionTracker, parse_finished
 from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.retry import Retry, RetryPolicy
@@ -274,7 +275,14 @@ class KafkaReceiver:
         self._collect_done()
         self._offer_held()
         self._backpressure(consumer)
-        polled = consumer.poll(timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records)
+        try:
+            polled = consumer.poll(
+                timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records
+            )
+        except CorruptRecordError as exc:
+            if not self._skip_unreadable(consumer, exc):
+                raise
+            polled = {}
         batch: Batch = []
         if polled and not self._draining.is_set():
             for tp, messages in polled.items():
@@ -292,6 +300,36 @@ class KafkaReceiver:
             self._refresh_status(consumer)
         if self._draining.is_set() and not self._held and self._in_flight == 0:
             self._drained.set()
+
+    def _skip_unreadable(self, consumer: KafkaConsumer, exc: CorruptRecordError) -> bool:
+        """A message kafka-python cannot read (a header key that is not UTF-8, a bad CRC):
+        its every fetch fails the same way, so it is stepped over, counted
+        (`records_rejected_total{reason="unreadable_message"}`) and logged, and the commit
+        passes it; the messages before it were handed on already. kafka-python does not
+        say where the message is: it is found in the traceback, in the fetcher frame that
+        was unpacking it. False when it cannot be found (the poll error is retried)."""
+        found = _unreadable_at(exc)
+        if found is None or found[0] not in self._assigned:
+            return False
+        tp, first, end = found
+        tracker = self._tracker(tp)
+        skipped = range(max(first, tracker.read_to), end)
+        self._t.records_rejected.labels(SOURCE, "unreadable_message").inc(len(skipped))
+        self._log.log(
+            "unreadable",
+            logging.WARNING,
+            "kafka: message %s/%d@%d cannot be read (%s); it and the %d after it in its "
+            "record batch, which kafka-python cannot read past it, are skipped",
+            tp.topic,
+            tp.partition,
+            first,
+            exc,
+            end - first - 1,
+        )
+        for offset in skipped:
+            tracker.add(offset, 0)
+        consumer.seek(tp, end)
+        return True
 
     def _tracker(self, tp: TopicPartition) -> PartitionTracker:
         tracker = self._trackers.get(tp)
@@ -559,6 +597,23 @@ class KafkaReceiver:
         self._give_away()  # leaving the group revoked everything
         if self._dead_letters is not None:
             self._dead_letters.close()
+
+
+def _unreadable_at(exc: BaseException) -> tuple[TopicPartition, int, int] | None:
+    """Where the message that raised `exc` is — its partition, its offset and the end of
+    its record batch: kafka-python's fetcher was unpacking it, in a frame holding the
+    partition (`tp`), the offset it was to read next and the batch."""
+    trace = exc.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code.co_name == "_unpack_records":
+            tp = frame.f_locals.get("tp")
+            offset = getattr(frame.f_locals.get("self"), "next_fetch_offset", None)
+            end = getattr(frame.f_locals.get("batch"), "next_offset", None)
+            if isinstance(tp, TopicPartition) and isinstance(offset, int):
+                return tp, offset, end if isinstance(end, int) and end > offset else offset + 1
+        trace = trace.tb_next
+    return None
 
 
 def _names(partitions: set[TopicPartition]) -> str:
