@@ -74,6 +74,8 @@ class ContextDoc(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+MAX_ID_CHARS = 64  # a trace id of 32 bytes; W3C trace ids have 16
+
 # `metadata` key: why the trace stage's extraction of this record looks wrong (its
 # reasons: `monitor/processors/trace/_suspect.py`); such a record is not evaluated unless
 # `pipeline.evaluate_suspect_records`.
@@ -117,6 +119,9 @@ class RagRecord(BaseModel):
     def _hex_id(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        # An id travels as a Prometheus exemplar (at most 128 characters with its name).
+        if len(value) > MAX_ID_CHARS:
+            raise ValueError(f"must be at most {MAX_ID_CHARS} hex characters")
         try:
             bytes.fromhex(value)
         except ValueError:
