@@ -31,6 +31,8 @@ from pydantic import (
     field_validator,
 )
 
+from monitor._nesting import MAX_DEPTH, within_depth
+
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
 
@@ -72,10 +74,15 @@ class ContextDoc(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+MAX_ID_CHARS = 64  # a trace id of 32 bytes; W3C trace ids have 16
+
 # `metadata` key: why the trace stage's extraction of this record looks wrong (its
-# reasons: `monitor/processors/trace/_suspect.py`); such a record is not evaluated unless
+# reasons: `monitor/extraction/_suspect.py`); such a record is not evaluated unless
 # `pipeline.evaluate_suspect_records`.
 EXTRACTION_SUSPECT = "extraction_suspect"
+# `metadata` key: why some attribute values of the record's trace were not read
+# (`monitor._nesting.REASONS`, comma-separated): they were read as text or left out.
+UNREAD_VALUES = "unread_values"
 
 
 class RagRecord(BaseModel):
@@ -114,6 +121,9 @@ class RagRecord(BaseModel):
     def _hex_id(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        # An id travels as a Prometheus exemplar (at most 128 characters with its name).
+        if len(value) > MAX_ID_CHARS:
+            raise ValueError(f"must be at most {MAX_ID_CHARS} hex characters")
         try:
             bytes.fromhex(value)
         except ValueError:
@@ -312,6 +322,9 @@ def _docs(raw: Any, where: str) -> list[dict[str, Any]]:
             doc["score"] = float(score)
         metadata = item.get("metadata")
         if isinstance(metadata, dict):
+            if not within_depth(metadata, MAX_DEPTH - 1):
+                path = ".".join((where, str(i), "metadata"))
+                raise RecordError("invalid_field", f"{path}: nested deeper than {MAX_DEPTH}")
             doc["metadata"] = metadata
         docs.append(doc)
     return docs

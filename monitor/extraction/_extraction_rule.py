@@ -18,6 +18,9 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
    documents with ids only take their text from the chat span's system message.
 7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request.
 8. A record whose parts look wrong is marked with why (`_suspect.py`).
+9. An attribute value that cannot be read (nested deeper than `monitor._nesting.MAX_DEPTH`,
+   or not a valid protobuf value) costs that value alone: it is read as its text or left
+   out, and the trace's records name why in `metadata.unread_values`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor._nesting import noting_unread
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
@@ -42,7 +46,7 @@ from monitor.extraction._trace_tree import (
     trace_shape,
     version_of,
 )
-from monitor.records import RagRecord
+from monitor.records import UNREAD_VALUES, RagRecord
 from monitor.spans import Span
 
 
@@ -56,6 +60,19 @@ def extract_records(
     spans: Sequence[Span], *, route_attribute: str = "http.route"
 ) -> list[RagRecord]:
     """All records in one trace's spans (possibly none)."""
+    with noting_unread() as unread:
+        records = _trace_records(spans, route_attribute)
+    for span in spans:  # values the decoders left out, at receipt or when first read
+        unread.update(span.unread)
+    if not unread or not records:
+        return records
+    reasons = ",".join(sorted(unread))
+    return [
+        r.model_copy(update={"metadata": {**r.metadata, UNREAD_VALUES: reasons}}) for r in records
+    ]
+
+
+def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecord]:
     spans = join_log_events(spans)
     if not spans:
         return []

@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from monitor._nesting import MAX_DEPTH, note_unread, within_depth
 from monitor.spans import Span
 
 _ROLES = {
@@ -118,21 +119,39 @@ def is_repr(text: str) -> bool:
 
 
 def loads(value: Any) -> Any:
-    """Parse a JSON-looking string; anything else comes back unchanged."""
-    if isinstance(value, str):
-        stripped = value.lstrip()
-        if stripped[:1] in ("{", "["):
-            try:
-                return orjson.loads(stripped)
-            except orjson.JSONDecodeError:
-                pass
-            try:
-                # What orjson refuses and Python's json reads: NaN, Infinity, lone
-                # surrogates. (orjson reads integers beyond 64 bits as floats.)
-                return json.loads(stripped)
-            except (ValueError, RecursionError):
-                return value  # nested too deep: the value stays text
-    return value
+    """A JSON-looking string parsed; anything else comes back unchanged. Every reader of
+    an attribute's JSON goes through here: JSON nested deeper than `MAX_DEPTH` stays the
+    text it came as (noted `too_deep`), so no reader or serialiser ever walks it."""
+    if not isinstance(value, str):
+        return value
+    stripped = value.lstrip()
+    if stripped[:1] not in ("{", "["):
+        return value
+    try:
+        parsed = orjson.loads(stripped)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit"):
+            note_unread("too_deep")
+            return value
+        try:
+            # What orjson refuses and Python's json reads: NaN, Infinity, lone
+            # surrogates. (orjson reads integers beyond 64 bits as floats.)
+            parsed = json.loads(stripped)
+        except RecursionError:
+            note_unread("too_deep")
+            return value
+        except ValueError:
+            return value  # not JSON: text
+    return parsed if bounded(parsed, stripped) else value
+
+
+def bounded(parsed: Any, text: str) -> bool:
+    """Whether a value parsed from `text` is nested within `MAX_DEPTH` (else noted
+    `too_deep`); text with few brackets needs no walk."""
+    if text.count("[") + text.count("{") + text.count("(") <= MAX_DEPTH or within_depth(parsed):
+        return True
+    note_unread("too_deep")
+    return False
 
 
 def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from monitor.extraction._span_values import (
     Retrieval,
     as_doc,
     as_str,
+    bounded,
     chat_messages,
     indexed,
     is_repr,
@@ -62,10 +63,12 @@ def _literal(value: Any) -> Any:
     """A Python literal (`['a', 'b']`, `{'text': ...}`) that is not JSON: what frameworks that
     `str()` a tool's return value send. Anything else comes back unchanged."""
     if isinstance(value, str) and value.lstrip()[:1] in ("[", "{") and len(value) < 1 << 20:
+        text = value.strip()
         try:
-            return ast.literal_eval(value.strip())
+            parsed = ast.literal_eval(text)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return value
+        return parsed if bounded(parsed, text) else value
     return value
 
 

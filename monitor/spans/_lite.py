@@ -22,8 +22,15 @@ Views of the same bytes, each parsed by the C (upb) parser in one call:
   build the key → serialized-`AnyValue` mapping in one step instead of allocating two
   message wrappers per attribute (about twice as fast on RAG-sized spans).
 
-Fields the monitor never reads (trace_state, links, dropped counts, scope) are left out
-and skipped by the parser as unknown fields.
+And of `ExportLogsServiceRequest`:
+
+- `LogsRequest`: per log record its ids, times, event name, and its body and attributes
+  still serialized (`body` as bytes, `attributes` as `map<string, bytes>`), so that a
+  GenAI event becomes an event span as bytes (a `LiteSpan`) and its content is decoded
+  only when read, for the traces that are evaluated, like a span's.
+
+Fields the monitor never reads (trace_state, links, dropped counts, scope, severity) are
+left out and skipped by the parser as unknown fields.
 """
 
 from __future__ import annotations
@@ -88,7 +95,34 @@ def _request(
     _message(file, "Request", [("resource_spans", 1, _F.TYPE_MESSAGE, True, "ResourceSpans")])
 
 
-def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any], type[Any]]:
+def _logs(file: descriptor_pb2.FileDescriptorProto) -> None:
+    _message(
+        file,
+        "LogRecord",
+        [
+            ("time_unix_nano", 1, _F.TYPE_FIXED64, False, None),
+            ("body", 5, _F.TYPE_BYTES, False, None),
+            ("trace_id", 9, _F.TYPE_BYTES, False, None),
+            ("span_id", 10, _F.TYPE_BYTES, False, None),
+            ("observed_time_unix_nano", 11, _F.TYPE_FIXED64, False, None),
+            ("event_name", 12, _F.TYPE_STRING, False, None),
+        ],
+        attrs=6,
+    )
+    _message(file, "ScopeLogs", [("log_records", 2, _F.TYPE_MESSAGE, True, "LogRecord")])
+    _message(file, "Resource", [], attrs=1)
+    _message(
+        file,
+        "ResourceLogs",
+        [
+            ("resource", 1, _F.TYPE_MESSAGE, False, "Resource"),
+            ("scope_logs", 2, _F.TYPE_MESSAGE, True, "ScopeLogs"),
+        ],
+    )
+    _message(file, "Request", [("resource_logs", 1, _F.TYPE_MESSAGE, True, "ResourceLogs")])
+
+
+def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any], type[Any], type[Any]]:
     pool = descriptor_pool.DescriptorPool()
 
     skeleton = descriptor_pb2.FileDescriptorProto(
@@ -135,6 +169,12 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any], typ
     _message(full, "Span", [("events", 11, _F.TYPE_MESSAGE, True, "Event")], attrs=9)
     pool.Add(full)
 
+    logs = descriptor_pb2.FileDescriptorProto(
+        name="rag_monitor_otlp_logs.proto", package=f"{_PACKAGE}.logs", syntax="proto3"
+    )
+    _logs(logs)
+    pool.Add(logs)
+
     def cls(name: str) -> type[Any]:
         found: type[Any] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
         return found
@@ -146,7 +186,10 @@ def _build() -> tuple[type[Any], type[Any], type[Any], type[Any], type[Any], typ
         cls(f"{_PACKAGE}.columns.Request"),
         cls(f"{_PACKAGE}.span.Span"),
         cls(f"{_PACKAGE}.span.Status"),
+        cls(f"{_PACKAGE}.logs.Request"),
     )
 
 
-SkeletonRequest, SkeletonSpan, RawRequest, ColumnsRequest, LiteSpan, LiteStatus = _build()
+SkeletonRequest, SkeletonSpan, RawRequest, ColumnsRequest, LiteSpan, LiteStatus, LogsRequest = (
+    _build()
+)

@@ -7,17 +7,18 @@ newer conventions), each carrying the trace and span id of the model call it bel
 Each becomes a small *event span*: a child of that span in the same trace, holding the
 event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
 travels through the trace stage like any span (same intake, bounds and counters);
-extraction folds it into its parent (`processors/trace/_extract.py`). Other log records
+extraction folds it into its parent (`monitor/extraction/_extract.py`). Other log records
 (no GenAI event name, or no span context) are refused, counted in `rejected`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from monitor.spans._json import (
     _get,
@@ -28,13 +29,16 @@ from monitor.spans._json import (
     _json_list,
     decode_json_request,
 )
+from monitor.spans._lite import LiteSpan as _LiteSpan
+from monitor.spans._lite import LogsRequest as _LogsRequest
 from monitor.spans._span import (
     _EMPTY_IDS,
     Decoded,
     DecodeError,
     Span,
     SpanEvent,
-    _any_value,
+    _attributes,
+    _Unread,
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"
@@ -60,26 +64,54 @@ def _event_span(
     service: str,
     resource: dict[str, Any],
     index: int,
+    unread: list[str],
 ) -> Span:
     attrs = dict(attributes)
-    if body is not None:
+    if isinstance(body, _Unread):
+        unread = [*unread, body.reason]
+    elif body is not None:
         attrs["body"] = body
-    # A stable id of its own, so that the same record sent twice is one span.
-    digest = hashlib.blake2b(
-        f"{span_id}/{name}/{time_unix_nano}/{index}".encode(), digest_size=8
-    ).hexdigest()
-    return Span(
-        trace_id,
-        digest,
-        span_id,
-        name,
-        time_unix_nano,
-        time_unix_nano,
+    span = _EventSpan(trace_id, span_id, name, time_unix_nano, service, resource, index)
+    return span.made(
         attributes={LOG_EVENT_KEY: name},
         events=[SpanEvent(name, time_unix_nano, attrs)],
-        service=service,
-        resource=resource,
+        unread=tuple(unread),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _EventSpan:
+    """Where an event span belongs: its parent span, its event, its resource."""
+
+    trace_id: str
+    span_id: str
+    name: str
+    time_unix_nano: int
+    service: str
+    resource: dict[str, Any]
+    index: int
+
+    def made(self, **content: Any) -> Span:
+        """The span, holding `content` (`attributes`, `events` and `unread`, or `raw`)."""
+        when = self.time_unix_nano
+        return Span(
+            self.trace_id,
+            _event_id(self.span_id, self.name, when, self.index),
+            self.span_id,
+            self.name,
+            when,
+            when,
+            service=self.service,
+            resource=self.resource,
+            **content,
+        )
+
+
+def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
+    """An event span's own id, stable, so that the same record sent twice is one span."""
+    return hashlib.blake2b(
+        f"{span_id}/{name}/{time_unix_nano}/{index}".encode(), digest_size=8
+    ).hexdigest()
 
 
 def _refusal(name: str, has_context: bool) -> str | None:
@@ -90,23 +122,30 @@ def _refusal(name: str, has_context: bool) -> str | None:
     return None
 
 
-def decode_logs_protobuf(body: bytes) -> Decoded:
-    """Decode an OTLP/protobuf `ExportLogsServiceRequest`."""
-    request = ExportLogsServiceRequest()
+def decode_logs_protobuf(payload: bytes) -> Decoded:
+    """Decode an OTLP/protobuf `ExportLogsServiceRequest`. Each GenAI event becomes an
+    event span that keeps its body and attributes serialized (`_raw_event_span`): decoding
+    a request costs a parse of its framing, whatever its events hold, and an event's
+    content becomes Python values only when its trace is evaluated (with the bounds every
+    attribute value has: `monitor/_nesting.py`)."""
     try:
-        request.ParseFromString(body)
-    except ProtobufDecodeError as exc:
+        request = _LogsRequest.FromString(payload)
+    except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError("bad_protobuf", f"body is not an OTLP logs request: {exc}") from None
     spans: list[Span] = []
     rejected = 0
     message = ""
     for rl in request.resource_logs:
-        resource = {kv.key: _any_value(kv.value) for kv in rl.resource.attributes}
+        resource = _attributes(rl.resource.attributes)
         service = str(resource.get("service.name") or "unknown")
         for sl in rl.scope_logs:
             for i, record in enumerate(sl.log_records):
-                attrs = {kv.key: _any_value(kv.value) for kv in record.attributes}
-                name = record.event_name or str(attrs.pop("event.name", ""))
+                attributes = dict(record.attributes)
+                name = record.event_name
+                if not name and "event.name" in attributes:
+                    named = _attributes({"event.name": attributes["event.name"]})
+                    name = str(named.get("event.name", ""))
+                attributes.pop("event.name", None)
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
                     name,
@@ -119,14 +158,33 @@ def decode_logs_protobuf(body: bytes) -> Decoded:
                     rejected += 1
                     message = message or refusal
                     continue
-                body_value = _any_value(record.body) if record.HasField("body") else None
+                if record.body:
+                    attributes["body"] = record.body
                 when = record.time_unix_nano or record.observed_time_unix_nano
                 spans.append(
-                    _event_span(
-                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
-                    )
+                    _raw_event_span(trace_id, span_id, name, when, attributes, service, resource, i)
                 )
     return Decoded(spans, rejected, message)
+
+
+def _raw_event_span(
+    trace_id: str,
+    span_id: str,
+    name: str,
+    time_unix_nano: int,
+    attributes: dict[str, bytes],
+    service: str,
+    resource: dict[str, Any],
+    index: int,
+) -> Span:
+    """`_event_span` with the event's attributes (and body) still serialized."""
+    lite = _LiteSpan()
+    lite.attributes[LOG_EVENT_KEY] = AnyValue(string_value=name).SerializeToString()
+    event = lite.events.add(time_unix_nano=time_unix_nano, name=name)
+    for key, raw in attributes.items():
+        event.attributes[key] = raw
+    span = _EventSpan(trace_id, span_id, name, time_unix_nano, service, resource, index)
+    return span.made(raw=lite.SerializeToString())
 
 
 def decode_logs_json(body: bytes) -> Decoded:
@@ -135,6 +193,8 @@ def decode_logs_json(body: bytes) -> Decoded:
 
 
 def _decode_logs_json(data: Any) -> Decoded:
+    """The GenAI events of a logs request; a log record with a field of the wrong type is
+    refused alone (counted in `rejected`, like a record that is not a GenAI event)."""
     if not isinstance(data, dict):
         raise DecodeError("bad_json", "body: expected a JSON object with resourceLogs")
     spans: list[Span] = []
@@ -144,8 +204,11 @@ def _decode_logs_json(data: Any) -> Decoded:
         where = f"resourceLogs[{r}]"
         if not isinstance(rl, dict):
             raise DecodeError("bad_json", f"{where}: expected an object")
+        resource_obj = rl.get("resource") or {}
+        if not isinstance(resource_obj, dict):
+            raise DecodeError("bad_json", f"{where}.resource: expected an object")
         resource = _json_attributes(
-            (rl.get("resource") or {}).get("attributes") or [], f"{where}.resource.attributes"
+            resource_obj.get("attributes") or [], f"{where}.resource.attributes"
         )
         service = str(resource.get("service.name") or "unknown")
         for s, sl in enumerate(_json_list(rl, "scopeLogs", "scope_logs", where)):
@@ -153,34 +216,41 @@ def _decode_logs_json(data: Any) -> Decoded:
             if not isinstance(sl, dict):
                 raise DecodeError("bad_json", f"{swhere}: expected an object")
             for i, record in enumerate(_json_list(sl, "logRecords", "log_records", swhere)):
-                lwhere = f"{swhere}.logRecords[{i}]"
-                if not isinstance(record, dict):
-                    raise DecodeError("bad_json", f"{lwhere}: expected an object")
-                attrs = _json_attributes(record.get("attributes") or [], f"{lwhere}.attributes")
-                name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
-                trace_id = _hex_id(
-                    _get(record, "traceId", "trace_id"), 16, f"{lwhere}.traceId", optional=True
-                )
-                span_id = _hex_id(
-                    _get(record, "spanId", "span_id"), 8, f"{lwhere}.spanId", optional=True
-                )
-                refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
-                if refusal is not None:
+                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i)
+                if isinstance(span, str):  # why it is refused
                     rejected += 1
-                    message = message or refusal
-                    continue
-                body_value = (
-                    _json_any(record["body"], f"{lwhere}.body") if "body" in record else None
-                )
-                when = _json_int(
-                    _get(record, "timeUnixNano", "time_unix_nano")
-                    or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
-                    or 0,
-                    f"{lwhere}.timeUnixNano",
-                )
-                spans.append(
-                    _event_span(
-                        trace_id, span_id, name, when, attrs, body_value, service, resource, i
-                    )
-                )
+                    message = message or span
+                else:
+                    spans.append(span)
     return Decoded(spans, rejected, message)
+
+
+def _json_event(
+    record: Any, where: str, service: str, resource: dict[str, Any], index: int
+) -> Span | str:
+    """One log record's event span, or why it is refused."""
+    if not isinstance(record, dict):
+        return f"{where}: expected an object"
+    try:
+        unread: list[str] = []
+        attrs = _json_attributes(record.get("attributes") or [], f"{where}.attributes", unread)
+        name = str(_get(record, "eventName", "event_name") or attrs.pop("event.name", ""))
+        trace_id = _hex_id(
+            _get(record, "traceId", "trace_id"), 16, f"{where}.traceId", optional=True
+        )
+        span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
+        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
+        if refusal is not None:
+            return refusal
+        body = _json_any(record["body"], f"{where}.body") if "body" in record else None
+        when = _json_int(
+            _get(record, "timeUnixNano", "time_unix_nano")
+            or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")
+            or 0,
+            f"{where}.timeUnixNano",
+        )
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, DecodeError) and exc.reason == "bad_ids":
+            raise
+        return str(exc.detail if isinstance(exc, DecodeError) else f"{where}: {exc}")
+    return _event_span(trace_id, span_id, name, when, attrs, body, service, resource, index, unread)

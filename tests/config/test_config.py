@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.config import (
     MASK,
@@ -17,6 +20,7 @@ from monitor.config import (
     available_cpus,
     effective_config,
     load_config,
+    load_yaml,
     parse_duration,
 )
 from monitor.evaluators.registry import check_evaluators, known_evaluators, threshold_scale
@@ -246,7 +250,9 @@ def test_env_problem_names_the_variable() -> None:
     text = "\n".join(info.value.problems)
     assert "sampling.rate" in text and "(set by RAG_MONITOR_SAMPLING__RATE)" in text
     # A misspelt section is reported, not ignored: `__` marks a config key.
-    assert "samplng: unknown key; did you mean 'sampling'? (set by RAG_MONITOR_SAMPLNG__RATE)" in text
+    assert (
+        "samplng: unknown key; did you mean 'sampling'? (set by RAG_MONITOR_SAMPLNG__RATE)" in text
+    )
 
 
 # -- durations ---------------------------------------------------------------------------
@@ -525,3 +531,64 @@ def test_effective_config_fills_defaults_and_masks_secrets(tmp_path: Path) -> No
     del data["receivers"]["otlp"]["auth_token"]
     data["alerts"]["webhooks"][0] = config.alerts.webhooks[0].model_dump()
     assert Config.model_validate(data, context={"environ": {"OTLP_TOKEN": "tok-123"}}) == config
+
+
+_yaml_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+    st.sampled_from(["yes", "No", "0x1F", "0o17", "1_000", "~", "2024-01-01", ".inf", "<<", "="]),
+)
+_yaml_data = st.recursive(
+    _yaml_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(0, 9), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_yaml_data, st.sampled_from([None, True, False]))
+def test_the_event_loader_reads_what_the_safe_loader_reads(data: Any, flow: bool | None) -> None:
+    text = yaml.safe_dump(data, default_flow_style=flow)
+    assert load_yaml(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "base: &b {a: 1, b: 2}\nmore: &m {b: 3, c: 4}\nx: {<<: [*b, *m], c: 5}\n",
+        "x: &x [1, &y {k: v}, *y]\ny: *x\n",
+        "a: !!str 5\nb: !!float 3\nc: !!int '7'\nd: !!binary aGVsbG8=\ne: !!null ''\n",
+        "'quoted': \"1\"\nplain: 1.5e3\n",
+        "--- \nonly: one\n...\n",
+        "",
+    ],
+)
+def test_anchors_merges_tags_and_quoting_read_as_the_safe_loader_reads_them(text: str) -> None:
+    assert load_yaml(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a: 1\n---\nb: 2\n", "line 2: expected a single YAML document"),
+        ("a: *nowhere\n", "line 1: the YAML alias *nowhere names no anchor before it"),
+        ("a: !!set {x: null}\n", "unsupported YAML tag"),
+        ("a: !custom 5\n", "unsupported YAML tag '!custom'"),
+        ("? [1, 2]\n: x\n", "line 1: a mapping or list used as a key"),
+        ("a: {<<: 5}\n", "a merge key (<<) takes a mapping"),
+        (
+            "s:\n  - {k: 1}\n  - {k: 1, k: 2}\n",
+            "line 3: duplicate key 'k' in s.1 (first on line 3)",
+        ),
+    ],
+)
+def test_yaml_a_config_cannot_hold_is_refused_naming_the_line(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_yaml(text)
+    assert problem in info.value.problems[0], info.value.problems

@@ -113,6 +113,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "monitor._version",
                 "monitor._threads",
+                "monitor._nesting",
                 "monitor.config",
                 "monitor.records",
                 "monitor.spans",

@@ -314,6 +314,40 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_partition_mov
     assert noida.committed(group, topic, 1) == {0: len(values)}
 
 
+class _RawHeaderKey(str):
+    """A header key whose bytes are not UTF-8: kafka-python's producer writes what
+    `encode` gives, as another client could (the scripted fault)."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"\xff\xfe-key"
+
+
+async def test_a_message_kafka_python_cannot_read_is_skipped_not_a_stalled_partition(
+    noida: Broker,
+) -> None:
+    """A header key that is not UTF-8 makes every fetch of its message fail inside
+    kafka-python: the message is stepped over and counted, the records around it are
+    evaluated, and the partition is committed to its end. A key that is not UTF-8 is read
+    with replacement characters."""
+    topic = noida.create_topic(unique("unreadable"))
+    group = unique("g")
+    noida.produce(topic, [native("before")], key=b"\xff\xfe")
+    bad = _RawHeaderKey("x")
+    noida.produce(topic, [native("unreadable")], headers=[(bad, b"\xff")])
+    noida.produce(topic, [native("after")])
+    async with running(config(noida, [topic], group)) as (service, capture):
+        await wait_until_async(lambda: capture.ids() >= {"before", "after"}, 30, "the records")
+        await asyncio.to_thread(
+            wait_until, lambda: noida.committed(group, topic, 1) == {0: 3}, 30, "committed"
+        )
+        skipped = metric(
+            service, "records_rejected_total", receiver="kafka", reason="unreadable_message"
+        )
+    assert capture.ids() == {"before", "after"} and skipped == 1
+    before = next(r for r in capture.records if r.request_id == "before")
+    assert before.metadata["kafka.key"] == "\ufffd\ufffd"
+
+
 async def test_core_path_against_tansu(tansu: Broker) -> None:
     topic = tansu.create_topic(unique("core"), partitions=2)
     dead = tansu.create_topic(unique("dead"))
@@ -462,9 +496,10 @@ async def test_otlp_records_produced_by_rotel_from_sdk_spans(
     assert noida.committed(group, topic, 1) == {0: messages}
 
 
-def _orphan_span_message(trace_id: str) -> bytes:
+def _orphan_span_message(trace_id: str, *, root: bool = False) -> bytes:
     """A bare list of ResourceSpans (rotel's JSON format) holding one span whose parent
-    never arrives, so the trace stays open until idle timeout or shutdown."""
+    never arrives, so the trace stays open until idle timeout or shutdown; `root`: that
+    parent instead, which completes the trace."""
     attributes = {
         "rag.query": "Where is Paris?",
         "rag.response": "Paris is in France.",
@@ -477,6 +512,8 @@ def _orphan_span_message(trace_id: str) -> bytes:
         "name": "answer",
         "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
     }
+    if root:
+        span = {"traceId": trace_id, "spanId": "2222222222222222", "name": "POST /ask"}
     resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "geo"}}]}
     return json.dumps([{"resource": resource, "scopeSpans": [{"spans": [span]}]}]).encode()
 
@@ -484,6 +521,8 @@ def _orphan_span_message(trace_id: str) -> bytes:
 async def test_a_message_holding_an_open_trace_is_committed_only_once_the_trace_is_evaluated(
     noida: Broker,
 ) -> None:
+    """And a graceful shutdown hands the open trace back like a revoke: not evaluated cut,
+    not committed; the next run reads it again and evaluates it whole."""
     topic = noida.create_topic(unique("open-trace"), partitions=2)
     group = unique("g")
     trace_id = "0102030405060708090a0b0c0d0e0f10"
@@ -506,10 +545,26 @@ async def test_a_message_holding_an_open_trace_is_committed_only_once_the_trace_
         )
         assert [r.request_id for r in capture.records] == ["closed-1"]
         assert noida.committed(group, topic, 2)[0] is None
-    # Shutdown released the open trace, evaluated it, then committed its message.
-    assert [r.trace_id for r in capture.records[1:]] == [trace_id]
-    assert capture.records[1].query == "Where is Paris?"
-    assert noida.committed(group, topic, 2) == {0: 1, 1: 1}
+    # Shutdown handed the open trace back: nothing cut was evaluated or committed.
+    assert [r.request_id for r in capture.records] == ["closed-1"]
+    assert metric(service, "dropped_total", stage="assemble", reason="handed_back") == 1
+    for trigger in ("flushed", "shutdown", "idle_timeout"):
+        assert metric(service, "traces_assembled_total", trigger=trigger) == 0, trigger
+    assert noida.committed(group, topic, 2) == {0: None, 1: 1}
+    noida.produce(topic, [_orphan_span_message(trace_id, root=True)], partition=0)
+    async with running(cfg) as (service, capture):
+        await wait_until_async(lambda: capture.records, 30, "the trace read again")
+        await asyncio.to_thread(
+            wait_until, lambda: noida.committed(group, topic, 2)[0] == 2, 30, "its commit"
+        )
+    (record,) = capture.records
+    assert (record.trace_id, record.query, record.response) == (
+        trace_id,
+        "Where is Paris?",
+        "Paris is in France.",
+    )
+    assert metric(service, "traces_assembled_total", trigger="root_ended") == 1
+    assert noida.committed(group, topic, 2) == {0: 2, 1: 1}
 
 
 # -- availability ----------------------------------------------------------------------------
@@ -572,6 +627,7 @@ class Replica:
         results: Path | None = None,
         sampling_rate: float = 0.5,
         processes: int | None = None,
+        sections: dict[str, dict[str, Any]] | None = None,
         **kafka: Any,
     ) -> None:
         self.metrics_port = free_port()
@@ -593,6 +649,8 @@ class Replica:
         }
         if processes is not None:
             settings["pipeline"]["processes"] = processes
+        for section, values in (sections or {}).items():  # keys added to a config section
+            settings.setdefault(section, {}).update(values)
         self.config_path.write_text(yaml.safe_dump(settings))
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -4,24 +4,34 @@ than any test waits (a broker fault; see the static-membership case in test_kafk
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from monitor.records import RagRecord
 from monitor.service import Service
 from tests._kafka import Broker, unique
-from tests._wait import wait_until_async
+from tests._wait import wait_until, wait_until_async
 from tests.receivers.test_kafka import (
     Capture,
+    Replica,
     _otlp_message,
     _rag_attributes,
     config,
     metric,
     native,
+    noida,
+    replicas,
     running,
     tansu,
 )
 
-__all__ = ["tansu"]  # the session's broker fixture, shared with tests/receivers/test_kafka.py
+__all__ = [
+    "noida",
+    "tansu",
+]  # the session's broker fixtures, shared with tests/receivers/test_kafka.py
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 
@@ -132,3 +142,107 @@ async def test_a_member_joining_mid_trace_does_not_cut_it(tansu: Broker) -> None
     assert whole(first_capture) + whole(second_capture) == records, records
     assert {r.trace_id for r in records} == {t.hex() for t in trace_ids.values()}
     assert tansu.committed(group, topic, 2) == {0: 2, 1: 2}
+
+
+# Traces the producer keeps half delivered (retrieval sent, root not yet) at every moment.
+_OPEN = 20
+
+
+@pytest.mark.slow
+def test_a_rolling_restart_cuts_no_trace(noida: Broker, tmp_path: Path) -> None:
+    """Two replicas, one span per message (`otlp_proto`, keyed by trace id), traces always
+    half delivered; each replica in turn gets SIGTERM while it holds open traces and is
+    started again, as a rolling restart does. Every trace is evaluated, and every results
+    line is whole (question, context and answer): a stopping replica hands its open traces
+    back, it never evaluates or commits half of one, and the next reader skips what it
+    finished past its commit (the commit's metadata names it; noida-db keeps commit
+    metadata as Kafka does, tansu drops it)."""
+    topic = noida.create_topic(unique("rolling"), partitions=2)
+    group = unique("g")
+    sections: dict[str, dict[str, Any]] = {
+        # Released by their roots only, never by idleness during the test.
+        "trace_assembly": {"idle_timeout_s": 600},
+        "exporters": {"results_include_text": True},
+    }
+    members = [
+        Replica(
+            noida,
+            topic,
+            group,
+            tmp_path,
+            name,
+            sampling_rate=1.0,
+            sections=sections,
+            encoding="otlp_proto",
+        )
+        for name in ("a", "b")
+    ]
+    root, retrieval = bytes.fromhex("00000000000000a1"), bytes.fromhex("00000000000000b2")
+    count = 240
+    trace_ids = [bytes.fromhex(f"{i + 1:032x}") for i in range(count)]
+
+    def half(i: int) -> tuple[bytes, bytes]:
+        attributes = _rag_attributes(i)
+        first = {key: attributes[key] for key in ("rag.context", "rag.query")}
+        return trace_ids[i], _otlp_message(trace_ids[i], [(retrieval, root, first)])
+
+    def rest(i: int) -> tuple[bytes, bytes]:
+        answer = {"rag.response": _rag_attributes(i)["rag.response"]}
+        return trace_ids[i], _otlp_message(trace_ids[i], [(root, b"", answer)])
+
+    def split() -> bool:
+        owned = [m.lag_partitions() for m in members]
+        return all(len(p) == 1 for p in owned) and not owned[0] & owned[1]
+
+    with replicas(*members):
+        for member in members:
+            member.start()
+        wait_until(split, 60, "the partitions split between the replicas", interval_s=0.2)
+        noida.produce_keyed(topic, [half(i) for i in range(_OPEN)])
+        restarts = {count // 3: members[0], 2 * count // 3: members[1]}
+        for i in range(_OPEN, count + _OPEN, 10):
+            batch = [half(j) for j in range(i, min(i + 10, count))]
+            noida.produce_keyed(topic, batch + [rest(j) for j in range(i - _OPEN, i - _OPEN + 10)])
+            restarted = restarts.get(i - _OPEN)
+            if restarted is None:
+                continue
+
+            def holds_open(member: Replica = restarted) -> bool:
+                return member.total("open_traces") > 0
+
+            wait_until(holds_open, 60, "open traces in the replica to restart", interval_s=0.1)
+            assert restarted.stop() == 0, restarted.logs()
+            restarted.start()
+            wait_until(split, 60, "the replica back in the group", interval_s=0.2)
+        expected = {t.hex() for t in trace_ids}
+
+        def evaluated() -> set[str]:
+            return {line["trace_id"] for m in members for line in _lines(m)}
+
+        wait_until(lambda: evaluated() >= expected, 120, "every trace evaluated", interval_s=0.3)
+        for member in members:
+            assert member.stop() == 0, member.logs()
+    lines = [line for m in members for line in _lines(m)]
+    cut = [line["trace_id"] for line in lines if not _whole(line["extracted"])]
+    assert not cut, f"{len(cut)} of {len(lines)} results lines cut: {cut[:5]}"
+    assert {line["trace_id"] for line in lines} == expected
+    assert noida.committed(group, topic, 2) == _per_partition(noida, topic, 2 * count)
+
+
+def _lines(member: Replica) -> list[dict[str, Any]]:
+    if not member.results.exists():
+        return []
+    text = member.results.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
+def _whole(extracted: dict[str, Any]) -> bool:
+    return bool(extracted.get("query") and extracted.get("context") and extracted.get("response"))
+
+
+def _per_partition(broker: Broker, topic: str, total: int) -> dict[int, int | None]:
+    """Messages in each partition of `topic` (`total` in all)."""
+    counts: dict[int, int | None] = {}
+    for message in broker.read_all(topic, total):
+        counts[message.partition] = (counts.get(message.partition) or 0) + 1
+    return counts

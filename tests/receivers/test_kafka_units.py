@@ -20,7 +20,13 @@ from monitor.config import KafkaConfig as KafkaSettings
 from monitor.receivers.kafka import KafkaReceiver, client_options
 from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._messages import Decoded, Encoding, Rejection, decode_message
-from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.receivers.kafka._offsets import (
+    FINISHED_PREFIX,
+    MAX_METADATA_CHARS,
+    PartitionTracker,
+    finished_metadata,
+    parse_finished,
+)
 from monitor.records import RawRecord, RecordError, parse_record
 from monitor.telemetry import create_telemetry
 
@@ -491,3 +497,97 @@ def test_a_partition_given_away_hands_its_open_traces_back_and_one_given_back_ke
     fresh.drop(5)
     fresh.finish(6)
     assert fresh.outstanding == 0 and fresh.committable is None
+
+
+def _receiver(stage: _Stage) -> KafkaReceiver:
+    return KafkaReceiver(
+        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        stage,
+        create_telemetry(),
+    )
+
+
+def test_a_commit_names_what_finished_past_its_offset_and_the_next_reader_skips_it() -> None:
+    """Messages finished behind an unfinished one (an open trace's) travel in the commit's
+    metadata; the partition's next reader, from the committed offset, hands on only what
+    is left: the open trace's message, read again whole."""
+    tracker = PartitionTracker("in", 0)
+    tracker.add(10, 1)  # held by an open trace
+    tracker.add(11, 1)
+    tracker.stretch(11, 13)  # a run
+    tracker.add(14, 1)
+    tracker.add(15, 1)
+    tracker.finish(11)
+    tracker.finish(15)
+    assert tracker.committable is None  # the prefix has not moved
+    point = tracker.commit_point()
+    assert point == (10, FINISHED_PREFIX + "11-13,15")
+    tracker.committed, tracker.committed_metadata = point
+    assert tracker.commit_point() is None  # nothing changed since
+    tracker.finish(14)
+    assert tracker.commit_point() == (10, FINISHED_PREFIX + "11-15")
+
+    stage = _Stage()
+    receiver = _receiver(stage)
+    following = PartitionTracker("in", 0)
+    following.skip = parse_finished(FINISHED_PREFIX + "11-13,15", 10)
+    batch: list[tuple[PartitionTracker, Delivery]] = []
+    record = json.dumps({"request_id": "r", "response": "a"}).encode()
+    receiver._intake.take([_message(i, record) for i in range(10, 17)], following, batch)
+    receiver._hand_over(batch)
+    offsets = [[(r.metadata or {})["kafka.offset"] for r in d.records] for d in stage.deliveries]
+    assert offsets == [["10"], ["14"], ["16"]]
+    for delivery in stage.deliveries:
+        assert delivery.on_done is not None
+        delivery.on_done(True)
+    receiver._collect_done()
+    assert following.committable == 17
+
+
+def test_messages_delivered_again_to_the_same_reader_are_not_taken_twice() -> None:
+    """A client whose position went back (a partition given straight back after a failed
+    commit) delivers messages again: they are registered once, their deliveries once."""
+    stage = _Stage()
+    receiver = _receiver(stage)
+    tracker = PartitionTracker("in", 0)
+    spans = [_message(i, _otlp_request()) for i in range(4)]
+    batch: list[tuple[PartitionTracker, Delivery]] = []
+    receiver._intake.take(spans[:3], tracker, batch)
+    receiver._intake.take(spans[1:], tracker, batch)
+    receiver._hand_over(batch)
+    assert [d.metadata["kafka.offset"] for d in stage.deliveries if d.metadata] == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
+    for delivery in stage.deliveries:
+        assert delivery.on_done is not None
+        delivery.on_done(True)
+    receiver._collect_done()
+    assert tracker.committable == 4 and tracker.outstanding == 0
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5)), max_size=400))
+def test_finished_metadata_round_trips_within_the_brokers_limit(
+    gaps: list[tuple[int, int]],
+) -> None:
+    ranges, offset = [], 100
+    for gap, length in gaps:
+        first = offset + gap + 1
+        ranges.append((first, first + length))
+        offset = first + length + 1
+    metadata = finished_metadata(ranges)
+    assert len(metadata) <= MAX_METADATA_CHARS
+    parsed = parse_finished(metadata, 100)
+    assert parsed == ranges[: len(parsed)]  # the nearest ones, when not all fit
+    assert len(parsed) == len(ranges) or len(metadata) > MAX_METADATA_CHARS - 30
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [None, "", "someone else's", FINISHED_PREFIX + "5-3", FINISHED_PREFIX + "a-b",
+     FINISHED_PREFIX + "2-4", FINISHED_PREFIX + "9" * 5000, FINISHED_PREFIX + "11,,12"],
+)  # fmt: skip
+def test_metadata_that_is_not_ours_or_not_well_formed_skips_nothing(metadata: str | None) -> None:
+    assert parse_finished(metadata, 10) == []

@@ -5,10 +5,13 @@ are open at once. Raw sockets play the slow clients against the real receiver.""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import struct
 import time
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from monitor.config import Config
@@ -152,3 +155,39 @@ async def test_connections_past_the_cap_are_closed_as_they_open(
         for sock in socks:
             sock.close()
         await receivers.shutdown(5)
+
+
+def _cut_mid_body(receivers: Served, *, reset: bool) -> None:
+    """Half a body, then a reset (`SO_LINGER` 0) or an orderly close."""
+    sock = _connect(receivers)
+    sock.sendall(
+        b"POST /v1/traces HTTP/1.1\r\nHost: monitor\r\n"
+        b"Content-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n" + b"x" * 50_000
+    )
+    if reset:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    else:
+        sock.shutdown(socket.SHUT_WR)
+    sock.close()
+
+
+async def test_a_client_cutting_its_connection_mid_body_is_counted_once_and_logged_once(
+    served: Served, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    for reset in (True, True, True, False):
+        await asyncio.to_thread(_cut_mid_body, served, reset=reset)
+    await wait_until_async(
+        lambda: _closed(telemetry, "client_reset") == 4, 10, "four cut requests counted"
+    )
+    # The receiver goes on serving; no traceback, one line for the kind of fault.
+    assert served.http is not None and served.http.port is not None
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            f"http://127.0.0.1:{served.http.port}/v1/traces",
+            content=b"",
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+    assert response.status_code == 200
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    cut = [r for r in caplog.records if "cut its connection" in r.getMessage()]
+    assert len(cut) == 1, cut

@@ -134,3 +134,13 @@ async def test_every_record_is_bounded_before_it_is_scored() -> None:
         consumer.finish_all()
         await wait_until_async(lambda: len(acks.done) == 2, 10, "both deliveries finished")
         assert acks.done == {"spans": True, "records": True}
+
+
+def test_an_id_too_long_for_an_exemplar_is_an_invalid_field() -> None:
+    """A trace id travels as a Prometheus exemplar, whose labels hold 128 characters: a
+    longer one is refused where the record is built, never by the metrics sink."""
+    assert parse_record({**_record(), "trace_id": "AB" * 32}).trace_id == "ab" * 32
+    with pytest.raises(RecordError, match=r"trace_id: .*at most 64 hex characters"):
+        parse_record({**_record(), "trace_id": "ab" * 100})
+    with pytest.raises(RecordError, match=r"span_id: .*at most 64"):
+        parse_record({**_record(), "span_id": "0" * 65})

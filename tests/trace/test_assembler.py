@@ -139,3 +139,53 @@ def test_a_service_sending_log_events_has_its_whole_traces_wait_for_them() -> No
     other = Span("c".ljust(32, "0"), "1".rjust(16, "0"), "", "root", 1, 2, service="other")
     (done,) = asm.add([other], "otlp_http", now=8)
     assert done.trigger == "root_ended"
+
+
+def test_events_for_unknown_traces_never_push_out_a_trace_with_spans() -> None:
+    """A real trace split over two requests, with a flood of GenAI log events for trace
+    ids that never send a span in between: the events live apart, within a quarter of the
+    bounds, and the real trace is released whole when its root comes, never as a late
+    span."""
+    drops = Drops()
+    asm = TraceAssembler(
+        idle_timeout_s=10, max_open_traces=1_000, max_open_bytes=10_000_000, on_drop=drops
+    )
+    assert asm.add([_span("real", "2", "1")], "otlp_http", now=0) == []
+    flood = [_event(f"{i + 1:032x}", "1") for i in range(100_000)]
+    finished = asm.add(flood, "otlp_http", now=1)
+    assert {f.trigger for f in finished} == {"events_only"}
+    assert len(finished) == 100_000 - 250  # a quarter of max_open_traces stays
+    assert asm.open_traces == 1 + 250
+    (done,) = asm.add([_span("real", "1")], "otlp_http", now=2)
+    assert done.trigger == "root_ended" and len(done.spans) == 2
+    assert drops.counts == {}
+
+
+def test_events_only_traces_have_their_own_byte_bound() -> None:
+    asm = TraceAssembler(idle_timeout_s=10, max_open_traces=1_000, max_open_bytes=400_000)
+    real = _span("real", "2", "1")
+    assert asm.add([real], "otlp_http", now=0) == []
+    events = [_event(f"{i + 1:032x}", "1") for i in range(1_000)]
+    finished = asm.add(events, "otlp_http", now=1)
+    assert finished and {f.trigger for f in finished} == {"events_only"}
+    assert asm.open_bytes - real.size <= 400_000 // 4
+    assert asm.is_open(real.trace_id)
+    assert sum(len(f.spans) for f in finished) + asm.open_traces - 1 == 1_000
+
+
+def test_events_before_their_spans_join_them_and_idle_events_start_afresh() -> None:
+    """Events may come first: the trace joins the others with its first span. An events-only
+    trace that idles out is released as `events_only` and not remembered, so its spans
+    arriving later make a trace of their own, not late spans."""
+    drops = Drops()
+    asm = _assembler(drops, idle=10)
+    assert asm.add([_event("a", "2")], "otlp_http", now=0) == []
+    (done,) = asm.add([_span("a", "1"), _span("a", "2", "1")], "otlp_http", now=1)
+    assert done.trigger == "root_ended"
+    assert sorted(s.name for s in done.spans) == ["1", "2", "gen_ai.choice"]
+    assert asm.add([_event("b", "2")], "otlp_http", now=2) == []
+    (idle,) = asm.expire(now=12)
+    assert (idle.trigger, len(idle.spans)) == ("events_only", 1)
+    (later,) = asm.add([_span("b", "1")], "otlp_http", now=13)
+    assert later.trigger == "root_ended"
+    assert drops.counts == {}

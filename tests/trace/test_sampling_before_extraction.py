@@ -170,6 +170,7 @@ def _config(sampling: Sampling) -> Config:
 def extractions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Trace ids that reached record extraction (a spy on the real one)."""
     seen: list[str] = []
+
     def spy(spans: list[Span], **kw: Any) -> list[RagRecord]:
         seen.append(spans[0].trace_id)
         return extract_records(spans, **kw)

@@ -10,7 +10,9 @@ A trace is released when
   early (counted);
 - `flushed`: the source of its spans asked for it (a Kafka partition is handed to another
   replica);
-- `shutdown`: the monitor is stopping.
+- `shutdown`: the monitor is stopping;
+- `events_only`: only GenAI log events of it arrived, never a span, and it was idle for
+  `idle_timeout_s` or pushed out of the bound such traces have of their own (below).
 
 A trace can also be abandoned (`abandon`): forgotten unevaluated when the source of its
 spans hands them back (a Kafka partition moved to another replica, which reads them
@@ -19,7 +21,13 @@ again whole).
 A service that sends GenAI log events (event spans, `monitor.spans.LOG_EVENT_KEY`) exports
 them apart from its spans, often after the root: once one has arrived from a service, its
 traces that become whole wait `log_events_wait_s` more before `root_ended` releases them,
-so that their events still join them.
+so that their events still join them. Events can also arrive before their spans, or for
+traces whose spans never come: a trace holding nothing but events lives apart from the
+others, bounded to a quarter of `max_open_traces` and of `max_open_bytes`, so that any
+number of events for unknown trace ids never pushes out a trace that has spans. It joins
+the others with its first span; pushed out of its own bound or idle, it is released as
+`events_only` (its events are never evaluated) and not remembered as released, so spans
+of it that come later start it afresh.
 
 Spans of a trace that was already released (a late batch) are counted as `late_span` and
 dropped (only released traces are remembered: spans of an abandoned one start it afresh), so one request never becomes two partial records; the memory of released ids is
@@ -37,8 +45,18 @@ from typing import Literal
 
 from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
 
-Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown"]
-TRIGGERS: tuple[Trigger, ...] = ("root_ended", "idle_timeout", "evicted", "flushed", "shutdown")
+Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
+TRIGGERS: tuple[Trigger, ...] = (
+    "root_ended",
+    "idle_timeout",
+    "evicted",
+    "flushed",
+    "shutdown",
+    "events_only",
+)
+# The share of `max_open_traces` and `max_open_bytes` that traces holding nothing but log
+# events may take.
+EVENTS_ONLY_SHARE = 4
 # A runaway trace (a loop that opens spans forever) must not hold unbounded memory.
 MAX_SPANS_PER_TRACE = 5_000
 
@@ -52,6 +70,7 @@ class _Open:
     has_root: bool = False
     size: int = 0
     service: str = ""  # the root's
+    events_only: bool = False  # no span yet, only GenAI log events
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -84,20 +103,25 @@ class TraceAssembler:
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
         self._released: OrderedDict[str, None] = OrderedDict()
+        # Traces of nothing but log events, with bounds of their own.
+        self._events_only: OrderedDict[str, _Open] = OrderedDict()
+        self._events_only_bytes = 0
+        self._max_events_only = max(1, max_open_traces // EVENTS_ONLY_SHARE)
+        self._max_events_only_bytes = max_open_bytes // EVENTS_ONLY_SHARE
 
     @property
     def open_traces(self) -> int:
-        return len(self._open)
+        return len(self._open) + len(self._events_only)
 
     @property
     def open_bytes(self) -> int:
         """Approximate bytes held by the spans of open traces (`Span.size`)."""
-        return self._bytes
+        return self._bytes + self._events_only_bytes
 
     def is_open(self, trace_id: str) -> bool:
         """Whether spans of `trace_id` are buffered (the Kafka receiver tracks which
         messages a trace holds, to commit their offsets once it is evaluated)."""
-        return trace_id in self._open
+        return trace_id in self._open or trace_id in self._events_only
 
     def add(
         self, spans: Iterable[Span], source: str, now: float | None = None
@@ -109,20 +133,25 @@ class TraceAssembler:
         late = 0
         oversize = 0
         for span in spans:
-            if span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None:
+            event = span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
+            if event:
                 self._saw_log_events(span.service)
             trace_id = span.trace_id
-            trace = touched.get(trace_id) or self._open.get(trace_id)
+            trace = (
+                touched.get(trace_id) or self._open.get(trace_id) or self._events_only.get(trace_id)
+            )
             if trace is None:
                 if trace_id in self._released:
                     late += 1
                     continue
-                if len(self._open) >= self._max:
-                    old_id, old = self._open.popitem(last=False)
-                    touched.pop(old_id, None)
-                    finished.append(self._release(old_id, old, "evicted"))
-                trace = _Open(now, source)
-                self._open[trace_id] = trace
+                trace = _Open(now, source, events_only=event)
+                self._admit(trace_id, trace, touched, finished)
+            elif trace.events_only and not event:  # its first span: it joins the others
+                del self._events_only[trace_id]
+                self._events_only_bytes -= trace.size
+                trace.events_only = False
+                self._bytes += trace.size
+                self._admit(trace_id, trace, touched, finished)
             touched[trace_id] = trace
             if len(trace.spans) >= MAX_SPANS_PER_TRACE:
                 oversize += 1
@@ -130,7 +159,10 @@ class TraceAssembler:
             span_id = span.span_id
             # A span sent twice is counted twice: the bound errs on the safe side.
             trace.size += span.size
-            self._bytes += span.size
+            if trace.events_only:
+                self._events_only_bytes += span.size
+            else:
+                self._bytes += span.size
             trace.spans[span_id] = span
             trace.missing_parents.discard(span_id)
             if span.is_root:
@@ -141,7 +173,9 @@ class TraceAssembler:
         for trace_id, trace in touched.items():
             trace.last_seen = now
             trace.source = source
-            if trace.has_root and not trace.missing_parents:
+            if trace.events_only:
+                self._events_only.move_to_end(trace_id)
+            elif trace.has_root and not trace.missing_parents:
                 if self._log_wait > 0 and trace.service in self._log_services:
                     self._held.setdefault(trace_id, now + self._log_wait)
                     self._open.move_to_end(trace_id)
@@ -153,6 +187,9 @@ class TraceAssembler:
         while self._bytes > self._max_bytes and self._open:
             old_id, old = self._open.popitem(last=False)
             finished.append(self._release(old_id, old, "evicted"))
+        while self._events_only_bytes > self._max_events_only_bytes and self._events_only:
+            old_id, old = self._events_only.popitem(last=False)
+            finished.append(self._release(old_id, old, "events_only"))
         if late:
             self._on_drop("late_span", late)
         if oversize:
@@ -172,26 +209,56 @@ class TraceAssembler:
             held = self._open.pop(trace_id, None)
             if held is not None:
                 finished.append(self._release(trace_id, held, "root_ended"))
-        while self._open:
-            trace_id, trace = next(iter(self._open.items()))
-            if now - trace.last_seen < self._idle:
-                break
-            del self._open[trace_id]
-            finished.append(self._release(trace_id, trace, "idle_timeout"))
+        idle: tuple[tuple[OrderedDict[str, _Open], Trigger], ...] = (
+            (self._open, "idle_timeout"),
+            (self._events_only, "events_only"),
+        )
+        for traces, trigger in idle:
+            while traces:
+                trace_id, trace = next(iter(traces.items()))
+                if now - trace.last_seen < self._idle:
+                    break
+                del traces[trace_id]
+                finished.append(self._release(trace_id, trace, trigger))
         return finished
 
     def drain(self) -> list[FinishedTrace]:
         """Release everything still open (shutdown)."""
-        finished = [self._release(tid, trace, "shutdown") for tid, trace in self._open.items()]
-        self._open.clear()
-        return finished
+        return self._release_all("shutdown")
 
     def flush(self) -> list[FinishedTrace]:
         """Release everything still open now (the spans' source is handing its input
         away); later spans of these traces count as late."""
-        finished = [self._release(tid, trace, "flushed") for tid, trace in self._open.items()]
+        return self._release_all("flushed")
+
+    def _release_all(self, trigger: Trigger) -> list[FinishedTrace]:
+        finished = [self._release(tid, trace, trigger) for tid, trace in self._open.items()]
+        finished += [self._release(t, trace, trigger) for t, trace in self._events_only.items()]
         self._open.clear()
+        self._events_only.clear()
         return finished
+
+    def _admit(
+        self,
+        trace_id: str,
+        trace: _Open,
+        touched: dict[str, _Open],
+        finished: list[FinishedTrace],
+    ) -> None:
+        """A new trace among the open ones, or among those of nothing but events; the
+        least recently active one pushed out to stay within that bound."""
+        traces, bound, trigger = self._pool(trace)
+        if len(traces) >= bound:
+            old_id, old = traces.popitem(last=False)
+            touched.pop(old_id, None)
+            finished.append(self._release(old_id, old, trigger))
+        traces[trace_id] = trace
+
+    def _pool(self, trace: _Open) -> tuple[OrderedDict[str, _Open], int, Trigger]:
+        """Where `trace` is kept, its bound in traces, and the trigger of being pushed out."""
+        if trace.events_only:
+            return self._events_only, self._max_events_only, "events_only"
+        return self._open, self._max, "evicted"
 
     def abandon(self, trace_ids: Iterable[str]) -> int:
         """Forget these open traces without releasing them: not evaluated, and not
@@ -199,11 +266,11 @@ class TraceAssembler:
         instead of counting as late. Returns how many spans were dropped."""
         spans = 0
         for trace_id in trace_ids:
-            trace = self._open.pop(trace_id, None)
+            trace = self._open.pop(trace_id, None) or self._events_only.pop(trace_id, None)
             if trace is None:
                 continue
             self._held.pop(trace_id, None)
-            self._bytes -= trace.size
+            self._take_bytes(trace)
             spans += len(trace.spans)
         return spans
 
@@ -211,10 +278,17 @@ class TraceAssembler:
         if len(self._log_services) < self._max:  # bounded like everything else here
             self._log_services.add(service)
 
+    def _take_bytes(self, trace: _Open) -> None:
+        if trace.events_only:
+            self._events_only_bytes -= trace.size
+        else:
+            self._bytes -= trace.size
+
     def _release(self, trace_id: str, trace: _Open, trigger: Trigger) -> FinishedTrace:
         self._held.pop(trace_id, None)
-        self._bytes -= trace.size
-        self._released[trace_id] = None
-        while len(self._released) > self._max:
-            self._released.popitem(last=False)
+        self._take_bytes(trace)
+        if not trace.events_only:  # spans of it that come later start it afresh
+            self._released[trace_id] = None
+            while len(self._released) > self._max:
+                self._released.popitem(last=False)
         return FinishedTrace(trace_id, list(trace.spans.values()), trigger, trace.source)

@@ -10,11 +10,18 @@ import logging
 import threading
 from collections import Counter as Tally
 
+from monitor._nesting import REASONS
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import SUSPECT_GUIDANCE as GUIDANCE
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
-from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits, bound_record
+from monitor.records import (
+    EXTRACTION_SUSPECT,
+    UNREAD_VALUES,
+    RagRecord,
+    SizeLimits,
+    bound_record,
+)
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
@@ -52,6 +59,12 @@ class Outcomes:
             "evaluated unless pipeline.evaluate_suspect_records.",
             ("service", "reason"),
         )
+        self.partly_read = telemetry.counter(
+            "records_partly_read",
+            "Records built from a trace some of whose attribute values could not be read "
+            "(nested too deeply, not a valid value): read as text or left out, by reason.",
+            ("service", "reason"),
+        )
         # Per service (capped): sampled traces that gave no record while the service has
         # never given one; a service leaves once it gives a record. Updated from the
         # stage's thread (records) and the event loop (extracted traces), under `_lock`.
@@ -71,7 +84,7 @@ class Outcomes:
         self._t.child(self._t.spans_received, source).inc(n)
 
     def assembly_dropped(self, reason: str, n: int) -> None:
-        """Spans trace assembly dropped (`late_span`, `trace_too_large`)."""
+        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`)."""
         self.dropped(reason, n)
         self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
 
@@ -99,6 +112,9 @@ class Outcomes:
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
+        unread = record.metadata.get(UNREAD_VALUES)
+        if unread is not None:
+            self._partly_read(record, service, unread)
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
             reason = reason if reason in GUIDANCE else "other"  # a record's own metadata
@@ -113,6 +129,19 @@ class Outcomes:
                 reason,
                 GUIDANCE.get(reason, "see the README's 'Tracing your app'"),
             )
+
+    def _partly_read(self, record: RagRecord, service: str, unread: str) -> None:
+        reasons = {r if r in REASONS else "other" for r in unread.split(",")}
+        for reason in sorted(reasons):
+            self._t.child(self.partly_read, service, reason).inc()
+        self.warn.warning(
+            f"unread/{service}",
+            "service %r: record %s: some attribute values of its trace could not be read "
+            "(%s): they were read as text or left out (records_partly_read_total)",
+            service,
+            record.request_id,
+            unread,
+        )
 
     def unsampled_by_service(self, unsampled: Tally[str]) -> None:
         for service, n in unsampled.items():
@@ -153,9 +182,7 @@ class Outcomes:
         if len(self._speaking) > bound:
             self._speaking = {s for s in self._speaking if s == OVERFLOW or cap.holds(s)}
         if len(self._silent) > bound:
-            self._silent = {
-                s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)
-            }
+            self._silent = {s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)}
 
     def extracted(
         self, trace: FinishedTrace, service: str, outcome: TraceRecords | Unreadable

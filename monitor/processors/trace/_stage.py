@@ -420,10 +420,16 @@ class TraceStage:
     def _release(self, finished: list[FinishedTrace], out: list[Ready]) -> None:
         triggers: Tally[str] = Tally()
         unsampled: Tally[str] = Tally()
+        events_only = 0
         for trace in finished:
             triggers[trace.trigger] += 1
             acks = self._acks.released(trace.trace_id)
             metadata = self._metadata.pop(trace.trace_id, None)
+            if trace.trigger == "events_only":  # no span ever came: nothing to evaluate
+                events_only += len(trace.spans)
+                for ack in acks:
+                    ack.settle()
+                continue
             sampled, service = self._sampling.trace(trace, unsampled)
             if not sampled:
                 for ack in acks:
@@ -443,6 +449,8 @@ class TraceStage:
             )
         self._outcomes.released(triggers)
         self._outcomes.unsampled_by_service(unsampled)
+        if events_only:
+            self._outcomes.assembly_dropped("events_only", events_only)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -10,9 +10,10 @@ sampling.
 
 At-least-once: offsets are committed only up to the contiguous prefix of finished
 messages (`_offsets`): at most once a second, on partition revocation (after a short
-grace for in-flight messages) and at shutdown. The open traces of a partition given away
-are handed back to the trace stage unevaluated (`_give_away`): their messages stay
-unfinished, so the next owner reads them again whole. A crash re-delivers, it never
+grace for in-flight messages) and at shutdown. The open traces of a partition given away,
+and at shutdown of every partition, are handed back to the trace stage unevaluated
+(`_give_away`, `_hand_back`): their messages stay unfinished, so the next owner reads
+them again whole. A crash re-delivers, it never
 skips; a run is re-delivered whole.
 
 Backpressure: while more than `max_in_flight` deliveries are handed out and unfinished, or
@@ -39,18 +40,19 @@ from collections import deque
 from typing import Any
 
 from kafka import (
-    ConsumerRebalanceListener,
+    AsyncConsumerRebalanceListener,
     KafkaConsumer,
     OffsetAndMetadata,
     TopicPartition,
 )
+from kafka.errors import CorruptRecordError
 
 from monitor.component import TraceConsumer
 from monitor.config import KafkaConfig
 from monitor.receivers.kafka._client import BOOTSTRAP_TIMEOUT_MS, client_options, construct
 from monitor.receivers.kafka._dead_letter import DeadLetters
-from monitor.receivers.kafka._intake import Batch, KafkaIntake, Token
-from monitor.receivers.kafka._offsets import PartitionTracker
+from monitor.receivers.kafka._intake import SOURCE, Batch, KafkaIntake, Token
+from monitor.receivers.kafka._offsets import PartitionTracker, parse_finished
 from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -68,14 +70,22 @@ _LOG_INTERVAL_S = 30.0
 _LEAVE_S = BOOTSTRAP_TIMEOUT_MS / 1000 + 10
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
+    """Awaited by kafka-python's IO loop, so that the revocation's commit is done (and its
+    outcome known) before the group is joined again, while heartbeats go on."""
+
     def __init__(self, receiver: KafkaReceiver) -> None:
         self._receiver = receiver
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._receiver._on_revoked(revoked)
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        sent = self._receiver._on_revoked(revoked)
+        if sent is not None:
+            try:
+                await sent
+            except Exception as exc:
+                self._receiver._commit_failed(exc)
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._receiver._on_assigned(assigned)
 
 
@@ -131,7 +141,7 @@ class KafkaReceiver:
         self._leaving: dict[TopicPartition, PartitionTracker] = {}
         self._lag = LagGauge(telemetry)
         self._held: Batch = []  # refused by a full stage
-        self._flush_owed = False  # draining: open traces may hold our messages
+        self._hand_back_owed = False  # draining: open traces may hold our messages
         self._paused = False
         self._joined = False
         self._last_commit = 0.0
@@ -150,8 +160,9 @@ class KafkaReceiver:
         self._thread.start()
 
     async def shutdown(self, deadline_s: float) -> None:
-        """Stop fetching, let our in-flight messages finish until `deadline_s`, then commit
-        what finished and leave the group; those two get what is left of the deadline, and
+        """Stop fetching, hand back the open traces of our messages (`_hand_back`), let our
+        other in-flight messages finish until `deadline_s`, then commit what finished and
+        leave the group; those two get what is left of the deadline, and
         at least the client's own close time (`_LEAVE_S`), since a commit cut short costs a
         re-delivery of everything finished. What is not finished is re-delivered to the next
         owner. Idempotent; safe without `start`."""
@@ -264,15 +275,22 @@ class KafkaReceiver:
         self._collect_done()
         self._offer_held()
         self._backpressure(consumer)
-        polled = consumer.poll(timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records)
+        try:
+            polled = consumer.poll(
+                timeout_ms=_POLL_TIMEOUT_MS, max_records=self._cfg.max_poll_records
+            )
+        except CorruptRecordError as exc:
+            if not self._skip_unreadable(consumer, exc):
+                raise
+            polled = {}
         batch: Batch = []
         if polled and not self._draining.is_set():
             for tp, messages in polled.items():
                 self._intake.take(messages, self._tracker(tp), batch)
         self._hand_over(batch)
-        if self._draining.is_set() and self._flush_owed and not self._held:
-            self._flush_owed = False
-            self._next.flush()
+        if self._draining.is_set() and self._hand_back_owed and not self._held:
+            self._hand_back_owed = False
+            self._hand_back()
         self._collect_done()
         now = time.monotonic()
         if now - self._last_commit >= _COMMIT_INTERVAL_S:
@@ -283,12 +301,76 @@ class KafkaReceiver:
         if self._draining.is_set() and not self._held and self._in_flight == 0:
             self._drained.set()
 
+    def _skip_unreadable(self, consumer: KafkaConsumer, exc: CorruptRecordError) -> bool:
+        """A message kafka-python cannot read (a header key that is not UTF-8, a bad CRC):
+        its every fetch fails the same way, so it is stepped over, counted
+        (`records_rejected_total{reason="unreadable_message"}`) and logged, and the commit
+        passes it; the messages before it were handed on already. kafka-python does not
+        say where the message is: it is found in the traceback, in the fetcher frame that
+        was unpacking it. False when it cannot be found (the poll error is retried)."""
+        found = _unreadable_at(exc)
+        if found is None or found[0] not in self._assigned:
+            return False
+        tp, first, end = found
+        tracker = self._tracker(tp)
+        skipped = range(max(first, tracker.read_to), end)
+        self._t.records_rejected.labels(SOURCE, "unreadable_message").inc(len(skipped))
+        self._log.log(
+            "unreadable",
+            logging.WARNING,
+            "kafka: message %s/%d@%d cannot be read (%s); it and the %d after it in its "
+            "record batch, which kafka-python cannot read past it, are skipped",
+            tp.topic,
+            tp.partition,
+            first,
+            exc,
+            end - first - 1,
+        )
+        for offset in skipped:
+            tracker.add(offset, 0)
+        consumer.seek(tp, end)
+        return True
+
     def _tracker(self, tp: TopicPartition) -> PartitionTracker:
         tracker = self._trackers.get(tp)
         if tracker is None:
             tracker = PartitionTracker(tp.topic, tp.partition)
+            tracker.skip = self._finished_before(tp)
             self._trackers[tp] = tracker
         return tracker
+
+    def _finished_before(self, tp: TopicPartition) -> list[tuple[int, int]]:
+        """What the partition's previous reader finished past its committed offset (its
+        commit's metadata): read before the first message of a new assignment, so never
+        evaluated twice. Unknown (the fetch failed): everything is read again."""
+        if self._consumer is None:
+            return []
+        try:
+            committed = self._consumer.committed(tp, metadata=True, timeout_ms=5_000)
+        except Exception as exc:
+            self._log.log(
+                "committed",
+                logging.WARNING,
+                "kafka: cannot read the committed offset of %s/%d (%s); messages its previous "
+                "reader finished past it are read again",
+                tp.topic,
+                tp.partition,
+                exc,
+            )
+            return []
+        if committed is None:
+            return []
+        ranges = parse_finished(committed.metadata, committed.offset)
+        if ranges:
+            log.info(
+                "kafka: %s/%d: %d messages past the committed offset %d were finished by its "
+                "previous reader; they are skipped",
+                tp.topic,
+                tp.partition,
+                sum(last - first + 1 for first, last in ranges),
+                committed.offset,
+            )
+        return ranges
 
     def _delivered(self, tracker: PartitionTracker, offset: int, ok: bool) -> None:
         """A delivery's `on_done` (any thread), for the unit registered at `offset`. Most
@@ -307,7 +389,7 @@ class KafkaReceiver:
             # The trace stage is full: hold these, pause, offer them again next step.
             self._held.extend(batch)
             return
-        self._flush_owed = True
+        self._hand_back_owed = True
 
     def _offer(self, batch: Batch) -> bool:
         """Hand `batch` to the trace stage; counted in flight first, since the stage may
@@ -326,7 +408,7 @@ class KafkaReceiver:
         if held and not self._offer(held):
             self._held = held
             return
-        self._flush_owed = self._flush_owed or bool(held)
+        self._hand_back_owed = self._hand_back_owed or bool(held)
 
     def _owned(self, tracker: PartitionTracker) -> bool:
         return not tracker.revoked
@@ -370,33 +452,37 @@ class KafkaReceiver:
             consumer.resume(*consumer.paused())
             self._paused = False
 
-    def _commit(self, trackers: list[PartitionTracker], *, wait: bool = True) -> None:
+    def _commit(self, trackers: list[PartitionTracker], *, wait: bool = True) -> Any:
         """Commit what is finished. `wait=False` from the rebalance listener: kafka-python
-        runs listeners on its IO thread, where a blocking commit is refused; the async
-        commit is sent before the group re-joins, so it lands in the old generation."""
+        runs listeners on its IO thread, where a blocking commit is refused; the commit is
+        sent and its future returned, for the listener to await before the group is
+        joined again (None: nothing to commit)."""
         self._last_commit = time.monotonic()
         targets = {
-            TopicPartition(t.topic, t.partition): (t, t.committable)
+            TopicPartition(t.topic, t.partition): (t, target)
             for t in trackers
-            if t.committable is not None
+            if (target := t.commit_point()) is not None
         }
         if not targets or self._consumer is None:
-            return
-        offsets = {tp: OffsetAndMetadata(target, "", -1) for tp, (_, target) in targets.items()}
+            return None
+        offsets = {
+            tp: OffsetAndMetadata(offset, metadata, -1)
+            for tp, (_, (offset, metadata)) in targets.items()
+        }
         try:
             if not wait:
-                self._consumer.commit_async(offsets=offsets, callback=self._commit_sent)
-                return
+                return self._consumer.commit_async(offsets=offsets)
             self._consumer.commit(offsets=offsets)
         except Exception as exc:
             self._commit_failed(exc)
-            return
+            return None
         log.debug(
             "kafka: committed %s",
             {f"{tp.topic}/{tp.partition}": m.offset for tp, m in offsets.items()},
         )
-        for tracker, target in targets.values():
-            tracker.committed = target
+        for tracker, (offset, metadata) in targets.values():
+            tracker.committed, tracker.committed_metadata = offset, metadata
+        return None
 
     def _commit_failed(self, exc: BaseException) -> None:
         self._t.dropped.labels("kafka", "commit_failed").inc()
@@ -407,13 +493,6 @@ class KafkaReceiver:
             type(exc).__name__,
             exc,
         )
-
-    def _commit_sent(self, offsets: dict[TopicPartition, OffsetAndMetadata], response: Any) -> None:
-        """Callback of an asynchronous commit (kafka-python's IO thread)."""
-        if isinstance(response, BaseException):
-            self._commit_failed(response)
-        else:
-            log.debug("kafka: committed on revocation %s", _names(set(offsets)))
 
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
         age = heartbeat_age(consumer)
@@ -431,7 +510,9 @@ class KafkaReceiver:
 
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
-    def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+    def _on_revoked(self, revoked: set[TopicPartition]) -> Any:
+        """Returns the commit sent for the revoked partitions (a kafka-python future), if
+        any."""
         # Open traces are not released here: one released now would be evaluated cut
         # short. Their messages stay unfinished, so the commit below stops before them.
         # Whether they are abandoned waits for the assignment (`_on_assigned`): eager
@@ -441,13 +522,17 @@ class KafkaReceiver:
         # At close the in-flight messages already had their chance (shutdown drained them).
         deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
         # Messages waiting in open traces finish only when more spans come: the grace
-        # (which blocks the client's heartbeats) is for the others.
-        waiting = self._next.holds(mine) if mine else 0
-        while sum(t.outstanding for t in mine) > waiting and time.monotonic() < deadline:
+        # (which blocks the client's heartbeats) is for the others. Asked again each
+        # time: queued messages join open traces while it runs.
+        while (
+            mine
+            and sum(t.outstanding for t in mine) > self._next.holds(mine)
+            and time.monotonic() < deadline
+        ):
             self._collect_done()
             time.sleep(0.005)
         self._collect_done()
-        self._commit(mine, wait=False)
+        sent = self._commit(mine, wait=False)
         for tp in revoked:
             leaving = self._trackers.pop(tp, None)
             if leaving is not None:
@@ -456,6 +541,7 @@ class KafkaReceiver:
             self._lag.remove(tp)
         if revoked:
             log.info("kafka: partitions revoked: %s", _names(revoked))
+        return sent
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._joined = True
@@ -486,6 +572,14 @@ class KafkaReceiver:
             tracker.revoked = True  # its late completions are ignored
         self._held = [(t, d) for t, d in self._held if self._owned(t)]
 
+    def _hand_back(self) -> None:
+        """Shutdown, like a revoke: the open traces made of our messages alone are handed
+        back unevaluated (their messages stay uncommitted; the next owner reads them
+        whole), never released cut. What else holds our messages open (a trace that also
+        has spans from OTLP) is released, so that the drain does not wait for it."""
+        self._next.abandon(list(self._trackers.values()))
+        self._next.flush()
+
     def _close(self) -> None:
         self._drained.set()
         if self._dead_letters is not None:
@@ -503,6 +597,23 @@ class KafkaReceiver:
         self._give_away()  # leaving the group revoked everything
         if self._dead_letters is not None:
             self._dead_letters.close()
+
+
+def _unreadable_at(exc: BaseException) -> tuple[TopicPartition, int, int] | None:
+    """Where the message that raised `exc` is — its partition, its offset and the end of
+    its record batch: kafka-python's fetcher was unpacking it, in a frame holding the
+    partition (`tp`), the offset it was to read next and the batch."""
+    trace = exc.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code.co_name == "_unpack_records":
+            tp = frame.f_locals.get("tp")
+            offset = getattr(frame.f_locals.get("self"), "next_fetch_offset", None)
+            end = getattr(frame.f_locals.get("batch"), "next_offset", None)
+            if isinstance(tp, TopicPartition) and isinstance(offset, int):
+                return tp, offset, end if isinstance(end, int) and end > offset else offset + 1
+        trace = trace.tb_next
+    return None
 
 
 def _names(partitions: set[TopicPartition]) -> str:

@@ -79,6 +79,15 @@ class KafkaIntake:
         first = last = 0
         for message in messages:
             offset = message.offset
+            if offset < tracker.read_to:
+                continue  # read already: the client's position went back (`read_to`)
+            if tracker.skip and tracker.skipped(offset):
+                # Finished by the partition's previous reader (`PartitionTracker.skip`).
+                if run:
+                    self._close_run(run, run_messages, first, last, tracker, batch)
+                    run, run_messages = [], []
+                tracker.add(offset, 0)
+                continue
             if not run:
                 # Registered before anything can fail, owing one unit: the run this
                 # message may open, or the message's own.

@@ -7,13 +7,16 @@ the connection opening, for its first request); the
 receiver itself bounds the body read (`read_timeout_s`, answered 408); aiohttp closes
 keep-alive connections idle for `idle_timeout_s`; and at most `max_connections` are open
 at once (a connection beyond that is closed as it opens). Each cut is counted in
-`http_connections_closed_total{reason}`.
+`http_connections_closed_total{reason}`, and so is a client that resets or closes its
+connection in the middle of a request (`client_reset`): the request is dropped with one
+log line per minute at most, never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,9 +24,11 @@ from typing import Any
 
 from aiohttp import web
 
-from monitor.telemetry import Telemetry
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger("monitor.receivers.otlp.http")
+REASONS = ("read_header_timeout", "read_timeout", "too_many_connections", "client_reset")
 
 
 @dataclass(slots=True, eq=False)
@@ -49,11 +54,13 @@ class ConnectionGuard:
         self._task: asyncio.Task[None] | None = None
         self.closed = telemetry.counter(
             "http_connections_closed",
-            "OTLP/HTTP connections closed by the monitor, by reason.",
+            "OTLP/HTTP connections closed by the monitor, or cut by their client in the "
+            "middle of a request, by reason.",
             ("reason",),
         )
-        for reason in ("read_header_timeout", "read_timeout", "too_many_connections"):
+        for reason in REASONS:
             self.closed.labels(reason)
+        self._warn = RateLimitedLog(log)
 
     @property
     def connections(self) -> int:
@@ -71,6 +78,20 @@ class ConnectionGuard:
             connection.in_request = True
         try:
             return await handler(request)
+        except ConnectionError as exc:
+            # The client reset or closed the connection before its request was read.
+            self.closed.labels("client_reset").inc()
+            self._warn.warning(
+                "client_reset",
+                "OTLP/HTTP client %s cut its connection in the middle of a request to %s "
+                "(%s); the request is dropped (http_connections_closed_total)",
+                request.remote,
+                request.path,
+                exc,
+            )
+            response = web.Response(status=400)
+            response.force_close()
+            return response
         finally:
             if connection is not None:
                 connection.in_request = False
