@@ -50,6 +50,9 @@ _CLOSE_RETRY_S = 5.0  # how long shutdown waits for lines to be written at most
 _QUEUE_BYTES = 256 << 20
 # One encoder for every line: `json.dumps` with an option builds a new one per call.
 _encode = json.JSONEncoder(ensure_ascii=False).encode
+# JSON allows these raw inside strings, but `str.splitlines()` and other Unicode-aware line
+# readers break a line at them: escaped, one record stays one line for every reader.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def results_line(
@@ -156,7 +159,7 @@ class ResultsFileSink:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
         fields = results_line(record, results, text=self._include_text, redact=self._redact)
-        line = _encode(fields).encode() + b"\n"
+        line = _encode(fields).translate(_LINE_BREAKS).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
         return written

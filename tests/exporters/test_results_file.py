@@ -69,6 +69,26 @@ async def test_lines_are_written_and_flushed_on_shutdown(
     assert lines[0]["results"]["e"]["passed"] is True
 
 
+async def test_unicode_line_breaks_in_a_value_keep_one_record_per_line(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    """U+0085, U+2028 and U+2029 are legal raw in JSON strings but end a line for
+    `str.splitlines()`: the sink escapes them so every reader sees one record per line."""
+    breaks = "a\x85b\u2028c\u2029d"
+    path = tmp_path / "results.jsonl"
+    sink = ResultsFileSink(path, telemetry, include_text=True)
+    await sink.start()
+    for i in range(2):
+        record = RagRecord(request_id=f"r{i}{breaks}", query=breaks, response=breaks)
+        result = EvalResult(name="e", score=0, normalized=0, passed=False, explanation=breaks)
+        sink.emit(record, {"e": result})
+    await sink.shutdown(10)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["request_id"] for line in lines] == [f"r0{breaks}", f"r1{breaks}"]
+    assert lines[1]["results"]["e"]["explanation"] == breaks
+    assert lines[1]["extracted"]["response"] == breaks
+
+
 async def test_a_full_disk_is_retried_without_torn_or_lost_lines(
     tmp_path: Path, telemetry: Telemetry
 ) -> None:
