@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import math
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 # First: it sets the BLAS thread count before anything below imports numpy.
 import monitor._threads  # noqa: F401
+from monitor._json_lines import json_line
 from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.registry import (
@@ -65,7 +65,7 @@ class JsonLogFormatter(logging.Formatter):
             entry["exception"] = record.exc_text
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        return json_line(entry)
 
 
 def _logging_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None) -> None:

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from monitor._json_lines import json_line
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text
@@ -48,11 +48,6 @@ _RETRY_INITIAL_S = 0.1
 _RETRY_MAX_S = 5.0
 _CLOSE_RETRY_S = 5.0  # how long shutdown waits for lines to be written at most
 _QUEUE_BYTES = 256 << 20
-# One encoder for every line: `json.dumps` with an option builds a new one per call.
-_encode = json.JSONEncoder(ensure_ascii=False).encode
-# JSON allows these raw inside strings, but `str.splitlines()` and other Unicode-aware line
-# readers break a line at them: escaped, one record stays one line for every reader.
-_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def results_line(
@@ -159,7 +154,7 @@ class ResultsFileSink:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
         fields = results_line(record, results, text=self._include_text, redact=self._redact)
-        line = _encode(fields).translate(_LINE_BREAKS).encode() + b"\n"
+        line = json_line(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
         return written

@@ -114,6 +114,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor._version",
                 "monitor._threads",
                 "monitor._nesting",
+                "monitor._json_lines",
                 "monitor.config",
                 "monitor.records",
                 "monitor.spans",

@@ -245,6 +245,16 @@ def test_json_log_line_carries_the_exception() -> None:
     assert "\n" not in JsonLogFormatter().format(record)  # one line
 
 
+def test_json_log_line_stays_one_line_for_unicode_line_breaks() -> None:
+    """A hostile value quoted in a log message (a service name holding U+2028) must not
+    split the line for readers that break at Unicode line separators."""
+    name = "svc\x85a\u2028b\u2029c"
+    record = logging.LogRecord("monitor.x", logging.WARNING, __file__, 1, "label %s", (name,), None)
+    formatted = JsonLogFormatter().format(record)
+    assert len(formatted.splitlines()) == 1
+    assert json.loads(formatted)["message"] == f"label {name}"
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "expected"),
     [
