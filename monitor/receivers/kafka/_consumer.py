@@ -68,6 +68,8 @@ RECONNECT = RetryPolicy(base_s=0.5, max_s=30.0)
 _LOG_INTERVAL_S = 30.0
 # Committing and leaving the group at shutdown: the client's close timeout and some.
 _LEAVE_S = BOOTSTRAP_TIMEOUT_MS / 1000 + 10
+# Rejoining the group at shutdown to commit again after the group rebalanced.
+_REJOIN_S = 5.0
 
 
 class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
@@ -494,6 +496,35 @@ class KafkaReceiver:
             exc,
         )
 
+    def _commit_after_rejoin(self) -> None:
+        """The commit at close was refused, most often because the group rebalanced
+        meanwhile (another replica left or joined: a rolling restart, a scale-down) and
+        our generation is stale. Rejoin without reading anything, and commit again what
+        the new assignment gives back to us; what it gives to another member is read
+        again there (at-least-once)."""
+        consumer = self._consumer
+        assert consumer is not None
+        deadline = time.monotonic() + _REJOIN_S
+        self._joined = False
+        try:
+            while not self._joined and time.monotonic() < deadline:
+                consumer.pause(*consumer.assignment())
+                # Fetched messages of a partition assigned anew are not handed on or
+                # registered: nothing of theirs is committed, the next owner reads them.
+                consumer.poll(timeout_ms=_POLL_TIMEOUT_MS, max_records=1)
+        except Exception as exc:
+            log.warning("kafka: rejoining the group to commit at shutdown failed: %s", exc)
+            return
+        if not self._joined:
+            log.warning(
+                "kafka: the group was not rejoined within %.0f s at shutdown; what finished "
+                "since the last commit will be read again by the next owner",
+                _REJOIN_S,
+            )
+            return
+        log.info("kafka: rejoined the group at shutdown to commit again")
+        self._commit(list(self._trackers.values()))
+
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
         age = heartbeat_age(consumer)
         stale_after = 2 * self._cfg.heartbeat_interval_ms / 1000 + 1
@@ -588,6 +619,8 @@ class KafkaReceiver:
         self._collect_done()
         if self._consumer is not None:
             self._commit(list(self._trackers.values()))
+            if any(t.commit_point() is not None for t in self._trackers.values()):
+                self._commit_after_rejoin()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
