@@ -29,6 +29,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
+from tests._reliability import results_lines
 from tests._servers import free_port, rag_monitor
 from tests._wait import wait_until
 
@@ -97,10 +98,12 @@ def _config(tmp: Path, name: str, debug_records: int = 0) -> tuple[Path, dict[st
     return path, ports
 
 
-def _lines(path: Path) -> dict[str, dict[str, Any]]:
+def _lines(path: Path, *, writing: bool = False) -> dict[str, dict[str, Any]]:
+    """The results lines by trace id; while a monitor is `writing`, the line it is in the
+    middle of writing is left out."""
     return {
         line["trace_id"]: line
-        for line in map(json.loads, path.read_text().splitlines())
+        for line in results_lines(path, writing=writing)
         if line.get("trace_id")
     }
 
@@ -136,7 +139,7 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
                 assert _post(ports["http"], otlp_bytes(part)) == 200
         live_path = tmp_path / "live.jsonl"
         wait_until(
-            lambda: live_path.exists() and set(_lines(live_path)) >= rag_ids,
+            lambda: set(_lines(live_path, writing=True)) >= rag_ids,
             60,
             "every live record",
         )
@@ -217,7 +220,7 @@ def test_nothing_is_exposed_with_the_defaults(tmp_path: Path, cli: list[str]) ->
     trace_id, spans = capture(CONVENTIONS["openinference"], SECRET_CASE)
     with rag_monitor(tmp_path, config, ports["metrics"]):
         assert _post(ports["http"], otlp_bytes(spans)) == 200
-        wait_until(lambda: results.exists() and trace_id in _lines(results), 60, "the results line")
+        wait_until(lambda: trace_id in _lines(results, writing=True), 60, "the results line")
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/debug/records", timeout=5)
         assert missing.value.code == 404
