@@ -266,22 +266,30 @@ def _explain(config: Config) -> list[str]:
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
         measured = "mean defect score" if rule.measure == "scores" else "defect rate"
+        budget = f"one false page per {rule.false_page_every or config.alerts.false_page_every}"
         if rule.baseline is not None:
-            test = " (sequential test)" if rule.test == "sequential" else ""
             lines.append(
-                f"alert {rule.name}: {measured} over {rule.window} up by {rule.min_increase:g}"
-                f" or more on the previous {rule.baseline.window} at {rule.confidence:g}{test}"
+                f"alert {rule.name}: {measured} up by {rule.min_increase:g} or more on the"
+                f" previous {rule.baseline.window} ({rule.test} test, window {rule.window},"
+                f" {budget})"
             )
         elif rule.cohorts is not None:
             lines.append(
                 f"alert {rule.name}: {measured} of each {rule.cohorts.by} over {rule.window} up"
-                f" by {rule.min_increase:g} or more on the rest of its service at"
-                f" {rule.confidence:g}"
+                f" by {rule.min_increase:g} or more on the rest of its service ({budget})"
             )
         else:
             lines.append(
                 f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
+                f" ({budget})"
             )
+        if rule.boost is not None:
+            lines.append(
+                f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"
+                f" while p < {rule.boost.while_p_below:g}"
+            )
+    if config.alerts.fleet is not None:
+        lines.append(f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}")
     return lines
 
 
