@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monitor.alerts.engine import AlertEngine
+from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
+from monitor.boosts import SamplingBoosts
 from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
@@ -146,7 +148,9 @@ def build_pipeline(
     sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
     if results_sink is not None:
         sinks.append(results_sink)
-    sinks.extend(_alerts_and_events(config, telemetry))
+    # Alert rules with a boost raise their evaluator's sampling here; the sampler reads it.
+    boosts = SamplingBoosts()
+    sinks.extend(_alerts_and_events(config, telemetry, boosts))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
@@ -245,7 +249,9 @@ def _evaluation_stage(
     )
 
 
-def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]:
+def _alerts_and_events(
+    config: Config, telemetry: Telemetry, boosts: SamplingBoosts
+) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set)."""
     sinks: list[ResultSink] = []
@@ -267,6 +273,11 @@ def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]
         }
         port = config.exporters.prometheus.endpoint.rpartition(":")[2]
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
+        fleet = (
+            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds)
+            if alerts.fleet is not None
+            else None
+        )
         sinks.append(
             AlertEngine(
                 alerts.rules,
@@ -276,6 +287,9 @@ def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]
                 evaluation_interval_s=alerts.evaluation_interval_s,
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
                 state_file=state_file,
+                false_page_every=alerts.false_page_every,
+                boosts=boosts,
+                fleet=fleet,
             )
         )
     otlp = config.exporters.otlp
