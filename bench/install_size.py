@@ -118,6 +118,7 @@ def measure(name: str, source: Path, scratch: Path) -> Install:
             target,
         ],
         check=True,
+        cwd=source,  # where the lock's relative paths (./extras/...) are found
     )
     return Install(name, _disk_bytes(_entries(venv), set()), _per_distribution(venv))
 
