@@ -28,7 +28,6 @@ from monitor.evaluators.registry import (
     evaluator_problems,
 )
 from monitor.exporters.prometheus import load_web_security
-from monitor.pool import Forked, fork_here
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
@@ -174,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, evaluator_check=evaluator_problems)
         if args.command == "run":
-            # Forked now, while this process runs one thread and before it serves: the
-            # worker processes share its pages (what both import).
-            return asyncio.run(_run(config, fork_here(config.pipeline.processes)))
+            return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
     except ConfigError as exc:
         # Also what components find at start (e.g. a judge API key that is not set).
@@ -299,10 +296,10 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-async def _run(config: Config, forked: Forked | None = None) -> int:
+async def _run(config: Config) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    service = Service(config, forked=forked)
+    service = Service(config)
     # SIGHUP reopens the files the monitor writes (after log rotation), as daemons do.
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, service.reopen_files)
     try:

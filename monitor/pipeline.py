@@ -29,7 +29,7 @@ from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.pool import Forked, ProcessPool
+from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
 from monitor.processors.sampler import Sampler
@@ -83,12 +83,9 @@ def build_pipeline(
     serve_http: bool = True,
     with_receivers: bool = True,
     extra_sinks: Sequence[ResultSink] = (),
-    forked: Forked | None = None,
 ) -> Pipeline:
     """Every component of `config`'s pipeline, connected, none started. `ready`: what
-    `/readyz` answers. `forked`: the lone worker process or the workers' fork server,
-    forked from this process (`monitor.pool.fork_here`); without it, the pool starts its
-    own."""
+    `/readyz` answers."""
     check_evaluators(config)
     pipeline = config.pipeline
     telemetry = telemetry or create_telemetry(
@@ -154,7 +151,7 @@ def build_pipeline(
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
-    stage = _evaluation_stage(config, telemetry, judge, sinks, forked)
+    stage = _evaluation_stage(config, telemetry, judge, sinks)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
     debug_size = config.exporters.prometheus.debug_records
@@ -202,7 +199,6 @@ def _evaluation_stage(
     telemetry: Telemetry,
     judge: JudgeClient | None,
     sinks: Sequence[ResultSink | BatchSink],
-    forked: Forked | None,
 ) -> EvaluationStage:
     """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
     scorers (with no CPU scorer, extraction runs in a thread of this process)."""
@@ -227,13 +223,10 @@ def _evaluation_stage(
             telemetry,
             initializers=[worker_initializer(cpu_entries, settings)],
             preload=PRELOAD,
-            forked=forked,
         )
         if pipeline.processes > 0 and cpu_entries
         else None
     )
-    if pool is None and forked is not None:
-        forked.close()
     return EvaluationStage(
         evaluators,
         BudgetGate(config.budget),
