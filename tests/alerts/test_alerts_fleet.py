@@ -138,7 +138,7 @@ def test_fleet_rule_constants_are_the_sidecar_defaults() -> None:
     assert f"increase24h_offset30m >= {rule.baseline.min_samples}" in expr
     assert (rule.window, rule.baseline.window) == ("30m", "24h")
     z = one_sided_z(look_level(60, parse_duration(FALSE_PAGE_EVERY)))
-    assert f"regression_z{{evaluator=~\"local_groundedness|groundedness\"}} > {z:.4f}" in expr
+    assert f'regression_z{{evaluator=~"local_groundedness|groundedness"}} > {z:.4f}' in expr
     record = next(
         r for g in groups for r in g["rules"] if r.get("record", "").endswith("regression_z")
     )

@@ -192,7 +192,11 @@ def test_regression_rule_defaults() -> None:
     assert (rule.window, rule.baseline.window, rule.baseline.min_samples) == ("30m", "24h", 500)
     assert (rule.min_increase, rule.false_page_every, rule.test) == (0.03, None, "sequential")
     absolute = AlertRule(name="a", evaluator="local_groundedness", max_defect_rate=0.1)
-    assert (absolute.window, absolute.false_page_every, absolute.min_increase) == ("10m", None, None)
+    assert (absolute.window, absolute.false_page_every, absolute.min_increase) == (
+        "10m",
+        None,
+        None,
+    )
     assert load_config(None).alerts.false_page_every == "90d"
 
 

@@ -1,0 +1,246 @@
+"""One test across the fleet: time to page of three replicas that judge the fleet's verdicts
+(`alerts.fleet`, read from a real Prometheus) against one sidecar that receives all the
+traffic the three share, with the same regression rule.
+
+    python bench/alert_fleet.py [--trials 3] [--rise 0.3]
+
+Four `rag-monitor run` processes run side by side: three replicas, each receiving a third
+of the requests, scraped by Prometheus every second and querying it every second, and one
+sidecar alone receiving as many requests as the three together (the reference, same run).
+Each trial sends a healthy stream (a tenth of the answers hallucinated) until every
+baseline holds its minimum and 30 s more, then raises the hallucinated share to `--rise`
+and records, for each process, the seconds until its rule fires. The fleet pages when its
+first replica fires (the replicas' alerts carry the same labels, so Alertmanager sends
+one); reported with the last replica, the single sidecar and their ratio. Pages during the
+healthy part are counted too: with every replica judging the same verdicts, the fleet's
+false pages are one sidecar's, not three times as many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+from bench import _docs  # noqa: E402
+from tests._rag_service import Service, metric  # noqa: E402
+from tests._servers import free_port, need, prometheus, rag_monitor  # noqa: E402
+
+RULE = "fleet_regression"
+REPLICAS = 3
+PER_REPLICA_S = 4  # requests a second to each replica; the single sidecar gets all of them
+BASELINE_MIN = 150
+HEALTHY_SHARE = 0.1
+
+
+def monitor_config(path: Path, metrics_port: int, fleet: dict[str, Any] | None) -> None:
+    alerts: dict[str, Any] = {
+        "evaluation_interval_s": 1,
+        "rules": [
+            {
+                "name": RULE,
+                "evaluator": "local_groundedness",
+                "baseline": {"window": "60s", "min_samples": BASELINE_MIN},
+                "window": "15s",
+                "min_samples": 20,
+                "min_increase": 0.1,
+                "false_page_every": "1h",
+            }
+        ],
+    }
+    if fleet is not None:
+        alerts["fleet"] = fleet
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+                },
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
+                "evaluators": [{"name": "local_groundedness"}],
+                "pipeline": {"processes": 0},
+                "alerts": alerts,
+            }
+        )
+    )
+
+
+class Traffic:
+    """Paced requests in a thread of their own: each second `PER_REPLICA_S` to every replica
+    and as many as all of them together to the single sidecar, `share` hallucinated."""
+
+    def __init__(self, replicas: list[Service], single: Service) -> None:
+        self.replicas = replicas
+        self.single = single
+        self.share = HEALTHY_SHARE
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        tick = time.monotonic()
+        while not self._stop.is_set():
+            share = self.share
+            for service in self.replicas:
+                service.send(PER_REPLICA_S, share)
+            self.single.send(PER_REPLICA_S * len(self.replicas), share)
+            for service in [*self.replicas, self.single]:
+                service.provider.force_flush()
+            tick += 1.0
+            self._stop.wait(max(0.0, tick - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def firing(port: int) -> bool:
+    return (metric(port, "rag_monitor_alert_firing", f'rule="{RULE}"') or 0.0) >= 1.0
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Seconds until `condition()` holds, polled every quarter second."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout_s:
+            raise SystemExit(f"alert_fleet: {what} not within {timeout_s:.0f} s")
+        time.sleep(0.25)  # polling a process's /metrics, not pacing a result
+    return time.monotonic() - start
+
+
+def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
+    replica_ports = [free_port() for _ in range(REPLICAS)]
+    single_port = free_port()
+    scrape = {
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "rag-monitor",
+                "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in replica_ports]}],
+            }
+        ],
+    }
+    with (
+        prometheus(tmp, yaml.safe_dump(scrape)) as prom,
+        contextlib.ExitStack() as stack,
+    ):
+        fleet = {
+            "prometheus_url": prom,
+            "selector": 'job="rag-monitor"',
+            "query_interval_s": 1,
+        }
+        replicas = []
+        for i, port in enumerate(replica_ports):
+            home = tmp / f"replica{i}"
+            home.mkdir()
+            monitor_config(home / "monitor.yaml", port, fleet)
+            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml", port)))
+        home = tmp / "single"
+        home.mkdir()
+        monitor_config(home / "monitor.yaml", single_port, None)
+        single = stack.enter_context(rag_monitor(home, home / "monitor.yaml", single_port))
+        services = [Service(r.http) for r in replicas if r.http is not None]
+        assert single.http is not None
+        alone = Service(single.http)
+        for service in [*services, alone]:
+            stack.callback(service.close)
+        traffic = Traffic(services, alone)
+        stack.callback(traffic.stop)
+
+        every = [*replica_ports, single_port]
+
+        def baselines_full() -> bool:
+            return all(
+                (metric(p, "rag_monitor_alert_samples", 'window="baseline"') or 0.0) >= BASELINE_MIN
+                for p in every
+            )
+
+        wait_for(baselines_full, timeout_s, "every baseline holding its minimum")
+        quiet_until = time.monotonic() + 30
+        false_pages = 0
+        while time.monotonic() < quiet_until:
+            false_pages += sum(firing(p) for p in every)
+            time.sleep(1.0)  # sampling the firing gauge once a second
+        traffic.share = rise
+        start = time.monotonic()
+        fired: dict[int, float] = {}
+        while len(fired) < len(every):
+            if time.monotonic() - start > timeout_s:
+                raise SystemExit(f"alert_fleet: not every process fired within {timeout_s:.0f} s")
+            for p in every:
+                if p not in fired and firing(p):
+                    fired[p] = time.monotonic() - start
+            time.sleep(0.25)  # polling /metrics
+        return {
+            "fleet": min(fired[p] for p in replica_ports),
+            "last replica": max(fired[p] for p in replica_ports),
+            "single": fired[single_port],
+            "false": float(false_pages),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--rise", type=float, default=0.3, help="hallucinated share after the rise")
+    parser.add_argument("--timeout-s", type=float, default=300)
+    _docs.add_flag(parser)
+    args = parser.parse_args()
+    need("prometheus")
+    results = []
+    for i in range(args.trials):
+        with tempfile.TemporaryDirectory(prefix="alert-fleet-") as tmp:
+            result = trial(Path(tmp), args.rise, args.timeout_s)
+        results.append(result)
+        print(
+            f"trial {i + 1}: fleet {result['fleet']:.1f} s (last replica "
+            f"{result['last replica']:.1f} s), single sidecar {result['single']:.1f} s",
+            file=sys.stderr,
+        )
+    rows = []
+    for key, label in (
+        ("fleet", "three replicas, first to fire (the page)"),
+        ("last replica", "three replicas, last to fire"),
+        ("single", "one sidecar with all the traffic (reference)"),
+    ):
+        times = [r[key] for r in results]
+        rows.append([label, f"{statistics.median(times):.1f}", f"{max(times):.1f}"])
+    ratio = statistics.median(r["fleet"] / r["single"] for r in results)
+    rows.append(["fleet ÷ single sidecar, median of trials", f"{ratio:.2f}x", ""])
+    rows.append(
+        [
+            "firing gauges seen on the healthy stream (all processes)",
+            f"{sum(r['false'] for r in results):.0f}",
+            "",
+        ]
+    )
+    table = _docs.table(
+        [
+            f"time to page, share {HEALTHY_SHARE} → {args.rise}, {args.trials} trials",
+            "median s",
+            "worst s",
+        ],
+        rows,
+    )
+    print(table)
+    if args.write_docs:
+        _docs.write_block("docs/quality.md", "alert-fleet", table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""One test across the fleet: three `rag-monitor run` replicas share one service's traffic,
+a real Prometheus scrapes them all, and every replica judges the fleet's verdicts, read
+from Prometheus (`alerts.fleet`), with the same regression rule; a real Alertmanager
+delivers to a webhook.
+
+A healthy fleet (a tenth of the answers hallucinated) pages nobody once every replica's
+baseline holds the fleet's verdicts; when the hallucinated share rises to 80 % on every
+replica, one alert reaches the webhook: the replicas page with the same labels, so
+Alertmanager sends it once. Each replica alone sees a third of the verdicts; its own
+windows hold the fleet's (checked on its /metrics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests._rag_service import Service, metric
+from tests._servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
+from tests._wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+RULE = "fleet_regression"
+REPLICAS = 3
+PER_REPLICA_S = 4  # requests a second each replica receives
+
+
+def replica_config(path: Path, metrics_port: int, prom: str, am: str) -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "receivers": {
+                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+                },
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
+                "evaluators": [{"name": "local_groundedness"}],
+                "pipeline": {"processes": 0},
+                "alerts": {
+                    "evaluation_interval_s": 1,
+                    "alertmanager": {"url": am},
+                    "fleet": {
+                        "prometheus_url": prom,
+                        "selector": 'job="rag-monitor"',
+                        "query_interval_s": 1,
+                    },
+                    "rules": [
+                        {
+                            "name": RULE,
+                            "evaluator": "local_groundedness",
+                            "baseline": {"window": "60s", "min_samples": 150},
+                            "window": "15s",
+                            "min_samples": 20,
+                            "min_increase": 0.1,
+                            "false_page_every": "1h",
+                        }
+                    ],
+                },
+            }
+        )
+    )
+
+
+def prometheus_config(ports: list[int]) -> str:
+    return yaml.safe_dump(
+        {
+            "global": {"scrape_interval": "1s"},
+            "scrape_configs": [
+                {
+                    "job_name": "rag-monitor",
+                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
+                }
+            ],
+        }
+    )
+
+
+def send(services: list[Service], share: float, seconds: float) -> None:
+    """`PER_REPLICA_S` requests a second to each replica for `seconds` (pacing the traffic,
+    not waiting for a result)."""
+    tick = time.monotonic()
+    for _ in range(round(seconds)):
+        for service in services:
+            service.send(PER_REPLICA_S, share)
+            service.provider.force_flush()
+        tick += 1.0
+        time.sleep(max(0.0, tick - time.monotonic()))
+
+
+def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_fleet(
+    tmp_path: Path,
+) -> None:
+    need("prometheus")
+    need("prometheus-alertmanager")
+    metrics = [free_port() for _ in range(REPLICAS)]
+    with (
+        webhook() as hook,
+        alertmanager(tmp_path, hook.url) as am,
+        prometheus(tmp_path, prometheus_config(metrics)) as prom,
+        contextlib.ExitStack() as stack,
+    ):
+        replicas = []
+        for i, port in enumerate(metrics):
+            home = tmp_path / f"replica{i}"
+            home.mkdir()
+            replica_config(home / "monitor.yaml", port, prom, am)
+            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml", port)))
+        services = [Service(r.http) for r in replicas if r.http is not None]
+        for service in services:
+            stack.callback(service.close)
+
+        def pages() -> list[dict[str, Any]]:
+            return [
+                a
+                for a in hook.alerts()
+                if a["labels"].get("alertname") == RULE and a["status"] == "firing"
+            ]
+
+        def baseline(port: int) -> float:
+            return metric(port, "rag_monitor_alert_samples", 'window="baseline"') or 0.0
+
+        # A healthy fleet until every replica's baseline holds the fleet's verdicts (each
+        # replica receives a third of them), then a minute more: no page.
+        started = time.monotonic()
+        while min(baseline(p) for p in metrics) < 150:
+            assert time.monotonic() - started < 240, "baselines never filled"
+            send(services, 0.1, 5)
+        assert all(
+            metric(p, "rag_monitor_alert_fleet_reads_total", 'outcome="ok"') for p in metrics
+        )
+        for p in metrics:
+            # Its windows (the baseline and the current window after it) hold about three
+            # times the verdicts it produced itself; alone they would hold at most its own.
+            held = baseline(p) + (
+                metric(p, "rag_monitor_alert_samples", f'rule="{RULE}"', 'window="current"') or 0.0
+            )
+            own = sum(
+                metric(p, "rag_monitor_evaluations_total", f'outcome="{o}"') or 0.0
+                for o in ("pass", "fail")
+            )
+            assert held > 2 * own, (held, own)
+        send(services, 0.1, 60)
+        assert pages() == []
+        assert all(metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 0 for p in metrics)
+
+        # The whole fleet rises: one page.
+        deadline = time.monotonic() + 120
+        while not pages():
+            assert time.monotonic() < deadline, "no page within 120 s of the rise"
+            send(services, 0.8, 2)
+        wait_until(
+            lambda: all(
+                metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 1 for p in metrics
+            ),
+            60,
+            "every replica firing",
+        )
+        send(services, 0.8, 5)  # every replica has sent its page by now
+        (page,) = pages()
+        assert page["labels"]["service"] == "shop"
+        assert "sequential test, one false page per 1h" in page["annotations"]["description"]
