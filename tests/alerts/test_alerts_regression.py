@@ -129,6 +129,21 @@ def test_baseline_does_not_learn_the_regression_and_resolves_when_it_ends() -> N
     assert [a.status for a in stream.sent] == ["firing"] * (len(stream.sent) - 1) + ["resolved"]
 
 
+def test_a_rise_that_has_begun_does_not_teach_the_baseline_before_it_is_judged() -> None:
+    """A rise too thin to page yet (two verdicts a second) is held out of the baseline while
+    its evidence stands: five minutes of it would otherwise make half of the 10-minute
+    baseline and hide it."""
+    engine, t, clock = make()
+    stream = Stream(engine, clock, per_s=2)
+    stream.run(900, 0.20)
+    for _ in range(60):  # five minutes of a rise to 0.30
+        stream.run(INTERVAL, 0.30)
+        assert engine.firing() == []
+        rate = gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name)
+        assert rate == pytest.approx(0.20, abs=0.01)
+    assert gauge(t, "defect_rate", service="shop", rule=RULE.name) == pytest.approx(0.30, abs=0.02)
+
+
 def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
     engine, t, clock = make()
     stream = Stream(engine, clock)
