@@ -9,6 +9,7 @@ with it and the trace stage reads what it decoded.
 from monitor.spans._json import decode_json
 from monitor.spans._logs import (
     GENAI_EVENTS,
+    GENAI_OUTPUT_EVENTS,
     LOG_EVENT_KEY,
     decode_logs_json,
     decode_logs_protobuf,
@@ -19,6 +20,7 @@ from monitor.spans._span import FEEDBACK_KEY, Decoded, DecodeError, Span, SpanEv
 __all__ = [
     "FEEDBACK_KEY",
     "GENAI_EVENTS",
+    "GENAI_OUTPUT_EVENTS",
     "LOG_EVENT_KEY",
     "DecodeError",
     "Decoded",

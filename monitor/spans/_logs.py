@@ -52,6 +52,8 @@ GENAI_EVENTS = frozenset(
         "gen_ai.client.inference.operation.details",
     }
 )
+# The events that carry a model call's output: once one has come, the call's content is in.
+GENAI_OUTPUT_EVENTS = frozenset({"gen_ai.choice", "gen_ai.client.inference.operation.details"})
 
 
 def _event_span(
