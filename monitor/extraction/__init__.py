@@ -15,11 +15,14 @@ from monitor.extraction._extract import (
 )
 from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._log_events import awaits_log_events
-from monitor.extraction._suspect import GUIDANCE as SUSPECT_GUIDANCE
+from monitor.extraction._suspect import INSTRUMENTATION
+from monitor.extraction._suspect import REASONS as SUSPECT_REASONS
+from monitor.extraction._suspect import guidance as suspect_guidance
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
-    "SUSPECT_GUIDANCE",
+    "INSTRUMENTATION",
+    "SUSPECT_REASONS",
     "Extraction",
     "TraceRecords",
     "Unreadable",
@@ -29,5 +32,6 @@ __all__ = [
     "extract_within",
     "feedback_of",
     "route_of",
+    "suspect_guidance",
     "trace_shape",
 ]

@@ -1,6 +1,8 @@
 """Model-call (LLM) spans: the messages sent, the text returned, the model and the token
 counts, in each convention (GenAI messages and the older events and attributes,
-OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`)."""
+OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`,
+the Vercel AI SDK's `ai.prompt.messages` / `ai.response.text`); and whether a span that
+declares nothing shows a model call was made (`shows_model_call`)."""
 
 from __future__ import annotations
 
@@ -63,9 +65,25 @@ def is_generation(span: Span) -> bool:
     )
 
 
-def read_generation(span: Span) -> Generation | None:
-    """Messages in, text out, model and tokens of an LLM span, or None if it is not one."""
-    if not is_generation(span):
+# What a model call leaves on its span even with content capture off: the GenAI request,
+# response and usage attributes (`gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+_MODEL_CALL_PREFIXES = ("gen_ai.request.", "gen_ai.response.", "gen_ai.usage.")
+
+
+def shows_model_call(span: Span) -> bool:
+    """A model call by its declared kind, or a span that declares nothing but carries the
+    GenAI request, response or usage attributes only a model call writes."""
+    role = span_role(span)
+    if role is not None:
+        return role == MODEL
+    return any(key.startswith(_MODEL_CALL_PREFIXES) for key in span.attributes)
+
+
+def read_generation(span: Span, shown: bool = False) -> Generation | None:
+    """Messages in, text out, model and tokens of an LLM span, or None if it is not one;
+    `shown`: the span is known to be a model call (`shows_model_call`) whatever it
+    carries."""
+    if not (shown or is_generation(span)):
         return None
     a = span.attributes
     conventions: set[str] = set()
@@ -98,6 +116,12 @@ def read_generation(span: Span) -> Generation | None:
             t for g in indexed(a, "gen_ai.completion.") if (t := content_text(g.get("content")))
         ]
         output = "\n".join(outs) or None
+    if not messages and "ai.prompt.messages" in a:
+        conventions.add("vercel-ai")
+        messages = chat_messages(a["ai.prompt.messages"])
+    if output is None and "ai.response.text" in a:
+        conventions.add("vercel-ai")
+        output = content_text(a["ai.response.text"])
     if not messages and "gen_ai.prompt" in a:
         conventions.add("genai")
         messages = chat_messages(a["gen_ai.prompt"])
@@ -123,6 +147,7 @@ def read_generation(span: Span) -> Generation | None:
                 a.get("gen_ai.response.model"),
                 a.get("gen_ai.request.model"),
                 a.get("llm.model_name"),
+                a.get("ai.model.id"),
             )
             if m and m not in ("unknown", "None")  # OpenLLMetry's placeholders when it cannot tell
         ),
@@ -137,11 +162,13 @@ def read_generation(span: Span) -> Generation | None:
             a.get("gen_ai.usage.input_tokens"),
             a.get("gen_ai.usage.prompt_tokens"),
             a.get("llm.token_count.prompt"),
+            a.get("ai.usage.inputTokens"),
         ),
         output_tokens=_as_tokens(
             a.get("gen_ai.usage.output_tokens"),
             a.get("gen_ai.usage.completion_tokens"),
             a.get("llm.token_count.completion"),
+            a.get("ai.usage.outputTokens"),
         ),
         conventions=conventions,
         structured=structured,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -24,7 +25,7 @@ from monitor.extraction._span_values import (
     json_docs,
     normalized,
 )
-from monitor.extraction._suspect import suspect_reason
+from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
 from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
@@ -166,6 +167,7 @@ def build_record(
     latency_ns: int,
     conventions: set[str],
     arguments: list[str],
+    trace_spans: list[Span],
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
     # The request's output is what the user got (frameworks parse the model's raw output:
@@ -198,6 +200,8 @@ def build_record(
     )
     if suspect is not None:
         metadata[EXTRACTION_SUSPECT] = suspect
+    if suspect in CONTENT_REASONS:
+        metadata[INSTRUMENTATION] = instrumentation_of(trace_spans)
     for key in ("session.id", "user.id", "gen_ai.conversation.id"):
         for source in (span, request):
             if source is not None and isinstance(source.attributes.get(key), str):

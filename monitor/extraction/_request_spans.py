@@ -16,13 +16,14 @@ from monitor.extraction._span_values import (
 )
 from monitor.spans import Span
 
-# Where a container's input and output are written: OpenInference, OpenLLMetry, and
-# LangSmith's OTel mode (its run inputs and outputs on every span; on a span that declares
-# no kind, `gen_ai.prompt` / `gen_ai.completion` are a model call's).
+# Where a container's input and output are written: OpenInference, OpenLLMetry, LangSmith's
+# OTel mode (its run inputs and outputs on every span; on a span that declares no kind,
+# `gen_ai.prompt` / `gen_ai.completion` are a model call's) and the Vercel AI SDK
+# (`ai.prompt`: `{system, prompt, messages}`; `ai.response.text`).
 _INPUT_KEYS = ("input.value", "traceloop.entity.input")
 _OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
-_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt")
-_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion")
+_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt", "ai.prompt")
+_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion", "ai.response.text")
 
 
 def is_container(span: Span) -> bool:

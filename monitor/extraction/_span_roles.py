@@ -11,6 +11,8 @@ Read in this order, the first that says something wins:
 - OpenInference: `openinference.span.kind`;
 - GenAI: `gen_ai.operation.name` (including Semantic Kernel's `chat.completions` and the
   agent frameworks' container operations);
+- the Vercel AI SDK: `ai.operationId` (`ai.generateText` and `ai.streamText` are the
+  request, their `.doGenerate` / `.doStream` the model calls, `ai.toolCall` a tool);
 - OpenLLMetry: `traceloop.span.kind = tool`, `llm.request.type`.
 A span none of them names is `None`: the readers fall back on its content."""
 
@@ -72,6 +74,28 @@ _OPENINFERENCE = {
 }
 
 
+# The Vercel AI SDK's `ai.operationId`s: its top-level functions (the request: prompt in,
+# text out), the provider calls inside them, tool executions and embeddings.
+_VERCEL = {
+    "ai.generateText": CONTAINER,
+    "ai.streamText": CONTAINER,
+    "ai.generateObject": CONTAINER,
+    "ai.streamObject": CONTAINER,
+    "ai.toolCall": TOOL,
+    "ai.embed": EMBEDDINGS,
+    "ai.embedMany": EMBEDDINGS,
+}
+_VERCEL_CALLS = (".doGenerate", ".doStream")
+
+
+def _vercel_role(operation: str) -> str:
+    if operation.endswith(_VERCEL_CALLS):
+        return MODEL
+    if operation.endswith(".doEmbed"):
+        return EMBEDDINGS
+    return _VERCEL.get(operation, OTHER)
+
+
 def span_role(span: Span) -> str | None:
     """The role its instrumentation declares for `span`, or None when none does."""
     a = span.attributes
@@ -93,8 +117,14 @@ def span_role(span: Span) -> str | None:
             return EMBEDDINGS
         if op in CONTAINER_OPERATIONS:
             return CONTAINER
+    operation = a.get("ai.operationId")
+    if isinstance(operation, str) and operation.startswith("ai."):
+        return _vercel_role(operation)
     if a.get("traceloop.span.kind") == "tool":
         return TOOL
-    if a.get("llm.request.type") in LLM_OPERATIONS:
+    request_type = a.get("llm.request.type")
+    if request_type in LLM_OPERATIONS:
         return MODEL
+    if request_type == "embedding":
+        return EMBEDDINGS
     return None

