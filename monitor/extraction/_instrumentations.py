@@ -11,8 +11,10 @@ from typing import Any
 
 from monitor.spans import Span
 
+# Semantic Kernel's own operation names (older releases) and `sk.*` attributes.
 _SK_OPERATIONS = frozenset(
     {
+        "text_completions",
         "chat.completions",
         "chat.streaming_completions",
         "text.completions",
@@ -67,7 +69,9 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
     ),
     (
         "semantic-kernel",
-        lambda a, _: a.get("gen_ai.operation.name") in _SK_OPERATIONS,
+        lambda a, _: (
+            a.get("gen_ai.operation.name") in _SK_OPERATIONS or any(k.startswith("sk.") for k in a)
+        ),
         "Semantic Kernel writes messages only with "
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true, and in "
         "Python only as log records: export its logs over OTLP to the monitor (a "
@@ -112,7 +116,9 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
         "GenAI instrumentations capture no text by default: "
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (with "
         "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: span_only, or "
-        "event_only with the logs exported over OTLP to the monitor)",
+        "event_only with the logs exported over OTLP to the monitor; Semantic Kernel: "
+        "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true and its "
+        "logs exported)",
     ),
 )
 _SWITCHES = {name: switch for name, _, switch in _STACKS}

@@ -37,6 +37,7 @@ LLM_OPERATIONS = frozenset(
         "generate_content",
         "completion",
         # Semantic Kernel's names for the same calls
+        "text_completions",
         "chat.completions",
         "chat.streaming_completions",
         "text.completions",

@@ -21,8 +21,9 @@ from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS, search
+from tests._framework_envs import run_python_app
 from tests._pipeline import RecordingStage, started
-from tests.frameworks.test_frameworks_real import _run_app, _until
+from tests.frameworks.test_frameworks_real import _until
 from tests.receivers.test_otlp_receivers import _config, _value
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
@@ -43,6 +44,9 @@ AGENT_STACKS = [
     ("llama_index_agent", "openinference", "function-agent", "llama-index-agent-openinference"),
     ("agno", "openinference", "agent", "agno-openinference"),
     ("openai_agents", "openinference", "mcp", "openai-agents-openinference-mcp"),
+    # Content only in log records, exported after the spans and before them.
+    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
+    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
 ]
 
 
@@ -58,7 +62,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
     try:
         assert receivers.http is not None
         endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await _run_app(app, instrumentation, variant, endpoint)
+        answers, traces = await run_python_app(app, instrumentation, variant, endpoint)
         await _until(
             lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
             "all traces assembled",
