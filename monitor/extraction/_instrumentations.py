@@ -78,6 +78,13 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
         "LoggingHandler on the semantic_kernel logger)",
     ),
     (
+        "autogen",
+        lambda a, _: a.get("gen_ai.system") == "autogen",
+        "AutoGen's own spans (create_agent, invoke_agent, execute_tool) carry no messages "
+        "nor tool results: trace AutoGen AgentChat with OpenInference "
+        "(openinference-instrumentation-autogen-agentchat) too",
+    ),
+    (
         "langsmith",
         lambda a, _: "langsmith.span.kind" in a,
         "LangSmith's OTel mode records run inputs and outputs unless LANGSMITH_HIDE_INPUTS "

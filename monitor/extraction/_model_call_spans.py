@@ -71,11 +71,13 @@ _MODEL_CALL_PREFIXES = ("gen_ai.request.", "gen_ai.response.", "gen_ai.usage.")
 
 
 def shows_model_call(span: Span) -> bool:
-    """A model call by its declared kind, or a span that declares nothing but carries the
-    GenAI request, response or usage attributes only a model call writes."""
+    """A model call by its declared kind; a span that declares nothing but carries the
+    GenAI request, response or usage attributes only a model call writes; or a GenAI agent
+    invocation (`invoke_agent`: an agent calls a model, even when only the agent is
+    traced, as AutoGen's own spans are)."""
     role = span_role(span)
     if role is not None:
-        return role == MODEL
+        return role == MODEL or span.attributes.get("gen_ai.operation.name") == "invoke_agent"
     return any(key.startswith(_MODEL_CALL_PREFIXES) for key in span.attributes)
 
 
