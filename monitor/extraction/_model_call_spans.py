@@ -216,12 +216,42 @@ def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str
     return out
 
 
+def spring_ai_texts(body: Any) -> list[str]:
+    """The texts of a Spring AI content log line: `HEADER:\n["text", "text"]`, each text
+    quoted as it is (not escaped), or `["role":"text", ...]` for a chat client's prompt."""
+    if not isinstance(body, str):
+        return []
+    _, _, listed = body.partition("\n")
+    listed = listed.strip()
+    if not (listed.startswith('["') and listed.endswith('"]')):
+        return []
+    return listed[2:-2].split('", "')
+
+
+def _spring_ai_messages(event: str, body: Any) -> list[tuple[str, str]]:
+    """A Spring AI prompt: the chat client's `"role":"text"` entries, or the chat model's
+    instructions (no roles: the last is the user's message, those before it system and
+    history)."""
+    texts = spring_ai_texts(body)
+    if event == "spring_ai.chat_client.prompt":
+        entries = [t.partition('":"') for t in texts]
+        return [(role_of(r) or "user", text) for r, sep, text in entries if sep]
+    return [("system", t) for t in texts[:-1]] + [("user", t) for t in texts[-1:]]
+
+
 def event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
-    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`."""
+    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`;
+    and Spring AI's content log lines joined to their span."""
     messages: list[tuple[str, str]] = []
     outputs: list[str] = []
     for event in span.events:
         attrs = event.attributes
+        if event.name.startswith("spring_ai."):
+            if event.name.endswith(".prompt"):
+                messages += _spring_ai_messages(event.name, attrs.get("body"))
+            elif event.name.endswith(".completion"):
+                outputs += spring_ai_texts(attrs.get("body"))
+            continue
         if event.name in _MESSAGE_EVENTS:
             body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
             content = attrs.get("content", body.get("content") if isinstance(body, dict) else body)

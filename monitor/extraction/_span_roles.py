@@ -9,6 +9,8 @@ Read in this order, the first that says something wins:
 - LangSmith's OTel mode: `langsmith.span.kind` (its `gen_ai.operation.name` maps a prompt
   template to `chat` and a retriever to `embeddings`, so its own kind comes first);
 - OpenInference: `openinference.span.kind`;
+- Spring AI's observations: `spring.ai.kind` (`chat_client` and `advisor` spans, whose
+  `gen_ai.operation.name` is `framework`, are containers; `vector_store` a retrieval);
 - GenAI: `gen_ai.operation.name` (including Semantic Kernel's `chat.completions` and the
   agent frameworks' container operations);
 - the Vercel AI SDK: `ai.operationId` (`ai.generateText` and `ai.streamText` are the
@@ -97,6 +99,14 @@ def _vercel_role(operation: str) -> str:
     return _VERCEL.get(operation, OTHER)
 
 
+_SPRING_AI = {
+    "chat_client": CONTAINER,
+    "advisor": CONTAINER,
+    "vector_store": RETRIEVAL,
+    "tool_call": TOOL,
+}
+
+
 def span_role(span: Span) -> str | None:
     """The role its instrumentation declares for `span`, or None when none does."""
     a = span.attributes
@@ -106,6 +116,9 @@ def span_role(span: Span) -> str | None:
     kind = a.get("openinference.span.kind")
     if isinstance(kind, str):
         return _OPENINFERENCE.get(kind.upper(), OTHER)
+    kind = a.get("spring.ai.kind")
+    if isinstance(kind, str):
+        return _SPRING_AI.get(kind, OTHER)
     op = a.get("gen_ai.operation.name")
     if isinstance(op, str):
         if op in LLM_OPERATIONS:

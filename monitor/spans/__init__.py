@@ -11,6 +11,7 @@ from monitor.spans._logs import (
     GENAI_EVENTS,
     GENAI_OUTPUT_EVENTS,
     LOG_EVENT_KEY,
+    SPRING_AI_EVENTS,
     decode_logs_json,
     decode_logs_protobuf,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "GENAI_EVENTS",
     "GENAI_OUTPUT_EVENTS",
     "LOG_EVENT_KEY",
+    "SPRING_AI_EVENTS",
     "DecodeError",
     "Decoded",
     "Span",
