@@ -57,9 +57,10 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
     (
         "spring-ai",
         lambda a, _: "spring.ai.kind" in a,
-        "Spring AI writes the prompt and the completion only with "
-        "spring.ai.chat.observations.log-prompt=true and log-completion=true (and "
-        "spring.ai.chat.client.observations.log-prompt=true for the ChatClient span)",
+        "Spring AI writes content only as log lines: spring.ai.chat.client.observations."
+        "log-prompt / log-completion, spring.ai.chat.observations.log-prompt / "
+        "log-completion and spring.ai.vectorstore.observations.log-query-response set to "
+        "true, with the logs exported over OTLP to the monitor (an OTel log appender)",
     ),
     (
         "genkit",
@@ -113,9 +114,10 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
     (
         "java-genai",
         _java_genai,
-        "turn on the instrumentation's content capture (Spring AI: "
-        "spring.ai.chat.observations.log-prompt / log-completion; the OpenTelemetry Java "
-        "agent: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
+        "turn on the instrumentation's content capture (LangChain4j's own observations "
+        "carry no text: trace it with OpenInference, openinference-instrumentation-"
+        "langchain4j; the OpenTelemetry Java agent: "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
     ),
     (
         "genai",

@@ -118,6 +118,13 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
             t for g in indexed(a, "gen_ai.completion.") if (t := content_text(g.get("content")))
         ]
         output = "\n".join(outs) or None
+    if not messages and isinstance(loads(a.get("genkit:input")), dict):
+        conventions.add("genkit")  # a ModelRequest in, a ModelResponse out
+        messages = chat_messages(loads(a["genkit:input"]).get("messages"))
+        response = loads(a.get("genkit:output"))
+        message = response.get("message") if isinstance(response, dict) else None
+        outs = [t for r, t in chat_messages([message]) if r == "assistant"]
+        output = "\n".join(outs) if outs else output
     if not messages and "ai.prompt.messages" in a:
         conventions.add("vercel-ai")
         messages = chat_messages(a["ai.prompt.messages"])

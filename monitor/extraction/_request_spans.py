@@ -20,12 +20,13 @@ from monitor.spans import Span
 # OTel mode (its run inputs and outputs on every span; on a span that declares no kind,
 # `gen_ai.prompt` / `gen_ai.completion` are a model call's), the Vercel AI SDK
 # (`ai.prompt`: `{system, prompt, messages}`; `ai.response.text`), OpenInference's CrewAI
-# crew span (`crew_inputs`: the kickoff inputs) and Mastra (`mastra.<its span type>.input`
+# crew span (`crew_inputs`: the kickoff inputs), Genkit's flows (`genkit:input` /
+# `genkit:output`) and Mastra (`mastra.<its span type>.input`
 # / `.output`, `_mastra_key`).
 _INPUT_KEYS = ("input.value", "traceloop.entity.input")
 _OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
-_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt", "ai.prompt", "crew_inputs")
-_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion", "ai.response.text")
+_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt", "ai.prompt", "crew_inputs", "genkit:input")
+_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion", "ai.response.text", "genkit:output")
 
 
 def is_container(span: Span) -> bool:

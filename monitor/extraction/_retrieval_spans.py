@@ -61,6 +61,11 @@ def read_retrieval(span: Span) -> Retrieval | None:
     if span_role(span) == RETRIEVAL or "gen_ai.retrieval.documents" in a:
         query = a.get("gen_ai.retrieval.query.text", a.get("db.vector.query.content"))
         docs = json_docs(a.get("gen_ai.retrieval.documents")) or _spring_ai_documents(span)
+        if "genkit:input" in a:  # a RetrieverRequest in, a RetrieverResponse out
+            request = loads(a["genkit:input"])
+            asked = request.get("query") if isinstance(request, dict) else None
+            query = content_text(asked.get("content")) if isinstance(asked, dict) else query
+            docs = docs or json_docs(a.get("genkit:output")) or []
         # OpenLLMetry 0.62's entity input/output; LangSmith's run inputs and outputs
         for source, result in (
             ("traceloop.entity.input", "traceloop.entity.output"),

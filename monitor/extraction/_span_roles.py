@@ -9,6 +9,7 @@ Read in this order, the first that says something wins:
 - LangSmith's OTel mode: `langsmith.span.kind` (its `gen_ai.operation.name` maps a prompt
   template to `chat` and a retriever to `embeddings`, so its own kind comes first);
 - OpenInference: `openinference.span.kind`;
+- Genkit: `genkit:metadata:subtype` (`flow`, `model`, `tool`, `retriever`, `embedder`);
 - Spring AI's observations: `spring.ai.kind` (`chat_client` and `advisor` spans, whose
   `gen_ai.operation.name` is `framework`, are containers; `vector_store` a retrieval);
 - GenAI: `gen_ai.operation.name` (including Semantic Kernel's `chat.completions` and the
@@ -107,6 +108,16 @@ _SPRING_AI = {
 }
 
 
+_GENKIT = {
+    "flow": CONTAINER,
+    "model": MODEL,
+    "tool": TOOL,
+    "tool.v2": TOOL,
+    "retriever": RETRIEVAL,
+    "embedder": EMBEDDINGS,
+}
+
+
 def span_role(span: Span) -> str | None:
     """The role its instrumentation declares for `span`, or None when none does."""
     a = span.attributes
@@ -116,6 +127,9 @@ def span_role(span: Span) -> str | None:
     kind = a.get("openinference.span.kind")
     if isinstance(kind, str):
         return _OPENINFERENCE.get(kind.upper(), OTHER)
+    kind = a.get("genkit:metadata:subtype")
+    if isinstance(kind, str):
+        return _GENKIT.get(kind, OTHER)
     kind = a.get("spring.ai.kind")
     if isinstance(kind, str):
         return _SPRING_AI.get(kind, OTHER)

@@ -48,6 +48,7 @@ _MAX_DEPTH = 6
 _TOOL_RESULT_KEYS = (
     "gen_ai.tool.call.result",
     "ai.toolCall.result",  # the Vercel AI SDK
+    "genkit:output",
     "tool_response",
     "output.value",
     "traceloop.entity.output",
@@ -172,7 +173,13 @@ def read_tool(span: Span) -> Retrieval | None:
     name = next(
         (
             a[k]
-            for k in ("gen_ai.tool.name", "tool.name", "traceloop.entity.name", "ai.toolCall.name")
+            for k in (
+                "gen_ai.tool.name",
+                "tool.name",
+                "traceloop.entity.name",
+                "ai.toolCall.name",
+                "genkit:name",
+            )
             if k in a
         ),
         None,
