@@ -49,7 +49,7 @@ class Stack:
         provider = TracerProvider(resource=resource)
         provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.tracer = provider.get_tracer("test")
-        self.logs = InMemoryLogRecordExporter()
+        self.logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
         logs = LoggerProvider(resource=resource)
         logs.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
         self._logger = logs.get_logger("org.springframework.ai")
@@ -262,7 +262,7 @@ def test_semantic_kernel_dotnet_with_sensitive_events() -> None:
         "function": {"name": "kb-search", "arguments": {"q": QUESTION}},
         "type": "function",
     }
-    user = {"role": "user", "name": None, "content": QUESTION, "tool_calls": []}
+    user: dict[str, Any] = {"role": "user", "name": None, "content": QUESTION, "tool_calls": []}
     with stack.span("POST /ask", **{"http.route": "/ask"}):
         with stack.span("chat gpt-4o-mini", **attrs) as first:
             _sk_dotnet_event(first, "gen_ai.user.message", user)
