@@ -39,6 +39,8 @@ APPS = [
     ("mastra", "mastra", "agent", "mastra-agent"),
     ("langchain_js", "openinference", "rag-chain", "langchain-js-openinference"),
 ]
+# Content capture off: (app, instrumentation, variant, service).
+WITHOUT_CONTENT = [("vercel_ai", "vercel-ai", "no-content", "vercel-ai-no-content")]
 
 
 async def _records(
@@ -98,14 +100,14 @@ async def test_vercel_without_recorded_content_gives_counted_logged_suspects(
     text. Each question is still one record, marked suspect (`no_query`), counted, and
     logged with the Vercel AI SDK's switch; no trace is dropped as `not_rag`."""
     caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
-    stage, answers, traces = await _records(telemetry, "vercel_ai", "no-content")
+    ((app, _, variant, service),) = WITHOUT_CONTENT
+    stage, answers, traces = await _records(telemetry, app, variant)
     assert len(stage.records) == len(answers) == traces == 6
     for _, record in stage.records:
         assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
         assert record.metadata["instrumentation"] == "vercel-ai"
         assert record.model == "scripted" and record.query is None and record.response is None
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 0
-    service = "vercel-ai-no-content"
     assert _value(telemetry, "records_suspect_total", service=service, reason="no_query") == 6
     logged = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
     assert len(logged) == 1  # rate-limited: one line per service and reason

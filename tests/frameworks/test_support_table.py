@@ -1,17 +1,24 @@
-"""The README's "Tracing your app" table and the real-framework tests agree: every
-`app:instrumentation:variant` the table names is a test case, and every agent stack the
-tests drive for real is in the table."""
+"""The README's "Tracing your app" table and the tests agree: every row says how its stack
+was tested, by real apps (`app:instrumentation:variant`, a case of the real-framework
+tests) or by span shapes written from the stack's source (`test_*`, a test of
+`tests/spans/test_jvm_dotnet_go_shapes.py`); every case named is a test, and every real
+app of the agent, JavaScript and no-content tests and every shape test is named."""
 
 from __future__ import annotations
 
+import ast
 import re
 
-from tests.frameworks.test_frameworks_agents import AGENT_STACKS
+from tests.frameworks.test_frameworks_agents import AGENT_STACKS, WITHOUT_CONTENT
 from tests.frameworks.test_frameworks_agents import APPS as AGENT_APPS
+from tests.frameworks.test_frameworks_js import APPS as JS_APPS
+from tests.frameworks.test_frameworks_js import WITHOUT_CONTENT as JS_WITHOUT_CONTENT
 from tests.frameworks.test_frameworks_real import APPS as RAG_APPS
 from tests.frameworks.test_frameworks_real import REPO
 
-_CASE = re.compile(r"`([a-z_]+):([a-z0-9-]+):([a-z0-9_-]+)`")
+_CASE = re.compile(r"`([a-z0-9_]+):([a-z0-9-]+):([a-z0-9_-]+)`")
+_SHAPE = re.compile(r"`(test_[a-z0-9_]+)`")
+SHAPES = REPO / "tests" / "spans" / "test_jvm_dotnet_go_shapes.py"
 
 
 def _table() -> list[str]:
@@ -21,11 +28,30 @@ def _table() -> list[str]:
     return [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
 
 
-def test_every_case_the_table_names_is_tested_and_every_agent_stack_is_named() -> None:
-    rows = _table()
-    assert rows[0].startswith("| your app | tracing |")
-    named = {m.groups() for row in rows for m in _CASE.finditer(row.split("|")[-2])}
-    tested = {(a, i, v) for a, i, v, _ in [*AGENT_APPS, *AGENT_STACKS]} | set(RAG_APPS)
-    assert named, "the table names no tests"
-    assert named <= tested, named - tested
-    assert {(a, i, v) for a, i, v, _ in AGENT_STACKS} <= named
+def _shape_tests() -> set[str]:
+    tree = ast.parse(SHAPES.read_text())
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def test_every_row_says_how_it_was_tested_and_every_test_is_named() -> None:
+    header, *rows = _table()
+    assert header.startswith("| your app | tracing |") and header.endswith("| tested by |")
+    named: set[tuple[str, ...]] = set()
+    shapes: set[str] = set()
+    for row in rows:
+        tested_by = row.split("|")[-2]
+        cases = {m.groups() for m in _CASE.finditer(tested_by)}
+        found = set(_SHAPE.findall(tested_by))
+        assert cases or found or "tests/trace" in tested_by, f"how was this tested? {row}"
+        named |= cases
+        shapes |= found
+    stacks = [*AGENT_STACKS, *WITHOUT_CONTENT, *JS_APPS, *JS_WITHOUT_CONTENT]
+    real = {(a, i, v) for a, i, v, *_ in [*AGENT_APPS, *stacks]} | set(RAG_APPS)
+    assert named <= real, named - real
+    must_name = {(a, i, v) for a, i, v, *_ in stacks}
+    assert must_name <= named, must_name - named
+    assert shapes == _shape_tests(), shapes ^ _shape_tests()
