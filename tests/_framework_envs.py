@@ -15,10 +15,18 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from monitor.telemetry import Telemetry
+from tests._pipeline import RecordingStage, started
+from tests._wait import wait_until_async
+from tests.receivers.test_otlp_receivers import _config, _value
+
+Answers = tuple[list[dict[str, Any]], int]
 
 REPO = Path(__file__).resolve().parents[1]
 ENVS = REPO / "tests" / "frameworks" / "envs"
@@ -111,3 +119,26 @@ async def run_js_app(
     """`node tests/js/<app>.mjs VARIANT ENDPOINT MODEL_URL` with the locked packages."""
     command = [str(node()), str(JS / f"{app}.mjs"), variant, endpoint, model_url]
     return await asyncio.to_thread(run_app, command)
+
+
+async def against_the_monitor(
+    telemetry: Telemetry, run: Callable[[str], Awaitable[Answers]]
+) -> tuple[RecordingStage, list[dict[str, Any]], int]:
+    """Start the receivers and the trace stage, `run` an app against their OTLP/HTTP
+    endpoint, and wait until every trace it sent was released by its root and each
+    question's record arrived: the records, the app's answers and its trace count."""
+    stage = RecordingStage()
+    receivers = await started(_config(), stage, telemetry)
+    try:
+        assert receivers.http is not None
+        answers, traces = await run(f"http://127.0.0.1:{receivers.http.port}/v1/traces")
+        await wait_until_async(
+            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
+            30,
+            "all traces assembled",
+        )
+        for answer in answers:
+            await stage.wait_for(str(answer["trace_id"]))
+    finally:
+        await receivers.shutdown(5)
+    return stage, answers, traces

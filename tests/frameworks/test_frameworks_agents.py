@@ -14,6 +14,7 @@ LangGraph under LangSmith's OTel mode and under OpenInference, LlamaIndex's
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import pytest
 
@@ -23,10 +24,8 @@ from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
-from tests._framework_envs import run_python_app
-from tests._pipeline import RecordingStage, started
-from tests.frameworks.test_frameworks_real import _until
-from tests.receivers.test_otlp_receivers import _config, _value
+from tests._framework_envs import against_the_monitor, run_python_app
+from tests.receivers.test_otlp_receivers import _value
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each
@@ -64,20 +63,9 @@ _URIS = {text: uri for uri, text in KB.items()}
 async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundedness(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
 ) -> None:
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await run_python_app(app, instrumentation, variant, endpoint)
-        await _until(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(answer["trace_id"])
-    finally:
-        await receivers.shutdown(5)
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
     groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
@@ -127,16 +115,9 @@ async def test_a_stack_traced_without_content_gives_counted_logged_suspects(
     question is still one record, marked suspect with the reason, counted, and logged with
     that stack's switch; never a silent `not_rag`."""
     caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await run_python_app(app, instrumentation, variant, endpoint)
-        for answer in answers:
-            await stage.wait_for(answer["trace_id"])
-    finally:
-        await receivers.shutdown(5)
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
     assert len(stage.records) == len(answers) == traces == 6
     for _, record in stage.records:
         assert record.metadata[EXTRACTION_SUSPECT] == reason

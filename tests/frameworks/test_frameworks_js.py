@@ -15,6 +15,8 @@ and logged with the switch that fixes it, never a silent `not_rag`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 
@@ -24,11 +26,10 @@ from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
-from tests._framework_envs import run_js_app
+from tests._framework_envs import Answers, against_the_monitor, run_js_app
 from tests._openai_server import serve
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
-from tests.receivers.test_otlp_receivers import _config, _value
+from tests._pipeline import RecordingStage
+from tests.receivers.test_otlp_receivers import _value
 
 pytestmark = pytest.mark.slow
 
@@ -45,23 +46,11 @@ WITHOUT_CONTENT = [("vercel_ai", "vercel-ai", "no-content", "vercel-ai-no-conten
 
 async def _records(
     telemetry: Telemetry, app: str, variant: str
-) -> tuple[RecordingStage, list[dict[str, object]], int]:
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await run_js_app(app, variant, endpoint, serve())
-        await wait_until_async(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            30,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(str(answer["trace_id"]))
-    finally:
-        await receivers.shutdown(5)
-    return stage, answers, traces
+) -> tuple[RecordingStage, list[dict[str, Any]], int]:
+    def run(endpoint: str) -> Awaitable[Answers]:
+        return run_js_app(app, variant, endpoint, serve())
+
+    return await against_the_monitor(telemetry, run)
 
 
 @pytest.mark.parametrize(("app", "instrumentation", "variant", "service"), APPS)

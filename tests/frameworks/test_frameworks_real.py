@@ -13,7 +13,7 @@ counted as `not_rag`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,10 +21,9 @@ import pytest
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
-from tests._framework_envs import run_python_app
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
-from tests.receivers.test_otlp_receivers import _config, _value
+from tests._framework_envs import against_the_monitor, run_python_app
+from tests._pipeline import RecordingStage
+from tests.receivers.test_otlp_receivers import _value
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,29 +43,14 @@ APPS = [
 ]
 
 
-async def _until(done: Callable[[], bool], what: str) -> None:
-    await wait_until_async(done, 30, what)
-
-
 @pytest.mark.parametrize(("app", "instrumentation", "variant"), APPS)
 async def test_each_question_becomes_one_record_with_its_query_context_and_answer(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str
 ) -> None:
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await run_python_app(app, instrumentation, variant, endpoint)
-        # Every trace is released when its root span arrives; extraction is counted first.
-        await _until(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(answer["trace_id"])
-    finally:
-        await receivers.shutdown(5)
+    # Every trace is released when its root span arrives; extraction is counted first.
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
     expected_questions = (
         [q for first, follow_up, _, _ in CONVERSATIONS for q in (first, follow_up)]
         if variant == "chat-engine"

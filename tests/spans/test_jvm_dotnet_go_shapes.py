@@ -29,6 +29,7 @@ from monitor.extraction import extract_records
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import decode_logs_protobuf, decode_protobuf
 from tests._otlp import otlp_bytes
+from tests.trace.test_extraction_rule import _messages
 
 QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
@@ -324,14 +325,6 @@ def test_langchain4j_observations_carry_no_text_and_give_a_suspect() -> None:
     assert record.model == "gpt-4o-mini"
 
 
-def _oi_messages(prefix: str, messages: list[tuple[str, str]]) -> dict[str, str]:
-    out = {}
-    for i, (role, text) in enumerate(messages):
-        out[f"{prefix}.{i}.message.role"] = role
-        out[f"{prefix}.{i}.message.content"] = text
-    return out
-
-
 def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> None:
     stack = Stack("java")
     service = {
@@ -344,7 +337,7 @@ def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> N
         first = {
             "openinference.span.kind": "LLM",
             "llm.model_name": "gpt-4o-mini",
-            **_oi_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
+            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
         }
         with stack.span("LLM", **first):
             pass
@@ -359,8 +352,8 @@ def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> N
         second = {
             "openinference.span.kind": "LLM",
             "llm.model_name": "gpt-4o-mini",
-            **_oi_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
-            **_oi_messages("llm.output_messages", [("assistant", ANSWER)]),
+            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
+            **_messages("llm.output_messages", [("assistant", ANSWER)]),
         }
         with stack.span("LLM", **second):
             pass
