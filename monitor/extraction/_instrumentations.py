@@ -23,6 +23,12 @@ _SK_OPERATIONS = frozenset(
 )
 
 
+def _named(attributes: dict[str, Any], key: str) -> str:
+    """A string attribute's value ("" when absent or not a string: any value may come)."""
+    value = attributes.get(key)
+    return value if isinstance(value, str) else ""
+
+
 def _has_prefix(*prefixes: str) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
     return lambda attributes, _: any(k.startswith(prefixes) for k in attributes)
 
@@ -71,7 +77,8 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
     (
         "semantic-kernel",
         lambda a, _: (
-            a.get("gen_ai.operation.name") in _SK_OPERATIONS or any(k.startswith("sk.") for k in a)
+            _named(a, "gen_ai.operation.name") in _SK_OPERATIONS
+            or any(k.startswith("sk.") for k in a)
         ),
         "Semantic Kernel writes messages only with "
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true, and in "

@@ -26,7 +26,8 @@ def awaits_log_events(span: Span) -> bool:
     attributes nor in its span events: if its content is captured at all, it travels as
     OTLP log events, exported apart from the span. Reads single attributes, and decodes
     the span's events only for such a call."""
-    if span.attribute("gen_ai.operation.name") not in LLM_OPERATIONS:
+    operation = span.attribute("gen_ai.operation.name")
+    if not isinstance(operation, str) or operation not in LLM_OPERATIONS:
         return False
     if span.attribute(LOG_EVENT_KEY) is not None:
         return False

@@ -151,6 +151,8 @@ def span_role(span: Span) -> str | None:
     if a.get("traceloop.span.kind") == "tool":
         return TOOL
     request_type = a.get("llm.request.type")
+    if not isinstance(request_type, str):
+        return None
     if request_type in LLM_OPERATIONS:
         return MODEL
     if request_type == "embedding":

@@ -274,3 +274,21 @@ def test_events_before_their_spans_join_them_and_idle_events_start_afresh() -> N
     (later,) = asm.add([_span("b", "1")], "otlp_http", now=13)
     assert later.trigger == "root_ended"
     assert drops.counts == {}
+
+
+def test_an_operation_name_of_any_type_is_read_without_failing() -> None:
+    """Span attributes may hold any value: a list where a string belongs is no model call
+    waiting for events, and costs nothing else."""
+    asm = _waiting()
+    odd = Span(
+        "o".ljust(32, "0"),
+        "2".rjust(16, "0"),
+        "1".rjust(16, "0"),
+        "chat",
+        1,
+        2,
+        attributes={"gen_ai.operation.name": ["chat"]},
+        service="svc",
+    )
+    (done,) = asm.add([_span("o", "1"), odd], "otlp_http", now=0)
+    assert done.trigger == "root_ended"
