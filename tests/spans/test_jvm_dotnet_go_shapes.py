@@ -3,9 +3,10 @@ writes: Spring AI (Java), LangChain4j (Java: its own observations, and OpenInfer
 instrumentation of it), Microsoft.Extensions.AI and Semantic Kernel (.NET), Genkit (Go).
 Each test names the files and the version it follows; the spans are written with the
 OpenTelemetry SDK and encoded as its OTLP exporter does, log lines (Spring AI's content)
-as log records in the span's scope, as the stack's OTel log appender exports them. With its content switch on, a question is one record with the question,
-the retrieved or tool documents and the answer; with it off, a suspect record that names
-the stack, never a silent `not_rag`."""
+as log records in the span's scope, as the stack's OTel log appender exports them. With
+its content switch on, a question is one record with the question, the retrieved or tool
+documents and the answer; with it off, a suspect record that names the stack, never a
+silent `not_rag`."""
 
 from __future__ import annotations
 
