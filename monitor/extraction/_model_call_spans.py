@@ -6,6 +6,7 @@ declares nothing shows a model call was made (`shows_model_call`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from monitor.extraction._span_roles import MODEL, span_role
@@ -125,18 +126,13 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
         message = response.get("message") if isinstance(response, dict) else None
         outs = [t for r, t in chat_messages([message]) if r == "assistant"]
         output = "\n".join(outs) if outs else output
-    if not messages and "ai.prompt.messages" in a:
-        conventions.add("vercel-ai")
-        messages = chat_messages(a["ai.prompt.messages"])
-    if output is None and "ai.response.text" in a:
-        conventions.add("vercel-ai")
-        output = content_text(a["ai.response.text"])
-    if not messages and "gen_ai.prompt" in a:
-        conventions.add("genai")
-        messages = chat_messages(a["gen_ai.prompt"])
-    if output is None and "gen_ai.completion" in a:
-        conventions.add("genai")
-        output = completion_text(a["gen_ai.completion"])
+    for convention, prompt_key, output_key, read_output in _PROMPT_COMPLETION:
+        if not messages and prompt_key in a:
+            conventions.add(convention)
+            messages = chat_messages(a[prompt_key])
+        if output is None and output_key in a:
+            conventions.add(convention)
+            output = read_output(a[output_key])
     if span.events and (not messages or output is None):
         from_events, event_output = event_messages(span)
         if from_events or event_output:
@@ -207,6 +203,14 @@ def completion_text(value: Any) -> str | None:
     if found:
         return "\n".join(found)
     return content_text(completion)
+
+
+# Conventions that put the messages sent in one attribute and the answer in another:
+# (convention, messages attribute, answer attribute, how the answer is read).
+_PROMPT_COMPLETION: tuple[tuple[str, str, str, Callable[[Any], str | None]], ...] = (
+    ("vercel-ai", "ai.prompt.messages", "ai.response.text", content_text),
+    ("genai", "gen_ai.prompt", "gen_ai.completion", completion_text),
+)
 
 
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:

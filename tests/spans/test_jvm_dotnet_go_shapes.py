@@ -30,15 +30,10 @@ from monitor.extraction import extract_records
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import decode_logs_protobuf, decode_protobuf
 from tests._otlp import otlp_bytes
+from tests.spans.test_agent_stack_shapes import DOCS, QUESTION, TEXTS
 from tests.trace.test_extraction_rule import _messages
 
-QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
-DOCS = [
-    {"id": "kb/eiffel.md", "content": "The Eiffel Tower was completed in 1889 for the World Fair."},
-    {"id": "kb/water.md", "content": "At sea level, pure water boils at 100 degrees Celsius."},
-]
-TEXTS = [d["content"] for d in DOCS]
 
 
 class Stack:
