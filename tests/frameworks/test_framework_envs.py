@@ -1,18 +1,25 @@
-"""tests/frameworks/envs/build.sh builds each framework environment once per lock: a second
-run with the same locks installs nothing, a changed lock is built afresh (its older build
-removed, the others kept), and a build that did not finish is built again. uv and npm are
-stand-ins here that record what they were asked to install; the real ones run in
-`tests/run.sh`, whose framework tests use what they build."""
+"""The framework environments: the product's test lock holds no framework (each stack's
+apps run from its own lock), and tests/frameworks/envs/build.sh builds each environment once
+per lock: a second run with the same locks installs nothing, a changed lock is built afresh
+(its older build removed, the others kept), and a build that did not finish is built again.
+uv and npm are stand-ins here that record what they were asked to install; the real ones
+run in `tests/run.sh`, whose framework tests use what they build."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
 from pathlib import Path
 
-from tests._framework_envs import REPO, lock_hash
+from tests._framework_envs import ENVS, REPO, lock_hash
+
+# What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
+# OTLP exporter they send with, and the OpenAI client they call the scripted model with.
+SHARED = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "openai"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # Stand-ins for uv (`venv ... DIR`, `pip sync ... LOCK`) and npm (`ci --prefix DIR ...`):
 # each makes the folder it was asked for and records the call in $INSTALLS.
@@ -27,6 +34,26 @@ while [ "$1" != --prefix ]; do shift; done
 mkdir -p "$2/node_modules"
 echo "npm ci $2" >> "$INSTALLS"
 """
+
+
+def _names(lines: list[str]) -> set[str]:
+    """The distribution names of requirement lines (comments and options skipped)."""
+    names = set()
+    for line in lines:
+        match = _NAME.match(line.strip())
+        if match and not line.startswith(("#", " ", "-")):
+            names.add(re.sub(r"[-_.]+", "-", match[0]).lower())
+    return names
+
+
+def test_the_products_test_lock_holds_no_framework() -> None:
+    stacks = sorted(ENVS.glob("*/requirements.in"))
+    assert len(stacks) >= 5, stacks
+    wanted = set().union(*(_names(s.read_text().splitlines()) for s in stacks))
+    assert "crewai" in wanted and "semantic-kernel" in wanted
+    locked = _names((REPO / "tests" / "requirements.lock").read_text().splitlines())
+    assert "pytest" in locked
+    assert wanted & locked == SHARED, sorted(wanted & locked)
 
 
 def _tool(path: Path, text: str) -> Path:
