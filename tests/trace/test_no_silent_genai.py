@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from tests.trace.test_extraction_rule import Trace
@@ -128,6 +130,40 @@ def test_a_span_declaring_nothing_but_model_call_attributes_is_a_suspect_not_rag
     assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
     assert record.model == "m" and record.input_tokens == 12
     assert record.metadata["instrumentation"] == "genai"
+
+
+@pytest.mark.parametrize(
+    ("instrumentation", "chain", "llm", "switch"),
+    [
+        pytest.param(
+            "openinference",
+            {"openinference.span.kind": "CHAIN"},
+            {"openinference.span.kind": "LLM", "llm.model_name": "m"},
+            "OPENINFERENCE_HIDE_INPUTS",
+            id="openinference-hidden",
+        ),
+        pytest.param(
+            "openllmetry",
+            {"traceloop.span.kind": "workflow", "traceloop.entity.name": "rag"},
+            {"llm.request.type": "chat", "gen_ai.request.model": "m"},
+            "TRACELOOP_TRACE_CONTENT=false",
+            id="openllmetry-no-content",
+        ),
+    ],
+)
+def test_a_model_span_by_its_kind_without_content_is_a_suspect_naming_its_switch(
+    instrumentation: str, chain: dict[str, Any], llm: dict[str, Any], switch: str
+) -> None:
+    """OpenInference with its inputs and outputs hidden, OpenLLMetry with content tracing
+    off: the model span is known by its kind alone."""
+    t = Trace()
+    with t.tracer.start_as_current_span("rag", attributes=chain):
+        with t.tracer.start_as_current_span("ChatOpenAI", attributes=llm):
+            pass
+    record = _only(t)
+    assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
+    assert record.metadata["instrumentation"] == instrumentation
+    assert switch in suspect_guidance("no_query", instrumentation)
 
 
 def test_an_agent_invocation_alone_is_a_suspect() -> None:
