@@ -88,7 +88,8 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
         return [doc for item in value for doc in _tool_items(parsed_value(item), depth + 1)]
     if not isinstance(value, dict):
         return []
-    if value.get("type") in _NO_TEXT_TYPES or (
+    kind = value.get("type")  # any JSON value: a list is no type
+    if (isinstance(kind, str) and kind in _NO_TEXT_TYPES) or (
         "data" in value and ({"mime_type", "mimeType", "media_type"} & value.keys())
     ):
         return []  # an image, audio or file: nothing a text evaluator can read
