@@ -1,19 +1,13 @@
 """A LangChain RAG chain instrumented by a real instrumentation package, exporting over
 OTLP/HTTP. Run as `python tests/_langchain_app.py openinference|openllmetry ENDPOINT`;
 prints the trace id. The chat model is LangChain's built-in fake (no LLM API), the
-retriever a fixed in-process one."""
+retriever a fixed in-process one. The test imports its constants from the monitor's
+environment, where LangChain is not installed: LangChain is imported in `main` only."""
 
 from __future__ import annotations
 
 import sys
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnablePassthrough
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -29,16 +23,24 @@ DOCS = (
 ANSWER = "Water boils at 100 degrees Celsius at sea level."
 
 
-class KnowledgeBase(BaseRetriever):
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return [
-            Document(page_content=d, metadata={"source": f"kb/{i}.md"}) for i, d in enumerate(DOCS)
-        ]
-
-
 def main(instrumentation: str, endpoint: str) -> None:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+
+    class KnowledgeBase(BaseRetriever):  # type: ignore[misc]
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [
+                Document(page_content=d, metadata={"source": f"kb/{i}.md"})
+                for i, d in enumerate(DOCS)
+            ]
+
     provider = TracerProvider(resource=Resource.create({"service.name": f"lc-{instrumentation}"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     if instrumentation == "openinference":

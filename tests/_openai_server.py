@@ -5,7 +5,11 @@ apps whose model extension point is an OpenAI client (the OpenAI Agents SDK, smo
 The script is an agent's two turns: while no knowledge-base text is in the conversation
 it calls the first tool offered (other than `final_answer`) with the user's question;
 once the tool's result is in, it answers by `planted_answer` — as text, or as a
-`final_answer` tool call when that tool is offered (smolagents' agents end that way)."""
+`final_answer` tool call when that tool is offered (smolagents' agents end that way).
+A request with `"stream": true` gets the same reply as server-sent chunks, as the API
+streams it. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
+base's ranking (`tests/_framework_apps.search`: `[{"id", "content"}]`) and
+`GET /kb/questions` the questions, so that every app's tool ranks the same way."""
 
 from __future__ import annotations
 
@@ -13,8 +17,9 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from tests._framework_apps import KB, planted_answer
+from tests._framework_apps import KB, QUESTIONS, planted_answer, search
 
 
 def _text(content: Any) -> str:
@@ -59,15 +64,55 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """A completion as the API streams it: the role, the text or each tool call, the
+    finish reason, then the usage (what `stream_options.include_usage` asks for)."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    base = {k: completion[k] for k in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        deltas.append({"tool_calls": [{"index": i, **call}]})
+    out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    out.append(
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
+    )
+    out.append({**base, "choices": [], "usage": completion["usage"]})
+    return out
+
+
 class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")
             return
-        data = json.dumps(reply(body)).encode()
+        completion = reply(body)
+        if not body.get("stream"):
+            self._send("application/json", json.dumps(completion).encode())
+            return
+        events = [f"data: {json.dumps(c)}\n\n" for c in chunks(completion)]
+        self._send("text/event-stream", "".join([*events, "data: [DONE]\n\n"]).encode())
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path.endswith("/kb/search"):
+            query = parse_qs(url.query).get("query", [""])[0]
+            found = [{"id": uri, "content": KB[uri]} for uri in search(query)]
+            self._send("application/json", json.dumps(found).encode())
+        elif url.path.endswith("/kb/questions"):
+            self._send("application/json", json.dumps([q for q, _ in QUESTIONS]).encode())
+        else:
+            self.send_error(404, f"not scripted: {self.path}")
+
+    def _send(self, content_type: str, data: bytes) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

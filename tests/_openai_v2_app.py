@@ -105,11 +105,9 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
         sources = [KB[uri] for uri in search(question)]
         report(trace_id, question, second.choices[0].message.content or "", sources)
         if question == QUESTIONS[0][0]:
-            # The first question's events arrive before any span: from then on the
-            # monitor knows this service sends log events.
-            logs.force_flush()
-    # The other questions' spans go first and their log events after them: the monitor
-    # holds each whole trace of this service until they arrive (`log_events_wait_s`).
+            logs.force_flush()  # the first question's events arrive before its spans
+    # The other questions' spans go first and their log events after them: each whole
+    # trace whose chat calls have no output yet waits for them (`log_events_wait_s`).
     finish(provider, roots)
     logs.shutdown()
 

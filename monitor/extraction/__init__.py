@@ -2,7 +2,8 @@
 
 It knows no stage: the evaluation stage runs it in its worker task, on the spans the trace
 stage assembled and sampled; the trace stage reads only what sampling needs of a trace
-(`route_of`, `feedback_of`, `trace_shape`). What the rule reads: `README.md`.
+(`route_of`, `feedback_of`, `trace_shape`) and, to assemble it, which model calls still
+wait for their log events (`awaits_log_events`). What the rule reads: `README.md`.
 """
 
 from monitor.extraction._extract import (
@@ -13,18 +14,24 @@ from monitor.extraction._extract import (
     extract_within,
 )
 from monitor.extraction._extraction_rule import extract_records
-from monitor.extraction._suspect import GUIDANCE as SUSPECT_GUIDANCE
+from monitor.extraction._log_events import awaits_log_events
+from monitor.extraction._suspect import INSTRUMENTATION
+from monitor.extraction._suspect import REASONS as SUSPECT_REASONS
+from monitor.extraction._suspect import guidance as suspect_guidance
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
-    "SUSPECT_GUIDANCE",
+    "INSTRUMENTATION",
+    "SUSPECT_REASONS",
     "Extraction",
     "TraceRecords",
     "Unreadable",
+    "awaits_log_events",
     "extract_records",
     "extract_trace",
     "extract_within",
     "feedback_of",
     "route_of",
+    "suspect_guidance",
     "trace_shape",
 ]

@@ -16,7 +16,11 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
 6. Context: retrieval spans before the answer by time, in retrieval order (the request's
    own when a trace holds several); a reranker's output replaces what it reranked;
    documents with ids only take their text from the chat span's system message.
-7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request.
+7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request. A span
+   that declares no kind but carries a model call's GenAI request, response or usage
+   attributes is a model call when no span is one by its kind: a trace with any sign of a
+   model call always gives a record, marked suspect when its question or answer is
+   missing (content capture off), never silently `not_rag`.
 8. A record whose parts look wrong is marked with why (`_suspect.py`).
 9. An attribute value that cannot be read (nested deeper than `monitor._nesting.MAX_DEPTH`,
    or not a valid protobuf value) costs that value alone: it is read as its text or left
@@ -31,7 +35,7 @@ from typing import Any
 
 from monitor._nesting import noting_unread
 from monitor.extraction._log_events import join_log_events
-from monitor.extraction._model_call_spans import read_generation
+from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
 from monitor.extraction._request_spans import Requests
 from monitor.extraction._retrieval_spans import read_retrieval
@@ -96,6 +100,11 @@ def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecor
         if generation is not None:
             generations.append(generation)
             conventions |= generation.conventions
+    if not generations:
+        # No span is a model call by its kind or its messages: one that declares nothing
+        # but shows a model call's attributes is one (content capture off).
+        shown = (read_generation(s, shown=True) for s in ordered if shows_model_call(s))
+        generations = [g for g in shown if g is not None]
     top = trace_wide(ordered, by_id)
     if not retrievals and not generations and (top.query, top.response, top.docs) == (None,) * 3:
         return []  # no model call, no retrieval, no `rag.*`: not a RAG request
@@ -137,6 +146,7 @@ def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecor
             latency_ns=root.end_unix_nano - root.start_unix_nano,
             conventions=conventions,
             arguments=arguments,
+            trace_spans=ordered,
         )
         return [record]
     records = []
@@ -179,6 +189,7 @@ def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecor
                 latency_ns=last - first,
                 conventions=conventions,
                 arguments=arguments,
+                trace_spans=ordered,
             )
         )
     return records

@@ -1,14 +1,39 @@
-"""GenAI log events, which arrive as event spans, folded into the span they belong to."""
+"""GenAI log events, which arrive as event spans, folded into the span they belong to; and
+which model calls may still be waiting for theirs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import attrgetter
 
-from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
+from monitor.extraction._span_roles import LLM_OPERATIONS
+from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
 
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 TIME = attrgetter("time_unix_nano")
+# Where a model call's output travels when it is on the span itself, in each convention.
+_OUTPUT_KEYS = (
+    "gen_ai.output.messages",
+    "gen_ai.completion",
+    "gen_ai.completion.0.content",
+    "llm.output_messages.0.message.role",
+    "output.value",
+)
+
+
+def awaits_log_events(span: Span) -> bool:
+    """A GenAI model call (`gen_ai.operation.name`) whose output is neither in its
+    attributes nor in its span events: if its content is captured at all, it travels as
+    OTLP log events, exported apart from the span. Reads single attributes, and decodes
+    the span's events only for such a call."""
+    operation = span.attribute("gen_ai.operation.name")
+    if not isinstance(operation, str) or operation not in LLM_OPERATIONS:
+        return False
+    if span.attribute(LOG_EVENT_KEY) is not None:
+        return False
+    if any(span.attribute(key) is not None for key in _OUTPUT_KEYS):
+        return False
+    return not any(event.name in GENAI_OUTPUT_EVENTS for event in span.events)
 
 
 def join_log_events(spans: Sequence[Span]) -> list[Span]:

@@ -1,9 +1,12 @@
 """Model-call (LLM) spans: the messages sent, the text returned, the model and the token
 counts, in each convention (GenAI messages and the older events and attributes,
-OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`)."""
+OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`,
+the Vercel AI SDK's `ai.prompt.messages` / `ai.response.text`); and whether a span that
+declares nothing shows a model call was made (`shows_model_call`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from monitor.extraction._span_roles import MODEL, span_role
@@ -63,9 +66,27 @@ def is_generation(span: Span) -> bool:
     )
 
 
-def read_generation(span: Span) -> Generation | None:
-    """Messages in, text out, model and tokens of an LLM span, or None if it is not one."""
-    if not is_generation(span):
+# What a model call leaves on its span even with content capture off: the GenAI request,
+# response and usage attributes (`gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+_MODEL_CALL_PREFIXES = ("gen_ai.request.", "gen_ai.response.", "gen_ai.usage.")
+
+
+def shows_model_call(span: Span) -> bool:
+    """A model call by its declared kind; a span that declares nothing but carries the
+    GenAI request, response or usage attributes only a model call writes; or a GenAI agent
+    invocation (`invoke_agent`: an agent calls a model, even when only the agent is
+    traced, as AutoGen's own spans are)."""
+    role = span_role(span)
+    if role is not None:
+        return role == MODEL or span.attributes.get("gen_ai.operation.name") == "invoke_agent"
+    return any(key.startswith(_MODEL_CALL_PREFIXES) for key in span.attributes)
+
+
+def read_generation(span: Span, shown: bool = False) -> Generation | None:
+    """Messages in, text out, model and tokens of an LLM span, or None if it is not one;
+    `shown`: the span is known to be a model call (`shows_model_call`) whatever it
+    carries."""
+    if not (shown or is_generation(span)):
         return None
     a = span.attributes
     conventions: set[str] = set()
@@ -98,12 +119,20 @@ def read_generation(span: Span) -> Generation | None:
             t for g in indexed(a, "gen_ai.completion.") if (t := content_text(g.get("content")))
         ]
         output = "\n".join(outs) or None
-    if not messages and "gen_ai.prompt" in a:
-        conventions.add("genai")
-        messages = chat_messages(a["gen_ai.prompt"])
-    if output is None and "gen_ai.completion" in a:
-        conventions.add("genai")
-        output = completion_text(a["gen_ai.completion"])
+    if not messages and isinstance(loads(a.get("genkit:input")), dict):
+        conventions.add("genkit")  # a ModelRequest in, a ModelResponse out
+        messages = chat_messages(loads(a["genkit:input"]).get("messages"))
+        response = loads(a.get("genkit:output"))
+        message = response.get("message") if isinstance(response, dict) else None
+        outs = [t for r, t in chat_messages([message]) if r == "assistant"]
+        output = "\n".join(outs) if outs else output
+    for convention, prompt_key, output_key, read_output in _PROMPT_COMPLETION:
+        if not messages and prompt_key in a:
+            conventions.add(convention)
+            messages = chat_messages(a[prompt_key])
+        if output is None and output_key in a:
+            conventions.add(convention)
+            output = read_output(a[output_key])
     if span.events and (not messages or output is None):
         from_events, event_output = event_messages(span)
         if from_events or event_output:
@@ -123,6 +152,7 @@ def read_generation(span: Span) -> Generation | None:
                 a.get("gen_ai.response.model"),
                 a.get("gen_ai.request.model"),
                 a.get("llm.model_name"),
+                a.get("ai.model.id"),
             )
             if m and m not in ("unknown", "None")  # OpenLLMetry's placeholders when it cannot tell
         ),
@@ -137,11 +167,13 @@ def read_generation(span: Span) -> Generation | None:
             a.get("gen_ai.usage.input_tokens"),
             a.get("gen_ai.usage.prompt_tokens"),
             a.get("llm.token_count.prompt"),
+            a.get("ai.usage.inputTokens"),
         ),
         output_tokens=_as_tokens(
             a.get("gen_ai.usage.output_tokens"),
             a.get("gen_ai.usage.completion_tokens"),
             a.get("llm.token_count.completion"),
+            a.get("ai.usage.outputTokens"),
         ),
         conventions=conventions,
         structured=structured,
@@ -173,6 +205,14 @@ def completion_text(value: Any) -> str | None:
     return content_text(completion)
 
 
+# Conventions that put the messages sent in one attribute and the answer in another:
+# (convention, messages attribute, answer attribute, how the answer is read).
+_PROMPT_COMPLETION: tuple[tuple[str, str, str, Callable[[Any], str | None]], ...] = (
+    ("vercel-ai", "ai.prompt.messages", "ai.response.text", content_text),
+    ("genai", "gen_ai.prompt", "gen_ai.completion", completion_text),
+)
+
+
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
     out = []
     for group in indexed(attrs, prefix):
@@ -187,12 +227,42 @@ def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str
     return out
 
 
+def spring_ai_texts(body: Any) -> list[str]:
+    """The texts of a Spring AI content log line: `HEADER:\n["text", "text"]`, each text
+    quoted as it is (not escaped), or `["role":"text", ...]` for a chat client's prompt."""
+    if not isinstance(body, str):
+        return []
+    _, _, listed = body.partition("\n")
+    listed = listed.strip()
+    if not (listed.startswith('["') and listed.endswith('"]')):
+        return []
+    return listed[2:-2].split('", "')
+
+
+def _spring_ai_messages(event: str, body: Any) -> list[tuple[str, str]]:
+    """A Spring AI prompt: the chat client's `"role":"text"` entries, or the chat model's
+    instructions (no roles: the last is the user's message, those before it system and
+    history)."""
+    texts = spring_ai_texts(body)
+    if event == "spring_ai.chat_client.prompt":
+        entries = [t.partition('":"') for t in texts]
+        return [(role_of(r) or "user", text) for r, sep, text in entries if sep]
+    return [("system", t) for t in texts[:-1]] + [("user", t) for t in texts[-1:]]
+
+
 def event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
-    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`."""
+    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`;
+    and Spring AI's content log lines joined to their span."""
     messages: list[tuple[str, str]] = []
     outputs: list[str] = []
     for event in span.events:
         attrs = event.attributes
+        if event.name.startswith("spring_ai."):
+            if event.name.endswith(".prompt"):
+                messages += _spring_ai_messages(event.name, attrs.get("body"))
+            elif event.name.endswith(".completion"):
+                outputs += spring_ai_texts(attrs.get("body"))
+            continue
         if event.name in _MESSAGE_EVENTS:
             body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
             content = attrs.get("content", body.get("content") if isinstance(body, dict) else body)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -24,7 +25,7 @@ from monitor.extraction._span_values import (
     json_docs,
     normalized,
 )
-from monitor.extraction._suspect import suspect_reason
+from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
 from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
@@ -127,16 +128,31 @@ def _query(
 ) -> str | None:
     if top.query:
         return top.query
-    if request is not None:
-        return requests.question(request)
-    if top.chain_query:
-        return top.chain_query
+    asked = requests.question(request) if request is not None else top.chain_query
+    if asked and not (request is not None and _placeholder(request, asked, answer)):
+        return asked
     user = answer.user_query if answer is not None else None
     for r in retrievals:
         # A prompt template around the question: the retriever saw the bare question.
         if r.query and (user is None or normalized(r.query) in normalized(user)):
             return r.query
     return user
+
+
+def _placeholder(request: Span, question: str | None, answer: Generation | None) -> bool:
+    """A request span that only marks a run (`Execution Started` in, `Execution Completed`
+    out): the model was never sent its input, and did not return its output (neither
+    holds the other). Either alone is no sign: a follow-up is condensed, an output parsed."""
+    if answer is None or not answer.messages or not (answer.output and answer.output.strip()):
+        return False
+    output = container_output(request)
+    if question is None or output is None:
+        return False
+    asked = normalized(question)
+    if any(asked in normalized(text) for _, text in answer.messages):
+        return False
+    said, returned = normalized(output), normalized(answer.output)
+    return said not in returned and returned not in said
 
 
 def _history(answer: Generation | None) -> list[dict[str, str]]:
@@ -166,13 +182,15 @@ def build_record(
     latency_ns: int,
     conventions: set[str],
     arguments: list[str],
+    trace_spans: list[Span],
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
     # The request's output is what the user got (frameworks parse the model's raw output:
     # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
     response = top.response
     if response is None and request is not None:
-        response = container_output(request)
+        if not _placeholder(request, requests.question(request), answer):
+            response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
     query = _query(answer, retrievals, top, request, requests)
@@ -198,6 +216,8 @@ def build_record(
     )
     if suspect is not None:
         metadata[EXTRACTION_SUSPECT] = suspect
+    if suspect in CONTENT_REASONS:
+        metadata[INSTRUMENTATION] = instrumentation_of(trace_spans)
     for key in ("session.id", "user.id", "gen_ai.conversation.id"):
         for source in (span, request):
             if source is not None and isinstance(source.attributes.get(key), str):

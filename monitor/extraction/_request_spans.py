@@ -16,13 +16,17 @@ from monitor.extraction._span_values import (
 )
 from monitor.spans import Span
 
-# Where a container's input and output are written: OpenInference, OpenLLMetry, and
-# LangSmith's OTel mode (its run inputs and outputs on every span; on a span that declares
-# no kind, `gen_ai.prompt` / `gen_ai.completion` are a model call's).
+# Where a container's input and output are written: OpenInference, OpenLLMetry, LangSmith's
+# OTel mode (its run inputs and outputs on every span; on a span that declares no kind,
+# `gen_ai.prompt` / `gen_ai.completion` are a model call's), the Vercel AI SDK
+# (`ai.prompt`: `{system, prompt, messages}`; `ai.response.text`), OpenInference's CrewAI
+# crew span (`crew_inputs`: the kickoff inputs), Genkit's flows (`genkit:input` /
+# `genkit:output`) and Mastra (`mastra.<its span type>.input`
+# / `.output`, `_mastra_key`).
 _INPUT_KEYS = ("input.value", "traceloop.entity.input")
 _OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
-_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt")
-_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion")
+_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt", "ai.prompt", "crew_inputs", "genkit:input")
+_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion", "ai.response.text", "genkit:output")
 
 
 def is_container(span: Span) -> bool:
@@ -30,10 +34,20 @@ def is_container(span: Span) -> bool:
     return span_role(span) in (None, CONTAINER)
 
 
+def _mastra_key(attributes: dict[str, Any], side: str) -> str | None:
+    """Mastra's own input or output attribute of a span: `mastra.<mastra.span.type>.<side>`
+    (`mastra.agent_run.input`, `mastra.workflow_run.output`)."""
+    kind = attributes.get("mastra.span.type")
+    return f"mastra.{kind}.{side}" if isinstance(kind, str) else None
+
+
 def container_input(span: Span) -> Any:
     a = span.attributes
-    keys = _DECLARED_INPUT_KEYS if span_role(span) == CONTAINER else _INPUT_KEYS
-    return next((a[k] for k in keys if k in a), None)
+    declared = span_role(span) == CONTAINER
+    keys = _DECLARED_INPUT_KEYS if declared else _INPUT_KEYS
+    found = next((a[k] for k in keys if k in a), None)
+    mastra = _mastra_key(a, "input") if declared and found is None else None
+    return a.get(mastra) if mastra else found
 
 
 def _is_prompt(value: Any, depth: int = 0) -> bool:
@@ -89,6 +103,9 @@ def container_output(span: Span) -> str | None:
     declared = span_role(span) == CONTAINER
     keys = _DECLARED_OUTPUT_KEYS if declared else _OUTPUT_KEYS
     raw = next((a[k] for k in keys if k in a), None)
+    mastra = _mastra_key(a, "output") if declared and raw is None else None
+    if mastra:
+        raw = a.get(mastra)
     if raw is not None:
         return find_text(raw, ANSWER_KEYS)
     return _genai_messages(span)[1] if declared else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.extraction._model_call_spans import spring_ai_texts
 from monitor.extraction._span_roles import RETRIEVAL, span_role
 from monitor.extraction._span_values import (
     QUERY_KEYS,
@@ -58,8 +59,13 @@ def read_retrieval(span: Span) -> Retrieval | None:
         query = find_text(a.get("input.value"), QUERY_KEYS)
         return Retrieval(span, query, _indexed_docs(a, "retrieval.documents."))
     if span_role(span) == RETRIEVAL or "gen_ai.retrieval.documents" in a:
-        query = a.get("gen_ai.retrieval.query.text")
-        docs = json_docs(a.get("gen_ai.retrieval.documents")) or []
+        query = a.get("gen_ai.retrieval.query.text", a.get("db.vector.query.content"))
+        docs = json_docs(a.get("gen_ai.retrieval.documents")) or _spring_ai_documents(span)
+        if "genkit:input" in a:  # a RetrieverRequest in, a RetrieverResponse out
+            request = loads(a["genkit:input"])
+            asked = request.get("query") if isinstance(request, dict) else None
+            query = content_text(asked.get("content")) if isinstance(asked, dict) else query
+            docs = docs or json_docs(a.get("genkit:output")) or []
         # OpenLLMetry 0.62's entity input/output; LangSmith's run inputs and outputs
         for source, result in (
             ("traceloop.entity.input", "traceloop.entity.output"),
@@ -80,6 +86,15 @@ def read_retrieval(span: Span) -> Retrieval | None:
             span, a.get("db.query.text") or None, [_event_doc(e.attributes) for e in results]
         )
     return None
+
+
+def _spring_ai_documents(span: Span) -> list[Doc]:
+    """A Spring AI vector store span's documents, from its query-response log line
+    (`spring.ai.vectorstore.observations.log-query-response`), in order."""
+    for event in span.events if span.events else []:
+        if event.name == "spring_ai.vector_store.response":
+            return [Doc(text) for text in spring_ai_texts(event.attributes.get("body"))]
+    return []
 
 
 def _scored_nodes(value: Any) -> list[Doc] | None:

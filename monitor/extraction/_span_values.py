@@ -125,6 +125,12 @@ def loads(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     stripped = value.lstrip()
+    if stripped[:1] == '"' and stripped.rstrip().endswith('"') and len(stripped) > 1:
+        try:  # a JSON string (Genkit's genkit:input of a flow called with text)
+            text = json.loads(stripped)
+        except ValueError:
+            return value
+        return text if isinstance(text, str) else value
     if stripped[:1] not in ("{", "["):
         return value
     try:

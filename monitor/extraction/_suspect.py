@@ -1,28 +1,35 @@
 """Signs that an extracted record's parts are not what they claim to be: the context only
 repeats the question or a tool's arguments, the answer repeats the question or a
-document, or a model call was traced without any question. Such a record measures the
-extraction, not the app: it is marked (`metadata.extraction_suspect` = the reason),
-counted, shown in `/debug/records` and, unless `pipeline.evaluate_suspect_records`, not
-evaluated."""
+document, or a model call was traced without its question or its answer. Such a record
+measures the extraction, not the app: it is marked (`metadata.extraction_suspect` = the
+reason), counted, shown in `/debug/records` and, unless
+`pipeline.evaluate_suspect_records`, not evaluated. For a missing question or answer the
+log line names the switch of the stack that wrote the trace (`_instrumentations.py`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from monitor.extraction._instrumentations import content_switch
 from monitor.extraction._span_roles import TOOL, span_role
 from monitor.extraction._span_values import Doc, normalized
 from monitor.extraction._tool_results import parsed_value
 from monitor.spans import Span
 
+# The reasons that mean content capture is off (the fix is the stack's switch), and the
+# record metadata naming the stack.
+CONTENT_REASONS = frozenset({"no_query", "no_response"})
+INSTRUMENTATION = "instrumentation"
 # What fixes each reason, said in the log line.
 GUIDANCE: dict[str, str] = {
     "no_query": (
         "a model call was traced but no span carries the user's question: turn on the "
-        "instrumentation's content capture (for GenAI instrumentations "
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true; Semantic Kernel writes "
-        "messages only as log records: SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_"
-        "DIAGNOSTICS_SENSITIVE=true and its logs exported over OTLP), or set rag.query"
+        "instrumentation's content capture, or set rag.query"
+    ),
+    "no_response": (
+        "a model call was traced but no span carries its answer: turn on the "
+        "instrumentation's content capture, or set rag.response"
     ),
     "context_repeats_query": (
         "the context read only repeats the question: the tool or retriever span carries "
@@ -42,6 +49,17 @@ GUIDANCE: dict[str, str] = {
     ),
 }
 REASONS = tuple(GUIDANCE)
+
+
+def guidance(reason: str, instrumentation: str | None) -> str:
+    """What fixes a suspect record: for a missing question or answer, what was missing
+    and the switch of the stack that wrote it; else the reason's own advice."""
+    advice = GUIDANCE.get(reason, "see the README's 'Tracing your app'")
+    if reason not in CONTENT_REASONS:
+        return advice
+    return f"{advice} ({instrumentation or 'unknown'}: {content_switch(instrumentation)})"
+
+
 _MIN_ANSWER_WORDS = 8  # shorter answers may fairly quote a tool's value word for word
 
 
@@ -83,7 +101,12 @@ def tool_arguments(span: Span) -> list[str]:
     a = span.attributes
     found = [
         str(a[k])
-        for k in ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
+        for k in (
+            "gen_ai.tool.call.arguments",
+            "input.value",
+            "traceloop.entity.input",
+            "ai.toolCall.args",
+        )
         if k in a
     ]
     found += [
@@ -104,6 +127,8 @@ def suspect_reason(
     """Why the record's parts look wrong, or None when nothing does."""
     if model_call_seen and not (query and query.strip()):
         return "no_query"
+    if model_call_seen and not (response and response.strip()):
+        return "no_response"
     question = normalized(query)
     texts = [d.content for d in docs if d.content]
     if texts and arguments:

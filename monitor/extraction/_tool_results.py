@@ -47,6 +47,8 @@ _DOC_IDS = frozenset({"id", "doc_uri", "uri", "url"})
 _MAX_DEPTH = 6
 _TOOL_RESULT_KEYS = (
     "gen_ai.tool.call.result",
+    "ai.toolCall.result",  # the Vercel AI SDK
+    "genkit:output",
     "tool_response",
     "output.value",
     "traceloop.entity.output",
@@ -86,7 +88,8 @@ def _tool_items(value: Any, depth: int) -> list[Doc]:
         return [doc for item in value for doc in _tool_items(parsed_value(item), depth + 1)]
     if not isinstance(value, dict):
         return []
-    if value.get("type") in _NO_TEXT_TYPES or (
+    kind = value.get("type")  # any JSON value: a list is no type
+    if (isinstance(kind, str) and kind in _NO_TEXT_TYPES) or (
         "data" in value and ({"mime_type", "mimeType", "media_type"} & value.keys())
     ):
         return []  # an image, audio or file: nothing a text evaluator can read
@@ -168,7 +171,20 @@ def read_tool(span: Span) -> Retrieval | None:
     if span_role(span) != TOOL:
         return None
     a = span.attributes
-    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("traceloop.entity.name")))
+    name = next(
+        (
+            a[k]
+            for k in (
+                "gen_ai.tool.name",
+                "tool.name",
+                "traceloop.entity.name",
+                "ai.toolCall.name",
+                "genkit:name",
+            )
+            if k in a
+        ),
+        None,
+    )
     result = next((a[k] for k in _TOOL_RESULT_KEYS if k in a), None)
     if result is None and "gen_ai.output.messages" in a:
         result = _output_messages_result(a["gen_ai.output.messages"])
@@ -190,6 +206,15 @@ def _call_names(calls: Any, names: dict[str, str]) -> None:
             name = function.get("name") if isinstance(function, dict) else call.get("name")
             if name:
                 names[str(call["id"])] = str(name)
+
+
+def _result_parts(content: Any) -> list[dict[str, Any]]:
+    """A tool message's `tool-result` parts (the Vercel AI SDK's: `{toolCallId, toolName,
+    output: {type, value}}`)."""
+    content = loads(content)
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
 
 
 def _message_tool_results(value: Any) -> list[Doc]:
@@ -216,6 +241,11 @@ def _message_tool_results(value: Any) -> list[Doc]:
                     result = part.get("response", part.get("result"))
                     name = part.get("name") or (names.get(call_id) if call_id else None)
                     docs += tool_docs(result, None if name is None else str(name))
+        elif role_of(msg.get("role")) == "tool" and _result_parts(msg.get("content")):
+            for part in _result_parts(msg["content"]):
+                output = loads(part.get("output"))
+                result = output.get("value") if isinstance(output, dict) else output
+                docs += tool_docs(result, as_str(part.get("toolName")))
         elif role_of(msg.get("role")) == "tool" and "content" in msg:
             call_id = msg.get("tool_call_id")
             name = msg.get("name") or (names.get(str(call_id)) if call_id is not None else None)
@@ -274,11 +304,12 @@ def tool_results(span: Span) -> list[Doc]:
     `gen_ai.input.messages`, OpenInference `llm.input_messages`, `gen_ai.tool.message`
     events), in message order."""
     a = span.attributes
-    if "gen_ai.input.messages" in a:
-        value = a["gen_ai.input.messages"]
-        if isinstance(value, str) and "tool" not in value:
-            return []  # no tool message: skip parsing the prompt a second time
-        return _message_tool_results(value)
+    for key in ("gen_ai.input.messages", "ai.prompt.messages"):
+        if key in a:
+            value = a[key]
+            if isinstance(value, str) and "tool" not in value:
+                return []  # no tool message: skip parsing the prompt a second time
+            return _message_tool_results(value)
     if "llm.input_messages.0.message.role" in a:
         return _indexed_tool_results(a, "llm.input_messages.")
     if "gen_ai.prompt.0.content" in a:  # OpenLLMetry

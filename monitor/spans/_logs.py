@@ -7,8 +7,12 @@ newer conventions), each carrying the trace and span id of the model call it bel
 Each becomes a small *event span*: a child of that span in the same trace, holding the
 event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
 travels through the trace stage like any span (same intake, bounds and counters);
-extraction folds it into its parent (`monitor/extraction/_extract.py`). Other log records
-(no GenAI event name, or no span context) are refused, counted in `rejected`.
+extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring AI writes
+its content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
+`log-query-response`) as plain log lines in the span's scope, which an OTel log appender
+exports with the span's ids: such a record is an event named by what its body starts
+with (`SPRING_AI_EVENTS`). Other log records (no GenAI event name, or no span context)
+are refused, counted in `rejected`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from monitor.spans._span import (
     Span,
     SpanEvent,
     _attributes,
+    _raw_value,
     _Unread,
 )
 
@@ -52,6 +57,33 @@ GENAI_EVENTS = frozenset(
         "gen_ai.client.inference.operation.details",
     }
 )
+# Spring AI's content log lines, by how their body starts (its observation handlers,
+# `ChatModelPromptContentObservationHandler` and the like), and the event each becomes.
+SPRING_AI_EVENTS = {
+    "Chat Client Prompt Content:": "spring_ai.chat_client.prompt",
+    "Chat Client Completion:": "spring_ai.chat_client.completion",
+    "Chat Model Prompt Content:": "spring_ai.chat_model.prompt",
+    "Chat Model Completion:": "spring_ai.chat_model.completion",
+    "Vector Store Query Response:": "spring_ai.vector_store.response",
+}
+GENAI_EVENTS = GENAI_EVENTS | frozenset(SPRING_AI_EVENTS.values())
+# The events that carry a model call's output: once one has come, the call's content is in.
+GENAI_OUTPUT_EVENTS = frozenset(
+    {
+        "gen_ai.choice",
+        "gen_ai.client.inference.operation.details",
+        "spring_ai.chat_model.completion",
+    }
+)
+
+
+def _spring_ai_event(body: Any) -> str:
+    """The event a Spring AI content log line is, or "" when the body is not one."""
+    if isinstance(body, str) and body[:1] in "CV":
+        for start, name in SPRING_AI_EVENTS.items():
+            if body.startswith(start):
+                return name
+    return ""
 
 
 def _event_span(
@@ -146,6 +178,8 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     named = _attributes({"event.name": attributes["event.name"]})
                     name = str(named.get("event.name", ""))
                 attributes.pop("event.name", None)
+                if not name and record.body:
+                    name = _spring_ai_event(_raw_value(record.body))
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
                     name,
@@ -239,10 +273,11 @@ def _json_event(
             _get(record, "traceId", "trace_id"), 16, f"{where}.traceId", optional=True
         )
         span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
+        body = _json_any(record["body"], f"{where}.body") if "body" in record else None
+        name = name or _spring_ai_event(body)
         refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
         if refusal is not None:
             return refusal
-        body = _json_any(record["body"], f"{where}.body") if "body" in record else None
         when = _json_int(
             _get(record, "timeUnixNano", "time_unix_nano")
             or _get(record, "observedTimeUnixNano", "observed_time_unix_nano")

@@ -13,6 +13,9 @@ LangGraph under LangSmith's OTel mode and under OpenInference, LlamaIndex's
 
 from __future__ import annotations
 
+import logging
+from functools import partial
+
 import pytest
 
 from monitor.config import EvaluatorConfig
@@ -20,10 +23,9 @@ from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import ANSWERS, PLANTED, QUESTIONS, search
-from tests._pipeline import RecordingStage, started
-from tests.frameworks.test_frameworks_real import _run_app, _until
-from tests.receivers.test_otlp_receivers import _config, _value
+from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
+from tests._framework_envs import against_the_monitor, run_python_app
+from tests.receivers.test_otlp_receivers import _value
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each
@@ -43,7 +45,15 @@ AGENT_STACKS = [
     ("llama_index_agent", "openinference", "function-agent", "llama-index-agent-openinference"),
     ("agno", "openinference", "agent", "agno-openinference"),
     ("openai_agents", "openinference", "mcp", "openai-agents-openinference-mcp"),
+    # Content only in log records, exported after the spans and before them.
+    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
+    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
+    ("crewai", "openinference", "crew", "crewai-openinference"),
+    ("autogen", "openinference", "agent", "autogen-openinference"),
 ]
+
+
+_URIS = {text: uri for uri, text in KB.items()}
 
 
 @pytest.mark.parametrize(
@@ -53,20 +63,9 @@ AGENT_STACKS = [
 async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundedness(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
 ) -> None:
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await _run_app(app, instrumentation, variant, endpoint)
-        await _until(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(answer["trace_id"])
-    finally:
-        await receivers.shutdown(5)
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
     groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
@@ -81,7 +80,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         assert record.service == service
         if (app, instrumentation, variant, service) in AGENT_STACKS:
             uris = [d.doc_uri for d in record.retrieved_context]
-            assert uris == search(answer["question"])
+            assert uris == [_URIS[text] for text in answer["sources"]]
         result = await groundedness.evaluate(record)
         verdicts[str(record.response).strip()] = result.passed  # Strands ends it with "\n"
     wrong = set(PLANTED.values())
@@ -90,3 +89,40 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
     faithful = {r: p for r, p in verdicts.items() if r not in wrong}
     assert faithful == dict.fromkeys(faithful, True)
     assert set(faithful) <= set(ANSWERS.values())
+
+
+# (app, instrumentation, variant, service, the suspect reason, the stack named)
+WITHOUT_CONTENT = [
+    ("autogen", "autogen", "agent", "autogen-autogen", "no_query", "autogen"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("app", "instrumentation", "variant", "service", "reason", "stack"), WITHOUT_CONTENT
+)
+async def test_a_stack_traced_without_content_gives_counted_logged_suspects(
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
+    app: str,
+    instrumentation: str,
+    variant: str,
+    service: str,
+    reason: str,
+    stack: str,
+) -> None:
+    """A stack whose spans show a model call or an agent invocation but no text: each
+    question is still one record, marked suspect with the reason, counted, and logged with
+    that stack's switch; never a silent `not_rag`."""
+    caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
+    assert len(stage.records) == len(answers) == traces == 6
+    for _, record in stage.records:
+        assert record.metadata[EXTRACTION_SUSPECT] == reason
+        assert record.metadata["instrumentation"] == stack
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 0
+    assert _value(telemetry, "records_suspect_total", service=service, reason=reason) == 6
+    (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
+    assert service in line and stack in line

@@ -2,8 +2,9 @@
 with its real instrumentation package and the SDK's OTLP/HTTP exporter, into the running
 receivers. The apps (`tests/_<framework>_app.py`) use the frameworks' own extension
 points for the model (a scripted model, no network) and retrievers that really rank a
-small knowledge base (`tests/_framework_apps.py`). Each runs in its own process because
-instrumentations patch the framework globally.
+small knowledge base (`tests/_framework_apps.py`). Each runs in its own process (the
+instrumentations patch the framework globally), from its stack's own environment
+(`tests/_framework_envs.py`), never the monitor's.
 
 For each question the extracted record must carry the question the user asked, the
 documents the framework retrieved in the framework's order, and the answer the framework
@@ -12,22 +13,17 @@ counted as `not_rag`."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import subprocess
-import sys
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
-from tests.receivers.test_otlp_receivers import _config, _value
+from tests._framework_envs import against_the_monitor, run_python_app
+from tests._pipeline import RecordingStage
+from tests.receivers.test_otlp_receivers import _value
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,46 +43,14 @@ APPS = [
 ]
 
 
-async def _run_app(
-    app: str, instrumentation: str, variant: str, endpoint: str
-) -> tuple[list[dict[str, Any]], int]:
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", f"tests._{app}_app", instrumentation, variant, endpoint],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    *answers, total = lines
-    return answers, int(total["traces"])
-
-
-async def _until(done: Callable[[], bool], what: str) -> None:
-    await wait_until_async(done, 30, what)
-
-
 @pytest.mark.parametrize(("app", "instrumentation", "variant"), APPS)
 async def test_each_question_becomes_one_record_with_its_query_context_and_answer(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str
 ) -> None:
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
-        answers, traces = await _run_app(app, instrumentation, variant, endpoint)
-        # Every trace is released when its root span arrives; extraction is counted first.
-        await _until(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(answer["trace_id"])
-    finally:
-        await receivers.shutdown(5)
+    # Every trace is released when its root span arrives; extraction is counted first.
+    stage, answers, traces = await against_the_monitor(
+        telemetry, partial(run_python_app, app, instrumentation, variant)
+    )
     expected_questions = (
         [q for first, follow_up, _, _ in CONVERSATIONS for q in (first, follow_up)]
         if variant == "chat-engine"

@@ -2,18 +2,18 @@
 (built-in fake chat model, fixed retriever — no LLM API) instrumented by OpenInference
 or by OpenLLMetry 0.62 (`opentelemetry-instrumentation-langchain`), exporting with the
 SDK's OTLP/HTTP exporter to the running receivers. Each app runs in its own process
-because both instrumentations patch LangChain globally."""
+(both instrumentations patch LangChain globally), from the RAG stacks' own environment."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from monitor.telemetry import Telemetry
+from tests._framework_envs import APP_ENVS, python_of
 from tests._langchain_app import ANSWER, DOCS, QUESTION
 from tests._pipeline import RecordingStage, started
 from tests.receivers.test_otlp_receivers import _config
@@ -32,7 +32,12 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
         endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"
         app = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, str(REPO / "tests" / "_langchain_app.py"), instrumentation, endpoint],
+            [
+                str(python_of(APP_ENVS["langchain"])),
+                str(REPO / "tests" / "_langchain_app.py"),
+                instrumentation,
+                endpoint,
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -1,6 +1,8 @@
 """pyproject.toml declares exactly the distributions whose modules `monitor/` imports, and
 every distribution the other folders with code import is declared where they get it:
-`training/` in the `training` extra, `tests/` and `bench/` in the `test` extra.
+`training/` in the `training` extra, `tests/` and `bench/` in the `test` extra, and the
+real-framework apps (`tests/_framework_envs.APP_ENVS`), which run from environments of
+their own, in their stack's lock: each module they import is found there.
 
 Every third-party import in the package (including imports inside functions,
 `importlib.import_module("...")` with a literal name, and `importlib.util.find_spec("...")`:
@@ -17,6 +19,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
+import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -29,6 +32,7 @@ from packaging.utils import canonicalize_name
 
 import monitor
 from monitor.config import EXTRA_MODULES
+from tests._framework_envs import APP_ENVS, python_of
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "monitor"
@@ -39,6 +43,9 @@ FIRST_PARTY = frozenset({"monitor", "bench", "tests", "training"})
 FEATURE_EXTRAS = tuple(EXTRA_MODULES)
 # Each folder with code → the extras (beside the product's dependencies) it may import from.
 FOLDER_EXTRAS = {"training": ("training",), "bench": ("test", "training"), "tests": ("test",)}
+# Files of tests/ that run from a framework's environment, never this one: the apps (and
+# the MCP server the OpenAI Agents app starts).
+APP_FILES = {f"tests/_{app}_app.py" for app in APP_ENVS} | {"tests/_mcp_kb_server.py"}
 
 
 def _project() -> dict[str, Any]:
@@ -158,6 +165,9 @@ def test_every_folder_with_code_imports_only_what_it_declares() -> None:
     for folder, extras in FOLDER_EXTRAS.items():
         declared = _declared(extras)
         for module, files in sorted(_imported_modules(REPO / folder).items()):
+            files -= APP_FILES
+            if not files:
+                continue
             owner = _distribution_of(module)
             if owner is None:
                 problems.append(f"{module} (imported by {sorted(files)}) is not installed")
@@ -167,6 +177,27 @@ def test_every_folder_with_code_imports_only_what_it_declares() -> None:
                     f"pyproject.toml declares neither as a dependency nor in {', '.join(extras)}"
                 )
     assert not problems, "\n".join(problems)
+
+
+def test_every_framework_app_imports_only_what_its_environment_holds() -> None:
+    imported = _imported_modules(REPO / "tests")
+    for app, env in sorted(APP_ENVS.items()):
+        path = f"tests/_{app}_app.py"
+        tops = sorted({m.split(".")[0] for m, files in imported.items() if path in files})
+        assert tops, f"{path} imports nothing from outside the repository"
+        found = subprocess.run(
+            [
+                str(python_of(env)),
+                "-c",
+                "import importlib.util, sys; "
+                "print([m for m in sys.argv[1:] if importlib.util.find_spec(m) is None])",
+                *tops,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert found.stdout.strip() == "[]", f"{path}: not in the {env} environment: {found.stdout}"
 
 
 def test_the_scan_sees_namespace_packages_and_dynamic_imports() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, TraceAssembler
+from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, QUIET_AFTER, TraceAssembler
 from monitor.spans import Span
 
 
@@ -106,39 +106,124 @@ def test_runaway_trace_is_capped() -> None:
     assert len(done.spans) == MAX_SPANS_PER_TRACE
 
 
-def _event(trace: str, parent: str, service: str = "svc") -> Span:
+def _event(
+    trace: str, parent: str, service: str = "svc", name: str = "gen_ai.choice", at: int = 3
+) -> Span:
     return Span(
         trace.ljust(32, "0"),
-        f"e{parent}".rjust(16, "0"),
+        f"e{parent}{name[7:11]}".rjust(16, "0"),
         parent.rjust(16, "0"),
-        "gen_ai.choice",
-        3,
-        3,
-        attributes={"rag_monitor.log_event": "gen_ai.choice"},
+        name,
+        at,
+        at,
+        attributes={"rag_monitor.log_event": name},
         service=service,
     )
 
 
-def test_a_service_sending_log_events_has_its_whole_traces_wait_for_them() -> None:
-    """Log events come apart from the spans, often after the root: once a service has sent
-    some, its whole traces wait `log_events_wait_s` (still `root_ended`) and the events
-    that arrive meanwhile join them; other services' traces are released at once."""
-    asm = TraceAssembler(
-        idle_timeout_s=10, max_open_traces=100, clock=lambda: 0.0, log_events_wait_s=5
+def _chat(trace: str, span: str, parent: str, service: str = "svc", **attributes: str) -> Span:
+    """A GenAI model call span; its output only when given in `attributes`."""
+    return Span(
+        trace.ljust(32, "0"),
+        span.rjust(16, "0"),
+        parent.rjust(16, "0"),
+        "chat scripted",
+        1,
+        2,
+        attributes={"gen_ai.operation.name": "chat", **attributes},
+        service=service,
     )
-    (first,) = asm.add([_span("a", "1"), _span("a", "2", "1")], "otlp_http", now=0)
-    assert first.trigger == "root_ended"  # no log events seen yet from "svc"
-    late = asm.add([_event("a", "2")], "otlp_http", now=1)
-    assert late == []  # late (counted), but now "svc" is known to send log events
-    assert asm.add([_span("b", "1"), _span("b", "2", "1")], "otlp_http", now=2) == []
-    assert asm.add([_event("b", "2")], "otlp_http", now=4) == []  # joins the held trace
-    assert asm.expire(now=6.9) == []
-    (held,) = asm.expire(now=7)
-    assert held.trigger == "root_ended"
-    assert sorted(s.name for s in held.spans) == ["1", "2", "gen_ai.choice"]
-    other = Span("c".ljust(32, "0"), "1".rjust(16, "0"), "", "root", 1, 2, service="other")
-    (done,) = asm.add([other], "otlp_http", now=8)
+
+
+def _waiting(**kw: float) -> TraceAssembler:
+    return TraceAssembler(
+        idle_timeout_s=10,
+        max_open_traces=int(kw.get("max", 100)),
+        clock=lambda: 0.0,
+        log_events_wait_s=kw.get("wait", 5),
+    )
+
+
+def test_a_model_call_without_output_waits_for_its_log_events_spans_first() -> None:
+    """Spans first (the order Semantic Kernel's app exported in): the whole trace's model
+    call has no output, so the trace waits; its events join it, and the output event
+    (the last an instrumentation writes) releases it at once, still `root_ended` — also
+    for the very first trace of a service never heard from before."""
+    asm = _waiting()
+    assert asm.add([_span("a", "1"), _chat("a", "2", "1")], "otlp_http", now=0) == []
+    user = _event("a", "2", name="gen_ai.user.message")
+    assert asm.add([user], "otlp_http", now=1) == []  # the question, not yet the answer
+    (done,) = asm.add([_event("a", "2")], "otlp_http", now=1.5)
     assert done.trigger == "root_ended"
+    assert sorted(s.name for s in done.spans) == [
+        "1",
+        "chat scripted",
+        "gen_ai.choice",
+        "gen_ai.user.message",
+    ]
+    assert asm.open_traces == 0
+
+
+def test_log_events_first_join_and_the_trace_is_released_when_whole() -> None:
+    """Logs first (the SDKs' default delays: logs every second, spans every five): the
+    events wait as a trace of nothing but events, and the spans complete it at once."""
+    asm = _waiting()
+    assert (
+        asm.add(
+            [_event("a", "2", name="gen_ai.user.message"), _event("a", "2")], "otlp_http", now=0
+        )
+        == []
+    )
+    (done,) = asm.add([_span("a", "1"), _chat("a", "2", "1")], "otlp_http", now=1)
+    assert done.trigger == "root_ended" and len(done.spans) == 4
+
+
+def test_a_trace_whose_calls_carry_their_output_or_that_has_none_is_not_held() -> None:
+    asm = _waiting()
+    (plain,) = asm.add([_span("a", "1"), _span("a", "2", "1")], "otlp_http", now=0)
+    assert plain.trigger == "root_ended"
+    with_output = _chat("b", "2", "1", **{"gen_ai.output.messages": "[]"})
+    (done,) = asm.add([_span("b", "1"), with_output], "otlp_http", now=0)
+    assert done.trigger == "root_ended"
+    (off,) = TraceAssembler(idle_timeout_s=10, max_open_traces=10).add(
+        [_span("c", "1"), _chat("c", "2", "1")], "otlp_http", now=0
+    )
+    assert off.trigger == "root_ended"  # log_events_wait_s = 0: no grace
+
+
+def test_the_grace_is_bounded_and_later_events_are_late() -> None:
+    drops = Drops()
+    asm = TraceAssembler(
+        idle_timeout_s=10,
+        max_open_traces=100,
+        clock=lambda: 0.0,
+        log_events_wait_s=5,
+        on_drop=drops,
+    )
+    assert asm.add([_span("a", "1"), _chat("a", "2", "1")], "otlp_http", now=0) == []
+    assert asm.expire(now=4.9) == []
+    (done,) = asm.expire(now=5)
+    assert done.trigger == "root_ended" and len(done.spans) == 2
+    assert asm.add([_event("a", "2")], "otlp_http", now=6) == []
+    assert drops.counts == {"late_span": 1}
+
+
+def test_a_service_that_sends_no_events_stops_waiting_until_it_sends_one() -> None:
+    """Content capture off: nothing will come. After `QUIET_AFTER` graces in a row with no
+    event at all, the service's traces are released at once; its next event makes them
+    wait again."""
+    asm = _waiting()
+    now = 0.0
+    for i in range(QUIET_AFTER):
+        trace = f"q{i}"
+        assert asm.add([_span(trace, "1"), _chat(trace, "2", "1")], "otlp_http", now=now) == []
+        now += 5
+        (done,) = asm.expire(now=now)
+        assert done.trace_id == trace.ljust(32, "0")
+    (at_once,) = asm.add([_span("r", "1"), _chat("r", "2", "1")], "otlp_http", now=now)
+    assert at_once.trigger == "root_ended"
+    assert asm.add([_event("u", "9")], "otlp_http", now=now) == []  # svc sends one again
+    assert asm.add([_span("t", "1"), _chat("t", "2", "1")], "otlp_http", now=now) == []
 
 
 def test_events_for_unknown_traces_never_push_out_a_trace_with_spans() -> None:
@@ -189,3 +274,21 @@ def test_events_before_their_spans_join_them_and_idle_events_start_afresh() -> N
     (later,) = asm.add([_span("b", "1")], "otlp_http", now=13)
     assert later.trigger == "root_ended"
     assert drops.counts == {}
+
+
+def test_an_operation_name_of_any_type_is_read_without_failing() -> None:
+    """Span attributes may hold any value: a list where a string belongs is no model call
+    waiting for events, and costs nothing else."""
+    asm = _waiting()
+    odd = Span(
+        "o".ljust(32, "0"),
+        "2".rjust(16, "0"),
+        "1".rjust(16, "0"),
+        "chat",
+        1,
+        2,
+        attributes={"gen_ai.operation.name": ["chat"]},
+        service="svc",
+    )
+    (done,) = asm.add([_span("o", "1"), odd], "otlp_http", now=0)
+    assert done.trigger == "root_ended"

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.extraction._tool_results import tool_docs
@@ -245,6 +245,7 @@ _JSON = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(value=_JSON | _JSON.map(json.dumps) | _JSON.map(repr) | st.text(max_size=200))
+@example(value={"type": []})  # a "type" that is no string
 def test_any_tool_result_parses_into_text_documents_or_none(value: Any) -> None:
     """Whatever a tool returns (JSON, a Python literal, garbage): documents with text, or
     none; never an exception."""

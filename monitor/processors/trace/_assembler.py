@@ -18,10 +18,16 @@ A trace can also be abandoned (`abandon`): forgotten unevaluated when the source
 spans hands them back (a Kafka partition moved to another replica, which reads them
 again whole).
 
-A service that sends GenAI log events (event spans, `monitor.spans.LOG_EVENT_KEY`) exports
-them apart from its spans, often after the root: once one has arrived from a service, its
-traces that become whole wait `log_events_wait_s` more before `root_ended` releases them,
-so that their events still join them. Events can also arrive before their spans, or for
+GenAI instrumentations may write a model call's messages only as OTLP log events (event
+spans, `monitor.spans.LOG_EVENT_KEY`), which the SDK exports apart from the spans, before
+or after them. Events for a trace still being assembled always join it. A trace that
+becomes whole while one of its GenAI model calls has no output yet, on the span or from an
+event (`monitor.extraction.awaits_log_events`), waits up to `log_events_wait_s` for its
+events, and is released (`root_ended`) as soon as every such call has its output event
+(`monitor.spans.GENAI_OUTPUT_EVENTS`, the last its instrumentation writes) or the grace
+ends. A service whose traces waited out `QUIET_AFTER` graces in a row without any event
+(content capture off: nothing will come) has its traces released at once, until it sends
+an event again. Events can also arrive before their spans, or for
 traces whose spans never come: a trace holding nothing but events lives apart from the
 others, bounded to a quarter of `max_open_traces` and of `max_open_bytes`, so that any
 number of events for unknown trace ids never pushes out a trace that has spans. It joins
@@ -43,7 +49,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
+from monitor.extraction import awaits_log_events
+from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS, LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
 TRIGGERS: tuple[Trigger, ...] = (
@@ -59,6 +66,9 @@ TRIGGERS: tuple[Trigger, ...] = (
 EVENTS_ONLY_SHARE = 4
 # A runaway trace (a loop that opens spans forever) must not hold unbounded memory.
 MAX_SPANS_PER_TRACE = 5_000
+# Graces a service's traces wait out in a row with no log event at all before its traces
+# stop waiting (its instrumentation sends none), until it sends one.
+QUIET_AFTER = 5
 
 
 @dataclass(slots=True)
@@ -71,6 +81,10 @@ class _Open:
     size: int = 0
     service: str = ""  # the root's
     events_only: bool = False  # no span yet, only GenAI log events
+    # GenAI model calls without their output yet, and the calls whose output event came.
+    awaiting: set[str] | None = None
+    answered: set[str] | None = None
+    heard: bool = False  # a log event of it arrived
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -94,7 +108,8 @@ class TraceAssembler:
     ) -> None:
         self._idle = idle_timeout_s
         self._log_wait = log_events_wait_s
-        self._log_services: set[str] = set()  # services that sent GenAI log events
+        # Services whose last graces ended without an event → how many in a row.
+        self._quiet: OrderedDict[str, int] = OrderedDict()
         self._held: OrderedDict[str, float] = OrderedDict()  # whole traces → release time
         self._max = max_open_traces
         self._max_bytes = max_open_bytes
@@ -135,7 +150,7 @@ class TraceAssembler:
         for span in spans:
             event = span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
             if event:
-                self._saw_log_events(span.service)
+                self._quiet.pop(span.service, None)
             trace_id = span.trace_id
             trace = (
                 touched.get(trace_id) or self._open.get(trace_id) or self._events_only.get(trace_id)
@@ -165,6 +180,16 @@ class TraceAssembler:
                 self._bytes += span.size
             trace.spans[span_id] = span
             trace.missing_parents.discard(span_id)
+            if event:
+                trace.heard = True
+                if span.name in GENAI_OUTPUT_EVENTS:
+                    if trace.answered is None:
+                        trace.answered = set()
+                    trace.answered.add(span.parent_span_id)
+            elif self._log_wait > 0 and awaits_log_events(span):
+                if trace.awaiting is None:
+                    trace.awaiting = set()
+                trace.awaiting.add(span_id)
             if span.is_root:
                 trace.has_root = True
                 trace.service = span.service
@@ -176,7 +201,7 @@ class TraceAssembler:
             if trace.events_only:
                 self._events_only.move_to_end(trace_id)
             elif trace.has_root and not trace.missing_parents:
-                if self._log_wait > 0 and trace.service in self._log_services:
+                if self._waits(trace):
                     self._held.setdefault(trace_id, now + self._log_wait)
                     self._open.move_to_end(trace_id)
                     continue
@@ -208,6 +233,7 @@ class TraceAssembler:
             del self._held[trace_id]
             held = self._open.pop(trace_id, None)
             if held is not None:
+                self._waited_out(held)
                 finished.append(self._release(trace_id, held, "root_ended"))
         idle: tuple[tuple[OrderedDict[str, _Open], Trigger], ...] = (
             (self._open, "idle_timeout"),
@@ -274,9 +300,21 @@ class TraceAssembler:
             spans += len(trace.spans)
         return spans
 
-    def _saw_log_events(self, service: str) -> None:
-        if len(self._log_services) < self._max:  # bounded like everything else here
-            self._log_services.add(service)
+    def _waits(self, trace: _Open) -> bool:
+        """Whether a whole trace waits for log events: a model call of it has no output
+        yet, and its service is not known to send none."""
+        if not trace.awaiting or self._quiet.get(trace.service, 0) >= QUIET_AFTER:
+            return False
+        return not trace.awaiting <= (trace.answered or set())
+
+    def _waited_out(self, trace: _Open) -> None:
+        """A grace ended: a service whose traces hear no event graces in a row is quiet."""
+        if trace.heard:
+            self._quiet.pop(trace.service, None)
+            return
+        self._quiet[trace.service] = self._quiet.pop(trace.service, 0) + 1
+        while len(self._quiet) > self._max:  # bounded like everything else here
+            self._quiet.popitem(last=False)
 
     def _take_bytes(self, trace: _Open) -> None:
         if trace.events_only:

@@ -12,8 +12,13 @@ from collections import Counter as Tally
 
 from monitor._nesting import REASONS
 from monitor.component import Delivery, Invalid, TraceObserver
-from monitor.extraction import SUSPECT_GUIDANCE as GUIDANCE
-from monitor.extraction import TraceRecords, Unreadable
+from monitor.extraction import (
+    INSTRUMENTATION,
+    SUSPECT_REASONS,
+    TraceRecords,
+    Unreadable,
+    suspect_guidance,
+)
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.records import (
     EXTRACTION_SUSPECT,
@@ -117,7 +122,7 @@ class Outcomes:
             self._partly_read(record, service, unread)
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
-            reason = reason if reason in GUIDANCE else "other"  # a record's own metadata
+            reason = reason if reason in SUSPECT_REASONS else "other"  # a record's own metadata
             self._t.child(self.suspect, service, reason).inc()
             self.warn.warning(
                 f"suspect/{service}/{reason}",
@@ -127,7 +132,7 @@ class Outcomes:
                 service,
                 record.request_id,
                 reason,
-                GUIDANCE.get(reason, "see the README's 'Tracing your app'"),
+                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION)),
             )
 
     def _partly_read(self, record: RagRecord, service: str, unread: str) -> None:

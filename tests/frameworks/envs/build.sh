@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the environments the real-framework apps run from, never the monitor's: one virtual
+# environment per Python stack (or group of compatible stacks) from its lock,
+# tests/frameworks/envs/<name>/requirements.lock, and the JavaScript apps' packages from
+# tests/js/package-lock.json. Each goes into a cache folder named by its lock's hash, so an
+# unchanged lock is built once per machine and a changed one is built afresh; older builds
+# of the same stack are removed. Links tests/js/node_modules to the JavaScript packages and
+# prints the cache folder (tests/run.sh exports it as RAG_MONITOR_FRAMEWORK_ENVS).
+#
+# Usage: build.sh [UV]; UV is the uv to install with (default: uv on PATH). Refresh a lock
+# with `uv pip compile tests/frameworks/envs/NAME/requirements.in --python-version 3.11
+# --python-platform x86_64-manylinux_2_36 --no-header -o .../requirements.lock` and
+# `npm install --prefix tests/js` (package-lock.json).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+uv="${1:-uv}"
+cache="${RAG_MONITOR_FRAMEWORK_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/rag-monitor/framework-envs}"
+mkdir -p "$cache"
+
+fresh() {  # $1: the build's folder; succeeds when it is complete
+    [ -e "$1/.complete" ]
+}
+prune() {  # $1: stack name, $2: the build to keep
+    for old in "$cache/$1"-*; do
+        if [ "$old" != "$2" ] && [ -e "$old" ]; then rm -rf "$old"; fi
+    done
+}
+
+for lock in tests/frameworks/envs/*/requirements.lock; do
+    name=$(basename "$(dirname "$lock")")
+    dir="$cache/$name-$(sha256sum "$lock" | cut -c1-16)"
+    if ! fresh "$dir"; then
+        rm -rf "$dir"
+        "$uv" venv -q --python "$(command -v python3)" "$dir" >&2
+        "$uv" pip sync -q --python "$dir/bin/python" "$lock" >&2
+        touch "$dir/.complete"
+    fi
+    prune "$name" "$dir"
+done
+
+lock=tests/js/package-lock.json
+dir="$cache/js-$(sha256sum "$lock" | cut -c1-16)"
+if ! fresh "$dir"; then
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp tests/js/package.json "$lock" "$dir/"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+    touch "$dir/.complete"
+fi
+prune js "$dir"
+rm -rf tests/js/node_modules
+ln -s "$dir/node_modules" tests/js/node_modules
+echo "$cache"

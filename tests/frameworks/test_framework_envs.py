@@ -1,0 +1,143 @@
+"""The framework environments: the product's test lock holds no framework (each stack's
+apps run from its own lock), and tests/frameworks/envs/build.sh builds each environment once
+per lock: a second run with the same locks installs nothing, a changed lock is built afresh
+(its older build removed, the others kept), and a build that did not finish is built again.
+uv and npm are stand-ins here that record what they were asked to install; the real ones
+run in `tests/run.sh`, whose framework tests use what they build."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+from tests._framework_envs import ENVS, REPO, lock_hash
+
+# What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
+# OTLP exporter they send with, and the OpenAI client they call the scripted model with.
+SHARED = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "openai"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+# Stand-ins for uv (`venv ... DIR`, `pip sync ... LOCK`) and npm (`ci --prefix DIR ...`):
+# each makes the folder it was asked for and records the call in $INSTALLS.
+_UV = """#!/usr/bin/env bash
+case "$1" in
+venv) mkdir -p "${@: -1}/bin" ;;
+pip) echo "uv sync ${@: -1}" >> "$INSTALLS" ;;
+esac
+"""
+_NPM = """#!/usr/bin/env bash
+while [ "$1" != --prefix ]; do shift; done
+mkdir -p "$2/node_modules"
+echo "npm ci $2" >> "$INSTALLS"
+"""
+
+
+def _names(lines: list[str]) -> set[str]:
+    """The distribution names of requirement lines (comments and options skipped)."""
+    names = set()
+    for line in lines:
+        match = _NAME.match(line.strip())
+        if match and not line.startswith(("#", " ", "-")):
+            names.add(re.sub(r"[-_.]+", "-", match[0]).lower())
+    return names
+
+
+def test_the_products_test_lock_holds_no_framework() -> None:
+    stacks = sorted(ENVS.glob("*/requirements.in"))
+    assert len(stacks) >= 5, stacks
+    wanted = set().union(*(_names(s.read_text().splitlines()) for s in stacks))
+    assert "crewai" in wanted and "semantic-kernel" in wanted
+    locked = _names((REPO / "tests" / "requirements.lock").read_text().splitlines())
+    assert "pytest" in locked
+    assert wanted & locked == SHARED, sorted(wanted & locked)
+
+
+def _tool(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+class Checkout:
+    """A checkout with the real build.sh, two Python stacks' locks and the JavaScript lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "repo"
+        self.cache = root / "cache"
+        self.installs = root / "installs.log"
+        envs = self.root / "tests" / "frameworks" / "envs"
+        envs.mkdir(parents=True)
+        shutil.copy(REPO / "tests" / "frameworks" / "envs" / "build.sh", envs / "build.sh")
+        for stack in ("rag", "agents"):
+            (envs / stack).mkdir()
+            (envs / stack / "requirements.lock").write_text(f"{stack}-package==1.0\n")
+        js = self.root / "tests" / "js"
+        js.mkdir()
+        (js / "package.json").write_text("{}\n")
+        (js / "package-lock.json").write_text('{"lockfileVersion": 3}\n')
+        tools = root / "bin"
+        tools.mkdir()
+        self.uv = _tool(tools / "uv", _UV)
+        _tool(tools / "npm", _NPM)
+        self.path = f"{tools}:{os.environ['PATH']}"
+
+    def lock(self, stack: str) -> Path:
+        return self.root / "tests" / "frameworks" / "envs" / stack / "requirements.lock"
+
+    def build(self) -> list[str]:
+        """Run build.sh; the installs it made."""
+        self.installs.write_text("")
+        done = subprocess.run(
+            ["bash", "tests/frameworks/envs/build.sh", str(self.uv)],
+            cwd=self.root,
+            env={
+                **os.environ,
+                "PATH": self.path,
+                "INSTALLS": str(self.installs),
+                "RAG_MONITOR_FRAMEWORK_ENVS": str(self.cache),
+            },
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"{self.cache}\n"
+        return sorted(self.installs.read_text().splitlines())
+
+    def built(self) -> list[str]:
+        return sorted(p.name for p in self.cache.iterdir())
+
+
+def test_each_lock_is_built_once_and_again_only_when_it_changes(tmp_path: Path) -> None:
+    repo = Checkout(tmp_path)
+    rag, agents = repo.lock("rag"), repo.lock("agents")
+    js_lock = repo.root / "tests" / "js" / "package-lock.json"
+    rag_dir, agents_dir = f"rag-{lock_hash(rag)}", f"agents-{lock_hash(agents)}"
+    js_dir = f"js-{lock_hash(js_lock)}"
+
+    assert repo.build() == sorted(
+        [
+            "uv sync tests/frameworks/envs/agents/requirements.lock",
+            "uv sync tests/frameworks/envs/rag/requirements.lock",
+            f"npm ci {repo.cache / js_dir}",
+        ]
+    )
+    # The folders the tests look for (tests/_framework_envs.py: the same hash of each lock).
+    assert repo.built() == sorted([rag_dir, agents_dir, js_dir])
+    modules = repo.root / "tests" / "js" / "node_modules"
+    assert modules.resolve() == (repo.cache / js_dir / "node_modules").resolve()
+
+    assert repo.build() == []  # nothing changed: nothing installed
+    assert repo.built() == sorted([rag_dir, agents_dir, js_dir])
+
+    rag.write_text("rag-package==2.0\n")
+    assert repo.build() == ["uv sync tests/frameworks/envs/rag/requirements.lock"]
+    assert repo.built() == sorted([f"rag-{lock_hash(rag)}", agents_dir, js_dir])
+
+    (repo.cache / agents_dir / ".complete").unlink()  # a build that was cut off
+    assert repo.build() == ["uv sync tests/frameworks/envs/agents/requirements.lock"]
+    assert (repo.cache / agents_dir / ".complete").exists()
