@@ -3,10 +3,9 @@ batch it takes.
 
 Per record, each evaluator is sampled, skipped (not sampled, or lacking its input: counted
 and logged), not escalated, or over budget (judges; a refused sample that a boost asked for
-beyond the base rate is counted again, and the stretch in which the budget stops a boost is
-logged once). The CPU scorers (the local
-evaluators) that sample a record have already scored it in the batch's task, with its
-extraction (`_task.py`); here their results are counted and taken. Network evaluators
+beyond the base rate is counted again and logged, once an hour at most). The CPU scorers
+(the local evaluators) that sample a record have already scored it in the batch's task, with
+its extraction (`_task.py`); here their results are counted and taken. Network evaluators
 (LLM judges) run concurrently, each call under the evaluation deadline. Escalated
 evaluators run after the evaluator they escalate from, on the records whose score fell in
 their band; an escalated CPU scorer takes a task of its own.
@@ -97,9 +96,9 @@ class BatchEvaluator:
             "refused (also counted as sampling_decisions_total{decision=over_budget}).",
             ("service", "evaluator"),
         )
-        # (service, evaluator) whose boost the budget stops now: logged when it starts,
-        # again only after an evaluation beyond the base rate was admitted.
-        self._stopped_boosts: set[tuple[str, str]] = set()
+        # A budget stops a boost for minutes (evaluations) to days (cost) at a stretch:
+        # said when it starts, then once an hour per service and evaluator at most.
+        self._boost_log = RateLimitedLog(log, interval_s=3600.0)
 
     @property
     def cpu_only(self) -> bool:
@@ -135,42 +134,24 @@ class BatchEvaluator:
             decisions[(service, stage.evaluator.name, decision)] += 1
             if decision == "sampled":
                 chosen.append(stage.evaluator)
-                if self._stopped_boosts:
-                    self._boost_admitted(item, stage.evaluator.name)
             elif decision == "over_budget":
                 self._boost_refused_if_beyond_base(item, stage.evaluator.name)
         return chosen
 
     def _boost_refused_if_beyond_base(self, item: InFlight, evaluator: str) -> None:
         """A judge the budget refused: if only a boost sampled it, the budget stops the
-        boost (counted; logged when it starts stopping it)."""
+        boost (counted, and logged)."""
         if self._beyond_base is None or not self._beyond_base(item.record, evaluator):
             return
         self._t.child(self._boost_refused, item.service, evaluator).inc()
-        key = (item.service, evaluator)
-        if key in self._stopped_boosts:
-            return
-        self._stopped_boosts.add(key)
-        log.warning(
+        self._boost_log.warning(
+            f"boost/{item.service}/{evaluator}",
             "budget %s reached: the boost of %s on service %r gets no evaluation beyond the "
-            "base rate until the budget has room (sampling_boost_refused_total counts them)",
+            "base rate while the budget is spent (sampling_boost_refused_total counts them)",
             self._budget.reached() or "(freed since)",
             evaluator,
             item.service,
         )
-
-    def _boost_admitted(self, item: InFlight, evaluator: str) -> None:
-        """An evaluation the budget admitted: if a boost sampled it beyond the base rate,
-        the budget no longer stops that boost."""
-        key = (item.service, evaluator)
-        if key in self._stopped_boosts and self._beyond_base is not None:
-            if self._beyond_base(item.record, evaluator):
-                self._stopped_boosts.discard(key)
-                log.info(
-                    "budget has room again for the boost of %s on service %r",
-                    evaluator,
-                    item.service,
-                )
 
     def _held_back(self, stages: list[_Stage], item: InFlight) -> bool:
         """A record whose extraction looks wrong is not evaluated (its scores would
