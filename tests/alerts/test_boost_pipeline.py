@@ -91,13 +91,7 @@ async def stub() -> AsyncIterator[StubJudge]:
 def _config(stub: StubJudge) -> Config:
     return Config.model_validate(
         {
-            "judge": {
-                "model": MODEL,
-                "api_base": stub.openai_base,
-                "api_key_env": KEY_ENV,
-                "retries": 0,
-                "cache_size": 0,
-            },
+            "judge": stub.judge_section(MODEL, KEY_ENV, cache_size=0),
             "pipeline": {"processes": 0},
             "receivers": {
                 "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
