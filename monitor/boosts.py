@@ -11,7 +11,10 @@ sampler runs in the trace stage's thread, the engine on the event loop).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+Boosts = Mapping[tuple[str, str], float]
+"""`(evaluator, service) -> rate`: the boosts in force."""
 
 
 class SamplingBoosts:
@@ -20,7 +23,14 @@ class SamplingBoosts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._asked: dict[tuple[str, str], dict[str, float]] = {}
-        self._view: Mapping[tuple[str, str], float] = {}
+        self._view: Boosts = {}
+        self._watchers: list[Callable[[Boosts], None]] = []
+
+    def on_change(self, hook: Callable[[Boosts], None]) -> None:
+        """Call `hook(view)` with every new view, in the order the views were made (under
+        the lock: a hook must be quick and must not raise or lower a boost)."""
+        with self._lock:
+            self._watchers.append(hook)
 
     def raise_rate(self, evaluator: str, service: str, rule: str, rate: float) -> None:
         """`rule` asks that `evaluator` sample `service` at `rate` at least."""
@@ -42,9 +52,11 @@ class SamplingBoosts:
         """The boosted rate of `evaluator` on `service`, if any rule asks for one."""
         return self._view.get((evaluator, service))
 
-    def active(self) -> Mapping[tuple[str, str], float]:
+    def active(self) -> Boosts:
         """Every boost in force."""
         return self._view
 
     def _publish(self) -> None:
-        self._view = {key: max(asked.values()) for key, asked in self._asked.items()}
+        self._view = view = {key: max(asked.values()) for key, asked in self._asked.items()}
+        for hook in self._watchers:
+            hook(view)

@@ -10,6 +10,7 @@ last one stopped, so that a draining pipeline can still be scraped.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
 from monitor.processors.sampler import Sampler
+from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import SizeLimits
@@ -83,9 +85,11 @@ def build_pipeline(
     serve_http: bool = True,
     with_receivers: bool = True,
     extra_sinks: Sequence[ResultSink] = (),
+    clock: Callable[[], float] | None = None,
 ) -> Pipeline:
     """Every component of `config`'s pipeline, connected, none started. `ready`: what
-    `/readyz` answers."""
+    `/readyz` answers. `clock` (tests): the time the alert engine and the budgets read,
+    in seconds (the engine's since the epoch)."""
     check_evaluators(config)
     pipeline = config.pipeline
     telemetry = telemetry or create_telemetry(
@@ -145,13 +149,18 @@ def build_pipeline(
     sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
     if results_sink is not None:
         sinks.append(results_sink)
-    # Alert rules with a boost raise their evaluator's sampling here; the sampler reads it.
+    # Alert rules with a boost raise their evaluator's sampling here; the sampler follows
+    # it (and the effective-rate gauge after the sampler), and the evaluation stage asks
+    # the sampler which refused samples were a boost's.
     boosts = SamplingBoosts()
-    sinks.extend(_alerts_and_events(config, telemetry, boosts))
+    sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
+    SamplingRateGauge(sampler, telemetry, boosts)
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, clock or time.time))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
-    stage = _evaluation_stage(config, telemetry, judge, sinks)
+    budget = BudgetGate(config.budget, clock or time.monotonic)
+    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, sampler)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
     debug_size = config.exporters.prometheus.debug_records
@@ -160,7 +169,7 @@ def build_pipeline(
         http.add_route(DEBUG_PATH, debug.handle)
     trace = TraceStage(
         config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        sampler,
         stage,
         telemetry,
         route_attribute=config.receivers.otlp.route_attribute,
@@ -199,6 +208,8 @@ def _evaluation_stage(
     telemetry: Telemetry,
     judge: JudgeClient | None,
     sinks: Sequence[ResultSink | BatchSink],
+    budget: BudgetGate,
+    sampler: Sampler,
 ) -> EvaluationStage:
     """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
     scorers (with no CPU scorer, extraction runs in a thread of this process)."""
@@ -229,7 +240,7 @@ def _evaluation_stage(
     )
     return EvaluationStage(
         evaluators,
-        BudgetGate(config.budget),
+        budget,
         sinks,
         telemetry,
         queue_size=pipeline.queue_size,
@@ -239,11 +250,12 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
+        beyond_base=sampler.beyond_base,
     )
 
 
 def _alerts_and_events(
-    config: Config, telemetry: Telemetry, boosts: SamplingBoosts
+    config: Config, telemetry: Telemetry, boosts: SamplingBoosts, clock: Callable[[], float]
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set)."""
@@ -283,6 +295,7 @@ def _alerts_and_events(
                 false_page_every=alerts.false_page_every,
                 boosts=boosts,
                 fleet=fleet,
+                clock=clock,
             )
         )
     otlp = config.exporters.otlp

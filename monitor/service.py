@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from monitor.component import ResultSink
 from monitor.config import Config
@@ -65,6 +65,7 @@ class Service:
         serve_http: bool = True,
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.pipeline = build_pipeline(
             config,
@@ -73,6 +74,7 @@ class Service:
             serve_http=serve_http,
             with_receivers=with_receivers,
             extra_sinks=extra_sinks,
+            clock=clock,
         )
         self.config = config
         self.telemetry = self.pipeline.telemetry

@@ -60,11 +60,17 @@ class LabelCap:
         self._last_seen: dict[str, float] = {}
         self._no_stale_before = -math.inf  # no slot can be stale before this time
         self._evict_hooks: list[Callable[[str], None]] = []
+        self._admit_hooks: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
 
     def on_evict(self, hook: Callable[[str], None]) -> None:
         """Call `hook(value)` (outside the lock) when `value` loses its slot."""
         self._evict_hooks.append(hook)
+
+    def on_admit(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(value)` (outside the lock, after the `on_evict` hooks of the value
+        it displaced) when `value` takes a slot."""
+        self._admit_hooks.append(hook)
 
     def holds(self, value: str) -> bool:
         return value in self.allowed or value in self._last_seen
@@ -94,6 +100,8 @@ class LabelCap:
         if evicted is not None:
             for hook in self._evict_hooks:
                 hook(evicted)
+        for hook in self._admit_hooks:
+            hook(value)
         return value
 
     def _fold(self) -> str:

@@ -66,6 +66,16 @@ class StubJudge:
     def ollama_base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def judge_section(self, model: str, api_key_env: str, **extra: object) -> dict[str, object]:
+        """The monitor's `judge` config for a model behind this server, without retries."""
+        return {
+            "model": model,
+            "api_base": self.openai_base,
+            "api_key_env": api_key_env,
+            "retries": 0,
+            **extra,
+        }
+
     def queue(self, *replies: Reply | str) -> None:
         for r in replies:
             self.script.append(Reply(content=r) if isinstance(r, str) else r)

@@ -1,7 +1,8 @@
 """Spend limits for LLM judges: evaluations per minute, tokens per hour, USD per day.
 
 Over budget, judge evaluations are skipped (the pipeline counts them as
-`sampling_decisions_total{decision="over_budget"}`); local evaluators are never limited.
+`sampling_decisions_total{decision="over_budget"}`, and those a boost asked for beyond the
+base rate also in `sampling_boost_refused_total`); local evaluators are never limited.
 Windows slide: usage older than the window stops counting.
 """
 
@@ -44,18 +45,24 @@ class BudgetGate:
 
     def admit(self) -> bool:
         """Take one judge evaluation from the budget, or say there is none left."""
+        if self.reached() is not None:
+            return False
+        self._evaluations.add(1)
+        return True
+
+    def reached(self) -> str | None:
+        """The limit that admits no more judge evaluations now (`key: value`), if any."""
         c = self._config
         if c.max_evaluations_per_minute is not None:
             if self._evaluations.total() >= c.max_evaluations_per_minute:
-                return False
+                return f"max_evaluations_per_minute: {c.max_evaluations_per_minute}"
         if c.max_judge_tokens_per_hour is not None:
             if self._tokens.total() >= c.max_judge_tokens_per_hour:
-                return False
+                return f"max_judge_tokens_per_hour: {c.max_judge_tokens_per_hour}"
         if c.max_judge_cost_usd_per_day is not None:
             if self._cost.total() >= c.max_judge_cost_usd_per_day:
-                return False
-        self._evaluations.add(1)
-        return True
+                return f"max_judge_cost_usd_per_day: {c.max_judge_cost_usd_per_day:g}"
+        return None
 
     def spend(self, tokens: int, cost_usd: float) -> None:
         self._tokens.add(tokens)

@@ -5,8 +5,12 @@ replica and every evaluator agrees on it; an evaluator with rate r samples the r
 with `u < r`. Lower-rate evaluators therefore see a subset of what higher-rate ones see.
 
 Effective rate = base rate (the first `sampling.overrides` entry matching the record's
-service/route, else `sampling.rate`) × the evaluator's `sample_rate` (default 1).
-Records with negative feedback or an error status are always sampled when configured.
+service/route, else `sampling.rate`) × the evaluator's `sample_rate` (default 1), or the
+rate an alert rule's boost asks for that evaluator and service (`monitor.boosts`) when
+that is higher. The same position decides under either rate, so a boosted rate samples a
+superset of the base rate's records, and the decision depends only on the key and on the
+boosts in force (past evidence), never on the record being decided. Records with negative
+feedback or an error status are always sampled when configured.
 
 The position is the first 8 bytes of BLAKE2b (digest size 8) of the key's UTF-8, read as
 a big-endian integer n, over 2**64 as a float. That definition is fixed: replicas of
@@ -14,16 +18,19 @@ different versions in one rollout must sample the same traces (`tests/trace/test
 pins it). Every record or trace pays for one decision, so the sampler computes the same
 thing cheaply: the hash state is copied from a prepared one instead of built from keyword
 arguments, and `u < r` is decided on the digest's bytes against the integer bound that
-gives exactly the same answer, found once per rate (`_bound`).
+gives exactly the same answer, found once per rate (`_bound`). What a decision reads is
+prepared once per change of the boosts (`_Decisions`) and replaced whole, so deciding takes
+no lock while the alert engine raises and lowers boosts on the event loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 from binascii import hexlify
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from monitor.boosts import Boosts, SamplingBoosts
 from monitor.config import Sampling
 
 _SCALE = float(1 << 64)
@@ -65,16 +72,16 @@ def _bound(threshold: float) -> bytes:
 
 
 class _Rule:
-    """The decision for one base rate, prepared: nothing sampled, everything sampled
-    without a hash, or the levels to compare a digest with."""
+    """The decision for one effective rate per evaluator, prepared: nothing sampled,
+    everything sampled without a hash, or the levels to compare a digest with."""
 
-    __slots__ = ("everything", "levels", "nothing")
+    __slots__ = ("bounds", "everything", "levels", "nothing")
 
-    def __init__(self, base: float, rates: dict[str, float], everyone: frozenset[str]) -> None:
-        self.nothing = base * max(rates.values(), default=0.0) <= 0.0
+    def __init__(self, rates: Mapping[str, float], everyone: frozenset[str]) -> None:
+        self.nothing = max(rates.values(), default=0.0) <= 0.0
         # Positions are below 1: at an effective rate of 1 or more no hash is needed.
-        self.everything = not self.nothing and base * min(rates.values()) >= 1.0
-        bounds = {name: _bound(base * rate) for name, rate in rates.items()}
+        self.everything = not self.nothing and min(rates.values()) >= 1.0
+        self.bounds = bounds = {name: _bound(rate) for name, rate in rates.items()}
         # A digest below a level's bound is sampled by every evaluator whose bound is at
         # least that one; ascending, so the first level the digest is below decides.
         levels = []
@@ -98,6 +105,23 @@ class _Rule:
         return _NONE
 
 
+class _Decisions:
+    """What deciding reads, for the boosts in force: a rule per base rate, and for each
+    boosted service a rule per base rate with its boosted evaluators' rates raised."""
+
+    __slots__ = ("boosted", "ceiling", "rules")
+
+    def __init__(self, rules: dict[float, _Rule], boosted: dict[str, dict[float, _Rule]]) -> None:
+        self.rules = rules
+        self.boosted = boosted
+        # The digests below which some rule could sample a key: a key at or above it is
+        # sampled by no evaluator under any base rate or boost, whatever its service and
+        # route.
+        self.ceiling = max(
+            rule.ceiling for by_base in (rules, *boosted.values()) for rule in by_base.values()
+        )
+
+
 class Sampleable(Protocol):
     """What a decision reads: a `RagRecord`, or the trace stage's view of the records a
     trace would yield (it decides before extracting)."""
@@ -115,7 +139,14 @@ class Sampleable(Protocol):
 
 
 class Sampler:
-    def __init__(self, config: Sampling, evaluator_rates: dict[str, float | None]) -> None:
+    def __init__(
+        self,
+        config: Sampling,
+        evaluator_rates: dict[str, float | None],
+        boosts: SamplingBoosts | None = None,
+    ) -> None:
+        """`boosts`: the rates alert rules raise while their evidence builds; the sampler
+        follows every change."""
         self._config = config
         self._rates = {
             name: 1.0 if rate is None else rate for name, rate in evaluator_rates.items()
@@ -125,14 +156,42 @@ class Sampler:
         self._always_error = config.always.error
         self._priority = self._always_negative or self._always_error
         self._overrides = tuple(config.overrides)
-        self._rules = {
-            rate: _Rule(rate, self._rates, self._all)
-            for rate in {config.rate, *(o.rate for o in config.overrides)}
+        self._bases = frozenset({config.rate, *(o.rate for o in config.overrides)})
+        self._base = config.rate
+        self._boosts: Boosts = {}
+        self._decisions = _Decisions(self._rules({}), {})
+        if boosts is not None:
+            boosts.on_change(self._adopt)
+            self._adopt(boosts.active())
+
+    def _rules(self, raised: Mapping[str, float]) -> dict[float, _Rule]:
+        """A rule per base rate, with the evaluators in `raised` sampled at that rate at
+        least."""
+        return {
+            base: _Rule(
+                {
+                    name: max(base * rate, raised.get(name, 0.0))
+                    for name, rate in self._rates.items()
+                },
+                self._all,
+            )
+            for base in self._bases
         }
-        self._rule = self._rules[config.rate]
-        # The digests below which some rule could sample a key: a key at or above it is
-        # sampled by no evaluator under any base rate, whatever its service and route.
-        self._ceiling = max(rule.ceiling for rule in self._rules.values())
+
+    def _adopt(self, boosts: Boosts) -> None:
+        """Prepare the decisions for the boosts now in force (those of evaluators this
+        sampler does not know are ignored)."""
+        raised: dict[str, dict[str, float]] = {}
+        for (evaluator, service), rate in boosts.items():
+            if evaluator in self._rates:
+                raised.setdefault(service, {})[evaluator] = rate
+        boosted = {service: self._rules(rates) for service, rates in raised.items()}
+        self._decisions = _Decisions(self._decisions.rules, boosted)
+        self._boosts = boosts
+
+    @property
+    def evaluators(self) -> frozenset[str]:
+        return self._all
 
     @property
     def always_error(self) -> bool:
@@ -145,19 +204,20 @@ class Sampler:
     @property
     def samples_every_key(self) -> bool:
         """Whether `may_sample` is True whatever the key (some rule samples everything)."""
-        return self._ceiling == _ALL_DIGESTS
+        return self._decisions.ceiling == _ALL_DIGESTS
 
     def may_sample(self, key: str) -> bool:
         """False when no evaluator samples a record or trace with this sampling key under
-        any base rate (any service, any route) unless it is forced (`always.error`,
-        `always.negative_feedback`): what can be decided from the key alone."""
-        ceiling = self._ceiling
+        any base rate (any service, any route) or boost in force unless it is forced
+        (`always.error`, `always.negative_feedback`): what can be decided from the key
+        alone."""
+        ceiling = self._decisions.ceiling
         return ceiling == _ALL_DIGESTS or (ceiling != _NOTHING and _digest(key) < ceiling)
 
     def may_sample_ids(self, trace_ids: Iterable[bytes]) -> set[bytes]:
         """The trace ids (raw bytes) whose sampling key, the id in lowercase hex, passes
         `may_sample`: the same decisions, one loop for a request's traces."""
-        ceiling = self._ceiling
+        ceiling = self._decisions.ceiling
         if ceiling == _ALL_DIGESTS:
             return set(trace_ids)
         if ceiling == _NOTHING:
@@ -172,24 +232,49 @@ class Sampler:
             if override.route not in (None, route):
                 continue
             return override.rate
-        return self._config.rate
+        return self._base
+
+    def rate(self, service: str, evaluator: str) -> float:
+        """The rate `evaluator` samples `service` at now: its base rate for the service
+        (routes with an override of their own aside), or the boost in force if higher."""
+        base = self.base_rate(service, "") * self._rates[evaluator]
+        return max(base, self._boosts.get((evaluator, service), 0.0))
+
+    def boosted(self) -> Boosts:
+        """The boosts the sampler follows now, `(evaluator, service) -> rate`."""
+        return self._boosts
 
     def sampled(self, record: Sampleable) -> frozenset[str]:
         """The evaluators that sample `record`. Unsampled traffic, usually most of it,
         costs one hash and no allocation beyond it, and no hash when the rates are 0 or
-        all 1. Service and route are read only when an override could use them."""
-        if self._priority and (
-            (self._always_negative and record.feedback == "negative")
-            or (self._always_error and record.error)
-        ):
-            return self._all  # negative feedback or an error, when configured: always sampled
-        rule = (
-            self._rules[self.base_rate(record.service, record.route)]
-            if self._overrides
-            else self._rule
-        )
+        all 1. Service and route are read only when an override or a boost could use
+        them."""
+        if self._priority and self._forced(record):
+            return self._all
+        decisions = self._decisions
+        base = self.base_rate(record.service, record.route) if self._overrides else self._base
+        rules = decisions.rules
+        if decisions.boosted:
+            rules = decisions.boosted.get(record.service, rules)
+        rule = rules[base]
         if rule.nothing:
             return _NONE
         if rule.everything:
             return self._all
         return rule.decide(_digest(record.sampling_key))
+
+    def beyond_base(self, record: Sampleable, evaluator: str) -> bool:
+        """Whether `evaluator` samples `record` only because a boost raised its rate: not
+        forced, and above its base rate's bound (what a budget refusing it refuses of a
+        boost)."""
+        if self._priority and self._forced(record):
+            return False
+        base = self.base_rate(record.service, record.route) if self._overrides else self._base
+        bound = self._decisions.rules[base].bounds.get(evaluator, _ALL_DIGESTS)
+        return not _digest(record.sampling_key) < bound
+
+    def _forced(self, record: Sampleable) -> bool:
+        """Negative feedback or an error, when configured: always sampled."""
+        return (self._always_negative and record.feedback == "negative") or (
+            self._always_error and record.error
+        )

@@ -16,7 +16,9 @@ import yaml
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, AlertRule, Sampling
+from monitor.processors.sampler import Sampler
+from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.telemetry import create_telemetry
 
 GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
@@ -35,13 +37,15 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 def exported_names() -> set[str]:
     names = set()
-    # With the metrics components register on their own (the alert engine's).
+    # With the metrics components register on their own (the alert engine's, the
+    # effective sampling rate's).
     telemetry = create_telemetry()
     AlertEngine(
         [AlertRule(name="r", evaluator="e", baseline=AlertBaseline())],
         telemetry,
         state_file=StateFile("unused", telemetry),
     )
+    SamplingRateGauge(Sampler(Sampling(), {"e": None}), telemetry)
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)
@@ -139,3 +143,35 @@ def test_dashboard_shows_each_service_against_its_own_baseline() -> None:
     assert any("evaluation_defect_rate:baseline24h" in e for e in exprs)
     sidecar = next(p for p in panels(dashboard) if p["title"].startswith("Sidecar regression"))
     assert any("rag_monitor_defect_rate_baseline" in t["expr"] for t in sidecar["targets"])
+
+
+def test_dashboard_shows_the_effective_sampling_rate_and_boosts_beside_the_defect_rates() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    rows = [p for p in dashboard["panels"] if p["type"] == "row"]
+    quality = next(r for r in rows if r["title"] == "Quality")
+    below = min(r["gridPos"]["y"] for r in rows if r["gridPos"]["y"] > quality["gridPos"]["y"])
+    sampling = next(p for p in panels(dashboard) if "sampling rate" in p["title"].lower())
+    # In the Quality row, with the defect rates.
+    assert quality["gridPos"]["y"] < sampling["gridPos"]["y"] < below
+    targets = {t["refId"]: t["expr"] for t in sampling["targets"]}
+    rate = next(r for r, e in targets.items() if "rag_monitor_sampling_rate" in e)
+    boost = next(r for r, e in targets.items() if "rag_monitor_alert_boost_active" in e)
+    assert "$service" in targets[rate] and "$evaluator" in targets[rate]
+    assert "$service" in targets[boost]
+    # Boost periods are drawn as shaded blocks over the rate.
+    (override,) = [
+        o
+        for o in sampling["fieldConfig"]["overrides"]
+        if o["matcher"] == {"id": "byFrameRefID", "options": boost}
+    ]
+    properties = {prop["id"]: prop["value"] for prop in override["properties"]}
+    assert properties["custom.fillOpacity"] > 0
+    assert sampling["fieldConfig"]["defaults"]["custom"]["lineInterpolation"] == "stepAfter"
+    # No two panels overlap.
+    cells = set()
+    for panel in dashboard["panels"]:
+        g = panel["gridPos"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, panel["title"]
+                cells.add((x, y))

@@ -50,12 +50,7 @@ async def stub() -> AsyncIterator[StubJudge]:
 def _config(stub: StubJudge, evaluators: list[dict[str, Any]]) -> Config:
     return Config.model_validate(
         {
-            "judge": {
-                "model": MODEL,
-                "api_base": stub.openai_base,
-                "api_key_env": KEY_ENV,
-                "retries": 0,
-            },
+            "judge": stub.judge_section(MODEL, KEY_ENV),
             "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
             "evaluators": evaluators,
         }

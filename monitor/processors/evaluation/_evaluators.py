@@ -2,9 +2,10 @@
 batch it takes.
 
 Per record, each evaluator is sampled, skipped (not sampled, or lacking its input: counted
-and logged), not escalated, or over budget (judges). The CPU scorers (the local
-evaluators) that sample a record have already scored it in the batch's task, with its
-extraction (`_task.py`); here their results are counted and taken. Network evaluators
+and logged), not escalated, or over budget (judges; a refused sample that a boost asked for
+beyond the base rate is counted again and logged, once an hour at most). The CPU scorers
+(the local evaluators) that sample a record have already scored it in the batch's task, with
+its extraction (`_task.py`); here their results are counted and taken. Network evaluators
 (LLM judges) run concurrently, each call under the evaluation deadline. Escalated
 evaluators run after the evaluator they escalate from, on the records whose score fell in
 their band; an escalated CPU scorer takes a task of its own.
@@ -16,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -31,6 +32,10 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 _PARTS = ("query", "context", "response")  # the order a skip's reason is named in
+
+BeyondBase = Callable[[RagRecord, str], bool]
+"""Whether an evaluator samples a record only because a boost raised its rate
+(`Sampler.beyond_base`)."""
 
 
 @dataclass(slots=True)
@@ -65,6 +70,7 @@ class BatchEvaluator:
         *,
         pooled: bool,
         evaluate_suspect: bool = False,
+        beyond_base: BeyondBase | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -83,6 +89,16 @@ class BatchEvaluator:
         self._warn = RateLimitedLog(log)
         # Records the trace stage marked `extraction_suspect` are evaluated only if set.
         self._evaluate_suspect = evaluate_suspect
+        self._beyond_base = beyond_base
+        self._boost_refused = telemetry.counter(
+            "sampling_boost_refused",
+            "Judge evaluations a boost asked for beyond the base rate that a budget "
+            "refused (also counted as sampling_decisions_total{decision=over_budget}).",
+            ("service", "evaluator"),
+        )
+        # A budget stops a boost for minutes (evaluations) to days (cost) at a stretch:
+        # said when it starts, then once an hour per service and evaluator at most.
+        self._boost_log = RateLimitedLog(log, interval_s=3600.0)
 
     @property
     def cpu_only(self) -> bool:
@@ -105,25 +121,37 @@ class BatchEvaluator:
             await self._run(self._escalated, batch)
 
     def _runnable(
-        self,
-        stages: list[_Stage],
-        sampled: frozenset[str],
-        missing: frozenset[str],
-        service: str,
-        results: dict[str, EvalResult],
-        decisions: Tally[tuple[str, str, str]],
+        self, stages: list[_Stage], item: InFlight, decisions: Tally[tuple[str, str, str]]
     ) -> list[Evaluator]:
         """The evaluators to run on a record; its decisions are added to `decisions`."""
         chosen = []
+        service = item.service
         for stage in stages:
-            decision = self._decision(stage, sampled, missing, results)
+            decision = self._decision(stage, item.sampled, item.missing, item.results)
             if decision is None:
-                self._skipped(service, stage.evaluator, missing)
+                self._skipped(service, stage.evaluator, item.missing)
                 continue
             decisions[(service, stage.evaluator.name, decision)] += 1
             if decision == "sampled":
                 chosen.append(stage.evaluator)
+            elif decision == "over_budget":
+                self._boost_refused_if_beyond_base(item, stage.evaluator.name)
         return chosen
+
+    def _boost_refused_if_beyond_base(self, item: InFlight, evaluator: str) -> None:
+        """A judge the budget refused: if only a boost sampled it, the budget stops the
+        boost (counted, and logged)."""
+        if self._beyond_base is None or not self._beyond_base(item.record, evaluator):
+            return
+        self._t.child(self._boost_refused, item.service, evaluator).inc()
+        self._boost_log.warning(
+            f"boost/{item.service}/{evaluator}",
+            "budget %s reached: the boost of %s on service %r gets no evaluation beyond the "
+            "base rate while the budget is spent (sampling_boost_refused_total counts them)",
+            self._budget.reached() or "(freed since)",
+            evaluator,
+            item.service,
+        )
 
     def _held_back(self, stages: list[_Stage], item: InFlight) -> bool:
         """A record whose extraction looks wrong is not evaluated (its scores would
@@ -190,9 +218,7 @@ class BatchEvaluator:
         for item in batch:
             if self._held_back(stages, item):
                 continue
-            chosen = self._runnable(
-                stages, item.sampled, item.missing, item.service, item.results, decisions
-            )
+            chosen = self._runnable(stages, item, decisions)
             unscored = []
             for ev in chosen:
                 if ev.name not in self._cpu:

@@ -1,0 +1,253 @@
+"""Evidence-driven sampling through the real pipeline: OTLP/HTTP in, trace assembly, the
+sampler, a judge (litellm against a scripted OpenAI-compatible server, the only double),
+the alert engine and the budget, on an injected clock.
+
+A service sends 60 traces a (fake) minute; the `groundedness` judge samples 10 % of them
+and a regression rule on it asks for 50 % while its evidence builds. The budget admits 15
+judge evaluations a minute: room for the base sample, not for the whole boost. Healthy
+traffic first (the rule learns its baseline; no boost), then a rise of unsupported answers:
+the rule's evidence builds, the boost starts, the effective-rate gauge moves, the judge sees
+more of the service, as many as the budget admits and no more, the refused ones counted;
+then the service recovers, the evidence fades and the rate falls back.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+from monitor.alerts import AlertEngine
+from monitor.config import Config
+from monitor.processors.sampler import sampling_position
+from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import RagRecord
+from monitor.results import EvalResult
+from monitor.service import Service
+from tests._judge_stub import Received, Reply, StubJudge
+from tests._otlp import WATER, Case, emit_plain, otlp_bytes
+from tests._wait import wait_until_async
+from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
+
+pytestmark = pytest.mark.asyncio
+
+PER_MINUTE = 60
+BASE, BOOST, BUDGET = 0.1, 0.5, 15
+RULE = "grounded_regression"
+UNSUPPORTED = Case(WATER.query, WATER.docs, "Water boils at 40 degrees on Atlantis.")
+
+
+class _SeededIds(IdGenerator):
+    """Trace ids from a seeded generator: the same sampling positions on every run."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._rng.getrandbits(128) or 1
+
+
+class _Count:
+    """A result sink that counts what reached the sinks and which the judge scored."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.judged: list[str] = []
+
+    async def start(self) -> None:
+        return None
+
+    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
+        self.records += 1
+        if "groundedness" in results:
+            self.judged.append(record.trace_id or "")
+
+    async def shutdown(self, deadline_s: float) -> None:
+        return None
+
+
+def _verdict(got: Received) -> Reply:
+    return Reply(content="Score: 1" if "Atlantis" in got.prompt else "Score: 5")
+
+
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[StubJudge]:
+    async with StubJudge(_verdict) as server:
+        yield server
+
+
+def _config(stub: StubJudge) -> Config:
+    return Config.model_validate(
+        {
+            "judge": stub.judge_section(MODEL, KEY_ENV, cache_size=0),
+            "pipeline": {"processes": 0},
+            "receivers": {
+                "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+            },
+            "budget": {"max_evaluations_per_minute": BUDGET},
+            "evaluators": [{"name": "groundedness", "sample_rate": BASE}],
+            "alerts": {
+                # The test judges after each minute itself; the engine's own loop stays idle.
+                "evaluation_interval_s": 86_400,
+                "rules": [
+                    {
+                        "name": RULE,
+                        "evaluator": "groundedness",
+                        "window": "10m",
+                        "min_samples": 20,
+                        "min_increase": 0.1,
+                        "baseline": {"window": "3h", "min_samples": 40},
+                        "boost": {"sample_rate": BOOST, "while_p_below": 0.05},
+                    }
+                ],
+            },
+        }
+    )
+
+
+class _Scenario:
+    def __init__(self, service: Service, sink: _Count) -> None:
+        self.service, self.sink = service, sink
+        self.now = 1_000_000.0
+        self.sent = 0
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider(
+            resource=Resource.create({"service.name": "shop"}), id_generator=_SeededIds(49)
+        )
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = provider.get_tracer("shop")
+        self.rng = random.Random(7)
+        self.engine = next(s for s in service.pipeline.sinks if isinstance(s, AlertEngine))
+
+    @property
+    def url(self) -> str:
+        (receivers,) = self.service.receivers
+        assert isinstance(receivers, OtlpReceivers) and receivers.http is not None
+        return f"http://127.0.0.1:{receivers.http.port}/v1/traces"
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.service.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
+        return value or 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.metric("sampling_rate", service="shop", evaluator="groundedness")
+
+    @property
+    def over_budget(self) -> float:
+        return self.metric(
+            "sampling_decisions_total",
+            service="shop",
+            evaluator="groundedness",
+            decision="over_budget",
+        )
+
+    @property
+    def boosted(self) -> bool:
+        return self.metric("alert_boost_active", service="shop", rule=RULE) == 1
+
+    async def minute(self, session: aiohttp.ClientSession, unsupported: float) -> dict[str, int]:
+        """One minute of traffic, `unsupported` of it unsupported answers, all through the
+        pipeline; then the clock moves on a minute and the engine judges. Returns the
+        minute's traces by how the base rate and the judge treated them."""
+        self.exporter.clear()
+        ids = []
+        for _ in range(PER_MINUTE):
+            case = UNSUPPORTED if self.rng.random() < unsupported else WATER
+            ids.append(emit_plain(self.tracer, case, lambda: None))
+        judged_before = len(self.sink.judged)
+        async with session.post(
+            self.url,
+            data=otlp_bytes(self.exporter.get_finished_spans()),
+            headers={"Content-Type": "application/x-protobuf"},
+        ) as response:
+            assert response.status == 200, await response.text()
+        self.sent += PER_MINUTE
+
+        def finished() -> bool:
+            # A record the budget refused its judge reaches no sink (it has no result).
+            unsampled = self.metric("traces_unsampled_total", service="shop")
+            return self.sink.records + self.over_budget + unsampled >= self.sent
+
+        await wait_until_async(finished, 30, "the minute's traces through the pipeline")
+        judged = set(self.sink.judged[judged_before:])
+        base = {t for t in ids if sampling_position(t) < BASE}
+        self.now += 60
+        self.engine.evaluate()
+        return {
+            "base": len(base),
+            "judged": len(judged),
+            "judged_beyond_base": len(judged - base),
+        }
+
+
+@pytest.mark.slow
+async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_falls_back(
+    stub: StubJudge, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    sink = _Count()
+    scenario: Any = None
+    service = Service(
+        _config(stub), serve_http=False, extra_sinks=[sink], clock=lambda: scenario.now
+    )
+    scenario = _Scenario(service, sink)
+    await service.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            await _run(scenario, session, caplog)
+    finally:
+        await service.shutdown(30)
+
+
+async def _run(
+    s: _Scenario, session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Healthy: the baseline fills, no boost, the judge sees exactly the base sample.
+    for _ in range(25):
+        minute = await s.minute(session, unsupported=0.1)
+        assert not s.boosted and s.rate == BASE
+        assert minute["judged"] == minute["base"] and minute["judged_beyond_base"] == 0
+    assert s.metric("alert_samples", service="shop", rule=RULE, window="baseline") >= 40
+
+    # The service regresses: the evidence builds and the rule asks for more.
+    for _ in range(15):
+        await s.minute(session, unsupported=0.6)
+        if s.boosted:
+            break
+    assert s.boosted, "no boost within 15 minutes of the rise"
+    assert s.rate == BOOST
+    boosted = [await s.minute(session, unsupported=0.6) for _ in range(4)]
+    for minute in boosted:
+        # More than the base sample, as much as the budget admits, never more.
+        assert minute["judged"] > minute["base"]
+        assert minute["judged_beyond_base"] > 0
+        assert minute["judged"] <= BUDGET
+    refused = s.metric("sampling_boost_refused_total", service="shop", evaluator="groundedness")
+    assert refused > 0
+    assert s.over_budget >= refused
+    stopped = [r for r in caplog.records if "budget max_evaluations_per_minute: 15" in r.message]
+    assert len(stopped) == 1, [r.message for r in stopped]
+    assert "groundedness on service 'shop'" in stopped[0].message
+
+    # The service recovers: the evidence fades and the rate falls back to the base.
+    for _ in range(40):
+        await s.minute(session, unsupported=0.1)
+        if not s.boosted:
+            break
+    assert not s.boosted, "the boost outlived 40 healthy minutes"
+    assert s.rate == BASE
+    minute = await s.minute(session, unsupported=0.1)
+    assert minute["judged_beyond_base"] == 0 and minute["judged"] == minute["base"]
