@@ -27,7 +27,7 @@ from monitor.evaluators.registry import (
     default_threshold,
     evaluator_problems,
 )
-from monitor.exporters.prometheus import load_web_security
+from monitor.exporters.prometheus import check_metrics_port
 from monitor.pool import Forked, fork_here
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
@@ -207,8 +207,7 @@ def _check_config(path: Path) -> int:
     YAML with defaults filled in and secrets masked, preceded by a summary in comments."""
     try:
         config = load_config(path, evaluator_check=evaluator_problems)
-        if config.exporters.prometheus.web_config_file is not None:
-            load_web_security(config.exporters.prometheus.web_config_file)
+        check_metrics_port(config.exporters.prometheus)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

@@ -97,6 +97,7 @@ def build_pipeline(
         allowed_routes=pipeline.allowed_routes,
         allowed_versions=pipeline.allowed_versions,
         label_idle_s=pipeline.label_idle_s,
+        label_chars=config.record_limits.label_chars,
     )
     nodes: list[Node] = []
 
@@ -156,7 +157,7 @@ def build_pipeline(
     debug_size = config.exporters.prometheus.debug_records
     debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None
     if http is not None and debug is not None:
-        http.add_route(DEBUG_PATH, debug.handle)
+        http.add_route(DEBUG_PATH, debug.handle, text=True)
     trace = TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),

@@ -15,6 +15,7 @@ from monitor.config._fields import (
     Seconds,
     Section,
     at_least,
+    is_loopback_host,
     parse_duration,
 )
 
@@ -129,8 +130,26 @@ class PrometheusExporter(Section):
     # `check-config`); re-read when it or a file it names changes.
     web_config_file: str | None = None
     # Serve /debug/records: the last N records extracted and the last N traces that gave
-    # none, with the reason (0 = off: the page shows user text, redacted).
+    # none, with the reason (0 = off: the page shows user text, redacted). Only on a
+    # loopback endpoint or behind a web config that asks for credentials.
     debug_records: int = Field(default=0, ge=0, le=10_000)
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the metrics port listens on a loopback address only."""
+        return is_loopback_host(self.endpoint.rpartition(":")[0])
+
+    @model_validator(mode="after")
+    def _text_only_where_asked(self) -> PrometheusExporter:
+        if self.debug_records and self.web_config_file is None and not self.loopback:
+            raise ValueError(
+                f"debug_records: /debug/records shows record text (questions, documents, "
+                f"answers) and the metrics endpoint {self.endpoint} is reachable from other "
+                "hosts with no web config; bind exporters.prometheus.endpoint to a loopback "
+                "address (127.0.0.1), set exporters.prometheus.web_config_file with "
+                "basic_auth_users, or leave debug_records at 0"
+            )
+        return self
 
 
 class OtlpExporter(Section):
