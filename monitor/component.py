@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.records import RagRecord, RawRecord
+from monitor.records import RagRecord, RawRecord, record_bytes
 from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
 
@@ -175,13 +175,8 @@ class SampledRecord:
 
     @property
     def size(self) -> int:
-        record = self.record
-        return (
-            len(record.query or "")
-            + len(record.response or "")
-            + sum(len(doc.content) for doc in record.retrieved_context)
-            + sum(len(m.content) for m in record.history)
-        )
+        """What the record holds in memory, about (`record_bytes`)."""
+        return record_bytes(self.record)
 
 
 @dataclass(slots=True)

@@ -73,7 +73,8 @@ class Pipeline(Section):
     # the detector's tables, so more than the CPUs costs memory and gains nothing.
     processes: int = Field(default_factory=available_cpus, ge=0)
     queue_size: int = Field(default=1_000, gt=0)
-    # Text of the records waiting for evaluation (query, context, response), in bytes.
+    # Estimated bytes of the records waiting for or in evaluation (their text and a share
+    # per document and history turn; a trace not yet extracted: its spans).
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     workers: int = Field(default=4, gt=0)
     evaluation_timeout_s: Annotated[
