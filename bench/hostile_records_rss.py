@@ -294,9 +294,12 @@ def labels(workdir: Path) -> list[list[str]]:
     hostile = request(
         os.urandom(16), service=long[0], version=long[1], route=long[2], documents=["a"]
     )
-    reference = request(os.urandom(16), documents=["a"], answer="a " * (3 * big // 2))
+    reference = request(os.urandom(16), documents=["refund policy " * (big // 56)] * 12)
     rows = []
-    for name, body in (("reference: a 12 MB answer", reference), ("4 MB label values", hostile)):
+    for name, body in (
+        ("reference: 12 MB of documents", reference),
+        ("4 MB label values", hostile),
+    ):
         run = run_monitor(workdir, name.split(":")[0].replace(" ", "-"), [body], _one_trace)
         cut = _total(run.metrics, "rag_monitor_label_values_cut_total")
         rows.append(

@@ -305,7 +305,8 @@ async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Tele
 
 
 async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetry) -> None:
-    """Records whose text passes `queue_bytes` wait for room (one still fits alone)."""
+    """Records whose estimated bytes (queued and in work together) pass `queue_bytes`
+    wait for room (one still fits alone)."""
     gate = asyncio.Event()
 
     class Held(ScriptedEvaluator):
@@ -318,11 +319,12 @@ async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetr
 
     held = Held("e")
     big = "x" * 1000
-    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=2500)
-    await stage.start()
     items = [SampledRecord(_rec(i, response=big), "test", _ALL) for i in range(6)]
+    size = items[0].size
+    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=3 * size + size // 2)
+    await stage.start()
     putting = asyncio.create_task(stage.put_many(items))
-    # One record in work, two queued (3 x ~1000 bytes would pass 2500): put_many waits.
+    # One record in work, two queued (a fourth would pass the bound): put_many waits.
     await wait_until_async(
         lambda: held.entered >= 1 and len(stage._queue) >= 2, 5, "one in work, two queued"
     )

@@ -158,12 +158,19 @@ def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle
         engine.emit(_record("shop", n), failing)
     firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
     assert "shop" in firing
-    assert t.registry.get_sample_value(
-        "rag_monitor_alert_samples", {"service": "shop", "rule": RULE.name, "window": "current"}
-    ) == 5
-    assert t.registry.get_sample_value(
-        "rag_monitor_alert_samples", {"service": "invented-0", "rule": RULE.name, "window": "current"}
-    ) is None
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_alert_samples", {"service": "shop", "rule": RULE.name, "window": "current"}
+        )
+        == 5
+    )
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_alert_samples",
+            {"service": "invented-0", "rule": RULE.name, "window": "current"},
+        )
+        is None
+    )
 
 
 def test_an_allow_listed_service_has_its_own_alert_windows_during_a_burst() -> None:
