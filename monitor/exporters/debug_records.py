@@ -91,6 +91,10 @@ class DebugRecords:
             "query": self._text(record.query),
             "response": self._text(record.response),
         }
+        # Sized with its lists empty and the widest counts they may say.
+        widest = len(record.history) + len(record.retrieved_context)
+        entry |= {"history": [], "history_left_out": widest}
+        entry |= {"context": [], "documents_left_out": widest}
         room = ENTRY_BYTES - _size(entry)
         entry["history"], room, entry["history_left_out"] = self._fitting(
             [(m.role, m.content) for m in record.history], "role", room
