@@ -1,13 +1,31 @@
 """`/debug/records` is bounded by bytes whatever its records hold: each entry within
 `ENTRY_BYTES` (the documents and turns left out are said), each kind within `KIND_BYTES`
-(the entries of the last N left out are said), text cut and redacted."""
+(the entries of the last N left out are said), text cut and redacted; and it shows record
+text only where the operator asked: on a loopback address or behind credentials."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
-from monitor.exporters.debug_records import ENTRY_BYTES, KIND_BYTES, TEXT_LIMIT, DebugRecords
+import bcrypt
+import pytest
+import yaml
+
+from monitor.__main__ import main
+from monitor.config import ConfigError
+from monitor.exporters.debug_records import (
+    ENTRY_BYTES,
+    KIND_BYTES,
+    PATH,
+    TEXT_LIMIT,
+    DebugRecords,
+)
+from monitor.exporters.prometheus import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
+from monitor.telemetry import create_telemetry
 
 SECRET = "jane.doe@example.com"
 
@@ -63,3 +81,89 @@ def test_small_records_are_shown_whole() -> None:
     assert entry["documents_left_out"] == entry["history_left_out"] == 0
     assert [doc["doc_uri"] for doc in entry["context"]] == ["kb/0", "kb/1", "kb/2"]
     assert entry["query"] == f"question 7 from {SECRET}?"
+
+
+# -- who may read it -----------------------------------------------------------------------
+
+
+def _config(tmp_path: Path, endpoint: str, web: Path | None = None) -> Path:
+    prometheus = {"endpoint": endpoint, "debug_records": 10}
+    if web is not None:
+        prometheus["web_config_file"] = str(web)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"exporters": {"prometheus": prometheus}}))
+    return path
+
+
+def _web(tmp_path: Path, users: dict[str, str]) -> Path:
+    path = tmp_path / "web.yml"
+    hashed = {
+        user: bcrypt.hashpw(pw.encode(), bcrypt.gensalt(4)).decode() for user, pw in users.items()
+    }
+    path.write_text(yaml.safe_dump({"basic_auth_users": hashed}))
+    return path
+
+
+def test_the_page_on_a_public_address_without_credentials_is_refused_with_the_reason(
+    tmp_path: Path, cli: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`debug_records` on 0.0.0.0 with no web config, or with one that asks for no
+    credentials: `check-config` and `run` refuse it, naming the key, why, and the fixes;
+    `run` exits before it listens."""
+    for web in (None, _web(tmp_path, {})):
+        config = _config(tmp_path, "0.0.0.0:9464", web)
+        assert main(["check-config", str(config)]) == 1
+        shown = capsys.readouterr()
+        assert shown.out == ""
+        assert shown.err.startswith("exporters.prometheus.debug_records: /debug/records")
+        assert "reachable from other hosts" in shown.err
+        assert "127.0.0.1" in shown.err and "basic_auth_users" in shown.err
+        run = subprocess.run(
+            [*cli, "run", "--config", str(config)], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 1
+        assert "config error: exporters.prometheus.debug_records: /debug/records" in run.stderr
+        assert "metrics on" not in run.stderr
+
+
+def test_the_page_on_loopback_or_behind_credentials_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    accepted = [
+        _config(tmp_path, "127.0.0.1:9464"),
+        _config(tmp_path, "[::1]:9464"),
+        _config(tmp_path, "localhost:9464"),
+        _config(tmp_path, "0.0.0.0:9464", _web(tmp_path, {"prometheus": "pw"})),
+    ]
+    for config in accepted:
+        assert main(["check-config", str(config)]) == 0, capsys.readouterr().err
+
+
+async def test_the_server_refuses_to_serve_text_to_anyone(tmp_path: Path) -> None:
+    """The metrics server itself refuses, before it listens, a route showing record text
+    on a public address without credentials; and a web config reloaded without
+    credentials is not taken while such a route is served."""
+    server = HealthServer(
+        create_telemetry(), "0.0.0.0:0", _ready, web_config_file=str(_web(tmp_path, {}))
+    )
+    server.add_route(PATH, DebugRecords(5, None).handle, text=True)
+    with pytest.raises(ConfigError) as refused:
+        await server.start()
+    assert refused.value.problems[0].startswith("exporters.prometheus.debug_records: ")
+    assert server.bound_port is None
+
+    telemetry = create_telemetry()
+    path = _web(tmp_path, {"prometheus": "pw"})
+    security = WebSecurity(str(path), telemetry)
+    security.keep_asking = PATH
+    path.write_text("basic_auth_users: {}\n")
+    os.utime(path, ns=(1, 1))  # a new stamp whatever the clock's resolution
+    assert list(security.config.basic_auth_users) == ["prometheus"]  # the old one stays
+    reloads = telemetry.registry.get_sample_value(
+        "rag_monitor_web_config_reloads_total", {"outcome": "error"}
+    )
+    assert reloads == 1
+
+
+def _ready() -> tuple[bool, str]:
+    return True, "ready"

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from monitor._labels import bounded_label
 from monitor.component import Delivery
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
@@ -15,7 +16,6 @@ from monitor.records import (
     RecordError,
     SizeLimits,
     bound_record,
-    bounded_label,
     parse_record,
 )
 from monitor.telemetry import create_telemetry
