@@ -16,10 +16,11 @@ REPO = Path(__file__).resolve().parent.parent
 Result = dict[str, float]
 
 
-def run_child(code: str) -> Result:
-    """Run `code` in a fresh interpreter in the repository; its last output line, parsed."""
+def run_child(module: str, *args: str) -> Result:
+    """Run `python -m module args...` in a fresh interpreter in the repository; its last
+    output line, parsed."""
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True
+        [sys.executable, "-m", module, *args], cwd=REPO, check=True, capture_output=True, text=True
     )
     result: Result = json.loads(out.stdout.strip().splitlines()[-1])
     return result

@@ -29,7 +29,7 @@ _PFN = (1 << 55) - 1
 @dataclass(frozen=True)
 class ProcessMemory:
     pid: int
-    role: str  # main, forkserver, worker, or the command's name
+    role: str  # main, forkserver, worker, resource_tracker, or the command's name
     pss_mb: float
     rss_mb: float
     anon_mb: float = 0.0  # Pss_Anon: the anonymous part of pss_mb
@@ -68,17 +68,23 @@ def _parent(pid: int) -> int:
     return int((_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+_MULTIPROCESSING_ROLES = (
+    ("forkserver", "forkserver"),
+    ("spawn", "worker"),  # the lone worker, started afresh
+    ("resource_tracker", "resource_tracker"),
+)
+
+
 def _role(pid: int, parent_role: str | None) -> str:
     cmdline = _cmdline(pid)
     if parent_role is None:
         return "main"
     if parent_role == "forkserver":  # forked from it: they keep its command line
         return "worker"
-    if "monitor.pool._boot" in cmdline:  # the pool's processes: `-c BOOT ROLE ...`
-        return "forkserver" if " forkserver " in cmdline else "worker"
-    if parent_role == "main" and cmdline == _cmdline(_parent(pid)):
-        # Forked from the main process (`fork_here`): the lone worker, or the fork server.
-        return "forkserver" if _children(pid) else "worker"
+    # The pool's processes, started by multiprocessing: `python -c 'from multiprocessing...'`.
+    for module, role in _MULTIPROCESSING_ROLES:
+        if f"from multiprocessing.{module} import" in cmdline:
+            return role
     return (_PROC / str(pid) / "comm").read_text().strip()
 
 

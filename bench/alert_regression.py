@@ -1,28 +1,35 @@
-"""Alert rules replayed on real per-record verdicts with a simulated clock.
+"""Regression alerts replayed on real per-record verdicts: time to page, false pages, boosts.
 
-    python bench/alert_regression.py DATA.jsonl [DATA.jsonl ...] [--weeks 1] [--seed 1]
+    python bench/alert_regression.py DATA.jsonl [DATA.jsonl ...] [--rates 0.2 1 10 100]
+        [--trials 9] [--service-years 20] [--seed 1] [--write-docs]
 
 Every record of the data files (the project's record shape with `label.hallucinated`) is
-scored once by the embedded `local_groundedness` evaluator; its verdicts and normalised
-scores are cached under `/tmp/rag-monitor-alert-bench/` (keyed by the file's content), never
-in the repository.
+scored once by the embedded `local_groundedness` evaluator; its verdicts are cached under
+`/tmp/rag-monitor-alert-bench/` (keyed by the file's content), never in the repository. A
+stream draws, for each evaluation, a hallucinated record with probability `share` and a
+faithful one otherwise, and the evaluator's verdict on it is what the rule sees; verdicts
+arrive as a Poisson process at the given rate.
 
-Streams are then drawn from those results: each simulated evaluation picks a hallucinated
-record with probability `share` and a faithful one otherwise, and the evaluator's result
-for it (verdict and score) is what the alert engine sees. A **healthy** phase uses the data's own hallucinated
-share for `--weeks` simulated weeks (false pages per week); each **rise** (x1.25, x1.5, x2
-the share) follows a healthy warm-up long enough to fill the baseline, and the time from
-the rise to the first page is reported as the median and the worst of `--trials`
-independent runs (`-` = not paged within `--max-rise`). This is done
-at 0.2, 1 and 10 evaluations/s, for the absolute rule at `max_defect_rate: 0.1` and for
-the regression rule at its defaults with each `test` (`window`, `sequential`) and `measure`
-(`verdicts`, `scores`). The engine runs unchanged, driven by an injected clock and its own
-`evaluate()` every `evaluation_interval_s` (15 s).
-
-Beside each rise the **information limit** is printed: the minutes a test that knew the
-risen rate exactly would need, at one false page a week, to gather the evidence (`ln` of
-the evaluations in a week, over the Kullback-Leibler divergence per evaluation between the
-risen and the healthy stream: of the verdicts, and a normal approximation for the scores).
+1. **Time to page.** The alert engine, unchanged, with the default regression rule (the
+   sequential test) and the same rule with `test: window`, both at the default budget
+   (`alerts.false_page_every`), driven by an injected clock: a healthy warm-up that fills
+   the baseline (its first part fed as per-second counts, `AlertEngine.add_counts`, the
+   last 10 minutes verdict by verdict), then the hallucinated share times 1.25, 1.5, 2 and 3;
+   the minutes from the rise to the first page, median (worst) of `--trials` runs, beside
+   the **information limit**: the minutes a test that knew both rates exactly would need at
+   that budget (`ln(rate x budget)` nats, over the Kullback-Leibler divergence per verdict
+   of the risen stream from the healthy one), and the median's ratio to it.
+2. **False pages.** The sequential test on healthy streams over `--service-years` of
+   simulated service time per rate (`bench/_alert_sim.py`: the engine's arithmetic for many
+   services at once), per budget period: the promise is at most 1. Also a rise of half of
+   `min_increase` that never reaches the baseline, which must not page either.
+3. **Boosts** (evidence-driven sampling): a service of `--requests` requests/s whose
+   evaluator samples `--sample-rate` of them, with and without `boost: {sample_rate:
+   --boost-rate, while_p_below: --boost-p}`: time to page x1.5 and x2, the mean evaluations
+   per second on the healthy stream (what false suspicions cost), and its false pages.
+4. **Compressed windows**: `window: 30s`, baseline `3m`, `min_increase: 0.05`, one false
+   page an hour, 8 verdicts/s, defect rate 0.35 rising to 0.46: the seconds to page over
+   `--trials` x 4 runs.
 """
 
 from __future__ import annotations
@@ -33,43 +40,58 @@ import json
 import logging
 import math
 import random
+import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _docs
+from bench._alert_sim import false_pages
+
 CACHE = Path("/tmp/rag-monitor-alert-bench")
-
-
-Scored = tuple[bool, float]  # (evaluator failed, normalised score)
+INTERVAL_S = 15.0
+RISES = (1.25, 1.5, 2.0, 3.0)
+EVALUATOR = "local_groundedness"
+RULES: dict[str, dict[str, Any]] = {
+    "sequential test (default)": {"evaluator": EVALUATOR, "baseline": {}},
+    "window test": {"evaluator": EVALUATOR, "baseline": {}, "test": "window"},
+}
 
 
 @dataclass(frozen=True)
 class Verdicts:
-    """The evaluator's results, split by the record's label."""
+    """The evaluator's verdicts (True = failed), split by the record's label."""
 
-    faithful: list[Scored]
-    hallucinated: list[Scored]
+    faithful: list[bool]
+    hallucinated: list[bool]
 
     @property
     def share(self) -> float:
         return len(self.hallucinated) / (len(self.faithful) + len(self.hallucinated))
 
+    def defect_rate(self, share: float) -> float:
+        f0 = sum(self.faithful) / len(self.faithful)
+        f1 = sum(self.hallucinated) / len(self.hallucinated)
+        return (1 - share) * f0 + share * f1
 
-def score_file(path: Path) -> list[tuple[bool, bool, float]]:
-    """(hallucinated, evaluator failed, normalised score) for each record of `path`,
-    cached in /tmp."""
+
+def score_file(path: Path) -> list[tuple[bool, bool]]:
+    """(hallucinated, evaluator failed) for each record of `path`, cached in /tmp."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    cached = CACHE / f"{path.stem}-{digest}-scores.json"
+    cached = CACHE / f"{path.stem}-{digest}-verdicts.json"
     if cached.exists():
-        return [(bool(h), bool(f), float(s)) for h, f, s in json.loads(cached.read_text())]
+        return [(bool(h), bool(f)) for h, f in json.loads(cached.read_text())]
     from monitor.config import EvaluatorConfig
     from monitor.evaluators.local import LocalGroundedness
     from monitor.records import parse_record
 
-    evaluator = LocalGroundedness(EvaluatorConfig(name="local_groundedness"))
+    evaluator = LocalGroundedness(EvaluatorConfig(name=EVALUATOR))
     out = []
     for line in path.read_text().splitlines():
         if not line.strip():
@@ -77,8 +99,8 @@ def score_file(path: Path) -> list[tuple[bool, bool, float]]:
         raw = json.loads(line)
         label = raw.pop("label")
         result = evaluator.score(parse_record(raw))
-        assert result.normalized is not None, result.error
-        out.append((bool(label["hallucinated"]), result.outcome == "fail", result.normalized))
+        assert result.outcome != "error", result.error
+        out.append((bool(label["hallucinated"]), result.outcome == "fail"))
     CACHE.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(out))
     return out
@@ -89,227 +111,441 @@ def load(paths: list[Path]) -> dict[str, Verdicts]:
     for path in paths:
         rows = score_file(path)
         out[path.stem] = Verdicts(
-            faithful=[(f, s) for h, f, s in rows if not h],
-            hallucinated=[(f, s) for h, f, s in rows if h],
+            faithful=[f for h, f in rows if not h], hallucinated=[f for h, f in rows if h]
         )
     return out
 
 
-RULES: dict[str, dict[str, Any]] = {
-    "absolute 0.1": {"evaluator": "local_groundedness", "max_defect_rate": 0.1},
-    "regression, window test": {
-        "evaluator": "local_groundedness",
-        "baseline": {},
-        "test": "window",
-    },
-    "regression, sequential test": {
-        "evaluator": "local_groundedness",
-        "baseline": {},
-        "test": "sequential",
-    },
-    "regression, scores, window test": {
-        "evaluator": "local_groundedness",
-        "baseline": {},
-        "test": "window",
-        "measure": "scores",
-    },
-    "regression, scores, sequential test": {
-        "evaluator": "local_groundedness",
-        "baseline": {},
-        "test": "sequential",
-        "measure": "scores",
-    },
-}
-INTERVAL_S = 15.0
-WEEK_S = 7 * 86_400.0
-RISES = (1.25, 1.5, 2.0)
-
-
 class Replay:
-    """One engine with every rule of `RULES`, fed at `rate` evaluations/s of simulated time."""
+    """One engine with `rules`, fed verdicts of a stream whose rate may follow a boost."""
 
-    def __init__(self, verdicts: Verdicts, rate: float, seed: int, rules: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        verdicts: Verdicts,
+        rate: Callable[[Replay], float],
+        seed: int,
+        rules: dict[str, dict[str, Any]],
+        false_page_every: str,
+        interval_s: float = INTERVAL_S,
+    ) -> None:
         from monitor.alerts import AlertEngine
+        from monitor.boosts import SamplingBoosts
         from monitor.config import AlertRule
         from monitor.records import RagRecord
         from monitor.results import EvalResult
         from monitor.telemetry import create_telemetry
 
         self.now = 1_000_000.0
+        self.boosts = SamplingBoosts()
         self.engine = AlertEngine(
             [AlertRule(name=name, **rule) for name, rule in rules.items()],
             create_telemetry(),
-            evaluation_interval_s=INTERVAL_S,
+            evaluation_interval_s=interval_s,
             clock=lambda: self.now,
+            false_page_every=false_page_every,
+            boosts=self.boosts,
         )
-        self.verdicts, self.step, self.rng = verdicts, 1.0 / rate, random.Random(seed)
+        self.verdicts, self.rate, self.rng = verdicts, rate, random.Random(seed)
+        self.interval = interval_s
         self.record = RagRecord(request_id="r", service="svc", response="x")
-        self.results = {
-            pool: [
-                {
-                    "local_groundedness": EvalResult(
-                        name="local_groundedness", score=score, normalized=score, passed=not fail
-                    )
-                }
-                for fail, score in items
-            ]
-            for pool, items in (
-                ("faithful", verdicts.faithful),
-                ("hallucinated", verdicts.hallucinated),
-            )
-        }
+        self.results = [
+            {EVALUATOR: EvalResult(name=EVALUATOR, score=s, normalized=s, passed=s > 0)}
+            for s in (0.0, 1.0)
+        ]
         self.pages: dict[str, list[float]] = {name: [] for name in rules}
-        self.firing_s: dict[str, float] = dict.fromkeys(rules, 0.0)
+        self.evaluations = 0
+        self._next_tick = self.now + interval_s
 
-    def run(self, seconds: float, share: float) -> None:
-        """Feeds `seconds` of traffic whose hallucinated share is `share`, judging every
-        `INTERVAL_S`; records each page (a transition to firing) and time spent firing."""
-        faithful, hallucinated = self.results["faithful"], self.results["hallucinated"]
-        rng, emit, record = self.rng, self.engine.emit, self.record
+    def _draw(self, share: float) -> bool:
+        pool = self.verdicts.hallucinated if self.rng.random() < share else self.verdicts.faithful
+        return pool[self.rng.randrange(len(pool))]
+
+    def warm(self, seconds: float, share: float) -> None:
+        """`seconds` of healthy traffic as per-second counts."""
+        p = self.verdicts.defect_rate(share)
+        np_rng = np.random.default_rng(self.rng.randrange(2**32))
+        names = list(self.pages)
+        for _ in range(int(seconds)):
+            n = int(np_rng.poisson(self.rate(self)))
+            if n:
+                k = int(np_rng.binomial(n, p))
+                for name in names:
+                    self.engine.add_counts(name, "svc", "", [float(n - k), float(k)])
+            self.now += 1.0
+            self._tick()
+
+    def run(self, seconds: float, share: float, stop: Callable[[], bool] = lambda: False) -> None:
+        """Verdict by verdict for `seconds`, judging every interval and whenever a test asks."""
         end = self.now + seconds
-        next_tick = self.now + INTERVAL_S
-        while self.now < end:
-            pool = hallucinated if rng.random() < share else faithful
-            emit(record, pool[rng.randrange(len(pool))])
-            self.now += self.step
-            while self.now >= next_tick:
-                saved, self.now = self.now, next_tick
-                before = set(self.engine.firing())
-                self.engine.evaluate()
-                for rule, service in self.engine.firing():
-                    self.firing_s[rule] += INTERVAL_S
-                    if (rule, service) not in before:
-                        self.pages[rule].append(next_tick)
-                self.now = saved
-                next_tick += INTERVAL_S
+        while self.now < end and not stop():
+            self.now += self.rng.expovariate(self.rate(self))
+            self._tick()
+            failed = self._draw(share)
+            self.evaluations += 1
+            self.engine.emit(self.record, self.results[0 if failed else 1])
+            if self.engine.evaluation_due:
+                self._evaluate()
+
+    def _tick(self) -> None:
+        while self.now >= self._next_tick:
+            saved, self.now = self.now, self._next_tick
+            self._evaluate()
+            self.now = saved
+            self._next_tick += self.interval
+
+    def _evaluate(self) -> None:
+        before = set(self.engine.firing())
+        self.engine.evaluate()
+        for rule, service in self.engine.firing():
+            if (rule, service) not in before:
+                self.pages[rule].append(self.now)
 
 
 def _minutes(seconds: float) -> str:
     return "-" if math.isinf(seconds) else f"{seconds / 60:.1f}"
 
 
-def bench(
+def kl(p1: float, p0: float) -> float:
+    return p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
+
+
+def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
+    """Seconds of verdicts a test that knew both rates would need at one false page per
+    `budget_s`: ln(verdicts per budget) over the divergence per verdict."""
+    return math.log(rate * budget_s) / kl(p1, p0) / rate
+
+
+def time_to_page(
     verdicts: Verdicts,
-    rates: list[float],
-    weeks: float,
-    max_rise_s: float,
+    rules: dict[str, dict[str, Any]],
+    rate: Callable[[Replay], float],
+    factor: float,
     seed: int,
-    trials: int,
-) -> None:
+    budget: str,
+    max_s: float,
+) -> dict[str, float]:
+    """Seconds from a rise of the hallucinated share by `factor` to each rule's first page
+    (inf: none within `max_s`; nan: paged before the rise)."""
     from monitor.config import AlertBaseline, AlertRule, parse_duration
 
-    share = verdicts.share
-    regression = AlertRule(name="r", evaluator="e", baseline=AlertBaseline())
-    assert regression.baseline is not None
+    rule = AlertRule(name="r", evaluator="e", baseline=AlertBaseline())
+    assert rule.baseline is not None
+    warm_s = parse_duration(rule.baseline.window) + parse_duration(rule.window)
+    replay = Replay(verdicts, rate, seed, rules, budget)
+    replay.warm(warm_s - 600, verdicts.share)
+    replay.run(600, verdicts.share)
+    start = replay.now
+    early = {name for name, pages in replay.pages.items() if pages}
+    risen = min(1.0, verdicts.share * factor)
+    replay.run(max_s, risen, stop=lambda: all(replay.pages[n] for n in rules))
+    return {
+        name: math.nan if name in early else (pages[0] - start if pages else math.inf)
+        for name, pages in replay.pages.items()
+    }
 
-    warm_up = parse_duration(regression.baseline.window) + parse_duration(regression.window)
+
+def _steady(rate: float) -> Callable[[Replay], float]:
+    def steady(_: Replay) -> float:
+        return rate
+
+    return steady
+
+
+def _median_worst(times: list[float]) -> str:
+    if any(math.isnan(t) for t in times):
+        return "paged before the rise"
+    ordered = sorted(times)
+    return f"{_minutes(ordered[len(ordered) // 2])} ({_minutes(ordered[-1])})"
+
+
+def pages_table(
+    verdicts: Verdicts, rates: list[float], trials: int, seed: int, budget_s: float, budget: str
+) -> str:
+    """Table 1: minutes to page per rate, rule and rise, against the information limit."""
+    rows = []
+    p0 = verdicts.defect_rate(verdicts.share)
+    for rate in rates:
+        limits = [
+            information_limit_s(
+                p0, verdicts.defect_rate(min(1.0, verdicts.share * k)), rate, budget_s
+            )
+            for k in RISES
+        ]
+        results: dict[str, list[list[float]]] = {name: [] for name in RULES}
+        steady = _steady(rate)
+        for k, limit in zip(RISES, limits, strict=True):
+            runs = [
+                time_to_page(
+                    verdicts,
+                    RULES,
+                    steady,
+                    k,
+                    seed + 1000 * t + int(k * 100),
+                    budget,
+                    6 * limit,
+                )
+                for t in range(trials)
+            ]
+            for name in RULES:
+                results[name].append([run[name] for run in runs])
+        for name in RULES:
+            cells = []
+            for times, limit in zip(results[name], limits, strict=True):
+                median = sorted(times)[len(times) // 2]
+                ratio = (
+                    "" if math.isinf(median) or math.isnan(median) else f", {median / limit:.2f}x"
+                )
+                cells.append(_median_worst(times) + ratio)
+            rows.append([f"{rate:g}", name, *cells])
+        rows.append([f"{rate:g}", "information limit", *(_minutes(limit) for limit in limits)])
     header = [
         "evals/s",
         "rule",
-        "false pages/week",
-        "healthy time firing",
-        *(f"x{k}: min to page, median (worst of {trials})" for k in RISES),
+        *(f"x{k}: min to page, median (worst of {trials}), vs limit" for k in RISES),
     ]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    return _docs.table(header, rows)
+
+
+def false_pages_table(
+    verdicts: Verdicts, rates: list[float], service_years: float, seed: int, budget_s: float
+) -> str:
+    """Table 2: false pages per budget period on healthy streams and on a rise of half of
+    `min_increase` (the promise: at most 1 each)."""
+    from monitor.config import REGRESSION_MIN_INCREASE
+
+    p0 = verdicts.defect_rate(verdicts.share)
+    rows = []
     for rate in rates:
-        healthy = Replay(verdicts, rate, seed, RULES)
-        healthy.run(warm_up, share)
-        for name in RULES:
-            # A rule firing as the week starts counts as paged on healthy traffic.
-            firing_now = {rule for rule, _ in healthy.engine.firing()}
-            healthy.pages[name] = [healthy.now] if name in firing_now else []
-            healthy.firing_s[name] = 0.0
-        healthy.run(weeks * WEEK_S, share)
-        rises: dict[str, list[str]] = {name: [] for name in RULES}
-        for k in RISES:
-            times: dict[str, list[float]] = {name: [] for name in RULES}
-            before: set[str] = set()
-            for trial in range(trials):
-                replay = Replay(verdicts, rate, seed + 1000 * trial + int(k * 100), RULES)
-                replay.run(warm_up, share)
-                start = replay.now
-                before |= {name for name, _ in replay.engine.firing()}
-                risen = min(1.0, share * k)
-                while replay.now - start < max_rise_s and not all(
-                    any(t >= start for t in replay.pages[name]) for name in RULES
-                ):
-                    replay.run(min(300.0, start + max_rise_s - replay.now), risen)
-                for name in RULES:
-                    after = [t - start for t in replay.pages[name] if t >= start]
-                    times[name].append(after[0] if after else math.inf)
-            for name in RULES:
-                if name in before:
-                    rises[name].append("firing before")
-                else:
-                    ordered = sorted(times[name])
-                    median, worst = ordered[len(ordered) // 2], ordered[-1]
-                    rises[name].append(f"{_minutes(median)} ({_minutes(worst)})")
-        for name in RULES:
-            pages = len(healthy.pages[name]) / weeks
-            firing = healthy.firing_s[name] / (weeks * WEEK_S)
-            print(
-                f"| {rate:g} | {name} | {pages:.1f} | {firing:.0%} | "
-                + " | ".join(rises[name])
-                + " |"
+        days = service_years * 365
+        healthy = false_pages(
+            p0, rate, budget_s, min_increase=REGRESSION_MIN_INCREASE, service_days=days, seed=seed
+        )
+        edge = false_pages(
+            p0,
+            rate,
+            budget_s,
+            min_increase=REGRESSION_MIN_INCREASE,
+            service_days=days / 4,
+            seed=seed + 1,
+            rise=REGRESSION_MIN_INCREASE / 2,
+        )
+        rows.append(
+            [
+                f"{rate:g}",
+                f"{healthy.service_days / 365:.1f}",
+                f"{healthy.pages} ({healthy.per_budget:.2f})",
+                f"{edge.service_days / 365:.1f}",
+                f"{edge.pages} ({edge.per_budget:.2f})",
+            ]
+        )
+    header = [
+        "evals/s",
+        "healthy: service-years",
+        "false pages (per budget)",
+        "rise of min_increase/2: service-years",
+        "pages (per budget)",
+    ]
+    return _docs.table(header, rows)
+
+
+def boost_table(
+    verdicts: Verdicts,
+    requests: float,
+    sample_rate: float,
+    boost_rate: float,
+    boost_p: float,
+    trials: int,
+    seed: int,
+    service_years: float,
+    budget_s: float,
+    budget: str,
+) -> str:
+    """Table 3: one service, its evaluator sampled at `sample_rate`, with and without a boost."""
+    from monitor.config import REGRESSION_MIN_INCREASE
+
+    base = {"evaluator": EVALUATOR, "baseline": {}}
+    p0 = verdicts.defect_rate(verdicts.share)
+    rows = []
+    for label, boost in (
+        ("without boost", None),
+        (f"boost to {boost_rate:g} at p < {boost_p:g}", boost_rate),
+    ):
+        rule = (
+            dict(base, boost={"sample_rate": boost_rate, "while_p_below": boost_p})
+            if boost
+            else base
+        )
+        cells = []
+
+        def rate(replay: Replay) -> float:
+            return requests * (replay.boosts.rate(EVALUATOR, "svc") or sample_rate)
+
+        for k in (1.5, 2.0):
+            times = [
+                time_to_page(
+                    verdicts, {"r": rule}, rate, k, seed + 1000 * t + int(k * 100), budget, 6 * 3600
+                )["r"]
+                for t in range(trials)
+            ]
+            cells.append(_median_worst(times))
+        healthy = false_pages(
+            p0,
+            requests * sample_rate,
+            budget_s,
+            min_increase=REGRESSION_MIN_INCREASE,
+            service_days=service_years * 365,
+            seed=seed,
+            boosted_rate=requests * boost if boost else None,
+            boost_p=boost_p,
+        )
+        rows.append(
+            [
+                label,
+                *cells,
+                f"{healthy.mean_rate:.3f}",
+                f"{healthy.pages} ({healthy.per_budget:.2f})",
+            ]
+        )
+    header = [
+        f"{requests:g} requests/s, {sample_rate:g} sampled",
+        "x1.5: min to page",
+        "x2: min to page",
+        "healthy: evaluations/s",
+        "healthy: false pages (per budget)",
+    ]
+    return _docs.table(header, rows)
+
+
+class _Clock(list[float]):
+    def __init__(self) -> None:
+        super().__init__([1_000_000.0])
+
+    def __call__(self) -> float:
+        return self[0]
+
+
+def compressed(trials: int, seed: int) -> str:
+    """Table 4: the compressed-window scenario, seconds to page over `trials` runs."""
+    from monitor.alerts import AlertEngine
+    from monitor.config import AlertBaseline, AlertRule
+    from monitor.records import RagRecord
+    from monitor.results import EvalResult
+    from monitor.telemetry import create_telemetry
+
+    rows = []
+    for test in ("sequential", "window"):
+        times, early = [], 0
+        for t in range(trials):
+            now = _Clock()
+            rule = AlertRule(
+                name="r",
+                evaluator="e",
+                baseline=AlertBaseline(window="3m"),
+                window="30s",
+                min_increase=0.05,
+                test=test,
+                false_page_every="1h",
             )
-        for measure in ("verdicts", "scores"):
-            limits = [f"{information_limit(verdicts, k, rate, measure):.1f}" for k in RISES]
-            print(f"| {rate:g} | information limit, {measure} | | | " + " | ".join(limits) + " |")
-
-
-def information_limit(verdicts: Verdicts, rise: float, rate: float, measure: str) -> float:
-    """Minutes to gather ln(evaluations a week) nats of evidence that the hallucinated share
-    rose `rise`-fold: the Kullback-Leibler divergence per evaluation of the verdicts (exact)
-    or of the defect scores (normal approximation, with the healthy variance)."""
-    share = verdicts.share
-    risen = min(1.0, share * rise)
-
-    def mixture(k: float, value: Any) -> tuple[float, float]:
-        """Mean and variance of `value(result)` over a stream of hallucinated share `k`."""
-        pools = ((1 - k, verdicts.faithful), (k, verdicts.hallucinated))
-        mean = sum(w * sum(map(value, p)) / len(p) for w, p in pools)
-        second = sum(w * sum(value(r) ** 2 for r in p) / len(p) for w, p in pools)
-        return mean, second - mean * mean
-
-    if measure == "verdicts":
-        p0, _ = mixture(share, lambda r: float(r[0]))
-        p1, _ = mixture(risen, lambda r: float(r[0]))
-        kl = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
-    else:
-        m0, v0 = mixture(share, lambda r: 1.0 - r[1])
-        m1, _ = mixture(risen, lambda r: 1.0 - r[1])
-        kl = (m1 - m0) ** 2 / (2 * v0)
-    return math.log(rate * WEEK_S) / kl / rate / 60
+            engine = AlertEngine([rule], create_telemetry(), clock=now)
+            rng = random.Random(seed + t)
+            record = RagRecord(request_id="r", service="svc", response="x")
+            fail = {"e": EvalResult(name="e", score=0.0, normalized=0.0, passed=False)}
+            ok = {"e": EvalResult(name="e", score=1.0, normalized=1.0, passed=True)}
+            start, tick, paged = now[0] + 600, now[0] + INTERVAL_S, math.inf
+            while now[0] < start + 600 and math.isinf(paged):
+                now[0] += rng.expovariate(8.0)
+                while now[0] >= tick:
+                    saved, now[0] = now[0], tick
+                    engine.evaluate()
+                    now[0], tick = saved, tick + INTERVAL_S
+                p = 0.35 if now[0] < start else 0.46
+                engine.emit(record, fail if rng.random() < p else ok)
+                if engine.evaluation_due:
+                    engine.evaluate()
+                if engine.firing():
+                    if now[0] < start:
+                        early += 1
+                        break
+                    paged = now[0] - start
+            times.append(paged)
+        ordered = sorted(times)
+        rows.append(
+            [
+                test,
+                f"{statistics.median(ordered):.0f}",
+                f"{ordered[int(0.9 * len(ordered))]:.0f}",
+                f"{sum(t <= 90 for t in times) / len(times):.0%}",
+                str(early),
+            ]
+        )
+    header = [
+        "test",
+        "s to page, median",
+        "90th percentile",
+        "paged within 90 s",
+        "paged before the rise",
+    ]
+    return _docs.table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("data", nargs="+", type=Path)
-    parser.add_argument("--rates", type=float, nargs="+", default=[0.2, 1.0, 10.0])
-    parser.add_argument("--weeks", type=float, default=1.0)
-    parser.add_argument("--max-rise", type=float, default=2 * 3600.0, help="seconds")
+    parser.add_argument("--rates", type=float, nargs="+", default=[0.2, 1.0, 10.0, 100.0])
+    parser.add_argument("--trials", type=int, default=9, help="independent runs per rise")
+    parser.add_argument("--service-years", type=float, default=20.0, help="per rate, healthy")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--trials", type=int, default=5, help="independent runs per rise")
-    parser.add_argument(
-        "--regression",
-        type=json.loads,
-        default={},
-        help="keys over the regression rule's defaults, as JSON: '{\"confidence\": 0.9999}'",
-    )
+    parser.add_argument("--requests", type=float, default=100.0, help="boosts: requests/s")
+    parser.add_argument("--sample-rate", type=float, default=0.01, help="boosts: base rate")
+    parser.add_argument("--boost-rate", type=float, default=0.2)
+    parser.add_argument("--boost-p", type=float, default=0.05)
+    parser.add_argument("--only", choices=["pages", "false", "boost", "compressed"], nargs="*")
+    _docs.add_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    for name, rule in RULES.items():
-        if name.startswith("regression"):
-            rule.update(args.regression)
+    from monitor.config import FALSE_PAGE_EVERY, parse_duration
+
+    budget_s = parse_duration(FALSE_PAGE_EVERY)
+    parts = set(args.only or ["pages", "false", "boost", "compressed"])
+    out: list[str] = []
+
+    def emit(text: str) -> None:
+        print(text, flush=True)
+        out.append(text)
+
     for name, v in load(args.data).items():
-        fpr = sum(f for f, _ in v.faithful) / len(v.faithful)
-        tpr = sum(f for f, _ in v.hallucinated) / len(v.hallucinated)
-        print(
-            f"\n{name}: hallucinated share {v.share:.3f}; the evaluator fails "
-            f"{fpr:.1%} of faithful and {tpr:.1%} of hallucinated answers\n"
+        f0 = sum(v.faithful) / len(v.faithful)
+        f1 = sum(v.hallucinated) / len(v.hallucinated)
+        emit(
+            f"\n**{name}**: hallucinated share {v.share:.3f}; the evaluator fails {f0:.1%} of "
+            f"faithful and {f1:.1%} of hallucinated answers (defect rate "
+            f"{v.defect_rate(v.share):.3f}); budget one false page per {FALSE_PAGE_EVERY}\n"
         )
-        bench(v, args.rates, args.weeks, args.max_rise, args.seed, args.trials)
+        if "pages" in parts:
+            emit(pages_table(v, args.rates, args.trials, args.seed, budget_s, FALSE_PAGE_EVERY))
+        if "false" in parts:
+            emit("\n" + false_pages_table(v, args.rates, args.service_years, args.seed, budget_s))
+        if "boost" in parts:
+            emit(
+                "\n"
+                + boost_table(
+                    v,
+                    args.requests,
+                    args.sample_rate,
+                    args.boost_rate,
+                    args.boost_p,
+                    args.trials,
+                    args.seed,
+                    args.service_years,
+                    budget_s,
+                    FALSE_PAGE_EVERY,
+                )
+            )
+    if "compressed" in parts:
+        emit("\nCompressed windows, one false page an hour, 0.35 -> 0.46 at 8 verdicts/s:\n")
+        emit(compressed(args.trials * 4, args.seed))
+    if args.write_docs:
+        _docs.write_block("docs/quality.md", "alert-regression", "\n".join(out))
     return 0
 
 

@@ -4,7 +4,7 @@ monitor's YAML loader and of `load_config`, against libyaml's safe loader
 
     python bench/config_load.py [--overrides 220000] [--runs 3]
 
-Each step runs in a fresh interpreter, after its imports and once the file is read, so
+Each step runs in a fresh interpreter (`bench/_config_load_step.py`), after its imports and once the file is read, so
 that its peak RSS (`ru_maxrss`) above that point is its own:
 
 - `CSafeLoader`: `yaml.load(text, Loader=yaml.CSafeLoader)` (the reference);
@@ -24,29 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._fresh import REPO, Result, in_turns, print_table, run_child
-
-_CHILD = r"""
-import json, resource, sys, time
-sys.path.insert(0, {repo!r})
-import yaml
-from monitor.config import load_config, load_yaml
-path = {path!r}
-text = open(path, encoding="utf-8").read()
-step = {step!r}
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-start = time.perf_counter()
-if step == "CSafeLoader":
-    data = yaml.load(text, Loader=yaml.CSafeLoader)
-    count = len(data["sampling"]["overrides"])
-elif step == "load_yaml":
-    count = len(load_yaml(text)["sampling"]["overrides"])
-else:
-    count = len(load_config(path, environ={{}}).sampling.overrides)
-elapsed = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"s": elapsed, "mb": (peak - before) / 1024, "count": count}}))
-"""
+from bench._fresh import Result, in_turns, print_table, run_child
 
 STEPS = ("CSafeLoader", "load_yaml", "load_config")
 
@@ -69,7 +47,7 @@ def main() -> None:
         size = path.stat().st_size
 
         def run(step: str) -> Result:
-            result = run_child(_CHILD.format(repo=str(REPO), path=str(path), step=step))
+            result = run_child("bench._config_load_step", step, str(path))
             assert result["count"] == args.overrides, result
             return result
 

@@ -54,11 +54,13 @@ def _uv() -> str:
 
 
 def _source(into: Path) -> Path:
-    """What the distribution is built from (pyproject.toml's readme and package), copied so
-    that no build output lands in the checkout."""
-    shutil.copytree(
-        REPO / "monitor", into / "monitor", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    """What the distribution is built from (pyproject.toml's readme and package, and the
+    distributions of its own that extras install), copied so that no build output lands in
+    the checkout."""
+    for folder in ("monitor", "extras"):  # extras/: distributions the extras install
+        shutil.copytree(
+            REPO / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "build")
+        )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, into / name)
     return into
@@ -116,6 +118,7 @@ def measure(name: str, source: Path, scratch: Path) -> Install:
             target,
         ],
         check=True,
+        cwd=source,  # where the lock's relative paths (./extras/...) are found
     )
     return Install(name, _disk_bytes(_entries(venv), set()), _per_distribution(venv))
 

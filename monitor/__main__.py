@@ -28,7 +28,6 @@ from monitor.evaluators.registry import (
     evaluator_problems,
 )
 from monitor.exporters.prometheus import check_metrics_port
-from monitor.pool import Forked, fork_here
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
@@ -174,9 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, evaluator_check=evaluator_problems)
         if args.command == "run":
-            # Forked now, while this process runs one thread and before it serves: the
-            # worker processes share its pages (what both import).
-            return asyncio.run(_run(config, fork_here(config.pipeline.processes)))
+            return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
     except ConfigError as exc:
         # Also what components find at start (e.g. a judge API key that is not set).
@@ -265,22 +262,30 @@ def _explain(config: Config) -> list[str]:
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
         measured = "mean defect score" if rule.measure == "scores" else "defect rate"
+        budget = f"one false page per {rule.false_page_every or config.alerts.false_page_every}"
         if rule.baseline is not None:
-            test = " (sequential test)" if rule.test == "sequential" else ""
             lines.append(
-                f"alert {rule.name}: {measured} over {rule.window} up by {rule.min_increase:g}"
-                f" or more on the previous {rule.baseline.window} at {rule.confidence:g}{test}"
+                f"alert {rule.name}: {measured} up by {rule.min_increase:g} or more on the"
+                f" previous {rule.baseline.window} ({rule.test} test, window {rule.window},"
+                f" {budget})"
             )
         elif rule.cohorts is not None:
             lines.append(
                 f"alert {rule.name}: {measured} of each {rule.cohorts.by} over {rule.window} up"
-                f" by {rule.min_increase:g} or more on the rest of its service at"
-                f" {rule.confidence:g}"
+                f" by {rule.min_increase:g} or more on the rest of its service ({budget})"
             )
         else:
             lines.append(
                 f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
+                f" ({budget})"
             )
+        if rule.boost is not None:
+            lines.append(
+                f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"
+                f" while p < {rule.boost.while_p_below:g}"
+            )
+    if config.alerts.fleet is not None:
+        lines.append(f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}")
     return lines
 
 
@@ -290,10 +295,10 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-async def _run(config: Config, forked: Forked | None = None) -> int:
+async def _run(config: Config) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    service = Service(config, forked=forked)
+    service = Service(config)
     # SIGHUP reopens the files the monitor writes (after log rotation), as daemons do.
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, service.reopen_files)
     try:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monitor.alerts.engine import AlertEngine
+from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
+from monitor.boosts import SamplingBoosts
 from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
@@ -27,7 +29,7 @@ from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.pool import Forked, ProcessPool
+from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
 from monitor.processors.sampler import Sampler
@@ -81,12 +83,9 @@ def build_pipeline(
     serve_http: bool = True,
     with_receivers: bool = True,
     extra_sinks: Sequence[ResultSink] = (),
-    forked: Forked | None = None,
 ) -> Pipeline:
     """Every component of `config`'s pipeline, connected, none started. `ready`: what
-    `/readyz` answers. `forked`: the lone worker process or the workers' fork server,
-    forked from this process (`monitor.pool.fork_here`); without it, the pool starts its
-    own."""
+    `/readyz` answers."""
     check_evaluators(config)
     pipeline = config.pipeline
     telemetry = telemetry or create_telemetry(
@@ -147,11 +146,13 @@ def build_pipeline(
     sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
     if results_sink is not None:
         sinks.append(results_sink)
-    sinks.extend(_alerts_and_events(config, telemetry))
+    # Alert rules with a boost raise their evaluator's sampling here; the sampler reads it.
+    boosts = SamplingBoosts()
+    sinks.extend(_alerts_and_events(config, telemetry, boosts))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
-    stage = _evaluation_stage(config, telemetry, judge, sinks, forked)
+    stage = _evaluation_stage(config, telemetry, judge, sinks)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
     debug_size = config.exporters.prometheus.debug_records
@@ -199,7 +200,6 @@ def _evaluation_stage(
     telemetry: Telemetry,
     judge: JudgeClient | None,
     sinks: Sequence[ResultSink | BatchSink],
-    forked: Forked | None,
 ) -> EvaluationStage:
     """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
     scorers (with no CPU scorer, extraction runs in a thread of this process)."""
@@ -224,13 +224,10 @@ def _evaluation_stage(
             telemetry,
             initializers=[worker_initializer(cpu_entries, settings)],
             preload=PRELOAD,
-            forked=forked,
         )
         if pipeline.processes > 0 and cpu_entries
         else None
     )
-    if pool is None and forked is not None:
-        forked.close()
     return EvaluationStage(
         evaluators,
         BudgetGate(config.budget),
@@ -246,7 +243,9 @@ def _evaluation_stage(
     )
 
 
-def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]:
+def _alerts_and_events(
+    config: Config, telemetry: Telemetry, boosts: SamplingBoosts
+) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set)."""
     sinks: list[ResultSink] = []
@@ -268,6 +267,11 @@ def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]
         }
         port = config.exporters.prometheus.endpoint.rpartition(":")[2]
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
+        fleet = (
+            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds)
+            if alerts.fleet is not None
+            else None
+        )
         sinks.append(
             AlertEngine(
                 alerts.rules,
@@ -277,6 +281,9 @@ def _alerts_and_events(config: Config, telemetry: Telemetry) -> list[ResultSink]
                 evaluation_interval_s=alerts.evaluation_interval_s,
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
                 state_file=state_file,
+                false_page_every=alerts.false_page_every,
+                boosts=boosts,
+                fleet=fleet,
             )
         )
     otlp = config.exporters.otlp

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from monitor.component import ResultSink
 from monitor.config import Config
 from monitor.pipeline import Node, build_pipeline
-from monitor.pool import Forked
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -66,10 +65,7 @@ class Service:
         serve_http: bool = True,
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
-        forked: Forked | None = None,
     ) -> None:
-        """`forked`: the lone worker process or the workers' fork server, forked from this
-        process (`monitor.pool.fork_here`); without it, the pool starts its own."""
         self.pipeline = build_pipeline(
             config,
             self.ready,
@@ -77,7 +73,6 @@ class Service:
             serve_http=serve_http,
             with_receivers=with_receivers,
             extra_sinks=extra_sinks,
-            forked=forked,
         )
         self.config = config
         self.telemetry = self.pipeline.telemetry

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import importlib
 import json
 import os
 import shutil
@@ -117,9 +116,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what exists after collection out of the garbage collector: the collection
     after every test (`_collect_garbage`) would otherwise walk the large heaps of the
-    libraries the tests import (litellm's above all, imported here once) every time.
-    Objects the tests create are collected and checked as before."""
-    importlib.import_module("litellm")
+    libraries the test modules imported every time. Objects the tests create are
+    collected and checked as before."""
     gc.collect()
     gc.freeze()
 

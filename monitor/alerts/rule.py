@@ -1,6 +1,6 @@
 """One alert rule as the engine judges it: which verdicts of a result it counts (and as what
-defect value), the cohort a record belongs to, and the windows and firing state it keeps per
-service and cohort (saved to and restored from the state file)."""
+defect value), the cohort a record belongs to, its false-page budget, and the windows and
+firing state it keeps per service and cohort (saved to and restored from the state file)."""
 
 from __future__ import annotations
 
@@ -9,51 +9,63 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.alerts.sequential import SequentialTest
-from monitor.alerts.window import NOTHING, Moments, SlidingWindow
+from monitor.alerts.sequential import Bets, SequentialTest
+from monitor.alerts.window import NOTHING, Moments, SlidingWindow, Windows
 from monitor.config import AlertRule
 from monitor.records import RagRecord
 from monitor.results import SEVERITIES, EvalResult, Severity
 
 DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 # `measure: scores` counts 1 - the normalised score, rounded to steps of 1/SCORE_STEPS, so
-# that what the sequential test sees since its last look fits a small histogram.
+# that what the sequential test sees between batches fits a small histogram.
 SCORE_STEPS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one judged (rule, service, cohort) asks for, as a tail-sampling policy returns
+    a decision: start firing (`fire`), or stop if firing (`resolve`); neither holds the
+    state (hysteresis)."""
+
+    fire: bool
+    resolve: bool
 
 
 @dataclass(slots=True)
 class RuleState:
+    """What one (rule, service, cohort) keeps: its window (a regression rule's current
+    window and baseline), its sequential test, and its firing state."""
+
     window: SlidingWindow
-    baseline: SlidingWindow | None = None
+    windows: Windows | None = None
     sequential: SequentialTest | None = None
-    # Sequential rules: how many values at each level arrived since the last evaluation.
-    pending: list[int] | None = None
+    # Sequential rules: values at each level since the last batch, and the bets that judge
+    # them (set from the baseline at each evaluation).
+    pending: list[float] | None = None
+    bets: Bets | None = None
     firing: bool = False
     started_at: float = 0.0
     last_sent: float = 0.0
-    # What the last judgment compared: the current window (or, for a sequential rule, its
-    # evidence) against the baseline or the rest of the service.
+    # What the last judgment compared: the current window (or, for a sequential rule, the
+    # verdicts of its strongest run) against the baseline or the rest of the service.
     current: Moments = NOTHING
     reference: Moments = NOTHING
     bounds: tuple[float, float] = (0.0, 1.0)
     p_value: float = 1.0
-    # The baseline's clock runs `paused_s` behind the real one: it stands still while firing.
-    paused_s: float = 0.0
-    # Slices that began before the last resolve held verdicts seen while firing.
-    resolved_at: float = 0.0
-    last_evaluated: float | None = None
+    boosted: bool = False
+    # Window tests: since when the window leans up (what leaves it is held back).
+    leaning_since: float | None = None
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "firing": self.firing,
             "started_at": self.started_at,
             "last_sent": self.last_sent,
-            "paused_s": self.paused_s,
-            "resolved_at": self.resolved_at,
-            "last_evaluated": self.last_evaluated,
-            "current": self.window.slices(),
-            "baseline": self.baseline.slices() if self.baseline is not None else None,
         }
+        if self.windows is not None:
+            out.update(self.windows.snapshot())
+        else:
+            out["current"] = self.window.slices()
         if self.sequential is not None:
             out["sequential"] = self.sequential.snapshot()
         return out
@@ -64,16 +76,21 @@ class RuleState:
         self.firing = saved["firing"]
         self.started_at = _time(saved["started_at"])
         self.last_sent = _time(saved["last_sent"])
-        self.paused_s = _time(saved["paused_s"])
-        self.resolved_at = _time(saved["resolved_at"])
-        last = saved["last_evaluated"]
-        self.last_evaluated = None if last is None else _time(last)
         self.window.restore(_slices(saved["current"]))
-        if self.baseline is not None:
-            self.baseline.restore(_slices(saved["baseline"]))
-        if self.sequential is not None and saved.get("sequential") is not None:
-            # A file written before the rule was sequential holds none: it starts at zero.
-            self.sequential.restore(saved["sequential"])
+        windows = self.windows
+        if windows is not None:
+            windows.baseline.restore(_slices(saved["baseline"]))
+            windows.restore_held(_slices(saved.get("held", [])))
+            windows.paused_s = _time(saved["paused_s"])
+            windows.resolved_at = _time(saved["resolved_at"])
+            # Files written before the held slices kept `last_evaluated`.
+            last = saved.get("last", saved.get("last_evaluated"))
+            windows.last = None if last is None else _time(last)
+        raw = saved.get("sequential")
+        if self.sequential is not None and not (raw is None or isinstance(raw, list)):
+            # None: saved by a window test; a list: by the sequential test of an earlier
+            # release. Either way the statistic starts at zero.
+            self.sequential.restore(raw)
 
 
 def _time(raw: Any) -> float:
@@ -105,6 +122,9 @@ def _slices(raw: Any) -> list[tuple[int, int, float, float]]:
 class Rule:
     config: AlertRule
     window_s: float
+    # How rarely the rule may page on a service that did not change: seconds, as written.
+    budget_s: float
+    budget: str
     baseline_s: float | None = None
     # Safety rules: the severity at which each grading evaluator calls a verdict a defect.
     thresholds: Mapping[str, Severity] = field(default_factory=dict)
@@ -117,6 +137,10 @@ class Rule:
     def steps(self) -> int:
         """Defect values are multiples of 1/steps (0 and 1 for verdicts)."""
         return SCORE_STEPS if self.config.measure == "scores" else 1
+
+    @property
+    def min_increase(self) -> float:
+        return self.config.min_increase or 0.0
 
     def samples(self, results: Mapping[str, EvalResult]) -> list[float]:
         """One defect value per verdict this rule counts in `results` (1.0 = a defect)."""
@@ -152,12 +176,12 @@ class Rule:
 
 
 def new_state(rule: Rule) -> RuleState:
-    baseline = SlidingWindow(rule.baseline_s) if rule.baseline_s is not None else None
+    if rule.baseline_s is None:
+        return RuleState(SlidingWindow(rule.window_s))
+    windows = Windows(rule.window_s, rule.baseline_s)
     if not rule.sequential:
-        return RuleState(SlidingWindow(rule.window_s), baseline)
-    return RuleState(
-        SlidingWindow(rule.window_s), baseline, SequentialTest(), [0] * (rule.steps + 1)
-    )
+        return RuleState(windows.current, windows)
+    return RuleState(windows.current, windows, SequentialTest(), [0.0] * (rule.steps + 1))
 
 
 def fingerprint(rule: Rule) -> str:

@@ -1,112 +1,235 @@
-"""The sequential test of a regression rule (`test: sequential`): a CUSUM of betting
-martingales that may be looked at after every evaluation without inflating false pages.
+"""The sequential test of a regression rule: a page budget in time, for any traffic.
 
-Every evaluation hands `SequentialTest.update` the defect values seen since the previous one
-(a histogram over `levels`: 0 and 1 for pass/fail verdicts, steps of 1/20 for scores) and the
-baseline's mean `mu` and variance. For each alternative `mu + delta_j` (`delta_j` = 2, 4, 8
-and 16 x `min_increase`) the test holds the log-wealth of a bettor who stakes
-`lambda_j (x - mu)` on every value `x`, `lambda_j = delta_j / variance` (for verdicts that is
-the likelihood ratio of `mu + delta_j` against `mu`), and restarts from zero whenever the
-wealth falls below its start: `S_j = max(0, S_j + sum log(1 + lambda_j (x - mu)))`.
+**What it tests.** A rule's verdicts (defect values `x` in [0, 1]: 0 or 1 for pass/fail,
+steps of 1/20 for scores) are compared with its baseline, of mean `mu0` over `n0` verdicts.
+The null hypothesis is "the mean rose by at most half of `min_increase`": its worst case, the
+**null point**, is `q0 = mu0 + min_increase / 2 + BASELINE_MARGIN_SE x se(mu0)` (the margin
+covers the baseline's own error: a baseline of 500 verdicts moves `q0` up more than one of
+50,000). The alternatives are rises to `mu0 + min_increase x 2^j` (j = 0, 1, ... below 1).
 
-While the true mean is at most `mu`, each bet's wealth is a nonnegative supermartingale, so by
-Ville's inequality the wealth of a bettor who starts at any one evaluation ever reaches `J/a`
-with probability at most `a/J`; over the `J` alternatives, at most `a`. `p_value` is that
-bound, `min(1, J exp(-max S_j))`, and a rule pages at `p <= 1 - confidence`: the same
-false-page budget per evaluation as the fixed-window test, which may also page once per
-evaluation. The smallest alternative is twice `min_increase`, so a rise below `min_increase`
-makes every `S_j` drift down; each `S_j` also keeps the verdicts since its last restart (the
-evidence a page reports).
+**How.** For each alternative a bettor stakes `lambda_j (x - q0)` on every value
+(`lambda_j = (a_j - q0) / v`, `v = q0 (1 - q0)` for verdicts, where the bet is the likelihood
+ratio of `a_j` against `q0`, and the baseline's variance for scores). Verdicts are taken in
+small batches; a batch that covered `w` seconds of the service's time starts a new bettor
+with stake `w` (at most `MAX_WEIGHT_S`, so a long silence does not count in full) and every
+running bettor's wealth is multiplied by the batch's likelihood ratio. The statistic is the
+sum of all bettors' wealth over starts and alternatives (the alternatives weighted
+equally): a Shiryaev-Roberts procedure, `R_j <- (R_j + w) L_j`, `R = mean_j R_j`. The rule
+pages when `R` reaches the budget `T` (`false_page_every`, in seconds).
+
+**Why that is a budget in time.** While the mean is at most `q0` every likelihood ratio has
+expectation at most 1 whatever came before, so `R` minus the time elapsed is a
+supermartingale and the expected time until `R` first reaches `T` is at least `T` (optional
+stopping): on a stream that has not risen by half of `min_increase`, false pages come at
+most once per `false_page_every` on average, per rule and service, whatever the traffic
+(stakes are time, not verdicts), the evaluation interval (the test runs on the verdicts,
+not on the looks) or the number of services. The assumptions: verdicts are independent
+given the rate, sampling does not depend on the verdict being sampled (the boost of
+`monitor.alerts.boost` depends only on past evidence), and the baseline's mean is within
+the margin of the true healthy mean (`bench/alert_regression.py` measures the rate of
+false pages with baselines estimated as the engine estimates them).
+
+**Evidence building.** Beside `R` each alternative keeps a CUSUM of its log-likelihood
+ratio, `C_j <- max(0, C_j + log L_j)`, and the time its run began. `p_value()`, the chance
+of a run this strong starting at one given time while nothing rose (Ville's inequality,
+over the alternatives), tells how far the evidence has built before a page (boosted
+sampling, the `p_value` annotation); `building_since()` is when a run whose p-value is
+below `HOLD_P` began, and the verdicts since then are kept out of the baseline until the
+evidence fades (`monitor.alerts.window.Windows`).
+
+`bench/_alert_sim.py` runs the same arithmetic over numpy arrays for many simulated
+services at once (and checks that it agrees with this module); the sidecar's main process
+does it in plain Python, a few alternatives per batch, without loading numpy.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.window import Moments
 
-ALTERNATIVES = (2.0, 4.0, 8.0, 16.0)  # multiples of min_increase
-# Keeps every bet's wealth positive on a defect value of 0.
+# Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the baseline's mean.
+ALTERNATIVE_STEP = 2.0
+MAX_ALTERNATIVES = 8
+# The null point sits this many standard errors of the baseline's mean above
+# mu0 + min_increase / 2.
+BASELINE_MARGIN_SE = 0.5
+# A batch's stake counts at most this much of the time since the previous batch.
+MAX_WEIGHT_S = 60.0
+# A run's verdicts are held out of the baseline while its p-value is below this.
+HOLD_P = 0.05
+# Stakes keep every bettor's wealth positive on a defect value of 0.
 _MAX_STAKE = 0.95
+_MIN_VARIANCE = 1e-4
+
+
+@dataclass(frozen=True, slots=True)
+class Bets:
+    """What the next batches are judged against, fixed from the baseline at an evaluation:
+    the null point, the alternatives and each alternative's log-gain on each level."""
+
+    null: float
+    alternatives: tuple[float, ...]
+    # gains[j][k]: log of the wealth factor of alternative j on one value at level k.
+    gains: tuple[tuple[float, ...], ...]
+
+    def log_ratios(self, histogram: Sequence[float]) -> list[float]:
+        """Per alternative, the batch's log-likelihood ratio (`histogram[k]` values at level
+        `k / (levels - 1)`)."""
+        return [sum(g * c for g, c in zip(row, histogram, strict=True) if c) for row in self.gains]
+
+
+def bets(base: Moments, min_increase: float, steps: int) -> Bets | None:
+    """The bets against a baseline `base` of values on `steps + 1` levels (`steps == 1`:
+    pass/fail verdicts); None when no alternative fits below 1 or the baseline is empty."""
+    if base.samples <= 0:
+        return None
+    mu0 = base.mean
+    variance = mu0 * (1 - mu0) if steps == 1 else base.variance
+    se = math.sqrt(max(variance, 0.0) / base.samples)
+    null = mu0 + min_increase / 2 + BASELINE_MARGIN_SE * se
+    if not 0 < null < 1:
+        return None
+    alternatives = []
+    for j in range(MAX_ALTERNATIVES):
+        a = mu0 + min_increase * ALTERNATIVE_STEP**j
+        if a >= 1:
+            break
+        if a > null:
+            alternatives.append(a)
+    if not alternatives:
+        return None
+    v = null * (1 - null) if steps == 1 else max(variance, _MIN_VARIANCE)
+    levels = [k / steps for k in range(steps + 1)]
+    gains = []
+    for a in alternatives:
+        stake = min((a - null) / v, _MAX_STAKE / null)
+        gains.append(tuple(math.log1p(stake * (x - null)) for x in levels))
+    return Bets(null, tuple(alternatives), tuple(gains))
+
+
+def log_add(a: float, b: float) -> float:
+    """log(e^a + e^b), without overflow; -inf is the log of 0."""
+    if a < b:
+        a, b = b, a
+    if a == -math.inf:
+        return a
+    return a + math.log1p(math.exp(b - a))
 
 
 class SequentialTest:
-    """The statistics of one (rule, service): `S_j` and the evidence since each restart."""
+    """The statistic of one (rule, service): the log-wealth `log R_j` of each alternative,
+    its CUSUM `C_j`, when that run began and the verdicts it holds, and the time of the
+    last batch."""
 
-    __slots__ = ("evidence", "log_wealth")
+    __slots__ = ("evidence", "last", "log_wealth", "runs", "since")
 
     def __init__(self) -> None:
-        self.log_wealth = [0.0] * len(ALTERNATIVES)
-        self.evidence = [Moments()] * len(ALTERNATIVES)
+        self.log_wealth = [-math.inf] * MAX_ALTERNATIVES
+        self.runs = [0.0] * MAX_ALTERNATIVES
+        self.since = [0.0] * MAX_ALTERNATIVES
+        # The verdicts of each run: samples, sum and sum of squares of their values.
+        self.evidence = [Moments()] * MAX_ALTERNATIVES
+        self.last: float | None = None
 
-    def update(
-        self,
-        histogram: Sequence[int],
-        levels: Sequence[float],
-        mu: float,
-        variance: float,
-        min_increase: float,
-    ) -> None:
-        """Adds a batch: `histogram[k]` values equal to `levels[k]`, judged against a baseline
-        of mean `mu` and `variance`."""
-        n = sum(histogram)
-        if n == 0 or not 0 < mu < 1:
-            return
+    def update(self, bets: Bets, histogram: Sequence[float], now: float) -> None:
+        """Adds a batch that arrived by `now`, judged by `bets`: every running bettor's
+        wealth times the batch's likelihood ratio, a new bettor staking the seconds the
+        batch covered (the time since the previous one, at most `MAX_WEIGHT_S`)."""
+        weight = 0.0 if self.last is None else min(max(now - self.last, 0.0), MAX_WEIGHT_S)
+        log_weight = math.log(weight) if weight > 0 else -math.inf
+        self.last = now
+        steps = max(1, len(histogram) - 1)
         batch = Moments(
-            n,
-            sum(c * v for c, v in zip(histogram, levels, strict=True)),
-            sum(c * v * v for c, v in zip(histogram, levels, strict=True)),
+            int(sum(histogram)),
+            sum(c * k / steps for k, c in enumerate(histogram)),
+            sum(c * (k / steps) ** 2 for k, c in enumerate(histogram)),
         )
-        for j, multiple in enumerate(ALTERNATIVES):
-            delta = multiple * min_increase
-            if mu + delta >= 1:
-                continue  # no mean above 1 to bet on
-            stake = min(delta / max(variance, 1e-12), _MAX_STAKE / mu)
-            gain = sum(
-                c * math.log1p(stake * (v - mu))
-                for c, v in zip(histogram, levels, strict=True)
-                if c
-            )
-            total = self.log_wealth[j] + gain
-            if total <= 0:
-                self.log_wealth[j], self.evidence[j] = 0.0, Moments()
+        ratios = bets.log_ratios(histogram)
+        for j in range(MAX_ALTERNATIVES):
+            if j >= len(ratios):
+                # Alternatives that no longer fit below 1 (the baseline rose) stop betting.
+                self.log_wealth[j], self.runs[j], self.evidence[j] = -math.inf, 0.0, Moments()
+                continue
+            self.log_wealth[j] = log_add(self.log_wealth[j], log_weight) + ratios[j]
+            run = self.runs[j] + ratios[j]
+            if run <= 0:
+                self.runs[j], self.since[j], self.evidence[j] = 0.0, now, Moments()
             else:
-                self.log_wealth[j], self.evidence[j] = total, self.evidence[j].plus(batch)
+                self.runs[j], self.evidence[j] = run, self.evidence[j].plus(batch)
+
+    def log_statistic(self) -> float:
+        """`log R`: the log of the mean wealth over the live alternatives."""
+        live = [w for w in self.log_wealth if w > -math.inf]
+        if not live:
+            return -math.inf
+        total = -math.inf
+        for w in live:
+            total = log_add(total, w)
+        return total - math.log(len(live))
+
+    def crossed(self, budget_s: float) -> bool:
+        """Whether `R` reached `budget_s`: a page."""
+        return self.log_statistic() >= math.log(budget_s)
+
+    def progress(self, budget_s: float) -> float:
+        """How far `R` is towards a page, on a log scale: 1 pages, 0 is one second."""
+        return max(0.0, self.log_statistic()) / math.log(budget_s)
 
     def p_value(self) -> float:
-        """The chance, while nothing rose, that a bettor starting at some one evaluation
-        would hold what the best one holds now (at most)."""
-        return min(1.0, len(ALTERNATIVES) * math.exp(-max(self.log_wealth)))
+        """The chance, while nothing rose, of a run as strong as the strongest starting at
+        one given time (at most)."""
+        live = max(1, sum(w > -math.inf for w in self.log_wealth))
+        return min(1.0, live * math.exp(-max(self.runs)))
 
     def strongest(self) -> Moments:
-        """The verdicts since the restart of the alternative with the most evidence."""
-        best = max(range(len(ALTERNATIVES)), key=self.log_wealth.__getitem__)
-        return self.evidence[best]
+        """The verdicts of the strongest run (what a page reports as its evidence)."""
+        return self.evidence[max(range(MAX_ALTERNATIVES), key=self.runs.__getitem__)]
+
+    def building_since(self) -> float | None:
+        """When the earliest run whose p-value is below `HOLD_P` began (None: none)."""
+        live = max(1, sum(w > -math.inf for w in self.log_wealth))
+        floor = math.log(live / HOLD_P)
+        starts = [t for t, c in zip(self.since, self.runs, strict=True) if c > floor]
+        return min(starts) if starts else None
 
     def reset(self) -> None:
-        self.log_wealth = [0.0] * len(ALTERNATIVES)
-        self.evidence = [Moments()] * len(ALTERNATIVES)
+        self.__init__()  # type: ignore[misc]
 
-    def snapshot(self) -> list[list[float]]:
-        return [
-            [s, e.samples, e.defects, e.squares]
-            for s, e in zip(self.log_wealth, self.evidence, strict=True)
-        ]
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "log_wealth": [w if w > -math.inf else None for w in self.log_wealth],
+            "runs": list(self.runs),
+            "since": list(self.since),
+            "evidence": [[e.samples, e.defects, e.squares] for e in self.evidence],
+            "last": self.last,
+        }
 
     def restore(self, raw: Any) -> None:
         """Takes back `snapshot()`; raises TypeError or ValueError on anything else."""
-        if not isinstance(raw, list) or len(raw) != len(ALTERNATIVES):
-            raise ValueError("sequential: one entry per alternative expected")
-        wealth, evidence = [], []
-        for entry in raw:
-            s, n, d, q = (_finite(x) for x in entry)
-            if s < 0 or n < 0 or not 0 <= q <= d <= n or n != int(n):
-                raise ValueError("sequential: negative wealth or counts out of order")
-            wealth.append(s)
-            evidence.append(Moments(int(n), d, q))
-        self.log_wealth, self.evidence = wealth, evidence
+        if not isinstance(raw, dict):
+            raise ValueError("sequential: an object expected")
+        wealth = [-math.inf if w is None else _finite(w) for w in _list(raw["log_wealth"])]
+        runs = [_finite(c) for c in _list(raw["runs"])]
+        since = [_finite(s) for s in _list(raw["since"])]
+        evidence = [[_finite(x) for x in row] for row in _list(raw["evidence"])]
+        if any(c < 0 for c in runs):
+            raise ValueError("sequential: a negative run")
+        if any(len(row) != 3 or not 0 <= row[2] <= row[1] <= row[0] for row in evidence):
+            raise ValueError("sequential: evidence out of order")
+        last = raw["last"]
+        self.log_wealth, self.runs, self.since = wealth, runs, since
+        self.evidence = [Moments(int(n), d, q) for n, d, q in evidence]
+        self.last = None if last is None else _finite(last)
+
+
+def _list(raw: Any) -> list[Any]:
+    if not isinstance(raw, list) or len(raw) != MAX_ALTERNATIVES:
+        raise ValueError(f"sequential: {MAX_ALTERNATIVES} numbers expected")
+    return raw
 
 
 def _finite(raw: Any) -> float:

@@ -1,4 +1,4 @@
-"""Interval estimates for a defect rate observed as `defects` out of `samples`.
+"""Interval estimates and fixed-sample tests for defect rates, and the level a look may use.
 
 The alert engine compares the *bounds* of the rate, not the rate itself, with the
 threshold: 3 failures out of 5 is a 60 % rate, but the 95 % Wilson interval is
@@ -39,9 +39,9 @@ def wilson_interval(defects: float, samples: int, confidence: float) -> tuple[fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def increase_p_value(current: Moments, base: Moments) -> tuple[float, float]:
+def increase_p_value(current: Moments, base: Moments, shift: float = 0.0) -> tuple[float, float]:
     """(increase, p): the current mean defect value minus the reference's, and the one-sided
-    p-value of a pooled two-sample z-test that the current mean is not above the
+    p-value of a pooled two-sample z-test that the current mean is at most `shift` above the
     reference's (1.0 when either side is empty). For pass/fail verdicts this is the pooled
     two-proportion test (the pooled variance is p (1 - p)); for scores the pooled variance
     is the one the scores show."""
@@ -50,10 +50,18 @@ def increase_p_value(current: Moments, base: Moments) -> tuple[float, float]:
     increase = current.mean - base.mean
     variance = current.plus(base).variance * (1 / current.samples + 1 / base.samples)
     if variance <= 0:
-        return increase, 1.0
-    return increase, NormalDist().cdf(-increase / math.sqrt(variance))
+        return increase, 1.0 if increase <= shift else 0.0
+    return increase, NormalDist().cdf(-(increase - shift) / math.sqrt(variance))
 
 
-def one_sided_z(confidence: float) -> float:
-    """One-sided standard normal quantile: 0.99999 → 4.265."""
-    return NormalDist().inv_cdf(confidence)
+def look_level(interval_s: float, budget_s: float, looks: int = 1) -> float:
+    """The chance of a false page allowed at one look of a test judged every `interval_s`
+    (`looks` tests at each, e.g. the cohorts of a service) so that false pages come at most
+    once per `budget_s`: looks at overlapping windows are positively correlated, so the sum
+    over the looks of a budget is an upper bound."""
+    return min(0.5, interval_s / (budget_s * max(1, looks)))
+
+
+def one_sided_z(level: float) -> float:
+    """The standard normal quantile a one-sided test at `level` must pass: 1e-5 → 4.265."""
+    return NormalDist().inv_cdf(1 - level)

@@ -36,11 +36,21 @@ class AlertCohorts(Section):
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
 # monitor/alerts/README.md).
-REGRESSION_CONFIDENCE = 0.99999
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
 REGRESSION_MIN_SAMPLES = 100
 REGRESSION_TEST = "sequential"
+# How rarely a rule may page on a service that did not change, unless a rule says otherwise.
+FALSE_PAGE_EVERY = "90d"
+
+
+class AlertBoost(Section):
+    """Evidence-driven sampling: while a rule's evidence for a service builds (its p-value
+    below `while_p_below`, or the alert firing), the rule's evaluator samples that service
+    at `sample_rate` instead of its own rate (budgets still cap it)."""
+
+    sample_rate: Rate
+    while_p_below: float = Field(default=0.05, gt=0, lt=1)
 
 
 class AlertRule(Section):
@@ -52,26 +62,34 @@ class AlertRule(Section):
     max_defect_rate: Rate | None = None
     baseline: AlertBaseline | None = None
     cohorts: AlertCohorts | None = None
+    # The smallest rise worth a page; a rise below half of it is judged as no rise.
     min_increase: float | None = Field(default=None, gt=0, lt=1)
-    # Regression rules: the fixed-window z-test or the sequential test (monitor/alerts).
+    # Regression rules: the sequential test or the fixed-window z-test (monitor/alerts).
     test: Literal["window", "sequential"] | None = None
     # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`).
     measure: Literal["verdicts", "scores"] = "verdicts"
     window: Duration = "10m"
     min_samples: int = Field(default=30, gt=0)
-    confidence: float = Field(default=0.95, gt=0, lt=1)
+    # This rule's false-page budget (default `alerts.false_page_every`).
+    false_page_every: Duration | None = None
     severity: str = "warning"
+    boost: AlertBoost | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _regression_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if "confidence" in data:
+            raise ValueError(
+                "confidence: replaced by false_page_every, how rarely the rule may page on a "
+                "service that did not change (for example 90d; alerts.false_page_every sets "
+                "it for every rule)"
+            )
         if data.get("baseline") is not None or data.get("cohorts") is not None:
             data = {
                 "window": REGRESSION_WINDOW,
                 "min_samples": REGRESSION_MIN_SAMPLES,
-                "confidence": REGRESSION_CONFIDENCE,
                 "min_increase": REGRESSION_MIN_INCREASE,
                 **data,
             }
@@ -94,6 +112,10 @@ class AlertRule(Section):
             raise ValueError("test: only a rule with a baseline takes a test")
         if self.measure == "scores" and self.evaluator is None:
             raise ValueError("measure: scores are an evaluator's; a category rule counts verdicts")
+        if self.boost is not None and (self.evaluator is None or self.max_defect_rate is not None):
+            raise ValueError(
+                "boost: only a regression or cohort rule on an evaluator raises its sampling"
+            )
         if self.baseline is not None and parse_duration(self.baseline.window) <= parse_duration(
             self.window
         ):
@@ -101,6 +123,18 @@ class AlertRule(Section):
                 f"baseline.window: {self.baseline.window} must be longer than window {self.window}"
             )
         return self
+
+
+class AlertFleet(Section):
+    """Judge the fleet's verdicts as one stream: every replica reads the summed counters of
+    all replicas from Prometheus and runs its rules on them (monitor/alerts/fleet.py)."""
+
+    # The Prometheus that scrapes every replica (its HTTP API, e.g. http://prometheus:9090).
+    prometheus_url: str
+    # A PromQL label matcher that selects the fleet's series, e.g. `job="rag-monitor"`.
+    selector: str = ""
+    query_interval_s: Annotated[Seconds, at_least(0.5, "each query reads every replica")] = 15.0
+    timeout_s: Annotated[Seconds, at_least(0.1, "a query needs a moment")] = 5.0
 
 
 class Alertmanager(Section):
@@ -114,6 +148,9 @@ class Webhook(Section):
 
 class Alerts(Section):
     rules: list[AlertRule] = []
+    # How rarely a rule may page on a service that did not change, per rule and service.
+    false_page_every: Duration = FALSE_PAGE_EVERY
+    fleet: AlertFleet | None = None
     alertmanager: Alertmanager = Alertmanager()
     webhooks: list[Webhook] = []
     evaluation_interval_s: Annotated[

@@ -2,7 +2,8 @@
 
 A response sentence and the context sentence closest to it are read together by
 all-MiniLM-L6-v2 (Apache-2.0; frozen, int8 weights, `pair_encoder.onnx` built by
-`training/export_pair_encoder.py`, run by onnxruntime on one thread). From its last hidden states come how well each token of the claim is matched
+`training/export_pair_encoder.py` and installed by the `second-stage` extra as the
+`rag-monitor-pair-encoder` distribution, run by onnxruntime on one thread). From its last hidden states come how well each token of the claim is matched
 by some token of the evidence (worst, mean, lower quartile), the two sides' mean vectors
 compared (product, difference) and the first token's vector; a logistic head over them,
 fitted by `training/train_second_stage.py`, gives P(supported). Its weights, the band it serves
@@ -25,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-ENCODER_PATH = Path(__file__).with_name("pair_encoder.onnx")
 HEAD_PATH = Path(__file__).with_name("pair_head.npz")
 TOKENIZER_PATH = Path(__file__).with_name("pair_tokenizer.json")
 # Tokens of one claim and its evidence read together; longer pairs lose words from the longer side.
@@ -135,6 +135,13 @@ class PairModel:
         return self.head.supported(self.features(pairs)) if pairs else np.zeros(0)
 
 
+def encoder_path() -> Path:
+    """The encoder file, where the `second-stage` extra installed it."""
+    from rag_monitor_pair_encoder import ENCODER_PATH
+
+    return ENCODER_PATH
+
+
 @lru_cache(maxsize=1)
 def load_pair_model() -> PairModel:
     """Reads the encoder, tokenizer and head once per process (the only loader)."""
@@ -156,7 +163,7 @@ def _load_encoder() -> tuple[Any, Any]:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(
-        str(ENCODER_PATH), options, providers=["CPUExecutionProvider"]
+        str(encoder_path()), options, providers=["CPUExecutionProvider"]
     )
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_padding()

@@ -1,9 +1,16 @@
-"""The parent's side of the pool: a fixed number of worker processes, tasks dispatched to
-the least busy one, dead or hung workers replaced.
+"""The pool the stages submit tasks to, on the event loop, over pebble's process pool.
 
-The event loop drives the parent's end of every worker's socket itself: it writes a
-pickled task without blocking and reads answers as they arrive, so a task costs the
-calling process no thread hand-off.
+pebble runs each task in a worker process, kills a worker that is past its task's
+timeout, answers the task a dead worker was on with `ProcessExpired` and starts a new
+worker in its place. This adapter adds what the stages rely on: a bound on the tasks in
+flight (pushback), `WorkerLost` and `TaskFailed` for them to decide on, the workers'
+self-metrics and log lines, a start that waits for the workers' set-up, and a shutdown
+that lets the tasks in flight finish until its deadline.
+
+One case pebble does not survive: a worker that dies while no task runs anywhere (the
+set-up of a worker that cannot start looks the same to it) breaks the whole pebble pool.
+No task was running, so none is lost: the adapter replaces the pebble pool and sends the
+tasks that were waiting to the new one.
 """
 
 from __future__ import annotations
@@ -11,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 from typing import TypeVar, cast
 
-from monitor.pool._launch import Direct, Forked, ForkServer, Launcher, WorkerProcess
-from monitor.pool._worker import HEADER, Initializer, frame
+import pebble
+
+from monitor.pool._processes import Watch, WorkerContext
+from monitor.pool._worker import PICKLE, Initializer, run_task, set_up
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -30,10 +40,9 @@ R = TypeVar("R")
 DEPTH = 2
 # Starting a worker imports its task modules and runs the initializers (models load).
 _STARTUP_TIMEOUT_S = 120.0
-_RESPAWN_DELAY_S = 5.0
-# How long a worker asked to stop, then a killed one, is waited for.
-_STOP_WAIT_S = 1.0
-_KILLED_WAIT_S = 10.0
+# How long after a worker died the pebble pool may take to say it is broken (it looks
+# at its workers every 0.1 s).
+_BREAK_WAIT_S = 1.0
 REASONS = ("died", "hung")
 
 
@@ -52,63 +61,24 @@ class TaskFailed(Exception):
     """The task function raised in the worker: "ExceptionType: message"."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Lost:
-    error: str
-    stopping: bool
-
-
-# What a job's future gets: the worker's (ok, value); _Lost; None: send it again.
-_Outcome = tuple[bool, object] | _Lost | None
-
-
-@dataclass(eq=False)
-class _Job:
-    payload: bytes  # the frame, pickled once: sent again as is if its worker never starts it
-    items: int  # what the task holds (records, traces), for the log of a lost worker
-    timeout_s: float  # for the worker's answer, once it could start the task
-    answer: asyncio.Future[_Outcome]
-
-    def settle(self, outcome: _Outcome) -> None:
-        if not self.answer.done():  # a cancelled caller dropped it
-            self.answer.set_result(outcome)
-
-
-@dataclass(eq=False)
-class _Worker:
-    process: WorkerProcess
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    jobs: deque[_Job] = field(default_factory=deque)  # sent, in the order answered
-    deadline: asyncio.TimerHandle | None = None  # for the answer to jobs[0]
-    lost: bool = False
-    reading: asyncio.Task[None] | None = None
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> object:
-    (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
-    return pickle.loads(await reader.readexactly(size))
+class _SendAgain(Exception):
+    """The task never started: its pebble pool broke before a worker took it."""
 
 
 class ProcessPool:
     """`processes` worker processes, `DEPTH` tasks in flight per worker.
 
-    Each worker is a process started from a fresh interpreter, or forked from one (see
-    `monitor.pool._launch`), that runs `initializers` once, then the tasks it is sent:
-    `submit(function, payload)` with a module-level function, answered with what it
-    returns. With every slot taken, `submit` waits: a caller that keeps slots taken
-    pushes back on its own intake.
+    Each worker imports the `preload` modules and runs `initializers` once, then the
+    tasks it is given: `submit(function, payload)` with a module-level function, answered
+    with what it returns. With every slot taken, `submit` waits: a caller that keeps slots
+    taken pushes back on its own intake.
 
-    A worker that dies (its socket closes) or does not answer a task within its timeout
-    (`timeout_s`, or the task's own; counted from when it could start that task) is
-    killed and replaced, counted in
-    `worker_restarts_total{reason}`; the submitter of the task it was on gets
-    `WorkerLost`, and the tasks queued behind it, which it had not started, go to other
-    workers. `preload` names modules each worker imports before its initializers run;
-    with several workers, a fork server imports them once and forks the workers, so that
-    what they load at import (read-only tables) is shared by every worker's pages.
-    `forked` (from `fork_here(processes)`), forked from the calling process, is the lone
-    worker or the fork server of several: they then also share the caller's pages.
+    A worker that dies, or does not answer a task within its timeout (`timeout_s`, or the
+    task's own; counted from when the worker took the task), is killed and replaced,
+    counted in `worker_restarts_total{reason}`; the submitter of the task it was on gets
+    `WorkerLost`, and tasks no worker had taken yet go to the others. With several
+    workers, the fork server imports the `preload` modules once, so that what they load
+    at import is shared by every worker's pages (`_processes.py`).
     """
 
     def __init__(
@@ -120,25 +90,27 @@ class ProcessPool:
         initializers: Sequence[Initializer] = (),
         preload: Sequence[str] = (),
         label: str = "evaluation worker process",
-        forked: Forked | None = None,
     ) -> None:
         self._size = processes
         self._timeout = timeout_s
         self._initializers = list(initializers)
         self._preload = list(preload)
         self._label = label
-        self._launcher: Launcher | None = None
-        if forked is not None and forked.workers != processes:
-            forked.close()  # forked for another pool size
-            forked = None
-        self._forked = forked
-        self._workers: set[_Worker] = set()
-        self._room: asyncio.Event | None = None  # a slot freed or a worker added
-        self._stopping = False
-        self._started = False
-        self._stopped = False
+        self._pebble: pebble.ProcessPool | None = None
+        self._context: WorkerContext | None = None
+        self._watch = Watch(self._running_changed, self._died)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # replacements being started
+        # The workers' set-up notices: one pipe, which every worker writes to once.
+        self._ready_pipe: tuple[Connection, Connection] | None = None
+        self._ready = 0  # workers that finished their set-up
+        self._ready_changed = asyncio.Event()
+        self._set_up_failed = ""
+        self._in_flight = 0
+        self._room = asyncio.Event()  # a slot freed
+        self._answers: set[asyncio.Future[bytes]] = set()
+        self._renewing: asyncio.Task[None] | None = None
+        self._checks: set[asyncio.Task[None]] = set()
+        self._started = self._stopped = self._stopping = False
         self._running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
         self._busy = telemetry.gauge(
             "worker_processes_busy",
@@ -151,11 +123,6 @@ class ProcessPool:
         )
         for reason in REASONS:
             self._restarts.labels(reason)
-        self._server_exits = telemetry.counter(
-            "worker_fork_server_exits",
-            "Times the worker processes' fork server exited on its own (the next worker "
-            "to start starts a new one).",
-        )
 
     @property
     def size(self) -> int:
@@ -168,19 +135,13 @@ class ProcessPool:
 
     @property
     def in_flight(self) -> int:
-        """Tasks sent to the workers and not answered yet."""
-        return sum(len(w.jobs) for w in self._workers)
+        """Tasks submitted and not answered yet."""
+        return self._in_flight
 
     @property
     def pids(self) -> list[int]:
         """Process ids of the running workers."""
-        return [w.process.pid for w in self._workers]
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop the pool runs on (for submitters in other threads)."""
-        assert self._loop is not None, "start() first"
-        return self._loop
+        return self._watch.pids
 
     async def start(self) -> None:
         """Start the workers and wait until each has run its initializers; raises (with
@@ -188,23 +149,25 @@ class ProcessPool:
         if self._started:
             return
         self._started = True
-        self._launcher = (
-            Direct(self._forked)
-            if self._size == 1
-            else ForkServer(self._preload, self._forked, on_exit=self._server_exits.inc)
-        )
         self._loop = asyncio.get_running_loop()
-        self._room = asyncio.Event()
-        started = await asyncio.gather(
-            *(self._spawn() for _ in range(self._size)), return_exceptions=True
-        )
-        workers = [w for w in started if isinstance(w, _Worker)]
-        failed = [e for e in started if isinstance(e, BaseException)]
-        for worker in workers:
-            self._add(worker)
-        if failed:
+        self._context = WorkerContext(self._size, self._preload, self._watch)
+        self._ready_pipe = self._context.Pipe(duplex=False)
+        reader = self._ready_pipe[0]
+        self._loop.add_reader(reader.fileno(), self._read_ready, reader)
+        problem = ""
+        try:
+            await self._open()
+            async with asyncio.timeout(_STARTUP_TIMEOUT_S):
+                while self._ready < self._size and not self._set_up_failed:
+                    self._ready_changed.clear()
+                    await self._ready_changed.wait()
+            if self._set_up_failed:
+                problem = f"failed to initialize: {self._set_up_failed}"
+        except TimeoutError:
+            problem = f"did not start within {_STARTUP_TIMEOUT_S:g}s"
+        if problem:
             await self.shutdown(0.0)
-            raise failed[0]
+            raise RuntimeError(f"an {self._label} {problem}")
         log.info("%d %ses, %d tasks in flight each", self._size, self._label, DEPTH)
 
     async def submit(
@@ -216,219 +179,214 @@ class ProcessPool:
         timeout_s: float | None = None,
     ) -> R:
         """`function(payload)` in a worker, once a slot is free; `timeout_s` replaces the
-        pool's for this task. Raises `WorkerLost` if the worker is
-        lost while on it or the pool is shut down (`stopping`), `TaskFailed` if the
-        function raised. Cancelled, the worker still runs the task; its answer is
-        dropped."""
-        message = frame((function, payload))
-        loop = asyncio.get_running_loop()
-        while True:
-            worker = await self._free_worker()
-            job = _Job(message, items, timeout_s or self._timeout, loop.create_future())
-            self._send(worker, job)
-            outcome = await job.answer
-            if outcome is None:
-                continue  # its worker was lost before it started the task
-            if isinstance(outcome, _Lost):
-                raise WorkerLost(outcome.error, stopping=outcome.stopping)
-            ok, value = outcome
-            if not ok:
-                raise TaskFailed(cast(str, value))
-            return cast(R, value)
+        pool's for this task. Raises `WorkerLost` if the worker is lost while on it or
+        the pool is shut down (`stopping`), `TaskFailed` if the function raised.
+        Cancelled, the worker still runs the task; its answer is dropped."""
+        task = pickle.dumps((function, payload), PICKLE)
+        timeout = timeout_s or self._timeout
+        await self._slot()
+        self._in_flight += 1
+        self._count_busy()
+        try:
+            for attempt in (1, 2):
+                try:
+                    answer = await self._run(task, timeout, items)
+                except _SendAgain:
+                    if attempt == 2:
+                        raise WorkerLost(f"{self._label} died", stopping=self._stopping) from None
+                    continue
+                ok, value = cast(tuple[bool, object], pickle.loads(answer))
+                if not ok:
+                    raise TaskFailed(cast(str, value))
+                return cast(R, value)
+            raise AssertionError("unreachable")
+        finally:
+            self._in_flight -= 1
+            self._count_busy()
+            self._room.set()
 
     async def shutdown(self, deadline_s: float) -> None:
-        """Stop every worker: ask (after the tasks it has), wait up to `deadline_s`, then
-        kill. Tasks still unanswered get `WorkerLost`. Idempotent; safe without start."""
+        """Stop every worker: wait up to `deadline_s` for the tasks in flight, then stop
+        the workers (killed if they do not exit). Tasks still unanswered get
+        `WorkerLost(stopping=True)`. Idempotent; safe without start."""
         if self._stopped:
             return
         self._stopped = self._stopping = True
-        if self._room is not None:
-            self._room.set()  # callers waiting for a slot give up
-        for task in self._tasks:
+        self._room.set()  # callers waiting for a slot give up
+        if self._answers and deadline_s > 0:
+            await asyncio.wait(list(self._answers), timeout=deadline_s)
+        if self._renewing is not None:
+            await asyncio.gather(self._renewing, return_exceptions=True)
+        if self._pebble is not None:
+            await asyncio.to_thread(_close, self._pebble)
+        for answer in list(self._answers):
+            if not answer.done():
+                answer.set_exception(WorkerLost(f"{self._label} stopped", stopping=True))
+        for task in list(self._checks):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        workers = list(self._workers)
-        for worker in workers:
-            worker.writer.write(frame(None))
-        readers = [w.reading for w in workers if w.reading is not None]
-        if readers and deadline_s > 0:
-            await asyncio.wait(readers, timeout=deadline_s)
-        for worker in workers:
-            self._lose(worker, "stopped")
-        await asyncio.gather(*(_reap(w.process) for w in workers))
-        await asyncio.gather(*readers, return_exceptions=True)
-        if self._launcher is not None:
-            await self._launcher.close()
-        elif self._forked is not None:
-            self._forked.close()
+        if self._loop is not None and self._ready_pipe is not None:
+            reader, writer = self._ready_pipe
+            self._loop.remove_reader(reader.fileno())
+            reader.close()
+            writer.close()
+        self._running.set(0)
+        self._count_busy()
 
-    # -- dispatch (event loop) ---------------------------------------------------------------
+    # -- tasks ------------------------------------------------------------------------------
 
-    async def _free_worker(self) -> _Worker:
-        """The worker with the fewest tasks in flight, once one has fewer than DEPTH."""
-        assert self._room is not None, "start() first"
+    async def _slot(self) -> None:
         while True:
             if self._stopping:
                 raise WorkerLost(f"the {self._label} pool is shut down", stopping=True)
-            free = [w for w in self._workers if len(w.jobs) < DEPTH]
-            if free:
-                return min(free, key=lambda w: len(w.jobs))
+            if self._in_flight < self.slots:
+                return
             self._room.clear()
             await self._room.wait()
 
-    def _send(self, worker: _Worker, job: _Job) -> None:
-        worker.jobs.append(job)
-        worker.writer.write(job.payload)  # buffered by the transport if the socket is full
-        if len(worker.jobs) == 1:
-            self._arm(worker)
-        self._count_busy()
-
-    def _arm(self, worker: _Worker) -> None:
-        """Start the deadline of the task the worker is now on."""
-        loop = asyncio.get_running_loop()
-        worker.deadline = loop.call_later(worker.jobs[0].timeout_s, self._lose, worker, "hung")
-
-    async def _read(self, worker: _Worker) -> None:
-        """Answers of one worker, in the order its tasks were sent."""
-        try:
-            while True:
-                answer = await _read_frame(worker.reader)
-                if worker.lost:
-                    return
-                if not worker.jobs:
-                    log.error("%s %s answered no task", self._label, worker.process.pid)
-                    self._lose(worker, "died")
-                    return
-                self._answered(worker, cast(tuple[bool, object], answer))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            self._lose(worker, "died")
-        except Exception:
-            log.exception("unreadable answer from %s %s", self._label, worker.process.pid)
-            self._lose(worker, "died")
-
-    def _answered(self, worker: _Worker, answer: tuple[bool, object]) -> None:
-        job = worker.jobs.popleft()
-        if worker.deadline is not None:
-            worker.deadline.cancel()
-            worker.deadline = None
-        if worker.jobs:
-            self._arm(worker)
-        job.settle(answer)
-        self._count_busy()
-        assert self._room is not None
-        self._room.set()
-
-    # -- worker lifecycle --------------------------------------------------------------------
-
-    async def _spawn(self) -> _Worker:
-        assert self._launcher is not None, "start() first"
-        # What the worker reads first: the modules to import, then its initializers.
-        setup = frame(self._preload) + frame(self._initializers)
-        process, parent = await self._launcher.launch()
-        reader, writer = await asyncio.open_connection(sock=parent)
-        writer.write(setup)
-        problem = ""
-        try:
-            async with asyncio.timeout(_STARTUP_TIMEOUT_S):
-                status, detail = cast(tuple[str, str], await _read_frame(reader))
-            if status != "ready":
-                problem = f"failed to initialize: {detail}"
-        except TimeoutError:
-            problem = f"did not start within {_STARTUP_TIMEOUT_S:g}s"
-        except (asyncio.IncompleteReadError, ConnectionError):
-            problem = "exited before it was ready"
-        except BaseException:  # cancelled: the pool shuts down while this worker starts
-            writer.close()
-            process.kill()
-            raise
-        if problem:
-            writer.close()
-            await _reap(process)
-            raise RuntimeError(f"an {self._label} {problem} (exit code {process.exitcode})")
-        worker = _Worker(process, reader, writer)
-        worker.reading = asyncio.create_task(self._read(worker), name="pool-worker-answers")
-        return worker
-
-    def _add(self, worker: _Worker) -> None:
-        self._workers.add(worker)
-        self._running.set(len(self._workers))
-        assert self._room is not None
-        self._room.set()
-
-    def _lose(self, worker: _Worker, reason: str) -> None:
-        """Take `worker` out of service (`reason`: died, hung, or stopped by `shutdown`):
-        `WorkerLost` for the task it was on, its other tasks to other workers."""
-        if worker.lost:
-            return
-        worker.lost = True
+    async def _run(self, task: bytes, deadline_s: float, items: int) -> bytes:
+        """The worker's answer to `task`; `WorkerLost` or `_SendAgain` if there is none."""
         if self._stopping:
-            reason = "stopped"  # it exits because `shutdown` asked it to
-        if worker.deadline is not None:
-            worker.deadline.cancel()
-        self._workers.discard(worker)
-        self._running.set(len(self._workers))
-        worker.process.kill()  # no-op once it has exited; `shutdown` asked it to stop first
-        worker.writer.close()
-        jobs = list(worker.jobs)
-        worker.jobs.clear()
-        self._count_busy()
-        error = f"{self._label} {reason}" + (
-            f" (no answer within {jobs[0].timeout_s:g}s)" if reason == "hung" and jobs else ""
-        )
-        # Only the first task can have been started: the worker reads the next one after
-        # it has sent the answer to this one.
-        for i, job in enumerate(jobs):
-            if i == 0 or self._stopping:
-                job.settle(_Lost(error, self._stopping))
-            else:
-                job.settle(None)  # sent again
-        assert self._room is not None
-        self._room.set()
-        if reason not in REASONS:
-            return
-        self._restarts.labels(reason).inc()
-        lost = jobs[0].items if jobs else 0
-        task = asyncio.create_task(
-            self._replace(worker, reason, lost, len(jobs[1:])), name="pool-respawn"
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _replace(self, old: _Worker, reason: str, lost: int, resent: int) -> None:
-        await _reap(old.process)
-        log.warning(
-            "%s %s %s (exit code %s): the batch it was on (%d items) went back to its "
-            "submitter, %d batches it had not started went to other workers; starting a "
-            "replacement",
-            self._label,
-            old.process.pid,
-            reason,
-            old.process.exitcode,
-            lost,
-            resent,
-        )
-        while not self._stopping:
-            try:
-                fresh = await self._spawn()
-            except Exception as exc:
-                log.error("could not start an %s: %s; retrying", self._label, exc)
-                await asyncio.sleep(_RESPAWN_DELAY_S)
-                continue
+            raise WorkerLost(f"{self._label} stopped", stopping=True)
+        if self._renewing is not None:
+            await self._renewing
+        assert self._pebble is not None and self._loop is not None, "start() first"
+        try:
+            future = self._pebble.schedule(run_task, (task,), timeout=deadline_s)
+        except RuntimeError:  # the pebble pool broke since
+            self._renew()
+            raise _SendAgain from None
+        answer: asyncio.Future[bytes] = self._loop.create_future()
+        self._answers.add(answer)
+        future.add_done_callback(lambda done: self._settle_soon(answer, done))
+        try:
+            return await answer
+        except pebble.ProcessExpired:
+            raise WorkerLost(f"{self._label} died", stopping=self._stopping) from None
+        except TimeoutError:
+            self._restarts.labels("hung").inc()
+            log.warning(
+                "%s hung: no answer within %gs to a task of %d items; killed, starting a "
+                "replacement",
+                self._label,
+                deadline_s,
+                items,
+            )
+            raise WorkerLost(
+                f"{self._label} hung (no answer within {deadline_s:g}s)", stopping=False
+            ) from None
+        except BrokenProcessPool:
             if self._stopping:
-                fresh.writer.close()
-                await _reap(fresh.process)
+                raise WorkerLost(f"{self._label} stopped", stopping=True) from None
+            self._renew()
+            raise _SendAgain from None
+        finally:
+            self._answers.discard(answer)
+
+    def _settle_soon(self, answer: asyncio.Future[bytes], done: Future[bytes]) -> None:
+        """From the library's thread: settle `answer` on the loop."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(_settle, answer, done)
+        except RuntimeError:  # the loop is closed: nobody waits for it any more
+            pass
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        """A new pebble pool, its workers started."""
+        assert self._context is not None and self._ready_pipe is not None
+        pool = pebble.ProcessPool(
+            self._size,
+            initializer=set_up,
+            initargs=(self._preload, self._initializers, self._ready_pipe[1]),
+            context=self._context,
+        )
+        # Reading `active` starts the pool: its threads, then its workers.
+        await asyncio.to_thread(lambda: pool.active)
+        self._pebble = pool
+
+    def _renew(self) -> None:
+        """Replace a broken pebble pool (once, however many tasks noticed)."""
+        if self._renewing is None and not self._stopping:
+            self._renewing = asyncio.get_running_loop().create_task(
+                self._replace(), name="pool-renew"
+            )
+
+    async def _replace(self) -> None:
+        broken = self._pebble
+        try:
+            if broken is not None:
+                await asyncio.to_thread(_close, broken)
+            if not self._stopping:
+                log.warning("the %s pool broke; starting its workers again", self._label)
+                await self._open()
+        finally:
+            self._renewing = None
+
+    async def _check_broken(self) -> None:
+        """After a worker died: replace the pebble pool if that broke it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _BREAK_WAIT_S
+        while loop.time() < deadline and not self._stopping:
+            pool = self._pebble
+            if pool is not None and self._renewing is None and not pool.active:
+                self._renew()
                 return
-            self._add(fresh)
+            await asyncio.sleep(0.1)
+
+    def _died(self, pid: int, exitcode: int | None) -> None:
+        """From the library's thread: a worker exited without being told to."""
+        if self._stopping:
             return
+        self._restarts.labels("died").inc()
+        log.warning(
+            "%s %s died (exit code %s): the task it was on goes back to its submitter; "
+            "starting a replacement",
+            self._label,
+            pid,
+            exitcode,
+        )
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._spawn_check)
+            except RuntimeError:
+                pass
+
+    def _spawn_check(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._check_broken(), name="pool-check")
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    def _read_ready(self, reader: Connection) -> None:
+        """A worker's set-up is done (the loop reads the notices as they come)."""
+        try:
+            pid, failed = cast(tuple[int, str], reader.recv())
+        except (EOFError, OSError):
+            return
+        if failed:
+            log.error("%s %s failed to initialize: %s", self._label, pid, failed)
+            self._set_up_failed = self._set_up_failed or failed
+        self._ready += 1
+        self._ready_changed.set()
+
+    def _running_changed(self, running: int) -> None:
+        self._running.set(running)
 
     def _count_busy(self) -> None:
-        self._busy.set(sum(1 for w in self._workers if w.jobs))
+        self._busy.set(min(self._in_flight, len(self._watch.pids)))
 
 
-async def _reap(process: WorkerProcess) -> None:
-    """Wait a moment for a worker that was asked to stop or killed, then kill it."""
-    if await process.wait(_STOP_WAIT_S):
+def _settle(answer: asyncio.Future[bytes], done: Future[bytes]) -> None:
+    if answer.done():
         return
-    process.kill()
-    if not await process.wait(_KILLED_WAIT_S):
-        log.error("worker process %s did not exit after SIGKILL", process.pid)
+    error = done.exception()
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(done.result())
+
+
+def _close(pool: pebble.ProcessPool) -> None:
+    """Stop a pebble pool's workers (killed if they do not exit) and its threads."""
+    pool.stop()  # type: ignore[no-untyped-call]
+    pool.join()

@@ -1,26 +1,23 @@
-"""The worker process's side of the pool: run the initializers, then answer tasks, one
-after another, over a socket pair, until told to stop or until the parent is gone.
+"""The worker process's side of the pool: its set-up, then each task.
 
-A frame on the socket is the payload's length, then the payload (a pickle). The parent
-sends `(function, payload)` frames (or None: stop); the worker answers each with
-`(True, result)`, or `(False, "ExceptionType: message")` when the function raised.
-
-A worker first reads the modules to import (`preload`) and its initializers, each a
-frame (`run_worker`).
+A task travels as bytes both ways: the pool pickles `(function, payload)` and the worker
+pickles `(True, result)`, or `(False, "ExceptionType: message")` when the function
+raised. The library that carries them (pebble) then only moves bytes: nothing a task
+holds can fail to pickle or unpickle inside it, where one such failure would stop every
+worker, and the worker reads a task off the shared channel in the time it takes to copy
+its bytes.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pickle
-import signal
-import socket
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, cast
+from multiprocessing.connection import Connection
+from typing import Any, cast
 
-HEADER = struct.Struct("!Q")
 PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -35,72 +32,38 @@ class Initializer:
     args: object = None
 
 
-def frame(message: object) -> bytes:
-    payload = pickle.dumps(message, PICKLE)
-    return HEADER.pack(len(payload)) + payload
+# Why this worker cannot run tasks ("" when it can): its set-up failed.
+_set_up_failed = ""
 
 
-def _recv_frame(stream: BinaryIO) -> object:
-    """The next message; EOFError when the parent closed its end."""
-    header = stream.read(HEADER.size)
-    if len(header) < HEADER.size:
-        raise EOFError
-    (size,) = HEADER.unpack(header)
-    payload = stream.read(size)
-    if len(payload) < size:
-        raise EOFError
-    return pickle.loads(payload)
-
-
-def _run(function: Callable[[Any], object], payload: object) -> tuple[bool, object]:
+def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: Connection) -> None:
+    """A worker's set-up: import the `preload` modules, run the initializers, then tell
+    the pool on `ready`: (pid, "") or (pid, why it failed). A worker whose set-up failed
+    stays up and answers each task with that failure, rather than exiting to be started
+    again, and failing again, at once."""
+    global _set_up_failed
     try:
-        return True, function(payload)
+        for module in preload:
+            importlib.import_module(module)
+        for initializer in initializers:
+            initializer.function(initializer.args)
     except Exception as exc:
-        return False, f"{type(exc).__name__}: {exc}"
+        _set_up_failed = f"{type(exc).__name__}: {exc}"
+    # One short message: a single write to the pipe, which every worker shares.
+    ready.send((os.getpid(), _set_up_failed))
+    ready.close()
 
 
-def import_all(modules: Sequence[str]) -> None:
-    for module in modules:
-        importlib.import_module(module)
-
-
-def run_worker(sock: socket.socket) -> None:
-    """A worker in a process of its own: import the `preload` modules the first frame
-    names, then `serve` with the initializers of the second."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stream = sock.makefile("rb")
+def run_task(task: bytes) -> bytes:
+    """One task: `function(payload)`, its outcome pickled."""
+    if _set_up_failed:
+        return pickle.dumps((False, f"failed to initialize: {_set_up_failed}"), PICKLE)
+    function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))
     try:
-        preload = cast(list[str], _recv_frame(stream))
-        import_all(preload)
-        initializers = cast(list[Initializer], _recv_frame(stream))
-    except (EOFError, OSError):
-        return
+        outcome: tuple[bool, object] = (True, function(payload))
     except Exception as exc:
-        sock.sendall(frame(("failed", f"{type(exc).__name__}: {exc}")))
-        return
-    serve(sock, initializers, stream)
-
-
-def serve(
-    sock: socket.socket, initializers: Sequence[Initializer], stream: BinaryIO | None = None
-) -> None:
-    """A worker process: run the initializers, say ("ready", "") or ("failed", why), then
-    answer tasks in order until told to stop (None) or until the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
-    stream = stream or sock.makefile("rb")
+        outcome = (False, f"{type(exc).__name__}: {exc}")
     try:
-        try:
-            for initializer in initializers:
-                initializer.function(initializer.args)
-        except Exception as exc:
-            sock.sendall(frame(("failed", f"{type(exc).__name__}: {exc}")))
-            return
-        sock.sendall(frame(("ready", "")))
-        while True:
-            message = _recv_frame(stream)
-            if message is None:
-                return
-            function, payload = cast(tuple[Callable[[Any], object], object], message)
-            sock.sendall(frame(_run(function, payload)))
-    except (EOFError, OSError):
-        return  # the parent closed the socket or exited
+        return pickle.dumps(outcome, PICKLE)
+    except Exception as exc:
+        return pickle.dumps((False, f"unpicklable answer: {type(exc).__name__}: {exc}"), PICKLE)

@@ -219,11 +219,11 @@ def test_check_config_rejects_bad_cohort_rules(tmp_path: Path, rule: str, proble
 
 def test_cohort_rule_defaults_are_the_regression_rules() -> None:
     rule = AlertRule(name="r", evaluator="e", cohorts=AlertCohorts(by="version"))
-    assert (rule.window, rule.min_samples, rule.min_increase, rule.confidence) == (
+    assert (rule.window, rule.min_samples, rule.min_increase, rule.false_page_every) == (
         "30m",
         100,
         0.03,
-        0.99999,
+        None,
     )
     assert rule.test is None and rule.measure == "verdicts"
 

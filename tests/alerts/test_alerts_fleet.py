@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from monitor.alerts import AlertEngine
-from monitor.config import AlertBaseline, AlertRule
+from monitor.alerts.stats import look_level, one_sided_z
+from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -55,7 +56,10 @@ def engine_verdicts(counts: list[tuple[int, int]]) -> dict[int, bool]:
         test="window",
     )
     now = [0.0]
-    engine = AlertEngine([rule], create_telemetry(), clock=lambda: now[0])
+    # Judged every minute, as the Prometheus rule group is: the same level per look.
+    engine = AlertEngine(
+        [rule], create_telemetry(), evaluation_interval_s=60.0, clock=lambda: now[0]
+    )
     record = RagRecord(request_id="r", service="shop", response="a")
     results = {
         fail: {"local_groundedness": EvalResult(name="local_groundedness", passed=not fail)}
@@ -128,10 +132,14 @@ def test_fleet_rule_constants_are_the_sidecar_defaults() -> None:
     groups = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text())["groups"]
     alert = next(r for g in groups for r in g["rules"] if r.get("alert") == ALERT)
     expr = alert["expr"]
-    assert f">= {rule.min_increase}" in expr and f">= {(rule.min_increase or 0) / 2}" in expr
+    half = (rule.min_increase or 0) / 2
+    assert f">= {half}" in expr
     assert f"increase30m >= {rule.min_samples}" in expr
     assert f"increase24h_offset30m >= {rule.baseline.min_samples}" in expr
     assert (rule.window, rule.baseline.window) == ("30m", "24h")
-    from statistics import NormalDist
-
-    assert f"regression_z > {NormalDist().inv_cdf(rule.confidence):.3f}" in expr
+    z = one_sided_z(look_level(60, parse_duration(FALSE_PAGE_EVERY)))
+    assert f"regression_z{{evaluator=~\"local_groundedness|groundedness\"}} > {z:.4f}" in expr
+    record = next(
+        r for g in groups for r in g["rules"] if r.get("record", "").endswith("regression_z")
+    )
+    assert f"increase30m_vs_24h - {half})" in record["expr"]

@@ -27,7 +27,7 @@ RULE = AlertRule(
     min_samples=50,
     baseline=AlertBaseline(window="10m", min_samples=200),
     min_increase=0.05,
-    confidence=0.999,
+    false_page_every="2h",  # a false page at most at 1 in 1,440 looks every 5 s
     test="window",  # the sequential test: tests/alerts/test_alerts_sequential.py
 )
 
@@ -104,11 +104,12 @@ def test_too_little_baseline_means_no_page_and_says_why() -> None:
     assert current is not None and current >= 50
 
 
-def test_a_rise_smaller_than_min_increase_does_not_page() -> None:
-    engine, _, clock = make()
-    stream = Stream(engine, clock, per_s=100)  # enough data that +0.03 is significant
+@pytest.mark.parametrize("test", ["window", "sequential"])
+def test_a_rise_below_half_of_min_increase_does_not_page(test: str) -> None:
+    engine, _, clock = make(RULE.model_copy(update={"test": test}))
+    stream = Stream(engine, clock, per_s=100)  # enough data that +0.02 is significant
     stream.run(900, 0.30)
-    stream.run(300, 0.33)
+    stream.run(1200, 0.32)
     assert stream.pages() == []
 
 
@@ -189,9 +190,21 @@ def test_regression_rule_defaults() -> None:
     rule = AlertRule(name="r", evaluator="local_groundedness", baseline=AlertBaseline())
     assert rule.baseline is not None
     assert (rule.window, rule.baseline.window, rule.baseline.min_samples) == ("30m", "24h", 500)
-    assert (rule.min_increase, rule.confidence, rule.test) == (0.03, 0.99999, "sequential")
+    assert (rule.min_increase, rule.false_page_every, rule.test) == (0.03, None, "sequential")
     absolute = AlertRule(name="a", evaluator="local_groundedness", max_defect_rate=0.1)
-    assert (absolute.window, absolute.confidence, absolute.min_increase) == ("10m", 0.95, None)
+    assert (absolute.window, absolute.false_page_every, absolute.min_increase) == ("10m", None, None)
+    assert load_config(None).alerts.false_page_every == "90d"
+
+
+def test_confidence_is_refused_with_what_replaced_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "alerts: {rules: [{name: r, evaluator: local_groundedness, baseline: {}, "
+        "confidence: 0.999}]}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "confidence: replaced by false_page_every" in "; ".join(caught.value.problems)
 
 
 # -- the state file ---------------------------------------------------------------------
@@ -318,8 +331,8 @@ def test_check_config_shows_a_regression_rule_with_its_defaults(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert (
-        "# alert reg: defect rate over 30m up by 0.03 or more on the previous 24h at 0.99999"
-        in result.stdout
+        "# alert reg: defect rate up by 0.03 or more on the previous 24h (sequential test, "
+        "window 30m, one false page per 90d)" in result.stdout
     )
     (rule,) = yaml.safe_load(result.stdout)["alerts"]["rules"]
     assert rule["baseline"] == {"window": "24h", "min_samples": 500}

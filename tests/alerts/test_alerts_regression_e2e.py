@@ -4,7 +4,7 @@ pages through real Alertmanager when that share rises 2.5x.
 The monitor runs as a process with a regression rule on the embedded `local_groundedness`
 (its default threshold: nothing tuned), the windows shortened to 30 s current and 3 min
 baseline and every other setting at its default (min_samples 100 and 500, min_increase
-0.03, confidence 0.99999, the sequential test, evaluation every 15 s). A RAG service sends
+0.03, one false page per 90d, the sequential test, evaluation every 15 s). A RAG service sends
 OpenInference-shaped
 traces through the OpenTelemetry SDK over OTLP/HTTP at a steady `PER_S` requests a second
 (tests/_rag_service.py). A separate process cannot take an injected clock, so the traffic
@@ -81,6 +81,6 @@ def _scenario(service: Service, hook: Any, port: int) -> None:
     assert description.startswith("defect rate 0.")
     # The default test is sequential: the description names its evidence, not the window.
     assert "verdicts against 0.2" in description and "over the previous 3m (" in description
-    assert description.endswith("(sequential test)")
+    assert description.endswith("(sequential test, one false page per 90d)")
     assert float(page["annotations"]["increase"]) >= 0.03
     assert float(page["annotations"]["p_value"]) <= 1e-5

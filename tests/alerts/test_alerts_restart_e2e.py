@@ -78,11 +78,13 @@ def test_a_firing_alert_survives_sigterm_and_the_next_process_resolves_it(
             )
             service = Service(ports.http)
             try:
-                for item in (service.faithful * 20)[:600]:
+                # Enough that the upper bound, at the level of a look every 0.5 s for a
+                # false page a quarter, falls below the threshold.
+                for item in (service.faithful * 40)[:1200]:
                     service.request(item)
                 service.provider.force_flush()
                 wait_until(
-                    lambda: evaluated(ports.metrics) == 600, 180, "600 faithful answers evaluated"
+                    lambda: evaluated(ports.metrics) == 1200, 180, "1200 faithful answers evaluated"
                 )
                 (resolved, *_) = wait_until(lambda: sent("resolved"), 60, "the resolve")
             finally:

@@ -12,10 +12,12 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.sequential import ALTERNATIVES, SequentialTest
+from monitor.alerts.sequential import SequentialTest, bets
+from monitor.alerts.window import Moments
 from monitor.config import AlertBaseline, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -30,7 +32,6 @@ RULE = AlertRule(
     min_samples=50,
     baseline=AlertBaseline(window="1h", min_samples=500),
     min_increase=0.03,
-    confidence=0.99999,
 )
 
 
@@ -52,7 +53,7 @@ def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -
     assert sequential.starts_at < window.starts_at
     assert sequential.starts_at.timestamp() - start <= 180
     notes = sequential.annotations
-    assert notes["description"].endswith("(sequential test)")
+    assert notes["description"].endswith("(sequential test, one false page per 90d)")
     assert (
         "over the last " in notes["description"]
         and "against 0.30 over the previous 1h (" in (notes["description"])
@@ -61,13 +62,13 @@ def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -
     assert float(notes["defect_rate"]) > 0.5  # the evidence: verdicts since the rise
 
 
-def test_a_rise_smaller_than_min_increase_does_not_page() -> None:
+def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
     engine, _, clock = make(RULE)
-    # 45,000 verdicts in the rise's half hour: a fixed test over them would call +0.02
-    # significant (z near 9); below min_increase, the sequential test drifts down.
+    # 45,000 verdicts in the rise's half hour: a fixed test over them would call +0.012
+    # significant (z near 5.5); below half of min_increase, the sequential test drifts down.
     stream = Stream(engine, clock, per_s=25)
-    stream.run(3900, 0.30)
-    stream.run(1800, 0.32)
+    stream.run(3900, 0.300)
+    stream.run(1800, 0.312)
     assert stream.pages() == []
 
 
@@ -108,7 +109,7 @@ async def test_the_statistics_survive_a_restart(tmp_path: Path) -> None:
     assert first.firing() == []
     await first.shutdown(10)
     saved = json.loads(path.read_text())["rules"][RULE.name]["services"]["shop"]
-    assert max(s for s, *_ in saved["sequential"]) > 0
+    assert max(saved["sequential"]["runs"]) > 0
 
     second, _, _ = make(RULE, state_path=path, clock=clock)
     await second.start()
@@ -119,17 +120,29 @@ async def test_the_statistics_survive_a_restart(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [[[float("nan"), 1, 1, 1]] * 4, [[1.0, 5, 9, 1]] * 4, [[-1.0, 0, 0, 0]] * 4, "x"]
+    ("key", "bad"),
+    [
+        ("runs", [float("nan")] * 8),
+        ("runs", [-1.0] * 8),
+        ("log_wealth", [1.0] * 3),
+        ("evidence", [[1.0, 5, 9]] * 8),
+        ("since", "x"),
+        (None, "x"),
+    ],
 )
 async def test_a_saved_statistic_that_cannot_be_restored_is_left_out(
-    tmp_path: Path, bad: object
+    tmp_path: Path, key: str | None, bad: object
 ) -> None:
     path = tmp_path / "alerts.state"
     first, _, clock = make(RULE, state_path=path)
     Stream(first, clock).run(60, 0.2)
     await first.shutdown(10)
     data = json.loads(path.read_text())
-    data["rules"][RULE.name]["services"]["shop"]["sequential"] = bad
+    entry = data["rules"][RULE.name]["services"]["shop"]
+    if key is None:
+        entry["sequential"] = bad
+    else:
+        entry["sequential"][key] = bad
     path.write_text(json.dumps(data))
     second, t, _ = make(RULE, state_path=path, clock=clock)
     await second.start()
@@ -137,41 +150,69 @@ async def test_a_saved_statistic_that_cannot_be_restored_is_left_out(
     assert gauge(t, "alert_state_entries_dropped_total", when="load") == 1
 
 
-def test_a_file_without_statistics_starts_them_at_zero(tmp_path: Path) -> None:
+@pytest.mark.parametrize("saved", ["absent", "an earlier release's"])
+def test_a_file_without_statistics_starts_them_at_zero(tmp_path: Path, saved: str) -> None:
     engine, _, clock = make(RULE)
     Stream(engine, clock).run(60, 0.2)
     snapshot = engine.snapshot()
-    del snapshot[RULE.name]["services"]["shop"]["sequential"]  # as a window rule saved it
+    entry = snapshot[RULE.name]["services"]["shop"]
+    if saved == "absent":
+        del entry["sequential"]  # as a window rule saved it
+    else:
+        entry["sequential"] = [[3.0, 10, 4, 4]] * 4
     again, _, _ = make(RULE, clock=clock)
     again.restore(snapshot)
-    assert again.snapshot()[RULE.name]["services"]["shop"]["sequential"][0][0] == 0
+    restored = again.snapshot()[RULE.name]["services"]["shop"]
+    assert restored["sequential"]["runs"] == [0.0] * 8
+    assert restored["current"] == entry["current"]
 
 
-def test_false_pages_stay_within_the_bound() -> None:
-    """Healthy streams (the baseline rate exactly known), each watched for `looks`
-    evaluations: a bettor starting at any one evaluation reaches p <= alpha with
-    probability at most alpha (Ville's inequality), so the share of streams in which the
-    test ever pages stays at most `looks` x alpha."""
-    rng = random.Random(7)
-    alpha, mu, looks, streams, crossed = 1e-4, 0.3, 100, 500, 0
-    for _ in range(streams):
-        test = SequentialTest()
-        for _ in range(looks):
-            defects = sum(rng.random() < mu for _ in range(5))
-            test.update([5 - defects, defects], [0.0, 1.0], mu, mu * (1 - mu), 0.03)
-            if test.p_value() <= alpha:
-                crossed += 1
-                break
-    assert crossed / streams <= looks * alpha
-    assert len(ALTERNATIVES) == 4
+def test_false_pages_stay_within_the_budget_in_time() -> None:
+    """While the mean sits at the null point (a rise of exactly half of min_increase, the
+    baseline known), the statistic minus the time elapsed is a martingale, so it reaches
+    the budget T within a horizon s with probability at most s / T (Doob's inequality),
+    whatever the rate: here streams of 2 and of 20 verdicts a second, each watched for a
+    fifth of the budget, in batches of 8 verdicts."""
+    rng = np.random.default_rng(7)
+    budget, horizon, base = 4000.0, 800.0, Moments(10**9, 0.3 * 10**9, 0.3 * 10**9)
+    judged = bets(base, 0.03, 1)
+    assert judged is not None
+    for per_s in (2, 20):
+        crossed, streams = 0, 300
+        for _ in range(streams):
+            test, now = SequentialTest(), 0.0
+            while now < horizon:
+                now += 8 / per_s
+                defects = rng.binomial(8, judged.null)
+                test.update(judged, [8.0 - defects, float(defects)], now)
+                if test.crossed(budget):
+                    crossed += 1
+                    break
+        assert crossed / streams <= horizon / budget, per_s
 
 
 def test_the_p_value_falls_fast_on_a_doubling() -> None:
+    judged = bets(Moments(100_000, 20_000, 20_000), 0.03, 1)
+    assert judged is not None
     test = SequentialTest()
-    for _ in range(40):  # 40 evaluations of 15 verdicts at twice the rate
-        test.update([9, 6], [0.0, 1.0], 0.2, 0.16, 0.03)
+    for i in range(40):  # 40 batches of 15 verdicts at twice the rate
+        test.update(judged, [9.0, 6.0], 15.0 * i)
     assert test.p_value() < 1e-5
     assert test.strongest().samples == 600
+    assert test.crossed(90 * 86400)  # and past a budget of one false page a quarter
+
+
+def test_the_null_point_covers_the_baseline_s_own_error() -> None:
+    """A baseline of 500 verdicts moves the null point further above the baseline's mean than
+    one of 50,000 (half a standard error more), beside half of min_increase."""
+    small = bets(Moments(500, 150, 150), 0.03, 1)
+    large = bets(Moments(50_000, 15_000, 15_000), 0.03, 1)
+    assert small is not None and large is not None
+    assert large.null == pytest.approx(0.3 + 0.015 + 0.5 * (0.21 / 50_000) ** 0.5)
+    assert small.null - large.null == pytest.approx(
+        0.5 * ((0.21 / 500) ** 0.5 - (0.21 / 50_000) ** 0.5)
+    )
+    assert small.alternatives[0] == pytest.approx(0.33)  # the smallest rise worth a page
 
 
 def scored(score: float) -> dict[str, EvalResult]:

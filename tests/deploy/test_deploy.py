@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.config import AlertBaseline, AlertCohorts, AlertRule, load_config
+from monitor.alerts.stats import look_level, one_sided_z
+from monitor.config import (
+    FALSE_PAGE_EVERY,
+    AlertBaseline,
+    AlertCohorts,
+    AlertRule,
+    load_config,
+    parse_duration,
+)
 from tests._servers import DEPLOY, need
 
 
@@ -103,14 +111,17 @@ def test_prometheus_rules_mirror_the_sidecar_defaults() -> None:
                 severity=rule.severity,
             )
             continue
-        assert rule.window == "10m" and rule.confidence == 0.95, rule.name
+        assert rule.window == "10m" and rule.false_page_every is None, rule.name
         alert = "RagHallucinationRateHigh" if rule.evaluator else "RagSafetyDefectRateHigh"
         assert prom[alert] == (rule.max_defect_rate, rule.min_samples), rule.name
         if rule.category:
             categories.add(rule.category)
     assert categories == {"hate_unfairness", "sexual", "violence", "self_harm", "jailbreak"}
     text = (DEPLOY / "prometheus/rules.yml").read_text()
-    assert "1.96 * sqrt" in text  # z of the sidecar's default confidence 0.95
+    assert config.alerts.false_page_every == FALSE_PAGE_EVERY
+    # z of a look every minute (the groups' interval) at the sidecar's default budget.
+    z = one_sided_z(look_level(60, parse_duration(FALSE_PAGE_EVERY)))
+    assert f"{z:.4f} * sqrt" in text and f"{z * z:.4f}" in text
     names = {
         r["alert"]
         for g in load(DEPLOY / "prometheus/rules.yml")["groups"]

@@ -14,10 +14,10 @@ import pytest
 from monitor.detector import score_groundedness
 from monitor.detector.groundedness import first_stage, in_band
 from monitor.detector.pair_model import (
-    ENCODER_PATH,
     FEATURES,
     HEAD_PATH,
     TOKENIZER_PATH,
+    encoder_path,
     load_pair_model,
 )
 from training import probe_families
@@ -88,7 +88,7 @@ def test_the_pair_model_reads_a_swapped_direction_as_less_supported() -> None:
 
 
 def test_the_shipped_files_fit_the_size_budget_and_load_once() -> None:
-    total = sum(p.stat().st_size for p in (HEAD_PATH, TOKENIZER_PATH, ENCODER_PATH))
+    total = sum(p.stat().st_size for p in (HEAD_PATH, TOKENIZER_PATH, encoder_path()))
     assert total <= 30 * 1024 * 1024
     assert load_pair_model() is load_pair_model()
 

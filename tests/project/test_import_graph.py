@@ -128,6 +128,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.component",
                 # An evaluation's result: what sinks are handed.
                 "monitor.results",
+                # Sampling rates raised by alert rules, read by the sampler.
+                "monitor.boosts",
             }
         ),
     ),

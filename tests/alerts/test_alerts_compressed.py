@@ -1,0 +1,90 @@
+"""Compressed windows, as a user tries them: 8 verdicts a second, `window: 30s`, a `3m`
+baseline, `min_increase: 0.05` and one false page an hour. The defect rate rises from 0.35
+to 0.46 (a hallucinated share going from 19 % to 46 % with a detector that fails 27 % of
+faithful and 68 % of hallucinated answers) after ten healthy minutes.
+
+The time to page is a random variable: the verdicts are drawn at random, and a 3-minute
+baseline of about 1,400 verdicts is itself off by about a quarter of the rise (its standard
+error) as often as not. So the scenario runs on twenty seeded streams: the default
+(sequential) test pages within 90 s (about 1.5 times the information limit for that
+budget) in at least 80 % of them, with a median near the limit, and the ten healthy minutes
+stay quiet in at least 90 % of them (one false page an hour allows about 15 %). The engine
+reads an injected clock and is judged every 15 s and whenever its test asks.
+`bench/alert_regression.py` gives the distribution over more runs (docs/quality.md).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Literal
+
+from monitor.alerts import AlertEngine
+from monitor.config import AlertBaseline, AlertRule
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock, record, verdict
+
+INTERVAL = 15.0
+HEALTHY, RISEN, PER_S = 0.35, 0.46, 8.0
+
+
+def rule(test: Literal["window", "sequential"]) -> AlertRule:
+    return AlertRule(
+        name="compressed",
+        evaluator="local_groundedness",
+        baseline=AlertBaseline(window="3m"),
+        window="30s",
+        min_increase=0.05,
+        test=test,
+        false_page_every="1h",
+    )
+
+
+def seconds_to_page(
+    test: Literal["window", "sequential"], seed: int, healthy_s: float
+) -> tuple[float, int]:
+    """(seconds from the rise to the page, pages before it)."""
+    clock = Clock()
+    engine = AlertEngine(
+        [rule(test)], create_telemetry(), evaluation_interval_s=INTERVAL, clock=clock
+    )
+    rng = random.Random(seed)
+    start, tick, early, n = clock.now + healthy_s, clock.now + INTERVAL, 0, 0
+    while clock.now < start + 600:
+        clock.now += rng.expovariate(PER_S)
+        while clock.now >= tick:
+            saved, clock.now = clock.now, tick
+            engine.evaluate()
+            clock.now, tick = saved, tick + INTERVAL
+        rate = HEALTHY if clock.now < start else RISEN
+        n += 1
+        defect = rng.random() < rate
+        engine.emit(
+            record("shop", n), {"local_groundedness": verdict("local_groundedness", not defect)}
+        )
+        if engine.evaluation_due:
+            engine.evaluate()
+        if engine.firing():
+            if clock.now >= start:
+                return clock.now - start, early
+            early += 1
+    return math.inf, early
+
+
+def test_a_rise_from_0_35_to_0_46_pages_within_90_s_after_ten_quiet_minutes() -> None:
+    # The baseline fills in its first 3m 30s; ten minutes of healthy verdicts follow.
+    runs = [seconds_to_page("sequential", seed, healthy_s=210 + 600) for seed in range(20)]
+    quiet = [waited for waited, early in runs if early == 0]
+    assert len(quiet) >= 18
+    assert sum(waited <= 90 for waited in quiet) >= 0.8 * len(quiet)
+    assert sorted(quiet)[len(quiet) // 2] <= 60
+
+
+def test_the_information_limit_of_the_scenario() -> None:
+    """What "about 1.5 times the information limit" measures: ln(verdicts an hour) over the
+    divergence per verdict of 0.46 from 0.35, at 8 verdicts a second."""
+    divergence = RISEN * math.log(RISEN / HEALTHY) + (1 - RISEN) * math.log(
+        (1 - RISEN) / (1 - HEALTHY)
+    )
+    limit = math.log(PER_S * 3600) / divergence / PER_S
+    assert 45 < limit < 60
