@@ -285,7 +285,9 @@ def _explain(config: Config) -> list[str]:
                 f" while p < {rule.boost.while_p_below:g}"
             )
     if config.alerts.fleet is not None:
-        lines.append(f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}")
+        lines.append(
+            f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}"
+        )
     return lines
 
 
@@ -346,8 +348,11 @@ def _replay_main(config: Config, path: Path, output: Path | None, strict: bool) 
         print(f"{path}: no such file", file=sys.stderr)
         return 1
     if output is not None:
-        # The results file of replay is the one given on the command line, started afresh.
-        exporters = config.exporters.model_copy(update={"results_file": str(output)})
+        # The results file of replay is the one given on the command line, started afresh;
+        # the operator asked for this file of their own records, explanations and all.
+        exporters = config.exporters.model_copy(
+            update={"results_file": str(output), "include_explanations": True}
+        )
         config = config.model_copy(update={"exporters": exporters})
         output.unlink(missing_ok=True)
     return asyncio.run(_replay(config, path, output, strict))

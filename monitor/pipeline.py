@@ -27,6 +27,7 @@ from monitor.evaluators.registry import build, check_evaluators
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
+from monitor.exporters.extracted import Redact
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.pool import ProcessPool
@@ -126,7 +127,7 @@ def build_pipeline(
         judge = create_judge_client(config, telemetry)
     judge_node = add("judge client", judge, metrics_port) if judge is not None else None
 
-    redact = None
+    redact: Redact | None = None
     if config.redaction.enabled:
         # User text leaves the process only redacted, and only where the user asked (the
         # redaction module, with its phone-number tables, is imported only then).
@@ -138,6 +139,7 @@ def build_pipeline(
             config.exporters.results_file,
             telemetry,
             include_text=config.exporters.results_include_text,
+            include_explanations=config.exporters.include_explanations,
             redact=redact,
         )
         if config.exporters.results_file
@@ -148,7 +150,7 @@ def build_pipeline(
         sinks.append(results_sink)
     # Alert rules with a boost raise their evaluator's sampling here; the sampler reads it.
     boosts = SamplingBoosts()
-    sinks.extend(_alerts_and_events(config, telemetry, boosts))
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
@@ -244,7 +246,7 @@ def _evaluation_stage(
 
 
 def _alerts_and_events(
-    config: Config, telemetry: Telemetry, boosts: SamplingBoosts
+    config: Config, telemetry: Telemetry, boosts: SamplingBoosts, redact: Redact | None
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set)."""
@@ -292,5 +294,8 @@ def _alerts_and_events(
         from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
 
         exporter = create_exporter(otlp.endpoint, otlp.protocol, signal=otlp.signal)
-        sinks.append(OtlpEventsSink(exporter, telemetry))
+        explanations = config.exporters.include_explanations
+        sinks.append(
+            OtlpEventsSink(exporter, telemetry, include_explanations=explanations, redact=redact)
+        )
     return sinks

@@ -204,3 +204,7 @@ class Exporters(Section):
     # Add what was extracted (query, history, context documents, response), redacted as
     # `redaction` says, to each results line under "extracted".
     results_include_text: bool = False
+    # Evaluators' explanations quote and paraphrase the record's text (an unsupported
+    # sentence, a judge's reasoning): off, results lines and evaluation events leave them
+    # out; on, they carry them redacted as `redaction` says.
+    include_explanations: bool = False

@@ -5,7 +5,9 @@ Each evaluator's result is one event with the GenAI semantic-convention attribut
 - `gen_ai.evaluation.name` — the evaluator (`local_groundedness`, `faithfulness`, ...);
 - `gen_ai.evaluation.score.value` — the score on the evaluator's native scale;
 - `gen_ai.evaluation.score.label` — the verdict label (`pass` / `fail` when it has none);
-- `gen_ai.evaluation.explanation` — the evaluator's reasoning;
+- `gen_ai.evaluation.explanation` — the evaluator's reasoning, only when the sink was
+  asked for it (`include_explanations`, redacted: it carries the record's text), or what
+  went wrong with a failed evaluation;
 - `error.type` — set instead of a score when the evaluation failed.
 
 The events travel as one of two signals (`exporters.otlp.signal`):
@@ -65,6 +67,7 @@ from opentelemetry.util.types import AttributeValue
 from monitor._version import __version__
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
+from monitor.exporters.extracted import Redact, shown_results
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.retry import RetryPolicy
@@ -258,11 +261,15 @@ class OtlpEventsSink:
         exporter: EventsExporter,
         telemetry: Telemetry,
         *,
+        include_explanations: bool = False,
+        redact: Redact | None = None,
         queue_size: int = 10_000,
         queue_bytes: int = _QUEUE_BYTES,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._include_explanations = include_explanations
+        self._redact = redact
         self._signal: _Signal = (
             _Logs(exporter) if isinstance(exporter, LogRecordExporter) else _Spans(exporter)
         )
@@ -293,7 +300,8 @@ class OtlpEventsSink:
             await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self._queue.put(self._signal.build(record, results), _nbytes(record, results))
+        shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
+        self._queue.put(self._signal.build(record, shown), _nbytes(record, shown))
 
     async def shutdown(self, deadline_s: float) -> None:
         """Export what is queued until `deadline_s`, then give up on the rest (counted) and
