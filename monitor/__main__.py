@@ -27,7 +27,7 @@ from monitor.evaluators.registry import (
     default_threshold,
     evaluator_problems,
 )
-from monitor.exporters.prometheus import load_web_security
+from monitor.exporters.prometheus import check_metrics_port
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
@@ -204,8 +204,7 @@ def _check_config(path: Path) -> int:
     YAML with defaults filled in and secrets masked, preceded by a summary in comments."""
     try:
         config = load_config(path, evaluator_check=evaluator_problems)
-        if config.exporters.prometheus.web_config_file is not None:
-            load_web_security(config.exporters.prometheus.web_config_file)
+        check_metrics_port(config.exporters.prometheus)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -286,7 +285,9 @@ def _explain(config: Config) -> list[str]:
                 f" while p < {rule.boost.while_p_below:g}"
             )
     if config.alerts.fleet is not None:
-        lines.append(f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}")
+        lines.append(
+            f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}"
+        )
     return lines
 
 
@@ -347,8 +348,11 @@ def _replay_main(config: Config, path: Path, output: Path | None, strict: bool) 
         print(f"{path}: no such file", file=sys.stderr)
         return 1
     if output is not None:
-        # The results file of replay is the one given on the command line, started afresh.
-        exporters = config.exporters.model_copy(update={"results_file": str(output)})
+        # The results file of replay is the one given on the command line, started afresh;
+        # the operator asked for this file of their own records, explanations and all.
+        exporters = config.exporters.model_copy(
+            update={"results_file": str(output), "include_explanations": True}
+        )
         config = config.model_copy(update={"exporters": exporters})
         output.unlink(missing_ok=True)
     return asyncio.run(_replay(config, path, output, strict))

@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.records import RagRecord, RawRecord
+from monitor.records import RagRecord, RawRecord, record_bytes
 from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
 
@@ -128,6 +128,17 @@ class TraceConsumer(Protocol):
         """How many acknowledged deliveries of `origins` wait in open traces: a receiver
         about to give them away waits for the others to finish, not for these."""
 
+    def suspend(self, origins: Collection[Hashable]) -> None:
+        """The receiver stopped reading `origins` and does not know yet whether it will
+        read them again (a Kafka partition revoked, the next assignment pending): open
+        traces holding an acknowledged delivery of theirs are not released for idleness
+        until `resume` or `abandon` names those origins (their spans cannot come
+        meanwhile); they still count in the assembly bounds."""
+
+    def resume(self, origins: Collection[Hashable]) -> None:
+        """The receiver reads `origins` again (a partition given back): their open traces
+        age again, from now."""
+
     def abandon(self, origins: Collection[Hashable]) -> None:
         """Hand back what came from `origins` and is not evaluated yet: deliveries still
         queued are assembled first, then every open trace all of whose acknowledged
@@ -175,13 +186,8 @@ class SampledRecord:
 
     @property
     def size(self) -> int:
-        record = self.record
-        return (
-            len(record.query or "")
-            + len(record.response or "")
-            + sum(len(doc.content) for doc in record.retrieved_context)
-            + sum(len(m.content) for m in record.history)
-        )
+        """What the record holds in memory, about (`record_bytes`)."""
+        return record_bytes(self.record)
 
 
 @dataclass(slots=True)

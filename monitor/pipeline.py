@@ -28,6 +28,7 @@ from monitor.evaluators.registry import build, check_evaluators
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
+from monitor.exporters.extracted import Redact
 from monitor.exporters.prometheus import HealthServer, MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.pool import ProcessPool
@@ -100,6 +101,7 @@ def build_pipeline(
         allowed_routes=pipeline.allowed_routes,
         allowed_versions=pipeline.allowed_versions,
         label_idle_s=pipeline.label_idle_s,
+        label_chars=config.record_limits.label_chars,
     )
     nodes: list[Node] = []
 
@@ -129,7 +131,7 @@ def build_pipeline(
         judge = create_judge_client(config, telemetry)
     judge_node = add("judge client", judge, metrics_port) if judge is not None else None
 
-    redact = None
+    redact: Redact | None = None
     if config.redaction.enabled:
         # User text leaves the process only redacted, and only where the user asked (the
         # redaction module, with its phone-number tables, is imported only then).
@@ -141,6 +143,7 @@ def build_pipeline(
             config.exporters.results_file,
             telemetry,
             include_text=config.exporters.results_include_text,
+            include_explanations=config.exporters.include_explanations,
             redact=redact,
         )
         if config.exporters.results_file
@@ -155,7 +158,7 @@ def build_pipeline(
     boosts = SamplingBoosts()
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, clock or time.time))
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
@@ -166,7 +169,7 @@ def build_pipeline(
     debug_size = config.exporters.prometheus.debug_records
     debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None
     if http is not None and debug is not None:
-        http.add_route(DEBUG_PATH, debug.handle)
+        http.add_route(DEBUG_PATH, debug.handle, text=True)
     trace = TraceStage(
         config.trace_assembly,
         sampler,
@@ -255,7 +258,11 @@ def _evaluation_stage(
 
 
 def _alerts_and_events(
-    config: Config, telemetry: Telemetry, boosts: SamplingBoosts, clock: Callable[[], float]
+    config: Config,
+    telemetry: Telemetry,
+    boosts: SamplingBoosts,
+    redact: Redact | None,
+    clock: Callable[[], float],
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set)."""
@@ -304,5 +311,8 @@ def _alerts_and_events(
         from monitor.exporters.otlp_events import OtlpEventsSink, create_exporter
 
         exporter = create_exporter(otlp.endpoint, otlp.protocol, signal=otlp.signal)
-        sinks.append(OtlpEventsSink(exporter, telemetry))
+        explanations = config.exporters.include_explanations
+        sinks.append(
+            OtlpEventsSink(exporter, telemetry, include_explanations=explanations, redact=redact)
+        )
     return sinks

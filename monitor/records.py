@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from monitor._labels import bounded_label
 from monitor._nesting import MAX_DEPTH, within_depth
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
@@ -156,24 +157,32 @@ _MISSING: tuple[frozenset[Part], ...] = tuple(
 
 
 def parse_record(
-    data: Any, *, require_response: bool = True, metadata: Mapping[str, str] | None = None
+    data: Any,
+    *,
+    require_response: bool = True,
+    metadata: Mapping[str, str] | None = None,
+    max_documents: int | None = None,
 ) -> RagRecord:
     """Normalise one decoded JSON value into a `RagRecord`. `metadata` (what the receiver
-    knows, e.g. Kafka topic and offset) is merged over the record's own.
+    knows, e.g. Kafka topic and offset) is merged over the record's own. With
+    `max_documents`, a list of documents is read no further than one past it: the record
+    still shows it had more (`bound_record` drops the rest and says so), without a model
+    object built for each of a hundred thousand documents.
 
     Raises `RecordError` with a closed-set `reason` (`not_object`, `no_response`,
     `invalid_field`, `unknown_shape`) and a message naming the offending field.
     """
     if not isinstance(data, dict):
         raise RecordError("not_object", f"expected a JSON object, got {type(data).__name__}")
+    read = None if max_documents is None else max_documents + 1
     if "userText" in data or "responseContent" in data:
-        fields = _from_java(data)
+        fields = _from_java(data, read)
     elif "question" in data or "answer" in data:
-        fields = _from_qa(data)
+        fields = _from_qa(data, read)
     elif "request" in data or "response" in data or "retrieved_context" in data:
-        fields = _from_native(data)
+        fields = _from_native(data, read)
     elif "messages" in data:
-        fields = _from_conversation(data)
+        fields = _from_conversation(data, read)
     else:
         keys = ", ".join(sorted(data)[:8]) or "none"
         raise RecordError("unknown_shape", f"no known record shape matches keys ({keys})")
@@ -247,9 +256,9 @@ class RawRecord:
     def error(self) -> bool:
         return self.data.get("error") is True
 
-    def parse(self) -> RagRecord:
-        """The validated record; raises `RecordError`."""
-        return parse_record(self.data, metadata=self.metadata)
+    def parse(self, max_documents: int | None = None) -> RagRecord:
+        """The validated record (see `parse_record`); raises `RecordError`."""
+        return parse_record(self.data, metadata=self.metadata, max_documents=max_documents)
 
 
 def _derived_id(data: dict[str, Any]) -> str:
@@ -300,13 +309,15 @@ def _split_turns(messages: list[ChatMessage]) -> tuple[str | None, list[ChatMess
     return None, messages
 
 
-def _docs(raw: Any, where: str) -> list[dict[str, Any]]:
+def _docs(raw: Any, where: str, read: int | None) -> list[dict[str, Any]]:
+    """The documents of `raw`, the first `read` of them when given."""
     if raw is None:
         return []
     if isinstance(raw, str):
         return [{"content": raw}]
     docs = []
-    for i, item in enumerate(_expect(raw, list, where)):
+    items = _expect(raw, list, where)
+    for i, item in enumerate(items if read is None else items[:read]):
         if isinstance(item, str):
             docs.append({"content": item})
             continue
@@ -356,7 +367,7 @@ def _common(data: dict[str, Any], keys: frozenset[str] = _NATIVE_KEYS) -> dict[s
 _NATIVE_PLAIN = _NATIVE_KEYS - {"request", "retrieved_context", "expected_retrieved_context"}
 
 
-def _from_native(data: dict[str, Any]) -> dict[str, Any]:
+def _from_native(data: dict[str, Any], read: int | None) -> dict[str, Any]:
     # Keys outside the schema (dataset labels, app-specific fields) are left out, as in the
     # other shapes; a misspelt required key still surfaces as that key missing.
     fields = _common(data, _NATIVE_PLAIN)
@@ -374,19 +385,21 @@ def _from_native(data: dict[str, Any]) -> dict[str, Any]:
             raise RecordError("invalid_field", "request: expected 'messages' or 'query'")
     elif request is not None:
         _expect(request, (str, dict), "request")
-    fields["retrieved_context"] = _docs(data.get("retrieved_context"), "retrieved_context")
+    fields["retrieved_context"] = _docs(data.get("retrieved_context"), "retrieved_context", read)
     if data.get("expected_retrieved_context") is not None:
         fields["expected_retrieved_context"] = _docs(
-            data["expected_retrieved_context"], "expected_retrieved_context"
+            data["expected_retrieved_context"], "expected_retrieved_context", read
         )
     _optional_str(data, "response")
     return fields
 
 
-def _from_qa(data: dict[str, Any]) -> dict[str, Any]:
+def _from_qa(data: dict[str, Any], read: int | None) -> dict[str, Any]:
     fields = _common(data)
     fields["query"] = _optional_str(data, "question")
-    fields["retrieved_context"] = _docs(data.get("context") or data.get("contexts"), "context")
+    fields["retrieved_context"] = _docs(
+        data.get("context") or data.get("contexts"), "context", read
+    )
     fields["response"] = _optional_str(data, "answer")
     truth = data.get("ground_truth")
     if isinstance(truth, list):  # some QA sets list several acceptable answers
@@ -395,7 +408,7 @@ def _from_qa(data: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
+def _from_conversation(data: dict[str, Any], read: int | None) -> dict[str, Any]:
     raw = _expect(data["messages"], list, "messages")
     fields = _common(data)
     last_assistant = None
@@ -411,18 +424,18 @@ def _from_conversation(data: dict[str, Any]) -> dict[str, Any]:
     context = answer.get("context") or {}
     _expect(context, dict, "messages", last_assistant, "context")
     fields["retrieved_context"] = _docs(
-        context.get("citations"), f"messages.{last_assistant}.context.citations"
+        context.get("citations"), f"messages.{last_assistant}.context.citations", read
     )
     turns = _messages(raw[:last_assistant], "messages")
     fields["query"], fields["history"] = _split_turns(turns)
     return fields
 
 
-def _from_java(data: dict[str, Any]) -> dict[str, Any]:
+def _from_java(data: dict[str, Any], read: int | None) -> dict[str, Any]:
     fields = _common(data)
     fields["query"] = _optional_str(data, "userText")
     fields["response"] = _optional_str(data, "responseContent")
-    fields["retrieved_context"] = _docs(data.get("dataList"), "dataList")
+    fields["retrieved_context"] = _docs(data.get("dataList"), "dataList", read)
     return fields
 
 
@@ -431,25 +444,55 @@ def _from_java(data: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class SizeLimits:
-    """Largest text, in characters, a record takes into evaluation (`record_limits`).
+    """Largest text, in characters, a record takes into evaluation, and most documents
+    (`record_limits`).
 
     Over its limit the query, a history turn and a document are truncated with
     `TRUNCATED` (what is kept still says what was asked and found); documents past the
-    context total are dropped. A response or expected response over its limit rejects the
-    record (`response_too_large`): scoring part of an answer would misjudge all of it.
+    context total, or past `max_documents`, are dropped. A response or expected response
+    over its limit rejects the record (`response_too_large`): scoring part of an answer
+    would misjudge all of it. A `service`, `version` or `route` longer than `label_chars`
+    is cut (`bounded_label`): each becomes a label value of every series the record
+    counts in.
     """
 
     query_chars: int = 65_536
     document_chars: int = 262_144
     context_chars: int = 2_097_152
     response_chars: int = 262_144
+    max_documents: int = 1_000
+    label_chars: int = 128
 
 
 TRUNCATED = " [truncated by rag-monitor: {} characters]"
+LABEL_FIELDS: tuple[Literal["service", "version", "route"], ...] = ("service", "version", "route")
+# What `bound_record` says it cut: a part of the text, or a label field.
+Cut = Literal["query", "context", "documents", "service", "version", "route"]
+# Bytes a record is taken to hold besides its text (for the queues' byte bounds): a
+# document or a history turn is a model object with its own fields, a record has ids,
+# names and numbers.
+DOCUMENT_BYTES = 512
+MESSAGE_BYTES = 256
+RECORD_BYTES = 2048
 
 
-def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tuple[Part, ...]]:
-    """`record` within `limits` and the parts truncated (most records: itself, nothing).
+def record_bytes(record: RagRecord) -> int:
+    """About what `record` holds in memory: its texts and a share for each document and
+    history turn, whose objects weigh far more than a short text."""
+    docs = record.retrieved_context
+    return (
+        RECORD_BYTES
+        + len(record.query or "")
+        + len(record.response or "")
+        + sum(len(doc.content) for doc in docs)
+        + DOCUMENT_BYTES * len(docs)
+        + sum(len(m.content) for m in record.history)
+        + MESSAGE_BYTES * len(record.history)
+    )
+
+
+def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tuple[Cut, ...]]:
+    """`record` within `limits` and what was cut (most records: itself, nothing).
     Raises `RecordError("response_too_large")` for an answer over its limit."""
     for name in ("response", "expected_response"):
         text = getattr(record, name)
@@ -460,7 +503,12 @@ def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tupl
                 "(record_limits.response_chars)",
             )
     update: dict[str, Any] = {}
-    cut: list[Part] = []
+    cut: list[Cut] = []
+    for label in LABEL_FIELDS:
+        value = getattr(record, label)
+        if value is not None and len(value) > limits.label_chars:
+            update[label] = bounded_label(value, limits.label_chars)
+            cut.append(label)
     if record.query is not None and len(record.query) > limits.query_chars:
         update["query"] = _truncated(record.query, limits.query_chars)
     if any(len(m.content) > limits.query_chars for m in record.history):
@@ -470,9 +518,14 @@ def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tupl
             else m
             for m in record.history
         )
-    if update:
+    if "query" in update or "history" in update:
         cut.append("query")
-    documents = _bounded_docs(record.retrieved_context, limits)
+    docs = record.retrieved_context
+    if len(docs) > limits.max_documents:
+        docs = docs[: limits.max_documents]
+        update["retrieved_context"] = docs
+        cut.append("documents")
+    documents = _bounded_docs(docs, limits)
     if documents is not None:
         update["retrieved_context"] = documents
         cut.append("context")

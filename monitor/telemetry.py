@@ -1,16 +1,15 @@
 """The monitor's own metrics: one table, one registry per process (never the global one).
 
 Every metric of the contract's metric table (`docs/contract.md`, "Metrics") lives here,
-prefixed `rag_monitor_`. Label values that
-come from untrusted input (service, version, route) pass through `LabelCap`, so a sender
-cannot create unbounded series; evaluator, model, category and stage come from config or
-code.
+prefixed `rag_monitor_`. Label values that come from untrusted input (service, version,
+route) pass through a `LabelCap` (`monitor/_labels.py`), so a sender cannot create
+unbounded series nor long label values; evaluator, model, category and stage come from
+config or code.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import platform
 import threading
 import time
@@ -24,90 +23,14 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from monitor._labels import OVERFLOW, LabelCap
 from monitor._version import __version__
+
+__all__ = ["OVERFLOW", "LabelCap", "RateLimitedLog", "Telemetry", "create_telemetry"]
 
 NAMESPACE = "rag_monitor"
 SCORE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-OVERFLOW = "other"
-
-
-class LabelCap:
-    """Bounded values of a label that comes from untrusted input, following traffic.
-
-    At most `limit` values hold a slot at once, besides the `allowed` ones, which always
-    keep theirs. A new value takes a free slot, or else the slot of the value seen least
-    recently if that one has been idle for `idle_s` or more: the evicted value's series are
-    removed (the `on_evict` hooks), so that one coming back starts afresh. Otherwise the
-    new value reads as `other` (`folded` is told) until a slot is free or stale, so a burst
-    of invented values cannot hold the slots of the values that carry traffic. Thread-safe.
-    """
-
-    def __init__(
-        self,
-        limit: int,
-        *,
-        allowed: Collection[str] = (),
-        idle_s: float = 600.0,
-        clock: Callable[[], float] = time.monotonic,
-        folded: Callable[[], None] | None = None,
-    ) -> None:
-        self.limit = limit
-        self.allowed = frozenset(allowed)
-        self.idle_s = idle_s
-        self._clock = clock
-        self._folded = folded
-        self._last_seen: dict[str, float] = {}
-        self._no_stale_before = -math.inf  # no slot can be stale before this time
-        self._evict_hooks: list[Callable[[str], None]] = []
-        self._admit_hooks: list[Callable[[str], None]] = []
-        self._lock = threading.Lock()
-
-    def on_evict(self, hook: Callable[[str], None]) -> None:
-        """Call `hook(value)` (outside the lock) when `value` loses its slot."""
-        self._evict_hooks.append(hook)
-
-    def on_admit(self, hook: Callable[[str], None]) -> None:
-        """Call `hook(value)` (outside the lock, after the `on_evict` hooks of the value
-        it displaced) when `value` takes a slot."""
-        self._admit_hooks.append(hook)
-
-    def holds(self, value: str) -> bool:
-        return value in self.allowed or value in self._last_seen
-
-    def __call__(self, value: str) -> str:
-        if value in self.allowed:
-            return value
-        now = self._clock()
-        last_seen = self._last_seen
-        if value in last_seen:
-            last_seen[value] = now
-            return value
-        evicted = None
-        with self._lock:
-            if value in last_seen:
-                last_seen[value] = now
-                return value
-            if len(last_seen) >= self.limit:
-                if now < self._no_stale_before:
-                    return self._fold()
-                evicted = min(last_seen, key=last_seen.__getitem__)
-                if now - last_seen[evicted] < self.idle_s:
-                    self._no_stale_before = last_seen[evicted] + self.idle_s
-                    return self._fold()
-                del last_seen[evicted]
-            last_seen[value] = now
-        if evicted is not None:
-            for hook in self._evict_hooks:
-                hook(evicted)
-        for hook in self._admit_hooks:
-            hook(value)
-        return value
-
-    def _fold(self) -> str:
-        if self._folded is not None:
-            self._folded()
-        return OVERFLOW
 
 
 class RateLimitedLog:
@@ -157,6 +80,7 @@ class Telemetry:
     records_incomplete: Counter
     evaluations_skipped: Counter
     records_truncated: Counter
+    label_values_cut: Counter
     sampling_decisions: Counter
     evaluations: Counter
     evaluation_score: Histogram
@@ -237,6 +161,7 @@ def create_telemetry(
     allowed_routes: Collection[str] = (),
     allowed_versions: Collection[str] = (),
     label_idle_s: float = 600.0,
+    label_chars: int = 128,
     clock: Callable[[], float] = time.monotonic,
 ) -> Telemetry:
     # auto_describe: collectors without `describe` (process, platform, gc) register their
@@ -252,8 +177,15 @@ def create_telemetry(
 
     overflow = counter(
         "label_overflow",
-        "Lookups of a service, version or route value that found no free or stale slot and "
-        "read as 'other' (a record is looked up at several stages).",
+        "Lookups of a service, version or route value that found no slot and read as "
+        "'other' (a record is looked up at several stages).",
+        ("label",),
+    )
+    label_values_cut = counter(
+        "label_values_cut",
+        "Service, version or route values longer than record_limits.label_chars, cut to a "
+        "prefix and a hash: each record built with one, and each lookup of one from a "
+        "trace that gave no record.",
         ("label",),
     )
 
@@ -262,8 +194,10 @@ def create_telemetry(
             limit,
             allowed=allowed,
             idle_s=label_idle_s,
+            max_chars=label_chars,
             clock=clock,
             folded=overflow.labels(label).inc,
+            cut=label_values_cut.labels(label).inc,
         )
 
     telemetry = Telemetry(
@@ -275,9 +209,10 @@ def create_telemetry(
         ),
         records_truncated=counter(
             "records_truncated",
-            "Records whose query or context was truncated to record_limits.",
+            "Records cut to record_limits, by part (query, context, documents).",
             ("part",),
         ),
+        label_values_cut=label_values_cut,
         records_incomplete=counter(
             "records_incomplete",
             "Records lacking a part some evaluators need.",

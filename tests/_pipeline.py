@@ -53,7 +53,10 @@ def unpack(
     if isinstance(outcome, TraceRecords) and item.metadata:
         metadata = dict(item.metadata)
         outcome = TraceRecords(
-            [r.model_copy(update={"metadata": {**r.metadata, **metadata}}) for r in outcome.records],
+            [
+                r.model_copy(update={"metadata": {**r.metadata, **metadata}})
+                for r in outcome.records
+            ],
             outcome.cut,
             outcome.refused,
         )

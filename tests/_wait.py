@@ -59,10 +59,12 @@ async def wait_until_async(
     what: str,
     *,
     interval_s: float = POLL_S,
+    context: Callable[[], str] | None = None,
 ) -> None:
     """`wait_until` for coroutines: the event loop keeps running while it waits."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s:g}s waiting for {what}")
+            detail = f"\n{context()}" if context is not None else ""
+            pytest.fail(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
         await asyncio.sleep(interval_s)

@@ -140,6 +140,7 @@ class AlertEngine:
             source.limit,
             allowed=source.allowed,
             idle_s=max(source.idle_s, self._longest_window()),
+            max_chars=source.max_chars,
             clock=clock,
         )
 

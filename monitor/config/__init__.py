@@ -56,6 +56,7 @@ from monitor.config._fields import (
     Seconds,
     SecretMarker,
     Section,
+    is_loopback_host,
     parse_duration,
 )
 from monitor.config._loader import load_config, validation_problems
@@ -164,6 +165,7 @@ __all__ = [
     "available_cpus",
     "dump_yaml",
     "effective_config",
+    "is_loopback_host",
     "load_config",
     "load_yaml",
     "missing_extra",

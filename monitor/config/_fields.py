@@ -4,6 +4,7 @@ secrets) the sections share."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -193,6 +194,18 @@ def _endpoint(value: str) -> str:
 
 
 Endpoint = Annotated[str, BeforeValidator(lambda v: _endpoint(str(v)))]
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (of a `host:port` endpoint; IPv6 in brackets or not) is a loopback
+    address; a host name other than `localhost` is not, whatever it resolves to."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _readable_file(value: Any) -> Any:

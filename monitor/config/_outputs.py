@@ -15,6 +15,7 @@ from monitor.config._fields import (
     Seconds,
     Section,
     at_least,
+    is_loopback_host,
     parse_duration,
 )
 
@@ -166,8 +167,26 @@ class PrometheusExporter(Section):
     # `check-config`); re-read when it or a file it names changes.
     web_config_file: str | None = None
     # Serve /debug/records: the last N records extracted and the last N traces that gave
-    # none, with the reason (0 = off: the page shows user text, redacted).
+    # none, with the reason (0 = off: the page shows user text, redacted). Only on a
+    # loopback endpoint or behind a web config that asks for credentials.
     debug_records: int = Field(default=0, ge=0, le=10_000)
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the metrics port listens on a loopback address only."""
+        return is_loopback_host(self.endpoint.rpartition(":")[0])
+
+    @model_validator(mode="after")
+    def _text_only_where_asked(self) -> PrometheusExporter:
+        if self.debug_records and self.web_config_file is None and not self.loopback:
+            raise ValueError(
+                f"debug_records: /debug/records shows record text (questions, documents, "
+                f"answers) and the metrics endpoint {self.endpoint} is reachable from other "
+                "hosts with no web config; bind exporters.prometheus.endpoint to a loopback "
+                "address (127.0.0.1), set exporters.prometheus.web_config_file with "
+                "basic_auth_users, or leave debug_records at 0"
+            )
+        return self
 
 
 class OtlpExporter(Section):
@@ -185,3 +204,7 @@ class Exporters(Section):
     # Add what was extracted (query, history, context documents, response), redacted as
     # `redaction` says, to each results line under "extracted".
     results_include_text: bool = False
+    # Evaluators' explanations quote and paraphrase the record's text (an unsupported
+    # sentence, a judge's reasoning): off, results lines and evaluation events leave them
+    # out; on, they carry them redacted as `redaction` says.
+    include_explanations: bool = False

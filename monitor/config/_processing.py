@@ -73,7 +73,8 @@ class Pipeline(Section):
     # the detector's tables, so more than the CPUs costs memory and gains nothing.
     processes: int = Field(default_factory=available_cpus, ge=0)
     queue_size: int = Field(default=1_000, gt=0)
-    # Text of the records waiting for evaluation (query, context, response), in bytes.
+    # Estimated bytes of the records waiting for or in evaluation (their text and a share
+    # per document and history turn; a trace not yet extracted: its spans).
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     workers: int = Field(default=4, gt=0)
     evaluation_timeout_s: Annotated[
@@ -112,12 +113,17 @@ class Pipeline(Section):
 
 
 class RecordLimits(Section):
-    """Largest texts a record takes into evaluation, in characters (`monitor.records.
-    SizeLimits`): query, history turns and documents over them are truncated with a
-    marker, documents past the context total dropped, a record whose response is over
-    its limit rejected (`records_rejected_total{reason="response_too_large"}`)."""
+    """Largest texts a record takes into evaluation, in characters, and most documents
+    (`monitor.records.SizeLimits`): query, history turns and documents over them are
+    truncated with a marker, documents past the context total or past `max_documents`
+    dropped, a record whose response is over its limit rejected
+    (`records_rejected_total{reason="response_too_large"}`); a service, version or route
+    longer than `label_chars` is cut to a prefix and a hash of the whole."""
 
     query_chars: int = Field(default=65_536, gt=0)
     document_chars: int = Field(default=262_144, gt=0)
     context_chars: int = Field(default=2_097_152, gt=0)
     response_chars: int = Field(default=262_144, gt=0)
+    max_documents: int = Field(default=1_000, gt=0)
+    # Also the longest label value of any series (`pipeline.max_services` bounds how many).
+    label_chars: int = Field(default=128, ge=32)

@@ -2,16 +2,23 @@
 traces gave no record and why — the way the Collector's zpages show a pipeline's recent
 work, so a user can check extraction on their own traffic without reading code.
 
-Off by default (`exporters.prometheus.debug_records: N` turns it on): the page shows
-user text, redacted as `redaction` says, behind the metrics port's web config (TLS,
-basic auth) when one is set. Memory is bounded: the last N of each kind, every text field
-cut at `TEXT_LIMIT` characters.
+Off by default (`exporters.prometheus.debug_records: N` turns it on). The page shows
+user text, so it is served only where the operator asked for it: on a loopback address,
+or behind a web config that asks for credentials (`check_metrics_port`); text is redacted
+as `redaction` says.
+
+Bounded in what it holds and what it sends, whatever a record holds: each entry is
+rendered once, when it is recorded, with every text cut at `TEXT_LIMIT` characters and
+no more documents and history turns than fit in `ENTRY_BYTES` (the number left out is
+said, `documents_left_out`, `history_left_out`); of the last N entries of each kind, the
+newest that fit in `KIND_BYTES` are kept, so the page is at most `2 * KIND_BYTES` and
+says how many of the last N it leaves out (`left_out`).
 
 `GET /debug/records` answers JSON, newest first:
-`{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect, query,
-history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
-trace_id, service, spans, reason}]}`. Reasons: `unsampled`, `not_rag`, `extract_failed`,
-`bad_protobuf`.
+`{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect,
+query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
+trace_id, service, spans, reason}], "left_out": {"extracted", "no_record"}}`. Reasons:
+`unsampled`, `not_rag`, `extract_failed`, `bad_protobuf`.
 """
 
 from __future__ import annotations
@@ -25,11 +32,38 @@ from typing import Any
 
 from aiohttp import web
 
-from monitor.exporters.extracted import Redact, extracted_text
+from monitor.exporters.extracted import Redact
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 
 TEXT_LIMIT = 2_000
+ENTRY_BYTES = 64 * 1024
+KIND_BYTES = 4 * 1024 * 1024
 PATH = "/debug/records"
+
+
+class _Recent:
+    """The last `size` rendered entries of one kind whose bytes fit in `KIND_BYTES`
+    together, and how many of the last `size` were left out for the bytes."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: deque[bytes] = deque()
+        self._bytes = 0
+        self._pushed_out = 0  # entries dropped for the bytes, newest ones counting
+
+    def add(self, entry: bytes) -> None:
+        self._entries.append(entry)
+        self._bytes += len(entry)
+        if len(self._entries) > self._size:
+            self._bytes -= len(self._entries.popleft())
+        while self._bytes > KIND_BYTES:
+            self._bytes -= len(self._entries.popleft())
+            self._pushed_out += 1
+
+    def newest_first(self) -> tuple[list[bytes], int]:
+        """The entries, newest first, and how many of the last `size` are left out."""
+        kept = len(self._entries)
+        return list(reversed(self._entries)), min(self._pushed_out, self._size - kept)
 
 
 class DebugRecords:
@@ -38,8 +72,8 @@ class DebugRecords:
     def __init__(
         self, size: int, redact: Redact | None, clock: Callable[[], float] = time.time
     ) -> None:
-        self._extracted: deque[dict[str, Any]] = deque(maxlen=size)
-        self._no_record: deque[dict[str, Any]] = deque(maxlen=size)
+        self._extracted = _Recent(size)
+        self._no_record = _Recent(size)
         self._redact = redact
         self._clock = clock
         self._lock = threading.Lock()  # the trace stage's thread writes, the loop reads
@@ -49,35 +83,102 @@ class DebugRecords:
             "time": self._clock(),
             "source": source,
             "trace_id": record.trace_id,
-            "request_id": record.request_id,
-            "service": record.service,
-            "route": record.route,
+            "request_id": _cut(record.request_id),
+            "service": _cut(record.service),
+            "route": _cut(record.route),
             "missing": sorted(record.missing()),
             "suspect": record.metadata.get(EXTRACTION_SUSPECT),
-            **extracted_text(record, self._redact, TEXT_LIMIT),
+            "query": self._text(record.query),
+            "response": self._text(record.response),
         }
+        # Sized with its lists empty and the widest counts they may say.
+        widest = len(record.history) + len(record.retrieved_context)
+        entry |= {"history": [], "history_left_out": widest}
+        entry |= {"context": [], "documents_left_out": widest}
+        room = ENTRY_BYTES - _size(entry)
+        entry["history"], room, entry["history_left_out"] = self._fitting(
+            [(m.role, m.content) for m in record.history], "role", room
+        )
+        entry["context"], room, entry["documents_left_out"] = self._fitting(
+            [(d.doc_uri, d.content) for d in record.retrieved_context], "doc_uri", room
+        )
+        rendered = _render(entry)
         with self._lock:
-            self._extracted.append(entry)
+            self._extracted.add(rendered)
 
     def no_record(self, trace_id: str, service: str, source: str, reason: str, spans: int) -> None:
         entry = {
             "time": self._clock(),
             "source": source,
-            "trace_id": trace_id,
-            "service": service,
+            "trace_id": _cut(trace_id),
+            "service": _cut(service),
             "spans": spans,
             "reason": reason,
         }
+        rendered = _render(entry)
         with self._lock:
-            self._no_record.append(entry)
+            self._no_record.add(rendered)
 
-    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+    def _text(self, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if self._redact is not None:
+            # Redacted before it is cut, so a cut never splits what the redaction matches;
+            # but no more of it than could be shown.
+            value = self._redact(value[: 2 * TEXT_LIMIT])
+        return _cut(value)
+
+    def _fitting(
+        self, items: list[tuple[str | None, str]], key: str, room: int
+    ) -> tuple[list[dict[str, Any]], int, int]:
+        """As many of `items` as fit in `room` bytes (each text cut and redacted), the
+        room left and how many were left out."""
+        shown: list[dict[str, Any]] = []
+        for label, content in items:
+            item = {key: _cut(label) if label is not None else None, "content": self._text(content)}
+            size = _size(item) + 2
+            if size > room:
+                break
+            shown.append(item)
+            room -= size
+        return shown, room, len(items) - len(shown)
+
+    def page(self) -> bytes:
+        """The page, newest entries first (JSON)."""
         with self._lock:
-            return {
-                "extracted": list(reversed(self._extracted)),
-                "no_record": list(reversed(self._no_record)),
-            }
+            extracted, extracted_out = self._extracted.newest_first()
+            no_record, no_record_out = self._no_record.newest_first()
+        left_out = json.dumps({"extracted": extracted_out, "no_record": no_record_out})
+        return b"".join(
+            [
+                b'{"extracted": [',
+                b",\n".join(extracted),
+                b'],\n"no_record": [',
+                b",\n".join(no_record),
+                b'],\n"left_out": ',
+                left_out.encode(),
+                b"}\n",
+            ]
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """The page, parsed."""
+        parsed: dict[str, Any] = json.loads(self.page())
+        return parsed
 
     async def handle(self, request: web.Request) -> web.Response:
-        body = json.dumps(self.snapshot(), ensure_ascii=False, indent=1)
-        return web.Response(text=body, content_type="application/json")
+        return web.Response(body=self.page(), content_type="application/json")
+
+
+def _cut(value: str | None) -> str | None:
+    if value is None or len(value) <= TEXT_LIMIT:
+        return value
+    return value[: TEXT_LIMIT - 1] + "…"
+
+
+def _render(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, ensure_ascii=False).encode()
+
+
+def _size(value: Any) -> int:
+    return len(_render(value))

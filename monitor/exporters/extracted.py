@@ -1,14 +1,18 @@
 """What was extracted from a trace, as text a person can read: query, history, context
 documents and response, each passed through redaction first. Used by the opt-in
-`extracted` field of results lines and by `/debug/records`; nothing else in the monitor
-writes user text out."""
+`extracted` field of results lines and by `/debug/records`. Evaluators' explanations
+quote and paraphrase that text too (the unsupported sentences, a judge's reasoning):
+`shown_results` leaves them out of results lines and evaluation events unless the
+operator asked for them. Nothing else in the monitor writes user text out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 
 Redact = Callable[[str], str]
 
@@ -36,3 +40,19 @@ def extracted_text(
         ],
         "response": text(record.response),
     }
+
+
+def shown_results(
+    results: Mapping[str, EvalResult], *, explanations: bool, redact: Redact | None
+) -> dict[str, EvalResult]:
+    """`results` as they may leave the process: each explanation, which carries the
+    record's text, redacted with `explanations` and left out (None) without. An error
+    says what went wrong with the evaluation and is kept."""
+    shown = {}
+    for name, result in results.items():
+        text = result.explanation
+        if text is not None:
+            text = (redact(text) if redact is not None else text) if explanations else None
+            result = dataclasses.replace(result, explanation=text)
+        shown[name] = result
+    return shown

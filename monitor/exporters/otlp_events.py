@@ -5,7 +5,9 @@ Each evaluator's result is one event with the GenAI semantic-convention attribut
 - `gen_ai.evaluation.name` — the evaluator (`local_groundedness`, `faithfulness`, ...);
 - `gen_ai.evaluation.score.value` — the score on the evaluator's native scale;
 - `gen_ai.evaluation.score.label` — the verdict label (`pass` / `fail` when it has none);
-- `gen_ai.evaluation.explanation` — the evaluator's reasoning;
+- `gen_ai.evaluation.explanation` — the evaluator's reasoning, only when the sink was
+  asked for it (`include_explanations`, redacted: it carries the record's text), or what
+  went wrong with a failed evaluation;
 - `error.type` — set instead of a score when the evaluation failed.
 
 The events travel as one of two signals (`exporters.otlp.signal`):
@@ -24,8 +26,12 @@ The events travel as one of two signals (`exporters.otlp.signal`):
 `emit` builds the spans or log records on the event loop (cheap; the record itself is not
 kept) and queues them (`SendingQueue`, `monitor/exporters/_sending.py`: bounded in records
 and bytes, a full queue counted); the queue's worker exports up to `_MAX_BATCH` records'
-worth at a time with `opentelemetry-exporter-otlp` in a worker thread, so the loop never
-waits on the network. The exporter retries transient failures within its own `timeout_s`;
+worth at a time with `opentelemetry-exporter-otlp` in a thread of its own, so the loop never
+waits on the network. Those exports block on the collector and cannot be interrupted:
+each runs in a daemon thread that nothing joins (`_detached.py`), so at the shutdown
+deadline an export still waiting on a collector that never answers is abandoned (its
+records counted) and the process exits on time; the exporter's own shutdown gets what
+is left of the deadline, likewise. The exporter retries transient failures within its own `timeout_s`;
 a batch it still could not export is tried again under the retry policy
 (`monitor/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one exporter
 timeout, such as a collector restarting). Drops are counted per record in
@@ -36,9 +42,11 @@ timeout, such as a collector restarting). Drops are counted per record in
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from opentelemetry import trace
@@ -57,11 +65,15 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor._version import __version__
+from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
+from monitor.exporters.extracted import Redact, shown_results
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.retry import RetryPolicy
 from monitor.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 EVENT_NAME = "gen_ai.evaluation.result"
 SPAN_NAME = "rag-monitor evaluate"
@@ -249,11 +261,15 @@ class OtlpEventsSink:
         exporter: EventsExporter,
         telemetry: Telemetry,
         *,
+        include_explanations: bool = False,
+        redact: Redact | None = None,
         queue_size: int = 10_000,
         queue_bytes: int = _QUEUE_BYTES,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._include_explanations = include_explanations
+        self._redact = redact
         self._signal: _Signal = (
             _Logs(exporter) if isinstance(exporter, LogRecordExporter) else _Spans(exporter)
         )
@@ -284,7 +300,8 @@ class OtlpEventsSink:
             await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self._queue.put(self._signal.build(record, results), _nbytes(record, results))
+        shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
+        self._queue.put(self._signal.build(record, shown), _nbytes(record, shown))
 
     async def shutdown(self, deadline_s: float) -> None:
         """Export what is queued until `deadline_s`, then give up on the rest (counted) and
@@ -292,12 +309,21 @@ class OtlpEventsSink:
         if self._closed:
             return
         self._closed = True
+        started = time.monotonic()
         await self._queue.shutdown(deadline_s)
-        await asyncio.to_thread(self._signal.shutdown)
+        left = max(0.0, deadline_s - (time.monotonic() - started))
+        try:
+            async with asyncio.timeout(left):
+                await detached(self._signal.shutdown, "otlp-events-shutdown")
+        except TimeoutError:
+            log.warning(
+                "the OTLP exporter did not shut down within the deadline (its collector does "
+                "not answer); it is left behind"
+            )
 
     async def _export(self, batch: list[_Exported]) -> None:
         exported = [item for built in batch for item in built]
-        if not await asyncio.to_thread(self._signal.export, exported):
+        if not await detached(partial(self._signal.export, exported), "otlp-events-export"):
             raise RetryableError(f"the exporter could not export {len(batch)} records' events")
 
     def _exported(self, batch: list[_Exported]) -> None:

@@ -11,6 +11,12 @@ when they change, so rotated certificates and users apply without a restart (cha
 client_auth_type, TLS versions, or turning TLS on or off need one). `/healthz` and `/readyz`
 never ask for credentials: kubelet probes cannot send them, and they reveal only "ok" and a
 readiness reason.
+
+A page that shows record text (`/debug/records`) is served only where the operator asked
+for it: on a loopback address, or behind a web config that asks for credentials (basic
+auth users, or client certificates required). Anything else is refused at start and by
+`check-config` (`check_metrics_port`), and a reloaded web config that would stop asking
+is not taken.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from aiohttp import web
 from prometheus_client import Counter
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from monitor.config import ConfigError
+from monitor.config import ConfigError, PrometheusExporter, is_loopback_host
 from monitor.exporters.web_config import WebConfig, WebTls, load_web_config
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -132,6 +138,7 @@ class HealthServer:
         self.bound_port: int | None = None
         self._routes: list[tuple[str, Handler]] = []
         self._public: set[str] = set()
+        self._text: list[str] = []  # routes that show record text
         self._web = WebSecurity(web_config_file, telemetry) if web_config_file else None
         self._rejected = telemetry.counter(
             "http_requests_rejected",
@@ -144,13 +151,25 @@ class HealthServer:
         self.add_route("/healthz", self._healthz, public=True)
         self.add_route("/readyz", self._readyz, public=True)
 
-    def add_route(self, path: str, handler: Handler, *, public: bool = False) -> None:
-        """A GET route (HEAD too). Call before `start`."""
+    def add_route(
+        self, path: str, handler: Handler, *, public: bool = False, text: bool = False
+    ) -> None:
+        """A GET route (HEAD too). Call before `start`. `text`: the route shows record
+        text, so it needs a loopback address or credentials (see the module docstring)."""
         self._routes.append((path, handler))
         if public:
             self._public.add(path)
+        if text:
+            self._text.append(path)
 
     async def start(self) -> None:
+        if self._text and not is_loopback_host(self._host):
+            current = self._web.config if self._web is not None else None
+            problem = _unprotected(self._text[0], self._host, current)
+            if problem is not None:
+                raise ConfigError([problem])
+            assert self._web is not None
+            self._web.keep_asking = self._text[0]
         app = web.Application(middlewares=[self._guard] if self._web is not None else [])
         for path, handler in self._routes:
             app.router.add_get(path, handler)
@@ -273,6 +292,45 @@ def _restart_needed(old: WebConfig, new: WebConfig) -> str | None:
     return None
 
 
+def asks_for_credentials(config: WebConfig) -> bool:
+    """Whether every request to a protected route must bring credentials: basic-auth
+    users, or a client certificate the server verifies."""
+    tls = config.tls_server_config
+    return bool(config.basic_auth_users) or (
+        tls is not None and tls.client_auth_type == "RequireAndVerifyClientCert"
+    )
+
+
+def _unprotected(path: str, host: str, config: WebConfig | None) -> str | None:
+    """Why `path`, which shows record text, may not be served on `host` with `config`
+    (None: it may)."""
+    if is_loopback_host(host) or (config is not None and asks_for_credentials(config)):
+        return None
+    where = "with no web config" if config is None else "and its web config asks for none"
+    return (
+        f"exporters.prometheus.debug_records: {path} shows record text (questions, "
+        f"documents, answers) and the metrics port on {host} is reachable from other hosts "
+        f"{where}; bind exporters.prometheus.endpoint to a loopback address (127.0.0.1), "
+        "give the web config basic_auth_users (or require client certificates), or leave "
+        "debug_records at 0"
+    )
+
+
+def check_metrics_port(prometheus: PrometheusExporter) -> None:
+    """What would stop `run` at the metrics port, for `check-config`: a web config that
+    does not load, or `/debug/records` where it would show record text to anyone.
+    Raises `ConfigError`."""
+    config = None
+    if prometheus.web_config_file is not None:
+        config, _ = load_web_security(prometheus.web_config_file)
+    if prometheus.debug_records:
+        from monitor.exporters.debug_records import PATH
+
+        problem = _unprotected(PATH, prometheus.endpoint.rpartition(":")[0], config)
+        if problem is not None:
+            raise ConfigError([problem])
+
+
 def load_web_security(path: str) -> tuple[WebConfig, ssl.SSLContext | None]:
     """The web config at `path` and the TLS context it describes (None without TLS).
     Raises `ConfigError` naming `exporters.prometheus.web_config_file`; `check-config`
@@ -317,6 +375,9 @@ class WebSecurity:
         )
         self._problems = RateLimitedLog(log)
         self._loaded = self._load(self._stamp_of(None))
+        # A route showing record text on a public address: a reload that would stop
+        # asking for credentials is refused.
+        self.keep_asking: str | None = None
         self._failed_stamp: tuple[tuple[str, int, int, int], ...] | None = None
         # sha256(user, password, hash) of recently verified credentials: bcrypt runs once
         # per credential, not per scrape.
@@ -341,6 +402,13 @@ class WebSecurity:
             reason = _restart_needed(loaded.config, fresh.config)
             if reason is not None:
                 raise ConfigError([f"{WEB_CONFIG_KEY}: {reason} needs a restart"])
+            if self.keep_asking is not None and not asks_for_credentials(fresh.config):
+                raise ConfigError(
+                    [
+                        f"{WEB_CONFIG_KEY}: it asks for no credentials, and {self.keep_asking} "
+                        "shows record text"
+                    ]
+                )
         except ConfigError as exc:
             self._failed_stamp = stamp
             self._reloads.labels("error").inc()
@@ -357,6 +425,10 @@ class WebSecurity:
         self._reloads.labels("ok").inc()
         log.info("web config %s reloaded", self._path)
         return fresh
+
+    @property
+    def config(self) -> WebConfig:
+        return self.current().config
 
     def server_context(self) -> ssl.SSLContext | None:
         """The listener's TLS context (None without TLS). Each handshake switches to the

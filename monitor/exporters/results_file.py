@@ -35,7 +35,7 @@ from typing import Any
 from monitor._json_lines import json_line
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
-from monitor.exporters.extracted import Redact, extracted_text
+from monitor.exporters.extracted import Redact, extracted_text, shown_results
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.retry import RetryPolicy
@@ -83,6 +83,8 @@ class ResultsFileSink:
     - `queue_size`, `queue_bytes`: lines waiting to be written, at most (the evaluation
       stage bounds what waits for them first; this is a safety net).
     - `include_text`, `redact`: add the extracted text, redacted, to each line.
+    - `include_explanations`: keep the evaluators' explanations (redacted with `redact`);
+      without, each line's `explanation` is null (they carry the record's text).
     - `write`, `sync`: `os.write` and `os.fdatasync` (tests inject a failing disk).
     - `retry_s`: the first and the longest wait before a failed write is tried again.
     - `close_retry_s`: how long shutdown waits for lines to be written, at most.
@@ -96,6 +98,7 @@ class ResultsFileSink:
         queue_size: int = 100_000,
         queue_bytes: int = _QUEUE_BYTES,
         include_text: bool = False,
+        include_explanations: bool = False,
         redact: Redact | None = None,
         write: Write = os.write,
         sync: Callable[[int], None] = os.fdatasync,
@@ -104,6 +107,7 @@ class ResultsFileSink:
     ) -> None:
         self._path = Path(path)
         self._include_text = include_text
+        self._include_explanations = include_explanations
         self._redact = redact
         self._write_fn = write
         self._sync = sync
@@ -153,7 +157,8 @@ class ResultsFileSink:
         await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
-        fields = results_line(record, results, text=self._include_text, redact=self._redact)
+        shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
+        fields = results_line(record, shown, text=self._include_text, redact=self._redact)
         line = json_line(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.extraction._extraction_rule import extract_records
-from monitor.records import RagRecord, RecordError, SizeLimits, bound_record
+from monitor.records import Cut, RagRecord, RecordError, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
 
 
@@ -27,10 +27,12 @@ Extraction = list[RagRecord] | Unreadable
 """What became of one sampled trace: its records (none: not a RAG trace), or why not."""
 
 
-def extract_trace(spans: Sequence[Span], route_attribute: str) -> Extraction:
+def extract_trace(
+    spans: Sequence[Span], route_attribute: str, max_documents: int | None = None
+) -> Extraction:
     """`extract_records`, or why the trace is unreadable."""
     try:
-        return extract_records(spans, route_attribute=route_attribute)
+        return extract_records(spans, route_attribute=route_attribute, max_documents=max_documents)
     except DecodeError as exc:
         return Unreadable(exc.reason, exc.detail)
     except Exception as exc:
@@ -40,11 +42,12 @@ def extract_trace(spans: Sequence[Span], route_attribute: str) -> Extraction:
 @dataclass(frozen=True, slots=True)
 class TraceRecords:
     """What a readable sampled trace gave: its records within the size limits (none: not
-    a RAG trace), the parts the limits cut (one entry per cut, `records_truncated_total`
-    labels) and the records they refused (an answer over its limit)."""
+    a RAG trace), what the limits cut (one entry per cut: a part of the text, a
+    `records_truncated_total` label, or a label field) and the records they refused (an
+    answer over its limit)."""
 
     records: list[RagRecord]
-    cut: list[str]
+    cut: list[Cut]
     refused: list[Unreadable]
 
 
@@ -52,7 +55,7 @@ def extract_within(
     spans: Sequence[Span], route_attribute: str, limits: SizeLimits
 ) -> TraceRecords | Unreadable:
     """`extract_trace`, each record bound by `limits`."""
-    extraction = extract_trace(spans, route_attribute)
+    extraction = extract_trace(spans, route_attribute, limits.max_documents)
     if isinstance(extraction, Unreadable):
         return extraction
     out = TraceRecords([], [], [])

@@ -61,11 +61,12 @@ class _Answer:
 
 
 def extract_records(
-    spans: Sequence[Span], *, route_attribute: str = "http.route"
+    spans: Sequence[Span], *, route_attribute: str = "http.route", max_documents: int | None = None
 ) -> list[RagRecord]:
-    """All records in one trace's spans (possibly none)."""
+    """All records in one trace's spans (possibly none). With `max_documents`, a record
+    is built with no more than one document past it (see `monitor.records.parse_record`)."""
     with noting_unread() as unread:
-        records = _trace_records(spans, route_attribute)
+        records = _trace_records(spans, route_attribute, max_documents)
     for span in spans:  # values the decoders left out, at receipt or when first read
         unread.update(span.unread)
     if not unread or not records:
@@ -76,7 +77,9 @@ def extract_records(
     ]
 
 
-def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecord]:
+def _trace_records(
+    spans: Sequence[Span], route_attribute: str, max_documents: int | None
+) -> list[RagRecord]:
     spans = join_log_events(spans)
     if not spans:
         return []
@@ -147,6 +150,7 @@ def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecor
             conventions=conventions,
             arguments=arguments,
             trace_spans=ordered,
+            max_documents=max_documents,
         )
         return [record]
     records = []
@@ -190,6 +194,7 @@ def _trace_records(spans: Sequence[Span], route_attribute: str) -> list[RagRecor
                 conventions=conventions,
                 arguments=arguments,
                 trace_spans=ordered,
+                max_documents=max_documents,
             )
         )
     return records

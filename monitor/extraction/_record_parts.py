@@ -183,8 +183,11 @@ def build_record(
     conventions: set[str],
     arguments: list[str],
     trace_spans: list[Span],
+    max_documents: int | None = None,
 ) -> RagRecord:
     docs = top.docs if top.docs is not None else _context(retrievals, answer)
+    if max_documents is not None:
+        docs = docs[: max_documents + 1]  # one past: the bound's cut shows
     # The request's output is what the user got (frameworks parse the model's raw output:
     # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
     response = top.response

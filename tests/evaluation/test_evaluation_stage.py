@@ -12,7 +12,7 @@ from typing import Literal
 
 import pytest
 
-from monitor.component import OnDone, ResultSink, SampledRecord
+from monitor.component import OnDone, ResultSink, SampledRecord, SampledTrace
 from monitor.config import Budget, EvaluatorConfig
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
@@ -21,6 +21,7 @@ from monitor.processors.evaluation import EvaluationStage
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
+from monitor.spans import Span
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
 
@@ -305,7 +306,8 @@ async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Tele
 
 
 async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetry) -> None:
-    """Records whose text passes `queue_bytes` wait for room (one still fits alone)."""
+    """Records whose estimated bytes (queued and in work together) pass `queue_bytes`
+    wait for room (one still fits alone)."""
     gate = asyncio.Event()
 
     class Held(ScriptedEvaluator):
@@ -318,11 +320,12 @@ async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetr
 
     held = Held("e")
     big = "x" * 1000
-    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=2500)
-    await stage.start()
     items = [SampledRecord(_rec(i, response=big), "test", _ALL) for i in range(6)]
+    size = items[0].size
+    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=3 * size + size // 2)
+    await stage.start()
     putting = asyncio.create_task(stage.put_many(items))
-    # One record in work, two queued (3 x ~1000 bytes would pass 2500): put_many waits.
+    # One record in work, two queued (a fourth would pass the bound): put_many waits.
     await wait_until_async(
         lambda: held.entered >= 1 and len(stage._queue) >= 2, 5, "one in work, two queued"
     )
@@ -332,6 +335,52 @@ async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetr
         assert await putting == 6
     await stage.shutdown(5)
     assert held.calls == 6
+
+
+async def test_a_trace_in_work_counts_at_what_its_records_cost(telemetry: Telemetry) -> None:
+    """A trace whose spans are small but whose record holds hundreds of documents counts
+    in `queue_bytes` at its record's estimated size once extracted: while it is in work,
+    one item at most waits in the queue."""
+    gate = asyncio.Event()
+
+    class Held(ScriptedEvaluator):
+        entered = 0
+
+        async def evaluate(self, record: RagRecord) -> EvalResult:
+            self.entered += 1
+            await gate.wait()
+            return await super().evaluate(record)
+
+    held = Held("e")
+    documents = json.dumps([f"d{n}" for n in range(500)])
+    spans = [
+        Span(
+            f"{9:032x}",
+            f"{1:016x}",
+            "",
+            "handle",
+            start_unix_nano=1,
+            end_unix_nano=2,
+            attributes={"rag.query": "q?", "rag.response": "a.", "rag.context": documents},
+        )
+    ]
+    trace = SampledTrace(spans, "test", _ALL, lambda outcome: None, size=len(documents))
+    records = [SampledRecord(_rec(i), "test", _ALL) for i in range(3)]
+    bound = 100_000  # the spans and the three records fit; the built record does not
+    assert len(documents) + sum(r.size for r in records) < bound
+    stage, _ = _stage(telemetry, [held], workers=1, queue_bytes=bound)
+    await stage.start()
+    assert await stage.put_many([trace]) == 1
+    await wait_until_async(lambda: held.entered == 1, 5, "the trace's record in work")
+    putting = asyncio.create_task(stage.put_many(records))
+    # Admitted together when they fit: one queued means the others wait.
+    await wait_until_async(lambda: len(stage._queue) == 1, 5, "one record queued")
+    assert not putting.done() and len(stage._queue) == 1
+    gate.set()
+    async with asyncio.timeout(5):
+        assert await putting == 3
+    await stage.shutdown(5)
+    assert held.calls == 4
 
 
 class CpuScorerStub:

@@ -349,9 +349,7 @@ async def test_traces_a_killed_worker_was_on_go_to_another_worker_once(tmp_path:
         await pool.close(5.0)
 
 
-async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results() -> (
-    None
-):
+async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results() -> None:
     """Alone in its task, it takes down one worker; extracted again without scoring, it
     gives its record, whose CPU scorers give errors (never a pass, never a defect)."""
     telemetry = create_telemetry()

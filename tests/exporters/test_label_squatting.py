@@ -6,6 +6,8 @@ the real one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import generate_latest
 
 from monitor.alerts import AlertEngine
@@ -158,12 +160,19 @@ def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle
         engine.emit(_record("shop", n), failing)
     firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
     assert "shop" in firing
-    assert t.registry.get_sample_value(
-        "rag_monitor_alert_samples", {"service": "shop", "rule": RULE.name, "window": "current"}
-    ) == 5
-    assert t.registry.get_sample_value(
-        "rag_monitor_alert_samples", {"service": "invented-0", "rule": RULE.name, "window": "current"}
-    ) is None
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_alert_samples", {"service": "shop", "rule": RULE.name, "window": "current"}
+        )
+        == 5
+    )
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_alert_samples",
+            {"service": "invented-0", "rule": RULE.name, "window": "current"},
+        )
+        is None
+    )
 
 
 def test_an_allow_listed_service_has_its_own_alert_windows_during_a_burst() -> None:
@@ -177,3 +186,65 @@ def test_an_allow_listed_service_has_its_own_alert_windows_during_a_burst() -> N
         engine.emit(_record("shop", n), failing)
     firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
     assert "shop" in firing
+
+
+# Within this long a service sending steadily gets its own series, whatever one-shot
+# values are sprayed meanwhile (docs/contract.md, `pipeline.max_services`).
+SLOT_WITHIN_S = 60.0
+
+
+def _spray(sink: MetricsSink, clock: Clock, names: Iterator[str], seconds: float) -> None:
+    """One-shot service names at 1,000 a second for `seconds`, 100 at a time."""
+    result = {"local_safety": verdict("local_safety", True)}
+    for _ in range(round(seconds * 10)):
+        clock.now += 0.1
+        sink.emit_many(
+            [
+                (RagRecord.model_construct(service=next(names), route="/ask", version=None), result)
+                for _ in range(100)
+            ]
+        )
+
+
+def test_a_steady_service_wins_a_slot_from_a_continuous_spray_of_one_shot_names() -> None:
+    """100,000 one-shot service names sprayed continuously; a real service at 10 records a
+    second has its own series within `SLOT_WITHIN_S` while the spray goes on, keeps it,
+    and the series stay bounded."""
+    clock = Clock()
+    t = create_telemetry(max_services=50, label_idle_s=IDLE_S, clock=clock)
+    sink = MetricsSink(t)
+    names = (f"invented-{i}" for i in range(100_000))
+    _spray(sink, clock, names, 40)  # every slot taken, and then some
+    assert len(_services(t)) == 51
+    started, won, sent = clock.now, None, 0
+    for step in range(600):  # the other 60,000 names, with the real service
+        _spray(sink, clock, names, 0.1)
+        _emit(sink, "shop")
+        sent += 1
+        if won is None and t.service_cap.holds("shop"):
+            won, sent_then = clock.now - started, sent - 1
+        if step % 60 == 0:
+            assert len(_services(t)) <= 51  # 50 slots and "other"
+    assert won is not None and won <= SLOT_WITHIN_S, won
+    assert len(_services(t)) <= 51
+    # Kept since: never evicted again by the spray, every record counted in its series.
+    assert _count(t, "shop") == sent - sent_then
+    assert t.registry.get_sample_value("rag_monitor_label_overflow_total", {"label": "service"})
+
+
+def test_a_spray_takes_no_slot_from_services_that_send_steadily() -> None:
+    """Fifty real services at one record a second hold every slot: a spray of one-shot
+    names, however long, evicts none of them (every one of their records is counted in
+    its own series) and reads as `other`."""
+    clock = Clock()
+    t = create_telemetry(max_services=50, label_idle_s=IDLE_S, clock=clock)
+    sink = MetricsSink(t)
+    real = [f"real-{i}" for i in range(50)]
+    names = (f"invented-{i}" for i in range(100_000))
+    for second in range(60):
+        for service in real:
+            _emit(sink, service)
+        _spray(sink, clock, names, 1.0)
+        assert set(real) <= _services(t), second
+    assert all(_count(t, service) == 60 for service in real)
+    assert _services(t) == {*real, OVERFLOW}

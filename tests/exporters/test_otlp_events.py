@@ -26,8 +26,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from monitor.__main__ import main
+from monitor.config import Redaction
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
+from monitor.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._servers import free_port, rag_monitor
@@ -190,7 +192,8 @@ async def test_evaluation_events_land_in_the_original_trace(
     protocol, endpoint, received = receiver
     trace_id, span_id = original_trace()
     t = create_telemetry()
-    sink = OtlpEventsSink(create_exporter(endpoint, protocol), t)  # type: ignore[arg-type]
+    exporter = create_exporter(endpoint, protocol)  # type: ignore[arg-type]
+    sink = OtlpEventsSink(exporter, t, include_explanations=True)
     await send_verdicts(sink, trace_id, span_id)
 
     spans = {
@@ -244,7 +247,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
     trace_id, span_id = original_trace()
     t = create_telemetry()
     exporter = create_exporter(endpoint, protocol, signal="logs")  # type: ignore[arg-type]
-    sink = OtlpEventsSink(exporter, t)
+    sink = OtlpEventsSink(exporter, t, include_explanations=True)
     await send_verdicts(sink, trace_id, span_id)
 
     assert received.spans() == []  # no synthetic span
@@ -284,6 +287,54 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
     orphan = records["no-trace", "x"]
     assert orphan.trace_id == b"" and orphan.span_id == b""
     assert sink.exported == 2 and dropped(t, "queue_full") == dropped(t, "export_failed") == 0
+
+
+@pytest.mark.asyncio
+async def test_explanations_leave_only_when_asked_for_and_then_redacted(
+    receiver: tuple[str, str, Received],
+) -> None:
+    """An explanation quotes the record's text: by default an event carries none (an
+    evaluation's error still says what went wrong); asked for, it comes redacted."""
+    protocol, endpoint, received = receiver
+    trace_id, span_id = original_trace()
+    redact = Redactor(Redaction(enabled=True, detectors=["email"]))
+    explanation = "unsupported: write to ann@example.com"
+    for include in (False, True):
+        exporter = create_exporter(endpoint, protocol, signal="logs")  # type: ignore[arg-type]
+        sink = OtlpEventsSink(
+            exporter, create_telemetry(), include_explanations=include, redact=redact
+        )
+        await sink.start()
+        record = RagRecord(
+            request_id=f"req-{include}",
+            trace_id=trace_id,
+            span_id=span_id,
+            service="shop",
+            response="x",
+        )
+        failed = EvalResult.failed("faithfulness", "timeout: no verdict within 30s")
+        verdict = EvalResult(
+            name="local_groundedness",
+            score=0.2,
+            normalized=0.2,
+            passed=False,
+            explanation=explanation,
+        )
+        sink.emit(record, {"local_groundedness": verdict, "faithfulness": failed})
+        await sink.shutdown(DELIVER_ALL_S)
+    shown = {
+        (
+            values(r.attributes)["rag.request_id"],
+            values(r.attributes)["gen_ai.evaluation.name"],
+        ): values(r.attributes).get("gen_ai.evaluation.explanation")
+        for r in received.log_records()
+    }
+    assert shown == {
+        ("req-False", "local_groundedness"): None,
+        ("req-False", "faithfulness"): "timeout: no verdict within 30s",
+        ("req-True", "local_groundedness"): "unsupported: write to [REDACTED:email]",
+        ("req-True", "faithfulness"): "timeout: no verdict within 30s",
+    }
 
 
 @pytest.mark.asyncio

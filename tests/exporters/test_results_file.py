@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config import Redaction
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.records import RagRecord
+from monitor.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
@@ -76,7 +78,7 @@ async def test_unicode_line_breaks_in_a_value_keep_one_record_per_line(
     `str.splitlines()`: the sink escapes them so every reader sees one record per line."""
     breaks = "a\x85b\u2028c\u2029d"
     path = tmp_path / "results.jsonl"
-    sink = ResultsFileSink(path, telemetry, include_text=True)
+    sink = ResultsFileSink(path, telemetry, include_text=True, include_explanations=True)
     await sink.start()
     for i in range(2):
         record = RagRecord(request_id=f"r{i}{breaks}", query=breaks, response=breaks)
@@ -87,6 +89,40 @@ async def test_unicode_line_breaks_in_a_value_keep_one_record_per_line(
     assert [line["request_id"] for line in lines] == [f"r0{breaks}", f"r1{breaks}"]
     assert lines[1]["results"]["e"]["explanation"] == breaks
     assert lines[1]["extracted"]["response"] == breaks
+
+
+async def test_explanations_are_written_only_when_asked_for_and_then_redacted(
+    tmp_path: Path, telemetry: Telemetry
+) -> None:
+    """An explanation quotes the record's text: by default a line carries none (an error
+    still says what went wrong); asked for, it is written redacted."""
+    redact = Redactor(Redaction(enabled=True, detectors=["email"]))
+    record = RagRecord(request_id="r", response="Write to ann@example.com.")
+    results = {
+        "g": EvalResult(
+            name="g",
+            score=0,
+            normalized=0,
+            passed=False,
+            explanation="unsupported: Write to ann@example.com.",
+        ),
+        "j": EvalResult.failed("j", "timeout: no verdict within 30s"),
+    }
+    written = {}
+    for include in (False, True):
+        path = tmp_path / f"results-{include}.jsonl"
+        sink = ResultsFileSink(path, telemetry, include_explanations=include, redact=redact)
+        await sink.start()
+        sink.emit(record, results)
+        await sink.shutdown(10)
+        (line,) = [json.loads(text) for text in path.read_text().splitlines()]
+        written[include] = {name: r["explanation"] for name, r in line["results"].items()}
+        assert line["results"]["j"]["error"] == "timeout: no verdict within 30s"
+        assert "ann@example.com" not in path.read_text()
+    assert written == {
+        False: {"g": None, "j": None},
+        True: {"g": "unsupported: Write to [REDACTED:email].", "j": None},
+    }
 
 
 async def test_a_full_disk_is_retried_without_torn_or_lost_lines(

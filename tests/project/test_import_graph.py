@@ -122,6 +122,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 # the evaluation stage's task.
                 "monitor.extraction",
                 "monitor.telemetry",
+                # Label values from untrusted input, bounded (telemetry, records, alerts).
+                "monitor._labels",
                 "monitor.retry",
                 "monitor.redaction",
                 "monitor.pool",

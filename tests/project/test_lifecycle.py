@@ -160,6 +160,12 @@ class _Deliveries:
     def holds(self, origins: Collection[Hashable]) -> int:
         return 0
 
+    def suspend(self, origins: Collection[Hashable]) -> None:
+        return None
+
+    def resume(self, origins: Collection[Hashable]) -> None:
+        return None
+
     def abandon(self, origins: Collection[Hashable]) -> None:
         return None
 

@@ -72,9 +72,7 @@ def test_every_component_starts_after_what_it_needs(tmp_path: Path) -> None:
 def test_without_a_metrics_port_or_receivers_the_order_still_follows_the_needs(
     tmp_path: Path,
 ) -> None:
-    pipeline = build_pipeline(
-        _config(tmp_path), _not_ready, serve_http=False, with_receivers=False
-    )
+    pipeline = build_pipeline(_config(tmp_path), _not_ready, serve_http=False, with_receivers=False)
     names = [node.name for node in start_order(pipeline.nodes)]
     assert "metrics port" not in names and "OTLP receivers" not in names
     assert names[-2:] == ["evaluation stage", "trace stage"]

@@ -4,13 +4,22 @@ than any test waits (a broker fault; see the static-membership case in test_kafk
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
+from monitor.config import Config
 from monitor.records import RagRecord
+from monitor.results import EvalResult
 from monitor.service import Service
 from tests._kafka import Broker, unique
 from tests._wait import wait_until, wait_until_async
@@ -21,6 +30,7 @@ from tests.receivers.test_kafka import (
     _rag_attributes,
     config,
     metric,
+    metric_sum,
     native,
     noida,
     replicas,
@@ -142,6 +152,206 @@ async def test_a_member_joining_mid_trace_does_not_cut_it(tansu: Broker) -> None
     assert whole(first_capture) + whole(second_capture) == records, records
     assert {r.trace_id for r in records} == {t.hex() for t in trace_ids.values()}
     assert tansu.committed(group, topic, 2) == {0: 2, 1: 2}
+
+
+class SlowWrites:
+    """A results sink that keeps every record and persists slowly: the results of a
+    record whose id starts with `slow` are written only once `let_go` is called (a disk
+    stalling), so its Kafka message stays unfinished and a revoke waits its whole grace
+    for it before the group is joined again."""
+
+    def __init__(self) -> None:
+        self.records: list[RagRecord] = []
+        self._waiting: list[asyncio.Future[bool]] = []
+        self._held = True
+
+    async def start(self) -> None:
+        return None
+
+    def emit(
+        self, record: RagRecord, results: dict[str, EvalResult]
+    ) -> asyncio.Future[bool] | None:
+        self.records.append(record)
+        if not (self._held and record.request_id.startswith("slow")):
+            return None
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        return future
+
+    def let_go(self) -> None:
+        self._held = False
+        for future in self._waiting:
+            if not future.done():
+                future.set_result(True)
+
+    async def shutdown(self, deadline_s: float) -> None:
+        self.let_go()
+
+
+@contextlib.asynccontextmanager
+async def running_with(cfg: Config, sink: SlowWrites) -> AsyncIterator[Service]:
+    service = Service(cfg, serve_http=False, extra_sinks=[sink])
+    await service.start()
+    try:
+        yield service
+    finally:
+        sink.let_go()
+        await service.shutdown(10)
+
+
+@contextlib.contextmanager
+def busy_loops(count: int = 2) -> Iterator[None]:
+    """`count` processes burning a CPU each, as on a busy node."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+@pytest.mark.slow
+async def test_a_rejoin_longer_than_the_idle_timeout_cuts_no_trace(tansu: Broker) -> None:
+    """The join-mid-trace case on a busy machine (two busy-loop processes on the two
+    cores), with a rejoin that outlasts `idle_timeout_s`: the first member's revoke waits
+    its whole grace for a message whose results are still being written (a stalling
+    disk), and the traces' roots are sent meanwhile. Until the assignment says where each
+    partition goes, idle expiry must not release their open traces: every record, on
+    either member, is whole, and each trace is evaluated."""
+    idle_s = 2.0  # shorter than the revoke's grace of 3 s alone
+    topic = tansu.create_topic(unique("long-rejoin"), partitions=2)
+    group = unique("g")
+    trace_ids = {p: bytes.fromhex(f"8{p}" * 16) for p in (0, 1)}
+    root, retrieval = bytes.fromhex("00000000000000a1"), bytes.fromhex("00000000000000b2")
+    attributes = _rag_attributes(8)
+    context = {key: attributes.pop(key) for key in ("rag.context", "rag.query")}
+    for p, trace_id in trace_ids.items():
+        tansu.produce(topic, [native(f"slow-{p}")], partition=p)
+        tansu.produce(topic, [_otlp_message(trace_id, [(retrieval, root, context)])], partition=p)
+    cfg = config(tansu, [topic], group)
+    assembly = cfg.trace_assembly.model_copy(update={"idle_timeout_s": idle_s})
+    cfg = cfg.model_copy(update={"trace_assembly": assembly})
+
+    stop = threading.Event()
+    # One producer for the test (thread-safe): a span sent is in its partition at once,
+    # where a producer made per send would take a connection's time on a busy machine.
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=0)
+
+    def send(p: int, spans: list[tuple[bytes, bytes, dict[str, str]]]) -> None:
+        producer.send(topic, _otlp_message(trace_ids[p], spans), partition=p).get(timeout=30)
+
+    def keep_sending() -> None:
+        """A span of each trace every half second until the revoke, so that neither goes
+        idle while the second member starts."""
+        n = 0
+        while not stop.wait(0.5):
+            n += 1
+            for p in trace_ids:
+                send(p, [((0x100 + n).to_bytes(8, "big"), root, {})])
+
+    def whole(records: list[RagRecord]) -> list[RagRecord]:
+        return [r for r in records if r.response and r.query and r.retrieved_context]
+
+    def traces(records: list[RagRecord]) -> list[RagRecord]:
+        return [r for r in records if r.trace_id is not None]
+
+    def cut(member: Service) -> float:
+        """Traces the member released before their roots came."""
+        return sum(
+            metric(member, "traces_assembled_total", trigger=trigger)
+            for trigger in ("idle_timeout", "evicted", "flushed")
+        ) + metric_sum(member, "records_incomplete_total", missing="response")
+
+    members: list[tuple[str, Service, SlowWrites]] = []  # as they start
+
+    def state() -> str:
+        """What each member holds and released, for a failure message."""
+        lines = []
+        for name, member, sink in members:
+            assembled = {
+                trigger: metric(member, "traces_assembled_total", trigger=trigger)
+                for trigger in ("root_ended", "idle_timeout", "evicted", "flushed", "shutdown")
+            }
+            records = [
+                (r.request_id, bool(r.query), len(r.retrieved_context), bool(r.response))
+                for r in sink.records
+            ]
+            lines.append(
+                f"{name}: owns {sorted(owned(member))}, open traces "
+                f"{metric(member, 'open_traces'):.0f}, spans "
+                f"{metric(member, 'spans_received_total', receiver='kafka'):.0f}, "
+                f"assembled {assembled}, records (id, query, documents, answer) {records}"
+            )
+        return "\n".join(lines)
+
+    first_sink, second_sink = SlowWrites(), SlowWrites()
+    sender = threading.Thread(target=keep_sending, daemon=True)
+    revoking = threading.Event()
+    with busy_loops(2):
+        async with running_with(cfg, first_sink) as first:
+            members.append(("first", first, first_sink))
+            await wait_until_async(
+                lambda: (
+                    len(first_sink.records) == 2
+                    and metric(first, "spans_received_total", receiver="kafka") >= 2
+                ),
+                60,
+                "both slow records in writing and both retrievals read",
+            )
+            # Observed, not changed: when the first member's revoke begins.
+            receiver = first.receivers[0]
+            revoke = receiver._on_revoked  # type: ignore[attr-defined]
+
+            def on_revoked(revoked: set[Any]) -> Any:
+                revoking.set()
+                return revoke(revoked)
+
+            receiver._on_revoked = on_revoked  # type: ignore[attr-defined]
+            sender.start()
+            try:
+                async with running_with(cfg, second_sink) as second:
+                    members.append(("second", second, second_sink))
+                    await wait_until_async(revoking.is_set, 90, "the first member's revoke")
+                    stop.set()
+                    await asyncio.to_thread(sender.join)
+                    # The roots reach their partitions while the revoke still waits: read
+                    # once the group has rejoined, by whichever member then owns each.
+                    for p in trace_ids:
+                        await asyncio.to_thread(send, p, [(root, b"", attributes)])
+                    await wait_until_async(
+                        lambda: len(owned(first)) == 1 and len(owned(second)) == 1,
+                        90,
+                        "the join",
+                        context=state,
+                    )
+                    # A trace released cut (its root then a late span) gives a record
+                    # without an answer, which no evaluator here scores: the end is both
+                    # traces evaluated whole, or one released cut.
+                    await wait_until_async(
+                        lambda: (
+                            {
+                                r.trace_id
+                                for r in whole(traces(first_sink.records + second_sink.records))
+                            }
+                            == {t.hex() for t in trace_ids.values()}
+                            or any(cut(member) for member in (first, second))
+                        ),
+                        60,
+                        "both traces evaluated whole, or one cut",
+                        context=state,
+                    )
+                    first_sink.let_go()
+                    second_sink.let_go()
+            finally:
+                stop.set()
+                if sender.is_alive():
+                    await asyncio.to_thread(sender.join)
+                producer.close(timeout=5)
+    assert cut(first) == cut(second) == 0
+    records = traces(first_sink.records) + traces(second_sink.records)
+    assert whole(records) == records
+    assert {r.trace_id for r in records} == {t.hex() for t in trace_ids.values()}
 
 
 # Traces the producer keeps half delivered (retrieval sent, root not yet) at every moment.

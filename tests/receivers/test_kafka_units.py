@@ -279,6 +279,8 @@ class _Stage:
         self.deliveries: list[Delivery] = []
         self.waiting_in_traces = 0  # what `holds` answers
         self.handed_back: list[set[Hashable]] = []
+        self.suspended: list[set[Hashable]] = []
+        self.resumed: list[set[Hashable]] = []
         self.on_abandon: Callable[[], None] = lambda: None  # as the stage settles them
 
     def refuses(self) -> bool:
@@ -296,6 +298,12 @@ class _Stage:
 
     def holds(self, origins: Collection[Hashable]) -> int:
         return self.waiting_in_traces
+
+    def suspend(self, origins: Collection[Hashable]) -> None:
+        self.suspended.append(set(origins))
+
+    def resume(self, origins: Collection[Hashable]) -> None:
+        self.resumed.append(set(origins))
 
     def abandon(self, origins: Collection[Hashable]) -> None:
         self.handed_back.append(set(origins))
@@ -484,8 +492,11 @@ def test_a_partition_given_away_hands_its_open_traces_back_and_one_given_back_ke
     stage.on_abandon = lambda: receiver._delivered(given, 5, False)
     receiver._on_revoked({p0, p1})
     assert stage.handed_back == []  # not before the assignment says which come back
+    # Meanwhile their open traces wait, however long the rejoin takes.
+    assert stage.suspended == [{kept, given}]
     receiver._on_assigned({p0})
     assert stage.handed_back == [{given}]
+    assert stage.resumed == [{kept}]
     assert receiver._trackers == {p0: kept}
     assert given.revoked and not kept.revoked
     # Nothing is left to wait for on it, and the committable offset does not pass it.

@@ -441,9 +441,7 @@ async def test_a_chunked_body_is_read_whole(rate: float, telemetry: Telemetry) -
         await receivers.shutdown(5)
 
 
-def _post_chunks(
-    port: int | None, pieces: list[bytes], headers: dict[str, str]
-) -> httpx.Response:
+def _post_chunks(port: int | None, pieces: list[bytes], headers: dict[str, str]) -> httpx.Response:
     assert port is not None, "the receiver is not serving"
     return httpx.post(
         f"http://127.0.0.1:{port}/v1/traces", content=iter(pieces), headers=headers, timeout=10

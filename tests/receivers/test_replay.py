@@ -90,6 +90,7 @@ def _config(tmp: Path, name: str, debug_records: int = 0) -> tuple[Path, dict[st
             },
             "results_file": str(tmp / f"{name}.jsonl"),
             "results_include_text": True,
+            "include_explanations": True,
         },
         "redaction": {"enabled": True},
     }

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from monitor._labels import bounded_label
 from monitor.component import Delivery
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
-from monitor.records import RawRecord, RecordError, SizeLimits, bound_record, parse_record
+from monitor.records import (
+    RawRecord,
+    RecordError,
+    SizeLimits,
+    bound_record,
+    parse_record,
+)
 from monitor.telemetry import create_telemetry
 from tests._wait import wait_until_async
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
@@ -144,3 +153,65 @@ def test_an_id_too_long_for_an_exemplar_is_an_invalid_field() -> None:
         parse_record({**_record(), "trace_id": "ab" * 100})
     with pytest.raises(RecordError, match=r"span_id: .*at most 64"):
         parse_record({**_record(), "span_id": "0" * 65})
+
+
+def test_a_long_label_value_is_cut_to_a_prefix_and_a_hash_that_keeps_it_apart() -> None:
+    limits = SizeLimits(label_chars=40)
+    first, second = "a" * 1000 + "1", "a" * 1000 + "2"
+    record = parse_record(
+        {**_record(), "service": first, "version": "v" * 41, "route": "/" + "r" * 39}
+    )
+    bounded, cut = bound_record(record, limits)
+    assert cut == ("service", "version")
+    assert len(bounded.service) == len(bounded.version or "") == 40
+    assert bounded.route == record.route  # exactly at the limit: kept
+    assert bounded.service.startswith("a" * 23 + "…")
+    # The same value is always cut the same way; two values sharing the prefix differ.
+    assert bounded_label(first, 40) == bounded.service
+    assert bounded_label(second, 40) != bounded.service
+    assert bounded_label("short", 40) == "short"
+
+
+def test_documents_past_the_bound_are_dropped_and_said() -> None:
+    """A record of more documents than `max_documents` keeps the first ones (`documents`
+    cut); a record read from JSON builds no more than one document past the bound."""
+    limits = SizeLimits(max_documents=3)
+    raw = _record(docs=tuple(f"d{i}" for i in range(100_000)))
+    record = parse_record(raw, max_documents=3)
+    assert len(record.retrieved_context) == 4  # one past: the cut shows
+    bounded, cut = bound_record(record, limits)
+    assert cut == ("documents",)
+    assert bounded.context_text == ["d0", "d1", "d2"]
+    assert bound_record(parse_record(_record(docs=("a", "b", "c"))), limits)[1] == ()
+
+
+async def test_records_of_many_documents_are_cut_where_they_are_built_and_counted() -> None:
+    """From spans and from JSON records alike, a record holds at most `max_documents`
+    documents, counted in `records_truncated_total{part="documents"}`; long label values
+    are counted in `label_values_cut_total`."""
+    limits = SizeLimits(max_documents=5, label_chars=40)
+    telemetry = create_telemetry()
+    consumer = HoldingStage(limits=limits)
+    config = Config()
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,
+        telemetry,
+        limits=limits,
+    )
+    many = [f"document {i}" for i in range(10_000)]
+    async with _running(stage, consumer):
+        spans = Delivery("otlp_http", [_root(1, **{"rag.context": json.dumps(many)})])
+        records = Delivery(
+            "kafka", records=[RawRecord({**_record(docs=tuple(many)), "route": "/" * 400})]
+        )
+        assert stage.consume([spans, records])
+        await wait_until_async(lambda: len(consumer.items) == 2, 10, "both records")
+        assert [len(item.record.retrieved_context) for item in consumer.items] == [5, 5]
+
+    def value(name: str, **labels: str) -> float | None:
+        return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
+
+    assert value("records_truncated_total", part="documents") == 2
+    assert value("label_values_cut_total", label="route") == 1

@@ -78,7 +78,7 @@ def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
         # Long idle timeout: a record that shows up quickly was released by its root span.
         "trace_assembly: {idle_timeout_s: 60}\n"
         "exporters:\n  prometheus: {endpoint: '127.0.0.1:0'}\n"
-        f"  results_file: '{results}'\n"
+        f"  results_file: '{results}'\n  include_explanations: true\n"
     )
     with rag_monitor(tmp, config) as ports:
         assert ports.grpc is not None and ports.http is not None

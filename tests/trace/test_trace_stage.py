@@ -637,6 +637,91 @@ async def test_abandoned_traces_are_dropped_unevaluated_and_their_deliveries_not
     assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 0
 
 
+async def test_a_suspended_origin_keeps_its_open_traces_past_the_idle_timeout(
+    telemetry: Telemetry,
+) -> None:
+    """While a receiver does not know whether it will read an origin again (a Kafka
+    partition revoked, the rejoin taking longer than the idle timeout), the open traces
+    holding its deliveries are not released for idleness: once it is resumed they
+    complete whole; once it is handed back they are dropped unevaluated. Other traces
+    expire as usual meanwhile."""
+    consumer = HoldingStage()
+    clock = Clock()
+    config = _config(idle_timeout_s=0.2)
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,
+        telemetry,
+        clock=clock,
+    )
+    acks = Acks()
+    child = {"rag.context": json.dumps(["document"])}
+    async with _running(stage, consumer):
+        assert stage.consume(
+            [
+                Delivery("kafka", [_span(60, 2, 1, **child)], on_done=acks.of("a"), origin="p0"),
+                Delivery("kafka", [_span(61, 2, 1, **child)], on_done=acks.of("b"), origin="p1"),
+            ]
+        )
+        await wait_until_async(lambda: _value(telemetry, "open_traces") == 2, 5, "open traces")
+        stage.suspend(["p0", "p1"])
+        for step in range(5):  # a rejoin of many idle timeouts
+            clock.now += 1.0
+            # A trace of no suspended origin, idle from now on, is released by the next
+            # expiry pass: once it is, that pass has kept the suspended ones.
+            marker = 70 + step
+            marked = Delivery(
+                "otlp_http", [_span(marker, 2, 1, **child)], on_done=acks.of(f"m{marker}")
+            )
+            assert stage.consume([marked])
+            await wait_until_async(
+                lambda: _value(telemetry, "open_traces") == 3, 5, "the marker trace open"
+            )
+            clock.now += 1.0
+            await wait_until_async(
+                partial(_count_is, consumer, step + 1), 5, "the marker's idle release"
+            )
+            assert _value(telemetry, "open_traces") == 2
+        assert [i.record.trace_id for i in consumer.items] == [f"{70 + n:032x}" for n in range(5)]
+        # p0 comes back: its trace completes whole; p1 goes: its trace is dropped.
+        stage.resume(["p0"])
+        stage.abandon(["p1"])
+        assert "a" not in acks.done and acks.done["b"] is False
+        assert stage.consume([Delivery("kafka", [_root(60)], on_done=acks.of("c"), origin="p0")])
+        await wait_until_async(lambda: len(consumer.items) == 6, 5, "trace 60 whole")
+        record = consumer.items[-1].record
+        assert record.trace_id == f"{60:032x}"
+        assert record.query and record.response and record.retrieved_context
+        consumer.finish_all()
+        assert {k: acks.done[k] for k in "abc"} == {"a": True, "b": False, "c": True}
+    assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 5
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="handed_back") == 1
+
+
+async def test_a_resumed_origin_s_traces_age_again_from_then(telemetry: Telemetry) -> None:
+    """Resumed, an origin's open trace that never completes is released for idleness an
+    idle timeout after the resume, not at once and not never."""
+    consumer = HoldingStage()
+    clock = Clock()
+    config = _config(idle_timeout_s=0.2)
+    stage = TraceStage(
+        config.trace_assembly,
+        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
+        consumer,
+        telemetry,
+        clock=clock,
+    )
+    child = {"rag.context": json.dumps(["document"])}
+    async with _running(stage, consumer):
+        assert stage.consume([Delivery("kafka", [_span(80, 2, 1, **child)], origin="p0")])
+        await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
+        stage.resume(["p0"])  # resuming an origin never suspended changes nothing
+        clock.now += 1.0
+        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the idle release")
+    assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
+
+
 async def test_abandon_takes_the_queued_deliveries_of_the_origin_too(
     telemetry: Telemetry,
 ) -> None:

@@ -3,8 +3,12 @@
 The trace stage hands in sampled traces (`SampledTrace`: spans as assembled) and records
 (`SampledRecord`: Kafka JSON, replay), each with the set of evaluators that sample it —
 decided once upstream — with `put_many`, which waits for room: the queue is bounded in
-items (`pipeline.queue_size`) and in their bytes (`pipeline.queue_bytes`), so a slow
-stage pushes back all the way to the receivers.
+items (`pipeline.queue_size`) and in bytes (`pipeline.queue_bytes`), so a slow stage
+pushes back all the way to the receivers. The byte bound counts what is queued and what
+is in work together, each at what it will cost: a record at its estimated size
+(`record_bytes`: its text and a share for every document and history turn), a trace at
+its spans' bytes until it is extracted and at its records' estimated size after; while
+the records in work weigh more than the bound, one item at most waits in the queue.
 
 Each worker (an asyncio task) takes what is queued (up to `_MAX_BATCH` items when every
 evaluator is a CPU scorer, else one) and runs one task for the batch (`_task.py`): it
@@ -47,7 +51,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, BeyondBase, InFlight
 from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
 from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
-from monitor.records import RagRecord
+from monitor.records import RagRecord, record_bytes
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
@@ -112,6 +116,9 @@ class EvaluationStage:
         self._queue_size = queue_size
         self._queue_bytes = queue_bytes
         self._queued_bytes = 0
+        # Estimated bytes of the items in work (see the module docstring), by id.
+        self._in_work_bytes = 0
+        self._cost: dict[int, int] = {}
         # One lock for the queue; putters wait for room, workers for work, apart: a
         # record handed in wakes as many workers as it makes batches, not all of them.
         self._lock = asyncio.Lock()
@@ -182,7 +189,7 @@ class EvaluationStage:
             or not self._queue
             or (
                 len(self._queue) < self._queue_size
-                and self._queued_bytes + size <= self._queue_bytes
+                and self._queued_bytes + self._in_work_bytes + size <= self._queue_bytes
             )
         )
 
@@ -216,6 +223,7 @@ class EvaluationStage:
             self._queue.clear()
             for job in unevaluated:
                 del self._in_work[id(job)]
+                self._in_work_bytes -= self._cost.pop(id(job), 0)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
                 deadline_s,
@@ -262,6 +270,8 @@ class EvaluationStage:
             for job in jobs:
                 self._queued_bytes -= job.size
                 self._in_work[id(job)] = job
+                self._cost[id(job)] = job.size
+                self._in_work_bytes += job.size
             self._depth.set(len(self._queue))
             if self._queue:
                 self._has_work.notify()  # more than this batch was waiting: pass it on
@@ -302,6 +312,7 @@ class EvaluationStage:
         self._told.discard(id(job))
         if self._in_work.pop(id(job), None) is None:
             return
+        self._in_work_bytes -= self._cost.pop(id(job), 0)
         self._completed += 1
         if job.on_done is not None:
             job.on_done(ok)
@@ -370,6 +381,7 @@ class EvaluationStage:
             trace = next(done)
             assert isinstance(trace, TraceDone)
             records = self._extracted(job, trace.extraction)
+            self._recost(job, sum(map(record_bytes, records)))
             flights = [
                 self._flight(record, job.sampled, scored)
                 for record, scored in zip(records, trace.scored, strict=True)
@@ -398,6 +410,12 @@ class EvaluationStage:
             except Exception:
                 log.exception("telling the trace stage what %s gave", _describe(job))
         return extraction.records if isinstance(extraction, TraceRecords) else []
+
+    def _recost(self, job: Item, cost: int) -> None:
+        """An item in work now costs `cost` (a trace once its records are built)."""
+        if id(job) in self._cost:
+            self._in_work_bytes += cost - self._cost[id(job)]
+            self._cost[id(job)] = cost
 
     def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
         return InFlight(

@@ -132,6 +132,10 @@ class Acknowledgements:
         }
         return len(waiting)
 
+    def from_any(self, trace_id: str, origins: Collection[Hashable]) -> bool:
+        """Whether the open trace holds an acknowledged delivery of one of `origins`."""
+        return any(ack.origin in origins for ack in self._open.get(trace_id, ()))
+
     def handed_back(
         self, origins: frozenset[Hashable], is_open: Callable[[str], bool]
     ) -> list[str]:

@@ -5,6 +5,8 @@ A trace is released when
   has ended) and every span's parent is present — the children it references were seen;
 - `idle_timeout`: no span of it arrived for `idle_timeout_s` (a child lost in transit, a
   root whose parent lives in another service without the OTLP "parent is remote" flag);
+  unless the caller keeps it (`expire`'s `keep`: its spans cannot come now, their source
+  is suspended), when it ages again from then;
 - `evicted`: `max_open_traces` traces are open and a new one starts, or the open traces
   hold more than `max_open_bytes` of spans; the least recently active ones are released
   early (counted);
@@ -221,9 +223,12 @@ class TraceAssembler:
             self._on_drop("trace_too_large", oversize)
         return finished
 
-    def expire(self, now: float | None = None) -> list[FinishedTrace]:
+    def expire(
+        self, now: float | None = None, keep: Callable[[str], bool] | None = None
+    ) -> list[FinishedTrace]:
         """Release whole traces whose wait for log events is over, and traces idle for
-        `idle_timeout_s` (oldest first)."""
+        `idle_timeout_s` (oldest first) unless `keep(trace_id)`: such a trace is kept and
+        ages again from `now`."""
         now = self._clock() if now is None else now
         finished = []
         while self._held:
@@ -244,6 +249,10 @@ class TraceAssembler:
                 trace_id, trace = next(iter(traces.items()))
                 if now - trace.last_seen < self._idle:
                     break
+                if keep is not None and keep(trace_id):
+                    trace.last_seen = now
+                    traces.move_to_end(trace_id)
+                    continue
                 del traces[trace_id]
                 finished.append(self._release(trace_id, trace, trigger))
         return finished

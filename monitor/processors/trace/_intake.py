@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.processors.trace._sampling import Chosen
+from monitor.records import record_bytes
 
 # Items taken per pass: large enough to amortise a pass, small enough that expiry and
 # acknowledgements stay timely under load.
@@ -27,6 +28,17 @@ class Pending:
 
     delivery: Delivery
     chosen: list[Chosen] | None
+    # Bytes held: the spans as received, or the sampled records as parsed (a record's
+    # documents weigh far more than their text).
+    size: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        chosen = self.chosen
+        self.size = (
+            self.delivery.size
+            if chosen is None
+            else sum(record_bytes(record) for record, _, _ in chosen)
+        )
 
     @property
     def items(self) -> int:
@@ -78,7 +90,7 @@ class TraceIntake:
     def admit(self, pending: Sequence[Pending]) -> str:
         """Take all of `pending` or none: "" when taken, else why not."""
         items = sum(p.items for p in pending)
-        size = sum(p.delivery.size for p in pending)
+        size = sum(p.size for p in pending)
         with self._lock:
             if not self.accepting:
                 return "shutting_down"
@@ -107,7 +119,7 @@ class TraceIntake:
                 pending = self._queue.popleft()
                 batch.append(pending)
                 items += pending.items
-                size += pending.delivery.size
+                size += pending.size
             self._queued_items -= items
             self._queued_bytes -= size
         if batch:

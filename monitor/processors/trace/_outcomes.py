@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter as Tally
+from collections.abc import Sequence
 
 from monitor._nesting import REASONS
 from monitor.component import Delivery, Invalid, TraceObserver
@@ -22,7 +23,9 @@ from monitor.extraction import (
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
 from monitor.records import (
     EXTRACTION_SUSPECT,
+    LABEL_FIELDS,
     UNREAD_VALUES,
+    Cut,
     RagRecord,
     SizeLimits,
     bound_record,
@@ -44,6 +47,7 @@ class Outcomes:
         self.observer = observer
         # Applied to every record before it goes on: no text reaches a worker unbounded.
         self._limits = limits
+        self.max_documents = limits.max_documents
         self.warn = RateLimitedLog(log)
         self.depth = telemetry.queue_depth.labels(STAGE)
         self.depth.set(0)
@@ -100,9 +104,25 @@ class Outcomes:
     def bounded(self, record: RagRecord) -> RagRecord:
         """`record` within the size limits (truncations counted); raises `RecordError`."""
         bounded, cut = bound_record(record, self._limits)
-        for part in cut:
-            self._t.child(self._t.records_truncated, part).inc()
+        self.cut(cut)
         return bounded
+
+    def cut(self, cut: Sequence[Cut]) -> None:
+        """Count what the size limits cut: a label value in `label_values_cut_total`,
+        a part of the text in `records_truncated_total`."""
+        for part in cut:
+            if part in LABEL_FIELDS:
+                self._t.child(self._t.label_values_cut, part).inc()
+            else:
+                self._t.child(self._t.records_truncated, part).inc()
+            if part == "documents":
+                self.warn.warning(
+                    "documents",
+                    "a record had more than record_limits.max_documents (%d) documents; "
+                    'the first %d are evaluated (records_truncated_total{part="documents"})',
+                    self.max_documents,
+                    self.max_documents,
+                )
 
     def record(self, record: RagRecord, source: str) -> None:
         """A record handed on."""
@@ -197,8 +217,7 @@ class Outcomes:
         if isinstance(outcome, Unreadable):
             self.unreadable(trace, service, outcome)
             return
-        for part in outcome.cut:
-            self._t.child(self._t.records_truncated, part).inc()
+        self.cut(outcome.cut)
         for why in outcome.refused:
             self.unreadable(trace, service, why)
         for record in outcome.records:

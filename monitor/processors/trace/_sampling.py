@@ -97,7 +97,11 @@ class TraceSampling:
                 skipped.append(record)
             else:
                 try:
-                    parsed = record.parse() if isinstance(record, RawRecord) else record
+                    parsed = (
+                        record.parse(self._outcomes.max_documents)
+                        if isinstance(record, RawRecord)
+                        else record
+                    )
                     chosen.append((self._outcomes.bounded(parsed), sampled, record))
                 except RecordError as exc:
                     raw = (

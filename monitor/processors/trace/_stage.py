@@ -12,7 +12,10 @@ stage is full, so the intake fills and `consume` refuses: receivers push back (H
 gRPC UNAVAILABLE, paused Kafka partitions) instead of the process buffering without
 bound. A delivery's `on_done` is called once everything built from it has finished
 (`_acks.py`); a receiver can hand back what came from an origin (`abandon`): open traces
-made only of its deliveries are dropped unevaluated and those deliveries done with False.
+made only of its deliveries are dropped unevaluated and those deliveries done with False;
+and it can suspend an origin (`suspend`) while it does not know whether it will read it
+again: open traces holding its deliveries are then not released for idleness, since no
+span of theirs can come, until it resumes the origin or hands it back.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class TraceStage:
             log_events_wait_s=assembly.log_events_wait_s,
         )
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
+        self._suspended: set[Hashable] = set()  # origins whose open traces idle expiry keeps
         # Assembly state (assembler, open traces' acknowledgements, metadata): the thread
         # that hands a delivery in does its work when it can take this lock, else the
         # worker does.
@@ -215,6 +219,7 @@ class TraceStage:
         with self._work_lock:
             # Queued deliveries first: their spans may belong to the traces handed back.
             out = self._process(self._take(), expire=False)
+            self._suspended.difference_update(origins)
             gone = self._acks.handed_back(frozenset(origins), self._assembler.is_open)
             spans = self._assembler.abandon(gone)
             for trace_id in gone:
@@ -230,6 +235,18 @@ class TraceStage:
                 len(gone),
                 spans,
             )
+
+    def suspend(self, origins: Collection[Hashable]) -> None:
+        with self._work_lock:
+            self._suspended.update(origins)
+
+    def resume(self, origins: Collection[Hashable]) -> None:
+        with self._work_lock:
+            self._suspended.difference_update(origins)
+
+    def _kept(self, trace_id: str) -> bool:
+        """Whether idle expiry keeps an open trace: its source is suspended."""
+        return self._acks.from_any(trace_id, self._suspended)
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
         """`consume`, waiting for room instead of refusing (for receivers that read at
@@ -350,7 +367,7 @@ class TraceStage:
             now = self._clock()
             if now >= self._next_expiry:
                 self._next_expiry = now + self._tick
-                finished += self._assembler.expire()
+                finished += self._assembler.expire(keep=self._kept if self._suspended else None)
             if self._flush or stopping:
                 self._flush = False
                 finished += self._assembler.drain() if stopping else self._assembler.flush()

@@ -13,7 +13,9 @@ messages (`_offsets`): at most once a second, on partition revocation (after a s
 grace for in-flight messages) and at shutdown. The open traces of a partition given away,
 and at shutdown of every partition, are handed back to the trace stage unevaluated
 (`_give_away`, `_hand_back`): their messages stay unfinished, so the next owner reads
-them again whole. A crash re-delivers, it never
+them again whole. From the revoke until the assignment says whether the partition comes
+back, however long the group takes to rejoin, its open traces are suspended in the trace
+stage: no span of theirs can come meanwhile, so they are not released for idleness. A crash re-delivers, it never
 skips; a run is re-delivered whole.
 
 Backpressure: while more than `max_in_flight` deliveries are handed out and unfinished, or
@@ -550,6 +552,10 @@ class KafkaReceiver:
         # rebalancing revokes every partition, and one given straight back keeps its read
         # position, so its open traces must stay.
         mine = [self._trackers[tp] for tp in revoked if tp in self._trackers]
+        # Until the assignment says whether they come back, their open traces wait however
+        # long the rejoin takes: released for idleness now, they would be evaluated cut.
+        if mine:
+            self._next.suspend(mine)
         # At close the in-flight messages already had their chance (shutdown drained them).
         deadline = time.monotonic() + (0 if self._stop.is_set() else _REVOKE_GRACE_S)
         # Messages waiting in open traces finish only when more spans come: the grace
@@ -580,8 +586,11 @@ class KafkaReceiver:
         self._assigned |= assigned
         # A partition given straight back carries on with its tracker: the client kept
         # its read position, so its unfinished messages are not read again.
-        for tp in assigned & self._leaving.keys():
-            self._trackers[tp] = self._leaving.pop(tp)
+        back = [self._leaving.pop(tp) for tp in assigned & self._leaving.keys()]
+        for tracker in back:
+            self._trackers[TopicPartition(tracker.topic, tracker.partition)] = tracker
+        if back:
+            self._next.resume(back)
         self._give_away()
         log.info("kafka: partitions assigned: %s", _names(assigned) or "none")
 
@@ -607,8 +616,9 @@ class KafkaReceiver:
         """Shutdown, like a revoke: the open traces made of our messages alone are handed
         back unevaluated (their messages stay uncommitted; the next owner reads them
         whole), never released cut. What else holds our messages open (a trace that also
-        has spans from OTLP) is released, so that the drain does not wait for it."""
-        self._next.abandon(list(self._trackers.values()))
+        has spans from OTLP) is released, so that the drain does not wait for it. Partitions
+        revoked and not assigned again yet are leaving with the rest."""
+        self._next.abandon([*self._trackers.values(), *self._leaving.values()])
         self._next.flush()
 
     def _close(self) -> None:

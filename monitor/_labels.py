@@ -1,0 +1,254 @@
+"""Label values that come from untrusted input (service, version, route), bounded in length
+and in number, with the slots following traffic.
+
+`bounded_label` cuts a value too long for a label. `LabelCap` decides which values of one
+label hold a series: at most `limit` at once (besides an allow-list), taken by the values
+that carry traffic — a heavy-hitters policy, so that a spray of invented values, however
+fast, never keeps a real service out of its own series for long:
+
+- every lookup of a value counts one, and counts decay exponentially with time constant
+  `DECAY_S`: a value's weight is about its lookups in the last `DECAY_S` seconds;
+- a value holding a slot has its weight kept exactly; the others are counted in a
+  count-min sketch (`_Sketch`: a fixed table, whatever the number of values), which never
+  underestimates and overestimates by about what its cells hold on average;
+- a value without a slot takes a free one, or the slot of the value seen least recently
+  if that one has been idle `idle_s`, or the slot of the weakest holder when its own
+  estimate is at least `PROMOTE_MIN`, twice the weakest holder's weight and
+  `NOISE_FACTOR` times the sketch's average cell: a value seen once, or a spray of values
+  seen once each, stays under the last bound, while one with steady traffic passes it
+  within seconds (docs/contract.md states the bound);
+- otherwise it reads as `other`.
+
+Counting per lookup, not per record: a record is looked up at several stages, a small
+constant factor every value shares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from array import array
+from collections.abc import Callable, Collection
+
+OVERFLOW = "other"
+_HASH_CHARS = 16
+
+# Weights decay by e every DECAY_S seconds.
+DECAY_S = 10.0
+# What a value without a slot needs to take the weakest holder's: decayed lookups, at
+# least this many, twice the weakest holder's weight, and NOISE_FACTOR times the average
+# sketch cell (what every estimate may be over by).
+PROMOTE_MIN = 8.0
+NOISE_FACTOR = 4.0
+# The count-min sketch: four rows of 2**SKETCH_BITS cells, each indexed by a part of one
+# 64-bit hash (1 MB in all). Allocated only once the slots are full.
+SKETCH_BITS = 15
+# The weights are kept scaled by e**((t - t0) / DECAY_S), so that decay costs nothing per
+# lookup; past this exponent every weight is rescaled and t0 moved to now.
+_RESCALE_EXPONENT = 50.0
+# How long the weakest holder found stays the one compared against.
+_WEAKEST_TTL_S = 1.0
+
+
+def bounded_label(value: str, max_chars: int) -> str:
+    """`value`, or, when it is longer than `max_chars`, its first characters, `…` and a
+    hash of the whole value, `max_chars` in all: two long values that share a prefix stay
+    apart, and the same value is always cut the same way."""
+    if len(value) <= max_chars:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    keep = max(max_chars - _HASH_CHARS - 1, 0)
+    return f"{value[:keep]}…{digest[:_HASH_CHARS]}"
+
+
+class _Slot:
+    __slots__ = ("seen", "weight")
+
+    def __init__(self, seen: float, weight: float) -> None:
+        self.seen = seen
+        self.weight = weight  # scaled, see _RESCALE_EXPONENT
+
+
+class _Sketch:
+    """Decayed lookup counts of the values without a slot: a count-min sketch of four
+    rows with conservative update (a lookup raises only the cells at the value's current
+    minimum), in the caller's scaled units."""
+
+    def __init__(self) -> None:
+        self._width = 1 << SKETCH_BITS
+        self._cells = array("d", bytes(8 * 4 * self._width))
+        self.mass = 0.0  # everything added (scaled): mass / width bounds the average cell
+
+    def add(self, value: str, amount: float) -> float:
+        """Count `amount` for `value`; returns its estimate."""
+        h, mask, width, cells = hash(value), self._width - 1, self._width, self._cells
+        # One cell a row, from four parts of the 64-bit hash.
+        i0 = h & mask
+        i1 = width + ((h >> SKETCH_BITS) & mask)
+        i2 = 2 * width + ((h >> (2 * SKETCH_BITS)) & mask)
+        i3 = 3 * width + ((h >> (3 * SKETCH_BITS)) & mask)
+        c0, c1, c2, c3 = cells[i0], cells[i1], cells[i2], cells[i3]
+        estimate = min(c0, c1, c2, c3) + amount
+        if c0 < estimate:
+            cells[i0] = estimate
+        if c1 < estimate:
+            cells[i1] = estimate
+        if c2 < estimate:
+            cells[i2] = estimate
+        if c3 < estimate:
+            cells[i3] = estimate
+        self.mass += amount
+        return estimate
+
+    def noise(self) -> float:
+        return self.mass / self._width
+
+    def rescale(self, factor: float) -> None:
+        self._cells = array("d", (cell * factor for cell in self._cells))
+        self.mass *= factor
+
+
+class LabelCap:
+    """Bounded values of one label that comes from untrusted input (see the module
+    docstring). Thread-safe; a value holding a slot is looked up without the lock.
+
+    `max_chars`: longer values are cut first (`bounded_label`; `cut` is told).
+    `folded` is told each lookup that reads as `other`; `on_evict` hooks are told each
+    value that loses its slot (its series are removed, so that one coming back starts
+    afresh), `on_admit` hooks each value that takes one.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        allowed: Collection[str] = (),
+        idle_s: float = 600.0,
+        max_chars: int = 128,
+        clock: Callable[[], float] = time.monotonic,
+        folded: Callable[[], None] | None = None,
+        cut: Callable[[], None] | None = None,
+    ) -> None:
+        self.limit = limit
+        self.allowed = frozenset(allowed)
+        self.idle_s = idle_s
+        self.max_chars = max_chars
+        self._clock = clock
+        self._folded = folded
+        self._cut = cut
+        self._slots: dict[str, _Slot] = {}
+        self._t0 = clock()
+        self._no_stale_before = -math.inf  # no slot can be stale before this time
+        self._sketch: _Sketch | None = None
+        self._weakest: tuple[str, float] | None = None  # (value, when it was found)
+        self._evict_hooks: list[Callable[[str], None]] = []
+        self._admit_hooks: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
+
+    def on_evict(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(value)` (outside the lock) when `value` loses its slot."""
+        self._evict_hooks.append(hook)
+
+    def on_admit(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(value)` (outside the lock, after the `on_evict` hooks of the value
+        it displaced) when `value` takes a slot."""
+        self._admit_hooks.append(hook)
+
+    def holds(self, value: str) -> bool:
+        return value in self.allowed or value in self._slots
+
+    def __call__(self, value: str) -> str:
+        if len(value) > self.max_chars:
+            value = bounded_label(value, self.max_chars)
+            if self._cut is not None:
+                self._cut()
+        if value in self.allowed:
+            return value
+        now = self._clock()
+        slot = self._slots.get(value)
+        if slot is not None:
+            slot.seen = now
+            exponent = (now - self._t0) / DECAY_S
+            if exponent > _RESCALE_EXPONENT:
+                with self._lock:
+                    slot.weight += self._unit(now)
+            else:
+                slot.weight += math.exp(exponent)
+            return value
+        with self._lock:
+            evicted = self._admit(value, now)
+        if evicted is None:
+            return self._fold()
+        if evicted:
+            for hook in self._evict_hooks:
+                hook(evicted)
+        for hook in self._admit_hooks:
+            hook(value)
+        return value
+
+    def _admit(self, value: str, now: float) -> str | None:
+        """Under the lock: give `value` a slot if it may have one. Returns the value it
+        took the slot of ("" for a free slot), or None when it reads as `other`."""
+        slots = self._slots
+        unit = self._unit(now)
+        slot = slots.get(value)
+        if slot is not None:  # taken meanwhile by another thread
+            slot.seen = now
+            slot.weight += unit
+            return ""
+        if len(slots) < self.limit:
+            slots[value] = _Slot(now, unit)
+            return ""
+        if now >= self._no_stale_before:
+            oldest = min(slots, key=lambda v: slots[v].seen)
+            if now - slots[oldest].seen >= self.idle_s:
+                return self._replace(oldest, value, _Slot(now, unit))
+            self._no_stale_before = slots[oldest].seen + self.idle_s
+        if self._sketch is None:
+            self._sketch = _Sketch()
+        estimate = self._sketch.add(value, unit)
+        weakest = self._weakest_holder(now)
+        threshold = max(
+            PROMOTE_MIN * unit,
+            2.0 * slots[weakest].weight,
+            NOISE_FACTOR * self._sketch.noise(),
+        )
+        if estimate < threshold:
+            return None
+        return self._replace(weakest, value, _Slot(now, estimate))
+
+    def _replace(self, old: str, value: str, slot: _Slot) -> str:
+        del self._slots[old]
+        self._slots[value] = slot
+        self._weakest = None
+        return old
+
+    def _weakest_holder(self, now: float) -> str:
+        """The holder with the least weight, found again at most every `_WEAKEST_TTL_S`
+        (a weight only grows, in scaled units, between two searches)."""
+        found = self._weakest
+        if found is None or found[0] not in self._slots or now - found[1] >= _WEAKEST_TTL_S:
+            slots = self._slots
+            found = self._weakest = (min(slots, key=lambda v: slots[v].weight), now)
+        return found[0]
+
+    def _unit(self, now: float) -> float:
+        """One lookup at `now`, in scaled units; rescales everything when the scale has
+        grown past `_RESCALE_EXPONENT`."""
+        exponent = (now - self._t0) / DECAY_S
+        if exponent > _RESCALE_EXPONENT:
+            factor = math.exp(-exponent)
+            for slot in self._slots.values():
+                slot.weight *= factor
+            if self._sketch is not None:
+                self._sketch.rescale(factor)
+            self._t0 = now
+            exponent = 0.0
+        return math.exp(exponent)
+
+    def _fold(self) -> str:
+        if self._folded is not None:
+            self._folded()
+        return OVERFLOW

@@ -1,0 +1,169 @@
+"""`/debug/records` is bounded by bytes whatever its records hold: each entry within
+`ENTRY_BYTES` (the documents and turns left out are said), each kind within `KIND_BYTES`
+(the entries of the last N left out are said), text cut and redacted; and it shows record
+text only where the operator asked: on a loopback address or behind credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import bcrypt
+import pytest
+import yaml
+
+from monitor.__main__ import main
+from monitor.config import ConfigError
+from monitor.exporters.debug_records import (
+    ENTRY_BYTES,
+    KIND_BYTES,
+    PATH,
+    TEXT_LIMIT,
+    DebugRecords,
+)
+from monitor.exporters.prometheus import HealthServer, WebSecurity
+from monitor.records import ChatMessage, ContextDoc, RagRecord
+from monitor.telemetry import create_telemetry
+
+SECRET = "jane.doe@example.com"
+
+
+def _record(i: int, documents: int, chars: int) -> RagRecord:
+    return RagRecord(
+        request_id=f"r{i}",
+        trace_id=f"{i + 1:032x}",
+        service="shop",
+        query=f"question {i} from {SECRET}?",
+        history=tuple(ChatMessage(role="user", content="h" * chars) for _ in range(3)),
+        retrieved_context=tuple(
+            ContextDoc(content=f"{n} " + "d" * chars, doc_uri=f"kb/{n}") for n in range(documents)
+        ),
+        response="answer",
+    )
+
+
+def test_the_page_stays_within_its_bound_and_says_what_it_leaves_out() -> None:
+    """A hundred records of a thousand 2,000-character documents: 200 MB of text. Each
+    entry shows what fits in `ENTRY_BYTES`, the page the newest entries that fit in
+    `KIND_BYTES`, and both say how many they leave out."""
+    debug = DebugRecords(100, redact=lambda text: text.replace(SECRET, "[REDACTED:email]"))
+    for i in range(100):
+        debug.extracted(_record(i, 1000, TEXT_LIMIT), "otlp_http")
+        debug.no_record(f"{i:032x}", "s" * 4_000_000, "otlp_http", "not_rag", 3)
+    page = debug.page()
+    assert len(page) <= 2 * KIND_BYTES + 1024
+    shown = json.loads(page)
+    extracted = shown["extracted"]
+    assert 0 < len(extracted) < 100
+    assert shown["left_out"] == {"extracted": 100 - len(extracted), "no_record": 0}
+    assert extracted[0]["request_id"] == "r99"  # newest first
+    for entry in extracted:
+        assert len(json.dumps(entry, ensure_ascii=False).encode()) <= ENTRY_BYTES
+        assert len(entry["context"]) + entry["documents_left_out"] == 1000
+        assert entry["documents_left_out"] > 0
+        assert len(entry["history"]) + entry["history_left_out"] == 3
+        assert all(len(doc["content"]) <= TEXT_LIMIT for doc in entry["context"])
+        assert SECRET not in entry["query"] and "[REDACTED:email]" in entry["query"]
+    assert len(shown["no_record"]) == 100
+    assert all(len(entry["service"]) == TEXT_LIMIT for entry in shown["no_record"])
+
+
+def test_small_records_are_shown_whole() -> None:
+    debug = DebugRecords(5, redact=None)
+    for i in range(8):
+        debug.extracted(_record(i, 3, 20), "kafka")
+    shown = debug.snapshot()
+    assert [e["request_id"] for e in shown["extracted"]] == ["r7", "r6", "r5", "r4", "r3"]
+    assert shown["left_out"] == {"extracted": 0, "no_record": 0}
+    entry = shown["extracted"][0]
+    assert entry["documents_left_out"] == entry["history_left_out"] == 0
+    assert [doc["doc_uri"] for doc in entry["context"]] == ["kb/0", "kb/1", "kb/2"]
+    assert entry["query"] == f"question 7 from {SECRET}?"
+
+
+# -- who may read it -----------------------------------------------------------------------
+
+
+def _config(tmp_path: Path, endpoint: str, web: Path | None = None) -> Path:
+    prometheus = {"endpoint": endpoint, "debug_records": 10}
+    if web is not None:
+        prometheus["web_config_file"] = str(web)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"exporters": {"prometheus": prometheus}}))
+    return path
+
+
+def _web(tmp_path: Path, users: dict[str, str]) -> Path:
+    path = tmp_path / "web.yml"
+    hashed = {
+        user: bcrypt.hashpw(pw.encode(), bcrypt.gensalt(4)).decode() for user, pw in users.items()
+    }
+    path.write_text(yaml.safe_dump({"basic_auth_users": hashed}))
+    return path
+
+
+def test_the_page_on_a_public_address_without_credentials_is_refused_with_the_reason(
+    tmp_path: Path, cli: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`debug_records` on 0.0.0.0 with no web config, or with one that asks for no
+    credentials: `check-config` and `run` refuse it, naming the key, why, and the fixes;
+    `run` exits before it listens."""
+    for web in (None, _web(tmp_path, {})):
+        config = _config(tmp_path, "0.0.0.0:9464", web)
+        assert main(["check-config", str(config)]) == 1
+        shown = capsys.readouterr()
+        assert shown.out == ""
+        assert shown.err.startswith("exporters.prometheus.debug_records: /debug/records")
+        assert "reachable from other hosts" in shown.err
+        assert "127.0.0.1" in shown.err and "basic_auth_users" in shown.err
+        run = subprocess.run(
+            [*cli, "run", "--config", str(config)], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 1
+        assert "config error: exporters.prometheus.debug_records: /debug/records" in run.stderr
+        assert "metrics on" not in run.stderr
+
+
+def test_the_page_on_loopback_or_behind_credentials_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    accepted = [
+        _config(tmp_path, "127.0.0.1:9464"),
+        _config(tmp_path, "[::1]:9464"),
+        _config(tmp_path, "localhost:9464"),
+        _config(tmp_path, "0.0.0.0:9464", _web(tmp_path, {"prometheus": "pw"})),
+    ]
+    for config in accepted:
+        assert main(["check-config", str(config)]) == 0, capsys.readouterr().err
+
+
+async def test_the_server_refuses_to_serve_text_to_anyone(tmp_path: Path) -> None:
+    """The metrics server itself refuses, before it listens, a route showing record text
+    on a public address without credentials; and a web config reloaded without
+    credentials is not taken while such a route is served."""
+    server = HealthServer(
+        create_telemetry(), "0.0.0.0:0", _ready, web_config_file=str(_web(tmp_path, {}))
+    )
+    server.add_route(PATH, DebugRecords(5, None).handle, text=True)
+    with pytest.raises(ConfigError) as refused:
+        await server.start()
+    assert refused.value.problems[0].startswith("exporters.prometheus.debug_records: ")
+    assert server.bound_port is None
+
+    telemetry = create_telemetry()
+    path = _web(tmp_path, {"prometheus": "pw"})
+    security = WebSecurity(str(path), telemetry)
+    security.keep_asking = PATH
+    path.write_text("basic_auth_users: {}\n")
+    os.utime(path, ns=(1, 1))  # a new stamp whatever the clock's resolution
+    assert list(security.config.basic_auth_users) == ["prometheus"]  # the old one stays
+    reloads = telemetry.registry.get_sample_value(
+        "rag_monitor_web_config_reloads_total", {"outcome": "error"}
+    )
+    assert reloads == 1
+
+
+def _ready() -> tuple[bool, str]:
+    return True, "ready"

@@ -1,0 +1,118 @@
+"""Every exporter honours the shutdown deadline whatever its collector does: a running
+`rag-monitor run` exporting evaluation events to a collector that accepts connections,
+reads what it is sent and never answers exits within `pipeline.shutdown_timeout_s` (and a
+second for the interpreter to stop) of SIGTERM, its results file whole."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._reliability import MonitorProcess, Trace, export_request, post, results_lines
+from tests._reliability import trace_ids as make_ids
+
+DEADLINE_S = 2.0
+# What the interpreter may take to stop once the pipeline has (the bound of the contract).
+EXIT_S = 1.0
+
+
+class StalledCollector:
+    """Accepts every connection and reads everything sent on it; never writes a byte."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen()
+        self.endpoint = f"127.0.0.1:{self._sock.getsockname()[1]}"
+        self.received = 0
+        self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._connections.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self.received += len(data)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._sock.close()
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+
+@contextlib.contextmanager
+def stalled_collector() -> Iterator[StalledCollector]:
+    collector = StalledCollector()
+    try:
+        yield collector
+    finally:
+        collector.close()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "signal_kind"),
+    [("grpc", "logs"), ("http/protobuf", "logs"), ("http/protobuf", "spans")],
+)
+def test_a_collector_that_never_answers_holds_no_exit_past_the_deadline(
+    tmp_path: Path, protocol: str, signal_kind: str
+) -> None:
+    with stalled_collector() as collector:
+        monitor = MonitorProcess(
+            tmp_path,
+            {
+                "exporters": {
+                    "otlp": {
+                        "endpoint": collector.endpoint,
+                        "protocol": protocol,
+                        "signal": signal_kind,
+                    }
+                },
+                "pipeline": {"shutdown_timeout_s": DEADLINE_S, "processes": 0},
+            },
+        )
+        monitor.start()
+        try:
+            traces = [Trace(trace_id) for trace_id in make_ids(51, 3)]
+            assert post(monitor.http_port, export_request(traces)).status == 200
+            monitor.wait_for(lambda: len(monitor.results_lines()) == 3, 60, "three results")
+            monitor.wait_for(lambda: collector.received > 0, 30, "an export under way")
+            assert monitor.proc is not None
+            stopped = time.monotonic()
+            monitor.proc.send_signal(signal.SIGTERM)
+            code = monitor.proc.wait(timeout=60)
+            took = time.monotonic() - stopped
+        finally:
+            monitor.kill()
+    assert code == 0, monitor.log()[-3000:]
+    assert took <= DEADLINE_S + EXIT_S, (took, monitor.log()[-3000:])
+    # Every line whole: a torn last line fails to parse.
+    lines = results_lines(monitor.results, writing=False)
+    assert {line["trace_id"] for line in lines} == {t.trace_id.hex() for t in traces}
+    assert monitor.results.read_text().endswith("\n")
