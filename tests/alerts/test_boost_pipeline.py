@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import pytest
@@ -117,10 +116,19 @@ def _config(stub: StubJudge) -> Config:
     )
 
 
-class _Scenario:
-    def __init__(self, service: Service, sink: _Count) -> None:
-        self.service, self.sink = service, sink
+class _Clock:
+    """The time the pipeline's alert engine and budget read, moved by the scenario."""
+
+    def __init__(self) -> None:
         self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Scenario:
+    def __init__(self, service: Service, sink: _Count, clock: _Clock) -> None:
+        self.service, self.sink, self.clock = service, sink, clock
         self.sent = 0
         self.exporter = InMemorySpanExporter()
         provider = TracerProvider(
@@ -184,7 +192,7 @@ class _Scenario:
         await wait_until_async(finished, 30, "the minute's traces through the pipeline")
         judged = set(self.sink.judged[judged_before:])
         base = {t for t in ids if sampling_position(t) < BASE}
-        self.now += 60
+        self.clock.now += 60
         self.engine.evaluate()
         return {
             "base": len(base),
@@ -199,11 +207,9 @@ async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_fa
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     sink = _Count()
-    scenario: Any = None
-    service = Service(
-        _config(stub), serve_http=False, extra_sinks=[sink], clock=lambda: scenario.now
-    )
-    scenario = _Scenario(service, sink)
+    clock = _Clock()
+    service = Service(_config(stub), serve_http=False, extra_sinks=[sink], clock=clock)
+    scenario = _Scenario(service, sink, clock)
     await service.start()
     try:
         async with aiohttp.ClientSession() as session:
