@@ -39,7 +39,8 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.records import RagRecord, RawRecord, record_bytes
+from monitor.record_limits import record_bytes
+from monitor.records import RagRecord, RawRecord
 from monitor.results import EvalResult
 from monitor.spans import Decoded, Span, Triage
 

@@ -38,7 +38,7 @@ from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import SizeLimits
+from monitor.record_limits import SizeLimits
 from monitor.results import Severity
 from monitor.telemetry import Telemetry, create_telemetry
 

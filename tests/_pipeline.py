@@ -17,7 +17,8 @@ from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
-from monitor.records import RagRecord, SizeLimits
+from monitor.record_limits import SizeLimits
+from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
 from tests._wait import wait_until_async
 

@@ -114,7 +114,7 @@ class Pipeline(Section):
 
 class RecordLimits(Section):
     """Largest texts a record takes into evaluation, in characters, and most documents
-    (`monitor.records.SizeLimits`): query, history turns and documents over them are
+    (`monitor.record_limits.SizeLimits`): query, history turns and documents over them are
     truncated with a marker, documents past the context total or past `max_documents`
     dropped, a record whose response is over its limit rejected
     (`records_rejected_total{reason="response_too_large"}`); a service, version or route

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.extraction._extraction_rule import extract_records
-from monitor.records import Cut, RagRecord, RecordError, SizeLimits, bound_record
+from monitor.record_limits import Cut, SizeLimits, bound_record
+from monitor.records import RagRecord, RecordError
 from monitor.spans import DecodeError, Span
 
 

@@ -34,7 +34,8 @@ from monitor.processors.evaluation._task import (
     build_scorer,
 )
 from monitor.receivers.replay_summary import SummarySink
-from monitor.records import RagRecord, SizeLimits
+from monitor.record_limits import SizeLimits
+from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from monitor.records import SizeLimits
+from monitor.record_limits import SizeLimits
 from tests._kafka import Broker, running_broker, unique
 from tests._reliability import MonitorProcess, post
 from tests._servers import Webhook

@@ -117,6 +117,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor._json_lines",
                 "monitor.config",
                 "monitor.records",
+                # What a record may hold and costs (record_limits).
+                "monitor.record_limits",
                 "monitor.spans",
                 # Spans → records: read by the trace stage (what sampling needs) and run in
                 # the evaluation stage's task.

@@ -11,13 +11,8 @@ from monitor.component import Delivery
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
-from monitor.records import (
-    RawRecord,
-    RecordError,
-    SizeLimits,
-    bound_record,
-    parse_record,
-)
+from monitor.record_limits import SizeLimits, bound_record
+from monitor.records import RawRecord, RecordError, parse_record
 from monitor.telemetry import create_telemetry
 from tests._wait import wait_until_async
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running

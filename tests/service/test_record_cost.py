@@ -19,7 +19,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.records import SizeLimits
+from monitor.record_limits import SizeLimits
 from tests._reliability import MonitorProcess, post
 
 MB = 1_000_000

@@ -20,7 +20,8 @@ from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.processors.trace._assembler import TRIGGERS
-from monitor.records import RagRecord, RawRecord, SizeLimits
+from monitor.record_limits import SizeLimits
+from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._pipeline import trace_stage, unpack

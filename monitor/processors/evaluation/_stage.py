@@ -51,7 +51,8 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, BeyondBase, InFlight
 from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
 from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
-from monitor.records import RagRecord, record_bytes
+from monitor.record_limits import record_bytes
+from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 

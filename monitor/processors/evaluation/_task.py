@@ -27,7 +27,8 @@ from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.pool import Initializer
-from monitor.records import EXTRACTION_SUSPECT, RagRecord, SizeLimits
+from monitor.record_limits import SizeLimits
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.processors.trace._sampling import Chosen
-from monitor.records import record_bytes
+from monitor.record_limits import record_bytes
 
 # Items taken per pass: large enough to amortise a pass, small enough that expiry and
 # acknowledgements stay timely under load.

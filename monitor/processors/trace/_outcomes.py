@@ -21,15 +21,8 @@ from monitor.extraction import (
     suspect_guidance,
 )
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
-from monitor.records import (
-    EXTRACTION_SUSPECT,
-    LABEL_FIELDS,
-    UNREAD_VALUES,
-    Cut,
-    RagRecord,
-    SizeLimits,
-    bound_record,
-)
+from monitor.record_limits import LABEL_FIELDS, Cut, SizeLimits, bound_record
+from monitor.records import EXTRACTION_SUSPECT, UNREAD_VALUES, RagRecord
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")

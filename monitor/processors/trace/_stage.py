@@ -44,7 +44,8 @@ from monitor.processors.trace._intake import Pending, Ready, TraceIntake
 from monitor.processors.trace._outcomes import Outcomes, log
 from monitor.processors.trace._sampling import TraceSampling
 from monitor.processors.trace._triage import TraceTriage
-from monitor.records import RagRecord, RawRecord, SizeLimits
+from monitor.record_limits import SizeLimits
+from monitor.records import RagRecord, RawRecord
 from monitor.telemetry import Telemetry
 
 # Spans and records the event loop assembles itself when it hands them in (`_work_here`).
