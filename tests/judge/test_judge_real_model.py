@@ -121,11 +121,18 @@ def _replay(
         timeout=540,
         env=env,
     )
-    assert proc.returncode == 0, f"replay failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     assert output.is_file(), f"no results file:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     lines = [json.loads(line) for line in output.read_text().splitlines()]
-    return proc, {line["request_id"]: line["results"] for line in lines}
+    results = {line["request_id"]: line["results"] for line in lines}
+    # Each judge judged one record: one whose result is an error returned nothing but
+    # errors, which replay's exit status and summary say.
+    failed = [name for name in judges if results["judged"][name]["error"] is not None]
+    expected = 1 if failed else 0
+    assert proc.returncode == expected, f"replay:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    for name in failed:
+        assert f"{name}: all 1 results were errors" in proc.stdout, proc.stdout
+    return proc, results
 
 
 def _check_every_answer(

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.__main__ import JsonLogFormatter, main
+from monitor.__main__ import main
+from monitor._logs import JsonLogFormatter
 from tests._servers import monitor_ports
 from tests._wait import wait_until
 from tests.conftest import EXAMPLES
