@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# First: it sets the BLAS thread count before anything below imports numpy.
+# First: they set the BLAS thread count and gRPC's own logging before anything below
+# imports numpy or gRPC.
 import monitor._threads  # noqa: F401
 from monitor._logs import configure_logging
 from monitor._version import __version__

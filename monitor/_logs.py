@@ -16,6 +16,11 @@ from datetime import UTC, datetime
 
 from monitor._json_lines import json_line
 
+# gRPC's C core writes its own lines to stderr (a failed bind, say), outside this log; the
+# failures reach the monitor as exceptions, which it logs. Read when gRPC is imported, so
+# the CLI imports this module before anything imports gRPC; a value set by the user wins.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
 
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per line: time (UTC, RFC 3339), level, logger, message, and
@@ -41,10 +46,6 @@ class JsonLogFormatter(logging.Formatter):
 
 def configure_logging(level: str, fmt: str) -> None:
     """The root handler on stderr at `level` ("info", ...), `fmt` "text" or "json"."""
-    # gRPC's C core logs to stderr on its own (a failed bind, twice over); its failures
-    # reach the monitor as exceptions, which are logged here. GRPC_VERBOSITY set by the
-    # user wins (it must be set before gRPC starts, so it is set now).
-    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonLogFormatter())
