@@ -436,4 +436,8 @@ def test_send_sample_without_a_monitor_says_so(
         env=_env(),
     )
     assert result.returncode == 1
-    assert "did not take the sample traces (is it running?)" in result.stderr
+    # At once, in one line: no export retried with warnings until its timeout.
+    assert result.stderr.splitlines() == [
+        f"http://127.0.0.1:{closed}/v1/traces: the monitor did not take the sample traces "
+        "(is it running?): connection refused"
+    ]
