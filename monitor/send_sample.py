@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 SERVICE = "rag-monitor-sample"
+SERVICE_VERSION = "1.0"  # the sample app's `service.version`: the `version` label
 QUESTION = "How long is the warranty on the Model X kettle?"
 DOCUMENTS = (
     (
@@ -97,7 +98,7 @@ def send_sample(endpoint: str, timeout_s: float = 10.0) -> Sent:
         url += "/v1/traces"
     _reachable(url)
     spans = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE, "service.version": SERVICE_VERSION}))
     provider.add_span_processor(SimpleSpanProcessor(spans))
     faithful = _trace(provider, FAITHFUL)
     hallucinated = _trace(provider, HALLUCINATED)
