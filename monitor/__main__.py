@@ -13,15 +13,16 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# First: it sets the BLAS thread count before anything below imports numpy.
+# First: they set the BLAS thread count and gRPC's own logging before anything below
+# imports numpy or gRPC.
 import monitor._threads  # noqa: F401
-from monitor._json_lines import json_line
+from monitor._logs import configure_logging
 from monitor._version import __version__
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
+from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import (
     default_severity_threshold,
     default_threshold,
@@ -43,28 +44,6 @@ FLAG_ENV = {
     "log_format": "RAG_MONITOR_LOG_FORMAT",
     "config": "RAG_MONITOR_CONFIG",
 }
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: time (UTC, RFC 3339), level, logger, message, and
-    exception (the formatted traceback) when there is one."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": datetime.fromtimestamp(record.created, UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            entry["exception"] = record.exc_text
-        if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
-        return json_line(entry)
 
 
 def _logging_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None) -> None:
@@ -121,6 +100,9 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     check.add_argument(
         "file", type=Path, nargs="?", default=config_default, help=f"default ${FLAG_ENV['config']}"
     )
+    check.add_argument(
+        "--probe", action="store_true", help="also ask each judge model one short question"
+    )
     sample = sub.add_parser(
         "send-sample",
         help="send one faithful and one hallucinated sample RAG trace to a running monitor",
@@ -151,27 +133,17 @@ def _parse_args(argv: list[str] | None, environ: Mapping[str, str]) -> argparse.
     return args
 
 
-def _configure_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonLogFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
-    # Python warnings become log lines too, so a JSON log stays one object per line.
-    logging.captureWarnings(True)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv, os.environ)
-    _configure_logging(args.log_level, args.log_format)
+    configure_logging(args.log_level, args.log_format)
     if args.command == "check-config":
-        return _check_config(args.file)
+        return _check_config(args.file, args.probe)
     if args.command == "send-sample":
         return _send_sample(args.endpoint)
     tune_gc()
     try:
         config = load_config(args.config, evaluator_check=evaluator_problems)
+        _check_judges(config)
         if args.command == "run":
             return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
@@ -199,17 +171,41 @@ def _send_sample(endpoint: str | None) -> int:
     return 0
 
 
-def _check_config(path: Path) -> int:
+def _check_judges(config: Config) -> None:
+    """Raises `ConfigError` naming the variable to set for each judge without the
+    credentials litellm will look for (imports litellm only when a judge is configured)."""
+    if needs_judge(entry.name for entry in config.evaluators):
+        from monitor.judge.access import credential_problems
+
+        problems = credential_problems(config)
+        if problems:
+            raise ConfigError(problems)
+
+
+def _check_config(path: Path, probe: bool = False) -> int:
     """Problems on stderr (exit 1); on success the effective configuration on stdout, as
-    YAML with defaults filled in and secrets masked, preceded by a summary in comments."""
+    YAML with defaults filled in and secrets masked, preceded by a summary in comments.
+    With `probe`, each judge model is asked one short question first; a failure is a
+    problem."""
     try:
         config = load_config(path, evaluator_check=evaluator_problems)
         check_metrics_port(config.exporters.prometheus)
+        _check_judges(config)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *_explain(config)])
+    probed: list[str] = []
+    if probe and needs_judge(entry.name for entry in config.evaluators):
+        from monitor.judge.access import probe as probe_judges
+
+        results = asyncio.run(probe_judges(config))
+        for failed in (r for r in results if r.outcome != "ok"):
+            print(failed, file=sys.stderr)
+        if any(r.outcome != "ok" for r in results):
+            return 1
+        probed = [f"{r} (answered)" for r in results]
+    summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
     effective = effective_config(config)
     effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
     print(f"{summary}\n{dump_yaml(effective)}", end="")
@@ -400,7 +396,10 @@ async def _replay(config: Config, path: Path, output: Path | None, strict: bool)
     print(summary.table(skipped_counts(service.telemetry.registry)))
     if output is not None:
         print(f"results: {output}")
-    return 1 if strict and stats.rejected else 0
+    failed = summary.failed_evaluators()
+    for name, errors in failed.items():
+        print(f"{name}: all {errors} results were errors (the log says why)")
+    return 1 if failed or (strict and stats.rejected) else 0
 
 
 if __name__ == "__main__":

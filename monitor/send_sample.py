@@ -9,7 +9,9 @@ OTLP/HTTP exporter. The content is that of `examples/records.jsonl`'s first two 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -18,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 SERVICE = "rag-monitor-sample"
+SERVICE_VERSION = "1.0"  # the sample app's `service.version`: the `version` label
 QUESTION = "How long is the warranty on the Model X kettle?"
 DOCUMENTS = (
     (
@@ -73,14 +76,29 @@ def _trace(provider: TracerProvider, answer: str) -> str:
         return f"{root.get_span_context().trace_id:032x}"
 
 
+def _reachable(url: str, timeout_s: float = 3.0) -> None:
+    """Raises `ConnectionError` at once when nothing listens at `url`'s host and port (the
+    exporter would otherwise retry with warnings until its timeout)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", port), timeout_s).close()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else "no answer"
+        raise ConnectionError(
+            f"{url}: the monitor did not take the sample traces (is it running?): {reason}"
+        ) from None
+
+
 def send_sample(endpoint: str, timeout_s: float = 10.0) -> Sent:
     """Send the two traces to `endpoint` (an OTLP/HTTP base URL, `/v1/traces` added when it
     has no path). Raises `ConnectionError` naming the endpoint if the export fails."""
     url = endpoint.rstrip("/")
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
+    _reachable(url)
     spans = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE, "service.version": SERVICE_VERSION}))
     provider.add_span_processor(SimpleSpanProcessor(spans))
     faithful = _trace(provider, FAITHFUL)
     hallucinated = _trace(provider, HALLUCINATED)

@@ -12,7 +12,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from monitor.config._env import apply_override, env_overrides, expand_env_refs
+from monitor.config._env import ENV_PREFIX, apply_override, env_overrides, expand_env_refs
 from monitor.config._evaluators import EvaluatorConfig
 from monitor.config._fields import ConfigError, QuotedScalar
 from monitor.config._receivers import OTLP_PROTOCOLS
@@ -144,7 +144,9 @@ def load_config(
         try:
             sources = expand_env_refs(data, env)
         except RecursionError:
-            raise ConfigError(["file: invalid YAML: nested too deeply"]) from None
+            raise ConfigError([f"{path}: invalid YAML: nested too deeply"]) from None
+    # Every problem at once: these are reported with the validation's.
+    misspelt = [p for name in env if name.startswith(ENV_PREFIX) if (p := _single_underscore(name))]
     collector_style = "protocols" in _otlp_section(data)
     for key, key_path, value in env_overrides(env, _SECTIONS):
         if collector_style and key_path[:3] in (["receivers", "otlp", p] for p in OTLP_PROTOCOLS):
@@ -153,14 +155,40 @@ def load_config(
         apply_override(data, key_path, value)
         sources[".".join(key_path)] = key
     try:
-        return Config.model_validate(
+        config = Config.model_validate(
             data, context={"environ": env, "evaluator_check": evaluator_check}
         )
     except ValidationError as exc:
         problems = validation_problems(exc, Config)
+    else:
+        if not misspelt:
+            return config
+        problems = []
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
-    raise ConfigError([_blame_env(p, sources) for p in problems])
+    raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems])
+
+
+def _single_underscore(name: str) -> str | None:
+    """A problem for `RAG_MONITOR_SAMPLING_RATE`, which names a config key with one `_`
+    where the levels need `__` (`RAG_MONITOR_SAMPLING__RATE`); None for any other
+    variable (one naming no key may hold a secret, such as a judge's API key)."""
+    words = name[len(ENV_PREFIX) :].lower().split("_")
+    path: list[str] = []
+    model: type[BaseModel] | None = Config
+    while words and model is not None:
+        for n in range(len(words), 0, -1):
+            if "_".join(words[:n]) in model.model_fields:
+                path.append("_".join(words[:n]))
+                words = words[n:]
+                model = _model_at(Config, tuple(path))
+                break
+        else:
+            return None
+    if words or len(path) < 2:
+        return None
+    right = ENV_PREFIX + "__".join(path).upper()
+    return f"{name}: not read; {'.'.join(path)} is set by {right} (two underscores between levels)"
 
 
 def _as_protocols(problem: str) -> str:

@@ -212,12 +212,20 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
         data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "file"
-        raise ConfigError([f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
+        problem = getattr(exc, "problem", exc)
+        if mark is None:
+            raise ConfigError([f"{path}: invalid YAML: {problem}"]) from None
+        lines = text.splitlines() or [""]
+        line = lines[min(mark.line, len(lines) - 1)]
+        if line[mark.column : mark.column + 1] == "\t" or (
+            line[: mark.column].isspace() and "\t" in line[: mark.column]
+        ):
+            problem = f"a tab at column {mark.column + 1}; YAML indents with spaces only"
+        raise ConfigError([f"{path}: line {mark.line + 1}: invalid YAML: {problem}"]) from None
     except RecursionError:
-        raise ConfigError(["file: invalid YAML: nested too deeply"]) from None
+        raise ConfigError([f"{path}: invalid YAML: nested too deeply"]) from None
     except ValueError as exc:  # e.g. an integer over Python's 4300-digit limit
-        raise ConfigError([f"file: invalid YAML: {exc}"]) from None
+        raise ConfigError([f"{path}: invalid YAML: {exc}"]) from None
     if not isinstance(data, dict):
         raise ConfigError(["(top level): expected a mapping of sections"])
     return data

@@ -40,6 +40,7 @@ from aiohttp import web
 from prometheus_client import Counter
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from monitor._listen import ListenError, reason_of
 from monitor.config import ConfigError, PrometheusExporter, is_loopback_host
 from monitor.exporters.web_config import WebConfig, WebTls, load_web_config
 from monitor.records import RagRecord
@@ -177,7 +178,13 @@ class HealthServer:
         await self._runner.setup()
         tls = self._web.server_context() if self._web is not None else None
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=tls)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+            address = f"{self._host}:{self._port}"
+            raise ListenError("exporters.prometheus.endpoint", address, reason_of(exc)) from None
         addresses = self._runner.addresses
         self.bound_port = int(addresses[0][1]) if addresses else self._port
         scheme = "https" if tls is not None else "http"

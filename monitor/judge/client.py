@@ -30,7 +30,8 @@ One instance per process, shared by all judge evaluators. Per call it:
    `judge.prices[model]` (USD per 1M tokens), otherwise zero (logged once per model).
 
 Every attempt is counted in `rag_monitor_judge_requests_total{model,outcome}` with
-outcome ok, error, timeout, rate_limited or circuit_open; every answered call in
+outcome ok, error, auth, not_found, timeout, rate_limited or circuit_open (auth and
+not_found are logged once per model with the fix, `provider.explain`); every answered call in
 `rag_monitor_judge_answers_total{model,format,result}` (format structured or free_form;
 result valid, fallback, repaired, parse or truncated). The API key (from the env var
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
@@ -69,7 +70,7 @@ from monitor.judge.answers import (
 from monitor.judge.breaker import CircuitBreaker
 from monitor.judge.metrics import judge_metrics
 from monitor.judge.parsers import ParsedVerdict, ParseError
-from monitor.judge.provider import GREEDY, AttemptError, Decoding, Provider, Reply
+from monitor.judge.provider import EXPLAINED, GREEDY, AttemptError, Decoding, Provider, Reply
 from monitor.redaction import Redactor
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -88,7 +89,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OUTCOMES = ("ok", "error", "timeout", "rate_limited", "circuit_open")
+OUTCOMES = ("ok", "error", "auth", "not_found", "timeout", "rate_limited", "circuit_open")
 
 
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
@@ -260,9 +261,14 @@ class JudgeClient:
                     else:
                         raise
         except AttemptError as exc:
-            self._quiet.warning(
-                f"{exc.outcome}:{model}", "judge %s call failed (%s): %s", model, exc.outcome, exc
-            )
+            if exc.outcome not in EXPLAINED:  # those the provider logged once, with the fix
+                self._quiet.warning(
+                    f"{exc.outcome}:{model}",
+                    "judge %s call failed (%s): %s",
+                    model,
+                    exc.outcome,
+                    exc,
+                )
             return self._error(f"{exc.outcome}: {exc}", spent)
         except NoVerdict as exc:
             return self._error(str(exc), spent)

@@ -17,11 +17,53 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from monitor._logs import adopt_library_loggers
 from monitor.config import Judge
 from monitor.judge.answers import TOP_LOGPROBS, TokenLogprobs, token_logprobs
 from monitor.retry import InvalidRetryAfter, parse_retry_after
 
 log = logging.getLogger(__name__)
+
+
+LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+def import_litellm() -> Any:
+    """litellm, imported (seconds, the first time) and set up: its price list read from
+    the package rather than fetched, no telemetry or help text of its own, and its log
+    lines routed through the monitor's log (`monitor._logs`)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    module: Any = importlib.import_module("litellm")
+    # Imported by litellm on its first OpenAI-style call, inside that call's timeout.
+    importlib.import_module("openai.resources.chat")
+    module.suppress_debug_info = True
+    module.telemetry = False
+    adopt_library_loggers(*LITELLM_LOGGERS)
+    return module
+
+
+# Failures a retry cannot mend and the user can: logged once per model with the fix.
+EXPLAINED = ("auth", "not_found")
+
+
+def explain(outcome: str, model: str, api_base: str | None, judge: Judge) -> str:
+    """What to change when calls to `model` at `api_base` fail with `outcome`."""
+    where = api_base or "the provider's endpoint"
+    if judge.api_key_env is not None and api_base == judge.api_base:
+        variable = judge.api_key_env
+    else:
+        provider = model.split("/", 1)[0] if "/" in model else "openai"
+        variable = f"{provider.upper()}_API_KEY (or name another in judge.api_key_env)"
+    fixes = {
+        "auth": f"the judge refused the credentials: set a valid key in {variable}",
+        "not_found": f"{where} has no model {model!r}: check the model name "
+        "(judge.model, evaluators[].model) and judge.api_base",
+        "rate_limited": "the key works but the provider limits its rate: lower "
+        "judge.max_concurrency or raise the quota",
+        "timeout": f"no answer within judge.timeout_s ({judge.timeout_s:g}s): is the server "
+        f"at {where} up? raise judge.timeout_s for a slow model",
+    }
+    return fixes.get(outcome, "see the error")
 
 
 class AttemptError(Exception):
@@ -79,6 +121,8 @@ class Provider:
         api_key: str | None,
         on_invalid_retry_after: Callable[[str, str], None],
         wall_clock: Callable[[], float] = time.time,
+        *,
+        explain_failures: bool = True,
     ) -> None:
         self._config = judge
         self._api_key = api_key
@@ -89,17 +133,15 @@ class Provider:
         self._priced_by_litellm: dict[str, bool] = {}
         self._unpriced_logged: set[str] = set()
         self._prepared: set[str] = set()
+        self._explain = explain_failures
+        self._explained: set[tuple[str, str]] = set()
 
     async def load(self) -> Any:
         if self._litellm is not None:
             return self._litellm
         async with self._import_lock:
             if self._litellm is None:
-                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                module: Any = await asyncio.to_thread(importlib.import_module, "litellm")
-                module.suppress_debug_info = True
-                module.telemetry = False
-                self._litellm = module
+                self._litellm = await asyncio.to_thread(import_litellm)
         return self._litellm
 
     async def request(
@@ -152,7 +194,10 @@ class Provider:
                 "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
             ) from None
         except Exception as exc:
-            raise self._classify(model, exc, "response_format" in request, logprobs) from None
+            error = self._classify(model, exc, "response_format" in request, logprobs)
+            if self._explain and error.outcome in EXPLAINED:
+                self._explain_once(model, request.get("api_base"), error)
+            raise error from None
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(response, "usage", None)
@@ -173,8 +218,15 @@ class Provider:
         status = getattr(exc, "status_code", None)
         name = type(exc).__name__
         message = self.scrub(f"{name}: {str(exc)[:300]}")
+        lowered = message.lower()
         if "Timeout" in name:
             return AttemptError("timeout", message, retryable=True)
+        # litellm reports a key missing on our side as a server error (500).
+        keyless = "Missing credentials" in message or (status == 400 and "api key" in lowered)
+        if status in (401, 403) or "Authentication" in name or keyless:
+            return AttemptError("auth", message, retryable=False)
+        if status == 404 or "NotFound" in name:
+            return AttemptError("not_found", message, retryable=False)
         if status == 429 or "RateLimit" in name:
             retry_after = self._retry_after(model, exc)
             return AttemptError("rate_limited", message, retryable=True, retry_after=retry_after)
@@ -192,6 +244,12 @@ class Provider:
         return AttemptError(
             "error", message, retryable=False, schema_refused=refused, logprobs_refused=no_logprobs
         )
+
+    def _explain_once(self, model: str, api_base: str | None, error: AttemptError) -> None:
+        if (model, error.outcome) not in self._explained:
+            self._explained.add((model, error.outcome))
+            fix = explain(error.outcome, model, api_base, self._config)
+            log.error("judge %s: %s: %s (%s)", model, error.outcome, fix, error)
 
     def _retry_after(self, model: str, exc: Exception) -> float | None:
         """The provider's `Retry-After`, in seconds, if it sent a readable one."""

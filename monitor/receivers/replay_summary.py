@@ -69,6 +69,10 @@ class SummarySink:
                 totals.normalized_sum += result.normalized
                 totals.normalized_n += 1
 
+    def failed_evaluators(self) -> dict[str, int]:
+        """Evaluators that returned nothing but errors → how many."""
+        return {n: t.errors for n, t in sorted(self.totals.items()) if t.errors == t.count > 0}
+
     def table(self, skipped: Mapping[str, Mapping[str, int]] | None = None) -> str:
         """The table; `skipped`: evaluator → reason → records it skipped for lack of input
         (`skipped_counts`)."""

@@ -4,6 +4,7 @@ hurting, and the effective value of every default printed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -145,8 +146,10 @@ def test_check_config_prints_the_effective_value_of_every_default(
         "judge: {model: openai/gpt-4o-mini}\n"
         "evaluators: [{name: local_groundedness}, {name: local_safety}, {name: groundedness}]\n"
     )
+    # The judge needs its provider's key to pass (check-config makes no call with it).
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
     result = subprocess.run(
-        [*cli, "check-config", str(path)], capture_output=True, text=True, timeout=600
+        [*cli, "check-config", str(path)], capture_output=True, text=True, timeout=600, env=env
     )
     assert result.returncode == 0, result.stderr
     entries = yaml.safe_load(result.stdout)["evaluators"]

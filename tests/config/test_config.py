@@ -255,6 +255,35 @@ def test_env_problem_names_the_variable() -> None:
     )
 
 
+def test_a_config_key_variable_with_one_underscore_is_reported_not_ignored() -> None:
+    environ = {
+        "RAG_MONITOR_SAMPLING_RATE": "0.5",
+        "RAG_MONITOR_RECEIVERS_OTLP_GRPC_ENDPOINT": "0.0.0.0:4317",
+        # Variables that name no config key are not the config's: a judge's key, a flag.
+        "RAG_MONITOR_JUDGE_KEY": "sk-secret",
+        "RAG_MONITOR_LOG_LEVEL": "debug",
+    }
+    with pytest.raises(ConfigError) as info:
+        load_config(None, environ=environ)
+    assert sorted(info.value.problems) == [
+        "RAG_MONITOR_RECEIVERS_OTLP_GRPC_ENDPOINT: not read; receivers.otlp.grpc.endpoint is "
+        "set by RAG_MONITOR_RECEIVERS__OTLP__GRPC__ENDPOINT (two underscores between levels)",
+        "RAG_MONITOR_SAMPLING_RATE: not read; sampling.rate is set by "
+        "RAG_MONITOR_SAMPLING__RATE (two underscores between levels)",
+    ]
+    assert load_config(None, environ={"RAG_MONITOR_JUDGE_KEY": "sk-secret"}) is not None
+
+
+def test_a_tab_in_the_yaml_is_named_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.yaml"
+    path.write_text("sampling:\n\trate: 0.5\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert info.value.problems == [
+        f"{path}: line 2: invalid YAML: a tab at column 1; YAML indents with spaces only"
+    ]
+
+
 # -- durations ---------------------------------------------------------------------------
 
 

@@ -386,6 +386,15 @@ def test_the_example_config_keys_the_docs_quote_exist(path: str) -> None:
     assert unknown == [], path
 
 
+def test_the_judge_request_outcomes_are_the_documented_ones() -> None:
+    from monitor.judge.client import OUTCOMES
+
+    row = next(r for r in _rows(_section("Metrics")) if _ticked(r[0]) == ["judge_requests_total"])
+    documented = re.search(r"`outcome` \(([^)]*)\)", row[2])
+    assert documented is not None, row
+    assert re.findall(r"`([a-z_]+)`", documented.group(1)) == list(OUTCOMES)
+
+
 def test_contract_reader_finds_the_tables(tmp_path: Path) -> None:
     """The readers above see what a person sees (a broken table would pass as empty)."""
     assert len(_documented_config()) > 80

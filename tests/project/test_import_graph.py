@@ -113,6 +113,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "monitor._version",
                 "monitor._threads",
+                "monitor._logs",
+                "monitor._listen",
                 "monitor._nesting",
                 "monitor._json_lines",
                 "monitor.config",

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.__main__ import JsonLogFormatter, main
+from monitor.__main__ import main
+from monitor._logs import JsonLogFormatter
 from tests._servers import monitor_ports
 from tests._wait import wait_until
 from tests.conftest import EXAMPLES
+from tests.service.test_docs_examples import readme_metric_lines
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -418,6 +420,9 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
         assert "sent 2 traces" in sent.stdout
         wait_until(lambda: groundedness("pass") + groundedness("fail") >= 2, 60, "two verdicts")
         assert (groundedness("pass"), groundedness("fail")) == (1, 1)
+        # The lines the README's quick start shows are the ones scraped, labels and all.
+        scraped = set(metrics().splitlines())
+        assert set(readme_metric_lines()) <= scraped, sorted(scraped)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -435,4 +440,8 @@ def test_send_sample_without_a_monitor_says_so(
         env=_env(),
     )
     assert result.returncode == 1
-    assert "did not take the sample traces (is it running?)" in result.stderr
+    # At once, in one line: no export retried with warnings until its timeout.
+    assert result.stderr.splitlines() == [
+        f"http://127.0.0.1:{closed}/v1/traces: the monitor did not take the sample traces "
+        "(is it running?): connection refused"
+    ]

@@ -73,3 +73,42 @@ def test_quoted_results_are_what_a_replay_gives(doc: str, replayed: dict[str, An
         assert round(result["score"], digits) == score, (doc, request_id, evaluator)
         shown = explanation.removesuffix("…")
         assert result["explanation"].startswith(shown), (doc, request_id, evaluator)
+
+
+IDENTITY = ("request_id", "trace_id", "service", "version", "route")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/contract.md"])
+def test_quoted_records_carry_every_identity_field_as_replayed(
+    doc: str, replayed: dict[str, Any]
+) -> None:
+    """The quoted results line starts with the record's identity, `version` included, as
+    the replay wrote it."""
+    blocks = re.findall(r"```json\n(.*?)```", (REPO / doc).read_text(encoding="utf-8"), re.S)
+    quoted = [b for b in blocks if '"request_id"' in b and '"results"' in b]
+    assert quoted, f"{doc} quotes no results line"
+    for block in quoted:
+        head = json.loads(block.split('"results"')[0].rstrip().rstrip(",") + "}")
+        assert list(head) == list(IDENTITY), (doc, head)
+        written = replayed[head["request_id"]]
+        assert head == {field: written[field] for field in IDENTITY}, doc
+
+
+def readme_metric_lines() -> list[str]:
+    """The `rag_monitor_*` sample lines the README's quick start quotes from /metrics
+    (`tests/service/test_cli.py` scrapes them after `send-sample`)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"^\s*(rag_monitor_[a-z_]+\{.*\} [0-9.]+)$", text, re.M)
+
+
+def test_the_readme_quotes_metric_lines_with_every_label() -> None:
+    """Every label `evaluations_total` has, `version` included (the values are checked
+    against a real scrape in test_cli's send-sample test)."""
+    from monitor.telemetry import create_telemetry
+
+    labels = set(create_telemetry().evaluations._labelnames)
+    lines = readme_metric_lines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert line.startswith("rag_monitor_evaluations_total{"), line
+        assert set(re.findall(r'([a-z_]+)="', line)) == labels, line

@@ -307,10 +307,11 @@ class TraceStage:
             async with asyncio.timeout(deadline_s):
                 await asyncio.shield(self._finished)
         except TimeoutError:
-            log.warning("trace stage shutdown deadline of %.1fs passed; abandoning", deadline_s)
             self._hand_on.abandon = True
             self._wake.set()
             await self._finished
+            if self._hand_on.abandoned:  # else there was nothing to wait for (a failed start)
+                log.warning("trace stage shutdown deadline of %.1fs passed", deadline_s)
         await asyncio.to_thread(self._thread.join)
 
     # -- the worker thread -----------------------------------------------------------------

@@ -19,6 +19,7 @@ import logging
 import grpc
 from grpc import aio
 
+from monitor._listen import ListenError, bind_failure
 from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._tls import grpc_credentials
@@ -83,12 +84,16 @@ class OtlpGrpcReceiver:
                 grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": logs_handler}),
             )
         )
-        if self._tls is None:
-            port = server.add_insecure_port(self._endpoint)
-        else:
-            port = server.add_secure_port(self._endpoint, grpc_credentials(self._tls))
+        try:
+            if self._tls is None:
+                port = server.add_insecure_port(self._endpoint)
+            else:
+                port = server.add_secure_port(self._endpoint, grpc_credentials(self._tls))
+        except RuntimeError:  # how gRPC reports a failed bind
+            port = 0
         if port == 0:
-            raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {self._endpoint}")
+            reason = bind_failure(self._endpoint)
+            raise ListenError("receivers.otlp.grpc.endpoint", self._endpoint, reason)
         await server.start()
         self._server = server
         self.port = port

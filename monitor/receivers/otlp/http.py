@@ -19,6 +19,7 @@ import logging
 
 from aiohttp import web
 
+from monitor._listen import ListenError, reason_of
 from monitor.component import SpanTriage, TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._connections import ConnectionGuard
@@ -106,9 +107,10 @@ class OtlpHttpReceiver:
                 ssl=ssl_context,
                 reuse_address=True,
             )
-        except OSError:
+        except OSError as exc:
             await runner.cleanup()
-            raise
+            address = f"{self._host}:{self._port}"
+            raise ListenError("receivers.otlp.http.endpoint", address, reason_of(exc)) from None
         self._runner, self._server = runner, server
         self.port = server.sockets[0].getsockname()[1]
         self._guard.start()

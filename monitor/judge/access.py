@@ -1,0 +1,125 @@
+"""Whether the judges can be reached, known before the monitor starts.
+
+`credential_problems`: every judge model and endpoint the config names, checked for the
+credentials litellm will look for, without a call: the variable `judge.api_key_env`
+names where the key goes to that endpoint; an `openai/` model at an `api_base` of its
+own is a self-hosted server that needs none; otherwise the provider's own variables, as
+`litellm.validate_environment` finds them for the model and endpoint. `check-config`, `run` and `replay` refuse a config
+with a problem, naming the variable to set.
+
+`probe`: one real call per judge model and endpoint (`check-config --probe`), its
+failure named by kind: auth, not_found, rate_limited, timeout, error. `explain` says
+what to change for each kind (the provider logs it once per model at run time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.config import Config
+from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
+from monitor.judge.provider import GREEDY, AttemptError, Provider, explain, import_litellm
+
+PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTarget:
+    """One judge model at one endpoint, and the config keys that chose them."""
+
+    model: str
+    api_base: str | None  # None: the provider's default endpoint
+    model_key: str  # `judge.model` or `evaluators.N.model`
+    evaluators: tuple[str, ...]
+
+    def __str__(self) -> str:
+        where = f" at {self.api_base}" if self.api_base else ""
+        return f"judge {self.model}{where} ({', '.join(self.evaluators)})"
+
+
+def judge_targets(config: Config) -> list[JudgeTarget]:
+    """Each distinct (model, endpoint) of the configured judge evaluators."""
+    found: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
+    for i, entry in enumerate(config.evaluators):
+        model = entry.model or config.judge.model
+        if entry.name not in JUDGE_EVALUATORS or model is None:
+            continue
+        key = f"evaluators.{i}.model" if entry.model else "judge.model"
+        endpoint = (model, entry.api_base or config.judge.api_base)
+        found.setdefault(endpoint, (key, []))[1].append(entry.name)
+    return [
+        JudgeTarget(model, base, key, tuple(names)) for (model, base), (key, names) in found.items()
+    ]
+
+
+def credential_problems(
+    config: Config, environ: Mapping[str, str] | None = None, litellm: Any = None
+) -> list[str]:
+    """One line per judge whose credentials are missing, naming the variable to set.
+    Imports litellm (seconds) when a judge is configured and `litellm` is not given."""
+    env = os.environ if environ is None else environ
+    targets = judge_targets(config)
+    if not targets:
+        return []
+    judge = config.judge
+    problems = []
+    if judge.api_key_env is not None and not env.get(judge.api_key_env):
+        problems.append(f"judge.api_key_env: environment variable {judge.api_key_env} is not set")
+    litellm = litellm if litellm is not None else import_litellm()
+    for target in targets:
+        if judge.api_key_env is not None and target.api_base == judge.api_base:
+            continue  # the key of judge.api_key_env, checked above
+        try:
+            litellm.get_llm_provider(target.model)
+        except Exception:
+            problems.append(
+                f"{target.model_key}: litellm knows no provider for {target.model!r}; "
+                "write provider/model (openai/gpt-4o-mini, ollama/llama3, ...)"
+            )
+            continue
+        if target.api_base and target.model.startswith("openai/"):
+            continue  # an OpenAI-compatible server of the user's own: no key (`Provider`)
+        found = litellm.validate_environment(model=target.model, api_base=target.api_base)
+        missing = [name for name in found.get("missing_keys", []) if not env.get(name)]
+        if not found.get("keys_in_environment") and missing:
+            problems.append(
+                f"{target.model_key}: {target} needs {' / '.join(missing)}, which is not set: "
+                "set it, or name the variable holding the key in judge.api_key_env"
+            )
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    target: JudgeTarget
+    outcome: str  # ok, auth, not_found, rate_limited, timeout, error
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.target}: {self.outcome}" + (f": {self.detail}" if self.detail else "")
+
+
+async def probe(config: Config, environ: Mapping[str, str] | None = None) -> list[ProbeResult]:
+    """One call per judge model and endpoint (a one-word answer, no retries), each
+    answer or failure one result."""
+    env = os.environ if environ is None else environ
+    judge = config.judge
+    key = env.get(judge.api_key_env) if judge.api_key_env else None
+    provider = Provider(judge, key or None, lambda model, value: None, explain_failures=False)
+
+    async def one(target: JudgeTarget) -> ProbeResult:
+        request = await provider.request(
+            target.model, target.api_base, PROBE_MESSAGES, 5, None, GREEDY
+        )
+        try:
+            await provider.send(request)
+        except AttemptError as exc:
+            fix = explain(exc.outcome, target.model, target.api_base, judge)
+            return ProbeResult(target, exc.outcome, f"{fix} ({exc})")
+        return ProbeResult(target, "ok", "")
+
+    return list(await asyncio.gather(*(one(t) for t in judge_targets(config))))

@@ -1,0 +1,265 @@
+"""Judges checked before the monitor starts, and their failures named at run time.
+
+`check-config` (and `run`, `replay` before anything starts) finds the credentials litellm
+will look for; `check-config --probe` asks each judge one question against a scripted
+OpenAI-compatible server over real HTTP (`tests/_judge_stub.py`) answering 401, 404, 429
+or too late; at run time an auth or not-found failure is its own outcome, counted and
+logged once with the fix; `replay` fails when an evaluator returned nothing but errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from monitor.__main__ import main
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.registry import build
+from monitor.judge.client import JudgeClient
+from monitor.telemetry import create_telemetry
+from tests._judge_stub import Reply, StubJudge
+from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
+
+PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", KEY_ENV)
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in PROVIDER_KEYS:
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[StubJudge]:
+    async with StubJudge() as server:
+        yield server
+
+
+def _write(tmp_path: Path, judge: dict[str, Any], evaluators: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "config.yaml"
+    config = {
+        "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
+        "judge": judge,
+        "evaluators": evaluators,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["check-config", str(path)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("model", "variable"),
+    [("openai/gpt-4o-mini", "OPENAI_API_KEY"), ("anthropic/claude-3-5-haiku", "ANTHROPIC_API_KEY")],
+)
+def test_check_config_names_the_provider_key_a_judge_lacks(
+    model: str, variable: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, {"model": model}, [{"name": "groundedness"}])
+    code, out, err = _check(path, capsys)
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        f"judge.model: judge {model} (groundedness) needs {variable}, which is not set: "
+        "set it, or name the variable holding the key in judge.api_key_env"
+    ]
+
+
+def test_check_config_names_an_unset_api_key_env(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    judge = {"model": "openai/gpt-4o-mini", "api_key_env": KEY_ENV}
+    path = _write(tmp_path, judge, [{"name": "groundedness"}])
+    code, _, err = _check(path, capsys)
+    assert code == 1
+    assert err.splitlines() == [f"judge.api_key_env: environment variable {KEY_ENV} is not set"]
+
+
+def test_check_config_passes_a_judge_with_its_key_or_a_local_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An OpenAI-compatible server of the user's own needs no key.
+    local = {"model": "openai/smollm2", "api_base": "http://127.0.0.1:9/v1"}
+    code, out, err = _check(_write(tmp_path, local, [{"name": "groundedness"}]), capsys)
+    assert (code, err) == (0, "") and out.startswith("# ")
+    # The variable judge.api_key_env names stands for the provider's.
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    keyed = {"model": "openai/gpt-4o-mini", "api_key_env": KEY_ENV}
+    code, _, err = _check(_write(tmp_path, keyed, [{"name": "groundedness"}]), capsys)
+    assert (code, err) == (0, "")
+    # An evaluator's own endpoint never gets that key: its provider's variable is needed.
+    own = {"model": "anthropic/claude", "api_base": "http://127.0.0.1:8"}
+    evaluators = [{"name": "groundedness"}, {"name": "violence", **own}]
+    path = _write(tmp_path, {**local, "api_key_env": KEY_ENV}, evaluators)
+    code, _, err = _check(path, capsys)
+    assert code == 1
+    assert err.startswith("evaluators.1.model: judge anthropic/claude at http://127.0.0.1:8 (")
+    assert "ANTHROPIC_API_KEY" in err
+
+
+def test_check_config_refuses_a_model_litellm_cannot_route(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, {"model": "gpt-nonsense-judge"}, [{"name": "groundedness"}])
+    code, _, err = _check(path, capsys)
+    assert code == 1 and "judge.model: litellm knows no provider for 'gpt-nonsense" in err
+
+
+def test_run_refuses_a_judge_without_key_before_it_opens_a_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The metrics port is held here: had `run` got as far as listening, it would report
+    that port instead of the key."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        path = _write(tmp_path, {"model": "openai/gpt-4o-mini"}, [{"name": "groundedness"}])
+        config = yaml.safe_load(path.read_text())
+        config["exporters"] = {"prometheus": {"endpoint": f"127.0.0.1:{port}"}}
+        path.write_text(yaml.safe_dump(config))
+        assert main(["run", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY, which is not set" in err
+    assert str(port) not in err
+
+
+async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    base = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "monitor",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**base, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 300)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+PROBED = {
+    "openai/refused": Reply(status=401, error="Incorrect API key provided"),
+    "openai/missing": Reply(status=404, error="The model does not exist"),
+    "openai/limited": Reply(status=429, error="Rate limit reached"),
+    "openai/slow": Reply(delay=600),  # cut short when the stub stops
+    "openai/fine": Reply(content="OK"),
+}
+
+
+@pytest.mark.asyncio
+async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
+    stub: StubJudge, tmp_path: Path
+) -> None:
+    stub.default = lambda got: PROBED[f"openai/{got.body['model']}"]
+    evaluators = [
+        {"name": name, "model": model}
+        for name, model in zip(
+            ["groundedness", "relevance", "coherence", "fluency", "violence"], PROBED, strict=True
+        )
+    ]
+    # Long enough for a loaded machine's first call, which the slow model outlasts.
+    judge = {"api_base": stub.openai_base, "timeout_s": 5}
+    path = _write(tmp_path, judge, evaluators)
+    code, out, err = await _cli("check-config", str(path), "--probe")
+    assert code == 1 and out == ""
+    # One line per failing judge (a log line may say that openai/fine has no price).
+    lines = [line for line in err.splitlines() if line.startswith("judge ")]
+    assert len(lines) == 4, err
+    by_model = {line.split()[1]: line for line in lines}
+    assert set(by_model) == set(PROBED) - {"openai/fine"}
+    assert (
+        ": auth: the judge refused the credentials: set a valid key in OPENAI_API_KEY"
+        in (by_model["openai/refused"])
+    )
+    assert "Incorrect API key provided" in by_model["openai/refused"]
+    assert (
+        f": not_found: {stub.openai_base} has no model 'openai/missing'"
+        in (by_model["openai/missing"])
+    )
+    assert ": rate_limited: the key works" in by_model["openai/limited"]
+    assert ": timeout: no answer within judge.timeout_s (5s)" in by_model["openai/slow"]
+    assert len(stub.received) == len(PROBED)  # one call each, no retries
+
+    # All answering: the summary says so and the configuration follows.
+    stub.default = Reply(content="OK")
+    path = _write(tmp_path, judge | {"model": "openai/fine"}, [{"name": "groundedness"}])
+    code, out, err = await _cli("check-config", str(path), "--probe")
+    assert code == 0 and "judge openai/fine" not in err
+    assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (answered)" in out
+
+
+@pytest.mark.asyncio
+async def test_auth_and_not_found_are_named_counted_and_logged_once_with_the_fix(
+    stub: StubJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = Harness(stub, judge={"breaker_failures": 10})
+    stub.default = Reply(status=401, error="Incorrect API key provided")
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        result = await h.evaluator("groundedness").evaluate(RECORD)
+        assert result.outcome == "error" and result.error is not None
+        assert result.error.startswith("auth: AuthenticationError")
+    assert h.metric("judge_requests_total", model=MODEL, outcome="auth") == 3
+    assert h.metric("judge_requests_total", model=MODEL, outcome="error") == 0
+    explained = [r for r in caplog.records if "refused the credentials" in r.getMessage()]
+    assert len(explained) == 1 and explained[0].levelno == logging.ERROR
+    assert f"set a valid key in {KEY_ENV}" in explained[0].getMessage()
+    assert SECRET not in caplog.text
+
+    stub.default = Reply(status=404, error="model not found")
+    result = await h.evaluator("relevance").evaluate(RECORD)
+    assert result.error is not None and result.error.startswith("not_found: NotFoundError")
+    assert h.metric("judge_requests_total", model=MODEL, outcome="not_found") == 1
+    assert sum("has no model" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_missing_provider_key_at_run_time_is_an_auth_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """litellm calls a key missing on our side a server error (500); it is not one. No
+    server is needed: the call fails before it is sent."""
+    model = "openai/gpt-4o-mini"
+    config = Config.model_validate({"judge": {"model": model, "retries": 0}})
+    telemetry = create_telemetry()
+    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
+    context = BuildContext(judge=client, judge_model=model)
+    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+    assert result.error is not None and result.error.startswith("auth:"), result.error
+    labels = {"model": model, "outcome": "auth"}
+    assert telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 1
+    assert "set a valid key in OPENAI_API_KEY" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_replay_fails_when_an_evaluator_returned_nothing_but_errors(
+    stub: StubJudge, tmp_path: Path
+) -> None:
+    records = tmp_path / "records.jsonl"
+    second = RECORD.model_copy(update={"request_id": "r2"})
+    records.write_text(RECORD.model_dump_json() + "\n" + second.model_dump_json() + "\n")
+    stub.default = Reply(status=500, error="upstream broke")
+    judge = {"model": MODEL, "api_base": stub.openai_base, "retries": 0}
+    path = _write(tmp_path, judge, [{"name": "groundedness"}, {"name": "f1"}])
+    code, out, _ = await _cli("replay", str(records), "--config", str(path))
+    assert code == 1
+    assert "groundedness: all 2 results were errors (the log says why)" in out
+    assert "f1: all" not in out  # f1 scored both records
