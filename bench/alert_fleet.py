@@ -33,13 +33,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-import yaml  # noqa: E402
-
 from bench import _docs  # noqa: E402
-from tests._rag_service import Service, metric  # noqa: E402
+from tests._rag_service import FLEET_RULE, Service, metric, scrape_config, write_config  # noqa: E402
 from tests._servers import free_port, need, prometheus, rag_monitor  # noqa: E402
 
-RULE = "fleet_regression"
+RULE = FLEET_RULE["name"]
 REPLICAS = 3
 PER_REPLICA_S = 4  # requests a second to each replica; the single sidecar gets all of them
 BASELINE_MIN = 150
@@ -47,35 +45,10 @@ HEALTHY_SHARE = 0.1
 
 
 def monitor_config(path: Path, metrics_port: int, fleet: dict[str, Any] | None) -> None:
-    alerts: dict[str, Any] = {
-        "evaluation_interval_s": 1,
-        "rules": [
-            {
-                "name": RULE,
-                "evaluator": "local_groundedness",
-                "baseline": {"window": "60s", "min_samples": BASELINE_MIN},
-                "window": "15s",
-                "min_samples": 20,
-                "min_increase": 0.1,
-                "false_page_every": "1h",
-            }
-        ],
-    }
+    alerts: dict[str, Any] = {"evaluation_interval_s": 1, "rules": [FLEET_RULE]}
     if fleet is not None:
         alerts["fleet"] = fleet
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "receivers": {
-                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
-                },
-                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
-                "evaluators": [{"name": "local_groundedness"}],
-                "pipeline": {"processes": 0},
-                "alerts": alerts,
-            }
-        )
-    )
+    write_config(path, alerts, metrics_port, processes=0)
 
 
 class Traffic:
@@ -124,17 +97,8 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> floa
 def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
     replica_ports = [free_port() for _ in range(REPLICAS)]
     single_port = free_port()
-    scrape = {
-        "global": {"scrape_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": "rag-monitor",
-                "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in replica_ports]}],
-            }
-        ],
-    }
     with (
-        prometheus(tmp, yaml.safe_dump(scrape)) as prom,
+        prometheus(tmp, scrape_config(replica_ports)) as prom,
         contextlib.ExitStack() as stack,
     ):
         fleet = {

@@ -101,18 +101,47 @@ def metric(port: int, name: str, *needles: str) -> float | None:
     return None
 
 
-def write_config(config: Path, alerts: dict[str, Any]) -> None:
-    """The monitor the alerting tests run: OTLP/HTTP in, metrics out (both on ports it
-    chooses), `local_groundedness`, and `alerts`."""
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "receivers": {
-                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
-                },
-                "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"}},
-                "evaluators": [{"name": "local_groundedness"}],
-                "alerts": alerts,
-            }
-        )
+def write_config(
+    config: Path, alerts: dict[str, Any], metrics_port: int = 0, processes: int | None = None
+) -> None:
+    """The monitor the alerting tests run: OTLP/HTTP in (on a port it chooses), metrics
+    out (on `metrics_port`, 0: one it chooses), `local_groundedness`, and `alerts`
+    (`processes`: `pipeline.processes`, when given)."""
+    settings: dict[str, Any] = {
+        "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}},
+        "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
+        "evaluators": [{"name": "local_groundedness"}],
+        "alerts": alerts,
+    }
+    if processes is not None:
+        settings["pipeline"] = {"processes": processes}
+    config.write_text(yaml.safe_dump(settings))
+
+
+# The regression rule the fleet tests and `bench/alert_fleet.py` run: short windows, so a
+# fleet of paced test traffic fills its baseline in a minute.
+FLEET_RULE: dict[str, Any] = {
+    "name": "fleet_regression",
+    "evaluator": "local_groundedness",
+    "baseline": {"window": "60s", "min_samples": 150},
+    "window": "15s",
+    "min_samples": 20,
+    "min_increase": 0.1,
+    "false_page_every": "1h",
+}
+
+
+def scrape_config(ports: list[int]) -> str:
+    """A Prometheus config scraping the monitors on `ports` every second, as job
+    `rag-monitor`."""
+    return yaml.safe_dump(
+        {
+            "global": {"scrape_interval": "1s"},
+            "scrape_configs": [
+                {
+                    "job_name": "rag-monitor",
+                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
+                }
+            ],
+        }
     )

@@ -18,66 +18,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests._rag_service import Service, metric
+from tests._rag_service import FLEET_RULE, Service, metric, scrape_config, write_config
 from tests._servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
 from tests._wait import wait_until
 
 pytestmark = pytest.mark.slow
 
-RULE = "fleet_regression"
+RULE = FLEET_RULE["name"]
 REPLICAS = 3
 PER_REPLICA_S = 4  # requests a second each replica receives
 
 
 def replica_config(path: Path, metrics_port: int, prom: str, am: str) -> None:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "receivers": {
-                    "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
-                },
-                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
-                "evaluators": [{"name": "local_groundedness"}],
-                "pipeline": {"processes": 0},
-                "alerts": {
-                    "evaluation_interval_s": 1,
-                    "alertmanager": {"url": am},
-                    "fleet": {
-                        "prometheus_url": prom,
-                        "selector": 'job="rag-monitor"',
-                        "query_interval_s": 1,
-                    },
-                    "rules": [
-                        {
-                            "name": RULE,
-                            "evaluator": "local_groundedness",
-                            "baseline": {"window": "60s", "min_samples": 150},
-                            "window": "15s",
-                            "min_samples": 20,
-                            "min_increase": 0.1,
-                            "false_page_every": "1h",
-                        }
-                    ],
-                },
-            }
-        )
-    )
-
-
-def prometheus_config(ports: list[int]) -> str:
-    return yaml.safe_dump(
-        {
-            "global": {"scrape_interval": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "rag-monitor",
-                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
-                }
-            ],
-        }
-    )
+    fleet = {"prometheus_url": prom, "selector": 'job="rag-monitor"', "query_interval_s": 1}
+    alerts = {
+        "evaluation_interval_s": 1,
+        "alertmanager": {"url": am},
+        "fleet": fleet,
+        "rules": [FLEET_RULE],
+    }
+    write_config(path, alerts, metrics_port, processes=0)
 
 
 def send(services: list[Service], share: float, seconds: float) -> None:
@@ -101,7 +62,7 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
     with (
         webhook() as hook,
         alertmanager(tmp_path, hook.url) as am,
-        prometheus(tmp_path, prometheus_config(metrics)) as prom,
+        prometheus(tmp_path, scrape_config(metrics)) as prom,
         contextlib.ExitStack() as stack,
     ):
         replicas = []
