@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import _docs  # noqa: E402
-from monitor.exporters.prometheus import HealthServer, WebSecurity  # noqa: E402
+from monitor.exporters.metrics_port import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
 
 EVALUATORS = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")

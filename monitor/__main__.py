@@ -28,7 +28,7 @@ from monitor.evaluators.registry import (
     default_threshold,
     evaluator_problems,
 )
-from monitor.exporters.prometheus import check_metrics_port
+from monitor.exporters.metrics_port import check_metrics_port
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc

@@ -29,7 +29,8 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.extracted import Redact
-from monitor.exporters.prometheus import HealthServer, MetricsSink
+from monitor.exporters.metrics_port import HealthServer
+from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate

@@ -4,7 +4,7 @@ environment overrides.
 A leaf package: it imports nothing of the pipeline. What only a component can judge — an
 evaluator name, a judge's prompt, a threshold on a judge's native scale, the metrics port's
 web config — is checked by that component after loading (`monitor.evaluators.
-check_evaluators`, `monitor.exporters.prometheus.load_web_security`, which `Service` and
+check_evaluators`, `monitor.exporters.metrics_port.load_web_security`, which `Service` and
 `check-config` call).
 
 The YAML is read from libyaml's events into the safe loader's types (`_yaml.py`); duplicate

@@ -24,7 +24,7 @@ from monitor.config import (
     parse_duration,
 )
 from monitor.evaluators.registry import check_evaluators, known_evaluators, threshold_scale
-from monitor.exporters.prometheus import load_web_security
+from monitor.exporters.metrics_port import load_web_security
 from tests.conftest import EXAMPLES, REPO
 
 TESTDATA = REPO / "tests" / "testdata" / "config"

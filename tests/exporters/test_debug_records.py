@@ -23,7 +23,7 @@ from monitor.exporters.debug_records import (
     TEXT_LIMIT,
     DebugRecords,
 )
-from monitor.exporters.prometheus import HealthServer, WebSecurity
+from monitor.exporters.metrics_port import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
 

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor import __version__
 from monitor.config import ConfigError
-from monitor.exporters.prometheus import HealthServer
+from monitor.exporters.metrics_port import HealthServer
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._wait import wait_until
 

@@ -9,7 +9,7 @@ import bcrypt
 import pytest
 
 from monitor.config import ConfigError
-from monitor.exporters.prometheus import load_web_security
+from monitor.exporters.metrics_port import load_web_security
 from monitor.exporters.web_config import load_web_config
 
 

@@ -45,7 +45,7 @@ COMPONENTS = {
     "alert_engine": "monitor.alerts.engine:AlertEngine",
     "otlp_events_sink": "monitor.exporters.otlp_events:OtlpEventsSink",
     "replay_summary_sink": "monitor.receivers.replay_summary:SummarySink",
-    "metrics_port": "monitor.exporters.prometheus:HealthServer",
+    "metrics_port": "monitor.exporters.metrics_port:HealthServer",
     "judge_client": "monitor.judge.client:JudgeClient",
     "alert_sender": "monitor.exporters.alertmanager:AlertSender",
 }
@@ -356,7 +356,7 @@ def _get(port: int, path: str) -> int:
 
 
 async def _metrics_port(tmp_path: Path, telemetry: Telemetry) -> None:
-    from monitor.exporters.prometheus import HealthServer
+    from monitor.exporters.metrics_port import HealthServer
 
     answered: list[int] = []
 
