@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from monitor.component import OnDone, RecordConsumer, SampledRecord, SampledTrace
 from monitor.config import Config
@@ -100,7 +101,11 @@ class RecordingStage:
         return found()
 
 
-def trace_stage(config: Config, consumer: RecordConsumer, telemetry: Telemetry) -> TraceStage:
+def trace_stage(
+    config: Config, consumer: RecordConsumer, telemetry: Telemetry, **options: Any
+) -> TraceStage:
+    """The trace stage `config` makes, as the pipeline wires it; `options` (a clock, an
+    observer, limits) go to `TraceStage`."""
     return TraceStage(
         config.trace_assembly,
         Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
@@ -108,6 +113,7 @@ def trace_stage(config: Config, consumer: RecordConsumer, telemetry: Telemetry) 
         telemetry,
         route_attribute=config.receivers.otlp.route_attribute,
         route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
+        **options,
     )
 
 

@@ -9,11 +9,10 @@ import pytest
 from monitor._labels import bounded_label
 from monitor.component import Delivery
 from monitor.config import Config
-from monitor.processors.sampler import Sampler
-from monitor.processors.trace import TraceStage
 from monitor.record_limits import SizeLimits, bound_record
 from monitor.records import RawRecord, RecordError, parse_record
 from monitor.telemetry import create_telemetry
+from tests._pipeline import trace_stage
 from tests._wait import wait_until_async
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 
@@ -89,13 +88,7 @@ async def test_every_record_is_bounded_before_it_is_scored() -> None:
     telemetry = create_telemetry()
     consumer = HoldingStage(limits=LIMITS)
     config = Config()
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        limits=LIMITS,
-    )
+    stage = trace_stage(config, consumer, telemetry, limits=LIMITS)
     async with _running(stage, consumer):
         acks = Acks()
         rejected: list[tuple[str, str]] = []
@@ -188,13 +181,7 @@ async def test_records_of_many_documents_are_cut_where_they_are_built_and_counte
     telemetry = create_telemetry()
     consumer = HoldingStage(limits=limits)
     config = Config()
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        limits=limits,
-    )
+    stage = trace_stage(config, consumer, telemetry, limits=limits)
     many = [f"document {i}" for i in range(10_000)]
     async with _running(stage, consumer):
         spans = Delivery("otlp_http", [_root(1, **{"rag.context": json.dumps(many)})])

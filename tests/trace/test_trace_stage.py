@@ -17,7 +17,6 @@ import pytest
 from monitor.component import Delivery, Invalid, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, Unreadable, extract_within
-from monitor.processors.sampler import Sampler
 from monitor.processors.trace import TraceStage
 from monitor.processors.trace._assembler import TRIGGERS
 from monitor.record_limits import SizeLimits
@@ -301,13 +300,7 @@ async def test_idle_traces_are_released_by_the_injected_clock(telemetry: Telemet
     consumer = HoldingStage()
     clock = Clock()
     config = _config(idle_timeout_s=0.2)
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        clock=clock,
-    )
+    stage = trace_stage(config, consumer, telemetry, clock=clock)
     async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_root(5), _span(5, 2, 3)])])
         await wait_until_async(lambda: _value(telemetry, "open_traces") == 1, 5, "open trace")
@@ -381,13 +374,7 @@ async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Teleme
     consumer = HoldingStage()
     pace = Clock()
     config = _config(sampling={"rate": 1.0})
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        pace_clock=pace,
-    )
+    stage = trace_stage(config, consumer, telemetry, pace_clock=pace)
 
     def record(i: int) -> Delivery:
         raw = {"request_id": f"r{i}", "question": "q", "context": ["c"], "answer": "a"}
@@ -502,13 +489,7 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
             seen.append((trace_id, reason))
 
     config = _config(sampling={"rate": 0.0})
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        HoldingStage(),
-        telemetry,
-        observer=Observer(),
-    )
+    stage = trace_stage(config, HoldingStage(), telemetry, observer=Observer())
     await stage.start()
     acks = Acks()
     try:
@@ -558,12 +539,7 @@ async def test_sampled_traces_go_on_as_spans_and_what_their_extraction_gave_is_c
 
 def _stage(consumer: HoldingStage, telemetry: Telemetry, **sampling: float) -> TraceStage:
     config = _config(sampling=sampling)
-    return TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-    )
+    return trace_stage(config, consumer, telemetry)
 
 
 async def test_a_trace_whose_parent_links_form_a_cycle_is_counted_and_the_stage_goes_on(
@@ -649,13 +625,7 @@ async def test_a_suspended_origin_keeps_its_open_traces_past_the_idle_timeout(
     consumer = HoldingStage()
     clock = Clock()
     config = _config(idle_timeout_s=0.2)
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        clock=clock,
-    )
+    stage = trace_stage(config, consumer, telemetry, clock=clock)
     acks = Acks()
     child = {"rag.context": json.dumps(["document"])}
     async with _running(stage, consumer):
@@ -706,13 +676,7 @@ async def test_a_resumed_origin_s_traces_age_again_from_then(telemetry: Telemetr
     consumer = HoldingStage()
     clock = Clock()
     config = _config(idle_timeout_s=0.2)
-    stage = TraceStage(
-        config.trace_assembly,
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        consumer,
-        telemetry,
-        clock=clock,
-    )
+    stage = trace_stage(config, consumer, telemetry, clock=clock)
     child = {"rag.context": json.dumps(["document"])}
     async with _running(stage, consumer):
         assert stage.consume([Delivery("kafka", [_span(80, 2, 1, **child)], origin="p0")])
