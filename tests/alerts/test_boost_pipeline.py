@@ -35,6 +35,7 @@ from monitor.service import Service
 from tests._judge_stub import Received, Reply, StubJudge
 from tests._otlp import WATER, Case, emit_plain, otlp_bytes
 from tests._wait import wait_until_async
+from tests.alerts.test_alerts import Clock
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
 
 pytestmark = pytest.mark.asyncio
@@ -116,18 +117,8 @@ def _config(stub: StubJudge) -> Config:
     )
 
 
-class _Clock:
-    """The time the pipeline's alert engine and budget read, moved by the scenario."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class _Scenario:
-    def __init__(self, service: Service, sink: _Count, clock: _Clock) -> None:
+    def __init__(self, service: Service, sink: _Count, clock: Clock) -> None:
         self.service, self.sink, self.clock = service, sink, clock
         self.sent = 0
         self.exporter = InMemorySpanExporter()
@@ -207,7 +198,7 @@ async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_fa
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     sink = _Count()
-    clock = _Clock()
+    clock = Clock()
     service = Service(_config(stub), serve_http=False, extra_sinks=[sink], clock=clock)
     scenario = _Scenario(service, sink, clock)
     await service.start()
