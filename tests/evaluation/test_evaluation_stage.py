@@ -297,6 +297,20 @@ async def test_route_label_is_capped(telemetry: Telemetry) -> None:
     assert routes == {"/r0", "/r1", "other"}
 
 
+class HeldEvaluator(ScriptedEvaluator):
+    """Counts the records it is given and holds them until `gate` is set."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.gate = asyncio.Event()
+        self.entered = 0
+
+    async def evaluate(self, record: RagRecord) -> EvalResult:
+        self.entered += 1
+        await self.gate.wait()
+        return await super().evaluate(record)
+
+
 async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Telemetry) -> None:
     stage, _ = _stage(telemetry, [ScriptedEvaluator("e")])
     await stage.start()
@@ -308,17 +322,7 @@ async def test_put_many_returns_how_many_were_taken_once_stopped(telemetry: Tele
 async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetry) -> None:
     """Records whose estimated bytes (queued and in work together) pass `queue_bytes`
     wait for room (one still fits alone)."""
-    gate = asyncio.Event()
-
-    class Held(ScriptedEvaluator):
-        entered = 0
-
-        async def evaluate(self, record: RagRecord) -> EvalResult:
-            self.entered += 1
-            await gate.wait()
-            return await super().evaluate(record)
-
-    held = Held("e")
+    held = HeldEvaluator("e")
     big = "x" * 1000
     items = [SampledRecord(_rec(i, response=big), "test", _ALL) for i in range(6)]
     size = items[0].size
@@ -330,7 +334,7 @@ async def test_the_queue_is_bounded_in_bytes_and_pushes_back(telemetry: Telemetr
         lambda: held.entered >= 1 and len(stage._queue) >= 2, 5, "one in work, two queued"
     )
     assert not putting.done() and len(stage._queue) == 2
-    gate.set()
+    held.gate.set()
     async with asyncio.timeout(5):
         assert await putting == 6
     await stage.shutdown(5)
@@ -341,17 +345,7 @@ async def test_a_trace_in_work_counts_at_what_its_records_cost(telemetry: Teleme
     """A trace whose spans are small but whose record holds hundreds of documents counts
     in `queue_bytes` at its record's estimated size once extracted: while it is in work,
     one item at most waits in the queue."""
-    gate = asyncio.Event()
-
-    class Held(ScriptedEvaluator):
-        entered = 0
-
-        async def evaluate(self, record: RagRecord) -> EvalResult:
-            self.entered += 1
-            await gate.wait()
-            return await super().evaluate(record)
-
-    held = Held("e")
+    held = HeldEvaluator("e")
     documents = json.dumps([f"d{n}" for n in range(500)])
     spans = [
         Span(
@@ -376,7 +370,7 @@ async def test_a_trace_in_work_counts_at_what_its_records_cost(telemetry: Teleme
     # Admitted together when they fit: one queued means the others wait.
     await wait_until_async(lambda: len(stage._queue) == 1, 5, "one record queued")
     assert not putting.done() and len(stage._queue) == 1
-    gate.set()
+    held.gate.set()
     async with asyncio.timeout(5):
         assert await putting == 3
     await stage.shutdown(5)
