@@ -88,6 +88,16 @@ def _role(pid: int, parent_role: str | None) -> str:
     return (_PROC / str(pid) / "comm").read_text().strip()
 
 
+def tree_pids(root: int) -> list[int]:
+    """`root` first, then every descendant."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(_children(pid))
+    return out
+
+
 def tree_memory(root: int) -> list[ProcessMemory]:
     """PSS and RSS of `root` and every descendant, in MB; processes that exit while
     being read are left out."""

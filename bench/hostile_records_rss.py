@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import _docs  # noqa: E402
+from bench._pss import tree_pids  # noqa: E402
 
 MB = 1024 * 1024
 LIMITS_MB = {"labels_metrics": 1, "labels_rss": 300, "documents_rss": 600, "page": 10}
@@ -138,29 +139,6 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                found.append(int(entry))
-    return found
-
-
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        todo.extend(_children(current))
-    return out
-
-
 def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     return [
         (sample.labels, sample.value)
@@ -236,7 +214,7 @@ def run_monitor(
         took = time.monotonic() - started
         scraped = _get(f"{base}/metrics")
         page = _get(f"{base}/debug/records") if debug_records else None
-        tree = _tree(process.pid)
+        tree = tree_pids(process.pid)
         main_kb = _status(process.pid)["VmHWM"]
         workers_kb = max((_status(pid)["VmHWM"] for pid in tree[1:]), default=0)
     except BaseException:

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import _docs  # noqa: E402
+from bench._pss import tree_pids  # noqa: E402
 
 SAMPLE_S = 0.02
 # The project's target for the peak with the huge answers against the peak without them
@@ -61,24 +62,6 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def peak_rss_mb(path: Path, config: Path) -> tuple[float, float]:
     """(peak summed RSS in MB, wall seconds) of one replay of `path`."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -91,7 +74,7 @@ def peak_rss_mb(path: Path, config: Path) -> tuple[float, float]:
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, sum(_rss_kb(pid) for pid in _tree(process.pid)))
+            peak = max(peak, sum(_rss_kb(pid) for pid in tree_pids(process.pid)))
             time.sleep(SAMPLE_S)
 
     sampler = threading.Thread(target=sample)
