@@ -3,24 +3,33 @@ and in number, with the slots following traffic.
 
 `bounded_label` cuts a value too long for a label. `LabelCap` decides which values of one
 label hold a series: at most `limit` at once (besides an allow-list), taken by the values
-that carry traffic — a heavy-hitters policy, so that a spray of invented values, however
-fast, never keeps a real service out of its own series for long:
+that carry traffic — a heavy-hitters policy:
 
 - every lookup of a value counts one, and counts decay exponentially with time constant
   `DECAY_S`: a value's weight is about its lookups in the last `DECAY_S` seconds;
 - a value holding a slot has its weight kept exactly; the others are counted in a
-  count-min sketch (`_Sketch`: a fixed table, whatever the number of values), which never
-  underestimates and overestimates by about what its cells hold on average;
+  count-min sketch (`_Sketch`: a fixed table, whatever the number of values);
 - a value without a slot takes a free one, or the slot of the value seen least recently
-  if that one has been idle `idle_s`, or the slot of the weakest holder when its own
-  estimate is at least `PROMOTE_MIN`, twice the weakest holder's weight and
-  `NOISE_FACTOR` times the sketch's average cell: a value seen once, or a spray of values
-  seen once each, stays under the last bound, while one with steady traffic passes it
-  within seconds (docs/contract.md states the bound);
+  if that one has been idle `idle_s`, or the slot of the weakest holder when its excess
+  in the sketch (its count beyond the average cell, i.e. beyond what chance gives a value
+  never seen) is at least `PROMOTE_MIN`, twice the weakest holder's weight, and `SIGMAS`
+  times the spread of the cells;
 - otherwise it reads as `other`.
 
-Counting per lookup, not per record: a record is looked up at several stages, a small
-constant factor every value shares.
+The guarantee (docs/contract.md): a value looked up r >= 1 times a second, while values
+looked up once each are sprayed at up to r**2 * 200,000 a second, takes a slot within 60 s
+and keeps it while it keeps sending (unless steadier values hold every slot). The bound
+is in the spray's rate because it must be: a value seen r times a second stands out from
+S one-shot values a second in W counters only after about SIGMAS**2 * S / (r**2 * W)
+seconds (the spread of a cell grows with the square root of the spray, the value's
+excess linearly with r), and no table of fixed size escapes a bound growing with S.
+200,000 a second is more than one monitor takes in: its ingest (about 2 µs a span) and
+these lookups (about 4 µs a one-shot value) share one interpreter. Values seen once
+never take a slot from a holder with steady traffic: their excess stays at chance, under
+`SIGMAS` spreads and under twice the holder's weight.
+
+Counting per lookup, not per record: a record is looked up at several stages, a factor
+the real service and the spray share, so it cancels out of the bound.
 """
 
 from __future__ import annotations
@@ -35,16 +44,17 @@ from collections.abc import Callable, Collection
 OVERFLOW = "other"
 _HASH_CHARS = 16
 
-# Weights decay by e every DECAY_S seconds.
-DECAY_S = 10.0
-# What a value without a slot needs to take the weakest holder's: decayed lookups, at
-# least this many, twice the weakest holder's weight, and NOISE_FACTOR times the average
-# sketch cell (what every estimate may be over by).
+# Weights decay by e every DECAY_S seconds: a value's weight is about its lookups in the
+# last DECAY_S seconds.
+DECAY_S = 30.0
+# What a value without a slot needs to take the weakest holder's: an excess (see _Sketch)
+# of at least PROMOTE_MIN decayed lookups, twice the weakest holder's weight, and SIGMAS
+# times the spread of a cell (what the excess of a value seen once may reach by chance).
 PROMOTE_MIN = 8.0
-NOISE_FACTOR = 4.0
-# The count-min sketch: four rows of 2**SKETCH_BITS cells, each indexed by a part of one
-# 64-bit hash (1 MB in all). Allocated only once the slots are full.
-SKETCH_BITS = 15
+SIGMAS = 4.0
+# The count-min sketch: two rows of 2**SKETCH_BITS float32 cells, each indexed by a part
+# of one 64-bit hash (2 MB in all). Allocated only once the slots are full.
+SKETCH_BITS = 18
 # The weights are kept scaled by e**((t - t0) / DECAY_S), so that decay costs nothing per
 # lookup; past this exponent every weight is rescaled and t0 moved to now.
 _RESCALE_EXPONENT = 50.0
@@ -72,41 +82,41 @@ class _Slot:
 
 
 class _Sketch:
-    """Decayed lookup counts of the values without a slot: a count-min sketch of four
-    rows with conservative update (a lookup raises only the cells at the value's current
-    minimum), in the caller's scaled units."""
+    """Decayed lookup counts of the values without a slot, in the caller's scaled units: a
+    count-min sketch of two rows of float32 cells (no conservative update, so
+    that every cell holds, on average, exactly `mass / width`), with the sum of the cells'
+    squares kept beside it, so that how far one cell strays from that average is known."""
 
-    def __init__(self) -> None:
-        self._width = 1 << SKETCH_BITS
-        self._cells = array("d", bytes(8 * 4 * self._width))
-        self.mass = 0.0  # everything added (scaled): mass / width bounds the average cell
+    def __init__(self, bits: int) -> None:
+        self._bits = bits
+        self._width = 1 << bits
+        self._cells = array("f", bytes(4 * 2 * self._width))
+        self.mass = 0.0  # added to each row (scaled)
+        self._squares = 0.0  # of every cell, in double precision
 
     def add(self, value: str, amount: float) -> float:
-        """Count `amount` for `value`; returns its estimate."""
+        """Count `amount` for `value`; returns its excess: its least cell less the average
+        cell, what `value` has had beyond what a value never seen would show."""
         h, mask, width, cells = hash(value), self._width - 1, self._width, self._cells
-        # One cell a row, from four parts of the 64-bit hash.
+        # One cell a row, from two parts of the 64-bit hash.
         i0 = h & mask
-        i1 = width + ((h >> SKETCH_BITS) & mask)
-        i2 = 2 * width + ((h >> (2 * SKETCH_BITS)) & mask)
-        i3 = 3 * width + ((h >> (3 * SKETCH_BITS)) & mask)
-        c0, c1, c2, c3 = cells[i0], cells[i1], cells[i2], cells[i3]
-        estimate = min(c0, c1, c2, c3) + amount
-        if c0 < estimate:
-            cells[i0] = estimate
-        if c1 < estimate:
-            cells[i1] = estimate
-        if c2 < estimate:
-            cells[i2] = estimate
-        if c3 < estimate:
-            cells[i3] = estimate
+        i1 = width + ((h >> self._bits) & mask)
+        c0, c1 = cells[i0], cells[i1]
+        cells[i0] = c0 + amount
+        cells[i1] = c1 + amount
+        n0, n1 = cells[i0], cells[i1]  # as stored (float32)
+        self._squares += n0 * n0 - c0 * c0 + n1 * n1 - c1 * c1
         self.mass += amount
-        return estimate
+        return min(n0, n1) - self.mass / width
 
-    def noise(self) -> float:
-        return self.mass / self._width
+    def spread(self) -> float:
+        """The standard deviation of a cell: what one value's excess may be by chance."""
+        mean = self.mass / self._width
+        return math.sqrt(max(self._squares / len(self._cells) - mean * mean, 0.0))
 
     def rescale(self, factor: float) -> None:
-        self._cells = array("d", (cell * factor for cell in self._cells))
+        self._cells = array("f", (cell * factor for cell in self._cells))
+        self._squares = math.fsum(cell * cell for cell in self._cells)
         self.mass *= factor
 
 
@@ -117,7 +127,8 @@ class LabelCap:
     `max_chars`: longer values are cut first (`bounded_label`; `cut` is told).
     `folded` is told each lookup that reads as `other`; `on_evict` hooks are told each
     value that loses its slot (its series are removed, so that one coming back starts
-    afresh), `on_admit` hooks each value that takes one.
+    afresh), `on_admit` hooks each value that takes one. `sketch_bits`: the sketch's
+    width (tests narrow it, with the spray slowed alike: its cells see the same rate).
     """
 
     def __init__(
@@ -130,6 +141,7 @@ class LabelCap:
         clock: Callable[[], float] = time.monotonic,
         folded: Callable[[], None] | None = None,
         cut: Callable[[], None] | None = None,
+        sketch_bits: int = SKETCH_BITS,
     ) -> None:
         self.limit = limit
         self.allowed = frozenset(allowed)
@@ -141,6 +153,7 @@ class LabelCap:
         self._slots: dict[str, _Slot] = {}
         self._t0 = clock()
         self._no_stale_before = -math.inf  # no slot can be stale before this time
+        self._sketch_bits = sketch_bits
         self._sketch: _Sketch | None = None
         self._weakest: tuple[str, float] | None = None  # (value, when it was found)
         self._evict_hooks: list[Callable[[str], None]] = []
@@ -207,13 +220,13 @@ class LabelCap:
                 return self._replace(oldest, value, _Slot(now, unit))
             self._no_stale_before = slots[oldest].seen + self.idle_s
         if self._sketch is None:
-            self._sketch = _Sketch()
+            self._sketch = _Sketch(self._sketch_bits)
         estimate = self._sketch.add(value, unit)
         weakest = self._weakest_holder(now)
         threshold = max(
             PROMOTE_MIN * unit,
             2.0 * slots[weakest].weight,
-            NOISE_FACTOR * self._sketch.noise(),
+            SIGMAS * self._sketch.spread(),
         )
         if estimate < threshold:
             return None

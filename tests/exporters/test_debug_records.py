@@ -26,6 +26,7 @@ from monitor.exporters.debug_records import (
 from monitor.exporters.metrics_port import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
+from tests._reliability import MonitorProcess, Trace, export_request, post, trace_ids
 
 SECRET = "jane.doe@example.com"
 
@@ -163,6 +164,38 @@ async def test_the_server_refuses_to_serve_text_to_anyone(tmp_path: Path) -> Non
         "rag_monitor_web_config_reloads_total", {"outcome": "error"}
     )
     assert reloads == 1
+
+
+def test_the_page_a_running_monitor_serves_is_redacted(tmp_path: Path) -> None:
+    """`rag-monitor run` with `redaction.enabled` and `debug_records`, the page served on
+    loopback: an e-mail address in a trace's question, documents and answer is shown
+    redacted, never as it came."""
+    monitor = MonitorProcess(
+        tmp_path,
+        {
+            "redaction": {"enabled": True},
+            "exporters": {"prometheus": {"debug_records": 10}},
+            "pipeline": {"processes": 0},
+        },
+    ).start()
+    try:
+        (trace_id,) = trace_ids(61, 1)
+        trace = Trace(
+            trace_id,
+            query=f"Where is the refund for {SECRET}?",
+            context=(f"Refund 1182 was sent to {SECRET} on Monday.",),
+            response=f"It was sent to {SECRET} on Monday.",
+        )
+        assert post(monitor.http_port, export_request([trace])).status == 200
+        monitor.wait_for(lambda: len(monitor.results_lines()) == 1, 60, "the record evaluated")
+        page = monitor.get(PATH)
+    finally:
+        assert monitor.stop() == 0, monitor.log()[-3000:]
+    (entry,) = json.loads(page)["extracted"]
+    assert entry["trace_id"] == trace_id.hex()
+    assert SECRET not in page
+    shown = [entry["query"], entry["response"], *(d["content"] for d in entry["context"])]
+    assert all("[REDACTED:email]" in text for text in shown), shown
 
 
 def _ready() -> tuple[bool, str]:
