@@ -52,6 +52,8 @@ APP_ENVS = {
     "semantic_kernel": "semantic-kernel",
     "crewai": "crewai",
     "autogen": "autogen",
+    "agent_framework": "agent-framework",
+    "google_adk": "google-adk",
 }
 
 

@@ -9,7 +9,9 @@ groundedness evaluator passes the faithful answers and fails the one with a plan
 fact (`PLANTED`); no record is marked `extraction_suspect`. The agent stacks of the
 README's "Tracing your app" table (`AGENT_STACKS`: Strands Agents in both GenAI modes,
 LangGraph under LangSmith's OTel mode and under OpenInference, LlamaIndex's
-`FunctionAgent`, Agno, an MCP server's tool under the OpenAI Agents SDK) also keep each document's id as its `doc_uri`."""
+`FunctionAgent`, Agno, an MCP server's tool under the OpenAI Agents SDK, Semantic Kernel,
+CrewAI, AutoGen AgentChat, Microsoft Agent Framework, Google ADK) also keep each document's
+id as its `doc_uri`."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pytest
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
+from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
@@ -50,6 +53,8 @@ AGENT_STACKS = [
     ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
     ("crewai", "openinference", "crew", "crewai-openinference"),
     ("autogen", "openinference", "agent", "autogen-openinference"),
+    ("agent_framework", "agent-framework", "agent", "agent-framework-agent"),
+    ("google_adk", "google-adk", "span-only", "google-adk-span-only"),
 ]
 
 
@@ -94,6 +99,15 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
 # (app, instrumentation, variant, service, the suspect reason, the stack named)
 WITHOUT_CONTENT = [
     ("autogen", "autogen", "agent", "autogen-autogen", "no_query", "autogen"),
+    (
+        "agent_framework",
+        "agent-framework",
+        "no-content",
+        "agent-framework-no-content",
+        "no_query",
+        "agent-framework",
+    ),
+    ("google_adk", "google-adk", "no-content", "google-adk-no-content", "no_query", "google-adk"),
 ]
 
 
@@ -125,4 +139,5 @@ async def test_a_stack_traced_without_content_gives_counted_logged_suspects(
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 0
     assert _value(telemetry, "records_suspect_total", service=service, reason=reason) == 6
     (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
-    assert service in line and stack in line
+    # The guidance names the stack and its own switch.
+    assert service in line and suspect_guidance(reason, stack) in line

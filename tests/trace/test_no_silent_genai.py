@@ -166,6 +166,46 @@ def test_a_model_span_by_its_kind_without_content_is_a_suspect_naming_its_switch
     assert switch in suspect_guidance("no_query", instrumentation)
 
 
+@pytest.mark.parametrize(
+    ("instrumentation", "agent", "call", "switch"),
+    [
+        # agent-framework-core 1.23.0 with sensitive data off, as tests/_agent_framework_app.py
+        # (`no-content`) exports it.
+        pytest.param(
+            "agent-framework",
+            {"gen_ai.provider.name": "microsoft.agent_framework"},
+            {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+            "ENABLE_SENSITIVE_DATA=true",
+            id="agent-framework",
+        ),
+        # google-adk 2.13.0 without content capture, as tests/_google_adk_app.py
+        # (`no-content`) exports it.
+        pytest.param(
+            "google-adk",
+            {"gcp.vertex.agent.event_id": "e1"},
+            {"gen_ai.operation.name": "generate_content", "gen_ai.request.model": "m"},
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
+            id="google-adk",
+        ),
+    ],
+)
+def test_an_agent_framework_without_content_is_a_suspect_naming_its_own_switch(
+    instrumentation: str, agent: dict[str, Any], call: dict[str, Any], switch: str
+) -> None:
+    """Their spans follow the GenAI conventions, but the switch is each framework's own,
+    not the GenAI instrumentations' one."""
+    t = Trace()
+    with t.span("POST /ask"):
+        invoke = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kb", **agent}
+        with t.tracer.start_as_current_span("invoke_agent kb", attributes=invoke):
+            with t.tracer.start_as_current_span("chat m", attributes=call):
+                pass
+    record = _only(t)
+    assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
+    assert record.metadata["instrumentation"] == instrumentation
+    assert switch in suspect_guidance("no_query", instrumentation)
+
+
 def test_an_agent_invocation_alone_is_a_suspect() -> None:
     """AutoGen's own spans: an agent invoked and a tool run, no model call traced."""
     t = Trace()
