@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -27,8 +28,9 @@ from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
-from tests._framework_envs import against_the_monitor, run_python_app
-from tests.receivers.test_otlp_receivers import _value
+from tests._framework_envs import Monitor, against_the_monitor, run_python_app
+from tests._pipeline import RecordingStage
+from tests.receivers.test_otlp_receivers import _config, _value
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each
@@ -48,13 +50,17 @@ AGENT_STACKS = [
     ("llama_index_agent", "openinference", "function-agent", "llama-index-agent-openinference"),
     ("agno", "openinference", "agent", "agno-openinference"),
     ("openai_agents", "openinference", "mcp", "openai-agents-openinference-mcp"),
-    # Content only in log records, exported after the spans and before them.
-    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
-    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
     ("crewai", "openinference", "crew", "crewai-openinference"),
     ("autogen", "openinference", "agent", "autogen-openinference"),
     ("agent_framework", "agent-framework", "agent", "agent-framework-agent"),
     ("google_adk", "google-adk", "span-only", "google-adk-span-only"),
+]
+# Semantic Kernel: content only in log records, exported after every span and before any
+# (the app holds the second kind back until the test, having checked the monitor, lets it
+# go). An agent stack too.
+ORDERED = [
+    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
+    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
 ]
 
 
@@ -71,6 +77,65 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
     stage, answers, traces = await against_the_monitor(
         telemetry, partial(run_python_app, app, instrumentation, variant)
     )
+    row = (app, instrumentation, variant, service)
+    await _records_ground_on_the_tools_documents(
+        stage, answers, traces, service, doc_uris=row in AGENT_STACKS
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("app", "instrumentation", "variant", "service"), ORDERED)
+async def test_log_records_exported_after_or_before_every_span_join_their_traces(
+    telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
+) -> None:
+    """While the app holds its log records back, every span has arrived and no record
+    exists: the traces wait for their log events. While it holds its spans back, every
+    log event has arrived and no span. Either way, 6/6 whole records."""
+    # A grace longer than any wait here (the default is 5 s), so that the test does not
+    # depend on the machine's speed between the two kinds.
+    config = _config()
+    assembly = config.trace_assembly.model_copy(update={"log_events_wait_s": 120})
+    monitor = Monitor(telemetry, config.model_copy(update={"trace_assembly": assembly}))
+    arrivals = monitor.arrivals
+    held: list[str] = []
+
+    async def gate(kind: str) -> None:
+        held.append(kind)
+        # Everything the app exported so far was acknowledged: the counts are final.
+        received = _value(telemetry, "spans_received_total", receiver="otlp_http")
+        if kind == "logs":
+            assert (arrivals.spans, arrivals.events) == (received, 0) and received > 0
+        else:
+            assert (arrivals.spans, arrivals.events) == (0, received) and received > 0
+        assert monitor.stage.records == []
+        assert monitor.assembled("root_ended") == 0
+
+    answers, traces = await monitor.run(
+        partial(run_python_app, app, instrumentation, variant, gate=gate)
+    )
+    first = variant.removesuffix("-first")
+    assert held == [{"spans": "logs", "logs": "spans"}[first]]
+    if first == "spans":
+        assert arrivals.spans_before_first_event == arrivals.spans
+    else:
+        assert arrivals.events_before_first_span == arrivals.events
+    await _records_ground_on_the_tools_documents(
+        monitor.stage, answers, traces, service, doc_uris=True
+    )
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 0
+
+
+async def _records_ground_on_the_tools_documents(
+    stage: RecordingStage,
+    answers: list[dict[str, Any]],
+    traces: int,
+    service: str,
+    *,
+    doc_uris: bool,
+) -> None:
+    """One record per question, whole, with the framework's answer and the tool's
+    documents in order as its context (`doc_uris`: each with its id); the planted wrong
+    fact fails groundedness and every faithful answer passes."""
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
     groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
@@ -83,7 +148,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         assert record.missing() == frozenset()
         assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == service
-        if (app, instrumentation, variant, service) in AGENT_STACKS:
+        if doc_uris:
             uris = [d.doc_uri for d in record.retrieved_context]
             assert uris == [_URIS[text] for text in answer["sources"]]
         result = await groundedness.evaluate(record)
