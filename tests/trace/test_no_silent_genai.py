@@ -27,6 +27,7 @@ from tests.trace.test_extraction_rule import Trace
 
 QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
+_MAF = "microsoft.agent_framework"  # Microsoft Agent Framework's gen_ai.provider.name
 DOCS = [
     {"id": "kb/eiffel.md", "content": "The Eiffel Tower was completed in 1889 for the World Fair."},
     {"id": "kb/water.md", "content": "At sea level, pure water boils at 100 degrees Celsius."},
@@ -205,57 +206,36 @@ async def test_only_generic_genai_attributes_give_counted_logged_suspects_end_to
             "TRACELOOP_TRACE_CONTENT=false",
             id="openllmetry-no-content",
         ),
+        # agent-framework-core 1.23.0 with sensitive data off, and google-adk 2.13.0
+        # without content capture, as tests/_agent_framework_app.py and
+        # tests/_google_adk_app.py (`no-content`) export them: GenAI spans, but each
+        # framework's own switch.
+        pytest.param(
+            "agent-framework",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": _MAF},
+            {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+            "ENABLE_SENSITIVE_DATA=true",
+            id="agent-framework-no-sensitive-data",
+        ),
+        pytest.param(
+            "google-adk",
+            {"gen_ai.operation.name": "invoke_agent", "gcp.vertex.agent.event_id": "e1"},
+            {"gen_ai.operation.name": "generate_content", "gen_ai.request.model": "m"},
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
+            id="google-adk-no-content",
+        ),
     ],
 )
 def test_a_model_span_by_its_kind_without_content_is_a_suspect_naming_its_switch(
     instrumentation: str, chain: dict[str, Any], llm: dict[str, Any], switch: str
 ) -> None:
     """OpenInference with its inputs and outputs hidden, OpenLLMetry with content tracing
-    off: the model span is known by its kind alone."""
+    off: the model span is known by its kind alone. Agent frameworks writing GenAI spans
+    without text: the log line names the framework's switch, not the GenAI one."""
     t = Trace()
     with t.tracer.start_as_current_span("rag", attributes=chain):
         with t.tracer.start_as_current_span("ChatOpenAI", attributes=llm):
             pass
-    record = _only(t)
-    assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
-    assert record.metadata["instrumentation"] == instrumentation
-    assert switch in suspect_guidance("no_query", instrumentation)
-
-
-@pytest.mark.parametrize(
-    ("instrumentation", "agent", "call", "switch"),
-    [
-        # agent-framework-core 1.23.0 with sensitive data off, as tests/_agent_framework_app.py
-        # (`no-content`) exports it.
-        pytest.param(
-            "agent-framework",
-            {"gen_ai.provider.name": "microsoft.agent_framework"},
-            {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
-            "ENABLE_SENSITIVE_DATA=true",
-            id="agent-framework",
-        ),
-        # google-adk 2.13.0 without content capture, as tests/_google_adk_app.py
-        # (`no-content`) exports it.
-        pytest.param(
-            "google-adk",
-            {"gcp.vertex.agent.event_id": "e1"},
-            {"gen_ai.operation.name": "generate_content", "gen_ai.request.model": "m"},
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
-            id="google-adk",
-        ),
-    ],
-)
-def test_an_agent_framework_without_content_is_a_suspect_naming_its_own_switch(
-    instrumentation: str, agent: dict[str, Any], call: dict[str, Any], switch: str
-) -> None:
-    """Their spans follow the GenAI conventions, but the switch is each framework's own,
-    not the GenAI instrumentations' one."""
-    t = Trace()
-    with t.span("POST /ask"):
-        invoke = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kb", **agent}
-        with t.tracer.start_as_current_span("invoke_agent kb", attributes=invoke):
-            with t.tracer.start_as_current_span("chat m", attributes=call):
-                pass
     record = _only(t)
     assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
     assert record.metadata["instrumentation"] == instrumentation
