@@ -12,14 +12,19 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 KB: dict[str, str] = {
     "kb/water.md": "At sea level, pure water boils at 100 degrees Celsius.",
@@ -158,18 +163,65 @@ class RootSpans(SpanProcessor):
             self.trace_ids.append(f"{span.context.trace_id:032x}")
 
 
-def tracer_provider(service: str, endpoint: str) -> tuple[TracerProvider, RootSpans]:
+def tracer_provider(
+    service: str, endpoint: str, exporter: SpanExporter | None = None
+) -> tuple[TracerProvider, RootSpans]:
+    """A provider exporting through the SDK's batch processor, by default with its
+    OTLP/HTTP exporter to `endpoint`."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     roots = RootSpans()
     provider.add_span_processor(roots)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    exporter = exporter or OTLPSpanExporter(endpoint=endpoint)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider, roots
 
 
+# How long a held exporter waits for `go` at most: a test that failed never sets it.
+HOLD_S = 120
+
+
+class HeldSpans(OTLPSpanExporter):
+    """The SDK's OTLP/HTTP span exporter, its sends held until `go` is set (a slow
+    network): the app's spans reach the monitor after its log records."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(endpoint=endpoint)
+        self.go = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.go.wait(HOLD_S)
+        return super().export(spans)
+
+
+class HeldLogs(OTLPLogExporter):
+    """The SDK's OTLP/HTTP log exporter, its sends held until `go` is set: the app's log
+    records reach the monitor after its spans."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(endpoint=endpoint)
+        self.go = threading.Event()
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        self.go.wait(HOLD_S)
+        return super().export(batch)
+
+
+def hold_until_told(held: str) -> None:
+    """Tell the test what the app holds back now (`{"held": ...}`: the rest was exported
+    and acknowledged), and wait for its line on stdin that lets it go."""
+    print(json.dumps({"held": held}), flush=True)
+    sys.stdin.readline()
+
+
 def finish(provider: TracerProvider, roots: RootSpans) -> None:
-    """Flush every span, then tell the test how many traces the app sent in all (index
-    builds and resets included), so it can check each one was either a record or counted."""
+    """Flush every span, then tell the test how many traces the app sent (`sent`)."""
     provider.shutdown()
+    sent(roots)
+
+
+def sent(roots: RootSpans) -> None:
+    """Tell the test how many traces the app sent in all (index builds and resets
+    included), so it can check each one was either a record or counted: its last line."""
     print(json.dumps({"traces": len(roots.trace_ids)}), flush=True)
 
 

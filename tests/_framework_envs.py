@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from monitor.config import Config
 from monitor.telemetry import Telemetry
-from tests._pipeline import RecordingStage, started
+from tests._arrivals import Watched
+from tests._pipeline import RecordingStage
 from tests._wait import wait_until_async
 from tests.receivers.test_otlp_receivers import _config, _value
 
@@ -52,6 +54,8 @@ APP_ENVS = {
     "semantic_kernel": "semantic-kernel",
     "crewai": "crewai",
     "autogen": "autogen",
+    "agent_framework": "agent-framework",
+    "google_adk": "google-adk",
 }
 
 
@@ -91,54 +95,118 @@ def node() -> Path:
     return JS / NODE
 
 
-def run_app(command: list[str], timeout: float = 240) -> tuple[list[dict[str, Any]], int]:
+def _answers(lines: list[dict[str, Any]]) -> Answers:
+    *answers, total = lines
+    return answers, int(total["traces"])
+
+
+# How long an app may take to run to its end.
+APP_TIMEOUT_S = 240
+
+
+def run_app(command: list[str], timeout: float = APP_TIMEOUT_S) -> Answers:
     """Run an app to its end; the JSON lines it printed for each question, and how many
     traces it sent in all (its last line)."""
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
     )
     assert done.returncode == 0, done.stderr[-6000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    *answers, total = lines
-    return answers, int(total["traces"])
+    return _answers([json.loads(line) for line in done.stdout.splitlines() if line[:1] == "{"])
+
+
+# Called when an app holds a kind of signal back (`tests._framework_apps.hold_until_told`):
+# everything else it exported was acknowledged; the app goes on once this returns.
+Gate = Callable[[str], Awaitable[None]]
+
+
+async def run_held_app(command: list[str], gate: Gate) -> Answers:
+    """`run_app` for an app that holds a kind of signal back: on its `{"held": KIND}` line,
+    `gate(KIND)`, then a line on its stdin lets it go on."""
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    errors = asyncio.ensure_future(process.stderr.read())  # read on, so the app never blocks
+    lines: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(APP_TIMEOUT_S):
+            async for raw in process.stdout:
+                if raw[:1] != b"{":
+                    continue
+                line = json.loads(raw)
+                if "held" not in line:
+                    lines.append(line)
+                    continue
+                await gate(str(line["held"]))
+                process.stdin.write(b"go\n")
+                await process.stdin.drain()
+            code = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code == 0, (await errors).decode(errors="replace")[-6000:]
+    return _answers(lines)
 
 
 async def run_python_app(
-    app: str, instrumentation: str, variant: str, endpoint: str
-) -> tuple[list[dict[str, Any]], int]:
+    app: str, instrumentation: str, variant: str, endpoint: str, gate: Gate | None = None
+) -> Answers:
     """`python -m tests._<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the app's own
-    environment (`APP_ENVS`)."""
+    environment (`APP_ENVS`); `gate`: it holds a kind of signal back (`run_held_app`)."""
     python = python_of(APP_ENVS[app])
     command = [str(python), "-m", f"tests._{app}_app", instrumentation, variant, endpoint]
+    if gate is not None:
+        return await run_held_app(command, gate)
     return await asyncio.to_thread(run_app, command)
 
 
-async def run_js_app(
-    app: str, variant: str, endpoint: str, model_url: str
-) -> tuple[list[dict[str, Any]], int]:
+async def run_js_app(app: str, variant: str, endpoint: str, model_url: str) -> Answers:
     """`node tests/js/<app>.mjs VARIANT ENDPOINT MODEL_URL` with the locked packages."""
     command = [str(node()), str(JS / f"{app}.mjs"), variant, endpoint, model_url]
     return await asyncio.to_thread(run_app, command)
 
 
+class Monitor:
+    """The receivers and the trace stage an app sends to (`Watched`: `arrivals` counts its
+    log events apart from its spans), with a `RecordingStage` behind them."""
+
+    def __init__(self, telemetry: Telemetry, config: Config | None = None) -> None:
+        self.telemetry = telemetry
+        self.stage = RecordingStage()
+        self.served = Watched(config or _config(), self.stage, telemetry)
+        self.arrivals = self.served.arrivals
+
+    async def run(self, run: Callable[[str], Awaitable[Answers]]) -> Answers:
+        """Start, `run` an app against the OTLP/HTTP endpoint, and wait until every trace
+        it sent was released by its root and each question's record arrived; stop. The
+        app's answers and its trace count."""
+        await self.served.start()
+        try:
+            assert self.served.http is not None
+            answers, traces = await run(f"http://127.0.0.1:{self.served.http.port}/v1/traces")
+            await wait_until_async(
+                lambda: self.assembled("root_ended") >= traces, 30, "all traces assembled"
+            )
+            for answer in answers:
+                await self.stage.wait_for(str(answer["trace_id"]))
+        finally:
+            await self.served.shutdown(5)
+        return answers, traces
+
+    def assembled(self, trigger: str) -> float:
+        return _value(self.telemetry, "traces_assembled_total", trigger=trigger)
+
+
 async def against_the_monitor(
     telemetry: Telemetry, run: Callable[[str], Awaitable[Answers]]
 ) -> tuple[RecordingStage, list[dict[str, Any]], int]:
-    """Start the receivers and the trace stage, `run` an app against their OTLP/HTTP
-    endpoint, and wait until every trace it sent was released by its root and each
-    question's record arrived: the records, the app's answers and its trace count."""
-    stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
-    try:
-        assert receivers.http is not None
-        answers, traces = await run(f"http://127.0.0.1:{receivers.http.port}/v1/traces")
-        await wait_until_async(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= traces,
-            30,
-            "all traces assembled",
-        )
-        for answer in answers:
-            await stage.wait_for(str(answer["trace_id"]))
-    finally:
-        await receivers.shutdown(5)
-    return stage, answers, traces
+    """`Monitor.run` with the default configuration: the records, the app's answers and
+    its trace count."""
+    monitor = Monitor(telemetry)
+    answers, traces = await monitor.run(run)
+    return monitor.stage, answers, traces

@@ -4,8 +4,10 @@ Semantic Kernel's own GenAI diagnostics with sensitive data on. Its spans carry 
 the messages are log records of the `semantic_kernel` logger, exported as OTLP logs by
 OpenTelemetry's `LoggingHandler` on that logger only. Run as
 `python -m tests._semantic_kernel_app semantic-kernel ORDER ENDPOINT`, ORDER
-`spans-first` (the tracer provider is shut down, so its spans are sent, before the
-logger provider) or `logs-first`; both exporters keep their default batch delays.
+`spans-first` or `logs-first`. Both exporters keep their default batch delays, and the
+one of the kind that goes second holds its sends (`HeldLogs`, `HeldSpans`) until every
+record of the other kind was exported and acknowledged and the test, told so
+(`hold_until_told`), lets it go: the order is certain whatever the machine's speed.
 
 The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`): the first
 turn calls `search_kb`, the second answers from its result. Prints one JSON line per
@@ -19,7 +21,18 @@ import logging
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+from tests._framework_apps import (
+    KB,
+    QUESTIONS,
+    HeldLogs,
+    HeldSpans,
+    finish,
+    hold_until_told,
+    report,
+    search,
+    sent,
+    tracer_provider,
+)
 from tests._openai_server import serve
 
 
@@ -29,6 +42,7 @@ async def main(instrumentation: str, order: str, endpoint: str) -> None:
     from openai import AsyncOpenAI
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
     from semantic_kernel import Kernel
@@ -40,14 +54,21 @@ async def main(instrumentation: str, order: str, endpoint: str) -> None:
     from semantic_kernel.contents import ChatHistory
     from semantic_kernel.functions import kernel_function
 
-    provider, roots = tracer_provider(f"semantic-kernel-{order}", endpoint)
+    logs_endpoint = endpoint.replace("/v1/traces", "/v1/logs")
+    # The kind that goes second is held.
+    held: HeldSpans | HeldLogs
+    spans_out: OTLPSpanExporter
+    logs_out: OTLPLogExporter
+    if order == "spans-first":
+        spans_out, logs_out = OTLPSpanExporter(endpoint=endpoint), HeldLogs(logs_endpoint)
+        held = logs_out
+    else:
+        spans_out, logs_out = HeldSpans(endpoint), OTLPLogExporter(endpoint=logs_endpoint)
+        held = spans_out
+    provider, roots = tracer_provider(f"semantic-kernel-{order}", endpoint, spans_out)
     trace.set_tracer_provider(provider)  # Semantic Kernel traces with the global provider
     logs = LoggerProvider(resource=provider.resource)
-    logs.add_log_record_processor(
-        BatchLogRecordProcessor(
-            OTLPLogExporter(endpoint=endpoint.replace("/v1/traces", "/v1/logs"))
-        )
-    )
+    logs.add_log_record_processor(BatchLogRecordProcessor(logs_out))
     sk_logger = logging.getLogger("semantic_kernel")
     sk_logger.addHandler(LoggingHandler(logger_provider=logs))
     sk_logger.setLevel(logging.INFO)
@@ -75,10 +96,15 @@ async def main(instrumentation: str, order: str, endpoint: str) -> None:
             answer = await service.get_chat_message_content(history, settings, kernel=kernel)
         report(trace_id, question, str(answer), [KB[uri] for uri in search(question)])
     if order == "spans-first":
-        finish(provider, roots)
+        provider.shutdown()
+        hold_until_told("logs")
+        held.go.set()
         logs.shutdown()
+        sent(roots)
     else:
         logs.shutdown()
+        hold_until_told("spans")
+        held.go.set()
         finish(provider, roots)
 
 

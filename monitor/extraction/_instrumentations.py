@@ -111,6 +111,22 @@ _STACKS: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool], str]
         "OpenLLMetry records content unless TRACELOOP_TRACE_CONTENT=false",
     ),
     (
+        "agent-framework",
+        lambda a, _: (
+            _named(a, "gen_ai.provider.name") == "microsoft.agent_framework"
+            or any(k.startswith("agent_framework.") for k in a)
+        ),
+        "Microsoft Agent Framework (Python) writes messages and tool results only with "
+        "sensitive data on: ENABLE_SENSITIVE_DATA=true, or "
+        "enable_instrumentation(enable_sensitive_data=True)",
+    ),
+    (
+        "google-adk",
+        _has_prefix("gcp.vertex.agent."),
+        "Google ADK 2 writes messages and tool results on its spans only with "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (or SPAN_AND_EVENT)",
+    ),
+    (
         "dotnet-genai",
         _dotnet_genai,
         "Microsoft.Extensions.AI writes messages only with EnableSensitiveData = true on "

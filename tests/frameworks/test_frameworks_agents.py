@@ -9,23 +9,28 @@ groundedness evaluator passes the faithful answers and fails the one with a plan
 fact (`PLANTED`); no record is marked `extraction_suspect`. The agent stacks of the
 README's "Tracing your app" table (`AGENT_STACKS`: Strands Agents in both GenAI modes,
 LangGraph under LangSmith's OTel mode and under OpenInference, LlamaIndex's
-`FunctionAgent`, Agno, an MCP server's tool under the OpenAI Agents SDK) also keep each document's id as its `doc_uri`."""
+`FunctionAgent`, Agno, an MCP server's tool under the OpenAI Agents SDK, Semantic Kernel,
+CrewAI, AutoGen AgentChat, Microsoft Agent Framework, Google ADK) also keep each document's
+id as its `doc_uri`."""
 
 from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Any
 
 import pytest
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
+from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
-from tests._framework_envs import against_the_monitor, run_python_app
-from tests.receivers.test_otlp_receivers import _value
+from tests._framework_envs import Monitor, against_the_monitor, run_python_app
+from tests._pipeline import RecordingStage
+from tests.receivers.test_otlp_receivers import _config, _value
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each
@@ -45,11 +50,17 @@ AGENT_STACKS = [
     ("llama_index_agent", "openinference", "function-agent", "llama-index-agent-openinference"),
     ("agno", "openinference", "agent", "agno-openinference"),
     ("openai_agents", "openinference", "mcp", "openai-agents-openinference-mcp"),
-    # Content only in log records, exported after the spans and before them.
-    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
-    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
     ("crewai", "openinference", "crew", "crewai-openinference"),
     ("autogen", "openinference", "agent", "autogen-openinference"),
+    ("agent_framework", "agent-framework", "agent", "agent-framework-agent"),
+    ("google_adk", "google-adk", "span-only", "google-adk-span-only"),
+]
+# Semantic Kernel: content only in log records, exported after every span and before any
+# (the app holds the second kind back until the test, having checked the monitor, lets it
+# go). An agent stack too.
+ORDERED = [
+    ("semantic_kernel", "semantic-kernel", "spans-first", "semantic-kernel-spans-first"),
+    ("semantic_kernel", "semantic-kernel", "logs-first", "semantic-kernel-logs-first"),
 ]
 
 
@@ -66,6 +77,65 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
     stage, answers, traces = await against_the_monitor(
         telemetry, partial(run_python_app, app, instrumentation, variant)
     )
+    row = (app, instrumentation, variant, service)
+    await _records_ground_on_the_tools_documents(
+        stage, answers, traces, service, doc_uris=row in AGENT_STACKS
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("app", "instrumentation", "variant", "service"), ORDERED)
+async def test_log_records_exported_after_or_before_every_span_join_their_traces(
+    telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
+) -> None:
+    """While the app holds its log records back, every span has arrived and no record
+    exists: the traces wait for their log events. While it holds its spans back, every
+    log event has arrived and no span. Either way, 6/6 whole records."""
+    # A grace longer than any wait here (the default is 5 s), so that the test does not
+    # depend on the machine's speed between the two kinds.
+    config = _config()
+    assembly = config.trace_assembly.model_copy(update={"log_events_wait_s": 120})
+    monitor = Monitor(telemetry, config.model_copy(update={"trace_assembly": assembly}))
+    arrivals = monitor.arrivals
+    held: list[str] = []
+
+    async def gate(kind: str) -> None:
+        held.append(kind)
+        # Everything the app exported so far was acknowledged: the counts are final.
+        received = _value(telemetry, "spans_received_total", receiver="otlp_http")
+        if kind == "logs":
+            assert (arrivals.spans, arrivals.events) == (received, 0) and received > 0
+        else:
+            assert (arrivals.spans, arrivals.events) == (0, received) and received > 0
+        assert monitor.stage.records == []
+        assert monitor.assembled("root_ended") == 0
+
+    answers, traces = await monitor.run(
+        partial(run_python_app, app, instrumentation, variant, gate=gate)
+    )
+    first = variant.removesuffix("-first")
+    assert held == [{"spans": "logs", "logs": "spans"}[first]]
+    if first == "spans":
+        assert arrivals.spans_before_first_event == arrivals.spans
+    else:
+        assert arrivals.events_before_first_span == arrivals.events
+    await _records_ground_on_the_tools_documents(
+        monitor.stage, answers, traces, service, doc_uris=True
+    )
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 0
+
+
+async def _records_ground_on_the_tools_documents(
+    stage: RecordingStage,
+    answers: list[dict[str, Any]],
+    traces: int,
+    service: str,
+    *,
+    doc_uris: bool,
+) -> None:
+    """One record per question, whole, with the framework's answer and the tool's
+    documents in order as its context (`doc_uris`: each with its id); the planted wrong
+    fact fails groundedness and every faithful answer passes."""
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6, [r.query for _, r in stage.records]
     groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
@@ -78,7 +148,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
         assert record.missing() == frozenset()
         assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == service
-        if (app, instrumentation, variant, service) in AGENT_STACKS:
+        if doc_uris:
             uris = [d.doc_uri for d in record.retrieved_context]
             assert uris == [_URIS[text] for text in answer["sources"]]
         result = await groundedness.evaluate(record)
@@ -94,6 +164,15 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
 # (app, instrumentation, variant, service, the suspect reason, the stack named)
 WITHOUT_CONTENT = [
     ("autogen", "autogen", "agent", "autogen-autogen", "no_query", "autogen"),
+    (
+        "agent_framework",
+        "agent-framework",
+        "no-content",
+        "agent-framework-no-content",
+        "no_query",
+        "agent-framework",
+    ),
+    ("google_adk", "google-adk", "no-content", "google-adk-no-content", "no_query", "google-adk"),
 ]
 
 
@@ -125,4 +204,5 @@ async def test_a_stack_traced_without_content_gives_counted_logged_suspects(
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 0
     assert _value(telemetry, "records_suspect_total", service=service, reason=reason) == 6
     (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
-    assert service in line and stack in line
+    # The guidance names the stack and its own switch.
+    assert service in line and suspect_guidance(reason, stack) in line

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tests.frameworks.test_frameworks_agents import AGENT_STACKS, WITHOUT_CONTENT
+from tests.frameworks.test_frameworks_agents import AGENT_STACKS, ORDERED, WITHOUT_CONTENT
 from tests.frameworks.test_frameworks_agents import APPS as AGENT_APPS
 from tests.frameworks.test_frameworks_js import APPS as JS_APPS
 from tests.frameworks.test_frameworks_js import WITHOUT_CONTENT as JS_WITHOUT_CONTENT
@@ -72,7 +72,7 @@ def test_every_row_says_how_it_was_tested_and_every_test_is_named() -> None:
         assert cases or found or "tests/trace" in tested_by, f"how was this tested? {row}"
         named |= cases
         shapes |= found
-    stacks = [*AGENT_STACKS, *WITHOUT_CONTENT, *JS_APPS, *JS_WITHOUT_CONTENT]
+    stacks = [*AGENT_STACKS, *ORDERED, *WITHOUT_CONTENT, *JS_APPS, *JS_WITHOUT_CONTENT]
     real = {(a, i, v) for a, i, v, *_ in [*AGENT_APPS, *stacks]} | set(RAG_APPS)
     assert named <= real, named - real
     must_name = {(a, i, v) for a, i, v, *_ in stacks}

@@ -1,30 +1,29 @@
 """Spans and GenAI log events of the same traces, exported by the OpenTelemetry SDK's own
 batch processors with their default delays (logs every second, spans every five), in
-either order: every question is one whole record. Logs first (what the default delays
-give): the events wait for their spans. Spans first (an app that shuts its tracer
+either order, made certain by holding the exporter of the kind that goes second until
+every record of the other kind was acknowledged: every question is one whole record. Logs
+first: the events wait for their spans. Spans first (an app that shuts its tracer
 provider down before its logger provider, as Semantic Kernel's did): each whole trace,
 its chat calls without output, waits for its events and is released as soon as they
-come, never evaluated without them."""
+come, never evaluated without them. The order is asserted from what the trace stage took
+(`tests._arrivals`), events apart from spans, not from timing."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Sequence
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExportResult
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
+from tests._arrivals import Watched
+from tests._framework_apps import HeldLogs, HeldSpans
+from tests._pipeline import RecordingStage
 from tests.receivers.test_otlp_receivers import _config, _value
 
 QUESTIONS = [f"Question number {i}: when was the tower completed?" for i in range(6)]
@@ -35,43 +34,48 @@ def _answer(i: int) -> str:
     return f"Answer {i}: it was completed in 1889."
 
 
-class _HeldLogs(OTLPLogExporter):
-    """The SDK's exporter, its sends held until `go` is set (a slow network): the spans
-    reach the monitor first."""
-
-    def __init__(self, endpoint: str) -> None:
-        super().__init__(endpoint=endpoint)
-        self.go = threading.Event()
-
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        self.go.wait(60)
-        return super().export(batch)
-
-
-def _app(port: int) -> tuple[TracerProvider, LoggerProvider, _HeldLogs, list[str]]:
+class _App:
     """Six chat calls whose messages are GenAI log events, each under a request span, with
-    the SDK's batch processors at their defaults; the trace ids."""
-    resource = Resource.create({"service.name": "events-app"})
-    tracing = TracerProvider(resource=resource)
-    url = f"http://127.0.0.1:{port}/v1"
-    tracing.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/traces")))
-    logging = LoggerProvider(resource=resource)
-    logs = _HeldLogs(f"{url}/logs")
-    logging.add_log_record_processor(BatchLogRecordProcessor(logs))
-    tracer, logger = tracing.get_tracer("app"), logging.get_logger("genai")
-    trace_ids = []
-    for i, question in enumerate(QUESTIONS):
-        with tracer.start_as_current_span("POST /ask") as root:
-            trace_ids.append(f"{root.get_span_context().trace_id:032x}")
-            chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
-            with tracer.start_as_current_span("chat m", attributes=chat):
-                logger.emit(event_name="gen_ai.system.message", body={"content": DOC})
-                logger.emit(event_name="gen_ai.user.message", body={"content": question})
-                logger.emit(
-                    event_name="gen_ai.choice",
-                    body={"index": 0, "finish_reason": "stop", "message": {"content": _answer(i)}},
-                )
-    return tracing, logging, logs, trace_ids
+    the SDK's batch processors at their defaults and both exporters held (`go`)."""
+
+    def __init__(self, port: int) -> None:
+        resource = Resource.create({"service.name": "events-app"})
+        url = f"http://127.0.0.1:{port}/v1"
+        self.spans, self.logs = HeldSpans(f"{url}/traces"), HeldLogs(f"{url}/logs")
+        self.tracing = TracerProvider(resource=resource)
+        self.tracing.add_span_processor(BatchSpanProcessor(self.spans))
+        self.logging = LoggerProvider(resource=resource)
+        self.logging.add_log_record_processor(BatchLogRecordProcessor(self.logs))
+        tracer, logger = self.tracing.get_tracer("app"), self.logging.get_logger("genai")
+        self.trace_ids: list[str] = []
+        for i, question in enumerate(QUESTIONS):
+            with tracer.start_as_current_span("POST /ask") as root:
+                self.trace_ids.append(f"{root.get_span_context().trace_id:032x}")
+                chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+                with tracer.start_as_current_span("chat m", attributes=chat):
+                    logger.emit(event_name="gen_ai.system.message", body={"content": DOC})
+                    logger.emit(event_name="gen_ai.user.message", body={"content": question})
+                    logger.emit(
+                        event_name="gen_ai.choice",
+                        body={
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"content": _answer(i)},
+                        },
+                    )
+
+    async def send_spans(self) -> None:
+        """Every span, exported and acknowledged."""
+        self.spans.go.set()
+        await asyncio.to_thread(self.tracing.shutdown)
+
+    async def send_logs(self) -> None:
+        """Every log event, exported and acknowledged."""
+        self.logs.go.set()
+        await asyncio.to_thread(self.logging.shutdown)
+
+
+SPANS, EVENTS = 2 * len(QUESTIONS), 3 * len(QUESTIONS)
 
 
 @pytest.mark.parametrize("order", ["logs-first", "spans-first"])
@@ -86,37 +90,37 @@ async def test_spans_and_log_events_in_either_order_make_whole_records(
             "trace_assembly": config.trace_assembly.model_copy(update={"log_events_wait_s": 120})
         }
     )
-    receivers = await started(config, stage, telemetry)
+    served = Watched(config, stage, telemetry)
+    arrivals = served.arrivals
+    await served.start()
     try:
-        assert receivers.http is not None and receivers.http.port is not None
-        tracing, logging, logs, trace_ids = _app(receivers.http.port)
+        assert served.http is not None and served.http.port is not None
+        app = _App(served.http.port)
         if order == "spans-first":
-            await asyncio.to_thread(tracing.shutdown)
-            # Every trace is whole, and waits: its chat call has no output yet.
-            await wait_until_async(
-                lambda: _value(telemetry, "spans_received_total", receiver="otlp_http") >= 12,
-                30,
-                "the spans",
-            )
+            await app.send_spans()
+            # Every span is in, no event: every trace is whole, and waits, its chat call
+            # without output yet.
+            assert (arrivals.spans, arrivals.events) == (SPANS, 0)
+            assert _value(telemetry, "spans_received_total", receiver="otlp_http") == SPANS
             assert stage.records == []
-            logs.go.set()
-            await asyncio.to_thread(logging.shutdown)
+            assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == 0
+            await app.send_logs()
         else:
-            logs.go.set()
-            # The defaults send the logs within a second, the spans within five.
-            await wait_until_async(
-                lambda: _value(telemetry, "spans_received_total", receiver="otlp_http") >= 18,
-                30,
-                "the log events",
-            )
-            await asyncio.to_thread(tracing.shutdown)
-            await asyncio.to_thread(logging.shutdown)
-        for trace_id in trace_ids:
+            await app.send_logs()
+            # Every event is in, no span (the stage's count of all it took agrees).
+            assert (arrivals.spans, arrivals.events) == (0, EVENTS)
+            assert _value(telemetry, "spans_received_total", receiver="otlp_http") == EVENTS
+            await app.send_spans()
+        for trace_id in app.trace_ids:
             await stage.wait_for(trace_id)
     finally:
-        await receivers.shutdown(5)
+        await served.shutdown(5)
+    if order == "spans-first":
+        assert arrivals.spans_before_first_event == SPANS
+    else:
+        assert arrivals.events_before_first_span == EVENTS
     assert len(stage.records) == 6
-    for i, trace_id in enumerate(trace_ids):
+    for i, trace_id in enumerate(app.trace_ids):
         ((_, record),) = await stage.wait_for(trace_id)
         assert (record.query, record.response) == (QUESTIONS[i], _answer(i))
         assert EXTRACTION_SUSPECT not in record.metadata

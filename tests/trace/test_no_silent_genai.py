@@ -3,21 +3,31 @@ suspect with what is missing and the stack that wrote it; only a trace with no m
 call at all is `not_rag`. And the conventions of stacks whose content travels in their
 own attributes: the Vercel AI SDK's `ai.*` (as `ai` 6's generate-text.ts and
 tool-call.ts write them: vercel/ai packages/ai/src/generate-text/) and Mastra's
-`mastra.<span type>.input` / `.output` (@mastra/otel-exporter 1.4's span converter)."""
+`mastra.<span type>.input` / `.output` (@mastra/otel-exporter 1.4's span converter).
+The rule is also checked through the whole front of the pipeline: OTLP from the SDK's
+exporter into the receivers and the trace stage, counted and logged."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
 
 from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.telemetry import Telemetry
+from tests._framework_apps import tracer_provider
+from tests._pipeline import RecordingStage, started
+from tests._wait import wait_until_async
+from tests.receivers.test_otlp_receivers import _config, _value
 from tests.trace.test_extraction_rule import Trace
 
 QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
+_MAF = "microsoft.agent_framework"  # Microsoft Agent Framework's gen_ai.provider.name
 DOCS = [
     {"id": "kb/eiffel.md", "content": "The Eiffel Tower was completed in 1889 for the World Fair."},
     {"id": "kb/water.md", "content": "At sea level, pure water boils at 100 degrees Celsius."},
@@ -132,6 +142,53 @@ def test_a_span_declaring_nothing_but_model_call_attributes_is_a_suspect_not_rag
     assert record.metadata["instrumentation"] == "genai"
 
 
+async def test_only_generic_genai_attributes_give_counted_logged_suspects_end_to_end(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three requests of an app whose model-call span has nothing but the generic GenAI
+    attributes (a system, a model, token counts: no operation name, no kind any stack
+    declares, no text), exported by the OpenTelemetry SDK over OTLP/HTTP: three records,
+    each a counted `no_query` suspect; one log line (rate-limited) naming the GenAI
+    switch; nothing dropped as `not_rag`."""
+    caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
+    stage = RecordingStage()
+    served = await started(_config(), stage, telemetry)
+    try:
+        assert served.http is not None
+        provider, roots = tracer_provider(
+            "acme-chat", f"http://127.0.0.1:{served.http.port}/v1/traces"
+        )
+        tracer = provider.get_tracer("acme")
+        model_call: dict[str, str | int] = {
+            "gen_ai.system": "acme",
+            "gen_ai.request.model": "acme-large",
+            "gen_ai.usage.input_tokens": 12,
+            "gen_ai.usage.output_tokens": 5,
+        }
+        for _ in range(3):
+            with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
+                with tracer.start_as_current_span("acme.complete", attributes=model_call):
+                    pass
+        await asyncio.to_thread(provider.shutdown)
+
+        def outcomes() -> float:  # a record, or a trace dropped as not a request
+            not_rag = _value(telemetry, "dropped_total", stage="assemble", reason="not_rag")
+            return len(stage.records) + not_rag
+
+        await wait_until_async(lambda: outcomes() >= 3, 30, "each trace's outcome")
+    finally:
+        await served.shutdown(5)
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 0
+    assert sorted(str(r.trace_id) for _, r in stage.records) == sorted(roots.trace_ids)
+    for _, record in stage.records:
+        assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
+        assert record.metadata["instrumentation"] == "genai"
+        assert (record.model, record.input_tokens) == ("acme-large", 12)
+    assert _value(telemetry, "records_suspect_total", service="acme-chat", reason="no_query") == 3
+    (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
+    assert "acme-chat" in line and suspect_guidance("no_query", "genai") in line
+
+
 @pytest.mark.parametrize(
     ("instrumentation", "chain", "llm", "switch"),
     [
@@ -149,13 +206,32 @@ def test_a_span_declaring_nothing_but_model_call_attributes_is_a_suspect_not_rag
             "TRACELOOP_TRACE_CONTENT=false",
             id="openllmetry-no-content",
         ),
+        # agent-framework-core 1.23.0 with sensitive data off, and google-adk 2.13.0
+        # without content capture, as tests/_agent_framework_app.py and
+        # tests/_google_adk_app.py (`no-content`) export them: GenAI spans, but each
+        # framework's own switch.
+        pytest.param(
+            "agent-framework",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": _MAF},
+            {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+            "ENABLE_SENSITIVE_DATA=true",
+            id="agent-framework-no-sensitive-data",
+        ),
+        pytest.param(
+            "google-adk",
+            {"gen_ai.operation.name": "invoke_agent", "gcp.vertex.agent.event_id": "e1"},
+            {"gen_ai.operation.name": "generate_content", "gen_ai.request.model": "m"},
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
+            id="google-adk-no-content",
+        ),
     ],
 )
 def test_a_model_span_by_its_kind_without_content_is_a_suspect_naming_its_switch(
     instrumentation: str, chain: dict[str, Any], llm: dict[str, Any], switch: str
 ) -> None:
     """OpenInference with its inputs and outputs hidden, OpenLLMetry with content tracing
-    off: the model span is known by its kind alone."""
+    off: the model span is known by its kind alone. Agent frameworks writing GenAI spans
+    without text: the log line names the framework's switch, not the GenAI one."""
     t = Trace()
     with t.tracer.start_as_current_span("rag", attributes=chain):
         with t.tracer.start_as_current_span("ChatOpenAI", attributes=llm):
