@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor._logs import adopt_library_loggers
+from monitor._logs import adopt_library_loggers, route_to_root
 from monitor.config import Judge
 from monitor.judge.answers import TOP_LOGPROBS, TokenLogprobs, token_logprobs
 from monitor.retry import InvalidRetryAfter, parse_retry_after
@@ -33,11 +33,15 @@ def import_litellm() -> Any:
     the package rather than fetched, no telemetry or help text of its own, and its log
     lines routed through the monitor's log (`monitor._logs`)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm puts its handler (records below WARNING to stdout) on its loggers as it is
+    # imported, and logs through it while the import goes on.
+    route_to_root(*LITELLM_LOGGERS)
     module: Any = importlib.import_module("litellm")
     # Imported by litellm on its first OpenAI-style call, inside that call's timeout.
     importlib.import_module("openai.resources.chat")
     module.suppress_debug_info = True
     module.telemetry = False
+    route_to_root(*LITELLM_LOGGERS)
     adopt_library_loggers(*LITELLM_LOGGERS)
     return module
 

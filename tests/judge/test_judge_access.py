@@ -5,11 +5,13 @@ will look for; `check-config --probe` asks each judge one question against a scr
 OpenAI-compatible server over real HTTP (`tests/_judge_stub.py`) answering 401, 404, 429
 or too late; at run time an auth or not-found failure is its own outcome, counted and
 logged once with the fix; `replay` fails when an evaluator returned nothing but errors.
+litellm's log lines, at every level, go through the monitor's log like the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -263,3 +265,27 @@ async def test_replay_fails_when_an_evaluator_returned_nothing_but_errors(
     assert code == 1
     assert "groundedness: all 2 results were errors (the log says why)" in out
     assert "f1: all" not in out  # f1 scored both records
+
+
+@pytest.mark.asyncio
+async def test_replay_with_a_judge_at_debug_logs_json_on_stderr_and_only_the_summary_on_stdout(
+    stub: StubJudge, tmp_path: Path
+) -> None:
+    """litellm puts a handler of its own on its loggers (lines below WARNING to stdout, in
+    its own format) and logs DEBUG lines through it while it is imported: at
+    `--log-level debug` every one of those goes through the monitor's JSON log too."""
+    records = tmp_path / "records.jsonl"
+    records.write_text(RECORD.model_dump_json() + "\n")
+    judge = {"model": MODEL, "api_base": stub.openai_base, "retries": 0}
+    path = _write(tmp_path, judge, [{"name": "groundedness"}])
+    argv = ["--log-level", "debug", "--log-format", "json", "replay", str(records)]
+    code, out, err = await _cli(*argv, "--config", str(path))
+    assert code == 0, err[-3000:]
+    logged = [json.loads(line) for line in err.splitlines()]  # each line one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(entry) for entry in logged)
+    assert any(e["logger"] == "LiteLLM" and e["level"] == "DEBUG" for e in logged), logged
+    assert len(stub.received) == 1  # the judge was called
+    lines = out.splitlines()
+    assert lines[0] == "1 records evaluated, 0 malformed lines skipped, 0 abandoned", out
+    assert lines[1].split()[:2] == ["evaluator", "count"] and set(lines[2]) <= {"-", " "}
+    assert [line.split()[:2] for line in lines[3:]] == [["groundedness", "1"]], out
