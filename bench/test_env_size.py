@@ -87,13 +87,13 @@ def venv(workdir: Path, name: str, *install: list[str]) -> Path:
 def framework_envs(workdir: Path, uv: Path) -> Path:
     """The framework environments, built into a folder of this run."""
     folder = workdir / "framework-envs"
-    env = {**os.environ, "RAG_MONITOR_FRAMEWORK_ENVS": str(folder)}
+    env = {**os.environ, "MONITOR_TESTS_FRAMEWORK_ENVS": str(folder)}
     try:
         subprocess.run(
             ["bash", str(BUILD), str(uv)], check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL
         )
     finally:
-        restore = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_FRAMEWORK_ENVS"}
+        restore = {k: v for k, v in os.environ.items() if k != "MONITOR_TESTS_FRAMEWORK_ENVS"}
         subprocess.run(
             ["bash", str(BUILD), str(uv)],
             check=True,

@@ -38,7 +38,8 @@ PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", KEY_ENV)
 
 @pytest.fixture(autouse=True)
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in PROVIDER_KEYS:
+    # And RAG_MONITOR_* variables of the shell: check-config names each one it does not read.
+    for name in [*PROVIDER_KEYS, *(k for k in os.environ if k.startswith("RAG_MONITOR_"))]:
         monkeypatch.delenv(name, raising=False)
     yield
 

@@ -299,6 +299,44 @@ def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_variables_nothing_reads_are_named_by_check_config_and_run(
+    cli: list[str], tmp_path: Path
+) -> None:
+    unread = {"RAG_MONITOR_LOGLEVEL": "debug", "RAG_MONITOR_FOO": "1"}
+    checked = subprocess.run(
+        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
+        capture_output=True,
+        text=True,
+        env=_env(**unread),
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.splitlines() == [
+        "RAG_MONITOR_LOGLEVEL: not read (no flag or config key has this name); "
+        "did you mean RAG_MONITOR_LOG_LEVEL?",
+        "RAG_MONITOR_FOO: not read (no flag or config key has this name); the flags' "
+        "variables are RAG_MONITOR_LOG_LEVEL, RAG_MONITOR_LOG_FORMAT, RAG_MONITOR_CONFIG; "
+        "config keys are set by RAG_MONITOR_<SECTION>__<KEY>",
+    ]
+    # `run` logs them before it starts (here it stops at the config's problem).
+    config = tmp_path / "c.yaml"
+    config.write_text("sampling:\n  rate: 2\n")
+    ran = subprocess.run(
+        [*cli, "--log-format", "json", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=_env(RAG_MONITOR_LOGLEVEL="debug"),
+        timeout=60,
+    )
+    assert ran.returncode == 1
+    logged = [json.loads(line) for line in ran.stderr.splitlines()]
+    assert [(e["level"], e["message"].split(":")[0]) for e in logged] == [
+        ("WARNING", "RAG_MONITOR_LOGLEVEL"),
+        ("ERROR", "config error"),
+    ], logged
+    assert "did you mean RAG_MONITOR_LOG_LEVEL?" in logged[0]["message"]
+
+
 def test_check_config_prints_the_effective_configuration(cli: list[str], tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
