@@ -9,8 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -482,4 +484,31 @@ def test_send_sample_without_a_monitor_says_so(
     assert result.stderr.splitlines() == [
         f"http://127.0.0.1:{closed}/v1/traces: the monitor did not take the sample traces "
         "(is it running?): connection refused"
+    ]
+
+
+def test_send_sample_to_a_server_that_is_not_the_monitor_says_so_in_one_line(
+    cli: list[str],
+) -> None:
+    """An HTTP server that refuses the POST (501): the exporter's own ERROR line is not
+    printed; send-sample's one line carries what it said."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = subprocess.run(
+            [*cli, "send-sample", "--endpoint", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{url}/v1/traces: the monitor did not take the sample traces (is this the monitor's "
+        "OTLP/HTTP endpoint?): Failed to export spans batch code: 501, reason: Unsupported "
+        "method ('POST')"
     ]
