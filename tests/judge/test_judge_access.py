@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,36 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     code, out, err = await _cli("check-config", str(path), "--probe")
     assert code == 0 and "judge openai/fine" not in err
     assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (answered)" in out
+
+
+@pytest.mark.asyncio
+async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
+    tmp_path: Path, free_port: Callable[[], int], caplog: pytest.LogCaptureFixture
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: free_port is the point
+    judge = {"model": MODEL, "api_base": closed, "retries": 0}
+    code, _, err = await _cli(
+        "check-config",
+        str(_write(tmp_path, judge, [{"name": "f1"}, {"name": "groundedness"}])),
+        "--probe",
+    )
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("judge ")]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(
+        f"judge {MODEL} at {closed} (groundedness): unreachable: nothing answers at {closed}; "
+        "is the server running? ("
+    ), lines
+
+    config = Config.model_validate({"judge": judge})
+    telemetry = create_telemetry()
+    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
+    context = BuildContext(judge=client, judge_model=MODEL)
+    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+    assert result.error is not None and result.error.startswith("unreachable:"), result.error
+    labels = {"model": MODEL, "outcome": "unreachable"}
+    assert telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 1
+    assert f"unreachable: nothing answers at {closed}; is the server running?" in caplog.text
 
 
 @pytest.mark.asyncio
