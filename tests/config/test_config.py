@@ -567,6 +567,25 @@ def test_duplicate_keys_are_named(tmp_path: Path, yaml_text: str, expected: str)
     assert any(expected in p for p in problems), problems
 
 
+def test_yaml_problems_name_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    for text, problem in [
+        (
+            "sampling:\n  rate: " + "[" * 100_000 + "]" * 100_000 + "\n",
+            "line 2: invalid YAML: nested too deeply",
+        ),
+        (
+            "sampling:\n  rate: 0.5\n  rate: 0.4\n",
+            "line 3: duplicate key 'rate' in sampling (first on line 2)",
+        ),
+        (_alias_bomb(), "YAML aliases expand to more than 100000 more values"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(path, environ={})
+        assert info.value.problems[0].startswith(f"{path}: {problem}"), info.value.problems
+
+
 def test_a_twelve_megabyte_config_loads(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     count = 0
@@ -628,7 +647,7 @@ _yaml_data = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(_yaml_data, st.sampled_from([None, True, False]))
-def test_the_event_loader_reads_what_the_safe_loader_reads(data: Any, flow: bool | None) -> None:
+def test_the_loader_reads_what_the_safe_loader_reads(data: Any, flow: bool | None) -> None:
     text = yaml.safe_dump(data, default_flow_style=flow)
     assert load_yaml(text) == yaml.safe_load(text)
 
