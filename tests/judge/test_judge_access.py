@@ -29,6 +29,7 @@ from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.judge.client import JudgeClient
+from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
@@ -158,6 +159,25 @@ async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str,
     return proc.returncode, out.decode(), err.decode()
 
 
+async def _judged_once(
+    judge: dict[str, Any],
+) -> tuple[EvalResult, Callable[[str, str], float | None]]:
+    """`RECORD` scored once by `groundedness` through a judge client of config `judge`
+    (no key in its environment); the result, and `judge_requests_total` by model and
+    outcome."""
+    config = Config.model_validate({"judge": judge})
+    telemetry = create_telemetry()
+    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+
+    def requests(model: str, outcome: str) -> float | None:
+        labels = {"model": model, "outcome": outcome}
+        return telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels)
+
+    return result, requests
+
+
 PROBED = {
     "openai/refused": Reply(status=401, error="Incorrect API key provided"),
     "openai/missing": Reply(status=404, error="The model does not exist"),
@@ -209,6 +229,7 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (answered)" in out
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
     tmp_path: Path, free_port: Callable[[], int], caplog: pytest.LogCaptureFixture
@@ -228,14 +249,9 @@ async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_r
         "is the server running? ("
     ), lines
 
-    config = Config.model_validate({"judge": judge})
-    telemetry = create_telemetry()
-    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
-    context = BuildContext(judge=client, judge_model=MODEL)
-    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+    result, requests = await _judged_once(judge)
     assert result.error is not None and result.error.startswith("unreachable:"), result.error
-    labels = {"model": MODEL, "outcome": "unreachable"}
-    assert telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 1
+    assert requests(MODEL, "unreachable") == 1
     assert f"unreachable: nothing answers at {closed}; is the server running?" in caplog.text
 
 
@@ -271,14 +287,9 @@ async def test_a_missing_provider_key_at_run_time_is_an_auth_failure(
     """litellm calls a key missing on our side a server error (500); it is not one. No
     server is needed: the call fails before it is sent."""
     model = "openai/gpt-4o-mini"
-    config = Config.model_validate({"judge": {"model": model, "retries": 0}})
-    telemetry = create_telemetry()
-    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
-    context = BuildContext(judge=client, judge_model=model)
-    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+    result, requests = await _judged_once({"model": model, "retries": 0})
     assert result.error is not None and result.error.startswith("auth:"), result.error
-    labels = {"model": model, "outcome": "auth"}
-    assert telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 1
+    assert requests(model, "auth") == 1
     assert "set a valid key in OPENAI_API_KEY" in caplog.text
 
 
@@ -298,6 +309,7 @@ async def test_replay_fails_when_an_evaluator_returned_nothing_but_errors(
     assert "f1: all" not in out  # f1 scored both records
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_replay_with_a_judge_at_debug_logs_json_on_stderr_and_only_the_summary_on_stdout(
     stub: StubJudge, tmp_path: Path
