@@ -135,6 +135,18 @@ def _port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the monitor does not listen on {port}") from None
+            time.sleep(0.1)
+
+
 def _metrics(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
@@ -321,6 +333,9 @@ class Monitor:
         )
         self.proc = start_monitor(config, self.metrics_port, pin=self.pin)
         try:
+            # /metrics answers before the receivers listen (the worker pool starts between).
+            for port in (self.grpc_port, self.http_port):
+                _wait_listening(port, self.proc)
             yield self
         finally:
             stop_process(self.proc, 60)

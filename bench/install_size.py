@@ -2,7 +2,7 @@
 as the README's first command makes one) for the default install, one for each extra, and
 the full install (`all`: every extra) as the reference measured in the same run.
 
-    python bench/install_size.py [--extras judges kafka ...] [--keep DIR]
+    python bench/install_size.py [--extras judges kafka ...] [--keep DIR] [--write-docs]
 
 Each environment gets the package built from this checkout and its dependencies at the
 versions of `tests/requirements.lock` (uv, `--compile-bytecode` so that the files are those
@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _docs  # noqa: E402
+
 LOCK = REPO / "tests" / "requirements.lock"
 MIB = 1024 * 1024
 # Extras that are not product features.
@@ -155,6 +159,7 @@ def main() -> None:
     parser.add_argument("--extras", nargs="*", choices=extras, default=extras)
     parser.add_argument("--largest", type=int, default=8, help="distributions to name")
     parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
+    _docs.add_flag(parser)
     args = parser.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -165,11 +170,13 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    print(
-        f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, "
-        f"{time.monotonic() - started:.0f} s; lock: {LOCK.relative_to(REPO)}"
+    body = (
+        f"Python {sys.version.split()[0]}, the versions of `{LOCK.relative_to(REPO)}`; "
+        f"{time.monotonic() - started:.0f} s in all.\n\n{report(installs, args.largest)}"
     )
-    print(report(installs, args.largest))
+    print(body)
+    if args.write_docs:
+        _docs.write_block("docs/performance.md", "install-size", body)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def framework_envs(workdir: Path, uv: Path, caches: Mapping[str, str]) -> tuple[
     """The framework environments, built into a folder of this run from `caches`, and
     the seconds that took (not the checkout's own folder built or linked again after)."""
     folder = workdir / "framework-envs"
-    env = {**os.environ, **caches, "RAG_MONITOR_FRAMEWORK_ENVS": str(folder)}
+    env = {**os.environ, **caches, "MONITOR_TESTS_FRAMEWORK_ENVS": str(folder)}
     started = time.monotonic()
     try:
         subprocess.run(
@@ -110,7 +110,7 @@ def framework_envs(workdir: Path, uv: Path, caches: Mapping[str, str]) -> tuple[
         )
         seconds = time.monotonic() - started
     finally:
-        restore = {k: v for k, v in os.environ.items() if k != "RAG_MONITOR_FRAMEWORK_ENVS"}
+        restore = {k: v for k, v in os.environ.items() if k != "MONITOR_TESTS_FRAMEWORK_ENVS"}
         subprocess.run(
             ["bash", str(BUILD), str(uv)],
             check=True,

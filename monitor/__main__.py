@@ -142,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         return _send_sample(args.endpoint)
     tune_gc()
     try:
-        config = load_config(args.config, evaluator_check=evaluator_problems)
+        config = load_config(
+            args.config,
+            evaluator_check=evaluator_problems,
+            on_unread=lambda line: log.warning("%s", line),
+            read_elsewhere=tuple(FLAG_ENV.values()),
+        )
         _check_judges(config)
         if args.command == "run":
             return asyncio.run(_run(config))
@@ -185,10 +190,16 @@ def _check_judges(config: Config) -> None:
 def _check_config(path: Path, probe: bool = False) -> int:
     """Problems on stderr (exit 1); on success the effective configuration on stdout, as
     YAML with defaults filled in and secrets masked, preceded by a summary in comments.
+    `RAG_MONITOR_*` variables that nothing reads are named on stderr either way.
     With `probe`, each judge model is asked one short question first; a failure is a
     problem."""
     try:
-        config = load_config(path, evaluator_check=evaluator_problems)
+        config = load_config(
+            path,
+            evaluator_check=evaluator_problems,
+            on_unread=lambda line: print(line, file=sys.stderr),
+            read_elsewhere=tuple(FLAG_ENV.values()),
+        )
         check_metrics_port(config.exporters.prometheus)
         _check_judges(config)
     except ConfigError as exc:

@@ -3,8 +3,10 @@ root logger's handler on stderr, as text or as one JSON object per line. stdout 
 to what a command prints on purpose (replay's summary, check-config's YAML).
 
 Libraries that install a handler of their own on their logger (litellm writes its INFO
-lines to stdout that way) are adopted: their stream handlers are removed and their
-records propagate to the root handler, formatted like the rest.
+and DEBUG lines to stdout that way) are adopted: their stream handlers are removed and
+their records propagate to the root handler, formatted like the rest. A library that adds
+its handler as it is imported, and logs while it imports, has its loggers routed to the
+root handler before the import (`route_to_root`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,30 @@ def configure_logging(level: str, fmt: str) -> None:
     # Python warnings become log lines too, so a JSON log stays one object per line.
     logging.captureWarnings(True)
     adopt_library_loggers()
+
+
+class _RootHandlersOnly(logging.Filter):
+    """On a library's logger: hands each record to the root logger's handlers and stops it
+    there, so that a handler the library puts on its own logger never writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for handler in logging.getLogger().handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+        return False
+
+
+_ROOT_HANDLERS_ONLY = _RootHandlersOnly()
+
+
+def route_to_root(*names: str) -> None:
+    """Send the records of the loggers `names` to the root handler only, whatever handlers
+    the library adds to them later. Called again after the library's import, the filter
+    moves behind the library's own (litellm scrubs secrets from its records in one)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        logger.removeFilter(_ROOT_HANDLERS_ONLY)
+        logger.addFilter(_ROOT_HANDLERS_ONLY)
 
 
 def adopt_library_loggers(*quiet: str) -> None:

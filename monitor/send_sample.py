@@ -8,6 +8,7 @@ OTLP/HTTP exporter. The content is that of `examples/records.jsonl`'s first two 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -90,6 +91,19 @@ def _reachable(url: str, timeout_s: float = 3.0) -> None:
         ) from None
 
 
+class _Held(logging.Filter):
+    """The exporter's own log lines, held back: what went wrong is told in send-sample's
+    one line instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.lines.append(record.getMessage())
+        return False
+
+
 def send_sample(endpoint: str, timeout_s: float = 10.0) -> Sent:
     """Send the two traces to `endpoint` (an OTLP/HTTP base URL, `/v1/traces` added when it
     has no path). Raises `ConnectionError` naming the endpoint if the export fails."""
@@ -98,15 +112,26 @@ def send_sample(endpoint: str, timeout_s: float = 10.0) -> Sent:
         url += "/v1/traces"
     _reachable(url)
     spans = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE, "service.version": SERVICE_VERSION}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": SERVICE, "service.version": SERVICE_VERSION})
+    )
     provider.add_span_processor(SimpleSpanProcessor(spans))
     faithful = _trace(provider, FAITHFUL)
     hallucinated = _trace(provider, HALLUCINATED)
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s)
+    held = _Held()
+    exporter_log = logging.getLogger(OTLPSpanExporter.__module__)
+    exporter_log.addFilter(held)
     try:
         result = exporter.export(spans.get_finished_spans())
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
+        exporter_log.removeFilter(held)
     if result is not SpanExportResult.SUCCESS:
-        raise ConnectionError(f"{url}: the monitor did not take the sample traces (is it running?)")
+        # Something listens there (`_reachable`): what it answered, if the exporter said.
+        said = f": {held.lines[-1]}" if held.lines else ""
+        raise ConnectionError(
+            f"{url}: the monitor did not take the sample traces (is this the monitor's "
+            f"OTLP/HTTP endpoint?){said}"
+        )
     return Sent(url, faithful, hallucinated)

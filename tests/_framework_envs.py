@@ -2,7 +2,7 @@
 monitor's. `tests/frameworks/envs/<name>/requirements.lock` is a Python stack's lock (one
 per stack or group of compatible stacks), `tests/js/package-lock.json` the JavaScript
 apps'; `tests/frameworks/envs/build.sh` (run by `tests/run.sh`) builds each into a cache
-folder keyed by its lock's hash, names that folder in `RAG_MONITOR_FRAMEWORK_ENVS` and
+folder keyed by its lock's hash, names that folder in `MONITOR_TESTS_FRAMEWORK_ENVS` and
 links `tests/js/node_modules` to the JavaScript one.
 
 The apps send OTLP to the monitor under test, which runs here, from the product's
@@ -66,10 +66,10 @@ def lock_hash(lock: Path) -> str:
 
 
 def _cache() -> Path:
-    folder = os.environ.get("RAG_MONITOR_FRAMEWORK_ENVS")
+    folder = os.environ.get("MONITOR_TESTS_FRAMEWORK_ENVS")
     if not folder:
         pytest.fail(
-            "RAG_MONITOR_FRAMEWORK_ENVS is not set: build the framework environments with "
+            "MONITOR_TESTS_FRAMEWORK_ENVS is not set: build the framework environments with "
             "`bash tests/frameworks/envs/build.sh` (tests/run.sh does) and export the folder "
             "it prints"
         )

@@ -46,7 +46,7 @@ def _private_home() -> None:
         os.environ[variable] = value
 
 
-_HOME_MARK = "RAG_MONITOR_TESTS_HOME"
+_HOME_MARK = "MONITOR_TESTS_HOME"
 # Opt-outs the libraries the tests import honour.
 TELEMETRY_OFF = {
     "HAYSTACK_TELEMETRY_ENABLED": "False",

@@ -39,9 +39,9 @@ uv=("$venv/bin/uv" pip install -q --python "$venv/bin/python")
 export UV_CACHE_DIR="${UV_CACHE_DIR:-$("$venv/bin/uv" cache dir)}"
 # The real-framework apps run from environments of their own, one per stack's lock (and
 # the JavaScript apps' packages), built once per lock into a cache folder the tests read
-# from RAG_MONITOR_FRAMEWORK_ENVS; the monitor they send to runs from this one.
-RAG_MONITOR_FRAMEWORK_ENVS=$(bash tests/frameworks/envs/build.sh "$venv/bin/uv")
-export RAG_MONITOR_FRAMEWORK_ENVS
+# from MONITOR_TESTS_FRAMEWORK_ENVS; the monitor they send to runs from this one.
+MONITOR_TESTS_FRAMEWORK_ENVS=$(bash tests/frameworks/envs/build.sh "$venv/bin/uv")
+export MONITOR_TESTS_FRAMEWORK_ENVS
 # On PATH too: the tests start console scripts the lock installs (noida-db, rotel).
 export PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv"
 py="$venv/bin/python"

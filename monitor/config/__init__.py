@@ -7,9 +7,9 @@ web config — is checked by that component after loading (`monitor.evaluators.
 check_evaluators`, `monitor.exporters.metrics_port.load_web_security`, which `Service` and
 `check-config` call).
 
-The YAML is read from libyaml's events into the safe loader's types (`_yaml.py`); duplicate
-keys, aliases that would expand past `MAX_ALIAS_EXPANSION` values and nesting past
-`MAX_DEPTH` are refused as they are met.
+The YAML is read by PyYAML's safe loader (libyaml's parser where installed) with bounds
+(`_yaml.py`): duplicate keys, aliases that would expand past `MAX_ALIAS_EXPANSION` values
+and nesting past `MAX_DEPTH` are refused before any value is built.
 Unknown keys are rejected and every problem is reported as `path.to.key: what is wrong`
 (`ConfigError.problems`). Defaults live in the models; rules that span several fields are
 model validators. An empty file (or none) gives the embedded defaults: OTLP on loopback,

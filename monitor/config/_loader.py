@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -124,10 +124,17 @@ def load_config(
     path: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     evaluator_check: EvaluatorCheck | None = None,
+    *,
+    on_unread: Callable[[str], None] | None = None,
+    read_elsewhere: Collection[str] = (),
 ) -> Config:
     """Read YAML (optional), expand `${env:...}`, apply `RAG_MONITOR_*__*` overrides,
     validate. `evaluator_check` adds the evaluators' own checks to the same pass, so that
-    every problem of a file is reported at once. Raises `ConfigError`."""
+    every problem of a file is reported at once. Raises `ConfigError`.
+
+    `on_unread` is told, one line each, of the `RAG_MONITOR_*` variables that nothing
+    reads: neither a config key nor one of `read_elsewhere` (the command line's flags) nor
+    a variable the config names (`${env:...}`, `*_env` keys)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -154,6 +161,11 @@ def load_config(
             key_path = [*key_path[:2], "protocols", *key_path[2:]]
         apply_override(data, key_path, value)
         sources[".".join(key_path)] = key
+    if on_unread is not None:
+        named = {*_ENV_NAMES.findall(" ".join(sources.values())), *_env_keys(data)}
+        taken = {*(problem.split(":", 1)[0] for problem in misspelt), *read_elsewhere, *named}
+        for line in _unread(env, taken, read_elsewhere):
+            on_unread(line)
     try:
         config = Config.model_validate(
             data, context={"environ": env, "evaluator_check": evaluator_check}
@@ -189,6 +201,59 @@ def _single_underscore(name: str) -> str | None:
         return None
     right = ENV_PREFIX + "__".join(path).upper()
     return f"{name}: not read; {'.'.join(path)} is set by {right} (two underscores between levels)"
+
+
+_ENV_NAMES = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _env_keys(node: Any) -> Iterator[str]:
+    """The variables a config's `*_env` keys name (`judge.api_key_env`, ...)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if str(key).endswith("_env") and isinstance(value, str):
+                yield value
+            else:
+                yield from _env_keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _env_keys(value)
+
+
+def _key_variables(model: type[BaseModel], path: tuple[str, ...] = ()) -> Iterator[str]:
+    """`RAG_MONITOR_<SECTION>__<KEY>` for every key of `model`'s tree that holds a value
+    or a list rather than a section (the names a misspelt variable is nearest to)."""
+    for name, field in model.model_fields.items():
+        here = (*path, name)
+        section = _model_at(model, (name,))
+        if section is None or get_origin(field.annotation) is list:
+            yield ENV_PREFIX + "__".join(here).upper()
+        else:
+            yield from _key_variables(section, here)
+
+
+def _unread(
+    environ: Mapping[str, str], taken: Collection[str], flags: Collection[str]
+) -> list[str]:
+    """One line per `RAG_MONITOR_*` variable that is neither a config key (`__`, or a
+    section's name) nor in `taken`, naming the valid name nearest to it."""
+    unread = []
+    known: dict[str, str] = {}
+    for name in environ:
+        if not name.startswith(ENV_PREFIX) or name in taken:
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        if len(path) > 1 or path[0] in _SECTIONS:
+            continue  # a config override: applied, or reported by validation
+        if not known:  # compared without the prefix all names share
+            known = {v[len(ENV_PREFIX) :]: v for v in (*flags, *_key_variables(Config))}
+        close = difflib.get_close_matches(name[len(ENV_PREFIX) :], known, n=1, cutoff=0.6)
+        if close:
+            hint = f"did you mean {known[close[0]]}?"
+        else:
+            listed = f"the flags' variables are {', '.join(flags)}; " if flags else ""
+            hint = f"{listed}config keys are set by {ENV_PREFIX}<SECTION>__<KEY>"
+        unread.append(f"{name}: not read (no flag or config key has this name); {hint}")
+    return unread
 
 
 def _as_protocols(problem: str) -> str:

@@ -1,197 +1,186 @@
-"""YAML read safely, and fast: values are built straight from libyaml's events (no node
-graph, no recursion), with the safe loader's types; duplicate keys, aliases that would
-expand past `MAX_ALIAS_EXPANSION` values and nesting past `MAX_DEPTH` are refused as they
-are met, naming the line."""
+"""YAML read safely: PyYAML's safe loader (libyaml's parser where it is installed) with the
+bounds a config needs and PyYAML does not set. Duplicate keys are refused, naming both
+lines; aliases that would expand past `MAX_ALIAS_EXPANSION` values (the "billion laughs")
+and nesting past `MAX_DEPTH` are refused before any value is built; tags no config needs
+(`!!set`, `!!omap`, `!custom`, `!!python/...`) are refused.
+
+The nodes are composed by PyYAML's own composer over libyaml's events rather than by
+libyaml's: the latter recurses in C per level of nesting and cannot be bounded (100,000
+nested brackets crash the interpreter)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer, ComposerError
 from yaml.constructor import SafeConstructor
-from yaml.resolver import Resolver
+from yaml.nodes import CollectionNode, MappingNode, Node, SequenceNode
 
 from monitor.config._fields import ConfigError
 
 # What aliases may add to a file's values in all: far above any config written by hand with
 # anchors, far below what stalls loading (nine levels of ten aliases are 10**9 values).
 MAX_ALIAS_EXPANSION = 100_000
-MAX_DEPTH = 500  # nested mappings and lists; a config needs a handful
+# Nested mappings and lists; a config needs a handful. PyYAML's composer recurses (three
+# frames a level here), so the bound stays well inside Python's recursion limit.
+MAX_DEPTH = 100
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_STR_TAG = "tag:yaml.org,2002:str"
-_COLLECTION_TAGS = (None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
-_YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YamlDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-# The safe loader's implicit types of plain scalars, by first character.
-_IMPLICIT = Resolver.yaml_implicit_resolvers
-_CONSTRUCT = SafeConstructor.yaml_constructors
-_MERGE = object()  # the `<<` key
-_NO_KEY = object()  # a mapping waiting for a key, not a value
 
 
-@dataclass(slots=True)
-class _Open:
-    """A mapping or list being built."""
-
-    value: dict[Any, Any] | list[Any]
-    anchor: str | None
-    line: int  # where it starts
-    size: int = 1  # values it stands for, aliases expanded
-    key: Any = _NO_KEY  # a mapping's key waiting for its value
-    key_line: int = 0
-    lines: dict[Any, int] = field(default_factory=dict)  # key → line, for duplicates
-    merges: list[dict[Any, Any]] = field(default_factory=list)
+def _line(node: Node | yaml.Event) -> int:
+    return int(node.start_mark.line) + 1 if node.start_mark is not None else 0
 
 
-class _Builder:
-    """One YAML document from its events."""
+class _Bounded(Composer, SafeConstructor):
+    """The bounds, over the composer and the safe constructor of the loader below."""
 
-    def __init__(self) -> None:
-        self.stack: list[_Open] = []
-        self.anchors: dict[str, tuple[Any, int]] = {}
-        self.expanded = 0  # values aliases added
-        self.constructor = SafeConstructor()
-        self.documents = 0
-        self.result: Any = None
+    _open: list[str | None]  # the anchors of the collections being composed
+    _root: Node | None
+    peek_event: Callable[[], yaml.Event]  # the parser's (libyaml's or PyYAML's)
 
-    def feed(self, event: yaml.Event) -> None:
-        kind = type(event)
-        if kind is yaml.ScalarEvent:
-            self.scalar(event)
-        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-            self.open(event, {} if kind is yaml.MappingStartEvent else [])
-        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-            self.close()
-        elif kind is yaml.AliasEvent:
-            self.alias(event)
-        elif kind is yaml.DocumentStartEvent:
-            self.documents += 1
-            if self.documents > 1:
-                raise ConfigError([f"line {_line(event)}: expected a single YAML document"])
-
-    def open(self, event: Any, value: dict[Any, Any] | list[Any]) -> None:
-        if event.tag not in _COLLECTION_TAGS:
-            raise ConfigError([f"line {_line(event)}: unsupported YAML tag {event.tag!r}"])
-        if len(self.stack) >= MAX_DEPTH:
-            raise ConfigError(["file: invalid YAML: nested too deeply"])
-        self.stack.append(_Open(value, event.anchor, _line(event)))
-
-    def close(self) -> None:
-        done = self.stack.pop()
-        value = done.value
-        if done.merges:  # explicit keys win, then the first mapping merged
-            merged: dict[Any, Any] = {}
-            for mapping in reversed(done.merges):
-                merged.update(mapping)
-            merged.update(value)
-            value = merged
-        self.add(value, done.size, done.anchor, done.line)
-
-    def scalar(self, event: Any) -> None:
-        tag = event.tag
-        text = event.value
-        if tag is None or tag == "!":
-            if not event.implicit[0]:
-                self.add(text, 1, event.anchor, _line(event))  # quoted: text
-                return
-            tag = _STR_TAG
-            for candidate, pattern in _IMPLICIT.get(text[:1], ()):
-                if pattern.match(text):
-                    tag = candidate
-                    break
-        if tag == _STR_TAG:
-            value: Any = text
-        elif tag == _MERGE_TAG:
-            value = _MERGE
-        else:
-            construct = _CONSTRUCT.get(tag)
-            if construct is None or tag.endswith((":map", ":seq", ":omap", ":pairs", ":set")):
-                raise ConfigError([f"line {_line(event)}: unsupported YAML tag {tag!r}"])
-            node = yaml.ScalarNode(tag, text, event.start_mark, event.end_mark, event.style)
-            value = construct(self.constructor, node)
-        self.add(value, 1, event.anchor, _line(event))
-
-    def alias(self, event: Any) -> None:
-        found = self.anchors.get(event.anchor)
-        if found is None:
-            if any(frame.anchor == event.anchor for frame in self.stack):
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
                 problem = f"the YAML alias *{event.anchor} refers to itself"
-            else:
+                raise ConfigError([f"line {_line(event)}: {problem}"])
+            if event.anchor not in self.anchors:
                 problem = f"the YAML alias *{event.anchor} names no anchor before it"
-            raise ConfigError([f"line {_line(event)}: {problem}"])
-        value, size = found
-        self.expanded += size
-        if self.expanded > MAX_ALIAS_EXPANSION:
+                raise ConfigError([f"line {_line(event)}: {problem}"])
+        if not isinstance(event, yaml.CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if len(self._open) >= MAX_DEPTH:
+            raise ConfigError([f"line {_line(event)}: invalid YAML: nested too deeply"])
+        self._open.append(event.anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open.pop()
+
+    def construct_document(self, node: Node) -> Any:
+        added = _expanded(node)
+        if added > MAX_ALIAS_EXPANSION:
             raise ConfigError(
                 [
-                    f"file: YAML aliases expand to more than {MAX_ALIAS_EXPANSION} more values, "
+                    f"YAML aliases expand to more than {MAX_ALIAS_EXPANSION} more values, "
                     "over the limit (an alias bomb?); write the values out or use fewer aliases"
                 ]
             )
-        self.add(value, size, None, _line(event))
+        self._root = node
+        return super().construct_document(node)
 
-    def add(self, value: Any, size: int, anchor: str | None, line: int = 0) -> None:
-        if anchor is not None:
-            self.anchors[anchor] = (value, size)
-        if not self.stack:
-            self.result = value
-            return
-        top = self.stack[-1]
-        top.size += size
-        container = top.value
-        if isinstance(container, list):
-            container.append(value)
-        elif top.key is _NO_KEY:
-            if isinstance(value, dict | list):
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if isinstance(node, MappingNode):  # also called on others, to say it wants one
+            self._check_keys(node)
+        return super().construct_mapping(node, deep)
+
+    def _check_keys(self, node: MappingNode) -> None:
+        """Merge keys take mappings; no key is a collection or written twice (merged keys
+        may be, which is what merging is for)."""
+        first: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            line = _line(key_node)
+            if key_node.tag == _MERGE_TAG:
+                merged = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                if not all(isinstance(m, MappingNode) for m in merged):
+                    raise ConfigError(
+                        [f"line {line}: a merge key (<<) takes a mapping or a list of them"]
+                    )
+                continue
+            if isinstance(key_node, CollectionNode):
                 raise ConfigError([f"line {line}: a mapping or list used as a key"])
-            top.key, top.key_line = value, line
-        else:
-            key, top.key = top.key, _NO_KEY
-            if key is _MERGE:
-                self.merge(top, value, top.key_line)
-                return
-            first = top.lines.get(key)
-            if first is not None:
-                where = f" in {self.path()}" if len(self.stack) > 1 else ""
+            key = self.construct_object(key_node)
+            if key in first:
+                path = self._path(node)
+                where = f" in {path}" if path else ""
                 raise ConfigError(
-                    [f"line {top.key_line}: duplicate key {key!r}{where} (first on line {first})"]
+                    [f"line {line}: duplicate key {key!r}{where} (first on line {first[key]})"]
                 )
-            top.lines[key] = top.key_line
-            container[key] = value
+            first[key] = line
 
-    def merge(self, top: _Open, value: Any, line: int) -> None:
-        """`<<: *base` or `<<: [*a, *b]`: mappings whose keys the mapping takes, its own
-        keys first, then the first listed."""
-        mappings = value if isinstance(value, list) else [value]
-        if not all(isinstance(m, dict) for m in mappings):
-            raise ConfigError([f"line {line}: a merge key (<<) takes a mapping or a list of them"])
-        top.merges += mappings
+    def _path(self, target: Node) -> str:
+        """Where `target` is in the document, as `sampling.overrides.3` (for a message)."""
+        roots = [] if self._root is None else [self._root]
+        stack: list[tuple[Node, tuple[str, ...]]] = [(root, ()) for root in roots]
+        seen: set[int] = set()
+        while stack:
+            node, path = stack.pop()
+            if node is target:
+                return ".".join(path)
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, SequenceNode):
+                stack += [(child, (*path, str(i))) for i, child in enumerate(node.value)]
+            elif isinstance(node, MappingNode):
+                stack += [(v, (*path, str(k.value))) for k, v in node.value]
+        return ""
 
-    def path(self) -> str:
-        """Where the innermost open mapping is, as `sampling.overrides.3`."""
-        parts = []
-        for frame in self.stack[:-1]:
-            if isinstance(frame.value, list):
-                parts.append(str(len(frame.value)))
-            else:
-                parts.append(str(frame.key))
-        return ".".join(parts)
+
+def _expanded(root: Node) -> int:
+    """How many more values the document stands for with its aliases expanded than it
+    holds: an alias is the node it names, shared, so a node reached twice counts twice."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, SequenceNode):
+            children = list(node.value)
+        else:
+            sizes[id(node)] = 1
+            continue
+        if children_done:
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+        else:
+            stack.append((node, True))
+            stack += [(child, False) for child in children if id(child) not in sizes]
+    return sizes[id(root)] - len(sizes)
 
 
-def _line(event: Any) -> int:
-    return int(event.start_mark.line) + 1 if event.start_mark is not None else 0
+def _refused(loader: _Loader, node: Node) -> Any:
+    raise ConfigError([f"line {_line(node)}: unsupported YAML tag {node.tag!r}"])
+
+
+if hasattr(yaml, "CSafeLoader"):
+
+    class _Loader(_Bounded, yaml.CSafeLoader):
+        def __init__(self, stream: str) -> None:
+            yaml.CSafeLoader.__init__(self, stream)
+            Composer.__init__(self)  # its anchors; libyaml's composer is not used
+            self._open, self._root = [], None
+
+else:  # pragma: no cover - PyYAML without libyaml
+
+    class _Loader(_Bounded, yaml.SafeLoader):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            yaml.SafeLoader.__init__(self, stream)
+            self._open, self._root = [], None
+
+
+# Tags no constructor knows, and collections a config has no use for.
+for _tag in (None, "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"):
+    _Loader.add_constructor(_tag, _refused)
 
 
 def load_yaml(text: str) -> Any:
     """One YAML document, loaded safely (the safe loader's types; `!!set`, `!!omap` and
     other tags no config needs are refused); `ConfigError` for duplicate keys, alias
     bombs, nesting past `MAX_DEPTH` and more than one document."""
-    builder = _Builder()
-    for event in yaml.parse(text, Loader=_YamlLoader):
-        builder.feed(event)
-    return builder.result
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except ComposerError as exc:
+        if exc.context == "expected a single document in the stream" and exc.problem_mark:
+            line = exc.problem_mark.line + 1
+            raise ConfigError([f"line {line}: expected a single YAML document"]) from None
+        raise
 
 
 def dump_yaml(data: Any) -> str:
@@ -201,7 +190,7 @@ def dump_yaml(data: Any) -> str:
 
 def read_yaml_file(path: Path) -> dict[str, Any]:
     """A YAML file that holds a mapping (a config, a web config); `ConfigError` naming the
-    line or the file otherwise."""
+    file, and the line where there is one, otherwise."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -210,6 +199,8 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
         raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
     try:
         data = load_yaml(text) or {}
+    except ConfigError as exc:
+        raise ConfigError([f"{path}: {problem}" for problem in exc.problems]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", exc)

@@ -4,12 +4,12 @@
 credentials litellm will look for, without a call: the variable `judge.api_key_env`
 names where the key goes to that endpoint; an `openai/` model at an `api_base` of its
 own is a self-hosted server that needs none; otherwise the provider's own variables, as
-`litellm.validate_environment` finds them for the model and endpoint. `check-config`, `run` and `replay` refuse a config
-with a problem, naming the variable to set.
+`litellm.validate_environment` finds them for the model and endpoint. `check-config`,
+`run` and `replay` refuse a config with a problem, naming the variable to set.
 
 `probe`: one real call per judge model and endpoint (`check-config --probe`), its
-failure named by kind: auth, not_found, rate_limited, timeout, error. `explain` says
-what to change for each kind (the provider logs it once per model at run time).
+failure named by kind: auth, not_found, unreachable, rate_limited, timeout, error.
+`explain` says what to change for each kind (logged with the failure at run time too).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from monitor.config import Config
 from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
-from monitor.judge.provider import GREEDY, AttemptError, Provider, explain, import_litellm
+from monitor.judge.provider import GREEDY, AttemptError, Provider, import_litellm
 
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
 
@@ -96,7 +96,7 @@ def credential_problems(
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
     target: JudgeTarget
-    outcome: str  # ok, auth, not_found, rate_limited, timeout, error
+    outcome: str  # ok, auth, not_found, unreachable, rate_limited, timeout, error
     detail: str
 
     def __str__(self) -> str:
@@ -118,8 +118,7 @@ async def probe(config: Config, environ: Mapping[str, str] | None = None) -> lis
         try:
             await provider.send(request)
         except AttemptError as exc:
-            fix = explain(exc.outcome, target.model, target.api_base, judge)
-            return ProbeResult(target, exc.outcome, f"{fix} ({exc})")
+            return ProbeResult(target, exc.outcome, exc.described())
         return ProbeResult(target, "ok", "")
 
     return list(await asyncio.gather(*(one(t) for t in judge_targets(config))))

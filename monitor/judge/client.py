@@ -30,8 +30,9 @@ One instance per process, shared by all judge evaluators. Per call it:
    `judge.prices[model]` (USD per 1M tokens), otherwise zero (logged once per model).
 
 Every attempt is counted in `rag_monitor_judge_requests_total{model,outcome}` with
-outcome ok, error, auth, not_found, timeout, rate_limited or circuit_open (auth and
-not_found are logged once per model with the fix, `provider.explain`); every answered call in
+outcome ok, error, auth, not_found, unreachable, timeout, rate_limited or circuit_open
+(auth and not_found logged once per model with the fix, `provider.explain`, the others
+at most once a minute, with theirs); every answered call in
 `rag_monitor_judge_answers_total{model,format,result}` (format structured or free_form;
 result valid, fallback, repaired, parse or truncated). The API key (from the env var
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
@@ -89,7 +90,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OUTCOMES = ("ok", "error", "auth", "not_found", "timeout", "rate_limited", "circuit_open")
+OUTCOMES = tuple("ok error auth not_found unreachable timeout rate_limited circuit_open".split())
 
 
 def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
@@ -264,10 +265,10 @@ class JudgeClient:
             if exc.outcome not in EXPLAINED:  # those the provider logged once, with the fix
                 self._quiet.warning(
                     f"{exc.outcome}:{model}",
-                    "judge %s call failed (%s): %s",
+                    "judge %s call failed: %s: %s",
                     model,
                     exc.outcome,
-                    exc,
+                    exc.described(),
                 )
             return self._error(f"{exc.outcome}: {exc}", spent)
         except NoVerdict as exc:

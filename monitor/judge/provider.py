@@ -9,15 +9,17 @@ goes only to the configured judge endpoint, and error texts are scrubbed of it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor._logs import adopt_library_loggers
+from monitor._logs import adopt_library_loggers, route_to_root
 from monitor.config import Judge
 from monitor.judge.answers import TOP_LOGPROBS, TokenLogprobs, token_logprobs
 from monitor.retry import InvalidRetryAfter, parse_retry_after
@@ -33,11 +35,15 @@ def import_litellm() -> Any:
     the package rather than fetched, no telemetry or help text of its own, and its log
     lines routed through the monitor's log (`monitor._logs`)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm puts its handler (records below WARNING to stdout) on its loggers as it is
+    # imported, and logs through it while the import goes on.
+    route_to_root(*LITELLM_LOGGERS)
     module: Any = importlib.import_module("litellm")
     # Imported by litellm on its first OpenAI-style call, inside that call's timeout.
     importlib.import_module("openai.resources.chat")
     module.suppress_debug_info = True
     module.telemetry = False
+    route_to_root(*LITELLM_LOGGERS)
     adopt_library_loggers(*LITELLM_LOGGERS)
     return module
 
@@ -47,7 +53,8 @@ EXPLAINED = ("auth", "not_found")
 
 
 def explain(outcome: str, model: str, api_base: str | None, judge: Judge) -> str:
-    """What to change when calls to `model` at `api_base` fail with `outcome`."""
+    """What to change when calls to `model` at `api_base` fail with `outcome` ("" when
+    only the error itself can say)."""
     where = api_base or "the provider's endpoint"
     if judge.api_key_env is not None and api_base == judge.api_base:
         variable = judge.api_key_env
@@ -62,8 +69,9 @@ def explain(outcome: str, model: str, api_base: str | None, judge: Judge) -> str
         "judge.max_concurrency or raise the quota",
         "timeout": f"no answer within judge.timeout_s ({judge.timeout_s:g}s): is the server "
         f"at {where} up? raise judge.timeout_s for a slow model",
+        "unreachable": f"nothing answers at {where}; is the server running?",
     }
-    return fixes.get(outcome, "see the error")
+    return fixes.get(outcome, "")
 
 
 class AttemptError(Exception):
@@ -86,6 +94,11 @@ class AttemptError(Exception):
         self.schema_refused = schema_refused
         # The provider rejected the request because of `logprobs`.
         self.logprobs_refused = logprobs_refused
+        self.fix = ""  # what to change, where `explain` knows (set by `Provider.send`)
+
+    def described(self) -> str:
+        """The fix, if known, then the error: for a log line or a probe's result."""
+        return f"{self.fix} ({self})" if self.fix else str(self)
 
 
 @dataclass(slots=True)
@@ -189,14 +202,15 @@ class Provider:
         try:
             async with asyncio.timeout(self._config.timeout_s):
                 response = await litellm.acompletion(**request)
-        except TimeoutError:
-            raise AttemptError(
-                "timeout", f"no answer within {self._config.timeout_s:g}s", retryable=True
-            ) from None
         except Exception as exc:
-            error = self._classify(model, exc, "response_format" in request, logprobs)
+            if isinstance(exc, TimeoutError):
+                message = f"no answer within {self._config.timeout_s:g}s"
+                error = AttemptError("timeout", message, retryable=True)
+            else:
+                error = self._classify(model, exc, "response_format" in request, logprobs)
+            error.fix = explain(error.outcome, model, request.get("api_base"), self._config)
             if self._explain and error.outcome in EXPLAINED:
-                self._explain_once(model, request.get("api_base"), error)
+                self._explain_once(model, error)
             raise error from None
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
@@ -221,6 +235,8 @@ class Provider:
         lowered = message.lower()
         if "Timeout" in name:
             return AttemptError("timeout", message, retryable=True)
+        if _unreachable(exc):  # litellm calls it a server error (500) too
+            return AttemptError("unreachable", message, retryable=True)
         # litellm reports a key missing on our side as a server error (500).
         keyless = "Missing credentials" in message or (status == 400 and "api key" in lowered)
         if status in (401, 403) or "Authentication" in name or keyless:
@@ -245,11 +261,10 @@ class Provider:
             "error", message, retryable=False, schema_refused=refused, logprobs_refused=no_logprobs
         )
 
-    def _explain_once(self, model: str, api_base: str | None, error: AttemptError) -> None:
+    def _explain_once(self, model: str, error: AttemptError) -> None:
         if (model, error.outcome) not in self._explained:
             self._explained.add((model, error.outcome))
-            fix = explain(error.outcome, model, api_base, self._config)
-            log.error("judge %s: %s: %s (%s)", model, error.outcome, fix, error)
+            log.error("judge %s: %s: %s", model, error.outcome, error.described())
 
     def _retry_after(self, model: str, exc: Exception) -> float | None:
         """The provider's `Retry-After`, in seconds, if it sent a readable one."""
@@ -304,6 +319,25 @@ class Provider:
             entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
             litellm.register_model({model: {**entry, "litellm_provider": provider, "mode": "chat"}})
             self._priced_by_litellm[model] = False
+
+
+# A connection that no server took: refused, no route, or a host name that does not resolve.
+_NO_SERVER = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether the failure underneath `exc` (litellm wraps the HTTP client's, which wraps
+    the socket's) is that nothing answered at the address."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror) or (
+            isinstance(cause, OSError) and cause.errno in _NO_SERVER
+        ):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _mentions_schema(message: str) -> bool:

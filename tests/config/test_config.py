@@ -274,6 +274,52 @@ def test_a_config_key_variable_with_one_underscore_is_reported_not_ignored() -> 
     assert load_config(None, environ={"RAG_MONITOR_JUDGE_KEY": "sk-secret"}) is not None
 
 
+def test_variables_nothing_reads_are_named_with_the_nearest_name(tmp_path: Path) -> None:
+    flags = ("RAG_MONITOR_LOG_LEVEL", "RAG_MONITOR_LOG_FORMAT", "RAG_MONITOR_CONFIG")
+    environ = {
+        "RAG_MONITOR_LOGLEVEL": "debug",
+        "RAG_MONITOR_PIPELINE_WORKER": "3",
+        "RAG_MONITOR_FOO": "1",
+        # Read: a flag, a config key, one with one underscore (a problem of its own) and
+        # the variables the file names.
+        "RAG_MONITOR_LOG_LEVEL": "debug",
+        "RAG_MONITOR_SAMPLING__RATE": "0.5",
+        "RAG_MONITOR_JUDGE_KEY": "sk-secret",
+        "RAG_MONITOR_TOKEN": "tok",
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "judge: {api_key_env: RAG_MONITOR_JUDGE_KEY}\n"
+        "alerts: {webhooks: [{url: 'https://hooks.example/${env:RAG_MONITOR_TOKEN}'}]}\n"
+    )
+    told: list[str] = []
+    config = load_config(path, environ=environ, on_unread=told.append, read_elsewhere=flags)
+    assert config.sampling.rate == 0.5
+    assert told == [
+        "RAG_MONITOR_LOGLEVEL: not read (no flag or config key has this name); "
+        "did you mean RAG_MONITOR_LOG_LEVEL?",
+        "RAG_MONITOR_PIPELINE_WORKER: not read (no flag or config key has this name); "
+        "did you mean RAG_MONITOR_PIPELINE__WORKERS?",
+        "RAG_MONITOR_FOO: not read (no flag or config key has this name); the flags' "
+        "variables are RAG_MONITOR_LOG_LEVEL, RAG_MONITOR_LOG_FORMAT, RAG_MONITOR_CONFIG; "
+        "config keys are set by RAG_MONITOR_<SECTION>__<KEY>",
+    ]
+    # Told also when the config has problems, which are reported as before.
+    told.clear()
+    with pytest.raises(ConfigError):
+        load_config(
+            None, environ={**environ, "RAG_MONITOR_SAMPLING_RATE": "1"}, on_unread=told.append
+        )
+    assert [line.split(":")[0] for line in told] == [
+        "RAG_MONITOR_LOGLEVEL",
+        "RAG_MONITOR_PIPELINE_WORKER",
+        "RAG_MONITOR_FOO",
+        "RAG_MONITOR_LOG_LEVEL",  # no flags were given this time
+        "RAG_MONITOR_JUDGE_KEY",  # nor a file naming these
+        "RAG_MONITOR_TOKEN",
+    ]
+
+
 def test_a_tab_in_the_yaml_is_named_with_the_file(tmp_path: Path) -> None:
     path = tmp_path / "monitor.yaml"
     path.write_text("sampling:\n\trate: 0.5\n")
@@ -521,6 +567,25 @@ def test_duplicate_keys_are_named(tmp_path: Path, yaml_text: str, expected: str)
     assert any(expected in p for p in problems), problems
 
 
+def test_yaml_problems_name_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    for text, problem in [
+        (
+            "sampling:\n  rate: " + "[" * 100_000 + "]" * 100_000 + "\n",
+            "line 2: invalid YAML: nested too deeply",
+        ),
+        (
+            "sampling:\n  rate: 0.5\n  rate: 0.4\n",
+            "line 3: duplicate key 'rate' in sampling (first on line 2)",
+        ),
+        (_alias_bomb(), "YAML aliases expand to more than 100000 more values"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(path, environ={})
+        assert info.value.problems[0].startswith(f"{path}: {problem}"), info.value.problems
+
+
 def test_a_twelve_megabyte_config_loads(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     count = 0
@@ -582,7 +647,7 @@ _yaml_data = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(_yaml_data, st.sampled_from([None, True, False]))
-def test_the_event_loader_reads_what_the_safe_loader_reads(data: Any, flow: bool | None) -> None:
+def test_the_loader_reads_what_the_safe_loader_reads(data: Any, flow: bool | None) -> None:
     text = yaml.safe_dump(data, default_flow_style=flow)
     assert load_yaml(text) == yaml.safe_load(text)
 

@@ -98,7 +98,7 @@ class Checkout:
                 **os.environ,
                 "PATH": self.path,
                 "INSTALLS": str(self.installs),
-                "RAG_MONITOR_FRAMEWORK_ENVS": str(self.cache),
+                "MONITOR_TESTS_FRAMEWORK_ENVS": str(self.cache),
             },
             capture_output=True,
             text=True,

@@ -9,7 +9,7 @@ field, chosen among those the extraction reads, holds a hostile value: arbitrary
 lone surrogates and control characters, text nested 40 to 100,000 deep (JSON, a Python
 literal, content parts, tool messages: deep enough to parse, to pass Python's recursion
 limit, and far beyond), or past every text limit of a record. The cases that broke earlier
-trees run every time; a longer hunt: `RAG_MONITOR_FUZZ_EXAMPLES=200`. After each case:
+trees run every time; a longer hunt: `MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
 
 - both processes are alive and every good trace and record is in both results files;
 - the hostile trace gives its record too (a hostile value costs its attribute: read as
@@ -47,7 +47,7 @@ pytestmark = [
 ]
 
 # Generated cases beyond the explicit ones below.
-EXAMPLES = int(os.environ.get("RAG_MONITOR_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("MONITOR_TESTS_FUZZ_EXAMPLES", "8"))
 JSON_HEADERS = {"Content-Type": "application/json"}
 # The test's producer sends requests of at most 1 MiB (the client's default).
 KAFKA_VALUE_CHARS = 120_000

@@ -5,16 +5,18 @@ will look for; `check-config --probe` asks each judge one question against a scr
 OpenAI-compatible server over real HTTP (`tests/_judge_stub.py`) answering 401, 404, 429
 or too late; at run time an auth or not-found failure is its own outcome, counted and
 logged once with the fix; `replay` fails when an evaluator returned nothing but errors.
+litellm's log lines, at every level, go through the monitor's log like the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.judge.client import JudgeClient
+from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
@@ -36,7 +39,8 @@ PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", KEY_ENV)
 
 @pytest.fixture(autouse=True)
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in PROVIDER_KEYS:
+    # And RAG_MONITOR_* variables of the shell: check-config names each one it does not read.
+    for name in [*PROVIDER_KEYS, *(k for k in os.environ if k.startswith("RAG_MONITOR_"))]:
         monkeypatch.delenv(name, raising=False)
     yield
 
@@ -155,6 +159,25 @@ async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str,
     return proc.returncode, out.decode(), err.decode()
 
 
+async def _judged_once(
+    judge: dict[str, Any],
+) -> tuple[EvalResult, Callable[[str, str], float | None]]:
+    """`RECORD` scored once by `groundedness` through a judge client of config `judge`
+    (no key in its environment); the result, and `judge_requests_total` by model and
+    outcome."""
+    config = Config.model_validate({"judge": judge})
+    telemetry = create_telemetry()
+    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+
+    def requests(model: str, outcome: str) -> float | None:
+        labels = {"model": model, "outcome": outcome}
+        return telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels)
+
+    return result, requests
+
+
 PROBED = {
     "openai/refused": Reply(status=401, error="Incorrect API key provided"),
     "openai/missing": Reply(status=404, error="The model does not exist"),
@@ -206,6 +229,32 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (answered)" in out
 
 
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
+    tmp_path: Path, free_port: Callable[[], int], caplog: pytest.LogCaptureFixture
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: free_port is the point
+    judge = {"model": MODEL, "api_base": closed, "retries": 0}
+    code, _, err = await _cli(
+        "check-config",
+        str(_write(tmp_path, judge, [{"name": "f1"}, {"name": "groundedness"}])),
+        "--probe",
+    )
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("judge ")]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(
+        f"judge {MODEL} at {closed} (groundedness): unreachable: nothing answers at {closed}; "
+        "is the server running? ("
+    ), lines
+
+    result, requests = await _judged_once(judge)
+    assert result.error is not None and result.error.startswith("unreachable:"), result.error
+    assert requests(MODEL, "unreachable") == 1
+    assert f"unreachable: nothing answers at {closed}; is the server running?" in caplog.text
+
+
 @pytest.mark.asyncio
 async def test_auth_and_not_found_are_named_counted_and_logged_once_with_the_fix(
     stub: StubJudge, caplog: pytest.LogCaptureFixture
@@ -238,14 +287,9 @@ async def test_a_missing_provider_key_at_run_time_is_an_auth_failure(
     """litellm calls a key missing on our side a server error (500); it is not one. No
     server is needed: the call fails before it is sent."""
     model = "openai/gpt-4o-mini"
-    config = Config.model_validate({"judge": {"model": model, "retries": 0}})
-    telemetry = create_telemetry()
-    client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
-    context = BuildContext(judge=client, judge_model=model)
-    result = await build(EvaluatorConfig(name="groundedness"), context).evaluate(RECORD)
+    result, requests = await _judged_once({"model": model, "retries": 0})
     assert result.error is not None and result.error.startswith("auth:"), result.error
-    labels = {"model": model, "outcome": "auth"}
-    assert telemetry.registry.get_sample_value("rag_monitor_judge_requests_total", labels) == 1
+    assert requests(model, "auth") == 1
     assert "set a valid key in OPENAI_API_KEY" in caplog.text
 
 
@@ -263,3 +307,28 @@ async def test_replay_fails_when_an_evaluator_returned_nothing_but_errors(
     assert code == 1
     assert "groundedness: all 2 results were errors (the log says why)" in out
     assert "f1: all" not in out  # f1 scored both records
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_replay_with_a_judge_at_debug_logs_json_on_stderr_and_only_the_summary_on_stdout(
+    stub: StubJudge, tmp_path: Path
+) -> None:
+    """litellm puts a handler of its own on its loggers (lines below WARNING to stdout, in
+    its own format) and logs DEBUG lines through it while it is imported: at
+    `--log-level debug` every one of those goes through the monitor's JSON log too."""
+    records = tmp_path / "records.jsonl"
+    records.write_text(RECORD.model_dump_json() + "\n")
+    judge = {"model": MODEL, "api_base": stub.openai_base, "retries": 0}
+    path = _write(tmp_path, judge, [{"name": "groundedness"}])
+    argv = ["--log-level", "debug", "--log-format", "json", "replay", str(records)]
+    code, out, err = await _cli(*argv, "--config", str(path))
+    assert code == 0, err[-3000:]
+    logged = [json.loads(line) for line in err.splitlines()]  # each line one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(entry) for entry in logged)
+    assert any(e["logger"] == "LiteLLM" and e["level"] == "DEBUG" for e in logged), logged
+    assert len(stub.received) == 1  # the judge was called
+    lines = out.splitlines()
+    assert lines[0] == "1 records evaluated, 0 malformed lines skipped, 0 abandoned", out
+    assert lines[1].split()[:2] == ["evaluator", "count"] and set(lines[2]) <= {"-", " "}
+    assert [line.split()[:2] for line in lines[3:]] == [["groundedness", "1"]], out

@@ -9,8 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +301,44 @@ def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_variables_nothing_reads_are_named_by_check_config_and_run(
+    cli: list[str], tmp_path: Path
+) -> None:
+    unread = {"RAG_MONITOR_LOGLEVEL": "debug", "RAG_MONITOR_FOO": "1"}
+    checked = subprocess.run(
+        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
+        capture_output=True,
+        text=True,
+        env=_env(**unread),
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.splitlines() == [
+        "RAG_MONITOR_LOGLEVEL: not read (no flag or config key has this name); "
+        "did you mean RAG_MONITOR_LOG_LEVEL?",
+        "RAG_MONITOR_FOO: not read (no flag or config key has this name); the flags' "
+        "variables are RAG_MONITOR_LOG_LEVEL, RAG_MONITOR_LOG_FORMAT, RAG_MONITOR_CONFIG; "
+        "config keys are set by RAG_MONITOR_<SECTION>__<KEY>",
+    ]
+    # `run` logs them before it starts (here it stops at the config's problem).
+    config = tmp_path / "c.yaml"
+    config.write_text("sampling:\n  rate: 2\n")
+    ran = subprocess.run(
+        [*cli, "--log-format", "json", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=_env(RAG_MONITOR_LOGLEVEL="debug"),
+        timeout=60,
+    )
+    assert ran.returncode == 1
+    logged = [json.loads(line) for line in ran.stderr.splitlines()]
+    assert [(e["level"], e["message"].split(":")[0]) for e in logged] == [
+        ("WARNING", "RAG_MONITOR_LOGLEVEL"),
+        ("ERROR", "config error"),
+    ], logged
+    assert "did you mean RAG_MONITOR_LOG_LEVEL?" in logged[0]["message"]
+
+
 def test_check_config_prints_the_effective_configuration(cli: list[str], tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
@@ -444,4 +484,31 @@ def test_send_sample_without_a_monitor_says_so(
     assert result.stderr.splitlines() == [
         f"http://127.0.0.1:{closed}/v1/traces: the monitor did not take the sample traces "
         "(is it running?): connection refused"
+    ]
+
+
+def test_send_sample_to_a_server_that_is_not_the_monitor_says_so_in_one_line(
+    cli: list[str],
+) -> None:
+    """An HTTP server that refuses the POST (501): the exporter's own ERROR line is not
+    printed; send-sample's one line carries what it said."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = subprocess.run(
+            [*cli, "send-sample", "--endpoint", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{url}/v1/traces: the monitor did not take the sample traces (is this the monitor's "
+        "OTLP/HTTP endpoint?): Failed to export spans batch code: 501, reason: Unsupported "
+        "method ('POST')"
     ]

@@ -5,7 +5,7 @@
 # tests/js/package-lock.json. Each goes into a cache folder named by its lock's hash, so an
 # unchanged lock is built once per machine and a changed one is built afresh; older builds
 # of the same stack are removed. Links tests/js/node_modules to the JavaScript packages and
-# prints the cache folder (tests/run.sh exports it as RAG_MONITOR_FRAMEWORK_ENVS).
+# prints the cache folder (tests/run.sh exports it as MONITOR_TESTS_FRAMEWORK_ENVS).
 #
 # Usage: build.sh [UV]; UV is the uv to install with (default: uv on PATH). Refresh a lock
 # with `uv pip compile tests/frameworks/envs/NAME/requirements.in --python-version 3.11
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 uv="${1:-uv}"
-cache="${RAG_MONITOR_FRAMEWORK_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/rag-monitor/framework-envs}"
+cache="${MONITOR_TESTS_FRAMEWORK_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/rag-monitor/framework-envs}"
 mkdir -p "$cache"
 
 fresh() {  # $1: the build's folder; succeeds when it is complete
