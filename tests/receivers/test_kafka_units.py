@@ -14,7 +14,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from monitor.component import Delivery
+from monitor.component import ACCEPTED, Accepted, Delivery
 from monitor.config import ConfigError
 from monitor.config import KafkaConfig as KafkaSettings
 from monitor.receivers.kafka import KafkaReceiver, client_options
@@ -286,12 +286,12 @@ class _Stage:
     def refuses(self) -> bool:
         return False
 
-    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted:
         self.deliveries.extend(deliveries)
-        return True
+        return ACCEPTED
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
-        return self.consume(deliveries)
+        return bool(self.consume(deliveries))
 
     def flush(self) -> None:
         pass

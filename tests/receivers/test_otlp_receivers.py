@@ -305,9 +305,9 @@ async def test_bad_grpc_input_gets_status_and_counted_reason(telemetry: Telemetr
 
 
 async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry) -> None:
-    stage = RecordingStage()
-    stage.block.clear()  # evaluation is stuck: the assembler cannot hand records on
-    receivers = await _started(_config(queue_size=4), stage, telemetry)
+    stage = RecordingStage(capacity=4)
+    stage.hold()  # evaluation is stuck: it holds what it takes until it is full
+    receivers = await _started(_config(), stage, telemetry)
     assert not receivers.trace.refuses()
     try:
         assert receivers.http is not None and receivers.grpc is not None
@@ -326,7 +326,7 @@ async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry
         code, _ = await asyncio.to_thread(_grpc_call, grpc_port, otlp_bytes(spans))
         assert code == grpc.StatusCode.UNAVAILABLE
         assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") >= 2
-        stage.block.set()  # pressure released: everything accepted is delivered
+        stage.release()  # pressure released: everything accepted is delivered
         accepted = statuses.count(200)
         await stage.wait_until(lambda: len(stage.records) >= accepted)
         response = await asyncio.to_thread(_post, http_port, otlp_bytes(spans), PROTO)
@@ -397,13 +397,13 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     and a second call does nothing."""
     config = _config()
     stage = trace_stage(config, RecordingStage(), telemetry)
-    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    receivers = OtlpReceivers(config, stage, telemetry)
     await receivers.shutdown(1.0)  # never started
     await stage.shutdown(1.0)
     assert stage.abandoned == 0
 
     stage = trace_stage(config, RecordingStage(), telemetry)
-    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    receivers = OtlpReceivers(config, stage, telemetry)
     await stage.start()
     await receivers.start()
     assert receivers.http is not None and receivers.http.port
@@ -418,7 +418,7 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     assert not stage.accepting and stage.abandoned == 0
 
 
-@pytest.mark.parametrize("rate", [1.0, 0.999])  # decoded in the decode thread / on the loop
+@pytest.mark.parametrize("rate", [1.0, 0.999])  # every span built / only the kept traces'
 async def test_a_chunked_body_is_read_whole(rate: float, telemetry: Telemetry) -> None:
     stage = RecordingStage()
     config = _config().model_copy(

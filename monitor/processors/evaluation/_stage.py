@@ -2,13 +2,15 @@
 
 The trace stage hands in sampled traces (`SampledTrace`: spans as assembled) and records
 (`SampledRecord`: Kafka JSON, replay), each with the set of evaluators that sample it —
-decided once upstream — with `put_many`, which waits for room: the queue is bounded in
-items (`pipeline.queue_size`) and in bytes (`pipeline.queue_bytes`), so a slow stage
-pushes back all the way to the receivers. The byte bound counts what is queued and what
-is in work together, each at what it will cost: a record at its estimated size
-(`record_bytes`: its text and a share for every document and history turn), a trace at
-its spans' bytes until it is extracted and at its records' estimated size after; while
-the records in work weigh more than the bound, one item at most waits in the queue.
+decided once upstream — with `take`, on the event loop, which never waits: the queue is
+bounded in items (`pipeline.queue_size`) and in bytes (`pipeline.queue_bytes`), and while
+it is `full` the trace stage refuses new deliveries, so a slow stage pushes back all the
+way to the receivers (what one accepted delivery releases may pass the bounds). The byte
+bound counts what is queued and what is in work together, each at what it will cost: a
+record at its estimated size (`record_bytes`: its text and a share for every document
+and history turn), a trace at its spans' bytes until it is extracted and at its records'
+estimated size after; while the records in work weigh more than the bound, the stage is
+full as soon as one item waits. `put_many` (benches, tests) waits for room instead.
 
 Each worker (an asyncio task) takes what is queued (up to `_MAX_BATCH` items when every
 evaluator is a CPU scorer, else one) and runs one task for the batch (`_task.py`): it
@@ -42,6 +44,7 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
+from monitor._bounded import BoundedQueue
 from monitor.component import BatchSink, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
@@ -113,18 +116,14 @@ class EvaluationStage:
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
         self._t = telemetry
-        self._queue: deque[Item] = deque()
-        self._queue_size = queue_size
-        self._queue_bytes = queue_bytes
-        self._queued_bytes = 0
+        self._queue: BoundedQueue[Item] = BoundedQueue(queue_size, queue_bytes)
         # Estimated bytes of the items in work (see the module docstring), by id.
         self._in_work_bytes = 0
         self._cost: dict[int, int] = {}
-        # One lock for the queue; putters wait for room, workers for work, apart: a
-        # record handed in wakes as many workers as it makes batches, not all of them.
-        self._lock = asyncio.Lock()
-        self._has_room = asyncio.Condition(self._lock)  # records left the queue, or stopping
-        self._has_work = asyncio.Condition(self._lock)  # records entered the queue
+        # Workers waiting for work, each woken alone: items handed in wake as many workers
+        # as they make batches, not all of them.
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._has_room = asyncio.Event()  # items left the queue or work, or stopping
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.
@@ -163,36 +162,59 @@ class EvaluationStage:
         ]
         self._accepting = True
 
+    @property
+    def full(self) -> bool:
+        """Whether the queue holds what its bounds allow (an empty queue never does)."""
+        return bool(self._queue) and not self._room_for(1)
+
+    def take(self, items: Sequence[Item]) -> int:
+        """Queue `items` at once, past the bounds if need be; 0 once stopped accepting."""
+        if not self._accepting:
+            return 0
+        for item in items:
+            self._queue.append(item, item.size)
+        self._queued()
+        return len(items)
+
+    async def room(self) -> bool:
+        """Wait until the stage is not `full`; False once it stopped accepting."""
+        while self._accepting and self.full:
+            self._has_room.clear()
+            await self._has_room.wait()
+        return self._accepting
+
     async def put_many(self, items: Sequence[Item]) -> int:
-        """Take items in order, waiting for room; returns how many were taken before the
-        stage stopped accepting (the caller still owns the rest)."""
-        sizes = [item.size for item in items]
+        """Take items in order, waiting for room for each; returns how many were taken
+        before the stage stopped accepting (the caller still owns the rest)."""
         taken = 0
-        async with self._lock:
-            while taken < len(items):
-                await self._has_room.wait_for(partial(self._room_for, sizes[taken]))
-                if not self._accepting:
-                    break
-                # Everything that fits at once: one wake-up of the workers, not one a record.
-                while taken < len(items) and self._room_for(sizes[taken]):
-                    self._queue.append(items[taken])
-                    self._queued_bytes += sizes[taken]
-                    taken += 1
-                self._depth.set(len(self._queue))
-                self._has_work.notify(-(-len(self._queue) // self._max_batch))  # one per batch
+        while taken < len(items) and self._accepting:
+            if not self._room_for(items[taken].size):
+                self._has_room.clear()
+                await self._has_room.wait()
+                continue
+            # Everything that fits at once: one wake-up of the workers, not one a record.
+            while taken < len(items) and self._room_for(items[taken].size):
+                self._queue.append(items[taken], items[taken].size)
+                taken += 1
+            self._queued()
         return taken
 
     def _room_for(self, size: int) -> bool:
-        """Whether `put_many` can go on: room for `size` bytes, or no longer accepting.
-        One record larger than the byte bound still enters an empty queue."""
-        return (
-            not self._accepting
-            or not self._queue
-            or (
-                len(self._queue) < self._queue_size
-                and self._queued_bytes + self._in_work_bytes + size <= self._queue_bytes
-            )
-        )
+        """Room for one more item of `size` bytes. One record larger than the byte bound
+        still enters an empty queue."""
+        return not self._queue or self._queue.fits(size, beside=self._in_work_bytes)
+
+    def _queued(self) -> None:
+        """Items entered the queue: wake a worker per batch they make."""
+        self._depth.set(len(self._queue))
+        self._wake(-(-len(self._queue) // self._max_batch))
+
+    def _wake(self, workers: int) -> None:
+        while workers and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                workers -= 1
 
     @property
     def abandoned(self) -> int:
@@ -209,9 +231,8 @@ class EvaluationStage:
             return
         self._stopped = True
         started = time.monotonic()
-        async with self._lock:
-            self._accepting = False
-            self._has_room.notify_all()
+        self._accepting = False
+        self._has_room.set()
         try:
             async with asyncio.timeout(deadline_s):
                 while self._queue or self._in_work:
@@ -219,12 +240,12 @@ class EvaluationStage:
                     await self._idle.wait()
         except TimeoutError:
             unevaluated = [job for key, job in self._in_work.items() if key not in self._writing]
-            left = [*self._queue, *unevaluated]
+            left = [*self._queue.clear(), *unevaluated]
             self._abandoned += len(left)
-            self._queue.clear()
             for job in unevaluated:
                 del self._in_work[id(job)]
                 self._in_work_bytes -= self._cost.pop(id(job), 0)
+            self._depth.set(0)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
                 deadline_s,
@@ -260,23 +281,24 @@ class EvaluationStage:
 
     async def _take(self) -> list[Item]:
         """Wait for room among unwritten results, then for work; take up to a batch."""
-        while self._unwritten >= self._queue_size:
+        while self._unwritten >= self._queue.max_items:
             self._write_room.clear()
             await self._write_room.wait()
-        async with self._lock:
-            await self._has_work.wait_for(lambda: bool(self._queue))
-            jobs = [self._queue.popleft()]
-            while len(jobs) < self._max_batch and self._queue:
-                jobs.append(self._queue.popleft())
-            for job in jobs:
-                self._queued_bytes -= job.size
-                self._in_work[id(job)] = job
-                self._cost[id(job)] = job.size
-                self._in_work_bytes += job.size
-            self._depth.set(len(self._queue))
-            if self._queue:
-                self._has_work.notify()  # more than this batch was waiting: pass it on
-            self._has_room.notify_all()
+        while not self._queue:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter
+        jobs = [self._queue.popleft()]
+        while len(jobs) < self._max_batch and self._queue:
+            jobs.append(self._queue.popleft())
+        for job in jobs:
+            self._in_work[id(job)] = job
+            self._cost[id(job)] = job.size
+            self._in_work_bytes += job.size
+        self._depth.set(len(self._queue))
+        if self._queue:
+            self._wake(1)  # more than this batch was waiting: pass it on
+        self._has_room.set()
         return jobs
 
     async def _work(self) -> None:
@@ -314,6 +336,7 @@ class EvaluationStage:
         if self._in_work.pop(id(job), None) is None:
             return
         self._in_work_bytes -= self._cost.pop(id(job), 0)
+        self._has_room.set()
         self._completed += 1
         if job.on_done is not None:
             job.on_done(ok)
@@ -417,6 +440,7 @@ class EvaluationStage:
         if id(job) in self._cost:
             self._in_work_bytes += cost - self._cost[id(job)]
             self._cost[id(job)] = cost
+            self._has_room.set()
 
     def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
         return InFlight(
