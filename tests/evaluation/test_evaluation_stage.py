@@ -19,7 +19,7 @@ from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
-from monitor.processors.evaluation import _stage as stage_module
+from monitor.processors.evaluation import _queue as queue_module
 from monitor.processors.evaluation._runner import JobDone
 from monitor.processors.evaluation._task import Job
 from monitor.receivers.replay_summary import SummarySink
@@ -517,7 +517,7 @@ async def test_items_handed_in_between_wake_ups_go_to_a_worker_as_one_batch(
     before `BATCH_INTERVAL_S` has passed wait and go together, or as soon as they make a
     whole batch: one task per batch, not one per hand-over. (The interval is made long
     here, so that only a whole batch moves them.)"""
-    monkeypatch.setattr(stage_module, "BATCH_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(queue_module, "BATCH_INTERVAL_S", 3600.0)
     stage, summary = _stage(telemetry, [CpuScorerStub("a")])  # type: ignore[list-item]
     batches: list[int] = []
     run = stage._runner.run

@@ -2,23 +2,18 @@
 
 The trace stage hands in sampled traces (`SampledTrace`: spans as assembled) and records
 (`SampledRecord`: Kafka JSON, replay), each with the set of evaluators that sample it —
-decided once upstream — with `take`, on the event loop, which never waits: the queue is
-bounded in items (`pipeline.queue_size`) and in bytes (`pipeline.queue_bytes`), and while
-it is `full` the trace stage refuses new deliveries, so a slow stage pushes back all the
-way to the receivers (what one accepted delivery releases may pass the bounds). The byte
-bound counts what is queued and what is in work together, each at what it will cost: a
-record at its estimated size (`record_bytes`: its text and a share for every document
-and history turn), a trace at its spans' bytes until it is extracted and at its records'
-estimated size after; while the records in work weigh more than the bound, the stage is
-full as soon as one item waits. `put_many` (benches, tests) waits for room instead.
+decided once upstream — with `take`, on the event loop, which never waits: the queue
+(`_queue.py`) is bounded in items (`pipeline.queue_size`) and in bytes
+(`pipeline.queue_bytes`, what is in work counted too, at what it will cost: a record at
+its estimated size, `record_bytes`; a trace at its spans' bytes until it is extracted and
+at its records' estimated size after), and while it is `full` the trace stage refuses new
+deliveries, so a slow stage pushes back all the way to the receivers. `put_many`
+(benches, tests) waits for room instead.
 
-Each worker (an asyncio task) takes what is queued (up to `_MAX_BATCH` items when every
-evaluator is a CPU scorer, else one) and runs one task for the batch (`_task.py`).
-Workers are woken for queued items at most once per `BATCH_INTERVAL_S` unless a whole
-batch waits (the first items after a quiet interval at once): a task costs the pool a
-pickle and a round trip whatever its size, so at a steady sampled rate items go in
-batches rather than one task each (measured: a quarter of a microsecond of the workers'
-CPU per span received at 1% sampling). A task: it
+Each worker (an asyncio task) takes a batch of what is queued (up to `_MAX_BATCH` items
+when every evaluator is a CPU scorer, else one; woken at most once per
+`_queue.BATCH_INTERVAL_S` unless a whole batch waits) and runs one task for it
+(`_task.py`): it
 extracts the traces' records and scores every record with the CPU scorers (`CpuScorer`,
 the local evaluators) that sample it, in a process of the worker pool
 (`pipeline.processes`) or, without one, in one worker-thread hop (`_runner.py`). Each
@@ -45,11 +40,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
-from monitor._bounded import BoundedQueue
 from monitor.component import BatchSink, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
@@ -57,6 +50,7 @@ from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, BeyondBase, InFlight
+from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
 from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
 from monitor.record_limits import record_bytes
@@ -66,13 +60,9 @@ from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-Item = SampledRecord | SampledTrace
-
 # Queued items a worker takes at once. Bounded so that one batch of large records stays
 # well inside the evaluation deadline and other workers get a share of a burst.
 _MAX_BATCH = 16
-# The least time between two wake-ups of the workers for less than a batch.
-BATCH_INTERVAL_S = 0.05
 _POOL_GRACE_S = 5.0
 # How long writes a stopped sink still owes are waited for before they are given up.
 _WRITE_GRACE_S = 5.0
@@ -119,28 +109,19 @@ class EvaluationStage:
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
-        self._max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
+        max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
         self._t = telemetry
-        self._queue: BoundedQueue[Item] = BoundedQueue(queue_size, queue_bytes)
-        # Estimated bytes of the items in work (see the module docstring), by id.
-        self._in_work_bytes = 0
-        self._cost: dict[int, int] = {}
-        # Workers waiting for work, each woken alone: items handed in wake as many workers
-        # as they make batches, not all of them.
-        self._waiting: deque[asyncio.Future[None]] = deque()
-        self._has_room = asyncio.Event()  # items left the queue or work, or stopping
-        self._woken_at = -BATCH_INTERVAL_S  # loop time of the last wake-up for new items
-        self._wake_later: asyncio.TimerHandle | None = None
+        self._queue = WorkQueue(
+            queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
+        )
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.
         self._workers = max(workers, cpu_pool.slots) if cpu_pool is not None else workers
         self._pool = cpu_pool
         self._tasks: list[asyncio.Task[None]] = []
-        self._depth = telemetry.queue_depth.labels("evaluate")
-        self._accepting = False
         self._in_work: dict[int, Item] = {}
         # Items evaluated whose results wait to be persisted; bounded like the queue.
         self._unwritten = 0
@@ -160,7 +141,7 @@ class EvaluationStage:
 
     @property
     def accepting(self) -> bool:
-        return self._accepting
+        return self._queue.accepting
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -169,74 +150,25 @@ class EvaluationStage:
         self._tasks = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._workers)
         ]
-        self._accepting = True
+        self._queue.accepting = True
 
     @property
     def full(self) -> bool:
         """Whether the queue holds what its bounds allow (an empty queue never does)."""
-        return bool(self._queue) and not self._room_for(1)
+        return self._queue.full
 
     def take(self, items: Sequence[Item]) -> int:
         """Queue `items` at once, past the bounds if need be; 0 once stopped accepting."""
-        if not self._accepting:
-            return 0
-        for item in items:
-            self._queue.append(item, item.size)
-        self._queued()
-        return len(items)
+        return self._queue.take(items)
 
     async def room(self) -> bool:
         """Wait until the stage is not `full`; False once it stopped accepting."""
-        while self._accepting and self.full:
-            self._has_room.clear()
-            await self._has_room.wait()
-        return self._accepting
+        return await self._queue.room()
 
     async def put_many(self, items: Sequence[Item]) -> int:
         """Take items in order, waiting for room for each; returns how many were taken
         before the stage stopped accepting (the caller still owns the rest)."""
-        taken = 0
-        while taken < len(items) and self._accepting:
-            if not self._room_for(items[taken].size):
-                self._has_room.clear()
-                await self._has_room.wait()
-                continue
-            # Everything that fits at once: one wake-up of the workers, not one a record.
-            while taken < len(items) and self._room_for(items[taken].size):
-                self._queue.append(items[taken], items[taken].size)
-                taken += 1
-            self._queued()
-        return taken
-
-    def _room_for(self, size: int) -> bool:
-        """Room for one more item of `size` bytes. One record larger than the byte bound
-        still enters an empty queue."""
-        return not self._queue or self._queue.fits(size, beside=self._in_work_bytes)
-
-    def _queued(self) -> None:
-        """Items entered the queue: wake a worker per batch they make, now if a whole
-        batch waits or the last wake-up is `BATCH_INTERVAL_S` old, else then."""
-        self._depth.set(len(self._queue))
-        loop = asyncio.get_running_loop()
-        wait = self._woken_at + BATCH_INTERVAL_S - loop.time()
-        if len(self._queue) >= self._max_batch or wait <= 0:
-            self._wake_for_queued()
-        elif self._wake_later is None:
-            self._wake_later = loop.call_later(wait, self._wake_for_queued)
-
-    def _wake_for_queued(self) -> None:
-        if self._wake_later is not None:
-            self._wake_later.cancel()
-            self._wake_later = None
-        self._woken_at = asyncio.get_running_loop().time()
-        self._wake(-(-len(self._queue) // self._max_batch))
-
-    def _wake(self, workers: int) -> None:
-        while workers and self._waiting:
-            waiter = self._waiting.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                workers -= 1
+        return await self._queue.put(items)
 
     @property
     def abandoned(self) -> int:
@@ -253,8 +185,7 @@ class EvaluationStage:
             return
         self._stopped = True
         started = time.monotonic()
-        self._accepting = False
-        self._has_room.set()
+        self._queue.stop()
         try:
             async with asyncio.timeout(deadline_s):
                 while self._queue or self._in_work:
@@ -266,8 +197,7 @@ class EvaluationStage:
             self._abandoned += len(left)
             for job in unevaluated:
                 del self._in_work[id(job)]
-                self._in_work_bytes -= self._cost.pop(id(job), 0)
-            self._depth.set(0)
+                self._queue.done(job)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
                 deadline_s,
@@ -281,8 +211,6 @@ class EvaluationStage:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._wake_later is not None:
-            self._wake_later.cancel()
         if self._pool is not None:
             # The workers are idle unless records were abandoned: either way they get
             # what is left of the deadline (and at most a few seconds) to exit.
@@ -308,21 +236,9 @@ class EvaluationStage:
         while self._unwritten >= self._queue.max_items:
             self._write_room.clear()
             await self._write_room.wait()
-        while not self._queue:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiting.append(waiter)
-            await waiter
-        jobs = [self._queue.popleft()]
-        while len(jobs) < self._max_batch and self._queue:
-            jobs.append(self._queue.popleft())
+        jobs = await self._queue.next_batch()
         for job in jobs:
             self._in_work[id(job)] = job
-            self._cost[id(job)] = job.size
-            self._in_work_bytes += job.size
-        self._depth.set(len(self._queue))
-        if self._queue:
-            self._wake(1)  # more than this batch was waiting: pass it on
-        self._has_room.set()
         return jobs
 
     async def _work(self) -> None:
@@ -359,8 +275,7 @@ class EvaluationStage:
         self._told.discard(id(job))
         if self._in_work.pop(id(job), None) is None:
             return
-        self._in_work_bytes -= self._cost.pop(id(job), 0)
-        self._has_room.set()
+        self._queue.done(job)
         self._completed += 1
         if job.on_done is not None:
             job.on_done(ok)
@@ -429,7 +344,7 @@ class EvaluationStage:
             trace = next(done)
             assert isinstance(trace, TraceDone)
             records = self._extracted(job, trace.extraction)
-            self._recost(job, sum(map(record_bytes, records)))
+            self._queue.recost(job, sum(map(record_bytes, records)))
             flights = [
                 self._flight(record, job.sampled, scored)
                 for record, scored in zip(records, trace.scored, strict=True)
@@ -458,13 +373,6 @@ class EvaluationStage:
             except Exception:
                 log.exception("telling the trace stage what %s gave", _describe(job))
         return extraction.records if isinstance(extraction, TraceRecords) else []
-
-    def _recost(self, job: Item, cost: int) -> None:
-        """An item in work now costs `cost` (a trace once its records are built)."""
-        if id(job) in self._cost:
-            self._in_work_bytes += cost - self._cost[id(job)]
-            self._cost[id(job)] = cost
-            self._has_room.set()
 
     def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
         return InFlight(
