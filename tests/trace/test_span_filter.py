@@ -12,17 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.spans import decode_protobuf, read_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import WATER, emit_openinference, otlp_bytes
+from tests._otlp import WATER, emit_openinference, finished_spans, otlp_bytes
 from tests._pipeline import trace_stage, unpack
 
 TRACES = 60
@@ -51,13 +47,9 @@ def _bodies(seed: int) -> tuple[list[bytes], set[str]]:
     """Two export requests holding whole traces of two services, some with a failed
     span; and the ids of the traces with one."""
     rng = random.Random(seed)
-    requests: list[bytes] = []
     failed: set[str] = set()
-    for service in ("rag-api", "rag-batch"):
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        tracer = provider.get_tracer("tests")
+
+    def emit(tracer: Tracer) -> None:
         for _ in range(TRACES // 2):
             if rng.random() < 0.2:
                 with tracer.start_as_current_span("RetrievalQA") as root:
@@ -68,8 +60,8 @@ def _bodies(seed: int) -> tuple[list[bytes], set[str]]:
                     failed.add(f"{root.get_span_context().trace_id:032x}")
             else:
                 emit_openinference(tracer, WATER, lambda: None)
-        provider.shutdown()
-        requests.append(otlp_bytes(list(exporter.get_finished_spans())))
+
+    requests = [otlp_bytes(finished_spans(s, emit)) for s in ("rag-api", "rag-batch")]
     return requests, failed
 
 
