@@ -5,8 +5,8 @@ it a poll's deliveries, and its rebalance callbacks ask it to suspend, resume or
 back partitions, each as a call run on the loop whose answer the thread waits for (an
 awaited round trip: the thread does nothing meanwhile). Before the receiver starts there
 is no loop to go through, and calls run where they are made (the unit tests drive the
-receiver's parts that way). Once the loop is closed (the process is stopping past its
-service), a call answers what a stopped stage would.
+receiver's parts that way), as do calls made on the loop itself. Once the loop is closed
+(the process is stopping past its service), a call answers what a stopped stage would.
 """
 
 from __future__ import annotations
@@ -51,14 +51,25 @@ class StageThroughLoop:
 
     def _call(self, method: Callable[[A], R], argument: A, *, closed: R) -> R:
         loop = self.loop
-        if loop is None:
-            return method(argument)
+        if loop is None or _running_loop() is loop:
+            return method(argument)  # not started, or already on the loop: run it here
+        if loop.is_closed():
+            return closed  # no stage to reach
+        call = _run(method, argument)
         try:
-            future = asyncio.run_coroutine_threadsafe(_run(method, argument), loop)
-        except RuntimeError:  # the loop is closed: no stage to reach
+            future = asyncio.run_coroutine_threadsafe(call, loop)
+        except RuntimeError:  # closed meanwhile
+            call.close()
             return closed
         return future.result()
 
 
 async def _run(method: Callable[[A], R], argument: A) -> R:
     return method(argument)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # this thread runs no loop
+        return None
