@@ -138,6 +138,14 @@ def _metrics(port: int) -> dict[str, float]:
     return out
 
 
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
+            return int(r.status) == 200
+    except OSError:  # not listening yet, or 503 (an HTTPError)
+        return False
+
+
 def _sum(metrics: dict[str, float], prefix: str) -> float:
     return sum(v for k, v in metrics.items() if k.startswith(prefix))
 
@@ -193,7 +201,8 @@ def on_cpus(cpus: set[int]) -> Iterator[None]:
 
 def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.Popen[bytes]:
     """`rag-monitor run --config CONFIG` (this checkout's, as `-m monitor` from it), once
-    /metrics answers. `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
+    /readyz answers 200 (every component started: the metrics port answers before the
+    receivers listen). `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
     its evaluation workers to the others, so the server CPU measured is the ingest
     process's own, undisturbed by the scoring (the workers inherit the CPU count, so a
     pinned monitor runs one)."""
@@ -213,17 +222,13 @@ def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.P
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env)
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            _metrics(metrics_port)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc, 10)
-                raise RuntimeError("monitor did not start") from None
-            time.sleep(0.2)
+    while not _ready(metrics_port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc, 10)
+            raise RuntimeError("monitor did not start")
+        time.sleep(0.2)
     if pin:
-        # The workers are up once /metrics answers; replacements fork from the
+        # The workers are up once the monitor is ready; replacements fork from the
         # forkserver, which moves with them.
         for child in descendants(proc.pid):
             with contextlib.suppress(OSError):
