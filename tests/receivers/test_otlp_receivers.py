@@ -9,8 +9,8 @@ import asyncio
 import base64
 import gzip
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import grpc
 import httpx
@@ -30,9 +30,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp import OtlpReceivers
+from monitor.receivers.otlp import _wire as wire
+from monitor.receivers.otlp._wire import decode
+from monitor.spans import RequestSpans
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from tests._pipeline import RecordingStage, Served, started, trace_stage
+
+T = TypeVar("T")
 
 
 def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
@@ -446,3 +451,31 @@ def _post_chunks(port: int | None, pieces: list[bytes], headers: dict[str, str])
     return httpx.post(
         f"http://127.0.0.1:{port}/v1/traces", content=iter(pieces), headers=headers, timeout=10
     )
+
+
+async def test_a_small_protobuf_body_is_read_on_the_loop_and_any_other_in_the_decode_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    offloaded: list[bool] = []
+
+    async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        offloaded.append(True)
+        return fn(*args, **kwargs)
+
+    _, spans = capture(CONVENTIONS["genai"], WATER)
+    body = otlp_bytes(spans)
+    cases = [
+        (body, {}, False),
+        (gzip.compress(body), {"gzip": True}, True),
+        (_json_body(body), {"as_json": True}, True),
+    ]
+    for data, how, in_thread in cases:
+        offloaded.clear()
+        options = {"gzip": False, "as_json": False, **how}
+        request = await decode(offload, data, limit=1 << 20, logs=False, **options)
+        assert offloaded == ([True] if in_thread else []), how
+        assert len(request.build().spans if isinstance(request, RequestSpans) else request.spans)
+    monkeypatch.setattr(wire, "LOOP_READ_BYTES", len(body) - 1)
+    offloaded.clear()
+    await decode(offload, body, gzip=False, as_json=False, limit=1 << 20, logs=False)
+    assert offloaded == [True]  # larger than a loop read

@@ -1,9 +1,10 @@
 """The OTLP receivers: `TraceService/Export` over gRPC and `POST /v1/traces` over HTTP.
 
 `OtlpReceivers` is one component for the service to start and stop: both servers share
-one decode thread (decompression and protobuf/JSON decoding stay off the event loop: a
-request awaits its decode there), then hand each request's spans to the trace stage on
-the loop as one `Delivery`. When the trace stage refuses (the evaluation stage is full)
+one decode thread (decompression, JSON, log events and large bodies are decoded there
+while the request awaits them; a small protobuf body is read on the loop,
+`_wire.LOOP_READ_BYTES`), then hand each request's spans to the trace stage on the loop
+as one `Delivery`. When the trace stage refuses (the evaluation stage is full)
 they answer with a retryable status (HTTP 503 + `Retry-After`, gRPC `UNAVAILABLE`), so
 senders retry instead of the monitor buffering without bound.
 """

@@ -89,6 +89,25 @@ def decode_request(
     return read_protobuf(body)
 
 
+# An uncompressed protobuf trace body up to this size is read on the event loop (its ids
+# as columns: under a millisecond); anything else — gzip, JSON, log events, larger
+# bodies — in the decode thread. The thread's round trip costs more than such a read:
+# measured in turns on 2 CPUs with 512-span requests, 0.28 µs per span more of the
+# ingest process's CPU with nothing sampled (1.63 against 1.35 µs) and 0.57 µs at 1%
+# sampling (2.66 against 2.09 µs), a tenth of the whole sidecar's CPU per span.
+LOOP_READ_BYTES = 1 << 20
+
+
+async def decode(
+    offload: Offload, body: bytes, *, gzip: bool, as_json: bool, limit: int, logs: bool
+) -> Request:
+    """`decode_request` where it costs least: on the loop for a small protobuf trace body
+    (`LOOP_READ_BYTES`), else in the decode thread, awaited."""
+    if len(body) <= LOOP_READ_BYTES and not (gzip or as_json or logs):
+        return read_protobuf(body)
+    return await offload(decode_request, body, gzip=gzip, as_json=as_json, limit=limit, logs=logs)
+
+
 def hand_over(
     consumer: TraceConsumer, receiver: str, request: Request, *, logs: bool
 ) -> Accepted | Refused:

@@ -1,8 +1,8 @@
 """OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 
-The method is registered with raw bytes in and out, so decoding happens in the receivers'
-decode thread instead of on the event loop; the spans then go to the trace stage on the
-loop. Status codes: OK (with `partial_success` when
+The method is registered with raw bytes in and out, so that the receiver decodes them
+(`_wire.decode`: a small request read on the event loop, a larger one in the receivers'
+decode thread); the spans then go to the trace stage on the loop. Status codes: OK (with `partial_success` when
 some spans had malformed ids), INVALID_ARGUMENT for an undecodable request,
 UNAUTHENTICATED for a missing/wrong `authorization: Bearer <token>` when
 `receivers.otlp.auth_token` is set, UNAVAILABLE (which OTLP exporters retry) when the
@@ -25,7 +25,7 @@ from monitor.config import Config
 from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
-    decode_request,
+    decode,
     export_logs_response,
     export_response,
     hand_over,
@@ -140,8 +140,8 @@ class OtlpGrpcReceiver:
         if self._consumer.refuses():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         try:
-            decoded = await self._offload(
-                decode_request, request, gzip=False, as_json=False, limit=self._limit, logs=logs
+            decoded = await decode(
+                self._offload, request, gzip=False, as_json=False, limit=self._limit, logs=logs
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)

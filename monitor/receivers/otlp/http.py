@@ -27,7 +27,7 @@ from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
     Offload,
     TooLarge,
-    decode_request,
+    decode,
     export_logs_response,
     export_response,
     hand_over,
@@ -202,8 +202,8 @@ class OtlpHttpReceiver:
             response.force_close()
             return response
         try:
-            decoded = await self._offload(
-                decode_request,
+            decoded = await decode(
+                self._offload,
                 b"".join(chunks),
                 gzip=encoding == "gzip",
                 as_json=as_json,
