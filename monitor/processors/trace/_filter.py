@@ -5,7 +5,7 @@ Whether a trace can be sampled is known from its trace id alone (`Sampler.may_sa
 the sampling position against the highest rate of any rule), except for what forces
 sampling: an ERROR status (`sampling.always.error`) and negative feedback
 (`sampling.always.negative_feedback`). An OTLP protobuf request arrives with its spans
-still serialized (`Delivery.unbuilt`, read in the receivers' decode thread); the filter
+still serialized (`Delivery.unbuilt`: its ids read by the receiver); the filter
 has the spans of the traces that may be sampled, or are forced, built, and the others
 only counted: at `sampling.rate: 0.01` ninety-nine traces in a hundred cost no `Span`, no
 assembly, no sampling view. GenAI log events (`Delivery.log_events`) are filtered the
