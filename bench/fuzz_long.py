@@ -39,15 +39,16 @@ from monitor.judge.parsers import ParseError  # noqa: E402
 from monitor.receivers.kafka._messages import decode_message  # noqa: E402
 from monitor.receivers.otlp._wire import TooLarge, decode_request  # noqa: E402
 from monitor.records import RecordError, parse_record  # noqa: E402
-from monitor.spans import DecodeError  # noqa: E402
+from monitor.spans import DecodeError, RequestSpans  # noqa: E402
 from tests._reliability import Trace, export_request, trace_ids  # noqa: E402
 
 LIMIT = 1 << 20
 
 
 def _otlp_proto(data: bytes) -> None:
-    decoded = decode_request(data, gzip=False, as_json=False, limit=LIMIT)
-    extract_records(decoded.spans)
+    request = decode_request(data, gzip=False, as_json=False, limit=LIMIT)
+    assert isinstance(request, RequestSpans)
+    extract_records(request.build().spans)
 
 
 def _otlp_gzip(data: bytes) -> None:
@@ -56,6 +57,7 @@ def _otlp_gzip(data: bytes) -> None:
 
 def _otlp_json(data: bytes) -> None:
     decoded = decode_request(data, gzip=False, as_json=True, limit=LIMIT)
+    assert not isinstance(decoded, RequestSpans)
     extract_records(decoded.spans)
 
 

@@ -69,12 +69,10 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
     from monitor.config import Config
     from monitor.extraction import extract_records
     from monitor.processors.sampler import Sampler
-    from monitor.processors.trace import TraceTriage
     from monitor.processors.trace._assembler import TraceAssembler
+    from monitor.processors.trace._filter import SpanFilter
     from monitor.processors.trace._sampling_view import sampling_view
-    from monitor.receivers.otlp._wire import decode_request
-    from monitor.spans import Decoded
-    from monitor.telemetry import create_telemetry
+    from monitor.spans import Span, decode_protobuf, read_protobuf
 
     size = BATCH // (SPANS_PER_TRACE + light) * (SPANS_PER_TRACE + light)
 
@@ -84,8 +82,8 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
             fn()
         return size * repeat / (time.process_time() - start)
 
-    def decode(body: bytes) -> Decoded:
-        return decode_request(body, gzip=False, as_json=False, limit=len(body))
+    def decode(body: bytes) -> list[Span]:
+        return decode_protobuf(body, lazy=True).spans
 
     asm = TraceAssembler(idle_timeout_s=10, max_open_traces=10_000)
     payloads = Payloads(count=1, seed=2, light=light)
@@ -93,30 +91,23 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators})
 
     def every_trace() -> None:
-        for trace in asm.add(decode(payloads.next()).spans, "bench"):
+        for trace in asm.add(decode(payloads.next()), "bench"):
             extract_records(trace.spans)
 
-    telemetry = create_telemetry()
-    triage = TraceTriage(
-        sampler,
-        telemetry,
-        assembled=telemetry.counter("traces_assembled", "", ("trigger",)),
-        unsampled=telemetry.counter("traces_unsampled", "", ("service",)),
-        max_remembered=10_000,
-    )
+    span_filter = SpanFilter(sampler, max_remembered=10_000, keep_all=False)
 
-    def triaged(body: bytes) -> Decoded:
-        return decode_request(body, gzip=False, as_json=False, limit=len(body), triage=triage)
+    def filtered(body: bytes) -> list[Span]:
+        return span_filter.request(read_protobuf(body)).spans
 
     def sampled_first() -> None:
-        for trace in asm.add(decode(payloads.next()).spans, "bench"):
+        for trace in asm.add(decode(payloads.next()), "bench"):
             # As the trace stage does: no override names a route, so the view skips it.
             view = sampling_view(trace.spans, route_attribute=None)
             if sampler.sampled(view):
                 extract_records(trace.spans)
 
-    def triaged_first() -> None:
-        for trace in asm.add(triaged(payloads.next()).spans, "bench"):
+    def filtered_first() -> None:
+        for trace in asm.add(filtered(payloads.next()), "bench"):
             if sampler.sampled(sampling_view(trace.spans, route_attribute=None)):
                 extract_records(trace.spans)
 
@@ -125,7 +116,7 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
         "span decode, every span": rate(lambda: decode(payload)),
         "decode + assembly + extraction": rate(every_trace),
         "... sampling 1% before extraction": rate(sampled_first),
-        "... triaged at decoding (the receivers)": rate(triaged_first),
+        "... only the traces that may be sampled built (the trace stage)": rate(filtered_first),
     }
 
 
@@ -157,6 +148,14 @@ def _metrics(port: int) -> dict[str, float]:
         name, _, value = line.rpartition(" ")
         out[name] = float(value)
     return out
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
+            return int(r.status) == 200
+    except OSError:  # not listening yet, or 503 (an HTTPError)
+        return False
 
 
 def _sum(metrics: dict[str, float], prefix: str) -> float:
@@ -214,7 +213,8 @@ def on_cpus(cpus: set[int]) -> Iterator[None]:
 
 def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.Popen[bytes]:
     """`rag-monitor run --config CONFIG` (this checkout's, as `-m monitor` from it), once
-    /metrics answers. `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
+    /readyz answers 200 (every component started: the metrics port answers before the
+    receivers listen). `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
     its evaluation workers to the others, so the server CPU measured is the ingest
     process's own, undisturbed by the scoring (the workers inherit the CPU count, so a
     pinned monitor runs one)."""
@@ -234,17 +234,13 @@ def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.P
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env)
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            _metrics(metrics_port)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc, 10)
-                raise RuntimeError("monitor did not start") from None
-            time.sleep(0.2)
+    while not _ready(metrics_port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc, 10)
+            raise RuntimeError("monitor did not start")
+        time.sleep(0.2)
     if pin:
-        # The workers are up once /metrics answers; replacements fork from the
+        # The workers are up once the monitor is ready; replacements fork from the
         # forkserver, which moves with them.
         for child in descendants(proc.pid):
             with contextlib.suppress(OSError):

@@ -6,7 +6,7 @@ receiver knows only its next consumer:
 
 - a receiver decodes bytes into a `Delivery` (the spans or records of one request or
   message, or the records of a run of messages) and hands deliveries to a
-  `TraceConsumer`;
+  `TraceConsumer` (`consume`, whose answer is the backpressure);
 - the trace stage assembles traces and decides sampling once, and hands each sampled
   trace (`SampledTrace`, its spans as assembled) or record (`SampledRecord`) to a
   `RecordConsumer`, the decision travelling with it;
@@ -42,22 +42,22 @@ from monitor.extraction import TraceRecords, Unreadable
 from monitor.record_limits import record_bytes
 from monitor.records import RagRecord, RawRecord
 from monitor.results import EvalResult
-from monitor.spans import Decoded, Span, Triage
+from monitor.spans import RequestSpans, Span
 
 OnDone = Callable[[bool], None]
-"""Called once, from any thread: True = finished (and persisted), False = abandoned or
-failed. Must be cheap and thread-safe (the Kafka receiver appends to a deque)."""
+"""Called once, on the event loop: True = finished (and persisted), False = abandoned or
+failed. Must be cheap (the Kafka receiver appends to a deque its consumer thread reads)."""
 Invalid = tuple[RawRecord, str, str]
 """A record that failed validation: `(record, reason, detail)`."""
 OnRejected = Callable[[list[Invalid]], None]
 """Told `(record, reason, detail)` for each record of a delivery that failed validation
-when sampled; called at most once per delivery, before its `on_done`, in the thread that
-called `consume` (the Kafka receiver dead-letters the record's message from there, found
+when sampled; called at most once per delivery, before its `on_done`, on the event loop
+(the Kafka receiver dead-letters the record's message from its consumer thread, found
 through the record's `metadata`)."""
 OnFailed = Callable[["RagRecord | RawRecord", str], None]
 """Told `(record, detail)` for a record of a delivery that failed in the evaluation stage
 (given up after a second try, not abandoned at shutdown), before the delivery's
-`on_done`; from any thread, so cheap and thread-safe. The record is the one delivered
+`on_done`; on the event loop, so cheap. The record is the one delivered
 (the Kafka receiver finds and dead-letters its message through its `metadata`)."""
 
 
@@ -88,38 +88,64 @@ class Delivery:
     # into the metadata of the records extracted from the traces they start (only records
     # that are evaluated carry it). Records carry their own (`RawRecord.metadata`).
     metadata: Mapping[str, str] | None = None
-    # What the receiver may hand deliveries back by (`TraceConsumer.abandon`; the Kafka
+    # What the receiver may hand deliveries back by (`OriginConsumer.abandon`; the Kafka
     # receiver: the partition's assignment). Read only for deliveries with `on_done`.
     origin: Hashable | None = None
-    # Approximate bytes held (spans as received; records are small next to spans), summed
-    # once: the intake's byte bound reads it on every admission.
-    size: int = field(init=False, default=0)
+    # The spans of an OTLP protobuf request, still serialized: the trace stage builds
+    # those of the traces some evaluator may sample and counts the others.
+    unbuilt: RequestSpans | None = None
+    # `spans` are GenAI log events (`/v1/logs`): the trace stage keeps those of the
+    # traces some evaluator may sample (and a service's first, see its README).
+    log_events: bool = False
 
-    def __post_init__(self) -> None:
-        self.size = sum(span.size for span in self.spans) + 512 * len(self.records)
 
-    @property
-    def items(self) -> int:
-        return len(self.spans) + len(self.records)
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The trace stage did not take a delivery: the receiver pushes back (HTTP 503 +
+    `Retry-After`, gRPC `UNAVAILABLE`, a paused Kafka partition, replay waits) and still
+    owns it. `reason`: "queue_full" (the evaluation stage holds what its bounds allow) or
+    "shutting_down"."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class Accepted:
+    """The trace stage took a delivery (truthy, where `Refused` is falsy)."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return True
+
+
+ACCEPTED = Accepted()
 
 
 class TraceConsumer(Protocol):
-    """The trace stage, as receivers see it. Every method is thread-safe."""
+    """The trace stage, as receivers see it. On the event loop only: a receiver running
+    in a thread of its own (Kafka's) calls through the loop and waits for the answer."""
 
     def refuses(self) -> bool:
-        """Whether a delivery would be refused now (the intake is full or stopping): a
-        cheap check before reading a request body. True counts one refusal, as the
-        caller then turns the request away with a retryable status."""
+        """Whether a delivery would be refused now: a cheap check before reading a
+        request body. True counts one refusal, as the caller then turns the request away
+        with a retryable status."""
 
-    def consume(self, deliveries: Sequence[Delivery]) -> bool:
-        """Take all of `deliveries` or none; never blocks. False (counted by the stage)
-        when its bounded intake is full or it is stopping: the caller pushes back (a
-        retryable status, a paused partition) and still owns the deliveries, whose
-        `on_done` will not be called."""
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
+        """Take all of `deliveries` or none, at once: their spans are assembled and the
+        traces they complete sampled before it returns. `Refused` (counted by the stage)
+        leaves the deliveries to the caller, whose `on_done` will not be called."""
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
         """`consume`, waiting for room instead of refusing (for receivers that read at
-        their own pace, such as replay); on the event loop only. False once stopping."""
+        their own pace, such as replay). False once the stage is stopping."""
+
+
+class OriginConsumer(TraceConsumer, Protocol):
+    """The trace stage, as a receiver that may hand its input back sees it (Kafka: a
+    delivery's `origin` is its partition's assignment)."""
 
     def flush(self) -> None:
         """Release every open trace now, evaluated on what it has (the Kafka receiver's
@@ -141,30 +167,17 @@ class TraceConsumer(Protocol):
         age again, from now."""
 
     def abandon(self, origins: Collection[Hashable]) -> None:
-        """Hand back what came from `origins` and is not evaluated yet: deliveries still
-        queued are assembled first, then every open trace all of whose acknowledged
-        deliveries (those with `on_done`) came from `origins` is dropped unevaluated
-        (counted, logged) and those deliveries' `on_done` get False: the receiver gave
-        their input away, and its next reader reads them again whole. A trace that also
-        holds spans of an acknowledged delivery from elsewhere stays open. Returns once
-        done (a Kafka rebalance callback calls it)."""
-
-
-class SpanTriage(Triage, Protocol):
-    """The trace stage's choice of the traces whose spans are built at all, as the OTLP
-    receivers see it (`TraceStage.triage`): what `monitor.spans.Triage` asks of a
-    decoder, plus the log events and the counting of what decoding left unread."""
-
-    def keep_events(self, decoded: Decoded) -> Decoded:
-        """The GenAI log events of the traces kept; the others counted as forgotten."""
-
-    def forgot(self, receiver: str, decoded: Decoded) -> None:
-        """Count what `decoded` left unread, once the rest was taken."""
+        """Hand back what came from `origins` and is not evaluated yet: every open trace
+        all of whose acknowledged deliveries (those with `on_done`) came from `origins` is
+        dropped unevaluated (counted, logged) and those deliveries' `on_done` get False:
+        the receiver gave their input away, and its next reader reads them again whole.
+        A trace that also holds spans of an acknowledged delivery from elsewhere stays
+        open."""
 
 
 class TraceObserver(Protocol):
-    """Sees what the trace stage made of each trace (for `/debug/records`); called from
-    the trace stage's thread, so it must be quick and thread-safe."""
+    """Sees what the trace stage made of each trace (for `/debug/records`); called on
+    the event loop, so it must be quick."""
 
     def extracted(self, record: RagRecord, source: str) -> None:
         """A record was extracted (or received) and goes to evaluation."""
@@ -211,11 +224,20 @@ class SampledTrace:
 
 
 class RecordConsumer(Protocol):
-    """The evaluation stage, as the trace stage sees it."""
+    """The evaluation stage, as the trace stage sees it (on the event loop)."""
 
-    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
-        """Take items in order, waiting for room; returns how many were taken before it
+    @property
+    def full(self) -> bool:
+        """Whether it holds what its bounds allow: the trace stage refuses new deliveries
+        until it has room again."""
+
+    def take(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+        """Take items in order, at once, past the bounds if need be (they come from
+        deliveries already accepted); returns how many were taken: fewer only once it
         stopped accepting (the caller still owns the rest)."""
+
+    async def room(self) -> bool:
+        """Return once it is not `full`: True, or False once it stopped accepting."""
 
 
 class ResultSink(Protocol):

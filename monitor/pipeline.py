@@ -187,7 +187,7 @@ def build_pipeline(
     if with_receivers:
         otlp = config.receivers.otlp
         if otlp.grpc.enabled or otlp.http.enabled:
-            otlp_receivers = OtlpReceivers(config, trace, telemetry, trace.triage)
+            otlp_receivers = OtlpReceivers(config, trace, telemetry)
             built.receivers.append(otlp_receivers)
             add("OTLP receivers", otlp_receivers, trace_node, metrics_port)
         kafka = config.receivers.kafka

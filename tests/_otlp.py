@@ -447,16 +447,28 @@ CONVENTIONS: dict[str, Emitter] = {
 }
 
 
+def finished_spans(service: str, emit: Callable[[Tracer], object]) -> list[ReadableSpan]:
+    """The spans `emit` makes with a tracer of `service`, as an in-memory exporter got
+    them."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    emit(provider.get_tracer("tests"))
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
 def capture(
     emitter: Emitter, case: Case, service: str = "rag-api"
 ) -> tuple[str, list[ReadableSpan]]:
     """Run an emitter against an in-memory exporter; returns (trace id, finished spans)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace_id = emitter(provider.get_tracer("tests"), case, lambda: None)
-    provider.shutdown()
-    return trace_id, list(exporter.get_finished_spans())
+    trace_ids: list[str] = []
+    spans = finished_spans(service, lambda tracer: trace_ids.append(emitter(tracer, case, _no_op)))
+    return trace_ids[0], spans
+
+
+def _no_op() -> None:
+    return None
 
 
 def otlp_bytes(spans: Sequence[ReadableSpan]) -> bytes:

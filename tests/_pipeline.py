@@ -1,12 +1,11 @@
 """The front half of the pipeline for receiver tests: real receivers feeding the real trace
-stage, whose records land in `RecordingStage` (a stand-in for the evaluation stage with
-its `put_many` signature, which extracts sampled traces in place: `unpack`) so that the
-exact records can be checked."""
+stage, whose records land in `RecordingStage` (a stand-in for the evaluation stage as the
+trace stage sees it, which extracts sampled traces in place: `unpack`) so that the exact
+records can be checked."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,15 +28,12 @@ class _Countdown:
 
     def __init__(self, on_done: OnDone, n: int) -> None:
         self._on_done, self._left, self._ok = on_done, n, True
-        self._lock = threading.Lock()
 
     def __call__(self, ok: bool) -> None:
-        with self._lock:
-            self._left -= 1
-            self._ok &= ok
-            if self._left:
-                return
-        self._on_done(self._ok)
+        self._left -= 1
+        self._ok &= ok
+        if not self._left:
+            self._on_done(self._ok)
 
 
 def unpack(
@@ -73,22 +69,50 @@ def unpack(
 
 
 class RecordingStage:
-    """Keeps what `put_many` receives and finishes it at once; `block` holds `put_many`."""
+    """Keeps what it takes and finishes it at once (the evaluation stage as the trace
+    stage sees it); between `hold` and `release` it holds what it takes instead, and is
+    full once it holds `capacity` items."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 4) -> None:
         self.records: list[tuple[str, RagRecord]] = []
         self.items: list[SampledRecord] = []
-        self.block = asyncio.Event()
-        self.block.set()
+        self.capacity = capacity
+        self._holding = False
+        self._held: list[SampledRecord | SampledTrace] = []
+        self._room = asyncio.Event()
 
-    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
-        await self.block.wait()
+    @property
+    def full(self) -> bool:
+        return len(self._held) >= self.capacity
+
+    def take(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+        if self._holding:
+            self._held.extend(items)
+        else:
+            self._finish(items)
+        return len(items)
+
+    async def room(self) -> bool:
+        while self.full:
+            self._room.clear()
+            await self._room.wait()
+        return True
+
+    def hold(self) -> None:
+        self._holding = True
+
+    def release(self) -> None:
+        """Stop holding: what was held is taken in."""
+        held, self._held, self._holding = self._held, [], False
+        self._finish(held)
+        self._room.set()
+
+    def _finish(self, items: Sequence[SampledRecord | SampledTrace]) -> None:
         for item in (record for given in items for record in unpack(given)):
             self.items.append(item)
             self.records.append((item.source, item.record))
             if item.on_done is not None:
                 item.on_done(True)
-        return len(items)
 
     async def wait_until(self, done: Callable[[], bool], timeout_s: float = 15) -> None:
         await wait_until_async(done, timeout_s, "records at the recording stage")

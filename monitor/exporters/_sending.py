@@ -35,11 +35,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from itertools import islice
 from typing import Generic, Literal, TypeVar
 
+from monitor._bounded import BoundedQueue
 from monitor.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -112,8 +111,6 @@ class SendingQueue(Generic[T]):
         self._stage = stage
         self.name = name
         self._retry = retry
-        self._max_items = max_items
-        self._max_bytes = max_bytes
         self._max_batch = max_batch
         self._split = split_failed_batches
         self._count = count
@@ -124,8 +121,7 @@ class SendingQueue(Generic[T]):
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._quiet = RateLimitedLog(logger, _LOG_INTERVAL_S)
-        self._items: deque[tuple[T, int]] = deque()
-        self._bytes = 0
+        self._items: BoundedQueue[T] = BoundedQueue(max_items, max_bytes)
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -138,20 +134,17 @@ class SendingQueue(Generic[T]):
     @property
     def nbytes(self) -> int:
         """Bytes of the items queued, those in flight included."""
-        return self._bytes
+        return self._items.nbytes
 
     def put(self, item: T, nbytes: int = 0) -> bool:
         """Queue `item` (of `nbytes` bytes); False, counted, when it is refused."""
         if self._closed:
             self._drop([item], "shutting_down", "shutdown has begun")
             return False
-        if len(self._items) >= self._max_items or (
-            self._max_bytes is not None and self._bytes + nbytes > self._max_bytes
-        ):
+        if not self._items.fits(nbytes):
             self._drop([item], "queue_full", "the queue is full")
             return False
-        self._items.append((item, nbytes))
-        self._bytes += nbytes
+        self._items.append(item, nbytes)
         self._ready.set()
         return True
 
@@ -177,10 +170,7 @@ class SendingQueue(Generic[T]):
                 await asyncio.gather(task, return_exceptions=True)
         self.in_flight = 0
         if self._items:
-            left = [item for item, _ in self._items]
-            self._items.clear()
-            self._bytes = 0
-            self._drop(left, "shutdown", "the shutdown deadline passed")
+            self._drop(self._items.clear(), "shutdown", "the shutdown deadline passed")
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
@@ -193,7 +183,7 @@ class SendingQueue(Generic[T]):
                 await self._ready.wait()
                 continue
             n = min(batch_size, len(self._items))
-            batch = [item for item, _ in islice(self._items, n)]
+            batch = self._items.head(n)
             retry = Retry(self._retry, self._rng, loop.time)
             while True:
                 self.in_flight = n
@@ -235,7 +225,7 @@ class SendingQueue(Generic[T]):
     def _pop(self, batch: list[T]) -> list[T]:
         """Take `batch`, the queue's first items, off the queue."""
         for _ in batch:
-            self._bytes -= self._items.popleft()[1]
+            self._items.popleft()
         return batch
 
     def _drop(self, items: list[T], reason: DropReason, why: str) -> None:

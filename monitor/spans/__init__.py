@@ -1,7 +1,9 @@
 """Spans: the unit every trace source hands to the trace stage, and the OTLP codec.
 
 `decode_protobuf` / `decode_json` turn an OTLP `ExportTraceServiceRequest` (as OTLP
-receivers get it, and as the Collector's Kafka exporter writes it) into `Span` objects.
+receivers get it, and as the Collector's Kafka exporter writes it) into `Span` objects;
+`read_protobuf` reads a request's ids and leaves each span serialized until its trace is
+asked for (`RequestSpans.build`).
 Like `monitor.records` for records, this is data, not a pipeline stage: receivers decode
 with it and the trace stage reads what it decoded.
 """
@@ -15,7 +17,7 @@ from monitor.spans._logs import (
     decode_logs_json,
     decode_logs_protobuf,
 )
-from monitor.spans._protobuf import Triage, decode_protobuf
+from monitor.spans._protobuf import Built, RequestSpans, decode_protobuf, read_protobuf
 from monitor.spans._span import FEEDBACK_KEY, Decoded, DecodeError, Span, SpanEvent
 
 __all__ = [
@@ -24,13 +26,15 @@ __all__ = [
     "GENAI_OUTPUT_EVENTS",
     "LOG_EVENT_KEY",
     "SPRING_AI_EVENTS",
+    "Built",
     "DecodeError",
     "Decoded",
+    "RequestSpans",
     "Span",
     "SpanEvent",
-    "Triage",
     "decode_json",
     "decode_logs_json",
     "decode_logs_protobuf",
     "decode_protobuf",
+    "read_protobuf",
 ]

@@ -9,12 +9,12 @@ Views of the same bytes, each parsed by the C (upb) parser in one call:
   `repeated bytes`), kept so that a span's attributes and events can be decoded later,
   and only for the traces that are evaluated.
 - `ColumnsRequest`: per scope, the skeleton's fields (but the times) of all its spans as
-  columns, for the triage (`decode_protobuf`): `ScopeSpans.spans` is declared as a
+  columns, for reading a request (`read_protobuf`): `ScopeSpans.spans` is declared as a
   single message whose fields are repeated, and the parser merges the occurrences of a
   single message field into one, appending each span's values to the columns. A field a
   span omits (an empty parent, status or flags) adds nothing to its column, so only the
   columns of fields every valid span has (trace and span ids) line up with the spans.
-  The spans the triage keeps are read from their serialized bytes (`RawRequest`) as
+  The spans asked for are read from their serialized bytes (`RawRequest`) as
   `SkeletonSpan`s.
 - `LiteSpan`: one span with attributes and events, for that later decoding. The OTLP
   `KeyValue {string key = 1; AnyValue value = 2;}` has the same wire format as a

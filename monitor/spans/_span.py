@@ -3,13 +3,13 @@
 A span decoded from protobuf keeps its serialized bytes and turns attributes and events
 into Python values only when first read (`monitor.spans._lite` declares the reduced
 views the C parser reads). `Decoded` is what every decoder returns: the usable spans, a
-count and a message for the rejected ones, and what was forgotten unread.
+count and a message for the rejected ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from sys import getsizeof
 from typing import Any
 
@@ -252,10 +252,6 @@ class Decoded:
     spans: list[Span]
     rejected: int = 0
     message: str = ""
-    # Spans of traces the decoder's triage left unread (`monitor.spans.Triage`), and,
-    # by service, how many of those traces had their root span among them.
-    forgotten: int = 0
-    forgotten_roots: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

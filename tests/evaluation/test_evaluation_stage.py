@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -18,6 +19,9 @@ from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
+from monitor.processors.evaluation import _queue as queue_module
+from monitor.processors.evaluation._runner import JobDone
+from monitor.processors.evaluation._task import Job
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
@@ -504,3 +508,35 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
     assert sorted(done) == [(0, written_on_close), (1, written_on_close), (2, False)]
     dropped = _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline")
     assert dropped == abandoned
+
+
+async def test_items_handed_in_between_wake_ups_go_to_a_worker_as_one_batch(
+    telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first items after a quiet interval go to a worker at once; those handed in
+    before `BATCH_INTERVAL_S` has passed wait and go together, or as soon as they make a
+    whole batch: one task per batch, not one per hand-over. (The interval is made long
+    here, so that only a whole batch moves them.)"""
+    monkeypatch.setattr(queue_module, "BATCH_INTERVAL_S", 3600.0)
+    stage, summary = _stage(telemetry, [CpuScorerStub("a")])  # type: ignore[list-item]
+    batches: list[int] = []
+    run = stage._runner.run
+
+    async def counted(jobs: Sequence[Job]) -> list[JobDone]:
+        batches.append(len(jobs))
+        return await run(jobs)
+
+    monkeypatch.setattr(stage._runner, "run", counted)
+    await stage.start()
+    items = [SampledRecord(_rec(i), "test", _ALL) for i in range(17)]
+    assert stage.take(items[:1]) == 1
+    await wait_until_async(lambda: batches == [1], 5, "the first record at once")
+    for item in items[1:16]:
+        assert stage.take([item]) == 1
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert batches == [1]  # fifteen wait for the interval or a whole batch
+    assert stage.take(items[16:]) == 1
+    await wait_until_async(lambda: batches == [1, 16], 5, "the sixteen as one batch")
+    await stage.shutdown(5)
+    assert summary.records == 17

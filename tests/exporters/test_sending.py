@@ -206,7 +206,8 @@ async def test_shutdown_without_start_counts_what_was_queued() -> None:
 
 
 def test_the_queue_knows_no_stage_and_no_exporter() -> None:
-    """Shared machinery: it imports only the retry policy and the telemetry."""
+    """Shared machinery: it imports only the bounded queue, the retry policy and the
+    telemetry."""
     source = Path(__file__).parents[2] / "monitor" / "exporters" / "_sending.py"
     imported = set()
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
@@ -215,6 +216,7 @@ def test_the_queue_knows_no_stage_and_no_exporter() -> None:
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
     assert {m for m in imported if m.split(".")[0] == "monitor"} == {
+        "monitor._bounded",
         "monitor.retry",
         "monitor.telemetry",
     }

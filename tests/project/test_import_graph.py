@@ -117,6 +117,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor._listen",
                 "monitor._nesting",
                 "monitor._json_lines",
+                # A queue bounded in items and bytes (evaluation intake, sending queues).
+                "monitor._bounded",
                 "monitor.config",
                 "monitor.records",
                 # What a record may hold and costs (record_limits).

@@ -18,7 +18,15 @@ from typing import Any, Protocol
 
 import pytest
 
-from monitor.component import GENERATOR, Alert, Delivery, SampledRecord, SampledTrace
+from monitor.component import (
+    ACCEPTED,
+    GENERATOR,
+    Accepted,
+    Alert,
+    Delivery,
+    SampledRecord,
+    SampledTrace,
+)
 from monitor.config import AlertRule, Budget, Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -147,12 +155,12 @@ class _Deliveries:
     def refuses(self) -> bool:
         return False
 
-    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted:
         self.deliveries.extend(deliveries)
-        return True
+        return ACCEPTED
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
-        return self.consume(deliveries)
+        return bool(self.consume(deliveries))
 
     def flush(self) -> None:
         return None
@@ -176,9 +184,16 @@ class _Records:
     def __init__(self) -> None:
         self.items: list[SampledRecord | SampledTrace] = []
 
-    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+    @property
+    def full(self) -> bool:
+        return False
+
+    def take(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         self.items.extend(items)
         return len(items)
+
+    async def room(self) -> bool:
+        return True
 
 
 # -- receivers ---------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
@@ -14,11 +16,12 @@ from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from monitor.component import Delivery
+from monitor.component import ACCEPTED, Accepted, Delivery
 from monitor.config import ConfigError
 from monitor.config import KafkaConfig as KafkaSettings
 from monitor.receivers.kafka import KafkaReceiver, client_options
 from monitor.receivers.kafka._dead_letter import DeadLetters
+from monitor.receivers.kafka._loop import StageThroughLoop
 from monitor.receivers.kafka._messages import Decoded, Encoding, Rejection, decode_message
 from monitor.receivers.kafka._offsets import (
     FINISHED_PREFIX,
@@ -286,12 +289,12 @@ class _Stage:
     def refuses(self) -> bool:
         return False
 
-    def consume(self, deliveries: Sequence[Delivery]) -> bool:
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted:
         self.deliveries.extend(deliveries)
-        return True
+        return ACCEPTED
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
-        return self.consume(deliveries)
+        return bool(self.consume(deliveries))
 
     def flush(self) -> None:
         pass
@@ -602,3 +605,44 @@ def test_finished_metadata_round_trips_within_the_brokers_limit(
 )  # fmt: skip
 def test_metadata_that_is_not_ours_or_not_well_formed_skips_nothing(metadata: str | None) -> None:
     assert parse_finished(metadata, 10) == []
+
+
+class _LoopStage(_Stage):
+    """Notes the thread each call runs in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted:
+        self.threads.append(threading.get_ident())
+        return super().consume(deliveries)
+
+    def holds(self, origins: Collection[Hashable]) -> int:
+        self.threads.append(threading.get_ident())
+        return len(origins)
+
+
+async def test_the_consumer_thread_reaches_the_trace_stage_on_the_event_loop() -> None:
+    """What the consumer thread asks of the trace stage runs on the event loop, where the
+    stage lives, and the thread gets the answer; a call made on the loop runs there at
+    once; once the loop is closed a call answers what a stopped stage would."""
+    stage = _LoopStage()
+    through = StageThroughLoop(stage)
+    through.loop = asyncio.get_running_loop()
+    delivery = Delivery("kafka", records=[RawRecord({"request_id": "r", "response": "a"})])
+
+    def from_the_consumer_thread() -> tuple[bool, int]:
+        return bool(through.consume([delivery])), through.holds(["p0", "p1"])
+
+    assert await asyncio.to_thread(from_the_consumer_thread) == (True, 2)
+    assert through.holds(["p0"]) == 1  # on the loop itself: no round trip to wait for
+    assert stage.threads == [threading.get_ident()] * 3
+    assert stage.deliveries == [delivery]
+
+    closed = asyncio.new_event_loop()
+    closed.close()
+    through.loop = closed
+    refused = await asyncio.to_thread(through.consume, [delivery])
+    assert not refused and await asyncio.to_thread(through.holds, ["p0"]) == 0
+    assert stage.deliveries == [delivery]

@@ -9,8 +9,8 @@ import asyncio
 import base64
 import gzip
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import grpc
 import httpx
@@ -30,9 +30,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp import OtlpReceivers
+from monitor.receivers.otlp import _wire as wire
+from monitor.receivers.otlp._wire import decode
+from monitor.spans import RequestSpans
 from monitor.telemetry import Telemetry, create_telemetry
 from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from tests._pipeline import RecordingStage, Served, started, trace_stage
+
+T = TypeVar("T")
 
 
 def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
@@ -305,9 +310,9 @@ async def test_bad_grpc_input_gets_status_and_counted_reason(telemetry: Telemetr
 
 
 async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry) -> None:
-    stage = RecordingStage()
-    stage.block.clear()  # evaluation is stuck: the assembler cannot hand records on
-    receivers = await _started(_config(queue_size=4), stage, telemetry)
+    stage = RecordingStage(capacity=4)
+    stage.hold()  # evaluation is stuck: it holds what it takes until it is full
+    receivers = await _started(_config(), stage, telemetry)
     assert not receivers.trace.refuses()
     try:
         assert receivers.http is not None and receivers.grpc is not None
@@ -326,7 +331,7 @@ async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry
         code, _ = await asyncio.to_thread(_grpc_call, grpc_port, otlp_bytes(spans))
         assert code == grpc.StatusCode.UNAVAILABLE
         assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") >= 2
-        stage.block.set()  # pressure released: everything accepted is delivered
+        stage.release()  # pressure released: everything accepted is delivered
         accepted = statuses.count(200)
         await stage.wait_until(lambda: len(stage.records) >= accepted)
         response = await asyncio.to_thread(_post, http_port, otlp_bytes(spans), PROTO)
@@ -397,13 +402,13 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     and a second call does nothing."""
     config = _config()
     stage = trace_stage(config, RecordingStage(), telemetry)
-    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    receivers = OtlpReceivers(config, stage, telemetry)
     await receivers.shutdown(1.0)  # never started
     await stage.shutdown(1.0)
     assert stage.abandoned == 0
 
     stage = trace_stage(config, RecordingStage(), telemetry)
-    receivers = OtlpReceivers(config, stage, telemetry, stage.triage)
+    receivers = OtlpReceivers(config, stage, telemetry)
     await stage.start()
     await receivers.start()
     assert receivers.http is not None and receivers.http.port
@@ -418,7 +423,7 @@ async def test_receivers_and_trace_stage_shut_down_by_deadline_idempotently(
     assert not stage.accepting and stage.abandoned == 0
 
 
-@pytest.mark.parametrize("rate", [1.0, 0.999])  # decoded in the decode thread / on the loop
+@pytest.mark.parametrize("rate", [1.0, 0.999])  # every span built / only the kept traces'
 async def test_a_chunked_body_is_read_whole(rate: float, telemetry: Telemetry) -> None:
     stage = RecordingStage()
     config = _config().model_copy(
@@ -446,3 +451,31 @@ def _post_chunks(port: int | None, pieces: list[bytes], headers: dict[str, str])
     return httpx.post(
         f"http://127.0.0.1:{port}/v1/traces", content=iter(pieces), headers=headers, timeout=10
     )
+
+
+async def test_a_small_protobuf_body_is_read_on_the_loop_and_any_other_in_the_decode_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    offloaded: list[bool] = []
+
+    async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        offloaded.append(True)
+        return fn(*args, **kwargs)
+
+    _, spans = capture(CONVENTIONS["genai"], WATER)
+    body = otlp_bytes(spans)
+    cases = [
+        (body, {}, False),
+        (gzip.compress(body), {"gzip": True}, True),
+        (_json_body(body), {"as_json": True}, True),
+    ]
+    for data, how, in_thread in cases:
+        offloaded.clear()
+        options = {"gzip": False, "as_json": False, **how}
+        request = await decode(offload, data, limit=1 << 20, logs=False, **options)
+        assert offloaded == ([True] if in_thread else []), how
+        assert len(request.build().spans if isinstance(request, RequestSpans) else request.spans)
+    monkeypatch.setattr(wire, "LOOP_READ_BYTES", len(body) - 1)
+    offloaded.clear()
+    await decode(offload, body, gzip=False, as_json=False, limit=1 << 20, logs=False)
+    assert offloaded == [True]  # larger than a loop read

@@ -28,7 +28,7 @@ from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import CONVENTIONS, WATER, otlp_bytes
+from tests._otlp import CONVENTIONS, WATER, finished_spans, otlp_bytes
 from tests._pipeline import RecordingStage, started
 from tests._wait import wait_until_async
 
@@ -59,15 +59,13 @@ def _emit_varied(tracer: Tracer, rng: random.Random) -> None:
 def _traces(count: int) -> list[list[Span]]:
     rng = random.Random(7)
     spans: list[ReadableSpan] = []
-    for service in ("svc-a", "svc-b"):
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        tracer = provider.get_tracer("tests")
+
+    def emit(tracer: Tracer) -> None:
         for _ in range(count // 2):
             _emit_varied(tracer, rng)
-        provider.shutdown()
-        spans += exporter.get_finished_spans()
+
+    for service in ("svc-a", "svc-b"):
+        spans += finished_spans(service, emit)
     by_trace: dict[str, list[Span]] = {}
     for span in decode_protobuf(otlp_bytes(spans), lazy=True).spans:
         by_trace.setdefault(span.trace_id, []).append(span)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from monitor.component import Delivery, Invalid, SampledRecord, SampledTrace
+from monitor.component import Delivery, Invalid, Refused, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.processors.trace import TraceStage
@@ -28,25 +28,34 @@ from tests._wait import wait_until_async
 
 
 class HoldingStage:
-    """Takes records and keeps them unfinished until the test finishes them; `stopped`
-    makes `put_many` return without taking anything (a stage that stopped accepting)."""
+    """Takes records and keeps them unfinished until the test finishes them; full while
+    it holds `capacity` records (None: never); `stopped` makes `take` take nothing (a
+    stage that stopped accepting)."""
 
-    def __init__(self, *, extract: bool = True, limits: SizeLimits | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        extract: bool = True,
+        limits: SizeLimits | None = None,
+        capacity: int | None = None,
+    ) -> None:
         self.items: list[SampledRecord] = []
         self.traces: list[SampledTrace] = []  # as taken, when not extracting them
-        self.calls: list[int] = []  # items offered by each put_many call
-        self.open = asyncio.Event()
-        self.open.set()
+        self.calls: list[int] = []  # items offered by each take call
         self.stopped = False
+        self.capacity = capacity
+        self._room = asyncio.Event()
         self._extract = extract
         self._limits = limits  # what the evaluation stage bounds extracted records by
 
-    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+    @property
+    def full(self) -> bool:
+        return self.capacity is not None and len(self.items) >= self.capacity
+
+    def take(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+        if self.stopped:
+            return 0
         self.calls.append(len(items))
-        while not self.open.is_set():
-            if self.stopped:
-                return 0
-            await asyncio.sleep(0.01)
         for item in items:
             if isinstance(item, SampledTrace) and not self._extract:
                 self.traces.append(item)
@@ -54,11 +63,18 @@ class HoldingStage:
                 self.items.extend(unpack(item, limits=self._limits))
         return len(items)
 
+    async def room(self) -> bool:
+        while self.full and not self.stopped:
+            self._room.clear()
+            await self._room.wait()
+        return not self.stopped
+
     def finish_all(self) -> None:
         for item in self.items:
-            assert item.on_done is not None
-            item.on_done(True)
+            if item.on_done is not None:
+                item.on_done(True)
         self.items.clear()
+        self._room.set()
 
 
 class Clock:
@@ -259,24 +275,24 @@ async def test_kafka_metadata_reaches_the_records_of_the_trace(
     assert meta.items() <= metadata.items()  # from the trace's first message
 
 
-async def test_a_full_intake_refuses_and_counts_until_there_is_room(telemetry: Telemetry) -> None:
-    consumer = HoldingStage()
-    consumer.open.clear()  # evaluation is stuck: the worker cannot hand records on
-    stage = trace_stage(_config(queue_size=3), consumer, telemetry)
+async def test_a_full_next_stage_makes_consume_refuse_and_count_until_there_is_room(
+    telemetry: Telemetry,
+) -> None:
+    consumer = HoldingStage(capacity=3)  # evaluation is stuck on what it holds
+    stage = trace_stage(_config(), consumer, telemetry)
     async with _running(stage, consumer):
-        assert stage.consume([Delivery("otlp_http", [_root(1)])])
-        await wait_until_async(
-            lambda: stage._intake.queued == stage._intake.ready == 0, 5, "the worker to take it"
-        )
-        for trace in (2, 3, 4):
+        for trace in (1, 2, 3):
             assert stage.consume([Delivery("otlp_http", [_root(trace)])])
         assert stage.refuses()
-        assert not stage.consume([Delivery("otlp_http", [_root(5)])])
+        refused = stage.consume([Delivery("otlp_http", [_root(4)])])
+        assert isinstance(refused, Refused) and refused.reason == "queue_full"
         # One refusal each: the receivers' check before reading a body, and consume.
         assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") == 2
-        consumer.open.set()
-        await wait_until_async(lambda: len(consumer.items) == 4, 5, "every accepted record")
+        assert len(consumer.items) == 3  # nothing of the refused delivery went on
+        consumer.finish_all()
         assert not stage.refuses()
+        assert stage.consume([Delivery("otlp_http", [_root(4)])])
+        assert [item.record.trace_id for item in consumer.items] == [f"{4:032x}"]
 
 
 async def test_open_traces_are_bounded_in_bytes(telemetry: Telemetry) -> None:
@@ -327,70 +343,70 @@ async def test_flush_and_shutdown_release_open_traces(
     assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
 
 
-async def test_past_the_shutdown_deadline_what_is_not_taken_is_abandoned(
+async def test_what_the_next_stage_no_longer_takes_at_shutdown_is_abandoned(
     telemetry: Telemetry,
 ) -> None:
+    """Shutdown releases the open traces to the next stage; one that stopped accepting
+    first takes none of them: they are abandoned, counted, their deliveries not done."""
     consumer = HoldingStage()
-    consumer.open.clear()
     stage = trace_stage(_config(), consumer, telemetry)
     await stage.start()
     acks = Acks()
-    assert stage.consume([Delivery("kafka", [_root(11)], on_done=acks.of("m"))])
-    await wait_until_async(lambda: stage._intake.queued == 0, 5, "the worker to take it")
-    await stage.shutdown(0.1)
-    assert acks.done == {}  # the consumer has not answered yet
-    consumer.stopped = True  # it stops accepting: nothing was taken
-    await wait_until_async(lambda: "m" in acks.done, 5, "the abandoned ack")
+    child = {"rag.context": json.dumps(["document"]), "rag.response": "a"}
+    assert stage.consume([Delivery("kafka", [_span(11, 2, 1, **child)], on_done=acks.of("m"))])
+    assert acks.done == {} and _value(telemetry, "open_traces") == 1
+    consumer.stopped = True
+    await stage.shutdown(5)
     assert acks.done == {"m": False}
+    assert stage.abandoned == 1
+    assert _value(telemetry, "dropped_total", stage="assemble", reason="shutting_down") == 1
 
 
 async def test_put_waits_for_room_instead_of_refusing(telemetry: Telemetry) -> None:
-    consumer = HoldingStage()
-    consumer.open.clear()
-    stage = trace_stage(_config(queue_size=1), consumer, telemetry)
+    consumer = HoldingStage(capacity=2)
+    stage = trace_stage(_config(), consumer, telemetry)
     async with _running(stage, consumer):
         for trace in (1, 2):
             assert await stage.put([Delivery("replay", [_root(trace)])])
         waiting = asyncio.create_task(stage.put([Delivery("replay", [_root(3)])]))
-        # The worker holds the first (the consumer is closed), the intake the second:
-        # the third cannot be taken until the consumer opens.
-        await wait_until_async(lambda: stage._intake.queued == 1, 5, "a full intake")
-        await asyncio.sleep(0)
-        assert not waiting.done()
-        consumer.open.set()
+        # The next stage holds two and is full: the third waits until it has room.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not waiting.done() and len(consumer.items) == 2
+        consumer.finish_all()
         async with asyncio.timeout(5):
             assert await waiting
-        await wait_until_async(lambda: len(consumer.items) == 3, 5, "three records")
+        assert [item.record.trace_id for item in consumer.items] == [f"{3:032x}"]
+        assert _value(telemetry, "dropped_total", stage="assemble", reason="queue_full") == 0
 
 
 def _count_is(consumer: HoldingStage, n: int) -> bool:
     return len(consumer.items) == n
 
 
-async def test_sampled_records_go_on_at_most_once_per_interval(telemetry: Telemetry) -> None:
-    """Records are handed to the evaluation stage in batches, not one hand-on per
-    delivery: the first goes on at once, those ready within the interval after it wait
-    for its end (by an injected clock) and then go on together."""
+async def test_what_one_consume_samples_goes_on_before_it_returns_in_one_hand_on(
+    telemetry: Telemetry,
+) -> None:
+    """The sampled records and traces of the deliveries handed in together go to the
+    evaluation stage in one call (records in order, then the traces they completed)
+    before `consume` returns: no thread and no timer between them; those of the next
+    `consume` in the next call."""
     consumer = HoldingStage()
-    pace = Clock()
     config = _config(sampling={"rate": 1.0})
-    stage = trace_stage(config, consumer, telemetry, pace_clock=pace)
+    stage = trace_stage(config, consumer, telemetry)
 
     def record(i: int) -> Delivery:
         raw = {"request_id": f"r{i}", "question": "q", "context": ["c"], "answer": "a"}
         return Delivery("kafka", records=[RawRecord(raw)])
 
     async with _running(stage, consumer):
-        # From another thread, as the Kafka consumer thread hands records in.
-        assert await asyncio.to_thread(stage.consume, [record(0)])
-        await wait_until_async(lambda: len(consumer.items) == 1, 5, "the first hand-on")
-        for i in (1, 2, 3):
-            assert await asyncio.to_thread(stage.consume, [record(i)])
-        assert consumer.calls == [1]  # the interval has not passed on the pace clock
-        pace.now += 1.0
-        await wait_until_async(partial(_count_is, consumer, 4), 5, "the next hand-on")
-        assert consumer.calls == [1, 3]
-        assert [item.record.request_id for item in consumer.items] == ["r0", "r1", "r2", "r3"]
+        assert stage.consume([record(0), Delivery("otlp_http", [_root(1)]), record(2)])
+        assert consumer.calls == [3]
+        assert stage.consume([record(3)])
+        assert consumer.calls == [3, 1]
+        records = [item.record for item in consumer.items]
+        assert [r.request_id for r in records[:2]] == ["r0", "r2"]
+        assert records[2].trace_id == f"{1:032x}" and records[3].request_id == "r3"
 
 
 async def test_raw_records_are_validated_only_when_sampled(telemetry: Telemetry) -> None:
@@ -687,23 +703,22 @@ async def test_a_resumed_origin_s_traces_age_again_from_then(telemetry: Telemetr
     assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 1
 
 
-async def test_abandon_takes_the_queued_deliveries_of_the_origin_too(
+async def test_abandon_takes_the_deliveries_just_handed_in_too(
     telemetry: Telemetry,
 ) -> None:
-    """Spans still in the intake when their origin is handed back are assembled first,
-    so they cannot open a trace the stage evaluates cut later."""
-    stage = trace_stage(_config(), HoldingStage(), telemetry)
-    # Accepting but not started: no worker thread assembles the intake.
-    stage._intake.accepting = True
+    """Spans handed in right before their origin is handed back are part of what goes
+    back (`consume` assembled them before it returned), so they cannot open a trace the
+    stage evaluates cut later."""
+    consumer = HoldingStage()
+    stage = trace_stage(_config(), consumer, telemetry)
+    await stage.start()
     acks = Acks()
     queued = Delivery("kafka", [_span(43, 2, 1)], on_done=acks.of("queued"), origin="p0")
-    stage._work_lock.acquire()  # the caller's thread may not assemble it either
-    try:
-        assert stage.consume([queued])
-    finally:
-        stage._work_lock.release()
-    assert _value(telemetry, "open_traces") == 0
+    assert stage.consume([queued])
+    assert _value(telemetry, "open_traces") == 1
     stage.abandon({"p0"})
     assert acks.done == {"queued": False}
     assert _value(telemetry, "open_traces") == 0
     assert _value(telemetry, "dropped_total", stage="assemble", reason="handed_back") == 1
+    await stage.shutdown(5)
+    assert consumer.items == []

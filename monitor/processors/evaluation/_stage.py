@@ -2,16 +2,18 @@
 
 The trace stage hands in sampled traces (`SampledTrace`: spans as assembled) and records
 (`SampledRecord`: Kafka JSON, replay), each with the set of evaluators that sample it —
-decided once upstream — with `put_many`, which waits for room: the queue is bounded in
-items (`pipeline.queue_size`) and in bytes (`pipeline.queue_bytes`), so a slow stage
-pushes back all the way to the receivers. The byte bound counts what is queued and what
-is in work together, each at what it will cost: a record at its estimated size
-(`record_bytes`: its text and a share for every document and history turn), a trace at
-its spans' bytes until it is extracted and at its records' estimated size after; while
-the records in work weigh more than the bound, one item at most waits in the queue.
+decided once upstream — with `take`, on the event loop, which never waits: the queue
+(`_queue.py`) is bounded in items (`pipeline.queue_size`) and in bytes
+(`pipeline.queue_bytes`, what is in work counted too, at what it will cost: a record at
+its estimated size, `record_bytes`; a trace at its spans' bytes until it is extracted and
+at its records' estimated size after), and while it is `full` the trace stage refuses new
+deliveries, so a slow stage pushes back all the way to the receivers. `put_many`
+(benches, tests) waits for room instead.
 
-Each worker (an asyncio task) takes what is queued (up to `_MAX_BATCH` items when every
-evaluator is a CPU scorer, else one) and runs one task for the batch (`_task.py`): it
+Each worker (an asyncio task) takes a batch of what is queued (up to `_MAX_BATCH` items
+when every evaluator is a CPU scorer, else one; woken at most once per
+`_queue.BATCH_INTERVAL_S` unless a whole batch waits) and runs one task for it
+(`_task.py`): it
 extracts the traces' records and scores every record with the CPU scorers (`CpuScorer`,
 the local evaluators) that sample it, in a process of the worker pool
 (`pipeline.processes`) or, without one, in one worker-thread hop (`_runner.py`). Each
@@ -38,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
@@ -49,6 +50,7 @@ from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, BeyondBase, InFlight
+from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
 from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
 from monitor.record_limits import record_bytes
@@ -57,8 +59,6 @@ from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-Item = SampledRecord | SampledTrace
 
 # Queued items a worker takes at once. Bounded so that one batch of large records stays
 # well inside the evaluation deadline and other workers get a share of a burst.
@@ -109,30 +109,19 @@ class EvaluationStage:
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
-        self._max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
+        max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
         self._t = telemetry
-        self._queue: deque[Item] = deque()
-        self._queue_size = queue_size
-        self._queue_bytes = queue_bytes
-        self._queued_bytes = 0
-        # Estimated bytes of the items in work (see the module docstring), by id.
-        self._in_work_bytes = 0
-        self._cost: dict[int, int] = {}
-        # One lock for the queue; putters wait for room, workers for work, apart: a
-        # record handed in wakes as many workers as it makes batches, not all of them.
-        self._lock = asyncio.Lock()
-        self._has_room = asyncio.Condition(self._lock)  # records left the queue, or stopping
-        self._has_work = asyncio.Condition(self._lock)  # records entered the queue
+        self._queue = WorkQueue(
+            queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
+        )
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.
         self._workers = max(workers, cpu_pool.slots) if cpu_pool is not None else workers
         self._pool = cpu_pool
         self._tasks: list[asyncio.Task[None]] = []
-        self._depth = telemetry.queue_depth.labels("evaluate")
-        self._accepting = False
         self._in_work: dict[int, Item] = {}
         # Items evaluated whose results wait to be persisted; bounded like the queue.
         self._unwritten = 0
@@ -152,7 +141,7 @@ class EvaluationStage:
 
     @property
     def accepting(self) -> bool:
-        return self._accepting
+        return self._queue.accepting
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -161,38 +150,25 @@ class EvaluationStage:
         self._tasks = [
             asyncio.create_task(self._work(), name=f"evaluate-{i}") for i in range(self._workers)
         ]
-        self._accepting = True
+        self._queue.accepting = True
+
+    @property
+    def full(self) -> bool:
+        """Whether the queue holds what its bounds allow (an empty queue never does)."""
+        return self._queue.full
+
+    def take(self, items: Sequence[Item]) -> int:
+        """Queue `items` at once, past the bounds if need be; 0 once stopped accepting."""
+        return self._queue.take(items)
+
+    async def room(self) -> bool:
+        """Wait until the stage is not `full`; False once it stopped accepting."""
+        return await self._queue.room()
 
     async def put_many(self, items: Sequence[Item]) -> int:
-        """Take items in order, waiting for room; returns how many were taken before the
-        stage stopped accepting (the caller still owns the rest)."""
-        sizes = [item.size for item in items]
-        taken = 0
-        async with self._lock:
-            while taken < len(items):
-                await self._has_room.wait_for(partial(self._room_for, sizes[taken]))
-                if not self._accepting:
-                    break
-                # Everything that fits at once: one wake-up of the workers, not one a record.
-                while taken < len(items) and self._room_for(sizes[taken]):
-                    self._queue.append(items[taken])
-                    self._queued_bytes += sizes[taken]
-                    taken += 1
-                self._depth.set(len(self._queue))
-                self._has_work.notify(-(-len(self._queue) // self._max_batch))  # one per batch
-        return taken
-
-    def _room_for(self, size: int) -> bool:
-        """Whether `put_many` can go on: room for `size` bytes, or no longer accepting.
-        One record larger than the byte bound still enters an empty queue."""
-        return (
-            not self._accepting
-            or not self._queue
-            or (
-                len(self._queue) < self._queue_size
-                and self._queued_bytes + self._in_work_bytes + size <= self._queue_bytes
-            )
-        )
+        """Take items in order, waiting for room for each; returns how many were taken
+        before the stage stopped accepting (the caller still owns the rest)."""
+        return await self._queue.put(items)
 
     @property
     def abandoned(self) -> int:
@@ -209,9 +185,7 @@ class EvaluationStage:
             return
         self._stopped = True
         started = time.monotonic()
-        async with self._lock:
-            self._accepting = False
-            self._has_room.notify_all()
+        self._queue.stop()
         try:
             async with asyncio.timeout(deadline_s):
                 while self._queue or self._in_work:
@@ -219,12 +193,11 @@ class EvaluationStage:
                     await self._idle.wait()
         except TimeoutError:
             unevaluated = [job for key, job in self._in_work.items() if key not in self._writing]
-            left = [*self._queue, *unevaluated]
+            left = [*self._queue.clear(), *unevaluated]
             self._abandoned += len(left)
-            self._queue.clear()
             for job in unevaluated:
                 del self._in_work[id(job)]
-                self._in_work_bytes -= self._cost.pop(id(job), 0)
+                self._queue.done(job)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
                 deadline_s,
@@ -260,23 +233,12 @@ class EvaluationStage:
 
     async def _take(self) -> list[Item]:
         """Wait for room among unwritten results, then for work; take up to a batch."""
-        while self._unwritten >= self._queue_size:
+        while self._unwritten >= self._queue.max_items:
             self._write_room.clear()
             await self._write_room.wait()
-        async with self._lock:
-            await self._has_work.wait_for(lambda: bool(self._queue))
-            jobs = [self._queue.popleft()]
-            while len(jobs) < self._max_batch and self._queue:
-                jobs.append(self._queue.popleft())
-            for job in jobs:
-                self._queued_bytes -= job.size
-                self._in_work[id(job)] = job
-                self._cost[id(job)] = job.size
-                self._in_work_bytes += job.size
-            self._depth.set(len(self._queue))
-            if self._queue:
-                self._has_work.notify()  # more than this batch was waiting: pass it on
-            self._has_room.notify_all()
+        jobs = await self._queue.next_batch()
+        for job in jobs:
+            self._in_work[id(job)] = job
         return jobs
 
     async def _work(self) -> None:
@@ -313,7 +275,7 @@ class EvaluationStage:
         self._told.discard(id(job))
         if self._in_work.pop(id(job), None) is None:
             return
-        self._in_work_bytes -= self._cost.pop(id(job), 0)
+        self._queue.done(job)
         self._completed += 1
         if job.on_done is not None:
             job.on_done(ok)
@@ -382,7 +344,7 @@ class EvaluationStage:
             trace = next(done)
             assert isinstance(trace, TraceDone)
             records = self._extracted(job, trace.extraction)
-            self._recost(job, sum(map(record_bytes, records)))
+            self._queue.recost(job, sum(map(record_bytes, records)))
             flights = [
                 self._flight(record, job.sampled, scored)
                 for record, scored in zip(records, trace.scored, strict=True)
@@ -411,12 +373,6 @@ class EvaluationStage:
             except Exception:
                 log.exception("telling the trace stage what %s gave", _describe(job))
         return extraction.records if isinstance(extraction, TraceRecords) else []
-
-    def _recost(self, job: Item, cost: int) -> None:
-        """An item in work now costs `cost` (a trace once its records are built)."""
-        if id(job) in self._cost:
-            self._in_work_bytes += cost - self._cost[id(job)]
-            self._cost[id(job)] = cost
 
     def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
         return InFlight(

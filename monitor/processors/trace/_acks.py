@@ -5,14 +5,12 @@ Spans of one trace may come in several deliveries (Kafka messages), so each deli
 one unit per trace it added spans to, and a trace settles every delivery that contributed
 once all its records are finished (at once when it yields none: not sampled, not a RAG
 trace, or unreadable). A late span of a released trace owes its unit to that trace until
-its records are finished, and nothing after. Settling happens in several threads (the
-stage's, the evaluation stage's, a receiver's), under the lock of the stage's
-`Acknowledgements`.
+its records are finished, and nothing after. Everything here runs on the event loop (the
+trace stage's `consume`, the evaluation stage finishing items), so nothing is locked.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Hashable, Iterable
 
 from monitor.component import OnDone
@@ -22,27 +20,22 @@ class Ack:
     """What one delivery still owes before its `on_done` is called. Starts held by one
     unit while the delivery is taken apart, so it cannot finish half-registered."""
 
-    __slots__ = ("_lock", "_ok", "_on_done", "_owed", "origin")
+    __slots__ = ("_ok", "_on_done", "_owed", "origin")
 
-    def __init__(self, on_done: OnDone, origin: Hashable | None, lock: threading.Lock) -> None:
+    def __init__(self, on_done: OnDone, origin: Hashable | None) -> None:
         self._on_done = on_done
-        self._lock = lock
         self._owed = 1
         self._ok = True
         self.origin = origin  # the delivery's, for `TraceStage.abandon`
 
     def owe(self, units: int) -> None:
-        with self._lock:
-            self._owed += units
+        self._owed += units
 
     def settle(self, ok: bool = True) -> None:
-        with self._lock:
-            self._owed -= 1
-            self._ok &= ok
-            if self._owed:
-                return
-            ok = self._ok
-        self._on_done(ok)
+        self._owed -= 1
+        self._ok &= ok
+        if not self._owed:
+            self._on_done(self._ok)
 
 
 class Contributors:
@@ -50,46 +43,36 @@ class Contributors:
     Until then the deliveries of its late spans join them: a late span is acknowledged
     only once the trace it belongs to was really evaluated (False if it was abandoned)."""
 
-    __slots__ = ("_acks", "_lock", "_registry", "_trace_id")
+    __slots__ = ("_acks", "_registry", "_trace_id")
 
     def __init__(self, trace_id: str, acks: list[Ack], registry: Acknowledgements) -> None:
         self._trace_id = trace_id
         self._acks: list[Ack] | None = acks  # None once settled
         self._registry = registry
-        self._lock = registry.lock
 
     def __bool__(self) -> bool:
         return bool(self._acks)
 
-    def join(self, ack: Ack) -> bool:
-        """Add a late span's delivery; False when the trace is settled already."""
-        with self._lock:
-            if self._acks is None:
-                return False
-            self._acks.append(ack)
-            ack._owed += 1  # under the same lock as `Ack.owe`
-            return True
+    def join(self, ack: Ack) -> None:
+        """Add a late span's delivery (the trace is not settled yet)."""
+        assert self._acks is not None
+        self._acks.append(ack)
+        ack.owe(1)
 
     def settle(self, ok: bool = True) -> None:
-        with self._lock:
-            acks, self._acks = self._acks or [], None
-            self._registry._evaluated(self._trace_id, self)
+        acks, self._acks = self._acks or [], None
+        self._registry.evaluated(self._trace_id, self)
         for ack in acks:
             ack.settle(ok)
 
 
 class Acknowledgements:
-    """One trace stage's acknowledgement state: the deliveries of open traces (touched only
-    by whoever holds the stage's assembly lock) and the released, sampled traces whose
-    records are not finished yet (left from any thread, under `lock`)."""
+    """One trace stage's acknowledgement state: the deliveries of open traces, and of the
+    released, sampled traces whose records are not finished yet."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self._open: dict[str, list[Ack]] = {}
         self._evaluating: dict[str, Contributors] = {}
-
-    def ack(self, on_done: OnDone, origin: Hashable | None) -> Ack:
-        return Ack(on_done, origin, self.lock)
 
     def register(self, ack: Ack, assembling: Iterable[str], late: Iterable[str]) -> None:
         """The delivery owes one unit per trace still being assembled that it added spans
@@ -115,12 +98,10 @@ class Acknowledgements:
         spans' deliveries join them meanwhile."""
         contributors = Contributors(trace_id, acks, self)
         if acks:
-            with self.lock:
-                self._evaluating[trace_id] = contributors
+            self._evaluating[trace_id] = contributors
         return contributors
 
-    def _evaluated(self, trace_id: str, contributors: Contributors) -> None:
-        """Holds `lock`."""
+    def evaluated(self, trace_id: str, contributors: Contributors) -> None:
         if self._evaluating.get(trace_id) is contributors:
             del self._evaluating[trace_id]
 

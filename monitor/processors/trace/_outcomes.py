@@ -7,7 +7,6 @@ through here."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter as Tally
 from collections.abc import Sequence
 
@@ -42,8 +41,6 @@ class Outcomes:
         self._limits = limits
         self.max_documents = limits.max_documents
         self.warn = RateLimitedLog(log)
-        self.depth = telemetry.queue_depth.labels(STAGE)
-        self.depth.set(0)
         self.open_traces = telemetry.gauge("open_traces", "Traces buffered by trace assembly.")
         self.open_trace_bytes = telemetry.gauge(
             "open_trace_bytes", "Approximate bytes of the spans buffered by trace assembly."
@@ -68,9 +65,7 @@ class Outcomes:
             ("service", "reason"),
         )
         # Per service (capped): sampled traces that gave no record while the service has
-        # never given one; a service leaves once it gives a record. Updated from the
-        # stage's thread (records) and the event loop (extracted traces), under `_lock`.
-        self._lock = threading.Lock()
+        # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
         self.unsampled = telemetry.counter(
@@ -123,10 +118,9 @@ class Outcomes:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
         if service not in self._speaking:
-            with self._lock:
-                self._speaking.add(service)
-                self._silent.pop(service, None)
-                self._forget_evicted()
+            self._speaking.add(service)
+            self._silent.pop(service, None)
+            self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
@@ -161,9 +155,16 @@ class Outcomes:
             unread,
         )
 
-    def unsampled_by_service(self, unsampled: Tally[str]) -> None:
+    def unsampled_by_service(self, unsampled: Tally[str] | dict[str, int]) -> None:
         for service, n in unsampled.items():
             self._t.child(self.unsampled, self._t.service_cap(service)).inc(n)
+
+    def forgotten(self, roots: dict[str, int]) -> None:
+        """Traces the span filter left unbuilt whose root came (`roots`, by service):
+        counted as the stage counts a whole trace no evaluator samples, released
+        (`root_ended`) and unsampled."""
+        self.assembled.labels("root_ended").inc(sum(roots.values()))
+        self.unsampled_by_service(roots)
 
     def no_record(self, trace: FinishedTrace, service: str, reason: str) -> None:
         if self.observer is not None:
@@ -175,10 +176,9 @@ class Outcomes:
         capped = self._t.service_cap(service)
         if capped in self._speaking:
             return
-        with self._lock:
-            if capped not in self._silent:
-                self._forget_evicted()
-            silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        if capped not in self._silent:
+            self._forget_evicted()
+        silent = self._silent[capped] = self._silent.get(capped, 0) + 1
         if silent >= SILENT_AFTER:
             self.warn.warning(
                 f"silent/{capped}",
@@ -235,6 +235,7 @@ class Outcomes:
             delivery.on_rejected(problems)
 
     def abandoned(self, what: str, n: int) -> None:
-        """Past the shutdown deadline: `n` records or sampled traces never handed on."""
+        """`n` records or sampled traces the evaluation stage no longer takes (it stopped
+        first)."""
         self.dropped("shutting_down", n)
         self.warn.warning("abandoned", "trace stage stopping: %d %s abandoned", n, what)

@@ -1,10 +1,12 @@
 """The OTLP receivers: `TraceService/Export` over gRPC and `POST /v1/traces` over HTTP.
 
 `OtlpReceivers` is one component for the service to start and stop: both servers share
-one decode thread (decompression and protobuf/JSON decoding stay off the event loop) and
-hand each request's spans to the trace stage as one `Delivery`. When the trace stage's
-intake is full they answer with a retryable status (HTTP 503 + `Retry-After`, gRPC
-`UNAVAILABLE`), so senders retry instead of the monitor buffering without bound.
+one decode thread (decompression, JSON, log events and large bodies are decoded there
+while the request awaits them; a small protobuf body is read on the loop,
+`_wire.LOOP_READ_BYTES`), then hand each request's spans to the trace stage on the loop
+as one `Delivery`. When the trace stage refuses (the evaluation stage is full)
+they answer with a retryable status (HTTP 503 + `Retry-After`, gRPC `UNAVAILABLE`), so
+senders retry instead of the monitor buffering without bound.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from monitor.component import SpanTriage, TraceConsumer
+from monitor.component import TraceConsumer
 from monitor.config import Config
-from monitor.receivers.otlp._heap import keep_freed_heap
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.telemetry import Telemetry
@@ -57,19 +58,16 @@ class OtlpReceivers:
         config: Config,
         consumer: TraceConsumer,
         telemetry: Telemetry,
-        triage: SpanTriage | None = None,
     ) -> None:
-        """`triage`: the trace stage's (`TraceStage.triage`), so that spans of traces no
-        evaluator will sample are counted at decoding and never built."""
         otlp = config.receivers.otlp
         self._decoder = _DecodeThread()
         self.grpc = (
-            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry, triage)
+            OtlpGrpcReceiver(config, consumer, self._decoder.run, telemetry)
             if otlp.grpc.enabled
             else None
         )
         self.http = (
-            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry, triage)
+            OtlpHttpReceiver(config, consumer, self._decoder.run, telemetry)
             if otlp.http.enabled
             else None
         )
@@ -79,7 +77,6 @@ class OtlpReceivers:
         return self.grpc is not None or self.http is not None
 
     async def start(self) -> None:
-        keep_freed_heap()
         self._decoder.start()
         try:
             if self.grpc is not None:

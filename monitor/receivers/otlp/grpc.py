@@ -1,8 +1,8 @@
 """OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 
-The method is registered with raw bytes in and out, so decoding happens in the receivers'
-decode thread instead of on the event loop (small protobuf requests decoded with the
-triage excepted: `_wire.decodes_on_the_loop`). Status codes: OK (with `partial_success` when
+The method is registered with raw bytes in and out, so that the receiver decodes them
+(`_wire.decode`: a small request read on the event loop, a larger one in the receivers'
+decode thread); the spans then go to the trace stage on the loop. Status codes: OK (with `partial_success` when
 some spans had malformed ids), INVALID_ARGUMENT for an undecodable request,
 UNAUTHENTICATED for a missing/wrong `authorization: Bearer <token>` when
 `receivers.otlp.auth_token` is set, UNAVAILABLE (which OTLP exporters retry) when the
@@ -20,16 +20,15 @@ import grpc
 from grpc import aio
 
 from monitor._listen import ListenError, bind_failure
-from monitor.component import SpanTriage, TraceConsumer
+from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
     Offload,
-    decode_and_hand_on,
-    decodes_on_the_loop,
+    decode,
     export_logs_response,
     export_response,
-    on_the_loop,
+    hand_over,
     token_ok,
 )
 from monitor.spans import DecodeError
@@ -48,7 +47,6 @@ class OtlpGrpcReceiver:
         consumer: TraceConsumer,
         offload: Offload,
         telemetry: Telemetry,
-        triage: SpanTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         self._endpoint = otlp.grpc.endpoint
@@ -56,7 +54,6 @@ class OtlpGrpcReceiver:
         self._token = otlp.auth_token
         self._limit = otlp.max_request_bytes
         self._consumer = consumer
-        self._triage = triage
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
@@ -142,24 +139,9 @@ class OtlpGrpcReceiver:
                 )
         if self._consumer.refuses():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
-        offload = (
-            on_the_loop
-            if decodes_on_the_loop(
-                len(request), gzip=False, as_json=False, logs=logs, triage=self._triage
-            )
-            else self._offload
-        )
         try:
-            decoded, taken = await offload(
-                decode_and_hand_on,
-                self._consumer,
-                RECEIVER,
-                request,
-                gzip=False,
-                as_json=False,
-                limit=self._limit,
-                logs=logs,
-                triage=self._triage,
+            decoded = await decode(
+                self._offload, request, gzip=False, as_json=False, limit=self._limit, logs=logs
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)
@@ -168,7 +150,7 @@ class OtlpGrpcReceiver:
             await self._refuse(
                 context, grpc.StatusCode.INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}"
             )
-        if not taken:
+        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         if decoded.rejected:
             reason = "not_genai_event" if logs else "invalid_span"

@@ -20,18 +20,17 @@ import logging
 from aiohttp import web
 
 from monitor._listen import ListenError, reason_of
-from monitor.component import SpanTriage, TraceConsumer
+from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._connections import ConnectionGuard
 from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
     Offload,
     TooLarge,
-    decode_and_hand_on,
-    decodes_on_the_loop,
+    decode,
     export_logs_response,
     export_response,
-    on_the_loop,
+    hand_over,
     status_body,
     token_ok,
 )
@@ -55,7 +54,6 @@ class OtlpHttpReceiver:
         consumer: TraceConsumer,
         offload: Offload,
         telemetry: Telemetry,
-        triage: SpanTriage | None = None,
     ) -> None:
         otlp = config.receivers.otlp
         host, _, port = otlp.http.endpoint.rpartition(":")
@@ -72,7 +70,6 @@ class OtlpHttpReceiver:
             max_connections=otlp.http.max_connections,
         )
         self._consumer = consumer
-        self._triage = triage
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
@@ -204,24 +201,14 @@ class OtlpHttpReceiver:
             )
             response.force_close()
             return response
-        body = b"".join(chunks)
-        gzip = encoding == "gzip"
-        offload = (
-            on_the_loop
-            if decodes_on_the_loop(size, gzip=gzip, as_json=as_json, logs=logs, triage=self._triage)
-            else self._offload
-        )
         try:
-            decoded, taken = await offload(
-                decode_and_hand_on,
-                self._consumer,
-                RECEIVER,
-                body,
-                gzip=gzip,
+            decoded = await decode(
+                self._offload,
+                b"".join(chunks),
+                gzip=encoding == "gzip",
                 as_json=as_json,
                 limit=self._limit,
                 logs=logs,
-                triage=self._triage,
             )
         except TooLarge as exc:
             return self._too_large(str(exc), as_json)
@@ -232,7 +219,7 @@ class OtlpHttpReceiver:
             return self._reject(
                 500, _INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}", as_json=as_json
             )
-        if not taken:
+        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
             return self._unavailable(as_json)
         if decoded.rejected:
             reason = "not_genai_event" if logs else "invalid_span"

@@ -1,12 +1,14 @@
-"""The triage's column path (`_triaged_by_columns`: the ids of a scope's spans read as
-columns) gives what the span-by-span path gives, on requests of every shape it takes,
-and leaves every other request to the span-by-span path."""
+"""`read_protobuf`'s column path (the ids of a scope's spans read as columns) gives what
+the span-by-span path (each span's skeleton) gives, on requests of every shape, and
+leaves a scope whose columns do not line up with its spans, or a body the column view
+cannot parse, to the span-by-span path."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from google.protobuf.message import DecodeError as ProtoDecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -14,13 +16,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from monitor.config import Config
-from monitor.processors.sampler import Sampler
-from monitor.processors.trace import TraceTriage
-from monitor.spans import Decoded, DecodeError, decode_protobuf
-from monitor.spans._lite import SkeletonRequest
-from monitor.spans._protobuf import _decode_triaged, _triaged_by_columns
-from monitor.telemetry import create_telemetry
+from monitor.spans import DecodeError, RequestSpans, read_protobuf
+from monitor.spans._lite import ColumnsRequest, RawRequest
+from monitor.spans._protobuf import _from_columns, _read
 
 _STATUSES = {
     "unset": None,
@@ -29,21 +27,6 @@ _STATUSES = {
     "error": Status(code=Status.STATUS_CODE_ERROR),
     "error with a message": Status(code=Status.STATUS_CODE_ERROR, message="boom"),
 }
-
-
-def _triage(rate: float, always_error: bool, forced: list[bytes]) -> TraceTriage:
-    config = Config.model_validate({"sampling": {"rate": rate, "always": {"error": always_error}}})
-    telemetry = create_telemetry()
-    triage = TraceTriage(
-        Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}),
-        telemetry,
-        assembled=telemetry.counter("traces_assembled", "x", ("trigger",)),
-        unsampled=telemetry.counter("traces_unsampled", "x", ("service",)),
-        max_remembered=100,
-    )
-    for trace_id in forced:
-        triage.force(trace_id)
-    return triage
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -95,58 +78,41 @@ def _body(shape: list[list[list[tuple[int, str, str, int]]]], trace_ids: list[by
     return resources
 
 
-def _summary(decoded: Decoded) -> tuple[object, ...]:
+def _summary(request: RequestSpans, keep: set[bytes]) -> tuple[object, ...]:
+    every, kept = request.build(), request.build(keep)
     return (
-        [(s.trace_id, s.span_id, s.error, s.service, s.is_root, s.size) for s in decoded.spans],
-        decoded.rejected,
-        decoded.message,
-        decoded.forgotten,
-        decoded.forgotten_roots,
+        [(s.trace_id, s.span_id, s.error, s.service, s.is_root, s.size) for s in every.spans],
+        [s.span_id for s in kept.spans],
+        kept.forgotten,
+        kept.forgotten_roots,
+        request.rejected,
+        request.message,
+        request.trace_ids,
+        request.error_ids,
     )
+
+
+def _paths(body: bytes) -> tuple[RequestSpans, RequestSpans]:
+    """The body read by columns, and span by span."""
+    raw = RawRequest.FromString(body).resource_spans
+    absent = frozenset({"rag.feedback"})
+    columns = ColumnsRequest.FromString(body).resource_spans
+    return _read(raw, columns, body, absent), _read(raw, None, body, absent)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    shape=_requests,
-    seed=st.integers(0, 2**32),
-    rate=st.sampled_from([0.0, 0.3, 1.0]),
-    always_error=st.booleans(),
-    forced=st.sets(st.integers(0, 5), max_size=2),
-)
+@given(shape=_requests, seed=st.integers(0, 2**32), kept=st.sets(st.integers(0, 5)))
 def test_the_column_path_agrees_with_the_span_by_span_path(
-    shape: list[list[list[tuple[int, str, str, int]]]],
-    seed: int,
-    rate: float,
-    always_error: bool,
-    forced: set[int],
+    shape: list[list[list[tuple[int, str, str, int]]]], seed: int, kept: set[int]
 ) -> None:
     rng = random.Random(seed)
     trace_ids = [rng.randbytes(16) for _ in range(6)]
-    body = _body(shape, trace_ids)
-    request = SkeletonRequest.FromString(body)
-    forced_ids = [trace_ids[t] for t in sorted(forced)]
-    absent = frozenset({"rag.feedback"})
-
-    by_columns = _triaged_by_columns(body, absent, _triage(rate, always_error, forced_ids))
-    span_by_span = _decode_triaged(
-        request, body, absent, _triage(rate, always_error, forced_ids), {}
-    )
-
-    errors = any(
-        status.startswith("error")
-        for scopes in shape
-        for spans in scopes
-        for _, _, status, _ in spans
-    )
-    if always_error and errors:
-        assert by_columns is None  # an error may force its trace: span by span
-    else:
-        assert by_columns is not None
-        assert _summary(by_columns) == _summary(span_by_span)
+    by_columns, span_by_span = _paths(_body(shape, trace_ids))
+    keep = {trace_ids[t] for t in kept}
+    assert _summary(by_columns, keep) == _summary(span_by_span, keep)
 
 
-def test_malformed_ids_leave_the_request_to_the_span_by_span_path() -> None:
-    triage = _triage(0.0, False, [])
+def test_malformed_ids_leave_the_scope_to_the_span_by_span_path() -> None:
     good = ProtoSpan(trace_id=b"\x02" * 16, span_id=b"\x01" * 8, name="ok")
     for bad in (
         ProtoSpan(trace_id=b"\x01" * 15, span_id=b"\x01" * 8),
@@ -158,26 +124,30 @@ def test_malformed_ids_leave_the_request_to_the_span_by_span_path() -> None:
     ):
         scope = _field(2, good.SerializeToString()) + _field(2, bad.SerializeToString())
         body = _field(1, _field(2, scope))
-        request = SkeletonRequest.FromString(body)
-        assert _triaged_by_columns(body, frozenset(), triage) is None
-        assert _decode_triaged(request, body, frozenset(), triage, {}).rejected == 1
+        column = ColumnsRequest.FromString(body).resource_spans[0].scope_spans[0].spans
+        raws = RawRequest.FromString(body).resource_spans[0].scope_spans[0].spans
+        assert _from_columns(column, raws) is None
+        request = read_protobuf(body)
+        assert request.rejected == 1
+        assert [s.span_id for s in request.build().spans] == [good.span_id.hex()]
 
 
-def test_bodies_the_column_view_cannot_parse_are_decoded_as_span_by_span() -> None:
+def test_bodies_the_column_view_cannot_parse_are_read_span_by_span() -> None:
     """Flags sent in packed form (a length-delimited field 16) are an unknown field to the
-    skeleton, and malformed to the column view: the span-by-span path decides."""
-    triage = _triage(0.0, False, [])
+    skeleton, and malformed to the column view: the span-by-span path reads it."""
     span = ProtoSpan(trace_id=b"\x02" * 16, span_id=b"\x01" * 8, name="ok").SerializeToString()
     packed_flags = bytes([0x82, 0x01, 3]) + b"abc"  # field 16, length 3: not a fixed32 list
     body = _field(1, _field(2, _field(2, span + packed_flags)))
-    assert _triaged_by_columns(body, frozenset(), triage) is None
-    decoded = decode_protobuf(body, lazy=True, triage=triage)
-    assert (decoded.spans, decoded.forgotten, decoded.forgotten_roots) == ([], 1, {"unknown": 1})
+    with pytest.raises(ProtoDecodeError):
+        ColumnsRequest.FromString(body)
+    request = read_protobuf(body)
+    assert len(request.build().spans) == 1
+    unkept = request.build(set())
+    assert (unkept.spans, unkept.forgotten, unkept.forgotten_roots) == ([], 1, {"unknown": 1})
 
 
-def test_a_span_name_that_is_not_utf8_refuses_the_body_with_or_without_triage() -> None:
+def test_a_span_name_that_is_not_utf8_refuses_the_body() -> None:
     span = ProtoSpan(trace_id=b"\x02" * 16, span_id=b"\x01" * 8).SerializeToString()
     body = _field(1, _field(2, _field(2, span + _field(5, b"\xff\xfe"))))
-    for triage in (None, _triage(0.0, False, [])):
-        with pytest.raises(DecodeError):
-            decode_protobuf(body, lazy=True, triage=triage)
+    with pytest.raises(DecodeError):
+        read_protobuf(body)

@@ -1,30 +1,25 @@
-"""The trace stage with its triage (what the OTLP receivers decode with) against the same
-stage without it: for requests that carry whole traces, every count — spans received,
-traces released, traces unsampled by service, records and which traces they come
-from — is the same, and the traces an error forces are evaluated."""
+"""The trace stage given OTLP requests with their spans unbuilt, as the receivers hand
+them in (it builds the spans of the traces some evaluator may sample, `_filter.py`),
+against the same stage given every span built: for requests that carry whole traces,
+every count — spans received, traces released, traces unsampled by service, records and
+which traces they come from — is the same, and the traces an error forces are
+evaluated."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Status, StatusCode, Tracer
 
-from monitor.component import SampledRecord, SampledTrace
+from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.config import Config
-from monitor.receivers.otlp._wire import decode_and_hand_on
+from monitor.spans import decode_protobuf, read_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import WATER, emit_openinference, otlp_bytes
+from tests._otlp import WATER, emit_openinference, finished_spans, otlp_bytes
 from tests._pipeline import trace_stage, unpack
-from tests._wait import wait_until_async
 
 TRACES = 60
 
@@ -32,28 +27,29 @@ TRACES = 60
 class Finishing:
     """The next stage: takes every record and finishes it at once."""
 
+    full = False
+
     def __init__(self) -> None:
         self.records: list[SampledRecord] = []
 
-    async def put_many(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
+    def take(self, items: Sequence[SampledRecord | SampledTrace]) -> int:
         for item in (record for given in items for record in unpack(given)):
             self.records.append(item)
             if item.on_done is not None:
                 item.on_done(True)
         return len(items)
 
+    async def room(self) -> bool:
+        return True
+
 
 def _bodies(seed: int) -> tuple[list[bytes], set[str]]:
     """Two export requests holding whole traces of two services, some with a failed
     span; and the ids of the traces with one."""
     rng = random.Random(seed)
-    requests: list[bytes] = []
     failed: set[str] = set()
-    for service in ("rag-api", "rag-batch"):
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        tracer = provider.get_tracer("tests")
+
+    def emit(tracer: Tracer) -> None:
         for _ in range(TRACES // 2):
             if rng.random() < 0.2:
                 with tracer.start_as_current_span("RetrievalQA") as root:
@@ -64,8 +60,8 @@ def _bodies(seed: int) -> tuple[list[bytes], set[str]]:
                     failed.add(f"{root.get_span_context().trace_id:032x}")
             else:
                 emit_openinference(tracer, WATER, lambda: None)
-        provider.shutdown()
-        requests.append(otlp_bytes(list(exporter.get_finished_spans())))
+
+    requests = [otlp_bytes(finished_spans(s, emit)) for s in ("rag-api", "rag-batch")]
     return requests, failed
 
 
@@ -81,37 +77,23 @@ class Counts:
     records: list[tuple[str | None, list[str]]]  # (trace id, evaluators sampled)
 
 
-async def _counts(
-    bodies: list[bytes], rate: float, *, triaged: bool, on_the_loop: bool = False
-) -> Counts:
-    """`on_the_loop`: decoded and handed in on the event loop, as the receivers do with
-    small protobuf requests while the triage is on (the loop then assembles them too)."""
+async def _counts(bodies: list[bytes], rate: float, *, unbuilt: bool) -> Counts:
+    """`unbuilt`: each request handed in as the receivers do, its spans still
+    serialized; else every span built first."""
     telemetry = create_telemetry()
     consumer = Finishing()
     config = Config.model_validate({"sampling": {"rate": rate}})
     stage = trace_stage(config, consumer, telemetry)
-    triage = stage.triage if triaged else None
-    assert stage.triage is not None
     await stage.start()
     try:
         for body in bodies:
-            call = functools.partial(
-                decode_and_hand_on,
-                stage,
-                "otlp_http",
-                body,
-                gzip=False,
-                as_json=False,
-                limit=1 << 24,
-                triage=triage,
+            delivery = (
+                Delivery("otlp_http", unbuilt=read_protobuf(body))
+                if unbuilt
+                else Delivery("otlp_http", decode_protobuf(body, lazy=True).spans)
             )
-            _, taken = call() if on_the_loop else await asyncio.to_thread(call)
-            assert taken
-        await wait_until_async(
-            lambda: _value(telemetry, "traces_assembled_total", trigger="root_ended") >= TRACES,
-            30,
-            "every trace released",
-        )
+            assert stage.consume([delivery])
+        assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == TRACES
     finally:
         await stage.shutdown(5)
     return Counts(
@@ -129,13 +111,11 @@ async def _counts(
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
-async def test_counts_and_records_are_those_of_the_stage_without_triage(rate: float) -> None:
+async def test_counts_and_records_are_those_of_every_span_built(rate: float) -> None:
     bodies, failed = _bodies(seed=int(rate * 10))
-    with_triage = await _counts(bodies, rate, triaged=True)
-    without = await _counts(bodies, rate, triaged=False)
-    assert with_triage == without
-    assert await _counts(bodies, rate, triaged=True, on_the_loop=True) == without
-    evaluated = {trace_id for trace_id, _ in with_triage.records}
+    filtered = await _counts(bodies, rate, unbuilt=True)
+    assert filtered == await _counts(bodies, rate, unbuilt=False)
+    evaluated = {trace_id for trace_id, _ in filtered.records}
     assert failed and failed <= evaluated  # always.error forces them
     if rate == 0.0:
         assert evaluated == failed

@@ -1,7 +1,8 @@
-"""Decoding with the trace stage's triage: the spans built are exactly those of the traces
-that may be sampled or are forced, the others are counted, and what forces sampling
-(an ERROR status anywhere in the request, `rag.feedback` anywhere in the body) is never
-skipped. The reference is the full decode, filtered by the sampler's own decision."""
+"""The trace stage's span filter on OTLP protobuf requests (`SpanFilter.request` over
+`read_protobuf`): the spans built are exactly those of the traces that may be sampled or
+are forced, the others are counted, and what forces sampling (an ERROR status anywhere in
+the request, `rag.feedback` anywhere in the body) is never skipped. The reference is the
+full decode, filtered by the sampler's own decision."""
 
 from __future__ import annotations
 
@@ -18,24 +19,20 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
-from monitor.processors.trace import TraceTriage
-from monitor.spans import Span, decode_protobuf
-from monitor.telemetry import Telemetry, create_telemetry
+from monitor.processors.trace._filter import SpanFilter
+from monitor.spans import Built, Span, decode_protobuf, read_protobuf
 
 _REMOTE_PARENT = 0x300
 
 
-def _triage(rate: float, telemetry: Telemetry, **always: bool) -> tuple[TraceTriage, Sampler]:
+def _filter(rate: float, **always: bool) -> tuple[SpanFilter, Sampler]:
     config = Config.model_validate({"sampling": {"rate": rate, "always": always}})
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators})
-    triage = TraceTriage(
-        sampler,
-        telemetry,
-        assembled=telemetry.counter("traces_assembled", "x", ("trigger",)),
-        unsampled=telemetry.counter("traces_unsampled", "x", ("service",)),
-        max_remembered=100,
-    )
-    return triage, sampler
+    return SpanFilter(sampler, max_remembered=100, keep_all=False), sampler
+
+
+def _kept(span_filter: SpanFilter, body: bytes) -> Built:
+    return span_filter.request(read_protobuf(body))
 
 
 def _span(
@@ -101,10 +98,10 @@ _traces = st.lists(
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces=_traces, rate=st.sampled_from([0.0, 0.3, 1.0]), always_error=st.booleans())
-def test_triaged_decode_is_the_full_decode_of_the_traces_kept(
+def test_what_is_built_is_the_full_decode_of_the_traces_kept(
     traces: list[tuple[bytes, int, bool, set[int], str]], rate: float, always_error: bool
 ) -> None:
-    triage, sampler = _triage(rate, create_telemetry(), error=always_error)
+    span_filter, sampler = _filter(rate, error=always_error)
     by_service: dict[str, list[ProtoSpan]] = {"svc-a": [], "svc-b": []}
     for trace_id, count, with_root, errors, service in traces:
         for n in range(count):
@@ -114,23 +111,24 @@ def test_triaged_decode_is_the_full_decode_of_the_traces_kept(
             )
     body = _request(*by_service.items())
     full = decode_protobuf(body, lazy=True)
-    triaged = decode_protobuf(body, lazy=True, triage=triage)
+    built = _kept(span_filter, body)
 
     forced = {s.trace_id for s in full.spans if always_error and s.error}
     kept = [s for s in full.spans if sampler.may_sample(s.trace_id) or s.trace_id in forced]
-    assert _ids(triaged.spans) == _ids(kept)
-    assert triaged.spans == kept
-    assert triaged.forgotten == len(full.spans) - len(kept)
+    assert _ids(built.spans) == _ids(kept)
+    assert built.spans == kept
+    assert built.forgotten == len(full.spans) - len(kept)
     roots: dict[str, int] = {}
     for span in full.spans:
         if span.is_root and span not in kept:
             roots[span.service] = roots.get(span.service, 0) + 1
-    assert triaged.forgotten_roots == roots
-    assert (triaged.rejected, triaged.message) == (full.rejected, full.message)
+    assert built.forgotten_roots == roots
+    request = read_protobuf(body)
+    assert (request.rejected, request.message) == (full.rejected, full.message)
 
 
 def test_an_error_forces_the_spans_before_it_and_after_it() -> None:
-    triage, sampler = _triage(0.0, create_telemetry(), error=True)
+    span_filter, sampler = _filter(0.0, error=True)
     trace_id = _unsampled_trace(sampler, random.Random(1))
     other = _unsampled_trace(sampler, random.Random(2))
     body = _request(
@@ -139,19 +137,19 @@ def test_an_error_forces_the_spans_before_it_and_after_it() -> None:
             [_span(trace_id, 2, 1), _span(other, 1, None), _span(trace_id, 1, None, error=True)],
         )
     )
-    decoded = decode_protobuf(body, lazy=True, triage=triage)
+    decoded = _kept(span_filter, body)
     assert _ids(decoded.spans) == [(trace_id.hex(), f"{2:016x}"), (trace_id.hex(), f"{1:016x}")]
     assert (decoded.forgotten, decoded.forgotten_roots) == (1, {"svc": 1})
     # A span of the forced trace that comes later, without an error, is kept too.
-    later = decode_protobuf(_request(("svc", [_span(trace_id, 3, 1)])), lazy=True, triage=triage)
+    later = _kept(span_filter, _request(("svc", [_span(trace_id, 3, 1)])))
     assert _ids(later.spans) == [(trace_id.hex(), f"{3:016x}")]
 
 
 def test_errors_force_nothing_unless_configured() -> None:
-    triage, sampler = _triage(0.0, create_telemetry(), error=False)
+    span_filter, sampler = _filter(0.0, error=False)
     trace_id = _unsampled_trace(sampler, random.Random(3))
     body = _request(("svc", [_span(trace_id, 1, None, error=True)]))
-    decoded = decode_protobuf(body, lazy=True, triage=triage)
+    decoded = _kept(span_filter, body)
     assert (decoded.spans, decoded.forgotten, decoded.forgotten_roots) == ([], 1, {"svc": 1})
 
 
@@ -159,7 +157,7 @@ def test_errors_force_nothing_unless_configured() -> None:
 def test_a_body_with_feedback_is_decoded_whole_when_feedback_forces(
     always_feedback: bool,
 ) -> None:
-    triage, sampler = _triage(0.0, create_telemetry(), negative_feedback=always_feedback)
+    span_filter, sampler = _filter(0.0, negative_feedback=always_feedback)
     rng = random.Random(4)
     quiet, rated = _unsampled_trace(sampler, rng), _unsampled_trace(sampler, rng)
     body = _request(
@@ -171,24 +169,25 @@ def test_a_body_with_feedback_is_decoded_whole_when_feedback_forces(
             ],
         )
     )
-    decoded = decode_protobuf(body, lazy=True, triage=triage)
+    decoded = _kept(span_filter, body)
     assert len(decoded.spans) == (2 if always_feedback else 0)
 
 
 def test_a_root_under_a_remote_parent_counts_as_a_root() -> None:
-    triage, sampler = _triage(0.0, create_telemetry())
+    span_filter, sampler = _filter(0.0)
     trace_id = _unsampled_trace(sampler, random.Random(5))
     body = _request(("svc", [_span(trace_id, 2, 1), _span(trace_id, 1, 9, remote=True)]))
-    decoded = decode_protobuf(body, lazy=True, triage=triage)
+    decoded = _kept(span_filter, body)
     assert (decoded.forgotten, decoded.forgotten_roots) == (2, {"svc": 1})
 
 
-def test_malformed_ids_are_rejected_as_without_triage() -> None:
-    triage, _ = _triage(0.0, create_telemetry())
+def test_malformed_ids_are_rejected_as_in_the_full_decode() -> None:
+    span_filter, _ = _filter(0.0)
     bad = _span(b"\x01" * 15, 1, None)
     zero = _span(bytes(16), 2, None)
     body = _request(("svc", [bad, zero, _span(b"\x02" * 16, 3, None)]))
     full = decode_protobuf(body, lazy=True)
-    triaged = decode_protobuf(body, lazy=True, triage=triage)
-    assert (triaged.rejected, triaged.message) == (full.rejected, full.message) != (0, "")
-    assert triaged.spans == [] and triaged.forgotten == 1
+    request = read_protobuf(body)
+    assert (request.rejected, request.message) == (full.rejected, full.message) != (0, "")
+    built = span_filter.request(request)
+    assert built.spans == [] and built.forgotten == 1
