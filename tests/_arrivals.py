@@ -7,10 +7,9 @@ the first of the other came. `Watched` is `tests._pipeline.Served` with it in be
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Sequence
 
-from monitor.component import Delivery, TraceConsumer
+from monitor.component import Accepted, Delivery, Refused, TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
@@ -24,11 +23,12 @@ def is_log_event(span: Span) -> bool:
 
 
 class Arrivals:
-    """The trace stage as the receivers see it (`TraceConsumer`), counting what it took."""
+    """The trace stage as the receivers see it (`TraceConsumer`), counting what it took.
+    The stage and its receivers run on the event loop, so the counts follow the order the
+    stage took deliveries in."""
 
     def __init__(self, stage: TraceConsumer) -> None:
         self._stage = stage
-        self._lock = threading.Lock()
         self.events = 0
         self.spans = 0
         # How many of one kind the stage had taken when it took the first of the other
@@ -37,6 +37,13 @@ class Arrivals:
         self.spans_before_first_event: int | None = None
 
     def _count(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            if delivery.unbuilt is not None and len(delivery.unbuilt):
+                # A trace request read on the loop, its spans built by the stage: no log
+                # event travels this way.
+                if self.events_before_first_span is None:
+                    self.events_before_first_span = self.events
+                self.spans += len(delivery.unbuilt)
         for span in (span for delivery in deliveries for span in delivery.spans):
             if is_log_event(span):
                 if self.spans_before_first_event is None:
@@ -50,36 +57,17 @@ class Arrivals:
     def refuses(self) -> bool:
         return self._stage.refuses()
 
-    def consume(self, deliveries: Sequence[Delivery]) -> bool:
-        # Held across the hand-on, so that the counts follow the order the stage took
-        # deliveries in (two receiver threads may hand on at once).
-        with self._lock:
-            taken = self._stage.consume(deliveries)
-            if taken:
-                self._count(deliveries)
-        return taken
+    def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
+        answer = self._stage.consume(deliveries)
+        if answer:
+            self._count(deliveries)
+        return answer
 
     async def put(self, deliveries: Sequence[Delivery]) -> bool:
         taken = await self._stage.put(deliveries)
         if taken:
-            with self._lock:
-                self._count(deliveries)
+            self._count(deliveries)
         return taken
-
-    def flush(self) -> None:
-        self._stage.flush()
-
-    def holds(self, origins: Collection[Hashable]) -> int:
-        return self._stage.holds(origins)
-
-    def suspend(self, origins: Collection[Hashable]) -> None:
-        self._stage.suspend(origins)
-
-    def resume(self, origins: Collection[Hashable]) -> None:
-        self._stage.resume(origins)
-
-    def abandon(self, origins: Collection[Hashable]) -> None:
-        self._stage.abandon(origins)
 
 
 class Watched(Served):
