@@ -15,7 +15,8 @@ defect rate, with
 - a page: the statistic reaching the budget; the service then fires for one `window_s`
   (nothing is judged, as in the engine) and starts again;
 - a boost (optional): while a service's p-value is below `boost_p` (or it fires) its
-  verdicts arrive at `boosted_rate`, as an evaluator sampled at a boosted rate.
+  verdicts arrive at `boosted_rate`, as an evaluator sampled at a boosted rate (`step_s`
+  sets the step, so that streams with and without a boost are batched alike).
 
 It leaves out what only matters during a rise (the held-back slices) and the current
 window's `min_samples` (a healthy busy service always has them).
@@ -55,8 +56,9 @@ def log_statistic(log_wealth: np.ndarray, live: np.ndarray) -> np.ndarray:
 def check_against_the_engine(seed: int = 0) -> None:
     """One random stream through `SequentialTest` and through `advance`: the same numbers."""
     rng = np.random.default_rng(seed)
-    judged = bets(Moments(5_000, 1_500.0, 1_500.0), 0.03, 1)
-    assert judged is not None
+    # A thin baseline, so that its smallest alternative is left out: slots, not positions.
+    judged = bets(Moments(2_000, 600.0, 600.0), 0.03, 1, 90 * 86_400.0)
+    assert judged is not None and judged.slots[0] > 0
     j = len(judged.alternatives)
     test = SequentialTest()
     log_wealth, runs = np.full((1, j), -np.inf), np.zeros((1, j))
@@ -69,7 +71,7 @@ def check_against_the_engine(seed: int = 0) -> None:
         last = now
         ratios = np.array([judged.log_ratios([8.0 - k, float(k)])])
         log_wealth, runs = advance(log_wealth, runs, ratios, np.array([weight]))
-    assert np.allclose(runs[0], test.runs[:j]), (runs, test.runs)
+    assert np.allclose(runs[0], [test.runs[i] for i in judged.slots]), (runs, test.runs)
     expected = test.log_statistic()
     assert abs(float(log_statistic(log_wealth, np.array([j]))[0]) - expected) < 1e-9
 
@@ -81,11 +83,26 @@ class FalsePages:
     budget_s: float
     # Mean verdicts per second over all services and time (boosts included).
     mean_rate: float
+    # The share of service time a boost was on.
+    boosted_share: float = 0.0
+
+    @property
+    def budgets(self) -> float:
+        """Budget periods simulated."""
+        return self.service_days * 86_400 / self.budget_s
 
     @property
     def per_budget(self) -> float:
         """False pages per budget period: at most 1 when the promise holds."""
-        return self.pages * self.budget_s / (self.service_days * 86_400)
+        return self.pages / self.budgets
+
+    def interval(self) -> tuple[float, float]:
+        """A 95 % interval of the pages per budget period (Poisson counts, Byar's
+        approximation)."""
+        k, z = self.pages, 1.96
+        low = 0.0 if k == 0 else k * (1 - 1 / (9 * k) - z / (3 * math.sqrt(k))) ** 3
+        high = (k + 1) * (1 - 1 / (9 * (k + 1)) + z / (3 * math.sqrt(k + 1))) ** 3
+        return low / self.budgets, high / self.budgets
 
 
 def false_pages(
@@ -103,6 +120,7 @@ def false_pages(
     boosted_rate: float | None = None,
     boost_p: float = 0.05,
     rise: float = 0.0,
+    step_s: float | None = None,
 ) -> FalsePages:
     """Pages on streams of defect rate `p0` (`rate` verdicts/s) over `service_days` of
     service time; `per_budget` divides by `budget_s`. With `rise`, the verdicts come at
@@ -112,7 +130,7 @@ def false_pages(
     rng = np.random.default_rng(seed)
     streams = max(1, math.ceil(service_days / days_per_stream))
     top = max(rate, boosted_rate or 0.0)
-    step = min(_EVALUATION_S, max(1.0, BATCH / top))
+    step = step_s or min(_EVALUATION_S, max(1.0, BATCH / top))
     steps = int(days_per_stream * 86_400 / step)
     slice_s = baseline_s / 60
     per_slice = max(1, round(slice_s / step))
@@ -129,7 +147,7 @@ def false_pages(
     elapsed = np.zeros(streams)
     firing_until = np.full(streams, -np.inf)
     boosted = np.zeros(streams, dtype=bool)
-    pages, verdicts = 0, 0.0
+    pages, verdicts, boosted_steps = 0, 0.0, 0
     log_budget = math.log(budget_s)
 
     def rebet() -> None:
@@ -137,16 +155,15 @@ def false_pages(
         for s in range(streams):
             n, d = base[s]
             b = (
-                bets(Moments(int(n), float(d), float(d)), min_increase, 1)
+                bets(Moments(int(n), float(d), float(d)), min_increase, 1, budget_s)
                 if n >= baseline_min
                 else None
             )
             gains[s] = _INVALID
             live[s] = 1
             if b is not None:
-                j = len(b.alternatives)
-                gains[s, :j] = np.array(b.gains)
-                live[s] = j
+                gains[s, list(b.slots)] = np.array(b.gains)
+                live[s] = len(b.slots)
 
     rebet()
     evaluate_every = max(1, round(_EVALUATION_S / step))
@@ -177,9 +194,11 @@ def false_pages(
         if boosted_rate is not None and i % evaluate_every == 0:
             p = np.minimum(1.0, live * np.exp(-runs.max(axis=1)))
             boosted = (p < boost_p) | (now < firing_until)
+        boosted_steps += int(boosted.sum())
         if (i + 1) % per_slice == 0 and not rise:
             counts = np.roll(counts, -1, axis=1)
             counts[:, -1] = 0.0
             rebet()
     days = streams * steps * step / 86_400
-    return FalsePages(pages, days, budget_s, verdicts / (days * 86_400))
+    share = boosted_steps / (streams * steps)
+    return FalsePages(pages, days, budget_s, verdicts / (days * 86_400), share)

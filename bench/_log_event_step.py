@@ -82,7 +82,10 @@ def trace_json() -> bytes:
             "attributes": [{"key": key, "value": {"stringValue": value}}],
         }
 
-    spans = [span(ROOT, "", "http.route", "/ask"), span(CHAT, ROOT, "gen_ai.operation.name", "chat")]
+    spans = [
+        span(ROOT, "", "http.route", "/ask"),
+        span(CHAT, ROOT, "gen_ai.operation.name", "chat"),
+    ]
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
 
 

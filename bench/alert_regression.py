@@ -1,7 +1,8 @@
 """Regression alerts replayed on real per-record verdicts: time to page, false pages, boosts.
 
     python bench/alert_regression.py DATA.jsonl [DATA.jsonl ...] [--rates 0.2 1 10 100]
-        [--trials 9] [--service-years 20] [--seed 1] [--write-docs]
+        [--trials 49] [--service-years 10] [--boost-p 0.01 0.05 0.2] [--seed 1]
+        [--write-docs]
 
 Every record of the data files (the project's record shape with `label.hallucinated`) is
 scored once by the embedded `local_groundedness` evaluator; its verdicts are cached under
@@ -13,21 +14,28 @@ arrive as a Poisson process at the given rate.
 1. **Time to page.** The alert engine, unchanged, with the default regression rule (the
    sequential test) and the same rule with `test: window`, both at the default budget
    (`alerts.false_page_every`), driven by an injected clock: a healthy warm-up that fills
-   the baseline (its first part fed as per-second counts, `AlertEngine.add_counts`, the
-   last 10 minutes verdict by verdict), then the hallucinated share times 1.25, 1.5, 2 and 3;
-   the minutes from the rise to the first page, median (worst) of `--trials` runs, beside
-   the **information limit**: the minutes a test that knew both rates exactly would need at
-   that budget (`ln(rate x budget)` nats, over the Kullback-Leibler divergence per verdict
-   of the risen stream from the healthy one), and the median's ratio to it.
-2. **False pages.** The sequential test on healthy streams over `--service-years` of
-   simulated service time per rate (`bench/_alert_sim.py`: the engine's arithmetic for many
-   services at once), per budget period: the promise is at most 1. Also a rise of half of
-   `min_increase` that never reaches the baseline, which must not page either.
+   the baseline (its first part fed as counts per evaluation interval,
+   `AlertEngine.add_counts`, the last 10 minutes verdict by verdict), then the
+   hallucinated share times 1.25, 1.5, 2 and 3; the minutes from the rise to the first
+   page, median (worst) of `--trials` runs, beside the **information limit**: the minutes a
+   test that knew both rates exactly would need at that budget (`ln(rate x budget)` nats,
+   over the Kullback-Leibler divergence per verdict of the risen stream from the healthy
+   one), and the median's ratio to it with a 95 % interval of that ratio.
+2. **False pages.** The sequential test on healthy streams and on a rise of half of
+   `min_increase` that never reaches the baseline (the edge), over `--service-years` of
+   simulated service time each per rate (`bench/_alert_sim.py`: the engine's arithmetic
+   for many services at once), per budget period with a 95 % interval: the promise is at
+   most 1.
 3. **Boosts** (evidence-driven sampling): a service of `--requests` requests/s whose
-   evaluator samples `--sample-rate` of them, with and without `boost: {sample_rate:
-   --boost-rate, while_p_below: --boost-p}`: time to page x1.5 and x2, the mean evaluations
-   per second on the healthy stream (what false suspicions cost), and its false pages.
-4. **Compressed windows**: `window: 30s`, baseline `3m`, `min_increase: 0.05`, one false
+   evaluator samples `--sample-rate` of them, without a boost and with `boost:
+   {sample_rate: --boost-rate, while_p_below: L}` for each trigger level L of `--boost-p`:
+   time to page x1.5 and x2 and the speed-up, against what false suspicions cost on a
+   healthy stream (mean evaluations per second, the share of time boosted) and its false
+   pages, at the default budget (over a quarter of `--service-years`).
+4. **Boosts add no false page**: the same arms at a short budget (`--validity-budget`,
+   one an hour: hundreds of false pages in `--validity-years`), batched alike, on healthy
+   streams and at the edge.
+5. **Compressed windows**: `window: 30s`, baseline `3m`, `min_increase: 0.05`, one false
    page an hour, 8 verdicts/s, defect rate 0.35 rising to 0.46: the seconds to page over
    `--trials` x 4 runs.
 """
@@ -53,7 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _docs
-from bench._alert_sim import false_pages
+from bench._alert_sim import FalsePages, false_pages
 
 CACHE = Path("/tmp/rag-monitor-alert-bench")
 INTERVAL_S = 15.0
@@ -162,17 +170,18 @@ class Replay:
         return pool[self.rng.randrange(len(pool))]
 
     def warm(self, seconds: float, share: float) -> None:
-        """`seconds` of healthy traffic as per-second counts."""
+        """`seconds` of healthy traffic as counts per evaluation interval (what fills the
+        baseline; the test's state at the rise comes from the verdicts after it)."""
         p = self.verdicts.defect_rate(share)
         np_rng = np.random.default_rng(self.rng.randrange(2**32))
         names = list(self.pages)
-        for _ in range(int(seconds)):
-            n = int(np_rng.poisson(self.rate(self)))
+        for _ in range(int(seconds / self.interval)):
+            n = int(np_rng.poisson(self.rate(self) * self.interval))
             if n:
                 k = int(np_rng.binomial(n, p))
                 for name in names:
                     self.engine.add_counts(name, "svc", "", [float(n - k), float(k)])
-            self.now += 1.0
+            self.now += self.interval
             self._tick()
 
     def run(self, seconds: float, share: float, stop: Callable[[], bool] = lambda: False) -> None:
@@ -259,6 +268,32 @@ def _median_worst(times: list[float]) -> str:
     return f"{_minutes(ordered[len(ordered) // 2])} ({_minutes(ordered[-1])})"
 
 
+def median_interval(times: list[float]) -> tuple[float, float, float]:
+    """The median of `times` and a 95 % interval of it (order statistics: the ranks
+    n/2 -+ 1.96 sqrt(n)/2)."""
+    ordered = sorted(times)
+    n = len(ordered)
+    half = 1.96 * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - half))
+    high = min(n - 1, math.ceil(n / 2 + half) - 1)
+    return ordered[n // 2], ordered[low], ordered[high]
+
+
+def _ratio(times: list[float], limit: float) -> str:
+    """The median's ratio to `limit`, with its 95 % interval."""
+    median, low, high = median_interval(times)
+    if math.isinf(median) or math.isnan(median):
+        return ""
+    top = "-" if math.isinf(high) else f"{high / limit:.2f}"
+    return f", {median / limit:.2f}x [{low / limit:.2f}-{top}]"
+
+
+def _rates(pages: FalsePages) -> str:
+    """Pages, and per budget period with a 95 % interval."""
+    low, high = pages.interval()
+    return f"{pages.pages} ({pages.per_budget:.2f} [{low:.2f}-{high:.2f}])"
+
+
 def pages_table(
     verdicts: Verdicts, rates: list[float], trials: int, seed: int, budget_s: float, budget: str
 ) -> str:
@@ -290,19 +325,16 @@ def pages_table(
             for name in RULES:
                 results[name].append([run[name] for run in runs])
         for name in RULES:
-            cells = []
-            for times, limit in zip(results[name], limits, strict=True):
-                median = sorted(times)[len(times) // 2]
-                ratio = (
-                    "" if math.isinf(median) or math.isnan(median) else f", {median / limit:.2f}x"
-                )
-                cells.append(_median_worst(times) + ratio)
+            cells = [
+                _median_worst(times) + _ratio(times, limit)
+                for times, limit in zip(results[name], limits, strict=True)
+            ]
             rows.append([f"{rate:g}", name, *cells])
         rows.append([f"{rate:g}", "information limit", *(_minutes(limit) for limit in limits)])
     header = [
         "evals/s",
         "rule",
-        *(f"x{k}: min to page, median (worst of {trials}), vs limit" for k in RISES),
+        *(f"x{k}: min to page, median (worst of {trials}), vs limit [95 %]" for k in RISES),
     ]
     return _docs.table(header, rows)
 
@@ -311,7 +343,7 @@ def false_pages_table(
     verdicts: Verdicts, rates: list[float], service_years: float, seed: int, budget_s: float
 ) -> str:
     """Table 2: false pages per budget period on healthy streams and on a rise of half of
-    `min_increase` (the promise: at most 1 each)."""
+    `min_increase` (the promise: at most 1 each), with 95 % intervals."""
     from monitor.config import REGRESSION_MIN_INCREASE
 
     p0 = verdicts.defect_rate(verdicts.share)
@@ -326,7 +358,7 @@ def false_pages_table(
             rate,
             budget_s,
             min_increase=REGRESSION_MIN_INCREASE,
-            service_days=days / 4,
+            service_days=days,
             seed=seed + 1,
             rise=REGRESSION_MIN_INCREASE / 2,
         )
@@ -334,53 +366,69 @@ def false_pages_table(
             [
                 f"{rate:g}",
                 f"{healthy.service_days / 365:.1f}",
-                f"{healthy.pages} ({healthy.per_budget:.2f})",
-                f"{edge.service_days / 365:.1f}",
-                f"{edge.pages} ({edge.per_budget:.2f})",
+                _rates(healthy),
+                _rates(edge),
             ]
         )
     header = [
         "evals/s",
-        "healthy: service-years",
-        "false pages (per budget)",
-        "rise of min_increase/2: service-years",
-        "pages (per budget)",
+        "service-years each",
+        "healthy: false pages (per budget [95 %])",
+        "rise of min_increase/2: pages (per budget [95 %])",
     ]
     return _docs.table(header, rows)
 
 
+@dataclass(frozen=True)
+class BoostSettings:
+    """A service of `requests` requests/s whose evaluator samples `sample_rate` of them,
+    boosted to `boost_rate` while the rule's p-value is below each of `levels`."""
+
+    requests: float
+    sample_rate: float
+    boost_rate: float
+    levels: tuple[float, ...]
+
+    def rule(self, level: float | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"evaluator": EVALUATOR, "baseline": {}}
+        if level is None:
+            return base
+        return dict(base, boost={"sample_rate": self.boost_rate, "while_p_below": level})
+
+    @property
+    def step_s(self) -> float:
+        """The simulator's step for every arm: the boosted rate's (one batch a step)."""
+        from monitor.alerts.regression import BATCH
+
+        return min(INTERVAL_S, max(1.0, BATCH / (self.requests * self.boost_rate)))
+
+
 def boost_table(
     verdicts: Verdicts,
-    requests: float,
-    sample_rate: float,
-    boost_rate: float,
-    boost_p: float,
+    b: BoostSettings,
     trials: int,
     seed: int,
     service_years: float,
     budget_s: float,
     budget: str,
 ) -> str:
-    """Table 3: one service, its evaluator sampled at `sample_rate`, with and without a boost."""
+    """Table 3: with and without a boost at each trigger level: time to page x1.5 and x2,
+    the speed-up, and what it costs on a healthy stream (evaluations/s, the share of time
+    boosted) at the default budget."""
     from monitor.config import REGRESSION_MIN_INCREASE
 
-    base = {"evaluator": EVALUATOR, "baseline": {}}
     p0 = verdicts.defect_rate(verdicts.share)
+    base_rate = b.requests * b.sample_rate
     rows = []
-    for label, boost in (
-        ("without boost", None),
-        (f"boost to {boost_rate:g} at p < {boost_p:g}", boost_rate),
-    ):
-        rule = (
-            dict(base, boost={"sample_rate": boost_rate, "while_p_below": boost_p})
-            if boost
-            else base
-        )
-        cells = []
+    unboosted: list[float] = []
+    for level in (None, *b.levels):
+        rule = b.rule(level)
 
         def rate(replay: Replay) -> float:
-            return requests * (replay.boosts.rate(EVALUATOR, "svc") or sample_rate)
+            boosted = replay.boosts.active().get((EVALUATOR, "svc"), b.sample_rate)
+            return b.requests * boosted
 
+        cells, medians = [], []
         for k in (1.5, 2.0):
             times = [
                 time_to_page(
@@ -389,30 +437,78 @@ def boost_table(
                 for t in range(trials)
             ]
             cells.append(_median_worst(times))
+            medians.append(median_interval(times)[0])
+        if level is None:
+            unboosted = medians
+        speed = [f"{u / m:.1f}x" if m > 0 else "-" for u, m in zip(unboosted, medians, strict=True)]
         healthy = false_pages(
             p0,
-            requests * sample_rate,
+            base_rate,
             budget_s,
             min_increase=REGRESSION_MIN_INCREASE,
             service_days=service_years * 365,
             seed=seed,
-            boosted_rate=requests * boost if boost else None,
-            boost_p=boost_p,
+            boosted_rate=None if level is None else b.requests * b.boost_rate,
+            boost_p=level or 0.0,
+            step_s=b.step_s,
         )
+        cost = healthy.mean_rate / base_rate - 1
         rows.append(
             [
-                label,
+                "without boost" if level is None else f"boost at p < {level:g}",
                 *cells,
-                f"{healthy.mean_rate:.3f}",
-                f"{healthy.pages} ({healthy.per_budget:.2f})",
+                " / ".join(speed),
+                f"{healthy.mean_rate:.3f} ({cost:+.1%})",
+                f"{healthy.boosted_share:.2%}",
+                _rates(healthy),
             ]
         )
     header = [
-        f"{requests:g} requests/s, {sample_rate:g} sampled",
-        "x1.5: min to page",
+        f"{b.requests:g} requests/s, {b.sample_rate:g} sampled, boost to {b.boost_rate:g}",
+        f"x1.5: min to page, median (worst of {trials})",
         "x2: min to page",
-        "healthy: evaluations/s",
-        "healthy: false pages (per budget)",
+        "speed-up x1.5 / x2",
+        "healthy: evaluations/s (cost)",
+        "healthy: time boosted",
+        "healthy: false pages (per budget [95 %])",
+    ]
+    return _docs.table(header, rows)
+
+
+def boost_validity_table(
+    verdicts: Verdicts, b: BoostSettings, service_years: float, seed: int, budget: str
+) -> str:
+    """Table 4: false pages with and without a boost at a short budget (hundreds of them,
+    so that the rates can be compared), every arm batched alike, on healthy streams and on
+    a rise of half of `min_increase` (where the evidence leans most, and boosts most)."""
+    from monitor.config import REGRESSION_MIN_INCREASE, parse_duration
+
+    p0 = verdicts.defect_rate(verdicts.share)
+    budget_s = parse_duration(budget)
+    rows = []
+    for level in (None, *b.levels):
+        cells = []
+        for rise, offset in ((0.0, 0), (REGRESSION_MIN_INCREASE / 2, 1)):
+            pages = false_pages(
+                p0,
+                b.requests * b.sample_rate,
+                budget_s,
+                min_increase=REGRESSION_MIN_INCREASE,
+                service_days=service_years * 365,
+                seed=seed + offset,
+                boosted_rate=None if level is None else b.requests * b.boost_rate,
+                boost_p=level or 0.0,
+                rise=rise,
+                step_s=b.step_s,
+            )
+            cells += [_rates(pages), f"{pages.boosted_share:.1%}"]
+        rows.append(["without boost" if level is None else f"boost at p < {level:g}", *cells])
+    header = [
+        f"one false page per {budget}, {service_years:g} service-years each",
+        "healthy: pages (per budget [95 %])",
+        "time boosted",
+        "rise of min_increase/2: pages (per budget [95 %])",
+        "time boosted",
     ]
     return _docs.table(header, rows)
 
@@ -540,21 +636,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("data", nargs="+", type=Path)
     parser.add_argument("--rates", type=float, nargs="+", default=[0.2, 1.0, 10.0, 100.0])
-    parser.add_argument("--trials", type=int, default=9, help="independent runs per rise")
-    parser.add_argument("--service-years", type=float, default=20.0, help="per rate, healthy")
+    parser.add_argument("--trials", type=int, default=49, help="independent runs per rise")
+    parser.add_argument(
+        "--service-years", type=float, default=10.0, help="per rate and stream, simulated"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=float, default=100.0, help="boosts: requests/s")
     parser.add_argument("--sample-rate", type=float, default=0.01, help="boosts: base rate")
     parser.add_argument("--boost-rate", type=float, default=0.2)
-    parser.add_argument("--boost-p", type=float, default=0.05)
-    parser.add_argument("--only", choices=["pages", "false", "boost", "compressed"], nargs="*")
+    parser.add_argument(
+        "--boost-p", type=float, nargs="+", default=[0.01, 0.05, 0.2], help="trigger levels"
+    )
+    parser.add_argument(
+        "--validity-budget",
+        default="1h",
+        help="boosts: the short budget false pages are compared at",
+    )
+    parser.add_argument(
+        "--validity-years", type=float, default=0.5, help="boosts: service-years per arm"
+    )
+    parser.add_argument(
+        "--only", choices=["pages", "false", "boost", "validity", "compressed"], nargs="*"
+    )
     _docs.add_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     from monitor.config import FALSE_PAGE_EVERY, parse_duration
 
     budget_s = parse_duration(FALSE_PAGE_EVERY)
-    parts = set(args.only or ["pages", "false", "boost", "compressed"])
+    parts = set(args.only or ["pages", "false", "boost", "validity", "compressed"])
+    boosts = BoostSettings(args.requests, args.sample_rate, args.boost_rate, tuple(args.boost_p))
     out: list[str] = []
 
     def emit(text: str) -> None:
@@ -574,19 +685,16 @@ def main(argv: list[str] | None = None) -> int:
         if "false" in parts:
             emit("\n" + false_pages_table(v, args.rates, args.service_years, args.seed, budget_s))
         if "boost" in parts:
+            years = args.service_years / 4  # what false suspicions cost converges sooner
             emit(
                 "\n"
-                + boost_table(
-                    v,
-                    args.requests,
-                    args.sample_rate,
-                    args.boost_rate,
-                    args.boost_p,
-                    args.trials,
-                    args.seed,
-                    args.service_years,
-                    budget_s,
-                    FALSE_PAGE_EVERY,
+                + boost_table(v, boosts, args.trials, args.seed, years, budget_s, FALSE_PAGE_EVERY)
+            )
+        if "validity" in parts:
+            emit(
+                "\n"
+                + boost_validity_table(
+                    v, boosts, args.validity_years, args.seed, args.validity_budget
                 )
             )
     if "compressed" in parts:

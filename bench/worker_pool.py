@@ -219,8 +219,7 @@ def main() -> None:
     result = asyncio.run(scaling(args.processes, args.records, args.rounds))
     for one, many, ratio in zip(result["one"], result["many"], result["ratio"], strict=True):
         print(
-            f"round: 1 worker {one:.1f} traces/s, {args.processes} workers {many:.1f}: "
-            f"{ratio:.2f}x"
+            f"round: 1 worker {one:.1f} traces/s, {args.processes} workers {many:.1f}: {ratio:.2f}x"
         )
     scaling_x = statistics.median(result["ratio"])
     rows = [

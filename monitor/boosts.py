@@ -48,10 +48,6 @@ class SamplingBoosts:
                 del self._asked[(evaluator, service)]
             self._publish()
 
-    def rate(self, evaluator: str, service: str) -> float | None:
-        """The boosted rate of `evaluator` on `service`, if any rule asks for one."""
-        return self._view.get((evaluator, service))
-
     def active(self) -> Boosts:
         """Every boost in force."""
         return self._view

@@ -154,8 +154,8 @@ def build_pipeline(
     if results_sink is not None:
         sinks.append(results_sink)
     # Alert rules with a boost raise their evaluator's sampling here; the sampler follows
-    # it (and the effective-rate gauge after the sampler), and the evaluation stage asks
-    # the sampler which refused samples were a boost's.
+    # it (and the effective-rate gauge after the sampler), and marks in each decision what
+    # only a boost sampled, which the budget admits only while the base sample keeps room.
     boosts = SamplingBoosts()
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
@@ -164,7 +164,7 @@ def build_pipeline(
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
     budget = BudgetGate(config.budget, clock or time.monotonic)
-    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, sampler)
+    stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
     debug_size = config.exporters.prometheus.debug_records
@@ -213,7 +213,6 @@ def _evaluation_stage(
     judge: JudgeClient | None,
     sinks: Sequence[ResultSink | BatchSink],
     budget: BudgetGate,
-    sampler: Sampler,
 ) -> EvaluationStage:
     """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
     scorers (with no CPU scorer, extraction runs in a thread of this process)."""
@@ -254,7 +253,6 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
-        beyond_base=sampler.beyond_base,
     )
 
 

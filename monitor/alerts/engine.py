@@ -128,6 +128,9 @@ class AlertEngine:
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
         self._clock = clock
         self._boosts = boosts
+        # (rule index, service) whose boost is raised: lowered whenever the evidence fades
+        # or the entries that raised it are gone (dropped, or their slots evicted).
+        self._boosted: set[tuple[int, str]] = set()
         self._fleet = fleet
         self._states: dict[Key, RuleState] = {}
         self._task: asyncio.Task[None] | None = None
@@ -249,7 +252,7 @@ class AlertEngine:
                     if alert is not None:
                         out.append(alert)
                 self._gauges.publish(rule, service, states)
-                self._boost(rule, service, states)
+                self._boost(i, service, states)
             except (ArithmeticError, ValueError, TypeError) as exc:
                 # One entry (a value restored from a hand-edited state file, say) that cannot
                 # be judged is dropped alone; the other alerts of this evaluation go on.
@@ -262,6 +265,7 @@ class AlertEngine:
                 self._gauges.entries_dropped.labels("evaluation").inc()
                 for cohort in states:
                     del self._states[(i, service, cohort)]
+                self._lower(i, service, "its state was dropped")
         return out
 
     def _judge(self, rule: Rule, states: dict[str, RuleState], now: float) -> dict[str, Decision]:
@@ -304,34 +308,42 @@ class AlertEngine:
             return self._alert(rule, service, cohort, state, now, "firing")
         return None
 
-    def _boost(self, rule: Rule, service: str, states: dict[str, RuleState]) -> None:
-        """Raises or lowers the rule's boost of `service` as its evidence comes and goes."""
+    def _boost(self, i: int, service: str, states: dict[str, RuleState]) -> None:
+        """Raises or lowers rule `i`'s boost of `service` as its evidence comes and goes."""
+        rule = self._rules[i]
         boost, evaluator = rule.config.boost, rule.config.evaluator
         if boost is None or evaluator is None or self._boosts is None:
             return
-        want = any(s.firing or s.p_value < boost.while_p_below for s in states.values())
-        held = any(s.boosted for s in states.values())
-        if want == held:
+        firing = any(s.firing for s in states.values())
+        p = min(s.p_value for s in states.values())
+        if not (firing or p < boost.while_p_below):
+            self._lower(i, service, "evidence faded")
             return
-        for state in states.values():
-            state.boosted = want
+        if (i, service) in self._boosted:
+            return
+        self._boosted.add((i, service))
         name = rule.config.name
-        if want:
-            self._boosts.raise_rate(evaluator, service, name, boost.sample_rate)
-            log.info(
-                "alert %s: evidence building for %s (p = %.3g): %s sampled at %g",
-                name,
-                service,
-                min(s.p_value for s in states.values()),
-                evaluator,
-                boost.sample_rate,
-            )
-        else:
-            self._boosts.lower_rate(evaluator, service, name)
-            log.info(
-                "alert %s: evidence faded for %s: %s back to its rate", name, service, evaluator
-            )
-        self._gauges.boost_active.labels(service, name).set(1 if want else 0)
+        self._boosts.raise_rate(evaluator, service, name, boost.sample_rate)
+        log.info(
+            "alert %s: %s for %s: %s sampled at %g",
+            name,
+            "firing" if firing else f"evidence building (p = {p:.3g})",
+            service,
+            evaluator,
+            boost.sample_rate,
+        )
+        self._gauges.boost_active.labels(service, name).set(1)
+
+    def _lower(self, i: int, service: str, why: str) -> None:
+        """Lowers rule `i`'s boost of `service`, if raised."""
+        if (i, service) not in self._boosted:
+            return
+        self._boosted.discard((i, service))
+        cfg = self._rules[i].config
+        assert self._boosts is not None and cfg.evaluator is not None
+        self._boosts.lower_rate(cfg.evaluator, service, cfg.name)
+        log.info("alert %s: %s for %s: %s back to its rate", cfg.name, why, service, cfg.evaluator)
+        self._gauges.boost_active.labels(service, cfg.name).set(0)
 
     # -- state across restarts -------------------------------------------------------------
 
@@ -339,21 +351,26 @@ class AlertEngine:
         """`service` lost its slot: its windows were empty, so nothing is judged on it."""
         for key in [key for key in self._states if key[1] == service]:
             del self._states[key]
-        if self._boosts is not None:
-            for rule in self._rules:
-                if rule.config.boost is not None and rule.config.evaluator is not None:
-                    self._boosts.lower_rate(rule.config.evaluator, service, rule.config.name)
+        for i, held in list(self._boosted):
+            if held == service:
+                self._lower(i, service, "the service left")
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
-        """`cohort` lost its slot among the cohorts `by` one thing: its windows were empty."""
+        """`cohort` lost its slot among the cohorts `by` one thing: its windows were empty.
+        A service none of whose cohorts is left has nothing to boost on."""
         rules = {
             i
             for i, rule in enumerate(self._rules)
             if rule.config.cohorts and rule.config.cohorts.by == by
         }
-        for key in [key for key in self._states if key[0] in rules and key[2] == cohort]:
+        gone = [key for key in self._states if key[0] in rules and key[2] == cohort]
+        for key in gone:
             del self._states[key]
+        left = {(i, service) for i, service, _ in self._states}
+        for i, service, _ in gone:
+            if (i, service) not in left:
+                self._lower(i, service, "its cohorts left")
         self._gauges.forget_cohort({self._rules[i].config.name for i in rules}, cohort)
 
     def _longest_window(self) -> float:

@@ -99,7 +99,8 @@ def judge(rule: Rule, state: RuleState, now: float, interval_s: float) -> Decisi
         fire = ready and p_window <= look_level(interval_s, rule.budget_s)
     else:
         crossed = _batch(rule, state, now)
-        state.bets = bets(base, m, rule.steps) if base.samples >= cfg.baseline.min_samples else None
+        enough = base.samples >= cfg.baseline.min_samples
+        state.bets = bets(base, m, rule.steps, rule.budget_s) if enough else None
         state.p_value = test.p_value()
         evidence = test.strongest()
         state.current = evidence if evidence.samples else current

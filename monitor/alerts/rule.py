@@ -52,7 +52,6 @@ class RuleState:
     reference: Moments = NOTHING
     bounds: tuple[float, float] = (0.0, 1.0)
     p_value: float = 1.0
-    boosted: bool = False
     # Window tests: since when the window leans up (what leaves it is held back).
     leaning_since: float | None = None
 

@@ -1,15 +1,29 @@
 """The sequential test of a regression rule: a page budget in time, for any traffic.
 
 **What it tests.** A rule's verdicts (defect values `x` in [0, 1]: 0 or 1 for pass/fail,
-steps of 1/20 for scores) are compared with its baseline, of mean `mu0` over `n0` verdicts.
-The null hypothesis is "the mean rose by at most half of `min_increase`": its worst case, the
-**null point**, is `q0 = mu0 + min_increase / 2 + BASELINE_MARGIN_SE x se(mu0)` (the margin
-covers the baseline's own error: a baseline of 500 verdicts moves `q0` up more than one of
-50,000). The alternatives are rises to `mu0 + min_increase x 2^j` (j = 0, 1, ... below 1).
+steps of 1/20 for scores) are compared with its baseline, of mean `mu0` over `n0` verdicts
+(standard error `se`). The null hypothesis is "the mean rose by at most half of
+`min_increase`". The alternatives are rises to `a_j = mu0 + min_increase x 2^j` (j = 0, 1,
+... below 1), and each is judged against a **null point** of its own,
+`q_j = mu0 + min_increase / 2 + M_j`, where the margin `M_j` covers the baseline's own error.
 
-**How.** For each alternative a bettor stakes `lambda_j (x - q0)` on every value
-(`lambda_j = (a_j - q0) / v`, `v = q0 (1 - q0)` for verdicts, where the bet is the likelihood
-ratio of `a_j` against `q0`, and the baseline's variance for scores). Verdicts are taken in
+**The margin.** A baseline that reads `d` below the truth puts a stream that rose by exactly
+half of `min_increase` `d` above the null point, where the bettor of alternative j (stake
+`b_j = a_j - q_j`) no longer loses on average: its false pages grow about as
+`(J T)^(2 d / b_j)` (`J` alternatives, budget `T`). Averaged over the baseline's normal
+error that factor is `exp(2 (L se / b_j)^2 - 2 L M_j / b_j)`, `L = ln(J T)`, which
+`M_j b_j = se^2 L` holds at 1. That overstates the growth (a stream far above a null point
+pages once per crossing, not at the power law's rate), and half of it (`MARGIN_SCALE`)
+keeps a rise of exactly half of `min_increase` within the budget at every rate in
+`bench/alert_regression.py`. The margin is large for small alternatives on thin baselines
+(a baseline of 500 verdicts is not one of 50,000) and vanishes for large ones and busy
+services; an alternative that no margin fits (`(a_j - mu0 - min_increase / 2)^2` below
+`4 MARGIN_SCALE se^2 L`) is left out: a baseline that thin cannot tell so small a rise from
+its own error.
+
+**How.** For each alternative a bettor stakes `lambda_j (x - q_j)` on every value
+(`lambda_j = (a_j - q_j) / v`, `v = q_j (1 - q_j)` for verdicts, where the bet is the
+likelihood ratio of `a_j` against `q_j`, and the baseline's variance for scores). Verdicts are taken in
 small batches; a batch that covered `w` seconds of the service's time starts a new bettor
 with stake `w` (at most `MAX_WEIGHT_S`, so a long silence does not count in full) and every
 running bettor's wealth is multiplied by the batch's likelihood ratio. The statistic is the
@@ -17,17 +31,17 @@ sum of all bettors' wealth over starts and alternatives (the alternatives weight
 equally): a Shiryaev-Roberts procedure, `R_j <- (R_j + w) L_j`, `R = mean_j R_j`. The rule
 pages when `R` reaches the budget `T` (`false_page_every`, in seconds).
 
-**Why that is a budget in time.** While the mean is at most `q0` every likelihood ratio has
-expectation at most 1 whatever came before, so `R` minus the time elapsed is a
+**Why that is a budget in time.** While the mean is at most the lowest null point, every
+likelihood ratio has expectation at most 1 whatever came before, so `R` minus the time elapsed is a
 supermartingale and the expected time until `R` first reaches `T` is at least `T` (optional
 stopping): on a stream that has not risen by half of `min_increase`, false pages come at
 most once per `false_page_every` on average, per rule and service, whatever the traffic
 (stakes are time, not verdicts), the evaluation interval (the test runs on the verdicts,
 not on the looks) or the number of services. The assumptions: verdicts are independent
-given the rate, sampling does not depend on the verdict being sampled (the boost of
-`monitor.alerts.boost` depends only on past evidence), and the baseline's mean is within
-the margin of the true healthy mean (`bench/alert_regression.py` measures the rate of
-false pages with baselines estimated as the engine estimates them).
+given the rate, sampling does not depend on the verdict being sampled (the boosts of
+`monitor.boosts` depend only on past evidence), and the baseline's error is normal, as
+the margin assumes (`bench/alert_regression.py` measures the rate of false pages with
+baselines estimated as the engine estimates them).
 
 **Evidence building.** Beside `R` each alternative keeps a CUSUM of its log-likelihood
 ratio, `C_j <- max(0, C_j + log L_j)`, and the time its run began. `p_value()`, the chance
@@ -54,9 +68,9 @@ from monitor.alerts.window import Moments
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the baseline's mean.
 ALTERNATIVE_STEP = 2.0
 MAX_ALTERNATIVES = 8
-# The null point sits this many standard errors of the baseline's mean above
-# mu0 + min_increase / 2.
-BASELINE_MARGIN_SE = 0.5
+# Each null point's margin for the baseline's error, as a share of the margin that holds the
+# exponential bound at 1 (the module docstring).
+MARGIN_SCALE = 0.5
 # A batch's stake counts at most this much of the time since the previous batch.
 MAX_WEIGHT_S = 60.0
 # A run's verdicts are held out of the baseline while its p-value is below this.
@@ -69,12 +83,19 @@ _MIN_VARIANCE = 1e-4
 @dataclass(frozen=True, slots=True)
 class Bets:
     """What the next batches are judged against, fixed from the baseline at an evaluation:
-    the null point, the alternatives and each alternative's log-gain on each level."""
+    per alternative its grid index `j` (its slot in `SequentialTest`), its null point and
+    its log-gain on each level."""
 
-    null: float
+    slots: tuple[int, ...]
+    nulls: tuple[float, ...]
     alternatives: tuple[float, ...]
-    # gains[j][k]: log of the wealth factor of alternative j on one value at level k.
+    # gains[i][k]: log of the wealth factor of alternative i on one value at level k.
     gains: tuple[tuple[float, ...], ...]
+
+    @property
+    def null(self) -> float:
+        """The lowest null point: every bettor loses on average on a mean at most this."""
+        return min(self.nulls)
 
     def log_ratios(self, histogram: Sequence[float]) -> list[float]:
         """Per alternative, the batch's log-likelihood ratio (`histogram[k]` values at level
@@ -82,33 +103,41 @@ class Bets:
         return [sum(g * c for g, c in zip(row, histogram, strict=True) if c) for row in self.gains]
 
 
-def bets(base: Moments, min_increase: float, steps: int) -> Bets | None:
+def bets(base: Moments, min_increase: float, steps: int, budget_s: float) -> Bets | None:
     """The bets against a baseline `base` of values on `steps + 1` levels (`steps == 1`:
-    pass/fail verdicts); None when no alternative fits below 1 or the baseline is empty."""
+    pass/fail verdicts) for a budget of `budget_s`; None when the baseline is empty or no
+    alternative fits between its null point and 1."""
     if base.samples <= 0:
         return None
     mu0 = base.mean
     variance = mu0 * (1 - mu0) if steps == 1 else base.variance
-    se = math.sqrt(max(variance, 0.0) / base.samples)
-    null = mu0 + min_increase / 2 + BASELINE_MARGIN_SE * se
-    if not 0 < null < 1:
-        return None
-    alternatives = []
-    for j in range(MAX_ALTERNATIVES):
-        a = mu0 + min_increase * ALTERNATIVE_STEP**j
-        if a >= 1:
-            break
-        if a > null:
-            alternatives.append(a)
-    if not alternatives:
-        return None
-    v = null * (1 - null) if steps == 1 else max(variance, _MIN_VARIANCE)
+    edge = mu0 + min_increase / 2
+    grid = [
+        a
+        for a in (mu0 + min_increase * ALTERNATIVE_STEP**j for j in range(MAX_ALTERNATIVES))
+        if a < 1
+    ]
+    # M_j (B_j - M_j) = MARGIN_SCALE se^2 ln(J T), B_j = a_j - edge: the smaller root.
+    product = MARGIN_SCALE * max(variance, 0.0) / base.samples * math.log(budget_s * len(grid))
     levels = [k / steps for k in range(steps + 1)]
-    gains = []
-    for a in alternatives:
+    slots, nulls, alternatives, gains = [], [], [], []
+    for j, a in enumerate(grid):
+        above = a - edge
+        room = above * above - 4 * product
+        if above <= 0 or room < 0:
+            continue
+        null = edge + 2 * product / (above + math.sqrt(room))
+        if not 0 < null < a:
+            continue
+        v = null * (1 - null) if steps == 1 else max(variance, _MIN_VARIANCE)
         stake = min((a - null) / v, _MAX_STAKE / null)
+        slots.append(j)
+        nulls.append(null)
+        alternatives.append(a)
         gains.append(tuple(math.log1p(stake * (x - null)) for x in levels))
-    return Bets(null, tuple(alternatives), tuple(gains))
+    if not slots:
+        return None
+    return Bets(tuple(slots), tuple(nulls), tuple(alternatives), tuple(gains))
 
 
 def log_add(a: float, b: float) -> float:
@@ -148,14 +177,16 @@ class SequentialTest:
             sum(c * k / steps for k, c in enumerate(histogram)),
             sum(c * (k / steps) ** 2 for k, c in enumerate(histogram)),
         )
-        ratios = bets.log_ratios(histogram)
+        ratios = dict(zip(bets.slots, bets.log_ratios(histogram), strict=True))
         for j in range(MAX_ALTERNATIVES):
-            if j >= len(ratios):
-                # Alternatives that no longer fit below 1 (the baseline rose) stop betting.
+            ratio = ratios.get(j)
+            if ratio is None:
+                # Alternatives that no longer fit (the baseline rose, or it is too thin for
+                # them) stop betting.
                 self.log_wealth[j], self.runs[j], self.evidence[j] = -math.inf, 0.0, Moments()
                 continue
-            self.log_wealth[j] = log_add(self.log_wealth[j], log_weight) + ratios[j]
-            run = self.runs[j] + ratios[j]
+            self.log_wealth[j] = log_add(self.log_wealth[j], log_weight) + ratio
+            run = self.runs[j] + ratio
             if run <= 0:
                 self.runs[j], self.since[j], self.evidence[j] = 0.0, now, Moments()
             else:

@@ -1,9 +1,16 @@
 """Spend limits for LLM judges: evaluations per minute, tokens per hour, USD per day.
 
 Over budget, judge evaluations are skipped (the pipeline counts them as
-`sampling_decisions_total{decision="over_budget"}`, and those a boost asked for beyond the
-base rate also in `sampling_boost_refused_total`); local evaluators are never limited.
+`sampling_decisions_total{decision="over_budget"}`); local evaluators are never limited.
 Windows slide: usage older than the window stops counting.
+
+A boost (an alert rule raising its evaluator's sampling while its evidence builds) never
+takes what the base sample needs: an evaluation that only a boost sampled is admitted only
+while every limit keeps room, beyond what its window holds, for as much again as the base
+sample used in that window (extrapolated to a whole window while the gate is younger than
+one). So the base sample may double within a window before a boost could crowd it out, on
+any service: the room is the whole base sample's, every service's. A boost's evaluations
+the budget refuses are counted apart (`sampling_boost_refused_total`).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from monitor.config import Budget
 
@@ -36,34 +44,68 @@ class _Window:
             self._total += amount
 
 
+@dataclass
+class _Limit:
+    """One limit: its usage over its window, and the base sample's share of it apart."""
+
+    shown: str  # `key: value`, as configured
+    cap: float
+    span: float
+    clock: Callable[[], float]
+    used: _Window = field(init=False)
+    base: _Window = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.used = _Window(self.span, self.clock)
+        self.base = _Window(self.span, self.clock)
+
+    def add(self, amount: float, boost: bool) -> None:
+        self.used.add(amount)
+        if not boost:
+            self.base.add(amount)
+
+    def full(self, boost: bool, age_s: float) -> bool:
+        used = self.used.total()
+        if boost:
+            # Room for the base sample's use over a whole window, on top of what is used.
+            used += self.base.total() * self.span / min(max(age_s, 1.0), self.span)
+        return used >= self.cap
+
+
 class BudgetGate:
     def __init__(self, config: Budget, clock: Callable[[], float] = time.monotonic) -> None:
-        self._config = config
-        self._evaluations = _Window(60, clock)
-        self._tokens = _Window(3600, clock)
-        self._cost = _Window(86400, clock)
+        self._clock = clock
+        self._started = clock()
+        c, usd = config, config.max_judge_cost_usd_per_day
 
-    def admit(self) -> bool:
-        """Take one judge evaluation from the budget, or say there is none left."""
-        if self.reached() is not None:
+        def limit(key: str, cap: float | None, span: float, shown: str = "") -> _Limit | None:
+            return None if cap is None else _Limit(f"{key}: {shown or cap}", cap, span, clock)
+
+        self._evaluations = limit("max_evaluations_per_minute", c.max_evaluations_per_minute, 60)
+        self._tokens = limit("max_judge_tokens_per_hour", c.max_judge_tokens_per_hour, 3600)
+        self._cost = limit("max_judge_cost_usd_per_day", usd, 86400, f"{usd or 0:g}")
+
+    def admit(self, boost: bool = False) -> bool:
+        """Take one judge evaluation from the budget, or say there is none left; `boost`:
+        one that only a boost sampled (admitted only while the base sample keeps room)."""
+        if self.reached(boost) is not None:
             return False
-        self._evaluations.add(1)
+        if self._evaluations is not None:
+            self._evaluations.add(1, boost)
         return True
 
-    def reached(self) -> str | None:
-        """The limit that admits no more judge evaluations now (`key: value`), if any."""
-        c = self._config
-        if c.max_evaluations_per_minute is not None:
-            if self._evaluations.total() >= c.max_evaluations_per_minute:
-                return f"max_evaluations_per_minute: {c.max_evaluations_per_minute}"
-        if c.max_judge_tokens_per_hour is not None:
-            if self._tokens.total() >= c.max_judge_tokens_per_hour:
-                return f"max_judge_tokens_per_hour: {c.max_judge_tokens_per_hour}"
-        if c.max_judge_cost_usd_per_day is not None:
-            if self._cost.total() >= c.max_judge_cost_usd_per_day:
-                return f"max_judge_cost_usd_per_day: {c.max_judge_cost_usd_per_day:g}"
+    def reached(self, boost: bool = False) -> str | None:
+        """The limit that admits no more judge evaluations now (`key: value`), if any; with
+        `boost`, also one whose room the base sample needs."""
+        age = self._clock() - self._started
+        for limit in (self._evaluations, self._tokens, self._cost):
+            if limit is not None and limit.full(boost, age):
+                return limit.shown
         return None
 
-    def spend(self, tokens: int, cost_usd: float) -> None:
-        self._tokens.add(tokens)
-        self._cost.add(cost_usd)
+    def spend(self, tokens: int, cost_usd: float, boost: bool = False) -> None:
+        """What a judge evaluation cost; `boost`: one that only a boost sampled."""
+        if self._tokens is not None:
+            self._tokens.add(tokens, boost)
+        if self._cost is not None:
+            self._cost.add(cost_usd, boost)

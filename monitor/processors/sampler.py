@@ -9,8 +9,10 @@ service/route, else `sampling.rate`) × the evaluator's `sample_rate` (default 1
 rate an alert rule's boost asks for that evaluator and service (`monitor.boosts`) when
 that is higher. The same position decides under either rate, so a boosted rate samples a
 superset of the base rate's records, and the decision depends only on the key and on the
-boosts in force (past evidence), never on the record being decided. Records with negative
-feedback or an error status are always sampled when configured.
+boosts in force (past evidence), never on the record being decided. A decision (`Sampled`)
+also names the evaluators that sample the record only because of a boost, as decided then
+(a budget admits those only while it keeps room for the base sample). Records with
+negative feedback or an error status are always sampled when configured.
 
 The position is the first 8 bytes of BLAKE2b (digest size 8) of the key's UTF-8, read as
 a big-endian integer n, over 2**64 as a float. That definition is fixed: replicas of
@@ -34,12 +36,28 @@ from monitor.boosts import Boosts, SamplingBoosts
 from monitor.config import Sampling
 
 _SCALE = float(1 << 64)
-_NONE: frozenset[str] = frozenset()
 # Copied per key: building a BLAKE2b object from keyword arguments costs more than the
 # hash of a short key.
 _PREPARED = hashlib.blake2b(digest_size=8)
 _ALL_DIGESTS = b"\xff" * 9  # above every 8-byte digest (a digest is a prefix of it, or less)
 _NOTHING = b""  # below every digest
+
+
+class Sampled(frozenset[str]):
+    """The evaluators that sample a record; `beyond_base`: those among them that sample it
+    only because a boost raised their rate (none for a record forced by its feedback or
+    error). Prepared once per level of a rule, so deciding allocates nothing."""
+
+    __slots__ = ("beyond_base",)
+    beyond_base: frozenset[str]
+
+    def __new__(cls, names: Iterable[str] = (), beyond_base: Iterable[str] = ()) -> Sampled:
+        decision = super().__new__(cls, names)
+        decision.beyond_base = frozenset(beyond_base)
+        return decision
+
+
+_NONE = Sampled()
 
 
 def _digest(key: str) -> bytes:
@@ -71,24 +89,41 @@ def _bound(threshold: float) -> bytes:
     return _ALL_DIGESTS if low == 1 << 64 else low.to_bytes(8, "big")
 
 
+def _level(rate: float) -> bytes:
+    """`_bound(rate)`, where a rate of 1 or more samples every digest, as a rule that
+    samples everything does without a hash (also the few whose position rounds to 1)."""
+    return _ALL_DIGESTS if rate >= 1.0 else _bound(rate)
+
+
 class _Rule:
     """The decision for one effective rate per evaluator, prepared: nothing sampled,
-    everything sampled without a hash, or the levels to compare a digest with."""
+    everything sampled without a hash, or the levels to compare a digest with. With `base`
+    (the rates without boosts) the levels also mark what only a boost samples."""
 
-    __slots__ = ("bounds", "everything", "levels", "nothing")
+    __slots__ = ("everything", "levels", "nothing")
 
-    def __init__(self, rates: Mapping[str, float], everyone: frozenset[str]) -> None:
+    def __init__(
+        self,
+        rates: Mapping[str, float],
+        everyone: Sampled,
+        base: Mapping[str, float] | None = None,
+    ) -> None:
+        base = base or rates
         self.nothing = max(rates.values(), default=0.0) <= 0.0
-        # Positions are below 1: at an effective rate of 1 or more no hash is needed.
-        self.everything = not self.nothing and min(rates.values()) >= 1.0
-        self.bounds = bounds = {name: _bound(rate) for name, rate in rates.items()}
-        # A digest below a level's bound is sampled by every evaluator whose bound is at
-        # least that one; ascending, so the first level the digest is below decides.
+        # Positions are below 1: at an effective rate of 1 or more no hash is needed, unless
+        # a boost took the rate there (the hash tells what the base rate samples).
+        self.everything = not self.nothing and min(base.values()) >= 1.0
+        bounds = {name: _level(rate) for name, rate in rates.items()}
+        below = {name: _level(rate) for name, rate in base.items()}
+        # A digest below a level's bound (and not below the previous level's) is sampled by
+        # every evaluator whose bound is at least that one, and only by a boost where its
+        # base bound is below it; ascending, so the first level the digest is below decides.
         levels = []
-        for bound in sorted(set(bounds.values())):
+        for bound in sorted({*bounds.values(), *below.values()} - {b"\x00" * 8}):
             names = frozenset(name for name, b in bounds.items() if b >= bound)
-            if bound != b"\x00" * 8:  # a rate of 0: below it is nothing
-                levels.append((bound, everyone if names == everyone else names))
+            beyond = frozenset(name for name in names if below[name] < bound)
+            same = names == everyone and not beyond
+            levels.append((bound, everyone if same else Sampled(names, beyond)))
         self.levels = tuple(levels)
 
     @property
@@ -98,7 +133,7 @@ class _Rule:
             return _ALL_DIGESTS
         return self.levels[-1][0] if self.levels else _NOTHING
 
-    def decide(self, digest: bytes) -> frozenset[str]:
+    def decide(self, digest: bytes) -> Sampled:
         for bound, names in self.levels:
             if digest < bound:
                 return names
@@ -151,7 +186,7 @@ class Sampler:
         self._rates = {
             name: 1.0 if rate is None else rate for name, rate in evaluator_rates.items()
         }
-        self._all = frozenset(self._rates)
+        self._all = Sampled(self._rates)
         self._always_negative = config.always.negative_feedback
         self._always_error = config.always.error
         self._priority = self._always_negative or self._always_error
@@ -167,16 +202,12 @@ class Sampler:
     def _rules(self, raised: Mapping[str, float]) -> dict[float, _Rule]:
         """A rule per base rate, with the evaluators in `raised` sampled at that rate at
         least."""
-        return {
-            base: _Rule(
-                {
-                    name: max(base * rate, raised.get(name, 0.0))
-                    for name, rate in self._rates.items()
-                },
-                self._all,
-            )
-            for base in self._bases
-        }
+        rules = {}
+        for base in self._bases:
+            rates = {name: base * rate for name, rate in self._rates.items()}
+            boosted = {name: max(rate, raised.get(name, 0.0)) for name, rate in rates.items()}
+            rules[base] = _Rule(boosted, self._all, rates)
+        return rules
 
     def _adopt(self, boosts: Boosts) -> None:
         """Prepare the decisions for the boosts now in force (those of evaluators this
@@ -240,15 +271,11 @@ class Sampler:
         base = self.base_rate(service, "") * self._rates[evaluator]
         return max(base, self._boosts.get((evaluator, service), 0.0))
 
-    def boosted(self) -> Boosts:
-        """The boosts the sampler follows now, `(evaluator, service) -> rate`."""
-        return self._boosts
-
     def sampled(self, record: Sampleable) -> frozenset[str]:
-        """The evaluators that sample `record`. Unsampled traffic, usually most of it,
-        costs one hash and no allocation beyond it, and no hash when the rates are 0 or
-        all 1. Service and route are read only when an override or a boost could use
-        them."""
+        """The evaluators that sample `record`: a `Sampled`, which also names those that
+        sample it only because of a boost. Unsampled traffic, usually most of it, costs one
+        hash and no allocation beyond it, and no hash when the rates are 0 or all 1. Service
+        and route are read only when an override or a boost could use them."""
         if self._priority and self._forced(record):
             return self._all
         decisions = self._decisions
@@ -262,16 +289,6 @@ class Sampler:
         if rule.everything:
             return self._all
         return rule.decide(_digest(record.sampling_key))
-
-    def beyond_base(self, record: Sampleable, evaluator: str) -> bool:
-        """Whether `evaluator` samples `record` only because a boost raised its rate: not
-        forced, and above its base rate's bound (what a budget refusing it refuses of a
-        boost)."""
-        if self._priority and self._forced(record):
-            return False
-        base = self.base_rate(record.service, record.route) if self._overrides else self._base
-        bound = self._decisions.rules[base].bounds.get(evaluator, _ALL_DIGESTS)
-        return not _digest(record.sampling_key) < bound
 
     def _forced(self, record: Sampleable) -> bool:
         """Negative feedback or an error, when configured: always sampled."""

@@ -9,6 +9,7 @@ random streams.
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.sequential import SequentialTest, bets
+from monitor.alerts.sequential import MARGIN_SCALE, SequentialTest, bets
 from monitor.alerts.window import Moments
 from monitor.config import AlertBaseline, AlertRule
 from monitor.records import RagRecord
@@ -175,7 +176,7 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
     fifth of the budget, in batches of 8 verdicts."""
     rng = np.random.default_rng(7)
     budget, horizon, base = 4000.0, 800.0, Moments(10**9, 0.3 * 10**9, 0.3 * 10**9)
-    judged = bets(base, 0.03, 1)
+    judged = bets(base, 0.03, 1, budget)
     assert judged is not None
     for per_s in (2, 20):
         crossed, streams = 0, 300
@@ -192,7 +193,7 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
 
 
 def test_the_p_value_falls_fast_on_a_doubling() -> None:
-    judged = bets(Moments(100_000, 20_000, 20_000), 0.03, 1)
+    judged = bets(Moments(100_000, 20_000, 20_000), 0.03, 1, 90 * 86400)
     assert judged is not None
     test = SequentialTest()
     for i in range(40):  # 40 batches of 15 verdicts at twice the rate
@@ -202,17 +203,47 @@ def test_the_p_value_falls_fast_on_a_doubling() -> None:
     assert test.crossed(90 * 86400)  # and past a budget of one false page a quarter
 
 
-def test_the_null_point_covers_the_baseline_s_own_error() -> None:
-    """A baseline of 500 verdicts moves the null point further above the baseline's mean than
-    one of 50,000 (half a standard error more), beside half of min_increase."""
-    small = bets(Moments(500, 150, 150), 0.03, 1)
-    large = bets(Moments(50_000, 15_000, 15_000), 0.03, 1)
+def test_each_null_point_covers_the_baseline_s_own_error() -> None:
+    """A baseline of 500 verdicts is not one of 50,000: each alternative's null point sits
+    above mu0 + min_increase / 2 by a margin M with M (a - null) = MARGIN_SCALE se^2
+    ln(J T), larger for small rises and thin baselines; the rises a thin baseline cannot
+    tell from its own error are left out."""
+    budget = 90 * 86400
+    small = bets(Moments(500, 150, 150), 0.03, 1, budget)
+    large = bets(Moments(50_000, 15_000, 15_000), 0.03, 1, budget)
     assert small is not None and large is not None
-    assert large.null == pytest.approx(0.3 + 0.015 + 0.5 * (0.21 / 50_000) ** 0.5)
-    assert small.null - large.null == pytest.approx(
-        0.5 * ((0.21 / 500) ** 0.5 - (0.21 / 50_000) ** 0.5)
-    )
-    assert small.alternatives[0] == pytest.approx(0.33)  # the smallest rise worth a page
+    grid = [0.33, 0.36, 0.42, 0.54, 0.78]  # 0.3 + 0.03 x 2^j below 1
+    assert large.alternatives == pytest.approx(grid)
+    assert large.slots == (0, 1, 2, 3, 4)
+    assert small.alternatives == pytest.approx(grid[3:])  # +0.03 to +0.12 left out
+    assert small.slots == (3, 4)
+    for judged, n in ((small, 500), (large, 50_000)):
+        product = MARGIN_SCALE * 0.21 / n * math.log(budget * len(grid))
+        for null, a in zip(judged.nulls, judged.alternatives, strict=True):
+            assert (null - 0.315) * (a - null) == pytest.approx(product)
+        assert list(judged.nulls) == sorted(judged.nulls, reverse=True)
+    # A rise far above the edge needs next to no margin; the thin baseline needs more.
+    assert large.nulls[-1] - 0.315 < 0.05 * (0.21 / 50_000) ** 0.5
+    assert small.nulls[-1] > large.nulls[-1]
+
+
+def test_an_alternative_left_out_and_back_keeps_its_own_slot() -> None:
+    """The statistic of alternative j stays in slot j whichever alternatives a baseline
+    admits: a baseline that grows admits the small ones again without handing them the
+    wealth of larger ones."""
+    test = SequentialTest()
+    thin = bets(Moments(2_000, 600, 600), 0.03, 1, 90 * 86400)
+    full = bets(Moments(200_000, 60_000, 60_000), 0.03, 1, 90 * 86400)
+    assert thin is not None and full is not None
+    assert thin.slots[0] > 0 and full.slots[0] == 0
+    for i in range(20):  # a run building on the large alternatives
+        test.update(thin, [2.0, 6.0], 10.0 * i)
+    assert test.runs[0] == 0 and test.log_wealth[0] == -math.inf
+    built = test.runs[thin.slots[0]]
+    assert built > 0
+    test.update(full, [2.0, 6.0], 200.0)
+    assert test.runs[thin.slots[0]] > built  # the same alternative, on
+    assert 0 < test.runs[0] < built  # the small one starts afresh
 
 
 def scored(score: float) -> dict[str, EvalResult]:

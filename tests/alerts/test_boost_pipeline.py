@@ -2,19 +2,24 @@
 sampler, a judge (litellm against a scripted OpenAI-compatible server, the only double),
 the alert engine and the budget, on an injected clock.
 
-A service sends 60 traces a (fake) minute; the `groundedness` judge samples 10 % of them
-and a regression rule on it asks for 50 % while its evidence builds. The budget admits 15
-judge evaluations a minute: room for the base sample, not for the whole boost. Healthy
-traffic first (the rule learns its baseline; no boost), then a rise of unsupported answers:
-the rule's evidence builds, the boost starts, the effective-rate gauge moves, the judge sees
-more of the service, as many as the budget admits and no more, the refused ones counted;
-then the service recovers, the evidence fades and the rate falls back.
+A service sends 60 traces a (fake) minute, ten every ten seconds; the `groundedness` judge
+samples 10 % of them and a regression rule on it asks for 50 % while its evidence builds.
+The budget admits 20 judge evaluations a minute: room for the base sample, not for the
+whole boost. Healthy traffic first (the rule learns its baseline; no boost). Then a rise of
+unsupported answers, stopped as soon as the boost starts: the boost comes before any page,
+and falls back as the evidence fades, with no page and no resolve. Then a rise that lasts:
+the boost starts again before the page, the effective-rate gauge moves, the judge sees
+more of the service, as much as the budget leaves beside the base sample (which is judged
+whole), the refused ones counted as the boost's; then the service recovers, the alert
+resolves and the rate falls back.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import aiohttp
 import pytest
@@ -40,8 +45,8 @@ from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
 
 pytestmark = pytest.mark.asyncio
 
-PER_MINUTE = 60
-BASE, BOOST, BUDGET = 0.1, 0.5, 15
+PER_MINUTE, PER_POST = 60, 10
+BASE, BOOST, BUDGET = 0.1, 0.5, 20
 RULE = "grounded_regression"
 UNSUPPORTED = Case(WATER.query, WATER.docs, "Water boils at 40 degrees on Atlantis.")
 
@@ -157,39 +162,63 @@ class _Scenario:
     def boosted(self) -> bool:
         return self.metric("alert_boost_active", service="shop", rule=RULE) == 1
 
-    async def minute(self, session: aiohttp.ClientSession, unsupported: float) -> dict[str, int]:
+    @property
+    def refused(self) -> float:
+        return self.metric("sampling_boost_refused_total", service="shop", evaluator="groundedness")
+
+    @property
+    def firing(self) -> bool:
+        return self.engine.firing() != []
+
+    async def minute(self, session: aiohttp.ClientSession, unsupported: float) -> Minute:
         """One minute of traffic, `unsupported` of it unsupported answers, all through the
-        pipeline; then the clock moves on a minute and the engine judges. Returns the
-        minute's traces by how the base rate and the judge treated them."""
+        pipeline, ten traces every ten seconds; then the engine judges."""
+        judged_before = len(self.sink.judged)
+        over_budget, refused = self.over_budget, self.refused
+        ids = []
+        for _ in range(PER_MINUTE // PER_POST):
+            ids += await self._post(session, unsupported)
+            self.clock.now += 60 * PER_POST / PER_MINUTE
+        self.engine.evaluate()
+        return Minute(
+            base={t for t in ids if sampling_position(t) < BASE},
+            judged=set(self.sink.judged[judged_before:]),
+            over_budget=self.over_budget - over_budget,
+            refused=self.refused - refused,
+        )
+
+    async def _post(self, session: aiohttp.ClientSession, unsupported: float) -> list[str]:
         self.exporter.clear()
         ids = []
-        for _ in range(PER_MINUTE):
+        for _ in range(PER_POST):
             case = UNSUPPORTED if self.rng.random() < unsupported else WATER
             ids.append(emit_plain(self.tracer, case, lambda: None))
-        judged_before = len(self.sink.judged)
         async with session.post(
             self.url,
             data=otlp_bytes(self.exporter.get_finished_spans()),
             headers={"Content-Type": "application/x-protobuf"},
         ) as response:
             assert response.status == 200, await response.text()
-        self.sent += PER_MINUTE
+        self.sent += PER_POST
 
         def finished() -> bool:
             # A record the budget refused its judge reaches no sink (it has no result).
             unsampled = self.metric("traces_unsampled_total", service="shop")
             return self.sink.records + self.over_budget + unsampled >= self.sent
 
-        await wait_until_async(finished, 30, "the minute's traces through the pipeline")
-        judged = set(self.sink.judged[judged_before:])
-        base = {t for t in ids if sampling_position(t) < BASE}
-        self.clock.now += 60
-        self.engine.evaluate()
-        return {
-            "base": len(base),
-            "judged": len(judged),
-            "judged_beyond_base": len(judged - base),
-        }
+        await wait_until_async(finished, 30, "the traces through the pipeline")
+        return ids
+
+
+@dataclass(frozen=True)
+class Minute:
+    """A minute's traces the base rate samples, those the judge scored, and the judge
+    evaluations the budget refused (all, and those only a boost sampled)."""
+
+    base: set[str]
+    judged: set[str]
+    over_budget: float
+    refused: float
 
 
 @pytest.mark.slow
@@ -197,6 +226,7 @@ async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_fa
     stub: StubJudge, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
+    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
     sink = _Count()
     clock = Clock()
     service = Service(_config(stub), serve_http=False, extra_sinks=[sink], clock=clock)
@@ -216,35 +246,70 @@ async def _run(
     for _ in range(25):
         minute = await s.minute(session, unsupported=0.1)
         assert not s.boosted and s.rate == BASE
-        assert minute["judged"] == minute["base"] and minute["judged_beyond_base"] == 0
+        assert minute.judged == minute.base
     assert s.metric("alert_samples", service="shop", rule=RULE, window="baseline") >= 40
 
-    # The service regresses: the evidence builds and the rule asks for more.
-    for _ in range(15):
-        await s.minute(session, unsupported=0.6)
-        if s.boosted:
+    # A rise, stopped as soon as the rule asks for more: the boost comes before any page,
+    # and goes when the evidence fades, with no page and so no resolve.
+    await _until_boosted(s, session, caplog)
+    for _ in range(20):
+        await s.minute(session, unsupported=0.1)
+        assert not s.firing
+        if not s.boosted:
             break
-    assert s.boosted, "no boost within 15 minutes of the rise"
-    assert s.rate == BOOST
+    assert not s.boosted and s.rate == BASE
+    assert _lines(caplog, "back to its rate") == [
+        f"alert {RULE}: evidence faded for shop: groundedness back to its rate"
+    ]
+    assert not _lines(caplog, "resolved")
+
+    # A rise that lasts: the boost starts again before the page; the judge sees more than
+    # the base sample, as much as the budget leaves beside it and never more; the budget's
+    # refusals are all the boost's, and the base sample is judged whole.
+    await _until_boosted(s, session, caplog)
     boosted = [await s.minute(session, unsupported=0.6) for _ in range(4)]
     for minute in boosted:
-        # More than the base sample, as much as the budget admits, never more.
-        assert minute["judged"] > minute["base"]
-        assert minute["judged_beyond_base"] > 0
-        assert minute["judged"] <= BUDGET
-    refused = s.metric("sampling_boost_refused_total", service="shop", evaluator="groundedness")
-    assert refused > 0
-    assert s.over_budget >= refused
-    stopped = [r for r in caplog.records if "budget max_evaluations_per_minute: 15" in r.message]
-    assert len(stopped) == 1, [r.message for r in stopped]
-    assert "groundedness on service 'shop'" in stopped[0].message
+        assert minute.base <= minute.judged  # the base sample, whole
+        assert minute.judged - minute.base  # and more of the service
+        assert len(minute.judged) <= BUDGET
+        assert minute.over_budget == minute.refused > 0  # refused: only the boost's
+    assert s.firing  # paged, after the boost began
+    held = [r.message for r in caplog.records if "is held to the base rate" in r.message]
+    assert len(held) == 1, held  # once an hour at most
+    assert held[0].startswith(
+        f"budget max_evaluations_per_minute: {BUDGET}: the boost of groundedness on service "
+        "'shop' is held to the base rate"
+    )
 
-    # The service recovers: the evidence fades and the rate falls back to the base.
+    # The service recovers: the alert resolves, the evidence fades, the rate falls back.
     for _ in range(40):
         await s.minute(session, unsupported=0.1)
         if not s.boosted:
             break
-    assert not s.boosted, "the boost outlived 40 healthy minutes"
+    assert not s.boosted and not s.firing, "the boost outlived 40 healthy minutes"
     assert s.rate == BASE
+    assert _lines(caplog, "resolved for shop")
     minute = await s.minute(session, unsupported=0.1)
-    assert minute["judged_beyond_base"] == 0 and minute["judged"] == minute["base"]
+    assert minute.judged == minute.base
+
+
+async def _until_boosted(
+    s: _Scenario, session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rising minutes until the boost starts, which must come before any page."""
+    started = len(_lines(caplog, "sampled at"))
+    for _ in range(15):
+        await s.minute(session, unsupported=0.6)
+        if s.boosted:
+            break
+        assert not s.firing, "paged before the boost"
+    assert s.boosted, "no boost within 15 minutes of the rise"
+    assert not s.firing, "the boost started with the page, not before it"
+    assert s.rate == BOOST
+    lines = _lines(caplog, "sampled at")[started:]
+    assert len(lines) == 1 and lines[0].startswith(f"alert {RULE}: evidence building (p = ")
+    assert lines[0].endswith(f"for shop: groundedness sampled at {BOOST:g}")
+
+
+def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.message for r in caplog.records if r.levelno == logging.INFO and text in r.message]

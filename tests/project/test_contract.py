@@ -246,7 +246,11 @@ def test_every_alert_rule_default_is_the_default_of_its_form() -> None:
     leaves = {
         name for name, info in AlertRule.model_fields.items() if _model_of(info.annotation) is None
     } - {"name", "evaluator", "category", "max_defect_rate"}
-    nested = {f"{name}.{sub}" for name in ("baseline", "boost") for sub in ("window", "min_samples", "while_p_below")}
+    nested = {
+        f"{name}.{sub}"
+        for name in ("baseline", "boost")
+        for sub in ("window", "min_samples", "while_p_below")
+    }
     assert leaves <= set(rows), leaves - set(rows)
     assert set(rows) - leaves <= nested
 

@@ -208,7 +208,5 @@ async def test_traces_held_for_their_log_events_stay_within_the_bounds(
     assert [r.trace_id for r in evicted] == [_trace_id(i) for i in range(total - held)]
     assert {r.metadata[EXTRACTION_SUSPECT] for r in evicted} == {"no_query"}
     # The ones still held when the stage stopped were released then, each once.
-    assert [item.record.trace_id for item in consumer.items] == [
-        _trace_id(i) for i in range(total)
-    ]
+    assert [item.record.trace_id for item in consumer.items] == [_trace_id(i) for i in range(total)]
     assert _value(telemetry, "traces_assembled_total", trigger="shutdown") == held

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.boosts import SamplingBoosts
 from monitor.config import Sampling, SamplingOverride
-from monitor.processors.sampler import Sampler, sampling_position
+from monitor.processors.sampler import Sampled, Sampler, sampling_position
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
@@ -99,24 +99,33 @@ def test_triage_keeps_what_a_boost_may_sample_and_lets_it_go_after() -> None:
     assert sampler.may_sample_ids(ids) == base and not sampler.samples_every_key
 
 
-def test_beyond_base_names_exactly_what_only_the_boost_sampled() -> None:
+def _beyond(decision: frozenset[str]) -> frozenset[str]:
+    assert isinstance(decision, Sampled)
+    return decision.beyond_base
+
+
+def test_a_decision_names_exactly_what_only_the_boost_sampled() -> None:
     boosts = SamplingBoosts()
     sampler = Sampler(Sampling(rate=1.0), {"judge": 0.1, "local": None}, boosts)
     base = _decisions(sampler)
+    assert not any(_beyond(d) for d in base)
     boosts.raise_rate("judge", "shop", "rule", 0.4)
     boosted = _decisions(sampler)
-    extra = 0
-    for i, (before, after) in enumerate(zip(base, boosted, strict=True)):
-        record = _record(i)
-        if "judge" in after:  # asked only of what the evaluator samples
-            assert sampler.beyond_base(record, "judge") == ("judge" not in before)
-            extra += "judge" not in before
-        assert not sampler.beyond_base(record, "local")
-    assert extra > 0.25 * KEYS
-    # A record forced by its error status is no boost's.
-    forced = next(i for i, d in enumerate(boosted) if "judge" in d - base[i])
-    assert sampler.beyond_base(_record(forced), "judge")
-    assert not sampler.beyond_base(_record(forced, error=True), "judge")
+    for before, after in zip(base, boosted, strict=True):
+        assert _beyond(after) == after - before
+    assert sum(bool(_beyond(d)) for d in boosted) > 0.25 * KEYS
+    # A record forced by its error status is no boost's; a boost of 1 still hashes.
+    forced = next(i for i, d in enumerate(boosted) if _beyond(d))
+    assert _beyond(sampler.sampled(_record(forced, error=True))) == frozenset()
+    boosts.raise_rate("judge", "shop", "rule", 1.0)
+    assert _beyond(sampler.sampled(_record(forced))) == {"judge"}
+    assert all(_beyond(d) == {"judge"} - b for d, b in zip(_decisions(sampler), base, strict=True))
+    # What was decided stays decided: a boost that ends after the decision does not
+    # turn its evaluations into the base sample's.
+    decision = sampler.sampled(_record(forced))
+    boosts.lower_rate("judge", "shop", "rule")
+    assert _beyond(decision) == {"judge"}
+    assert _decisions(sampler) == base
 
 
 def test_the_rate_gauge_shows_the_effective_rate_as_boosts_come_and_go() -> None:

@@ -2,8 +2,9 @@
 batch it takes.
 
 Per record, each evaluator is sampled, skipped (not sampled, or lacking its input: counted
-and logged), not escalated, or over budget (judges; a refused sample that a boost asked for
-beyond the base rate is counted again and logged, once an hour at most). The CPU scorers
+and logged), not escalated, or over budget (judges). A judge that only a boost sampled is
+admitted only while the budget keeps room for the base sample (`BudgetGate`); refused, it
+is counted again as the boost's and logged, once an hour at most. The CPU scorers
 (the local evaluators) that sample a record have already scored it in the batch's task, with
 its extraction (`_task.py`); here their results are counted and taken. Network evaluators
 (LLM judges) run concurrently, each call under the evaluation deadline. Escalated
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -26,16 +27,13 @@ from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._runner import Scored, TaskRunner
 from monitor.processors.evaluation._task import RecordJob, held_back
+from monitor.processors.sampler import Sampled
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 _PARTS = ("query", "context", "response")  # the order a skip's reason is named in
-
-BeyondBase = Callable[[RagRecord, str], bool]
-"""Whether an evaluator samples a record only because a boost raised its rate
-(`Sampler.beyond_base`)."""
 
 
 @dataclass(slots=True)
@@ -48,6 +46,12 @@ class InFlight:
     missing: frozenset[str]
     scored: Scored  # what its CPU scorers gave in the batch's task
     results: dict[str, EvalResult]
+
+    @property
+    def boosted(self) -> frozenset[str]:
+        """The evaluators that sample it only because a boost raised their rate."""
+        sampled = self.sampled
+        return sampled.beyond_base if isinstance(sampled, Sampled) else frozenset()
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,6 @@ class BatchEvaluator:
         *,
         pooled: bool,
         evaluate_suspect: bool = False,
-        beyond_base: BeyondBase | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -89,15 +92,15 @@ class BatchEvaluator:
         self._warn = RateLimitedLog(log)
         # Records the trace stage marked `extraction_suspect` are evaluated only if set.
         self._evaluate_suspect = evaluate_suspect
-        self._beyond_base = beyond_base
         self._boost_refused = telemetry.counter(
             "sampling_boost_refused",
             "Judge evaluations a boost asked for beyond the base rate that a budget "
-            "refused (also counted as sampling_decisions_total{decision=over_budget}).",
+            "refused, leaving its room to the base sample (also counted as "
+            "sampling_decisions_total{decision=over_budget}).",
             ("service", "evaluator"),
         )
-        # A budget stops a boost for minutes (evaluations) to days (cost) at a stretch:
-        # said when it starts, then once an hour per service and evaluator at most.
+        # A budget holds a boost back for minutes (evaluations) to days (cost) at a
+        # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
 
     @property
@@ -126,31 +129,31 @@ class BatchEvaluator:
         """The evaluators to run on a record; its decisions are added to `decisions`."""
         chosen = []
         service = item.service
+        boosted = item.boosted
         for stage in stages:
-            decision = self._decision(stage, item.sampled, item.missing, item.results)
+            name = stage.evaluator.name
+            decision = self._decision(stage, item, boost=name in boosted)
             if decision is None:
                 self._skipped(service, stage.evaluator, item.missing)
                 continue
-            decisions[(service, stage.evaluator.name, decision)] += 1
+            decisions[(service, name, decision)] += 1
             if decision == "sampled":
                 chosen.append(stage.evaluator)
-            elif decision == "over_budget":
-                self._boost_refused_if_beyond_base(item, stage.evaluator.name)
+            elif decision == "over_budget" and name in boosted:
+                self._refused_boost(service, name)
         return chosen
 
-    def _boost_refused_if_beyond_base(self, item: InFlight, evaluator: str) -> None:
-        """A judge the budget refused: if only a boost sampled it, the budget stops the
-        boost (counted, and logged)."""
-        if self._beyond_base is None or not self._beyond_base(item.record, evaluator):
-            return
-        self._t.child(self._boost_refused, item.service, evaluator).inc()
+    def _refused_boost(self, service: str, evaluator: str) -> None:
+        """A judge only a boost sampled, refused by the budget: counted, and logged."""
+        self._t.child(self._boost_refused, service, evaluator).inc()
         self._boost_log.warning(
-            f"boost/{item.service}/{evaluator}",
-            "budget %s reached: the boost of %s on service %r gets no evaluation beyond the "
-            "base rate while the budget is spent (sampling_boost_refused_total counts them)",
-            self._budget.reached() or "(freed since)",
+            f"boost/{service}/{evaluator}",
+            "budget %s: the boost of %s on service %r is held to the base rate while the "
+            "budget keeps room for the base sample (sampling_boost_refused_total counts "
+            "what it asked beyond it)",
+            self._budget.reached(boost=True) or "(freed since)",
             evaluator,
-            item.service,
+            service,
         )
 
     def _held_back(self, stages: list[_Stage], item: InFlight) -> bool:
@@ -184,27 +187,21 @@ class BatchEvaluator:
             part,
         )
 
-    def _decision(
-        self,
-        stage: _Stage,
-        sampled: frozenset[str],
-        missing: frozenset[str],
-        results: dict[str, EvalResult],
-    ) -> str | None:
+    def _decision(self, stage: _Stage, item: InFlight, *, boost: bool) -> str | None:
         """sampled, skipped, not_escalated or over_budget (which admits a sampled judge
-        to the budget); None when the record lacks the evaluator's input (counted once
-        per record in records_incomplete_total)."""
+        to the budget; `boost`: one only a boost sampled); None when the record lacks the
+        evaluator's input (counted once per record in records_incomplete_total)."""
         ev = stage.evaluator
-        if ev.requires & missing:
+        if ev.requires & item.missing:
             return None
         if stage.escalate_from is not None:
-            source = results.get(stage.escalate_from)
+            source = item.results.get(stage.escalate_from)
             lo, hi = stage.band or (0.0, 1.0)
             if source is None or source.normalized is None or not lo <= source.normalized <= hi:
                 return "not_escalated"
-        if ev.name not in sampled:
+        if ev.name not in item.sampled:
             return "skipped"
-        if ev.kind == "judge" and not self._budget.admit():
+        if ev.kind == "judge" and not self._budget.admit(boost):
             return "over_budget"
         return "sampled"
 
@@ -243,7 +240,11 @@ class BatchEvaluator:
             for item, result in outcome:
                 item.results[result.name] = result
                 if result.input_tokens or result.output_tokens or result.cost:
-                    self._budget.spend(result.input_tokens + result.output_tokens, result.cost)
+                    self._budget.spend(
+                        result.input_tokens + result.output_tokens,
+                        result.cost,
+                        boost=result.name in item.boosted,
+                    )
 
     async def _one(self, evaluator: Evaluator, item: InFlight) -> list[tuple[InFlight, EvalResult]]:
         started = time.perf_counter()

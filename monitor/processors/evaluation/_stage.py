@@ -49,7 +49,7 @@ from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation._evaluators import BatchEvaluator, BeyondBase, InFlight
+from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
 from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
@@ -83,12 +83,10 @@ class EvaluationStage:
         extraction_timeout_s: float = 10.0,
         cpu_pool: ProcessPool | None = None,
         settings: Settings | None = None,
-        beyond_base: BeyondBase | None = None,
     ) -> None:
         """`cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
-        records are scored). `beyond_base` tells the samples a boost asked for beyond the
-        base rate, so that a budget refusing them is counted as stopping the boost."""
+        records are scored)."""
         settings = settings or Settings()
         self._runner = TaskRunner(
             cpu_pool,
@@ -105,7 +103,6 @@ class EvaluationStage:
             self._runner,
             pooled=cpu_pool is not None,
             evaluate_suspect=settings.evaluate_suspect,
-            beyond_base=beyond_base,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
