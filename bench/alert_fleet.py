@@ -33,9 +33,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
-from tests._rag_service import FLEET_RULE, Service, metric, scrape_config, write_config  # noqa: E402
-from tests._servers import free_port, need, prometheus, rag_monitor  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.rag_service import FLEET_RULE, Service, metric, scrape_config, write_config  # noqa: E402
+from tests.support.servers import free_port, need, prometheus, rag_monitor  # noqa: E402
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3
@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--rise", type=float, default=0.3, help="hallucinated share after the rise")
     parser.add_argument("--timeout-s", type=float, default=300)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     need("prometheus")
     results = []
@@ -193,7 +193,7 @@ def main() -> None:
             "",
         ]
     )
-    table = _docs.table(
+    table = bench_docs.table(
         [
             f"time to page, share {HEALTHY_SHARE} → {args.rise}, {args.trials} trials",
             "median s",
@@ -203,7 +203,7 @@ def main() -> None:
     )
     print(table)
     if args.write_docs:
-        _docs.write_block("docs/quality.md", "alert-fleet", table)
+        bench_docs.write_block("docs/quality.md", "alert-fleet", table)
 
 
 if __name__ == "__main__":

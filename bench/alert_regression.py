@@ -60,8 +60,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _docs
 from bench._alert_sim import FalsePages, false_pages
+from tests.support import bench_docs
 
 CACHE = Path("/tmp/rag-monitor-alert-bench")
 INTERVAL_S = 15.0
@@ -336,7 +336,7 @@ def pages_table(
         "rule",
         *(f"x{k}: min to page, median (worst of {trials}), vs limit [95 %]" for k in RISES),
     ]
-    return _docs.table(header, rows)
+    return bench_docs.table(header, rows)
 
 
 def false_pages_table(
@@ -376,7 +376,7 @@ def false_pages_table(
         "healthy: false pages (per budget [95 %])",
         "rise of min_increase/2: pages (per budget [95 %])",
     ]
-    return _docs.table(header, rows)
+    return bench_docs.table(header, rows)
 
 
 @dataclass(frozen=True)
@@ -472,7 +472,7 @@ def boost_table(
         "healthy: time boosted",
         "healthy: false pages (per budget [95 %])",
     ]
-    return _docs.table(header, rows)
+    return bench_docs.table(header, rows)
 
 
 def boost_validity_table(
@@ -510,7 +510,7 @@ def boost_validity_table(
         "rise of min_increase/2: pages (per budget [95 %])",
         "time boosted",
     ]
-    return _docs.table(header, rows)
+    return bench_docs.table(header, rows)
 
 
 class _Clock(list[float]):
@@ -583,7 +583,7 @@ def compressed(trials: int, seed: int) -> str:
         "paged within 90 s",
         "paged before the rise",
     ]
-    return _docs.table(header, rows)
+    return bench_docs.table(header, rows)
 
 
 def _seconds(value: float) -> str:
@@ -658,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=["pages", "false", "boost", "validity", "compressed"], nargs="*"
     )
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     from monitor.config import FALSE_PAGE_EVERY, parse_duration
@@ -701,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         emit("\nCompressed windows, one false page an hour, 0.35 -> 0.46 at 8 verdicts/s:\n")
         emit(compressed(args.trials * 4, args.seed))
     if args.write_docs:
-        _docs.write_block("docs/quality.md", "alert-regression", "\n".join(out))
+        bench_docs.write_block("docs/quality.md", "alert-regression", "\n".join(out))
     return 0
 
 

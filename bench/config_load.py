@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
-from bench import _docs
 from bench._fresh import REPO, Result, in_turns, run_child
 from monitor.config import ConfigError, load_yaml
+from tests.support import bench_docs
 
 STEPS = ("CSafeLoader", "load_yaml", "load_config")
 CHART_VALUES = REPO / "deploy" / "helm" / "rag-monitor" / "values.yaml"
@@ -74,7 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--overrides", type=int, default=220_000)
     parser.add_argument("--runs", type=int, default=3)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.yaml"
@@ -115,7 +115,9 @@ def main() -> None:
             "",
         ]
     )
-    table = _docs.table(["step", "seconds", "× CSafeLoader", "peak RSS, MB", "× CSafeLoader"], rows)
+    table = bench_docs.table(
+        ["step", "seconds", "× CSafeLoader", "peak RSS, MB", "× CSafeLoader"], rows
+    )
     bomb_ms = statistics.median(refused_in(alias_bomb()) for _ in range(args.runs))
     deep_ms = statistics.median(
         refused_in("a: " + "[" * 100_000 + "]" * 100_000) for _ in range(args.runs)
@@ -130,7 +132,7 @@ def main() -> None:
     )
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "config-load", body)
+        bench_docs.write_block("docs/performance.md", "config-load", body)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from monitor.receivers.kafka._messages import decode_message  # noqa: E402
 from monitor.receivers.otlp._wire import TooLarge, decode_request  # noqa: E402
 from monitor.records import RecordError, parse_record  # noqa: E402
 from monitor.spans import DecodeError, RequestSpans  # noqa: E402
-from tests._reliability import Trace, export_request, trace_ids  # noqa: E402
+from tests.support.reliability import Trace, export_request, trace_ids  # noqa: E402
 
 LIMIT = 1 << 20
 

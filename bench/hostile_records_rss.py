@@ -48,8 +48,8 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 MB = 1024 * 1024
 LIMITS_MB = {"labels_metrics": 1, "labels_rss": 300, "documents_rss": 600, "page": 10}
@@ -377,7 +377,7 @@ def main() -> None:
         "--scenario", nargs="+", choices=["labels", "documents"], default=["labels", "documents"]
     )
     parser.add_argument("--requests", type=int, default=60)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     tables, exceeded = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -391,7 +391,7 @@ def main() -> None:
                 "label values cut",
             ]
             rows, over = labels(workdir)
-            tables.append(_docs.table(header, rows))
+            tables.append(bench_docs.table(header, rows))
             tables.append(
                 f"Limits: a scrape under {LIMITS_MB['labels_metrics']} MB, each process's "
                 f"RSS under {LIMITS_MB['labels_rss']} MB, the three values counted: "
@@ -408,7 +408,7 @@ def main() -> None:
                 "took",
             ]
             rows, over = documents(workdir, args.requests)
-            tables.append(_docs.table(header, rows))
+            tables.append(bench_docs.table(header, rows))
             tables.append(
                 f"Limits: each process's RSS under {LIMITS_MB['documents_rss']} MB, the page "
                 f"under {LIMITS_MB['page']} MB, every trace accounted for: " + _verdict(over)
@@ -417,7 +417,7 @@ def main() -> None:
     body = "\n\n".join(tables)
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/reliability.md", "hostile-records-rss", body)
+        bench_docs.write_block("docs/reliability.md", "hostile-records-rss", body)
     if exceeded:
         sys.exit("limits exceeded:\n" + "\n".join(exceeded))
 

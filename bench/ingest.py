@@ -55,9 +55,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from bench import _docs  # noqa: E402
-from bench._otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
-from tests._servers import stop_process  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
+from tests.support.servers import stop_process  # noqa: E402
 
 # The project's target for spans per server CPU-second at 1% sampling against nothing
 # sampled (docs/performance.md, "Targets").
@@ -498,10 +498,10 @@ def main() -> None:
         help="instead: ROUNDS of a monitor at --sampling against one with nothing sampled, "
         "loaded side by side (sampling_cost); the ratio of spans per server CPU-second",
     )
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     if args.sampling_cost:
-        print(_docs.machine())
+        print(bench_docs.machine())
         rows = []
         for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
             costs = []
@@ -523,10 +523,10 @@ def main() -> None:
             "rounds",
             f"target ≥ {TARGET_SAMPLING_COST}",
         ]
-        table = _docs.table(header, rows)
+        table = bench_docs.table(header, rows)
         print(table)
         if args.write_docs:
-            _docs.write_block("docs/performance.md", "ingest-sampling-cost", table)
+            bench_docs.write_block("docs/performance.md", "ingest-sampling-cost", table)
         return
     payload, ids = build_payload(random.Random(0), args.light_spans)
     print(

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 LOCK = REPO / "tests" / "requirements.lock"
 MIB = 1024 * 1024
@@ -159,7 +159,7 @@ def main() -> None:
     parser.add_argument("--extras", nargs="*", choices=extras, default=extras)
     parser.add_argument("--largest", type=int, default=8, help="distributions to name")
     parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -176,7 +176,7 @@ def main() -> None:
     )
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "install-size", body)
+        bench_docs.write_block("docs/performance.md", "install-size", body)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 STUB_FLAG = "--serve-stub"
 # The project's target for judge throughput as a share of C/L (docs/performance.md).
@@ -267,7 +267,7 @@ def main() -> None:
     parser.add_argument("--bands", default="0.3:0.7,0.4:0.6,0.2:0.8")
     parser.add_argument("--skip-escalation", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     rows = []
     for run in [] if args.skip_throughput else args.runs.split(","):
@@ -305,10 +305,10 @@ def main() -> None:
             "L / (L + C × CPU)",
             f"target ≥ {TARGET_SHARE:.0%}",
         ]
-        table = _docs.table(header, rows)
+        table = bench_docs.table(header, rows)
         print(table)
         if args.write_docs:
-            _docs.write_block("docs/performance.md", "judge-throughput", table)
+            bench_docs.write_block("docs/performance.md", "judge-throughput", table)
     if not args.skip_escalation and args.data.exists():
         bands = [_band(b) for b in args.bands.split(",")]
         text = args.data.read_text(encoding="utf-8")
@@ -318,7 +318,7 @@ def main() -> None:
         body = _escalation_table(report)
         print(body)
         if args.write_docs:
-            _docs.write_block("docs/quality.md", "judge-escalation", body)
+            bench_docs.write_block("docs/quality.md", "judge-escalation", body)
 
 
 def _escalation_table(report: dict[str, Any]) -> str:
@@ -341,8 +341,9 @@ def _escalation_table(report: dict[str, Any]) -> str:
         "hallucinated outside",
         "detector's accuracy outside (threshold 0.5)",
     ]
-    return f"{report['records']} records, {report['hallucinated']} hallucinated.\n\n" + _docs.table(
-        header, rows
+    return (
+        f"{report['records']} records, {report['hallucinated']} hallucinated.\n\n"
+        + bench_docs.table(header, rows)
     )
 
 

@@ -29,7 +29,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench import _docs  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.judge_definitions import DEFINITIONS  # noqa: E402
@@ -37,7 +36,8 @@ from monitor.evaluators.registry import build  # noqa: E402
 from monitor.judge.client import ANSWER_RESULTS, JudgeClient  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
-from tests._llama import MODEL, available, llama_server  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.llama_server import MODEL, available, llama_server  # noqa: E402
 
 RUBRIC = "5 = answers from the context and names the source; 1 = wrong or unsupported"
 
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="judge calls in flight")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-log", type=Path, help="keep the llama server's log here")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     missing = available()
     if missing:
@@ -206,10 +206,10 @@ def main() -> None:
             f"structured_output {mode}: **{total} of {calls} calls ({total / calls:.0%})** "
             "ended in a verdict."
         )
-    body = f"{_docs.table(header, cells_by_judge)}\n\n" + " ".join(totals)
+    body = f"{bench_docs.table(header, cells_by_judge)}\n\n" + " ".join(totals)
     print(f"\n{body}")
     if args.write_docs:
-        _docs.write_block("docs/quality.md", "judge-real-model", body)
+        bench_docs.write_block("docs/quality.md", "judge-real-model", body)
     if "-v" in sys.argv:
         for mode in modes:
             for name, r in table[mode].items():

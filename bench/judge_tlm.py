@@ -8,7 +8,7 @@ DATA.jsonl: records in the project's native shape with `label.hallucinated` (e.g
 RAGTruth QA dev file). A balanced random sample of `--records` is scored.
 
 Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Instruct
-(`tests/_llama.py`), one slot, and then:
+(`tests/support/llama_server.py`), one slot, and then:
 
 1. **Cost** (the first `--cost-records` records): each evaluator (`trustworthiness` and
    `trustworthiness_tlm` at `low`, `medium`, `high`) with its own judge client, so nothing
@@ -44,7 +44,6 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
-from bench import _docs  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import Evaluator  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -54,7 +53,8 @@ from monitor.judge.client import OUTCOMES, JudgeClient  # noqa: E402
 from monitor.records import RagRecord, parse_record  # noqa: E402
 from monitor.results import EvalResult  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
-from tests._llama import MODEL, available, llama_server  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.llama_server import MODEL, available, llama_server  # noqa: E402
 
 PRESETS = ("low", "medium", "high")
 
@@ -315,7 +315,7 @@ def main() -> None:
     parser.add_argument("--max-output-tokens", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judged-pairs", type=int, default=30)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     missing = available()
     if missing:
@@ -327,7 +327,7 @@ def main() -> None:
     share = escalated_share(rows, (band[0], band[1]))
     log = Path(tempfile.mkdtemp()) / "llama.log"
     with (
-        _docs.captured() as report,
+        bench_docs.captured() as report,
         llama_server(log, threads=args.threads, ctx=4096, parallel=1, timeout=300) as base,
     ):
         print(
@@ -349,7 +349,7 @@ def main() -> None:
             asyncio.run(quality(base, records, args.max_output_tokens))
         asyncio.run(agreement_methods(base, rows, args.judged_pairs, args.max_output_tokens))
     if args.write_docs:
-        _docs.write_block("docs/quality.md", "judge-tlm", report.getvalue())
+        bench_docs.write_block("docs/quality.md", "judge-tlm", report.getvalue())
 
 
 if __name__ == "__main__":

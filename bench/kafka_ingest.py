@@ -46,11 +46,11 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _docs
 from bench.ingest import descendants
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message
 from monitor.service import Service, tune_gc
+from tests.support import bench_docs
 
 # The project's targets, per CPU-second of the ingest process, at this (sampling rate,
 # evaluation worker processes): docs/performance.md, "Targets".
@@ -307,7 +307,7 @@ def main() -> None:
         "seconds (side_by_side), instead of once before them",
     )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.measure:
@@ -316,7 +316,7 @@ def main() -> None:
     with ExitStack() as stack:
         bootstrap = args.bootstrap
         if bootstrap is None:
-            from tests._kafka import running_broker
+            from tests.support.kafka_broker import running_broker
 
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             bootstrap = stack.enter_context(running_broker("noida", workdir)).bootstrap
@@ -385,7 +385,7 @@ def main() -> None:
             print(" | ".join(rows[-1]), flush=True)
             if (rate, processes) == TARGET_RUN:
                 met.append(_targets(row["records_per_cpu_s"], share))
-        table = _docs.table(header, rows)
+        table = bench_docs.table(header, rows)
         notes = (
             f"Per record, in isolation: kafka-python's fetch and parse {costs['fetch_us']:.1f} µs, "
             f"decoding (JSON into a record, validated only if sampled) {costs['decode_us']:.1f} µs."
@@ -393,7 +393,7 @@ def main() -> None:
         body = "\n\n".join([table, notes, *met])
         print(f"\n{body}")
         if args.write_docs:
-            _docs.write_block("docs/performance.md", "kafka", body)
+            bench_docs.write_block("docs/performance.md", "kafka", body)
 
 
 def _targets(per_cpu_s: float, share: float) -> str:

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 SAMPLE_S = 0.02
 # The project's target for the peak with the huge answers against the peak without them
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--huge", type=int, default=3)
     parser.add_argument("--huge-mb", type=float, default=20.0)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -123,7 +123,7 @@ def main() -> None:
         base = peak_rss_mb(normal, config)
         large = peak_rss_mb(huge, config)
     ratio = large.tree_mb / base.tree_mb
-    table = _docs.table(
+    table = bench_docs.table(
         [
             "`rag-monitor replay`, 2 worker processes",
             "peak RSS, main and workers",
@@ -141,7 +141,7 @@ def main() -> None:
     body = f"{table}\n\nRatio **{ratio:.2f}×**; target ≤ {TARGET_RATIO:g}×: {verdict}."
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/reliability.md", "large-records-rss", body)
+        bench_docs.write_block("docs/reliability.md", "large-records-rss", body)
     if not met:
         sys.exit(f"target exceeded: a peak {ratio:.2f}× the reference's, target {TARGET_RATIO:g}×")
 

@@ -6,7 +6,7 @@ what local scoring costs (`docs/performance.md`, "CPU per record of the local ev
 Record sets, each scored by the four evaluators in turn on one thread, as a worker scores a
 batch:
 
-- the ingest load's records: those the trace stage extracts from `bench/_otlp_load.py`'s
+- the ingest load's records: those the trace stage extracts from `tests/support/otlp_load.py`'s
   requests (the load of `bench/sidecar_cost.py`: a question, three retrieved documents,
   the answer);
 - the same with a numbered clause appended to each text, so that no two records share one
@@ -40,8 +40,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
-from bench._otlp_load import build_payload  # noqa: E402
 from bench.detector_quality import _synthetic  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
@@ -50,6 +48,8 @@ from monitor.evaluators.local import FACTORIES  # noqa: E402
 from monitor.extraction._extraction_rule import extract_records  # noqa: E402
 from monitor.records import ContextDoc, RagRecord, parse_record  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.otlp_load import build_payload  # noqa: E402
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 DATA_FILES = (
@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=256, help="records of each built set")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--data-dir", type=Path, help="folder with the labelled dev files")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     sets = [
         ("the ingest load's records", load_records(args.records, distinct=False)),
@@ -197,11 +197,11 @@ def main() -> None:
         *(f"`{n}`" for n in NAMES),
         "all four",
     ]
-    table = _docs.table(header, rows)
+    table = bench_docs.table(header, rows)
     body = f"CPU ms per record, one thread, the best of {args.rounds} rounds:\n\n{table}"
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "local-scoring", body)
+        bench_docs.write_block("docs/performance.md", "local-scoring", body)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
 from monitor.exporters.metrics_port import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 EVALUATORS = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 
@@ -103,7 +103,7 @@ async def main() -> None:
     parser.add_argument("--scrapes", type=int, default=30)
     parser.add_argument("--services", type=int, default=50)
     parser.add_argument("--routes", type=int, default=20)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
 
     telemetry = create_telemetry(max_services=args.services, max_routes=args.routes)
@@ -178,7 +178,7 @@ async def main() -> None:
             await secured.shutdown(5)
 
     check_first, check_cached = await auth_check_cost()
-    table = _docs.table(
+    table = bench_docs.table(
         ["scrape", "median ms", "× text", "bytes", "× text"],
         [
             [
@@ -203,7 +203,7 @@ async def main() -> None:
     body = "\n\n".join([table, " ".join(notes)])
     print(body)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "metrics-endpoint", body)
+        bench_docs.write_block("docs/performance.md", "metrics-endpoint", body)
 
 
 if __name__ == "__main__":

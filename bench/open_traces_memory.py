@@ -34,9 +34,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
-from bench import _docs  # noqa: E402
 from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
-from tests._servers import stop_process  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 8
 TRACES_PER_REQUEST = 32
@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--span-bytes", type=int, default=1024)
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     result = run(args.seconds, args.concurrency, args.span_bytes)
     print(json.dumps(result, indent=2))
@@ -179,13 +179,13 @@ def main() -> None:
         ],
         ["largest RSS over the last sixth of the run", f"{result['rss_last_10s_mb']:.0f} MB"],
     ]
-    table = _docs.table(
+    table = bench_docs.table(
         [f"{args.seconds:g} s, {args.concurrency} senders, spans of {args.span_bytes} B", ""],
         rows,
     )
     print(table)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "open-traces-memory", table)
+        bench_docs.write_block("docs/performance.md", "open-traces-memory", table)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ The sample (written for this project, `tests/data/redaction_sample.jsonl`) holds
 with personal data of each kind and look-alikes that are not personal data (ISBNs, order
 and tracking numbers, versions, dates, timestamps, prices, UUIDs, numbers failing Luhn or
 the IBAN checksum, invalid SSN ranges, MAC addresses, ...). A finding counts as a true
-positive only when its kind and its exact span match a label (`tests/_redaction_sample.py`):
+positive only when its kind and its exact span match a label (`tests/support/redaction_sample.py`):
 redacting part of an IBAN as a phone number is a false `phone` and a missed `iban`.
 `--show` prints every mistake.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
 from monitor.redaction import BUILT_IN  # noqa: E402
-from tests._redaction_sample import SAMPLE, measure  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.redaction_sample import SAMPLE, measure  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     )
     parser.add_argument("--sample", type=Path, default=SAMPLE)
     parser.add_argument("--show", action="store_true", help="print every mistake")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     q = measure(args.sample)
     rows = []
@@ -39,14 +39,14 @@ def main() -> None:
         labelled = q.tp[kind] + q.fn[kind]
         found = q.tp[kind] + q.fp[kind]
         rows.append([kind, labelled, found, f"{q.precision(kind):.3f}", f"{q.recall(kind):.3f}"])
-    table = _docs.table(["kind", "labelled", "found", "precision", "recall"], rows)
+    table = bench_docs.table(["kind", "labelled", "found", "precision", "recall"], rows)
     body = f"{q.rows} strings, {q.clean_rows} of them without personal data.\n\n{table}"
     print(body)
     if args.show:
         print()
         print("\n".join(q.mistakes) or "no mistakes")
     if args.write_docs:
-        _docs.write_block("docs/quality.md", "redaction-quality", body)
+        bench_docs.write_block("docs/quality.md", "redaction-quality", body)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole 
 and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
 one at `--sampling` and one with nothing sampled (`sampling.rate: 0`). Each is driven in
 turn by the same load: one client sending OTLP/HTTP protobuf requests of 512 spans
-(`bench/_otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
+(`tests/support/otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
 trace ids in every request), for `--seconds`.
 Measured per window: spans accepted (200 responses × spans per request) and the CPU time
 of the whole process tree (the process and every descendant: forkserver, evaluation
@@ -44,11 +44,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
-from bench._otlp_load import BATCH, Payloads  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
-from tests._servers import stop_process  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
+from tests.support.otlp_load import BATCH, Payloads  # noqa: E402
+from tests.support.servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 # The project's targets on 2 CPUs (docs/performance.md, "Targets"): spans per CPU-second
@@ -224,12 +224,12 @@ def main() -> None:
         help="a diagnostic: each monitor's ingest process on one CPU, its evaluation workers "
         "on the others (a pinned monitor sees one CPU, so it starts one worker)",
     )
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
     print(
-        f"{_docs.machine()}; requests of "
+        f"{bench_docs.machine()}; requests of "
         f"{BATCH} spans, {len(body)} bytes ({len(body) / BATCH:.0f} B/span)",
         flush=True,
     )
@@ -252,7 +252,7 @@ def main() -> None:
     report = _report(sides, args.sampling, args.rounds)
     print(report)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "sidecar-cost", report)
+        bench_docs.write_block("docs/performance.md", "sidecar-cost", report)
 
 
 def _report(sides: list[Side], sampling: float, rounds: int) -> str:
@@ -292,7 +292,7 @@ def _report(sides: list[Side], sampling: float, rounds: int) -> str:
                 f"≤ {TARGET_PSS_LOADED_MB} under load: {_met(loaded <= TARGET_PSS_LOADED_MB)}",
             ]
         )
-    cpu = _docs.table(
+    cpu = bench_docs.table(
         [
             "",
             "spans per CPU-second",
@@ -302,7 +302,7 @@ def _report(sides: list[Side], sampling: float, rounds: int) -> str:
         ],
         cpu_rows,
     )
-    pss = _docs.table(
+    pss = bench_docs.table(
         ["", "PSS idle, MB", "PSS under load, MB", "idle, by process", "target"], memory_rows
     )
     return f"{cpu}\n\n{pss}"

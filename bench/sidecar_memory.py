@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 # The project's guard for an idle sidecar with 2 worker processes (the default on 2 CPUs):
 # the PSS of its tree, MB (docs/performance.md, "Targets").
@@ -163,7 +163,7 @@ def main() -> None:
     )
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--settle-s", type=float, default=5.0, help="idle after ready")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,10 +192,10 @@ def main() -> None:
         "PSS against rotel",
         "guard (PSS)",
     ]
-    table = _docs.table(header, rows)
+    table = bench_docs.table(header, rows)
     print(table)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "sidecar-memory", table)
+        bench_docs.write_block("docs/performance.md", "sidecar-memory", table)
 
 
 def _row(name: str, measured: Tree, anchor: float | None, target: int | None) -> list[str]:

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _docs  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 LOCK = REPO / "tests" / "requirements.lock"
 FRAMEWORK_LOCKS = sorted((REPO / "tests" / "frameworks" / "envs").glob("*/requirements.lock"))
@@ -126,7 +126,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keep", type=Path, help="build in DIR and leave it there")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="test-env-size-") as tmp:
         workdir = args.keep or Path(tmp)
@@ -176,13 +176,13 @@ def main() -> None:
         ]
     table = "\n\n".join(
         [
-            _docs.table(["what the test command takes", "MiB"], rows),
-            _docs.table(["built with empty uv and npm caches", "seconds"], fresh),
+            bench_docs.table(["what the test command takes", "MiB"], rows),
+            bench_docs.table(["built with empty uv and npm caches", "seconds"], fresh),
         ]
     )
     print(table)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "test-env-size", table)
+        bench_docs.write_block("docs/performance.md", "test-env-size", table)
 
 
 if __name__ == "__main__":

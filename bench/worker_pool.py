@@ -38,7 +38,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan  # noqa: E402
 
-from bench import _docs  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -49,6 +48,7 @@ from monitor.processors.evaluation._runner import TaskRunner, TraceDone  # noqa:
 from monitor.processors.evaluation._task import TraceJob  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
+from tests.support import bench_docs  # noqa: E402
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 BATCH = 16
@@ -207,9 +207,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=320)
     parser.add_argument("--processes", type=int, default=2, help="against 1 worker process")
     parser.add_argument("--rounds", type=int, default=6, help="rounds in turns; medians")
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     args = parser.parse_args()
-    print(_docs.machine())
+    print(bench_docs.machine())
     memory: dict[int, str] = {}
     for processes in (1, args.processes):
         row = asyncio.run(throughput(processes, batches(args.records, seed=7)))
@@ -226,7 +226,7 @@ def main() -> None:
         [f"{n} worker{'s' if n > 1 else ''}", f"{statistics.median(rates):.1f}", memory[n]]
         for n, rates in ((1, result["one"]), (args.processes, result["many"]))
     ]
-    table = _docs.table(["pool", "traces/s, median of the rounds", "RSS once warm, MB"], rows)
+    table = bench_docs.table(["pool", "traces/s, median of the rounds", "RSS once warm, MB"], rows)
     verdict = "met" if scaling_x >= TARGET_SCALING else "not met"
     summary = (
         f"Scaling, {args.processes} workers against 1: **{scaling_x:.2f}×** (median of "
@@ -235,7 +235,7 @@ def main() -> None:
     )
     print(f"{table}\n\n{summary}")
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "worker-pool", f"{table}\n\n{summary}")
+        bench_docs.write_block("docs/performance.md", "worker-pool", f"{table}\n\n{summary}")
 
 
 if __name__ == "__main__":

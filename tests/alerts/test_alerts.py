@@ -16,7 +16,7 @@ from monitor.config import AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._wait import wait_until_async
+from tests.support.wait import wait_until_async
 
 
 class Clock:
@@ -274,7 +274,7 @@ def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
     from monitor.config import load_config
     from monitor.exporters.otlp_events import OtlpEventsSink
     from monitor.service import Service
-    from tests._servers import DEPLOY
+    from tests.support.servers import DEPLOY
 
     config = load_config(
         DEPLOY / "monitor.yaml", environ={"RAG_MONITOR_EXPORTERS__OTLP__ENDPOINT": "127.0.0.1:4317"}

@@ -23,10 +23,10 @@ from monitor.config import Config, load_config
 from monitor.exporters.alertmanager import AlertSender
 from monitor.service import Service as Monitor
 from monitor.telemetry import create_telemetry
-from tests._rag_service import Service
-from tests._servers import webhook
-from tests._wait import wait_until_async
 from tests.alerts.test_alerts import Clock
+from tests.support.rag_service import Service
+from tests.support.servers import webhook
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._servers import alertmanager, free_port, http_json, webhook
-from tests._sleep import RecordedSleep
-from tests._wait import wait_until_async
+from tests.support.servers import alertmanager, free_port, http_json, webhook
+from tests.support.sleep import RecordedSleep
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 

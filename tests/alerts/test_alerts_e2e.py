@@ -31,7 +31,7 @@ from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import parse_record
-from tests._servers import (
+from tests.support.servers import (
     DEPLOY,
     alertmanager,
     free_port,
@@ -41,7 +41,7 @@ from tests._servers import (
     rag_monitor,
     webhook,
 )
-from tests._wait import wait_until
+from tests.support.wait import wait_until
 
 CONTEXT = (
     "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair in Paris. "

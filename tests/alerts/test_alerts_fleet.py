@@ -21,7 +21,7 @@ from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, AlertRule, parse_dur
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests._servers import DEPLOY, need
+from tests.support.servers import DEPLOY, need
 
 PER_MINUTE = 60
 HEALTHY, RISEN = 0.30, 0.50

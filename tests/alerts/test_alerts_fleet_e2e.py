@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests._rag_service import FLEET_RULE, Service, metric, scrape_config, write_config
-from tests._servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
-from tests._wait import wait_until
+from tests.support.rag_service import FLEET_RULE, Service, metric, scrape_config, write_config
+from tests.support.servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -37,11 +37,11 @@ from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._judge_stub import Received, Reply, StubJudge
-from tests._otlp import WATER, Case, emit_plain, otlp_bytes
-from tests._wait import wait_until_async
 from tests.alerts.test_alerts import Clock
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
+from tests.support.judge_stub import Received, Reply, StubJudge
+from tests.support.otlp import WATER, Case, emit_plain, otlp_bytes
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 

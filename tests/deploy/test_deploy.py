@@ -22,7 +22,7 @@ from monitor.config import (
     load_config,
     parse_duration,
 )
-from tests._servers import DEPLOY, need
+from tests.support.servers import DEPLOY, need
 
 
 def run(*args: str) -> str:

@@ -22,7 +22,7 @@ import yaml
 
 from monitor.config import load_config
 from monitor.evaluators.registry import check_evaluators
-from tests._servers import DEPLOY
+from tests.support.servers import DEPLOY
 
 helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")

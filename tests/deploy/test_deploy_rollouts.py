@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests._servers import DEPLOY, need
+from tests.support.servers import DEPLOY, need
 
 ROLLOUTS = DEPLOY / "rollouts"
 ARGO = ROLLOUTS / "argo-analysistemplate.yaml"

@@ -27,7 +27,7 @@ from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
-from tests._wait import wait_until_async
+from tests.support.wait import wait_until_async
 
 
 class ScriptedEvaluator:

@@ -39,9 +39,15 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pool_scorers import ScriptedScorer, fail, pool, scripted_extraction, scripted_scorer
-from tests._wait import wait_until_async
+from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from tests.support.pool_scorers import (
+    ScriptedScorer,
+    fail,
+    pool,
+    scripted_extraction,
+    scripted_scorer,
+)
+from tests.support.wait import wait_until_async
 
 SCRIPTED = EvaluatorConfig(name="scripted")
 

@@ -26,7 +26,7 @@ from monitor.exporters.debug_records import (
 from monitor.exporters.metrics_port import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
-from tests._reliability import MonitorProcess, Trace, export_request, post, trace_ids
+from tests.support.reliability import MonitorProcess, Trace, export_request, post, trace_ids
 
 SECRET = "jane.doe@example.com"
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from monitor.exporters.otlp_events import create_exporter
-from tests._reliability import MonitorProcess, Trace, export_request, post, results_lines
-from tests._reliability import trace_ids as make_ids
-from tests._wait import wait_until
+from tests.support.reliability import MonitorProcess, Trace, export_request, post, results_lines
+from tests.support.reliability import trace_ids as make_ids
+from tests.support.wait import wait_until
 
 DEADLINE_S = 2.0
 # What the interpreter may take to stop once the pipeline has (the bound of the contract).

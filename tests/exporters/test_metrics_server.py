@@ -28,7 +28,7 @@ from monitor import __version__
 from monitor.config import ConfigError
 from monitor.exporters.metrics_port import HealthServer
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._wait import wait_until
+from tests.support.wait import wait_until
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

@@ -32,9 +32,9 @@ from monitor.records import RagRecord
 from monitor.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._servers import free_port, rag_monitor
-from tests._sleep import RecordedSleep
-from tests._wait import wait_until
+from tests.support.servers import free_port, rag_monitor
+from tests.support.sleep import RecordedSleep
+from tests.support.wait import wait_until
 
 # A deadline no test reaches: shutdown returns once the queue is exported.
 DELIVER_ALL_S = 60.0

@@ -7,7 +7,7 @@ import pytest
 
 from monitor.config import ConfigError, Redaction, load_config
 from monitor.redaction import BUILT_IN, Redactor, iban_valid, luhn_valid, ssn_valid
-from tests._redaction_sample import SAMPLE, load, measure
+from tests.support.redaction_sample import SAMPLE, load, measure
 
 # The sample holds at least this many labelled values of each built-in kind.
 MIN_LABELS = 15

@@ -18,8 +18,8 @@ from monitor.records import RagRecord
 from monitor.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
-from tests._wait import wait_until_async
 from tests.conftest import EXAMPLES
+from tests.support.wait import wait_until_async
 
 
 def _emit(sink: ResultsFileSink, n: int, first: int = 0) -> list[asyncio.Future[bool]]:

@@ -17,7 +17,7 @@ import pytest
 from monitor.exporters._sending import DropReason, PermanentError, RetryableError, SendingQueue
 from monitor.retry import RetryPolicy
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._sleep import RecordedSleep
+from tests.support.sleep import RecordedSleep
 
 STAGE = "testing"
 FOREVER = RetryPolicy(base_s=0.01, max_s=0.05)

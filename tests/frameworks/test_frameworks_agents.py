@@ -28,9 +28,9 @@ from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
-from tests._framework_envs import Monitor, against_the_monitor, run_python_app
-from tests._pipeline import RecordingStage
 from tests.receivers.test_otlp_receivers import _config, _value
+from tests.support.framework_envs import Monitor, against_the_monitor, run_python_app
+from tests.support.pipeline import RecordingStage
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each

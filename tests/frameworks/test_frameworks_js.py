@@ -26,10 +26,10 @@ from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
-from tests._framework_envs import Answers, against_the_monitor, run_js_app
 from tests._openai_server import serve
-from tests._pipeline import RecordingStage
 from tests.receivers.test_otlp_receivers import _value
+from tests.support.framework_envs import Answers, against_the_monitor, run_js_app
+from tests.support.pipeline import RecordingStage
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from monitor.telemetry import Telemetry
-from tests._framework_envs import APP_ENVS, python_of
 from tests._langchain_app import ANSWER, DOCS, QUESTION
-from tests._pipeline import RecordingStage, started
 from tests.receivers.test_otlp_receivers import _config
+from tests.support.framework_envs import APP_ENVS, python_of
+from tests.support.pipeline import RecordingStage, started
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -41,7 +41,7 @@ from monitor.receivers.kafka._messages import decode_message
 from monitor.receivers.otlp._wire import TooLarge, decode_request, gunzip_capped
 from monitor.records import RecordError, parse_record
 from monitor.spans import DecodeError, RequestSpans, decode_json
-from tests._reliability import REPO, Trace, export_request, trace_ids
+from tests.support.reliability import REPO, Trace, export_request, trace_ids
 
 pytestmark = pytest.mark.timeout(120)
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

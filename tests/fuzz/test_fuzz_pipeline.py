@@ -35,11 +35,11 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from monitor.record_limits import SizeLimits
-from tests._kafka import Broker, running_broker, unique
-from tests._reliability import MonitorProcess, post
-from tests._servers import Webhook
-from tests._wait import wait_until
 from tests.exporters.test_otlp_events import Received, http_stub
+from tests.support.kafka_broker import Broker, running_broker, unique
+from tests.support.reliability import MonitorProcess, post
+from tests.support.servers import Webhook
+from tests.support.wait import wait_until
 
 pytestmark = [
     pytest.mark.slow,

@@ -2,7 +2,7 @@
 
 `check-config` (and `run`, `replay` before anything starts) finds the credentials litellm
 will look for; `check-config --probe` asks each judge one question against a scripted
-OpenAI-compatible server over real HTTP (`tests/_judge_stub.py`) answering 401, 404, 429
+OpenAI-compatible server over real HTTP (`tests/support/judge_stub.py`) answering 401, 404, 429
 or too late; at run time an auth or not-found failure is its own outcome, counted and
 logged once with the fix; `replay` fails when an evaluator returned nothing but errors.
 litellm's log lines, at every level, go through the monitor's log like the rest.
@@ -31,8 +31,8 @@ from monitor.evaluators.registry import build
 from monitor.judge.client import JudgeClient
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
+from tests.support.judge_stub import Reply, StubJudge
 
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", KEY_ENV)
 

@@ -1,7 +1,7 @@
 """The judge client under failure: retries, timeouts, the circuit breaker, the verdict
 cache, unreadable answers, budgets, redaction, cost accounting and secret handling.
 
-The remote judge model is the only test double: `tests/_judge_stub.py` serves the OpenAI
+The remote judge model is the only test double: `tests/support/judge_stub.py` serves the OpenAI
 chat-completions protocol on 127.0.0.1:0 with scripted answers (slow, 429, 500,
 malformed, empty, fenced JSON); litellm's real HTTP path carries every call.
 """
@@ -26,8 +26,8 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
-from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
+from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,6 +1,6 @@
 """Every LLM-judge evaluator, driven through litellm's real HTTP path.
 
-The remote judge model is the only test double: `tests/_judge_stub.py` serves the OpenAI
+The remote judge model is the only test double: `tests/support/judge_stub.py` serves the OpenAI
 chat-completions protocol (and Ollama's /api/generate) on 127.0.0.1:0 with scripted
 answers. litellm, the judge client, the parsers and the evaluators all run for real.
 """
@@ -23,7 +23,7 @@ from monitor.judge.templates import SYSTEM_MESSAGE
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._judge_stub import Reply, StubJudge
+from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

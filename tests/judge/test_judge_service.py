@@ -1,6 +1,6 @@
 """Judge evaluators inside the running service: wiring, metrics, escalation.
 
-The remote judge model is the only test double (`tests/_judge_stub.py`, an
+The remote judge model is the only test double (`tests/support/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0); the service, its evaluation stage, the
 embedded `local_groundedness` detector and the Prometheus metrics sink are real.
 """
@@ -19,8 +19,8 @@ from monitor.judge.client import JudgeClient
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._judge_stub import Reply, StubJudge
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET
+from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,5 +1,5 @@
 """`trustworthiness_tlm` end to end against a real model: SmolLM2-135M-Instruct served by
-llama.cpp (`tests/_llama.py`, one thread, one slot).
+llama.cpp (`tests/support/llama_server.py`, one thread, one slot).
 
 A 135M model judges badly; what this shows is the plumbing: every drawn answer and reflection
 call of a record reaches the real server, returns (with the server's logprobs, which
@@ -33,8 +33,8 @@ from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests._llama import MODEL, available, llama_server
-from tests._wait import wait_until_async
+from tests.support.llama_server import MODEL, available, llama_server
+from tests.support.wait import wait_until_async
 
 ERROR_KINDS = ("parse:", "truncated:", "error:", "timeout:")
 RECORD = {

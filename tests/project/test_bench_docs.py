@@ -1,4 +1,4 @@
-"""The tables the bench scripts write into the docs (`bench/_docs.py`): every block of every
+"""The tables the bench scripts write into the docs (`tests/support/bench_docs.py`): every block of every
 Markdown page names the command that printed it, a script that exists, and a date; every
 block a script writes is in its page; and the helper replaces one block and nothing else."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import _docs
 from tests.conftest import REPO
+from tests.support import bench_docs
 
 BLOCK = re.compile(r"^<!-- bench:([a-z0-9-]+) -->\n(.*?)^<!-- /bench:\1 -->$", re.M | re.S)
 HEADER = re.compile(r"^Printed by `([^`]+)` on (\d{4}-\d{2}-\d{2}) \((.+)\):$")
@@ -65,7 +65,7 @@ def test_every_block_names_its_command_and_date(page: str, block: str, body: str
 
 
 def _written_blocks() -> set[tuple[str, str]]:
-    """(page, block id) of every `_docs.write_block` call with literal arguments in bench/."""
+    """(page, block id) of every `bench_docs.write_block` call with literal arguments in bench/."""
     found: set[tuple[str, str]] = set()
     for script in (REPO / "bench").glob("*.py"):
         for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
@@ -99,16 +99,18 @@ def test_replace_block_replaces_that_block_only() -> None:
         "intro\n<!-- bench:a -->\nold a\n<!-- /bench:a -->\nmiddle\n"
         "<!-- bench:b -->\nold b\n<!-- /bench:b -->\nend\n"
     )
-    assert _docs.replace_block(text, "a", "new a\n| x |") == text.replace("old a", "new a\n| x |")
+    assert bench_docs.replace_block(text, "a", "new a\n| x |") == text.replace(
+        "old a", "new a\n| x |"
+    )
     with pytest.raises(ValueError, match=r"docs/x\.md has 0 blocks `bench:c`"):
-        _docs.replace_block(text, "c", "new", page="docs/x.md")
+        bench_docs.replace_block(text, "c", "new", page="docs/x.md")
     twice = text + "<!-- bench:a -->\n<!-- /bench:a -->\n"
     with pytest.raises(ValueError, match="2 blocks"):
-        _docs.replace_block(twice, "a", "new")
+        bench_docs.replace_block(twice, "a", "new")
 
 
 def test_the_block_starts_with_the_command_and_the_date() -> None:
-    body = _docs.block("| t |", mode="quick", today=datetime.date(2026, 1, 2))
+    body = bench_docs.block("| t |", mode="quick", today=datetime.date(2026, 1, 2))
     header = HEADER.match(body.splitlines()[0])
     assert header and header.group(2) == "2026-01-02" and header.group(3).endswith("; quick")
 
@@ -126,7 +128,7 @@ def test_the_command_is_the_one_a_reader_types(tmp_path: Path) -> None:
         "0,0.01",
         "a b",
     ]
-    assert _docs.command(argv) == (
+    assert bench_docs.command(argv) == (
         "python bench/judge_tlm.py labelled.jsonl --data=labelled.jsonl "
         "tests/data/redaction_sample.jsonl --rates 0,0.01 'a b'"
     )
@@ -134,6 +136,6 @@ def test_the_command_is_the_one_a_reader_types(tmp_path: Path) -> None:
 
 def test_writing_the_docs_is_off_unless_asked() -> None:
     parser = argparse.ArgumentParser()
-    _docs.add_flag(parser)
+    bench_docs.add_flag(parser)
     assert parser.parse_args([]).write_docs is False
     assert parser.parse_args(["--write-docs"]).write_docs is True

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from monitor.config import EXTRA_MODULES
-from tests._servers import monitor_ports
-from tests._wait import wait_until
 from tests.config.test_extras import ALL_FEATURES, MISSING
+from tests.support.servers import monitor_ports
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 

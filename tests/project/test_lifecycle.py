@@ -34,9 +34,9 @@ from monitor.processors.sampler import Sampler
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
-from tests._judge_stub import Reply, StubJudge
-from tests._servers import webhook
-from tests._wait import wait_until_async
+from tests.support.judge_stub import Reply, StubJudge
+from tests.support.servers import webhook
+from tests.support.wait import wait_until_async
 
 # Where each component lives, by what it is. A component moved by a later change is
 # followed here.

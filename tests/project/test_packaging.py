@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 import monitor
 from monitor.config import EXTRA_MODULES
-from tests._framework_envs import APP_ENVS, python_of
+from tests.support.framework_envs import APP_ENVS, python_of
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "monitor"
@@ -177,6 +177,23 @@ def test_every_folder_with_code_imports_only_what_it_declares() -> None:
                     f"pyproject.toml declares neither as a dependency nor in {', '.join(extras)}"
                 )
     assert not problems, "\n".join(problems)
+
+
+def test_no_test_imports_the_bench() -> None:
+    """What tests and bench share lives in tests/support/; a test never imports bench/ (a
+    test may still run a bench script as a user would, as a command)."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Call):
+                names = _import_module_names(node)
+            found += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] == "bench"]
+    assert not found, found
 
 
 def test_every_framework_app_imports_only_what_its_environment_holds() -> None:

@@ -33,9 +33,9 @@ from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._kafka import Broker, running_broker, unique
-from tests._servers import free_port
-from tests._wait import wait_until, wait_until_async
+from tests.support.kafka_broker import Broker, running_broker, unique
+from tests.support.servers import free_port
+from tests.support.wait import wait_until, wait_until_async
 
 EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
 # kafka-python 3.0 drops the socket of a failed connection attempt (a broker restarting,

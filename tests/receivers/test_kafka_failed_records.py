@@ -17,8 +17,8 @@ from monitor.config import Config
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._kafka import Broker, running_broker, unique
-from tests._wait import wait_until_async
+from tests.support.kafka_broker import Broker, running_broker, unique
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 

@@ -21,8 +21,6 @@ from monitor.config import Config
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests._kafka import Broker, unique
-from tests._wait import wait_until, wait_until_async
 from tests.receivers.test_kafka import (
     Capture,
     Replica,
@@ -37,6 +35,8 @@ from tests.receivers.test_kafka import (
     running,
     tansu,
 )
+from tests.support.kafka_broker import Broker, unique
+from tests.support.wait import wait_until, wait_until_async
 
 __all__ = [
     "noida",

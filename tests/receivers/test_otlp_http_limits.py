@@ -16,8 +16,8 @@ import pytest
 
 from monitor.config import Config
 from monitor.telemetry import Telemetry
-from tests._pipeline import RecordingStage, Served, started
-from tests._wait import wait_until_async
+from tests.support.pipeline import RecordingStage, Served, started
+from tests.support.wait import wait_until_async
 
 HEADER_TIMEOUT_S = 0.5
 

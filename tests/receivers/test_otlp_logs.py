@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.util.types import AnyValue
 
 from monitor.telemetry import Telemetry
-from tests._pipeline import RecordingStage, Served, started
 from tests.receivers.test_otlp_receivers import _config, _exporter, _value
+from tests.support.pipeline import RecordingStage, Served, started
 
 QUESTION = "When was the Eiffel Tower completed?"
 DOC = "The Eiffel Tower was completed in 1889."

@@ -34,8 +34,8 @@ from monitor.receivers.otlp import _wire as wire
 from monitor.receivers.otlp._wire import decode
 from monitor.spans import RequestSpans
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests._pipeline import RecordingStage, Served, started, trace_stage
+from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from tests.support.pipeline import RecordingStage, Served, started, trace_stage
 
 T = TypeVar("T")
 

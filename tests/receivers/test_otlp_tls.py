@@ -19,8 +19,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from monitor.config import Config, ConfigError, load_config
 from monitor.telemetry import Telemetry
-from tests._pipeline import RecordingStage, Served, started
 from tests.receivers.test_otlp_receivers import _send, _value
+from tests.support.pipeline import RecordingStage, Served, started
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

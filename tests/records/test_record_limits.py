@@ -12,8 +12,8 @@ from monitor.config import Config
 from monitor.record_limits import SizeLimits, bound_record
 from monitor.records import RawRecord, RecordError, parse_record
 from monitor.telemetry import create_telemetry
-from tests._pipeline import trace_stage
-from tests._wait import wait_until_async
+from tests.support.pipeline import trace_stage
+from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 
 LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)

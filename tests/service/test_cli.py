@@ -21,10 +21,10 @@ import yaml
 
 from monitor.__main__ import main
 from monitor._logs import JsonLogFormatter
-from tests._servers import monitor_ports
-from tests._wait import wait_until
 from tests.conftest import EXAMPLES
 from tests.service.test_docs_examples import readme_metric_lines
+from tests.support.servers import monitor_ports
+from tests.support.wait import wait_until
 
 
 def _env(**extra: str) -> dict[str, str]:

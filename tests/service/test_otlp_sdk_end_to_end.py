@@ -28,10 +28,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.detector import score_relevance, score_retrieval
-from tests._otlp import CONVENTIONS, WATER
-from tests._reliability import results_lines
-from tests._servers import free_port, rag_monitor, stop_process
-from tests._wait import wait_until
+from tests.support.otlp import CONVENTIONS, WATER
+from tests.support.reliability import results_lines
+from tests.support.servers import free_port, rag_monitor, stop_process
+from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

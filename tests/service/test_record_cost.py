@@ -20,7 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.record_limits import SizeLimits
-from tests._reliability import MonitorProcess, post
+from tests.support.reliability import MonitorProcess, post
 
 MB = 1_000_000
 LABEL_CHARS = SizeLimits().label_chars

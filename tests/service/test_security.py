@@ -13,7 +13,7 @@
 - 1,000 distinct services and routes from untrusted span attributes create at most
   `pipeline.max_services` / `max_routes` label values (plus `other`).
 
-The remote judge model is the only test double (`tests/_judge_stub.py`, an
+The remote judge model is the only test double (`tests/support/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0); the Kafka bootstrap server is a closed
 loopback port, so the SASL settings are exercised through the client's connect-retry path.
 """
@@ -36,8 +36,8 @@ import yaml
 
 from monitor.receivers.otlp import _wire as wire
 from monitor.receivers.otlp._wire import token_ok
-from tests._judge_stub import Reply, StubJudge
-from tests._reliability import (
+from tests.support.judge_stub import Reply, StubJudge
+from tests.support.reliability import (
     PROTO,
     REPO,
     MonitorProcess,
@@ -49,7 +49,7 @@ from tests._reliability import (
     reset_peak_rss,
     trace_ids,
 )
-from tests._servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = [
     pytest.mark.timeout(240),

@@ -20,7 +20,7 @@ from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._span_values import loads
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
-from tests._otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
+from tests.support.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 
 
 def _records(spans: Sequence[ReadableSpan]) -> list[RagRecord]:

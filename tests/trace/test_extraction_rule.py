@@ -27,7 +27,7 @@ from opentelemetry.trace import Tracer
 from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
-from tests._otlp import otlp_bytes
+from tests.support.otlp import otlp_bytes
 
 QUESTION = "How tall is the Eiffel Tower?"
 DOCS = ["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."]

@@ -22,8 +22,8 @@ from monitor.records import EXTRACTION_SUSPECT, UNREAD_VALUES
 from monitor.spans import LOG_EVENT_KEY, Span, decode_json, decode_logs_protobuf
 from monitor.spans._span import _holds_more_than
 from monitor.telemetry import Telemetry
-from tests._pipeline import trace_stage
-from tests._wait import wait_until_async
+from tests.support.pipeline import trace_stage
+from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import HoldingStage, _config, _running, _value
 from tests.trace.test_unreadable_values import ANSWER, DOC, QUESTION, TRACE, _spans, json_body
 from tests.trace.test_unreadable_values import _field as field

@@ -20,9 +20,9 @@ from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.telemetry import Telemetry
 from tests._framework_apps import tracer_provider
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
 from tests.receivers.test_otlp_receivers import _config, _value
+from tests.support.pipeline import RecordingStage, started
+from tests.support.wait import wait_until_async
 from tests.trace.test_extraction_rule import Trace
 
 QUESTION = "When was the Eiffel Tower completed?"

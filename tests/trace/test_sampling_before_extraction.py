@@ -28,9 +28,9 @@ from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import CONVENTIONS, WATER, finished_spans, otlp_bytes
-from tests._pipeline import RecordingStage, started
-from tests._wait import wait_until_async
+from tests.support.otlp import CONVENTIONS, WATER, finished_spans, otlp_bytes
+from tests.support.pipeline import RecordingStage, started
+from tests.support.wait import wait_until_async
 
 EVALUATORS: dict[str, float | None] = {"local_groundedness": None, "local_relevance": 0.5}
 

@@ -18,8 +18,8 @@ from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.spans import decode_protobuf, read_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._otlp import WATER, emit_openinference, finished_spans, otlp_bytes
-from tests._pipeline import trace_stage, unpack
+from tests.support.otlp import WATER, emit_openinference, finished_spans, otlp_bytes
+from tests.support.pipeline import trace_stage, unpack
 
 TRACES = 60
 

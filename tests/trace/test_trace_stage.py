@@ -23,8 +23,8 @@ from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
-from tests._pipeline import trace_stage, unpack
-from tests._wait import wait_until_async
+from tests.support.pipeline import trace_stage, unpack
+from tests.support.wait import wait_until_async
 
 
 class HoldingStage:

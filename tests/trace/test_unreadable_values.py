@@ -22,8 +22,8 @@ from monitor.extraction import extract_trace
 from monitor.records import UNREAD_VALUES, RagRecord, RecordError, parse_record
 from monitor.spans import decode_json, decode_protobuf
 from monitor.telemetry import Telemetry
-from tests._pipeline import trace_stage
-from tests._wait import wait_until_async
+from tests.support.pipeline import trace_stage
+from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import HoldingStage, _config, _running, _value
 
 TRACE = "ab" * 16

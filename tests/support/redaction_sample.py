@@ -16,7 +16,7 @@ from pathlib import Path
 from monitor.config import Redaction
 from monitor.redaction import Redactor
 
-SAMPLE = Path(__file__).resolve().parent / "data" / "redaction_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "redaction_sample.jsonl"
 
 
 @dataclass

