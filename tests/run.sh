@@ -57,12 +57,12 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/home" "$scratch/cache" "$scratch/tmp"
 
 set +e
-# Three workers, one test file each at a time: files share brokers and servers they start
+# Four workers, one test file each at a time: files share brokers and servers they start
 # themselves, so a file stays on one worker. Much of the suite waits on real time (paced
-# traffic, brokers, subprocesses starting), so a third worker fills those waits even on two
-# cores. PYTEST_WORKERS=0 runs everything in one process.
+# traffic, brokers, subprocesses starting), so workers beyond the cores fill those waits
+# even on two. PYTEST_WORKERS=0 runs everything in one process.
 HOME="$scratch/home" XDG_CACHE_HOME="$scratch/cache" TMPDIR="$scratch/tmp" \
-    "$py" -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+    "$py" -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder \
     -p no:benchmark "$@"
 status=$?
 set -e
