@@ -1,7 +1,7 @@
 """pyproject.toml declares exactly the distributions whose modules `monitor/` imports, and
 every distribution the other folders with code import is declared where they get it:
 `training/` in the `training` extra, `tests/` and `bench/` in the `test` extra, and the
-real-framework apps (`tests/_framework_envs.APP_ENVS`), which run from environments of
+real-framework apps (`tests/support/framework_envs.APP_ENVS`), which run from environments of
 their own, in their stack's lock: each module they import is found there.
 
 Every third-party import in the package (including imports inside functions,
