@@ -1,7 +1,7 @@
 """Regression alerts replayed on real per-record verdicts: time to page, false pages, boosts.
 
     python bench/alert_regression.py DATA.jsonl [DATA.jsonl ...] [--rates 0.2 1 10 100]
-        [--trials 49] [--service-years 10] [--boost-p 0.01 0.05 0.2] [--seed 1]
+        [--trials 25] [--service-years 5] [--boost-p 0.01 0.05 0.2] [--seed 1]
         [--write-docs]
 
 Every record of the data files (the project's record shape with `label.hallucinated`) is
@@ -636,9 +636,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("data", nargs="+", type=Path)
     parser.add_argument("--rates", type=float, nargs="+", default=[0.2, 1.0, 10.0, 100.0])
-    parser.add_argument("--trials", type=int, default=49, help="independent runs per rise")
+    parser.add_argument("--trials", type=int, default=25, help="independent runs per rise")
     parser.add_argument(
-        "--service-years", type=float, default=10.0, help="per rate and stream, simulated"
+        "--service-years", type=float, default=5.0, help="per rate and stream, simulated"
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=float, default=100.0, help="boosts: requests/s")
