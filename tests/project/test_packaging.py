@@ -82,19 +82,25 @@ def _imported_modules(folder: Path = PACKAGE) -> dict[str, set[str]]:
     )
     for path in folder.rglob("*.py"):
         where = str(path.relative_to(REPO))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [f"{node.module}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Call):
-                names = _import_module_names(node)
-            for name in names:
-                top = name.split(".")[0]
-                if top not in FIRST_PARTY | local and top not in sys.stdlib_module_names:
-                    found.setdefault(name, set()).add(where)
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top not in FIRST_PARTY | local and top not in sys.stdlib_module_names:
+                found.setdefault(name, set()).add(where)
     return found
+
+
+def _imports(path: Path) -> list[str]:
+    """Every name the file at `path` imports (`a.b.c`, or `a.b.name` for `from a.b import
+    name`), by statement or by `import_module`/`find_spec` with a literal name."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Call):
+            names += _import_module_names(node)
+    return names
 
 
 def _import_module_names(call: ast.Call) -> list[str]:
@@ -182,17 +188,12 @@ def test_every_folder_with_code_imports_only_what_it_declares() -> None:
 def test_no_test_imports_the_bench() -> None:
     """What tests and bench share lives in tests/support/; a test never imports bench/ (a
     test may still run a bench script as a user would, as a command)."""
-    found = []
-    for path in sorted((REPO / "tests").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Call):
-                names = _import_module_names(node)
-            found += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] == "bench"]
+    found = [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        for name in _imports(path)
+        if name.split(".")[0] == "bench"
+    ]
     assert not found, found
 
 
