@@ -100,6 +100,10 @@ class RagRecord(BaseModel):
     # The deployed version of the service (resource attribute `service.version`).
     version: Text | None = None
     route: Text = ""
+    # The conversation (session) the request belongs to: `session.id`,
+    # `gen_ai.conversation.id` or an attribute the config names. Verdicts of one
+    # conversation are judged together by the alert rules (monitor/alerts/README.md).
+    conversation: Text | None = None
     timestamp: float | None = None
     query: Text | None = None
     history: tuple[ChatMessage, ...] = ()
