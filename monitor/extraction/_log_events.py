@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from monitor.extraction._span_roles import LLM_OPERATIONS
+from monitor.extraction._conventions import MODEL_OPERATIONS
 from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
 
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
@@ -27,7 +27,7 @@ def awaits_log_events(span: Span) -> bool:
     OTLP log events, exported apart from the span. Reads single attributes, and decodes
     the span's events only for such a call."""
     operation = span.attribute("gen_ai.operation.name")
-    if not isinstance(operation, str) or operation not in LLM_OPERATIONS:
+    if not isinstance(operation, str) or operation not in MODEL_OPERATIONS:
         return False
     if span.attribute(LOG_EVENT_KEY) is not None:
         return False

@@ -12,7 +12,7 @@ from monitor.extraction._request_spans import (
     Requests,
     container_input,
     container_output,
-    is_container,
+    writes_request,
 )
 from monitor.extraction._span_values import (
     QUERY_KEYS,
@@ -57,9 +57,7 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
             top.response = a["rag.response"]
         if top.docs is None:
             top.docs = _rag_context(a)
-        if (
-            "input.value" in a or "traceloop.entity.input" in a or "output.value" in a
-        ) and is_container(span):
+        if writes_request(span):
             depth = depth_of(span, by_id)
             if depth < chain_depth:
                 chain, chain_depth = span, depth

@@ -9,14 +9,14 @@ import json
 import re
 from typing import Any
 
-from monitor.extraction._span_roles import TOOL, span_role
+from monitor.extraction._sources import is_absent, result_of, text_of
+from monitor.extraction._span_roles import TOOL, sources, span_role
 from monitor.extraction._span_values import (
     Doc,
     Retrieval,
     as_doc,
     as_str,
     bounded,
-    chat_messages,
     indexed,
     is_repr,
     loads,
@@ -45,14 +45,6 @@ _TEXT_ENVELOPES = frozenset({"raw_output", "content", "text"})
 _DOC_IDS = frozenset({"id", "doc_uri", "uri", "url"})
 # Tool results are nested at most this deep (envelopes, then documents); deeper is not read.
 _MAX_DEPTH = 6
-_TOOL_RESULT_KEYS = (
-    "gen_ai.tool.call.result",
-    "ai.toolCall.result",  # the Vercel AI SDK
-    "genkit:output",
-    "tool_response",
-    "output.value",
-    "traceloop.entity.output",
-)
 
 
 def parsed_value(value: Any) -> Any:
@@ -143,58 +135,25 @@ def _choice_result(span: Span) -> Any:
     return None
 
 
-def _output_messages_result(value: Any) -> Any:
-    """The tool's result in a tool span's `gen_ai.output.messages`: its
-    `tool_call_response` parts, else the messages' text."""
-    messages = loads(value)
-    if not isinstance(messages, list):
-        return messages
-    responses = [
-        part.get("response", part.get("result"))
-        for msg in messages
-        if isinstance(msg, dict) and isinstance(loads(msg.get("parts")), list)
-        for part in loads(msg.get("parts"))
-        if isinstance(part, dict) and part.get("type") == "tool_call_response"
-    ]
-    if responses:
-        return responses[0] if len(responses) == 1 else responses
-    return [content for _, content in chat_messages(messages)] or None
-
-
 def read_tool(span: Span) -> Retrieval | None:
     """The result of a tool call span, or None if the span is not one or carries no
-    result (content capture off). Its own result, in whichever place its convention
-    writes it: `gen_ai.tool.call.result`, OpenInference `output.value`, OpenLLMetry
-    `traceloop.entity.output`, `gen_ai.output.messages` (the GenAI operation-details
-    event), LangSmith's `gen_ai.completion`, a `gen_ai.choice` event. Never its
+    result (content capture off). Its own result, where its convention writes it
+    (`tool_result` in the conventions table: `gen_ai.tool.call.result`, OpenInference's
+    `output.value`, OpenLLMetry's `traceloop.entity.output`, `gen_ai.output.messages`,
+    LangSmith's `gen_ai.completion`, ...), else a `gen_ai.choice` event. Never its
     arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
     if span_role(span) != TOOL:
         return None
     a = span.attributes
-    name = next(
-        (
-            a[k]
-            for k in (
-                "gen_ai.tool.name",
-                "tool.name",
-                "traceloop.entity.name",
-                "ai.toolCall.name",
-                "genkit:name",
-            )
-            if k in a
-        ),
-        None,
+    name = next((n for s in sources(span, "tool_name") if (n := text_of(s, a))), None)
+    result = next(
+        (r for s in sources(span, "tool_result") if not is_absent(r := result_of(s, a))), None
     )
-    result = next((a[k] for k in _TOOL_RESULT_KEYS if k in a), None)
-    if result is None and "gen_ai.output.messages" in a:
-        result = _output_messages_result(a["gen_ai.output.messages"])
-    if result is None and "gen_ai.completion" in a:
-        result = a["gen_ai.completion"]
     if result is None and span.events:
         result = _choice_result(span)
     if result is None:
         return None
-    tool = str(name) if name else span.name
+    tool = name or span.name
     return Retrieval(span, None, tool_docs(result, tool), tool=tool)
 
 
