@@ -35,6 +35,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final
 
+from monitor.config import AttributeSource, UserConvention
+
 MODEL: Final = "model"
 TOOL: Final = "tool"
 CONTAINER: Final = "container"  # a request, an agent, a workflow, a chain
@@ -86,8 +88,8 @@ class Kind:
 @dataclass(frozen=True, slots=True)
 class Convention:
     """One tracing convention or SDK. `kinds`: the attributes naming a span's role;
-    `span_names` / `span_role`: spans so named have that role (a user's undeclared
-    retriever); `marks`, `marked_values`, `language`: what only this stack writes, so a
+    `span_names`, `span_attributes` / `span_role`: spans so named, or carrying one of
+    those attributes, have that role (a user's retriever that declares no kind); `marks`, `marked_values`, `language`: what only this stack writes, so a
     trace can be said to come from it (attribute names; prefixes end in `.` or `:`;
     `standard`: the OpenTelemetry conventions other SDKs write beside their own, read
     before the declaring convention's content;
@@ -100,6 +102,7 @@ class Convention:
     standard: bool = False
     kinds: tuple[Kind, ...] = ()
     span_names: frozenset[str] = frozenset()
+    span_attributes: frozenset[str] = frozenset()
     span_role: str | None = None
     marks: tuple[str, ...] = ()
     marked_values: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -531,6 +534,61 @@ SHIPPED: tuple[Convention, ...] = (
         conversation=_s("gen_ai.conversation.id"),
     ),
 )
+
+_USER_ROLES = {
+    "request": CONTAINER,
+    "agent": CONTAINER,
+    "chain": CONTAINER,
+    "retrieval": RETRIEVAL,
+    "model": MODEL,
+    "tool": TOOL,
+    "embeddings": EMBEDDINGS,
+    "other": OTHER,
+}
+
+
+def _sources(entries: Sequence[AttributeSource]) -> tuple[Source, ...]:
+    return tuple(Source(e.attribute, e.encoding, e.field) for e in entries)
+
+
+def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
+    """The user's conventions (`extraction.conventions`) as table entries. `input` is a
+    request's question, a model call's messages and a retrieval's query; `output` a
+    request's or a model call's answer and a tool's result."""
+    out = []
+    for entry in entries:
+        kinds: tuple[Kind, ...] = ()
+        if entry.kind is not None:
+            roles = {value: _USER_ROLES[role] for value, role in entry.kind.values.items()}
+            kinds = (Kind(entry.kind.attribute, roles, unlisted=None),)
+        match = entry.match
+        # A JSON answer may be an OpenAI response or messages: read as messages are.
+        answer = tuple(
+            Source(e.attribute, MESSAGES if e.encoding == JSON else e.encoding, e.field)
+            for e in entry.output
+        )
+        out.append(
+            Convention(
+                entry.name,
+                kinds=kinds,
+                span_names=frozenset(match.span_names) if match is not None else frozenset(),
+                span_attributes=frozenset(match.attributes) if match is not None else frozenset(),
+                span_role=_USER_ROLES[match.role] if match is not None else None,
+                model_input=_sources(entry.input),
+                model_output=answer,
+                model=_sources(entry.model),
+                input_tokens=_sources(entry.input_tokens),
+                output_tokens=_sources(entry.output_tokens),
+                request_input=_sources(entry.input),
+                request_output=_sources(entry.output),
+                query=_sources(entry.input),
+                documents=_sources(entry.documents),
+                tool_result=_sources(entry.output),
+                conversation=_sources(entry.conversation),
+            )
+        )
+    return tuple(out)
+
 
 # The conventions extraction reads now: the user's (`extraction.conventions`) first.
 _ACTIVE: ContextVar[tuple[Convention, ...]] = ContextVar("conventions", default=SHIPPED)

@@ -79,7 +79,10 @@ def declared(span: Span) -> tuple[str, Convention] | None:
             role = _kind_role(kind, value)
             if role is not None:
                 return role, convention
-        if convention.span_role is not None and span.name in convention.span_names:
+        if convention.span_role is not None and (
+            span.name in convention.span_names
+            or any(key in a for key in convention.span_attributes)
+        ):
             return convention.span_role, convention
     return None
 
