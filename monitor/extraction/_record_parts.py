@@ -119,7 +119,11 @@ def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc
                 continue
             seen.add(doc.content)
             docs.append(doc)
-    if not docs and ids_only and answer is not None:
+    # Documents that reach the model only inside its system message: the retrieval gave
+    # ids alone (GenAI requires no more), or a retrieval span was traced without any
+    # (MLflow's GenAI translation keeps the span and drops its output).
+    empty = any(r.tool is None and not r.docs for r in chosen)
+    if not docs and (ids_only or empty) and answer is not None:
         system = "\n".join(text for role, text in answer.messages if role == "system")
         if system.strip():
             ids = [d.doc_uri for d in ids_only if d.doc_uri]
