@@ -383,7 +383,7 @@ SHIPPED: tuple[Convention, ...] = (
                 fold="upper",
             ),
         ),
-        marks=("mlflow.spanType",),
+        marks=("mlflow.",),
         signs=("mlflow.llm.model", "mlflow.chat.tokenUsage"),
         switch="MLflow records every traced function's inputs and outputs; "
         "mlflow.openai.autolog() (and the other autologs) the model calls: turn the "
