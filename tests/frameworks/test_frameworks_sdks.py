@@ -32,6 +32,8 @@ APPS = [
     ("mlflow", "mlflow", "default", "mlflow-default"),
     ("langfuse", "langfuse", "observe", "langfuse-observe"),
 ]
+# MLflow with its own translation into the GenAI conventions.
+TRANSLATED = ("mlflow", "mlflow", "genai-semconv", "mlflow-genai-semconv")
 
 
 async def _conversations(stage: RecordingStage, answers: list[dict[str, str]]) -> list[str]:
@@ -59,8 +61,9 @@ async def test_an_sdk_traced_rag_app_gives_one_whole_record_per_question(
 async def test_mlflow_translated_to_genai_loses_the_documents_to_the_system_message(
     telemetry: Telemetry,
 ) -> None:
+    app, instrumentation, variant, service = TRANSLATED
     stage, answers, traces = await against_the_monitor(
-        telemetry, partial(run_python_app, "mlflow", "mlflow", "genai-semconv")
+        telemetry, partial(run_python_app, app, instrumentation, variant)
     )
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert len(stage.records) == len(answers) == traces == 6
@@ -70,6 +73,7 @@ async def test_mlflow_translated_to_genai_loses_the_documents_to_the_system_mess
         ((_, record),) = await stage.wait_for(answer["trace_id"])
         assert (record.query, record.response) == (answer["question"], answer["response"])
         assert EXTRACTION_SUSPECT not in record.metadata
+        assert record.service == service
         (document,) = record.retrieved_context
         assert document.content == "Answer from these documents:\n" + "\n".join(
             answer["sources"]
