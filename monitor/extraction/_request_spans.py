@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.extraction._model_call_spans import event_messages
-from monitor.extraction._sources import is_absent, raw
+from monitor.extraction._sources import is_absent, messages_of, output_of, raw
 from monitor.extraction._span_roles import CONTAINER, sources, span_role
 from monitor.extraction._span_values import (
     ANSWER_KEYS,
@@ -61,12 +61,14 @@ def _is_prompt(value: Any, depth: int = 0) -> bool:
 
 
 def _genai_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
-    """A GenAI container's messages in and text out (`gen_ai.input.messages` /
-    `gen_ai.output.messages`, else the message and choice events)."""
+    """A container's messages in and text out where a convention writes a model call's
+    (a GenAI agent or workflow span's `gen_ai.input.messages` / `gen_ai.output.messages`),
+    else the message and choice events."""
     a = span.attributes
-    messages = chat_messages(a.get("gen_ai.input.messages"))
-    outs = [t for r, t in chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
-    output = "\n".join(outs) if outs else None
+    messages = next((m for s in sources(span, "model_input") if (m := messages_of(s, a))), [])
+    output = next(
+        (t for s in sources(span, "model_output") if (t := output_of(s, a)) is not None), None
+    )
     if span.events and (not messages or output is None):
         from_events, event_output = event_messages(span)
         messages = messages or from_events
