@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, report, search
+from tests._framework_apps import KB, QUESTIONS, answer_from, report, search
 
 # The session each question is asked in: the record's `conversation`.
 SESSION = "session-{}"
@@ -45,16 +45,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     @observe()
     def answer(question: str) -> str:
         trace_ids.append(str(langfuse.get_current_trace_id()))
-        documents = retrieve(question)
-        context = "\n".join(d["content"] for d in documents)
-        completion = client.chat.completions.create(
-            model="scripted",
-            messages=[
-                {"role": "system", "content": f"Answer from these documents:\n{context}"},
-                {"role": "user", "content": question},
-            ],
-        )
-        return completion.choices[0].message.content or ""
+        return answer_from(client, question, [d["content"] for d in retrieve(question)])
 
     for number, (question, _) in enumerate(QUESTIONS):
         with propagate_attributes(session_id=SESSION.format(number)):

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, report, search
+from tests._framework_apps import KB, QUESTIONS, answer_from, report, search
 
 # The session each question is asked in (`session.id` on the request span, which MLflow's
 # span API writes JSON-encoded): the record's `conversation`.
@@ -65,16 +65,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
         assert span is not None
         trace_ids.append(span.trace_id.removeprefix("tr-"))  # MLflow's id of the OTel trace
         span.set_attribute("session.id", SESSION.format(len(trace_ids) - 1))
-        documents = retrieve(question)
-        context = "\n".join(d.page_content for d in documents)
-        completion = client.chat.completions.create(
-            model="scripted",
-            messages=[
-                {"role": "system", "content": f"Answer from these documents:\n{context}"},
-                {"role": "user", "content": question},
-            ],
-        )
-        return completion.choices[0].message.content or ""
+        return answer_from(client, question, [d.page_content for d in retrieve(question)])
 
     for question, _ in QUESTIONS:
         response = answer(question)
