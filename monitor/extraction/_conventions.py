@@ -29,6 +29,7 @@ content log lines) is read by the event readers beside the span readers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -85,7 +86,7 @@ class Kind:
     calls: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Convention:
     """One tracing convention or SDK. `kinds`: the attributes naming a span's role;
     `span_names`, `span_attributes` / `span_role`: spans so named, or carrying one of
@@ -590,19 +591,95 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
     return tuple(out)
 
 
-# The conventions extraction reads now: the user's (`extraction.conventions`) first.
-_ACTIVE: ContextVar[tuple[Convention, ...]] = ContextVar("conventions", default=SHIPPED)
+class Table:
+    """The conventions one extraction reads, in order, and what follows from them (the
+    kind attributes to look at, each reading order and where each part is in it), worked
+    out once per set of conventions (`table_of`)."""
+
+    def __init__(self, conventions: tuple[Convention, ...]) -> None:
+        self.conventions = conventions
+        self.kinds = tuple((kind, c) for c in conventions for kind in c.kinds)
+        self.matching = tuple(c for c in conventions if c.span_role is not None)
+        self.standard = tuple(c for c in conventions if c.standard)
+        self._orders: dict[str | None, tuple[Convention, ...]] = {}
+        self._sources: dict[tuple[str | None, str, bool], tuple[Source, ...]] = {}
+        self._keys: dict[str, frozenset[str]] = {}
+
+    def keys(self, part: str) -> frozenset[str]:
+        """The attributes any convention may write `part` in (templated ones left out)."""
+        found = self._keys.get(part)
+        if found is None:
+            found = self._keys[part] = frozenset(
+                s.key for c in self.conventions for s in getattr(c, part) if "{" not in s.key
+            )
+        return found
+
+    def order(self, first: Convention | None) -> tuple[Convention, ...]:
+        """The order to read a span's content in when `first` declared its role: the
+        standard conventions, `first`, then every other in table order."""
+        name = first.name if first is not None else None
+        found = self._orders.get(name)
+        if found is None:
+            lead = (first,) if first is not None and not first.standard else ()
+            rest = (c for c in self.conventions if c not in lead and not c.standard)
+            found = self._orders[name] = (*self.standard, *lead, *rest)
+        return found
+
+    def sources(
+        self, first: Convention | None, part: str, undeclared_only: bool
+    ) -> tuple[Source, ...]:
+        """Where `part` is, in `order(first)`; `undeclared_only`: the sources read on a span
+        that declares no role."""
+        key = (first.name if first is not None else None, part, undeclared_only)
+        found = self._sources.get(key)
+        if found is None:
+            found = self._sources[key] = tuple(
+                source
+                for convention in self.order(first)
+                for source in getattr(convention, part)
+                if not undeclared_only or source.undeclared
+            )
+        return found
+
+
+@functools.lru_cache(maxsize=16)
+def table_of(user: tuple[Convention, ...]) -> Table:
+    """The table of the user's conventions before the shipped ones (conventions compare by
+    identity: a worker's settings give the same objects to every extraction)."""
+    return Table((*user, *SHIPPED))
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one extraction reads by (`table`), and what it worked out of each of its spans
+    (`roles`: the declared role, by the span object's id: the spans live as long as the
+    extraction)."""
+
+    table: Table
+    roles: dict[int, tuple[str, Convention] | None] | None
+
+
+# Outside an extraction (the trace stage's questions, a log line's switch): the shipped
+# conventions, nothing remembered.
+_SHIPPED_READING = Reading(table_of(()), None)
+_ACTIVE: ContextVar[Reading | None] = ContextVar("conventions", default=None)
 
 
 def active() -> tuple[Convention, ...]:
     """The conventions the extraction in progress reads, in order."""
-    return _ACTIVE.get()
+    return current().table.conventions
+
+
+def current() -> Reading:
+    """What the extraction in progress reads by."""
+    return _ACTIVE.get() or _SHIPPED_READING
 
 
 @contextmanager
 def reading(conventions: Sequence[Convention]) -> Iterator[None]:
-    """Extraction within reads `conventions` before the shipped ones."""
-    token = _ACTIVE.set((*conventions, *SHIPPED) if conventions else SHIPPED)
+    """Extraction within reads `conventions` before the shipped ones, and remembers each
+    span's declared role until it ends."""
+    token = _ACTIVE.set(Reading(table_of(tuple(conventions)), {}))
     try:
         yield
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._conventions import current
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._request_spans import (
     Requests,
@@ -90,8 +91,9 @@ def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
 def conversation_of(spans: list[Span | None]) -> str | None:
     """The conversation (session) id: the first that a convention's `conversation`
     source gives on these spans, in order (the user's conventions first)."""
+    keys = current().table.keys("conversation")
     for span in spans:
-        if span is None:
+        if span is None or keys.isdisjoint(span.attributes):
             continue
         for source in sources(span, "conversation"):
             text = text_of(source, span.attributes)

@@ -62,10 +62,12 @@ def present(source: Source, attributes: dict[str, Any]) -> bool:
 def raw(source: Source, attributes: dict[str, Any]) -> Any:
     """The source's value as the span carries it (its `field` taken out of a JSON object),
     or `_ABSENT`; an `indexed` source is never raw."""
-    key = key_of(source, attributes)
-    if key is None or key not in attributes or source.encoding == INDEXED:
+    key: str | None = source.key
+    if "{" in source.key:
+        key = key_of(source, attributes)
+    value = _ABSENT if key is None else attributes.get(key, _ABSENT)
+    if value is _ABSENT or source.encoding == INDEXED:
         return _ABSENT
-    value = attributes[key]
     if source.field is not None:
         value = loads(value)
         value = value.get(source.field, _ABSENT) if isinstance(value, dict) else _ABSENT

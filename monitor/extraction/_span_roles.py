@@ -12,7 +12,6 @@ sources (`sources`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from monitor.extraction._conventions import (
@@ -26,7 +25,8 @@ from monitor.extraction._conventions import (
     Convention,
     Kind,
     Source,
-    active,
+    Table,
+    current,
 )
 from monitor.spans import Span
 
@@ -68,23 +68,36 @@ def _kind_role(kind: Kind, value: str) -> str | None:
     return kind.unlisted
 
 
-def declared(span: Span) -> tuple[str, Convention] | None:
-    """The role declared for `span` and the convention that declares it, or None."""
+def _declared(span: Span, rules: Table) -> tuple[str, Convention] | None:
     a = span.attributes
-    for convention in active():
-        for kind in convention.kinds:
-            value = _folded(kind, a.get(kind.attribute))
-            if value is None:
-                continue
+    for kind, convention in rules.kinds:
+        value = _folded(kind, a.get(kind.attribute))
+        if value is not None:
             role = _kind_role(kind, value)
             if role is not None:
                 return role, convention
-        if convention.span_role is not None and (
-            span.name in convention.span_names
-            or any(key in a for key in convention.span_attributes)
+    for convention in rules.matching:
+        if span.name in convention.span_names or any(
+            key in a for key in convention.span_attributes
         ):
+            assert convention.span_role is not None
             return convention.span_role, convention
     return None
+
+
+def declared(span: Span) -> tuple[str, Convention] | None:
+    """The role declared for `span` and the convention that declares it, or None: the
+    first kind attribute (in table order) whose value names a role, else the first
+    convention whose `span_names` / `span_attributes` match. Worked out once per span in
+    an extraction."""
+    now = current()
+    if now.roles is None:
+        return _declared(span, now.table)
+    key = id(span)
+    if key in now.roles:
+        return now.roles[key]
+    found = now.roles[key] = _declared(span, now.table)
+    return found
 
 
 def span_role(span: Span) -> str | None:
@@ -97,35 +110,26 @@ def shows_call(span: Span) -> bool:
     """A span that is not a model call but whose declared kind shows that one was made (a
     GenAI agent invocation: an agent calls a model, even when only the agent is traced)."""
     a = span.attributes
-    for convention in active():
-        for kind in convention.kinds:
-            value = _folded(kind, a.get(kind.attribute))
-            if value is not None and value in kind.calls:
-                return True
+    for kind, _ in current().table.kinds:
+        value = _folded(kind, a.get(kind.attribute))
+        if value is not None and value in kind.calls:
+            return True
     return False
 
 
-def reading_order(span: Span) -> Iterator[Convention]:
+def reading_order(span: Span) -> tuple[Convention, ...]:
     """The conventions to read `span`'s content by: the standard ones (GenAI, which other
     SDKs write beside their own), the one that declares its role, then every other in
     table order."""
-    conventions = active()
     found = declared(span)
-    first = found[1] if found is not None else None
-    standard = [c for c in conventions if c.standard]
-    yield from standard
-    if first is not None and not first.standard:
-        yield first
-    for convention in conventions:
-        if convention is not first and not convention.standard:
-            yield convention
+    return current().table.order(found[1] if found is not None else None)
 
 
-def sources(span: Span, part: str, *, undeclared_only: bool = False) -> Iterator[Source]:
+def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[Source, ...]:
     """Where `part` (a `Convention` field: `model_input`, `documents`, ...) may be on
     `span`, in reading order; `undeclared_only`: those read on a span that declares no
     role."""
-    for convention in reading_order(span):
-        for source in getattr(convention, part):
-            if not undeclared_only or source.undeclared:
-                yield source
+    found = declared(span)
+    return current().table.sources(
+        found[1] if found is not None else None, part, undeclared_only
+    )
