@@ -21,7 +21,8 @@ def _marked(convention: Convention, span: Span) -> bool:
             k.startswith("gen_ai.") for k in a
         )
     for key, values in convention.marked_values.items():
-        if a.get(key) in values:
+        value = a.get(key)  # any attribute value may come: a list is no mark
+        if isinstance(value, str) and value in values:
             return True
     prefixes = tuple(m for m in convention.marks if m.endswith((".", ":")))
     exact = [m for m in convention.marks if not m.endswith((".", ":"))]
