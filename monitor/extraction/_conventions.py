@@ -603,16 +603,10 @@ class Table:
         self.standard = tuple(c for c in conventions if c.standard)
         self._orders: dict[str | None, tuple[Convention, ...]] = {}
         self._sources: dict[tuple[str | None, str, bool], tuple[Source, ...]] = {}
-        self._keys: dict[str, frozenset[str]] = {}
-
-    def keys(self, part: str) -> frozenset[str]:
-        """The attributes any convention may write `part` in (templated ones left out)."""
-        found = self._keys.get(part)
-        if found is None:
-            found = self._keys[part] = frozenset(
-                s.key for c in self.conventions for s in getattr(c, part) if "{" not in s.key
-            )
-        return found
+        # The conversation's sources in table order: the user's first, whatever declared
+        # a span's role.
+        self.conversation = tuple(s for c in conventions for s in c.conversation)
+        self.conversation_keys = frozenset(s.key for s in self.conversation)
 
     def order(self, first: Convention | None) -> tuple[Convention, ...]:
         """The order to read a span's content in when `first` declared its role: the

@@ -16,7 +16,6 @@ from monitor.extraction._request_spans import (
     writes_request,
 )
 from monitor.extraction._sources import indexed_docs, text_of
-from monitor.extraction._span_roles import sources
 from monitor.extraction._span_values import (
     QUERY_KEYS,
     Doc,
@@ -89,13 +88,13 @@ def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
 
 
 def conversation_of(spans: list[Span | None]) -> str | None:
-    """The conversation (session) id: the first that a convention's `conversation`
-    source gives on these spans, in order (the user's conventions first)."""
-    keys = current().table.keys("conversation")
+    """The conversation (session) id: on the first of these spans that carries one, the
+    first a convention's `conversation` source gives, in table order (the user's first)."""
+    table = current().table
     for span in spans:
-        if span is None or keys.isdisjoint(span.attributes):
+        if span is None or table.conversation_keys.isdisjoint(span.attributes):
             continue
-        for source in sources(span, "conversation"):
+        for source in table.conversation:
             text = text_of(source, span.attributes)
             if text:
                 return text

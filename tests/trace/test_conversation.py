@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from monitor.extraction import extract_records
+from monitor.config import Config
+from monitor.extraction import conventions_from_config, extract_records
 from monitor.spans import Span
 
 TRACE = "cd" * 16
@@ -65,3 +66,15 @@ def test_rag_values_json_encoded_by_an_sdk_are_read_as_their_text() -> None:
     (record,) = extract_records(_trace(root, {}))
     assert (record.query, record.response) == (QUESTION, ANSWER)
     assert [(d.doc_uri, d.content) for d in record.retrieved_context] == [("kb/eiffel.md", DOC)]
+
+
+def test_an_attribute_the_config_names_comes_before_the_shipped_ones() -> None:
+    config = Config.model_validate(
+        {"extraction": {"conventions": [{"name": "app", "conversation": ["app.thread"]}]}}
+    )
+    conventions = conventions_from_config(config.extraction.conventions)
+    chat = {"gen_ai.conversation.id": "conv-1", "app.thread": "thread-9"}
+    (record,) = extract_records(_trace({}, chat), conventions=conventions)
+    assert record.conversation == "thread-9"
+    (shipped,) = extract_records(_trace({}, chat))
+    assert shipped.conversation == "conv-1"
