@@ -32,6 +32,7 @@ from monitor.exporters.extracted import Redact
 from monitor.exporters.metrics_port import HealthServer
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
+from monitor.extraction import conventions_from_config
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
@@ -229,6 +230,7 @@ def _evaluation_stage(
         route_attribute=config.receivers.otlp.route_attribute,
         limits=SizeLimits(**config.record_limits.model_dump()),
         evaluate_suspect=pipeline.evaluate_suspect_records,
+        conventions=conventions_from_config(config.extraction.conventions),
     )
     pool = (
         ProcessPool(

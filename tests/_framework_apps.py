@@ -16,6 +16,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -238,6 +239,20 @@ def report(trace_id: str, question: str, response: str, sources: Sequence[str]) 
         ),
         flush=True,
     )
+
+
+def answer_from(client: Any, question: str, documents: Sequence[str]) -> str:
+    """The RAG apps' model call: the retrieved documents in the system message, the question
+    as the user's, through an OpenAI client (`tests/_openai_server.py`'s scripted model)."""
+    context = "\n".join(documents)
+    completion = client.chat.completions.create(
+        model="scripted",
+        messages=[
+            {"role": "system", "content": f"Answer from these documents:\n{context}"},
+            {"role": "user", "content": question},
+        ],
+    )
+    return str(completion.choices[0].message.content or "")
 
 
 def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:

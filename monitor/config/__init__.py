@@ -22,7 +22,7 @@ receiver's `protocols: {grpc: ..., http: ...}`, Go durations (`1h30m`, `500ms`) 
 | file | job |
 |---|---|
 | `_fields.py` | the base `Section`, `ConfigError`, shared field types (durations, endpoints, rates, files, secrets) |
-| `_receivers.py`, `_processing.py`, `_evaluators.py`, `_outputs.py` | the sections, by the part of the pipeline they configure |
+| `_receivers.py`, `_processing.py`, `_extraction.py`, `_evaluators.py`, `_outputs.py` | the sections, by the part of the pipeline they configure |
 | `_root.py` | `Config`: all sections and the checks across them |
 | `_extras.py` | which extra each feature that is off by default needs, and the problem when it is missing |
 | `_yaml.py` | safe YAML reading (duplicate keys, alias budget, depth) |
@@ -43,6 +43,14 @@ from monitor.config._evaluators import (
     TlmPreset,
     TlmWeights,
     TrustworthinessTlm,
+)
+from monitor.config._extraction import (
+    SHIPPED_CONVENTIONS,
+    AttributeSource,
+    ConventionKind,
+    ConventionMatch,
+    Extraction,
+    UserConvention,
 )
 from monitor.config._extras import EXTRA_MODULES, missing_extra
 from monitor.config._fields import (
@@ -119,6 +127,7 @@ __all__ = [
     "REGRESSION_TEST",
     "REGRESSION_WINDOW",
     "SECRET",
+    "SHIPPED_CONVENTIONS",
     "TLM_PRESETS",
     "AlertBaseline",
     "AlertBoost",
@@ -128,13 +137,17 @@ __all__ = [
     "Alertmanager",
     "Alerts",
     "AlwaysSample",
+    "AttributeSource",
     "Budget",
     "Config",
     "ConfigError",
+    "ConventionKind",
+    "ConventionMatch",
     "Duration",
     "Endpoint",
     "EvaluatorConfig",
     "Exporters",
+    "Extraction",
     "GrpcReceiver",
     "HttpReceiver",
     "Judge",
@@ -161,6 +174,7 @@ __all__ = [
     "TlmWeights",
     "TraceAssembly",
     "TrustworthinessTlm",
+    "UserConvention",
     "Webhook",
     "available_cpus",
     "dump_yaml",

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig, Judge, Redaction
+from monitor.config._extraction import Extraction
 from monitor.config._fields import Section
 from monitor.config._outputs import Alerts, Exporters
 from monitor.config._processing import Budget, Pipeline, RecordLimits, Sampling, TraceAssembly
@@ -18,6 +19,7 @@ class Config(Section):
     receivers: Receivers = Receivers()
     trace_assembly: TraceAssembly = TraceAssembly()
     record_limits: RecordLimits = RecordLimits()
+    extraction: Extraction = Extraction()
     sampling: Sampling = Sampling()
     budget: Budget = Budget()
     judge: Judge = Judge()

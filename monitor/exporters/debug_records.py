@@ -16,7 +16,7 @@ says how many of the last N it leaves out (`left_out`).
 
 `GET /debug/records` answers JSON, newest first:
 `{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect,
-query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
+conventions, conversation, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
 trace_id, service, spans, reason}], "left_out": {"extracted", "no_record"}}`. Reasons:
 `unsampled`, `not_rag`, `extract_failed`, `bad_protobuf`.
 """
@@ -88,6 +88,9 @@ class DebugRecords:
             "route": _cut(record.route),
             "missing": sorted(record.missing()),
             "suspect": record.metadata.get(EXTRACTION_SUSPECT),
+            # The conventions its spans were read by (a user's among them, when matched).
+            "conventions": record.metadata.get("conventions"),
+            "conversation": _cut(record.conversation) if record.conversation else None,
             "query": self._text(record.query),
             "response": self._text(record.response),
         }

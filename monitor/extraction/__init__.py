@@ -3,9 +3,14 @@
 It knows no stage: the evaluation stage runs it in its worker task, on the spans the trace
 stage assembled and sampled; the trace stage reads only what sampling needs of a trace
 (`route_of`, `feedback_of`, `trace_shape`) and, to assemble it, which model calls still
-wait for their log events (`awaits_log_events`). What the rule reads: `README.md`.
+wait for their log events (`awaits_log_events`). Every convention read is an entry of one
+table (`SHIPPED_CONVENTIONS`), the user's own (`conventions_from_config`) read before the
+shipped ones. What the rule reads: `README.md`.
 """
 
+from monitor.extraction._conventions import SHIPPED as SHIPPED_CONVENTIONS
+from monitor.extraction._conventions import Convention
+from monitor.extraction._conventions import from_config as conventions_from_config
 from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
@@ -22,11 +27,14 @@ from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
     "INSTRUMENTATION",
+    "SHIPPED_CONVENTIONS",
     "SUSPECT_REASONS",
+    "Convention",
     "Extraction",
     "TraceRecords",
     "Unreadable",
     "awaits_log_events",
+    "conventions_from_config",
     "extract_records",
     "extract_trace",
     "extract_within",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from monitor.extraction._conventions import Convention
 from monitor.extraction._extraction_rule import extract_records
 from monitor.record_limits import Cut, SizeLimits, bound_record
 from monitor.records import RagRecord, RecordError
@@ -29,11 +30,19 @@ Extraction = list[RagRecord] | Unreadable
 
 
 def extract_trace(
-    spans: Sequence[Span], route_attribute: str, max_documents: int | None = None
+    spans: Sequence[Span],
+    route_attribute: str,
+    max_documents: int | None = None,
+    conventions: Sequence[Convention] = (),
 ) -> Extraction:
     """`extract_records`, or why the trace is unreadable."""
     try:
-        return extract_records(spans, route_attribute=route_attribute, max_documents=max_documents)
+        return extract_records(
+            spans,
+            route_attribute=route_attribute,
+            max_documents=max_documents,
+            conventions=conventions,
+        )
     except DecodeError as exc:
         return Unreadable(exc.reason, exc.detail)
     except Exception as exc:
@@ -53,10 +62,13 @@ class TraceRecords:
 
 
 def extract_within(
-    spans: Sequence[Span], route_attribute: str, limits: SizeLimits
+    spans: Sequence[Span],
+    route_attribute: str,
+    limits: SizeLimits,
+    conventions: Sequence[Convention] = (),
 ) -> TraceRecords | Unreadable:
     """`extract_trace`, each record bound by `limits`."""
-    extraction = extract_trace(spans, route_attribute, limits.max_documents)
+    extraction = extract_trace(spans, route_attribute, limits.max_documents, conventions)
     if isinstance(extraction, Unreadable):
         return extraction
     out = TraceRecords([], [], [])

@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor._nesting import noting_unread
+from monitor.extraction._conventions import Convention, reading
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
 from monitor.extraction._request_spans import Requests
 from monitor.extraction._retrieval_spans import read_retrieval
+from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, normalized
 from monitor.extraction._suspect import tool_arguments
 from monitor.extraction._tool_results import read_tool
@@ -61,11 +63,16 @@ class _Answer:
 
 
 def extract_records(
-    spans: Sequence[Span], *, route_attribute: str = "http.route", max_documents: int | None = None
+    spans: Sequence[Span],
+    *,
+    route_attribute: str = "http.route",
+    max_documents: int | None = None,
+    conventions: Sequence[Convention] = (),
 ) -> list[RagRecord]:
-    """All records in one trace's spans (possibly none). With `max_documents`, a record
-    is built with no more than one document past it (see `monitor.records.parse_record`)."""
-    with noting_unread() as unread:
+    """All records in one trace's spans (possibly none), read by the user's `conventions`
+    before the shipped ones. With `max_documents`, a record is built with no more than one
+    document past it (see `monitor.records.parse_record`)."""
+    with noting_unread() as unread, reading(conventions):
         records = _trace_records(spans, route_attribute, max_documents)
     for span in spans:  # values the decoders left out, at receipt or when first read
         unread.update(span.unread)
@@ -90,6 +97,9 @@ def _trace_records(
     conventions: set[str] = set()
     arguments: list[str] = []  # what tools were called with (a sign of a wrong extraction)
     for span in ordered:
+        found = declared(span)
+        if found is not None:
+            conventions.add(found[1].name)
         arguments += tool_arguments(span)
         retrieval = read_retrieval(span)
         if retrieval is not None:

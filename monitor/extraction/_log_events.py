@@ -6,18 +6,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from monitor.extraction._span_roles import LLM_OPERATIONS
+from monitor.extraction._conventions import INDEXED, MODEL_OPERATIONS, SHIPPED
 from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
 
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 TIME = attrgetter("time_unix_nano")
-# Where a model call's output travels when it is on the span itself, in each convention.
-_OUTPUT_KEYS = (
-    "gen_ai.output.messages",
-    "gen_ai.completion",
-    "gen_ai.completion.0.content",
-    "llm.output_messages.0.message.role",
-    "output.value",
+# Where a model call's output travels when it is on the span itself, in each convention
+# (the conventions table's `model_output`, and the request output frameworks write on any
+# span): single attributes, so that an unbuilt span is asked for a few keys only.
+_OUTPUT_KEYS = tuple(
+    dict.fromkeys(
+        key
+        for convention in SHIPPED
+        for source in (
+            *convention.model_output,
+            *(s for s in convention.request_output if s.undeclared),
+        )
+        if "{" not in source.key
+        for key in (
+            (f"{source.key}.0.content", f"{source.key}.0.message.role")
+            if source.encoding == INDEXED
+            else (source.key,)
+        )
+    )
 )
 
 
@@ -27,7 +38,7 @@ def awaits_log_events(span: Span) -> bool:
     OTLP log events, exported apart from the span. Reads single attributes, and decodes
     the span's events only for such a call."""
     operation = span.attribute("gen_ai.operation.name")
-    if not isinstance(operation, str) or operation not in LLM_OPERATIONS:
+    if not isinstance(operation, str) or operation not in MODEL_OPERATIONS:
         return False
     if span.attribute(LOG_EVENT_KEY) is not None:
         return False

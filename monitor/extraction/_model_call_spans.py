@@ -1,15 +1,24 @@
 """Model-call (LLM) spans: the messages sent, the text returned, the model and the token
-counts, in each convention (GenAI messages and the older events and attributes,
-OpenInference `llm.*_messages`, OpenLLMetry `gen_ai.prompt.N` / `gen_ai.completion.N`,
-the Vercel AI SDK's `ai.prompt.messages` / `ai.response.text`); and whether a span that
-declares nothing shows a model call was made (`shows_model_call`)."""
+counts, where the conventions table says each convention writes them, and in the older
+GenAI events and Spring AI's content log lines carried as span events; and whether a span
+that declares nothing shows a model call was made (`shows_model_call`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from monitor.extraction._span_roles import MODEL, span_role
+from monitor.extraction._conventions import active
+from monitor.extraction._sources import (
+    completion_text,
+    is_absent,
+    messages_of,
+    number_of,
+    output_of,
+    present,
+    raw,
+    text_of,
+)
+from monitor.extraction._span_roles import MODEL, reading_order, shows_call, sources, span_role
 from monitor.extraction._span_values import (
     ANSWER_KEYS,
     QUERY_KEYS,
@@ -17,7 +26,6 @@ from monitor.extraction._span_values import (
     chat_messages,
     content_text,
     find_text,
-    indexed,
     loads,
     role_of,
 )
@@ -30,201 +38,112 @@ _MESSAGE_EVENTS = {
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
-_GENERATION_KEYS = frozenset(
-    {
-        "gen_ai.input.messages",
-        "gen_ai.output.messages",
-        "gen_ai.prompt.0.content",
-        "gen_ai.completion.0.content",
-        "gen_ai.prompt",
-        "gen_ai.completion",
-    }
-)
-# The repr of an object (`SelectorPromptTemplate(metadata=...`, `ChatMessage(_role=...`,
-
-
-def _as_tokens(*values: Any) -> int | None:
-    for value in values:
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-    return None
+_PLACEHOLDERS = frozenset({"unknown", "None"})  # OpenLLMetry's models when it cannot tell
 
 
 def is_generation(span: Span) -> bool:
     """A model call: so declared (`_span_roles`), or, when the span declares nothing,
-    carrying a model call's messages."""
+    carrying a model call's messages (a source the table reads on such spans)."""
     role = span_role(span)
     if role is not None:
         return role == MODEL
     a = span.attributes
-    if not _GENERATION_KEYS.isdisjoint(a):
-        return True
+    for part in ("model_input", "model_output"):
+        if any(present(s, a) for s in sources(span, part, undeclared_only=True)):
+            return True
     return bool(span.events) and any(
         e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events
     )
 
 
-# What a model call leaves on its span even with content capture off: the GenAI request,
-# response and usage attributes (`gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
-_MODEL_CALL_PREFIXES = ("gen_ai.request.", "gen_ai.response.", "gen_ai.usage.")
-
-
 def shows_model_call(span: Span) -> bool:
-    """A model call by its declared kind; a span that declares nothing but carries the
-    GenAI request, response or usage attributes only a model call writes; or a GenAI agent
-    invocation (`invoke_agent`: an agent calls a model, even when only the agent is
-    traced, as AutoGen's own spans are)."""
+    """A model call by its declared role; a span whose declared kind shows one was made
+    (`_span_roles.shows_call`: a GenAI agent invocation, as AutoGen's own spans are); or
+    a span that declares nothing but carries attributes only a model call writes (a
+    convention's `signs`: GenAI's request, response and usage attributes, ...)."""
     role = span_role(span)
     if role is not None:
-        return role == MODEL or span.attributes.get("gen_ai.operation.name") == "invoke_agent"
-    return any(key.startswith(_MODEL_CALL_PREFIXES) for key in span.attributes)
+        return role == MODEL or shows_call(span)
+    signs = tuple(sign for c in active() for sign in c.signs)
+    return any(key.startswith(signs) for key in span.attributes)
+
+
+def _first_text(span: Span, part: str, keys: tuple[str, ...]) -> str | None:
+    """The first question (`QUERY_KEYS`) or answer (`ANSWER_KEYS`) in the request input
+    or output a framework wrote on a span that declares nothing of it."""
+    a = span.attributes
+    for source in sources(span, part, undeclared_only=True):
+        value = raw(source, a)
+        if not is_absent(value):
+            text = find_text(value, keys)
+            if text:
+                return text
+    return None
 
 
 def read_generation(span: Span, shown: bool = False) -> Generation | None:
     """Messages in, text out, model and tokens of an LLM span, or None if it is not one;
     `shown`: the span is known to be a model call (`shows_model_call`) whatever it
-    carries."""
+    carries. Each part from the first convention (`_span_roles.reading_order`) whose
+    source holds it; then the older GenAI events; then the request input and output a
+    framework wrote on it."""
     if not (shown or is_generation(span)):
         return None
     a = span.attributes
-    conventions: set[str] = set()
+    used: set[str] = set()
     messages: list[tuple[str, str]] = []
     output: str | None = None
-    if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
-        conventions.add("genai")
-        system = content_text(a.get("gen_ai.system_instructions"))
-        if system:
-            messages.append(("system", system))
-        messages += chat_messages(a.get("gen_ai.input.messages"))
-        outs = [t for r, t in chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
-        output = "\n".join(outs) if outs else None
-    if not messages and "llm.input_messages.0.message.role" in a:
-        conventions.add("openinference")
-        messages = _indexed_messages(a, "llm.input_messages.")
-    if output is None and "llm.output_messages.0.message.role" in a:
-        conventions.add("openinference")
-        outs = [t for r, t in _indexed_messages(a, "llm.output_messages.") if r == "assistant"]
-        output = "\n".join(outs) if outs else None
-    if not messages and "gen_ai.prompt.0.content" in a:
-        conventions.add("openllmetry")
-        messages = [
-            (role_of(g.get("role")) or "user", content_text(g.get("content")) or "")
-            for g in indexed(a, "gen_ai.prompt.")
-        ]
-    if output is None and "gen_ai.completion.0.content" in a:
-        conventions.add("openllmetry")
-        outs = [
-            t for g in indexed(a, "gen_ai.completion.") if (t := content_text(g.get("content")))
-        ]
-        output = "\n".join(outs) or None
-    if not messages and isinstance(loads(a.get("genkit:input")), dict):
-        conventions.add("genkit")  # a ModelRequest in, a ModelResponse out
-        messages = chat_messages(loads(a["genkit:input"]).get("messages"))
-        response = loads(a.get("genkit:output"))
-        message = response.get("message") if isinstance(response, dict) else None
-        outs = [t for r, t in chat_messages([message]) if r == "assistant"]
-        output = "\n".join(outs) if outs else output
-    for convention, prompt_key, output_key, read_output in _PROMPT_COMPLETION:
-        if not messages and prompt_key in a:
-            conventions.add(convention)
-            messages = chat_messages(a[prompt_key])
-        if output is None and output_key in a:
-            conventions.add(convention)
-            output = read_output(a[output_key])
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    for convention in reading_order(span):
+        for source in convention.model_input if not messages else ():
+            messages = messages_of(source, a)
+            if messages or present(source, a):
+                used.add(convention.name)
+            if messages:
+                system = next((t for s in convention.system if (t := text_of(s, a))), None)
+                if system:
+                    messages = [("system", system), *messages]
+                break
+        for source in convention.model_output if output is None else ():
+            output = output_of(source, a)
+            if output is not None or present(source, a):
+                used.add(convention.name)
+            if output is not None:
+                break
+        if model is None:
+            names = (text_of(s, a) for s in convention.model)
+            model = next((m for m in names if m and m not in _PLACEHOLDERS), None)
+        if input_tokens is None:
+            counts = (number_of(s, a) for s in convention.input_tokens)
+            input_tokens = next((n for n in counts if n is not None), None)
+        if output_tokens is None:
+            counts = (number_of(s, a) for s in convention.output_tokens)
+            output_tokens = next((n for n in counts if n is not None), None)
     if span.events and (not messages or output is None):
         from_events, event_output = event_messages(span)
         if from_events or event_output:
-            conventions.add("genai")
+            used.add("genai")
         messages = messages or from_events
         output = output if output is not None else event_output
     structured = bool(messages)
-    if not messages and "input.value" in a:
-        text = find_text(a["input.value"], QUERY_KEYS)
+    if not messages:
+        text = _first_text(span, "request_input", QUERY_KEYS)
         messages = [("user", text)] if text else []
-    if output is None and "output.value" in a:
-        output = find_text(a["output.value"], ANSWER_KEYS)
-    model = next(
-        (
-            m
-            for m in (
-                a.get("gen_ai.response.model"),
-                a.get("gen_ai.request.model"),
-                a.get("llm.model_name"),
-                a.get("ai.model.id"),
-            )
-            if m and m not in ("unknown", "None")  # OpenLLMetry's placeholders when it cannot tell
-        ),
-        None,
-    )
+    if output is None:
+        output = _first_text(span, "request_output", ANSWER_KEYS)
     return Generation(
         span=span,
         messages=messages,
         output=output,
-        model=str(model) if model else None,
-        input_tokens=_as_tokens(
-            a.get("gen_ai.usage.input_tokens"),
-            a.get("gen_ai.usage.prompt_tokens"),
-            a.get("llm.token_count.prompt"),
-            a.get("ai.usage.inputTokens"),
-        ),
-        output_tokens=_as_tokens(
-            a.get("gen_ai.usage.output_tokens"),
-            a.get("gen_ai.usage.completion_tokens"),
-            a.get("llm.token_count.completion"),
-            a.get("ai.usage.outputTokens"),
-        ),
-        conventions=conventions,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        conventions=used,
         structured=structured,
         tool_results=tool_results(span),
     )
-
-
-def completion_text(value: Any) -> str | None:
-    """A `gen_ai.completion` value's text: assistant messages, LangChain's
-    `{"generations": [[{"text", "message"}]]}` (LangSmith's OTel mode), or plain text."""
-    completion = loads(value)
-    if isinstance(completion, dict) and isinstance(completion.get("generations"), list):
-        batch = completion["generations"][:1]
-        gens = batch[0] if batch and isinstance(batch[0], list) else batch
-        texts = []
-        for gen in gens:
-            if not isinstance(gen, dict):
-                continue
-            text = gen.get("text")
-            if not (isinstance(text, str) and text.strip()):
-                message = chat_messages([gen.get("message")])
-                text = next((t for r, t in message if r == "assistant"), None)
-            if isinstance(text, str) and text.strip():
-                texts.append(text)
-        return "\n".join(texts) or None
-    found = [t for r, t in chat_messages(completion) if r == "assistant"]
-    if found:
-        return "\n".join(found)
-    return content_text(completion)
-
-
-# Conventions that put the messages sent in one attribute and the answer in another:
-# (convention, messages attribute, answer attribute, how the answer is read).
-_PROMPT_COMPLETION: tuple[tuple[str, str, str, Callable[[Any], str | None]], ...] = (
-    ("vercel-ai", "ai.prompt.messages", "ai.response.text", content_text),
-    ("genai", "gen_ai.prompt", "gen_ai.completion", completion_text),
-)
-
-
-def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[tuple[str, str]]:
-    out = []
-    for group in indexed(attrs, prefix):
-        role = role_of(group.get("message.role"))
-        text = group.get("message.content")
-        if text is None:
-            parts = indexed({k: v for k, v in group.items()}, "message.contents.")
-            texts = [p.get("message_content.text") for p in parts if p.get("message_content.text")]
-            text = "\n".join(str(t) for t in texts) if texts else None
-        if role and text is not None:
-            out.append((role, content_text(text) or ""))
-    return out
 
 
 def spring_ai_texts(body: Any) -> list[str]:

@@ -7,22 +7,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._conventions import current
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
     container_output,
-    is_container,
+    writes_request,
 )
+from monitor.extraction._sources import indexed_docs, text_of
 from monitor.extraction._span_values import (
     QUERY_KEYS,
     Doc,
     Generation,
     Retrieval,
-    as_float,
     find_text,
-    indexed,
     json_docs,
+    loads,
     normalized,
 )
 from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
@@ -51,15 +52,13 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
     chain_depth = 1 << 30
     for span in spans:
         a = span.attributes
-        if top.query is None and isinstance(a.get("rag.query"), str):
-            top.query = a["rag.query"]
-        if top.response is None and isinstance(a.get("rag.response"), str):
-            top.response = a["rag.response"]
+        if top.query is None:
+            top.query = _rag_text(a.get("rag.query"))
+        if top.response is None:
+            top.response = _rag_text(a.get("rag.response"))
         if top.docs is None:
             top.docs = _rag_context(a)
-        if (
-            "input.value" in a or "traceloop.entity.input" in a or "output.value" in a
-        ) and is_container(span):
+        if writes_request(span):
             depth = depth_of(span, by_id)
             if depth < chain_depth:
                 chain, chain_depth = span, depth
@@ -69,23 +68,36 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
     return top
 
 
+def _rag_text(value: Any) -> str | None:
+    """A `rag.query` / `rag.response` value: a string, a JSON string literal decoded (SDKs
+    that JSON-encode every attribute, MLflow's span API, send `"text"` quoted)."""
+    if not isinstance(value, str):
+        return None
+    decoded = loads(value)
+    return decoded if isinstance(decoded, str) else value
+
+
 def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
     if "rag.context" in attrs:
-        return json_docs(attrs["rag.context"]) or [Doc(str(attrs["rag.context"]))]
+        value = attrs["rag.context"]
+        text = _rag_text(value)
+        return json_docs(text if text is not None else value) or [Doc(str(text or value))]
     if "rag.context.0" in attrs or "rag.context.0.content" in attrs:
-        docs = []
-        for group in indexed(attrs, "rag.context."):
-            if "" in group:
-                docs.append(Doc(str(group[""])))
-            elif "content" in group:
-                docs.append(
-                    Doc(
-                        str(group["content"]),
-                        None if group.get("doc_uri") is None else str(group["doc_uri"]),
-                        as_float(group.get("score")),
-                    )
-                )
-        return docs
+        return indexed_docs(attrs, "rag.context")
+    return None
+
+
+def conversation_of(spans: list[Span | None]) -> str | None:
+    """The conversation (session) id: on the first of these spans that carries one, the
+    first a convention's `conversation` source gives, in table order (the user's first)."""
+    table = current().table
+    for span in spans:
+        if span is None or table.conversation_keys.isdisjoint(span.attributes):
+            continue
+        for source in table.conversation:
+            text = text_of(source, span.attributes)
+            if text:
+                return text
     return None
 
 
@@ -108,7 +120,11 @@ def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc
                 continue
             seen.add(doc.content)
             docs.append(doc)
-    if not docs and ids_only and answer is not None:
+    # Documents that reach the model only inside its system message: the retrieval gave
+    # ids alone (GenAI requires no more), or a retrieval span was traced without any
+    # (MLflow's GenAI translation keeps the span and drops its output).
+    empty = any(r.tool is None and not r.docs for r in chosen)
+    if not docs and (ids_only or empty) and answer is not None:
         system = "\n".join(text for role, text in answer.messages if role == "system")
         if system.strip():
             ids = [d.doc_uri for d in ids_only if d.doc_uri]
@@ -221,14 +237,14 @@ def build_record(
         metadata[EXTRACTION_SUSPECT] = suspect
     if suspect in CONTENT_REASONS:
         metadata[INSTRUMENTATION] = instrumentation_of(trace_spans)
-    for key in ("session.id", "user.id", "gen_ai.conversation.id"):
-        for source in (span, request):
-            if source is not None and isinstance(source.attributes.get(key), str):
-                metadata[key] = source.attributes[key]
-                break
+    for source in (span, request):
+        if source is not None and isinstance(source.attributes.get("user.id"), str):
+            metadata["user.id"] = source.attributes["user.id"]
+            break
     return RagRecord.model_validate(
         {
             **common,
+            "conversation": conversation_of([span, request, *trace_spans]),
             "request_id": request_id,
             "span_id": span.span_id,
             "query": query,

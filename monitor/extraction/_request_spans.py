@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.extraction._model_call_spans import event_messages
-from monitor.extraction._span_roles import CONTAINER, span_role
+from monitor.extraction._sources import is_absent, messages_of, output_of, raw
+from monitor.extraction._span_roles import CONTAINER, sources, span_role
 from monitor.extraction._span_values import (
     ANSWER_KEYS,
     QUERY_KEYS,
@@ -16,38 +17,34 @@ from monitor.extraction._span_values import (
 )
 from monitor.spans import Span
 
-# Where a container's input and output are written: OpenInference, OpenLLMetry, LangSmith's
-# OTel mode (its run inputs and outputs on every span; on a span that declares no kind,
-# `gen_ai.prompt` / `gen_ai.completion` are a model call's), the Vercel AI SDK
-# (`ai.prompt`: `{system, prompt, messages}`; `ai.response.text`), OpenInference's CrewAI
-# crew span (`crew_inputs`: the kickoff inputs), Genkit's flows (`genkit:input` /
-# `genkit:output`) and Mastra (`mastra.<its span type>.input`
-# / `.output`, `_mastra_key`).
-_INPUT_KEYS = ("input.value", "traceloop.entity.input")
-_OUTPUT_KEYS = ("output.value", "traceloop.entity.output")
-_DECLARED_INPUT_KEYS = (*_INPUT_KEYS, "gen_ai.prompt", "ai.prompt", "crew_inputs", "genkit:input")
-_DECLARED_OUTPUT_KEYS = (*_OUTPUT_KEYS, "gen_ai.completion", "ai.response.text", "genkit:output")
-
 
 def is_container(span: Span) -> bool:
     """A span that may be a request: declared a container, or declaring nothing."""
     return span_role(span) in (None, CONTAINER)
 
 
-def _mastra_key(attributes: dict[str, Any], side: str) -> str | None:
-    """Mastra's own input or output attribute of a span: `mastra.<mastra.span.type>.<side>`
-    (`mastra.agent_run.input`, `mastra.workflow_run.output`)."""
-    kind = attributes.get("mastra.span.type")
-    return f"mastra.{kind}.{side}" if isinstance(kind, str) else None
+def _written(span: Span, part: str) -> Any:
+    """The first request input or output (`part`) the span carries where a convention
+    writes it: any convention's on a declared container, else only those read on spans
+    that declare nothing (`input.value`, `traceloop.entity.input`); None when none."""
+    a = span.attributes
+    declared = span_role(span) == CONTAINER
+    for source in sources(span, part, undeclared_only=not declared):
+        value = raw(source, a)
+        if not is_absent(value):
+            return value
+    return None
 
 
 def container_input(span: Span) -> Any:
-    a = span.attributes
-    declared = span_role(span) == CONTAINER
-    keys = _DECLARED_INPUT_KEYS if declared else _INPUT_KEYS
-    found = next((a[k] for k in keys if k in a), None)
-    mastra = _mastra_key(a, "input") if declared and found is None else None
-    return a.get(mastra) if mastra else found
+    return _written(span, "request_input")
+
+
+def writes_request(span: Span) -> bool:
+    """A container that carries a request input or output where a convention writes it."""
+    return is_container(span) and (
+        _written(span, "request_input") is not None or _written(span, "request_output") is not None
+    )
 
 
 def _is_prompt(value: Any, depth: int = 0) -> bool:
@@ -64,12 +61,14 @@ def _is_prompt(value: Any, depth: int = 0) -> bool:
 
 
 def _genai_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
-    """A GenAI container's messages in and text out (`gen_ai.input.messages` /
-    `gen_ai.output.messages`, else the message and choice events)."""
+    """A container's messages in and text out where a convention writes a model call's
+    (a GenAI agent or workflow span's `gen_ai.input.messages` / `gen_ai.output.messages`),
+    else the message and choice events."""
     a = span.attributes
-    messages = chat_messages(a.get("gen_ai.input.messages"))
-    outs = [t for r, t in chat_messages(a.get("gen_ai.output.messages")) if r == "assistant"]
-    output = "\n".join(outs) if outs else None
+    messages = next((m for s in sources(span, "model_input") if (m := messages_of(s, a))), [])
+    output = next(
+        (t for s in sources(span, "model_output") if (t := output_of(s, a)) is not None), None
+    )
     if span.events and (not messages or output is None):
         from_events, event_output = event_messages(span)
         messages = messages or from_events
@@ -99,16 +98,10 @@ def request_question(span: Span) -> str | None:
 def container_output(span: Span) -> str | None:
     """The text a container span handed back: its output value, or a GenAI container's
     assistant output."""
-    a = span.attributes
-    declared = span_role(span) == CONTAINER
-    keys = _DECLARED_OUTPUT_KEYS if declared else _OUTPUT_KEYS
-    raw = next((a[k] for k in keys if k in a), None)
-    mastra = _mastra_key(a, "output") if declared and raw is None else None
-    if mastra:
-        raw = a.get(mastra)
-    if raw is not None:
-        return find_text(raw, ANSWER_KEYS)
-    return _genai_messages(span)[1] if declared else None
+    value = _written(span, "request_output")
+    if value is not None:
+        return find_text(value, ANSWER_KEYS)
+    return _genai_messages(span)[1] if span_role(span) == CONTAINER else None
 
 
 class Requests:

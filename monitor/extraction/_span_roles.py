@@ -1,160 +1,135 @@
-"""What a span is — a model call, a tool execution, a container (agent, workflow, chain),
-a retrieval, an embedding call or a prompt template — from the span kind its
-instrumentation declares, never from which content attributes it happens to carry.
-Every convention writes its content on containers and tools too (GenAI message events on
-Strands' agent and tool spans, LangSmith's `gen_ai.prompt` / `gen_ai.completion` on every
-run), so content decides nothing.
+"""What a span is — a model call, a tool execution, a container (agent, workflow, chain,
+request), a retrieval, an embedding call or a prompt template — from the role its
+instrumentation declares (the conventions table, `_conventions.py`), never from which
+content attributes it happens to carry. Every convention writes its content on containers
+and tools too (GenAI message events on Strands' agent and tool spans, LangSmith's
+`gen_ai.prompt` / `gen_ai.completion` on every run), so content decides nothing. A span
+no convention names is `None`: the readers fall back on its content.
 
-Read in this order, the first that says something wins:
-- LangSmith's OTel mode: `langsmith.span.kind` (its `gen_ai.operation.name` maps a prompt
-  template to `chat` and a retriever to `embeddings`, so its own kind comes first);
-- OpenInference: `openinference.span.kind`;
-- Genkit: `genkit:metadata:subtype` (`flow`, `model`, `tool`, `retriever`, `embedder`);
-- Spring AI's observations: `spring.ai.kind` (`chat_client` and `advisor` spans, whose
-  `gen_ai.operation.name` is `framework`, are containers; `vector_store` a retrieval);
-- GenAI: `gen_ai.operation.name` (including Semantic Kernel's `chat.completions` and the
-  agent frameworks' container operations);
-- the Vercel AI SDK: `ai.operationId` (`ai.generateText` and `ai.streamText` are the
-  request, their `.doGenerate` / `.doStream` the model calls, `ai.toolCall` a tool);
-- OpenLLMetry: `traceloop.span.kind = tool`, `llm.request.type`.
-A span none of them names is `None`: the readers fall back on its content."""
+Also what the span readers share to read a span's content by the table: the conventions
+in the order to read them (`reading_order`: the declaring one first) and each part's
+sources (`sources`)."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any
 
+from monitor.extraction._conventions import (
+    CONTAINER,
+    EMBEDDINGS,
+    MODEL,
+    OTHER,
+    PROMPT,
+    RETRIEVAL,
+    TOOL,
+    Convention,
+    Kind,
+    Source,
+    Table,
+    current,
+)
 from monitor.spans import Span
 
-MODEL: Final = "model"
-TOOL: Final = "tool"
-CONTAINER: Final = "container"
-RETRIEVAL: Final = "retrieval"
-EMBEDDINGS: Final = "embeddings"
-PROMPT: Final = "prompt"  # a prompt template rendered, traced like a call (LangSmith)
-OTHER: Final = "other"  # named, but none of the above (guardrails, evaluators)
-
-LLM_OPERATIONS = frozenset(
-    {
-        "chat",
-        "text_completion",
-        "generate_content",
-        "completion",
-        # Semantic Kernel's names for the same calls
-        "text_completions",
-        "chat.completions",
-        "chat.streaming_completions",
-        "text.completions",
-        "text.streaming_completions",
-    }
-)
-RETRIEVAL_OPERATIONS = frozenset({"retrieval", "retrieve", "vector_db_retrieve"})
-CONTAINER_OPERATIONS = frozenset(
-    {
-        "invoke_agent",
-        "create_agent",
-        "invoke_workflow",
-        "workflow",
-        "chain",
-        "execute_event_loop_cycle",  # Strands' agent loop turn
-    }
-)
-_LANGSMITH = {
-    "llm": MODEL,
-    "tool": TOOL,
-    "retriever": RETRIEVAL,
-    "embedding": EMBEDDINGS,
-    "prompt": PROMPT,
-    "chain": CONTAINER,
-    "parser": CONTAINER,
-}
-_OPENINFERENCE = {
-    "LLM": MODEL,
-    "TOOL": TOOL,
-    "RETRIEVER": RETRIEVAL,
-    "RERANKER": RETRIEVAL,
-    "EMBEDDING": EMBEDDINGS,
-    "CHAIN": CONTAINER,
-    "AGENT": CONTAINER,
-}
+__all__ = [
+    "CONTAINER",
+    "EMBEDDINGS",
+    "MODEL",
+    "OTHER",
+    "PROMPT",
+    "RETRIEVAL",
+    "TOOL",
+    "declared",
+    "reading_order",
+    "shows_call",
+    "sources",
+    "span_role",
+]
 
 
-# The Vercel AI SDK's `ai.operationId`s: its top-level functions (the request: prompt in,
-# text out), the provider calls inside them, tool executions and embeddings.
-_VERCEL = {
-    "ai.generateText": CONTAINER,
-    "ai.streamText": CONTAINER,
-    "ai.generateObject": CONTAINER,
-    "ai.streamObject": CONTAINER,
-    "ai.toolCall": TOOL,
-    "ai.embed": EMBEDDINGS,
-    "ai.embedMany": EMBEDDINGS,
-}
-_VERCEL_CALLS = (".doGenerate", ".doStream")
+def _folded(kind: Kind, value: Any) -> str | None:
+    if isinstance(value, str) and value[:1] == '"' and value[-1:] == '"' and len(value) > 1:
+        value = value[1:-1]  # a JSON string literal (MLflow writes every value as JSON)
+    if not isinstance(value, str):
+        return None
+    if kind.fold == "upper":
+        return value.upper()
+    return value.lower() if kind.fold == "lower" else value
 
 
-def _vercel_role(operation: str) -> str:
-    if operation.endswith(_VERCEL_CALLS):
-        return MODEL
-    if operation.endswith(".doEmbed"):
-        return EMBEDDINGS
-    return _VERCEL.get(operation, OTHER)
+def _kind_role(kind: Kind, value: str) -> str | None:
+    role = kind.roles.get(value)
+    if role is not None:
+        return role
+    if kind.prefix and not value.startswith(kind.prefix):
+        return None
+    for suffix, suffix_role in kind.suffixes.items():
+        if value.endswith(suffix):
+            return suffix_role
+    return kind.unlisted
 
 
-_SPRING_AI = {
-    "chat_client": CONTAINER,
-    "advisor": CONTAINER,
-    "vector_store": RETRIEVAL,
-    "tool_call": TOOL,
-}
+def _declared(span: Span, rules: Table) -> tuple[str, Convention] | None:
+    a = span.attributes
+    for kind, convention in rules.kinds:
+        value = _folded(kind, a.get(kind.attribute))
+        if value is not None:
+            role = _kind_role(kind, value)
+            if role is not None:
+                return role, convention
+    for convention in rules.matching:
+        if span.name in convention.span_names or any(
+            key in a for key in convention.span_attributes
+        ):
+            assert convention.span_role is not None
+            return convention.span_role, convention
+    return None
 
 
-_GENKIT = {
-    "flow": CONTAINER,
-    "model": MODEL,
-    "tool": TOOL,
-    "tool.v2": TOOL,
-    "retriever": RETRIEVAL,
-    "embedder": EMBEDDINGS,
-}
+def declared(span: Span) -> tuple[str, Convention] | None:
+    """The role declared for `span` and the convention that declares it, or None: the
+    first kind attribute (in table order) whose value names a role, else the first
+    convention whose `span_names` / `span_attributes` match. Worked out once per span in
+    an extraction."""
+    now = current()
+    if now.roles is None:
+        return _declared(span, now.table)
+    key = id(span)
+    if key in now.roles:
+        return now.roles[key]
+    found = now.roles[key] = _declared(span, now.table)
+    return found
 
 
 def span_role(span: Span) -> str | None:
     """The role its instrumentation declares for `span`, or None when none does."""
+    found = declared(span)
+    return found[0] if found is not None else None
+
+
+def shows_call(span: Span) -> bool:
+    """A span that is not a model call but whose declared kind shows that one was made (a
+    GenAI agent invocation: an agent calls a model, even when only the agent is traced)."""
     a = span.attributes
-    kind = a.get("langsmith.span.kind")
-    if isinstance(kind, str):
-        return _LANGSMITH.get(kind.lower(), CONTAINER)
-    kind = a.get("openinference.span.kind")
-    if isinstance(kind, str):
-        return _OPENINFERENCE.get(kind.upper(), OTHER)
-    kind = a.get("genkit:metadata:subtype")
-    if isinstance(kind, str):
-        return _GENKIT.get(kind, OTHER)
-    kind = a.get("spring.ai.kind")
-    if isinstance(kind, str):
-        return _SPRING_AI.get(kind, OTHER)
-    op = a.get("gen_ai.operation.name")
-    if isinstance(op, str):
-        if op in LLM_OPERATIONS:
-            return MODEL
-        if op == "execute_tool":
-            return TOOL
-        if op in RETRIEVAL_OPERATIONS:
-            return RETRIEVAL
-        if op == "embeddings":
-            return EMBEDDINGS
-        if op in CONTAINER_OPERATIONS:
-            return CONTAINER
-    operation = a.get("ai.operationId")
-    if isinstance(operation, str) and operation.startswith("ai."):
-        return _vercel_role(operation)
-    if a.get("traceloop.span.kind") == "tool":
-        return TOOL
-    request_type = a.get("llm.request.type")
-    if not isinstance(request_type, str):
-        return None
-    if request_type in LLM_OPERATIONS:
-        return MODEL
-    if request_type == "embedding":
-        return EMBEDDINGS
-    return None
+    for kind, _ in current().table.kinds:
+        value = _folded(kind, a.get(kind.attribute))
+        if value is not None and value in kind.calls:
+            return True
+    return False
+
+
+def reading_order(span: Span) -> tuple[Convention, ...]:
+    """The conventions to read `span`'s content by: the standard ones (GenAI, which other
+    SDKs write beside their own), the one that declares its role, then every other in
+    table order."""
+    found = declared(span)
+    return current().table.order(found[1] if found is not None else None)
+
+
+def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[Source, ...]:
+    """Where `part` (a `Convention` field: `model_input`, `documents`, ...) may be on
+    `span`, in reading order; `undeclared_only`: those read on a span that declares no
+    role."""
+    found = declared(span)
+    return current().table.sources(
+        found[1] if found is not None else None, part, undeclared_only
+    )

@@ -7,24 +7,13 @@ The readers (`_retrieval_spans.py`, `_model_call_spans.py`, `_tool_results.py`,
 `_request_spans.py`) each look at one `Span` and return what it says in these forms;
 `_extraction_rule.py` then joins the spans of a trace into records.
 
-Understood:
-- OpenInference: `openinference.span.kind` RETRIEVER / RERANKER / LLM, `input.value`,
-  `output.value`, `retrieval.documents.N.document.{content,id,score,metadata}`,
-  `reranker.output_documents.N.document.*`, `llm.input_messages.N.message.*`,
-  `llm.output_messages.N.message.*` (also `message.contents.M.message_content.text`).
-- OpenTelemetry GenAI: `gen_ai.input.messages` / `gen_ai.output.messages` /
-  `gen_ai.system_instructions` (JSON strings or structured values, messages made of
-  `parts`), `gen_ai.operation.name = retrieval` with `gen_ai.retrieval.query.text` and
-  `gen_ai.retrieval.documents`; the older `gen_ai.{system,user,assistant,tool}.message` and
-  `gen_ai.choice` span events and `gen_ai.prompt` / `gen_ai.completion` attributes.
-- OpenLLMetry: `gen_ai.prompt.N.{role,content}`, `gen_ai.completion.N.{role,content}`,
-  `traceloop.entity.input` / `traceloop.entity.output` JSON (including 0.62's LangChain
-  retriever spans with `gen_ai.operation.name = vector_db_retrieve` whose output holds
-  `{"page_content", "metadata"}` documents, and its LlamaIndex retriever tasks whose
-  output is a list of scored nodes), and vector-DB spans with `db.query.result` events.
-- Framework spans in any of them: `request_question` tells whether a chain / agent /
-  workflow span is a request a user made (its input reads as a question; an object's
-  repr, such as LlamaIndex's prompt templates, never does).
+Where each convention writes each part is the conventions table (`_conventions.py`,
+read through `_sources.py`); here are the shapes those values take, whatever writes them:
+JSON text, chat messages (GenAI `parts`, OpenAI-style `content`, LangChain's serialized
+and `dumpd` forms), documents (`page_content`, `content`, `text`; LlamaIndex's
+`NodeWithScore`), and a question or an answer inside a chain's input or output (a question
+field, a traced function's arguments, user messages; never an object's repr, such as
+LlamaIndex's prompt templates).
 """
 
 from __future__ import annotations

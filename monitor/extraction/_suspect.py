@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from monitor.extraction._instrumentations import content_switch
-from monitor.extraction._span_roles import TOOL, span_role
+from monitor.extraction._sources import is_absent, raw
+from monitor.extraction._span_roles import TOOL, sources, span_role
 from monitor.extraction._span_values import Doc, normalized
 from monitor.extraction._tool_results import parsed_value
 from monitor.spans import Span
@@ -99,16 +100,7 @@ def tool_arguments(span: Span) -> list[str]:
     if span_role(span) != TOOL:
         return []
     a = span.attributes
-    found = [
-        str(a[k])
-        for k in (
-            "gen_ai.tool.call.arguments",
-            "input.value",
-            "traceloop.entity.input",
-            "ai.toolCall.args",
-        )
-        if k in a
-    ]
+    found = [str(v) for s in sources(span, "tool_arguments") if not is_absent(v := raw(s, a))]
     found += [
         str(e.attributes["content"])
         for e in span.events

@@ -9,14 +9,15 @@ import json
 import re
 from typing import Any
 
-from monitor.extraction._span_roles import TOOL, span_role
+from monitor.extraction._conventions import INDEXED, MESSAGES
+from monitor.extraction._sources import is_absent, present, raw, result_of, text_of
+from monitor.extraction._span_roles import TOOL, sources, span_role
 from monitor.extraction._span_values import (
     Doc,
     Retrieval,
     as_doc,
     as_str,
     bounded,
-    chat_messages,
     indexed,
     is_repr,
     loads,
@@ -45,14 +46,6 @@ _TEXT_ENVELOPES = frozenset({"raw_output", "content", "text"})
 _DOC_IDS = frozenset({"id", "doc_uri", "uri", "url"})
 # Tool results are nested at most this deep (envelopes, then documents); deeper is not read.
 _MAX_DEPTH = 6
-_TOOL_RESULT_KEYS = (
-    "gen_ai.tool.call.result",
-    "ai.toolCall.result",  # the Vercel AI SDK
-    "genkit:output",
-    "tool_response",
-    "output.value",
-    "traceloop.entity.output",
-)
 
 
 def parsed_value(value: Any) -> Any:
@@ -143,58 +136,25 @@ def _choice_result(span: Span) -> Any:
     return None
 
 
-def _output_messages_result(value: Any) -> Any:
-    """The tool's result in a tool span's `gen_ai.output.messages`: its
-    `tool_call_response` parts, else the messages' text."""
-    messages = loads(value)
-    if not isinstance(messages, list):
-        return messages
-    responses = [
-        part.get("response", part.get("result"))
-        for msg in messages
-        if isinstance(msg, dict) and isinstance(loads(msg.get("parts")), list)
-        for part in loads(msg.get("parts"))
-        if isinstance(part, dict) and part.get("type") == "tool_call_response"
-    ]
-    if responses:
-        return responses[0] if len(responses) == 1 else responses
-    return [content for _, content in chat_messages(messages)] or None
-
-
 def read_tool(span: Span) -> Retrieval | None:
     """The result of a tool call span, or None if the span is not one or carries no
-    result (content capture off). Its own result, in whichever place its convention
-    writes it: `gen_ai.tool.call.result`, OpenInference `output.value`, OpenLLMetry
-    `traceloop.entity.output`, `gen_ai.output.messages` (the GenAI operation-details
-    event), LangSmith's `gen_ai.completion`, a `gen_ai.choice` event. Never its
+    result (content capture off). Its own result, where its convention writes it
+    (`tool_result` in the conventions table: `gen_ai.tool.call.result`, OpenInference's
+    `output.value`, OpenLLMetry's `traceloop.entity.output`, `gen_ai.output.messages`,
+    LangSmith's `gen_ai.completion`, ...), else a `gen_ai.choice` event. Never its
     arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
     if span_role(span) != TOOL:
         return None
     a = span.attributes
-    name = next(
-        (
-            a[k]
-            for k in (
-                "gen_ai.tool.name",
-                "tool.name",
-                "traceloop.entity.name",
-                "ai.toolCall.name",
-                "genkit:name",
-            )
-            if k in a
-        ),
-        None,
+    name = next((n for s in sources(span, "tool_name") if (n := text_of(s, a))), None)
+    result = next(
+        (r for s in sources(span, "tool_result") if not is_absent(r := result_of(s, a))), None
     )
-    result = next((a[k] for k in _TOOL_RESULT_KEYS if k in a), None)
-    if result is None and "gen_ai.output.messages" in a:
-        result = _output_messages_result(a["gen_ai.output.messages"])
-    if result is None and "gen_ai.completion" in a:
-        result = a["gen_ai.completion"]
     if result is None and span.events:
         result = _choice_result(span)
     if result is None:
         return None
-    tool = str(name) if name else span.name
+    tool = name or span.name
     return Retrieval(span, None, tool_docs(result, tool), tool=tool)
 
 
@@ -218,9 +178,12 @@ def _result_parts(content: Any) -> list[dict[str, Any]]:
 
 
 def _message_tool_results(value: Any) -> list[Doc]:
-    """Tool results in GenAI / OpenAI-style messages: `tool_call_response` parts (named by
-    the earlier `tool_call` part with the same id) and `role: tool` messages."""
+    """Tool results in GenAI / OpenAI-style messages (or an OpenAI request's `messages`):
+    `tool_call_response` parts (named by the earlier `tool_call` part with the same id) and
+    `role: tool` messages."""
     value = loads(value)
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
     if not isinstance(value, list):
         return []
     names: dict[str, str] = {}
@@ -254,24 +217,26 @@ def _message_tool_results(value: Any) -> list[Doc]:
 
 
 def _indexed_tool_results(attrs: dict[str, Any], prefix: str) -> list[Doc]:
-    """OpenInference `llm.input_messages.N.message.role = tool` messages, named by the
-    assistant's `message.tool_calls.M.tool_call.{id,function.name}`."""
+    """Indexed `role = tool` messages: OpenInference's `<prefix>.N.message.{role,content,
+    tool_call_id,name}` (named by the assistant's
+    `message.tool_calls.M.tool_call.{id,function.name}`), OpenLLMetry's
+    `<prefix>.N.{role,content,name}`."""
     names: dict[str, str] = {}
     docs: list[Doc] = []
     for group in indexed(attrs, prefix):
         for call in indexed(group, "message.tool_calls."):
             if call.get("tool_call.id") is not None and call.get("tool_call.function.name"):
                 names[str(call["tool_call.id"])] = str(call["tool_call.function.name"])
-        if role_of(group.get("message.role")) != "tool":
+        if role_of(group.get("message.role", group.get("role"))) != "tool":
             continue
-        content = group.get("message.content")
+        content = group.get("message.content", group.get("content"))
         if content is None:
             parts = indexed(group, "message.contents.")
             content = [
                 p.get("message_content.text") for p in parts if p.get("message_content.text")
             ]
-        call_id = group.get("message.tool_call_id")
-        name = group.get("message.name") or (
+        call_id = group.get("message.tool_call_id", group.get("tool_call_id"))
+        name = group.get("message.name", group.get("name")) or (
             names.get(str(call_id)) if call_id is not None else None
         )
         docs += tool_docs(content, None if name is None else str(name))
@@ -300,25 +265,21 @@ def _event_tool_results(span: Span) -> list[Doc]:
 
 
 def tool_results(span: Span) -> list[Doc]:
-    """What tools returned, as tool messages in a model call's input (GenAI
-    `gen_ai.input.messages`, OpenInference `llm.input_messages`, `gen_ai.tool.message`
-    events), in message order."""
+    """What tools returned, as tool messages in a model call's input, in message order:
+    in the first of the conventions' `model_input` sources the span carries (GenAI
+    `gen_ai.input.messages`, the Vercel AI SDK's `ai.prompt.messages`, OpenInference's
+    `llm.input_messages`, OpenLLMetry's `gen_ai.prompt.N`, ...), else in the older GenAI
+    `gen_ai.tool.message` events."""
     a = span.attributes
-    for key in ("gen_ai.input.messages", "ai.prompt.messages"):
-        if key in a:
-            value = a[key]
-            if isinstance(value, str) and "tool" not in value:
-                return []  # no tool message: skip parsing the prompt a second time
-            return _message_tool_results(value)
-    if "llm.input_messages.0.message.role" in a:
-        return _indexed_tool_results(a, "llm.input_messages.")
-    if "gen_ai.prompt.0.content" in a:  # OpenLLMetry
-        return [
-            doc
-            for g in indexed(a, "gen_ai.prompt.")
-            if role_of(g.get("role")) == "tool"
-            for doc in tool_docs(g.get("content"), as_str(g.get("name")))
-        ]
+    for source in sources(span, "model_input"):
+        if not present(source, a):
+            continue
+        if source.encoding == INDEXED:
+            return _indexed_tool_results(a, source.key + ".")
+        value = raw(source, a)
+        if source.encoding != MESSAGES or (isinstance(value, str) and "tool" not in value):
+            return []  # no tool message: skip parsing the prompt a second time
+        return _message_tool_results(value)
     if span.events:
         return _event_tool_results(span)
     return []

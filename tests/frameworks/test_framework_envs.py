@@ -17,8 +17,9 @@ from pathlib import Path
 from tests.support.framework_envs import ENVS, REPO, lock_hash
 
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
-# OTLP exporter they send with, and the OpenAI client they call the scripted model with.
-SHARED = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "openai"}
+# OTLP exporter they send with, the OpenAI client they call the scripted model with, and
+# PyYAML (the monitor's config reader; MLflow's tracing SDK imports it undeclared).
+SHARED = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "openai", "pyyaml"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # Stand-ins for uv (`venv ... DIR`, `pip sync ... LOCK`) and npm (`ci --prefix DIR ...`):

@@ -16,6 +16,8 @@ from tests.frameworks.test_frameworks_js import APPS as JS_APPS
 from tests.frameworks.test_frameworks_js import WITHOUT_CONTENT as JS_WITHOUT_CONTENT
 from tests.frameworks.test_frameworks_real import APPS as RAG_APPS
 from tests.frameworks.test_frameworks_real import REPO
+from tests.frameworks.test_frameworks_sdks import APPS as SDK_APPS
+from tests.frameworks.test_frameworks_sdks import TRANSLATED
 
 _CASE = re.compile(r"`([a-z0-9_]+):([a-z0-9-]+):([a-z0-9_-]+)`")
 _SHAPE = re.compile(r"`(test_[a-z0-9_]+)`")
@@ -72,7 +74,15 @@ def test_every_row_says_how_it_was_tested_and_every_test_is_named() -> None:
         assert cases or found or "tests/trace" in tested_by, f"how was this tested? {row}"
         named |= cases
         shapes |= found
-    stacks = [*AGENT_STACKS, *ORDERED, *WITHOUT_CONTENT, *JS_APPS, *JS_WITHOUT_CONTENT]
+    stacks = [
+        *AGENT_STACKS,
+        *ORDERED,
+        *WITHOUT_CONTENT,
+        *JS_APPS,
+        *JS_WITHOUT_CONTENT,
+        *SDK_APPS,
+        TRANSLATED,
+    ]
     real = {(a, i, v) for a, i, v, *_ in [*AGENT_APPS, *stacks]} | set(RAG_APPS)
     assert named <= real, named - real
     must_name = {(a, i, v) for a, i, v, *_ in stacks}

@@ -19,7 +19,7 @@ from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, Settings
 from monitor.processors.trace._assembler import FinishedTrace
-from monitor.processors.trace._outcomes import SILENT_AFTER, Outcomes
+from monitor.processors.trace._outcomes import Outcomes
 from monitor.record_limits import SizeLimits
 from monitor.records import EXTRACTION_SUSPECT, ContextDoc, RagRecord
 from monitor.telemetry import Telemetry
@@ -182,17 +182,18 @@ def test_the_switch_is_a_pipeline_setting(tmp_path: Any) -> None:
     assert load_config(str(path)).pipeline.evaluate_suspect_records is False
 
 
-def test_a_service_whose_traces_never_give_a_record_is_logged(
+def test_the_first_trace_of_a_service_that_gives_no_record_is_logged_and_each_counted(
     telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
     outcomes = Outcomes(telemetry, None, SizeLimits())
+    outcomes.record(_record(0, "rag", None), "otlp_http")
     with caplog.at_level(logging.WARNING, logger="monitor.processors.trace"):
-        for i in range(SILENT_AFTER):
+        for i in range(10):
             outcomes.not_rag(FinishedTrace(f"{i:032x}", [], "root_ended", "otlp_http"), "mute")
             outcomes.not_rag(FinishedTrace(f"{i:032x}", [], "root_ended", "otlp_http"), "rag")
-            if i == 0:
-                outcomes.record(_record(i, "rag", None), "otlp_http")
-    lines = [r.getMessage() for r in caplog.records if "gave a record" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "gave no record" in r.getMessage()]
     assert len(lines) == 1  # rate-limited, and never for a service that gives records
-    assert f"'mute': none of its {SILENT_AFTER} sampled traces" in lines[0]
-    assert "Tracing your app" in lines[0]
+    assert f"'mute': its sampled trace {0:032x} (of 0 spans) gave no record" in lines[0]
+    assert "extraction.conventions" in lines[0] and "Tracing your app" in lines[0]
+    assert _value(telemetry, "traces_not_rag", service="mute") == 10
+    assert _value(telemetry, "traces_not_rag", service="rag") == 10

@@ -56,6 +56,8 @@ APP_ENVS = {
     "autogen": "autogen",
     "agent_framework": "agent-framework",
     "google_adk": "google-adk",
+    "mlflow": "mlflow",
+    "langfuse": "langfuse",
 }
 
 

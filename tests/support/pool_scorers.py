@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from monitor.config import EvaluatorConfig
-from monitor.extraction import TraceRecords, Unreadable
+from monitor.extraction import Convention, TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.evaluation._task import ScorerFactory, Settings, worker_initializer
 from monitor.record_limits import SizeLimits
@@ -66,7 +66,10 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
     from monitor.processors.evaluation import _task
 
     def extract(
-        spans: Sequence[Span], route_attribute: str, limits: SizeLimits
+        spans: Sequence[Span],
+        route_attribute: str,
+        limits: SizeLimits,
+        conventions: Sequence[Convention] = (),
     ) -> TraceRecords | Unreadable:
         for span in spans:
             once = span.name.startswith("hang-once:")
@@ -75,7 +78,7 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
                 if not (once and path.exists()):
                     path.touch()
                     threading.Event().wait()
-        return real(spans, route_attribute, limits)
+        return real(spans, route_attribute, limits, conventions)
 
     # Replaces the name that the evaluation task looks up in its module.
     vars(_task)["extract_within"] = extract

@@ -333,3 +333,40 @@ def test_mastra_agent_span_input_and_output_are_the_request() -> None:
     assert (record.query, record.response) == (QUESTION, ANSWER)
     assert record.context_text == [d["content"] for d in DOCS]
     assert EXTRACTION_SUSPECT not in record.metadata
+
+
+# Observability SDKs' model calls with their content capture off: the span's role (or only
+# its model and usage attributes, on a span that declares no role) is the sign.
+SDK_CALLS_WITHOUT_CONTENT = [
+    (
+        "mlflow",
+        {"mlflow.spanType": '"CHAT_MODEL"', "mlflow.llm.model": '"gpt-4o-mini"'},
+    ),
+    (
+        "mlflow",
+        {"mlflow.chat.tokenUsage": json.dumps({"input_tokens": 30, "output_tokens": 8})},
+    ),
+    (
+        "langfuse",
+        {"langfuse.observation.type": "generation", "langfuse.observation.model.name": "x"},
+    ),
+    (
+        "langfuse",
+        {"langfuse.observation.usage_details": json.dumps({"input": 30, "output": 8})},
+    ),
+]
+
+
+@pytest.mark.parametrize(("stack", "attributes"), SDK_CALLS_WITHOUT_CONTENT)
+def test_an_sdks_model_call_without_content_is_a_suspect_naming_the_sdk(
+    stack: str, attributes: dict[str, Any]
+) -> None:
+    t = Trace()
+    with t.span("POST /ask", http__route="/ask"), t.span("llm call", **attributes):
+        pass
+    record = _only(t)
+    assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
+    assert record.metadata["instrumentation"] == stack
+    switch = {"mlflow": "autolog", "langfuse": "capture_input"}[stack]
+    assert f"({stack}: " in suspect_guidance("no_query", stack)
+    assert switch in suspect_guidance("no_query", stack)

@@ -25,7 +25,7 @@ from typing import Any
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
-from monitor.extraction import TraceRecords, Unreadable, extract_within
+from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
 from monitor.pool import Initializer
 from monitor.record_limits import SizeLimits
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
@@ -90,6 +90,7 @@ class Settings:
     route_attribute: str = "http.route"
     limits: SizeLimits = field(default_factory=SizeLimits)
     evaluate_suspect: bool = False
+    conventions: tuple[Convention, ...] = ()  # the user's (`extraction.conventions`)
 
 
 def held_back(record: RagRecord, evaluate_suspect: bool) -> bool:
@@ -116,7 +117,9 @@ def run(task: Task, scorers: Mapping[str, CpuScorer], settings: Settings, answer
     record scored."""
     for job in task.jobs:
         answer.extractions.append(
-            extract_within(job.spans, settings.route_attribute, settings.limits)
+            extract_within(
+                job.spans, settings.route_attribute, settings.limits, settings.conventions
+            )
             if isinstance(job, TraceJob)
             else None
         )

@@ -26,9 +26,6 @@ from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
-# Sampled traces of a service that gave no record, none ever having given one, before the
-# log says the service's integration is probably not read.
-SILENT_AFTER = 10
 
 
 class Outcomes:
@@ -63,6 +60,12 @@ class Outcomes:
             "Records built from a trace some of whose attribute values could not be read "
             "(nested too deeply, not a valid value): read as text or left out, by reason.",
             ("service", "reason"),
+        )
+        self.not_rag_traces = telemetry.counter(
+            "traces_not_rag",
+            "Sampled traces that gave no record (no model call, retrieval or rag.* attribute "
+            'recognised), by service; also counted in dropped_total{reason="not_rag"}.',
+            ("service",),
         )
         # Per service (capped): sampled traces that gave no record while the service has
         # never given one; a service leaves once it gives a record.
@@ -171,25 +174,30 @@ class Outcomes:
             self.observer.no_record(trace.trace_id, service, trace.source, reason, len(trace.spans))
 
     def not_rag(self, trace: FinishedTrace, service: str) -> None:
+        """A sampled trace that gave no record: counted with its service; while the
+        service has never given a record, its first such trace is logged at once (then at
+        most every 10 s), naming the trace."""
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
         capped = self._t.service_cap(service)
+        self._t.child(self.not_rag_traces, capped).inc()
         if capped in self._speaking:
             return
         if capped not in self._silent:
             self._forget_evicted()
         silent = self._silent[capped] = self._silent.get(capped, 0) + 1
-        if silent >= SILENT_AFTER:
-            self.warn.warning(
-                f"silent/{capped}",
-                "service %r: none of its %d sampled traces gave a record (each counted in "
-                'dropped_total{reason="not_rag"}): no model call, retrieval or rag.* '
-                "attribute was recognised; its instrumentation may write none of the "
-                "conventions read, or no content (see the README's 'Tracing your app'; "
-                "/debug/records lists its traces)",
-                capped,
-                silent,
-            )
+        self.warn.warning(
+            f"silent/{capped}",
+            "service %r: its sampled trace %s (of %d spans) gave no record, and none of its "
+            "%d such traces has (traces_not_rag_total): no model call, retrieval or rag.* "
+            "attribute was recognised; its instrumentation may write none of the conventions "
+            "read (declare yours in extraction.conventions), or no content (see the README's "
+            "'Tracing your app'; /debug/records lists its traces)",
+            capped,
+            trace.trace_id,
+            len(trace.spans),
+            silent,
+        )
 
     def _forget_evicted(self) -> None:
         """Keep what is known of services to those holding a label slot (plus `other`):

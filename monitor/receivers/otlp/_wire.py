@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.component import ACCEPTED, Accepted, Delivery, Refused, TraceConsumer
@@ -22,6 +24,7 @@ from monitor.spans import (
     decode_logs_protobuf,
     read_protobuf,
 )
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 _CHUNK = 64 * 1024
 
@@ -108,6 +111,61 @@ async def decode(
     return await offload(decode_request, body, gzip=gzip, as_json=as_json, limit=limit, logs=logs)
 
 
+def metrics_in(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> int:
+    """How many metrics an `ExportMetricsServiceRequest` holds (the monitor uses none: they
+    are counted and discarded), in the receivers' decode thread. Raises `DecodeError`
+    for a body that is not one, `TooLarge` past the limit."""
+    if gzip:
+        body = gunzip_capped(body, limit)
+    if as_json:
+        try:
+            request = json.loads(body)
+            return sum(
+                len(scope.get("metrics") or [])
+                for resource in request.get("resourceMetrics") or []
+                for scope in resource.get("scopeMetrics") or []
+            )
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise DecodeError("bad_json", f"not an OTLP/JSON metrics request: {exc}") from None
+    message = ExportMetricsServiceRequest()
+    try:
+        message.ParseFromString(body)
+    except Exception as exc:  # the protobuf runtime's DecodeError, whichever runtime
+        raise DecodeError("bad_protobuf", f"not an OTLP metrics request: {exc}") from None
+    return sum(len(scope.metrics) for r in message.resource_metrics for scope in r.scope_metrics)
+
+
+class Discarded:
+    """The OTLP items an SDK exports to the one endpoint that the monitor does not use
+    (metrics, log records that are not GenAI events): accepted, so that such an SDK logs
+    no export error, counted in `otlp_discarded_total{receiver,signal}` and logged
+    (rate-limited)."""
+
+    def __init__(self, telemetry: Telemetry, receiver: str, warn: RateLimitedLog) -> None:
+        self._counter = telemetry.counter(
+            "otlp_discarded",
+            "OTLP items accepted and not used, by signal: metrics, and log records that are "
+            "not GenAI events.",
+            ("receiver", "signal"),
+        )
+        self._t = telemetry
+        self._receiver = receiver
+        self._warn = warn
+
+    def add(self, signal: str, n: int) -> None:
+        if not n:
+            return
+        self._t.child(self._counter, self._receiver, signal).inc(n)
+        self._warn.warning(
+            f"discarded/{signal}",
+            "%s: %d %s accepted and discarded: the monitor reads traces and GenAI log events "
+            "only (otlp_discarded_total)",
+            self._receiver,
+            n,
+            "metrics" if signal == "metrics" else "log records that are not GenAI events",
+        )
+
+
 def hand_over(
     consumer: TraceConsumer, receiver: str, request: Request, *, logs: bool
 ) -> Accepted | Refused:
@@ -136,37 +194,22 @@ def token_ok(presented: str | None, expected: str | None) -> bool:
 
 def export_response(decoded: Request, *, as_json: bool) -> bytes:
     """Success or partial success (`rejected_spans` + message), in the request's encoding."""
-    if not decoded.rejected and not as_json:
-        return b""  # a full success: the empty message
-    return _partial_success(
-        decoded, as_json, ExportTraceServiceResponse(), "rejected_spans", "rejectedSpans"
-    )
-
-
-def export_logs_response(decoded: Request, *, as_json: bool) -> bytes:
-    """`ExportLogsServiceResponse`: success, or the refused log records and why."""
-    return _partial_success(
-        decoded, as_json, ExportLogsServiceResponse(), "rejected_log_records", "rejectedLogRecords"
-    )
-
-
-def _partial_success(
-    decoded: Request,
-    as_json: bool,
-    response: ExportTraceServiceResponse | ExportLogsServiceResponse,
-    rejected_field: str,
-    rejected_json_field: str,
-) -> bytes:
+    if not decoded.rejected:
+        return export_success(as_json=as_json)
     if as_json:
-        if not decoded.rejected:
-            return b"{}"
-        partial = {rejected_json_field: str(decoded.rejected), "errorMessage": decoded.message}
+        partial = {"rejectedSpans": str(decoded.rejected), "errorMessage": decoded.message}
         return json.dumps({"partialSuccess": partial}).encode()
-    if decoded.rejected:
-        setattr(response.partial_success, rejected_field, decoded.rejected)
-        response.partial_success.error_message = decoded.message
+    response = ExportTraceServiceResponse()
+    response.partial_success.rejected_spans = decoded.rejected
+    response.partial_success.error_message = decoded.message
     data: bytes = response.SerializeToString()
     return data
+
+
+def export_success(*, as_json: bool) -> bytes:
+    """A full success, in the request's encoding: an empty `Export*ServiceResponse` (for
+    logs and metrics whatever they held: their unused items are accepted and discarded)."""
+    return b"{}" if as_json else b""
 
 
 def status_body(code: int, message: str, *, as_json: bool) -> bytes:

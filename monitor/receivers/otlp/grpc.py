@@ -1,4 +1,7 @@
-"""OTLP/gRPC trace receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` and
+`LogsService/Export` (GenAI log events); `MetricsService/Export` and logs that are not GenAI
+events are accepted and counted as discarded (`otlp_discarded_total{receiver,signal}`), so
+an SDK exporting every signal to one endpoint logs no export error.
 
 The method is registered with raw bytes in and out, so that the receiver decodes them
 (`_wire.decode`: a small request read on the event loop, a larger one in the receivers'
@@ -24,11 +27,13 @@ from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._tls import grpc_credentials
 from monitor.receivers.otlp._wire import (
+    Discarded,
     Offload,
     decode,
-    export_logs_response,
     export_response,
+    export_success,
     hand_over,
+    metrics_in,
     token_ok,
 )
 from monitor.spans import DecodeError
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 RECEIVER = "otlp_grpc"
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
+METRICS_SERVICE = "opentelemetry.proto.collector.metrics.v1.MetricsService"
 
 
 class OtlpGrpcReceiver:
@@ -57,6 +63,7 @@ class OtlpGrpcReceiver:
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
+        self._discarded = Discarded(telemetry, RECEIVER, self._warn)
         self._server: aio.Server | None = None
         self.port: int | None = None
 
@@ -75,10 +82,14 @@ class OtlpGrpcReceiver:
         logs_handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
             self._export_logs
         )
+        metrics_handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(
+            self._export_metrics
+        )
         server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),
                 grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": logs_handler}),
+                grpc.method_handlers_generic_handler(METRICS_SERVICE, {"Export": metrics_handler}),
             )
         )
         try:
@@ -121,12 +132,22 @@ class OtlpGrpcReceiver:
         self, request: bytes, context: aio.ServicerContext[bytes, bytes]
     ) -> bytes:
         """`LogsService/Export`: GenAI log events, joined to their spans by the trace
-        stage; other log records are refused in `partial_success` and counted."""
-        return await self._export(request, context, logs=True)
+        stage; other log records are accepted and counted as discarded."""
+        return await self._export(request, context, "logs")
+
+    async def _export_metrics(
+        self, request: bytes, context: aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        """`MetricsService/Export`: accepted, counted as discarded."""
+        return await self._export(request, context, "metrics")
 
     async def _export(
-        self, request: bytes, context: aio.ServicerContext[bytes, bytes], *, logs: bool = False
+        self,
+        request: bytes,
+        context: aio.ServicerContext[bytes, bytes],
+        signal: str = "traces",
     ) -> bytes:
+        logs = signal == "logs"
         if self._token is not None:
             metadata = dict(context.invocation_metadata() or ())
             presented = metadata.get("authorization")
@@ -137,9 +158,15 @@ class OtlpGrpcReceiver:
                     "unauthorized",
                     "missing or wrong bearer token",
                 )
-        if self._consumer.refuses():
+        if signal != "metrics" and self._consumer.refuses():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         try:
+            if signal == "metrics":
+                metrics = await self._offload(
+                    metrics_in, request, gzip=False, as_json=False, limit=self._limit
+                )
+                self._discarded.add("metrics", metrics)
+                return export_success(as_json=False)
             decoded = await decode(
                 self._offload, request, gzip=False, as_json=False, limit=self._limit, logs=logs
             )
@@ -152,9 +179,9 @@ class OtlpGrpcReceiver:
             )
         if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
+        if logs:
+            self._discarded.add("logs", decoded.rejected)
+            return export_success(as_json=False)
         if decoded.rejected:
-            reason = "not_genai_event" if logs else "invalid_span"
-            self._t.records_rejected.labels(RECEIVER, reason).inc(decoded.rejected)
-            if logs:
-                self._warn.warning(reason, "OTLP/gRPC log records refused: %s", decoded.message)
-        return (export_logs_response if logs else export_response)(decoded, as_json=False)
+            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+        return export_response(decoded, as_json=False)

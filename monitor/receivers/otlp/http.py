@@ -1,4 +1,7 @@
-"""OTLP/HTTP trace receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
+"""OTLP/HTTP receiver: `POST /v1/traces` and `/v1/logs` (GenAI log events), protobuf or
+JSON, optionally gzip; `POST /v1/metrics` and logs that are not GenAI events are accepted
+and counted as discarded (`otlp_discarded_total{receiver,signal}`), so an SDK exporting
+every signal to one endpoint logs no export error.
 
 Replies per the OTLP/HTTP spec, in the request's encoding: 200 with an
 `ExportTraceServiceResponse` (with `partial_success.rejected_spans` and a message when
@@ -25,12 +28,14 @@ from monitor.config import Config
 from monitor.receivers.otlp._connections import ConnectionGuard
 from monitor.receivers.otlp._tls import http_ssl_context
 from monitor.receivers.otlp._wire import (
+    Discarded,
     Offload,
     TooLarge,
     decode,
-    export_logs_response,
     export_response,
+    export_success,
     hand_over,
+    metrics_in,
     status_body,
     token_ok,
 )
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 RECEIVER = "otlp_http"
 PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
+METRICS_PATH = "/v1/metrics"
 RETRY_AFTER_S = 2
 _PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf"})
 _JSON = "application/json"
@@ -73,6 +79,7 @@ class OtlpHttpReceiver:
         self._offload = offload
         self._t = telemetry
         self._warn = RateLimitedLog(log)
+        self._discarded = Discarded(telemetry, RECEIVER, self._warn)
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
         self.port: int | None = None
@@ -83,6 +90,7 @@ class OtlpHttpReceiver:
         app = web.Application(client_max_size=self._limit, middlewares=[self._guard.middleware])
         app.router.add_post(PATH, self._export)
         app.router.add_post(LOGS_PATH, self._export_logs)
+        app.router.add_post(METRICS_PATH, self._export_metrics)
         # Bodies are decompressed here, with a cap, not by the server.
         runner = web.AppRunner(
             app,
@@ -143,10 +151,14 @@ class OtlpHttpReceiver:
 
     async def _export_logs(self, request: web.Request) -> web.Response:
         """`POST /v1/logs`: GenAI log events, joined to their spans by the trace stage;
-        other log records are refused in `partial_success` and counted."""
-        return await self._export(request, logs=True)
+        other log records are accepted and counted as discarded."""
+        return await self._export(request, "logs")
 
-    async def _export(self, request: web.Request, *, logs: bool = False) -> web.Response:
+    async def _export_metrics(self, request: web.Request) -> web.Response:
+        """`POST /v1/metrics`: accepted, counted as discarded."""
+        return await self._export(request, "metrics")
+
+    async def _export(self, request: web.Request, signal: str = "traces") -> web.Response:
         media = request.content_type
         as_json = media == _JSON
         if not token_ok(request.headers.get("Authorization"), self._token):
@@ -176,7 +188,7 @@ class OtlpHttpReceiver:
             )
         if request.content_length is not None and request.content_length > self._limit:
             return self._too_large(f"body of {request.content_length} bytes", as_json)
-        if self._consumer.refuses():
+        if signal != "metrics" and self._consumer.refuses():
             return self._unavailable(as_json)
         # The chunks as they arrived, joined once: no copy per chunk, none for a body that
         # came in one piece.
@@ -201,7 +213,18 @@ class OtlpHttpReceiver:
             )
             response.force_close()
             return response
+        logs = signal == "logs"
         try:
+            if signal == "metrics":
+                metrics = await self._offload(
+                    metrics_in,
+                    b"".join(chunks),
+                    gzip=encoding == "gzip",
+                    as_json=as_json,
+                    limit=self._limit,
+                )
+                self._discarded.add("metrics", metrics)
+                return self._success(export_success(as_json=as_json), as_json)
             decoded = await decode(
                 self._offload,
                 b"".join(chunks),
@@ -221,16 +244,15 @@ class OtlpHttpReceiver:
             )
         if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
             return self._unavailable(as_json)
+        if logs:
+            self._discarded.add("logs", decoded.rejected)
+            return self._success(export_success(as_json=as_json), as_json)
         if decoded.rejected:
-            reason = "not_genai_event" if logs else "invalid_span"
-            self._t.records_rejected.labels(RECEIVER, reason).inc(decoded.rejected)
-            if logs:
-                self._warn.warning(reason, "OTLP/HTTP log records refused: %s", decoded.message)
-        respond = export_logs_response if logs else export_response
-        return web.Response(
-            body=respond(decoded, as_json=as_json),
-            content_type=_JSON if as_json else "application/x-protobuf",
-        )
+            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+        return self._success(export_response(decoded, as_json=as_json), as_json)
+
+    def _success(self, body: bytes, as_json: bool) -> web.Response:
+        return web.Response(body=body, content_type=_JSON if as_json else "application/x-protobuf")
 
     def _too_large(self, what: str, as_json: bool) -> web.Response:
         return self._reject(

@@ -1,0 +1,122 @@
+"""`extraction`: the user's own tracing conventions, read before the shipped ones
+(`monitor/extraction/_conventions.py`): which attribute names a span's role and which of
+its values mean what, or which spans (by name or by an attribute they carry) have a role;
+and where each part of a record is, with its encoding."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from monitor.config._fields import Section
+
+Role = Literal["request", "agent", "chain", "retrieval", "model", "tool", "embeddings", "other"]
+Encoding = Literal["text", "json", "messages", "indexed"]
+# The shipped conventions' names: a user's convention takes another.
+SHIPPED_CONVENTIONS = frozenset(
+    {
+        "vercel-ai",
+        "mastra",
+        "spring-ai",
+        "genkit",
+        "semantic-kernel",
+        "autogen",
+        "langsmith",
+        "openinference",
+        "mlflow",
+        "langfuse",
+        "openllmetry",
+        "agent-framework",
+        "google-adk",
+        "dotnet-genai",
+        "java-genai",
+        "genai",
+    }
+)
+
+
+class AttributeSource(Section):
+    """Where a part is: a span attribute (a prefix for `indexed`: `<attribute>.N.<field>`),
+    its encoding, and for a JSON object the member that holds it. A bare string is the
+    attribute, as text."""
+
+    attribute: str = Field(min_length=1)
+    encoding: Encoding = "text"
+    field: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_attribute(cls, data: Any) -> Any:
+        return {"attribute": data} if isinstance(data, str) else data
+
+
+class ConventionKind(Section):
+    """The attribute naming a span's role, and which of its values mean which role
+    (values not listed leave the span to the other conventions)."""
+
+    attribute: str = Field(min_length=1)
+    values: dict[str, Role] = Field(min_length=1)
+
+
+class ConventionMatch(Section):
+    """Spans that have `role` though they declare none: by name, or because they carry one
+    of `attributes` (a decorated retriever whose documents the app writes itself)."""
+
+    span_names: list[str] = []
+    attributes: list[str] = []
+    role: Role
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> ConventionMatch:
+        if not self.span_names and not self.attributes:
+            raise ValueError("span_names: name the spans, or the attributes they carry")
+        return self
+
+
+class UserConvention(Section):
+    """One convention of the user's: a span's role by `kind` or `match`; `input` (a
+    request's question, a model call's messages, a retrieval's query), `output` (a
+    request's or model call's answer, a tool's result), `documents` (a retrieval's, in
+    order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: ConventionKind | None = None
+    match: ConventionMatch | None = None
+    input: list[AttributeSource] = []
+    output: list[AttributeSource] = []
+    documents: list[AttributeSource] = []
+    model: list[AttributeSource] = []
+    input_tokens: list[AttributeSource] = []
+    output_tokens: list[AttributeSource] = []
+    conversation: list[AttributeSource] = []
+
+    @field_validator("name")
+    @classmethod
+    def _not_shipped(cls, name: str) -> str:
+        if name in SHIPPED_CONVENTIONS:
+            raise ValueError(f"{name!r} is a shipped convention; give yours another name")
+        return name
+
+    @model_validator(mode="after")
+    def _says_something(self) -> UserConvention:
+        parts = (self.input, self.output, self.documents, self.model, self.conversation)
+        if self.kind is None and self.match is None and not any(parts):
+            raise ValueError(
+                "kind: a convention needs a kind or a match (what a span is), or where a "
+                "part is (input, output, documents, model, conversation)"
+            )
+        return self
+
+
+class Extraction(Section):
+    conventions: list[UserConvention] = []
+
+    @field_validator("conventions")
+    @classmethod
+    def _unique_names(cls, entries: list[UserConvention]) -> list[UserConvention]:
+        names = [e.name for e in entries]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"listed twice: {', '.join(twice)}")
+        return entries

@@ -1,0 +1,268 @@
+"""A `Source` of the conventions table read from a span's attributes, by its encoding
+(`_conventions.py` lists them): the raw value (`raw`), and read as messages sent to a
+model (`messages_of`), the text a model returned (`output_of`), documents (`docs_of`) or
+one piece of text (`text_of`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.extraction._conventions import (
+    GENKIT,
+    INDEXED,
+    JSON,
+    MESSAGES,
+    SCORED_NODES,
+    TOOL_MESSAGES,
+    Source,
+)
+from monitor.extraction._span_values import (
+    Doc,
+    as_doc,
+    as_float,
+    chat_messages,
+    content_text,
+    indexed,
+    json_docs,
+    loads,
+    role_of,
+)
+
+_ABSENT: Any = object()
+
+
+def key_of(source: Source, attributes: dict[str, Any]) -> str | None:
+    """The attribute a source names, its `{attribute}` placeholders filled in from the
+    span's own attributes (Mastra's `mastra.{mastra.span.type}.input`); None when one is
+    missing."""
+    key = source.key
+    while "{" in key:
+        start = key.index("{")
+        end = key.find("}", start)
+        if end < 0:
+            return None
+        value = attributes.get(key[start + 1 : end])
+        if not isinstance(value, str):
+            return None
+        key = key[:start] + value + key[end + 1 :]
+    return key
+
+
+def present(source: Source, attributes: dict[str, Any]) -> bool:
+    """Whether the span carries the source's attribute (for `indexed`, its first item)."""
+    key = key_of(source, attributes)
+    if key is None:
+        return False
+    if source.encoding == INDEXED:
+        first = f"{key}.0"
+        return any(k == first or k.startswith(first + ".") for k in attributes)
+    return key in attributes
+
+
+def raw(source: Source, attributes: dict[str, Any]) -> Any:
+    """The source's value as the span carries it (its `field` taken out of a JSON object),
+    or `_ABSENT`; an `indexed` source is never raw."""
+    key: str | None = source.key
+    if "{" in source.key:
+        key = key_of(source, attributes)
+    value = _ABSENT if key is None else attributes.get(key, _ABSENT)
+    if value is _ABSENT or source.encoding == INDEXED:
+        return _ABSENT
+    if source.field is not None:
+        value = loads(value)
+        value = value.get(source.field, _ABSENT) if isinstance(value, dict) else _ABSENT
+    return value
+
+
+def is_absent(value: Any) -> bool:
+    return value is _ABSENT
+
+
+def text_of(source: Source, attributes: dict[str, Any]) -> str | None:
+    """One piece of text (a model's name, a conversation id, a query, a token count):
+    a string (JSON string literals decoded) or a number's digits."""
+    value = raw(source, attributes)
+    if value is _ABSENT or value is None:
+        return None
+    value = loads(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return str(value)
+    if source.encoding == GENKIT and isinstance(value, dict):
+        asked = value.get("query")  # a RetrieverRequest
+        return content_text(asked.get("content")) if isinstance(asked, dict) else None
+    return content_text(value) if isinstance(value, str | list) else None
+
+
+def indexed_messages(
+    attributes: dict[str, Any], prefix: str, default_role: str = "user"
+) -> list[tuple[str, str]]:
+    """`<prefix>.N.{role,content}` messages (OpenLLMetry; `default_role` when one names
+    none), or OpenInference's `<prefix>.N.message.{role,content}` and
+    `message.contents.M.message_content.text`."""
+    out = []
+    for group in indexed(attributes, prefix + "."):
+        role = role_of(group.get("message.role", group.get("role")))
+        text = group.get("message.content", group.get("content"))
+        if text is None:
+            parts = indexed(group, "message.contents.")
+            texts = [p.get("message_content.text") for p in parts if p.get("message_content.text")]
+            text = "\n".join(str(t) for t in texts) if texts else None
+        if role is None and "content" in group:
+            role = default_role
+        if role and text is not None:
+            out.append((role, content_text(text) or ""))
+    return out
+
+
+def messages_of(source: Source, attributes: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (role, text) messages a model call was sent."""
+    if source.encoding == INDEXED:
+        return indexed_messages(attributes, source.key)
+    value = raw(source, attributes)
+    if value is _ABSENT:
+        return []
+    if source.encoding == GENKIT:  # a ModelRequest
+        request = loads(value)
+        return chat_messages(request.get("messages")) if isinstance(request, dict) else []
+    return chat_messages(value)
+
+
+def output_of(source: Source, attributes: dict[str, Any]) -> str | None:
+    """The text a model call returned."""
+    if source.encoding == INDEXED:
+        messages = indexed_messages(attributes, source.key, default_role="assistant")
+        texts = [t for r, t in messages if r == "assistant" and t]
+        return "\n".join(texts) or None
+    value = raw(source, attributes)
+    if value is _ABSENT:
+        return None
+    if source.encoding == GENKIT:  # a ModelResponse
+        response = loads(value)
+        message = response.get("message") if isinstance(response, dict) else None
+        texts = [t for r, t in chat_messages([message]) if r == "assistant"]
+        return "\n".join(texts) if texts else None
+    if source.encoding == MESSAGES:
+        return completion_text(value)
+    return content_text(value)
+
+
+def completion_text(value: Any) -> str | None:
+    """A model's answer: assistant messages, an OpenAI response's `choices`, LangChain's
+    `{"generations": [[{"text", "message"}]]}` (LangSmith's OTel mode), or plain text."""
+    completion = loads(value)
+    if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
+        messages = [c.get("message") for c in completion["choices"] if isinstance(c, dict)]
+        texts = [t for r, t in chat_messages(messages) if r == "assistant" and t]
+        return "\n".join(texts) or None
+    if isinstance(completion, dict) and isinstance(completion.get("generations"), list):
+        batch = completion["generations"][:1]
+        gens = batch[0] if batch and isinstance(batch[0], list) else batch
+        texts = []
+        for gen in gens:
+            if not isinstance(gen, dict):
+                continue
+            text = gen.get("text")
+            if not (isinstance(text, str) and text.strip()):
+                message = chat_messages([gen.get("message")])
+                text = next((t for r, t in message if r == "assistant"), None)
+            if isinstance(text, str) and text.strip():
+                texts.append(text)
+        return "\n".join(texts) or None
+    found = [t for r, t in chat_messages(completion) if r == "assistant"]
+    if found:
+        return "\n".join(found)
+    return content_text(completion)
+
+
+def indexed_docs(attributes: dict[str, Any], prefix: str) -> list[Doc]:
+    """`<prefix>.N.document.{content,id,score,metadata}` (OpenInference) or
+    `<prefix>.N.{content,doc_uri,score}` documents; `<prefix>.N` alone is one text."""
+    docs = []
+    for group in indexed(attributes, prefix + "."):
+        if "" in group:
+            docs.append(Doc(str(group[""])))
+            continue
+        fields = {k.removeprefix("document."): v for k, v in group.items()}
+        doc = as_doc(fields)
+        if doc is not None:
+            docs.append(doc)
+    return docs
+
+
+def scored_nodes(value: Any) -> list[Doc] | None:
+    """A list of scored nodes (`{"node": {"text", "metadata", ...}, "score"}`, each maybe a
+    JSON string: LlamaIndex's NodeWithScore as OpenLLMetry serializes it), else None."""
+    if isinstance(value, str) and not ('"node' in value and "score" in value):
+        return None
+    value = loads(value)
+    if not isinstance(value, list) or not value:
+        return None
+    docs = []
+    for item in value:
+        item = loads(item)
+        if not (isinstance(item, dict) and isinstance(item.get("node"), dict)):
+            return None
+        doc = as_doc(item)
+        if doc is None or doc.content is None:
+            return None
+        docs.append(doc)
+    return docs
+
+
+def docs_of(source: Source, attributes: dict[str, Any]) -> list[Doc] | None:
+    """The documents a source holds, in order; None when it holds none."""
+    if source.encoding == INDEXED:
+        return indexed_docs(attributes, source.key) or None
+    value = raw(source, attributes)
+    if value is _ABSENT:
+        return None
+    if source.encoding == SCORED_NODES:
+        return scored_nodes(value)
+    docs = json_docs(value)
+    if docs is None and source.encoding not in (JSON, GENKIT):
+        text = content_text(value)
+        return [Doc(text)] if text else None
+    return docs
+
+
+def tool_messages_result(value: Any) -> Any:
+    """The tool's result in a tool span's `gen_ai.output.messages`: its
+    `tool_call_response` parts, else the messages' text."""
+    messages = loads(value)
+    if not isinstance(messages, list):
+        return messages
+    responses = [
+        part.get("response", part.get("result"))
+        for msg in messages
+        if isinstance(msg, dict) and isinstance(loads(msg.get("parts")), list)
+        for part in loads(msg.get("parts"))
+        if isinstance(part, dict) and part.get("type") == "tool_call_response"
+    ]
+    if responses:
+        return responses[0] if len(responses) == 1 else responses
+    return [content for _, content in chat_messages(messages)] or None
+
+
+def result_of(source: Source, attributes: dict[str, Any]) -> Any:
+    """A tool call's result as its span carries it, or `_ABSENT`."""
+    value = raw(source, attributes)
+    if value is _ABSENT or source.encoding != TOOL_MESSAGES:
+        return value
+    result = tool_messages_result(value)
+    return _ABSENT if result is None else result
+
+
+def number_of(source: Source, attributes: dict[str, Any]) -> int | None:
+    """A token count: a non-negative integer or its digits."""
+    value = raw(source, attributes)
+    if value is _ABSENT:
+        return None
+    value = loads(value) if isinstance(value, str) and value[:1] == '"' else value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    number = as_float(value) if isinstance(value, float) else None
+    return int(number) if number is not None and number >= 0 and number.is_integer() else None

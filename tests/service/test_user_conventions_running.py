@@ -1,0 +1,76 @@
+"""A convention declared only in the config of a running `rag-monitor run`: an SDK
+invented for the test (its own kind attribute, JSON values) exported with the real
+OpenTelemetry SDK is read whole, and `/debug/records` names the convention it matched."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from tests.support.servers import rag_monitor
+from tests.support.wait import wait_until
+from tests.trace.test_user_conventions import ACME_CONFIG, ANSWER, DOCS, QUESTION
+
+
+def _send(endpoint: str) -> str:
+    """The invented SDK's trace: a request, a retrieval and a model call; its trace id."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "acme-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    tracer = provider.get_tracer("acme")
+    documents = [{"uri": uri, "text": text} for uri, text in DOCS]
+    ask = {
+        "acme.kind": "ask",
+        "acme.in": json.dumps({"question": QUESTION}),
+        "acme.out": json.dumps(ANSWER),
+        "acme.thread": "thread-7",
+    }
+    with tracer.start_as_current_span("ask", attributes=ask) as root:
+        fetch = {"acme.kind": "fetch", "acme.out": json.dumps({"hits": documents})}
+        with tracer.start_as_current_span("fetch", attributes=fetch):
+            pass
+        think = {
+            "acme.kind": "think",
+            "acme.in": json.dumps([{"role": "user", "content": QUESTION}]),
+            "acme.out": json.dumps({"role": "assistant", "content": ANSWER}),
+        }
+        with tracer.start_as_current_span("think", attributes=think):
+            pass
+    provider.shutdown()
+    return f"{root.get_span_context().trace_id:032x}"
+
+
+def test_a_convention_declared_in_the_config_is_read_and_named(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "receivers:\n  otlp:\n"
+        "    grpc: {endpoint: '127.0.0.1:0'}\n"
+        "    http: {endpoint: '127.0.0.1:0'}\n"
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n"
+        + ACME_CONFIG
+    )
+    with rag_monitor(tmp_path, config) as ports:
+        trace_id = _send(f"http://127.0.0.1:{ports.http}/v1/traces")
+
+        def extracted() -> dict[str, Any] | None:
+            url = f"http://127.0.0.1:{ports.metrics}/debug/records"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                page = json.loads(response.read())
+            return next((e for e in page["extracted"] if e["trace_id"] == trace_id), None)
+
+        entry = wait_until(extracted, 30, "the trace's record in /debug/records")
+    assert entry is not None
+    assert entry["conventions"] == "acme-tracer"
+    assert (entry["query"], entry["response"], entry["conversation"]) == (
+        QUESTION,
+        ANSWER,
+        "thread-7",
+    )
+    assert [(d["doc_uri"], d["content"]) for d in entry["context"]] == DOCS
+    assert entry["missing"] == [] and entry["suspect"] is None
