@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             evaluator_check=evaluator_problems,
             on_unread=lambda line: log.warning("%s", line),
             read_elsewhere=tuple(FLAG_ENV.values()),
+            checks=(judge_credentials,),
         )
-        _check_judges(config)
         if args.command == "run":
             return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
@@ -176,15 +176,28 @@ def _send_sample(endpoint: str | None) -> int:
     return 0
 
 
-def _check_judges(config: Config) -> None:
-    """Raises `ConfigError` naming the variable to set for each judge without the
-    credentials litellm will look for (imports litellm only when a judge is configured)."""
-    if needs_judge(entry.name for entry in config.evaluators):
-        from monitor.judge.access import credential_problems
+def judge_credentials(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """The variable to set for each judge without the credentials litellm will look for
+    (imports litellm only when a judge is configured)."""
+    if not needs_judge(entry.name for entry in config.evaluators):
+        return []
+    from monitor.judge.access import credential_problems
 
-        problems = credential_problems(config)
-        if problems:
-            raise ConfigError(problems)
+    return credential_problems(config, environ)
+
+
+def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """What would stop `run` at the metrics port (its web config, `/debug/records`)."""
+    try:
+        check_metrics_port(config.exporters.prometheus)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+# What `check-config` checks beyond the file itself; `run` and `replay` check the judges
+# (`run` finds the metrics port's problems when it opens the port).
+CHECK_CONFIG = (metrics_port, judge_credentials)
 
 
 def _check_config(path: Path, probe: bool = False) -> int:
@@ -199,9 +212,8 @@ def _check_config(path: Path, probe: bool = False) -> int:
             evaluator_check=evaluator_problems,
             on_unread=lambda line: print(line, file=sys.stderr),
             read_elsewhere=tuple(FLAG_ENV.values()),
+            checks=CHECK_CONFIG,
         )
-        check_metrics_port(config.exporters.prometheus)
-        _check_judges(config)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

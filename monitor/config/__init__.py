@@ -46,6 +46,7 @@ from monitor.config._evaluators import (
 )
 from monitor.config._extras import EXTRA_MODULES, missing_extra
 from monitor.config._fields import (
+    MASK,
     SECRET,
     ConfigError,
     Duration,
@@ -60,7 +61,7 @@ from monitor.config._fields import (
     parse_duration,
 )
 from monitor.config._loader import load_config, validation_problems
-from monitor.config._masking import MASK, effective_config
+from monitor.config._masking import effective_config
 from monitor.config._outputs import (
     FALSE_PAGE_EVERY,
     REGRESSION_MIN_INCREASE,

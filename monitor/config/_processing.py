@@ -76,7 +76,8 @@ class Pipeline(Section):
     # Estimated bytes of the records waiting for or in evaluation (their text and a share
     # per document and history turn; a trace not yet extracted: its spans).
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
-    workers: int = Field(default=4, gt=0)
+    # Each worker is a task holding a batch in work; more than a thousand gain nothing.
+    workers: int = Field(default=4, gt=0, le=1024)
     evaluation_timeout_s: Annotated[
         Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
     ] = 60.0
