@@ -21,7 +21,14 @@ from typing import Any
 import monitor._threads  # noqa: F401
 from monitor._logs import configure_logging
 from monitor._version import __version__
-from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
+from monitor.config import (
+    Config,
+    ConfigError,
+    dump_yaml,
+    effective_config,
+    load_config,
+    mask_url,
+)
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import (
     default_severity_threshold,
@@ -305,7 +312,7 @@ def _explain(config: Config) -> list[str]:
             )
     if config.alerts.fleet is not None:
         lines.append(
-            f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}"
+            f"alerts judged on the fleet's counters in {mask_url(config.alerts.fleet.prometheus_url)}"
         )
     return lines
 

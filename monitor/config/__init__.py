@@ -58,6 +58,7 @@ from monitor.config._fields import (
     SecretMarker,
     Section,
     is_loopback_host,
+    mask_url,
     parse_duration,
 )
 from monitor.config._loader import load_config, validation_problems
@@ -169,6 +170,7 @@ __all__ = [
     "is_loopback_host",
     "load_config",
     "load_yaml",
+    "mask_url",
     "missing_extra",
     "parse_duration",
     "read_yaml_file",
