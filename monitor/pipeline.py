@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from monitor.judge.client import JudgeClient
 
 Readiness = Callable[[], tuple[bool, str]]
+# Something to say while ready (None: nothing); it never makes the monitor unready.
+Notice = Callable[[], str | None]
 
 
 @dataclass(eq=False)
@@ -73,6 +75,8 @@ class Pipeline:
     http: HealthServer | None = None
     # Named checks `/readyz` runs besides the pipeline's own (the Kafka receiver's).
     readiness: list[tuple[str, Readiness]] = field(default_factory=list)
+    # What a ready `/readyz` also says (a fleet rule that has not read for a while).
+    notices: list[Notice] = field(default_factory=list)
 
 
 def _uncounted(kind: str, count: int) -> None:
@@ -159,7 +163,8 @@ def build_pipeline(
     boosts = SamplingBoosts()
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time))
+    notices: list[Notice] = []
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
@@ -184,6 +189,7 @@ def build_pipeline(
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 
     built = Pipeline(config, telemetry, trace, stage, sinks, nodes, [], judge, results_sink, http)
+    built.notices = notices
     if with_receivers:
         otlp = config.receivers.otlp
         if otlp.grpc.enabled or otlp.http.enabled:
@@ -262,9 +268,11 @@ def _alerts_and_events(
     boosts: SamplingBoosts,
     redact: Redact | None,
     clock: Callable[[], float],
+    notices: list[Notice],
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
-    `exporters.otlp.endpoint` is set)."""
+    `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
+    `notices`."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
@@ -285,10 +293,12 @@ def _alerts_and_events(
         port = config.exporters.prometheus.endpoint.rpartition(":")[2]
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
-            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds)
+            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds, clock)
             if alerts.fleet is not None
             else None
         )
+        if fleet is not None:
+            notices.append(fleet.stale)
         sinks.append(
             AlertEngine(
                 alerts.rules,
