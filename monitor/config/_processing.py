@@ -53,6 +53,9 @@ class Budget(Section):
     max_evaluations_per_minute: int | None = Field(default=None, gt=0)
     max_judge_tokens_per_hour: int | None = Field(default=None, gt=0)
     max_judge_cost_usd_per_day: float | None = Field(default=None, gt=0)
+    # Local evaluations a minute beyond which a boost adds none (the base sample's always
+    # run): what a boost may add to the monitor's CPU (docs/contract.md).
+    max_local_evaluations_per_minute: int | None = Field(default=6_000, gt=0)
 
 
 def available_cpus() -> int:

@@ -88,6 +88,7 @@ GOOD: dict[str, Any] = {
         "max_evaluations_per_minute": 60,
         "max_judge_tokens_per_hour": 100000,
         "max_judge_cost_usd_per_day": 5.0,
+        "max_local_evaluations_per_minute": 6000,
     },
     "judge": {
         "model": "openai/gpt-4o-mini",
@@ -282,6 +283,7 @@ TABLE: dict[str, list[Any]] = {
     "budget.max_evaluations_per_minute": [*NOT_A_COUNT, 0],
     "budget.max_judge_tokens_per_hour": [*NOT_A_COUNT, 0],
     "budget.max_judge_cost_usd_per_day": [*NOT_A_NUMBER, 0],
+    "budget.max_local_evaluations_per_minute": [*NOT_A_COUNT, 0],
     "judge.model": NOT_TEXT,
     "judge.api_base": NOT_A_URL,
     "judge.api_key_env": NOT_TEXT,
