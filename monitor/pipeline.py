@@ -37,7 +37,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
 from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
-from monitor.processors.trace import TraceStage
+from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.record_limits import SizeLimits
 from monitor.results import Severity
@@ -185,6 +185,7 @@ def build_pipeline(
         route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
         observer=debug,
         limits=SizeLimits(**config.record_limits.model_dump()),
+        shares=FairShares(config.pipeline.queue_size, telemetry.service_cap),
     )
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 
