@@ -91,10 +91,19 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     config_default = environ.get(FLAG_ENV["config"]) or None
     config_help = f"YAML config (env {FLAG_ENV['config']}; embedded defaults without it)"
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the sidecar (OTLP/Kafka in, metrics and alerts out)")
+    run = sub.add_parser(
+        "run",
+        help="run the sidecar (OTLP/Kafka in, metrics and alerts out)",
+        description="Run the sidecar: take traces over OTLP (and Kafka), score a sample of "
+        "them, serve metrics on the metrics port and send alerts. SIGTERM or SIGINT stops "
+        "intake, drains and exits 0.",
+    )
     run.add_argument("--config", type=Path, default=config_default, help=config_help)
     replay = sub.add_parser(
-        "replay", help="score a JSONL file of RAG records or of OTLP/JSON traces (gzip too)"
+        "replay",
+        help="score a JSONL file of RAG records or of OTLP/JSON traces (gzip too)",
+        description="Score a file of RAG records or OTLP/JSON traces through the same "
+        "pipeline as run, and print a summary per evaluator.",
     )
     replay.add_argument("file", type=Path)
     replay.add_argument("--config", type=Path, default=config_default, help=config_help)
@@ -103,16 +112,23 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check-config",
         help="validate a config file; print the effective configuration (secrets masked)",
+        description="Validate a config file: every problem on stderr as "
+        "'path.to.key: what is wrong' (exit 1), or the effective configuration on stdout, "
+        "defaults filled in and secrets masked.",
     )
     check.add_argument(
         "file", type=Path, nargs="?", default=config_default, help=f"default ${FLAG_ENV['config']}"
     )
     check.add_argument(
-        "--probe", action="store_true", help="also ask each judge model one short question"
+        "--probe",
+        action="store_true",
+        help="also have each judge evaluator judge one sample record and read its verdict",
     )
     sample = sub.add_parser(
         "send-sample",
         help="send one faithful and one hallucinated sample RAG trace to a running monitor",
+        description="Send one faithful and one hallucinated sample RAG trace over OTLP/HTTP "
+        "to a running monitor; exits 1 if it does not take them.",
     )
     sample.add_argument(
         "--endpoint",
@@ -211,8 +227,8 @@ def _check_config(path: Path, probe: bool = False) -> int:
     """Problems on stderr (exit 1); on success the effective configuration on stdout, as
     YAML with defaults filled in and secrets masked, preceded by a summary in comments.
     `RAG_MONITOR_*` variables that nothing reads are named on stderr either way.
-    With `probe`, each judge model is asked one short question first; a failure is a
-    problem."""
+    With `probe`, each judge evaluator judges one sample record first (its own prompt, its
+    answer read as at run time); a failure is a problem."""
     try:
         config = load_config(
             path,
@@ -227,14 +243,14 @@ def _check_config(path: Path, probe: bool = False) -> int:
         return 1
     probed: list[str] = []
     if probe and needs_judge(entry.name for entry in config.evaluators):
-        from monitor.judge.access import probe as probe_judges
+        from monitor.evaluators.probe import probe as probe_judges
 
         results = asyncio.run(probe_judges(config))
         for failed in (r for r in results if r.outcome != "ok"):
             print(failed, file=sys.stderr)
         if any(r.outcome != "ok" for r in results):
             return 1
-        probed = [f"{r} (answered)" for r in results]
+        probed = [f"{r} (a verdict read)" for r in results]
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
     effective = effective_config(config)
     effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
@@ -342,7 +358,7 @@ async def _run(config: Config) -> int:
     )
     await service.shutdown()
     log.info(
-        "stopped; %d evaluations completed, %d abandoned",
+        "stopped; %d sampled traces and records finished, %d abandoned",
         service.stage.completed,
         service.abandoned,
     )

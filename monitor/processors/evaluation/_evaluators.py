@@ -268,7 +268,7 @@ class BatchEvaluator:
             async with asyncio.timeout(self._timeout):
                 result = await evaluator.evaluate(item.record)
         except TimeoutError:
-            result = self._timed_out(evaluator.name)
+            result = self._timed_out(evaluator.name, item.record)
         except Exception as exc:
             result = self._failed(evaluator.name, item.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
@@ -307,7 +307,17 @@ class BatchEvaluator:
                 result.error,
             )
 
-    def _timed_out(self, name: str) -> EvalResult:
+    def _timed_out(self, name: str, record: RagRecord) -> EvalResult:
+        """An evaluation past its deadline: an error result, logged from the first (a
+        judge that hangs says so before its breaker opens), once per 10 s at most."""
+        self._warn.warning(
+            name,
+            "evaluator %s timed out on record %s: no verdict within %gs "
+            "(pipeline.evaluation_timeout_s)",
+            name,
+            record.request_id,
+            self._timeout,
+        )
         return EvalResult.failed(name, f"timeout: no verdict within {self._timeout:g}s")
 
     def _failed(self, name: str, record: RagRecord, exc: Exception) -> EvalResult:
