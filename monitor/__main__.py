@@ -242,20 +242,42 @@ def _check_config(path: Path, probe: bool = False) -> int:
             print(problem, file=sys.stderr)
         return 1
     probed: list[str] = []
-    if probe and needs_judge(entry.name for entry in config.evaluators):
-        from monitor.evaluators.probe import probe as probe_judges
-
-        results = asyncio.run(probe_judges(config))
-        for failed in (r for r in results if r.outcome != "ok"):
-            print(failed, file=sys.stderr)
-        if any(r.outcome != "ok" for r in results):
+    if probe:
+        failed, probed = _probe(config)
+        for line in failed:
+            print(line, file=sys.stderr)
+        if failed:
             return 1
-        probed = [f"{r} (a verdict read)" for r in results]
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
     effective = effective_config(config)
     effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
     print(f"{summary}\n{dump_yaml(effective)}", end="")
     return 0
+
+
+def _probe(config: Config) -> tuple[list[str], list[str]]:
+    """What `--probe` finds, both ways: a line per failure, and a summary line per judge
+    evaluator that gave a verdict and for the fleet's counters when every rule read them."""
+    failed: list[str] = []
+    answered: list[str] = []
+    if needs_judge(entry.name for entry in config.evaluators):
+        from monitor.evaluators.probe import probe as probe_judges
+
+        for result in asyncio.run(probe_judges(config)):
+            if result.outcome == "ok":
+                answered.append(f"{result} (a verdict read)")
+            else:
+                failed.append(str(result))
+    if config.alerts.fleet is not None:
+        from monitor.alerts.fleet import FleetReader
+        from monitor.telemetry import create_telemetry
+
+        fleet = FleetReader(config.alerts.fleet, config.alerts.rules, create_telemetry())
+        problems = asyncio.run(fleet.probe())
+        failed += problems
+        if not problems:
+            answered.append(f"alerts.fleet: every fleet rule's counters read from {fleet.shown}")
+    return failed, answered
 
 
 def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:

@@ -222,8 +222,7 @@ class FleetReader:
         """One read per rule; what fails is counted and logged, never raised."""
         for rule in self._rules:
             try:
-                async with asyncio.timeout(self._timeout):
-                    answer = await self._fetch(session, self._query_text(rule))
+                answer = await self._answer(session, rule)
                 counts = await asyncio.to_thread(self._counted, rule, answer)
                 for (service, cohort), histogram in counts.items():
                     sink(rule.name, service, cohort, histogram)
@@ -231,8 +230,6 @@ class FleetReader:
                 raise
             except _ReadFailed as failed:
                 self._failed(rule, failed.outcome, failed.detail)
-            except TimeoutError:  # the read's deadline, or one of aiohttp's own
-                self._failed(rule, "timeout", f"no answer within {self._timeout:g}s")
             except Exception as exc:  # a defect here must not stop the reads
                 self._failed(rule, "internal", f"{type(exc).__name__} while reading")
             else:
@@ -240,6 +237,30 @@ class FleetReader:
                 self._last_good[rule.name] = now = self._clock()
                 self._last_read.labels(rule.name).set(now)
                 self._last_error.pop(rule.name, None)
+
+    async def probe(self) -> list[str]:
+        """One read of each rule's counters (`check-config --probe`): a problem line per
+        rule whose read fails, naming the Prometheus without its password."""
+        problems = []
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for rule in self._rules:
+                try:
+                    await self._answer(session, rule)
+                except _ReadFailed as failed:
+                    problems.append(
+                        f"alerts.fleet.prometheus_url: reading rule {rule.name}'s counters "
+                        f"from {self.shown} failed ({failed.outcome}: {failed.detail})"
+                    )
+        return problems
+
+    async def _answer(self, session: aiohttp.ClientSession, rule: AlertRule) -> _Answer:
+        """`rule`'s answer, read within the timeout; raises `_ReadFailed`."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._fetch(session, self._query_text(rule))
+        except TimeoutError:  # the read's deadline, or one of aiohttp's own
+            raise _ReadFailed("timeout", f"no answer within {self._timeout:g}s") from None
 
     def _failed(self, rule: AlertRule, outcome: str, detail: str) -> None:
         self._reads.labels(outcome).inc()

@@ -18,16 +18,20 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from aiohttp import web
 
+from monitor.__main__ import main
 from monitor.alerts.fleet import OUTCOMES, FleetReader
 from monitor.config import AlertBaseline, AlertFleet, AlertRule, Config
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
+from tests.support.servers import free_port
 from tests.support.wait import wait_until_async
 
 RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
@@ -417,3 +421,26 @@ async def test_readyz_names_a_fleet_rule_without_a_read_and_stays_ready() -> Non
         assert "regression for 61s (unreachable:" in said and PASSWORD not in said
     finally:
         await service.shutdown(5)
+
+
+def test_check_config_probes_the_fleet_and_never_prints_its_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong (but well-formed) URL fails `check-config --probe` naming the read that
+    failed; a password in the URL shows in neither the summary nor the problem."""
+    path = tmp_path / "monitor.yaml"
+    # A port nothing listens on: the one a stopped server had.
+    closed = f"http://monitor:{PASSWORD}@127.0.0.1:{free_port()}"
+    fleet = {"prometheus_url": closed, "timeout_s": 2}
+    rules = [{"name": "regression", "evaluator": "local_groundedness", "baseline": {}}]
+    path.write_text(yaml.safe_dump({"alerts": {"fleet": fleet, "rules": rules}}))
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr()
+    assert "alerts judged on the fleet's counters in http://monitor:<masked>@127.0.0.1:" in out.out
+    assert PASSWORD not in out.out + out.err
+    assert main(["check-config", str(path), "--probe"]) == 1
+    out = capsys.readouterr()
+    assert out.err.startswith(
+        "alerts.fleet.prometheus_url: reading rule regression's counters from http://127.0.0.1:"
+    ), out.err
+    assert "failed (unreachable:" in out.err and PASSWORD not in out.out + out.err
