@@ -185,7 +185,7 @@ def build_pipeline(
         route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
         observer=debug,
         limits=SizeLimits(**config.record_limits.model_dump()),
-        shares=FairShares(config.pipeline.queue_size, telemetry.service_cap),
+        shares=FairShares(config.pipeline.queue_size, config.pipeline.max_services),
     )
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 

@@ -37,7 +37,7 @@ def _post(port: int, service: str) -> int:
 async def test_a_flood_of_one_service_does_not_refuse_another(telemetry: Telemetry) -> None:
     stage = RecordingStage(capacity=CAPACITY)
     stage.hold()  # evaluation is stuck: it holds what it takes
-    shares = FairShares(CAPACITY, lambda service: service)
+    shares = FairShares(CAPACITY, max_services=50)
     served = await started(_config(), stage, telemetry, shares=shares)
     try:
         assert served.http is not None and served.http.port is not None
@@ -65,8 +65,19 @@ async def test_a_flood_of_one_service_does_not_refuse_another(telemetry: Telemet
         await served.shutdown(5)
 
 
+def test_a_spray_of_service_names_counts_as_one_past_the_bound() -> None:
+    shares = FairShares(8, max_services=2)
+    shares.hold("shop", None)
+    shares.hold("search", None)
+    for i in range(3):  # invented names, each new: one service between them
+        assert shares.admits({f"spray-{i}"})
+        shares.hold(f"spray-{i}", None)
+    assert not shares.admits({"spray-9"})  # `other` holds its share (8 / 3 services)
+    assert shares.admits({"shop"})
+
+
 def test_past_twice_the_bound_no_service_is_admitted() -> None:
-    shares = FairShares(4, lambda service: service)
+    shares = FairShares(4, max_services=50)
     done = [shares.hold("flood", None) for _ in range(8)]
     assert shares.exhausted and not shares.admits({"shop"})
     done[0](True)

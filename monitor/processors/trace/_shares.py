@@ -2,8 +2,9 @@
 for log events that never come, a burst of one app) does not refuse another service's
 traces.
 
-The trace stage counts, per service (its label value: a spray of invented names folds into
-`other`), the sampled traces it handed to the evaluation stage that are not finished yet.
+The trace stage counts, per service, the sampled traces and records it handed to the
+evaluation stage that are not finished yet (at most `pipeline.max_services` services at
+once: past them, a spray of invented names counts as one, `other`).
 While the evaluation stage is full, a delivery of spans is still taken when each of its
 services holds less than its share of the stage's items (`pipeline.queue_size` over the
 number of services holding items, the delivery's own counted); the others are refused as
@@ -14,19 +15,25 @@ twice `pipeline.queue_size` items; at that, everything is refused without decodi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from monitor.component import OnDone
 
+OTHER = "other"
+
 
 class FairShares:
-    def __init__(self, capacity: int, label: Callable[[str], str]) -> None:
-        """`capacity`: the evaluation stage's bound in items; `label`: a service's label
-        value (bounded in number)."""
+    def __init__(self, capacity: int, max_services: int) -> None:
+        """`capacity`: the evaluation stage's bound in items; `max_services`: how many
+        services are counted apart."""
         self._capacity = capacity
-        self._label = label
+        self._max_services = max_services
         self._held: Counter[str] = Counter()
         self._total = 0
+
+    def _label(self, service: str) -> str:
+        held = self._held
+        return service if service in held or len(held) < self._max_services else OTHER
 
     @property
     def exhausted(self) -> bool:
