@@ -121,26 +121,48 @@ class Section(BaseModel):
         """Every knob is refused or honoured: text that is empty or only spaces (leave the
         key out instead), and whole numbers past what the libraries behind the knobs take
         (Kafka's and gRPC's fields are 32-bit), are refused wherever they appear."""
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            items: Any = (value,)
+        elif isinstance(value, list):
+            items = value
+        else:
+            return value
         name = info.field_name or ""
-        longest = cls._long_text.get(name, MAX_TEXT_CHARS)
-        # A key with a check of its own says what is wrong in its own words.
-        own = any(
-            name in d.info.fields for d in cls.__pydantic_decorators__.field_validators.values()
-        )
-        for item in value if isinstance(value, list) else (value,):
+        longest, empty_allowed = cls._text_rules().get(name, (MAX_TEXT_CHARS, False))
+        for item in items:
             if isinstance(item, str):
-                if not item.strip() and name not in cls._may_be_empty and not own:
+                if not empty_allowed and not item.strip():
                     raise ValueError("must not be empty (leave the key out for its default)")
                 if len(item) > longest:
                     raise ValueError(f"must be at most {longest} characters")
-            if type(item) is int and item > MAX_WHOLE_NUMBER:
+            elif type(item) is int and item > MAX_WHOLE_NUMBER:
                 raise ValueError(f"must be at most {MAX_WHOLE_NUMBER}")
         return value
+
+    @classmethod
+    def _text_rules(cls) -> dict[str, tuple[int, bool]]:
+        """Field name → (longest text, whether empty text is left to the field), for the
+        fields that differ from the rule (found once per class): those of `_long_text`,
+        `_may_be_empty`, and those with a check of their own, which says what is wrong
+        with empty text in its own words."""
+        if cls.__dict__.get("_text_rules_found") is None:
+            own = {
+                name
+                for d in cls.__pydantic_decorators__.field_validators.values()
+                for name in d.info.fields
+                if name != "*"
+            }
+            cls._text_rules_found = {
+                name: (cls._long_text.get(name, MAX_TEXT_CHARS), name in cls._may_be_empty | own)
+                for name in {*cls._long_text, *cls._may_be_empty, *own}
+            }
+        return cls._text_rules_found or {}
 
     # Text keys whose empty value means something, and keys that hold more than a name or
     # a path (prompts), with their own length bound.
     _may_be_empty: ClassVar[frozenset[str]] = frozenset()
     _long_text: ClassVar[dict[str, int]] = {}
+    _text_rules_found: ClassVar[dict[str, tuple[int, bool]] | None] = None
 
 
 # -- durations ---------------------------------------------------------------------------
