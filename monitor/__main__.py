@@ -21,7 +21,14 @@ from typing import Any
 import monitor._threads  # noqa: F401
 from monitor._logs import configure_logging
 from monitor._version import __version__
-from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
+from monitor.config import (
+    Config,
+    ConfigError,
+    dump_yaml,
+    effective_config,
+    load_config,
+    mask_url,
+)
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import (
     default_severity_threshold,
@@ -84,10 +91,19 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     config_default = environ.get(FLAG_ENV["config"]) or None
     config_help = f"YAML config (env {FLAG_ENV['config']}; embedded defaults without it)"
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the sidecar (OTLP/Kafka in, metrics and alerts out)")
+    run = sub.add_parser(
+        "run",
+        help="run the sidecar (OTLP/Kafka in, metrics and alerts out)",
+        description="Run the sidecar: take traces over OTLP (and Kafka), score a sample of "
+        "them, serve metrics on the metrics port and send alerts. SIGTERM or SIGINT stops "
+        "intake, drains and exits 0.",
+    )
     run.add_argument("--config", type=Path, default=config_default, help=config_help)
     replay = sub.add_parser(
-        "replay", help="score a JSONL file of RAG records or of OTLP/JSON traces (gzip too)"
+        "replay",
+        help="score a JSONL file of RAG records or of OTLP/JSON traces (gzip too)",
+        description="Score a file of RAG records or OTLP/JSON traces through the same "
+        "pipeline as run, and print a summary per evaluator.",
     )
     replay.add_argument("file", type=Path)
     replay.add_argument("--config", type=Path, default=config_default, help=config_help)
@@ -96,16 +112,23 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check-config",
         help="validate a config file; print the effective configuration (secrets masked)",
+        description="Validate a config file: every problem on stderr as "
+        "'path.to.key: what is wrong' (exit 1), or the effective configuration on stdout, "
+        "defaults filled in and secrets masked.",
     )
     check.add_argument(
         "file", type=Path, nargs="?", default=config_default, help=f"default ${FLAG_ENV['config']}"
     )
     check.add_argument(
-        "--probe", action="store_true", help="also ask each judge model one short question"
+        "--probe",
+        action="store_true",
+        help="also have each judge evaluator judge one sample record and read its verdict",
     )
     sample = sub.add_parser(
         "send-sample",
         help="send one faithful and one hallucinated sample RAG trace to a running monitor",
+        description="Send one faithful and one hallucinated sample RAG trace over OTLP/HTTP "
+        "to a running monitor; exits 1 if it does not take them.",
     )
     sample.add_argument(
         "--endpoint",
@@ -147,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             evaluator_check=evaluator_problems,
             on_unread=lambda line: log.warning("%s", line),
             read_elsewhere=tuple(FLAG_ENV.values()),
+            checks=(judge_credentials,),
         )
-        _check_judges(config)
         if args.command == "run":
             return asyncio.run(_run(config))
         return _replay_main(config, args.file, args.output, args.strict)
@@ -176,51 +199,85 @@ def _send_sample(endpoint: str | None) -> int:
     return 0
 
 
-def _check_judges(config: Config) -> None:
-    """Raises `ConfigError` naming the variable to set for each judge without the
-    credentials litellm will look for (imports litellm only when a judge is configured)."""
-    if needs_judge(entry.name for entry in config.evaluators):
-        from monitor.judge.access import credential_problems
+def judge_credentials(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """The variable to set for each judge without the credentials litellm will look for
+    (imports litellm only when a judge is configured)."""
+    if not needs_judge(entry.name for entry in config.evaluators):
+        return []
+    from monitor.judge.access import credential_problems
 
-        problems = credential_problems(config)
-        if problems:
-            raise ConfigError(problems)
+    return credential_problems(config, environ)
+
+
+def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """What would stop `run` at the metrics port (its web config, `/debug/records`)."""
+    try:
+        check_metrics_port(config.exporters.prometheus)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+# What `check-config` checks beyond the file itself; `run` and `replay` check the judges
+# (`run` finds the metrics port's problems when it opens the port).
+CHECK_CONFIG = (metrics_port, judge_credentials)
 
 
 def _check_config(path: Path, probe: bool = False) -> int:
     """Problems on stderr (exit 1); on success the effective configuration on stdout, as
     YAML with defaults filled in and secrets masked, preceded by a summary in comments.
     `RAG_MONITOR_*` variables that nothing reads are named on stderr either way.
-    With `probe`, each judge model is asked one short question first; a failure is a
-    problem."""
+    With `probe`, each judge evaluator judges one sample record first (its own prompt, its
+    answer read as at run time); a failure is a problem."""
     try:
         config = load_config(
             path,
             evaluator_check=evaluator_problems,
             on_unread=lambda line: print(line, file=sys.stderr),
             read_elsewhere=tuple(FLAG_ENV.values()),
+            checks=CHECK_CONFIG,
         )
-        check_metrics_port(config.exporters.prometheus)
-        _check_judges(config)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
     probed: list[str] = []
-    if probe and needs_judge(entry.name for entry in config.evaluators):
-        from monitor.judge.access import probe as probe_judges
-
-        results = asyncio.run(probe_judges(config))
-        for failed in (r for r in results if r.outcome != "ok"):
-            print(failed, file=sys.stderr)
-        if any(r.outcome != "ok" for r in results):
+    if probe:
+        failed, probed = _probe(config)
+        for line in failed:
+            print(line, file=sys.stderr)
+        if failed:
             return 1
-        probed = [f"{r} (answered)" for r in results]
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
     effective = effective_config(config)
     effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
     print(f"{summary}\n{dump_yaml(effective)}", end="")
     return 0
+
+
+def _probe(config: Config) -> tuple[list[str], list[str]]:
+    """What `--probe` finds, both ways: a line per failure, and a summary line per judge
+    evaluator that gave a verdict and for the fleet's counters when every rule read them."""
+    failed: list[str] = []
+    answered: list[str] = []
+    if needs_judge(entry.name for entry in config.evaluators):
+        from monitor.evaluators.probe import probe as probe_judges
+
+        for result in asyncio.run(probe_judges(config)):
+            if result.outcome == "ok":
+                answered.append(f"{result} (a verdict read)")
+            else:
+                failed.append(str(result))
+    if config.alerts.fleet is not None:
+        from monitor.alerts.fleet import FleetReader
+        from monitor.telemetry import create_telemetry
+
+        fleet = FleetReader(config.alerts.fleet, config.alerts.rules, create_telemetry())
+        problems = asyncio.run(fleet.probe())
+        failed += problems
+        if not problems:
+            answered.append(f"alerts.fleet: every fleet rule's counters read from {fleet.shown}")
+    return failed, answered
 
 
 def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +350,7 @@ def _explain(config: Config) -> list[str]:
             )
     if config.alerts.fleet is not None:
         lines.append(
-            f"alerts judged on the fleet's counters in {config.alerts.fleet.prometheus_url}"
+            f"alerts judged on the fleet's counters in {mask_url(config.alerts.fleet.prometheus_url)}"
         )
     return lines
 
@@ -323,7 +380,7 @@ async def _run(config: Config) -> int:
     )
     await service.shutdown()
     log.info(
-        "stopped; %d evaluations completed, %d abandoned",
+        "stopped; %d sampled traces and records finished, %d abandoned",
         service.stage.completed,
         service.abandoned,
     )

@@ -3,18 +3,26 @@ sampling, `alerts.rules[].boost`).
 
 The alert engine raises and lowers a boost per (evaluator, service) as a rule's evidence
 comes and goes; the sampler reads the rate in force when it decides a trace. Sampling stays
-one decision per trace id: a boosted rate samples a superset of the base rate's traces. The
-view the sampler reads is replaced whole on every change, so reading it takes no lock (the
-sampler runs in the trace stage's thread, the engine on the event loop).
+one decision per trace id: a boosted rate samples a superset of the base rate's traces.
+
+A change costs what it changes: the rate in force of one (evaluator, service) is updated in
+place and each watcher is told that key alone, so raising or lowering one service's boost
+costs the same with one boosted service or a thousand. Readers take no lock: a rate is read
+with one dictionary lookup, which is atomic (the sampler may decide in a receiver's decode
+thread while the engine changes boosts on the event loop).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 Boosts = Mapping[tuple[str, str], float]
 """`(evaluator, service) -> rate`: the boosts in force."""
+
+Watcher = Callable[[str, str, float | None], None]
+"""`(evaluator, service, rate)`: that key's rate in force now (None: no boost)."""
 
 
 class SamplingBoosts:
@@ -23,12 +31,14 @@ class SamplingBoosts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._asked: dict[tuple[str, str], dict[str, float]] = {}
-        self._view: Boosts = {}
-        self._watchers: list[Callable[[Boosts], None]] = []
+        self._rates: dict[tuple[str, str], float] = {}
+        self._view: Boosts = MappingProxyType(self._rates)
+        self._watchers: list[Watcher] = []
 
-    def on_change(self, hook: Callable[[Boosts], None]) -> None:
-        """Call `hook(view)` with every new view, in the order the views were made (under
-        the lock: a hook must be quick and must not raise or lower a boost)."""
+    def on_change(self, hook: Watcher) -> None:
+        """Call `hook(evaluator, service, rate)` with every change of a key's rate, in the
+        order of the changes (under the lock: a hook must be quick and must not raise or
+        lower a boost)."""
         with self._lock:
             self._watchers.append(hook)
 
@@ -36,7 +46,7 @@ class SamplingBoosts:
         """`rule` asks that `evaluator` sample `service` at `rate` at least."""
         with self._lock:
             self._asked.setdefault((evaluator, service), {})[rule] = rate
-            self._publish()
+            self._publish(evaluator, service)
 
     def lower_rate(self, evaluator: str, service: str, rule: str) -> None:
         """`rule` no longer asks for more of `service`."""
@@ -46,13 +56,21 @@ class SamplingBoosts:
                 return
             if not asked:
                 del self._asked[(evaluator, service)]
-            self._publish()
+            self._publish(evaluator, service)
 
     def active(self) -> Boosts:
-        """Every boost in force."""
+        """Every boost in force (a read-only view that follows the changes)."""
         return self._view
 
-    def _publish(self) -> None:
-        self._view = view = {key: max(asked.values()) for key, asked in self._asked.items()}
+    def _publish(self, evaluator: str, service: str) -> None:
+        key = (evaluator, service)
+        asked = self._asked.get(key)
+        rate = max(asked.values()) if asked else None
+        if rate == self._rates.get(key):
+            return
+        if rate is None:
+            del self._rates[key]
+        else:
+            self._rates[key] = rate
         for hook in self._watchers:
-            hook(view)
+            hook(evaluator, service, rate)

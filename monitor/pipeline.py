@@ -38,7 +38,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
 from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
-from monitor.processors.trace import TraceStage
+from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.record_limits import SizeLimits
 from monitor.results import Severity
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from monitor.judge.client import JudgeClient
 
 Readiness = Callable[[], tuple[bool, str]]
+# Something to say while ready (None: nothing); it never makes the monitor unready.
+Notice = Callable[[], str | None]
 
 
 @dataclass(eq=False)
@@ -74,6 +76,8 @@ class Pipeline:
     http: HealthServer | None = None
     # Named checks `/readyz` runs besides the pipeline's own (the Kafka receiver's).
     readiness: list[tuple[str, Readiness]] = field(default_factory=list)
+    # What a ready `/readyz` also says (a fleet rule that has not read for a while).
+    notices: list[Notice] = field(default_factory=list)
 
 
 def _uncounted(kind: str, count: int) -> None:
@@ -160,7 +164,8 @@ def build_pipeline(
     boosts = SamplingBoosts()
     sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time))
+    notices: list[Notice] = []
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
     sinks.extend(extra_sinks)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
@@ -181,10 +186,12 @@ def build_pipeline(
         route_in_sampling=any(o.route is not None for o in config.sampling.overrides),
         observer=debug,
         limits=SizeLimits(**config.record_limits.model_dump()),
+        shares=FairShares(config.pipeline.queue_size, config.pipeline.max_services),
     )
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 
     built = Pipeline(config, telemetry, trace, stage, sinks, nodes, [], judge, results_sink, http)
+    built.notices = notices
     if with_receivers:
         otlp = config.receivers.otlp
         if otlp.grpc.enabled or otlp.http.enabled:
@@ -264,9 +271,11 @@ def _alerts_and_events(
     boosts: SamplingBoosts,
     redact: Redact | None,
     clock: Callable[[], float],
+    notices: list[Notice],
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
-    `exporters.otlp.endpoint` is set)."""
+    `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
+    `notices`."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
@@ -287,10 +296,12 @@ def _alerts_and_events(
         port = config.exporters.prometheus.endpoint.rpartition(":")[2]
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
-            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds)
+            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds, clock)
             if alerts.fleet is not None
             else None
         )
+        if fleet is not None:
+            notices.append(fleet.stale)
         sinks.append(
             AlertEngine(
                 alerts.rules,

@@ -101,7 +101,8 @@ class Service:
             ok, reason = check()
             if not ok:
                 return False, f"{name}: {reason}"
-        return True, "ready"
+        said = [said for notice in self.pipeline.notices if (said := notice())]
+        return True, "\n".join(["ready", *said])
 
     async def start(self) -> None:
         started: list[Node] = []

@@ -14,18 +14,50 @@ graders' `severity_threshold`), regression and absolute rules, and cohort rules 
 or `route` (labels of those counters). Rules that measure scores, and cohorts by model, keep
 judging the replica's own verdicts.
 
-Each series (one replica's counter for one label set) is read whole and differenced here, so
-a replica that restarts (its counter falls) counts from zero and one that goes away leaves
-nothing behind; the first read only learns where the counters stand. A read that fails is
-logged (at most once a minute) and counted in `rag_monitor_alert_fleet_reads_total{outcome}`;
-the rules then see no new verdicts until the next read succeeds.
+**A read cannot stop the reader.** An answer is read to at most `max_response_bytes`
+(decompressed; a larger one is refused unread) and parsed off the event loop; it must be
+Prometheus's JSON for an instant vector. A series that is not a mapping of label names to
+text with a finite, non-negative sample is skipped alone
+(`rag_monitor_alert_fleet_series_ignored_total{reason}`). Whatever else fails — the
+Prometheus unreachable, a timeout, an HTTP error, a redirect to another host, an answer too
+large, not JSON or not a vector, a defect here — is counted in
+`rag_monitor_alert_fleet_reads_total{outcome}` and logged at most once a minute per rule and
+outcome, naming the Prometheus without the password of its URL and never quoting the
+answer; the next read goes on as if nothing happened.
+
+**Counter quirks are never verdicts.** Each series (one replica's counter for one label
+set) is differenced here against the value counted up to, its mark:
+
+- a value at or above the mark counts what it added;
+- a series an answer leaves out keeps its mark (for an hour; then it is forgotten), so it
+  counts nothing while missing and only what it added when it comes back;
+- a series not seen before is learned, not counted: its value may predate the reader (the
+  first read learns every series);
+- a value below the mark counts nothing. If the next read is at the mark or above, the
+  lower one was a quirk (a Prometheus of an HA pair that scraped earlier) and that read
+  counts what was added since the mark; if it is still below, the counter did start again
+  (a replica restarted, or the answers now come from a Prometheus that reads lower) and it
+  counts what was added since the lower value. Either way nothing is counted twice; a
+  restart loses at most one read's worth of that replica's verdicts.
+
+**Stale reads say so.** `rag_monitor_alert_fleet_last_read_timestamp_seconds{rule}` is the
+time of each rule's last good read (the reader's start until the first), which the shipped
+rule `RagMonitorFleetReadsStale` watches; `stale()` names the rules without a good read for four
+query intervals (at least a minute), which `/readyz` shows (still answering 200: a
+sidecar's readiness is its pod's, and a fleet Prometheus that is down must not take the
+service out of its load balancer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
+import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -38,6 +70,54 @@ log = logging.getLogger(__name__)
 
 Sink = Callable[[str, str, str, list[float]], None]
 _DEFAULT_THRESHOLD: Severity = "medium"
+# Outcomes of a read (`rag_monitor_alert_fleet_reads_total{outcome}`).
+OUTCOMES = (
+    "ok",
+    "unreachable",
+    "timeout",
+    "http_error",
+    "redirect",
+    "too_large",
+    "not_json",
+    "malformed",
+    "internal",
+)
+# Why a series of an answer was not counted (`..._series_ignored_total{reason}`).
+IGNORED = ("malformed", "bad_value", "fell")
+# A series missing from the answers this long is forgotten (a replica that went away).
+FORGET_AFTER_S = 3600.0
+# Same-host redirects followed before a read is given up.
+_MAX_REDIRECTS = 3
+# A sample past this is no count a counter reaches (floats are exact up to it).
+_LARGEST_COUNT = float(2**53)
+_CHUNK = 64 * 1024
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class _ReadFailed(Exception):
+    """A read that gave nothing: `outcome` (one of `OUTCOMES`) and a short description
+    written here, never the answer's text."""
+
+    def __init__(self, outcome: str, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class _Series:
+    mark: float  # the value counted up to
+    seen: float  # when an answer last held it
+    lower: float | None = None  # a value below the mark, held until the next read
+
+
+@dataclass(slots=True)
+class _Answer:
+    """A parsed answer: its series, and how many were skipped for each reason."""
+
+    series: list[tuple[dict[str, str], float]] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
 
 
 class FleetReader:
@@ -49,26 +129,85 @@ class FleetReader:
         rules: Sequence[AlertRule],
         telemetry: Telemetry,
         severity_thresholds: Mapping[str, Severity] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self._url = config.prometheus_url.rstrip("/") + "/api/v1/query"
+        """`clock`: seconds since the epoch (tests inject one)."""
+        parts = urllib.parse.urlsplit(config.prometheus_url)
+        # Credentials travel as a header, never in a URL that could be printed.
+        self._headers = (
+            {
+                "Authorization": aiohttp.encode_basic_auth(
+                    urllib.parse.unquote(parts.username),
+                    urllib.parse.unquote(parts.password or ""),
+                )
+            }
+            if parts.username
+            else {}
+        )
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        netloc += f":{parts.port}" if parts.port else ""
+        base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        self._url = base + "/api/v1/query"
+        self._origin = (parts.scheme, host, parts.port)
+        # What log lines and /readyz call the Prometheus.
+        self.shown = base
         self._selector = config.selector.strip()
         self._interval = config.query_interval_s
         self._timeout = config.timeout_s
+        self._limit = config.max_response_bytes
+        self._stale_after = max(60.0, 4 * config.query_interval_s)
         self._rules = [rule for rule in rules if reads(rule)]
         thresholds = list((severity_thresholds or {}).values()) or [_DEFAULT_THRESHOLD]
         # Category counters do not name their grader: a defect at the lowest threshold.
         self._defect_from = min(SEVERITIES.index(t) for t in thresholds)
-        self._last: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        self._series: dict[str, dict[Labels, _Series]] = {}
+        self._clock = clock
+        started = clock()
+        self._last_good = {rule.name: started for rule in self._rules}
+        self._last_error: dict[str, str] = {}
         self._reads = telemetry.counter(
             "alert_fleet_reads",
-            "Reads of the fleet's verdict counters from Prometheus (alerts.fleet), by "
-            "outcome (ok, error).",
+            "Reads of the fleet's verdict counters from Prometheus (alerts.fleet), one per "
+            "rule and query interval, by outcome (ok, or why the read gave nothing).",
             ("outcome",),
         )
-        self._log = RateLimitedLog(log, 60.0)
+        for outcome in OUTCOMES:
+            self._reads.labels(outcome)
+        self._ignored = telemetry.counter(
+            "alert_fleet_series_ignored",
+            "Series of the fleet's answers not counted as verdicts, by reason (malformed, "
+            "bad_value: not finite or negative, fell: below the value counted up to).",
+            ("reason",),
+        )
+        for reason in IGNORED:
+            self._ignored.labels(reason)
+        self._last_read = telemetry.gauge(
+            "alert_fleet_last_read_timestamp_seconds",
+            "When each fleet rule last read the fleet's counters (the reader's start until "
+            "its first read).",
+            ("rule",),
+        )
+        for rule in self._rules:
+            self._last_read.labels(rule.name).set(started)
+        self._log = RateLimitedLog(log, 60.0, clock)
 
     def reads(self, rule: AlertRule) -> bool:
         return any(r.name == rule.name for r in self._rules)
+
+    def stale(self) -> str | None:
+        """The rules without a good read for four query intervals (at least a minute), with
+        the last failure of each; None when every rule read recently."""
+        now = self._clock()
+        late = [
+            f"{name} for {now - last:.0f}s"
+            + (f" ({self._last_error[name]})" if name in self._last_error else "")
+            for name, last in self._last_good.items()
+            if now - last >= self._stale_after
+        ]
+        if not late:
+            return None
+        return f"alerts.fleet: no read of the counters from {self.shown}: {'; '.join(late)}"
 
     async def run(self, sink: Sink) -> None:
         """Reads every `query_interval_s` until cancelled, handing each rule's new verdicts
@@ -80,25 +219,62 @@ class FleetReader:
                 await asyncio.sleep(self._interval)
 
     async def read_once(self, session: aiohttp.ClientSession, sink: Sink) -> None:
+        """One read per rule; what fails is counted and logged, never raised."""
         for rule in self._rules:
             try:
-                series = await self._query(session, self._query_text(rule))
-            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                self._reads.labels("error").inc()
-                self._log.log(
-                    "fleet",
-                    logging.WARNING,
-                    "alerts.fleet: reading the verdict counters from %s failed (%r); rule %s "
-                    "sees no new verdicts until a read succeeds",
-                    self._url,
-                    exc,
-                    rule.name,
-                )
-                continue
-            self._reads.labels("ok").inc()
-            for (service, cohort), histogram in self._increments(rule, series).items():
-                if sum(histogram) > 0:
+                answer = await self._answer(session, rule)
+                counts = await asyncio.to_thread(self._counted, rule, answer)
+                for (service, cohort), histogram in counts.items():
                     sink(rule.name, service, cohort, histogram)
+            except asyncio.CancelledError:
+                raise
+            except _ReadFailed as failed:
+                self._failed(rule, failed.outcome, failed.detail)
+            except Exception as exc:  # a defect here must not stop the reads
+                self._failed(rule, "internal", f"{type(exc).__name__} while reading")
+            else:
+                self._reads.labels("ok").inc()
+                self._last_good[rule.name] = now = self._clock()
+                self._last_read.labels(rule.name).set(now)
+                self._last_error.pop(rule.name, None)
+
+    async def probe(self) -> list[str]:
+        """One read of each rule's counters (`check-config --probe`): a problem line per
+        rule whose read fails, naming the Prometheus without its password."""
+        problems = []
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for rule in self._rules:
+                try:
+                    await self._answer(session, rule)
+                except _ReadFailed as failed:
+                    problems.append(
+                        f"alerts.fleet.prometheus_url: reading rule {rule.name}'s counters "
+                        f"from {self.shown} failed ({failed.outcome}: {failed.detail})"
+                    )
+        return problems
+
+    async def _answer(self, session: aiohttp.ClientSession, rule: AlertRule) -> _Answer:
+        """`rule`'s answer, read within the timeout; raises `_ReadFailed`."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._fetch(session, self._query_text(rule))
+        except TimeoutError:  # the read's deadline, or one of aiohttp's own
+            raise _ReadFailed("timeout", f"no answer within {self._timeout:g}s") from None
+
+    def _failed(self, rule: AlertRule, outcome: str, detail: str) -> None:
+        self._reads.labels(outcome).inc()
+        self._last_error[rule.name] = f"{outcome}: {detail}"
+        self._log.warning(
+            f"{rule.name}/{outcome}",
+            "alerts.fleet: reading the verdict counters of rule %s from %s failed (%s: %s); "
+            "the rule sees no new verdicts until a read succeeds "
+            "(rag_monitor_alert_fleet_reads_total)",
+            rule.name,
+            self.shown,
+            outcome,
+            detail,
+        )
 
     def _query_text(self, rule: AlertRule) -> str:
         extra = f",{self._selector}" if self._selector else ""
@@ -109,41 +285,91 @@ class FleetReader:
             )
         return f'rag_monitor_safety_evaluations_total{{category="{rule.category}"{extra}}}'
 
-    async def _query(
-        self, session: aiohttp.ClientSession, query: str
-    ) -> list[tuple[dict[str, str], float]]:
-        async with session.get(self._url, params={"query": query}) as response:
-            body: Any = await response.json(content_type=None)
-        if response.status != 200 or body.get("status") != "success":
-            raise ValueError(f"HTTP {response.status}: {str(body.get('error', ''))[:200]}")
-        return [
-            ({str(k): str(v) for k, v in item["metric"].items()}, float(item["value"][1]))
-            for item in body["data"]["result"]
-        ]
+    # -- one answer ------------------------------------------------------------------------
 
-    def _increments(
-        self, rule: AlertRule, series: list[tuple[dict[str, str], float]]
-    ) -> dict[tuple[str, str], list[float]]:
-        """What each (service, cohort) counted since the last read: `[passes, defects]`."""
-        previous = self._last.get(rule.name)
-        seen: dict[tuple[tuple[str, str], ...], float] = {}
+    async def _fetch(self, session: aiohttp.ClientSession, query: str) -> _Answer:
+        url = self._url
+        try:
+            for _ in range(_MAX_REDIRECTS + 1):
+                async with session.get(
+                    url, params={"query": query}, headers=self._headers, allow_redirects=False
+                ) as response:
+                    if response.status in (301, 302, 303, 307, 308):
+                        url = self._redirect(url, response.headers.get("Location", ""))
+                        continue
+                    body = await self._body(response)
+                    return await asyncio.to_thread(_parse, body, response.status)
+            raise _ReadFailed("redirect", f"more than {_MAX_REDIRECTS} redirects")
+        except aiohttp.ClientConnectionError as exc:
+            raise _ReadFailed("unreachable", type(exc).__name__) from None
+        except aiohttp.ClientError as exc:
+            raise _ReadFailed("http_error", type(exc).__name__) from None
+
+    def _redirect(self, url: str, location: str) -> str:
+        """The URL a redirect leads to, if on the configured Prometheus's host."""
+        target = urllib.parse.urljoin(url, location)
+        parts = urllib.parse.urlsplit(target)
+        try:
+            origin = (parts.scheme, parts.hostname or "", parts.port)
+        except ValueError:
+            origin = ("", "", None)
+        if origin != self._origin:
+            raise _ReadFailed("redirect", "redirected to another host; refused")
+        return urllib.parse.urlunsplit(parts._replace(query=""))
+
+    async def _body(self, response: aiohttp.ClientResponse) -> bytes:
+        length = response.content_length
+        if length is not None and length > self._limit:
+            raise _ReadFailed("too_large", f"{length} bytes, more than {self._limit}")
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(_CHUNK):
+            body += chunk
+            if len(body) > self._limit:
+                raise _ReadFailed("too_large", f"more than {self._limit} bytes")
+        return bytes(body)
+
+    # -- counting ----------------------------------------------------------------------------
+
+    def _counted(self, rule: AlertRule, answer: _Answer) -> dict[tuple[str, str], list[float]]:
+        """What each (service, cohort) counted since the last read, `[passes, defects]`
+        (runs in a worker thread; reads of one reader never overlap)."""
+        for reason, n in answer.skipped.items():
+            self._skip(rule, reason, n)
+        now = self._clock()
+        known = self._series.setdefault(rule.name, {})
         out: dict[tuple[str, str], list[float]] = {}
         by = rule.cohorts.by if rule.cohorts is not None else None
-        for labels, value in series:
+        fell = 0
+        for labels, value in answer.series:
             key = tuple(sorted(labels.items()))
-            seen[key] = value
-            if previous is None:
+            series = known.get(key)
+            if series is None:
+                known[key] = _Series(mark=value, seen=now)
                 continue
-            before = previous.get(key)
-            # A counter that fell belongs to a restarted replica: it counted from zero.
-            delta = value if before is None or value < before else value - before
-            if delta <= 0:
-                continue
-            group = (labels.get("service", ""), labels.get(by, "") if by else "")
-            histogram = out.setdefault(group, [0.0, 0.0])
-            histogram[1 if self._defect(rule, labels) else 0] += round(delta)
-        self._last[rule.name] = seen
-        return out
+            series.seen = now
+            delta = _advance(series, value)
+            fell += series.lower is not None
+            if delta > 0:
+                group = (labels.get("service", ""), labels.get(by, "") if by else "")
+                histogram = out.setdefault(group, [0.0, 0.0])
+                histogram[1 if self._defect(rule, labels) else 0] += delta
+        if fell:
+            self._skip(rule, "fell", fell)
+        for key in [k for k, s in known.items() if now - s.seen > FORGET_AFTER_S]:
+            del known[key]
+        return {group: h for group, h in out.items() if sum(h) > 0}
+
+    def _skip(self, rule: AlertRule, reason: str, n: int) -> None:
+        self._ignored.labels(reason).inc(n)
+        self._log.warning(
+            f"{rule.name}/ignored/{reason}",
+            "alerts.fleet: %d series of rule %s's answer from %s not counted (%s; "
+            "rag_monitor_alert_fleet_series_ignored_total)",
+            n,
+            rule.name,
+            self.shown,
+            reason,
+        )
 
     def _defect(self, rule: AlertRule, labels: Mapping[str, str]) -> bool:
         if rule.evaluator is not None:
@@ -151,6 +377,69 @@ class FleetReader:
         names: tuple[str, ...] = SEVERITIES
         severity = labels.get("severity", "")
         return severity in names and names.index(severity) >= self._defect_from
+
+
+def _advance(series: _Series, value: float) -> float:
+    """What `value` adds to `series` (see the module docstring), moving its mark."""
+    if value >= series.mark:
+        delta = value - series.mark
+    elif series.lower is None or value < series.lower:
+        series.lower = value  # lower than counted: held until the next read says why
+        return 0.0
+    else:  # lower on two reads running: the counter started again
+        delta = value - series.lower
+    series.mark, series.lower = value, None
+    return float(round(delta))
+
+
+def _parse(body: bytes, status: int) -> _Answer:
+    """An instant vector from Prometheus's JSON answer; raises `_ReadFailed`."""
+    try:
+        doc: Any = json.loads(body)
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the stack
+        raise _ReadFailed(
+            "not_json" if status == 200 else "http_error",
+            f"HTTP {status}, {len(body)} bytes that are not JSON",
+        ) from None
+    if not isinstance(doc, dict) or doc.get("status") != "success" or status != 200:
+        error = doc.get("errorType") if isinstance(doc, dict) else None
+        said = f", {error[:40]!r}" if isinstance(error, str) else ""
+        raise _ReadFailed(
+            "http_error" if status != 200 else "malformed",
+            f"HTTP {status}{said}: not a successful Prometheus answer",
+        )
+    data = doc.get("data")
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise _ReadFailed("malformed", "not an instant vector")
+    if not isinstance(result, list):
+        raise _ReadFailed("malformed", "an instant vector without a list of series")
+    answer = _Answer()
+    for item in result:
+        reason = _series(item, answer)
+        if reason is not None:
+            answer.skipped[reason] = answer.skipped.get(reason, 0) + 1
+    return answer
+
+
+def _series(item: Any, answer: _Answer) -> str | None:
+    """Adds one series of a vector to `answer`; or why it cannot be counted."""
+    metric = item.get("metric") if isinstance(item, dict) else None
+    value = item.get("value") if isinstance(item, dict) else None
+    if not isinstance(metric, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+    ):
+        return "malformed"
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
+        return "malformed"
+    try:
+        sample = float(value[1])
+    except ValueError:
+        return "malformed"
+    if not (math.isfinite(sample) and 0 <= sample <= _LARGEST_COUNT):
+        return "bad_value"
+    answer.series.append((metric, sample))
+    return None
 
 
 def reads(rule: AlertRule) -> bool:

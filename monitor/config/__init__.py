@@ -54,6 +54,7 @@ from monitor.config._extraction import (
 )
 from monitor.config._extras import EXTRA_MODULES, missing_extra
 from monitor.config._fields import (
+    MASK,
     SECRET,
     ConfigError,
     Duration,
@@ -65,10 +66,11 @@ from monitor.config._fields import (
     SecretMarker,
     Section,
     is_loopback_host,
+    mask_url,
     parse_duration,
 )
 from monitor.config._loader import load_config, validation_problems
-from monitor.config._masking import MASK, effective_config
+from monitor.config._masking import effective_config
 from monitor.config._outputs import (
     FALSE_PAGE_EVERY,
     REGRESSION_MIN_INCREASE,
@@ -182,6 +184,7 @@ __all__ = [
     "is_loopback_host",
     "load_config",
     "load_yaml",
+    "mask_url",
     "missing_extra",
     "parse_duration",
     "read_yaml_file",

@@ -4,12 +4,12 @@ process (judge prompts, results text, `/debug/records`)."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from monitor.config._extras import extra_installed, missing_extra
-from monitor.config._fields import Rate, Seconds, Section, at_least
+from monitor.config._fields import HttpUrl, Rate, Seconds, Section, at_least
 
 DEFAULT_LOCAL_EVALUATORS = (
     "local_groundedness",
@@ -24,7 +24,7 @@ Severity = Literal["very_low", "low", "medium", "high"]
 
 class Judge(Section):
     model: str | None = None
-    api_base: str | None = None
+    api_base: HttpUrl | None = None
     api_key_env: str | None = None
     timeout_s: Annotated[Seconds, at_least(0.1, "no model answers sooner")] = 30.0
     max_concurrency: int = Field(default=8, gt=0)
@@ -81,9 +81,11 @@ class Redaction(Section):
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for i, pattern in enumerate(patterns):
             try:
-                re.compile(pattern)
+                compiled = re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"pattern {i} is not a valid regex: {exc}") from None
+            if compiled.fullmatch(""):
+                raise ValueError(f"pattern {i} ({pattern!r}) matches empty text: it finds nothing")
         return patterns
 
     @model_validator(mode="after")
@@ -174,12 +176,15 @@ class EvaluatorConfig(Section):
     band: tuple[Rate, Rate] | None = None
     rubric: str | None = None
     # Judge endpoint for this evaluator's model (default `judge.api_base`).
-    api_base: str | None = None
+    api_base: HttpUrl | None = None
     # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
     tlm: TrustworthinessTlm | None = None
     # `local_groundedness` only: rescore its uncertain band with the sentence-pair model
     # (monitor/detector/README.md; the registry rejects it on other evaluators).
     second_stage: bool | None = None
+
+    # A prompt or rubric is text of its own, longer than a name.
+    _long_text: ClassVar[dict[str, int]] = {"prompt": 65_536, "rubric": 65_536}
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:

@@ -6,17 +6,17 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from monitor.config._env import ENV_PREFIX, apply_override, env_overrides, expand_env_refs
-from monitor.config._evaluators import EvaluatorConfig
+from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig
 from monitor.config._fields import ConfigError, QuotedScalar
 from monitor.config._receivers import OTLP_PROTOCOLS
-from monitor.config._root import Config
+from monitor.config._root import Config, reference_problems
 from monitor.config._yaml import read_yaml_file
 
 _SECTIONS = frozenset(Config.model_fields)
@@ -26,6 +26,9 @@ _NAMED_PROBLEM = re.compile(r"^([a-z0-9_][a-z0-9_.]*): (.+)$", re.S)
 # What a check of the evaluators' own (names, scales, judge prompts) says of the entries:
 # `N.key: problem` lines, N the entry's index (`monitor.evaluators.registry`).
 EvaluatorCheck = Callable[[list[EvaluatorConfig], str | None], list[str]]
+# What a component says of a valid config (a judge's credentials, the metrics port's web
+# config), given the environment: `path.to.key: problem` lines.
+ConfigCheck = Callable[[Config, Mapping[str, str]], list[str]]
 
 # pydantic's wording for a value of the wrong type, in the words of a config file.
 _TYPE_WORDS = {
@@ -127,6 +130,7 @@ def load_config(
     *,
     on_unread: Callable[[str], None] | None = None,
     read_elsewhere: Collection[str] = (),
+    checks: Sequence[ConfigCheck] = (),
 ) -> Config:
     """Read YAML (optional), expand `${env:...}`, apply `RAG_MONITOR_*__*` overrides,
     validate. `evaluator_check` adds the evaluators' own checks to the same pass, so that
@@ -134,26 +138,29 @@ def load_config(
 
     `on_unread` is told, one line each, of the `RAG_MONITOR_*` variables that nothing
     reads: neither a config key nor one of `read_elsewhere` (the command line's flags) nor
-    a variable the config names (`${env:...}`, `*_env` keys)."""
+    a variable the config names (`${env:...}`, `*_env` keys). `checks` run on a config
+    that validated, their problems reported with the rest."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    # Every problem at once: these are reported with the validation's.
+    misspelt: list[str] = []
     if path is not None:
         data = read_yaml_file(Path(path))
         if _literal_token(data):
-            raise ConfigError(
-                [
-                    "receivers.otlp.auth_token: a token is not written into the config file; "
-                    "put it in an environment variable and write auth_token_env: <VARIABLE> "
-                    "(or auth_token: ${env:<VARIABLE>})"
-                ]
+            misspelt.append(
+                "receivers.otlp.auth_token: a token is not written into the config file; "
+                "put it in an environment variable and write auth_token_env: <VARIABLE> "
+                "(or auth_token: ${env:<VARIABLE>})"
             )
+            del _otlp_section(data)["auth_token"]  # validated without it, for the rest
         try:
             sources = expand_env_refs(data, env)
         except RecursionError:
             raise ConfigError([f"{path}: invalid YAML: nested too deeply"]) from None
-    # Every problem at once: these are reported with the validation's.
-    misspelt = [p for name in env if name.startswith(ENV_PREFIX) if (p := _single_underscore(name))]
+    misspelt += [
+        p for name in env if name.startswith(ENV_PREFIX) if (p := _single_underscore(name))
+    ]
     collector_style = "protocols" in _otlp_section(data)
     for key, key_path, value in env_overrides(env, _SECTIONS):
         if collector_style and key_path[:3] in (["receivers", "otlp", p] for p in OTLP_PROTOCOLS):
@@ -172,13 +179,58 @@ def load_config(
         )
     except ValidationError as exc:
         problems = validation_problems(exc, Config)
+        # The checks across sections run only on a file whose sections all validated:
+        # what they would say of this one is added from what can be read.
+        problems += [p for p in _references(data) if p not in problems]
     else:
-        if not misspelt:
+        problems = [p for check in checks for p in check(config, env)]
+        if not misspelt and not problems:
             return config
-        problems = []
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
     raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems])
+
+
+def _references(data: dict[str, Any]) -> list[str]:
+    """`reference_problems` of a file that did not validate, from the values it holds
+    that have the right types (the rest were reported by the validation)."""
+
+    def entries(node: Any) -> list[dict[str, Any]]:
+        return [e for e in node if isinstance(e, dict)] if isinstance(node, list) else []
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    def rate(value: Any) -> float | None:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if number and 0 <= value <= 1 else None
+
+    raw = data.get("evaluators")
+    evaluators = (
+        entries(raw) if raw is not None else [{"name": n} for n in DEFAULT_LOCAL_EVALUATORS]
+    )
+    if not all(isinstance(e.get("name"), str) for e in evaluators):
+        return []
+    alerts, sampling = (
+        s if isinstance(s := data.get(k), dict) else {} for k in ("alerts", "sampling")
+    )
+    rules = []
+    for rule in entries(alerts.get("rules")):
+        boost = rule.get("boost")
+        rules.append(
+            (
+                text(rule.get("evaluator")),
+                rate(boost.get("sample_rate")) if isinstance(boost, dict) else None,
+            )
+        )
+    base = rate(sampling.get("rate", 1.0))
+    return reference_problems(
+        [e["name"] for e in evaluators],
+        [text(e.get("escalate_from")) for e in evaluators],
+        [rate(e.get("sample_rate")) for e in evaluators],
+        rules,
+        1.0 if base is None else base,
+    )
 
 
 def _single_underscore(name: str) -> str | None:

@@ -3,17 +3,12 @@ masked."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel
 
-from monitor.config._fields import SecretMarker
+from monitor.config._fields import MASK, SecretMarker, mask_url
 from monitor.config._root import Config
-
-MASK = "<masked>"
-
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
 
 
 def effective_config(config: Config) -> dict[str, Any]:
@@ -41,5 +36,5 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", value)
+        return mask_url(value)
     return value

@@ -3,18 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from monitor.config._fields import (
     SECRET,
     Duration,
     Endpoint,
+    HostPortOrUrl,
+    HttpUrl,
     Rate,
     Seconds,
     Section,
     at_least,
+    at_most,
+    duration_between,
     is_loopback_host,
     parse_duration,
 )
@@ -42,6 +47,26 @@ REGRESSION_MIN_SAMPLES = 100
 REGRESSION_TEST = "sequential"
 # How rarely a rule may page on a service that did not change, unless a rule says otherwise.
 FALSE_PAGE_EVERY = "90d"
+# A budget shorter than an hour is no budget: the sequential test stakes up to a minute of
+# time per batch of verdicts and a window test may be wrong at each look with probability
+# evaluation_interval_s / false_page_every (at most 5m / 1h); past ten years a rule would
+# never page.
+FalsePageEvery = Annotated[
+    Duration, duration_between("1h", "3650d", "a rule's false-page budget in time")
+]
+# Alert and rule names are label values (`alertname`, `rule`): plain and short.
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def _label_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(
+            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
+        )
+    return value
+
+
+LabelName = Annotated[str, AfterValidator(_label_name)]
 
 
 class AlertBoost(Section):
@@ -53,10 +78,14 @@ class AlertBoost(Section):
     while_p_below: float = Field(default=0.05, gt=0, lt=1)
 
 
+# What a category rule counts: a safety category the safety evaluators grade.
+Category = Literal["hate_unfairness", "sexual", "violence", "self_harm", "jailbreak"]
+
+
 class AlertRule(Section):
-    name: str
+    name: LabelName
     evaluator: str | None = None
-    category: str | None = None
+    category: Category | None = None
     # Exactly one form: an absolute `max_defect_rate`, a `baseline` to regress against, or
     # `cohorts` compared with the rest of their service.
     max_defect_rate: Rate | None = None
@@ -71,8 +100,8 @@ class AlertRule(Section):
     window: Duration = "10m"
     min_samples: int = Field(default=30, gt=0)
     # This rule's false-page budget (default `alerts.false_page_every`).
-    false_page_every: Duration | None = None
-    severity: str = "warning"
+    false_page_every: FalsePageEvery | None = None
+    severity: LabelName = "warning"
     boost: AlertBoost | None = None
 
     @model_validator(mode="before")
@@ -130,31 +159,59 @@ class AlertFleet(Section):
     all replicas from Prometheus and runs its rules on them (monitor/alerts/fleet.py)."""
 
     # The Prometheus that scrapes every replica (its HTTP API, e.g. http://prometheus:9090).
-    prometheus_url: str
-    # A PromQL label matcher that selects the fleet's series, e.g. `job="rag-monitor"`.
+    prometheus_url: HttpUrl
+    # PromQL label matchers that select the fleet's series, e.g. `job="rag-monitor"`.
     selector: str = ""
-    query_interval_s: Annotated[Seconds, at_least(0.5, "each query reads every replica")] = 15.0
-    timeout_s: Annotated[Seconds, at_least(0.1, "a query needs a moment")] = 5.0
+    query_interval_s: Annotated[
+        Seconds,
+        at_least(0.5, "each query reads every replica"),
+        at_most(300, "the fleet's verdicts reach the rules this late"),
+    ] = 15.0
+    timeout_s: Annotated[
+        Seconds, at_least(0.1, "a query needs a moment"), at_most(60, "a read waits this long")
+    ] = 5.0
+    # The largest answer read from Prometheus; a larger one is refused, unread.
+    max_response_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
+
+    _may_be_empty: ClassVar[frozenset[str]] = frozenset({"selector"})
+
+    @field_validator("selector")
+    @classmethod
+    def _matchers(cls, selector: str) -> str:
+        if selector.strip() and not _SELECTOR.fullmatch(selector):
+            raise ValueError(
+                'expected PromQL label matchers such as job="rag-monitor", '
+                'namespace=~"prod-.*" (comma-separated, values in quotes)'
+            )
+        return selector
+
+
+_MATCHER = (
+    r"""\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*"""
+)
+_SELECTOR = re.compile(f"{_MATCHER}(,{_MATCHER})*,?\\s*")
 
 
 class Alertmanager(Section):
-    url: str | None = None
+    url: HttpUrl | None = None
 
 
 class Webhook(Section):
-    url: str
+    url: HttpUrl
     headers: Annotated[dict[str, str], SECRET] = {}
 
 
 class Alerts(Section):
     rules: list[AlertRule] = []
     # How rarely a rule may page on a service that did not change, per rule and service.
-    false_page_every: Duration = FALSE_PAGE_EVERY
+    false_page_every: FalsePageEvery = FALSE_PAGE_EVERY
     fleet: AlertFleet | None = None
     alertmanager: Alertmanager = Alertmanager()
     webhooks: list[Webhook] = []
     evaluation_interval_s: Annotated[
-        Seconds, at_least(0.5, "each evaluation may write the state file")
+        Seconds,
+        at_least(0.5, "each evaluation may write the state file"),
+        at_most(300, "a rule judged less often pages late"),
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
@@ -190,7 +247,7 @@ class PrometheusExporter(Section):
 
 
 class OtlpExporter(Section):
-    endpoint: str | None = None
+    endpoint: HostPortOrUrl | None = None
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
     # How evaluation events travel: as span events on a span in the evaluated trace, or
     # as log records carrying the evaluated span's ids (the GenAI conventions' events).

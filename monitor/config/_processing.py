@@ -53,6 +53,9 @@ class Budget(Section):
     max_evaluations_per_minute: int | None = Field(default=None, gt=0)
     max_judge_tokens_per_hour: int | None = Field(default=None, gt=0)
     max_judge_cost_usd_per_day: float | None = Field(default=None, gt=0)
+    # Local evaluations a minute beyond which a boost adds none (the base sample's always
+    # run): what a boost may add to the monitor's CPU (docs/contract.md).
+    max_local_evaluations_per_minute: int | None = Field(default=6_000, gt=0)
 
 
 def available_cpus() -> int:
@@ -76,7 +79,8 @@ class Pipeline(Section):
     # Estimated bytes of the records waiting for or in evaluation (their text and a share
     # per document and history turn; a trace not yet extracted: its spans).
     queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
-    workers: int = Field(default=4, gt=0)
+    # Each worker is a task holding a batch in work; more than a thousand gain nothing.
+    workers: int = Field(default=4, gt=0, le=1024)
     evaluation_timeout_s: Annotated[
         Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
     ] = 60.0

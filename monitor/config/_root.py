@@ -3,6 +3,7 @@ that span sections."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -69,18 +70,59 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
-        names = [e.name for e in self.evaluators]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"evaluators: listed twice: {', '.join(duplicates)}")
-        for i, rule in enumerate(self.alerts.rules):
-            if rule.evaluator is not None and rule.evaluator not in names:
-                raise ValueError(
-                    f"alerts.rules.{i}.evaluator: {rule.evaluator!r} is not configured"
-                )
-        for i, spec in enumerate(self.evaluators):
-            if spec.escalate_from is not None and spec.escalate_from not in names:
-                raise ValueError(
-                    f"evaluators.{i}.escalate_from: {spec.escalate_from!r} is not configured"
-                )
+        rules = [(r.evaluator, r.boost.sample_rate if r.boost else None) for r in self.alerts.rules]
+        problems = reference_problems(
+            [e.name for e in self.evaluators],
+            [e.escalate_from for e in self.evaluators],
+            [e.sample_rate for e in self.evaluators],
+            rules,
+            self.sampling.rate,
+        )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
+
+
+def reference_problems(
+    names: list[str],
+    escalations: list[str | None],
+    sample_rates: list[float | None],
+    rules: list[tuple[str | None, float | None]],
+    base_rate: float,
+) -> list[str]:
+    """What the sections say of each other, every problem at once: an evaluator listed
+    twice, a rule or an escalation naming an evaluator that is not configured (with the
+    nearest configured name), a boost that would not raise its evaluator's rate above the
+    base rate (`sampling.rate` × its `sample_rate`). `rules`: each rule's evaluator and
+    boost rate. The loader also calls it on a file that failed validation elsewhere, with
+    what could be read."""
+    problems = []
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(f"evaluators: listed twice: {', '.join(duplicates)}")
+    rate_of = dict(zip(names, sample_rates, strict=True))
+    for i, (evaluator, boost) in enumerate(rules):
+        if evaluator is not None and evaluator not in names:
+            hint = _nearest(evaluator, names)
+            problems.append(f"alerts.rules.{i}.evaluator: {evaluator!r} is not configured{hint}")
+        elif evaluator is not None and boost is not None:
+            sample_rate = rate_of.get(evaluator)
+            base = base_rate * (1.0 if sample_rate is None else sample_rate)
+            if boost <= base:
+                problems.append(
+                    f"alerts.rules.{i}.boost.sample_rate: {boost:g} does not raise {evaluator}'s "
+                    f"rate of {base:g} (sampling.rate × its sample_rate); a boost must exceed it"
+                )
+    for i, source in enumerate(escalations):
+        if source is not None and source == names[i]:
+            problems.append(f"evaluators.{i}.escalate_from: {source} cannot escalate from itself")
+        elif source is not None and source not in names:
+            hint = _nearest(source, names)
+            problems.append(f"evaluators.{i}.escalate_from: {source!r} is not configured{hint}")
+    return problems
+
+
+def _nearest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1)
+    configured = f"; configured: {', '.join(names)}"
+    return f" (did you mean {close[0]!r}?{configured})" if close else f" ({configured[2:]})"

@@ -7,14 +7,13 @@ own is a self-hosted server that needs none; otherwise the provider's own variab
 `litellm.validate_environment` finds them for the model and endpoint. `check-config`,
 `run` and `replay` refuse a config with a problem, naming the variable to set.
 
-`probe`: one real call per judge model and endpoint (`check-config --probe`), its
-failure named by kind: auth, not_found, unreachable, rate_limited, timeout, error.
-`explain` says what to change for each kind (logged with the failure at run time too).
+`ProbeResult`: what `check-config --probe` (`monitor.evaluators.probe`) found of each judge
+evaluator, its failure named by kind; `explain` (`provider.py`) says what to change for
+each kind (logged with the failure at run time too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,9 +21,7 @@ from typing import Any
 
 from monitor.config import Config
 from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
-from monitor.judge.provider import GREEDY, AttemptError, Provider, import_litellm
-
-PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
+from monitor.judge.provider import import_litellm
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +98,3 @@ class ProbeResult:
 
     def __str__(self) -> str:
         return f"{self.target}: {self.outcome}" + (f": {self.detail}" if self.detail else "")
-
-
-async def probe(config: Config, environ: Mapping[str, str] | None = None) -> list[ProbeResult]:
-    """One call per judge model and endpoint (a one-word answer, no retries), each
-    answer or failure one result."""
-    env = os.environ if environ is None else environ
-    judge = config.judge
-    key = env.get(judge.api_key_env) if judge.api_key_env else None
-    provider = Provider(judge, key or None, lambda model, value: None, explain_failures=False)
-
-    async def one(target: JudgeTarget) -> ProbeResult:
-        request = await provider.request(
-            target.model, target.api_base, PROBE_MESSAGES, 5, None, GREEDY
-        )
-        try:
-            await provider.send(request)
-        except AttemptError as exc:
-            return ProbeResult(target, exc.outcome, exc.described())
-        return ProbeResult(target, "ok", "")
-
-    return list(await asyncio.gather(*(one(t) for t in judge_targets(config))))

@@ -89,6 +89,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# Where a client that does not log its failures writes them: nowhere.
+_UNHEARD = logging.getLogger(f"{__name__}.unheard")
+_UNHEARD.disabled = True
 
 OUTCOMES = tuple("ok error auth not_found unreachable timeout rate_limited circuit_open".split())
 
@@ -112,7 +115,10 @@ class JudgeClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        log_failures: bool = True,
     ) -> None:
+        """`log_failures` False: failed calls are only returned as error verdicts, not
+        logged (`check-config --probe` prints them itself)."""
         self._config = judge
         self._t = telemetry
         self._extra = judge_metrics(telemetry)
@@ -140,10 +146,12 @@ class JudgeClient:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._provider = Provider(judge, self._api_key, self._invalid_retry_after)
+        self._provider = Provider(
+            judge, self._api_key, self._invalid_retry_after, explain_failures=log_failures
+        )
         self._structured: dict[str, bool] = {}
         self._no_logprobs: set[str] = set()  # models whose server refused `logprobs`
-        self._quiet = RateLimitedLog(log, 60.0, clock)
+        self._quiet = RateLimitedLog(log if log_failures else _UNHEARD, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
             for outcome in OUTCOMES:
                 telemetry.judge_requests.labels(model, outcome)
@@ -270,7 +278,7 @@ class JudgeClient:
                     exc.outcome,
                     exc.described(),
                 )
-            return self._error(f"{exc.outcome}: {exc}", spent)
+            return self._error(f"{exc.outcome}: {exc.described()}", spent)
         except NoVerdict as exc:
             return self._error(str(exc), spent)
         if key is not None:
@@ -422,6 +430,10 @@ class JudgeClient:
                 self._t.judge_requests.labels(model, exc.outcome).inc()
                 if exc.outcome == "circuit_open":
                     raise
+                if exc.outcome == "timeout":  # said from the first, before any breaker opens
+                    self._quiet.warning(
+                        f"timeout:{model}", "judge %s: timeout: %s (judge.timeout_s)", model, exc
+                    )
                 if exc.schema_refused or exc.logprobs_refused:
                     breaker.success()  # the model answers; it only wants no schema/logprobs
                     raise

@@ -74,6 +74,10 @@ def explain(outcome: str, model: str, api_base: str | None, judge: Judge) -> str
     return fixes.get(outcome, "")
 
 
+# How much of a provider's error message a judge error keeps.
+_SAID = 160
+
+
 class AttemptError(Exception):
     """One attempt failed: `outcome` as counted, and whether trying again may help."""
 
@@ -231,7 +235,9 @@ class Provider:
     ) -> AttemptError:
         status = getattr(exc, "status_code", None)
         name = type(exc).__name__
-        message = self.scrub(f"{name}: {str(exc)[:300]}")
+        # One line, short: litellm's messages run over lines and repeat its own name.
+        said = " ".join(self.scrub(str(exc)).split())
+        message = f"{name}: {said[:_SAID] + '…' if len(said) > _SAID else said}"
         lowered = message.lower()
         if "Timeout" in name:
             return AttemptError("timeout", message, retryable=True)

@@ -1,8 +1,12 @@
-"""Spend limits for LLM judges: evaluations per minute, tokens per hour, USD per day.
+"""Spend limits: for LLM judges evaluations per minute, tokens per hour, USD per day; for
+local evaluations per minute, on what boosts add.
 
 Over budget, judge evaluations are skipped (the pipeline counts them as
-`sampling_decisions_total{decision="over_budget"}`); local evaluators are never limited.
-Windows slide: usage older than the window stops counting.
+`sampling_decisions_total{decision="over_budget"}`). The base sample's local evaluations
+always run (and count); the local limit (`max_local_evaluations_per_minute`, on by default)
+holds back only what a boost adds beyond it, so a sender that drives a boost (forged
+traces that look like a rise) cannot multiply the monitor's CPU. Windows slide: usage older
+than the window stops counting.
 
 A boost (an alert rule raising its evaluator's sampling while its evidence builds) never
 takes what the base sample needs: an evaluation that only a boost sampled is admitted only
@@ -84,6 +88,19 @@ class BudgetGate:
         self._evaluations = limit("max_evaluations_per_minute", c.max_evaluations_per_minute, 60)
         self._tokens = limit("max_judge_tokens_per_hour", c.max_judge_tokens_per_hour, 3600)
         self._cost = limit("max_judge_cost_usd_per_day", usd, 86400, f"{usd or 0:g}")
+        self._local = limit(
+            "max_local_evaluations_per_minute", c.max_local_evaluations_per_minute, 60
+        )
+
+    def admit_local(self, boost: bool) -> bool:
+        """Take one local evaluation: always for the base sample (counted), for one that
+        only a boost sampled only while the local limit keeps room for the base sample."""
+        if self._local is None:
+            return True
+        if boost and self._local.full(True, self._clock() - self._started):
+            return False
+        self._local.add(1, boost)
+        return True
 
     def admit(self, boost: bool = False) -> bool:
         """Take one judge evaluation from the budget, or say there is none left; `boost`:
@@ -94,11 +111,12 @@ class BudgetGate:
             self._evaluations.add(1, boost)
         return True
 
-    def reached(self, boost: bool = False) -> str | None:
-        """The limit that admits no more judge evaluations now (`key: value`), if any; with
-        `boost`, also one whose room the base sample needs."""
+    def reached(self, boost: bool = False, local: bool = False) -> str | None:
+        """The limit that admits no more judge evaluations (`local`: local ones) now
+        (`key: value`), if any; with `boost`, also one whose room the base sample needs."""
         age = self._clock() - self._started
-        for limit in (self._evaluations, self._tokens, self._cost):
+        limits = (self._local,) if local else (self._evaluations, self._tokens, self._cost)
+        for limit in limits:
             if limit is not None and limit.full(boost, age):
                 return limit.shown
         return None

@@ -20,15 +20,20 @@ different versions in one rollout must sample the same traces (`tests/trace/test
 pins it). Every record or trace pays for one decision, so the sampler computes the same
 thing cheaply: the hash state is copied from a prepared one instead of built from keyword
 arguments, and `u < r` is decided on the digest's bytes against the integer bound that
-gives exactly the same answer, found once per rate (`_bound`). What a decision reads is
-prepared once per change of the boosts (`_Decisions`) and replaced whole, so deciding takes
-no lock while the alert engine raises and lowers boosts on the event loop.
+gives exactly the same answer, found once per rate (`_level`, cached). The rules of the
+base rates are prepared at start; a boosted service's rules are prepared per base rate on
+its first decision after a change of its boosts, so a change costs what it changes (one
+service), whatever the number of boosted services and override rates, and costs nothing
+on the event loop where the alert engine makes it. Deciding takes no lock: what it reads is
+replaced whole per service, or read with one dictionary lookup.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from binascii import hexlify
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -89,6 +94,7 @@ def _bound(threshold: float) -> bytes:
     return _ALL_DIGESTS if low == 1 << 64 else low.to_bytes(8, "big")
 
 
+@functools.lru_cache(maxsize=4096)
 def _level(rate: float) -> bytes:
     """`_bound(rate)`, where a rate of 1 or more samples every digest, as a rule that
     samples everything does without a hash (also the few whose position rounds to 1)."""
@@ -126,13 +132,6 @@ class _Rule:
             levels.append((bound, everyone if same else Sampled(names, beyond)))
         self.levels = tuple(levels)
 
-    @property
-    def ceiling(self) -> bytes:
-        """Every digest below it is sampled by some evaluator; none at or above it."""
-        if self.everything:
-            return _ALL_DIGESTS
-        return self.levels[-1][0] if self.levels else _NOTHING
-
     def decide(self, digest: bytes) -> Sampled:
         for bound, names in self.levels:
             if digest < bound:
@@ -140,21 +139,15 @@ class _Rule:
         return _NONE
 
 
-class _Decisions:
-    """What deciding reads, for the boosts in force: a rule per base rate, and for each
-    boosted service a rule per base rate with its boosted evaluators' rates raised."""
+class _Boosted:
+    """A boosted service: its evaluators' raised rates, and its rules per base rate,
+    prepared on the first decision that needs each."""
 
-    __slots__ = ("boosted", "ceiling", "rules")
+    __slots__ = ("raised", "rules")
 
-    def __init__(self, rules: dict[float, _Rule], boosted: dict[str, dict[float, _Rule]]) -> None:
-        self.rules = rules
-        self.boosted = boosted
-        # The digests below which some rule could sample a key: a key at or above it is
-        # sampled by no evaluator under any base rate or boost, whatever its service and
-        # route.
-        self.ceiling = max(
-            rule.ceiling for by_base in (rules, *boosted.values()) for rule in by_base.values()
-        )
+    def __init__(self, raised: dict[str, float]) -> None:
+        self.raised = raised
+        self.rules: dict[float, _Rule] = {}
 
 
 class Sampleable(Protocol):
@@ -193,32 +186,65 @@ class Sampler:
         self._overrides = tuple(config.overrides)
         self._bases = frozenset({config.rate, *(o.rate for o in config.overrides)})
         self._base = config.rate
+        self.rules_built = 0  # rules prepared so far (what a change of the boosts costs)
+        self._rules = {base: self._prepare(base, {}) for base in self._bases}
+        self._boosted: dict[str, _Boosted] = {}
+        # The rates boosts raise evaluators to, with how many (evaluator, service) each.
+        self._raised: Counter[float] = Counter()
+        self._highest_base = max(self._bases) * max(self._rates.values(), default=0.0)
+        self._ceiling = self._ceiling_now()
         self._boosts: Boosts = {}
-        self._decisions = _Decisions(self._rules({}), {})
         if boosts is not None:
-            boosts.on_change(self._adopt)
-            self._adopt(boosts.active())
+            self._boosts = boosts.active()
+            boosts.on_change(self._changed)
+            for (evaluator, service), rate in list(self._boosts.items()):
+                self._changed(evaluator, service, rate)
 
-    def _rules(self, raised: Mapping[str, float]) -> dict[float, _Rule]:
-        """A rule per base rate, with the evaluators in `raised` sampled at that rate at
-        least."""
-        rules = {}
-        for base in self._bases:
-            rates = {name: base * rate for name, rate in self._rates.items()}
-            boosted = {name: max(rate, raised.get(name, 0.0)) for name, rate in rates.items()}
-            rules[base] = _Rule(boosted, self._all, rates)
-        return rules
+    def _prepare(self, base: float, raised: Mapping[str, float]) -> _Rule:
+        """The rule of base rate `base`, with the evaluators in `raised` sampled at that
+        rate at least."""
+        self.rules_built += 1
+        rates = {name: base * rate for name, rate in self._rates.items()}
+        boosted = {name: max(rate, raised.get(name, 0.0)) for name, rate in rates.items()}
+        return _Rule(boosted, self._all, rates)
 
-    def _adopt(self, boosts: Boosts) -> None:
-        """Prepare the decisions for the boosts now in force (those of evaluators this
-        sampler does not know are ignored)."""
-        raised: dict[str, dict[str, float]] = {}
-        for (evaluator, service), rate in boosts.items():
-            if evaluator in self._rates:
-                raised.setdefault(service, {})[evaluator] = rate
-        boosted = {service: self._rules(rates) for service, rates in raised.items()}
-        self._decisions = _Decisions(self._decisions.rules, boosted)
-        self._boosts = boosts
+    def _changed(self, evaluator: str, service: str, rate: float | None) -> None:
+        """`evaluator`'s boost of `service` is now `rate` (None: none); boosts of
+        evaluators this sampler does not know are ignored."""
+        if evaluator not in self._rates:
+            return
+        current = self._boosted.get(service)
+        raised = dict(current.raised) if current is not None else {}
+        before = raised.pop(evaluator, None)
+        if before is not None:
+            self._raised[before] -= 1
+            if not self._raised[before]:
+                del self._raised[before]
+        if rate is not None:
+            raised[evaluator] = rate
+            self._raised[rate] += 1
+        # Replaced whole: a decision reads the service's old rules or its new ones.
+        if raised:
+            self._boosted[service] = _Boosted(raised)
+        else:
+            self._boosted.pop(service, None)
+        self._ceiling = self._ceiling_now()
+
+    def _ceiling_now(self) -> bytes:
+        """The digests below which some rule could sample a key: a key at or above it is
+        sampled by no evaluator under any base rate or boost, whatever its service and
+        route (the level of the highest rate any rule samples at)."""
+        highest = max(self._highest_base, max(self._raised, default=0.0))
+        return _NOTHING if highest <= 0.0 else _level(highest)
+
+    def _rule(self, service: str, base: float) -> _Rule:
+        boosted = self._boosted.get(service)
+        if boosted is None:
+            return self._rules[base]
+        rule = boosted.rules.get(base)
+        if rule is None:
+            rule = boosted.rules[base] = self._prepare(base, boosted.raised)
+        return rule
 
     @property
     def evaluators(self) -> frozenset[str]:
@@ -235,20 +261,20 @@ class Sampler:
     @property
     def samples_every_key(self) -> bool:
         """Whether `may_sample` is True whatever the key (some rule samples everything)."""
-        return self._decisions.ceiling == _ALL_DIGESTS
+        return self._ceiling == _ALL_DIGESTS
 
     def may_sample(self, key: str) -> bool:
         """False when no evaluator samples a record or trace with this sampling key under
         any base rate (any service, any route) or boost in force unless it is forced
         (`always.error`, `always.negative_feedback`): what can be decided from the key
         alone."""
-        ceiling = self._decisions.ceiling
+        ceiling = self._ceiling
         return ceiling == _ALL_DIGESTS or (ceiling != _NOTHING and _digest(key) < ceiling)
 
     def may_sample_ids(self, trace_ids: Iterable[bytes]) -> set[bytes]:
         """The trace ids (raw bytes) whose sampling key, the id in lowercase hex, passes
         `may_sample`: the same decisions, one loop for a request's traces."""
-        ceiling = self._decisions.ceiling
+        ceiling = self._ceiling
         if ceiling == _ALL_DIGESTS:
             return set(trace_ids)
         if ceiling == _NOTHING:
@@ -278,12 +304,8 @@ class Sampler:
         and route are read only when an override or a boost could use them."""
         if self._priority and self._forced(record):
             return self._all
-        decisions = self._decisions
         base = self.base_rate(record.service, record.route) if self._overrides else self._base
-        rules = decisions.rules
-        if decisions.boosted:
-            rules = decisions.boosted.get(record.service, rules)
-        rule = rules[base]
+        rule = self._rule(record.service, base) if self._boosted else self._rules[base]
         if rule.nothing:
             return _NONE
         if rule.everything:

@@ -2,7 +2,7 @@
 service at now (the sampler's effective rate: its base rate, or an alert rule's boost).
 
 Nothing is set per record: a service's series are set when it takes a label slot (and for
-the allowed services at once), and the boosted ones again whenever the boosts change; a
+the allowed services at once), and a service's again whenever a boost of it changes; a
 service that loses its slot loses these series with its others (`Telemetry.forget`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from monitor.boosts import Boosts, SamplingBoosts
+from monitor.boosts import SamplingBoosts
 from monitor.processors.sampler import Sampler
 from monitor.telemetry import Telemetry
 
@@ -29,7 +29,6 @@ class SamplingRateGauge:
             "boost an alert rule raised while its evidence builds.",
             ("service", "evaluator"),
         )
-        self._boosted: frozenset[tuple[str, str]] = frozenset()
         # A service may take its slot (a receiver's thread) while the boosts change (the
         # event loop): whichever sets its series last read the newest boosts.
         self._lock = threading.Lock()
@@ -44,13 +43,10 @@ class SamplingRateGauge:
             for evaluator in self._sampler.evaluators:
                 self._set(service, evaluator)
 
-    def _changed(self, boosts: Boosts) -> None:
-        boosted = frozenset(boosts)
+    def _changed(self, evaluator: str, service: str, rate: float | None) -> None:
         with self._lock:
-            for evaluator, service in self._boosted | boosted:
-                if evaluator in self._sampler.evaluators and self._services.holds(service):
-                    self._set(service, evaluator)
-            self._boosted = boosted
+            if evaluator in self._sampler.evaluators and self._services.holds(service):
+                self._set(service, evaluator)
 
     def _set(self, service: str, evaluator: str) -> None:
         self._gauge.labels(service, evaluator).set(self._sampler.rate(service, evaluator))

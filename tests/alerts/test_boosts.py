@@ -190,8 +190,8 @@ def test_a_service_that_loses_its_slot_loses_its_boost() -> None:
     "rule",
     [
         {"evaluator": EVALUATOR, "max_defect_rate": 0.1},
-        {"category": "toxicity", "baseline": {}},
-        {"category": "toxicity", "cohorts": {"by": "version"}},
+        {"category": "violence", "baseline": {}},
+        {"category": "violence", "cohorts": {"by": "version"}},
     ],
 )
 def test_only_regression_and_cohort_rules_on_an_evaluator_take_a_boost(

@@ -174,3 +174,35 @@ def test_check_config_reports_every_problem_at_once(tmp_path: Path, cli: list[st
     lines = result.stderr.splitlines()
     assert lines[0].startswith("sampling.rate: must be less than or equal to 1")
     assert lines[1].startswith("evaluators.0.name: unknown evaluator 'nope'")
+
+
+def test_mistakes_of_every_kind_come_in_one_pass(tmp_path: Path) -> None:
+    """A token written into the file, a misspelt key, a value out of range, and what the
+    sections say of each other (a rule and an escalation naming evaluators by a near miss,
+    a boost that does not raise its rate): all reported by one run, with suggestions."""
+    problems = _problems(
+        tmp_path,
+        "receivers: {otlp: {auth_token: s3cret}}\n"
+        "trace_assembly: {idle_timout_s: 5}\n"
+        "alerts:\n"
+        "  false_page_every: 1s\n"
+        "  rules:\n"
+        "    - {name: r, evaluator: local_groundednes, baseline: {}}\n"
+        "    - {name: b, evaluator: local_relevance, baseline: {}, boost: {sample_rate: 0.5}}\n"
+        "evaluators:\n"
+        "  - {name: local_groundedness}\n"
+        "  - {name: local_relevance}\n"
+        "  - {name: local_retrieval, escalate_from: local_relevanse}\n",
+    )
+    expected = [
+        "receivers.otlp.auth_token: a token is not written into the config file",
+        "trace_assembly.idle_timout_s: unknown key; did you mean 'idle_timeout_s'?",
+        "alerts.false_page_every: 1s is outside 1h..3650d",
+        "alerts.rules.0.evaluator: 'local_groundednes' is not configured (did you mean "
+        "'local_groundedness'?",
+        "alerts.rules.1.boost.sample_rate: 0.5 does not raise local_relevance's rate of 1",
+        "evaluators.2.escalate_from: 'local_relevanse' is not configured (did you mean "
+        "'local_relevance'?",
+    ]
+    for start in expected:
+        assert any(p.startswith(start) for p in problems), (start, problems)

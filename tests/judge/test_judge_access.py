@@ -27,6 +27,7 @@ import yaml
 from monitor.__main__ import main
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.probe import probe
 from monitor.evaluators.registry import build
 from monitor.judge.client import JudgeClient
 from monitor.results import EvalResult
@@ -183,7 +184,7 @@ PROBED = {
     "openai/missing": Reply(status=404, error="The model does not exist"),
     "openai/limited": Reply(status=429, error="Rate limit reached"),
     "openai/slow": Reply(delay=600),  # cut short when the stub stops
-    "openai/fine": Reply(content="OK"),
+    "openai/fine": Reply(content="Score: 5"),
 }
 
 
@@ -195,7 +196,7 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     evaluators = [
         {"name": name, "model": model}
         for name, model in zip(
-            ["groundedness", "relevance", "coherence", "fluency", "violence"], PROBED, strict=True
+            ["relevance", "coherence", "fluency", "violence", "groundedness"], PROBED, strict=True
         )
     ]
     # Long enough for a loaded machine's first call, which the slow model outlasts.
@@ -221,12 +222,39 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     assert ": timeout: no answer within judge.timeout_s (5s)" in by_model["openai/slow"]
     assert len(stub.received) == len(PROBED)  # one call each, no retries
 
-    # All answering: the summary says so and the configuration follows.
-    stub.default = Reply(content="OK")
+    # All giving verdicts: the summary says so and the configuration follows.
+    stub.default = Reply(content="Score: 5")
     path = _write(tmp_path, judge | {"model": "openai/fine"}, [{"name": "groundedness"}])
     code, out, err = await _cli("check-config", str(path), "--probe")
-    assert code == 0 and "judge openai/fine" not in err
-    assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (answered)" in out
+    assert code == 0 and not [line for line in err.splitlines() if line.startswith("judge ")]
+    assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (a verdict read)" in out
+    # The probe was the judge's own prompt about a sample record, not a one-word question.
+    assert "kettle" in stub.received[-1].prompt
+
+
+@pytest.mark.asyncio
+async def test_probe_fails_a_judge_whose_answers_do_not_parse(stub: StubJudge) -> None:
+    """A reachable model that answers every prompt with prose is no judge: `--probe` says
+    so by kind (`parse`), per judge evaluator, and the others pass."""
+    stub.default = lambda got: Reply(
+        content="I would rather not say." if got.body["model"] == "babbler" else "Score: 5"
+    )
+    config = Config.model_validate(
+        {
+            "judge": {"api_base": stub.openai_base, "model": "openai/fine"},
+            "evaluators": [
+                {"name": "groundedness", "model": "openai/babbler"},
+                {"name": "relevance"},
+            ],
+        }
+    )
+    results = {r.target.evaluators: r for r in await probe(config)}
+    assert results[("groundedness",)].outcome == "parse", results
+    assert str(results[("groundedness",)]).startswith(
+        f"judge openai/babbler at {stub.openai_base} (groundedness): parse: "
+    )
+    assert "\n" not in str(results[("groundedness",)])
+    assert results[("relevance",)].outcome == "ok"
 
 
 @pytest.mark.slow
@@ -265,7 +293,8 @@ async def test_auth_and_not_found_are_named_counted_and_logged_once_with_the_fix
     for _ in range(3):
         result = await h.evaluator("groundedness").evaluate(RECORD)
         assert result.outcome == "error" and result.error is not None
-        assert result.error.startswith("auth: AuthenticationError")
+        assert result.error.startswith("auth: the judge refused the credentials")
+        assert "\n" not in result.error and "Incorrect API key provided" in result.error
     assert h.metric("judge_requests_total", model=MODEL, outcome="auth") == 3
     assert h.metric("judge_requests_total", model=MODEL, outcome="error") == 0
     explained = [r for r in caplog.records if "refused the credentials" in r.getMessage()]
@@ -275,7 +304,8 @@ async def test_auth_and_not_found_are_named_counted_and_logged_once_with_the_fix
 
     stub.default = Reply(status=404, error="model not found")
     result = await h.evaluator("relevance").evaluate(RECORD)
-    assert result.error is not None and result.error.startswith("not_found: NotFoundError")
+    assert result.error is not None and result.error.startswith("not_found: ")
+    assert "NotFoundError" in result.error
     assert h.metric("judge_requests_total", model=MODEL, outcome="not_found") == 1
     assert sum("has no model" in r.getMessage() for r in caplog.records) == 1
 

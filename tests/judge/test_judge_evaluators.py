@@ -277,7 +277,8 @@ async def test_reference_evaluators_report_a_missing_reference(stub: StubJudge) 
 
 
 async def test_f1_is_local_token_overlap() -> None:
-    h = Harness(StubJudge())
+    async with StubJudge() as stub:  # a judge endpoint is configured; f1 never calls it
+        h = Harness(stub)
     f1 = h.evaluator("f1")
     assert f1.kind == "local"
     result = await f1.evaluate(RECORD)

@@ -404,3 +404,10 @@ def test_contract_reader_finds_the_tables(tmp_path: Path) -> None:
     assert len(_documented_config()) > 80
     assert len(_metrics_in_contract()) > 40
     assert len(_rows(_section("Evaluators"))) > 10
+
+
+def test_every_command_says_what_it_does_in_its_help() -> None:
+    for name, sub in _subparsers(_parser({})).items():
+        assert sub.description and len(sub.description) > 40, name
+        # `rag-monitor NAME --help` shows it (argparse wraps its lines).
+        assert " ".join(sub.description.split()) in " ".join(sub.format_help().split()), name

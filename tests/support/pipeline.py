@@ -144,8 +144,11 @@ def trace_stage(
 class Served:
     """OTLP receivers and the trace stage behind them, started and stopped together."""
 
-    def __init__(self, config: Config, stage: RecordingStage, telemetry: Telemetry) -> None:
-        self.trace = trace_stage(config, stage, telemetry)
+    def __init__(
+        self, config: Config, stage: RecordingStage, telemetry: Telemetry, **options: Any
+    ) -> None:
+        """`options` go to `TraceStage` (`trace_stage`)."""
+        self.trace = trace_stage(config, stage, telemetry, **options)
         self.receivers = OtlpReceivers(config, self.trace, telemetry)
 
     @property
@@ -167,7 +170,9 @@ class Served:
         await self.trace.shutdown(deadline_s)
 
 
-async def started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> Served:
-    served = Served(config, stage, telemetry)
+async def started(
+    config: Config, stage: RecordingStage, telemetry: Telemetry, **options: Any
+) -> Served:
+    served = Served(config, stage, telemetry, **options)
     await served.start()
     return served

@@ -151,3 +151,28 @@ def test_the_rate_gauge_shows_the_effective_rate_as_boosts_come_and_go() -> None
     assert rate("ghost", "judge") is None
     boosts.lower_rate("judge", "shop", "rule")
     assert rate("shop", "judge") == 0.05
+
+
+def test_a_change_of_one_boost_costs_one_service_whatever_else_is_boosted() -> None:
+    """Raising or lowering a boost prepares nothing where the alert engine makes it (the
+    event loop); the changed service's rule of a base rate is prepared on its first
+    decision, once, whatever the number of boosted services and override rates."""
+    boosts = SamplingBoosts()
+    overrides = [SamplingOverride(service=f"o{i}", rate=i / 1000) for i in range(1, 201)]
+    sampler = Sampler(Sampling(rate=0.01, overrides=overrides), {"judge": None}, boosts)
+    for i in range(50):
+        boosts.raise_rate("judge", f"s{i}", "rule", 0.5)
+        sampler.sampled(_record(i, f"s{i}"))
+    built = sampler.rules_built
+    boosts.raise_rate("judge", "s50", "rule", 0.5)
+    boosts.raise_rate("judge", "s0", "other rule", 0.8)
+    boosts.lower_rate("judge", "s1", "rule")
+    assert sampler.rules_built == built
+    for i in range(100):
+        sampler.sampled(_record(i, "s50"))
+        sampler.sampled(_record(i, "s0"))
+        sampler.sampled(_record(i, "s1"))
+    # One rule each for the two services still boosted, at the one base rate they use.
+    assert sampler.rules_built == built + 2
+    assert sampler.rate("s50", "judge") == 0.5 and sampler.rate("s0", "judge") == 0.8
+    assert sampler.rate("s1", "judge") == 0.01

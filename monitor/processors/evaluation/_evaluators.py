@@ -46,6 +46,8 @@ class InFlight:
     missing: frozenset[str]
     scored: Scored  # what its CPU scorers gave in the batch's task
     results: dict[str, EvalResult]
+    # CPU scorers only a boost sampled that the local limit held back.
+    refused: frozenset[str] = frozenset()
 
     @property
     def boosted(self) -> frozenset[str]:
@@ -94,14 +96,25 @@ class BatchEvaluator:
         self._evaluate_suspect = evaluate_suspect
         self._boost_refused = telemetry.counter(
             "sampling_boost_refused",
-            "Judge evaluations a boost asked for beyond the base rate that a budget "
-            "refused, leaving its room to the base sample (also counted as "
+            "Evaluations a boost asked for beyond the base rate that a budget refused, "
+            "leaving its room to the base sample (also counted as "
             "sampling_decisions_total{decision=over_budget}).",
             ("service", "evaluator"),
         )
         # A budget holds a boost back for minutes (evaluations) to days (cost) at a
         # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
+
+    def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
+        """Takes the batch task's CPU scorers of an item from the budget; returns those
+        refused (only a boost sampled them, and the local limit keeps its room for the
+        base sample)."""
+        boosted = sampled.beyond_base if isinstance(sampled, Sampled) else frozenset()
+        return frozenset(
+            name
+            for name in self.first_cpu
+            if name in sampled and not self._budget.admit_local(name in boosted)
+        )
 
     @property
     def cpu_only(self) -> bool:
@@ -140,18 +153,19 @@ class BatchEvaluator:
             if decision == "sampled":
                 chosen.append(stage.evaluator)
             elif decision == "over_budget" and name in boosted:
-                self._refused_boost(service, name)
+                self._refused_boost(service, name, local=name in self._cpu)
         return chosen
 
-    def _refused_boost(self, service: str, evaluator: str) -> None:
-        """A judge only a boost sampled, refused by the budget: counted, and logged."""
+    def _refused_boost(self, service: str, evaluator: str, local: bool) -> None:
+        """An evaluation only a boost sampled, refused by the budget: counted, and
+        logged."""
         self._t.child(self._boost_refused, service, evaluator).inc()
         self._boost_log.warning(
             f"boost/{service}/{evaluator}",
             "budget %s: the boost of %s on service %r is held to the base rate while the "
             "budget keeps room for the base sample (sampling_boost_refused_total counts "
             "what it asked beyond it)",
-            self._budget.reached(boost=True) or "(freed since)",
+            self._budget.reached(boost=True, local=local) or "(freed since)",
             evaluator,
             service,
         )
@@ -201,6 +215,8 @@ class BatchEvaluator:
                 return "not_escalated"
         if ev.name not in item.sampled:
             return "skipped"
+        if ev.name in item.refused:
+            return "over_budget"
         if ev.kind == "judge" and not self._budget.admit(boost):
             return "over_budget"
         return "sampled"
@@ -252,7 +268,7 @@ class BatchEvaluator:
             async with asyncio.timeout(self._timeout):
                 result = await evaluator.evaluate(item.record)
         except TimeoutError:
-            result = self._timed_out(evaluator.name)
+            result = self._timed_out(evaluator.name, item.record)
         except Exception as exc:
             result = self._failed(evaluator.name, item.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
@@ -291,7 +307,17 @@ class BatchEvaluator:
                 result.error,
             )
 
-    def _timed_out(self, name: str) -> EvalResult:
+    def _timed_out(self, name: str, record: RagRecord) -> EvalResult:
+        """An evaluation past its deadline: an error result, logged from the first (a
+        judge that hangs says so before its breaker opens), once per 10 s at most."""
+        self._warn.warning(
+            name,
+            "evaluator %s timed out on record %s: no verdict within %gs "
+            "(pipeline.evaluation_timeout_s)",
+            name,
+            record.request_id,
+            self._timeout,
+        )
         return EvalResult.failed(name, f"timeout: no verdict within {self._timeout:g}s")
 
     def _failed(self, name: str, record: RagRecord, exc: Exception) -> EvalResult:

@@ -324,26 +324,29 @@ class EvaluationStage:
         each trace's `on_extracted` told what became of it."""
         first_cpu = self._evaluators.first_cpu
         tasks: list[Job] = []
+        refused: list[frozenset[str]] = []
         for job in jobs:
-            scorers = tuple(name for name in first_cpu if name in job.sampled)
+            refused.append(self._evaluators.admit_cpu(job.sampled))
+            scorers = tuple(n for n in first_cpu if n in job.sampled and n not in refused[-1])
             if isinstance(job, SampledTrace):
                 tasks.append(TraceJob(job.spans, scorers))
             elif scorers:
                 tasks.append(RecordJob(job.record, scorers))
         done = iter(await self._runner.run(tasks))
         out: list[tuple[Item, list[InFlight]]] = []
-        for job in jobs:
+        for job, held in zip(jobs, refused, strict=True):
             if isinstance(job, SampledRecord):
-                scored = next(done) if any(n in job.sampled for n in first_cpu) else {}
+                runs = any(n in job.sampled and n not in held for n in first_cpu)
+                scored = next(done) if runs else {}
                 assert isinstance(scored, dict)
-                out.append((job, [self._flight(job.record, job.sampled, scored)]))
+                out.append((job, [self._flight(job.record, job.sampled, scored, held)]))
                 continue
             trace = next(done)
             assert isinstance(trace, TraceDone)
             records = self._extracted(job, trace.extraction)
             self._queue.recost(job, sum(map(record_bytes, records)))
             flights = [
-                self._flight(record, job.sampled, scored)
+                self._flight(record, job.sampled, scored, held)
                 for record, scored in zip(records, trace.scored, strict=True)
             ]
             out.append((job, flights))
@@ -371,10 +374,15 @@ class EvaluationStage:
                 log.exception("telling the trace stage what %s gave", _describe(job))
         return extraction.records if isinstance(extraction, TraceRecords) else []
 
-    def _flight(self, record: RagRecord, sampled: frozenset[str], scored: Scored) -> InFlight:
-        return InFlight(
-            record, sampled, self._t.service_cap(record.service), record.missing(), scored, {}
-        )
+    def _flight(
+        self,
+        record: RagRecord,
+        sampled: frozenset[str],
+        scored: Scored,
+        refused: frozenset[str] = frozenset(),
+    ) -> InFlight:
+        service = self._t.service_cap(record.service)
+        return InFlight(record, sampled, service, record.missing(), scored, {}, refused)
 
     def _emit(
         self, sink: ResultSink, job: Item, record: RagRecord, results: dict[str, EvalResult]

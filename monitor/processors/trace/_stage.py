@@ -30,6 +30,7 @@ from monitor.component import (
     ACCEPTED,
     Accepted,
     Delivery,
+    OnDone,
     RecordConsumer,
     Refused,
     SampledRecord,
@@ -43,6 +44,7 @@ from monitor.processors.trace._assembler import FinishedTrace, TraceAssembler
 from monitor.processors.trace._filter import SpanFilter
 from monitor.processors.trace._outcomes import Outcomes, log
 from monitor.processors.trace._sampling import TraceSampling
+from monitor.processors.trace._shares import FairShares
 from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord, RawRecord
 from monitor.spans import Span
@@ -68,8 +70,12 @@ class TraceStage:
         observer: TraceObserver | None = None,
         limits: SizeLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shares: FairShares | None = None,
     ) -> None:
+        """`shares`: fair admission per service while the evaluation stage is full
+        (`_shares.py`); without it, everything is refused then."""
         self._outcomes = Outcomes(telemetry, observer, limits or SizeLimits())
+        self._shares = shares
         self._sampling = TraceSampling(
             sampler, self._outcomes, route_attribute if route_in_sampling else None
         )
@@ -116,14 +122,20 @@ class TraceStage:
 
     def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
         refused = self._refusal()
+        built: list[list[Span] | None] = [None] * len(deliveries)
+        if refused is None and self._next.full:
+            # Full, but a service below its share is still taken (`_shares.py`).
+            built = [self._spans(delivery) for delivery in deliveries]
+            if not self._fair(deliveries, built):
+                refused = _QUEUE_FULL
         if refused is not None:
             self._outcomes.dropped(refused.reason)
             return refused
         out: list[Ready] = []
         finished: list[FinishedTrace] = []
         unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]] = []  # records, by source
-        for delivery in deliveries:
-            self._take_apart(delivery, out, finished, unsampled)
+        for delivery, spans in zip(deliveries, built, strict=True):
+            self._take_apart(delivery, out, finished, unsampled, spans)
         if unsampled:
             self._sampling.count_skipped(unsampled)
         self._release(finished, out)
@@ -166,11 +178,21 @@ class TraceStage:
             )
 
     def _refusal(self) -> Refused | None:
+        """What every delivery is refused for now, before it is decoded: shutting down, or
+        a full evaluation stage (without fair admission, or past what it allows)."""
         if not self._accepting:
             return _SHUTTING_DOWN
-        if self._next.full:
+        if self._next.full and (self._shares is None or self._shares.exhausted):
             return _QUEUE_FULL
         return None
+
+    def _fair(self, deliveries: Sequence[Delivery], built: list[list[Span] | None]) -> bool:
+        """While the evaluation stage is full: whether to take these deliveries, their
+        spans built (records wait for room: their receivers, Kafka and replay, do)."""
+        if self._shares is None or any(delivery.records for delivery in deliveries):
+            return False
+        services = {span.service for spans in built for span in spans or ()}
+        return not services or self._shares.admits(services)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -214,12 +236,14 @@ class TraceStage:
         out: list[Ready],
         finished: list[FinishedTrace],
         unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]],
+        built: list[Span] | None = None,
     ) -> None:
+        """`built`: the delivery's spans, if `_spans` was called for it already."""
         ack = Ack(delivery.on_done, delivery.origin) if delivery.on_done is not None else None
         try:
             if delivery.records:
                 self._records(delivery, ack, out, unsampled)
-            spans = self._spans(delivery)
+            spans = self._spans(delivery) if built is None else built
             if spans:
                 released = self._assembler.add(spans, delivery.source)
                 if ack is not None or delivery.metadata:
@@ -268,11 +292,10 @@ class TraceStage:
                 ack.owe(1)
             self._outcomes.record(record, delivery.source)
             on_failed = partial(delivery.on_failed, delivered) if delivery.on_failed else None
-            out.append(
-                SampledRecord(
-                    record, delivery.source, sampled, ack.settle if ack else None, on_failed
-                )
-            )
+            on_done: OnDone | None = ack.settle if ack else None
+            if self._shares is not None:
+                on_done = self._shares.hold(record.service, on_done)
+            out.append(SampledRecord(record, delivery.source, sampled, on_done, on_failed))
 
     def _register(
         self,
@@ -318,13 +341,16 @@ class TraceStage:
                     ack.settle()
                 continue
             waiting = self._acks.evaluating(trace.trace_id, acks)
+            on_done: OnDone | None = waiting.settle if waiting else None
+            if self._shares is not None:
+                on_done = self._shares.hold(service, on_done)
             out.append(
                 SampledTrace(
                     trace.spans,
                     trace.source,
                     sampled,
                     partial(self._outcomes.extracted, trace, service),
-                    waiting.settle if waiting else None,
+                    on_done,
                     metadata,
                     sum(span.size for span in trace.spans),
                 )

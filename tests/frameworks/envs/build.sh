@@ -7,13 +7,16 @@
 # of the same stack are removed. Links tests/js/node_modules to the JavaScript packages and
 # prints the cache folder (tests/run.sh exports it as MONITOR_TESTS_FRAMEWORK_ENVS).
 #
-# Usage: build.sh [UV]; UV is the uv to install with (default: uv on PATH). Refresh a lock
+# Usage: build.sh [UV] [all|python]; UV is the uv to install with (default: uv on PATH);
+# `python` leaves the JavaScript packages out (tests/run.sh, for a selection of tests that
+# runs no JavaScript app). Refresh a lock
 # with `uv pip compile tests/frameworks/envs/NAME/requirements.in --python-version 3.11
 # --python-platform x86_64-manylinux_2_36 --no-header -o .../requirements.lock` and
 # `npm install --prefix tests/js` (package-lock.json).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 uv="${1:-uv}"
+which="${2:-all}"
 cache="${MONITOR_TESTS_FRAMEWORK_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/rag-monitor/framework-envs}"
 mkdir -p "$cache"
 
@@ -37,6 +40,11 @@ for lock in tests/frameworks/envs/*/requirements.lock; do
     fi
     prune "$name" "$dir"
 done
+
+if [ "$which" = python ]; then
+    echo "$cache"
+    exit 0
+fi
 
 lock=tests/js/package-lock.json
 dir="$cache/js-$(sha256sum "$lock" | cut -c1-16)"
