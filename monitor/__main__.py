@@ -21,6 +21,7 @@ from typing import Any
 import monitor._threads  # noqa: F401
 from monitor._logs import configure_logging
 from monitor._version import __version__
+from monitor.alerts.kinds.forms import summary
 from monitor.config import Config, ConfigError, dump_yaml, effective_config, load_config
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import (
@@ -268,24 +269,7 @@ def _explain(config: Config) -> list[str]:
         form = "log records" if otlp.signal == "logs" else "span events"
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
-        measured = "mean defect score" if rule.measure == "scores" else "defect rate"
-        budget = f"one false page per {rule.false_page_every or config.alerts.false_page_every}"
-        if rule.baseline is not None:
-            lines.append(
-                f"alert {rule.name}: {measured} up by {rule.min_increase:g} or more on the"
-                f" previous {rule.baseline.window} ({rule.test} test, window {rule.window},"
-                f" {budget})"
-            )
-        elif rule.cohorts is not None:
-            lines.append(
-                f"alert {rule.name}: {measured} of each {rule.cohorts.by} over {rule.window} up"
-                f" by {rule.min_increase:g} or more on the rest of its service ({budget})"
-            )
-        else:
-            lines.append(
-                f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
-                f" ({budget})"
-            )
+        lines.append(summary(rule, config.alerts.false_page_every))
         if rule.boost is not None:
             lines.append(
                 f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"

@@ -25,6 +25,7 @@ from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import build, check_evaluators
+from monitor.evaluators.revision import revision
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
@@ -253,6 +254,7 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
+        revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
     )
 
 
@@ -299,6 +301,7 @@ def _alerts_and_events(
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
                 state_file=state_file,
                 false_page_every=alerts.false_page_every,
+                conversation_idle=alerts.conversation_idle,
                 boosts=boosts,
                 fleet=fleet,
                 clock=clock,

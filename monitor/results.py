@@ -32,6 +32,9 @@ class EvalResult:
     error: str | None = None
     # Safety evaluators: severity per harm category graded (hate_unfairness, ..., jailbreak).
     safety: dict[str, Severity] | None = None
+    # What gave the verdict: the evaluator's revision (`monitor.evaluators.revision`). A
+    # rule's baseline belongs to one revision.
+    revision: str | None = None
 
     @property
     def outcome(self) -> Outcome:

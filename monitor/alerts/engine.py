@@ -5,25 +5,30 @@ Each rule of `alerts.rules[]` watches one evaluator (defect = `fail`, out of pas
 at or above the grading evaluator's `severity_threshold`). Judge errors are not samples: an
 evaluator that could not decide says nothing about the service.
 
-`emit` adds each verdict to the windows of the rules that count it, per (rule, service,
-cohort); with `alerts.fleet` the rules read the whole fleet's counters from Prometheus
-instead (`monitor.alerts.fleet`), so every replica judges the same stream. Every
-`alerts.evaluation_interval_s` (and at once when a sequential test reaches its budget) each
-entry is judged by its rule's kind — `absolute.py`, `regression.py`, `cohorts.py`, each
-returning a `Decision` — and `_step` turns decisions into `Alert`s: a page when an entry
-starts firing, a resolve, a re-send every `resend_interval_s` while it fires. Alerts go to
-the `Notifier`s (`monitor.exporters.alertmanager`), which queue and deliver them. Every
-rule's false pages are bounded by its budget in time (`false_page_every`, default
-`alerts.false_page_every`).
+`emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
+cohort): at once to the rule's windows, and as part of a unit — the record's conversation,
+gathered until it goes quiet (`monitor.alerts.units`), or the verdict alone — to its tests.
+A service folded into `other` by the label cap is never a service under test. With
+`alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
+(`monitor.alerts.fleet`), so every replica judges the same stream.
 
-A rule with `boost` raises its evaluator's sampling of a service while the evidence builds
-(`monitor.boosts`). State is exported as `rag_monitor_defect_rate{service,rule}`,
-`rag_monitor_defect_rate_baseline{service,rule}`, `rag_monitor_alert_samples{service,rule,
-window}` (why a rule cannot page yet), `rag_monitor_alert_evidence{service,rule}` (how far a
-sequential test is towards a page), `rag_monitor_alert_boost_active{service,rule}`,
-`rag_monitor_cohort_defect_rate` and `rag_monitor_alert_cohort_samples{service,rule,cohort}`
-and `rag_monitor_alert_firing{service,rule,severity,cohort}`. With `alerts.state_file` the
-windows, tests and firing states survive a restart (`snapshot`, `restore`, `state.py`).
+An entry belongs to one **evaluator revision** (the monitor's version and detector, a
+judge's model, prompt and parameters: `EvalResult.revision`): a verdict of another
+revision starts the entry anew, with a log line and `alert_baselines_started_total`, and a
+firing alert is resolved saying why; late verdicts of the revision just replaced (within
+one window of the change) are left out. An evaluator change is not a regression.
+
+Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget) each
+(rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
+cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
+page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
+fires. With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
+re-sends it any more (its `endsAt`), so no replica resolves what another still fires.
+Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
+
+A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
+(`monitor.boosts`), with the rule's own thresholds met. With `alerts.state_file` the
+entries survive a restart (`snapshot`, `restore`, `state.py`).
 """
 
 from __future__ import annotations
@@ -37,16 +42,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from monitor.alerts import absolute, cohorts, describe, regression
+from monitor.alerts import describe
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.rule import Decision, Rule, RuleState, fingerprint, new_state
+from monitor.alerts.kinds import Entry, Judgment, Kind
+from monitor.alerts.kinds.forms import kind_for
+from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import StateFile
+from monitor.alerts.units import Conversations, conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
-from monitor.telemetry import LabelCap, Telemetry
+from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader
@@ -54,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
+DEFAULT_CONVERSATION_IDLE = "10m"
 Key = tuple[int, str, str]  # (rule index, service, cohort)
 
 
@@ -63,19 +72,21 @@ class AlertEngine:
     **Parameters:**
     - `rules`: validated `alerts.rules[]`.
     - `telemetry`: where the gauges live; its `service_cap` gives the bound on services and
-      its `version_cap` / `route_cap` the bound on cohorts (the windows keep their own slots,
+      its `version_cap` / `route_cap` the bound on cohorts (the engine keeps its own slots,
       idle only past the longest window).
     - `notifiers`: Alertmanager / webhook senders.
     - `severity_thresholds`: evaluator name → `severity_threshold` for category rules.
     - `evaluation_interval_s`: how often rules are judged (`alerts.evaluation_interval_s`).
     - `resend_interval_s`: how often a firing alert is re-sent.
     - `generator_url`: where a human can look at the source (the metrics endpoint).
-    - `clock`: seconds since the epoch; tests pass their own.
-    - `state_file`: where windows and firing states are kept across restarts.
+    - `clock`: seconds since the epoch; tests and `backtest` pass their own.
+    - `state_file`: where entries are kept across restarts.
     - `false_page_every`: the budget of rules that name none (`alerts.false_page_every`).
+    - `conversation_idle`: how long a conversation is quiet before it is judged
+      (`alerts.conversation_idle`).
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
-      this replica's own verdicts.
+      this replica's own verdicts, and never send a resolve.
     """
 
     def __init__(
@@ -91,33 +102,26 @@ class AlertEngine:
         clock: Callable[[], float] = time.time,
         state_file: StateFile | None = None,
         false_page_every: str = FALSE_PAGE_EVERY,
+        conversation_idle: str = DEFAULT_CONVERSATION_IDLE,
         boosts: SamplingBoosts | None = None,
         fleet: FleetReader | None = None,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
-        self._rules = [
-            Rule(
-                r,
-                parse_duration(r.window),
-                parse_duration(r.false_page_every or false_page_every),
-                r.false_page_every or false_page_every,
-                parse_duration(r.baseline.window) if r.baseline else None,
-                thresholds,
-            )
-            for r in rules
-        ]
+        self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
+        self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
+        self._idle_s = parse_duration(conversation_idle)
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
         self._t = telemetry
-        # Windows are keyed on the service's own name, bounded apart from the metrics'
-        # labels: a service keeps its windows while they hold verdicts, and a burst of
+        # Entries are keyed on the service's own name, bounded apart from the metrics'
+        # labels: a service keeps its entries while they hold verdicts, and a burst of
         # invented names can take only slots that have been idle that long. Cohorts
         # likewise, one cap per kind of cohort.
         self._services = self._cap(telemetry.service_cap, clock)
         self._services.on_evict(self._forget_service)
         self._cohorts: dict[str, LabelCap] = {}
         for rule in self._rules:
-            by = rule.config.cohorts.by if rule.config.cohorts else None
+            by = rule.cohort_by
             if by is not None and by not in self._cohorts:
                 source = telemetry.route_cap if by == "route" else telemetry.version_cap
                 cap = self._cohorts[by] = self._cap(source, clock)
@@ -132,7 +136,16 @@ class AlertEngine:
         # or the entries that raised it are gone (dropped, or their slots evicted).
         self._boosted: set[tuple[int, str]] = set()
         self._fleet = fleet
-        self._states: dict[Key, RuleState] = {}
+        self._fleet_rules = {
+            i
+            for i, rule in enumerate(self._rules)
+            if fleet is not None and fleet.reads(rule.config)
+        }
+        self._entries: dict[Key, Entry] = {}
+        self._conversations: dict[Key, Conversations] = {}
+        # (rule index, service, cohort) -> (revision replaced, when): its late verdicts are
+        # left out for one window.
+        self._replaced: dict[Key, tuple[str, float]] = {}
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -153,7 +166,7 @@ class AlertEngine:
 
     @property
     def evaluation_due(self) -> bool:
-        """A sequential test reached its budget since the last evaluation: one is due now."""
+        """A test reached its budget since the last evaluation: one is due now."""
         return self._due
 
     # -- ResultSink -------------------------------------------------------------------
@@ -175,39 +188,131 @@ class AlertEngine:
         if not self._rules:
             return
         service = self._services(record.service)
+        if service == OVERFLOW:
+            return  # a fold of many services is no service under test
+        conversation = (
+            conversation_key(record.conversation) if record.conversation is not None else None
+        )
         now = self._clock()
         for i, rule in enumerate(self._rules):
-            if self._fleet is not None and self._fleet.reads(rule.config):
+            if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
-            samples = rule.samples(results)
-            if not samples:
+            values = rule.samples(results)
+            if not values:
                 continue
-            by = rule.config.cohorts.by if rule.config.cohorts else None
-            state = self._state((i, service, self._cohorts[by](rule.cohort(record)) if by else ""))
-            for value in samples:
-                if regression.add(rule, state, value, now):
-                    self._wake_up()
+            histogram = [0.0] * (rule.steps + 1)
+            for value in values:
+                histogram[round(value * rule.steps)] += 1
+            by = rule.cohort_by
+            cohort = self._cohorts[by](rule.cohort(record)) if by else ""
+            self.add((i, service, cohort), histogram, rule.revision(results), conversation, now)
 
     def add_counts(
         self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
     ) -> None:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
         values at level k) for the rule named `rule_name` (`monitor.alerts.fleet`)."""
+        held = self._services(service)
+        if held == OVERFLOW:
+            return
         for i, rule in enumerate(self._rules):
-            if rule.config.name != rule_name:
-                continue
-            by = rule.config.cohorts.by if rule.config.cohorts else None
-            state = self._state(
-                (i, self._services(service), self._cohorts[by](cohort) if by else "")
-            )
-            if regression.add_counts(rule, state, histogram, self._clock()):
-                self._wake_up()
+            if rule.config.name == rule_name:
+                by = rule.cohort_by
+                key = (i, held, self._cohorts[by](cohort) if by else "")
+                self.add(key, histogram, None, None, self._clock())
 
-    def _state(self, key: Key) -> RuleState:
-        state = self._states.get(key)
-        if state is None:
-            state = self._states[key] = new_state(self._rules[key[0]])
-        return state
+    def rule_index(self, name: str) -> int | None:
+        for i, rule in enumerate(self._rules):
+            if rule.config.name == name:
+                return i
+        return None
+
+    def add(
+        self,
+        key: Key,
+        histogram: Sequence[float],
+        revision: str | None,
+        conversation: int | None,
+        now: float,
+    ) -> None:
+        """`histogram[k]` verdicts at level `k / steps` for entry `key` (a rule index,
+        service and cohort as the caps hold them), of evaluator `revision` (None: not
+        known), of `conversation` (its key; None: verdicts without one)."""
+        i = key[0]
+        kind = self._kinds[i]
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = Entry(kind.new_state(), revision)
+        elif revision is not None and revision != entry.revision:
+            if not self._new_revision(key, entry, revision, now):
+                return
+        steps = len(histogram) - 1
+        due = False
+        if conversation is None:
+            due = kind.add(entry.state, histogram, False, now)
+        else:
+            due = kind.add(entry.state, histogram, True, now)
+            conversations = self._conversations.get(key)
+            if conversations is None:
+                conversations = self._conversations[key] = Conversations(self._idle_s)
+            levels = [k / steps for k in range(steps + 1)]
+            for unit in conversations.add(conversation, histogram, levels, now):
+                due = kind.add_unit(entry.state, unit, now) or due
+        if due:
+            self._wake_up()
+
+    def _new_revision(self, key: Key, entry: Entry, revision: str, now: float) -> bool:
+        """Starts `key` anew for `revision`; False for a late verdict of the revision just
+        replaced (left out)."""
+        replaced = self._replaced.get(key)
+        rule = self._rules[key[0]]
+        if replaced is not None and replaced[0] == revision and now - replaced[1] < rule.window_s:
+            return False
+        old = entry.revision
+        if old is None:
+            entry.revision = revision
+            return True
+        i, service, cohort = key
+        name = rule.config.name
+        log.warning(
+            "alert %s for %s: %s is now revision %s (was %s): a new baseline starts, and "
+            "the rule judges again once it holds one",
+            name,
+            f"{service}/{cohort}" if cohort else service,
+            rule.config.evaluator or rule.config.category,
+            revision,
+            old,
+        )
+        self._gauges.baselines_started.labels(name, "revision").inc()
+        if entry.firing:
+            entry.firing = False
+            note = f"the evaluator changed (revision {old} -> {revision}): a new baseline starts"
+            judgment = entry.judgment or Judgment(fire=False, resolve=True)
+            self._dispatch(
+                [
+                    self._alert(
+                        rule,
+                        service,
+                        cohort,
+                        entry,
+                        Judgment(
+                            fire=False,
+                            resolve=True,
+                            current=judgment.current,
+                            reference=judgment.reference,
+                            p_value=judgment.p_value,
+                            note=note,
+                            figures=judgment.figures,
+                        ),
+                        now,
+                        "resolved",
+                    )
+                ]
+            )
+        self._entries[key] = Entry(self._kinds[i].new_state(), revision)
+        self._conversations.pop(key, None)
+        self._replaced[key] = (old, now)
+        return True
 
     def _wake_up(self) -> None:
         self._due = True
@@ -240,20 +345,27 @@ class AlertEngine:
         self._due = False
         now = self._clock()
         out: list[Alert] = []
-        groups: dict[tuple[int, str], dict[str, RuleState]] = {}
-        for (i, service, cohort), state in self._states.items():
-            groups.setdefault((i, service), {})[cohort] = state
-        for (i, service), states in groups.items():
-            rule = self._rules[i]
+        groups: dict[tuple[int, str], dict[str, Entry]] = {}
+        for (i, service, cohort), entry in self._entries.items():
+            groups.setdefault((i, service), {})[cohort] = entry
+        for (i, service), entries in groups.items():
+            rule, kind = self._rules[i], self._kinds[i]
             try:
-                decisions = self._judge(rule, states, now)
-                for cohort, decision in decisions.items():
-                    alert = self._step(rule, service, cohort, states[cohort], now, decision)
+                for cohort, entry in entries.items():
+                    conversations = self._conversations.get((i, service, cohort))
+                    if conversations is not None:
+                        for unit in conversations.close_idle(now):
+                            kind.add_unit(entry.state, unit, now)
+                judgments = kind.judge(entries, now)
+                for cohort, judgment in judgments.items():
+                    entry = entries[cohort]
+                    entry.judgment = judgment
+                    alert = self._step(i, service, cohort, entry, judgment, now)
                     if alert is not None:
                         out.append(alert)
-                self._gauges.publish(rule, service, states)
-                self._boost(i, service, states)
-            except (ArithmeticError, ValueError, TypeError) as exc:
+                kind.publish(self._gauges, service, entries)
+                self._boost(i, service, entries, judgments)
+            except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
                 # One entry (a value restored from a hand-edited state file, say) that cannot
                 # be judged is dropped alone; the other alerts of this evaluation go on.
                 log.error(
@@ -263,59 +375,59 @@ class AlertEngine:
                     exc,
                 )
                 self._gauges.entries_dropped.labels("evaluation").inc()
-                for cohort in states:
-                    del self._states[(i, service, cohort)]
+                for cohort in entries:
+                    self._entries.pop((i, service, cohort), None)
+                    self._conversations.pop((i, service, cohort), None)
                 self._lower(i, service, "its state was dropped")
         return out
 
-    def _judge(self, rule: Rule, states: dict[str, RuleState], now: float) -> dict[str, Decision]:
-        """Each state's decision, by the rule's kind."""
-        if rule.config.cohorts is not None:
-            return cohorts.judge(rule, states, now, self._interval)
-        state = states[""]
-        if rule.baseline_s is not None:
-            return {"": regression.judge(rule, state, now, self._interval)}
-        return {"": absolute.judge(rule, state, now, self._interval)}
-
     def _step(
-        self,
-        rule: Rule,
-        service: str,
-        cohort: str,
-        state: RuleState,
-        now: float,
-        decision: Decision,
+        self, i: int, service: str, cohort: str, entry: Entry, judgment: Judgment, now: float
     ) -> Alert | None:
-        """What one judged state sends: a page when it starts firing, a resolve when a
-        firing state may resolve, a re-send while it fires (every `resend_interval_s`);
+        """What one judged entry sends: a page when it starts firing, a resolve when a
+        firing entry may resolve, a re-send while it fires (every `resend_interval_s`);
         each first page and resolve is logged with the alert's description."""
-        cfg = rule.config
-        subject = f"{describe.by(cfg)} {cohort} of {service}" if cohort else service
-        if not state.firing:
-            if not decision.fire:
+        rule = self._rules[i]
+        name = rule.config.name
+        subject = f"{rule.cohort_by} {cohort} of {service}" if cohort else service
+        if not entry.firing:
+            if not judgment.fire:
                 return None
-            state.firing, state.started_at, state.last_sent = True, now, now
-            alert = self._alert(rule, service, cohort, state, now, "firing")
-            log.warning("alert %s firing for %s: %s", cfg.name, subject, _description(alert))
+            entry.firing, entry.started_at, entry.last_sent = True, now, now
+            alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
+            log.warning("alert %s firing for %s: %s", name, subject, _description(alert))
             return alert
-        if decision.resolve:
-            state.firing = False
-            alert = self._alert(rule, service, cohort, state, now, "resolved")
-            log.info("alert %s resolved for %s: %s", cfg.name, subject, _description(alert))
+        if judgment.resolve:
+            entry.firing = False
+            alert = self._alert(rule, service, cohort, entry, judgment, now, "resolved")
+            if i in self._fleet_rules:
+                log.info(
+                    "alert %s resolved for %s: %s (not sent: with alerts.fleet an alert "
+                    "ends when no replica re-sends it)",
+                    name,
+                    subject,
+                    _description(alert),
+                )
+                return None
+            log.info("alert %s resolved for %s: %s", name, subject, _description(alert))
             return alert
-        if now - state.last_sent >= self._resend:
-            state.last_sent = now
-            return self._alert(rule, service, cohort, state, now, "firing")
+        if now - entry.last_sent >= self._resend:
+            entry.last_sent = now
+            return self._alert(rule, service, cohort, entry, judgment, now, "firing")
         return None
 
-    def _boost(self, i: int, service: str, states: dict[str, RuleState]) -> None:
-        """Raises or lowers rule `i`'s boost of `service` as its evidence comes and goes."""
+    def _boost(
+        self, i: int, service: str, entries: Mapping[str, Entry], judgments: Mapping[str, Judgment]
+    ) -> None:
+        """Raises or lowers rule `i`'s boost of `service` as its evidence comes and goes;
+        evidence counts only with the rule's own thresholds met (a judgment's p-value is
+        1 until then)."""
         rule = self._rules[i]
         boost, evaluator = rule.config.boost, rule.config.evaluator
         if boost is None or evaluator is None or self._boosts is None:
             return
-        firing = any(s.firing for s in states.values())
-        p = min(s.p_value for s in states.values())
+        firing = any(entry.firing for entry in entries.values())
+        p = min((j.p_value for j in judgments.values()), default=1.0)
         if not (firing or p < boost.while_p_below):
             self._lower(i, service, "evidence faded")
             return
@@ -345,29 +457,27 @@ class AlertEngine:
         log.info("alert %s: %s for %s: %s back to its rate", cfg.name, why, service, cfg.evaluator)
         self._gauges.boost_active.labels(service, cfg.name).set(0)
 
-    # -- state across restarts -------------------------------------------------------------
+    # -- bounded services and cohorts --------------------------------------------------
 
     def _forget_service(self, service: str) -> None:
-        """`service` lost its slot: its windows were empty, so nothing is judged on it."""
-        for key in [key for key in self._states if key[1] == service]:
-            del self._states[key]
+        """`service` lost its slot: its entries were idle, so nothing is judged on it."""
+        for key in [key for key in self._entries if key[1] == service]:
+            del self._entries[key]
+            self._conversations.pop(key, None)
         for i, held in list(self._boosted):
             if held == service:
                 self._lower(i, service, "the service left")
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
-        """`cohort` lost its slot among the cohorts `by` one thing: its windows were empty.
+        """`cohort` lost its slot among the cohorts `by` one thing: its entries were idle.
         A service none of whose cohorts is left has nothing to boost on."""
-        rules = {
-            i
-            for i, rule in enumerate(self._rules)
-            if rule.config.cohorts and rule.config.cohorts.by == by
-        }
-        gone = [key for key in self._states if key[0] in rules and key[2] == cohort]
+        rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
+        gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
         for key in gone:
-            del self._states[key]
-        left = {(i, service) for i, service, _ in self._states}
+            del self._entries[key]
+            self._conversations.pop(key, None)
+        left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
                 self._lower(i, service, "its cohorts left")
@@ -376,44 +486,48 @@ class AlertEngine:
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
 
+    # -- state across restarts ---------------------------------------------------------
+
     def snapshot(self) -> dict[str, Any]:
-        """Every (rule, service, cohort)'s windows, test and firing state, for the state
-        file: `{rule: {"fingerprint", "services": {service: state}}}`, where a cohort rule's
-        service holds `{"cohorts": {cohort: state}}`."""
+        """Every entry, for the state file: `{rule: {"fingerprint", "services": {service:
+        {cohort: entry}}}}` (cohort `""` for a rule without cohorts)."""
         out: dict[str, Any] = {}
-        for (i, service, cohort), state in self._states.items():
+        for key, entry in self._entries.items():
+            i, service, cohort = key
             rule = self._rules[i]
-            entry = out.setdefault(
+            saved = out.setdefault(
                 rule.config.name, {"fingerprint": fingerprint(rule), "services": {}}
             )
-            if rule.config.cohorts is None:
-                entry["services"][service] = state.snapshot()
-            else:
-                held = entry["services"].setdefault(service, {"cohorts": {}})
-                held["cohorts"][cohort] = state.snapshot()
+            conversations = self._conversations.get(key)
+            saved["services"].setdefault(service, {})[cohort] = {
+                "revision": entry.revision,
+                "firing": entry.firing,
+                "started_at": entry.started_at,
+                "last_sent": entry.last_sent,
+                "conversations": conversations.snapshot() if conversations else [],
+                "state": self._kinds[i].snapshot(entry.state),
+            }
         return out
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Takes back what `snapshot` gave, for rules that still exist with the same
         evaluator and windows; anything else is logged and left out."""
-        by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
-        for name, entry in saved.items():
-            i = by_name.get(name)
-            if i is None or not isinstance(entry, dict):
+        for name, raw in saved.items():
+            i = self.rule_index(name)
+            if i is None or not isinstance(raw, dict):
                 log.warning("alert state of rule %s left out: the rule is gone", name)
                 continue
-            rule = self._rules[i]
-            if entry.get("fingerprint") != fingerprint(rule):
+            if raw.get("fingerprint") != fingerprint(self._rules[i]):
                 log.warning("alert state of rule %s left out: the rule changed", name)
                 continue
-            services = entry.get("services")
+            services = raw.get("services")
             if not isinstance(services, dict):
                 log.error("alert state of rule %s is malformed (no services): left out", name)
                 self._gauges.entries_dropped.labels("load").inc()
                 continue
-            for service, raw in services.items():
+            for service, cohorts in services.items():
                 try:
-                    states = self._restored(rule, raw)
+                    restored = self._restored(i, cohorts)
                 except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
                     log.error(
                         "alert state of rule %s, service %s, is malformed (%r): left out",
@@ -424,24 +538,39 @@ class AlertEngine:
                     self._gauges.entries_dropped.labels("load").inc()
                     continue
                 held = self._services(str(service))
-                by = rule.config.cohorts.by if rule.config.cohorts else None
-                for cohort, state in states.items():
-                    self._states[(i, held, self._cohorts[by](cohort) if by else "")] = state
-        restored = self.firing()
-        if restored:
-            log.info("alert state restored; firing: %s", restored)
+                by = self._rules[i].cohort_by
+                for cohort, (entry, conversations) in restored.items():
+                    key = (i, held, self._cohorts[by](cohort) if by else "")
+                    self._entries[key] = entry
+                    if len(conversations):
+                        self._conversations[key] = conversations
+        restored_firing = self.firing()
+        if restored_firing:
+            log.info("alert state restored; firing: %s", restored_firing)
 
-    def _restored(self, rule: Rule, raw: Any) -> dict[str, RuleState]:
-        """One service's saved states by cohort (`""` for a rule without cohorts)."""
-        if rule.config.cohorts is None:
-            state = new_state(rule)
-            state.restore(raw)
-            return {"": state}
+    def _restored(self, i: int, raw: Any) -> dict[str, tuple[Entry, Conversations]]:
+        """One service's saved entries by cohort."""
+        kind = self._kinds[i]
         out = {}
-        for cohort, saved in raw["cohorts"].items():
-            state = new_state(rule)
-            state.restore(saved)
-            out[str(cohort)] = state
+        for cohort, saved in raw.items():
+            state = kind.new_state()
+            kind.restore(state, saved["state"])
+            firing = saved["firing"]
+            if not isinstance(firing, bool):
+                raise TypeError("firing is not true or false")
+            revision = saved["revision"]
+            if revision is not None and not isinstance(revision, str):
+                raise TypeError("revision is not text")
+            conversations = Conversations(self._idle_s)
+            conversations.restore(saved["conversations"])
+            entry = Entry(
+                state,
+                revision,
+                firing,
+                _time(saved["started_at"]),
+                _time(saved["last_sent"]),
+            )
+            out[str(cohort)] = (entry, conversations)
         return out
 
     def firing(self) -> list[tuple[str, str]]:
@@ -449,8 +578,8 @@ class AlertEngine:
         written `service/cohort`."""
         return sorted(
             (self._rules[i].config.name, f"{service}/{cohort}" if cohort else service)
-            for (i, service, cohort), state in self._states.items()
-            if state.firing
+            for (i, service, cohort), entry in self._entries.items()
+            if entry.firing
         )
 
     def _alert(
@@ -458,13 +587,27 @@ class AlertEngine:
         rule: Rule,
         service: str,
         cohort: str,
-        state: RuleState,
+        entry: Entry,
+        judgment: Judgment,
         now: float,
         status: Literal["firing", "resolved"],
     ) -> Alert:
         # A firing alert that stops being re-sent expires on its own (as Prometheus does).
         ends = now + 4 * max(self._resend, self._interval) if status == "firing" else now
-        return describe.alert(rule, service, cohort, state, status, _utc(ends), self._generator_url)
+        i = self._rules.index(rule)
+        annotations = self._kinds[i].describe(service, cohort, judgment)
+        if entry.revision is not None:
+            annotations["evaluator_revision"] = entry.revision
+        return describe.alert(
+            rule,
+            service,
+            cohort,
+            annotations,
+            entry.started_at,
+            status,
+            _utc(ends),
+            self._generator_url,
+        )
 
     def _dispatch(self, alerts: list[Alert]) -> None:
         if not alerts:
@@ -496,3 +639,13 @@ def _description(alert: Alert) -> str:
 
 def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def _time(raw: Any) -> float:
+    """A saved time: a finite number of seconds (not a flag, not text)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{raw!r} is not a number")
+    value = float(raw)  # OverflowError for an integer past float's range
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{raw!r} is not finite")
+    return value

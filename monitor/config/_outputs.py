@@ -21,10 +21,45 @@ from monitor.config._fields import (
 
 
 class AlertBaseline(Section):
-    """A regression rule's reference: the trailing `window` before the current one."""
+    """A regression rule's reference: what the service usually shows, learned from its
+    history (monitor/alerts/history.py): its level over the trailing `window`, and with
+    `season` the usual offset of this hour of the day (`day`) and day of the week (`week`)."""
 
     window: Duration = "24h"
     min_samples: int = Field(default=500, gt=0)
+    # Default: `week` for a baseline of an hour or more, `none` for a shorter one.
+    season: Literal["none", "day", "week"] = "week"
+    # A rise that lasts this long becomes the service's new normal: its alert resolves,
+    # saying so, and what it held out of the baseline joins it.
+    accept_after: Duration = "7d"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_season(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("season") is None:
+            try:
+                short = parse_duration(str(data.get("window", "24h"))) < 3600
+            except ValueError:
+                return data  # the window's own check names it
+            return {**data, "season": "none" if short else "week"}
+        return data
+
+    @model_validator(mode="after")
+    def _season_fits(self) -> AlertBaseline:
+        window = parse_duration(self.window)
+        if self.season != "none" and window < 3600:
+            raise ValueError(
+                f"season: a {self.season} season is learned hour by hour, so baseline.window "
+                f"must be at least 1h (it is {self.window}); set season: none for a shorter "
+                "baseline"
+            )
+        if parse_duration(self.accept_after) < window:
+            raise ValueError(
+                f"accept_after: {self.accept_after} is shorter than baseline.window "
+                f"({self.window}); a rise must last at least a baseline window to become "
+                "the new normal"
+            )
+        return self
 
 
 class AlertCohorts(Section):
@@ -158,6 +193,18 @@ class Alerts(Section):
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
+    # A conversation's verdicts are judged together once it has been quiet this long.
+    conversation_idle: Duration = "10m"
+
+    @model_validator(mode="after")
+    def _one_voice(self) -> Alerts:
+        if self.fleet is not None and self.webhooks:
+            raise ValueError(
+                "webhooks: with alerts.fleet every replica judges the same stream, and only "
+                "Alertmanager merges their notifications into one; send pages through "
+                "alerts.alertmanager.url (its receivers can call the webhooks)"
+            )
+        return self
 
 
 class PrometheusExporter(Section):

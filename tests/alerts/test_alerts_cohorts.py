@@ -176,7 +176,7 @@ async def test_a_firing_cohort_survives_a_restart_and_resolves_later(tmp_path: P
     assert first.firing() == [(RULE.name, "shop/v2")]
     await first.shutdown(10)
     saved = json.loads(path.read_text())
-    assert set(saved["rules"][RULE.name]["services"]["shop"]["cohorts"]) == {"v1", "v2"}
+    assert set(saved["rules"][RULE.name]["services"]["shop"]) == {"v1", "v2"}
 
     second, t, _ = make(state_path=path, clock=clock)
     await second.start()

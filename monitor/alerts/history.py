@@ -1,0 +1,625 @@
+"""A regression rule's memory of one service, and what it expects of the service now.
+
+Verdicts that left the current window are kept in buckets (one hour each for a seasonal
+baseline, `baseline.window / 60` otherwise) over weeks, in a ring of fixed size, so memory
+does not grow with traffic or time. Each bucket holds:
+
+- **clean** moments (verdicts, sum and sum of squares of their defect values): what the
+  level is learned from;
+- **rise** moments: verdicts held out of the level because a rise was being judged (the
+  sequential test's evidence building, or the rule firing); they are released to clean when
+  the evidence fades, and accepted as the new normal after `baseline.accept_after`;
+- **solo** moments: clean verdicts that came without a conversation, from which the
+  dispersion of such verdicts is measured;
+- **conversation** moments of the conversations that closed in it (`Unit`s): verdicts,
+  the sum of their sizes squared, of their defect sums squared, and of size times defects,
+  from which the correlation of verdicts within a conversation is measured.
+
+`expectation(t)` is what the rule compares the service with at time `t`:
+
+- **season** (`baseline.season: day` or `week`): the hour of day's usual offset from its
+  day's mean, over the last 14 complete days (weighted by verdicts), and with `week` the day
+  of week's usual offset from the week around it, once every day of the week was seen
+  twice. Rise buckets count here (a daily peak that paged is learned as a season within
+  days); offsets are measured against each day's own mean, so a drift over days is not
+  learned as a season. A seasonal rule judges once the history holds one complete day.
+- **level**: the deseasonalised mean of the clean verdicts over the trailing
+  `baseline.window` (a bucket mostly held out does not count towards that time, so a long
+  rise keeps the level from before it), and over seven times that window; the higher of the
+  two is the level, so a good spell is not a new normal overnight.
+- **error**: the level's and the season's standard error, with verdicts of one
+  conversation counted with their design effect and verdicts without a conversation with
+  their measured dispersion (below).
+- **dispersion** (`kappa`): how much more verdicts without a conversation vary than
+  independent ones would, from second differences of consecutive buckets' deseasonalised
+  rates (they cancel a level, a drift and what is left of the season), raised by what its
+  own error would cost on average (`_kappa`) and never below 1. It captures dependence
+  within about a bucket (an hour), such as a conversation's verdicts.
+- **rho**: the correlation of verdicts within one conversation (intraclass), from the
+  conversations' own sums against their buckets' rates.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from monitor.alerts.window import Moments
+
+Season = Literal["none", "day", "week"]
+
+HOUR_S = 3600.0
+DAY_HOURS = 24
+# The day profile is learned from this many complete days at most; the week profile from
+# the whole history.
+SEASON_DAYS = 14
+# A day counts towards the season once this many of its hours held verdicts.
+COMPLETE_DAY_HOURS = 20
+# History kept: four weeks for seasonal baselines; otherwise the long level's span.
+SEASONAL_HISTORY_DAYS = 28
+LONG_LEVEL_FACTOR = 7
+# Buckets per baseline window for a baseline that is not seasonal.
+PLAIN_BUCKETS = 60
+# Until enough conversations were seen to measure rho, it is taken as this (conservative:
+# it widens the level's error and damps the weight of large conversations).
+RHO_PRIOR = 0.3
+MIN_PAIRS_FOR_RHO = 200
+# Second differences needed before kappa is trusted (below: kappa at the prior).
+MIN_DIFFERENCES = 12
+KAPPA_PRIOR = 2.0
+
+# Fields of a bucket, in the ring's rows.
+_N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND = range(12)
+FIELDS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What a rule judges as one observation: the verdicts of one conversation (`samples`
+    of them, whose defect values sum to `defects` and their squares to `squares`), or one
+    verdict that came without a conversation (`conversation` False)."""
+
+    samples: int
+    defects: float
+    squares: float
+    conversation: bool
+
+    @property
+    def mean(self) -> float:
+        return self.defects / self.samples if self.samples else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What the service is expected to show at one time: the mean defect value, its
+    variance per verdict, the squared standard error of that mean (the baseline's own
+    error), the verdicts behind the level, how verdicts without a conversation disperse
+    (`kappa`, at least 1), and the correlation within a conversation (`rho`)."""
+
+    mean: float
+    variance: float
+    se2: float
+    samples: int
+    kappa: float
+    rho: float
+    # How much more the level's verdicts vary than independent ones (their conversations'
+    # design effect and the dispersion of the others): what a window of them is taken to.
+    design: float = 1.0
+
+
+class History:
+    """Buckets of one (rule, service) over `span` buckets of `width_s` seconds (see the
+    module docstring). `season` says which cycle the baseline learns."""
+
+    def __init__(self, baseline_s: float, season: Season, steps: int, budget_s: float) -> None:
+        self.season = season
+        # ln(J T) of the rule's test: how much an error of kappa's estimate would cost.
+        self._log_budget = math.log(8 * max(budget_s, 1.0))
+        self.baseline_s = baseline_s
+        self.steps = steps
+        if season == "none":
+            self.width_s = baseline_s / PLAIN_BUCKETS
+            span_s = baseline_s * LONG_LEVEL_FACTOR
+        else:
+            self.width_s = HOUR_S
+            span_s = max(baseline_s * LONG_LEVEL_FACTOR, SEASONAL_HISTORY_DAYS * 86_400.0)
+        self.span = math.ceil(span_s / self.width_s) + 1
+        self._rows = array("d", bytes(8 * FIELDS * self.span))
+        self._index = array("q", [-1] * self.span)
+        self.newest = -1  # the newest bucket index written
+        self.origin = -1  # the first bucket index ever written: where days are counted from
+        self._cache: tuple[int, int] | None = None
+        self._season_cache: _SeasonProfile | None = None
+        # Per level (recent, long): the older buckets' sums over its span, and over its
+        # span less one bucket (the newest bucket covers the rest).
+        self._older: list[tuple[_Sums, _Sums]] = []
+        # Counts moves of held verdicts (and restores): the cached profile is stale.
+        self._structure = 0
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _row(self, index: int) -> int:
+        """The ring offset of bucket `index`, emptied if it held an older bucket."""
+        slot = index % self.span
+        if self._index[slot] != index:
+            base = slot * FIELDS
+            for k in range(FIELDS):
+                self._rows[base + k] = 0.0
+            self._index[slot] = index
+        if index > self.newest:
+            self.newest = index
+        if self.origin < 0 or index < self.origin:
+            self.origin = index
+        return slot * FIELDS
+
+    def bucket(self, t: float) -> int:
+        return math.floor(t / self.width_s)
+
+    def add(self, t: float, moments: Moments, solo: Moments, *, rise: bool) -> None:
+        """Verdicts that left the current window at time `t` (`solo`: those of them without
+        a conversation); held out of the level when `rise`."""
+        if moments.samples <= 0:
+            return
+        index = self.bucket(t)
+        if index <= self.newest - self.span:
+            return  # older than the whole history
+        row = self._row(index)
+        rows = self._rows
+        if rise:
+            rows[row + _RN] += moments.samples
+            rows[row + _RD] += moments.defects
+            rows[row + _RQ] += moments.squares
+        else:
+            rows[row + _N] += moments.samples
+            rows[row + _D] += moments.defects
+            rows[row + _Q] += moments.squares
+            rows[row + _SN] += solo.samples
+            rows[row + _SD] += solo.defects
+
+    def add_unit(self, t: float, unit: Unit) -> None:
+        """A conversation that closed at `t` (units without a conversation add nothing)."""
+        if not unit.conversation or unit.samples <= 0:
+            return
+        index = self.bucket(t)
+        if index <= self.newest - self.span:
+            return
+        row = self._row(index)
+        rows = self._rows
+        n = unit.samples
+        rows[row + _UN] += n
+        rows[row + _M2] += n * n
+        rows[row + _DD] += unit.defects * unit.defects
+        rows[row + _ND] += n * unit.defects
+
+    def release(self, held: dict[int, tuple[Moments, Moments]]) -> None:
+        """Held-out verdicts whose evidence faded join the level: `held[bucket]` is what
+        was added there as a rise (all of it, and the solo part)."""
+        rows = self._rows
+        for index, (moments, solo) in held.items():
+            slot = index % self.span
+            if self._index[slot] != index:
+                continue  # that bucket has left the history
+            row = slot * FIELDS
+            rows[row + _RN] = max(0.0, rows[row + _RN] - moments.samples)
+            rows[row + _RD] = max(0.0, rows[row + _RD] - moments.defects)
+            rows[row + _RQ] = max(0.0, rows[row + _RQ] - moments.squares)
+            rows[row + _N] += moments.samples
+            rows[row + _D] += moments.defects
+            rows[row + _Q] += moments.squares
+            rows[row + _SN] += solo.samples
+            rows[row + _SD] += solo.defects
+        self._structure += 1
+
+    def accept(self, since: float) -> None:
+        """Every verdict held out since `since` joins the level: a rise that lasted is the
+        new normal."""
+        rows = self._rows
+        first = self.bucket(since)
+        for slot, index in enumerate(self._index):
+            if index < first:
+                continue
+            row = slot * FIELDS
+            for src, dst in ((_RN, _N), (_RD, _D), (_RQ, _Q)):
+                rows[row + dst] += rows[row + src]
+                rows[row + src] = 0.0
+        self._structure += 1
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _buckets(self) -> list[tuple[int, int]]:
+        """(index, ring offset) of the buckets held, oldest first."""
+        low = self.newest - self.span
+        return sorted(
+            (index, slot * FIELDS) for slot, index in enumerate(self._index) if index > low
+        )
+
+    def clean_samples(self) -> int:
+        return int(sum(self._rows[row + _N] for _, row in self._buckets()))
+
+    def complete_days(self) -> int:
+        return len(self._profile().days)
+
+    def learning(self) -> bool:
+        """A seasonal baseline that has not yet seen one complete day."""
+        return self.season != "none" and self.complete_days() == 0
+
+    def expectation(self, t: float, min_samples: int) -> Expectation | None:
+        """What the service is expected to show at `t` (None: no clean verdicts yet, or a
+        seasonal baseline still learning its day). The long level stands in for the recent
+        one when higher and holding `min_samples`."""
+        profile = self._profile()
+        if self.season != "none" and not profile.days:
+            return None
+        recent = self._level(0, profile)
+        if recent is None:
+            return None
+        level = recent
+        long = self._level(1, profile)
+        if long is not None and long.samples >= min_samples and long.mean > recent.mean:
+            level = long
+        offset, offset_var = profile.offset(self.bucket(t), self.origin)
+        mean = min(1.0, max(0.0, level.mean + offset))
+        variance = self._variance(mean, level.variance)
+        se2 = variance * (level.error_units / (level.samples * level.samples)) + offset_var
+        design = max(1.0, level.error_units / level.samples)
+        return Expectation(mean, variance, se2, level.samples, profile.kappa, profile.rho, design)
+
+    def offset_at(self, t: float) -> float:
+        """The season's offset at `t` (0 without a season)."""
+        return self._profile().offset(self.bucket(t), self.origin)[0]
+
+    def _variance(self, mean: float, score_variance: float) -> float:
+        if self.steps == 1:
+            return mean * (1.0 - mean)
+        return score_variance
+
+    def _level(self, which: int, profile: _SeasonProfile) -> _Level | None:
+        """The deseasonalised clean mean of the newest `baseline.window` (`which` 0) or
+        seven of them (1) of the history; buckets mostly held out do not count towards that
+        time. The buckets before the newest are summed once per bucket (`_profile`); the
+        newest, still filling, is added here."""
+        older_full, older_rest = self._older[which]
+        newest = self._sums(self.newest, self.newest - 1, self.width_s, profile)[0]
+        if newest.held:
+            total = older_full
+        else:
+            total = older_rest.plus(newest)
+        return total.level(profile, self.steps) if total.n > 0 else None
+
+    def _sums(
+        self, first: int, stop: int, span_s: float, profile: _SeasonProfile
+    ) -> tuple[_Sums, float]:
+        """The clean sums of buckets `first`, `first - 1`, ... down to (not including)
+        `stop` or until `span_s` is covered; and the time covered."""
+        rows, index_of, span = self._rows, self._index, self.span
+        out = _Sums()
+        covered = 0.0
+        index = first
+        low = max(stop, self.newest - span)
+        seasonal = self.season != "none" and bool(profile.days)
+        while index > low and covered < span_s:
+            slot = index % span
+            if index_of[slot] != index:
+                covered += self.width_s
+                index -= 1
+                continue
+            row = slot * FIELDS
+            clean, rise = rows[row + _N], rows[row + _RN]
+            if rise > clean:
+                out.held = True  # held out: the baseline's clock stands still
+            else:
+                covered += self.width_s
+                if clean > 0:
+                    s = profile.offset(index, self.origin)[0] if seasonal else 0.0
+                    cd = rows[row + _D]
+                    out.n += clean
+                    out.d += cd - clean * s
+                    out.q += rows[row + _Q] - 2 * s * cd + clean * s * s
+                    out.solo += rows[row + _SN]
+                    out.conv_n += rows[row + _UN]
+                    out.m2 += rows[row + _M2]
+            index -= 1
+        return out, covered
+
+    def _profile(self) -> _SeasonProfile:
+        """The season, rho, kappa and the older buckets' level sums, recomputed when a
+        bucket starts or held verdicts move: verdicts added to the newest bucket reach the
+        season, rho and kappa a bucket late."""
+        key = (self.newest, self._structure)
+        if self._season_cache is None or self._cache != key:
+            profile = self._season_cache = self._compute_profile()
+            self._cache = key
+            older = []
+            for span_s in (self.baseline_s, self.baseline_s * LONG_LEVEL_FACTOR):
+                full = self._sums(self.newest - 1, -1, span_s, profile)[0]
+                rest = self._sums(self.newest - 1, -1, span_s - self.width_s, profile)[0]
+                older.append((full, rest))
+            self._older = older
+        return self._season_cache
+
+    def _compute_profile(self) -> _SeasonProfile:
+        buckets = self._buckets()
+        rows = self._rows
+        all_n = sum(rows[r + _N] + rows[r + _RN] for _, r in buckets)
+        all_d = sum(rows[r + _D] + rows[r + _RD] for _, r in buckets)
+        all_q = sum(rows[r + _Q] + rows[r + _RQ] for _, r in buckets)
+        pooled_mean = all_d / all_n if all_n else 0.0
+        pooled_var = (
+            pooled_mean * (1 - pooled_mean)
+            if self.steps == 1
+            else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
+        )
+        days, day_offsets, day_var, week_offsets, week_var = self._season(buckets, pooled_var)
+        profile = _SeasonProfile(
+            self.season, days, day_offsets, day_var, week_offsets, week_var, 1.0, 0.0
+        )
+        rho = self._rho(buckets)
+        kappa = self._kappa(buckets, profile, pooled_var)
+        return _SeasonProfile(
+            self.season, days, day_offsets, day_var, week_offsets, week_var, kappa, rho
+        )
+
+    def _season(
+        self, buckets: Sequence[tuple[int, int]], pooled_var: float
+    ) -> tuple[list[int], list[float], list[float], list[float], list[float]]:
+        """(complete days, hour-of-day offsets and their variances, day-of-week offsets and
+        their variances); all zero without a season."""
+        zeros = [0.0] * DAY_HOURS
+        if self.season == "none" or self.origin < 0:
+            return [], zeros, zeros, [0.0] * 7, [0.0] * 7
+        rows = self._rows
+        # Hourly rates of each day (counted from the origin), all verdicts.
+        by_day: dict[int, dict[int, tuple[float, float]]] = {}
+        for index, row in buckets:
+            n = rows[row + _N] + rows[row + _RN]
+            if n <= 0:
+                continue
+            day = (index - self.origin) // DAY_HOURS
+            by_day.setdefault(day, {})[index % DAY_HOURS] = (
+                n,
+                (rows[row + _D] + rows[row + _RD]) / n,
+            )
+        complete = sorted(day for day, hours in by_day.items() if len(hours) >= COMPLETE_DAY_HOURS)
+        # The newest day still filling is not complete until it ends.
+        newest_day = (self.newest - self.origin) // DAY_HOURS
+        complete = [day for day in complete if day < newest_day or len(by_day[day]) == DAY_HOURS]
+        if not complete:
+            return [], zeros, zeros, [0.0] * 7, [0.0] * 7
+        means = {
+            day: sum(x for _, x in by_day[day].values()) / len(by_day[day]) for day in complete
+        }
+        recent = complete[-SEASON_DAYS:]
+        num = [0.0] * DAY_HOURS
+        den = [0.0] * DAY_HOURS
+        for day in recent:
+            for hour, (n, x) in by_day[day].items():
+                num[hour] += n * (x - means[day])
+                den[hour] += n
+        seen = [h for h in range(DAY_HOURS) if den[h] > 0]
+        raw = [num[h] / den[h] if den[h] > 0 else 0.0 for h in range(DAY_HOURS)]
+        centre = sum(raw[h] for h in seen) / len(seen) if seen else 0.0
+        offsets = [raw[h] - centre if den[h] > 0 else 0.0 for h in range(DAY_HOURS)]
+        # An hour never seen is as uncertain as the whole range of rates.
+        variances = [pooled_var / den[h] if den[h] > 0 else 0.25 for h in range(DAY_HOURS)]
+        week = [0.0] * 7
+        week_var = [0.0] * 7
+        if self.season == "week":
+            week, week_var = _week_profile(complete, means, pooled_var)
+        return complete, offsets, variances, week, week_var
+
+    def _rho(self, buckets: Sequence[tuple[int, int]]) -> float:
+        """Within-conversation correlation from the conversations' sums: their spread about
+        their buckets' rates, beyond what independent verdicts would show."""
+        rows = self._rows
+        ratio = conv_n = pairs = 0.0
+        for _, row in buckets:
+            un = rows[row + _UN]
+            if un <= 0:
+                continue
+            n = rows[row + _N] + rows[row + _RN]
+            x = (rows[row + _D] + rows[row + _RD]) / n if n > 0 else 0.0
+            v = (
+                x * (1 - x)
+                if self.steps == 1
+                else max(1e-4, (rows[row + _Q] + rows[row + _RQ]) / n - x * x if n > 0 else 0.0)
+            )
+            if v <= 0:
+                continue
+            ss = rows[row + _DD] - 2 * x * rows[row + _ND] + x * x * rows[row + _M2]
+            ratio += ss / v
+            conv_n += un
+            pairs += rows[row + _M2] - un
+        if pairs < MIN_PAIRS_FOR_RHO:
+            return RHO_PRIOR
+        return min(1.0, max(0.0, (ratio - conv_n) / pairs))
+
+    def _kappa(
+        self, buckets: Sequence[tuple[int, int]], profile: _SeasonProfile, pooled_var: float
+    ) -> float:
+        """Dispersion of verdicts without a conversation: second differences of
+        consecutive buckets' deseasonalised solo rates against what independent verdicts
+        would give, at an upper confidence bound, at least 1."""
+        rows = self._rows
+        points: dict[int, tuple[float, float]] = {}
+        for index, row in buckets:
+            sn = rows[row + _SN]
+            if sn > 0:
+                points[index] = (sn, rows[row + _SD] / sn - profile.offset(index, self.origin)[0])
+        if not points:
+            return 1.0
+        squares = expected = 0.0
+        count = 0
+        for index, (n1, x1) in points.items():
+            before, after = points.get(index - 1), points.get(index + 1)
+            if before is None or after is None:
+                continue
+            n0, x0 = before
+            n2, x2 = after
+            delta = x0 - 2 * x1 + x2
+            squares += delta * delta
+            expected += pooled_var * (1 / n0 + 4 / n1 + 1 / n2)
+            count += 1
+        if count < MIN_DIFFERENCES or expected <= 0:
+            return KAPPA_PRIOR
+        estimate = squares / expected
+        # Tempering by k where the truth is K multiplies false pages by about
+        # (J T)^(1 - k / K); over a normal error of relative variance s^2 in the estimate
+        # that averages to 1 when k is raised by s^2 ln(J T) / 2 (the margin's argument).
+        # Overlapping second differences: s^2 is about 4 / count.
+        relative_variance = 4.0 / count
+        return max(1.0, estimate * (1 + relative_variance * self._log_budget / 2))
+
+    # -- the state file -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        rows = self._rows
+        out = []
+        for index, row in self._buckets():
+            values = [rows[row + k] for k in range(FIELDS)]
+            if any(values):
+                out.append([index, *_trimmed(values)])
+        return {"origin": self.origin, "buckets": out}
+
+    def restore(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            raise TypeError("history: an object expected")
+        origin = raw["origin"]
+        if isinstance(origin, bool) or not isinstance(origin, int):
+            raise TypeError("history: origin is not an integer")
+        entries = raw["buckets"]
+        if not isinstance(entries, list):
+            raise TypeError("history: buckets is not a list")
+        previous = None
+        for entry in entries:
+            if not isinstance(entry, list) or not 2 <= len(entry) <= FIELDS + 1:
+                raise ValueError("history: a bucket is [index, up to 12 numbers]")
+            index = entry[0]
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError("history: a bucket index is not an integer")
+            if previous is not None and index <= previous:
+                raise ValueError("history: buckets out of order")
+            previous = index
+            values = [_finite(v) for v in entry[1:]]
+            if any(v < 0 for v in values):
+                raise ValueError("history: a negative count")
+            row = self._row(index)
+            for k, value in enumerate(values):
+                self._rows[row + k] = value
+        self.origin = origin if entries else self.origin
+        self._structure += 1
+
+
+@dataclass(slots=True)
+class _Sums:
+    """Clean sums over some buckets, deseasonalised: verdicts, defects, squares, verdicts
+    without a conversation, verdicts of closed conversations and their sizes squared;
+    `held`: a held-out bucket was skipped."""
+
+    n: float = 0.0
+    d: float = 0.0
+    q: float = 0.0
+    solo: float = 0.0
+    conv_n: float = 0.0
+    m2: float = 0.0
+    held: bool = False
+
+    def plus(self, other: _Sums) -> _Sums:
+        return _Sums(
+            self.n + other.n,
+            self.d + other.d,
+            self.q + other.q,
+            self.solo + other.solo,
+            self.conv_n + other.conv_n,
+            self.m2 + other.m2,
+        )
+
+    def level(self, profile: _SeasonProfile, steps: int) -> _Level:
+        n = self.n
+        mean = self.d / n
+        score_variance = max(0.0, self.q / n - mean * mean)
+        # The level's sum varies as this many independent verdicts would: verdicts without
+        # a conversation at their dispersion, the others at their conversations' design
+        # effect.
+        solo = min(self.solo, n)
+        design = 1 + profile.rho * (self.m2 / self.conv_n - 1) if self.conv_n > 0 else 1.0
+        error_units = profile.kappa * solo + design * (n - solo)
+        return _Level(mean, score_variance, int(n), error_units)
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    mean: float
+    variance: float  # of the values about the level (scores)
+    samples: int
+    # The variance of the level's sum, in units of one independent verdict's variance.
+    error_units: float
+
+
+@dataclass(frozen=True, slots=True)
+class _SeasonProfile:
+    season: Season
+    days: list[int]
+    day: list[float]
+    day_var: list[float]
+    week: list[float]
+    week_var: list[float]
+    kappa: float
+    rho: float
+
+    def offset(self, index: int, origin: int) -> tuple[float, float]:
+        """(offset, its variance) of hourly bucket `index` (0 without a season)."""
+        if self.season == "none" or not self.days:
+            return 0.0, 0.0
+        hour = index % DAY_HOURS
+        value, var = self.day[hour], self.day_var[hour]
+        if self.season == "week":
+            dow = ((index - origin) // DAY_HOURS) % 7
+            value += self.week[dow]
+            var += self.week_var[dow]
+        return value, var
+
+
+def _week_profile(
+    days: Sequence[int], means: dict[int, float], pooled_var: float
+) -> tuple[list[float], list[float]]:
+    """Day-of-week offsets: each day's mean against the mean of the seven days around it
+    (so a drift is not a weekday), averaged over the weeks seen; zero until every weekday was
+    seen twice."""
+    have = set(days)
+    deviations: dict[int, list[float]] = {}
+    for day in days:
+        around = [means[k] for k in range(day - 3, day + 4) if k in have]
+        if len(around) < 7:
+            continue
+        deviations.setdefault(day % 7, []).append(means[day] - sum(around) / 7)
+    if len(deviations) < 7 or any(len(v) < 2 for v in deviations.values()):
+        return [0.0] * 7, [0.0] * 7
+    raw = [sum(deviations[w]) / len(deviations[w]) for w in range(7)]
+    centre = sum(raw) / 7
+    spread = [
+        sum((x - raw[w]) ** 2 for x in deviations[w])
+        / (len(deviations[w]) - 1)
+        / len(deviations[w])
+        for w in range(7)
+    ]
+    del pooled_var
+    return [x - centre for x in raw], spread
+
+
+def _trimmed(values: Iterable[float]) -> list[float]:
+    out = [round(v, 6) if v != int(v) else int(v) for v in values]
+    while out and out[-1] == 0:
+        out.pop()
+    return out
+
+
+def _finite(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{raw!r} is not a number")
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not finite")
+    return value
