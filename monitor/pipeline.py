@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.alerts.engine import AlertEngine
+from monitor.alerts.engine import AlertEngine, resend_interval_s
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
@@ -298,6 +298,7 @@ def _alerts_and_events(
                 notifiers,
                 severity_thresholds=thresholds,
                 evaluation_interval_s=alerts.evaluation_interval_s,
+                resend_interval_s=resend_interval_s(alerts),
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
                 state_file=state_file,
                 false_page_every=alerts.false_page_every,

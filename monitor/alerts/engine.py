@@ -51,7 +51,7 @@ from monitor.alerts.state import StateFile
 from monitor.alerts.units import Conversations, conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
 from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
@@ -631,6 +631,17 @@ class AlertEngine:
                 self._t.dropped.labels("alerts", "internal_error").inc()
             if self._state_file is not None:
                 await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
+
+
+def resend_interval_s(alerts: Alerts) -> float:
+    """How often a firing alert is re-sent. With `alerts.fleet` no replica sends a resolve
+    (an alert ends when no replica re-sends it), so re-sends come every two reads or
+    evaluations, whichever is slower, for the alert to end soon after the last replica
+    stops firing (its `endsAt` is four re-sends ahead)."""
+    if alerts.fleet is None:
+        return DEFAULT_RESEND_INTERVAL_S
+    beat = 2 * max(alerts.evaluation_interval_s, alerts.fleet.query_interval_s)
+    return min(DEFAULT_RESEND_INTERVAL_S, beat)
 
 
 def _description(alert: Alert) -> str:

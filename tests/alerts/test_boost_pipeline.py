@@ -113,7 +113,8 @@ def _config(stub: StubJudge) -> Config:
                         "window": "10m",
                         "min_samples": 20,
                         "min_increase": 0.1,
-                        "baseline": {"window": "3h", "min_samples": 40},
+                        # No season: the test's traffic spans minutes, not days.
+                        "baseline": {"window": "3h", "min_samples": 40, "season": "none"},
                         "boost": {"sample_rate": BOOST, "while_p_below": 0.05},
                     }
                 ],

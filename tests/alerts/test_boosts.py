@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from monitor.alerts import AlertEngine, regression
-from monitor.alerts.rule import Decision
+from monitor.alerts import AlertEngine
+from monitor.alerts.kinds import Judgment
+from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
 from monitor.config import AlertBaseline, AlertBoost, AlertCohorts, AlertRule
@@ -146,10 +147,10 @@ def test_an_entry_that_cannot_be_judged_takes_its_boost_with_it(
     stream.run(120, 0.60)
     assert s.boosted()
 
-    def broken(*args: object) -> Decision:
+    def broken(*args: object) -> dict[str, Judgment]:
         raise ValueError("a value no judgment can use")
 
-    monkeypatch.setattr(regression, "judge", broken)
+    monkeypatch.setattr(Regression, "judge", broken)
     s.clock.now += 5
     s.engine.evaluate()
     assert s.engine.snapshot() == {}  # its state dropped
