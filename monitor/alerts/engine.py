@@ -46,7 +46,7 @@ from monitor.alerts import describe
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
-from monitor.alerts.rule import Rule, fingerprint
+from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import StateFile
 from monitor.alerts.units import Conversations, conversation_key
 from monitor.boosts import SamplingBoosts
@@ -185,15 +185,11 @@ class AlertEngine:
             )
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        if not self._rules:
-            return
-        service = self._services(record.service)
-        if service == OVERFLOW:
-            return  # a fold of many services is no service under test
-        conversation = (
-            conversation_key(record.conversation) if record.conversation is not None else None
-        )
-        now = self._clock()
+        if self._rules:
+            self.count_results(Origin.of(record), results, self._clock())
+
+    def count_results(self, origin: Origin, results: Mapping[str, EvalResult], now: float) -> None:
+        """The verdicts of one record's `results`, for every rule that counts them."""
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
@@ -203,23 +199,39 @@ class AlertEngine:
             histogram = [0.0] * (rule.steps + 1)
             for value in values:
                 histogram[round(value * rule.steps)] += 1
-            by = rule.cohort_by
-            cohort = self._cohorts[by](rule.cohort(record)) if by else ""
-            self.add((i, service, cohort), histogram, rule.revision(results), conversation, now)
+            self.count(i, origin, histogram, rule.revision(results), now)
 
     def add_counts(
         self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
     ) -> None:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
         values at level k) for the rule named `rule_name` (`monitor.alerts.fleet`)."""
-        held = self._services(service)
-        if held == OVERFLOW:
+        i = self.rule_index(rule_name)
+        if i is not None:
+            by = self._rules[i].cohort_by
+            origin = Origin(service, **({by: cohort} if by else {}))
+            self.count(i, origin, histogram, None, self._clock())
+
+    def count(
+        self,
+        i: int,
+        origin: Origin,
+        histogram: Sequence[float],
+        revision: str | None,
+        now: float,
+    ) -> None:
+        """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
+        evaluator `revision` (None: not known). A service folded into `other` by the cap is
+        no service under test; a cohort past its cap counts in the rest."""
+        service = self._services(origin.service)
+        if service == OVERFLOW:
             return
-        for i, rule in enumerate(self._rules):
-            if rule.config.name == rule_name:
-                by = rule.cohort_by
-                key = (i, held, self._cohorts[by](cohort) if by else "")
-                self.add(key, histogram, None, None, self._clock())
+        by = self._rules[i].cohort_by
+        cohort = self._cohorts[by](self._rules[i].cohort(origin)) if by else ""
+        conversation = (
+            conversation_key(origin.conversation) if origin.conversation is not None else None
+        )
+        self._add((i, service, cohort), histogram, revision, conversation, now)
 
     def rule_index(self, name: str) -> int | None:
         for i, rule in enumerate(self._rules):
@@ -227,7 +239,7 @@ class AlertEngine:
                 return i
         return None
 
-    def add(
+    def _add(
         self,
         key: Key,
         histogram: Sequence[float],
@@ -235,9 +247,8 @@ class AlertEngine:
         conversation: int | None,
         now: float,
     ) -> None:
-        """`histogram[k]` verdicts at level `k / steps` for entry `key` (a rule index,
-        service and cohort as the caps hold them), of evaluator `revision` (None: not
-        known), of `conversation` (its key; None: verdicts without one)."""
+        """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
+        them), of `conversation` (its key; None: verdicts without one)."""
         i = key[0]
         kind = self._kinds[i]
         entry = self._entries.get(key)

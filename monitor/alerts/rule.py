@@ -18,6 +18,22 @@ DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 SCORE_STEPS = 20
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where verdicts came from, as far as rules tell them apart: the service, the cohort
+    fields (`version`, `route`, `model`) and the conversation."""
+
+    service: str
+    version: str | None = None
+    route: str = ""
+    model: str | None = None
+    conversation: str | None = None
+
+    @classmethod
+    def of(cls, record: RagRecord) -> Origin:
+        return cls(record.service, record.version, record.route, record.model, record.conversation)
+
+
 @dataclass(frozen=True)
 class Rule:
     config: AlertRule
@@ -110,16 +126,13 @@ class Rule:
         )
         return ",".join(graders) or None
 
-    def cohort(self, record: RagRecord) -> str:
-        """The record's cohort under this rule ("" without one, and for other rules)."""
+    def cohort(self, origin: Origin) -> str:
+        """The cohort of verdicts from `origin` under this rule ("" without one, and for
+        other rules)."""
         by = self.cohort_by
         if by is None:
             return ""
-        if by == "version":
-            return record.version or ""
-        if by == "model":
-            return record.model or ""
-        return record.route
+        return getattr(origin, by) or ""
 
 
 def fingerprint(rule: Rule) -> str:
