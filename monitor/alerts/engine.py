@@ -34,6 +34,7 @@ entries survive a restart (`snapshot`, `restore`, `state.py`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import socket
@@ -146,6 +147,9 @@ class AlertEngine:
         # (rule index, service, cohort) -> (revision replaced, when): its late verdicts are
         # left out for one window.
         self._replaced: dict[Key, tuple[str, float]] = {}
+        # Resolves decided between evaluations (an evaluator revision replaced a firing
+        # entry's), returned by the next `evaluate`.
+        self._resolved: list[Alert] = []
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -298,27 +302,11 @@ class AlertEngine:
         if entry.firing:
             entry.firing = False
             note = f"the evaluator changed (revision {old} -> {revision}): a new baseline starts"
-            judgment = entry.judgment or Judgment(fire=False, resolve=True)
-            self._dispatch(
-                [
-                    self._alert(
-                        rule,
-                        service,
-                        cohort,
-                        entry,
-                        Judgment(
-                            fire=False,
-                            resolve=True,
-                            current=judgment.current,
-                            reference=judgment.reference,
-                            p_value=judgment.p_value,
-                            note=note,
-                            figures=judgment.figures,
-                        ),
-                        now,
-                        "resolved",
-                    )
-                ]
+            last = entry.judgment or Judgment(fire=False, resolve=True)
+            judgment = dataclasses.replace(last, fire=False, resolve=True, note=note)
+            # Sent with the next evaluation's alerts.
+            self._resolved.append(
+                self._alert(rule, service, cohort, entry, judgment, now, "resolved")
             )
         self._entries[key] = Entry(self._kinds[i].new_state(), revision)
         self._conversations.pop(key, None)
@@ -355,7 +343,7 @@ class AlertEngine:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         self._due = False
         now = self._clock()
-        out: list[Alert] = []
+        out, self._resolved = self._resolved, []
         groups: dict[tuple[int, str], dict[str, Entry]] = {}
         for (i, service, cohort), entry in self._entries.items():
             groups.setdefault((i, service), {})[cohort] = entry
