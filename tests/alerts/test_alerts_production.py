@@ -164,7 +164,7 @@ def test_a_firing_alert_resolves_saying_the_evaluator_changed() -> None:
     sent = []
     for seconds, rate, revision in ((900, 0.2, "a"), (120, 0.8, "a"), (5, 0.2, "b")):
         for _ in range(int(seconds / 5)):
-            for k in range(50):
+            for _ in range(50):
                 n += 1
                 failed = (n % 100) < rate * 100
                 record = RagRecord(request_id=str(n), service="shop", response="x")
