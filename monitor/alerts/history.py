@@ -355,9 +355,6 @@ class History:
             else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
         )
         days, day_offsets, day_var, week_offsets, week_var = self._season(buckets, pooled_var)
-        profile = _SeasonProfile(
-            self.season, days, day_offsets, day_var, week_offsets, week_var, 1.0, 0.0
-        )
         rho = self._rho(buckets)
         kappa = self._kappa(buckets, pooled_var)
         return _SeasonProfile(
