@@ -177,7 +177,7 @@ class AlertEngine:
 
     async def start(self) -> None:
         if self._state_file is not None:
-            self.restore(self._state_file.load(self._clock(), self._longest_window()))
+            self.restore(self._state_file.load(self._clock(), self._longest_memory()))
         for notifier in self._notifiers:
             await notifier.start()
         if self._task is None and self._rules:
@@ -484,6 +484,10 @@ class AlertEngine:
 
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
+
+    def _longest_memory(self) -> float:
+        """How long saved state stays of use: a regression rule's history spans weeks."""
+        return max((r.memory_s for r in self._rules), default=0.0)
 
     # -- state across restarts ---------------------------------------------------------
 

@@ -78,6 +78,14 @@ _N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND = range(12)
 FIELDS = 12
 
 
+def history_span_s(baseline_s: float, season: Season) -> float:
+    """How far back a history reaches: seven baseline windows (the long level), and four
+    weeks for a seasonal one."""
+    if season == "none":
+        return baseline_s * LONG_LEVEL_FACTOR
+    return max(baseline_s * LONG_LEVEL_FACTOR, SEASONAL_HISTORY_DAYS * 86_400.0)
+
+
 @dataclass(frozen=True, slots=True)
 class Unit:
     """What a rule judges as one observation: the verdicts of one conversation (`samples`
@@ -122,13 +130,8 @@ class History:
         self._log_budget = math.log(8 * max(budget_s, 1.0))
         self.baseline_s = baseline_s
         self.steps = steps
-        if season == "none":
-            self.width_s = baseline_s / PLAIN_BUCKETS
-            span_s = baseline_s * LONG_LEVEL_FACTOR
-        else:
-            self.width_s = HOUR_S
-            span_s = max(baseline_s * LONG_LEVEL_FACTOR, SEASONAL_HISTORY_DAYS * 86_400.0)
-        self.span = math.ceil(span_s / self.width_s) + 1
+        self.width_s = baseline_s / PLAIN_BUCKETS if season == "none" else HOUR_S
+        self.span = math.ceil(history_span_s(baseline_s, season) / self.width_s) + 1
         self._rows = array("d", bytes(8 * FIELDS * self.span))
         self._index = array("q", [-1] * self.span)
         self.newest = -1  # the newest bucket index written

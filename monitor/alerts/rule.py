@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from monitor.alerts.history import history_span_s
 from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import SEVERITIES, EvalResult, Severity
@@ -76,6 +77,15 @@ class Rule:
     def accept_after_s(self) -> float:
         baseline = self.config.baseline
         return parse_duration(baseline.accept_after) if baseline is not None else float("inf")
+
+    @property
+    def memory_s(self) -> float:
+        """How far back the rule's state reaches: its window, and a regression rule's
+        history (`monitor.alerts.history`)."""
+        baseline = self.config.baseline
+        if baseline is None or self.baseline_s is None:
+            return self.window_s
+        return self.window_s + history_span_s(self.baseline_s, baseline.season)
 
     @property
     def subject(self) -> str:
