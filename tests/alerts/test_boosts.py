@@ -214,3 +214,18 @@ def _record(service: str, version: str, n: int) -> RagRecord:
 
 def _result() -> dict[str, EvalResult]:
     return {EVALUATOR: verdict(EVALUATOR, passed=True)}
+
+
+def test_three_forged_traces_raise_no_cohort_boost() -> None:
+    """A sender who forges a version (`service.version=evil`) and three unfaithful answers
+    cannot switch on a cohort rule's boost for an honest service: the cohort's evidence
+    counts only once it holds the rule's `min_samples`, as a page would."""
+    s = _Setup(CANARY)
+    for i in range(600):  # an honest service: one version, a fifth of answers failing
+        s.engine.emit(_record("shop", "v1", i), {EVALUATOR: verdict(EVALUATOR, i % 5 != 0)})
+    s.engine.evaluate()
+    for i in range(3):
+        s.engine.emit(_record("shop", "evil", 1000 + i), {EVALUATOR: verdict(EVALUATOR, False)})
+    s.clock.now += 5
+    s.engine.evaluate()
+    assert not s.boosted() and s.boosts.active() == {}
