@@ -71,7 +71,7 @@ MIN_PAIRS_FOR_RHO = 200
 # Second differences needed before kappa is trusted (below: kappa at the prior).
 MIN_DIFFERENCES = 12
 KAPPA_PRIOR = 2.0
-MIN_BUCKET_VERDICTS = 50
+MIN_BUCKET_VERDICTS = 10
 
 # Fields of a bucket, in the ring's rows.
 _N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND = range(12)
@@ -473,12 +473,15 @@ class History:
         if count < MIN_DIFFERENCES:
             return KAPPA_PRIOR
         estimate = sum(ratios) / count
+        if estimate <= 0:
+            return 1.0
         # Tempering by k where the truth is K multiplies false pages by about
         # (J T)^(1 - k / K); over a normal error of relative variance s^2 in the estimate
         # that averages to 1 when k is raised by s^2 ln(J T) / 2 (the margin's argument).
-        # Overlapping second differences of clustered verdicts: s^2 is about 8 / count
-        # (measured; 4 / count for normal sums).
-        relative_variance = 8.0 / count
+        # s^2 from the ratios' own spread (heavy for clustered verdicts), times 1.94 for
+        # the correlation of overlapping second differences (1 + 2 (2/3)^2 + 2 (1/6)^2).
+        spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
+        relative_variance = 1.94 * spread / (count * estimate * estimate)
         return max(1.0, estimate * (1 + relative_variance * self._log_budget / 2))
 
     # -- the state file -------------------------------------------------------------------
