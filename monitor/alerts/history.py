@@ -265,12 +265,46 @@ class History:
         long = self._level(1, profile)
         if long is not None and long.samples >= min_samples and long.mean > recent.mean:
             level = long
-        offset, offset_var = profile.offset(self.bucket(t), self.origin)
+        return self._expected(t, level, profile)
+
+    def _expected(
+        self, t: float, level: Level, profile: _SeasonProfile, *, seasonal: bool = True
+    ) -> Expectation:
+        """`level` plus the season's offset at `t` (`seasonal`), with its error."""
+        offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
         mean = min(1.0, max(0.0, level.mean + offset))
         variance = self._variance(mean, level.variance)
         se2 = variance * (level.error_units / (level.samples * level.samples)) + offset_var
         design = max(1.0, level.error_units / level.samples)
         return Expectation(mean, variance, se2, level.samples, profile.kappa, profile.rho, design)
+
+    def last_week(self, t: float) -> Expectation | None:
+        """What the same hours showed one week before `t`: the clean verdicts of the
+        bucket a week back and its two neighbours (None: none there)."""
+        profile = self._profile()
+        centre = self.bucket(t - 7 * 86_400.0)
+        sums = self._sums(centre + 1, centre - 2, 3 * self.width_s, profile, seasonal=False)[0]
+        if sums.n <= 0:
+            return None
+        return self._expected(t, sums.level(profile, self.steps), profile, seasonal=False)
+
+    def period_level(self, start: float, end: float) -> Level | None:
+        """The deseasonalised clean level of the buckets within [start, end) (None: none
+        of them is in the history, or it holds no clean verdict there)."""
+        profile = self._profile()
+        first, last = self.bucket(start), self.bucket(end) - 1
+        if last < first or last <= self.newest - self.span:
+            return None
+        span_s = (last - first + 1) * self.width_s
+        sums = self._sums(min(last, self.newest), first - 1, span_s, profile)[0]
+        return sums.level(profile, self.steps) if sums.n > 0 else None
+
+    def pinned(self, t: float, level: Level) -> Expectation | None:
+        """A pinned period's `level` plus the season's offset at `t`."""
+        profile = self._profile()
+        if self.season != "none" and not profile.days:
+            return None
+        return self._expected(t, level, profile)
 
     def offset_at(self, t: float) -> float:
         """The season's offset at `t` (0 without a season)."""
@@ -281,7 +315,7 @@ class History:
             return mean * (1.0 - mean)
         return score_variance
 
-    def _level(self, which: int, profile: _SeasonProfile) -> _Level | None:
+    def _level(self, which: int, profile: _SeasonProfile) -> Level | None:
         """The deseasonalised clean mean of the newest `baseline.window` (`which` 0) or
         seven of them (1) of the history; buckets mostly held out do not count towards that
         time. The buckets before the newest are summed once per bucket (`_profile`); the
@@ -295,16 +329,23 @@ class History:
         return total.level(profile, self.steps) if total.n > 0 else None
 
     def _sums(
-        self, first: int, stop: int, span_s: float, profile: _SeasonProfile
+        self,
+        first: int,
+        stop: int,
+        span_s: float,
+        profile: _SeasonProfile,
+        *,
+        seasonal: bool = True,
     ) -> tuple[_Sums, float]:
         """The clean sums of buckets `first`, `first - 1`, ... down to (not including)
-        `stop` or until `span_s` is covered; and the time covered."""
+        `stop` or until `span_s` is covered, deseasonalised (`seasonal`); and the time
+        covered."""
         rows, index_of, span = self._rows, self._index, self.span
         out = _Sums()
         covered = 0.0
         index = first
         low = max(stop, self.newest - span)
-        seasonal = self.season != "none" and bool(profile.days)
+        seasonal = seasonal and self.season != "none" and bool(profile.days)
         while index > low and covered < span_s:
             slot = index % span
             if index_of[slot] != index:
@@ -548,7 +589,7 @@ class _Sums:
             self.m2 + other.m2,
         )
 
-    def level(self, profile: _SeasonProfile, steps: int) -> _Level:
+    def level(self, profile: _SeasonProfile, steps: int) -> Level:
         n = self.n
         mean = self.d / n
         score_variance = max(0.0, self.q / n - mean * mean)
@@ -558,11 +599,15 @@ class _Sums:
         solo = min(self.solo, n)
         design = 1 + profile.rho * (self.m2 / self.conv_n - 1) if self.conv_n > 0 else 1.0
         error_units = profile.kappa * solo + design * (n - solo)
-        return _Level(mean, score_variance, int(n), error_units)
+        return Level(mean, score_variance, int(n), error_units)
 
 
 @dataclass(frozen=True, slots=True)
-class _Level:
+class Level:
+    """A mean level of clean verdicts (deseasonalised), the variance of the values about
+    it, the verdicts behind it, and the variance of their sum in units of one independent
+    verdict's."""
+
     mean: float
     variance: float  # of the values about the level (scores)
     samples: int

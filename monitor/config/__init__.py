@@ -72,12 +72,14 @@ from monitor.config._outputs import (
     AlertCohorts,
     AlertFleet,
     Alertmanager,
+    AlertReference,
     AlertRule,
     Alerts,
     Exporters,
     OtlpExporter,
     PrometheusExporter,
     Webhook,
+    pinned_period,
 )
 from monitor.config._processing import (
     AlwaysSample,
@@ -124,6 +126,7 @@ __all__ = [
     "AlertBoost",
     "AlertCohorts",
     "AlertFleet",
+    "AlertReference",
     "AlertRule",
     "Alertmanager",
     "Alerts",
@@ -170,6 +173,7 @@ __all__ = [
     "load_yaml",
     "missing_extra",
     "parse_duration",
+    "pinned_period",
     "read_yaml_file",
     "validation_problems",
 ]

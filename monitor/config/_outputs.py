@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -20,6 +21,37 @@ from monitor.config._fields import (
 )
 
 
+class AlertReference(Section):
+    """A reference the user names instead of the trailing level: `pinned`, an ISO 8601
+    interval (`2026-11-01T00:00Z/2026-11-08T00:00Z`) whose level (with the season on top)
+    is the expectation, kept once learned."""
+
+    pinned: str
+
+    @model_validator(mode="after")
+    def _interval(self) -> AlertReference:
+        pinned_period(self.pinned)
+        return self
+
+
+def pinned_period(text: str) -> tuple[float, float]:
+    """(start, end) seconds of an ISO 8601 interval `START/END`; ValueError naming what is
+    wrong. A time without a zone is UTC."""
+    start_text, sep, end_text = text.partition("/")
+    if not sep:
+        raise ValueError(f"pinned: {text!r} is not START/END (ISO 8601 times)")
+    times = []
+    for part in (start_text, end_text):
+        try:
+            stamp = datetime.fromisoformat(part.strip())
+        except ValueError:
+            raise ValueError(f"pinned: {part!r} is not an ISO 8601 time") from None
+        times.append((stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp())
+    if times[1] - times[0] < 3600:
+        raise ValueError(f"pinned: {text!r} must span at least an hour, start before end")
+    return times[0], times[1]
+
+
 class AlertBaseline(Section):
     """A regression rule's reference: what the service usually shows, learned from its
     history (monitor/alerts/history.py): its level over the trailing `window`, and with
@@ -32,6 +64,9 @@ class AlertBaseline(Section):
     # A rise that lasts this long becomes the service's new normal: its alert resolves,
     # saying so, and what it held out of the baseline joins it.
     accept_after: Duration = "7d"
+    # What the current window is compared with: the trailing level (and season), the same
+    # hours one week before, or a pinned period.
+    reference: Literal["trailing", "last_week"] | AlertReference = "trailing"
 
     @model_validator(mode="before")
     @classmethod
@@ -52,6 +87,11 @@ class AlertBaseline(Section):
                 f"season: a {self.season} season is learned hour by hour, so baseline.window "
                 f"must be at least 1h (it is {self.window}); set season: none for a shorter "
                 "baseline"
+            )
+        if self.reference == "last_week" and self.season == "none":
+            raise ValueError(
+                "reference: last_week compares hour with hour, a week back: it needs a "
+                "seasonal history (season: day or week)"
             )
         if parse_duration(self.accept_after) < window:
             raise ValueError(

@@ -221,3 +221,31 @@ def test_a_conversation_is_one_unit_of_its_verdicts() -> None:
     assert conversations.add(1, [1, 1], levels, 300.0) == []
     assert conversations.close_idle(800.0) == []  # quiet for 500 s only
     assert conversations.close_idle(900.0) == [Unit(5, 2.0, 2.0, conversation=True)]
+
+
+def test_a_rise_against_the_same_hours_a_week_before_pages() -> None:
+    spec = StreamSpec(rate=1, days=8.5, cycle=0.03, changes=(Change("step", 8.2, 1.5),), seed=7)
+    events, _ = replay(spec, config(season="day", reference="last_week"))
+    (page,) = pages(events)
+    assert START + 8.2 * DAY_S < page.time < START + 8.45 * DAY_S
+    assert "expected from the same hours a week before" in page.alert.annotations["description"]
+
+
+def test_a_slow_drift_pages_against_a_pinned_period_and_not_against_the_trailing_day() -> None:
+    """0.20 to 0.30 over four days: the trailing level follows it, a pinned good week does
+    not. The pinned level is kept once learned (the history keeps four weeks)."""
+    drift = StreamSpec(rate=1, days=8, changes=(Change("drift", 3.0, 0.30, 4.0),), seed=8)
+    trailing, _ = replay(drift, config(season="day"))
+    pinned, backtest = replay(
+        drift,
+        config(season="day", reference={"pinned": "2026-01-01T00:00Z/2026-01-03T00:00Z"}),
+    )
+    assert pages(trailing) == []
+    first = pages(pinned)[0]
+    # The rate crosses 0.23 (min_increase above the pinned 0.20) at day 4.2.
+    assert START + 4.2 * DAY_S < first.time < START + 5.2 * DAY_S
+    assert "the pinned period 2026-01-01T00:00Z/2026-01-03T00:00Z" in (
+        first.alert.annotations["description"]
+    )
+    saved = backtest.engine.snapshot()[RULE]["services"]["svc-0"][""]["state"]["pinned"]
+    assert saved[:2] == [START, START + 2 * DAY_S] and saved[2] == pytest.approx(0.2, abs=0.01)

@@ -31,6 +31,7 @@ whose evidence faded join the level; so do those held longer than `baseline.wind
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,13 +39,16 @@ from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import History, Unit
+from monitor.alerts.history import Expectation, History, Level, Unit
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.sequential import Bets, SequentialTest, bets
 from monitor.alerts.stats import look_level, rise_p_value
 from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices
-from monitor.config import AlertRule
+from monitor.config import AlertBaseline, AlertRule, pinned_period
+from monitor.telemetry import RateLimitedLog
+
+_log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
 
 # Units per batch of the sequential test between evaluations: small enough that a page
 # waits for few verdicts, large enough that a busy service costs little per verdict.
@@ -66,6 +70,8 @@ class RegressionState:
     bets: Bets | None = None
     # What went into the history as a rise while evidence built: bucket -> (all, solo).
     held: dict[int, tuple[Moments, Moments]] = field(default_factory=dict)
+    # A pinned reference once learned: (start, end, its level).
+    pinned: tuple[float, float, Level] | None = None
     # Mirrors the engine's firing state as of the last judgment (the engine honours every
     # fire and resolve a judgment asks for).
     firing: bool = False
@@ -87,12 +93,10 @@ class Regression:
     @staticmethod
     def summary(config: AlertRule, budget: str) -> str:
         assert config.baseline is not None
-        season = config.baseline.season
-        hour = "" if season == "none" else f" and this hour of the {season}"
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
         return (
-            f"{measured} up by {config.min_increase:g} or more on the previous "
-            f"{config.baseline.window}{hour} ({config.test} test, window {config.window}, "
+            f"{measured} up by {config.min_increase:g} or more on "
+            f"{reference_text(config.baseline)} ({config.test} test, window {config.window}, "
             f"{budget})"
         )
 
@@ -160,7 +164,7 @@ class Regression:
         hold_from = test.building_since() if test is not None else state.leaning_since
         self._advance(state, now, firing=entry.firing, hold_from=hold_from)
         history = state.history
-        expected = history.expectation(now, self._baseline.min_samples)
+        expected = self._expectation(state, now)
         current = state.current.moments(now)
         reference = NOTHING
         figures: dict[str, float] = {"learning": 1.0 if history.learning() else 0.0}
@@ -228,6 +232,30 @@ class Regression:
             figures=figures,
         )
 
+    def _expectation(self, state: RegressionState, now: float) -> Expectation | None:
+        """What the current window is compared with (`baseline.reference`)."""
+        reference, history = self._baseline.reference, state.history
+        if reference == "trailing":
+            return history.expectation(now, self._baseline.min_samples)
+        if reference == "last_week":
+            return history.last_week(now)
+        start, end = pinned_period(reference.pinned)
+        if state.pinned is None or state.pinned[:2] != (start, end):
+            level = history.period_level(start, end) if end <= now - self.rule.window_s else None
+            if level is None:
+                _log.log(
+                    self.rule.config.name,
+                    logging.WARNING,
+                    "alert %s: the pinned period %s is not in the history (it keeps %s, and "
+                    "must have ended): the rule cannot judge until it is",
+                    self.rule.config.name,
+                    reference.pinned,
+                    shown_duration(history.span * history.width_s),
+                )
+                return None
+            state.pinned = (start, end, level)
+        return history.pinned(now, state.pinned[2])
+
     def _advance(
         self, state: RegressionState, now: float, *, firing: bool, hold_from: float | None
     ) -> None:
@@ -284,7 +312,7 @@ class Regression:
         increase = current.mean - expected.mean
         story = (
             f"{measured} {current.mean:.2f} {span} against {expected.mean:.2f} expected "
-            f"from the previous {cfg.baseline.window}{self._season_text()} "
+            f"from {self._season_text()} "
             f"({current.samples:,} / {expected.samples:,} verdicts), {increase:+.2f}, "
             f"{p_text(judgment.p_value)} ({test}, one false page per {self.rule.budget})"
         )
@@ -308,8 +336,7 @@ class Regression:
         }
 
     def _season_text(self) -> str:
-        season = self._baseline.season
-        return "" if season == "none" else f" and this hour of the {season}"
+        return reference_text(self._baseline)
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
         entry = entries[""]
@@ -341,6 +368,9 @@ class Regression:
                 for bucket, (all_, solo) in state.held.items()
             ],
             "firing": state.firing,
+            "pinned": None
+            if state.pinned is None
+            else [state.pinned[0], state.pinned[1], *_level(state.pinned[2])],
             "resolved_at": state.resolved_at,
             "leaning_since": state.leaning_since,
             "last": state.last,
@@ -361,6 +391,10 @@ class Regression:
                 Moments(int(sn), _num(sd), _num(sq)),
             )
         state.held = held
+        pinned = raw.get("pinned")
+        if pinned is not None:
+            start, end, mean, variance, samples, units = (_num(x) for x in pinned)
+            state.pinned = (start, end, Level(mean, variance, int(samples), units))
         if not isinstance(raw["firing"], bool):
             raise TypeError("firing is not true or false")
         state.firing = raw["firing"]
@@ -373,8 +407,24 @@ class Regression:
             state.test.restore(raw["sequential"])
 
 
+def reference_text(baseline: AlertBaseline) -> str:
+    """`the previous 24h and this hour of the week`, `the same hours a week before`, `the
+    pinned period START/END and this hour of the day`."""
+    season = baseline.season
+    hour = "" if season == "none" else f" and this hour of the {season}"
+    if baseline.reference == "trailing":
+        return f"the previous {baseline.window}{hour}"
+    if baseline.reference == "last_week":
+        return "the same hours a week before"
+    return f"the pinned period {baseline.reference.pinned}{hour}"
+
+
 def _moments(m: Moments) -> list[float]:
     return [m.samples, m.defects, m.squares]
+
+
+def _level(level: Level) -> list[float]:
+    return [level.mean, level.variance, level.samples, level.error_units]
 
 
 def _num(raw: Any) -> float:
