@@ -244,8 +244,9 @@ def test_a_slow_drift_pages_against_a_pinned_period_and_not_against_the_trailing
     first = pages(pinned)[0]
     # The rate crosses 0.23 (min_increase above the pinned 0.20) at day 4.2.
     assert START + 4.2 * DAY_S < first.time < START + 5.2 * DAY_S
-    assert "the pinned period 2026-01-01T00:00Z/2026-01-03T00:00Z" in (
-        first.alert.annotations["description"]
+    assert (
+        "the pinned period 2026-01-01T00:00Z/2026-01-03T00:00Z"
+        in (first.alert.annotations["description"])
     )
     saved = backtest.engine.snapshot()[RULE]["services"]["svc-0"][""]["state"]["pinned"]
     assert saved[:2] == [START, START + 2 * DAY_S] and saved[2] == pytest.approx(0.2, abs=0.01)
