@@ -44,12 +44,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.alerts import describe
+from monitor.alerts.boosting import RaisedBoosts
+from monitor.alerts.entries import Entries, Key
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
-from monitor.alerts.rule import Origin, Rule, fingerprint
+from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
-from monitor.alerts.units import Conversations, conversation_key
+from monitor.alerts.units import conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
@@ -64,7 +66,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
 DEFAULT_CONVERSATION_IDLE = "10m"
-Key = tuple[int, str, str]  # (rule index, service, cohort)
 
 
 class AlertEngine:
@@ -110,7 +111,6 @@ class AlertEngine:
         thresholds = dict(severity_thresholds or {})
         self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
         self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
-        self._idle_s = parse_duration(conversation_idle)
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
         self._t = telemetry
@@ -132,21 +132,14 @@ class AlertEngine:
         self._resend = resend_interval_s
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
         self._clock = clock
-        self._boosts = boosts
-        # (rule index, service) whose boost is raised: lowered whenever the evidence fades
-        # or the entries that raised it are gone (dropped, or their slots evicted).
-        self._boosted: set[tuple[int, str]] = set()
+        self._boosted = RaisedBoosts(self._rules, boosts, self._gauges)
         self._fleet = fleet
         self._fleet_rules = {
             i
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
-        self._entries: dict[Key, Entry] = {}
-        self._conversations: dict[Key, Conversations] = {}
-        # (rule index, service, cohort) -> (revision replaced, when): its late verdicts are
-        # left out for one window.
-        self._replaced: dict[Key, tuple[str, float]] = {}
+        self._entries = Entries(self._rules, self._kinds, parse_duration(conversation_idle))
         # Resolves decided between evaluations (an evaluator revision replaced a firing
         # entry's), returned by the next `evaluate`.
         self._resolved: list[Alert] = []
@@ -253,41 +246,17 @@ class AlertEngine:
     ) -> None:
         """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
         them), of `conversation` (its key; None: verdicts without one)."""
-        i = key[0]
-        kind = self._kinds[i]
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = Entry(kind.new_state(), revision)
-        elif revision is not None and revision != entry.revision:
-            if not self._new_revision(key, entry, revision, now):
-                return
-        steps = len(histogram) - 1
-        due = False
-        if conversation is None:
-            due = kind.add(entry.state, histogram, False, now)
-        else:
-            due = kind.add(entry.state, histogram, True, now)
-            conversations = self._conversations.get(key)
-            if conversations is None:
-                conversations = self._conversations[key] = Conversations(self._idle_s)
-            levels = [k / steps for k in range(steps + 1)]
-            for unit in conversations.add(conversation, histogram, levels, now):
-                due = kind.add_unit(entry.state, unit, now) or due
-        if due:
+        added = self._entries.add(key, histogram, revision, conversation, now)
+        if added.replaced is not None:
+            self._new_revision(key, added.replaced, added.revision, now)
+        if added.due:
             self._wake_up()
 
-    def _new_revision(self, key: Key, entry: Entry, revision: str, now: float) -> bool:
-        """Starts `key` anew for `revision`; False for a late verdict of the revision just
-        replaced (left out)."""
-        replaced = self._replaced.get(key)
-        rule = self._rules[key[0]]
-        if replaced is not None and replaced[0] == revision and now - replaced[1] < rule.window_s:
-            return False
-        old = entry.revision
-        if old is None:
-            entry.revision = revision
-            return True
+    def _new_revision(self, key: Key, old: Entry, revision: str | None, now: float) -> None:
+        """`key`'s evaluator changed from `old`'s revision to `revision`: logged, counted,
+        and a page `old` held resolved, saying why (sent with the next evaluation)."""
         i, service, cohort = key
+        rule = self._rules[i]
         name = rule.config.name
         log.warning(
             "alert %s for %s: %s is now revision %s (was %s): a new baseline starts, and "
@@ -296,22 +265,19 @@ class AlertEngine:
             f"{service}/{cohort}" if cohort else service,
             rule.config.evaluator or rule.config.category,
             revision,
-            old,
+            old.revision,
         )
         self._gauges.baselines_started.labels(name, "revision").inc()
-        if entry.firing:
-            entry.firing = False
-            note = f"the evaluator changed (revision {old} -> {revision}): a new baseline starts"
-            last = entry.judgment or Judgment(fire=False, resolve=True)
-            judgment = dataclasses.replace(last, fire=False, resolve=True, note=note)
-            # Sent with the next evaluation's alerts.
-            self._resolved.append(
-                self._alert(rule, service, cohort, entry, judgment, now, "resolved")
+        if old.firing:
+            note = (
+                f"the evaluator changed (revision {old.revision} -> {revision}): "
+                "a new baseline starts"
             )
-        self._entries[key] = Entry(self._kinds[i].new_state(), revision)
-        self._conversations.pop(key, None)
-        self._replaced[key] = (old, now)
-        return True
+            last = old.judgment or Judgment(fire=False, resolve=True)
+            judgment = dataclasses.replace(last, fire=False, resolve=True, note=note)
+            self._resolved.append(
+                self._alert(rule, service, cohort, old, judgment, now, "resolved")
+            )
 
     def _wake_up(self) -> None:
         self._due = True
@@ -344,17 +310,11 @@ class AlertEngine:
         self._due = False
         now = self._clock()
         out, self._resolved = self._resolved, []
-        groups: dict[tuple[int, str], dict[str, Entry]] = {}
-        for (i, service, cohort), entry in self._entries.items():
-            groups.setdefault((i, service), {})[cohort] = entry
-        for (i, service), entries in groups.items():
+        for (i, service), entries in self._entries.groups().items():
             rule, kind = self._rules[i], self._kinds[i]
             try:
-                for cohort, entry in entries.items():
-                    conversations = self._conversations.get((i, service, cohort))
-                    if conversations is not None:
-                        for unit in conversations.close_idle(now):
-                            kind.add_unit(entry.state, unit, now)
+                for cohort in entries:
+                    self._entries.close_idle((i, service, cohort), now)
                 judgments = kind.judge(entries, now)
                 for cohort, judgment in judgments.items():
                     entry = entries[cohort]
@@ -363,7 +323,7 @@ class AlertEngine:
                     if alert is not None:
                         out.append(alert)
                 kind.publish(self._gauges, service, entries)
-                self._boost(i, service, entries, judgments)
+                self._boosted.follow(i, service, entries, judgments)
             except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
                 # One entry (a value restored from a hand-edited state file, say) that cannot
                 # be judged is dropped alone; the other alerts of this evaluation go on.
@@ -374,10 +334,8 @@ class AlertEngine:
                     exc,
                 )
                 self._gauges.entries_dropped.labels("evaluation").inc()
-                for cohort in entries:
-                    self._entries.pop((i, service, cohort), None)
-                    self._conversations.pop((i, service, cohort), None)
-                self._lower(i, service, "its state was dropped")
+                self._entries.drop([(i, service, cohort) for cohort in entries])
+                self._boosted.lower(i, service, "its state was dropped")
         return out
 
     def _step(
@@ -415,57 +373,12 @@ class AlertEngine:
             return self._alert(rule, service, cohort, entry, judgment, now, "firing")
         return None
 
-    def _boost(
-        self, i: int, service: str, entries: Mapping[str, Entry], judgments: Mapping[str, Judgment]
-    ) -> None:
-        """Raises or lowers rule `i`'s boost of `service` as its evidence comes and goes;
-        evidence counts only with the rule's own thresholds met (a judgment's p-value is
-        1 until then)."""
-        rule = self._rules[i]
-        boost, evaluator = rule.config.boost, rule.config.evaluator
-        if boost is None or evaluator is None or self._boosts is None:
-            return
-        firing = any(entry.firing for entry in entries.values())
-        p = min((j.p_value for j in judgments.values()), default=1.0)
-        if not (firing or p < boost.while_p_below):
-            self._lower(i, service, "evidence faded")
-            return
-        if (i, service) in self._boosted:
-            return
-        self._boosted.add((i, service))
-        name = rule.config.name
-        self._boosts.raise_rate(evaluator, service, name, boost.sample_rate)
-        log.info(
-            "alert %s: %s for %s: %s sampled at %g",
-            name,
-            "firing" if firing else f"evidence building (p = {p:.3g})",
-            service,
-            evaluator,
-            boost.sample_rate,
-        )
-        self._gauges.boost_active.labels(service, name).set(1)
-
-    def _lower(self, i: int, service: str, why: str) -> None:
-        """Lowers rule `i`'s boost of `service`, if raised."""
-        if (i, service) not in self._boosted:
-            return
-        self._boosted.discard((i, service))
-        cfg = self._rules[i].config
-        assert self._boosts is not None and cfg.evaluator is not None
-        self._boosts.lower_rate(cfg.evaluator, service, cfg.name)
-        log.info("alert %s: %s for %s: %s back to its rate", cfg.name, why, service, cfg.evaluator)
-        self._gauges.boost_active.labels(service, cfg.name).set(0)
-
     # -- bounded services and cohorts --------------------------------------------------
 
     def _forget_service(self, service: str) -> None:
         """`service` lost its slot: its entries were idle, so nothing is judged on it."""
-        for key in [key for key in self._entries if key[1] == service]:
-            del self._entries[key]
-            self._conversations.pop(key, None)
-        for i, held in list(self._boosted):
-            if held == service:
-                self._lower(i, service, "the service left")
+        self._entries.drop([key for key in self._entries if key[1] == service])
+        self._boosted.lower_service(service, "the service left")
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
@@ -473,13 +386,11 @@ class AlertEngine:
         A service none of whose cohorts is left has nothing to boost on."""
         rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
         gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
-        for key in gone:
-            del self._entries[key]
-            self._conversations.pop(key, None)
+        self._entries.drop(gone)
         left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
-                self._lower(i, service, "its cohorts left")
+                self._boosted.lower(i, service, "its cohorts left")
         self._gauges.forget_cohort({self._rules[i].config.name for i in rules}, cohort)
 
     def _longest_window(self) -> float:
@@ -492,98 +403,27 @@ class AlertEngine:
     # -- state across restarts ---------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """Every entry, for the state file: `{rule: {"fingerprint", "services": {service:
-        {cohort: entry}}}}` (cohort `""` for a rule without cohorts)."""
-        out: dict[str, Any] = {}
-        for key, entry in self._entries.items():
-            i, service, cohort = key
-            rule = self._rules[i]
-            saved = out.setdefault(
-                rule.config.name, {"fingerprint": fingerprint(rule), "services": {}}
-            )
-            conversations = self._conversations.get(key)
-            saved["services"].setdefault(service, {})[cohort] = {
-                "revision": entry.revision,
-                "firing": entry.firing,
-                "started_at": entry.started_at,
-                "last_sent": entry.last_sent,
-                "conversations": conversations.snapshot() if conversations else [],
-                "state": self._kinds[i].snapshot(entry.state),
-            }
-        return out
+        """Every entry, for the state file (`Entries.snapshot`)."""
+        return self._entries.snapshot()
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Takes back what `snapshot` gave, for rules that still exist with the same
-        evaluator and windows; anything else is logged and left out."""
-        for name, raw in saved.items():
-            i = self.rule_index(name)
-            if i is None or not isinstance(raw, dict):
-                log.warning("alert state of rule %s left out: the rule is gone", name)
-                continue
-            if raw.get("fingerprint") != fingerprint(self._rules[i]):
-                log.warning("alert state of rule %s left out: the rule changed", name)
-                continue
-            services = raw.get("services")
-            if not isinstance(services, dict):
-                log.error("alert state of rule %s is malformed (no services): left out", name)
-                self._gauges.entries_dropped.labels("load").inc()
-                continue
-            for service, cohorts in services.items():
-                try:
-                    restored = self._restored(i, cohorts)
-                except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-                    log.error(
-                        "alert state of rule %s, service %s, is malformed (%r): left out",
-                        name,
-                        service,
-                        exc,
-                    )
-                    self._gauges.entries_dropped.labels("load").inc()
-                    continue
-                held = self._services(str(service))
-                by = self._rules[i].cohort_by
-                for cohort, (entry, conversations) in restored.items():
-                    key = (i, held, self._cohorts[by](cohort) if by else "")
-                    self._entries[key] = entry
-                    if len(conversations):
-                        self._conversations[key] = conversations
+        """Takes back what `snapshot` gave (`Entries.restore`)."""
+
+        def place(i: int, service: str, cohort: str) -> Key:
+            by = self._rules[i].cohort_by
+            return (i, self._services(service), self._cohorts[by](cohort) if by else "")
+
+        dropped = self._entries.restore(saved, place)
+        if dropped:
+            self._gauges.entries_dropped.labels("load").inc(dropped)
         restored_firing = self.firing()
         if restored_firing:
             log.info("alert state restored; firing: %s", restored_firing)
 
-    def _restored(self, i: int, raw: Any) -> dict[str, tuple[Entry, Conversations]]:
-        """One service's saved entries by cohort."""
-        kind = self._kinds[i]
-        out = {}
-        for cohort, saved in raw.items():
-            state = kind.new_state()
-            kind.restore(state, saved["state"])
-            firing = saved["firing"]
-            if not isinstance(firing, bool):
-                raise TypeError("firing is not true or false")
-            revision = saved["revision"]
-            if revision is not None and not isinstance(revision, str):
-                raise TypeError("revision is not text")
-            conversations = Conversations(self._idle_s)
-            conversations.restore(saved["conversations"])
-            entry = Entry(
-                state,
-                revision,
-                firing,
-                _time(saved["started_at"]),
-                _time(saved["last_sent"]),
-            )
-            out[str(cohort)] = (entry, conversations)
-        return out
-
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is
         written `service/cohort`."""
-        return sorted(
-            (self._rules[i].config.name, f"{service}/{cohort}" if cohort else service)
-            for (i, service, cohort), entry in self._entries.items()
-            if entry.firing
-        )
+        return self._entries.firing()
 
     def _alert(
         self,
@@ -653,13 +493,3 @@ def _description(alert: Alert) -> str:
 
 def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def _time(raw: Any) -> float:
-    """A saved time: a finite number of seconds (not a flag, not text)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)  # OverflowError for an integer past float's range
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{raw!r} is not finite")
-    return value

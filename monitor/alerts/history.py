@@ -2,76 +2,49 @@
 
 Verdicts that left the current window are kept in buckets (one hour each for a seasonal
 baseline, `baseline.window / 60` otherwise) over weeks, in a ring of fixed size, so memory
-does not grow with traffic or time. Each bucket holds:
-
-- **clean** moments (verdicts, sum and sum of squares of their defect values): what the
-  level is learned from;
-- **rise** moments: verdicts held out of the level because a rise was being judged (the
-  sequential test's evidence building, or the rule firing); they are released to clean when
-  the evidence fades, and accepted as the new normal after `baseline.accept_after`;
-- **solo** moments: clean verdicts that came without a conversation, from which the
-  dispersion of such verdicts is measured;
-- **conversation** moments of the conversations that closed in it (`Unit`s): verdicts,
-  the sum of their sizes squared, of their defect sums squared, and of size times defects,
-  from which the correlation of verdicts within a conversation is measured.
+does not grow with traffic or time. Each bucket holds the **clean** moments (verdicts,
+sum and sum of squares of their defect values) the level is learned from; the **rise**
+moments held out of it while a rise was judged (released to clean when the evidence fades,
+accepted as the new normal after `baseline.accept_after`); the clean verdicts that came
+without a conversation (their dispersion is measured); and the sums of the conversations
+that closed in it (their correlation is measured).
 
 `expectation(t)` is what the rule compares the service with at time `t`:
 
-- **season** (`baseline.season: day` or `week`): the hour of day's usual offset from its
-  day's mean, over the last 14 complete days (weighted by verdicts), and with `week` the day
-  of week's usual offset from the week around it, once every day of the week was seen
-  twice. Rise buckets count here (a daily peak that paged is learned as a season within
-  days); offsets are measured against each day's own mean, so a drift over days is not
-  learned as a season. A seasonal rule judges once the history holds one complete day.
 - **level**: the deseasonalised mean of the clean verdicts over the trailing
   `baseline.window` (a bucket mostly held out does not count towards that time, so a long
   rise keeps the level from before it), and over seven times that window; the higher of the
-  two is the level, so a good spell is not a new normal overnight.
+  two is the level, so a good spell is not a new normal overnight;
+- **season** (`monitor.alerts.season`, learned from all verdicts of the history): what this
+  hour of the day and day of the week usually add; a seasonal rule judges once the history
+  holds one complete day;
 - **error**: the level's and the season's standard error, with verdicts of one
-  conversation counted with their design effect and verdicts without a conversation with
-  their measured dispersion (below).
-- **dispersion** (`kappa`): how much more verdicts without a conversation vary than
-  independent ones would, from second differences of consecutive buckets' deseasonalised
-  rates (they cancel a level, a drift and what is left of the season), raised by what its
-  own error would cost on average (`_kappa`) and never below 1. It captures dependence
-  within about a bucket (an hour), such as a conversation's verdicts.
-- **rho**: the correlation of verdicts within one conversation (intraclass), from the
-  conversations' own sums against their buckets' rates.
+  conversation counted with their design effect (`rho`) and verdicts without one with
+  their measured dispersion (`kappa`; both `monitor.alerts.dispersion`).
+
+`last_week(t)` and `pinned(t, level)` are the references a user may name instead
+(`baseline.reference`).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from monitor.alerts.dispersion import conversation_rho, solo_dispersion
+from monitor.alerts.season import Season, SeasonProfile, learn
+from monitor.alerts.units import Unit
 from monitor.alerts.window import Moments
 
-Season = Literal["none", "day", "week"]
-
 HOUR_S = 3600.0
-DAY_HOURS = 24
-# The day profile is learned from this many complete days at most; the week profile from
-# the whole history.
-SEASON_DAYS = 14
-# A day counts towards the season once this many of its hours held verdicts.
-COMPLETE_DAY_HOURS = 20
 # History kept: four weeks for seasonal baselines; otherwise the long level's span.
 SEASONAL_HISTORY_DAYS = 28
 LONG_LEVEL_FACTOR = 7
 # Buckets per baseline window for a baseline that is not seasonal.
 PLAIN_BUCKETS = 60
-# Until enough conversations were seen to measure rho, it is taken as this (conservative:
-# it widens the level's error and damps the weight of large conversations).
-RHO_PRIOR = 0.3
-MIN_PAIRS_FOR_RHO = 200
-# Second differences needed before kappa is trusted (below: kappa at the prior).
-MIN_DIFFERENCES = 12
-KAPPA_PRIOR = 2.0
-MIN_BUCKET_VERDICTS = 10
 
 # Fields of a bucket, in the ring's rows.
 _N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND = range(12)
@@ -84,22 +57,6 @@ def history_span_s(baseline_s: float, season: Season) -> float:
     if season == "none":
         return baseline_s * LONG_LEVEL_FACTOR
     return max(baseline_s * LONG_LEVEL_FACTOR, SEASONAL_HISTORY_DAYS * 86_400.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """What a rule judges as one observation: the verdicts of one conversation (`samples`
-    of them, whose defect values sum to `defects` and their squares to `squares`), or one
-    verdict that came without a conversation (`conversation` False)."""
-
-    samples: int
-    defects: float
-    squares: float
-    conversation: bool
-
-    @property
-    def mean(self) -> float:
-        return self.defects / self.samples if self.samples else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +94,7 @@ class History:
         self.newest = -1  # the newest bucket index written
         self.origin = -1  # the first bucket index ever written: where days are counted from
         self._cache: tuple[int, int] | None = None
-        self._season_cache: _SeasonProfile | None = None
+        self._season_cache: _Profile | None = None
         # Per level (recent, long): the older buckets' sums over its span, and over its
         # span less one bucket (the newest bucket covers the rest).
         self._older: list[tuple[_Sums, _Sums]] = []
@@ -268,7 +225,7 @@ class History:
         return self._expected(t, level, profile)
 
     def _expected(
-        self, t: float, level: Level, profile: _SeasonProfile, *, seasonal: bool = True
+        self, t: float, level: Level, profile: _Profile, *, seasonal: bool = True
     ) -> Expectation:
         """`level` plus the season's offset at `t` (`seasonal`), with its error."""
         offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
@@ -315,7 +272,7 @@ class History:
             return mean * (1.0 - mean)
         return score_variance
 
-    def _level(self, which: int, profile: _SeasonProfile) -> Level | None:
+    def _level(self, which: int, profile: _Profile) -> Level | None:
         """The deseasonalised clean mean of the newest `baseline.window` (`which` 0) or
         seven of them (1) of the history; buckets mostly held out do not count towards that
         time. The buckets before the newest are summed once per bucket (`_profile`); the
@@ -333,7 +290,7 @@ class History:
         first: int,
         stop: int,
         span_s: float,
-        profile: _SeasonProfile,
+        profile: _Profile,
         *,
         seasonal: bool = True,
     ) -> tuple[_Sums, float]:
@@ -370,7 +327,7 @@ class History:
             index -= 1
         return out, covered
 
-    def _profile(self) -> _SeasonProfile:
+    def _profile(self) -> _Profile:
         """The season, rho, kappa and the older buckets' level sums, recomputed when a
         bucket starts or held verdicts move: verdicts added to the newest bucket reach the
         season, rho and kappa a bucket late."""
@@ -386,7 +343,7 @@ class History:
             self._older = older
         return self._season_cache
 
-    def _compute_profile(self) -> _SeasonProfile:
+    def _compute_profile(self) -> _Profile:
         buckets = self._buckets()
         rows = self._rows
         all_n = sum(rows[r + _N] + rows[r + _RN] for _, r in buckets)
@@ -398,132 +355,31 @@ class History:
             if self.steps == 1
             else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
         )
-        days, day_offsets, day_var, week_offsets, week_var = self._season(buckets, pooled_var)
-        rho = self._rho(buckets)
-        kappa = self._kappa(buckets, pooled_var)
-        return _SeasonProfile(
-            self.season, days, day_offsets, day_var, week_offsets, week_var, kappa, rho
-        )
-
-    def _season(
-        self, buckets: Sequence[tuple[int, int]], pooled_var: float
-    ) -> tuple[list[int], list[float], list[float], list[float], list[float]]:
-        """(complete days, hour-of-day offsets and their variances, day-of-week offsets and
-        their variances); all zero without a season."""
-        zeros = [0.0] * DAY_HOURS
-        if self.season == "none" or self.origin < 0:
-            return [], zeros, zeros, [0.0] * 7, [0.0] * 7
-        rows = self._rows
-        # Hourly rates of each day (counted from the origin), all verdicts.
-        by_day: dict[int, dict[int, tuple[float, float]]] = {}
-        for index, row in buckets:
-            n = rows[row + _N] + rows[row + _RN]
-            if n <= 0:
-                continue
-            day = (index - self.origin) // DAY_HOURS
-            by_day.setdefault(day, {})[index % DAY_HOURS] = (
-                n,
-                (rows[row + _D] + rows[row + _RD]) / n,
-            )
-        # A day is complete once it is over and most of its hours held verdicts.
-        newest_day = (self.newest - self.origin) // DAY_HOURS
-        complete = sorted(
-            day
-            for day, hours in by_day.items()
-            if day < newest_day and len(hours) >= COMPLETE_DAY_HOURS
-        )
-        if not complete:
-            return [], zeros, zeros, [0.0] * 7, [0.0] * 7
-        means = {
-            day: sum(x for _, x in by_day[day].values()) / len(by_day[day]) for day in complete
-        }
-        recent = complete[-SEASON_DAYS:]
-        num = [0.0] * DAY_HOURS
-        den = [0.0] * DAY_HOURS
-        for day in recent:
-            for hour, (n, x) in by_day[day].items():
-                num[hour] += n * (x - means[day])
-                den[hour] += n
-        seen = [h for h in range(DAY_HOURS) if den[h] > 0]
-        raw = [num[h] / den[h] if den[h] > 0 else 0.0 for h in range(DAY_HOURS)]
-        centre = sum(raw[h] for h in seen) / len(seen) if seen else 0.0
-        offsets = [raw[h] - centre if den[h] > 0 else 0.0 for h in range(DAY_HOURS)]
-        # An hour never seen is as uncertain as the whole range of rates.
-        variances = [pooled_var / den[h] if den[h] > 0 else 0.25 for h in range(DAY_HOURS)]
-        week = [0.0] * 7
-        week_var = [0.0] * 7
-        if self.season == "week":
-            week, week_var = _week_profile(complete, means, pooled_var)
-        return complete, offsets, variances, week, week_var
-
-    def _rho(self, buckets: Sequence[tuple[int, int]]) -> float:
-        """Within-conversation correlation from the conversations' sums: their spread about
-        their buckets' rates, beyond what independent verdicts would show."""
-        rows = self._rows
-        ratio = conv_n = pairs = 0.0
-        for _, row in buckets:
-            un = rows[row + _UN]
-            if un <= 0:
-                continue
-            n = rows[row + _N] + rows[row + _RN]
-            x = (rows[row + _D] + rows[row + _RD]) / n if n > 0 else 0.0
-            v = (
+        hours = [
+            (index, n, (rows[r + _D] + rows[r + _RD]) / n)
+            for index, r in buckets
+            if (n := rows[r + _N] + rows[r + _RN]) > 0
+        ]
+        season = learn(self.season, hours, self.origin, self.newest, pooled_var)
+        rho = conversation_rho(
+            (
+                rows[r + _UN],
+                rows[r + _M2],
+                rows[r + _DD],
+                rows[r + _ND],
+                x := (rows[r + _D] + rows[r + _RD]) / n,
                 x * (1 - x)
                 if self.steps == 1
-                else max(1e-4, (rows[row + _Q] + rows[row + _RQ]) / n - x * x if n > 0 else 0.0)
+                else max(1e-4, (rows[r + _Q] + rows[r + _RQ]) / n - x * x),
             )
-            if v <= 0:
-                continue
-            ss = rows[row + _DD] - 2 * x * rows[row + _ND] + x * x * rows[row + _M2]
-            ratio += ss / v
-            conv_n += un
-            pairs += rows[row + _M2] - un
-        if pairs < MIN_PAIRS_FOR_RHO:
-            return RHO_PRIOR
-        return min(1.0, max(0.0, (ratio - conv_n) / pairs))
-
-    def _kappa(self, buckets: Sequence[tuple[int, int]], pooled_var: float) -> float:
-        """Dispersion of verdicts without a conversation: second differences of
-        consecutive buckets' solo rates against what independent verdicts would give,
-        raised for the estimate's own error, at least 1. Rates are taken as they are, not
-        deseasonalised: a season learned from the same buckets would take part of their
-        noise with it, while a daily cycle's curvature over three hours is negligible
-        (it can only raise the estimate)."""
-        rows = self._rows
-        counts = {index: rows[row + _SN] for index, row in buckets if rows[row + _SN] > 0}
-        if not counts or pooled_var <= 0:
-            return 1.0
-        # A bucket far smaller than the usual holds a few conversations at most (a rise cut
-        # it, or the night): its variance is not that of many, so it takes no part.
-        floor = max(MIN_BUCKET_VERDICTS, 0.2 * statistics.median(counts.values()))
-        points = {
-            index: (n, rows[row + _SD] / n)
-            for index, row in buckets
-            if (n := counts.get(index, 0.0)) >= floor
+            for _, r in buckets
+            if rows[r + _UN] > 0 and (n := rows[r + _N] + rows[r + _RN]) > 0
+        )
+        solo = {
+            index: (sn, rows[r + _SD] / sn) for index, r in buckets if (sn := rows[r + _SN]) > 0
         }
-        ratios = []
-        for index, (n1, x1) in points.items():
-            before, after = points.get(index - 1), points.get(index + 1)
-            if before is None or after is None:
-                continue
-            n0, x0 = before
-            n2, x2 = after
-            delta = x0 - 2 * x1 + x2
-            ratios.append(delta * delta / (pooled_var * (1 / n0 + 4 / n1 + 1 / n2)))
-        count = len(ratios)
-        if count < MIN_DIFFERENCES:
-            return KAPPA_PRIOR
-        estimate = sum(ratios) / count
-        if estimate <= 0:
-            return 1.0
-        # Tempering by k where the truth is K multiplies false pages by about
-        # (J T)^(1 - k / K); over a normal error of relative variance s^2 in the estimate
-        # that averages to 1 when k is raised by s^2 ln(J T) / 2 (the margin's argument).
-        # s^2 from the ratios' own spread (heavy for clustered verdicts), times 1.94 for
-        # the correlation of overlapping second differences (1 + 2 (2/3)^2 + 2 (1/6)^2).
-        spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
-        relative_variance = 1.94 * spread / (count * estimate * estimate)
-        return max(1.0, estimate * (1 + relative_variance * self._log_budget / 2))
+        kappa = solo_dispersion(solo, pooled_var, self._log_budget)
+        return _Profile(season, kappa, rho)
 
     # -- the state file -------------------------------------------------------------------
 
@@ -589,7 +445,7 @@ class _Sums:
             self.m2 + other.m2,
         )
 
-    def level(self, profile: _SeasonProfile, steps: int) -> Level:
+    def level(self, profile: _Profile, steps: int) -> Level:
         n = self.n
         mean = self.d / n
         score_variance = max(0.0, self.q / n - mean * mean)
@@ -603,6 +459,23 @@ class _Sums:
 
 
 @dataclass(frozen=True, slots=True)
+class _Profile:
+    """What a history learned as of its newest bucket: the season, the dispersion of
+    verdicts without a conversation, the correlation within one."""
+
+    season: SeasonProfile
+    kappa: float
+    rho: float
+
+    @property
+    def days(self) -> tuple[int, ...]:
+        return self.season.days
+
+    def offset(self, index: int, origin: int) -> tuple[float, float]:
+        return self.season.offset(index, origin)
+
+
+@dataclass(frozen=True, slots=True)
 class Level:
     """A mean level of clean verdicts (deseasonalised), the variance of the values about
     it, the verdicts behind it, and the variance of their sum in units of one independent
@@ -613,57 +486,6 @@ class Level:
     samples: int
     # The variance of the level's sum, in units of one independent verdict's variance.
     error_units: float
-
-
-@dataclass(frozen=True, slots=True)
-class _SeasonProfile:
-    season: Season
-    days: list[int]
-    day: list[float]
-    day_var: list[float]
-    week: list[float]
-    week_var: list[float]
-    kappa: float
-    rho: float
-
-    def offset(self, index: int, origin: int) -> tuple[float, float]:
-        """(offset, its variance) of hourly bucket `index` (0 without a season)."""
-        if self.season == "none" or not self.days:
-            return 0.0, 0.0
-        hour = index % DAY_HOURS
-        value, var = self.day[hour], self.day_var[hour]
-        if self.season == "week":
-            dow = ((index - origin) // DAY_HOURS) % 7
-            value += self.week[dow]
-            var += self.week_var[dow]
-        return value, var
-
-
-def _week_profile(
-    days: Sequence[int], means: dict[int, float], pooled_var: float
-) -> tuple[list[float], list[float]]:
-    """Day-of-week offsets: each day's mean against the mean of the seven days around it
-    (so a drift is not a weekday), averaged over the weeks seen; zero until every weekday was
-    seen twice."""
-    have = set(days)
-    deviations: dict[int, list[float]] = {}
-    for day in days:
-        around = [means[k] for k in range(day - 3, day + 4) if k in have]
-        if len(around) < 7:
-            continue
-        deviations.setdefault(day % 7, []).append(means[day] - sum(around) / 7)
-    if len(deviations) < 7 or any(len(v) < 2 for v in deviations.values()):
-        return [0.0] * 7, [0.0] * 7
-    raw = [sum(deviations[w]) / len(deviations[w]) for w in range(7)]
-    centre = sum(raw) / 7
-    spread = [
-        sum((x - raw[w]) ** 2 for x in deviations[w])
-        / (len(deviations[w]) - 1)
-        / len(deviations[w])
-        for w in range(7)
-    ]
-    del pooled_var
-    return [x - centre for x in raw], spread
 
 
 def _trimmed(values: Iterable[float]) -> list[float]:

@@ -67,7 +67,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.history import Expectation, Unit
+from monitor.alerts.history import Expectation
+from monitor.alerts.units import Unit
 from monitor.alerts.window import Moments
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.

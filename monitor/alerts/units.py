@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.history import Unit
-
 MAX_VERDICTS = 100
 MAX_AGE_S = 6 * 3600.0
 MAX_OPEN = 20_000
@@ -36,6 +34,22 @@ class _Open:
     squares: float
     first: float
     last: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What a rule judges as one observation: the verdicts of one conversation (`samples`
+    of them, whose defect values sum to `defects` and their squares to `squares`), or one
+    verdict that came without a conversation (`conversation` False)."""
+
+    samples: int
+    defects: float
+    squares: float
+    conversation: bool
+
+    @property
+    def mean(self) -> float:
+        return self.defects / self.samples if self.samples else 0.0
 
 
 def conversation_key(conversation: str) -> int:

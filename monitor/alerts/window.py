@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.alerts.dispersion import conversation_rho
+
 DEFAULT_BUCKETS = 60
 
 
@@ -279,12 +281,6 @@ class UnitSums:
         self.totals = [sum(s[k + 1] for s in slices) for k in range(4)]
 
 
-# Until this many pairs of verdicts within conversations were seen, the correlation within
-# a conversation is taken as RHO_PRIOR (the history's prior).
-_MIN_PAIRS = 200
-_RHO_PRIOR = 0.3
-
-
 def design_effect(moments: Moments, units: Sequence[float]) -> float:
     """How much more the mean of `moments` varies than that of as many independent
     verdicts, for the conversations whose `UnitSums.totals` are `units` (their correlation
@@ -294,10 +290,6 @@ def design_effect(moments: Moments, units: Sequence[float]) -> float:
         return 1.0
     p = moments.mean
     v = moments.variance if moments.variance > 0 else p * (1 - p)
-    pairs = m2 - conv_n
-    if pairs < _MIN_PAIRS or v <= 0:
-        rho = _RHO_PRIOR
-    else:
-        rho = min(1.0, max(0.0, ((dd - 2 * p * nd + p * p * m2) / v - conv_n) / pairs))
+    rho = conversation_rho([(conv_n, m2, dd, nd, p, v)])
     share = min(1.0, conv_n / moments.samples)
     return 1.0 + rho * (m2 / conv_n - 1) * share

@@ -18,7 +18,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, Event
-from monitor.alerts.history import Unit
+from monitor.alerts.units import Unit
 from monitor.config import AlertBaseline, AlertRule, Config
 from monitor.records import RagRecord
 from monitor.results import EvalResult

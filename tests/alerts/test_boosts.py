@@ -87,7 +87,7 @@ def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
 def test_a_regression_rule_boosts_before_it_pages_and_lets_go_when_the_evidence_fades(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     s = _Setup(REGRESSION)
     stream = Stream(s.engine, s.clock)
     stream.run(720, 0.20)  # the baseline fills; a steady rate raises nothing
@@ -115,7 +115,7 @@ def test_a_regression_rule_boosts_before_it_pages_and_lets_go_when_the_evidence_
 async def test_a_firing_rule_restored_after_a_restart_boosts_at_its_first_evaluation(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     path = tmp_path / "alerts.state"
     first = _Setup(REGRESSION, path)
     await first.engine.start()
@@ -140,7 +140,7 @@ async def test_a_firing_rule_restored_after_a_restart_boosts_at_its_first_evalua
 def test_an_entry_that_cannot_be_judged_takes_its_boost_with_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     s = _Setup(REGRESSION)
     stream = Stream(s.engine, s.clock)
     stream.run(720, 0.20)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from monitor.alerts.history import Unit
+from monitor.alerts.units import Unit
 from monitor.alerts.window import NOTHING, Moments
 
 if TYPE_CHECKING:

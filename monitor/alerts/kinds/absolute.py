@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import Unit
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, wilson_interval
+from monitor.alerts.units import Unit
 from monitor.alerts.window import (
     Moments,
     SlidingWindow,

@@ -18,7 +18,6 @@ from typing import Any
 
 from monitor.alerts.describe import p_text
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import Unit
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.kinds.absolute import (
     WindowState,
@@ -30,6 +29,7 @@ from monitor.alerts.kinds.absolute import (
 )
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import increase_p_value, look_level
+from monitor.alerts.units import Unit
 from monitor.alerts.window import Moments, design_effect
 from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW

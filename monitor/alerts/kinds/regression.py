@@ -39,11 +39,12 @@ from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import Expectation, History, Level, Unit
+from monitor.alerts.history import Expectation, History, Level
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.sequential import Bets, SequentialTest, bets
 from monitor.alerts.stats import look_level, rise_p_value
+from monitor.alerts.units import Unit
 from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices
 from monitor.config import AlertBaseline, AlertRule, pinned_period
 from monitor.telemetry import RateLimitedLog
