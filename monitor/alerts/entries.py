@@ -10,7 +10,6 @@ verdicts of the revision just replaced, within one window of the change, are lef
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from monitor.alerts.kinds import Entry, Kind
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.units import Conversations
+from monitor.alerts.window import saved_number
 
 log = logging.getLogger(__name__)
 
@@ -199,16 +199,10 @@ class Entries:
         conversations = Conversations(self._idle_s)
         conversations.restore(saved["conversations"])
         entry = Entry(
-            state, revision, firing, _time(saved["started_at"]), _time(saved["last_sent"])
+            state,
+            revision,
+            firing,
+            saved_number(saved["started_at"]),
+            saved_number(saved["last_sent"]),
         )
         return entry, conversations
-
-
-def _time(raw: Any) -> float:
-    """A saved time: a finite number of seconds (not a flag, not text)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)  # OverflowError for an integer past float's range
-    if not math.isfinite(value):
-        raise ValueError(f"{raw!r} is not finite")
-    return value

@@ -37,7 +37,7 @@ from typing import Any
 from monitor.alerts.dispersion import conversation_rho, solo_dispersion
 from monitor.alerts.season import Season, SeasonProfile, learn
 from monitor.alerts.units import Unit
-from monitor.alerts.window import Moments
+from monitor.alerts.window import Moments, saved_number
 
 HOUR_S = 3600.0
 # History kept: four weeks for seasonal baselines; otherwise the long level's span.
@@ -355,12 +355,6 @@ class History:
             if self.steps == 1
             else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
         )
-        hours = [
-            (index, n, (rows[r + _D] + rows[r + _RD]) / n)
-            for index, r in buckets
-            if (n := rows[r + _N] + rows[r + _RN]) > 0
-        ]
-        season = learn(self.season, hours, self.origin, self.newest, pooled_var)
         rho = conversation_rho(
             (
                 rows[r + _UN],
@@ -379,6 +373,20 @@ class History:
             index: (sn, rows[r + _SD] / sn) for index, r in buckets if (sn := rows[r + _SN]) > 0
         }
         kappa = solo_dispersion(solo, pooled_var, self._log_budget)
+        # How much more the history's verdicts vary than independent ones: what the
+        # season's offsets are as uncertain as.
+        solo_n = sum(n for n, _ in solo.values())
+        conv_n = sum(rows[r + _UN] for _, r in buckets)
+        sizes = sum(rows[r + _M2] for _, r in buckets)
+        conv_design = 1 + rho * (sizes / conv_n - 1) if conv_n > 0 else 1.0
+        counted = solo_n + conv_n
+        design = (kappa * solo_n + conv_design * conv_n) / counted if counted > 0 else 1.0
+        hours = [
+            (index, n, (rows[r + _D] + rows[r + _RD]) / n)
+            for index, r in buckets
+            if (n := rows[r + _N] + rows[r + _RN]) > 0
+        ]
+        season = learn(self.season, hours, self.origin, self.newest, pooled_var * design)
         return _Profile(season, kappa, rho)
 
     # -- the state file -------------------------------------------------------------------
@@ -411,7 +419,7 @@ class History:
             if previous is not None and index <= previous:
                 raise ValueError("history: buckets out of order")
             previous = index
-            values = [_finite(v) for v in entry[1:]]
+            values = [saved_number(v) for v in entry[1:]]
             if any(v < 0 for v in values):
                 raise ValueError("history: a negative count")
             row = self._row(index)
@@ -493,12 +501,3 @@ def _trimmed(values: Iterable[float]) -> list[float]:
     while out and out[-1] == 0:
         out.pop()
     return out
-
-
-def _finite(raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)
-    if not math.isfinite(value):
-        raise ValueError(f"{raw!r} is not finite")
-    return value

@@ -4,7 +4,7 @@ of the week, usually adds to a service's defect rate (`monitor.alerts.history`).
 `learn` takes the history's hourly rates (all verdicts: a rise that paged counts, so a
 daily peak is learned within days) and gives a `SeasonProfile`:
 
-- **the day**: each hour's offset from its own day's mean (so a drift over days, which moves
+- **the day**: each hour's offset from its own day's rate (so a drift over days, which moves
   whole days, is not learned as an hour's), weighted by verdicts, over the last
   `SEASON_DAYS` complete days, centred; a day is complete once it is over and held verdicts
   in at least `COMPLETE_DAY_HOURS` of its hours. An hour never seen is as uncertain as the
@@ -64,10 +64,12 @@ def learn(
     hours: Iterable[tuple[int, float, float]],
     origin: int,
     newest: int,
-    pooled_var: float,
+    variance: float,
 ) -> SeasonProfile:
     """The profile of `hours`: `(bucket index, verdicts, rate)` of each hourly bucket that
-    held verdicts, counted from bucket `origin`, the newest being `newest`."""
+    held verdicts, counted from bucket `origin`, the newest being `newest`; `variance`: of
+    one verdict, times how much more the verdicts vary than independent ones (their
+    conversations' design effect, their dispersion)."""
     if season == "none" or origin < 0:
         return SeasonProfile(season)
     by_day: dict[int, dict[int, tuple[float, float]]] = {}
@@ -79,7 +81,11 @@ def learn(
     )
     if not complete:
         return SeasonProfile(season)
-    means = {day: sum(x for _, x in by_day[day].values()) / len(by_day[day]) for day in complete}
+    # A day's mean is its rate (hours weighted by their verdicts: a quiet hour is noisy).
+    means = {
+        day: sum(n * x for n, x in by_day[day].values()) / sum(n for n, _ in by_day[day].values())
+        for day in complete
+    }
     num = [0.0] * DAY_HOURS
     den = [0.0] * DAY_HOURS
     for day in complete[-SEASON_DAYS:]:
@@ -91,7 +97,7 @@ def learn(
     centre = sum(raw[h] for h in seen) / len(seen)
     offsets = tuple(raw[h] - centre if den[h] > 0 else 0.0 for h in range(DAY_HOURS))
     variances = tuple(
-        pooled_var / den[h] if den[h] > 0 else _UNKNOWN_VARIANCE for h in range(DAY_HOURS)
+        variance / den[h] if den[h] > 0 else _UNKNOWN_VARIANCE for h in range(DAY_HOURS)
     )
     week, week_var = _week(complete, means) if season == "week" else ((0.0,) * 7, (0.0,) * 7)
     return SeasonProfile(season, tuple(complete), offsets, variances, week, week_var)

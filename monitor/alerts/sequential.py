@@ -69,7 +69,7 @@ from typing import Any
 
 from monitor.alerts.history import Expectation
 from monitor.alerts.units import Unit
-from monitor.alerts.window import Moments
+from monitor.alerts.window import Moments, saved_number
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
 ALTERNATIVE_STEP = 2.0
@@ -295,10 +295,10 @@ class SequentialTest:
         """Takes back `snapshot()`; raises TypeError or ValueError on anything else."""
         if not isinstance(raw, dict):
             raise ValueError("sequential: an object expected")
-        wealth = [-math.inf if w is None else _finite(w) for w in _list(raw["log_wealth"])]
-        runs = [_finite(c) for c in _list(raw["runs"])]
-        since = [_finite(s) for s in _list(raw["since"])]
-        evidence = [[_finite(x) for x in row] for row in _list(raw["evidence"])]
+        wealth = [-math.inf if w is None else saved_number(w) for w in _list(raw["log_wealth"])]
+        runs = [saved_number(c) for c in _list(raw["runs"])]
+        since = [saved_number(s) for s in _list(raw["since"])]
+        evidence = [[saved_number(x) for x in row] for row in _list(raw["evidence"])]
         if any(c < 0 for c in runs):
             raise ValueError("sequential: a negative run")
         if any(len(row) != 3 or not 0 <= row[2] <= row[1] <= row[0] for row in evidence):
@@ -314,19 +314,10 @@ class SequentialTest:
             raise ValueError("sequential: grid is not a count of alternatives")
         self.grid = grid
         self.evidence = [Moments(int(n), d, q) for n, d, q in evidence]
-        self.last = None if last is None else _finite(last)
+        self.last = None if last is None else saved_number(last)
 
 
 def _list(raw: Any) -> list[Any]:
     if not isinstance(raw, list) or len(raw) != MAX_ALTERNATIVES:
         raise ValueError(f"sequential: {MAX_ALTERNATIVES} numbers expected")
     return raw
-
-
-def _finite(raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)
-    if not math.isfinite(value):
-        raise ValueError(f"{raw!r} is not finite")
-    return value

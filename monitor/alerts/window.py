@@ -218,6 +218,18 @@ class Windows:
         self.held = deque(Slice(i, n, d, q) for i, n, d, q in slices)
 
 
+def saved_number(raw: Any, *, nonnegative: bool = False) -> float:
+    """A number read back from the state file: finite (not a flag, not text, not NaN or an
+    infinity, nor an integer past float's range), and not negative if so asked. Raises
+    TypeError or ValueError (OverflowError, an ArithmeticError, for a huge integer)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{raw!r} is not a number")
+    value = float(raw)
+    if not math.isfinite(value) or (nonnegative and value < 0):
+        raise ValueError(f"{raw!r} is not a finite{' non-negative' if nonnegative else ''} number")
+    return value
+
+
 def restore_slices(raw: Any) -> list[SliceCounts]:
     """Saved slices, `[index, samples, defects, squares]` each, checked: indexes ascending,
     `0 <= squares <= defects <= samples`, every number finite. Raises TypeError or

@@ -32,7 +32,6 @@ whose evidence faded join the level; so do those held longer than `baseline.wind
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +44,7 @@ from monitor.alerts.rule import Rule
 from monitor.alerts.sequential import Bets, SequentialTest, bets
 from monitor.alerts.stats import look_level, rise_p_value
 from monitor.alerts.units import Unit
-from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices
+from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices, saved_number
 from monitor.config import AlertBaseline, AlertRule, pinned_period
 from monitor.telemetry import RateLimitedLog
 
@@ -388,22 +387,22 @@ class Regression:
         for entry in raw["held"]:
             bucket, n, d, q, sn, sd, sq = entry
             held[int(bucket)] = (
-                Moments(int(n), _num(d), _num(q)),
-                Moments(int(sn), _num(sd), _num(sq)),
+                Moments(int(n), _nonnegative(d), _nonnegative(q)),
+                Moments(int(sn), _nonnegative(sd), _nonnegative(sq)),
             )
         state.held = held
         pinned = raw.get("pinned")
         if pinned is not None:
-            start, end, mean, variance, samples, units = (_num(x) for x in pinned)
+            start, end, mean, variance, samples, units = (_nonnegative(x) for x in pinned)
             state.pinned = (start, end, Level(mean, variance, int(samples), units))
         if not isinstance(raw["firing"], bool):
             raise TypeError("firing is not true or false")
         state.firing = raw["firing"]
-        state.resolved_at = _num(raw["resolved_at"])
+        state.resolved_at = _nonnegative(raw["resolved_at"])
         leaning = raw["leaning_since"]
-        state.leaning_since = None if leaning is None else _num(leaning)
+        state.leaning_since = None if leaning is None else _nonnegative(leaning)
         last = raw["last"]
-        state.last = None if last is None else _num(last)
+        state.last = None if last is None else _nonnegative(last)
         if state.test is not None and raw.get("sequential") is not None:
             state.test.restore(raw["sequential"])
 
@@ -420,18 +419,13 @@ def reference_text(baseline: AlertBaseline) -> str:
     return f"the pinned period {baseline.reference.pinned}{hour}"
 
 
+def _nonnegative(raw: Any) -> float:
+    return saved_number(raw, nonnegative=True)
+
+
 def _moments(m: Moments) -> list[float]:
     return [m.samples, m.defects, m.squares]
 
 
 def _level(level: Level) -> list[float]:
     return [level.mean, level.variance, level.samples, level.error_units]
-
-
-def _num(raw: Any) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{raw!r} is not a finite time or count")
-    return value
