@@ -225,7 +225,7 @@ def _hours(h: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=float, default=365.0, help="healthy days at 1/s")
-    parser.add_argument("--fast-days", type=float, default=120.0, help="healthy days at 10/s")
+    parser.add_argument("--fast-days", type=float, default=150.0, help="healthy days at 10/s")
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=("healthy", "steps", "changes"))
