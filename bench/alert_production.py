@@ -1,6 +1,6 @@
 """The default regression rule on production-shaped streams, through `rag-monitor backtest`.
 
-    python bench/alert_production.py [--days 365] [--fast-days 120] [--trials 8]
+    python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
         [--seed 1] [--write-docs]
 
 Every stream comes from `bench/production_streams.py` (conversations, a daily cycle of the
