@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from monitor.alerts.regression import BATCH
+
 from monitor.alerts.sequential import MAX_ALTERNATIVES, MAX_WEIGHT_S, SequentialTest, bets
 from monitor.alerts.window import Moments
 

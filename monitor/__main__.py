@@ -1,4 +1,4 @@
-"""`rag-monitor` command line: run | replay | check-config.
+"""`rag-monitor` command line: run | replay | check-config | backtest | send-sample.
 
 The only module that parses argv, installs signal handlers and picks exit codes.
 """
@@ -16,11 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 # First: they set the BLAS thread count and gRPC's own logging before anything below
 # imports numpy or gRPC.
 import monitor._threads  # noqa: F401
 from monitor._logs import configure_logging
 from monitor._version import __version__
+from monitor.alerts.kinds.forms import summary
 from monitor.config import (
     Config,
     ConfigError,
@@ -124,6 +127,17 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         action="store_true",
         help="also have each judge evaluator judge one sample record and read its verdict",
     )
+    backtest = sub.add_parser(
+        "backtest",
+        help="run the alert rules over a timestamped verdict stream (results files or "
+        "verdict rows, gzip too) on simulated time; print each page and resolve",
+    )
+    backtest.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    backtest.add_argument("--config", type=Path, default=config_default, help=config_help)
+    backtest.add_argument("--json", action="store_true", help="one JSON object per event")
+    backtest.add_argument(
+        "--strict", action="store_true", help="exit 1 if any row could not be read"
+    )
     sample = sub.add_parser(
         "send-sample",
         help="send one faithful and one hallucinated sample RAG trace to a running monitor",
@@ -135,7 +149,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="the monitor's OTLP/HTTP address (default $OTEL_EXPORTER_OTLP_ENDPOINT, "
         "else http://127.0.0.1:4318)",
     )
-    for subparser in (run, replay, check, sample):
+    for subparser in (run, replay, check, backtest, sample):
         _logging_flags(subparser, None)
     return parser
 
@@ -174,12 +188,35 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.command == "run":
             return asyncio.run(_run(config))
+        if args.command == "backtest":
+            return _backtest(config, args.files, as_json=args.json, strict=args.strict)
         return _replay_main(config, args.file, args.output, args.strict)
     except ConfigError as exc:
         # Also what components find at start (e.g. a judge API key that is not set).
         for problem in exc.problems:
             log.error("config error: %s", problem)
         return 1
+
+
+def _backtest(config: Config, files: list[Path], *, as_json: bool, strict: bool) -> int:
+    """Pages and resolves on stdout, one per line (JSON with `as_json`); the summary on
+    stderr. Exit 1 when a file is missing, when no rule is configured, or with `strict`
+    when a row was refused."""
+    from monitor.alerts.backtest import Backtest, read_rows
+
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        print(f"{', '.join(missing)}: no such file", file=sys.stderr)
+        return 1
+    if not config.alerts.rules:
+        print("backtest: the config has no alerts.rules to replay", file=sys.stderr)
+        return 1
+    replay = Backtest(config)
+    for event in replay.run(read_rows(files)):
+        print(orjson.dumps(event.as_json()).decode() if as_json else event.text(), flush=True)
+    for line in replay.summary.lines():
+        print(line, file=sys.stderr)
+    return 1 if strict and replay.summary.refused else 0
 
 
 def _send_sample(endpoint: str | None) -> int:
@@ -325,24 +362,7 @@ def _explain(config: Config) -> list[str]:
         form = "log records" if otlp.signal == "logs" else "span events"
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
-        measured = "mean defect score" if rule.measure == "scores" else "defect rate"
-        budget = f"one false page per {rule.false_page_every or config.alerts.false_page_every}"
-        if rule.baseline is not None:
-            lines.append(
-                f"alert {rule.name}: {measured} up by {rule.min_increase:g} or more on the"
-                f" previous {rule.baseline.window} ({rule.test} test, window {rule.window},"
-                f" {budget})"
-            )
-        elif rule.cohorts is not None:
-            lines.append(
-                f"alert {rule.name}: {measured} of each {rule.cohorts.by} over {rule.window} up"
-                f" by {rule.min_increase:g} or more on the rest of its service ({budget})"
-            )
-        else:
-            lines.append(
-                f"alert {rule.name}: defect rate > {rule.max_defect_rate:g} over {rule.window}"
-                f" ({budget})"
-            )
+        lines.append(summary(rule, config.alerts.false_page_every))
         if rule.boost is not None:
             lines.append(
                 f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.alerts.engine import AlertEngine
+from monitor.alerts.engine import AlertEngine, resend_interval_s
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
@@ -25,6 +25,7 @@ from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import build, check_evaluators
+from monitor.evaluators.revision import revision
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
@@ -262,6 +263,7 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
+        revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
     )
 
 
@@ -309,9 +311,11 @@ def _alerts_and_events(
                 notifiers,
                 severity_thresholds=thresholds,
                 evaluation_interval_s=alerts.evaluation_interval_s,
+                resend_interval_s=resend_interval_s(alerts),
                 generator_url=f"http://{socket.gethostname()}:{port}/metrics",
                 state_file=state_file,
                 false_page_every=alerts.false_page_every,
+                conversation_idle=alerts.conversation_idle,
                 boosts=boosts,
                 fleet=fleet,
                 clock=clock,

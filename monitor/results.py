@@ -32,6 +32,9 @@ class EvalResult:
     error: str | None = None
     # Safety evaluators: severity per harm category graded (hate_unfairness, ..., jailbreak).
     safety: dict[str, Severity] | None = None
+    # What gave the verdict: the evaluator's revision (`monitor.evaluators.revision`). A
+    # rule's baseline belongs to one revision.
+    revision: str | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -49,7 +52,40 @@ class EvalResult:
             "severity": self.severity,
             "explanation": self.explanation,
             "error": self.error,
+            "revision": self.revision,
+            "safety": self.safety,
         }
+
+    @classmethod
+    def from_json(cls, name: str, raw: Any) -> EvalResult:
+        """Takes back `as_json()` (a results line's object); raises ValueError naming the
+        field that is not what a results line holds."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"results.{name}: expected an object")
+
+        def field(key: str, kinds: tuple[type, ...]) -> Any:
+            value = raw.get(key)
+            if value is not None and (
+                isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds)
+            ):
+                raise ValueError(f"results.{name}.{key}: {value!r} is not a {kinds[0].__name__}")
+            return value
+
+        safety = field("safety", (dict,))
+        if safety is not None and any(v not in SEVERITIES for v in safety.values()):
+            raise ValueError(f"results.{name}.safety: a severity is not one of {SEVERITIES}")
+        severity = field("severity", (str,))
+        return cls(
+            name=name,
+            score=field("score", (float, int)),
+            normalized=field("normalized", (float, int)),
+            label=field("label", (str,)),
+            passed=field("passed", (bool,)),
+            severity=severity if severity in SEVERITIES else None,
+            error=field("error", (str,)),
+            revision=field("revision", (str,)),
+            safety=safety,
+        )
 
     @classmethod
     def failed(cls, name: str, error: str) -> EvalResult:

@@ -5,30 +5,36 @@ Each rule of `alerts.rules[]` watches one evaluator (defect = `fail`, out of pas
 at or above the grading evaluator's `severity_threshold`). Judge errors are not samples: an
 evaluator that could not decide says nothing about the service.
 
-`emit` adds each verdict to the windows of the rules that count it, per (rule, service,
-cohort); with `alerts.fleet` the rules read the whole fleet's counters from Prometheus
-instead (`monitor.alerts.fleet`), so every replica judges the same stream. Every
-`alerts.evaluation_interval_s` (and at once when a sequential test reaches its budget) each
-entry is judged by its rule's kind — `absolute.py`, `regression.py`, `cohorts.py`, each
-returning a `Decision` — and `_step` turns decisions into `Alert`s: a page when an entry
-starts firing, a resolve, a re-send every `resend_interval_s` while it fires. Alerts go to
-the `Notifier`s (`monitor.exporters.alertmanager`), which queue and deliver them. Every
-rule's false pages are bounded by its budget in time (`false_page_every`, default
-`alerts.false_page_every`).
+`emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
+cohort): at once to the rule's windows, and as part of a unit — the record's conversation,
+gathered until it goes quiet (`monitor.alerts.units`), or the verdict alone — to its tests.
+A service folded into `other` by the label cap is never a service under test. With
+`alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
+(`monitor.alerts.fleet`), so every replica judges the same stream.
 
-A rule with `boost` raises its evaluator's sampling of a service while the evidence builds
-(`monitor.boosts`). State is exported as `rag_monitor_defect_rate{service,rule}`,
-`rag_monitor_defect_rate_baseline{service,rule}`, `rag_monitor_alert_samples{service,rule,
-window}` (why a rule cannot page yet), `rag_monitor_alert_evidence{service,rule}` (how far a
-sequential test is towards a page), `rag_monitor_alert_boost_active{service,rule}`,
-`rag_monitor_cohort_defect_rate` and `rag_monitor_alert_cohort_samples{service,rule,cohort}`
-and `rag_monitor_alert_firing{service,rule,severity,cohort}`. With `alerts.state_file` the
-windows, tests and firing states survive a restart (`snapshot`, `restore`, `state.py`).
+An entry belongs to one **evaluator revision** (the monitor's version and detector, a
+judge's model, prompt and parameters: `EvalResult.revision`): a verdict of another
+revision starts the entry anew, with a log line and `alert_baselines_started_total`, and a
+firing alert is resolved saying why; late verdicts of the revision just replaced (within
+one window of the change) are left out. An evaluator change is not a regression.
+
+Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget) each
+(rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
+cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
+page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
+fires. With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
+re-sends it any more (its `endsAt`), so no replica resolves what another still fires.
+Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
+
+A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
+(`monitor.boosts`), with the rule's own thresholds met. With `alerts.state_file` the
+entries survive a restart (`snapshot`, `restore`, `state.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import socket
@@ -37,16 +43,21 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from monitor.alerts import absolute, cohorts, describe, regression
+from monitor.alerts import describe
+from monitor.alerts.boosting import RaisedBoosts
+from monitor.alerts.entries import Entries, Key
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.rule import Decision, Rule, RuleState, fingerprint, new_state
+from monitor.alerts.kinds import Entry, Judgment, Kind
+from monitor.alerts.kinds.forms import kind_for
+from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
+from monitor.alerts.units import conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
-from monitor.telemetry import LabelCap, Telemetry
+from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader
@@ -54,7 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
-Key = tuple[int, str, str]  # (rule index, service, cohort)
+DEFAULT_CONVERSATION_IDLE = "10m"
 
 
 class AlertEngine:
@@ -63,19 +74,21 @@ class AlertEngine:
     **Parameters:**
     - `rules`: validated `alerts.rules[]`.
     - `telemetry`: where the gauges live; its `service_cap` gives the bound on services and
-      its `version_cap` / `route_cap` the bound on cohorts (the windows keep their own slots,
+      its `version_cap` / `route_cap` the bound on cohorts (the engine keeps its own slots,
       idle only past the longest window).
     - `notifiers`: Alertmanager / webhook senders.
     - `severity_thresholds`: evaluator name → `severity_threshold` for category rules.
     - `evaluation_interval_s`: how often rules are judged (`alerts.evaluation_interval_s`).
     - `resend_interval_s`: how often a firing alert is re-sent.
     - `generator_url`: where a human can look at the source (the metrics endpoint).
-    - `clock`: seconds since the epoch; tests pass their own.
-    - `state_file`: where windows and firing states are kept across restarts.
+    - `clock`: seconds since the epoch; tests and `backtest` pass their own.
+    - `state_file`: where entries are kept across restarts.
     - `false_page_every`: the budget of rules that name none (`alerts.false_page_every`).
+    - `conversation_idle`: how long a conversation is quiet before it is judged
+      (`alerts.conversation_idle`).
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
-      this replica's own verdicts.
+      this replica's own verdicts, and never send a resolve.
     """
 
     def __init__(
@@ -91,33 +104,25 @@ class AlertEngine:
         clock: Callable[[], float] = time.time,
         state_file: StateFile | None = None,
         false_page_every: str = FALSE_PAGE_EVERY,
+        conversation_idle: str = DEFAULT_CONVERSATION_IDLE,
         boosts: SamplingBoosts | None = None,
         fleet: FleetReader | None = None,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
-        self._rules = [
-            Rule(
-                r,
-                parse_duration(r.window),
-                parse_duration(r.false_page_every or false_page_every),
-                r.false_page_every or false_page_every,
-                parse_duration(r.baseline.window) if r.baseline else None,
-                thresholds,
-            )
-            for r in rules
-        ]
+        self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
+        self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
         self._t = telemetry
-        # Windows are keyed on the service's own name, bounded apart from the metrics'
-        # labels: a service keeps its windows while they hold verdicts, and a burst of
+        # Entries are keyed on the service's own name, bounded apart from the metrics'
+        # labels: a service keeps its entries while they hold verdicts, and a burst of
         # invented names can take only slots that have been idle that long. Cohorts
         # likewise, one cap per kind of cohort.
         self._services = self._cap(telemetry.service_cap, clock)
         self._services.on_evict(self._forget_service)
         self._cohorts: dict[str, LabelCap] = {}
         for rule in self._rules:
-            by = rule.config.cohorts.by if rule.config.cohorts else None
+            by = rule.cohort_by
             if by is not None and by not in self._cohorts:
                 source = telemetry.route_cap if by == "route" else telemetry.version_cap
                 cap = self._cohorts[by] = self._cap(source, clock)
@@ -127,12 +132,17 @@ class AlertEngine:
         self._resend = resend_interval_s
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
         self._clock = clock
-        self._boosts = boosts
-        # (rule index, service) whose boost is raised: lowered whenever the evidence fades
-        # or the entries that raised it are gone (dropped, or their slots evicted).
-        self._boosted: set[tuple[int, str]] = set()
+        self._boosted = RaisedBoosts(self._rules, boosts, self._gauges)
         self._fleet = fleet
-        self._states: dict[Key, RuleState] = {}
+        self._fleet_rules = {
+            i
+            for i, rule in enumerate(self._rules)
+            if fleet is not None and fleet.reads(rule.config)
+        }
+        self._entries = Entries(self._rules, self._kinds, parse_duration(conversation_idle))
+        # Resolves decided between evaluations (an evaluator revision replaced a firing
+        # entry's), returned by the next `evaluate`.
+        self._resolved: list[Alert] = []
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -153,14 +163,14 @@ class AlertEngine:
 
     @property
     def evaluation_due(self) -> bool:
-        """A sequential test reached its budget since the last evaluation: one is due now."""
+        """A test reached its budget since the last evaluation: one is due now."""
         return self._due
 
     # -- ResultSink -------------------------------------------------------------------
 
     async def start(self) -> None:
         if self._state_file is not None:
-            self.restore(self._state_file.load(self._clock(), self._longest_window()))
+            self.restore(self._state_file.load(self._clock(), self._longest_memory()))
         for notifier in self._notifiers:
             await notifier.start()
         if self._task is None and self._rules:
@@ -172,42 +182,102 @@ class AlertEngine:
             )
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        if not self._rules:
-            return
-        service = self._services(record.service)
-        now = self._clock()
+        if self._rules:
+            self.count_results(Origin.of(record), results, self._clock())
+
+    def count_results(self, origin: Origin, results: Mapping[str, EvalResult], now: float) -> None:
+        """The verdicts of one record's `results`, for every rule that counts them."""
         for i, rule in enumerate(self._rules):
-            if self._fleet is not None and self._fleet.reads(rule.config):
+            if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
-            samples = rule.samples(results)
-            if not samples:
+            values = rule.samples(results)
+            if not values:
                 continue
-            by = rule.config.cohorts.by if rule.config.cohorts else None
-            state = self._state((i, service, self._cohorts[by](rule.cohort(record)) if by else ""))
-            for value in samples:
-                if regression.add(rule, state, value, now):
-                    self._wake_up()
+            histogram = [0.0] * (rule.steps + 1)
+            for value in values:
+                histogram[round(value * rule.steps)] += 1
+            self.count(i, origin, histogram, rule.revision(results), now)
 
     def add_counts(
         self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
     ) -> None:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
         values at level k) for the rule named `rule_name` (`monitor.alerts.fleet`)."""
-        for i, rule in enumerate(self._rules):
-            if rule.config.name != rule_name:
-                continue
-            by = rule.config.cohorts.by if rule.config.cohorts else None
-            state = self._state(
-                (i, self._services(service), self._cohorts[by](cohort) if by else "")
-            )
-            if regression.add_counts(rule, state, histogram, self._clock()):
-                self._wake_up()
+        i = self.rule_index(rule_name)
+        if i is not None:
+            by = self._rules[i].cohort_by
+            origin = Origin(service, **({by: cohort} if by else {}))
+            self.count(i, origin, histogram, None, self._clock())
 
-    def _state(self, key: Key) -> RuleState:
-        state = self._states.get(key)
-        if state is None:
-            state = self._states[key] = new_state(self._rules[key[0]])
-        return state
+    def count(
+        self,
+        i: int,
+        origin: Origin,
+        histogram: Sequence[float],
+        revision: str | None,
+        now: float,
+    ) -> None:
+        """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
+        evaluator `revision` (None: not known). A service folded into `other` by the cap is
+        no service under test; a cohort past its cap counts in the rest."""
+        service = self._services(origin.service)
+        if service == OVERFLOW:
+            return
+        by = self._rules[i].cohort_by
+        cohort = self._cohorts[by](self._rules[i].cohort(origin)) if by else ""
+        conversation = (
+            conversation_key(origin.conversation) if origin.conversation is not None else None
+        )
+        self._add((i, service, cohort), histogram, revision, conversation, now)
+
+    def rule_index(self, name: str) -> int | None:
+        for i, rule in enumerate(self._rules):
+            if rule.config.name == name:
+                return i
+        return None
+
+    def _add(
+        self,
+        key: Key,
+        histogram: Sequence[float],
+        revision: str | None,
+        conversation: int | None,
+        now: float,
+    ) -> None:
+        """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
+        them), of `conversation` (its key; None: verdicts without one)."""
+        added = self._entries.add(key, histogram, revision, conversation, now)
+        if added.replaced is not None:
+            self._new_revision(key, added.replaced, added.revision, now)
+        if added.due:
+            self._wake_up()
+
+    def _new_revision(self, key: Key, old: Entry, revision: str | None, now: float) -> None:
+        """`key`'s evaluator changed from `old`'s revision to `revision`: logged, counted,
+        and a page `old` held resolved, saying why (sent with the next evaluation)."""
+        i, service, cohort = key
+        rule = self._rules[i]
+        name = rule.config.name
+        log.warning(
+            "alert %s for %s: %s is now revision %s (was %s): a new baseline starts, and "
+            "the rule judges again once it holds one",
+            name,
+            f"{service}/{cohort}" if cohort else service,
+            rule.config.evaluator or rule.config.category,
+            revision,
+            old.revision,
+        )
+        self._gauges.baselines_started.labels(name, "revision").inc()
+        if old.firing:
+            note = (
+                f"the evaluator changed (revision {old.revision} -> {revision}): "
+                "a new baseline starts"
+            )
+            last = old.judgment or Judgment(fire=False, resolve=True)
+            judgment = dataclasses.replace(last, fire=False, resolve=True, note=note)
+            self._resolved.append(
+                self._alert(rule, service, cohort, old, judgment, now, "resolved")
+            )
 
     def _wake_up(self) -> None:
         self._due = True
@@ -239,21 +309,22 @@ class AlertEngine:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         self._due = False
         now = self._clock()
-        out: list[Alert] = []
-        groups: dict[tuple[int, str], dict[str, RuleState]] = {}
-        for (i, service, cohort), state in self._states.items():
-            groups.setdefault((i, service), {})[cohort] = state
-        for (i, service), states in groups.items():
-            rule = self._rules[i]
+        out, self._resolved = self._resolved, []
+        for (i, service), entries in self._entries.groups().items():
+            rule, kind = self._rules[i], self._kinds[i]
             try:
-                decisions = self._judge(rule, states, now)
-                for cohort, decision in decisions.items():
-                    alert = self._step(rule, service, cohort, states[cohort], now, decision)
+                for cohort in entries:
+                    self._entries.close_idle((i, service, cohort), now)
+                judgments = kind.judge(entries, now)
+                for cohort, judgment in judgments.items():
+                    entry = entries[cohort]
+                    entry.judgment = judgment
+                    alert = self._step(i, service, cohort, entry, judgment, now)
                     if alert is not None:
                         out.append(alert)
-                self._gauges.publish(rule, service, states)
-                self._boost(i, service, states)
-            except (ArithmeticError, ValueError, TypeError) as exc:
+                kind.publish(self._gauges, service, entries)
+                self._boosted.follow(i, service, entries, judgments)
+            except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
                 # One entry (a value restored from a hand-edited state file, say) that cannot
                 # be judged is dropped alone; the other alerts of this evaluation go on.
                 log.error(
@@ -263,208 +334,123 @@ class AlertEngine:
                     exc,
                 )
                 self._gauges.entries_dropped.labels("evaluation").inc()
-                for cohort in states:
-                    del self._states[(i, service, cohort)]
-                self._lower(i, service, "its state was dropped")
+                self._entries.drop([(i, service, cohort) for cohort in entries])
+                self._boosted.lower(i, service, "its state was dropped")
         return out
 
-    def _judge(self, rule: Rule, states: dict[str, RuleState], now: float) -> dict[str, Decision]:
-        """Each state's decision, by the rule's kind."""
-        if rule.config.cohorts is not None:
-            return cohorts.judge(rule, states, now, self._interval)
-        state = states[""]
-        if rule.baseline_s is not None:
-            return {"": regression.judge(rule, state, now, self._interval)}
-        return {"": absolute.judge(rule, state, now, self._interval)}
-
     def _step(
-        self,
-        rule: Rule,
-        service: str,
-        cohort: str,
-        state: RuleState,
-        now: float,
-        decision: Decision,
+        self, i: int, service: str, cohort: str, entry: Entry, judgment: Judgment, now: float
     ) -> Alert | None:
-        """What one judged state sends: a page when it starts firing, a resolve when a
-        firing state may resolve, a re-send while it fires (every `resend_interval_s`);
+        """What one judged entry sends: a page when it starts firing, a resolve when a
+        firing entry may resolve, a re-send while it fires (every `resend_interval_s`);
         each first page and resolve is logged with the alert's description."""
-        cfg = rule.config
-        subject = f"{describe.by(cfg)} {cohort} of {service}" if cohort else service
-        if not state.firing:
-            if not decision.fire:
+        rule = self._rules[i]
+        name = rule.config.name
+        subject = f"{rule.cohort_by} {cohort} of {service}" if cohort else service
+        if not entry.firing:
+            if not judgment.fire:
                 return None
-            state.firing, state.started_at, state.last_sent = True, now, now
-            alert = self._alert(rule, service, cohort, state, now, "firing")
-            log.warning("alert %s firing for %s: %s", cfg.name, subject, _description(alert))
+            entry.firing, entry.started_at, entry.last_sent = True, now, now
+            alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
+            log.warning("alert %s firing for %s: %s", name, subject, _description(alert))
             return alert
-        if decision.resolve:
-            state.firing = False
-            alert = self._alert(rule, service, cohort, state, now, "resolved")
-            log.info("alert %s resolved for %s: %s", cfg.name, subject, _description(alert))
+        if judgment.resolve:
+            entry.firing = False
+            alert = self._alert(rule, service, cohort, entry, judgment, now, "resolved")
+            if i in self._fleet_rules:
+                log.info(
+                    "alert %s resolved for %s: %s (not sent: with alerts.fleet an alert "
+                    "ends when no replica re-sends it)",
+                    name,
+                    subject,
+                    _description(alert),
+                )
+                return None
+            log.info("alert %s resolved for %s: %s", name, subject, _description(alert))
             return alert
-        if now - state.last_sent >= self._resend:
-            state.last_sent = now
-            return self._alert(rule, service, cohort, state, now, "firing")
+        if now - entry.last_sent >= self._resend:
+            entry.last_sent = now
+            return self._alert(rule, service, cohort, entry, judgment, now, "firing")
         return None
 
-    def _boost(self, i: int, service: str, states: dict[str, RuleState]) -> None:
-        """Raises or lowers rule `i`'s boost of `service` as its evidence comes and goes."""
-        rule = self._rules[i]
-        boost, evaluator = rule.config.boost, rule.config.evaluator
-        if boost is None or evaluator is None or self._boosts is None:
-            return
-        firing = any(s.firing for s in states.values())
-        p = min(s.p_value for s in states.values())
-        if not (firing or p < boost.while_p_below):
-            self._lower(i, service, "evidence faded")
-            return
-        if (i, service) in self._boosted:
-            return
-        self._boosted.add((i, service))
-        name = rule.config.name
-        self._boosts.raise_rate(evaluator, service, name, boost.sample_rate)
-        log.info(
-            "alert %s: %s for %s: %s sampled at %g",
-            name,
-            "firing" if firing else f"evidence building (p = {p:.3g})",
-            service,
-            evaluator,
-            boost.sample_rate,
-        )
-        self._gauges.boost_active.labels(service, name).set(1)
-
-    def _lower(self, i: int, service: str, why: str) -> None:
-        """Lowers rule `i`'s boost of `service`, if raised."""
-        if (i, service) not in self._boosted:
-            return
-        self._boosted.discard((i, service))
-        cfg = self._rules[i].config
-        assert self._boosts is not None and cfg.evaluator is not None
-        self._boosts.lower_rate(cfg.evaluator, service, cfg.name)
-        log.info("alert %s: %s for %s: %s back to its rate", cfg.name, why, service, cfg.evaluator)
-        self._gauges.boost_active.labels(service, cfg.name).set(0)
-
-    # -- state across restarts -------------------------------------------------------------
+    # -- bounded services and cohorts --------------------------------------------------
 
     def _forget_service(self, service: str) -> None:
-        """`service` lost its slot: its windows were empty, so nothing is judged on it."""
-        for key in [key for key in self._states if key[1] == service]:
-            del self._states[key]
-        for i, held in list(self._boosted):
-            if held == service:
-                self._lower(i, service, "the service left")
+        """`service` lost its slot: its entries were idle, so nothing is judged on it."""
+        self._entries.drop([key for key in self._entries if key[1] == service])
+        self._boosted.lower_service(service, "the service left")
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
-        """`cohort` lost its slot among the cohorts `by` one thing: its windows were empty.
+        """`cohort` lost its slot among the cohorts `by` one thing: its entries were idle.
         A service none of whose cohorts is left has nothing to boost on."""
-        rules = {
-            i
-            for i, rule in enumerate(self._rules)
-            if rule.config.cohorts and rule.config.cohorts.by == by
-        }
-        gone = [key for key in self._states if key[0] in rules and key[2] == cohort]
-        for key in gone:
-            del self._states[key]
-        left = {(i, service) for i, service, _ in self._states}
+        rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
+        gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
+        self._entries.drop(gone)
+        left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
-                self._lower(i, service, "its cohorts left")
+                self._boosted.lower(i, service, "its cohorts left")
         self._gauges.forget_cohort({self._rules[i].config.name for i in rules}, cohort)
 
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
 
+    def _longest_memory(self) -> float:
+        """How long saved state stays of use: a regression rule's history spans weeks."""
+        return max((r.memory_s for r in self._rules), default=0.0)
+
+    # -- state across restarts ---------------------------------------------------------
+
     def snapshot(self) -> dict[str, Any]:
-        """Every (rule, service, cohort)'s windows, test and firing state, for the state
-        file: `{rule: {"fingerprint", "services": {service: state}}}`, where a cohort rule's
-        service holds `{"cohorts": {cohort: state}}`."""
-        out: dict[str, Any] = {}
-        for (i, service, cohort), state in self._states.items():
-            rule = self._rules[i]
-            entry = out.setdefault(
-                rule.config.name, {"fingerprint": fingerprint(rule), "services": {}}
-            )
-            if rule.config.cohorts is None:
-                entry["services"][service] = state.snapshot()
-            else:
-                held = entry["services"].setdefault(service, {"cohorts": {}})
-                held["cohorts"][cohort] = state.snapshot()
-        return out
+        """Every entry, for the state file (`Entries.snapshot`)."""
+        return self._entries.snapshot()
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Takes back what `snapshot` gave, for rules that still exist with the same
-        evaluator and windows; anything else is logged and left out."""
-        by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
-        for name, entry in saved.items():
-            i = by_name.get(name)
-            if i is None or not isinstance(entry, dict):
-                log.warning("alert state of rule %s left out: the rule is gone", name)
-                continue
-            rule = self._rules[i]
-            if entry.get("fingerprint") != fingerprint(rule):
-                log.warning("alert state of rule %s left out: the rule changed", name)
-                continue
-            services = entry.get("services")
-            if not isinstance(services, dict):
-                log.error("alert state of rule %s is malformed (no services): left out", name)
-                self._gauges.entries_dropped.labels("load").inc()
-                continue
-            for service, raw in services.items():
-                try:
-                    states = self._restored(rule, raw)
-                except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-                    log.error(
-                        "alert state of rule %s, service %s, is malformed (%r): left out",
-                        name,
-                        service,
-                        exc,
-                    )
-                    self._gauges.entries_dropped.labels("load").inc()
-                    continue
-                held = self._services(str(service))
-                by = rule.config.cohorts.by if rule.config.cohorts else None
-                for cohort, state in states.items():
-                    self._states[(i, held, self._cohorts[by](cohort) if by else "")] = state
-        restored = self.firing()
-        if restored:
-            log.info("alert state restored; firing: %s", restored)
+        """Takes back what `snapshot` gave (`Entries.restore`)."""
 
-    def _restored(self, rule: Rule, raw: Any) -> dict[str, RuleState]:
-        """One service's saved states by cohort (`""` for a rule without cohorts)."""
-        if rule.config.cohorts is None:
-            state = new_state(rule)
-            state.restore(raw)
-            return {"": state}
-        out = {}
-        for cohort, saved in raw["cohorts"].items():
-            state = new_state(rule)
-            state.restore(saved)
-            out[str(cohort)] = state
-        return out
+        def place(i: int, service: str, cohort: str) -> Key:
+            by = self._rules[i].cohort_by
+            return (i, self._services(service), self._cohorts[by](cohort) if by else "")
+
+        dropped = self._entries.restore(saved, place)
+        if dropped:
+            self._gauges.entries_dropped.labels("load").inc(dropped)
+        restored_firing = self.firing()
+        if restored_firing:
+            log.info("alert state restored; firing: %s", restored_firing)
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is
         written `service/cohort`."""
-        return sorted(
-            (self._rules[i].config.name, f"{service}/{cohort}" if cohort else service)
-            for (i, service, cohort), state in self._states.items()
-            if state.firing
-        )
+        return self._entries.firing()
 
     def _alert(
         self,
         rule: Rule,
         service: str,
         cohort: str,
-        state: RuleState,
+        entry: Entry,
+        judgment: Judgment,
         now: float,
         status: Literal["firing", "resolved"],
     ) -> Alert:
         # A firing alert that stops being re-sent expires on its own (as Prometheus does).
         ends = now + 4 * max(self._resend, self._interval) if status == "firing" else now
-        return describe.alert(rule, service, cohort, state, status, _utc(ends), self._generator_url)
+        i = self._rules.index(rule)
+        annotations = self._kinds[i].describe(service, cohort, judgment)
+        if entry.revision is not None:
+            annotations["evaluator_revision"] = entry.revision
+        return describe.alert(
+            rule,
+            service,
+            cohort,
+            annotations,
+            entry.started_at,
+            status,
+            _utc(ends),
+            self._generator_url,
+        )
 
     def _dispatch(self, alerts: list[Alert]) -> None:
         if not alerts:
@@ -488,6 +474,17 @@ class AlertEngine:
                 self._t.dropped.labels("alerts", "internal_error").inc()
             if self._state_file is not None:
                 await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
+
+
+def resend_interval_s(alerts: Alerts) -> float:
+    """How often a firing alert is re-sent. With `alerts.fleet` no replica sends a resolve
+    (an alert ends when no replica re-sends it), so re-sends come every two reads or
+    evaluations, whichever is slower, for the alert to end soon after the last replica
+    stops firing (its `endsAt` is four re-sends ahead)."""
+    if alerts.fleet is None:
+        return DEFAULT_RESEND_INTERVAL_S
+    beat = 2 * max(alerts.evaluation_interval_s, alerts.fleet.query_interval_s)
+    return min(DEFAULT_RESEND_INTERVAL_S, beat)
 
 
 def _description(alert: Alert) -> str:

@@ -1,17 +1,15 @@
-"""One alert rule as the engine judges it: which verdicts of a result it counts (and as what
-defect value), the cohort a record belongs to, its false-page budget, and the windows and
-firing state it keeps per service and cohort (saved to and restored from the state file)."""
+"""One alert rule as the engine reads it: which verdicts of a result it counts (and as what
+defect value), the evaluator revision they came from, the cohort a record belongs to, its
+windows and its false-page budget. What a rule decides lives in its kind
+(`monitor.alerts.kinds`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from monitor.alerts.sequential import Bets, SequentialTest
-from monitor.alerts.window import NOTHING, Moments, SlidingWindow, Windows
-from monitor.config import AlertRule
+from monitor.alerts.history import history_span_s
+from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import SEVERITIES, EvalResult, Severity
 
@@ -22,99 +20,19 @@ SCORE_STEPS = 20
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """What one judged (rule, service, cohort) asks for, as a tail-sampling policy returns
-    a decision: start firing (`fire`), or stop if firing (`resolve`); neither holds the
-    state (hysteresis)."""
+class Origin:
+    """Where verdicts came from, as far as rules tell them apart: the service, the cohort
+    fields (`version`, `route`, `model`) and the conversation."""
 
-    fire: bool
-    resolve: bool
+    service: str
+    version: str | None = None
+    route: str = ""
+    model: str | None = None
+    conversation: str | None = None
 
-
-@dataclass(slots=True)
-class RuleState:
-    """What one (rule, service, cohort) keeps: its window (a regression rule's current
-    window and baseline), its sequential test, and its firing state."""
-
-    window: SlidingWindow
-    windows: Windows | None = None
-    sequential: SequentialTest | None = None
-    # Sequential rules: values at each level since the last batch, and the bets that judge
-    # them (set from the baseline at each evaluation).
-    pending: list[float] | None = None
-    bets: Bets | None = None
-    firing: bool = False
-    started_at: float = 0.0
-    last_sent: float = 0.0
-    # What the last judgment compared: the current window (or, for a sequential rule, the
-    # verdicts of its strongest run) against the baseline or the rest of the service.
-    current: Moments = NOTHING
-    reference: Moments = NOTHING
-    bounds: tuple[float, float] = (0.0, 1.0)
-    p_value: float = 1.0
-    # Window tests: since when the window leans up (what leaves it is held back).
-    leaning_since: float | None = None
-
-    def snapshot(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "firing": self.firing,
-            "started_at": self.started_at,
-            "last_sent": self.last_sent,
-        }
-        if self.windows is not None:
-            out.update(self.windows.snapshot())
-        else:
-            out["current"] = self.window.slices()
-        if self.sequential is not None:
-            out["sequential"] = self.sequential.snapshot()
-        return out
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        if not isinstance(saved["firing"], bool):
-            raise TypeError("firing is not true or false")
-        self.firing = saved["firing"]
-        self.started_at = _time(saved["started_at"])
-        self.last_sent = _time(saved["last_sent"])
-        self.window.restore(_slices(saved["current"]))
-        windows = self.windows
-        if windows is not None:
-            windows.baseline.restore(_slices(saved["baseline"]))
-            windows.restore_held(_slices(saved.get("held", [])))
-            windows.paused_s = _time(saved["paused_s"])
-            windows.resolved_at = _time(saved["resolved_at"])
-            # Files written before the held slices kept `last_evaluated`.
-            last = saved.get("last", saved.get("last_evaluated"))
-            windows.last = None if last is None else _time(last)
-        raw = saved.get("sequential")
-        if self.sequential is not None and not (raw is None or isinstance(raw, list)):
-            # None: saved by a window test; a list: by the sequential test of an earlier
-            # release. Either way the statistic starts at zero.
-            self.sequential.restore(raw)
-
-
-def _time(raw: Any) -> float:
-    """A saved time or duration: a finite number of seconds (not a flag, not text)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise TypeError(f"{raw!r} is not a number")
-    value = float(raw)  # OverflowError for an integer past float's range
-    if not math.isfinite(value):
-        raise ValueError(f"{raw!r} is not finite")
-    return value
-
-
-def _slices(raw: Any) -> list[tuple[int, int, float, float]]:
-    """Saved slices: `[index, samples, defects, squares]`, or `[index, samples, defects]` as
-    files of pass/fail verdicts only were written (there the squares are the defects)."""
-    out = []
-    for entry in raw:
-        i, n, d, *rest = entry
-        if len(rest) > 1:
-            raise ValueError("a slice has at most four numbers")
-        q = rest[0] if rest else d
-        out.append((int(i), int(n), _time(d), _time(q)))
-    if any(not 0 <= q <= d <= n for _, n, d, q in out) or out != sorted(out):
-        raise ValueError("slices out of order or with more defects than samples")
-    return out
+    @classmethod
+    def of(cls, record: RagRecord) -> Origin:
+        return cls(record.service, record.version, record.route, record.model, record.conversation)
 
 
 @dataclass(frozen=True)
@@ -128,6 +46,20 @@ class Rule:
     # Safety rules: the severity at which each grading evaluator calls a verdict a defect.
     thresholds: Mapping[str, Severity] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls, config: AlertRule, false_page_every: str, thresholds: Mapping[str, Severity]
+    ) -> Rule:
+        budget = config.false_page_every or false_page_every
+        return cls(
+            config,
+            parse_duration(config.window),
+            parse_duration(budget),
+            budget,
+            parse_duration(config.baseline.window) if config.baseline else None,
+            thresholds,
+        )
+
     @property
     def sequential(self) -> bool:
         return self.config.test == "sequential"
@@ -140,6 +72,34 @@ class Rule:
     @property
     def min_increase(self) -> float:
         return self.config.min_increase or 0.0
+
+    @property
+    def accept_after_s(self) -> float:
+        baseline = self.config.baseline
+        return parse_duration(baseline.accept_after) if baseline is not None else float("inf")
+
+    @property
+    def memory_s(self) -> float:
+        """How far back the rule's state reaches: its window, and a regression rule's
+        history (`monitor.alerts.history`)."""
+        baseline = self.config.baseline
+        if baseline is None or self.baseline_s is None:
+            return self.window_s
+        return self.window_s + history_span_s(self.baseline_s, baseline.season)
+
+    @property
+    def subject(self) -> str:
+        """What the rule watches, in words: `evaluator groundedness`."""
+        cfg = self.config
+        return f"evaluator {cfg.evaluator}" if cfg.evaluator else f"safety category {cfg.category}"
+
+    @property
+    def measured(self) -> str:
+        return "mean defect score" if self.config.measure == "scores" else "defect rate"
+
+    @property
+    def cohort_by(self) -> str | None:
+        return self.config.cohorts.by if self.config.cohorts is not None else None
 
     def samples(self, results: Mapping[str, EvalResult]) -> list[float]:
         """One defect value per verdict this rule counts in `results` (1.0 = a defect)."""
@@ -162,32 +122,35 @@ class Rule:
             out.append(1.0 if SEVERITIES.index(severity) >= SEVERITIES.index(threshold) else 0.0)
         return out
 
-    def cohort(self, record: RagRecord) -> str:
-        """The record's cohort under this rule ("" without one, and for other rules)."""
-        cohorts = self.config.cohorts
-        if cohorts is None:
+    def revision(self, results: Mapping[str, EvalResult]) -> str | None:
+        """The revision of the evaluator(s) whose verdicts this rule counts in `results`:
+        the rule's evaluator's, or for a category the graders' revisions joined."""
+        rule = self.config
+        if rule.evaluator is not None:
+            result = results.get(rule.evaluator)
+            return result.revision if result is not None else None
+        graders = sorted(
+            f"{name}@{result.revision}"
+            for name, result in results.items()
+            if result.safety and rule.category in result.safety and result.revision
+        )
+        return ",".join(graders) or None
+
+    def cohort(self, origin: Origin) -> str:
+        """The cohort of verdicts from `origin` under this rule ("" without one, and for
+        other rules)."""
+        by = self.cohort_by
+        if by is None:
             return ""
-        if cohorts.by == "version":
-            return record.version or ""
-        if cohorts.by == "model":
-            return record.model or ""
-        return record.route
-
-
-def new_state(rule: Rule) -> RuleState:
-    if rule.baseline_s is None:
-        return RuleState(SlidingWindow(rule.window_s))
-    windows = Windows(rule.window_s, rule.baseline_s)
-    if not rule.sequential:
-        return RuleState(windows.current, windows)
-    return RuleState(windows.current, windows, SequentialTest(), [0.0] * (rule.steps + 1))
+        return getattr(origin, by) or ""
 
 
 def fingerprint(rule: Rule) -> str:
-    """What a saved window depends on: the same values counted over the same spans."""
+    """What saved state depends on: the same values counted over the same spans."""
     cfg = rule.config
-    baseline = cfg.baseline.window if cfg.baseline else ""
-    out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}|{baseline}"
+    out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}"
+    if cfg.baseline is not None:
+        out += f"|{cfg.baseline.window}|{cfg.baseline.season}"
     if cfg.measure == "scores":
         out += "|scores"
     if cfg.cohorts is not None:

@@ -27,7 +27,7 @@ from monitor.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 FORMAT = "rag-monitor-alert-state"
-VERSION = 1
+VERSION = 2
 MAX_BYTES = 64 * 1024 * 1024
 
 

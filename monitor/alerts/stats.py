@@ -39,19 +39,33 @@ def wilson_interval(defects: float, samples: int, confidence: float) -> tuple[fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def increase_p_value(current: Moments, base: Moments, shift: float = 0.0) -> tuple[float, float]:
+def increase_p_value(
+    current: Moments,
+    base: Moments,
+    shift: float = 0.0,
+    designs: tuple[float, float] = (1.0, 1.0),
+) -> tuple[float, float]:
     """(increase, p): the current mean defect value minus the reference's, and the one-sided
     p-value of a pooled two-sample z-test that the current mean is at most `shift` above the
     reference's (1.0 when either side is empty). For pass/fail verdicts this is the pooled
     two-proportion test (the pooled variance is p (1 - p)); for scores the pooled variance
-    is the one the scores show."""
+    is the one the scores show. `designs`: each side's design effect (how much more its
+    verdicts vary than independent ones, e.g. verdicts of one conversation)."""
     if current.samples <= 0 or base.samples <= 0:
         return 0.0, 1.0
     increase = current.mean - base.mean
-    variance = current.plus(base).variance * (1 / current.samples + 1 / base.samples)
+    variance = current.plus(base).variance * (
+        designs[0] / current.samples + designs[1] / base.samples
+    )
+    return increase, rise_p_value(increase, variance, shift)
+
+
+def rise_p_value(increase: float, variance: float, shift: float) -> float:
+    """The one-sided p-value of "the increase is at most `shift`" for an observed
+    `increase` of the given variance (normal)."""
     if variance <= 0:
-        return increase, 1.0 if increase <= shift else 0.0
-    return increase, NormalDist().cdf(-(increase - shift) / math.sqrt(variance))
+        return 1.0 if increase <= shift else 0.0
+    return NormalDist().cdf(-(increase - shift) / math.sqrt(variance))
 
 
 def look_level(interval_s: float, budget_s: float, looks: int = 1) -> float:

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from monitor.alerts.dispersion import conversation_rho
 
 DEFAULT_BUCKETS = 60
 
@@ -36,6 +39,16 @@ class Moments:
             return 0.0
         mean = self.defects / self.samples
         return max(0.0, self.squares / self.samples - mean * mean)
+
+    @classmethod
+    def of_histogram(cls, histogram: Sequence[float]) -> Moments:
+        """`histogram[k]` values at level `k / (len - 1)` (pass/fail: `[passes, fails]`)."""
+        steps = max(1, len(histogram) - 1)
+        return cls(
+            int(sum(histogram)),
+            sum(c * k / steps for k, c in enumerate(histogram) if c),
+            sum(c * (k / steps) ** 2 for k, c in enumerate(histogram) if c),
+        )
 
     def plus(self, other: Moments) -> Moments:
         return Moments(
@@ -203,3 +216,92 @@ class Windows:
 
     def restore_held(self, slices: Iterable[SliceCounts]) -> None:
         self.held = deque(Slice(i, n, d, q) for i, n, d, q in slices)
+
+
+def saved_number(raw: Any, *, nonnegative: bool = False) -> float:
+    """A number read back from the state file: finite (not a flag, not text, not NaN or an
+    infinity, nor an integer past float's range), and not negative if so asked. Raises
+    TypeError or ValueError (OverflowError, an ArithmeticError, for a huge integer)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"{raw!r} is not a number")
+    value = float(raw)
+    if not math.isfinite(value) or (nonnegative and value < 0):
+        raise ValueError(f"{raw!r} is not a finite{' non-negative' if nonnegative else ''} number")
+    return value
+
+
+def restore_slices(raw: Any) -> list[SliceCounts]:
+    """Saved slices, `[index, samples, defects, squares]` each, checked: indexes ascending,
+    `0 <= squares <= defects <= samples`, every number finite. Raises TypeError or
+    ValueError."""
+    out = []
+    for entry in raw:
+        i, n, d, q = entry
+        values = (float(d), float(q))
+        if isinstance(i, bool) or not isinstance(i, int) or not all(map(math.isfinite, values)):
+            raise TypeError("a slice is [index, samples, defects, squares]")
+        out.append((int(i), int(n), values[0], values[1]))
+    if any(not 0 <= q <= d <= n for _, n, d, q in out) or out != sorted(out):
+        raise ValueError("slices out of order or with more defects than samples")
+    return out
+
+
+class UnitSums:
+    """Sliding sums over the conversations that closed in a window: their verdicts, the
+    sum of their sizes squared, of their defect sums squared, and of size times defects —
+    what the correlation of verdicts within a conversation is measured from
+    (`design_effect`). Sliced as `SlidingWindow` is."""
+
+    def __init__(self, window_s: float, buckets: int = DEFAULT_BUCKETS) -> None:
+        self.window_s = window_s
+        self.width = window_s / buckets
+        self._slices: deque[list[float]] = deque()
+        self.totals = [0.0, 0.0, 0.0, 0.0]
+
+    def add(self, now: float, samples: int, defects: float) -> None:
+        index = math.floor(now / self.width)
+        if not self._slices or self._slices[-1][0] < index:
+            self._slices.append([index, 0.0, 0.0, 0.0, 0.0])
+        last = self._slices[-1]
+        values = (samples, samples * samples, defects * defects, samples * defects)
+        for k, value in enumerate(values):
+            last[k + 1] += value
+            self.totals[k] += value
+
+    def expire(self, now: float) -> None:
+        oldest = math.floor((now - self.window_s) / self.width)
+        while self._slices and self._slices[0][0] < oldest:
+            old = self._slices.popleft()
+            for k in range(4):
+                self.totals[k] -= old[k + 1]
+        if not self._slices:
+            self.totals = [0.0, 0.0, 0.0, 0.0]
+
+    def slices(self) -> list[list[float]]:
+        return [list(s) for s in self._slices]
+
+    def restore(self, raw: Any) -> None:
+        slices: deque[list[float]] = deque()
+        for entry in raw:
+            if not isinstance(entry, list) or len(entry) != 5:
+                raise TypeError("a conversation slice is [index, n, n2, d2, nd]")
+            values = [float(v) for v in entry]
+            if not all(map(math.isfinite, values)) or min(values[1:]) < 0:
+                raise ValueError("a conversation slice holds a negative or infinite sum")
+            slices.append([int(entry[0]), *values[1:]])
+        self._slices = slices
+        self.totals = [sum(s[k + 1] for s in slices) for k in range(4)]
+
+
+def design_effect(moments: Moments, units: Sequence[float]) -> float:
+    """How much more the mean of `moments` varies than that of as many independent
+    verdicts, for the conversations whose `UnitSums.totals` are `units` (their correlation
+    measured from their sums; verdicts without a conversation taken as independent)."""
+    conv_n, m2, dd, nd = units
+    if conv_n <= 0 or moments.samples <= 0:
+        return 1.0
+    p = moments.mean
+    v = moments.variance if moments.variance > 0 else p * (1 - p)
+    rho = conversation_rho([(conv_n, m2, dd, nd, p, v)])
+    share = min(1.0, conv_n / moments.samples)
+    return 1.0 + rho * (m2 / conv_n - 1) * share

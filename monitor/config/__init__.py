@@ -82,12 +82,14 @@ from monitor.config._outputs import (
     AlertCohorts,
     AlertFleet,
     Alertmanager,
+    AlertReference,
     AlertRule,
     Alerts,
     Exporters,
     OtlpExporter,
     PrometheusExporter,
     Webhook,
+    pinned_period,
 )
 from monitor.config._processing import (
     AlwaysSample,
@@ -135,6 +137,7 @@ __all__ = [
     "AlertBoost",
     "AlertCohorts",
     "AlertFleet",
+    "AlertReference",
     "AlertRule",
     "Alertmanager",
     "Alerts",
@@ -187,6 +190,7 @@ __all__ = [
     "mask_url",
     "missing_extra",
     "parse_duration",
+    "pinned_period",
     "read_yaml_file",
     "validation_problems",
 ]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -25,11 +26,85 @@ from monitor.config._fields import (
 )
 
 
+class AlertReference(Section):
+    """A reference the user names instead of the trailing level: `pinned`, an ISO 8601
+    interval (`2026-11-01T00:00Z/2026-11-08T00:00Z`) whose level (with the season on top)
+    is the expectation, kept once learned."""
+
+    pinned: str
+
+    @model_validator(mode="after")
+    def _interval(self) -> AlertReference:
+        pinned_period(self.pinned)
+        return self
+
+
+def pinned_period(text: str) -> tuple[float, float]:
+    """(start, end) seconds of an ISO 8601 interval `START/END`; ValueError naming what is
+    wrong. A time without a zone is UTC."""
+    start_text, sep, end_text = text.partition("/")
+    if not sep:
+        raise ValueError(f"pinned: {text!r} is not START/END (ISO 8601 times)")
+    times = []
+    for part in (start_text, end_text):
+        try:
+            stamp = datetime.fromisoformat(part.strip())
+        except ValueError:
+            raise ValueError(f"pinned: {part!r} is not an ISO 8601 time") from None
+        times.append((stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp())
+    if times[1] - times[0] < 3600:
+        raise ValueError(f"pinned: {text!r} must span at least an hour, start before end")
+    return times[0], times[1]
+
+
 class AlertBaseline(Section):
-    """A regression rule's reference: the trailing `window` before the current one."""
+    """A regression rule's reference: what the service usually shows, learned from its
+    history (monitor/alerts/history.py): its level over the trailing `window`, and with
+    `season` the usual offset of this hour of the day (`day`) and day of the week (`week`)."""
 
     window: Duration = "24h"
     min_samples: int = Field(default=500, gt=0)
+    # Default: `week` for a baseline of an hour or more, `none` for a shorter one.
+    season: Literal["none", "day", "week"] = "week"
+    # A rise that lasts this long becomes the service's new normal: its alert resolves,
+    # saying so, and what it held out of the baseline joins it.
+    accept_after: Duration = "7d"
+    # What the current window is compared with: the trailing level (and season), the same
+    # hours one week before, or a pinned period.
+    reference: Literal["trailing", "last_week"] | AlertReference = "trailing"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_season(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("season") is None:
+            try:
+                short = parse_duration(str(data.get("window", "24h"))) < 3600
+            except ValueError:
+                return data  # the window's own check names it
+            return {**data, "season": "none" if short else "week"}
+        return data
+
+    @model_validator(mode="after")
+    def _season_fits(self) -> AlertBaseline:
+        window = parse_duration(self.window)
+        if self.season != "none" and window < 3600:
+            raise ValueError(
+                f"season: a {self.season} season is learned hour by hour, so baseline.window "
+                f"must be at least 1h (it is {self.window}); set season: none for a shorter "
+                "baseline"
+            )
+        if self.reference == "last_week" and self.season == "none":
+            raise ValueError(
+                "reference: last_week compares hour with hour, a week back: it needs a "
+                "seasonal history (season: day or week)"
+            )
+        if parse_duration(self.accept_after) < window:
+            raise ValueError(
+                f"accept_after: {self.accept_after} is shorter than baseline.window "
+                f"({self.window}); a rise must last at least a baseline window to become "
+                "the new normal"
+            )
+        return self
 
 
 class AlertCohorts(Section):
@@ -215,6 +290,18 @@ class Alerts(Section):
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
+    # A conversation's verdicts are judged together once it has been quiet this long.
+    conversation_idle: Duration = "10m"
+
+    @model_validator(mode="after")
+    def _one_voice(self) -> Alerts:
+        if self.fleet is not None and self.webhooks:
+            raise ValueError(
+                "webhooks: with alerts.fleet every replica judges the same stream, and only "
+                "Alertmanager merges their notifications into one; send pages through "
+                "alerts.alertmanager.url (its receivers can call the webhooks)"
+            )
+        return self
 
 
 class PrometheusExporter(Section):

@@ -8,7 +8,13 @@ Each evaluator's result is one event with the GenAI semantic-convention attribut
 - `gen_ai.evaluation.explanation` — the evaluator's reasoning, only when the sink was
   asked for it (`include_explanations`, redacted: it carries the record's text), or what
   went wrong with a failed evaluation;
-- `error.type` — set instead of a score when the evaluation failed.
+- `error.type` — set instead of a score when the evaluation failed;
+- `gen_ai.evaluation.evaluator.id` and `gen_ai.evaluation.evaluator.version` — which
+  evaluator gave the verdict and its revision (`monitor.evaluators.revision`: the monitor's
+  version and detector, a judge's model, prompt and parameters), and
+  `gen_ai.evaluation.evaluator.type` — `llm_judge` or `deterministic`; the provenance
+  attributes proposed for `gen_ai.evaluation.*` (semantic-conventions-genai pull request
+  359), so that two verdicts are compared only when the same revision gave them.
 
 The events travel as one of two signals (`exporters.otlp.signal`):
 
@@ -65,6 +71,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor._version import __version__
+from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, shown_results
@@ -134,6 +141,12 @@ def event_attributes(result: EvalResult) -> dict[str, AttributeValue]:
     explanation = result.error if result.outcome == "error" else result.explanation
     if explanation:
         attrs["gen_ai.evaluation.explanation"] = explanation[:_MAX_EXPLANATION]
+    if result.revision is not None:
+        attrs["gen_ai.evaluation.evaluator.id"] = result.name
+        attrs["gen_ai.evaluation.evaluator.version"] = result.revision
+        attrs["gen_ai.evaluation.evaluator.type"] = (
+            "llm_judge" if result.name in JUDGE_EVALUATORS else "deterministic"
+        )
     return attrs
 
 

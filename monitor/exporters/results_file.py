@@ -28,6 +28,7 @@ import asyncio
 import errno
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,15 +57,20 @@ def results_line(
     *,
     text: bool = False,
     redact: Redact | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """One results line; with `text`, also what was extracted (redacted) under
-    "extracted"."""
+    "extracted". `time` is the request's (its trace's start) or, for a record without
+    one, `now` (the time it was evaluated): what `rag-monitor backtest` replays on."""
     line = {
         "request_id": record.request_id,
         "trace_id": record.trace_id,
+        "time": record.timestamp if record.timestamp is not None else now,
         "service": record.service,
         "version": record.version,
         "route": record.route,
+        "model": record.model,
+        "conversation": record.conversation,
         "results": {name: result.as_json() for name, result in results.items()},
     }
     if text:
@@ -158,7 +164,9 @@ class ResultsFileSink:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
         shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
-        fields = results_line(record, shown, text=self._include_text, redact=self._redact)
+        fields = results_line(
+            record, shown, text=self._include_text, redact=self._redact, now=time.time()
+        )
         line = json_line(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it

@@ -130,6 +130,4 @@ def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[So
     `span`, in reading order; `undeclared_only`: those read on a span that declares no
     role."""
     found = declared(span)
-    return current().table.sources(
-        found[1] if found is not None else None, part, undeclared_only
-    )
+    return current().table.sources(found[1] if found is not None else None, part, undeclared_only)

@@ -176,7 +176,7 @@ async def test_a_firing_cohort_survives_a_restart_and_resolves_later(tmp_path: P
     assert first.firing() == [(RULE.name, "shop/v2")]
     await first.shutdown(10)
     saved = json.loads(path.read_text())
-    assert set(saved["rules"][RULE.name]["services"]["shop"]["cohorts"]) == {"v1", "v2"}
+    assert set(saved["rules"][RULE.name]["services"]["shop"]) == {"v1", "v2"}
 
     second, t, _ = make(state_path=path, clock=clock)
     await second.start()
@@ -239,5 +239,5 @@ def test_a_record_carries_its_version_into_the_results_line() -> None:
     assert (native.version, qa.version) == ("1.4.2", "2.0")
     assert parse_record({"request": "q", "response": "a"}).version is None
     line = results_line(native, {"local_groundedness": verdict("local_groundedness", True)})
-    assert list(line)[:4] == ["request_id", "trace_id", "service", "version"]
+    assert list(line)[:5] == ["request_id", "trace_id", "time", "service", "version"]
     assert line["version"] == "1.4.2"

@@ -7,9 +7,15 @@ The time to page is a random variable: the verdicts are drawn at random, and a 3
 baseline of about 1,400 verdicts is itself off by about a quarter of the rise (its standard
 error) as often as not. So the scenario runs on twenty seeded streams: the default
 (sequential) test pages within 90 s (about 1.5 times the information limit for that
-budget) in at least 80 % of them, with a median near the limit, and the ten healthy minutes
-stay quiet in at least 90 % of them (one false page an hour allows about 15 %). The engine
-reads an injected clock and is judged every 15 s and whenever its test asks.
+budget) in at least 70 % of them, with a median within 1.5 times the limit, and the ten
+healthy minutes stay quiet in at least 90 % of them (one false page an hour allows about
+15 %). The engine reads an injected clock and is judged every 15 s and whenever its test
+asks. It does not know these verdicts are independent: it measures their dispersion over
+the minutes it has seen and tempers the evidence by an estimate raised for its own error
+(about a tenth here), and it averages over every alternative of its grid; an engine that
+assumed independence paged three runs more within 90 s here (17 of 20, median 53 s), and
+paged a conversation's burst of failures as a regression. Services with a day's baseline
+have weeks of history, and pay about a twentieth (docs/quality.md).
 `bench/alert_regression.py` gives the distribution over more runs (docs/quality.md).
 
 Why one release paged this scenario in 55 s and the next not within 75 s: the window test's
@@ -84,8 +90,8 @@ def test_a_rise_from_0_35_to_0_46_pages_within_90_s_after_ten_quiet_minutes() ->
     runs = [seconds_to_page("sequential", seed, healthy_s=210 + 600) for seed in range(20)]
     quiet = [waited for waited, early in runs if early == 0]
     assert len(quiet) >= 18
-    assert sum(waited <= 90 for waited in quiet) >= 0.8 * len(quiet)
-    assert sorted(quiet)[len(quiet) // 2] <= 60
+    assert sum(waited <= 90 for waited in quiet) >= 0.7 * len(quiet)
+    assert sorted(quiet)[len(quiet) // 2] <= 75
 
 
 def test_the_information_limit_of_the_scenario() -> None:

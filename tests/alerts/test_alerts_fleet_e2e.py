@@ -7,7 +7,9 @@ A healthy fleet (a tenth of the answers hallucinated) pages nobody once every re
 baseline holds the fleet's verdicts; when the hallucinated share rises to 80 % on every
 replica, one alert reaches the webhook: the replicas page with the same labels, so
 Alertmanager sends it once. Each replica alone sees a third of the verdicts; its own
-windows hold the fleet's (checked on its /metrics).
+windows hold the fleet's (checked on its /metrics). When the fleet recovers the alert
+resolves once, after every replica stopped firing: with `alerts.fleet` no replica sends a
+resolve, and the alert ends when none re-sends it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import pytest
 
 from tests.support.rag_service import FLEET_RULE, Service, metric, scrape_config, write_config
 from tests.support.servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +83,15 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
                 if a["labels"].get("alertname") == RULE and a["status"] == "firing"
             ]
 
+        def resolved() -> list[tuple[dict[str, Any], float]]:
+            """Resolved notifications of the rule, with when each arrived."""
+            return [
+                (a, at)
+                for body, at in zip(hook.bodies, hook.received, strict=True)
+                for a in body.get("alerts", [])
+                if a["labels"].get("alertname") == RULE and a["status"] == "resolved"
+            ]
+
         def baseline(port: int) -> float:
             return metric(port, "rag_monitor_alert_samples", 'window="baseline"') or 0.0
 
@@ -114,14 +124,29 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
         while not pages():
             assert time.monotonic() < deadline, "no page within 120 s of the rise"
             send(services, 0.8, 2)
-        wait_until(
-            lambda: all(
-                metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 1 for p in metrics
-            ),
-            60,
-            "every replica firing",
-        )
+
+        def firing() -> list[bool]:
+            return [metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 1 for p in metrics]
+
+        deadline = time.monotonic() + 60
+        while not all(firing()):  # the rise goes on until every replica judged it
+            assert time.monotonic() < deadline, f"not every replica firing: {firing()}"
+            send(services, 0.8, 1)
         send(services, 0.8, 5)  # every replica has sent its page by now
         (page,) = pages()
         assert page["labels"]["service"] == "shop"
         assert "sequential test, one false page per 1h" in page["annotations"]["description"]
+
+        # The fleet recovers: the alert resolves once, and only after every replica
+        # stopped firing (no replica sends a resolve; the alert ends when none re-sends it).
+        last_firing = time.monotonic()
+        deadline = last_firing + 180
+        while not resolved():
+            assert time.monotonic() < deadline, "no resolve within 180 s of the recovery"
+            send(services, 0.1, 1)
+            if any(firing()):
+                last_firing = time.monotonic()
+        (notice,) = resolved()
+        assert notice[1] > last_firing
+        send(services, 0.1, 5)
+        assert len(pages()) == 1 and len(resolved()) == 1  # one voice: no flapping

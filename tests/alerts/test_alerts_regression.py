@@ -83,7 +83,7 @@ def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
     notes = pages[0].to_alertmanager()["annotations"]
     assert isinstance(notes, dict)
     assert notes["description"].startswith("defect rate 0.")
-    assert "over 60s against 0.40 over the previous 10m (" in notes["description"]
+    assert "over 60s against 0.40 expected from the previous 10m (" in notes["description"]
     assert float(notes["baseline_defect_rate"]) == pytest.approx(0.40, abs=0.01)
     assert float(notes["increase"]) >= 0.05
     assert float(notes["p_value"]) <= 0.001
@@ -312,7 +312,7 @@ async def test_malformed_rule_state_is_left_out(tmp_path: Path) -> None:
     stream.run(120, 0.2)
     await first.shutdown(10)
     data = json.loads(path.read_text())
-    data["rules"][RULE.name]["services"]["shop"]["current"] = [[5, 1, 9]]
+    data["rules"][RULE.name]["services"]["shop"][""]["state"]["current"] = [[5, 1, 9, 0]]
     path.write_text(json.dumps(data))
     second, _, _ = make(state_path=path, clock=clock)
     await second.start()
@@ -327,7 +327,7 @@ async def test_missing_state_file_is_counted_and_written_at_shutdown(tmp_path: P
     Stream(engine, clock).run(60, 0.2)
     await engine.shutdown(10)
     saved = json.loads(path.read_text())
-    assert saved["rules"][RULE.name]["services"]["shop"]["firing"] is False
+    assert saved["rules"][RULE.name]["services"]["shop"][""]["firing"] is False
     assert [p.name for p in path.parent.iterdir()] == ["alerts.state"]  # no temp file left
 
 
@@ -350,11 +350,17 @@ def test_check_config_shows_a_regression_rule_with_its_defaults(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert (
-        "# alert reg: defect rate up by 0.03 or more on the previous 24h (sequential test, "
-        "window 30m, one false page per 90d)" in result.stdout
+        "# alert reg: defect rate up by 0.03 or more on the previous 24h and this hour of the "
+        "week (sequential test, window 30m, one false page per 90d)" in result.stdout
     )
     (rule,) = yaml.safe_load(result.stdout)["alerts"]["rules"]
-    assert rule["baseline"] == {"window": "24h", "min_samples": 500}
+    assert rule["baseline"] == {
+        "window": "24h",
+        "min_samples": 500,
+        "season": "week",
+        "accept_after": "7d",
+        "reference": "trailing",
+    }
     assert (rule["min_samples"], rule["max_defect_rate"]) == (100, None)
 
 

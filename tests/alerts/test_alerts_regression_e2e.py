@@ -80,7 +80,8 @@ def _scenario(service: Service, hook: Any, port: int) -> None:
     description = page["annotations"]["description"]
     assert description.startswith("defect rate 0.")
     # The default test is sequential: the description names its evidence, not the window.
-    assert "verdicts against 0.2" in description and "over the previous 3m (" in description
+    assert "verdicts against 0.2" in description
+    assert "expected from the previous 3m (" in description
     assert description.endswith("(sequential test, one false page per 90d)")
     assert float(page["annotations"]["increase"]) >= 0.03
     assert float(page["annotations"]["p_value"]) <= 1e-5

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.history import Expectation
 from monitor.alerts.sequential import MARGIN_SCALE, SequentialTest, bets
-from monitor.alerts.window import Moments
 from monitor.config import AlertBaseline, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -31,9 +31,16 @@ RULE = AlertRule(
     evaluator="local_groundedness",
     window="5m",
     min_samples=50,
-    baseline=AlertBaseline(window="1h", min_samples=500),
+    # The sequential test on a plain trailing baseline (seasons: test_alerts_production.py).
+    baseline=AlertBaseline(window="1h", min_samples=500, season="none"),
     min_increase=0.03,
 )
+
+
+def known(samples: int, mean: float) -> Expectation:
+    """An expectation of `mean` learned from `samples` independent verdicts."""
+    variance = mean * (1 - mean)
+    return Expectation(mean, variance, variance / samples, samples, kappa=1.0, rho=0.0)
 
 
 def test_the_default_regression_rule_is_sequential() -> None:
@@ -57,7 +64,7 @@ def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -
     assert notes["description"].endswith("(sequential test, one false page per 90d)")
     assert (
         "over the last " in notes["description"]
-        and "against 0.30 over the previous 1h (" in (notes["description"])
+        and "against 0.30 expected from the previous 1h (" in (notes["description"])
     )
     assert float(notes["p_value"]) <= 1e-5
     assert float(notes["defect_rate"]) > 0.5  # the evidence: verdicts since the rise
@@ -109,8 +116,8 @@ async def test_the_statistics_survive_a_restart(tmp_path: Path) -> None:
     stream.run(10, 0.60)  # evidence gathered, not yet a page
     assert first.firing() == []
     await first.shutdown(10)
-    saved = json.loads(path.read_text())["rules"][RULE.name]["services"]["shop"]
-    assert max(saved["sequential"]["runs"]) > 0
+    saved = json.loads(path.read_text())["rules"][RULE.name]["services"]["shop"][""]
+    assert max(saved["state"]["sequential"]["runs"]) > 0
 
     second, _, _ = make(RULE, state_path=path, clock=clock)
     await second.start()
@@ -139,7 +146,7 @@ async def test_a_saved_statistic_that_cannot_be_restored_is_left_out(
     Stream(first, clock).run(60, 0.2)
     await first.shutdown(10)
     data = json.loads(path.read_text())
-    entry = data["rules"][RULE.name]["services"]["shop"]
+    entry = data["rules"][RULE.name]["services"]["shop"][""]["state"]
     if key is None:
         entry["sequential"] = bad
     else:
@@ -151,19 +158,15 @@ async def test_a_saved_statistic_that_cannot_be_restored_is_left_out(
     assert gauge(t, "alert_state_entries_dropped_total", when="load") == 1
 
 
-@pytest.mark.parametrize("saved", ["absent", "an earlier release's"])
-def test_a_file_without_statistics_starts_them_at_zero(tmp_path: Path, saved: str) -> None:
+def test_a_file_without_statistics_starts_them_at_zero() -> None:
     engine, _, clock = make(RULE)
     Stream(engine, clock).run(60, 0.2)
     snapshot = engine.snapshot()
-    entry = snapshot[RULE.name]["services"]["shop"]
-    if saved == "absent":
-        del entry["sequential"]  # as a window rule saved it
-    else:
-        entry["sequential"] = [[3.0, 10, 4, 4]] * 4
+    entry = snapshot[RULE.name]["services"]["shop"][""]["state"]
+    del entry["sequential"]  # as a window rule saved it
     again, _, _ = make(RULE, clock=clock)
     again.restore(snapshot)
-    restored = again.snapshot()[RULE.name]["services"]["shop"]
+    restored = again.snapshot()[RULE.name]["services"]["shop"][""]["state"]
     assert restored["sequential"]["runs"] == [0.0] * 8
     assert restored["current"] == entry["current"]
 
@@ -175,8 +178,8 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
     whatever the rate: here streams of 2 and of 20 verdicts a second, each watched for a
     fifth of the budget, in batches of 8 verdicts."""
     rng = np.random.default_rng(7)
-    budget, horizon, base = 4000.0, 800.0, Moments(10**9, 0.3 * 10**9, 0.3 * 10**9)
-    judged = bets(base, 0.03, 1, budget)
+    budget, horizon = 4000.0, 800.0
+    judged = bets(known(10**9, 0.3), 0.03, 1, budget)
     assert judged is not None
     for per_s in (2, 20):
         crossed, streams = 0, 300
@@ -185,7 +188,7 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
             while now < horizon:
                 now += 8 / per_s
                 defects = rng.binomial(8, judged.null)
-                test.update(judged, [8.0 - defects, float(defects)], now)
+                test.update(judged, [8.0 - defects, float(defects)], [], now)
                 if test.crossed(budget):
                     crossed += 1
                     break
@@ -193,11 +196,11 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
 
 
 def test_the_p_value_falls_fast_on_a_doubling() -> None:
-    judged = bets(Moments(100_000, 20_000, 20_000), 0.03, 1, 90 * 86400)
+    judged = bets(known(100_000, 0.2), 0.03, 1, 90 * 86400)
     assert judged is not None
     test = SequentialTest()
     for i in range(40):  # 40 batches of 15 verdicts at twice the rate
-        test.update(judged, [9.0, 6.0], 15.0 * i)
+        test.update(judged, [9.0, 6.0], [], 15.0 * i)
     assert test.p_value() < 1e-5
     assert test.strongest().samples == 600
     assert test.crossed(90 * 86400)  # and past a budget of one false page a quarter
@@ -209,8 +212,8 @@ def test_each_null_point_covers_the_baseline_s_own_error() -> None:
     ln(J T), larger for small rises and thin baselines; the rises a thin baseline cannot
     tell from its own error are left out."""
     budget = 90 * 86400
-    small = bets(Moments(500, 150, 150), 0.03, 1, budget)
-    large = bets(Moments(50_000, 15_000, 15_000), 0.03, 1, budget)
+    small = bets(known(500, 0.3), 0.03, 1, budget)
+    large = bets(known(50_000, 0.3), 0.03, 1, budget)
     assert small is not None and large is not None
     grid = [0.33, 0.36, 0.42, 0.54, 0.78]  # 0.3 + 0.03 x 2^j below 1
     assert large.alternatives == pytest.approx(grid)
@@ -232,16 +235,16 @@ def test_an_alternative_left_out_and_back_keeps_its_own_slot() -> None:
     admits: a baseline that grows admits the small ones again without handing them the
     wealth of larger ones."""
     test = SequentialTest()
-    thin = bets(Moments(2_000, 600, 600), 0.03, 1, 90 * 86400)
-    full = bets(Moments(200_000, 60_000, 60_000), 0.03, 1, 90 * 86400)
+    thin = bets(known(2_000, 0.3), 0.03, 1, 90 * 86400)
+    full = bets(known(200_000, 0.3), 0.03, 1, 90 * 86400)
     assert thin is not None and full is not None
     assert thin.slots[0] > 0 and full.slots[0] == 0
     for i in range(20):  # a run building on the large alternatives
-        test.update(thin, [2.0, 6.0], 10.0 * i)
+        test.update(thin, [2.0, 6.0], [], 10.0 * i)
     assert test.runs[0] == 0 and test.log_wealth[0] == -math.inf
     built = test.runs[thin.slots[0]]
     assert built > 0
-    test.update(full, [2.0, 6.0], 200.0)
+    test.update(full, [2.0, 6.0], [], 200.0)
     assert test.runs[thin.slots[0]] > built  # the same alternative, on
     assert 0 < test.runs[0] < built  # the small one starts afresh
 

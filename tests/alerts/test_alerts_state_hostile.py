@@ -71,7 +71,7 @@ async def test_a_hostile_file_starts_empty_and_the_engine_runs(
 async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: object) -> None:
     path = tmp_path / "alerts.state"
     data = await _two_firing_services(path)
-    data["rules"][RULE.name]["services"]["cart"]["started_at"] = bad
+    data["rules"][RULE.name]["services"]["cart"][""]["started_at"] = bad
     # json writes NaN and Infinity as Python's json reads them back.
     path.write_text(json.dumps(data))
     engine, t, _ = make(state_path=path)
@@ -91,13 +91,13 @@ async def test_an_entry_that_cannot_be_judged_is_dropped_alone(
     await _two_firing_services(path)
     engine, t, clock = make(state_path=path)
     await engine.start()
-    states = engine._states
-    broken = next(state for (_, service, _), state in states.items() if service == "cart")
+    entries = engine._entries
+    broken = next(entry for (_, service, _), entry in entries.items() if service == "cart")
 
     def fail(*_: object) -> None:
         raise ZeroDivisionError("scripted fault")
 
-    monkeypatch.setattr(broken.window, "expire", fail)
+    monkeypatch.setattr(broken.state.current, "expire", fail)
     stream = Stream(engine, clock)
     stream.run(30, 0.5, service="shop")  # evaluations go on: shop is judged every interval
     assert engine.firing() == [(RULE.name, "shop")]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from monitor.alerts import AlertEngine, regression
-from monitor.alerts.rule import Decision
+from monitor.alerts import AlertEngine
+from monitor.alerts.kinds import Judgment
+from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
 from monitor.config import AlertBaseline, AlertBoost, AlertCohorts, AlertRule
@@ -86,7 +87,7 @@ def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
 def test_a_regression_rule_boosts_before_it_pages_and_lets_go_when_the_evidence_fades(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     s = _Setup(REGRESSION)
     stream = Stream(s.engine, s.clock)
     stream.run(720, 0.20)  # the baseline fills; a steady rate raises nothing
@@ -114,7 +115,7 @@ def test_a_regression_rule_boosts_before_it_pages_and_lets_go_when_the_evidence_
 async def test_a_firing_rule_restored_after_a_restart_boosts_at_its_first_evaluation(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     path = tmp_path / "alerts.state"
     first = _Setup(REGRESSION, path)
     await first.engine.start()
@@ -139,17 +140,17 @@ async def test_a_firing_rule_restored_after_a_restart_boosts_at_its_first_evalua
 def test_an_entry_that_cannot_be_judged_takes_its_boost_with_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monitor.alerts.engine")
+    caplog.set_level(logging.INFO, logger="monitor.alerts")
     s = _Setup(REGRESSION)
     stream = Stream(s.engine, s.clock)
     stream.run(720, 0.20)
     stream.run(120, 0.60)
     assert s.boosted()
 
-    def broken(*args: object) -> Decision:
+    def broken(*args: object) -> dict[str, Judgment]:
         raise ValueError("a value no judgment can use")
 
-    monkeypatch.setattr(regression, "judge", broken)
+    monkeypatch.setattr(Regression, "judge", broken)
     s.clock.now += 5
     s.engine.evaluate()
     assert s.engine.snapshot() == {}  # its state dropped
@@ -213,3 +214,18 @@ def _record(service: str, version: str, n: int) -> RagRecord:
 
 def _result() -> dict[str, EvalResult]:
     return {EVALUATOR: verdict(EVALUATOR, passed=True)}
+
+
+def test_three_forged_traces_raise_no_cohort_boost() -> None:
+    """A sender who forges a version (`service.version=evil`) and three unfaithful answers
+    cannot switch on a cohort rule's boost for an honest service: the cohort's evidence
+    counts only once it holds the rule's `min_samples`, as a page would."""
+    s = _Setup(CANARY)
+    for i in range(600):  # an honest service: one version, a fifth of answers failing
+        s.engine.emit(_record("shop", "v1", i), {EVALUATOR: verdict(EVALUATOR, i % 5 != 0)})
+    s.engine.evaluate()
+    for i in range(3):
+        s.engine.emit(_record("shop", "evil", 1000 + i), {EVALUATOR: verdict(EVALUATOR, False)})
+    s.clock.now += 5
+    s.engine.evaluate()
+    assert not s.boosted() and s.boosts.active() == {}

@@ -149,12 +149,16 @@ def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle
     failing = {"local_groundedness": verdict("local_groundedness", False)}
     for i in range(50):
         engine.emit(_record(f"invented-{i}", i), failing)
-    # While the invented services' windows hold verdicts, a new service shares `other`.
+    # While the invented services' windows hold verdicts, a new service folds into
+    # `other`, which is never a service under test: no windows, no page.
     for n in range(5):
         engine.emit(_record("shop", n), failing)
-    engine.evaluate()
-    assert t.registry.get_sample_value(
-        "rag_monitor_defect_rate", {"service": OVERFLOW, "rule": RULE.name}
+    assert engine.evaluate() == []
+    assert (
+        t.registry.get_sample_value(
+            "rag_monitor_defect_rate", {"service": OVERFLOW, "rule": RULE.name}
+        )
+        is None
     )
     # Past the longest window their verdicts are gone, and so are their slots: the real
     # service gets windows of its own, and only its own verdicts in them.

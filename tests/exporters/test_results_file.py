@@ -25,7 +25,8 @@ from tests.support.wait import wait_until_async
 def _emit(sink: ResultsFileSink, n: int, first: int = 0) -> list[asyncio.Future[bool]]:
     futures = []
     for i in range(first, first + n):
-        record = RagRecord(request_id=f"r{i}", response="a")
+        # With a time of its own, a record's line has the same length whenever it is written.
+        record = RagRecord(request_id=f"r{i}", response="a", timestamp=1_700_000_000.0)
         result = EvalResult(name="e", score=1, normalized=1, passed=True)
         futures.append(sink.emit(record, {"e": result}))
     return futures
@@ -186,7 +187,7 @@ async def test_lines_that_still_fit_are_written_when_a_whole_batch_does_not(
 def _line_of(i: int) -> dict[str, object]:
     from monitor.exporters.results_file import results_line
 
-    record = RagRecord(request_id=f"r{i}", response="a")
+    record = RagRecord(request_id=f"r{i}", response="a", timestamp=1_700_000_000.0)
     return results_line(record, {"e": EvalResult(name="e", score=1, normalized=1, passed=True)})
 
 

@@ -75,9 +75,7 @@ async def test_mlflow_translated_to_genai_loses_the_documents_to_the_system_mess
         assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == service
         (document,) = record.retrieved_context
-        assert document.content == "Answer from these documents:\n" + "\n".join(
-            answer["sources"]
-        )
+        assert document.content == "Answer from these documents:\n" + "\n".join(answer["sources"])
         assert document.metadata == {"source": "system_message"}
         verdicts[answer["response"]] = (await groundedness.evaluate(record)).passed
     # The planted wrong year still fails against the system message, the others pass.

@@ -52,8 +52,7 @@ def test_a_convention_declared_in_the_config_is_read_and_named(tmp_path: Path) -
         "receivers:\n  otlp:\n"
         "    grpc: {endpoint: '127.0.0.1:0'}\n"
         "    http: {endpoint: '127.0.0.1:0'}\n"
-        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n"
-        + ACME_CONFIG
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n" + ACME_CONFIG
     )
     with rag_monitor(tmp_path, config) as ports:
         trace_id = _send(f"http://127.0.0.1:{ports.http}/v1/traces")

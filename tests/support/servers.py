@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -76,6 +77,8 @@ class Webhook:
 
     def __init__(self) -> None:
         self.bodies: list[Any] = []
+        # When each body arrived (time.monotonic()).
+        self.received: list[float] = []
         self.statuses: list[int] = []
         self.lock = threading.Lock()
         hook = self
@@ -87,6 +90,7 @@ class Webhook:
                     status = hook.statuses.pop(0) if hook.statuses else 200
                     if status == 200:
                         hook.bodies.append(json.loads(raw))
+                        hook.received.append(time.monotonic())
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

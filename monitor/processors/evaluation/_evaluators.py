@@ -15,10 +15,11 @@ their band; an escalated CPU scorer takes a task of its own.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -76,6 +77,7 @@ class BatchEvaluator:
         *,
         pooled: bool,
         evaluate_suspect: bool = False,
+        revisions: Mapping[str, str] | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -104,6 +106,7 @@ class BatchEvaluator:
         # A budget holds a boost back for minutes (evaluations) to days (cost) at a
         # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
+        self._revisions = dict(revisions or {})
 
     def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
         """Takes the batch task's CPU scorers of an item from the budget; returns those
@@ -239,7 +242,7 @@ class BatchEvaluator:
                 elif ev.name in item.scored:
                     result, seconds = item.scored[ev.name]
                     self._took(item, result, seconds)
-                    item.results[ev.name] = result
+                    item.results[ev.name] = self._stamped(result)
                 else:
                     unscored.append(cast(CpuScorer, ev))
             if unscored:
@@ -254,7 +257,7 @@ class BatchEvaluator:
         outcomes = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
         for outcome in outcomes:
             for item, result in outcome:
-                item.results[result.name] = result
+                item.results[result.name] = self._stamped(result)
                 if result.input_tokens or result.output_tokens or result.cost:
                     self._budget.spend(
                         result.input_tokens + result.output_tokens,
@@ -294,6 +297,13 @@ class BatchEvaluator:
                 self._took(item, result, seconds)
                 out.append((item, result))
         return out
+
+    def _stamped(self, result: EvalResult) -> EvalResult:
+        """`result` with its evaluator's revision."""
+        revision = self._revisions.get(result.name)
+        if revision is None or result.revision == revision:
+            return result
+        return dataclasses.replace(result, revision=revision)
 
     def _took(self, item: InFlight, result: EvalResult, seconds: float) -> None:
         """A CPU scorer's result for `item`, counted; an error is logged."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from monitor.component import BatchSink, ResultSink, SampledRecord, SampledTrace
@@ -83,10 +83,12 @@ class EvaluationStage:
         extraction_timeout_s: float = 10.0,
         cpu_pool: ProcessPool | None = None,
         settings: Settings | None = None,
+        revisions: Mapping[str, str] | None = None,
     ) -> None:
         """`cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
-        records are scored)."""
+        records are scored). `revisions`: each evaluator's revision, carried by its
+        results (`monitor.evaluators.revision`)."""
         settings = settings or Settings()
         self._runner = TaskRunner(
             cpu_pool,
@@ -103,6 +105,7 @@ class EvaluationStage:
             self._runner,
             pooled=cpu_pool is not None,
             evaluate_suspect=settings.evaluate_suspect,
+            revisions=revisions,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.

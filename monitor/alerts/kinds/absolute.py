@@ -1,0 +1,146 @@
+"""Absolute rules (`max_defect_rate`): the window's defect rate against a known threshold.
+
+Fires when the window holds `min_samples` verdicts and the lower Wilson bound of its rate is
+above `max_defect_rate`; resolves when the upper bound falls below it or the window empties.
+The bounds are taken at the level a look may use (`stats.look_level`: the evaluation
+interval over the rule's false-page budget), so a rate that stays at the threshold pages at
+most once per `false_page_every`. Verdicts of one conversation count with their design
+effect (the bounds are those of as many independent verdicts as they are worth); verdicts
+without a conversation are taken as independent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.rule import Rule
+from monitor.alerts.stats import look_level, wilson_interval
+from monitor.alerts.units import Unit
+from monitor.alerts.window import (
+    Moments,
+    SlidingWindow,
+    UnitSums,
+    design_effect,
+    restore_slices,
+)
+from monitor.config import AlertRule
+
+
+@dataclass(slots=True)
+class WindowState:
+    """A window of verdicts, and the conversations that closed in it."""
+
+    window: SlidingWindow
+    units: UnitSums
+    last: float = 0.0
+
+
+def new_window_state(rule: Rule) -> WindowState:
+    return WindowState(SlidingWindow(rule.window_s), UnitSums(rule.window_s))
+
+
+def add_verdicts(state: WindowState, histogram: Sequence[float], now: float) -> bool:
+    state.window.add_counts(now, Moments.of_histogram(histogram))
+    return False
+
+
+def add_unit(state: WindowState, unit: Unit, now: float) -> bool:
+    if unit.conversation:
+        state.units.add(now, unit.samples, unit.defects)
+    return False
+
+
+def snapshot_window(state: WindowState) -> dict[str, Any]:
+    return {"current": state.window.slices(), "units": state.units.slices()}
+
+
+def restore_window(state: WindowState, raw: Any) -> None:
+    state.window.restore(restore_slices(raw["current"]))
+    state.units.restore(raw.get("units", []))
+
+
+class Absolute:
+    def __init__(self, rule: Rule, interval_s: float) -> None:
+        self.rule = rule
+        self._interval = interval_s
+
+    @staticmethod
+    def summary(config: AlertRule, budget: str) -> str:
+        return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
+
+    def new_state(self) -> WindowState:
+        return new_window_state(self.rule)
+
+    def add(
+        self, state: WindowState, histogram: Sequence[float], conversation: bool, now: float
+    ) -> bool:
+        return add_verdicts(state, histogram, now)
+
+    def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
+        return add_unit(state, unit, now)
+
+    def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
+        cfg = self.rule.config
+        state: WindowState = entries[""].state
+        state.last = now
+        current = state.window.moments(now)
+        state.units.expire(now)
+        design = design_effect(current, state.units.totals)
+        level = look_level(self._interval, self.rule.budget_s)
+        # A two-sided interval at 1 - 2 x level has `level` in each tail, for as many
+        # independent verdicts as the window's are worth.
+        effective = current.samples / design
+        lower, upper = wilson_interval(
+            current.mean * effective,
+            max(1, round(effective)) if current.samples else 0,
+            1 - 2 * level,
+        )
+        threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
+        return {
+            "": Judgment(
+                fire=current.samples >= cfg.min_samples and lower > threshold,
+                resolve=current.samples == 0 or upper < threshold,
+                current=current,
+                p_value=level,
+                figures={"lower": lower, "upper": upper, "design": design},
+            )
+        }
+
+    def describe(self, service: str, cohort: str, judgment: Judgment) -> dict[str, str]:
+        cfg = self.rule.config
+        current = judgment.current
+        lower, upper = judgment.figures["lower"], judgment.figures["upper"]
+        return {
+            "summary": (
+                f"{self.rule.subject} defect rate on {service} is {current.mean:.1%} "
+                f"({current.defects:g}/{current.samples} in {cfg.window})"
+            ),
+            "description": (
+                f"{current.defects:g}/{current.samples} defects, Wilson interval "
+                f"[{lower:.3f}, {upper:.3f}] vs max_defect_rate {cfg.max_defect_rate}; "
+                f"min_samples {cfg.min_samples}; one false page per {self.rule.budget}"
+            ),
+            "defect_rate": f"{current.mean:.4f}",
+            "lower_bound": f"{lower:.4f}",
+            "upper_bound": f"{upper:.4f}",
+            "samples": str(current.samples),
+        }
+
+    def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
+        entry = entries[""]
+        state: WindowState = entry.state
+        current = state.window.moments(state.last)
+        name = self.rule.config.name
+        gauges.samples(service, name, "current", current.samples)
+        gauges.rate(service, name, current.samples, current.mean)
+        gauges.firing(self.rule, service, "", entry.firing)
+
+    def snapshot(self, state: WindowState) -> dict[str, Any]:
+        return snapshot_window(state)
+
+    def restore(self, state: WindowState, raw: Any) -> None:
+        restore_window(state, raw)

@@ -1,0 +1,255 @@
+"""Regression rules on production-shaped traffic, replayed through `rag-monitor backtest`'s
+engine on simulated time: conversations, a daily cycle of the defect rate and of traffic,
+good spells, evaluator revisions, the folded `other` service.
+
+The streams come from `tests/support/production_streams.py` with fixed seeds, so every
+assertion is deterministic; budgets are short (a day) where a test shows that something
+would page, so that pages are many enough to count. `bench/alert_production.py` measures
+the same streams over service-years at the default budget (docs/quality.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from monitor.alerts import AlertEngine
+from monitor.alerts.backtest import Backtest, Event
+from monitor.alerts.units import Unit
+from monitor.config import AlertBaseline, AlertRule, Config
+from monitor.records import RagRecord
+from monitor.results import EvalResult
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock, gauge
+from tests.support.production_streams import DAY_S, START, Change, StreamSpec, stream
+
+RULE = "regression"
+
+
+def config(**baseline: Any) -> Config:
+    rule = {
+        "name": RULE,
+        "evaluator": "local_groundedness",
+        "baseline": baseline,
+        "false_page_every": baseline.pop("budget", "90d"),
+    }
+    return Config.model_validate({"alerts": {"evaluation_interval_s": 60, "rules": [rule]}})
+
+
+def replay(spec: StreamSpec, cfg: Config | None = None) -> tuple[list[Event], Backtest]:
+    backtest = Backtest(cfg or config())
+    return list(backtest.run(stream(spec))), backtest
+
+
+def pages(events: list[Event], after_day: float = 0.0) -> list[Event]:
+    return [e for e in events if e.status == "firing" and e.time >= START + after_day * DAY_S]
+
+
+SEASONAL = StreamSpec(rate=0.5, days=7, cycle=0.06, traffic_ratio=10, icc=0.05, seed=4)
+
+
+def test_a_daily_cycle_is_learned_as_the_day_not_paged_as_a_rise() -> None:
+    """A defect rate that swings 0.14 to 0.26 every day, traffic ten times higher by day:
+    a baseline that knows the hour expects the peak; one that does not pages it daily."""
+    seasonal, _ = replay(SEASONAL, config(budget="1d", season="day"))
+    flat, _ = replay(SEASONAL, config(budget="1d", season="none"))
+    assert len(pages(seasonal)) <= 1
+    assert len(pages(flat, after_day=1)) >= 4
+
+
+def test_a_seasonal_rule_judges_once_it_has_learned_a_whole_day() -> None:
+    events, backtest = replay(replace(SEASONAL, days=0.9), config(budget="1h", season="day"))
+    assert pages(events) == []
+    entry = next(iter(backtest.engine._entries.values()))
+    assert entry.state.history.learning()
+    assert entry.judgment is not None and entry.judgment.figures["learning"] == 1.0
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["with ids", "without ids"])
+def test_conversations_are_measured_and_their_clusters_do_not_page(ids: bool) -> None:
+    """Conversations of 5 to 20 verdicts sharing a defect probability (intraclass
+    correlation 0.3): with their ids each conversation is one unit and the correlation is
+    measured; without, the dispersion of the hourly counts is. Either way the evidence
+    respects them: at a budget of one false page a day, at most a page or two in ten days."""
+    spec = StreamSpec(rate=1, days=10, icc=0.3, ids=ids, seed=3)
+    events, backtest = replay(spec, config(budget="1d", season="day"))
+    assert len(pages(events)) <= 2
+    entry = next(iter(backtest.engine._entries.values()))
+    expected = entry.state.history.expectation(backtest.engine._clock(), 500)
+    assert expected is not None
+    if ids:
+        assert expected.rho == pytest.approx(0.3, abs=0.05)
+        assert expected.kappa == 1.0  # no verdict came without its conversation
+    else:
+        assert expected.kappa == pytest.approx(spec.design_effect, rel=0.3)
+
+
+def test_a_step_of_half_again_pages_within_hours() -> None:
+    spec = StreamSpec(
+        rate=1,
+        days=6.5,
+        icc=0.17,
+        cycle=0.03,
+        traffic_ratio=10,
+        changes=(Change("step", 6.0, 1.5),),
+        seed=5,
+    )
+    events, _ = replay(spec, config(season="day"))
+    (page,) = pages(events)
+    # The step lands at midnight, when traffic is a tenth of the day's: the night's few
+    # verdicts, against a season whose offsets are as uncertain as the clustering makes them,
+    # carry it into the morning.
+    assert START + 6 * DAY_S < page.time < START + 6.5 * DAY_S
+    assert (
+        "expected from the previous 24h and this hour of the day"
+        in (page.alert.annotations["description"])
+    )
+
+
+def test_a_return_after_a_good_spell_is_not_a_regression() -> None:
+    """Twelve hours at 0.10, then back to the usual 0.20: the recent level learned the
+    spell, the long level did not, and the expectation is the higher of the two."""
+    spec = StreamSpec(rate=1, days=7, icc=0.05, changes=(Change("spell", 4.0, 0.10, 0.5),))
+    events, _ = replay(spec, config(budget="7d", season="day"))
+    assert pages(events, after_day=4) == []
+
+
+def test_an_evaluator_revision_starts_a_new_baseline_and_never_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A new detector whose verdicts run at 0.35 where the old one read 0.20."""
+    caplog.set_level(logging.WARNING, logger="monitor.alerts.engine")
+    spec = StreamSpec(rate=1, days=7, icc=0.05, changes=(Change("revision", 4.0, 0.35),))
+    events, backtest = replay(spec, config(budget="7d", season="day"))
+    assert pages(events) == []
+    assert [r.getMessage() for r in caplog.records if "is now revision" in r.getMessage()] == [
+        "alert regression for svc-0: local_groundedness is now revision r1.1 (was r1): a new "
+        "baseline starts, and the rule judges again once it holds one"
+    ]
+    registry = backtest.engine._t.registry
+    assert (
+        registry.get_sample_value(
+            "rag_monitor_alert_baselines_started_total", {"rule": RULE, "reason": "revision"}
+        )
+        == 1
+    )
+
+
+def _verdict(passed: bool, revision: str) -> dict[str, EvalResult]:
+    result = EvalResult(
+        name="local_groundedness",
+        score=float(passed),
+        normalized=float(passed),
+        passed=passed,
+        revision=revision,
+    )
+    return {"local_groundedness": result}
+
+
+WINDOWED = AlertRule(
+    name=RULE,
+    evaluator="local_groundedness",
+    window="60s",
+    min_samples=50,
+    baseline=AlertBaseline(window="10m", min_samples=200),
+    min_increase=0.05,
+    false_page_every="2h",
+)
+
+
+def test_a_firing_alert_resolves_saying_the_evaluator_changed() -> None:
+    clock = Clock()
+    engine = AlertEngine([WINDOWED], create_telemetry(), evaluation_interval_s=5, clock=clock)
+    n = 0
+    sent = []
+    for seconds, rate, revision in ((900, 0.2, "a"), (120, 0.8, "a"), (5, 0.2, "b")):
+        for _ in range(int(seconds / 5)):
+            for _ in range(50):
+                n += 1
+                failed = (n % 100) < rate * 100
+                record = RagRecord(request_id=str(n), service="shop", response="x")
+                engine.emit(record, _verdict(not failed, revision))
+            clock.now += 5
+            sent.extend(engine.evaluate())
+    firing = [a for a in sent if a.status == "firing"]
+    resolved = [a for a in sent if a.status == "resolved"]
+    assert firing and len(resolved) == 1
+    assert (
+        resolved[0]
+        .annotations["description"]
+        .startswith("the evaluator changed (revision a -> b): a new baseline starts; ")
+    )
+    assert resolved[0].annotations["evaluator_revision"] == "a"
+    # Late verdicts of the revision just replaced are left out, not a change back.
+    engine.emit(RagRecord(request_id="late", service="shop", response="x"), _verdict(False, "a"))
+    assert next(iter(engine._entries.values())).revision == "b"
+
+
+def test_the_folded_other_service_is_never_judged() -> None:
+    clock = Clock()
+    t = create_telemetry(max_services=2, clock=clock)
+    engine = AlertEngine([WINDOWED], t, evaluation_interval_s=5, clock=clock)
+    for i in range(400):
+        record = RagRecord(request_id=str(i), service=f"s{i % 40}", response="x")
+        engine.emit(record, _verdict(i % 3 == 0, "a"))
+    engine.evaluate()
+    assert {service for _, service, _ in engine._entries} == {"s0", "s1"}
+    assert gauge(t, "alert_samples", service="other", rule=RULE, window="current") is None
+
+
+def test_open_conversations_and_the_learned_season_survive_a_restart() -> None:
+    spec = StreamSpec(rate=0.5, days=2.2, icc=0.17, cycle=0.03, seed=6)
+    _, first = replay(spec, config(season="day"))
+    saved = first.engine.snapshot()
+    entry = saved[RULE]["services"]["svc-0"][""]
+    assert entry["conversations"], "conversations still open at the end"
+    second = Backtest(config(season="day"))
+    second.engine.restore(saved)
+    restored = second.engine.snapshot()[RULE]["services"]["svc-0"][""]
+    assert restored["conversations"] == entry["conversations"]
+    assert restored["state"]["history"] == entry["state"]["history"]
+    history = next(iter(second.engine._entries.values())).state.history
+    assert not history.learning()
+
+
+def test_a_conversation_is_one_unit_of_its_verdicts() -> None:
+    from monitor.alerts.units import Conversations
+
+    conversations = Conversations(idle_s=600)
+    levels = [0.0, 1.0]
+    assert conversations.add(1, [2, 1], levels, 0.0) == []
+    assert conversations.add(1, [1, 1], levels, 300.0) == []
+    assert conversations.close_idle(800.0) == []  # quiet for 500 s only
+    assert conversations.close_idle(900.0) == [Unit(5, 2.0, 2.0, conversation=True)]
+
+
+def test_a_rise_against_the_same_hours_a_week_before_pages() -> None:
+    spec = StreamSpec(rate=1, days=8.5, cycle=0.03, changes=(Change("step", 8.2, 1.5),), seed=7)
+    events, _ = replay(spec, config(season="day", reference="last_week"))
+    (page,) = pages(events)
+    assert START + 8.2 * DAY_S < page.time < START + 8.45 * DAY_S
+    assert "expected from the same hours a week before" in page.alert.annotations["description"]
+
+
+def test_a_slow_drift_pages_against_a_pinned_period_and_not_against_the_trailing_day() -> None:
+    """0.20 to 0.30 over four days: the trailing level follows it, a pinned good week does
+    not. The pinned level is kept once learned (the history keeps four weeks)."""
+    drift = StreamSpec(rate=1, days=8, changes=(Change("drift", 3.0, 0.30, 4.0),), seed=8)
+    trailing, _ = replay(drift, config(season="day"))
+    pinned, backtest = replay(
+        drift,
+        config(season="day", reference={"pinned": "2026-01-01T00:00Z/2026-01-03T00:00Z"}),
+    )
+    assert pages(trailing) == []
+    first = pages(pinned)[0]
+    # The rate crosses 0.23 (min_increase above the pinned 0.20) at day 4.2.
+    assert START + 4.2 * DAY_S < first.time < START + 5.2 * DAY_S
+    assert (
+        "the pinned period 2026-01-01T00:00Z/2026-01-03T00:00Z"
+        in (first.alert.annotations["description"])
+    )
+    saved = backtest.engine.snapshot()[RULE]["services"]["svc-0"][""]["state"]["pinned"]
+    assert saved[:2] == [START, START + 2 * DAY_S] and saved[2] == pytest.approx(0.2, abs=0.01)
