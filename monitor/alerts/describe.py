@@ -31,13 +31,15 @@ def alert(
     status: Literal["firing", "resolved"],
     ends_at: datetime,
     generator_url: str,
+    severity: str | None = None,
 ) -> Alert:
-    """The alert one (rule, service, cohort) sends: labels, annotations, times."""
+    """The alert one (rule, service, cohort) sends: labels, annotations, times; `severity`
+    where the rule's kind names it (`Judgment.severity`), else the rule's."""
     cfg = rule.config
     labels = {
         "alertname": cfg.name,
         "service": service,
-        "severity": cfg.severity,
+        "severity": severity or cfg.severity,
         "generator": GENERATOR,
     }
     if cfg.evaluator:

@@ -39,6 +39,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -299,27 +300,8 @@ class AlertEngine:
             entry.firing = False
             note = f"the evaluator changed (revision {old} -> {revision}): a new baseline starts"
             judgment = entry.judgment or Judgment(fire=False, resolve=True)
-            self._dispatch(
-                [
-                    self._alert(
-                        rule,
-                        service,
-                        cohort,
-                        entry,
-                        Judgment(
-                            fire=False,
-                            resolve=True,
-                            current=judgment.current,
-                            reference=judgment.reference,
-                            p_value=judgment.p_value,
-                            note=note,
-                            figures=judgment.figures,
-                        ),
-                        now,
-                        "resolved",
-                    )
-                ]
-            )
+            resolved = replace(judgment, fire=False, resolve=True, note=note)
+            self._dispatch([self._alert(rule, service, cohort, entry, resolved, now, "resolved")])
         self._entries[key] = Entry(self._kinds[i].new_state(), revision)
         self._conversations.pop(key, None)
         self._replaced[key] = (old, now)
@@ -618,6 +600,7 @@ class AlertEngine:
             status,
             _utc(ends),
             self._generator_url,
+            judgment.severity,
         )
 
     def _dispatch(self, alerts: list[Alert]) -> None:
