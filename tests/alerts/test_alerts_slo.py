@@ -405,3 +405,33 @@ def test_the_fleets_counters_feed_the_same_rule() -> None:
     assert gauge(t, "slo_burn_rate", service="shop", rule=RULE.name, window="1h") == (
         pytest.approx(4.5)
     )
+
+
+def test_rag_monitor_backtest_prints_the_slo_pages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rag-monitor backtest FILE --config C --json`: a verdict file of seven hours, a
+    collapse in its last hour, paged at the page row's severity."""
+    from monitor.__main__ import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"alerts": {"rules": [RULE.model_dump(exclude_unset=True)]}}))
+    start = 1_767_225_600.0
+    with (tmp_path / "verdicts.jsonl").open("w") as out:
+        for minute in range(7 * 60):
+            fails = 90 if minute >= 6 * 60 else 10
+            row = {
+                "time": start + minute * 60,
+                "service": "shop",
+                "evaluator": "local_groundedness",
+                "passes": 100 - fails,
+                "fails": fails,
+            }
+            out.write(json.dumps(row) + "\n")
+    code = main(["backtest", str(tmp_path / "verdicts.jsonl"), "--config", str(config), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    events = [json.loads(line) for line in captured.out.splitlines()]
+    assert [(e["status"], e["labels"]["severity"]) for e in events] == [("firing", "page")]
+    assert events[0]["annotations"]["long_window"] == "1h"
+    assert "pages: grounded_slo 1" in captured.err
