@@ -163,6 +163,21 @@ def test_a_row_waits_until_it_has_seen_its_long_window() -> None:
     assert stream.story() == [("firing", "page")]
 
 
+def test_a_window_that_held_nothing_is_seen_whole_again_before_it_judges() -> None:
+    """A silence longer than a row's long window (an outage, a restart after one) empties
+    it: the row waits for a whole window again, as at the start."""
+    engine, _, clock = make()
+    stream = Stream(engine, clock)
+    stream.run(2 * 60, 0.1)
+    for _ in range(3 * 60):  # three hours without a verdict
+        clock.now += MINUTE
+        engine.evaluate()
+    stream.run(55, 1.0)  # five minutes would be enough for a window seen whole
+    assert stream.sent == []
+    stream.run(6, 1.0)
+    assert stream.story() == [("firing", "page")]
+
+
 def test_the_short_window_needs_min_samples() -> None:
     engine, _, clock = make(RULE.model_copy(update={"min_samples": 700}))
     stream = Stream(engine, clock)  # 100 a minute: 600 at most in the 5m window (its

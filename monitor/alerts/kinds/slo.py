@@ -9,10 +9,10 @@ budget: at 1 the budget is spent exactly by the window's end, at 2 in half of it
 Each row of `burn_rates` (the SRE workbook's multiwindow, multi-burn-rate alerts) **holds**
 while both its `long` and its `short` window burn faster than its rate, its short window
 holds `min_samples` verdicts and the entry has counted verdicts for a whole long window
-(a window only partly seen is not judged: after a start without `alerts.state_file`, or
-an evaluator revision, a row is quiet for its long window). The long window says that
-enough of the budget went, the short one that it is still going, so an alert resolves
-soon after the burn stops.
+(a window only partly seen is not judged: after a start without `alerts.state_file`, an
+evaluator revision, or a silence longer than the window, a row is quiet for its long
+window). The long window says that enough of the budget went, the short one that it is
+still going.
 
 The alert **fires** at the severity of the first row listed that holds (rows are listed
 most urgent first) and **resolves** when no row of its severity holds. An alert's labels
@@ -86,8 +86,10 @@ class SloState:
     since: dict[float, float] = field(default_factory=dict)
     severity: str | None = None
     last: float = 0.0
-    # What each window held at the last judgment (for `publish`; not saved).
+    # What each window held at the last judgment (for `publish`), when verdicts last came
+    # (not saved).
     seen: dict[float, Moments] = field(default_factory=dict)
+    added: float | None = None
 
 
 class Slo:
@@ -130,9 +132,14 @@ class Slo:
         self, state: SloState, histogram: Sequence[float], conversation: bool, now: float
     ) -> bool:
         moments = Moments.of_histogram(histogram)
+        quiet = state.added is None or now - state.added >= self._lengths[0]
+        state.added = now
         for length, window in state.windows.items():
+            # A window that held nothing (a new service, an outage or a silence longer
+            # than the window, a restart after one) starts counting again now.
+            if quiet and (length not in state.since or not window.moments(now).samples):
+                state.since[length] = now
             window.add_counts(now, moments)
-            state.since.setdefault(length, now)
         return False
 
     def add_unit(self, state: SloState, unit: Unit, now: float) -> bool:
