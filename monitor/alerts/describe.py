@@ -11,6 +11,9 @@ Alertmanager, a webhook and the monitor's log:
   (sequential test, one false page per 90d)` (the window test names its window: `over 30m`)
 - cohort: `defect rate 0.46 for version v2 against 0.21 for the rest of shop over 30m
   (412 / 1,650 verdicts), +0.25, p < 1e-05`
+- slo: `defect rate 0.2301 over 1d and 0.2343 over 2h against 0.23 (1 x the error budget
+  0.23): burn rate 1.00 and 1.02 (83,884 and 6,994 verdicts); 10% of the 28d error budget
+  left (objective 0.77, 552,607 verdicts)`
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ def alert(
     status: Literal["firing", "resolved"],
     ends_at: datetime,
     generator_url: str,
+    severity: str | None = None,
 ) -> Alert:
-    """The alert one (rule, service, cohort) sends: labels, annotations, times."""
+    """The alert one (rule, service, cohort) sends: labels, annotations, times; `severity`
+    where the rule's kind names it (`Judgment.severity`), else the rule's."""
     cfg = rule.config
     labels = {
         "alertname": cfg.name,
         "service": service,
-        "severity": cfg.severity,
+        "severity": severity or cfg.severity,
         "generator": GENERATOR,
     }
     if cfg.evaluator:

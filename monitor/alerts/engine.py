@@ -40,6 +40,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -450,6 +451,7 @@ class AlertEngine:
             status,
             _utc(ends),
             self._generator_url,
+            judgment.severity,
         )
 
     def _dispatch(self, alerts: list[Alert]) -> None:

@@ -55,6 +55,18 @@ class AlertGauges:
             "judged only with min_samples in it and in the rest of its service).",
             ("service", "rule", "cohort"),
         )
+        self._budget_remaining = telemetry.gauge(
+            "slo_error_budget_remaining",
+            "Share of an SLO rule's error budget left for a service over the SLO's window: 1 "
+            "untouched, 0 spent, below 0 overspent.",
+            ("service", "rule"),
+        )
+        self._burn_rate = telemetry.gauge(
+            "slo_burn_rate",
+            "How fast a service spends an SLO rule's error budget over a window: the defect "
+            "rate over the error budget (1 spends exactly the budget over the SLO's window).",
+            ("service", "rule", "window"),
+        )
         self.entries_dropped = telemetry.counter(
             "alert_state_entries_dropped",
             "Alert state entries (one rule and service) dropped because they could not be "
@@ -87,9 +99,20 @@ class AlertGauges:
         self._cohort_samples.labels(service, rule, cohort).set(samples)
         _set_or_remove(self._cohort_rate, samples, mean, service, rule, cohort)
 
-    def firing(self, rule: Rule, service: str, cohort: str, firing: bool) -> None:
+    def firing(
+        self, rule: Rule, service: str, cohort: str, firing: bool, severity: str | None = None
+    ) -> None:
+        """Whether the rule fires for `service` (and `cohort`) at `severity` (default: the
+        rule's)."""
         cfg = rule.config
-        self._t.alert_firing.labels(service, cfg.name, cfg.severity, cohort).set(1 if firing else 0)
+        labels = (service, cfg.name, severity or cfg.severity, cohort)
+        self._t.alert_firing.labels(*labels).set(1 if firing else 0)
+
+    def budget_remaining(self, service: str, rule: str, samples: int, remaining: float) -> None:
+        _set_or_remove(self._budget_remaining, samples, remaining, service, rule)
+
+    def burn_rate(self, service: str, rule: str, window: str, samples: int, burn: float) -> None:
+        _set_or_remove(self._burn_rate, samples, burn, service, rule, window)
 
     def forget_service(self, service: str) -> None:
         for gauge in (
@@ -102,6 +125,8 @@ class AlertGauges:
             self.boost_active,
             self._cohort_rate,
             self._cohort_samples,
+            self._budget_remaining,
+            self._burn_rate,
         ):
             gauge.remove_by_labels({"service": service})
 

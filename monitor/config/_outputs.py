@@ -114,6 +114,78 @@ class AlertCohorts(Section):
     by: Literal["version", "model", "route"]
 
 
+class AlertBurnRate(Section):
+    """One row of an SLO rule's multiwindow, multi-burn-rate table: the rule fires at
+    `severity` while the error budget burns at least this fast over both `long` and `short`.
+    The speed is `burn_rate` (a multiple of the rate that spends exactly the budget over the
+    SLO's window), or `budget`: the share of the whole window's budget spent in `long` (the
+    SRE workbook's form: `budget: 0.02` over `long: 1h` of a 28d window is a burn rate of
+    0.02 x 672 = 13.44)."""
+
+    budget: float | None = Field(default=None, gt=0, le=1)
+    burn_rate: float | None = Field(default=None, gt=0)
+    long: Duration
+    short: Duration
+    severity: str = "page"
+
+    @model_validator(mode="after")
+    def _one_speed(self) -> AlertBurnRate:
+        if (self.budget is None) == (self.burn_rate is None):
+            raise ValueError("budget: exactly one of budget or burn_rate")
+        if parse_duration(self.short) >= parse_duration(self.long):
+            raise ValueError(f"short: {self.short} must be shorter than long ({self.long})")
+        return self
+
+    def factor(self, window_s: float) -> float:
+        """The burn rate this row fires at, for an SLO over `window_s` seconds."""
+        if self.burn_rate is not None:
+            return self.burn_rate
+        assert self.budget is not None
+        return self.budget * window_s / parse_duration(self.long)
+
+
+# The SRE workbook's recommended table (chapter "Alerting on SLOs"): 2 % of the budget in
+# 1h (confirmed over 5m) and 5 % in 6h (30m) page, 10 % in 3d (6h) is a ticket.
+SLO_BURN_RATES = (
+    AlertBurnRate(budget=0.02, long="1h", short="5m", severity="page"),
+    AlertBurnRate(budget=0.05, long="6h", short="30m", severity="page"),
+    AlertBurnRate(budget=0.10, long="3d", short="6h", severity="ticket"),
+)
+SLO_WINDOW = "28d"
+SLO_MIN_SAMPLES = 30
+
+
+class AlertSlo(Section):
+    """A service-level objective on an evaluator or category: `objective` of the verdicts
+    pass over `window` (0.77: at most 23 % defects, the error budget). The rule pages on the
+    budget's burn rate (`burn_rates`, rows listed most urgent first) and shows what is left
+    of the budget (monitor/alerts/kinds/slo.py)."""
+
+    objective: float = Field(gt=0, lt=1)
+    window: Duration = SLO_WINDOW
+    burn_rates: list[AlertBurnRate] = list(SLO_BURN_RATES)
+
+    @model_validator(mode="after")
+    def _rows_fit(self) -> AlertSlo:
+        window = parse_duration(self.window)
+        if not self.burn_rates:
+            raise ValueError("burn_rates: at least one row")
+        for k, row in enumerate(self.burn_rates):
+            if parse_duration(row.long) > window:
+                raise ValueError(
+                    f"burn_rates.{k}.long: {row.long} is longer than the SLO's window "
+                    f"{self.window}"
+                )
+        budget = 1 - self.objective
+        if all(row.factor(window) * budget >= 1 for row in self.burn_rates):
+            raise ValueError(
+                f"burn_rates: no row can ever fire at objective {self.objective:g}: each "
+                f"needs a defect rate above 1 (burn rate x error budget {budget:g}); give "
+                "rows a burn_rate below 1 / (1 - objective)"
+            )
+        return self
+
+
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
 # monitor/alerts/README.md).
 REGRESSION_MIN_INCREASE = 0.03
@@ -161,11 +233,12 @@ class AlertRule(Section):
     name: LabelName
     evaluator: str | None = None
     category: Category | None = None
-    # Exactly one form: an absolute `max_defect_rate`, a `baseline` to regress against, or
-    # `cohorts` compared with the rest of their service.
+    # Exactly one form: an absolute `max_defect_rate`, a `baseline` to regress against,
+    # `cohorts` compared with the rest of their service, or an `slo` and its error budget.
     max_defect_rate: Rate | None = None
     baseline: AlertBaseline | None = None
     cohorts: AlertCohorts | None = None
+    slo: AlertSlo | None = None
     # The smallest rise worth a page; a rise below half of it is judged as no rise.
     min_increase: float | None = Field(default=None, gt=0, lt=1)
     # Regression rules: the sequential test or the fixed-window z-test (monitor/alerts).
@@ -199,15 +272,24 @@ class AlertRule(Section):
             }
         if data.get("baseline") is not None:
             data = {"test": REGRESSION_TEST, **data}
+        slo = data.get("slo")
+        if isinstance(slo, dict):
+            # An SLO rule's window is its objective's: what the budget is counted over.
+            window = slo.get("window", SLO_WINDOW)
+            data = {"window": window, "min_samples": SLO_MIN_SAMPLES, **data}
         return data
 
     @model_validator(mode="after")
     def _one_source(self) -> AlertRule:
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
-        forms = [self.max_defect_rate, self.baseline, self.cohorts]
+        forms = [self.max_defect_rate, self.baseline, self.cohorts, self.slo]
         if sum(form is not None for form in forms) != 1:
-            raise ValueError("max_defect_rate: exactly one of max_defect_rate, baseline or cohorts")
+            raise ValueError(
+                "max_defect_rate: exactly one of max_defect_rate, baseline or cohorts, or an slo"
+            )
+        if self.slo is not None:
+            self._slo_fits(self.slo)
         if self.max_defect_rate is not None and self.min_increase is not None:
             raise ValueError(
                 "min_increase: only a rule with a baseline or cohorts takes min_increase"
@@ -216,7 +298,9 @@ class AlertRule(Section):
             raise ValueError("test: only a rule with a baseline takes a test")
         if self.measure == "scores" and self.evaluator is None:
             raise ValueError("measure: scores are an evaluator's; a category rule counts verdicts")
-        if self.boost is not None and (self.evaluator is None or self.max_defect_rate is not None):
+        if self.boost is not None and (
+            self.evaluator is None or self.max_defect_rate is not None or self.slo is not None
+        ):
             raise ValueError(
                 "boost: only a regression or cohort rule on an evaluator raises its sampling"
             )
@@ -227,6 +311,22 @@ class AlertRule(Section):
                 f"baseline.window: {self.baseline.window} must be longer than window {self.window}"
             )
         return self
+
+    def _slo_fits(self, slo: AlertSlo) -> None:
+        if self.min_increase is not None:
+            raise ValueError(
+                "min_increase: an SLO rule pages on its error budget's burn rate, not on a rise"
+            )
+        if parse_duration(self.window) != parse_duration(slo.window):
+            raise ValueError(
+                f"window: an SLO rule's window is its slo.window ({slo.window}); leave window "
+                "out"
+            )
+        if self.false_page_every is not None:
+            raise ValueError(
+                "false_page_every: an SLO rule's burn rates are thresholds, not a test with a "
+                "false-page budget; its objective and burn_rates say when it fires"
+            )
 
 
 class AlertFleet(Section):

@@ -175,3 +175,18 @@ def test_dashboard_shows_the_effective_sampling_rate_and_boosts_beside_the_defec
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, panel["title"]
                 cells.add((x, y))
+
+
+def test_dashboard_shows_the_remaining_error_budget() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    budget = next(p for p in panels(dashboard) if "error budget left" in p["title"].lower())
+    exprs = [t["expr"] for t in budget["targets"]]
+    # The sidecar's gauge and the fleet's recording rule, for the services picked.
+    assert any(e.startswith("rag_monitor_slo_error_budget_remaining{") for e in exprs)
+    assert any(e.startswith("rag_monitor:slo_error_budget_remaining:ratio28d{") for e in exprs)
+    assert all('service=~"$service"' in e for e in exprs)
+    assert budget["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    steps = budget["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["color"] for s in steps][:2] == ["red", "orange"] and steps[1]["value"] == 0
+    burn = next(p for p in panels(dashboard) if "burn rate" in p["title"].lower())
+    assert any("rag_monitor_slo_burn_rate" in t["expr"] for t in burn["targets"])

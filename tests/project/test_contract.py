@@ -220,6 +220,7 @@ _FORMS: dict[str, dict[str, Any]] = {
     "regression": {"baseline": {}},
     "cohorts": {"cohorts": {"by": "version"}},
     "absolute": {"max_defect_rate": 0.1},
+    "slo": {"slo": {"objective": 0.7}},
 }
 
 
@@ -231,7 +232,7 @@ def test_every_alert_rule_default_is_the_default_of_its_form() -> None:
     for column, (form, fields) in enumerate(_FORMS.items()):
         rule = AlertRule.model_validate(
             {"name": "r", "evaluator": "e", **fields, "boost": {"sample_rate": 0.5}}
-            if form != "absolute"
+            if form not in ("absolute", "slo")
             else {"name": "r", "evaluator": "e", **fields}
         )
         for key, cells in rows.items():
@@ -248,7 +249,7 @@ def test_every_alert_rule_default_is_the_default_of_its_form() -> None:
     } - {"name", "evaluator", "category", "max_defect_rate"}
     nested = {
         f"{name}.{sub}"
-        for name in ("baseline", "boost")
+        for name in ("baseline", "boost", "slo")
         for sub in ("window", "min_samples", "while_p_below")
     }
     assert leaves <= set(rows), leaves - set(rows)

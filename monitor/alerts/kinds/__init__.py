@@ -13,6 +13,7 @@ decides (`judge`), what a page says (`describe`) and what it shows on `/metrics`
 | absolute | `max_defect_rate` | `absolute.py` |
 | regression | `baseline` | `regression.py` |
 | cohorts | `cohorts` | `cohorts.py` |
+| slo | `slo` | `slo.py` |
 
 `forms.kind_for(rule, ...)` picks the kind from the rule's form (the only place that does).
 """
@@ -42,6 +43,9 @@ class Judgment:
       `min_samples` on both sides) are met: what boosts follow.
     - `note`: why it resolved when not for the usual reason, or why it cannot judge.
     - `figures`: the kind's own numbers, for its `describe`.
+    - `severity`: the `severity` label of the alert this judgment sends, where the kind
+      decides it (an SLO rule's burn-rate rows); None: the rule's `severity`. Labels are
+      an alert's identity, so a kind changes it only between a resolve and a new fire.
     """
 
     fire: bool
@@ -51,6 +55,7 @@ class Judgment:
     p_value: float = 1.0
     note: str = ""
     figures: Mapping[str, float] = field(default_factory=dict)
+    severity: str | None = None
 
 
 @dataclass(slots=True)

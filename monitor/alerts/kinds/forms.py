@@ -8,6 +8,7 @@ from monitor.alerts.kinds import Kind
 from monitor.alerts.kinds.absolute import Absolute
 from monitor.alerts.kinds.cohorts import Cohorts
 from monitor.alerts.kinds.regression import Regression
+from monitor.alerts.kinds.slo import Slo
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
 
@@ -26,12 +27,13 @@ FORMS: dict[str, Form] = {
     "baseline": Regression,
     "cohorts": Cohorts,
     "max_defect_rate": Absolute,
+    "slo": Slo,
 }
 
 
 def form_of(config: AlertRule) -> Form:
-    """The class of the kind of a rule, by its form (`max_defect_rate`, `baseline` or
-    `cohorts`)."""
+    """The class of the kind of a rule, by its form (`max_defect_rate`, `baseline`,
+    `cohorts` or `slo`)."""
     for form, cls in FORMS.items():
         if getattr(config, form) is not None:
             return cls
