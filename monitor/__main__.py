@@ -131,6 +131,10 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "backtest",
         help="run the alert rules over a timestamped verdict stream (results files or "
         "verdict rows, gzip too) on simulated time; print each page and resolve",
+        description="Replay results files (or verdict rows) through the config's alert "
+        "rules on simulated time, each row at its `time`: every page and resolve the rules "
+        "would have sent on stdout, the rows read, the pages per rule and the rows refused "
+        "on stderr.",
     )
     backtest.add_argument("files", type=Path, nargs="+", metavar="FILE")
     backtest.add_argument("--config", type=Path, default=config_default, help=config_help)

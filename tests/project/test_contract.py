@@ -250,7 +250,7 @@ def test_every_alert_rule_default_is_the_default_of_its_form() -> None:
     nested = {
         f"{name}.{sub}"
         for name in ("baseline", "boost", "slo")
-        for sub in ("window", "min_samples", "while_p_below")
+        for sub in ("window", "min_samples", "while_p_below", "season", "accept_after", "reference")
     }
     assert leaves <= set(rows), leaves - set(rows)
     assert set(rows) - leaves <= nested

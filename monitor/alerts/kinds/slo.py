@@ -45,9 +45,9 @@ from typing import Any
 
 from monitor.alerts.describe import shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import Unit
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
+from monitor.alerts.units import Unit
 from monitor.alerts.window import (
     DEFAULT_BUCKETS,
     NOTHING,
