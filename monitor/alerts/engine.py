@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.alerts import describe
+from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
@@ -55,6 +56,7 @@ from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
 from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
+from monitor.where import Where
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader
@@ -87,6 +89,8 @@ class AlertEngine:
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
       this replica's own verdicts, and never send a resolve.
+    - `trace_url`: `alerts.trace_url`, the link a page gives each trace it lists
+      (`monitor.alerts.attribution`).
     """
 
     def __init__(
@@ -105,10 +109,15 @@ class AlertEngine:
         conversation_idle: str = DEFAULT_CONVERSATION_IDLE,
         boosts: SamplingBoosts | None = None,
         fleet: FleetReader | None = None,
+        trace_url: str | None = None,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
         self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
         self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
+        # Where a page's excess is: the slices, retriever or generator, the traces.
+        self.attribution = Attribution(
+            self._rules, telemetry, evaluation_interval_s, trace_url=trace_url, clock=clock
+        )
         self._idle_s = parse_duration(conversation_idle)
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
@@ -186,10 +195,18 @@ class AlertEngine:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         if self._rules:
-            self.count_results(Origin.of(record), results, self._clock())
+            self.count_results(Origin.of(record), results, self._clock(), Where.of(record))
 
-    def count_results(self, origin: Origin, results: Mapping[str, EvalResult], now: float) -> None:
-        """The verdicts of one record's `results`, for every rule that counts them."""
+    def count_results(
+        self,
+        origin: Origin,
+        results: Mapping[str, EvalResult],
+        now: float,
+        where: Where | None = None,
+    ) -> None:
+        """The verdicts of one record's `results`, for every rule that counts them (and,
+        with `where`, the record's dimensions for the attribution)."""
+        retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
@@ -199,7 +216,9 @@ class AlertEngine:
             histogram = [0.0] * (rule.steps + 1)
             for value in values:
                 histogram[round(value * rule.steps)] += 1
-            self.count(i, origin, histogram, rule.revision(results), now)
+            key = self.count(i, origin, histogram, rule.revision(results), now)
+            if key is not None and where is not None:
+                self.attribution.observe(key, where, histogram, retrieval, now)
 
     def add_counts(
         self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
@@ -219,19 +238,21 @@ class AlertEngine:
         histogram: Sequence[float],
         revision: str | None,
         now: float,
-    ) -> None:
+    ) -> Key | None:
         """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
         evaluator `revision` (None: not known). A service folded into `other` by the cap is
-        no service under test; a cohort past its cap counts in the rest."""
+        no service under test; a cohort past its cap counts in the rest. Returns the entry
+        they went to (None: none)."""
         service = self._services(origin.service)
         if service == OVERFLOW:
-            return
+            return None
         by = self._rules[i].cohort_by
         cohort = self._cohorts[by](self._rules[i].cohort(origin)) if by else ""
         conversation = (
             conversation_key(origin.conversation) if origin.conversation is not None else None
         )
         self._add((i, service, cohort), histogram, revision, conversation, now)
+        return (i, service, cohort)
 
     def rule_index(self, name: str) -> int | None:
         for i, rule in enumerate(self._rules):
@@ -322,6 +343,7 @@ class AlertEngine:
             )
         self._entries[key] = Entry(self._kinds[i].new_state(), revision)
         self._conversations.pop(key, None)
+        self.attribution.forget(lambda k: k != key)
         self._replaced[key] = (old, now)
         return True
 
@@ -478,6 +500,7 @@ class AlertEngine:
         for i, held in list(self._boosted):
             if held == service:
                 self._lower(i, service, "the service left")
+        self.attribution.forget(lambda key: key[1] != service)
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
@@ -488,6 +511,7 @@ class AlertEngine:
         for key in gone:
             del self._entries[key]
             self._conversations.pop(key, None)
+        self.attribution.forget(lambda key: key not in gone)
         left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
@@ -609,7 +633,11 @@ class AlertEngine:
         annotations = self._kinds[i].describe(service, cohort, judgment)
         if entry.revision is not None:
             annotations["evaluator_revision"] = entry.revision
-        return describe.alert(
+        explanation: Explanation | None = None
+        if status == "firing":
+            explanation = self.attribution.explain((i, service, cohort), judgment, now)
+            annotations.update(explanation.annotations())
+        alert = describe.alert(
             rule,
             service,
             cohort,
@@ -619,6 +647,8 @@ class AlertEngine:
             _utc(ends),
             self._generator_url,
         )
+        self.attribution.sent((i, service, cohort), alert, explanation)
+        return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:
         if not alerts:
@@ -656,7 +686,13 @@ def resend_interval_s(alerts: Alerts) -> float:
 
 
 def _description(alert: Alert) -> str:
-    return alert.annotations["description"]
+    """The log line's text: the description, and where the page says the excess is."""
+    notes = alert.annotations
+    text = notes["description"]
+    for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
+        if name in notes:
+            text += f"; {shown}: {notes[name]}"
+    return text
 
 
 def _utc(ts: float) -> datetime:
