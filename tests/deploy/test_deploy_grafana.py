@@ -175,3 +175,14 @@ def test_dashboard_shows_the_effective_sampling_rate_and_boosts_beside_the_defec
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, panel["title"]
                 cells.add((x, y))
+
+
+def test_dashboard_shows_where_the_firing_alerts_excess_is() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    rows = [p for p in dashboard["panels"] if p["type"] == "row"]
+    alerts = next(r for r in rows if r["title"] == "Alerts")
+    where = next(
+        p for p in panels(dashboard) if "rag_monitor_alert_slice" in p["targets"][0]["expr"]
+    )
+    assert where["type"] == "table" and where["gridPos"]["y"] > alerts["gridPos"]["y"]
+    assert "$service" in where["targets"][0]["expr"]
