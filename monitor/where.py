@@ -22,11 +22,9 @@ engine ask about in turn).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from monitor._labels import bounded_label
 from monitor.records import TOPIC, RagRecord
@@ -79,24 +77,26 @@ class Where:
     @classmethod
     def _of(cls, record: RagRecord) -> Where:
         docs = record.retrieved_context
-        sources: Counter[str] = Counter()
+        sources: dict[str, int] = {}
         tool = ""
         chars = 0
         for doc in docs:
             chars += len(doc.content)
-            metadata = doc.metadata or {}
-            source = metadata.get("collection") or metadata.get("source")
+            metadata = doc.metadata
+            source = None
+            if metadata:
+                source = metadata.get("collection") or metadata.get("source")
+                if not tool and isinstance(metadata.get("tool"), str):
+                    tool = metadata["tool"]
             if not isinstance(source, str) or not source:
                 source = _source_of(doc.doc_uri) if doc.doc_uri else ""
             if source:
-                sources[source] += 1
-            if not tool and isinstance(metadata.get("tool"), str):
-                tool = metadata["tool"]
+                sources[source] = sources.get(source, 0) + 1
         values = (
             record.version or "",
             record.model or "",
             record.route,
-            sources.most_common(1)[0][0] if sources else "",
+            max(sources, key=sources.__getitem__) if sources else "",
             _bucket(len(docs), _DOCUMENT_BUCKETS, "16+"),
             _bucket(chars, _CONTEXT_BUCKETS, "32k+") if docs else "0",
             tool,
@@ -147,16 +147,14 @@ def _bucket(value: int, buckets: tuple[tuple[int, str], ...], top: str) -> str:
 
 
 def _source_of(uri: str) -> str:
-    """A document URI's source: its host, or the first segment of a relative path."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return ""
-    if parts.netloc:
-        return parts.netloc.rpartition("@")[2].lower()
-    path = parts.path.lstrip("/")
-    head, slash, _ = path.partition("/")
-    return head if slash and head and not parts.scheme else ""
+    """A document URI's source: its host (without user), or the first segment of a path
+    without a scheme."""
+    scheme = uri.find("://")
+    if scheme > 0:
+        host = uri[scheme + 3 :].partition("/")[0]
+        return host.rpartition("@")[2].lower()
+    head, slash, _ = uri.lstrip("/").partition("/")
+    return head if slash and ":" not in head else ""
 
 
 # -- language -------------------------------------------------------------------------------
@@ -201,11 +199,14 @@ def language(text: str) -> str:
         for name, pattern in _SCRIPTS:
             if pattern.search(sample):
                 return name
-    votes: Counter[str] = Counter()
+    votes: dict[str, int] = {}
     for word in _LATIN_WORD.findall(sample.lower()):
         for name in _VOTES.get(word, ()):
-            votes[name] += 1
-    if not votes:
-        return ""
-    (best, count), *rest = votes.most_common(2)
-    return best if not rest or count > rest[0][1] else ""
+            votes[name] = votes.get(name, 0) + 1
+    best, count, second = "", 0, 0
+    for name, n in votes.items():
+        if n > count:
+            best, count, second = name, n, count
+        elif n > second:
+            second = n
+    return best if count > second else ""
