@@ -452,18 +452,19 @@ class Attribution:
         self._interval = interval_s
         self._trace_url = trace_url
         longest = max((r.window_s + (r.baseline_s or 0.0) for r in rules), default=0.0)
-        limits = {
-            **CAPS,
-            "version": telemetry.version_cap.limit,
-            "route": telemetry.route_cap.limit,
-        }
+        pipeline_caps = {"version": telemetry.version_cap, "route": telemetry.route_cap}
         self._caps: list[LabelCap | None] = []
         for d, name in enumerate(DIMENSIONS):
             if name in UNCAPPED:
                 self._caps.append(None)
                 continue
+            source = pipeline_caps.get(name)
             cap = LabelCap(
-                limits[name], idle_s=max(600.0, longest), max_chars=MAX_CHARS, clock=clock
+                source.limit if source is not None else CAPS[name],
+                allowed=source.allowed if source is not None else (),
+                idle_s=max(600.0, longest),
+                max_chars=MAX_CHARS,
+                clock=clock,
             )
             cap.on_evict(lambda value, d=d: self._fold(d, value))  # type: ignore[misc]
             self._caps.append(cap)
@@ -806,12 +807,17 @@ class Attribution:
         """The most bytes one entry's counts take, whatever its values (see "Memory")."""
         rule = self._rules[key[0]]
         slots = FINE + (COARSE if self._reference_s(rule) > 0 else 0)
-        held = sum((cap.limit + 1) if cap is not None else 8 for cap in self._caps)
-        return held * (8 * slots + ROW_OVERHEAD) + (7 * 8 * slots) + 6 * 8 * GROUPS + TRACES * 400
+        # A capped dimension's held values, its allowed ones and `other`; the buckets of
+        # an uncapped one are at most 8.
+        held = sum(cap.limit + len(cap.allowed) + 1 if cap is not None else 8 for cap in self._caps)
+        fixed = 7 * 8 * slots + 6 * 8 * GROUPS + 8 * MEASURED + TRACES * TRACE_BYTES
+        return held * (8 * slots + ROW_OVERHEAD) + fixed
 
 
 # Bytes of a value's row beyond its counts: the array object and its dict entry and key.
 ROW_OVERHEAD = 300
+# Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
+TRACE_BYTES = 400
 
 
 def _change_point(state: _Slices, newest_first: list[int], evidence: int) -> int:

@@ -16,7 +16,7 @@ topic named in a page means the same thing tomorrow. Topics are fixed, not learn
 service's traffic; the anchors cover the questions RAG services commonly answer (customer
 support, products, documentation, and the encyclopaedic kinds).
 
-Cost, measured by `tests/detector/test_topics.py`'s figures: a question's words are looked
+Cost (`bench/alert_attribution.py`, docs/quality.md): a question's words are looked
 up once per process (a word's scores are cached, `_CACHE_LIMIT` words), so a question of
 known words costs tens of microseconds.
 """
