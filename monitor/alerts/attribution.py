@@ -34,10 +34,12 @@ the record) beside the rule's, the rise `within + mix` splits exactly into the r
 same retrieval quality (`within`: the rate among records whose retrieval passed and among
 those whose retrieval failed, each against its reference, weighted by the current share)
 and the rise that came with retrieval failing more often (`mix`: the change of that share
-times the gap between the two rates). `retriever` when retrieval failed more often and
-`mix` is significant and the larger, `generator` when `within` is and retrieval did not
-fail more often, `both` when both are, else `unclear`; each tested at the look's level
-shared by the two.
+times the gap between the two rates), each tested above half of `min_increase` at the
+look's level shared by the two. `retriever` when retrieval failed significantly more often
+and `mix` is significant (`both` when `within` is too); `generator` when `within` is
+significant, or when retrieval did not fail more often and `within` carries the rise (the
+page itself established the rise; with retrieval unchanged it can only be at the same
+retrieval quality); else `unclear`.
 
 **Traces.** The last `TRACES` failing verdicts' trace ids are kept with their values; a
 page lists up to `SHOWN_TRACES` of the current verdicts, of the first named slice when there
@@ -774,16 +776,13 @@ class Attribution:
             (1 - s1) ** 2 * (_bernoulli(pp1) / np1 + _bernoulli(pp0) / np0)
             + (s1**2 * (_bernoulli(pf1) / nf1 + _bernoulli(pf0) / max(nf0, 1.0)) if nf1 else 0.0)
         )
-        generator = within > 0 and z_level * math.sqrt(max(within_var, 1e-12)) <= within - margin
+        significant = z_level * math.sqrt(max(within_var, 1e-12)) <= within - margin
         cause: Cause
-        if retriever and generator:
-            cause = "both"
-        elif retriever:
-            cause = "retriever"
-        elif generator and not moved:
+        if retriever:
+            cause = "both" if significant else "retriever"
+        elif significant or (not moved and within > max(mix, margin)):
+            # The page's rise, at retrieval that did not fail more often: the generator.
             cause = "generator"
-        elif generator:
-            cause = "both"
         else:
             cause = "unclear"
         return Split(cause, evaluator, (s0, s1), mix, within)
