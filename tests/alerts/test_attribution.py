@@ -24,6 +24,7 @@ from monitor.alerts.attribution import CAPS, Attribution
 from monitor.alerts.rule import Rule
 from monitor.component import Alert
 from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts
+from monitor.exporters.alertmanager import AlertSender
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -156,6 +157,10 @@ def test_a_rise_in_one_model_names_that_model_with_its_failing_traces() -> None:
         assert sent.model == "m2" and sent.failed
         assert stream.sent.index(sent) >= rise_from
     assert notes["trace_urls"].split() == [TRACE_URL.replace("{trace_id}", i) for i in ids]
+    # A webhook and Alertmanager get them with the rest of the annotations.
+    (posted,) = AlertSender._body("webhook", [page])["alerts"]
+    assert posted["annotations"]["slice"] == "model=m2"
+    assert page.to_alertmanager()["annotations"] == notes
     # The dashboard's gauge: the named slice's share of the excess, while it fires.
     share = t.registry.get_sample_value(
         "rag_monitor_alert_slice",
