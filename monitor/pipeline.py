@@ -30,6 +30,8 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.extracted import Redact
+from monitor.exporters.firing_alerts import PATH as ALERTS_PATH
+from monitor.exporters.firing_alerts import FiringAlertsPage
 from monitor.exporters.metrics_port import HealthServer
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
@@ -174,6 +176,11 @@ def build_pipeline(
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
+    engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
+    if http is not None and engine is not None:
+        # The firing alerts with where each says the excess is, in JSON.
+        http.add_route(ALERTS_PATH, FiringAlertsPage(engine.attribution.firing_alerts).handle)
+
     debug_size = config.exporters.prometheus.debug_records
     debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None
     if http is not None and debug is not None:
@@ -239,6 +246,9 @@ def _evaluation_stage(
         limits=SizeLimits(**config.record_limits.model_dump()),
         evaluate_suspect=pipeline.evaluate_suspect_records,
         conventions=conventions_from_config(config.extraction.conventions),
+        # The question's topic, for the alert rules' attribution: only where the
+        # detector runs anyway (its word vectors are the topics').
+        topics=bool(config.alerts.rules and cpu_entries),
     )
     pool = (
         ProcessPool(
@@ -319,6 +329,7 @@ def _alerts_and_events(
                 boosts=boosts,
                 fleet=fleet,
                 clock=clock,
+                trace_url=alerts.trace_url,
             )
         )
     otlp = config.exporters.otlp

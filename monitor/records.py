@@ -82,6 +82,10 @@ EXTRACTION_SUSPECT = "extraction_suspect"
 # `metadata` key: why some attribute values of the record's trace were not read
 # (`monitor._nesting.REASONS`, comma-separated): they were read as text or left out.
 UNREAD_VALUES = "unread_values"
+# `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
+# the detector runs when alert rules are configured; a record given as a record may bring
+# its own.
+TOPIC = "topic"
 
 
 class RagRecord(BaseModel):

@@ -11,17 +11,21 @@ returned with its reason and evidence (`Event`).
 Rows, one JSON object per line (gzip when the file name ends in `.gz`), in time order:
 
 - a **results line** (`exporters.results_file`, `replay --output`): `time`, `service`,
-  `version`, `route`, `model`, `conversation` and `results` (each evaluator's verdict,
-  revision and safety grades);
+  `version`, `route`, `model`, `conversation`, `trace_id`, `dimensions` (the other values a
+  page's attribution looks at: `monitor.where`) and `results` (each evaluator's
+  verdict, revision and safety grades);
 - a **verdict row**: `{"time", "service", "evaluator" (or "category"), "outcome": "pass" |
   "fail"}` or `"score"` (normalised, 1 = good, for rules that measure scores) or counts
   `"passes"` and `"fails"` (many verdicts at once, so that a service-year fits in a file),
-  with optional `conversation`, `revision`, `version`, `route` and `model`.
+  with optional `conversation`, `revision`, `version`, `route`, `model`, `trace_id` and
+  `dimensions`.
 
 `time` is seconds since the epoch or an ISO 8601 text. A row that cannot be read is refused
 with its line number and reason (counted in the summary); a row earlier than the one before
 it is replayed at the later time (counted as `late`). Services past `pipeline.max_services`
-fold into `other`, as in the sidecar, and are not judged.
+fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
+(`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
+under it, the JSON output has them among the annotations.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from monitor.component import Alert
 from monitor.config import Config
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
+from monitor.where import Where
 
 # Refused rows named one by one in the summary; the rest are only counted.
 SHOWN_REFUSALS = 20
@@ -70,10 +75,15 @@ class Event:
     def text(self) -> str:
         cohort = self.alert.labels.get("cohort")
         who = f"{self.alert.service}/{cohort}" if cohort else self.alert.service
-        return (
+        notes = self.alert.annotations
+        lines = [
             f"{_iso(self.time)}  {self.status:<8}  {self.alert.rule}  {who}: "
-            f"{self.alert.annotations.get('description', '')}"
-        )
+            f"{notes.get('description', '')}"
+        ]
+        for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
+            if name in notes:
+                lines.append(f"    {shown}: {notes[name]}")
+        return "\n".join(lines)
 
 
 @dataclass
@@ -146,6 +156,7 @@ class Backtest:
             clock=self._clock,
             false_page_every=alerts.false_page_every,
             conversation_idle=alerts.conversation_idle,
+            trace_url=alerts.trace_url,
         )
         self._interval = alerts.evaluation_interval_s
         self._next: float | None = None
@@ -204,7 +215,7 @@ class Backtest:
         engine, now = self._engine, self._clock.now
         self.summary.rows += 1
         if row.results is not None:
-            engine.count_results(row.origin, row.results, now)
+            engine.count_results(row.origin, row.results, now, row.where)
             self.summary.verdicts += len(row.results)
             return
         for i, rule in enumerate(engine.rules):
@@ -215,7 +226,9 @@ class Backtest:
                 continue
             histogram = row.histogram(rule.steps, cfg.measure == "scores")
             if histogram is not None:
-                engine.count(i, row.origin, histogram, row.revision, now)
+                key = engine.count(i, row.origin, histogram, row.revision, now)
+                if key is not None:
+                    engine.attribution.observe(key, row.where, histogram, None, now)
         self.summary.verdicts += row.verdicts
 
 
@@ -223,6 +236,7 @@ class Backtest:
 class _Row:
     time: float
     origin: Origin
+    where: Where
     results: dict[str, EvalResult] | None = None
     evaluator: str | None = None
     category: str | None = None
@@ -269,12 +283,24 @@ class _Row:
             _text(raw, "model"),
             _text(raw, "conversation"),
         )
+        dimensions = raw.get("dimensions")
+        if dimensions is not None and not isinstance(dimensions, dict):
+            raise ValueError("dimensions: expected an object")
+        trace_id = _text(raw, "trace_id")
+        where = Where.from_line(
+            origin.version,
+            origin.model,
+            origin.route,
+            dimensions,
+            trace_id,
+            origin.conversation or trace_id or _text(raw, "request_id"),
+        )
         results = raw.get("results")
         if results is not None:
             if not isinstance(results, dict):
                 raise ValueError("results: expected an object of evaluators")
             parsed = {str(k): EvalResult.from_json(str(k), v) for k, v in results.items()}
-            return cls(t, origin, results=parsed)
+            return cls(t, origin, where, results=parsed)
         evaluator, category = _text(raw, "evaluator"), _text(raw, "category")
         if (evaluator is None) == (category is None):
             raise ValueError("a verdict row names an evaluator or a category (exactly one)")
@@ -298,6 +324,7 @@ class _Row:
         return cls(
             t,
             origin,
+            where,
             evaluator=evaluator,
             category=category,
             revision=_text(raw, "revision"),

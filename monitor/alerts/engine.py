@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.alerts import describe
+from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.boosting import RaisedBoosts
 from monitor.alerts.entries import Entries, Key
 from monitor.alerts.gauges import AlertGauges
@@ -58,6 +59,7 @@ from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
 from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
+from monitor.where import Where
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader
@@ -89,6 +91,8 @@ class AlertEngine:
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
       this replica's own verdicts, and never send a resolve.
+    - `trace_url`: `alerts.trace_url`, the link a page gives each trace it lists
+      (`monitor.alerts.attribution`).
     """
 
     def __init__(
@@ -107,10 +111,15 @@ class AlertEngine:
         conversation_idle: str = DEFAULT_CONVERSATION_IDLE,
         boosts: SamplingBoosts | None = None,
         fleet: FleetReader | None = None,
+        trace_url: str | None = None,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
         self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
         self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
+        # Where a page's excess is: the slices, retriever or generator, the traces.
+        self.attribution = Attribution(
+            self._rules, telemetry, evaluation_interval_s, trace_url=trace_url, clock=clock
+        )
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
         self._t = telemetry
@@ -183,10 +192,18 @@ class AlertEngine:
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
         if self._rules:
-            self.count_results(Origin.of(record), results, self._clock())
+            self.count_results(Origin.of(record), results, self._clock(), Where.of(record))
 
-    def count_results(self, origin: Origin, results: Mapping[str, EvalResult], now: float) -> None:
-        """The verdicts of one record's `results`, for every rule that counts them."""
+    def count_results(
+        self,
+        origin: Origin,
+        results: Mapping[str, EvalResult],
+        now: float,
+        where: Where | None = None,
+    ) -> None:
+        """The verdicts of one record's `results`, for every rule that counts them (and,
+        with `where`, the record's dimensions for the attribution)."""
+        retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
@@ -196,7 +213,9 @@ class AlertEngine:
             histogram = [0.0] * (rule.steps + 1)
             for value in values:
                 histogram[round(value * rule.steps)] += 1
-            self.count(i, origin, histogram, rule.revision(results), now)
+            key = self.count(i, origin, histogram, rule.revision(results), now)
+            if key is not None and where is not None:
+                self.attribution.observe(key, where, histogram, retrieval, now)
 
     def add_counts(
         self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
@@ -216,19 +235,21 @@ class AlertEngine:
         histogram: Sequence[float],
         revision: str | None,
         now: float,
-    ) -> None:
+    ) -> Key | None:
         """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
         evaluator `revision` (None: not known). A service folded into `other` by the cap is
-        no service under test; a cohort past its cap counts in the rest."""
+        no service under test; a cohort past its cap counts in the rest. Returns the entry
+        they went to (None: none)."""
         service = self._services(origin.service)
         if service == OVERFLOW:
-            return
+            return None
         by = self._rules[i].cohort_by
         cohort = self._cohorts[by](self._rules[i].cohort(origin)) if by else ""
         conversation = (
             conversation_key(origin.conversation) if origin.conversation is not None else None
         )
         self._add((i, service, cohort), histogram, revision, conversation, now)
+        return (i, service, cohort)
 
     def rule_index(self, name: str) -> int | None:
         for i, rule in enumerate(self._rules):
@@ -278,6 +299,7 @@ class AlertEngine:
             self._resolved.append(
                 self._alert(rule, service, cohort, old, judgment, now, "resolved")
             )
+        self.attribution.forget(lambda k: k != key)
 
     def _wake_up(self) -> None:
         self._due = True
@@ -379,6 +401,7 @@ class AlertEngine:
         """`service` lost its slot: its entries were idle, so nothing is judged on it."""
         self._entries.drop([key for key in self._entries if key[1] == service])
         self._boosted.lower_service(service, "the service left")
+        self.attribution.forget(lambda key: key[1] != service)
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
@@ -387,6 +410,7 @@ class AlertEngine:
         rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
         gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
         self._entries.drop(gone)
+        self.attribution.forget(lambda key: key not in gone)
         left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
@@ -441,7 +465,11 @@ class AlertEngine:
         annotations = self._kinds[i].describe(service, cohort, judgment)
         if entry.revision is not None:
             annotations["evaluator_revision"] = entry.revision
-        return describe.alert(
+        explanation: Explanation | None = None
+        if status == "firing":
+            explanation = self.attribution.explain((i, service, cohort), judgment, now)
+            annotations.update(explanation.annotations())
+        alert = describe.alert(
             rule,
             service,
             cohort,
@@ -452,6 +480,8 @@ class AlertEngine:
             self._generator_url,
             judgment.severity,
         )
+        self.attribution.sent((i, service, cohort), alert, explanation)
+        return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:
         if not alerts:
@@ -489,7 +519,13 @@ def resend_interval_s(alerts: Alerts) -> float:
 
 
 def _description(alert: Alert) -> str:
-    return alert.annotations["description"]
+    """The log line's text: the description, and where the page says the excess is."""
+    notes = alert.annotations
+    text = notes["description"]
+    for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
+        if name in notes:
+            text += f"; {shown}: {notes[name]}"
+    return text
 
 
 def _utc(ts: float) -> datetime:

@@ -392,6 +392,19 @@ class Alerts(Section):
     state_file: str | None = None
     # A conversation's verdicts are judged together once it has been quiet this long.
     conversation_idle: Duration = "10m"
+    # The link a page gives each trace it lists, `{trace_id}` replaced by the trace's id
+    # (a Grafana Tempo or Jaeger URL).
+    trace_url: str | None = None
+
+    @field_validator("trace_url")
+    @classmethod
+    def _names_the_trace(cls, value: str | None) -> str | None:
+        if value is not None and "{trace_id}" not in value:
+            raise ValueError(
+                "must contain {trace_id}, which each listed trace's id replaces, e.g. "
+                "http://tempo:3200/trace/{trace_id}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_voice(self) -> Alerts:

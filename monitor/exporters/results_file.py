@@ -41,6 +41,7 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.retry import RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
+from monitor.where import Where
 
 log = logging.getLogger(__name__)
 _STAGE = "results_file"
@@ -71,6 +72,9 @@ def results_line(
         "route": record.route,
         "model": record.model,
         "conversation": record.conversation,
+        # What else a page's attribution looks at (monitor/where.py), so that
+        # `rag-monitor backtest` over this file says where as the sidecar does.
+        "dimensions": Where.of(record).line(),
         "results": {name: result.as_json() for name, result in results.items()},
     }
     if text:

@@ -190,3 +190,14 @@ def test_dashboard_shows_the_remaining_error_budget() -> None:
     assert [s["color"] for s in steps][:2] == ["red", "orange"] and steps[1]["value"] == 0
     burn = next(p for p in panels(dashboard) if "burn rate" in p["title"].lower())
     assert any("rag_monitor_slo_burn_rate" in t["expr"] for t in burn["targets"])
+
+
+def test_dashboard_shows_where_the_firing_alerts_excess_is() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    rows = [p for p in dashboard["panels"] if p["type"] == "row"]
+    alerts = next(r for r in rows if r["title"] == "Alerts")
+    where = next(
+        p for p in panels(dashboard) if "rag_monitor_alert_slice" in p["targets"][0]["expr"]
+    )
+    assert where["type"] == "table" and where["gridPos"]["y"] > alerts["gridPos"]["y"]
+    assert "$service" in where["targets"][0]["expr"]

@@ -138,6 +138,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.results",
                 # Sampling rates raised by alert rules, read by the sampler.
                 "monitor.boosts",
+                # A record's dimensions: written in results lines, read by the alerts.
+                "monitor.where",
             }
         ),
     ),

@@ -25,9 +25,12 @@ PER_S = 24
 
 
 class Service:
-    """The RAG service: one trace per request (root, retriever, LLM spans) via the SDK."""
+    """The RAG service: one trace per request (root, retriever, LLM spans) via the SDK,
+    on `route`."""
 
-    def __init__(self, otlp_http_port: int, version: str | None = None) -> None:
+    def __init__(
+        self, otlp_http_port: int, version: str | None = None, route: str = "/ask"
+    ) -> None:
         attributes = {"service.name": "shop"}
         if version is not None:
             attributes["service.version"] = version
@@ -39,13 +42,14 @@ class Service:
         self.faithful = [a for a in pool if not a.hallucinated]
         self.hallucinated = [a for a in pool if a.hallucinated]
         self.sent = 0
+        self.route = route
 
     def request(self, item: Answer) -> None:
         with self.tracer.start_as_current_span(
             "rag.request",
             attributes={
                 "openinference.span.kind": "CHAIN",
-                "http.route": "/ask",
+                "http.route": self.route,
                 "input.value": item.question,
             },
         ) as root:

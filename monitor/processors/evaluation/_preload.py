@@ -24,7 +24,7 @@ import monitor.processors.evaluation._task  # noqa: F401  (the task, and extract
 
 log = logging.getLogger(__name__)
 
-TABLES = ("monitor.detector.embedding:shared_embedder",)
+TABLES = ("monitor.detector.embedding:shared_embedder", "monitor.detector.topics:anchors")
 
 
 def load_tables() -> None:

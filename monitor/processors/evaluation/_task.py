@@ -28,7 +28,7 @@ from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
 from monitor.pool import Initializer
 from monitor.record_limits import SizeLimits
-from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 
@@ -85,12 +85,15 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class Settings:
     """What every task of a stage shares: how to extract and bound a trace's records,
-    and whether records held back as suspect are scored anyway."""
+    whether records held back as suspect are scored anyway, and whether extracted records
+    get their question's topic (`metadata.topic`, `monitor.detector.topics`: for the alert
+    rules' attribution, computed here where the detector runs)."""
 
     route_attribute: str = "http.route"
     limits: SizeLimits = field(default_factory=SizeLimits)
     evaluate_suspect: bool = False
     conventions: tuple[Convention, ...] = ()  # the user's (`extraction.conventions`)
+    topics: bool = False
 
 
 def held_back(record: RagRecord, evaluate_suspect: bool) -> bool:
@@ -116,13 +119,16 @@ def run(task: Task, scorers: Mapping[str, CpuScorer], settings: Settings, answer
     """The task, filling `answer` as it goes: every trace extracted first, then every
     record scored."""
     for job in task.jobs:
-        answer.extractions.append(
+        extraction = (
             extract_within(
                 job.spans, settings.route_attribute, settings.limits, settings.conventions
             )
             if isinstance(job, TraceJob)
             else None
         )
+        if settings.topics and isinstance(extraction, TraceRecords):
+            extraction = _with_topics(extraction)
+        answer.extractions.append(extraction)
     if not task.score:
         return answer
     for job, extraction in zip(task.jobs, answer.extractions, strict=True):
@@ -143,6 +149,20 @@ def run(task: Task, scorers: Mapping[str, CpuScorer], settings: Settings, answer
             ]
         )
     return answer
+
+
+def _with_topics(extraction: TraceRecords) -> TraceRecords:
+    """The extraction with each record's question topic in its metadata (`topic`); a
+    record without a question, or whose question has no topic, is left as it is."""
+    from monitor.detector.topics import question_topic  # the detector: workers only
+
+    records = []
+    for record in extraction.records:
+        topic = question_topic(record.query) if record.query else ""
+        if topic:
+            record = record.model_copy(update={"metadata": {**record.metadata, TOPIC: topic}})
+        records.append(record)
+    return TraceRecords(records, extraction.cut, extraction.refused)
 
 
 def _score(

@@ -1,0 +1,132 @@
+"""End to end: a page that says where, through real OTLP traffic and a real Alertmanager.
+
+A real `rag-monitor run` (the embedded `local_groundedness` at its default threshold, a
+regression rule with the windows shortened to 30 s current and 3 min baseline, every other
+setting at its default, `alerts.trace_url` and `exporters.results_file` set) takes RAG
+traces from the OpenTelemetry SDK over OTLP/HTTP on two routes, `/ask` and `/chat`, at the
+same hallucinated share; then `/chat` alone hallucinates four times as often. The page
+that reaches the webhook through Alertmanager names `route=/chat`, lists failing trace ids
+that are in the results file with their links, and `GET /alerts` on the metrics port says
+the same. Every check waits on a condition; the traffic is paced in real time (a separate
+process cannot take an injected clock).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.rag_service import PER_S, Service, metric
+from tests.support.servers import alertmanager, need, rag_monitor, webhook
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+RULE = "hallucination_regression"
+HEALTHY_SHARE = 0.2
+TRACE_URL = "http://tempo.example:3200/trace/{trace_id}"
+
+
+def test_a_page_names_the_route_that_carries_the_rise_with_its_traces(tmp_path: Path) -> None:
+    need("prometheus-alertmanager")
+    config = tmp_path / "monitor.yaml"
+    results = tmp_path / "results.jsonl"
+    with webhook() as hook, alertmanager(tmp_path, hook.url) as am:
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "receivers": {
+                        "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+                    },
+                    "exporters": {
+                        "prometheus": {"endpoint": "127.0.0.1:0"},
+                        "results_file": str(results),
+                    },
+                    "evaluators": [{"name": "local_groundedness"}],
+                    "alerts": {
+                        "alertmanager": {"url": am},
+                        "trace_url": TRACE_URL,
+                        "rules": [
+                            {
+                                "name": RULE,
+                                "evaluator": "local_groundedness",
+                                "window": "30s",
+                                "baseline": {"window": "3m"},
+                                "severity": "page",
+                            }
+                        ],
+                    },
+                }
+            )
+        )
+        with rag_monitor(tmp_path, config) as ports:
+            assert ports.http is not None
+            ask, chat = Service(ports.http, route="/ask"), Service(ports.http, route="/chat")
+            try:
+                _scenario(ask, chat, hook, ports.metrics, results)
+            finally:
+                ask.close()
+                chat.close()
+
+
+def _scenario(ask: Service, chat: Service, hook: Any, port: int, results: Path) -> None:
+    def samples(window: str) -> float:
+        return metric(port, "rag_monitor_alert_samples", f'window="{window}"') or 0.0
+
+    def pages() -> list[dict[str, Any]]:
+        return [
+            a
+            for a in hook.alerts()
+            if a["labels"].get("alertname") == RULE and a["status"] == "firing"
+        ]
+
+    def traffic(chat_share: float, until: Any, within_s: float) -> None:
+        """`PER_S` requests a second, half on each route, until `until()`."""
+        start = tick = time.monotonic()
+        while not until():
+            assert time.monotonic() - start < within_s, f"not within {within_s} s"
+            ask.send(PER_S // 4, HEALTHY_SHARE)
+            chat.send(PER_S // 4, chat_share)
+            tick += 0.5  # pacing the traffic, not waiting for a result
+            time.sleep(max(0.0, tick - time.monotonic()))
+
+    # The same share on both routes until the rule can judge: quiet.
+    traffic(HEALTHY_SHARE, lambda: samples("baseline") >= 500 and samples("current") >= 100, 300)
+    assert pages() == []
+
+    # /chat alone hallucinates four times as often: the page says where.
+    traffic(HEALTHY_SHARE * 4, lambda: bool(pages()), 180)
+    page = pages()[0]
+    notes = page["annotations"]
+    assert notes["slice"] == "route=/chat", notes["where"]
+    assert notes["where"].startswith("route /chat: ")
+    ids = notes["trace_ids"].split()
+    assert 1 <= len(ids) <= 5
+    assert notes["trace_urls"].split() == [TRACE_URL.replace("{trace_id}", i) for i in ids]
+
+    # The traces it lists are in the results file, failing on /chat.
+    def listed() -> dict[str, dict[str, Any]]:
+        lines = [json.loads(line) for line in results.read_text().splitlines() if line]
+        return {line["trace_id"]: line for line in lines if line["trace_id"] in ids}
+
+    wait_until(lambda: len(listed()) == len(ids), 30, "the listed traces' results lines")
+    for line in listed().values():
+        assert line["route"] == "/chat"
+        assert line["results"]["local_groundedness"]["passed"] is False
+
+    # GET /alerts on the metrics port lists the alert with its attribution.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/alerts", timeout=5) as resp:
+        body = json.loads(resp.read())
+    (alert,) = [a for a in body["alerts"] if a["rule"] == RULE]
+    first = alert["attribution"]["slices"][0]
+    assert (first["dimension"], first["value"]) == ("route", "/chat")
+    assert all(
+        t["url"].startswith("http://tempo.example:3200/trace/")
+        for t in alert["attribution"]["traces"]
+    )
