@@ -43,7 +43,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.production_streams import START, StreamSpec
 from bench.sliced_streams import Injection, records, slice_factor
 from monitor.alerts.attribution import Attribution
 from monitor.alerts.backtest import Backtest
@@ -53,6 +52,7 @@ from monitor.records import ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
 from monitor.where import Where
 from tests.support import bench_docs
+from tests.support.production_streams import START, StreamSpec
 
 RISE_AT_H = 6.0
 AFTER_H = 8.0
