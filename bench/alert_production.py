@@ -1,7 +1,7 @@
 """The default regression rule on production-shaped streams, through `rag-monitor backtest`.
 
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
-        [--seed 1] [--write-docs]
+        [--warmup-days 28] [--jobs 2] [--seed 1] [--write-docs]
 
 Every stream comes from `bench/production_streams.py` (conversations, a daily cycle of the
 defect rate and of traffic, changes) and goes through `monitor.alerts.backtest.Backtest`,
@@ -15,7 +15,7 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    verdict a second (`--days` of service time each) and at 10 (`--fast-days`); and
    independent verdicts at a flat rate. False pages per budget period with a 95 % upper
    bound (Poisson): the promise is at most one, and the bound at most two.
-2. **A x1.5 step** (0.20 to 0.30) after a four-week warm-up, at a random hour, `--trials`
+2. **A x1.5 step** (0.20 to 0.30) after `--warmup-days` of history, at a random hour, `--trials`
    services: hours to page against the **information limit at the stream's effective
    sample size**, `ln(r T) / (r KL / D)`: `r` verdicts a second, `T` the budget, `KL` the
    divergence per verdict of the risen stream from the healthy one, `D` the conversations'
@@ -31,6 +31,7 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,6 +66,11 @@ def replay(spec: StreamSpec, **kwargs: int) -> list[Event]:
     return list(Backtest(config(**kwargs)).run(stream(spec)))
 
 
+def page_times(spec: StreamSpec, max_services: int = 50) -> list[tuple[float, str]]:
+    """(time, service) of every page on one stream: what a worker process sends back."""
+    return [(e.time, e.alert.service) for e in pages(replay(spec, max_services=max_services))]
+
+
 def pages(events: Iterable[Event], after: float = 0.0) -> list[Event]:
     return [e for e in events if e.status == "firing" and e.time >= after]
 
@@ -74,8 +80,8 @@ def upper_bound(count: int, exposure: float) -> float:
     return float(chi2.ppf(0.95, 2 * (count + 1)) / 2 / exposure)
 
 
-def healthy(days: float, fast_days: float, seed: int) -> str:
-    rows = []
+def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
+    runs = []
     shapes = [(icc, ids) for icc in (0.05, 0.17, 0.3) for ids in (True, False)]
     for rate, span in ((1.0, days), (10.0, fast_days)):
         for icc, ids in [*shapes, (0.0, False)]:
@@ -89,24 +95,27 @@ def healthy(days: float, fast_days: float, seed: int) -> str:
                 traffic_ratio=10.0 if seasonal else 1.0,
                 seed=seed,
             )
-            found = len(pages(replay(spec)))
-            budgets = span / BUDGET_DAYS
-            shape = (
-                f"ICC {icc:g}, {'with' if ids else 'without'} ids, daily cycle, traffic x10"
-                if seasonal
-                else "independent verdicts, flat rate"
-            )
-            rows.append(
-                [
-                    f"{rate:g}",
-                    shape,
-                    f"{span:g}",
-                    str(found),
-                    f"{found / budgets:.2f}",
-                    f"{upper_bound(found, budgets):.2f}",
-                ]
-            )
-            print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+            runs.append((spec, pool.submit(page_times, spec)))
+    rows = []
+    for spec, future in runs:
+        found = len(future.result())
+        budgets = spec.days / BUDGET_DAYS
+        shape = (
+            f"ICC {spec.icc:g}, {'with' if spec.ids else 'without'} ids, daily cycle, traffic x10"
+            if spec.icc > 0
+            else "independent verdicts, flat rate"
+        )
+        rows.append(
+            [
+                f"{spec.rate:g}",
+                shape,
+                f"{spec.days:g}",
+                str(found),
+                f"{found / budgets:.2f}",
+                f"{upper_bound(found, budgets):.2f}",
+            ]
+        )
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(
         [
             "verdicts/s",
@@ -125,9 +134,7 @@ def information_limit_h(rate: float, p0: float, p1: float, design: float) -> flo
     return math.log(rate * BUDGET_DAYS * DAY_S) / (rate * kl / design) / 3600
 
 
-def steps(trials: int, seed: int) -> str:
-    rows = []
-    warmup = 28.0
+def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     cases = [
         (1.0, 0.17, True, 1.5),
         (1.0, 0.17, False, 1.5),
@@ -136,8 +143,9 @@ def steps(trials: int, seed: int) -> str:
         (1.0, 0.0, False, 2.0),
         (10.0, 0.0, False, 2.0),
     ]
+    runs = []
     for rate, icc, ids, factor in cases:
-        waits = []
+        trial_runs = []
         for trial in range(trials):
             # A step at a different hour of the day each trial.
             at = warmup + (trial * 24 / trials + 0.5) / 24
@@ -151,20 +159,24 @@ def steps(trials: int, seed: int) -> str:
                 changes=(Change("step", at, factor),),
                 seed=seed + trial,
             )
-            start = START + at * DAY_S
-            early = pages(replay(spec))
-            after = [e for e in early if e.time >= start]
-            waits.append((after[0].time - start) / 3600 if after else math.inf)
-        limit = information_limit_h(rate, 0.2, 0.2 * factor, spec.design_effect)
+            trial_runs.append((START + at * DAY_S, pool.submit(page_times, spec)))
+        runs.append((spec, factor, trial_runs))
+    rows = []
+    for spec, factor, trial_runs in runs:
+        waits = []
+        for start, future in trial_runs:
+            after = [t for t, _ in future.result() if t >= start]
+            waits.append((after[0] - start) / 3600 if after else math.inf)
+        limit = information_limit_h(spec.rate, 0.2, 0.2 * factor, spec.design_effect)
         median = sorted(waits)[len(waits) // 2]
         shape = (
-            f"ICC {icc:g}, {'with' if ids else 'without'} ids, daily cycle, traffic x10"
-            if icc
+            f"ICC {spec.icc:g}, {'with' if spec.ids else 'without'} ids, daily cycle, traffic x10"
+            if spec.icc
             else "independent verdicts, flat rate"
         )
         rows.append(
             [
-                f"{rate:g}",
+                f"{spec.rate:g}",
                 shape,
                 f"x{factor:g}",
                 _hours(median),
@@ -188,8 +200,7 @@ def steps(trials: int, seed: int) -> str:
     )
 
 
-def changes(trials: int, seed: int) -> str:
-    rows = []
+def changes(pool: Executor, trials: int, seed: int) -> str:
     base = StreamSpec(
         rate=1.0, days=21.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0, seed=seed
     )
@@ -197,21 +208,28 @@ def changes(trials: int, seed: int) -> str:
         "a return to 0.20 after 12 h at 0.10": (Change("spell", 14.0, 0.10, 0.5),),
         "evaluator revision, its verdicts at 0.35": (Change("revision", 14.0, 0.35),),
     }
-    for name, change in cases.items():
-        found = 0
-        for trial in range(trials):
-            spec = replace(base, changes=change, seed=seed + trial)
-            found += len(pages(replay(spec), after=START + 14.0 * DAY_S))
+    runs = {
+        name: [
+            pool.submit(page_times, replace(base, changes=change, seed=seed + trial))
+            for trial in range(trials)
+        ]
+        for name, change in cases.items()
+    }
+    crowd = replace(base, rate=0.2, services=200, days=14.0, service_prefix="crowd")
+    crowded = pool.submit(page_times, crowd, 50)
+    rows = []
+    after = START + 14.0 * DAY_S
+    for name, futures in runs.items():
+        found = sum(t >= after for future in futures for t, _ in future.result())
         rows.append([name, f"{trials} x {base.days - 14:g} days", str(found)])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    crowd = replace(base, rate=0.2, services=200, days=14.0, service_prefix="crowd")
-    events = replay(crowd, max_services=50)
-    folded = [e for e in pages(events) if e.alert.service == "other"]
+    crowd_pages = crowded.result()
+    folded = [service for _, service in crowd_pages if service == "other"]
     rows.append(
         [
             "200 healthy services past a cap of 50 (`other` folded)",
             "200 x 14 days",
-            f"{len(pages(events))} ({len(folded)} for other)",
+            f"{len(crowd_pages)} ({len(folded)} for other)",
         ]
     )
     print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
@@ -227,17 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=365.0, help="healthy days at 1/s")
     parser.add_argument("--fast-days", type=float, default=150.0, help="healthy days at 10/s")
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--warmup-days", type=float, default=28.0, help="history before a step")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=("healthy", "steps", "changes"))
     bench_docs.add_flag(parser)
     args = parser.parse_args(argv)
     parts = []
-    if args.only in (None, "healthy"):
-        parts.append(healthy(args.days, args.fast_days, args.seed))
-    if args.only in (None, "steps"):
-        parts.append(steps(args.trials, args.seed))
-    if args.only in (None, "changes"):
-        parts.append(changes(args.trials, args.seed))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        if args.only in (None, "healthy"):
+            parts.append(healthy(pool, args.days, args.fast_days, args.seed))
+        if args.only in (None, "steps"):
+            parts.append(steps(pool, args.trials, args.warmup_days, args.seed))
+        if args.only in (None, "changes"):
+            parts.append(changes(pool, args.trials, args.seed))
     out = "\n\n".join(parts)
     print(out)
     if args.write_docs and args.only is None:

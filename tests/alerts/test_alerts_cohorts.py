@@ -239,5 +239,5 @@ def test_a_record_carries_its_version_into_the_results_line() -> None:
     assert (native.version, qa.version) == ("1.4.2", "2.0")
     assert parse_record({"request": "q", "response": "a"}).version is None
     line = results_line(native, {"local_groundedness": verdict("local_groundedness", True)})
-    assert list(line)[:4] == ["request_id", "trace_id", "service", "version"]
+    assert list(line)[:5] == ["request_id", "trace_id", "time", "service", "version"]
     assert line["version"] == "1.4.2"

@@ -99,7 +99,10 @@ def test_a_step_of_half_again_pages_within_hours() -> None:
     )
     events, _ = replay(spec, config(season="day"))
     (page,) = pages(events)
-    assert START + 6 * DAY_S < page.time < START + 6.25 * DAY_S
+    # The step lands at midnight, when traffic is a tenth of the day's: the night's few
+    # verdicts, against a season whose offsets are as uncertain as the clustering makes them,
+    # carry it into the morning.
+    assert START + 6 * DAY_S < page.time < START + 6.5 * DAY_S
     assert (
         "expected from the previous 24h and this hour of the day"
         in (page.alert.annotations["description"])

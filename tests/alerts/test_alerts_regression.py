@@ -359,6 +359,7 @@ def test_check_config_shows_a_regression_rule_with_its_defaults(tmp_path: Path) 
         "min_samples": 500,
         "season": "week",
         "accept_after": "7d",
+        "reference": "trailing",
     }
     assert (rule["min_samples"], rule["max_defect_rate"]) == (100, None)
 
