@@ -173,8 +173,7 @@ class AlertSlo(Section):
         for k, row in enumerate(self.burn_rates):
             if parse_duration(row.long) > window:
                 raise ValueError(
-                    f"burn_rates.{k}.long: {row.long} is longer than the SLO's window "
-                    f"{self.window}"
+                    f"burn_rates.{k}.long: {row.long} is longer than the SLO's window {self.window}"
                 )
         budget = 1 - self.objective
         if all(row.factor(window) * budget >= 1 for row in self.burn_rates):
@@ -319,8 +318,7 @@ class AlertRule(Section):
             )
         if parse_duration(self.window) != parse_duration(slo.window):
             raise ValueError(
-                f"window: an SLO rule's window is its slo.window ({slo.window}); leave window "
-                "out"
+                f"window: an SLO rule's window is its slo.window ({slo.window}); leave window out"
             )
         if self.false_page_every is not None:
             raise ValueError(
