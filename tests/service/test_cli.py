@@ -3,6 +3,7 @@ flags and their environment variables, check-config's output, JSON logs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.__main__ import main
+from monitor.__main__ import _run_loop, main
 from monitor._logs import JsonLogFormatter
 from tests.conftest import EXAMPLES
 from tests.service.test_docs_examples import readme_metric_lines
@@ -224,6 +225,56 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
     assert any(m.startswith("stopped;") for m in messages)
     assert any(line["level"] == "DEBUG" for line in lines), "--log-level debug after run"
     assert lines[0]["time"].endswith("Z")
+
+
+def test_the_command_ends_with_its_code_whatever_thread_is_left_running() -> None:
+    """Once `main` has returned, `rag-monitor` ends with its code, its log and stdout
+    flushed: a thread the shutdown left behind (an export blocked on a collector that never
+    answers) does not hold the process, nor does the interpreter's teardown."""
+    script = (
+        "import logging, sys, threading\n"
+        "import monitor.__main__ as command\n"
+        "def main():\n"
+        "    threading.Thread(target=threading.Event().wait).start()  # never ends\n"
+        "    logging.basicConfig()\n"
+        "    logging.getLogger('monitor').warning('logged')\n"
+        "    sys.stdout.write('printed')  # a pipe: buffered until flushed\n"
+        "    return 3\n"
+        "command.main = main\n"
+        "command.cli()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == "printed"
+    assert "logged" in result.stderr
+
+
+def test_the_loop_closes_without_waiting_on_a_call_the_shutdown_abandoned() -> None:
+    """An evaluation still scoring in a thread at the deadline (`pipeline.processes: 0`)
+    holds neither `run` nor `replay`: closing their loop does not join its executor."""
+    started, release = threading.Event(), threading.Event()
+
+    def call() -> None:
+        started.set()
+        release.wait()
+
+    async def leave_a_call_running() -> int:
+        running = asyncio.create_task(asyncio.to_thread(call))
+        assert await asyncio.to_thread(started.wait, 30)
+        assert not running.done()
+        return 7
+
+    returned: list[int] = []
+    closing = threading.Thread(target=lambda: returned.append(_run_loop(leave_a_call_running())))
+    closing.start()
+    closing.join(30)
+    try:
+        assert not closing.is_alive(), "closing the loop waited on the abandoned call"
+        assert returned == [7]
+    finally:
+        release.set()
 
 
 def test_json_log_line_carries_the_exception() -> None:
