@@ -22,6 +22,7 @@ import yaml
 
 from monitor.__main__ import _run_loop, main
 from monitor._logs import JsonLogFormatter
+from monitor._version import __version__
 from tests.conftest import EXAMPLES
 from tests.service.test_docs_examples import readme_metric_lines
 from tests.support.servers import monitor_ports
@@ -81,8 +82,11 @@ def test_replay_examples_scores_hallucinations_lower(tmp_path: Path, cli: list[s
                 "severity",
                 "explanation",
                 "error",
+                "revision",
+                "safety",
             }
             assert verdict["error"] is None
+            assert verdict["revision"].startswith(__version__ + "+")
             assert 0 <= verdict["normalized"] <= 1
 
 
