@@ -164,7 +164,6 @@ GOOD: dict[str, Any] = {
             "max_response_bytes": 1 << 20,
         },
         "alertmanager": {"url": "http://alertmanager:9093"},
-        "webhooks": [{"url": "https://hooks.example/page", "headers": {"X-Key": "k"}}],
         "evaluation_interval_s": 15,
         "state_file": "/var/lib/rag-monitor/alerts.state",
     },
@@ -383,7 +382,15 @@ TABLE: dict[str, list[Any]] = {
     "pipeline.label_idle_s": [*NOT_SECONDS, 0.5],
 }
 # Keys that exclude another the good file sets: that one is left out with them.
-EXCLUDES = {"receivers.otlp.auth_token": "receivers.otlp.auth_token_env"}
+EXCLUDES = {
+    "receivers.otlp.auth_token": "receivers.otlp.auth_token_env",
+    "alerts.webhooks": "alerts.fleet",
+}
+# Sections the good file leaves out for a key it sets (webhooks are refused with a fleet),
+# put in with the keys under them.
+ADDS = {
+    "alerts.webhooks": [{"url": "https://hooks.example/page", "headers": {"X-Key": "k"}}],
+}
 
 
 def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -440,8 +447,16 @@ def _names(problem: str, key: str) -> bool:
 def _with(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     data = copy.deepcopy(data)
     *parents, key = path.split(".")
-    if path in EXCLUDES:
-        _drop(data, EXCLUDES[path])
+    for prefix, excluded in EXCLUDES.items():
+        if path == prefix or path.startswith(prefix + "."):
+            _drop(data, excluded)
+    for prefix, section in ADDS.items():
+        if path.startswith(prefix + "."):
+            *above, name = prefix.split(".")
+            node_: Any = data
+            for part in above:
+                node_ = node_[part]
+            node_[name] = copy.deepcopy(section)
     node: Any = data
     for part in parents:
         node = node[int(part)] if part.isdigit() else node[part]
