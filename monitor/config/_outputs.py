@@ -7,7 +7,14 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from monitor.config._fields import (
     SECRET,
@@ -71,7 +78,13 @@ class AlertBaseline(Section):
     accept_after: Duration = "7d"
     # What the current window is compared with: the trailing level (and season), the same
     # hours one week before, or a pinned period.
-    reference: Literal["trailing", "last_week"] | AlertReference = "trailing"
+    reference: Annotated[
+        Annotated[Literal["trailing", "last_week"], Tag("named")]
+        | Annotated[AlertReference, Tag("pinned")],
+        # A mapping is a pinned reference, anything else a name: only that form's problems
+        # are reported, not why the value is not the other.
+        Discriminator(lambda v: "pinned" if isinstance(v, dict | AlertReference) else "named"),
+    ] = "trailing"
 
     @model_validator(mode="before")
     @classmethod
