@@ -127,6 +127,21 @@ class AlertCohorts(Section):
     by: Literal["version", "model", "route"]
 
 
+# Alert and rule names are label values (`alertname`, `rule`): plain and short.
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def _label_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(
+            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
+        )
+    return value
+
+
+LabelName = Annotated[str, AfterValidator(_label_name)]
+
+
 class AlertBurnRate(Section):
     """One row of an SLO rule's multiwindow, multi-burn-rate table: the rule fires at
     `severity` while the error budget burns at least this fast over both `long` and `short`.
@@ -139,7 +154,8 @@ class AlertBurnRate(Section):
     burn_rate: float | None = Field(default=None, gt=0)
     long: Duration
     short: Duration
-    severity: str = "page"
+    # The alert's `severity` label while this row holds: written like a rule's.
+    severity: LabelName = "page"
 
     @model_validator(mode="after")
     def _one_speed(self) -> AlertBurnRate:
@@ -213,19 +229,6 @@ FALSE_PAGE_EVERY = "90d"
 FalsePageEvery = Annotated[
     Duration, duration_between("1h", "3650d", "a rule's false-page budget in time")
 ]
-# Alert and rule names are label values (`alertname`, `rule`): plain and short.
-_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-
-
-def _label_name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise ValueError(
-            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
-        )
-    return value
-
-
-LabelName = Annotated[str, AfterValidator(_label_name)]
 
 
 class AlertBoost(Section):
