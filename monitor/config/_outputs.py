@@ -28,6 +28,7 @@ from monitor.config._fields import (
     at_least,
     at_most,
     duration_between,
+    http_url,
     is_loopback_host,
     parse_duration,
 )
@@ -213,6 +214,10 @@ class AlertSlo(Section):
             )
         return self
 
+
+# The oldest a conversation grows before its verdicts are judged, however busy it is
+# (monitor/alerts/units.py): it bounds how long a sequential test waits on one.
+CONVERSATION_MAX_AGE = "6h"
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
 # monitor/alerts/README.md).
@@ -404,8 +409,15 @@ class Alerts(Section):
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
-    # A conversation's verdicts are judged together once it has been quiet this long.
-    conversation_idle: Duration = "10m"
+    # A conversation's verdicts are judged together once it has been quiet this long; a
+    # conversation is handed on at CONVERSATION_MAX_AGE whatever its idle time, so a longer
+    # one would never be reached.
+    conversation_idle: Annotated[
+        Duration,
+        duration_between(
+            "0s", CONVERSATION_MAX_AGE, "a conversation is judged once it is this old anyway"
+        ),
+    ] = "10m"
     # The link a page gives each trace it lists, `{trace_id}` replaced by the trace's id
     # (a Grafana Tempo or Jaeger URL).
     trace_url: str | None = None
@@ -413,11 +425,15 @@ class Alerts(Section):
     @field_validator("trace_url")
     @classmethod
     def _names_the_trace(cls, value: str | None) -> str | None:
-        if value is not None and "{trace_id}" not in value:
+        if value is None:
+            return value
+        if "{trace_id}" not in value:
             raise ValueError(
                 "must contain {trace_id}, which each listed trace's id replaces, e.g. "
                 "http://tempo:3200/trace/{trace_id}"
             )
+        # Checked as a page's reader will follow it: with a trace's id in place.
+        http_url(value.replace("{trace_id}", "0" * 32))
         return value
 
     @model_validator(mode="after")
