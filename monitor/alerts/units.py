@@ -22,8 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.config import CONVERSATION_MAX_AGE, parse_duration
+
 MAX_VERDICTS = 100
-MAX_AGE_S = 6 * 3600.0
+# `alerts.conversation_idle` is at most this: a conversation is never quiet for longer.
+MAX_AGE_S = parse_duration(CONVERSATION_MAX_AGE)
 MAX_OPEN = 20_000
 
 

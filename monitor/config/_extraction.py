@@ -50,6 +50,17 @@ class AttributeSource(Section):
     def _bare_attribute(cls, data: Any) -> Any:
         return {"attribute": data} if isinstance(data, str) else data
 
+    @model_validator(mode="after")
+    def _field_of_an_object(self) -> AttributeSource:
+        # An indexed source is read entry by entry, never as one value: a field would be
+        # silently ignored.
+        if self.field is not None and self.encoding == "indexed":
+            raise ValueError(
+                "field: takes a member of one JSON object, and an indexed encoding reads "
+                "<attribute>.N.<field> entries instead; leave field out, or use encoding json"
+            )
+        return self
+
 
 class ConventionKind(Section):
     """The attribute naming a span's role, and which of its values mean which role
@@ -115,8 +126,13 @@ class Extraction(Section):
     @field_validator("conventions")
     @classmethod
     def _unique_names(cls, entries: list[UserConvention]) -> list[UserConvention]:
-        names = [e.name for e in entries]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        # Each later entry is named at its own `name`, the key to change.
+        seen: set[str] = set()
+        twice = []
+        for k, entry in enumerate(entries):
+            if entry.name in seen:
+                twice.append(f"{k}.name: {entry.name!r} is listed twice; names are unique")
+            seen.add(entry.name)
         if twice:
-            raise ValueError(f"listed twice: {', '.join(twice)}")
+            raise ValueError("\n".join(twice))
         return entries

@@ -290,7 +290,7 @@ def _endpoint(value: str) -> str:
 Endpoint = Annotated[str, BeforeValidator(lambda v: _endpoint(str(v)))]
 
 
-def _http_url(value: Any) -> Any:
+def http_url(value: Any) -> Any:
     """An http or https URL with a host and, if given, a port in 1..65535."""
     if not isinstance(value, str):
         return value
@@ -309,12 +309,12 @@ def _http_url(value: Any) -> Any:
 
 
 # An http(s) URL the monitor sends to; `check-config` masks a password inside it.
-HttpUrl = Annotated[str, BeforeValidator(_http_url)]
+HttpUrl = Annotated[str, BeforeValidator(http_url)]
 
 
 # `host:port`, or an http(s) URL (what the OTLP exporters take).
 HostPortOrUrl = Annotated[
-    str, BeforeValidator(lambda v: _http_url(v) if "://" in str(v) else _endpoint(str(v)))
+    str, BeforeValidator(lambda v: http_url(v) if "://" in str(v) else _endpoint(str(v)))
 ]
 
 

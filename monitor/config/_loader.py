@@ -8,9 +8,9 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
 from monitor.config._env import ENV_PREFIX, apply_override, env_overrides, expand_env_refs
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig
@@ -55,7 +55,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
     (no internal class names); an unknown key of `model`'s tree names the nearest known one."""
     problems = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
+        path = _keys_of(model, err["loc"]) if model is not None else err["loc"]
+        loc = ".".join(str(p) for p in path)
         for msg in _message(err, model).split("\n"):
             where = loc
             # Validators that see several keys name their own key first ("key: problem").
@@ -65,6 +66,46 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
                 msg = named.group(2)
             problems.append(f"{where or '(top level)'}: {msg}")
     return problems
+
+
+def _keys_of(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """`loc` as the file's keys: without the label pydantic puts after a key whose value
+    may take several forms (a union: the tag of the form tried, or a name such as
+    `literal[...]`), which the file never wrote."""
+    keys: list[int | str] = []
+    current: Any = model
+    for part in loc:
+        current = _unannotated(current)
+        if get_origin(current) in (Union, type(int | None)):
+            forms = [a for a in get_args(current) if a is not type(None)]
+            if len(forms) > 1:
+                current = next((f for f in forms if _is_form(f, part)), None)
+                continue
+            current = _unannotated(forms[0]) if forms else None
+        keys.append(part)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            current = field.annotation if field is not None else None
+        elif get_origin(current) in (list, tuple, dict):
+            current = get_args(current)[-1] if get_args(current) else None
+        else:
+            current = None
+    return tuple(keys)
+
+
+def _unannotated(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _is_form(form: Any, label: int | str) -> bool:
+    """Whether `label` (in an error's location) names `form`, one type of a union."""
+    tags = get_args(form)[1:] if get_origin(form) is Annotated else ()
+    if any(isinstance(t, Tag) and t.tag == label for t in tags):
+        return True
+    base = _unannotated(form)
+    return isinstance(base, type) and base.__name__ in str(label)
 
 
 def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
@@ -82,7 +123,7 @@ def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
 
 def _nearest_key(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> str:
     """`; did you mean 'x'?` for an unknown key at `loc` close to a known one."""
-    section = _model_at(model, loc[:-1]) if model is not None else None
+    section = _model_at(model, _keys_of(model, loc)[:-1]) if model is not None else None
     if section is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1, cutoff=0.6)
@@ -103,7 +144,7 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
         current = field.annotation
         # Unwrap optional, list and mapping types down to a model.
         while get_origin(current) in (Union, type(int | None), list, dict, tuple):
-            args = [a for a in get_args(current) if a is not type(None)]
+            args = [_unannotated(a) for a in get_args(current) if a is not type(None)]
             models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
             current = models[0] if models else (args[-1] if args else None)
             if models:

@@ -7,7 +7,14 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from monitor.config._fields import (
     SECRET,
@@ -21,6 +28,7 @@ from monitor.config._fields import (
     at_least,
     at_most,
     duration_between,
+    http_url,
     is_loopback_host,
     parse_duration,
 )
@@ -71,7 +79,13 @@ class AlertBaseline(Section):
     accept_after: Duration = "7d"
     # What the current window is compared with: the trailing level (and season), the same
     # hours one week before, or a pinned period.
-    reference: Literal["trailing", "last_week"] | AlertReference = "trailing"
+    reference: Annotated[
+        Annotated[Literal["trailing", "last_week"], Tag("named")]
+        | Annotated[AlertReference, Tag("pinned")],
+        # A mapping is a pinned reference, anything else a name: only that form's problems
+        # are reported, not why the value is not the other.
+        Discriminator(lambda v: "pinned" if isinstance(v, dict | AlertReference) else "named"),
+    ] = "trailing"
 
     @model_validator(mode="before")
     @classmethod
@@ -114,6 +128,21 @@ class AlertCohorts(Section):
     by: Literal["version", "model", "route"]
 
 
+# Alert and rule names are label values (`alertname`, `rule`): plain and short.
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def _label_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(
+            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
+        )
+    return value
+
+
+LabelName = Annotated[str, AfterValidator(_label_name)]
+
+
 class AlertBurnRate(Section):
     """One row of an SLO rule's multiwindow, multi-burn-rate table: the rule fires at
     `severity` while the error budget burns at least this fast over both `long` and `short`.
@@ -126,7 +155,8 @@ class AlertBurnRate(Section):
     burn_rate: float | None = Field(default=None, gt=0)
     long: Duration
     short: Duration
-    severity: str = "page"
+    # The alert's `severity` label while this row holds: written like a rule's.
+    severity: LabelName = "page"
 
     @model_validator(mode="after")
     def _one_speed(self) -> AlertBurnRate:
@@ -185,6 +215,10 @@ class AlertSlo(Section):
         return self
 
 
+# The oldest a conversation grows before its verdicts are judged, however busy it is
+# (monitor/alerts/units.py): it bounds how long a sequential test waits on one.
+CONVERSATION_MAX_AGE = "6h"
+
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
 # monitor/alerts/README.md).
 REGRESSION_MIN_INCREASE = 0.03
@@ -200,19 +234,6 @@ FALSE_PAGE_EVERY = "90d"
 FalsePageEvery = Annotated[
     Duration, duration_between("1h", "3650d", "a rule's false-page budget in time")
 ]
-# Alert and rule names are label values (`alertname`, `rule`): plain and short.
-_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-
-
-def _label_name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise ValueError(
-            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
-        )
-    return value
-
-
-LabelName = Annotated[str, AfterValidator(_label_name)]
 
 
 class AlertBoost(Section):
@@ -388,8 +409,15 @@ class Alerts(Section):
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
-    # A conversation's verdicts are judged together once it has been quiet this long.
-    conversation_idle: Duration = "10m"
+    # A conversation's verdicts are judged together once it has been quiet this long; a
+    # conversation is handed on at CONVERSATION_MAX_AGE whatever its idle time, so a longer
+    # one would never be reached.
+    conversation_idle: Annotated[
+        Duration,
+        duration_between(
+            "0s", CONVERSATION_MAX_AGE, "a conversation is judged once it is this old anyway"
+        ),
+    ] = "10m"
     # The link a page gives each trace it lists, `{trace_id}` replaced by the trace's id
     # (a Grafana Tempo or Jaeger URL).
     trace_url: str | None = None
@@ -397,11 +425,15 @@ class Alerts(Section):
     @field_validator("trace_url")
     @classmethod
     def _names_the_trace(cls, value: str | None) -> str | None:
-        if value is not None and "{trace_id}" not in value:
+        if value is None:
+            return value
+        if "{trace_id}" not in value:
             raise ValueError(
                 "must contain {trace_id}, which each listed trace's id replaces, e.g. "
                 "http://tempo:3200/trace/{trace_id}"
             )
+        # Checked as a page's reader will follow it: with a trace's id in place.
+        http_url(value.replace("{trace_id}", "0" * 32))
         return value
 
     @model_validator(mode="after")

@@ -474,6 +474,21 @@ def test_unknown_wrong_type_and_missing_are_all_named(tmp_path: Path) -> None:
     assert "evaluators.0.name: required value is missing" in text
 
 
+def test_a_key_of_several_forms_is_named_as_the_file_writes_it(tmp_path: Path) -> None:
+    """`baseline.reference` is a name or a `{pinned}` mapping: a problem names the key the
+    file wrote and only the form it wrote, never pydantic's label for the form tried."""
+    rule = "  - name: r{k}\n    evaluator: local_groundedness\n    baseline: {{reference: {ref}}}\n"
+    refs = ["lastweek", "{pinnned: 2026-01-01/2026-01-08}", '{pinned: "2026-01-08/2026-01-01"}']
+    text = "alerts:\n  rules:\n" + "".join(rule.format(k=k, ref=r) for k, r in enumerate(refs))
+    assert _problems(tmp_path, text) == [
+        "alerts.rules.0.baseline.reference: must be 'trailing' or 'last_week'",
+        "alerts.rules.1.baseline.reference.pinned: required value is missing",
+        "alerts.rules.1.baseline.reference.pinnned: unknown key; did you mean 'pinned'?",
+        "alerts.rules.2.baseline.reference.pinned: '2026-01-08/2026-01-01' must span at least "
+        "an hour, start before end",
+    ]
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "expected"),
     [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
@@ -142,7 +142,13 @@ GOOD: dict[str, Any] = {
             {
                 "name": "regression",
                 "evaluator": "local_groundedness",
-                "baseline": {"window": "24h", "min_samples": 500},
+                "baseline": {
+                    "window": "24h",
+                    "min_samples": 500,
+                    "season": "week",
+                    "accept_after": "7d",
+                    "reference": {"pinned": "2026-01-01T00:00:00Z/2026-01-08T00:00:00Z"},
+                },
                 "min_increase": 0.03,
                 "test": "sequential",
                 "measure": "verdicts",
@@ -154,6 +160,19 @@ GOOD: dict[str, Any] = {
             },
             {"name": "canary", "evaluator": "local_groundedness", "cohorts": {"by": "version"}},
             {"name": "hate", "category": "hate_unfairness", "max_defect_rate": 0.01},
+            {
+                "name": "slo",
+                "evaluator": "local_groundedness",
+                "slo": {
+                    "objective": 0.95,
+                    "window": "28d",
+                    # One row of each speed: a share of the budget, and a burn rate.
+                    "burn_rates": [
+                        {"budget": 0.02, "long": "1h", "short": "5m", "severity": "page"},
+                        {"burn_rate": 2, "long": "3d", "short": "6h", "severity": "ticket"},
+                    ],
+                },
+            },
         ],
         "false_page_every": "90d",
         "fleet": {
@@ -166,6 +185,33 @@ GOOD: dict[str, Any] = {
         "alertmanager": {"url": "http://alertmanager:9093"},
         "evaluation_interval_s": 15,
         "state_file": "/var/lib/rag-monitor/alerts.state",
+        "conversation_idle": "10m",
+        "trace_url": "http://tempo:3200/trace/{trace_id}",
+    },
+    "extraction": {
+        "conventions": [
+            {
+                "name": "my-app",
+                "kind": {
+                    "attribute": "app.span.kind",
+                    "values": {"llm": "model", "ask": "request"},
+                },
+                "match": {
+                    "span_names": ["search"],
+                    "attributes": ["app.hits"],
+                    "role": "retrieval",
+                },
+                "input": [{"attribute": "app.request", "encoding": "json", "field": "question"}],
+                "output": [{"attribute": "app.response", "encoding": "json", "field": "answer"}],
+                "documents": [{"attribute": "app.hits", "encoding": "json", "field": "hits"}],
+                "model": [{"attribute": "app.llm", "encoding": "json", "field": "model"}],
+                "input_tokens": [{"attribute": "app.usage", "encoding": "json", "field": "in"}],
+                "output_tokens": [{"attribute": "app.usage", "encoding": "json", "field": "out"}],
+                "conversation": [{"attribute": "app.session", "encoding": "text", "field": "id"}],
+            },
+            # A second, so that a name listed twice can be tried.
+            {"name": "my-tools", "match": {"span_names": ["call_tool"], "role": "tool"}},
+        ],
     },
     "exporters": {
         "prometheus": {"endpoint": "127.0.0.1:9464", "web_config_file": "WEB", "debug_records": 5},
@@ -327,6 +373,21 @@ TABLE: dict[str, list[Any]] = {
     "alerts.rules.2.max_defect_rate": NOT_A_RATE,
     "alerts.rules.0.baseline.window": [*NOT_A_DURATION, "30m"],  # not longer than window
     "alerts.rules.0.baseline.min_samples": [*NOT_A_COUNT, 0],
+    # The last: a short baseline learns no hour-by-hour season.
+    "alerts.rules.0.baseline.season": [*NOT_A_CHOICE, "month", "Week", True],
+    # Shorter than baseline.window (24h): a rise must last a baseline window to be normal.
+    "alerts.rules.0.baseline.accept_after": [*NOT_A_DURATION, "1h", "23h"],
+    "alerts.rules.0.baseline.reference.pinned": [
+        *NOT_TEXT,
+        1,
+        "2026-01-01T00:00:00Z",  # no end
+        "2026-01-01T00:00:00Z - 2026-01-08T00:00:00Z",
+        "last week/now",
+        "2026-02-30T00:00:00Z/2026-03-08T00:00:00Z",  # no such day
+        "2026-01-08T00:00:00Z/2026-01-01T00:00:00Z",  # ends before it starts
+        "2026-01-01T00:00:00Z/2026-01-01T00:30:00Z",  # under an hour
+        "2026-01-01T00:00:00Z/2026-01-08T00:00:00Z/2026-01-15T00:00:00Z",
+    ],
     "alerts.rules.1.cohorts.by": [*NOT_A_CHOICE, "service"],
     "alerts.rules.0.min_increase": [*NOT_A_NUMBER, 0, 1],
     "alerts.rules.0.test": [*NOT_A_CHOICE, "cusum"],
@@ -339,6 +400,18 @@ TABLE: dict[str, list[Any]] = {
     # The base rate is sampling.rate (0.1) × the evaluator's sample_rate (1.0).
     "alerts.rules.0.boost.sample_rate": [*NOT_A_RATE, 0, 0.05, 0.1],
     "alerts.rules.0.boost.while_p_below": [*NOT_A_NUMBER, 0, 1],
+    # No objective at all (0, 1), none at all, and one where no row can ever fire (the
+    # rows' burn rates 13.44 and 2 times an error budget of 0.6 are above 1).
+    "alerts.rules.3.slo.objective": [*NOT_A_NUMBER, 0, 1, 1.5, 0.4, None],
+    # The last: shorter than the second row's long window (3d).
+    "alerts.rules.3.slo.window": [*NOT_A_DURATION, "2d"],
+    "alerts.rules.3.slo.burn_rates.0.budget": [*NOT_A_NUMBER, 0, 1.5, None],
+    "alerts.rules.3.slo.burn_rates.1.burn_rate": [*NOT_A_NUMBER, 0, None],
+    # Not longer than its short window (5m), longer than the SLO's window (28d).
+    "alerts.rules.3.slo.burn_rates.0.long": [*NOT_A_DURATION, "5m", "1m", "29d"],
+    # Not shorter than its long window (1h).
+    "alerts.rules.3.slo.burn_rates.0.short": [*NOT_A_DURATION, "1h", "2h"],
+    "alerts.rules.3.slo.burn_rates.0.severity": [*NOT_TEXT, "two words", "x" * 129],
     "alerts.false_page_every": [*NOT_A_DURATION, "1ns", "1ms", "0.5s", "1s", "59m"],
     "alerts.fleet.prometheus_url": NOT_A_URL,
     "alerts.fleet.selector": ["job=rag-monitor", 'job="a"}', '{job="a"}', 'job="a" or up'],
@@ -350,6 +423,53 @@ TABLE: dict[str, list[Any]] = {
     "alerts.webhooks.0.headers": ["X-Key: k", ["X-Key"], {"X-Key": 1}],
     "alerts.evaluation_interval_s": [*NOT_SECONDS, 0, 0.1, 301],
     "alerts.state_file": NOT_TEXT,
+    # Past 6h a conversation is handed on for its age, however busy: the idle time is moot.
+    "alerts.conversation_idle": [*NOT_A_DURATION, "7h", "1d"],
+    # No `{trace_id}` (or misspelt), or no http(s) link once it is filled in.
+    "alerts.trace_url": [
+        *NOT_TEXT,
+        "http://tempo:3200/trace/",
+        "http://tempo:3200/trace/{traceid}",
+        *(url + "/{trace_id}" for url in NOT_A_URL),
+    ],
+    "extraction.conventions.1.name": [
+        *NOT_TEXT,
+        "two words",
+        "a/b",
+        "genai",  # a shipped convention's
+        "my-app",  # the other convention's
+    ],
+    "extraction.conventions.0.kind.attribute": NOT_TEXT,
+    "extraction.conventions.0.kind.values": [
+        "model",
+        ["model"],
+        {},
+        {"llm": "llm"},
+        {"llm": 1},
+        {"llm": ["model"]},
+    ],
+    "extraction.conventions.0.match.span_names": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.match.attributes": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.match.role": [*NOT_A_CHOICE, "retriever", "llm"],
+    **{
+        f"extraction.conventions.0.{part}.0.{key}": values
+        for part in (
+            "input",
+            "output",
+            "documents",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "conversation",
+        )
+        # The last encodings: a shipped convention's own, and `indexed`, whose attributes
+        # are `<attribute>.N.<field>` entries and so no object to take `field` from.
+        for key, values in (
+            ("attribute", NOT_TEXT),
+            ("encoding", [*NOT_A_CHOICE, "yaml", "JSON", "genkit", "indexed"]),
+            ("field", NOT_TEXT),
+        )
+    },
     "exporters.prometheus.endpoint": NOT_AN_ENDPOINT,
     "exporters.prometheus.web_config_file": NOT_A_FILE,
     "exporters.prometheus.debug_records": [*NOT_A_COUNT, 10001],
@@ -400,7 +520,12 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
         annotation = field.annotation
         if get_origin(annotation) is list:
             annotation = get_args(annotation)[0]
-        inner = [a for a in (annotation, *get_args(annotation)) if a is not type(None)]
+        # A form of a union may be annotated (a tagged form of `baseline.reference`).
+        inner = [
+            get_args(a)[0] if get_origin(a) is Annotated else a
+            for a in (annotation, *get_args(annotation))
+            if a is not type(None)
+        ]
         section = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if section is not None and get_origin(annotation) in (None, Union, type(int | None)):
             keys += _leaves(section, f"{prefix}{name}.")
