@@ -47,7 +47,7 @@ from monitor.processors.trace._sampling import TraceSampling
 from monitor.processors.trace._shares import FairShares
 from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord, RawRecord
-from monitor.spans import Span
+from monitor.spans import Built, Span
 from monitor.telemetry import Telemetry
 
 Ready = SampledRecord | SampledTrace
@@ -122,10 +122,10 @@ class TraceStage:
 
     def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
         refused = self._refusal()
-        built: list[list[Span] | None] = [None] * len(deliveries)
+        built: list[Built | None] = [None] * len(deliveries)
         if refused is None and self._next.full:
             # Full, but a service below its share is still taken (`_shares.py`).
-            built = [self._spans(delivery) for delivery in deliveries]
+            built = [self._build(delivery) for delivery in deliveries]
             if not self._fair(deliveries, built):
                 refused = _QUEUE_FULL
         if refused is not None:
@@ -186,12 +186,12 @@ class TraceStage:
             return _QUEUE_FULL
         return None
 
-    def _fair(self, deliveries: Sequence[Delivery], built: list[list[Span] | None]) -> bool:
+    def _fair(self, deliveries: Sequence[Delivery], built: list[Built | None]) -> bool:
         """While the evaluation stage is full: whether to take these deliveries, their
         spans built (records wait for room: their receivers, Kafka and replay, do)."""
         if self._shares is None or any(delivery.records for delivery in deliveries):
             return False
-        services = {span.service for spans in built for span in spans or ()}
+        services = {span.service for b in built if b is not None for span in b.spans}
         return not services or self._shares.admits(services)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -236,14 +236,14 @@ class TraceStage:
         out: list[Ready],
         finished: list[FinishedTrace],
         unsampled: list[tuple[str, Sequence[RagRecord | RawRecord]]],
-        built: list[Span] | None = None,
+        built: Built | None = None,
     ) -> None:
-        """`built`: the delivery's spans, if `_spans` was called for it already."""
+        """`built`: the delivery's spans, if `_build` made them already."""
         ack = Ack(delivery.on_done, delivery.origin) if delivery.on_done is not None else None
         try:
             if delivery.records:
                 self._records(delivery, ack, out, unsampled)
-            spans = self._spans(delivery) if built is None else built
+            spans = self._spans(delivery) if built is None else self._count(delivery, built)
             if spans:
                 released = self._assembler.add(spans, delivery.source)
                 if ack is not None or delivery.metadata:
@@ -259,15 +259,23 @@ class TraceStage:
                 ack.settle()
 
     def _spans(self, delivery: Delivery) -> list[Span]:
-        """The spans of `delivery` to assemble, all of them counted as received; what the
-        filter did not build is counted as the stage counts a trace nobody samples."""
+        """The spans of `delivery` to assemble, all of them counted as received."""
+        return self._count(delivery, self._build(delivery))
+
+    def _build(self, delivery: Delivery) -> Built:
+        """The spans of `delivery`, not yet counted: a delivery the stage then refuses was
+        never received."""
         if delivery.unbuilt is not None:
             built = self._filter.request(delivery.unbuilt)
         elif delivery.log_events:
             built = self._filter.events(delivery.spans)
         else:
-            self._outcomes.spans_received(delivery.source, len(delivery.spans))
-            return delivery.spans
+            return Built(delivery.spans)
+        return built
+
+    def _count(self, delivery: Delivery, built: Built) -> list[Span]:
+        """`built` counted as received; what the filter did not build is counted as the
+        stage counts a trace nobody samples."""
         self._outcomes.spans_received(delivery.source, len(built.spans) + built.forgotten)
         if built.forgotten_roots:
             self._outcomes.forgotten(built.forgotten_roots)
