@@ -627,7 +627,10 @@ class Attribution:
         else:
             horizon = now - rule.window_s - self._reference_s(rule)
             newest_first = fine + state.coarse(horizon)
-            count = _change_point(state, newest_first, judgment.current.samples)
+            # The rise's verdicts: at least what the page rests on and what the rule asks of
+            # a window, so that a page on a few units still compares the values it holds.
+            evidence = max(judgment.current.samples, rule.config.min_samples)
+            count = _change_point(state, newest_first, evidence)
             current, reference = newest_first[:count], newest_first[count:]
             since = state.start(current[-1])
             sides = ([(state, current)], [(state, reference)])

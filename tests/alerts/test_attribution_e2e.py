@@ -100,32 +100,44 @@ def _scenario(ask: Service, chat: Service, hook: Any, port: int, results: Path) 
     traffic(HEALTHY_SHARE, lambda: samples("baseline") >= 500 and samples("current") >= 100, 300)
     assert pages() == []
 
-    # /chat alone hallucinates four times as often: the page says where.
+    # /chat alone hallucinates four times as often: the page says where. It may come on
+    # the rise's first verdicts, before the routes are told apart at the rule's level; it
+    # then names no slice (never another), and the alert names /chat once they are.
     traffic(HEALTHY_SHARE * 4, lambda: bool(pages()), 180)
     page = pages()[0]
     notes = page["annotations"]
-    assert notes["slice"] == "route=/chat", notes["where"]
-    assert notes["where"].startswith("route /chat: ")
+    assert notes.get("slice") in (None, "route=/chat"), notes["where"]
+    named_now = notes.get("slice") == "route=/chat"
+    if named_now:
+        assert notes["where"].startswith("route /chat: ")
     ids = notes["trace_ids"].split()
     assert 1 <= len(ids) <= 5
     assert notes["trace_urls"].split() == [TRACE_URL.replace("{trace_id}", i) for i in ids]
 
-    # The traces it lists are in the results file, failing on /chat.
+    # The traces it lists are in the results file, failing (on /chat when it names it).
     def listed() -> dict[str, dict[str, Any]]:
         lines = [json.loads(line) for line in results.read_text().splitlines() if line]
         return {line["trace_id"]: line for line in lines if line["trace_id"] in ids}
 
     wait_until(lambda: len(listed()) == len(ids), 30, "the listed traces' results lines")
     for line in listed().values():
-        assert line["route"] == "/chat"
         assert line["results"]["local_groundedness"]["passed"] is False
+        assert line["route"] == "/chat" or not named_now
 
-    # GET /alerts on the metrics port lists the alert with its attribution.
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/alerts", timeout=5) as resp:
-        body = json.loads(resp.read())
-    (alert,) = [a for a in body["alerts"] if a["rule"] == RULE]
-    first = alert["attribution"]["slices"][0]
-    assert (first["dimension"], first["value"]) == ("route", "/chat")
+    # GET /alerts on the metrics port lists the alert with its attribution: /chat, with
+    # the rise's evidence.
+    def firing() -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/alerts", timeout=5) as resp:
+            body = json.loads(resp.read())
+        (alert,) = [a for a in body["alerts"] if a["rule"] == RULE]
+        return dict(alert)
+
+    def names_chat() -> bool:
+        slices = firing()["attribution"]["slices"]
+        return bool(slices) and (slices[0]["dimension"], slices[0]["value"]) == ("route", "/chat")
+
+    traffic(HEALTHY_SHARE * 4, names_chat, 120)
+    alert = firing()
     assert all(
         t["url"].startswith("http://tempo.example:3200/trace/")
         for t in alert["attribution"]["traces"]
