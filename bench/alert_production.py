@@ -100,15 +100,10 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
     for spec, future in runs:
         found = len(future.result())
         budgets = spec.days / BUDGET_DAYS
-        shape = (
-            f"ICC {spec.icc:g}, {'with' if spec.ids else 'without'} ids, daily cycle, traffic x10"
-            if spec.icc > 0
-            else "independent verdicts, flat rate"
-        )
         rows.append(
             [
                 f"{spec.rate:g}",
-                shape,
+                _shape(spec),
                 f"{spec.days:g}",
                 str(found),
                 f"{found / budgets:.2f}",
@@ -169,15 +164,10 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             waits.append((after[0] - start) / 3600 if after else math.inf)
         limit = information_limit_h(spec.rate, 0.2, 0.2 * factor, spec.design_effect)
         median = sorted(waits)[len(waits) // 2]
-        shape = (
-            f"ICC {spec.icc:g}, {'with' if spec.ids else 'without'} ids, daily cycle, traffic x10"
-            if spec.icc
-            else "independent verdicts, flat rate"
-        )
         rows.append(
             [
                 f"{spec.rate:g}",
-                shape,
+                _shape(spec),
                 f"x{factor:g}",
                 _hours(median),
                 _hours(max(waits)),
@@ -234,6 +224,14 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     )
     print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(["stream", "service time", "pages"], rows)
+
+
+def _shape(spec: StreamSpec) -> str:
+    """A stream's row name: conversations come with a daily cycle, independent verdicts flat."""
+    if spec.icc > 0:
+        ids = "with" if spec.ids else "without"
+        return f"ICC {spec.icc:g}, {ids} ids, daily cycle, traffic x10"
+    return "independent verdicts, flat rate"
 
 
 def _hours(h: float) -> str:
