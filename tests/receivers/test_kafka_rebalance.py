@@ -430,13 +430,19 @@ def test_a_rolling_restart_cuts_no_trace(noida: Broker, tmp_path: Path) -> None:
             return {line["trace_id"] for m in members for line in _lines(m)}
 
         wait_until(lambda: evaluated() >= expected, 120, "every trace evaluated", interval_s=0.3)
+        # Once the group settles every message is committed. Waited for before the last
+        # stops: a member stopped while the other's leave rebalances the group commits at
+        # close only if it rejoins within a bound (it logs when not), a race with the
+        # machine's speed this test does not judge.
+        ends = _per_partition(noida, topic, 2 * count)
+        wait_until(lambda: noida.committed(group, topic, 2) == ends, 60, "every message committed")
         for member in members:
             assert member.stop() == 0, member.logs()
     lines = [line for m in members for line in _lines(m)]
     cut = [line["trace_id"] for line in lines if not _whole(line["extracted"])]
     assert not cut, f"{len(cut)} of {len(lines)} results lines cut: {cut[:5]}"
     assert {line["trace_id"] for line in lines} == expected
-    assert noida.committed(group, topic, 2) == _per_partition(noida, topic, 2 * count)
+    assert noida.committed(group, topic, 2) == ends  # stopping moves no commit back
 
 
 def _lines(member: Replica) -> list[dict[str, Any]]:
