@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from monitor.__main__ import metrics_port
+from monitor.cli.check_config import metrics_port
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 

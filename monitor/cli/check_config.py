@@ -1,0 +1,166 @@
+"""`rag-monitor check-config FILE [--probe]`: the file's problems, or the effective
+configuration with a summary of what will run."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from monitor.alerts.kinds.forms import summary
+from monitor.config import (
+    Config,
+    ConfigError,
+    dump_yaml,
+    effective_config,
+    load_config,
+    mask_url,
+)
+from monitor.evaluators.judge_definitions import needs_judge
+from monitor.evaluators.registry import (
+    default_severity_threshold,
+    default_threshold,
+    evaluator_problems,
+)
+from monitor.exporters.metrics_port import check_metrics_port
+
+
+def judge_credentials(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """The variable to set for each judge without the credentials litellm will look for
+    (imports litellm only when a judge is configured)."""
+    if not needs_judge(entry.name for entry in config.evaluators):
+        return []
+    from monitor.judge.access import credential_problems
+
+    return credential_problems(config, environ)
+
+
+def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """What would stop `run` at the metrics port (its web config, `/debug/records`)."""
+    try:
+        check_metrics_port(config.exporters.prometheus)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+# What `check-config` checks beyond the file itself; `run` and `replay` check the judges
+# (`run` finds the metrics port's problems when it opens the port).
+CHECK_CONFIG = (metrics_port, judge_credentials)
+
+
+def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> int:
+    """Problems on stderr (exit 1); on success the effective configuration on stdout, as
+    YAML with defaults filled in and secrets masked, preceded by a summary in comments.
+    `RAG_MONITOR_*` variables that nothing reads are named on stderr either way.
+    With `probe`, each judge evaluator judges one sample record first (its own prompt, its
+    answer read as at run time); a failure is a problem."""
+    try:
+        config = load_config(
+            path,
+            evaluator_check=evaluator_problems,
+            on_unread=lambda line: print(line, file=sys.stderr),
+            read_elsewhere=flag_env,
+            checks=CHECK_CONFIG,
+        )
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    probed: list[str] = []
+    if probe:
+        failed, probed = _probe(config)
+        for line in failed:
+            print(line, file=sys.stderr)
+        if failed:
+            return 1
+    summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
+    effective = effective_config(config)
+    effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
+    print(f"{summary}\n{dump_yaml(effective)}", end="")
+    return 0
+
+
+def _probe(config: Config) -> tuple[list[str], list[str]]:
+    """What `--probe` finds, both ways: a line per failure, and a summary line per judge
+    evaluator that gave a verdict and for the fleet's counters when every rule read them."""
+    failed: list[str] = []
+    answered: list[str] = []
+    if needs_judge(entry.name for entry in config.evaluators):
+        from monitor.evaluators.probe import probe as probe_judges
+
+        for result in asyncio.run(probe_judges(config)):
+            if result.outcome == "ok":
+                answered.append(f"{result} (a verdict read)")
+            else:
+                failed.append(str(result))
+    if config.alerts.fleet is not None:
+        from monitor.alerts.fleet import FleetReader
+        from monitor.telemetry import create_telemetry
+
+        fleet = FleetReader(config.alerts.fleet, config.alerts.rules, create_telemetry())
+        problems = asyncio.run(fleet.probe())
+        failed += problems
+        if not problems:
+            answered.append(f"alerts.fleet: every fleet rule's counters read from {fleet.shown}")
+    return failed, answered
+
+
+def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
+    """An `evaluators[]` entry with the values its evaluator applies where the file gave
+    none, so that `check-config` shows what will run rather than `null`."""
+    name = entry["name"]
+    filled = dict(entry)
+    if filled.get("sample_rate") is None:
+        filled["sample_rate"] = 1.0
+    if filled.get("threshold") is None:
+        filled["threshold"] = default_threshold(name)
+    if filled.get("severity_threshold") is None:
+        filled["severity_threshold"] = default_severity_threshold(name)
+    if name == "local_groundedness" and filled.get("second_stage") is None:
+        filled["second_stage"] = False
+    return filled
+
+
+def _explain(config: Config) -> list[str]:
+    r = config.receivers
+    lines = []
+    if r.otlp.grpc.enabled:
+        lines.append(f"OTLP/gRPC receiver on {r.otlp.grpc.endpoint}")
+    if r.otlp.http.enabled:
+        lines.append(f"OTLP/HTTP receiver on {r.otlp.http.endpoint}")
+    if r.otlp.auth_token is not None:
+        lines.append("OTLP senders must present a bearer token")
+    if r.kafka.enabled:
+        lines.append(
+            f"Kafka receiver: topics {', '.join(r.kafka.topics)}, group {r.kafka.group_id}"
+        )
+    lines.append(
+        f"sampling rate {config.sampling.rate:g} ({len(config.sampling.overrides)} overrides)"
+    )
+    for entry in config.evaluators:
+        rate = "" if entry.sample_rate is None else f", sample_rate {entry.sample_rate:g}"
+        lines.append(f"evaluator {entry.name}{rate}")
+    prometheus = config.exporters.prometheus
+    secured = " (TLS/basic auth from the web config)" if prometheus.web_config_file else ""
+    lines.append(f"metrics on {prometheus.endpoint}{secured}")
+    if config.exporters.results_file:
+        lines.append(f"results appended to {config.exporters.results_file}")
+    otlp = config.exporters.otlp
+    if otlp.endpoint:
+        form = "log records" if otlp.signal == "logs" else "span events"
+        lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
+    for rule in config.alerts.rules:
+        lines.append(summary(rule, config.alerts.false_page_every))
+        if rule.boost is not None:
+            lines.append(
+                f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"
+                f" while p < {rule.boost.while_p_below:g}"
+            )
+    if config.alerts.fleet is not None:
+        lines.append(
+            f"alerts judged on the fleet's counters in {mask_url(config.alerts.fleet.prometheus_url)}"
+        )
+    return lines
