@@ -4,7 +4,7 @@ One instance per process, shared by all judge evaluators. Per call it:
 
 1. looks the verdict up in a bounded LRU cache keyed by (evaluator, prompt version,
    model, inputs) — a hit costs nothing and sends nothing; while the same question is
-   in flight, identical calls wait for its answer instead of asking again;
+   in flight, identical calls wait for its answer instead of asking again (`cache`);
 2. refuses at once while the model's circuit breaker is open (`outcome="circuit_open"`);
 3. redacts personal data from every message (`redaction.*`);
 4. sends the request under a concurrency semaphore (`judge.max_concurrency`) and a
@@ -38,7 +38,7 @@ result valid, fallback, repaired, parse or truncated). The API key (from the env
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
 
 Split by job: this module (cache, breaker and retry around each call, the format
-follow-up, accounting), `provider` (one litellm request, its errors classified, its cost),
+follow-up, accounting), `cache` (verdicts by question), `provider` (one litellm request, its errors classified, its cost),
 `answers` (answer formats and verdicts), `breaker` (the per-model circuit breaker),
 `metrics` (its own metrics).
 """
@@ -46,13 +46,10 @@ follow-up, accounting), `provider` (one litellm request, its errors classified, 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -69,6 +66,7 @@ from monitor.judge.answers import (
     too_long,
 )
 from monitor.judge.breaker import CircuitBreaker
+from monitor.judge.cache import CachedVerdict, VerdictCache, cache_key
 from monitor.judge.metrics import judge_metrics
 from monitor.judge.parsers import ParsedVerdict, ParseError
 from monitor.judge.provider import EXPLAINED, GREEDY, AttemptError, Decoding, Provider, Reply
@@ -94,11 +92,6 @@ _UNHEARD = logging.getLogger(f"{__name__}.unheard")
 _UNHEARD.disabled = True
 
 OUTCOMES = tuple("ok error auth not_found unreachable timeout rate_limited circuit_open".split())
-
-
-def cache_key(evaluator: str, version: str, model: str, inputs: Mapping[str, str | None]) -> str:
-    blob = json.dumps([evaluator, version, model, dict(sorted(inputs.items()))], ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class JudgeClient:
@@ -132,8 +125,7 @@ class JudgeClient:
                 )
         self._redact = Redactor(redaction, self._count_redaction)
         self._semaphore = asyncio.Semaphore(judge.max_concurrency)
-        self._cache: OrderedDict[str, tuple[Any, str, TokenLogprobs | None]] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[None]] = {}
+        self._cache = VerdictCache(judge.cache_size)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._breaker_threshold = judge.breaker_failures
         self._breaker_cooldown = judge.breaker_cooldown_s
@@ -203,23 +195,18 @@ class JudgeClient:
         args = (evaluator, model, endpoint, messages, answer, max_tokens, key, sampling)
         if key is None:
             return await self._ask(*args)
-        leader = self._pending.get(key)
-        if leader is not None:  # the same question is being asked: wait for its answer
-            await asyncio.shield(leader)
-        if key in self._cache:
-            self._cache.move_to_end(key)
+        cached = await self._cache.settled(key)
+        if cached is not None:
             self._extra.cache.labels("hit").inc()
-            value, explanation, tokens = self._cache[key]
-            return Verdict(value=value, explanation=explanation, cached=True, logprobs=tokens)
+            return Verdict(
+                value=cached.value,
+                explanation=cached.explanation,
+                cached=True,
+                logprobs=cached.logprobs,
+            )
         self._extra.cache.labels("miss").inc()
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending[key] = done
-        try:
+        with self._cache.asking(key):
             return await self._ask(*args)
-        finally:
-            if self._pending.get(key) is done:
-                del self._pending[key]
-            done.set_result(None)
 
     async def _ask(
         self,
@@ -282,9 +269,7 @@ class JudgeClient:
         except NoVerdict as exc:
             return self._error(str(exc), spent)
         if key is not None:
-            self._cache[key] = (parsed.value, parsed.explanation, spent.logprobs)
-            while len(self._cache) > self._config.cache_size:
-                self._cache.popitem(last=False)
+            self._cache.put(key, CachedVerdict(parsed.value, parsed.explanation, spent.logprobs))
         return Verdict(
             value=parsed.value,
             explanation=parsed.explanation,
