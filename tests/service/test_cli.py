@@ -156,7 +156,7 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     # Small queues: the drain after the signal evaluates what they hold, and the point is
     # that what was evaluated is kept, not how much was queued.
     config = tmp_path / "config.yaml"
-    config.write_text("trace_assembly: {queue_size: 200}\npipeline: {queue_size: 50}\n")
+    config.write_text("pipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
         [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
