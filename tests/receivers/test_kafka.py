@@ -1018,20 +1018,37 @@ def test_a_full_results_disk_pauses_intake_and_commits_nothing_unwritten(
         results = disk / "results.jsonl"
         replica = Replica(tansu, topic, group, tmp_path, "r", results=results, sampling_rate=1.0)
         records = [native(f"disk-{i}", f"Question number {i}?") for i in range(800)]
-        tansu.produce(topic, records)
+        fitting = 20  # well within the room the filler leaves
+        tansu.produce(topic, records[:fitting])
         with replicas(replica):
             replica.start()
+            # Commits that follow the disk: the first records, written whole, are committed,
+            # so the checks below watch a consumer that commits, not an idle one.
+            wait_until(
+                lambda: tansu.committed(group, topic, 1) == {0: fitting},
+                60,
+                "the records that fit to be written and committed",
+                interval_s=0.3,
+            )
+            tansu.produce(topic, records[fitting:])
             wait_until(
                 lambda: replica.total("results_file_write_failures_total") >= 3,
                 120,
                 "the disk to fill up",
                 interval_s=0.3,
             )
-            for _ in range(3):  # while it stays full: commits never pass what is on disk
+            failures = replica.total("results_file_write_failures_total")
+            for more in range(1, 4):  # while it stays full: commits never pass what is on disk
+
+                def failed_again(target: float = failures + more) -> bool:
+                    return replica.total("results_file_write_failures_total") >= target
+
+                wait_until(
+                    failed_again, 60, "another write to fail on the full disk", interval_s=0.3
+                )
                 written = len(_whole_lines(results))
                 committed = tansu.committed(group, topic, 1)[0] or 0
-                assert committed <= written < len(records), (committed, written)
-                time.sleep(1.0)
+                assert fitting <= committed <= written < len(records), (committed, written)
             assert replica.total("results_file_writable") == 0
             filler.unlink()  # room again
             wait_until(
