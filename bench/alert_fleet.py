@@ -34,8 +34,15 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from tests.support import bench_docs  # noqa: E402
-from tests.support.rag_service import FLEET_RULE, Service, metric, scrape_config, write_config  # noqa: E402
-from tests.support.servers import free_port, need, prometheus, rag_monitor  # noqa: E402
+from tests.support.rag_service import (  # noqa: E402
+    FLEET_RULE,
+    Service,
+    metric,
+    scrape_targets_config,
+    write_config,
+    write_targets,
+)
+from tests.support.servers import need, prometheus, rag_monitor  # noqa: E402
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3
@@ -95,10 +102,12 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> floa
 
 
 def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
-    replica_ports = [free_port() for _ in range(REPLICAS)]
-    single_port = free_port()
+    # Prometheus first (the replicas read the fleet from it), scraping the replicas the
+    # targets file names once they have bound their ports.
+    targets = tmp / "targets.json"
+    write_targets(targets, [])
     with (
-        prometheus(tmp, scrape_config(replica_ports)) as prom,
+        prometheus(tmp, scrape_targets_config(targets)) as prom,
         contextlib.ExitStack() as stack,
     ):
         fleet = {
@@ -107,15 +116,18 @@ def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
             "query_interval_s": 1,
         }
         replicas = []
-        for i, port in enumerate(replica_ports):
+        for i in range(REPLICAS):
             home = tmp / f"replica{i}"
             home.mkdir()
-            monitor_config(home / "monitor.yaml", port, fleet)
-            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml", port)))
+            monitor_config(home / "monitor.yaml", 0, fleet)
+            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml")))
+        replica_ports = [replica.metrics for replica in replicas]
+        write_targets(targets, replica_ports)
         home = tmp / "single"
         home.mkdir()
-        monitor_config(home / "monitor.yaml", single_port, None)
-        single = stack.enter_context(rag_monitor(home, home / "monitor.yaml", single_port))
+        monitor_config(home / "monitor.yaml", 0, None)
+        single = stack.enter_context(rag_monitor(home, home / "monitor.yaml"))
+        single_port = single.metrics
         services = [Service(r.http) for r in replicas if r.http is not None]
         assert single.http is not None
         alone = Service(single.http)

@@ -31,9 +31,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
-from monitor.evaluators.judge_definitions import DEFINITIONS  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.judge.client import ANSWER_RESULTS, JudgeClient  # noqa: E402
+from monitor.judge.definitions import DEFINITIONS  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 from tests.support import bench_docs  # noqa: E402

@@ -7,14 +7,12 @@ one decision per trace id: a boosted rate samples a superset of the base rate's 
 
 A change costs what it changes: the rate in force of one (evaluator, service) is updated in
 place and each watcher is told that key alone, so raising or lowering one service's boost
-costs the same with one boosted service or a thousand. Readers take no lock: a rate is read
-with one dictionary lookup, which is atomic (the sampler may decide in a receiver's decode
-thread while the engine changes boosts on the event loop).
+costs the same with one boosted service or a thousand. The alert engine changes the boosts
+and the trace stage's sampler reads them, both on the event loop: no lock.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -29,7 +27,6 @@ class SamplingBoosts:
     """The boosts in force: `(evaluator, service) -> rate`, the largest any rule asks."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._asked: dict[tuple[str, str], dict[str, float]] = {}
         self._rates: dict[tuple[str, str], float] = {}
         self._view: Boosts = MappingProxyType(self._rates)
@@ -37,26 +34,22 @@ class SamplingBoosts:
 
     def on_change(self, hook: Watcher) -> None:
         """Call `hook(evaluator, service, rate)` with every change of a key's rate, in the
-        order of the changes (under the lock: a hook must be quick and must not raise or
-        lower a boost)."""
-        with self._lock:
-            self._watchers.append(hook)
+        order of the changes (a hook must not raise or lower a boost)."""
+        self._watchers.append(hook)
 
     def raise_rate(self, evaluator: str, service: str, rule: str, rate: float) -> None:
         """`rule` asks that `evaluator` sample `service` at `rate` at least."""
-        with self._lock:
-            self._asked.setdefault((evaluator, service), {})[rule] = rate
-            self._publish(evaluator, service)
+        self._asked.setdefault((evaluator, service), {})[rule] = rate
+        self._publish(evaluator, service)
 
     def lower_rate(self, evaluator: str, service: str, rule: str) -> None:
         """`rule` no longer asks for more of `service`."""
-        with self._lock:
-            asked = self._asked.get((evaluator, service))
-            if asked is None or asked.pop(rule, None) is None:
-                return
-            if not asked:
-                del self._asked[(evaluator, service)]
-            self._publish(evaluator, service)
+        asked = self._asked.get((evaluator, service))
+        if asked is None or asked.pop(rule, None) is None:
+            return
+        if not asked:
+            del self._asked[(evaluator, service)]
+        self._publish(evaluator, service)
 
     def active(self) -> Boosts:
         """Every boost in force (a read-only view that follows the changes)."""

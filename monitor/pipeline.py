@@ -23,7 +23,6 @@ from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import build, check_evaluators
 from monitor.evaluators.revision import revision
 from monitor.exporters.alertmanager import AlertSender
@@ -36,6 +35,7 @@ from monitor.exporters.metrics_port import HealthServer
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.extraction import conventions_from_config
+from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer

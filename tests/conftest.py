@@ -7,15 +7,15 @@ import gc
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from monitor.telemetry import Telemetry, create_telemetry
+from tests.support.servers import ClosedPort
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -136,13 +136,10 @@ def telemetry() -> Telemetry:
 
 
 @pytest.fixture
-def free_port() -> Callable[[], int]:
-    def pick() -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return int(sock.getsockname()[1])
-
-    return pick
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the test's length (`ClosedPort`)."""
+    with ClosedPort() as closed:
+        yield closed.port
 
 
 @pytest.fixture

@@ -18,13 +18,13 @@ from monitor.config import (
     load_config,
     mask_url,
 )
-from monitor.evaluators.judge_definitions import needs_judge
 from monitor.evaluators.registry import (
     default_severity_threshold,
     default_threshold,
     evaluator_problems,
 )
 from monitor.exporters.metrics_port import check_metrics_port
+from monitor.judge.definitions import needs_judge
 
 
 def judge_credentials(config: Config, environ: Mapping[str, str]) -> list[str]:

@@ -377,6 +377,17 @@ def at_least(floor: float, why: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def refuse_removed(data: Any, removed: Mapping[str, str]) -> None:
+    """Refuses the keys of `removed` (key → why it is gone and what to write instead) that
+    `data` holds, each on a line of its own, so that a file written for an older version
+    fails naming them rather than loading with a setting that does nothing."""
+    if not isinstance(data, dict):
+        return
+    present = [f"{key}: {why}" for key, why in removed.items() if key in data]
+    if present:
+        raise ValueError("\n".join(present))
+
+
 def environ_of(info: ValidationInfo) -> Mapping[str, str]:
     """The environment a config is validated against (`load_config(environ=...)`)."""
     context = info.context or {}

@@ -31,6 +31,7 @@ from monitor.config._fields import (
     http_url,
     is_loopback_host,
     parse_duration,
+    refuse_removed,
 )
 
 
@@ -277,12 +278,14 @@ class AlertRule(Section):
     def _regression_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        if "confidence" in data:
-            raise ValueError(
-                "confidence: replaced by false_page_every, how rarely the rule may page on a "
+        refuse_removed(
+            data,
+            {
+                "confidence": "replaced by false_page_every, how rarely the rule may page on a "
                 "service that did not change (for example 90d; alerts.false_page_every sets "
                 "it for every rule)"
-            )
+            },
+        )
         if data.get("baseline") is not None or data.get("cohorts") is not None:
             data = {
                 "window": REGRESSION_WINDOW,

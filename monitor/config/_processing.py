@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config._fields import Rate, Seconds, Section, at_least
+from monitor.config._fields import Rate, Seconds, Section, at_least, refuse_removed
+
+_NO_ASSEMBLY_QUEUE = (
+    "removed: the trace stage assembles each delivery in the call that hands it in, so "
+    "nothing waits for assembly; what waits for evaluation is bounded by pipeline.queue_size "
+    "and pipeline.queue_bytes, and receivers are refused while it is full"
+)
 
 
 class TraceAssembly(Section):
@@ -17,13 +23,15 @@ class TraceAssembly(Section):
     max_open_traces: int = Field(default=10_000, gt=0)
     # Spans of open traces, in (approximate) bytes; beyond it the oldest are released.
     max_open_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    # Spans and records waiting for assembly, from every receiver; full → receivers
-    # push back (retryable status, paused Kafka partitions).
-    queue_size: int = Field(default=10_000, gt=0)
-    queue_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     # How long a whole trace of a service that sends GenAI log events waits for them (the
     # SDK's log and span batch processors export independently, 5 s apart at most).
     log_events_wait_s: Seconds = Field(default=5.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        refuse_removed(data, {"queue_size": _NO_ASSEMBLY_QUEUE, "queue_bytes": _NO_ASSEMBLY_QUEUE})
+        return data
 
 
 class SamplingOverride(Section):

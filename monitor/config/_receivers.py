@@ -16,6 +16,7 @@ from monitor.config._fields import (
     Section,
     at_least,
     environ_of,
+    refuse_removed,
 )
 
 _SLOW_SENDERS = "a sender needs time to send a request"
@@ -60,9 +61,20 @@ class OtlpReceiver(Section):
     auth_token: Annotated[str | None, SECRET] = None
     auth_token_env: str | None = None
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
-    # Older spelling of trace_assembly.queue_size (that queue now serves every receiver).
-    queue_size: int | None = Field(default=None, gt=0)
     route_attribute: str = "http.route"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        refuse_removed(
+            data,
+            {
+                "queue_size": "removed: it set trace_assembly.queue_size, which bounded nothing; "
+                "pipeline.queue_size and pipeline.queue_bytes bound what waits for evaluation, "
+                "and receivers are refused while it is full"
+            },
+        )
+        return data
 
     @model_validator(mode="before")
     @classmethod

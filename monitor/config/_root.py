@@ -4,7 +4,6 @@ that span sections."""
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -51,22 +50,6 @@ class Config(Section):
         if problems:
             raise ValueError("\n".join(problems))
         return entries
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_keys(cls, data: Any) -> Any:
-        """`receivers.otlp.queue_size` sets `trace_assembly.queue_size` unless that is set."""
-        if not isinstance(data, dict):
-            return data
-        receivers = data.get("receivers")
-        otlp = receivers.get("otlp") if isinstance(receivers, dict) else None
-        legacy = otlp.get("queue_size") if isinstance(otlp, dict) else None
-        assembly = data.get("trace_assembly")
-        if legacy is not None and (assembly is None or isinstance(assembly, dict)):
-            merged = dict(assembly or {})
-            merged.setdefault("queue_size", legacy)
-            data = {**data, "trace_assembly": merged}
-        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:

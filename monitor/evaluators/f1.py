@@ -9,7 +9,7 @@ from typing import Literal
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext, Factory
-from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
+from monitor.judge.definitions import NEEDS_REFERENCE
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
 

@@ -24,7 +24,9 @@ from typing import Any, Literal
 
 from monitor.config import Config, EvaluatorConfig, Severity
 from monitor.evaluators.factory import BuildContext, Factory
-from monitor.evaluators.judge_definitions import (
+from monitor.judge import parsers
+from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
+from monitor.judge.definitions import (
     DEFINITIONS,
     JUDGE_EVALUATORS,
     NEEDS_REFERENCE,
@@ -32,8 +34,6 @@ from monitor.evaluators.judge_definitions import (
     judge_template,
     needs_judge,
 )
-from monitor.judge import parsers
-from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
 from monitor.judge.templates import Template
 from monitor.records import RagRecord
 from monitor.results import SEVERITIES, EvalResult, severity_bucket

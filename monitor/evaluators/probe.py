@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
 from monitor.evaluators.registry import build
 from monitor.judge.access import JudgeTarget, ProbeResult
 from monitor.judge.client import JudgeClient
+from monitor.judge.definitions import JUDGE_EVALUATORS
 from monitor.records import parse_record
 from monitor.telemetry import create_telemetry
 

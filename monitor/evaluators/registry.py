@@ -8,7 +8,7 @@ from monitor.config import Config, ConfigError, EvaluatorConfig, missing_extra
 from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
-from monitor.evaluators.judge_definitions import (
+from monitor.judge.definitions import (
     DEFINITIONS,
     JUDGE_EVALUATORS,
     TLM,

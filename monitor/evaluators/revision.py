@@ -18,7 +18,7 @@ import json
 
 from monitor._version import __version__
 from monitor.config import EvaluatorConfig, Judge
-from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
+from monitor.judge.definitions import JUDGE_EVALUATORS
 
 
 def revision(entry: EvaluatorConfig, judge: Judge) -> str:

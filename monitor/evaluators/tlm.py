@@ -9,9 +9,9 @@ from typing import Any, Literal, cast
 
 from monitor.config import EvaluatorConfig, TrustworthinessTlm
 from monitor.evaluators.factory import BuildContext, Factory
-from monitor.evaluators.judge_definitions import TLM, YES_NO_HINT
 from monitor.judge import consistency, parsers, schemas
 from monitor.judge.client import AnswerFormat, JudgeClient, Verdict
+from monitor.judge.definitions import TLM, YES_NO_HINT
 from monitor.judge.templates import ANSWER_SYSTEM_MESSAGE, load
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult

@@ -24,7 +24,6 @@ trace_id, service, spans, reason}], "left_out": {"extracted", "no_record"}}`. Re
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -67,7 +66,8 @@ class _Recent:
 
 
 class DebugRecords:
-    """A `TraceObserver` keeping the last `size` extractions and non-extractions."""
+    """A `TraceObserver` keeping the last `size` extractions and non-extractions. The trace
+    stage writes and the page handler reads, both on the event loop: no lock."""
 
     def __init__(
         self, size: int, redact: Redact | None, clock: Callable[[], float] = time.time
@@ -76,7 +76,6 @@ class DebugRecords:
         self._no_record = _Recent(size)
         self._redact = redact
         self._clock = clock
-        self._lock = threading.Lock()  # the trace stage's thread writes, the loop reads
 
     def extracted(self, record: RagRecord, source: str) -> None:
         entry = {
@@ -105,9 +104,7 @@ class DebugRecords:
         entry["context"], room, entry["documents_left_out"] = self._fitting(
             [(d.doc_uri, d.content) for d in record.retrieved_context], "doc_uri", room
         )
-        rendered = _render(entry)
-        with self._lock:
-            self._extracted.add(rendered)
+        self._extracted.add(_render(entry))
 
     def no_record(self, trace_id: str, service: str, source: str, reason: str, spans: int) -> None:
         entry = {
@@ -118,9 +115,7 @@ class DebugRecords:
             "spans": spans,
             "reason": reason,
         }
-        rendered = _render(entry)
-        with self._lock:
-            self._no_record.add(rendered)
+        self._no_record.add(_render(entry))
 
     def _text(self, value: str | None) -> str | None:
         if value is None:
@@ -148,9 +143,8 @@ class DebugRecords:
 
     def page(self) -> bytes:
         """The page, newest entries first (JSON)."""
-        with self._lock:
-            extracted, extracted_out = self._extracted.newest_first()
-            no_record, no_record_out = self._no_record.newest_first()
+        extracted, extracted_out = self._extracted.newest_first()
+        no_record, no_record_out = self._no_record.newest_first()
         left_out = json.dumps({"extracted": extracted_out, "no_record": no_record_out})
         return b"".join(
             [

@@ -71,10 +71,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor._version import __version__
-from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, shown_results
+from monitor.judge.definitions import JUDGE_EVALUATORS
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.retry import RetryPolicy

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.config import Config
-from monitor.evaluators.judge_definitions import JUDGE_EVALUATORS
+from monitor.judge.definitions import JUDGE_EVALUATORS
 from monitor.judge.provider import import_litellm
 
 

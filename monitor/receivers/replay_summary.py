@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
+from monitor.judge.definitions import NEEDS_REFERENCE
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 

@@ -22,7 +22,7 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import alertmanager, free_port, http_json, webhook
+from tests.support.servers import alertmanager, http_json, webhook
 from tests.support.sleep import RecordedSleep
 from tests.support.wait import wait_until_async
 
@@ -152,9 +152,9 @@ async def test_client_error_is_permanent_and_counted() -> None:
     assert count(t, "dropped", stage="alerts", reason="rejected") == 1
 
 
-async def test_unreachable_alertmanager_gives_up_after_max_attempts() -> None:
+async def test_unreachable_alertmanager_gives_up_after_max_attempts(closed_port: int) -> None:
     t = create_telemetry()
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{closed_port}"
     waits = RecordedSleep()
     sender = AlertSender(
         t, alertmanager_url=url, max_attempts=3, backoff_s=0.01, timeout_s=1, sleep=waits
@@ -168,9 +168,9 @@ async def test_unreachable_alertmanager_gives_up_after_max_attempts() -> None:
     assert count(t, "dropped", stage="alerts", reason="delivery_failed") == 1
 
 
-async def test_full_queue_drops_and_counts_without_blocking() -> None:
+async def test_full_queue_drops_and_counts_without_blocking(closed_port: int) -> None:
     t = create_telemetry()
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{closed_port}"
     sender = AlertSender(t, alertmanager_url=url, queue_size=2, max_attempts=1)
     for _ in range(5):  # not started: nothing drains the queue
         sender.notify([alert()])
@@ -218,9 +218,9 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
     assert count(t, "alert_notifications", target="alertmanager", outcome="sent") >= 2
 
 
-async def test_shutdown_gives_up_at_its_deadline_and_counts_what_was_left() -> None:
+async def test_shutdown_gives_up_at_its_deadline_and_counts_what_was_left(closed_port: int) -> None:
     t = create_telemetry()
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{closed_port}"
     sender = AlertSender(t, alertmanager_url=url, backoff_s=30, max_backoff_s=30)
     await sender.start()
     sender.notify([alert()])

@@ -16,6 +16,7 @@ user who knows the rate would. The only thing the test picks is the evaluator's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import urllib.parse
 import urllib.request
@@ -36,12 +37,13 @@ from monitor.evaluators.registry import build
 from monitor.records import parse_record
 from tests.support.servers import (
     DEPLOY,
+    MonitorPorts,
     alertmanager,
-    free_port,
     http_json,
     need,
     prometheus,
     rag_monitor,
+    start_on_a_port,
     webhook,
 )
 from tests.support.wait import wait_until
@@ -215,16 +217,22 @@ def test_hallucinations_page_through_alertmanager_and_prometheus_agrees(tmp_path
     need("prometheus")
     need("prometheus-alertmanager")
     # The OTLP port is chosen by the monitor; the metrics port is fixed in the config, since
-    # the alert's generatorURL is built from the configured endpoint (checked below).
-    ports = {"metrics": free_port(), "otlp": 0}
+    # the alert's generatorURL is built from the configured endpoint (checked below): one
+    # the kernel hands out as unused, another if a process takes it first.
     config = tmp_path / "tmp.yaml"
     with (
         webhook() as hook,
         alertmanager(tmp_path, hook.url) as am,
+        contextlib.ExitStack() as stack,
     ):
-        monitor_config(config, ports, am, separating_threshold())
+
+        def started(metrics_port: int) -> tuple[dict[str, int], MonitorPorts]:
+            ports = {"metrics": metrics_port, "otlp": 0}
+            monitor_config(config, ports, am, separating_threshold())
+            return ports, stack.enter_context(rag_monitor(tmp_path, config, metrics_port))
+
+        ports, bound = start_on_a_port(started)
         with (
-            rag_monitor(tmp_path, config, ports["metrics"]) as bound,
             prometheus(
                 tmp_path,
                 prometheus_config(tmp_path, ports["metrics"], am),

@@ -21,8 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.rag_service import FLEET_RULE, Service, metric, scrape_config, write_config
-from tests.support.servers import alertmanager, free_port, need, prometheus, rag_monitor, webhook
+from tests.support.rag_service import (
+    FLEET_RULE,
+    Service,
+    metric,
+    scrape_targets_config,
+    write_config,
+    write_targets,
+)
+from tests.support.servers import alertmanager, need, prometheus, rag_monitor, webhook
 
 pytestmark = pytest.mark.slow
 
@@ -59,19 +66,24 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
 ) -> None:
     need("prometheus")
     need("prometheus-alertmanager")
-    metrics = [free_port() for _ in range(REPLICAS)]
+    # Prometheus first (the replicas read the fleet from it), scraping the replicas the
+    # targets file names once they have bound their ports.
+    targets = tmp_path / "targets.json"
+    write_targets(targets, [])
     with (
         webhook() as hook,
         alertmanager(tmp_path, hook.url) as am,
-        prometheus(tmp_path, scrape_config(metrics)) as prom,
+        prometheus(tmp_path, scrape_targets_config(targets)) as prom,
         contextlib.ExitStack() as stack,
     ):
         replicas = []
-        for i, port in enumerate(metrics):
+        for i in range(REPLICAS):
             home = tmp_path / f"replica{i}"
             home.mkdir()
-            replica_config(home / "monitor.yaml", port, prom, am)
-            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml", port)))
+            replica_config(home / "monitor.yaml", 0, prom, am)
+            replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml")))
+        metrics = [replica.metrics for replica in replicas]
+        write_targets(targets, metrics)
         services = [Service(r.http) for r in replicas if r.http is not None]
         for service in services:
             stack.callback(service.close)

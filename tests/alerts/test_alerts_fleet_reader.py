@@ -31,7 +31,6 @@ from monitor.alerts.fleet import OUTCOMES, FleetReader
 from monitor.config import AlertBaseline, AlertFleet, AlertRule, Config
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import free_port
 from tests.support.wait import wait_until_async
 
 RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
@@ -424,13 +423,12 @@ async def test_readyz_names_a_fleet_rule_without_a_read_and_stays_ready() -> Non
 
 
 def test_check_config_probes_the_fleet_and_never_prints_its_password(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], closed_port: int
 ) -> None:
     """A wrong (but well-formed) URL fails `check-config --probe` naming the read that
     failed; a password in the URL shows in neither the summary nor the problem."""
     path = tmp_path / "monitor.yaml"
-    # A port nothing listens on: the one a stopped server had.
-    closed = f"http://monitor:{PASSWORD}@127.0.0.1:{free_port()}"
+    closed = f"http://monitor:{PASSWORD}@127.0.0.1:{closed_port}"
     fleet = {"prometheus_url": closed, "timeout_s": 2}
     rules = [{"name": "regression", "evaluator": "local_groundedness", "baseline": {}}]
     path.write_text(yaml.safe_dump({"alerts": {"fleet": fleet, "rules": rules}}))

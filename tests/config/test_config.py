@@ -271,7 +271,10 @@ def test_a_config_key_variable_with_one_underscore_is_reported_not_ignored() -> 
         "RAG_MONITOR_SAMPLING_RATE: not read; sampling.rate is set by "
         "RAG_MONITOR_SAMPLING__RATE (two underscores between levels)",
     ]
-    assert load_config(None, environ={"RAG_MONITOR_JUDGE_KEY": "sk-secret"}) is not None
+    # Only the judge's key set: nothing is read from it, the defaults load unchanged.
+    assert load_config(None, environ={"RAG_MONITOR_JUDGE_KEY": "sk-secret"}) == load_config(
+        None, environ={}
+    )
 
 
 def test_variables_nothing_reads_are_named_with_the_nearest_name(tmp_path: Path) -> None:
@@ -411,7 +414,6 @@ def test_duration_keys_take_numbers_or_go_durations(tmp_path: Path) -> None:
         ("pipeline: {evaluation_timeout_s: .inf}", "pipeline.evaluation_timeout_s"),
         ("pipeline: {shutdown_timeout_s: -1}", "pipeline.shutdown_timeout_s"),
         ("receivers: {otlp: {max_request_bytes: 0}}", "receivers.otlp.max_request_bytes"),
-        ("receivers: {otlp: {queue_size: -5}}", "receivers.otlp.queue_size"),
         ("receivers: {kafka: {max_poll_records: 0}}", "receivers.kafka.max_poll_records"),
         ("trace_assembly: {max_open_traces: 0}", "trace_assembly.max_open_traces"),
         ("trace_assembly: {idle_timeout_s: .nan}", "trace_assembly.idle_timeout_s"),
@@ -429,6 +431,24 @@ def test_duration_keys_take_numbers_or_go_durations(tmp_path: Path) -> None:
 def test_numbers_out_of_range_name_their_key(tmp_path: Path, yaml_text: str, key: str) -> None:
     problems = _problems(tmp_path, yaml_text + "\n")
     assert any(p.startswith(f"{key}: ") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "keys"),
+    [
+        (
+            "trace_assembly: {queue_size: 200, queue_bytes: 1000000}",
+            ["trace_assembly.queue_size", "trace_assembly.queue_bytes"],
+        ),
+        ("receivers: {otlp: {queue_size: 200}}", ["receivers.otlp.queue_size"]),
+    ],
+)
+def test_keys_that_bounded_nothing_are_refused_naming_what_bounds(
+    tmp_path: Path, yaml_text: str, keys: list[str]
+) -> None:
+    problems = _problems(tmp_path, yaml_text + "\n")
+    assert sorted(p.split(": ", 1)[0] for p in problems) == sorted(keys), problems
+    assert all("pipeline.queue_size" in p for p in problems), problems
 
 
 def test_every_evaluator_has_a_threshold_scale() -> None:

@@ -37,7 +37,6 @@ GOOD: dict[str, Any] = {
             "tls": {"cert_file": "CERT", "key_file": "CERT", "client_ca_file": "CERT"},
             "auth_token_env": "TOKEN",
             "max_request_bytes": 1 << 20,
-            "queue_size": 100,
             "route_attribute": "http.route",
         },
         "kafka": {
@@ -67,8 +66,6 @@ GOOD: dict[str, Any] = {
         "idle_timeout_s": 10,
         "max_open_traces": 100,
         "max_open_bytes": 1 << 20,
-        "queue_size": 100,
-        "queue_bytes": 1 << 20,
         "log_events_wait_s": 5,
     },
     "record_limits": {
@@ -284,7 +281,6 @@ TABLE: dict[str, list[Any]] = {
     "receivers.otlp.auth_token": ["", "two words", "t0ken"],  # the last: written in the file
     "receivers.otlp.auth_token_env": [*NOT_TEXT, "UNSET_VARIABLE"],
     "receivers.otlp.max_request_bytes": [*NOT_A_COUNT, 0],
-    "receivers.otlp.queue_size": [*NOT_A_COUNT, 0],
     "receivers.otlp.route_attribute": NOT_TEXT,
     "receivers.kafka.enabled": NOT_A_FLAG,
     "receivers.kafka.bootstrap_servers": NOT_A_LIST_OF_TEXT,
@@ -310,8 +306,6 @@ TABLE: dict[str, list[Any]] = {
     "trace_assembly.idle_timeout_s": [*NOT_SECONDS, 0],
     "trace_assembly.max_open_traces": [*NOT_A_COUNT, 0],
     "trace_assembly.max_open_bytes": [*NOT_A_COUNT, 0],
-    "trace_assembly.queue_size": [*NOT_A_COUNT, 0],
-    "trace_assembly.queue_bytes": [*NOT_A_COUNT, 0],
     "trace_assembly.log_events_wait_s": NOT_SECONDS,
     "record_limits.query_chars": [*NOT_A_COUNT, 0],
     "record_limits.document_chars": [*NOT_A_COUNT, 0],

@@ -36,7 +36,7 @@ from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.spans import decode_protobuf
-from tests._framework_apps import ANSWERS, CONVERSATIONS, KB, NO_ANSWER, QUESTIONS
+from tests.frameworks.apps.framework_apps import ANSWERS, CONVERSATIONS, KB, NO_ANSWER, QUESTIONS
 from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from tests.support.otlp_load import build_payload
 from tests.support.rag_answers import answers

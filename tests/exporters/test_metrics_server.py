@@ -16,7 +16,7 @@ import shutil
 import signal
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import bcrypt
@@ -28,6 +28,7 @@ from monitor import __version__
 from monitor.config import ConfigError
 from monitor.exporters.metrics_port import HealthServer
 from monitor.telemetry import Telemetry, create_telemetry
+from tests.support.servers import monitor_ports
 from tests.support.wait import wait_until
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
@@ -335,33 +336,38 @@ def test_unusable_certificate_is_a_config_error(pki: Path, tmp_path: Path, cli: 
 
 @needs_openssl
 def test_run_serves_metrics_behind_the_web_config(
-    pki: Path, tmp_path: Path, cli: list[str], free_port: Callable[[], int]
+    pki: Path, tmp_path: Path, cli: list[str]
 ) -> None:
     """`rag-monitor run` wires `exporters.prometheus.web_config_file` into its server."""
-    port = free_port()
     web = _web_config(tmp_path / "web.yml", pki, users={"prometheus": _hash("pw")})
     config = tmp_path / "config.yaml"
     config.write_text(
         "receivers:\n  otlp:\n    protocols:\n"
-        f"      http: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
-        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{port}', web_config_file: '{web}'}}\n"
+        "      http: {endpoint: '127.0.0.1:0'}\n"
+        f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:0', web_config_file: '{web}'}}\n"
     )
-    proc = subprocess.Popen(
-        [*cli, "run", "--config", str(config)], stderr=subprocess.PIPE, text=True
-    )
-    base = f"https://127.0.0.1:{port}"
+    log = tmp_path / "monitor.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([*cli, "run", "--config", str(config)], stderr=stderr)
     try:
         with httpx.Client(verify=_client_tls(pki)) as client:
 
             def ready() -> bool:
                 assert proc.poll() is None, "monitor exited"
-                return bool(client.get(f"{base}/readyz").status_code == 200)
+                port = monitor_ports(log.read_text(errors="replace")).get("metrics")
+                return port is not None and client.get(_url(port, "readyz")).status_code == 200
 
             wait_until(ready, 60, "/readyz over TLS", errors=(httpx.HTTPError,))
-            assert client.get(f"{base}/metrics").status_code == 401
-            assert client.get(f"{base}/metrics", auth=("prometheus", "pw")).status_code == 200
+            port = monitor_ports(log.read_text(errors="replace"))["metrics"]
+            assert client.get(_url(port, "metrics")).status_code == 401
+            auth = ("prometheus", "pw")
+            assert client.get(_url(port, "metrics"), auth=auth).status_code == 200
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
-    assert f"metrics on https://127.0.0.1:{port}/metrics" in stderr
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, log.read_text()
+    assert f"metrics on https://127.0.0.1:{port}/metrics" in log.read_text()
+
+
+def _url(port: int, path: str) -> str:
+    return f"https://127.0.0.1:{port}/{path}"

@@ -32,7 +32,7 @@ from monitor.records import RagRecord
 from monitor.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import free_port, rag_monitor
+from tests.support.servers import ClosedPort, rag_monitor
 from tests.support.sleep import RecordedSleep
 from tests.support.wait import wait_until
 
@@ -340,25 +340,26 @@ async def test_explanations_leave_only_when_asked_for_and_then_redacted(
 @pytest.mark.asyncio
 async def test_unreachable_endpoint_is_counted_not_raised() -> None:
     t = create_telemetry()
-    exporter = create_exporter(f"127.0.0.1:{free_port()}", "http/protobuf", timeout_s=1)
-    waits = RecordedSleep()
-    sink = OtlpEventsSink(exporter, t, sleep=waits)
-    await sink.start()
-    trace_id, span_id = original_trace()
-    sink.emit(
-        RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
-        {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
-    )
-    await sink.shutdown(DELIVER_ALL_S)
-    assert sink.exported == 0
-    assert len(waits) == 2  # three exports in all, full jitter between them
-    assert 0 <= waits[0] <= 2 and 0 <= waits[1] <= 4
-    assert (
-        t.registry.get_sample_value(
-            "rag_monitor_dropped_total", {"stage": "otlp_events", "reason": "export_failed"}
+    with ClosedPort() as closed:
+        exporter = create_exporter(f"127.0.0.1:{closed.port}", "http/protobuf", timeout_s=1)
+        waits = RecordedSleep()
+        sink = OtlpEventsSink(exporter, t, sleep=waits)
+        await sink.start()
+        trace_id, span_id = original_trace()
+        sink.emit(
+            RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
+            {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
         )
-        == 1
-    )
+        await sink.shutdown(DELIVER_ALL_S)
+        assert sink.exported == 0
+        assert len(waits) == 2  # three exports in all, full jitter between them
+        assert 0 <= waits[0] <= 2 and 0 <= waits[1] <= 4
+        assert (
+            t.registry.get_sample_value(
+                "rag_monitor_dropped_total", {"stage": "otlp_events", "reason": "export_failed"}
+            )
+            == 1
+        )
 
 
 def app_trace_through_monitor(
@@ -366,13 +367,10 @@ def app_trace_through_monitor(
     otlp: dict[str, str],
     arrived: Callable[[], object],
     what: str,
-    metrics_port: int | None = None,
 ) -> tuple[str, set[str]]:
     """`rag-monitor run` with `exporters.otlp` set to `otlp` takes one RAG trace the app
     makes with the OpenTelemetry SDK (OTLP/HTTP into the monitor), until `arrived()`;
     returns the trace id and the ids of the app's spans."""
-    otlp_port = free_port()
-    metrics = f"127.0.0.1:{metrics_port or 0}"
     config = tmp_path / "tmp.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -380,22 +378,24 @@ def app_trace_through_monitor(
                 "receivers": {
                     "otlp": {
                         "grpc": {"enabled": False},
-                        "http": {"endpoint": f"127.0.0.1:{otlp_port}"},
+                        "http": {"endpoint": "127.0.0.1:0"},
                     }
                 },
-                "exporters": {"prometheus": {"endpoint": metrics}, "otlp": otlp},
+                "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"}, "otlp": otlp},
             }
         )
     )
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    provider.add_span_processor(
-        SimpleSpanProcessor(HttpExporter(endpoint=f"http://127.0.0.1:{otlp_port}/v1/traces"))
-    )
     tracer = provider.get_tracer("app")
     try:
-        with rag_monitor(tmp_path, config, metrics_port):
+        with rag_monitor(tmp_path, config) as ports:
+            provider.add_span_processor(
+                SimpleSpanProcessor(
+                    HttpExporter(endpoint=f"http://127.0.0.1:{ports.http}/v1/traces")
+                )
+            )
             with tracer.start_as_current_span(
                 "rag.request",
                 attributes={"openinference.span.kind": "CHAIN", "input.value": "How tall is it?"},
@@ -427,7 +427,6 @@ def test_running_monitor_puts_verdicts_into_the_apps_trace(tmp_path: Path) -> No
             {"endpoint": endpoint, "protocol": "grpc"},
             received.spans,
             "evaluation span at the OTLP stub",
-            metrics_port=free_port(),
         )
     finally:
         stop()
@@ -486,9 +485,10 @@ def test_check_config_names_the_signal_and_refuses_an_unknown_one(
 @pytest.mark.asyncio
 async def test_shutdown_is_safe_without_start_and_twice() -> None:
     t = create_telemetry()
-    sink = OtlpEventsSink(create_exporter(f"127.0.0.1:{free_port()}", "grpc", timeout_s=1), t)
-    await sink.shutdown(1)
-    await sink.shutdown(1)
+    with ClosedPort() as closed:
+        sink = OtlpEventsSink(create_exporter(f"127.0.0.1:{closed.port}", "grpc", timeout_s=1), t)
+        await sink.shutdown(1)
+        await sink.shutdown(1)
     assert sink.exported == 0
 
 

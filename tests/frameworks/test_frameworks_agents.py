@@ -1,6 +1,6 @@
 """Agents whose retrieval is a tool, driven for real: the framework's own model and tool
-extension points (a scripted model, `tests/_openai_server.py` or the framework's test
-model; a tool that really ranks `tests/_framework_apps.KB`), the real instrumentation,
+extension points (a scripted model, `tests/frameworks/apps/openai_server.py` or the framework's test
+model; a tool that really ranks `tests/frameworks/apps/framework_apps.KB`), the real instrumentation,
 the SDK's OTLP/HTTP exporter into the running receivers.
 
 For each question: one record, the question, the tool's documents in the order the tool
@@ -27,7 +27,7 @@ from monitor.evaluators.registry import build
 from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
+from tests.frameworks.apps.framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
 from tests.receivers.test_otlp_receivers import _config, _value
 from tests.support.framework_envs import Monitor, against_the_monitor, run_python_app
 from tests.support.pipeline import RecordingStage

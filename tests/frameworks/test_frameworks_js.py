@@ -2,7 +2,7 @@
 packages locked in `tests/js/package-lock.json`): the Vercel AI SDK (`generateText` and
 `streamText` with a tool, `experimental_telemetry` on), Mastra (an agent with a tool, its
 own tracing exported over OTLP) and LangChain.js under OpenInference (a retrieval chain).
-Each app's model is the scripted OpenAI-compatible server (`tests/_openai_server.py`,
+Each app's model is the scripted OpenAI-compatible server (`tests/frameworks/apps/openai_server.py`,
 run here), its tool or retriever ranks the same knowledge base through that server, and
 it exports OTLP/HTTP to the running receivers.
 
@@ -25,8 +25,8 @@ from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
+from tests.frameworks.apps.openai_server import serve
 from tests.receivers.test_otlp_receivers import _value
 from tests.support.framework_envs import Answers, against_the_monitor, run_js_app
 from tests.support.pipeline import RecordingStage

@@ -1,8 +1,8 @@
 """One record per user question from the RAG frameworks people run, each driven for real
 with its real instrumentation package and the SDK's OTLP/HTTP exporter, into the running
-receivers. The apps (`tests/_<framework>_app.py`) use the frameworks' own extension
+receivers. The apps (`tests/frameworks/apps/<framework>_app.py`) use the frameworks' own extension
 points for the model (a scripted model, no network) and retrievers that really rank a
-small knowledge base (`tests/_framework_apps.py`). Each runs in its own process (the
+small knowledge base (`tests/frameworks/apps/framework_apps.py`). Each runs in its own process (the
 instrumentations patch the framework globally), from its stack's own environment
 (`tests/support/framework_envs.py`), never the monitor's.
 
@@ -20,7 +20,7 @@ import pytest
 
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
+from tests.frameworks.apps.framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
 from tests.receivers.test_otlp_receivers import _value
 from tests.support.framework_envs import against_the_monitor, run_python_app
 from tests.support.pipeline import RecordingStage

@@ -22,7 +22,7 @@ from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import PLANTED, QUESTIONS
+from tests.frameworks.apps.framework_apps import PLANTED, QUESTIONS
 from tests.frameworks.test_frameworks_agents import _records_ground_on_the_tools_documents
 from tests.support.framework_envs import against_the_monitor, run_python_app
 from tests.support.pipeline import RecordingStage

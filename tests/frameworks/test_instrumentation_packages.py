@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor.telemetry import Telemetry
-from tests._langchain_app import ANSWER, DOCS, QUESTION
+from tests.frameworks.apps.langchain_app import ANSWER, DOCS, QUESTION
 from tests.receivers.test_otlp_receivers import _config
 from tests.support.framework_envs import APP_ENVS, python_of
 from tests.support.pipeline import RecordingStage, started
@@ -34,7 +34,7 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
             subprocess.run,
             [
                 str(python_of(APP_ENVS["langchain"])),
-                str(REPO / "tests" / "_langchain_app.py"),
+                str(REPO / "tests" / "frameworks" / "apps" / "langchain_app.py"),
                 instrumentation,
                 endpoint,
             ],

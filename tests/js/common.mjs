@@ -1,6 +1,6 @@
-// What the JavaScript apps share, as tests/_framework_apps.py does for the Python ones: the
+// What the JavaScript apps share, as tests/frameworks/apps/framework_apps.py does for the Python ones: the
 // OTLP/HTTP (protobuf) tracer provider, the knowledge base's ranking and questions (served
-// by the scripted model server, tests/_openai_server.py, so that every app's tool ranks the
+// by the scripted model server, tests/frameworks/apps/openai_server.py, so that every app's tool ranks the
 // same way), and one JSON line per question for the test.
 import { trace } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";

@@ -260,9 +260,9 @@ async def test_probe_fails_a_judge_whose_answers_do_not_parse(stub: StubJudge) -
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
-    tmp_path: Path, free_port: Callable[[], int], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, closed_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: free_port is the point
+    closed = f"http://127.0.0.1:{closed_port}/v1"
     judge = {"model": MODEL, "api_base": closed, "retries": 0}
     code, _, err = await _cli(
         "check-config",

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from monitor.config import ConfigError, load_config
 from monitor.evaluators.f1 import token_f1
-from monitor.evaluators.judge_definitions import DEFINITIONS
 from monitor.evaluators.registry import check_evaluators
 from monitor.judge import parsers
+from monitor.judge.definitions import DEFINITIONS
 from monitor.judge.parsers import ParseError
 from monitor.judge.templates import TemplateError, fence, load
 

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.evaluators.judge_definitions import DEFINITIONS
+from monitor.judge.definitions import DEFINITIONS
 from tests.support.llama_server import MODEL, available, llama_server
 
 MAX_OUTPUT = 32

@@ -16,8 +16,8 @@ from typing import Any, get_args
 import pytest
 import pytest_asyncio
 
-from monitor.evaluators.judge_definitions import ANSWER_SCHEMAS, DEFINITIONS, Answer
 from monitor.judge import parsers, schemas
+from monitor.judge.definitions import ANSWER_SCHEMAS, DEFINITIONS, Answer
 from monitor.judge.parsers import ParsedVerdict, ParseError
 from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
 from tests.support.judge_stub import Reply, StubJudge

@@ -45,7 +45,9 @@ FEATURE_EXTRAS = tuple(EXTRA_MODULES)
 FOLDER_EXTRAS = {"training": ("training",), "bench": ("test", "training"), "tests": ("test",)}
 # Files of tests/ that run from a framework's environment, never this one: the apps (and
 # the MCP server the OpenAI Agents app starts).
-APP_FILES = {f"tests/_{app}_app.py" for app in APP_ENVS} | {"tests/_mcp_kb_server.py"}
+APP_FILES = {f"tests/frameworks/apps/{app}_app.py" for app in APP_ENVS} | {
+    "tests/frameworks/apps/mcp_kb_server.py"
+}
 
 
 def _project() -> dict[str, Any]:
@@ -200,7 +202,7 @@ def test_no_test_imports_the_bench() -> None:
 def test_every_framework_app_imports_only_what_its_environment_holds() -> None:
     imported = _imported_modules(REPO / "tests")
     for app, env in sorted(APP_ENVS.items()):
-        path = f"tests/_{app}_app.py"
+        path = f"tests/frameworks/apps/{app}_app.py"
         tops = sorted({m.split(".")[0] for m, files in imported.items() if path in files})
         assert tops, f"{path} imports nothing from outside the repository"
         found = subprocess.run(

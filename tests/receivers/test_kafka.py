@@ -34,7 +34,7 @@ from monitor.records import RagRecord, parse_record
 from monitor.results import EvalResult
 from monitor.service import Service
 from tests.support.kafka_broker import Broker, running_broker, unique
-from tests.support.servers import free_port
+from tests.support.servers import ClosedPort, monitor_ports, start_rotel
 from tests.support.wait import wait_until, wait_until_async
 
 EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
@@ -370,55 +370,28 @@ async def test_core_path_against_tansu(tansu: Broker) -> None:
 # -- OTLP through a real collector ---------------------------------------------------------
 
 
-def _rotel_binary() -> str:
-    import rotel
-
-    return str(Path(rotel.__file__).parent / "rotel-agent")
-
-
 @contextlib.contextmanager
 def rotel_to_kafka(broker: Broker, topic: str, fmt: str, workdir: Path) -> Iterator[str]:
     """rotel with an OTLP/HTTP receiver and its Kafka exporter; yields the HTTP endpoint."""
-    http_port, grpc_port = free_port(), free_port()
     log_path = workdir / f"rotel-{fmt}.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [
-                _rotel_binary(), "start",
-                "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
-                "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
-                "--exporter", "kafka",
-                "--kafka-exporter-brokers", broker.bootstrap,
-                "--kafka-exporter-traces-topic", topic,
-                "--kafka-exporter-format", fmt,
-                "--kafka-exporter-compression", "lz4",
-                "--disable-batching",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    rotel = start_rotel(
+        [
+            "--exporter", "kafka",
+            "--kafka-exporter-brokers", broker.bootstrap,
+            "--kafka-exporter-traces-topic", topic,
+            "--kafka-exporter-format", fmt,
+            "--kafka-exporter-compression", "lz4",
+            "--disable-batching",
+        ],
+        log_path,
+    )  # fmt: skip
     try:
-        wait_until(lambda: _port_open(http_port), 20, "rotel OTLP/HTTP port")
-        yield f"http://127.0.0.1:{http_port}/v1/traces"
+        yield f"http://127.0.0.1:{rotel.http_port}/v1/traces"
     except BaseException:
         sys.stderr.write(log_path.read_text(errors="replace")[-3000:])
         raise
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _port_open(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+        rotel.stop()
 
 
 def send_rag_traces(endpoint: str, questions: list[str]) -> None:
@@ -573,43 +546,50 @@ async def test_a_message_holding_an_open_trace_is_committed_only_once_the_trace_
 async def test_broker_unavailable_at_start_and_mid_run_recovers_without_restart(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    broker = Broker("noida", port, tmp_path, 6000, 2000)
-    topic, group = "outage", unique("g")
-    async with running(config(broker, [topic], group)) as (service, capture):
-        (receiver,) = service.receivers
-        assert isinstance(receiver, KafkaReceiver)
-        await wait_until_async(lambda: "cannot reach" in service.ready()[1], 15, "not-ready reason")
-        assert service.ready()[0] is False
-        # Let more connection attempts fail (backing off 0.5, 1, 2 s): none may leave a
-        # kafka-python IO thread behind.
-        await wait_until_async(lambda: receiver.backoff.ceiling >= 2.0, 60, "three failed attempts")
-        io_threads = [t for t in threading.enumerate() if t.name.startswith("kafka-io")]
-        assert len(io_threads) <= 1, io_threads  # at most the attempt in progress
-        try:
-            broker.start()
-            # The waiting consumer's metadata requests may auto-create the topic first.
-            broker.create_topic(topic, exist_ok=True)
-            broker.produce(topic, [native("before-1"), native("before-2")])
+    # Refusing connections until the broker first starts on it; a port-0 bind cannot serve
+    # here, since the monitor is told the broker's address before the broker exists.
+    with ClosedPort() as held:
+        broker = Broker("noida", held.port, tmp_path, 6000, 2000)
+        topic, group = "outage", unique("g")
+        async with running(config(broker, [topic], group)) as (service, capture):
+            (receiver,) = service.receivers
+            assert isinstance(receiver, KafkaReceiver)
             await wait_until_async(
-                lambda: capture.ids() >= {"before-1", "before-2"}, 40, "first records"
+                lambda: "cannot reach" in service.ready()[1], 15, "not-ready reason"
             )
-            await wait_until_async(lambda: service.ready()[0], 10, "ready")
-            broker.stop()
+            assert service.ready()[0] is False
+            # Let more connection attempts fail (backing off 0.5, 1, 2 s): none may leave a
+            # kafka-python IO thread behind.
             await wait_until_async(
-                lambda: not service.ready()[0], 20, "not ready after the broker died"
+                lambda: receiver.backoff.ceiling >= 2.0, 60, "three failed attempts"
             )
-            assert "heartbeat" in service.ready()[1] or "cannot reach" in service.ready()[1]
-            broker.start()
-            broker.produce(topic, [native("after-1")])
-            await wait_until_async(
-                lambda: "after-1" in capture.ids(), 60, "record after the outage"
-            )
-            await wait_until_async(lambda: service.ready()[0], 20, "ready again")
-            # Good polls reset the backoff: the next outage starts again from 0.5 s.
-            assert receiver.backoff.ceiling == 0
-        finally:
-            broker.stop()
+            io_threads = [t for t in threading.enumerate() if t.name.startswith("kafka-io")]
+            assert len(io_threads) <= 1, io_threads  # at most the attempt in progress
+            try:
+                held.release()
+                broker.start()
+                # The waiting consumer's metadata requests may auto-create the topic first.
+                broker.create_topic(topic, exist_ok=True)
+                broker.produce(topic, [native("before-1"), native("before-2")])
+                await wait_until_async(
+                    lambda: capture.ids() >= {"before-1", "before-2"}, 40, "first records"
+                )
+                await wait_until_async(lambda: service.ready()[0], 10, "ready")
+                broker.stop()
+                await wait_until_async(
+                    lambda: not service.ready()[0], 20, "not ready after the broker died"
+                )
+                assert "heartbeat" in service.ready()[1] or "cannot reach" in service.ready()[1]
+                broker.start()
+                broker.produce(topic, [native("after-1")])
+                await wait_until_async(
+                    lambda: "after-1" in capture.ids(), 60, "record after the outage"
+                )
+                await wait_until_async(lambda: service.ready()[0], 20, "ready again")
+                # Good polls reset the backoff: the next outage starts again from 0.5 s.
+                assert receiver.backoff.ceiling == 0
+            finally:
+                broker.stop()
 
 
 # -- replicas (rag-monitor run subprocesses) ---------------------------------------------------
@@ -630,7 +610,9 @@ class Replica:
         sections: dict[str, dict[str, Any]] | None = None,
         **kafka: Any,
     ) -> None:
-        self.metrics_port = free_port()
+        # Bound anew by each start (port 0), read back from what that start logs.
+        self.metrics_port: int | None = None
+        self._log_start = 0
         self.results = results or workdir / f"{name}-results.jsonl"
         self.log_path = workdir / f"{name}.log"
         self.config_path = workdir / f"{name}.yaml"
@@ -642,7 +624,7 @@ class Replica:
             "sampling": {"rate": sampling_rate},
             "evaluators": EVALUATORS,
             "exporters": {
-                "prometheus": {"endpoint": f"127.0.0.1:{self.metrics_port}"},
+                "prometheus": {"endpoint": "127.0.0.1:0"},
                 "results_file": str(self.results),
             },
             "pipeline": {"shutdown_timeout_s": 5},
@@ -656,6 +638,8 @@ class Replica:
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.metrics_port = None
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "monitor", "run", "--config", str(self.config_path)],
@@ -665,9 +649,21 @@ class Replica:
                 cwd=REPO,
             )
 
+    def _bound_metrics_port(self) -> int | None:
+        """The metrics port this start logged (None: not listening yet)."""
+        if self.metrics_port is None and self.log_path.exists():
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                logged = log.read().decode(errors="replace")
+            self.metrics_port = monitor_ports(logged).get("metrics")
+        return self.metrics_port
+
     def scrape(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        port = self._bound_metrics_port()
+        if port is None:
+            return {}
         try:
-            text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2).text
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
         except httpx.HTTPError:
             return {}
         out = {}
@@ -1018,20 +1014,37 @@ def test_a_full_results_disk_pauses_intake_and_commits_nothing_unwritten(
         results = disk / "results.jsonl"
         replica = Replica(tansu, topic, group, tmp_path, "r", results=results, sampling_rate=1.0)
         records = [native(f"disk-{i}", f"Question number {i}?") for i in range(800)]
-        tansu.produce(topic, records)
+        fitting = 20  # well within the room the filler leaves
+        tansu.produce(topic, records[:fitting])
         with replicas(replica):
             replica.start()
+            # Commits that follow the disk: the first records, written whole, are committed,
+            # so the checks below watch a consumer that commits, not an idle one.
+            wait_until(
+                lambda: tansu.committed(group, topic, 1) == {0: fitting},
+                60,
+                "the records that fit to be written and committed",
+                interval_s=0.3,
+            )
+            tansu.produce(topic, records[fitting:])
             wait_until(
                 lambda: replica.total("results_file_write_failures_total") >= 3,
                 120,
                 "the disk to fill up",
                 interval_s=0.3,
             )
-            for _ in range(3):  # while it stays full: commits never pass what is on disk
+            failures = replica.total("results_file_write_failures_total")
+            for more in range(1, 4):  # while it stays full: commits never pass what is on disk
+
+                def failed_again(target: float = failures + more) -> bool:
+                    return replica.total("results_file_write_failures_total") >= target
+
+                wait_until(
+                    failed_again, 60, "another write to fail on the full disk", interval_s=0.3
+                )
                 written = len(_whole_lines(results))
                 committed = tansu.committed(group, topic, 1)[0] or 0
-                assert committed <= written < len(records), (committed, written)
-                time.sleep(1.0)
+                assert fitting <= committed <= written < len(records), (committed, written)
             assert replica.total("results_file_writable") == 0
             filler.unlink()  # room again
             wait_until(

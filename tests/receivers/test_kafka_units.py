@@ -628,7 +628,7 @@ async def test_the_consumer_thread_reaches_the_trace_stage_on_the_event_loop() -
     stage lives, and the thread gets the answer; a call made on the loop runs there at
     once; once the loop is closed a call answers what a stopped stage would."""
     stage = _LoopStage()
-    through = StageThroughLoop(stage)
+    through = StageThroughLoop(stage, create_telemetry(), answer_within_s=3600)
     through.loop = asyncio.get_running_loop()
     delivery = Delivery("kafka", records=[RawRecord({"request_id": "r", "response": "a"})])
 
@@ -646,3 +646,41 @@ async def test_the_consumer_thread_reaches_the_trace_stage_on_the_event_loop() -
     refused = await asyncio.to_thread(through.consume, [delivery])
     assert not refused and await asyncio.to_thread(through.holds, ["p0"]) == 0
     assert stage.deliveries == [delivery]
+
+
+async def test_a_call_the_loop_does_not_start_in_time_is_withdrawn_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A loop blocked past the deadline: the consumer thread stops waiting, answers what a
+    stopped stage would, counts and logs the call; once the loop runs again the withdrawn
+    call does not reach the stage."""
+    stage = _LoopStage()
+    telemetry = create_telemetry()
+    through = StageThroughLoop(stage, telemetry, answer_within_s=0.01)
+    loop = asyncio.get_running_loop()
+    through.loop = loop
+    delivery = Delivery("kafka", records=[RawRecord({"request_id": "r", "response": "a"})])
+    blocked, release = threading.Event(), threading.Event()
+
+    def block_the_loop() -> None:
+        blocked.set()
+        release.wait()
+
+    def from_the_consumer_thread() -> bool:
+        blocked.wait()
+        try:
+            return bool(through.consume([delivery]))
+        finally:
+            release.set()
+
+    answered = asyncio.ensure_future(asyncio.to_thread(from_the_consumer_thread))
+    await asyncio.sleep(0)  # the thread's start is scheduled before the loop blocks
+    loop.call_soon(block_the_loop)
+    assert await answered is False
+    await asyncio.sleep(0)  # the withdrawn call's turn on the loop
+    assert stage.deliveries == []
+    expired = telemetry.registry.get_sample_value(
+        "rag_monitor_kafka_stage_calls_expired_total", {"call": "consume"}
+    )
+    assert expired == 1
+    assert any("consume call" in r.getMessage() for r in caplog.records)

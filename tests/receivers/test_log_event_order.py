@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
-from tests._framework_apps import HeldLogs, HeldSpans
+from tests.frameworks.apps.framework_apps import HeldLogs, HeldSpans
 from tests.receivers.test_otlp_receivers import _config, _value
 from tests.support.arrivals import Watched
 from tests.support.pipeline import RecordingStage

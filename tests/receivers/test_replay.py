@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.support.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 from tests.support.reliability import results_lines
-from tests.support.servers import free_port, rag_monitor
+from tests.support.servers import rag_monitor
 from tests.support.wait import wait_until
 
 EMAIL = "jane.doe@example.com"
@@ -74,18 +74,18 @@ def _not_rag(tracer: Any) -> str:
         return format(span.get_span_context().trace_id, "032x")
 
 
-def _config(tmp: Path, name: str, debug_records: int = 0) -> tuple[Path, dict[str, int]]:
-    ports = {"http": free_port(), "metrics": free_port()}
+def _config(tmp: Path, name: str, debug_records: int = 0) -> Path:
+    """Listeners on port 0: `rag_monitor` reads the ports they bound from the log."""
     config = {
         "receivers": {
             "otlp": {
                 "grpc": {"enabled": False},
-                "http": {"endpoint": f"127.0.0.1:{ports['http']}"},
+                "http": {"endpoint": "127.0.0.1:0"},
             }
         },
         "exporters": {
             "prometheus": {
-                "endpoint": f"127.0.0.1:{ports['metrics']}",
+                "endpoint": "127.0.0.1:0",
                 "debug_records": debug_records,
             },
             "results_file": str(tmp / f"{name}.jsonl"),
@@ -96,7 +96,7 @@ def _config(tmp: Path, name: str, debug_records: int = 0) -> tuple[Path, dict[st
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    return path, ports
+    return path
 
 
 def _lines(path: Path, *, writing: bool = False) -> dict[str, dict[str, Any]]:
@@ -132,12 +132,13 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
     rag_ids = {trace_id for trace_id, _ in traces[:-1]}
 
     # Live: the spans over OTLP/HTTP, the retrieval span of each trace in its own request.
-    config, ports = _config(tmp_path, "live", debug_records=20)
-    with rag_monitor(tmp_path, config, ports["metrics"]):
+    config = _config(tmp_path, "live", debug_records=20)
+    with rag_monitor(tmp_path, config) as ports:
+        assert ports.http is not None
         for _, spans in traces:
             half = len(spans) // 2
             for part in (spans[:half], spans[half:]):
-                assert _post(ports["http"], otlp_bytes(part)) == 200
+                assert _post(ports.http, otlp_bytes(part)) == 200
         live_path = tmp_path / "live.jsonl"
         wait_until(
             lambda: set(_lines(live_path, writing=True)) >= rag_ids,
@@ -148,7 +149,7 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
         debug = wait_until(
             lambda: (
                 page
-                if (page := _get_json(f"http://127.0.0.1:{ports['metrics']}/debug/records"))[
+                if (page := _get_json(f"http://127.0.0.1:{ports.metrics}/debug/records"))[
                     "no_record"
                 ]
                 else None
@@ -167,7 +168,7 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
         for part in (spans[: len(spans) // 2], spans[len(spans) // 2 :])
     )
     dump.write_bytes(gzip.compress(text.encode()) if compressed else text.encode())
-    replay_config, _ = _config(tmp_path, "replay")
+    replay_config = _config(tmp_path, "replay")
     out = tmp_path / "replayed.jsonl"
     result = subprocess.run(
         [*cli, "replay", str(dump), "--config", str(replay_config), "--output", str(out)],
@@ -199,7 +200,6 @@ def test_replaying_a_collector_file_gives_the_records_live_traffic_gives(
 
 
 def test_nothing_is_exposed_with_the_defaults(tmp_path: Path, cli: list[str]) -> None:
-    ports = {"http": free_port(), "metrics": free_port()}
     config = tmp_path / "c.yaml"
     results = tmp_path / "results.jsonl"
     config.write_text(
@@ -208,22 +208,23 @@ def test_nothing_is_exposed_with_the_defaults(tmp_path: Path, cli: list[str]) ->
                 "receivers": {
                     "otlp": {
                         "grpc": {"enabled": False},
-                        "http": {"endpoint": f"127.0.0.1:{ports['http']}"},
+                        "http": {"endpoint": "127.0.0.1:0"},
                     }
                 },
                 "exporters": {
-                    "prometheus": {"endpoint": f"127.0.0.1:{ports['metrics']}"},
+                    "prometheus": {"endpoint": "127.0.0.1:0"},
                     "results_file": str(results),
                 },
             }
         )
     )
     trace_id, spans = capture(CONVENTIONS["openinference"], SECRET_CASE)
-    with rag_monitor(tmp_path, config, ports["metrics"]):
-        assert _post(ports["http"], otlp_bytes(spans)) == 200
+    with rag_monitor(tmp_path, config) as ports:
+        assert ports.http is not None
+        assert _post(ports.http, otlp_bytes(spans)) == 200
         wait_until(lambda: trace_id in _lines(results, writing=True), 60, "the results line")
         with pytest.raises(urllib.error.HTTPError) as missing:
-            urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/debug/records", timeout=5)
+            urllib.request.urlopen(f"http://127.0.0.1:{ports.metrics}/debug/records", timeout=5)
         assert missing.value.code == 404
         missing.value.close()
     line = _lines(results)[trace_id]

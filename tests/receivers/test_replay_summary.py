@@ -4,7 +4,7 @@ result, which is a skip there, not an error."""
 
 from __future__ import annotations
 
-from monitor.evaluators.judge_definitions import NEEDS_REFERENCE
+from monitor.judge.definitions import NEEDS_REFERENCE
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.records import parse_record
 from monitor.results import EvalResult

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -156,7 +155,7 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     # Small queues: the drain after the signal evaluates what they hold, and the point is
     # that what was evaluated is kept, not how much was queued.
     config = tmp_path / "config.yaml"
-    config.write_text("trace_assembly: {queue_size: 200}\npipeline: {queue_size: 50}\n")
+    config.write_text("pipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
         [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
@@ -523,10 +522,8 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
         proc.wait(timeout=60)
 
 
-def test_send_sample_without_a_monitor_says_so(
-    cli: list[str], free_port: Callable[[], int]
-) -> None:
-    closed = free_port()  # a port nothing listens on: here free_port is the point
+def test_send_sample_without_a_monitor_says_so(cli: list[str], closed_port: int) -> None:
+    closed = closed_port
     result = subprocess.run(
         [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{closed}"],
         capture_output=True,

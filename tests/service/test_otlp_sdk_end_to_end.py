@@ -12,8 +12,6 @@ expected values with the same scoring functions on the expected record.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.detector import score_relevance, score_retrieval
 from tests.support.otlp import CONVENTIONS, WATER
 from tests.support.reliability import results_lines
-from tests.support.servers import free_port, rag_monitor, stop_process
+from tests.support.servers import Rotel, rag_monitor, start_rotel, stop_process
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,53 +148,34 @@ def test_sdk_to_running_monitor(monitor: Monitor, convention: str, protocol: str
     )
 
 
-def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
-    import rotel
-
-    binary = Path(rotel.__file__).parent / "rotel-agent"
-    # rotel cannot listen on port 0 (it panics), so its ports are picked beforehand.
-    grpc_in, http_in = free_port(), free_port()
+def _rotel(monitor: Monitor, protocol: str, tmp: Path) -> tuple[Rotel, Path]:
     target = (
         f"http://127.0.0.1:{monitor.http_port}"
         if protocol == "http"
         else f"http://127.0.0.1:{monitor.grpc_port}"
     )
     log = tmp / f"rotel-{protocol}.log"
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "start",
-                "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_in}",
-                "--otlp-http-endpoint", f"127.0.0.1:{http_in}",
-                "--exporter", "otlp",
-                "--otlp-exporter-endpoint", target,
-                "--otlp-exporter-protocol", protocol,
-                "--otlp-exporter-compression", "gzip",
-                "--batch-timeout", "100ms",
-                "--pid-file", str(tmp / f"rotel-{protocol}.pid"),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            pytest.fail(f"rotel did not start:\n{log.read_text()}")
-        socket.create_connection(("127.0.0.1", grpc_in), timeout=1).close()
-        return True
-
-    wait_until(listening, 30, "rotel to listen", errors=(OSError,), context=log.read_text)
-    return proc, grpc_in, log
+    rotel = start_rotel(
+        [
+            "--exporter", "otlp",
+            "--otlp-exporter-endpoint", target,
+            "--otlp-exporter-protocol", protocol,
+            "--otlp-exporter-compression", "gzip",
+            "--batch-timeout", "100ms",
+            "--pid-file", str(tmp / f"rotel-{protocol}.pid"),
+        ],
+        log,
+    )  # fmt: skip
+    return rotel, log
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_through_rotel_collector(monitor: Monitor, protocol: str, tmp_path: Path) -> None:
     """SDK → rotel (OTLP/gRPC in) → monitor over OTLP/HTTP+gzip or OTLP/gRPC+gzip."""
-    proc, port, log = _rotel(monitor, protocol, tmp_path)
+    rotel, log = _rotel(monitor, protocol, tmp_path)
     try:
         service = f"via-rotel-{protocol}"
-        exporter = GrpcExporter(endpoint=f"127.0.0.1:{port}", insecure=True)
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{rotel.grpc_port}", insecure=True)
         trace_id = _send(exporter, "openllmetry", service=service)
         try:
             line = monitor.line_for(trace_id)
@@ -204,4 +183,4 @@ def test_through_rotel_collector(monitor: Monitor, protocol: str, tmp_path: Path
             raise AssertionError(f"{exc}\nrotel log:\n{log.read_text()}") from None
         _check_line(line, "openllmetry", trace_id, service=service)
     finally:
-        stop_process(proc, 10)
+        stop_process(rotel.process, 10)

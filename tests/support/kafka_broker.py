@@ -1,6 +1,7 @@
 """Real Kafka-protocol brokers for the Kafka tests: `noida-db` and `tansu`.
 
-Each broker is a subprocess on a free loopback port, waited for with a deadline (a
+Each broker is a subprocess on a loopback port (`start_on_a_port`: the brokers cannot bind
+port 0 and report it), waited for with a deadline (a
 metadata round trip, not a sleep); on failure its log is printed and the test session
 stops. Teardown always runs (`finally`). Group joins take about half the session timeout,
 so tests use short timeouts: noida-db rejects session_timeout_ms < 6000; tansu wants a
@@ -28,7 +29,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from tests.support.servers import free_port
+from tests.support.servers import PortTaken, start_on_a_port
 from tests.support.wait import wait_until
 
 READY_DEADLINE_S = 60.0
@@ -103,6 +104,8 @@ class Broker:
         if process.poll() is None:
             return
         self.stop()
+        if "in use" in self.logs().lower():  # EADDRINUSE, in the broker's words
+            raise PortTaken(self.bootstrap)
         sys.stderr.write(f"--- {self.kind} log ---\n{self.logs()}\n")
         pytest.exit(f"{self.kind} broker did not become ready on {self.bootstrap}", returncode=3)
 
@@ -237,12 +240,15 @@ class Broker:
 @contextlib.contextmanager
 def running_broker(kind: str, workdir: Path, port: int | None = None) -> Iterator[Broker]:
     workdir.mkdir(parents=True, exist_ok=True)
-    if kind == "noida":
-        broker = Broker(kind, port or free_port(), workdir, 6000, 2000)
-    else:
-        broker = Broker(kind, port or free_port(), workdir, 2000, 600)
-    try:
+    timeouts = (6000, 2000) if kind == "noida" else (2000, 600)
+
+    def started(port: int) -> Broker:
+        broker = Broker(kind, port, workdir, *timeouts)
         broker.start()
+        return broker
+
+    broker = started(port) if port is not None else start_on_a_port(started)
+    try:
         yield broker
     finally:
         broker.stop()

@@ -5,6 +5,7 @@ config for those tests and a /metrics reader."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import urllib.request
@@ -149,3 +150,25 @@ def scrape_config(ports: list[int]) -> str:
             ],
         }
     )
+
+
+def scrape_targets_config(targets: Path) -> str:
+    """A Prometheus config scraping, every second as job `rag-monitor`, the monitors the
+    file `targets` names (`write_targets`): Prometheus follows the file as it changes, so
+    it can start before the monitors have bound their ports."""
+    return yaml.safe_dump(
+        {
+            "global": {"scrape_interval": "1s"},
+            "scrape_configs": [
+                {"job_name": "rag-monitor", "file_sd_configs": [{"files": [str(targets)]}]}
+            ],
+        }
+    )
+
+
+def write_targets(targets: Path, ports: list[int]) -> None:
+    """The monitors on `ports` as `scrape_targets_config`'s file, replaced whole (Prometheus
+    never reads half of it)."""
+    partial = targets.with_suffix(".partial")
+    partial.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports]}]))
+    partial.replace(targets)

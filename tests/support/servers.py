@@ -4,9 +4,11 @@ body); plus polling with a deadline.
 
 Servers choose their own ports: each is told to listen on port 0 and the port it bound is
 read back from its log (`rag-monitor run` logs the port of each listener, Prometheus and
-Alertmanager log `Listening on`). `free_port` is left for what cannot work that way: a port
-that must stay closed, a port given to a second process after the first is gone, and
-servers that cannot report the port they bound.
+Alertmanager log `Listening on`). No port is picked and then released for someone else to
+bind: a port that must refuse connections is held bound, unlistened, for as long as it is
+used (`closed_port`); a program that cannot bind port 0 and report it (rotel, the Kafka
+brokers) is started again on another port when another process took its port first
+(`start_on_a_port`).
 
 Binaries come from the Debian packages `prometheus` (prometheus, promtool) and
 `prometheus-alertmanager` (prometheus-alertmanager, amtool); tests skip only when the
@@ -28,11 +30,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -55,12 +57,111 @@ def need(binary: str) -> str:
 _NOT_YET = (OSError, urllib.error.URLError, ValueError, KeyError)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on right now (bind, read, close: another process
-    may take it before the caller does, so prefer port 0 where the server reports it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class ClosedPort:
+    """A loopback port that refuses connections until `release` (or the end of a `with`
+    block): bound, never listened on, so nothing else can listen on it meanwhile."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = int(self._sock.getsockname()[1])
+
+    def release(self) -> None:
+        """Let a server of the test's own bind the port: from here until it binds, another
+        process could take the port (`start_on_a_port` where the test can use another)."""
+        self._sock.close()
+
+    def __enter__(self) -> ClosedPort:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class PortTaken(Exception):
+    """A program exited before it listened on the port it was given."""
+
+
+T = TypeVar("T")
+
+
+def start_on_a_port(start: Callable[..., T], count: int = 1, attempts: int = 5) -> T:
+    """`start(port, ...)` for a program that cannot bind port 0 and report the port: with
+    `count` ports the kernel hands out as unused; when `start` raises `PortTaken` (another
+    process bound one of them between the kernel's answer and the program's bind), again
+    with others."""
+    attempt = 1
+    while True:
+        with contextlib.ExitStack() as stack:
+            probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+            for probe in probes:
+                probe.bind(("127.0.0.1", 0))
+            ports = [int(probe.getsockname()[1]) for probe in probes]
+        try:
+            return start(*ports)
+        except PortTaken:
+            if attempt == attempts:
+                raise
+            attempt += 1
+
+
+@dataclass
+class Rotel:
+    """A running rotel-agent and its OTLP receivers' ports."""
+
+    process: subprocess.Popen[bytes]
+    grpc_port: int
+    http_port: int
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = 30) -> Rotel:
+    """rotel-agent with its OTLP receivers on loopback and `exporter_args`, once both
+    listen. rotel cannot bind port 0 (it panics): a port another process took first makes
+    it exit before it listens, and it is started again on others (`start_on_a_port`)."""
+    import rotel
+
+    binary = Path(rotel.__file__).parent / "rotel-agent"
+
+    def started(grpc_port: int, http_port: int) -> Rotel:
+        with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen(
+                [
+                    str(binary), "start",
+                    "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
+                    "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
+                    *exporter_args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+        def listening() -> bool:
+            if process.poll() is not None:
+                return True
+            for port in (grpc_port, http_port):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+
+        wait_until(
+            listening,
+            timeout_s,
+            "rotel to listen",
+            errors=(OSError,),
+            context=lambda: log.read_text(errors="replace"),
+        )
+        if process.poll() is not None:
+            raise PortTaken(f"rotel exited:\n{log.read_text(errors='replace')[-2000:]}")
+        return Rotel(process, grpc_port, http_port)
+
+    return start_on_a_port(started, count=2)
 
 
 def http_json(url: str, data: Any = None, headers: dict[str, str] | None = None) -> Any:
@@ -295,7 +396,10 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int | None = None) -> Ite
 
 def _ready(proc: subprocess.Popen[bytes], log: Path) -> bool:
     if proc.poll() is not None:
-        raise AssertionError(f"rag-monitor exited:\n{log.read_text()[-3000:]}")
+        text = log.read_text(errors="replace")
+        if "address already in use" in text.lower():  # a fixed port another process took
+            raise PortTaken(text[-3000:])
+        raise AssertionError(f"rag-monitor exited:\n{text[-3000:]}")
     port = monitor_ports(log.read_text(errors="replace")).get("metrics")
     if port is None:
         return False

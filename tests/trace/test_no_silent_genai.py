@@ -19,7 +19,7 @@ import pytest
 from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.telemetry import Telemetry
-from tests._framework_apps import tracer_provider
+from tests.frameworks.apps.framework_apps import tracer_provider
 from tests.receivers.test_otlp_receivers import _config, _value
 from tests.support.pipeline import RecordingStage, started
 from tests.support.wait import wait_until_async
@@ -207,8 +207,8 @@ async def test_only_generic_genai_attributes_give_counted_logged_suspects_end_to
             id="openllmetry-no-content",
         ),
         # agent-framework-core 1.23.0 with sensitive data off, and google-adk 2.13.0
-        # without content capture, as tests/_agent_framework_app.py and
-        # tests/_google_adk_app.py (`no-content`) export them: GenAI spans, but each
+        # without content capture, as tests/frameworks/apps/agent_framework_app.py and
+        # tests/frameworks/apps/google_adk_app.py (`no-content`) export them: GenAI spans, but each
         # framework's own switch.
         pytest.param(
             "agent-framework",

@@ -80,7 +80,9 @@ class KafkaReceiver:
         rng: random.Random | None = None,
     ) -> None:
         self._cfg = config
-        self._next = StageThroughLoop(consumer)
+        self._next = StageThroughLoop(
+            consumer, telemetry, answer_within_s=config.max_poll_interval_ms / 1000 / 2
+        )
         self._t = telemetry
         self._options = client_options(config)
         self._max_in_flight = max(max_in_flight, 1)

@@ -7,65 +7,122 @@ awaited round trip: the thread does nothing meanwhile). Before the receiver star
 is no loop to go through, and calls run where they are made (the unit tests drive the
 receiver's parts that way), as do calls made on the loop itself. Once the loop is closed
 (the process is stopping past its service), a call answers what a stopped stage would.
+
+The thread waits for an answer at most `answer_within_s` (half the consumer's
+`max_poll_interval_ms`, so that a stalled loop does not also cost the group membership):
+past it, a call the loop has not started yet is withdrawn — it will not run — counted in
+`kafka_stage_calls_expired_total{call}` and logged, and the thread goes on with what a
+stopped stage would answer (a poll's deliveries refused: held and offered again). A call
+the loop has started is synchronous on the loop and is waited for to its end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
+import threading
 from collections.abc import Callable, Collection, Hashable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from monitor.component import Accepted, Delivery, OriginConsumer, Refused
+from monitor.telemetry import Telemetry
 
 A = TypeVar("A")
 R = TypeVar("R")
 _STOPPED = Refused("shutting_down")
+
+log = logging.getLogger("monitor.receivers.kafka")
 
 
 class StageThroughLoop:
     """`OriginConsumer`'s calls from another thread; `loop` is set once the receiver
     starts."""
 
-    def __init__(self, stage: OriginConsumer) -> None:
+    def __init__(self, stage: OriginConsumer, telemetry: Telemetry, answer_within_s: float) -> None:
         self._stage = stage
+        self._answer_within_s = answer_within_s
+        self._expired = telemetry.counter(
+            "kafka_stage_calls_expired",
+            "Calls of the Kafka consumer thread into the trace stage that the event loop did "
+            "not start within half of max_poll_interval_ms; withdrawn unrun.",
+            ("call",),
+        )
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
         answer: Accepted | Refused = _STOPPED
-        return self._call(self._stage.consume, deliveries, closed=answer)
+        return self._call("consume", self._stage.consume, deliveries, closed=answer)
 
     def holds(self, origins: Collection[Hashable]) -> int:
-        return self._call(self._stage.holds, origins, closed=0)
+        return self._call("holds", self._stage.holds, origins, closed=0)
 
     def suspend(self, origins: Collection[Hashable]) -> None:
-        self._call(self._stage.suspend, origins, closed=None)
+        self._call("suspend", self._stage.suspend, origins, closed=None)
 
     def resume(self, origins: Collection[Hashable]) -> None:
-        self._call(self._stage.resume, origins, closed=None)
+        self._call("resume", self._stage.resume, origins, closed=None)
 
     def abandon(self, origins: Collection[Hashable]) -> None:
-        self._call(self._stage.abandon, origins, closed=None)
+        self._call("abandon", self._stage.abandon, origins, closed=None)
 
     def flush(self) -> None:
-        self._call(lambda _: self._stage.flush(), (), closed=None)
+        self._call("flush", lambda _: self._stage.flush(), (), closed=None)
 
-    def _call(self, method: Callable[[A], R], argument: A, *, closed: R) -> R:
+    def _call(self, name: str, method: Callable[[A], R], argument: A, *, closed: R) -> R:
         loop = self.loop
         if loop is None or _running_loop() is loop:
             return method(argument)  # not started, or already on the loop: run it here
         if loop.is_closed():
             return closed  # no stage to reach
-        call = _run(method, argument)
+        pending = _Pending()
+        call = _run(method, argument, pending)
         try:
             future = asyncio.run_coroutine_threadsafe(call, loop)
         except RuntimeError:  # closed meanwhile
             call.close()
             return closed
-        return future.result()
+        try:
+            return cast(R, future.result(timeout=self._answer_within_s))
+        except concurrent.futures.TimeoutError:
+            if not pending.withdraw():
+                # Running on the loop now: it ends with the call.
+                return cast(R, future.result())
+        self._expired.labels(name).inc()
+        log.warning(
+            "the event loop did not take the Kafka consumer's %s call within %.1f s "
+            "(a blocked or overloaded loop); withdrawn, the consumer goes on as if the "
+            "stage were stopped",
+            name,
+            self._answer_within_s,
+        )
+        return closed
 
 
-async def _run(method: Callable[[A], R], argument: A) -> R:
-    return method(argument)
+class _Pending:
+    """Whether a call sent to the loop started, or was withdrawn first: one of the two."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = False
+        self._withdrawn = False
+
+    def start(self) -> bool:
+        """On the loop: False when the thread withdrew the call."""
+        with self._lock:
+            self._started = not self._withdrawn
+            return self._started
+
+    def withdraw(self) -> bool:
+        """In the thread: False when the loop started the call already."""
+        with self._lock:
+            self._withdrawn = not self._started
+            return self._withdrawn
+
+
+async def _run(method: Callable[[A], R], argument: A, pending: _Pending) -> R | None:
+    """The call on the loop, unless the thread withdrew it first (then None, unread)."""
+    return method(argument) if pending.start() else None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

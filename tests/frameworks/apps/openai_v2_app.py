@@ -1,6 +1,6 @@
 """The plain `openai` client in a hand-written tool loop, traced by the official
 `opentelemetry-instrumentation-openai-v2`, exporting spans (and log events) over
-OTLP/HTTP. Run as `python -m tests._openai_v2_app openai-v2 VARIANT ENDPOINT`:
+OTLP/HTTP. Run as `python -m tests.frameworks.apps.openai_v2_app openai-v2 VARIANT ENDPOINT`:
 
 - `span_only`: `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental` and
   `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only`: the messages are span
@@ -11,7 +11,7 @@ OTLP/HTTP. Run as `python -m tests._openai_v2_app openai-v2 VARIANT ENDPOINT`:
 - `event_only`: the latest conventions with `...=event_only`: one
   `gen_ai.client.inference.operation.details` log event per call.
 
-The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`). Prints one
+The model is the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`). Prints one
 JSON line per question."""
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    report,
+    search,
+    tracer_provider,
+)
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
@@ -59,7 +66,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
-    from tests._openai_server import serve
+    from tests.frameworks.apps.openai_server import serve
 
     provider, roots = tracer_provider(f"openai-v2-{variant.replace('_', '-')}", endpoint)
     logs = LoggerProvider(resource=provider.resource)

@@ -1,11 +1,11 @@
 """An OpenAI Agents SDK agent whose retrieval is a function tool, traced by OpenInference
 (`openinference-instrumentation-openai-agents`), exporting over OTLP/HTTP. Run as
-`python -m tests._openai_agents_app openinference agent ENDPOINT`.
+`python -m tests.frameworks.apps.openai_agents_app openinference agent ENDPOINT`.
 
 The model is the SDK's own `OpenAIChatCompletionsModel` over an `AsyncOpenAI` client
-pointed at the scripted server on 127.0.0.1 (`tests/_openai_server.py`): the first turn
+pointed at the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn
 calls `search_kb`, the second answers from its result. Variant `mcp`: the tool is
-`search_docs` of an MCP server over stdio (`tests/_mcp_kb_server.py`), whose two text parts
+`search_docs` of an MCP server over stdio (`tests/frameworks/apps/mcp_kb_server.py`), whose two text parts
 each hold one document as JSON. Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -18,8 +18,14 @@ from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from agents.mcp import MCPServerStdio, MCPServerStdioParams
 from openai import AsyncOpenAI
 
-from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    ask_each_question,
+    finish,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 @function_tool
@@ -43,7 +49,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     if variant == "mcp":
         params: MCPServerStdioParams = {
             "command": sys.executable,
-            "args": ["-m", "tests._mcp_kb_server"],
+            "args": ["-m", "tests.frameworks.apps.mcp_kb_server"],
         }
         kb = MCPServerStdio(params=params)
         loop.run_until_complete(kb.connect())  # type: ignore[no-untyped-call]

@@ -1,9 +1,9 @@
 """A smolagents `ToolCallingAgent` with a retriever tool, traced by OpenInference
 (`openinference-instrumentation-smolagents`), exporting over OTLP/HTTP. Run as
-`python -m tests._smolagents_app openinference agent ENDPOINT`.
+`python -m tests.frameworks.apps.smolagents_app openinference agent ENDPOINT`.
 
 The model is smolagents' own `OpenAIServerModel` pointed at the scripted server on
-127.0.0.1 (`tests/_openai_server.py`): the first step calls `search_kb`, the second ends
+127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first step calls `search_kb`, the second ends
 with `final_answer`. Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -13,8 +13,15 @@ import sys
 from opentelemetry import trace
 from smolagents import OpenAIServerModel, Tool, ToolCallingAgent
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    report,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 class SearchKb(Tool):  # type: ignore[misc]

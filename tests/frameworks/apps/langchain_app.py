@@ -1,5 +1,5 @@
 """A LangChain RAG chain instrumented by a real instrumentation package, exporting over
-OTLP/HTTP. Run as `python tests/_langchain_app.py openinference|openllmetry ENDPOINT`;
+OTLP/HTTP. Run as `python tests/frameworks/apps/langchain_app.py openinference|openllmetry ENDPOINT`;
 prints the trace id. The chat model is LangChain's built-in fake (no LLM API), the
 retriever a fixed in-process one. The test imports its constants from the monitor's
 environment, where LangChain is not installed: LangChain is imported in `main` only."""

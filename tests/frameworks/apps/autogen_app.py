@@ -1,11 +1,11 @@
 """An AutoGen AgentChat `AssistantAgent` whose retrieval is a `search_kb` tool returning
 two documents as `[{"id", "content"}]`, traced by OpenInference's AutoGen AgentChat
 instrumentation (AutoGen's own spans, `invoke_agent` / `execute_tool`, carry no content),
-exporting over OTLP/HTTP. Run as `python -m tests._autogen_app INSTRUMENTATION agent
+exporting over OTLP/HTTP. Run as `python -m tests.frameworks.apps.autogen_app INSTRUMENTATION agent
 ENDPOINT`: `openinference`, or `autogen` for AutoGen's own spans alone.
 
 The model client is AutoGen's `OpenAIChatCompletionClient` pointed at the scripted server
-on 127.0.0.1 (`tests/_openai_server.py`): the first turn calls `search_kb`, the second
+on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn calls `search_kb`, the second
 answers from its result (`reflect_on_tool_use`). Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -16,8 +16,15 @@ import sys
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    report,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def search_kb(query: str) -> str:

@@ -1,6 +1,6 @@
 """A Haystack RAG pipeline instrumented by OpenInference
 (`openinference-instrumentation-haystack`), exporting over OTLP/HTTP. Run as
-`python -m tests._haystack_app openinference pipeline ENDPOINT`.
+`python -m tests.frameworks.apps.haystack_app openinference pipeline ENDPOINT`.
 
 The pipeline is the one Haystack's RAG tutorial builds: `InMemoryBM25Retriever` (BM25
 over an `InMemoryDocumentStore`, so retrieval really ranks) → `ChatPromptBuilder` (a
@@ -22,7 +22,14 @@ from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from opentelemetry import trace
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, scripted_answer, tracer_provider
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    report,
+    scripted_answer,
+    tracer_provider,
+)
 
 SYSTEM = """Answer the question from these documents only.
 {% for document in documents %}

@@ -1,10 +1,10 @@
 """A LlamaIndex `FunctionAgent` whose retrieval is a `search_docs` tool returning two
 documents as `[{"id", "content"}]` (LlamaIndex wraps it in a `ToolOutput`), traced by
 OpenInference (`openinference-instrumentation-llama-index`), exporting over OTLP/HTTP.
-Run as `python -m tests._llama_index_agent_app openinference function-agent ENDPOINT`.
+Run as `python -m tests.frameworks.apps.llama_index_agent_app openinference function-agent ENDPOINT`.
 
 The model is LlamaIndex's `OpenAI` LLM (non-streaming) pointed at the scripted server on
-127.0.0.1 (`tests/_openai_server.py`): the first turn calls `search_docs`, the second
+127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn calls `search_docs`, the second
 answers from its result. Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI
 
-from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    ask_each_question,
+    finish,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def search_docs(query: str) -> list[dict[str, str]]:

@@ -1,6 +1,6 @@
 """A LangGraph agent that answers from a knowledge base through a retriever tool,
 instrumented by a real instrumentation package, exporting over OTLP/HTTP. Run as
-`python -m tests._langgraph_app openinference|openllmetry agent ENDPOINT`.
+`python -m tests.frameworks.apps.langgraph_app openinference|openllmetry agent ENDPOINT`.
 
 The agent is LangGraph's prebuilt ReAct agent. Its chat model is built on LangChain's
 `BaseChatModel`: on a question it says it will search and calls the `search_kb` tool
@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool, create_retriever_tool
 from langgraph.prebuilt import create_react_agent
 from opentelemetry import trace
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     KB,
     QUESTIONS,
     embed,

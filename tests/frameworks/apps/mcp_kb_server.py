@@ -1,7 +1,7 @@
 """An MCP server (stdio) with one tool, `search_docs`, that returns the two knowledge-base
 documents `search` ranks first as two text parts, each holding a JSON object
 `{"id", "content"}` — the shape whose ids a monitor must keep. Run as
-`python -m tests._mcp_kb_server` (the MCP client starts it)."""
+`python -m tests.frameworks.apps.mcp_kb_server` (the MCP client starts it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 from mcp.server.mcpserver import MCPServer
 from mcp.types import TextContent
 
-from tests._framework_apps import KB, search
+from tests.frameworks.apps.framework_apps import KB, search
 
 server = MCPServer("kb")
 

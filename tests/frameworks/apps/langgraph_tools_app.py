@@ -1,12 +1,12 @@
 """A LangGraph prebuilt ReAct agent whose retrieval is a `search_docs` tool returning two
 documents as `[{"id", "content"}]` (LangGraph's tool node makes that list the JSON
 content of a `ToolMessage`), exporting over OTLP/HTTP. Run as
-`python -m tests._langgraph_tools_app INSTRUMENTATION agent ENDPOINT`, INSTRUMENTATION
+`python -m tests.frameworks.apps.langgraph_tools_app INSTRUMENTATION agent ENDPOINT`, INSTRUMENTATION
 `openinference` (`openinference-instrumentation-langchain`) or `langsmith` (LangSmith's
 OTel mode: `LANGSMITH_OTEL_ENABLED`, `LANGSMITH_OTEL_ONLY`; its run inputs and outputs
 as `gen_ai.prompt` / `gen_ai.completion` on every span).
 
-The chat model is `tests._langgraph_app.ScriptedChatModel`: on a question it calls
+The chat model is `tests.frameworks.apps.langgraph_app.ScriptedChatModel`: on a question it calls
 `search_docs` with the question; given the tool's result it answers by `planted_answer`.
 Prints one JSON line per question."""
 
@@ -17,8 +17,8 @@ import sys
 
 from opentelemetry import trace
 
-from tests._framework_apps import KB, ask_each_question, finish, search
-from tests._framework_apps import tracer_provider as make_provider
+from tests.frameworks.apps.framework_apps import KB, ask_each_question, finish, search
+from tests.frameworks.apps.framework_apps import tracer_provider as make_provider
 
 
 def search_docs(query: str) -> list[dict[str, str]]:
@@ -47,7 +47,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from langgraph.prebuilt import create_react_agent
 
-    from tests._langgraph_app import ScriptedChatModel
+    from tests.frameworks.apps.langgraph_app import ScriptedChatModel
 
     model = ScriptedChatModel(tool="search_docs", plan="", planted=True)
     agent = create_react_agent(model, [tool(search_docs)])

@@ -4,14 +4,14 @@ traces the OpenAI chat calls, `@mlflow.trace(span_type=SpanType.RETRIEVER)` the 
 exports its spans over OTLP to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, with gRPC unless
 `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`. (`OTEL_EXPORTER_OTLP_ENDPOINT` would also turn
 on its span metrics, which fail in `mlflow-tracing` 3.17 without a tracking store and
-take every span with them.) Run as `python -m tests._mlflow_app mlflow VARIANT ENDPOINT`:
+take every span with them.) Run as `python -m tests.frameworks.apps.mlflow_app mlflow VARIANT ENDPOINT`:
 
 - `default`: MLflow's own attributes (`mlflow.spanType`, `mlflow.spanInputs`,
   `mlflow.spanOutputs`, every value JSON);
 - `genai-semconv`: `MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`, MLflow's translation of its
   spans into the GenAI conventions.
 
-The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`). Prints one
+The model is the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`). Prints one
 JSON line per question."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, answer_from, report, search
+from tests.frameworks.apps.framework_apps import KB, QUESTIONS, answer_from, report, search
 
 # The session each question is asked in (`session.id` on the request span, which MLflow's
 # span API writes JSON-encoded): the record's `conversation`.
@@ -45,7 +45,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     from mlflow.entities import Document, SpanType
     from openai import OpenAI
 
-    from tests._openai_server import serve
+    from tests.frameworks.apps.openai_server import serve
 
     mlflow.openai.autolog()
     client = OpenAI(base_url=serve(), api_key="scripted")

@@ -1,5 +1,5 @@
 """A DSPy RAG program instrumented by OpenInference (`openinference-instrumentation-dspy`),
-exporting over OTLP/HTTP. Run as `python -m tests._dspy_app openinference rag ENDPOINT`.
+exporting over OTLP/HTTP. Run as `python -m tests.frameworks.apps.dspy_app openinference rag ENDPOINT`.
 
 The program is DSPy's RAG module shape: `dspy.Retrieve` (the retriever DSPy traces)
 over `dspy.retrievers.Embeddings` with a `dspy.Embedder` computing the hashing embedding,
@@ -26,7 +26,7 @@ from dspy.lm15 import (
 )
 from opentelemetry import trace
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     KB,
     QUESTIONS,
     embed,

@@ -2,9 +2,9 @@
 as `[{"id", "content"}]`, traced by OpenInference (its CrewAI instrumentation for the crew,
 agent and tool spans, its OpenAI instrumentation for the model calls CrewAI makes through
 the openai SDK), exporting over OTLP/HTTP. Run as
-`python -m tests._crewai_app openinference crew ENDPOINT`.
+`python -m tests.frameworks.apps.crewai_app openinference crew ENDPOINT`.
 
-The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`): the first turn
+The model is the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn
 calls `search_kb` with the user's message, the second answers from its result. Prints one
 JSON line per question, its sources being what the tool returned (the model searches with
 the whole task prompt CrewAI wraps the question in)."""
@@ -15,8 +15,15 @@ import json
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, finish, report, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    QUESTIONS,
+    finish,
+    report,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def main(instrumentation: str, variant: str, endpoint: str) -> None:

@@ -2,7 +2,7 @@
 function tool returning two documents as `[{"id", "content"}]`, traced by ADK's own
 OpenTelemetry instrumentation (the `gcp.vertex.agent` tracer, with the global tracer
 provider), exporting over OTLP/HTTP. Run as
-`python -m tests._google_adk_app google-adk VARIANT ENDPOINT`, VARIANT `span-only`
+`python -m tests.frameworks.apps.google_adk_app google-adk VARIANT ENDPOINT`, VARIANT `span-only`
 (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY`: messages and tool results
 on the spans) or `no-content` (ADK's default: spans without text).
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     KB,
     ask_each_question,
     finish,

@@ -1,5 +1,5 @@
 """A LlamaIndex RAG app instrumented by a real instrumentation package, exporting over
-OTLP/HTTP. Run as `python -m tests._llama_index_app openinference|openllmetry VARIANT
+OTLP/HTTP. Run as `python -m tests.frameworks.apps.llama_index_app openinference|openllmetry VARIANT
 ENDPOINT`, VARIANT one of:
 - `query-completion`: a query engine over a completion model (`predict` → `complete`);
 - `query-chat`: a query engine over a chat model (`predict` → `chat` → `complete`);
@@ -22,7 +22,7 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from opentelemetry import trace
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     CONVERSATIONS,
     KB,
     QUESTIONS,

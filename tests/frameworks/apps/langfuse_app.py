@@ -3,10 +3,10 @@ request, `@observe(as_type="retriever")` on the retriever, and the `langfuse.ope
 drop-in client for the model calls, each question in a session
 (`propagate_attributes(session_id=...)`). Langfuse's span processor exports to Langfuse's
 own endpoint unless given an exporter: here the SDK's OTLP/HTTP exporter to the monitor
-(`span_exporter`). Run as `python -m tests._langfuse_app langfuse VARIANT ENDPOINT`
+(`span_exporter`). Run as `python -m tests.frameworks.apps.langfuse_app langfuse VARIANT ENDPOINT`
 (`VARIANT`: `observe`).
 
-The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`). Prints one
+The model is the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`). Prints one
 JSON line per question."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from tests._framework_apps import KB, QUESTIONS, answer_from, report, search
+from tests.frameworks.apps.framework_apps import KB, QUESTIONS, answer_from, report, search
 
 # The session each question is asked in: the record's `conversation`.
 SESSION = "session-{}"
@@ -27,7 +27,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     from langfuse.openai import OpenAI
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from tests._openai_server import serve
+    from tests.frameworks.apps.openai_server import serve
 
     langfuse = Langfuse(
         public_key="pk-lf-monitor",

@@ -1,17 +1,23 @@
 """An Agno agent whose retrieval is a `search_docs` tool returning two documents as
 `[{"id", "content"}]`, traced by OpenInference (`openinference-instrumentation-agno`),
-exporting over OTLP/HTTP. Run as `python -m tests._agno_app openinference agent ENDPOINT`.
+exporting over OTLP/HTTP. Run as `python -m tests.frameworks.apps.agno_app openinference agent ENDPOINT`.
 
 The model is Agno's `OpenAIChat` pointed at the scripted server on 127.0.0.1
-(`tests/_openai_server.py`): the first turn calls `search_docs`, the second answers from
+(`tests/frameworks/apps/openai_server.py`): the first turn calls `search_docs`, the second answers from
 its result. Prints one JSON line per question."""
 
 from __future__ import annotations
 
 import sys
 
-from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    ask_each_question,
+    finish,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def search_docs(query: str) -> list[dict[str, str]]:

@@ -1,12 +1,12 @@
 """A Strands Agents agent whose retrieval is a `search_docs` tool returning two documents
 as `[{"id", "content"}]`, traced by Strands' own GenAI instrumentation, exporting over
-OTLP/HTTP. Run as `python -m tests._strands_app strands VARIANT ENDPOINT`, VARIANT
+OTLP/HTTP. Run as `python -m tests.frameworks.apps.strands_app strands VARIANT ENDPOINT`, VARIANT
 `default` (content in `gen_ai.*.message` / `gen_ai.choice` span events) or `latest`
 (`OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`: content in
 `gen_ai.client.inference.operation.details` span events).
 
 The model is Strands' `OpenAIModel` (non-streaming) pointed at the scripted server on
-127.0.0.1 (`tests/_openai_server.py`): the first turn calls `search_docs`, the second
+127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn calls `search_docs`, the second
 answers from its result. Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ import sys
 
 from opentelemetry import trace
 
-from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    ask_each_question,
+    finish,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def search_docs(query: str) -> list[dict[str, str]]:

@@ -2,12 +2,12 @@
 returning two documents as `[{"id", "content"}]`, traced by the framework's own
 OpenTelemetry instrumentation (`agent_framework.observability`, on by default, with the
 global tracer provider), exporting over OTLP/HTTP. Run as
-`python -m tests._agent_framework_app agent-framework VARIANT ENDPOINT`, VARIANT `agent`
+`python -m tests.frameworks.apps.agent_framework_app agent-framework VARIANT ENDPOINT`, VARIANT `agent`
 (`ENABLE_SENSITIVE_DATA=true`: messages and tool results on the spans) or `no-content`
 (the framework's default: spans without text).
 
 The model is the framework's `OpenAIChatCompletionClient` pointed at the scripted server
-on 127.0.0.1 (`tests/_openai_server.py`): the first turn calls `search_kb`, the second
+on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first turn calls `search_kb`, the second
 answers from its result. Prints one JSON line per question."""
 
 from __future__ import annotations
@@ -19,8 +19,14 @@ import sys
 
 from opentelemetry import trace
 
-from tests._framework_apps import KB, ask_each_question, finish, search, tracer_provider
-from tests._openai_server import serve
+from tests.frameworks.apps.framework_apps import (
+    KB,
+    ask_each_question,
+    finish,
+    search,
+    tracer_provider,
+)
+from tests.frameworks.apps.openai_server import serve
 
 
 def search_kb(query: str) -> str:

@@ -3,13 +3,13 @@
 Semantic Kernel's own GenAI diagnostics with sensitive data on. Its spans carry no text:
 the messages are log records of the `semantic_kernel` logger, exported as OTLP logs by
 OpenTelemetry's `LoggingHandler` on that logger only. Run as
-`python -m tests._semantic_kernel_app semantic-kernel ORDER ENDPOINT`, ORDER
+`python -m tests.frameworks.apps.semantic_kernel_app semantic-kernel ORDER ENDPOINT`, ORDER
 `spans-first` or `logs-first`. Both exporters keep their default batch delays, and the
 one of the kind that goes second holds its sends (`HeldLogs`, `HeldSpans`) until every
 record of the other kind was exported and acknowledged and the test, told so
 (`hold_until_told`), lets it go: the order is certain whatever the machine's speed.
 
-The model is the scripted server on 127.0.0.1 (`tests/_openai_server.py`): the first
+The model is the scripted server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`): the first
 turn calls `search_kb`, the second answers from its result. Prints one JSON line per
 question."""
 
@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     KB,
     QUESTIONS,
     HeldLogs,
@@ -33,7 +33,7 @@ from tests._framework_apps import (
     sent,
     tracer_provider,
 )
-from tests._openai_server import serve
+from tests.frameworks.apps.openai_server import serve
 
 
 async def main(instrumentation: str, order: str, endpoint: str) -> None:

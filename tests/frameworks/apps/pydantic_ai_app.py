@@ -1,6 +1,6 @@
 """A Pydantic AI agent whose retrieval is a tool, traced by Pydantic AI's own
 instrumentation (GenAI conventions, content included), exporting over OTLP/HTTP. Run as
-`python -m tests._pydantic_ai_app pydantic-ai agent ENDPOINT`.
+`python -m tests.frameworks.apps.pydantic_ai_app pydantic-ai agent ENDPOINT`.
 
 The model is Pydantic AI's `FunctionModel` (its own hook for a scripted model): the first
 turn calls the `search_kb` tool with the question, the second answers from the tool's
@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from tests._framework_apps import (
+from tests.frameworks.apps.framework_apps import (
     KB,
     QUESTIONS,
     finish,

@@ -8,7 +8,7 @@ once the tool's result is in, it answers by `planted_answer` — as text, or as 
 `final_answer` tool call when that tool is offered (smolagents' agents end that way).
 A request with `"stream": true` gets the same reply as server-sent chunks, as the API
 streams it. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
-base's ranking (`tests/_framework_apps.search`: `[{"id", "content"}]`) and
+base's ranking (`tests/frameworks/apps/framework_apps.search`: `[{"id", "content"}]`) and
 `GET /kb/questions` the questions, so that every app's tool ranks the same way."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests._framework_apps import KB, QUESTIONS, planted_answer, search
+from tests.frameworks.apps.framework_apps import KB, QUESTIONS, planted_answer, search
 
 
 def _text(content: Any) -> str:

@@ -1,8 +1,8 @@
-"""What the framework apps (`tests/_<framework>_app.py`) share: a small knowledge base,
+"""What the framework apps (`tests/frameworks/apps/<framework>_app.py`) share: a small knowledge base,
 questions answered by it, a hashing embedding (so the frameworks' own retrievers really
 rank), the scripted model's answer rule, and the OTLP/HTTP tracer provider.
 
-Each app is run as `python -m tests._<framework>_app INSTRUMENTATION VARIANT ENDPOINT`,
+Each app is run as `python -m tests.frameworks.apps.<framework>_app INSTRUMENTATION VARIANT ENDPOINT`,
 in its own process (instrumentations patch the framework globally), and prints one JSON
 line per question: the trace id and what the framework handed back to the app (question,
 response, sources in order), so the test can compare the extracted records with it."""
@@ -243,7 +243,7 @@ def report(trace_id: str, question: str, response: str, sources: Sequence[str]) 
 
 def answer_from(client: Any, question: str, documents: Sequence[str]) -> str:
     """The RAG apps' model call: the retrieved documents in the system message, the question
-    as the user's, through an OpenAI client (`tests/_openai_server.py`'s scripted model)."""
+    as the user's, through an OpenAI client (`tests/frameworks/apps/openai_server.py`'s scripted model)."""
     context = "\n".join(documents)
     completion = client.chat.completions.create(
         model="scripted",
