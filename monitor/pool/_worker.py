@@ -10,6 +10,8 @@ its bytes.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import os
 import pickle
@@ -40,8 +42,14 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
     """A worker's set-up: import the `preload` modules, run the initializers, then tell
     the pool on `ready`: (pid, "") or (pid, why it failed). A worker whose set-up failed
     stays up and answers each task with that failure, rather than exiting to be started
-    again, and failing again, at once."""
+    again, and failing again, at once.
+
+    What the worker inherited from the fork server, and then what it built, is frozen
+    out of the garbage collector's reach (`gc.freeze`): a collection would otherwise write
+    to every page holding those objects and so give the worker its own copy of them. The
+    C heap's free pages go back to the system (glibc's `malloc_trim`)."""
     global _set_up_failed
+    gc.freeze()
     try:
         for module in preload:
             importlib.import_module(module)
@@ -49,6 +57,10 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
             initializer.function(initializer.args)
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
+    gc.freeze()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
     # One short message: a single write to the pipe, which every worker shares.
     ready.send((os.getpid(), _set_up_failed))
     ready.close()
@@ -67,3 +79,17 @@ def run_task(task: bytes) -> bytes:
         return pickle.dumps(outcome, PICKLE)
     except Exception as exc:
         return pickle.dumps((False, f"unpicklable answer: {type(exc).__name__}: {exc}"), PICKLE)
+
+
+class Pickled:
+    """A task's `(function, payload)`, pickled when pebble sends it (in pebble's thread,
+    not on the event loop) into bytes the worker unpickles after it has taken the task
+    off the shared channel."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: object) -> None:
+        self.task = task
+
+    def __reduce__(self) -> tuple[Callable[[bytes], bytes], tuple[bytes]]:
+        return bytes, (pickle.dumps(self.task, PICKLE),)
