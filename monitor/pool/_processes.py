@@ -1,17 +1,7 @@
-"""How the pool's worker processes start: the multiprocessing context handed to pebble.
-
-- one worker: `spawn`, a fresh interpreter that is the calling process's own child. With
-  no second worker to share pages with, a fork server would only add its own.
-- several: `forkserver`. Multiprocessing's fork server, itself a fresh interpreter,
-  imports the `preload` modules once, then forks each worker, so that what those modules
-  load (code, read-only tables) is in every worker's pages once. It is started again by
-  the next worker to start if it has died.
-
-Both start methods would run the caller's main script again in each worker (as
-`__mp_main__`, so that functions defined there can be unpickled); for `rag-monitor` that
-script imports the whole service. A worker needs only its tasks' modules, so the main
-module is hidden while a worker process starts: a task's function and an initializer's
-must therefore live in an importable module, not in `__main__`.
+"""The multiprocessing context pebble starts the workers with: `spawn` for one worker (the
+caller's own child), `forkserver` for several (the fork server imports `preload` once, then
+forks each worker, which shares those pages). Either would run the caller's main script in
+each worker; it is hidden while a worker starts (`README.md`).
 """
 
 from __future__ import annotations
@@ -29,8 +19,7 @@ from multiprocessing.context import (
 )
 from multiprocessing.process import BaseProcess
 
-# A `__main__` that names no script or module: multiprocessing then tells a starting
-# worker nothing about the caller's.
+# A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
 _NO_MAIN = types.ModuleType("__main__")
 _STARTING = threading.Lock()  # one process starts at a time while `__main__` is hidden
 
@@ -63,11 +52,9 @@ class _ForkServerContext(ForkServerContext):
 
 
 def worker_context(processes: int, preload: Sequence[str]) -> BaseContext:
-    """The multiprocessing context pebble starts the workers with (see the module doc)."""
     if processes == 1:
         return _SpawnContext()
     context = _ForkServerContext()
-    # Imported by the fork server before it forks; the fork server is started once per
-    # process, so a later pool's preload is imported by its workers.
+    # The fork server is started once per process: a later pool's workers import theirs.
     context.set_forkserver_preload(list(preload))
     return context

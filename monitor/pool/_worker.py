@@ -1,11 +1,6 @@
-"""The worker process's side of the pool: its set-up, then each task.
-
-A task travels as bytes both ways: the pool pickles `(function, payload)` and the worker
-pickles `(True, result)`, or `(False, "ExceptionType: message")` when the function
-raised. The library that carries them (pebble) then only moves bytes: nothing a task
-holds can fail to pickle or unpickle inside it, where one such failure would stop every
-worker, and the worker reads a task off the shared channel in the time it takes to copy
-its bytes.
+"""The worker's side: its set-up, then each task. A task and its answer cross pebble's
+channel as bytes pickled at each end, so nothing fails to pickle inside pebble (which would
+stop every worker) and a worker takes a task off the shared channel as fast as it copies it.
 """
 
 from __future__ import annotations
@@ -25,29 +20,21 @@ PICKLE = pickle.HIGHEST_PROTOCOL
 
 @dataclass(frozen=True, slots=True)
 class Initializer:
-    """Run once in each worker before its first task, to build that worker's state
-    (e.g. the CPU scorers, kept in a global of the function's module, where the tasks
-    that use it read it). `function` must be a module-level function (it is pickled by
-    name) and `args` picklable."""
+    """`function(args)`, run once in each worker before its first task to build its state;
+    a module-level function (pickled by name)."""
 
     function: Callable[[Any], None]
     args: object = None
 
 
-# Why this worker cannot run tasks ("" when it can): its set-up failed.
-_set_up_failed = ""
+_set_up_failed = ""  # why this worker cannot run tasks
 
 
 def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: Connection) -> None:
-    """A worker's set-up: import the `preload` modules, run the initializers, then tell
-    the pool on `ready`: (pid, "") or (pid, why it failed). A worker whose set-up failed
-    stays up and answers each task with that failure, rather than exiting to be started
-    again, and failing again, at once.
-
-    What the worker inherited from the fork server, and then what it built, is frozen
-    out of the garbage collector's reach (`gc.freeze`): a collection would otherwise write
-    to every page holding those objects and so give the worker its own copy of them. The
-    C heap's free pages go back to the system (glibc's `malloc_trim`)."""
+    """Import `preload`, run the initializers, tell the pool on `ready`: (pid, "" or why it
+    failed); a worker that failed answers each task with that. What it inherited and built
+    is frozen out of the garbage collector's reach (a collection would write to, and so
+    copy, every page the fork server shares), and the C heap's free pages are returned."""
     global _set_up_failed
     gc.freeze()
     try:
@@ -61,7 +48,7 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
         trim(0)
-    # One short message: a single write to the pipe, which every worker shares.
+    # One short message: a single write to the pipe every worker shares.
     ready.send((os.getpid(), _set_up_failed))
     ready.close()
 
@@ -82,9 +69,8 @@ def run_task(task: bytes) -> bytes:
 
 
 class Pickled:
-    """A task's `(function, payload)`, pickled when pebble sends it (in pebble's thread,
-    not on the event loop) into bytes the worker unpickles after it has taken the task
-    off the shared channel."""
+    """A task, pickled into bytes as pebble sends it (in its thread, not on the event
+    loop); the worker unpickles them once it has taken the task off the channel."""
 
     __slots__ = ("task",)
 
