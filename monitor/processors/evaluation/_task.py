@@ -32,8 +32,8 @@ from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 
-# A result as the tuple of its fields, and the seconds it took: unpickling a tuple and
-# building the dataclass costs the receiving process a third of unpickling the dataclass.
+# A result as the tuple of its fields, and the seconds it took: cheaper for the receiving
+# process to unpickle than the dataclass.
 WireResult = tuple[tuple[Any, ...], float]
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
