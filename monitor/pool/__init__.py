@@ -3,10 +3,4 @@
 from monitor.pool._pool import DEPTH, ProcessPool, TaskFailed, WorkerLost
 from monitor.pool._worker import Initializer
 
-__all__ = [
-    "DEPTH",
-    "Initializer",
-    "ProcessPool",
-    "TaskFailed",
-    "WorkerLost",
-]
+__all__ = ["DEPTH", "Initializer", "ProcessPool", "TaskFailed", "WorkerLost"]

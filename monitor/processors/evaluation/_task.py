@@ -6,6 +6,9 @@ worker-thread hop of this process: either way a sampled trace's spans go in once
 records come back once, scored. Records that arrive as records (Kafka JSON, replay) take
 the same task without the extraction step.
 
+A batch goes by three names from submission to outcome: each sampled item taken becomes
+a `Job` (a trace to extract, or a record), the jobs of one task a `Batch`, and what
+becomes of each job an `Outcome` (extraction and CPU results), which the stage reads.
 Each worker builds its CPU scorers from their `EvaluatorConfig`s once, when it starts
 (`worker_initializer`); `run` is the task. Which scorers run on a record is decided here
 by `planned`, the same rule the stage applies to the judges: a record lacking an
