@@ -308,7 +308,9 @@ class EvaluationStage:
                 # too many items already wait for their writes (see `_take`).
                 self._unwritten += 1
                 gathered = asyncio.gather(*writes)
-                self._queue.in_work[id(job)].writing = gathered
+                work = self._queue.in_work.get(id(job))
+                if work is not None:  # not abandoned by the shutdown deadline meanwhile
+                    work.writing = gathered
                 gathered.add_done_callback(partial(self._written, job))
             else:
                 self._finish(job)
