@@ -143,8 +143,9 @@ class ProcessPool:
             self._watching.cancel()
         if self._answers and deadline_s > 0:
             await asyncio.wait(list(self._answers), timeout=deadline_s)
-        if self._pebble is not None:
-            await asyncio.to_thread(_close, self._pebble)
+        async with self._renewing:  # a renewal under way opens its pool first
+            if self._pebble is not None:
+                await asyncio.to_thread(_close, self._pebble)
         for answer in [answer for answer in self._answers if not answer.done()]:
             answer.set_exception(WorkerLost(f"{self._label} stopped", stopping=True))
         if self._loop is not None and self._notices is not None:
@@ -210,7 +211,7 @@ class ProcessPool:
         async with self._renewing:
             if self._pebble is not broken or self._stopping or broken.active:
                 return
-            log.warning("a %s died while no task ran: starting the pool again", self._label)
+            log.warning("an %s died while no task ran: starting the pool again", self._label)
             self._count_exits(at_once=True)
             self._reported.clear()  # the new pool's workers report themselves
             await asyncio.to_thread(_close, broken)
