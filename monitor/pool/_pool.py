@@ -71,9 +71,7 @@ class ProcessPool:
         self._notices: tuple[Connection, Connection] | None = None  # every worker's set-up
         self._reported: dict[int, str] = {}  # pid → why its set-up failed ("": it did not)
         self._reported_changed = asyncio.Event()
-        # Exits a task's answer counted, and hung workers killed: any other exit is a death.
-        self._exits_counted: set[int] = set()
-        self._hung_kills = 0
+        self._hung_kills = 0  # hung workers killed, not yet seen gone: not deaths
         self._gone: set[int] = set()  # seen exited at the last look
         self._slots = asyncio.Semaphore(self.slots)
         self._renewing = asyncio.Lock()
@@ -185,10 +183,10 @@ class ProcessPool:
     def _lost(self, reason: str, detail: str, items: int, pid: int = 0) -> WorkerLost:
         if self._stopping:
             return WorkerLost(f"{self._label} stopped", stopping=True)
-        self._restarts.labels(reason).inc()
-        if pid:
-            self._exits_counted.add(pid)
-        else:
+        # A death is counted once: here, unless the watch saw it first.
+        if self._reported.pop(pid, None) is not None or not pid:
+            self._restarts.labels(reason).inc()
+        if not pid:
             self._hung_kills += 1
         error = f"{self._label} {reason}"
         log.warning("%s %s (%s) on a task of %d items; replaced", error, pid or "", detail, items)
@@ -227,19 +225,17 @@ class ProcessPool:
                 await self._renew(self._pebble)
 
     def _count_exits(self, *, at_once: bool = False) -> None:
-        """Forget exited workers; count deaths no task saw. An exit waits one look (unless
+        """Forget exited workers; count deaths no task counted. An exit waits one look (unless
         `at_once`): by then the task the worker was on has been answered."""
         gone = {pid for pid in self._reported if not _running(pid)}
         handled = gone if at_once else gone & self._gone
         for pid in handled:
             del self._reported[pid]
-            if pid in self._exits_counted:
-                self._exits_counted.discard(pid)
-            elif self._hung_kills:
+            if self._hung_kills:
                 self._hung_kills -= 1
             else:
                 self._restarts.labels("died").inc()
-                log.warning("%s %s died while idle; replaced", self._label, pid)
+                log.warning("%s %s died; replaced", self._label, pid)
         self._gone = gone - handled
 
     def _read_notice(self, reader: Connection) -> None:
