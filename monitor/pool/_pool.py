@@ -226,7 +226,7 @@ class ProcessPool:
 
     def _count_exits(self, *, at_once: bool = False) -> None:
         """Forget exited workers; count deaths no task counted. An exit waits one look (unless
-        `at_once`): by then the task the worker was on has been answered."""
+        `at_once`), so that the answer of the task a worker was on is read first."""
         gone = {pid for pid in self._reported if not _running(pid)}
         handled = gone if at_once else gone & self._gone
         for pid in handled:

@@ -274,6 +274,24 @@ async def test_a_worker_that_hangs_past_the_deadline_is_replaced(tmp_path: Path)
         await pool.close(5.0)
 
 
+async def test_a_worker_that_dies_idle_is_counted_and_replaced() -> None:
+    """With no task anywhere, a worker's death stops pebble's pool: it is counted once,
+    the pool is started again, and the next task is answered."""
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (first,) = pool.pids
+        os.kill(first, signal.SIGKILL)
+        await wait_until_async(partial(_restarts_are, telemetry, 1), 60, "the death counted")
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert pool.pids != [first]
+        (row,) = await pool.score([(_rec(1), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+        assert _restarts_are(telemetry, 1)
+    finally:
+        await pool.close(5.0)
+
+
 def _sampled_traces() -> list[list[Span]]:
     """Traces as the OTLP receivers decode them (attributes still serialized): one per
     instrumentation convention, then one that is not a RAG trace, then one whose
