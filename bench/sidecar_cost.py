@@ -51,10 +51,12 @@ from tests.support.otlp_load import BATCH, Payloads  # noqa: E402
 from tests.support.servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
-# The project's targets on 2 CPUs (docs/performance.md, "Targets"): spans per CPU-second
-# against rotel's, by sampling rate; PSS of the monitor's tree idle and under this load, MB.
-TARGET_RATIO = {0.01: 0.5, 0.0: 0.45}
-TARGET_PSS_IDLE_MB = 110
+# The project's guards on 2 CPUs (docs/performance.md, "Targets"): the main (ingest)
+# process's spans per CPU-second against rotel's, by sampling rate (the whole tree's ratio
+# is reported, not guarded: scoring scales with the sampling rate the user sets); PSS of
+# the monitor's tree idle and under this load, MB.
+TARGET_MAIN_RATIO = {0.01: 0.8}
+TARGET_PSS_IDLE_MB = 160
 TARGET_PSS_LOADED_MB = 200
 
 
@@ -261,10 +263,12 @@ def _report(sides: list[Side], sampling: float, rounds: int) -> str:
     cpu_rows, memory_rows = [], []
     for side, rate in zip(sides, (None, sampling, 0.0), strict=True):
         ratios = [a / b for a, b in zip(side.rates, rotel.rates, strict=True)]
-        ratio, target = (
-            statistics.median(ratios),
-            TARGET_RATIO.get(rate) if rate is not None else None,
-        )
+        ratio = statistics.median(ratios)
+        # Spans per CPU-second of the main process against rotel's: the inverse ratio of
+        # their CPU per span, paired by round.
+        mains = [r / m for r, m in zip(rotel.main_us, side.main_us, strict=True)]
+        main = statistics.median(mains)
+        target = TARGET_MAIN_RATIO.get(rate) if rate is not None else None
         cpu_rows.append(
             [
                 side.name,
@@ -273,7 +277,8 @@ def _report(sides: list[Side], sampling: float, rounds: int) -> str:
                 if side is rotel
                 else f"**{ratio:.3f}** ({min(ratios):.3f} to {max(ratios):.3f})",
                 f"{statistics.median(side.main_us):.2f} + {statistics.median(side.rest_us):.2f}",
-                "" if target is None else f"≥ {target}: {_met(ratio >= target)}",
+                "1" if side is rotel else f"**{main:.3f}** ({min(mains):.3f} to {max(mains):.3f})",
+                "" if target is None else f"≥ {target}: {_met(main >= target)}",
             ]
         )
         idle, loaded = _total(side.idle), _total(side.loaded)
@@ -298,7 +303,8 @@ def _report(sides: list[Side], sampling: float, rounds: int) -> str:
             "spans per CPU-second",
             f"ratio to rotel, median of {rounds} rounds (range)",
             "CPU µs per span: main process + rest of the tree",
-            "target",
+            f"main process: ratio to rotel, median of {rounds} rounds (range)",
+            "guard (main process)",
         ],
         cpu_rows,
     )

@@ -44,8 +44,8 @@ from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.pool import ProcessPool  # noqa: E402
 from monitor.processors.evaluation import PRELOAD, Settings, worker_initializer  # noqa: E402
-from monitor.processors.evaluation._runner import TaskRunner, TraceDone  # noqa: E402
-from monitor.processors.evaluation._task import TraceJob  # noqa: E402
+from monitor.processors.evaluation._runner import TaskRunner  # noqa: E402
+from monitor.processors.evaluation._task import Job  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 from tests.support import bench_docs  # noqa: E402
@@ -128,9 +128,9 @@ class Pool:
         )
 
     async def run(self, batch: list[Trace]) -> None:
-        done = await self.runner.run([TraceJob(spans, NAMES) for spans in batch])
+        done = await self.runner.run([Job(NAMES, spans=spans) for spans in batch])
         for trace in done:
-            assert isinstance(trace, TraceDone) and len(trace.scored) == 1, trace
+            assert trace.scored is not None and len(trace.scored) == 1, trace
 
 
 async def _drain(pool: Pool, batch_list: list[list[Trace]]) -> float:

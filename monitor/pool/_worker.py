@@ -1,15 +1,12 @@
-"""The worker process's side of the pool: its set-up, then each task.
-
-A task travels as bytes both ways: the pool pickles `(function, payload)` and the worker
-pickles `(True, result)`, or `(False, "ExceptionType: message")` when the function
-raised. The library that carries them (pebble) then only moves bytes: nothing a task
-holds can fail to pickle or unpickle inside it, where one such failure would stop every
-worker, and the worker reads a task off the shared channel in the time it takes to copy
-its bytes.
+"""The worker's side: its set-up, then each task. A task and its answer cross pebble's
+channel as bytes pickled at each end, so nothing fails to pickle inside pebble (which would
+stop every worker) and a worker takes a task off the shared channel as fast as it copies it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import os
 import pickle
@@ -23,25 +20,23 @@ PICKLE = pickle.HIGHEST_PROTOCOL
 
 @dataclass(frozen=True, slots=True)
 class Initializer:
-    """Run once in each worker before its first task, to build that worker's state
-    (e.g. the CPU scorers, kept in a global of the function's module, where the tasks
-    that use it read it). `function` must be a module-level function (it is pickled by
-    name) and `args` picklable."""
+    """`function(args)`, run once in each worker before its first task to build its state;
+    a module-level function (pickled by name)."""
 
     function: Callable[[Any], None]
     args: object = None
 
 
-# Why this worker cannot run tasks ("" when it can): its set-up failed.
-_set_up_failed = ""
+_set_up_failed = ""  # why this worker cannot run tasks
 
 
 def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: Connection) -> None:
-    """A worker's set-up: import the `preload` modules, run the initializers, then tell
-    the pool on `ready`: (pid, "") or (pid, why it failed). A worker whose set-up failed
-    stays up and answers each task with that failure, rather than exiting to be started
-    again, and failing again, at once."""
+    """Import `preload`, run the initializers, tell the pool on `ready`: (pid, "" or why it
+    failed); a worker that failed answers each task with that. What it inherited and built
+    is frozen out of the garbage collector's reach (a collection would write to, and so
+    copy, every page the fork server shares), and the C heap's free pages are returned."""
     global _set_up_failed
+    gc.freeze()
     try:
         for module in preload:
             importlib.import_module(module)
@@ -49,7 +44,11 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
             initializer.function(initializer.args)
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
-    # One short message: a single write to the pipe, which every worker shares.
+    gc.freeze()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+    # One short message: a single write to the pipe every worker shares.
     ready.send((os.getpid(), _set_up_failed))
     ready.close()
 
@@ -67,3 +66,16 @@ def run_task(task: bytes) -> bytes:
         return pickle.dumps(outcome, PICKLE)
     except Exception as exc:
         return pickle.dumps((False, f"unpicklable answer: {type(exc).__name__}: {exc}"), PICKLE)
+
+
+class Pickled:
+    """A task, pickled into bytes as pebble sends it (in its thread, not on the event
+    loop); the worker unpickles them once it has taken the task off the channel."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: object) -> None:
+        self.task = task
+
+    def __reduce__(self) -> tuple[Callable[[bytes], bytes], tuple[bytes]]:
+        return bytes, (pickle.dumps(self.task, PICKLE),)

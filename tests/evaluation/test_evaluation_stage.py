@@ -20,8 +20,7 @@ from monitor.exporters.results_file import ResultsFileSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
 from monitor.processors.evaluation import _queue as queue_module
-from monitor.processors.evaluation._runner import JobDone
-from monitor.processors.evaluation._task import Job
+from monitor.processors.evaluation._task import Job, Outcome
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
@@ -522,7 +521,7 @@ async def test_items_handed_in_between_wake_ups_go_to_a_worker_as_one_batch(
     batches: list[int] = []
     run = stage._runner.run
 
-    async def counted(jobs: Sequence[Job]) -> list[JobDone]:
+    async def counted(jobs: Sequence[Job]) -> list[Outcome]:
         batches.append(len(jobs))
         return await run(jobs)
 

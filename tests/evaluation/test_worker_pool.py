@@ -25,12 +25,12 @@ from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.pool import ProcessPool, TaskFailed
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
-from monitor.processors.evaluation._runner import TaskRunner, TraceDone
+from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import (
-    RecordJob,
+    Job,
+    Outcome,
     ScorerFactory,
     Settings,
-    TraceJob,
     build_scorer,
 )
 from monitor.receivers.replay_summary import SummarySink
@@ -94,18 +94,18 @@ class _Pool:
 
     async def score(self, batch: Batch) -> Scored:
         """Each record's results in the order of the names asked for."""
-        done = await self.runner.run([RecordJob(record, names) for record, names in batch])
+        done = await self.runner.run([Job(names, record=record) for record, names in batch])
         rows: Scored = []
-        for (_, names), scored in zip(batch, done, strict=True):
-            assert isinstance(scored, dict)
+        for (_, names), outcome in zip(batch, done, strict=True):
+            assert outcome.scored is not None
+            (scored,) = outcome.scored
             rows.append([scored[name] for name in names])
         return rows
 
     async def extract(
         self, traces: list[list[Span]], scorers: tuple[str, ...] = ()
-    ) -> list[TraceDone]:
-        done = await self.runner.run([TraceJob(spans, scorers) for spans in traces])
-        return [d for d in done if isinstance(d, TraceDone)]
+    ) -> list[Outcome]:
+        return await self.runner.run([Job(scorers, spans=spans) for spans in traces])
 
     async def close(self, deadline_s: float) -> None:
         await self.processes.shutdown(deadline_s)
@@ -274,6 +274,24 @@ async def test_a_worker_that_hangs_past_the_deadline_is_replaced(tmp_path: Path)
         await pool.close(5.0)
 
 
+async def test_a_worker_that_dies_idle_is_counted_and_replaced() -> None:
+    """With no task anywhere, a worker's death stops pebble's pool: it is counted once,
+    the pool is started again, and the next task is answered."""
+    telemetry = create_telemetry()
+    pool = await _started(telemetry)
+    try:
+        (first,) = pool.pids
+        os.kill(first, signal.SIGKILL)
+        await wait_until_async(partial(_restarts_are, telemetry, 1), 60, "the death counted")
+        await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
+        assert pool.pids != [first]
+        (row,) = await pool.score([(_rec(1), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+        assert _restarts_are(telemetry, 1)
+    finally:
+        await pool.close(5.0)
+
+
 def _sampled_traces() -> list[list[Span]]:
     """Traces as the OTLP receivers decode them (attributes still serialized): one per
     instrumentation convention, then one that is not a RAG trace, then one whose
@@ -314,8 +332,10 @@ async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     assert expected[-2] == TraceRecords([], [], [])
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
     # Scored in the same task: one result per record, none without a scorer asked for.
-    assert all(done.scored == [{}] * len(done.scored) for done in extracted)
-    outcomes = [[s["scripted"][0].outcome for s in done.scored] for done in scored[:-1]]
+    rows = [done.scored for done in [*extracted, *scored]]
+    assert all(row is not None for row in rows)
+    assert all(row == [{}] * len(row or []) for row in rows[: len(extracted)])
+    outcomes = [[s["scripted"][0].outcome for s in row or []] for row in rows[len(extracted) : -1]]
     assert outcomes == [["pass"]] * len(CONVENTIONS) + [[]]
 
 
@@ -347,7 +367,7 @@ async def test_traces_a_killed_worker_was_on_go_to_another_worker_once(tmp_path:
                 partial(_restarts_are, telemetry, 1 + attempt), 60, "the worker to be replaced"
             )
         (done,) = await asyncio.wait_for(lost, 60)
-        assert done == TraceDone(
+        assert done == Outcome(
             Unreadable("extract_failed", "evaluation worker process died while extracting"), []
         )
         await wait_until_async(lambda: len(pool.pids) == 1, 60, "a replacement worker")
@@ -369,6 +389,7 @@ async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_
         ]  # fmt: skip
         (done,) = await asyncio.wait_for(pool.extract([crashing], ("scripted",)), 120)
         assert isinstance(done.extraction, TraceRecords) and len(done.extraction.records) == 1
+        assert done.scored is not None
         ((result, _),) = done.scored[0].values()
         assert result.outcome == "error" and "died" in (result.error or "")
         assert _metric(telemetry, "worker_restarts_total", reason="died") == 1

@@ -26,8 +26,8 @@ from typing import cast
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation._runner import Scored, TaskRunner
-from monitor.processors.evaluation._task import RecordJob, held_back
+from monitor.processors.evaluation._runner import TaskRunner
+from monitor.processors.evaluation._task import Job, Scored, held_back
 from monitor.processors.sampler import Sampled
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -284,11 +284,12 @@ class BatchEvaluator:
     ) -> list[tuple[InFlight, EvalResult]]:
         """CPU scorers the batch's task did not run (escalated ones), in a task of their
         own."""
-        jobs = [RecordJob(item.record, tuple(ev.name for ev in evs)) for item, evs in work]
+        jobs = [Job(tuple(ev.name for ev in evs), record=item.record) for item, evs in work]
         done = await self._tasks.run(jobs)
         out = []
-        for (item, evaluators), scored in zip(work, done, strict=True):
-            assert isinstance(scored, dict)
+        for (item, evaluators), outcome in zip(work, done, strict=True):
+            assert outcome.scored is not None
+            (scored,) = outcome.scored
             for ev in evaluators:
                 result, seconds = scored.get(ev.name) or (
                     EvalResult.failed(ev.name, "not scored: its input is missing"),

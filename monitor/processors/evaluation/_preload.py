@@ -6,16 +6,13 @@ shares their pages instead of loading its own copy.
 Another read-only table is shared the same way: add its loader — a module-level function
 that loads the table once per process and keeps it, as `shared_embedder` — to `TABLES`.
 What the fork server loaded is then frozen out of the garbage collector's reach
-(`gc.freeze`): a collection in a worker would otherwise write to every page holding those
-objects and so give the worker its own copy of them. The C heap that loading freed (the
-tokenizer's parse of its JSON file: a few MB) is handed back to the system first, so that
-it is in no process's pages.
+(`gc.freeze`, in each worker as it starts: `monitor.pool`), and the C heap's free pages go
+back to the system there too. This module changes nothing of the process that imports it
+but what it loads.
 """
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import importlib
 import logging
 
@@ -38,14 +35,4 @@ def load_tables() -> None:
             log.exception("could not preload %s for the worker processes", entry)
 
 
-def release_free_heap() -> None:
-    """Return the C heap's free pages to the system (glibc's `malloc_trim`; a no-op
-    with a C library that has none)."""
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
-
-
 load_tables()
-release_free_heap()
-gc.freeze()

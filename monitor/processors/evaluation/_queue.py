@@ -12,8 +12,7 @@ Workers (asyncio tasks) wait in `next_batch` and are woken one per batch the que
 holds, for new items at most once per `BATCH_INTERVAL_S` unless a whole batch waits (the
 first items after a quiet interval at once): a task costs the pool a pickle and a round
 trip whatever its size, so at a steady sampled rate items go in batches rather than one
-task each (measured: a quarter of a microsecond of the workers' CPU per span received at
-1% sampling).
+task each (what that saves: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import Gauge
 
@@ -28,6 +28,18 @@ from monitor._bounded import BoundedQueue
 from monitor.component import SampledRecord, SampledTrace
 
 Item = SampledRecord | SampledTrace
+
+
+@dataclass(slots=True)
+class InWork:
+    """An item taken for work, until it is finished or abandoned: the stage's one record
+    of it."""
+
+    item: Item
+    cost: int  # its bytes in the byte bound
+    writing: asyncio.Future[list[bool]] | None = None  # its results, being persisted
+    told: bool = False  # its trace's `on_extracted` was called
+
 
 # The least time between two wake-ups of the workers for less than a batch.
 BATCH_INTERVAL_S = 0.05
@@ -41,7 +53,7 @@ class WorkQueue:
         self._max_batch = max_batch
         self._depth = depth
         self._in_work_bytes = 0
-        self._cost: dict[int, int] = {}  # of the items in work, by id
+        self.in_work: dict[int, InWork] = {}  # by the item's id
         # Workers waiting for work, each woken alone: items handed in wake as many workers
         # as they make batches, not all of them.
         self._waiting: deque[asyncio.Future[None]] = deque()
@@ -120,7 +132,7 @@ class WorkQueue:
         while len(batch) < self._max_batch and self._queue:
             batch.append(self._queue.popleft())
         for item in batch:
-            self._cost[id(item)] = item.size
+            self.in_work[id(item)] = InWork(item, item.size)
             self._in_work_bytes += item.size
         self._depth.set(len(self._queue))
         if self._queue:
@@ -130,15 +142,19 @@ class WorkQueue:
 
     def recost(self, item: Item, cost: int) -> None:
         """An item in work now costs `cost` (a trace once its records are built)."""
-        if id(item) in self._cost:
-            self._in_work_bytes += cost - self._cost[id(item)]
-            self._cost[id(item)] = cost
+        work = self.in_work.get(id(item))
+        if work is not None:
+            self._in_work_bytes += cost - work.cost
+            work.cost = cost
             self._has_room.set()
 
-    def done(self, item: Item) -> None:
-        """An item left work (finished or abandoned)."""
-        self._in_work_bytes -= self._cost.pop(id(item), 0)
-        self._has_room.set()
+    def done(self, item: Item) -> InWork | None:
+        """An item left work (finished or abandoned); None if it already had."""
+        work = self.in_work.pop(id(item), None)
+        if work is not None:
+            self._in_work_bytes -= work.cost
+            self._has_room.set()
+        return work
 
     def _room_for(self, size: int) -> bool:
         """Room for one more item of `size` bytes. One item larger than the byte bound

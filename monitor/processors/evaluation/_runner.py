@@ -18,19 +18,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from monitor.evaluators.base import CpuScorer
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool, TaskFailed, WorkerLost
 from monitor.processors.evaluation._task import (
-    Answer,
+    Batch,
     Job,
+    Outcome,
+    Scored,
     Settings,
-    Task,
-    TraceJob,
     planned,
-    results,
     run,
     run_in_worker,
 )
@@ -38,20 +36,6 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 
 log = logging.getLogger(__name__)
-
-Scored = dict[str, tuple[EvalResult, float]]
-"""A record's CPU results by evaluator, with the seconds each took."""
-
-
-@dataclass(frozen=True, slots=True)
-class TraceDone:
-    """A trace job's outcome: its extraction and, per record, its CPU results."""
-
-    extraction: TraceRecords | Unreadable
-    scored: list[Scored]
-
-
-JobDone = TraceDone | Scored
 
 
 class TaskRunner:
@@ -72,8 +56,8 @@ class TaskRunner:
         self._evaluation_timeout = evaluation_timeout_s
         self._extraction_timeout = extraction_timeout_s
 
-    async def run(self, jobs: Sequence[Job]) -> list[JobDone]:
-        """Each job's outcome, in order."""
+    async def run(self, jobs: Sequence[Job]) -> list[Outcome]:
+        """Each job's outcome, in order, scored (`Outcome.scored` set)."""
         if not jobs:
             return []
         if self._pool is not None:
@@ -81,25 +65,25 @@ class TaskRunner:
         return await self._in_thread(jobs)
 
     def _deadline(self, jobs: Sequence[Job]) -> float:
-        extracts = any(isinstance(job, TraceJob) for job in jobs)
+        extracts = any(job.record is None for job in jobs)
         return self._evaluation_timeout + (self._extraction_timeout if extracts else 0.0)
 
     # -- in the pool ----------------------------------------------------------------------
 
-    async def _submit(self, pool: ProcessPool, task: Task) -> Answer | WorkerLost | str:
+    async def _submit(self, pool: ProcessPool, batch: Batch) -> list[Outcome] | WorkerLost | str:
         try:
             return await pool.submit(
-                run_in_worker, task, items=len(task.jobs), timeout_s=self._deadline(task.jobs)
+                run_in_worker, batch, items=len(batch.jobs), timeout_s=self._deadline(batch.jobs)
             )
         except WorkerLost as lost:
             return lost
         except TaskFailed as exc:
             return str(exc)
 
-    async def _in_pool(self, pool: ProcessPool, jobs: Sequence[Job]) -> list[JobDone]:
-        answer = await self._submit(pool, Task(jobs))
-        if isinstance(answer, Answer):
-            return self._read(jobs, answer)
+    async def _in_pool(self, pool: ProcessPool, jobs: Sequence[Job]) -> list[Outcome]:
+        answer = await self._submit(pool, Batch(jobs))
+        if isinstance(answer, list):
+            return answer
         if isinstance(answer, str):
             return [self._failed(job, answer) for job in jobs]
         if len(jobs) == 1 or answer.stopping:
@@ -109,74 +93,58 @@ class TaskRunner:
         log.warning("%s on a batch of %d: trying each alone", answer.error, len(jobs))
         return list(await asyncio.gather(*(self._alone(pool, job) for job in jobs)))
 
-    async def _alone(self, pool: ProcessPool, job: Job) -> JobDone:
-        answer = await self._submit(pool, Task([job]))
-        if isinstance(answer, Answer):
-            return self._read([job], answer)[0]
+    async def _alone(self, pool: ProcessPool, job: Job) -> Outcome:
+        answer = await self._submit(pool, Batch([job]))
+        if isinstance(answer, list):
+            return answer[0]
         if isinstance(answer, str):
             return self._failed(job, answer)
         return await self._lost_twice(pool, job, answer)
 
-    async def _lost_twice(self, pool: ProcessPool, job: Job, lost: WorkerLost) -> JobDone:
+    async def _lost_twice(self, pool: ProcessPool, job: Job, lost: WorkerLost) -> Outcome:
         """A job whose worker was lost a second time (or the pool is stopping): error
         results; a trace is first extracted without scoring, to keep its records."""
-        if isinstance(job, TraceJob) and not lost.stopping:
-            answer = await self._submit(pool, Task([job], score=False))
-            if isinstance(answer, Answer):
-                extraction = answer.extractions[0]
-                assert extraction is not None
-                return self._failed_scoring(job, extraction, lost.error)
+        if job.record is None and not lost.stopping:
+            answer = await self._submit(pool, Batch([job], score=False))
+            if isinstance(answer, list):
+                return self._failed_scoring(job, answer[0].extraction, lost.error)
         return self._failed(job, lost.error)
 
     # -- in a thread --------------------------------------------------------------------
 
-    async def _in_thread(self, jobs: Sequence[Job]) -> list[JobDone]:
-        answer = Answer()
+    async def _in_thread(self, jobs: Sequence[Job]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
         deadline = self._deadline(jobs)
         try:
             async with asyncio.timeout(deadline):
-                await asyncio.to_thread(run, Task(jobs), self._scorers, self._settings, answer)
+                await asyncio.to_thread(run, Batch(jobs), self._scorers, self._settings, outcomes)
         except TimeoutError:
             # The thread goes on; what it had done by now is kept, the rest has failed.
-            extractions, scored = list(answer.extractions), list(answer.scored)
+            done = list(outcomes)
             error = f"timeout: no verdict within {deadline:g}s"
-            out: list[JobDone] = []
-            for i, job in enumerate(jobs):
-                if i < len(scored):
-                    out += self._read([job], Answer([extractions[i]], [scored[i]]))
-                elif isinstance(job, TraceJob):
-                    extraction = extractions[i] if i < len(extractions) else None
-                    out.append(self._failed_scoring(job, extraction, error))
-                else:
-                    out.append(self._failed(job, error))
-            return out
-        return self._read(jobs, answer)
+            return [
+                done[i]
+                if i < len(done) and done[i].scored is not None
+                else self._failed_scoring(job, done[i].extraction if i < len(done) else None, error)
+                for i, job in enumerate(jobs)
+            ]
+        return outcomes
 
     # -- outcomes -------------------------------------------------------------------------
 
-    def _read(self, jobs: Sequence[Job], answer: Answer) -> list[JobDone]:
-        out: list[JobDone] = []
-        for job, extraction, rows in zip(jobs, answer.extractions, answer.scored, strict=True):
-            if isinstance(job, TraceJob):
-                assert extraction is not None
-                out.append(TraceDone(extraction, [results(row) for row in rows]))
-            else:
-                out.append(results(rows[0]))
-        return out
-
-    def _failed(self, job: Job, error: str) -> JobDone:
-        if isinstance(job, TraceJob):
-            return TraceDone(Unreadable("extract_failed", f"{error} while extracting"), [])
-        return self._failed_record(job.record, job.scorers, error)
+    def _failed(self, job: Job, error: str) -> Outcome:
+        if job.record is None:
+            return Outcome(Unreadable("extract_failed", f"{error} while extracting"), [])
+        return Outcome(None, [self._failed_record(job.record, job.scorers, error)])
 
     def _failed_scoring(
-        self, job: TraceJob, extraction: TraceRecords | Unreadable | None, error: str
-    ) -> JobDone:
+        self, job: Job, extraction: TraceRecords | Unreadable | None, error: str
+    ) -> Outcome:
         if extraction is None:
             return self._failed(job, error)
         if isinstance(extraction, Unreadable):
-            return TraceDone(extraction, [])
-        return TraceDone(
+            return Outcome(extraction, [])
+        return Outcome(
             extraction, [self._failed_record(r, job.scorers, error) for r in extraction.records]
         )
 

@@ -51,8 +51,8 @@ from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
 from monitor.processors.evaluation._queue import Item, WorkQueue
-from monitor.processors.evaluation._runner import Scored, TaskRunner, TraceDone
-from monitor.processors.evaluation._task import Job, RecordJob, Settings, TraceJob
+from monitor.processors.evaluation._runner import TaskRunner
+from monitor.processors.evaluation._task import Job, Scored, Settings
 from monitor.record_limits import record_bytes
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -122,14 +122,8 @@ class EvaluationStage:
         self._workers = max(workers, cpu_pool.slots) if cpu_pool is not None else workers
         self._pool = cpu_pool
         self._tasks: list[asyncio.Task[None]] = []
-        self._in_work: dict[int, Item] = {}
         # Items evaluated whose results wait to be persisted; bounded like the queue.
         self._unwritten = 0
-        # Items whose results a sink is still persisting, by id: past the shutdown
-        # deadline they are not abandoned, since closing the sinks writes them.
-        self._writing: dict[int, asyncio.Future[list[bool]]] = {}
-        # Traces whose `on_extracted` was called (a batch tried again must not call it twice).
-        self._told: set[int] = set()
         self._completed = 0
         self._abandoned = 0
         self._stopped = False
@@ -188,15 +182,17 @@ class EvaluationStage:
         self._queue.stop()
         try:
             async with asyncio.timeout(deadline_s):
-                while self._queue or self._in_work:
+                while self._queue or self._queue.in_work:
                     self._idle.clear()
                     await self._idle.wait()
         except TimeoutError:
-            unevaluated = [job for key, job in self._in_work.items() if key not in self._writing]
+            # Items whose results a sink is still persisting are not abandoned: closing
+            # the sinks writes them.
+            in_work = self._queue.in_work.values()
+            unevaluated = [work.item for work in in_work if work.writing is None]
             left = [*self._queue.clear(), *unevaluated]
             self._abandoned += len(left)
             for job in unevaluated:
-                del self._in_work[id(job)]
                 self._queue.done(job)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
@@ -221,7 +217,7 @@ class EvaluationStage:
         are written or not (stopping a sink resolves every write it owes; one that does
         not within `grace_s` is given up). Items whose results were not written count as
         abandoned."""
-        writing = list(self._writing.values())
+        writing = [w.writing for w in self._queue.in_work.values() if w.writing is not None]
         if not writing:
             return
         _, late = await asyncio.wait(writing, timeout=grace_s)
@@ -236,10 +232,7 @@ class EvaluationStage:
         while self._unwritten >= self._queue.max_items:
             self._write_room.clear()
             await self._write_room.wait()
-        jobs = await self._queue.next_batch()
-        for job in jobs:
-            self._in_work[id(job)] = job
-        return jobs
+        return await self._queue.next_batch()
 
     async def _work(self) -> None:
         while True:
@@ -258,7 +251,8 @@ class EvaluationStage:
                     exc_info=True,
                 )
                 for job in jobs:
-                    if id(job) in self._in_work and id(job) not in self._writing:
+                    work = self._queue.in_work.get(id(job))
+                    if work is not None and work.writing is None:
                         await self._process_alone(job)
 
     async def _process_alone(self, job: Item) -> None:
@@ -272,19 +266,16 @@ class EvaluationStage:
 
     def _finish(self, job: Item, ok: bool = True) -> None:
         """`job` is finished: call its `on_done` unless shutdown already abandoned it."""
-        self._told.discard(id(job))
-        if self._in_work.pop(id(job), None) is None:
+        if self._queue.done(job) is None:
             return
-        self._queue.done(job)
         self._completed += 1
         if job.on_done is not None:
             job.on_done(ok)
-        if not self._queue and not self._in_work:
+        if not self._queue and not self._queue.in_work:
             self._idle.set()
 
     def _written(self, job: Item, writes: asyncio.Future[list[bool]]) -> None:
         self._unwritten -= 1
-        self._writing.pop(id(job), None)
         self._write_room.set()
         ok = _written_ok(writes)
         if not ok and self._stopped:
@@ -317,7 +308,9 @@ class EvaluationStage:
                 # too many items already wait for their writes (see `_take`).
                 self._unwritten += 1
                 gathered = asyncio.gather(*writes)
-                self._writing[id(job)] = gathered
+                work = self._queue.in_work.get(id(job))
+                if work is not None:  # not abandoned by the shutdown deadline meanwhile
+                    work.writing = gathered
                 gathered.add_done_callback(partial(self._written, job))
             else:
                 self._finish(job)
@@ -326,33 +319,32 @@ class EvaluationStage:
         """The batch's task run, and each item's records with what their CPU scorers gave;
         each trace's `on_extracted` told what became of it."""
         first_cpu = self._evaluators.first_cpu
-        tasks: list[Job] = []
+        sent: list[Job] = []
         refused: list[frozenset[str]] = []
-        for job in jobs:
-            refused.append(self._evaluators.admit_cpu(job.sampled))
-            scorers = tuple(n for n in first_cpu if n in job.sampled and n not in refused[-1])
-            if isinstance(job, SampledTrace):
-                tasks.append(TraceJob(job.spans, scorers))
+        for item in jobs:
+            refused.append(self._evaluators.admit_cpu(item.sampled))
+            scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
+            if isinstance(item, SampledTrace):
+                sent.append(Job(scorers, spans=item.spans))
             elif scorers:
-                tasks.append(RecordJob(job.record, scorers))
-        done = iter(await self._runner.run(tasks))
+                sent.append(Job(scorers, record=item.record))
+        outcomes = iter(await self._runner.run(sent))
         out: list[tuple[Item, list[InFlight]]] = []
-        for job, held in zip(jobs, refused, strict=True):
-            if isinstance(job, SampledRecord):
-                runs = any(n in job.sampled and n not in held for n in first_cpu)
-                scored = next(done) if runs else {}
-                assert isinstance(scored, dict)
-                out.append((job, [self._flight(job.record, job.sampled, scored, held)]))
+        for item, held in zip(jobs, refused, strict=True):
+            if isinstance(item, SampledRecord):
+                runs = any(n in item.sampled and n not in held for n in first_cpu)
+                scored = (next(outcomes).scored or [{}])[0] if runs else {}
+                out.append((item, [self._flight(item.record, item.sampled, scored, held)]))
                 continue
-            trace = next(done)
-            assert isinstance(trace, TraceDone)
-            records = self._extracted(job, trace.extraction)
-            self._queue.recost(job, sum(map(record_bytes, records)))
+            outcome = next(outcomes)
+            assert outcome.extraction is not None and outcome.scored is not None
+            records = self._extracted(item, outcome.extraction)
+            self._queue.recost(item, sum(map(record_bytes, records)))
             flights = [
-                self._flight(record, job.sampled, scored, held)
-                for record, scored in zip(records, trace.scored, strict=True)
+                self._flight(record, item.sampled, scored, held)
+                for record, scored in zip(records, outcome.scored, strict=True)
             ]
-            out.append((job, flights))
+            out.append((item, flights))
         return out
 
     def _extracted(
@@ -369,8 +361,10 @@ class EvaluationStage:
                 extraction.cut,
                 extraction.refused,
             )
-        if id(job) not in self._told:
-            self._told.add(id(job))
+        work = self._queue.in_work.get(id(job))
+        if work is None or not work.told:  # a batch tried again tells it once
+            if work is not None:
+                work.told = True
             try:
                 job.on_extracted(extraction)
             except Exception:

@@ -6,6 +6,9 @@ worker-thread hop of this process: either way a sampled trace's spans go in once
 records come back once, scored. Records that arrive as records (Kafka JSON, replay) take
 the same task without the extraction step.
 
+A batch goes by three names from submission to outcome: each sampled item taken becomes
+a `Job` (a trace to extract, or a record), the jobs of one task a `Batch`, and what
+becomes of each job an `Outcome` (extraction and CPU results), which the stage reads.
 Each worker builds its CPU scorers from their `EvaluatorConfig`s once, when it starts
 (`worker_initializer`); `run` is the task. Which scorers run on a record is decided here
 by `planned`, the same rule the stage applies to the judges: a record lacking an
@@ -32,9 +35,9 @@ from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 
-# A result as the tuple of its fields, and the seconds it took: unpickling a tuple and
-# building the dataclass costs the receiving process a third of unpickling the dataclass.
-WireResult = tuple[tuple[Any, ...], float]
+Scored = dict[str, tuple[EvalResult, float]]
+"""A record's CPU results by evaluator, with the seconds each took."""
+
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
@@ -46,26 +49,19 @@ PRELOAD = ("monitor.processors.evaluation._preload",)
 
 
 @dataclass(frozen=True, slots=True)
-class TraceJob:
-    """A sampled trace to extract, and the CPU scorers that sample it."""
+class Job:
+    """One sampled item's part of a batch: a trace's spans to extract (no `record`), or a
+    record; and the CPU scorers that sample it."""
 
-    spans: Sequence[Span]
     scorers: tuple[str, ...]
+    spans: Sequence[Span] = ()
+    record: RagRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class RecordJob:
-    """A record to score with the CPU scorers named (those that sample it)."""
+class Batch:
+    """What one task runs: its jobs, in order."""
 
-    record: RagRecord
-    scorers: tuple[str, ...]
-
-
-Job = TraceJob | RecordJob
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
     jobs: Sequence[Job]
     # False: extract only (a trace whose extraction and scoring together lost a worker
     # twice is extracted once more without scoring, to tell which of the two failed).
@@ -73,13 +69,33 @@ class Task:
 
 
 @dataclass(slots=True)
-class Answer:
-    """What came back for a task, filled in as it runs (a timed-out thread hop leaves
-    the rest empty). Per job in order: a record job's results (on the wire form); a
-    trace job's extraction, and its records' results once scored."""
+class Outcome:
+    """What became of one job: a trace's extraction (None for a record), and each record's
+    CPU results once scored (None until then: a timed-out thread hop leaves the rest)."""
 
-    extractions: list[TraceRecords | Unreadable | None] = field(default_factory=list)
-    scored: list[list[list[WireResult]]] = field(default_factory=list)
+    extraction: TraceRecords | Unreadable | None
+    scored: list[Scored] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The results cross as tuples of their fields: cheaper for the receiving process
+        # to unpickle than the dataclasses.
+        rows = None
+        if self.scored is not None:
+            rows = [
+                [(tuple(getattr(r, f) for f in _RESULT_FIELDS), t) for r, t in row.values()]
+                for row in self.scored
+            ]
+        return _outcome, (self.extraction, rows)
+
+
+def _outcome(
+    extraction: TraceRecords | Unreadable | None,
+    rows: list[list[tuple[tuple[Any, ...], float]]] | None,
+) -> Outcome:
+    if rows is None:
+        return Outcome(extraction)
+    results = [[(EvalResult(*fields), t) for fields, t in row] for row in rows]
+    return Outcome(extraction, [{r.name: (r, t) for r, t in row} for row in results])
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,40 +131,36 @@ def planned(
     return [name for name in names if not (scorers[name].requires & missing)]
 
 
-def run(task: Task, scorers: Mapping[str, CpuScorer], settings: Settings, answer: Answer) -> Answer:
-    """The task, filling `answer` as it goes: every trace extracted first, then every
-    record scored."""
-    for job in task.jobs:
-        extraction = (
-            extract_within(
+def run(
+    batch: Batch, scorers: Mapping[str, CpuScorer], settings: Settings, outcomes: list[Outcome]
+) -> list[Outcome]:
+    """The batch, appending each job's outcome to `outcomes` as it goes: every trace
+    extracted first, then every record scored."""
+    for job in batch.jobs:
+        extraction = None
+        if job.record is None:
+            extraction = extract_within(
                 job.spans, settings.route_attribute, settings.limits, settings.conventions
             )
-            if isinstance(job, TraceJob)
-            else None
-        )
-        if settings.topics and isinstance(extraction, TraceRecords):
-            extraction = _with_topics(extraction)
-        answer.extractions.append(extraction)
-    if not task.score:
-        return answer
-    for job, extraction in zip(task.jobs, answer.extractions, strict=True):
-        if isinstance(job, RecordJob):
+            if settings.topics and isinstance(extraction, TraceRecords):
+                extraction = _with_topics(extraction)
+        outcomes.append(Outcome(extraction))
+    if not batch.score:
+        return outcomes
+    for job, outcome in zip(batch.jobs, outcomes, strict=True):
+        if job.record is not None:
             records = [job.record]
-        elif isinstance(extraction, TraceRecords):
-            records = extraction.records
+        elif isinstance(outcome.extraction, TraceRecords):
+            records = outcome.extraction.records
         else:
             records = []
-        answer.scored.append(
-            [
-                _score(
-                    record,
-                    planned(record, job.scorers, scorers, settings.evaluate_suspect),
-                    scorers,
-                )
-                for record in records
-            ]
-        )
-    return answer
+        outcome.scored = [
+            _score(
+                record, planned(record, job.scorers, scorers, settings.evaluate_suspect), scorers
+            )
+            for record in records
+        ]
+    return outcomes
 
 
 def _with_topics(extraction: TraceRecords) -> TraceRecords:
@@ -165,29 +177,16 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
     return TraceRecords(records, extraction.cut, extraction.refused)
 
 
-def _score(
-    record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]
-) -> list[WireResult]:
-    row: list[WireResult] = []
+def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]) -> Scored:
+    scored: Scored = {}
     for name in names:
         started = time.perf_counter()
         try:
             result = scorers[name].score(record)
         except Exception as exc:
             result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-        row.append(
-            (tuple(getattr(result, f) for f in _RESULT_FIELDS), time.perf_counter() - started)
-        )
-    return row
-
-
-def results(row: list[WireResult]) -> dict[str, tuple[EvalResult, float]]:
-    """A record's results from the wire form, by evaluator."""
-    out: dict[str, tuple[EvalResult, float]] = {}
-    for fields, seconds in row:
-        result = EvalResult(*fields)
-        out[result.name] = (result, seconds)
-    return out
+        scored[name] = (result, time.perf_counter() - started)
+    return scored
 
 
 # -- in the worker process ------------------------------------------------------------------
@@ -226,9 +225,9 @@ def set_up_worker(setup: WorkerSetup) -> None:
         _scorers[spec.name] = evaluator
 
 
-def run_in_worker(task: Task) -> Answer:
-    """The task as the pool runs it, with the worker's scorers and settings."""
-    return run(task, _scorers, _settings, Answer())
+def run_in_worker(batch: Batch) -> list[Outcome]:
+    """The batch as the pool runs it, with the worker's scorers and settings."""
+    return run(batch, _scorers, _settings, [])
 
 
 def worker_initializer(

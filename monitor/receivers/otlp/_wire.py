@@ -93,11 +93,8 @@ def decode_request(
 
 
 # An uncompressed protobuf trace body up to this size is read on the event loop (its ids
-# as columns: under a millisecond); anything else — gzip, JSON, log events, larger
-# bodies — in the decode thread. The thread's round trip costs more than such a read:
-# measured in turns on 2 CPUs with 512-span requests, 0.28 µs per span more of the
-# ingest process's CPU with nothing sampled (1.63 against 1.35 µs) and 0.57 µs at 1%
-# sampling (2.66 against 2.09 µs), a tenth of the whole sidecar's CPU per span.
+# as columns); anything else — gzip, JSON, log events, larger bodies — in the decode
+# thread, whose round trip costs more than such a read (figures in README.md).
 LOOP_READ_BYTES = 1 << 20
 
 
