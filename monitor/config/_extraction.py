@@ -13,6 +13,7 @@ from monitor.config._fields import Section
 
 Role = Literal["request", "agent", "chain", "retrieval", "model", "tool", "embeddings", "other"]
 Encoding = Literal["text", "json", "messages", "indexed"]
+MessageRole = Literal["system", "user", "assistant", "tool"]
 # The shipped conventions' names: a user's convention takes another.
 SHIPPED_CONVENTIONS = frozenset(
     {
@@ -39,11 +40,15 @@ SHIPPED_CONVENTIONS = frozenset(
 class AttributeSource(Section):
     """Where a part is: a span attribute (a prefix for `indexed`: `<attribute>.N.<field>`),
     its encoding, and for a JSON object the member that holds it. A bare string is the
-    attribute, as text."""
+    attribute, as text. With `event`: a field of the span's events so named (their
+    attributes, and the members of a JSON body), each event one message of `role`, one
+    answer or one set of documents."""
 
     attribute: str = Field(min_length=1)
     encoding: Encoding = "text"
     field: str | None = None
+    event: str | None = Field(default=None, min_length=1)
+    role: MessageRole | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -58,6 +63,11 @@ class AttributeSource(Section):
             raise ValueError(
                 "field: takes a member of one JSON object, and an indexed encoding reads "
                 "<attribute>.N.<field> entries instead; leave field out, or use encoding json"
+            )
+        if self.role is not None and self.event is None:
+            raise ValueError(
+                "role: names the message an event holds; name the event too (event:), or "
+                "leave role out"
             )
         return self
 
@@ -89,7 +99,8 @@ class UserConvention(Section):
     """One convention of the user's: a span's role by `kind` or `match`; `input` (a
     request's question, a model call's messages, a retrieval's query), `output` (a
     request's or model call's answer, a tool's result), `documents` (a retrieval's, in
-    order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id)."""
+    order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id);
+    `event_bodies`: event attributes holding an event's fields as one JSON object."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: ConventionKind | None = None
@@ -101,6 +112,21 @@ class UserConvention(Section):
     input_tokens: list[AttributeSource] = []
     output_tokens: list[AttributeSource] = []
     conversation: list[AttributeSource] = []
+    event_bodies: list[str] = []
+
+    @field_validator("model", "input_tokens", "output_tokens", "conversation")
+    @classmethod
+    def _on_the_span(cls, entries: list[AttributeSource]) -> list[AttributeSource]:
+        # One value a span: events carry messages, answers and documents only.
+        wrong = [
+            f"{k}.event: the model, token counts and conversation are read from the "
+            "span's attributes; leave event out"
+            for k, entry in enumerate(entries)
+            if entry.event is not None
+        ]
+        if wrong:
+            raise ValueError("\n".join(wrong))
+        return entries
 
     @field_validator("name")
     @classmethod

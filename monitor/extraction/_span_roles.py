@@ -7,11 +7,13 @@ and tools too (GenAI message events on Strands' agent and tool spans, LangSmith'
 no convention names is `None`: the readers fall back on its content.
 
 Also what the span readers share to read a span's content by the table: the conventions
-in the order to read them (`reading_order`: the declaring one first) and each part's
-sources (`sources`)."""
+in the order to read them (`reading_order`: the declaring one first), each part's sources
+in the span's attributes (`sources`) and the span's events that carry it
+(`content_events`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from monitor.extraction._conventions import (
@@ -25,9 +27,9 @@ from monitor.extraction._conventions import (
     Convention,
     Kind,
     Source,
-    Table,
-    current,
 )
+from monitor.extraction._sources import event_fields
+from monitor.extraction._table import Table, current
 from monitor.spans import Span
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "PROMPT",
     "RETRIEVAL",
     "TOOL",
+    "content_events",
     "declared",
     "reading_order",
     "shows_call",
@@ -131,3 +134,22 @@ def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[So
     role."""
     found = declared(span)
     return current().table.sources(found[1] if found is not None else None, part, undeclared_only)
+
+
+def content_events(
+    span: Span, part: str, *, undeclared_only: bool = False
+) -> Iterator[tuple[tuple[tuple[Source, str], ...], dict[str, Any]]]:
+    """The span's events, in time order, that carry `part` where a convention says: each
+    event's sources (in reading order, each with its convention's name) and its fields
+    (`_sources.event_fields`)."""
+    if not span.events:
+        return
+    found = declared(span)
+    table = current().table
+    by_event = table.event_sources(found[1] if found is not None else None, part, undeclared_only)
+    if not by_event:
+        return
+    for event in span.events:
+        event_sources = by_event.get(event.name)
+        if event_sources:
+            yield event_sources, event_fields(event, table.event_bodies)
