@@ -40,15 +40,11 @@ SHIPPED_CONVENTIONS = frozenset(
 class AttributeSource(Section):
     """Where a part is: a span attribute (a prefix for `indexed`: `<attribute>.N.<field>`),
     its encoding, and for a JSON object the member that holds it. A bare string is the
-    attribute, as text. With `event`: a field of the span's events so named (their
-    attributes, and the members of a JSON body), each event one message of `role`, one
-    answer or one set of documents."""
+    attribute, as text."""
 
     attribute: str = Field(min_length=1)
     encoding: Encoding = "text"
     field: str | None = None
-    event: str | None = Field(default=None, min_length=1)
-    role: MessageRole | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -64,6 +60,24 @@ class AttributeSource(Section):
                 "field: takes a member of one JSON object, and an indexed encoding reads "
                 "<attribute>.N.<field> entries instead; leave field out, or use encoding json"
             )
+        return self
+
+
+class EventSource(AttributeSource):
+    """An answer's or documents' source, which may be a span's events: with `event`, a
+    field of each event so named (its attributes, and the members of a JSON body), each
+    event one answer or one set of documents (one JSON object: one document)."""
+
+    event: str | None = Field(default=None, min_length=1)
+
+
+class MessageSource(EventSource):
+    """An input's source; an event may hold one message of `role`."""
+
+    role: MessageRole | None = None
+
+    @model_validator(mode="after")
+    def _role_of_an_event(self) -> MessageSource:
         if self.role is not None and self.event is None:
             raise ValueError(
                 "role: names the message an event holds; name the event too (event:), or "
@@ -105,28 +119,14 @@ class UserConvention(Section):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: ConventionKind | None = None
     match: ConventionMatch | None = None
-    input: list[AttributeSource] = []
-    output: list[AttributeSource] = []
-    documents: list[AttributeSource] = []
+    input: list[MessageSource] = []
+    output: list[EventSource] = []
+    documents: list[EventSource] = []
     model: list[AttributeSource] = []
     input_tokens: list[AttributeSource] = []
     output_tokens: list[AttributeSource] = []
     conversation: list[AttributeSource] = []
     event_bodies: list[str] = []
-
-    @field_validator("model", "input_tokens", "output_tokens", "conversation")
-    @classmethod
-    def _on_the_span(cls, entries: list[AttributeSource]) -> list[AttributeSource]:
-        # One value a span: events carry messages, answers and documents only.
-        wrong = [
-            f"{k}.event: the model, token counts and conversation are read from the "
-            "span's attributes; leave event out"
-            for k, entry in enumerate(entries)
-            if entry.event is not None
-        ]
-        if wrong:
-            raise ValueError("\n".join(wrong))
-        return entries
 
     @field_validator("name")
     @classmethod

@@ -296,6 +296,9 @@ def docs_of(source: Source, attributes: dict[str, Any]) -> list[Doc] | None:
     if source.encoding == LISTED:
         return [Doc(text) for text in listed_texts(value)] or None
     docs = json_docs(value)
+    if docs is None and source.event is not None and source.encoding == JSON:
+        doc = as_doc(loads(value))  # an event's one document
+        return None if doc is None else [doc]
     if docs is None and source.encoding not in (JSON, GENKIT):
         text = content_text(value)
         return [Doc(text)] if text else None

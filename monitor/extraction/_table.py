@@ -41,7 +41,11 @@ _USER_ROLES = {
 
 def _source(entry: AttributeSource, encoding: str | None = None) -> Source:
     return Source(
-        entry.attribute, encoding or entry.encoding, entry.field, event=entry.event, role=entry.role
+        entry.attribute,
+        encoding or entry.encoding,
+        entry.field,
+        event=getattr(entry, "event", None),
+        role=getattr(entry, "role", None),
     )
 
 
