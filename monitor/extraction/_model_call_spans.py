@@ -7,6 +7,7 @@ the span); and whether a span that declares nothing shows a model call was made
 from __future__ import annotations
 
 from monitor.extraction._sources import (
+    event_fields,
     is_absent,
     messages_of,
     number_of,
@@ -17,7 +18,7 @@ from monitor.extraction._sources import (
 )
 from monitor.extraction._span_roles import (
     MODEL,
-    content_events,
+    event_sources,
     reading_order,
     shows_call,
     sources,
@@ -40,9 +41,10 @@ def is_generation(span: Span) -> bool:
     for part in ("model_input", "model_output"):
         if any(present(s, a) for s in sources(span, part, undeclared_only=True)):
             return True
-        if any(True for _ in content_events(span, part, undeclared_only=True)):
-            return True
-    return False
+    if not span.events:
+        return False
+    inputs, answers = event_sources(span, "model_input", "model_output", undeclared_only=True)
+    return any(e.name in inputs or e.name in answers for e in span.events)
 
 
 def shows_model_call(span: Span) -> bool:
@@ -141,19 +143,37 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
 
 def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None, set[str]]:
     """The messages in and the text out in the span's events (each event one message, or a
-    prompt's messages, or one answer; answers joined), and the conventions that said so."""
+    prompt's messages, or one answer; answers joined), and the conventions that said so;
+    worked out once per span in an extraction."""
+    remembered = current().event_content
+    if remembered is None:
+        return _read_event_messages(span)
+    found = remembered.get(id(span))
+    if found is None:
+        found = remembered[id(span)] = _read_event_messages(span)
+    messages, output, used = found
+    return list(messages), output, set(used)
+
+
+def _read_event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None, set[str]]:
     messages: list[tuple[str, str]] = []
     outputs: list[str] = []
     used: set[str] = set()
-    for event_sources, fields in content_events(span, "model_input"):
-        for source, convention in event_sources:
+    inputs, answers = event_sources(span, "model_input", "model_output")
+    bodies = current().table.event_bodies
+    for event in span.events:
+        input_sources = inputs.get(event.name)
+        answer_sources = answers.get(event.name)
+        if not (input_sources or answer_sources):
+            continue
+        fields = event_fields(event, bodies)
+        for source, convention in input_sources or ():
             found = messages_of(source, fields)
             if found:
                 messages += found
                 used.add(convention)
                 break
-    for event_sources, fields in content_events(span, "model_output"):
-        for source, convention in event_sources:
+        for source, convention in answer_sources or ():
             text = output_of(source, fields)
             if text is not None:
                 outputs.append(text)

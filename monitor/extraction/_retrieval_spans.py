@@ -57,7 +57,7 @@ def read_retrieval(span: Span) -> Retrieval | None:
         docs = docs_of(source, a)
         if docs is not None:
             break
-    if not docs:
+    if not docs and span.events:
         docs = _event_docs(span, undeclared_only=not declared) or docs
     if declared or docs is not None:
         return Retrieval(span, _query(span), docs or [])

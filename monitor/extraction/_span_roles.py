@@ -42,6 +42,7 @@ __all__ = [
     "TOOL",
     "content_events",
     "declared",
+    "event_sources",
     "reading_order",
     "shows_call",
     "sources",
@@ -136,6 +137,17 @@ def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[So
     return current().table.sources(found[1] if found is not None else None, part, undeclared_only)
 
 
+def event_sources(
+    span: Span, *parts: str, undeclared_only: bool = False
+) -> tuple[dict[str, tuple[tuple[Source, str], ...]], ...]:
+    """Where each of `parts` may be in `span`'s events: by event name, the sources in
+    reading order, each with its convention's name."""
+    found = declared(span)
+    first = found[1] if found is not None else None
+    table = current().table
+    return tuple(table.event_sources(first, part, undeclared_only) for part in parts)
+
+
 def content_events(
     span: Span, part: str, *, undeclared_only: bool = False
 ) -> Iterator[tuple[tuple[tuple[Source, str], ...], dict[str, Any]]]:
@@ -144,12 +156,11 @@ def content_events(
     (`_sources.event_fields`)."""
     if not span.events:
         return
-    found = declared(span)
-    table = current().table
-    by_event = table.event_sources(found[1] if found is not None else None, part, undeclared_only)
+    (by_event,) = event_sources(span, part, undeclared_only=undeclared_only)
     if not by_event:
         return
+    bodies = current().table.event_bodies
     for event in span.events:
-        event_sources = by_event.get(event.name)
-        if event_sources:
-            yield event_sources, event_fields(event, table.event_bodies)
+        sources_of_event = by_event.get(event.name)
+        if sources_of_event:
+            yield sources_of_event, event_fields(event, bodies)

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.config import AttributeSource, UserConvention
 from monitor.extraction._conventions import (
@@ -168,12 +169,14 @@ def table_of(user: tuple[Convention, ...]) -> Table:
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """What one extraction reads by (`table`), and what it worked out of each of its spans
-    (`roles`: the declared role, by the span object's id: the spans live as long as the
-    extraction)."""
+    """What one extraction reads by (`table`), and what it worked out of each of its spans,
+    by the span object's id (the spans live as long as the extraction): `roles`, the
+    declared role; `event_content`, the content of its events (`_model_call_spans`), which
+    the request and model-call readers each ask for."""
 
     table: Table
     roles: dict[int, tuple[str, Convention] | None] | None
+    event_content: dict[int, Any] | None = None
 
 
 # Outside an extraction (the trace stage's questions, a log line's switch): the shipped
@@ -196,7 +199,7 @@ def current() -> Reading:
 def reading(conventions: Sequence[Convention]) -> Iterator[None]:
     """Extraction within reads `conventions` before the shipped ones, and remembers each
     span's declared role until it ends."""
-    token = _ACTIVE.set(Reading(table_of(tuple(conventions)), {}))
+    token = _ACTIVE.set(Reading(table_of(tuple(conventions)), {}, {}))
     try:
         yield
     finally:
