@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.config import AttributeSource, UserConvention
+from monitor.config import AttributeSource, EventSource, MessageSource, UserConvention
 from monitor.extraction._conventions import (
     CONTAINER,
     EMBEDDINGS,
@@ -45,8 +45,8 @@ def _source(entry: AttributeSource, encoding: str | None = None) -> Source:
         entry.attribute,
         encoding or entry.encoding,
         entry.field,
-        event=getattr(entry, "event", None),
-        role=getattr(entry, "role", None),
+        event=entry.event if isinstance(entry, EventSource) else None,
+        role=entry.role if isinstance(entry, MessageSource) else None,
     )
 
 
