@@ -156,3 +156,26 @@ def test_check_config_names_a_wrong_event_source(tmp_path: Any, entry: str, prob
     with pytest.raises(ConfigError) as raised:
         load_config(str(path))
     assert any(problem in line for line in raised.value.problems), raised.value.problems
+
+
+def test_every_log_event_the_receivers_take_is_read_by_a_table_entry() -> None:
+    """The receivers turn these log records into events of their span; what each carries is
+    said by the conventions table alone (a source naming the event, or a detail event)."""
+    from dataclasses import fields
+
+    from monitor.extraction import SHIPPED_CONVENTIONS
+    from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS
+
+    read = {
+        source.event
+        for convention in SHIPPED_CONVENTIONS
+        for part in fields(convention)
+        if part.type == "tuple[Source, ...]"
+        for source in getattr(convention, part.name)
+        if source.event is not None
+    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
+    assert set(GENAI_EVENTS) <= read, set(GENAI_EVENTS) - read
+    answers = {
+        source.event for convention in SHIPPED_CONVENTIONS for source in convention.model_output
+    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
+    assert set(GENAI_OUTPUT_EVENTS) <= answers, set(GENAI_OUTPUT_EVENTS) - answers
