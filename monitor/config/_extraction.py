@@ -1,7 +1,8 @@
 """`extraction`: the user's own tracing conventions, read before the shipped ones
-(`monitor/extraction/_conventions.py`): which attribute names a span's role and which of
-its values mean what, or which spans (by name or by an attribute they carry) have a role;
-and where each part of a record is, with its encoding."""
+(`monitor/extraction/_shipped_conventions.py`): which attribute names a span's role and
+which of its values mean what, or which spans (by name or by an attribute they carry) have
+a role; and where each part of a record is, in the span's attributes or its events, with
+its encoding."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from monitor.config._fields import Section
 
 Role = Literal["request", "agent", "chain", "retrieval", "model", "tool", "embeddings", "other"]
 Encoding = Literal["text", "json", "messages", "indexed"]
+MessageRole = Literal["system", "user", "assistant", "tool"]
 # The shipped conventions' names: a user's convention takes another.
 SHIPPED_CONVENTIONS = frozenset(
     {
@@ -62,6 +64,29 @@ class AttributeSource(Section):
         return self
 
 
+class EventSource(AttributeSource):
+    """An answer's or documents' source, which may be a span's events: with `event`, a
+    field of each event so named (its attributes, and the members of a JSON body), each
+    event one answer or one set of documents (one JSON object: one document)."""
+
+    event: str | None = Field(default=None, min_length=1)
+
+
+class MessageSource(EventSource):
+    """An input's source; an event may hold one message of `role`."""
+
+    role: MessageRole | None = None
+
+    @model_validator(mode="after")
+    def _role_of_an_event(self) -> MessageSource:
+        if self.role is not None and self.event is None:
+            raise ValueError(
+                "role: names the message an event holds; name the event too (event:), or "
+                "leave role out"
+            )
+        return self
+
+
 class ConventionKind(Section):
     """The attribute naming a span's role, and which of its values mean which role
     (values not listed leave the span to the other conventions)."""
@@ -89,18 +114,20 @@ class UserConvention(Section):
     """One convention of the user's: a span's role by `kind` or `match`; `input` (a
     request's question, a model call's messages, a retrieval's query), `output` (a
     request's or model call's answer, a tool's result), `documents` (a retrieval's, in
-    order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id)."""
+    order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id);
+    `event_bodies`: event attributes holding an event's fields as one JSON object."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: ConventionKind | None = None
     match: ConventionMatch | None = None
-    input: list[AttributeSource] = []
-    output: list[AttributeSource] = []
-    documents: list[AttributeSource] = []
+    input: list[MessageSource] = []
+    output: list[EventSource] = []
+    documents: list[EventSource] = []
     model: list[AttributeSource] = []
     input_tokens: list[AttributeSource] = []
     output_tokens: list[AttributeSource] = []
     conversation: list[AttributeSource] = []
+    event_bodies: list[str] = []
 
     @field_validator("name")
     @classmethod

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor._nesting import noting_unread
-from monitor.extraction._conventions import Convention, reading
+from monitor.extraction._conventions import Convention
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
@@ -43,6 +43,7 @@ from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, normalized
 from monitor.extraction._suspect import tool_arguments
+from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
 from monitor.extraction._trace_tree import (
     BY_TIME,

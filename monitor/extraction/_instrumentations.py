@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from monitor.extraction._conventions import Convention, active
+from monitor.extraction._conventions import Convention
+from monitor.extraction._table import active
 from monitor.spans import Span
 
 UNKNOWN = "unknown"
@@ -16,10 +17,11 @@ UNKNOWN = "unknown"
 
 def _marked(convention: Convention, span: Span) -> bool:
     a = span.attributes
-    if convention.language is not None:
-        return span.resource.get("telemetry.sdk.language") == convention.language and any(
-            k.startswith("gen_ai.") for k in a
-        )
+    if (
+        convention.language is not None
+        and span.resource.get("telemetry.sdk.language") != convention.language
+    ):
+        return False
     for key, values in convention.marked_values.items():
         value = a.get(key)  # any attribute value may come: a list is no mark
         if isinstance(value, str) and value in values:

@@ -1,15 +1,13 @@
 """Model-call (LLM) spans: the messages sent, the text returned, the model and the token
-counts, where the conventions table says each convention writes them, and in the older
-GenAI events and Spring AI's content log lines carried as span events; and whether a span
-that declares nothing shows a model call was made (`shows_model_call`)."""
+counts, where the conventions table says each convention writes them, in the span's
+attributes or in its events (the older GenAI message events, content log lines joined to
+the span); and whether a span that declares nothing shows a model call was made
+(`shows_model_call`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from monitor.extraction._conventions import active
 from monitor.extraction._sources import (
-    completion_text,
+    event_fields,
     is_absent,
     messages_of,
     number_of,
@@ -18,32 +16,24 @@ from monitor.extraction._sources import (
     raw,
     text_of,
 )
-from monitor.extraction._span_roles import MODEL, reading_order, shows_call, sources, span_role
-from monitor.extraction._span_values import (
-    ANSWER_KEYS,
-    QUERY_KEYS,
-    Generation,
-    chat_messages,
-    content_text,
-    find_text,
-    loads,
-    role_of,
+from monitor.extraction._span_roles import (
+    MODEL,
+    event_sources,
+    reading_order,
+    shows_call,
+    sources,
+    span_role,
 )
+from monitor.extraction._span_values import ANSWER_KEYS, QUERY_KEYS, Generation, find_text
+from monitor.extraction._table import active, current
 from monitor.extraction._tool_results import tool_results
 from monitor.spans import Span
-
-_MESSAGE_EVENTS = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
-}
-_PLACEHOLDERS = frozenset({"unknown", "None"})  # OpenLLMetry's models when it cannot tell
 
 
 def is_generation(span: Span) -> bool:
     """A model call: so declared (`_span_roles`), or, when the span declares nothing,
-    carrying a model call's messages (a source the table reads on such spans)."""
+    carrying a model call's messages (a source the table reads on such spans, in its
+    attributes or its events)."""
     role = span_role(span)
     if role is not None:
         return role == MODEL
@@ -51,9 +41,10 @@ def is_generation(span: Span) -> bool:
     for part in ("model_input", "model_output"):
         if any(present(s, a) for s in sources(span, part, undeclared_only=True)):
             return True
-    return bool(span.events) and any(
-        e.name in _MESSAGE_EVENTS or e.name == "gen_ai.choice" for e in span.events
-    )
+    if not span.events:
+        return False
+    inputs, answers = event_sources(span, "model_input", "model_output", undeclared_only=True)
+    return any(e.name in inputs or e.name in answers for e in span.events)
 
 
 def shows_model_call(span: Span) -> bool:
@@ -85,7 +76,7 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
     """Messages in, text out, model and tokens of an LLM span, or None if it is not one;
     `shown`: the span is known to be a model call (`shows_model_call`) whatever it
     carries. Each part from the first convention (`_span_roles.reading_order`) whose
-    source holds it; then the older GenAI events; then the request input and output a
+    source holds it; then the span's events; then the request input and output a
     framework wrote on it."""
     if not (shown or is_generation(span)):
         return None
@@ -96,8 +87,11 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    placeholders = current().table.placeholders
     for convention in reading_order(span):
         for source in convention.model_input if not messages else ():
+            if source.event is not None:
+                continue
             messages = messages_of(source, a)
             if messages or present(source, a):
                 used.add(convention.name)
@@ -107,6 +101,8 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
                     messages = [("system", system), *messages]
                 break
         for source in convention.model_output if output is None else ():
+            if source.event is not None:
+                continue
             output = output_of(source, a)
             if output is not None or present(source, a):
                 used.add(convention.name)
@@ -114,7 +110,7 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
                 break
         if model is None:
             names = (text_of(s, a) for s in convention.model)
-            model = next((m for m in names if m and m not in _PLACEHOLDERS), None)
+            model = next((m for m in names if m and m not in placeholders), None)
         if input_tokens is None:
             counts = (number_of(s, a) for s in convention.input_tokens)
             input_tokens = next((n for n in counts if n is not None), None)
@@ -122,9 +118,8 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
             counts = (number_of(s, a) for s in convention.output_tokens)
             output_tokens = next((n for n in counts if n is not None), None)
     if span.events and (not messages or output is None):
-        from_events, event_output = event_messages(span)
-        if from_events or event_output:
-            used.add("genai")
+        from_events, event_output, event_conventions = _event_messages(span)
+        used |= event_conventions
         messages = messages or from_events
         output = output if output is not None else event_output
     structured = bool(messages)
@@ -146,65 +141,48 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
     )
 
 
-def spring_ai_texts(body: Any) -> list[str]:
-    """The texts of a Spring AI content log line: `HEADER:\n["text", "text"]`, each text
-    quoted as it is (not escaped), or `["role":"text", ...]` for a chat client's prompt."""
-    if not isinstance(body, str):
-        return []
-    _, _, listed = body.partition("\n")
-    listed = listed.strip()
-    if not (listed.startswith('["') and listed.endswith('"]')):
-        return []
-    return listed[2:-2].split('", "')
+def _event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None, set[str]]:
+    """The messages in and the text out in the span's events (each event one message, or a
+    prompt's messages, or one answer; answers joined), and the conventions that said so;
+    worked out once per span in an extraction."""
+    remembered = current().event_content
+    if remembered is None:
+        return _read_event_messages(span)
+    found = remembered.get(id(span))
+    if found is None:
+        found = remembered[id(span)] = _read_event_messages(span)
+    messages, output, used = found
+    return list(messages), output, set(used)
 
 
-def _spring_ai_messages(event: str, body: Any) -> list[tuple[str, str]]:
-    """A Spring AI prompt: the chat client's `"role":"text"` entries, or the chat model's
-    instructions (no roles: the last is the user's message, those before it system and
-    history)."""
-    texts = spring_ai_texts(body)
-    if event == "spring_ai.chat_client.prompt":
-        entries = [t.partition('":"') for t in texts]
-        return [(role_of(r) or "user", text) for r, sep, text in entries if sep]
-    return [("system", t) for t in texts[:-1]] + [("user", t) for t in texts[-1:]]
+def _read_event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None, set[str]]:
+    messages: list[tuple[str, str]] = []
+    outputs: list[str] = []
+    used: set[str] = set()
+    inputs, answers = event_sources(span, "model_input", "model_output")
+    bodies = current().table.event_bodies
+    for event in span.events:
+        input_sources = inputs.get(event.name)
+        answer_sources = answers.get(event.name)
+        if not (input_sources or answer_sources):
+            continue
+        fields = event_fields(event, bodies)
+        for source, convention in input_sources or ():
+            found = messages_of(source, fields)
+            if found:
+                messages += found
+                used.add(convention)
+                break
+        for source, convention in answer_sources or ():
+            text = output_of(source, fields)
+            if text is not None:
+                outputs.append(text)
+                used.add(convention)
+                break
+    return messages, "\n".join(outputs) if outputs else None, used
 
 
 def event_messages(span: Span) -> tuple[list[tuple[str, str]], str | None]:
-    """Older GenAI span events: `gen_ai.*.message`, `gen_ai.choice`, `gen_ai.content.*`;
-    and Spring AI's content log lines joined to their span."""
-    messages: list[tuple[str, str]] = []
-    outputs: list[str] = []
-    for event in span.events:
-        attrs = event.attributes
-        if event.name.startswith("spring_ai."):
-            if event.name.endswith(".prompt"):
-                messages += _spring_ai_messages(event.name, attrs.get("body"))
-            elif event.name.endswith(".completion"):
-                outputs += spring_ai_texts(attrs.get("body"))
-            continue
-        if event.name in _MESSAGE_EVENTS:
-            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
-            content = attrs.get("content", body.get("content") if isinstance(body, dict) else body)
-            text = content_text(content)
-            if text is not None:
-                messages.append((_MESSAGE_EVENTS[event.name], text))
-        elif event.name == "gen_ai.choice":
-            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
-            message = loads(
-                attrs.get("message", body.get("message") if isinstance(body, dict) else None)
-            )
-            content = (
-                message.get("content")
-                if isinstance(message, dict)
-                else attrs.get("content", message)
-            )
-            text = content_text(content)
-            if text is not None:
-                outputs.append(text)
-        elif event.name == "gen_ai.content.prompt" and "gen_ai.prompt" in attrs:
-            messages += chat_messages(attrs["gen_ai.prompt"])
-        elif event.name == "gen_ai.content.completion" and "gen_ai.completion" in attrs:
-            text = completion_text(attrs["gen_ai.completion"])
-            if text:
-                outputs.append(text)
-    return messages, "\n".join(outputs) if outputs else None
+    """The messages in and the text out a span's events carry, where a convention says."""
+    messages, output, _ = _event_messages(span)
+    return messages, output

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.extraction._conventions import current
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._request_spans import (
     Requests,
@@ -27,6 +26,7 @@ from monitor.extraction._span_values import (
     normalized,
 )
 from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
+from monitor.extraction._table import current
 from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span

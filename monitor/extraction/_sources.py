@@ -1,16 +1,19 @@
-"""A `Source` of the conventions table read from a span's attributes, by its encoding
-(`_conventions.py` lists them): the raw value (`raw`), and read as messages sent to a
-model (`messages_of`), the text a model returned (`output_of`), documents (`docs_of`) or
-one piece of text (`text_of`)."""
+"""A `Source` of the conventions table read from a span's attributes, or from an event's
+fields (`event_fields`), by its encoding (`_conventions.py` lists them): the raw value
+(`raw`), and read as messages sent to a model (`messages_of`), the text a model returned
+(`output_of`), documents (`docs_of`) or one piece of text (`text_of`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from monitor.extraction._conventions import (
+    FIELDS,
     GENKIT,
     INDEXED,
     JSON,
+    LISTED,
+    LISTED_ROLES,
     MESSAGES,
     SCORED_NODES,
     TOOL_MESSAGES,
@@ -27,8 +30,65 @@ from monitor.extraction._span_values import (
     loads,
     role_of,
 )
+from monitor.spans import SpanEvent
 
 _ABSENT: Any = object()
+
+
+def event_fields(event: SpanEvent, bodies: tuple[str, ...]) -> dict[str, Any]:
+    """An event's fields: its attributes, and the members of its body when that is a JSON
+    object (the first of `bodies` it carries; the attributes win). A body that is no object
+    stays the attribute it came as."""
+    attributes = event.attributes
+    for key in bodies:
+        if key in attributes:
+            body = loads(attributes[key])
+            if isinstance(body, dict):
+                return {**body, **{k: v for k, v in attributes.items() if k != key}}
+            break
+    return attributes
+
+
+def listed_texts(value: Any) -> list[str]:
+    """The texts of a `listed` value: `HEADER:\n["text", "text"]`, each text quoted as it is
+    (not escaped)."""
+    if not isinstance(value, str):
+        return []
+    _, _, listed = value.partition("\n")
+    listed = listed.strip()
+    if not (listed.startswith('["') and listed.endswith('"]')):
+        return []
+    return listed[2:-2].split('", "')
+
+
+def _listed_messages(encoding: str, value: Any) -> list[tuple[str, str]]:
+    """A `listed_roles` prompt's `"role":"text"` entries; a `listed` prompt's texts (no
+    roles: the last is the user's message, those before it system and history)."""
+    texts = listed_texts(value)
+    if encoding == LISTED_ROLES:
+        entries = [t.partition('":"') for t in texts]
+        return [(role_of(r) or "user", text) for r, sep, text in entries if sep]
+    return [("system", t) for t in texts[:-1]] + [("user", t) for t in texts[-1:]]
+
+
+def fields_doc(fields: dict[str, Any], prefix: str) -> Doc | None:
+    """One document in the fields `<prefix>.{document,content,id,score,distance,metadata}`
+    (a distance kept in its metadata); None when there are none."""
+    size = len(prefix) + 1
+    found = {k[size:]: v for k, v in fields.items() if k.startswith(prefix + ".")}
+    if not found:
+        return None
+    metadata = loads(found.get("metadata"))
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    if "distance" in found:
+        metadata["distance"] = found["distance"]
+    uri = found.get("id")
+    return Doc(
+        content=content_text(found.get("document", found.get("content"))),
+        doc_uri=None if uri is None else str(uri),
+        score=as_float(found.get("score")),
+        metadata=metadata or None,
+    )
 
 
 def key_of(source: Source, attributes: dict[str, Any]) -> str | None:
@@ -56,6 +116,8 @@ def present(source: Source, attributes: dict[str, Any]) -> bool:
     if source.encoding == INDEXED:
         first = f"{key}.0"
         return any(k == first or k.startswith(first + ".") for k in attributes)
+    if source.encoding == FIELDS:
+        return any(k.startswith(key + ".") for k in attributes)
     return key in attributes
 
 
@@ -66,7 +128,7 @@ def raw(source: Source, attributes: dict[str, Any]) -> Any:
     if "{" in source.key:
         key = key_of(source, attributes)
     value = _ABSENT if key is None else attributes.get(key, _ABSENT)
-    if value is _ABSENT or source.encoding == INDEXED:
+    if value is _ABSENT or source.encoding in (INDEXED, FIELDS):
         return _ABSENT
     if source.field is not None:
         value = loads(value)
@@ -117,12 +179,18 @@ def indexed_messages(
 
 
 def messages_of(source: Source, attributes: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (role, text) messages a model call was sent."""
+    """The (role, text) messages a model call was sent; a source with a `role` holds the
+    text of one message."""
     if source.encoding == INDEXED:
         return indexed_messages(attributes, source.key)
     value = raw(source, attributes)
     if value is _ABSENT:
         return []
+    if source.role is not None:
+        text = content_text(value)
+        return [] if text is None else [(source.role, text)]
+    if source.encoding in (LISTED, LISTED_ROLES):
+        return _listed_messages(source.encoding, value)
     if source.encoding == GENKIT:  # a ModelRequest
         request = loads(value)
         return chat_messages(request.get("messages")) if isinstance(request, dict) else []
@@ -145,6 +213,8 @@ def output_of(source: Source, attributes: dict[str, Any]) -> str | None:
         return "\n".join(texts) if texts else None
     if source.encoding == MESSAGES:
         return completion_text(value)
+    if source.encoding == LISTED:
+        return "\n".join(listed_texts(value)) or None
     return content_text(value)
 
 
@@ -215,12 +285,20 @@ def docs_of(source: Source, attributes: dict[str, Any]) -> list[Doc] | None:
     """The documents a source holds, in order; None when it holds none."""
     if source.encoding == INDEXED:
         return indexed_docs(attributes, source.key) or None
+    if source.encoding == FIELDS:
+        doc = fields_doc(attributes, source.key)
+        return None if doc is None else [doc]
     value = raw(source, attributes)
     if value is _ABSENT:
         return None
     if source.encoding == SCORED_NODES:
         return scored_nodes(value)
+    if source.encoding == LISTED:
+        return [Doc(text) for text in listed_texts(value)] or None
     docs = json_docs(value)
+    if docs is None and source.event is not None and source.encoding == JSON:
+        doc = as_doc(loads(value))  # an event's one document
+        return None if doc is None else [doc]
     if docs is None and source.encoding not in (JSON, GENKIT):
         text = content_text(value)
         return [Doc(text)] if text else None

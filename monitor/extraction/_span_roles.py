@@ -1,17 +1,19 @@
 """What a span is — a model call, a tool execution, a container (agent, workflow, chain,
 request), a retrieval, an embedding call or a prompt template — from the role its
-instrumentation declares (the conventions table, `_conventions.py`), never from which
+instrumentation declares (the conventions table, `_shipped_conventions.py`), never from which
 content attributes it happens to carry. Every convention writes its content on containers
 and tools too (GenAI message events on Strands' agent and tool spans, LangSmith's
 `gen_ai.prompt` / `gen_ai.completion` on every run), so content decides nothing. A span
 no convention names is `None`: the readers fall back on its content.
 
 Also what the span readers share to read a span's content by the table: the conventions
-in the order to read them (`reading_order`: the declaring one first) and each part's
-sources (`sources`)."""
+in the order to read them (`reading_order`: the declaring one first), each part's sources
+in the span's attributes (`sources`) and the span's events that carry it
+(`content_events`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from monitor.extraction._conventions import (
@@ -25,9 +27,9 @@ from monitor.extraction._conventions import (
     Convention,
     Kind,
     Source,
-    Table,
-    current,
 )
+from monitor.extraction._sources import event_fields
+from monitor.extraction._table import Table, current
 from monitor.spans import Span
 
 __all__ = [
@@ -38,7 +40,9 @@ __all__ = [
     "PROMPT",
     "RETRIEVAL",
     "TOOL",
+    "content_events",
     "declared",
+    "event_sources",
     "reading_order",
     "shows_call",
     "sources",
@@ -131,3 +135,32 @@ def sources(span: Span, part: str, *, undeclared_only: bool = False) -> tuple[So
     role."""
     found = declared(span)
     return current().table.sources(found[1] if found is not None else None, part, undeclared_only)
+
+
+def event_sources(
+    span: Span, *parts: str, undeclared_only: bool = False
+) -> tuple[dict[str, tuple[tuple[Source, str], ...]], ...]:
+    """Where each of `parts` may be in `span`'s events: by event name, the sources in
+    reading order, each with its convention's name."""
+    found = declared(span)
+    first = found[1] if found is not None else None
+    table = current().table
+    return tuple(table.event_sources(first, part, undeclared_only) for part in parts)
+
+
+def content_events(
+    span: Span, part: str, *, undeclared_only: bool = False
+) -> Iterator[tuple[tuple[tuple[Source, str], ...], dict[str, Any]]]:
+    """The span's events, in time order, that carry `part` where a convention says: each
+    event's sources (in reading order, each with its convention's name) and its fields
+    (`_sources.event_fields`)."""
+    if not span.events:
+        return
+    (by_event,) = event_sources(span, part, undeclared_only=undeclared_only)
+    if not by_event:
+        return
+    bodies = current().table.event_bodies
+    for event in span.events:
+        sources_of_event = by_event.get(event.name)
+        if sources_of_event:
+            yield sources_of_event, event_fields(event, bodies)

@@ -13,7 +13,7 @@ from typing import Any
 
 from monitor.extraction._instrumentations import content_switch
 from monitor.extraction._sources import is_absent, raw
-from monitor.extraction._span_roles import TOOL, sources, span_role
+from monitor.extraction._span_roles import TOOL, content_events, sources, span_role
 from monitor.extraction._span_values import Doc, normalized
 from monitor.extraction._tool_results import parsed_value
 from monitor.spans import Span
@@ -101,11 +101,10 @@ def tool_arguments(span: Span) -> list[str]:
         return []
     a = span.attributes
     found = [str(v) for s in sources(span, "tool_arguments") if not is_absent(v := raw(s, a))]
-    found += [
-        str(e.attributes["content"])
-        for e in span.events
-        if e.name == "gen_ai.tool.message" and "content" in e.attributes
-    ]
+    for event_sources, fields in content_events(span, "tool_arguments"):
+        value = next((v for s, _ in event_sources if not is_absent(v := raw(s, fields))), None)
+        if value is not None:
+            found.append(str(value))
     return found
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from monitor.extraction._conventions import INDEXED, MESSAGES
 from monitor.extraction._sources import is_absent, present, raw, result_of, text_of
-from monitor.extraction._span_roles import TOOL, sources, span_role
+from monitor.extraction._span_roles import TOOL, content_events, sources, span_role
 from monitor.extraction._span_values import (
     Doc,
     Retrieval,
@@ -122,17 +122,14 @@ def tool_docs(value: Any, tool: str | None) -> list[Doc]:
     return docs
 
 
-def _choice_result(span: Span) -> Any:
-    """A tool span's `gen_ai.choice` event: what the tool returned (Strands; its
-    `gen_ai.tool.message` event on the same span holds the arguments)."""
-    for event in reversed(span.events):
-        if event.name == "gen_ai.choice":
-            attrs = event.attributes
-            body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
-            fields = body if isinstance(body, dict) else {}
-            for key in ("message", "content", "result"):
-                if key in attrs or key in fields:
-                    return attrs.get(key, fields.get(key))
+def _event_result(span: Span) -> Any:
+    """What the tool returned, in the last of the span's events that carries it where a
+    convention says (a tool span's `gen_ai.choice`)."""
+    for event_sources, fields in reversed(list(content_events(span, "tool_result"))):
+        for source, _ in event_sources:
+            value = raw(source, fields)
+            if not is_absent(value):
+                return value
     return None
 
 
@@ -141,8 +138,8 @@ def read_tool(span: Span) -> Retrieval | None:
     result (content capture off). Its own result, where its convention writes it
     (`tool_result` in the conventions table: `gen_ai.tool.call.result`, OpenInference's
     `output.value`, OpenLLMetry's `traceloop.entity.output`, `gen_ai.output.messages`,
-    LangSmith's `gen_ai.completion`, ...), else a `gen_ai.choice` event. Never its
-    arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
+    LangSmith's `gen_ai.completion`, ...), else in its events (a `gen_ai.choice`). Never
+    its arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
     if span_role(span) != TOOL:
         return None
     a = span.attributes
@@ -151,7 +148,7 @@ def read_tool(span: Span) -> Retrieval | None:
         (r for s in sources(span, "tool_result") if not is_absent(r := result_of(s, a))), None
     )
     if result is None and span.events:
-        result = _choice_result(span)
+        result = _event_result(span)
     if result is None:
         return None
     tool = name or span.name
@@ -244,22 +241,21 @@ def _indexed_tool_results(attrs: dict[str, Any], prefix: str) -> list[Doc]:
 
 
 def _event_tool_results(span: Span) -> list[Doc]:
-    """Older GenAI span events (and log events joined to the span): `gen_ai.tool.message`
-    with `content` and `id`, named by the `gen_ai.assistant.message`'s `tool_calls`."""
+    """Tool messages in the span's events that carry a model call's input (each event one
+    message: the older GenAI `gen_ai.tool.message`, with `content` and `id`), named by the
+    `tool_calls` of the assistant messages before them."""
     names: dict[str, str] = {}
     docs: list[Doc] = []
-    for event in span.events:
-        attrs = event.attributes
-        body = loads(attrs.get("gen_ai.event.content", attrs.get("body")))
-        fields = body if isinstance(body, dict) else {}
-        if event.name == "gen_ai.assistant.message":
-            _call_names(attrs.get("tool_calls", fields.get("tool_calls")), names)
-        elif event.name == "gen_ai.tool.message":
-            content = attrs.get("content", fields.get("content"))
-            call_id = attrs.get("id", fields.get("id"))
-            name = attrs.get("name", fields.get("name")) or (
-                names.get(str(call_id)) if call_id is not None else None
+    for event_sources, fields in content_events(span, "model_input"):
+        role = event_sources[0][0].role
+        if role == "assistant":
+            _call_names(fields.get("tool_calls"), names)
+        elif role == "tool":
+            content = next(
+                (v for s, _ in event_sources if not is_absent(v := raw(s, fields))), None
             )
+            call_id = fields.get("id", fields.get("tool_call_id"))
+            name = fields.get("name") or (names.get(str(call_id)) if call_id is not None else None)
             docs += tool_docs(content, None if name is None else str(name))
     return docs
 
@@ -268,8 +264,8 @@ def tool_results(span: Span) -> list[Doc]:
     """What tools returned, as tool messages in a model call's input, in message order:
     in the first of the conventions' `model_input` sources the span carries (GenAI
     `gen_ai.input.messages`, the Vercel AI SDK's `ai.prompt.messages`, OpenInference's
-    `llm.input_messages`, OpenLLMetry's `gen_ai.prompt.N`, ...), else in the older GenAI
-    `gen_ai.tool.message` events."""
+    `llm.input_messages`, OpenLLMetry's `gen_ai.prompt.N`, ...), else in the tool
+    messages of its events."""
     a = span.attributes
     for source in sources(span, "model_input"):
         if not present(source, a):

@@ -198,13 +198,36 @@ GOOD: dict[str, Any] = {
                     "attributes": ["app.hits"],
                     "role": "retrieval",
                 },
-                "input": [{"attribute": "app.request", "encoding": "json", "field": "question"}],
-                "output": [{"attribute": "app.response", "encoding": "json", "field": "answer"}],
-                "documents": [{"attribute": "app.hits", "encoding": "json", "field": "hits"}],
+                "input": [
+                    {
+                        "attribute": "app.request",
+                        "encoding": "json",
+                        "field": "question",
+                        "event": "app.asked",
+                        "role": "user",
+                    }
+                ],
+                "output": [
+                    {
+                        "attribute": "app.response",
+                        "encoding": "json",
+                        "field": "answer",
+                        "event": "app.answered",
+                    }
+                ],
+                "documents": [
+                    {
+                        "attribute": "app.hits",
+                        "encoding": "json",
+                        "field": "hits",
+                        "event": "app.hit",
+                    }
+                ],
                 "model": [{"attribute": "app.llm", "encoding": "json", "field": "model"}],
                 "input_tokens": [{"attribute": "app.usage", "encoding": "json", "field": "in"}],
                 "output_tokens": [{"attribute": "app.usage", "encoding": "json", "field": "out"}],
                 "conversation": [{"attribute": "app.session", "encoding": "text", "field": "id"}],
+                "event_bodies": ["app.payload"],
             },
             # A second, so that a name listed twice can be tried.
             {"name": "my-tools", "match": {"span_names": ["call_tool"], "role": "tool"}},
@@ -464,6 +487,13 @@ TABLE: dict[str, list[Any]] = {
             ("field", NOT_TEXT),
         )
     },
+    # Events carry messages, answers and documents; a message event names its role.
+    **{
+        f"extraction.conventions.0.{part}.0.event": NOT_TEXT
+        for part in ("input", "output", "documents")
+    },
+    "extraction.conventions.0.input.0.role": [*NOT_A_CHOICE, "human", "model"],
+    "extraction.conventions.0.event_bodies": NOT_A_LIST_OF_TEXT,
     "exporters.prometheus.endpoint": NOT_AN_ENDPOINT,
     "exporters.prometheus.web_config_file": NOT_A_FILE,
     "exporters.prometheus.debug_records": [*NOT_A_COUNT, 10001],

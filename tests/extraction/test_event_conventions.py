@@ -1,0 +1,181 @@
+"""Content carried in span events is table data too: an SDK invented here (Beacon), which
+writes its question, documents, prompt and answer only as span events, is read right once
+a test's config declares where (`extraction.conventions`, sources with `event`), with no
+code change; and the config names a wrong event source's key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from monitor.config import ConfigError, load_config
+from monitor.extraction import conventions_from_config, extract_records
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.spans import Span, SpanEvent
+
+TRACE = "cd" * 16
+QUESTION = "When was the Eiffel Tower completed?"
+DOCS = [
+    ("kb/eiffel.md", "The Eiffel Tower stands in Paris and was completed in 1889."),
+    ("kb/water.md", "At sea level, pure water boils at 100 degrees Celsius."),
+]
+ANSWER = "It was completed in 1889."
+SYSTEM = "Answer only from the documents."
+
+BEACON_CONFIG = """
+extraction:
+  conventions:
+    - name: beacon
+      kind:
+        attribute: beacon.kind
+        values: {ask: request, lookup: retrieval, generate: model}
+      event_bodies: [beacon.payload]
+      input:
+        - {event: beacon.question, attribute: text}
+        - {event: beacon.instruction, attribute: text, role: system}
+        - {event: beacon.message, attribute: text, role: user}
+      output:
+        - {event: beacon.answer, attribute: text}
+      documents:
+        - {event: beacon.hit, attribute: hit, encoding: json}
+      model: [beacon.model]
+"""
+
+
+def _span(
+    span_id: int,
+    parent: int | None,
+    name: str,
+    attributes: dict[str, Any],
+    events: list[SpanEvent],
+) -> Span:
+    return Span(
+        TRACE,
+        f"{span_id:016x}",
+        "" if parent is None else f"{parent:016x}",
+        name,
+        1_000 + span_id,
+        2_000 - span_id,
+        attributes=attributes,
+        events=events,
+        service="beacon-app",
+    )
+
+
+def _event(name: str, at: int, attributes: dict[str, Any]) -> SpanEvent:
+    return SpanEvent(name, 1_000 + at, attributes)
+
+
+def _beacon_trace() -> list[Span]:
+    """The question and answer as events of the request; one event a document, in
+    retrieval order; the prompt as one event a message, the answer in a JSON payload."""
+    hits = [
+        _event("beacon.hit", 10 + i, {"hit": json.dumps({"uri": uri, "text": text})})
+        for i, (uri, text) in enumerate(DOCS)
+    ]
+    return [
+        _span(
+            1,
+            None,
+            "ask",
+            {"beacon.kind": "ask"},
+            [
+                _event("beacon.question", 1, {"text": QUESTION}),
+                _event("beacon.answer", 30, {"beacon.payload": json.dumps({"text": ANSWER})}),
+            ],
+        ),
+        _span(2, 1, "lookup", {"beacon.kind": "lookup"}, hits),
+        _span(
+            3,
+            1,
+            "generate",
+            {"beacon.kind": "generate", "beacon.model": "beacon-small"},
+            [
+                _event("beacon.instruction", 20, {"text": SYSTEM}),
+                _event("beacon.message", 21, {"beacon.payload": json.dumps({"text": QUESTION})}),
+                _event("beacon.answer", 22, {"text": ANSWER}),
+            ],
+        ),
+    ]
+
+
+def _conventions(tmp_path: Any, text: str) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return conventions_from_config(load_config(str(path)).extraction.conventions)
+
+
+def test_an_sdk_writing_only_span_events_is_read_once_the_config_declares_them(
+    tmp_path: Any,
+) -> None:
+    assert extract_records(_beacon_trace()) == []  # unknown to the shipped table: not RAG
+    (record,) = extract_records(_beacon_trace(), conventions=_conventions(tmp_path, BEACON_CONFIG))
+    assert isinstance(record, RagRecord)
+    assert (record.query, record.response) == (QUESTION, ANSWER)
+    assert [(d.doc_uri, d.content) for d in record.retrieved_context] == DOCS
+    assert record.model == "beacon-small"
+    assert record.metadata["conventions"] == "beacon"
+    assert EXTRACTION_SUSPECT not in record.metadata
+
+
+def test_events_of_another_name_are_not_read(tmp_path: Any) -> None:
+    """The sources name their events: a hit event renamed is no document (the record falls
+    back on the system message, as for any retrieval that returned nothing readable)."""
+    spans = _beacon_trace()
+    lookup = spans[1]
+    renamed = [SpanEvent("beacon.other", e.time_unix_nano, e.attributes) for e in lookup.events]
+    spans[1] = _span(2, 1, "lookup", dict(lookup.attributes), renamed)
+    (record,) = extract_records(spans, conventions=_conventions(tmp_path, BEACON_CONFIG))
+    assert (record.query, record.response) == (QUESTION, ANSWER)
+    assert [d.metadata for d in record.retrieved_context] == [{"source": "system_message"}]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            "{name: beacon, input: [{attribute: text, role: user}]}",
+            "role: names the message an event holds",
+        ),
+        (
+            "{name: beacon, input: [{event: beacon.message, attribute: text, role: human}]}",
+            "extraction.conventions.0.input.0.role",
+        ),
+        (
+            "{name: beacon, model: [{event: beacon.answer, attribute: model}]}",
+            "model.0.event",
+        ),
+        ("{name: beacon, input: [{event: '', attribute: text}]}", "input.0.event"),
+    ],
+)
+def test_check_config_names_a_wrong_event_source(tmp_path: Any, entry: str, problem: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"extraction:\n  conventions:\n    - {entry}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path))
+    assert any(problem in line for line in raised.value.problems), raised.value.problems
+
+
+def test_every_log_event_the_receivers_take_is_read_by_a_table_entry() -> None:
+    """The receivers turn these log records into events of their span; what each carries is
+    said by the conventions table alone (a source naming the event, or a detail event)."""
+    from dataclasses import fields
+
+    from monitor.extraction import SHIPPED_CONVENTIONS
+    from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS
+
+    read = {
+        source.event
+        for convention in SHIPPED_CONVENTIONS
+        for part in fields(convention)
+        if part.type == "tuple[Source, ...]"
+        for source in getattr(convention, part.name)
+        if source.event is not None
+    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
+    assert set(GENAI_EVENTS) <= read, set(GENAI_EVENTS) - read
+    answers = {
+        source.event for convention in SHIPPED_CONVENTIONS for source in convention.model_output
+    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
+    assert set(GENAI_OUTPUT_EVENTS) <= answers, set(GENAI_OUTPUT_EVENTS) - answers
