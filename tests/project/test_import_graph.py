@@ -158,6 +158,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.pipeline",
                 "monitor.service",
                 "monitor.__main__",
+                "monitor.cli",
                 "monitor.send_sample",
             }
         ),
