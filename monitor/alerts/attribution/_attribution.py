@@ -23,6 +23,7 @@ from monitor.alerts.attribution._buckets import (
 )
 from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
+from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.kinds import Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, one_sided_z
@@ -103,6 +104,8 @@ class Attribution:
             self._caps.append(cap)
         self._keys: dict[Key, Buckets] = {}
         self._sent: dict[Key, _Sent] = {}
+        self._where: dict[Key, Alert] = {}  # each firing page's `Where` alert, as last sent
+        self._clock = clock
         self._gauge = telemetry.gauge(
             "alert_slice",
             "Share of a firing alert's excess carried by a slice the page names (a value of "
@@ -171,6 +174,8 @@ class Attribution:
         """Drops what is kept of the entries `keep` says no to (the engine dropped them)."""
         for key in [k for k in self._keys if not keep(k)]:
             del self._keys[key]
+        for key in [k for k in self._where if not keep(k)]:
+            del self._where[key]
         for key in [k for k in self._sent if not keep(k)]:
             for labels in self._sent.pop(key).gauges:
                 self._gauge.remove(*labels)
@@ -196,15 +201,21 @@ class Attribution:
 
     # -- out ----------------------------------------------------------------------------
 
-    def sent(self, key: Key, alert: Alert, explanation: Explanation | None) -> None:
+    def sent(self, key: Key, alert: Alert, explanation: Explanation | None) -> Alert | None:
         """The alert sent for `key`, with the explanation its annotations came from: kept
-        for `firing_alerts` and the `alert_slice` gauge while it fires."""
+        for `firing_alerts` and the `alert_slice` gauge while it fires. Returns the page's
+        `Where` alert to send with it (`_where_alert`): when a firing page first names a
+        slice, with every re-send after, and resolved with the page."""
         old = self._sent.pop(key, None)
         if old is not None:
             for labels in old.gauges:
                 self._gauge.remove(*labels)
+        where = self._where.get(key)
         if alert.status != "firing":
-            return
+            self._where.pop(key, None)
+            if where is None:
+                return None
+            return where_alert(alert, *_slice_of(where), "resolved", where.starts_at)
         entry = self._sent[key] = _Sent(alert, explanation)
         if explanation is not None:
             rule = self._rules[key[0]].config.name
@@ -212,6 +223,22 @@ class Attribution:
                 labels = (key[1], rule, key[2], s.dimension, s.value)
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
+        if where is not None:
+            where = where_alert(alert, *_slice_of(where), "firing", where.starts_at)
+        elif explanation is not None and explanation.named:
+            top = explanation.named[0]
+            where = where_alert(alert, top.dimension, top.value, "firing", _utc(self._clock()))
+        else:
+            return None
+        self._where[key] = where
+        return where
+
+    def names_first(self, key: Key, judgment: Judgment, now: float) -> bool:
+        """Whether `key`'s firing page, sent without naming a slice, names one now (its
+        `Where` alert is then due)."""
+        if key not in self._sent or key in self._where:
+            return False
+        return bool(self.explain(key, judgment, now).named)
 
     def firing_alerts(self) -> list[dict[str, Any]]:
         """The firing alerts as last sent, with their attribution (the `/alerts` page)."""
@@ -322,6 +349,14 @@ class Attribution:
 ROW_OVERHEAD = 300
 # Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
 TRACE_BYTES = 400
+
+
+def _slice_of(where: Alert) -> tuple[str, str]:
+    return where.labels["dimension"], where.labels["value"]
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
 
 
 def _iso(t: datetime) -> str:
