@@ -22,7 +22,7 @@ Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget
 (rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
 cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
 page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
-fires. With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
+fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`). With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
 re-sends it any more (its `endsAt`), so no replica resolves what another still fires.
 Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
 

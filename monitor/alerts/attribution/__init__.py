@@ -45,6 +45,11 @@ retrieval quality); else `unclear`.
 page lists up to `SHOWN_TRACES` of the current verdicts, of the first named slice when there
 is one, with a link each through `alerts.trace_url`.
 
+**The `Where` alert** (`_where_alert`): when a firing page first names a slice, a
+companion alert carries it to the pager, since Alertmanager does not notify for changed
+annotations; the engine asks `names_first` at every evaluation of a firing page that has
+named none, so the slice goes out when first named, not at the next re-send.
+
 **Memory.** Values of each dimension are capped process-wide (`LabelCap`: the values with
 traffic hold at most `CAPS[dimension]` slots, `pipeline.max_versions` / `max_routes` for
 version and route; a value without a slot counts as `other`, whose counts are kept like a
