@@ -25,7 +25,8 @@ with its line number and reason (counted in the summary); a row earlier than the
 it is replayed at the later time (counted as `late`). Services past `pipeline.max_services`
 fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
 (`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
-under it, the JSON output has them among the annotations.
+under it, the JSON output has them among the annotations; a page's `Where` alert (sent when
+it first names a slice) is an event of its own, not counted as a page.
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ import pytest
 from monitor._labels import SKETCH_BITS
 from monitor.alerts import AlertEngine
 from monitor.alerts.attribution import CAPS, Attribution
+from monitor.alerts.backtest import Backtest
 from monitor.alerts.rule import Rule
 from monitor.component import Alert
-from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts
+from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts, Config
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
@@ -220,16 +221,22 @@ def test_a_page_that_names_a_slice_sends_its_where_alert_with_it() -> None:
     assert len(stream.wheres()) == len(stream.pages()) >= 5
 
 
-def test_a_slice_named_after_the_page_reaches_the_pager_at_once() -> None:
+def test_a_slice_named_after_the_page_reaches_the_pager_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A page on a rise spread evenly names no slice; when one model then carries more,
     the evaluation that first names it sends the `Where` alert (and the page with its new
-    annotations), without waiting for the next re-send."""
+    annotations), without waiting for the next re-send, and logs it."""
     stream, _ = make()
     stream.run(12 * 60, healthy)
     stream.run(2 * 60, lambda m, r, s, b: 0.45)
     assert "slice" not in stream.page().annotations
     assert stream.wheres() == []
-    stream.run(5 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.45)
+    with caplog.at_level(logging.WARNING, logger="monitor.alerts.engine"):
+        stream.run(5 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.45)
+    (line,) = [r.getMessage() for r in caplog.records if "says where" in r.getMessage()]
+    assert line.startswith("alert hallucination for shop says where: ")
+    assert "; where: model m3: " in line
     first = stream.wheres()[0]
     assert (first.labels["dimension"], first.labels["value"]) == ("model", "m3")
     pages = stream.pages()
@@ -401,3 +408,36 @@ def _deep_size(root: object) -> int:
         total += sys.getsizeof(obj)
         todo.extend(gc.get_referents(obj))
     return total
+
+
+def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
+    """The backtest shows what the pager would get: the page, then its `Where` alert; only
+    the page counts as one."""
+    rng = random.Random(3)
+    rows: list[tuple[str, object]] = []
+    for k in range(17 * 60 * PER_S):
+        model = rng.choice(MODELS)
+        rate = 0.7 if model == "m2" and k >= 12 * 60 * PER_S else 0.2
+        row = {
+            "time": 1_700_000_000 + k / PER_S,
+            "service": "shop",
+            "evaluator": "local_groundedness",
+            "outcome": "fail" if rng.random() < rate else "pass",
+            "model": model,
+            "trace_id": f"{k + 1:032x}",
+        }
+        rows.append((f"row {k}", row))
+    config = Config.model_validate(
+        {"alerts": {"evaluation_interval_s": INTERVAL, "rules": [RULE.model_dump()]}}
+    )
+    backtest = Backtest(config)
+    events = [e for e in backtest.run(rows) if e.status == "firing"]
+    page, where = events[:2]
+    assert page.alert.labels["alertname"] == "hallucination"
+    assert where.alert.labels["alertname"] == "hallucinationWhere"
+    assert (where.alert.labels["dimension"], where.alert.labels["value"]) == ("model", "m2")
+    head = where.text().splitlines()[0]
+    assert head.endswith(
+        "  firing    hallucinationWhere  shop: " + where.alert.annotations["where"]
+    )
+    assert backtest.summary.pages["hallucination"] == 1
