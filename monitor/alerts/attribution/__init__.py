@@ -56,8 +56,9 @@ version and route; a value without a slot counts as `other`, whose counts are ke
 value's but never named; one 2 MiB sketch per dimension once its slots are full). Per
 (rule, service, cohort): one row of `FINE + COARSE` buckets of two float32 counts per held
 value, the service's totals and retrieval strata, `GROUPS` unit groups and `TRACES` trace
-ids; `bytes_bound` states it. Nothing of it is in the state file: after a restart the
-attribution starts empty, and a page says so (`no data`).
+ids; `bytes_bound` states it; while it fires, the page and `Where` alert last sent. Nothing
+of it is in the state file: after a restart the attribution starts empty, and a page says
+so (`no data`).
 """
 
 from monitor.alerts.attribution._attribution import (
