@@ -1,7 +1,7 @@
 """Does a page say where? Production-shaped streams (`bench/sliced_streams.py`) with a rise
 injected into one slice, spread evenly, or into the retriever or the generator of one
 slice, replayed through `rag-monitor backtest`'s engine (`monitor.alerts.backtest.Backtest`);
-for each run, the first page after the rise and what it says.
+for each run, the first page after the rise and what it tells the pager.
 
     python bench/alert_attribution.py [--runs 25] [--jobs 2] [--only NAME] [--write-docs]
 
@@ -12,13 +12,15 @@ regression rule on `local_groundedness` (sequential test, window 30m, baseline 2
 false page per 90d) with `baseline.season: none` (a season needs a week of history, and
 the attribution does not depend on it). The rise starts `RISE_AT_H` hours in, at a time
 of day drawn per run, and raises the service's defect rate by about `--rise` (0.1), all of
-it in the slice. A run ends at the first page after the rise, or `AFTER_H` hours after
-it; only runs that paged are scored.
+it in the slice. A run replays `AFTER_H` hours after the rise; only runs that paged are
+scored. The pager hears of a slice through the page's `Where` alert, sent when the page
+first names one (with the page, or at a later evaluation while it fires), so that alert is
+what is scored, watched from the page until it resolves or the run ends:
 
 - a slice (one model of three, one version of two, one route of four, one document source
-  of five, one topic of six): right when the page's first named slice is the injected one;
+  of five, one topic of six): right when the page's `Where` alert names the injected slice;
 - uniform (the same factor on every record, on models of unequal rates): right when the
-  page names no slice;
+  page sends no `Where` alert while it fires in the run;
 - retriever (one source's documents swapped for unrelated ones: retrieval fails, and
   groundedness with it) and generator (one model's answers contradict good documents):
   right when the page's `cause` is `retriever` / `generator`.
@@ -44,8 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sliced_streams import Injection, records, slice_factor
-from monitor.alerts.attribution import Attribution
-from monitor.alerts.backtest import Backtest
+from monitor.alerts.attribution import WHERE_SUFFIX, Attribution
+from monitor.alerts.backtest import Backtest, Event
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule, Config
 from monitor.records import ContextDoc, RagRecord
@@ -58,8 +60,9 @@ RISE_AT_H = 6.0
 AFTER_H = 8.0
 RATE = 1.0
 CYCLE = 0.01
+RULE_NAME = "hallucination_regression"
 RULE = {
-    "name": "hallucination_regression",
+    "name": RULE_NAME,
     "evaluator": "local_groundedness",
     "baseline": {"season": "none"},
 }
@@ -110,10 +113,12 @@ SCENARIOS = (
 class Outcome:
     paged: bool
     right: bool
-    minutes: float
+    minutes: float  # from the rise to the page
     share: float | None
     rows: int
     said: str = ""  # what a wrong page said
+    named_minutes: float | None = None  # from the rise to the `Where` alert
+    named_at_page: bool = False  # the `Where` alert came with the page
 
 
 def run(scenario: Scenario, seed: int, rise: float) -> Outcome:
@@ -126,21 +131,51 @@ def run(scenario: Scenario, seed: int, rise: float) -> Outcome:
     config = Config.model_validate({"alerts": {"rules": [RULE]}})
     backtest = Backtest(config)
     rise_at = START + offset + injection.at_s
+    name = RULE_NAME
+    page: Event | None = None
+    where: Event | None = None
     for event in backtest.run(records(spec, injection, offset)):
-        if event.status != "firing" or event.time < rise_at:
+        if event.time < rise_at:
             continue
-        notes = event.alert.annotations
-        if scenario.kind == "slice":
-            right = notes.get("slice") == scenario.expected
-        elif scenario.kind == "uniform":
-            right = "slice" not in notes
-        else:
-            right = notes.get("cause") == scenario.kind
-        share = _share(notes.get("where", "")) if "slice" in notes else None
-        said = "" if right else f"{notes.get('where', '')} / {notes.get('cause_detail', '')}"
-        minutes = (event.time - rise_at) / 60
-        return Outcome(True, right, minutes, share, backtest.summary.rows, said)
-    return Outcome(False, False, float("nan"), None, backtest.summary.rows)
+        alertname = event.alert.labels["alertname"]
+        if page is None:
+            if event.status == "firing" and alertname == name:
+                page = event
+            continue
+        if alertname == name and event.status == "resolved":
+            break
+        if alertname == name + WHERE_SUFFIX and event.status == "firing":
+            where = event
+            break
+    if page is None:
+        return Outcome(False, False, float("nan"), None, backtest.summary.rows)
+    notes = page.alert.annotations
+    named = where.alert.annotations if where is not None else {}
+    if scenario.kind == "slice":
+        right = named.get("slice") == scenario.expected
+        said = named.get("where", "no Where alert while the page fired")
+    elif scenario.kind == "uniform":
+        right = where is None
+        said = named.get("where", "")
+    else:
+        right = notes.get("cause") == scenario.kind
+        said = f"{notes.get('where', '')} / {notes.get('cause_detail', '')}"
+    share = _share(named["where"]) if "where" in named else None
+    return Outcome(
+        True,
+        right,
+        (page.time - rise_at) / 60,
+        share,
+        backtest.summary.rows,
+        "" if right else said,
+        (where.time - rise_at) / 60 if where is not None else None,
+        where is not None and where.time == page.time,
+    )
+
+
+def _median_minutes(minutes: Sequence[float | None]) -> str:
+    kept = [m for m in minutes if m is not None]
+    return f"{statistics.median(kept):.0f}" if kept else "-"
 
 
 def _share(where: str) -> float | None:
@@ -252,12 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         paged = [o for o in done if o.paged]
         right = sum(o.right for o in done)
         what = {
-            "slice": f"names {scenario.expected} first",
-            "uniform": "names no slice",
+            "slice": f"Where alert names {scenario.expected}",
+            "uniform": "no Where alert",
             "retriever": "cause: retriever",
             "generator": "cause: generator",
         }[scenario.kind]
         shares = [o.share for o in paged if o.right and o.share is not None]
+        named = [o for o in paged if o.named_minutes is not None]
         rows.append(
             [
                 scenario.name,
@@ -265,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{len(paged)}/{len(done)}",
                 f"{right}/{len(paged)} ({right / len(paged):.0%})" if paged else "-",
                 f"{statistics.median(o.minutes for o in paged):.0f}" if paged else "-",
+                f"{sum(o.named_at_page for o in named)}/{len(named)}" if named else "-",
+                _median_minutes([o.named_minutes for o in named]),
                 f"{statistics.median(shares):.0%}" if shares else "-",
             ]
         )
@@ -275,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runs that paged",
             "pages right",
             "minutes to page, median",
+            "Where alerts sent with the page",
+            "minutes to the Where alert, median",
             "named slice's share of the excess, median",
         ],
         rows,

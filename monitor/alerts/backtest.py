@@ -25,7 +25,8 @@ with its line number and reason (counted in the summary); a row earlier than the
 it is replayed at the later time (counted as `late`). Services past `pipeline.max_services`
 fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
 (`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
-under it, the JSON output has them among the annotations.
+under it, the JSON output has them among the annotations; a page's `Where` alert (sent when
+it first names a slice) is an event of its own, not counted as a page.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class Event:
         who = f"{self.alert.service}/{cohort}" if cohort else self.alert.service
         notes = self.alert.annotations
         lines = [
-            f"{_iso(self.time)}  {self.status:<8}  {self.alert.rule}  {who}: "
+            f"{_iso(self.time)}  {self.status:<8}  "
+            f"{self.alert.labels.get('alertname', self.alert.rule)}  {who}: "
             f"{notes.get('description', '')}"
         ]
         for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
@@ -201,12 +203,14 @@ class Backtest:
     def _evaluate(self, t: float) -> Iterator[Event]:
         self._clock.now = t
         for alert in self._engine.evaluate():
-            key = (alert.rule, alert.service, alert.labels.get("cohort", ""))
+            name = alert.labels.get("alertname", alert.rule)
+            key = (name, alert.service, alert.labels.get("cohort", ""))
             if alert.status == "firing":
                 if key in self._firing:
                     continue  # a re-send
                 self._firing.add(key)
-                self.summary.pages[alert.rule] += 1
+                if name == alert.rule:  # a page, not its `Where` alert
+                    self.summary.pages[alert.rule] += 1
             else:
                 self._firing.discard(key)
             yield Event(t, alert.status, alert)

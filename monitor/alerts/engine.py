@@ -22,7 +22,7 @@ Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget
 (rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
 cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
 page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
-fires. With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
+fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`). With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
 re-sends it any more (its `endsAt`), so no replica resolves what another still fires.
 Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
 
@@ -152,6 +152,7 @@ class AlertEngine:
         # Resolves decided between evaluations (an evaluator revision replaced a firing
         # entry's), returned by the next `evaluate`.
         self._resolved: list[Alert] = []
+        self._companions: list[Alert] = []
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -358,6 +359,8 @@ class AlertEngine:
                 self._gauges.entries_dropped.labels("evaluation").inc()
                 self._entries.drop([(i, service, cohort) for cohort in entries])
                 self._boosted.lower(i, service, "its state was dropped")
+        # The pages' `Where` alerts (`monitor.alerts.attribution`), after them.
+        out, self._companions = out + self._companions, []
         return out
 
     def _step(
@@ -390,9 +393,14 @@ class AlertEngine:
                 return None
             log.info("alert %s resolved for %s: %s", name, subject, _description(alert))
             return alert
-        if now - entry.last_sent >= self._resend:
+        # A slice first named between re-sends goes out at once (its `Where` alert).
+        due = now - entry.last_sent >= self._resend
+        if due or self.attribution.names_first((i, service, cohort), judgment, now):
             entry.last_sent = now
-            return self._alert(rule, service, cohort, entry, judgment, now, "firing")
+            alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
+            if not due:
+                log.warning("alert %s for %s says where: %s", name, subject, _description(alert))
+            return alert
         return None
 
     # -- bounded services and cohorts --------------------------------------------------
@@ -480,7 +488,9 @@ class AlertEngine:
             self._generator_url,
             judgment.severity,
         )
-        self.attribution.sent((i, service, cohort), alert, explanation)
+        where = self.attribution.sent((i, service, cohort), alert, explanation)
+        if where is not None:
+            self._companions.append(where)
         return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:

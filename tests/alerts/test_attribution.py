@@ -21,9 +21,10 @@ import pytest
 from monitor._labels import SKETCH_BITS
 from monitor.alerts import AlertEngine
 from monitor.alerts.attribution import CAPS, Attribution
+from monitor.alerts.backtest import Backtest
 from monitor.alerts.rule import Rule
 from monitor.component import Alert
-from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts
+from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts, Config
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
@@ -117,8 +118,16 @@ class Stream:
             self.clock.now += INTERVAL
             self.alerts.extend(self.engine.evaluate())
 
+    def pages(self, status: str = "firing") -> list[Alert]:
+        return [a for a in self.alerts if a.status == status and a.labels["alertname"] == a.rule]
+
+    def wheres(self, status: str = "firing") -> list[Alert]:
+        wheres = [a for a in self.alerts if a.status == status and a.labels["alertname"] != a.rule]
+        assert all(a.labels["alertname"] == a.rule + "Where" for a in wheres)
+        return wheres
+
     def page(self) -> Alert:
-        pages = [a for a in self.alerts if a.status == "firing"]
+        pages = self.pages()
         assert pages, "no page"
         return pages[0]
 
@@ -174,7 +183,7 @@ def test_a_rise_in_one_model_names_that_model_with_its_failing_traces() -> None:
     )
     assert share is not None and 0.5 < share <= 1.5
     # The JSON page lists it as last sent (a re-send says the same with more verdicts).
-    last = [a for a in stream.alerts if a.status == "firing"][-1]
+    last = stream.pages()[-1]
     (listed,) = stream.engine.attribution.firing_alerts()
     assert listed["annotations"] == last.annotations
     assert listed["rule"] == "hallucination" and listed["service"] == "shop"
@@ -186,12 +195,67 @@ def test_a_rise_in_one_model_names_that_model_with_its_failing_traces() -> None:
     )
 
 
+def test_a_page_that_names_a_slice_sends_its_where_alert_with_it() -> None:
+    """The pager hears of the slice as an alert of its own (Alertmanager does not notify
+    for changed annotations): the page's labels, its alertname with `Where`, the slice in
+    `dimension` and `value`; re-sent with the page."""
+    stream, _ = make()
+    stream.run(12 * 60, healthy)
+    stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    page = stream.page()
+    where = stream.wheres()[0]
+    assert stream.alerts.index(where) == stream.alerts.index(page) + 1  # the same batch
+    assert where.labels == {
+        **page.labels,
+        "alertname": "hallucinationWhere",
+        "dimension": "model",
+        "value": "m2",
+    }
+    notes = where.annotations
+    assert notes["summary"] == "hallucination on shop: the excess is in model m2"
+    assert notes["description"] == page.annotations["where"] == notes["where"]
+    assert notes["page"] == "hallucination"
+    assert notes["trace_ids"] == page.annotations["trace_ids"]
+    assert where.to_alertmanager()["endsAt"] == page.to_alertmanager()["endsAt"]
+    # Re-sent with the page (every re-send), never alone.
+    assert len(stream.wheres()) == len(stream.pages()) >= 5
+
+
+def test_a_slice_named_after_the_page_reaches_the_pager_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A page on a rise spread evenly names no slice; when one model then carries more,
+    the evaluation that first names it sends the `Where` alert (and the page with its new
+    annotations), without waiting for the next re-send, and logs it."""
+    stream, _ = make()
+    stream.run(12 * 60, healthy)
+    stream.run(2 * 60, lambda m, r, s, b: 0.45)
+    assert "slice" not in stream.page().annotations
+    assert stream.wheres() == []
+    with caplog.at_level(logging.WARNING, logger="monitor.alerts.engine"):
+        stream.run(5 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.45)
+    (line,) = [r.getMessage() for r in caplog.records if "says where" in r.getMessage()]
+    assert line.startswith("alert hallucination for shop says where: ")
+    assert "; where: model m3: " in line
+    first = stream.wheres()[0]
+    assert (first.labels["dimension"], first.labels["value"]) == ("model", "m3")
+    pages = stream.pages()
+    at = stream.alerts.index(first)
+    along = stream.alerts[at - 1]
+    assert along in pages and along.annotations["slice"] == "model=m3"
+    # Sent between two re-sends: the page before it is less than a re-send ago.
+    before = [a for a in pages if stream.alerts.index(a) < at - 1][-1]
+    assert (along.ends_at - before.ends_at).total_seconds() < 60
+    assert first.starts_at > stream.page().starts_at
+
+
 def test_a_rise_spread_evenly_names_no_slice_and_says_so() -> None:
     stream, _ = make()
     stream.run(12 * 60, healthy)
     stream.run(5 * 60, lambda m, r, s, b: 0.45)
     notes = stream.page().annotations
     assert "slice" not in notes
+    assert stream.wheres() == []
     assert notes["where"].startswith("no slice: the rise is spread evenly (none of ")
     # The traces are the rise's failing records, of any slice.
     by_id = {s.trace_id: s for s in stream.sent}
@@ -213,8 +277,12 @@ def test_the_resolve_and_the_gauge_end_with_the_rise() -> None:
     stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
     assert stream.page().annotations["slice"] == "model=m2"
     stream.run(5 * 60, healthy)
-    resolved = [a for a in stream.alerts if a.status == "resolved"]
+    resolved = stream.pages("resolved")
     assert resolved and "where" not in resolved[0].annotations
+    # The page's `Where` alert is resolved with it, still naming its slice.
+    (where,) = stream.wheres("resolved")
+    assert stream.alerts.index(where) == stream.alerts.index(resolved[0]) + 1
+    assert (where.labels["dimension"], where.labels["value"]) == ("model", "m2")
     labels = {"service": "shop", "rule": "hallucination", "cohort": ""}
     assert (
         t.registry.get_sample_value(
@@ -340,3 +408,36 @@ def _deep_size(root: object) -> int:
         total += sys.getsizeof(obj)
         todo.extend(gc.get_referents(obj))
     return total
+
+
+def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
+    """The backtest shows what the pager would get: the page, then its `Where` alert; only
+    the page counts as one."""
+    rng = random.Random(3)
+    rows: list[tuple[str, object]] = []
+    for k in range(17 * 60 * PER_S):
+        model = rng.choice(MODELS)
+        rate = 0.7 if model == "m2" and k >= 12 * 60 * PER_S else 0.2
+        row = {
+            "time": 1_700_000_000 + k / PER_S,
+            "service": "shop",
+            "evaluator": "local_groundedness",
+            "outcome": "fail" if rng.random() < rate else "pass",
+            "model": model,
+            "trace_id": f"{k + 1:032x}",
+        }
+        rows.append((f"row {k}", row))
+    config = Config.model_validate(
+        {"alerts": {"evaluation_interval_s": INTERVAL, "rules": [RULE.model_dump()]}}
+    )
+    backtest = Backtest(config)
+    events = [e for e in backtest.run(rows) if e.status == "firing"]
+    page, where = events[:2]
+    assert page.alert.labels["alertname"] == "hallucination"
+    assert where.alert.labels["alertname"] == "hallucinationWhere"
+    assert (where.alert.labels["dimension"], where.alert.labels["value"]) == ("model", "m2")
+    head = where.text().splitlines()[0]
+    assert head.endswith(
+        "  firing    hallucinationWhere  shop: " + where.alert.annotations["where"]
+    )
+    assert backtest.summary.pages["hallucination"] == 1

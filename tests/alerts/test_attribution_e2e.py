@@ -7,7 +7,9 @@ traces from the OpenTelemetry SDK over OTLP/HTTP on two routes, `/ask` and `/cha
 same hallucinated share; then `/chat` alone hallucinates four times as often. The page
 that reaches the webhook through Alertmanager names `route=/chat`, lists failing trace ids
 that are in the results file with their links, and `GET /alerts` on the metrics port says
-the same. Every check waits on a condition; the traffic is paced in real time (a separate
+the same. The slice reaches the pager as the page's `Where` alert, a notification of its
+own (named with the page, or later when the page came before the routes were told
+apart). Every check waits on a condition; the traffic is paced in real time (a separate
 process cannot take an injected clock).
 """
 
@@ -142,3 +144,30 @@ def _scenario(ask: Service, chat: Service, hook: Any, port: int, results: Path) 
         t["url"].startswith("http://tempo.example:3200/trace/")
         for t in alert["attribution"]["traces"]
     )
+
+    # The pager hears of the slice: Alertmanager does not notify for changed annotations,
+    # so the slice comes as the page's `Where` alert, a notification of its own, with the
+    # page's labels and failing /chat traces that are in the results file.
+    def wheres() -> list[dict[str, Any]]:
+        return [
+            a
+            for a in hook.alerts()
+            if a["labels"].get("alertname") == RULE + "Where" and a["status"] == "firing"
+        ]
+
+    traffic(HEALTHY_SHARE * 4, lambda: bool(wheres()), 60)
+    where = wheres()[0]
+    assert where["labels"] == {
+        **page["labels"],
+        "alertname": RULE + "Where",
+        "dimension": "route",
+        "value": "/chat",
+    }
+    assert where["annotations"]["slice"] == "route=/chat"
+    assert where["annotations"]["page"] == RULE
+    ids = where["annotations"]["trace_ids"].split()
+    assert 1 <= len(ids) <= 5
+    wait_until(lambda: len(listed()) == len(ids), 30, "the Where alert's traces' results lines")
+    for line in listed().values():
+        assert line["results"]["local_groundedness"]["passed"] is False
+        assert line["route"] == "/chat"

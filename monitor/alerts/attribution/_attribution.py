@@ -1,0 +1,363 @@
+"""`Attribution`: what the engine shows it of each counted record, and the explanation of
+a page (the package docstring says what is kept and how a page is explained)."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor._labels import LabelCap
+from monitor.alerts.attribution._buckets import (
+    COARSE,
+    FINE,
+    GROUPS,
+    MEASURED,
+    TRACES,
+    Buckets,
+    Side,
+    change_point,
+    totals_of,
+)
+from monitor.alerts.attribution._compare import compare_slices, split_rise
+from monitor.alerts.attribution._explanation import Explanation, Slice
+from monitor.alerts.attribution._where_alert import where_alert
+from monitor.alerts.kinds import Judgment
+from monitor.alerts.rule import Rule
+from monitor.alerts.stats import look_level, one_sided_z
+from monitor.component import Alert
+from monitor.results import EvalResult
+from monitor.telemetry import OVERFLOW, Telemetry
+from monitor.where import DIMENSIONS, MAX_CHARS, Where
+
+Key = tuple[int, str, str]  # (rule index, service, cohort), as the engine keys entries
+
+SHOWN_TRACES = 5
+# The reference of a rule without a baseline (absolute rules).
+DEFAULT_REFERENCE_S = 86_400.0
+# Slots per dimension held at once (version and route follow the pipeline's label caps).
+CAPS: dict[str, int] = {"model": 20, "source": 50, "tool": 50, "language": 30, "topic": 50}
+# Closed sets (buckets the monitor makes itself): not capped.
+UNCAPPED = ("documents", "context")
+# Retrieval evaluators, in the order one is chosen when several judged a record.
+RETRIEVAL = ("local_retrieval", "retrieval", "context_sufficiency", "chunk_relevance")
+
+
+def retrieval_verdict(results: Mapping[str, EvalResult]) -> tuple[str, bool] | None:
+    """(evaluator, failed) of the first retrieval evaluator that gave a verdict."""
+    for name in RETRIEVAL:
+        result = results.get(name)
+        if result is not None and result.outcome != "error":
+            return name, result.outcome == "fail"
+    return None
+
+
+@dataclass
+class _Sent:
+    alert: Alert
+    explanation: Explanation | None
+    gauges: list[tuple[str, ...]] = field(default_factory=list)
+
+
+class Attribution:
+    """The attribution of one engine's rules (see the package docstring).
+
+    **Parameters:**
+    - `rules`: the engine's rules, in its order.
+    - `telemetry`: where the `alert_slice` gauge lives; its `version_cap` and `route_cap`
+      give the caps of those two dimensions.
+    - `interval_s`: the engine's evaluation interval (a look's level follows from it).
+    - `trace_url`: `alerts.trace_url`, a link with `{trace_id}` in it.
+    - `clock`: the engine's.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        telemetry: Telemetry,
+        interval_s: float,
+        *,
+        trace_url: str | None = None,
+        clock: Callable[[], float],
+    ) -> None:
+        self._rules = list(rules)
+        self._interval = interval_s
+        self._trace_url = trace_url
+        longest = max((r.window_s + (r.baseline_s or 0.0) for r in rules), default=0.0)
+        pipeline_caps = {"version": telemetry.version_cap, "route": telemetry.route_cap}
+        self._caps: list[LabelCap | None] = []
+        for d, name in enumerate(DIMENSIONS):
+            if name in UNCAPPED:
+                self._caps.append(None)
+                continue
+            source = pipeline_caps.get(name)
+            cap = LabelCap(
+                source.limit if source is not None else CAPS[name],
+                allowed=source.allowed if source is not None else (),
+                idle_s=max(600.0, longest),
+                max_chars=MAX_CHARS,
+                clock=clock,
+            )
+            cap.on_evict(lambda value, d=d: self._fold(d, value))  # type: ignore[misc]
+            self._caps.append(cap)
+        self._keys: dict[Key, Buckets] = {}
+        self._sent: dict[Key, _Sent] = {}
+        self._where: dict[Key, Alert] = {}  # each firing page's `Where` alert, as last sent
+        self._clock = clock
+        self._gauge = telemetry.gauge(
+            "alert_slice",
+            "Share of a firing alert's excess carried by a slice the page names (a value of "
+            "a dimension: version, model, route, source, documents, context, tool, "
+            "language, topic); present while it fires.",
+            ("service", "rule", "cohort", "dimension", "value"),
+        )
+
+    # -- in -----------------------------------------------------------------------------
+
+    def observe(
+        self,
+        key: Key,
+        where: Where,
+        histogram: Sequence[float],
+        retrieval: tuple[str, bool] | None,
+        now: float,
+    ) -> None:
+        """`histogram[k]` verdicts at level `k / steps` of entry `key`, from a record with
+        `where`'s values; `retrieval`: a retrieval evaluator's verdict on it."""
+        state = self._keys.get(key)
+        if state is None:
+            rule = self._rules[key[0]]
+            state = self._keys[key] = Buckets(rule.window_s, self._reference_s(rule))
+        steps = len(histogram) - 1
+        n = x = q = 0.0
+        for k, count in enumerate(histogram):
+            if count:
+                level = k / steps
+                n += count
+                x += count * level
+                q += count * level * level
+        if n <= 0:
+            return
+        s = state.slot(now)
+        if s is None:
+            return
+        totals = state.totals
+        totals[3 * s] += n
+        totals[3 * s + 1] += x
+        totals[3 * s + 2] += q
+        held = []
+        for d, value in enumerate(where.values):
+            if not value:
+                held.append("")
+                continue
+            cap = self._caps[d]
+            value = cap(value) if cap is not None else value
+            held.append(value)
+            row = state.values[d].get(value)
+            if row is None:
+                row = state.values[d][value] = array("f", bytes(8 * (state.nf + state.nc)))
+            row[2 * s] += n
+            row[2 * s + 1] += x
+        rule = self._rules[key[0]]
+        if retrieval is not None and retrieval[0] != rule.config.evaluator:
+            state.retrieval = state.retrieval or retrieval[0]
+            base = 4 * s + (2 if retrieval[1] else 0)
+            state.strata[base] += n
+            state.strata[base + 1] += x
+        state.add_unit(where.unit, n, x, q, now, rule.window_s)
+        if where.trace_id and x >= 0.5 * n:
+            state.traces.append((now, where.trace_id, tuple(held)))
+
+    def forget(self, keep: Callable[[Key], bool]) -> None:
+        """Drops what is kept of the entries `keep` says no to (the engine dropped them)."""
+        for key in [k for k in self._keys if not keep(k)]:
+            del self._keys[key]
+        for key in [k for k in self._where if not keep(k)]:
+            del self._where[key]
+        for key in [k for k in self._sent if not keep(k)]:
+            for labels in self._sent.pop(key).gauges:
+                self._gauge.remove(*labels)
+
+    def _fold(self, d: int, value: str) -> None:
+        """`value` of dimension `d` lost its slot: its counts join `other`."""
+        for state in self._keys.values():
+            row = state.values[d].pop(value, None)
+            if row is None:
+                continue
+            other = state.values[d].get(OVERFLOW)
+            if other is None:
+                state.values[d][OVERFLOW] = row
+            else:
+                for k in range(len(row)):
+                    other[k] += row[k]
+
+    @staticmethod
+    def _reference_s(rule: Rule) -> float:
+        if rule.cohort_by is not None:
+            return 0.0
+        return rule.baseline_s if rule.baseline_s is not None else DEFAULT_REFERENCE_S
+
+    # -- out ----------------------------------------------------------------------------
+
+    def sent(self, key: Key, alert: Alert, explanation: Explanation | None) -> Alert | None:
+        """The alert sent for `key`, with the explanation its annotations came from: kept
+        for `firing_alerts` and the `alert_slice` gauge while it fires. Returns the page's
+        `Where` alert to send with it (`_where_alert`): when a firing page first names a
+        slice, with every re-send after, and resolved with the page."""
+        old = self._sent.pop(key, None)
+        if old is not None:
+            for labels in old.gauges:
+                self._gauge.remove(*labels)
+        where = self._where.get(key)
+        if alert.status != "firing":
+            self._where.pop(key, None)
+            if where is None:
+                return None
+            return where_alert(alert, *_slice_of(where), "resolved", where.starts_at)
+        entry = self._sent[key] = _Sent(alert, explanation)
+        if explanation is not None:
+            rule = self._rules[key[0]].config.name
+            for s in explanation.named:
+                labels = (key[1], rule, key[2], s.dimension, s.value)
+                self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
+                entry.gauges.append(labels)
+        if where is not None:
+            where = where_alert(alert, *_slice_of(where), "firing", where.starts_at)
+        elif explanation is not None and explanation.named:
+            top = explanation.named[0]
+            where = where_alert(alert, top.dimension, top.value, "firing", _utc(self._clock()))
+        else:
+            return None
+        self._where[key] = where
+        return where
+
+    def names_first(self, key: Key, judgment: Judgment, now: float) -> bool:
+        """Whether `key`'s firing page, sent without naming a slice, names one now (its
+        `Where` alert is then due)."""
+        if key not in self._sent or key in self._where:
+            return False
+        return bool(self.explain(key, judgment, now).named)
+
+    def firing_alerts(self) -> list[dict[str, Any]]:
+        """The firing alerts as last sent, with their attribution (the `/alerts` page)."""
+        out = []
+        for key, sent in sorted(self._sent.items()):
+            alert = sent.alert
+            out.append(
+                {
+                    "rule": alert.rule,
+                    "service": alert.service,
+                    "cohort": key[2] or None,
+                    "status": alert.status,
+                    "startsAt": _iso(alert.starts_at),
+                    "labels": alert.labels,
+                    "annotations": alert.annotations,
+                    "attribution": sent.explanation.as_json() if sent.explanation else None,
+                }
+            )
+        return out
+
+    def explain(self, key: Key, judgment: Judgment, now: float) -> Explanation:
+        """The slices, split and traces of entry `key`'s page now."""
+        rule = self._rules[key[0]]
+        state = self._keys.get(key)
+        empty = Explanation([], 0, 1.0, 0, 0, 1.0, None, [], [], rule.budget)
+        if state is None:
+            return empty
+        state.slot(now)
+        fine = state.current_fine()
+        if rule.cohort_by is not None:
+            current = fine
+            others = [
+                (other, other.current_fine())
+                for k, other in self._keys.items()
+                if k[:2] == key[:2] and k != key
+            ]
+            for other, _ in others:
+                other.slot(now)
+            sides: tuple[Side, Side] = (
+                [(state, current)],
+                [(o, o.current_fine()) for o, _ in others],
+            )
+            since = now - rule.window_s
+        else:
+            horizon = now - rule.window_s - self._reference_s(rule)
+            newest_first = fine + state.coarse(horizon)
+            # The rise's verdicts: at least what the page rests on and what the rule asks of
+            # a window, so that a page on a few units still compares the values it holds.
+            evidence = max(judgment.current.samples, rule.config.min_samples)
+            count = change_point(state, newest_first, evidence)
+            current, reference = newest_first[:count], newest_first[count:]
+            since = state.start(current[-1])
+            sides = ([(state, current)], [(state, reference)])
+        t1, t0 = totals_of(sides[0]), totals_of(sides[1])
+        if t1[0] <= 0:
+            return empty
+        deff = state.design_effect()
+        named, tested = compare_slices(rule, sides, t1, t0, deff)
+        level = look_level(self._interval, rule.budget_s, max(1, tested))
+        z_level = one_sided_z(level)
+        named = [s for s in named if s.z >= z_level]
+        named.sort(key=lambda s: (-(s.share if s.share is not None else -1.0), -s.z))
+        split = split_rise(rule, state.retrieval, sides, deff, self._interval)
+        traces = self._traces(state, since, named[0] if named else None)
+        links = (
+            [self._trace_url.replace("{trace_id}", t) for t in traces] if self._trace_url else []
+        )
+        return Explanation(
+            named,
+            tested,
+            level,
+            int(t1[0]),
+            int(t0[0]),
+            deff,
+            split,
+            traces,
+            links,
+            rule.budget,
+        )
+
+    @staticmethod
+    def _traces(state: Buckets, since: float, top: Slice | None) -> list[str]:
+        d = DIMENSIONS.index(top.dimension) if top is not None else -1
+        out: list[str] = []
+        for t, trace_id, values in reversed(state.traces):
+            if t < since:
+                break
+            if top is not None and values[d] != top.value:
+                continue
+            if trace_id not in out:
+                out.append(trace_id)
+            if len(out) == SHOWN_TRACES:
+                break
+        return out
+
+    def bytes_bound(self, key: Key) -> int:
+        """The most bytes one entry's counts take, whatever its values (see "Memory")."""
+        rule = self._rules[key[0]]
+        slots = FINE + (COARSE if self._reference_s(rule) > 0 else 0)
+        # A capped dimension's held values, its allowed ones and `other`; the buckets of
+        # an uncapped one are at most 8.
+        held = sum(cap.limit + len(cap.allowed) + 1 if cap is not None else 8 for cap in self._caps)
+        fixed = 7 * 8 * slots + 6 * 8 * GROUPS + 8 * MEASURED + TRACES * TRACE_BYTES
+        return held * (8 * slots + ROW_OVERHEAD) + fixed
+
+
+# Bytes of a value's row beyond its counts: the array object and its dict entry and key.
+ROW_OVERHEAD = 300
+# Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
+TRACE_BYTES = 400
+
+
+def _slice_of(where: Alert) -> tuple[str, str]:
+    return where.labels["dimension"], where.labels["value"]
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,152 @@
+"""The comparisons at page time: every held value against what the rest of its dimension
+predicts, and the rise split into what came with retrieval and what came at the same
+retrieval quality (the package docstring says how)."""
+
+from __future__ import annotations
+
+import math
+
+from monitor.alerts.attribution._buckets import (
+    MIN_REFERENCE,
+    MIN_SLICE,
+    Side,
+    bernoulli,
+    strata,
+    sums,
+    variance_of,
+)
+from monitor.alerts.attribution._explanation import Cause, Slice, Split
+from monitor.alerts.rule import Rule
+from monitor.alerts.stats import look_level, one_sided_z, rise_p_value
+from monitor.telemetry import OVERFLOW
+from monitor.where import DIMENSIONS
+
+
+def compare_slices(
+    rule: Rule,
+    sides: tuple[Side, Side],
+    t1: tuple[float, float, float],
+    t0: tuple[float, float, float],
+    deff: float,
+) -> tuple[list[Slice], int]:
+    """Every tested value's comparison, and how many were tested."""
+    n1_all, x1_all, q1_all = t1
+    n0_all, x0_all, q0_all = t0
+    mu0 = x0_all / n0_all if n0_all > 0 else None
+    pooled = (
+        variance_of(n1_all, x1_all, q1_all),
+        variance_of(n0_all, x0_all, q0_all) if n0_all > 0 else variance_of(n1_all, x1_all, q1_all),
+    )
+    binary = rule.steps == 1
+
+    def var(rate: float, side: int) -> float:
+        """A verdict's variance at `rate`: the binomial one for pass/fail verdicts,
+        the side's own for scores."""
+        return bernoulli(rate) if binary else pooled[side]
+
+    margin = rule.min_increase / 2
+    excess_all = x1_all - n1_all * mu0 if mu0 is not None else 0.0
+    out: list[Slice] = []
+    tested = 0
+    for d, name in enumerate(DIMENSIONS):
+        values: set[str] = set()
+        for state, _ in (*sides[0], *sides[1]):
+            values.update(state.values[d])
+        for value in sorted(values):
+            if value == OVERFLOW:
+                continue
+            n1, x1 = sums(sides[0], d, value)
+            if n1 < MIN_SLICE or n1_all - n1 < MIN_SLICE:
+                continue
+            n0, x0 = sums(sides[1], d, value)
+            r1n, r1x = n1_all - n1, x1_all - x1
+            r0n, r0x = n0_all - n0, x0_all - x0
+            p1 = x1 / n1
+            # A rest without a defect still has an uncertain rate.
+            p1r = max(r1x, 0.5) / r1n
+            own = n0 >= MIN_REFERENCE and r0n >= MIN_REFERENCE and r0x > 0
+            if own:
+                p0 = x0 / n0
+                p0r = r0x / r0n
+                ratio = p1r / p0r
+                expected = min(1.0, ratio * p0)
+                # The value's two rates, and the rest's ratio (delta method).
+                variance = deff * (
+                    var(p1, 0) / n1
+                    + ratio * ratio * var(p0, 1) / n0
+                    + (p0 * ratio) ** 2
+                    * (var(p1r, 0) / (r1n * p1r * p1r) + var(p0r, 1) / (r0n * p0r * p0r))
+                )
+            else:
+                expected = p1r
+                variance = deff * (var(p1, 0) / n1 + var(p1r, 0) / r1n)
+            tested += 1
+            rise = p1 - expected
+            z = (rise - margin) / math.sqrt(variance) if variance > 0 else 0.0
+            base = x0 / n0 if own else mu0
+            share = None
+            if base is not None and excess_all > 0:
+                share = (x1 - n1 * base) / excess_all
+            out.append(
+                Slice(
+                    name,
+                    value,
+                    int(n1),
+                    p1,
+                    int(n0),
+                    x0 / n0 if own else None,
+                    expected,
+                    share,
+                    z,
+                )
+            )
+    return out, tested
+
+
+def split_rise(
+    rule: Rule,
+    evaluator: str | None,
+    sides: tuple[Side, Side],
+    deff: float,
+    interval_s: float,
+) -> Split | None:
+    """Retriever or generator (see the package docstring); None without a retrieval
+    evaluator's verdicts on both sides."""
+    if evaluator is None:
+        return None
+    (np1, xp1, nf1, xf1), (np0, xp0, nf0, xf0) = strata(sides[0]), strata(sides[1])
+    if min(np1, np0) < MIN_SLICE or min(nf1 + np1, nf0 + np0) < MIN_REFERENCE:
+        return None
+    if nf0 < MIN_SLICE and nf1 < MIN_SLICE:
+        return None
+    s1, s0 = nf1 / (nf1 + np1), nf0 / (nf0 + np0)
+    pp1, pp0 = xp1 / np1, xp0 / np0
+    pf0 = xf0 / nf0 if nf0 > 0 else pp0
+    pf1 = xf1 / nf1 if nf1 > 0 else pf0
+    within = (1 - s1) * (pp1 - pp0) + s1 * (pf1 - pf0)
+    mix = (s1 - s0) * (pf0 - pp0)
+    level = look_level(interval_s, rule.budget_s, 2)
+    z_level = one_sided_z(level)
+    margin = rule.min_increase / 2
+    share_var = deff * (s1 * (1 - s1) / (nf1 + np1) + s0 * (1 - s0) / (nf0 + np0))
+    # Retrieval failed more often, and that carries a rise.
+    moved = rise_p_value(s1 - s0, share_var, 0.0) <= level
+    gap = pf0 - pp0
+    mix_var = share_var * gap * gap + (s1 - s0) ** 2 * deff * (
+        bernoulli(pf0) / max(nf0, 1.0) + bernoulli(pp0) / np0
+    )
+    retriever = moved and mix > 0 and rise_p_value(mix, mix_var, margin) <= level
+    within_var = deff * (
+        (1 - s1) ** 2 * (bernoulli(pp1) / np1 + bernoulli(pp0) / np0)
+        + (s1**2 * (bernoulli(pf1) / nf1 + bernoulli(pf0) / max(nf0, 1.0)) if nf1 else 0.0)
+    )
+    significant = z_level * math.sqrt(max(within_var, 1e-12)) <= within - margin
+    cause: Cause
+    if retriever:
+        cause = "both" if significant else "retriever"
+    elif significant or (not moved and within > max(mix, margin)):
+        # The page's rise, at retrieval that did not fail more often: the generator.
+        cause = "generator"
+    else:
+        cause = "unclear"
+    return Split(cause, evaluator, (s0, s1), mix, within)
