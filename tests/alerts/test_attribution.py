@@ -123,7 +123,7 @@ class Stream:
 
     def wheres(self, status: str = "firing") -> list[Alert]:
         wheres = [a for a in self.alerts if a.status == status and a.labels["alertname"] != a.rule]
-        assert all(a.labels["alertname"] == a.rule + "Where" for a in wheres)
+        assert all(a.labels["alertname"] == a.rule + "_where" for a in wheres)
         return wheres
 
     def page(self) -> Alert:
@@ -197,7 +197,7 @@ def test_a_rise_in_one_model_names_that_model_with_its_failing_traces() -> None:
 
 def test_a_page_that_names_a_slice_sends_its_where_alert_with_it() -> None:
     """The pager hears of the slice as an alert of its own (Alertmanager does not notify
-    for changed annotations): the page's labels, its alertname with `Where`, the slice in
+    for changed annotations): the page's labels, its alertname with `_where`, the slice in
     `dimension` and `value`; re-sent with the page."""
     stream, _ = make()
     stream.run(12 * 60, healthy)
@@ -207,7 +207,7 @@ def test_a_page_that_names_a_slice_sends_its_where_alert_with_it() -> None:
     assert stream.alerts.index(where) == stream.alerts.index(page) + 1  # the same batch
     assert where.labels == {
         **page.labels,
-        "alertname": "hallucinationWhere",
+        "alertname": "hallucination_where",
         "dimension": "model",
         "value": "m2",
     }
@@ -434,7 +434,7 @@ def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
     events = [e for e in backtest.run(rows) if e.status == "firing"]
     page, where = events[:2]
     assert page.alert.labels["alertname"] == "hallucination"
-    assert where.alert.labels["alertname"] == "hallucinationWhere"
+    assert where.alert.labels["alertname"] == "hallucination_where"
     assert (where.alert.labels["dimension"], where.alert.labels["value"]) == ("model", "m2")
     head = where.text().splitlines()[0]
     assert head.endswith(

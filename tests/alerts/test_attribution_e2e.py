@@ -152,14 +152,14 @@ def _scenario(ask: Service, chat: Service, hook: Any, port: int, results: Path) 
         return [
             a
             for a in hook.alerts()
-            if a["labels"].get("alertname") == RULE + "Where" and a["status"] == "firing"
+            if a["labels"].get("alertname") == RULE + "_where" and a["status"] == "firing"
         ]
 
     traffic(HEALTHY_SHARE * 4, lambda: bool(wheres()), 60)
     where = wheres()[0]
     assert where["labels"] == {
         **page["labels"],
-        "alertname": RULE + "Where",
+        "alertname": RULE + "_where",
         "dimension": "route",
         "value": "/chat",
     }

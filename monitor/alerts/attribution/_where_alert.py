@@ -19,7 +19,7 @@ from typing import Literal
 
 from monitor.component import Alert
 
-WHERE_SUFFIX = "Where"
+WHERE_SUFFIX = "_where"
 # The page's annotations the companion repeats (what the pager needs to act on the slice).
 CARRIED = ("where", "slice", "cause", "cause_detail", "trace_ids", "trace_urls")
 
