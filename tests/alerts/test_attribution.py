@@ -438,6 +438,6 @@ def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
     assert (where.alert.labels["dimension"], where.alert.labels["value"]) == ("model", "m2")
     head = where.text().splitlines()[0]
     assert head.endswith(
-        "  firing    hallucinationWhere  shop: " + where.alert.annotations["where"]
+        "  firing    hallucination_where  shop: " + where.alert.annotations["where"]
     )
     assert backtest.summary.pages["hallucination"] == 1
