@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.alerts.engine import AlertEngine, resend_interval_s
+from monitor.alerts.describe import resend_interval_s
+from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts

@@ -23,6 +23,9 @@ from typing import Literal
 
 from monitor.alerts.rule import Rule
 from monitor.component import GENERATOR, Alert
+from monitor.config import Alerts
+
+DEFAULT_RESEND_INTERVAL_S = 60.0
 
 
 def alert(
@@ -80,3 +83,28 @@ def shown_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def resend_interval_s(alerts: Alerts) -> float:
+    """How often a firing alert is re-sent. With `alerts.fleet` no replica sends a resolve
+    (an alert ends when no replica re-sends it), so re-sends come every two reads or
+    evaluations, whichever is slower, for the alert to end soon after the last replica
+    stops firing (its `endsAt` is four re-sends ahead)."""
+    if alerts.fleet is None:
+        return DEFAULT_RESEND_INTERVAL_S
+    beat = 2 * max(alerts.evaluation_interval_s, alerts.fleet.query_interval_s)
+    return min(DEFAULT_RESEND_INTERVAL_S, beat)
+
+
+def log_text(alert: Alert) -> str:
+    """The log line's text: the description, and where the page says the excess is."""
+    notes = alert.annotations
+    text = notes["description"]
+    for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
+        if name in notes:
+            text += f"; {shown}: {notes[name]}"
+    return text
+
+
+def utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=UTC)

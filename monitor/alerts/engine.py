@@ -22,8 +22,9 @@ Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget
 (rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
 cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
 page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
-fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`). With `alerts.fleet` replicas never send a resolve: an alert ends when no replica
-re-sends it any more (its `endsAt`), so no replica resolves what another still fires.
+fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`).
+With `alerts.fleet` replicas never send a resolve: an alert ends when no replica re-sends
+it any more (its `endsAt`), so no replica resolves what another still fires.
 Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
 
 A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
@@ -35,12 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.alerts import describe
@@ -52,13 +51,14 @@ from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
 from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
+from monitor.alerts.subjects import Subjects
 from monitor.alerts.units import conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, Alerts, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult, Severity
-from monitor.telemetry import OVERFLOW, LabelCap, Telemetry
+from monitor.telemetry import OVERFLOW, Telemetry
 from monitor.where import Where
 
 if TYPE_CHECKING:
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RESEND_INTERVAL_S = 60.0
 DEFAULT_CONVERSATION_IDLE = "10m"
 
 
@@ -74,25 +73,20 @@ class AlertEngine:
     """A `ResultSink` that turns evaluation results into alerts (see the module docstring).
 
     **Parameters:**
-    - `rules`: validated `alerts.rules[]`.
+    - `rules`, `evaluation_interval_s`, `false_page_every`, `conversation_idle`,
+      `trace_url`: the `alerts.*` keys of those names (`rules` validated).
     - `telemetry`: where the gauges live; its `service_cap` gives the bound on services and
       its `version_cap` / `route_cap` the bound on cohorts (the engine keeps its own slots,
       idle only past the longest window).
     - `notifiers`: Alertmanager / webhook senders.
     - `severity_thresholds`: evaluator name → `severity_threshold` for category rules.
-    - `evaluation_interval_s`: how often rules are judged (`alerts.evaluation_interval_s`).
     - `resend_interval_s`: how often a firing alert is re-sent.
     - `generator_url`: where a human can look at the source (the metrics endpoint).
     - `clock`: seconds since the epoch; tests and `backtest` pass their own.
     - `state_file`: where entries are kept across restarts.
-    - `false_page_every`: the budget of rules that name none (`alerts.false_page_every`).
-    - `conversation_idle`: how long a conversation is quiet before it is judged
-      (`alerts.conversation_idle`).
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
       this replica's own verdicts, and never send a resolve.
-    - `trace_url`: `alerts.trace_url`, the link a page gives each trace it lists
-      (`monitor.alerts.attribution`).
     """
 
     def __init__(
@@ -103,7 +97,7 @@ class AlertEngine:
         *,
         severity_thresholds: Mapping[str, Severity] | None = None,
         evaluation_interval_s: float = 15.0,
-        resend_interval_s: float = DEFAULT_RESEND_INTERVAL_S,
+        resend_interval_s: float = describe.DEFAULT_RESEND_INTERVAL_S,
         generator_url: str | None = None,
         clock: Callable[[], float] = time.time,
         state_file: StateFile | None = None,
@@ -123,19 +117,15 @@ class AlertEngine:
         self._state_file = state_file
         self._gauges = AlertGauges(telemetry)
         self._t = telemetry
-        # Entries are keyed on the service's own name, bounded apart from the metrics'
-        # labels: a service keeps its entries while they hold verdicts, and a burst of
-        # invented names can take only slots that have been idle that long. Cohorts
-        # likewise, one cap per kind of cohort.
-        self._services = self._cap(telemetry.service_cap, clock)
-        self._services.on_evict(self._forget_service)
-        self._cohorts: dict[str, LabelCap] = {}
-        for rule in self._rules:
-            by = rule.cohort_by
-            if by is not None and by not in self._cohorts:
-                source = telemetry.route_cap if by == "route" else telemetry.version_cap
-                cap = self._cohorts[by] = self._cap(source, clock)
-                cap.on_evict(functools.partial(self._forget_cohort, by))
+        # Entries are keyed on the service's own name, bounded apart from the metrics' labels.
+        self._subjects = Subjects(
+            self._rules,
+            telemetry,
+            self._longest_window(),
+            clock,
+            forget_service=self._forget_service,
+            forget_cohort=self._forget_cohort,
+        )
         self._notifiers = list(notifiers)
         self._interval = evaluation_interval_s
         self._resend = resend_interval_s
@@ -157,15 +147,6 @@ class AlertEngine:
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._due = False
-
-    def _cap(self, source: LabelCap, clock: Callable[[], float]) -> LabelCap:
-        return LabelCap(
-            source.limit,
-            allowed=source.allowed,
-            idle_s=max(source.idle_s, self._longest_window()),
-            max_chars=source.max_chars,
-            clock=clock,
-        )
 
     @property
     def rules(self) -> Sequence[Rule]:
@@ -241,11 +222,10 @@ class AlertEngine:
         evaluator `revision` (None: not known). A service folded into `other` by the cap is
         no service under test; a cohort past its cap counts in the rest. Returns the entry
         they went to (None: none)."""
-        service = self._services(origin.service)
+        service = self._subjects.service(origin.service)
         if service == OVERFLOW:
             return None
-        by = self._rules[i].cohort_by
-        cohort = self._cohorts[by](self._rules[i].cohort(origin)) if by else ""
+        cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
         conversation = (
             conversation_key(origin.conversation) if origin.conversation is not None else None
         )
@@ -377,7 +357,7 @@ class AlertEngine:
                 return None
             entry.firing, entry.started_at, entry.last_sent = True, now, now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
-            log.warning("alert %s firing for %s: %s", name, subject, _description(alert))
+            log.warning("alert %s firing for %s: %s", name, subject, describe.log_text(alert))
             return alert
         if judgment.resolve:
             entry.firing = False
@@ -388,10 +368,10 @@ class AlertEngine:
                     "ends when no replica re-sends it)",
                     name,
                     subject,
-                    _description(alert),
+                    describe.log_text(alert),
                 )
                 return None
-            log.info("alert %s resolved for %s: %s", name, subject, _description(alert))
+            log.info("alert %s resolved for %s: %s", name, subject, describe.log_text(alert))
             return alert
         # A slice first named between re-sends goes out at once (its `Where` alert).
         due = now - entry.last_sent >= self._resend
@@ -399,7 +379,9 @@ class AlertEngine:
             entry.last_sent = now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
             if not due:
-                log.warning("alert %s for %s says where: %s", name, subject, _description(alert))
+                log.warning(
+                    "alert %s for %s says where: %s", name, subject, describe.log_text(alert)
+                )
             return alert
         return None
 
@@ -443,7 +425,7 @@ class AlertEngine:
 
         def place(i: int, service: str, cohort: str) -> Key:
             by = self._rules[i].cohort_by
-            return (i, self._services(service), self._cohorts[by](cohort) if by else "")
+            return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
         dropped = self._entries.restore(saved, place)
         if dropped:
@@ -484,7 +466,7 @@ class AlertEngine:
             annotations,
             entry.started_at,
             status,
-            _utc(ends),
+            describe.utc(ends),
             self._generator_url,
             judgment.severity,
         )
@@ -515,28 +497,3 @@ class AlertEngine:
                 self._t.dropped.labels("alerts", "internal_error").inc()
             if self._state_file is not None:
                 await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
-
-
-def resend_interval_s(alerts: Alerts) -> float:
-    """How often a firing alert is re-sent. With `alerts.fleet` no replica sends a resolve
-    (an alert ends when no replica re-sends it), so re-sends come every two reads or
-    evaluations, whichever is slower, for the alert to end soon after the last replica
-    stops firing (its `endsAt` is four re-sends ahead)."""
-    if alerts.fleet is None:
-        return DEFAULT_RESEND_INTERVAL_S
-    beat = 2 * max(alerts.evaluation_interval_s, alerts.fleet.query_interval_s)
-    return min(DEFAULT_RESEND_INTERVAL_S, beat)
-
-
-def _description(alert: Alert) -> str:
-    """The log line's text: the description, and where the page says the excess is."""
-    notes = alert.annotations
-    text = notes["description"]
-    for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
-        if name in notes:
-            text += f"; {shown}: {notes[name]}"
-    return text
-
-
-def _utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=UTC)

@@ -24,6 +24,7 @@ from monitor.alerts.attribution._buckets import (
 from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
+from monitor.alerts.describe import utc
 from monitor.alerts.kinds import Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, one_sided_z
@@ -227,7 +228,7 @@ class Attribution:
             where = where_alert(alert, *_slice_of(where), "firing", where.starts_at)
         elif explanation is not None and explanation.named:
             top = explanation.named[0]
-            where = where_alert(alert, top.dimension, top.value, "firing", _utc(self._clock()))
+            where = where_alert(alert, top.dimension, top.value, "firing", utc(self._clock()))
         else:
             return None
         self._where[key] = where
@@ -353,10 +354,6 @@ TRACE_BYTES = 400
 
 def _slice_of(where: Alert) -> tuple[str, str]:
     return where.labels["dimension"], where.labels["value"]
-
-
-def _utc(t: float) -> datetime:
-    return datetime.fromtimestamp(t, tz=UTC)
 
 
 def _iso(t: datetime) -> str:
