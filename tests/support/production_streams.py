@@ -10,9 +10,9 @@ What production traffic is and independent verdicts around a flat rate are not:
   (`alpha + beta = 1 / icc - 1`). Each turn fails with that propensity times the rate at
   the turn's time over the rate at the start, so a change reaches the conversations under
   way at once and the clustering is kept. A row is one turn at its time, with its
-  conversation's id (`--no-ids`: no id, and each service's turns summed over 15 s, or over
-  as many seconds as hold 15 verdicts on average on a busier stream, as a stream without conversation
-  ids looks);
+  conversation's id (`--no-ids`: no id, and each service's turns summed over as many
+  seconds as hold 15 verdicts on average, 15 s at 1 verdict a second, as a stream without
+  conversation ids looks);
 - **a day and a week**: the defect rate follows the day (`cycle`: amplitude, peaking at
   14:00 UTC) and the week (`week_cycle`, peaking on day 5 of 7), and traffic swings
   `traffic_ratio` times between its night and its peak (14:00 UTC too);
@@ -39,9 +39,9 @@ START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: day 0 of every stream
 EVALUATOR = "local_groundedness"
 MIN_TURNS, MAX_TURNS = 5, 20
 TURN_S = 60.0
-# Without ids a service's turns are summed into rows of this span, shorter on a busy stream
-# so that a row holds about `NO_ID_ROW_VERDICTS` on average (its span delays what it holds).
-NO_ID_ROW_S = 15.0
+# Without ids a service's turns are summed into rows that hold this many verdicts on average
+# (15 s at 1 verdict a second): a row's span delays what it holds, so a busier stream's
+# rows are shorter.
 NO_ID_ROW_VERDICTS = 15.0
 
 
@@ -211,7 +211,7 @@ def _service_rows(spec: StreamSpec, service: int) -> Iterator[tuple[float, dict[
                     },
                 )
             continue
-        span = min(NO_ID_ROW_S, NO_ID_ROW_VERDICTS / spec.rate)
+        span = NO_ID_ROW_VERDICTS / spec.rate
         slot = np.floor(turns.time / span).astype(np.int64)
         keys = slot * 8 + turns.revision
         order = np.argsort(keys, kind="stable")
