@@ -51,8 +51,9 @@ MIN_INCREASE = 0.03
 RULE = "regression"
 # Service time replayed after a step: a step not paged by then reads "not paged".
 STEP_DAYS = 1.5
-CHANGE_AT_DAY = 14.0
-AFTER_CHANGE_DAYS = 4.0
+CHANGE_AT_DAY = 8.0
+AFTER_CHANGE_DAYS = 3.0
+CROWD_DAYS = 7.0
 
 
 def config(*, max_services: int = 50) -> Config:
@@ -216,7 +217,9 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
         for name, change in cases.items()
     }
     # The folding is what this row tests, not conversations: id-less rows keep it cheap.
-    crowd = replace(base, rate=0.2, services=200, days=14.0, ids=False, service_prefix="crowd")
+    crowd = replace(
+        base, rate=0.2, services=200, days=CROWD_DAYS, ids=False, service_prefix="crowd"
+    )
     crowded = pool.submit(page_times, crowd, 50)
     rows = []
     after = START + CHANGE_AT_DAY * DAY_S
@@ -229,7 +232,7 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     rows.append(
         [
             "200 healthy services past a cap of 50 (`other` folded)",
-            "200 x 14 days",
+            f"200 x {CROWD_DAYS:g} days",
             f"{len(crowd_pages)} ({len(folded)} for other)",
         ]
     )
