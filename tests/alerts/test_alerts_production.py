@@ -74,7 +74,7 @@ def test_conversations_are_measured_and_their_clusters_do_not_page(ids: bool) ->
     correlation 0.3): with their ids each conversation is one unit and the correlation is
     measured; without, the dispersion of the hourly counts is. Either way the evidence
     respects them: at a budget of one false page a day, at most a page or two in ten days."""
-    spec = StreamSpec(rate=0.3, days=10, icc=0.3, ids=ids, seed=3)
+    spec = StreamSpec(rate=0.15, days=10, icc=0.3, ids=ids, seed=3)
     events, backtest = replay(spec, config(budget="1d", season="day"))
     assert len(pages(events)) <= 2
     entry = next(iter(backtest.engine._entries.values()))
@@ -203,7 +203,7 @@ def test_the_folded_other_service_is_never_judged() -> None:
 
 
 def test_open_conversations_and_the_learned_season_survive_a_restart() -> None:
-    spec = StreamSpec(rate=0.5, days=2.2, icc=0.17, cycle=0.03, seed=6)
+    spec = StreamSpec(rate=0.2, days=2.2, icc=0.17, cycle=0.03, seed=6)
     _, first = replay(spec, config(season="day"))
     saved = first.engine.snapshot()
     entry = saved[RULE]["services"]["svc-0"][""]
