@@ -47,6 +47,7 @@ def test_a_rise_in_a_gzipped_verdict_stream_prints_its_page_and_resolve_as_json(
         rate=0.5,
         days=3.0,
         icc=0.05,
+        ids=False,
         changes=(Change("spell", 2.5, 0.5, 3 / 24),),  # three hours at 0.5, then back
         seed=2,
     )

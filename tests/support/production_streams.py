@@ -5,11 +5,14 @@ benches replay years of them).
 What production traffic is and independent verdicts around a flat rate are not:
 
 - **conversations**: records come in conversations of 5 to 20 turns (uniform), a turn a
-  minute; each conversation has a defect probability of its own, drawn from a Beta
-  distribution with the stream's mean and intraclass correlation `icc`
-  (`alpha + beta = 1 / icc - 1`), and its verdicts are binomial given it. A row carries one
-  conversation's counts at its last turn, with its id (`--no-ids`: no id, and the rows of
-  each service summed over 15 s, as a stream without conversation ids looks);
+  minute; each conversation has a defect propensity of its own, drawn at its start from a
+  Beta distribution with the rate then and intraclass correlation `icc`
+  (`alpha + beta = 1 / icc - 1`). Each turn fails with that propensity times the rate at
+  the turn's time over the rate at the start, so a change reaches the conversations under
+  way at once and the clustering is kept. A row is one turn at its time, with its
+  conversation's id (`--no-ids`: no id, and each service's turns summed over as many
+  seconds as hold 15 verdicts on average, 15 s at 1 verdict a second, as a stream without
+  conversation ids looks);
 - **a day and a week**: the defect rate follows the day (`cycle`: amplitude, peaking at
   14:00 UTC) and the week (`week_cycle`, peaking on day 5 of 7), and traffic swings
   `traffic_ratio` times between its night and its peak (14:00 UTC too);
@@ -36,7 +39,10 @@ START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: day 0 of every stream
 EVALUATOR = "local_groundedness"
 MIN_TURNS, MAX_TURNS = 5, 20
 TURN_S = 60.0
-NO_ID_ROW_S = 15.0
+# Without ids a service's turns are summed into rows that hold this many verdicts on average
+# (15 s at 1 verdict a second): a row's span delays what it holds, so a busier stream's
+# rows are shorter.
+NO_ID_ROW_VERDICTS = 15.0
 
 
 @dataclass(frozen=True)
@@ -106,76 +112,125 @@ def traffic(spec: StreamSpec, t: np.ndarray) -> np.ndarray:
     return 1 + k * np.cos(2 * math.pi * ((t % DAY_S) / 3600.0 - 14.0) / 24.0)
 
 
-def _conversations(spec: StreamSpec, service: int) -> dict[str, np.ndarray]:
-    """Every conversation of one service: end time, size, defects, revision."""
-    rng = np.random.default_rng([spec.seed, service])
+CHUNK_S = DAY_S  # conversations are drawn a day's starts at a time (memory stays bounded)
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """Turns of one service in time order: time (seconds since the start), failed or not,
+    revision index, conversation number."""
+
+    time: np.ndarray
+    failed: np.ndarray
+    revision: np.ndarray
+    conversation: np.ndarray
+
+    def __getitem__(self, index: Any) -> _Turns:
+        return _Turns(
+            self.time[index], self.failed[index], self.revision[index], self.conversation[index]
+        )
+
+    @staticmethod
+    def joined(parts: list[_Turns]) -> _Turns:
+        return _Turns(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in _Turns.__dataclass_fields__)
+        )
+
+
+def _drawn(
+    spec: StreamSpec, rng: np.random.Generator, lo: float, hi: float, first: int
+) -> tuple[_Turns, int]:
+    """The turns of the conversations that start in `[lo, hi)`, numbered from `first`, and
+    how many conversations they are."""
     mean_turns = (MIN_TURNS + MAX_TURNS) / 2
-    duration = spec.days * DAY_S
+    peak_traffic = traffic(spec, np.array([14 * 3600.0]))
     # Thinning a Poisson process at the peak intensity.
-    peak = spec.rate / mean_turns * (1 + (spec.traffic_ratio - 1) / (spec.traffic_ratio + 1))
-    count = rng.poisson(peak * duration)
-    starts = np.sort(rng.uniform(0.0, duration, count))
-    keep = rng.uniform(0.0, 1.0, count) < traffic(spec, starts) / traffic(
-        spec, np.array([14 * 3600.0])
-    )
-    starts = starts[keep]
+    count = rng.poisson(spec.rate / mean_turns * float(peak_traffic[0]) * (hi - lo))
+    starts = np.sort(rng.uniform(lo, hi, count))
+    starts = starts[rng.uniform(0.0, 1.0, count) < traffic(spec, starts) / peak_traffic]
     sizes = rng.integers(MIN_TURNS, MAX_TURNS + 1, starts.size)
-    ends = starts + (sizes - 1) * TURN_S
-    p, revision = defect_rate(spec, starts)
+    p_start, _ = defect_rate(spec, starts)
     if spec.icc > 0:
         total = 1 / spec.icc - 1
-        own = rng.beta(p * total, (1 - p) * total)
+        own = rng.beta(p_start * total, (1 - p_start) * total)
     else:
-        own = p
-    defects = rng.binomial(sizes, own)
-    order = np.argsort(ends, kind="stable")
-    return {
-        "end": ends[order],
-        "size": sizes[order],
-        "defects": defects[order],
-        "revision": revision[order],
-    }
+        own = p_start
+    conversation = np.repeat(np.arange(starts.size), sizes)
+    turn = np.arange(conversation.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    t = starts[conversation] + turn * TURN_S
+    p_turn, revision = defect_rate(spec, t)
+    # The conversation's propensity moves with the rate at each turn, so a change reaches
+    # conversations already under way and the clustering about the rate stays as it was.
+    chance = np.clip(own[conversation] * p_turn / p_start[conversation], 0.0, 1.0)
+    failed = rng.uniform(0.0, 1.0, t.size) < chance
+    return _Turns(t, failed, revision, conversation + first), int(starts.size)
+
+
+def _turns(spec: StreamSpec, service: int) -> Iterator[_Turns]:
+    """Every turn of one service, a chunk of time at a time, in time order."""
+    rng = np.random.default_rng([spec.seed, service])
+    duration = spec.days * DAY_S
+    carried: list[_Turns] = []
+    first = 0
+    lo = 0.0
+    while lo < duration:
+        hi = min(lo + CHUNK_S, duration)
+        drawn, count = _drawn(spec, rng, lo, hi, first)
+        first += count
+        turns = _Turns.joined([*carried, drawn])
+        turns = turns[np.argsort(turns.time, kind="stable")]
+        # A conversation lasts less than a chunk: what runs past `hi` goes with the next one.
+        done = int(np.searchsorted(turns.time, hi))
+        yield turns[:done]
+        carried = [turns[done:]] if hi < duration else []
+        lo = hi
 
 
 def _service_rows(spec: StreamSpec, service: int) -> Iterator[tuple[float, dict[str, Any]]]:
     name = f"{spec.service_prefix}-{service}"
-    conv = _conversations(spec, service)
     revisions = [spec.revision, *(f"{spec.revision}.{k + 1}" for k in range(len(spec.changes)))]
-    if spec.ids:
-        for k in range(conv["end"].size):
-            t = START + float(conv["end"][k])
-            n, d = int(conv["size"][k]), int(conv["defects"][k])
+    for turns in _turns(spec, service):
+        if spec.ids:
+            for t, failed, revision, conversation in zip(
+                (START + turns.time).tolist(),
+                turns.failed.tolist(),
+                turns.revision.tolist(),
+                turns.conversation.tolist(),
+                strict=True,
+            ):
+                yield (
+                    t,
+                    {
+                        "time": t,
+                        "service": name,
+                        "evaluator": EVALUATOR,
+                        "conversation": f"{name}-c{conversation}",
+                        "revision": revisions[revision],
+                        "passes": 1 - failed,
+                        "fails": int(failed),
+                    },
+                )
+            continue
+        span = NO_ID_ROW_VERDICTS / spec.rate
+        slot = np.floor(turns.time / span).astype(np.int64)
+        keys = slot * 8 + turns.revision
+        order = np.argsort(keys, kind="stable")
+        unique, first = np.unique(keys[order], return_index=True)
+        sizes = np.diff(np.append(first, order.size))
+        defects = np.add.reduceat(turns.failed[order].astype(np.int64), first)
+        for u, n, d in zip(unique.tolist(), sizes.tolist(), defects.tolist(), strict=True):
+            t = START + float(u // 8 + 1) * span
             yield (
                 t,
                 {
                     "time": t,
                     "service": name,
                     "evaluator": EVALUATOR,
-                    "conversation": f"{name}-c{k}",
-                    "revision": revisions[int(conv["revision"][k])],
+                    "revision": revisions[u % 8],
                     "passes": n - d,
                     "fails": d,
                 },
             )
-        return
-    slot = np.floor(conv["end"] / NO_ID_ROW_S).astype(np.int64)
-    keys = slot * 8 + conv["revision"]
-    unique, first = np.unique(keys, return_index=True)
-    sizes = np.add.reduceat(conv["size"], first)
-    defects = np.add.reduceat(conv["defects"], first)
-    for u, n, d in zip(unique, sizes, defects, strict=True):
-        t = START + float(u // 8 + 1) * NO_ID_ROW_S
-        yield (
-            t,
-            {
-                "time": t,
-                "service": name,
-                "evaluator": EVALUATOR,
-                "revision": revisions[int(u % 8)],
-                "passes": int(n - d),
-                "fails": int(d),
-            },
-        )
 
 
 def stream(spec: StreamSpec) -> Iterator[tuple[str, dict[str, Any]]]:
