@@ -18,7 +18,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from monitor.extraction import TraceRecords, extract_within
-from monitor.record_limits import SizeLimits
+from monitor.records.limits import SizeLimits
 from monitor.spans import decode_json, decode_logs_protobuf
 from monitor.spans._span import _any_value
 

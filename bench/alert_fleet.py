@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support import bench_docs  # noqa: E402
-from tests.support.rag_service import (  # noqa: E402
+from harness import bench_docs  # noqa: E402
+from harness.rag_service import (  # noqa: E402
     FLEET_RULE,
     Service,
     metric,
@@ -42,7 +42,7 @@ from tests.support.rag_service import (  # noqa: E402
     write_config,
     write_targets,
 )
-from tests.support.servers import need, prometheus, rag_monitor  # noqa: E402
+from harness.servers import need, prometheus, rag_monitor  # noqa: E402
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3

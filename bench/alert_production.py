@@ -40,10 +40,10 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import bench_docs
+from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts.backtest import Backtest, Event
 from monitor.config import Config
-from tests.support import bench_docs
-from tests.support.production_streams import DAY_S, START, Change, StreamSpec, stream
 
 BUDGET_DAYS = 90.0
 INTERVAL_S = 60.0

@@ -79,8 +79,8 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support import bench_docs
-from tests.support.production_streams import DAY_S, START
+from harness import bench_docs
+from harness.production_streams import DAY_S, START
 
 CACHE = Path("/tmp/rag-monitor-alert-bench")
 INTERVAL_S = 15.0

@@ -40,10 +40,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import bench_docs
+from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts.backtest import Backtest
 from monitor.config import REGRESSION_MIN_INCREASE, Config, load_config
-from tests.support import bench_docs
-from tests.support.production_streams import DAY_S, START, Change, StreamSpec, stream
 
 REPO = Path(__file__).resolve().parent.parent
 RULE = "groundedness_slo"

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.support import bench_docs  # noqa: E402
+from harness import bench_docs  # noqa: E402
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
 # measured / reference (the median of paired rounds' ratios)
@@ -46,7 +46,7 @@ Row = tuple[str, float, str, str, float, float | None]
 
 def ingest_rows(seconds: float) -> tuple[list[Row], float]:
     from bench import ingest
-    from tests.support.otlp_load import build_payload
+    from harness.otlp_load import build_payload
 
     payload, _ = build_payload(random.Random(0), 0)
     ceiling = ingest.reference(payload, 0)["raw protobuf parse"]
@@ -83,7 +83,7 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
     another CPU) against kafka-python alone beside it on the same CPU, at `sampling` and
     with nothing sampled; medians of `rounds`."""
     from bench import kafka_ingest as kafka
-    from tests.support.kafka_broker import running_broker
+    from harness.kafka_broker import running_broker
 
     runs: dict[float, list[tuple[dict[str, float], dict[str, float]]]] = {sampling: [], 0.0: []}
     with tempfile.TemporaryDirectory() as tmp, running_broker("noida", Path(tmp)) as broker:
@@ -184,7 +184,7 @@ def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list
 
 
 def idle_rss_mb() -> float:
-    from tests.support.reliability import MonitorProcess, proc_memory_kb
+    from harness.reliability import MonitorProcess, proc_memory_kb
 
     with tempfile.TemporaryDirectory() as tmp:
         mon = MonitorProcess(Path(tmp), {"sampling": {"rate": 0.01}}).start()

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 
 from bench._fresh import REPO, Result, in_turns, run_child
+from harness import bench_docs
 from monitor.config import ConfigError, load_yaml
-from tests.support import bench_docs
 
 STEPS = ("CSafeLoader", "load_yaml", "load_config")
 CHART_VALUES = REPO / "deploy" / "helm" / "rag-monitor" / "values.yaml"

@@ -32,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.reliability import Trace, export_request, trace_ids  # noqa: E402
 from monitor.config import ConfigError, load_config  # noqa: E402
 from monitor.extraction import extract_records  # noqa: E402
 from monitor.judge import parsers  # noqa: E402
@@ -40,7 +41,6 @@ from monitor.receivers.kafka._messages import decode_message  # noqa: E402
 from monitor.receivers.otlp._wire import TooLarge, decode_request  # noqa: E402
 from monitor.records import RecordError, parse_record  # noqa: E402
 from monitor.spans import DecodeError, RequestSpans  # noqa: E402
-from tests.support.reliability import Trace, export_request, trace_ids  # noqa: E402
 
 LIMIT = 1 << 20
 

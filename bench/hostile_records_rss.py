@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._pss import tree_pids  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
+from harness import bench_docs  # noqa: E402
 
 MB = 1024 * 1024
 LIMITS_MB = {"labels_metrics": 1, "labels_rss": 300, "documents_rss": 600, "page": 10}

@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support import bench_docs  # noqa: E402
+from harness import bench_docs  # noqa: E402
 
 STUB_FLAG = "--serve-stub"
 # The project's target for judge throughput as a share of C/L (docs/performance.md).

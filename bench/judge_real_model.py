@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from harness import bench_docs  # noqa: E402
+from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
@@ -36,8 +38,6 @@ from monitor.judge.client import ANSWER_RESULTS, JudgeClient  # noqa: E402
 from monitor.judge.definitions import DEFINITIONS  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
-from tests.support.llama_server import MODEL, available, llama_server  # noqa: E402
 
 RUBRIC = "5 = answers from the context and names the source; 1 = wrong or unsupported"
 

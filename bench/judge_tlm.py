@@ -8,7 +8,7 @@ DATA.jsonl: records in the project's native shape with `label.hallucinated` (e.g
 RAGTruth QA dev file). A balanced random sample of `--records` is scored.
 
 Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Instruct
-(`tests/support/llama_server.py`), one slot, and then:
+(`harness/llama_server.py`), one slot, and then:
 
 1. **Cost** (the first `--cost-records` records): each evaluator (`trustworthiness` and
    `trustworthiness_tlm` at `low`, `medium`, `high`) with its own judge client, so nothing
@@ -44,6 +44,8 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
+from harness import bench_docs  # noqa: E402
+from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import Evaluator  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -53,8 +55,6 @@ from monitor.judge.client import OUTCOMES, JudgeClient  # noqa: E402
 from monitor.records import RagRecord, parse_record  # noqa: E402
 from monitor.results import EvalResult  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
-from tests.support.llama_server import MODEL, available, llama_server  # noqa: E402
 
 PRESETS = ("low", "medium", "high")
 

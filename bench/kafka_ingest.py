@@ -47,10 +47,10 @@ from kafka.consumer.fetcher import ConsumerRecord
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ingest import descendants
+from harness import bench_docs
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message
 from monitor.service import Service, tune_gc
-from tests.support import bench_docs
 
 # The project's targets, per CPU-second of the ingest process, at this (sampling rate,
 # evaluation worker processes): docs/performance.md, "Targets".
@@ -316,7 +316,7 @@ def main() -> None:
     with ExitStack() as stack:
         bootstrap = args.bootstrap
         if bootstrap is None:
-            from tests.support.kafka_broker import running_broker
+            from harness.kafka_broker import running_broker
 
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             bootstrap = stack.enter_context(running_broker("noida", workdir)).bootstrap

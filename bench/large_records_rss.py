@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._pss import tree_pids  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
+from harness import bench_docs  # noqa: E402
 
 SAMPLE_S = 0.02
 # The project's target for the peak with the huge answers against the peak without them

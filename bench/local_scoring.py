@@ -6,7 +6,7 @@ what local scoring costs (`docs/performance.md`, "CPU per record of the local ev
 Record sets, each scored by the four evaluators in turn on one thread, as a worker scores a
 batch:
 
-- the ingest load's records: those the trace stage extracts from `tests/support/otlp_load.py`'s
+- the ingest load's records: those the trace stage extracts from `harness/otlp_load.py`'s
   requests (the load of `bench/sidecar_cost.py`: a question, three retrieved documents,
   the answer);
 - the same with a numbered clause appended to each text, so that no two records share one
@@ -41,6 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.detector_quality import _synthetic  # noqa: E402
+from harness import bench_docs  # noqa: E402
+from harness.otlp_load import build_payload  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -48,8 +50,6 @@ from monitor.evaluators.local import FACTORIES  # noqa: E402
 from monitor.extraction._extraction_rule import extract_records  # noqa: E402
 from monitor.records import ContextDoc, RagRecord, parse_record  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
-from tests.support.otlp_load import build_payload  # noqa: E402
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 DATA_FILES = (

@@ -30,9 +30,9 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness import bench_docs  # noqa: E402
 from monitor.exporters.metrics_port import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
 
 EVALUATORS = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 

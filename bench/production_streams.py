@@ -1,4 +1,4 @@
-"""Writes a production-shaped verdict stream (`tests/support/production_streams.py`) as
+"""Writes a production-shaped verdict stream (`harness/production_streams.py`) as
 JSON lines, for `rag-monitor backtest`.
 
     python bench/production_streams.py OUT.jsonl.gz --days 28 --rate 1 --icc 0.17
@@ -17,7 +17,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.production_streams import Change, StreamSpec, stream
+from harness.production_streams import Change, StreamSpec, stream
 
 __all__ = ["Change", "StreamSpec", "stream"]
 

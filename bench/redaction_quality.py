@@ -6,7 +6,7 @@ The sample (written for this project, `tests/data/redaction_sample.jsonl`) holds
 with personal data of each kind and look-alikes that are not personal data (ISBNs, order
 and tracking numbers, versions, dates, timestamps, prices, UUIDs, numbers failing Luhn or
 the IBAN checksum, invalid SSN ranges, MAC addresses, ...). A finding counts as a true
-positive only when its kind and its exact span match a label (`tests/support/redaction_sample.py`):
+positive only when its kind and its exact span match a label (`harness/redaction_sample.py`):
 redacting part of an IBAN as a phone number is a false `phone` and a missed `iban`.
 `--show` prints every mistake.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from monitor.redaction import BUILT_IN  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
-from tests.support.redaction_sample import SAMPLE, measure  # noqa: E402
+from harness import bench_docs  # noqa: E402
+from harness.redaction_sample import SAMPLE, measure  # noqa: E402
+from monitor.records.redaction import BUILT_IN  # noqa: E402
 
 
 def main() -> None:

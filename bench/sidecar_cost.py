@@ -6,7 +6,7 @@ Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole 
 and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
 one at `--sampling` and one with nothing sampled (`sampling.rate: 0`). Each is driven in
 turn by the same load: one client sending OTLP/HTTP protobuf requests of 512 spans
-(`tests/support/otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
+(`harness/otlp_load.py`: 4-span RAG traces with longer documents, ~875 bytes per span, fresh
 trace ids in every request), for `--seconds`.
 Measured per window: spans accepted (200 responses × spans per request) and the CPU time
 of the whole process tree (the process and every descendant: forkserver, evaluation
@@ -46,9 +46,9 @@ sys.path.insert(0, str(REPO))
 
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
-from tests.support.otlp_load import BATCH, Payloads  # noqa: E402
-from tests.support.servers import stop_process  # noqa: E402
+from harness import bench_docs  # noqa: E402
+from harness.otlp_load import BATCH, Payloads  # noqa: E402
+from harness.servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 # The project's guards on 2 CPUs (docs/performance.md, "Targets"): the main (ingest)

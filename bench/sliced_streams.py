@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tests.support.production_streams import (
+from harness.production_streams import (
     DAY_S,
     MAX_TURNS,
     MIN_TURNS,

@@ -38,6 +38,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan  # noqa: E402
 
+from harness import bench_docs  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -48,7 +49,6 @@ from monitor.processors.evaluation._runner import TaskRunner  # noqa: E402
 from monitor.processors.evaluation._task import Job  # noqa: E402
 from monitor.spans import Span, decode_protobuf  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
-from tests.support import bench_docs  # noqa: E402
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 BATCH = 16

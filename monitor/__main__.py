@@ -21,15 +21,15 @@ import orjson
 
 # First: they set the BLAS thread count and gRPC's own logging before anything below
 # imports numpy or gRPC.
-import monitor._threads  # noqa: F401
-from monitor._logs import configure_logging
-from monitor._version import __version__
+import monitor.shared.threads  # noqa: F401
 from monitor.cli.check_config import check_config, judge_credentials
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
+from monitor.shared.logs import configure_logging
+from monitor.shared.version import __version__
 
 log = logging.getLogger("monitor")
 
@@ -251,7 +251,7 @@ def cli() -> NoReturn:
 
 
 def _send_sample(endpoint: str | None) -> int:
-    from monitor.send_sample import default_endpoint, send_sample
+    from monitor.cli.send_sample import default_endpoint, send_sample
 
     try:
         sent = send_sample(endpoint or default_endpoint())

@@ -39,8 +39,8 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.record_limits import record_bytes
 from monitor.records import RagRecord, RawRecord
+from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
 from monitor.spans import RequestSpans, Span
 

@@ -44,7 +44,7 @@ from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.record_limits import SizeLimits
+from monitor.records.limits import SizeLimits
 from monitor.results import Severity
 from monitor.telemetry import Telemetry, create_telemetry
 
@@ -145,7 +145,7 @@ def build_pipeline(
     if config.redaction.enabled:
         # User text leaves the process only redacted, and only where the user asked (the
         # redaction module, with its phone-number tables, is imported only then).
-        from monitor.redaction import Redactor
+        from monitor.records.redaction import Redactor
 
         redact = Redactor(config.redaction, _uncounted)
     results_sink = (

@@ -2,7 +2,7 @@
 
 Every metric of the contract's metric table (`docs/contract.md`, "Metrics") lives here,
 prefixed `rag_monitor_`. Label values that come from untrusted input (service, version,
-route) pass through a `LabelCap` (`monitor/_labels.py`), so a sender cannot create
+route) pass through a `LabelCap` (`monitor/shared/labels.py`), so a sender cannot create
 unbounded series nor long label values; evaluator, model, category and stage come from
 config or code.
 """
@@ -23,8 +23,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from monitor._labels import OVERFLOW, LabelCap
-from monitor._version import __version__
+from monitor.shared.labels import OVERFLOW, LabelCap
+from monitor.shared.version import __version__
 
 __all__ = ["OVERFLOW", "LabelCap", "RateLimitedLog", "Telemetry", "create_telemetry"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.servers import ClosedPort
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import ClosedPort
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -79,7 +79,7 @@ envs=""
 if [ "$full" = 1 ]; then
     envs=all
 else
-    # The files of the selection that run the apps (they import tests/support/framework_envs).
+    # The files of the selection that run the apps (they import harness/framework_envs).
     apps=$(grep -rl --include='test_*.py' 'framework_envs import' "${paths[@]}" || true)
     if grep -q 'test_frameworks_js.py' <<<"$apps"; then
         envs=all
@@ -96,8 +96,8 @@ export PATH="$PWD/$venv/bin:$PATH" VIRTUAL_ENV="$PWD/$venv"
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 if [ "$full" = 1 ] || [ "$lint" = 1 ]; then
-    "$py" -m ruff check monitor tests bench training
-    "$py" -m mypy  # --strict over monitor, tests, bench and training (pyproject.toml)
+    "$py" -m ruff check monitor harness tests bench training
+    "$py" -m mypy  # --strict over monitor, harness, tests, bench and training (pyproject.toml)
 fi
 
 # The tests get a home, cache and temporary folder of their own, removed afterwards, so that

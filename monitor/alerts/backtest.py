@@ -12,7 +12,7 @@ Rows, one JSON object per line (gzip when the file name ends in `.gz`), in time 
 
 - a **results line** (`exporters.results_file`, `replay --output`): `time`, `service`,
   `version`, `route`, `model`, `conversation`, `trace_id`, `dimensions` (the other values a
-  page's attribution looks at: `monitor.where`) and `results` (each evaluator's
+  page's attribution looks at: `monitor.records.where`) and `results` (each evaluator's
   verdict, revision and safety grades);
 - a **verdict row**: `{"time", "service", "evaluator" (or "category"), "outcome": "pass" |
   "fail"}` or `"score"` (normalised, 1 = good, for rules that measure scores) or counts
@@ -47,9 +47,9 @@ from monitor.alerts.engine import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.component import Alert
 from monitor.config import Config
+from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from monitor.where import Where
 
 # Refused rows named one by one in the summary; the rest are only counted.
 SHOWN_REFUSALS = 20

@@ -57,9 +57,9 @@ from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
 from monitor.records import RagRecord
+from monitor.records.where import Where
 from monitor.results import EvalResult, Severity
 from monitor.telemetry import OVERFLOW, Telemetry
-from monitor.where import Where
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader

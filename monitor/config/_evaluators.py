@@ -57,7 +57,7 @@ RedactionKind = Literal["iban", "card", "ssn", "email", "ipv6", "ipv4", "phone"]
 
 class Redaction(Section):
     enabled: bool = False
-    # Built-in detectors to run (monitor/redaction.py); default all.
+    # Built-in detectors to run (monitor/records/redaction.py); default all.
     detectors: list[RedactionKind] = ["iban", "card", "ssn", "email", "ipv6", "ipv4", "phone"]
     # Region whose national format phone numbers without a +country prefix are read in.
     phone_region: str = "US"

@@ -126,7 +126,7 @@ class Pipeline(Section):
 
 class RecordLimits(Section):
     """Largest texts a record takes into evaluation, in characters, and most documents
-    (`monitor.record_limits.SizeLimits`): query, history turns and documents over them are
+    (`monitor.records.limits.SizeLimits`): query, history turns and documents over them are
     truncated with a marker, documents past the context total or past `max_documents`
     dropped, a record whose response is over its limit rejected
     (`records_rejected_total{reason="response_too_large"}`); a service, version or route

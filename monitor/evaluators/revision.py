@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from monitor._version import __version__
 from monitor.config import EvaluatorConfig, Judge
 from monitor.judge.definitions import JUDGE_EVALUATORS
+from monitor.shared.version import __version__
 
 
 def revision(entry: EvaluatorConfig, judge: Judge) -> str:

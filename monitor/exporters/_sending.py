@@ -5,7 +5,7 @@ lost item counted, and a flush on shutdown within the deadline.
 An exporter gives `SendingQueue` what it knows and nothing else: `send` (one attempt at one
 batch; it raises `RetryableError` — with the server's throttle delay, if any — or
 `PermanentError`), the stage label its drops are counted under, its limits and its retry
-policy (`monitor/retry.py`), and hooks for its own counters. The queue knows no stage and
+policy (`monitor/shared/retry.py`), and hooks for its own counters. The queue knows no stage and
 no exporter:
 
 - `put` takes an item unless the queue holds `max_items` items or `max_bytes` bytes
@@ -38,8 +38,8 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic, Literal, TypeVar
 
-from monitor._bounded import BoundedQueue
-from monitor.retry import Retry, RetryPolicy
+from monitor.shared.bounded import BoundedQueue
+from monitor.shared.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

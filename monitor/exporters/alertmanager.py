@@ -12,7 +12,7 @@ Alertmanager. A batch is POSTed as
   `status`, `alerts[]`, `commonLabels`, ...), so existing receivers understand it.
 
 Connection errors, timeouts, 429 and 5xx are retried under the retry policy
-(`monitor/retry.py`: exponential backoff with full jitter, capped; a `Retry-After` in
+(`monitor/shared/retry.py`: exponential backoff with full jitter, capped; a `Retry-After` in
 seconds or as an HTTP-date is honoured up to `_RETRY_AFTER_MAX_S`, an unreadable one is
 counted in `rag_monitor_retry_after_invalid_total{client}` and ignored); other 4xx are
 permanent. Outcomes are counted per alert in
@@ -37,7 +37,7 @@ import aiohttp
 
 from monitor.component import GENERATOR, Alert
 from monitor.exporters._sending import DropReason, PermanentError, RetryableError, SendingQueue
-from monitor.retry import InvalidRetryAfter, RetryPolicy, parse_retry_after
+from monitor.shared.retry import InvalidRetryAfter, RetryPolicy, parse_retry_after
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

@@ -39,9 +39,9 @@ import bcrypt
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from monitor._listen import ListenError, reason_of
 from monitor.config import ConfigError, PrometheusExporter, is_loopback_host
 from monitor.exporters.web_config import WebConfig, WebTls, load_web_config
+from monitor.shared.listen import ListenError, reason_of
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ deadline an export still waiting on a collector that never answers is abandoned 
 records counted) and the process exits on time; the exporter's own shutdown gets what
 is left of the deadline, likewise. The exporter retries transient failures within its own `timeout_s`;
 a batch it still could not export is tried again under the retry policy
-(`monitor/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one exporter
+(`monitor/shared/retry.py`, `_EXPORT_RETRY`: an endpoint down for longer than one exporter
 timeout, such as a collector restarting). Drops are counted per record in
 `rag_monitor_dropped_total{stage="otlp_events",reason}` (`queue_full`, `shutting_down`,
 `export_failed`, `shutdown`) and logged at most once per reason per 30 s.
@@ -70,14 +70,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from monitor._version import __version__
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, shown_results
 from monitor.judge.definitions import JUDGE_EVALUATORS
 from monitor.records import RagRecord
 from monitor.results import EvalResult
-from monitor.retry import RetryPolicy
+from monitor.shared.retry import RetryPolicy
+from monitor.shared.version import __version__
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -33,15 +33,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from monitor._json_lines import json_line
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
 from monitor.records import RagRecord
+from monitor.records.where import Where
 from monitor.results import EvalResult
-from monitor.retry import RetryPolicy
+from monitor.shared.json_lines import json_line
+from monitor.shared.retry import RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
-from monitor.where import Where
 
 log = logging.getLogger(__name__)
 _STAGE = "results_file"
@@ -72,7 +72,7 @@ def results_line(
         "route": record.route,
         "model": record.model,
         "conversation": record.conversation,
-        # What else a page's attribution looks at (monitor/where.py), so that
+        # What else a page's attribution looks at (monitor/records/where.py), so that
         # `rag-monitor backtest` over this file says where as the sidecar does.
         "dimensions": Where.of(record).line(),
         "results": {name: result.as_json() for name, result in results.items()},

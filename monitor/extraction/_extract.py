@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from monitor.extraction._conventions import Convention
 from monitor.extraction._extraction_rule import extract_records
-from monitor.record_limits import Cut, SizeLimits, bound_record
 from monitor.records import RagRecord, RecordError
+from monitor.records.limits import Cut, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
 
 

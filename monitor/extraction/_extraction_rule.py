@@ -22,7 +22,7 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
    model call always gives a record, marked suspect when its question or answer is
    missing (content capture off), never silently `not_rag`.
 8. A record whose parts look wrong is marked with why (`_suspect.py`).
-9. An attribute value that cannot be read (nested deeper than `monitor._nesting.MAX_DEPTH`,
+9. An attribute value that cannot be read (nested deeper than `monitor.shared.nesting.MAX_DEPTH`,
    or not a valid protobuf value) costs that value alone: it is read as its text or left
    out, and the trace's records name why in `metadata.unread_values`.
 """
@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor._nesting import noting_unread
 from monitor.extraction._conventions import Convention
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
@@ -54,6 +53,7 @@ from monitor.extraction._trace_tree import (
     version_of,
 )
 from monitor.records import UNREAD_VALUES, RagRecord
+from monitor.shared.nesting import noting_unread
 from monitor.spans import Span
 
 

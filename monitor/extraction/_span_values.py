@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from monitor._nesting import MAX_DEPTH, note_unread, within_depth
+from monitor.shared.nesting import MAX_DEPTH, note_unread, within_depth
 from monitor.spans import Span
 
 _ROLES = {

@@ -9,7 +9,7 @@ One instance per process, shared by all judge evaluators. Per call it:
 3. redacts personal data from every message (`redaction.*`);
 4. sends the request under a concurrency semaphore (`judge.max_concurrency`) and a
    per-attempt deadline (`judge.timeout_s`), retrying 429, 5xx, timeouts and connection
-   errors up to `judge.retries` times under the retry policy (`monitor/retry.py`:
+   errors up to `judge.retries` times under the retry policy (`monitor/shared/retry.py`:
    exponential backoff from `judge.backoff_base_s` with full jitter, capped at
    `judge.backoff_max_s`; a `Retry-After` from the provider, in seconds or as an
    HTTP-date, is honoured up to the same cap, and an unreadable one is counted in
@@ -70,8 +70,8 @@ from monitor.judge.cache import CachedVerdict, VerdictCache, cache_key
 from monitor.judge.metrics import judge_metrics
 from monitor.judge.parsers import ParsedVerdict, ParseError
 from monitor.judge.provider import EXPLAINED, GREEDY, AttemptError, Decoding, Provider, Reply
-from monitor.redaction import Redactor
-from monitor.retry import Retry, RetryPolicy
+from monitor.records.redaction import Redactor
+from monitor.shared.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 # The judge client's public face: evaluators import these from here.

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor._logs import adopt_library_loggers, route_to_root
 from monitor.config import Judge
 from monitor.judge.answers import TOP_LOGPROBS, TokenLogprobs, token_logprobs
-from monitor.retry import InvalidRetryAfter, parse_retry_after
+from monitor.shared.logs import adopt_library_loggers, route_to_root
+from monitor.shared.retry import InvalidRetryAfter, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 def import_litellm() -> Any:
     """litellm, imported (seconds, the first time) and set up: its price list read from
     the package rather than fetched, no telemetry or help text of its own, and its log
-    lines routed through the monitor's log (`monitor._logs`)."""
+    lines routed through the monitor's log (`monitor.shared.logs`)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     # litellm puts its handler (records below WARNING to stdout) on its loggers as it is
     # imported, and logs through it while the import goes on.

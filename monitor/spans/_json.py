@@ -5,7 +5,7 @@ base64, and 64-bit integers may arrive as strings. A JSON body with an id that i
 is rejected as a whole (HTTP 400), naming the field, because it almost always means the
 sender encoded every id the same wrong way. Any other field of the wrong type or range
 costs its span alone (rejected, counted, named), and an attribute value that cannot be
-read costs that value alone (`monitor/_nesting.py`).
+read costs that value alone (`monitor/shared/nesting.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from monitor._nesting import MAX_DEPTH, MAX_ITEMS
+from monitor.shared.nesting import MAX_DEPTH, MAX_ITEMS
 from monitor.spans._span import (
     _CORRUPT,
     _EMPTY_IDS,

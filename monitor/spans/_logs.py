@@ -159,7 +159,7 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
     event span that keeps its body and attributes serialized (`_raw_event_span`): decoding
     a request costs a parse of its framing, whatever its events hold, and an event's
     content becomes Python values only when its trace is evaluated (with the bounds every
-    attribute value has: `monitor/_nesting.py`)."""
+    attribute value has: `monitor/shared/nesting.py`)."""
     try:
         request = _LogsRequest.FromString(payload)
     except (ProtobufDecodeError, RuntimeError, ValueError) as exc:

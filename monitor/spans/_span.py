@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from monitor._nesting import MAX_DEPTH, MAX_ITEMS
+from monitor.shared.nesting import MAX_DEPTH, MAX_ITEMS
 from monitor.spans._lite import LiteSpan as _LiteSpan
 
 _HAS_IS_REMOTE = 0x100
@@ -59,7 +59,7 @@ class Span:
     and events into Python values only when first read, so traces that are never
     evaluated never pay for it. A span whose bytes turn out to be corrupt raises
     `DecodeError("bad_protobuf", ...)` at that point; a value that cannot be read (not a
-    valid value, nested deeper than `monitor._nesting.MAX_DEPTH`) is left out and its
+    valid value, nested deeper than `monitor.shared.nesting.MAX_DEPTH`) is left out and its
     reason kept in `unread`. `attribute(key)` reads one attribute without decoding the
     others.
     """
@@ -113,7 +113,7 @@ class Span:
         self.resource: dict[str, Any] = {} if resource is None else resource
         self._raw = raw
         self._absent = absent  # keys the decoder found nowhere in the request
-        # Why each attribute value left out was not read (`monitor._nesting.REASONS`):
+        # Why each attribute value left out was not read (`monitor.shared.nesting.REASONS`):
         # nested too deeply, or (protobuf) not a valid value. A bad value costs itself.
         self.unread = unread
         if raw is None:
@@ -256,7 +256,7 @@ class Decoded:
 
 @dataclass(frozen=True, slots=True)
 class _Unread:
-    """An attribute value left out, and why (`monitor._nesting.REASONS`)."""
+    """An attribute value left out, and why (`monitor.shared.nesting.REASONS`)."""
 
     reason: str
 

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 import pytest
 
+from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
 from monitor.component import Alert
 from monitor.config import AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.wait import wait_until_async
 
 
 class Clock:
@@ -271,10 +271,10 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
 
 
 def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
+    from harness.servers import DEPLOY
     from monitor.config import load_config
     from monitor.exporters.otlp_events import OtlpEventsSink
     from monitor.service import Service
-    from tests.support.servers import DEPLOY
 
     config = load_config(
         DEPLOY / "monitor.yaml", environ={"RAG_MONITOR_EXPORTERS__OTLP__ENDPOINT": "127.0.0.1:4317"}

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.rag_service import Service
+from harness.servers import webhook
+from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.config import Config, load_config
 from monitor.exporters.alertmanager import AlertSender
 from monitor.service import Service as Monitor
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
-from tests.support.rag_service import Service
-from tests.support.servers import webhook
-from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.slow
 

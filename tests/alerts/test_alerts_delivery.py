@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from harness.servers import alertmanager, http_json, webhook
+from harness.sleep import RecordedSleep
+from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.component import Alert
 from monitor.config import AlertRule
@@ -22,9 +25,6 @@ from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import alertmanager, http_json, webhook
-from tests.support.sleep import RecordedSleep
-from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 

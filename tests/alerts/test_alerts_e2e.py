@@ -31,11 +31,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from monitor.config import EvaluatorConfig
-from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.registry import build
-from monitor.records import parse_record
-from tests.support.servers import (
+from harness.servers import (
     DEPLOY,
     MonitorPorts,
     alertmanager,
@@ -46,7 +42,11 @@ from tests.support.servers import (
     start_on_a_port,
     webhook,
 )
-from tests.support.wait import wait_until
+from harness.wait import wait_until
+from monitor.config import EvaluatorConfig
+from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.registry import build
+from monitor.records import parse_record
 
 CONTEXT = (
     "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair in Paris. "

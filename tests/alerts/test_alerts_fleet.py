@@ -15,13 +15,13 @@ from pathlib import Path
 
 import yaml
 
+from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
 from monitor.alerts.stats import look_level, one_sided_z
 from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.support.servers import DEPLOY, need
 
 PER_MINUTE = 60
 HEALTHY, RISEN = 0.30, 0.50

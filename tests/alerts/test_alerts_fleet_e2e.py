@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.rag_service import (
+from harness.rag_service import (
     FLEET_RULE,
     Service,
     metric,
@@ -29,7 +29,7 @@ from tests.support.rag_service import (
     write_config,
     write_targets,
 )
-from tests.support.servers import alertmanager, need, prometheus, rag_monitor, webhook
+from harness.servers import alertmanager, need, prometheus, rag_monitor, webhook
 
 pytestmark = pytest.mark.slow
 

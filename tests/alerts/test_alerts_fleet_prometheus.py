@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from harness.rag_service import scrape_config
+from harness.servers import http_json, need, prometheus
+from harness.wait import wait_until
 from monitor.alerts.fleet import FleetReader
 from monitor.config import AlertBaseline, AlertFleet, AlertRule
 from monitor.telemetry import create_telemetry
-from tests.support.rag_service import scrape_config
-from tests.support.servers import http_json, need, prometheus
-from tests.support.wait import wait_until
 
 RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
 

@@ -26,12 +26,12 @@ import pytest
 import yaml
 from aiohttp import web
 
+from harness.wait import wait_until_async
 from monitor.__main__ import main
 from monitor.alerts.fleet import OUTCOMES, FleetReader
 from monitor.config import AlertBaseline, AlertFleet, AlertRule, Config
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.wait import wait_until_async
 
 RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
 LIMIT = 64 * 1024

@@ -2,7 +2,7 @@
 engine on simulated time: conversations, a daily cycle of the defect rate and of traffic,
 good spells, evaluator revisions, the folded `other` service.
 
-The streams come from `tests/support/production_streams.py` with fixed seeds, so every
+The streams come from `harness/production_streams.py` with fixed seeds, so every
 assertion is deterministic; budgets are short (a day) where a test shows that something
 would page, so that pages are many enough to count. `bench/alert_production.py` measures
 the same streams over service-years at the default budget (docs/quality.md).
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, Event
 from monitor.alerts.units import Unit
@@ -24,7 +25,6 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, gauge
-from tests.support.production_streams import DAY_S, START, Change, StreamSpec, stream
 
 RULE = "regression"
 

@@ -7,7 +7,7 @@ baseline and every other setting at its default (min_samples 100 and 500, min_in
 0.03, one false page per 90d, the sequential test, evaluation every 15 s). A RAG service sends
 OpenInference-shaped
 traces through the OpenTelemetry SDK over OTLP/HTTP at a steady `PER_S` requests a second
-(tests/support/rag_service.py). A separate process cannot take an injected clock, so the traffic
+(harness/rag_service.py). A separate process cannot take an injected clock, so the traffic
 itself is paced in real time; every check waits on a condition (the rule's sample gauges,
 the webhook), none sleeps for a window.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.support.rag_service import PER_S, Service, metric, write_config
-from tests.support.servers import alertmanager, need, rag_monitor, webhook
+from harness.rag_service import PER_S, Service, metric, write_config
+from harness.servers import alertmanager, need, rag_monitor, webhook
 
 RULE = "hallucination_regression"
 HEALTHY_SHARE = 0.2

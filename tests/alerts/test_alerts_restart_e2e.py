@@ -1,7 +1,7 @@
 """End to end: a firing alert kept in `alerts.state_file` survives a graceful restart of a
 real `rag-monitor run`, and the next process resolves it through real Alertmanager.
 
-Traffic comes from the SDK-driven RAG service in tests/support/rag_service.py; every check waits on
+Traffic comes from the SDK-driven RAG service in harness/rag_service.py; every check waits on
 a condition (the monitor's metrics, the webhook).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.support.rag_service import Service, metric, write_config
-from tests.support.servers import alertmanager, need, rag_monitor, webhook
-from tests.support.wait import wait_until
+from harness.rag_service import Service, metric, write_config
+from harness.servers import alertmanager, need, rag_monitor, webhook
+from harness.wait import wait_until
 
 
 def test_a_firing_alert_survives_sigterm_and_the_next_process_resolves_it(

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from monitor._labels import SKETCH_BITS
 from monitor.alerts import AlertEngine
 from monitor.alerts.attribution import CAPS, Attribution
 from monitor.alerts.backtest import Backtest
@@ -27,9 +26,10 @@ from monitor.component import Alert
 from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts, Config
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import ContextDoc, RagRecord
+from monitor.records.where import DIMENSIONS, Where
 from monitor.results import EvalResult
+from monitor.shared.labels import SKETCH_BITS
 from monitor.telemetry import Telemetry, create_telemetry
-from monitor.where import DIMENSIONS, Where
 from tests.alerts.test_alerts import Clock
 
 INTERVAL = 1.0

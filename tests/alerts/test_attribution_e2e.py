@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.rag_service import PER_S, Service, metric
-from tests.support.servers import alertmanager, need, rag_monitor, webhook
-from tests.support.wait import wait_until
+from harness.rag_service import PER_S, Service, metric
+from harness.servers import alertmanager, need, rag_monitor, webhook
+from harness.wait import wait_until
 
 pytestmark = pytest.mark.slow
 

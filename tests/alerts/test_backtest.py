@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.support.production_streams import DAY_S, START, Change, StreamSpec, stream
+from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 
 CONFIG = """
 alerts:

@@ -30,6 +30,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
+from harness.judge_stub import Received, Reply, StubJudge
+from harness.otlp import WATER, Case, emit_plain, otlp_bytes
+from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.config import Config
 from monitor.processors.sampler import sampling_position
@@ -39,9 +42,6 @@ from monitor.results import EvalResult
 from monitor.service import Service
 from tests.alerts.test_alerts import Clock
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
-from tests.support.judge_stub import Received, Reply, StubJudge
-from tests.support.otlp import WATER, Case, emit_plain, otlp_bytes
-from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,4 +1,4 @@
-"""A record's dimensions (`monitor.where`): what a page's attribution looks at, and what a
+"""A record's dimensions (`monitor.records.where`): what a page's attribution looks at, and what a
 results line carries for `rag-monitor backtest`."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from monitor.exporters.results_file import results_line
 from monitor.records import ContextDoc, RagRecord
-from monitor.where import DIMENSIONS, LINE_DIMENSIONS, MAX_CHARS, Where, language
+from monitor.records.where import DIMENSIONS, LINE_DIMENSIONS, MAX_CHARS, Where, language
 
 
 def doc(uri: str | None, content: str = "text", **metadata: str) -> ContextDoc:

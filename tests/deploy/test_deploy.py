@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.servers import DEPLOY, need
 from monitor.alerts.stats import look_level, one_sided_z
 from monitor.config import (
     FALSE_PAGE_EVERY,
@@ -22,7 +23,6 @@ from monitor.config import (
     load_config,
     parse_duration,
 )
-from tests.support.servers import DEPLOY, need
 
 
 def run(*args: str) -> str:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.servers import DEPLOY
 from monitor.config import load_config
 from monitor.evaluators.registry import check_evaluators
-from tests.support.servers import DEPLOY
 
 helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")

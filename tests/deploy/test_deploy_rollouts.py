@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.support.servers import DEPLOY, need
+from harness.servers import DEPLOY, need
 
 ROLLOUTS = DEPLOY / "rollouts"
 ARGO = ROLLOUTS / "argo-analysistemplate.yaml"

@@ -17,9 +17,9 @@ import jsonschema
 import pytest
 import yaml
 
+from harness.servers import DEPLOY, need
 from monitor.config import AlertRule, load_config, parse_duration
 from tests.deploy.test_deploy_rollouts import strict
-from tests.support.servers import DEPLOY, need
 
 SLOTH = DEPLOY / "prometheus/sloth"
 SPEC = SLOTH / "groundedness-slo.yaml"

@@ -7,9 +7,9 @@ evaluators with the per-record sharing of work switched off (`text.shared_work` 
 in the reference run), sentence vectors summed word by word as `_reference_bags` does, and
 the safety screen of `_reference_screen_safety` (one scan of the response per category).
 The records: those extracted from the OTLP traces of every instrumentation convention the
-suite records (tests/support/otlp.py), the generated faithful and hallucinated answers
-(tests/support/rag_answers.py), the framework apps' knowledge base with follow-up questions, the
-ingest benches' load (tests/support/otlp_load.py) and edge cases (no query, empty answer, list
+suite records (harness/otlp.py), the generated faithful and hallucinated answers
+(harness/rag_answers.py), the framework apps' knowledge base with follow-up questions, the
+ingest benches' load (harness/otlp_load.py) and edge cases (no query, empty answer, list
 markers, accents, harm and jailbreak markers, texts longer than one chunk of word vectors).
 """
 
@@ -26,6 +26,9 @@ import numpy as np
 import pytest
 
 import monitor.detector
+from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from harness.otlp_load import build_payload
+from harness.rag_answers import answers
 from monitor.config import EvaluatorConfig
 from monitor.detector import safety, score_groundedness, score_relevance, score_retrieval
 from monitor.detector import text as text_module
@@ -37,9 +40,6 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.spans import decode_protobuf
 from tests.frameworks.apps.framework_apps import ANSWERS, CONVERSATIONS, KB, NO_ANSWER, QUESTIONS
-from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests.support.otlp_load import build_payload
-from tests.support.rag_answers import answers
 
 NAMES = ("local_groundedness", "local_relevance", "local_retrieval", "local_safety")
 

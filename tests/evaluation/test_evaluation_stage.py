@@ -13,6 +13,7 @@ from typing import Literal
 
 import pytest
 
+from harness.wait import wait_until_async
 from monitor.component import OnDone, ResultSink, SampledRecord, SampledTrace
 from monitor.config import Budget, EvaluatorConfig
 from monitor.exporters.prometheus import MetricsSink
@@ -26,7 +27,6 @@ from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
-from tests.support.wait import wait_until_async
 
 
 class ScriptedEvaluator:

@@ -16,6 +16,15 @@ from pathlib import Path
 import pytest
 
 import monitor.pool
+from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from harness.pool_scorers import (
+    ScriptedScorer,
+    fail,
+    pool,
+    scripted_extraction,
+    scripted_scorer,
+)
+from harness.wait import wait_until_async
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import CpuScorer
@@ -34,20 +43,11 @@ from monitor.processors.evaluation._task import (
     build_scorer,
 )
 from monitor.receivers.replay_summary import SummarySink
-from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord
+from monitor.records.limits import SizeLimits
 from monitor.results import EvalResult
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests.support.pool_scorers import (
-    ScriptedScorer,
-    fail,
-    pool,
-    scripted_extraction,
-    scripted_scorer,
-)
-from tests.support.wait import wait_until_async
 
 SCRIPTED = EvaluatorConfig(name="scripted")
 

@@ -14,9 +14,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from harness.wait import wait_until_async
 from monitor.pool import ProcessPool
 from monitor.telemetry import create_telemetry
-from tests.support.wait import wait_until_async
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,7 +39,7 @@ def _children(pid: int) -> set[int]:
 
 
 def _pool(processes: int) -> ProcessPool:
-    return ProcessPool(processes, 60.0, create_telemetry(), preload=("tests.support.pool_scorers",))
+    return ProcessPool(processes, 60.0, create_telemetry(), preload=("harness.pool_scorers",))
 
 
 async def _facts(pool: ProcessPool) -> list[tuple[int, int, list[str]]]:
@@ -54,7 +54,7 @@ async def test_a_lone_worker_is_the_calling_process_own_child() -> None:
         ((pid, parent, modules), *_) = await _facts(pool)
         assert parent == os.getpid()
         assert _children(os.getpid()) >= {pid}
-        assert "tests.support.pool_scorers" in modules  # its preload
+        assert "harness.pool_scorers" in modules  # its preload
     finally:
         await pool.shutdown(5.0)
     assert pid not in _children(os.getpid())
@@ -73,7 +73,7 @@ async def test_several_workers_are_forked_from_one_fork_server_that_preloaded() 
         # added beside multiprocessing's resource tracker (one per process).
         assert server in _children(os.getpid())
         assert _children(os.getpid()) - before - _resource_tracker() <= {server}
-        assert all("tests.support.pool_scorers" in modules for _, _, modules in facts)
+        assert all("harness.pool_scorers" in modules for _, _, modules in facts)
     finally:
         await pool.shutdown(5.0)
     # The workers are gone; the fork server is multiprocessing's, kept for the next pool.

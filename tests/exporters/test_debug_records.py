@@ -14,6 +14,7 @@ import bcrypt
 import pytest
 import yaml
 
+from harness.reliability import MonitorProcess, Trace, export_request, post, trace_ids
 from monitor.__main__ import main
 from monitor.config import ConfigError
 from monitor.exporters.debug_records import (
@@ -26,7 +27,6 @@ from monitor.exporters.debug_records import (
 from monitor.exporters.metrics_port import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
-from tests.support.reliability import MonitorProcess, Trace, export_request, post, trace_ids
 
 SECRET = "jane.doe@example.com"
 

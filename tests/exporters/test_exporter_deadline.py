@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.reliability import MonitorProcess, Trace, export_request, post, results_lines
+from harness.reliability import trace_ids as make_ids
+from harness.wait import wait_until
 from monitor.exporters.otlp_events import create_exporter
-from tests.support.reliability import MonitorProcess, Trace, export_request, post, results_lines
-from tests.support.reliability import trace_ids as make_ids
-from tests.support.wait import wait_until
 
 DEADLINE_S = 2.0
 # What the process may take to end once the pipeline has stopped (the bound of the

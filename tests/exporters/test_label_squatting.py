@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import generate_latest
 
-from monitor._labels import DECAY_S, SKETCH_BITS
 from monitor.alerts import AlertEngine
 from monitor.config import AlertRule, Config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.records import RagRecord
+from monitor.shared.labels import DECAY_S, SKETCH_BITS
 from monitor.telemetry import OVERFLOW, LabelCap, Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, verdict
 

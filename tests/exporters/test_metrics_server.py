@@ -24,12 +24,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.servers import monitor_ports
+from harness.wait import wait_until
 from monitor import __version__
 from monitor.config import ConfigError
 from monitor.exporters.metrics_port import HealthServer
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import monitor_ports
-from tests.support.wait import wait_until
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

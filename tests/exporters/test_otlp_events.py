@@ -25,16 +25,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from harness.servers import ClosedPort, rag_monitor
+from harness.sleep import RecordedSleep
+from harness.wait import wait_until
 from monitor.__main__ import main
 from monitor.config import Redaction
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import RagRecord
-from monitor.redaction import Redactor
+from monitor.records.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.servers import ClosedPort, rag_monitor
-from tests.support.sleep import RecordedSleep
-from tests.support.wait import wait_until
 
 # A deadline no test reaches: shutdown returns once the queue is exported.
 DELIVER_ALL_S = 60.0

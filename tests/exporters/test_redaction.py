@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.redaction_sample import SAMPLE, load, measure
 from monitor.config import ConfigError, Redaction, load_config
-from monitor.redaction import BUILT_IN, Redactor, iban_valid, luhn_valid, ssn_valid
-from tests.support.redaction_sample import SAMPLE, load, measure
+from monitor.records.redaction import BUILT_IN, Redactor, iban_valid, luhn_valid, ssn_valid
 
 # The sample holds at least this many labelled values of each built-in kind.
 MIN_LABELS = 15

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.wait import wait_until_async
 from monitor.config import Redaction
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.records import RagRecord
-from monitor.redaction import Redactor
+from monitor.records.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests.conftest import EXAMPLES
-from tests.support.wait import wait_until_async
 
 
 def _emit(sink: ResultsFileSink, n: int, first: int = 0) -> list[asyncio.Future[bool]]:

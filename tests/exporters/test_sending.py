@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.sleep import RecordedSleep
 from monitor.exporters._sending import DropReason, PermanentError, RetryableError, SendingQueue
-from monitor.retry import RetryPolicy
+from monitor.shared.retry import RetryPolicy
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.sleep import RecordedSleep
 
 STAGE = "testing"
 FOREVER = RetryPolicy(base_s=0.01, max_s=0.05)
@@ -216,7 +216,7 @@ def test_the_queue_knows_no_stage_and_no_exporter() -> None:
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
     assert {m for m in imported if m.split(".")[0] == "monitor"} == {
-        "monitor._bounded",
-        "monitor.retry",
+        "monitor.shared.bounded",
+        "monitor.shared.retry",
         "monitor.telemetry",
     }

@@ -14,7 +14,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from tests.support.framework_envs import ENVS, REPO, lock_hash
+from harness.framework_envs import ENVS, REPO, lock_hash
 
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
 # OTLP exporter they send with, the OpenAI client they call the scripted model with, and
@@ -127,7 +127,7 @@ def test_each_lock_is_built_once_and_again_only_when_it_changes(tmp_path: Path) 
             f"npm ci {repo.cache / js_dir}",
         ]
     )
-    # The folders the tests look for (tests/support/framework_envs.py: the same hash of each lock).
+    # The folders the tests look for (harness/framework_envs.py: the same hash of each lock).
     assert repo.built() == sorted([rag_dir, agents_dir, js_dir])
     modules = repo.root / "tests" / "js" / "node_modules"
     assert modules.resolve() == (repo.cache / js_dir / "node_modules").resolve()

@@ -21,6 +21,10 @@ from typing import Any
 
 import pytest
 
+from harness.framework_envs import Monitor, against_the_monitor, run_python_app
+from harness.pipeline import RecordingStage
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -28,9 +32,6 @@ from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import ANSWERS, KB, PLANTED, QUESTIONS
-from tests.receivers.test_otlp_receivers import _config, _value
-from tests.support.framework_envs import Monitor, against_the_monitor, run_python_app
-from tests.support.pipeline import RecordingStage
 
 # (app module, instrumentation, variant, service name); the agent stacks of the README's
 # "Tracing your app" table run slow: their tool returns `[{"id", "content"}]`, and each

@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from harness.framework_envs import Answers, against_the_monitor, run_js_app
+from harness.pipeline import RecordingStage
+from harness.pipeline import metric_value as _value
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -27,9 +30,6 @@ from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
 from tests.frameworks.apps.openai_server import serve
-from tests.receivers.test_otlp_receivers import _value
-from tests.support.framework_envs import Answers, against_the_monitor, run_js_app
-from tests.support.pipeline import RecordingStage
 
 pytestmark = pytest.mark.slow
 

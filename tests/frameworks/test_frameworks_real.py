@@ -4,7 +4,7 @@ receivers. The apps (`tests/frameworks/apps/<framework>_app.py`) use the framewo
 points for the model (a scripted model, no network) and retrievers that really rank a
 small knowledge base (`tests/frameworks/apps/framework_apps.py`). Each runs in its own process (the
 instrumentations patch the framework globally), from its stack's own environment
-(`tests/support/framework_envs.py`), never the monitor's.
+(`harness/framework_envs.py`), never the monitor's.
 
 For each question the extracted record must carry the question the user asked, the
 documents the framework retrieved in the framework's order, and the answer the framework
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.framework_envs import against_the_monitor, run_python_app
+from harness.pipeline import RecordingStage
+from harness.pipeline import metric_value as _value
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import CONVERSATIONS, KB, QUESTIONS, answer_for
-from tests.receivers.test_otlp_receivers import _value
-from tests.support.framework_envs import against_the_monitor, run_python_app
-from tests.support.pipeline import RecordingStage
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,6 +17,8 @@ from functools import partial
 
 import pytest
 
+from harness.framework_envs import against_the_monitor, run_python_app
+from harness.pipeline import RecordingStage
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -24,8 +26,6 @@ from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import PLANTED, QUESTIONS
 from tests.frameworks.test_frameworks_agents import _records_ground_on_the_tools_documents
-from tests.support.framework_envs import against_the_monitor, run_python_app
-from tests.support.pipeline import RecordingStage
 
 # (app module, instrumentation, variant, service name)
 APPS = [

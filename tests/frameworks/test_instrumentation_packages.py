@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.framework_envs import APP_ENVS, python_of
+from harness.pipeline import RecordingStage, started
+from harness.pipeline import receiver_config as _config
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.langchain_app import ANSWER, DOCS, QUESTION
-from tests.receivers.test_otlp_receivers import _config
-from tests.support.framework_envs import APP_ENVS, python_of
-from tests.support.pipeline import RecordingStage, started
 
 REPO = Path(__file__).resolve().parents[2]
 

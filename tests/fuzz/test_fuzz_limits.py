@@ -34,6 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.reliability import REPO, Trace, export_request, trace_ids
 from monitor.config import ConfigError, load_config
 from monitor.judge import parsers
 from monitor.judge.parsers import ParseError
@@ -41,7 +42,6 @@ from monitor.receivers.kafka._messages import decode_message
 from monitor.receivers.otlp._wire import TooLarge, decode_request, gunzip_capped
 from monitor.records import RecordError, parse_record
 from monitor.spans import DecodeError, RequestSpans, decode_json
-from tests.support.reliability import REPO, Trace, export_request, trace_ids
 
 pytestmark = pytest.mark.timeout(120)
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

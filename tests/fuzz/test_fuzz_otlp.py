@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
 from monitor.extraction._extraction_rule import extract_records
 from monitor.processors.trace._sampling_view import sampling_view
 from monitor.spans import DecodeError, Span, SpanEvent, decode_json, decode_protobuf
-from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

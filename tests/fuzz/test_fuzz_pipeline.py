@@ -34,12 +34,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from monitor.record_limits import SizeLimits
+from harness.kafka_broker import Broker, running_broker, unique
+from harness.reliability import MonitorProcess, post
+from harness.servers import Webhook
+from harness.wait import wait_until
+from monitor.records.limits import SizeLimits
 from tests.exporters.test_otlp_events import Received, http_stub
-from tests.support.kafka_broker import Broker, running_broker, unique
-from tests.support.reliability import MonitorProcess, post
-from tests.support.servers import Webhook
-from tests.support.wait import wait_until
 
 pytestmark = [
     pytest.mark.slow,

@@ -2,7 +2,7 @@
 
 `check-config` (and `run`, `replay` before anything starts) finds the credentials litellm
 will look for; `check-config --probe` asks each judge one question against a scripted
-OpenAI-compatible server over real HTTP (`tests/support/judge_stub.py`) answering 401, 404, 429
+OpenAI-compatible server over real HTTP (`harness/judge_stub.py`) answering 401, 404, 429
 or too late; at run time an auth or not-found failure is its own outcome, counted and
 logged once with the fix; `replay` fails when an evaluator returned nothing but errors.
 litellm's log lines, at every level, go through the monitor's log like the rest.
@@ -24,6 +24,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.__main__ import main
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
@@ -33,7 +34,6 @@ from monitor.judge.client import JudgeClient
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
-from tests.support.judge_stub import Reply, StubJudge
 
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", KEY_ENV)
 

@@ -1,7 +1,7 @@
 """The judge client under failure: retries, timeouts, the circuit breaker, the verdict
 cache, unreadable answers, budgets, redaction, cost accounting and secret handling.
 
-The remote judge model is the only test double: `tests/support/judge_stub.py` serves the OpenAI
+The remote judge model is the only test double: `harness/judge_stub.py` serves the OpenAI
 chat-completions protocol on 127.0.0.1:0 with scripted answers (slow, 429, 500,
 malformed, empty, fenced JSON); litellm's real HTTP path carries every call.
 """
@@ -18,6 +18,7 @@ from email.utils import format_datetime
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.component import SampledRecord
 from monitor.config import ConfigError
 from monitor.evaluators.factory import BuildContext
@@ -27,7 +28,6 @@ from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
-from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,6 +1,6 @@
 """Every LLM-judge evaluator, driven through litellm's real HTTP path.
 
-The remote judge model is the only test double: `tests/support/judge_stub.py` serves the OpenAI
+The remote judge model is the only test double: `harness/judge_stub.py` serves the OpenAI
 chat-completions protocol (and Ollama's /api/generate) on 127.0.0.1:0 with scripted
 answers. litellm, the judge client, the parsers and the evaluators all run for real.
 """
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.config import Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, known_evaluators
@@ -23,7 +24,6 @@ from monitor.judge.templates import SYSTEM_MESSAGE
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

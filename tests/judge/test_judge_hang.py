@@ -1,7 +1,7 @@
 """A judge that hangs is said from its first timeout, not when its circuit breaker opens:
 the judge client logs an attempt that timed out (once a minute per model), and the
 evaluation stage an evaluation past its deadline (once per 10 s per evaluator); each line
-is one line. The hanging judge is a scripted server (`tests/support/judge_stub.py`)."""
+is one line. The hanging judge is a scripted server (`harness/judge_stub.py`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.telemetry import Telemetry
 from tests.evaluation.test_evaluation_stage import ScriptedEvaluator, _put, _rec, _stage
 from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
-from tests.support.judge_stub import Reply, StubJudge
 
 
 @pytest_asyncio.fixture

@@ -1,7 +1,7 @@
 """A judge outage through a running `rag-monitor run`: the judge answers 500, then 429,
 then too slowly, then garbage, and finally recovers.
 
-The remote judge model is the only test double: `tests/support/judge_stub.py`, an
+The remote judge model is the only test double: `harness/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0 that this test switches between failing and
 healthy. Records arrive over real OTLP/HTTP; litellm, the judge client, the evaluation
 stage, the alert engine, /metrics and the results file are the real ones. Time is
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.judge_stub import Received, Reply, StubJudge
-from tests.support.reliability import MonitorProcess, Trace, export_request, post, trace_ids
+from harness.judge_stub import Received, Reply, StubJudge
+from harness.reliability import MonitorProcess, Trace, export_request, post, trace_ids
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(240)]
 

@@ -1,7 +1,7 @@
 """Every LLM judge against a real model, end to end through `rag-monitor replay`.
 
 The model is SmolLM2-135M-Instruct served by llama.cpp's OpenAI-compatible server
-(`tests/support/llama_server.py`: `xllamacpp`, one thread). It is far too small to judge well; what this
+(`harness/llama_server.py`: `xllamacpp`, one thread). It is far too small to judge well; what this
 shows is that the real prompts, the structured-output schemas and the tolerant parsers
 meet a real model's output and every answer becomes a verdict or a counted error — never
 a crash and never a pass by default — and that tokens and cost are accounted.
@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.llama_server import MODEL, available, llama_server
 from monitor.judge.definitions import DEFINITIONS
-from tests.support.llama_server import MODEL, available, llama_server
 
 MAX_OUTPUT = 32
 # Alternating within each answer kind, so both modes see score, YES/NO, JSON and safety answers.

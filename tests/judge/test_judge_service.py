@@ -1,6 +1,6 @@
 """Judge evaluators inside the running service: wiring, metrics, escalation.
 
-The remote judge model is the only test double (`tests/support/judge_stub.py`, an
+The remote judge model is the only test double (`harness/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0); the service, its evaluation stage, the
 embedded `local_groundedness` detector and the Prometheus metrics sink are real.
 """
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.component import Delivery
 from monitor.config import Config
 from monitor.judge.client import JudgeClient
@@ -20,7 +21,6 @@ from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET
-from tests.support.judge_stub import Reply, StubJudge
 
 pytestmark = pytest.mark.asyncio
 

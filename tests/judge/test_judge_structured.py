@@ -3,7 +3,7 @@ when `judge.structured_output` says so, validates the answer against the pydanti
 falls back to the tolerant parsers, asks once more for the format, and accounts tokens
 and cost the same way as for free-form answers.
 
-The remote model is the scripted stub (`tests/support/judge_stub.py`), so faults are exact;
+The remote model is the scripted stub (`harness/judge_stub.py`), so faults are exact;
 `tests/judge/test_judge_real_model.py` runs the same path against a real model.
 """
 
@@ -16,11 +16,11 @@ from typing import Any, get_args
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Reply, StubJudge
 from monitor.judge import parsers, schemas
 from monitor.judge.definitions import ANSWER_SCHEMAS, DEFINITIONS, Answer
 from monitor.judge.parsers import ParsedVerdict, ParseError
 from tests.judge.test_judge_evaluators import MODEL, RECORD, Harness
-from tests.support.judge_stub import Reply, StubJudge
 
 
 @pytest_asyncio.fixture

@@ -1,6 +1,6 @@
 """`trustworthiness_tlm` (observed consistency + self-reflection) against the scripted
 model server: litellm, the judge client, the parsers, the embedded detector and the
-evaluation stage run for real; only the remote model is scripted (`tests/support/judge_stub.py`).
+evaluation stage run for real; only the remote model is scripted (`harness/judge_stub.py`).
 
 The stub answers by the kind of call it receives (a drawn answer, a reflection, an
 agreement question), so concurrent calls get the intended answers whatever order they arrive in.
@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from harness.judge_stub import Received, Reply, StubJudge
+from harness.wait import wait_until_async
 from monitor.component import Delivery, SampledRecord
 from monitor.config import Budget, Config, ConfigError, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
@@ -30,8 +32,6 @@ from monitor.receivers.replay_summary import SummarySink
 from monitor.records import ContextDoc, RagRecord
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.judge_stub import Received, Reply, StubJudge
-from tests.support.wait import wait_until_async
 
 MODEL = "openai/judge-stub"
 QUERY = "When did the Example Town bridge open?"

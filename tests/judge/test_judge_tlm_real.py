@@ -1,5 +1,5 @@
 """`trustworthiness_tlm` end to end against a real model: SmolLM2-135M-Instruct served by
-llama.cpp (`tests/support/llama_server.py`, one thread, one slot).
+llama.cpp (`harness/llama_server.py`, one thread, one slot).
 
 A 135M model judges badly; what this shows is the plumbing: every drawn answer and reflection
 call of a record reaches the real server, returns (with the server's logprobs, which
@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.llama_server import MODEL, available, llama_server
+from harness.wait import wait_until_async
 from monitor.component import ResultSink, SampledRecord
 from monitor.config import Budget, Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
@@ -33,8 +35,6 @@ from monitor.processors.evaluation import EvaluationStage
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.support.llama_server import MODEL, available, llama_server
-from tests.support.wait import wait_until_async
 
 ERROR_KINDS = ("parse:", "truncated:", "error:", "timeout:")
 RECORD = {

@@ -1,4 +1,4 @@
-"""The tables the bench scripts write into the docs (`tests/support/bench_docs.py`): every block of every
+"""The tables the bench scripts write into the docs (`harness/bench_docs.py`): every block of every
 Markdown page names the command that printed it, a script that exists, and a date; every
 block a script writes is in its page; and the helper replaces one block and nothing else."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import bench_docs
 from tests.conftest import REPO
-from tests.support import bench_docs
 
 BLOCK = re.compile(r"^<!-- bench:([a-z0-9-]+) -->\n(.*?)^<!-- /bench:\1 -->$", re.M | re.S)
 HEADER = re.compile(r"^Printed by `([^`]+)` on (\d{4}-\d{2}-\d{2}) \((.+)\):$")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.servers import monitor_ports
+from harness.wait import wait_until
 from monitor.config import EXTRA_MODULES
 from tests.config.test_extras import ALL_FEATURES, MISSING
-from tests.support.servers import monitor_ports
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -111,27 +111,19 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "shared machinery",
         frozenset(
             {
-                "monitor._version",
-                "monitor._threads",
-                "monitor._logs",
-                "monitor._listen",
-                "monitor._nesting",
-                "monitor._json_lines",
-                # A queue bounded in items and bytes (evaluation intake, sending queues).
-                "monitor._bounded",
+                # Machinery that knows no stage (`monitor/shared/`).
+                "monitor.shared",
                 "monitor.config",
                 "monitor.records",
                 # What a record may hold and costs (record_limits).
-                "monitor.record_limits",
+                "monitor.records.limits",
                 "monitor.spans",
                 # Spans → records: read by the trace stage (what sampling needs) and run in
                 # the evaluation stage's task.
                 "monitor.extraction",
                 "monitor.telemetry",
-                # Label values from untrusted input, bounded (telemetry, records, alerts).
-                "monitor._labels",
-                "monitor.retry",
-                "monitor.redaction",
+                "monitor.shared.retry",
+                "monitor.records.redaction",
                 "monitor.pool",
                 "monitor.component",
                 # An evaluation's result: what sinks are handed.
@@ -139,7 +131,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 # Sampling rates raised by alert rules, read by the sampler.
                 "monitor.boosts",
                 # A record's dimensions: written in results lines, read by the alerts.
-                "monitor.where",
+                "monitor.records.where",
             }
         ),
     ),
@@ -159,7 +151,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.service",
                 "monitor.__main__",
                 "monitor.cli",
-                "monitor.send_sample",
             }
         ),
     ),
@@ -167,7 +158,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 # The stages know each other only through `monitor.component`: only the wiring imports two.
 STAGES = ("monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts")
 # Generic machinery that must know no stage and nothing about evaluation.
-STAGELESS = ("monitor.pool", "monitor.retry")
+STAGELESS = ("monitor.pool", "monitor.shared.retry")
 
 
 def _within(module: str, prefix: str) -> bool:
@@ -226,7 +217,7 @@ def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
         "monitor.component": set(),
         "monitor.pool.workers": {"monitor.processors.trace", "monitor.telemetry"},
         "monitor.processors.trace": set(),
-        "monitor.retry": {"monitor.evaluators.base"},
+        "monitor.shared.retry": {"monitor.evaluators.base"},
         "monitor.evaluators.base": set(),
         "monitor.results": set(),
         "monitor.stray": set(),
@@ -237,7 +228,7 @@ def test_the_layering_check_finds_upward_and_sideways_imports() -> None:
         "monitor.exporters.alertmanager imports another stage: monitor.alerts.engine",
         "monitor.pool.workers (shared machinery) imports monitor.processors.trace (stages)",
         "monitor.pool.workers must know no stage or evaluator: imports monitor.processors.trace",
-        "monitor.retry (shared machinery) imports monitor.evaluators.base (scoring)",
-        "monitor.retry must know no stage or evaluator: imports monitor.evaluators.base",
+        "monitor.shared.retry (shared machinery) imports monitor.evaluators.base (scoring)",
+        "monitor.shared.retry must know no stage or evaluator: imports monitor.evaluators.base",
         "monitor.telemetry (shared machinery) imports monitor (wiring)",
     ]

@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 import pytest
 
+from harness.judge_stub import Reply, StubJudge
+from harness.servers import webhook
+from harness.wait import wait_until_async
 from monitor.component import (
     ACCEPTED,
     GENERATOR,
@@ -34,9 +37,6 @@ from monitor.processors.sampler import Sampler
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
-from tests.support.judge_stub import Reply, StubJudge
-from tests.support.servers import webhook
-from tests.support.wait import wait_until_async
 
 # Where each component lives, by what it is. A component moved by a later change is
 # followed here.

@@ -1,7 +1,7 @@
 """pyproject.toml declares exactly the distributions whose modules `monitor/` imports, and
 every distribution the other folders with code import is declared where they get it:
 `training/` in the `training` extra, `tests/` and `bench/` in the `test` extra, and the
-real-framework apps (`tests/support/framework_envs.APP_ENVS`), which run from environments of
+real-framework apps (`harness/framework_envs.APP_ENVS`), which run from environments of
 their own, in their stack's lock: each module they import is found there.
 
 Every third-party import in the package (including imports inside functions,
@@ -31,18 +31,23 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import monitor
+from harness.framework_envs import APP_ENVS, python_of
 from monitor.config import EXTRA_MODULES
-from tests.support.framework_envs import APP_ENVS, python_of
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "monitor"
 
 
-FIRST_PARTY = frozenset({"monitor", "bench", "tests", "training"})
+FIRST_PARTY = frozenset({"monitor", "harness", "bench", "tests", "training"})
 # The extras of the product's features, which `monitor/` may import from (lazily).
 FEATURE_EXTRAS = tuple(EXTRA_MODULES)
 # Each folder with code → the extras (beside the product's dependencies) it may import from.
-FOLDER_EXTRAS = {"training": ("training",), "bench": ("test", "training"), "tests": ("test",)}
+FOLDER_EXTRAS = {
+    "training": ("training",),
+    "bench": ("test", "training"),
+    "harness": ("test",),
+    "tests": ("test",),
+}
 # Files of tests/ that run from a framework's environment, never this one: the apps (and
 # the MCP server the OpenAI Agents app starts).
 APP_FILES = {f"tests/frameworks/apps/{app}_app.py" for app in APP_ENVS} | {
@@ -188,13 +193,14 @@ def test_every_folder_with_code_imports_only_what_it_declares() -> None:
 
 
 def test_no_test_imports_the_bench() -> None:
-    """What tests and bench share lives in tests/support/; a test never imports bench/ (a
-    test may still run a bench script as a user would, as a command)."""
+    """What tests and bench share lives in harness/, which imports neither; a test never
+    imports bench/ (a test may still run a bench script as a user would, as a command)."""
     found = [
         f"{path.relative_to(REPO)}: {name}"
-        for path in sorted((REPO / "tests").rglob("*.py"))
+        for folder, others in (("tests", {"bench"}), ("harness", {"bench", "tests"}))
+        for path in sorted((REPO / folder).rglob("*.py"))
         for name in _imports(path)
-        if name.split(".")[0] == "bench"
+        if name.split(".")[0] in others
     ]
     assert not found, found
 
@@ -317,7 +323,7 @@ def _eager_imports() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
 
 def _feature_of(module: str) -> str:
     """The feature a module belongs to: a package (`monitor.receivers.kafka`), or the
-    module itself when it is a package or sits directly in `monitor/` (`monitor.redaction`)."""
+    module itself when it is a package or sits directly in `monitor/` (`monitor.telemetry`)."""
     is_package = PACKAGE.joinpath(*module.split(".")[1:], "__init__.py").exists()
     return module if is_package or module.count(".") < 2 else module.rpartition(".")[0]
 
@@ -365,7 +371,8 @@ def test_the_extras_check_sees_module_level_imports_only() -> None:
     assert "monitor.receivers.kafka" in modules["monitor.receivers.kafka._status"]
     assert "monitor.receivers.kafka" not in modules["monitor.service"]  # imported in a function
     assert _feature_of("monitor.receivers.kafka._status") == "monitor.receivers.kafka"
-    assert _feature_of("monitor.redaction") == "monitor.redaction"
+    assert _feature_of("monitor.telemetry") == "monitor.telemetry"
+    assert _feature_of("monitor.records.redaction") == "monitor.records"
 
 
 def test_version_matches_the_package_metadata() -> None:

@@ -14,7 +14,7 @@ from monitor.evaluators.registry import known_evaluators
 # The CPU scorers' code and tables (numpy, the detector, its word vectors' package).
 SCORING = ("numpy", "monitor.detector", "wordllama", "tokenizers")
 # The LLM judge's client, the library behind it, and the redaction of what it sends.
-JUDGE = ("litellm", "monitor.judge.client", "monitor.redaction", "phonenumbers")
+JUDGE = ("litellm", "monitor.judge.client", "monitor.records.redaction", "phonenumbers")
 # wordllama's own imports, which only its training and download code uses.
 WORDLLAMA_DEPENDENCIES = ("wordllama", "requests", "safetensors", "toml")
 

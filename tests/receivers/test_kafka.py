@@ -27,15 +27,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.kafka_broker import Broker, running_broker, unique
+from harness.servers import ClosedPort, monitor_ports, start_rotel
+from harness.wait import wait_until, wait_until_async
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.kafka import KafkaReceiver
 from monitor.records import RagRecord, parse_record
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests.support.kafka_broker import Broker, running_broker, unique
-from tests.support.servers import ClosedPort, monitor_ports, start_rotel
-from tests.support.wait import wait_until, wait_until_async
 
 EVALUATORS = [{"name": "local_relevance"}, {"name": "local_safety"}]
 # kafka-python 3.0 drops the socket of a failed connection attempt (a broker restarting,

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from harness.kafka_broker import Broker, running_broker, unique
+from harness.wait import wait_until_async
 from monitor.config import Config
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests.support.kafka_broker import Broker, running_broker, unique
-from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 

@@ -9,9 +9,9 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from harness.kafka_broker import Broker, unique
+from harness.wait import wait_until_async
 from tests.receivers.test_kafka import config, metric, native, noida, running
-from tests.support.kafka_broker import Broker, unique
-from tests.support.wait import wait_until_async
 
 __all__ = ["noida"]  # the session's broker fixture, shared with tests/receivers/test_kafka.py
 

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from harness.kafka_broker import Broker, unique
+from harness.wait import wait_until, wait_until_async
 from monitor.config import Config
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -35,8 +37,6 @@ from tests.receivers.test_kafka import (
     running,
     tansu,
 )
-from tests.support.kafka_broker import Broker, unique
-from tests.support.wait import wait_until, wait_until_async
 
 __all__ = [
     "noida",

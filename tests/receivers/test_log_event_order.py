@@ -6,7 +6,7 @@ first: the events wait for their spans. Spans first (an app that shuts its trace
 provider down before its logger provider, as Semantic Kernel's did): each whole trace,
 its chat calls without output, waits for its events and is released as soon as they
 come, never evaluated without them. The order is asserted from what the trace stage took
-(`tests.support.arrivals`), events apart from spans, not from timing."""
+(`harness.arrivals`), events apart from spans, not from timing."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from harness.arrivals import Watched
+from harness.pipeline import RecordingStage
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import HeldLogs, HeldSpans
-from tests.receivers.test_otlp_receivers import _config, _value
-from tests.support.arrivals import Watched
-from tests.support.pipeline import RecordingStage
 
 QUESTIONS = [f"Question number {i}: when was the tower completed?" for i in range(6)]
 DOC = "The Eiffel Tower was completed in 1889."

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from harness.pipeline import RecordingStage, Served, started
+from harness.wait import wait_until_async
 from monitor.config import Config
 from monitor.telemetry import Telemetry
-from tests.support.pipeline import RecordingStage, Served, started
-from tests.support.wait import wait_until_async
 
 HEADER_TIMEOUT_S = 0.5
 

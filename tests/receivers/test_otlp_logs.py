@@ -20,9 +20,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.util.types import AnyValue
 
+from harness.pipeline import RecordingStage, Served, started
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
 from monitor.telemetry import Telemetry
-from tests.receivers.test_otlp_receivers import _config, _exporter, _value
-from tests.support.pipeline import RecordingStage, Served, started
+from tests.receivers.test_otlp_receivers import _exporter
 
 QUESTION = "When was the Eiffel Tower completed?"
 DOC = "The Eiffel Tower was completed in 1889."

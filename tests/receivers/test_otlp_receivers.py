@@ -27,6 +27,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from harness.pipeline import RecordingStage, Served, started, trace_stage
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp import OtlpReceivers
@@ -34,28 +38,8 @@ from monitor.receivers.otlp import _wire as wire
 from monitor.receivers.otlp._wire import decode
 from monitor.spans import RequestSpans
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests.support.pipeline import RecordingStage, Served, started, trace_stage
 
 T = TypeVar("T")
-
-
-def _config(idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any) -> Config:
-    return Config.model_validate(
-        {
-            "receivers": {
-                "otlp": {
-                    "grpc": {"endpoint": "127.0.0.1:0"},
-                    "http": {"endpoint": "127.0.0.1:0"},
-                    **otlp,
-                }
-            },
-            "trace_assembly": {
-                "idle_timeout_s": idle_timeout_s,
-                "max_open_traces": max_open_traces,
-            },
-        }
-    )
 
 
 async def _started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> Served:
@@ -70,10 +54,6 @@ async def served(telemetry: Telemetry) -> AsyncIterator[tuple[Served, RecordingS
         yield receivers, stage
     finally:
         await receivers.shutdown(5)
-
-
-def _value(telemetry: Telemetry, name: str, **labels: str) -> float:
-    return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
 
 
 def _exporter(receivers: Served, protocol: str) -> SpanExporter:

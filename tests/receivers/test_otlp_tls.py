@@ -17,10 +17,11 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
+from harness.pipeline import RecordingStage, Served, started
+from harness.pipeline import metric_value as _value
 from monitor.config import Config, ConfigError, load_config
 from monitor.telemetry import Telemetry
-from tests.receivers.test_otlp_receivers import _send, _value
-from tests.support.pipeline import RecordingStage, Served, started
+from tests.receivers.test_otlp_receivers import _send
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

@@ -27,9 +27,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from harness.pipeline import RecordingStage, Served, started
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
 from monitor.telemetry import Telemetry
-from tests.receivers.test_otlp_receivers import _config, _value
-from tests.support.pipeline import RecordingStage, Served, started
 
 QUESTION = "When was the Eiffel Tower completed?"
 DOC = "The Eiffel Tower was completed in 1889."

@@ -7,7 +7,7 @@
 - `exporters.results_include_text` adds what was extracted, redacted, to each line;
 - `/debug/records` (off by default) shows recent extractions and traces with no record.
 
-The spans come from the real OpenTelemetry SDK (`tests/support/otlp.py` emitters); the file is
+The spans come from the real OpenTelemetry SDK (`harness/otlp.py` emitters); the file is
 written as the Collector's JSON marshaler writes a request.
 """
 
@@ -28,10 +28,10 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.support.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
-from tests.support.reliability import results_lines
-from tests.support.servers import rag_monitor
-from tests.support.wait import wait_until
+from harness.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
+from harness.reliability import results_lines
+from harness.servers import rag_monitor
+from harness.wait import wait_until
 
 EMAIL = "jane.doe@example.com"
 SECRET_CASE = Case(

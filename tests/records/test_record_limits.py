@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from monitor._labels import bounded_label
+from harness.pipeline import trace_stage
+from harness.wait import wait_until_async
 from monitor.component import Delivery
 from monitor.config import Config
-from monitor.record_limits import SizeLimits, bound_record
 from monitor.records import RawRecord, RecordError, parse_record
+from monitor.records.limits import SizeLimits, bound_record
+from monitor.shared.labels import bounded_label
 from monitor.telemetry import create_telemetry
-from tests.support.pipeline import trace_stage
-from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 
 LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)

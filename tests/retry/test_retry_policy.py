@@ -1,4 +1,4 @@
-"""The retry policy (`monitor/retry.py`): full-jitter bounds, attempts, the deadline, and
+"""The retry policy (`monitor/shared/retry.py`): full-jitter bounds, attempts, the deadline, and
 `Retry-After` as delta-seconds or HTTP-date."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from monitor.retry import InvalidRetryAfter, Retry, RetryPolicy, parse_retry_after
+from monitor.shared.retry import InvalidRetryAfter, Retry, RetryPolicy, parse_retry_after
 
 
 class Clock:

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.servers import monitor_ports
+from harness.wait import wait_until
 from monitor.__main__ import _run_loop, main
-from monitor._logs import JsonLogFormatter
-from monitor._version import __version__
+from monitor.shared.logs import JsonLogFormatter
+from monitor.shared.version import __version__
 from tests.conftest import EXAMPLES
 from tests.service.test_docs_examples import readme_metric_lines
-from tests.support.servers import monitor_ports
-from tests.support.wait import wait_until
 
 
 def _env(**extra: str) -> dict[str, str]:

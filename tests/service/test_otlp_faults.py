@@ -9,7 +9,7 @@
   UNAVAILABLE) and is counted by stage; everything accepted is evaluated; the monitor
   serves normally once the load stops.
 
-The remote judge model is the only test double (`tests/support/judge_stub.py`, an
+The remote judge model is the only test double (`harness/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0), used to make evaluation slow on purpose.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.support.judge_stub import Reply, StubJudge
-from tests.support.reliability import (
+from harness.judge_stub import Reply, StubJudge
+from harness.reliability import (
     MonitorProcess,
     Trace,
     export_request,

@@ -25,11 +25,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.otlp import CONVENTIONS, WATER
+from harness.reliability import results_lines
+from harness.servers import Rotel, rag_monitor, start_rotel, stop_process
+from harness.wait import wait_until
 from monitor.detector import score_relevance, score_retrieval
-from tests.support.otlp import CONVENTIONS, WATER
-from tests.support.reliability import results_lines
-from tests.support.servers import Rotel, rag_monitor, start_rotel, stop_process
-from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

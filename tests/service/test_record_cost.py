@@ -19,8 +19,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.record_limits import SizeLimits
-from tests.support.reliability import MonitorProcess, post
+from harness.reliability import MonitorProcess, post
+from monitor.records.limits import SizeLimits
 
 MB = 1_000_000
 LABEL_CHARS = SizeLimits().label_chars

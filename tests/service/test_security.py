@@ -13,7 +13,7 @@
 - 1,000 distinct services and routes from untrusted span attributes create at most
   `pipeline.max_services` / `max_routes` label values (plus `other`).
 
-The remote judge model is the only test double (`tests/support/judge_stub.py`, an
+The remote judge model is the only test double (`harness/judge_stub.py`, an
 OpenAI-compatible HTTP server on 127.0.0.1:0); the Kafka bootstrap server is a closed
 loopback port, so the SASL settings are exercised through the client's connect-retry path.
 """
@@ -34,10 +34,8 @@ import grpc
 import pytest
 import yaml
 
-from monitor.receivers.otlp import _wire as wire
-from monitor.receivers.otlp._wire import token_ok
-from tests.support.judge_stub import Reply, StubJudge
-from tests.support.reliability import (
+from harness.judge_stub import Reply, StubJudge
+from harness.reliability import (
     PROTO,
     REPO,
     MonitorProcess,
@@ -49,6 +47,8 @@ from tests.support.reliability import (
     reset_peak_rss,
     trace_ids,
 )
+from monitor.receivers.otlp import _wire as wire
+from monitor.receivers.otlp._wire import token_ok
 
 pytestmark = [
     pytest.mark.timeout(240),

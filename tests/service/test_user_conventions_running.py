@@ -14,8 +14,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests.support.servers import rag_monitor
-from tests.support.wait import wait_until
+from harness.servers import rag_monitor
+from harness.wait import wait_until
 from tests.trace.test_user_conventions import ACME_CONFIG, ANSWER, DOCS, QUESTION
 
 

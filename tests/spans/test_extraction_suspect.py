@@ -20,8 +20,8 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, Settings
 from monitor.processors.trace._assembler import FinishedTrace
 from monitor.processors.trace._outcomes import Outcomes
-from monitor.record_limits import SizeLimits
 from monitor.records import EXTRACTION_SUSPECT, ContextDoc, RagRecord
+from monitor.records.limits import SizeLimits
 from monitor.telemetry import Telemetry
 from tests.evaluation.test_evaluation_stage import ScriptedEvaluator
 from tests.spans.test_agent_stack_shapes import ANSWER, ARGS, QUESTION, _span

@@ -26,11 +26,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span as SdkSpan
 
+from harness.otlp import otlp_bytes
 from monitor.extraction import extract_records
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import decode_logs_protobuf, decode_protobuf
 from tests.spans.test_agent_stack_shapes import DOCS, QUESTION, TEXTS
-from tests.support.otlp import otlp_bytes
 from tests.trace.test_extraction_rule import _messages
 
 ANSWER = "The Eiffel Tower was completed in 1889."

@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AttributeValue
 
+from harness.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._span_values import loads
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
-from tests.support.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
 
 
 def _records(spans: Sequence[ReadableSpan]) -> list[RagRecord]:

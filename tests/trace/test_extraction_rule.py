@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
+from harness.otlp import otlp_bytes
 from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord
 from monitor.spans import decode_protobuf
-from tests.support.otlp import otlp_bytes
 
 QUESTION = "How tall is the Eiffel Tower?"
 DOCS = ["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."]

@@ -10,11 +10,11 @@ import asyncio
 
 import httpx
 
+from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
+from harness.pipeline import RecordingStage, started
 from monitor.config import Config
 from monitor.processors.trace import FairShares
 from monitor.telemetry import Telemetry
-from tests.support.otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from tests.support.pipeline import RecordingStage, started
 
 CAPACITY = 8
 PROTO = {"Content-Type": "application/x-protobuf"}

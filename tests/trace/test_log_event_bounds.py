@@ -16,14 +16,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValu
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
+from harness.pipeline import trace_stage
+from harness.wait import wait_until_async
 from monitor.component import Delivery
 from monitor.extraction import extract_trace
 from monitor.records import EXTRACTION_SUSPECT, UNREAD_VALUES
 from monitor.spans import LOG_EVENT_KEY, Span, decode_json, decode_logs_protobuf
 from monitor.spans._span import _holds_more_than
 from monitor.telemetry import Telemetry
-from tests.support.pipeline import trace_stage
-from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import HoldingStage, _config, _running, _value
 from tests.trace.test_unreadable_values import ANSWER, DOC, QUESTION, TRACE, _spans, json_body
 from tests.trace.test_unreadable_values import _field as field

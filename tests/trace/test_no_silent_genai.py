@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
+from harness.pipeline import RecordingStage, started
+from harness.pipeline import metric_value as _value
+from harness.pipeline import receiver_config as _config
+from harness.wait import wait_until_async
 from monitor.extraction import suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import tracer_provider
-from tests.receivers.test_otlp_receivers import _config, _value
-from tests.support.pipeline import RecordingStage, started
-from tests.support.wait import wait_until_async
 from tests.trace.test_extraction_rule import Trace
 
 QUESTION = "When was the Eiffel Tower completed?"

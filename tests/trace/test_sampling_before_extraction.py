@@ -20,6 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 import monitor.extraction._extract as extract_module
+from harness.otlp import CONVENTIONS, WATER, finished_spans, otlp_bytes
+from harness.pipeline import RecordingStage, started
+from harness.wait import wait_until_async
 from monitor.config import Config, Sampling
 from monitor.extraction import extract_records
 from monitor.processors.sampler import Sampler
@@ -28,9 +31,6 @@ from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.otlp import CONVENTIONS, WATER, finished_spans, otlp_bytes
-from tests.support.pipeline import RecordingStage, started
-from tests.support.wait import wait_until_async
 
 EVALUATORS: dict[str, float | None] = {"local_groundedness": None, "local_relevance": 0.5}
 

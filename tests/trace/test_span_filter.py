@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import pytest
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from harness.otlp import WATER, emit_openinference, finished_spans, otlp_bytes
+from harness.pipeline import trace_stage, unpack
 from monitor.component import Delivery, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.spans import decode_protobuf, read_protobuf
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.otlp import WATER, emit_openinference, finished_spans, otlp_bytes
-from tests.support.pipeline import trace_stage, unpack
 
 TRACES = 60
 

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
+from harness.pipeline import trace_stage, unpack
+from harness.wait import wait_until_async
 from monitor.component import Delivery, Invalid, Refused, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, Unreadable, extract_within
 from monitor.processors.trace import TraceStage
 from monitor.processors.trace._assembler import TRIGGERS
-from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord, RawRecord
+from monitor.records.limits import SizeLimits
 from monitor.spans import Span
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.support.pipeline import trace_stage, unpack
-from tests.support.wait import wait_until_async
 
 
 class HoldingStage:

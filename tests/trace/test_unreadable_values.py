@@ -1,5 +1,5 @@
 """A value of a trace that cannot be read costs that value, never the trace
-(monitor/_nesting.py): JSON, a Python literal or a structured OTLP value nested deeper than
+(monitor/shared/nesting.py): JSON, a Python literal or a structured OTLP value nested deeper than
 `MAX_DEPTH`, and a protobuf value that does not parse, are read as their text or left out;
 the trace still gives its record, which names why (`metadata.unread_values`) and is counted
 in `records_partly_read_total`, and every exporter can serialise it. Spans are encoded as
@@ -16,14 +16,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from monitor._nesting import MAX_DEPTH, within_depth
+from harness.pipeline import trace_stage
+from harness.wait import wait_until_async
 from monitor.component import Delivery
 from monitor.extraction import extract_trace
 from monitor.records import UNREAD_VALUES, RagRecord, RecordError, parse_record
+from monitor.shared.nesting import MAX_DEPTH, within_depth
 from monitor.spans import decode_json, decode_protobuf
 from monitor.telemetry import Telemetry
-from tests.support.pipeline import trace_stage
-from tests.support.wait import wait_until_async
 from tests.trace.test_trace_stage import HoldingStage, _config, _running, _value
 
 TRACE = "ab" * 16

@@ -2,7 +2,7 @@
 the traces to open.
 
 The engine (`monitor.alerts.engine`) shows every record it counts to `observe`, with the
-record's dimension values (`monitor.where`) and, when a retrieval evaluator judged
+record's dimension values (`monitor.records.where`) and, when a retrieval evaluator judged
 it, that verdict; when an entry pages, and at every re-send, `annotations` explains it.
 
 **Slices.** For every value of every dimension (`where.DIMENSIONS`: version, model, route,

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from monitor._labels import LabelCap
 from monitor.alerts.attribution._buckets import (
     COARSE,
     FINE,
@@ -29,9 +28,10 @@ from monitor.alerts.kinds import Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, one_sided_z
 from monitor.component import Alert
+from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
+from monitor.shared.labels import LabelCap
 from monitor.telemetry import OVERFLOW, Telemetry
-from monitor.where import DIMENSIONS, MAX_CHARS, Where
 
 Key = tuple[int, str, str]  # (rule index, service, cohort), as the engine keys entries
 

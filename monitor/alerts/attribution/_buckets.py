@@ -9,7 +9,7 @@ import statistics
 from array import array
 from collections import deque
 
-from monitor.where import DIMENSIONS
+from monitor.records.where import DIMENSIONS
 
 FINE = 20
 COARSE = 24

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from prometheus_client import Gauge
 
-from monitor._bounded import BoundedQueue
 from monitor.component import SampledRecord, SampledTrace
+from monitor.shared.bounded import BoundedQueue
 
 Item = SampledRecord | SampledTrace
 

@@ -53,8 +53,8 @@ from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Job, Scored, Settings
-from monitor.record_limits import record_bytes
 from monitor.records import RagRecord
+from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 

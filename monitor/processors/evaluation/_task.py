@@ -30,8 +30,8 @@ from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
 from monitor.pool import Initializer
-from monitor.record_limits import SizeLimits
 from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
+from monitor.records.limits import SizeLimits
 from monitor.results import EvalResult
 from monitor.spans import Span
 

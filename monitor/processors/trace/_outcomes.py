@@ -10,7 +10,6 @@ import logging
 from collections import Counter as Tally
 from collections.abc import Sequence
 
-from monitor._nesting import REASONS
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import (
     INSTRUMENTATION,
@@ -20,8 +19,9 @@ from monitor.extraction import (
     suspect_guidance,
 )
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
-from monitor.record_limits import LABEL_FIELDS, Cut, SizeLimits, bound_record
 from monitor.records import EXTRACTION_SUSPECT, UNREAD_VALUES, RagRecord
+from monitor.records.limits import LABEL_FIELDS, Cut, SizeLimits, bound_record
+from monitor.shared.nesting import REASONS
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")

@@ -45,8 +45,8 @@ from monitor.processors.trace._filter import SpanFilter
 from monitor.processors.trace._outcomes import Outcomes, log
 from monitor.processors.trace._sampling import TraceSampling
 from monitor.processors.trace._shares import FairShares
-from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord, RawRecord
+from monitor.records.limits import SizeLimits
 from monitor.spans import Built, Span
 from monitor.telemetry import Telemetry
 

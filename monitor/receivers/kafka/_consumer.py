@@ -21,7 +21,7 @@ the trace stage refused a poll's deliveries (the evaluation stage is full: they 
 and offered again), every assigned partition is paused (`pause()`); polling continues so
 group membership is kept. Nothing is buffered beyond that bound.
 
-Availability: the consumer is (re)created under the retry policy (`monitor/retry.py`:
+Availability: the consumer is (re)created under the retry policy (`monitor/shared/retry.py`:
 exponential backoff with full jitter, capped, no deadline) while the brokers are
 unreachable, and the backoff starts over after every good poll; `ready()` says why it is
 not ready, and `kafka_lag{topic,partition}` counts from the first message not yet
@@ -53,7 +53,7 @@ from monitor.receivers.kafka._offsets import PartitionTracker
 from monitor.receivers.kafka._rebalance import Listener, Partitions
 from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.receivers.kafka._unreadable import skip_unreadable
-from monitor.retry import Retry, RetryPolicy
+from monitor.shared.retry import Retry, RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ import logging
 import grpc
 from grpc import aio
 
-from monitor._listen import ListenError, bind_failure
 from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._tls import grpc_credentials
@@ -36,6 +35,7 @@ from monitor.receivers.otlp._wire import (
     metrics_in,
     token_ok,
 )
+from monitor.shared.listen import ListenError, bind_failure
 from monitor.spans import DecodeError
 from monitor.telemetry import RateLimitedLog, Telemetry
 

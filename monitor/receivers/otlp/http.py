@@ -22,7 +22,6 @@ import logging
 
 from aiohttp import web
 
-from monitor._listen import ListenError, reason_of
 from monitor.component import TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp._connections import ConnectionGuard
@@ -39,6 +38,7 @@ from monitor.receivers.otlp._wire import (
     status_body,
     token_ok,
 )
+from monitor.shared.listen import ListenError, reason_of
 from monitor.spans import DecodeError
 from monitor.telemetry import RateLimitedLog, Telemetry
 

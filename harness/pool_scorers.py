@@ -27,8 +27,8 @@ from monitor.config import EvaluatorConfig
 from monitor.extraction import Convention, TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.evaluation._task import ScorerFactory, Settings, worker_initializer
-from monitor.record_limits import SizeLimits
 from monitor.records import Part, RagRecord
+from monitor.records.limits import SizeLimits
 from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry

@@ -3,18 +3,18 @@ apart (`spans_received_total` counts the event spans that OTLP log records becom
 the spans), so `Arrivals` stands where the receivers hand their deliveries to the stage,
 hands each one on, and counts what the stage took: event spans
 (`monitor.spans.LOG_EVENT_KEY`) apart from spans, and how many of one kind had come when
-the first of the other came. `Watched` is `tests.support.pipeline.Served` with it in between."""
+the first of the other came. `Watched` is `harness.pipeline.Served` with it in between."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.pipeline import RecordingStage, Served, trace_stage
 from monitor.component import Accepted, Delivery, Refused, TraceConsumer
 from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
 from monitor.telemetry import Telemetry
-from tests.support.pipeline import RecordingStage, Served, trace_stage
 
 
 def is_log_event(span: Span) -> bool:

@@ -1,5 +1,5 @@
 """An injected `sleep` for code that backs off: it records each wait and returns at once,
-so retry tests check the waits (`monitor/retry.py`) without spending them."""
+so retry tests check the waits (`monitor/shared/retry.py`) without spending them."""
 
 from __future__ import annotations
 

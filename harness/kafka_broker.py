@@ -29,8 +29,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from tests.support.servers import PortTaken, start_on_a_port
-from tests.support.wait import wait_until
+from harness.servers import PortTaken, start_on_a_port
+from harness.wait import wait_until
 
 READY_DEADLINE_S = 60.0
 

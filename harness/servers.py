@@ -38,9 +38,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support.wait import wait_until
+from harness.wait import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 
 

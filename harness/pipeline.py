@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.wait import wait_until_async
 from monitor.component import OnDone, RecordConsumer, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, extract_within
@@ -17,10 +18,9 @@ from monitor.processors.trace import TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.receivers.otlp.grpc import OtlpGrpcReceiver
 from monitor.receivers.otlp.http import OtlpHttpReceiver
-from monitor.record_limits import SizeLimits
 from monitor.records import RagRecord
+from monitor.records.limits import SizeLimits
 from monitor.telemetry import Telemetry
-from tests.support.wait import wait_until_async
 
 
 class _Countdown:
@@ -176,3 +176,29 @@ async def started(
     served = Served(config, stage, telemetry, **options)
     await served.start()
     return served
+
+
+def receiver_config(
+    idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any
+) -> Config:
+    """Both OTLP receivers on ports of their own (0), with the trace stage's bounds."""
+    return Config.model_validate(
+        {
+            "receivers": {
+                "otlp": {
+                    "grpc": {"endpoint": "127.0.0.1:0"},
+                    "http": {"endpoint": "127.0.0.1:0"},
+                    **otlp,
+                }
+            },
+            "trace_assembly": {
+                "idle_timeout_s": idle_timeout_s,
+                "max_open_traces": max_open_traces,
+            },
+        }
+    )
+
+
+def metric_value(telemetry: Telemetry, name: str, **labels: str) -> float:
+    """The monitor's own metric `name` with `labels` (0 when the series is absent)."""
+    return telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0

@@ -16,7 +16,7 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from monitor._json_lines import json_line
+from monitor.shared.json_lines import json_line
 
 # gRPC's C core writes its own lines to stderr (a failed bind, say), outside this log; the
 # failures reach the monitor as exceptions, which it logs. Read when gRPC is imported, so

@@ -13,7 +13,7 @@ Everything between the two markers belongs to the script and is replaced on ever
 the text around the block (what is measured, what a figure means, the targets) is written
 by hand and names no figure the block has. To adopt it in a bench script:
 
-    from tests.support import bench_docs
+    from harness import bench_docs
 
     bench_docs.add_flag(parser)                      # --write-docs, off by default
     ...
@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The first line of a block's body; `tests/project/test_bench_docs.py` reads it.
 HEADER = "Printed by `{command}` on {date} ({machine}{mode}):"
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from monitor.config import Redaction
-from monitor.redaction import Redactor
+from monitor.records.redaction import Redactor
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "redaction_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "redaction_sample.jsonl"
 
 
 @dataclass

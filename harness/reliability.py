@@ -24,10 +24,10 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.servers import monitor_ports
-from tests.support.wait import wait_until
+from harness.servers import monitor_ports
+from harness.wait import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 PROTO = {"Content-Type": "application/x-protobuf"}
 

@@ -1,6 +1,6 @@
 """A RAG service driven through the OpenTelemetry SDK for the alerting end-to-end tests:
 one trace per request (OpenInference root, retriever and LLM spans) sent over OTLP/HTTP to
-a `rag-monitor run` process, answers drawn from tests/support/rag_answers.py; plus the monitor's
+a `rag-monitor run` process, answers drawn from harness/rag_answers.py; plus the monitor's
 config for those tests and a /metrics reader."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.support.rag_answers import Answer, answers
+from harness.rag_answers import Answer, answers
 
 # Requests a second while traffic is paced: enough that the rule's windows reach their
 # default min_samples soon, little enough for a loaded 2-core machine to evaluate.

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from monitor._labels import bounded_label
 from monitor.records import TOPIC, RagRecord
+from monitor.shared.labels import bounded_label
 
 DIMENSIONS = (
     "version",

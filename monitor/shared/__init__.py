@@ -1,0 +1,2 @@
+"""Machinery every layer may use and that knows no stage: the version, bounded queues,
+label caps, listening sockets, logging, attribute nesting limits, retries, thread settings."""
