@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.dispersion import conversation_rho, solo_dispersion
-from monitor.alerts.season import Season, SeasonProfile, learn
+from monitor.alerts.level import Level, Profile, Sums
+from monitor.alerts.season import Season, learn
 from monitor.alerts.units import Unit
 from monitor.alerts.window import Moments, saved_number
 
@@ -94,10 +95,10 @@ class History:
         self.newest = -1  # the newest bucket index written
         self.origin = -1  # the first bucket index ever written: where days are counted from
         self._cache: tuple[int, int] | None = None
-        self._season_cache: _Profile | None = None
+        self._season_cache: Profile | None = None
         # Per level (recent, long): the older buckets' sums over its span, and over its
         # span less one bucket (the newest bucket covers the rest).
-        self._older: list[tuple[_Sums, _Sums]] = []
+        self._older: list[tuple[Sums, Sums]] = []
         # Counts moves of held verdicts (and restores): the cached profile is stale.
         self._structure = 0
 
@@ -225,7 +226,7 @@ class History:
         return self._expected(t, level, profile)
 
     def _expected(
-        self, t: float, level: Level, profile: _Profile, *, seasonal: bool = True
+        self, t: float, level: Level, profile: Profile, *, seasonal: bool = True
     ) -> Expectation:
         """`level` plus the season's offset at `t` (`seasonal`), with its error."""
         offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
@@ -272,7 +273,7 @@ class History:
             return mean * (1.0 - mean)
         return score_variance
 
-    def _level(self, which: int, profile: _Profile) -> Level | None:
+    def _level(self, which: int, profile: Profile) -> Level | None:
         """The deseasonalised clean mean of the newest `baseline.window` (`which` 0) or
         seven of them (1) of the history; buckets mostly held out do not count towards that
         time. The buckets before the newest are summed once per bucket (`_profile`); the
@@ -290,15 +291,15 @@ class History:
         first: int,
         stop: int,
         span_s: float,
-        profile: _Profile,
+        profile: Profile,
         *,
         seasonal: bool = True,
-    ) -> tuple[_Sums, float]:
+    ) -> tuple[Sums, float]:
         """The clean sums of buckets `first`, `first - 1`, ... down to (not including)
         `stop` or until `span_s` is covered, deseasonalised (`seasonal`); and the time
         covered."""
         rows, index_of, span = self._rows, self._index, self.span
-        out = _Sums()
+        out = Sums()
         covered = 0.0
         index = first
         low = max(stop, self.newest - span)
@@ -327,7 +328,7 @@ class History:
             index -= 1
         return out, covered
 
-    def _profile(self) -> _Profile:
+    def _profile(self) -> Profile:
         """The season, rho, kappa and the older buckets' level sums, recomputed when a
         bucket starts or held verdicts move: verdicts added to the newest bucket reach the
         season, rho and kappa a bucket late."""
@@ -343,7 +344,7 @@ class History:
             self._older = older
         return self._season_cache
 
-    def _compute_profile(self) -> _Profile:
+    def _compute_profile(self) -> Profile:
         buckets = self._buckets()
         rows = self._rows
         all_n = sum(rows[r + _N] + rows[r + _RN] for _, r in buckets)
@@ -387,7 +388,7 @@ class History:
             if (n := rows[r + _N] + rows[r + _RN]) > 0
         ]
         season = learn(self.season, hours, self.origin, self.newest, pooled_var * design)
-        return _Profile(season, kappa, rho)
+        return Profile(season, kappa, rho)
 
     # -- the state file -------------------------------------------------------------------
 
@@ -427,73 +428,6 @@ class History:
                 self._rows[row + k] = value
         self.origin = origin if entries else self.origin
         self._structure += 1
-
-
-@dataclass(slots=True)
-class _Sums:
-    """Clean sums over some buckets, deseasonalised: verdicts, defects, squares, verdicts
-    without a conversation, verdicts of closed conversations and their sizes squared;
-    `held`: a held-out bucket was skipped."""
-
-    n: float = 0.0
-    d: float = 0.0
-    q: float = 0.0
-    solo: float = 0.0
-    conv_n: float = 0.0
-    m2: float = 0.0
-    held: bool = False
-
-    def plus(self, other: _Sums) -> _Sums:
-        return _Sums(
-            self.n + other.n,
-            self.d + other.d,
-            self.q + other.q,
-            self.solo + other.solo,
-            self.conv_n + other.conv_n,
-            self.m2 + other.m2,
-        )
-
-    def level(self, profile: _Profile, steps: int) -> Level:
-        n = self.n
-        mean = self.d / n
-        score_variance = max(0.0, self.q / n - mean * mean)
-        # The level's sum varies as this many independent verdicts would: verdicts without
-        # a conversation at their dispersion, the others at their conversations' design
-        # effect.
-        solo = min(self.solo, n)
-        design = 1 + profile.rho * (self.m2 / self.conv_n - 1) if self.conv_n > 0 else 1.0
-        error_units = profile.kappa * solo + design * (n - solo)
-        return Level(mean, score_variance, int(n), error_units)
-
-
-@dataclass(frozen=True, slots=True)
-class _Profile:
-    """What a history learned as of its newest bucket: the season, the dispersion of
-    verdicts without a conversation, the correlation within one."""
-
-    season: SeasonProfile
-    kappa: float
-    rho: float
-
-    @property
-    def days(self) -> tuple[int, ...]:
-        return self.season.days
-
-    def offset(self, index: int, origin: int) -> tuple[float, float]:
-        return self.season.offset(index, origin)
-
-
-@dataclass(frozen=True, slots=True)
-class Level:
-    """A mean level of clean verdicts (deseasonalised), the variance of the values about
-    it, the verdicts behind it, and the variance of their sum in units of one independent
-    verdict's."""
-
-    mean: float
-    variance: float  # of the values about the level (scores)
-    samples: int
-    # The variance of the level's sum, in units of one independent verdict's variance.
-    error_units: float
 
 
 def _trimmed(values: Iterable[float]) -> list[float]:

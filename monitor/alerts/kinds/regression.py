@@ -38,8 +38,9 @@ from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import Expectation, History, Level
+from monitor.alerts.history import Expectation, History
 from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.level import Level
 from monitor.alerts.rule import Rule
 from monitor.alerts.sequential import Bets, SequentialTest, bets
 from monitor.alerts.stats import look_level, rise_p_value

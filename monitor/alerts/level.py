@@ -1,0 +1,76 @@
+"""What a regression rule's history learns and sums (`monitor.alerts.history`): the sums of
+clean verdicts over some buckets, the profile learned as of the newest bucket (season,
+dispersion, correlation), and the level those give."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.alerts.season import SeasonProfile
+
+
+@dataclass(slots=True)
+class Sums:
+    """Clean sums over some buckets, deseasonalised: verdicts, defects, squares, verdicts
+    without a conversation, verdicts of closed conversations and their sizes squared;
+    `held`: a held-out bucket was skipped."""
+
+    n: float = 0.0
+    d: float = 0.0
+    q: float = 0.0
+    solo: float = 0.0
+    conv_n: float = 0.0
+    m2: float = 0.0
+    held: bool = False
+
+    def plus(self, other: Sums) -> Sums:
+        return Sums(
+            self.n + other.n,
+            self.d + other.d,
+            self.q + other.q,
+            self.solo + other.solo,
+            self.conv_n + other.conv_n,
+            self.m2 + other.m2,
+        )
+
+    def level(self, profile: Profile, steps: int) -> Level:
+        n = self.n
+        mean = self.d / n
+        score_variance = max(0.0, self.q / n - mean * mean)
+        # The level's sum varies as this many independent verdicts would: verdicts without
+        # a conversation at their dispersion, the others at their conversations' design
+        # effect.
+        solo = min(self.solo, n)
+        design = 1 + profile.rho * (self.m2 / self.conv_n - 1) if self.conv_n > 0 else 1.0
+        error_units = profile.kappa * solo + design * (n - solo)
+        return Level(mean, score_variance, int(n), error_units)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What a history learned as of its newest bucket: the season, the dispersion of
+    verdicts without a conversation, the correlation within one."""
+
+    season: SeasonProfile
+    kappa: float
+    rho: float
+
+    @property
+    def days(self) -> tuple[int, ...]:
+        return self.season.days
+
+    def offset(self, index: int, origin: int) -> tuple[float, float]:
+        return self.season.offset(index, origin)
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A mean level of clean verdicts (deseasonalised), the variance of the values about
+    it, the verdicts behind it, and the variance of their sum in units of one independent
+    verdict's."""
+
+    mean: float
+    variance: float  # of the values about the level (scores)
+    samples: int
+    # The variance of the level's sum, in units of one independent verdict's variance.
+    error_units: float
