@@ -21,14 +21,17 @@ import orjson
 
 # First: they set the BLAS thread count and gRPC's own logging before anything below
 # imports numpy or gRPC.
+# isort: off
 import monitor.shared.threads  # noqa: F401
+from monitor.shared.logs import configure_logging
+
+# isort: on
 from monitor.cli.check_config import check_config, judge_credentials
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 from monitor.receivers.replay import replay_file
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.service import Service, tune_gc
-from monitor.shared.logs import configure_logging
 from monitor.shared.version import __version__
 
 log = logging.getLogger("monitor")

@@ -684,3 +684,52 @@ async def test_a_call_the_loop_does_not_start_in_time_is_withdrawn_counted_and_l
     )
     assert expired == 1
     assert any("consume call" in r.getMessage() for r in caplog.records)
+
+
+async def test_orders_run_on_the_loop_in_the_order_sent_before_a_later_question() -> None:
+    """Suspend, resume, hand back and flush are orders: the consumer thread does not wait
+    for them (they are never withdrawn, however long the loop is blocked), and the loop
+    runs them in the order sent, before a question asked after them."""
+    seen: list[str] = []
+
+    class Ordered(_LoopStage):
+        def suspend(self, origins: Collection[Hashable]) -> None:
+            seen.append("suspend")
+
+        def resume(self, origins: Collection[Hashable]) -> None:
+            seen.append("resume")
+
+        def abandon(self, origins: Collection[Hashable]) -> None:
+            seen.append("abandon")
+
+        def flush(self) -> None:
+            seen.append("flush")
+
+        def holds(self, origins: Collection[Hashable]) -> int:
+            seen.append("holds")
+            return len(origins)
+
+    through = StageThroughLoop(Ordered(), create_telemetry(), answer_within_s=3600)
+    loop = asyncio.get_running_loop()
+    through.loop = loop
+    blocked, release = threading.Event(), threading.Event()
+
+    def block_the_loop() -> None:
+        blocked.set()
+        release.wait()
+
+    def from_the_consumer_thread() -> int:
+        blocked.wait()
+        through.suspend(["p0"])
+        through.resume(["p0"])
+        through.abandon(["p1"])
+        through.flush()
+        assert seen == []  # sent while the loop is blocked, and not waited for
+        release.set()
+        return through.holds(["p0"])
+
+    answered = asyncio.ensure_future(asyncio.to_thread(from_the_consumer_thread))
+    await asyncio.sleep(0)
+    loop.call_soon(block_the_loop)
+    assert await answered == 1
+    assert seen == ["suspend", "resume", "abandon", "flush", "holds"]

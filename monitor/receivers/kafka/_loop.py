@@ -1,9 +1,12 @@
 """The trace stage as the consumer thread reaches it: through the event loop.
 
 The trace stage lives on the event loop; the consumer thread (kafka-python blocks) hands
-it a poll's deliveries, and its rebalance callbacks ask it to suspend, resume or hand
-back partitions, each as a call run on the loop whose answer the thread waits for (an
-awaited round trip: the thread does nothing meanwhile). Before the receiver starts there
+it a poll's deliveries and asks what it holds, each as a call run on the loop whose answer
+the thread waits for (an awaited round trip: the thread does nothing meanwhile). The
+rebalance callbacks' orders (suspend, resume or hand back partitions, flush) are sent and
+not waited for: the loop runs them in the order sent, before any later question, and one
+must never be withdrawn (the stage's state would no longer match the partitions owned).
+Before the receiver starts there
 is no loop to go through, and calls run where they are made (the unit tests drive the
 receiver's parts that way), as do calls made on the loop itself. Once the loop is closed
 (the process is stopping past its service), a call answers what a stopped stage would.
@@ -48,6 +51,7 @@ class StageThroughLoop:
             "not start within half of max_poll_interval_ms; withdrawn unrun.",
             ("call",),
         )
+        self._failed = telemetry.dropped
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:
@@ -58,16 +62,34 @@ class StageThroughLoop:
         return self._call("holds", self._stage.holds, origins, closed=0)
 
     def suspend(self, origins: Collection[Hashable]) -> None:
-        self._call("suspend", self._stage.suspend, origins, closed=None)
+        self._tell("suspend", self._stage.suspend, origins)
 
     def resume(self, origins: Collection[Hashable]) -> None:
-        self._call("resume", self._stage.resume, origins, closed=None)
+        self._tell("resume", self._stage.resume, origins)
 
     def abandon(self, origins: Collection[Hashable]) -> None:
-        self._call("abandon", self._stage.abandon, origins, closed=None)
+        self._tell("abandon", self._stage.abandon, origins)
 
     def flush(self) -> None:
-        self._call("flush", lambda _: self._stage.flush(), (), closed=None)
+        self._tell("flush", lambda _: self._stage.flush(), ())
+
+    def _tell(self, name: str, method: Callable[[A], None], argument: A) -> None:
+        """An order: run on the loop after what was sent before it, not waited for."""
+        loop = self.loop
+        if loop is None or _running_loop() is loop:
+            method(argument)  # not started, or already on the loop: run it here
+            return
+        try:
+            loop.call_soon_threadsafe(self._obey, name, method, argument)
+        except RuntimeError:  # the loop is closed: no stage to reach
+            pass
+
+    def _obey(self, name: str, method: Callable[[A], None], argument: A) -> None:
+        try:
+            method(argument)
+        except Exception:
+            self._failed.labels("kafka", f"stage_{name}_failed").inc()
+            log.exception("the trace stage failed the Kafka consumer's %s order", name)
 
     def _call(self, name: str, method: Callable[[A], R], argument: A, *, closed: R) -> R:
         loop = self.loop
