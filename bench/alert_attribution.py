@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.sliced_streams import Injection, records, slice_factor
 from harness import bench_docs
 from harness.production_streams import START, StreamSpec
-from monitor.alerts.attribution import WHERE_SUFFIX, Attribution
+from monitor.alerts.attribution import Attribution
 from monitor.alerts.backtest import Backtest, Event
 from monitor.alerts.rule import Rule
-from monitor.config import AlertRule, Config
+from monitor.config import WHERE_SUFFIX, AlertRule, Config
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.where import Where
 from monitor.telemetry import create_telemetry

@@ -24,8 +24,7 @@ cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `A
 page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
 fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`).
 With `alerts.fleet` replicas never send a resolve: an alert ends when no replica re-sends
-it any more (its `endsAt`), so no replica resolves what another still fires.
-Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
+it (its `endsAt`). Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
 
 A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
 (`monitor.boosts`), with the rule's own thresholds met. With `alerts.state_file` the
@@ -78,8 +77,8 @@ class AlertEngine:
     - `telemetry`: where the gauges live; its `service_cap` gives the bound on services and
       its `version_cap` / `route_cap` the bound on cohorts (the engine keeps its own slots,
       idle only past the longest window).
-    - `notifiers`: Alertmanager / webhook senders.
-    - `severity_thresholds`: evaluator name → `severity_threshold` for category rules.
+    - `notifiers`: Alertmanager / webhook senders; `severity_thresholds`: evaluator name →
+      `severity_threshold` for category rules.
     - `resend_interval_s`: how often a firing alert is re-sent.
     - `generator_url`: where a human can look at the source (the metrics endpoint).
     - `clock`: seconds since the epoch; tests and `backtest` pass their own.
@@ -337,7 +336,7 @@ class AlertEngine:
                     exc,
                 )
                 self._gauges.entries_dropped.labels("evaluation").inc()
-                self._entries.drop([(i, service, cohort) for cohort in entries])
+                self._drop([(i, service, cohort) for cohort in entries])
                 self._boosted.lower(i, service, "its state was dropped")
         # The pages' `Where` alerts (`monitor.alerts.attribution`), after them.
         out, self._companions = out + self._companions, []
@@ -389,9 +388,8 @@ class AlertEngine:
 
     def _forget_service(self, service: str) -> None:
         """`service` lost its slot: its entries were idle, so nothing is judged on it."""
-        self._entries.drop([key for key in self._entries if key[1] == service])
+        self._drop([key for key in self._entries if key[1] == service])
         self._boosted.lower_service(service, "the service left")
-        self.attribution.forget(lambda key: key[1] != service)
         self._gauges.forget_service(service)
 
     def _forget_cohort(self, by: str, cohort: str) -> None:
@@ -399,13 +397,16 @@ class AlertEngine:
         A service none of whose cohorts is left has nothing to boost on."""
         rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
         gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
-        self._entries.drop(gone)
-        self.attribution.forget(lambda key: key not in gone)
+        self._drop(gone)
         left = {(i, service) for i, service, _ in self._entries}
         for i, service, _ in gone:
             if (i, service) not in left:
                 self._boosted.lower(i, service, "its cohorts left")
         self._gauges.forget_cohort({self._rules[i].config.name for i in rules}, cohort)
+
+    def _drop(self, gone: Sequence[Key]) -> None:
+        self._entries.drop(gone)
+        self.attribution.forget(lambda key: key not in gone)
 
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)

@@ -398,6 +398,11 @@ class Webhook(Section):
     headers: Annotated[dict[str, str], SECRET] = {}
 
 
+# A page's companion that names the slice carrying its excess is sent as the page's
+# alertname with this suffix (`monitor.alerts.attribution`).
+WHERE_SUFFIX = "_where"
+
+
 class Alerts(Section):
     rules: list[AlertRule] = []
     # How rarely a rule may page on a service that did not change, per rule and service.
@@ -438,6 +443,24 @@ class Alerts(Section):
         # Checked as a page's reader will follow it: with a trace's id in place.
         http_url(value.replace("{trace_id}", "0" * 32))
         return value
+
+    @model_validator(mode="after")
+    def _names_apart(self) -> Alerts:
+        """A rule's name is its alertname, its state's key and its Where alert's stem."""
+        names = [rule.name for rule in self.rules]
+        problems = []
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            problems.append(f"rules: named twice: {', '.join(twice)}")
+        for name in sorted(set(names)):
+            if name.endswith(WHERE_SUFFIX) and name.removesuffix(WHERE_SUFFIX) in names:
+                problems.append(
+                    f"rules: {name} is the name of {name.removesuffix(WHERE_SUFFIX)}'s Where "
+                    "alert (the alert naming the slice a page's rise is in); rename it"
+                )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _one_voice(self) -> Alerts:

@@ -206,3 +206,22 @@ def test_mistakes_of_every_kind_come_in_one_pass(tmp_path: Path) -> None:
     ]
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems)
+
+
+def test_rules_are_named_apart_from_each_other_and_from_their_where_alerts(
+    tmp_path: Path,
+) -> None:
+    """A rule's name is its alertname and the key of its saved state: two rules of one name,
+    or a rule named as another's Where alert, would be one alert to Alertmanager."""
+    rule = "{name: %s, evaluator: local_groundedness, max_defect_rate: 0.2}"
+    problems = _problems(
+        tmp_path,
+        "evaluators: [{name: local_groundedness}]\n"
+        "alerts:\n  rules:\n"
+        + "".join(f"    - {rule % name}\n" for name in ("drift", "drift", "spike", "spike_where")),
+    )
+    assert problems == [
+        "alerts.rules: named twice: drift",
+        "alerts.rules: spike_where is the name of spike's Where alert (the alert naming the "
+        "slice a page's rise is in); rename it",
+    ]

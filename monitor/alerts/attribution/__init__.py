@@ -69,12 +69,10 @@ from monitor.alerts.attribution._attribution import (
     retrieval_verdict,
 )
 from monitor.alerts.attribution._explanation import Cause, Explanation, Slice, Split
-from monitor.alerts.attribution._where_alert import WHERE_SUFFIX
 
 __all__ = [
     "CAPS",
     "RETRIEVAL",
-    "WHERE_SUFFIX",
     "Attribution",
     "Cause",
     "Explanation",

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Literal
 
 from monitor.component import Alert
+from monitor.config import WHERE_SUFFIX
 
-WHERE_SUFFIX = "_where"
 # The page's annotations the companion repeats (what the pager needs to act on the slice).
 CARRIED = ("where", "slice", "cause", "cause_detail", "trace_ids", "trace_urls")
 
