@@ -3,7 +3,7 @@
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
         [--warmup-days 28] [--jobs 2] [--seed 1] [--write-docs]
 
-Every stream comes from `bench/production_streams.py` (conversations, a daily cycle of the
+Every stream comes from `harness/production_streams.py` (conversations, a daily cycle of the
 defect rate and of traffic, changes) and goes through `monitor.alerts.backtest.Backtest`,
 the code behind `rag-monitor backtest`, with the default rule (`baseline: {}`: window 30m,
 baseline 24h with a weekly season, `min_increase` 0.03, one false page per 90 days) and

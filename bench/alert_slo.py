@@ -7,7 +7,7 @@ months, through `rag-monitor backtest`'s engine.
 The rule is `groundedness_slo` as deploy/monitor.yaml writes it (its objective, window and
 burn-rate rows), replayed by `monitor.alerts.backtest.Backtest` on simulated time, evaluated
 every `--interval` seconds (the sidecar's default is 15; a day-scale rule does not change
-within a minute). Streams come from `bench/production_streams.py`: conversations of 5 to 20
+within a minute). Streams come from `harness/production_streams.py`: conversations of 5 to 20
 turns with an intraclass correlation, a daily cycle of the defect rate with traffic that
 swings tenfold between night and the 14:00 peak, and rows summed over 15 s (the SLO counts
 verdicts, so the windows hold what they would hold row by row).

@@ -2,7 +2,7 @@
 
     python bench/fuzz_long.py [--minutes 10] [--seed 1] [--out DIR] [--targets a,b]
 
-The CI run is bounded (hypothesis, `tests/test_fuzz_*.py`, `tests/fuzz/test_fuzz_otlp.py`,
+The CI run is bounded (hypothesis, `tests/fuzz/`,
 `tests/judge/test_judge_parsers.py`); this one runs as long as it is given. Each target starts
 from real seeds (SDK-shaped OTLP requests, `examples/records.jsonl`,
 `examples/config.yaml`, well-formed judge answers) and applies random mutations: byte

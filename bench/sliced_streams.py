@@ -1,4 +1,4 @@
-"""Production-shaped results lines with slices: the streams of `bench/production_streams.py`
+"""Production-shaped results lines with slices: the streams of `harness/production_streams.py`
 (conversations, a day's cycle of traffic and defect rate) as results lines of two
 evaluators, `local_groundedness` and `local_retrieval`, whose records carry the dimensions a
 page's attribution looks at, with a change injected into one slice, or into all of them.

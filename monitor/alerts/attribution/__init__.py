@@ -11,8 +11,8 @@ topic) the counts of the rule's defect values are kept in time buckets: `FINE` o
 rule's window, `COARSE` over the reference before it (the baseline window; a day for an
 absolute rule; none for a cohort rule, whose reference is the rest of its service in the
 same window). At page time the **current** verdicts are the newest buckets that hold the
-page's evidence (a sequential test's strongest run; the window for the other tests), the
-**reference** the buckets before them (a cohort rule: the other cohorts).
+page's evidence after the most significant change of the service's rate (a cohort rule: the
+rule's window), the **reference** the buckets before them (a cohort rule: the other cohorts).
 
 A value's current rate is compared with what the rest of its dimension predicts: its own
 reference rate times the rest's rise (current over reference rate), or, for a value with

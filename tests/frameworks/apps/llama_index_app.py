@@ -7,7 +7,7 @@ ENDPOINT`, VARIANT one of:
   conversation (the follow-up is condensed into a standalone question before retrieval).
 The index is a `VectorStoreIndex` built at start-up (that build is traced too, as in a
 real app) with a hashing embedding; the LLM is a `CustomLLM` answering by
-`scripted_answer`. Prints one JSON line per question (`_framework_apps.report`)."""
+`scripted_answer`. Prints one JSON line per question (`framework_apps.report`)."""
 
 from __future__ import annotations
 
