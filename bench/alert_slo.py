@@ -9,7 +9,7 @@ burn-rate rows), replayed by `monitor.alerts.backtest.Backtest` on simulated tim
 every `--interval` seconds (the sidecar's default is 15; a day-scale rule does not change
 within a minute). Streams come from `harness/production_streams.py`: conversations of 5 to 20
 turns with an intraclass correlation, a daily cycle of the defect rate with traffic that
-swings tenfold between night and the 14:00 peak, and rows summed over 15 s (the SLO counts
+swings tenfold between night and the 14:00 peak, and rows of 15 verdicts on average (the SLO counts
 verdicts, so the windows hold what they would hold row by row).
 
 1. **Slow drift**: the defect rate rises linearly from 0.20 to 0.30 over 7 days (+50 %),
