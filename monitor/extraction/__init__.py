@@ -8,7 +8,8 @@ table (`SHIPPED_CONVENTIONS`), the user's own (`conventions_from_config`) read b
 shipped ones. What the rule reads: `README.md`.
 """
 
-from monitor.extraction._conventions import Convention
+from monitor.conventions import SHIPPED as SHIPPED_CONVENTIONS
+from monitor.conventions import Convention
 from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
@@ -18,7 +19,6 @@ from monitor.extraction._extract import (
 )
 from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._log_events import awaits_log_events
-from monitor.extraction._shipped_conventions import SHIPPED as SHIPPED_CONVENTIONS
 from monitor.extraction._suspect import INSTRUMENTATION
 from monitor.extraction._suspect import REASONS as SUSPECT_REASONS
 from monitor.extraction._suspect import guidance as suspect_guidance

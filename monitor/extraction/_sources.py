@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     FIELDS,
     GENKIT,
     INDEXED,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
     MODEL,

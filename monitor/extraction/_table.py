@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.config import AttributeSource, EventSource, MessageSource, UserConvention
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
     JSON,
@@ -21,12 +21,12 @@ from monitor.extraction._conventions import (
     MODEL,
     OTHER,
     RETRIEVAL,
+    SHIPPED,
     TOOL,
     Convention,
     Kind,
     Source,
 )
-from monitor.extraction._shipped_conventions import SHIPPED
 
 _USER_ROLES = {
     "request": CONTAINER,

@@ -1,8 +1,9 @@
 """OTLP logs carrying GenAI events → spans the trace stage can assemble.
 
-GenAI instrumentations send message content as log events (`gen_ai.user.message`,
-`gen_ai.system.message`, `gen_ai.assistant.message`, `gen_ai.tool.message`,
-`gen_ai.choice`, and one `gen_ai.client.inference.operation.details` per call in the
+Which log records are taken is the conventions table's (`monitor/conventions/`: each
+entry's `log_events` and `log_lines`). GenAI instrumentations send message content as log
+events (`gen_ai.user.message`, `gen_ai.system.message`, `gen_ai.assistant.message`,
+`gen_ai.tool.message`, `gen_ai.choice`, and one `gen_ai.client.inference.operation.details` per call in the
 newer conventions), each carrying the trace and span id of the model call it belongs to.
 Each becomes a small *event span*: a child of that span in the same trace, holding the
 event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
@@ -11,8 +12,8 @@ extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring A
 its content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
 `log-query-response`) as plain log lines in the span's scope, which an OTel log appender
 exports with the span's ids: such a record is an event named by what its body starts
-with (`SPRING_AI_EVENTS`). Other log records (no GenAI event name, or no span context)
-are refused, counted in `rejected`.
+with (`LOG_LINE_EVENTS`). Other log records (no event name the table declares, or no span
+context) are refused, counted in `rejected`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS
 from monitor.spans._json import (
     _get,
     _hex_id,
@@ -47,40 +49,15 @@ from monitor.spans._span import (
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"
-GENAI_EVENTS = frozenset(
-    {
-        "gen_ai.system.message",
-        "gen_ai.user.message",
-        "gen_ai.assistant.message",
-        "gen_ai.tool.message",
-        "gen_ai.choice",
-        "gen_ai.client.inference.operation.details",
-    }
-)
-# Spring AI's content log lines, by how their body starts (its observation handlers,
-# `ChatModelPromptContentObservationHandler` and the like), and the event each becomes.
-SPRING_AI_EVENTS = {
-    "Chat Client Prompt Content:": "spring_ai.chat_client.prompt",
-    "Chat Client Completion:": "spring_ai.chat_client.completion",
-    "Chat Model Prompt Content:": "spring_ai.chat_model.prompt",
-    "Chat Model Completion:": "spring_ai.chat_model.completion",
-    "Vector Store Query Response:": "spring_ai.vector_store.response",
-}
-GENAI_EVENTS = GENAI_EVENTS | frozenset(SPRING_AI_EVENTS.values())
-# The events that carry a model call's output: once one has come, the call's content is in.
-GENAI_OUTPUT_EVENTS = frozenset(
-    {
-        "gen_ai.choice",
-        "gen_ai.client.inference.operation.details",
-        "spring_ai.chat_model.completion",
-    }
-)
+# The first characters of the line starts, so that most bodies are refused at a glance.
+_LINE_FIRSTS = frozenset(start[:1] for start in LOG_LINE_EVENTS)
 
 
-def _spring_ai_event(body: Any) -> str:
-    """The event a Spring AI content log line is, or "" when the body is not one."""
-    if isinstance(body, str) and body[:1] in "CV":
-        for start, name in SPRING_AI_EVENTS.items():
+def _line_event(body: Any) -> str:
+    """The event a framework's content log line is (`LOG_LINE_EVENTS`), or "" when the
+    body is not one."""
+    if isinstance(body, str) and body[:1] in _LINE_FIRSTS:
+        for start, name in LOG_LINE_EVENTS.items():
             if body.startswith(start):
                 return name
     return ""
@@ -147,7 +124,7 @@ def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
 
 
 def _refusal(name: str, has_context: bool) -> str | None:
-    if name not in GENAI_EVENTS:
+    if name not in LOG_EVENTS:
         return f"log record {name or '(no event name)'!r} is not a GenAI event"
     if not has_context:
         return f"GenAI event {name!r} has no trace and span id to join it to its span"
@@ -179,7 +156,7 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     name = str(named.get("event.name", ""))
                 attributes.pop("event.name", None)
                 if not name and record.body:
-                    name = _spring_ai_event(_raw_value(record.body))
+                    name = _line_event(_raw_value(record.body))
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
                     name,
@@ -274,7 +251,7 @@ def _json_event(
         )
         span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
         body = _json_any(record["body"], f"{where}.body") if "body" in record else None
-        name = name or _spring_ai_event(body)
+        name = name or _line_event(body)
         refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
         if refusal is not None:
             return refusal

@@ -158,24 +158,31 @@ def test_check_config_names_a_wrong_event_source(tmp_path: Any, entry: str, prob
     assert any(problem in line for line in raised.value.problems), raised.value.problems
 
 
-def test_every_log_event_the_receivers_take_is_read_by_a_table_entry() -> None:
-    """The receivers turn these log records into events of their span; what each carries is
-    said by the conventions table alone (a source naming the event, or a detail event)."""
+def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_it() -> None:
+    """The receivers take the log records the conventions table declares (`log_events`,
+    `log_lines`) as events of their span; what each carries is said by the entry that
+    declares it (a source naming the event, or a detail event), and the events it says
+    carry a call's output are among its answers."""
     from dataclasses import fields
 
+    from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS, OUTPUT_EVENTS
     from monitor.extraction import SHIPPED_CONVENTIONS
-    from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS
 
-    read = {
-        source.event
-        for convention in SHIPPED_CONVENTIONS
-        for part in fields(convention)
-        if part.type == "tuple[Source, ...]"
-        for source in getattr(convention, part.name)
-        if source.event is not None
-    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
-    assert set(GENAI_EVENTS) <= read, set(GENAI_EVENTS) - read
-    answers = {
-        source.event for convention in SHIPPED_CONVENTIONS for source in convention.model_output
-    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
-    assert set(GENAI_OUTPUT_EVENTS) <= answers, set(GENAI_OUTPUT_EVENTS) - answers
+    declared: set[str] = set()
+    for convention in SHIPPED_CONVENTIONS:
+        read = {
+            source.event
+            for part in fields(convention)
+            if part.type == "tuple[Source, ...]"
+            for source in getattr(convention, part.name)
+            if source.event is not None
+        } | convention.detail_events
+        taken = convention.log_events | set(convention.log_lines.values())
+        assert taken <= read, (convention.name, taken - read)
+        answers = {source.event for source in convention.model_output} | convention.detail_events
+        assert convention.output_events <= answers, convention.name
+        assert convention.output_events <= taken, convention.name
+        declared |= taken
+    assert declared == LOG_EVENTS
+    assert set(LOG_LINE_EVENTS.values()) <= LOG_EVENTS and OUTPUT_EVENTS <= LOG_EVENTS
+    assert {"gen_ai.choice", "spring_ai.chat_model.completion"} <= OUTPUT_EVENTS
