@@ -31,7 +31,12 @@ from monitor.conventions._entry import (
     Kind,
     Source,
 )
-from monitor.conventions._log_records import LOG_EVENTS, LOG_LINE_EVENTS, OUTPUT_EVENTS
+from monitor.conventions._log_records import (
+    LOG_EVENTS,
+    LOG_LINE_EVENTS,
+    OUTPUT_EVENTS,
+    log_events_of,
+)
 from monitor.conventions._shipped import SHIPPED
 
 __all__ = [
@@ -60,4 +65,5 @@ __all__ = [
     "Convention",
     "Kind",
     "Source",
+    "log_events_of",
 ]

@@ -23,6 +23,7 @@ from monitor.extraction._suspect import INSTRUMENTATION
 from monitor.extraction._suspect import REASONS as SUSPECT_REASONS
 from monitor.extraction._suspect import guidance as suspect_guidance
 from monitor.extraction._table import from_config as conventions_from_config
+from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "extract_trace",
     "extract_within",
     "feedback_of",
+    "log_events_taken",
     "route_of",
     "suspect_guidance",
     "trace_shape",

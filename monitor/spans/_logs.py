@@ -123,16 +123,18 @@ def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
     ).hexdigest()
 
 
-def _refusal(name: str, has_context: bool) -> str | None:
-    if name not in LOG_EVENTS:
+def _refusal(name: str, has_context: bool, taken: frozenset[str]) -> str | None:
+    if name not in taken:
         return f"log record {name or '(no event name)'!r} is not a GenAI event"
     if not has_context:
         return f"GenAI event {name!r} has no trace and span id to join it to its span"
     return None
 
 
-def decode_logs_protobuf(payload: bytes) -> Decoded:
-    """Decode an OTLP/protobuf `ExportLogsServiceRequest`. Each GenAI event becomes an
+def decode_logs_protobuf(payload: bytes, taken: frozenset[str] = LOG_EVENTS) -> Decoded:
+    """Decode an OTLP/protobuf `ExportLogsServiceRequest`; `taken`: the events a log
+    record is taken as (the shipped conventions', and those a user's convention names:
+    `monitor.extraction.log_events_taken`). Each GenAI event becomes an
     event span that keeps its body and attributes serialized (`_raw_event_span`): decoding
     a request costs a parse of its framing, whatever its events hold, and an event's
     content becomes Python values only when its trace is evaluated (with the bounds every
@@ -164,6 +166,7 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     and len(record.span_id) == 8
                     and trace_id not in _EMPTY_IDS
                     and span_id not in _EMPTY_IDS,
+                    taken,
                 )
                 if refusal is not None:
                     rejected += 1
@@ -198,12 +201,12 @@ def _raw_event_span(
     return span.made(raw=lite.SerializeToString())
 
 
-def decode_logs_json(body: bytes) -> Decoded:
-    """Decode an OTLP/JSON `ExportLogsServiceRequest`."""
-    return decode_json_request(body, _decode_logs_json, "logs request")
+def decode_logs_json(body: bytes, taken: frozenset[str] = LOG_EVENTS) -> Decoded:
+    """Decode an OTLP/JSON `ExportLogsServiceRequest` (`taken`: as `decode_logs_protobuf`)."""
+    return decode_json_request(body, lambda data: _decode_logs_json(data, taken), "logs request")
 
 
-def _decode_logs_json(data: Any) -> Decoded:
+def _decode_logs_json(data: Any, taken: frozenset[str]) -> Decoded:
     """The GenAI events of a logs request; a log record with a field of the wrong type is
     refused alone (counted in `rejected`, like a record that is not a GenAI event)."""
     if not isinstance(data, dict):
@@ -227,7 +230,7 @@ def _decode_logs_json(data: Any) -> Decoded:
             if not isinstance(sl, dict):
                 raise DecodeError("bad_json", f"{swhere}: expected an object")
             for i, record in enumerate(_json_list(sl, "logRecords", "log_records", swhere)):
-                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i)
+                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i, taken)
                 if isinstance(span, str):  # why it is refused
                     rejected += 1
                     message = message or span
@@ -237,7 +240,12 @@ def _decode_logs_json(data: Any) -> Decoded:
 
 
 def _json_event(
-    record: Any, where: str, service: str, resource: dict[str, Any], index: int
+    record: Any,
+    where: str,
+    service: str,
+    resource: dict[str, Any],
+    index: int,
+    taken: frozenset[str],
 ) -> Span | str:
     """One log record's event span, or why it is refused."""
     if not isinstance(record, dict):
@@ -252,7 +260,7 @@ def _json_event(
         span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
         body = _json_any(record["body"], f"{where}.body") if "body" in record else None
         name = name or _line_event(body)
-        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
+        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS, taken)
         if refusal is not None:
             return refusal
         when = _json_int(

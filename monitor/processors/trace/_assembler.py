@@ -108,8 +108,12 @@ class TraceAssembler:
         on_drop: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log_events_wait_s: float = 0.0,
+        log_events: frozenset[str] = LOG_EVENTS,
     ) -> None:
+        """`log_events`: the events the receivers take log records as (event spans by
+        these names are log events, not spans)."""
         self._idle = idle_timeout_s
+        self._log_events = log_events
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
         self._quiet: OrderedDict[str, int] = OrderedDict()
@@ -151,7 +155,7 @@ class TraceAssembler:
         late = 0
         oversize = 0
         for span in spans:
-            event = span.name in LOG_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
+            event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
             if event:
                 self._quiet.pop(span.service, None)
             trace_id = span.trace_id
