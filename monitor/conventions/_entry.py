@@ -1,12 +1,13 @@
 """The conventions table's entries: for each tracing convention the extraction reads, which
 attribute names a span's role and which values mean a request, a retrieval, a model call, a
 tool or an agent; where the question, the documents, the answer, the model, the token counts
-and the conversation are, and how each is encoded; and which OTLP log records it sends that the receivers take as
-events of their span. The shipped entries are data (`_shipped.py`); a user's come from
-`extraction.conventions`; `monitor/extraction/_table.py` puts them in reading order. The
-span readers (`monitor/extraction/`) and the log-record decoders (`monitor/spans/_logs.py`,
-through `_log_records.py`) read the table and nothing else to know a convention: a new SDK
-is an entry (or a user's `extraction.conventions`) and a test.
+and the conversation are, and how each is encoded; and which OTLP log records it sends,
+which the receivers take as events of their span. The shipped entries are data
+(`_shipped.py`); a user's come from `extraction.conventions`; `monitor/extraction/_table.py`
+puts them in reading order. The span readers (`monitor/extraction/`) and the log-record
+decoders (`monitor/spans/_logs.py`, through `_log_records.py`) read the table and nothing
+else to know a convention: a new SDK is an entry (or a user's `extraction.conventions`) and
+a test.
 
 Order matters: a span's role is the first convention's that says something (so LangSmith's
 own kind wins over the `gen_ai.operation.name` it also writes, Spring AI's over its

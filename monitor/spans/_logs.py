@@ -1,18 +1,19 @@
 """OTLP logs carrying GenAI events → spans the trace stage can assemble.
 
-Which log records are taken is the conventions table's (`monitor/conventions/`: each
-entry's `log_events` and `log_lines`). GenAI instrumentations send message content as log
-events (`gen_ai.user.message`, `gen_ai.system.message`, `gen_ai.assistant.message`,
-`gen_ai.tool.message`, `gen_ai.choice`, and one `gen_ai.client.inference.operation.details` per call in the
-newer conventions), each carrying the trace and span id of the model call it belongs to.
-Each becomes a small *event span*: a child of that span in the same trace, holding the
-event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
-travels through the trace stage like any span (same intake, bounds and counters);
-extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring AI writes
-its content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
+Which log records are taken is the conventions table's (`monitor/conventions/`: each entry's
+`log_events` and `log_lines`; a user's convention adds the events it reads, the `taken` the
+receivers pass). GenAI instrumentations send message content as log events
+(`gen_ai.user.message`, `gen_ai.system.message`, `gen_ai.assistant.message`,
+`gen_ai.tool.message`, `gen_ai.choice`, and one `gen_ai.client.inference.operation.details`
+per call in the newer conventions), each carrying the trace and span id of the model call it
+belongs to. Each becomes a small *event span*: a child of that span in the same trace,
+holding the event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming
+it. It travels through the trace stage like any span (same intake, bounds and counters);
+extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring AI writes its
+content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
 `log-query-response`) as plain log lines in the span's scope, which an OTel log appender
-exports with the span's ids: such a record is an event named by what its body starts
-with (`LOG_LINE_EVENTS`). Other log records (no event name the table declares, or no span
+exports with the span's ids: such a record is an event named by what its body starts with
+(`LOG_LINE_EVENTS`). Other log records (no event name the table declares, or no span
 context) are refused, counted in `rejected`.
 """
 
