@@ -12,14 +12,15 @@ from collections.abc import Sequence
 from harness.pipeline import RecordingStage, Served, trace_stage
 from monitor.component import Accepted, Delivery, Refused, TraceConsumer
 from monitor.config import Config
+from monitor.conventions import LOG_EVENTS
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span
+from monitor.spans import LOG_EVENT_KEY, Span
 from monitor.telemetry import Telemetry
 
 
 def is_log_event(span: Span) -> bool:
     """A span made from an OTLP log record (the name first: it costs no decoding)."""
-    return span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
+    return span.name in LOG_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
 
 
 class Arrivals:

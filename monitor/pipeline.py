@@ -35,7 +35,7 @@ from monitor.exporters.firing_alerts import FiringAlertsPage
 from monitor.exporters.metrics_port import HealthServer
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.extraction import conventions_from_config
+from monitor.extraction import conventions_from_config, log_events_taken
 from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
@@ -196,6 +196,7 @@ def build_pipeline(
         observer=debug,
         limits=SizeLimits(**config.record_limits.model_dump()),
         shares=FairShares(config.pipeline.queue_size, config.pipeline.max_services),
+        log_events=log_events_taken(conventions_from_config(config.extraction.conventions)),
     )
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 

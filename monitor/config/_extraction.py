@@ -1,5 +1,5 @@
 """`extraction`: the user's own tracing conventions, read before the shipped ones
-(`monitor/extraction/_shipped_conventions.py`): which attribute names a span's role and
+(`monitor/conventions/_shipped.py`): which attribute names a span's role and
 which of its values mean what, or which spans (by name or by an attribute they carry) have
 a role; and where each part of a record is, in the span's attributes or its events, with
 its encoding."""

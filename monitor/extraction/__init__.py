@@ -8,7 +8,8 @@ table (`SHIPPED_CONVENTIONS`), the user's own (`conventions_from_config`) read b
 shipped ones. What the rule reads: `README.md`.
 """
 
-from monitor.extraction._conventions import Convention
+from monitor.conventions import SHIPPED as SHIPPED_CONVENTIONS
+from monitor.conventions import Convention
 from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
@@ -18,11 +19,11 @@ from monitor.extraction._extract import (
 )
 from monitor.extraction._extraction_rule import extract_records
 from monitor.extraction._log_events import awaits_log_events
-from monitor.extraction._shipped_conventions import SHIPPED as SHIPPED_CONVENTIONS
 from monitor.extraction._suspect import INSTRUMENTATION
 from monitor.extraction._suspect import REASONS as SUSPECT_REASONS
 from monitor.extraction._suspect import guidance as suspect_guidance
 from monitor.extraction._table import from_config as conventions_from_config
+from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "extract_trace",
     "extract_within",
     "feedback_of",
+    "log_events_taken",
     "route_of",
     "suspect_guidance",
     "trace_shape",

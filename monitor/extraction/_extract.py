@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.extraction._conventions import Convention
+from monitor.conventions import Convention
 from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord, RecordError
 from monitor.records.limits import Cut, SizeLimits, bound_record

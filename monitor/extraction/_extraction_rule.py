@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.extraction._conventions import Convention
+from monitor.conventions import Convention
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide

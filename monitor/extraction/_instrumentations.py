@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from monitor.extraction._conventions import Convention
+from monitor.conventions import Convention
 from monitor.extraction._table import active
 from monitor.spans import Span
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from monitor.extraction._conventions import INDEXED, MODEL
-from monitor.extraction._shipped_conventions import SHIPPED
+from monitor.conventions import INDEXED, MODEL, SHIPPED
 from monitor.extraction._table import current
-from monitor.spans import GENAI_EVENTS, LOG_EVENT_KEY, Span, SpanEvent
+from monitor.spans import LOG_EVENT_KEY, Span, SpanEvent
 
 TIME = attrgetter("time_unix_nano")
 # The kind attributes, and their values that mean a model call, of the conventions whose
@@ -76,8 +75,9 @@ def join_log_events(spans: Sequence[Span]) -> list[Span]:
     the call's input and output messages), whether it came as a log record or as a span
     event (Strands with `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`), fill
     the ones the span lacks. Event spans whose span never arrived are left out."""
-    detail_events = current().table.detail_events
-    is_log_event = [s.name in GENAI_EVENTS and bool(s.attribute(LOG_EVENT_KEY)) for s in spans]
+    table = current().table
+    detail_events = table.detail_events
+    is_log_event = [s.name in table.log_events and bool(s.attribute(LOG_EVENT_KEY)) for s in spans]
     own = [s for s, from_log in zip(spans, is_log_event, strict=True) if not from_log]
     joined: dict[str, list[SpanEvent]] = {}
     if any(is_log_event):

@@ -1,13 +1,13 @@
 """A `Source` of the conventions table read from a span's attributes, or from an event's
-fields (`event_fields`), by its encoding (`_conventions.py` lists them): the raw value
-(`raw`), and read as messages sent to a model (`messages_of`), the text a model returned
-(`output_of`), documents (`docs_of`) or one piece of text (`text_of`)."""
+fields (`event_fields`), by its encoding (`monitor/conventions/_entry.py` lists them): the
+raw value (`raw`), and read as messages sent to a model (`messages_of`), the text a model
+returned (`output_of`), documents (`docs_of`) or one piece of text (`text_of`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     FIELDS,
     GENKIT,
     INDEXED,

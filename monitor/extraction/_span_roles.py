@@ -1,7 +1,7 @@
 """What a span is — a model call, a tool execution, a container (agent, workflow, chain,
 request), a retrieval, an embedding call or a prompt template — from the role its
-instrumentation declares (the conventions table, `_shipped_conventions.py`), never from which
-content attributes it happens to carry. Every convention writes its content on containers
+instrumentation declares (the conventions table, `monitor/conventions/_shipped.py`), never
+from which content attributes it happens to carry. Every convention writes its content on containers
 and tools too (GenAI message events on Strands' agent and tool spans, LangSmith's
 `gen_ai.prompt` / `gen_ai.completion` on every run), so content decides nothing. A span
 no convention names is `None`: the readers fall back on its content.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
     MODEL,

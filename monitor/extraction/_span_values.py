@@ -7,13 +7,13 @@ The readers (`_retrieval_spans.py`, `_model_call_spans.py`, `_tool_results.py`,
 `_request_spans.py`) each look at one `Span` and return what it says in these forms;
 `_extraction_rule.py` then joins the spans of a trace into records.
 
-Where each convention writes each part is the conventions table (`_shipped_conventions.py`,
-read through `_sources.py`); here are the shapes those values take, whatever writes them:
-JSON text, chat messages (GenAI `parts`, OpenAI-style `content`, LangChain's serialized
-and `dumpd` forms), documents (`page_content`, `content`, `text`; LlamaIndex's
-`NodeWithScore`), and a question or an answer inside a chain's input or output (a question
-field, a traced function's arguments, user messages; never an object's repr, such as
-LlamaIndex's prompt templates).
+Where each convention writes each part is the conventions table
+(`monitor/conventions/_shipped.py`, read through `_sources.py`); here are the shapes those
+values take, whatever writes them: JSON text, chat messages (GenAI `parts`, OpenAI-style
+`content`, LangChain's serialized and `dumpd` forms), documents (`page_content`, `content`,
+`text`; LlamaIndex's `NodeWithScore`), and a question or an answer inside a chain's input or
+output (a question field, a traced function's arguments, user messages; never an object's
+repr, such as LlamaIndex's prompt templates).
 """
 
 from __future__ import annotations

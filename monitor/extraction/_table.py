@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.config import AttributeSource, EventSource, MessageSource, UserConvention
-from monitor.extraction._conventions import (
+from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
     JSON,
@@ -21,12 +21,13 @@ from monitor.extraction._conventions import (
     MODEL,
     OTHER,
     RETRIEVAL,
+    SHIPPED,
     TOOL,
     Convention,
     Kind,
     Source,
+    log_events_of,
 )
-from monitor.extraction._shipped_conventions import SHIPPED
 
 _USER_ROLES = {
     "request": CONTAINER,
@@ -69,9 +70,13 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
         answer = tuple(
             _source(e, MESSAGES if e.encoding == JSON else e.encoding) for e in entry.output
         )
+        # The events it reads are taken as log records too, joined to their span.
+        named = (*entry.input, *entry.output, *entry.documents)
+        events = frozenset(s.event for s in named if s.event is not None)
         out.append(
             Convention(
                 entry.name,
+                log_events=events,
                 kinds=kinds,
                 span_names=frozenset(match.span_names) if match is not None else frozenset(),
                 span_attributes=frozenset(match.attributes) if match is not None else frozenset(),
@@ -110,6 +115,7 @@ class Table:
         ] = {}
         self.event_bodies = tuple(dict.fromkeys(b for c in conventions for b in c.event_bodies))
         self.detail_events = frozenset(e for c in conventions for e in c.detail_events)
+        self.log_events = log_events_of(conventions)
         self.placeholders = frozenset(m for c in conventions for m in c.model_placeholders)
         # The conversation's sources in table order: the user's first, whatever declared
         # a span's role.
@@ -165,6 +171,12 @@ def table_of(user: tuple[Convention, ...]) -> Table:
     """The table of the user's conventions before the shipped ones (conventions compare by
     identity: a worker's settings give the same objects to every extraction)."""
     return Table((*user, *SHIPPED))
+
+
+def log_events_taken(user: Sequence[Convention]) -> frozenset[str]:
+    """The events the receivers take log records as: the shipped conventions' and those
+    the user's (`extraction.conventions`) name."""
+    return table_of(tuple(user)).log_events
 
 
 @dataclass(frozen=True, slots=True)

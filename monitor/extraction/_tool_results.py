@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from monitor.extraction._conventions import INDEXED, MESSAGES
+from monitor.conventions import INDEXED, MESSAGES
 from monitor.extraction._sources import is_absent, present, raw, result_of, text_of
 from monitor.extraction._span_roles import TOOL, content_events, sources, span_role
 from monitor.extraction._span_values import (

@@ -10,10 +10,7 @@ with it and the trace stage reads what it decoded.
 
 from monitor.spans._json import decode_json
 from monitor.spans._logs import (
-    GENAI_EVENTS,
-    GENAI_OUTPUT_EVENTS,
     LOG_EVENT_KEY,
-    SPRING_AI_EVENTS,
     decode_logs_json,
     decode_logs_protobuf,
 )
@@ -22,10 +19,7 @@ from monitor.spans._span import FEEDBACK_KEY, Decoded, DecodeError, Span, SpanEv
 
 __all__ = [
     "FEEDBACK_KEY",
-    "GENAI_EVENTS",
-    "GENAI_OUTPUT_EVENTS",
     "LOG_EVENT_KEY",
-    "SPRING_AI_EVENTS",
     "Built",
     "DecodeError",
     "Decoded",

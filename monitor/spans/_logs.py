@@ -1,18 +1,20 @@
 """OTLP logs carrying GenAI events → spans the trace stage can assemble.
 
-GenAI instrumentations send message content as log events (`gen_ai.user.message`,
-`gen_ai.system.message`, `gen_ai.assistant.message`, `gen_ai.tool.message`,
-`gen_ai.choice`, and one `gen_ai.client.inference.operation.details` per call in the
-newer conventions), each carrying the trace and span id of the model call it belongs to.
-Each becomes a small *event span*: a child of that span in the same trace, holding the
-event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming it. It
-travels through the trace stage like any span (same intake, bounds and counters);
-extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring AI writes
-its content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
+Which log records are taken is the conventions table's (`monitor/conventions/`: each entry's
+`log_events` and `log_lines`; a user's convention adds the events it reads, the `taken` the
+receivers pass). GenAI instrumentations send message content as log events
+(`gen_ai.user.message`, `gen_ai.system.message`, `gen_ai.assistant.message`,
+`gen_ai.tool.message`, `gen_ai.choice`, and one `gen_ai.client.inference.operation.details`
+per call in the newer conventions), each carrying the trace and span id of the model call it
+belongs to. Each becomes a small *event span*: a child of that span in the same trace,
+holding the event (attributes plus `body`) as its only span event and `LOG_EVENT_KEY` naming
+it. It travels through the trace stage like any span (same intake, bounds and counters);
+extraction folds it into its parent (`monitor/extraction/_extract.py`). Spring AI writes its
+content (with `spring.ai.*.observations.log-prompt` / `log-completion` /
 `log-query-response`) as plain log lines in the span's scope, which an OTel log appender
-exports with the span's ids: such a record is an event named by what its body starts
-with (`SPRING_AI_EVENTS`). Other log records (no GenAI event name, or no span context)
-are refused, counted in `rejected`.
+exports with the span's ids: such a record is an event named by what its body starts with
+(`LOG_LINE_EVENTS`). Other log records (no event name the table declares, or no span
+context) are refused, counted in `rejected`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS
 from monitor.spans._json import (
     _get,
     _hex_id,
@@ -47,40 +50,15 @@ from monitor.spans._span import (
 )
 
 LOG_EVENT_KEY = "rag_monitor.log_event"
-GENAI_EVENTS = frozenset(
-    {
-        "gen_ai.system.message",
-        "gen_ai.user.message",
-        "gen_ai.assistant.message",
-        "gen_ai.tool.message",
-        "gen_ai.choice",
-        "gen_ai.client.inference.operation.details",
-    }
-)
-# Spring AI's content log lines, by how their body starts (its observation handlers,
-# `ChatModelPromptContentObservationHandler` and the like), and the event each becomes.
-SPRING_AI_EVENTS = {
-    "Chat Client Prompt Content:": "spring_ai.chat_client.prompt",
-    "Chat Client Completion:": "spring_ai.chat_client.completion",
-    "Chat Model Prompt Content:": "spring_ai.chat_model.prompt",
-    "Chat Model Completion:": "spring_ai.chat_model.completion",
-    "Vector Store Query Response:": "spring_ai.vector_store.response",
-}
-GENAI_EVENTS = GENAI_EVENTS | frozenset(SPRING_AI_EVENTS.values())
-# The events that carry a model call's output: once one has come, the call's content is in.
-GENAI_OUTPUT_EVENTS = frozenset(
-    {
-        "gen_ai.choice",
-        "gen_ai.client.inference.operation.details",
-        "spring_ai.chat_model.completion",
-    }
-)
+# The first characters of the line starts, so that most bodies are refused at a glance.
+_LINE_FIRSTS = frozenset(start[:1] for start in LOG_LINE_EVENTS)
 
 
-def _spring_ai_event(body: Any) -> str:
-    """The event a Spring AI content log line is, or "" when the body is not one."""
-    if isinstance(body, str) and body[:1] in "CV":
-        for start, name in SPRING_AI_EVENTS.items():
+def _line_event(body: Any) -> str:
+    """The event a framework's content log line is (`LOG_LINE_EVENTS`), or "" when the
+    body is not one."""
+    if isinstance(body, str) and body[:1] in _LINE_FIRSTS:
+        for start, name in LOG_LINE_EVENTS.items():
             if body.startswith(start):
                 return name
     return ""
@@ -146,16 +124,18 @@ def _event_id(span_id: str, name: str, time_unix_nano: int, index: int) -> str:
     ).hexdigest()
 
 
-def _refusal(name: str, has_context: bool) -> str | None:
-    if name not in GENAI_EVENTS:
+def _refusal(name: str, has_context: bool, taken: frozenset[str]) -> str | None:
+    if name not in taken:
         return f"log record {name or '(no event name)'!r} is not a GenAI event"
     if not has_context:
         return f"GenAI event {name!r} has no trace and span id to join it to its span"
     return None
 
 
-def decode_logs_protobuf(payload: bytes) -> Decoded:
-    """Decode an OTLP/protobuf `ExportLogsServiceRequest`. Each GenAI event becomes an
+def decode_logs_protobuf(payload: bytes, taken: frozenset[str] = LOG_EVENTS) -> Decoded:
+    """Decode an OTLP/protobuf `ExportLogsServiceRequest`; `taken`: the events a log
+    record is taken as (the shipped conventions', and those a user's convention names:
+    `monitor.extraction.log_events_taken`). Each GenAI event becomes an
     event span that keeps its body and attributes serialized (`_raw_event_span`): decoding
     a request costs a parse of its framing, whatever its events hold, and an event's
     content becomes Python values only when its trace is evaluated (with the bounds every
@@ -179,7 +159,7 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     name = str(named.get("event.name", ""))
                 attributes.pop("event.name", None)
                 if not name and record.body:
-                    name = _spring_ai_event(_raw_value(record.body))
+                    name = _line_event(_raw_value(record.body))
                 trace_id, span_id = record.trace_id.hex(), record.span_id.hex()
                 refusal = _refusal(
                     name,
@@ -187,6 +167,7 @@ def decode_logs_protobuf(payload: bytes) -> Decoded:
                     and len(record.span_id) == 8
                     and trace_id not in _EMPTY_IDS
                     and span_id not in _EMPTY_IDS,
+                    taken,
                 )
                 if refusal is not None:
                     rejected += 1
@@ -221,12 +202,12 @@ def _raw_event_span(
     return span.made(raw=lite.SerializeToString())
 
 
-def decode_logs_json(body: bytes) -> Decoded:
-    """Decode an OTLP/JSON `ExportLogsServiceRequest`."""
-    return decode_json_request(body, _decode_logs_json, "logs request")
+def decode_logs_json(body: bytes, taken: frozenset[str] = LOG_EVENTS) -> Decoded:
+    """Decode an OTLP/JSON `ExportLogsServiceRequest` (`taken`: as `decode_logs_protobuf`)."""
+    return decode_json_request(body, lambda data: _decode_logs_json(data, taken), "logs request")
 
 
-def _decode_logs_json(data: Any) -> Decoded:
+def _decode_logs_json(data: Any, taken: frozenset[str]) -> Decoded:
     """The GenAI events of a logs request; a log record with a field of the wrong type is
     refused alone (counted in `rejected`, like a record that is not a GenAI event)."""
     if not isinstance(data, dict):
@@ -250,7 +231,7 @@ def _decode_logs_json(data: Any) -> Decoded:
             if not isinstance(sl, dict):
                 raise DecodeError("bad_json", f"{swhere}: expected an object")
             for i, record in enumerate(_json_list(sl, "logRecords", "log_records", swhere)):
-                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i)
+                span = _json_event(record, f"{swhere}.logRecords[{i}]", service, resource, i, taken)
                 if isinstance(span, str):  # why it is refused
                     rejected += 1
                     message = message or span
@@ -260,7 +241,12 @@ def _decode_logs_json(data: Any) -> Decoded:
 
 
 def _json_event(
-    record: Any, where: str, service: str, resource: dict[str, Any], index: int
+    record: Any,
+    where: str,
+    service: str,
+    resource: dict[str, Any],
+    index: int,
+    taken: frozenset[str],
 ) -> Span | str:
     """One log record's event span, or why it is refused."""
     if not isinstance(record, dict):
@@ -274,8 +260,8 @@ def _json_event(
         )
         span_id = _hex_id(_get(record, "spanId", "span_id"), 8, f"{where}.spanId", optional=True)
         body = _json_any(record["body"], f"{where}.body") if "body" in record else None
-        name = name or _spring_ai_event(body)
-        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS)
+        name = name or _line_event(body)
+        refusal = _refusal(name, trace_id not in _EMPTY_IDS and span_id not in _EMPTY_IDS, taken)
         if refusal is not None:
             return refusal
         when = _json_int(

@@ -158,24 +158,85 @@ def test_check_config_names_a_wrong_event_source(tmp_path: Any, entry: str, prob
     assert any(problem in line for line in raised.value.problems), raised.value.problems
 
 
-def test_every_log_event_the_receivers_take_is_read_by_a_table_entry() -> None:
-    """The receivers turn these log records into events of their span; what each carries is
-    said by the conventions table alone (a source naming the event, or a detail event)."""
+def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_it() -> None:
+    """The receivers take the log records the conventions table declares (`log_events`,
+    `log_lines`) as events of their span; what each carries is said by the entry that
+    declares it (a source naming the event, or a detail event), and the events it says
+    carry a call's output are among its answers."""
     from dataclasses import fields
 
+    from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS, OUTPUT_EVENTS
     from monitor.extraction import SHIPPED_CONVENTIONS
-    from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS
 
-    read = {
-        source.event
-        for convention in SHIPPED_CONVENTIONS
-        for part in fields(convention)
-        if part.type == "tuple[Source, ...]"
-        for source in getattr(convention, part.name)
-        if source.event is not None
-    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
-    assert set(GENAI_EVENTS) <= read, set(GENAI_EVENTS) - read
-    answers = {
-        source.event for convention in SHIPPED_CONVENTIONS for source in convention.model_output
-    } | {event for convention in SHIPPED_CONVENTIONS for event in convention.detail_events}
-    assert set(GENAI_OUTPUT_EVENTS) <= answers, set(GENAI_OUTPUT_EVENTS) - answers
+    declared: set[str] = set()
+    for convention in SHIPPED_CONVENTIONS:
+        read = {
+            source.event
+            for part in fields(convention)
+            if part.type == "tuple[Source, ...]"
+            for source in getattr(convention, part.name)
+            if source.event is not None
+        } | convention.detail_events
+        taken = convention.log_events | set(convention.log_lines.values())
+        assert taken <= read, (convention.name, taken - read)
+        answers = {source.event for source in convention.model_output} | convention.detail_events
+        assert convention.output_events <= answers, convention.name
+        assert convention.output_events <= taken, convention.name
+        declared |= taken
+    assert declared == LOG_EVENTS
+    assert set(LOG_LINE_EVENTS.values()) <= LOG_EVENTS and OUTPUT_EVENTS <= LOG_EVENTS
+    assert {"gen_ai.choice", "spring_ai.chat_model.completion"} <= OUTPUT_EVENTS
+
+
+def _logs_request(records: list[tuple[str, int, dict[str, str]]]) -> bytes:
+    """An OTLP/JSON logs request: each record an event name, the span it belongs to and
+    its attributes."""
+    log_records = [
+        {
+            "eventName": name,
+            "traceId": TRACE,
+            "spanId": f"{span_id:016x}",
+            "timeUnixNano": str(1_500 + i),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+        }
+        for i, (name, span_id, attrs) in enumerate(records)
+    ]
+    request = {"resourceLogs": [{"scopeLogs": [{"logRecords": log_records}]}]}
+    return json.dumps(request).encode()
+
+
+def test_the_log_records_a_users_convention_names_are_taken_and_read(tmp_path: Any) -> None:
+    """Beacon's answer and documents sent as log records, not span events: taken only under
+    a table holding the convention that names them, then read as that span's events."""
+    from monitor.extraction import log_events_taken
+    from monitor.spans import decode_logs_json
+
+    conventions = _conventions(tmp_path, BEACON_CONFIG)
+    spans = _beacon_trace()
+    logged = [
+        (e.name, int(s.span_id, 16), e.attributes)
+        for s in spans
+        for e in s.events
+        if e.name in {"beacon.answer", "beacon.hit"}
+    ]
+    spans = [
+        _span(
+            int(s.span_id, 16),
+            int(s.parent_span_id, 16) if s.parent_span_id else None,
+            s.name,
+            dict(s.attributes),
+            [e for e in s.events if e.name not in {"beacon.answer", "beacon.hit"}],
+        )
+        for s in spans
+    ]
+    request = _logs_request(logged)
+    shipped_only = decode_logs_json(request)
+    assert (shipped_only.spans, shipped_only.rejected) == ([], len(logged))
+    taken = log_events_taken(conventions)
+    assert {"beacon.answer", "beacon.hit", "gen_ai.choice"} <= taken
+    decoded = decode_logs_json(request, taken)
+    assert decoded.rejected == 0 and len(decoded.spans) == len(logged) == 4
+    (record,) = extract_records([*spans, *decoded.spans], conventions=conventions)
+    assert isinstance(record, RagRecord)
+    assert (record.query, record.response) == (QUESTION, ANSWER)
+    assert [(d.doc_uri, d.content) for d in record.retrieved_context] == DOCS

@@ -118,6 +118,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 # What a record may hold and costs (record_limits).
                 "monitor.records.limits",
                 "monitor.spans",
+                # The conventions table, as data: read by the span decoders (which log
+                # records to take) and the extraction alike.
+                "monitor.conventions",
                 # Spans → records: read by the trace stage (what sampling needs) and run in
                 # the evaluation stage's task.
                 "monitor.extraction",

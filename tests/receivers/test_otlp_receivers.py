@@ -451,8 +451,10 @@ async def test_a_small_protobuf_body_is_read_on_the_loop_and_any_other_in_the_de
     ]
     for data, how, in_thread in cases:
         offloaded.clear()
-        options = {"gzip": False, "as_json": False, **how}
-        request = await decode(offload, data, limit=1 << 20, logs=False, **options)
+        gzip_on, as_json = how.get("gzip", False), how.get("as_json", False)
+        request = await decode(
+            offload, data, gzip=gzip_on, as_json=as_json, limit=1 << 20, logs=False
+        )
         assert offloaded == ([True] if in_thread else []), how
         assert len(request.build().spans if isinstance(request, RequestSpans) else request.spans)
     monkeypatch.setattr(wire, "LOOP_READ_BYTES", len(body) - 1)

@@ -26,7 +26,7 @@ or after them. Events for a trace still being assembled always join it. A trace 
 becomes whole while one of its GenAI model calls has no output yet, on the span or from an
 event (`monitor.extraction.awaits_log_events`), waits up to `log_events_wait_s` for its
 events, and is released (`root_ended`) as soon as every such call has its output event
-(`monitor.spans.GENAI_OUTPUT_EVENTS`, the last its instrumentation writes) or the grace
+(the conventions table's `output_events`, the last its instrumentation writes) or the grace
 ends. A service whose traces waited out `QUIET_AFTER` graces in a row without any event
 (content capture off: nothing will come) has its traces released at once, until it sends
 an event again. Events can also arrive before their spans, or for
@@ -51,8 +51,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS
 from monitor.extraction import awaits_log_events
-from monitor.spans import GENAI_EVENTS, GENAI_OUTPUT_EVENTS, LOG_EVENT_KEY, Span
+from monitor.spans import LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
 TRIGGERS: tuple[Trigger, ...] = (
@@ -107,8 +108,12 @@ class TraceAssembler:
         on_drop: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log_events_wait_s: float = 0.0,
+        log_events: frozenset[str] = LOG_EVENTS,
     ) -> None:
+        """`log_events`: the events the receivers take log records as (event spans by
+        these names are log events, not spans)."""
         self._idle = idle_timeout_s
+        self._log_events = log_events
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
         self._quiet: OrderedDict[str, int] = OrderedDict()
@@ -150,7 +155,7 @@ class TraceAssembler:
         late = 0
         oversize = 0
         for span in spans:
-            event = span.name in GENAI_EVENTS and span.attribute(LOG_EVENT_KEY) is not None
+            event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
             if event:
                 self._quiet.pop(span.service, None)
             trace_id = span.trace_id
@@ -184,7 +189,7 @@ class TraceAssembler:
             trace.missing_parents.discard(span_id)
             if event:
                 trace.heard = True
-                if span.name in GENAI_OUTPUT_EVENTS:
+                if span.name in OUTPUT_EVENTS:
                     if trace.answered is None:
                         trace.answered = set()
                     trace.answered.add(span.parent_span_id)

@@ -38,6 +38,7 @@ from monitor.component import (
     TraceObserver,
 )
 from monitor.config import TraceAssembly
+from monitor.conventions import LOG_EVENTS
 from monitor.processors.sampler import Sampler
 from monitor.processors.trace._acks import Ack, Acknowledgements
 from monitor.processors.trace._assembler import FinishedTrace, TraceAssembler
@@ -71,6 +72,7 @@ class TraceStage:
         limits: SizeLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         shares: FairShares | None = None,
+        log_events: frozenset[str] = LOG_EVENTS,
     ) -> None:
         """`shares`: fair admission per service while the evaluation stage is full
         (`_shares.py`); without it, everything is refused then."""
@@ -94,6 +96,7 @@ class TraceStage:
             on_drop=self._outcomes.assembly_dropped,
             clock=clock,
             log_events_wait_s=assembly.log_events_wait_s,
+            log_events=log_events,
         )
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
         self._suspended: set[Hashable] = set()  # origins whose open traces idle expiry keeps

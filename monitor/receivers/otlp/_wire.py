@@ -15,6 +15,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.component import ACCEPTED, Accepted, Delivery, Refused, TraceConsumer
+from monitor.config import Config
+from monitor.conventions import LOG_EVENTS
+from monitor.extraction import conventions_from_config, log_events_taken
 from monitor.spans import (
     Decoded,
     DecodeError,
@@ -77,16 +80,25 @@ still serialized."""
 
 
 def decode_request(
-    body: bytes, *, gzip: bool, as_json: bool, limit: int, logs: bool = False
+    body: bytes,
+    *,
+    gzip: bool,
+    as_json: bool,
+    limit: int,
+    logs: bool = False,
+    log_events: frozenset[str] = LOG_EVENTS,
 ) -> Request:
     """Decompress (optionally) and decode an export request, in the receivers' decode
     thread. A protobuf trace request is read, not built (`read_protobuf`): the trace
     stage builds the spans of the traces it may sample. `logs`: an
-    `ExportLogsServiceRequest`, whose GenAI events become event spans."""
+    `ExportLogsServiceRequest`, whose records named in `log_events` (the conventions
+    table's, `log_events_for`) become event spans."""
     if gzip:
         body = gunzip_capped(body, limit)
     if logs:
-        return decode_logs_json(body) if as_json else decode_logs_protobuf(body)
+        if as_json:
+            return decode_logs_json(body, log_events)
+        return decode_logs_protobuf(body, log_events)
     if as_json:
         return decode_json(body)
     return read_protobuf(body)
@@ -99,13 +111,34 @@ LOOP_READ_BYTES = 1 << 20
 
 
 async def decode(
-    offload: Offload, body: bytes, *, gzip: bool, as_json: bool, limit: int, logs: bool
+    offload: Offload,
+    body: bytes,
+    *,
+    gzip: bool,
+    as_json: bool,
+    limit: int,
+    logs: bool,
+    log_events: frozenset[str] = LOG_EVENTS,
 ) -> Request:
     """`decode_request` where it costs least: on the loop for a small protobuf trace body
     (`LOOP_READ_BYTES`), else in the decode thread, awaited."""
     if len(body) <= LOOP_READ_BYTES and not (gzip or as_json or logs):
         return read_protobuf(body)
-    return await offload(decode_request, body, gzip=gzip, as_json=as_json, limit=limit, logs=logs)
+    return await offload(
+        decode_request,
+        body,
+        gzip=gzip,
+        as_json=as_json,
+        limit=limit,
+        logs=logs,
+        log_events=log_events,
+    )
+
+
+def log_events_for(config: Config) -> frozenset[str]:
+    """The events log records are taken as: the shipped conventions', and those the
+    user's (`extraction.conventions`) name."""
+    return log_events_taken(conventions_from_config(config.extraction.conventions))
 
 
 def metrics_in(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> int:

@@ -32,6 +32,7 @@ from monitor.receivers.otlp._wire import (
     export_response,
     export_success,
     hand_over,
+    log_events_for,
     metrics_in,
     token_ok,
 )
@@ -59,6 +60,7 @@ class OtlpGrpcReceiver:
         self._tls = otlp.tls
         self._token = otlp.auth_token
         self._limit = otlp.max_request_bytes
+        self._log_events = log_events_for(config)
         self._consumer = consumer
         self._offload = offload
         self._t = telemetry
@@ -168,7 +170,13 @@ class OtlpGrpcReceiver:
                 self._discarded.add("metrics", metrics)
                 return export_success(as_json=False)
             decoded = await decode(
-                self._offload, request, gzip=False, as_json=False, limit=self._limit, logs=logs
+                self._offload,
+                request,
+                gzip=False,
+                as_json=False,
+                limit=self._limit,
+                logs=logs,
+                log_events=self._log_events,
             )
         except DecodeError as exc:
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, exc.reason, exc.detail)

@@ -34,6 +34,7 @@ from monitor.receivers.otlp._wire import (
     export_response,
     export_success,
     hand_over,
+    log_events_for,
     metrics_in,
     status_body,
     token_ok,
@@ -68,6 +69,7 @@ class OtlpHttpReceiver:
         self._token = otlp.auth_token
         self._tls = otlp.tls
         self._limit = otlp.max_request_bytes
+        self._log_events = log_events_for(config)
         self._read_timeout = otlp.http.read_timeout_s
         self._idle_timeout = otlp.http.idle_timeout_s
         self._guard = ConnectionGuard(
@@ -232,6 +234,7 @@ class OtlpHttpReceiver:
                 as_json=as_json,
                 limit=self._limit,
                 logs=logs,
+                log_events=self._log_events,
             )
         except TooLarge as exc:
             return self._too_large(str(exc), as_json)

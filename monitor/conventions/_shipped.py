@@ -1,10 +1,11 @@
-"""The shipped entries of the conventions table (`_conventions.py` says what each field
-means): every tracing convention and SDK the extraction reads, as data. A user's entries
-(`extraction.conventions`) come before these (`_table.py`)."""
+"""The shipped entries of the conventions table (`_entry.py` says what each field means):
+every tracing convention and SDK the extraction reads, and the log records the receivers
+take, as data. A user's entries (`extraction.conventions`) come before these
+(`monitor/extraction/_table.py`)."""
 
 from __future__ import annotations
 
-from monitor.extraction._conventions import (
+from monitor.conventions._entry import (
     CONTAINER,
     EMBEDDINGS,
     FIELDS,
@@ -183,6 +184,16 @@ SHIPPED: tuple[Convention, ...] = (
         "observations.log-prompt / log-completion, spring.ai.chat.observations.log-prompt "
         "/ log-completion and spring.ai.vectorstore.observations.log-query-response set "
         "to true, with the logs exported over OTLP to the monitor (an OTel log appender)",
+        # Its content log lines (its observation handlers, such as
+        # `ChatModelPromptContentObservationHandler`), by how their body starts.
+        log_lines={
+            "Chat Client Prompt Content:": "spring_ai.chat_client.prompt",
+            "Chat Client Completion:": "spring_ai.chat_client.completion",
+            "Chat Model Prompt Content:": "spring_ai.chat_model.prompt",
+            "Chat Model Completion:": "spring_ai.chat_model.completion",
+            "Vector Store Query Response:": "spring_ai.vector_store.response",
+        },
+        output_events=frozenset({"spring_ai.chat_model.completion"}),
         # Its content log lines, joined to their span as events.
         model_input=(
             Source("body", LISTED_ROLES, event="spring_ai.chat_client.prompt"),
@@ -459,6 +470,10 @@ SHIPPED: tuple[Convention, ...] = (
         detail_events=frozenset({"gen_ai.client.inference.operation.details"}),
         event_bodies=_EVENT_BODIES,
         logged=True,
+        log_events=frozenset(
+            {*_MESSAGE_EVENTS, "gen_ai.choice", "gen_ai.client.inference.operation.details"}
+        ),
+        output_events=frozenset({"gen_ai.choice", "gen_ai.client.inference.operation.details"}),
         # On a span that declares no role these make it a model call.
         model_input=(
             *_s("gen_ai.input.messages", "gen_ai.prompt", encoding=MESSAGES, undeclared=True),

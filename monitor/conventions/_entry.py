@@ -1,12 +1,13 @@
 """The conventions table's entries: for each tracing convention the extraction reads, which
 attribute names a span's role and which values mean a request, a retrieval, a model call, a
 tool or an agent; where the question, the documents, the answer, the model, the token counts
-and the conversation are, and how each is encoded. The shipped entries are data
-(`_shipped_conventions.py`); a user's come from `extraction.conventions`; `_table.py` puts
-them in reading order. The span readers (`_span_roles.py`, `_model_call_spans.py`,
-`_retrieval_spans.py`, `_request_spans.py`, `_tool_results.py`, `_instrumentations.py`,
-`_log_events.py`) read the table and nothing else to know a convention: a new SDK is an
-entry (or a user's `extraction.conventions`) and a test.
+and the conversation are, and how each is encoded; and which OTLP log records it sends,
+which the receivers take as events of their span. The shipped entries are data
+(`_shipped.py`); a user's come from `extraction.conventions`; `monitor/extraction/_table.py`
+puts them in reading order. The span readers (`monitor/extraction/`) and the log-record
+decoders (`monitor/spans/_logs.py`, through `_log_records.py`) read the table and nothing
+else to know a convention: a new SDK is an entry (or a user's `extraction.conventions`) and
+a test.
 
 Order matters: a span's role is the first convention's that says something (so LangSmith's
 own kind wins over the `gen_ai.operation.name` it also writes, Spring AI's over its
@@ -130,7 +131,12 @@ class Convention:
     are the span's own content (one event per model call), filling the attributes it lacks;
     `event_bodies`: event attributes that hold the event's fields as one JSON object;
     `logged`: its model calls may send their content apart, as log records (a model call
-    whose output has not come waits for them); `model_placeholders`: model names it writes
+    whose output has not come waits for them); `log_events`: the log records, by event
+    name, that the receivers take as events of their span; `log_lines`: log records with
+    no event name taken by how their body starts (a framework that logs lines), each
+    becoming the event named; `output_events`: those of its log events that carry a model
+    call's output (the last its instrumentation writes for a call: once one has come, the
+    call's content is in); `model_placeholders`: model names it writes
     when it cannot tell the model. The rest say where each part is."""
 
     name: str
@@ -147,6 +153,9 @@ class Convention:
     detail_events: frozenset[str] = frozenset()
     event_bodies: tuple[str, ...] = ()
     logged: bool = False
+    log_events: frozenset[str] = frozenset()
+    log_lines: Mapping[str, str] = field(default_factory=dict)
+    output_events: frozenset[str] = frozenset()
     model_placeholders: frozenset[str] = frozenset()
     model_input: tuple[Source, ...] = ()  # the messages a model call was sent
     system: tuple[Source, ...] = ()  # its system instructions, apart from its messages
