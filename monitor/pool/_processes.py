@@ -56,5 +56,5 @@ def worker_context(processes: int, preload: Sequence[str]) -> BaseContext:
         return _SpawnContext()
     context = _ForkServerContext()
     # The fork server is started once per process: a later pool's workers import theirs.
-    context.set_forkserver_preload(list(preload))
+    context.set_forkserver_preload([*preload, "monitor.pool._fork_server"])
     return context

@@ -44,13 +44,19 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
             initializer.function(initializer.args)
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
+    settle()
+    # One short message: a single write to the pipe every worker shares.
+    ready.send((os.getpid(), _set_up_failed))
+    ready.close()
+
+
+def settle() -> None:
+    """What this process loaded is frozen out of the garbage collector's reach, and the C
+    heap's free pages are returned to the system."""
     gc.freeze()
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
         trim(0)
-    # One short message: a single write to the pipe every worker shares.
-    ready.send((os.getpid(), _set_up_failed))
-    ready.close()
 
 
 def run_task(task: bytes) -> bytes:

@@ -6,8 +6,8 @@ shares their pages instead of loading its own copy.
 Another read-only table is shared the same way: add its loader — a module-level function
 that loads the table once per process and keeps it, as `shared_embedder` — to `TABLES`.
 What the fork server loaded is then frozen out of the garbage collector's reach
-(`gc.freeze`, in each worker as it starts: `monitor.pool`), and the C heap's free pages go
-back to the system there too. This module changes nothing of the process that imports it
+(`gc.freeze`, in the fork server once it has loaded them and in each worker as it starts:
+`monitor.pool`), and the C heap's free pages go back to the system there too. This module changes nothing of the process that imports it
 but what it loads.
 """
 

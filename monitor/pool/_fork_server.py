@@ -1,0 +1,7 @@
+"""The fork server's last preload (`worker_context`): once it has imported what the workers
+share, it settles (`_worker.settle`) before it forks any of them, so they inherit a frozen,
+trimmed heap. Imported only there."""
+
+from monitor.pool._worker import settle
+
+settle()
