@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,24 +53,7 @@ def _send(endpoint: str) -> str:
 
 
 def test_a_convention_declared_in_the_config_is_read_and_named(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "receivers:\n  otlp:\n"
-        "    grpc: {endpoint: '127.0.0.1:0'}\n"
-        "    http: {endpoint: '127.0.0.1:0'}\n"
-        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n" + ACME_CONFIG
-    )
-    with rag_monitor(tmp_path, config) as ports:
-        trace_id = _send(f"http://127.0.0.1:{ports.http}/v1/traces")
-
-        def extracted() -> dict[str, Any] | None:
-            url = f"http://127.0.0.1:{ports.metrics}/debug/records"
-            with urllib.request.urlopen(url, timeout=5) as response:
-                page = json.loads(response.read())
-            return next((e for e in page["extracted"] if e["trace_id"] == trace_id), None)
-
-        entry = wait_until(extracted, 30, "the trace's record in /debug/records")
-    assert entry is not None
+    entry = _extracted(tmp_path, ACME_CONFIG, lambda http: _send(f"{http}/v1/traces"))
     assert entry["conventions"] == "acme-tracer"
     assert (entry["query"], entry["response"], entry["conversation"]) == (
         QUESTION,
@@ -115,15 +99,24 @@ def _send_logged(endpoint: str) -> str:
 
 
 def test_a_conventions_log_records_are_taken_as_events_of_their_span(tmp_path: Path) -> None:
+    entry = _extracted(tmp_path, QUILL_CONFIG, _send_logged)
+    assert entry["conventions"] == "quill"
+    assert (entry["query"], entry["response"]) == (QUESTION, ANSWER)
+    assert [(d["doc_uri"], d["content"]) for d in entry["context"]] == DOCS
+
+
+def _extracted(tmp_path: Path, conventions: str, send: Callable[[str], str]) -> dict[str, Any]:
+    """Runs `rag-monitor` with `conventions`, has `send` (given the OTLP/HTTP base URL)
+    send one trace, and returns the trace's record as `/debug/records` shows it."""
     config = tmp_path / "config.yaml"
     config.write_text(
         "receivers:\n  otlp:\n"
         "    grpc: {endpoint: '127.0.0.1:0'}\n"
         "    http: {endpoint: '127.0.0.1:0'}\n"
-        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n" + QUILL_CONFIG
+        "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n" + conventions
     )
     with rag_monitor(tmp_path, config) as ports:
-        trace_id = _send_logged(f"http://127.0.0.1:{ports.http}")
+        trace_id = send(f"http://127.0.0.1:{ports.http}")
 
         def extracted() -> dict[str, Any] | None:
             url = f"http://127.0.0.1:{ports.metrics}/debug/records"
@@ -133,6 +126,4 @@ def test_a_conventions_log_records_are_taken_as_events_of_their_span(tmp_path: P
 
         entry = wait_until(extracted, 30, "the trace's record in /debug/records")
     assert entry is not None
-    assert entry["conventions"] == "quill"
-    assert (entry["query"], entry["response"]) == (QUESTION, ANSWER)
-    assert [(d["doc_uri"], d["content"]) for d in entry["context"]] == DOCS
+    return entry
