@@ -20,11 +20,13 @@ without one (`solo_dispersion`).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 
 RHO_PRIOR = 0.3
 MIN_PAIRS_FOR_RHO = 200
+RHO_BOUND_Z = 2.0
 # Second differences needed before kappa is trusted (below: KAPPA_PRIOR).
 MIN_DIFFERENCES = 12
 KAPPA_PRIOR = 2.0
@@ -34,17 +36,25 @@ MIN_BUCKET_VERDICTS = 10
 _OVERLAP = 1.94
 
 
-def rho_from(spread: float, verdicts: float, pairs: float) -> float:
-    """rho from `spread` (sum of `(d_u - n_u x)^2 / v`), the conversations' `verdicts`
-    and their `pairs` of verdicts (`sum n_u^2 - N`)."""
+def rho_from(spread: float, verdicts: float, pairs: float, *, bound: bool = False) -> float:
+    """rho (`bound`: its upper bound) from `spread` (sum of `(d_u - n_u x)^2 / v`), the
+    conversations' `verdicts` and their `pairs` of verdicts (`sum n_u^2 - N`)."""
     if pairs < MIN_PAIRS_FOR_RHO:
         return RHO_PRIOR
-    return min(1.0, max(0.0, (spread - verdicts) / pairs))
+    rho = min(1.0, max(0.0, (spread - verdicts) / pairs))
+    if not bound:
+        return rho
+    size = 1 + pairs / verdicts
+    se = (1 - rho) * (1 + (size - 1) * rho) * math.sqrt(2 / pairs)
+    return min(1.0, rho + RHO_BOUND_Z * se)
 
 
-def conversation_rho(buckets: Iterable[tuple[float, float, float, float, float, float]]) -> float:
-    """rho over buckets of `(verdicts of conversations, sum of sizes squared, sum of defect
-    sums squared, sum of size x defects, the bucket's rate, its per-verdict variance)`."""
+def conversation_rho(
+    buckets: Iterable[tuple[float, float, float, float, float, float]], *, bound: bool = False
+) -> float:
+    """rho (`bound`: its upper bound) over buckets of `(verdicts of conversations, sum of
+    sizes squared, sum of defect sums squared, sum of size x defects, the bucket's rate, its
+    per-verdict variance)`."""
     spread = verdicts = pairs = 0.0
     for conv_n, m2, dd, nd, x, v in buckets:
         if conv_n <= 0 or v <= 0:
@@ -52,7 +62,7 @@ def conversation_rho(buckets: Iterable[tuple[float, float, float, float, float, 
         spread += (dd - 2 * x * nd + x * x * m2) / v
         verdicts += conv_n
         pairs += m2 - conv_n
-    return rho_from(spread, verdicts, pairs)
+    return rho_from(spread, verdicts, pairs, bound=bound)
 
 
 def solo_dispersion(

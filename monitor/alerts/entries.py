@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor.alerts.kinds import Entry, Kind
 from monitor.alerts.rule import Rule, fingerprint
-from monitor.alerts.units import Conversations
+from monitor.alerts.units import Arrival, Conversations, Unit
 from monitor.alerts.window import saved_number
 
 log = logging.getLogger(__name__)
@@ -83,15 +83,18 @@ class Entries:
                 self._replaced[key] = (entry.revision, now)
                 self._conversations.pop(key, None)
                 entry = self._entries[key] = Entry(kind.new_state(), revision)
-        due = kind.add(entry.state, histogram, conversation is not None, now)
+        arrival: Arrival | None = None
+        closed: list[Unit] = []
         if conversation is not None:
             conversations = self._conversations.get(key)
             if conversations is None:
                 conversations = self._conversations[key] = Conversations(self._idle_s)
             steps = len(histogram) - 1
             levels = [k / steps for k in range(steps + 1)]
-            for unit in conversations.add(conversation, histogram, levels, now):
-                due = kind.add_unit(entry.state, unit, now) or due
+            arrival, closed = conversations.add(conversation, histogram, levels, now)
+        due = kind.add(entry.state, histogram, arrival, now)
+        for unit in closed:
+            due = kind.add_unit(entry.state, unit, now) or due
         return Added(due, replaced, revision if replaced is not None else None)
 
     def close_idle(self, key: Key, now: float) -> None:

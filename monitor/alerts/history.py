@@ -65,7 +65,8 @@ class Expectation:
     """What the service is expected to show at one time: the mean defect value, its
     variance per verdict, the squared standard error of that mean (the baseline's own
     error), the verdicts behind the level, how verdicts without a conversation disperse
-    (`kappa`, at least 1), and the correlation within a conversation (`rho`)."""
+    (`kappa`, at least 1), and the correlation within a conversation (`rho`; `rho_bound`,
+    its upper bound, is what the sequential test predicts a conversation's verdicts with)."""
 
     mean: float
     variance: float
@@ -76,6 +77,7 @@ class Expectation:
     # How much more the level's verdicts vary than independent ones (their conversations'
     # design effect and the dispersion of the others): what a window of them is taken to.
     design: float = 1.0
+    rho_bound: float = 0.0
 
 
 class History:
@@ -234,7 +236,16 @@ class History:
         variance = self._variance(mean, level.variance)
         se2 = variance * (level.error_units / (level.samples * level.samples)) + offset_var
         design = max(1.0, level.error_units / level.samples)
-        return Expectation(mean, variance, se2, level.samples, profile.kappa, profile.rho, design)
+        return Expectation(
+            mean,
+            variance,
+            se2,
+            level.samples,
+            profile.kappa,
+            profile.rho,
+            design,
+            profile.rho_bound,
+        )
 
     def last_week(self, t: float) -> Expectation | None:
         """What the same hours showed one week before `t`: the clean verdicts of the
@@ -356,7 +367,7 @@ class History:
             if self.steps == 1
             else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
         )
-        rho = conversation_rho(
+        clustered = [
             (
                 rows[r + _UN],
                 rows[r + _M2],
@@ -369,7 +380,9 @@ class History:
             )
             for _, r in buckets
             if rows[r + _UN] > 0 and (n := rows[r + _N] + rows[r + _RN]) > 0
-        )
+        ]
+        rho = conversation_rho(clustered)
+        rho_bound = conversation_rho(clustered, bound=True)
         solo = {
             index: (sn, rows[r + _SD] / sn) for index, r in buckets if (sn := rows[r + _SN]) > 0
         }
@@ -388,7 +401,7 @@ class History:
             if (n := rows[r + _N] + rows[r + _RN]) > 0
         ]
         season = learn(self.season, hours, self.origin, self.newest, pooled_var * design)
-        return Profile(season, kappa, rho)
+        return Profile(season, kappa, rho, rho_bound)
 
     # -- the state file -------------------------------------------------------------------
 

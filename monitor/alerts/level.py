@@ -54,6 +54,8 @@ class Profile:
     season: SeasonProfile
     kappa: float
     rho: float
+    # rho's upper bound: what the sequential test predicts a conversation's verdicts with.
+    rho_bound: float
 
     @property
     def days(self) -> tuple[int, ...]:

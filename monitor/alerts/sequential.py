@@ -15,14 +15,23 @@ null point pages once, not at the exponential's rate), and `c = MARGIN_SCALE = 0
 measured choice (`bench/alert_production.py`), not a derived one. An alternative no
 margin fits is left out: the baseline cannot tell so small a rise from its own error.
 
-**The unit of evidence** (`history.Unit`) is a conversation, or a verdict that came
-without one (`monitor.alerts.units`). For each alternative a bettor stakes on each unit's
-mean `m` the factor `1 + lambda (m - q_j)`, with `lambda = (a_j - q_j) / V` and `V` the
-variance of a unit's mean at the null point (`q_j (1 - q_j)` for verdicts, the measured
-variance for scores; a conversation of `n` verdicts: `V (1 + (n - 1) rho) / n`), at most
-`0.95 / q_j` so that wealth stays positive. For a single verdict this is the likelihood
-ratio of `a_j` against `q_j`. Verdicts without a conversation have their factor's log
-divided by the measured dispersion `kappa` (tempering).
+**The evidence** is each arrival of verdicts: one verdict that came without a
+conversation, or the verdicts of one conversation that arrived together
+(`monitor.alerts.units.Arrival`). For each alternative a bettor stakes on an arrival's
+mean `m` the factor `1 + lambda (m - p_j)` against its **predicted mean** `p_j`, with
+`lambda = (pa_j - p_j) / W`, `pa_j` the prediction under the alternative and `W` the
+variance of `m` given what is predicted; at most `0.95 / p_j`, so that wealth stays
+positive. For a verdict without a conversation `p_j = q_j`, `pa_j = a_j`, `W = V`, the
+variance of one verdict at the null point (`q_j (1 - q_j)` for verdicts, the measured
+variance for scores): the likelihood ratio of `a_j` against `q_j`; their factor's log is
+divided by the measured dispersion `kappa` (tempering). The `n` verdicts of a conversation
+that already showed `N` verdicts with mean `x` are predicted as conversations with a
+correlation `rho` between their verdicts predict them (the credibility, or linear Bayes,
+predictor): `p_j = q_j + w (x - q_j)`, `w = N rho / (1 + (N - 1) rho)`, so
+`pa_j - p_j = (1 - w) (a_j - q_j)`, and `W = V (rho (1 - w) + (1 - rho) / n)`; for a
+conversation's first verdicts that is `V (1 + (n - 1) rho) / n`. A conversation counts as
+its verdicts come, never waiting for it to end, and its later verdicts count for less the
+more it already showed.
 
 **How.** Units are taken in small batches; a batch that covered `w` seconds of the
 service's time starts a new bettor with stake `w` (at most `MAX_WEIGHT_S`, so a long
@@ -39,8 +48,13 @@ first reaches `T` is at least `T` (optional stopping): false pages come at most 
 `false_page_every` on average, per rule and service, whatever the rate of verdicts (stakes
 are time, not verdicts) or the evaluation interval. That premise holds when
 
-1. conversations are independent of each other (verdicts of one conversation may depend on
-   each other in any way: a unit's factor is linear in its mean);
+1. conversations are independent of each other, and the verdicts of one are exchangeable
+   with a correlation of at most the `rho` the test uses (`dispersion.py` takes an upper
+   bound of the measured one). The expected mean of a conversation's next verdicts given
+   its earlier ones is then `p_j` where the conversation's rate has a beta distribution
+   (exactly) and, for any other distribution, to second order in the stakes: a pair of
+   factors has expectation `1 + lambda lambda' (Cov - w V)` at most 1 when the correlation is
+   at most `rho`. Overstating `rho` only costs evidence;
 2. the expectation is right up to a normal error of the stated `se` (the margin), which
    needs the season and level to describe the service (`history.py`);
 3. sampling depends only on the trace id and on past evidence (boosts), never on the
@@ -50,7 +64,9 @@ Verdicts without a conversation are tempered by `kappa`, an upper confidence bou
 their dispersion: exact for independent verdicts (`kappa` >= 1 only shrinks a likelihood
 ratio, by Jensen's inequality), and for dependent ones valid as far as a normal
 approximation of their sums over the evidence is (dependence longer than a history bucket
-is not measured). That part is approximate; `bench/alert_production.py` measures it.
+is not measured). Those parts are approximate; `bench/alert_production.py` measures them
+on streams whose conversations' rates are beta distributed and on streams where they are
+not.
 
 **Evidence building.** Beside `R` each alternative keeps a CUSUM of its log-factors,
 `C_j <- max(0, C_j + log F_j)`, and the time its run began. `p_value()`, the chance of a
@@ -68,7 +84,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.history import Expectation
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival
 from monitor.alerts.window import Moments, saved_number
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
@@ -91,7 +107,8 @@ class Bets:
     """What the next batches are judged against, fixed from the expectation at an
     evaluation: per alternative its grid index `j` (its slot in `SequentialTest`), its null
     point, the variance of one verdict there and its stake on one verdict; the log-gains of
-    a verdict without a conversation at each level (tempered by `kappa`), and `rho`."""
+    a verdict without a conversation at each level (tempered by `kappa`), and the `rho`
+    conversations are predicted with (an upper bound)."""
 
     slots: tuple[int, ...]
     nulls: tuple[float, ...]
@@ -112,23 +129,31 @@ class Bets:
         """The lowest null point: every bettor loses on average on a mean at most this."""
         return min(self.nulls)
 
-    def log_ratios(self, histogram: Sequence[float], units: Iterable[Unit] = ()) -> list[float]:
+    def log_ratios(
+        self, histogram: Sequence[float], arrivals: Iterable[Arrival] = ()
+    ) -> list[float]:
         """Per alternative, the batch's log-factor: `histogram[k]` verdicts without a
-        conversation at level `k / (levels - 1)`, and the conversations `units`."""
+        conversation at level `k / (levels - 1)`, and the conversations' `arrivals`."""
         out = [
             sum(g * c for g, c in zip(row, histogram, strict=True) if c) for row in self.solo_gains
         ]
-        for unit in units:
-            n = unit.samples
+        rho = self.rho
+        for arrival in arrivals:
+            n, earlier = arrival.samples, arrival.earlier
             if n <= 0:
                 continue
-            mean = unit.defects / n
-            design = (1 + (n - 1) * self.rho) / n
+            mean = arrival.defects / n
+            w = earlier * rho / (1 + (earlier - 1) * rho) if earlier else 0.0
+            shown = arrival.earlier_defects / earlier if earlier else 0.0
+            spread = rho * (1 - w) + (1 - rho) / n
             for i, (q, a, v) in enumerate(
                 zip(self.nulls, self.alternatives, self.variances, strict=True)
             ):
-                stake = min((a - q) / (v * design), _MAX_STAKE / q)
-                out[i] += math.log1p(stake * (mean - q))
+                predicted = q + w * (shown - q)
+                stake = (1 - w) * (a - q) / (v * spread) if spread > 0 else 0.0
+                if predicted > 0:
+                    stake = min(stake, _MAX_STAKE / predicted)
+                out[i] += math.log1p(stake * (mean - predicted))
         return out
 
 
@@ -170,7 +195,7 @@ def bets(expected: Expectation, min_increase: float, steps: int, budget_s: float
         tuple(alternatives),
         tuple(variances),
         tuple(gains),
-        expected.rho,
+        expected.rho_bound,
         expected.kappa,
         len(grid),
     )
@@ -208,10 +233,10 @@ class SequentialTest:
         self.grid = MAX_ALTERNATIVES
 
     def update(
-        self, bets: Bets, histogram: Sequence[float], units: Sequence[Unit], now: float
+        self, bets: Bets, histogram: Sequence[float], arrivals: Sequence[Arrival], now: float
     ) -> None:
         """Adds a batch that arrived by `now` (verdicts without a conversation as a
-        histogram of levels, and conversations), judged by `bets`: every running bettor's
+        histogram of levels, and conversations' arrivals), judged by `bets`: every running bettor's
         wealth times the batch's factor, a new bettor staking the seconds the batch covered
         (the time since the previous one, at most `MAX_WEIGHT_S`)."""
         weight = 0.0 if self.last is None else min(max(now - self.last, 0.0), MAX_WEIGHT_S)
@@ -220,12 +245,12 @@ class SequentialTest:
         self.grid = bets.grid
         steps = max(1, len(histogram) - 1)
         batch = Moments(
-            int(sum(histogram)) + sum(u.samples for u in units),
-            sum(c * k / steps for k, c in enumerate(histogram)) + sum(u.defects for u in units),
+            int(sum(histogram)) + sum(u.samples for u in arrivals),
+            sum(c * k / steps for k, c in enumerate(histogram)) + sum(u.defects for u in arrivals),
             sum(c * (k / steps) ** 2 for k, c in enumerate(histogram))
-            + sum(u.squares for u in units),
+            + sum(u.squares for u in arrivals),
         )
-        ratios = dict(zip(bets.slots, bets.log_ratios(histogram, units), strict=True))
+        ratios = dict(zip(bets.slots, bets.log_ratios(histogram, arrivals), strict=True))
         for j in range(MAX_ALTERNATIVES):
             ratio = ratios.get(j)
             if ratio is None:

@@ -1,12 +1,16 @@
-"""Conversations as the unit of evidence.
+"""Conversations: what their verdicts are judged with.
 
 Verdicts of one conversation (`RagRecord.conversation`: `session.id`,
 `gen_ai.conversation.id`, or the attribute the config names) share its user, topic and
-documents, so they fail together more often than independent verdicts would. A rule's
-tests judge each conversation as one observation (`history.Unit`): its verdicts are
-gathered here and handed on together once the conversation has been quiet for
-`alerts.conversation_idle`, has `MAX_VERDICTS` verdicts, or is `MAX_AGE_S` old (a longer
-conversation goes on as a new unit). A verdict without a conversation is a unit of its own.
+documents, so they fail together more often than independent verdicts would. Each
+conversation's verdicts are gathered here:
+
+- as they arrive, each arrival (`Arrival`) carries what the conversation's earlier verdicts
+  were, so the sequential test judges it against what they predict, at once;
+- once the conversation has been quiet for `alerts.conversation_idle`, has `MAX_VERDICTS`
+  verdicts, or is `MAX_AGE_S` old (a longer conversation goes on as a new one), it closes
+  into one `Unit`: what the history measures the correlation within conversations from,
+  and what the windows' design effect counts.
 
 Memory is bounded: at most `MAX_OPEN` conversations are gathered per (rule, service,
 cohort); past that the one quiet longest is handed on early. Conversation ids are kept as a
@@ -55,6 +59,19 @@ class Unit:
         return self.defects / self.samples if self.samples else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Verdicts of one conversation that arrived together (`samples` of them, their defect
+    values summing to `defects`, their squares to `squares`), after `earlier` verdicts of
+    the same conversation whose values summed to `earlier_defects`."""
+
+    samples: int
+    defects: float
+    squares: float
+    earlier: int
+    earlier_defects: float
+
+
 def conversation_key(conversation: str) -> int:
     return int.from_bytes(hashlib.blake2b(conversation.encode(), digest_size=8).digest(), "big")
 
@@ -74,27 +91,32 @@ class Conversations:
 
     def add(
         self, key: int, histogram: Sequence[float], levels: Sequence[float], now: float
-    ) -> list[Unit]:
-        """Adds `histogram[k]` verdicts at `levels[k]` to conversation `key`; returns the
-        units that close now (this conversation if it is full or old, or the quietest one
-        if too many are open)."""
+    ) -> tuple[Arrival, list[Unit]]:
+        """Adds `histogram[k]` verdicts at `levels[k]` to conversation `key`; returns them
+        as an arrival, and the units that close now (this conversation if it is full or
+        old, or the quietest one if too many are open)."""
         entry = self._open.get(key)
         if entry is None:
             entry = self._open[key] = _Open(0, 0.0, 0.0, now, now)
         else:
             self._open.move_to_end(key)
+        samples, defects, squares = 0, 0.0, 0.0
         for count, value in zip(histogram, levels, strict=True):
             if count:
-                entry.samples += int(count)
-                entry.defects += count * value
-                entry.squares += count * value * value
+                samples += int(count)
+                defects += count * value
+                squares += count * value * value
+        arrival = Arrival(samples, defects, squares, entry.samples, entry.defects)
+        entry.samples += samples
+        entry.defects += defects
+        entry.squares += squares
         entry.last = max(entry.last, now)
         out = []
         if entry.samples >= MAX_VERDICTS or now - entry.first >= MAX_AGE_S:
             out.append(_unit(self._open.pop(key)))
         while len(self._open) > MAX_OPEN:
             out.append(_unit(self._open.popitem(last=False)[1]))
-        return out
+        return arrival, out
 
     def close_idle(self, now: float) -> list[Unit]:
         """The conversations quiet for the idle time (or old) by `now`, closed."""

@@ -217,13 +217,15 @@ def test_open_conversations_and_the_learned_season_survive_a_restart() -> None:
     assert not history.learning()
 
 
-def test_a_conversation_is_one_unit_of_its_verdicts() -> None:
-    from monitor.alerts.units import Conversations
+def test_a_conversation_is_one_unit_of_its_verdicts_and_each_arrival_knows_what_came_before() -> (
+    None
+):
+    from monitor.alerts.units import Arrival, Conversations
 
     conversations = Conversations(idle_s=600)
     levels = [0.0, 1.0]
-    assert conversations.add(1, [2, 1], levels, 0.0) == []
-    assert conversations.add(1, [1, 1], levels, 300.0) == []
+    assert conversations.add(1, [2, 1], levels, 0.0) == (Arrival(3, 1.0, 1.0, 0, 0.0), [])
+    assert conversations.add(1, [1, 1], levels, 300.0) == (Arrival(2, 1.0, 1.0, 3, 1.0), [])
     assert conversations.close_idle(800.0) == []  # quiet for 500 s only
     assert conversations.close_idle(900.0) == [Unit(5, 2.0, 2.0, conversation=True)]
 

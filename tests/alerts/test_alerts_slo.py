@@ -222,7 +222,7 @@ def test_windows_stay_bounded_whatever_the_traffic() -> None:
     now = 1_700_000_000.0
     for _ in range(35 * 24 * 12):  # 35 days, every 5 minutes, a thousand verdicts each
         now += 300
-        kind.add(state, [700.0, 300.0], False, now)
+        kind.add(state, [700.0, 300.0], None, now)
         kind.judge({"": Entry(state)}, now)  # as the engine does every evaluation
     held = {length: len(window.slices()) for length, window in state.windows.items()}
     assert set(held) == {300.0, 1800.0, 3600.0, 6 * 3600.0, 3 * 86400.0, 28 * 86400.0}

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import NOTHING, Moments
 
 if TYPE_CHECKING:
@@ -78,10 +78,12 @@ class Kind(Protocol):
         """An empty state for one (service, cohort)."""
         ...
 
-    def add(self, state: Any, histogram: Sequence[float], conversation: bool, now: float) -> bool:
+    def add(
+        self, state: Any, histogram: Sequence[float], conversation: Arrival | None, now: float
+    ) -> bool:
         """Verdicts that arrived together: `histogram[k]` of them at level `k / steps`
-        (`conversation`: they belong to one, whose unit comes later through `add_unit`);
-        True when an evaluation is due now."""
+        (`conversation`: they belong to one, and what came of it before; its unit comes
+        through `add_unit` once it closes); True when an evaluation is due now."""
         ...
 
     def add_unit(self, state: Any, unit: Unit, now: float) -> bool:

@@ -19,7 +19,7 @@ from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, wilson_interval
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import (
     Moments,
     SlidingWindow,
@@ -76,7 +76,11 @@ class Absolute:
         return new_window_state(self.rule)
 
     def add(
-        self, state: WindowState, histogram: Sequence[float], conversation: bool, now: float
+        self,
+        state: WindowState,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
     ) -> bool:
         return add_verdicts(state, histogram, now)
 

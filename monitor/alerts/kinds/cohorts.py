@@ -29,7 +29,7 @@ from monitor.alerts.kinds.absolute import (
 )
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import increase_p_value, look_level
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import Moments, design_effect
 from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW
@@ -57,7 +57,11 @@ class Cohorts:
         return new_window_state(self.rule)
 
     def add(
-        self, state: WindowState, histogram: Sequence[float], conversation: bool, now: float
+        self,
+        state: WindowState,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
     ) -> bool:
         return add_verdicts(state, histogram, now)
 

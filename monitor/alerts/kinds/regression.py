@@ -6,9 +6,10 @@ week with `baseline.season`, the higher of the recent and the long level). A ris
 as a user means `min_increase`, the smallest rise worth a page: the null hypothesis is "the
 mean rose by at most half of it".
 
-- `test: sequential` (the default): closed units (conversations, and verdicts without
-  one) go to the sequential test (`monitor.alerts.sequential`) in batches of `BATCH` (and
-  at every evaluation); a batch that takes its statistic past the rule's budget asks for an
+- `test: sequential` (the default): verdicts go to the sequential test
+  (`monitor.alerts.sequential`) as they arrive — those of a conversation as one arrival,
+  judged against what its earlier verdicts predict — in batches of `BATCH` arrivals (and at
+  every evaluation); a batch that takes its statistic past the rule's budget asks for an
   evaluation at once, which pages.
 - `test: window`: a one-sided z-test of "the current window's mean is at most
   `min_increase / 2` above the expected" at each evaluation, at the level a look may use
@@ -44,7 +45,7 @@ from monitor.alerts.level import Level
 from monitor.alerts.rule import Rule
 from monitor.alerts.sequential import Bets, SequentialTest, bets
 from monitor.alerts.stats import look_level, rise_p_value
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices, saved_number
 from monitor.config import AlertBaseline, AlertRule, pinned_period
 from monitor.telemetry import RateLimitedLog
@@ -65,9 +66,10 @@ class RegressionState:
     solo: SlidingWindow
     history: History
     test: SequentialTest | None
-    # Units since the last batch: verdicts without a conversation by level, conversations.
+    # Since the last batch: verdicts without a conversation by level, conversations'
+    # arrivals.
     pending: list[float]
-    pending_units: list[Unit] = field(default_factory=list)
+    pending_arrivals: list[Arrival] = field(default_factory=list)
     bets: Bets | None = None
     # What went into the history as a rise while evidence built: bucket -> (all, solo).
     held: dict[int, tuple[Moments, Moments]] = field(default_factory=dict)
@@ -114,41 +116,41 @@ class Regression:
     # -- verdicts in ------------------------------------------------------------------
 
     def add(
-        self, state: RegressionState, histogram: Sequence[float], conversation: bool, now: float
+        self,
+        state: RegressionState,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         state.current.add_counts(now, moments)
-        if conversation:
-            return False
-        state.solo.add_counts(now, moments)
+        if conversation is None:
+            state.solo.add_counts(now, moments)
         if state.test is None:
             return False
-        for k, count in enumerate(histogram):
-            state.pending[k] += count
-        return self._batch_if_full(state, now)
+        if conversation is None:
+            for k, count in enumerate(histogram):
+                state.pending[k] += count
+        else:
+            state.pending_arrivals.append(conversation)
+        if sum(state.pending) + len(state.pending_arrivals) < BATCH:
+            return False
+        return self._batch(state, now)
 
     def add_unit(self, state: RegressionState, unit: Unit, now: float) -> bool:
         state.history.add_unit(now, unit)
-        if state.test is None:
-            return False
-        state.pending_units.append(unit)
-        return self._batch_if_full(state, now)
-
-    def _batch_if_full(self, state: RegressionState, now: float) -> bool:
-        if sum(state.pending) + len(state.pending_units) < BATCH:
-            return False
-        return self._batch(state, now)
+        return False
 
     def _batch(self, state: RegressionState, now: float) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
         test = state.test
         assert test is not None
-        pending = sum(state.pending) or state.pending_units
+        pending = sum(state.pending) or state.pending_arrivals
         if pending and state.bets is not None and not state.firing:
-            test.update(state.bets, state.pending, state.pending_units, now)
+            test.update(state.bets, state.pending, state.pending_arrivals, now)
         state.pending[:] = [0.0] * len(state.pending)
-        state.pending_units.clear()
+        state.pending_arrivals.clear()
         return not state.firing and test.crossed(self.rule.budget_s)
 
     # -- judging ----------------------------------------------------------------------

@@ -47,7 +47,7 @@ from monitor.alerts.describe import shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
-from monitor.alerts.units import Unit
+from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import (
     DEFAULT_BUCKETS,
     NOTHING,
@@ -129,7 +129,7 @@ class Slo:
         return SloState({w: SlidingWindow(w, slices_for(w)) for w in self._lengths})
 
     def add(
-        self, state: SloState, histogram: Sequence[float], conversation: bool, now: float
+        self, state: SloState, histogram: Sequence[float], conversation: Arrival | None, now: float
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         quiet = state.added is None or now - state.added >= self._lengths[0]
