@@ -51,6 +51,19 @@ class QuotedScalar:
         return repr(self.text)
 
 
+class RemovedKey:
+    """The value of a key that a former version took and this one does not, held in its
+    place so that `extra="forbid"` refuses the key where it stands, with every other problem
+    of the file, and the message says why it is gone and what to write instead (`why`)."""
+
+    def __init__(self, value: Any, why: str) -> None:
+        self.value = value
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"{self.value!r} ({self.why})"
+
+
 # The largest whole number any knob takes: 2**31 - 1, a signed 32-bit field.
 MAX_WHOLE_NUMBER = 2**31 - 1
 # The longest text a knob takes: a name, a URL or a path (PATH_MAX on Linux).
@@ -76,8 +89,9 @@ def _scalar_kind(annotation: Any) -> str | None:
 
 
 class Section(BaseModel):
-    """A section of the configuration: unknown keys are errors, values are frozen, and a
-    number or boolean written as a string is refused rather than converted."""
+    """A section of the configuration: unknown keys are errors, values are frozen, a
+    number or boolean written as a string is refused rather than converted, and a key of
+    `_removed` is refused saying why it is gone."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     _scalar_fields: ClassVar[dict[str, str] | None] = None
@@ -114,6 +128,18 @@ class Section(BaseModel):
             )
         }
         return {**data, **quoted} if quoted else data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not cls._removed:
+            return data
+        removed = {
+            key: RemovedKey(value, cls._removed[key])
+            for key, value in data.items()
+            if key in cls._removed
+        }
+        return {**data, **removed} if removed else data
 
     @field_validator("*")
     @classmethod
@@ -158,6 +184,9 @@ class Section(BaseModel):
             }
         return cls._text_rules_found or {}
 
+    # Keys a former version took (key → why it is gone and what to write instead): a file
+    # written for it fails naming them, rather than loading with a setting that does nothing.
+    _removed: ClassVar[Mapping[str, str]] = {}
     # Text keys whose empty value means something, and keys that hold more than a name or
     # a path (prompts), with their own length bound.
     _may_be_empty: ClassVar[frozenset[str]] = frozenset()
@@ -375,17 +404,6 @@ def at_least(floor: float, why: str) -> AfterValidator:
         return value
 
     return AfterValidator(check)
-
-
-def refuse_removed(data: Any, removed: Mapping[str, str]) -> None:
-    """Refuses the keys of `removed` (key → why it is gone and what to write instead) that
-    `data` holds, each on a line of its own, so that a file written for an older version
-    fails naming them rather than loading with a setting that does nothing."""
-    if not isinstance(data, dict):
-        return
-    present = [f"{key}: {why}" for key, why in removed.items() if key in data]
-    if present:
-        raise ValueError("\n".join(present))
 
 
 def environ_of(info: ValidationInfo) -> Mapping[str, str]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Tag, ValidationError
 
 from monitor.config._env import ENV_PREFIX, apply_override, env_overrides, expand_env_refs
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig
-from monitor.config._fields import ConfigError, QuotedScalar
+from monitor.config._fields import ConfigError, QuotedScalar, RemovedKey
 from monitor.config._receivers import OTLP_PROTOCOLS
 from monitor.config._root import Config, reference_problems
 from monitor.config._yaml import read_yaml_file
@@ -59,8 +59,9 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         loc = ".".join(str(p) for p in path)
         for msg in _message(err, model).split("\n"):
             where = loc
-            # Validators that see several keys name their own key first ("key: problem").
-            named = _NAMED_PROBLEM.match(msg)
+            # Validators that see several keys name their own key first ("key: problem");
+            # pydantic's own messages, and a removed key's reason, are not so named.
+            named = _NAMED_PROBLEM.match(msg) if err["type"] == "value_error" else None
             if named:
                 where = f"{loc}.{named.group(1)}" if loc else named.group(1)
                 msg = named.group(2)
@@ -113,6 +114,8 @@ def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
     if isinstance(err.get("input"), QuotedScalar):
         text = err["input"].text
         return f"{text!r} is written as a string; write it without quotes"
+    if isinstance(err.get("input"), RemovedKey):
+        return str(err["input"].why)
     if kind == "extra_forbidden":
         return "unknown key" + _nearest_key(model, err["loc"])
     if kind in _TYPE_WORDS:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -31,7 +32,6 @@ from monitor.config._fields import (
     http_url,
     is_loopback_host,
     parse_duration,
-    refuse_removed,
 )
 
 
@@ -273,19 +273,17 @@ class AlertRule(Section):
     severity: LabelName = "warning"
     boost: AlertBoost | None = None
 
+    _removed: ClassVar[Mapping[str, str]] = {
+        "confidence": "replaced by false_page_every, how rarely the rule may page on a "
+        "service that did not change (for example 90d; alerts.false_page_every sets it for "
+        "every rule)"
+    }
+
     @model_validator(mode="before")
     @classmethod
     def _regression_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        refuse_removed(
-            data,
-            {
-                "confidence": "replaced by false_page_every, how rarely the rule may page on a "
-                "service that did not change (for example 90d; alerts.false_page_every sets "
-                "it for every rule)"
-            },
-        )
         if data.get("baseline") is not None or data.get("cohorts") is not None:
             data = {
                 "window": REGRESSION_WINDOW,

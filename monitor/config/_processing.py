@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from monitor.config._fields import Rate, Seconds, Section, at_least, refuse_removed
+from monitor.config._fields import Rate, Seconds, Section, at_least
 
 _NO_ASSEMBLY_QUEUE = (
     "removed: the trace stage assembles each delivery in the call that hands it in, so "
@@ -27,11 +28,10 @@ class TraceAssembly(Section):
     # SDK's log and span batch processors export independently, 5 s apart at most).
     log_events_wait_s: Seconds = Field(default=5.0, ge=0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed_keys(cls, data: Any) -> Any:
-        refuse_removed(data, {"queue_size": _NO_ASSEMBLY_QUEUE, "queue_bytes": _NO_ASSEMBLY_QUEUE})
-        return data
+    _removed: ClassVar[Mapping[str, str]] = {
+        "queue_size": _NO_ASSEMBLY_QUEUE,
+        "queue_bytes": _NO_ASSEMBLY_QUEUE,
+    }
 
 
 class SamplingOverride(Section):

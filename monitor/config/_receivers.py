@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -16,7 +17,6 @@ from monitor.config._fields import (
     Section,
     at_least,
     environ_of,
-    refuse_removed,
 )
 
 _SLOW_SENDERS = "a sender needs time to send a request"
@@ -63,18 +63,11 @@ class OtlpReceiver(Section):
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     route_attribute: str = "http.route"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed_keys(cls, data: Any) -> Any:
-        refuse_removed(
-            data,
-            {
-                "queue_size": "removed: it set trace_assembly.queue_size, which bounded nothing; "
-                "pipeline.queue_size and pipeline.queue_bytes bound what waits for evaluation, "
-                "and receivers are refused while it is full"
-            },
-        )
-        return data
+    _removed: ClassVar[Mapping[str, str]] = {
+        "queue_size": "removed: it set trace_assembly.queue_size, which bounded nothing; "
+        "pipeline.queue_size and pipeline.queue_bytes bound what waits for evaluation, "
+        "and receivers are refused while it is full"
+    }
 
     @model_validator(mode="before")
     @classmethod

@@ -451,6 +451,47 @@ def test_keys_that_bounded_nothing_are_refused_naming_what_bounds(
     assert all("pipeline.queue_size" in p for p in problems), problems
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        (
+            "trace_assembly: {queue_size: 10, max_open_traces: 0, max_open_trace: 1}",
+            [
+                "trace_assembly.queue_size: removed: the trace stage assembles",
+                "trace_assembly.max_open_traces: must be greater than 0",
+                "trace_assembly.max_open_trace: unknown key",
+            ],
+        ),
+        (
+            "receivers: {otlp: {queue_size: 10, max_request_bytes: 0, max_request_byte: 1}}",
+            [
+                "receivers.otlp.queue_size: removed: it set trace_assembly.queue_size",
+                "receivers.otlp.max_request_bytes: must be greater than 0",
+                "receivers.otlp.max_request_byte: unknown key",
+            ],
+        ),
+        (
+            "alerts: {rules: [{name: r, category: violence, max_defect_rate: 1.5,"
+            " confidence: 0.99, min_sample: 1}]}",
+            [
+                "alerts.rules.0.confidence: replaced by false_page_every",
+                "alerts.rules.0.max_defect_rate: must be less than or equal to 1",
+                "alerts.rules.0.min_sample: unknown key",
+            ],
+        ),
+    ],
+)
+def test_a_removed_key_is_reported_with_the_other_problems_of_its_section(
+    tmp_path: Path, yaml_text: str, expected: list[str]
+) -> None:
+    """A removed key does not hide the rest of its section: it, a bad value and an
+    unknown key beside it are each reported at their own path, in one error."""
+    problems = _problems(tmp_path, yaml_text + "\n")
+    assert len(problems) == len(expected), problems
+    for start in expected:
+        assert any(p.startswith(start) for p in problems), (start, problems)
+
+
 def test_every_evaluator_has_a_threshold_scale() -> None:
     for name in known_evaluators():
         scale = threshold_scale(name)
