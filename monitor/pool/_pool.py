@@ -180,7 +180,7 @@ class ProcessPool:
         self._restarts.labels(reason).inc()
         self._expected += 1  # its replacement
         error = f"{_WORKER} {reason}"
-        log.warning("%s %s (%s); replaced", error, pid or "", detail)
+        log.warning("%s (%s%s); replaced", error, f"pid {pid}, " if pid else "", detail)
         return WorkerLost(error if pid else f"{error} ({detail})", stopping=False)
 
     def _read_notice(self) -> None:
