@@ -1,22 +1,11 @@
-"""The multiprocessing context pebble starts the workers with: `spawn` for one worker (the
-caller's own child), `forkserver` for several (the fork server imports `preload` once, then
-forks each worker, which shares those pages). Either would run the caller's main script in
-each worker; it is hidden while a worker starts (`README.md`).
-"""
-
-from __future__ import annotations
+"""The multiprocessing context pebble starts the workers with (`README.md`): `spawn` for one
+worker, `forkserver` for several; neither runs the caller's main script in a worker."""
 
 import sys
 import threading
 import types
 from collections.abc import Sequence
-from multiprocessing.context import (
-    BaseContext,
-    ForkServerContext,
-    ForkServerProcess,
-    SpawnContext,
-    SpawnProcess,
-)
+from multiprocessing import context as mp
 from multiprocessing.process import BaseProcess
 
 # A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
@@ -35,23 +24,15 @@ class _WithoutMain(BaseProcess):
                 sys.modules["__main__"] = main
 
 
-class _SpawnWorker(_WithoutMain, SpawnProcess):
-    pass
+class _SpawnContext(mp.SpawnContext):
+    class Process(_WithoutMain, mp.SpawnProcess): ...
 
 
-class _ForkServerWorker(_WithoutMain, ForkServerProcess):
-    pass
+class _ForkServerContext(mp.ForkServerContext):
+    class Process(_WithoutMain, mp.ForkServerProcess): ...
 
 
-class _SpawnContext(SpawnContext):
-    Process = _SpawnWorker
-
-
-class _ForkServerContext(ForkServerContext):
-    Process = _ForkServerWorker
-
-
-def worker_context(processes: int, preload: Sequence[str]) -> BaseContext:
+def worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
     if processes == 1:
         return _SpawnContext()
     context = _ForkServerContext()

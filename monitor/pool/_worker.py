@@ -1,7 +1,5 @@
-"""The worker's side: its set-up, then each task. A task and its answer cross pebble's
-channel as bytes pickled at each end, so nothing fails to pickle inside pebble (which would
-stop every worker) and a worker takes a task off the shared channel as fast as it copies it.
-"""
+"""The worker's side: its set-up, then each task, which crosses pebble's channel as bytes
+pickled at each end, as does its answer (`README.md` says why)."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from multiprocessing.connection import Connection
 from typing import Any, cast
 
 PICKLE = pickle.HIGHEST_PROTOCOL
+_set_up_failed = ""  # why this worker cannot run tasks
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +26,11 @@ class Initializer:
     args: object = None
 
 
-_set_up_failed = ""  # why this worker cannot run tasks
-
-
 def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: Connection) -> None:
     """Import `preload`, run the initializers, tell the pool on `ready`: (pid, "" or why it
-    failed); a worker that failed answers each task with that. What it inherited and built
-    is frozen out of the garbage collector's reach (a collection would write to, and so
-    copy, every page the fork server shares), and the C heap's free pages are returned."""
+    failed); a worker that failed answers each task with that."""
     global _set_up_failed
-    gc.freeze()
+    gc.freeze()  # what it inherited, before its own imports can trigger a collection
     try:
         for module in preload:
             importlib.import_module(module)
@@ -51,8 +45,8 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
 
 
 def settle() -> None:
-    """What this process loaded is frozen out of the garbage collector's reach, and the C
-    heap's free pages are returned to the system."""
+    """What this process holds is frozen out of the garbage collector's reach (a collection
+    would write to, and so copy, shared pages); the C heap's free pages go back to the system."""
     gc.freeze()
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
@@ -60,14 +54,14 @@ def settle() -> None:
 
 
 def run_task(task: bytes) -> bytes:
-    """One task: `function(payload)`, its outcome pickled."""
-    if _set_up_failed:
-        return pickle.dumps((False, f"failed to initialize: {_set_up_failed}"), PICKLE)
-    function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))
-    try:
-        outcome: tuple[bool, object] = (True, function(payload))
-    except Exception as exc:
-        outcome = (False, f"{type(exc).__name__}: {exc}")
+    """One task: `function(payload)`, its outcome pickled: (True, value) or (False, why)."""
+    outcome: tuple[bool, object] = (False, f"failed to initialize: {_set_up_failed}")
+    if not _set_up_failed:
+        function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))
+        try:
+            outcome = (True, function(payload))
+        except Exception as exc:
+            outcome = (False, f"{type(exc).__name__}: {exc}")
     try:
         return pickle.dumps(outcome, PICKLE)
     except Exception as exc:
@@ -75,10 +69,8 @@ def run_task(task: bytes) -> bytes:
 
 
 class Pickled:
-    """A task, pickled into bytes as pebble sends it (in its thread, not on the event
-    loop); the worker unpickles them once it has taken the task off the channel."""
-
-    __slots__ = ("task",)
+    """A task that pickles itself into bytes as pebble sends it (in pebble's thread, not on
+    the event loop); the worker unpickles them once it has taken the task off the channel."""
 
     def __init__(self, task: object) -> None:
         self.task = task

@@ -72,9 +72,7 @@ class TaskRunner:
 
     async def _submit(self, pool: ProcessPool, batch: Batch) -> list[Outcome] | WorkerLost | str:
         try:
-            return await pool.submit(
-                run_in_worker, batch, items=len(batch.jobs), timeout_s=self._deadline(batch.jobs)
-            )
+            return await pool.submit(run_in_worker, batch, timeout_s=self._deadline(batch.jobs))
         except WorkerLost as lost:
             return lost
         except TaskFailed as exc:
