@@ -12,7 +12,9 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
 1. **Healthy streams**: defect rate 0.20 with a daily cycle of amplitude `min_increase`
    and traffic ten times higher by day than by night, in conversations of intraclass
    correlation 0.05, 0.17 and 0.3, with their ids and without (rows of 15 verdicts on
-   average, 15 s at 1 a second), at 1 verdict a second (`--days` of service time each) and
+   average, 15 s at 1 a second), and with ids where a few conversations fail on every turn
+   (not the beta distribution the test's prediction assumes), at 1 verdict a second
+   (`--days` of service time each) and
    at 10 (`--fast-days`); and
    independent verdicts at a flat rate. False pages per budget period with a 95 % upper
    bound (Poisson): the promise is at most one, and the bound at most two.
@@ -88,15 +90,17 @@ def upper_bound(count: int, exposure: float) -> float:
 
 def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
     runs = []
-    shapes = [(icc, ids) for icc in (0.05, 0.17, 0.3) for ids in (True, False)]
+    shapes = [(icc, ids, "beta") for icc in (0.05, 0.17, 0.3) for ids in (True, False)]
+    shapes += [(icc, True, "failing") for icc in (0.17, 0.3)]
     for rate, span in ((1.0, days), (10.0, fast_days)):
-        for icc, ids in [*shapes, (0.0, False)]:
+        for icc, ids, mixing in [*shapes, (0.0, False, "beta")]:
             seasonal = icc > 0
             spec = StreamSpec(
                 rate=rate,
                 days=span,
                 icc=icc,
                 ids=ids,
+                mixing=mixing,
                 cycle=MIN_INCREASE if seasonal else 0.0,
                 traffic_ratio=10.0 if seasonal else 1.0,
                 seed=seed,
@@ -244,7 +248,8 @@ def _shape(spec: StreamSpec) -> str:
     """A stream's row name: conversations come with a daily cycle, independent verdicts flat."""
     if spec.icc > 0:
         ids = "with" if spec.ids else "without"
-        return f"ICC {spec.icc:g}, {ids} ids, daily cycle, traffic x10"
+        failing = ", a few failing every turn" if spec.mixing == "failing" else ""
+        return f"ICC {spec.icc:g}{failing}, {ids} ids, daily cycle, traffic x10"
     return "independent verdicts, flat rate"
 
 

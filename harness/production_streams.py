@@ -7,7 +7,10 @@ What production traffic is and independent verdicts around a flat rate are not:
 - **conversations**: records come in conversations of 5 to 20 turns (uniform), a turn a
   minute; each conversation has a defect propensity of its own, drawn at its start from a
   Beta distribution with the rate then and intraclass correlation `icc`
-  (`alpha + beta = 1 / icc - 1`). Each turn fails with that propensity times the rate at
+  (`alpha + beta = 1 / icc - 1`), or (`mixing="failing"`) a two-point one of the same mean
+  and correlation: a few conversations fail on every turn, the rest at a rate a little
+  below the mean (what a beta-binomial model of the test does not describe). Each turn
+  fails with that propensity times the rate at
   the turn's time over the rate at the start, so a change reaches the conversations under
   way at once and the clustering is kept. A row is one turn at its time, with its
   conversation's id (`--no-ids`: no id, and each service's turns summed over as many
@@ -62,6 +65,7 @@ class StreamSpec:
     rate: float  # verdicts a second, on average over a day
     days: float
     icc: float = 0.0
+    mixing: str = "beta"  # or "failing": a share of conversations fail on every turn
     mean: float = 0.2
     cycle: float = 0.0  # amplitude of the daily cycle of the defect rate
     week_cycle: float = 0.0
@@ -150,7 +154,12 @@ def _drawn(
     starts = starts[rng.uniform(0.0, 1.0, count) < traffic(spec, starts) / peak_traffic]
     sizes = rng.integers(MIN_TURNS, MAX_TURNS + 1, starts.size)
     p_start, _ = defect_rate(spec, starts)
-    if spec.icc > 0:
+    if spec.icc > 0 and spec.mixing == "failing":
+        # Propensity 1 for a share s, `low` for the rest: mean p and variance icc p (1 - p)
+        # give low = p (1 - icc), s = (p - low) / (1 - low).
+        low = p_start * (1 - spec.icc)
+        own = np.where(rng.uniform(0.0, 1.0, starts.size) < (p_start - low) / (1 - low), 1.0, low)
+    elif spec.icc > 0:
         total = 1 / spec.icc - 1
         own = rng.beta(p_start * total, (1 - p_start) * total)
     else:
