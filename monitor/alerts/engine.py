@@ -6,8 +6,9 @@ at or above the grading evaluator's `severity_threshold`). Judge errors are not 
 evaluator that could not decide says nothing about the service.
 
 `emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
-cohort): at once to the rule's windows, and as part of a unit — the record's conversation,
-gathered until it goes quiet (`monitor.alerts.units`), or the verdict alone — to its tests.
+cohort): at once to the rule's windows and tests, a conversation's with what its earlier
+verdicts were (`monitor.alerts.units`), and each conversation once more when it goes quiet,
+as one unit to the history (how verdicts cluster).
 A service folded into `other` by the label cap is never a service under test. With
 `alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
 (`monitor.alerts.fleet`), so every replica judges the same stream.

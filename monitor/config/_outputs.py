@@ -415,9 +415,10 @@ class Alerts(Section):
     ] = 15.0
     # Where the rules' windows and firing states are kept across restarts (none: in memory).
     state_file: str | None = None
-    # A conversation's verdicts are judged together once it has been quiet this long; a
-    # conversation is handed on at CONVERSATION_MAX_AGE whatever its idle time, so a longer
-    # one would never be reached.
+    # A conversation closes once it has been quiet this long: from then on its verdicts
+    # teach the history how verdicts cluster, and a later verdict starts a new one. A
+    # conversation closes at CONVERSATION_MAX_AGE whatever its idle time, so a longer one
+    # would never be reached.
     conversation_idle: Annotated[
         Duration,
         duration_between(

@@ -261,3 +261,21 @@ def test_a_slow_drift_pages_against_a_pinned_period_and_not_against_the_trailing
     )
     saved = backtest.engine.snapshot()[RULE]["services"]["svc-0"][""]["state"]["pinned"]
     assert saved[:2] == [START, START + 2 * DAY_S] and saved[2] == pytest.approx(0.2, abs=0.01)
+
+
+def test_a_step_at_high_traffic_pages_before_the_conversations_under_way_go_quiet() -> None:
+    """Ten verdicts a second in conversations of 5 to 20 turns a minute apart (intraclass
+    correlation 0.17): each turn counts as it comes, against what its conversation's
+    earlier turns predict, so a x1.5 step pages within minutes, before the conversations
+    it reached could have gone quiet for `alerts.conversation_idle` (10m)."""
+    step_day = 0.3
+    spec = StreamSpec(
+        rate=10, days=0.35, icc=0.17, changes=(Change("step", step_day, 1.5),), seed=6
+    )
+    events, backtest = replay(spec, config(window="6h", season="none"))
+    (page,) = pages(events)
+    after = page.time - (START + step_day * DAY_S)
+    assert 0 < after < 600
+    entry = next(iter(backtest.engine._entries.values()))
+    expected = entry.state.history.expectation(backtest.engine._clock(), 500)
+    assert expected is not None and expected.rho <= expected.rho_bound

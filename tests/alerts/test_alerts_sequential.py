@@ -294,3 +294,30 @@ def test_scores_without_a_normalised_value_are_not_samples() -> None:
     engine.evaluate()
     assert engine.snapshot() == {}
     assert gauge(t, "alert_samples", service="shop", rule=RULE.name, window="current") is None
+
+
+def test_a_conversations_later_verdicts_are_judged_against_what_its_earlier_ones_predict() -> None:
+    """A conversation's first verdict counts as a verdict alone does; a failure after three
+    failures of the same conversation is what they predicted, so it counts for less, and a
+    pass then counts against the rise more; without correlation the earlier ones change
+    nothing."""
+    from dataclasses import replace
+
+    from monitor.alerts.units import Arrival
+
+    expected = replace(known(100_000, 0.2), rho=0.2, rho_bound=0.2)
+    judged = bets(expected, 0.03, 1, 90 * 86400.0)
+    assert judged is not None
+    alone = judged.log_ratios([0.0, 1.0])
+    first = judged.log_ratios([0.0, 0.0], [Arrival(1, 1.0, 1.0, 0, 0.0)])
+    assert first == pytest.approx(alone)
+    after_failures = judged.log_ratios([0.0, 0.0], [Arrival(1, 1.0, 1.0, 3, 3.0)])
+    assert all(0 < later < now for later, now in zip(after_failures, first, strict=True))
+    pass_alone = judged.log_ratios([1.0, 0.0])
+    pass_after = judged.log_ratios([0.0, 0.0], [Arrival(1, 0.0, 0.0, 3, 3.0)])
+    assert all(later < now < 0 for later, now in zip(pass_after, pass_alone, strict=True))
+    independent = bets(replace(expected, rho_bound=0.0), 0.03, 1, 90 * 86400.0)
+    assert independent is not None
+    assert independent.log_ratios([0.0, 0.0], [Arrival(1, 1.0, 1.0, 3, 3.0)]) == pytest.approx(
+        independent.log_ratios([0.0, 1.0])
+    )
