@@ -375,7 +375,7 @@ class AlertEngine:
             return alert
         # A slice first named between re-sends goes out at once (its `Where` alert).
         due = now - entry.last_sent >= self._resend
-        if due or self.attribution.names_first((i, service, cohort), judgment, now):
+        if due or self.attribution.names_first((i, service, cohort), judgment, now, entry.where):
             entry.last_sent = now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
             if not due:
@@ -472,7 +472,8 @@ class AlertEngine:
             self._generator_url,
             judgment.severity,
         )
-        where = self.attribution.sent((i, service, cohort), alert, explanation)
+        key = (i, service, cohort)
+        where, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
         if where is not None:
             self._companions.append(where)
         return alert

@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Kind
+from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.units import Arrival, Conversations, Unit
 from monitor.alerts.window import saved_number
+from monitor.records.where import DIMENSIONS, MAX_CHARS
 
 log = logging.getLogger(__name__)
+
+# The last second a `Where` alert's `startsAt` can say (9999-12-31T23:59:59Z).
+LAST_SECOND = 253_402_300_799.0
 
 Key = tuple[int, str, str]  # (rule index, service, cohort)
 
@@ -143,6 +147,7 @@ class Entries:
                 "firing": entry.firing,
                 "started_at": entry.started_at,
                 "last_sent": entry.last_sent,
+                "where": list(entry.where) if entry.where is not None else None,
                 "conversations": conversations.snapshot() if conversations else [],
                 "state": self._kinds[i].snapshot(entry.state),
             }
@@ -207,5 +212,26 @@ class Entries:
             firing,
             saved_number(saved["started_at"]),
             saved_number(saved["last_sent"]),
+            where=_restored_where(saved.get("where"), firing),
         )
         return entry, conversations
+
+
+def _restored_where(raw: Any, firing: bool) -> Named | None:
+    """A saved entry's `where`, `[dimension, value, named at]` or null (absent in a file
+    saved before it was kept: no `Where` alert), checked; raises TypeError or ValueError."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != 3:
+        raise TypeError("where is not [dimension, value, time]")
+    dimension, value, at = raw
+    if not isinstance(dimension, str) or dimension not in DIMENSIONS:
+        raise ValueError(f"where names no dimension ({dimension!r})")
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_CHARS:
+        raise ValueError(f"where names no value ({value!r})")
+    at = saved_number(at, nonnegative=True)
+    if at > LAST_SECOND:
+        raise ValueError(f"where was named at {at!r}, past year 9999")
+    if not firing:
+        raise ValueError("where is kept only while the page fires")
+    return Named(dimension, value, at)

@@ -84,6 +84,73 @@ async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: o
     assert "cart" not in saved["rules"][RULE.name]["services"]  # the bad value is not saved back
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        "model",
+        ["model", "m2"],
+        ["no-such-dimension", "m2", 1.7e9],
+        ["model", "", 1.7e9],
+        ["model", "m" * 129, 1.7e9],
+        ["model", 3, 1.7e9],
+        ["model", "m2", float("nan")],
+        ["model", "m2", 1e300],
+        ["model", "m2", -1.0],
+        ["model", "m2", True],
+    ],
+    ids=[
+        "text",
+        "short",
+        "dimension",
+        "empty",
+        "long",
+        "number",
+        "nan",
+        "far-future",
+        "negative",
+        "flag",
+    ],
+)
+async def test_a_malformed_where_alert_leaves_its_entry_out_alone(
+    tmp_path: Path, where: object
+) -> None:
+    path = tmp_path / "alerts.state"
+    data = await _two_firing_services(path)
+    data["rules"][RULE.name]["services"]["cart"][""]["where"] = where
+    path.write_text(json.dumps(data))
+    engine, t, _ = make(state_path=path)
+    await engine.start()
+    assert engine.firing() == [(RULE.name, "shop")]
+    assert _dropped(t, "load") == 1
+    await engine.shutdown(10)
+
+
+async def test_a_where_alert_is_restored_with_its_firing_entry_only(tmp_path: Path) -> None:
+    """A firing entry's `where` comes back as saved; on an entry that does not fire it is
+    malformed; a file of the layout before it (no `where`) restores without one."""
+    path = tmp_path / "alerts.state"
+    data = await _two_firing_services(path)
+    services = data["rules"][RULE.name]["services"]
+    services["shop"][""]["where"] = ["model", "m2", 1_700_000_100.5]
+    del services["cart"][""]["where"]
+    path.write_text(json.dumps(data))
+    engine, t, _ = make(state_path=path)
+    await engine.start()
+    assert engine.firing() == [(RULE.name, "cart"), (RULE.name, "shop")]
+    assert _dropped(t, "load") == 0
+    saved = engine.snapshot()[RULE.name]["services"]
+    assert saved["shop"][""]["where"] == ["model", "m2", 1_700_000_100.5]
+    assert saved["cart"][""]["where"] is None
+    await engine.shutdown(10)
+    services["cart"][""]["firing"] = False
+    services["cart"][""]["where"] = ["model", "m2", 1_700_000_100.5]
+    path.write_text(json.dumps(data))
+    engine, t, _ = make(state_path=path)
+    await engine.start()
+    assert engine.firing() == [(RULE.name, "shop")] and _dropped(t, "load") == 1
+    await engine.shutdown(10)
+
+
 async def test_an_entry_that_cannot_be_judged_is_dropped_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,7 @@ import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from monitor.alerts import AlertEngine
 from monitor.alerts.attribution import CAPS, Attribution
 from monitor.alerts.backtest import Backtest
 from monitor.alerts.rule import Rule
+from monitor.alerts.state import StateFile
 from monitor.component import Alert
 from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts, Config
 from monitor.exporters.alertmanager import AlertSender
@@ -291,6 +293,39 @@ def test_the_resolve_and_the_gauge_end_with_the_rise() -> None:
         is None
     )
     assert stream.engine.attribution.firing_alerts() == []
+
+
+def test_a_where_alert_outlives_a_restart_with_the_state_file(tmp_path: Path) -> None:
+    """The slice a firing page named is saved with its entry: after a restart the page's
+    re-sends carry the same `Where` alert (its labels and `startsAt`: no second
+    notification), and the new process resolves it with the page."""
+    stream, _ = make()
+    stream.run(12 * 60, healthy)
+    stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    first = stream.wheres()[0]
+    assert (first.labels["dimension"], first.labels["value"]) == ("model", "m2")
+    # The process stops; the next one reads the state file (its attribution starts empty).
+    path = tmp_path / "alerts.state"
+    StateFile(str(path), create_telemetry()).save(stream.clock(), stream.engine.snapshot())
+    t = create_telemetry()
+    stream.engine = AlertEngine(
+        [RULE], t, evaluation_interval_s=INTERVAL, clock=stream.clock, trace_url=TRACE_URL
+    )
+    stream.engine.restore(StateFile(str(path), t).load(stream.clock(), 86_400.0))
+    assert stream.engine.firing() == [("hallucination", "shop")]
+    before = len(stream.alerts)
+    stream.run(3 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    stream.alerts = stream.alerts[before:]
+    assert len(stream.wheres()) == len(stream.pages()) >= 2  # with every re-send
+    for where in stream.wheres():
+        assert where.labels == first.labels and where.starts_at == first.starts_at
+    stream.run(5 * 60, healthy)
+    (resolved,) = stream.pages("resolved")
+    (where,) = stream.wheres("resolved")
+    assert stream.alerts.index(where) == stream.alerts.index(resolved) + 1
+    assert where.labels == first.labels and where.starts_at == first.starts_at
+    assert where.to_alertmanager()["startsAt"] == first.to_alertmanager()["startsAt"]
+    assert stream.engine.snapshot()["hallucination"]["services"]["shop"][""]["where"] is None
 
 
 def test_retrieval_that_fails_more_often_is_the_retriever() -> None:

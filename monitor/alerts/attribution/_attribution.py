@@ -24,7 +24,7 @@ from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import utc
-from monitor.alerts.kinds import Judgment
+from monitor.alerts.kinds import Judgment, Named
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import look_level, one_sided_z
 from monitor.component import Alert
@@ -105,7 +105,6 @@ class Attribution:
             self._caps.append(cap)
         self._keys: dict[Key, Buckets] = {}
         self._sent: dict[Key, _Sent] = {}
-        self._where: dict[Key, Alert] = {}  # each firing page's `Where` alert, as last sent
         self._clock = clock
         self._gauge = telemetry.gauge(
             "alert_slice",
@@ -175,8 +174,6 @@ class Attribution:
         """Drops what is kept of the entries `keep` says no to (the engine dropped them)."""
         for key in [k for k in self._keys if not keep(k)]:
             del self._keys[key]
-        for key in [k for k in self._where if not keep(k)]:
-            del self._where[key]
         for key in [k for k in self._sent if not keep(k)]:
             for labels in self._sent.pop(key).gauges:
                 self._gauge.remove(*labels)
@@ -202,21 +199,23 @@ class Attribution:
 
     # -- out ----------------------------------------------------------------------------
 
-    def sent(self, key: Key, alert: Alert, explanation: Explanation | None) -> Alert | None:
+    def sent(
+        self, key: Key, alert: Alert, explanation: Explanation | None, where: Named | None
+    ) -> tuple[Alert | None, Named | None]:
         """The alert sent for `key`, with the explanation its annotations came from: kept
-        for `firing_alerts` and the `alert_slice` gauge while it fires. Returns the page's
-        `Where` alert to send with it (`_where_alert`): when a firing page first names a
-        slice, with every re-send after, and resolved with the page."""
+        for `firing_alerts` and the `alert_slice` gauge while it fires. `where`: the slice
+        its page named first (the entry's, saved with it in the state file; None: none
+        yet). Returns the page's `Where` alert to send with it (`_where_alert`): when a
+        firing page first names a slice, with every re-send after (the same labels and
+        `startsAt`), and resolved with the page; and the entry's `where` after it."""
         old = self._sent.pop(key, None)
         if old is not None:
             for labels in old.gauges:
                 self._gauge.remove(*labels)
-        where = self._where.get(key)
         if alert.status != "firing":
-            self._where.pop(key, None)
             if where is None:
-                return None
-            return where_alert(alert, *_slice_of(where), "resolved", where.starts_at)
+                return None, None
+            return where_alert(alert, where.dimension, where.value, "resolved", utc(where.at)), None
         entry = self._sent[key] = _Sent(alert, explanation)
         if explanation is not None:
             rule = self._rules[key[0]].config.name
@@ -224,20 +223,17 @@ class Attribution:
                 labels = (key[1], rule, key[2], s.dimension, s.value)
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
-        if where is not None:
-            where = where_alert(alert, *_slice_of(where), "firing", where.starts_at)
-        elif explanation is not None and explanation.named:
+        if where is None:
+            if explanation is None or not explanation.named:
+                return None, None
             top = explanation.named[0]
-            where = where_alert(alert, top.dimension, top.value, "firing", utc(self._clock()))
-        else:
-            return None
-        self._where[key] = where
-        return where
+            where = Named(top.dimension, top.value, self._clock())
+        return where_alert(alert, where.dimension, where.value, "firing", utc(where.at)), where
 
-    def names_first(self, key: Key, judgment: Judgment, now: float) -> bool:
-        """Whether `key`'s firing page, sent without naming a slice, names one now (its
-        `Where` alert is then due)."""
-        if key not in self._sent or key in self._where:
+    def names_first(self, key: Key, judgment: Judgment, now: float, where: Named | None) -> bool:
+        """Whether `key`'s firing page, sent without naming a slice (`where`, the entry's,
+        is None), names one now (its `Where` alert is then due)."""
+        if where is not None or key not in self._sent:
             return False
         return bool(self.explain(key, judgment, now).named)
 
@@ -350,10 +346,6 @@ class Attribution:
 ROW_OVERHEAD = 300
 # Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
 TRACE_BYTES = 400
-
-
-def _slice_of(where: Alert) -> tuple[str, str]:
-    return where.labels["dimension"], where.labels["value"]
 
 
 def _iso(t: datetime) -> str:

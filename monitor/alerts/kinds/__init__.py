@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from monitor.alerts.units import Arrival, Unit
 from monitor.alerts.window import NOTHING, Moments
@@ -58,10 +58,21 @@ class Judgment:
     severity: str | None = None
 
 
+class Named(NamedTuple):
+    """The slice a firing page named first: its `Where` alert's identity
+    (`monitor.alerts.attribution`), the `dimension` and `value` in its labels, and `at`, when
+    it was named (the clock's seconds: the `Where` alert's `startsAt`)."""
+
+    dimension: str
+    value: str
+    at: float
+
+
 @dataclass(slots=True)
 class Entry:
     """One (rule, service, cohort) as the engine keeps it: the kind's own `state`, the
-    evaluator revision its verdicts came from, and its firing state."""
+    evaluator revision its verdicts came from, and its firing state: since when, when last
+    sent, and `where`, the slice its page named first while it fires (None: none yet)."""
 
     state: Any
     revision: str | None = None
@@ -69,6 +80,7 @@ class Entry:
     started_at: float = 0.0
     last_sent: float = 0.0
     judgment: Judgment | None = None
+    where: Named | None = None
 
 
 class Kind(Protocol):
