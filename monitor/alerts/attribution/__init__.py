@@ -48,7 +48,11 @@ is one, with a link each through `alerts.trace_url`.
 **The `Where` alert** (`_where_alert`): when a firing page first names a slice, a
 companion alert carries it to the pager, since Alertmanager does not notify for changed
 annotations; the engine asks `names_first` at every evaluation of a firing page that has
-named none, so the slice goes out when first named, not at the next re-send.
+named none, so the slice goes out when first named, not at the next re-send. Its identity
+(the slice and when it was first named) is the engine's entry's (`Entry.where`), handed to
+`sent` and `names_first` and given back, so it is saved in the state file with the entry:
+after a restart the page's re-sends carry the same `Where` alert and its resolve resolves
+it.
 
 **Memory.** Values of each dimension are capped process-wide (`LabelCap`: the values with
 traffic hold at most `CAPS[dimension]` slots, `pipeline.max_versions` / `max_routes` for
@@ -56,9 +60,9 @@ version and route; a value without a slot counts as `other`, whose counts are ke
 value's but never named; one 2 MiB sketch per dimension once its slots are full). Per
 (rule, service, cohort): one row of `FINE + COARSE` buckets of two float32 counts per held
 value, the service's totals and retrieval strata, `GROUPS` unit groups and `TRACES` trace
-ids; `bytes_bound` states it; while it fires, the page and `Where` alert last sent. Nothing
-of it is in the state file: after a restart the attribution starts empty, and a page says
-so (`no data`).
+ids; `bytes_bound` states it; while it fires, the page last sent. Nothing of it is in the
+state file (but the `Where` alert's identity, the entry's): after a restart the attribution
+starts empty, and a page says so (`no data`).
 """
 
 from monitor.alerts.attribution._attribution import (

@@ -7,8 +7,10 @@ changes, or after `repeat_interval`), so the pager would not hear of it. When a 
 page first names a slice, the companion alert is sent: its own alertname (the page's with
 `WHERE_SUFFIX`), the page's labels, and the slice in `dimension` and `value`, so it is a
 new alert (a new group where alerts are grouped by alertname) and Alertmanager notifies.
-It is re-sent with the page, keeps the first named slice in its labels for as long as the
-page fires (its annotations follow the page's latest), and is resolved with the page.
+It is re-sent with the page, keeps the first named slice in its labels and its `startsAt`
+for as long as the page fires (its annotations follow the page's latest), and is resolved
+with the page. The slice and when it was named are kept with the page's entry
+(`Entry.where`), so with `alerts.state_file` this holds across a restart.
 """
 
 from __future__ import annotations
