@@ -51,14 +51,19 @@ class QuotedScalar:
         return repr(self.text)
 
 
-class RemovedKey:
-    """The value of a key that a former version took and this one does not, held in its
-    place so that `extra="forbid"` refuses the key where it stands, with every other problem
-    of the file, and the message says why it is gone and what to write instead (`why`)."""
+class Refused:
+    """A value a section refuses, held in its place by a before-validator that sees several
+    keys (a removed key, a token named twice, the Collector's `protocols`), so that the
+    validation fails at that value's own path with every other problem of the file,
+    rather than stopping the section there, and the message says why (`why`). `key` names
+    the key within the value that the problem is at (`thrift` of `protocols`), if not the
+    value itself. A field's type, or `extra="forbid"` for a key that is no field, refuses
+    it."""
 
-    def __init__(self, value: Any, why: str) -> None:
+    def __init__(self, value: Any, why: str, key: str | None = None) -> None:
         self.value = value
         self.why = why
+        self.key = key
 
     def __repr__(self) -> str:
         return f"{self.value!r} ({self.why})"
@@ -135,7 +140,7 @@ class Section(BaseModel):
         if not isinstance(data, dict) or not cls._removed:
             return data
         removed = {
-            key: RemovedKey(value, cls._removed[key])
+            key: Refused(value, cls._removed[key])
             for key, value in data.items()
             if key in cls._removed
         }

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Tag, ValidationError
 
 from monitor.config._env import ENV_PREFIX, apply_override, env_overrides, expand_env_refs
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig
-from monitor.config._fields import ConfigError, QuotedScalar, RemovedKey
+from monitor.config._fields import ConfigError, QuotedScalar, Refused
 from monitor.config._receivers import OTLP_PROTOCOLS
 from monitor.config._root import Config, reference_problems
 from monitor.config._yaml import read_yaml_file
@@ -57,10 +57,13 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
     for err in exc.errors():
         path = _keys_of(model, err["loc"]) if model is not None else err["loc"]
         loc = ".".join(str(p) for p in path)
+        refused = err.get("input")
+        if isinstance(refused, Refused) and refused.key is not None:
+            loc = f"{loc}.{refused.key}" if loc else refused.key
         for msg in _message(err, model).split("\n"):
             where = loc
             # Validators that see several keys name their own key first ("key: problem");
-            # pydantic's own messages, and a removed key's reason, are not so named.
+            # pydantic's own messages, and a refused value's reason, are not so named.
             named = _NAMED_PROBLEM.match(msg) if err["type"] == "value_error" else None
             if named:
                 where = f"{loc}.{named.group(1)}" if loc else named.group(1)
@@ -114,7 +117,7 @@ def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
     if isinstance(err.get("input"), QuotedScalar):
         text = err["input"].text
         return f"{text!r} is written as a string; write it without quotes"
-    if isinstance(err.get("input"), RemovedKey):
+    if isinstance(err.get("input"), Refused):
         return str(err["input"].why)
     if kind == "extra_forbidden":
         return "unknown key" + _nearest_key(model, err["loc"])
@@ -205,7 +208,9 @@ def load_config(
     misspelt += [
         p for name in env if name.startswith(ENV_PREFIX) if (p := _single_underscore(name))
     ]
-    collector_style = "protocols" in _otlp_section(data)
+    # The receivers written in the Collector's form only (both forms are refused).
+    otlp = _otlp_section(data)
+    collector_style = "protocols" in otlp and not any(p in otlp for p in OTLP_PROTOCOLS)
     for key, key_path, value in env_overrides(env, _SECTIONS):
         if collector_style and key_path[:3] in (["receivers", "otlp", p] for p in OTLP_PROTOCOLS):
             # An override in the plain form applies to a file in the Collector form.
@@ -355,9 +360,9 @@ def _unread(
 def _as_protocols(problem: str) -> str:
     """Name a problem the way the file wrote the key (`protocols.grpc...`)."""
     for name in OTLP_PROTOCOLS:
-        prefix = f"receivers.otlp.{name}."
-        if problem.startswith(prefix):
-            return f"receivers.otlp.protocols.{name}." + problem[len(prefix) :]
+        plain = f"receivers.otlp.{name}"
+        if problem.startswith((f"{plain}.", f"{plain}: ")):
+            return f"receivers.otlp.protocols.{name}" + problem[len(plain) :]
     return problem
 
 

@@ -9,10 +9,12 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from monitor.config._extras import missing_extra
 from monitor.config._fields import (
+    MASK,
     SECRET,
     Endpoint,
     Millis,
     ReadableFile,
+    Refused,
     Seconds,
     Section,
     at_least,
@@ -73,22 +75,26 @@ class OtlpReceiver(Section):
     @classmethod
     def _collector_protocols(cls, data: Any) -> Any:
         """`protocols: {grpc: {...}, http: {...}}`, as the Collector's OTLP receiver is
-        written: a protocol listed is enabled, one left out is disabled."""
+        written: a protocol listed is enabled, one left out is disabled. What is wrong with
+        it is held in its place (`Refused`), so the rest of the section is checked too."""
         if not isinstance(data, dict) or "protocols" not in data:
             return data
+        protocols = data["protocols"]
         both = [p for p in OTLP_PROTOCOLS if p in data]
         if both:
-            raise ValueError(
-                f"protocols: give the receivers either as protocols.grpc / protocols.http "
+            why = (
+                f"give the receivers either as protocols.grpc / protocols.http "
                 f"(Collector style) or as grpc / http, not both (found {', '.join(both)})"
             )
-        protocols = data["protocols"]
+            return {**data, "protocols": Refused(protocols, why)}
         if not isinstance(protocols, dict) or not protocols:
-            raise ValueError("protocols: expected a mapping with grpc, http or both")
-        for name in protocols:
-            if name not in OTLP_PROTOCOLS:
-                raise ValueError(f"protocols.{name}: unknown protocol (grpc, http)")
+            why = "expected a mapping with grpc, http or both"
+            return {**data, "protocols": Refused(protocols, why)}
         out = {k: v for k, v in data.items() if k != "protocols"}
+        unknown = [name for name in protocols if name not in OTLP_PROTOCOLS]
+        if unknown:
+            why = "unknown protocol (grpc, http)"
+            out["protocols"] = Refused(protocols, why, key=str(unknown[0]))
         for name in OTLP_PROTOCOLS:
             if name not in protocols:
                 out[name] = {"enabled": False}
@@ -96,23 +102,30 @@ class OtlpReceiver(Section):
             settings = protocols[name]
             if settings is None:  # `grpc:` with nothing under it: enabled, defaults
                 settings = {}
-            if not isinstance(settings, dict):
-                raise ValueError(f"protocols.{name}: expected a mapping (e.g. endpoint)")
-            out[name] = {"enabled": True, **settings}
+            if isinstance(settings, dict):
+                out[name] = {"enabled": True, **settings}
+            else:
+                out[name] = Refused(settings, "expected a mapping (e.g. endpoint)")
         return out
 
     @model_validator(mode="before")
     @classmethod
     def _token_from_env(cls, data: Any, info: ValidationInfo) -> Any:
+        """`auth_token` from the variable `auth_token_env` names; what is wrong is held in
+        its place (`Refused`), so the rest of the section is checked too."""
         if not isinstance(data, dict) or data.get("auth_token_env") is None:
             return data
         variable = data["auth_token_env"]
-        if data.get("auth_token") is not None:
-            raise ValueError("auth_token: give auth_token_env or auth_token, not both")
         environ = environ_of(info)
+        out = dict(data)
+        if data.get("auth_token") is not None:  # the token itself is not shown
+            why = "give auth_token_env or auth_token, not both"
+            out["auth_token"] = Refused(MASK, why)
+        elif isinstance(variable, str) and variable in environ:
+            out["auth_token"] = environ[variable]
         if not isinstance(variable, str) or variable not in environ:
-            raise ValueError(f"auth_token_env: environment variable {variable} is not set")
-        return {**data, "auth_token": environ[variable]}
+            out["auth_token_env"] = Refused(variable, f"environment variable {variable} is not set")
+        return out
 
     @field_validator("auth_token")
     @classmethod

@@ -183,6 +183,74 @@ def test_token_by_reference_or_override_is_accepted_inline_is_refused(tmp_path: 
     )
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        (
+            "receivers: {otlp: {auth_token_env: NOPE, max_request_bytes: 0}}",
+            [
+                "receivers.otlp.auth_token_env: environment variable NOPE is not set",
+                "receivers.otlp.max_request_bytes: must be greater than 0",
+            ],
+        ),
+        (
+            "receivers: {otlp: {auth_token_env: T, auth_token: '${env:T}', max_request_byte: 1}}",
+            [
+                "receivers.otlp.auth_token: give auth_token_env or auth_token, not both",
+                "receivers.otlp.max_request_byte: unknown key",
+            ],
+        ),
+        (
+            "receivers: {otlp: {auth_token_env: NOPE, auth_token: '${env:T}'}}",
+            [
+                "receivers.otlp.auth_token: give auth_token_env or auth_token, not both",
+                "receivers.otlp.auth_token_env: environment variable NOPE is not set",
+            ],
+        ),
+        (
+            "receivers: {otlp: {protocols: {grpc: }, grpc: {endpoint: x}, max_request_bytes: 0}}",
+            [
+                "receivers.otlp.protocols: give the receivers either as protocols.grpc",
+                "receivers.otlp.grpc.endpoint: expected host:port",  # as written: plain
+                "receivers.otlp.max_request_bytes: must be greater than 0",
+            ],
+        ),
+        (
+            "receivers: {otlp: {protocols: {}, route_atribute: x}}",
+            [
+                "receivers.otlp.protocols: expected a mapping with grpc, http or both",
+                "receivers.otlp.route_atribute: unknown key",
+            ],
+        ),
+        (
+            "receivers: {otlp: {protocols: {thrift: , grpc: {endpoint: x}}, max_request_bytes: 0}}",
+            [
+                "receivers.otlp.protocols.thrift: unknown protocol (grpc, http)",
+                "receivers.otlp.protocols.grpc.endpoint: expected host:port",
+                "receivers.otlp.max_request_bytes: must be greater than 0",
+            ],
+        ),
+        (
+            "receivers: {otlp: {protocols: {http: 5}, max_request_bytes: 0}}",
+            [
+                "receivers.otlp.protocols.http: expected a mapping (e.g. endpoint)",
+                "receivers.otlp.max_request_bytes: must be greater than 0",
+            ],
+        ),
+    ],
+)
+def test_the_token_and_protocols_are_reported_with_the_other_problems_of_their_section(
+    tmp_path: Path, yaml_text: str, expected: list[str]
+) -> None:
+    """A token named twice or from an unset variable, and the Collector's `protocols`
+    written wrong, do not hide the rest of the section: each problem is reported at its
+    own path, in one error."""
+    problems = _problems(tmp_path, yaml_text + "\n", {"T": "abc"})
+    assert len(problems) == len(expected), problems
+    for start in expected:
+        assert any(p.startswith(start) for p in problems), (start, problems)
+
+
 # -- ${env:...} --------------------------------------------------------------------------
 
 
