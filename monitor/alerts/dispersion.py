@@ -36,24 +36,22 @@ MIN_BUCKET_VERDICTS = 10
 _OVERLAP = 1.94
 
 
-def rho_from(spread: float, verdicts: float, pairs: float, *, bound: bool = False) -> float:
-    """rho (`bound`: its upper bound) from `spread` (sum of `(d_u - n_u x)^2 / v`), the
+def rho_from(spread: float, verdicts: float, pairs: float) -> tuple[float, float]:
+    """rho and its upper bound from `spread` (sum of `(d_u - n_u x)^2 / v`), the
     conversations' `verdicts` and their `pairs` of verdicts (`sum n_u^2 - N`)."""
     if pairs < MIN_PAIRS_FOR_RHO:
-        return RHO_PRIOR
+        return RHO_PRIOR, RHO_PRIOR
     rho = min(1.0, max(0.0, (spread - verdicts) / pairs))
-    if not bound:
-        return rho
     size = 1 + pairs / verdicts
     se = (1 - rho) * (1 + (size - 1) * rho) * math.sqrt(2 / pairs)
-    return min(1.0, rho + RHO_BOUND_Z * se)
+    return rho, min(1.0, rho + RHO_BOUND_Z * se)
 
 
 def conversation_rho(
-    buckets: Iterable[tuple[float, float, float, float, float, float]], *, bound: bool = False
-) -> float:
-    """rho (`bound`: its upper bound) over buckets of `(verdicts of conversations, sum of
-    sizes squared, sum of defect sums squared, sum of size x defects, the bucket's rate, its
+    buckets: Iterable[tuple[float, float, float, float, float, float]],
+) -> tuple[float, float]:
+    """rho and its upper bound over buckets of `(verdicts of conversations, sum of sizes
+    squared, sum of defect sums squared, sum of size x defects, the bucket's rate, its
     per-verdict variance)`."""
     spread = verdicts = pairs = 0.0
     for conv_n, m2, dd, nd, x, v in buckets:
@@ -62,7 +60,7 @@ def conversation_rho(
         spread += (dd - 2 * x * nd + x * x * m2) / v
         verdicts += conv_n
         pairs += m2 - conv_n
-    return rho_from(spread, verdicts, pairs, bound=bound)
+    return rho_from(spread, verdicts, pairs)
 
 
 def solo_dispersion(

@@ -367,7 +367,7 @@ class History:
             if self.steps == 1
             else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
         )
-        clustered = [
+        rho, rho_bound = conversation_rho(
             (
                 rows[r + _UN],
                 rows[r + _M2],
@@ -380,9 +380,7 @@ class History:
             )
             for _, r in buckets
             if rows[r + _UN] > 0 and (n := rows[r + _N] + rows[r + _RN]) > 0
-        ]
-        rho = conversation_rho(clustered)
-        rho_bound = conversation_rho(clustered, bound=True)
+        )
         solo = {
             index: (sn, rows[r + _SD] / sn) for index, r in buckets if (sn := rows[r + _SN]) > 0
         }

@@ -302,6 +302,6 @@ def design_effect(moments: Moments, units: Sequence[float]) -> float:
         return 1.0
     p = moments.mean
     v = moments.variance if moments.variance > 0 else p * (1 - p)
-    rho = conversation_rho([(conv_n, m2, dd, nd, p, v)])
+    rho, _ = conversation_rho([(conv_n, m2, dd, nd, p, v)])
     share = min(1.0, conv_n / moments.samples)
     return 1.0 + rho * (m2 / conv_n - 1) * share
