@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-from monitor.config import ConfigError, load_config
+from monitor.config import load_config
 from monitor.extraction import conventions_from_config, extract_records
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span, SpanEvent
@@ -130,32 +128,6 @@ def test_events_of_another_name_are_not_read(tmp_path: Any) -> None:
     (record,) = extract_records(spans, conventions=_conventions(tmp_path, BEACON_CONFIG))
     assert (record.query, record.response) == (QUESTION, ANSWER)
     assert [d.metadata for d in record.retrieved_context] == [{"source": "system_message"}]
-
-
-@pytest.mark.parametrize(
-    ("entry", "problem"),
-    [
-        (
-            "{name: beacon, input: [{attribute: text, role: user}]}",
-            "role: names the message an event holds",
-        ),
-        (
-            "{name: beacon, input: [{event: beacon.message, attribute: text, role: human}]}",
-            "extraction.conventions.0.input.0.role",
-        ),
-        (
-            "{name: beacon, model: [{event: beacon.answer, attribute: model}]}",
-            "model.0.event",
-        ),
-        ("{name: beacon, input: [{event: '', attribute: text}]}", "input.0.event"),
-    ],
-)
-def test_check_config_names_a_wrong_event_source(tmp_path: Any, entry: str, problem: str) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text(f"extraction:\n  conventions:\n    - {entry}\n")
-    with pytest.raises(ConfigError) as raised:
-        load_config(str(path))
-    assert any(problem in line for line in raised.value.problems), raised.value.problems
 
 
 def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_it() -> None:

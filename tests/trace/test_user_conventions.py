@@ -196,6 +196,19 @@ def test_a_retriever_matched_by_an_attribute_it_carries(tmp_path: Any) -> None:
         ("{name: acme}", "a convention needs a kind or a match"),
         ("{name: acme, match: {role: retrieval}}", "name the spans"),
         ("{name: acme, conversation: [x], colour: red}", "colour"),
+        (
+            "{name: beacon, input: [{attribute: text, role: user}]}",
+            "role: names the message an event holds",
+        ),
+        (
+            "{name: beacon, input: [{event: beacon.message, attribute: text, role: human}]}",
+            "extraction.conventions.0.input.0.role",
+        ),
+        (
+            "{name: beacon, model: [{event: beacon.answer, attribute: model}]}",
+            "model.0.event",
+        ),
+        ("{name: beacon, input: [{event: '', attribute: text}]}", "input.0.event"),
     ],
 )
 def test_check_config_names_a_wrong_convention(tmp_path: Any, entry: str, problem: str) -> None:
