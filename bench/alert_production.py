@@ -20,9 +20,11 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    bound (Poisson): the promise is at most one, and the bound at most two.
 2. **A x1.5 step** (0.20 to 0.30) after `--warmup-days` of history, at a random hour, `--trials`
    services: hours to page against the **information limit at the stream's effective
-   sample size**, `ln(r T) / (r KL / D)`: `r` verdicts a second, `T` the budget, `KL` the
-   divergence per verdict of the risen stream from the healthy one, `D` the conversations'
-   design effect. Also a x2 step on independent verdicts (the streams of earlier releases).
+   sample size**: the time until the verdicts after the step carry `ln(r T)` nats, at
+   `r(t) KL(t) / D` a second (`r` verdicts a second on average, `r(t)` at that hour, `T`
+   the budget, `KL(t)` the divergence per verdict of the risen rate from that hour's
+   healthy one, `D` the conversations' design effect), and each step's page over its own
+   limit. Also a x2 step on independent verdicts (the streams of earlier releases).
 3. **Changes that are not regressions**: a return to 0.20 after twelve hours at 0.10 (a
    good spell), an evaluator revision whose verdicts run at 0.35, and 200 services past the
    label cap of 50 (folded into `other`): pages (the promise: none).
@@ -38,12 +40,21 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs
-from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
+from harness.production_streams import (
+    DAY_S,
+    START,
+    Change,
+    StreamSpec,
+    defect_rate,
+    stream,
+    traffic,
+)
 from monitor.alerts.backtest import Backtest, Event
 from monitor.config import Config
 
@@ -134,9 +145,20 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
     )
 
 
-def information_limit_h(rate: float, p0: float, p1: float, design: float) -> float:
-    kl = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
-    return math.log(rate * BUDGET_DAYS * DAY_S) / (rate * kl / design) / 3600
+def information_limit_h(spec: StreamSpec, start_day: float, factor: float) -> float:
+    """Hours after `start_day` until the verdicts that follow carry `ln(r T)` nats at the
+    stream's effective sample size: the evidence a test that knew the step's size and hour
+    would need. It integrates the traffic and the seasonal rate that follow the step, so a
+    step at night, when a tenth of the day's verdicts arrive, is given the time its few
+    verdicts need."""
+    step_s = 10.0
+    t = start_day * DAY_S + np.arange(0.0, STEP_DAYS * DAY_S, step_s)
+    p0, _ = defect_rate(replace(spec, changes=()), t)
+    p1 = np.clip(p0 * factor, 0.001, 0.999)
+    kl = p1 * np.log(p1 / p0) + (1 - p1) * np.log((1 - p1) / (1 - p0))
+    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / spec.design_effect * step_s)
+    reached = np.flatnonzero(nats >= math.log(spec.rate * BUDGET_DAYS * DAY_S))
+    return float((reached[0] + 1) * step_s / 3600) if reached.size else math.inf
 
 
 def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
@@ -164,25 +186,27 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
                 changes=(Change("step", at, factor),),
                 seed=seed + trial,
             )
-            trial_runs.append((START + at * DAY_S, pool.submit(page_times, spec)))
+            limit = information_limit_h(spec, at, factor)
+            trial_runs.append((START + at * DAY_S, limit, pool.submit(page_times, spec)))
         runs.append((spec, factor, trial_runs))
     rows = []
     for spec, factor, trial_runs in runs:
-        waits = []
-        for start, future in trial_runs:
+        waits, limits = [], []
+        for start, limit, future in trial_runs:
             after = [t for t, _ in future.result() if t >= start]
             waits.append((after[0] - start) / 3600 if after else math.inf)
-        limit = information_limit_h(spec.rate, 0.2, 0.2 * factor, spec.design_effect)
-        median = sorted(waits)[len(waits) // 2]
+            limits.append(limit)
+        ratios = sorted(w / lim for w, lim in zip(waits, limits, strict=True))
         rows.append(
             [
                 f"{spec.rate:g}",
                 _shape(spec),
                 f"x{factor:g}",
-                _hours(median),
+                _hours(_median(sorted(waits))),
                 _hours(max(waits)),
-                f"{limit:.2f}",
-                f"{median / limit:.2f}x" if math.isfinite(median) else "-",
+                f"{_median(sorted(limits)):.2f}",
+                _times(_median(ratios)),
+                _times(ratios[-1]),
             ]
         )
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
@@ -193,8 +217,9 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             "rise",
             f"hours to page, median of {trials}",
             "worst",
-            "information limit (h)",
-            "median / limit",
+            "information limit (h), median",
+            "page / limit, median",
+            "worst",
         ],
         rows,
     )
@@ -251,6 +276,15 @@ def _shape(spec: StreamSpec) -> str:
         failing = ", a few failing every turn" if spec.mixing == "failing" else ""
         return f"ICC {spec.icc:g}{failing}, {ids} ids, daily cycle, traffic x10"
     return "independent verdicts, flat rate"
+
+
+def _median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    return (sorted_values[(n - 1) // 2] + sorted_values[n // 2]) / 2
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if math.isfinite(ratio) else "not paged"
 
 
 def _hours(h: float) -> str:
