@@ -328,6 +328,32 @@ def test_a_where_alert_outlives_a_restart_with_the_state_file(tmp_path: Path) ->
     assert stream.engine.snapshot()["hallucination"]["services"]["shop"][""]["where"] is None
 
 
+def test_a_slice_first_named_after_a_restart_reaches_the_pager_at_once(tmp_path: Path) -> None:
+    """A page restored from the state file without a slice, that names one once the new
+    process has seen the slice carry the rise, sends its `Where` alert at that evaluation,
+    not at the next re-send."""
+    stream, _ = make()
+    stream.run(12 * 60, healthy)
+    stream.run(2 * 60, lambda m, r, s, b: 0.45)
+    assert stream.wheres() == []
+    path = tmp_path / "alerts.state"
+    StateFile(str(path), create_telemetry()).save(stream.clock(), stream.engine.snapshot())
+    t = create_telemetry()
+    stream.engine = AlertEngine(
+        [RULE], t, evaluation_interval_s=INTERVAL, clock=stream.clock, trace_url=TRACE_URL
+    )
+    stream.engine.restore(StateFile(str(path), t).load(stream.clock(), 86_400.0))
+    stream.run(5 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.45)
+    first = stream.wheres()[0]
+    assert (first.labels["dimension"], first.labels["value"]) == ("model", "m3")
+    at = stream.alerts.index(first)
+    along = stream.alerts[at - 1]
+    assert along in stream.pages() and along.annotations["slice"] == "model=m3"
+    # Sent between two re-sends: the page before it is less than a re-send ago.
+    before = [a for a in stream.pages() if stream.alerts.index(a) < at - 1][-1]
+    assert (along.ends_at - before.ends_at).total_seconds() < 60
+
+
 def test_retrieval_that_fails_more_often_is_the_retriever() -> None:
     stream, _ = make()
 

@@ -232,8 +232,9 @@ class Attribution:
 
     def names_first(self, key: Key, judgment: Judgment, now: float, where: Named | None) -> bool:
         """Whether `key`'s firing page, sent without naming a slice (`where`, the entry's,
-        is None), names one now (its `Where` alert is then due)."""
-        if where is not None or key not in self._sent:
+        is None), names one now (its `Where` alert is then due). A page restored from the
+        state file counts as sent: this process has not sent it yet, but the pager has it."""
+        if where is not None:
             return False
         return bool(self.explain(key, judgment, now).named)
 
