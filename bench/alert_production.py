@@ -216,10 +216,10 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             "stream",
             "rise",
             f"hours to page, median of {trials}",
-            "worst",
+            "worst (h)",
             "information limit (h), median",
             "page / limit, median",
-            "worst",
+            "page / limit, worst",
         ],
         rows,
     )
