@@ -148,7 +148,7 @@ class Entries:
                 "started_at": entry.started_at,
                 "last_sent": entry.last_sent,
                 "where": list(entry.where) if entry.where is not None else None,
-                "conversations": conversations.snapshot() if conversations else [],
+                "conversations": conversations.snapshot() if conversations is not None else [],
                 "state": self._kinds[i].snapshot(entry.state),
             }
         return out

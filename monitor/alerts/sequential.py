@@ -54,7 +54,10 @@ are time, not verdicts) or the evaluation interval. That premise holds when
    its earlier ones is then `p_j` where the conversation's rate has a beta distribution
    (exactly) and, for any other distribution, to second order in the stakes: a pair of
    factors has expectation `1 + lambda lambda' (Cov - w V)` at most 1 when the correlation is
-   at most `rho`. Overstating `rho` only costs evidence;
+   at most `rho`. Overstating `rho` only costs evidence. Each arrival must be judged
+   against all of its conversation's earlier verdicts: `units.py` remembers a closed
+   conversation for `REMEMBER_S` (among the `MAX_REMEMBERED` closed last), and one that
+   returns later is judged as new, outside the guarantee;
 2. the expectation is right up to a normal error of the stated `se` (the margin), which
    needs the season and level to describe the service (`history.py`);
 3. sampling depends only on the trace id and on past evidence (boosts), never on the

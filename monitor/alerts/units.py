@@ -12,6 +12,14 @@ conversation's verdicts are gathered here:
   into one `Unit`: what the history measures the correlation within conversations from,
   and what the windows' design effect counts.
 
+A conversation that goes on after its unit closed (a user back after a pause, an agent
+session past `MAX_VERDICTS`) is the same conversation to the test: what it showed is
+remembered, and its next arrival is judged against all of its earlier verdicts, never as a
+new conversation's (its verdicts would then be bet on twice, as if independent). The
+memory is bounded: a conversation is remembered for `REMEMBER_S` after its unit closed,
+among the `MAX_REMEMBERED` closed most recently; one that returns later counts as new
+(what the sequential test's guarantee does not cover, `sequential.py`).
+
 Memory is bounded: at most `MAX_OPEN` conversations are gathered per (rule, service,
 cohort); past that the one quiet longest is handed on early. Conversation ids are kept as a
 64-bit hash (never the id itself, which may be a user's session).
@@ -32,15 +40,22 @@ MAX_VERDICTS = 100
 # `alerts.conversation_idle` is at most this: a conversation is never quiet for longer.
 MAX_AGE_S = parse_duration(CONVERSATION_MAX_AGE)
 MAX_OPEN = 20_000
+MAX_REMEMBERED = 20_000
+REMEMBER_S = 86_400.0
 
 
 @dataclass(slots=True)
 class _Open:
+    """A unit under way: its verdicts, and the conversation's before it began (`shown`,
+    summing to `shown_defects`)."""
+
     samples: int
     defects: float
     squares: float
     first: float
     last: float
+    shown: int = 0
+    shown_defects: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +92,17 @@ def conversation_key(conversation: str) -> int:
 
 
 class Conversations:
-    """The open conversations of one (rule, service, cohort)."""
+    """The open conversations of one (rule, service, cohort), and what the ones closed
+    recently showed."""
 
-    __slots__ = ("_idle_s", "_open")
+    __slots__ = ("_closed", "_idle_s", "_open")
 
     def __init__(self, idle_s: float) -> None:
         self._idle_s = idle_s
         # Least recently active first.
         self._open: OrderedDict[int, _Open] = OrderedDict()
+        # Closed conversations: (verdicts, their defect sum, when closed), oldest first.
+        self._closed: OrderedDict[int, tuple[int, float, float]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -97,7 +115,8 @@ class Conversations:
         old, or the quietest one if too many are open)."""
         entry = self._open.get(key)
         if entry is None:
-            entry = self._open[key] = _Open(0, 0.0, 0.0, now, now)
+            shown, shown_defects, _ = self._closed.pop(key, (0, 0.0, 0.0))
+            entry = self._open[key] = _Open(0, 0.0, 0.0, now, now, shown, shown_defects)
         else:
             self._open.move_to_end(key)
         samples, defects, squares = 0, 0.0, 0.0
@@ -106,55 +125,112 @@ class Conversations:
                 samples += int(count)
                 defects += count * value
                 squares += count * value * value
-        arrival = Arrival(samples, defects, squares, entry.samples, entry.defects)
+        arrival = Arrival(
+            samples,
+            defects,
+            squares,
+            entry.shown + entry.samples,
+            entry.shown_defects + entry.defects,
+        )
         entry.samples += samples
         entry.defects += defects
         entry.squares += squares
         entry.last = max(entry.last, now)
         out = []
         if entry.samples >= MAX_VERDICTS or now - entry.first >= MAX_AGE_S:
-            out.append(_unit(self._open.pop(key)))
+            out.append(self._close(key, self._open.pop(key), now))
         while len(self._open) > MAX_OPEN:
-            out.append(_unit(self._open.popitem(last=False)[1]))
+            quietest, oldest = self._open.popitem(last=False)
+            out.append(self._close(quietest, oldest, now))
         return arrival, out
 
     def close_idle(self, now: float) -> list[Unit]:
-        """The conversations quiet for the idle time (or old) by `now`, closed."""
+        """The conversations quiet for the idle time (or old) by `now`, closed; and the
+        closed ones past `REMEMBER_S`, forgotten."""
         out = []
         while self._open:
             key, entry = next(iter(self._open.items()))
             if now - entry.last < self._idle_s and now - entry.first < MAX_AGE_S:
                 break
             del self._open[key]
-            out.append(_unit(entry))
+            out.append(self._close(key, entry, now))
         # An old conversation still active sits behind quiet ones: found at its next add.
+        while self._closed and now - next(iter(self._closed.values()))[2] >= REMEMBER_S:
+            self._closed.popitem(last=False)
         return out
 
-    def close_all(self) -> list[Unit]:
-        out = [_unit(entry) for entry in self._open.values()]
-        self._open.clear()
-        return out
+    def _close(self, key: int, entry: _Open, now: float) -> Unit:
+        """`entry`'s unit, its conversation remembered."""
+        self._closed[key] = (
+            entry.shown + entry.samples,
+            entry.shown_defects + entry.defects,
+            now,
+        )
+        self._closed.move_to_end(key)
+        while len(self._closed) > MAX_REMEMBERED:
+            self._closed.popitem(last=False)
+        return _unit(entry)
 
-    def snapshot(self) -> list[list[float]]:
-        return [
-            [key, e.samples, e.defects, e.squares, e.first, e.last] for key, e in self._open.items()
-        ]
+    def snapshot(self) -> dict[str, list[list[float]]]:
+        return {
+            "open": [
+                [key, e.samples, e.defects, e.squares, e.first, e.last, e.shown, e.shown_defects]
+                for key, e in self._open.items()
+            ],
+            "closed": [[key, n, d, at] for key, (n, d, at) in self._closed.items()],
+        }
 
     def restore(self, raw: Any) -> None:
-        if not isinstance(raw, list):
-            raise TypeError("conversations: a list expected")
+        """Takes back what `snapshot` gave (or a list of open conversations, as state files
+        written before closed ones were remembered hold)."""
+        if isinstance(raw, list):
+            raw = {"open": raw, "closed": []}
+        if not isinstance(raw, dict) or not all(
+            isinstance(raw.get(part), list) for part in ("open", "closed")
+        ):
+            raise TypeError("conversations: lists of open and closed ones expected")
         opened: OrderedDict[int, _Open] = OrderedDict()
-        for entry in raw[-MAX_OPEN:]:
-            if not isinstance(entry, list) or len(entry) != 6:
-                raise ValueError("conversations: [key, samples, defects, squares, first, last]")
-            key, n, d, q, first, last = entry
-            if isinstance(key, bool) or not isinstance(key, int):
-                raise TypeError("conversations: a key is not an integer")
-            values = [float(v) for v in (n, d, q, first, last)]
-            if not all(math.isfinite(v) for v in values) or not 0 <= values[2] <= values[1] <= n:
-                raise ValueError("conversations: counts out of order")
-            opened[key] = _Open(int(n), values[1], values[2], values[3], values[4])
-        self._open = opened
+        for entry in raw["open"][-MAX_OPEN:]:
+            if not isinstance(entry, list) or len(entry) not in (6, 8):
+                raise ValueError(
+                    "conversations: [key, samples, defects, squares, first, last, shown, "
+                    "shown defects]"
+                )
+            key, n, *numbers = entry
+            shown, shown_defects = numbers[4:] if len(numbers) == 6 else (0, 0.0)
+            d, q, first, last = _numbers(numbers[:4])
+            _check_counts(key, n, d, q)
+            _check_counts(key, shown, float(shown_defects), float(shown_defects))
+            opened[key] = _Open(int(n), d, q, first, last, int(shown), float(shown_defects))
+        closed: OrderedDict[int, tuple[int, float, float]] = OrderedDict()
+        for entry in raw["closed"][-MAX_REMEMBERED:]:
+            if not isinstance(entry, list) or len(entry) != 4:
+                raise ValueError("conversations: a closed one is [key, samples, defects, closed]")
+            key, n, *numbers = entry
+            d, at = _numbers(numbers)
+            _check_counts(key, n, d, d)
+            closed[key] = (int(n), d, at)
+        self._open, self._closed = opened, closed
+
+
+def _numbers(raw: list[Any]) -> list[float]:
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw):
+        raise TypeError("conversations: a value is not a number")
+    values = [float(v) for v in raw]
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("conversations: a value is not finite")
+    return values
+
+
+def _check_counts(key: Any, samples: Any, defects: float, squares: float) -> None:
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise TypeError("conversations: a key is not an integer")
+    if isinstance(samples, bool) or not isinstance(samples, int | float):
+        raise TypeError("conversations: a count is not a number")
+    if not math.isfinite(samples):
+        raise ValueError("conversations: a count is not finite")
+    if not 0 <= squares <= defects <= samples:
+        raise ValueError("conversations: counts out of order")
 
 
 def _unit(entry: _Open) -> Unit:

@@ -10,6 +10,7 @@ the same streams over service-years at the default budget (docs/quality.md).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from typing import Any
@@ -228,6 +229,55 @@ def test_a_conversation_is_one_unit_of_its_verdicts_and_each_arrival_knows_what_
     assert conversations.add(1, [1, 1], levels, 300.0) == (Arrival(2, 1.0, 1.0, 3, 1.0), [])
     assert conversations.close_idle(800.0) == []  # quiet for 500 s only
     assert conversations.close_idle(900.0) == [Unit(5, 2.0, 2.0, conversation=True)]
+
+
+def test_a_conversation_that_goes_on_after_its_unit_closed_is_judged_with_all_it_showed() -> None:
+    """A user back after a pause, or a session past `MAX_VERDICTS`, is the same
+    conversation: its next arrival carries every earlier verdict (bet on as new, its
+    verdicts would count twice as independent ones); the unit that closed holds only its
+    own. The memory survives the state file and ends after `REMEMBER_S`."""
+    from monitor.alerts.units import MAX_VERDICTS, REMEMBER_S, Arrival, Conversations
+
+    levels = [0.0, 1.0]
+    conversations = Conversations(idle_s=600)
+    conversations.add(1, [3, 2], levels, 0.0)
+    assert conversations.close_idle(700.0) == [Unit(5, 2.0, 2.0, conversation=True)]
+    assert conversations.add(1, [1, 1], levels, 900.0) == (Arrival(2, 1.0, 1.0, 5, 2.0), [])
+    assert conversations.close_idle(1600.0) == [Unit(2, 1.0, 1.0, conversation=True)]
+
+    # Past MAX_VERDICTS the unit closes and the conversation goes on.
+    _, closed = conversations.add(2, [MAX_VERDICTS - 10, 10], levels, 0.0)
+    assert closed == [Unit(MAX_VERDICTS, 10.0, 10.0, conversation=True)]
+    arrival, _ = conversations.add(2, [0, 1], levels, 60.0)
+    assert (arrival.earlier, arrival.earlier_defects) == (MAX_VERDICTS, 10.0)
+
+    # Through the state file, in the format it is saved in.
+    restored = Conversations(idle_s=600)
+    restored.restore(json.loads(json.dumps(conversations.snapshot())))
+    assert restored.add(1, [1, 0], levels, 2000.0)[0] == Arrival(1, 0.0, 0.0, 7, 3.0)
+    assert restored.add(2, [1, 0], levels, 2000.0)[0] == Arrival(
+        1, 0.0, 0.0, MAX_VERDICTS + 1, 11.0
+    )
+
+    # Remembered for REMEMBER_S after its unit closed, then new.
+    conversations.close_idle(1600.0 + REMEMBER_S)
+    assert conversations.add(1, [1, 0], levels, 1600.0 + REMEMBER_S)[0].earlier == 0
+
+
+def test_a_state_file_of_open_conversations_only_is_still_read() -> None:
+    from monitor.alerts.units import Arrival, Conversations
+
+    conversations = Conversations(idle_s=600)
+    conversations.restore([[7, 3, 1.0, 1.0, 0.0, 10.0]])
+    assert conversations.add(7, [1, 0], [0.0, 1.0], 20.0)[0] == Arrival(1, 0.0, 0.0, 3, 1.0)
+    malformed: list[Any] = [
+        [[7, 3, 4.0, 1.0, 0.0, 10.0]],
+        {"open": [], "closed": [[7, 2, 1.0]]},
+        {"open": []},
+    ]
+    for bad in malformed:
+        with pytest.raises((TypeError, ValueError)):
+            Conversations(idle_s=600).restore(bad)
 
 
 def test_a_rise_against_the_same_hours_a_week_before_pages() -> None:
