@@ -8,9 +8,13 @@ without one (`solo_dispersion`).
   `d_u`, in an hour of `T` verdicts (theirs and those without a conversation),
   `E sum (d_u - n_u x)^2 / v = A + rho B` with `A = N - m2 / T` and
   `B = (m2 - N) - 2 (m3 - m2) / T + m2 (m2 - N) / T^2` (an hour of one conversation has
-  `A = B = 0`: it tells nothing). The estimate is `sum (s - A) / sum B` over the hours (`s`
-  each hour's spread), its error the sandwich over hours (each an independent cluster, a
-  conversation closing into one): `sqrt(sum (s - A - rho B)^2) / sum B`; the bound is the
+  `A = B = 0`: it tells nothing). The hour's variance `v = x (1 - x)` is itself measured
+  about `x` (`E v = V (1 - (T + rho (m2 - N)) / T^2)`) and dividing by it biases rho low,
+  so each hour gives the linear equation `num = rho den`, `num = S (1 - 1 / T) - v A`,
+  `den = v B + S (m2 - N) / T^2` (`S` the spread before dividing by `v`); rho is
+  `sum num / sum den`, its error the sandwich over hours (each an independent cluster, a
+  conversation closing into one), `sqrt(G / (G - 1) sum (num - rho den)^2) / sum den`; the
+  bound is the
   estimate plus `RHO_BOUND_Z` errors. Until enough pairs of verdicts within conversations,
   in enough hours that tell something, were seen both are `RHO_PRIOR` (conservative: it
   widens the level's error and damps the weight of large conversations).
