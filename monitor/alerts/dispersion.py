@@ -2,11 +2,21 @@
 within one conversation (`conversation_rho`) and the dispersion of verdicts that came
 without one (`solo_dispersion`).
 
-- **rho**: each conversation's defect sum about its hour's rate, against what as many
-  independent verdicts would show: `sum (d_u - n_u x)^2 / v = N + rho (sum n_u^2 - N)`
-  for conversations of `n_u` verdicts (`N` in all) summing to `d_u`. Until enough pairs of
-  verdicts within conversations were seen it is `RHO_PRIOR` (conservative: it widens the
-  level's error and damps the weight of large conversations).
+- **rho**: each conversation's defect sum about its hour's rate `x`, against what as many
+  independent verdicts would show. `x` includes the conversation's own verdicts, so for
+  conversations of `n_u` verdicts (`N` in all, `m2 = sum n_u^2`, `m3 = sum n_u^3`) summing to
+  `d_u`, in an hour of `T` verdicts (theirs and those without a conversation),
+  `E sum (d_u - n_u x)^2 / v = A + rho B` with `A = N - m2 / T` and
+  `B = (m2 - N) - 2 (m3 - m2) / T + m2 (m2 - N) / T^2` (an hour of one conversation has
+  `A = B = 0`: it tells nothing). The hour's variance `v = x (1 - x)` is itself measured
+  about `x` (`E v = V (1 - (T + rho (m2 - N)) / T^2)`) and dividing by it biases rho low,
+  so each hour gives the linear equation `num = rho den`, `num = S (1 - 1 / T) - v A`,
+  `den = v B + S (m2 - N) / T^2` (`S` the spread before dividing by `v`); rho is
+  `sum num / sum den`, its error the sandwich over hours (each an independent cluster, a
+  conversation closing into one), `sqrt(G / (G - 1) sum (num - rho den)^2) / sum den`; the
+  bound is the estimate plus `RHO_BOUND_Z` errors. Until enough pairs of verdicts within conversations,
+  in enough hours that tell something, were seen both are `RHO_PRIOR` (conservative: it
+  widens the level's error and damps the weight of large conversations).
 - **kappa**: second differences of consecutive buckets' rates (a level, a drift and most of
   a daily cycle cancel in them) against what independent verdicts would give; raw rates,
   not deseasonalised: a season learned from the same buckets would take part of their noise
@@ -27,6 +37,9 @@ from collections.abc import Iterable, Mapping
 RHO_PRIOR = 0.3
 MIN_PAIRS_FOR_RHO = 200
 RHO_BOUND_Z = 2.0
+# Buckets that tell something about rho (more than one conversation) needed before its
+# sandwich error is trusted (below: RHO_PRIOR).
+MIN_RHO_BUCKETS = 12
 # Second differences needed before kappa is trusted (below: KAPPA_PRIOR).
 MIN_DIFFERENCES = 12
 KAPPA_PRIOR = 2.0
@@ -36,31 +49,59 @@ MIN_BUCKET_VERDICTS = 10
 _OVERLAP = 1.94
 
 
-def rho_from(spread: float, verdicts: float, pairs: float) -> tuple[float, float]:
-    """rho and its upper bound from `spread` (sum of `(d_u - n_u x)^2 / v`), the
-    conversations' `verdicts` and their `pairs` of verdicts (`sum n_u^2 - N`)."""
-    if pairs < MIN_PAIRS_FOR_RHO:
+# A conversation bucket: (verdicts of conversations N, sum of sizes squared m2, sum of sizes
+# cubed m3, sum of defect sums squared, sum of size x defects, all verdicts of the bucket T,
+# its rate, its per-verdict variance).
+Bucket = tuple[float, float, float, float, float, float, float, float]
+
+
+def _terms(bucket: Bucket) -> tuple[float, float, float] | None:
+    """A bucket's moment equation `num = rho den` (`num`, `den`) and its pairs of
+    verdicts within conversations; None if it holds no conversation."""
+    conv_n, m2, m3, dd, nd, total, x, v = bucket
+    if conv_n <= 0 or v <= 0:
+        return None
+    total = max(total, conv_n)
+    pairs = m2 - conv_n
+    raw = dd - 2 * x * nd + x * x * m2
+    fixed = conv_n - m2 / total
+    slope = pairs - 2 * (m3 - m2) / total + m2 * pairs / (total * total)
+    if slope <= 1e-9 * pairs:
+        return 0.0, 0.0, 0.0  # one conversation and nothing else: nothing to tell
+    # E raw = V (A + rho B); E v = V (1 - (T + rho pairs) / T^2).
+    shrink = 1 - 1 / total
+    return raw * shrink - v * fixed, v * slope + raw * pairs / (total * total), pairs
+
+
+def rho_from(terms: Iterable[tuple[float, float, float]]) -> tuple[float, float]:
+    """rho and its upper bound from each bucket's `(num, den, pairs)`; `RHO_PRIOR` for
+    both until `MIN_PAIRS_FOR_RHO` pairs in `MIN_RHO_BUCKETS` buckets that tell something
+    (`den > 0`; the others' pairs do not count)."""
+    informative = [(e, b, p) for e, b, p in terms if b > 0]
+    pairs = sum(p for _, _, p in informative)
+    if pairs < MIN_PAIRS_FOR_RHO or len(informative) < MIN_RHO_BUCKETS:
         return RHO_PRIOR, RHO_PRIOR
-    rho = min(1.0, max(0.0, (spread - verdicts) / pairs))
-    size = 1 + pairs / verdicts
-    se = (1 - rho) * (1 + (size - 1) * rho) * math.sqrt(2 / pairs)
+    den = sum(b for _, b, _ in informative)
+    rho = min(1.0, max(0.0, sum(e for e, _, _ in informative) / den))
+    # The sandwich over buckets, with the small-sample factor G / (G - 1).
+    squares = sum((e - rho * b) ** 2 for e, b, _ in informative)
+    count = len(informative)
+    se = math.sqrt(squares * count / (count - 1)) / den
     return rho, min(1.0, rho + RHO_BOUND_Z * se)
 
 
-def conversation_rho(
-    buckets: Iterable[tuple[float, float, float, float, float, float]],
-) -> tuple[float, float]:
-    """rho and its upper bound over buckets of `(verdicts of conversations, sum of sizes
-    squared, sum of defect sums squared, sum of size x defects, the bucket's rate, its
-    per-verdict variance)`."""
-    spread = verdicts = pairs = 0.0
-    for conv_n, m2, dd, nd, x, v in buckets:
-        if conv_n <= 0 or v <= 0:
-            continue
-        spread += (dd - 2 * x * nd + x * x * m2) / v
-        verdicts += conv_n
-        pairs += m2 - conv_n
-    return rho_from(spread, verdicts, pairs)
+def conversation_rho(buckets: Iterable[Bucket]) -> tuple[float, float]:
+    """rho and its upper bound over independent buckets (`Bucket`)."""
+    return rho_from(term for bucket in buckets if (term := _terms(bucket)) is not None)
+
+
+def pooled_rho(bucket: Bucket) -> float:
+    """rho from a single bucket (a window's conversations): the estimate alone, no bound
+    (one cluster gives no error of its own); `RHO_PRIOR` until `MIN_PAIRS_FOR_RHO` pairs."""
+    term = _terms(bucket)
+    if term is None or term[2] < MIN_PAIRS_FOR_RHO or term[1] <= 0:
+        return RHO_PRIOR
+    return min(1.0, max(0.0, term[0] / term[1]))
 
 
 def solo_dispersion(

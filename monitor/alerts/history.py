@@ -48,8 +48,20 @@ LONG_LEVEL_FACTOR = 7
 PLAIN_BUCKETS = 60
 
 # Fields of a bucket, in the ring's rows.
-_N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND = range(12)
-FIELDS = 12
+# _M3 came last: a bucket saved before it restores with 0 there.
+_N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND, _M3 = range(13)
+FIELDS = 13
+
+
+def _cubes(rows: array[float], row: int) -> float:
+    """The sum of the sizes cubed of a bucket's conversations. A bucket restored from a
+    state file written before it was kept holds 0 there with conversations in it: it is
+    taken as if they were all of one size (`m2^2 / N`, the least it can be: rho comes out
+    lower by a term of the order of one over the bucket's verdicts)."""
+    m3 = rows[row + _M3]
+    if m3 <= 0 and (conv_n := rows[row + _UN]) > 0:
+        return rows[row + _M2] ** 2 / conv_n
+    return m3
 
 
 def history_span_s(baseline_s: float, season: Season) -> float:
@@ -156,6 +168,7 @@ class History:
         n = unit.samples
         rows[row + _UN] += n
         rows[row + _M2] += n * n
+        rows[row + _M3] += n * n * n
         rows[row + _DD] += unit.defects * unit.defects
         rows[row + _ND] += n * unit.defects
 
@@ -371,8 +384,10 @@ class History:
             (
                 rows[r + _UN],
                 rows[r + _M2],
+                _cubes(rows, r),
                 rows[r + _DD],
                 rows[r + _ND],
+                n,
                 x := (rows[r + _D] + rows[r + _RD]) / n,
                 x * (1 - x)
                 if self.steps == 1
@@ -424,7 +439,7 @@ class History:
         previous = None
         for entry in entries:
             if not isinstance(entry, list) or not 2 <= len(entry) <= FIELDS + 1:
-                raise ValueError("history: a bucket is [index, up to 12 numbers]")
+                raise ValueError("history: a bucket is [index, up to 13 numbers]")
             index = entry[0]
             if isinstance(index, bool) or not isinstance(index, int):
                 raise TypeError("history: a bucket index is not an integer")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.dispersion import conversation_rho
+from monitor.alerts.dispersion import pooled_rho
 
 DEFAULT_BUCKETS = 60
 
@@ -248,22 +248,22 @@ def restore_slices(raw: Any) -> list[SliceCounts]:
 
 class UnitSums:
     """Sliding sums over the conversations that closed in a window: their verdicts, the
-    sum of their sizes squared, of their defect sums squared, and of size times defects —
-    what the correlation of verdicts within a conversation is measured from
+    sum of their sizes squared, of their defect sums squared, of size times defects and of
+    their sizes cubed — what the correlation of verdicts within a conversation is measured from
     (`design_effect`). Sliced as `SlidingWindow` is."""
 
     def __init__(self, window_s: float, buckets: int = DEFAULT_BUCKETS) -> None:
         self.window_s = window_s
         self.width = window_s / buckets
         self._slices: deque[list[float]] = deque()
-        self.totals = [0.0, 0.0, 0.0, 0.0]
+        self.totals = [0.0, 0.0, 0.0, 0.0, 0.0]
 
     def add(self, now: float, samples: int, defects: float) -> None:
         index = math.floor(now / self.width)
         if not self._slices or self._slices[-1][0] < index:
-            self._slices.append([index, 0.0, 0.0, 0.0, 0.0])
+            self._slices.append([index, 0.0, 0.0, 0.0, 0.0, 0.0])
         last = self._slices[-1]
-        values = (samples, samples * samples, defects * defects, samples * defects)
+        values = (samples, samples**2, defects * defects, samples * defects, samples**3)
         for k, value in enumerate(values):
             last[k + 1] += value
             self.totals[k] += value
@@ -272,10 +272,10 @@ class UnitSums:
         oldest = math.floor((now - self.window_s) / self.width)
         while self._slices and self._slices[0][0] < oldest:
             old = self._slices.popleft()
-            for k in range(4):
+            for k in range(5):
                 self.totals[k] -= old[k + 1]
         if not self._slices:
-            self.totals = [0.0, 0.0, 0.0, 0.0]
+            self.totals = [0.0, 0.0, 0.0, 0.0, 0.0]
 
     def slices(self) -> list[list[float]]:
         return [list(s) for s in self._slices]
@@ -283,25 +283,29 @@ class UnitSums:
     def restore(self, raw: Any) -> None:
         slices: deque[list[float]] = deque()
         for entry in raw:
-            if not isinstance(entry, list) or len(entry) != 5:
-                raise TypeError("a conversation slice is [index, n, n2, d2, nd]")
+            if not isinstance(entry, list) or len(entry) not in (5, 6):
+                raise TypeError("a conversation slice is [index, n, n2, d2, nd, n3]")
             values = [float(v) for v in entry]
             if not all(map(math.isfinite, values)) or min(values[1:]) < 0:
                 raise ValueError("a conversation slice holds a negative or infinite sum")
+            if len(values) == 5:
+                # Saved before the sizes cubed were kept: taken as if the slice's
+                # conversations were all of one size (the least the sum can be).
+                values.append(values[2] ** 2 / values[1] if values[1] > 0 else 0.0)
             slices.append([int(entry[0]), *values[1:]])
         self._slices = slices
-        self.totals = [sum(s[k + 1] for s in slices) for k in range(4)]
+        self.totals = [sum(s[k + 1] for s in slices) for k in range(5)]
 
 
 def design_effect(moments: Moments, units: Sequence[float]) -> float:
     """How much more the mean of `moments` varies than that of as many independent
     verdicts, for the conversations whose `UnitSums.totals` are `units` (their correlation
     measured from their sums; verdicts without a conversation taken as independent)."""
-    conv_n, m2, dd, nd = units
+    conv_n, m2, dd, nd, m3 = units
     if conv_n <= 0 or moments.samples <= 0:
         return 1.0
     p = moments.mean
     v = moments.variance if moments.variance > 0 else p * (1 - p)
-    rho, _ = conversation_rho([(conv_n, m2, dd, nd, p, v)])
+    rho = pooled_rho((conv_n, m2, m3, dd, nd, moments.samples, p, v))
     share = min(1.0, conv_n / moments.samples)
     return 1.0 + rho * (m2 / conv_n - 1) * share

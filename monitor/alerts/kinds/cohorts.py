@@ -74,7 +74,7 @@ class Cohorts:
         m = self.rule.min_increase
         counts: dict[str, Moments] = {}
         total = Moments()
-        all_units = [0.0, 0.0, 0.0, 0.0]
+        all_units = [0.0, 0.0, 0.0, 0.0, 0.0]
         for cohort, entry in entries.items():
             state: WindowState = entry.state
             state.last = now
