@@ -14,9 +14,9 @@ without one (`solo_dispersion`).
   `den = v B + S (m2 - N) / T^2` (`S` the spread before dividing by `v`); rho is
   `sum num / sum den`, its error the sandwich over hours (each an independent cluster, a
   conversation closing into one), `sqrt(G / (G - 1) sum (num - rho den)^2) / sum den`; the
-  bound is the estimate plus `RHO_BOUND_Z` errors. Until enough pairs of verdicts within conversations,
-  in enough hours that tell something, were seen both are `RHO_PRIOR` (conservative: it
-  widens the level's error and damps the weight of large conversations).
+  bound is the estimate plus `RHO_BOUND_Z` errors. Until enough pairs of verdicts within
+  conversations, in enough hours that tell something, were seen both are `RHO_PRIOR`
+  (conservative: it widens the level's error and damps the weight of large conversations).
 - **kappa**: second differences of consecutive buckets' rates (a level, a drift and most of
   a daily cycle cancel in them) against what independent verdicts would give; raw rates,
   not deseasonalised: a season learned from the same buckets would take part of their noise
