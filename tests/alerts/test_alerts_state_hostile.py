@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import AlertEngine
+from monitor.telemetry import Telemetry
 from tests.alerts.test_alerts import gauge
 from tests.alerts.test_alerts_regression import RULE, Stream, loads, make
 
@@ -30,6 +32,20 @@ async def _two_firing_services(path: Path) -> dict[str, Any]:
     assert engine.firing() == [(RULE.name, "cart"), (RULE.name, "shop")]
     await engine.shutdown(10)
     return _read(path)
+
+
+async def _started_with_cart_saved_as(
+    tmp_path: Path, key: str, value: object
+) -> tuple[AlertEngine, Telemetry]:
+    """An engine started on a state file of `_two_firing_services` whose `cart` entry holds
+    `value` at `key`."""
+    path = tmp_path / "alerts.state"
+    data = await _two_firing_services(path)
+    data["rules"][RULE.name]["services"]["cart"][""][key] = value
+    path.write_text(json.dumps(data))
+    engine, t, _ = make(state_path=path)
+    await engine.start()
+    return engine, t
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -69,18 +85,13 @@ async def test_a_hostile_file_starts_empty_and_the_engine_runs(
     ids=["nan", "infinity", "huge-integer", "text", "null", "flag"],
 )
 async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: object) -> None:
-    path = tmp_path / "alerts.state"
-    data = await _two_firing_services(path)
-    data["rules"][RULE.name]["services"]["cart"][""]["started_at"] = bad
     # json writes NaN and Infinity as Python's json reads them back.
-    path.write_text(json.dumps(data))
-    engine, t, _ = make(state_path=path)
-    await engine.start()
+    engine, t = await _started_with_cart_saved_as(tmp_path, "started_at", bad)
     assert loads(t, "loaded") == 1
     assert engine.firing() == [(RULE.name, "shop")]
     assert _dropped(t, "load") == 1
     await engine.shutdown(10)
-    saved = _read(path)
+    saved = _read(tmp_path / "alerts.state")
     assert "cart" not in saved["rules"][RULE.name]["services"]  # the bad value is not saved back
 
 
@@ -114,12 +125,7 @@ async def test_an_entry_the_file_breaks_is_left_out_alone(tmp_path: Path, bad: o
 async def test_a_malformed_where_alert_leaves_its_entry_out_alone(
     tmp_path: Path, where: object
 ) -> None:
-    path = tmp_path / "alerts.state"
-    data = await _two_firing_services(path)
-    data["rules"][RULE.name]["services"]["cart"][""]["where"] = where
-    path.write_text(json.dumps(data))
-    engine, t, _ = make(state_path=path)
-    await engine.start()
+    engine, t = await _started_with_cart_saved_as(tmp_path, "where", where)
     assert engine.firing() == [(RULE.name, "shop")]
     assert _dropped(t, "load") == 1
     await engine.shutdown(10)

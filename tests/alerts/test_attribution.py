@@ -120,6 +120,16 @@ class Stream:
             self.clock.now += INTERVAL
             self.alerts.extend(self.engine.evaluate())
 
+    def restart(self, path: Path) -> None:
+        """The process stops, saving its state file at `path`; the next one reads it (its
+        attribution starts empty)."""
+        StateFile(str(path), create_telemetry()).save(self.clock(), self.engine.snapshot())
+        t = create_telemetry()
+        self.engine = AlertEngine(
+            [RULE], t, evaluation_interval_s=INTERVAL, clock=self.clock, trace_url=TRACE_URL
+        )
+        self.engine.restore(StateFile(str(path), t).load(self.clock(), 86_400.0))
+
     def pages(self, status: str = "firing") -> list[Alert]:
         return [a for a in self.alerts if a.status == status and a.labels["alertname"] == a.rule]
 
@@ -304,14 +314,7 @@ def test_a_where_alert_outlives_a_restart_with_the_state_file(tmp_path: Path) ->
     stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
     first = stream.wheres()[0]
     assert (first.labels["dimension"], first.labels["value"]) == ("model", "m2")
-    # The process stops; the next one reads the state file (its attribution starts empty).
-    path = tmp_path / "alerts.state"
-    StateFile(str(path), create_telemetry()).save(stream.clock(), stream.engine.snapshot())
-    t = create_telemetry()
-    stream.engine = AlertEngine(
-        [RULE], t, evaluation_interval_s=INTERVAL, clock=stream.clock, trace_url=TRACE_URL
-    )
-    stream.engine.restore(StateFile(str(path), t).load(stream.clock(), 86_400.0))
+    stream.restart(tmp_path / "alerts.state")
     assert stream.engine.firing() == [("hallucination", "shop")]
     before = len(stream.alerts)
     stream.run(3 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
@@ -336,13 +339,7 @@ def test_a_slice_first_named_after_a_restart_reaches_the_pager_at_once(tmp_path:
     stream.run(12 * 60, healthy)
     stream.run(2 * 60, lambda m, r, s, b: 0.45)
     assert stream.wheres() == []
-    path = tmp_path / "alerts.state"
-    StateFile(str(path), create_telemetry()).save(stream.clock(), stream.engine.snapshot())
-    t = create_telemetry()
-    stream.engine = AlertEngine(
-        [RULE], t, evaluation_interval_s=INTERVAL, clock=stream.clock, trace_url=TRACE_URL
-    )
-    stream.engine.restore(StateFile(str(path), t).load(stream.clock(), 86_400.0))
+    stream.restart(tmp_path / "alerts.state")
     stream.run(5 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.45)
     first = stream.wheres()[0]
     assert (first.labels["dimension"], first.labels["value"]) == ("model", "m3")
