@@ -59,11 +59,12 @@ TELEMETRY_OFF = {
 _private_home()
 
 
-# Measured durations of the tests that take a second or more (`tests/durations.json`,
-# written by `pytest --record-durations`, e.g. `bash tests/run.sh --record-durations`).
+# Measured durations of every test (`tests/durations.json`, written by a whole run with
+# `--record-durations`: `bash tests/run.sh --record-durations`).
 DURATIONS = REPO / "tests" / "durations.json"
 # A test measured at this many seconds or more is in the slow tier (`-m slow`); so is one
-# marked `@pytest.mark.slow` by hand (a new test not measured yet).
+# marked `@pytest.mark.slow` by hand. A test missing from the recording that takes this long
+# fails a fast-tier run (`-m "not slow"`), so the fast tier cannot grow slow unnoticed.
 SLOW_S = 3.0
 
 
@@ -101,6 +102,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _recorded: dict[str, float] = {}
 
 
+def _fast_tier(config: pytest.Config) -> bool:
+    """Whether this run selects the fast tier (a `-m` expression that leaves `slow` out)."""
+    expression = " ".join(str(config.getoption("markexpr") or "").split())
+    return "not slow" in expression
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In a fast-tier run, fail a test that is not in the recording and took `SLOW_S` or more
+    (setup, call and teardown together): it belongs to the slow tier until measured."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    took = _took.get(item.nodeid, 0.0) + report.duration
+    _took[item.nodeid] = took
+    if report.when != "teardown" or not _fast_tier(item.config):
+        return
+    if item.config.getoption("--record-durations") or item.get_closest_marker("slow"):
+        return
+    if took >= SLOW_S and item.nodeid not in _measured(item.config):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {took:.1f} s and is not in tests/durations.json: a test "
+            f"of {SLOW_S:g} s or more belongs to the slow tier. Refresh the recording with "
+            "`bash tests/run.sh --record-durations` (see CONTRIBUTING.md) or mark it "
+            "@pytest.mark.slow."
+        )
+
+
+_took: dict[str, float] = {}
+_MEASURED = pytest.StashKey[dict[str, float]]()
+
+
+def _measured(config: pytest.Config) -> dict[str, float]:
+    if _MEASURED not in config.stash:
+        config.stash[_MEASURED] = _durations()
+    return config.stash[_MEASURED]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
 
@@ -109,7 +148,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if not config.getoption("--record-durations") or hasattr(config, "workerinput"):
         return
-    kept = {k: round(v, 1) for k, v in sorted(_recorded.items()) if v >= 1.0}
+    # A partial run refreshes what it ran and keeps the rest; a test's file gone drops it.
+    kept = {k: v for k, v in _durations().items() if (REPO / k.split("::")[0]).exists()}
+    kept.update({k: round(v, 1) for k, v in _recorded.items()})
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 
 

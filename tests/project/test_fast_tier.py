@@ -1,0 +1,96 @@
+"""The fast tier stays fast: a test missing from `tests/durations.json` that takes the slow
+tier's time fails a `-m "not slow"` run (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _suite(tmp_path: Path, recorded: dict[str, float]) -> Path:
+    """A copy of the project's conftest with the slow threshold at a microsecond (every test
+    takes longer), beside two tests and a recording of `recorded`."""
+    tests = tmp_path / "tests"
+    tests.mkdir(parents=True)
+    conftest = (REPO / "tests" / "conftest.py").read_text(encoding="utf-8")
+    assert "\nSLOW_S = 3.0\n" in conftest
+    (tests / "conftest.py").write_text(
+        conftest.replace("\nSLOW_S = 3.0\n", "\nSLOW_S = 1e-6\n"), encoding="utf-8"
+    )
+    (tests / "test_sample.py").write_text(
+        "def test_listed() -> None:\n    pass\n\n\ndef test_unlisted() -> None:\n    pass\n",
+        encoding="utf-8",
+    )
+    (tests / "durations.json").write_text(json.dumps(recorded), encoding="utf-8")
+    return tests
+
+
+def _run(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            str(tests / "test_sample.py"),
+            *args,
+        ],
+        cwd=tests.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_an_unlisted_test_past_the_threshold_fails_the_fast_tier(tmp_path: Path) -> None:
+    # Both run in the fast tier (the listed one was recorded at 0 s, the unlisted one is
+    # unknown); each takes longer than the threshold, and only the unlisted one fails.
+    tests = _suite(tmp_path, {"tests/test_sample.py::test_listed": 0.0})
+    run = _run(tests, "-m", "not slow")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "test_unlisted took" in run.stdout
+    assert "is not in tests/durations.json" in run.stdout
+    assert "test_listed took" not in run.stdout
+    assert "2 passed, 1 error" in run.stdout
+
+
+def test_the_whole_run_and_a_recorded_test_are_not_held_to_it(tmp_path: Path) -> None:
+    tests = _suite(
+        tmp_path,
+        {"tests/test_sample.py::test_listed": 0.0, "tests/test_sample.py::test_unlisted": 0.0},
+    )
+    fast = _run(tests, "-m", "not slow")
+    assert fast.returncode == 0, fast.stdout + fast.stderr
+    tests = _suite(tmp_path / "unrecorded", {})
+    whole = _run(tests)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "2 passed" in whole.stdout
+
+
+def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path) -> None:
+    tests = _suite(
+        tmp_path,
+        {"tests/test_gone.py::test_removed": 1.0, "tests/test_sample.py::test_unlisted": 7.0},
+    )
+    run = _run(tests, "--record-durations", "-k", "test_listed")
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
+    # The test that ran is recorded, the one deselected keeps its figure, and the one whose
+    # file is gone is dropped.
+    assert set(recorded) == {
+        "tests/test_sample.py::test_listed",
+        "tests/test_sample.py::test_unlisted",
+    }
+    assert recorded["tests/test_sample.py::test_unlisted"] == 7.0
