@@ -373,8 +373,9 @@ class AlertEngine:
                 return None
             log.info("alert %s resolved for %s: %s", name, subject, describe.log_text(alert))
             return alert
-        # A slice first named between re-sends goes out at once (its `Where` alert).
-        due = now - entry.last_sent >= self._resend
+        # A slice first named between re-sends goes out at once (its `Where` alert). A
+        # clock that stepped back before the last send re-sends now, never waits for it.
+        due = now - entry.last_sent >= self._resend or now < entry.last_sent
         if due or self.attribution.names_first((i, service, cohort), judgment, now, entry.where):
             entry.last_sent = now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
@@ -429,7 +430,7 @@ class AlertEngine:
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        dropped = self._entries.restore(saved, place)
+        dropped = self._entries.restore(saved, place, self._clock())
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
         restored_firing = self.firing()

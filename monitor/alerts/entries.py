@@ -153,11 +153,14 @@ class Entries:
             }
         return out
 
-    def restore(self, saved: dict[str, Any], place: Callable[[int, str, str], Key]) -> int:
+    def restore(
+        self, saved: dict[str, Any], place: Callable[[int, str, str], Key], now: float
+    ) -> int:
         """Takes back what `snapshot` gave, for rules that still exist with the same
         evaluator and windows (`place` gives a saved (rule index, service, cohort) its key
-        under the caps); anything else is logged and left out. Returns how many entries
-        (one rule and service) were malformed."""
+        under the caps); anything else is logged and left out. A firing state's times
+        later than `now` (a hand-edited file, a wall clock stepped back) are clamped to
+        `now`, logged. Returns how many entries (one rule and service) were malformed."""
         dropped = 0
         by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
         for name, raw in saved.items():
@@ -189,6 +192,13 @@ class Entries:
                     dropped += 1
                     continue
                 for cohort, (entry, conversations) in restored.items():
+                    if _clamp_future(entry, now):
+                        log.warning(
+                            "alert state of rule %s, service %s: a time later than now "
+                            "(started_at, last_sent or where) clamped to now",
+                            name,
+                            service,
+                        )
                     key = place(i, str(service), cohort)
                     self._entries[key] = entry
                     if len(conversations):
@@ -215,6 +225,15 @@ class Entries:
             where=_restored_where(saved.get("where"), firing),
         )
         return entry, conversations
+
+
+def _clamp_future(entry: Entry, now: float) -> bool:
+    """Clamps `entry`'s firing times to `now`; True when one was later."""
+    later = max(entry.started_at, entry.last_sent) > now
+    entry.started_at, entry.last_sent = min(entry.started_at, now), min(entry.last_sent, now)
+    if entry.where is not None and entry.where.at > now:
+        entry.where, later = entry.where._replace(at=now), True
+    return later
 
 
 def _restored_where(raw: Any, firing: bool) -> Named | None:
