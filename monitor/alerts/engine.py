@@ -410,6 +410,12 @@ class AlertEngine:
         self._entries.drop(gone)
         self.attribution.forget(lambda key: key not in gone)
 
+    @property
+    def longest_window_s(self) -> float:
+        """The longest any rule counts a verdict in its windows (a regression rule's
+        current and baseline windows)."""
+        return self._longest_window()
+
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
 
