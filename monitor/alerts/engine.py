@@ -184,7 +184,7 @@ class AlertEngine:
             saved = await asyncio.to_thread(
                 self._state_file.load, self._clock(), self._longest_memory()
             )
-            self.restore(saved)
+            self.restore(saved, release=True)
             del saved
         for notifier in self._notifiers:
             await notifier.start()
@@ -468,14 +468,15 @@ class AlertEngine:
         """Every entry, for the state file (`Entries.snapshot`)."""
         return self._entries.snapshot()
 
-    def restore(self, saved: dict[str, Any]) -> None:
-        """Takes back what `snapshot` gave (`Entries.restore`)."""
+    def restore(self, saved: dict[str, Any], *, release: bool = False) -> None:
+        """Takes back what `snapshot` gave (`Entries.restore`; `release`: `saved` is
+        emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        dropped = self._entries.restore(saved, place, self._clock())
+        dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
         restored_firing = self.firing()

@@ -242,13 +242,21 @@ class Entries:
             )
 
     def restore(
-        self, saved: dict[str, Any], place: Callable[[int, str, str], Key], now: float
+        self,
+        saved: dict[str, Any],
+        place: Callable[[int, str, str], Key],
+        now: float,
+        *,
+        release: bool = False,
     ) -> int:
         """Takes back what `snapshot` gave, for rules that still exist with the same
         evaluator and windows (`place` gives a saved (rule index, service, cohort) its key
         under the caps); anything else is logged and left out. A firing state's times
         later than `now` (a hand-edited file, a wall clock stepped back) are clamped to
-        `now`, logged. Returns how many entries (one rule and service) were malformed."""
+        `now`, logged. Conversations past the budget are evicted as they come, and with
+        `release` each service is taken out of `saved` once restored, so what was parsed
+        is freed as it is restored. Returns how many entries (one rule and service) were
+        malformed."""
         dropped = 0
         by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
         for name, raw in saved.items():
@@ -264,7 +272,8 @@ class Entries:
                 log.error("alert state of rule %s is malformed (no services): left out", name)
                 dropped += 1
                 continue
-            for service, cohorts in services.items():
+            for service in list(services):
+                cohorts = services.pop(service) if release else services[service]
                 try:
                     restored = {
                         str(cohort): self._restored(i, saved_entry)
@@ -293,8 +302,8 @@ class Entries:
                     if len(conversations) or conversations.remembered:
                         self._conversations[key] = conversations
                         self.conversation_bytes += conversation_bytes(conversations)
-        if self.conversation_bytes > self._budget:
-            self._evict(now)
+                if self.conversation_bytes > self._budget:
+                    self._evict(now)
         return dropped
 
     def _restored(self, i: int, saved: Any) -> tuple[Entry, Conversations]:

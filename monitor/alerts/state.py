@@ -35,7 +35,7 @@ FORMAT = "rag-monitor-alert-state"
 VERSION = 2
 # What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
 # restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
-MAX_BYTES = 32 * 1024 * 1024
+MAX_BYTES = 24 * 1024 * 1024
 
 
 class StateFile:
