@@ -9,7 +9,9 @@ load is moved aside, never overwritten; a sidecar restarted on a flooded state r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -320,3 +322,40 @@ async def test_a_flood_at_the_budget_restarts_in_512_mib_with_its_state(tmp_path
     _, metrics = _restart_in_512_mib(tmp_path, path)
     assert 'rag_monitor_alert_state_loads_total{outcome="loaded"} 1.0' in metrics
     assert not _set_aside(tmp_path)
+
+
+async def test_the_state_is_saved_an_entry_at_a_time_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop serves other work between one entry's snapshot and the next, and while
+    the file is encoded and written in a thread."""
+    path = tmp_path / "alerts.state"
+    t, clock = create_telemetry(), Clock()
+    engine = AlertEngine([FLOOD_RULE], t, clock=clock, state_file=StateFile(str(path), t))
+    _flood(engine, clock, 10, services=40)
+    turns = 0
+    seen_at: list[int] = []
+    kind = engine._kinds[0]
+    snapshot = kind.snapshot
+
+    def counted(state: object) -> dict[str, object]:
+        seen_at.append(turns)
+        return snapshot(state)
+
+    monkeypatch.setattr(kind, "snapshot", counted)
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    await engine.shutdown(10)  # saves the state
+    task.cancel()
+    assert len(seen_at) == 40
+    assert all(b > a for a, b in itertools.pairwise(seen_at))
+    assert set(json.loads(path.read_text())["rules"][FLOOD_RULE.name]["services"]) == {
+        f"svc-{s}" for s in range(40)
+    }
