@@ -25,9 +25,10 @@ with its line number and reason (counted in the summary), a line longer than
 `MAX_LINE_BYTES` among them (read no further than that, plain or gzip). A row earlier than
 the one before it is replayed at the later time: rows written by evaluations that ran in
 parallel come a little out of order, so the summary reports them as information (`late`).
-Over a stretch without rows longer than the rules' longest window, the clock evaluates that
-window's worth (every resolve and expiry it holds) and then jumps to the next row (each
-jump named in the summary): nothing any rule holds outlives it.
+Over a stretch without rows, the clock evaluates the rules' current windows' worth (an SLO
+rule's longest burn-rate window) and on while an alert fires (up to the rules' longest
+window: every resolve it holds), then jumps to the next row (each jump named in the
+summary): without verdicts nothing else changes but what expires.
 
 After the replay the summary gives each (rule, service)'s defect rate per day (UTC), and
 the SLO objective its worst day would burn at `SLO_HEADROOM_BURN` of its error budget:
@@ -228,8 +229,10 @@ class Backtest:
             trace_url=alerts.trace_url,
         )
         self._interval = alerts.evaluation_interval_s
-        # Past this much time without rows, no rule holds anything: the clock jumps.
+        # Past this much time without rows, no rule holds anything: the clock jumps; and
+        # past `_judging` without rows, once nothing fires, nothing changes but expiry.
         self._horizon = self._engine.longest_window_s + self._interval
+        self._judging = self._engine.judging_window_s + self._interval
         self._next: float | None = None
         self._row = ""
         self._firing: set[tuple[str, str, str]] = set()
@@ -271,7 +274,9 @@ class Backtest:
             t = self._clock.now
         before = self._clock.now
         while self._next <= t:
-            if self._next > before + self._horizon:
+            if self._next > before + self._horizon or (
+                self._next > before + self._judging and not self._engine.firing()
+            ):
                 yield from self._jump(before, t)
                 break
             yield from self._evaluate(self._next)
@@ -287,8 +292,7 @@ class Backtest:
         self._next += skipped * self._interval
         self.summary.jumps.append(
             f"{self._row}: {t - before:,.0f} s after the row before it; the clock "
-            f"jumped over {skipped:,} evaluations of nothing (no rule holds a verdict longer "
-            f"than {self._horizon:,.0f} s)"
+            f"jumped over {skipped:,} evaluations of an empty stretch"
         )
         yield from self._evaluate(self._next)
         self._next += self._interval

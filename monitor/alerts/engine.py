@@ -151,10 +151,11 @@ class AlertEngine:
             ("state",),
         )
         self._evictions_logged = -math.inf
+        self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
             self._kinds,
-            parse_duration(conversation_idle),
+            self._idle_s,
             conversation_budget,
             self._count_evictions,
         )
@@ -448,6 +449,19 @@ class AlertEngine:
     def _drop(self, gone: Sequence[Key]) -> None:
         self._entries.drop(gone)
         self.attribution.forget(lambda key: key not in gone)
+
+    @property
+    def judging_window_s(self) -> float:
+        """How long after the last verdict a judgment can still change without a firing
+        alert (what resolves one may take up to `longest_window_s`): the rules' current
+        windows (an SLO rule's longest burn-rate window) and the conversations' idle time."""
+        windows = [
+            max(parse_duration(row.long) for row in r.config.slo.burn_rates)
+            if r.config.slo is not None
+            else r.window_s
+            for r in self._rules
+        ]
+        return max([self._idle_s, *windows])
 
     @property
     def longest_window_s(self) -> float:

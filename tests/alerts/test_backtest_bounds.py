@@ -23,6 +23,15 @@ from monitor.config import load_config
 from tests.alerts.test_backtest import CONFIG, backtest, write
 
 INTERVAL = 60.0  # CONFIG's evaluation interval
+SLO_RULE = """
+    - name: quality_slo
+      evaluator: local_groundedness
+      slo:
+        objective: 0.77
+        window: 28d
+        burn_rates:
+          - {burn_rate: 1, long: 1d, short: 2h, severity: ticket}
+"""
 GOOD = {"service": "shop", "evaluator": "local_groundedness"}
 
 
@@ -55,11 +64,11 @@ def test_two_rows_a_century_apart_jump_the_clock(tmp_path: Path) -> None:
             {**GOOD, "time": 99_999_999_999, "outcome": "fail"},
         ],
     )
-    replay = _backtest(tmp_path)
-    held = replay.engine.longest_window_s
-    calls = _counted(replay, int(held / INTERVAL) + 4)
+    replay = _backtest(tmp_path, CONFIG + SLO_RULE)
+    judging = replay.engine.judging_window_s
+    calls = _counted(replay, int(judging / INTERVAL) + 4)
     assert list(replay.run(read_rows([rows]))) == []
-    assert calls[0] > held / INTERVAL  # what the first row's windows hold is evaluated
+    assert calls[0] > judging / INTERVAL  # what the first row's windows judge is evaluated
     assert replay.summary.rows == 2 and not replay.summary.refused
     (jump,) = replay.summary.jumps
     assert jump.startswith(f"{rows}:2: 99,999,999,999 s after the row before it")
@@ -78,21 +87,25 @@ def _events(replay: Backtest, rows: list[Any]) -> list[tuple[float, str, str]]:
 
 
 def test_a_jump_sends_what_every_evaluation_would(tmp_path: Path) -> None:
-    """A day, three days of nothing, then a day with a rise: the same pages and resolves,
+    """A day, three days of nothing, then a day and a rise: the same pages and resolves,
     at the same times, whether the clock jumps the gap or runs every evaluation in it."""
-    config = CONFIG.replace("baseline: {season: day}", "baseline: {season: none}")
+    config = CONFIG.replace("baseline: {season: day}", "baseline: {season: none}") + SLO_RULE
     day = 24 * 60
     rows = [
         *_minutes(START, day, 0.2),
-        *_minutes(START + 4 * DAY_S, day // 2, 0.2),
-        *_minutes(START + 4.5 * DAY_S, 120, 0.5),
-        *_minutes(START + 4.5 * DAY_S + 7200, day // 4, 0.2),
+        *_minutes(START + 4 * DAY_S, 20 * 60, 0.2),
+        *_minutes(START + 4 * DAY_S + 20 * 3600, 6 * 60, 0.5),  # the SLO counts a day first
+        *_minutes(START + 4 * DAY_S + 26 * 3600, 4 * 60, 0.2),
     ]
     jumped = _backtest(tmp_path, config)
     every = _backtest(tmp_path, config)
-    every._horizon = math.inf
+    every._horizon = every._judging = math.inf
     expected = _events(every, rows)
-    assert [status for _, status, _ in expected] == ["firing", "resolved"]
+    assert sorted({(status, name) for _, status, name in expected}) == [
+        ("firing", "quality_slo"),
+        ("firing", "regression"),
+        ("resolved", "regression"),
+    ]
     assert _events(jumped, rows) == expected
     assert len(jumped.summary.jumps) == 1 and not every.summary.jumps
 
