@@ -138,8 +138,21 @@ async def test_a_state_file_too_large_to_load_is_moved_aside_and_kept(
     assert path.exists() and path.read_bytes() != content
 
 
-def _set_aside(folder: Path) -> list[Path]:
-    return sorted(folder.glob("alerts.state.too_large-*"))
+async def test_a_corrupt_state_file_is_moved_aside_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.state"
+    path.write_bytes(b'{"format": "rag-monitor-alert-state", "rules": {')
+    t, clock = create_telemetry(), Clock()
+    engine = AlertEngine([RULE], t, clock=clock, state_file=StateFile(str(path), t))
+    await engine.start()
+    assert loads(t, "corrupt") == 1
+    await engine.shutdown(10)
+    (aside,) = _set_aside(tmp_path, "corrupt")
+    assert aside.read_bytes() == b'{"format": "rag-monitor-alert-state", "rules": {'
+    assert json.loads(path.read_bytes())["format"] == FORMAT
+
+
+def _set_aside(folder: Path, outcome: str = "too_large") -> list[Path]:
+    return sorted(folder.glob(f"alerts.state.{outcome}-*"))
 
 
 def _write_flooded_state(path: Path, per_service: int, services: int = SERVICES) -> None:
