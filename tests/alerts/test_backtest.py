@@ -91,7 +91,7 @@ def test_rows_that_cannot_be_read_are_named_and_counted(tmp_path: Path) -> None:
     assert strict.returncode == 1
     for line in (
         "backtest: 3 rows, 102 verdicts",
-        "1 rows earlier than the row before them (replayed later)",
+        "note: 1 rows came up to 86,460 s after a later row",
         "refused: 4 invalid",
         f"{rows}:2: outcome: 'maybe' is not pass or fail",
         f"{rows}:3: time: missing (seconds since the epoch, or ISO 8601)",
