@@ -191,6 +191,34 @@ class History:
             rows[row + _SD] += solo.defects
         self._structure += 1
 
+    def counts(self, index: int) -> tuple[float, float]:
+        """(clean, held) verdicts of bucket `index` (0 when it is not held)."""
+        slot = index % self.span
+        if self._index[slot] != index:
+            return 0.0, 0.0
+        row = slot * FIELDS
+        return self._rows[row + _N], self._rows[row + _RN]
+
+    def translate(self, last: int, delta: float, last_counts: tuple[float, float]) -> None:
+        """An evaluator revision reads `delta` higher than the one before it: the buckets up
+        to `last` (of which `last` only its first `last_counts`, clean and held) are moved
+        by `delta` as if the new revision had scored them (season offsets, measured within
+        days, are unchanged)."""
+        rows = self._rows
+        for slot, index in enumerate(self._index):
+            if index < 0 or index > last:
+                continue
+            row = slot * FIELDS
+            clean, held = last_counts if index == last else (rows[row + _N], rows[row + _RN])
+            solo = rows[row + _SN] * (clean / rows[row + _N] if rows[row + _N] > 0 else 0.0)
+            for n, total, d, q in ((clean, _N, _D, _Q), (held, _RN, _RD, _RQ)):
+                all_n = rows[row + total]
+                mean = rows[row + d] / all_n if all_n > 0 else 0.0
+                rows[row + q] = max(0.0, rows[row + q] + 2 * delta * mean * n + n * delta**2)
+                rows[row + d] = min(all_n, max(0.0, rows[row + d] + n * delta))
+            rows[row + _SD] = max(0.0, rows[row + _SD] + solo * delta)
+        self._structure += 1
+
     def accept(self, since: float) -> None:
         """Every verdict held out since `since` joins the level: a rise that lasted is the
         new normal."""

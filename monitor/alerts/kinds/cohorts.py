@@ -56,6 +56,9 @@ class Cohorts:
     def new_state(self) -> WindowState:
         return new_window_state(self.rule)
 
+    def succeed(self, state: WindowState, now: float) -> WindowState:
+        return self.new_state()  # windows of the old revision's verdicts: nothing carries
+
     def add(
         self,
         state: WindowState,
