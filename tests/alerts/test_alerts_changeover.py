@@ -7,6 +7,7 @@ on their own simulated time."""
 from __future__ import annotations
 
 import math
+import random
 
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
@@ -105,3 +106,29 @@ def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> N
         engine.emit(record, _verdict(True, "a"))
     assert next(iter(engine._entries.values())).revision == "a"
     assert started(type("B", (), {"engine": engine})) == 2
+
+
+def test_a_judge_change_read_from_the_fleet_is_a_changeover_not_a_regression() -> None:
+    """`alerts.fleet` hands the engine counts with their revision: a judge whose new
+    prompt fails 0.05 more of the same answers starts a changeover, and never pages."""
+    rule = AlertRule(
+        name=RULE,
+        evaluator="local_groundedness",
+        baseline=AlertBaseline(season="none", window="6h"),
+        false_page_every="7d",
+    )
+    clock = Clock()
+    engine = AlertEngine([rule], create_telemetry(), evaluation_interval_s=15, clock=clock)
+    rng = random.Random(3)
+    sent = []
+    for second in range(int(2 * DAY_S) // 15):
+        clock.now += 15
+        revision, rate = ("r1", 0.20) if second < DAY_S // 15 else ("r2", 0.25)
+        n = 30  # two verdicts a second, read every 15 s
+        k = sum(rng.random() < rate for _ in range(n))
+        engine.add_counts(RULE, "shop", "", [float(n - k), float(k)], revision)
+        sent.extend(engine.evaluate())
+    assert [a for a in sent if a.status == "firing"] == []
+    entry = next(iter(engine._entries.values()))
+    assert entry.revision == "r2"
+    assert entry.state.changeover is None and entry.state.translated is not None
