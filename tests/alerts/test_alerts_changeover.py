@@ -13,10 +13,9 @@ from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
 from monitor.config import AlertBaseline, AlertRule
 from monitor.records import RagRecord
-from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
-from tests.alerts.test_alerts_production import RULE, config, pages, replay
+from tests.alerts.test_alerts_production import RULE, _verdict, config, pages, replay
 
 
 def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
@@ -76,17 +75,6 @@ def test_a_healthy_changeover_and_rollout_never_page() -> None:
         spec = StreamSpec(rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(change,))
         events, _ = replay(spec, config(season="day", budget="7d"))
         assert pages(events) == []
-
-
-def _verdict(passed: bool, revision: str) -> dict[str, EvalResult]:
-    result = EvalResult(
-        name="local_groundedness",
-        score=float(passed),
-        normalized=float(passed),
-        passed=passed,
-        revision=revision,
-    )
-    return {"local_groundedness": result}
 
 
 def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> None:

@@ -84,7 +84,10 @@ def replicas(*revisions: str | None) -> Iterator[list[Replica]]:
 
 def test_the_fleet_counts_reach_the_rule_once_through_a_real_prometheus(tmp_path: Path) -> None:
     need("prometheus")
-    with replicas("r1", None) as (a, b), prometheus(tmp_path, scrape_config([a.port, b.port])) as prom:
+    with (
+        replicas("r1", None) as (a, b),
+        prometheus(tmp_path, scrape_config([a.port, b.port])) as prom,
+    ):
         a.count(100, 10)
         b.count(50, 5)
 

@@ -19,7 +19,8 @@ from monitor.exporters.results_file import results_line
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock
+from tests.alerts.test_alerts import Clock, record
+from tests.alerts.test_alerts_production import _verdict
 
 INTERVAL = 15.0
 CONFIG = Config.model_validate(
@@ -54,24 +55,8 @@ def records(seed: int) -> list[tuple[RagRecord, dict[str, EvalResult]]]:
         revision = "r1" if minute < 50 else "r2"
         rate = (0.2 if minute < 50 else 0.25) * (2 if minute >= 80 else 1)
         passed = rng.random() >= rate
-        record = RagRecord(
-            request_id=f"q{n}",
-            trace_id=f"{n:032x}",
-            service="shop",
-            route="/ask",
-            query="q",
-            response="a",
-            conversation=f"c{n // 5}",
-            timestamp=t,
-        )
-        result = EvalResult(
-            name="local_groundedness",
-            score=float(passed),
-            normalized=float(passed),
-            passed=passed,
-            revision=revision,
-        )
-        out.append((record, {"local_groundedness": result}))
+        update = {"route": "/ask", "conversation": f"c{n // 5}", "timestamp": t}
+        out.append((record("shop", n).model_copy(update=update), _verdict(passed, revision)))
     return out
 
 
@@ -94,15 +79,15 @@ def live(stream: list[tuple[RagRecord, dict[str, EvalResult]]]) -> list[tuple[fl
     first = stream[0][0].timestamp
     assert first is not None
     tick = first + INTERVAL
-    for record, results in stream:
-        assert record.timestamp is not None
-        while tick <= record.timestamp:
+    for rec, results in stream:
+        assert rec.timestamp is not None
+        while tick <= rec.timestamp:
             evaluate(tick)
             tick += INTERVAL
-        clock.now = record.timestamp
-        engine.emit(record, results)
+        clock.now = rec.timestamp
+        engine.emit(rec, results)
         if engine.evaluation_due:
-            evaluate(record.timestamp)
+            evaluate(rec.timestamp)
     evaluate(clock.now + INTERVAL)
     return out
 
@@ -111,8 +96,8 @@ def test_a_results_file_replayed_gives_the_pages_the_live_engine_sent(tmp_path: 
     stream = records(seed=5)
     path = tmp_path / "results.jsonl.gz"
     with gzip.open(path, "wt") as out:
-        for record, results in stream:
-            out.write(json.dumps(results_line(record, results)) + "\n")
+        for rec, results in stream:
+            out.write(json.dumps(results_line(rec, results)) + "\n")
     sent = live(stream)
     backtest = Backtest(CONFIG)
     replayed = [

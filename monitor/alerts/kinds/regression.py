@@ -16,8 +16,10 @@ mean rose by at most half of it".
   (`stats.look_level`), its variance widened by the design effect and the expectation's
   error. While the window leans up (p below `WINDOW_HOLD_P`) what leaves it is held out.
 
-Either fires only with `min_samples` verdicts in the current window, `baseline.min_samples`
-behind the level, and (with a season) one complete day learned. It **resolves** when the
+Either fires only with `min_samples` verdicts in the current window and
+`baseline.min_samples` behind the level (before a season's first complete day, against the
+highest hour seen: `History.expectation`). After an evaluator revision change the history
+carries over and translates into the new revision's level (`succeed`). It **resolves** when the
 current window's increase falls below half of `min_increase` (a sequential page holds at
 least one `window`), when the window empties, or when the rise has lasted
 `baseline.accept_after`: then it is the service's new normal (the page says so) and what
@@ -216,8 +218,11 @@ class Regression:
         expected = self._expectation(state, now)
         current = state.current.moments(now)
         reference = NOTHING
-        learning = history.learning() or state.changeover is not None
-        figures: dict[str, float] = {"learning": 1.0 if learning else 0.0}
+        unseasoned = history.learning()
+        figures: dict[str, float] = {
+            "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
+            "unseasoned": 1.0 if unseasoned else 0.0,
+        }
         if expected is not None:
             reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
@@ -415,7 +420,7 @@ class Regression:
         increase = current.mean - expected.mean
         story = (
             f"{measured} {current.mean:.2f} {span} against {expected.mean:.2f} expected "
-            f"from {self._season_text()} "
+            f"from {self._season_text(judgment)} "
             f"({current.samples:,} / {expected.samples:,} verdicts), {increase:+.2f}, "
             f"{p_text(judgment.p_value)} ({test}, one false page per {self.rule.budget})"
         )
@@ -438,8 +443,11 @@ class Regression:
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
         }
 
-    def _season_text(self) -> str:
-        return reference_text(self._baseline)
+    def _season_text(self, judgment: Judgment) -> str:
+        text = reference_text(self._baseline)
+        if judgment.figures.get("unseasoned") and self._baseline.season != "none":
+            return f"{text} (season not learned yet: the highest hour seen)"
+        return text
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
         entry = entries[""]
