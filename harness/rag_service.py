@@ -106,17 +106,6 @@ def metric(port: int, name: str, *needles: str) -> float | None:
     return None
 
 
-def evidence_over_limit(page: dict[str, Any], per_s: float, budget_s: float) -> float:
-    """How many times the information limit's verdicts a regression page's evidence
-    (`samples`) held: a test that knew the expected rate and the rate the evidence shows
-    needs `ln(per_s x budget_s)` nats, at the Kullback-Leibler divergence of one verdict
-    (counted in verdicts, so a loaded machine's delays do not change it)."""
-    notes = page["annotations"]
-    p0, p1 = float(notes["baseline_defect_rate"]), float(notes["defect_rate"])
-    divergence = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
-    return int(notes["samples"]) * divergence / math.log(per_s * budget_s)
-
-
 def write_config(
     config: Path, alerts: dict[str, Any], metrics_port: int = 0, processes: int | None = None
 ) -> None:
