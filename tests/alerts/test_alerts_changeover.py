@@ -11,6 +11,7 @@ import random
 
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
+from monitor.alerts.backtest import Backtest
 from monitor.config import AlertBaseline, AlertRule
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
@@ -120,3 +121,17 @@ def test_a_judge_change_read_from_the_fleet_is_a_changeover_not_a_regression() -
     entry = next(iter(engine._entries.values()))
     assert entry.revision == "r2"
     assert entry.state.changeover is None and entry.state.translated is not None
+
+
+def test_a_changeover_under_way_survives_a_restart() -> None:
+    spec = StreamSpec(
+        rate=1, days=4.05, icc=0.05, ids=False, changes=(Change("revision", CHANGE_DAY, 0.30),)
+    )
+    _, first = replay(spec, config(season="day"))
+    saved = first.engine.snapshot()
+    state = saved[RULE]["services"]["svc-0"][""]["state"]
+    assert state["changeover"] is not None
+    assert 0 <= state["changeover"][0] - (START + CHANGE_DAY * DAY_S) <= 60
+    second = Backtest(config(season="day"))
+    second.engine.restore(saved)
+    assert second.engine.snapshot() == saved

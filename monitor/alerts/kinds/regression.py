@@ -534,7 +534,10 @@ class Regression:
                 _nonnegative(since),
                 bucket,
                 Level(
-                    _nonnegative(mean), _nonnegative(variance), int(samples), _nonnegative(units)
+                    _nonnegative(mean),
+                    _nonnegative(variance),
+                    int(_nonnegative(samples)),
+                    _nonnegative(units),
                 ),
                 (_nonnegative(clean), _nonnegative(held)),
                 saved_number(applied),
