@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
@@ -17,6 +19,9 @@ from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
 from tests.alerts.test_alerts_production import RULE, _verdict, config, pages, replay
+
+# Hours to days of simulated traffic each: the slow tier.
+pytestmark = pytest.mark.slow
 
 
 def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:

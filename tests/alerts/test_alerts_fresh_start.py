@@ -6,8 +6,13 @@ simulated time."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from tests.alerts.test_alerts_production import config, pages, replay
+
+# Hours to days of simulated traffic each: the slow tier.
+pytestmark = pytest.mark.slow
 
 
 def test_a_doubling_on_the_first_morning_pages_before_the_first_day_is_learned() -> None:

@@ -12,6 +12,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, read_rows
 from monitor.config import Config
@@ -21,6 +23,9 @@ from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, record
 from tests.alerts.test_alerts_production import _verdict
+
+# Hours to days of simulated traffic each: the slow tier.
+pytestmark = pytest.mark.slow
 
 INTERVAL = 15.0
 CONFIG = Config.model_validate(
