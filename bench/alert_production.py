@@ -287,6 +287,7 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             "rollout", 0.0, 0.30, rollout_days
         ),
     }
+    base = StreamSpec(rate=1.0, days=0.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0)
     runs = []
     for name, template in cases.items():
         trial_runs = []
@@ -294,12 +295,9 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             at = warmup + (trial * 24 / trials + 0.5) / 24
             change = replace(template, at_day=at)
             step = at + change.days + 3 / 24
-            spec = StreamSpec(
-                rate=1.0,
+            spec = replace(
+                base,
                 days=step + STEP_DAYS,
-                icc=0.17,
-                cycle=MIN_INCREASE,
-                traffic_ratio=10.0,
                 changes=(change, Change("step", step, 2.0)),
                 seed=seed + trial,
             )
