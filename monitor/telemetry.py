@@ -97,6 +97,7 @@ class Telemetry:
     alert_notifications: Counter
     retry_after_invalid: Counter
     build_info: Gauge
+    evaluator_revision: Gauge
     service_cap: LabelCap
     version_cap: LabelCap
     route_cap: LabelCap
@@ -281,6 +282,14 @@ def create_telemetry(
             ("client",),
         ),
         build_info=_build_info(reg),
+        evaluator_revision=Gauge(
+            "evaluator_revision_info",
+            "Always 1; the revision of each evaluator this process runs (what decides its "
+            "verdicts), to join onto its evaluations (`alerts.fleet` does).",
+            ("evaluator", "revision"),
+            namespace=NAMESPACE,
+            registry=reg,
+        ),
         service_cap=cap(max_services, allowed_services, "service"),
         version_cap=cap(max_versions, allowed_versions, "version"),
         route_cap=cap(max_routes, allowed_routes, "route"),

@@ -225,15 +225,21 @@ class AlertEngine:
                 self.attribution.observe(key, where, histogram, retrieval, now)
 
     def add_counts(
-        self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
+        self,
+        rule_name: str,
+        service: str,
+        cohort: str,
+        histogram: Sequence[float],
+        revision: str | None = None,
     ) -> None:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
-        values at level k) for the rule named `rule_name` (`monitor.alerts.fleet`)."""
+        values at level k, of evaluator `revision`) for the rule named `rule_name`
+        (`monitor.alerts.fleet`)."""
         i = self.rule_index(rule_name)
         if i is not None:
             by = self._rules[i].cohort_by
             origin = Origin(service, **({by: cohort} if by else {}))
-            self.count(i, origin, histogram, None, self._clock())
+            self.count(i, origin, histogram, revision, self._clock())
 
     def count(
         self,

@@ -3,8 +3,10 @@ judge, the conversations still gathering verdicts, the evaluator revision each e
 belongs to, and how all of it is saved to and restored from the state file.
 
 An entry belongs to one evaluator revision: `add` with verdicts of another starts it anew
-(the replaced entry is returned, so that the engine can resolve a page it held), and late
-verdicts of the revision just replaced, within one window of the change, are left out.
+from what of the old state still holds (`Kind.succeed`; the replaced entry is returned, so
+that the engine can resolve a page it held). Verdicts of a revision it replaced are left
+out while its own revision's still come (late verdicts, a rollout with both revisions
+live): only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
 cohort) keeps at most `units.MAX_OPEN` open and `units.MAX_REMEMBERED` closed
@@ -52,6 +54,8 @@ EVICT_TO = 0.9
 
 def conversation_bytes(conversations: Conversations) -> int:
     return len(conversations) * OPEN_BYTES + conversations.remembered * CLOSED_BYTES
+# Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
+REPLACED_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +89,9 @@ class Entries:
         self._on_evict = on_evict
         # What `_conversations` hold, in `conversation_bytes`.
         self.conversation_bytes = 0
-        # key -> (revision replaced, when): its late verdicts are left out for one window.
-        self._replaced: dict[Key, tuple[str, float]] = {}
+        # key -> (the revisions it replaced, the last verdict of its own): theirs are left
+        # out while its own still come.
+        self._replaced: dict[Key, tuple[tuple[str, ...], float]] = {}
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._entries)
@@ -116,17 +121,21 @@ class Entries:
         if entry is None:
             entry = self._entries[key] = Entry(kind.new_state(), revision)
         elif revision is not None and revision != entry.revision:
-            late = self._replaced.get(key)
-            if late is not None and late[0] == revision:
-                if now - late[1] < self._rules[key[0]].window_s:
-                    return Added()
+            replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
+            if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
+                # A revision replaced while the current one still reports (late verdicts, a
+                # rollout with both live): left out. Alone for a window, it is a rollback.
+                return Added()
             if entry.revision is None:
                 entry.revision = revision
             else:
                 replaced = entry
-                self._replaced[key] = (entry.revision, now)
+                kept = tuple(r for r in replaced_before if r != revision)[-REPLACED_KEPT + 1 :]
+                self._replaced[key] = ((*kept, entry.revision), now)
                 self._forget_conversations(key)
-                entry = self._entries[key] = Entry(kind.new_state(), revision)
+                entry = self._entries[key] = Entry(kind.succeed(entry.state, now), revision)
+        elif key in self._replaced and revision == entry.revision:
+            self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
         closed: list[Unit] = []
         if conversation is not None:
@@ -195,6 +204,7 @@ class Entries:
         for key in keys:
             self._entries.pop(key, None)
             self._forget_conversations(key)
+            self._replaced.pop(key, None)
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is

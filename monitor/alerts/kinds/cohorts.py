@@ -88,6 +88,9 @@ class Cohorts:
         fresh = new_window_state(self.rule)
         return CohortState(fresh.window, fresh.units)
 
+    def succeed(self, state: WindowState, now: float) -> WindowState:
+        return self.new_state()  # windows of the old revision's verdicts: nothing carries
+
     def add(
         self,
         state: WindowState,
