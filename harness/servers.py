@@ -304,9 +304,17 @@ receivers:
 
 @contextlib.contextmanager
 def alertmanager(tmp: Path, webhook_url: str) -> Iterator[str]:
-    binary = need("prometheus-alertmanager")
+    """Alertmanager sending every alert to `webhook_url`; yields its base URL."""
     config = tmp / "alertmanager.yml"
     config.write_text(alertmanager_config(webhook_url))
+    with alertmanager_of(tmp, config) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def alertmanager_of(tmp: Path, config: Path) -> Iterator[str]:
+    """Alertmanager with the config file `config`; yields its base URL."""
+    binary = need("prometheus-alertmanager")
     argv = [
         binary,
         f"--config.file={config}",

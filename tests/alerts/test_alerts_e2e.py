@@ -283,7 +283,7 @@ def _scenario(app: App, hook: Any, prom: str, metrics_port: int) -> None:
     (firing, *_) = poll(lambda: sidecar("firing"), 60, "sidecar alert at the webhook")
     assert firing["labels"]["service"] == "shop"
     assert firing["labels"]["generator"] == "rag-monitor"
-    assert firing["labels"]["severity"] == "warning"
+    assert firing["labels"]["severity"] == "page"  # deploy/monitor.yaml's
     assert firing["generatorURL"].endswith(f":{metrics_port}/metrics")
 
     # Prometheus, with the shipped rules over the scraped counters, says the same.
