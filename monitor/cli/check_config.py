@@ -13,16 +13,13 @@ from monitor.alerts.kinds.forms import summary
 from monitor.config import (
     Config,
     ConfigError,
+    EvaluatorConfig,
     dump_yaml,
     effective_config,
     load_config,
     mask_url,
 )
-from monitor.evaluators.registry import (
-    default_severity_threshold,
-    default_threshold,
-    evaluator_problems,
-)
+from monitor.evaluators.registry import evaluator_problems, resolved
 from monitor.exporters.metrics_port import check_metrics_port
 from monitor.judge.definitions import needs_judge
 
@@ -111,16 +108,13 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
 def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
     """An `evaluators[]` entry with the values its evaluator applies where the file gave
     none, so that `check-config` shows what will run rather than `null`."""
-    name = entry["name"]
     filled = dict(entry)
     if filled.get("sample_rate") is None:
         filled["sample_rate"] = 1.0
-    if filled.get("threshold") is None:
-        filled["threshold"] = default_threshold(name)
-    if filled.get("severity_threshold") is None:
-        filled["severity_threshold"] = default_severity_threshold(name)
-    if name == "local_groundedness" and filled.get("second_stage") is None:
-        filled["second_stage"] = False
+    applied = resolved(EvaluatorConfig.model_validate(entry)).model_dump(mode="json")
+    for key in ("threshold", "severity_threshold", "second_stage"):
+        if filled.get(key) is None:
+            filled[key] = applied[key]
     return filled
 
 
