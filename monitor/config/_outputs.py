@@ -401,6 +401,20 @@ class Webhook(Section):
 WHERE_SUFFIX = "_where"
 
 
+# The rule a config that writes no `alerts.rules` gets, while it runs local_groundedness:
+# the hallucination rate against the service's own trailing 24h (no threshold to tune). It
+# pages by log line and the `alert_firing` gauge until a receiver (`alertmanager.url`,
+# `webhooks`) is set; `rules: []` turns it off.
+DEFAULT_RULES: tuple[dict[str, Any], ...] = (
+    {
+        "name": "hallucination_regression",
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "severity": "page",
+    },
+)
+
+
 class Alerts(Section):
     rules: list[AlertRule] = []
     # How rarely a rule may page on a service that did not change, per rule and service.
