@@ -31,6 +31,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from harness.deploy_examples import uncommented
 from harness.servers import (
     DEPLOY,
     MonitorPorts,
@@ -120,21 +121,6 @@ class App:
 
     def close(self) -> None:
         self.provider.shutdown()
-
-
-def uncommented(text: str, first: str) -> str:
-    """`text` with the commented-out block that starts with the line `first` (`# ...`)
-    uncommented: that line and the comment lines below it at the same column."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == first)
-    column = lines[start].index("#")
-    end = start
-    while end < len(lines) and lines[end][column : column + 2] in ("# ", "#"):
-        if lines[end][:column].strip():
-            break
-        lines[end] = lines[end][:column] + lines[end][column + 2 :]
-        end += 1
-    return "\n".join(lines) + "\n"
 
 
 def monitor_config(path: Path, ports: dict[str, int], am_url: str, threshold: float) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.deploy_examples import monitor_with_slo, rules_with_slo
 from harness.servers import DEPLOY, REPO, alertmanager_of, http_json, need
 from harness.wait import wait_until
 from monitor.component import GENERATOR
@@ -39,7 +40,7 @@ def routed_to(labels: dict[str, str]) -> str:
 
 def prometheus_alerts() -> list[dict[str, str]]:
     """alertname and labels of each alert rule in deploy/prometheus/rules.yml."""
-    groups = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())["groups"]
+    groups = yaml.safe_load(rules_with_slo())["groups"]  # the SLO example's alerts too
     return [
         {"alertname": rule["alert"], **rule.get("labels", {})}
         for group in groups
@@ -54,8 +55,10 @@ def _monitor_configs(tmp: Path) -> dict[str, Path]:
     helm = yaml.safe_load((DEPLOY / "helm/rag-monitor/values.yaml").read_text())
     (tmp / "configmap.yaml").write_text(configmap["data"]["config.yaml"])
     (tmp / "helm.yaml").write_text(yaml.safe_dump(helm["config"]))
+    (tmp / "slo.yaml").write_text(monitor_with_slo())
     return {
         "deploy/monitor.yaml": DEPLOY / "monitor.yaml",
+        "deploy/monitor.yaml with its SLO example": tmp / "slo.yaml",
         "deploy/compose/monitor.yaml": DEPLOY / "compose/monitor.yaml",
         "deploy/kubernetes/configmap.yaml": tmp / "configmap.yaml",
         "deploy/helm/rag-monitor/values.yaml": tmp / "helm.yaml",
