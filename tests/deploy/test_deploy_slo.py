@@ -59,16 +59,21 @@ def sidecar_rows() -> list[tuple[str, float, float, float]]:
     ]
 
 
-def test_promtool_runs_the_burn_rate_tests(tmp_path: Path) -> None:
-    (tmp_path / "rules.yml").write_text(rules_with_slo())
-    (tmp_path / "slo_test.yml").write_text((DEPLOY / "prometheus/slo_test.yml").read_text())
-    proc = subprocess.run(
-        [need("promtool"), "test", "rules", "slo_test.yml"],
+def promtool_test(folder: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules NAME` in `folder`."""
+    return subprocess.run(
+        [need("promtool"), "test", "rules", name],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=tmp_path,
+        cwd=folder,
     )
+
+
+def test_promtool_runs_the_burn_rate_tests(tmp_path: Path) -> None:
+    (tmp_path / "rules.yml").write_text(rules_with_slo())
+    (tmp_path / "slo_test.yml").write_text((DEPLOY / "prometheus/slo_test.yml").read_text())
+    proc = promtool_test(tmp_path, "slo_test.yml")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "SUCCESS" in out, out
     tests = load(DEPLOY / "prometheus/slo_test.yml")["tests"]
@@ -238,11 +243,5 @@ def test_the_shipped_prometheus_rules_do_not_ticket_a_healthy_service(tmp_path: 
         ],
     }
     (tmp_path / "healthy_test.yml").write_text(yaml.safe_dump(test))
-    proc = subprocess.run(
-        [need("promtool"), "test", "rules", "healthy_test.yml"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = promtool_test(tmp_path, "healthy_test.yml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
