@@ -14,6 +14,7 @@ timing: both are events the kernel delivers.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -73,8 +74,19 @@ def _channel() -> IO[bytes]:
             start_new_session=True,
         )
         _owner = os.getpid()
+        atexit.register(_close, _watchdog, _owner)
     assert _watchdog.stdin is not None
     return _watchdog.stdin
+
+
+def _close(watchdog: subprocess.Popen[bytes], owner: int) -> None:
+    """At a normal exit: the watchdog kills what is left and ends, and is waited for."""
+    if os.getpid() != owner or watchdog.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        watchdog.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watchdog.wait(timeout=60)
 
 
 def start_watchdog() -> None:

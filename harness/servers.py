@@ -154,6 +154,7 @@ def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = SERVER_S
             context=lambda: log.read_text(errors="replace"),
         )
         if process.poll() is not None:
+            forget(process)
             raise PortTaken(f"rotel exited:\n{log.read_text(errors='replace')[-2000:]}")
         return Rotel(process, grpc_port, http_port)
 
