@@ -143,7 +143,9 @@ def test_a_results_file_is_read_as_replay_writes_it(tmp_path: Path) -> None:
 
 def test_a_config_without_rules_is_refused(tmp_path: Path) -> None:
     rows = write(tmp_path / "rows.jsonl", [])
-    result = backtest(rows)
+    config = tmp_path / "monitor.yaml"
+    config.write_text("alerts: {rules: []}\n")  # no rules written: the embedded rule
+    result = backtest(rows, "--config", config)
     assert result.returncode == 1
     assert "the config has no alerts.rules to replay" in result.stderr
 
