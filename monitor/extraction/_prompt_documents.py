@@ -132,9 +132,7 @@ def documents_from_prompt(
     template = templates.shared(key, seen)
     blocks = _marked(lines, ids)
     if blocks is None:
-        blocks = _unmarked(lines, template)
-        if len(blocks) == 1:
-            blocks = _one_a_line(blocks[0], ids)
+        blocks = [one for block in _unmarked(lines, template) for one in _one_a_line(block, ids)]
     docs: list[Doc] = []
     contents: set[str] = set()
     for block in blocks:
@@ -237,8 +235,8 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
 
 
 def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:
-    """A prompt's only block, one document a line when its lines are as many as the
-    retrieval's ids, or each ends a sentence (documents joined by newlines); else whole."""
+    """A block, one document a line when its lines are as many as the retrieval's ids, or
+    each ends a sentence (documents joined by single newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
     if len(lines) > 1 and (
         len(lines) == len(ids) or all(line.rstrip()[-1:] in _SENTENCE_ENDS for line in lines)

@@ -111,6 +111,7 @@ class Context:
     docs: list[Doc]
     source: str
     evidence: str | None = None
+    query: str | None = None  # what the retrieval found by structure was asked
 
 
 def context_of(
@@ -118,10 +119,12 @@ def context_of(
     answer: Generation | None,
     trace_spans: list[Span],
     key: tuple[str, str],
+    query: str | None,
 ) -> Context:
     """The documents of the retrievals and tool calls before the answer (a reranker's
     output replacing what it reranked); when none carries text, those found by structure,
-    else those in the answering call's prompt (`README.md`, "Found by structure")."""
+    else those in the answering call's prompt without the `query` and the template of the
+    service and route `key` (`README.md`, "Documents no convention names")."""
     reranked = [r for r in retrievals if r.reranked and r.docs]
     chosen = reranked[-1:] if reranked else retrievals
     if not chosen and answer is not None and answer.tool_results:
@@ -147,14 +150,14 @@ def context_of(
         return Context(docs, "retrieval_span" if retrieved else "tool_result")
     if answer is None or not answer.messages:
         return Context([], "none")
-    found = found_by_structure(trace_spans, answer)
+    found = found_by_structure(trace_spans, answer, query)
     if found is not None:
-        return Context(found.docs, "structure", found.evidence)
+        return Context(found.docs, "structure", found.evidence, found.query)
     if any(r.tool is not None for r in chosen):
         return Context([], "none")  # the tools returned nothing readable: no documents
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
-    split = documents_from_prompt(answer.messages, answer.user_query, ids, key)
+    split = documents_from_prompt(answer.messages, query, ids, key)
     if not split:
         return Context([], "none")
     return Context(split, "prompt", f"{len(split)} documents split from the model call's prompt")
@@ -178,6 +181,15 @@ def _query(
         if r.query and (user is None or normalized(r.query) in normalized(user)):
             return r.query
     return user
+
+
+def _in_whole_prompt(asked: str | None, query: str | None, answer: Generation) -> bool:
+    """Whether the question `asked` of a retrieval found by structure is the bare question
+    inside `query`, the answering call's whole user message."""
+    if asked is None or query is None or query != answer.user_query:
+        return False
+    bare = normalized(asked)
+    return bare != normalized(query) and bare in normalized(query)
 
 
 def _placeholder(request: Span, question: str | None, answer: Generation | None) -> bool:
@@ -226,11 +238,14 @@ def build_record(
     trace_spans: list[Span],
     max_documents: int | None = None,
 ) -> RagRecord:
+    query = _query(answer, retrievals, top, request, requests)
     if top.docs is not None:
         context = Context(top.docs, "convention" if top.docs else "none")
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
-        context = context_of(retrievals, answer, trace_spans, key)
+        context = context_of(retrievals, answer, trace_spans, key, query)
+        if answer is not None and _in_whole_prompt(context.query, query, answer):
+            query = context.query  # the user message was a template around the question
     docs = context.docs
     if max_documents is not None:
         docs = docs[: max_documents + 1]  # one past: the bound's cut shows
@@ -242,7 +257,6 @@ def build_record(
             response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
-    query = _query(answer, retrievals, top, request, requests)
     metadata = {"span_name": span.name}
     if request is not None:
         metadata["request_span_name"] = request.name

@@ -1,11 +1,17 @@
-"""Documents found by structure, when no convention names them: a span (or one of its events,
-log records joined to it among them) that starts before the answering model call and whose
-attribute values hold a list of texts (JSON strings, or objects with a text field such as
-`content`, `page_content`, `text`, whatever wraps the list: `{"documents": [...]}`,
-`{"replies": [...]}`, `{"args": [...]}`) is the retrieval when those texts appear in the
-call's prompt. The containment is the evidence; the record names the span and the value.
+"""What a trace is made of, read where no convention names it.
 
-It runs only where the conventions found no documents, so traces they read never pay."""
+- **Documents**: a span (or one of its events, log records joined to it among them) that
+  starts before the answering model call and whose attribute values hold a list of texts
+  (JSON strings, or objects with a text field such as `content`, `page_content`, `text`,
+  whatever wraps the list: `{"documents": [...]}`, `{"replies": [...]}`, `{"args": [...]}`)
+  is the retrieval when those texts appear in the call's prompt. The containment is the
+  evidence; the record names the span and the value. The span's question (a value under a
+  question key that the prompt holds) is what the retriever was asked.
+- **A model call**: a span that declares no kind and whose values hold a chat, role-tagged
+  messages ending in a user turn in one value and assistant messages in another (Haystack's
+  own tracer: `{"messages": [...]}` in, `{"replies": [...]}` out).
+
+Both run only where the conventions found none, so traces they read never pay."""
 
 from __future__ import annotations
 
@@ -14,7 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.extraction._prompt_documents import INSTRUCTION
-from monitor.extraction._span_values import Doc, Generation, as_doc, normalized
+from monitor.extraction._span_roles import span_role
+from monitor.extraction._span_values import (
+    QUERY_KEYS,
+    Doc,
+    Generation,
+    as_doc,
+    chat_messages,
+    find_text,
+    normalized,
+)
 from monitor.extraction._tool_results import parsed_value
 from monitor.spans import Span
 
@@ -36,6 +51,7 @@ class Found:
     where: str  # the attribute (or `event name: attribute`)
     docs: list[Doc]
     listed: int  # how many texts the list held
+    query: str | None = None  # the span's question, when the prompt holds it
 
     @property
     def evidence(self) -> str:
@@ -45,9 +61,12 @@ class Found:
         )
 
 
-def found_by_structure(spans: Sequence[Span], answer: Generation) -> Found | None:
+def found_by_structure(
+    spans: Sequence[Span], answer: Generation, question: str | None
+) -> Found | None:
     """The value, among the spans that start before `answer`'s call, whose listed texts
-    appear in its prompt: the one with most such texts, the latest span on a tie."""
+    appear in its prompt (the `question` itself is no document): the one with most such
+    texts, the latest span on a tie."""
     prompt = "\n".join(normalized(text) for _, text in answer.messages)
     if not prompt:
         return None
@@ -59,7 +78,7 @@ def found_by_structure(spans: Sequence[Span], answer: Generation) -> Found | Non
         for role, text in answer.messages
         if role != "system" or INSTRUCTION.search(text)
     )
-    asked = normalized(answer.user_query)
+    asked = normalized(question)
     start = answer.span.start_unix_nano
     best: Found | None = None
     for span in spans:
@@ -70,14 +89,62 @@ def found_by_structure(spans: Sequence[Span], answer: Generation) -> Found | Non
                 inside = [d for d in listed if _in_prompt(d.content, prompt, whole, asked)]
                 if inside and (best is None or len(inside) >= len(best.docs)):
                     best = Found(span, where, inside, len(listed))
+    if best is None:
+        return None
+    for value in best.span.attributes.values():
+        asked_there = find_text(value, QUERY_KEYS)
+        bare = normalized(asked_there)
+        if asked_there and len(bare) >= _MIN_CHARS and bare not in whole and bare in prompt:
+            return Found(best.span, best.where, best.docs, best.listed, asked_there)
     return best
+
+
+def call_by_structure(span: Span) -> Generation | None:
+    """The model call a span that declares no kind holds by its values' shape: the
+    messages sent (role-tagged, the last a user's or a tool's) in one value, the assistant
+    messages returned in another."""
+    if span_role(span) is not None:
+        return None
+    sent: list[tuple[str, str]] = []
+    returned: list[tuple[str, str]] = []
+    sent_in = ""
+    for where, value in _values(span):
+        for messages in _message_lists(parsed_value(value), 0):
+            if not sent and messages[-1][0] in ("user", "tool"):
+                sent, sent_in = messages, where
+            elif not returned and {role for role, _ in messages} == {"assistant"}:
+                if where != sent_in:
+                    returned = messages
+    if not sent or not returned:
+        return None
+    return Generation(span, sent, "\n".join(text for _, text in returned), structured=True)
+
+
+def _message_lists(value: Any, depth: int) -> Iterator[list[tuple[str, str]]]:
+    if depth > _MAX_DEPTH:
+        return
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and _ROLE_FIELDS & v.keys() for v in value)
+    ):
+        messages = chat_messages([{**v, "role": v.get("role", v.get("_role"))} for v in value])
+        if messages:
+            yield messages
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from _message_lists(parsed_value(inner), depth + 1)
 
 
 def _in_prompt(text: str | None, prompt: str, whole: frozenset[str], asked: str) -> bool:
     if not text:
         return False
     found = normalized(text)
-    if len(found) < _MIN_CHARS or found in whole or found in asked:
+    if (
+        len(found) < _MIN_CHARS
+        or found in whole
+        or (found in asked and 2 * len(found) > len(asked))
+    ):
         return False  # too short to tell, a whole message (a prompt), or the question
     return found in prompt
 
