@@ -109,9 +109,7 @@ def test_an_openinference_retriever_that_set_its_output_is_found_by_structure() 
                 attributes={
                     "openinference.span.kind": "LLM",
                     "llm.input_messages.0.message.role": "system",
-                    "llm.input_messages.0.message.content": (
-                        f"{INSTRUCTION}\n" + "\n".join(TEXTS)
-                    ),
+                    "llm.input_messages.0.message.content": (f"{INSTRUCTION}\n" + "\n".join(TEXTS)),
                     "llm.input_messages.1.message.role": "user",
                     "llm.input_messages.1.message.content": QUESTION,
                     "llm.output_messages.0.message.role": "assistant",
