@@ -374,7 +374,7 @@ def test_haystacks_own_tracer_gives_its_model_call_and_documents_by_structure() 
     and one span per component, their values in `haystack.component.input` / `.output`;
     the generator's `{"messages": [...]}` in, `{"replies": [...]}` out; the prompt holds the
     documents and the question in one user message."""
-    documents = [
+    documents: list[dict[str, Any]] = [
         {"id": uri, "content": text, "score": 1.5, "meta": {}, "embedding": None}
         for uri, text in DOCS
     ]
