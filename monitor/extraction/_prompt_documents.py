@@ -10,8 +10,10 @@ prompt's own boundaries.
   what to use) stands for the template.
 - **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
   `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
-  them is the template's. A prompt with no marks is split at blank lines. A short heading
-  line (`Context:`, `Question:`) ends a block and is never a document.
+  them is the template's. A prompt with no marks is split at blank lines, a block one
+  document a line when its lines are as many as the retrieval's ids or each ends a
+  sentence. A short heading line (`Context:`, `Question:`) ends a block and is never a
+  document.
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
 
