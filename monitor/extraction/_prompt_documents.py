@@ -54,16 +54,43 @@ _SENTENCE_ENDS = frozenset(".!?\"')")
 _HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
 INSTRUCTION = re.compile(
-    r"\byou(?:'re| are| will| must| should| can| may)\b"
-    r"|\byour (?:task|job|role|answer)\b"
-    r"|\b(?:answer|respond|reply)\b[^\n]{0,60}\b(?:question|user|only|using|based|from|concise|"
-    r"brief|short|sentence)"
-    r"|\b(?:use|using|based on|according to|from|given|provided|following|below|above)\b"
-    r"[^\n]{0,40}\b(?:context|documents?|sources?|passages?|excerpts?|snippets?|information)\b"
-    r"|\bif (?:you|the)\b[^\n]{0,40}\b(?:don't|do not|doesn't|does not|cannot|can't)\b"
+    r"\byou(?:'re| are)\b[^\n.]{0,40}\b(?:assistant|expert|bot|model|ai|agent|helper)\b"
+    r"|\byour (?:task|job|role|goal)\b"
+    r"|\b(?:answer|respond|reply)\b[^\n]{0,60}\b(?:question|user|only|using|based|concise|"
+    r"brief|sentence)"
+    r"|\b(?:answer|respond|reply)\b[^\n]{0,20}\b(?:from|with|using) (?:the|these|this)\b"
+    r"|\b(?:use|using|based on|according to|only)\b[^\n]{0,30}\b(?:the|these|this|provided|"
+    r"following|given|retrieved)\s+(?:context|documents?|passages?|excerpts?|snippets?|sources?)\b"
+    r"|\b(?:context|documents?|passages?|excerpts?|snippets?)\s+(?:below|above|provided|given)\b"
+    r"|\bif\b[^\n]{0,60}\b(?:don't|do not|doesn't|does not|cannot|can't)\b[^\n]{0,30}"
+    r"\b(?:know|contain|answer|say)"
     r"|\b(?:do not|don't|never)\s+(?:make up|invent|fabricate|guess|speculate)\b",
     re.IGNORECASE,
 )
+
+
+# A labelled question in a prompt: `Question: ...`, `Query: ...`, `Q: ...`.
+_QUESTION_LABEL = re.compile(r"\s*(?:user )?(?:question|query|q)\s*:\s*(.*)", re.IGNORECASE)
+
+
+def labelled_question(prompt: str) -> str | None:
+    """The question a prompt labels (`Question: ...`, its text on the line or the lines
+    after it up to a blank line or a heading), the last one; None when it labels none."""
+    lines = prompt.splitlines()
+    found = None
+    for i, line in enumerate(lines):
+        label = _QUESTION_LABEL.fullmatch(line)
+        if label is None:
+            continue
+        asked = [label.group(1)] if label.group(1).strip() else []
+        for rest in lines[i + 1 :]:
+            if asked and (not rest.strip() or _HEADING.fullmatch(rest.strip())):
+                break
+            if rest.strip():
+                asked.append(rest)
+        text = "\n".join(asked).strip()
+        found = text or found
+    return found
 
 
 class PromptTemplates:

@@ -225,6 +225,28 @@ def test_an_untraced_retriever_gives_the_prompt_split_at_its_numbered_blocks() -
     assert record.metadata["context_evidence"].startswith("2 documents")
 
 
+def test_one_user_message_around_documents_and_question_gives_both() -> None:
+    """No retrieval span, no request span, no system message: the question is what the
+    user message labels, the documents what it holds besides."""
+    user = "Context:\n" + "\n\n".join(TEXTS) + f"\n\nQuestion: {QUESTION}\nAnswer:"
+
+    def emit(tracer: Tracer) -> None:
+        messages = [{"role": "user", "content": user}]
+        with tracer.start_as_current_span(
+            "litellm_request",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+            },
+        ):
+            pass
+
+    record = _record(emit)
+    _assert_documents(record, "prompt", [None, None])
+
+
 def test_a_retrieval_span_with_ids_only_names_the_prompt_documents() -> None:
     """A GenAI `retrieval` span whose documents hold `{id, score}` only: the texts come
     from the prompt, each paired with its id in retrieval order."""
