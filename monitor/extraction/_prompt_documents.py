@@ -23,6 +23,7 @@ read by its wording), headings and the question.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -94,17 +95,17 @@ def labelled_question(prompt: str) -> str | None:
 
 
 class PromptTemplates:
-    """The recent prompts of each (service, route), as the set of their lines: what they
+    """The recent prompts of each (service, route), as the set of their lines' keys: what they
     share is the service's instruction template. Thread-safe (worker threads extract in
     parallel); each worker process learns its own."""
 
     def __init__(self, routes: int = MAX_ROUTES, prompts: int = PROMPTS_PER_ROUTE) -> None:
         self._routes = routes
         self._prompts = prompts
-        self._seen: OrderedDict[tuple[str, str], deque[frozenset[str]]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], deque[frozenset[int]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def shared(self, key: tuple[str, str], lines: frozenset[str]) -> frozenset[str] | None:
+    def shared(self, key: tuple[str, str], lines: frozenset[int]) -> frozenset[int] | None:
         """The template lines of `key` learned from its earlier prompts (None while too few
         have been seen to tell), then `lines` remembered as its latest prompt."""
         with self._lock:
@@ -157,7 +158,7 @@ def documents_from_prompt(
     for text in texts:
         lines += _without_question(text, question, asked)
         lines.append("")  # a message ends a block
-    seen = frozenset(normalized(line) for line in lines[:_MAX_LINES] if line.strip())
+    seen = frozenset(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen)
     blocks = _marked(lines, ids)
     if blocks is None:
@@ -166,7 +167,7 @@ def documents_from_prompt(
     contents: set[str] = set()
     for block in blocks:
         body = [line for line in block.lines if line.strip()]
-        if template is not None and all(normalized(line) in template for line in body):
+        if template is not None and all(_line_key(line) in template for line in body):
             continue  # a marked block every prompt has: the template's
         content = "\n".join(body).strip()
         if not content or content in contents:
@@ -222,16 +223,21 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
     marks = [_mark(line, ids) for line in lines]
     if not any(marks):
         return None
+    closes: dict[str, list[int]] = {}  # each tag's closing lines, in order
+    marked_before = [0]  # marks before each line
+    for j, line in enumerate(lines):
+        closed = _CLOSE_TAG.search(line)
+        if closed is not None:
+            closes.setdefault(closed.group(1), []).append(j)
+        marked_before.append(marked_before[-1] + (marks[j] is not None))
     wrappers: set[int] = set()
     for i, mark in enumerate(marks):
         if mark is None or mark[2] is None:
             continue
-        for j in range(i + 1, len(lines)):
-            closed = _CLOSE_TAG.search(lines[j])
-            if closed is not None and closed.group(1) == mark[2]:
-                if any(marks[i + 1 : j]):
-                    wrappers.update((i, j))
-                break
+        after = closes.get(mark[2], [])
+        k = bisect.bisect_right(after, i)
+        if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
+            wrappers.update((i, after[k]))
     blocks: list[_Block] = []
     current: _Block | None = None
     for i, line in enumerate(lines):
@@ -284,7 +290,13 @@ def _closes(block: _Block, line: str) -> None:
         block.tag = ""
 
 
-def _unmarked(lines: list[str], template: frozenset[str] | None) -> list[_Block]:
+def _line_key(line: str) -> int:
+    """A line as the template memory keeps it: the hash of its normalised text (a few bytes
+    whatever the line's length; this process's hashes only)."""
+    return hash(normalized(line))
+
+
+def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[_Block]:
     """Blank-line blocks, with the template's lines and headings as boundaries too."""
     blocks: list[_Block] = []
     current: list[str] = []
@@ -293,7 +305,7 @@ def _unmarked(lines: list[str], template: frozenset[str] | None) -> list[_Block]
         boundary = (
             not text
             or _HEADING.fullmatch(text) is not None
-            or (template is not None and normalized(line) in template)
+            or (template is not None and _line_key(line) in template)
         )
         if boundary:
             if current:
