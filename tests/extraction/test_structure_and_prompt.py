@@ -19,13 +19,8 @@ from monitor.extraction import _record_parts, extract_records
 from monitor.extraction._prompt_documents import TEMPLATES, PromptTemplates, documents_from_prompt
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
+from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
 
-QUESTION = "When was the Eiffel Tower completed?"
-DOCS = [
-    ("kb/eiffel.md", "The Eiffel Tower stands in Paris and was completed in 1889."),
-    ("kb/water.md", "At sea level, pure water boils at 100 degrees Celsius."),
-]
-ANSWER = "It was completed in 1889."
 INSTRUCTION = "You are a careful assistant. Answer only from the documents below."
 TEXTS = [text for _, text in DOCS]
 
@@ -53,14 +48,14 @@ def _numbered_system() -> str:
     return f"{INSTRUCTION}\n\n{blocks}"
 
 
-def _genai_chat(tracer: Tracer, system: str, user: str = QUESTION) -> None:
+def _genai_chat(
+    tracer: Tracer, system: str | None, user: str = QUESTION, name: str = "chat gpt-4o-mini"
+) -> None:
     """A GenAI chat span with content (what LiteLLM's and Google Gen AI's OTel send)."""
-    messages = [
-        {"role": "system", "parts": [{"type": "text", "content": system}]},
-        {"role": "user", "parts": [{"type": "text", "content": user}]},
-    ]
+    sent = [("system", system), ("user", user)] if system is not None else [("user", user)]
+    messages = [{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in sent]
     with tracer.start_as_current_span(
-        "chat gpt-4o-mini",
+        name,
         attributes={
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": "gpt-4o-mini",
@@ -231,17 +226,7 @@ def test_one_user_message_around_documents_and_question_gives_both() -> None:
     user = "Context:\n" + "\n\n".join(TEXTS) + f"\n\nQuestion: {QUESTION}\nAnswer:"
 
     def emit(tracer: Tracer) -> None:
-        messages = [{"role": "user", "content": user}]
-        with tracer.start_as_current_span(
-            "litellm_request",
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4o-mini",
-                "gen_ai.input.messages": json.dumps(messages),
-                "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
-            },
-        ):
-            pass
+        _genai_chat(tracer, None, user, name="litellm_request")
 
     record = _record(emit)
     _assert_documents(record, "prompt", [None, None])
@@ -252,17 +237,12 @@ def test_a_retrieval_span_with_ids_only_names_the_prompt_documents() -> None:
     from the prompt, each paired with its id in retrieval order."""
 
     def emit(tracer: Tracer) -> None:
+        ids_only = [{"id": uri, "score": 0.9 - n / 10} for n, (uri, _) in enumerate(DOCS)]
+        retrieval: dict[str, str] = {"gen_ai.operation.name": "retrieval"}
+        retrieval["gen_ai.retrieval.query.text"] = QUESTION
+        retrieval["gen_ai.retrieval.documents"] = json.dumps(ids_only)
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            with tracer.start_as_current_span(
-                "retrieval kb",
-                attributes={
-                    "gen_ai.operation.name": "retrieval",
-                    "gen_ai.retrieval.query.text": QUESTION,
-                    "gen_ai.retrieval.documents": json.dumps(
-                        [{"id": uri, "score": 0.9 - n / 10} for n, (uri, _) in enumerate(DOCS)]
-                    ),
-                },
-            ):
+            with tracer.start_as_current_span("retrieval kb", attributes=retrieval):
                 pass
             _genai_chat(tracer, f"{INSTRUCTION}\n\n" + "\n\n".join(TEXTS))
 
@@ -331,7 +311,7 @@ def test_the_template_memory_is_bounded() -> None:
     templates = PromptTemplates(routes=3, prompts=2)
     for route in range(10):
         for n in range(5):
-            templates.shared(("svc", str(route)), frozenset({f"line {n}", "shared"}))
+            templates.shared(("svc", str(route)), frozenset({n, -1}))
     assert len(templates._seen) == 3
     assert all(len(prompts) == 2 for prompts in templates._seen.values())
 
