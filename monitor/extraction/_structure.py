@@ -37,6 +37,8 @@ from monitor.spans import Span
 # count as found in the prompt (a word or two appears anywhere).
 _MAX_DEPTH = 6
 _MIN_CHARS = 12
+# How much of a long text's opening the prompt must hold (a template may cut documents).
+_OPENING_CHARS = 200
 # Listed texts looked for in the prompt, at most, in one trace.
 _MAX_TEXTS = 2000
 # Fields whose value is a text, beyond those `as_doc` reads.
@@ -158,7 +160,8 @@ def _in_prompt(text: str | None, prompt: str, whole: frozenset[str], asked: str)
         or (found in asked and 2 * len(found) > len(asked))
     ):
         return False  # too short to tell, a whole message (a prompt), or the question
-    return found in prompt
+    # A long document the prompt cut short is found by its opening.
+    return found in prompt or (len(found) > _OPENING_CHARS and found[:_OPENING_CHARS] in prompt)
 
 
 def _values(span: Span) -> Iterator[tuple[str, Any]]:

@@ -423,3 +423,20 @@ def test_haystacks_own_tracer_gives_its_model_call_and_documents_by_structure() 
 
     record = _record(emit)
     _assert_documents(record, "structure", [uri for uri, _ in DOCS])
+
+
+def test_a_long_document_the_prompt_cut_short_is_found_by_its_opening() -> None:
+    long_text = TEXTS[0] + " " + " ".join(f"It has detail number {n}." for n in range(40))
+
+    def emit(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
+            with tracer.start_as_current_span(
+                "search", attributes={"return": json.dumps([long_text, TEXTS[1]])}
+            ):
+                pass
+            cut = f"{INSTRUCTION}\n\n{long_text[:300]}...\n\n{TEXTS[1]}"
+            _genai_chat(tracer, cut)
+
+    record = _record(emit)
+    assert [d.content for d in record.retrieved_context] == [long_text, TEXTS[1]]
+    assert record.context_source == "structure"
