@@ -3,11 +3,13 @@ retriever, or a retrieval span with ids and scores only): the system messages an
 user message, without the question and without the instruction template, split at the
 prompt's own boundaries.
 
-- **The template** is the text a service's prompts share: the lines that recur in most of
-  the recent prompts of the same service and route (`PromptTemplates`, bounded: a few
-  prompts per route, a bounded number of routes). Until a route has shown enough prompts,
-  a block that reads as an instruction (addresses the model, tells it how to answer or
-  what to use) stands for the template.
+- **The template** is the text a service's prompts share: the lines that open or close
+  this prompt and every other recent prompt of the same service and route that holds other
+  documents (`PromptTemplates`, bounded: a few prompts per route, a bounded number of
+  routes). A document retrieved for several questions moves between them; a template's
+  line does not. A block that reads as an instruction (addresses the model, tells it how
+  to answer or what to use) is the template's too, learned or not (a template's other
+  version, a route not yet learned).
 - **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
   `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
   them is the template's. A prompt with no marks is split at blank lines, a block one
@@ -36,9 +38,9 @@ from monitor.extraction._span_values import Doc, normalized
 # A route's prompts remembered, and how many routes (least recently seen forgotten).
 PROMPTS_PER_ROUTE = 16
 MAX_ROUTES = 512
-# A line is the template's when it recurs in this share of the route's other prompts, and
-# in at least `_MIN_OTHERS` of them (a document retrieved for two questions is not).
-_TEMPLATE_SHARE = 0.75
+# A line is the template's when it opens or closes this share of the route's other prompts,
+# and at least `_MIN_OTHERS` of them.
+_TEMPLATE_SHARE = 1.0
 _MIN_OTHERS = 2
 _MAX_LINES = 512  # lines of one prompt remembered
 
@@ -95,37 +97,57 @@ def labelled_question(prompt: str) -> str | None:
 
 
 class PromptTemplates:
-    """The recent prompts of each (service, route), as the set of their lines' keys: what they
-    share is the service's instruction template. Thread-safe (worker threads extract in
-    parallel); each worker process learns its own."""
+    """The recent prompts of each (service, route), as the sequence of their lines' keys:
+    the opening and closing lines they share are the service's instruction template.
+    Thread-safe (worker threads extract in parallel); each worker process learns its own."""
 
     def __init__(self, routes: int = MAX_ROUTES, prompts: int = PROMPTS_PER_ROUTE) -> None:
         self._routes = routes
         self._prompts = prompts
-        self._seen: OrderedDict[tuple[str, str], deque[frozenset[int]]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], deque[tuple[int, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def shared(self, key: tuple[str, str], lines: frozenset[int]) -> frozenset[int] | None:
+    def shared(self, key: tuple[str, str], lines: tuple[int, ...]) -> frozenset[int] | None:
         """The template lines of `key` learned from its earlier prompts (None while too few
-        have been seen to tell), then `lines` remembered as its latest prompt."""
+        have been seen to tell), then `lines` remembered as its latest prompt.
+
+        A line is the template's when it opens or closes (in the run of lines from the
+        start, or to the end, that two prompts share) this prompt and every other recent
+        prompt of the route with other documents: a document retrieved for several
+        questions sits elsewhere in some of them. A prompt with the same lines (the same
+        documents) tells nothing and is not counted."""
         with self._lock:
             recent = self._seen.pop(key, None)
             if recent is None:
                 recent = deque(maxlen=self._prompts)
-            others = list(recent)
+            others = [prompt for prompt in recent if prompt != lines]
             recent.append(lines)
             self._seen[key] = recent
             while len(self._seen) > self._routes:
                 self._seen.popitem(last=False)
         if len(others) < _MIN_OTHERS:
             return None
-        counts = Counter(line for prompt in others for line in prompt)
+        counts: Counter[int] = Counter()
+        for other in others:
+            counts.update(frozenset(_ends_shared(lines, other)))
         needed = max(_MIN_OTHERS, math.ceil(_TEMPLATE_SHARE * len(others)))
         return frozenset(line for line, n in counts.items() if n >= needed)
 
     def clear(self) -> None:
         with self._lock:
             self._seen.clear()
+
+
+def _ends_shared(lines: tuple[int, ...], other: tuple[int, ...]) -> list[int]:
+    """The lines of `lines` in the opening and the closing run it shares with `other`."""
+    most = min(len(lines), len(other))
+    start = 0
+    while start < most and lines[start] == other[start]:
+        start += 1
+    end = 0
+    while end < most - start and lines[-1 - end] == other[-1 - end]:
+        end += 1
+    return [*lines[:start], *lines[len(lines) - end :]]
 
 
 TEMPLATES = PromptTemplates()
@@ -158,7 +180,7 @@ def documents_from_prompt(
     for text in texts:
         lines += _without_question(text, question, asked)
         lines.append("")  # a message ends a block
-    seen = frozenset(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
+    seen = tuple(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen)
     blocks = _marked(lines, ids)
     if blocks is None:
@@ -172,8 +194,8 @@ def documents_from_prompt(
         content = "\n".join(body).strip()
         if not content or content in contents:
             continue
-        if block.label is None and template is None and INSTRUCTION.search(content):
-            continue  # reads as the template, before the route's template is known
+        if block.label is None and INSTRUCTION.search(content):
+            continue  # reads as an instruction: a template not learned, or another version
         contents.add(content)
         docs.append(Doc(content, block.label))
     if ids and len(docs) == len(ids) and all(d.doc_uri is None for d in docs):

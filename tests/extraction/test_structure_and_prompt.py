@@ -311,9 +311,31 @@ def test_the_template_memory_is_bounded() -> None:
     templates = PromptTemplates(routes=3, prompts=2)
     for route in range(10):
         for n in range(5):
-            templates.shared(("svc", str(route)), frozenset({n, -1}))
+            templates.shared(("svc", str(route)), (-1, n, -2))
     assert len(templates._seen) == 3
     assert all(len(prompts) == 2 for prompts in templates._seen.values())
+    assert templates.shared(("svc", "9"), (-1, 7, -2)) == {-1, -2}
+
+
+def test_a_document_every_prompt_holds_is_no_template_where_it_moves() -> None:
+    """A small knowledge base: one document is retrieved for every question, first for
+    some, second for others; the header every prompt opens with is the template."""
+    header = "Acme knowledge service."
+    popular = "Honey never spoils: its low moisture and high acidity stop microbes growing."
+    others = [f"Fact number {n} is a plain statement of a fact." for n in range(6)]
+    templates = PromptTemplates()
+    for n, other in enumerate(others):
+        pair = [popular, other] if n % 2 else [other, popular]
+        system = f"{header}\n\n" + "\n\n".join(pair)
+        docs = documents_from_prompt(
+            [("system", system)], None, key=("kb-app", "/ask"), templates=templates
+        )
+        assert [d.content for d in docs] == (pair if n >= 2 else [header, *pair])
+    # The same documents again (the same question asked twice) tell nothing new.
+    docs = documents_from_prompt(
+        [("system", system)], None, key=("kb-app", "/ask"), templates=templates
+    )
+    assert [d.content for d in docs] == pair
 
 
 def test_a_prompt_of_instructions_only_gives_no_context() -> None:
