@@ -314,7 +314,7 @@ def test_the_template_memory_is_bounded() -> None:
             templates.shared(("svc", str(route)), (-1, n, -2))
     assert len(templates._seen) == 3
     assert all(len(prompts) == 2 for prompts in templates._seen.values())
-    assert templates.shared(("svc", "9"), (-1, 7, -2)) == {-1, -2}
+    assert templates.shared(("svc", "9"), (-1, 7, -2)) == frozenset({-1, -2})
 
 
 def test_a_document_every_prompt_holds_is_no_template_where_it_moves() -> None:
