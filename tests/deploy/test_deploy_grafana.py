@@ -280,3 +280,15 @@ def test_the_last_row_shows_what_was_not_scored() -> None:
     ):
         assert series in exprs, series
     assert all("$service" in t["expr"] for p in after for t in p["targets"])
+
+
+def test_dashboard_shows_where_the_records_context_came_from() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    titles = [p["title"] for p in dashboard["panels"]]
+    (shares,) = [p for p in dashboard["panels"] if "context_source" in p["title"]]
+    # In the pipeline row, beside the record counts, as shares of all records.
+    assert titles.index(shares["title"]) == titles.index("Kafka lag") + 1
+    (target,) = shares["targets"]
+    assert "rag_monitor_records_context_source_total" in target["expr"]
+    assert "by (context_source)" in target["expr"] and "$service" in target["expr"]
+    assert shares["fieldConfig"]["defaults"]["unit"] == "percentunit"
