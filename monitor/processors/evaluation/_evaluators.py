@@ -198,7 +198,8 @@ class BatchEvaluator:
         self._warn.warning(
             f"skipped/{service}/{evaluator.name}/{reason}",
             "%s skipped a record of service %r: it has no %s (records_incomplete_total "
-            "counts such records; see the README's 'Tracing your app')",
+            "counts such records; the trace stage's warning for this service names why; "
+            "`rag-monitor explain` on one of its traces shows what each span was taken as)",
             evaluator.name,
             service,
             part,

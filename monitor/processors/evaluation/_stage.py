@@ -38,6 +38,7 @@ before taking more (a results file on a full disk stops intake instead of being 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -353,13 +354,12 @@ class EvaluationStage:
         """The trace's records, with its metadata merged in; its `on_extracted` told."""
         if isinstance(extraction, TraceRecords) and job.metadata:
             metadata = job.metadata
-            extraction = TraceRecords(
-                [
+            extraction = dataclasses.replace(
+                extraction,
+                records=[
                     record.model_copy(update={"metadata": {**record.metadata, **metadata}})
                     for record in extraction.records
                 ],
-                extraction.cut,
-                extraction.refused,
             )
         work = self._queue.in_work.get(id(job))
         if work is None or not work.told:  # a batch tried again tells it once

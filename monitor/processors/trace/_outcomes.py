@@ -12,8 +12,10 @@ from collections.abc import Sequence
 
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import (
+    EXPLAIN,
     INSTRUMENTATION,
     SUSPECT_REASONS,
+    Cause,
     TraceRecords,
     Unreadable,
     suspect_guidance,
@@ -26,6 +28,8 @@ from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
+# The part of a record each suspect reason says is missing: its warning names that cause.
+_SUSPECT_PART = {"no_query": "query", "no_response": "response"}
 
 
 class Outcomes:
@@ -115,8 +119,8 @@ class Outcomes:
                     self.max_documents,
                 )
 
-    def record(self, record: RagRecord, source: str) -> None:
-        """A record handed on."""
+    def record(self, record: RagRecord, source: str, causes: Sequence[Cause] = ()) -> None:
+        """A record handed on; `causes`: why its trace's records lack what they lack."""
         if self.observer is not None:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
@@ -125,24 +129,44 @@ class Outcomes:
             self._silent.pop(service, None)
             self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
-        for part in sorted(record.missing()):
+        missing = record.missing()
+        for part in sorted(missing):
             self._t.child(self._t.records_incomplete, service, part).inc()
         unread = record.metadata.get(UNREAD_VALUES)
         if unread is not None:
             self._partly_read(record, service, unread)
+        why = {c.part: c for c in causes if c.part is not None}
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
             reason = reason if reason in SUSPECT_REASONS else "other"  # a record's own metadata
             self._t.child(self.suspect, service, reason).inc()
+            cause = why.get(_SUSPECT_PART.get(reason, ""))
             self.warn.warning(
                 f"suspect/{service}/{reason}",
                 "service %r: record %s looks wrongly extracted (%s): %s. It is not evaluated "
                 "(records_suspect_total; pipeline.evaluate_suspect_records: true evaluates "
-                "such records anyway; /debug/records shows what was read)",
+                "such records anyway; /debug/records shows what was read); %s",
                 service,
                 record.request_id,
                 reason,
-                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION)),
+                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION))
+                if cause is None or cause.key == "content_not_captured"
+                else cause.text(),
+                EXPLAIN,
+            )
+        said = _SUSPECT_PART.get(reason or "")
+        for part in sorted(missing):
+            cause = why.get(part)
+            if part == said or cause is None:
+                continue
+            self.warn.warning(
+                f"incomplete/{service}/{part}/{cause.key}",
+                "service %r: record %s has no %s (records_incomplete_total): %s; %s",
+                service,
+                record.request_id,
+                part,
+                cause.text(),
+                EXPLAIN,
             )
 
     def _partly_read(self, record: RagRecord, service: str, unread: str) -> None:
@@ -173,10 +197,10 @@ class Outcomes:
         if self.observer is not None:
             self.observer.no_record(trace.trace_id, service, trace.source, reason, len(trace.spans))
 
-    def not_rag(self, trace: FinishedTrace, service: str) -> None:
+    def not_rag(self, trace: FinishedTrace, service: str, causes: Sequence[Cause] = ()) -> None:
         """A sampled trace that gave no record: counted with its service; while the
         service has never given a record, its first such trace is logged at once (then at
-        most every 10 s), naming the trace."""
+        most every 10 s), naming the trace and why (`causes`)."""
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
         capped = self._t.service_cap(service)
@@ -186,17 +210,22 @@ class Outcomes:
         if capped not in self._silent:
             self._forget_evicted()
         silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        why = "; ".join(c.text() for c in causes if c.part is None) or (
+            "no model call, retrieval or rag.* attribute was recognised; its instrumentation "
+            "may write none of the conventions read (declare yours in extraction.conventions), "
+            "or no content"
+        )
         self.warn.warning(
             f"silent/{capped}",
             "service %r: its sampled trace %s (of %d spans) gave no record, and none of its "
-            "%d such traces has (traces_not_rag_total): no model call, retrieval or rag.* "
-            "attribute was recognised; its instrumentation may write none of the conventions "
-            "read (declare yours in extraction.conventions), or no content (see the README's "
-            "'Tracing your app'; /debug/records lists its traces)",
+            "%d such traces has (traces_not_rag_total): %s; %s (/debug/records lists its "
+            "traces)",
             capped,
             trace.trace_id,
             len(trace.spans),
             silent,
+            why,
+            EXPLAIN,
         )
 
     def _forget_evicted(self) -> None:
@@ -222,9 +251,9 @@ class Outcomes:
         for why in outcome.refused:
             self.unreadable(trace, service, why)
         for record in outcome.records:
-            self.record(record, trace.source)
+            self.record(record, trace.source, outcome.causes)
         if not outcome.records and not outcome.refused:
-            self.not_rag(trace, service)
+            self.not_rag(trace, service, outcome.causes)
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
