@@ -41,6 +41,7 @@ from monitor.extraction._request_spans import Requests
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, normalized
+from monitor.extraction._structure import call_by_structure
 from monitor.extraction._suspect import tool_arguments
 from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
@@ -115,8 +116,11 @@ def _trace_records(
             generations.append(generation)
             conventions |= generation.conventions
     if not generations:
-        # No span is a model call by its kind or its messages: one that declares nothing
-        # but shows a model call's attributes is one (content capture off).
+        # No span is a model call by its kind or by a convention's messages: one that
+        # declares nothing but holds a chat in its values is one (`_structure.py`).
+        generations = [g for g in map(call_by_structure, ordered) if g is not None]
+    if not generations:
+        # ... or one that shows a model call's attributes (content capture off).
         shown = (read_generation(s, shown=True) for s in ordered if shows_model_call(s))
         generations = [g for g in shown if g is not None]
     top = trace_wide(ordered, by_id)
