@@ -26,7 +26,7 @@ import monitor.shared.threads  # noqa: F401
 from monitor.shared.logs import configure_logging
 
 # isort: on
-from monitor.cli.check_config import check_config, judge_credentials
+from monitor.cli.check_config import check_config, convention_keys, judge_credentials
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 from monitor.receivers.replay import replay_file
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             evaluator_check=evaluator_problems,
             on_unread=lambda line: log.warning("%s", line),
             read_elsewhere=tuple(FLAG_ENV.values()),
-            checks=(judge_credentials,),
+            checks=(judge_credentials, convention_keys),
         )
         if args.command == "run":
             return _run_loop(_run(config))
