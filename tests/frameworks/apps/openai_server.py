@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,8 +31,9 @@ def _text(content: Any) -> str:
     return ""
 
 
-def reply(body: dict[str, Any]) -> dict[str, Any]:
-    """The chat completion for one request body."""
+def reply(body: dict[str, Any], answer: Callable[[str], str] = planted_answer) -> dict[str, Any]:
+    """The chat completion for one request body; `answer`: what the model says to a prompt
+    once the documents are in it."""
     messages = body.get("messages", [])
     prompt = "\n".join(_text(m.get("content")) for m in messages)
     users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
@@ -44,10 +46,10 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
         call = {"name": search[0], "arguments": json.dumps({"query": question})}
         message["tool_calls"] = [{"id": "call_search", "type": "function", "function": call}]
     elif "final_answer" in tools:
-        call = {"name": "final_answer", "arguments": json.dumps({"answer": planted_answer(prompt)})}
+        call = {"name": "final_answer", "arguments": json.dumps({"answer": answer(prompt)})}
         message["tool_calls"] = [{"id": "call_final", "type": "function", "function": call}]
     else:
-        message["content"] = planted_answer(prompt)
+        message["content"] = answer(prompt)
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -92,7 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")
             return
-        completion = reply(body)
+        assert isinstance(self.server, _Server)
+        completion = reply(body, self.server.answer)
         if not body.get("stream"):
             self._send("application/json", json.dumps(completion).encode())
             return
@@ -121,8 +124,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def serve() -> str:
-    """Start the server in a daemon thread; its base URL (`http://127.0.0.1:PORT/v1`)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+class _Server(ThreadingHTTPServer):
+    def __init__(self, answer: Callable[[str], str]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.answer = answer
+
+
+def serve(answer: Callable[[str], str] = planted_answer) -> str:
+    """Start the server in a daemon thread, the model saying `answer(prompt)` once the
+    documents are in the prompt; its base URL (`http://127.0.0.1:PORT/v1`)."""
+    server = _Server(answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1"
