@@ -38,6 +38,8 @@ APPS = [
     pytest.param("plain_otel", "openai-v2", "db-span", "prompt", id="db-span"),
     pytest.param("litellm", "litellm", "callback", "prompt", id="litellm-callback"),
     pytest.param("litellm", "litellm", "app-spans", "prompt", id="litellm-app-spans"),
+    pytest.param("traceloop", "traceloop", "task", "structure", id="traceloop-task"),
+    pytest.param("haystack_tracer", "haystack", "pipeline", "structure", id="haystack-tracer"),
 ]
 
 
