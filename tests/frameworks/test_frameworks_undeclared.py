@@ -2,8 +2,10 @@
 locked environment (`tests/frameworks/envs/<stack>/`), exporting real OTLP into the
 receivers, with **no declared convention**: a retriever with no span, a GenAI retrieval
 span with ids and scores only, an OpenInference retriever whose documents are
-`set_output`, a retrieval traced as a database client span, and LiteLLM's own OTel
-callback (alone, and under the app's own spans).
+`set_output`, a retrieval traced as a database client span (`otel-plain`); LiteLLM's own
+OTel callback, alone and under the app's own spans (`litellm`); the Traceloop SDK with its
+retriever a `@task` (`traceloop`); Haystack 3's own tracer (`haystack-tracer`); the Google
+Gen AI SDK's instrumentation (`google-genai`).
 
 Each app: eight documents, two retrieved per question, six questions, a scripted model
 that plants a wrong fact in three answers. Each question must give one record with the
@@ -40,6 +42,7 @@ APPS = [
     pytest.param("litellm", "litellm", "app-spans", "prompt", id="litellm-app-spans"),
     pytest.param("traceloop", "traceloop", "task", "structure", id="traceloop-task"),
     pytest.param("haystack_tracer", "haystack", "pipeline", "structure", id="haystack-tracer"),
+    pytest.param("google_genai", "google-genai", "span-only", "prompt", id="google-genai"),
 ]
 
 

@@ -7,7 +7,8 @@ it calls the first tool offered (other than `final_answer`) with the user's ques
 once the tool's result is in, it answers by `planted_answer` — as text, or as a
 `final_answer` tool call when that tool is offered (smolagents' agents end that way).
 A request with `"stream": true` gets the same reply as server-sent chunks, as the API
-streams it. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
+streams it; a Gemini API `generateContent` request (the Google Gen AI SDK's) gets the answer
+as a Gemini response. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
 base's ranking (`tests/frameworks/apps/framework_apps.search`: `[{"id", "content"}]`) and
 `GET /kb/questions` the questions, so that every app's tool ranks the same way."""
 
@@ -86,15 +87,46 @@ def chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def gemini_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[str, Any]:
+    """The Gemini API's `generateContent` response to one request body (the Google Gen AI
+    SDK's model calls): the answer to its system instruction and contents."""
+    instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+    parts = [
+        *instruction.get("parts", []),
+        *(p for c in body.get("contents", []) for p in c.get("parts", [])),
+    ]
+    prompt = "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+    tokens = len(prompt.split())
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": answer(prompt)}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": tokens,
+            "candidatesTokenCount": 8,
+            "totalTokenCount": tokens + 8,
+        },
+        "modelVersion": "scripted",
+    }
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        assert isinstance(self.server, _Server)
+        if urlsplit(self.path).path.endswith(":generateContent"):
+            gemini = gemini_reply(body, self.server.answer)
+            self._send("application/json", json.dumps(gemini).encode())
+            return
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")
             return
-        assert isinstance(self.server, _Server)
         completion = reply(body, self.server.answer)
         if not body.get("stream"):
             self._send("application/json", json.dumps(completion).encode())
