@@ -76,6 +76,7 @@ class Telemetry:
     registry: CollectorRegistry
     spans_received: Counter
     records: Counter
+    records_context_source: Counter
     records_rejected: Counter
     records_incomplete: Counter
     evaluations_skipped: Counter
@@ -204,6 +205,12 @@ def create_telemetry(
         registry=reg,
         spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
         records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
+        records_context_source=counter(
+            "records_context_source",
+            "Records entering the pipeline by where their context came from: retrieval_span, "
+            "tool_result, convention, structure, prompt, record, none.",
+            ("service", "context_source"),
+        ),
         records_rejected=counter(
             "records_rejected", "Input rejected as malformed, by reason.", ("receiver", "reason")
         ),

@@ -15,10 +15,13 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
 5. Response: `rag.response` > the request's text output > the answering call's output.
 6. Context: retrieval spans before the answer by time, in retrieval order (the request's
    own when a trace holds several); a reranker's output replaces what it reranked;
-   documents with ids only take their text from the chat span's system message.
+   with no document text, the documents are found by structure, else split out of the
+   prompt (`_structure.py`, `_prompt_documents.py`); the record says which
+   (`context_source`).
 7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request. A span
    that declares no kind but carries a model call's GenAI request, response or usage
-   attributes is a model call when no span is one by its kind: a trace with any sign of a
+   attributes is a model call when no span is one by its kind or holds a chat in its
+   values (`_structure.call_by_structure`): a trace with any sign of a
    model call always gives a record, marked suspect when its question or answer is
    missing (content capture off), never silently `not_rag`.
 8. A record whose parts look wrong is marked with why (`_suspect.py`).

@@ -3,15 +3,19 @@ retriever, or a retrieval span with ids and scores only): the system messages an
 user message, without the question and without the instruction template, split at the
 prompt's own boundaries.
 
-- **The template** is the text a service's prompts share: the lines that recur in most of
-  the recent prompts of the same service and route (`PromptTemplates`, bounded: a few
-  prompts per route, a bounded number of routes). Until a route has shown enough prompts,
-  a block that reads as an instruction (addresses the model, tells it how to answer or
-  what to use) stands for the template.
+- **The template** is the text a service's prompts share: the lines that open or close
+  this prompt and every other recent prompt of the same service and route that holds other
+  documents (`PromptTemplates`, bounded: a few prompts per route, a bounded number of
+  routes). A document retrieved for several questions moves between them; a template's
+  line does not. A block that reads as an instruction (addresses the model, tells it how
+  to answer or what to use) is the template's too, learned or not (a template's other
+  version, a route not yet learned).
 - **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
   `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
-  them is the template's. A prompt with no marks is split at blank lines. A short heading
-  line (`Context:`, `Question:`) ends a block and is never a document.
+  them is the template's. A prompt with no marks is split at blank lines, a block one
+  document a line when its lines are as many as the retrieval's ids or each ends a
+  sentence. A short heading line (`Context:`, `Question:`) ends a block and is never a
+  document.
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
 
@@ -21,6 +25,7 @@ read by its wording), headings and the question.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -33,9 +38,9 @@ from monitor.extraction._span_values import Doc, normalized
 # A route's prompts remembered, and how many routes (least recently seen forgotten).
 PROMPTS_PER_ROUTE = 16
 MAX_ROUTES = 512
-# A line is the template's when it recurs in this share of the route's other prompts, and
-# in at least `_MIN_OTHERS` of them (a document retrieved for two questions is not).
-_TEMPLATE_SHARE = 0.75
+# A line is the template's when it opens or closes this share of the route's other prompts,
+# and at least `_MIN_OTHERS` of them.
+_TEMPLATE_SHARE = 1.0
 _MIN_OTHERS = 2
 _MAX_LINES = 512  # lines of one prompt remembered
 
@@ -52,50 +57,97 @@ _SENTENCE_ENDS = frozenset(".!?\"')")
 _HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
 INSTRUCTION = re.compile(
-    r"\byou(?:'re| are| will| must| should| can| may)\b"
-    r"|\byour (?:task|job|role|answer)\b"
-    r"|\b(?:answer|respond|reply)\b[^\n]{0,60}\b(?:question|user|only|using|based|from|concise|"
-    r"brief|short|sentence)"
-    r"|\b(?:use|using|based on|according to|from|given|provided|following|below|above)\b"
-    r"[^\n]{0,40}\b(?:context|documents?|sources?|passages?|excerpts?|snippets?|information)\b"
-    r"|\bif (?:you|the)\b[^\n]{0,40}\b(?:don't|do not|doesn't|does not|cannot|can't)\b"
+    r"\byou(?:'re| are)\b[^\n.]{0,40}\b(?:assistant|expert|bot|model|ai|agent|helper)\b"
+    r"|\byour (?:task|job|role|goal)\b"
+    r"|\b(?:answer|respond|reply)\b[^\n]{0,60}\b(?:question|user|only|using|based|concise|"
+    r"brief|sentence)"
+    r"|\b(?:answer|respond|reply)\b[^\n]{0,20}\b(?:from|with|using) (?:the|these|this)\b"
+    r"|\b(?:use|using|based on|according to|only)\b[^\n]{0,30}\b(?:the|these|this|provided|"
+    r"following|given|retrieved)\s+(?:context|documents?|passages?|excerpts?|snippets?|sources?)\b"
+    r"|\b(?:context|documents?|passages?|excerpts?|snippets?)\s+(?:below|above|provided|given)\b"
+    r"|\bif\b[^\n]{0,60}\b(?:don't|do not|doesn't|does not|cannot|can't)\b[^\n]{0,30}"
+    r"\b(?:know|contain|answer|say)"
     r"|\b(?:do not|don't|never)\s+(?:make up|invent|fabricate|guess|speculate)\b",
     re.IGNORECASE,
 )
 
 
+# A labelled question in a prompt: `Question: ...`, `Query: ...`, `Q: ...`.
+_QUESTION_LABEL = re.compile(r"\s*(?:user )?(?:question|query|q)\s*:\s*(.*)", re.IGNORECASE)
+
+
+def labelled_question(prompt: str) -> str | None:
+    """The question a prompt labels (`Question: ...`, its text on the line or the lines
+    after it up to a blank line or a heading), the last one; None when it labels none."""
+    lines = prompt.splitlines()
+    found = None
+    for i, line in enumerate(lines):
+        label = _QUESTION_LABEL.fullmatch(line)
+        if label is None:
+            continue
+        asked = [label.group(1)] if label.group(1).strip() else []
+        for rest in lines[i + 1 :]:
+            if asked and (not rest.strip() or _HEADING.fullmatch(rest.strip())):
+                break
+            if rest.strip():
+                asked.append(rest)
+        text = "\n".join(asked).strip()
+        found = text or found
+    return found
+
+
 class PromptTemplates:
-    """The recent prompts of each (service, route), as the set of their lines: what they
-    share is the service's instruction template. Thread-safe (worker threads extract in
-    parallel); each worker process learns its own."""
+    """The recent prompts of each (service, route), as the sequence of their lines' keys:
+    the opening and closing lines they share are the service's instruction template.
+    Thread-safe (worker threads extract in parallel); each worker process learns its own."""
 
     def __init__(self, routes: int = MAX_ROUTES, prompts: int = PROMPTS_PER_ROUTE) -> None:
         self._routes = routes
         self._prompts = prompts
-        self._seen: OrderedDict[tuple[str, str], deque[frozenset[str]]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], deque[tuple[int, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def shared(self, key: tuple[str, str], lines: frozenset[str]) -> frozenset[str] | None:
+    def shared(self, key: tuple[str, str], lines: tuple[int, ...]) -> frozenset[int] | None:
         """The template lines of `key` learned from its earlier prompts (None while too few
-        have been seen to tell), then `lines` remembered as its latest prompt."""
+        have been seen to tell), then `lines` remembered as its latest prompt.
+
+        A line is the template's when it opens or closes (in the run of lines from the
+        start, or to the end, that two prompts share) this prompt and every other recent
+        prompt of the route with other documents: a document retrieved for several
+        questions sits elsewhere in some of them. A prompt with the same lines (the same
+        documents) tells nothing and is not counted."""
         with self._lock:
             recent = self._seen.pop(key, None)
             if recent is None:
                 recent = deque(maxlen=self._prompts)
-            others = list(recent)
+            others = [prompt for prompt in recent if prompt != lines]
             recent.append(lines)
             self._seen[key] = recent
             while len(self._seen) > self._routes:
                 self._seen.popitem(last=False)
         if len(others) < _MIN_OTHERS:
             return None
-        counts = Counter(line for prompt in others for line in prompt)
+        counts: Counter[int] = Counter()
+        for other in others:
+            counts.update(frozenset(_ends_shared(lines, other)))
         needed = max(_MIN_OTHERS, math.ceil(_TEMPLATE_SHARE * len(others)))
         return frozenset(line for line, n in counts.items() if n >= needed)
 
     def clear(self) -> None:
         with self._lock:
             self._seen.clear()
+
+
+def _ends_shared(lines: tuple[int, ...], other: tuple[int, ...]) -> list[int]:
+    """The lines of `lines` in the opening and the closing run it shares with `other`."""
+    most = min(len(lines), len(other))
+    start = 0
+    while start < most and lines[start] == other[start]:
+        start += 1
+    end = 0
+    while end < most - start and lines[-1 - end] == other[-1 - end]:
+        end += 1
+    return [*lines[:start], *lines[len(lines) - end :]]
 
 
 TEMPLATES = PromptTemplates()
@@ -128,7 +180,7 @@ def documents_from_prompt(
     for text in texts:
         lines += _without_question(text, question, asked)
         lines.append("")  # a message ends a block
-    seen = frozenset(normalized(line) for line in lines[:_MAX_LINES] if line.strip())
+    seen = tuple(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen)
     blocks = _marked(lines, ids)
     if blocks is None:
@@ -137,13 +189,13 @@ def documents_from_prompt(
     contents: set[str] = set()
     for block in blocks:
         body = [line for line in block.lines if line.strip()]
-        if template is not None and all(normalized(line) in template for line in body):
+        if template is not None and all(_line_key(line) in template for line in body):
             continue  # a marked block every prompt has: the template's
         content = "\n".join(body).strip()
         if not content or content in contents:
             continue
-        if block.label is None and template is None and INSTRUCTION.search(content):
-            continue  # reads as the template, before the route's template is known
+        if block.label is None and INSTRUCTION.search(content):
+            continue  # reads as an instruction: a template not learned, or another version
         contents.add(content)
         docs.append(Doc(content, block.label))
     if ids and len(docs) == len(ids) and all(d.doc_uri is None for d in docs):
@@ -193,16 +245,21 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
     marks = [_mark(line, ids) for line in lines]
     if not any(marks):
         return None
+    closes: dict[str, list[int]] = {}  # each tag's closing lines, in order
+    marked_before = [0]  # marks before each line
+    for j, line in enumerate(lines):
+        closed = _CLOSE_TAG.search(line)
+        if closed is not None:
+            closes.setdefault(closed.group(1), []).append(j)
+        marked_before.append(marked_before[-1] + (marks[j] is not None))
     wrappers: set[int] = set()
     for i, mark in enumerate(marks):
         if mark is None or mark[2] is None:
             continue
-        for j in range(i + 1, len(lines)):
-            closed = _CLOSE_TAG.search(lines[j])
-            if closed is not None and closed.group(1) == mark[2]:
-                if any(marks[i + 1 : j]):
-                    wrappers.update((i, j))
-                break
+        after = closes.get(mark[2], [])
+        k = bisect.bisect_right(after, i)
+        if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
+            wrappers.update((i, after[k]))
     blocks: list[_Block] = []
     current: _Block | None = None
     for i, line in enumerate(lines):
@@ -255,7 +312,13 @@ def _closes(block: _Block, line: str) -> None:
         block.tag = ""
 
 
-def _unmarked(lines: list[str], template: frozenset[str] | None) -> list[_Block]:
+def _line_key(line: str) -> int:
+    """A line as the template memory keeps it: the hash of its normalised text (a few bytes
+    whatever the line's length; this process's hashes only)."""
+    return hash(normalized(line))
+
+
+def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[_Block]:
     """Blank-line blocks, with the template's lines and headings as boundaries too."""
     blocks: list[_Block] = []
     current: list[str] = []
@@ -264,7 +327,7 @@ def _unmarked(lines: list[str], template: frozenset[str] | None) -> list[_Block]
         boundary = (
             not text
             or _HEADING.fullmatch(text) is not None
-            or (template is not None and normalized(line) in template)
+            or (template is not None and _line_key(line) in template)
         )
         if boundary:
             if current:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.extraction._instrumentations import instrumentation_of
-from monitor.extraction._prompt_documents import documents_from_prompt
+from monitor.extraction._prompt_documents import documents_from_prompt, labelled_question
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -34,6 +34,8 @@ from monitor.records import CONTEXT_EVIDENCE, CONTEXT_SOURCE, EXTRACTION_SUSPECT
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
+# Contexts no convention read: their records' question may be read out of the prompt too.
+_NOT_BY_CONVENTION = frozenset({"structure", "prompt", "none"})
 
 
 @dataclass(slots=True)
@@ -243,9 +245,15 @@ def build_record(
         context = Context(top.docs, "convention" if top.docs else "none")
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
-        context = context_of(retrievals, answer, trace_spans, key, query)
+        # A user message that is a template around the question (documents, then
+        # `Question: ...`): the question is what it labels.
+        whole = answer is not None and query is not None and query == answer.user_query
+        asked = (labelled_question(query) if whole and query else None) or query
+        context = context_of(retrievals, answer, trace_spans, key, asked)
         if answer is not None and _in_whole_prompt(context.query, query, answer):
-            query = context.query  # the user message was a template around the question
+            query = context.query  # what the retrieval found by structure was asked
+        elif context.source in _NOT_BY_CONVENTION:
+            query = asked
     docs = context.docs
     if max_documents is not None:
         docs = docs[: max_documents + 1]  # one past: the bound's cut shows

@@ -37,6 +37,10 @@ from monitor.spans import Span
 # count as found in the prompt (a word or two appears anywhere).
 _MAX_DEPTH = 6
 _MIN_CHARS = 12
+# How much of a long text's opening the prompt must hold (a template may cut documents).
+_OPENING_CHARS = 200
+# Listed texts looked for in the prompt, at most, in one trace.
+_MAX_TEXTS = 2000
 # Fields whose value is a text, beyond those `as_doc` reads.
 _TEXT_FIELDS = ("body", "chunk", "passage", "snippet", "value", "_content")
 # A message (`role`: a prompt, not documents).
@@ -79,16 +83,7 @@ def found_by_structure(
         if role != "system" or INSTRUCTION.search(text)
     )
     asked = normalized(question)
-    start = answer.span.start_unix_nano
-    best: Found | None = None
-    for span in spans:
-        if span is answer.span or span.start_unix_nano >= start:
-            continue
-        for where, value in _values(span):
-            for listed in _lists(parsed_value(value), 0):
-                inside = [d for d in listed if _in_prompt(d.content, prompt, whole, asked)]
-                if inside and (best is None or len(inside) >= len(best.docs)):
-                    best = Found(span, where, inside, len(listed))
+    best = _most_in_prompt(spans, answer.span, prompt, whole, asked)
     if best is None:
         return None
     for value in best.span.attributes.values():
@@ -96,6 +91,25 @@ def found_by_structure(
         bare = normalized(asked_there)
         if asked_there and len(bare) >= _MIN_CHARS and bare not in whole and bare in prompt:
             return Found(best.span, best.where, best.docs, best.listed, asked_there)
+    return best
+
+
+def _most_in_prompt(
+    spans: Sequence[Span], call: Span, prompt: str, whole: frozenset[str], asked: str
+) -> Found | None:
+    best: Found | None = None
+    budget = _MAX_TEXTS  # a trace listing more texts than are worth looking for
+    for span in spans:
+        if span is call or span.start_unix_nano >= call.start_unix_nano:
+            continue
+        for where, value in _values(span):
+            for listed in _lists(parsed_value(value), 0):
+                budget -= len(listed)
+                if budget < 0:
+                    return best
+                inside = [d for d in listed if _in_prompt(d.content, prompt, whole, asked)]
+                if inside and (best is None or len(inside) >= len(best.docs)):
+                    best = Found(span, where, inside, len(listed))
     return best
 
 
@@ -146,7 +160,8 @@ def _in_prompt(text: str | None, prompt: str, whole: frozenset[str], asked: str)
         or (found in asked and 2 * len(found) > len(asked))
     ):
         return False  # too short to tell, a whole message (a prompt), or the question
-    return found in prompt
+    # A long document the prompt cut short is found by its opening.
+    return found in prompt or (len(found) > _OPENING_CHARS and found[:_OPENING_CHARS] in prompt)
 
 
 def _values(span: Span) -> Iterator[tuple[str, Any]]:

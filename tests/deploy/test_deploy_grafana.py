@@ -201,3 +201,15 @@ def test_dashboard_shows_where_the_firing_alerts_excess_is() -> None:
     )
     assert where["type"] == "table" and where["gridPos"]["y"] > alerts["gridPos"]["y"]
     assert "$service" in where["targets"][0]["expr"]
+
+
+def test_dashboard_shows_where_the_records_context_came_from() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    titles = [p["title"] for p in dashboard["panels"]]
+    (shares,) = [p for p in dashboard["panels"] if "context_source" in p["title"]]
+    # In the pipeline row, beside the record counts, as shares of all records.
+    assert titles.index(shares["title"]) == titles.index("Kafka lag") + 1
+    (target,) = shares["targets"]
+    assert "rag_monitor_records_context_source_total" in target["expr"]
+    assert "by (context_source)" in target["expr"] and "$service" in target["expr"]
+    assert shares["fieldConfig"]["defaults"]["unit"] == "percentunit"

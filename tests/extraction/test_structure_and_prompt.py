@@ -19,13 +19,8 @@ from monitor.extraction import _record_parts, extract_records
 from monitor.extraction._prompt_documents import TEMPLATES, PromptTemplates, documents_from_prompt
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
+from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
 
-QUESTION = "When was the Eiffel Tower completed?"
-DOCS = [
-    ("kb/eiffel.md", "The Eiffel Tower stands in Paris and was completed in 1889."),
-    ("kb/water.md", "At sea level, pure water boils at 100 degrees Celsius."),
-]
-ANSWER = "It was completed in 1889."
 INSTRUCTION = "You are a careful assistant. Answer only from the documents below."
 TEXTS = [text for _, text in DOCS]
 
@@ -53,14 +48,14 @@ def _numbered_system() -> str:
     return f"{INSTRUCTION}\n\n{blocks}"
 
 
-def _genai_chat(tracer: Tracer, system: str, user: str = QUESTION) -> None:
+def _genai_chat(
+    tracer: Tracer, system: str | None, user: str = QUESTION, name: str = "chat gpt-4o-mini"
+) -> None:
     """A GenAI chat span with content (what LiteLLM's and Google Gen AI's OTel send)."""
-    messages = [
-        {"role": "system", "parts": [{"type": "text", "content": system}]},
-        {"role": "user", "parts": [{"type": "text", "content": user}]},
-    ]
+    sent = [("system", system), ("user", user)] if system is not None else [("user", user)]
+    messages = [{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in sent]
     with tracer.start_as_current_span(
-        "chat gpt-4o-mini",
+        name,
         attributes={
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": "gpt-4o-mini",
@@ -225,22 +220,29 @@ def test_an_untraced_retriever_gives_the_prompt_split_at_its_numbered_blocks() -
     assert record.metadata["context_evidence"].startswith("2 documents")
 
 
+def test_one_user_message_around_documents_and_question_gives_both() -> None:
+    """No retrieval span, no request span, no system message: the question is what the
+    user message labels, the documents what it holds besides."""
+    user = "Context:\n" + "\n\n".join(TEXTS) + f"\n\nQuestion: {QUESTION}\nAnswer:"
+
+    def emit(tracer: Tracer) -> None:
+        _genai_chat(tracer, None, user, name="litellm_request")
+
+    record = _record(emit)
+    _assert_documents(record, "prompt", [None, None])
+
+
 def test_a_retrieval_span_with_ids_only_names_the_prompt_documents() -> None:
     """A GenAI `retrieval` span whose documents hold `{id, score}` only: the texts come
     from the prompt, each paired with its id in retrieval order."""
 
     def emit(tracer: Tracer) -> None:
+        ids_only = [{"id": uri, "score": 0.9 - n / 10} for n, (uri, _) in enumerate(DOCS)]
+        retrieval: dict[str, str] = {"gen_ai.operation.name": "retrieval"}
+        retrieval["gen_ai.retrieval.query.text"] = QUESTION
+        retrieval["gen_ai.retrieval.documents"] = json.dumps(ids_only)
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            with tracer.start_as_current_span(
-                "retrieval kb",
-                attributes={
-                    "gen_ai.operation.name": "retrieval",
-                    "gen_ai.retrieval.query.text": QUESTION,
-                    "gen_ai.retrieval.documents": json.dumps(
-                        [{"id": uri, "score": 0.9 - n / 10} for n, (uri, _) in enumerate(DOCS)]
-                    ),
-                },
-            ):
+            with tracer.start_as_current_span("retrieval kb", attributes=retrieval):
                 pass
             _genai_chat(tracer, f"{INSTRUCTION}\n\n" + "\n\n".join(TEXTS))
 
@@ -309,9 +311,31 @@ def test_the_template_memory_is_bounded() -> None:
     templates = PromptTemplates(routes=3, prompts=2)
     for route in range(10):
         for n in range(5):
-            templates.shared(("svc", str(route)), frozenset({f"line {n}", "shared"}))
+            templates.shared(("svc", str(route)), (-1, n, -2))
     assert len(templates._seen) == 3
     assert all(len(prompts) == 2 for prompts in templates._seen.values())
+    assert templates.shared(("svc", "9"), (-1, 7, -2)) == frozenset({-1, -2})
+
+
+def test_a_document_every_prompt_holds_is_no_template_where_it_moves() -> None:
+    """A small knowledge base: one document is retrieved for every question, first for
+    some, second for others; the header every prompt opens with is the template."""
+    header = "Acme knowledge service."
+    popular = "Honey never spoils: its low moisture and high acidity stop microbes growing."
+    others = [f"Fact number {n} is a plain statement of a fact." for n in range(6)]
+    templates = PromptTemplates()
+    for n, other in enumerate(others):
+        pair = [popular, other] if n % 2 else [other, popular]
+        system = f"{header}\n\n" + "\n\n".join(pair)
+        docs = documents_from_prompt(
+            [("system", system)], None, key=("kb-app", "/ask"), templates=templates
+        )
+        assert [d.content for d in docs] == (pair if n >= 2 else [header, *pair])
+    # The same documents again (the same question asked twice) tell nothing new.
+    docs = documents_from_prompt(
+        [("system", system)], None, key=("kb-app", "/ask"), templates=templates
+    )
+    assert [d.content for d in docs] == pair
 
 
 def test_a_prompt_of_instructions_only_gives_no_context() -> None:
@@ -374,7 +398,7 @@ def test_haystacks_own_tracer_gives_its_model_call_and_documents_by_structure() 
     and one span per component, their values in `haystack.component.input` / `.output`;
     the generator's `{"messages": [...]}` in, `{"replies": [...]}` out; the prompt holds the
     documents and the question in one user message."""
-    documents = [
+    documents: list[dict[str, Any]] = [
         {"id": uri, "content": text, "score": 1.5, "meta": {}, "embedding": None}
         for uri, text in DOCS
     ]
@@ -421,3 +445,20 @@ def test_haystacks_own_tracer_gives_its_model_call_and_documents_by_structure() 
 
     record = _record(emit)
     _assert_documents(record, "structure", [uri for uri, _ in DOCS])
+
+
+def test_a_long_document_the_prompt_cut_short_is_found_by_its_opening() -> None:
+    long_text = TEXTS[0] + " " + " ".join(f"It has detail number {n}." for n in range(40))
+
+    def emit(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
+            with tracer.start_as_current_span(
+                "search", attributes={"return": json.dumps([long_text, TEXTS[1]])}
+            ):
+                pass
+            cut = f"{INSTRUCTION}\n\n{long_text[:300]}...\n\n{TEXTS[1]}"
+            _genai_chat(tracer, cut)
+
+    record = _record(emit)
+    assert [d.content for d in record.retrieved_context] == [long_text, TEXTS[1]]
+    assert record.context_source == "structure"

@@ -75,12 +75,6 @@ class Outcomes:
         # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
-        self.context_sources = telemetry.counter(
-            "records_context_source",
-            "Records by where their context came from: retrieval_span, tool_result, "
-            "convention, structure, prompt, record, none (docs/tracing.md).",
-            ("service", "context_source"),
-        )
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -135,7 +129,7 @@ class Outcomes:
             self._silent.pop(service, None)
             self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
-        self._t.child(self.context_sources, service, record.context_source).inc()
+        self._t.child(self._t.records_context_source, service, record.context_source).inc()
         missing = record.missing()
         for part in sorted(missing):
             self._t.child(self._t.records_incomplete, service, part).inc()
