@@ -30,6 +30,9 @@ class TraceAssembly(Section):
     # How long a whole trace waits for spans that end after its root (callbacks that trace
     # a model call once the request returned; the next export batch, 5 s later at most).
     late_spans_wait_s: Seconds = Field(default=6.0, ge=0)
+    # How long a trace may wait past the idle timeout while one of its model calls is still
+    # open (its input log events came, its span has not).
+    open_calls_wait_s: Seconds = Field(default=300.0, ge=0)
 
     _removed: ClassVar[Mapping[str, str]] = {
         "queue_size": _NO_ASSEMBLY_QUEUE,

@@ -97,6 +97,10 @@ class _Open:
     heard: bool = False  # a log event of it arrived
     root_at: float | None = None  # when its root arrived
     whole_at: float | None = None  # when it was first whole
+    first_seen: float = 0.0
+    # The spans its GenAI log events belong to: one not arrived yet is a model call that
+    # started (its input events are written then) and has not ended.
+    event_parents: set[str] | None = None
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -105,6 +109,8 @@ class FinishedTrace:
     spans: list[Span]
     trigger: Trigger
     source: str  # the receiver that delivered the trace's last span
+    # Released by `idle_timeout` while a span its spans name as parent had not arrived.
+    incomplete: bool = False
 
 
 class TraceAssembler:
@@ -120,6 +126,7 @@ class TraceAssembler:
         log_events: frozenset[str] = LOG_EVENTS,
         late_spans_wait_s: float = 0.0,
         on_late: Callable[[str, str, int], None] | None = None,
+        open_calls_wait_s: float = 0.0,
     ) -> None:
         """`log_events`: the events the receivers take log records as (event spans by
         these names are log events, not spans). `on_late(service, outcome, n)`: `n` spans
@@ -127,6 +134,7 @@ class TraceAssembler:
         its record, released by `outcome` (a trigger)."""
         self._idle = idle_timeout_s
         self._late_wait = late_spans_wait_s
+        self._open_wait = open_calls_wait_s
         self._on_late = on_late or (lambda service, outcome, n: None)
         self._log_events = log_events
         self._log_wait = log_events_wait_s
@@ -182,7 +190,7 @@ class TraceAssembler:
                 if released is not None:
                     late[span.service, released] += 1
                     continue
-                trace = _Open(now, source, events_only=event)
+                trace = _Open(now, source, events_only=event, first_seen=now)
                 self._admit(trace_id, trace, touched, finished)
             elif trace.events_only and not event:  # its first span: it joins the others
                 del self._events_only[trace_id]
@@ -207,6 +215,9 @@ class TraceAssembler:
                 late[span.service, "joined"] += 1
             if event:
                 trace.heard = True
+                if trace.event_parents is None:
+                    trace.event_parents = set()
+                trace.event_parents.add(span.parent_span_id)
                 if span.name in OUTPUT_EVENTS:
                     if trace.answered is None:
                         trace.answered = set()
@@ -284,7 +295,7 @@ class TraceAssembler:
                 trace_id, trace = next(iter(traces.items()))
                 if now - trace.last_seen < self._idle:
                     break
-                if keep is not None and keep(trace_id):
+                if (keep is not None and keep(trace_id)) or self._calls_open(trace, now):
                     trace.last_seen = now
                     traces.move_to_end(trace_id)
                     continue
@@ -346,6 +357,15 @@ class TraceAssembler:
             spans += len(trace.spans)
         return spans
 
+    def _calls_open(self, trace: _Open, now: float) -> bool:
+        """Whether idle expiry keeps a trace because a model call of it is still open: a
+        GenAI log event of it belongs to a span that has not arrived (spans are exported
+        when they end; instrumentations write a call's input events as it starts), for
+        up to `open_calls_wait_s` since the trace's first span or event."""
+        if not trace.event_parents or now - trace.first_seen >= self._open_wait:
+            return False
+        return any(parent not in trace.spans for parent in trace.event_parents)
+
     def _release_at(self, trace: _Open) -> float:
         """When a whole trace is released: `late_spans_wait_s` after it became whole, or
         `log_events_wait_s` while a model call of it waits for its output event."""
@@ -383,4 +403,6 @@ class TraceAssembler:
             self._released[trace_id] = trigger
             while len(self._released) > self._max:
                 self._released.popitem(last=False)
-        return FinishedTrace(trace_id, list(trace.spans.values()), trigger, trace.source)
+        incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)
+        spans = list(trace.spans.values())
+        return FinishedTrace(trace_id, spans, trigger, trace.source, incomplete)

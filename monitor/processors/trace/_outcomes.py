@@ -113,6 +113,23 @@ class Outcomes:
             causes.get(outcome, outcome),
         )
 
+    def cut_by_idle_timeout(self, trace: FinishedTrace, idle_timeout_s: float) -> None:
+        """A trace released by the idle timeout while a span its spans name as parent
+        had not come: the step still open (a model call slower than the timeout, or a
+        root that ends later) is cut off its record."""
+        service = self._t.service_cap(trace.spans[0].service if trace.spans else "")
+        self.warn.warning(
+            f"idle/{service}",
+            "service %r: trace %s was released incomplete by trace_assembly.idle_timeout_s "
+            "(%gs without a new span) while a span it names as parent had not ended: a step "
+            "slower than that (a long model call) splits its trace and its later spans are "
+            "dropped as late; raise trace_assembly.idle_timeout_s above the service's "
+            "slowest step",
+            service,
+            trace.trace_id,
+            idle_timeout_s,
+        )
+
     def released(self, triggers: Tally[str]) -> None:
         for trigger, n in triggers.items():
             self.assembled.labels(trigger).inc(n)

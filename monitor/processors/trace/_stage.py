@@ -115,7 +115,9 @@ class TraceStage:
             log_events=log_events,
             late_spans_wait_s=assembly.late_spans_wait_s,
             on_late=partial(self._outcomes.late_spans, _late_causes(assembly)),
+            open_calls_wait_s=assembly.open_calls_wait_s,
         )
+        self._idle_timeout_s = assembly.idle_timeout_s
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
         self._suspended: set[Hashable] = set()  # origins whose open traces idle expiry keeps
         self._accepting = False
@@ -357,6 +359,8 @@ class TraceStage:
         events_only = 0
         for trace in finished:
             triggers[trace.trigger] += 1
+            if trace.incomplete:
+                self._outcomes.cut_by_idle_timeout(trace, self._idle_timeout_s)
             acks = self._acks.released(trace.trace_id)
             metadata = self._metadata.pop(trace.trace_id, None)
             if trace.trigger == "events_only":  # no span ever came: nothing to evaluate
