@@ -85,8 +85,11 @@ class EvaluationStage:
         cpu_pool: ProcessPool | None = None,
         settings: Settings | None = None,
         revisions: Mapping[str, str] | None = None,
+        judge_timeout_s: float | None = None,
     ) -> None:
-        """`cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
+        """`judge_timeout_s`: a judge evaluator's deadline (`evaluation_timeout_s` unless
+        given: the pipeline gives the judge client's own longest call).
+        `cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
         records are scored). `revisions`: each evaluator's revision, carried by its
         results (`monitor.evaluators.revision`)."""
@@ -107,6 +110,7 @@ class EvaluationStage:
             pooled=cpu_pool is not None,
             evaluate_suspect=settings.evaluate_suspect,
             revisions=revisions,
+            judge_timeout_s=judge_timeout_s,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.

@@ -75,6 +75,12 @@ class Outcomes:
         # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
+        self.late = telemetry.counter(
+            "late_spans",
+            "Spans that came after their trace's root, by service and outcome: joined "
+            "(within trace_assembly.late_spans_wait_s) or what had released their trace.",
+            ("service", "outcome"),
+        )
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -88,9 +94,45 @@ class Outcomes:
         self._t.child(self._t.spans_received, source).inc(n)
 
     def assembly_dropped(self, reason: str, n: int) -> None:
-        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`)."""
+        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`);
+        late spans are logged with their service (`late_spans`)."""
         self.dropped(reason, n)
-        self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+        if reason != "late_span":
+            self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+
+    def late_spans(self, causes: dict[str, str], service: str, outcome: str, n: int) -> None:
+        """`n` spans of `service` came after their trace's root: `joined` its record, or
+        dropped because `outcome` had released the trace (`causes` says why in words)."""
+        capped = self._t.service_cap(service)
+        self._t.child(self.late, capped, outcome).inc(n)
+        if outcome == "joined":
+            return
+        self.warn.warning(
+            f"late/{capped}/{outcome}",
+            "service %r: %d spans came after their trace was released (%s) and are dropped "
+            "(late_spans_total): %s",
+            capped,
+            n,
+            outcome,
+            causes.get(outcome, outcome),
+        )
+
+    def cut_by_idle_timeout(self, trace: FinishedTrace, idle_timeout_s: float) -> None:
+        """A trace released by the idle timeout while a span its spans name as parent
+        had not come: the step still open (a model call slower than the timeout, or a
+        root that ends later) is cut off its record."""
+        service = self._t.service_cap(trace.spans[0].service if trace.spans else "")
+        self.warn.warning(
+            f"idle/{service}",
+            "service %r: trace %s was released incomplete by trace_assembly.idle_timeout_s "
+            "(%gs without a new span) while a span it names as parent had not ended: a step "
+            "slower than that (a long model call) splits its trace and its later spans are "
+            "dropped as late; raise trace_assembly.idle_timeout_s above the service's "
+            "slowest step",
+            service,
+            trace.trace_id,
+            idle_timeout_s,
+        )
 
     def released(self, triggers: Tally[str]) -> None:
         for trigger, n in triggers.items():
