@@ -278,3 +278,13 @@ def test_each_warning_of_a_missing_record_or_part_names_its_cause_and_explain(
         outcomes.extracted(trace, "shop-rag", outcome)
     lines = [r.getMessage() for r in caplog.records if "'shop-rag'" in r.getMessage()]
     assert any(said in line and EXPLAIN in line for line in lines), lines
+
+
+def test_the_warning_of_spans_dropped_after_their_trace_points_to_explain(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    outcomes = Outcomes(telemetry, None, SizeLimits())
+    with caplog.at_level(logging.WARNING, logger="monitor.processors.trace"):
+        outcomes.late_spans({"root_ended": "its root had ended"}, "shop-rag", "root_ended", 2)
+    (line,) = [r.getMessage() for r in caplog.records if "'shop-rag'" in r.getMessage()]
+    assert "2 spans came after their trace was released" in line and EXPLAIN in line

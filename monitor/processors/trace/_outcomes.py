@@ -110,11 +110,12 @@ class Outcomes:
         self.warn.warning(
             f"late/{capped}/{outcome}",
             "service %r: %d spans came after their trace was released (%s) and are dropped "
-            "(late_spans_total): %s",
+            "(late_spans_total): %s; %s",
             capped,
             n,
             outcome,
             causes.get(outcome, outcome),
+            EXPLAIN,
         )
 
     def cut_by_idle_timeout(self, trace: FinishedTrace, idle_timeout_s: float) -> None:
