@@ -174,6 +174,22 @@ def _untraced_retriever(tracer: Tracer) -> None:
         pass
 
 
+def _ids_only(tracer: Tracer) -> None:
+    """A GenAI retrieval span with ids and scores only, and a prompt without the documents."""
+    hits = [{"id": uri, "score": 0.5} for uri, _ in DOCS]
+    with tracer.start_as_current_span("POST /ask"):
+        with tracer.start_as_current_span(
+            "retrieval kb",
+            attributes={
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(hits),
+            },
+        ):
+            pass
+        _untraced_retriever(tracer)
+
+
 def _no_content(tracer: Tracer) -> None:
     """A GenAI chat span traced with content capture off."""
     with tracer.start_as_current_span(
@@ -243,6 +259,12 @@ HAYSTACK_BY_DOCS = {
         ),
         pytest.param(_untraced_retriever, None, "no retrieval found", id="no_retrieval"),
         pytest.param(_no_content, None, "content capture", id="content_not_captured"),
+        pytest.param(
+            _ids_only,
+            None,
+            "a retrieval span was found but its documents carry no text (ids and scores only",
+            id="retrieval_without_text",
+        ),
         pytest.param(
             _replies,
             HAYSTACK_BY_DOCS,
