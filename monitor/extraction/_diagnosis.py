@@ -62,6 +62,7 @@ CAUSES: dict[str, str] = {
         "spans arrived after the trace's root ended (or never): the record was made "
         'without them (dropped_total{reason="late_span"})'
     ),
+    "diagnosis_failed": "the cause could not be worked out (a defect of the diagnosis)",
 }
 # The output attributes searched for an answer in an unread field, by what their names say.
 _OUTPUT_WORDS = ("output", "response", "completion", "result", "repl", "answer")
@@ -142,17 +143,23 @@ def spans_taken(spans: Sequence[Span], conventions: Sequence[Convention] = ()) -
         return [_taken(span) for span in ordered]
 
 
-def _late(spans: Sequence[Span]) -> str | None:
+def _late(spans: Sequence[Span]) -> tuple[str | None, str | None]:
+    """Signs that spans came after the root: a span naming a parent the trace lacks (the
+    parent never came: strong), and spans that ended after the root (weak: a streamed
+    answer may too)."""
     ordered, by_id, root = trace_shape(spans)
     orphans = [s for s in ordered if s is not root and s.parent_span_id not in by_id]
     after = [s for s in ordered if s.end_unix_nano > root.end_unix_nano]
+    missing = None
     if root.parent_span_id:
-        return f"its root {root.name!r} names a parent span {root.parent_span_id} not in the trace"
-    if orphans:
-        return f"{len(orphans)} span(s) name a parent not in the trace: {orphans[0].name!r}"
-    if after:
-        return f"{len(after)} span(s) ended after the root {root.name!r}: {after[0].name!r}"
-    return None
+        missing = (
+            f"its root {root.name!r} names a parent span {root.parent_span_id} not in the trace"
+        )
+    elif orphans:
+        missing = f"{len(orphans)} span(s) name a parent not in the trace: {orphans[0].name!r}"
+    if not after:
+        return missing, None
+    return missing, f"{len(after)} span(s) ended after the root {root.name!r}: {after[0].name!r}"
 
 
 def _unparsed_answer(taken: Iterable[SpanTaken]) -> str | None:
@@ -186,9 +193,10 @@ def causes(
     with reading(conventions):
         instrumentation = instrumentation_of([t.span for t in taken])
         switch = content_switch(instrumentation)
-    late = _late([t.span for t in taken])
+    missing_parent, ended_after = _late([t.span for t in taken])
     found: list[Cause] = []
     if not records:
+        late = missing_parent or ended_after
         if late is not None:
             found.append(Cause("spans_after_root", None, late))
         roles = [t for t in taken if t.role is not None]
@@ -203,8 +211,8 @@ def causes(
     for part in ("query", "response", "context"):
         if part not in missing:
             continue
-        if late is not None:
-            found.append(Cause("spans_after_root", part, late))
+        if missing_parent is not None:
+            found.append(Cause("spans_after_root", part, missing_parent))
             continue
         if part == "context":
             retrievals = [t for t in taken if t.role in ("retrieval", "tool")]
@@ -222,6 +230,9 @@ def causes(
         unparsed = _unparsed_answer(taken) if part == "response" else None
         if unparsed is not None:
             found.append(Cause("unparsed_field", part, unparsed))
+            continue
+        if ended_after is not None:
+            found.append(Cause("spans_after_root", part, ended_after))
             continue
         where = f"span {calls[0].span.name!r}, " if calls else ""
         found.append(Cause("content_not_captured", part, f"{where}{instrumentation}: {switch}"))

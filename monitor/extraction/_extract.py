@@ -86,6 +86,8 @@ def extract_within(
         out.cut.extend(cut)
     if extraction and not any(r.missing() for r in extraction):
         return out
-    # The same readers as the extraction that just read these spans: it fails where that
-    # did, which has already returned.
-    return dataclasses.replace(out, causes=causes(spans, extraction, conventions))
+    try:
+        why = causes(spans, extraction, conventions)
+    except Exception as exc:  # the records stand; the warning says the cause is unknown
+        why = [Cause("diagnosis_failed", None, f"{type(exc).__name__}: {exc}")]
+    return dataclasses.replace(out, causes=why)

@@ -24,6 +24,7 @@ from harness.otlp import collector_json, finished_spans, otlp_bytes
 from monitor.config import load_config
 from monitor.extraction import (
     EXPLAIN,
+    TraceRecords,
     conventions_from_config,
     extract_records,
     extract_within,
@@ -310,3 +311,19 @@ def test_the_warning_of_spans_dropped_after_their_trace_points_to_explain(
         outcomes.late_spans({"root_ended": "its root had ended"}, "shop-rag", "root_ended", 2)
     (line,) = [r.getMessage() for r in caplog.records if "'shop-rag'" in r.getMessage()]
     assert "2 spans came after their trace was released" in line and EXPLAIN in line
+
+
+def test_a_diagnosis_that_fails_costs_the_trace_nothing_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import monitor.extraction._extract as extract
+
+    def broken(*args: Any) -> list[Any]:
+        raise ValueError("no root")
+
+    monkeypatch.setattr(extract, "causes", broken)
+    spans = _spans(finished_spans("shop-rag", _untraced_retriever))
+    outcome = extract_within(spans, "http.route", SizeLimits())
+    assert isinstance(outcome, TraceRecords) and len(outcome.records) == 1
+    (cause,) = outcome.causes
+    assert cause.key == "diagnosis_failed" and "ValueError: no root" in cause.text()
