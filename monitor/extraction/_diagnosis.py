@@ -11,7 +11,8 @@ span whose documents carry no text: ids and scores only, or content capture off)
 `content_not_captured` (a model call traced without its question or answer);
 `unparsed_field` (the answer is there, in a field of a JSON output no convention reads,
 such as Haystack's `{"replies": [...]}`); `spans_after_root` (some spans name a parent
-the trace lacks, or ended after its root: they arrived after the root ended or never).
+the trace lacks, or ended after its root: they arrived after the root ended or never);
+`diagnosis_failed` (working the cause out raised: the records stand).
 """
 
 from __future__ import annotations
