@@ -288,12 +288,20 @@ def answer_from(client: Any, question: str, documents: Sequence[str]) -> str:
     return str(completion.choices[0].message.content or "")
 
 
-def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:
-    """For the agent apps whose tool ranks with `search`: ask each question under an app
-    span (`POST /ask`) and report what came back, with the documents the tool returned."""
+def ask_under_app_spans(
+    provider: TracerProvider, ask: Callable[[str], tuple[str, Sequence[str]]]
+) -> None:
+    """Ask each question under an app span (`POST /ask`) and report what came back:
+    `ask(question)` is the response and the documents the model was given."""
     tracer = provider.get_tracer("app")
     for question, _ in QUESTIONS:
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}) as span:
             trace_id = f"{span.get_span_context().trace_id:032x}"
-            response = ask(question)
-        report(trace_id, question, response, [KB[uri] for uri in search(question)])
+            response, sources = ask(question)
+        report(trace_id, question, response, sources)
+
+
+def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:
+    """For the agent apps whose tool ranks with `search`: ask each question under an app
+    span (`POST /ask`) and report what came back, with the documents the tool returned."""
+    ask_under_app_spans(provider, lambda q: (ask(q), [KB[uri] for uri in search(q)]))

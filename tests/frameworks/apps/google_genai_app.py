@@ -16,16 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tests.frameworks.apps.framework_apps import (
-    KB,
-    QUESTIONS,
-    finish,
-    numbered_prompt,
-    report,
-    search,
-    three_planted_answer,
-    tracer_provider,
-)
+from tests.frameworks.apps import framework_apps as apps
 
 SPAN_ONLY = {
     "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
@@ -37,29 +28,28 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     os.environ.update(SPAN_ONLY)  # read by the instrumentation when it starts
     from google import genai
     from google.genai import types
-    from opentelemetry import trace
     from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
 
     from tests.frameworks.apps.openai_server import serve
 
-    provider, roots = tracer_provider(f"{instrumentation}-{variant}", endpoint)
+    provider, roots = apps.tracer_provider(f"{instrumentation}-{variant}", endpoint)
     GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
-    base = serve(three_planted_answer).removesuffix("/v1")
+    base = serve(apps.three_planted_answer).removesuffix("/v1")
     client = genai.Client(
         api_key="scripted", http_options=types.HttpOptions(base_url=base, api_version="v1beta")
     )
-    tracer = provider.get_tracer("app")
-    for question, _ in QUESTIONS:
-        documents = [KB[uri] for uri in search(question)]  # untraced
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            response = client.models.generate_content(
-                model="scripted",
-                contents=question,
-                config=types.GenerateContentConfig(system_instruction=numbered_prompt(documents)),
-            )
-        report(trace_id, question, response.text or "", documents)
-    finish(provider, roots)
+
+    def ask(question: str) -> tuple[str, list[str]]:
+        documents = [apps.KB[uri] for uri in apps.search(question)]  # untraced
+        response = client.models.generate_content(
+            model="scripted",
+            contents=question,
+            config=types.GenerateContentConfig(system_instruction=apps.numbered_prompt(documents)),
+        )
+        return response.text or "", documents
+
+    apps.ask_under_app_spans(provider, ask)
+    apps.finish(provider, roots)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,8 @@ import sys
 from tests.frameworks.apps.framework_apps import (
     INSTRUCTIONS,
     KB,
-    QUESTIONS,
+    ask_under_app_spans,
     finish,
-    report,
     three_planted_answer,
     tracer_provider,
 )
@@ -42,7 +41,6 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     from haystack.document_stores.in_memory import InMemoryDocumentStore
     from haystack.utils import Secret
     from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
-    from opentelemetry import trace
 
     from tests.frameworks.apps.openai_server import serve
 
@@ -69,16 +67,16 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     )
     pipeline.connect("retriever.documents", "prompt_builder.documents")
     pipeline.connect("prompt_builder.prompt", "llm.messages")
-    tracer = provider.get_tracer("app")
-    for question, _ in QUESTIONS:
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            result = pipeline.run(
-                {"retriever": {"query": question}, "prompt_builder": {"question": question}},
-                include_outputs_from={"retriever"},
-            )
+
+    def ask(question: str) -> tuple[str, list[str]]:
+        result = pipeline.run(
+            {"retriever": {"query": question}, "prompt_builder": {"question": question}},
+            include_outputs_from={"retriever"},
+        )
         sources = [d.content or "" for d in result["retriever"]["documents"]]
-        report(trace_id, question, result["llm"]["replies"][0].text or "", sources)
+        return result["llm"]["replies"][0].text or "", sources
+
+    ask_under_app_spans(provider, ask)
     finish(provider, roots)
 
 

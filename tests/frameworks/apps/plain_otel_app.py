@@ -28,10 +28,9 @@ from typing import Any
 
 from tests.frameworks.apps.framework_apps import (
     KB,
-    QUESTIONS,
+    ask_under_app_spans,
     finish,
     numbered_prompt,
-    report,
     search,
     three_planted_answer,
     tracer_provider,
@@ -104,7 +103,6 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
     if instrumentation == "openai-v2":
         os.environ.update(OPENAI_V2)  # read by the instrumentation when it starts
     from openai import OpenAI
-    from opentelemetry import trace
 
     from tests.frameworks.apps.openai_server import serve
 
@@ -124,18 +122,19 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
         tracer = OITracer(tracer, config=TraceConfig())
     retrieve = RETRIEVERS[variant]
     client = OpenAI(base_url=serve(three_planted_answer), api_key="scripted")
-    for question, _ in QUESTIONS:
-        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
-            trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-            documents = retrieve(tracer, question)
-            completion = client.chat.completions.create(
-                model="scripted",
-                messages=[
-                    {"role": "system", "content": numbered_prompt(documents)},
-                    {"role": "user", "content": question},
-                ],
-            )
-        report(trace_id, question, completion.choices[0].message.content or "", documents)
+
+    def ask(question: str) -> tuple[str, list[str]]:
+        documents = retrieve(tracer, question)
+        completion = client.chat.completions.create(
+            model="scripted",
+            messages=[
+                {"role": "system", "content": numbered_prompt(documents)},
+                {"role": "user", "content": question},
+            ],
+        )
+        return completion.choices[0].message.content or "", documents
+
+    ask_under_app_spans(provider, ask)
     finish(provider, roots)
 
 
