@@ -9,6 +9,8 @@ documents."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import logging
 import subprocess
@@ -21,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Tracer
 
 from harness.otlp import collector_json, finished_spans, otlp_bytes
+from monitor.cli.explain import explain
 from monitor.config import load_config
 from monitor.extraction import (
     EXPLAIN,
@@ -95,6 +98,7 @@ def _proposal(stdout: str) -> list[dict[str, Any]]:
     return entries
 
 
+@pytest.mark.slow  # two runs of the command line
 def test_explain_proposes_an_entry_that_makes_the_right_record(
     tmp_path: Path, cli: list[str]
 ) -> None:
@@ -137,23 +141,23 @@ def test_explain_proposes_an_entry_that_makes_the_right_record(
 
 
 def test_explain_names_each_unreadable_line_and_fails_on_a_file_with_no_trace(
-    tmp_path: Path, cli: list[str]
+    tmp_path: Path,
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"resourceSpans": 3}\nnot json\n')
-    done = subprocess.run([*cli, "explain", str(bad)], capture_output=True, text=True, check=False)
-    assert done.returncode == 1
-    assert "line 1:" in done.stderr and "line 2: body is not JSON" in done.stderr
-    assert "no OTLP/JSON trace in it" in done.stderr
-    good = tmp_path / "good.json"
-    good.write_text(collector_json(finished_spans("acme-rag", _acme)) + "\n")
-    other = subprocess.run(
-        [*cli, "explain", str(good), "--trace-id", "0" * 32],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert other.returncode == 1 and f"no span of trace {'0' * 32}" in other.stderr
+    out, err = io.StringIO(), io.StringIO()
+    assert explain(bad, None, (), out, err) == 1
+    assert "line 1:" in err.getvalue() and "line 2: body is not JSON" in err.getvalue()
+    assert "no OTLP/JSON trace in it" in err.getvalue()
+    good = tmp_path / "good.json.gz"
+    with gzip.open(good, "wt") as lines:
+        lines.write(collector_json(finished_spans("acme-rag", _acme)) + "\n")
+    err = io.StringIO()
+    assert explain(good, "0" * 32, (), io.StringIO(), err) == 1
+    assert f"no span of trace {'0' * 32}" in err.getvalue()
+    out = io.StringIO()
+    assert explain(good, None, (), out, io.StringIO()) == 0  # gzip read too
+    assert "proposed entry" in out.getvalue()
 
 
 # Traces shaped like the causes met on real apps: each must be named in its warning.
