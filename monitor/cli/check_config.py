@@ -11,6 +11,7 @@ from typing import Any
 
 from monitor.alerts.kinds.forms import summary
 from monitor.config import (
+    AttributeSource,
     Config,
     ConfigError,
     dump_yaml,
@@ -47,24 +48,16 @@ def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
     return []
 
 
-_SOURCE_PARTS = (
-    "input",
-    "output",
-    "documents",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "conversation",
-)
-
-
 def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
     """Each user convention's attribute whose `{placeholder}` could fill in its own name
     (`app.{app.kind}`), or whose braces do not pair (`monitor/shared/placeholders.py`)."""
     problems = []
     for k, entry in enumerate(config.extraction.conventions):
-        for part in _SOURCE_PARTS:
-            for n, source in enumerate(getattr(entry, part)):
+        for part, value in entry:
+            sources = value if isinstance(value, list) else []
+            for n, source in enumerate(sources):
+                if not isinstance(source, AttributeSource):
+                    continue
                 why = recursion(source.attribute)
                 if why is not None:
                     where = f"extraction.conventions.{k}.{part}.{n}.attribute"

@@ -15,6 +15,7 @@ from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Job, Settings
 from monitor.records import Part, RagRecord
 from monitor.results import EvalResult
+from tests.evaluation.test_evaluation_stage import _rec
 
 
 class BlockingScorer:
@@ -37,19 +38,6 @@ class BlockingScorer:
         return EvalResult(name=self.name, score=1.0, normalized=1.0, passed=True)
 
 
-def _record(i: int) -> RagRecord:
-    return RagRecord.model_validate(
-        {
-            "request_id": f"r{i}",
-            "trace_id": f"{i:032x}",
-            "query": "q",
-            "response": "a",
-            "retrieved_context": [{"content": "c"}],
-            "service": "svc",
-        }
-    )
-
-
 async def test_hung_batches_never_take_the_default_executors_threads() -> None:
     release = threading.Event()
     scorer = BlockingScorer(release)
@@ -64,7 +52,7 @@ async def test_hung_batches_never_take_the_default_executors_threads() -> None:
     hung = min(32, (os.cpu_count() or 1) + 4) + 2
     try:
         for i in range(hung):
-            (outcome,) = await runner.run([Job((scorer.name,), record=_record(i))])
+            (outcome,) = await runner.run([Job((scorer.name,), record=_rec(i))])
             assert outcome.scored is not None
             ((result, _),) = [scored[scorer.name] for scored in outcome.scored]
             assert result.error == "timeout: no verdict within 0.2s"

@@ -22,22 +22,15 @@ from harness.pipeline import metric_value as _value
 from harness.wait import wait_until_async
 from monitor.config import Config
 from monitor.processors.trace._assembler import TraceAssembler
-from monitor.spans import Span
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import tracer_provider
+from tests.trace.test_assembler import _span
+from tests.trace.test_trace_stage import Clock
 
 QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
 DOC = "The Eiffel Tower was completed in 1889 for the World Fair."
 SERVICE = "litellm-app"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Late:
@@ -46,21 +39,6 @@ class Late:
 
     def __call__(self, service: str, outcome: str, n: int) -> None:
         self.seen.append((service, outcome, n))
-
-
-def _span(trace: str, span: str, parent: str = "", service: str = "svc") -> Span:
-    return Span(
-        trace_id=trace.ljust(32, "0"),
-        span_id=span.rjust(16, "0"),
-        parent_span_id=parent.rjust(16, "0") if parent else "",
-        name=span,
-        start_unix_nano=1,
-        end_unix_nano=2,
-        attributes={},
-        events=[],
-        error=False,
-        service=service,
-    )
 
 
 def _assembler(late: Late, wait: float = 6.0, max_open: int = 100) -> TraceAssembler:
@@ -89,7 +67,9 @@ def test_a_span_after_the_record_is_reported_with_its_service_and_what_released_
     asm = _assembler(late)
     asm.add([_span("b", "1")], "otlp_http", now=0)
     assert len(asm.expire(now=6)) == 1
-    assert asm.add([_span("b", "2", "1", service="model-proxy")], "otlp_http", now=7) == []
+    straggler = _span("b", "2", "1")
+    straggler.service = "model-proxy"
+    assert asm.add([straggler], "otlp_http", now=7) == []
     assert late.seen == [("model-proxy", "root_ended", 1)]
     assert asm.open_traces == 0
 

@@ -21,20 +21,8 @@ from monitor.config import Config
 from monitor.processors.trace._assembler import TraceAssembler
 from monitor.spans import LOG_EVENT_KEY, Span
 from monitor.telemetry import Telemetry
+from tests.trace.test_assembler import _span
 from tests.trace.test_trace_stage import Clock, HoldingStage, _running
-
-
-def _span(trace: str, span: str, parent: str = "", **attributes: str) -> Span:
-    return Span(
-        trace_id=trace.ljust(32, "0"),
-        span_id=span.rjust(16, "0"),
-        parent_span_id=parent.rjust(16, "0") if parent else "",
-        name=span,
-        start_unix_nano=1,
-        end_unix_nano=2,
-        attributes=dict(attributes),
-        service="svc",
-    )
 
 
 def _input_event(trace: str, call: str) -> Span:
@@ -95,8 +83,7 @@ async def test_a_cut_by_the_idle_timeout_names_the_key(
     config = Config.model_validate({"trace_assembly": {"idle_timeout_s": 10}})
     stage = trace_stage(config, consumer, telemetry, clock=clock)
     async with _running(stage, consumer):
-        child = _span("d", "2", "1", **{"rag.context": '["a document"]'})
-        assert stage.consume([Delivery("otlp_http", [child])])
+        assert stage.consume([Delivery("otlp_http", [_span("d", "2", "1")])])
         clock.now += 11
 
         def logged() -> list[str]:
