@@ -34,8 +34,6 @@ from monitor.records import CONTEXT_EVIDENCE, CONTEXT_SOURCE, EXTRACTION_SUSPECT
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
-# Contexts no convention read: their records' question may be read out of the prompt too.
-_NOT_BY_CONVENTION = frozenset({"structure", "prompt", "none"})
 
 
 @dataclass(slots=True)
@@ -113,7 +111,9 @@ class Context:
     docs: list[Doc]
     source: str
     evidence: str | None = None
-    query: str | None = None  # what the retrieval found by structure was asked
+    # The record's question when the query was the whole user message around it: what a
+    # retrieval found by structure was asked, or what the message labels as the question.
+    query: str | None = None
 
 
 def context_of(
@@ -152,17 +152,24 @@ def context_of(
         return Context(docs, "retrieval_span" if retrieved else "tool_result")
     if answer is None or not answer.messages:
         return Context([], "none")
-    found = found_by_structure(trace_spans, answer, query)
+    # A user message that is a template around the question (documents, then `Question:
+    # ...`): the question is what it labels.
+    whole = query is not None and query == answer.user_query
+    labelled = labelled_question(query) if whole and query else None
+    asked = labelled or query
+    found = found_by_structure(trace_spans, answer, asked)
     if found is not None:
-        return Context(found.docs, "structure", found.evidence, found.query)
+        bare = found.query if _in_whole_prompt(found.query, query, answer) else labelled
+        return Context(found.docs, "structure", found.evidence, bare)
     if any(r.tool is not None for r in chosen):
-        return Context([], "none")  # the tools returned nothing readable: no documents
+        return Context([], "none", query=labelled)  # the tools returned nothing readable
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
-    split = documents_from_prompt(answer.messages, query, ids, key)
+    split = documents_from_prompt(answer.messages, asked, ids, key)
     if not split:
-        return Context([], "none")
-    return Context(split, "prompt", f"{len(split)} documents split from the model call's prompt")
+        return Context([], "none", query=labelled)
+    evidence = f"{len(split)} documents split from the model call's prompt"
+    return Context(split, "prompt", evidence, labelled)
 
 
 def _query(
@@ -245,15 +252,8 @@ def build_record(
         context = Context(top.docs, "convention" if top.docs else "none")
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
-        # A user message that is a template around the question (documents, then
-        # `Question: ...`): the question is what it labels.
-        whole = answer is not None and query is not None and query == answer.user_query
-        asked = (labelled_question(query) if whole and query else None) or query
-        context = context_of(retrievals, answer, trace_spans, key, asked)
-        if answer is not None and _in_whole_prompt(context.query, query, answer):
-            query = context.query  # what the retrieval found by structure was asked
-        elif context.source in _NOT_BY_CONVENTION:
-            query = asked
+        context = context_of(retrievals, answer, trace_spans, key, query)
+        query = context.query or query
     docs = context.docs
     if max_documents is not None:
         docs = docs[: max_documents + 1]  # one past: the bound's cut shows

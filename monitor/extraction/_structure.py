@@ -15,6 +15,8 @@ Both run only where the conventions found none, so traces they read never pay.""
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,10 @@ _MIN_CHARS = 12
 _OPENING_CHARS = 200
 # Listed texts looked for in the prompt, at most, in one trace.
 _MAX_TEXTS = 2000
+# A text field in an object's repr: `page_content='...'`, `text="..."` (escapes kept).
+_REPR_TEXT = re.compile(
+    r"\b(?:page_content|content|text)=('(?:[^'\\\n]|\\.){0,100000}'|\"(?:[^\"\\\n]|\\.){0,100000}\")"
+)
 # Fields whose value is a text, beyond those `as_doc` reads.
 _TEXT_FIELDS = ("body", "chunk", "passage", "snippet", "value", "_content")
 # A message (`role`: a prompt, not documents).
@@ -194,6 +200,24 @@ def _lists(value: Any, depth: int) -> Iterator[list[Doc]]:
     elif isinstance(value, dict) and not _ROLE_FIELDS & value.keys():
         for inner in value.values():
             yield from _lists(parsed_value(inner), depth + 1)
+    elif isinstance(value, str) and value.lstrip()[:1] == "[":
+        docs = [Doc(text) for text in _repr_texts(value)]
+        if docs:
+            yield docs
+
+
+def _repr_texts(value: str) -> list[str]:
+    """The text fields of a list of objects written as their reprs (`str()` of a list of
+    LangChain `Document`s: `[Document(page_content='...', metadata={...}), ...]`)."""
+    texts = []
+    for match in _REPR_TEXT.finditer(value):
+        try:
+            text = ast.literal_eval(match.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(text, str):
+            texts.append(text)
+    return texts
 
 
 def _item(item: Any) -> Doc | None:

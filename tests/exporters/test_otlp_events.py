@@ -168,7 +168,7 @@ async def send_verdicts(sink: OtlpEventsSink, trace_id: str, span_id: str) -> No
         span_id=span_id,
         service="shop",
         response="x",
-        retrieved_context=[ContextDoc(content="The wall was built by the Qin.")],
+        retrieved_context=(ContextDoc(content="The wall was built by the Qin."),),
         metadata={"context_source": "prompt"},
     )
     sink.emit(

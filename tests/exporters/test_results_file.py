@@ -297,7 +297,7 @@ def test_each_line_says_where_the_records_context_came_from() -> None:
 
     taken = RagRecord(
         request_id="p",
-        retrieved_context=[ContextDoc(content="The wall was built over centuries.")],
+        retrieved_context=(ContextDoc(content="The wall was built over centuries."),),
         metadata={"context_source": "prompt"},
     )
     given = taken.model_copy(update={"metadata": {}})

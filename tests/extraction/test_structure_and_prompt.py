@@ -462,3 +462,21 @@ def test_a_long_document_the_prompt_cut_short_is_found_by_its_opening() -> None:
     record = _record(emit)
     assert [d.content for d in record.retrieved_context] == [long_text, TEXTS[1]]
     assert record.context_source == "structure"
+
+
+def test_a_list_of_documents_written_as_their_reprs_is_found_by_structure() -> None:
+    """A decorator that records `str()` of what the retriever returned: LangChain
+    `Document` reprs, quotes escaped as Python writes them."""
+    docs = [f"Document(metadata={{'source': {u!r}}}, page_content={t!r})" for u, t in DOCS]
+    quoted = "The manager's note: it's done."
+
+    def emit(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
+            returned = "[" + ", ".join([*docs, f"Document(page_content={quoted!r})"]) + "]"
+            with tracer.start_as_current_span("retrieve", attributes={"return": returned}):
+                pass
+            _genai_chat(tracer, f"{INSTRUCTION}\n\n" + "\n\n".join([*TEXTS, quoted]))
+
+    record = _record(emit)
+    assert [d.content for d in record.retrieved_context] == [*TEXTS, quoted]
+    assert record.context_source == "structure"
