@@ -120,7 +120,13 @@ def _record_lines(record: RagRecord) -> Iterator[str]:
     yield f"    context: {len(context)} document(s)"
     for doc in context:
         yield f"      - [{doc.doc_uri}] {_shown(doc.content)}"
-    for key in ("context_source", "extraction_suspect", "conventions", "instrumentation"):
+    for key in (
+        "context_source",
+        "context_evidence",
+        "extraction_suspect",
+        "conventions",
+        "instrumentation",
+    ):
         value = record.metadata.get(key)
         if value:
             yield f"    {key}: {_shown(value)}"
@@ -339,8 +345,10 @@ def explain_trace(
         return
     entries = propose(spans, taken)
     if not entries:
-        yield "no entry proposed: no span the conventions leave unread carries documents, "
-        yield "chat messages or a question in an attribute (see the README's 'Tracing your app')"
+        yield (
+            "no entry proposed: no span the conventions leave unread carries documents, chat "
+            "messages or a question in an attribute (docs/tracing.md)"
+        )
         return
     yield "proposed entry (under extraction: conventions: in the config):"
     yield from dump_yaml(entries).rstrip("\n").splitlines()
