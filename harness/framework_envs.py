@@ -57,6 +57,11 @@ APP_ENVS = {
     "google_adk": "google-adk",
     "mlflow": "mlflow",
     "langfuse": "langfuse",
+    "plain_otel": "otel-plain",
+    "litellm": "litellm",
+    "traceloop": "traceloop",
+    "haystack_tracer": "haystack-tracer",
+    "google_genai": "google-genai",
 }
 
 

@@ -8,10 +8,13 @@ ends, so a test can flush there and the spans travel in separate export batches.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -474,3 +477,22 @@ def _no_op() -> None:
 def otlp_bytes(spans: Sequence[ReadableSpan]) -> bytes:
     """The OTLP protobuf body the SDK exporters would send for these spans."""
     return encode_spans(spans).SerializeToString()
+
+
+def collector_json(spans: Sequence[ReadableSpan]) -> str:
+    """One line of the Collector's file exporter: OTLP/JSON, ids in hex."""
+    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+
+    def hexify(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("traceId", "spanId", "parentSpanId"):
+                if node.get(key):
+                    node[key] = base64.b64decode(node[key]).hex()
+            for value in node.values():
+                hexify(value)
+        elif isinstance(node, list):
+            for value in node:
+                hexify(value)
+
+    hexify(data)
+    return json.dumps(data)

@@ -1,4 +1,4 @@
-"""`rag-monitor` command line: run | replay | check-config | backtest | send-sample.
+"""`rag-monitor` command line: run | replay | check-config | backtest | send-sample | explain.
 
 The only module that parses argv, installs signal handlers and picks exit codes.
 """
@@ -26,7 +26,7 @@ import monitor.shared.threads  # noqa: F401
 from monitor.shared.logs import configure_logging
 
 # isort: on
-from monitor.cli.check_config import check_config, judge_credentials
+from monitor.cli.check_config import check_config, convention_keys, judge_credentials
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 from monitor.receivers.replay import replay_file
@@ -151,7 +151,22 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="the monitor's OTLP/HTTP address (default $OTEL_EXPORTER_OTLP_ENDPOINT, "
         "else http://127.0.0.1:4318)",
     )
-    for subparser in (run, replay, check, backtest, sample):
+    explain = sub.add_parser(
+        "explain",
+        help="say what each span of a trace was taken as, what its record lacks and why, "
+        "and propose an extraction.conventions entry that reads it",
+        description="For each trace in an OTLP/JSON file (one ExportTraceServiceRequest "
+        "per line, as the Collector's file exporter writes it; gzip too): what each span "
+        "was taken as (role, the convention that declared it, the values read), the records "
+        "the extraction makes, what they lack and why, and, when something is missing, a "
+        "proposed extraction.conventions entry with the record it makes.",
+    )
+    explain.add_argument("file", type=Path)
+    explain.add_argument("--trace-id", help="explain this trace only (32 hex digits)")
+    explain.add_argument(
+        "--config", type=Path, default=config_default, help=config_help + ": its conventions"
+    )
+    for subparser in (run, replay, check, backtest, sample, explain):
         _logging_flags(subparser, None)
     return parser
 
@@ -179,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_config(args.file, tuple(FLAG_ENV.values()), args.probe)
     if args.command == "send-sample":
         return _send_sample(args.endpoint)
+    if args.command == "explain":
+        return _explain(args.file, args.trace_id, args.config)
     tune_gc()
     if args.command == "backtest" and args.config is None:
         args.config = _usual_config()
@@ -188,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             evaluator_check=evaluator_problems,
             on_unread=lambda line: log.warning("%s", line),
             read_elsewhere=tuple(FLAG_ENV.values()),
-            checks=(judge_credentials,),
+            checks=(judge_credentials, convention_keys),
         )
         if args.command == "run":
             return _run_loop(_run(config))
@@ -217,6 +234,19 @@ def _usual_config() -> Path | None:
         ", ".join(USUAL_CONFIGS),
     )
     return None
+
+
+def _explain(path: Path, trace_id: str | None, config_path: Path | None) -> int:
+    """`explain`, reading the config's own conventions (exit 1 on a config problem)."""
+    from monitor.cli.explain import explain
+
+    try:
+        config = load_config(config_path, read_elsewhere=tuple(FLAG_ENV.values()))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            log.error("config error: %s", problem)
+        return 1
+    return explain(path, trace_id, config.extraction.conventions)
 
 
 def _backtest(config: Config, files: list[Path], *, as_json: bool, strict: bool) -> int:

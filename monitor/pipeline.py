@@ -135,10 +135,13 @@ def build_pipeline(
     # The one judge client of the process, shared by every judge evaluator; its module
     # (and the LLM client library behind it) is imported only when a judge is configured.
     judge: JudgeClient | None = None
+    judge_timeout_s: float | None = None
     if needs_judge(e.name for e in config.evaluators):
         from monitor.evaluators.judges import create_judge_client
+        from monitor.judge.client import longest_call_s
 
         judge = create_judge_client(config, telemetry)
+        judge_timeout_s = longest_call_s(config.judge)
     judge_node = add("judge client", judge, metrics_port) if judge is not None else None
 
     redact: Redact | None = None
@@ -174,7 +177,7 @@ def build_pipeline(
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
 
     budget = BudgetGate(config.budget, clock or time.monotonic)
-    stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
+    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
 
     engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
@@ -231,9 +234,11 @@ def _evaluation_stage(
     judge: JudgeClient | None,
     sinks: Sequence[ResultSink | BatchSink],
     budget: BudgetGate,
+    judge_timeout_s: float | None = None,
 ) -> EvaluationStage:
     """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
-    scorers (with no CPU scorer, extraction runs in a thread of this process)."""
+    scorers (with no CPU scorer, extraction runs in a thread of this process); a judge is
+    cut at the longer of `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
     context = BuildContext(judge=judge, judge_model=config.judge.model)
     evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
     cpu_entries: list[EvaluatorConfig] = []
@@ -276,6 +281,7 @@ def _evaluation_stage(
         cpu_pool=pool,
         settings=settings,
         revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
+        judge_timeout_s=judge_timeout_s,
     )
 
 

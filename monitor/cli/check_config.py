@@ -11,6 +11,7 @@ from typing import Any
 
 from monitor.alerts.kinds.forms import summary
 from monitor.config import (
+    AttributeSource,
     Config,
     ConfigError,
     EvaluatorConfig,
@@ -24,6 +25,7 @@ from monitor.conventions import SHIPPED
 from monitor.evaluators.registry import evaluator_problems, resolved
 from monitor.exporters.metrics_port import check_metrics_port
 from monitor.judge.definitions import needs_judge
+from monitor.shared.placeholders import recursion
 
 
 def judge_credentials(config: Config, environ: Mapping[str, str]) -> list[str]:
@@ -45,9 +47,26 @@ def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
     return []
 
 
+def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Each user convention's attribute whose `{placeholder}` could fill in its own name
+    (`app.{app.kind}`), or whose braces do not pair (`monitor/shared/placeholders.py`)."""
+    problems = []
+    for k, entry in enumerate(config.extraction.conventions):
+        for part, value in entry:
+            sources = value if isinstance(value, list) else []
+            for n, source in enumerate(sources):
+                if not isinstance(source, AttributeSource):
+                    continue
+                why = recursion(source.attribute)
+                if why is not None:
+                    where = f"extraction.conventions.{k}.{part}.{n}.attribute"
+                    problems.append(f"{where}: {why}")
+    return problems
+
+
 # What `check-config` checks beyond the file itself; `run` and `replay` check the judges
-# (`run` finds the metrics port's problems when it opens the port).
-CHECK_CONFIG = (metrics_port, judge_credentials)
+# and the conventions' keys (`run` finds the metrics port's problems when it opens it).
+CHECK_CONFIG = (metrics_port, judge_credentials, convention_keys)
 
 
 def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> int:

@@ -27,6 +27,12 @@ class TraceAssembly(Section):
     # How long a whole trace of a service that sends GenAI log events waits for them (the
     # SDK's log and span batch processors export independently, 5 s apart at most).
     log_events_wait_s: Seconds = Field(default=5.0, ge=0)
+    # How long a whole trace waits for spans that end after its root (callbacks that trace
+    # a model call once the request returned; the next export batch, 5 s later at most).
+    late_spans_wait_s: Seconds = Field(default=6.0, ge=0)
+    # How long a trace may wait past the idle timeout while one of its model calls is still
+    # open (its input log events came, its span has not).
+    open_calls_wait_s: Seconds = Field(default=300.0, ge=0)
 
     _removed: ClassVar[Mapping[str, str]] = {
         "queue_size": _NO_ASSEMBLY_QUEUE,

@@ -10,6 +10,7 @@ shipped ones. What the rule reads: `README.md`.
 
 from monitor.conventions import SHIPPED as SHIPPED_CONVENTIONS
 from monitor.conventions import Convention
+from monitor.extraction._diagnosis import CAUSES, EXPLAIN, Cause, SpanTaken, causes, spans_taken
 from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
@@ -27,14 +28,19 @@ from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
+    "CAUSES",
+    "EXPLAIN",
     "INSTRUMENTATION",
     "SHIPPED_CONVENTIONS",
     "SUSPECT_REASONS",
+    "Cause",
     "Convention",
     "Extraction",
+    "SpanTaken",
     "TraceRecords",
     "Unreadable",
     "awaits_log_events",
+    "causes",
     "conventions_from_config",
     "extract_records",
     "extract_trace",
@@ -42,6 +48,7 @@ __all__ = [
     "feedback_of",
     "log_events_taken",
     "route_of",
+    "spans_taken",
     "suspect_guidance",
     "trace_shape",
 ]

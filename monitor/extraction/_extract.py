@@ -4,10 +4,12 @@ itself: `_extraction_rule.py`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from monitor.conventions import Convention
+from monitor.extraction._diagnosis import Cause, causes
 from monitor.extraction._extraction_rule import extract_records
 from monitor.records import RagRecord, RecordError
 from monitor.records.limits import Cut, SizeLimits, bound_record
@@ -53,12 +55,14 @@ def extract_trace(
 class TraceRecords:
     """What a readable sampled trace gave: its records within the size limits (none: not
     a RAG trace), what the limits cut (one entry per cut: a part of the text, a
-    `records_truncated_total` label, or a label field) and the records they refused (an
-    answer over its limit)."""
+    `records_truncated_total` label, or a label field), the records they refused (an
+    answer over its limit), and why it gave no record or an incomplete one (`causes`,
+    worked out only then: `_diagnosis.py`)."""
 
     records: list[RagRecord]
     cut: list[Cut]
     refused: list[Unreadable]
+    causes: list[Cause] = field(default_factory=list)
 
 
 def extract_within(
@@ -80,4 +84,10 @@ def extract_within(
             continue
         out.records.append(bounded)
         out.cut.extend(cut)
-    return out
+    if extraction and not any(r.missing() for r in extraction):
+        return out
+    try:
+        why = causes(spans, extraction, conventions)
+    except Exception as exc:  # the records stand; the warning says the cause is unknown
+        why = [Cause("diagnosis_failed", None, f"{type(exc).__name__}: {exc}")]
+    return dataclasses.replace(out, causes=why)

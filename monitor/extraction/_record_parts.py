@@ -286,7 +286,12 @@ def build_record(
     if context.evidence is not None:
         metadata[CONTEXT_EVIDENCE] = context.evidence
     suspect = suspect_reason(
-        query, docs if top.docs is None else [], response, answer is not None, arguments
+        query,
+        docs if top.docs is None else [],
+        response,
+        answer is not None,
+        arguments,
+        model_output=answer.output if answer is not None else None,
     )
     if suspect is not None:
         metadata[EXTRACTION_SUSPECT] = suspect

@@ -30,6 +30,8 @@ from monitor.extraction._span_values import (
     loads,
     role_of,
 )
+from monitor.shared.nesting import note_unread
+from monitor.shared.placeholders import BadValue, fill
 from monitor.spans import SpanEvent
 
 _ABSENT: Any = object()
@@ -92,20 +94,15 @@ def fields_doc(fields: dict[str, Any], prefix: str) -> Doc | None:
 
 
 def key_of(source: Source, attributes: dict[str, Any]) -> str | None:
-    """The attribute a source names, its `{attribute}` placeholders filled in from the
-    span's own attributes (Mastra's `mastra.{mastra.span.type}.input`); None when one is
-    missing."""
-    key = source.key
-    while "{" in key:
-        start = key.index("{")
-        end = key.find("}", start)
-        if end < 0:
-            return None
-        value = attributes.get(key[start + 1 : end])
-        if not isinstance(value, str):
-            return None
-        key = key[:start] + value + key[end + 1 :]
-    return key
+    """The attribute a source names, its `{attribute}` placeholders filled in once from
+    the span's own attributes (Mastra's `mastra.{mastra.span.type}.input`,
+    `monitor/shared/placeholders.py`); None when one is missing, or its value holds a
+    placeholder itself (a bad value of that attribute, noted `placeholder`)."""
+    try:
+        return fill(source.key, attributes)
+    except BadValue:
+        note_unread("placeholder")
+        return None
 
 
 def present(source: Source, attributes: dict[str, Any]) -> bool:
@@ -124,9 +121,7 @@ def present(source: Source, attributes: dict[str, Any]) -> bool:
 def raw(source: Source, attributes: dict[str, Any]) -> Any:
     """The source's value as the span carries it (its `field` taken out of a JSON object),
     or `_ABSENT`; an `indexed` source is never raw."""
-    key: str | None = source.key
-    if "{" in source.key:
-        key = key_of(source, attributes)
+    key = key_of(source, attributes)
     value = _ABSENT if key is None else attributes.get(key, _ABSENT)
     if value is _ABSENT or source.encoding in (INDEXED, FIELDS):
         return _ABSENT
@@ -340,7 +335,7 @@ def number_of(source: Source, attributes: dict[str, Any]) -> int | None:
     value = loads(value) if isinstance(value, str) and value[:1] == '"' else value
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)  # not `²`, nor more digits than `int` reads
     number = as_float(value) if isinstance(value, float) else None
     return int(number) if number is not None and number >= 0 and number.is_integer() else None

@@ -149,6 +149,9 @@ def bounded(parsed: Any, text: str) -> bool:
     return False
 
 
+_INDEX_DIGITS = 9  # no instrumentation writes a billion items to one span
+
+
 def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """`prefix.N.rest = v` attributes → one dict per N (ascending), keyed by `rest`."""
     size = len(prefix)
@@ -158,11 +161,19 @@ def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
             index, _, rest = key[size:].partition(".")
             group = groups.get(index)
             if group is None:
-                if not index.isdigit():
+                if not _is_index(index):
+                    if index.isdigit():  # digits `int` refuses, or too many: that value only
+                        note_unread("bad_index")
                     continue
                 group = groups[index] = {}
             group[rest] = attrs[key]
     return [groups[i] for i in sorted(groups, key=int)]
+
+
+def _is_index(index: str) -> bool:
+    """An index of an indexed attribute: ASCII digits (`str.isdigit` also takes `²`, which
+    `int` refuses), few enough for `int` (which refuses more than 4,300)."""
+    return index.isascii() and index.isdigit() and len(index) <= _INDEX_DIGITS
 
 
 def content_text(value: Any) -> str | None:

@@ -114,8 +114,11 @@ def suspect_reason(
     response: str | None,
     model_call_seen: bool,
     arguments: list[str],
+    model_output: str | None = None,
 ) -> str | None:
-    """Why the record's parts look wrong, or None when nothing does."""
+    """Why the record's parts look wrong, or None when nothing does. An answer that is
+    the answering model call's own output is what the model said, never a misread part:
+    a faithful answer may quote a document, or the question, word for word."""
     if model_call_seen and not (query and query.strip()):
         return "no_query"
     if model_call_seen and not (response and response.strip()):
@@ -128,9 +131,11 @@ def suspect_reason(
             return "context_is_tool_arguments"
     if texts and question and all(_repeats_query(t, question) for t in texts):
         return "context_repeats_query"
-    if response is not None and question and normalized(response) == question:
+    if response is None or (model_output and normalized(model_output) == normalized(response)):
+        return None
+    if question and normalized(response) == question:
         return "answer_repeats_query"
-    if response is not None and len(response.split()) >= _MIN_ANSWER_WORDS:
+    if len(response.split()) >= _MIN_ANSWER_WORDS:
         answer = normalized(response)
         if any(normalized(t) == answer for t in texts):
             return "answer_is_context"

@@ -94,6 +94,14 @@ _UNHEARD.disabled = True
 OUTCOMES = tuple("ok error auth not_found unreachable timeout rate_limited circuit_open".split())
 
 
+def longest_call_s(judge: Judge) -> float:
+    """The longest a verdict may take by the judge's own settings: an answer and, when it
+    is unreadable, one more for the format, each up to `1 + retries` attempts of
+    `timeout_s` with `backoff_max_s` between them (a `Retry-After` is capped there too)."""
+    attempts = judge.retries + 1
+    return 2 * (attempts * judge.timeout_s + judge.retries * judge.backoff_max_s)
+
+
 class JudgeClient:
     """Shared, stateless-per-call gateway to judge models. See the module docstring."""
 

@@ -22,7 +22,8 @@ class SizeLimits:
     over its limit rejects the record (`response_too_large`): scoring part of an answer
     would misjudge all of it. A `service`, `version` or `route` longer than `label_chars`
     is cut (`bounded_label`): each becomes a label value of every series the record
-    counts in.
+    counts in. So is a `conversation` id: an id, written into every results line and kept
+    by the alert rules, cut so that distinct ids stay distinct.
     """
 
     query_chars: int = 65_536
@@ -36,7 +37,7 @@ class SizeLimits:
 TRUNCATED = " [truncated by rag-monitor: {} characters]"
 LABEL_FIELDS: tuple[Literal["service", "version", "route"], ...] = ("service", "version", "route")
 # What `bound_record` says it cut: a part of the text, or a label field.
-Cut = Literal["query", "context", "documents", "service", "version", "route"]
+Cut = Literal["query", "context", "documents", "service", "version", "route", "conversation"]
 # Bytes a record is taken to hold besides its text (for the queues' byte bounds): a
 # document or a history turn is a model object with its own fields, a record has ids,
 # names and numbers.
@@ -78,6 +79,10 @@ def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tupl
         if value is not None and len(value) > limits.label_chars:
             update[label] = bounded_label(value, limits.label_chars)
             cut.append(label)
+    conversation = record.conversation
+    if conversation is not None and len(conversation) > limits.label_chars:
+        update["conversation"] = bounded_label(conversation, limits.label_chars)
+        cut.append("conversation")
     if record.query is not None and len(record.query) > limits.query_chars:
         update["query"] = _truncated(record.query, limits.query_chars)
     if any(len(m.content) > limits.query_chars for m in record.history):

@@ -9,7 +9,9 @@ nest a few levels (a serialized LangChain message is about eight). A structured 
 holding more than `MAX_ITEMS` values is left out the same way, found before it is parsed.
 
 While a trace is read (`noting_unread`), each value left unread is noted with its reason
-(`too_deep`, `too_large`, `corrupt`), so the records built from it can say so.
+(`too_deep`, `too_large`, `corrupt`; `placeholder`: a value that fills an attribute name's
+placeholder holds one itself; `bad_index`: an indexed attribute whose index is no small
+decimal number), so the records built from it can say so.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ MAX_DEPTH = 64
 # list of documents holds hundreds; millions of numbers cost seconds and hundreds of
 # megabytes to turn into Python objects.
 MAX_ITEMS = 10_000
-REASONS = ("corrupt", "too_deep", "too_large")
+REASONS = ("corrupt", "too_deep", "too_large", "placeholder", "bad_index")
 
 _noted: ContextVar[Counter[str] | None] = ContextVar("unread_values", default=None)
 

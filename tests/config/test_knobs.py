@@ -67,6 +67,8 @@ GOOD: dict[str, Any] = {
         "max_open_traces": 100,
         "max_open_bytes": 1 << 20,
         "log_events_wait_s": 5,
+        "late_spans_wait_s": 4,
+        "open_calls_wait_s": 120,
     },
     "record_limits": {
         "query_chars": 1000,
@@ -330,6 +332,8 @@ TABLE: dict[str, list[Any]] = {
     "trace_assembly.max_open_traces": [*NOT_A_COUNT, 0],
     "trace_assembly.max_open_bytes": [*NOT_A_COUNT, 0],
     "trace_assembly.log_events_wait_s": NOT_SECONDS,
+    "trace_assembly.late_spans_wait_s": NOT_SECONDS,
+    "trace_assembly.open_calls_wait_s": NOT_SECONDS,
     "record_limits.query_chars": [*NOT_A_COUNT, 0],
     "record_limits.document_chars": [*NOT_A_COUNT, 0],
     "record_limits.context_chars": [*NOT_A_COUNT, 0],

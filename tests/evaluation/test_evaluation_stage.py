@@ -539,3 +539,29 @@ async def test_items_handed_in_between_wake_ups_go_to_a_worker_as_one_batch(
     await wait_until_async(lambda: batches == [1, 16], 5, "the sixteen as one batch")
     await stage.shutdown(5)
     assert summary.records == 17
+
+
+async def test_a_judge_gets_the_time_its_own_settings_give_it(telemetry: Telemetry) -> None:
+    """`pipeline.evaluation_timeout_s` shorter than what the judge's settings let a call
+    take (`judge.timeout_s`, `retries`, `backoff_max_s`): the judge is not cut at it, a
+    local evaluator still is."""
+    from monitor.config import Judge
+    from monitor.judge.client import longest_call_s
+
+    assert longest_call_s(Judge(timeout_s=90, retries=1, backoff_max_s=5)) == 2 * (180 + 5)
+    judge = ScriptedEvaluator("judge", kind="judge", delay=0.3, value=0.9)
+    local = ScriptedEvaluator("local", delay=0.3, value=0.9)
+    summary = SummarySink()
+    stage = EvaluationStage(
+        [(judge, EvaluatorConfig(name="faithfulness")), (local, EvaluatorConfig(name="relevance"))],
+        BudgetGate(Budget()),
+        [MetricsSink(telemetry), summary],
+        telemetry,
+        evaluation_timeout_s=0.05,
+        judge_timeout_s=longest_call_s(Judge(timeout_s=30)),
+    )
+    await stage.start()
+    await _put(stage, _rec(1))
+    await stage.shutdown(30)
+    assert summary.totals["judge"].passed == 1
+    assert summary.totals["local"].errors == 1

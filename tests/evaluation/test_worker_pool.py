@@ -30,7 +30,7 @@ from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
-from monitor.extraction import TraceRecords, Unreadable, extract_within
+from monitor.extraction import Cause, TraceRecords, Unreadable, extract_within
 from monitor.pool import ProcessPool, TaskFailed
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
@@ -329,7 +329,10 @@ async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     assert [done.extraction for done in scored] == expected
     records = [e for e in expected[:-2] if isinstance(e, TraceRecords)]
     assert [len(e.records) for e in records] == [1] * len(CONVENTIONS)
-    assert expected[-2] == TraceRecords([], [], [])
+    # A health check: no record, and why (for the warning of a service that gives none).
+    assert expected[-2] == TraceRecords(
+        [], [], [], [Cause("no_convention", None, "1 span(s): GET /health")]
+    )
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
     # Scored in the same task: one result per record, none without a scorer asked for.
     rows = [done.scored for done in [*extracted, *scored]]
@@ -349,10 +352,9 @@ async def test_traces_a_killed_worker_was_on_go_to_another_worker_once(tmp_path:
         await wait_until_async(once.exists, 60, "the worker to be inside the extraction")
         os.kill(pool.pids[0], signal.SIGKILL)
         extracted = await asyncio.wait_for(retried, 60)
-        assert [d.extraction for d in extracted] == [
-            TraceRecords([], [], []),
-            *_in_process([water]),
-        ]
+        assert [d.extraction for d in extracted] == _in_process(
+            [[_span(f"hang-once:{once}")], water]
+        )
         assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
 
         # A trace alone that takes down its worker is extracted once more without scoring,

@@ -19,7 +19,16 @@ from harness.framework_envs import ENVS, REPO, lock_hash
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
 # OTLP exporter they send with, the OpenAI client they call the scripted model with, and
 # PyYAML (the monitor's config reader; MLflow's tracing SDK imports it undeclared).
-SHARED = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "openai", "pyyaml"}
+# Packages both the product and a stack's environment name: the SDK and exporter, the
+# OpenAI client, YAML, httpx, and litellm (the judges' client, and a traced stack).
+SHARED = {
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp-proto-http",
+    "openai",
+    "pyyaml",
+    "httpx",
+    "litellm",
+}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # Stand-ins for uv (`venv ... DIR`, `pip sync ... LOCK`) and npm (`ci --prefix DIR ...`):

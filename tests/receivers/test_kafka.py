@@ -943,6 +943,9 @@ async def test_late_spans_an_oversized_trace_and_garbage_are_counted_and_every_r
     assert sum(ends.values()) == len(messages) and all(ends.values())
 
     cfg = config(noida, [topic], group, encoding="otlp_proto")
+    # Released as soon as whole, so that the span after the root comes late.
+    assembly = cfg.trace_assembly.model_copy(update={"late_spans_wait_s": 0})
+    cfg = cfg.model_copy(update={"trace_assembly": assembly})
     async with running(cfg) as (service, capture):
         await wait_until_async(
             lambda: {r.trace_id for r in capture.records} >= expected, 60, "every trace"

@@ -290,7 +290,12 @@ async def test_bad_grpc_input_gets_status_and_counted_reason(telemetry: Telemetr
 async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry) -> None:
     stage = RecordingStage(capacity=4)
     stage.hold()  # evaluation is stuck: it holds what it takes until it is full
-    receivers = await _started(_config(), stage, telemetry)
+    # Each trace goes on as soon as whole (no wait for late spans), to fill the queue.
+    config = _config()
+    assembly = config.trace_assembly.model_copy(update={"late_spans_wait_s": 0})
+    receivers = await _started(
+        config.model_copy(update={"trace_assembly": assembly}), stage, telemetry
+    )
     assert not receivers.trace.refuses()
     try:
         assert receivers.http is not None and receivers.grpc is not None

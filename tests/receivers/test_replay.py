@@ -13,7 +13,6 @@ written as the Collector's JSON marshaler writes a request.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import subprocess
@@ -24,11 +23,9 @@ from typing import Any
 
 import pytest
 import yaml
-from google.protobuf.json_format import MessageToDict
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from harness.otlp import CONVENTIONS, WATER, Case, capture, otlp_bytes
+from harness.otlp import CONVENTIONS, WATER, Case, capture, collector_json, otlp_bytes
 from harness.reliability import results_lines
 from harness.servers import rag_monitor
 from harness.wait import wait_until
@@ -39,25 +36,6 @@ SECRET_CASE = Case(
     docs=(("kb/billing.md", "Invoices go to the billing team in Dublin.", 0.9),),
     answer="Send invoices to the billing team in Dublin.",
 )
-
-
-def collector_json(spans: list[ReadableSpan]) -> str:
-    """One line of the Collector's file exporter: OTLP/JSON, ids in hex."""
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-
-    def hexify(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in ("traceId", "spanId", "parentSpanId"):
-                if node.get(key):
-                    node[key] = base64.b64decode(node[key]).hex()
-            for value in node.values():
-                hexify(value)
-        elif isinstance(node, list):
-            for value in node:
-                hexify(value)
-
-    hexify(data)
-    return json.dumps(data)
 
 
 def _traces() -> list[tuple[str, list[ReadableSpan]]]:

@@ -197,3 +197,41 @@ async def test_records_of_many_documents_are_cut_where_they_are_built_and_counte
 
     assert value("records_truncated_total", part="documents") == 2
     assert value("label_values_cut_total", label="route") == 1
+
+
+def test_a_long_conversation_id_is_cut_like_a_label_and_said() -> None:
+    """The conversation id is written into every results line of its trace and kept by
+    the alert rules: over `label_chars` it is cut to a prefix and a hash (two ids sharing
+    the prefix stay apart)."""
+    limits = SizeLimits(label_chars=40)
+    first = parse_record({**_record(), "conversation": "s" * 1_000_000 + "1"})
+    second = parse_record({**_record(), "conversation": "s" * 1_000_000 + "2"})
+    (bounded, cut), (other, _) = bound_record(first, limits), bound_record(second, limits)
+    assert cut == ("conversation",)
+    assert len(bounded.conversation or "") == 40 and bounded.conversation != other.conversation
+    short = parse_record({**_record(), "conversation": "c" * 40})
+    assert bound_record(short, limits) == (short, ())
+
+
+async def test_a_conversation_id_from_spans_is_cut_and_counted() -> None:
+    """A 1 MB `session.id` on a trace's span: its record carries the cut id and the cut is
+    counted (`records_truncated_total{part="conversation"}`)."""
+    telemetry = create_telemetry()
+    limits = SizeLimits(label_chars=64)
+    consumer = HoldingStage(limits=limits)
+    config = Config.model_validate({"trace_assembly": {"late_spans_wait_s": 0}})
+    stage = trace_stage(config, consumer, telemetry, limits=limits)
+    async with _running(stage, consumer):
+        session = "s" * 1_000_000
+        spans = Delivery("otlp_http", [_root(1, **{"session.id": session})])
+        assert stage.consume([spans])
+        await wait_until_async(lambda: len(consumer.items) == 1, 10, "the record")
+        (item,) = consumer.items
+        assert item.record.conversation == bounded_label(session, 64)
+        assert (
+            telemetry.registry.get_sample_value(
+                "rag_monitor_records_truncated_total", {"part": "conversation"}
+            )
+            == 1
+        )
+        consumer.finish_all()

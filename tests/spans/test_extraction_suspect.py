@@ -197,3 +197,46 @@ def test_the_first_trace_of_a_service_that_gives_no_record_is_logged_and_each_co
     assert "extraction.conventions" in lines[0] and "Tracing your app" in lines[0]
     assert _value(telemetry, "traces_not_rag", service="mute") == 10
     assert _value(telemetry, "traces_not_rag", service="rag") == 10
+
+
+QUOTED = "The Eiffel Tower was completed in 1889 for the World Fair in Paris."
+
+
+def _quoting_trace(*, model_output: str | None) -> Trace:
+    """A chain whose answer is a retrieved document word for word; the model call says so
+    itself (`model_output`), or carries no output (the answer read is the chain's)."""
+    t = Trace()
+    chain = {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": QUOTED}
+    with _span(t, "chain", **chain):
+        retriever = {
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": QUESTION,
+            "retrieval.documents.0.document.content": QUOTED,
+        }
+        with _span(t, "retrieve", **retriever):
+            pass
+        llm = {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": f"{QUOTED}\n\n{QUESTION}",
+        }
+        if model_output is not None:
+            llm["llm.output_messages.0.message.role"] = "assistant"
+            llm["llm.output_messages.0.message.content"] = model_output
+        with _span(t, "llm", **llm):
+            pass
+    return t
+
+
+def test_a_model_answer_that_quotes_a_document_is_not_suspect() -> None:
+    """A faithful answer that quotes its document word for word is what the model said:
+    the record is evaluated (it was dropped as `answer_is_context`)."""
+    (record,) = _quoting_trace(model_output=QUOTED).records()
+    assert record.response == QUOTED
+    assert EXTRACTION_SUSPECT not in record.metadata
+
+
+def test_an_answer_no_model_call_produced_that_is_a_document_is_still_suspect() -> None:
+    """The model span carries no output and the answer read is a document: a misread."""
+    (record,) = _quoting_trace(model_output=None).records()
+    assert record.metadata[EXTRACTION_SUSPECT] == "answer_is_context"

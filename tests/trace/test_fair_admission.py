@@ -21,8 +21,14 @@ PROTO = {"Content-Type": "application/x-protobuf"}
 
 
 def _config() -> Config:
+    # Each trace goes on as soon as whole (no wait for late spans), to fill the stage.
     return Config.model_validate(
-        {"receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}}}
+        {
+            "receivers": {
+                "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
+            },
+            "trace_assembly": {"late_spans_wait_s": 0},
+        }
     )
 
 

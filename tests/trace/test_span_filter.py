@@ -82,7 +82,9 @@ async def _counts(bodies: list[bytes], rate: float, *, unbuilt: bool) -> Counts:
     serialized; else every span built first."""
     telemetry = create_telemetry()
     consumer = Finishing()
-    config = Config.model_validate({"sampling": {"rate": rate}})
+    # Released as soon as whole (the wait for late spans: tests/trace/test_late_spans.py).
+    assembly = {"late_spans_wait_s": 0}
+    config = Config.model_validate({"sampling": {"rate": rate}, "trace_assembly": assembly})
     stage = trace_stage(config, consumer, telemetry)
     await stage.start()
     try:

@@ -78,6 +78,7 @@ class BatchEvaluator:
         pooled: bool,
         evaluate_suspect: bool = False,
         revisions: Mapping[str, str] | None = None,
+        judge_timeout_s: float | None = None,
     ) -> None:
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -91,6 +92,8 @@ class BatchEvaluator:
         self._budget = budget
         self._t = telemetry
         self._timeout = timeout_s
+        # A judge is cut no earlier than its own settings let it answer.
+        self._judge_timeout = max(timeout_s, judge_timeout_s or 0.0)
         self._tasks = tasks
         self._pooled = pooled  # CPU scorers run in worker processes, not here
         self._warn = RateLimitedLog(log)
@@ -200,7 +203,8 @@ class BatchEvaluator:
         self._warn.warning(
             f"skipped/{service}/{evaluator.name}/{reason}",
             "%s skipped a record of service %r: it has no %s (records_incomplete_total "
-            "counts such records; see the README's 'Tracing your app')",
+            "counts such records; the trace stage's warning for this service names why; "
+            "`rag-monitor explain` on one of its traces shows what each span was taken as)",
             evaluator.name,
             service,
             part,
@@ -269,11 +273,12 @@ class BatchEvaluator:
 
     async def _one(self, evaluator: Evaluator, item: InFlight) -> list[tuple[InFlight, EvalResult]]:
         started = time.perf_counter()
+        judge = evaluator.kind == "judge"
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._judge_timeout if judge else self._timeout):
                 result = await evaluator.evaluate(item.record)
         except TimeoutError:
-            result = self._timed_out(evaluator.name, item.record)
+            result = self._timed_out(evaluator.name, item.record, judge)
         except Exception as exc:
             result = self._failed(evaluator.name, item.record, exc)
         self._t.child(self._t.evaluation_duration, evaluator.name).observe(
@@ -320,18 +325,25 @@ class BatchEvaluator:
                 result.error,
             )
 
-    def _timed_out(self, name: str, record: RagRecord) -> EvalResult:
+    def _timed_out(self, name: str, record: RagRecord, judge: bool = False) -> EvalResult:
         """An evaluation past its deadline: an error result, logged from the first (a
         judge that hangs says so before its breaker opens), once per 10 s at most."""
+        deadline = self._judge_timeout if judge else self._timeout
+        keys = (
+            "pipeline.evaluation_timeout_s, or the judge's own: judge.timeout_s for each of "
+            "1 + judge.retries attempts, judge.backoff_max_s between them, twice"
+            if judge
+            else "pipeline.evaluation_timeout_s"
+        )
         self._warn.warning(
             name,
-            "evaluator %s timed out on record %s: no verdict within %gs "
-            "(pipeline.evaluation_timeout_s)",
+            "evaluator %s timed out on record %s: no verdict within %gs (%s)",
             name,
             record.request_id,
-            self._timeout,
+            deadline,
+            keys,
         )
-        return EvalResult.failed(name, f"timeout: no verdict within {self._timeout:g}s")
+        return EvalResult.failed(name, f"timeout: no verdict within {deadline:g}s")
 
     def _failed(self, name: str, record: RagRecord, exc: Exception) -> EvalResult:
         self._warn.warning(

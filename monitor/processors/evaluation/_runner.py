@@ -9,8 +9,9 @@ error results (never a pass, never a defect); a trace is extracted once more wit
 scoring, so that its records get error results if the scoring was what failed, and it
 counts as `extract_failed` if the extraction was.
 
-Without worker processes, the task runs in one worker-thread hop under the same deadline;
-past it, what was done is kept and the rest fails the same way.
+Without worker processes, the task runs in a thread of its own under the same deadline
+(`monitor.pool.in_own_thread`: never the loop's default executor, which a hung task would
+otherwise starve); past it, what was done is kept and the rest fails the same way.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from monitor.evaluators.base import CpuScorer
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.pool import ProcessPool, TaskFailed, WorkerLost
+from monitor.pool import ProcessPool, TaskFailed, WorkerLost, in_own_thread
 from monitor.processors.evaluation._task import (
     Batch,
     Job,
@@ -115,9 +117,12 @@ class TaskRunner:
         deadline = self._deadline(jobs)
         try:
             async with asyncio.timeout(deadline):
-                await asyncio.to_thread(run, Batch(jobs), self._scorers, self._settings, outcomes)
+                batch = partial(run, Batch(jobs), self._scorers, self._settings, outcomes)
+                await in_own_thread(batch, "evaluation-batch")
         except TimeoutError:
-            # The thread goes on; what it had done by now is kept, the rest has failed.
+            # The thread goes on alone (`in_own_thread`); what it had done by now is kept,
+            # the rest has failed.
+            log.warning("an evaluation batch in a thread gave no verdict within %gs", deadline)
             done = list(outcomes)
             error = f"timeout: no verdict within {deadline:g}s"
             return [

@@ -38,6 +38,7 @@ before taking more (a results file on a full disk stops intake instead of being 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -84,8 +85,11 @@ class EvaluationStage:
         cpu_pool: ProcessPool | None = None,
         settings: Settings | None = None,
         revisions: Mapping[str, str] | None = None,
+        judge_timeout_s: float | None = None,
     ) -> None:
-        """`cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
+        """`judge_timeout_s`: a judge evaluator's deadline (`evaluation_timeout_s` unless
+        given: the pipeline gives the judge client's own longest call).
+        `cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
         records are scored). `revisions`: each evaluator's revision, carried by its
         results (`monitor.evaluators.revision`)."""
@@ -106,6 +110,7 @@ class EvaluationStage:
             pooled=cpu_pool is not None,
             evaluate_suspect=settings.evaluate_suspect,
             revisions=revisions,
+            judge_timeout_s=judge_timeout_s,
         )
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
@@ -353,13 +358,12 @@ class EvaluationStage:
         """The trace's records, with its metadata merged in; its `on_extracted` told."""
         if isinstance(extraction, TraceRecords) and job.metadata:
             metadata = job.metadata
-            extraction = TraceRecords(
-                [
+            extraction = dataclasses.replace(
+                extraction,
+                records=[
                     record.model_copy(update={"metadata": {**record.metadata, **metadata}})
                     for record in extraction.records
                 ],
-                extraction.cut,
-                extraction.refused,
             )
         work = self._queue.in_work.get(id(job))
         if work is None or not work.told:  # a batch tried again tells it once

@@ -174,7 +174,7 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
         if topic:
             record = record.model_copy(update={"metadata": {**record.metadata, TOPIC: topic}})
         records.append(record)
-    return TraceRecords(records, extraction.cut, extraction.refused)
+    return dataclasses.replace(extraction, records=records)
 
 
 def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]) -> Scored:

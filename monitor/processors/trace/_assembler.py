@@ -37,15 +37,22 @@ the others with its first span; pushed out of its own bound or idle, it is relea
 `events_only` (its events are never evaluated) and not remembered as released, so spans
 of it that come later start it afresh.
 
-Spans of a trace that was already released (a late batch) are counted as `late_span` and
-dropped (only released traces are remembered: spans of an abandoned one start it afresh), so one request never becomes two partial records; the memory of released ids is
-bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure apart
-from the `on_drop` callback; the trace stage runs it in its own thread.
+Spans can end after their trace's root (a callback that traces a model call once the
+request returned; the next export batch of the app's SDK): a whole trace waits
+`late_spans_wait_s` after it became whole before it is released (`root_ended`; the wait
+holds it among the open traces, within their bounds), and spans that come meanwhile join
+it. Spans of a trace that was already released are dropped, and reported with their
+service and what released their trace (`on_late`), so one request never becomes two
+partial records (only released traces are remembered: spans of an abandoned one start it
+afresh); the memory of released ids is bounded by `max_open_traces`. The assembler is
+single-threaded, synchronous and pure apart from the `on_drop` and `on_late` callbacks;
+the trace stage runs it on the event loop.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter as Tally
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -88,6 +95,12 @@ class _Open:
     awaiting: set[str] | None = None
     answered: set[str] | None = None
     heard: bool = False  # a log event of it arrived
+    root_at: float | None = None  # when its root arrived
+    whole_at: float | None = None  # when it was first whole
+    first_seen: float = 0.0
+    # The spans its GenAI log events belong to: one not arrived yet is a model call that
+    # started (its input events are written then) and has not ended.
+    event_parents: set[str] | None = None
 
 
 @dataclass(slots=True)  # not frozen: one is built per trace, and frozen init costs 3x
@@ -96,6 +109,8 @@ class FinishedTrace:
     spans: list[Span]
     trigger: Trigger
     source: str  # the receiver that delivered the trace's last span
+    # Released by `idle_timeout` while a span its spans name as parent had not arrived.
+    incomplete: bool = False
 
 
 class TraceAssembler:
@@ -109,10 +124,18 @@ class TraceAssembler:
         clock: Callable[[], float] = time.monotonic,
         log_events_wait_s: float = 0.0,
         log_events: frozenset[str] = LOG_EVENTS,
+        late_spans_wait_s: float = 0.0,
+        on_late: Callable[[str, str, int], None] | None = None,
+        open_calls_wait_s: float = 0.0,
     ) -> None:
         """`log_events`: the events the receivers take log records as (event spans by
-        these names are log events, not spans)."""
+        these names are log events, not spans). `on_late(service, outcome, n)`: `n` spans
+        of `service` came after their trace's root: `joined` it within the wait, or missed
+        its record, released by `outcome` (a trigger)."""
         self._idle = idle_timeout_s
+        self._late_wait = late_spans_wait_s
+        self._open_wait = open_calls_wait_s
+        self._on_late = on_late or (lambda service, outcome, n: None)
         self._log_events = log_events
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
@@ -124,7 +147,7 @@ class TraceAssembler:
         self._on_drop = on_drop or (lambda reason, n: None)
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
-        self._released: OrderedDict[str, None] = OrderedDict()
+        self._released: OrderedDict[str, Trigger] = OrderedDict()  # → what released it
         # Traces of nothing but log events, with bounds of their own.
         self._events_only: OrderedDict[str, _Open] = OrderedDict()
         self._events_only_bytes = 0
@@ -152,7 +175,7 @@ class TraceAssembler:
         now = self._clock() if now is None else now
         finished: list[FinishedTrace] = []
         touched: dict[str, _Open] = {}
-        late = 0
+        late: Tally[tuple[str, str]] = Tally()  # (service, outcome) → spans after the root
         oversize = 0
         for span in spans:
             event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
@@ -163,10 +186,11 @@ class TraceAssembler:
                 touched.get(trace_id) or self._open.get(trace_id) or self._events_only.get(trace_id)
             )
             if trace is None:
-                if trace_id in self._released:
-                    late += 1
+                released = self._released.get(trace_id)
+                if released is not None:
+                    late[span.service, released] += 1
                     continue
-                trace = _Open(now, source, events_only=event)
+                trace = _Open(now, source, events_only=event, first_seen=now)
                 self._admit(trace_id, trace, touched, finished)
             elif trace.events_only and not event:  # its first span: it joins the others
                 del self._events_only[trace_id]
@@ -187,8 +211,13 @@ class TraceAssembler:
                 self._bytes += span.size
             trace.spans[span_id] = span
             trace.missing_parents.discard(span_id)
+            if trace.root_at is not None and trace.root_at < now and not event:
+                late[span.service, "joined"] += 1
             if event:
                 trace.heard = True
+                if trace.event_parents is None:
+                    trace.event_parents = set()
+                trace.event_parents.add(span.parent_span_id)
                 if span.name in OUTPUT_EVENTS:
                     if trace.answered is None:
                         trace.answered = set()
@@ -200,6 +229,8 @@ class TraceAssembler:
             if span.is_root:
                 trace.has_root = True
                 trace.service = span.service
+                if trace.root_at is None:
+                    trace.root_at = now
             elif span.parent_span_id not in trace.spans:
                 trace.missing_parents.add(span.parent_span_id)
         for trace_id, trace in touched.items():
@@ -208,8 +239,13 @@ class TraceAssembler:
             if trace.events_only:
                 self._events_only.move_to_end(trace_id)
             elif trace.has_root and not trace.missing_parents:
-                if self._waits(trace):
-                    self._held.setdefault(trace_id, now + self._log_wait)
+                if trace.whole_at is None:
+                    trace.whole_at = now
+                release_at = self._release_at(trace)
+                if release_at > now:
+                    if self._held.get(trace_id) != release_at:
+                        self._held.pop(trace_id, None)
+                        self._held[trace_id] = release_at
                     self._open.move_to_end(trace_id)
                     continue
                 del self._open[trace_id]
@@ -223,7 +259,11 @@ class TraceAssembler:
             old_id, old = self._events_only.popitem(last=False)
             finished.append(self._release(old_id, old, "events_only"))
         if late:
-            self._on_drop("late_span", late)
+            for (service, outcome), n in late.items():
+                self._on_late(service, outcome, n)
+            missed = sum(n for (_, outcome), n in late.items() if outcome != "joined")
+            if missed:
+                self._on_drop("late_span", missed)
         if oversize:
             self._on_drop("trace_too_large", oversize)
         return finished
@@ -243,7 +283,8 @@ class TraceAssembler:
             del self._held[trace_id]
             held = self._open.pop(trace_id, None)
             if held is not None:
-                self._waited_out(held)
+                if held.awaiting:
+                    self._waited_out(held)
                 finished.append(self._release(trace_id, held, "root_ended"))
         idle: tuple[tuple[OrderedDict[str, _Open], Trigger], ...] = (
             (self._open, "idle_timeout"),
@@ -254,12 +295,14 @@ class TraceAssembler:
                 trace_id, trace = next(iter(traces.items()))
                 if now - trace.last_seen < self._idle:
                     break
-                if keep is not None and keep(trace_id):
+                if (keep is not None and keep(trace_id)) or self._calls_open(trace, now):
                     trace.last_seen = now
                     traces.move_to_end(trace_id)
                     continue
                 del traces[trace_id]
-                finished.append(self._release(trace_id, trace, trigger))
+                # A whole trace waits for late spans no longer than the idle timeout.
+                whole = trace_id in self._held and not trace.missing_parents
+                finished.append(self._release(trace_id, trace, "root_ended" if whole else trigger))
         return finished
 
     def drain(self) -> list[FinishedTrace]:
@@ -314,6 +357,23 @@ class TraceAssembler:
             spans += len(trace.spans)
         return spans
 
+    def _calls_open(self, trace: _Open, now: float) -> bool:
+        """Whether idle expiry keeps a trace because a model call of it is still open: a
+        GenAI log event of it belongs to a span that has not arrived (spans are exported
+        when they end; instrumentations write a call's input events as it starts), for
+        up to `open_calls_wait_s` since the trace's first span or event."""
+        if not trace.event_parents or now - trace.first_seen >= self._open_wait:
+            return False
+        return any(parent not in trace.spans for parent in trace.event_parents)
+
+    def _release_at(self, trace: _Open) -> float:
+        """When a whole trace is released: `late_spans_wait_s` after it became whole, or
+        `log_events_wait_s` while a model call of it waits for its output event."""
+        whole_at = trace.whole_at or 0.0
+        if self._waits(trace):
+            return whole_at + max(self._log_wait, self._late_wait)
+        return whole_at + self._late_wait
+
     def _waits(self, trace: _Open) -> bool:
         """Whether a whole trace waits for log events: a model call of it has no output
         yet, and its service is not known to send none."""
@@ -340,7 +400,9 @@ class TraceAssembler:
         self._held.pop(trace_id, None)
         self._take_bytes(trace)
         if not trace.events_only:  # spans of it that come later start it afresh
-            self._released[trace_id] = None
+            self._released[trace_id] = trigger
             while len(self._released) > self._max:
                 self._released.popitem(last=False)
-        return FinishedTrace(trace_id, list(trace.spans.values()), trigger, trace.source)
+        incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)
+        spans = list(trace.spans.values())
+        return FinishedTrace(trace_id, spans, trigger, trace.source, incomplete)

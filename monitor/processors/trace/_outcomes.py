@@ -12,8 +12,10 @@ from collections.abc import Sequence
 
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import (
+    EXPLAIN,
     INSTRUMENTATION,
     SUSPECT_REASONS,
+    Cause,
     TraceRecords,
     Unreadable,
     suspect_guidance,
@@ -26,6 +28,8 @@ from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
 
 log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
+# The part of a record each suspect reason says is missing: its warning names that cause.
+_SUSPECT_PART = {"no_query": "query", "no_response": "response"}
 
 
 class Outcomes:
@@ -71,6 +75,12 @@ class Outcomes:
         # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
+        self.late = telemetry.counter(
+            "late_spans",
+            "Spans that came after their trace's root, by service and outcome: joined "
+            "(within trace_assembly.late_spans_wait_s) or what had released their trace.",
+            ("service", "outcome"),
+        )
         self.unsampled = telemetry.counter(
             "traces_unsampled",
             "Traces and records no evaluator samples, finished without extraction.",
@@ -84,9 +94,46 @@ class Outcomes:
         self._t.child(self._t.spans_received, source).inc(n)
 
     def assembly_dropped(self, reason: str, n: int) -> None:
-        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`)."""
+        """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`);
+        late spans are logged with their service (`late_spans`)."""
         self.dropped(reason, n)
-        self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+        if reason != "late_span":
+            self.warn.warning(reason, "trace assembly dropped %d spans: %s", n, reason)
+
+    def late_spans(self, causes: dict[str, str], service: str, outcome: str, n: int) -> None:
+        """`n` spans of `service` came after their trace's root: `joined` its record, or
+        dropped because `outcome` had released the trace (`causes` says why in words)."""
+        capped = self._t.service_cap(service)
+        self._t.child(self.late, capped, outcome).inc(n)
+        if outcome == "joined":
+            return
+        self.warn.warning(
+            f"late/{capped}/{outcome}",
+            "service %r: %d spans came after their trace was released (%s) and are dropped "
+            "(late_spans_total): %s; %s",
+            capped,
+            n,
+            outcome,
+            causes.get(outcome, outcome),
+            EXPLAIN,
+        )
+
+    def cut_by_idle_timeout(self, trace: FinishedTrace, idle_timeout_s: float) -> None:
+        """A trace released by the idle timeout while a span its spans name as parent
+        had not come: the step still open (a model call slower than the timeout, or a
+        root that ends later) is cut off its record."""
+        service = self._t.service_cap(trace.spans[0].service if trace.spans else "")
+        self.warn.warning(
+            f"idle/{service}",
+            "service %r: trace %s was released incomplete by trace_assembly.idle_timeout_s "
+            "(%gs without a new span) while a span it names as parent had not ended: a step "
+            "slower than that (a long model call) splits its trace and its later spans are "
+            "dropped as late; raise trace_assembly.idle_timeout_s above the service's "
+            "slowest step",
+            service,
+            trace.trace_id,
+            idle_timeout_s,
+        )
 
     def released(self, triggers: Tally[str]) -> None:
         for trigger, n in triggers.items():
@@ -115,8 +162,8 @@ class Outcomes:
                     self.max_documents,
                 )
 
-    def record(self, record: RagRecord, source: str) -> None:
-        """A record handed on."""
+    def record(self, record: RagRecord, source: str, causes: Sequence[Cause] = ()) -> None:
+        """A record handed on; `causes`: why its trace's records lack what they lack."""
         if self.observer is not None:
             self.observer.extracted(record, source)
         service = self._t.service_cap(record.service)
@@ -126,24 +173,44 @@ class Outcomes:
             self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
         self._t.child(self._t.records_context_source, service, record.context_source).inc()
-        for part in sorted(record.missing()):
+        missing = record.missing()
+        for part in sorted(missing):
             self._t.child(self._t.records_incomplete, service, part).inc()
         unread = record.metadata.get(UNREAD_VALUES)
         if unread is not None:
             self._partly_read(record, service, unread)
+        why = {c.part: c for c in causes if c.part is not None}
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
             reason = reason if reason in SUSPECT_REASONS else "other"  # a record's own metadata
             self._t.child(self.suspect, service, reason).inc()
+            cause = why.get(_SUSPECT_PART.get(reason, ""))
             self.warn.warning(
                 f"suspect/{service}/{reason}",
                 "service %r: record %s looks wrongly extracted (%s): %s. It is not evaluated "
                 "(records_suspect_total; pipeline.evaluate_suspect_records: true evaluates "
-                "such records anyway; /debug/records shows what was read)",
+                "such records anyway; /debug/records shows what was read); %s",
                 service,
                 record.request_id,
                 reason,
-                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION)),
+                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION))
+                if cause is None or cause.key == "content_not_captured"
+                else cause.text(),
+                EXPLAIN,
+            )
+        said = _SUSPECT_PART.get(reason or "")
+        for part in sorted(missing):
+            cause = why.get(part)
+            if part == said or cause is None:
+                continue
+            self.warn.warning(
+                f"incomplete/{service}/{part}/{cause.key}",
+                "service %r: record %s has no %s (records_incomplete_total): %s; %s",
+                service,
+                record.request_id,
+                part,
+                cause.text(),
+                EXPLAIN,
             )
 
     def _partly_read(self, record: RagRecord, service: str, unread: str) -> None:
@@ -174,10 +241,10 @@ class Outcomes:
         if self.observer is not None:
             self.observer.no_record(trace.trace_id, service, trace.source, reason, len(trace.spans))
 
-    def not_rag(self, trace: FinishedTrace, service: str) -> None:
+    def not_rag(self, trace: FinishedTrace, service: str, causes: Sequence[Cause] = ()) -> None:
         """A sampled trace that gave no record: counted with its service; while the
         service has never given a record, its first such trace is logged at once (then at
-        most every 10 s), naming the trace."""
+        most every 10 s), naming the trace and why (`causes`)."""
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
         capped = self._t.service_cap(service)
@@ -187,17 +254,22 @@ class Outcomes:
         if capped not in self._silent:
             self._forget_evicted()
         silent = self._silent[capped] = self._silent.get(capped, 0) + 1
+        why = "; ".join(c.text() for c in causes if c.part is None) or (
+            "no model call, retrieval or rag.* attribute was recognised; its instrumentation "
+            "may write none of the conventions read (declare yours in extraction.conventions), "
+            "or no content"
+        )
         self.warn.warning(
             f"silent/{capped}",
             "service %r: its sampled trace %s (of %d spans) gave no record, and none of its "
-            "%d such traces has (traces_not_rag_total): no model call, retrieval or rag.* "
-            "attribute was recognised; its instrumentation may write none of the conventions "
-            "read (declare yours in extraction.conventions), or no content (see the README's "
-            "'Tracing your app'; /debug/records lists its traces)",
+            "%d such traces has (traces_not_rag_total): %s; %s (/debug/records lists its "
+            "traces)",
             capped,
             trace.trace_id,
             len(trace.spans),
             silent,
+            why,
+            EXPLAIN,
         )
 
     def _forget_evicted(self) -> None:
@@ -223,9 +295,9 @@ class Outcomes:
         for why in outcome.refused:
             self.unreadable(trace, service, why)
         for record in outcome.records:
-            self.record(record, trace.source)
+            self.record(record, trace.source, outcome.causes)
         if not outcome.records and not outcome.refused:
-            self.not_rag(trace, service)
+            self.not_rag(trace, service, outcome.causes)
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()

@@ -56,6 +56,22 @@ _QUEUE_FULL = Refused("queue_full")
 _SHUTTING_DOWN = Refused("shutting_down")
 
 
+def _late_causes(assembly: TraceAssembly) -> dict[str, str]:
+    """Why a span came too late for its trace's record, by what released the trace, and
+    what to change."""
+    return {
+        "root_ended": "its root had ended and the trace had waited "
+        f"trace_assembly.late_spans_wait_s ({assembly.late_spans_wait_s:g}s) for late spans; "
+        "raise it if the service's instrumentation sends spans that long after the root",
+        "idle_timeout": "no span of it had come for trace_assembly.idle_timeout_s "
+        f"({assembly.idle_timeout_s:g}s); raise it if the service has steps that slow",
+        "evicted": "it was pushed out early by trace_assembly.max_open_traces or "
+        "max_open_bytes; raise them",
+        "flushed": "the source of its spans had handed it to another replica",
+        "shutdown": "the monitor was stopping",
+    }
+
+
 class TraceStage:
     """Owns trace assembly and the sampling decision for every receiver."""
 
@@ -97,7 +113,11 @@ class TraceStage:
             clock=clock,
             log_events_wait_s=assembly.log_events_wait_s,
             log_events=log_events,
+            late_spans_wait_s=assembly.late_spans_wait_s,
+            on_late=partial(self._outcomes.late_spans, _late_causes(assembly)),
+            open_calls_wait_s=assembly.open_calls_wait_s,
         )
+        self._idle_timeout_s = assembly.idle_timeout_s
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
         self._suspended: set[Hashable] = set()  # origins whose open traces idle expiry keeps
         self._accepting = False
@@ -339,6 +359,8 @@ class TraceStage:
         events_only = 0
         for trace in finished:
             triggers[trace.trigger] += 1
+            if trace.incomplete:
+                self._outcomes.cut_by_idle_timeout(trace, self._idle_timeout_s)
             acks = self._acks.released(trace.trace_id)
             metadata = self._metadata.pop(trace.trace_id, None)
             if trace.trigger == "events_only":  # no span ever came: nothing to evaluate

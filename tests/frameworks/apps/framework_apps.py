@@ -138,6 +138,39 @@ def planted_answer(prompt: str) -> str:
     return answer
 
 
+# The undeclared stacks' scripted model plants three wrong facts (the Eiffel Tower's year,
+# Python's year, the Moon's period): three answers fail, three pass.
+PLANTED_THREE: dict[str, str] = {
+    **PLANTED,
+    "kb/python.md": "Guido van Rossum created Python and released it in 2003.",
+    "kb/moon.md": "The Moon orbits the Earth every 40 days.",
+}
+
+
+def three_planted_answer(prompt: str) -> str:
+    """`scripted_answer`, with each `PLANTED_THREE` document's answer stating a wrong fact."""
+    answer = scripted_answer(prompt)
+    for uri, wrong in PLANTED_THREE.items():
+        if answer == ANSWERS[uri]:
+            return wrong
+    return answer
+
+
+# The instruction template of the undeclared stacks' apps: the documents are numbered
+# blocks between an instruction and the question, as RAG apps commonly write them.
+INSTRUCTIONS = (
+    "You are a helpful assistant. Answer the question using only the documents below; "
+    "if they do not contain the answer, say that you do not know."
+)
+
+
+def numbered_prompt(documents: Sequence[str]) -> str:
+    """The system message of the undeclared stacks' apps: the instruction, then each
+    document as a numbered block."""
+    blocks = "\n\n".join(f"[{n}] {text}" for n, text in enumerate(documents, 1))
+    return f"{INSTRUCTIONS}\n\nDocuments:\n\n{blocks}"
+
+
 def answer_for(question: str) -> str | None:
     """The document id that answers a question or a conversation turn."""
     for q, uri in QUESTIONS:
@@ -255,12 +288,20 @@ def answer_from(client: Any, question: str, documents: Sequence[str]) -> str:
     return str(completion.choices[0].message.content or "")
 
 
-def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:
-    """For the agent apps whose tool ranks with `search`: ask each question under an app
-    span (`POST /ask`) and report what came back, with the documents the tool returned."""
+def ask_under_app_spans(
+    provider: TracerProvider, ask: Callable[[str], tuple[str, Sequence[str]]]
+) -> None:
+    """Ask each question under an app span (`POST /ask`) and report what came back:
+    `ask(question)` is the response and the documents the model was given."""
     tracer = provider.get_tracer("app")
     for question, _ in QUESTIONS:
         with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}) as span:
             trace_id = f"{span.get_span_context().trace_id:032x}"
-            response = ask(question)
-        report(trace_id, question, response, [KB[uri] for uri in search(question)])
+            response, sources = ask(question)
+        report(trace_id, question, response, sources)
+
+
+def ask_each_question(provider: TracerProvider, ask: Callable[[str], str]) -> None:
+    """For the agent apps whose tool ranks with `search`: ask each question under an app
+    span (`POST /ask`) and report what came back, with the documents the tool returned."""
+    ask_under_app_spans(provider, lambda q: (ask(q), [KB[uri] for uri in search(q)]))

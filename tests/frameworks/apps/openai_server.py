@@ -7,7 +7,8 @@ it calls the first tool offered (other than `final_answer`) with the user's ques
 once the tool's result is in, it answers by `planted_answer` — as text, or as a
 `final_answer` tool call when that tool is offered (smolagents' agents end that way).
 A request with `"stream": true` gets the same reply as server-sent chunks, as the API
-streams it. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
+streams it; a Gemini API `generateContent` request (the Google Gen AI SDK's) gets the answer
+as a Gemini response. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
 base's ranking (`tests/frameworks/apps/framework_apps.search`: `[{"id", "content"}]`) and
 `GET /kb/questions` the questions, so that every app's tool ranks the same way."""
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,8 +32,9 @@ def _text(content: Any) -> str:
     return ""
 
 
-def reply(body: dict[str, Any]) -> dict[str, Any]:
-    """The chat completion for one request body."""
+def reply(body: dict[str, Any], answer: Callable[[str], str] = planted_answer) -> dict[str, Any]:
+    """The chat completion for one request body; `answer`: what the model says to a prompt
+    once the documents are in it."""
     messages = body.get("messages", [])
     prompt = "\n".join(_text(m.get("content")) for m in messages)
     users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
@@ -44,10 +47,10 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
         call = {"name": search[0], "arguments": json.dumps({"query": question})}
         message["tool_calls"] = [{"id": "call_search", "type": "function", "function": call}]
     elif "final_answer" in tools:
-        call = {"name": "final_answer", "arguments": json.dumps({"answer": planted_answer(prompt)})}
+        call = {"name": "final_answer", "arguments": json.dumps({"answer": answer(prompt)})}
         message["tool_calls"] = [{"id": "call_final", "type": "function", "function": call}]
     else:
-        message["content"] = planted_answer(prompt)
+        message["content"] = answer(prompt)
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -84,15 +87,47 @@ def chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def gemini_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[str, Any]:
+    """The Gemini API's `generateContent` response to one request body (the Google Gen AI
+    SDK's model calls): the answer to its system instruction and contents."""
+    instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+    parts = [
+        *instruction.get("parts", []),
+        *(p for c in body.get("contents", []) for p in c.get("parts", [])),
+    ]
+    prompt = "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+    tokens = len(prompt.split())
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": answer(prompt)}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": tokens,
+            "candidatesTokenCount": 8,
+            "totalTokenCount": tokens + 8,
+        },
+        "modelVersion": "scripted",
+    }
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        assert isinstance(self.server, _Server)
+        if urlsplit(self.path).path.endswith(":generateContent"):
+            gemini = gemini_reply(body, self.server.answer)
+            self._send("application/json", json.dumps(gemini).encode())
+            return
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")
             return
-        completion = reply(body)
+        completion = reply(body, self.server.answer)
         if not body.get("stream"):
             self._send("application/json", json.dumps(completion).encode())
             return
@@ -121,8 +156,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def serve() -> str:
-    """Start the server in a daemon thread; its base URL (`http://127.0.0.1:PORT/v1`)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+class _Server(ThreadingHTTPServer):
+    def __init__(self, answer: Callable[[str], str]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.answer = answer
+
+
+def serve(answer: Callable[[str], str] = planted_answer) -> str:
+    """Start the server in a daemon thread, the model saying `answer(prompt)` once the
+    documents are in the prompt; its base URL (`http://127.0.0.1:PORT/v1`)."""
+    server = _Server(answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1"

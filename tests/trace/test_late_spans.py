@@ -1,0 +1,174 @@
+"""Spans that end after their trace's root join its record: a whole trace waits
+`trace_assembly.late_spans_wait_s` (its clock injected here) before it is released, holding
+its place among the open traces (bounded like them); a span that comes after the record
+was made is dropped, counted per service and outcome (`late_spans_total`) and logged with
+its service and what released its trace.
+
+The end-to-end case is LiteLLM's OTel callback as it traces: the app's spans go through
+the app's SDK, and the model call's span, a child of the app's request span, is written by
+the callback's own provider after the request returned (its own batch processor: it
+reaches the monitor after the root)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from opentelemetry import trace as otel_trace
+
+from harness.pipeline import RecordingStage, receiver_config, started
+from harness.pipeline import metric_value as _value
+from harness.wait import wait_until_async
+from monitor.config import Config
+from monitor.processors.trace._assembler import TraceAssembler
+from monitor.telemetry import Telemetry
+from tests.frameworks.apps.framework_apps import tracer_provider
+from tests.trace.test_assembler import _span
+from tests.trace.test_trace_stage import Clock
+
+QUESTION = "When was the Eiffel Tower completed?"
+ANSWER = "The Eiffel Tower was completed in 1889."
+DOC = "The Eiffel Tower was completed in 1889 for the World Fair."
+SERVICE = "litellm-app"
+
+
+class Late:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, int]] = []
+
+    def __call__(self, service: str, outcome: str, n: int) -> None:
+        self.seen.append((service, outcome, n))
+
+
+def _assembler(late: Late, wait: float = 6.0, max_open: int = 100) -> TraceAssembler:
+    return TraceAssembler(
+        idle_timeout_s=10.0,
+        max_open_traces=max_open,
+        late_spans_wait_s=wait,
+        on_late=late,
+        clock=lambda: 0.0,
+    )
+
+
+def test_a_span_within_the_wait_joins_its_whole_trace() -> None:
+    late = Late()
+    asm = _assembler(late)
+    assert asm.add([_span("a", "1")], "otlp_http", now=0) == []  # whole, and waits
+    assert asm.add([_span("a", "2", "1")], "otlp_http", now=5) == []  # after the root
+    assert asm.expire(now=5.9) == []
+    (done,) = asm.expire(now=6)
+    assert (done.trigger, sorted(s.name for s in done.spans)) == ("root_ended", ["1", "2"])
+    assert late.seen == [("svc", "joined", 1)]
+
+
+def test_a_span_after_the_record_is_reported_with_its_service_and_what_released_it() -> None:
+    late = Late()
+    asm = _assembler(late)
+    asm.add([_span("b", "1")], "otlp_http", now=0)
+    assert len(asm.expire(now=6)) == 1
+    straggler = _span("b", "2", "1")
+    straggler.service = "model-proxy"
+    assert asm.add([straggler], "otlp_http", now=7) == []
+    assert late.seen == [("model-proxy", "root_ended", 1)]
+    assert asm.open_traces == 0
+
+
+def test_waiting_traces_are_bounded_like_every_open_trace() -> None:
+    """Whole traces waiting for late spans hold places among the open ones: past
+    `max_open_traces` the least recently active is released early (`evicted`)."""
+    late = Late()
+    asm = _assembler(late, max_open=2)
+    asm.add([_span("c", "1")], "otlp_http", now=0)
+    asm.add([_span("d", "1")], "otlp_http", now=1)
+    (pushed,) = asm.add([_span("e", "1")], "otlp_http", now=2)
+    assert (pushed.trace_id[:1], pushed.trigger, asm.open_traces) == ("c", "evicted", 2)
+
+
+def test_no_wait_releases_at_once() -> None:
+    asm = _assembler(Late(), wait=0.0)
+    (done,) = asm.add([_span("f", "1")], "otlp_http", now=0)
+    assert done.trigger == "root_ended"
+
+
+def _config() -> Config:
+    return receiver_config()
+
+
+async def test_litellm_callback_span_after_the_root_joins_the_record(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The app's request and retrieval spans reach the monitor first; the callback's model
+    span (OpenLLMetry-style `gen_ai.prompt.N` / `gen_ai.completion.N`, as LiteLLM's OTel
+    integration writes it) comes after the root: within the default wait it joins the
+    record. One more span after the wait is dropped, counted and logged with its service."""
+    caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
+    clock = Clock()
+    stage = RecordingStage()
+    config = _config()
+    wait = config.trace_assembly.late_spans_wait_s
+    assert wait > 0  # the default
+    served = await started(config, stage, telemetry, clock=clock)
+    try:
+        assert served.http is not None
+        endpoint = f"http://127.0.0.1:{served.http.port}/v1/traces"
+        app, _ = tracer_provider(SERVICE, endpoint)
+        callback, _ = tracer_provider(SERVICE, endpoint)  # LiteLLM's own provider
+        tracer = app.get_tracer("app")
+        with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}) as root:
+            retriever = {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                "retrieval.documents.0.document.content": DOC,
+            }
+            with tracer.start_as_current_span("retrieve", attributes=retriever):
+                pass
+        parent = otel_trace.set_span_in_context(root)
+        await asyncio.to_thread(app.force_flush)
+        await wait_until_async(
+            lambda: _value(telemetry, "open_traces") == 1, 30, "the app's spans, held"
+        )
+        clock.now += 1  # the request returned; then the callback traces the call
+        model = {
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": f"Context: {DOC}\n\nQuestion: {QUESTION}",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": ANSWER,
+        }
+        span = callback.get_tracer("litellm").start_span(
+            "litellm_request", context=parent, attributes=model
+        )
+        span.end()
+        await asyncio.to_thread(callback.force_flush)
+        await wait_until_async(
+            lambda: _value(telemetry, "late_spans_total", service=SERVICE, outcome="joined"),
+            30,
+            "the callback's span to join",
+        )
+        assert stage.records == []  # still waiting
+        clock.now += wait
+        await stage.wait_until(lambda: len(stage.records) == 1)
+        ((_, record),) = stage.records
+        assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [DOC])
+
+        straggler = callback.get_tracer("litellm").start_span("litellm_cost", context=parent)
+        straggler.end()
+        await asyncio.to_thread(callback.force_flush)
+        await wait_until_async(
+            lambda: _value(telemetry, "late_spans_total", service=SERVICE, outcome="root_ended"),
+            30,
+            "the straggler, counted",
+        )
+        assert _value(telemetry, "dropped_total", stage="assemble", reason="late_span") == 1
+        said = [r.getMessage() for r in caplog.records if "late_spans_total" in r.getMessage()]
+        assert any(
+            f"service '{SERVICE}': 1 spans came after their trace was released (root_ended)" in line
+            and "trace_assembly.late_spans_wait_s" in line
+            for line in said
+        ), said
+        app.shutdown()
+        callback.shutdown()
+    finally:
+        await served.shutdown(5)
