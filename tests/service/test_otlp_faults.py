@@ -139,7 +139,9 @@ async def test_overload_is_bounded_refused_retryably_counted_and_recovers(tmp_pa
     async with StubJudge(default=Reply(content="Score: 5", delay=0.05)) as stub:
         config: dict[str, Any] = {
             "judge": {"model": "openai/judge-stub", "api_base": stub.openai_base, "cache_size": 0},
-            "trace_assembly": {"idle_timeout_s": 30},
+            # Traces go on as soon as whole (no wait for late spans): the flood fills the
+            # evaluation queue while it lasts.
+            "trace_assembly": {"idle_timeout_s": 30, "late_spans_wait_s": 0},
             "pipeline": {"workers": 1, "queue_size": 10},
             "evaluators": [*LOCAL, {"name": "groundedness"}],
         }

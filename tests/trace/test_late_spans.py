@@ -21,7 +21,7 @@ from harness.pipeline import RecordingStage, receiver_config, started
 from harness.pipeline import metric_value as _value
 from harness.wait import wait_until_async
 from monitor.config import Config
-from monitor.processors.trace._assembler import TraceAssembler
+from monitor.processors.trace._assembler import QUIET_AFTER, TraceAssembler
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import tracer_provider
 from tests.trace.test_assembler import _span
@@ -172,3 +172,35 @@ async def test_litellm_callback_span_after_the_root_joins_the_record(
         callback.shutdown()
     finally:
         await served.shutdown(5)
+
+
+def _punctual(late: Late) -> tuple[TraceAssembler, float]:
+    """An assembler whose service showed `QUIET_AFTER` whole traces in a row that waited
+    and had no span ending after the root; and the time then."""
+    asm = _assembler(late)
+    now = 0.0
+    for i in range(QUIET_AFTER):
+        trace = f"p{i}"
+        assert asm.add([_span(trace, "1"), _span(trace, "2", "1")], "otlp_http", now=now) == []
+        now += 6
+        assert len(asm.expire(now=now)) == 1
+    return asm, now
+
+
+def test_a_punctual_service_stops_waiting_until_a_late_span_misses_its_record() -> None:
+    late = Late()
+    asm, now = _punctual(late)
+    (at_once,) = asm.add([_span("q", "1")], "otlp_http", now=now)
+    assert at_once.trigger == "root_ended"
+    assert asm.add([_span("q", "3", "1")], "otlp_http", now=now + 1) == []  # missed
+    assert late.seen == [("svc", "root_ended", 1)]
+    assert asm.add([_span("s", "1")], "otlp_http", now=now + 2) == []  # waits again
+
+
+def test_a_span_that_ended_after_its_root_makes_its_trace_wait() -> None:
+    asm, now = _punctual(Late())
+    after_root = _span("r", "2", "1")
+    after_root.end_unix_nano = 9  # the root ended at 2
+    assert asm.add([_span("r", "1"), after_root], "otlp_http", now=now) == []
+    assert len(asm.expire(now=now + 6)) == 1
+    assert asm.add([_span("t", "1")], "otlp_http", now=now + 6) == []  # waits again

@@ -41,7 +41,9 @@ Spans can end after their trace's root (a callback that traces a model call once
 request returned; the next export batch of the app's SDK): a whole trace waits
 `late_spans_wait_s` after it became whole before it is released (`root_ended`; the wait
 holds it among the open traces, within their bounds), and spans that come meanwhile join
-it. Spans of a trace that was already released are dropped, and reported with their
+it. A service whose last `QUIET_AFTER` whole traces waited and had no span that ended
+after the root has its traces released at once, until one of its traces has such a span
+or a span of it misses its record. Spans of a trace that was already released are dropped, and reported with their
 service and what released their trace (`on_late`), so one request never becomes two
 partial records (only released traces are remembered: spans of an abandoned one start it
 afresh); the memory of released ids is bounded by `max_open_traces`. The assembler is
@@ -140,6 +142,9 @@ class TraceAssembler:
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
         self._quiet: OrderedDict[str, int] = OrderedDict()
+        # Services whose last whole traces waited for late spans and had no span that
+        # ended after the root → how many in a row.
+        self._punctual: OrderedDict[str, int] = OrderedDict()
         self._held: OrderedDict[str, float] = OrderedDict()  # whole traces → release time
         self._max = max_open_traces
         self._max_bytes = max_open_bytes
@@ -261,6 +266,8 @@ class TraceAssembler:
         if late:
             for (service, outcome), n in late.items():
                 self._on_late(service, outcome, n)
+                if outcome != "joined":
+                    self._punctual.pop(service, None)  # it sends late spans after all
             missed = sum(n for (_, outcome), n in late.items() if outcome != "joined")
             if missed:
                 self._on_drop("late_span", missed)
@@ -285,6 +292,7 @@ class TraceAssembler:
             if held is not None:
                 if held.awaiting:
                     self._waited_out(held)
+                self._late_wait_over(held)
                 finished.append(self._release(trace_id, held, "root_ended"))
         idle: tuple[tuple[OrderedDict[str, _Open], Trigger], ...] = (
             (self._open, "idle_timeout"),
@@ -370,9 +378,46 @@ class TraceAssembler:
         """When a whole trace is released: `late_spans_wait_s` after it became whole, or
         `log_events_wait_s` while a model call of it waits for its output event."""
         whole_at = trace.whole_at or 0.0
+        late_wait = self._late_wait if self._awaits_late(trace) else 0.0
         if self._waits(trace):
-            return whole_at + max(self._log_wait, self._late_wait)
-        return whole_at + self._late_wait
+            return whole_at + max(self._log_wait, late_wait)
+        return whole_at + late_wait
+
+    def _awaits_late(self, trace: _Open) -> bool:
+        """Whether a whole trace waits for late spans: one of its spans ended after its
+        root (the instrumentation does that), or its service has not shown `QUIET_AFTER`
+        whole traces in a row without such a span (a late span that missed its record
+        makes it wait again)."""
+        if self._late_wait <= 0:
+            return False
+        if self._punctual.get(trace.service, 0) < QUIET_AFTER:
+            return True
+        return self._ends_after_root(trace)
+
+    def _ends_after_root(self, trace: _Open) -> bool:
+        """Whether a span of the trace (not a log event) ended after its root."""
+        spans = trace.spans.values()
+        root_end = max((s.end_unix_nano for s in spans if s.is_root), default=None)
+        if root_end is None:
+            return False
+        events = self._log_events
+        return any(
+            s.end_unix_nano > root_end
+            for s in spans
+            if not (s.name in events and s.attribute(LOG_EVENT_KEY) is not None)
+        )
+
+    def _late_wait_over(self, trace: _Open) -> None:
+        """A whole trace waited for late spans: its service is punctual one more time in a
+        row, unless a span of it ended after the root."""
+        if self._late_wait <= 0:
+            return
+        if self._ends_after_root(trace):
+            self._punctual.pop(trace.service, None)
+            return
+        self._punctual[trace.service] = self._punctual.pop(trace.service, 0) + 1
+        while len(self._punctual) > self._max:  # bounded like everything else here
+            self._punctual.popitem(last=False)
 
     def _waits(self, trace: _Open) -> bool:
         """Whether a whole trace waits for log events: a model call of it has no output
