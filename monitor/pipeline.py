@@ -19,6 +19,10 @@ from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
+from monitor.audit.labels import PATH as LABELS_PATH
+from monitor.audit.labels import LabelEndpoint, LabelFile
+from monitor.audit.sink import PATH as AUDIT_PATH
+from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
 from monitor.component import BatchSink, Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig
@@ -166,12 +170,18 @@ def build_pipeline(
     # it (and the effective-rate gauge after the sampler), and marks in each decision what
     # only a boost sampled, which the budget admits only while the base sample keeps room.
     boosts = SamplingBoosts()
-    sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
+    sampler = Sampler(config.sampling, _evaluator_rates(config), boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
     notices: list[Notice] = []
     sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
     sinks.extend(extra_sinks)
+    audit = _audit(config, telemetry, sampler, http, clock or time.time)
+    if audit is not None:
+        sinks.append(audit)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
+    if audit is not None and config.audit.labels.file is not None:
+        labels = LabelFile(config.audit.labels.file, audit)
+        add("audit labels file", labels, sink_nodes[sinks.index(audit)])
 
     budget = BudgetGate(config.budget, clock or time.monotonic)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
@@ -223,6 +233,47 @@ def build_pipeline(
             built.receivers.append(receiver)
             add("Kafka receiver", receiver, trace_node, metrics_port)
     return built
+
+
+def _evaluator_rates(config: Config) -> dict[str, float | None]:
+    """Each evaluator's `sample_rate`; an audit's reference judge samples `audit.share` of
+    what the audited evaluator samples (the same hash under a lower rate: a subset)."""
+    rates = {e.name: e.sample_rate for e in config.evaluators}
+    audit = config.audit
+    if audit.evaluator is not None and audit.reference in rates:
+        rates[audit.reference] = _rate(rates[audit.evaluator]) * audit.share
+    return rates
+
+
+def _rate(sample_rate: float | None) -> float:
+    return 1.0 if sample_rate is None else sample_rate
+
+
+def _audit(
+    config: Config,
+    telemetry: Telemetry,
+    sampler: Sampler,
+    http: HealthServer | None,
+    clock: Callable[[], float],
+) -> AuditSink | None:
+    """The audit sink (when `audit` names an evaluator and a reference), its page and its
+    label endpoint on the metrics port."""
+    audit = config.audit
+    if audit.evaluator is None:
+        return None
+    detector = _rate(_evaluator_rates(config)[audit.evaluator])
+    audited = detector * audit.share  # as the sampler computes the reference's rate
+
+    def rate_of(service: str, route: str) -> tuple[float, float]:
+        base = sampler.base_rate(service, route)
+        return base * detector, base * audited
+
+    sink = AuditSink(audit, telemetry, rate_of, clock=clock)
+    if http is not None:
+        http.add_route(AUDIT_PATH, sink.handle)
+        if audit.labels.http:
+            http.add_route(LABELS_PATH, LabelEndpoint(sink).handle, method="POST")
+    return sink
 
 
 def _evaluation_stage(
