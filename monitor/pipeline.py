@@ -44,10 +44,11 @@ from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
-from monitor.processors.sampler import Sampler
+from monitor.processors.sampler import Sampler, sampling_position
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import RagRecord
 from monitor.records.limits import SizeLimits
 from monitor.results import Severity
 from monitor.telemetry import Telemetry, create_telemetry
@@ -264,11 +265,12 @@ def _audit(
     detector = _rate(_evaluator_rates(config)[audit.evaluator])
     audited = detector * audit.share  # as the sampler computes the reference's rate
 
-    def rate_of(service: str, route: str) -> tuple[float, float]:
-        base = sampler.base_rate(service, route)
-        return base * detector, base * audited
+    def share(record: RagRecord) -> bool | None:
+        base = sampler.base_rate(record.service, record.route)
+        position = sampling_position(record.sampling_key)
+        return None if position >= base * detector else position < base * audited
 
-    sink = AuditSink(audit, telemetry, rate_of, clock=clock)
+    sink = AuditSink(audit, telemetry, share, clock=clock)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:

@@ -2,13 +2,13 @@
 the audited share, per service over a trailing window, turned into the estimate of the
 true defect rate with its interval (`estimate`), exported as gauges and on `GET /audit`.
 
-Which records count is decided by the sampling hash alone, so that the audited records are
-a random sample of the counted ones: a record counts when its sampling position is below
-the detector's base rate for its service and route (records sampled only because of their
-feedback or error status, or only by a boost, are left out: they are not a random part of
-the traffic), and it is audited when its position is below `audit.share` of that rate,
-which is exactly the set the reference judge samples (the pipeline gives the reference
-that rate). A label fed back joins its record by `request_id` while the record waits in a
+Which records count is decided by the sampling hash alone (`Share`, from the wiring), so
+that the audited records are a random sample of the counted ones: a record counts when its
+sampling position is below the detector's base rate for its service and route (records
+sampled only because of their feedback or error status, or only by a boost, are left out:
+they are not a random part of the traffic), and it is audited when its position is below
+`audit.share` of that rate, which is exactly the set the reference judge samples (the
+pipeline gives the reference that rate). A label fed back joins its record by `request_id` while the record waits in a
 bounded memory of pending records (oldest dropped first, counted); unknown ids,
 malformed labels and labels for records whose window has passed are counted and refused.
 """
@@ -28,7 +28,6 @@ from aiohttp import web
 
 from monitor.audit.estimate import Estimate, Tally, estimate
 from monitor.config._audit import LABELS, Audit
-from monitor.processors.sampler import sampling_position
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -38,8 +37,9 @@ PATH = "/audit"
 BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
 AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
 
-RateOf = Callable[[str, str], tuple[float, float]]
-"""(service, route) → the detector's base sampling rate and the audited rate."""
+Share = Callable[[RagRecord], bool | None]
+"""Whether a record the detector evaluated is audited (True), counted unaudited (False),
+or not part of the random share (None)."""
 
 
 @dataclass(slots=True)
@@ -56,7 +56,7 @@ class AuditSink:
         self,
         audit: Audit,
         telemetry: Telemetry,
-        rate_of: RateOf,
+        share: Share,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -68,7 +68,7 @@ class AuditSink:
         self._max_pending = audit.max_pending
         self._bucket_s = audit.window_s / BUCKETS
         self._window = audit.window
-        self._rate_of = rate_of
+        self._share = share
         self._clock = clock
         self._t = telemetry
         self._windows: dict[str, dict[int, Tally]] = {}
@@ -150,14 +150,13 @@ class AuditSink:
             verdict = results.get(self._evaluator)
             if verdict is None or verdict.passed is None:
                 continue
-            rate, audited_rate = self._rate_of(record.service, record.route)
-            position = sampling_position(record.sampling_key)
-            if position >= rate:
+            audited = self._share(record)
+            if audited is None:
                 continue  # forced by feedback or error, or sampled only by a boost
             service = self._t.service_cap(record.service)
             defect = not verdict.passed
             touched.add(service)
-            if position >= audited_rate:
+            if not audited:
                 self._tally(service, bucket).add_unaudited(defect)
                 self._count(service, "unaudited")
             elif self._labelled:

@@ -39,6 +39,12 @@ def _audited(i: int) -> bool:
     return sampling_position(f"req-{i}") < SHARE
 
 
+def _share(record: RagRecord, rate: float) -> bool | None:
+    """As the pipeline decides: the detector's rate and `SHARE` of it, by the hash."""
+    position = sampling_position(record.sampling_key)
+    return None if position >= rate else position < rate * SHARE
+
+
 def _results(detector: bool | None, reference: bool | str | None = None) -> dict[str, EvalResult]:
     """Verdicts as defects (True = fail); None = an error; reference "absent": not scored."""
     out = {DETECTOR: _verdict(DETECTOR, detector)}
@@ -55,7 +61,7 @@ def _verdict(name: str, defect: bool | None) -> EvalResult:
 
 def _sink(telemetry: Telemetry, clock: Clock, rate: float = 1.0, **audit: Any) -> AuditSink:
     section = Audit(evaluator=DETECTOR, reference=JUDGE, share=SHARE, min_audited=2, **audit)
-    return AuditSink(section, telemetry, lambda s, r: (rate, rate * SHARE), clock=clock)
+    return AuditSink(section, telemetry, lambda record: _share(record, rate), clock=clock)
 
 
 def _gauge(t: Telemetry, name: str, **labels: str) -> float | None:
@@ -135,7 +141,7 @@ def _labelled(telemetry: Telemetry, clock: Clock, **audit: Any) -> AuditSink:
         labels=LabelFeed(http=True),
         **audit,
     )
-    return AuditSink(section, telemetry, lambda s, r: (1.0, SHARE), clock=clock)
+    return AuditSink(section, telemetry, lambda record: _share(record, 1.0), clock=clock)
 
 
 def test_labels_join_their_records_later(telemetry: Telemetry) -> None:
