@@ -8,15 +8,14 @@ became of it; a label that is not an object of that shape is refused here, count
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from monitor.audit._ticker import Ticker
 from monitor.telemetry import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -94,33 +93,24 @@ class LabelFile:
     (a line still being written waits for its newline); a file that shrinks was replaced
     and is read from its start."""
 
-    def __init__(
-        self, path: str, sink: LabelSink, *, sleep: Callable[[float], Any] = asyncio.sleep
-    ) -> None:
+    def __init__(self, path: str, sink: LabelSink) -> None:
         self._path = path
         self._sink = sink
-        self._sleep = sleep
         self._offset = 0
         self._line = 0
         self._partial = b""
-        self._task: asyncio.Task[None] | None = None
         self._quiet = RateLimitedLog(log)
+        self._ticker = Ticker(POLL_S, self._read_off_the_loop)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await asyncio.to_thread(self.read)  # what was written before the stop is kept
+        await self._ticker.stop()
+        await self._read_off_the_loop()  # what was written before the stop is kept
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.to_thread(self.read)
-            await self._sleep(POLL_S)
+    async def _read_off_the_loop(self) -> None:
+        await asyncio.to_thread(self.read)
 
     def read(self) -> int:
         """Reads what was appended since the last read; returns the labels read."""

@@ -15,7 +15,6 @@ malformed labels and labels for records whose window has passed are counted and 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from monitor.audit._ticker import Ticker
 from monitor.audit.estimate import Estimate, Tally, estimate
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
@@ -73,7 +73,8 @@ class AuditSink:
         self._t = telemetry
         self._windows: dict[str, dict[int, Tally]] = {}
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
-        self._task: asyncio.Task[None] | None = None
+        # Buckets age out of the window while no record comes: the gauges follow.
+        self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
         self._quiet = RateLimitedLog(log)
         self._estimates: dict[str, Estimate] = {}
         t = telemetry
@@ -128,20 +129,13 @@ class AuditSink:
         )
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._refreshing())
+        self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._ticker.stop()
 
-    async def _refreshing(self) -> None:
-        """Buckets age out of the window while no record comes: the gauges follow."""
-        while True:
-            await asyncio.sleep(min(self._bucket_s, 60.0))
-            self.refresh()
+    async def _refresh_async(self) -> None:
+        self.refresh()
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
         bucket = self._bucket()
