@@ -257,6 +257,15 @@ GOOD: dict[str, Any] = {
         "allowed_versions": ["1.0"],
         "label_idle_s": 600,
     },
+    "audit": {
+        "evaluator": "local_groundedness",
+        "reference": "labels",
+        "share": 0.05,
+        "window": "24h",
+        "min_audited": 30,
+        "max_pending": 1000,
+        "labels": {"file": "labels.jsonl", "http": True},
+    },
 }
 ENVIRON = {"TOKEN": "t0ken", "JUDGE_KEY": "k", "KAFKA_PASSWORD": "p"}
 
@@ -524,6 +533,14 @@ TABLE: dict[str, list[Any]] = {
     "pipeline.allowed_routes": NOT_A_LIST_OF_TEXT,
     "pipeline.allowed_versions": NOT_A_LIST_OF_TEXT,
     "pipeline.label_idle_s": [*NOT_SECONDS, 0.5],
+    "audit.evaluator": [*NOT_TEXT, "local_groundednes"],
+    "audit.reference": [*NOT_TEXT, "groundednes", "local_groundedness"],
+    "audit.share": [*NOT_A_RATE, 0],
+    "audit.window": NOT_A_DURATION,
+    "audit.min_audited": [*NOT_A_COUNT, 1],
+    "audit.max_pending": [*NOT_A_COUNT, 0],
+    "audit.labels.file": NOT_TEXT,
+    "audit.labels.http": NOT_A_FLAG,
 }
 # Keys that exclude another the good file sets: that one is left out with them.
 EXCLUDES = {
