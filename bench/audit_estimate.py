@@ -127,9 +127,7 @@ def _drifting(rng: random.Random, rows: list[Labelled], size: int) -> list[Label
     """The hallucinated share creeps from 5 % to 40 % across the window."""
     bad = [r for r in rows if r.hallucinated]
     good = [r for r in rows if not r.hallucinated]
-    return [
-        rng.choice(bad if rng.random() < 0.05 + 0.35 * i / size else good) for i in range(size)
-    ]
+    return [rng.choice(bad if rng.random() < 0.05 + 0.35 * i / size else good) for i in range(size)]
 
 
 WINDOWS: dict[str, Window] = {
@@ -178,11 +176,15 @@ def _median(values: list[float | None]) -> str:
 def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) -> list[str]:
     with_interval = [o for o in outcomes if o.estimate is not None]
     if not with_interval:
-        return [name, kind, f"{size:,}", f"{share:.0%}", f"0/{len(outcomes)}"] + ["-"] * 6 + [
-            f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
-            _median([o.miss for o in outcomes]),
-            _median([o.false_alarm for o in outcomes]),
-        ]
+        return (
+            [name, kind, f"{size:,}", f"{share:.0%}", f"0/{len(outcomes)}"]
+            + ["-"] * 6
+            + [
+                f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
+                _median([o.miss for o in outcomes]),
+                _median([o.false_alarm for o in outcomes]),
+            ]
+        )
     width = statistics.median(o.width for o in with_interval)
     audited = statistics.median(o.audited_width for o in with_interval)
     covered = sum(o.covered for o in with_interval) / len(with_interval)
