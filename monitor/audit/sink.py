@@ -20,7 +20,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -29,6 +29,7 @@ from monitor.audit._ticker import Ticker
 from monitor.audit.estimate import Estimate, Tally, estimate
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
+from monitor.records.where import DIMENSIONS, Where
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 PATH = "/audit"
 BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
 AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
+MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart
 
 Share = Callable[[RagRecord], bool | None]
 """Whether a record the detector evaluated is audited (True), counted unaudited (False),
@@ -47,6 +49,31 @@ class _Pending:
     service: str
     bucket: int
     detector_defect: bool
+    where: tuple[str, ...]  # the record's dimension values (`Where`)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    """A service's counts over one bucket of the window, in all and per slice (dimension,
+    value); at most `MAX_SLICE_VALUES` values of a dimension per bucket."""
+
+    total: Tally = field(default_factory=Tally)
+    slices: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    values: dict[str, int] = field(default_factory=dict)  # values so far per dimension
+
+    def tallies(self, where: tuple[str, ...]) -> list[Tally]:
+        out = [self.total]
+        for dimension, value in zip(DIMENSIONS, where, strict=True):
+            if not value:
+                continue  # not known for this record: in no slice of the dimension
+            found = self.slices.get((dimension, value))
+            if found is None:
+                if self.values.get(dimension, 0) >= MAX_SLICE_VALUES:
+                    continue
+                self.values[dimension] = self.values.get(dimension, 0) + 1
+                found = self.slices[(dimension, value)] = Tally()
+            out.append(found)
+        return out
 
 
 class AuditSink:
@@ -71,7 +98,7 @@ class AuditSink:
         self._share = share
         self._clock = clock
         self._t = telemetry
-        self._windows: dict[str, dict[int, Tally]] = {}
+        self._windows: dict[str, dict[int, _Bucket]] = {}
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
@@ -150,13 +177,17 @@ class AuditSink:
             service = self._t.service_cap(record.service)
             defect = not verdict.passed
             touched.add(service)
+            where = Where.of(record).values
             if not audited:
-                self._tally(service, bucket).add_unaudited(defect)
+                for tally in self._tallies(service, bucket, where):
+                    tally.add_unaudited(defect)
                 self._count(service, "unaudited")
             elif self._labelled:
-                self._await_label(record.request_id, _Pending(service, bucket, defect))
+                pending = _Pending(service, bucket, defect, where)
+                self._await_label(record.request_id, pending)
             else:
-                self._judged(record, service, bucket, defect, results.get(self._reference))
+                reference = results.get(self._reference)
+                self._judged(record, service, bucket, defect, where, reference)
         self._publish(touched)
 
     def _judged(
@@ -165,6 +196,7 @@ class AuditSink:
         service: str,
         bucket: int,
         defect: bool,
+        where: tuple[str, ...],
         reference: EvalResult | None,
     ) -> None:
         if reference is None:
@@ -189,7 +221,8 @@ class AuditSink:
                 reference.error,
             )
         else:
-            self._tally(service, bucket).add_audited(defect, not reference.passed)
+            for tally in self._tallies(service, bucket, where):
+                tally.add_audited(defect, not reference.passed)
             self._count(service, "audited")
 
     def _await_label(self, request_id: str, pending: _Pending) -> None:
@@ -225,7 +258,8 @@ class AuditSink:
             return self._refuse(source, "expired", why)
         del self._pending[request_id]
         self._pending_gauge.set(len(self._pending))
-        self._tally(pending.service, pending.bucket).add_audited(pending.detector_defect, defect)
+        for tally in self._tallies(pending.service, pending.bucket, pending.where):
+            tally.add_audited(pending.detector_defect, defect)
         self._t.child(self._labels, source, "joined").inc()
         self._publish({pending.service})
         return None
@@ -241,12 +275,13 @@ class AuditSink:
     def _bucket(self) -> int:
         return int(self._clock() // self._bucket_s)
 
-    def _tally(self, service: str, bucket: int) -> Tally:
+    def _tallies(self, service: str, bucket: int, where: tuple[str, ...]) -> list[Tally]:
+        """The tallies a record counts in: its service's, and its slices'."""
         buckets = self._windows.setdefault(service, {})
         found = buckets.get(bucket)
         if found is None:
-            found = buckets[bucket] = Tally()
-        return found
+            found = buckets[bucket] = _Bucket()
+        return found.tallies(where)
 
     def _count(self, service: str, outcome: str) -> None:
         self._t.child(self._records, service, outcome).inc()
@@ -276,8 +311,8 @@ class AuditSink:
                 self._clear(service)
                 continue
             window = Tally()
-            for tally in buckets.values():
-                window.merge(tally)
+            for part in buckets.values():
+                window.merge(part.total)
             got = estimate(window, min_audited=self._min_audited)
             self._estimates[service] = got
             self._set(service, got)
@@ -309,21 +344,20 @@ class AuditSink:
             _remove(self._bounds, service, name, bound)
 
     def page(self) -> dict[str, Any]:
-        """What `GET /audit` shows: each service's window figures, and the request ids
-        awaiting a label (oldest first, at most `AWAITING_SHOWN`)."""
+        """What `GET /audit` shows: each service's window figures, with those of its
+        slices (dimension → value → figures), and the request ids awaiting a label (oldest
+        first, at most `AWAITING_SHOWN`)."""
         services = {}
         for service, got in sorted(self._estimates.items()):
-            corrected, alone = got.corrected, got.audited_only
-            services[service] = {
-                "evaluated": got.evaluated,
-                "audited": got.audited,
-                "raw_defect_rate": got.raw,
-                "estimate": None if corrected is None else _bounds(corrected),
-                "audited_only": None if alone is None else _bounds(alone),
-                "weight": got.weight if corrected is not None else None,
-                "miss_rate": got.miss_rate,
-                "false_alarm_rate": got.false_alarm_rate,
-            }
+            slices: dict[str, dict[str, Any]] = {}
+            merged: dict[tuple[str, str], Tally] = {}
+            for part in self._windows.get(service, {}).values():
+                for key, tally in part.slices.items():
+                    merged.setdefault(key, Tally()).merge(tally)
+            for (dimension, value), tally in sorted(merged.items()):
+                figures = _figures(estimate(tally, min_audited=self._min_audited))
+                slices.setdefault(dimension, {})[value] = figures
+            services[service] = {**_figures(got), "slices": slices}
         awaiting: list[str] = []
         for request_id in self._pending:
             if len(awaiting) == AWAITING_SHOWN:
@@ -341,6 +375,20 @@ class AuditSink:
 
     async def handle(self, request: web.Request) -> web.Response:
         return web.json_response(self.page())
+
+
+def _figures(got: Estimate) -> dict[str, Any]:
+    corrected, alone = got.corrected, got.audited_only
+    return {
+        "evaluated": got.evaluated,
+        "audited": got.audited,
+        "raw_defect_rate": got.raw,
+        "estimate": None if corrected is None else _bounds(corrected),
+        "audited_only": None if alone is None else _bounds(alone),
+        "weight": got.weight if corrected is not None else None,
+        "miss_rate": got.miss_rate,
+        "false_alarm_rate": got.false_alarm_rate,
+    }
 
 
 def _bounds(interval: Any) -> dict[str, float]:

@@ -11,7 +11,7 @@ import pytest
 
 from monitor.audit.estimate import Tally, estimate
 from monitor.audit.labels import LabelFile, parse_label
-from monitor.audit.sink import BUCKETS, AuditSink
+from monitor.audit.sink import BUCKETS, MAX_SLICE_VALUES, AuditSink
 from monitor.config import Config, ConfigError, load_config
 from monitor.config._audit import Audit, LabelFeed
 from monitor.processors.sampler import sampling_position
@@ -291,3 +291,34 @@ def test_the_audit_section_is_checked_against_the_evaluators(tmp_path: Path) -> 
             + "audit: {evaluator: local_groundedness, reference: faithfulness}\n",
         )
     assert "audit.reference: faithfulness has its own sample_rate" in str(caught.value)
+
+
+def test_each_slice_gets_its_own_estimate(telemetry: Telemetry) -> None:
+    """Per version: the canary (2.0) fails more; its slice's figures are its own records'
+    (the maths on them alone), and a dimension keeps at most `MAX_SLICE_VALUES` values."""
+    sink = _sink(telemetry, Clock())
+    expected = {"1.0": Tally(), "2.0": Tally()}
+    items = []
+    for i in range(400):
+        version = "2.0" if i % 4 == 0 else "1.0"
+        defect = i % 3 == 0 if version == "1.0" else i % 8 == 0
+        record = RagRecord(request_id=f"req-{i}", service="shop", version=version, response="a")
+        tally = expected[version]
+        if _audited(i):
+            tally.add_audited(defect, defect)
+        else:
+            tally.add_unaudited(defect)
+        items.append((record, _results(defect, defect if _audited(i) else "absent")))
+    many = [
+        RagRecord(request_id=f"route-{i}", service="shop", route=f"/r{i}", response="a")
+        for i in range(MAX_SLICE_VALUES + 5)
+    ]
+    items += [(r, _results(False, "absent")) for r in many if _share(r, 1.0) is False]
+    sink.emit_many(items)
+    slices = sink.page()["services"]["shop"]["slices"]
+    for version, tally in expected.items():
+        got, want = slices["version"][version], estimate(tally, min_audited=2)
+        assert (got["evaluated"], got["audited"]) == (tally.evaluated, tally.audited)
+        assert want.corrected is not None
+        assert got["estimate"]["upper"] == pytest.approx(want.corrected.upper)
+    assert len(slices["route"]) == MAX_SLICE_VALUES
