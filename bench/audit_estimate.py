@@ -20,9 +20,9 @@ the defect rate with its 95 % interval (PPI++). Two kinds of population per data
 
 Per row: runs with an interval (at least `MIN_AUDITED` audited records), the interval's
 coverage of the window's true (labelled) rate, its median width, the median width of the
-interval from the audited records alone and the ratio (the gain), the estimate's bias and
-the raw detector rate's bias against the truth (means over the runs), and the detector's
-measured miss and false-alarm rates (medians).
+interval from the audited records alone and the ratio (the gain), the estimate's bias (mean
+over the runs with an interval) and the raw detector rate's bias (mean over all runs)
+against the truth, and the detector's measured miss and false-alarm rates (medians).
 """
 
 from __future__ import annotations
