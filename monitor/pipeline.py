@@ -19,13 +19,14 @@ from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
+from monitor.audit.anchors import AnchorCheck, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
 from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
 from monitor.component import BatchSink, Component, Notifier, ResultSink
-from monitor.config import Config, EvaluatorConfig
+from monitor.config import Config, EvaluatorConfig, parse_duration
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
@@ -187,6 +188,10 @@ def build_pipeline(
     budget = BudgetGate(config.budget, clock or time.monotonic)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
+    if config.audit.anchors.enabled and judge is not None:
+        anchors_judge, anchors = _anchor_check(config, telemetry, budget, clock or time.time)
+        anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
+        add("anchor check", anchors, anchors_judge_node, metrics_port)
 
     engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
     if http is not None and engine is not None:
@@ -276,6 +281,48 @@ def _audit(
         if audit.labels.http:
             http.add_route(LABELS_PATH, LabelEndpoint(sink).handle, method="POST")
     return sink
+
+
+def _anchor_check(
+    config: Config, telemetry: Telemetry, budget: BudgetGate, clock: Callable[[], float]
+) -> tuple[JudgeClient, AnchorCheck]:
+    """Each judge evaluator on the anchors, through a judge client of their own that caches
+    nothing (a cached verdict would hide a judge that changed); pages go where alerts go."""
+    from monitor.evaluators.judges import create_judge_client
+
+    uncached = config.model_copy(
+        update={"judge": config.judge.model_copy(update={"cache_size": 0})}
+    )
+    client = create_judge_client(uncached, telemetry)
+    assert client is not None  # a judge is configured
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    judges = [
+        e for e in (build(entry, context) for entry in config.evaluators) if e.kind == "judge"
+    ]
+    alerts = config.alerts
+    notifiers: list[Notifier] = []
+    if alerts.alertmanager.url or alerts.webhooks:
+        notifiers.append(
+            AlertSender(
+                telemetry,
+                alertmanager_url=alerts.alertmanager.url,
+                webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
+            )
+        )
+    anchors = config.audit.anchors
+    port = config.exporters.prometheus.endpoint.rpartition(":")[2]
+    check = AnchorCheck(
+        judges,
+        load_anchors(anchors.file),
+        budget,
+        telemetry,
+        notifiers,
+        every_s=parse_duration(anchors.every),
+        alpha=anchors.alpha,
+        generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+        clock=clock,
+    )
+    return client, check
 
 
 def _evaluation_stage(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
-from monitor.config._fields import Duration, Section, parse_duration
+from monitor.config._fields import Duration, ReadableFile, Section, parse_duration
 
 LABELS = "labels"
 """`audit.reference` for labels fed back (human review) instead of a judge."""
@@ -19,6 +19,17 @@ class LabelFeed(Section):
     file: str | None = None
     # `POST /audit/labels` on the metrics port takes the same objects (one, or a list).
     http: bool = False
+
+
+class Anchors(Section):
+    # Score the anchor set with each judge evaluator every `every`, within `budget`, and
+    # page "the judge changed" when its verdicts on them moved (docs/audit.md).
+    enabled: bool = False
+    # A JSON list of records, each with `label` "pass" or "fail"; none: the shipped set.
+    file: ReadableFile | None = None
+    every: Duration = "6h"
+    # The false-page rate per check of an unchanged judge.
+    alpha: float = Field(default=0.001, gt=0, lt=0.5)
 
 
 class Audit(Section):
@@ -38,6 +49,7 @@ class Audit(Section):
     # Audited records waiting for their label, oldest dropped first (counted).
     max_pending: int = Field(default=100_000, gt=0)
     labels: LabelFeed = LabelFeed()
+    anchors: Anchors = Anchors()
 
     @property
     def enabled(self) -> bool:

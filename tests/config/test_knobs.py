@@ -265,6 +265,7 @@ GOOD: dict[str, Any] = {
         "min_audited": 30,
         "max_pending": 1000,
         "labels": {"file": "labels.jsonl", "http": True},
+        "anchors": {"enabled": True, "file": "CERT", "every": "6h", "alpha": 0.001},
     },
 }
 ENVIRON = {"TOKEN": "t0ken", "JUDGE_KEY": "k", "KAFKA_PASSWORD": "p"}
@@ -541,6 +542,10 @@ TABLE: dict[str, list[Any]] = {
     "audit.max_pending": [*NOT_A_COUNT, 0],
     "audit.labels.file": NOT_TEXT,
     "audit.labels.http": NOT_A_FLAG,
+    "audit.anchors.enabled": NOT_A_FLAG,
+    "audit.anchors.file": NOT_A_FILE,
+    "audit.anchors.every": NOT_A_DURATION,
+    "audit.anchors.alpha": [*NOT_A_NUMBER, 0, 0.5],
 }
 # Keys that exclude another the good file sets: that one is left out with them.
 EXCLUDES = {
