@@ -9,6 +9,7 @@ last one stopped, so that a draining pipeline can still be scraped.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +58,7 @@ from monitor.telemetry import Telemetry, create_telemetry
 if TYPE_CHECKING:
     from monitor.judge.client import JudgeClient
 
+log = logging.getLogger(__name__)
 Readiness = Callable[[], tuple[bool, str]]
 # Something to say while ready (None: nothing); it never makes the monitor unready.
 Notice = Callable[[], str | None]
@@ -188,7 +190,9 @@ def build_pipeline(
     budget = BudgetGate(config.budget, clock or time.monotonic)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
-    if config.audit.anchors.enabled and judge is not None:
+    if config.audit.anchors.enabled and judge is None:
+        log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
+    elif config.audit.anchors.enabled:
         anchors_judge, anchors = _anchor_check(config, telemetry, budget, clock or time.time)
         anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
         add("anchor check", anchors, anchors_judge_node, metrics_port)

@@ -149,6 +149,9 @@ def _explain(config: Config) -> list[str]:
             f"audit: {audit.evaluator}'s defect rate corrected by {audit.reference} on "
             f"{audit.share:g} of its records, over {audit.window}"
         )
+    if audit.anchors.enabled:
+        where = audit.anchors.file or "the shipped anchors"
+        lines.append(f"judges checked on {where} every {audit.anchors.every}")
     prometheus = config.exporters.prometheus
     secured = " (TLS/basic auth from the web config)" if prometheus.web_config_file else ""
     lines.append(f"metrics on {prometheus.endpoint}{secured}")
