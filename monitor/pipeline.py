@@ -303,16 +303,6 @@ def _anchor_check(
     judges = [
         e for e in (build(entry, context) for entry in config.evaluators) if e.kind == "judge"
     ]
-    alerts = config.alerts
-    notifiers: list[Notifier] = []
-    if alerts.alertmanager.url or alerts.webhooks:
-        notifiers.append(
-            AlertSender(
-                telemetry,
-                alertmanager_url=alerts.alertmanager.url,
-                webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
-            )
-        )
     anchors = config.audit.anchors
     port = config.exporters.prometheus.endpoint.rpartition(":")[2]
     check = AnchorCheck(
@@ -320,7 +310,7 @@ def _anchor_check(
         load_anchors(anchors.file),
         budget,
         telemetry,
-        notifiers,
+        _notifiers(config, telemetry),
         every_s=parse_duration(anchors.every),
         alpha=anchors.alpha,
         generator_url=f"http://{socket.gethostname()}:{port}/metrics",
@@ -383,6 +373,15 @@ def _evaluation_stage(
     )
 
 
+def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:
+    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`)."""
+    alerts = config.alerts
+    if not (alerts.alertmanager.url or alerts.webhooks):
+        return []
+    webhooks = [(hook.url, hook.headers) for hook in alerts.webhooks]
+    return [AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)]
+
+
 def _alerts_and_events(
     config: Config,
     telemetry: Telemetry,
@@ -397,15 +396,7 @@ def _alerts_and_events(
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
-        notifiers: list[Notifier] = []
-        if alerts.alertmanager.url or alerts.webhooks:
-            notifiers.append(
-                AlertSender(
-                    telemetry,
-                    alertmanager_url=alerts.alertmanager.url,
-                    webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
-                )
-            )
+        notifiers = _notifiers(config, telemetry)
         thresholds: dict[str, Severity] = {
             e.name: e.severity_threshold
             for e in config.evaluators

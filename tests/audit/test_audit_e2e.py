@@ -35,7 +35,7 @@ def _records(count: int) -> list[RagRecord]:
                 "service": "shop",
                 "query": "When did the Example Town bridge open?",
                 "retrieved_context": [{"content": CONTEXT}],
-                "response": ANSWERS[i % 2],
+                "response": f"{ANSWERS[i % 2]} That is answer {i}.",  # no two alike
             }
         )
         for i in range(count)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -15,51 +14,17 @@ import pytest_asyncio
 from harness.judge_stub import Reply, StubJudge
 from harness.wait import wait_until_async
 from monitor.component import Delivery
-from monitor.config import Config
-from monitor.processors.sampler import sampling_position
-from monitor.records import RagRecord, parse_record
 from monitor.service import Service
+from tests.audit.test_audit_e2e import _audited, _config, _records
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
 
 pytestmark = pytest.mark.asyncio
-SHARE = 0.5
 
 
 @pytest_asyncio.fixture
 async def stub() -> AsyncIterator[StubJudge]:
     async with StubJudge() as server:
         yield server
-
-
-def _records(count: int) -> list[RagRecord]:
-    return [
-        parse_record(
-            {
-                "request_id": f"fault-{i}",
-                "service": "shop",
-                "query": "When did the bridge open?",
-                "retrieved_context": [{"content": "The bridge opened in 1931."}],
-                "response": "It opened in 1931." if i % 2 else "It opened in 1975.",
-            }
-        )
-        for i in range(count)
-    ]
-
-
-def _audited(records: list[RagRecord]) -> list[str]:
-    return [r.request_id for r in records if sampling_position(r.sampling_key) < SHARE]
-
-
-def _config(audit: dict[str, Any], evaluators: list[dict[str, Any]], **more: Any) -> Config:
-    return Config.model_validate(
-        {
-            "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
-            "pipeline": {"processes": 0, "workers": 1},
-            "evaluators": evaluators,
-            "audit": {"share": SHARE, "min_audited": 2, **audit},
-            **more,
-        }
-    )
 
 
 def _value(svc: Service, name: str, /, **labels: str) -> float | None:
@@ -87,6 +52,7 @@ async def test_a_failing_or_budgeted_reference_is_counted_and_nothing_is_lost(
         [{"name": "local_groundedness"}, {"name": "fact_check"}],
         judge={**stub.judge_section(MODEL, KEY_ENV), "retries": 0},
         budget={"max_evaluations_per_minute": 3},
+        pipeline={"processes": 0, "workers": 1},
     )
     service = Service(config, serve_http=False, with_receivers=False, clock=lambda: 1000.0)
     await service.start()
@@ -119,6 +85,7 @@ async def test_labels_appended_to_the_file_join_their_records(tmp_path: Path) ->
             "labels": {"file": str(labels)},
         },
         [{"name": "local_groundedness"}],
+        pipeline={"processes": 0, "workers": 1},
     )
     service = Service(config, serve_http=False, with_receivers=False)
     await service.start()
