@@ -76,6 +76,7 @@ def _config(stub: StubJudge, hook: Webhook, **budget: Any) -> Config:
             "evaluators": [{"name": "local_groundedness"}, {"name": "fact_check"}],
             "alerts": {"webhooks": [{"url": hook.url}]},
             "budget": budget,
+            "pipeline": {"processes": 0},
             "audit": {"anchors": {"enabled": True, "every": "1h"}},
         }
     )
@@ -91,6 +92,7 @@ def _value(service: Service, name: str, **labels: str) -> float | None:
     return service.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
 
 
+@pytest.mark.slow  # 160 judge calls through litellm
 @pytest.mark.asyncio
 async def test_a_judge_made_to_drift_is_paged_as_a_judge_change(
     stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
