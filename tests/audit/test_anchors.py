@@ -137,6 +137,7 @@ async def test_a_judge_made_to_drift_is_paged_as_a_judge_change(
         await service.shutdown(30)
 
 
+@pytest.mark.slow  # the first judge call of a process imports litellm
 @pytest.mark.asyncio
 async def test_the_anchor_check_stays_within_the_budget(
     stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
