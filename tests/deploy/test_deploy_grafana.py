@@ -16,9 +16,11 @@ import yaml
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
+from monitor.audit.anchors import AnchorCheck
 from monitor.audit.sink import AuditSink
-from monitor.config import AlertBaseline, AlertRule, Sampling
+from monitor.config import AlertBaseline, AlertRule, Budget, Sampling
 from monitor.config._audit import Audit
+from monitor.processors.budget import BudgetGate
 from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.telemetry import create_telemetry
@@ -49,6 +51,7 @@ def exported_names() -> set[str]:
     )
     SamplingRateGauge(Sampler(Sampling(), {"e": None}), telemetry)
     AuditSink(Audit(evaluator="e", reference="j"), telemetry, lambda record: None)
+    AnchorCheck([], [], BudgetGate(Budget()), telemetry, [], every_s=1, alpha=0.1, generator_url="")
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)
@@ -218,3 +221,4 @@ def test_dashboard_shows_the_audited_estimate_with_its_interval_beside_the_raw_r
     assert "rag_monitor_audit_raw_defect_rate" in estimate
     assert "rag_monitor_evaluator_miss_rate" in " ".join(exprs[1])
     assert "rag_monitor_evaluator_false_alarm_rate" in " ".join(exprs[1])
+    assert "rag_monitor_judge_changed" in " ".join(exprs[3])
