@@ -20,7 +20,7 @@ from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
-from monitor.audit.anchors import AnchorCheck, load_anchors
+from monitor.audit.anchors import AnchorCheck, JudgeChanges, JudgeNotes, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
@@ -177,7 +177,11 @@ def build_pipeline(
     sampler = Sampler(config.sampling, _evaluator_rates(config), boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
     notices: list[Notice] = []
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
+    # The judges whose last anchor check paged a change: the alert rules' pages say so.
+    changes = JudgeChanges() if config.audit.anchors.enabled else None
+    sinks.extend(
+        _alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices, changes)
+    )
     sinks.extend(extra_sinks)
     audit = _audit(config, telemetry, sampler, http, clock or time.time)
     if audit is not None:
@@ -193,7 +197,10 @@ def build_pipeline(
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
     elif config.audit.anchors.enabled:
-        anchors_judge, anchors = _anchor_check(config, telemetry, budget, clock or time.time)
+        assert changes is not None
+        anchors_judge, anchors = _anchor_check(
+            config, telemetry, budget, changes, clock or time.time
+        )
         anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
         add("anchor check", anchors, anchors_judge_node, metrics_port)
 
@@ -288,7 +295,11 @@ def _audit(
 
 
 def _anchor_check(
-    config: Config, telemetry: Telemetry, budget: BudgetGate, clock: Callable[[], float]
+    config: Config,
+    telemetry: Telemetry,
+    budget: BudgetGate,
+    changes: JudgeChanges,
+    clock: Callable[[], float],
 ) -> tuple[JudgeClient, AnchorCheck]:
     """Each judge evaluator on the anchors, through a judge client of their own that caches
     nothing (a cached verdict would hide a judge that changed); pages go where alerts go."""
@@ -311,6 +322,7 @@ def _anchor_check(
         budget,
         telemetry,
         _notifiers(config, telemetry),
+        changes=changes,
         every_s=parse_duration(anchors.every),
         alpha=anchors.alpha,
         generator_url=f"http://{socket.gethostname()}:{port}/metrics",
@@ -373,13 +385,17 @@ def _evaluation_stage(
     )
 
 
-def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:
-    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`)."""
+def _notifiers(
+    config: Config, telemetry: Telemetry, changes: JudgeChanges | None = None
+) -> list[Notifier]:
+    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`); with `changes`, a
+    page on a judge that changed at its last anchor check says so."""
     alerts = config.alerts
     if not (alerts.alertmanager.url or alerts.webhooks):
         return []
     webhooks = [(hook.url, hook.headers) for hook in alerts.webhooks]
-    return [AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)]
+    sender = AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)
+    return [sender if changes is None else JudgeNotes(sender, changes)]
 
 
 def _alerts_and_events(
@@ -389,14 +405,15 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
+    changes: JudgeChanges | None,
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
-    `notices`."""
+    `notices`; `changes`: the judges that changed at their last anchor check."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
-        notifiers = _notifiers(config, telemetry)
+        notifiers = _notifiers(config, telemetry, changes)
         thresholds: dict[str, Severity] = {
             e.name: e.severity_threshold
             for e in config.evaluators

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, Protocol
@@ -103,6 +103,52 @@ class Check:
         return sum(judged) / len(judged) if judged else None
 
 
+class JudgeChanges:
+    """The judges whose last anchor check paged a change, with what a page on their
+    verdicts should say: written by `AnchorCheck`, read by `JudgeNotes`."""
+
+    def __init__(self) -> None:
+        self._notes: dict[str, str] = {}
+
+    def changed(self, evaluator: str, note: str) -> None:
+        self._notes[evaluator] = note
+
+    def settled(self, evaluator: str) -> None:
+        self._notes.pop(evaluator, None)
+
+    def note(self, evaluator: str) -> str | None:
+        return self._notes.get(evaluator)
+
+
+class JudgeNotes:
+    """A `Notifier` in front of another: a firing page on the verdicts of a judge whose
+    last anchor check paged a change says so, in its description and in a
+    `judge_changed` annotation (the Where alert too, which carries the page's labels)."""
+
+    def __init__(self, notifier: Notifier, changes: JudgeChanges) -> None:
+        self._notifier = notifier
+        self._changes = changes
+
+    async def start(self) -> None:
+        await self._notifier.start()
+
+    async def shutdown(self, deadline_s: float) -> None:
+        await self._notifier.shutdown(deadline_s)
+
+    def notify(self, alerts: Sequence[Alert]) -> None:
+        self._notifier.notify([self._noted(alert) for alert in alerts])
+
+    def _noted(self, alert: Alert) -> Alert:
+        if alert.status != "firing" or alert.rule == RULE:
+            return alert
+        note = self._changes.note(alert.labels.get("evaluator", ""))
+        if note is None:
+            return alert
+        description = f"{alert.annotations.get('description', '')} {note}".strip()
+        annotations = {**alert.annotations, "description": description, "judge_changed": note}
+        return replace(alert, annotations=annotations)
+
+
 class AnchorCheck:
     """The component: checks every judge on the anchors every `every_s`."""
 
@@ -114,6 +160,7 @@ class AnchorCheck:
         telemetry: Telemetry,
         notifiers: Sequence[Notifier],
         *,
+        changes: JudgeChanges,
         every_s: float,
         alpha: float,
         generator_url: str,
@@ -123,6 +170,7 @@ class AnchorCheck:
         self._anchors = list(anchors)
         self._budget = budget
         self._notifiers = list(notifiers)
+        self._changes = changes
         self._alpha = alpha
         self._generator_url = generator_url
         self._clock = clock
@@ -145,6 +193,10 @@ class AnchorCheck:
             "Anchor evaluations by outcome: right, wrong, error, over_budget.",
             ("evaluator", "outcome"),
         )
+
+    @property
+    def changes(self) -> JudgeChanges:
+        return self._changes
 
     async def start(self) -> None:
         for notifier in self._notifiers:
@@ -203,6 +255,7 @@ class AnchorCheck:
         p = changed_p_value(worse, better)
         if p >= self._alpha:
             self._changed.labels(name).set(0)
+            self._changes.settled(name)
             self._resolve(name)
             return
         self._baselines[name] = now
@@ -262,6 +315,12 @@ class AnchorCheck:
             generator_url=self._generator_url,
         )
         self._firing[name] = alert
+        self._changes.changed(
+            name,
+            f"The judge {name} changed at its last anchor check ({figures['accuracy_before']:.0%}"
+            f" → {figures['accuracy_now']:.0%} of the anchors right): this move may be the "
+            "judge's, not the service's.",
+        )
         self._notify([alert])
 
     def _resolve(self, name: str) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import pytest_asyncio
@@ -16,9 +17,18 @@ import pytest_asyncio
 from harness.judge_stub import Received, Reply, StubJudge
 from harness.servers import Webhook, webhook
 from harness.wait import wait_until_async
-from monitor.audit.anchors import AnchorCheck, changed_p_value, load_anchors
+from monitor.audit.anchors import (
+    AnchorCheck,
+    JudgeChanges,
+    JudgeNotes,
+    changed_p_value,
+    load_anchors,
+)
+from monitor.component import Alert
 from monitor.config import Config
+from monitor.exporters.alertmanager import AlertSender
 from monitor.service import Service
+from monitor.telemetry import create_telemetry
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
 
 SHIPPED = load_anchors(None)
@@ -128,11 +138,14 @@ async def test_a_judge_made_to_drift_is_paged_as_a_judge_change(
         assert "anchor accuracy 100% → 50%" in page["annotations"]["summary"]
         figures = json.loads(page["annotations"]["anchor_figures"])
         assert (figures["right_then_wrong"], figures["wrong_then_right"]) == (20, 0)
+        note = check.changes.note("fact_check")
+        assert note is not None and "may be the judge's, not the service's" in note
         # The changed judge is the new baseline: the next check does not page, and resolves.
         await check.check()
         assert _value(service, "judge_changed", **fact_check) == 0
         await wait_until_async(lambda: len(hook.alerts()) == 2, 30, "the resolve")
         assert hook.alerts()[1]["status"] == "resolved"
+        assert check.changes.note("fact_check") is None
     finally:
         await service.shutdown(30)
 
@@ -159,3 +172,40 @@ async def test_the_anchor_check_stays_within_the_budget(
         assert _value(service, "judge_anchor_accuracy", evaluator="fact_check") is None
     finally:
         await service.shutdown(30)
+
+
+def _page(evaluator: str, status: Literal["firing", "resolved"] = "firing") -> Alert:
+    now = datetime.now(UTC)
+    return Alert(
+        rule="faithfulness_regression",
+        service="shop",
+        status=status,
+        labels={"alertname": "faithfulness_regression", "evaluator": evaluator},
+        annotations={"description": "The defect rate rose."},
+        starts_at=now,
+        ends_at=now + timedelta(hours=1),
+        generator_url="http://monitor:9464/metrics",
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_page_on_a_judge_that_changed_says_so(hook: Webhook) -> None:
+    """Pages on the verdicts of a judge whose last anchor check paged a change carry the
+    note, in the description and apart; other evaluators' pages and resolves do not."""
+    changes = JudgeChanges()
+    changes.changed("fact_check", "The judge fact_check changed.")
+    notes = JudgeNotes(AlertSender(create_telemetry(), webhooks=[(hook.url, {})]), changes)
+    await notes.start()
+    try:
+        notes.notify([_page("fact_check"), _page("local_groundedness")])
+        notes.notify([_page("fact_check", "resolved")])
+        await wait_until_async(lambda: len(hook.alerts()) == 3, 30, "the three alerts")
+    finally:
+        await notes.shutdown(10)
+    noted, other, resolved = hook.alerts()
+    assert noted["annotations"]["description"] == (
+        "The defect rate rose. The judge fact_check changed."
+    )
+    assert noted["annotations"]["judge_changed"] == "The judge fact_check changed."
+    assert "judge_changed" not in other["annotations"]
+    assert "judge_changed" not in resolved["annotations"]

@@ -16,7 +16,7 @@ import yaml
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
-from monitor.audit.anchors import AnchorCheck
+from monitor.audit.anchors import AnchorCheck, JudgeChanges
 from monitor.audit.sink import AuditSink
 from monitor.config import AlertBaseline, AlertRule, Budget, Sampling
 from monitor.config._audit import Audit
@@ -51,7 +51,18 @@ def exported_names() -> set[str]:
     )
     SamplingRateGauge(Sampler(Sampling(), {"e": None}), telemetry)
     AuditSink(Audit(evaluator="e", reference="j"), telemetry, lambda record: None)
-    AnchorCheck([], [], BudgetGate(Budget()), telemetry, [], every_s=1, alpha=0.1, generator_url="")
+    changes = JudgeChanges()
+    AnchorCheck(
+        [],
+        [],
+        BudgetGate(Budget()),
+        telemetry,
+        [],
+        changes=changes,
+        every_s=1,
+        alpha=0.1,
+        generator_url="",
+    )
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)
