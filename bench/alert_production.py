@@ -28,6 +28,10 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
 3. **Changes that are not regressions**: a return to 0.20 after twelve hours at 0.10 (a
    good spell), an evaluator revision whose verdicts run at 0.35, and 200 services past the
    label cap of 50 (folded into `other`): pages (the promise: none).
+4. **Evaluator changeovers**: a revision whose verdicts run at 0.30 where the old read 0.20,
+   at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after:
+   hours to page against the information limit of the new revision's rate, and pages
+   between the change and the step (the promise: none).
 """
 
 from __future__ import annotations
@@ -145,15 +149,17 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
     )
 
 
-def information_limit_h(spec: StreamSpec, start_day: float, factor: float) -> float:
+def information_limit_h(
+    spec: StreamSpec, start_day: float, factor: float, before: tuple[Change, ...] = ()
+) -> float:
     """Hours after `start_day` until the verdicts that follow carry `ln(r T)` nats at the
     stream's effective sample size: the evidence a test that knew the step's size and hour
     would need. It integrates the traffic and the seasonal rate that follow the step, so a
     step at night, when a tenth of the day's verdicts arrive, is given the time its few
-    verdicts need."""
+    verdicts need. `before`: the changes the healthy rate has by then (an evaluator's)."""
     step_s = 10.0
     t = start_day * DAY_S + np.arange(0.0, STEP_DAYS * DAY_S, step_s)
-    p0, _ = defect_rate(replace(spec, changes=()), t)
+    p0, _ = defect_rate(replace(spec, changes=before), t)
     p1 = np.clip(p0 * factor, 0.001, 0.999)
     kl = p1 * np.log(p1 / p0) + (1 - p1) * np.log((1 - p1) / (1 - p0))
     nats = np.cumsum(spec.rate * traffic(spec, t) * kl / spec.design_effect * step_s)
@@ -269,6 +275,68 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     return bench_docs.table(["stream", "service time", "pages"], rows)
 
 
+def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
+    """An evaluator change (a new revision whose verdicts run at 0.30 where the old read
+    0.20), at once or rolled out 10 -> 50 -> 100 % over six hours, at a different hour each
+    trial, then a x2 step three hours after it is complete: hours to page against the
+    information limit (of the new revision's rate), and pages before the step."""
+    rollout_days = 0.25
+    cases = {
+        "evaluator revision, x2 three hours later": Change("revision", 0.0, 0.30),
+        "revision rolled out over 6 h, x2 three hours after": Change(
+            "rollout", 0.0, 0.30, rollout_days
+        ),
+    }
+    base = StreamSpec(rate=1.0, days=0.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0)
+    runs = []
+    for name, template in cases.items():
+        trial_runs = []
+        for trial in range(trials):
+            at = warmup + (trial * 24 / trials + 0.5) / 24
+            change = replace(template, at_day=at)
+            step = at + change.days + 3 / 24
+            spec = replace(
+                base,
+                days=step + STEP_DAYS,
+                changes=(change, Change("step", step, 2.0)),
+                seed=seed + trial,
+            )
+            limit = information_limit_h(spec, step, 2.0, before=(template,))
+            trial_runs.append(
+                (START + at * DAY_S, START + step * DAY_S, limit, pool.submit(page_times, spec))
+            )
+        runs.append((name, trial_runs))
+    rows = []
+    for name, trial_runs in runs:
+        waits, ratios, early = [], [], 0
+        for changed, start, limit, future in trial_runs:
+            times = [t for t, _ in future.result()]
+            early += sum(changed <= t < start for t in times)
+            after = [t for t in times if t >= start]
+            waits.append((after[0] - start) / 3600 if after else math.inf)
+            ratios.append(waits[-1] / limit)
+        rows.append(
+            [
+                name,
+                _hours(_median(sorted(waits))),
+                _times(_median(sorted(ratios))),
+                _times(max(ratios)),
+                str(early),
+            ]
+        )
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    return bench_docs.table(
+        [
+            "stream (1 verdict/s, ICC 0.17 with ids, daily cycle, traffic x10)",
+            f"hours to page, median of {trials}",
+            "page / limit, median",
+            "page / limit, worst",
+            "pages between the change and the step",
+        ],
+        rows,
+    )
+
+
 def _shape(spec: StreamSpec) -> str:
     """A stream's row name: conversations come with a daily cycle, independent verdicts flat."""
     if spec.icc > 0:
@@ -299,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-days", type=float, default=28.0, help="history before a step")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", choices=("healthy", "steps", "changes"))
+    parser.add_argument("--only", choices=("healthy", "steps", "changes", "changeovers"))
     bench_docs.add_flag(parser)
     args = parser.parse_args(argv)
     parts = []
@@ -310,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(steps(pool, args.trials, args.warmup_days, args.seed))
         if args.only in (None, "changes"):
             parts.append(changes(pool, args.trials, args.seed))
+        if args.only in (None, "changeovers"):
+            parts.append(changeovers(pool, args.trials, args.warmup_days, args.seed))
     out = "\n\n".join(parts)
     print(out)
     if args.write_docs and args.only is None:

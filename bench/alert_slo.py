@@ -37,13 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs
+from harness.deploy_examples import monitor_with_slo
 from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts.backtest import Backtest
-from monitor.config import REGRESSION_MIN_INCREASE, Config, load_config
+from monitor.config import REGRESSION_MIN_INCREASE, Config
 
 REPO = Path(__file__).resolve().parent.parent
 RULE = "groundedness_slo"
@@ -73,8 +75,9 @@ HELD_OUT = Shape("+ weekly cycle ±0.01 (held out)", 0.3, 0.03, 10.0, 0.01)
 
 
 def slo_config(interval_s: float) -> Config:
-    """deploy/monitor.yaml's SLO rule alone, evaluated every `interval_s`."""
-    deployed = load_config(REPO / "deploy/monitor.yaml", environ={})
+    """deploy/monitor.yaml's SLO rule (shipped commented out) alone, evaluated every
+    `interval_s`."""
+    deployed = Config.model_validate(yaml.safe_load(monitor_with_slo()))
     (rule,) = [r for r in deployed.alerts.rules if r.name == RULE]
     return Config.model_validate(
         {

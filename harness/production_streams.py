@@ -21,7 +21,8 @@ What production traffic is and independent verdicts around a flat rate are not:
   `traffic_ratio` times between its night and its peak (14:00 UTC too);
 - **changes**: a step (the rate times a factor from a time on), a drift (linear to a rate
   over days), a good spell (a lower rate for hours, then back), an evaluator revision (from
-  a time on, verdicts of another revision at another rate: a new detector's bias).
+  a time on, verdicts of another revision at another rate: a new detector's bias), or its
+  rollout (both revisions live, the new one on a tenth, a half, then all of the turns).
 
 Rates and times are per service; services are independent streams. `stream()` yields rows
 in time order, decoded (what `Backtest.run` takes).
@@ -52,7 +53,8 @@ NO_ID_ROW_VERDICTS = 15.0
 class Change:
     """A change of the service's defect rate: `kind` step (times `value` from `at_day`),
     drift (to `value` over `days`), spell (`value` for `days`, then back), revision (the
-    evaluator changes at `at_day`; its verdicts run at `value`)."""
+    evaluator changes at `at_day`; its verdicts run at `value`), rollout (the same, rolled
+    out over `days`)."""
 
     kind: str
     at_day: float
@@ -105,6 +107,16 @@ def defect_rate(spec: StreamSpec, t: np.ndarray) -> tuple[np.ndarray, np.ndarray
         elif change.kind == "revision":
             p = np.where(after, p - spec.mean + change.value, p)
             revision = np.where(after, revision + 1, revision)
+        elif change.kind == "rollout":
+            # The new revision on a tenth of the turns, then half, then all, over `days`
+            # (a thirds each), turns drawn to it by a hash of their time.
+            stage = np.clip((day - change.at_day) / max(change.days, 1e-9), 0.0, 1.0)
+            share = np.where(
+                day < change.at_day, 0.0, np.select([stage < 1 / 3, stage < 2 / 3], [0.1, 0.5], 1.0)
+            )
+            drawn = (np.sin(t * 12.9898) * 43758.5453) % 1.0 < share
+            p = np.where(drawn, p - spec.mean + change.value, p)
+            revision = np.where(drawn, revision + 1, revision)
         else:
             raise ValueError(f"unknown change {change.kind}")
     return np.clip(p, 0.001, 0.999), revision

@@ -24,8 +24,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.children import forget, spawn
 from harness.servers import monitor_ports
-from harness.wait import wait_until
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 GRPC_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -213,7 +214,7 @@ class MonitorProcess:
         exporters.setdefault("results_file", str(self.results))
         return cfg
 
-    def start(self, timeout: float = 90.0, wait_path: str = "/readyz") -> MonitorProcess:
+    def start(self, timeout: float = SERVER_START_S, wait_path: str = "/readyz") -> MonitorProcess:
         path = self.tmp / "config.yaml"
         path.write_text(yaml.safe_dump(self._full_config()))
         args = ["run", "--config", str(path)]
@@ -221,7 +222,7 @@ class MonitorProcess:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log_path.open("ab") as log:
             offset = log.tell()  # a restarted monitor appends: read only its own lines
-            self.proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=log)
+            self.proc = spawn(command, cwd=REPO, env=env, stderr=log)
         proc = self.proc
 
         def answers() -> bool:
@@ -286,7 +287,7 @@ class MonitorProcess:
         running = self.proc is not None and self.proc.poll() is None
         return results_lines(self.results, writing=running)
 
-    def wait_for(self, done: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    def wait_for(self, done: Any, timeout: float = CONDITION_S, what: str = "condition") -> None:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"monitor exited while waiting for {what}\n{self.log()}")
@@ -299,9 +300,12 @@ class MonitorProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=timeout)
+        forget(self.proc)
+        return code
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=30)
+            forget(self.proc)

@@ -38,7 +38,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from harness.wait import wait_until
+from harness.children import forget, spawn
+from harness.wait import SERVER_START_S, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -114,15 +115,10 @@ class Rotel:
     http_port: int
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process, 10)
 
 
-def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = 30) -> Rotel:
+def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = SERVER_START_S) -> Rotel:
     """rotel-agent with its OTLP receivers on loopback and `exporter_args`, once both
     listen. rotel cannot bind port 0 (it panics): a port another process took first makes
     it exit before it listens, and it is started again on others (`start_on_a_port`)."""
@@ -132,7 +128,7 @@ def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = 30) -> R
 
     def started(grpc_port: int, http_port: int) -> Rotel:
         with log.open("ab") as out:  # the child keeps its own copy of the descriptor
-            process = subprocess.Popen(
+            process = spawn(
                 [
                     str(binary), "start",
                     "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
@@ -158,6 +154,7 @@ def start_rotel(exporter_args: list[str], log: Path, timeout_s: float = 30) -> R
             context=lambda: log.read_text(errors="replace"),
         )
         if process.poll() is not None:
+            forget(process)
             raise PortTaken(f"rotel exited:\n{log.read_text(errors='replace')[-2000:]}")
         return Rotel(process, grpc_port, http_port)
 
@@ -241,9 +238,9 @@ class Process:
         self.log = log
         self.base = ""
         with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = spawn(args, stdout=out, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = SERVER_START_S) -> None:
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
@@ -265,14 +262,18 @@ class Process:
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout: float) -> int:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout`; the exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return proc.wait()
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`; the exit code. A
+    process `spawn` started is then forgotten by the watchdog."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                return proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        return proc.wait()
+    finally:
+        forget(proc)
 
 
 @contextlib.contextmanager
@@ -304,9 +305,17 @@ receivers:
 
 @contextlib.contextmanager
 def alertmanager(tmp: Path, webhook_url: str) -> Iterator[str]:
-    binary = need("prometheus-alertmanager")
+    """Alertmanager sending every alert to `webhook_url`; yields its base URL."""
     config = tmp / "alertmanager.yml"
     config.write_text(alertmanager_config(webhook_url))
+    with alertmanager_of(tmp, config) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def alertmanager_of(tmp: Path, config: Path) -> Iterator[str]:
+    """Alertmanager with the config file `config`; yields its base URL."""
+    binary = need("prometheus-alertmanager")
     argv = [
         binary,
         f"--config.file={config}",
@@ -372,7 +381,7 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int | None = None) -> Ite
     log = tmp / "monitor.log"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with log.open("w") as out:
-        proc = subprocess.Popen(
+        proc = spawn(
             [sys.executable, "-m", "monitor", "run", "--config", str(config)],
             cwd=REPO,
             env=env,
@@ -381,7 +390,7 @@ def rag_monitor(tmp: Path, config: Path, metrics_port: int | None = None) -> Ite
         try:
             wait_until(
                 lambda: _ready(proc, log),
-                60,
+                SERVER_START_S,
                 "rag-monitor /readyz",
                 interval_s=0.2,
                 errors=_NOT_YET,

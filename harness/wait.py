@@ -16,6 +16,14 @@ from typing import TypeVar
 import pytest
 
 POLL_S = 0.02
+# How long a server that has not exited is given to answer, and a pipeline to finish what
+# it was given: on a machine loaded by other work a start takes minutes. Only a failing
+# test waits this long (a server that exits fails at once).
+SERVER_START_S = 300.0
+CONDITION_S = 120.0
+# The shortest deadline any wait gets, whatever the test asks: a deadline a fast machine
+# meets in a second may pass on a loaded one before the condition does.
+MIN_DEADLINE_S = 60.0
 T = TypeVar("T")
 
 
@@ -30,7 +38,9 @@ def wait_until(
 ) -> T:
     """Poll `condition` until it returns something true, and return that; fail the test
     naming `what` (and `context()`, e.g. a server log) at the deadline. Exceptions of the
-    types in `errors` count as "not yet" (a server still starting)."""
+    types in `errors` count as "not yet" (a server still starting). The deadline is at
+    least MIN_DEADLINE_S."""
+    timeout_s = max(timeout_s, MIN_DEADLINE_S)
     deadline = time.monotonic() + timeout_s
     last: object = None
     while True:
@@ -62,6 +72,7 @@ async def wait_until_async(
     context: Callable[[], str] | None = None,
 ) -> None:
     """`wait_until` for coroutines: the event loop keeps running while it waits."""
+    timeout_s = max(timeout_s, MIN_DEADLINE_S)
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() >= deadline:

@@ -128,7 +128,14 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "on stderr.",
     )
     backtest.add_argument("files", type=Path, nargs="+", metavar="FILE")
-    backtest.add_argument("--config", type=Path, default=config_default, help=config_help)
+    backtest.add_argument(
+        "--config",
+        type=Path,
+        default=config_default,
+        help=f"YAML config (env {FLAG_ENV['config']}; without it the first of "
+        "monitor.yaml, rag-monitor.yaml and /etc/rag-monitor/config.yaml that exists, else "
+        "the embedded defaults)",
+    )
     backtest.add_argument("--json", action="store_true", help="one JSON object per event")
     backtest.add_argument(
         "--strict", action="store_true", help="exit 1 if any row could not be read"
@@ -173,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "send-sample":
         return _send_sample(args.endpoint)
     tune_gc()
+    if args.command == "backtest" and args.config is None:
+        args.config = _usual_config()
     try:
         config = load_config(
             args.config,
@@ -193,6 +202,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+# Where `backtest` looks for the sidecar's config when given none: the README's name, the
+# project's, and where the Helm chart mounts it.
+USUAL_CONFIGS = ("monitor.yaml", "rag-monitor.yaml", "/etc/rag-monitor/config.yaml")
+
+
+def _usual_config() -> Path | None:
+    for name in USUAL_CONFIGS:
+        if Path(name).is_file():
+            log.info("backtest: reading the config %s (--config FILE reads another)", name)
+            return Path(name)
+    log.info(
+        "backtest: no config given, none of %s exists: the embedded defaults' rules",
+        ", ".join(USUAL_CONFIGS),
+    )
+    return None
+
+
 def _backtest(config: Config, files: list[Path], *, as_json: bool, strict: bool) -> int:
     """Pages and resolves on stdout, one per line (JSON with `as_json`); the summary on
     stderr. Exit 1 when a file is missing, when no rule is configured, or with `strict`
@@ -204,7 +230,12 @@ def _backtest(config: Config, files: list[Path], *, as_json: bool, strict: bool)
         print(f"{', '.join(missing)}: no such file", file=sys.stderr)
         return 1
     if not config.alerts.rules:
-        print("backtest: the config has no alerts.rules to replay", file=sys.stderr)
+        print(
+            "backtest: the config has no alerts.rules to replay; give the sidecar's config "
+            f"with --config FILE or {FLAG_ENV['config']} (without either, backtest reads the "
+            f"first of {', '.join(USUAL_CONFIGS)} that exists)",
+            file=sys.stderr,
+        )
         return 1
     replay = Backtest(config)
     for event in replay.run(read_rows(files)):

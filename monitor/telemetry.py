@@ -76,6 +76,7 @@ class Telemetry:
     registry: CollectorRegistry
     spans_received: Counter
     records: Counter
+    records_context_source: Counter
     records_rejected: Counter
     records_incomplete: Counter
     evaluations_skipped: Counter
@@ -97,6 +98,7 @@ class Telemetry:
     alert_notifications: Counter
     retry_after_invalid: Counter
     build_info: Gauge
+    evaluator_revision: Gauge
     service_cap: LabelCap
     version_cap: LabelCap
     route_cap: LabelCap
@@ -204,6 +206,12 @@ def create_telemetry(
         registry=reg,
         spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
         records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
+        records_context_source=counter(
+            "records_context_source",
+            "Records entering the pipeline by where their context came from: retrieval_span, "
+            "tool_result, convention, structure, prompt, record, none.",
+            ("service", "context_source"),
+        ),
         records_rejected=counter(
             "records_rejected", "Input rejected as malformed, by reason.", ("receiver", "reason")
         ),
@@ -281,6 +289,14 @@ def create_telemetry(
             ("client",),
         ),
         build_info=_build_info(reg),
+        evaluator_revision=Gauge(
+            "evaluator_revision_info",
+            "Always 1; the revision of each evaluator this process runs (what decides its "
+            "verdicts), to join onto its evaluations (`alerts.fleet` does).",
+            ("evaluator", "revision"),
+            namespace=NAMESPACE,
+            registry=reg,
+        ),
         service_cap=cap(max_services, allowed_services, "service"),
         version_cap=cap(max_versions, allowed_versions, "version"),
         route_cap=cap(max_routes, allowed_routes, "route"),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.children import start_watchdog
 from harness.servers import ClosedPort
 from monitor.telemetry import Telemetry, create_telemetry
 
@@ -57,6 +58,9 @@ TELEMETRY_OFF = {
     "HF_HUB_OFFLINE": "1",
 }
 _private_home()
+# Every server a test starts dies with this process, however it ends (harness/children.py);
+# the watchdog starts here, on the main thread, whose death the kernel reports.
+start_watchdog()
 
 
 # Measured durations of every test (`tests/durations.json`, written by a whole run with

@@ -21,8 +21,18 @@ Rows, one JSON object per line (gzip when the file name ends in `.gz`), in time 
   `dimensions`.
 
 `time` is seconds since the epoch or an ISO 8601 text. A row that cannot be read is refused
-with its line number and reason (counted in the summary); a row earlier than the one before
-it is replayed at the later time (counted as `late`). Services past `pipeline.max_services`
+with its line number and reason (counted in the summary), a line longer than
+`MAX_LINE_BYTES` among them (read no further than that, plain or gzip). A row earlier than
+the one before it is replayed at the later time: rows written by evaluations that ran in
+parallel come a little out of order, so the summary reports them as information (`late`).
+Over a stretch without rows, the clock evaluates the rules' current windows' worth (an SLO
+rule's longest burn-rate window) and on while an alert fires (up to the rules' longest
+window: every resolve it holds), then jumps to the next row (each jump named in the
+summary): without verdicts nothing else changes but what expires.
+
+After the replay the summary gives each (rule, service)'s defect rate per day (UTC), and
+the SLO objective its worst day would burn at `SLO_HEADROOM_BURN` of its error budget:
+what an `slo.objective` is chosen from (`monitor/alerts/README.md`, SLO rules). Services past `pipeline.max_services`
 fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
 (`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
 under it, the JSON output has them among the annotations; a page's `Where` alert (sent when
@@ -53,6 +63,16 @@ from monitor.telemetry import create_telemetry
 
 # Refused rows named one by one in the summary; the rest are only counted.
 SHOWN_REFUSALS = 20
+# A longer line is refused unread: a results line is a few kB.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# What a too-long line is skipped by, up to its end.
+_SKIP_BYTES = 1024 * 1024
+# The burn rate a healthy service's worst day may reach under the objective the summary
+# suggests: the margin below 1 (the one-day row's rate) the README's SLO section keeps.
+SLO_HEADROOM_BURN = 0.9
+# Days with fewer verdicts than this share of the median day's (a partial first or last
+# day) are listed but do not decide the objective.
+_FULL_DAY_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +115,13 @@ class Summary:
     late: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     refusals: list[str] = field(default_factory=list)
+    latest_by: float = 0.0
+    jumps: list[str] = field(default_factory=list)
     first: float | None = None
     last: float | None = None
     pages: Counter[str] = field(default_factory=Counter)
+    # (rule, service) -> day (UTC, days since the epoch) -> [verdicts, defect sum]
+    days: dict[tuple[str, str], dict[int, list[float]]] = field(default_factory=dict)
 
     def refuse(self, where: str, reason: str, detail: str) -> None:
         self.refused[reason] += 1
@@ -114,11 +138,55 @@ class Summary:
         pages = ", ".join(f"{rule} {n}" for rule, n in sorted(self.pages.items())) or "none"
         out.append(f"pages: {pages}")
         if self.late:
-            out.append(f"{self.late:,} rows earlier than the row before them (replayed later)")
+            out.append(
+                f"note: {self.late:,} rows came up to {self.latest_by:,.0f} s after a later "
+                "row (normal when evaluations run in parallel); each was replayed at the "
+                "time of the row before it"
+            )
+        out.extend(f"note: {line}" for line in self.jumps)
         if self.refused:
             reasons = ", ".join(f"{n:,} {reason}" for reason, n in self.refused.most_common())
             out.append(f"refused: {reasons}")
             out.extend(f"  {line}" for line in self.refusals)
+        return out + self.day_lines()
+
+    def count_day(self, rule: str, service: str, t: float, verdicts: float, defects: float) -> None:
+        by_day = self.days.setdefault((rule, service), {})
+        sums = by_day.setdefault(int(t // 86_400), [0.0, 0.0])
+        sums[0] += verdicts
+        sums[1] += defects
+
+    def day_lines(self) -> list[str]:
+        """Each (rule, service)'s defect rate per day, and the objective its worst full day
+        would burn at `SLO_HEADROOM_BURN`."""
+        if not self.days:
+            return []
+        out = [
+            "defect rate per day (UTC), by rule and service; an SLO objective under which the "
+            f"worst full day burns {SLO_HEADROOM_BURN:g} of its error budget:"
+        ]
+        for (rule, service), by_day in sorted(self.days.items()):
+            rates = {day: d / n for day, (n, d) in sorted(by_day.items()) if n > 0}
+            if not rates:
+                continue
+            counts = sorted(n for n, _ in by_day.values())
+            median = counts[len(counts) // 2]
+            full = [rates[day] for day, (n, _) in by_day.items() if n >= _FULL_DAY_SHARE * median]
+            total = sum(n for n, _ in by_day.values())
+            mean = sum(d for _, d in by_day.values()) / total
+            # Two decimals, rounded down (a lower objective holds); 1 would leave no budget.
+            objective = min(0.99, math.floor((1 - max(full) / SLO_HEADROOM_BURN) * 100) / 100)
+            held = f"objective {objective:.2f}" if objective > 0 else "no objective holds"
+            out.append(
+                f"  {rule} {service}: {len(rates)} days, {mean:.4f} over all, worst full day "
+                f"{max(full):.4f}: {held}"
+            )
+            out.append(
+                "    "
+                + ", ".join(
+                    f"{_iso(day * 86_400.0)[:10]} {rate:.4f}" for day, rate in rates.items()
+                )
+            )
         return out
 
 
@@ -161,7 +229,12 @@ class Backtest:
             trace_url=alerts.trace_url,
         )
         self._interval = alerts.evaluation_interval_s
+        # Past this much time without rows, no rule holds anything: the clock jumps; and
+        # past `_judging` without rows, once nothing fires, nothing changes but expiry.
+        self._horizon = self._engine.longest_window_s + self._interval
+        self._judging = self._engine.judging_window_s + self._interval
         self._next: float | None = None
+        self._row = ""
         self._firing: set[tuple[str, str, str]] = set()
         self.summary = Summary()
 
@@ -173,11 +246,15 @@ class Backtest:
         """The pages and resolves of `rows` (`(where, decoded row)` pairs), as they come,
         then those of one last evaluation after the last row."""
         for where, raw in rows:
+            if isinstance(raw, _TooLong):
+                self.summary.refuse(where, "too_long", str(raw))
+                continue
             try:
                 row = _Row.of(raw)
             except ValueError as exc:
                 self.summary.refuse(where, "invalid", str(exc))
                 continue
+            self._row = where
             yield from self._advance(row.time)
             self._count(row)
             if self._engine.evaluation_due:
@@ -193,12 +270,32 @@ class Backtest:
             summary.first = t
         if t < self._clock.now:
             summary.late += 1
+            summary.latest_by = max(summary.latest_by, self._clock.now - t)
             t = self._clock.now
+        before = self._clock.now
         while self._next <= t:
+            if self._next > before + self._horizon or (
+                self._next > before + self._judging and not self._engine.firing()
+            ):
+                yield from self._jump(before, t)
+                break
             yield from self._evaluate(self._next)
             self._next += self._interval
         self._clock.now = t
         summary.last = t
+
+    def _jump(self, before: float, t: float) -> Iterator[Event]:
+        """Over the rest of a stretch without rows, one evaluation at its end (on the
+        interval's grid) instead of every one in it: nothing is held that long."""
+        assert self._next is not None
+        skipped = math.floor((t - self._next) / self._interval)
+        self._next += skipped * self._interval
+        self.summary.jumps.append(
+            f"{self._row}: {t - before:,.0f} s after the row before it; the clock "
+            f"jumped over {skipped:,} evaluations of an empty stretch"
+        )
+        yield from self._evaluate(self._next)
+        self._next += self._interval
 
     def _evaluate(self, t: float) -> Iterator[Event]:
         self._clock.now = t
@@ -221,6 +318,10 @@ class Backtest:
         if row.results is not None:
             engine.count_results(row.origin, row.results, now, row.where)
             self.summary.verdicts += len(row.results)
+            for rule in engine.rules:
+                values = rule.samples(row.results)
+                if values:
+                    self._count_day(rule.config.name, row, len(values), sum(values))
             return
         for i, rule in enumerate(engine.rules):
             cfg = rule.config
@@ -230,10 +331,16 @@ class Backtest:
                 continue
             histogram = row.histogram(rule.steps, cfg.measure == "scores")
             if histogram is not None:
+                defects = sum(n * k / rule.steps for k, n in enumerate(histogram))
+                self._count_day(cfg.name, row, sum(histogram), defects)
                 key = engine.count(i, row.origin, histogram, row.revision, now)
                 if key is not None:
                     engine.attribution.observe(key, row.where, histogram, None, now)
         self.summary.verdicts += row.verdicts
+
+    def _count_day(self, rule: str, row: _Row, verdicts: float, defects: float) -> None:
+        service = row.origin.service
+        self.summary.count_day(rule, service, self._clock.now, verdicts, defects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,12 +443,20 @@ class _Row:
         )
 
 
-def read_rows(paths: Iterable[Path]) -> Iterator[tuple[str, Any]]:
+def read_rows(paths: Iterable[Path], max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[str, Any]]:
     """`(file:line, decoded row)` of every non-blank line of `paths`, one file after the
-    other; a line that is not JSON comes as `(where, _Unreadable)`."""
+    other; a line that is not JSON comes as `(where, _Unreadable)`, one longer than
+    `max_line` bytes as `(where, _TooLong)`, never held whole."""
     for path in paths:
         with _open(path) as lines:
-            for number, line in enumerate(lines, 1):
+            number = 0
+            while line := lines.readline(max_line + 1):
+                number += 1
+                if len(line) > max_line and not line.endswith(b"\n"):
+                    while (rest := lines.readline(_SKIP_BYTES)) and not rest.endswith(b"\n"):
+                        pass
+                    yield f"{path}:{number}", _TooLong(f"a line longer than {max_line:,} bytes")
+                    continue
                 if not line.strip():
                     continue
                 try:
@@ -352,6 +467,10 @@ def read_rows(paths: Iterable[Path]) -> Iterator[tuple[str, Any]]:
 
 class _Unreadable(str):
     """A line that is not JSON: refused as such by `_Row.of` (not an object)."""
+
+
+class _TooLong(str):
+    """A line longer than the bound: refused unread."""
 
 
 def _open(path: Path) -> io.BufferedIOBase:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.boosting import RaisedBoosts
-from monitor.alerts.entries import Entries, Key
+from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, Key, add_part
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CONVERSATION_IDLE = "10m"
+EVICTIONS_LOGGED_EVERY_S = 60.0
 
 
 class AlertEngine:
@@ -87,6 +89,8 @@ class AlertEngine:
     - `boosts`: where rules with `boost` raise their evaluator's sampling.
     - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
       this replica's own verdicts, and never send a resolve.
+    - `conversation_budget`: the bytes all rules' conversations may hold together
+      (`monitor.alerts.entries`).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class AlertEngine:
         boosts: SamplingBoosts | None = None,
         fleet: FleetReader | None = None,
         trace_url: str | None = None,
+        conversation_budget: int = CONVERSATION_BUDGET,
     ) -> None:
         thresholds = dict(severity_thresholds or {})
         self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
@@ -138,7 +143,22 @@ class AlertEngine:
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
-        self._entries = Entries(self._rules, self._kinds, parse_duration(conversation_idle))
+        self._evicted = telemetry.counter(
+            "alert_conversations_evicted",
+            "Conversations the alert rules forgot early, oldest first, to keep their memory "
+            "within its budget, by state (open: closed into its unit early; closed: no "
+            "longer remembered).",
+            ("state",),
+        )
+        self._evictions_logged = -math.inf
+        self._idle_s = parse_duration(conversation_idle)
+        self._entries = Entries(
+            self._rules,
+            self._kinds,
+            self._idle_s,
+            conversation_budget,
+            self._count_evictions,
+        )
         # Resolves decided between evaluations (an evaluator revision replaced a firing
         # entry's), returned by the next `evaluate`.
         self._resolved: list[Alert] = []
@@ -161,7 +181,12 @@ class AlertEngine:
 
     async def start(self) -> None:
         if self._state_file is not None:
-            self.restore(self._state_file.load(self._clock(), self._longest_memory()))
+            # Reading and parsing, off the event loop; restoring, on it.
+            saved = await asyncio.to_thread(
+                self._state_file.load, self._clock(), self._longest_memory()
+            )
+            self.restore(saved, release=True)
+            del saved
         for notifier in self._notifiers:
             await notifier.start()
         if self._task is None and self._rules:
@@ -200,15 +225,21 @@ class AlertEngine:
                 self.attribution.observe(key, where, histogram, retrieval, now)
 
     def add_counts(
-        self, rule_name: str, service: str, cohort: str, histogram: Sequence[float]
+        self,
+        rule_name: str,
+        service: str,
+        cohort: str,
+        histogram: Sequence[float],
+        revision: str | None = None,
     ) -> None:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
-        values at level k) for the rule named `rule_name` (`monitor.alerts.fleet`)."""
+        values at level k, of evaluator `revision`) for the rule named `rule_name`
+        (`monitor.alerts.fleet`)."""
         i = self.rule_index(rule_name)
         if i is not None:
             by = self._rules[i].cohort_by
             origin = Origin(service, **({by: cohort} if by else {}))
-            self.count(i, origin, histogram, None, self._clock())
+            self.count(i, origin, histogram, revision, self._clock())
 
     def count(
         self,
@@ -282,6 +313,22 @@ class AlertEngine:
             )
         self.attribution.forget(lambda k: k != key)
 
+    def _count_evictions(self, opened: int, closed: int) -> None:
+        self._evicted.labels("open").inc(opened)
+        self._evicted.labels("closed").inc(closed)
+        now = self._clock()
+        if now - self._evictions_logged >= EVICTIONS_LOGGED_EVERY_S:
+            self._evictions_logged = now
+            log.warning(
+                "alert rules' conversations reached their memory budget (%d bytes): the "
+                "oldest forgotten, %d open (closed into their units early) and %d closed; "
+                "an app that writes each request its own conversation id fills it (this is "
+                "logged at most once a minute, alert_conversations_evicted_total counts all)",
+                self._entries.conversation_bytes,
+                opened,
+                closed,
+            )
+
     def _wake_up(self) -> None:
         self._due = True
         if self._wake is not None:
@@ -298,8 +345,7 @@ class AlertEngine:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._task = self._fleet_task = None
-        if self._state_file is not None:
-            await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
+        await self._save()
         for notifier in self._notifiers:
             try:
                 await notifier.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
@@ -373,8 +419,9 @@ class AlertEngine:
                 return None
             log.info("alert %s resolved for %s: %s", name, subject, describe.log_text(alert))
             return alert
-        # A slice first named between re-sends goes out at once (its `Where` alert).
-        due = now - entry.last_sent >= self._resend
+        # A slice first named between re-sends goes out at once (its `Where` alert). A
+        # clock that stepped back before the last send re-sends now, never waits for it.
+        due = now - entry.last_sent >= self._resend or now < entry.last_sent
         if due or self.attribution.names_first((i, service, cohort), judgment, now, entry.where):
             entry.last_sent = now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
@@ -409,6 +456,25 @@ class AlertEngine:
         self._entries.drop(gone)
         self.attribution.forget(lambda key: key not in gone)
 
+    @property
+    def judging_window_s(self) -> float:
+        """How long after the last verdict a judgment can still change without a firing
+        alert (what resolves one may take up to `longest_window_s`): the rules' current
+        windows (an SLO rule's longest burn-rate window) and the conversations' idle time."""
+        windows = [
+            max(parse_duration(row.long) for row in r.config.slo.burn_rates)
+            if r.config.slo is not None
+            else r.window_s
+            for r in self._rules
+        ]
+        return max([self._idle_s, *windows])
+
+    @property
+    def longest_window_s(self) -> float:
+        """The longest any rule counts a verdict in its windows (a regression rule's
+        current and baseline windows)."""
+        return self._longest_window()
+
     def _longest_window(self) -> float:
         return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
 
@@ -422,14 +488,15 @@ class AlertEngine:
         """Every entry, for the state file (`Entries.snapshot`)."""
         return self._entries.snapshot()
 
-    def restore(self, saved: dict[str, Any]) -> None:
-        """Takes back what `snapshot` gave (`Entries.restore`)."""
+    def restore(self, saved: dict[str, Any], *, release: bool = False) -> None:
+        """Takes back what `snapshot` gave (`Entries.restore`; `release`: `saved` is
+        emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        dropped = self._entries.restore(saved, place)
+        dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
         restored_firing = self.firing()
@@ -498,5 +565,15 @@ class AlertEngine:
             except Exception:
                 log.exception("alert evaluation failed")
                 self._t.dropped.labels("alerts", "internal_error").inc()
-            if self._state_file is not None:
-                await asyncio.to_thread(self._state_file.save, self._clock(), self.snapshot())
+            await self._save()
+
+    async def _save(self) -> None:
+        """The state file, written in a thread from a snapshot taken an entry at a time
+        (`Entries.snapshot_parts`), so the event loop serves other work in between."""
+        if self._state_file is None:
+            return
+        saved: dict[str, Any] = {}
+        for part in self._entries.snapshot_parts():
+            add_part(saved, part)
+            await asyncio.sleep(0)
+        await asyncio.to_thread(self._state_file.save, self._clock(), saved)

@@ -3,13 +3,27 @@ judge, the conversations still gathering verdicts, the evaluator revision each e
 belongs to, and how all of it is saved to and restored from the state file.
 
 An entry belongs to one evaluator revision: `add` with verdicts of another starts it anew
-(the replaced entry is returned, so that the engine can resolve a page it held), and late
-verdicts of the revision just replaced, within one window of the change, are left out.
+from what of the old state still holds (`Kind.succeed`; the replaced entry is returned, so
+that the engine can resolve a page it held). Verdicts of a revision it replaced are left
+out while its own revision's still come (late verdicts, a rollout with both revisions
+live): only a revision that reports alone for a window (a rollback) replaces it again.
+
+**Conversation memory is bounded per process**, across entries: each (rule, service,
+cohort) keeps at most `units.MAX_OPEN` open and `units.MAX_REMEMBERED` closed
+conversations, and all of them together at most `budget` bytes (`CONVERSATION_BUDGET`,
+counted at `OPEN_BYTES` and `CLOSED_BYTES` each, upper bounds of what one holds). Past the
+budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
+remembered longest, then, in an entry with none closed, the open one quiet longest, closed
+into its unit early (as `units.MAX_OPEN` does within an entry). An app writing a request id
+as its conversation id (each request its own conversation) fills the budget and no more;
+what the state file holds of them is bounded with it (`monitor.alerts.state`).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +40,22 @@ log = logging.getLogger(__name__)
 LAST_SECOND = 253_402_300_799.0
 
 Key = tuple[int, str, str]  # (rule index, service, cohort)
+# One saved entry: (rule, the rule's fingerprint, service, cohort, the entry).
+Part = tuple[str, str, str, str, dict[str, Any]]
+
+# What one conversation holds in memory, at most (`tests/alerts/test_alerts_memory.py`
+# measures it): open, with its sums and times; closed, remembered for its return.
+OPEN_BYTES = 320
+CLOSED_BYTES = 256
+CONVERSATION_BUDGET = 32 * 1024 * 1024
+# An eviction goes this far below the budget, so that the next one waits for a share of it.
+EVICT_TO = 0.9
+
+
+def conversation_bytes(conversations: Conversations) -> int:
+    return len(conversations) * OPEN_BYTES + conversations.remembered * CLOSED_BYTES
+# Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
+REPLACED_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +69,29 @@ class Added:
 
 
 class Entries:
-    def __init__(self, rules: Sequence[Rule], kinds: Sequence[Kind], idle_s: float) -> None:
+    """The entries (see the module docstring); `on_evict(open, closed)` is told of every
+    eviction the conversation budget made, how many open and closed conversations went."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        kinds: Sequence[Kind],
+        idle_s: float,
+        budget: int = CONVERSATION_BUDGET,
+        on_evict: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._rules = rules
         self._kinds = kinds
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
         self._conversations: dict[Key, Conversations] = {}
-        # key -> (revision replaced, when): its late verdicts are left out for one window.
-        self._replaced: dict[Key, tuple[str, float]] = {}
+        self._budget = budget
+        self._on_evict = on_evict
+        # What `_conversations` hold, in `conversation_bytes`.
+        self.conversation_bytes = 0
+        # key -> (the revisions it replaced, the last verdict of its own): theirs are left
+        # out while its own still come.
+        self._replaced: dict[Key, tuple[tuple[str, ...], float]] = {}
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._entries)
@@ -76,17 +121,21 @@ class Entries:
         if entry is None:
             entry = self._entries[key] = Entry(kind.new_state(), revision)
         elif revision is not None and revision != entry.revision:
-            late = self._replaced.get(key)
-            if late is not None and late[0] == revision:
-                if now - late[1] < self._rules[key[0]].window_s:
-                    return Added()
+            replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
+            if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
+                # A revision replaced while the current one still reports (late verdicts, a
+                # rollout with both live): left out. Alone for a window, it is a rollback.
+                return Added()
             if entry.revision is None:
                 entry.revision = revision
             else:
                 replaced = entry
-                self._replaced[key] = (entry.revision, now)
-                self._conversations.pop(key, None)
-                entry = self._entries[key] = Entry(kind.new_state(), revision)
+                kept = tuple(r for r in replaced_before if r != revision)[-REPLACED_KEPT + 1 :]
+                self._replaced[key] = ((*kept, entry.revision), now)
+                self._forget_conversations(key)
+                entry = self._entries[key] = Entry(kind.succeed(entry.state, now), revision)
+        elif key in self._replaced and revision == entry.revision:
+            self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
         closed: list[Unit] = []
         if conversation is not None:
@@ -95,18 +144,54 @@ class Entries:
                 conversations = self._conversations[key] = Conversations(self._idle_s)
             steps = len(histogram) - 1
             levels = [k / steps for k in range(steps + 1)]
+            held = conversation_bytes(conversations)
             arrival, closed = conversations.add(conversation, histogram, levels, now)
+            self.conversation_bytes += conversation_bytes(conversations) - held
         due = kind.add(entry.state, histogram, arrival, now)
         for unit in closed:
             due = kind.add_unit(entry.state, unit, now) or due
+        if self.conversation_bytes > self._budget:
+            due = self._evict(now) or due
         return Added(due, replaced, revision if replaced is not None else None)
 
     def close_idle(self, key: Key, now: float) -> None:
         """Hands the conversations of `key` quiet long enough by `now` to its kind."""
         conversations = self._conversations.get(key)
         if conversations is not None:
+            held = conversation_bytes(conversations)
             for unit in conversations.close_idle(now):
                 self._kinds[key[0]].add_unit(self._entries[key].state, unit, now)
+            self.conversation_bytes += conversation_bytes(conversations) - held
+
+    def _evict(self, now: float) -> bool:
+        """The oldest conversations, process-wide, until they hold `EVICT_TO` of the budget
+        (see the module docstring); True when a closed unit makes an evaluation due."""
+        oldest = [
+            (at, key) for key, c in self._conversations.items() if (at := c.oldest()) < math.inf
+        ]
+        heapq.heapify(oldest)
+        due, opened, closed = False, 0, 0
+        while self.conversation_bytes > self._budget * EVICT_TO and oldest:
+            _, key = heapq.heappop(oldest)
+            conversations = self._conversations[key]
+            held = conversation_bytes(conversations)
+            unit = conversations.evict()
+            self.conversation_bytes += conversation_bytes(conversations) - held
+            if unit is None:
+                closed += 1
+            else:
+                opened += 1
+                due = self._kinds[key[0]].add_unit(self._entries[key].state, unit, now) or due
+            if (at := conversations.oldest()) < math.inf:
+                heapq.heappush(oldest, (at, key))
+        if self._on_evict is not None:
+            self._on_evict(opened, closed)
+        return due
+
+    def _forget_conversations(self, key: Key) -> None:
+        conversations = self._conversations.pop(key, None)
+        if conversations is not None:
+            self.conversation_bytes -= conversation_bytes(conversations)
 
     def groups(self) -> dict[tuple[int, str], dict[str, Entry]]:
         """The entries of each (rule index, service), by cohort."""
@@ -118,7 +203,8 @@ class Entries:
     def drop(self, keys: Sequence[Key]) -> None:
         for key in keys:
             self._entries.pop(key, None)
-            self._conversations.pop(key, None)
+            self._forget_conversations(key)
+            self._replaced.pop(key, None)
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is
@@ -135,29 +221,52 @@ class Entries:
         """Every entry: `{rule: {"fingerprint", "services": {service: {cohort: entry}}}}`
         (cohort `""` for a rule without cohorts)."""
         out: dict[str, Any] = {}
-        for key, entry in self._entries.items():
-            i, service, cohort = key
-            rule = self._rules[i]
-            saved = out.setdefault(
-                rule.config.name, {"fingerprint": fingerprint(rule), "services": {}}
-            )
-            conversations = self._conversations.get(key)
-            saved["services"].setdefault(service, {})[cohort] = {
-                "revision": entry.revision,
-                "firing": entry.firing,
-                "started_at": entry.started_at,
-                "last_sent": entry.last_sent,
-                "where": list(entry.where) if entry.where is not None else None,
-                "conversations": conversations.snapshot() if conversations is not None else [],
-                "state": self._kinds[i].snapshot(entry.state),
-            }
+        for part in self.snapshot_parts():
+            add_part(out, part)
         return out
 
-    def restore(self, saved: dict[str, Any], place: Callable[[int, str, str], Key]) -> int:
+    def snapshot_parts(self) -> Iterator[Part]:
+        """`snapshot`, one entry at a time: (rule, its fingerprint, service, cohort, the
+        entry saved); an entry dropped while this runs is left out."""
+        for key in list(self._entries):
+            entry = self._entries.get(key)
+            if entry is None:
+                continue
+            i, service, cohort = key
+            rule = self._rules[i]
+            conversations = self._conversations.get(key)
+            yield (
+                rule.config.name,
+                fingerprint(rule),
+                service,
+                cohort,
+                {
+                    "revision": entry.revision,
+                    "firing": entry.firing,
+                    "started_at": entry.started_at,
+                    "last_sent": entry.last_sent,
+                    "where": list(entry.where) if entry.where is not None else None,
+                    "conversations": conversations.snapshot() if conversations is not None else [],
+                    "state": self._kinds[i].snapshot(entry.state),
+                },
+            )
+
+    def restore(
+        self,
+        saved: dict[str, Any],
+        place: Callable[[int, str, str], Key],
+        now: float,
+        *,
+        release: bool = False,
+    ) -> int:
         """Takes back what `snapshot` gave, for rules that still exist with the same
         evaluator and windows (`place` gives a saved (rule index, service, cohort) its key
-        under the caps); anything else is logged and left out. Returns how many entries
-        (one rule and service) were malformed."""
+        under the caps); anything else is logged and left out. A firing state's times
+        later than `now` (a hand-edited file, a wall clock stepped back) are clamped to
+        `now`, logged. Conversations past the budget are evicted as they come, and with
+        `release` each service is taken out of `saved` once restored, so what was parsed
+        is freed as it is restored. Returns how many entries (one rule and service) were
+        malformed."""
         dropped = 0
         by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}
         for name, raw in saved.items():
@@ -173,7 +282,8 @@ class Entries:
                 log.error("alert state of rule %s is malformed (no services): left out", name)
                 dropped += 1
                 continue
-            for service, cohorts in services.items():
+            for service in list(services):
+                cohorts = services.pop(service) if release else services[service]
                 try:
                     restored = {
                         str(cohort): self._restored(i, saved_entry)
@@ -189,10 +299,21 @@ class Entries:
                     dropped += 1
                     continue
                 for cohort, (entry, conversations) in restored.items():
+                    if _clamp_future(entry, now):
+                        log.warning(
+                            "alert state of rule %s, service %s: a time later than now "
+                            "(started_at, last_sent or where) clamped to now",
+                            name,
+                            service,
+                        )
                     key = place(i, str(service), cohort)
                     self._entries[key] = entry
-                    if len(conversations):
+                    self._forget_conversations(key)
+                    if len(conversations) or conversations.remembered:
                         self._conversations[key] = conversations
+                        self.conversation_bytes += conversation_bytes(conversations)
+                if self.conversation_bytes > self._budget:
+                    self._evict(now)
         return dropped
 
     def _restored(self, i: int, saved: Any) -> tuple[Entry, Conversations]:
@@ -215,6 +336,22 @@ class Entries:
             where=_restored_where(saved.get("where"), firing),
         )
         return entry, conversations
+
+
+def add_part(snapshot: dict[str, Any], part: Part) -> None:
+    """Adds one of `Entries.snapshot_parts` to a snapshot being built."""
+    name, rule_fingerprint, service, cohort, entry = part
+    saved = snapshot.setdefault(name, {"fingerprint": rule_fingerprint, "services": {}})
+    saved["services"].setdefault(service, {})[cohort] = entry
+
+
+def _clamp_future(entry: Entry, now: float) -> bool:
+    """Clamps `entry`'s firing times to `now`; True when one was later."""
+    later = max(entry.started_at, entry.last_sent) > now
+    entry.started_at, entry.last_sent = min(entry.started_at, now), min(entry.last_sent, now)
+    if entry.where is not None and entry.where.at > now:
+        entry.where, later = entry.where._replace(at=now), True
+    return later
 
 
 def _restored_where(raw: Any, firing: bool) -> Named | None:

@@ -12,7 +12,11 @@ Read this way: evaluator rules that count verdicts (`rag_monitor_evaluations_tot
 and fail) and category rules (`rag_monitor_safety_evaluations_total`, a defect at the
 graders' `severity_threshold`), regression and absolute rules, and cohort rules by `version`
 or `route` (labels of those counters). Rules that measure scores, and cohorts by model, keep
-judging the replica's own verdicts.
+judging the replica's own verdicts. An evaluator rule's counters carry the evaluator's
+revision, joined from each replica's `rag_monitor_evaluator_revision_info` on its `instance`
+and `job`, so a judge or detector change reaches the engine as a revision change (a
+changeover, never a regression), replicas of both revisions during a rollout included;
+category rules' counters, and replicas that do not export it, count without one.
 
 **A read cannot stop the reader.** An answer is read to at most `max_response_bytes`
 (decompressed; a larger one is refused unread) and parsed off the event loop; it must be
@@ -68,7 +72,11 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[str, str, str, list[float]], None]
+# (rule, service, cohort, histogram, evaluator revision or None)
+Sink = Callable[[str, str, str, list[float], str | None], None]
+# Joins each replica's evaluator revision (`rag_monitor_evaluator_revision_info`) onto its
+# counters; a replica without it (an older release) counts without one.
+_JOIN = "on(instance, job, evaluator)"
 _DEFAULT_THRESHOLD: Severity = "medium"
 # Outcomes of a read (`rag_monitor_alert_fleet_reads_total{outcome}`).
 OUTCOMES = (
@@ -211,7 +219,8 @@ class FleetReader:
 
     async def run(self, sink: Sink) -> None:
         """Reads every `query_interval_s` until cancelled, handing each rule's new verdicts
-        per service and cohort to `sink(rule, service, cohort, histogram)`."""
+        per service, cohort and evaluator revision to `sink(rule, service, cohort,
+        histogram, revision)`."""
         timeout = aiohttp.ClientTimeout(total=self._timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
@@ -224,8 +233,8 @@ class FleetReader:
             try:
                 answer = await self._answer(session, rule)
                 counts = await asyncio.to_thread(self._counted, rule, answer)
-                for (service, cohort), histogram in counts.items():
-                    sink(rule.name, service, cohort, histogram)
+                for (service, cohort, revision), histogram in counts.items():
+                    sink(rule.name, service, cohort, histogram, revision or None)
             except asyncio.CancelledError:
                 raise
             except _ReadFailed as failed:
@@ -279,10 +288,12 @@ class FleetReader:
     def _query_text(self, rule: AlertRule) -> str:
         extra = f",{self._selector}" if self._selector else ""
         if rule.evaluator is not None:
-            return (
+            counts = (
                 f'rag_monitor_evaluations_total{{evaluator="{rule.evaluator}",'
                 f'outcome=~"pass|fail"{extra}}}'
             )
+            info = f'rag_monitor_evaluator_revision_info{{evaluator="{rule.evaluator}"{extra}}}'
+            return f"({counts} * {_JOIN} group_left(revision) {info}) or {_JOIN} {counts}"
         return f'rag_monitor_safety_evaluations_total{{category="{rule.category}"{extra}}}'
 
     # -- one answer ------------------------------------------------------------------------
@@ -330,14 +341,14 @@ class FleetReader:
 
     # -- counting ----------------------------------------------------------------------------
 
-    def _counted(self, rule: AlertRule, answer: _Answer) -> dict[tuple[str, str], list[float]]:
-        """What each (service, cohort) counted since the last read, `[passes, defects]`
-        (runs in a worker thread; reads of one reader never overlap)."""
+    def _counted(self, rule: AlertRule, answer: _Answer) -> dict[tuple[str, str, str], list[float]]:
+        """What each (service, cohort, evaluator revision) counted since the last read,
+        `[passes, defects]` (runs in a worker thread; reads of one reader never overlap)."""
         for reason, n in answer.skipped.items():
             self._skip(rule, reason, n)
         now = self._clock()
         known = self._series.setdefault(rule.name, {})
-        out: dict[tuple[str, str], list[float]] = {}
+        out: dict[tuple[str, str, str], list[float]] = {}
         by = rule.cohorts.by if rule.cohorts is not None else None
         fell = 0
         for labels, value in answer.series:
@@ -350,7 +361,11 @@ class FleetReader:
             delta = _advance(series, value)
             fell += series.lower is not None
             if delta > 0:
-                group = (labels.get("service", ""), labels.get(by, "") if by else "")
+                group = (
+                    labels.get("service", ""),
+                    labels.get(by, "") if by else "",
+                    labels.get("revision", ""),
+                )
                 histogram = out.setdefault(group, [0.0, 0.0])
                 histogram[1 if self._defect(rule, labels) else 0] += delta
         if fell:

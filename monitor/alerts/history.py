@@ -16,8 +16,9 @@ that closed in it (their correlation is measured).
   rise keeps the level from before it), and over seven times that window; the higher of the
   two is the level, so a good spell is not a new normal overnight;
 - **season** (`monitor.alerts.season`, learned from all verdicts of the history): what this
-  hour of the day and day of the week usually add; a seasonal rule judges once the history
-  holds one complete day;
+  hour of the day and day of the week usually add; before the history holds one complete
+  day, a seasonal rule compares with the highest of the level and the highest hour seen
+  plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
   their measured dispersion (`kappa`; both `monitor.alerts.dispersion`).
@@ -32,6 +33,7 @@ import math
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from monitor.alerts.dispersion import conversation_rho, solo_dispersion
@@ -46,6 +48,9 @@ SEASONAL_HISTORY_DAYS = 28
 LONG_LEVEL_FACTOR = 7
 # Buckets per baseline window for a baseline that is not seasonal.
 PLAIN_BUCKETS = 60
+# Before a seasonal baseline's first complete day, the hours it judges from hold this many
+# clean verdicts or more.
+EARLY_HOUR_SAMPLES = 100
 
 # Fields of a bucket, in the ring's rows.
 # _M3 came last: a bucket saved before it restores with 0 there.
@@ -191,6 +196,34 @@ class History:
             rows[row + _SD] += solo.defects
         self._structure += 1
 
+    def counts(self, index: int) -> tuple[float, float]:
+        """(clean, held) verdicts of bucket `index` (0 when it is not held)."""
+        slot = index % self.span
+        if self._index[slot] != index:
+            return 0.0, 0.0
+        row = slot * FIELDS
+        return self._rows[row + _N], self._rows[row + _RN]
+
+    def translate(self, last: int, delta: float, last_counts: tuple[float, float]) -> None:
+        """An evaluator revision reads `delta` higher than the one before it: the buckets up
+        to `last` (of which `last` only its first `last_counts`, clean and held) are moved
+        by `delta` as if the new revision had scored them (season offsets, measured within
+        days, are unchanged)."""
+        rows = self._rows
+        for slot, index in enumerate(self._index):
+            if index < 0 or index > last:
+                continue
+            row = slot * FIELDS
+            clean, held = last_counts if index == last else (rows[row + _N], rows[row + _RN])
+            solo = rows[row + _SN] * (clean / rows[row + _N] if rows[row + _N] > 0 else 0.0)
+            for n, total, d, q in ((clean, _N, _D, _Q), (held, _RN, _RD, _RQ)):
+                all_n = rows[row + total]
+                mean = rows[row + d] / all_n if all_n > 0 else 0.0
+                rows[row + q] = max(0.0, rows[row + q] + 2 * delta * mean * n + n * delta**2)
+                rows[row + d] = min(all_n, max(0.0, rows[row + d] + n * delta))
+            rows[row + _SD] = max(0.0, rows[row + _SD] + solo * delta)
+        self._structure += 1
+
     def accept(self, since: float) -> None:
         """Every verdict held out since `since` joins the level: a rise that lasted is the
         new normal."""
@@ -229,11 +262,11 @@ class History:
         seasonal baseline still learning its day). The long level stands in for the recent
         one when higher and holding `min_samples`."""
         profile = self._profile()
-        if self.season != "none" and not profile.days:
-            return None
         recent = self._level(0, profile)
         if recent is None:
             return None
+        if self.season != "none" and not profile.days:
+            return self._unseasoned(t, recent, profile)
         level = recent
         long = self._level(1, profile)
         if long is not None and long.samples >= min_samples and long.mean > recent.mean:
@@ -259,6 +292,29 @@ class History:
             design,
             profile.rho_bound,
         )
+
+    def _unseasoned(self, t: float, recent: Level, profile: Profile) -> Expectation | None:
+        """Before the first complete day, what the hours seen so far allow: the highest of
+        the recent level and the highest hourly rate seen plus the steepest rise from one
+        hour to the next seen, so that a daily cycle whose hours rise by less than that
+        is no page (None: fewer than two hours of `EARLY_HOUR_SAMPLES` verdicts yet)."""
+        rows = self._rows
+        hours = [
+            (index, rows[row + _D] / n)
+            for index, row in self._buckets()
+            if (n := rows[row + _N]) >= EARLY_HOUR_SAMPLES
+        ]
+        if len(hours) < 2:
+            return None
+        steepest = max(
+            (b - a for (i, a), (j, b) in pairwise(hours) if j == i + 1),
+            default=0.0,
+        )
+        highest = max(rate for _, rate in hours) + max(0.0, steepest)
+        level = Level(
+            max(recent.mean, highest), recent.variance, recent.samples, recent.error_units
+        )
+        return self._expected(t, level, profile, seasonal=False)
 
     def last_week(self, t: float) -> Expectation | None:
         """What the same hours showed one week before `t`: the clean verdicts of the

@@ -5,10 +5,14 @@ One JSON object, `{"format": FORMAT, "version": VERSION, "saved_at": ..., "rules
 written to a temporary file in the same directory and moved over the old one
 (`os.replace`), so a reader sees the old or the new file, never half of one. Its size is
 bounded by rules x `pipeline.max_services` (x the cohorts of a cohort rule) x window
-slices; a file larger than
-`MAX_BYTES` is not read. Loading never raises: a missing, oversized, corrupt, foreign,
-newer-version or stale file gives empty state, a log line and
-`rag_monitor_alert_state_loads_total{outcome}` (JSON nested too deeply among them). An entry
+slices, and its conversations by the engine's conversation budget
+(`monitor.alerts.entries`); a file larger than `MAX_BYTES`, which would not load within the
+memory the sidecar is given (the Helm chart's 512 MiB), is not read. Loading never raises:
+a missing, oversized, corrupt, foreign, newer-version or stale file gives empty state, a
+log line and `rag_monitor_alert_state_loads_total{outcome}` (JSON nested too deeply among
+them). An oversized or corrupt file is moved aside first (`PATH.too_large-<UTC time>`,
+`PATH.corrupt-<UTC time>`), never overwritten by the next save: what it held stays for a
+human to look at. An entry
 (one rule and service) holding what cannot be restored — NaN, an infinity, a number past
 float's range, a wrong type — is left out alone (`alert_state_entries_dropped_total{when="load"}`).
 """
@@ -19,6 +23,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = "rag-monitor-alert-state"
 VERSION = 2
-MAX_BYTES = 64 * 1024 * 1024
+# What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
+# restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
+MAX_BYTES = 24 * 1024 * 1024
 
 
 class StateFile:
@@ -43,6 +50,8 @@ class StateFile:
         self._saves = telemetry.counter(
             "alert_state_saves", "Alert state file writes, by outcome (ok, error).", ("outcome",)
         )
+        # A file that could not be read nor moved aside: never written over.
+        self._blocked = False
 
     def load(self, now: float, max_age_s: float) -> dict[str, Any]:
         """The saved rules (`{}` when there is nothing usable; the reason is logged and
@@ -50,7 +59,32 @@ class StateFile:
         it holds has expired."""
         outcome, rules = self._read(now, max_age_s)
         self._loads.labels(outcome).inc()
+        if outcome in ("too_large", "corrupt"):
+            self._set_aside(outcome)
         return rules
+
+    def _set_aside(self, outcome: str) -> None:
+        """Moves a file that could not be read out of the next save's way."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.{outcome}-{stamp}")
+        n = 0
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.{outcome}-{stamp}.{n}")
+        try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.error(
+                "alert state file %s could not be moved aside (%s): it is not overwritten; "
+                "the alert state is not saved until it is moved",
+                self.path,
+                exc,
+            )
+            self._blocked = True
+            return
+        log.error("alert state file %s moved to %s: it is kept as it was", self.path, aside)
 
     def _read(self, now: float, max_age_s: float) -> tuple[str, dict[str, Any]]:
         try:
@@ -103,6 +137,10 @@ class StateFile:
 
     def save(self, now: float, rules: dict[str, Any]) -> None:
         """Writes the state atomically; a failure is logged and counted, never raised."""
+        if self._blocked:
+            log.error("alert state not saved: %s, unreadable, is still in its place", self.path)
+            self._saves.labels("error").inc()
+            return
         body = json.dumps(
             {"format": FORMAT, "version": VERSION, "saved_at": now, "rules": rules},
             separators=(",", ":"),

@@ -107,6 +107,29 @@ class Conversations:
     def __len__(self) -> int:
         return len(self._open)
 
+    @property
+    def remembered(self) -> int:
+        """How many closed conversations are remembered."""
+        return len(self._closed)
+
+    def oldest(self) -> float:
+        """When the conversation `evict` takes was closed (or, with none closed, last
+        active); infinity with none."""
+        if self._closed:
+            return next(iter(self._closed.values()))[2]
+        if self._open:
+            return next(iter(self._open.values())).last
+        return math.inf
+
+    def evict(self) -> Unit | None:
+        """A process-wide memory budget's eviction hook (`monitor.alerts.entries`): forgets
+        the conversation closed longest ago, or with none closed, closes the one quiet
+        longest, not remembered, and returns its unit."""
+        if self._closed:
+            self._closed.popitem(last=False)
+            return None
+        return _unit(self._open.popitem(last=False)[1])
+
     def add(
         self, key: int, histogram: Sequence[float], levels: Sequence[float], now: float
     ) -> tuple[Arrival, list[Unit]]:

@@ -13,16 +13,15 @@ from monitor.alerts.kinds.forms import summary
 from monitor.config import (
     Config,
     ConfigError,
+    EvaluatorConfig,
     dump_yaml,
     effective_config,
     load_config,
     mask_url,
+    parse_duration,
 )
-from monitor.evaluators.registry import (
-    default_severity_threshold,
-    default_threshold,
-    evaluator_problems,
-)
+from monitor.conventions import SHIPPED
+from monitor.evaluators.registry import evaluator_problems, resolved
 from monitor.exporters.metrics_port import check_metrics_port
 from monitor.judge.definitions import needs_judge
 
@@ -76,6 +75,8 @@ def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> 
             print(line, file=sys.stderr)
         if failed:
             return 1
+    for line in config_warnings(config):
+        print(f"warning: {line}", file=sys.stderr)
     summary = "\n".join(f"# {line}" for line in [f"{path}: ok", *probed, *_explain(config)])
     effective = effective_config(config)
     effective["evaluators"] = [_evaluator_defaults(entry) for entry in effective["evaluators"]]
@@ -108,19 +109,53 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
     return failed, answered
 
 
+def config_warnings(config: Config) -> list[str]:
+    """What a valid config says that is likely not meant, one `path.to.key: why` line each:
+    an SLO row that fires while the service meets its objective (a burn rate below 1), and
+    a convention of the user's that takes over a shipped one's spans (it names a shipped
+    convention's role attribute as its own kind, or matches the spans carrying it: every
+    span of that convention)."""
+    lines = []
+    for i, rule in enumerate(config.alerts.rules):
+        if rule.slo is None:
+            continue
+        window = parse_duration(rule.slo.window)
+        for k, row in enumerate(rule.slo.burn_rates):
+            if row.factor(window) < 1:
+                lines.append(
+                    f"alerts.rules.{i}.slo.burn_rates.{k}: fires at burn rate "
+                    f"{row.factor(window):.3g}, below 1: it fires while the service still "
+                    f"meets its objective {rule.slo.objective:g}"
+                )
+    owners = {kind.attribute: c.name for c in SHIPPED for kind in c.kinds}
+    for i, entry in enumerate(config.extraction.conventions):
+        if entry.kind is not None and entry.kind.attribute in owners:
+            lines.append(
+                f"extraction.conventions.{i}.kind.attribute: {entry.kind.attribute} is the "
+                f"role attribute of the shipped convention {owners[entry.kind.attribute]}; "
+                "yours is read first and takes over its spans' roles"
+            )
+        match = entry.match
+        for attribute in match.attributes if match is not None else ():
+            if attribute in owners and match is not None:
+                lines.append(
+                    f"extraction.conventions.{i}.match.attributes: {attribute} is on every "
+                    f"span of the shipped convention {owners[attribute]}; this match gives "
+                    f"all of them the role {match.role}"
+                )
+    return lines
+
+
 def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
     """An `evaluators[]` entry with the values its evaluator applies where the file gave
     none, so that `check-config` shows what will run rather than `null`."""
-    name = entry["name"]
     filled = dict(entry)
     if filled.get("sample_rate") is None:
         filled["sample_rate"] = 1.0
-    if filled.get("threshold") is None:
-        filled["threshold"] = default_threshold(name)
-    if filled.get("severity_threshold") is None:
-        filled["severity_threshold"] = default_severity_threshold(name)
-    if name == "local_groundedness" and filled.get("second_stage") is None:
-        filled["second_stage"] = False
+    applied = resolved(EvaluatorConfig.model_validate(entry)).model_dump(mode="json")
+    for key in ("threshold", "severity_threshold", "second_stage"):
+        if filled.get(key) is None:
+            filled[key] = applied[key]
     return filled
 
 

@@ -147,8 +147,13 @@ class UserConvention(Section):
         return self
 
 
+# The most conventions `extraction.conventions` takes: every span is tried against each
+# (docs/contract.md).
+MAX_CONVENTIONS = 100
+
+
 class Extraction(Section):
-    conventions: list[UserConvention] = []
+    conventions: list[UserConvention] = Field(default=[], max_length=MAX_CONVENTIONS)
 
     @field_validator("conventions")
     @classmethod

@@ -154,8 +154,8 @@ class AlertBurnRate(Section):
 
     budget: float | None = Field(default=None, gt=0, le=1)
     burn_rate: float | None = Field(default=None, gt=0)
-    long: Duration
-    short: Duration
+    long: Annotated[Duration, duration_between("1m", "3650d", "a burn rate's window")]
+    short: Annotated[Duration, duration_between("1m", "3650d", "a burn rate's window")]
     # The alert's `severity` label while this row holds: written like a rule's.
     severity: LabelName = "page"
 
@@ -184,6 +184,13 @@ SLO_BURN_RATES = (
 )
 SLO_WINDOW = "28d"
 SLO_MIN_SAMPLES = 30
+# The most burn-rate rows an SLO rule takes: each is judged at every evaluation, on the
+# event loop (the SRE workbook's tables have three or four).
+MAX_BURN_RATES = 10
+# The slowest burn rate a row may fire at: below it a row pages a service that spends a
+# hundredth of its budget, on the noise of any healthy stream (check-config warns below 1,
+# a service that meets its objective).
+MIN_BURN_RATE = 0.01
 
 
 class AlertSlo(Section):
@@ -193,8 +200,8 @@ class AlertSlo(Section):
     of the budget (monitor/alerts/kinds/slo.py)."""
 
     objective: float = Field(gt=0, lt=1)
-    window: Duration = SLO_WINDOW
-    burn_rates: list[AlertBurnRate] = list(SLO_BURN_RATES)
+    window: Annotated[Duration, duration_between("1h", "3650d", "the SLO's window")] = SLO_WINDOW
+    burn_rates: list[AlertBurnRate] = Field(default=list(SLO_BURN_RATES), max_length=MAX_BURN_RATES)
 
     @model_validator(mode="after")
     def _rows_fit(self) -> AlertSlo:
@@ -205,6 +212,13 @@ class AlertSlo(Section):
             if parse_duration(row.long) > window:
                 raise ValueError(
                     f"burn_rates.{k}.long: {row.long} is longer than the SLO's window {self.window}"
+                )
+            if row.factor(window) < MIN_BURN_RATE:
+                speed = "burn_rate" if row.burn_rate is not None else "budget"
+                raise ValueError(
+                    f"burn_rates.{k}.{speed}: fires at burn rate {row.factor(window):.3g}, below "
+                    f"{MIN_BURN_RATE:g}: it would page a service that spends its error budget a "
+                    "hundred times slower than it lasts"
                 )
         budget = 1 - self.objective
         if all(row.factor(window) * budget >= 1 for row in self.burn_rates):
@@ -399,6 +413,20 @@ class Webhook(Section):
 # A page's companion that names the slice carrying its excess is sent as the page's
 # alertname with this suffix (`monitor.alerts.attribution`).
 WHERE_SUFFIX = "_where"
+
+
+# The rule a config that writes no `alerts.rules` gets, while it runs local_groundedness:
+# the hallucination rate against the service's own trailing 24h (no threshold to tune). It
+# pages by log line and the `alert_firing` gauge until a receiver (`alertmanager.url`,
+# `webhooks`) is set; `rules: []` turns it off.
+DEFAULT_RULES: tuple[dict[str, Any], ...] = (
+    {
+        "name": "hallucination_regression",
+        "evaluator": "local_groundedness",
+        "baseline": {},
+        "severity": "page",
+    },
+)
 
 
 class Alerts(Section):

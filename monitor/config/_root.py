@@ -4,6 +4,7 @@ that span sections."""
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -11,7 +12,7 @@ from monitor.config._audit import Audit, AuditSection
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig, Judge, Redaction
 from monitor.config._extraction import Extraction
 from monitor.config._fields import Section
-from monitor.config._outputs import Alerts, Exporters
+from monitor.config._outputs import DEFAULT_RULES, Alerts, Exporters
 from monitor.config._processing import Budget, Pipeline, RecordLimits, Sampling, TraceAssembly
 from monitor.config._receivers import Receivers
 
@@ -31,6 +32,25 @@ class Config(Section):
     exporters: Exporters = Exporters()
     # A factory: the default number of worker processes probes the CPUs, not at import.
     pipeline: Pipeline = Field(default_factory=Pipeline)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_rules(cls, data: Any) -> Any:
+        """A written config without `alerts.rules` gets `DEFAULT_RULES` whose evaluators it
+        runs."""
+        if not isinstance(data, dict):
+            return data
+        alerts = data.get("alerts", {})
+        if not isinstance(alerts, dict) or "rules" in alerts:
+            return data
+        evaluators = data.get("evaluators", list(DEFAULT_LOCAL_EVALUATORS))
+        if not isinstance(evaluators, list):
+            return data  # the evaluators' own check names the problem
+        names = {
+            e.get("name") if isinstance(e, dict) else getattr(e, "name", e) for e in evaluators
+        }
+        rules = [rule for rule in DEFAULT_RULES if rule["evaluator"] in names]
+        return {**data, "alerts": {**alerts, "rules": rules}} if rules else data
 
     @field_validator("evaluators")
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from monitor.config import Config, ConfigError, EvaluatorConfig, missing_extra
+from monitor.config import Config, ConfigError, EvaluatorConfig, TrustworthinessTlm, missing_extra
 from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
@@ -90,6 +90,30 @@ def default_severity_threshold(name: str) -> str | None:
     definition = DEFINITIONS.get(name)
     grades = name in _SEVERITY_ONLY or (definition is not None and definition.answer == "severity")
     return "medium" if grades else None
+
+
+def resolved(entry: EvaluatorConfig) -> EvaluatorConfig:
+    """`entry` as its evaluator runs it: the threshold, severity threshold, second stage and
+    trustworthiness options it applies where the entry names none filled in, so that an
+    entry that writes a default out is the same entry as one that leaves it out."""
+    filled: dict[str, object] = {}
+    if entry.threshold is None:
+        filled["threshold"] = default_threshold(entry.name)
+    if entry.severity_threshold is None:
+        filled["severity_threshold"] = default_severity_threshold(entry.name)
+    if entry.name == "local_groundedness" and entry.second_stage is None:
+        filled["second_stage"] = False
+    if entry.name == TLM:
+        options = entry.tlm or TrustworthinessTlm()
+        reflections = options.reflections
+        filled["tlm"] = options.model_copy(
+            update={
+                "draws": options.draw_count,
+                "reflection": reflections > 0,
+                "reflection_wordings": reflections or None,
+            }
+        )
+    return entry.model_copy(update=filled)
 
 
 def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) -> list[str]:

@@ -1,7 +1,8 @@
 """An evaluator's revision: what decides its verdicts, named so that a change shows.
 
 `revision(entry, judge)` is the monitor's version and a short hash of everything in the
-evaluator's config that changes a verdict: its name, threshold and severity threshold, the
+evaluator's config that changes a verdict, as resolved (a default written out is the default
+left out: `registry.resolved`): its name, threshold and severity threshold, the
 judge's model, prompt, rubric and answer format, escalation band, the second stage, the
 trustworthiness options. The monitor's version stands for its detector and its default
 prompts (both ship with it). Not included: sampling and budgets, endpoints and keys,
@@ -17,13 +18,14 @@ import hashlib
 import json
 
 from monitor.config import EvaluatorConfig, Judge
+from monitor.evaluators.registry import resolved
 from monitor.judge.definitions import JUDGE_EVALUATORS
 from monitor.shared.version import __version__
 
 
 def revision(entry: EvaluatorConfig, judge: Judge) -> str:
     """`<monitor version>+<8 hex digits>` for `entry` (see the module docstring)."""
-    decisive = entry.model_dump(
+    decisive = resolved(entry).model_dump(
         mode="json",
         include={
             "name",

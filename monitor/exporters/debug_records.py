@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.exporters.extracted import Redact
-from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.records import CONTEXT_EVIDENCE, EXTRACTION_SUSPECT, RagRecord
 
 TEXT_LIMIT = 2_000
 ENTRY_BYTES = 64 * 1024
@@ -89,6 +89,10 @@ class DebugRecords:
             "suspect": record.metadata.get(EXTRACTION_SUSPECT),
             # The conventions its spans were read by (a user's among them, when matched).
             "conventions": record.metadata.get("conventions"),
+            # Where its context came from, and the evidence when found by structure or
+            # taken from the prompt.
+            "context_source": record.context_source,
+            "context_evidence": record.metadata.get(CONTEXT_EVIDENCE),
             "conversation": _cut(record.conversation) if record.conversation else None,
             "query": self._text(record.query),
             "response": self._text(record.response),

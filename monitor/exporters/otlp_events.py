@@ -191,7 +191,11 @@ class _Spans:
             SPAN_NAME,
             context=_context(record),
             kind=SpanKind.INTERNAL,
-            attributes={"rag.request_id": record.request_id, "rag.service": record.service},
+            attributes={
+                "rag.request_id": record.request_id,
+                "rag.service": record.service,
+                "rag.context_source": record.context_source,
+            },
         )
         for result in results.values():
             span.add_event(EVENT_NAME, attributes=event_attributes(result))
@@ -248,6 +252,7 @@ class _Logs:
             attributes = event_attributes(result)
             attributes["rag.request_id"] = record.request_id
             attributes["rag.service"] = record.service
+            attributes["rag.context_source"] = record.context_source
             self._logger.emit(
                 timestamp=now, context=context, event_name=EVENT_NAME, attributes=attributes
             )

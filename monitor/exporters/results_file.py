@@ -72,6 +72,7 @@ def results_line(
         "route": record.route,
         "model": record.model,
         "conversation": record.conversation,
+        "context_source": record.context_source,
         # What else a page's attribution looks at (monitor/records/where.py), so that
         # `rag-monitor backtest` over this file says where as the sidecar does.
         "dimensions": Where.of(record).line(),

@@ -15,10 +15,13 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
 5. Response: `rag.response` > the request's text output > the answering call's output.
 6. Context: retrieval spans before the answer by time, in retrieval order (the request's
    own when a trace holds several); a reranker's output replaces what it reranked;
-   documents with ids only take their text from the chat span's system message.
+   with no document text, the documents are found by structure, else split out of the
+   prompt (`_structure.py`, `_prompt_documents.py`); the record says which
+   (`context_source`).
 7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request. A span
    that declares no kind but carries a model call's GenAI request, response or usage
-   attributes is a model call when no span is one by its kind: a trace with any sign of a
+   attributes is a model call when no span is one by its kind or holds a chat in its
+   values (`_structure.call_by_structure`): a trace with any sign of a
    model call always gives a record, marked suspect when its question or answer is
    missing (content capture off), never silently `not_rag`.
 8. A record whose parts look wrong is marked with why (`_suspect.py`).
@@ -41,6 +44,7 @@ from monitor.extraction._request_spans import Requests
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, normalized
+from monitor.extraction._structure import call_by_structure
 from monitor.extraction._suspect import tool_arguments
 from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
@@ -115,8 +119,11 @@ def _trace_records(
             generations.append(generation)
             conventions |= generation.conventions
     if not generations:
-        # No span is a model call by its kind or its messages: one that declares nothing
-        # but shows a model call's attributes is one (content capture off).
+        # No span is a model call by its kind or by a convention's messages: one that
+        # declares nothing but holds a chat in its values is one (`_structure.py`).
+        generations = [g for g in map(call_by_structure, ordered) if g is not None]
+    if not generations:
+        # ... or one that shows a model call's attributes (content capture off).
         shown = (read_generation(s, shown=True) for s in ordered if shows_model_call(s))
         generations = [g for g in shown if g is not None]
     top = trace_wide(ordered, by_id)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.extraction._instrumentations import instrumentation_of
+from monitor.extraction._prompt_documents import documents_from_prompt, labelled_question
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -25,10 +26,11 @@ from monitor.extraction._span_values import (
     loads,
     normalized,
 )
+from monitor.extraction._structure import found_by_structure
 from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
 from monitor.extraction._table import current
 from monitor.extraction._trace_tree import depth_of, feedback_of
-from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.records import CONTEXT_EVIDENCE, CONTEXT_SOURCE, EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
@@ -101,7 +103,30 @@ def conversation_of(spans: list[Span | None]) -> str | None:
     return None
 
 
-def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc]:
+@dataclass(slots=True)
+class Context:
+    """A record's documents, where they came from (`monitor.records.CONTEXT_SOURCES`), and
+    for documents found by structure or taken from the prompt, the evidence."""
+
+    docs: list[Doc]
+    source: str
+    evidence: str | None = None
+    # The record's question when the query was the whole user message around it: what a
+    # retrieval found by structure was asked, or what the message labels as the question.
+    query: str | None = None
+
+
+def context_of(
+    retrievals: list[Retrieval],
+    answer: Generation | None,
+    trace_spans: list[Span],
+    key: tuple[str, str],
+    query: str | None,
+) -> Context:
+    """The documents of the retrievals and tool calls before the answer (a reranker's
+    output replacing what it reranked); when none carries text, those found by structure,
+    else those in the answering call's prompt without the `query` and the template of the
+    service and route `key` (`README.md`, "Documents no convention names")."""
     reranked = [r for r in retrievals if r.reranked and r.docs]
     chosen = reranked[-1:] if reranked else retrievals
     if not chosen and answer is not None and answer.tool_results:
@@ -110,29 +135,41 @@ def _context(retrievals: list[Retrieval], answer: Generation | None) -> list[Doc
         chosen = [Retrieval(answer.span, None, answer.tool_results, tool="messages")]
     docs: list[Doc] = []
     seen: set[str] = set()
-    ids_only: list[Doc] = []
+    ids: list[str] = []
+    retrieved = False
     for r in chosen:
         for doc in r.docs:
             if not doc.content:
-                ids_only.append(doc)
+                if doc.doc_uri:
+                    ids.append(doc.doc_uri)
                 continue
             if doc.content in seen:
                 continue
             seen.add(doc.content)
             docs.append(doc)
-    # Documents that reach the model only inside its system message: the retrieval gave
-    # ids alone (GenAI requires no more), or a retrieval span was traced without any
-    # (MLflow's GenAI translation keeps the span and drops its output).
-    empty = any(r.tool is None and not r.docs for r in chosen)
-    if not docs and (ids_only or empty) and answer is not None:
-        system = "\n".join(text for role, text in answer.messages if role == "system")
-        if system.strip():
-            ids = [d.doc_uri for d in ids_only if d.doc_uri]
-            meta: dict[str, Any] = {"source": "system_message"}
-            if ids:
-                meta["doc_ids"] = ids
-            docs.append(Doc(system, None, None, meta))
-    return docs
+            retrieved = retrieved or r.tool is None
+    if docs:
+        return Context(docs, "retrieval_span" if retrieved else "tool_result")
+    if answer is None or not answer.messages:
+        return Context([], "none")
+    # A user message that is a template around the question (documents, then `Question:
+    # ...`): the question is what it labels.
+    whole = query is not None and query == answer.user_query
+    labelled = labelled_question(query) if whole and query else None
+    asked = labelled or query
+    found = found_by_structure(trace_spans, answer, asked)
+    if found is not None:
+        bare = found.query if _in_whole_prompt(found.query, query, answer) else labelled
+        return Context(found.docs, "structure", found.evidence, bare)
+    if any(r.tool is not None for r in chosen):
+        return Context([], "none", query=labelled)  # the tools returned nothing readable
+    # Documents that reach the model only inside its prompt: the retriever was not traced,
+    # or its span holds ids alone (GenAI requires no more).
+    split = documents_from_prompt(answer.messages, asked, ids, key)
+    if not split:
+        return Context([], "none", query=labelled)
+    evidence = f"{len(split)} documents split from the model call's prompt"
+    return Context(split, "prompt", evidence, labelled)
 
 
 def _query(
@@ -153,6 +190,15 @@ def _query(
         if r.query and (user is None or normalized(r.query) in normalized(user)):
             return r.query
     return user
+
+
+def _in_whole_prompt(asked: str | None, query: str | None, answer: Generation) -> bool:
+    """Whether the question `asked` of a retrieval found by structure is the bare question
+    inside `query`, the answering call's whole user message."""
+    if asked is None or query is None or query != answer.user_query:
+        return False
+    bare = normalized(asked)
+    return bare != normalized(query) and bare in normalized(query)
 
 
 def _placeholder(request: Span, question: str | None, answer: Generation | None) -> bool:
@@ -201,7 +247,14 @@ def build_record(
     trace_spans: list[Span],
     max_documents: int | None = None,
 ) -> RagRecord:
-    docs = top.docs if top.docs is not None else _context(retrievals, answer)
+    query = _query(answer, retrievals, top, request, requests)
+    if top.docs is not None:
+        context = Context(top.docs, "convention" if top.docs else "none")
+    else:
+        key = (str(common.get("service") or ""), str(common.get("route") or ""))
+        context = context_of(retrievals, answer, trace_spans, key, query)
+        query = context.query or query
+    docs = context.docs
     if max_documents is not None:
         docs = docs[: max_documents + 1]  # one past: the bound's cut shows
     # The request's output is what the user got (frameworks parse the model's raw output:
@@ -212,7 +265,6 @@ def build_record(
             response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
-    query = _query(answer, retrievals, top, request, requests)
     metadata = {"span_name": span.name}
     if request is not None:
         metadata["request_span_name"] = request.name
@@ -230,6 +282,9 @@ def build_record(
         metadata["retrieval_query"] = searched
     if conventions:
         metadata["conventions"] = ",".join(sorted(conventions))
+    metadata[CONTEXT_SOURCE] = context.source
+    if context.evidence is not None:
+        metadata[CONTEXT_EVIDENCE] = context.evidence
     suspect = suspect_reason(
         query, docs if top.docs is None else [], response, answer is not None, arguments
     )

@@ -82,6 +82,21 @@ EXTRACTION_SUSPECT = "extraction_suspect"
 # `metadata` key: why some attribute values of the record's trace were not read
 # (`monitor.shared.nesting.REASONS`, comma-separated): they were read as text or left out.
 UNREAD_VALUES = "unread_values"
+# `metadata` key: where the record's context came from (`CONTEXT_SOURCES`), set by the
+# extraction; a record given as a record that names none says `record` (or `none`).
+CONTEXT_SOURCE = "context_source"
+# `metadata` key: what the extraction took as evidence for a context found by structure or
+# taken from the prompt (which span's value appears in the prompt; how the prompt split).
+CONTEXT_EVIDENCE = "context_evidence"
+CONTEXT_SOURCES = (
+    "retrieval_span",  # the documents of a span a convention marks as a retrieval
+    "tool_result",  # what tool calls returned to the model (tool spans or tool messages)
+    "convention",  # the record-level `rag.context` attribute the app declared
+    "structure",  # a span's list of texts that appear in the model call's prompt
+    "prompt",  # split out of the model call's prompt, its instruction template left out
+    "record",  # a record that arrived as a record, with its own context
+    "none",  # no context
+)
 # `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
 # the detector runs when alert rules are configured; a record given as a record may bring
 # its own.
@@ -146,6 +161,15 @@ class RagRecord(BaseModel):
         return _MISSING[
             (not self.query) | (not self.retrieved_context) << 1 | (self.response is None) << 2
         ]
+
+    @property
+    def context_source(self) -> str:
+        """Where the context came from (`CONTEXT_SOURCES`): the extraction's word, else
+        `record` for a record that brought its own context, `none` without one."""
+        said = self.metadata.get(CONTEXT_SOURCE)
+        if said is not None and said in CONTEXT_SOURCES:
+            return said
+        return "record" if self.retrieved_context else "none"
 
     @property
     def sampling_key(self) -> str:

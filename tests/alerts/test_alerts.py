@@ -282,5 +282,8 @@ def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
     service = Service(config, with_receivers=False, serve_http=False)
     kinds = {type(sink) for sink in service.stage._sinks}
     assert {AlertEngine, OtlpEventsSink} <= kinds
+    # The embedded defaults carry the regression rule on groundedness, and no events.
     bare = Service(load_config(None, environ={}), with_receivers=False, serve_http=False)
-    assert not {AlertEngine, OtlpEventsSink} & {type(sink) for sink in bare.stage._sinks}
+    assert {type(sink) for sink in bare.stage._sinks} & {AlertEngine, OtlpEventsSink} == {
+        AlertEngine
+    }

@@ -241,3 +241,56 @@ def test_a_record_carries_its_version_into_the_results_line() -> None:
     line = results_line(native, {"local_groundedness": verdict("local_groundedness", True)})
     assert list(line)[:5] == ["request_id", "trace_id", "time", "service", "version"]
     assert line["version"] == "1.4.2"
+
+
+def test_a_version_that_takes_all_the_traffic_stays_paged_and_hands_over_after_a_day() -> None:
+    """Issue 69 item 2: a canary paged, then rolled out to everyone: no rest is left, and
+    the page is judged against the rest as it was before, not resolved by its absence."""
+    engine, _, clock = make()
+    traffic = Traffic(engine, clock)
+    traffic.run(600, {"v1": 0.3})
+    traffic.run(120, {"v1": 0.3, "v2": 0.75})
+    assert [a.labels["cohort"] for a in traffic.pages()] == ["v2"]
+    traffic.run(1800, {"v2": 0.75})  # the full rollout: six windows without v1
+    assert engine.firing() == [(RULE.name, "shop/v2")]
+    assert {a.status for a in traffic.sent} == {"firing"}  # re-sent, never resolved
+    last = traffic.sent[-1].annotations
+    assert (
+        " for the rest of shop before version v2 took all of its traffic (last seen "
+        in (last["description"])
+    )
+    assert float(last["rest_defect_rate"]) == pytest.approx(0.30, abs=0.01)
+    # The state file keeps the rest as it was.
+    again, _, _ = make(clock=clock)
+    again.restore(json.loads(json.dumps(engine.snapshot())))
+    assert again.firing() == [(RULE.name, "shop/v2")]
+    after = Traffic(again, clock)
+    after.n = dict(traffic.n)
+    after.run(60, {"v2": 0.75})
+    assert {a.status for a in after.sent} == {"firing"}
+    # A day after v1 was last seen, the page hands over, saying so.
+    clock.now += 86_400.0
+    after.run(60, {"v2": 0.75})
+    (resolved,) = [a for a in after.sent if a.status == "resolved"]
+    assert resolved.annotations["description"].startswith(
+        "version v2 has been all of the service's traffic for 24h: there is no rest to compare "
+        "it with; a regression rule judges it against its own past"
+    )
+
+
+def test_a_rollout_that_outran_its_canary_still_pages() -> None:
+    """v2 replaces v1 after its verdicts left the window: within an hour of v1's last
+    verdicts v2 is compared with them; a version rolled out later is not."""
+    engine, _, clock = make()
+    traffic = Traffic(engine, clock)
+    traffic.run(600, {"v1": 0.3})
+    clock.now += 400.0  # nothing for longer than the window: v1's verdicts have left it
+    traffic.run(300, {"v2": 0.75})
+    (page,) = traffic.pages()
+    assert page.labels["cohort"] == "v2"
+    engine, _, clock = make()
+    late = Traffic(engine, clock)
+    late.run(600, {"v1": 0.3})
+    clock.now += 3700.0
+    late.run(300, {"v2": 0.75})
+    assert late.pages() == []

@@ -31,6 +31,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from harness.deploy_examples import uncommented
 from harness.servers import (
     DEPLOY,
     MonitorPorts,
@@ -120,21 +121,6 @@ class App:
 
     def close(self) -> None:
         self.provider.shutdown()
-
-
-def uncommented(text: str, first: str) -> str:
-    """`text` with the commented-out block that starts with the line `first` (`# ...`)
-    uncommented: that line and the comment lines below it at the same column."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == first)
-    column = lines[start].index("#")
-    end = start
-    while end < len(lines) and lines[end][column : column + 2] in ("# ", "#"):
-        if lines[end][:column].strip():
-            break
-        lines[end] = lines[end][:column] + lines[end][column + 2 :]
-        end += 1
-    return "\n".join(lines) + "\n"
 
 
 def monitor_config(path: Path, ports: dict[str, int], am_url: str, threshold: float) -> None:
@@ -283,7 +269,7 @@ def _scenario(app: App, hook: Any, prom: str, metrics_port: int) -> None:
     (firing, *_) = poll(lambda: sidecar("firing"), 60, "sidecar alert at the webhook")
     assert firing["labels"]["service"] == "shop"
     assert firing["labels"]["generator"] == "rag-monitor"
-    assert firing["labels"]["severity"] == "warning"
+    assert firing["labels"]["severity"] == "page"  # deploy/monitor.yaml's
     assert firing["generatorURL"].endswith(f":{metrics_port}/metrics")
 
     # Prometheus, with the shipped rules over the scraped counters, says the same.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from harness.rag_service import scrape_config
 from harness.servers import http_json, need, prometheus
@@ -27,10 +27,19 @@ RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=Ale
 
 
 class Replica:
-    """A replica's `rag_monitor_evaluations_total`, served on a port of its own."""
+    """A replica's `rag_monitor_evaluations_total`, served on a port of its own, with its
+    evaluator's `revision` (`rag_monitor_evaluator_revision_info`; None: an older release
+    without it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, revision: str | None = None) -> None:
         self.registry = CollectorRegistry()
+        if revision is not None:
+            Gauge(
+                "rag_monitor_evaluator_revision_info",
+                "revision",
+                ("evaluator", "revision"),
+                registry=self.registry,
+            ).labels("local_groundedness", revision).set(1)
         self.verdicts = Counter(
             "rag_monitor_evaluations",
             "verdicts",
@@ -64,8 +73,8 @@ class Replica:
 
 
 @contextmanager
-def replicas(n: int) -> Iterator[list[Replica]]:
-    running = [Replica() for _ in range(n)]
+def replicas(*revisions: str | None) -> Iterator[list[Replica]]:
+    running = [Replica(revision) for revision in revisions]
     try:
         yield running
     finally:
@@ -75,7 +84,10 @@ def replicas(n: int) -> Iterator[list[Replica]]:
 
 def test_the_fleet_counts_reach_the_rule_once_through_a_real_prometheus(tmp_path: Path) -> None:
     need("prometheus")
-    with replicas(2) as (a, b), prometheus(tmp_path, scrape_config([a.port, b.port])) as prom:
+    with (
+        replicas("r1", None) as (a, b),
+        prometheus(tmp_path, scrape_config([a.port, b.port])) as prom,
+    ):
         a.count(100, 10)
         b.count(50, 5)
 
@@ -88,7 +100,7 @@ def test_the_fleet_counts_reach_the_rule_once_through_a_real_prometheus(tmp_path
         config = AlertFleet(prometheus_url=prom, selector='job="rag-monitor"')
         telemetry = create_telemetry()
         reader = FleetReader(config, [RULE], telemetry)
-        got: list[tuple[str, str, str, list[float]]] = []
+        got: list[tuple[str, str, str, list[float], str | None]] = []
 
         async def read_until(total: list[float]) -> None:
             async with aiohttp.ClientSession() as session:
@@ -98,16 +110,27 @@ def test_the_fleet_counts_reach_the_rule_once_through_a_real_prometheus(tmp_path
                 b.count(2, 1)
                 for _ in range(600):
                     await reader.read_once(session, lambda *call: got.append(call))
-                    summed = [sum(h[0] for *_, h in got), sum(h[1] for *_, h in got)]
+                    summed = [
+                        sum(h[0] for _, _, _, h, _ in got),
+                        sum(h[1] for _, _, _, h, _ in got),
+                    ]
                     if summed == total:
                         return
                     await asyncio.sleep(0.1)
 
         asyncio.run(read_until([9.0, 4.0]))
-        assert {(rule, service, cohort) for rule, service, cohort, _ in got} == {
+        assert {(rule, service, cohort) for rule, service, cohort, *_ in got} == {
             ("regression", "shop", "")
         }
-        assert [sum(h[0] for *_, h in got), sum(h[1] for *_, h in got)] == [9.0, 4.0]
+        # a's counters joined with its revision; b (no revision exported) counted without.
+        by_revision = {r: [0.0, 0.0] for *_, r in got}
+        for _, _, _, h, r in got:
+            by_revision[r] = [by_revision[r][0] + h[0], by_revision[r][1] + h[1]]
+        assert by_revision == {"r1": [7.0, 3.0], None: [2.0, 1.0]}
+        assert [sum(h[0] for _, _, _, h, _ in got), sum(h[1] for _, _, _, h, _ in got)] == [
+            9.0,
+            4.0,
+        ]
         ok = telemetry.registry.get_sample_value(
             "rag_monitor_alert_fleet_reads_total", {"outcome": "ok"}
         )

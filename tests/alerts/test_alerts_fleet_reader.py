@@ -107,10 +107,14 @@ class Reader:
         )
         self.reader = FleetReader(config, [RULE], telemetry, clock=lambda: self.now)
         self.got: list[tuple[str, str, str, list[float]]] = []
+        self.revisions: list[str | None] = []
         self.telemetry = telemetry
 
-    def sink(self, rule: str, service: str, cohort: str, histogram: list[float]) -> None:
+    def sink(
+        self, rule: str, service: str, cohort: str, histogram: list[float], revision: str | None
+    ) -> None:
         self.got.append((rule, service, cohort, histogram))
+        self.revisions.append(revision)
 
     async def read(
         self, session: aiohttp.ClientSession, after_s: float = 15
@@ -372,7 +376,7 @@ async def test_reads_resume_after_failures_under_run() -> None:
         reader = FleetReader(config, [RULE], telemetry)
         got: list[list[float]] = []
         api.answers.extend([counts(1, 1), "x", [1], raw(b"\xff"), counts(3, 2)])
-        task = asyncio.create_task(reader.run(lambda rule, s, c, h: got.append(h)))
+        task = asyncio.create_task(reader.run(lambda rule, s, c, h, r: got.append(h)))
         try:
             await wait_until_async(lambda: got, 30, "a count after three failed reads")
         finally:
@@ -442,3 +446,42 @@ def test_check_config_probes_the_fleet_and_never_prints_its_password(
         "alerts.fleet.prometheus_url: reading rule regression's counters from http://127.0.0.1:"
     ), out.err
     assert "failed (unreachable:" in out.err and PASSWORD not in out.out + out.err
+
+
+async def test_each_series_reaches_the_engine_with_its_evaluator_revision() -> None:
+    """A rollout: replica a on revision r1, replica b on r2 (joined from each replica's
+    `rag_monitor_evaluator_revision_info`); a replica without one counts without it."""
+
+    def revised(instance: str, revision: str | None, passes: int, fails: int) -> list[Any]:
+        out = counts(passes, fails, instance)["data"]["result"]
+        if revision is not None:
+            for item in out:
+                item["metric"] = {**item["metric"], "revision": revision}
+                del item["metric"]["__name__"]  # what a join answers
+        return list(out)
+
+    telemetry = create_telemetry()
+    async with query_api() as api, aiohttp.ClientSession() as session:
+        reader = Reader(api.url, telemetry)
+        api.answers.append(
+            vector(
+                *revised("a", "r1", 10, 1), *revised("b", "r2", 10, 1), *revised("c", None, 1, 1)
+            )
+        )
+        await reader.read(session)
+        api.answers.append(
+            vector(
+                *revised("a", "r1", 20, 2), *revised("b", "r2", 15, 4), *revised("c", None, 2, 1)
+            )
+        )
+        got = await reader.read(session)
+    assert sorted(zip(reader.revisions, got, strict=True), key=str) == [
+        ("r1", ("regression", "shop", "", [10.0, 1.0])),
+        ("r2", ("regression", "shop", "", [5.0, 3.0])),
+        (None, ("regression", "shop", "", [1.0, 0.0])),
+    ]
+    query = reader.reader._query_text(RULE)
+    assert "group_left(revision) rag_monitor_evaluator_revision_info" in query
+    assert query.endswith(
+        ' or on(instance, job, evaluator) rag_monitor_evaluations_total{evaluator="local_groundedness",outcome=~"pass|fail"}'
+    )

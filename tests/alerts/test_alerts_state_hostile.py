@@ -12,7 +12,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.telemetry import Telemetry
-from tests.alerts.test_alerts import gauge
+from tests.alerts.test_alerts import Clock, gauge
 from tests.alerts.test_alerts_regression import RULE, Stream, loads, make
 
 
@@ -140,7 +140,9 @@ async def test_a_where_alert_is_restored_with_its_firing_entry_only(tmp_path: Pa
     services["shop"][""]["where"] = ["model", "m2", 1_700_000_100.5]
     del services["cart"][""]["where"]
     path.write_text(json.dumps(data))
-    engine, t, _ = make(state_path=path)
+    restarted = Clock()
+    restarted.now = data["saved_at"]  # a time saved later than now would be clamped
+    engine, t, _ = make(state_path=path, clock=restarted)
     await engine.start()
     assert engine.firing() == [(RULE.name, "cart"), (RULE.name, "shop")]
     assert _dropped(t, "load") == 0

@@ -91,7 +91,7 @@ def test_rows_that_cannot_be_read_are_named_and_counted(tmp_path: Path) -> None:
     assert strict.returncode == 1
     for line in (
         "backtest: 3 rows, 102 verdicts",
-        "1 rows earlier than the row before them (replayed later)",
+        "note: 1 rows came up to 86,460 s after a later row",
         "refused: 4 invalid",
         f"{rows}:2: outcome: 'maybe' is not pass or fail",
         f"{rows}:3: time: missing (seconds since the epoch, or ISO 8601)",
@@ -143,7 +143,9 @@ def test_a_results_file_is_read_as_replay_writes_it(tmp_path: Path) -> None:
 
 def test_a_config_without_rules_is_refused(tmp_path: Path) -> None:
     rows = write(tmp_path / "rows.jsonl", [])
-    result = backtest(rows)
+    config = tmp_path / "monitor.yaml"
+    config.write_text("alerts: {rules: []}\n")  # no rules written: the embedded rule
+    result = backtest(rows, "--config", config)
     assert result.returncode == 1
     assert "the config has no alerts.rules to replay" in result.stderr
 

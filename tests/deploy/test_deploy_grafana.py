@@ -233,3 +233,94 @@ def test_dashboard_shows_the_audited_estimate_with_its_interval_beside_the_raw_r
     assert "rag_monitor_evaluator_miss_rate" in " ".join(exprs[1])
     assert "rag_monitor_evaluator_false_alarm_rate" in " ".join(exprs[1])
     assert "rag_monitor_judge_changed" in " ".join(exprs[3])
+
+
+def _rules_text() -> str:
+    return (DEPLOY / "prometheus/rules.yml").read_text()
+
+
+def _alert_threshold(name: str) -> float:
+    """The threshold `name` compares its series with, as written in rules.yml (a
+    commented-out example too): the first `> number` of its expression."""
+    text = _rules_text()
+    start = text.index(f"alert: {name}\n")
+    end = text.find("alert: ", start + 1)
+    found = re.search(r"\}? > \(?([0-9.]+)\)?\s", text[start : end if end > 0 else None])
+    assert found, name
+    return float(found.group(1))
+
+
+# Panels that restate an alert rule's threshold: their red threshold line and every
+# percentage in their texts are that rule's.
+_PANEL_THRESHOLDS = {
+    2: "RagHallucinationRateHigh",
+    11: "RagSafetyDefectRateHigh",
+    71: "RagTrafficUnscored",
+    73: "RagEvaluationsSkipped",
+}
+
+
+def test_panel_texts_restate_the_rules_thresholds() -> None:
+    from monitor.alerts.stats import look_level, one_sided_z
+    from monitor.config import FALSE_PAGE_EVERY, REGRESSION_MIN_INCREASE, parse_duration
+
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    by_id = {p["id"]: p for p in panels(dashboard)}
+    rules = _rules_text()
+    # z of a look a minute (the groups' interval) at the default false-page budget: the
+    # one the rules write, and the one every panel text names.
+    z = f"{one_sided_z(look_level(60, parse_duration(FALSE_PAGE_EVERY))):.4f}"
+    assert re.findall(r"- ([0-9.]+) \* sqrt", rules) == [z, z]
+    assert re.search(r"regression_z\{[^}]*\} > ([0-9.]+)", rules).group(1) == z  # type: ignore[union-attr]
+    texts = [p["title"] + " " + p.get("description", "") for p in panels(dashboard)]
+    named = [found for text in texts for found in re.findall(r"z [=>] ([0-9.]+)", text)]
+    assert named and set(named) == {z}, named
+    readme = (GRAFANA / "README.md").read_text()
+    for text in [*texts, readme]:
+        assert not re.search(r"95\s?% Wilson|Wilson[^.]*95\s?%", text), text
+
+    for panel_id, alert in _PANEL_THRESHOLDS.items():
+        panel = by_id[panel_id]
+        threshold = _alert_threshold(alert)
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [s["value"] for s in steps if s["color"] == "red"] == [threshold], panel_id
+        text = panel["title"] + " " + panel.get("description", "")
+        shown = {float(p) / 100 for p in re.findall(r"([0-9.]+)\s?%", text)}
+        assert shown <= {threshold}, (panel_id, shown, threshold)
+
+    # The regression panel: half of min_increase, and the verdicts each window needs.
+    regression = by_id[23]["description"]
+    half = float(re.search(r"increase30m_vs_24h - ([0-9.]+)\)", rules).group(1))  # type: ignore[union-attr]
+    assert half == REGRESSION_MIN_INCREASE / 2
+    assert f"min_increase {REGRESSION_MIN_INCREASE:g}" in regression
+    current = re.search(r"increase30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
+    baseline = re.search(r"increase24h_offset30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
+    assert f"with {current} current and {baseline} baseline verdicts" in regression
+
+
+def test_the_last_row_shows_what_was_not_scored() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    rows = [p for p in dashboard["panels"] if p["type"] == "row"]
+    assert rows[-1]["title"] == "Not scored"
+    after = dashboard["panels"][dashboard["panels"].index(rows[-1]) + 1 :]
+    exprs = " ".join(t["expr"] for p in after for t in p["targets"])
+    for series in (
+        "rag_monitor:unscored:ratio10m",
+        "rag_monitor:records_suspect:rate10m",
+        "rag_monitor:traces_not_rag:rate10m",
+        "rag_monitor:evaluations_skipped:ratio10m",
+    ):
+        assert series in exprs, series
+    assert all("$service" in t["expr"] for p in after for t in p["targets"])
+
+
+def test_dashboard_shows_where_the_records_context_came_from() -> None:
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    titles = [p["title"] for p in dashboard["panels"]]
+    (shares,) = [p for p in dashboard["panels"] if "context_source" in p["title"]]
+    # In the pipeline row, beside the record counts, as shares of all records.
+    assert titles.index(shares["title"]) == titles.index("Kafka lag") + 1
+    (target,) = shares["targets"]
+    assert "rag_monitor_records_context_source_total" in target["expr"]
+    assert "by (context_source)" in target["expr"] and "$service" in target["expr"]
+    assert shares["fieldConfig"]["defaults"]["unit"] == "percentunit"

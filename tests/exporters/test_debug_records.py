@@ -84,6 +84,27 @@ def test_small_records_are_shown_whole() -> None:
     assert entry["query"] == f"question 7 from {SECRET}?"
 
 
+def test_each_entry_says_where_its_context_came_from() -> None:
+    debug = DebugRecords(5, redact=None)
+    found = _record(1, 2, 20).model_copy(
+        update={
+            "metadata": {
+                "context_source": "structure",
+                "context_evidence": "2 of 3 texts in output.value of span 'retrieve' appear in "
+                "the model call's prompt",
+            }
+        }
+    )
+    debug.extracted(found, "otlp_http")
+    debug.extracted(_record(2, 1, 20), "kafka")  # sent as a record, with its context
+    debug.extracted(_record(3, 0, 20), "kafka")
+    shown = {e["request_id"]: e for e in debug.snapshot()["extracted"]}
+    assert shown["r1"]["context_source"] == "structure"
+    assert shown["r1"]["context_evidence"].startswith("2 of 3 texts in output.value")
+    assert (shown["r2"]["context_source"], shown["r2"]["context_evidence"]) == ("record", None)
+    assert shown["r3"]["context_source"] == "none"
+
+
 # -- who may read it -----------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from harness.wait import wait_until
 from monitor.__main__ import main
 from monitor.config import Redaction
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
-from monitor.records import RagRecord
+from monitor.records import ContextDoc, RagRecord
 from monitor.records.redaction import Redactor
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -163,7 +163,13 @@ async def send_verdicts(sink: OtlpEventsSink, trace_id: str, span_id: str) -> No
     evaluation error; "no-trace" without trace context."""
     await sink.start()
     record = RagRecord(
-        request_id="req-1", trace_id=trace_id, span_id=span_id, service="shop", response="x"
+        request_id="req-1",
+        trace_id=trace_id,
+        span_id=span_id,
+        service="shop",
+        response="x",
+        retrieved_context=(ContextDoc(content="The wall was built by the Qin."),),
+        metadata={"context_source": "prompt"},
     )
     sink.emit(
         record,
@@ -202,6 +208,8 @@ async def test_evaluation_events_land_in_the_original_trace(
     }
     assert set(spans) == {"req-1", "no-trace"}
     span = spans["req-1"]
+    assert values(span.attributes)["rag.context_source"] == "prompt"
+    assert values(spans["no-trace"].attributes)["rag.context_source"] == "none"
     assert span.trace_id.hex() == trace_id
     assert span.parent_span_id.hex() == span_id
     assert span.span_id.hex() != span_id
@@ -275,6 +283,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
         "gen_ai.evaluation.explanation": "unsupported: built by the Romans",
         "rag.request_id": "req-1",
         "rag.service": "shop",
+        "rag.context_source": "prompt",
     }
     assert values(records["req-1", "faithfulness"].attributes) == {
         "gen_ai.evaluation.name": "faithfulness",
@@ -282,6 +291,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
         "gen_ai.evaluation.explanation": "timeout: no verdict within 30s",
         "rag.request_id": "req-1",
         "rag.service": "shop",
+        "rag.context_source": "prompt",
     }
     # No trace context: a log record without ids, not a drop.
     orphan = records["no-trace", "x"]

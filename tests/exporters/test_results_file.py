@@ -289,3 +289,18 @@ def test_a_results_file_that_cannot_be_opened_is_a_startup_error(
     assert result.returncode == 1, result.stderr
     assert "exporters.results_file: cannot open" in result.stderr
     assert "No such file or directory" in result.stderr
+
+
+def test_each_line_says_where_the_records_context_came_from() -> None:
+    from monitor.exporters.results_file import results_line
+    from monitor.records import ContextDoc
+
+    taken = RagRecord(
+        request_id="p",
+        retrieved_context=(ContextDoc(content="The wall was built over centuries."),),
+        metadata={"context_source": "prompt"},
+    )
+    given = taken.model_copy(update={"metadata": {}})
+    assert results_line(taken, {})["context_source"] == "prompt"
+    assert results_line(given, {})["context_source"] == "record"
+    assert results_line(RagRecord(request_id="n"), {})["context_source"] == "none"

@@ -119,15 +119,17 @@ def test_an_sdk_writing_only_span_events_is_read_once_the_config_declares_them(
 
 
 def test_events_of_another_name_are_not_read(tmp_path: Any) -> None:
-    """The sources name their events: a hit event renamed is no document (the record falls
-    back on the system message, as for any retrieval that returned nothing readable)."""
+    """The sources name their events: a hit event renamed is no document declared, and its
+    texts are not in the prompt (no document by structure); the prompt holds only the
+    instruction and the question, so the record has no context (never the instruction)."""
     spans = _beacon_trace()
     lookup = spans[1]
     renamed = [SpanEvent("beacon.other", e.time_unix_nano, e.attributes) for e in lookup.events]
     spans[1] = _span(2, 1, "lookup", dict(lookup.attributes), renamed)
     (record,) = extract_records(spans, conventions=_conventions(tmp_path, BEACON_CONFIG))
     assert (record.query, record.response) == (QUESTION, ANSWER)
-    assert [d.metadata for d in record.retrieved_context] == [{"source": "system_message"}]
+    assert record.retrieved_context == ()
+    assert record.context_source == "none"
 
 
 def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_it() -> None:

@@ -412,3 +412,19 @@ def test_every_command_says_what_it_does_in_its_help() -> None:
         assert sub.description and len(sub.description) > 40, name
         # `rag-monitor NAME --help` shows it (argparse wraps its lines).
         assert " ".join(sub.description.split()) in " ".join(sub.format_help().split()), name
+
+
+# -- results file ----------------------------------------------------------------------------
+
+
+def test_the_results_file_fields_are_the_documented_ones() -> None:
+    from monitor.exporters.results_file import results_line
+    from monitor.records import CONTEXT_SOURCES, RagRecord
+
+    line = results_line(RagRecord(request_id="r"), {}, text=True)
+    documented = {
+        name.split(".")[0] for row in _rows(_section("Results file")) for name in _ticked(row[0])
+    }
+    assert documented == set(line), "results file fields: (contract, code)"
+    (row,) = (r for r in _rows(_section("Results file")) if r[0] == "`context_source`")
+    assert _ticked(row[1]) == list(CONTEXT_SOURCES)

@@ -27,3 +27,25 @@ def test_every_link_into_the_repository_resolves() -> None:
     ]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
             assert (folder / target).exists(), f"{folder.name}: {target}"
+
+
+def test_the_quick_start_says_what_debug_records_needs() -> None:
+    quick_start = README.split("## Quick start")[1].split("\n## ")[0]
+    step = quick_start[quick_start.index("debug_records") :]
+    assert "127.0.0.1" in step.split("\n5.")[0].split("\n\n")[0]
+    assert "#the-metrics-port-tls-and-basic-auth" in step
+
+
+def test_the_openai_v2_versions_the_readme_names_are_those_the_tests_pin() -> None:
+    """Users of opentelemetry-instrumentation-openai-v2 are told the versions of its
+    dependencies the project's own tests run it with."""
+    lock = (REPO / "tests/frameworks/envs/agents/requirements.lock").read_text()
+    pinned = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", lock, re.M))
+    named = dict(re.findall(r"`([a-z0-9-]+)==([^`]+)`", README))
+    for package in ("opentelemetry-util-genai", "httpx", "openai"):
+        assert named.get(package) == pinned[package], package
+    assert "`opentelemetry-util-genai<1.2`" in README
+    assert (
+        f"opentelemetry-instrumentation-openai-v2` {pinned['opentelemetry-instrumentation-openai-v2']}"
+        in README
+    )

@@ -27,9 +27,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.children import forget, spawn
 from harness.kafka_broker import Broker, running_broker, unique
 from harness.servers import ClosedPort, monitor_ports, start_rotel
-from harness.wait import wait_until, wait_until_async
+from harness.wait import CONDITION_S, wait_until, wait_until_async
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.kafka import KafkaReceiver
@@ -641,7 +642,7 @@ class Replica:
         self.metrics_port = None
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
+            self.process = spawn(
                 [sys.executable, "-m", "monitor", "run", "--config", str(self.config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -698,10 +699,12 @@ class Replica:
         if process.poll() is None:
             process.send_signal(sig)
         try:
-            return process.wait(timeout=20)
+            return process.wait(timeout=CONDITION_S)
         except subprocess.TimeoutExpired:
             process.kill()
             return process.wait(timeout=10)
+        finally:
+            forget(process)
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""

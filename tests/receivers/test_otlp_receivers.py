@@ -92,10 +92,8 @@ async def test_sdk_exporters_deliver_one_complete_record(
     assert source == ("otlp_grpc" if protocol == "grpc" else "otlp_http")
     assert record.query == WATER.query
     assert record.response == WATER.answer
-    contents = [d.content for d in record.retrieved_context]
-    assert contents == (
-        [WATER.system_prompt()] if convention == "genai_ids_only" else WATER.contents
-    )
+    # With ids only, the documents are split out of the system prompt.
+    assert [d.content for d in record.retrieved_context] == WATER.contents
     assert (record.service, record.route) == ("rag-api", "/ask")
     # Released because the root ended, well before the 30 s idle timeout.
     assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == 1

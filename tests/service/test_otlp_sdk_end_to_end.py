@@ -109,8 +109,8 @@ def _check_line(
         "local_retrieval",
         "local_safety",
     }
-    contents = [WATER.system_prompt()] if convention == "genai_ids_only" else WATER.contents
-    retrieval = score_retrieval(WATER.query, contents)
+    # With ids only, the documents are split out of the system prompt: the same documents.
+    retrieval = score_retrieval(WATER.query, WATER.contents)
     per_doc = ", ".join(f"#{i + 1}={v:.2f}" for i, v in enumerate(retrieval.per_document))
     assert results["local_retrieval"]["explanation"] == (
         f"best rank {retrieval.best_rank}; per document: {per_doc}"

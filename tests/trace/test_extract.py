@@ -41,15 +41,16 @@ def test_each_convention_yields_one_record_with_query_context_response(conventio
     assert record.route == "/ask"
     assert record.query == WATER.query
     assert record.response == WATER.answer
+    # With ids and scores only, the text exists only in the system prompt: split out of it
+    # at its numbered blocks, each paired with the retrieval's id, the instruction left out.
+    assert [d.content for d in record.retrieved_context] == WATER.contents
     if convention == "genai_ids_only":
-        # Only ids and scores were recorded; the text exists only in the system prompt.
-        assert [d.content for d in record.retrieved_context] == [WATER.system_prompt()]
-        assert record.retrieved_context[0].metadata == {
-            "source": "system_message",
-            "doc_ids": [d[0] for d in WATER.docs],
-        }
-    else:
-        assert [d.content for d in record.retrieved_context] == WATER.contents
+        assert [d.doc_uri for d in record.retrieved_context] == [d[0] for d in WATER.docs]
+        assert record.context_source == "prompt"
+    else:  # the plain `rag.context` attribute is the app's own declaration
+        assert record.context_source == (
+            "convention" if convention.startswith("plain") else "retrieval_span"
+        )
     assert record.missing() == frozenset()
     assert record.latency_ms is not None and record.latency_ms >= 0
     assert not record.error

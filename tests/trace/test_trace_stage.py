@@ -542,6 +542,9 @@ async def test_sampled_traces_go_on_as_spans_and_what_their_extraction_gave_is_c
         b.on_extracted(TraceRecords([], [], []))
         c.on_extracted(Unreadable("bad_protobuf", "span 1: corrupt"))
         assert _value(telemetry, "records_total", service="svc", source="kafka") == 1
+        (record,) = extracted.records
+        counted = {"service": "svc", "context_source": record.context_source}
+        assert _value(telemetry, "records_context_source_total", **counted) == 1
         assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 1
         assert (
             _value(telemetry, "records_rejected_total", receiver="kafka", reason="bad_protobuf")

@@ -90,6 +90,12 @@ class Kind(Protocol):
         """An empty state for one (service, cohort)."""
         ...
 
+    def succeed(self, state: Any, now: float) -> Any:
+        """The state of an entry whose evaluator revision replaced `state`'s at `now`: what
+        of it still holds under the new revision (a regression rule's history, translated),
+        else an empty one."""
+        ...
+
     def add(
         self, state: Any, histogram: Sequence[float], conversation: Arrival | None, now: float
     ) -> bool:

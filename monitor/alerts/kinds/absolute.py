@@ -75,6 +75,9 @@ class Absolute:
     def new_state(self) -> WindowState:
         return new_window_state(self.rule)
 
+    def succeed(self, state: WindowState, now: float) -> WindowState:
+        return self.new_state()  # windows of the old revision's verdicts: nothing carries
+
     def add(
         self,
         state: WindowState,

@@ -9,14 +9,24 @@ variance is widened by its conversations' design effect. It resolves when its in
 below half of `min_increase` or its window empties (a canary scaled away). Cohorts without
 a value (`""`) and past the cap (`other`) count in the rest and are never judged on their
 own.
+
+**A cohort that takes all the traffic** (a full rollout) has no rest left to compare with.
+Each cohort keeps its window as last seen with `min_samples` verdicts (`CohortState.seen`);
+a cohort without a rest is judged against the other cohorts as last seen so, so a bad version rolled out to everyone stays
+paged, and one whose rollout outran its canary's evidence still pages while that rest is
+no older than `REST_FIRES_S` (about the same time of day, so about the same rate). A page
+judged so holds until the version's rate falls back or its window empties, at most
+`REST_KEPT_S` after the rest was last seen: then it resolves, saying that the version is
+the service's whole traffic and its own past is what a regression rule judges it against.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.describe import p_text
+from monitor.alerts.describe import p_text, utc
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.kinds.absolute import (
@@ -30,13 +40,34 @@ from monitor.alerts.kinds.absolute import (
 from monitor.alerts.rule import Rule
 from monitor.alerts.stats import increase_p_value, look_level
 from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import Moments, design_effect
+from monitor.alerts.window import Moments, design_effect, saved_number
 from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW
 
 # Cohorts that are never judged on their own: records without the cohort's value, and
 # values past the cohort cap. Their verdicts still count in the rest of the service.
 UNJUDGED = ("", OVERFLOW)
+# How long a cohort without a rest is judged against the rest as last seen: a day, past
+# which the time of day and the days since make it no reference.
+REST_KEPT_S = 86_400.0
+# How long after the rest was last seen a page may start against it: within an hour a
+# daily cycle moves the rate little.
+REST_FIRES_S = 3_600.0
+
+
+@dataclass(slots=True)
+class Seen:
+    """A cohort's window as last seen with `min_samples` verdicts: its moments, their
+    design effect, and when."""
+
+    moments: Moments
+    design: float
+    at: float
+
+
+@dataclass(slots=True)
+class CohortState(WindowState):
+    seen: Seen | None = None
 
 
 class Cohorts:
@@ -53,8 +84,12 @@ class Cohorts:
             f"{config.min_increase:g} or more on the rest of its service ({budget})"
         )
 
-    def new_state(self) -> WindowState:
-        return new_window_state(self.rule)
+    def new_state(self) -> CohortState:
+        fresh = new_window_state(self.rule)
+        return CohortState(fresh.window, fresh.units)
+
+    def succeed(self, state: WindowState, now: float) -> WindowState:
+        return self.new_state()  # windows of the old revision's verdicts: nothing carries
 
     def add(
         self,
@@ -76,12 +111,15 @@ class Cohorts:
         total = Moments()
         all_units = [0.0, 0.0, 0.0, 0.0, 0.0]
         for cohort, entry in entries.items():
-            state: WindowState = entry.state
+            state: CohortState = entry.state
             state.last = now
             counts[cohort] = state.window.moments(now)
             state.units.expire(now)
             total = total.plus(counts[cohort])
             all_units = [a + b for a, b in zip(all_units, state.units.totals, strict=True)]
+            if counts[cohort].samples >= cfg.min_samples:
+                design = design_effect(counts[cohort], state.units.totals)
+                state.seen = Seen(counts[cohort], design, now)
         judged = [cohort for cohort in entries if cohort not in UNJUDGED]
         level = look_level(self._interval, self.rule.budget_s, len(judged))
         out: dict[str, Judgment] = {}
@@ -90,16 +128,31 @@ class Cohorts:
             current = counts[cohort]
             rest = total.minus(current)
             others = [a - b for a, b in zip(all_units, state.units.totals, strict=True)]
-            designs = (design_effect(current, state.units.totals), design_effect(rest, others))
+            rest_design = design_effect(rest, others)
+            figures: dict[str, float] = {}
+            may_fire, note = True, ""
+            before = _seen_before(entries, cohort, now) if rest.samples < cfg.min_samples else None
+            if before is not None and now - before.at <= REST_KEPT_S:
+                rest, rest_design = before.moments, before.design
+                figures["before_at"] = before.at
+                may_fire = now - before.at <= REST_FIRES_S
+            elif before is not None and entries[cohort].firing:
+                note = (
+                    f"{self.rule.cohort_by} {cohort} has been all of the service's traffic "
+                    f"for {REST_KEPT_S / 3600:.0f}h: there is no rest to compare it with; a "
+                    "regression rule judges it against its own past"
+                )
+            designs = (design_effect(current, state.units.totals), rest_design)
             increase, p = increase_p_value(current, rest, m / 2, designs)
             ready = current.samples >= cfg.min_samples and rest.samples >= cfg.min_samples
             out[cohort] = Judgment(
-                fire=ready and p <= level,
+                fire=ready and may_fire and p <= level,
                 resolve=current.samples == 0 or increase < m / 2,
                 current=current,
                 reference=rest,
                 p_value=p if ready else 1.0,
-                figures={"increase": increase, "p": p},
+                note=note,
+                figures={"increase": increase, "p": p, **figures},
             )
         return out
 
@@ -109,14 +162,21 @@ class Cohorts:
         current, rest = judgment.current, judgment.reference
         measured = self.rule.measured
         p = judgment.figures.get("p", judgment.p_value)
-        return {
+        before_at = judgment.figures.get("before_at")
+        rest_is = (
+            f"the rest of {service} before {by} {cohort} took all of its traffic "
+            f"(last seen {utc(before_at):%Y-%m-%dT%H:%M:%SZ})"
+            if before_at is not None
+            else f"the rest of {service}"
+        )
+        notes = {
             "summary": (
                 f"{self.rule.subject} {measured} of {by} {cohort} on {service} is "
                 f"{current.mean:.2f} against {rest.mean:.2f} for the rest"
             ),
             "description": (
                 f"{measured} {current.mean:.2f} for {by} {cohort} against "
-                f"{rest.mean:.2f} for the rest of {service} over {cfg.window} "
+                f"{rest.mean:.2f} for {rest_is} over {cfg.window} "
                 f"({current.samples:,} / {rest.samples:,} verdicts), "
                 f"{current.mean - rest.mean:+.2f}, {p_text(p)}"
             ),
@@ -128,6 +188,9 @@ class Cohorts:
             "rest_samples": str(rest.samples),
             "false_page_every": self.rule.budget,
         }
+        if judgment.note:
+            notes["description"] = f"{judgment.note}; {notes['description']}"
+        return notes
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
         name = self.rule.config.name
@@ -138,8 +201,44 @@ class Cohorts:
             if cohort not in UNJUDGED:
                 gauges.firing(self.rule, service, cohort, entry.firing)
 
-    def snapshot(self, state: WindowState) -> dict[str, Any]:
-        return snapshot_window(state)
+    def snapshot(self, state: CohortState) -> dict[str, Any]:
+        seen = state.seen
+        return {
+            **snapshot_window(state),
+            "seen": None if seen is None else [*_moments(seen.moments), seen.design, seen.at],
+        }
 
-    def restore(self, state: WindowState, raw: Any) -> None:
+    def restore(self, state: CohortState, raw: Any) -> None:
+        """Also takes a file saved before cohorts were kept as seen (no `seen`)."""
         restore_window(state, raw)
+        seen = raw.get("seen")
+        if seen is None:
+            return
+        if not isinstance(seen, list) or len(seen) != 5:
+            raise TypeError("seen is not [samples, defects, squares, design, time]")
+        samples, defects, squares, design, at = (saved_number(v, nonnegative=True) for v in seen)
+        if not squares <= defects <= samples or design <= 0 or samples != int(samples):
+            raise ValueError("seen: counts out of order")
+        state.seen = Seen(Moments(int(samples), defects, squares), design, at)
+
+
+def _moments(moments: Moments) -> list[float]:
+    return [moments.samples, moments.defects, moments.squares]
+
+
+def _seen_before(entries: Mapping[str, Entry], cohort: str, now: float) -> Seen | None:
+    """The rest of `cohort`'s service as its other cohorts were last seen within
+    `REST_KEPT_S` (the latest when, the largest design effect), or as the latest of them
+    was when all are older (None: never seen)."""
+    seen = [
+        entry.state.seen
+        for other, entry in entries.items()
+        if other != cohort and entry.state.seen is not None
+    ]
+    if not seen:
+        return None
+    kept = [s for s in seen if now - s.at <= REST_KEPT_S] or [max(seen, key=lambda s: s.at)]
+    moments = Moments()
+    for s in kept:
+        moments = moments.plus(s.moments)
+    return Seen(moments, max(s.design for s in kept), max(s.at for s in kept))

@@ -16,8 +16,10 @@ mean rose by at most half of it".
   (`stats.look_level`), its variance widened by the design effect and the expectation's
   error. While the window leans up (p below `WINDOW_HOLD_P`) what leaves it is held out.
 
-Either fires only with `min_samples` verdicts in the current window, `baseline.min_samples`
-behind the level, and (with a season) one complete day learned. It **resolves** when the
+Either fires only with `min_samples` verdicts in the current window and
+`baseline.min_samples` behind the level (before a season's first complete day, against the
+highest hour seen: `History.expectation`). After an evaluator revision change the history
+carries over and translates into the new revision's level (`succeed`). It **resolves** when the
 current window's increase falls below half of `min_increase` (a sequential page holds at
 least one `window`), when the window empties, or when the rise has lasted
 `baseline.accept_after`: then it is the service's new normal (the page says so) and what
@@ -34,11 +36,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.history import LONG_LEVEL_FACTOR as LONG_SPAN
 from monitor.alerts.history import Expectation, History
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.level import Level
@@ -57,6 +60,21 @@ _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
 BATCH = 8
 # A window test holds back what leaves its window while the window leans up this much.
 WINDOW_HOLD_P = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Changeover:
+    """An evaluator revision replaced the one the history was learned with, at `since`:
+    `before` is the old revision's deseasonalised level over the baseline window before it,
+    `bucket` the history's bucket it fell in, `counts` that bucket's verdicts (clean,
+    held) of the old revision, and `applied` the offset the older buckets were moved by
+    so far."""
+
+    since: float
+    bucket: int
+    before: Level
+    counts: tuple[float, float]
+    applied: float = 0.0
 
 
 @dataclass(slots=True)
@@ -81,6 +99,10 @@ class RegressionState:
     resolved_at: float = 0.0
     leaning_since: float | None = None
     last: float | None = None
+    # While the new revision's offset from the old is measured (see `succeed`).
+    changeover: Changeover | None = None
+    # After it: the offset's variance, added to the expectation's error until `until`.
+    translated: tuple[float, float] | None = None
 
 
 class Regression:
@@ -112,6 +134,32 @@ class Regression:
             SequentialTest() if rule.sequential else None,
             [0.0] * (rule.steps + 1),
         )
+
+    def succeed(self, old: RegressionState, now: float) -> RegressionState:
+        """The state after an evaluator revision replaced `old`'s at `now`: new windows and
+        test, and `old`'s history (its season and clustering are the traffic's, not the
+        evaluator's), whose level translates into the new revision's once its own verdicts
+        measured the offset (`_changeover_expectation`). Without a level to translate, the
+        history starts anew."""
+        state = self.new_state()
+        building = old.test.building_since() if old.test is not None else old.leaning_since
+        # What the old revision's current window held goes to its history first.
+        self._advance(old, now + 2 * self.rule.window_s, firing=old.firing, hold_from=building)
+        history = old.history
+        before = history.period_level(now - self._baseline_s, now + history.width_s)
+        if before is None or before.samples < self._baseline.min_samples:
+            _log.log(
+                f"{self.rule.config.name} no translation",
+                logging.WARNING,
+                "alert %s: the evaluator revision changed with no level of the old one to "
+                "translate: the new revision's baseline is learned anew",
+                self.rule.config.name,
+            )
+            return state
+        state.history = history
+        bucket = history.bucket(now)
+        state.changeover = Changeover(now, bucket, before, history.counts(bucket))
+        return state
 
     # -- verdicts in ------------------------------------------------------------------
 
@@ -170,7 +218,11 @@ class Regression:
         expected = self._expectation(state, now)
         current = state.current.moments(now)
         reference = NOTHING
-        figures: dict[str, float] = {"learning": 1.0 if history.learning() else 0.0}
+        unseasoned = history.learning()
+        figures: dict[str, float] = {
+            "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
+            "unseasoned": 1.0 if unseasoned else 0.0,
+        }
         if expected is not None:
             reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
@@ -236,7 +288,60 @@ class Regression:
         )
 
     def _expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """What the current window is compared with (`baseline.reference`)."""
+        """What the current window is compared with (`baseline.reference`), after an
+        evaluator changeover translated into the new revision's terms."""
+        if state.changeover is not None:
+            return self._changeover_expectation(state, now)
+        return self._translated_expectation(state, now)
+
+    def _translated_expectation(self, state: RegressionState, now: float) -> Expectation | None:
+        expected = self._reference_expectation(state, now)
+        if state.translated is not None and now >= state.translated[1]:
+            state.translated = None
+        if expected is None or state.translated is None:
+            return expected
+        return replace(expected, se2=expected.se2 + state.translated[0])
+
+    def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
+        """While the new revision's offset from the old one is measured: the offset is its
+        level since the change (deseasonalised by the history's season, once it holds
+        `baseline.min_samples`) less the old level before it; the history's older buckets
+        move by it, as if the new revision had scored them (so the level, the season and
+        the dispersion stay of one revision), and the expectation's error includes the
+        offset's. Once its standard error is within a quarter of `min_increase`, the offset
+        is kept (its variance stays in the error while the translated buckets count)."""
+        change, history = state.changeover, state.history
+        assert change is not None
+        start = (change.bucket + 1) * history.width_s
+        since = history.period_level(start, now + history.width_s)
+        if since is None or since.samples < self._baseline.min_samples:
+            return None
+        delta = since.mean - change.before.mean
+        history.translate(change.bucket, delta - change.applied, change.counts)
+        variance = self._level_se2(since) + self._level_se2(change.before)
+        if variance > (self.rule.min_increase / 4) ** 2:
+            state.changeover = replace(change, applied=delta)
+        else:
+            state.changeover = None
+            _log.log(
+                f"{self.rule.config.name} translated",
+                logging.INFO,
+                "alert %s: the new evaluator revision reads %+.3f against the one before "
+                "(%d verdicts since the change): its history is translated",
+                self.rule.config.name,
+                delta,
+                since.samples,
+            )
+        # The translated buckets count in the long level for seven baseline windows.
+        state.translated = (variance, now + LONG_SPAN * self._baseline_s)
+        return self._translated_expectation(state, now)
+
+    def _level_se2(self, level: Level) -> float:
+        variance = level.mean * (1 - level.mean) if self.rule.steps == 1 else level.variance
+        return variance * level.error_units / max(1, level.samples) ** 2
+
+    def _reference_expectation(self, state: RegressionState, now: float) -> Expectation | None:
+        """What `baseline.reference` expects now."""
         reference, history = self._baseline.reference, state.history
         if reference == "trailing":
             return history.expectation(now, self._baseline.min_samples)
@@ -315,7 +420,7 @@ class Regression:
         increase = current.mean - expected.mean
         story = (
             f"{measured} {current.mean:.2f} {span} against {expected.mean:.2f} expected "
-            f"from {self._season_text()} "
+            f"from {self._season_text(judgment)} "
             f"({current.samples:,} / {expected.samples:,} verdicts), {increase:+.2f}, "
             f"{p_text(judgment.p_value)} ({test}, one false page per {self.rule.budget})"
         )
@@ -338,8 +443,11 @@ class Regression:
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
         }
 
-    def _season_text(self) -> str:
-        return reference_text(self._baseline)
+    def _season_text(self, judgment: Judgment) -> str:
+        text = reference_text(self._baseline)
+        if judgment.figures.get("unseasoned") and self._baseline.season != "none":
+            return f"{text} (season not learned yet: the highest hour seen)"
+        return text
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
         entry = entries[""]
@@ -377,6 +485,16 @@ class Regression:
             "resolved_at": state.resolved_at,
             "leaning_since": state.leaning_since,
             "last": state.last,
+            "changeover": None
+            if state.changeover is None
+            else [
+                state.changeover.since,
+                state.changeover.bucket,
+                *_level(state.changeover.before),
+                *state.changeover.counts,
+                state.changeover.applied,
+            ],
+            "translated": None if state.translated is None else list(state.translated),
         }
         if state.test is not None:
             out["sequential"] = state.test.snapshot()
@@ -406,6 +524,28 @@ class Regression:
         state.leaning_since = None if leaning is None else _nonnegative(leaning)
         last = raw["last"]
         state.last = None if last is None else _nonnegative(last)
+        # Absent in a file saved before changeovers were kept: none under way.
+        change = raw.get("changeover")
+        if change is not None:
+            since, bucket, mean, variance, samples, units, clean, held, applied = change
+            if isinstance(bucket, bool) or not isinstance(bucket, int):
+                raise TypeError("changeover: the bucket is not an integer")
+            state.changeover = Changeover(
+                _nonnegative(since),
+                bucket,
+                Level(
+                    _nonnegative(mean),
+                    _nonnegative(variance),
+                    int(_nonnegative(samples)),
+                    _nonnegative(units),
+                ),
+                (_nonnegative(clean), _nonnegative(held)),
+                saved_number(applied),
+            )
+        translated = raw.get("translated")
+        if translated is not None:
+            variance, until = translated
+            state.translated = (_nonnegative(variance), _nonnegative(until))
         if state.test is not None and raw.get("sequential") is not None:
             state.test.restore(raw["sequential"])
 

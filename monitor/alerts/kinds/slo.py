@@ -128,6 +128,9 @@ class Slo:
     def new_state(self) -> SloState:
         return SloState({w: SlidingWindow(w, slices_for(w)) for w in self._lengths})
 
+    def succeed(self, state: SloState, now: float) -> SloState:
+        return self.new_state()  # windows of the old revision's verdicts: nothing carries
+
     def add(
         self, state: SloState, histogram: Sequence[float], conversation: Arrival | None, now: float
     ) -> bool:

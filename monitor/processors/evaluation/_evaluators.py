@@ -107,6 +107,8 @@ class BatchEvaluator:
         # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
         self._revisions = dict(revisions or {})
+        for name, revision in self._revisions.items():
+            telemetry.evaluator_revision.labels(name, revision).set(1)
 
     def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
         """Takes the batch task's CPU scorers of an item from the budget; returns those

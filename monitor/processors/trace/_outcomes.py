@@ -125,6 +125,7 @@ class Outcomes:
             self._silent.pop(service, None)
             self._forget_evicted()
         self._t.child(self._t.records, service, source).inc()
+        self._t.child(self._t.records_context_source, service, record.context_source).inc()
         for part in sorted(record.missing()):
             self._t.child(self._t.records_incomplete, service, part).inc()
         unread = record.metadata.get(UNREAD_VALUES)

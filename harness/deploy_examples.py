@@ -1,0 +1,39 @@
+"""The deploy kit's commented-out examples, uncommented: what a user gets who follows the
+comment and removes the `# `. Shipped commented out: the absolute hallucination rate
+(`hallucination_rate`, `RagHallucinationRateHigh`) and the SLO (`groundedness_slo`,
+`RagGroundednessBudgetBurn`), whose thresholds must come from the user's own healthy
+traffic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+SIDECAR_SLO = "# - name: groundedness_slo"
+PROMETHEUS_SLO = "# - alert: RagGroundednessBudgetBurn"
+
+
+def uncommented(text: str, first: str) -> str:
+    """`text` with the commented-out block that starts with the line `first` (`# ...`)
+    uncommented: that line and the comment lines below it at the same column."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == first)
+    column = lines[start].index("#")
+    end = start
+    while end < len(lines) and lines[end][column : column + 2] in ("# ", "#"):
+        if lines[end][:column].strip():
+            break
+        lines[end] = lines[end][:column] + lines[end][column + 2 :]
+        end += 1
+    return "\n".join(lines) + "\n"
+
+
+def monitor_with_slo() -> str:
+    """deploy/monitor.yaml with its SLO rule uncommented."""
+    return uncommented((DEPLOY / "monitor.yaml").read_text(), SIDECAR_SLO)
+
+
+def rules_with_slo() -> str:
+    """deploy/prometheus/rules.yml with its SLO alerts uncommented."""
+    return uncommented((DEPLOY / "prometheus/rules.yml").read_text(), PROMETHEUS_SLO)

@@ -1,0 +1,142 @@
+"""An evaluator changeover (`monitor.alerts.kinds.regression.Regression.succeed`,
+`monitor.alerts.entries`): a regression rule is not blind for a day after its evaluator's
+revision changes; a rollout with both revisions live does not restart the entry over and
+over. Streams from `harness/production_streams.py` through `rag-monitor backtest`'s engine
+on their own simulated time."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from harness.production_streams import DAY_S, START, Change, StreamSpec
+from monitor.alerts import AlertEngine
+from monitor.alerts.backtest import Backtest
+from monitor.config import AlertBaseline, AlertRule
+from monitor.records import RagRecord
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock
+from tests.alerts.test_alerts_production import RULE, _verdict, config, pages, replay
+
+# Hours to days of simulated traffic each: the slow tier.
+pytestmark = pytest.mark.slow
+
+
+def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
+    divergence = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
+    return math.log(rate * budget_s) / divergence / rate
+
+
+def started(backtest: object) -> float | None:
+    registry = backtest.engine._t.registry  # type: ignore[attr-defined]
+    value = registry.get_sample_value(
+        "rag_monitor_alert_baselines_started_total", {"rule": RULE, "reason": "revision"}
+    )
+    return float(value) if value is not None else None
+
+
+# A new detector reads 0.30 where the old one read 0.20, from midnight of day 4; the
+# service's defect rate doubles at 03:00.
+CHANGE_DAY, STEP_DAY = 4.0, 4.125
+LIMIT_S = information_limit_s(0.30, 0.60, 1.0, 90 * DAY_S)
+
+
+def test_a_doubling_three_hours_after_an_evaluator_revision_pages_near_the_limit() -> None:
+    spec = StreamSpec(
+        rate=1,
+        days=4.3,
+        icc=0.05,
+        ids=False,
+        changes=(Change("revision", CHANGE_DAY, 0.30), Change("step", STEP_DAY, 2.0)),
+    )
+    events, backtest = replay(spec, config(season="day"))
+    (page, *_) = pages(events)
+    assert page.time >= START + STEP_DAY * DAY_S
+    assert page.time - (START + STEP_DAY * DAY_S) <= 3 * LIMIT_S
+    assert started(backtest) == 1
+
+
+def test_a_rollout_with_both_revisions_live_starts_one_baseline_and_a_doubling_pages() -> None:
+    """10 % -> 50 % -> 100 % of the turns on the new revision over six hours from midnight;
+    the defect rate doubles at noon."""
+    step = CHANGE_DAY + 0.5
+    spec = StreamSpec(
+        rate=1,
+        days=4.7,
+        icc=0.05,
+        ids=False,
+        changes=(Change("rollout", CHANGE_DAY, 0.30, 0.25), Change("step", step, 2.0)),
+    )
+    events, backtest = replay(spec, config(season="day"))
+    assert started(backtest) == 1
+    (page, *_) = pages(events)
+    assert page.time >= START + step * DAY_S
+    assert page.time - (START + step * DAY_S) <= 3 * LIMIT_S
+
+
+def test_a_healthy_changeover_and_rollout_never_page() -> None:
+    for change in (Change("revision", 3.5, 0.35), Change("rollout", 3.5, 0.35, 0.25)):
+        spec = StreamSpec(rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(change,))
+        events, _ = replay(spec, config(season="day", budget="7d"))
+        assert pages(events) == []
+
+
+def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> None:
+    rule = AlertRule(
+        name=RULE, evaluator="local_groundedness", window="60s", baseline=AlertBaseline()
+    )
+    clock = Clock()
+    engine = AlertEngine([rule], create_telemetry(), evaluation_interval_s=15, clock=clock)
+    record = RagRecord(request_id="r", service="shop", response="x")
+    engine.emit(record, _verdict(True, "a"))
+    for i in range(600):  # both live, one a second, for ten minutes
+        clock.now += 1
+        engine.emit(record, _verdict(i % 5 > 0, "b" if i % 2 else "a"))
+    assert next(iter(engine._entries.values())).revision == "b"
+    for _ in range(120):  # "b" is gone: "a" alone for two windows is a rollback
+        clock.now += 1
+        engine.emit(record, _verdict(True, "a"))
+    assert next(iter(engine._entries.values())).revision == "a"
+    assert started(type("B", (), {"engine": engine})) == 2
+
+
+def test_a_judge_change_read_from_the_fleet_is_a_changeover_not_a_regression() -> None:
+    """`alerts.fleet` hands the engine counts with their revision: a judge whose new
+    prompt fails 0.05 more of the same answers starts a changeover, and never pages."""
+    rule = AlertRule(
+        name=RULE,
+        evaluator="local_groundedness",
+        baseline=AlertBaseline(season="none", window="6h"),
+        false_page_every="7d",
+    )
+    clock = Clock()
+    engine = AlertEngine([rule], create_telemetry(), evaluation_interval_s=15, clock=clock)
+    rng = random.Random(3)
+    sent = []
+    for second in range(int(2 * DAY_S) // 15):
+        clock.now += 15
+        revision, rate = ("r1", 0.20) if second < DAY_S // 15 else ("r2", 0.25)
+        n = 30  # two verdicts a second, read every 15 s
+        k = sum(rng.random() < rate for _ in range(n))
+        engine.add_counts(RULE, "shop", "", [float(n - k), float(k)], revision)
+        sent.extend(engine.evaluate())
+    assert [a for a in sent if a.status == "firing"] == []
+    entry = next(iter(engine._entries.values()))
+    assert entry.revision == "r2"
+    assert entry.state.changeover is None and entry.state.translated is not None
+
+
+def test_a_changeover_under_way_survives_a_restart() -> None:
+    spec = StreamSpec(
+        rate=1, days=4.05, icc=0.05, ids=False, changes=(Change("revision", CHANGE_DAY, 0.30),)
+    )
+    _, first = replay(spec, config(season="day"))
+    saved = first.engine.snapshot()
+    state = saved[RULE]["services"]["svc-0"][""]["state"]
+    assert state["changeover"] is not None
+    assert 0 <= state["changeover"][0] - (START + CHANGE_DAY * DAY_S) <= 60
+    second = Backtest(config(season="day"))
+    second.engine.restore(saved)
+    assert second.engine.snapshot() == saved

@@ -1,0 +1,98 @@
+"""A test run that is killed leaves no server behind: a pytest process that started
+Prometheus, Alertmanager and a launcher with a child of its own (as noida-db's is) is
+killed midway — SIGKILL to it alone, or to its whole process group as `timeout` and CI
+runners do — and every process it started is gone (harness/children.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.servers import REPO, need
+from harness.wait import wait_until
+
+INNER = '''
+import sys, threading
+from pathlib import Path
+
+from harness.children import spawn
+from harness.servers import alertmanager, prometheus
+
+MARKER = {marker!r}
+# A launcher whose server is its own child.
+LAUNCHER = (
+    "import subprocess, sys, time; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)', sys.argv[1]]); "
+    "time.sleep(3600)"
+)
+
+
+def test_holds_servers(tmp_path: Path) -> None:
+    spawn([sys.executable, "-c", LAUNCHER, MARKER])
+    with alertmanager(Path(MARKER) / "am", "http://127.0.0.1:9/hook"):
+        with prometheus(Path(MARKER) / "prom", "global: {{scrape_interval: 1m}}\\n"):
+            (Path(MARKER) / "ready").write_text("ready")
+            threading.Event().wait()  # until killed
+'''
+
+
+def _started_from(marker: str) -> list[int]:
+    """Processes whose command line names `marker`, but for this one."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("whole_group", [False, True], ids=["pytest-alone", "its-group"])
+def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> None:
+    need("prometheus")
+    need("prometheus-alertmanager")
+    marker = str(tmp_path / "servers")
+    for folder in ("am", "prom"):
+        (Path(marker) / folder).mkdir(parents=True)
+    (tmp_path / "test_inner.py").write_text(INNER.format(marker=marker))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until(
+            lambda: (Path(marker) / "ready").exists() or run.poll() is not None,
+            120,
+            "the inner run to start its servers",
+        )
+        assert run.poll() is None, "the inner run ended before it was killed"
+        started = _started_from(marker)
+        # The launcher and its child, Alertmanager and Prometheus.
+        assert len(started) >= 4, started
+    finally:
+        if whole_group:
+            os.killpg(run.pid, signal.SIGKILL)
+        else:
+            run.kill()
+        run.wait()
+    wait_until(
+        lambda: not _started_from(marker),
+        60,
+        "every process the killed run started to be gone",
+        context=lambda: str(_started_from(marker)),
+    )
