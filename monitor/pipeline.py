@@ -9,6 +9,7 @@ last one stopped, so that a draining pipeline can still be scraped.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -19,9 +20,14 @@ from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.state import StateFile
+from monitor.audit.anchors import AnchorCheck, JudgeChanges, JudgeNotes, load_anchors
+from monitor.audit.labels import PATH as LABELS_PATH
+from monitor.audit.labels import LabelEndpoint, LabelFile
+from monitor.audit.sink import PATH as AUDIT_PATH
+from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
 from monitor.component import BatchSink, Component, Notifier, ResultSink
-from monitor.config import Config, EvaluatorConfig
+from monitor.config import Config, EvaluatorConfig, parse_duration
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
@@ -40,10 +46,11 @@ from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
-from monitor.processors.sampler import Sampler
+from monitor.processors.sampler import Sampler, sampling_position
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
+from monitor.records import RagRecord
 from monitor.records.limits import SizeLimits
 from monitor.results import Severity
 from monitor.telemetry import Telemetry, create_telemetry
@@ -51,6 +58,7 @@ from monitor.telemetry import Telemetry, create_telemetry
 if TYPE_CHECKING:
     from monitor.judge.client import JudgeClient
 
+log = logging.getLogger(__name__)
 Readiness = Callable[[], tuple[bool, str]]
 # Something to say while ready (None: nothing); it never makes the monitor unready.
 Notice = Callable[[], str | None]
@@ -169,16 +177,35 @@ def build_pipeline(
     # it (and the effective-rate gauge after the sampler), and marks in each decision what
     # only a boost sampled, which the budget admits only while the base sample keeps room.
     boosts = SamplingBoosts()
-    sampler = Sampler(config.sampling, {e.name: e.sample_rate for e in config.evaluators}, boosts)
+    sampler = Sampler(config.sampling, _evaluator_rates(config), boosts)
     SamplingRateGauge(sampler, telemetry, boosts)
     notices: list[Notice] = []
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
+    # The judges whose last anchor check paged a change: the alert rules' pages say so.
+    changes = JudgeChanges() if config.audit.anchors.enabled else None
+    sinks.extend(
+        _alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices, changes)
+    )
     sinks.extend(extra_sinks)
+    audit = _audit(config, telemetry, sampler, http, clock or time.time)
+    if audit is not None:
+        sinks.append(audit)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
+    if audit is not None and config.audit.labels.file is not None:
+        labels = LabelFile(config.audit.labels.file, audit)
+        add("audit labels file", labels, sink_nodes[sinks.index(audit)])
 
     budget = BudgetGate(config.budget, clock or time.monotonic)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
+    if config.audit.anchors.enabled and judge is None:
+        log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
+    elif config.audit.anchors.enabled:
+        assert changes is not None
+        anchors_judge, anchors = _anchor_check(
+            config, telemetry, budget, changes, clock or time.time
+        )
+        anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
+        add("anchor check", anchors, anchors_judge_node, metrics_port)
 
     engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
     if http is not None and engine is not None:
@@ -226,6 +253,85 @@ def build_pipeline(
             built.receivers.append(receiver)
             add("Kafka receiver", receiver, trace_node, metrics_port)
     return built
+
+
+def _evaluator_rates(config: Config) -> dict[str, float | None]:
+    """Each evaluator's `sample_rate`; an audit's reference judge samples `audit.share` of
+    what the audited evaluator samples (the same hash under a lower rate: a subset)."""
+    rates = {e.name: e.sample_rate for e in config.evaluators}
+    audit = config.audit
+    if audit.evaluator is not None and audit.reference in rates:
+        rates[audit.reference] = _rate(rates[audit.evaluator]) * audit.share
+    return rates
+
+
+def _rate(sample_rate: float | None) -> float:
+    return 1.0 if sample_rate is None else sample_rate
+
+
+def _audit(
+    config: Config,
+    telemetry: Telemetry,
+    sampler: Sampler,
+    http: HealthServer | None,
+    clock: Callable[[], float],
+) -> AuditSink | None:
+    """The audit sink (when `audit` names an evaluator and a reference), its page and its
+    label endpoint on the metrics port."""
+    audit = config.audit
+    if audit.evaluator is None:
+        return None
+    detector = _rate(_evaluator_rates(config)[audit.evaluator])
+    audited = detector * audit.share  # as the sampler computes the reference's rate
+
+    def share(record: RagRecord) -> bool | None:
+        base = sampler.base_rate(record.service, record.route)
+        position = sampling_position(record.sampling_key)
+        return None if position >= base * detector else position < base * audited
+
+    sink = AuditSink(audit, telemetry, share, clock=clock)
+    if http is not None:
+        http.add_route(AUDIT_PATH, sink.handle)
+        if audit.labels.http:
+            http.add_route(LABELS_PATH, LabelEndpoint(sink).handle, method="POST")
+    return sink
+
+
+def _anchor_check(
+    config: Config,
+    telemetry: Telemetry,
+    budget: BudgetGate,
+    changes: JudgeChanges,
+    clock: Callable[[], float],
+) -> tuple[JudgeClient, AnchorCheck]:
+    """Each judge evaluator on the anchors, through a judge client of their own that caches
+    nothing (a cached verdict would hide a judge that changed); pages go where alerts go."""
+    from monitor.evaluators.judges import create_judge_client
+
+    uncached = config.model_copy(
+        update={"judge": config.judge.model_copy(update={"cache_size": 0})}
+    )
+    client = create_judge_client(uncached, telemetry)
+    assert client is not None  # a judge is configured
+    context = BuildContext(judge=client, judge_model=config.judge.model)
+    judges = [
+        e for e in (build(entry, context) for entry in config.evaluators) if e.kind == "judge"
+    ]
+    anchors = config.audit.anchors
+    port = config.exporters.prometheus.endpoint.rpartition(":")[2]
+    check = AnchorCheck(
+        judges,
+        load_anchors(anchors.file),
+        budget,
+        telemetry,
+        _notifiers(config, telemetry),
+        changes=changes,
+        every_s=parse_duration(anchors.every),
+        alpha=anchors.alpha,
+        generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+        clock=clock,
+    )
+    return client, check
 
 
 def _evaluation_stage(
@@ -285,6 +391,19 @@ def _evaluation_stage(
     )
 
 
+def _notifiers(
+    config: Config, telemetry: Telemetry, changes: JudgeChanges | None = None
+) -> list[Notifier]:
+    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`); with `changes`, a
+    page on a judge that changed at its last anchor check says so."""
+    alerts = config.alerts
+    if not (alerts.alertmanager.url or alerts.webhooks):
+        return []
+    webhooks = [(hook.url, hook.headers) for hook in alerts.webhooks]
+    sender = AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)
+    return [sender if changes is None else JudgeNotes(sender, changes)]
+
+
 def _alerts_and_events(
     config: Config,
     telemetry: Telemetry,
@@ -292,22 +411,15 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
+    changes: JudgeChanges | None,
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
-    `notices`."""
+    `notices`; `changes`: the judges that changed at their last anchor check."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
-        notifiers: list[Notifier] = []
-        if alerts.alertmanager.url or alerts.webhooks:
-            notifiers.append(
-                AlertSender(
-                    telemetry,
-                    alertmanager_url=alerts.alertmanager.url,
-                    webhooks=[(hook.url, hook.headers) for hook in alerts.webhooks],
-                )
-            )
+        notifiers = _notifiers(config, telemetry, changes)
         thresholds: dict[str, Severity] = {
             e.name: e.severity_threshold
             for e in config.evaluators

@@ -197,6 +197,15 @@ def _explain(config: Config) -> list[str]:
     for entry in config.evaluators:
         rate = "" if entry.sample_rate is None else f", sample_rate {entry.sample_rate:g}"
         lines.append(f"evaluator {entry.name}{rate}")
+    audit = config.audit
+    if audit.enabled:
+        lines.append(
+            f"audit: {audit.evaluator}'s defect rate corrected by {audit.reference} on "
+            f"{audit.share:g} of its records, over {audit.window}"
+        )
+    if audit.anchors.enabled:
+        where = audit.anchors.file or "the shipped anchors"
+        lines.append(f"judges checked on {where} every {audit.anchors.every}")
     prometheus = config.exporters.prometheus
     secured = " (TLS/basic auth from the web config)" if prometheus.web_config_file else ""
     lines.append(f"metrics on {prometheus.endpoint}{secured}")

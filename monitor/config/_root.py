@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from monitor.config._audit import Audit, AuditSection
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig, Judge, Redaction
 from monitor.config._extraction import Extraction
 from monitor.config._fields import Section
@@ -26,6 +27,7 @@ class Config(Section):
     judge: Judge = Judge()
     redaction: Redaction = Redaction()
     evaluators: list[EvaluatorConfig] = [EvaluatorConfig(name=n) for n in DEFAULT_LOCAL_EVALUATORS]
+    audit: AuditSection = Audit()  # after `evaluators`, which it names
     alerts: Alerts = Alerts()
     exporters: Exporters = Exporters()
     # A factory: the default number of worker processes probes the CPUs, not at import.

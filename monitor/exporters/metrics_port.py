@@ -72,7 +72,7 @@ class HealthServer:
         self._ready = ready
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
-        self._routes: list[tuple[str, Handler]] = []
+        self._routes: list[tuple[str, Handler, str]] = []
         self._public: set[str] = set()
         self._text: list[str] = []  # routes that show record text
         self._web = WebSecurity(web_config_file, telemetry) if web_config_file else None
@@ -88,11 +88,18 @@ class HealthServer:
         self.add_route("/readyz", self._readyz, public=True)
 
     def add_route(
-        self, path: str, handler: Handler, *, public: bool = False, text: bool = False
+        self,
+        path: str,
+        handler: Handler,
+        *,
+        public: bool = False,
+        text: bool = False,
+        method: str = "GET",
     ) -> None:
-        """A GET route (HEAD too). Call before `start`. `text`: the route shows record
-        text, so it needs a loopback address or credentials (see the module docstring)."""
-        self._routes.append((path, handler))
+        """A GET route (HEAD too), or a route of `method`. Call before `start`. `text`: the
+        route shows record text, so it needs a loopback address or credentials (see the
+        module docstring)."""
+        self._routes.append((path, handler, method))
         if public:
             self._public.add(path)
         if text:
@@ -107,8 +114,11 @@ class HealthServer:
             assert self._web is not None
             self._web.keep_asking = self._text[0]
         app = web.Application(middlewares=[self._guard] if self._web is not None else [])
-        for path, handler in self._routes:
-            app.router.add_get(path, handler)
+        for path, handler, method in self._routes:
+            if method == "GET":
+                app.router.add_get(path, handler)
+            else:
+                app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=REQUEST_GRACE_S)
         await self._runner.setup()
         tls = self._web.server_context() if self._web is not None else None

@@ -259,6 +259,16 @@ GOOD: dict[str, Any] = {
         "allowed_versions": ["1.0"],
         "label_idle_s": 600,
     },
+    "audit": {
+        "evaluator": "local_groundedness",
+        "reference": "labels",
+        "share": 0.05,
+        "window": "24h",
+        "min_audited": 30,
+        "max_pending": 1000,
+        "labels": {"file": "labels.jsonl", "http": True},
+        "anchors": {"enabled": True, "file": "CERT", "every": "6h", "alpha": 0.001},
+    },
 }
 ENVIRON = {"TOKEN": "t0ken", "JUDGE_KEY": "k", "KAFKA_PASSWORD": "p"}
 
@@ -528,6 +538,18 @@ TABLE: dict[str, list[Any]] = {
     "pipeline.allowed_routes": NOT_A_LIST_OF_TEXT,
     "pipeline.allowed_versions": NOT_A_LIST_OF_TEXT,
     "pipeline.label_idle_s": [*NOT_SECONDS, 0.5],
+    "audit.evaluator": [*NOT_TEXT, "local_groundednes"],
+    "audit.reference": [*NOT_TEXT, "groundednes", "local_groundedness"],
+    "audit.share": [*NOT_A_RATE, 0],
+    "audit.window": NOT_A_DURATION,
+    "audit.min_audited": [*NOT_A_COUNT, 1],
+    "audit.max_pending": [*NOT_A_COUNT, 0],
+    "audit.labels.file": NOT_TEXT,
+    "audit.labels.http": NOT_A_FLAG,
+    "audit.anchors.enabled": NOT_A_FLAG,
+    "audit.anchors.file": NOT_A_FILE,
+    "audit.anchors.every": NOT_A_DURATION,
+    "audit.anchors.alpha": [*NOT_A_NUMBER, 0, 0.5],
 }
 # Keys that exclude another the good file sets: that one is left out with them.
 EXCLUDES = {

@@ -16,7 +16,11 @@ import yaml
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
-from monitor.config import AlertBaseline, AlertRule, Sampling
+from monitor.audit.anchors import AnchorCheck, JudgeChanges
+from monitor.audit.sink import AuditSink
+from monitor.config import AlertBaseline, AlertRule, Budget, Sampling
+from monitor.config._audit import Audit
+from monitor.processors.budget import BudgetGate
 from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.telemetry import create_telemetry
@@ -46,6 +50,19 @@ def exported_names() -> set[str]:
         state_file=StateFile("unused", telemetry),
     )
     SamplingRateGauge(Sampler(Sampling(), {"e": None}), telemetry)
+    AuditSink(Audit(evaluator="e", reference="j"), telemetry, lambda record: None)
+    changes = JudgeChanges()
+    AnchorCheck(
+        [],
+        [],
+        BudgetGate(Budget()),
+        telemetry,
+        [],
+        changes=changes,
+        every_s=1,
+        alpha=0.1,
+        generator_url="",
+    )
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)
@@ -201,6 +218,21 @@ def test_dashboard_shows_where_the_firing_alerts_excess_is() -> None:
     )
     assert where["type"] == "table" and where["gridPos"]["y"] > alerts["gridPos"]["y"]
     assert "$service" in where["targets"][0]["expr"]
+
+
+def test_dashboard_shows_the_audited_estimate_with_its_interval_beside_the_raw_rate() -> None:
+    """The audit row, one collapsed row holding its panels: the estimate's three bounds and
+    the raw rate on one panel, the evaluator's miss and false-alarm rates on another."""
+    dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
+    row = next(p for p in dashboard["panels"] if p["title"].startswith("Audited estimate"))
+    exprs = [[t["expr"] for t in panel["targets"]] for panel in row["panels"]]
+    estimate = " ".join(exprs[0])
+    for bound in ("estimate", "lower", "upper"):
+        assert f'bound="{bound}"' in estimate
+    assert "rag_monitor_audit_raw_defect_rate" in estimate
+    assert "rag_monitor_evaluator_miss_rate" in " ".join(exprs[1])
+    assert "rag_monitor_evaluator_false_alarm_rate" in " ".join(exprs[1])
+    assert "rag_monitor_judge_changed" in " ".join(exprs[3])
 
 
 def _rules_text() -> str:

@@ -142,7 +142,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "stages",
         frozenset(
-            {"monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts"}
+            {
+                "monitor.receivers",
+                "monitor.processors",
+                "monitor.exporters",
+                "monitor.alerts",
+                "monitor.audit",
+            }
         ),
     ),
     (
@@ -159,7 +165,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
 )
 # The stages know each other only through `monitor.component`: only the wiring imports two.
-STAGES = ("monitor.receivers", "monitor.processors", "monitor.exporters", "monitor.alerts")
+STAGES = (
+    "monitor.receivers",
+    "monitor.processors",
+    "monitor.exporters",
+    "monitor.alerts",
+    "monitor.audit",
+)
 # Generic machinery that must know no stage and nothing about evaluation.
 STAGELESS = ("monitor.pool", "monitor.shared.retry")
 

@@ -1,0 +1,266 @@
+"""The audited estimate of the true defect rate (`monitor.audit.estimate`) on labelled data:
+the embedded detector's verdicts on every record, the labels as the reference on an audited
+share chosen by the sampling hash.
+
+    python bench/audit_estimate.py DATA.jsonl ... [--runs 200] [--shares 0.02 0.05]
+        [--window 5000] [--limit N] [--cache FILE] [--write-docs]
+
+The detector (`local_groundedness` as shipped) scores each record once; its verdicts are
+cached in a file outside the repository (`--cache`, default in the temp directory) keyed by
+the data file's digest, so a rerun scores nothing. Each run then audits the records whose
+sampling position (the monitor's hash) of a per-run key is below the share, and estimates
+the defect rate with its 95 % interval (PPI++). Two kinds of population per data file:
+
+- `set`: the data file itself, one window; the audited share varies between runs only by
+  which records the hash picks;
+- production-shaped windows of `--window` records drawn from the file: `iid` (uniform
+  draws), `clustered` (conversations: runs of 1-30 answers to the same question, so verdicts
+  come in clusters), `drifting` (the hallucinated share creeps from 5 % to 40 % across the
+  window).
+
+Per row: runs with an interval (at least `MIN_AUDITED` audited records), the interval's
+coverage of the window's true (labelled) rate, its median width, the median width of the
+interval from the audited records alone and the ratio (the gain), the estimate's bias (mean
+over the runs with an interval) and the raw detector rate's bias (mean over all runs)
+against the truth, and the detector's measured miss and false-alarm rates (medians).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import bench_docs  # noqa: E402
+from monitor.audit.estimate import MIN_AUDITED, Tally, estimate  # noqa: E402
+from monitor.processors.sampler import sampling_position  # noqa: E402
+
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "rag-monitor-audit-verdicts.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Labelled:
+    question: str
+    hallucinated: bool
+    flagged: bool  # the detector failed it
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _score(rows: list[dict[str, object]]) -> list[bool]:
+    """The detector's verdict (True = fail) on each row, as the evaluator ships."""
+    from monitor.config import EvaluatorConfig
+    from monitor.evaluators.local import LocalGroundedness
+    from monitor.records import parse_record
+
+    evaluator = LocalGroundedness(EvaluatorConfig(name="local_groundedness"))
+    out = []
+    for row in rows:
+        record = {k: v for k, v in row.items() if k != "label"}
+        result = evaluator.score(parse_record(record))
+        if result.passed is None:
+            raise SystemExit(f"the detector gave no verdict: {result.error}")
+        out.append(not result.passed)
+    return out
+
+
+def load(path: Path, cache: Path, limit: int | None, seed: int) -> list[Labelled]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if limit is not None and limit < len(rows):
+        rows = random.Random(seed).sample(rows, limit)
+    key = f"{_digest(path)}:{limit}:{seed}"
+    cached: dict[str, list[bool]] = json.loads(cache.read_text()) if cache.exists() else {}
+    if key not in cached:
+        started = time.monotonic()
+        cached[key] = _score(rows)
+        cache.write_text(json.dumps(cached))
+        print(f"{path.name}: scored {len(rows)} records in {time.monotonic() - started:.0f} s")
+    return [
+        Labelled(str(row["request"]), bool(row["label"]["hallucinated"]), flagged)
+        for row, flagged in zip(rows, cached[key], strict=True)
+    ]
+
+
+Window = Callable[[random.Random, list[Labelled], int], list[Labelled]]
+
+
+def _whole(rng: random.Random, rows: list[Labelled], size: int) -> list[Labelled]:
+    return rows
+
+
+def _iid(rng: random.Random, rows: list[Labelled], size: int) -> list[Labelled]:
+    return rng.choices(rows, k=size)
+
+
+def _clustered(rng: random.Random, rows: list[Labelled], size: int) -> list[Labelled]:
+    """Conversations: runs of 1-30 answers drawn from the answers to one question."""
+    by_question: dict[str, list[Labelled]] = defaultdict(list)
+    for row in rows:
+        by_question[row.question].append(row)
+    questions = list(by_question.values())
+    out: list[Labelled] = []
+    while len(out) < size:
+        answers = rng.choice(questions)
+        out.extend(rng.choices(answers, k=rng.randint(1, 30)))
+    return out[:size]
+
+
+def _drifting(rng: random.Random, rows: list[Labelled], size: int) -> list[Labelled]:
+    """The hallucinated share creeps from 5 % to 40 % across the window."""
+    bad = [r for r in rows if r.hallucinated]
+    good = [r for r in rows if not r.hallucinated]
+    return [rng.choice(bad if rng.random() < 0.05 + 0.35 * i / size else good) for i in range(size)]
+
+
+WINDOWS: dict[str, Window] = {
+    "set": _whole,
+    "iid": _iid,
+    "clustered": _clustered,
+    "drifting": _drifting,
+}
+
+
+@dataclass(slots=True)
+class Outcome:
+    truth: float
+    raw: float
+    estimate: float | None = None
+    covered: bool = False
+    width: float = 0.0
+    audited_width: float = 0.0
+    miss: float | None = None
+    false_alarm: float | None = None
+
+
+def one_run(window: Sequence[Labelled], share: float, run: str) -> Outcome:
+    tally = Tally()
+    for i, row in enumerate(window):
+        if sampling_position(f"{run}:{i}") < share:
+            tally.add_audited(row.flagged, row.hallucinated)
+        else:
+            tally.add_unaudited(row.flagged)
+    truth = sum(r.hallucinated for r in window) / len(window)
+    got = estimate(tally)
+    outcome = Outcome(truth, got.raw, miss=got.miss_rate, false_alarm=got.false_alarm_rate)
+    if got.corrected is not None and got.audited_only is not None:
+        outcome.estimate = got.corrected.estimate
+        outcome.covered = got.corrected.lower <= truth <= got.corrected.upper
+        outcome.width = got.corrected.width
+        outcome.audited_width = got.audited_only.width
+    return outcome
+
+
+def _median(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    return f"{statistics.median(present):.3f}" if present else "-"
+
+
+def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) -> list[str]:
+    with_interval = [o for o in outcomes if o.estimate is not None]
+    if not with_interval:
+        return (
+            [name, kind, f"{size:,}", f"{share:.0%}", f"0/{len(outcomes)}"]
+            + ["-"] * 6
+            + [
+                f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
+                _median([o.miss for o in outcomes]),
+                _median([o.false_alarm for o in outcomes]),
+            ]
+        )
+    width = statistics.median(o.width for o in with_interval)
+    audited = statistics.median(o.audited_width for o in with_interval)
+    covered = sum(o.covered for o in with_interval) / len(with_interval)
+    bias = statistics.mean(o.estimate - o.truth for o in with_interval if o.estimate is not None)
+    return [
+        name,
+        kind,
+        f"{size:,}",
+        f"{share:.0%}",
+        f"{len(with_interval)}/{len(outcomes)}",
+        f"{covered:.1%}",
+        f"{width:.3f}",
+        f"{audited:.3f}",
+        f"{width / audited:.2f}" if audited else "-",
+        f"{statistics.mean(o.truth for o in outcomes):.3f}",
+        f"{bias:+.3f}",
+        f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
+        _median([o.miss for o in outcomes]),
+        _median([o.false_alarm for o in outcomes]),
+    ]
+
+
+HEADER = [
+    "data",
+    "window",
+    "records",
+    "audited",
+    "runs with an interval",
+    "coverage of the true rate",
+    "width, median",
+    "audited-only width",
+    "width ratio",
+    "true rate, mean",
+    "estimate's bias",
+    "raw rate's bias",
+    "miss rate",
+    "false-alarm rate",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", type=Path, help="labelled JSONL files")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.02, 0.05])
+    parser.add_argument("--window", type=int, default=5000, help="records per drawn window")
+    parser.add_argument("--limit", type=int, help="score a random subsample of each file")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    bench_docs.add_flag(parser)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    rows = []
+    for path in args.data:
+        labelled = load(path, args.cache, args.limit, args.seed)
+        name = path.name.removesuffix(".jsonl")
+        for kind, draw in WINDOWS.items():
+            for share in args.shares:
+                rng = random.Random(f"{args.seed}:{name}:{kind}:{share}")
+                outcomes = []
+                for run in range(args.runs):
+                    window = draw(rng, labelled, args.window)
+                    outcomes.append(one_run(window, share, f"{args.seed}:{kind}:{run}"))
+                size = len(labelled) if kind == "set" else args.window
+                rows.append(row(name, kind, size, share, outcomes))
+    table = bench_docs.table(HEADER, rows)
+    note = (
+        f"{args.runs} runs per row; an interval needs {MIN_AUDITED} audited records; "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    print(table)
+    print(note)
+    if args.write_docs:
+        bench_docs.write_block("docs/quality.md", "audit-estimate", f"{table}\n\n{note}", mode="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,400 @@
+"""The audit sink: the detector's verdicts on every evaluated record and the reference's on
+the audited share, per service over a trailing window, turned into the estimate of the
+true defect rate with its interval (`estimate`), exported as gauges and on `GET /audit`.
+
+Which records count is decided by the sampling hash alone (`Share`, from the wiring), so
+that the audited records are a random sample of the counted ones: a record counts when its
+sampling position is below the detector's base rate for its service and route (records
+sampled only because of their feedback or error status, or only by a boost, are left out:
+they are not a random part of the traffic), and it is audited when its position is below
+`audit.share` of that rate, which is exactly the set the reference judge samples (the
+pipeline gives the reference that rate). A label fed back joins its record by `request_id` while the record waits in a
+bounded memory of pending records (oldest dropped first, counted); unknown ids,
+malformed labels and labels for records whose window has passed are counted and refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from monitor.audit._ticker import Ticker
+from monitor.audit.estimate import Estimate, Tally, estimate
+from monitor.config._audit import LABELS, Audit
+from monitor.records import RagRecord
+from monitor.records.where import DIMENSIONS, Where
+from monitor.results import EvalResult
+from monitor.telemetry import RateLimitedLog, Telemetry
+
+log = logging.getLogger(__name__)
+PATH = "/audit"
+BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
+AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
+MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart
+
+Share = Callable[[RagRecord], bool | None]
+"""Whether a record the detector evaluated is audited (True), counted unaudited (False),
+or not part of the random share (None)."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    service: str
+    bucket: int
+    detector_defect: bool
+    where: tuple[str, ...]  # the record's dimension values (`Where`)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    """A service's counts over one bucket of the window, in all and per slice (dimension,
+    value); at most `MAX_SLICE_VALUES` values of a dimension per bucket."""
+
+    total: Tally = field(default_factory=Tally)
+    slices: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    values: dict[str, int] = field(default_factory=dict)  # values so far per dimension
+
+    def tallies(self, where: tuple[str, ...]) -> list[Tally]:
+        out = [self.total]
+        for dimension, value in zip(DIMENSIONS, where, strict=True):
+            if not value:
+                continue  # not known for this record: in no slice of the dimension
+            found = self.slices.get((dimension, value))
+            if found is None:
+                if self.values.get(dimension, 0) >= MAX_SLICE_VALUES:
+                    continue
+                self.values[dimension] = self.values.get(dimension, 0) + 1
+                found = self.slices[(dimension, value)] = Tally()
+            out.append(found)
+        return out
+
+
+class AuditSink:
+    """A `BatchSink` (and the `LabelSink` of the label feeds)."""
+
+    def __init__(
+        self,
+        audit: Audit,
+        telemetry: Telemetry,
+        share: Share,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        assert audit.evaluator is not None and audit.reference is not None
+        self._evaluator = audit.evaluator
+        self._reference = audit.reference
+        self._labelled = audit.reference == LABELS
+        self._min_audited = audit.min_audited
+        self._max_pending = audit.max_pending
+        self._bucket_s = audit.window_s / BUCKETS
+        self._window = audit.window
+        self._share = share
+        self._clock = clock
+        self._t = telemetry
+        self._windows: dict[str, dict[int, _Bucket]] = {}
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        # Buckets age out of the window while no record comes: the gauges follow.
+        self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
+        self._quiet = RateLimitedLog(log)
+        self._estimates: dict[str, Estimate] = {}
+        t = telemetry
+        self._bounds = t.gauge(
+            "defect_rate_estimate",
+            "Estimated true defect rate of the audited evaluator over the audit window "
+            "(bound: estimate, lower, upper of the 95 % interval); absent below "
+            "audit.min_audited audited records.",
+            ("service", "evaluator", "bound"),
+        )
+        self._raw = t.gauge(
+            "audit_raw_defect_rate",
+            "The audited evaluator's own defect rate over the same window and records.",
+            ("service", "evaluator"),
+        )
+        self._miss = t.gauge(
+            "evaluator_miss_rate",
+            "Share of the reference's defects the evaluator passed, over the audit window.",
+            ("service", "evaluator"),
+        )
+        self._false_alarm = t.gauge(
+            "evaluator_false_alarm_rate",
+            "Share of the reference's passes the evaluator failed, over the audit window.",
+            ("service", "evaluator"),
+        )
+        self._audited = t.gauge(
+            "audited_records",
+            "Audited records (with the reference's verdict) in the audit window.",
+            ("service", "evaluator"),
+        )
+        self._records = t.counter(
+            "audit_records",
+            "Records the audit counted, by outcome: unaudited, audited, awaiting_label, "
+            "reference_error (the reference failed on an audited record), reference_missing "
+            "(it did not score it: over budget, or a part it needs was missing).",
+            ("service", "outcome"),
+        )
+        self._labels = t.counter(
+            "audit_labels",
+            "Labels fed back, by source (file, http) and outcome: joined, unknown_id, "
+            "malformed, expired (its record's window has passed).",
+            ("source", "outcome"),
+        )
+        self._dropped = t.counter(
+            "audit_pending_dropped",
+            "Audited records dropped from the pending memory (audit.max_pending) before "
+            "their label came.",
+            ("service",),
+        )
+        self._pending_gauge = t.gauge(
+            "audit_pending_labels", "Audited records waiting for their label."
+        )
+
+    async def start(self) -> None:
+        self._ticker.start()
+
+    async def shutdown(self, deadline_s: float) -> None:
+        await self._ticker.stop()
+
+    async def _refresh_async(self) -> None:
+        self.refresh()
+
+    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+        bucket = self._bucket()
+        touched: set[str] = set()
+        for record, results in items:
+            verdict = results.get(self._evaluator)
+            if verdict is None or verdict.passed is None:
+                continue
+            audited = self._share(record)
+            if audited is None:
+                continue  # forced by feedback or error, or sampled only by a boost
+            service = self._t.service_cap(record.service)
+            defect = not verdict.passed
+            touched.add(service)
+            where = Where.of(record).values
+            if not audited:
+                for tally in self._tallies(service, bucket, where):
+                    tally.add_unaudited(defect)
+                self._count(service, "unaudited")
+            elif self._labelled:
+                pending = _Pending(service, bucket, defect, where)
+                self._await_label(record.request_id, pending)
+            else:
+                reference = results.get(self._reference)
+                self._judged(record, service, bucket, defect, where, reference)
+        self._publish(touched)
+
+    def _judged(
+        self,
+        record: RagRecord,
+        service: str,
+        bucket: int,
+        defect: bool,
+        where: tuple[str, ...],
+        reference: EvalResult | None,
+    ) -> None:
+        if reference is None:
+            self._count(service, "reference_missing")
+            self._quiet.warning(
+                "missing",
+                "audit: %s did not score audited record %s of %r (over budget, or a part it "
+                "needs is missing); it is left out of the estimate",
+                self._reference,
+                record.request_id,
+                service,
+            )
+        elif reference.passed is None:
+            self._count(service, "reference_error")
+            self._quiet.warning(
+                "error",
+                "audit: the reference %s failed on audited record %s of %r: %s; it is left "
+                "out of the estimate",
+                self._reference,
+                record.request_id,
+                service,
+                reference.error,
+            )
+        else:
+            for tally in self._tallies(service, bucket, where):
+                tally.add_audited(defect, not reference.passed)
+            self._count(service, "audited")
+
+    def _await_label(self, request_id: str, pending: _Pending) -> None:
+        self._pending[request_id] = pending
+        self._pending.move_to_end(request_id)
+        self._count(pending.service, "awaiting_label")
+        while len(self._pending) > self._max_pending:
+            dropped_id, dropped = self._pending.popitem(last=False)
+            self._t.child(self._dropped, dropped.service).inc()
+            self._quiet.warning(
+                "dropped",
+                "audit: record %s of %r dropped before its label came (audit.max_pending %d)",
+                dropped_id,
+                dropped.service,
+                self._max_pending,
+            )
+        self._pending_gauge.set(len(self._pending))
+
+    def label(self, request_id: str, defect: bool, source: str) -> str | None:
+        """Join a label to its audited record (`LabelSink`): None when joined, else why
+        not (counted and logged)."""
+        pending = self._pending.get(request_id)
+        if pending is None:
+            why = (
+                f"unknown_id: no audited record awaits a label with request_id {request_id!r} "
+                "(not evaluated, not in the audited share, already labelled, or dropped)"
+            )
+            return self._refuse(source, "unknown_id", why)
+        if pending.bucket <= self._bucket() - BUCKETS:
+            del self._pending[request_id]
+            self._pending_gauge.set(len(self._pending))
+            why = f"expired: the window of record {request_id!r} ({self._window}) has passed"
+            return self._refuse(source, "expired", why)
+        del self._pending[request_id]
+        self._pending_gauge.set(len(self._pending))
+        for tally in self._tallies(pending.service, pending.bucket, pending.where):
+            tally.add_audited(pending.detector_defect, defect)
+        self._t.child(self._labels, source, "joined").inc()
+        self._publish({pending.service})
+        return None
+
+    def malformed(self, source: str, problem: str) -> None:
+        self._refuse(source, "malformed", problem)
+
+    def _refuse(self, source: str, outcome: str, why: str) -> str:
+        self._t.child(self._labels, source, outcome).inc()
+        self._quiet.warning(f"label-{outcome}", "audit: label refused (%s): %s", source, why)
+        return why
+
+    def _bucket(self) -> int:
+        return int(self._clock() // self._bucket_s)
+
+    def _tallies(self, service: str, bucket: int, where: tuple[str, ...]) -> list[Tally]:
+        """The tallies a record counts in: its service's, and its slices'."""
+        buckets = self._windows.setdefault(service, {})
+        found = buckets.get(bucket)
+        if found is None:
+            found = buckets[bucket] = _Bucket()
+        return found.tallies(where)
+
+    def _count(self, service: str, outcome: str) -> None:
+        self._t.child(self._records, service, outcome).inc()
+
+    def refresh(self) -> None:
+        """Drop the buckets and the pending records that left the window (those counted
+        as dropped), and publish every service again."""
+        oldest = self._bucket() - BUCKETS + 1
+        while self._pending:
+            request_id, pending = next(iter(self._pending.items()))
+            if pending.bucket >= oldest:
+                break
+            del self._pending[request_id]
+            self._t.child(self._dropped, pending.service).inc()
+        self._pending_gauge.set(len(self._pending))
+        self._publish(set(self._windows))
+
+    def _publish(self, services: set[str]) -> None:
+        oldest = self._bucket() - BUCKETS + 1
+        for service in services:
+            buckets = self._windows.get(service, {})
+            for old in [b for b in buckets if b < oldest]:
+                del buckets[old]
+            if not buckets:
+                self._windows.pop(service, None)
+                self._estimates.pop(service, None)
+                self._clear(service)
+                continue
+            window = Tally()
+            for part in buckets.values():
+                window.merge(part.total)
+            got = estimate(window, min_audited=self._min_audited)
+            self._estimates[service] = got
+            self._set(service, got)
+
+    def _set(self, service: str, got: Estimate) -> None:
+        name = self._evaluator
+        self._raw.labels(service, name).set(got.raw)
+        self._audited.labels(service, name).set(got.audited)
+        for gauge, value in (
+            (self._miss, got.miss_rate),
+            (self._false_alarm, got.false_alarm_rate),
+        ):
+            if value is None:
+                _remove(gauge, service, name)
+            else:
+                gauge.labels(service, name).set(value)
+        corrected = got.corrected
+        for bound in ("estimate", "lower", "upper"):
+            if corrected is None:
+                _remove(self._bounds, service, name, bound)
+            else:
+                self._bounds.labels(service, name, bound).set(getattr(corrected, bound))
+
+    def _clear(self, service: str) -> None:
+        name = self._evaluator
+        for gauge in (self._raw, self._audited, self._miss, self._false_alarm):
+            _remove(gauge, service, name)
+        for bound in ("estimate", "lower", "upper"):
+            _remove(self._bounds, service, name, bound)
+
+    def page(self) -> dict[str, Any]:
+        """What `GET /audit` shows: each service's window figures, with those of its
+        slices (dimension → value → figures), and the request ids awaiting a label (oldest
+        first, at most `AWAITING_SHOWN`)."""
+        services = {}
+        for service, got in sorted(self._estimates.items()):
+            slices: dict[str, dict[str, Any]] = {}
+            merged: dict[tuple[str, str], Tally] = {}
+            for part in self._windows.get(service, {}).values():
+                for key, tally in part.slices.items():
+                    merged.setdefault(key, Tally()).merge(tally)
+            for (dimension, value), tally in sorted(merged.items()):
+                figures = _figures(estimate(tally, min_audited=self._min_audited))
+                slices.setdefault(dimension, {})[value] = figures
+            services[service] = {**_figures(got), "slices": slices}
+        awaiting: list[str] = []
+        for request_id in self._pending:
+            if len(awaiting) == AWAITING_SHOWN:
+                break
+            awaiting.append(request_id)
+        return {
+            "evaluator": self._evaluator,
+            "reference": self._reference,
+            "window": self._window,
+            "min_audited": self._min_audited,
+            "services": services,
+            "awaiting_labels": awaiting,
+            "pending_labels": len(self._pending),
+        }
+
+    async def handle(self, request: web.Request) -> web.Response:
+        return web.json_response(self.page())
+
+
+def _figures(got: Estimate) -> dict[str, Any]:
+    corrected, alone = got.corrected, got.audited_only
+    return {
+        "evaluated": got.evaluated,
+        "audited": got.audited,
+        "raw_defect_rate": got.raw,
+        "estimate": None if corrected is None else _bounds(corrected),
+        "audited_only": None if alone is None else _bounds(alone),
+        "weight": got.weight if corrected is not None else None,
+        "miss_rate": got.miss_rate,
+        "false_alarm_rate": got.false_alarm_rate,
+    }
+
+
+def _bounds(interval: Any) -> dict[str, float]:
+    return {"estimate": interval.estimate, "lower": interval.lower, "upper": interval.upper}
+
+
+def _remove(gauge: Any, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
