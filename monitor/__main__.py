@@ -159,9 +159,19 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "per line, as the Collector's file exporter writes it; gzip too): what each span "
         "was taken as (role, the convention that declared it, the values read), the records "
         "the extraction makes, what they lack and why, and, when something is missing, a "
-        "proposed extraction.conventions entry with the record it makes.",
+        "proposed extraction.conventions entry with the record it makes. Or the same for "
+        "the traces whose spans a running monitor's /debug/records keeps.",
     )
-    explain.add_argument("file", type=Path)
+    where = explain.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "file", type=Path, nargs="?", help="OTLP/JSON traces, one request per line (.gz too)"
+    )
+    where.add_argument(
+        "--from-debug",
+        metavar="URL",
+        help="read the traces from the /debug/records of the monitor whose metrics port is "
+        "at URL (e.g. http://127.0.0.1:9464)",
+    )
     explain.add_argument("--trace-id", help="explain this trace only (32 hex digits)")
     explain.add_argument(
         "--config", type=Path, default=config_default, help=config_help + ": its conventions"
@@ -195,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "send-sample":
         return _send_sample(args.endpoint)
     if args.command == "explain":
-        return _explain(args.file, args.trace_id, args.config)
+        return _explain(args.file, args.from_debug, args.trace_id, args.config)
     tune_gc()
     if args.command == "backtest" and args.config is None:
         args.config = _usual_config()
@@ -236,9 +246,11 @@ def _usual_config() -> Path | None:
     return None
 
 
-def _explain(path: Path, trace_id: str | None, config_path: Path | None) -> int:
+def _explain(
+    path: Path | None, url: str | None, trace_id: str | None, config_path: Path | None
+) -> int:
     """`explain`, reading the config's own conventions (exit 1 on a config problem)."""
-    from monitor.cli.explain import explain
+    from monitor.cli.explain import explain, explain_from_debug
 
     try:
         config = load_config(config_path, read_elsewhere=tuple(FLAG_ENV.values()))
@@ -246,6 +258,9 @@ def _explain(path: Path, trace_id: str | None, config_path: Path | None) -> int:
         for problem in exc.problems:
             log.error("config error: %s", problem)
         return 1
+    if url is not None:
+        return explain_from_debug(url, trace_id, config.extraction.conventions)
+    assert path is not None  # argparse asks for one of them
     return explain(path, trace_id, config.extraction.conventions)
 
 

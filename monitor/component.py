@@ -185,6 +185,10 @@ class TraceObserver(Protocol):
     def no_record(self, trace_id: str, service: str, source: str, reason: str, spans: int) -> None:
         """A trace (or a record, `spans` 0) gave nothing to evaluate, and why."""
 
+    def kept_spans(self, trace_id: str, spans: Sequence[Span]) -> None:
+        """The spans of a sampled trace that gave no record, an incomplete or a suspect one
+        (told before its records and its `no_record`)."""
+
 
 @dataclass(slots=True)
 class SampledRecord:

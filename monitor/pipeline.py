@@ -34,6 +34,7 @@ from monitor.evaluators.registry import build, check_evaluators
 from monitor.evaluators.revision import revision
 from monitor.exporters.alertmanager import AlertSender
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
+from monitor.exporters.debug_records import TRACES_PATH as DEBUG_TRACES_PATH
 from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.extracted import Redact
 from monitor.exporters.firing_alerts import PATH as ALERTS_PATH
@@ -216,6 +217,7 @@ def build_pipeline(
     debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None
     if http is not None and debug is not None:
         http.add_route(DEBUG_PATH, debug.handle, text=True)
+        http.add_route(DEBUG_TRACES_PATH + "{trace_id}", debug.handle_trace, text=True)
     trace = TraceStage(
         config.trace_assembly,
         sampler,

@@ -5,6 +5,10 @@ that declared it, the values read), the records the extraction makes of it, what
 and why, and — when something is missing — a proposed `extraction.conventions` entry that
 reads it, with the record the extraction makes once it is added.
 
+`rag-monitor explain --from-debug URL [--trace-id ID]` explains the traces a running
+monitor's `/debug/records` keeps the spans of (URL: its metrics port, e.g.
+`http://127.0.0.1:9464`), read over HTTP as the file's lines are read.
+
 Everything said is the extraction's own reading (`monitor.extraction.spans_taken`,
 `causes`, `extract_records`): the proposal is checked by extracting the trace again with
 it, never by a reading of its own. The proposal reads the spans no convention took:
@@ -18,7 +22,9 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from collections.abc import Iterator, Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +33,8 @@ from pydantic import ValidationError
 
 from monitor.config import UserConvention, dump_yaml
 from monitor.conventions import Source
+from monitor.exporters.debug_records import PATH as DEBUG_PATH
+from monitor.exporters.debug_records import TRACES_PATH
 from monitor.extraction import (
     Convention,
     SpanTaken,
@@ -67,21 +75,26 @@ def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
     problems: list[str] = []
     try:
         with opener(path, "rb") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    decoded = decode_json(line)
-                except DecodeError as exc:
-                    problems.append(f"line {number}: {exc.detail}")
-                    continue
-                if decoded.rejected:
-                    problems.append(f"line {number}: {decoded.message}")
-                for span in decoded.spans:
-                    traces.setdefault(span.trace_id, []).append(span)
+            _read_lines(lines, traces, problems)
     except (OSError, EOFError) as exc:
         raise ExplainError(f"{path}: {exc}") from None
     return traces, problems
+
+
+def _read_lines(lines: Iterable[bytes], traces: dict[str, list[Span]], problems: list[str]) -> None:
+    """Add the spans of each OTLP/JSON line to `traces`, a problem per unreadable line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            decoded = decode_json(line)
+        except DecodeError as exc:
+            problems.append(f"line {number}: {exc.detail}")
+            continue
+        if decoded.rejected:
+            problems.append(f"line {number}: {decoded.message}")
+        for span in decoded.spans:
+            traces.setdefault(span.trace_id, []).append(span)
 
 
 def _shown(value: Any) -> str:
@@ -390,9 +403,94 @@ def explain(
     if not traces:
         print(f"explain: {path}: no OTLP/JSON trace in it", file=err)
         return 1
+    _print(traces, user, out)
+    return 0
+
+
+def _print(traces: dict[str, list[Span]], user: Sequence[UserConvention], out: TextIO) -> None:
     for n, spans in enumerate(traces.values()):
         if n:
             print(file=out)
         for line in explain_trace(spans, user):
             print(line, file=out)
+
+
+def explain_from_debug(
+    url: str,
+    trace_id: str | None,
+    user: Sequence[UserConvention],
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    timeout_s: float = 10.0,
+) -> int:
+    """Print the explanation of each trace whose spans the `/debug/records` of the monitor
+    at `url` keeps (or of `trace_id`), newest first; 1, with one line on `err` saying why,
+    when the page cannot be read or keeps no such trace (or not that one)."""
+    try:
+        traces, left_out = read_debug_traces(url, trace_id, timeout_s)
+    except ExplainError as exc:
+        print(f"explain: {exc}", file=err)
+        return 1
+    for kept, n in left_out.items():
+        print(
+            f"explain: trace {kept}: {n} of its spans were left out by {DEBUG_PATH}'s byte "
+            "cap; the explanation is of the others",
+            file=err,
+        )
+    _print(traces, user, out)
     return 0
+
+
+def read_debug_traces(
+    url: str, trace_id: str | None, timeout_s: float = 10.0
+) -> tuple[dict[str, list[Span]], dict[str, int]]:
+    """The spans `/debug/records` at `url` keeps of each trace (or of `trace_id`), and the
+    number of spans it left out of each that lacks some; `ExplainError` says why not."""
+    base = url.rstrip("/")
+    base = base.removesuffix(DEBUG_PATH)
+    page_url = base + DEBUG_PATH
+    try:
+        page = json.loads(_get(page_url, timeout_s, f"{page_url} (is debug_records on?)"))
+        kept = {str(t["trace_id"]): int(t["spans_left_out"]) for t in page["traces"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ExplainError(f"{page_url}: not a rag-monitor {DEBUG_PATH} page: {exc}") from None
+    if trace_id is not None:
+        if trace_id.lower() not in kept:
+            raise ExplainError(
+                f"{page_url}: keeps no spans of trace {trace_id} (it keeps {len(kept)} "
+                "trace(s): those that gave no record, an incomplete or a suspect one)"
+            )
+        kept = {trace_id.lower(): kept[trace_id.lower()]}
+    if not kept:
+        raise ExplainError(
+            f"{page_url}: keeps no trace's spans yet (it keeps those that gave no record, "
+            "an incomplete or a suspect one)"
+        )
+    traces: dict[str, list[Span]] = {}
+    for kept_id in kept:
+        trace_url = base + TRACES_PATH + kept_id
+        problems: list[str] = []
+        _read_lines([_get(trace_url, timeout_s, trace_url)], traces, problems)
+        if problems:
+            raise ExplainError(f"{trace_url}: {problems[0]}")
+    return traces, {t: n for t, n in kept.items() if n}
+
+
+def _get(url: str, timeout_s: float, what: str) -> bytes:
+    if not url.startswith(("http://", "https://")):
+        raise ExplainError(f"{url}: not an http:// or https:// URL")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            body: bytes = response.read()
+            return body
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise ExplainError(f"{what}: the metrics port asks for credentials") from None
+        try:
+            said = json.loads(exc.read())["error"]
+        except (ValueError, KeyError, TypeError, OSError):
+            said = f"HTTP {exc.code} {exc.reason}"
+        raise ExplainError(f"{what}: {said}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise ExplainError(f"{url}: cannot be read: {reason}") from None

@@ -8,7 +8,7 @@ Like `monitor.records` for records, this is data, not a pipeline stage: receiver
 with it and the trace stage reads what it decoded.
 """
 
-from monitor.spans._json import decode_json
+from monitor.spans._json import decode_json, encode_request, encode_span
 from monitor.spans._logs import (
     LOG_EVENT_KEY,
     decode_logs_json,
@@ -30,5 +30,7 @@ __all__ = [
     "decode_logs_json",
     "decode_logs_protobuf",
     "decode_protobuf",
+    "encode_request",
+    "encode_span",
     "read_protobuf",
 ]

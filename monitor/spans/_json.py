@@ -286,3 +286,69 @@ def _json_span(sp: Any, where: str, service: str, resource: dict[str, Any]) -> S
         raise DecodeError("invalid_span", exc.detail) from None
     except (ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise DecodeError("invalid_span", f"{where}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_value(value: Any, text: Callable[[str], str]) -> dict[str, Any]:
+    """A Python attribute value (as the decoders make one) → an OTLP/JSON `AnyValue`;
+    `text` maps each string on the way (redaction)."""
+    if isinstance(value, str):
+        return {"stringValue": text(value)}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, dict):
+        return {"kvlistValue": {"values": encode_attributes(value, text)}}
+    if isinstance(value, list | tuple):
+        return {"arrayValue": {"values": [encode_value(v, text) for v in value]}}
+    return {}
+
+
+def encode_attributes(attributes: dict[str, Any], text: Callable[[str], str]) -> list[Any]:
+    return [{"key": k, "value": encode_value(v, text)} for k, v in attributes.items()]
+
+
+def encode_span(span: Span, text: Callable[[str], str]) -> dict[str, Any]:
+    """One span as OTLP/JSON writes it (ids in hex), as `decode_json` reads it back: its
+    attributes' and events' strings mapped by `text`. Raises `DecodeError` when the
+    span's bytes turn out corrupt."""
+    encoded: dict[str, Any] = {
+        "traceId": span.trace_id,
+        "spanId": span.span_id,
+        "name": span.name,
+        "startTimeUnixNano": str(span.start_unix_nano),
+        "endTimeUnixNano": str(span.end_unix_nano),
+        "attributes": encode_attributes(span.attributes, text),
+    }
+    if span.parent_span_id:
+        encoded["parentSpanId"] = span.parent_span_id
+    if span.parent_is_remote:
+        encoded["flags"] = _HAS_IS_REMOTE | _IS_REMOTE
+    if span.events:
+        encoded["events"] = [
+            {
+                "name": event.name,
+                "timeUnixNano": str(event.time_unix_nano),
+                "attributes": encode_attributes(event.attributes, text),
+            }
+            for event in span.events
+        ]
+    if span.error:
+        encoded["status"] = {"code": _STATUS_ERROR}
+    return encoded
+
+
+def encode_request(resource_spans: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> bytes:
+    """An OTLP/JSON `ExportTraceServiceRequest` of encoded spans, by resource."""
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": encode_attributes(resource, str)},
+                "scopeSpans": [{"spans": spans}],
+            }
+            for resource, spans in resource_spans
+        ]
+    }
+    return json.dumps(body, ensure_ascii=False).encode()

@@ -22,10 +22,12 @@ from monitor.exporters.debug_records import (
     KIND_BYTES,
     PATH,
     TEXT_LIMIT,
+    TRACE_BYTES,
     DebugRecords,
 )
 from monitor.exporters.metrics_port import HealthServer, WebSecurity
 from monitor.records import ChatMessage, ContextDoc, RagRecord
+from monitor.spans import Span, SpanEvent, decode_json
 from monitor.telemetry import create_telemetry
 
 SECRET = "jane.doe@example.com"
@@ -58,7 +60,7 @@ def test_the_page_stays_within_its_bound_and_says_what_it_leaves_out() -> None:
     shown = json.loads(page)
     extracted = shown["extracted"]
     assert 0 < len(extracted) < 100
-    assert shown["left_out"] == {"extracted": 100 - len(extracted), "no_record": 0}
+    assert shown["left_out"] == {"extracted": 100 - len(extracted), "no_record": 0, "traces": 0}
     assert extracted[0]["request_id"] == "r99"  # newest first
     for entry in extracted:
         assert len(json.dumps(entry, ensure_ascii=False).encode()) <= ENTRY_BYTES
@@ -71,13 +73,87 @@ def test_the_page_stays_within_its_bound_and_says_what_it_leaves_out() -> None:
     assert all(len(entry["service"]) == TEXT_LIMIT for entry in shown["no_record"])
 
 
+def _spans(trace: int, n: int, chars: int) -> list[Span]:
+    resource = {"service.name": "shop", "deployment.environment": "prod"}
+    return [
+        Span(
+            trace_id=f"{trace + 1:032x}",
+            span_id=f"{i + 1:016x}",
+            parent_span_id="" if i == 0 else f"{1:016x}",
+            name=f"step {i}",
+            start_unix_nano=1_000 + i,
+            end_unix_nano=2_000 + i,
+            attributes={
+                "app.input": f"question {i} from {SECRET}",
+                "app.docs": [{"text": "d" * chars, "n": i, "score": 0.5, "ok": True}],
+            },
+            events=[SpanEvent("note", 1_500, {"app.note": SECRET})],
+            error=i == 1,
+            service="shop",
+            resource=resource,
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_kept_spans_stay_within_their_bound_and_say_what_they_leave_out() -> None:
+    """A hundred traces of fifty spans of 20 kB each: 100 MB. Each trace keeps the spans
+    that fit in `TRACE_BYTES`, the spans left out counted; all of them together, the
+    newest that fit in `KIND_BYTES`; strings redacted; what is kept reads back whole."""
+    debug = DebugRecords(100, redact=lambda text: text.replace(SECRET, "[REDACTED:email]"))
+    for i in range(100):
+        debug.kept_spans(f"{i + 1:032x}", _spans(i, 50, 20_000))
+    shown = debug.snapshot()
+    traces = shown["traces"]
+    assert 0 < len(traces) < 100
+    assert shown["left_out"]["traces"] == 100 - len(traces)
+    assert traces[0]["trace_id"] == f"{100:032x}"  # newest first
+    held = len(json.dumps(traces).encode())
+    for entry in traces:
+        assert entry["spans"] + entry["spans_left_out"] == 50
+        assert 0 < entry["spans"] and 0 < entry["spans_left_out"]
+        body = debug.trace_spans(entry["trace_id"])
+        assert body is not None and len(body) <= TRACE_BYTES
+        held += len(body)
+        assert SECRET.encode() not in body
+        decoded = decode_json(body)
+        assert decoded.rejected == 0 and len(decoded.spans) == entry["spans"]
+        first = decoded.spans[0]
+        assert first.attributes["app.input"] == "question 0 from [REDACTED:email]"
+        assert first.attributes["app.docs"] == [
+            {"text": "d" * 20_000, "n": 0, "score": 0.5, "ok": True}
+        ]
+        assert first.resource["deployment.environment"] == "prod"
+        assert first.events[0].attributes == {"app.note": "[REDACTED:email]"}
+        assert [s.error for s in decoded.spans[:2]] == [False, True]
+    assert held <= KIND_BYTES
+    assert debug.trace_spans(f"{1:032x}") is None  # pushed out for the bytes
+
+
+def test_small_traces_are_kept_whole() -> None:
+    debug = DebugRecords(3, redact=None)
+    for i in range(5):
+        debug.kept_spans(f"{i + 1:032x}", _spans(i, 4, 10))
+    shown = debug.snapshot()
+    assert [t["trace_id"] for t in shown["traces"]] == [f"{i:032x}" for i in (5, 4, 3)]
+    assert all(t["spans_left_out"] == 0 for t in shown["traces"])
+    assert shown["left_out"]["traces"] == 0
+    body = debug.trace_spans(f"{5:032x}".upper())
+    assert body is not None
+    spans = decode_json(body).spans
+    assert [(s.span_id, s.parent_span_id, s.name) for s in spans] == [
+        (s.span_id, s.parent_span_id, s.name) for s in _spans(4, 4, 10)
+    ]
+    assert SECRET in spans[0].attributes["app.input"]  # no redaction asked
+
+
 def test_small_records_are_shown_whole() -> None:
     debug = DebugRecords(5, redact=None)
     for i in range(8):
         debug.extracted(_record(i, 3, 20), "kafka")
     shown = debug.snapshot()
     assert [e["request_id"] for e in shown["extracted"]] == ["r7", "r6", "r5", "r4", "r3"]
-    assert shown["left_out"] == {"extracted": 0, "no_record": 0}
+    assert shown["left_out"] == {"extracted": 0, "no_record": 0, "traces": 0}
     entry = shown["extracted"][0]
     assert entry["documents_left_out"] == entry["history_left_out"] == 0
     assert [doc["doc_uri"] for doc in entry["context"]] == ["kb/0", "kb/1", "kb/2"]

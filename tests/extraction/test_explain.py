@@ -19,12 +19,18 @@ from typing import Any
 
 import pytest
 import yaml
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
 from harness.otlp import collector_json, finished_spans, otlp_bytes
+from harness.reliability import MonitorProcess
 from monitor.cli.explain import explain
 from monitor.config import load_config
+from monitor.exporters.debug_records import PATH, TRACES_PATH
 from monitor.extraction import (
     EXPLAIN,
     TraceRecords,
@@ -331,3 +337,62 @@ def test_a_diagnosis_that_fails_costs_the_trace_nothing_and_says_so(
     assert isinstance(outcome, TraceRecords) and len(outcome.records) == 1
     (cause,) = outcome.causes
     assert cause.key == "diagnosis_failed" and "ValueError: no root" in cause.text()
+
+
+@pytest.mark.slow  # a monitor and four runs of the command line
+def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
+    tmp_path: Path, cli: list[str]
+) -> None:
+    """A real monitor with `/debug/records` on; the real SDK exporter sends it a trace that
+    gives a record without documents. `explain --from-debug` against its metrics port says
+    what `explain` says of the same trace written as the Collector's file exporter writes
+    it; an unknown trace, and a port no monitor answers on, give one line and exit 1."""
+    monitor = MonitorProcess(
+        tmp_path,
+        {
+            "exporters": {"prometheus": {"debug_records": 10}},
+            "sampling": {"rate": 1.0},
+            "pipeline": {"processes": 0},
+        },
+    ).start()
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "shop-rag"}))
+    endpoint = f"http://127.0.0.1:{monitor.http_port}/v1/traces"
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    url = f"http://127.0.0.1:{monitor.metrics_port}"
+
+    def explain_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, "explain", *args], capture_output=True, text=True, check=False)
+
+    try:
+        _untraced_retriever(provider.get_tracer("tests"))
+        provider.shutdown()
+        sdk_spans = list(memory.get_finished_spans())
+        trace_id = format(sdk_spans[0].context.trace_id, "032x")
+        monitor.wait_for(lambda: trace_id in monitor.get(PATH), what="the trace's spans kept")
+        served = explain_cli("--from-debug", url, "--trace-id", trace_id)
+        every = explain_cli("--from-debug", url + PATH)
+        unknown = explain_cli("--from-debug", url, "--trace-id", "0" * 32)
+        not_kept = json.loads(monitor.get(TRACES_PATH + "0" * 32))
+    finally:
+        assert monitor.stop() == 0, monitor.log()[-3000:]
+    gone = explain_cli("--from-debug", url)
+
+    trace_file = tmp_path / "trace.json"
+    trace_file.write_text(collector_json(sdk_spans) + "\n")
+    from_file = explain_cli(str(trace_file))
+    assert from_file.returncode == 0, from_file.stderr
+    assert served.returncode == 0, served.stderr
+    assert served.stdout == from_file.stdout == every.stdout
+    assert served.stderr == ""
+    out = served.stdout
+    assert "span 'chat gpt-4o-mini'" in out and ": model (" in out
+    assert "records: 1" in out and "the record has no context: no retrieval found" in out
+    for failed, said in (
+        (unknown, f"keeps no spans of trace {'0' * 32}"),
+        (gone, "cannot be read"),
+    ):
+        assert failed.returncode == 1 and failed.stdout == ""
+        assert len(failed.stderr.splitlines()) == 1 and said in failed.stderr, failed.stderr
+    assert "is not among the traces" in not_kept["error"]

@@ -506,6 +506,9 @@ async def test_unsampled_records_without_a_readable_key_are_shown_to_the_observe
         def no_record(self, trace_id: str, service: str, source: str, reason: str, _: int) -> None:
             seen.append((trace_id, reason))
 
+        def kept_spans(self, trace_id: str, spans: Sequence[Span]) -> None:
+            raise AssertionError("nothing is sampled")
+
     config = _config(sampling={"rate": 0.0})
     stage = trace_stage(config, HoldingStage(), telemetry, observer=Observer())
     await stage.start()

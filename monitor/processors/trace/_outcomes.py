@@ -288,6 +288,8 @@ class Outcomes:
     ) -> None:
         """What extraction made of a sampled trace: its records, the parts the size limits
         cut and the records they refused, or why it is unreadable."""
+        if self.observer is not None and _worth_keeping(outcome):
+            self.observer.kept_spans(trace.trace_id, trace.spans)
         if isinstance(outcome, Unreadable):
             self.unreadable(trace, service, outcome)
             return
@@ -320,3 +322,11 @@ class Outcomes:
         first)."""
         self.dropped("shutting_down", n)
         self.warn.warning("abandoned", "trace stage stopping: %d %s abandoned", n, what)
+
+
+def _worth_keeping(outcome: TraceRecords | Unreadable) -> bool:
+    """Whether a trace's spans are worth showing: it gave no record, or one that lacks a
+    part or looks wrongly extracted."""
+    if isinstance(outcome, Unreadable) or outcome.refused or not outcome.records:
+        return True
+    return any(r.missing() or EXTRACTION_SUSPECT in r.metadata for r in outcome.records)
