@@ -9,6 +9,7 @@ documents."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import json
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from aiohttp import web
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -28,9 +30,10 @@ from opentelemetry.trace import Tracer
 
 from harness.otlp import collector_json, finished_spans, otlp_bytes
 from harness.reliability import MonitorProcess
-from monitor.cli.explain import explain
+from monitor.cli.explain import explain, explain_from_debug
 from monitor.config import load_config
-from monitor.exporters.debug_records import PATH, TRACES_PATH
+from monitor.exporters.debug_records import PATH, TRACES_PATH, DebugRecords
+from monitor.exporters.metrics_port import HealthServer
 from monitor.extraction import (
     EXPLAIN,
     TraceRecords,
@@ -42,7 +45,7 @@ from monitor.processors.trace._assembler import FinishedTrace
 from monitor.processors.trace._outcomes import Outcomes
 from monitor.records.limits import SizeLimits
 from monitor.spans import Span, decode_json, decode_protobuf
-from monitor.telemetry import Telemetry
+from monitor.telemetry import Telemetry, create_telemetry
 
 QUESTION = "When was the Fjord Library founded?"
 DOCS = (
@@ -396,3 +399,47 @@ def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
         assert failed.returncode == 1 and failed.stdout == ""
         assert len(failed.stderr.splitlines()) == 1 and said in failed.stderr, failed.stderr
     assert "is not among the traces" in not_kept["error"]
+
+
+async def test_explain_from_debug_says_in_one_line_why_a_port_gives_nothing_to_explain() -> None:
+    """A metrics port with `/debug/records` off, one whose page keeps no trace yet, and
+    one whose trace body is not OTLP/JSON: each is one line on stderr and exit 1."""
+    kept = f"{7:032x}"
+
+    async def page(request: web.Request) -> web.Response:
+        traces = [{"trace_id": kept, "spans": 1, "spans_left_out": 0}]
+        return web.json_response({"extracted": [], "no_record": [], "traces": traces})
+
+    async def garbage(request: web.Request) -> web.Response:
+        return web.Response(body=b'{"resourceSpans": [', content_type="application/json")
+
+    async def run(
+        routes: list[tuple[str, Any]], trace_id: str | None = None
+    ) -> tuple[int, str, str]:
+        server = HealthServer(create_telemetry(), "127.0.0.1:0", lambda: (True, "ready"))
+        for path, handler in routes:
+            server.add_route(path, handler, text=True)
+        await server.start()
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            url = f"http://127.0.0.1:{server.bound_port}"
+            code = await asyncio.to_thread(explain_from_debug, url, trace_id, (), out, err)
+        finally:
+            await server.shutdown(1.0)
+        return code, out.getvalue(), err.getvalue()
+
+    empty = DebugRecords(5, None)
+    cases = [
+        ([], None, "/debug/records (is debug_records on?): HTTP 404 Not Found"),
+        ([(PATH, empty.handle)], None, "keeps no trace's spans yet"),
+        ([(PATH, empty.handle)], kept, f"keeps no spans of trace {kept}"),
+        (
+            [(PATH, page), (TRACES_PATH + "{trace_id}", garbage)],
+            None,
+            f"{TRACES_PATH}{kept}: line 1: body is not JSON",
+        ),
+    ]
+    for routes, trace_id, said in cases:
+        code, out, err = await run(routes, trace_id)
+        assert code == 1 and out == "", said
+        assert len(err.splitlines()) == 1 and said in err, (said, err)
