@@ -23,6 +23,7 @@ from monitor.exporters.debug_records import (
     PATH,
     TEXT_LIMIT,
     TRACE_BYTES,
+    TRACES_PATH,
     DebugRecords,
 )
 from monitor.exporters.metrics_port import HealthServer, WebSecurity
@@ -286,8 +287,22 @@ def test_the_page_a_running_monitor_serves_is_redacted(tmp_path: Path) -> None:
         assert post(monitor.http_port, export_request([trace])).status == 200
         monitor.wait_for(lambda: len(monitor.results_lines()) == 1, 60, "the record evaluated")
         page = monitor.get(PATH)
+        # A trace without its retrieval span gives a record without documents: its spans
+        # are kept, redacted too.
+        (without_documents,) = trace_ids(62, 1)
+        incomplete = Trace(without_documents, query=f"Is {SECRET} mine?")
+        assert post(monitor.http_port, export_request([incomplete], "root")).status == 200
+        kept_id = without_documents.hex()
+
+        def kept_ids() -> list[str]:
+            return [t["trace_id"] for t in json.loads(monitor.get(PATH))["traces"]]
+
+        monitor.wait_for(lambda: kept_id in kept_ids(), 60, "the trace's spans kept")
+        kept = monitor.get(TRACES_PATH + kept_id)
     finally:
         assert monitor.stop() == 0, monitor.log()[-3000:]
+    assert SECRET not in kept and "Is [REDACTED:email] mine?" in kept
+    assert [s.name for s in decode_json(kept.encode()).spans] == ["handle_question"]
     (entry,) = json.loads(page)["extracted"]
     assert entry["trace_id"] == trace_id.hex()
     assert SECRET not in page
