@@ -36,7 +36,7 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,6 +53,8 @@ from harness.production_streams import (
     StreamSpec,
     defect_rate,
     stream,
+    topic_design_effect,
+    topic_mix,
     traffic,
 )
 from monitor.alerts.backtest import Backtest, Event
@@ -155,8 +157,13 @@ def information_limit_h(spec: StreamSpec, start_day: float, factor: float) -> fl
     t = start_day * DAY_S + np.arange(0.0, STEP_DAYS * DAY_S, step_s)
     p0, _ = defect_rate(replace(spec, changes=()), t)
     p1 = np.clip(p0 * factor, 0.001, 0.999)
+    design = spec.design_effect
+    if spec.topics:
+        p0 = topic_mix(spec).rate(t)
+        p1 = np.clip(p0 * factor, 0.001, 0.999)
+        design = topic_design_effect(spec)
     kl = p1 * np.log(p1 / p0) + (1 - p1) * np.log((1 - p1) / (1 - p0))
-    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / spec.design_effect * step_s)
+    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / design * step_s)
     reached = np.flatnonzero(nats >= math.log(spec.rate * BUDGET_DAYS * DAY_S))
     return float((reached[0] + 1) * step_s / 3600) if reached.size else math.inf
 
@@ -172,31 +179,18 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     ]
     runs = []
     for rate, icc, ids, factor in cases:
-        trial_runs = []
-        for trial in range(trials):
-            # A step at a different hour of the day each trial.
-            at = warmup + (trial * 24 / trials + 0.5) / 24
-            spec = StreamSpec(
-                rate=rate,
-                days=at + STEP_DAYS,
-                icc=icc,
-                ids=ids,
-                cycle=MIN_INCREASE if icc else 0.0,
-                traffic_ratio=10.0 if icc else 1.0,
-                changes=(Change("step", at, factor),),
-                seed=seed + trial,
-            )
-            limit = information_limit_h(spec, at, factor)
-            trial_runs.append((START + at * DAY_S, limit, pool.submit(page_times, spec)))
-        runs.append((spec, factor, trial_runs))
+        spec = StreamSpec(
+            rate=rate,
+            days=0.0,
+            icc=icc,
+            ids=ids,
+            cycle=MIN_INCREASE if icc else 0.0,
+            traffic_ratio=10.0 if icc else 1.0,
+        )
+        runs.append((spec, factor, _step_trials(pool, spec, factor, trials, warmup, seed)))
     rows = []
     for spec, factor, trial_runs in runs:
-        waits, limits = [], []
-        for start, limit, future in trial_runs:
-            after = [t for t, _ in future.result() if t >= start]
-            waits.append((after[0] - start) / 3600 if after else math.inf)
-            limits.append(limit)
-        ratios = sorted(w / lim for w, lim in zip(waits, limits, strict=True))
+        waits, limits, ratios = _step_outcome(trial_runs)
         rows.append(
             [
                 f"{spec.rate:g}",
@@ -269,6 +263,134 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     return bench_docs.table(["stream", "service time", "pages"], rows)
 
 
+# What apps send that is not one conversation per id, and traffic that is not independent
+# requests (`evidence`): each with a daily cycle of `min_increase` and traffic x10 by day.
+WRONG_IDS = {
+    "constant": "one constant conversation id for all traffic",
+    "pods": "`session.id` = the pod that served the request (8 values)",
+    "pool": "ids from a recycled pool of 1,000",
+    "user": "id = user id (sessions over days)",
+}
+
+
+def evidence_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
+    """The healthy streams of the `evidence` rows: (name, spec)."""
+    base = StreamSpec(
+        rate=1.0,
+        days=days,
+        icc=0.17,
+        cycle=MIN_INCREASE,
+        traffic_ratio=10.0,
+        seed=seed,
+    )
+    out = [
+        (
+            "a client bursting 2,000 near-identical requests in 10 min (identical verdicts) "
+            "once a day, no conversation id",
+            replace(base, ids=False, bursts_per_day=1.0),
+        ),
+        (
+            "verdicts correlated by topic (20 topics, defect rates 0.05-0.6, mix following "
+            "the day), 10/s",
+            replace(base, rate=10.0, icc=0.0, cycle=0.0, topics=20),
+        ),
+        (
+            "the same at 1/s",
+            replace(base, icc=0.0, cycle=0.0, topics=20),
+        ),
+    ]
+    out += [(name, replace(base, id_kind=kind)) for kind, name in WRONG_IDS.items()]
+    return out
+
+
+def evidence(pool: Executor, days: float, trials: int, warmup: float, seed: int) -> str:
+    """False pages on the `evidence` streams, and x1.5 / x2 steps on those with ids."""
+    healthy_runs = [
+        (name, spec, pool.submit(page_times, spec)) for name, spec in evidence_specs(days, seed)
+    ]
+    step_runs = []
+    for name, spec in evidence_specs(days, seed):
+        if not spec.ids or spec.bursts_per_day:
+            continue
+        for factor in (1.5, 2.0):
+            step_runs.append((name, factor, _step_trials(pool, spec, factor, trials, warmup, seed)))
+    rows = []
+    for name, spec, future in healthy_runs:
+        found = len(future.result())
+        budgets = spec.days / BUDGET_DAYS
+        rows.append(
+            [
+                name,
+                f"{spec.rate:g}",
+                f"{spec.days:g}",
+                str(found),
+                f"{found / budgets:.2f}",
+                f"{upper_bound(found, budgets):.2f}",
+            ]
+        )
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    healthy_table = bench_docs.table(
+        ["stream", "verdicts/s", "days", "false pages", "per budget period", "95 % upper bound"],
+        rows,
+    )
+    rows = []
+    for name, factor, trial_runs in step_runs:
+        waits, limits, ratios = _step_outcome(trial_runs)
+        rows.append(
+            [
+                name,
+                f"x{factor:g}",
+                _hours(_median(sorted(waits))),
+                f"{_median(sorted(limits)):.2f}",
+                _times(_median(ratios)),
+                _times(ratios[-1]),
+            ]
+        )
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    steps_table = bench_docs.table(
+        [
+            "stream",
+            "rise",
+            f"hours to page, median of {trials}",
+            "information limit (h), median",
+            "page / limit, median",
+            "page / limit, worst",
+        ],
+        rows,
+    )
+    return f"{healthy_table}\n\n{steps_table}"
+
+
+StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
+
+
+def _step_trials(
+    pool: Executor, spec: StreamSpec, factor: float, trials: int, warmup: float, seed: int
+) -> list[StepRun]:
+    """`trials` runs of `spec` with a step by `factor` after `warmup` days, at a different
+    hour of the day each: (when it stepped, its information limit, its pages)."""
+    out = []
+    for trial in range(trials):
+        at = warmup + (trial * 24 / trials + 0.5) / 24
+        stepped = replace(
+            spec, days=at + STEP_DAYS, changes=(Change("step", at, factor),), seed=seed + trial
+        )
+        limit = information_limit_h(stepped, at, factor)
+        out.append((START + at * DAY_S, limit, pool.submit(page_times, stepped)))
+    return out
+
+
+def _step_outcome(trial_runs: list[StepRun]) -> tuple[list[float], list[float], list[float]]:
+    """Hours from each step to its first page (inf: none), each step's information limit,
+    and their ratios, sorted."""
+    waits, limits = [], []
+    for start, limit, future in trial_runs:
+        after = [t for t, _ in future.result() if t >= start]
+        waits.append((after[0] - start) / 3600 if after else math.inf)
+        limits.append(limit)
+    return waits, limits, sorted(w / lim for w, lim in zip(waits, limits, strict=True))
+
+
 def _shape(spec: StreamSpec) -> str:
     """A stream's row name: conversations come with a daily cycle, independent verdicts flat."""
     if spec.icc > 0:
@@ -299,7 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-days", type=float, default=28.0, help="history before a step")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", choices=("healthy", "steps", "changes"))
+    parser.add_argument("--only", choices=("healthy", "steps", "changes", "evidence"))
+    parser.add_argument(
+        "--evidence-days", type=float, default=90.0, help="healthy days of each evidence row"
+    )
     bench_docs.add_flag(parser)
     args = parser.parse_args(argv)
     parts = []
@@ -310,10 +435,18 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(steps(pool, args.trials, args.warmup_days, args.seed))
         if args.only in (None, "changes"):
             parts.append(changes(pool, args.trials, args.seed))
+        if args.only in (None, "evidence"):
+            evidence_part = evidence(
+                pool, args.evidence_days, args.trials, args.warmup_days, args.seed
+            )
     out = "\n\n".join(parts)
     print(out)
+    if args.only in (None, "evidence"):
+        print(evidence_part)
     if args.write_docs and args.only is None:
         bench_docs.write_block("docs/quality.md", "alert-production", out)
+    if args.write_docs and args.only in (None, "evidence"):
+        bench_docs.write_block("docs/quality.md", "alert-evidence", evidence_part)
     return 0
 
 
