@@ -11,14 +11,20 @@ import logging
 import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
+from harness.production_streams import START
 from monitor.alerts import AlertEngine
-from monitor.alerts.history import Expectation
+from monitor.alerts.backtest import Backtest
+from monitor.alerts.history import Expectation, History
 from monitor.alerts.kinds import Entry
+from monitor.alerts.rule import Origin
 from monitor.alerts.sequential import SequentialTest, bets
-from monitor.alerts.units import Units
-from monitor.alerts.window import Moments
+from monitor.alerts.units import Arrival, Unit, Units
+from monitor.alerts.window import NOTHING, Moments
+from monitor.config import Config
+from monitor.exporters.results_file import results_line
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.fingerprint import request_fingerprint
 from monitor.telemetry import Telemetry, create_telemetry
@@ -299,3 +305,103 @@ def test_a_request_s_repeats_are_predicted_with_their_own_correlation() -> None:
     judged = bets(expected, 0.03, 1, 90 * 86_400.0)
     assert judged is not None
     assert max(abs(r) for r in judged.log_ratios([0.0, 0.0], [last])) < 1e-3
+
+
+# -- clustering nobody declared -------------------------------------------------------------
+
+
+def _history(wander: float, seed: int = 5) -> History:
+    """Two days of hours of 3,600 conversations of 10 verdicts (independent within each)
+    about an hourly rate that wanders about 0.3 by `wander` (sd) from hour to hour."""
+    rng = np.random.default_rng(seed)
+    history = History(60 * 3_600.0, "none", 1, 90 * 86_400.0)  # hourly buckets
+    for hour in range(48):
+        rate = 0.3 + rng.normal(0.0, wander)
+        fails = rng.binomial(10, rate, 3_600)
+        t = hour * 3_600.0 + 1.0
+        history.add(t, Moments(36_000, float(fails.sum()), float(fails.sum())), NOTHING, rise=False)
+        for d in fails.tolist():
+            history.add_unit(t, Unit(10, float(d), float(d), conversation=True))
+    return history
+
+
+def test_hour_to_hour_wander_that_conversations_do_not_explain_tempers_the_evidence() -> None:
+    """A topic mix that wanders moves every conversation's rate with the hour: the
+    conversations look independent about their hour, but the hours vary far more than
+    36,000 verdicts would. The history measures that excess from all verdicts' hourly
+    rates, widens its error and tempers every conversation's evidence by it."""
+    steady = _history(0.0).expectation(48 * 3_600.0, 500)
+    wandering = _history(0.01).expectation(48 * 3_600.0, 500)
+    assert steady is not None and wandering is not None
+    assert steady.excess < 1.5
+    # 1 + 36,000 x 0.01^2 / 0.21, about 18, as its second differences see it.
+    assert wandering.excess > 8
+    assert wandering.se2 > 5 * steady.se2
+    arrival = Arrival(1, 1.0, 1.0, 0, 0.0)
+    calm, tempered = (bets(e, 0.03, 1, 90 * 86_400.0) for e in (steady, wandering))
+    assert calm is not None and tempered is not None
+    assert (
+        tempered.log_ratios([0.0, 0.0], [arrival])[0]
+        < calm.log_ratios([0.0, 0.0], [arrival])[0] / 5
+    )
+
+
+# -- the fingerprint through results lines and backtest -------------------------------------
+
+
+def _rows(fingerprinted: bool) -> list[tuple[str, dict[str, object]]]:
+    """Three hours of distinct requests at 0.2, a verdict a second, and on top of them 2,000
+    copies of one failing request over ten minutes (with their fingerprint, or without one:
+    as if each were its own)."""
+    base = {"service": "shop", "evaluator": "local_groundedness", "revision": "r1"}
+    rows: list[dict[str, object]] = [
+        {**base, "time": START + k, "outcome": "fail" if k % 5 == 0 else "pass"}
+        for k in range(3 * 3_600)
+    ]
+    for k in range(2_000):
+        row = {**base, "time": START + 7_200 + 0.3 * k, "outcome": "fail"}
+        if fingerprinted:
+            row["fingerprint"] = "9f0c1d2e3a4b5c6d"
+        rows.append(row)
+    rows.sort(key=lambda row: float(str(row["time"])))
+    return [(f"row {i}", row) for i, row in enumerate(rows)]
+
+
+def _backtest_config() -> Config:
+    return Config.model_validate(
+        {
+            "alerts": {
+                "evaluation_interval_s": 15,
+                "rules": [RULE.model_dump(exclude_none=True)],
+            }
+        }
+    )
+
+
+def test_backtest_reads_the_fingerprint_and_a_burst_of_one_request_does_not_page() -> None:
+    quiet = Backtest(_backtest_config())
+    assert [e for e in quiet.run(_rows(fingerprinted=True)) if e.status == "firing"] == []
+    assert not quiet.summary.refused
+    loud = Backtest(_backtest_config())
+    assert [e for e in loud.run(_rows(fingerprinted=False)) if e.status == "firing"]
+
+
+def test_backtest_refuses_a_fingerprint_longer_than_it_writes() -> None:
+    replay = Backtest(_backtest_config())
+    row = {
+        "time": START,
+        "service": "shop",
+        "evaluator": "local_groundedness",
+        "outcome": "fail",
+        "fingerprint": "f" * 65,
+    }
+    list(replay.run([("row 1", row)]))
+    assert replay.summary.refused["invalid"] == 1
+    assert "fingerprint: longer than 64 characters" in replay.summary.refusals[0]
+
+
+def test_a_results_line_carries_the_fingerprint_the_engine_uses() -> None:
+    record = _record(1, query="How long is the warranty?")
+    line = results_line(record, {"local_groundedness": verdict("local_groundedness", True)})
+    assert line["fingerprint"] == request_fingerprint(record)
+    assert Origin.of(record).fingerprint == line["fingerprint"]
