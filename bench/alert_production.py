@@ -1,7 +1,8 @@
 """The default regression rule on production-shaped streams, through `rag-monitor backtest`.
 
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
-        [--warmup-days 28] [--jobs 2] [--seed 1] [--write-docs]
+        [--warmup-days 28] [--evidence-days 90] [--jobs 2] [--seed 1]
+        [--only healthy|steps|changes|evidence-healthy|evidence-steps] [--write-docs]
 
 Every stream comes from `harness/production_streams.py` (conversations, a daily cycle of the
 defect rate and of traffic, changes) and goes through `monitor.alerts.backtest.Backtest`,
@@ -28,6 +29,12 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
 3. **Changes that are not regressions**: a return to 0.20 after twelve hours at 0.10 (a
    good spell), an evaluator revision whose verdicts run at 0.35, and 200 services past the
    label cap of 50 (folded into `other`): pages (the promise: none).
+4. **What apps send besides one conversation per id** (`--evidence-days` each, their own
+   docs blocks): a client bursting 2,000 near-identical requests in ten minutes once a day
+   (no ids), verdicts correlated by topic (20 topics, a mix that follows the day and
+   wanders by the hour) at 10 and 1 a second, and conversation ids that are none (one
+   constant id, the pod, a recycled pool of 1,000, the user's id): false pages; and x1.5 /
+   x2 steps against the information limit on those with ids at 1 a second.
 """
 
 from __future__ import annotations

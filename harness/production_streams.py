@@ -238,10 +238,11 @@ def _drawn(
     p_start, _ = defect_rate(spec, starts)
     if topics is not None:
         # Each conversation on one topic, drawn from the mix at its start: its propensity
-        # is the topic's rate (changes still scale it through the rate's ratio below).
+        # is the topic's rate, times what changes made of the rate by then (`mean` is the
+        # unchanged rate; changes after the start scale it through the ratio below).
         mix = topics.weights(starts)
         topic = (mix.cumsum(axis=1) < rng.uniform(0.0, 1.0, (starts.size, 1))).sum(axis=1)
-        own = topics.rates[np.minimum(topic, topics.rates.size - 1)]
+        own = topics.rates[np.minimum(topic, topics.rates.size - 1)] * p_start / spec.mean
     elif spec.icc > 0 and spec.mixing == "failing":
         # Propensity 1 for a share s, `low` for the rest: mean p and variance icc p (1 - p)
         # give low = p (1 - icc), s = (p - low) / (1 - low).

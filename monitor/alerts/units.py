@@ -65,10 +65,10 @@ DEGENERATE_SHARE_MIN = 20
 # The share of verdicts in such conversations is followed over this time (decayed), from
 # this many verdicts on; the ids are set aside above FALLBACK_ON, taken back below
 # FALLBACK_OFF.
-SHARE_DECAY_S = 3_600.0
+SHARE_DECAY_S = 6 * 3_600.0
 SHARE_MIN_VERDICTS = 50.0
 FALLBACK_ON = 0.5
-FALLBACK_OFF = 0.25
+FALLBACK_OFF = 0.1
 # A request asked again within this long counts with its earlier askings; the requests
 # seen once are remembered for that long, at most this many per (rule, service, cohort).
 REPEAT_S = 3_600.0
@@ -101,6 +101,8 @@ class _Open:
     since: float = math.nan
     units: int = 0
     seen: float = 0.0
+    # Found to be no conversation (its verdicts so far were counted as such then).
+    found: bool = False
 
     def degenerate(self, now: float, counted: float) -> bool:
         """Whether the conversation is no conversation (`counted`: the verdicts of its
@@ -206,6 +208,8 @@ class Conversations:
             entry = self._open[key] = _Open(
                 0, 0.0, 0.0, now, now, shown, shown_defects, since, units, self._counted
             )
+            # One found to be none before (at its close) was counted as such then.
+            entry.found = entry.degenerate(now, self._counted)
         else:
             self._open.move_to_end(key)
         samples, defects, squares = 0, 0.0, 0.0
@@ -226,7 +230,12 @@ class Conversations:
         entry.squares += squares
         entry.last = max(entry.last, now)
         self._counted += samples
-        self._count_share(samples, entry.degenerate(now, self._counted), now)
+        degenerate = entry.degenerate(now, self._counted)
+        # Once found to be none, what the id gathered (this unit's verdicts) counts as none
+        # too: an id known late (a recycled slot past six hours) is set aside at once.
+        found = entry.samples - samples if degenerate and not entry.found else 0
+        entry.found = entry.found or degenerate
+        self._count_share(samples, samples + found if degenerate else 0, now)
         out = []
         if entry.samples >= MAX_VERDICTS or now - entry.first >= MAX_AGE_S:
             out.append(self._close(key, self._open.pop(key), now))
@@ -235,15 +244,16 @@ class Conversations:
             out.append(self._close(quietest, oldest, now))
         return arrival, out
 
-    def _count_share(self, samples: int, degenerate: bool, now: float) -> None:
+    def _count_share(self, samples: int, degenerate: int, now: float) -> None:
+        """`samples` new verdicts, and `degenerate` verdicts (new or counted before) found
+        to be of ids that are none."""
         if self._share_at is not None and now > self._share_at:
             decay = math.exp(-(now - self._share_at) / SHARE_DECAY_S)
             self._degenerate *= decay
             self._total *= decay
         self._share_at = now if self._share_at is None else max(self._share_at, now)
         self._total += samples
-        if degenerate:
-            self._degenerate += samples
+        self._degenerate = min(self._degenerate + degenerate, self._total)
 
     def degenerate_share(self) -> float:
         """The share of recent verdicts (decayed over `SHARE_DECAY_S`) that came in
@@ -280,7 +290,10 @@ class Conversations:
             self._closed.popitem(last=False)
 
     def _close(self, key: int, entry: _Open, now: float) -> Unit:
-        """`entry`'s unit, its conversation remembered."""
+        """`entry`'s unit, its conversation remembered (and, found to be none only now, its
+        unit's verdicts counted as such)."""
+        if not entry.found and entry.degenerate(now, self._counted):
+            self._count_share(0, entry.samples, now)
         since = entry.first if math.isnan(entry.since) else entry.since
         carried = self._carry
         self._closed[key] = (
@@ -367,7 +380,7 @@ class RepeatCorrelation:
     variance of all verdicts; for exchangeable verdicts of correlation rho its expectation
     is rho, whatever the request's own rate), its
     upper bound the estimate plus `REPEAT_RHO_Z` standard errors; all decayed over
-    `SHARE_DECAY_S`, so a burst of one request repeated (identical verdicts) is known as one
+    `REPEAT_S`, so a burst of one request repeated (identical verdicts) is known as one
     within tens of repeats, and a few questions asked over and over with verdicts of their
     own keep their evidence. `RHO_PRIOR` until `MIN_REPEAT_PAIRS` repeats."""
 
@@ -382,7 +395,7 @@ class RepeatCorrelation:
 
     def observe(self, histogram: Sequence[float], levels: Sequence[float], now: float) -> None:
         if self._at is not None and now > self._at:
-            decay = math.exp(-(now - self._at) / SHARE_DECAY_S)
+            decay = math.exp(-(now - self._at) / REPEAT_S)
             self._n *= decay
             self._sum *= decay
             self._sum2 *= decay
@@ -397,7 +410,7 @@ class RepeatCorrelation:
                 self._sum2 += count * value * value
 
     def verdicts(self) -> float:
-        """The verdicts seen lately (decayed over `SHARE_DECAY_S`)."""
+        """The verdicts seen lately (decayed over `REPEAT_S`)."""
         return self._n
 
     def _variance(self) -> float:
