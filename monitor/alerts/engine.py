@@ -477,9 +477,8 @@ class AlertEngine:
             judgment.severity,
         )
         key = (i, service, cohort)
-        where, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
-        if where is not None:
-            self._companions.append(where)
+        companions, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
+        self._companions.extend(companions)
         return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:

@@ -30,6 +30,8 @@ from monitor.records.fingerprint import request_fingerprint
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, question, verdict
 from tests.alerts.test_alerts_sequential import RULE
+from tests.alerts.test_attribution import healthy as attributed_healthy
+from tests.alerts.test_attribution import make as make_attributed
 
 INTERVAL = 15.0
 MIN_INCREASE = 0.03
@@ -405,3 +407,24 @@ def test_a_results_line_carries_the_fingerprint_the_engine_uses() -> None:
     line = results_line(record, {"local_groundedness": verdict("local_groundedness", True)})
     assert line["fingerprint"] == request_fingerprint(record)
     assert Origin.of(record).fingerprint == line["fingerprint"]
+
+
+# -- a decoy cannot hold the Where alert ------------------------------------------------------
+
+
+def test_a_decoy_slice_that_rose_first_gives_way_to_the_later_rise_as_a_new_where_alert() -> None:
+    """One model's verdicts rise first (a decoy: a sender forging failures under it) and the
+    page names it; then the decoy goes quiet and another model carries a larger rise while
+    the page still fires. The slice the page names is a new `Where` alert, and the decoy's
+    is resolved: a decoy cannot keep the pager looking at the wrong slice."""
+    stream, _ = make_attributed()
+    stream.run(12 * 60, attributed_healthy)
+    stream.run(3 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    first = stream.wheres()[0]
+    assert (first.labels["dimension"], first.labels["value"]) == ("model", "m2")
+    stream.run(4 * 60, lambda m, r, s, b: 0.9 if m == "m3" else 0.2)
+    assert stream.engine.firing() == [("hallucination", "shop")]
+    named = {(a.labels["dimension"], a.labels["value"]) for a in stream.wheres()}
+    assert ("model", "m3") in named
+    resolved = [(a.labels["value"], a.starts_at) for a in stream.wheres("resolved")]
+    assert ("m2", first.starts_at) in resolved
