@@ -128,18 +128,8 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
             runs.append((spec, pool.submit(page_times, spec)))
     rows = []
     for spec, future in runs:
-        found = len(future.result())
-        budgets = spec.days / BUDGET_DAYS
-        rows.append(
-            [
-                f"{spec.rate:g}",
-                _shape(spec),
-                f"{spec.days:g}",
-                str(found),
-                f"{found / budgets:.2f}",
-                f"{upper_bound(found, budgets):.2f}",
-            ]
-        )
+        counts = _false_pages(spec, future)
+        rows.append([f"{spec.rate:g}", _shape(spec), *counts])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(
         [
@@ -317,18 +307,7 @@ def evidence_healthy(pool: Executor, days: float, seed: int) -> str:
     ]
     rows = []
     for name, spec, future in healthy_runs:
-        found = len(future.result())
-        budgets = spec.days / BUDGET_DAYS
-        rows.append(
-            [
-                name,
-                f"{spec.rate:g}",
-                f"{spec.days:g}",
-                str(found),
-                f"{found / budgets:.2f}",
-                f"{upper_bound(found, budgets):.2f}",
-            ]
-        )
+        rows.append([name, f"{spec.rate:g}", *_false_pages(spec, future)])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(
         ["stream", "verdicts/s", "days", "false pages", "per budget period", "95 % upper bound"],
@@ -373,6 +352,18 @@ def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str
 
 
 StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
+
+
+def _false_pages(spec: StreamSpec, future: Future[list[tuple[float, str]]]) -> list[str]:
+    """A healthy stream's days, pages, pages per budget period and its 95 % upper bound."""
+    found = len(future.result())
+    budgets = spec.days / BUDGET_DAYS
+    return [
+        f"{spec.days:g}",
+        str(found),
+        f"{found / budgets:.2f}",
+        f"{upper_bound(found, budgets):.2f}",
+    ]
 
 
 def _step_trials(
