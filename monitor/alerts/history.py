@@ -414,13 +414,16 @@ class History:
         counted = solo_n + conv_n
         design = (kappa * solo_n + conv_design * conv_n) / counted if counted > 0 else 1.0
         # Clustering nobody declared: the dispersion of all clean verdicts' rates over
-        # what their conversations and the others' dispersion explain.
+        # what their conversations and the others' dispersion explain. Its estimate alone:
+        # `design` already holds kappa's allowance for error, and a young history's
+        # allowance would otherwise count twice against conversations.
         clean = {
             index: (n, rows[r + _D] / n)
             for index, r in buckets
             if (n := rows[r + _N]) > 0 and rows[r + _RN] <= n
         }
-        excess = max(1.0, solo_dispersion(clean, pooled_var, self._log_budget) / design)
+        dispersion = solo_dispersion(clean, pooled_var, self._log_budget, raised=False)
+        excess = max(1.0, dispersion / design)
         design *= excess
         hours = [
             (index, n, (rows[r + _D] + rows[r + _RD]) / n)
