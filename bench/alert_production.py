@@ -1,7 +1,8 @@
 """The default regression rule on production-shaped streams, through `rag-monitor backtest`.
 
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
-        [--warmup-days 28] [--jobs 2] [--seed 1] [--write-docs]
+        [--warmup-days 28] [--evidence-days 90] [--jobs 2] [--seed 1]
+        [--only healthy|steps|changes|evidence-healthy|evidence-steps] [--write-docs]
 
 Every stream comes from `harness/production_streams.py` (conversations, a daily cycle of the
 defect rate and of traffic, changes) and goes through `monitor.alerts.backtest.Backtest`,
@@ -32,6 +33,12 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after:
    hours to page against the information limit of the new revision's rate, and pages
    between the change and the step (the promise: none).
+5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
+   docs blocks): a client bursting 2,000 near-identical requests in ten minutes once a day
+   (no ids), verdicts correlated by topic (20 topics, a mix that follows the day and
+   wanders by the hour) at 10 and 1 a second, and conversation ids that are none (one
+   constant id, the pod, a recycled pool of 1,000, the user's id): false pages; and x1.5 /
+   x2 steps against the information limit on those with ids at 1 a second.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,6 +64,8 @@ from harness.production_streams import (
     StreamSpec,
     defect_rate,
     stream,
+    topic_design_effect,
+    topic_mix,
     traffic,
 )
 from monitor.alerts.backtest import Backtest, Event
@@ -123,18 +132,8 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
             runs.append((spec, pool.submit(page_times, spec)))
     rows = []
     for spec, future in runs:
-        found = len(future.result())
-        budgets = spec.days / BUDGET_DAYS
-        rows.append(
-            [
-                f"{spec.rate:g}",
-                _shape(spec),
-                f"{spec.days:g}",
-                str(found),
-                f"{found / budgets:.2f}",
-                f"{upper_bound(found, budgets):.2f}",
-            ]
-        )
+        counts = _false_pages(spec, future)
+        rows.append([f"{spec.rate:g}", _shape(spec), *counts])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(
         [
@@ -161,8 +160,13 @@ def information_limit_h(
     t = start_day * DAY_S + np.arange(0.0, STEP_DAYS * DAY_S, step_s)
     p0, _ = defect_rate(replace(spec, changes=before), t)
     p1 = np.clip(p0 * factor, 0.001, 0.999)
+    design = spec.design_effect
+    if spec.topics:
+        p0 = topic_mix(spec).rate(t)
+        p1 = np.clip(p0 * factor, 0.001, 0.999)
+        design = topic_design_effect(spec)
     kl = p1 * np.log(p1 / p0) + (1 - p1) * np.log((1 - p1) / (1 - p0))
-    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / spec.design_effect * step_s)
+    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / design * step_s)
     reached = np.flatnonzero(nats >= math.log(spec.rate * BUDGET_DAYS * DAY_S))
     return float((reached[0] + 1) * step_s / 3600) if reached.size else math.inf
 
@@ -178,31 +182,18 @@ def steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     ]
     runs = []
     for rate, icc, ids, factor in cases:
-        trial_runs = []
-        for trial in range(trials):
-            # A step at a different hour of the day each trial.
-            at = warmup + (trial * 24 / trials + 0.5) / 24
-            spec = StreamSpec(
-                rate=rate,
-                days=at + STEP_DAYS,
-                icc=icc,
-                ids=ids,
-                cycle=MIN_INCREASE if icc else 0.0,
-                traffic_ratio=10.0 if icc else 1.0,
-                changes=(Change("step", at, factor),),
-                seed=seed + trial,
-            )
-            limit = information_limit_h(spec, at, factor)
-            trial_runs.append((START + at * DAY_S, limit, pool.submit(page_times, spec)))
-        runs.append((spec, factor, trial_runs))
+        spec = StreamSpec(
+            rate=rate,
+            days=0.0,
+            icc=icc,
+            ids=ids,
+            cycle=MIN_INCREASE if icc else 0.0,
+            traffic_ratio=10.0 if icc else 1.0,
+        )
+        runs.append((spec, factor, _step_trials(pool, spec, factor, trials, warmup, seed)))
     rows = []
     for spec, factor, trial_runs in runs:
-        waits, limits = [], []
-        for start, limit, future in trial_runs:
-            after = [t for t, _ in future.result() if t >= start]
-            waits.append((after[0] - start) / 3600 if after else math.inf)
-            limits.append(limit)
-        ratios = sorted(w / lim for w, lim in zip(waits, limits, strict=True))
+        waits, limits, ratios = _step_outcome(trial_runs)
         rows.append(
             [
                 f"{spec.rate:g}",
@@ -337,6 +328,139 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     )
 
 
+# What apps send that is not one conversation per id, and traffic that is not independent
+# requests (`evidence`): each with a daily cycle of `min_increase` and traffic x10 by day.
+WRONG_IDS = {
+    "constant": "one constant conversation id for all traffic",
+    "pods": "`session.id` = the pod that served the request (8 values)",
+    "pool": "ids from a recycled pool of 1,000",
+    "user": "id = user id (sessions over days)",
+}
+
+
+def evidence_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
+    """The healthy streams of the `evidence` rows: (name, spec)."""
+    base = StreamSpec(
+        rate=1.0,
+        days=days,
+        icc=0.17,
+        cycle=MIN_INCREASE,
+        traffic_ratio=10.0,
+        seed=seed,
+    )
+    out = [
+        (
+            "a client bursting 2,000 near-identical requests in 10 min (identical verdicts) "
+            "once a day, no conversation id",
+            replace(base, ids=False, bursts_per_day=1.0),
+        ),
+        (
+            "verdicts correlated by topic (20 topics, defect rates 0.05-0.6, mix following "
+            "the day), 10/s",
+            replace(base, rate=10.0, icc=0.0, cycle=0.0, topics=20),
+        ),
+        (
+            "the same at 1/s",
+            replace(base, icc=0.0, cycle=0.0, topics=20),
+        ),
+    ]
+    out += [(name, replace(base, id_kind=kind)) for kind, name in WRONG_IDS.items()]
+    return out
+
+
+def evidence_healthy(pool: Executor, days: float, seed: int) -> str:
+    """False pages on the `evidence` streams."""
+    healthy_runs = [
+        (name, spec, pool.submit(page_times, spec)) for name, spec in evidence_specs(days, seed)
+    ]
+    rows = []
+    for name, spec, future in healthy_runs:
+        rows.append([name, f"{spec.rate:g}", *_false_pages(spec, future)])
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    return bench_docs.table(
+        ["stream", "verdicts/s", "days", "false pages", "per budget period", "95 % upper bound"],
+        rows,
+    )
+
+
+def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
+    """x1.5 / x2 steps on the `evidence` streams with ids at 1 verdict a second (at 10 a
+    step costs ten times the replay)."""
+    step_runs = []
+    for name, spec in evidence_specs(0.0, seed):
+        if not spec.ids or spec.bursts_per_day or spec.rate > 1:
+            continue
+        for factor in (1.5, 2.0):
+            step_runs.append((name, factor, _step_trials(pool, spec, factor, trials, warmup, seed)))
+    rows = []
+    for name, factor, trial_runs in step_runs:
+        waits, limits, ratios = _step_outcome(trial_runs)
+        rows.append(
+            [
+                name,
+                f"x{factor:g}",
+                _hours(_median(sorted(waits))),
+                f"{_median(sorted(limits)):.2f}",
+                _times(_median(ratios)),
+                _times(ratios[-1]),
+            ]
+        )
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    return bench_docs.table(
+        [
+            "stream",
+            "rise",
+            f"hours to page, median of {trials}",
+            "information limit (h), median",
+            "page / limit, median",
+            "page / limit, worst",
+        ],
+        rows,
+    )
+
+
+StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
+
+
+def _false_pages(spec: StreamSpec, future: Future[list[tuple[float, str]]]) -> list[str]:
+    """A healthy stream's days, pages, pages per budget period and its 95 % upper bound."""
+    found = len(future.result())
+    budgets = spec.days / BUDGET_DAYS
+    return [
+        f"{spec.days:g}",
+        str(found),
+        f"{found / budgets:.2f}",
+        f"{upper_bound(found, budgets):.2f}",
+    ]
+
+
+def _step_trials(
+    pool: Executor, spec: StreamSpec, factor: float, trials: int, warmup: float, seed: int
+) -> list[StepRun]:
+    """`trials` runs of `spec` with a step by `factor` after `warmup` days, at a different
+    hour of the day each: (when it stepped, its information limit, its pages)."""
+    out = []
+    for trial in range(trials):
+        at = warmup + (trial * 24 / trials + 0.5) / 24
+        stepped = replace(
+            spec, days=at + STEP_DAYS, changes=(Change("step", at, factor),), seed=seed + trial
+        )
+        limit = information_limit_h(stepped, at, factor)
+        out.append((START + at * DAY_S, limit, pool.submit(page_times, stepped)))
+    return out
+
+
+def _step_outcome(trial_runs: list[StepRun]) -> tuple[list[float], list[float], list[float]]:
+    """Hours from each step to its first page (inf: none), each step's information limit,
+    and their ratios, sorted."""
+    waits, limits = [], []
+    for start, limit, future in trial_runs:
+        after = [t for t, _ in future.result() if t >= start]
+        waits.append((after[0] - start) / 3600 if after else math.inf)
+        limits.append(limit)
+    return waits, limits, sorted(w / lim for w, lim in zip(waits, limits, strict=True))
+
+
 def _shape(spec: StreamSpec) -> str:
     """A stream's row name: conversations come with a daily cycle, independent verdicts flat."""
     if spec.icc > 0:
@@ -367,7 +491,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-days", type=float, default=28.0, help="history before a step")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", choices=("healthy", "steps", "changes", "changeovers"))
+    parser.add_argument(
+        "--only",
+        choices=(
+            "healthy",
+            "steps",
+            "changes",
+            "changeovers",
+            "evidence-healthy",
+            "evidence-steps",
+        ),
+    )
+    parser.add_argument(
+        "--evidence-days", type=float, default=90.0, help="healthy days of each evidence row"
+    )
     bench_docs.add_flag(parser)
     args = parser.parse_args(argv)
     parts = []
@@ -380,10 +517,24 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(changes(pool, args.trials, args.seed))
         if args.only in (None, "changeovers"):
             parts.append(changeovers(pool, args.trials, args.warmup_days, args.seed))
+        # Streams of what apps send that the rows above do not (docs/quality.md, "Alert
+        # evidence"): their own blocks.
+        evidence = {}
+        if args.only in (None, "evidence-healthy"):
+            evidence["alert-evidence-healthy"] = evidence_healthy(
+                pool, args.evidence_days, args.seed
+            )
+        if args.only in (None, "evidence-steps"):
+            evidence["alert-evidence-steps"] = evidence_steps(
+                pool, args.trials, args.warmup_days, args.seed
+            )
     out = "\n\n".join(parts)
-    print(out)
+    print("\n\n".join([out, *evidence.values()]))
     if args.write_docs and args.only is None:
         bench_docs.write_block("docs/quality.md", "alert-production", out)
+    if args.write_docs:
+        for block, table in evidence.items():
+            bench_docs.write_block("docs/quality.md", block, table)
     return 0
 
 

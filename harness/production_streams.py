@@ -39,6 +39,12 @@ from typing import Any
 import numpy as np
 
 DAY_S = 86_400.0
+POD_IDS = 8
+POOL_IDS = 1_000
+USERS = 2_000
+BURST_REQUESTS = 2_000
+BURST_S = 600.0
+TOPIC_RATES = (0.05, 0.6)
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: day 0 of every stream
 EVALUATOR = "local_groundedness"
 MIN_TURNS, MAX_TURNS = 5, 20
@@ -78,6 +84,21 @@ class StreamSpec:
     seed: int = 1
     service_prefix: str = "svc"
     revision: str = "r1"
+    # What the rows' conversation id is (with `ids`): `conversation` (its own), or what apps
+    # send by mistake: `constant` (one id for everything), `pods` (the pod that served the
+    # request, `POD_IDS` of them), `pool` (a recycled pool of `POOL_IDS`: a wrapping
+    # counter), `user` (the user, `USERS` of them: sessions over days).
+    id_kind: str = "conversation"
+    # Bursts a day: a client sending `BURST_REQUESTS` near-identical requests (one
+    # fingerprint, identical verdicts: all fail with the rate's chance, else all pass) over
+    # `BURST_S`, without a conversation id, on top of the traffic.
+    bursts_per_day: float = 0.0
+    # Topics (0: none): each conversation is on one of `topics`, whose defect rates spread
+    # from TOPIC_RATES; the topic mix follows the day and wanders hour to hour
+    # (`topic_wander`, the sd of a topic's log-weight each hour), so the service's rate
+    # moves about its daily profile by about 0.01 (`mean` and `cycle` are then unused).
+    topics: int = 0
+    topic_wander: float = 0.3
 
     @property
     def design_effect(self) -> float:
@@ -131,6 +152,24 @@ def traffic(spec: StreamSpec, t: np.ndarray) -> np.ndarray:
 CHUNK_S = DAY_S  # conversations are drawn a day's starts at a time (memory stays bounded)
 
 
+def topic_mix(spec: StreamSpec, service: int = 0) -> _Topics:
+    """The topics of `service` as its stream draws them (its generator's first draws)."""
+    return _Topics.drawn(spec, np.random.default_rng([spec.seed, service]))
+
+
+def topic_design_effect(spec: StreamSpec, service: int = 0) -> float:
+    """The design effect of a topic stream's conversations: each conversation's propensity
+    is its topic's rate, so their intraclass correlation is the variance of the rates
+    (over the day's mix) over the binomial variance."""
+    topics = topic_mix(spec, service)
+    t = np.arange(0.0, DAY_S, 600.0)
+    weights = topics.weights(t).mean(axis=0)
+    mean = float(weights @ topics.rates)
+    icc = float(weights @ (topics.rates - mean) ** 2) / (mean * (1 - mean))
+    sizes = np.arange(MIN_TURNS, MAX_TURNS + 1)
+    return float(1 + (np.mean(sizes**2) / np.mean(sizes) - 1) * icc)
+
+
 @dataclass(frozen=True)
 class _Turns:
     """Turns of one service in time order: time (seconds since the start), failed or not,
@@ -153,8 +192,51 @@ class _Turns:
         )
 
 
+@dataclass(frozen=True)
+class _Topics:
+    """One service's topics: their defect rates, and the log-weights of the mix (a daily
+    profile per topic, and an hourly wander)."""
+
+    rates: np.ndarray
+    base: np.ndarray
+    amplitude: np.ndarray
+    phase: np.ndarray
+    wander: np.ndarray  # [hour since the start, topic]
+
+    @classmethod
+    def drawn(cls, spec: StreamSpec, rng: np.random.Generator) -> _Topics:
+        k = spec.topics
+        hours = math.ceil(spec.days * 24) + 2
+        return cls(
+            np.linspace(*TOPIC_RATES, k),
+            rng.normal(0.0, 0.5, k),
+            rng.uniform(0.0, 1.0, k),
+            rng.uniform(0.0, 24.0, k),
+            rng.normal(0.0, spec.topic_wander, (hours, k)),
+        )
+
+    def weights(self, t: np.ndarray) -> np.ndarray:
+        """The topic mix at seconds `t`: [time, topic], rows summing to 1."""
+        hours = (t % DAY_S) / 3600.0
+        cycle = self.amplitude * np.cos(2 * math.pi * (hours[:, None] - self.phase) / 24.0)
+        log_w = self.base + cycle + self.wander[(t // 3600.0).astype(np.int64)]
+        w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
+        mix: np.ndarray = w / w.sum(axis=1, keepdims=True)
+        return mix
+
+    def rate(self, t: np.ndarray) -> np.ndarray:
+        """The service's defect rate at `t`, as the mix makes it."""
+        rate: np.ndarray = self.weights(t) @ self.rates
+        return rate
+
+
 def _drawn(
-    spec: StreamSpec, rng: np.random.Generator, lo: float, hi: float, first: int
+    spec: StreamSpec,
+    rng: np.random.Generator,
+    lo: float,
+    hi: float,
+    first: int,
+    topics: _Topics | None = None,
 ) -> tuple[_Turns, int]:
     """The turns of the conversations that start in `[lo, hi)`, numbered from `first`, and
     how many conversations they are."""
@@ -166,7 +248,14 @@ def _drawn(
     starts = starts[rng.uniform(0.0, 1.0, count) < traffic(spec, starts) / peak_traffic]
     sizes = rng.integers(MIN_TURNS, MAX_TURNS + 1, starts.size)
     p_start, _ = defect_rate(spec, starts)
-    if spec.icc > 0 and spec.mixing == "failing":
+    if topics is not None:
+        # Each conversation on one topic, drawn from the mix at its start: its propensity
+        # is the topic's rate, times what changes made of the rate by then (`mean` is the
+        # unchanged rate; changes after the start scale it through the ratio below).
+        mix = topics.weights(starts)
+        topic = (mix.cumsum(axis=1) < rng.uniform(0.0, 1.0, (starts.size, 1))).sum(axis=1)
+        own = topics.rates[np.minimum(topic, topics.rates.size - 1)] * p_start / spec.mean
+    elif spec.icc > 0 and spec.mixing == "failing":
         # Propensity 1 for a share s, `low` for the rest: mean p and variance icc p (1 - p)
         # give low = p (1 - icc), s = (p - low) / (1 - low).
         low = p_start * (1 - spec.icc)
@@ -190,13 +279,14 @@ def _drawn(
 def _turns(spec: StreamSpec, service: int) -> Iterator[_Turns]:
     """Every turn of one service, a chunk of time at a time, in time order."""
     rng = np.random.default_rng([spec.seed, service])
+    topics = _Topics.drawn(spec, rng) if spec.topics else None
     duration = spec.days * DAY_S
     carried: list[_Turns] = []
     first = 0
     lo = 0.0
     while lo < duration:
         hi = min(lo + CHUNK_S, duration)
-        drawn, count = _drawn(spec, rng, lo, hi, first)
+        drawn, count = _drawn(spec, rng, lo, hi, first, topics)
         first += count
         turns = _Turns.joined([*carried, drawn])
         turns = turns[np.argsort(turns.time, kind="stable")]
@@ -207,8 +297,61 @@ def _turns(spec: StreamSpec, service: int) -> Iterator[_Turns]:
         lo = hi
 
 
+def conversation_id(spec: StreamSpec, name: str, conversation: int, t: float) -> str:
+    """The id a row of conversation number `conversation` at `t` carries (`id_kind`)."""
+    kind = spec.id_kind
+    if kind == "conversation":
+        return f"{name}-c{conversation}"
+    if kind == "constant":
+        return f"{name}-session"
+    if kind == "pods":
+        # The pod that served the request: round robin over requests, whatever the user.
+        return f"{name}-pod-{int(t * 1000) % POD_IDS}"
+    if kind == "pool":
+        return f"{name}-slot-{conversation % POOL_IDS}"
+    if kind == "user":
+        return f"{name}-user-{(conversation * 7_919) % USERS}"
+    raise ValueError(f"unknown id kind {kind}")
+
+
+def _burst_rows(spec: StreamSpec, service: int, name: str) -> list[tuple[float, dict[str, Any]]]:
+    """The rows of `bursts_per_day` bursts (`BURST_REQUESTS` near-identical requests over
+    `BURST_S` each, one fingerprint, one verdict for all), in time order."""
+    if spec.bursts_per_day <= 0:
+        return []
+    rng = np.random.default_rng([spec.seed, service, 1])
+    count = rng.poisson(spec.bursts_per_day * spec.days)
+    starts = np.sort(rng.uniform(0.0, max(0.0, spec.days * DAY_S - BURST_S), count))
+    p, _ = defect_rate(spec, starts)
+    failing = rng.uniform(0.0, 1.0, count) < p
+    rows = []
+    for k, (start, failed) in enumerate(zip(starts.tolist(), failing.tolist(), strict=True)):
+        for t in (START + start + np.linspace(0.0, BURST_S, BURST_REQUESTS)).tolist():
+            row = {
+                "time": t,
+                "service": name,
+                "evaluator": EVALUATOR,
+                "fingerprint": f"{name}-burst-{k}",
+                "revision": spec.revision,
+                "passes": 1 - int(failed),
+                "fails": int(failed),
+            }
+            rows.append((t, row))
+    return rows
+
+
 def _service_rows(spec: StreamSpec, service: int) -> Iterator[tuple[float, dict[str, Any]]]:
     name = f"{spec.service_prefix}-{service}"
+    bursts = _burst_rows(spec, service, name)
+    if bursts:
+        yield from heapq.merge(_traffic_rows(spec, service, name), bursts, key=lambda r: r[0])
+    else:
+        yield from _traffic_rows(spec, service, name)
+
+
+def _traffic_rows(
+    spec: StreamSpec, service: int, name: str
+) -> Iterator[tuple[float, dict[str, Any]]]:
     revisions = [spec.revision, *(f"{spec.revision}.{k + 1}" for k in range(len(spec.changes)))]
     for turns in _turns(spec, service):
         if spec.ids:
@@ -225,7 +368,7 @@ def _service_rows(spec: StreamSpec, service: int) -> Iterator[tuple[float, dict[
                         "time": t,
                         "service": name,
                         "evaluator": EVALUATOR,
-                        "conversation": f"{name}-c{conversation}",
+                        "conversation": conversation_id(spec, name, conversation, t - START),
                         "revision": revisions[revision],
                         "passes": 1 - failed,
                         "fails": int(failed),

@@ -11,13 +11,14 @@ returned with its reason and evidence (`Event`).
 Rows, one JSON object per line (gzip when the file name ends in `.gz`), in time order:
 
 - a **results line** (`exporters.results_file`, `replay --output`): `time`, `service`,
-  `version`, `route`, `model`, `conversation`, `trace_id`, `dimensions` (the other values a
+  `version`, `route`, `model`, `conversation`, `fingerprint` (the question's: verdicts on
+  the same question are one unit of evidence), `trace_id`, `dimensions` (the other values a
   page's attribution looks at: `monitor.records.where`) and `results` (each evaluator's
   verdict, revision and safety grades);
 - a **verdict row**: `{"time", "service", "evaluator" (or "category"), "outcome": "pass" |
   "fail"}` or `"score"` (normalised, 1 = good, for rules that measure scores) or counts
   `"passes"` and `"fails"` (many verdicts at once, so that a service-year fits in a file),
-  with optional `conversation`, `revision`, `version`, `route`, `model`, `trace_id` and
+  with optional `conversation`, `fingerprint`, `revision`, `version`, `route`, `model`, `trace_id` and
   `dimensions`.
 
 `time` is seconds since the epoch or an ISO 8601 text. A row that cannot be read is refused
@@ -73,6 +74,8 @@ SLO_HEADROOM_BURN = 0.9
 # Days with fewer verdicts than this share of the median day's (a partial first or last
 # day) are listed but do not decide the objective.
 _FULL_DAY_SHARE = 0.5
+# A row's request fingerprint is at most this long (the sidecar writes 16 hex characters).
+MAX_FINGERPRINT_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +396,7 @@ class _Row:
             _text(raw, "route") or "",
             _text(raw, "model"),
             _text(raw, "conversation"),
+            _fingerprint(raw),
         )
         dimensions = raw.get("dimensions")
         if dimensions is not None and not isinstance(dimensions, dict):
@@ -505,6 +509,15 @@ def _text(raw: dict[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"{key}: {value!r} is not text")
+    return value
+
+
+def _fingerprint(raw: dict[str, Any]) -> str | None:
+    """A row's request fingerprint (`monitor.records.fingerprint`: 16 hex characters; any
+    text up to `MAX_FINGERPRINT_CHARS` is taken, as rows may come from other tools)."""
+    value = _text(raw, "fingerprint")
+    if value is not None and len(value) > MAX_FINGERPRINT_CHARS:
+        raise ValueError(f"fingerprint: longer than {MAX_FINGERPRINT_CHARS} characters")
     return value
 
 

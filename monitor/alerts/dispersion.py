@@ -105,9 +105,14 @@ def pooled_rho(bucket: Bucket) -> float:
 
 
 def solo_dispersion(
-    points: Mapping[int, tuple[float, float]], pooled_var: float, log_budget: float
+    points: Mapping[int, tuple[float, float]],
+    pooled_var: float,
+    log_budget: float,
+    *,
+    raised: bool = True,
 ) -> float:
-    """kappa of buckets `index -> (verdicts, rate)`, at least 1 (`log_budget`: ln(J T))."""
+    """kappa of buckets `index -> (verdicts, rate)`, at least 1 (`log_budget`: ln(J T));
+    raised for its own error unless not `raised` (the estimate alone)."""
     if not points or pooled_var <= 0:
         return 1.0
     floor = max(MIN_BUCKET_VERDICTS, 0.2 * statistics.median(n for n, _ in points.values()))
@@ -127,6 +132,8 @@ def solo_dispersion(
     estimate = sum(ratios) / count
     if estimate <= 0:
         return 1.0
+    if not raised:
+        return max(1.0, estimate)
     spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
     relative_variance = _OVERLAP * spread / (count * estimate * estimate)
     return max(1.0, estimate * (1 + relative_variance * log_budget / 2))

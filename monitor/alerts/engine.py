@@ -260,7 +260,8 @@ class AlertEngine:
         conversation = (
             conversation_key(origin.conversation) if origin.conversation is not None else None
         )
-        self._add((i, service, cohort), histogram, revision, conversation, now)
+        request = conversation_key(origin.fingerprint) if origin.fingerprint is not None else None
+        self._add((i, service, cohort), histogram, revision, conversation, now, request)
         return (i, service, cohort)
 
     def rule_index(self, name: str) -> int | None:
@@ -276,10 +277,11 @@ class AlertEngine:
         revision: str | None,
         conversation: int | None,
         now: float,
+        request: int | None = None,
     ) -> None:
         """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
-        them), of `conversation` (its key; None: verdicts without one)."""
-        added = self._entries.add(key, histogram, revision, conversation, now)
+        them), of `conversation` and `request` (their keys; None: not known)."""
+        added = self._entries.add(key, histogram, revision, conversation, now, request)
         if added.replaced is not None:
             self._new_revision(key, added.replaced, added.revision, now)
         if added.due:
@@ -372,6 +374,8 @@ class AlertEngine:
                     if alert is not None:
                         out.append(alert)
                 kind.publish(self._gauges, service, entries)
+                fallback = any(self._entries.fallback((i, service, c)) for c in entries)
+                self._gauges.fallback(service, rule.config.name, fallback)
                 self._boosted.follow(i, service, entries, judgments)
             except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
                 # One entry (a value restored from a hand-edited state file, say) that cannot
@@ -540,9 +544,8 @@ class AlertEngine:
             judgment.severity,
         )
         key = (i, service, cohort)
-        where, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
-        if where is not None:
-            self._companions.append(where)
+        companions, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
+        self._companions.extend(companions)
         return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
-from monitor.alerts.units import Arrival, Conversations, Unit
+from monitor.alerts.units import Arrival, Unit, Units
 from monitor.alerts.window import saved_number
 from monitor.records.where import DIMENSIONS, MAX_CHARS
 
@@ -52,8 +52,10 @@ CONVERSATION_BUDGET = 32 * 1024 * 1024
 EVICT_TO = 0.9
 
 
-def conversation_bytes(conversations: Conversations) -> int:
-    return len(conversations) * OPEN_BYTES + conversations.remembered * CLOSED_BYTES
+def conversation_bytes(units: Units) -> int:
+    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES
+
+
 # Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
 REPLACED_KEPT = 4
 
@@ -84,7 +86,7 @@ class Entries:
         self._kinds = kinds
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
-        self._conversations: dict[Key, Conversations] = {}
+        self._conversations: dict[Key, Units] = {}
         self._budget = budget
         self._on_evict = on_evict
         # What `_conversations` hold, in `conversation_bytes`.
@@ -112,9 +114,11 @@ class Entries:
         revision: str | None,
         conversation: int | None,
         now: float,
+        request: int | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known) and `conversation` (its key; None: verdicts without one)."""
+        (None: not known), `conversation` and `request` (their keys: the conversation id's,
+        the request's fingerprint; None: not known)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -138,21 +142,35 @@ class Entries:
             self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
         closed: list[Unit] = []
-        if conversation is not None:
-            conversations = self._conversations.get(key)
-            if conversations is None:
-                conversations = self._conversations[key] = Conversations(self._idle_s)
-            steps = len(histogram) - 1
-            levels = [k / steps for k in range(steps + 1)]
+        conversations = self._conversations.get(key)
+        if conversations is None:
+            conversations = self._conversations[key] = self._units(key)
+        steps = len(histogram) - 1
+        levels = [k / steps for k in range(steps + 1)]
+        if conversation is not None or request is not None:
             held = conversation_bytes(conversations)
-            arrival, closed = conversations.add(conversation, histogram, levels, now)
+            arrival, closed = conversations.add(conversation, request, histogram, levels, now)
             self.conversation_bytes += conversation_bytes(conversations) - held
+            if arrival is not None and not arrival.counted:
+                histogram = [0.0] * len(histogram)
+        else:
+            conversations.traffic(histogram, levels, now)
         due = kind.add(entry.state, histogram, arrival, now)
         for unit in closed:
             due = kind.add_unit(entry.state, unit, now) or due
         if self.conversation_bytes > self._budget:
             due = self._evict(now) or due
         return Added(due, replaced, revision if replaced is not None else None)
+
+    def _units(self, key: Key) -> Units:
+        i, service, cohort = key
+        where = f"{service}/{cohort}" if cohort else service
+        return Units(self._idle_s, f"alert {self._rules[i].config.name} for {where}")
+
+    def fallback(self, key: Key) -> bool:
+        """Whether `key`'s conversation ids are set aside as no conversations."""
+        units = self._conversations.get(key)
+        return units is not None and units.fallback
 
     def close_idle(self, key: Key, now: float) -> None:
         """Hands the conversations of `key` quiet long enough by `now` to its kind."""
@@ -309,14 +327,14 @@ class Entries:
                     key = place(i, str(service), cohort)
                     self._entries[key] = entry
                     self._forget_conversations(key)
-                    if len(conversations) or conversations.remembered:
+                    if len(conversations) or conversations.remembered or conversations.fallback:
                         self._conversations[key] = conversations
                         self.conversation_bytes += conversation_bytes(conversations)
                 if self.conversation_bytes > self._budget:
                     self._evict(now)
         return dropped
 
-    def _restored(self, i: int, saved: Any) -> tuple[Entry, Conversations]:
+    def _restored(self, i: int, saved: Any) -> tuple[Entry, Units]:
         kind = self._kinds[i]
         state = kind.new_state()
         kind.restore(state, saved["state"])
@@ -325,7 +343,7 @@ class Entries:
             raise TypeError("firing is not true or false")
         if revision is not None and not isinstance(revision, str):
             raise TypeError("revision is not text")
-        conversations = Conversations(self._idle_s)
+        conversations = Units(self._idle_s, f"alert {self._rules[i].config.name}")
         conversations.restore(saved["conversations"])
         entry = Entry(
             state,

@@ -39,6 +39,14 @@ class AlertGauges:
             "(1 pages; see monitor/alerts/README.md).",
             ("service", "rule"),
         )
+        self._fallback = telemetry.gauge(
+            "alert_conversation_fallback",
+            "1 while a rule sets a service's conversation ids aside: most of its recent "
+            "verdicts came in ids that are no conversations (one spans more than 6 h, holds "
+            "thousands of verdicts, or most of the traffic); its verdicts are judged by "
+            "request meanwhile.",
+            ("service", "rule"),
+        )
         self.boost_active = telemetry.gauge(
             "alert_boost_active",
             "1 while a rule with a boost raises its evaluator's sampling of a service.",
@@ -95,6 +103,9 @@ class AlertGauges:
     def evidence(self, service: str, rule: str, progress: float) -> None:
         self._evidence.labels(service, rule).set(progress)
 
+    def fallback(self, service: str, rule: str, fallback: bool) -> None:
+        self._fallback.labels(service, rule).set(1 if fallback else 0)
+
     def cohort(self, service: str, rule: str, cohort: str, samples: int, mean: float) -> None:
         self._cohort_samples.labels(service, rule, cohort).set(samples)
         _set_or_remove(self._cohort_rate, samples, mean, service, rule, cohort)
@@ -122,6 +133,7 @@ class AlertGauges:
             self._samples,
             self._ready,
             self._evidence,
+            self._fallback,
             self.boost_active,
             self._cohort_rate,
             self._cohort_samples,

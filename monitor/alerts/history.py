@@ -95,6 +95,9 @@ class Expectation:
     # design effect and the dispersion of the others): what a window of them is taken to.
     design: float = 1.0
     rho_bound: float = 0.0
+    # Clustering nobody declared (`Profile.excess`): what a conversation's or a repeated
+    # request's evidence is tempered by (verdicts of their own are, by `kappa`).
+    excess: float = 1.0
 
 
 class History:
@@ -280,8 +283,9 @@ class History:
         offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
         mean = min(1.0, max(0.0, level.mean + offset))
         variance = self._variance(mean, level.variance)
-        se2 = variance * (level.error_units / (level.samples * level.samples)) + offset_var
-        design = max(1.0, level.error_units / level.samples)
+        units = level.error_units * profile.excess
+        se2 = variance * (units / (level.samples * level.samples)) + offset_var
+        design = max(1.0, units / level.samples)
         return Expectation(
             mean,
             variance,
@@ -291,6 +295,7 @@ class History:
             profile.rho,
             design,
             profile.rho_bound,
+            profile.excess,
         )
 
     def _unseasoned(self, t: float, recent: Level, profile: Profile) -> Expectation | None:
@@ -464,13 +469,25 @@ class History:
         conv_design = 1 + rho * (sizes / conv_n - 1) if conv_n > 0 else 1.0
         counted = solo_n + conv_n
         design = (kappa * solo_n + conv_design * conv_n) / counted if counted > 0 else 1.0
+        # Clustering nobody declared: the dispersion of all clean verdicts' rates over
+        # what their conversations and the others' dispersion explain. Its estimate alone:
+        # `design` already holds kappa's allowance for error, and a young history's
+        # allowance would otherwise count twice against conversations.
+        clean = {
+            index: (n, rows[r + _D] / n)
+            for index, r in buckets
+            if (n := rows[r + _N]) > 0 and rows[r + _RN] <= n
+        }
+        dispersion = solo_dispersion(clean, pooled_var, self._log_budget, raised=False)
+        excess = max(1.0, dispersion / design)
+        design *= excess
         hours = [
             (index, n, (rows[r + _D] + rows[r + _RD]) / n)
             for index, r in buckets
             if (n := rows[r + _N] + rows[r + _RN]) > 0
         ]
         season = learn(self.season, hours, self.origin, self.newest, pooled_var * design)
-        return Profile(season, kappa, rho, rho_bound)
+        return Profile(season, kappa, rho, rho_bound, excess)
 
     # -- the state file -------------------------------------------------------------------
 

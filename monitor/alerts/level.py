@@ -56,6 +56,9 @@ class Profile:
     rho: float
     # rho's upper bound: what the sequential test predicts a conversation's verdicts with.
     rho_bound: float
+    # How much more the hourly rates of all verdicts vary than their conversations and
+    # dispersion explain (at least 1): clustering nobody declared (topics, users, routes).
+    excess: float = 1.0
 
     @property
     def days(self) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from monitor.alerts.history import history_span_s
 from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
+from monitor.records.fingerprint import request_fingerprint
 from monitor.results import SEVERITIES, EvalResult, Severity
 
 DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
@@ -22,17 +23,26 @@ SCORE_STEPS = 20
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where verdicts came from, as far as rules tell them apart: the service, the cohort
-    fields (`version`, `route`, `model`) and the conversation."""
+    fields (`version`, `route`, `model`), the conversation and the request's fingerprint
+    (`monitor.records.fingerprint`: verdicts on the same question)."""
 
     service: str
     version: str | None = None
     route: str = ""
     model: str | None = None
     conversation: str | None = None
+    fingerprint: str | None = None
 
     @classmethod
     def of(cls, record: RagRecord) -> Origin:
-        return cls(record.service, record.version, record.route, record.model, record.conversation)
+        return cls(
+            record.service,
+            record.version,
+            record.route,
+            record.model,
+            record.conversation,
+            request_fingerprint(record),
+        )
 
 
 @dataclass(frozen=True)

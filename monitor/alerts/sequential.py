@@ -126,6 +126,9 @@ class Bets:
     # over. It changes only when the expected mean crosses a grid point, never when an
     # alternative's margin stops fitting.
     grid: int
+    # What a conversation's or a repeated request's log-factor is divided by: clustering
+    # nobody declared (`Expectation.excess`).
+    excess: float = 1.0
 
     @property
     def null(self) -> float:
@@ -140,11 +143,11 @@ class Bets:
         out = [
             sum(g * c for g, c in zip(row, histogram, strict=True) if c) for row in self.solo_gains
         ]
-        rho = self.rho
         for arrival in arrivals:
             n, earlier = arrival.samples, arrival.earlier
             if n <= 0:
                 continue
+            rho = self.rho if arrival.rho is None else arrival.rho
             mean = arrival.defects / n
             w = earlier * rho / (1 + (earlier - 1) * rho) if earlier else 0.0
             shown = arrival.earlier_defects / earlier if earlier else 0.0
@@ -156,7 +159,7 @@ class Bets:
                 stake = (1 - w) * (a - q) / (v * spread) if spread > 0 else 0.0
                 if predicted > 0:
                     stake = min(stake, _MAX_STAKE / predicted)
-                out[i] += math.log1p(stake * (mean - predicted))
+                out[i] += math.log1p(stake * (mean - predicted)) / self.excess
         return out
 
 
@@ -201,6 +204,7 @@ def bets(expected: Expectation, min_increase: float, steps: int, budget_s: float
         expected.rho_bound,
         expected.kappa,
         len(grid),
+        expected.excess,
     )
 
 
@@ -221,7 +225,16 @@ class SequentialTest:
     its CUSUM `C_j`, when that run began and the verdicts it holds, and the time of the
     last batch."""
 
-    __slots__ = ("evidence", "grid", "holding", "last", "log_wealth", "runs", "since")
+    __slots__ = (
+        "distinct",
+        "evidence",
+        "grid",
+        "holding",
+        "last",
+        "log_wealth",
+        "runs",
+        "since",
+    )
 
     def __init__(self) -> None:
         self.log_wealth = [-math.inf] * MAX_ALTERNATIVES
@@ -231,6 +244,9 @@ class SequentialTest:
         self.holding = [False] * MAX_ALTERNATIVES
         # The verdicts of each run: samples, sum and sum of squares of their values.
         self.evidence = [Moments()] * MAX_ALTERNATIVES
+        # The distinct requests of each run's verdicts: verdicts of their own, and
+        # conversations and repeated requests at their first arrival in it.
+        self.distinct = [0] * MAX_ALTERNATIVES
         self.last: float | None = None
         # The grid of the last bets: the statistic's divisor.
         self.grid = MAX_ALTERNATIVES
@@ -253,6 +269,7 @@ class SequentialTest:
             sum(c * (k / steps) ** 2 for k, c in enumerate(histogram))
             + sum(u.squares for u in arrivals),
         )
+        distinct = int(sum(histogram)) + sum(1 for u in arrivals if u.earlier == 0)
         ratios = dict(zip(bets.slots, bets.log_ratios(histogram, arrivals), strict=True))
         for j in range(MAX_ALTERNATIVES):
             ratio = ratios.get(j)
@@ -260,15 +277,16 @@ class SequentialTest:
                 # Alternatives that no longer fit (the expectation rose, or its error is
                 # too wide for them) stop betting.
                 self.log_wealth[j], self.runs[j], self.evidence[j] = -math.inf, 0.0, Moments()
-                self.holding[j] = False
+                self.holding[j], self.distinct[j] = False, 0
                 continue
             self.log_wealth[j] = log_add(self.log_wealth[j], log_weight) + ratio
             run = self.runs[j] + ratio
             if run <= 0:
                 self.runs[j], self.since[j], self.evidence[j] = 0.0, now, Moments()
-                self.holding[j] = False
+                self.holding[j], self.distinct[j] = False, 0
             else:
                 self.runs[j], self.evidence[j] = run, self.evidence[j].plus(batch)
+                self.distinct[j] += distinct
                 self.holding[j] = self.holding[j] or run > _HOLD_FLOOR
 
     def log_statistic(self) -> float:
@@ -295,7 +313,14 @@ class SequentialTest:
 
     def strongest(self) -> Moments:
         """The verdicts of the strongest run (what a page reports as its evidence)."""
-        return self.evidence[max(range(MAX_ALTERNATIVES), key=self.runs.__getitem__)]
+        return self.evidence[self._strongest()]
+
+    def strongest_distinct(self) -> int:
+        """The distinct requests among the strongest run's verdicts."""
+        return self.distinct[self._strongest()]
+
+    def _strongest(self) -> int:
+        return max(range(MAX_ALTERNATIVES), key=self.runs.__getitem__)
 
     def building_since(self) -> float | None:
         """When the earliest run began that reached a p-value of its own below `HOLD_P`
@@ -315,6 +340,7 @@ class SequentialTest:
             "since": list(self.since),
             "holding": list(self.holding),
             "evidence": [[e.samples, e.defects, e.squares] for e in self.evidence],
+            "distinct": list(self.distinct),
             "last": self.last,
             "grid": self.grid,
         }
@@ -342,6 +368,12 @@ class SequentialTest:
             raise ValueError("sequential: grid is not a count of alternatives")
         self.grid = grid
         self.evidence = [Moments(int(n), d, q) for n, d, q in evidence]
+        # A file from before distinct requests were kept: each verdict taken as one.
+        distinct = raw.get("distinct", [e.samples for e in self.evidence])
+        counts = [saved_number(c) for c in _list(distinct)]
+        if any(not 0 <= c <= e.samples for c, e in zip(counts, self.evidence, strict=True)):
+            raise ValueError("sequential: more distinct requests than verdicts")
+        self.distinct = [int(c) for c in counts]
         self.last = None if last is None else saved_number(last)
 
 

@@ -37,6 +37,7 @@ from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
 from monitor.records import RagRecord
+from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.shared.json_lines import json_line
@@ -73,6 +74,9 @@ def results_line(
         "model": record.model,
         "conversation": record.conversation,
         "context_source": record.context_source,
+        # The question's fingerprint: verdicts on the same question are one unit of evidence
+        # to the alert rules (monitor/records/fingerprint.py), here as live.
+        "fingerprint": request_fingerprint(record),
         # What else a page's attribution looks at (monitor/records/where.py), so that
         # `rag-monitor backtest` over this file says where as the sidecar does.
         "dimensions": Where.of(record).line(),

@@ -6,6 +6,7 @@ collected by an in-test `Notifier`. No network here (see test_alerts_delivery.py
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -41,9 +42,15 @@ class Collect:
         return None
 
 
+def question(n: int) -> str:
+    """The `n`-th of distinct questions: a request fingerprint reads numbers as one, so
+    `n` is spelled in letters (the same question asked again is one piece of evidence)."""
+    return "q " + "".join(chr(ord("a") + int(digit)) for digit in str(n))
+
+
 def record(service: str = "shop", n: int = 0) -> RagRecord:
     return RagRecord(
-        request_id=f"r{n}", trace_id=f"{n:032x}", service=service, query="q", response="a"
+        request_id=f"r{n}", trace_id=f"{n:032x}", service=service, query=question(n), response="a"
     )
 
 
@@ -77,7 +84,11 @@ def feed(
     name: str = "local_groundedness",
 ) -> None:
     for i in range(fails + passes):
-        engine.emit(record(service, i), {name: verdict(name, passed=i >= fails)})
+        # Each request its own question: one question asked again is one piece of evidence.
+        engine.emit(record(service, next(_SENT)), {name: verdict(name, passed=i >= fails)})
+
+
+_SENT = itertools.count()
 
 
 @pytest.mark.parametrize(

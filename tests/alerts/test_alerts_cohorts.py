@@ -19,7 +19,7 @@ from monitor.component import Alert
 from monitor.config import AlertCohorts, AlertRule, ConfigError, load_config
 from monitor.records import RagRecord
 from monitor.telemetry import OVERFLOW, Telemetry, create_telemetry
-from tests.alerts.test_alerts import Clock, gauge, verdict
+from tests.alerts.test_alerts import Clock, gauge, question, verdict
 
 INTERVAL = 5.0
 RULE = AlertRule(
@@ -54,7 +54,7 @@ class Traffic:
                             version=version,
                             model=record.get("model"),
                             route=record.get("route", ""),
-                            query="q",
+                            query=question(n),
                             response="a",
                         ),
                         {"local_groundedness": verdict("local_groundedness", passed=not defect)},

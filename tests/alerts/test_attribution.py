@@ -32,7 +32,7 @@ from monitor.records.where import DIMENSIONS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import SKETCH_BITS
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.alerts.test_alerts import Clock
+from tests.alerts.test_alerts import Clock, question
 
 INTERVAL = 1.0
 PER_S = 10
@@ -106,7 +106,7 @@ class Stream:
                     version="1.0",
                     route=route,
                     model=model,
-                    query="How long is the warranty?",
+                    query=f"How long is the warranty on {question(n)}?",
                     retrieved_context=(
                         ContextDoc(content="Two years.", doc_uri=f"{source}/warranty.md"),
                     ),

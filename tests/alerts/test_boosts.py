@@ -23,7 +23,7 @@ from monitor.config import AlertBaseline, AlertBoost, AlertCohorts, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.alerts.test_alerts import Clock, gauge, verdict
+from tests.alerts.test_alerts import Clock, gauge, question, verdict
 from tests.alerts.test_alerts_cohorts import Traffic
 from tests.alerts.test_alerts_regression import Stream
 
@@ -207,7 +207,7 @@ def _record(service: str, version: str, n: int) -> RagRecord:
         request_id=f"{service}-{version}-{n}",
         service=service,
         version=version or None,
-        query="q",
+        query=question(n),
         response="a",
     )
 

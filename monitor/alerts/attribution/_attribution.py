@@ -201,21 +201,26 @@ class Attribution:
 
     def sent(
         self, key: Key, alert: Alert, explanation: Explanation | None, where: Named | None
-    ) -> tuple[Alert | None, Named | None]:
+    ) -> tuple[list[Alert], Named | None]:
         """The alert sent for `key`, with the explanation its annotations came from: kept
         for `firing_alerts` and the `alert_slice` gauge while it fires. `where`: the slice
         its page named first (the entry's, saved with it in the state file; None: none
         yet). Returns the page's `Where` alert to send with it (`_where_alert`): when a
         firing page first names a slice, with every re-send after (the same labels and
-        `startsAt`), and resolved with the page; and the entry's `where` after it."""
+        `startsAt`), and resolved with the page; and the entry's `where` after it. A slice
+        that takes over from the one named first (`_takes_over`: a decoy's rise that faded,
+        or one that a later rise elsewhere dwarfs) is a new `Where` alert: the old one is
+        resolved with it."""
         old = self._sent.pop(key, None)
         if old is not None:
             for labels in old.gauges:
                 self._gauge.remove(*labels)
         if alert.status != "firing":
             if where is None:
-                return None, None
-            return where_alert(alert, where.dimension, where.value, "resolved", utc(where.at)), None
+                return [], None
+            return [
+                where_alert(alert, where.dimension, where.value, "resolved", utc(where.at))
+            ], None
         entry = self._sent[key] = _Sent(alert, explanation)
         if explanation is not None:
             rule = self._rules[key[0]].config.name
@@ -223,20 +228,26 @@ class Attribution:
                 labels = (key[1], rule, key[2], s.dimension, s.value)
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
+        out = []
+        if where is not None and _takes_over(explanation, where):
+            out.append(where_alert(alert, where.dimension, where.value, "resolved", utc(where.at)))
+            where = None
         if where is None:
             if explanation is None or not explanation.named:
-                return None, None
+                return out, None
             top = explanation.named[0]
             where = Named(top.dimension, top.value, self._clock())
-        return where_alert(alert, where.dimension, where.value, "firing", utc(where.at)), where
+        out.append(where_alert(alert, where.dimension, where.value, "firing", utc(where.at)))
+        return out, where
 
     def names_first(self, key: Key, judgment: Judgment, now: float, where: Named | None) -> bool:
         """Whether `key`'s firing page, sent without naming a slice (`where`, the entry's,
         is None), names one now (its `Where` alert is then due). A page restored from the
         state file counts as sent: this process has not sent it yet, but the pager has it."""
+        explanation = self.explain(key, judgment, now)
         if where is not None:
-            return False
-        return bool(self.explain(key, judgment, now).named)
+            return _takes_over(explanation, where)
+        return bool(explanation.named)
 
     def firing_alerts(self) -> list[dict[str, Any]]:
         """The firing alerts as last sent, with their attribution (the `/alerts` page)."""
@@ -351,3 +362,23 @@ TRACE_BYTES = 400
 
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# A slice named first gives way to another that carries at least this many times its share
+# of the excess (or when it is no longer named at all).
+TAKE_OVER = 2.0
+
+
+def _takes_over(explanation: Explanation | None, where: Named) -> bool:
+    """Whether the top slice `explanation` names is another than `where` (the slice named
+    first), and `where` is no longer named or carries under `1 / TAKE_OVER` of its share:
+    a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere."""
+    if explanation is None or not explanation.named:
+        return False
+    top = explanation.named[0]
+    if (top.dimension, top.value) == (where.dimension, where.value):
+        return False
+    held = [s for s in explanation.named if (s.dimension, s.value) == where[:2]]
+    if not held:
+        return True
+    return (top.share or 0.0) >= TAKE_OVER * (held[0].share or 0.0)

@@ -9,7 +9,8 @@ page first names a slice, the companion alert is sent: its own alertname (the pa
 new alert (a new group where alerts are grouped by alertname) and Alertmanager notifies.
 It is re-sent with the page, keeps the first named slice in its labels and its `startsAt`
 for as long as the page fires (its annotations follow the page's latest), and is resolved
-with the page. The slice and when it was named are kept with the page's entry
+with the page, or when another slice takes over (`_attribution._takes_over`), which is a
+new companion. The slice and when it was named are kept with the page's entry
 (`Entry.where`), so with `alerts.state_file` this holds across a restart.
 """
 

@@ -250,9 +250,14 @@ class Regression:
                 else None
             )
             p = test.p_value() if ready else 1.0
-            fire = ready and crossed
             strongest = test.strongest()
             evidence = strongest if strongest.samples else current
+            if strongest.samples:
+                figures["distinct"] = test.strongest_distinct()
+            # A page whose own evidence rose less than half of min_increase contradicts
+            # itself ("+0.00"): the statistic was built on something else. It waits.
+            own = evidence.mean - expected.mean if expected is not None else 0.0
+            fire = ready and crossed and own >= m / 2
         resolve = current.samples == 0 or (
             increase < m / 2
             # A sequential page may come when the window holds little of the rise: it
@@ -418,10 +423,17 @@ class Regression:
         )
         test = "sequential test" if self.rule.sequential else "window test"
         increase = current.mean - expected.mean
+        distinct = judgment.figures.get("distinct")
+        distinct_text = (
+            f"; {int(distinct):,} distinct requests"
+            if distinct is not None and judgment.current.samples
+            else ""
+        )
         story = (
             f"{measured} {current.mean:.2f} {span} against {expected.mean:.2f} expected "
             f"from {self._season_text(judgment)} "
-            f"({current.samples:,} / {expected.samples:,} verdicts), {increase:+.2f}, "
+            f"({current.samples:,} / {expected.samples:,} verdicts{distinct_text}), "
+            f"{increase:+.2f}, "
             f"{p_text(judgment.p_value)} ({test}, one false page per {self.rule.budget})"
         )
         if judgment.note:
@@ -437,6 +449,7 @@ class Regression:
             "increase": f"{increase:.4f}",
             "p_value": f"{judgment.p_value:.3g}",
             "samples": str(current.samples),
+            "distinct_requests": str(int(judgment.figures.get("distinct", current.samples))),
             "baseline_samples": str(expected.samples),
             "false_page_every": self.rule.budget,
             "dispersion": f"{judgment.figures.get('kappa', 1.0):.2f}",
