@@ -264,7 +264,11 @@ class Entries:
                     "started_at": entry.started_at,
                     "last_sent": entry.last_sent,
                     "where": list(entry.where) if entry.where is not None else None,
-                    "conversations": conversations.snapshot() if conversations is not None else [],
+                    "conversations": (
+                        conversations.snapshot()
+                        if conversations is not None and _held(conversations)
+                        else []
+                    ),
                     "state": self._kinds[i].snapshot(entry.state),
                 },
             )
@@ -327,7 +331,7 @@ class Entries:
                     key = place(i, str(service), cohort)
                     self._entries[key] = entry
                     self._forget_conversations(key)
-                    if len(conversations) or conversations.remembered or conversations.fallback:
+                    if _held(conversations):
                         self._conversations[key] = conversations
                         self.conversation_bytes += conversation_bytes(conversations)
                 if self.conversation_bytes > self._budget:
@@ -390,3 +394,9 @@ def _restored_where(raw: Any, firing: bool) -> Named | None:
     if not firing:
         raise ValueError("where is kept only while the page fires")
     return Named(dimension, value, at)
+
+
+def _held(units: Units) -> bool:
+    """Whether `units` hold anything the state file keeps (an entry's units are made with
+    its first verdict, so most are empty)."""
+    return bool(len(units) or units.remembered or units.fallback)

@@ -84,7 +84,7 @@ def promtool_file(path: Path, counts: list[tuple[int, int]], expected: dict[int,
     labels = 'instance="a",service="shop",route="/ask",evaluator="local_groundedness"'
     firing = (
         f'ALERTS{{alertname="{ALERT}",alertstate="firing",evaluator="local_groundedness",'
-        'service="shop",severity="warning"}'
+        'service="shop",severity="page"}'
     )
     test = {
         "rule_files": [str(DEPLOY / "prometheus" / "rules.yml")],

@@ -54,7 +54,8 @@ async def test_an_evaluation_past_its_deadline_is_logged_from_the_first(
     said = [r.getMessage() for r in caplog.records if "timed out" in r.getMessage()]
     assert said[0] == (
         "evaluator groundedness timed out on record r0: no verdict within 0.2s "
-        "(pipeline.evaluation_timeout_s)"
+        "(pipeline.evaluation_timeout_s, or the judge's own: judge.timeout_s for each of "
+        "1 + judge.retries attempts, judge.backoff_max_s between them, twice)"
     ), said
     assert len(said) == 1  # the next two within 10 s are held back
     assert summary.totals["groundedness"].errors == 3
