@@ -61,6 +61,18 @@ WATER = Case(
 Emitter = Callable[[Tracer, Case, Callable[[], object]], str]
 
 
+def asked(question: str, n: int) -> str:
+    """`question` as the `n`-th user asks it: the alert rules take the same question asked
+    again as one piece of evidence (a request fingerprint, which reads numbers as one), so
+    traffic meant as many requests says `n` in letters."""
+    return f"{question} ({spelled(n)})"
+
+
+def spelled(n: int) -> str:
+    """`n` in letters, one per digit (`12` is `bc`)."""
+    return "".join(chr(ord("a") + int(digit)) for digit in str(n))
+
+
 def _trace_id(span: Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
 

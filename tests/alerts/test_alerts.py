@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from harness.otlp import spelled
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
 from monitor.component import Alert
@@ -45,7 +46,7 @@ class Collect:
 def question(n: int) -> str:
     """The `n`-th of distinct questions: a request fingerprint reads numbers as one, so
     `n` is spelled in letters (the same question asked again is one piece of evidence)."""
-    return "q " + "".join(chr(ord("a") + int(digit)) for digit in str(n))
+    return "q " + spelled(n)
 
 
 def record(service: str = "shop", n: int = 0) -> RagRecord:

@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from harness.deploy_examples import uncommented
+from harness.otlp import asked
 from harness.servers import (
     DEPLOY,
     MonitorPorts,
@@ -88,19 +89,22 @@ class App:
 
     def requests(self, answer: str, n: int) -> None:
         for _ in range(n):
+            # Each a user's own wording: the same question over and over is one piece of
+            # evidence to the rules.
+            question = asked(QUESTION, len(self.trace_ids))
             with self.tracer.start_as_current_span(
                 "rag.request",
                 attributes={
                     "openinference.span.kind": "CHAIN",
                     "http.route": "/ask",
-                    "input.value": QUESTION,
+                    "input.value": question,
                 },
             ) as root:
                 with self.tracer.start_as_current_span(
                     "retrieve",
                     attributes={
                         "openinference.span.kind": "RETRIEVER",
-                        "input.value": QUESTION,
+                        "input.value": question,
                         "retrieval.documents.0.document.id": "kb/eiffel.md",
                         "retrieval.documents.0.document.content": CONTEXT,
                     },
@@ -110,7 +114,7 @@ class App:
                     "generate",
                     attributes={
                         "openinference.span.kind": "LLM",
-                        "input.value": QUESTION,
+                        "input.value": question,
                         "output.value": answer,
                     },
                 ):

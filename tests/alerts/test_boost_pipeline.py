@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import pytest
@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from harness.judge_stub import Received, Reply, StubJudge
-from harness.otlp import WATER, Case, emit_plain, otlp_bytes
+from harness.otlp import WATER, Case, asked, emit_plain, otlp_bytes
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.config import Config
@@ -134,6 +134,7 @@ class _Scenario:
         provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = provider.get_tracer("shop")
         self.rng = random.Random(7)
+        self.asked = 0  # requests sent, each a question of its own
         self.engine = next(s for s in service.pipeline.sinks if isinstance(s, AlertEngine))
 
     @property
@@ -193,6 +194,8 @@ class _Scenario:
         ids = []
         for _ in range(PER_POST):
             case = UNSUPPORTED if self.rng.random() < unsupported else WATER
+            self.asked += 1
+            case = replace(case, query=asked(case.query, self.asked))
             ids.append(emit_plain(self.tracer, case, lambda: None))
         async with session.post(
             self.url,
