@@ -184,17 +184,22 @@ def answer_for(question: str) -> str | None:
 
 class RootSpans(SpanProcessor):
     """Remembers the trace id of every root span that ended, for apps whose framework span
-    is the root (no server span around it)."""
+    is the root (no server span around it), and how many spans of each trace ended."""
 
     def __init__(self) -> None:
         self.trace_ids: list[str] = []
+        self.ended: dict[str, int] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.parent is None and span.context is not None:
-            self.trace_ids.append(f"{span.context.trace_id:032x}")
+        if span.context is None:
+            return
+        trace_id = f"{span.context.trace_id:032x}"
+        self.ended[trace_id] = self.ended.get(trace_id, 0) + 1
+        if span.parent is None:
+            self.trace_ids.append(trace_id)
 
 
 def tracer_provider(

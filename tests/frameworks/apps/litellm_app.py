@@ -59,6 +59,11 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
                 response = litellm.completion(
                     model="openai/scripted", api_base=base, api_key="scripted", messages=messages
                 )
+            # The callback ends its model span on its own thread after the app's root ended; a
+            # service keeps running meanwhile, so the app waits for it rather than exit first.
+            deadline = time.monotonic() + CALLBACK_WAIT_S
+            while roots.ended.get(trace_id, 0) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
         else:
             response = litellm.completion(
                 model="openai/scripted", api_base=base, api_key="scripted", messages=messages
