@@ -16,6 +16,7 @@ from monitor.alerts.engine import AlertEngine
 from monitor.component import SampledRecord
 from monitor.config import AlertRule, Budget, EvaluatorConfig, load_config
 from monitor.exporters.prometheus import MetricsSink
+from monitor.extraction import Cause
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, Settings
 from monitor.processors.trace._assembler import FinishedTrace
@@ -197,6 +198,27 @@ def test_the_first_trace_of_a_service_that_gives_no_record_is_logged_and_each_co
     assert "extraction.conventions" in lines[0] and "Tracing your app" in lines[0]
     assert _value(telemetry, "traces_not_rag", service="mute") == 10
     assert _value(telemetry, "traces_not_rag", service="rag") == 10
+
+
+def test_a_suspect_record_whose_spans_came_late_names_both_fixes(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A span that missed the record may have held its question, or the instrumentation
+    never records it: the line names the late spans and the instrumentation's own switch."""
+    outcomes = Outcomes(telemetry, None, SizeLimits())
+    record = _record(3, "vercel", "no_query").model_copy(
+        update={
+            "query": None,
+            "metadata": {EXTRACTION_SUSPECT: "no_query", "instrumentation": "vercel-ai"},
+        }
+    )
+    late = Cause("spans_after_root", "query", "1 span(s) ended after the root 'POST /ask'")
+    with caplog.at_level(logging.WARNING, logger="monitor.processors.trace"):
+        outcomes.record(record, "otlp_http", [late])
+    (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
+    assert "spans arrived after the trace's root ended" in line and "'POST /ask'" in line
+    assert "recordInputs" in line
+    assert _value(telemetry, "records_suspect", service="vercel", reason="no_query") == 1
 
 
 QUOTED = "The Eiffel Tower was completed in 1889 for the World Fair in Paris."

@@ -193,9 +193,7 @@ class Outcomes:
                 service,
                 record.request_id,
                 reason,
-                suspect_guidance(reason, record.metadata.get(INSTRUMENTATION))
-                if cause is None or cause.key == "content_not_captured"
-                else cause.text(),
+                _suspect_why(reason, record.metadata.get(INSTRUMENTATION), cause),
                 EXPLAIN,
             )
         said = _SUSPECT_PART.get(reason or "")
@@ -330,3 +328,15 @@ def _worth_keeping(outcome: TraceRecords | Unreadable) -> bool:
     if isinstance(outcome, Unreadable) or outcome.refused or not outcome.records:
         return True
     return any(r.missing() or EXTRACTION_SUSPECT in r.metadata for r in outcome.records)
+
+
+def _suspect_why(reason: str, instrumentation: str | None, cause: Cause | None) -> str:
+    """Why a record looks wrongly extracted, and the fix. Spans that missed the record may
+    have held what it lacks, or the instrumentation may never record it: both are named,
+    since either fix may be the one needed."""
+    guidance = suspect_guidance(reason, instrumentation)
+    if cause is None or cause.key == "content_not_captured":
+        return guidance
+    if cause.key == "spans_after_root":
+        return f"{cause.text()}; or else: {guidance}"
+    return cause.text()
