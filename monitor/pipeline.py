@@ -10,15 +10,15 @@ last one stopped, so that a draining pipeline can still be scraped.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.alerts.describe import resend_interval_s
+from monitor.alerts.describe import generator_url
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
+from monitor.alerts.rule import severity_thresholds
 from monitor.alerts.state import StateFile
 from monitor.audit.anchors import AnchorCheck, JudgeChanges, JudgeNotes, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
@@ -53,8 +53,7 @@ from monitor.processors.trace import FairShares, TraceStage
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.records.limits import SizeLimits
-from monitor.results import Severity
-from monitor.telemetry import Telemetry, create_telemetry
+from monitor.telemetry import Telemetry, telemetry_for
 
 if TYPE_CHECKING:
     from monitor.judge.client import JudgeClient
@@ -111,17 +110,7 @@ def build_pipeline(
     `/readyz` answers. `clock` (tests): the time the alert engine and the budgets read,
     in seconds (the engine's since the epoch)."""
     check_evaluators(config)
-    pipeline = config.pipeline
-    telemetry = telemetry or create_telemetry(
-        max_services=pipeline.max_services,
-        max_routes=pipeline.max_routes,
-        max_versions=pipeline.max_versions,
-        allowed_services=pipeline.allowed_services,
-        allowed_routes=pipeline.allowed_routes,
-        allowed_versions=pipeline.allowed_versions,
-        label_idle_s=pipeline.label_idle_s,
-        label_chars=config.record_limits.label_chars,
-    )
+    telemetry = telemetry or telemetry_for(config)
     nodes: list[Node] = []
 
     def add(name: str, component: Component, *needs: Node | None) -> Node:
@@ -320,7 +309,6 @@ def _anchor_check(
         e for e in (build(entry, context) for entry in config.evaluators) if e.kind == "judge"
     ]
     anchors = config.audit.anchors
-    port = config.exporters.prometheus.endpoint.rpartition(":")[2]
     check = AnchorCheck(
         judges,
         load_anchors(anchors.file),
@@ -330,7 +318,7 @@ def _anchor_check(
         changes=changes,
         every_s=parse_duration(anchors.every),
         alpha=anchors.alpha,
-        generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+        generator_url=generator_url(config),
         clock=clock,
     )
     return client, check
@@ -421,37 +409,23 @@ def _alerts_and_events(
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
-        notifiers = _notifiers(config, telemetry, changes)
-        thresholds: dict[str, Severity] = {
-            e.name: e.severity_threshold
-            for e in config.evaluators
-            if e.severity_threshold is not None
-        }
-        port = config.exporters.prometheus.endpoint.rpartition(":")[2]
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
-            FleetReader(alerts.fleet, alerts.rules, telemetry, thresholds, clock)
+            FleetReader(alerts.fleet, alerts.rules, telemetry, severity_thresholds(config), clock)
             if alerts.fleet is not None
             else None
         )
         if fleet is not None:
             notices.append(fleet.stale)
         sinks.append(
-            AlertEngine(
-                alerts.rules,
+            AlertEngine.from_config(
+                config,
                 telemetry,
-                notifiers,
-                severity_thresholds=thresholds,
-                evaluation_interval_s=alerts.evaluation_interval_s,
-                resend_interval_s=resend_interval_s(alerts),
-                generator_url=f"http://{socket.gethostname()}:{port}/metrics",
+                _notifiers(config, telemetry, changes),
+                clock=clock,
                 state_file=state_file,
-                false_page_every=alerts.false_page_every,
-                conversation_idle=alerts.conversation_idle,
                 boosts=boosts,
                 fleet=fleet,
-                clock=clock,
-                trace_url=alerts.trace_url,
             )
         )
     otlp = config.exporters.otlp

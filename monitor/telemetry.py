@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from monitor.config import Config
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -326,3 +329,21 @@ def _runtime_collectors(registry: CollectorRegistry) -> None:
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+
+
+def telemetry_for(config: Config, clock: Callable[[], float] = time.monotonic) -> Telemetry:
+    """The telemetry of `config`'s pipeline (`pipeline.max_*`, `allowed_*`, `label_idle_s`,
+    `record_limits.label_chars`), as the pipeline and `backtest` make it; `clock` is what
+    the label caps' idle times read."""
+    pipeline = config.pipeline
+    return create_telemetry(
+        max_services=pipeline.max_services,
+        max_routes=pipeline.max_routes,
+        max_versions=pipeline.max_versions,
+        allowed_services=pipeline.allowed_services,
+        allowed_routes=pipeline.allowed_routes,
+        allowed_versions=pipeline.allowed_versions,
+        label_idle_s=pipeline.label_idle_s,
+        label_chars=config.record_limits.label_chars,
+        clock=clock,
+    )

@@ -60,7 +60,7 @@ from monitor.component import Alert
 from monitor.config import Config
 from monitor.records.where import Where
 from monitor.results import EvalResult
-from monitor.telemetry import create_telemetry
+from monitor.telemetry import telemetry_for
 
 # Refused rows named one by one in the summary; the rest are only counted.
 SHOWN_REFUSALS = 20
@@ -207,29 +207,8 @@ class Backtest:
     def __init__(self, config: Config) -> None:
         alerts = config.alerts
         self._clock = _Clock()
-        pipeline = config.pipeline
-        self._engine = AlertEngine(
-            alerts.rules,
-            create_telemetry(
-                max_services=pipeline.max_services,
-                max_routes=pipeline.max_routes,
-                max_versions=pipeline.max_versions,
-                allowed_services=pipeline.allowed_services,
-                allowed_routes=pipeline.allowed_routes,
-                allowed_versions=pipeline.allowed_versions,
-                label_idle_s=pipeline.label_idle_s,
-                clock=self._clock,
-            ),
-            severity_thresholds={
-                e.name: e.severity_threshold
-                for e in config.evaluators
-                if e.severity_threshold is not None
-            },
-            evaluation_interval_s=alerts.evaluation_interval_s,
-            clock=self._clock,
-            false_page_every=alerts.false_page_every,
-            conversation_idle=alerts.conversation_idle,
-            trace_url=alerts.trace_url,
+        self._engine = AlertEngine.from_config(
+            config, telemetry_for(config, self._clock), clock=self._clock
         )
         self._interval = alerts.evaluation_interval_s
         # Past this much time without rows, no rule holds anything: the clock jumps; and

@@ -18,12 +18,13 @@ Alertmanager, a webhook and the monitor's log:
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
 from typing import Literal
 
 from monitor.alerts.rule import Rule
 from monitor.component import GENERATOR, Alert
-from monitor.config import Alerts
+from monitor.config import Alerts, Config
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
 
@@ -108,3 +109,9 @@ def log_text(alert: Alert) -> str:
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def generator_url(config: Config) -> str:
+    """Where a human can look at the source of an alert: this host's metrics endpoint."""
+    port = config.exporters.prometheus.endpoint.rpartition(":")[2]
+    return f"http://{socket.gethostname()}:{port}/metrics"

@@ -46,17 +46,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.boosting import RaisedBoosts
-from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, Key, add_part
-from monitor.alerts.evidence.units import conversation_key
+from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, add_part
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, Kind
-from monitor.alerts.kinds.forms import kind_for
-from monitor.alerts.rule import Origin, Rule
+from monitor.alerts.kinds import Decision, Entry, Judgment, Key, RuleKind
+from monitor.alerts.kinds.pick import kind_for
+from monitor.alerts.rule import Origin, Rule, severity_thresholds
 from monitor.alerts.state import StateFile
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, parse_duration
 from monitor.records import RagRecord
 from monitor.records.where import Where
 from monitor.results import EvalResult, Severity
@@ -114,7 +113,9 @@ class AlertEngine:
     ) -> None:
         thresholds = dict(severity_thresholds or {})
         self._rules = [Rule.of(r, false_page_every, thresholds) for r in rules]
-        self._kinds: list[Kind] = [kind_for(rule, evaluation_interval_s) for rule in self._rules]
+        self._kinds: list[RuleKind] = [
+            kind_for(rule, evaluation_interval_s) for rule in self._rules
+        ]
         # Where a page's excess is: the slices, retriever or generator, the traces.
         self.attribution = Attribution(
             self._rules, telemetry, evaluation_interval_s, trace_url=trace_url, clock=clock
@@ -162,11 +163,44 @@ class AlertEngine:
         # Resolves decided between evaluations (an evaluator revision replaced a firing
         # entry's), returned by the next `evaluate`.
         self._resolved: list[Alert] = []
-        self._companions: list[Alert] = []
+        self._where_alerts: list[Alert] = []
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._due = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        telemetry: Telemetry,
+        notifiers: Sequence[Notifier] = (),
+        *,
+        clock: Callable[[], float] = time.time,
+        state_file: StateFile | None = None,
+        boosts: SamplingBoosts | None = None,
+        fleet: FleetReader | None = None,
+    ) -> AlertEngine:
+        """The engine of `config`'s `alerts` (with the evaluators' severity thresholds, the
+        fleet-aware resend interval and this host's metrics endpoint), as the pipeline and
+        `backtest` make it."""
+        alerts = config.alerts
+        return cls(
+            alerts.rules,
+            telemetry,
+            notifiers,
+            severity_thresholds=severity_thresholds(config),
+            evaluation_interval_s=alerts.evaluation_interval_s,
+            resend_interval_s=describe.resend_interval_s(alerts),
+            generator_url=describe.generator_url(config),
+            clock=clock,
+            state_file=state_file,
+            false_page_every=alerts.false_page_every,
+            conversation_idle=alerts.conversation_idle,
+            boosts=boosts,
+            fleet=fleet,
+            trace_url=alerts.trace_url,
+        )
 
     @property
     def rules(self) -> Sequence[Rule]:
@@ -257,35 +291,21 @@ class AlertEngine:
         if service == OVERFLOW:
             return None
         cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
-        conversation = (
-            conversation_key(origin.conversation) if origin.conversation is not None else None
+        key = (i, service, cohort)
+        added = self._entries.add(
+            key, histogram, revision, origin.conversation, now, origin.fingerprint
         )
-        request = conversation_key(origin.fingerprint) if origin.fingerprint is not None else None
-        self._add((i, service, cohort), histogram, revision, conversation, now, request)
-        return (i, service, cohort)
+        if added.replaced is not None:
+            self._new_revision(key, added.replaced, added.revision, now)
+        if added.due:
+            self._wake_up()
+        return key
 
     def rule_index(self, name: str) -> int | None:
         for i, rule in enumerate(self._rules):
             if rule.config.name == name:
                 return i
         return None
-
-    def _add(
-        self,
-        key: Key,
-        histogram: Sequence[float],
-        revision: str | None,
-        conversation: int | None,
-        now: float,
-        request: int | None = None,
-    ) -> None:
-        """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
-        them), of `conversation` and `request` (their keys; None: not known)."""
-        added = self._entries.add(key, histogram, revision, conversation, now, request)
-        if added.replaced is not None:
-            self._new_revision(key, added.replaced, added.revision, now)
-        if added.due:
-            self._wake_up()
 
     def _new_revision(self, key: Key, old: Entry, revision: str | None, now: float) -> None:
         """`key`'s evaluator changed from `old`'s revision to `revision`: logged, counted,
@@ -308,8 +328,8 @@ class AlertEngine:
                 f"the evaluator changed (revision {old.revision} -> {revision}): "
                 "a new baseline starts"
             )
-            last = old.judgment or Judgment(fire=False, resolve=True)
-            judgment = dataclasses.replace(last, fire=False, resolve=True, note=note)
+            last = old.judgment or Judgment(Decision.RESOLVE)
+            judgment = dataclasses.replace(last, decision=Decision.RESOLVE, note=note)
             self._resolved.append(
                 self._alert(rule, service, cohort, old, judgment, now, "resolved")
             )
@@ -365,12 +385,10 @@ class AlertEngine:
             rule, kind = self._rules[i], self._kinds[i]
             try:
                 for cohort in entries:
-                    self._entries.close_idle((i, service, cohort), now)
+                    self._entries.advance((i, service, cohort), now)
                 judgments = kind.judge(entries, now)
                 for cohort, judgment in judgments.items():
-                    entry = entries[cohort]
-                    entry.judgment = judgment
-                    alert = self._step(i, service, cohort, entry, judgment, now)
+                    alert = self._step((i, service, cohort), entries[cohort], judgment, now)
                     if alert is not None:
                         out.append(alert)
                 kind.publish(self._gauges, service, entries)
@@ -390,27 +408,30 @@ class AlertEngine:
                 self._drop([(i, service, cohort) for cohort in entries])
                 self._boosted.lower(i, service, "its state was dropped")
         # The pages' `Where` alerts (`monitor.alerts.attribution`), after them.
-        out, self._companions = out + self._companions, []
+        out, self._where_alerts = out + self._where_alerts, []
         return out
 
-    def _step(
-        self, i: int, service: str, cohort: str, entry: Entry, judgment: Judgment, now: float
-    ) -> Alert | None:
-        """What one judged entry sends: a page when it starts firing, a resolve when a
-        firing entry may resolve, a re-send while it fires (every `resend_interval_s`);
-        each first page and resolve is logged with the alert's description."""
+    def _step(self, key: Key, entry: Entry, judgment: Judgment, now: float) -> Alert | None:
+        """The firing state machine, the one place that moves an entry's firing state: a
+        page when a judgment fires it, a resolve (and the kind's `settle`) when one resolves
+        it, a re-send while it fires (every `resend_interval_s`); each first page and
+        resolve is logged with the alert's description. Returns what is sent."""
+        i, service, cohort = key
         rule = self._rules[i]
         name = rule.config.name
         subject = f"{rule.cohort_by} {cohort} of {service}" if cohort else service
-        if not entry.firing:
-            if not judgment.fire:
-                return None
+        entry.judgment = judgment
+        if judgment.decision is Decision.FIRE and not entry.firing:
             entry.firing, entry.started_at, entry.last_sent = True, now, now
+            entry.severity = judgment.severity
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
             log.warning("alert %s firing for %s: %s", name, subject, describe.log_text(alert))
             return alert
-        if judgment.resolve:
-            entry.firing = False
+        if not entry.firing:
+            return None
+        if judgment.decision is Decision.RESOLVE:
+            entry.firing, entry.severity = False, None
+            self._entries.settle(key, judgment, now)
             alert = self._alert(rule, service, cohort, entry, judgment, now, "resolved")
             if i in self._fleet_rules:
                 log.info(
@@ -426,7 +447,7 @@ class AlertEngine:
         # A slice first named between re-sends goes out at once (its `Where` alert). A
         # clock that stepped back before the last send re-sends now, never waits for it.
         due = now - entry.last_sent >= self._resend or now < entry.last_sent
-        if due or self.attribution.names_first((i, service, cohort), judgment, now, entry.where):
+        if due or self.attribution.names_first(key, judgment, now, entry.where):
             entry.last_sent = now
             alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
             if not due:
@@ -544,8 +565,8 @@ class AlertEngine:
             judgment.severity,
         )
         key = (i, service, cohort)
-        companions, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
-        self._companions.extend(companions)
+        where_alerts, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
+        self._where_alerts.extend(where_alerts)
         return alert
 
     def _dispatch(self, alerts: list[Alert]) -> None:

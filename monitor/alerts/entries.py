@@ -3,7 +3,7 @@ judge, the conversations still gathering verdicts, the evaluator revision each e
 belongs to, and how all of it is saved to and restored from the state file.
 
 An entry belongs to one evaluator revision: `add` with verdicts of another starts it anew
-from what of the old state still holds (`Kind.succeed`; the replaced entry is returned, so
+from what of the old state still holds (`Keeper.new_state`; the replaced entry is returned, so
 that the engine can resolve a page it held). Verdicts of a revision it replaced are left
 out while its own revision's still come (late verdicts, a rollout with both revisions
 live): only a revision that reports alone for a window (a rollback) replaces it again.
@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.units import Arrival, Unit, Units
+from monitor.alerts.evidence.units import Arrival, Unit, Units, conversation_key
 from monitor.alerts.evidence.window import saved_number
-from monitor.alerts.kinds import Entry, Kind, Named
+from monitor.alerts.kinds import Entry, Judgment, Key, Named, RuleKind
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.records.where import DIMENSIONS, MAX_CHARS
 
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 # The last second a `Where` alert's `startsAt` can say (9999-12-31T23:59:59Z).
 LAST_SECOND = 253_402_300_799.0
 
-Key = tuple[int, str, str]  # (rule index, service, cohort)
 # One saved entry: (rule, the rule's fingerprint, service, cohort, the entry).
 Part = tuple[str, str, str, str, dict[str, Any]]
 
@@ -77,7 +76,7 @@ class Entries:
     def __init__(
         self,
         rules: Sequence[Rule],
-        kinds: Sequence[Kind],
+        kinds: Sequence[RuleKind],
         idle_s: float,
         budget: int = CONVERSATION_BUDGET,
         on_evict: Callable[[int, int], None] | None = None,
@@ -112,13 +111,15 @@ class Entries:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation_id: str | None,
         now: float,
-        request: int | None = None,
+        request_fingerprint: str | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation` and `request` (their keys: the conversation id's,
-        the request's fingerprint; None: not known)."""
+        (None: not known), conversation `conversation_id` and request fingerprint
+        `request_fingerprint` (None: not known)."""
+        conversation = conversation_key(conversation_id) if conversation_id is not None else None
+        request = conversation_key(request_fingerprint) if request_fingerprint is not None else None
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -137,7 +138,7 @@ class Entries:
                 kept = tuple(r for r in replaced_before if r != revision)[-REPLACED_KEPT + 1 :]
                 self._replaced[key] = ((*kept, entry.revision), now)
                 self._forget_conversations(key)
-                entry = self._entries[key] = Entry(kind.succeed(entry.state, now), revision)
+                entry = self._entries[key] = Entry(kind.new_state(entry, now), revision)
         elif key in self._replaced and revision == entry.revision:
             self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
@@ -155,7 +156,7 @@ class Entries:
                 histogram = [0.0] * len(histogram)
         else:
             conversations.traffic(histogram, levels, now)
-        due = kind.add(entry.state, histogram, arrival, now)
+        due = kind.add(entry.state, histogram, arrival, now, entry.firing)
         for unit in closed:
             due = kind.add_unit(entry.state, unit, now) or due
         if self.conversation_bytes > self._budget:
@@ -172,14 +173,21 @@ class Entries:
         units = self._conversations.get(key)
         return units is not None and units.fallback
 
-    def close_idle(self, key: Key, now: float) -> None:
-        """Hands the conversations of `key` quiet long enough by `now` to its kind."""
+    def advance(self, key: Key, now: float) -> None:
+        """Time moves to `now` for `key`: its conversations quiet long enough close into
+        units, handed to its kind, and then the kind's state moves (`Keeper.advance`)."""
+        kind, entry = self._kinds[key[0]], self._entries[key]
         conversations = self._conversations.get(key)
         if conversations is not None:
             held = conversation_bytes(conversations)
             for unit in conversations.close_idle(now):
-                self._kinds[key[0]].add_unit(self._entries[key].state, unit, now)
+                kind.add_unit(entry.state, unit, now)
             self.conversation_bytes += conversation_bytes(conversations) - held
+        kind.advance(entry.state, now, entry.firing)
+
+    def settle(self, key: Key, judgment: Judgment, now: float) -> None:
+        """The side effects of `key`'s resolve on its kind's state (`Keeper.settle`)."""
+        self._kinds[key[0]].settle(self._entries[key], judgment, now)
 
     def _evict(self, now: float) -> bool:
         """The oldest conversations, process-wide, until they hold `EVICT_TO` of the budget
@@ -263,13 +271,14 @@ class Entries:
                     "firing": entry.firing,
                     "started_at": entry.started_at,
                     "last_sent": entry.last_sent,
+                    "severity": entry.severity,
                     "where": list(entry.where) if entry.where is not None else None,
                     "conversations": (
                         conversations.snapshot()
                         if conversations is not None and _held(conversations)
                         else []
                     ),
-                    "state": self._kinds[i].snapshot(entry.state),
+                    "state": entry.state.snapshot(),
                 },
             )
 
@@ -339,14 +348,15 @@ class Entries:
         return dropped
 
     def _restored(self, i: int, saved: Any) -> tuple[Entry, Units]:
-        kind = self._kinds[i]
-        state = kind.new_state()
-        kind.restore(state, saved["state"])
-        firing, revision = saved["firing"], saved["revision"]
+        state = self._kinds[i].new_state()
+        state.restore(saved["state"])
+        firing, revision, severity = saved["firing"], saved["revision"], saved["severity"]
         if not isinstance(firing, bool):
             raise TypeError("firing is not true or false")
         if revision is not None and not isinstance(revision, str):
             raise TypeError("revision is not text")
+        if severity is not None and not isinstance(severity, str):
+            raise TypeError("severity is not text")
         conversations = Units(self._idle_s, f"alert {self._rules[i].config.name}")
         conversations.restore(saved["conversations"])
         entry = Entry(
@@ -355,7 +365,8 @@ class Entries:
             firing,
             saved_number(saved["started_at"]),
             saved_number(saved["last_sent"]),
-            where=_restored_where(saved.get("where"), firing),
+            where=_restored_where(saved["where"], firing),
+            severity=severity,
         )
         return entry, conversations
 
@@ -377,8 +388,8 @@ def _clamp_future(entry: Entry, now: float) -> bool:
 
 
 def _restored_where(raw: Any, firing: bool) -> Named | None:
-    """A saved entry's `where`, `[dimension, value, named at]` or null (absent in a file
-    saved before it was kept: no `Where` alert), checked; raises TypeError or ValueError."""
+    """A saved entry's `where`, `[dimension, value, named at]` or null, checked; raises
+    TypeError or ValueError."""
     if raw is None:
         return None
     if not isinstance(raw, list) or len(raw) != 3:

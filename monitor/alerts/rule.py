@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monitor.alerts.evidence.history import history_span_s
-from monitor.config import AlertRule, parse_duration
+from monitor.config import AlertRule, Config, parse_duration
 from monitor.records import RagRecord
 from monitor.records.fingerprint import request_fingerprint
 from monitor.results import SEVERITIES, EvalResult, Severity
@@ -166,3 +166,11 @@ def fingerprint(rule: Rule) -> str:
     if cfg.cohorts is not None:
         out += f"|by {cfg.cohorts.by}"
     return out
+
+
+def severity_thresholds(config: Config) -> dict[str, Severity]:
+    """Evaluator name -> the `severity_threshold` at which it calls a category a defect
+    (for category rules), of the evaluators that set one."""
+    return {
+        e.name: e.severity_threshold for e in config.evaluators if e.severity_threshold is not None
+    }

@@ -15,6 +15,12 @@ them). An oversized or corrupt file is moved aside first (`PATH.too_large-<UTC t
 human to look at. An entry
 (one rule and service) holding what cannot be restored — NaN, an infinity, a number past
 float's range, a wrong type — is left out alone (`alert_state_entries_dropped_total{when="load"}`).
+
+**Versions.** A file of an older version is read through `UPGRADES`, one step per version,
+into this version's form, so what is restored is always of one form: version 2 (files
+written before entries kept the slice their page named, cohorts their last full window and
+regression rules their evaluator changeover, and with the severity an SLO rule fired at and
+a regression rule's firing flag inside its state) becomes 3.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +39,38 @@ from monitor.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 FORMAT = "rag-monitor-alert-state"
-VERSION = 2
+VERSION = 3
 # What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
 # restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
 MAX_BYTES = 24 * 1024 * 1024
+
+
+def _upgrade_2(rules: dict[str, Any]) -> None:
+    """Version 2 to 3 (see the module docstring), in place; what is not of the expected
+    form is left for the restore to refuse."""
+    for rule in rules.values():
+        services = rule.get("services") if isinstance(rule, dict) else None
+        cohorts_rule = "|by " in str(rule.get("fingerprint")) if isinstance(rule, dict) else False
+        for cohorts in services.values() if isinstance(services, dict) else ():
+            for entry in cohorts.values() if isinstance(cohorts, dict) else ():
+                state = entry.get("state") if isinstance(entry, dict) else None
+                if not isinstance(state, dict):
+                    continue
+                entry.setdefault("where", None)
+                # An SLO rule's state held the severity its alert fired at; the entry does.
+                entry["severity"] = state.pop("severity", None) if "windows" in state else None
+                if "history" in state:  # a regression rule's
+                    state.pop("firing", None)
+                    for key in ("pinned", "changeover", "translated"):
+                        state.setdefault(key, None)
+                elif "current" in state:  # an absolute or cohort rule's
+                    state.setdefault("units", [])
+                    if cohorts_rule:
+                        state.setdefault("seen", None)
+
+
+# Version -> what makes a file of that version one of the next.
+UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {2: _upgrade_2}
 
 
 class StateFile:
@@ -107,11 +142,13 @@ class StateFile:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             log.error("%s is not an alert state file of rag-monitor: starting empty", self.path)
             return "foreign", {}
-        if data.get("version") != VERSION:
+        version = data.get("version")
+        if version != VERSION and version not in UPGRADES:
             log.error(
-                "alert state file %s has version %r (this build reads %d): starting empty",
+                "alert state file %s has version %r (this build reads %s to %d): starting empty",
                 self.path,
-                data.get("version"),
+                version,
+                min(UPGRADES),
                 VERSION,
             )
             return "foreign", {}
@@ -133,6 +170,9 @@ class StateFile:
                 max_age_s,
             )
             return "stale", {}
+        while version != VERSION:
+            UPGRADES[version](rules)
+            version += 1
         return "loaded", rules
 
     def save(self, now: float, rules: dict[str, Any]) -> None:

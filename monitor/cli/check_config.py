@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from monitor.alerts.kinds.forms import summary
+from monitor.alerts.kinds.pick import summary
 from monitor.config import (
     AttributeSource,
     Config,

@@ -348,14 +348,15 @@ async def test_the_state_is_saved_an_entry_at_a_time_off_the_event_loop(
     _flood(engine, clock, 10, services=40)
     turns = 0
     seen_at: list[int] = []
-    kind = engine._kinds[0]
-    snapshot = kind.snapshot
+    state_class = type(next(iter(engine._entries.values())).state)
+    snapshot = state_class.snapshot
 
     def counted(state: object) -> dict[str, object]:
         seen_at.append(turns)
-        return snapshot(state)
+        saved: dict[str, object] = snapshot(state)
+        return saved
 
-    monkeypatch.setattr(kind, "snapshot", counted)
+    monkeypatch.setattr(state_class, "snapshot", counted)
 
     async def other_work() -> None:
         nonlocal turns

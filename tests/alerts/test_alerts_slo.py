@@ -17,7 +17,7 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
 from monitor.alerts.kinds import Entry
-from monitor.alerts.kinds.forms import summary
+from monitor.alerts.kinds.pick import summary
 from monitor.alerts.kinds.slo import Slo, SloState, slices_for
 from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
@@ -222,8 +222,9 @@ def test_windows_stay_bounded_whatever_the_traffic() -> None:
     now = 1_700_000_000.0
     for _ in range(35 * 24 * 12):  # 35 days, every 5 minutes, a thousand verdicts each
         now += 300
-        kind.add(state, [700.0, 300.0], None, now)
-        kind.judge({"": Entry(state)}, now)  # as the engine does every evaluation
+        kind.add(state, [700.0, 300.0], None, now, False)
+        kind.advance(state, now, False)  # as the engine does every evaluation
+        kind.judge({"": Entry(state)}, now)
     held = {length: len(window.slices()) for length, window in state.windows.items()}
     assert set(held) == {300.0, 1800.0, 3600.0, 6 * 3600.0, 3 * 86400.0, 28 * 86400.0}
     for length, slices in held.items():
@@ -241,7 +242,7 @@ async def test_state_survives_a_restart(tmp_path: Path) -> None:
     remaining = gauge(t, "slo_error_budget_remaining", service="shop", rule=RULE.name)
     await first.shutdown(10)
     saved = json.loads(path.read_text())["rules"][RULE.name]["services"]["shop"][""]
-    assert saved["firing"] is True and saved["state"]["severity"] == "ticket"
+    assert saved["firing"] is True and saved["severity"] == "ticket"
     assert set(saved["state"]["windows"]) == {"300", "1800", "3600", "21600", "604800"}
 
     clock.now += 120  # two minutes down

@@ -133,11 +133,12 @@ async def test_a_malformed_where_alert_leaves_its_entry_out_alone(
 
 async def test_a_where_alert_is_restored_with_its_firing_entry_only(tmp_path: Path) -> None:
     """A firing entry's `where` comes back as saved; on an entry that does not fire it is
-    malformed; a file of the layout before it (no `where`) restores without one."""
+    malformed; a file of the layout before it (version 2, no `where`) restores without one."""
     path = tmp_path / "alerts.state"
     data = await _two_firing_services(path)
     services = data["rules"][RULE.name]["services"]
     services["shop"][""]["where"] = ["model", "m2", 1_700_000_100.5]
+    data["version"] = 2
     del services["cart"][""]["where"]
     path.write_text(json.dumps(data))
     restarted = Clock()

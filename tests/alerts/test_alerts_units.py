@@ -21,7 +21,7 @@ from monitor.alerts.evidence.history import Expectation, History
 from monitor.alerts.evidence.sequential import SequentialTest, bets
 from monitor.alerts.evidence.units import Arrival, Unit, Units
 from monitor.alerts.evidence.window import NOTHING, Moments
-from monitor.alerts.kinds import Entry
+from monitor.alerts.kinds import Decision, Entry
 from monitor.alerts.rule import Origin
 from monitor.config import Config
 from monitor.exporters.results_file import results_line
@@ -271,7 +271,10 @@ def test_a_statistic_past_the_budget_on_evidence_that_did_not_rise_does_not_page
     for k in range(int(3 * 3600 / INTERVAL)):
         clock.now += INTERVAL
         for j in range(60):
-            kind.add(state, [0.0, 1.0] if (k * 60 + j) % 5 == 0 else [1.0, 0.0], None, clock.now)
+            kind.add(
+                state, [0.0, 1.0] if (k * 60 + j) % 5 == 0 else [1.0, 0.0], None, clock.now, False
+            )
+        kind.advance(state, clock.now, False)
         kind.judge({"": entry}, clock.now)
     test = state.test
     assert isinstance(test, SequentialTest)
@@ -279,15 +282,17 @@ def test_a_statistic_past_the_budget_on_evidence_that_did_not_rise_does_not_page
     test.log_wealth = [60.0] * len(test.log_wealth)
     test.runs = [30.0] * len(test.runs)
     test.evidence = [Moments(5_000, 1_000.0, 1_000.0)] * len(test.evidence)
+    kind.advance(state, clock.now + 1, False)
     judgment = kind.judge({"": entry}, clock.now + 1)[""]
-    assert not judgment.fire
+    assert judgment.decision is Decision.HOLD
     expected = judgment.reference.mean
     assert abs(judgment.current.mean - expected) < MIN_INCREASE / 2
     # The same statistic on evidence that rose pages.
     test.log_wealth = [60.0] * len(test.log_wealth)
     test.runs = [30.0] * len(test.runs)
     test.evidence = [Moments(5_000, 1_500.0, 1_500.0)] * len(test.evidence)
-    assert kind.judge({"": entry}, clock.now + 2)[""].fire
+    kind.advance(state, clock.now + 2, False)
+    assert kind.judge({"": entry}, clock.now + 2)[""].decision is Decision.FIRE
 
 
 def test_a_request_s_repeats_are_predicted_with_their_own_correlation() -> None:

@@ -1,12 +1,19 @@
-"""Rule kinds: one module per form of rule, each behind one interface.
+"""Rule kinds: one module per kind of rule, each behind one interface.
 
-As the Collector's tail-sampling policies each take a trace and return a decision, each
-kind takes its entries' windows and returns a `Judgment` per cohort; the engine
-(`monitor.alerts.engine`) keeps the firing state, sends pages and resolves, and knows no
-kind. A kind owns the state it keeps per (service, cohort) (`new_state`, `snapshot`,
-`restore`), how verdicts and closed conversations enter it (`add`, `add_unit`), what it
-decides (`judge`), what a page says (`describe`) and what it shows on `/metrics`
-(`publish`).
+As Prometheus's alerting rule evaluates its expression and then moves each alert through
+inactive, pending and firing in one place, a kind only decides: its `judge` takes the
+entries of one (rule, service) as `advance` left them and returns a `Judgment` per cohort,
+`FIRE`, `RESOLVE` or `HOLD` with its evidence, and changes nothing. The engine
+(`monitor.alerts.engine._step`) owns the firing state (`Entry.firing`, since when, last
+sent, the severity it fired at) and is the one place that moves it; on a resolve it runs
+the kind's `settle`, the resolution's side effects on the kind's state.
+
+A kind is two interfaces on one class: `Kind`, what the engine asks (`judge`, `describe`:
+what a page says, `publish`: what `/metrics` shows), and `Keeper`, how the entries
+(`monitor.alerts.entries`) keep its state per (service, cohort): `new_state` (empty, or
+what of a replaced evaluator revision's still holds), `add` and `add_unit` (verdicts and
+closed conversations in), `advance` (time moves to now: windows expire into history, tests
+take their pending batch) and `settle`. A state saves itself (`snapshot`, `restore`).
 
 | kind | config | module |
 |---|---|---|
@@ -15,13 +22,14 @@ decides (`judge`), what a page says (`describe`) and what it shows on `/metrics`
 | cohorts | `cohorts` | `cohorts.py` |
 | slo | `slo` | `slo.py` |
 
-`forms.kind_for(rule, ...)` picks the kind from the rule's form (the only place that does).
+`pick.kind_for(rule, ...)` picks the kind from the rule's config (the only place that does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from monitor.alerts.evidence.units import Arrival, Unit
@@ -31,25 +39,45 @@ if TYPE_CHECKING:
     from monitor.alerts.gauges import AlertGauges
 
 
+Key = tuple[int, str, str]
+"""An entry's key: (rule index, service, cohort), the service and cohort as the caps hold
+them."""
+
+
+class Decision(Enum):
+    """What a judgment asks of the firing state: start firing (of an entry not firing),
+    stop (of one firing), or leave it as it is."""
+
+    FIRE = "fire"
+    RESOLVE = "resolve"
+    HOLD = "hold"
+
+
+def decide(firing: bool, fire: bool, resolve: bool) -> Decision:
+    """The decision of a kind that would `fire` (when not firing) and `resolve` (when
+    firing); neither holds the state (hysteresis)."""
+    if not firing:
+        return Decision.FIRE if fire else Decision.HOLD
+    return Decision.RESOLVE if resolve else Decision.HOLD
+
+
 @dataclass(frozen=True, slots=True)
 class Judgment:
     """What one judged (rule, service, cohort) asks for and what it saw.
 
-    - `fire`: start firing (if not firing); `resolve`: stop (if firing); neither holds
-      the state (hysteresis).
+    - `decision`: FIRE, RESOLVE or HOLD (`Decision`).
     - `current`, `reference`: what was compared (the current window, or a sequential
       test's evidence, against the baseline or the rest of the service).
     - `p_value`: the evidence's p-value, 1.0 until the rule's own thresholds (its
       `min_samples` on both sides) are met: what boosts follow.
     - `note`: why it resolved when not for the usual reason, or why it cannot judge.
-    - `figures`: the kind's own numbers, for its `describe`.
+    - `figures`: the kind's own numbers, for its `describe` and `settle`.
     - `severity`: the `severity` label of the alert this judgment sends, where the kind
       decides it (an SLO rule's burn-rate rows); None: the rule's `severity`. Labels are
       an alert's identity, so a kind changes it only between a resolve and a new fire.
     """
 
-    fire: bool
-    resolve: bool
+    decision: Decision
     current: Moments = NOTHING
     reference: Moments = NOTHING
     p_value: float = 1.0
@@ -71,8 +99,10 @@ class Named(NamedTuple):
 @dataclass(slots=True)
 class Entry:
     """One (rule, service, cohort) as the engine keeps it: the kind's own `state`, the
-    evaluator revision its verdicts came from, and its firing state: since when, when last
-    sent, and `where`, the slice its page named first while it fires (None: none yet)."""
+    evaluator revision its verdicts came from, and its firing state (moved by the engine
+    alone): whether it fires, since when, when last sent, the `severity` it fired at
+    (None: the rule's), the last judgment, and `where`, the slice its page named first
+    while it fires (None: none yet)."""
 
     state: Any
     revision: str | None = None
@@ -81,36 +111,26 @@ class Entry:
     last_sent: float = 0.0
     judgment: Judgment | None = None
     where: Named | None = None
+    severity: str | None = None
+
+
+class State(Protocol):
+    """A kind's state of one (service, cohort): saves itself for the state file."""
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, raw: Any) -> None:
+        """Takes back `snapshot()` into an empty state; raises TypeError, ValueError,
+        KeyError or ArithmeticError on anything else."""
+        ...
 
 
 class Kind(Protocol):
-    """One form of alert rule (see the module docstring)."""
-
-    def new_state(self) -> Any:
-        """An empty state for one (service, cohort)."""
-        ...
-
-    def succeed(self, state: Any, now: float) -> Any:
-        """The state of an entry whose evaluator revision replaced `state`'s at `now`: what
-        of it still holds under the new revision (a regression rule's history, translated),
-        else an empty one."""
-        ...
-
-    def add(
-        self, state: Any, histogram: Sequence[float], conversation: Arrival | None, now: float
-    ) -> bool:
-        """Verdicts that arrived together: `histogram[k]` of them at level `k / steps`
-        (`conversation`: they belong to one, and what came of it before; its unit comes
-        through `add_unit` once it closes); True when an evaluation is due now."""
-        ...
-
-    def add_unit(self, state: Any, unit: Unit, now: float) -> bool:
-        """A closed conversation; True when an evaluation is due now."""
-        ...
+    """What the engine asks of a kind (see the module docstring)."""
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         """A judgment for every judged cohort of one service (`""` for a rule without
-        cohorts)."""
+        cohorts), of the entries as `Keeper.advance` left them at `now`; changes nothing."""
         ...
 
     def describe(self, service: str, cohort: str, judgment: Judgment) -> dict[str, str]:
@@ -121,9 +141,43 @@ class Kind(Protocol):
         """The gauges of one judged (rule, service)."""
         ...
 
-    def snapshot(self, state: Any) -> dict[str, Any]: ...
 
-    def restore(self, state: Any, raw: Any) -> None:
-        """Takes back `snapshot()` into an empty `state`; raises TypeError, ValueError,
-        KeyError or ArithmeticError on anything else."""
+class Keeper(Protocol):
+    """How the entries keep a kind's state (see the module docstring)."""
+
+    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> State:
+        """An empty state for one (service, cohort); with `previous`, an entry whose
+        evaluator revision was replaced at `now`: what of its state still holds under the
+        new revision (a regression rule's history, translated)."""
         ...
+
+    def add(
+        self,
+        state: Any,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+        firing: bool,
+    ) -> bool:
+        """Verdicts that arrived together: `histogram[k]` of them at level `k / steps`
+        (`conversation`: they belong to one, and what came of it before; its unit comes
+        through `add_unit` once it closes), to an entry `firing` or not; True when an
+        evaluation is due now."""
+        ...
+
+    def add_unit(self, state: Any, unit: Unit, now: float) -> bool:
+        """A closed conversation; True when an evaluation is due now."""
+        ...
+
+    def advance(self, state: Any, now: float, firing: bool) -> None:
+        """Time moves to `now` for an entry `firing` or not, in one step: what left the
+        windows goes where it goes, pending verdicts reach the tests."""
+        ...
+
+    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
+        """The side effects of `entry`'s resolve by `judgment` at `now` on its state."""
+        ...
+
+
+class RuleKind(Kind, Keeper, Protocol):
+    """A kind as `pick.kind_for` makes it: both interfaces."""

@@ -25,7 +25,7 @@ from monitor.alerts.evidence.window import (
     restore_slices,
 )
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.kinds import Entry, Judgment, decide
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
 
@@ -37,6 +37,13 @@ class WindowState:
     window: SlidingWindow
     units: UnitSums
     last: float = 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"current": self.window.slices(), "units": self.units.slices()}
+
+    def restore(self, raw: Any) -> None:
+        self.window.restore(restore_slices(raw["current"]))
+        self.units.restore(raw["units"])
 
 
 def new_window_state(rule: Rule) -> WindowState:
@@ -54,13 +61,10 @@ def add_unit(state: WindowState, unit: Unit, now: float) -> bool:
     return False
 
 
-def snapshot_window(state: WindowState) -> dict[str, Any]:
-    return {"current": state.window.slices(), "units": state.units.slices()}
-
-
-def restore_window(state: WindowState, raw: Any) -> None:
-    state.window.restore(restore_slices(raw["current"]))
-    state.units.restore(raw.get("units", []))
+def advance_window(state: WindowState, now: float) -> None:
+    state.last = now
+    state.window.expire(now)
+    state.units.expire(now)
 
 
 class Absolute:
@@ -72,11 +76,9 @@ class Absolute:
     def summary(config: AlertRule, budget: str) -> str:
         return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
 
-    def new_state(self) -> WindowState:
+    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> WindowState:
+        # After a revision change: windows of the old revision's verdicts, nothing carries.
         return new_window_state(self.rule)
-
-    def succeed(self, state: WindowState, now: float) -> WindowState:
-        return self.new_state()  # windows of the old revision's verdicts: nothing carries
 
     def add(
         self,
@@ -84,18 +86,24 @@ class Absolute:
         histogram: Sequence[float],
         conversation: Arrival | None,
         now: float,
+        firing: bool,
     ) -> bool:
         return add_verdicts(state, histogram, now)
 
     def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
         return add_unit(state, unit, now)
 
+    def advance(self, state: WindowState, now: float, firing: bool) -> None:
+        advance_window(state, now)
+
+    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
+        return None  # a resolve changes nothing the windows hold
+
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         cfg = self.rule.config
-        state: WindowState = entries[""].state
-        state.last = now
+        entry = entries[""]
+        state: WindowState = entry.state
         current = state.window.moments(now)
-        state.units.expire(now)
         design = design_effect(current, state.units.totals)
         level = look_level(self._interval, self.rule.budget_s)
         # A two-sided interval at 1 - 2 x level has `level` in each tail, for as many
@@ -107,10 +115,11 @@ class Absolute:
             1 - 2 * level,
         )
         threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
+        fire = current.samples >= cfg.min_samples and lower > threshold
+        resolve = current.samples == 0 or upper < threshold
         return {
             "": Judgment(
-                fire=current.samples >= cfg.min_samples and lower > threshold,
-                resolve=current.samples == 0 or upper < threshold,
+                decide(entry.firing, fire, resolve),
                 current=current,
                 p_value=level,
                 figures={"lower": lower, "upper": upper, "design": design},
@@ -145,9 +154,3 @@ class Absolute:
         gauges.samples(service, name, "current", current.samples)
         gauges.rate(service, name, current.samples, current.mean)
         gauges.firing(self.rule, service, "", entry.firing)
-
-    def snapshot(self, state: WindowState) -> dict[str, Any]:
-        return snapshot_window(state)
-
-    def restore(self, state: WindowState, raw: Any) -> None:
-        restore_window(state, raw)

@@ -31,14 +31,13 @@ from monitor.alerts.evidence.stats import increase_p_value, look_level
 from monitor.alerts.evidence.units import Arrival, Unit
 from monitor.alerts.evidence.window import Moments, design_effect, saved_number
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.kinds import Entry, Judgment, decide
 from monitor.alerts.kinds.absolute import (
     WindowState,
     add_unit,
     add_verdicts,
+    advance_window,
     new_window_state,
-    restore_window,
-    snapshot_window,
 )
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
@@ -69,6 +68,25 @@ class Seen:
 class CohortState(WindowState):
     seen: Seen | None = None
 
+    def snapshot(self) -> dict[str, Any]:
+        seen = self.seen
+        return {
+            **WindowState.snapshot(self),
+            "seen": None if seen is None else [*_moments(seen.moments), seen.design, seen.at],
+        }
+
+    def restore(self, raw: Any) -> None:
+        WindowState.restore(self, raw)
+        seen = raw["seen"]
+        if seen is None:
+            return
+        if not isinstance(seen, list) or len(seen) != 5:
+            raise TypeError("seen is not [samples, defects, squares, design, time]")
+        samples, defects, squares, design, at = (saved_number(v, nonnegative=True) for v in seen)
+        if not squares <= defects <= samples or design <= 0 or samples != int(samples):
+            raise ValueError("seen: counts out of order")
+        self.seen = Seen(Moments(int(samples), defects, squares), design, at)
+
 
 class Cohorts:
     def __init__(self, rule: Rule, interval_s: float) -> None:
@@ -84,12 +102,10 @@ class Cohorts:
             f"{config.min_increase:g} or more on the rest of its service ({budget})"
         )
 
-    def new_state(self) -> CohortState:
+    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> CohortState:
+        # After a revision change: windows of the old revision's verdicts, nothing carries.
         fresh = new_window_state(self.rule)
         return CohortState(fresh.window, fresh.units)
-
-    def succeed(self, state: WindowState, now: float) -> WindowState:
-        return self.new_state()  # windows of the old revision's verdicts: nothing carries
 
     def add(
         self,
@@ -97,11 +113,22 @@ class Cohorts:
         histogram: Sequence[float],
         conversation: Arrival | None,
         now: float,
+        firing: bool,
     ) -> bool:
         return add_verdicts(state, histogram, now)
 
     def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
         return add_unit(state, unit, now)
+
+    def advance(self, state: CohortState, now: float, firing: bool) -> None:
+        """Also keeps the cohort's window as last seen with `min_samples` verdicts."""
+        advance_window(state, now)
+        current = state.window.moments(now)
+        if current.samples >= self.rule.config.min_samples:
+            state.seen = Seen(current, design_effect(current, state.units.totals), now)
+
+    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
+        return None  # a resolve changes nothing the windows hold
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         """A judgment for every judged cohort of one service."""
@@ -112,14 +139,9 @@ class Cohorts:
         all_units = [0.0, 0.0, 0.0, 0.0, 0.0]
         for cohort, entry in entries.items():
             state: CohortState = entry.state
-            state.last = now
             counts[cohort] = state.window.moments(now)
-            state.units.expire(now)
             total = total.plus(counts[cohort])
             all_units = [a + b for a, b in zip(all_units, state.units.totals, strict=True)]
-            if counts[cohort].samples >= cfg.min_samples:
-                design = design_effect(counts[cohort], state.units.totals)
-                state.seen = Seen(counts[cohort], design, now)
         judged = [cohort for cohort in entries if cohort not in UNJUDGED]
         level = look_level(self._interval, self.rule.budget_s, len(judged))
         out: dict[str, Judgment] = {}
@@ -146,8 +168,11 @@ class Cohorts:
             increase, p = increase_p_value(current, rest, m / 2, designs)
             ready = current.samples >= cfg.min_samples and rest.samples >= cfg.min_samples
             out[cohort] = Judgment(
-                fire=ready and may_fire and p <= level,
-                resolve=current.samples == 0 or increase < m / 2,
+                decide(
+                    entries[cohort].firing,
+                    fire=ready and may_fire and p <= level,
+                    resolve=current.samples == 0 or increase < m / 2,
+                ),
                 current=current,
                 reference=rest,
                 p_value=p if ready else 1.0,
@@ -200,26 +225,6 @@ class Cohorts:
             gauges.cohort(service, name, cohort, current.samples, current.mean)
             if cohort not in UNJUDGED:
                 gauges.firing(self.rule, service, cohort, entry.firing)
-
-    def snapshot(self, state: CohortState) -> dict[str, Any]:
-        seen = state.seen
-        return {
-            **snapshot_window(state),
-            "seen": None if seen is None else [*_moments(seen.moments), seen.design, seen.at],
-        }
-
-    def restore(self, state: CohortState, raw: Any) -> None:
-        """Also takes a file saved before cohorts were kept as seen (no `seen`)."""
-        restore_window(state, raw)
-        seen = raw.get("seen")
-        if seen is None:
-            return
-        if not isinstance(seen, list) or len(seen) != 5:
-            raise TypeError("seen is not [samples, defects, squares, design, time]")
-        samples, defects, squares, design, at = (saved_number(v, nonnegative=True) for v in seen)
-        if not squares <= defects <= samples or design <= 0 or samples != int(samples):
-            raise ValueError("seen: counts out of order")
-        state.seen = Seen(Moments(int(samples), defects, squares), design, at)
 
 
 def _moments(moments: Moments) -> list[float]:

@@ -36,25 +36,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.evidence.history import LONG_LEVEL_FACTOR as LONG_SPAN
 from monitor.alerts.evidence.history import Expectation, History
 from monitor.alerts.evidence.level import Level
-from monitor.alerts.evidence.sequential import Bets, SequentialTest, bets
+from monitor.alerts.evidence.sequential import SequentialTest, bets
 from monitor.alerts.evidence.stats import look_level, rise_p_value
 from monitor.alerts.evidence.units import Arrival, Unit
 from monitor.alerts.evidence.window import (
     NOTHING,
     Moments,
     SlidingWindow,
-    restore_slices,
-    saved_number,
 )
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertBaseline, AlertRule, pinned_period
 from monitor.telemetry import RateLimitedLog
@@ -66,49 +64,6 @@ _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
 BATCH = 8
 # A window test holds back what leaves its window while the window leans up this much.
 WINDOW_HOLD_P = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Changeover:
-    """An evaluator revision replaced the one the history was learned with, at `since`:
-    `before` is the old revision's deseasonalised level over the baseline window before it,
-    `bucket` the history's bucket it fell in, `counts` that bucket's verdicts (clean,
-    held) of the old revision, and `applied` the offset the older buckets were moved by
-    so far."""
-
-    since: float
-    bucket: int
-    before: Level
-    counts: tuple[float, float]
-    applied: float = 0.0
-
-
-@dataclass(slots=True)
-class RegressionState:
-    current: SlidingWindow
-    # The current window's verdicts that came without a conversation.
-    solo: SlidingWindow
-    history: History
-    test: SequentialTest | None
-    # Since the last batch: verdicts without a conversation by level, conversations'
-    # arrivals.
-    pending: list[float]
-    pending_arrivals: list[Arrival] = field(default_factory=list)
-    bets: Bets | None = None
-    # What went into the history as a rise while evidence built: bucket -> (all, solo).
-    held: dict[int, tuple[Moments, Moments]] = field(default_factory=dict)
-    # A pinned reference once learned: (start, end, its level).
-    pinned: tuple[float, float, Level] | None = None
-    # Mirrors the engine's firing state as of the last judgment (the engine honours every
-    # fire and resolve a judgment asks for).
-    firing: bool = False
-    resolved_at: float = 0.0
-    leaning_since: float | None = None
-    last: float | None = None
-    # While the new revision's offset from the old is measured (see `succeed`).
-    changeover: Changeover | None = None
-    # After it: the offset's variance, added to the expectation's error until `until`.
-    translated: tuple[float, float] | None = None
 
 
 class Regression:
@@ -131,35 +86,35 @@ class Regression:
             f"{budget})"
         )
 
-    def new_state(self) -> RegressionState:
+    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> RegressionState:
+        """An empty state; with `previous`, an entry whose evaluator revision was replaced at
+        `now`: new windows and test, and its history (its season and clustering are the
+        traffic's, not the evaluator's), whose level translates into the new revision's once
+        its own verdicts measured the offset (`_changeover_expectation`). Without a level to
+        translate, the history starts anew."""
         rule = self.rule
-        return RegressionState(
+        state = RegressionState(
             SlidingWindow(rule.window_s),
             SlidingWindow(rule.window_s),
             History(self._baseline_s, self._baseline.season, rule.steps, rule.budget_s),
             SequentialTest() if rule.sequential else None,
             [0.0] * (rule.steps + 1),
         )
-
-    def succeed(self, old: RegressionState, now: float) -> RegressionState:
-        """The state after an evaluator revision replaced `old`'s at `now`: new windows and
-        test, and `old`'s history (its season and clustering are the traffic's, not the
-        evaluator's), whose level translates into the new revision's once its own verdicts
-        measured the offset (`_changeover_expectation`). Without a level to translate, the
-        history starts anew."""
-        state = self.new_state()
+        if previous is None:
+            return state
+        old: RegressionState = previous.state
         building = old.test.building_since() if old.test is not None else old.leaning_since
         # What the old revision's current window held goes to its history first.
-        self._advance(old, now + 2 * self.rule.window_s, firing=old.firing, hold_from=building)
+        self._expire(old, now + 2 * rule.window_s, firing=previous.firing, hold_from=building)
         history = old.history
         before = history.period_level(now - self._baseline_s, now + history.width_s)
         if before is None or before.samples < self._baseline.min_samples:
             _log.log(
-                f"{self.rule.config.name} no translation",
+                f"{rule.config.name} no translation",
                 logging.WARNING,
                 "alert %s: the evaluator revision changed with no level of the old one to "
                 "translate: the new revision's baseline is learned anew",
-                self.rule.config.name,
+                rule.config.name,
             )
             return state
         state.history = history
@@ -175,6 +130,7 @@ class Regression:
         histogram: Sequence[float],
         conversation: Arrival | None,
         now: float,
+        firing: bool,
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         state.current.add_counts(now, moments)
@@ -189,42 +145,71 @@ class Regression:
             state.pending_arrivals.append(conversation)
         if sum(state.pending) + len(state.pending_arrivals) < BATCH:
             return False
-        return self._batch(state, now)
+        return self._batch(state, now, firing)
 
     def add_unit(self, state: RegressionState, unit: Unit, now: float) -> bool:
         state.history.add_unit(now, unit)
         return False
 
-    def _batch(self, state: RegressionState, now: float) -> bool:
+    def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
         test = state.test
         assert test is not None
         pending = sum(state.pending) or state.pending_arrivals
-        if pending and state.bets is not None and not state.firing:
+        if pending and state.bets is not None and not firing:
             test.update(state.bets, state.pending, state.pending_arrivals, now)
         state.pending[:] = [0.0] * len(state.pending)
         state.pending_arrivals.clear()
-        return not state.firing and test.crossed(self.rule.budget_s)
+        return not firing and test.crossed(self.rule.budget_s)
 
     # -- judging ----------------------------------------------------------------------
 
+    def advance(self, state: RegressionState, now: float, firing: bool) -> None:
+        """What left the current window goes into the history, the expectation moves to
+        `now` (and an evaluator changeover with it), the window test's lean is followed and
+        the sequential test takes its pending batch and its bets for the next."""
+        rule, test = self.rule, state.test
+        hold_from = test.building_since() if test is not None else state.leaning_since
+        self._expire(state, now, firing=firing, hold_from=hold_from)
+        expected = state.expected = self._expectation(state, now)
+        if test is None:
+            p = self._window_p(state, now)
+            if p >= WINDOW_HOLD_P:
+                state.leaning_since = None
+            elif state.leaning_since is None:
+                state.leaning_since = now - rule.window_s
+            return
+        self._batch(state, now, firing)
+        enough = expected is not None and expected.samples >= self._baseline.min_samples
+        state.bets = (
+            bets(expected, rule.min_increase, rule.steps, rule.budget_s)
+            if expected is not None and enough
+            else None
+        )
+
+    def _window_p(self, state: RegressionState, now: float) -> float:
+        """The window test's p-value of "the current window's mean is at most
+        `min_increase / 2` above the expected" (1.0 without an expectation)."""
+        expected = state.expected
+        if expected is None:
+            return 1.0
+        current = state.current.moments(now)
+        variance = expected.variance * expected.design / max(1, current.samples)
+        return rise_p_value(
+            current.mean - expected.mean, variance + expected.se2, self.rule.min_increase / 2
+        )
+
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         entry = entries[""]
-        return {"": self._judge(entry, entry.state, now)}
-
-    def _judge(self, entry: Entry, state: RegressionState, now: float) -> Judgment:
+        state: RegressionState = entry.state
         rule, cfg = self.rule, self.rule.config
         m = rule.min_increase
         test = state.test
-        state.firing = entry.firing
-        hold_from = test.building_since() if test is not None else state.leaning_since
-        self._advance(state, now, firing=entry.firing, hold_from=hold_from)
-        history = state.history
-        expected = self._expectation(state, now)
+        expected = state.expected
         current = state.current.moments(now)
         reference = NOTHING
-        unseasoned = history.learning()
+        unseasoned = state.history.learning()
         figures: dict[str, float] = {
             "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
@@ -237,24 +222,11 @@ class Regression:
         increase = current.mean - expected.mean if expected is not None else 0.0
         note = ""
         if test is None:
-            p = 1.0
-            if expected is not None:
-                variance = expected.variance * expected.design / max(1, current.samples)
-                p = rise_p_value(current.mean - expected.mean, variance + expected.se2, m / 2)
-            if p >= WINDOW_HOLD_P:
-                state.leaning_since = None
-            elif state.leaning_since is None:
-                state.leaning_since = now - rule.window_s
+            p = self._window_p(state, now)
             fire = ready and p <= look_level(self._interval, rule.budget_s)
             p = p if ready else 1.0
             evidence = current
         else:
-            crossed = self._batch(state, now)
-            state.bets = (
-                bets(expected, m, rule.steps, rule.budget_s)
-                if expected is not None and enough
-                else None
-            )
             p = test.p_value() if ready else 1.0
             strongest = test.strongest()
             evidence = strongest if strongest.samples else current
@@ -263,7 +235,7 @@ class Regression:
             # A page whose own evidence rose less than half of min_increase contradicts
             # itself ("+0.00"): the statistic was built on something else. It waits.
             own = evidence.mean - expected.mean if expected is not None else 0.0
-            fire = ready and crossed and own >= m / 2
+            fire = ready and test.crossed(rule.budget_s) and own >= m / 2
         resolve = current.samples == 0 or (
             increase < m / 2
             # A sequential page may come when the window holds little of the rise: it
@@ -272,31 +244,36 @@ class Regression:
         )
         if entry.firing and not resolve and now - entry.started_at >= self._accept_s:
             resolve = True
-            history.accept(entry.started_at - rule.window_s)
+            figures["accepted"] = 1.0
             note = (
                 f"accepted as the new normal: the rise lasted "
                 f"{shown_duration(self._accept_s)} (baseline.accept_after)"
             )
         if entry.firing and resolve:
-            state.firing = False
-            state.resolved_at = now
-            if test is not None:
-                test.reset()
-            state.held.clear()
             evidence = current
-        elif not entry.firing and fire:
-            state.firing = True
         if expected is not None:
             figures["increase"] = evidence.mean - expected.mean
-        return Judgment(
-            fire=fire,
-            resolve=resolve,
-            current=evidence,
-            reference=reference,
-            p_value=p,
-            note=note,
-            figures=figures,
-        )
+        return {
+            "": Judgment(
+                decide(entry.firing, fire, resolve),
+                current=evidence,
+                reference=reference,
+                p_value=p,
+                note=note,
+                figures=figures,
+            )
+        }
+
+    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
+        """A resolve ends the rise: a rise accepted as the new normal joins the level, the
+        test starts anew, and what was held out stays out (it paged)."""
+        state: RegressionState = entry.state
+        if judgment.figures.get("accepted"):
+            state.history.accept(entry.started_at - self.rule.window_s)
+        state.resolved_at = now
+        if state.test is not None:
+            state.test.reset()
+        state.held.clear()
 
     def _expectation(self, state: RegressionState, now: float) -> Expectation | None:
         """What the current window is compared with (`baseline.reference`), after an
@@ -375,7 +352,7 @@ class Regression:
             state.pinned = (start, end, level)
         return history.pinned(now, state.pinned[2])
 
-    def _advance(
+    def _expire(
         self, state: RegressionState, now: float, *, firing: bool, hold_from: float | None
     ) -> None:
         """Moves what left the current window into the history (see the module docstring)."""
@@ -486,88 +463,6 @@ class Regression:
             gauges.evidence(service, name, state.test.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
 
-    # -- the state file ------------------------------------------------------------------
-
-    def snapshot(self, state: RegressionState) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "current": state.current.slices(),
-            "solo": state.solo.slices(),
-            "history": state.history.snapshot(),
-            "held": [
-                [bucket, *_moments(all_), *_moments(solo)]
-                for bucket, (all_, solo) in state.held.items()
-            ],
-            "firing": state.firing,
-            "pinned": None
-            if state.pinned is None
-            else [state.pinned[0], state.pinned[1], *_level(state.pinned[2])],
-            "resolved_at": state.resolved_at,
-            "leaning_since": state.leaning_since,
-            "last": state.last,
-            "changeover": None
-            if state.changeover is None
-            else [
-                state.changeover.since,
-                state.changeover.bucket,
-                *_level(state.changeover.before),
-                *state.changeover.counts,
-                state.changeover.applied,
-            ],
-            "translated": None if state.translated is None else list(state.translated),
-        }
-        if state.test is not None:
-            out["sequential"] = state.test.snapshot()
-        return out
-
-    def restore(self, state: RegressionState, raw: Any) -> None:
-        state.current.restore(restore_slices(raw["current"]))
-        state.solo.restore(restore_slices(raw["solo"]))
-        state.history.restore(raw["history"])
-        held = {}
-        for entry in raw["held"]:
-            bucket, n, d, q, sn, sd, sq = entry
-            held[int(bucket)] = (
-                Moments(int(n), _nonnegative(d), _nonnegative(q)),
-                Moments(int(sn), _nonnegative(sd), _nonnegative(sq)),
-            )
-        state.held = held
-        pinned = raw.get("pinned")
-        if pinned is not None:
-            start, end, mean, variance, samples, units = (_nonnegative(x) for x in pinned)
-            state.pinned = (start, end, Level(mean, variance, int(samples), units))
-        if not isinstance(raw["firing"], bool):
-            raise TypeError("firing is not true or false")
-        state.firing = raw["firing"]
-        state.resolved_at = _nonnegative(raw["resolved_at"])
-        leaning = raw["leaning_since"]
-        state.leaning_since = None if leaning is None else _nonnegative(leaning)
-        last = raw["last"]
-        state.last = None if last is None else _nonnegative(last)
-        # Absent in a file saved before changeovers were kept: none under way.
-        change = raw.get("changeover")
-        if change is not None:
-            since, bucket, mean, variance, samples, units, clean, held, applied = change
-            if isinstance(bucket, bool) or not isinstance(bucket, int):
-                raise TypeError("changeover: the bucket is not an integer")
-            state.changeover = Changeover(
-                _nonnegative(since),
-                bucket,
-                Level(
-                    _nonnegative(mean),
-                    _nonnegative(variance),
-                    int(_nonnegative(samples)),
-                    _nonnegative(units),
-                ),
-                (_nonnegative(clean), _nonnegative(held)),
-                saved_number(applied),
-            )
-        translated = raw.get("translated")
-        if translated is not None:
-            variance, until = translated
-            state.translated = (_nonnegative(variance), _nonnegative(until))
-        if state.test is not None and raw.get("sequential") is not None:
-            state.test.restore(raw["sequential"])
-
 
 def reference_text(baseline: AlertBaseline) -> str:
     """`the previous 24h and this hour of the week`, `the same hours a week before`, `the
@@ -579,15 +474,3 @@ def reference_text(baseline: AlertBaseline) -> str:
     if baseline.reference == "last_week":
         return "the same hours a week before"
     return f"the pinned period {baseline.reference.pinned}{hour}"
-
-
-def _nonnegative(raw: Any) -> float:
-    return saved_number(raw, nonnegative=True)
-
-
-def _moments(m: Moments) -> list[float]:
-    return [m.samples, m.defects, m.squares]
-
-
-def _level(level: Level) -> list[float]:
-    return [level.mean, level.variance, level.samples, level.error_units]

@@ -53,7 +53,7 @@ from monitor.alerts.evidence.window import (
     restore_slices,
 )
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.kinds import Decision, Entry, Judgment
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule, AlertSlo, parse_duration
 
@@ -79,17 +79,40 @@ class _Row:
 
 @dataclass(slots=True)
 class SloState:
-    """Windows by length in seconds, when each began counting, and the severity of the
-    alert firing as of the last judgment (the engine honours every fire and resolve)."""
+    """Windows by length in seconds, and when each began counting."""
 
     windows: dict[float, SlidingWindow]
     since: dict[float, float] = field(default_factory=dict)
-    severity: str | None = None
     last: float = 0.0
-    # What each window held at the last judgment (for `publish`), when verdicts last came
+    # What each window held at the last advance (for `publish`), when verdicts last came
     # (not saved).
     seen: dict[float, Moments] = field(default_factory=dict)
     added: float | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "windows": {
+                _key(length): {"since": self.since.get(length), "slices": window.slices()}
+                for length, window in self.windows.items()
+            }
+        }
+
+    def restore(self, raw: Any) -> None:
+        windows = raw["windows"]
+        if not isinstance(windows, dict):
+            raise TypeError("windows: an object of windows by length expected")
+        for length, window in self.windows.items():
+            saved = windows.get(_key(length))
+            if saved is None:
+                continue  # a row added since: its window starts counting now
+            since = saved["since"]
+            if since is not None:
+                if isinstance(since, bool) or not isinstance(since, int | float):
+                    raise TypeError("since: not a time")
+                if not math.isfinite(since):
+                    raise ValueError("since: not finite")
+                self.since[length] = float(since)
+            window.restore(restore_slices(saved["slices"]))
 
 
 class Slo:
@@ -125,14 +148,17 @@ class Slo:
 
     # -- verdicts in ------------------------------------------------------------------
 
-    def new_state(self) -> SloState:
+    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> SloState:
+        # After a revision change: windows of the old revision's verdicts, nothing carries.
         return SloState({w: SlidingWindow(w, slices_for(w)) for w in self._lengths})
 
-    def succeed(self, state: SloState, now: float) -> SloState:
-        return self.new_state()  # windows of the old revision's verdicts: nothing carries
-
     def add(
-        self, state: SloState, histogram: Sequence[float], conversation: Arrival | None, now: float
+        self,
+        state: SloState,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+        firing: bool,
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         quiet = state.added is None or now - state.added >= self._lengths[0]
@@ -152,27 +178,38 @@ class Slo:
 
     # -- judging ----------------------------------------------------------------------
 
+    def advance(self, state: SloState, now: float, firing: bool) -> None:
+        state.last = now
+        state.seen = {w: window.moments(now) for w, window in state.windows.items()}
+
+    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
+        return None  # a resolve changes nothing the windows hold
+
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         entry = entries[""]
         state: SloState = entry.state
-        state.last = now
-        seen = state.seen = {w: window.moments(now) for w, window in state.windows.items()}
+        seen = state.seen
         holding = [row for row in self.rows if self._holds(row, state, seen, now)]
         wanted = holding[0].severity if holding else None
         if not entry.firing:
-            state.severity = wanted
             row = holding[0] if holding else self.rows[0]
-            return {"": self._judgment(row, seen, fire=wanted is not None, severity=wanted)}
+            return {
+                "": self._judgment(
+                    row,
+                    seen,
+                    Decision.FIRE if wanted is not None else Decision.HOLD,
+                    severity=wanted,
+                )
+            }
         # Restored firing without a severity it still has: take what holds now.
-        current = state.severity if state.severity in self._severities else wanted
+        current = entry.severity if entry.severity in self._severities else wanted
         if current is None:
             current = self.rows[0].severity
         urgency = self._severities.index
         if wanted is not None and urgency(wanted) < urgency(current):
-            state.severity = None
             note = f"{_holds_text(holding[0])}: it fires at severity {wanted} next"
             row = next(r for r in self.rows if r.severity == current)
-            return {"": self._judgment(row, seen, resolve=True, severity=current, note=note)}
+            return {"": self._judgment(row, seen, Decision.RESOLVE, severity=current, note=note)}
         # A firing row goes on while its long window burns too fast, and for at least its
         # short window (hysteresis: the short window only starts an alert).
         going = [
@@ -182,13 +219,11 @@ class Slo:
             and (self._burns(r, state, seen[r.long_s], now) or now - entry.started_at < r.short_s)
         ]
         if going:
-            state.severity = current
             first = holding[0] if wanted == current else going[0]
-            return {"": self._judgment(first, seen, fire=True, severity=current)}
-        state.severity = None
+            return {"": self._judgment(first, seen, Decision.HOLD, severity=current)}
         note = f"{_holds_text(holding[0])}: it fires at severity {wanted} next" if holding else ""
         row = next(r for r in self.rows if r.severity == current)
-        return {"": self._judgment(row, seen, resolve=True, severity=current, note=note)}
+        return {"": self._judgment(row, seen, Decision.RESOLVE, severity=current, note=note)}
 
     def _holds(self, row: _Row, state: SloState, seen: Mapping[float, Moments], now: float) -> bool:
         """Whether `row` starts an alert: both windows burn too fast, the short one holds
@@ -214,16 +249,14 @@ class Slo:
         self,
         row: _Row,
         seen: Mapping[float, Moments],
+        decision: Decision,
         *,
-        fire: bool = False,
-        resolve: bool = False,
         severity: str | None,
         note: str = "",
     ) -> Judgment:
         long, short, whole = seen[row.long_s], seen[row.short_s], seen[self._window_s]
         return Judgment(
-            fire=fire,
-            resolve=resolve,
+            decision,
             current=long,
             reference=whole,
             note=note,
@@ -295,40 +328,8 @@ class Slo:
                 service, name, shown_duration(length), moments.samples, self._burn(moments)
             )
         for severity in self._severities:
-            firing = entry.firing and state.severity == severity
+            firing = entry.firing and entry.severity == severity
             gauges.firing(self.rule, service, "", firing, severity)
-
-    # -- state across restarts -----------------------------------------------------------
-
-    def snapshot(self, state: SloState) -> dict[str, Any]:
-        return {
-            "windows": {
-                _key(length): {"since": state.since.get(length), "slices": window.slices()}
-                for length, window in state.windows.items()
-            },
-            "severity": state.severity,
-        }
-
-    def restore(self, state: SloState, raw: Any) -> None:
-        windows = raw["windows"]
-        if not isinstance(windows, dict):
-            raise TypeError("windows: an object of windows by length expected")
-        for length, window in state.windows.items():
-            saved = windows.get(_key(length))
-            if saved is None:
-                continue  # a row added since: its window starts counting now
-            since = saved["since"]
-            if since is not None:
-                if isinstance(since, bool) or not isinstance(since, int | float):
-                    raise TypeError("since: not a time")
-                if not math.isfinite(since):
-                    raise ValueError("since: not finite")
-                state.since[length] = float(since)
-            window.restore(restore_slices(saved["slices"]))
-        severity = raw.get("severity")
-        if severity is not None and not isinstance(severity, str):
-            raise TypeError("severity: not text")
-        state.severity = severity if severity in self._severities else None
 
 
 def _key(length: float) -> str:
