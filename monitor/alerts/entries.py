@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.units import Arrival, Unit, Units
-from monitor.alerts.evidence.window import saved_number
+from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
 from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.records.where import DIMENSIONS, MAX_CHARS
@@ -112,13 +111,13 @@ class Entries:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation: str | None,
         now: float,
-        request: int | None = None,
+        request: str | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation` and `request` (their keys: the conversation id's,
-        the request's fingerprint; None: not known)."""
+        (None: not known), `conversation` and `request` (the conversation id, the request's
+        fingerprint; None: not known)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -149,7 +148,13 @@ class Entries:
         levels = [k / steps for k in range(steps + 1)]
         if conversation is not None or request is not None:
             held = conversation_bytes(conversations)
-            arrival, closed = conversations.add(conversation, request, histogram, levels, now)
+            arrival, closed = conversations.add(
+                None if conversation is None else conversation_key(conversation),
+                None if request is None else conversation_key(request),
+                histogram,
+                levels,
+                now,
+            )
             self.conversation_bytes += conversation_bytes(conversations) - held
             if arrival is not None and not arrival.counted:
                 histogram = [0.0] * len(histogram)
