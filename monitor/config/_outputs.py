@@ -235,7 +235,7 @@ class AlertSlo(Section):
 CONVERSATION_MAX_AGE = "6h"
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
-# monitor/alerts/README.md).
+# docs/alerts.md).
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
 REGRESSION_MIN_SAMPLES = 100
