@@ -9,12 +9,12 @@ out while its own revision's still come (late verdicts, a rollout with both revi
 live): only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
-cohort) keeps at most `units.MAX_OPEN` open and `units.MAX_REMEMBERED` closed
+cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED` closed
 conversations, and all of them together at most `budget` bytes (`CONVERSATION_BUDGET`,
 counted at `OPEN_BYTES` and `CLOSED_BYTES` each, upper bounds of what one holds). Past the
 budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
 remembered longest, then, in an entry with none closed, the open one quiet longest, closed
-into its unit early (as `units.MAX_OPEN` does within an entry). An app writing a request id
+into its unit early (as `conversations.MAX_OPEN` does within an entry). An app writing a request id
 as its conversation id (each request its own conversation) fills the budget and no more;
 what the state file holds of them is bounded with it (`monitor.alerts.state`).
 """

@@ -231,7 +231,7 @@ class AlertSlo(Section):
 
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/evidence/units.py): it bounds how long a sequential test waits on one.
+# (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits on one.
 CONVERSATION_MAX_AGE = "6h"
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
