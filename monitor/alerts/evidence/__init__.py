@@ -1,6 +1,6 @@
 """The evidence the alert rules judge with, behind this one interface: the rule kinds (and
 the entries that feed them) import these names from `monitor.alerts.evidence`, never its
-modules. Nothing here knows of the engine, the rule kinds or their config: it takes
+modules. Nothing here knows of the engine or the rule kinds: it takes
 verdict counts and times and gives back sums, expectations and tests.
 
 - what is counted: `Moments` (sums of defect values), `Unit` (one conversation's verdicts,
