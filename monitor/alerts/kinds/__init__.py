@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import NOTHING, Moments
+from monitor.alerts.evidence import NOTHING, Arrival, Moments, Unit
 
 if TYPE_CHECKING:
     from monitor.alerts.gauges import AlertGauges

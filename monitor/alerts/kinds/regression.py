@@ -39,16 +39,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.evidence.history import LONG_LEVEL_FACTOR as LONG_SPAN
-from monitor.alerts.evidence.history import Expectation, History
-from monitor.alerts.evidence.level import Level
-from monitor.alerts.evidence.sequential import SequentialTest, bets
-from monitor.alerts.evidence.stats import look_level, rise_p_value
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import (
+from monitor.alerts.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
+from monitor.alerts.evidence import (
     NOTHING,
+    Arrival,
+    Expectation,
+    History,
+    Level,
     Moments,
+    SequentialTest,
     SlidingWindow,
+    Unit,
+    bets,
+    look_level,
+    rise_p_value,
 )
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, decide

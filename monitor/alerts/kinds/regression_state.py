@@ -6,11 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.alerts.evidence.history import Expectation, History
-from monitor.alerts.evidence.level import Level
-from monitor.alerts.evidence.sequential import Bets, SequentialTest
-from monitor.alerts.evidence.units import Arrival
-from monitor.alerts.evidence.window import Moments, SlidingWindow, restore_slices, saved_number
+from monitor.alerts.evidence import (
+    Arrival,
+    Bets,
+    Expectation,
+    History,
+    Level,
+    Moments,
+    SequentialTest,
+    SlidingWindow,
+    restore_slices,
+    saved_number,
+)
 
 
 @dataclass(frozen=True, slots=True)
