@@ -46,7 +46,7 @@ page lists up to `SHOWN_TRACES` of the current verdicts, of the first named slic
 is one, with a link each through `alerts.trace_url`.
 
 **The `Where` alert** (`_where_alert`): when a firing page first names a slice, a
-companion alert carries it to the pager, since Alertmanager does not notify for changed
+`Where` alert carries it to the pager, since Alertmanager does not notify for changed
 annotations; the engine asks `names_first` at every evaluation of a firing page that has
 named none, so the slice goes out when first named, not at the next re-send. Its identity
 (the slice and when it was first named) is the engine's entry's (`Entry.where`), handed to
@@ -69,7 +69,6 @@ from monitor.alerts.attribution._attribution import (
     CAPS,
     RETRIEVAL,
     Attribution,
-    Key,
     retrieval_verdict,
 )
 from monitor.alerts.attribution._explanation import Cause, Explanation, Slice, Split
@@ -80,7 +79,6 @@ __all__ = [
     "Attribution",
     "Cause",
     "Explanation",
-    "Key",
     "Slice",
     "Split",
     "retrieval_verdict",

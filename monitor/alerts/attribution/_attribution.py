@@ -25,15 +25,13 @@ from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import utc
 from monitor.alerts.evidence import look_level, one_sided_z
-from monitor.alerts.kinds import Judgment, Named
+from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule
 from monitor.component import Alert
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import LabelCap
 from monitor.telemetry import OVERFLOW, Telemetry
-
-Key = tuple[int, str, str]  # (rule index, service, cohort), as the engine keys entries
 
 SHOWN_TRACES = 5
 # The reference of a rule without a baseline (absolute rules).

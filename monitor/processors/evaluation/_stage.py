@@ -197,8 +197,8 @@ class EvaluationStage:
             unevaluated = [work.item for work in in_work if work.writing is None]
             left = [*self._queue.clear(), *unevaluated]
             self._abandoned += len(left)
-            for job in unevaluated:
-                self._queue.done(job)
+            for item in unevaluated:
+                self._queue.done(item)
             log.warning(
                 "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
                 deadline_s,
@@ -243,43 +243,43 @@ class EvaluationStage:
         while True:
             # Take what is waiting (up to a bound): the CPU scorers of the whole batch
             # then share one worker-thread hop.
-            jobs = await self._take()
+            items = await self._take()
             try:
-                await self._process(jobs)
+                await self._process(items)
             except Exception:
                 # A bug in an evaluator wrapper must not kill the worker, nor cost the
                 # batch-mates of the item that meets it: each item still unhandled gets a
                 # second try on its own, and only one failing again is given up.
                 log.warning(
                     "a batch of %d items failed in the evaluation stage; trying each alone",
-                    len(jobs),
+                    len(items),
                     exc_info=True,
                 )
-                for job in jobs:
-                    work = self._queue.in_work.get(id(job))
+                for item in items:
+                    work = self._queue.in_work.get(id(item))
                     if work is not None and work.writing is None:
-                        await self._process_alone(job)
+                        await self._process_alone(item)
 
-    async def _process_alone(self, job: Item) -> None:
+    async def _process_alone(self, item: Item) -> None:
         try:
-            await self._process([job])
+            await self._process([item])
         except Exception as exc:
-            log.exception("%s failed in the evaluation stage twice; giving it up", _describe(job))
+            log.exception("%s failed in the evaluation stage twice; giving it up", _describe(item))
             self._t.dropped.labels("evaluate", "internal_error").inc()
-            _failed(job, f"evaluation stage: {type(exc).__name__}: {exc}")
-            self._finish(job, ok=False)
+            _failed(item, f"evaluation stage: {type(exc).__name__}: {exc}")
+            self._finish(item, ok=False)
 
-    def _finish(self, job: Item, ok: bool = True) -> None:
-        """`job` is finished: call its `on_done` unless shutdown already abandoned it."""
-        if self._queue.done(job) is None:
+    def _finish(self, item: Item, ok: bool = True) -> None:
+        """`item` is finished: call its `on_done` unless shutdown already abandoned it."""
+        if self._queue.done(item) is None:
             return
         self._completed += 1
-        if job.on_done is not None:
-            job.on_done(ok)
+        if item.on_done is not None:
+            item.on_done(ok)
         if not self._queue and not self._queue.in_work:
             self._idle.set()
 
-    def _written(self, job: Item, writes: asyncio.Future[list[bool]]) -> None:
+    def _written(self, item: Item, writes: asyncio.Future[list[bool]]) -> None:
         self._unwritten -= 1
         self._write_room.set()
         ok = _written_ok(writes)
@@ -287,12 +287,12 @@ class EvaluationStage:
             # A sink stopped with these results unwritten (the shutdown deadline passed).
             self._abandoned += 1
             self._t.dropped.labels("evaluate", "shutdown_deadline").inc()
-        self._finish(job, ok)
+        self._finish(item, ok)
 
-    async def _process(self, jobs: list[Item]) -> None:
+    async def _process(self, items: list[Item]) -> None:
         """One task for the batch (extraction and CPU scoring), then each record's other
         evaluators, then the sinks; each item is finished once its results are written."""
-        flights = await self._flights(jobs)
+        flights = await self._flights(items)
         batch = [flight for _, records in flights for flight in records]
         await self._evaluators.evaluate(batch)
         if self._batch_sinks:
@@ -300,12 +300,12 @@ class EvaluationStage:
             if done:
                 for batch_sink in self._batch_sinks:
                     self._emit_many(batch_sink, done)
-        for job, records in flights:
+        for item, records in flights:
             writes: list[asyncio.Future[bool]] = []
             for flight in records:
                 if flight.results:
                     for sink in self._sinks:
-                        written = self._emit(sink, job, flight.record, flight.results)
+                        written = self._emit(sink, item, flight.record, flight.results)
                         if written is not None:
                             writes.append(written)
             if writes:
@@ -313,20 +313,20 @@ class EvaluationStage:
                 # too many items already wait for their writes (see `_take`).
                 self._unwritten += 1
                 gathered = asyncio.gather(*writes)
-                work = self._queue.in_work.get(id(job))
+                work = self._queue.in_work.get(id(item))
                 if work is not None:  # not abandoned by the shutdown deadline meanwhile
                     work.writing = gathered
-                gathered.add_done_callback(partial(self._written, job))
+                gathered.add_done_callback(partial(self._written, item))
             else:
-                self._finish(job)
+                self._finish(item)
 
-    async def _flights(self, jobs: list[Item]) -> list[tuple[Item, list[InFlight]]]:
+    async def _flights(self, items: list[Item]) -> list[tuple[Item, list[InFlight]]]:
         """The batch's task run, and each item's records with what their CPU scorers gave;
         each trace's `on_extracted` told what became of it."""
         first_cpu = self._evaluators.first_cpu
         sent: list[Job] = []
         refused: list[frozenset[str]] = []
-        for item in jobs:
+        for item in items:
             refused.append(self._evaluators.admit_cpu(item.sampled))
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
             if isinstance(item, SampledTrace):
@@ -335,7 +335,7 @@ class EvaluationStage:
                 sent.append(Job(scorers, record=item.record))
         outcomes = iter(await self._runner.run(sent))
         out: list[tuple[Item, list[InFlight]]] = []
-        for item, held in zip(jobs, refused, strict=True):
+        for item, held in zip(items, refused, strict=True):
             if isinstance(item, SampledRecord):
                 runs = any(n in item.sampled and n not in held for n in first_cpu)
                 scored = (next(outcomes).scored or [{}])[0] if runs else {}
@@ -353,11 +353,11 @@ class EvaluationStage:
         return out
 
     def _extracted(
-        self, job: SampledTrace, extraction: TraceRecords | Unreadable
+        self, item: SampledTrace, extraction: TraceRecords | Unreadable
     ) -> list[RagRecord]:
         """The trace's records, with its metadata merged in; its `on_extracted` told."""
-        if isinstance(extraction, TraceRecords) and job.metadata:
-            metadata = job.metadata
+        if isinstance(extraction, TraceRecords) and item.metadata:
+            metadata = item.metadata
             extraction = dataclasses.replace(
                 extraction,
                 records=[
@@ -365,14 +365,14 @@ class EvaluationStage:
                     for record in extraction.records
                 ],
             )
-        work = self._queue.in_work.get(id(job))
+        work = self._queue.in_work.get(id(item))
         if work is None or not work.told:  # a batch tried again tells it once
             if work is not None:
                 work.told = True
             try:
-                job.on_extracted(extraction)
+                item.on_extracted(extraction)
             except Exception:
-                log.exception("telling the trace stage what %s gave", _describe(job))
+                log.exception("telling the trace stage what %s gave", _describe(item))
         return extraction.records if isinstance(extraction, TraceRecords) else []
 
     def _flight(
@@ -386,7 +386,7 @@ class EvaluationStage:
         return InFlight(record, sampled, service, record.missing(), scored, {}, refused)
 
     def _emit(
-        self, sink: ResultSink, job: Item, record: RagRecord, results: dict[str, EvalResult]
+        self, sink: ResultSink, item: Item, record: RagRecord, results: dict[str, EvalResult]
     ) -> asyncio.Future[bool] | None:
         """`sink.emit`, tried twice; a record it fails on both times counts as not
         finished (its results are not persisted there), and the sink goes on."""
@@ -396,7 +396,7 @@ class EvaluationStage:
             except Exception as exc:
                 if attempt == 2:
                     self._sink_failed(sink, [record])
-                    _failed(job, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
+                    _failed(item, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         future.set_result(False)
         return future
@@ -430,13 +430,13 @@ class EvaluationStage:
         )
 
 
-def _failed(job: Item, detail: str) -> None:
+def _failed(item: Item, detail: str) -> None:
     """Tell a record's receiver it failed (before its `on_done(False)`)."""
-    if isinstance(job, SampledRecord) and job.on_failed is not None:
+    if isinstance(item, SampledRecord) and item.on_failed is not None:
         try:
-            job.on_failed(detail[:2000])
+            item.on_failed(detail[:2000])
         except Exception:
-            log.exception("telling the receiver that record %s failed", job.record.request_id)
+            log.exception("telling the receiver that record %s failed", item.record.request_id)
 
 
 def _left(deadline_s: float, started: float) -> float:
@@ -447,8 +447,8 @@ def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:
     return not writes.cancelled() and writes.exception() is None and all(writes.result())
 
 
-def _describe(job: Item) -> str:
-    if isinstance(job, SampledRecord):
-        return f"record {job.record.request_id} (service {job.record.service})"
-    first = job.spans[0] if job.spans else None
+def _describe(item: Item) -> str:
+    if isinstance(item, SampledRecord):
+        return f"record {item.record.request_id} (service {item.record.service})"
+    first = item.spans[0] if item.spans else None
     return f"trace {first.trace_id if first else ''} (service {first.service if first else ''})"
