@@ -6,26 +6,17 @@ at or above the grading evaluator's `severity_threshold`). Judge errors are not 
 evaluator that could not decide says nothing about the service.
 
 `emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
-cohort): at once to the rule's windows and tests, a conversation's with what its earlier
-verdicts were (`monitor.alerts.evidence.units`), and each conversation once more when it goes quiet,
-as one unit to the history (how verdicts cluster).
-A service folded into `other` by the label cap is never a service under test. With
-`alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
-(`monitor.alerts.fleet`), so every replica judges the same stream.
-
-An entry belongs to one **evaluator revision** (the monitor's version and detector, a
-judge's model, prompt and parameters: `EvalResult.revision`): a verdict of another
-revision starts the entry anew, with a log line and `alert_baselines_started_total`, and a
-firing alert is resolved saying why; late verdicts of the revision just replaced (within
-one window of the change) are left out. An evaluator change is not a regression.
+cohort) (`monitor.alerts.entries`: windows, tests and conversations). A service folded into
+`other` by the label cap is never a service under test. With `alerts.fleet` the rules read
+the whole fleet's counters from Prometheus instead (`monitor.alerts.fleet`), so every
+replica judges the same stream. An entry belongs to one **evaluator revision**
+(`EvalResult.revision`): a verdict of another starts the entry anew, with a log line and
+`alert_baselines_started_total`, and a firing alert resolves saying why; an evaluator
+change is not a regression.
 
 Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget) each
-(rule, service) is judged by its rule's kind (`monitor.alerts.kinds`: absolute, regression,
-cohorts), which returns a `Judgment` per cohort; `_step` turns judgments into `Alert`s: a
-page when an entry starts firing, a resolve, a re-send every `resend_interval_s` while it
-fires, and the page's `Where` alert when it first names a slice (`monitor.alerts.attribution`).
-With `alerts.fleet` replicas never send a resolve: an alert ends when no replica re-sends
-it (its `endsAt`). Alerts go to the `Notifier`s (`monitor.exporters.alertmanager`).
+(rule, service) is judged by its rule's kind (`monitor.alerts.kinds`) and its entries' firing
+state moves in one place (`monitor.alerts.firing`); alerts go out through the `Outbox`.
 
 A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
 (`monitor.boosts`), with the rule's own thresholds met. With `alerts.state_file` the
@@ -35,23 +26,29 @@ entries survive a restart (`snapshot`, `restore`, `state.py`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import math
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from monitor.alerts import describe
-from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
-from monitor.alerts.boosting import RaisedBoosts
-from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, add_part
+from monitor.alerts.attribution import Attribution, retrieval_verdict
+from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
+from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Decision, Entry, Judgment, Key, RuleKind
+from monitor.alerts.kinds import Key, RuleKind
 from monitor.alerts.kinds.pick import kind_for
-from monitor.alerts.rule import Origin, Rule, severity_thresholds
-from monitor.alerts.state import StateFile
+from monitor.alerts.outbox import Outbox
+from monitor.alerts.rule import (
+    Origin,
+    Rule,
+    judging_window_s,
+    longest_memory_s,
+    longest_window_s,
+    severity_thresholds,
+)
+from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
@@ -67,7 +64,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CONVERSATION_IDLE = "10m"
-EVICTIONS_LOGGED_EVERY_S = 60.0
 
 
 class AlertEngine:
@@ -127,43 +123,49 @@ class AlertEngine:
         self._subjects = Subjects(
             self._rules,
             telemetry,
-            self._longest_window(),
+            longest_window_s(self._rules),
             clock,
-            forget_service=self._forget_service,
-            forget_cohort=self._forget_cohort,
+            forget_service=lambda service: self._firing.forget_service(service),
+            forget_cohort=lambda by, cohort: self._firing.forget_cohort(by, cohort),
         )
-        self._notifiers = list(notifiers)
         self._interval = evaluation_interval_s
-        self._resend = resend_interval_s
-        self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
+        self._outbox = Outbox(
+            self._rules,
+            self._kinds,
+            self.attribution,
+            notifiers,
+            resend_s=resend_interval_s,
+            interval_s=evaluation_interval_s,
+            generator_url=generator_url or f"http://{socket.gethostname()}:9464/metrics",
+        )
         self._clock = clock
-        self._boosted = RaisedBoosts(self._rules, boosts, self._gauges)
         self._fleet = fleet
         self._fleet_rules = {
             i
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
-        self._evicted = telemetry.counter(
-            "alert_conversations_evicted",
-            "Conversations the alert rules forgot early, oldest first, to keep their memory "
-            "within its budget, by state (open: closed into its unit early; closed: no "
-            "longer remembered).",
-            ("state",),
-        )
-        self._evictions_logged = -math.inf
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
             self._kinds,
             self._idle_s,
             conversation_budget,
-            self._count_evictions,
+            lambda opened, closed: self._gauges.evicted(
+                opened, closed, self._entries.conversation_bytes, self._clock()
+            ),
         )
-        # Resolves decided between evaluations (an evaluator revision replaced a firing
-        # entry's), returned by the next `evaluate`.
-        self._resolved: list[Alert] = []
-        self._where_alerts: list[Alert] = []
+        self._firing = Firing(
+            self._rules,
+            self._kinds,
+            self._entries,
+            self._outbox,
+            gauges=self._gauges,
+            attribution=self.attribution,
+            boosted=RaisedBoosts(self._rules, boosts, self._gauges),
+            resend_s=resend_interval_s,
+            fleet_rules=self._fleet_rules,
+        )
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -217,12 +219,11 @@ class AlertEngine:
         if self._state_file is not None:
             # Reading and parsing, off the event loop; restoring, on it.
             saved = await asyncio.to_thread(
-                self._state_file.load, self._clock(), self._longest_memory()
+                self._state_file.load, self._clock(), longest_memory_s(self._rules)
             )
             self.restore(saved, release=True)
             del saved
-        for notifier in self._notifiers:
-            await notifier.start()
+        await self._outbox.start()
         if self._task is None and self._rules:
             self._wake = asyncio.Event()
             self._task = asyncio.create_task(self._loop(), name="alert-engine")
@@ -296,7 +297,7 @@ class AlertEngine:
             key, histogram, revision, origin.conversation, now, origin.fingerprint
         )
         if added.replaced is not None:
-            self._new_revision(key, added.replaced, added.revision, now)
+            self._firing.new_revision(key, added.replaced, added.revision, now)
         if added.due:
             self._wake_up()
         return key
@@ -306,50 +307,6 @@ class AlertEngine:
             if rule.config.name == name:
                 return i
         return None
-
-    def _new_revision(self, key: Key, old: Entry, revision: str | None, now: float) -> None:
-        """`key`'s evaluator changed from `old`'s revision to `revision`: logged, counted,
-        and a page `old` held resolved, saying why (sent with the next evaluation)."""
-        i, service, cohort = key
-        rule = self._rules[i]
-        name = rule.config.name
-        log.warning(
-            "alert %s for %s: %s is now revision %s (was %s): a new baseline starts, and "
-            "the rule judges again once it holds one",
-            name,
-            f"{service}/{cohort}" if cohort else service,
-            rule.config.evaluator or rule.config.category,
-            revision,
-            old.revision,
-        )
-        self._gauges.baselines_started.labels(name, "revision").inc()
-        if old.firing:
-            note = (
-                f"the evaluator changed (revision {old.revision} -> {revision}): "
-                "a new baseline starts"
-            )
-            last = old.judgment or Judgment(Decision.RESOLVE)
-            judgment = dataclasses.replace(last, decision=Decision.RESOLVE, note=note)
-            self._resolved.append(
-                self._alert(rule, service, cohort, old, judgment, now, "resolved")
-            )
-        self.attribution.forget(lambda k: k != key)
-
-    def _count_evictions(self, opened: int, closed: int) -> None:
-        self._evicted.labels("open").inc(opened)
-        self._evicted.labels("closed").inc(closed)
-        now = self._clock()
-        if now - self._evictions_logged >= EVICTIONS_LOGGED_EVERY_S:
-            self._evictions_logged = now
-            log.warning(
-                "alert rules' conversations reached their memory budget (%d bytes): the "
-                "oldest forgotten, %d open (closed into their units early) and %d closed; "
-                "an app that writes each request its own conversation id fills it (this is "
-                "logged at most once a minute, alert_conversations_evicted_total counts all)",
-                self._entries.conversation_bytes,
-                opened,
-                closed,
-            )
 
     def _wake_up(self) -> None:
         self._due = True
@@ -368,144 +325,25 @@ class AlertEngine:
                 await asyncio.gather(task, return_exceptions=True)
         self._task = self._fleet_task = None
         await self._save()
-        for notifier in self._notifiers:
-            try:
-                await notifier.shutdown(max(0.0, deadline_s - (time.monotonic() - started)))
-            except Exception:
-                log.exception("alert notifier %s failed to shut down", type(notifier).__name__)
+        await self._outbox.shutdown(deadline_s, started)
 
     # -- judging ----------------------------------------------------------------------
 
     def evaluate(self) -> list[Alert]:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         self._due = False
-        now = self._clock()
-        out, self._resolved = self._resolved, []
-        for (i, service), entries in self._entries.groups().items():
-            rule, kind = self._rules[i], self._kinds[i]
-            try:
-                for cohort in entries:
-                    self._entries.advance((i, service, cohort), now)
-                judgments = kind.judge(entries, now)
-                for cohort, judgment in judgments.items():
-                    alert = self._step((i, service, cohort), entries[cohort], judgment, now)
-                    if alert is not None:
-                        out.append(alert)
-                kind.publish(self._gauges, service, entries)
-                fallback = any(self._entries.fallback((i, service, c)) for c in entries)
-                self._gauges.fallback(service, rule.config.name, fallback)
-                self._boosted.follow(i, service, entries, judgments)
-            except (ArithmeticError, ValueError, TypeError, KeyError) as exc:
-                # One entry (a value restored from a hand-edited state file, say) that cannot
-                # be judged is dropped alone; the other alerts of this evaluation go on.
-                log.error(
-                    "alert %s for service %s cannot be evaluated (%r): its state is dropped",
-                    rule.config.name,
-                    service,
-                    exc,
-                )
-                self._gauges.entries_dropped.labels("evaluation").inc()
-                self._drop([(i, service, cohort) for cohort in entries])
-                self._boosted.lower(i, service, "its state was dropped")
-        # The pages' `Where` alerts (`monitor.alerts.attribution`), after them.
-        out, self._where_alerts = out + self._where_alerts, []
-        return out
-
-    def _step(self, key: Key, entry: Entry, judgment: Judgment, now: float) -> Alert | None:
-        """The firing state machine, the one place that moves an entry's firing state: a
-        page when a judgment fires it, a resolve (and the kind's `settle`) when one resolves
-        it, a re-send while it fires (every `resend_interval_s`); each first page and
-        resolve is logged with the alert's description. Returns what is sent."""
-        i, service, cohort = key
-        rule = self._rules[i]
-        name = rule.config.name
-        subject = f"{rule.cohort_by} {cohort} of {service}" if cohort else service
-        entry.judgment = judgment
-        if judgment.decision is Decision.FIRE and not entry.firing:
-            entry.firing, entry.started_at, entry.last_sent = True, now, now
-            entry.severity = judgment.severity
-            alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
-            log.warning("alert %s firing for %s: %s", name, subject, describe.log_text(alert))
-            return alert
-        if not entry.firing:
-            return None
-        if judgment.decision is Decision.RESOLVE:
-            entry.firing, entry.severity = False, None
-            self._entries.settle(key, judgment, now)
-            alert = self._alert(rule, service, cohort, entry, judgment, now, "resolved")
-            if i in self._fleet_rules:
-                log.info(
-                    "alert %s resolved for %s: %s (not sent: with alerts.fleet an alert "
-                    "ends when no replica re-sends it)",
-                    name,
-                    subject,
-                    describe.log_text(alert),
-                )
-                return None
-            log.info("alert %s resolved for %s: %s", name, subject, describe.log_text(alert))
-            return alert
-        # A slice first named between re-sends goes out at once (its `Where` alert). A
-        # clock that stepped back before the last send re-sends now, never waits for it.
-        due = now - entry.last_sent >= self._resend or now < entry.last_sent
-        if due or self.attribution.names_first(key, judgment, now, entry.where):
-            entry.last_sent = now
-            alert = self._alert(rule, service, cohort, entry, judgment, now, "firing")
-            if not due:
-                log.warning(
-                    "alert %s for %s says where: %s", name, subject, describe.log_text(alert)
-                )
-            return alert
-        return None
-
-    # -- bounded services and cohorts --------------------------------------------------
-
-    def _forget_service(self, service: str) -> None:
-        """`service` lost its slot: its entries were idle, so nothing is judged on it."""
-        self._drop([key for key in self._entries if key[1] == service])
-        self._boosted.lower_service(service, "the service left")
-        self._gauges.forget_service(service)
-
-    def _forget_cohort(self, by: str, cohort: str) -> None:
-        """`cohort` lost its slot among the cohorts `by` one thing: its entries were idle.
-        A service none of whose cohorts is left has nothing to boost on."""
-        rules = {i for i, rule in enumerate(self._rules) if rule.cohort_by == by}
-        gone = [key for key in self._entries if key[0] in rules and key[2] == cohort]
-        self._drop(gone)
-        left = {(i, service) for i, service, _ in self._entries}
-        for i, service, _ in gone:
-            if (i, service) not in left:
-                self._boosted.lower(i, service, "its cohorts left")
-        self._gauges.forget_cohort({self._rules[i].config.name for i in rules}, cohort)
-
-    def _drop(self, gone: Sequence[Key]) -> None:
-        self._entries.drop(gone)
-        self.attribution.forget(lambda key: key not in gone)
+        return self._firing.evaluate(self._clock())
 
     @property
     def judging_window_s(self) -> float:
         """How long after the last verdict a judgment can still change without a firing
-        alert (what resolves one may take up to `longest_window_s`): the rules' current
-        windows (an SLO rule's longest burn-rate window) and the conversations' idle time."""
-        windows = [
-            max(parse_duration(row.long) for row in r.config.slo.burn_rates)
-            if r.config.slo is not None
-            else r.window_s
-            for r in self._rules
-        ]
-        return max([self._idle_s, *windows])
+        alert (`rule.judging_window_s`)."""
+        return judging_window_s(self._rules, self._idle_s)
 
     @property
     def longest_window_s(self) -> float:
-        """The longest any rule counts a verdict in its windows (a regression rule's
-        current and baseline windows)."""
-        return self._longest_window()
-
-    def _longest_window(self) -> float:
-        return max((r.window_s + (r.baseline_s or 0.0) for r in self._rules), default=0.0)
-
-    def _longest_memory(self) -> float:
-        """How long saved state stays of use: a regression rule's history spans weeks."""
-        return max((r.memory_s for r in self._rules), default=0.0)
+        """The longest any rule counts a verdict in its windows (`rule.longest_window_s`)."""
+        return longest_window_s(self._rules)
 
     # -- state across restarts ---------------------------------------------------------
 
@@ -533,48 +371,6 @@ class AlertEngine:
         written `service/cohort`."""
         return self._entries.firing()
 
-    def _alert(
-        self,
-        rule: Rule,
-        service: str,
-        cohort: str,
-        entry: Entry,
-        judgment: Judgment,
-        now: float,
-        status: Literal["firing", "resolved"],
-    ) -> Alert:
-        # A firing alert that stops being re-sent expires on its own (as Prometheus does).
-        ends = now + 4 * max(self._resend, self._interval) if status == "firing" else now
-        i = self._rules.index(rule)
-        annotations = self._kinds[i].describe(service, cohort, judgment)
-        if entry.revision is not None:
-            annotations["evaluator_revision"] = entry.revision
-        explanation: Explanation | None = None
-        if status == "firing":
-            explanation = self.attribution.explain((i, service, cohort), judgment, now)
-            annotations.update(explanation.annotations())
-        alert = describe.alert(
-            rule,
-            service,
-            cohort,
-            annotations,
-            entry.started_at,
-            status,
-            describe.utc(ends),
-            self._generator_url,
-            judgment.severity,
-        )
-        key = (i, service, cohort)
-        where_alerts, entry.where = self.attribution.sent(key, alert, explanation, entry.where)
-        self._where_alerts.extend(where_alerts)
-        return alert
-
-    def _dispatch(self, alerts: list[Alert]) -> None:
-        if not alerts:
-            return
-        for notifier in self._notifiers:
-            notifier.notify(alerts)
-
     async def _loop(self) -> None:
         assert self._wake is not None
         while True:
@@ -585,7 +381,7 @@ class AlertEngine:
                 pass
             self._wake.clear()
             try:
-                self._dispatch(self.evaluate())
+                self._outbox.send(self.evaluate())
             except Exception:
                 log.exception("alert evaluation failed")
                 self._t.dropped.labels("alerts", "internal_error").inc()

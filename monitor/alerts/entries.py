@@ -29,17 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
-from monitor.alerts.kinds import Entry, Judgment, Key, Named, RuleKind
+from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind
 from monitor.alerts.rule import Rule, fingerprint
-from monitor.records.where import DIMENSIONS, MAX_CHARS
+from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 
 log = logging.getLogger(__name__)
 
-# The last second a `Where` alert's `startsAt` can say (9999-12-31T23:59:59Z).
-LAST_SECOND = 253_402_300_799.0
-
-# One saved entry: (rule, the rule's fingerprint, service, cohort, the entry).
-Part = tuple[str, str, str, str, dict[str, Any]]
 
 # What one conversation holds in memory, at most (`tests/alerts/test_alerts_memory.py`
 # measures it): open, with its sums and times; closed, remembered for its return.
@@ -333,7 +328,7 @@ class Entries:
                     dropped += 1
                     continue
                 for cohort, (entry, conversations) in restored.items():
-                    if _clamp_future(entry, now):
+                    if clamp_future(entry, now):
                         log.warning(
                             "alert state of rule %s, service %s: a time later than now "
                             "(started_at, last_sent or where) clamped to now",
@@ -368,46 +363,10 @@ class Entries:
             firing,
             saved_number(saved["started_at"]),
             saved_number(saved["last_sent"]),
-            where=_restored_where(saved["where"], firing),
+            where=restored_where(saved["where"], firing),
             severity=severity,
         )
         return entry, conversations
-
-
-def add_part(snapshot: dict[str, Any], part: Part) -> None:
-    """Adds one of `Entries.snapshot_parts` to a snapshot being built."""
-    name, rule_fingerprint, service, cohort, entry = part
-    saved = snapshot.setdefault(name, {"fingerprint": rule_fingerprint, "services": {}})
-    saved["services"].setdefault(service, {})[cohort] = entry
-
-
-def _clamp_future(entry: Entry, now: float) -> bool:
-    """Clamps `entry`'s firing times to `now`; True when one was later."""
-    later = max(entry.started_at, entry.last_sent) > now
-    entry.started_at, entry.last_sent = min(entry.started_at, now), min(entry.last_sent, now)
-    if entry.where is not None and entry.where.at > now:
-        entry.where, later = entry.where._replace(at=now), True
-    return later
-
-
-def _restored_where(raw: Any, firing: bool) -> Named | None:
-    """A saved entry's `where`, `[dimension, value, named at]` or null, checked; raises
-    TypeError or ValueError."""
-    if raw is None:
-        return None
-    if not isinstance(raw, list) or len(raw) != 3:
-        raise TypeError("where is not [dimension, value, time]")
-    dimension, value, at = raw
-    if not isinstance(dimension, str) or dimension not in DIMENSIONS:
-        raise ValueError(f"where names no dimension ({dimension!r})")
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_CHARS:
-        raise ValueError(f"where names no value ({value!r})")
-    at = saved_number(at, nonnegative=True)
-    if at > LAST_SECOND:
-        raise ValueError(f"where was named at {at!r}, past year 9999")
-    if not firing:
-        raise ValueError("where is kept only while the page fires")
-    return Named(dimension, value, at)
 
 
 def _held(units: Units) -> bool:

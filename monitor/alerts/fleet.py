@@ -55,17 +55,14 @@ service out of its load balancer).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
+from monitor.alerts.fleet_answer import Answer, ReadFailed, Series, advance, parse_answer
 from monitor.config import AlertFleet, AlertRule
 from monitor.results import SEVERITIES, Severity
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -96,36 +93,9 @@ IGNORED = ("malformed", "bad_value", "fell")
 FORGET_AFTER_S = 3600.0
 # Same-host redirects followed before a read is given up.
 _MAX_REDIRECTS = 3
-# A sample past this is no count a counter reaches (floats are exact up to it).
-_LARGEST_COUNT = float(2**53)
 _CHUNK = 64 * 1024
 
 Labels = tuple[tuple[str, str], ...]
-
-
-class _ReadFailed(Exception):
-    """A read that gave nothing: `outcome` (one of `OUTCOMES`) and a short description
-    written here, never the answer's text."""
-
-    def __init__(self, outcome: str, detail: str) -> None:
-        super().__init__(detail)
-        self.outcome = outcome
-        self.detail = detail
-
-
-@dataclass(slots=True)
-class _Series:
-    mark: float  # the value counted up to
-    seen: float  # when an answer last held it
-    lower: float | None = None  # a value below the mark, held until the next read
-
-
-@dataclass(slots=True)
-class _Answer:
-    """A parsed answer: its series, and how many were skipped for each reason."""
-
-    series: list[tuple[dict[str, str], float]] = field(default_factory=list)
-    skipped: dict[str, int] = field(default_factory=dict)
 
 
 class FleetReader:
@@ -169,7 +139,7 @@ class FleetReader:
         thresholds = list((severity_thresholds or {}).values()) or [_DEFAULT_THRESHOLD]
         # Category counters do not name their grader: a defect at the lowest threshold.
         self._defect_from = min(SEVERITIES.index(t) for t in thresholds)
-        self._series: dict[str, dict[Labels, _Series]] = {}
+        self._series: dict[str, dict[Labels, Series]] = {}
         self._clock = clock
         started = clock()
         self._last_good = {rule.name: started for rule in self._rules}
@@ -237,7 +207,7 @@ class FleetReader:
                     sink(rule.name, service, cohort, histogram, revision or None)
             except asyncio.CancelledError:
                 raise
-            except _ReadFailed as failed:
+            except ReadFailed as failed:
                 self._failed(rule, failed.outcome, failed.detail)
             except Exception as exc:  # a defect here must not stop the reads
                 self._failed(rule, "internal", f"{type(exc).__name__} while reading")
@@ -256,20 +226,20 @@ class FleetReader:
             for rule in self._rules:
                 try:
                     await self._answer(session, rule)
-                except _ReadFailed as failed:
+                except ReadFailed as failed:
                     problems.append(
                         f"alerts.fleet.prometheus_url: reading rule {rule.name}'s counters "
                         f"from {self.shown} failed ({failed.outcome}: {failed.detail})"
                     )
         return problems
 
-    async def _answer(self, session: aiohttp.ClientSession, rule: AlertRule) -> _Answer:
-        """`rule`'s answer, read within the timeout; raises `_ReadFailed`."""
+    async def _answer(self, session: aiohttp.ClientSession, rule: AlertRule) -> Answer:
+        """`rule`'s answer, read within the timeout; raises `ReadFailed`."""
         try:
             async with asyncio.timeout(self._timeout):
                 return await self._fetch(session, self._query_text(rule))
         except TimeoutError:  # the read's deadline, or one of aiohttp's own
-            raise _ReadFailed("timeout", f"no answer within {self._timeout:g}s") from None
+            raise ReadFailed("timeout", f"no answer within {self._timeout:g}s") from None
 
     def _failed(self, rule: AlertRule, outcome: str, detail: str) -> None:
         self._reads.labels(outcome).inc()
@@ -298,7 +268,7 @@ class FleetReader:
 
     # -- one answer ------------------------------------------------------------------------
 
-    async def _fetch(self, session: aiohttp.ClientSession, query: str) -> _Answer:
+    async def _fetch(self, session: aiohttp.ClientSession, query: str) -> Answer:
         url = self._url
         try:
             for _ in range(_MAX_REDIRECTS + 1):
@@ -309,12 +279,12 @@ class FleetReader:
                         url = self._redirect(url, response.headers.get("Location", ""))
                         continue
                     body = await self._body(response)
-                    return await asyncio.to_thread(_parse, body, response.status)
-            raise _ReadFailed("redirect", f"more than {_MAX_REDIRECTS} redirects")
+                    return await asyncio.to_thread(parse_answer, body, response.status)
+            raise ReadFailed("redirect", f"more than {_MAX_REDIRECTS} redirects")
         except aiohttp.ClientConnectionError as exc:
-            raise _ReadFailed("unreachable", type(exc).__name__) from None
+            raise ReadFailed("unreachable", type(exc).__name__) from None
         except aiohttp.ClientError as exc:
-            raise _ReadFailed("http_error", type(exc).__name__) from None
+            raise ReadFailed("http_error", type(exc).__name__) from None
 
     def _redirect(self, url: str, location: str) -> str:
         """The URL a redirect leads to, if on the configured Prometheus's host."""
@@ -325,23 +295,23 @@ class FleetReader:
         except ValueError:
             origin = ("", "", None)
         if origin != self._origin:
-            raise _ReadFailed("redirect", "redirected to another host; refused")
+            raise ReadFailed("redirect", "redirected to another host; refused")
         return urllib.parse.urlunsplit(parts._replace(query=""))
 
     async def _body(self, response: aiohttp.ClientResponse) -> bytes:
         length = response.content_length
         if length is not None and length > self._limit:
-            raise _ReadFailed("too_large", f"{length} bytes, more than {self._limit}")
+            raise ReadFailed("too_large", f"{length} bytes, more than {self._limit}")
         body = bytearray()
         async for chunk in response.content.iter_chunked(_CHUNK):
             body += chunk
             if len(body) > self._limit:
-                raise _ReadFailed("too_large", f"more than {self._limit} bytes")
+                raise ReadFailed("too_large", f"more than {self._limit} bytes")
         return bytes(body)
 
     # -- counting ----------------------------------------------------------------------------
 
-    def _counted(self, rule: AlertRule, answer: _Answer) -> dict[tuple[str, str, str], list[float]]:
+    def _counted(self, rule: AlertRule, answer: Answer) -> dict[tuple[str, str, str], list[float]]:
         """What each (service, cohort, evaluator revision) counted since the last read,
         `[passes, defects]` (runs in a worker thread; reads of one reader never overlap)."""
         for reason, n in answer.skipped.items():
@@ -355,10 +325,10 @@ class FleetReader:
             key = tuple(sorted(labels.items()))
             series = known.get(key)
             if series is None:
-                known[key] = _Series(mark=value, seen=now)
+                known[key] = Series(mark=value, seen=now)
                 continue
             series.seen = now
-            delta = _advance(series, value)
+            delta = advance(series, value)
             fell += series.lower is not None
             if delta > 0:
                 group = (
@@ -392,69 +362,6 @@ class FleetReader:
         names: tuple[str, ...] = SEVERITIES
         severity = labels.get("severity", "")
         return severity in names and names.index(severity) >= self._defect_from
-
-
-def _advance(series: _Series, value: float) -> float:
-    """What `value` adds to `series` (see the module docstring), moving its mark."""
-    if value >= series.mark:
-        delta = value - series.mark
-    elif series.lower is None or value < series.lower:
-        series.lower = value  # lower than counted: held until the next read says why
-        return 0.0
-    else:  # lower on two reads running: the counter started again
-        delta = value - series.lower
-    series.mark, series.lower = value, None
-    return float(round(delta))
-
-
-def _parse(body: bytes, status: int) -> _Answer:
-    """An instant vector from Prometheus's JSON answer; raises `_ReadFailed`."""
-    try:
-        doc: Any = json.loads(body)
-    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the stack
-        raise _ReadFailed(
-            "not_json" if status == 200 else "http_error",
-            f"HTTP {status}, {len(body)} bytes that are not JSON",
-        ) from None
-    if not isinstance(doc, dict) or doc.get("status") != "success" or status != 200:
-        error = doc.get("errorType") if isinstance(doc, dict) else None
-        said = f", {error[:40]!r}" if isinstance(error, str) else ""
-        raise _ReadFailed(
-            "http_error" if status != 200 else "malformed",
-            f"HTTP {status}{said}: not a successful Prometheus answer",
-        )
-    data = doc.get("data")
-    result = data.get("result") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise _ReadFailed("malformed", "not an instant vector")
-    if not isinstance(result, list):
-        raise _ReadFailed("malformed", "an instant vector without a list of series")
-    answer = _Answer()
-    for item in result:
-        reason = _series(item, answer)
-        if reason is not None:
-            answer.skipped[reason] = answer.skipped.get(reason, 0) + 1
-    return answer
-
-
-def _series(item: Any, answer: _Answer) -> str | None:
-    """Adds one series of a vector to `answer`; or why it cannot be counted."""
-    metric = item.get("metric") if isinstance(item, dict) else None
-    value = item.get("value") if isinstance(item, dict) else None
-    if not isinstance(metric, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
-    ):
-        return "malformed"
-    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
-        return "malformed"
-    try:
-        sample = float(value[1])
-    except ValueError:
-        return "malformed"
-    if not (math.isfinite(sample) and 0 <= sample <= _LARGEST_COUNT):
-        return "bad_value"
-    answer.series.append((metric, sample))
-    return None
 
 
 def reads(rule: AlertRule) -> bool:

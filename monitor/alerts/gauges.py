@@ -5,6 +5,8 @@ and whether it fires. Kinds call the setters they need (`Kind.publish`)."""
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable
 
 from prometheus_client import Gauge
@@ -12,10 +14,23 @@ from prometheus_client import Gauge
 from monitor.alerts.rule import Rule
 from monitor.telemetry import Telemetry
 
+# The engine's logger: what users filter on is one name for the engine's lines.
+log = logging.getLogger("monitor.alerts.engine")
+
+EVICTIONS_LOGGED_EVERY_S = 60.0
+
 
 class AlertGauges:
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
+        self._evicted = telemetry.counter(
+            "alert_conversations_evicted",
+            "Conversations the alert rules forgot early, oldest first, to keep their memory "
+            "within its budget, by state (open: closed into its unit early; closed: no "
+            "longer remembered).",
+            ("state",),
+        )
+        self._evictions_logged = -math.inf
         self._baseline_rate = telemetry.gauge(
             "defect_rate_baseline",
             "Defect rate a regression rule expects of a service now (its level and season).",
@@ -146,6 +161,23 @@ class AlertGauges:
         for gauge in (self._t.alert_firing, self._cohort_rate, self._cohort_samples):
             for name in rules:
                 gauge.remove_by_labels({"rule": name, "cohort": cohort})
+
+    def evicted(self, opened: int, closed: int, held_bytes: int, now: float) -> None:
+        """An eviction of the conversation budget (`monitor.alerts.entries`): counted, and
+        logged at most once a minute."""
+        self._evicted.labels("open").inc(opened)
+        self._evicted.labels("closed").inc(closed)
+        if now - self._evictions_logged >= EVICTIONS_LOGGED_EVERY_S:
+            self._evictions_logged = now
+            log.warning(
+                "alert rules' conversations reached their memory budget (%d bytes): the "
+                "oldest forgotten, %d open (closed into their units early) and %d closed; "
+                "an app that writes each request its own conversation id fills it (this is "
+                "logged at most once a minute, alert_conversations_evicted_total counts all)",
+                held_bytes,
+                opened,
+                closed,
+            )
 
 
 def _set_or_remove(gauge: Gauge, samples: int, value: float, *labels: str) -> None:

@@ -5,7 +5,7 @@ windows and its false-page budget. What a rule decides lives in its kind
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monitor.alerts.evidence import history_span_s
@@ -174,3 +174,27 @@ def severity_thresholds(config: Config) -> dict[str, Severity]:
     return {
         e.name: e.severity_threshold for e in config.evaluators if e.severity_threshold is not None
     }
+
+
+def judging_window_s(rules: Sequence[Rule], idle_s: float) -> float:
+    """How long after the last verdict a judgment can still change without a firing alert
+    (what resolves one may take up to `longest_window_s`): the rules' current windows (an
+    SLO rule's longest burn-rate window) and the conversations' idle time `idle_s`."""
+    windows = [
+        max(parse_duration(row.long) for row in r.config.slo.burn_rates)
+        if r.config.slo is not None
+        else r.window_s
+        for r in rules
+    ]
+    return max([idle_s, *windows])
+
+
+def longest_window_s(rules: Sequence[Rule]) -> float:
+    """The longest any rule counts a verdict in its windows (a regression rule's current
+    and baseline windows)."""
+    return max((r.window_s + (r.baseline_s or 0.0) for r in rules), default=0.0)
+
+
+def longest_memory_s(rules: Sequence[Rule]) -> float:
+    """How long saved state stays of use: a regression rule's history spans weeks."""
+    return max((r.memory_s for r in rules), default=0.0)

@@ -34,6 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from monitor.alerts.evidence import saved_number
+from monitor.alerts.kinds import Entry, Named
+from monitor.records.where import DIMENSIONS, MAX_CHARS
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,11 @@ VERSION = 3
 # What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
 # restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
 MAX_BYTES = 24 * 1024 * 1024
+# The last second a `Where` alert's `startsAt` can say (9999-12-31T23:59:59Z).
+LAST_SECOND = 253_402_300_799.0
+
+# One saved entry: (rule, the rule's fingerprint, service, cohort, the entry).
+Part = tuple[str, str, str, str, dict[str, Any]]
 
 
 def _upgrade_2(rules: dict[str, Any]) -> None:
@@ -205,3 +213,42 @@ class StateFile:
                     os.unlink(tmp)
                 except OSError:
                     pass
+
+
+# -- an entry's saved form (`monitor.alerts.entries`) ---------------------------------
+
+
+def add_part(snapshot: dict[str, Any], part: Part) -> None:
+    """Adds one of `Entries.snapshot_parts` to a snapshot being built."""
+    name, rule_fingerprint, service, cohort, entry = part
+    saved = snapshot.setdefault(name, {"fingerprint": rule_fingerprint, "services": {}})
+    saved["services"].setdefault(service, {})[cohort] = entry
+
+
+def clamp_future(entry: Entry, now: float) -> bool:
+    """Clamps `entry`'s firing times to `now`; True when one was later."""
+    later = max(entry.started_at, entry.last_sent) > now
+    entry.started_at, entry.last_sent = min(entry.started_at, now), min(entry.last_sent, now)
+    if entry.where is not None and entry.where.at > now:
+        entry.where, later = entry.where._replace(at=now), True
+    return later
+
+
+def restored_where(raw: Any, firing: bool) -> Named | None:
+    """A saved entry's `where`, `[dimension, value, named at]` or null, checked; raises
+    TypeError or ValueError."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != 3:
+        raise TypeError("where is not [dimension, value, time]")
+    dimension, value, at = raw
+    if not isinstance(dimension, str) or dimension not in DIMENSIONS:
+        raise ValueError(f"where names no dimension ({dimension!r})")
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_CHARS:
+        raise ValueError(f"where names no value ({value!r})")
+    at = saved_number(at, nonnegative=True)
+    if at > LAST_SECOND:
+        raise ValueError(f"where was named at {at!r}, past year 9999")
+    if not firing:
+        raise ValueError("where is kept only while the page fires")
+    return Named(dimension, value, at)

@@ -19,7 +19,7 @@ from typing import Any
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
-from monitor.config import AlertBaseline, AlertCohorts, AlertRule
+from monitor.config import AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -28,44 +28,36 @@ from tests.alerts.test_alerts import Clock, question
 TESTDATA = Path(__file__).parent / "testdata"
 INTERVAL = 15.0
 STEPS, CONTINUED = 120, 40
-_BASELINE = AlertBaseline(window="10m", min_samples=200, season="none")
+
+
+def _regression(name: str, evaluator: str, test: str) -> AlertRule:
+    return AlertRule.model_validate(
+        {
+            "name": name,
+            "evaluator": evaluator,
+            "window": "60s",
+            "min_samples": 50,
+            "baseline": {"window": "10m", "min_samples": 200, "season": "none"},
+            "min_increase": 0.05,
+            "false_page_every": "2h",
+            "test": test,
+        }
+    )
+
+
 RULES = [
     AlertRule(name="absolute", evaluator="g", max_defect_rate=0.1, min_samples=30, window="5m"),
-    AlertRule(
-        name="regression",
-        evaluator="g",
-        window="60s",
-        min_samples=50,
-        baseline=_BASELINE,
-        min_increase=0.05,
-        false_page_every="2h",
-    ),
-    AlertRule(
-        name="regression_window",
-        evaluator="g",
-        window="60s",
-        min_samples=50,
-        baseline=_BASELINE,
-        min_increase=0.05,
-        false_page_every="2h",
-        test="window",
-    ),
-    AlertRule(
-        name="regression_h",
-        evaluator="h",
-        window="60s",
-        min_samples=50,
-        baseline=_BASELINE,
-        min_increase=0.05,
-        false_page_every="2h",
-        test="window",
-    ),
-    AlertRule(
-        name="canary",
-        evaluator="g",
-        cohorts=AlertCohorts(by="version"),
-        window="5m",
-        min_samples=100,
+    _regression("regression", "g", "sequential"),
+    _regression("regression_window", "g", "window"),
+    _regression("regression_h", "h", "window"),
+    AlertRule.model_validate(
+        {
+            "name": "canary",
+            "evaluator": "g",
+            "cohorts": {"by": "version"},
+            "window": "5m",
+            "min_samples": 100,
+        }
     ),
     AlertRule.model_validate({"name": "slo", "evaluator": "g", "slo": {"objective": 0.8}}),
 ]

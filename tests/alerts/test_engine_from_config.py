@@ -37,8 +37,8 @@ def _settings(engine: AlertEngine) -> dict[str, Any]:
     return {
         "rules": list(engine.rules),
         "interval": engine._interval,
-        "resend": engine._resend,
-        "generator_url": engine._generator_url,
+        "resend": engine._outbox._resend,
+        "generator_url": engine._outbox._generator_url,
         "idle": engine._idle_s,
         "trace_url": engine.attribution._trace_url,
         "caps": [(c.limit, c.idle_s, c.max_chars, c.allowed) for c in caps],

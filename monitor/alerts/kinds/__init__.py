@@ -4,7 +4,7 @@ As Prometheus's alerting rule evaluates its expression and then moves each alert
 inactive, pending and firing in one place, a kind only decides: its `judge` takes the
 entries of one (rule, service) as `advance` left them and returns a `Judgment` per cohort,
 `FIRE`, `RESOLVE` or `HOLD` with its evidence, and changes nothing. The engine
-(`monitor.alerts.engine._step`) owns the firing state (`Entry.firing`, since when, last
+(`monitor.alerts.firing`) owns the firing state (`Entry.firing`, since when, last
 sent, the severity it fired at) and is the one place that moves it; on a resolve it runs
 the kind's `settle`, the resolution's side effects on the kind's state.
 

@@ -36,16 +36,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
 from monitor.alerts.evidence import (
     NOTHING,
     Arrival,
-    Expectation,
     History,
-    Level,
     Moments,
     SequentialTest,
     SlidingWindow,
@@ -56,9 +52,10 @@ from monitor.alerts.evidence import (
 )
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds.regression_expectation import Expecting, reference_text
 from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
-from monitor.config import AlertBaseline, AlertRule, pinned_period
+from monitor.config import AlertRule
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -79,6 +76,7 @@ class Regression:
         self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
         self._interval = interval_s
+        self._expectation = Expecting(rule)
 
     @staticmethod
     def summary(config: AlertRule, budget: str) -> str:
@@ -279,83 +277,6 @@ class Regression:
             state.test.reset()
         state.held.clear()
 
-    def _expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """What the current window is compared with (`baseline.reference`), after an
-        evaluator changeover translated into the new revision's terms."""
-        if state.changeover is not None:
-            return self._changeover_expectation(state, now)
-        return self._translated_expectation(state, now)
-
-    def _translated_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        expected = self._reference_expectation(state, now)
-        if state.translated is not None and now >= state.translated[1]:
-            state.translated = None
-        if expected is None or state.translated is None:
-            return expected
-        return replace(expected, se2=expected.se2 + state.translated[0])
-
-    def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """While the new revision's offset from the old one is measured: the offset is its
-        level since the change (deseasonalised by the history's season, once it holds
-        `baseline.min_samples`) less the old level before it; the history's older buckets
-        move by it, as if the new revision had scored them (so the level, the season and
-        the dispersion stay of one revision), and the expectation's error includes the
-        offset's. Once its standard error is within a quarter of `min_increase`, the offset
-        is kept (its variance stays in the error while the translated buckets count)."""
-        change, history = state.changeover, state.history
-        assert change is not None
-        start = (change.bucket + 1) * history.width_s
-        since = history.period_level(start, now + history.width_s)
-        if since is None or since.samples < self._baseline.min_samples:
-            return None
-        delta = since.mean - change.before.mean
-        history.translate(change.bucket, delta - change.applied, change.counts)
-        variance = self._level_se2(since) + self._level_se2(change.before)
-        if variance > (self.rule.min_increase / 4) ** 2:
-            state.changeover = replace(change, applied=delta)
-        else:
-            state.changeover = None
-            _log.log(
-                f"{self.rule.config.name} translated",
-                logging.INFO,
-                "alert %s: the new evaluator revision reads %+.3f against the one before "
-                "(%d verdicts since the change): its history is translated",
-                self.rule.config.name,
-                delta,
-                since.samples,
-            )
-        # The translated buckets count in the long level for seven baseline windows.
-        state.translated = (variance, now + LONG_SPAN * self._baseline_s)
-        return self._translated_expectation(state, now)
-
-    def _level_se2(self, level: Level) -> float:
-        variance = level.mean * (1 - level.mean) if self.rule.steps == 1 else level.variance
-        return variance * level.error_units / max(1, level.samples) ** 2
-
-    def _reference_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """What `baseline.reference` expects now."""
-        reference, history = self._baseline.reference, state.history
-        if reference == "trailing":
-            return history.expectation(now, self._baseline.min_samples)
-        if reference == "last_week":
-            return history.last_week(now)
-        start, end = pinned_period(reference.pinned)
-        if state.pinned is None or state.pinned[:2] != (start, end):
-            level = history.period_level(start, end) if end <= now - self.rule.window_s else None
-            if level is None:
-                _log.log(
-                    self.rule.config.name,
-                    logging.WARNING,
-                    "alert %s: the pinned period %s is not in the history (it keeps %s, and "
-                    "must have ended): the rule cannot judge until it is",
-                    self.rule.config.name,
-                    reference.pinned,
-                    shown_duration(history.span * history.width_s),
-                )
-                return None
-            state.pinned = (start, end, level)
-        return history.pinned(now, state.pinned[2])
-
     def _expire(
         self, state: RegressionState, now: float, *, firing: bool, hold_from: float | None
     ) -> None:
@@ -466,15 +387,3 @@ class Regression:
         if state.test is not None:
             gauges.evidence(service, name, state.test.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
-
-
-def reference_text(baseline: AlertBaseline) -> str:
-    """`the previous 24h and this hour of the week`, `the same hours a week before`, `the
-    pinned period START/END and this hour of the day`."""
-    season = baseline.season
-    hour = "" if season == "none" else f" and this hour of the {season}"
-    if baseline.reference == "trailing":
-        return f"the previous {baseline.window}{hour}"
-    if baseline.reference == "last_week":
-        return "the same hours a week before"
-    return f"the pinned period {baseline.reference.pinned}{hour}"
