@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.state import StateFile
+from monitor.alerts.state import UPGRADES, VERSION, StateFile
 from monitor.component import Alert
 from monitor.config import AlertRule
 from monitor.records import RagRecord
@@ -188,3 +188,18 @@ def write_fixture() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["write"]:
     write_fixture()
+
+
+async def test_a_current_version_file_without_a_field_is_refused_alone(tmp_path: Path) -> None:
+    """Defaults belong to the upgrade from an older version: a file of this version
+    lacking a field its entries hold is malformed there, and that entry alone is left out."""
+
+    def current_without_where(data: dict[str, Any]) -> None:
+        data["version"] = VERSION
+        UPGRADES[2](data["rules"])
+        del data["rules"]["absolute"]["services"]["shop"][""]["where"]
+
+    path, saved_at = _copied(tmp_path, current_without_where), _saved_at()
+    got = await _continued(path, saved_at)
+    assert got["loaded"] == 1.0 and got["dropped"] == 1.0
+    assert got["firing"] == [["regression_h", "shop"]]
