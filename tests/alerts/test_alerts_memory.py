@@ -34,7 +34,7 @@ from monitor.alerts.entries import CLOSED_BYTES, CONVERSATION_BUDGET, OPEN_BYTES
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.alerts.units import Conversations, conversation_key
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, RegressionRule
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, verdict
 from tests.alerts.test_alerts_regression import RULE, loads
@@ -43,7 +43,7 @@ from tests.alerts.test_alerts_state_hostile import _two_firing_services
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = 24
 LIMIT = 512 * 1024 * 1024  # the Helm chart's memory limit
-FLOOD_RULE = AlertRule(
+FLOOD_RULE = RegressionRule(
     name="hallucination_regression", evaluator="local_groundedness", baseline=AlertBaseline()
 )
 RESULTS = {"local_groundedness": verdict("local_groundedness", passed=True)}

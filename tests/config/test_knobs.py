@@ -570,15 +570,19 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
         annotation = field.annotation
         if get_origin(annotation) is list:
             annotation = get_args(annotation)[0]
+        if get_origin(annotation) is Annotated:  # a union with its discriminator (a rule)
+            annotation = get_args(annotation)[0]
         # A form of a union may be annotated (a tagged form of `baseline.reference`).
         inner = [
             get_args(a)[0] if get_origin(a) is Annotated else a
             for a in (annotation, *get_args(annotation))
             if a is not type(None)
         ]
-        section = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if section is not None and get_origin(annotation) in (None, Union, type(int | None)):
-            keys += _leaves(section, f"{prefix}{name}.")
+        # Each form of an entry that takes several (an alert rule's kinds) adds its keys.
+        sections = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if sections and get_origin(annotation) in (None, Union, type(int | None)):
+            for section in sections:
+                keys += [k for k in _leaves(section, f"{prefix}{name}.") if k not in keys]
         else:
             keys.append(prefix + name)
     return keys
