@@ -103,24 +103,26 @@ from monitor.config._receivers import (
     ReceiverTls,
 )
 from monitor.config._root import Config
-from monitor.config._rules import (
+from monitor.config._rule_sections import (
     FALSE_PAGE_EVERY,
-    RULE_KEYS,
-    RULE_KINDS,
-    AbsoluteRule,
     AlertBaseline,
     AlertBoost,
     AlertBurnRate,
     AlertCohorts,
     AlertReference,
-    AlertRule,
     AlertSlo,
+    pinned_period,
+)
+from monitor.config._rules import (
+    RULE_KEYS,
+    RULE_KINDS,
+    AbsoluteRule,
+    AlertRule,
     CohortRule,
     RegressionRule,
     RuleBase,
     SloRule,
     alert_rule,
-    pinned_period,
 )
 from monitor.config._yaml import (
     MAX_ALIAS_EXPANSION,

@@ -27,7 +27,8 @@ from monitor.config._fields import (
     http_url,
     is_loopback_host,
 )
-from monitor.config._rules import FALSE_PAGE_EVERY, AlertRule, FalsePageEvery
+from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery
+from monitor.config._rules import AlertRule
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
 # (monitor/alerts/units.py): it bounds how long a sequential test waits on one.

@@ -28,7 +28,7 @@ from monitor.config import (
     effective_config,
     load_config,
 )
-from monitor.config._rules import SLO_BURN_RATES
+from monitor.config._rule_sections import SLO_BURN_RATES
 
 REQUIRED = object()  # a key the rule must give: it has no default
 NAME = "drift"
