@@ -31,7 +31,8 @@ from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery
 from monitor.config._rules import AlertRule
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/units.py): it bounds how long a sequential test waits on one.
+# (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits
+# on one.
 CONVERSATION_MAX_AGE = "6h"
 
 

@@ -119,7 +119,7 @@ class RuleBase(Section):
 class _RiseRule(RuleBase):
     """A rule that pages on a rise: a regression rule (over the service's own history) or
     a cohort rule (over the rest of its service). The defaults come from
-    bench/alert_regression.py (see monitor/alerts/README.md)."""
+    bench/alert_regression.py (see docs/alerts.md)."""
 
     window: Duration = "30m"
     min_samples: int = Field(default=100, gt=0)
