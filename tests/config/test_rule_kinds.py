@@ -7,7 +7,6 @@ and a key of another kind is refused naming the key, the rule and the kinds it b
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, get_args
 
@@ -15,6 +14,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from monitor.cli.check_config import check_config
 from monitor.config import (
     RULE_KEYS,
     RULE_KINDS,
@@ -272,7 +272,7 @@ def test_a_rule_of_no_kind_or_of_two_is_refused_naming_the_keys(tmp_path: Path) 
 
 
 def test_check_config_names_the_key_the_rule_and_whose_it_is(
-    tmp_path: Path, cli: list[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(
@@ -281,11 +281,10 @@ def test_check_config_names_the_key_the_rule_and_whose_it_is(
         "    - {name: budget, evaluator: local_groundedness, slo: {objective: 0.7},"
         " min_increase: 0.05}\n"
     )
-    result = subprocess.run(
-        [*cli, "check-config", str(path)], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.splitlines() == [
+    assert check_config(path, ()) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.splitlines() == [
         "alerts.rules.0.test: only a rule with a baseline takes a test (test is a key of "
         "regression rules; rule canary is a cohort rule, by its cohorts)",
         "alerts.rules.1.min_increase: an SLO rule pages on its error budget's burn rate, not on "
