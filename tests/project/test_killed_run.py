@@ -5,6 +5,7 @@ runners do — and every process it started is gone (harness/children.py)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.children import forget, spawn
 from harness.servers import REPO, need
 from harness.wait import wait_until
 
@@ -66,13 +68,14 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
         (Path(marker) / folder).mkdir(parents=True)
     (tmp_path / "test_inner.py").write_text(INNER.format(marker=marker))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    run = subprocess.Popen(
+    # In a process group of its own (the one a whole-group kill reaches), and killed with
+    # this test run should this one be killed meanwhile.
+    run = spawn(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
     try:
         wait_until(
@@ -90,9 +93,43 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
         else:
             run.kill()
         run.wait()
+        forget(run)
     wait_until(
         lambda: not _started_from(marker),
         60,
         "every process the killed run started to be gone",
         context=lambda: str(_started_from(marker)),
     )
+
+
+# The one place a process is started with `Popen`: every other goes through it.
+SPAWNER = REPO / "harness/children.py"
+# Calls that start a process the caller goes on beside (a command run to its end is
+# `subprocess.run` with a timeout: it kills its child when that runs out).
+ALONGSIDE = {"Popen", "create_subprocess_exec", "create_subprocess_shell"}
+
+
+def _started_alongside(path: Path) -> list[int]:
+    """The lines of `path` that start a process by `ALONGSIDE`, by name or attribute."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+        if name in ALONGSIDE:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_process_a_test_starts_alongside_it_is_spawned() -> None:
+    """A server, a busy loop or a command a test goes on beside is started by
+    `harness.children.spawn`, so a killed run takes it along."""
+    found = {
+        str(path.relative_to(REPO)): lines
+        for folder in ("tests", "harness")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path != SPAWNER and (lines := _started_alongside(path))
+    }
+    assert found == {}, f"start these with harness.children.spawn: {found}"
+    assert _started_alongside(SPAWNER), "the check finds spawn's own Popen"

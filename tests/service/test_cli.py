@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.servers import monitor_ports
+from harness.children import spawn
+from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
 from monitor.__main__ import _run_loop, main
 from monitor.shared.logs import JsonLogFormatter
@@ -157,7 +158,7 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     config = tmp_path / "config.yaml"
     config.write_text("pipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen(
+    proc = spawn(
         [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -165,7 +166,10 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     )
     wait_until(lambda: out.exists() and out.stat().st_size > 0, 60, "the first results")
     proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        stop_process(proc, 60)
     assert proc.returncode == 0, stderr
     assert "(interrupted)" in stdout
     summary = stdout.splitlines()[0]
@@ -190,7 +194,7 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
     )
     log = tmp_path / "monitor.log"
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
+        proc = spawn(
             [*cli, "run", "--log-level", "debug"],
             stderr=out,
             text=True,
@@ -217,8 +221,7 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.headers["Content-Type"].startswith("application/openmetrics-text")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
     stderr = log.read_text()
     assert proc.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
@@ -477,9 +480,7 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
     )
     log = tmp_path / "monitor.log"
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [*cli, "run", "--config", str(config)], stderr=out, text=True, env=_env()
-        )
+        proc = spawn([*cli, "run", "--config", str(config)], stderr=out, text=True, env=_env())
     ports = _listening(proc, log, "metrics", "http")
     http = ports["http"]
     base = f"http://127.0.0.1:{ports['metrics']}"
@@ -518,8 +519,8 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
         scraped = set(metrics().splitlines())
         assert set(readme_metric_lines()) <= scraped, sorted(scraped)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
+    assert proc.returncode == 0, log.read_text()[-3000:]
 
 
 def test_send_sample_without_a_monitor_says_so(cli: list[str], closed_port: int) -> None:
