@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.children import spawn
 from harness.servers import monitor_ports, stop_process
-from harness.wait import wait_until
+from harness.wait import SERVER_START_S, wait_until
 from monitor import __version__
 from monitor.config import ConfigError
 from monitor.exporters.metrics_port import HealthServer
@@ -357,7 +357,7 @@ def test_run_serves_metrics_behind_the_web_config(
                 port = monitor_ports(log.read_text(errors="replace")).get("metrics")
                 return port is not None and client.get(_url(port, "readyz")).status_code == 200
 
-            wait_until(ready, 60, "/readyz over TLS", errors=(httpx.HTTPError,))
+            wait_until(ready, SERVER_START_S, "/readyz over TLS", errors=(httpx.HTTPError,))
             port = monitor_ports(log.read_text(errors="replace"))["metrics"]
             assert client.get(_url(port, "metrics")).status_code == 401
             auth = ("prometheus", "pw")

@@ -18,7 +18,7 @@ import pytest
 
 from harness.children import spawn
 from harness.servers import monitor_ports, stop_process
-from harness.wait import wait_until
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 from monitor.config import EXTRA_MODULES
 from tests.config.test_extras import ALL_FEATURES, MISSING
 
@@ -147,7 +147,7 @@ def test_run_on_the_embedded_defaults_scores_the_sample(default_env: Path, tmp_p
             ports = monitor_ports(log.read_text(errors="replace"))
             return ports if {"metrics", "http", "grpc"} <= ports.keys() else None
 
-        ports = wait_until(listening, 60, "the monitor's listeners")
+        ports = wait_until(listening, SERVER_START_S, "the monitor's listeners")
         assert ports is not None
         endpoint = f"http://127.0.0.1:{ports['http']}"
         sent = _rag_monitor(default_env, tmp_path, "send-sample", "--endpoint", endpoint)
@@ -168,7 +168,7 @@ def test_run_on_the_embedded_defaults_scores_the_sample(default_env: Path, tmp_p
                 if f'outcome="{outcome}"' in line
             }
 
-        assert wait_until(verdicts, 120, "both sample verdicts") == {"pass", "fail"}
+        assert wait_until(verdicts, CONDITION_S, "both sample verdicts") == {"pass", "fail"}
     finally:
         stop_process(proc, 60)
     assert proc.returncode == 0, log.read_text()[-3000:]

@@ -16,7 +16,7 @@ import pytest
 
 from harness.children import forget, spawn
 from harness.servers import REPO, need
-from harness.wait import wait_until
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 
 INNER = '''
 import sys, threading
@@ -80,7 +80,7 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
     try:
         wait_until(
             lambda: (Path(marker) / "ready").exists() or run.poll() is not None,
-            120,
+            2 * SERVER_START_S,  # it starts two servers
             "the inner run to start its servers",
         )
         assert run.poll() is None, "the inner run ended before it was killed"
@@ -96,7 +96,7 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
         forget(run)
     wait_until(
         lambda: not _started_from(marker),
-        60,
+        CONDITION_S,
         "every process the killed run started to be gone",
         context=lambda: str(_started_from(marker)),
     )
