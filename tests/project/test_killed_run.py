@@ -23,7 +23,7 @@ import sys, threading
 from pathlib import Path
 
 from harness.children import spawn
-from harness.servers import alertmanager, prometheus
+from harness.servers import alertmanager, prometheus, rag_monitor
 
 MARKER = {marker!r}
 # A launcher whose server is its own child.
@@ -36,11 +36,41 @@ LAUNCHER = (
 
 def test_holds_servers(tmp_path: Path) -> None:
     spawn([sys.executable, "-c", LAUNCHER, MARKER])
-    with alertmanager(Path(MARKER) / "am", "http://127.0.0.1:9/hook"):
-        with prometheus(Path(MARKER) / "prom", "global: {{scrape_interval: 1m}}\\n"):
-            (Path(MARKER) / "ready").write_text("ready")
-            threading.Event().wait()  # until killed
+    # The sidecar with its evaluation worker processes (their command lines do not name
+    # MARKER: the outer test finds them by the sidecar's session).
+    config = Path(MARKER) / "monitor" / "monitor.yaml"
+    config.write_text(
+        "receivers: {{otlp: {{grpc: {{enabled: false}}, http: {{endpoint: '127.0.0.1:0'}}}}}}\\n"
+        "exporters: {{prometheus: {{endpoint: '127.0.0.1:0'}}}}\\n"
+    )
+    with rag_monitor(Path(MARKER) / "monitor", config):
+        with alertmanager(Path(MARKER) / "am", "http://127.0.0.1:9/hook"):
+            with prometheus(Path(MARKER) / "prom", "global: {{scrape_interval: 1m}}\\n"):
+                (Path(MARKER) / "ready").write_text("ready")
+                threading.Event().wait()  # until killed
 '''
+
+
+def _in_session(leader: int) -> list[int]:
+    """Live processes of the session `leader` leads (`spawn` starts each in its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == leader:
+            found.append(int(entry.name))
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _started_from(marker: str) -> list[int]:
@@ -64,7 +94,7 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
     need("prometheus")
     need("prometheus-alertmanager")
     marker = str(tmp_path / "servers")
-    for folder in ("am", "prom"):
+    for folder in ("am", "prom", "monitor"):
         (Path(marker) / folder).mkdir(parents=True)
     (tmp_path / "test_inner.py").write_text(INNER.format(marker=marker))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -85,8 +115,11 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
         )
         assert run.poll() is None, "the inner run ended before it was killed"
         started = _started_from(marker)
-        # The launcher and its child, Alertmanager and Prometheus.
-        assert len(started) >= 4, started
+        # The launcher and its child, the sidecar, Alertmanager and Prometheus.
+        assert len(started) >= 5, started
+        (sidecar,) = [pid for pid in started if b"monitor\0run\0" in _cmdline(pid)]
+        # The sidecar and the processes it started: at least its worker processes' server.
+        assert len(_in_session(sidecar)) >= 2, _in_session(sidecar)
     finally:
         if whole_group:
             os.killpg(run.pid, signal.SIGKILL)
@@ -95,10 +128,10 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
         run.wait()
         forget(run)
     wait_until(
-        lambda: not _started_from(marker),
+        lambda: not _started_from(marker) and not _in_session(sidecar),
         CONDITION_S,
         "every process the killed run started to be gone",
-        context=lambda: str(_started_from(marker)),
+        context=lambda: str((_started_from(marker), _in_session(sidecar))),
     )
 
 
