@@ -1,16 +1,18 @@
 """The rules a user gets without writing a severity page on-call through the shipped
 Alertmanager config: the embedded default `hallucination_regression` rule (a config that
 writes no `alerts.rules`) and a rule written without `severity`, of every form that takes
-it; the monitor's own alerts, the judge-change page included, reach the platform (the real
-`amtool config routes test`, as tests/deploy/test_deploy_alertmanager.py does for every
-shipped rule)."""
+it. The Sloth spec's page and ticket reach on-call and the team's queue; the monitor's own
+alerts, the judge-change page included, reach the platform. Routed by the real `amtool
+config routes test`, as tests/deploy/test_deploy_alertmanager.py routes every shipped rule."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 
+from harness.servers import DEPLOY
 from monitor.config import AlertRule, load_config
 from tests.deploy.test_deploy_alertmanager import PLATFORM, SEVERITIES, routed_to, sidecar_alerts
 
@@ -44,6 +46,16 @@ def test_a_rule_written_without_a_severity_pages_on_call(form: dict[str, object]
     assert rule.severity == "page"
     for labels in sidecar_alerts(rule):
         assert routed_to(labels) == ONCALL, labels
+
+
+def test_the_sloth_specs_alerts_reach_their_receivers() -> None:
+    """deploy/prometheus/sloth/'s page and ticket alerts, as Sloth generates them."""
+    spec = yaml.safe_load((DEPLOY / "prometheus/sloth/groundedness-slo.yaml").read_text())
+    for slo in spec["spec"]["slos"]:
+        alerting = slo["alerting"]
+        for kind in ("pageAlert", "ticketAlert"):
+            labels = {"alertname": alerting["name"], "service": "shop", **alerting[kind]["labels"]}
+            assert routed_to(labels) == SEVERITIES[labels["severity"]], labels
 
 
 def test_the_judge_change_page_reaches_the_platform() -> None:
