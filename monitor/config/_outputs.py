@@ -284,7 +284,7 @@ class AlertRule(Section):
     min_samples: int = Field(default=30, gt=0)
     # This rule's false-page budget (default `alerts.false_page_every`).
     false_page_every: FalsePageEvery | None = None
-    severity: LabelName = "warning"
+    severity: LabelName = "page"
     boost: AlertBoost | None = None
 
     _removed: ClassVar[Mapping[str, str]] = {
