@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from monitor.alerts.stats import increase_p_value, look_level, one_sided_z
-from monitor.alerts.window import Moments
+from monitor.alerts.evidence.stats import increase_p_value, look_level, one_sided_z
+from monitor.alerts.evidence.window import Moments
 from monitor.config import Alerts, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,6 +231,7 @@ COHORT_TEST = (
 
 COPIES: tuple[Copy, ...] = (
     # The Wilson bounds and the regression's window test at a look a minute.
+    Copy(RULES, "one false page per {budget_days} days per rule and service."),
     Copy(RULES, "60 s / {budget_days} d = {rules_level}: one-sided z = {z} "),
     Copy(RULES, "Wilson interval at z = {z} (z^2 = {z2})"),
     Copy(RULES, "{z}, {z2_half} (z^2/2), {z2_quarter} (z^2/4) and {z2}."),

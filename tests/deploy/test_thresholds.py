@@ -17,6 +17,7 @@ from harness.thresholds import (
     COPIES,
     KIT,
     RULES,
+    RULES_INTERVAL_S,
     CopyMissing,
     Figures,
     main,
@@ -115,3 +116,10 @@ def test_the_rules_windows_are_the_rules_defaults() -> None:
     assert regression == {(window, ""), (baseline, window)}
     assert _ranges("rag-monitor-versions") == {(DEFAULTS.cohort_window, "")}
     assert parse_duration(DEFAULTS.cohort_window) == parse_duration(window)
+
+
+def test_the_rules_look_as_often_as_their_z_assumes() -> None:
+    groups = yaml.safe_load((ROOT / RULES).read_text())["groups"]
+    with_z = [g for g in groups if DEFAULTS.slots()["z"] in yaml.safe_dump(g)]
+    assert {g["name"] for g in with_z} == {"rag-monitor-defect-rates", "rag-monitor-regressions"}
+    assert all(parse_duration(g["interval"]) == RULES_INTERVAL_S for g in with_z)
