@@ -20,9 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from harness.deploy_examples import monitor_with_slo
 from monitor.alerts.evidence.stats import increase_p_value, look_level, one_sided_z
 from monitor.alerts.evidence.window import Moments
-from monitor.config import Alerts, parse_duration
+from monitor.config import Alerts, Config, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +61,48 @@ def alerts_default(field: str) -> Any:
 
 
 @dataclass(frozen=True)
+class SloFigures:
+    """The SLO the kit ships as an example (deploy/monitor.yaml's `groundedness_slo`,
+    commented out): its objective is the user's to choose, so the Prometheus rules, the
+    Sloth spec and the texts restate the example, not a default."""
+
+    objective: float
+    window: str
+    min_samples: int
+    # (burn rate, long, short) of each row, most urgent first.
+    rows: tuple[tuple[float, str, str], ...]
+
+    @classmethod
+    def shipped(cls) -> SloFigures:
+        config = Config.model_validate(yaml.safe_load(monitor_with_slo()))
+        (rule,) = [r for r in config.alerts.rules if r.slo is not None]
+        assert rule.slo is not None
+        window = parse_duration(rule.slo.window)
+        rows = tuple((r.factor(window), r.long, r.short) for r in rule.slo.burn_rates)
+        return cls(rule.slo.objective, rule.slo.window, rule.min_samples, rows)
+
+    def slots(self) -> dict[str, str]:
+        budget = 1 - self.objective
+        out = {
+            "slo_budget": f"{budget:g}",
+            "slo_objective": f"{self.objective:g}",
+            "slo_objective_pct": f"{self.objective * 100:g}",
+            "slo_budget_pct": f"{budget * 100:g}",
+            "slo_window": self.window,
+            "slo_window_days": f"{parse_duration(self.window) / 86_400:g}",
+            "slo_min_samples": str(self.min_samples),
+        }
+        for k, (rate, long, short) in enumerate(self.rows):
+            out |= {
+                f"slo_rate_{k}": f"{rate:g}",
+                f"slo_long_{k}": long,
+                f"slo_short_{k}": short,
+                f"slo_threshold_{k}": f"{rate * budget:.4g}",
+            }
+        return out
+
+
+@dataclass(frozen=True)
 class Figures:
     """The numbers the kit restates, from the defaults of the rules they mirror."""
 
@@ -71,6 +116,7 @@ class Figures:
     cohort_min_samples: int
     false_page_every: str
     evaluation_interval_s: float
+    slo: SloFigures
 
     @classmethod
     def from_defaults(cls) -> Figures:
@@ -85,6 +131,7 @@ class Figures:
             cohort_min_samples=rule_default("cohorts", "min_samples"),
             false_page_every=alerts_default("false_page_every"),
             evaluation_interval_s=alerts_default("evaluation_interval_s"),
+            slo=SloFigures.shipped(),
         )
 
     def but(self, **changes: Any) -> Figures:
@@ -135,6 +182,7 @@ class Figures:
             "cohort_min_samples": str(self.cohort_min_samples),
             "cohort_z": f"{self.cohort_z:.4f}",
             "interval_s": f"{self.evaluation_interval_s:g}",
+            **self.slo.slots(),
         }
 
 
@@ -293,6 +341,80 @@ COPIES: tuple[Copy, ...] = (
         "`min_samples` ({regression_min_samples}), `min_increase` ({min_increase}),",
     ),
 )
+
+
+def _slo_rows(then: str, ticket: str, last: str) -> str:
+    """The example's four burn-rate rows as a sentence writes them: two that page, joined
+    by `then`, `ticket`, and two that ticket, joined by `last`."""
+    return (
+        f"{{slo_rate_0}} over {{slo_long_0}} and {{slo_short_0}}{then}{{slo_rate_1}} over "
+        f"{{slo_long_1}} and {{slo_short_1}}{ticket}{{slo_rate_2}} over {{slo_long_2}} and "
+        f"{{slo_short_2}}{last}{{slo_long_3}} and {{slo_short_3}}"
+    )
+
+
+SLOTH = "deploy/prometheus/sloth"
+
+# The SLO example's copies (SloFigures); its PromQL and the Sloth spec's fields are checked
+# by tests/deploy/test_deploy_slo.py.
+SLO_COPIES: tuple[Copy, ...] = (
+    Copy(
+        RULES,
+        "at least {slo_objective_pct} % of local_groundedness verdicts pass over "
+        "{slo_window_days} days; the error budget is the other {slo_budget_pct} %.",
+    ),
+    Copy(
+        RULES,
+        "(burn rate = error ratio / {slo_budget}): page at "
+        + _slo_rows(" or at ", ", ticket at ", " or over ")
+        + ". A row needs {slo_min_samples} verdicts",
+    ),
+    Copy(RULES, "For another objective, replace {slo_budget}."),
+    Copy(RULES, "1 - rag_monitor:slo_errors:ratio_rate28d / {slo_budget}"),
+    # The rows' burn rates in the alerts' PromQL: checked by test_deploy_slo.py.
+    Copy(RULES, " * {slo_budget})", 12),
+    Copy(RULES, "at this {slo_budget} budget"),
+    Copy(RULES, "replace {slo_budget} and {slo_objective_pct} % throughout"),
+    Copy(RULES, "({slo_objective_pct} % grounded over {slo_window})", 2),
+    Copy(
+        "deploy/README.md",
+        "above a burn rate x {slo_budget} (page: "
+        + _slo_rows(", ", "; ticket: ", ", ")
+        + "), ≥ {slo_min_samples} verdicts in the short window",
+    ),
+    Copy("deploy/README.md", "(`slo: {objective: {slo_objective}, window: {slo_window}}`)"),
+    Copy("deploy/monitor.yaml", "# defect rate > {slo_threshold_0}"),
+    Copy("deploy/monitor.yaml", "severity: page} # > {slo_threshold_1}"),
+    Copy("deploy/monitor.yaml", "# > {slo_threshold_2}: spent faster than it lasts"),
+    Copy(
+        f"{SLOTH}/windows/rag-monitor-28d.yaml",
+        "# burn rate {slo_rate_0}: defect rate above {slo_threshold_0}",
+    ),
+    Copy(
+        f"{SLOTH}/windows/rag-monitor-28d.yaml",
+        "slow: # burn rate {slo_rate_1}: above {slo_threshold_1}",
+    ),
+    Copy(
+        f"{SLOTH}/windows/rag-monitor-28d.yaml",
+        "# burn rate {slo_rate_2}: above {slo_threshold_2}, the budget",
+    ),
+    Copy(f"{SLOTH}/windows/rag-monitor-28d.yaml", "slow: # burn rate {slo_rate_3}\n"),
+    Copy(
+        f"{SLOTH}/groundedness-slo.yaml",
+        "{slo_objective_pct} % of local_groundedness verdicts pass over {slo_window_days} days",
+    ),
+    Copy(f"{SLOTH}/groundedness-slo.yaml", "at {slo_objective_pct} a healthy service"),
+    Copy(f"{SLOTH}/groundedness-slo.yaml", "objective: {slo_objective_pct}\n"),
+    Copy(
+        f"{SLOTH}/groundedness-slo.yaml",
+        "At least {slo_objective_pct} % of answers grounded (local_groundedness passes) over "
+        "{slo_window_days} days.",
+    ),
+    Copy(f"{SLOTH}/README.md", "objective ({slo_objective_pct} %), window ({slo_window})"),
+    Copy(f"{SLOTH}/README.md", "`deploy/monitor.yaml`), {slo_objective_pct} % is an"),
+    Copy(f"{SLOTH}/README.md", "tickets daily at {slo_objective_pct} %."),
+)
+COPIES = COPIES + SLO_COPIES
 
 BLOCKS: tuple[Block, ...] = (
     Block(

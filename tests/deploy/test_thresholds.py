@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,13 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     root = scratch(tmp_path)
     rise = DEFAULTS.min_increase + 0.02
     budget = f"{parse_duration(DEFAULTS.false_page_every) / 86_400 + 30:g}d"
-    changed = DEFAULTS.but(min_increase=rise, cohort_min_increase=rise, false_page_every=budget)
+    slo = replace(DEFAULTS.slo, objective=DEFAULTS.slo.objective + 0.05)
+    changed = DEFAULTS.but(
+        min_increase=rise, cohort_min_increase=rise, false_page_every=budget, slo=slo
+    )
     figures = changed.slots()
     written = write(changed, root)
-    # Every file that restates a figure held one of these three.
+    # Every file that restates a figure held one of these four.
     assert sorted(written) == sorted({c.path for c in COPIES} | {b.path for b in BLOCKS})
     assert stale(changed, root) == [] and strays(changed, root) == []
     assert sorted(stale(DEFAULTS, root)) == sorted(written)
@@ -70,6 +74,9 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     assert f"- {figures['cohort_half_increase']}\n" in argo
     assert f">= {figures['cohort_z']}\n" in argo
     assert f"min_increase ({figures['cohort_half_increase']})" in argo
+    assert f"ratio_rate28d / {figures['slo_budget']}\n" in rules
+    sloth = (root / "deploy/prometheus/sloth/groundedness-slo.yaml").read_text()
+    assert f"at {figures['slo_objective_pct']} a healthy service" in sloth
 
 
 def test_the_check_fails_on_a_copy_that_disagrees(tmp_path: Path) -> None:
