@@ -103,6 +103,34 @@ class SloFigures:
 
 
 @dataclass(frozen=True)
+class SafetyFigures:
+    """The absolute rules deploy/monitor.yaml ships on the safety categories, one threshold
+    for all of them, which RagSafetyDefectRateHigh mirrors."""
+
+    max_defect_rate: float
+    min_samples: int
+
+    @classmethod
+    def shipped(cls) -> SafetyFigures:
+        config = Config.model_validate(yaml.safe_load((ROOT / "deploy/monitor.yaml").read_text()))
+        rules = {
+            (r.max_defect_rate, r.min_samples)
+            for r in config.alerts.rules
+            if r.category is not None
+        }
+        ((rate, least),) = rules
+        assert rate is not None
+        return cls(rate, least)
+
+    def slots(self) -> dict[str, str]:
+        return {
+            "safety_rate": f"{self.max_defect_rate:g}",
+            "safety_pct": f"{self.max_defect_rate * 100:g}",
+            "safety_min_samples": str(self.min_samples),
+        }
+
+
+@dataclass(frozen=True)
 class Figures:
     """The numbers the kit restates, from the defaults of the rules they mirror."""
 
@@ -117,6 +145,7 @@ class Figures:
     false_page_every: str
     evaluation_interval_s: float
     slo: SloFigures
+    safety: SafetyFigures
 
     @classmethod
     def from_defaults(cls) -> Figures:
@@ -132,6 +161,7 @@ class Figures:
             false_page_every=alerts_default("false_page_every"),
             evaluation_interval_s=alerts_default("evaluation_interval_s"),
             slo=SloFigures.shipped(),
+            safety=SafetyFigures.shipped(),
         )
 
     def but(self, **changes: Any) -> Figures:
@@ -173,6 +203,7 @@ class Figures:
             "budget_days": f"{self.budget_s / 86_400:g}",
             "min_increase": f"{self.min_increase:g}",
             "half_increase": f"{self.min_increase / 2:g}",
+            "twice_increase": f"{self.min_increase * 2:g}",
             "regression_window": self.regression_window,
             "regression_min_samples": str(self.regression_min_samples),
             "baseline_window": self.baseline_window,
@@ -183,6 +214,7 @@ class Figures:
             "cohort_z": f"{self.cohort_z:.4f}",
             "interval_s": f"{self.evaluation_interval_s:g}",
             **self.slo.slots(),
+            **self.safety.slots(),
         }
 
 
@@ -336,6 +368,16 @@ COPIES: tuple[Copy, ...] = (
     Copy(DASHBOARD, "Wilson bounds at z = {z})"),
     Copy(DASHBOARD, "(z = {z}: a look a minute, one false page per {budget})"),
     Copy(DASHBOARD, COHORT_TEST + "), with at least {cohort_min_samples} verdicts on each side"),
+    Copy("README.md", "(default `{budget}`, per rule and service)"),
+    Copy("README.md", "A rise of twice `min_increase` ({twice_increase}) or more"),
+    Copy("examples/config.yaml", "window: {regression_window} # the current window (default)"),
+    Copy(
+        "examples/config.yaml",
+        "baseline: {window: {baseline_window}, min_samples: {baseline_min_samples}} # the",
+    ),
+    Copy("examples/config.yaml", "min_samples: {regression_min_samples} min_increase: "),
+    Copy("examples/config.yaml", "min_increase: {min_increase} # the smallest rise worth a page"),
+    Copy("examples/config.yaml", "false_page_every: {budget} # how rarely it may page"),
     Copy(
         "docs/contract.md",
         "`min_samples` ({regression_min_samples}), `min_increase` ({min_increase}),",
@@ -414,7 +456,23 @@ SLO_COPIES: tuple[Copy, ...] = (
     Copy(f"{SLOTH}/README.md", "`deploy/monitor.yaml`), {slo_objective_pct} % is an"),
     Copy(f"{SLOTH}/README.md", "tickets daily at {slo_objective_pct} %."),
 )
-COPIES = COPIES + SLO_COPIES
+# The safety categories' absolute rules (SafetyFigures); the PromQL's thresholds are checked
+# by test_deploy.py, the dashboard's by test_deploy_grafana.py.
+SAFETY_COPIES: tuple[Copy, ...] = (
+    Copy("deploy/monitor.yaml", "a defect rate # confidently above {safety_pct} %"),
+    Copy(RULES, "(max_defect_rate {safety_rate}, one alert per"),
+    Copy(RULES, "safety_defect_rate:wilson_lower10m > {safety_rate}"),
+    Copy(RULES, "safety_defect_rate:wilson_upper10m >= {safety_rate}"),
+    Copy(RULES, "safety_samples:increase10m >= {safety_min_samples}"),
+    Copy(RULES, "{{ $labels.service }} above {safety_pct}%"),
+    Copy(RULES, "over 10m is above {safety_rate} (bound"),
+    Copy(
+        "deploy/README.md",
+        "over 10m > {safety_rate} with ≥ {safety_min_samples} verdicts; stays until the upper "
+        "bound < {safety_rate}",
+    ),
+)
+COPIES = COPIES + SLO_COPIES + SAFETY_COPIES
 
 BLOCKS: tuple[Block, ...] = (
     Block(
@@ -438,7 +496,7 @@ BLOCKS: tuple[Block, ...] = (
 )
 
 # Where a figure may be restated: the folders and files users read.
-KIT = ("deploy", "grafana", "docs", "README.md")
+KIT = ("deploy", "grafana", "docs", "examples", "README.md")
 # Figures too distinctive to be anything else where they appear: a stray copy.
 _STRAY_SLOTS = ("z", "z2", "z2_half", "z2_quarter", "cohort_z")
 

@@ -55,12 +55,17 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     rise = DEFAULTS.min_increase + 0.02
     budget = f"{parse_duration(DEFAULTS.false_page_every) / 86_400 + 30:g}d"
     slo = replace(DEFAULTS.slo, objective=DEFAULTS.slo.objective + 0.05)
+    safety = replace(DEFAULTS.safety, max_defect_rate=DEFAULTS.safety.max_defect_rate * 2)
     changed = DEFAULTS.but(
-        min_increase=rise, cohort_min_increase=rise, false_page_every=budget, slo=slo
+        min_increase=rise,
+        cohort_min_increase=rise,
+        false_page_every=budget,
+        slo=slo,
+        safety=safety,
     )
     figures = changed.slots()
     written = write(changed, root)
-    # Every file that restates a figure held one of these four.
+    # Every file that restates a figure held one of these five.
     assert sorted(written) == sorted({c.path for c in COPIES} | {b.path for b in BLOCKS})
     assert stale(changed, root) == [] and strays(changed, root) == []
     assert sorted(stale(DEFAULTS, root)) == sorted(written)
@@ -77,6 +82,7 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     assert f"ratio_rate28d / {figures['slo_budget']}\n" in rules
     sloth = (root / "deploy/prometheus/sloth/groundedness-slo.yaml").read_text()
     assert f"at {figures['slo_objective_pct']} a healthy service" in sloth
+    assert f"wilson_lower10m > {figures['safety_rate']}\n" in rules
 
 
 def test_the_check_fails_on_a_copy_that_disagrees(tmp_path: Path) -> None:
