@@ -29,8 +29,6 @@ CANARY_COHORTS = 2
 _FORMS: Mapping[str, dict[str, Any]] = {
     "regression": {"baseline": {}},
     "cohorts": {"cohorts": {"by": "version"}},
-    "absolute": {"max_defect_rate": 0.5},
-    "slo": {"slo": {"objective": 0.77}},
 }
 
 
