@@ -21,6 +21,7 @@ from harness.thresholds.figures import (
     alerts_default,
     canary_query,
     cohort_pages,
+    default_rule,
     rule_default,
 )
 from harness.thresholds.rewrite import CopyMissing, main, rendered, stale, strays, write
@@ -40,6 +41,7 @@ __all__ = [
     "alerts_default",
     "canary_query",
     "cohort_pages",
+    "default_rule",
     "main",
     "rendered",
     "rule_default",

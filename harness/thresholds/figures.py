@@ -32,11 +32,17 @@ _FORMS: Mapping[str, dict[str, Any]] = {
 }
 
 
+def default_rule(form: str, name: str = "defaults") -> Any:
+    """A rule of `form` on local_groundedness that states nothing else, as the config
+    resolves it (whatever class the config gives a rule of that form)."""
+    rule = {"name": name, "evaluator": "local_groundedness", **_FORMS[form]}
+    return Alerts.model_validate({"rules": [rule]}).rules[0]
+
+
 def rule_default(form: str, field: str) -> Any:
     """The default of a rule's `field` (dotted for a nested one: `baseline.min_samples`)
-    for a rule of `form` that states nothing else, as the config resolves it."""
-    rule = {"name": "defaults", "evaluator": "local_groundedness", **_FORMS[form]}
-    value: Any = Alerts.model_validate({"rules": [rule]}).rules[0]
+    for a rule of `form` that states nothing else."""
+    value = default_rule(form)
     for part in field.split("."):
         value = getattr(value, part)
     return value

@@ -21,9 +21,8 @@ import pytest
 import yaml
 
 from harness.servers import DEPLOY, need
-from harness.thresholds import Figures, cohort_pages
+from harness.thresholds import Figures, cohort_pages, default_rule
 from monitor.alerts import AlertEngine
-from monitor.config import AlertRule
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, question, verdict
@@ -281,9 +280,7 @@ def test_the_templates_and_the_cohort_rule_agree_on_a_table_of_counts(tmp_path: 
 def sidecar_pages(canary: tuple[int, int], rest: tuple[int, int]) -> bool:
     """Whether the sidecar's own cohort rule, at its defaults, pages version v2 at its first
     evaluation after these verdicts: the canary's, and the rest's split as in the table."""
-    rule = AlertRule.model_validate(
-        {"name": "canary", "evaluator": EVALUATOR, "cohorts": {"by": "version"}}
-    )
+    rule = default_rule("cohorts", name="canary")
     clock = Clock()
     engine = AlertEngine([rule], create_telemetry(), clock=clock)
     (n, k), (m, r) = canary, rest
