@@ -261,18 +261,15 @@ _PANEL_THRESHOLDS = {
 
 
 def test_panel_texts_restate_the_rules_thresholds() -> None:
-    from harness.thresholds import alerts_default, rule_default
     from monitor.alerts.evidence.stats import look_level, one_sided_z
-    from monitor.config import parse_duration
+    from monitor.config import FALSE_PAGE_EVERY, REGRESSION_MIN_INCREASE, parse_duration
 
-    min_increase = rule_default("regression", "min_increase")
-    false_page_every = alerts_default("false_page_every")
     dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
     by_id = {p["id"]: p for p in panels(dashboard)}
     rules = _rules_text()
     # z of a look a minute (the groups' interval) at the default false-page budget: the
     # one the rules write, and the one every panel text names.
-    z = f"{one_sided_z(look_level(60, parse_duration(false_page_every))):.4f}"
+    z = f"{one_sided_z(look_level(60, parse_duration(FALSE_PAGE_EVERY))):.4f}"
     assert re.findall(r"- ([0-9.]+) \* sqrt", rules) == [z, z]
     assert re.search(r"regression_z\{[^}]*\} > ([0-9.]+)", rules).group(1) == z  # type: ignore[union-attr]
     texts = [p["title"] + " " + p.get("description", "") for p in panels(dashboard)]
@@ -294,8 +291,8 @@ def test_panel_texts_restate_the_rules_thresholds() -> None:
     # The regression panel: half of min_increase, and the verdicts each window needs.
     regression = by_id[23]["description"]
     half = float(re.search(r"increase30m_vs_24h - ([0-9.]+)\)", rules).group(1))  # type: ignore[union-attr]
-    assert half == min_increase / 2
-    assert f"min_increase {min_increase:g}" in regression
+    assert half == REGRESSION_MIN_INCREASE / 2
+    assert f"min_increase {REGRESSION_MIN_INCREASE:g}" in regression
     current = re.search(r"increase30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
     baseline = re.search(r"increase24h_offset30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
     assert f"with {current} current and {baseline} baseline verdicts" in regression
