@@ -110,8 +110,19 @@ COPIES: tuple[Copy, ...] = (
     Copy("examples/config.yaml", "false_page_every: {budget} # how rarely it may page"),
     Copy(
         "docs/contract.md",
-        "`min_samples` ({regression_min_samples}), `min_increase` ({min_increase}),",
+        "(defaults `{baseline_window}`, {baseline_min_samples}, `week`, `7d`), `window` "
+        "(default `{regression_window}`), `min_samples` ({regression_min_samples}), "
+        "`min_increase` ({min_increase}),",
     ),
+    # The contract's table of each form's defaults (also checked by tests/project).
+    Copy("docs/contract.md", "| `window` | `{regression_window}` | `{cohort_window}` |"),
+    Copy(
+        "docs/contract.md",
+        "| `min_samples` | `{regression_min_samples}` | `{cohort_min_samples}` |",
+    ),
+    Copy("docs/contract.md", "| `min_increase` | `{min_increase}` | `{cohort_min_increase}` |"),
+    Copy("docs/contract.md", "| `baseline.window` | `{baseline_window}` |"),
+    Copy("docs/contract.md", "| `baseline.min_samples` | `{baseline_min_samples}` |"),
 )
 
 

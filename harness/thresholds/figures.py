@@ -203,6 +203,7 @@ class Figures:
             "baseline_min_samples": str(self.baseline_min_samples),
             "cohort_min_increase": f"{self.cohort_min_increase:g}",
             "cohort_half_increase": f"{self.cohort_min_increase / 2:g}",
+            "cohort_window": self.cohort_window,
             "cohort_min_samples": str(self.cohort_min_samples),
             "cohort_z": f"{self.cohort_z:.4f}",
             "interval_s": f"{self.evaluation_interval_s:g}",
