@@ -9,12 +9,12 @@ out while its own revision's still come (late verdicts, a rollout with both revi
 live): only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
-cohort) keeps at most `units.MAX_OPEN` open and `units.MAX_REMEMBERED` closed
+cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED` closed
 conversations, and all of them together at most `budget` bytes (`CONVERSATION_BUDGET`,
 counted at `OPEN_BYTES` and `CLOSED_BYTES` each, upper bounds of what one holds). Past the
 budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
 remembered longest, then, in an entry with none closed, the open one quiet longest, closed
-into its unit early (as `units.MAX_OPEN` does within an entry). An app writing a request id
+into its unit early (as `conversations.MAX_OPEN` does within an entry). An app writing a request id
 as its conversation id (each request its own conversation) fills the budget and no more;
 what the state file holds of them is bounded with it (`monitor.alerts.state`).
 """
@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.units import Arrival, Unit, Units
-from monitor.alerts.evidence.window import saved_number
+from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
 from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.records.where import DIMENSIONS, MAX_CHARS
@@ -112,13 +111,13 @@ class Entries:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation: str | None,
         now: float,
-        request: int | None = None,
+        request: str | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation` and `request` (their keys: the conversation id's,
-        the request's fingerprint; None: not known)."""
+        (None: not known), `conversation` and `request` (the conversation id, the request's
+        fingerprint; None: not known)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -149,7 +148,13 @@ class Entries:
         levels = [k / steps for k in range(steps + 1)]
         if conversation is not None or request is not None:
             held = conversation_bytes(conversations)
-            arrival, closed = conversations.add(conversation, request, histogram, levels, now)
+            arrival, closed = conversations.add(
+                None if conversation is None else conversation_key(conversation),
+                None if request is None else conversation_key(request),
+                histogram,
+                levels,
+                now,
+            )
             self.conversation_bytes += conversation_bytes(conversations) - held
             if arrival is not None and not arrival.counted:
                 histogram = [0.0] * len(histogram)

@@ -231,11 +231,11 @@ class AlertSlo(Section):
 
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/evidence/units.py): it bounds how long a sequential test waits on one.
+# (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits on one.
 CONVERSATION_MAX_AGE = "6h"
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
-# monitor/alerts/README.md).
+# docs/alerts.md).
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
 REGRESSION_MIN_SAMPLES = 100
