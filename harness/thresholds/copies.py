@@ -114,6 +114,24 @@ COPIES: tuple[Copy, ...] = (
         "(default `{regression_window}`), `min_samples` ({regression_min_samples}), "
         "`min_increase` ({min_increase}),",
     ),
+    Copy(
+        "docs/alerts.md",
+        "# window: {regression_window}, min_samples: {regression_min_samples}, min_increase: "
+        "{min_increase}, test: sequential (defaults)",
+    ),
+    Copy(
+        "docs/alerts.md",
+        "# window: {cohort_window}, min_samples: {cohort_min_samples}, min_increase: "
+        "{cohort_min_increase} (defaults)",
+    ),
+    Copy("docs/alerts.md", "(default `alerts.false_page_every: {budget}`)"),
+    Copy(
+        "docs/alerts.md",
+        "`min_increase: {min_increase}` keeps very busy services (where any small, real change "
+        "is significant) from paging on changes too small to matter; `min_samples: "
+        "{regression_min_samples}` keeps quiet services from paging on a handful of verdicts; "
+        "one false page per {budget_days} days",
+    ),
     # The contract's table of each form's defaults (also checked by tests/project).
     Copy("docs/contract.md", "| `window` | `{regression_window}` | `{cohort_window}` |"),
     Copy(

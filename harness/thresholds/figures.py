@@ -12,8 +12,7 @@ from typing import Any
 import yaml
 
 from harness.deploy_examples import monitor_with_slo
-from monitor.alerts.evidence.stats import increase_p_value, look_level, one_sided_z
-from monitor.alerts.evidence.window import Moments
+from monitor.alerts.evidence import Moments, increase_p_value, look_level, one_sided_z
 from monitor.config import Alerts, Config, parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
