@@ -231,7 +231,28 @@ SAFETY_COPIES: tuple[Copy, ...] = (
         "bound < {safety_rate}",
     ),
 )
-COPIES = COPIES + SLO_COPIES + SAFETY_COPIES
+# The shipped configs that write the regression rule's baseline and the safety rule out:
+# the sidecar they run judges as the Prometheus rules do only while they agree.
+BASELINE = "baseline: {window: {baseline_window}, min_samples: {baseline_min_samples}}"
+# deploy/monitor.yaml's safety rules are where SafetyFigures reads the threshold.
+SAFETY_RULE = (
+    "category: violence max_defect_rate: {safety_rate} window: 10m min_samples: "
+    "{safety_min_samples}"
+)
+CONFIG_COPIES: tuple[Copy, ...] = (
+    *(
+        Copy(path, BASELINE)
+        for path in (
+            "deploy/monitor.yaml",
+            "deploy/compose/monitor.yaml",
+            "deploy/kubernetes/configmap.yaml",
+            "deploy/helm/rag-monitor/values.yaml",
+        )
+    ),
+    Copy("deploy/compose/monitor.yaml", SAFETY_RULE),
+    Copy("deploy/kubernetes/configmap.yaml", SAFETY_RULE),
+)
+COPIES = COPIES + SLO_COPIES + SAFETY_COPIES + CONFIG_COPIES
 
 BLOCKS: tuple[Block, ...] = (
     Block(

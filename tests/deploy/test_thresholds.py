@@ -59,13 +59,14 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     changed = DEFAULTS.but(
         min_increase=rise,
         cohort_min_increase=rise,
+        baseline_min_samples=DEFAULTS.baseline_min_samples * 2,
         false_page_every=budget,
         slo=slo,
         safety=safety,
     )
     figures = changed.slots()
     written = write(changed, root)
-    # Every file that restates a figure held one of these five.
+    # Every file that restates a figure held one of these.
     assert sorted(written) == sorted({c.path for c in COPIES} | {b.path for b in BLOCKS})
     assert stale(changed, root) == [] and strays(changed, root) == []
     assert sorted(stale(DEFAULTS, root)) == sorted(written)
@@ -83,6 +84,8 @@ def test_a_changed_default_is_one_regeneration(tmp_path: Path) -> None:
     sloth = (root / "deploy/prometheus/sloth/groundedness-slo.yaml").read_text()
     assert f"at {figures['slo_objective_pct']} a healthy service" in sloth
     assert f"wilson_lower10m > {figures['safety_rate']}\n" in rules
+    values = (root / "deploy/helm/rag-monitor/values.yaml").read_text()
+    assert f"min_samples: {figures['baseline_min_samples']}}}" in values
 
 
 def test_the_check_fails_on_a_copy_that_disagrees(tmp_path: Path) -> None:
