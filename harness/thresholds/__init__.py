@@ -8,11 +8,22 @@ defaults (read by field name in `rule_default`), the statistics the rules judge 
 the shipped examples; `COPIES` (copies.py) lists every place a file restates one, and
 `python -m harness.thresholds` rewrites them (`--check`: lists what is out of date, changes
 nothing; rewrite.py). The rollout templates' query is written whole (`canary_query`): the
-cohort rule's test in PromQL. A z the kit writes where `COPIES` does not list it is a stray
+cohort rule's test in PromQL. The dashboard's panels that draw an alert's threshold
+(`PANEL_THRESHOLDS`) take it from the rules. A z the kit writes where `COPIES` does not list it is a stray
 copy (`strays`).
 """
 
-from harness.thresholds.copies import BLOCKS, COPIES, KIT, RULES, Block, Copy
+from harness.thresholds.copies import (
+    BLOCKS,
+    COPIES,
+    DASHBOARD,
+    KIT,
+    PANEL_THRESHOLDS,
+    RULES,
+    Block,
+    Copy,
+    PanelThreshold,
+)
 from harness.thresholds.figures import (
     RULES_INTERVAL_S,
     Figures,
@@ -29,13 +40,16 @@ from harness.thresholds.rewrite import CopyMissing, main, rendered, stale, stray
 __all__ = [
     "BLOCKS",
     "COPIES",
+    "DASHBOARD",
     "KIT",
+    "PANEL_THRESHOLDS",
     "RULES",
     "RULES_INTERVAL_S",
     "Block",
     "Copy",
     "CopyMissing",
     "Figures",
+    "PanelThreshold",
     "SafetyFigures",
     "SloFigures",
     "alerts_default",

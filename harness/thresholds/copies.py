@@ -30,6 +30,16 @@ class Block:
     render: Callable[[Figures], str]
 
 
+@dataclass(frozen=True)
+class PanelThreshold:
+    """A dashboard panel that draws an alert's threshold: its red step, and every
+    percentage its title and description write, are the number the alert compares its
+    series with in rules.yml."""
+
+    panel_id: int
+    alert: str
+
+
 RULES = "deploy/prometheus/rules.yml"
 ARGO = "deploy/rollouts/argo-analysistemplate.yaml"
 FLAGGER = "deploy/rollouts/flagger-metrictemplate.yaml"
@@ -277,3 +287,11 @@ BLOCKS: tuple[Block, ...] = (
 
 # Where a figure may be restated: the folders and files users read.
 KIT = ("deploy", "grafana", "docs", "examples", "README.md")
+
+# The panels that draw an alert's threshold, from the rules (a commented-out example too).
+PANEL_THRESHOLDS: tuple[PanelThreshold, ...] = (
+    PanelThreshold(2, "RagHallucinationRateHigh"),
+    PanelThreshold(11, "RagSafetyDefectRateHigh"),
+    PanelThreshold(71, "RagTrafficUnscored"),
+    PanelThreshold(73, "RagEvaluationsSkipped"),
+)

@@ -4,13 +4,23 @@ blocks written whole, and the stray copies found; `python -m harness.thresholds`
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from harness.thresholds.copies import BLOCKS, COPIES, KIT, Block, Copy
+from harness.thresholds.copies import (
+    BLOCKS,
+    COPIES,
+    DASHBOARD,
+    KIT,
+    PANEL_THRESHOLDS,
+    RULES,
+    Block,
+    Copy,
+)
 from harness.thresholds.figures import ROOT, Figures
 
 # Figures too distinctive to be anything else where they appear: a stray copy.
@@ -78,17 +88,57 @@ def _apply_block(text: str, block: Block, figures: Figures) -> str:
     return "".join([*lines[: start + 1], *body, *lines[end:]])
 
 
+def alert_threshold(rules: str, alert: str) -> float:
+    """The number `alert` compares its series with in the rules' text (a commented-out
+    example too): the first `> number` of its expression."""
+    start = rules.find(f"alert: {alert}\n")
+    if start < 0:
+        raise CopyMissing(f"{RULES}: no alert {alert}")
+    end = rules.find("alert: ", start + 1)
+    found = re.search(r"\}? > \(?([0-9.]+)\)?\s", rules[start : end if end > 0 else None])
+    if found is None:
+        raise CopyMissing(f"{RULES}: {alert} compares with no number")
+    return float(found.group(1))
+
+
+def _apply_panels(text: str, rules: str) -> str:
+    """The dashboard with each `PANEL_THRESHOLDS` panel's red step and percentages set to
+    its alert's threshold."""
+    dashboard = json.loads(text)
+    panels = {}
+    for panel in dashboard["panels"]:
+        panels[panel["id"]] = panel
+        panels.update((inner["id"], inner) for inner in panel.get("panels", []))
+    for drawn in PANEL_THRESHOLDS:
+        panel = panels.get(drawn.panel_id)
+        if panel is None:
+            raise CopyMissing(f"{DASHBOARD}: no panel {drawn.panel_id} ({drawn.alert})")
+        threshold = alert_threshold(rules, drawn.alert)
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        red = [step for step in steps if step["color"] == "red"]
+        if len(red) != 1:
+            raise CopyMissing(f"{DASHBOARD}: panel {drawn.panel_id} has {len(red)} red steps")
+        red[0]["value"] = threshold
+        for key in ("title", "description"):
+            if key in panel:
+                panel[key] = re.sub(r"[0-9.]+(\s?)%", rf"{threshold * 100:g}\1%", panel[key])
+    return json.dumps(dashboard, indent=2) + "\n"
+
+
 def rendered(figures: Figures, root: Path = ROOT) -> dict[str, str]:
-    """Every file that restates a figure, as `figures` would have it: path → text."""
+    """Every file that restates a figure, as `figures` would have it: path → text. The
+    rules come first: the dashboard's threshold panels draw what they compare with."""
     slots = figures.slots()
     out: dict[str, str] = {}
-    paths = {c.path for c in COPIES} | {b.path for b in BLOCKS}
-    for path in sorted(paths):
+    paths = {c.path for c in COPIES} | {b.path for b in BLOCKS} | {DASHBOARD}
+    for path in sorted(paths, key=lambda p: (p != RULES, p)):
         text = (root / path).read_text(encoding="utf-8")
         for block in (b for b in BLOCKS if b.path == path):
             text = _apply_block(text, block, figures)
         for copy in (c for c in COPIES if c.path == path):
             text = _apply_copy(text, copy, slots)
+        if path == DASHBOARD:
+            text = _apply_panels(text, out[RULES])
         out[path] = text
     return out
 

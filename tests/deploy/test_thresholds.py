@@ -5,6 +5,7 @@ does not know of, or one whose text changed under it, fails by name."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from dataclasses import replace
@@ -16,6 +17,7 @@ import yaml
 from harness.thresholds import (
     BLOCKS,
     COPIES,
+    DASHBOARD,
     KIT,
     RULES,
     RULES_INTERVAL_S,
@@ -98,6 +100,22 @@ def test_the_check_fails_on_a_copy_that_disagrees(tmp_path: Path) -> None:
     assert stale(DEFAULTS, root) == ["deploy/README.md"]
     write(DEFAULTS, root)
     assert readme.read_text() == text
+
+
+def test_the_threshold_panels_draw_what_their_alert_compares_with(tmp_path: Path) -> None:
+    root = scratch(tmp_path)
+    rules = root / RULES
+    text = rules.read_text()
+    assert text.count("rag_monitor:unscored:ratio10m > 0.1\n") == 1
+    rules.write_text(text.replace("unscored:ratio10m > 0.1\n", "unscored:ratio10m > 0.25\n"))
+    assert stale(DEFAULTS, root) == [DASHBOARD]
+    write(DEFAULTS, root)
+    dashboard = json.loads((root / DASHBOARD).read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["id"] == 71]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps if s["color"] == "red"] == [0.25]
+    assert "RagTrafficUnscored above 25%" in panel["title"]
+    assert "above 25% for 30m" in panel["description"]
 
 
 def test_a_copy_the_generator_does_not_list_is_named(tmp_path: Path) -> None:
