@@ -13,17 +13,7 @@ cohort rule's test in PromQL. The dashboard's panels that draw an alert's thresh
 copy (`strays`).
 """
 
-from harness.thresholds.copies import (
-    BLOCKS,
-    COPIES,
-    DASHBOARD,
-    KIT,
-    PANEL_THRESHOLDS,
-    RULES,
-    Block,
-    Copy,
-    PanelThreshold,
-)
+from harness.thresholds.copies import BLOCKS, COPIES, DASHBOARD, KIT, RULES
 from harness.thresholds.figures import (
     RULES_INTERVAL_S,
     Figures,
@@ -42,14 +32,10 @@ __all__ = [
     "COPIES",
     "DASHBOARD",
     "KIT",
-    "PANEL_THRESHOLDS",
     "RULES",
     "RULES_INTERVAL_S",
-    "Block",
-    "Copy",
     "CopyMissing",
     "Figures",
-    "PanelThreshold",
     "SafetyFigures",
     "SloFigures",
     "alerts_default",
