@@ -48,7 +48,7 @@ class RuleBase(Section):
     category: Category | None = None
     # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`).
     measure: Literal["verdicts", "scores"] = "verdicts"
-    severity: LabelName = "warning"
+    severity: LabelName = "page"
 
     _removed: ClassVar[Mapping[str, str]] = {
         "confidence": "replaced by false_page_every, how rarely the rule may page on a "

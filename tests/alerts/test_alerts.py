@@ -124,18 +124,14 @@ def test_no_alert_below_min_samples_even_at_100_percent_defects() -> None:
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="hallucination") == 1.0
     assert (
-        gauge(
-            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="shop", rule="hallucination", severity="page", cohort="")
         == 0
     )
     feed(engine, fails=1, passes=0)
     (alert,) = engine.evaluate()
     assert alert.status == "firing"
     assert (
-        gauge(
-            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="shop", rule="hallucination", severity="page", cohort="")
         == 1
     )
 
@@ -187,14 +183,12 @@ def test_services_have_separate_windows_and_labels() -> None:
     assert alert.labels == {
         "alertname": "hallucination",
         "service": "bad",
-        "severity": "warning",
+        "severity": "page",
         "generator": "rag-monitor",
         "evaluator": "local_groundedness",
     }
     assert (
-        gauge(
-            t, "alert_firing", service="good", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="good", rule="hallucination", severity="page", cohort="")
         == 0
     )
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.children import spawn
 from harness.rag_service import write_config
 from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
@@ -250,7 +251,7 @@ def _start_in(group: Path, tmp: Path, config: Path) -> tuple[subprocess.Popen[by
     procs = group / "cgroup.procs"
     started = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.Popen(
+        proc = spawn(
             [sys.executable, "-m", "monitor", "run", "--config", str(config)],
             cwd=REPO,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},

@@ -94,9 +94,7 @@ def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
     assert float(notes["baseline_defect_rate"]) == pytest.approx(0.40, abs=0.01)
     assert float(notes["increase"]) >= 0.05
     assert float(notes["p_value"]) <= 0.001
-    assert (
-        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
-    )
+    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="page", cohort="") == 1
 
 
 def test_too_little_baseline_means_no_page_and_says_why() -> None:
@@ -260,9 +258,7 @@ async def test_a_firing_rule_is_still_firing_after_a_restart_and_resolves_later(
     again.n = stream.n
     again.run(INTERVAL, 0.50)  # one evaluation interval
     assert second.firing() == [(RULE.name, "shop")]
-    assert (
-        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
-    )
+    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="page", cohort="") == 1
     assert gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name) == pytest.approx(
         0.20, abs=0.01
     )

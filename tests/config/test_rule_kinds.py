@@ -54,7 +54,7 @@ COMMON: dict[str, tuple[Any, Any, Any]] = {
     "evaluator": (None, "local_relevance", "local_groundednes"),
     "category": (None, "violence", "hate"),
     "measure": ("verdicts", "scores", "score"),
-    "severity": ("warning", "page", "two words"),
+    "severity": ("page", "ticket", "two words"),
 }
 RISE: dict[str, tuple[Any, Any, Any]] = {
     "window": ("30m", "1h", "forever"),
