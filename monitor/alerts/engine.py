@@ -7,7 +7,7 @@ evaluator that could not decide says nothing about the service.
 
 `emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
 cohort): at once to the rule's windows and tests, a conversation's with what its earlier
-verdicts were (`monitor.alerts.units`), and each conversation once more when it goes quiet,
+verdicts were (`monitor.alerts.evidence.units`), and each conversation once more when it goes quiet,
 as one unit to the history (how verdicts cluster).
 A service folded into `other` by the label cap is never a service under test. With
 `alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
@@ -47,13 +47,13 @@ from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.boosting import RaisedBoosts
 from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, Key, add_part
+from monitor.alerts.evidence.units import conversation_key
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
 from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
 from monitor.alerts.subjects import Subjects
-from monitor.alerts.units import conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration

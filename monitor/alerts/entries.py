@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.alerts.evidence.units import Arrival, Unit, Units
+from monitor.alerts.evidence.window import saved_number
 from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
-from monitor.alerts.units import Arrival, Unit, Units
-from monitor.alerts.window import saved_number
 from monitor.records.where import DIMENSIONS, MAX_CHARS
 
 log = logging.getLogger(__name__)

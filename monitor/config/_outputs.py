@@ -68,7 +68,7 @@ def pinned_period(text: str) -> tuple[float, float]:
 
 class AlertBaseline(Section):
     """A regression rule's reference: what the service usually shows, learned from its
-    history (monitor/alerts/history.py): its level over the trailing `window`, and with
+    history (monitor/alerts/evidence/history.py): its level over the trailing `window`, and with
     `season` the usual offset of this hour of the day (`day`) and day of the week (`week`)."""
 
     window: Duration = "24h"
@@ -231,7 +231,7 @@ class AlertSlo(Section):
 
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/units.py): it bounds how long a sequential test waits on one.
+# (monitor/alerts/evidence/units.py): it bounds how long a sequential test waits on one.
 CONVERSATION_MAX_AGE = "6h"
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see

@@ -17,7 +17,7 @@ import yaml
 
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
-from monitor.alerts.stats import look_level, one_sided_z
+from monitor.alerts.evidence.stats import look_level, one_sided_z
 from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult

@@ -31,9 +31,9 @@ from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
 from monitor.alerts import AlertEngine, state
 from monitor.alerts.entries import CLOSED_BYTES, CONVERSATION_BUDGET, OPEN_BYTES
+from monitor.alerts.evidence.units import Conversations, conversation_key
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
-from monitor.alerts.units import Conversations, conversation_key
 from monitor.config import AlertBaseline, AlertRule
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, verdict

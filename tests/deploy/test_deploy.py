@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.servers import DEPLOY, need
-from monitor.alerts.stats import look_level, one_sided_z
+from monitor.alerts.evidence.stats import look_level, one_sided_z
 from monitor.config import (
     FALSE_PAGE_EVERY,
     AlertBaseline,

@@ -261,7 +261,7 @@ _PANEL_THRESHOLDS = {
 
 
 def test_panel_texts_restate_the_rules_thresholds() -> None:
-    from monitor.alerts.stats import look_level, one_sided_z
+    from monitor.alerts.evidence.stats import look_level, one_sided_z
     from monitor.config import FALSE_PAGE_EVERY, REGRESSION_MIN_INCREASE, parse_duration
 
     dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())

@@ -15,18 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment
-from monitor.alerts.rule import Rule
-from monitor.alerts.stats import look_level, wilson_interval
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import (
+from monitor.alerts.evidence.stats import look_level, wilson_interval
+from monitor.alerts.evidence.units import Arrival, Unit
+from monitor.alerts.evidence.window import (
     Moments,
     SlidingWindow,
     UnitSums,
     design_effect,
     restore_slices,
 )
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Entry, Judgment
+from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
 
 

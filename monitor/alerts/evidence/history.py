@@ -15,13 +15,13 @@ that closed in it (their correlation is measured).
   `baseline.window` (a bucket mostly held out does not count towards that time, so a long
   rise keeps the level from before it), and over seven times that window; the higher of the
   two is the level, so a good spell is not a new normal overnight;
-- **season** (`monitor.alerts.season`, learned from all verdicts of the history): what this
+- **season** (`monitor.alerts.evidence.season`, learned from all verdicts of the history): what this
   hour of the day and day of the week usually add; before the history holds one complete
   day, a seasonal rule compares with the highest of the level and the highest hour seen
   plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
-  their measured dispersion (`kappa`; both `monitor.alerts.dispersion`).
+  their measured dispersion (`kappa`; both `monitor.alerts.evidence.dispersion`).
 
 `last_week(t)` and `pinned(t, level)` are the references a user may name instead
 (`baseline.reference`).
@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from monitor.alerts.dispersion import conversation_rho, solo_dispersion
-from monitor.alerts.level import Level, Profile, Sums
-from monitor.alerts.season import Season, learn
-from monitor.alerts.units import Unit
-from monitor.alerts.window import Moments, saved_number
+from monitor.alerts.evidence.dispersion import conversation_rho, solo_dispersion
+from monitor.alerts.evidence.level import Level, Profile, Sums
+from monitor.alerts.evidence.season import Season, learn
+from monitor.alerts.evidence.units import Unit
+from monitor.alerts.evidence.window import Moments, saved_number
 
 HOUR_S = 3600.0
 # History kept: four weeks for seasonal baselines; otherwise the long level's span.

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.dispersion import pooled_rho
+from monitor.alerts.evidence.dispersion import pooled_rho
 
 DEFAULT_BUCKETS = 60
 

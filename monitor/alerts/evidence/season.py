@@ -1,5 +1,5 @@
 """The season a regression rule's history learns: what each hour of the day, and each day
-of the week, usually adds to a service's defect rate (`monitor.alerts.history`).
+of the week, usually adds to a service's defect rate (`monitor.alerts.evidence.history`).
 
 `learn` takes the history's hourly rates (all verdicts: a rise that paged counts, so a
 daily peak is learned within days) and gives a `SeasonProfile`:

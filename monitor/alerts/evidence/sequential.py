@@ -17,7 +17,7 @@ margin fits is left out: the baseline cannot tell so small a rise from its own e
 
 **The evidence** is each arrival of verdicts: one verdict that came without a
 conversation, or the verdicts of one conversation that arrived together
-(`monitor.alerts.units.Arrival`). For each alternative a bettor stakes on an arrival's
+(`monitor.alerts.evidence.units.Arrival`). For each alternative a bettor stakes on an arrival's
 mean `m` the factor `1 + lambda (m - p_j)` against its **predicted mean** `p_j`, with
 `lambda = (pa_j - p_j) / W`, `pa_j` the prediction under the alternative and `W` the
 variance of `m` given what is predicted; at most `0.95 / p_j`, so that wealth stays
@@ -86,9 +86,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.history import Expectation
-from monitor.alerts.units import Arrival
-from monitor.alerts.window import Moments, saved_number
+from monitor.alerts.evidence.history import Expectation
+from monitor.alerts.evidence.units import Arrival
+from monitor.alerts.evidence.window import Moments, saved_number
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
 ALTERNATIVE_STEP = 2.0

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.dispersion import RHO_PRIOR
+from monitor.alerts.evidence.dispersion import RHO_PRIOR
 from monitor.config import CONVERSATION_MAX_AGE, parse_duration
 
 _log = logging.getLogger(__name__)
