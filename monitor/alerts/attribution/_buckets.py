@@ -17,10 +17,34 @@ GROUPS = 64
 # Windows whose design effect is remembered (its median is used).
 MEASURED = 16
 TRACES = 32
+# The unit groups with the largest spread left out of the design effect, and the share of
+# the spread the others hold when units are independent (`trimmed_share`).
+TRIMMED = 4
 # A value is tested with at least this many current verdicts (and as many in the rest).
 MIN_SLICE = 10
 # A value is compared with its own reference rate from this many reference verdicts on.
 MIN_REFERENCE = 30
+
+
+def trimmed_share(groups: int, trimmed: int) -> float:
+    """What the `groups - trimmed` smallest of `groups` independent chi-square(1) terms hold
+    of their expected sum: `1 - E[sum of the largest trimmed] / groups`, integrated over
+    `z = sqrt(term)` (a term is the square of a standard normal)."""
+    step = 1e-3
+    top = 0.0
+    for i in range(1, 10_000):
+        z = i * step
+        tail = math.erfc(z / math.sqrt(2))  # P(a term is larger)
+        below = 1.0 - tail
+        # P(at most trimmed - 1 of the other groups' terms are larger).
+        within = sum(
+            math.comb(groups - 1, j) * tail**j * below ** (groups - 1 - j) for j in range(trimmed)
+        )
+        top += z * z * math.sqrt(2 / math.pi) * math.exp(-z * z / 2) * within * step
+    return 1.0 - top
+
+
+TRIMMED_SHARE = trimmed_share(GROUPS, TRIMMED)
 
 
 class Buckets:
@@ -188,9 +212,13 @@ class Buckets:
         variance = squares / n - mean * mean
         if variance <= 1e-9:
             return None
-        spread = sum((x - k * mean) ** 2 for k, x in zip(sizes, sums, strict=True))
+        terms = sorted((x - k * mean) ** 2 for k, x in zip(sizes, sums, strict=True))
         chance = n * variance * (1 - sum(k * k for k in sizes) / (n * n))
-        return spread / chance if chance > 0 else None
+        # The largest groups' terms are left out, and the rest scaled by what they hold of
+        # the whole under chance: a sender of one unit (a forged conversation id), or of a
+        # few, lands in a group of its own and cannot move the effect.
+        kept = sum(terms[: len(terms) - TRIMMED])
+        return kept / (chance * TRIMMED_SHARE) if chance > 0 else None
 
 
 # One side of a comparison: each entry's buckets that belong to it.
