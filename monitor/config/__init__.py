@@ -74,6 +74,7 @@ from monitor.config._fields import (
 from monitor.config._loader import load_config, validation_problems
 from monitor.config._masking import effective_config
 from monitor.config._outputs import (
+    CONVERSATION_BUDGET,
     CONVERSATION_MAX_AGE,
     FALSE_PAGE_EVERY,
     REGRESSION_MIN_INCREASE,
@@ -125,6 +126,7 @@ from monitor.config._yaml import (
 )
 
 __all__ = [
+    "CONVERSATION_BUDGET",
     "CONVERSATION_MAX_AGE",
     "DEFAULT_LOCAL_EVALUATORS",
     "ENV_PREFIX",
