@@ -33,7 +33,7 @@ summary): without verdicts nothing else changes but what expires.
 
 After the replay the summary gives each (rule, service)'s defect rate per day (UTC), and
 the SLO objective its worst day would burn at `SLO_HEADROOM_BURN` of its error budget:
-what an `slo.objective` is chosen from (`monitor/alerts/README.md`, SLO rules). Services past `pipeline.max_services`
+what an `slo.objective` is chosen from (docs/alerts.md, SLO rules). Services past `pipeline.max_services`
 fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
 (`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
 under it, the JSON output has them among the annotations; a page's `Where` alert (sent when

@@ -47,7 +47,6 @@ from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution, Explanation, retrieval_verdict
 from monitor.alerts.boosting import RaisedBoosts
 from monitor.alerts.entries import CONVERSATION_BUDGET, Entries, Key, add_part
-from monitor.alerts.evidence.units import conversation_key
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Kind
 from monitor.alerts.kinds.forms import kind_for
@@ -257,11 +256,9 @@ class AlertEngine:
         if service == OVERFLOW:
             return None
         cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
-        conversation = (
-            conversation_key(origin.conversation) if origin.conversation is not None else None
+        self._add(
+            (i, service, cohort), histogram, revision, origin.conversation, now, origin.fingerprint
         )
-        request = conversation_key(origin.fingerprint) if origin.fingerprint is not None else None
-        self._add((i, service, cohort), histogram, revision, conversation, now, request)
         return (i, service, cohort)
 
     def rule_index(self, name: str) -> int | None:
@@ -275,12 +272,13 @@ class AlertEngine:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation: str | None,
         now: float,
-        request: int | None = None,
+        request: str | None = None,
     ) -> None:
         """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
-        them), of `conversation` and `request` (their keys; None: not known)."""
+        them), of `conversation` and `request` (the conversation id, the request's
+        fingerprint; None: not known)."""
         added = self._entries.add(key, histogram, revision, conversation, now, request)
         if added.replaced is not None:
             self._new_revision(key, added.replaced, added.revision, now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitor.alerts.evidence.history import history_span_s
+from monitor.alerts.evidence import history_span_s
 from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.records.fingerprint import request_fingerprint

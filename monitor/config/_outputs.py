@@ -231,7 +231,7 @@ class AlertSlo(Section):
 
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/evidence/units.py): it bounds how long a sequential test waits on one.
+# (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits on one.
 CONVERSATION_MAX_AGE = "6h"
 # The bytes all alert rules' conversations and remembered requests may hold together, and
 # its bounds: above the ceiling the state file they are saved in would no longer load within
@@ -241,7 +241,7 @@ CONVERSATION_BUDGET = 32 * 1024 * 1024
 CONVERSATION_BUDGET_FLOOR = 1024 * 1024
 
 # Regression- and cohort-rule defaults, from bench/alert_regression.py (see
-# monitor/alerts/README.md).
+# docs/alerts.md).
 REGRESSION_MIN_INCREASE = 0.03
 REGRESSION_WINDOW = "30m"
 REGRESSION_MIN_SAMPLES = 100

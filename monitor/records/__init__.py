@@ -126,7 +126,7 @@ class RagRecord(BaseModel):
     route: Text = ""
     # The conversation (session) the request belongs to: `session.id`,
     # `gen_ai.conversation.id` or an attribute the config names. Verdicts of one
-    # conversation are judged together by the alert rules (monitor/alerts/README.md).
+    # conversation are judged together by the alert rules (docs/alerts.md).
     conversation: Text | None = None
     timestamp: float | None = None
     query: Text | None = None

@@ -31,7 +31,7 @@ from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
 from monitor.alerts import AlertEngine, state
 from monitor.alerts.entries import CLOSED_BYTES, CONVERSATION_BUDGET, OPEN_BYTES
-from monitor.alerts.evidence.units import Conversations, conversation_key
+from monitor.alerts.evidence.conversations import Conversations, conversation_key
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.config import AlertBaseline, AlertRule

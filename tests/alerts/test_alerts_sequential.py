@@ -303,7 +303,7 @@ def test_a_conversations_later_verdicts_are_judged_against_what_its_earlier_ones
     nothing."""
     from dataclasses import replace
 
-    from monitor.alerts.evidence.units import Arrival
+    from monitor.alerts.evidence.counts import Arrival
 
     expected = replace(known(100_000, 0.2), rho=0.2, rho_bound=0.2)
     judged = bets(expected, 0.03, 1, 90 * 86400.0)

@@ -17,10 +17,10 @@ import pytest
 from harness.production_streams import START
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
+from monitor.alerts.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.alerts.evidence.history import Expectation, History
 from monitor.alerts.evidence.sequential import SequentialTest, bets
-from monitor.alerts.evidence.units import Arrival, Unit, Units
-from monitor.alerts.evidence.window import NOTHING, Moments
+from monitor.alerts.evidence.units import Units
 from monitor.alerts.kinds import Entry
 from monitor.alerts.rule import Origin
 from monitor.config import Config

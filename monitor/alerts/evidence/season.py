@@ -41,11 +41,6 @@ class SeasonProfile:
     week: tuple[float, ...] = (0.0,) * 7
     week_var: tuple[float, ...] = (0.0,) * 7
 
-    @property
-    def learned(self) -> bool:
-        """Whether a seasonal profile has seen one complete day (always, without one)."""
-        return self.season == "none" or bool(self.days)
-
     def offset(self, index: int, origin: int) -> tuple[float, float]:
         """(offset, its variance) of hourly bucket `index` (0 without a season)."""
         if self.season == "none" or not self.days:

@@ -15,14 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.stats import look_level, wilson_interval
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import (
+from monitor.alerts.evidence import (
+    Arrival,
     Moments,
     SlidingWindow,
+    Unit,
     UnitSums,
     design_effect,
+    look_level,
     restore_slices,
+    wilson_interval,
 )
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment

@@ -27,9 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.describe import p_text, utc
-from monitor.alerts.evidence.stats import increase_p_value, look_level
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import Moments, design_effect, saved_number
+from monitor.alerts.evidence import (
+    Arrival,
+    Moments,
+    Unit,
+    design_effect,
+    increase_p_value,
+    look_level,
+    saved_number,
+)
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.kinds.absolute import (

@@ -40,17 +40,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.evidence.history import LONG_LEVEL_FACTOR as LONG_SPAN
-from monitor.alerts.evidence.history import Expectation, History
-from monitor.alerts.evidence.level import Level
-from monitor.alerts.evidence.sequential import Bets, SequentialTest, bets
-from monitor.alerts.evidence.stats import look_level, rise_p_value
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import (
+from monitor.alerts.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
+from monitor.alerts.evidence import (
     NOTHING,
+    Arrival,
+    Bets,
+    Expectation,
+    History,
+    Level,
     Moments,
+    SequentialTest,
     SlidingWindow,
+    Unit,
+    bets,
+    look_level,
     restore_slices,
+    rise_p_value,
     saved_number,
 )
 from monitor.alerts.gauges import AlertGauges

@@ -44,12 +44,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.alerts.describe import shown_duration
-from monitor.alerts.evidence.units import Arrival, Unit
-from monitor.alerts.evidence.window import (
+from monitor.alerts.evidence import (
     DEFAULT_BUCKETS,
     NOTHING,
+    Arrival,
     Moments,
     SlidingWindow,
+    Unit,
     restore_slices,
 )
 from monitor.alerts.gauges import AlertGauges
