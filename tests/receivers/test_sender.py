@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )
@@ -39,6 +40,7 @@ def _send(exporter: SpanExporter, instance: str | None, query: str) -> None:
     provider.shutdown()
 
 
+@pytest.mark.slow
 def test_debug_records_show_each_records_sender(tmp_path: Path) -> None:
     config = {
         "exporters": {"prometheus": {"debug_records": 10}},
