@@ -4,7 +4,7 @@ rate over time unchanged), widens neither the attribution's design effect nor th
 real rise takes to be named in a `Where` alert, beyond its share.
 
 The engine is driven with a fake clock and real records and results, seeded, as in
-`test_attribution.py`."""
+`test_attribution.py` (which group a unit lands in follows Python's string hash)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from monitor.alerts.attribution._buckets import GROUPS, TRIMMED, TRIMMED_SHARE
+from monitor.alerts.attribution._buckets import GROUPS, OUTLYING, TRIMMED, spread_of
 from monitor.records import ContextDoc, RagRecord
 from tests.alerts.test_alerts import question
 from tests.alerts.test_attribution import PER_S, Stream, healthy, make, verdict
@@ -80,13 +80,17 @@ def test_a_forged_conversation_neither_widens_the_design_effect_nor_delays_the_w
     assert forged_s <= clean_s * (1 + share) + 10  # one evaluation's grain besides
 
 
-def test_the_trimmed_effect_reads_one_for_independent_units() -> None:
-    """Independent units: the groups' terms left after trimming, scaled by their share,
-    average what all of them would (the trimmed estimate is not biased low)."""
+def test_the_spread_leaves_out_a_group_that_stands_apart_and_only_it() -> None:
+    """Independent units' groups: the spread is their sum (a group past `OUTLYING` times
+    the others' mean is as good as never drawn); one group that stands apart (a forged
+    unit) is left out and the others stand for all of them."""
     rng = random.Random(3)
-    total = 0.0
-    runs = 4000
-    for _ in range(runs):
-        terms = sorted(rng.gauss(0, 1) ** 2 for _ in range(GROUPS))
-        total += sum(terms[: GROUPS - TRIMMED]) / (GROUPS * TRIMMED_SHARE)
-    assert total / runs == pytest.approx(1.0, abs=0.02)
+    for _ in range(2000):
+        terms = [rng.gauss(0, 1) ** 2 for _ in range(GROUPS)]
+        assert spread_of(terms) == pytest.approx(sum(terms))
+    honest = [rng.gauss(0, 1) ** 2 for _ in range(GROUPS - 1)]
+    forged = OUTLYING * 1_000 * sum(honest) / len(honest)
+    assert spread_of([*honest, forged]) == pytest.approx(sum(honest) * GROUPS / (GROUPS - 1))
+    # No more than `TRIMMED` groups are ever left out.
+    many = [forged] * (TRIMMED + 1)
+    assert spread_of([*honest[: GROUPS - len(many)], *many]) >= forged

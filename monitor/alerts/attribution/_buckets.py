@@ -17,8 +17,9 @@ GROUPS = 64
 # Windows whose design effect is remembered (its median is used).
 MEASURED = 16
 TRACES = 32
-# The unit groups with the largest spread left out of the design effect, and the share of
-# the spread the others hold when units are independent (`trimmed_share`).
+# A unit group whose spread is more than `OUTLYING` times the mean of the others' is left
+# out of the design effect, `TRIMMED` groups at most (`spread_of`).
+OUTLYING = 30.0
 TRIMMED = 4
 # A value is tested with at least this many current verdicts (and as many in the rest).
 MIN_SLICE = 10
@@ -26,25 +27,23 @@ MIN_SLICE = 10
 MIN_REFERENCE = 30
 
 
-def trimmed_share(groups: int, trimmed: int) -> float:
-    """What the `groups - trimmed` smallest of `groups` independent chi-square(1) terms hold
-    of their expected sum: `1 - E[sum of the largest trimmed] / groups`, integrated over
-    `z = sqrt(term)` (a term is the square of a standard normal)."""
-    step = 1e-3
-    top = 0.0
-    for i in range(1, 10_000):
-        z = i * step
-        tail = math.erfc(z / math.sqrt(2))  # P(a term is larger)
-        below = 1.0 - tail
-        # P(at most trimmed - 1 of the other groups' terms are larger).
-        within = sum(
-            math.comb(groups - 1, j) * tail**j * below ** (groups - 1 - j) for j in range(trimmed)
-        )
-        top += z * z * math.sqrt(2 / math.pi) * math.exp(-z * z / 2) * within * step
-    return 1.0 - top
-
-
-TRIMMED_SHARE = trimmed_share(GROUPS, TRIMMED)
+def spread_of(terms: list[float]) -> float:
+    """The groups' spread `sum(terms)`, less the groups whose term stands apart: while the
+    largest is more than `OUTLYING` times the mean of the others (up to `TRIMMED` times),
+    it is left out and the others stand for all the groups. One sender's unit (a forged
+    conversation id) lands in one group, whose term then moves the spread by at most
+    `OUTLYING` times the others' mean; units that are independent, or clustered as
+    conversations are, reach that rarely (`tests/alerts/test_one_sender.py`)."""
+    terms = sorted(terms)
+    count = len(terms)
+    kept, total = count, sum(terms)
+    while kept > max(1, count - TRIMMED):
+        largest = terms[kept - 1]
+        if largest * (kept - 1) <= OUTLYING * (total - largest):
+            break
+        kept -= 1
+        total -= largest
+    return total * count / kept if kept else 0.0
 
 
 class Buckets:
@@ -212,13 +211,9 @@ class Buckets:
         variance = squares / n - mean * mean
         if variance <= 1e-9:
             return None
-        terms = sorted((x - k * mean) ** 2 for k, x in zip(sizes, sums, strict=True))
+        spread = spread_of([(x - k * mean) ** 2 for k, x in zip(sizes, sums, strict=True)])
         chance = n * variance * (1 - sum(k * k for k in sizes) / (n * n))
-        # The largest groups' terms are left out, and the rest scaled by what they hold of
-        # the whole under chance: a sender of one unit (a forged conversation id), or of a
-        # few, lands in a group of its own and cannot move the effect.
-        kept = sum(terms[: len(terms) - TRIMMED])
-        return kept / (chance * TRIMMED_SHARE) if chance > 0 else None
+        return spread / chance if chance > 0 else None
 
 
 # One side of a comparison: each entry's buckets that belong to it.
