@@ -448,6 +448,7 @@ def _alerts_and_events(
                 state_file=state_file,
                 false_page_every=alerts.false_page_every,
                 conversation_idle=alerts.conversation_idle,
+                conversation_budget=alerts.conversation_budget_bytes,
                 boosts=boosts,
                 fleet=fleet,
                 clock=clock,

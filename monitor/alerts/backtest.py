@@ -229,6 +229,7 @@ class Backtest:
             clock=self._clock,
             false_page_every=alerts.false_page_every,
             conversation_idle=alerts.conversation_idle,
+            conversation_budget=alerts.conversation_budget_bytes,
             trace_url=alerts.trace_url,
         )
         self._interval = alerts.evaluation_interval_s

@@ -74,6 +74,7 @@ from monitor.config._fields import (
 from monitor.config._loader import load_config, validation_problems
 from monitor.config._masking import effective_config
 from monitor.config._outputs import (
+    CONVERSATION_BUDGET,
     CONVERSATION_MAX_AGE,
     WHERE_SUFFIX,
     AlertFleet,
@@ -133,6 +134,7 @@ from monitor.config._yaml import (
 )
 
 __all__ = [
+    "CONVERSATION_BUDGET",
     "CONVERSATION_MAX_AGE",
     "DEFAULT_LOCAL_EVALUATORS",
     "ENV_PREFIX",

@@ -34,6 +34,12 @@ from monitor.config._rules import AlertRule
 # (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits
 # on one.
 CONVERSATION_MAX_AGE = "6h"
+# The bytes all alert rules' conversations and remembered requests may hold together, and
+# its bounds: above the ceiling the state file they are saved in would no longer load within
+# the Helm chart's 512 MiB (`monitor/alerts/state.py`); below the floor a few hundred
+# conversations fill it.
+CONVERSATION_BUDGET = 32 * 1024 * 1024
+CONVERSATION_BUDGET_FLOOR = 1024 * 1024
 
 
 class AlertFleet(Section):
@@ -126,9 +132,27 @@ class Alerts(Section):
             "0s", CONVERSATION_MAX_AGE, "a conversation is judged once it is this old anyway"
         ),
     ] = "10m"
+    # What all rules' conversations (and the requests they remember) may hold in memory,
+    # and so in the state file; past it the oldest are forgotten first, counted.
+    conversation_budget_bytes: int = CONVERSATION_BUDGET
     # The link a page gives each trace it lists, `{trace_id}` replaced by the trace's id
     # (a Grafana Tempo or Jaeger URL).
     trace_url: str | None = None
+
+    @field_validator("conversation_budget_bytes")
+    @classmethod
+    def _budget_within_bounds(cls, value: int) -> int:
+        if value > CONVERSATION_BUDGET:
+            raise ValueError(
+                f"must be at most {CONVERSATION_BUDGET} (32 MiB): the state file holding more "
+                "would not load within the Helm chart's 512 MiB"
+            )
+        if value < CONVERSATION_BUDGET_FLOOR:
+            raise ValueError(
+                f"must be at least {CONVERSATION_BUDGET_FLOOR} (1 MiB): a smaller budget "
+                "forgets conversations before they close"
+            )
+        return value
 
     @field_validator("trace_url")
     @classmethod

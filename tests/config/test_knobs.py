@@ -185,6 +185,7 @@ GOOD: dict[str, Any] = {
         "evaluation_interval_s": 15,
         "state_file": "/var/lib/rag-monitor/alerts.state",
         "conversation_idle": "10m",
+        "conversation_budget_bytes": 16 * 1024 * 1024,
         "trace_url": "http://tempo:3200/trace/{trace_id}",
     },
     "extraction": {
@@ -456,6 +457,8 @@ TABLE: dict[str, list[Any]] = {
     "alerts.state_file": NOT_TEXT,
     # Past 6h a conversation is handed on for its age, however busy: the idle time is moot.
     "alerts.conversation_idle": [*NOT_A_DURATION, "7h", "1d"],
+    # Past 32 MiB the state file would not load within the chart's 512 MiB.
+    "alerts.conversation_budget_bytes": [*NOT_A_COUNT, 0, 1024, 64 * 1024 * 1024],
     # No `{trace_id}` (or misspelt), or no http(s) link once it is filled in.
     "alerts.trace_url": [
         *NOT_TEXT,
