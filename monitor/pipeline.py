@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
-from monitor.alerts.state import StateFile
+from monitor.alerts.state import Kind, StateFile
+from monitor.audit import saved
 from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
@@ -291,7 +292,11 @@ def _audit(
         position = sampling_position(record.sampling_key)
         return None if position >= base * detector else position < base * audited
 
-    sink = AuditSink(audit, telemetry, share, clock=clock)
+    # The window and the records awaiting a label are kept beside the alert rules' state.
+    path = config.alerts.state_file
+    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY)
+    state = StateFile(path + saved.SUFFIX, telemetry, kind) if path else None
+    sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,6 +156,44 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
         assert page["services"]["shop"]["audited"] == len(audited)
     finally:
         await service.shutdown(30)
+
+
+async def test_a_restarted_monitor_keeps_its_audit_window(tmp_path: Path) -> None:
+    """With `alerts.state_file`, the audit window and the records awaiting a label are kept
+    in `<state_file>.audit`: after a restart `GET /audit` shows the same figures and a
+    label for a record evaluated before it joins."""
+    records = _records(24)
+    audited = _audited(records)
+    config = _config(
+        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
+        [{"name": "local_groundedness"}],
+        alerts={"state_file": str(tmp_path / "alerts.state")},
+    )
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        half = audited[: len(audited) // 2]
+        await _get(port, "/audit/labels", [{"request_id": r, "label": "fail"} for r in half])
+        before = await _get(port, "/audit")
+    finally:
+        await service.shutdown(30)
+    assert before["pending_labels"] == len(audited) - len(half)
+    restarted = Service(config, with_receivers=False)
+    await restarted.start()
+    try:
+        assert restarted.http is not None and restarted.http.bound_port is not None
+        port = restarted.http.bound_port
+        assert await _get(port, "/audit") == before
+        rest = [{"request_id": r, "label": "pass"} for r in audited[len(half) :]]
+        answer = await _get(port, "/audit/labels", rest)
+        assert answer == {"joined": len(rest), "refused": []}
+        shop = (await _get(port, "/audit"))["services"]["shop"]
+        assert (shop["evaluated"], shop["audited"]) == (len(records), len(audited))
+        metrics = await _get(port, "/metrics")
+        assert _sample(metrics, "audit_state_loads_total", outcome="loaded") == 1
+    finally:
+        await restarted.shutdown(30)
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ import pytest
 
 from monitor.audit.estimate import Tally, estimate
 from monitor.audit.labels import LabelFile, parse_label
-from monitor.audit.sink import BUCKETS, MAX_SLICE_VALUES, AuditSink
+from monitor.audit.saved import MAX_SLICE_VALUES
+from monitor.audit.sink import BUCKETS, AuditSink
 from monitor.config import Config, ConfigError, load_config
 from monitor.config._audit import Audit, LabelFeed
 from monitor.processors.sampler import sampling_position
