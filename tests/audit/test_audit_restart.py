@@ -16,6 +16,7 @@ from monitor.alerts.state import Kind, StateFile
 from monitor.audit import saved
 from monitor.audit.sink import BUCKETS, AuditSink
 from monitor.config._audit import Audit, LabelFeed
+from monitor.records.where import DIMENSIONS
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.audit.test_audit_sink import (
     DETECTOR,
@@ -184,8 +185,8 @@ def test_malformed_pending_entries_are_left_out() -> None:
         "reference": "labels",
         "windows": {},
         "pending": [
-            ["req-1", "shop", 10, True, [""] * len(saved.DIMENSIONS)],
-            ["req-2", "shop", "10", True, [""] * len(saved.DIMENSIONS)],
+            ["req-1", "shop", 10, True, [""] * len(DIMENSIONS)],
+            ["req-2", "shop", "10", True, [""] * len(DIMENSIONS)],
             ["req-3", "shop", 10, True, ["only one"]],
             "req-4",
         ],
