@@ -294,7 +294,7 @@ def _audit(
 
     # The window and the records awaiting a label are kept beside the alert rules' state.
     path = config.alerts.state_file
-    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY)
+    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
     state = StateFile(path + saved.SUFFIX, telemetry, kind) if path else None
     sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:

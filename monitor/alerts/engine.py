@@ -536,7 +536,7 @@ class AlertEngine:
             annotations.update(explanation.annotations())
             note = self.evaluator_note(rule.config.evaluator)
             if note:
-                annotations["description"] = f"{annotations['description']} {note}"
+                annotations["description"] = f"{annotations['description'].rstrip('.')}. {note}"
                 annotations["judge_changed"] = note
         alert = describe.alert(
             rule,

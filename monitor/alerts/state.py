@@ -24,9 +24,12 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client import Counter
 
 from monitor.telemetry import Telemetry
 
@@ -39,18 +42,35 @@ VERSION = 2
 MAX_BYTES = 24 * 1024 * 1024
 
 
+Counters = Callable[[Telemetry], tuple[Counter, Counter]]
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """What a state file holds: its name in log lines and metrics, its format and version,
-    and the key of what it holds."""
+    """What a state file holds: its name in log lines, its format and version, the key of
+    what it holds, and its counters of loads and saves (by outcome)."""
 
     name: str
     format: str
     version: int
     key: str
+    counters: Counters
 
 
-ALERTS = Kind("alert", FORMAT, VERSION, "rules")
+def _alert_counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
+    loads = telemetry.counter(
+        "alert_state_loads",
+        "Alert state file reads at start, by outcome (loaded, missing, stale, "
+        "foreign, corrupt, too_large).",
+        ("outcome",),
+    )
+    saves = telemetry.counter(
+        "alert_state_saves", "Alert state file writes, by outcome (ok, error).", ("outcome",)
+    )
+    return loads, saves
+
+
+ALERTS = Kind("alert", FORMAT, VERSION, "rules", _alert_counters)
 
 
 class StateFile:
@@ -58,17 +78,7 @@ class StateFile:
         self.path = Path(path)
         self._kind = kind
         self._name = f"{kind.name} state file"
-        self._loads = telemetry.counter(
-            f"{kind.name}_state_loads",
-            f"{kind.name.capitalize()} state file reads at start, by outcome (loaded, "
-            "missing, stale, foreign, corrupt, too_large).",
-            ("outcome",),
-        )
-        self._saves = telemetry.counter(
-            f"{kind.name}_state_saves",
-            f"{kind.name.capitalize()} state file writes, by outcome (ok, error).",
-            ("outcome",),
-        )
+        self._loads, self._saves = kind.counters(telemetry)
         # A file that could not be read nor moved aside: never written over.
         self._blocked = False
 

@@ -17,8 +17,11 @@ from collections import OrderedDict
 from dataclasses import astuple, dataclass, field
 from typing import Any, Protocol
 
+from prometheus_client import Counter
+
 from monitor.audit.estimate import Tally
 from monitor.records.where import DIMENSIONS
+from monitor.telemetry import Telemetry
 
 # The file (`StateFile` of `monitor.alerts.state`, handed in by the wiring): its format
 # tag, version and key, and its path, the alert state file's with SUFFIX added.
@@ -26,6 +29,22 @@ FORMAT = "rag-monitor-audit-state"
 VERSION = 1
 KEY = "audit"
 SUFFIX = ".audit"
+
+
+def counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
+    """The audit state file's counters of loads and saves, by outcome."""
+    loads = telemetry.counter(
+        "audit_state_loads",
+        "Audit state file reads at start, by outcome (loaded, missing, stale, foreign, "
+        "corrupt, too_large).",
+        ("outcome",),
+    )
+    saves = telemetry.counter(
+        "audit_state_saves", "Audit state file writes, by outcome (ok, error).", ("outcome",)
+    )
+    return loads, saves
+
+
 MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart
 
 

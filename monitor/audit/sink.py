@@ -113,7 +113,8 @@ class AuditSink:
         self._labels = t.counter(
             "audit_labels",
             "Labels fed back, by source (file, http) and outcome: joined, unknown_id, "
-            "malformed, expired (its record's window has passed).",
+            "malformed, expired (its record's window has passed); unreadable: a read of "
+            "the labels file that failed.",
             ("source", "outcome"),
         )
         self._dropped = t.counter(
@@ -275,6 +276,10 @@ class AuditSink:
 
     def malformed(self, source: str, problem: str) -> None:
         self._refuse(source, "malformed", problem)
+
+    def unreadable(self, source: str, problem: str) -> None:
+        self._t.child(self._labels, source, "unreadable").inc()
+        self._quiet.warning("labels-unreadable", "audit: %s", problem)
 
     def _refuse(self, source: str, outcome: str, why: str) -> str:
         self._t.child(self._labels, source, outcome).inc()

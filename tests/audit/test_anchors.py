@@ -190,6 +190,7 @@ async def test_the_anchor_check_stays_within_the_budget(
         await service.shutdown(30)
 
 
+@pytest.mark.slow  # two streams of 17 simulated minutes
 def test_a_regression_page_on_a_judge_that_changed_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -206,7 +207,7 @@ def test_a_regression_page_on_a_judge_that_changed_says_so(
     with caplog.at_level(logging.WARNING, logger="monitor.alerts.engine"):
         stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
     page, where = stream.page(), stream.wheres()[0]
-    assert page.annotations["description"].endswith(f" {note}")
+    assert page.annotations["description"].endswith(f"). {note}")
     assert page.annotations["judge_changed"] == note
     assert where.annotations["judge_changed"] == note
     (listed,) = stream.engine.attribution.firing_alerts()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,40 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
         page = await _get(port, "/audit")
         assert page["pending_labels"] == 0
         assert page["services"]["shop"]["audited"] == len(audited)
+    finally:
+        await service.shutdown(30)
+
+
+def _post_raw(port: int, body: bytes) -> tuple[int, Any]:
+    """POST `body` as is to the label endpoint: the status and the JSON answer."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/audit/labels", data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+async def test_a_body_that_is_not_json_or_too_large_is_refused_and_counted() -> None:
+    config = _config(
+        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
+        [{"name": "local_groundedness"}],
+    )
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, answer = await asyncio.to_thread(_post_raw, port, b'{"request_id": "a", "la')
+        assert status == 400 and answer["error"].startswith("body is not JSON")
+        big = json.dumps([{"request_id": "x" * 100, "label": "pass"}] * 20_000).encode()
+        status, answer = await asyncio.to_thread(_post_raw, port, big)
+        assert status == 413 and answer["error"] == "body over 1048576 bytes"
+        metrics = await _get(port, "/metrics")
+        assert _sample(metrics, "audit_labels_total", source="http", outcome="malformed") == 2
+        # The endpoint still takes labels after both.
+        status, answer = await asyncio.to_thread(_post_raw, port, b"[]")
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
     finally:
         await service.shutdown(30)
 

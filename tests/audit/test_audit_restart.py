@@ -31,7 +31,7 @@ from tests.audit.test_audit_sink import (
     _share,
 )
 
-KIND = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY)
+KIND = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
 SHOP = {"service": "shop", "evaluator": DETECTOR}
 
 
