@@ -61,6 +61,12 @@ def _config(audit: dict[str, Any], evaluators: list[dict[str, Any]], **more: Any
     )
 
 
+def _labelled(**more: Any) -> Config:
+    """The detector audited by labels posted to the metrics port."""
+    audit = {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}}
+    return _config(audit, [{"name": "local_groundedness"}], **more)
+
+
 def _http(port: int, path: str, body: Any = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data)
@@ -121,10 +127,7 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
     records = _records(24)
     audited = _audited(records)
     assert 2 <= len(audited) <= 22  # the hash splits these ids both ways
-    config = _config(
-        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
-        [{"name": "local_groundedness"}],
-    )
+    config = _labelled()
     service = Service(config, with_receivers=False)
     await service.start()
     try:
@@ -170,10 +173,7 @@ def _post_raw(port: int, body: bytes) -> tuple[int, Any]:
 
 
 async def test_a_body_that_is_not_json_or_too_large_is_refused_and_counted() -> None:
-    config = _config(
-        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
-        [{"name": "local_groundedness"}],
-    )
+    config = _labelled()
     service = Service(config, with_receivers=False)
     await service.start()
     try:
@@ -199,11 +199,7 @@ async def test_a_restarted_monitor_keeps_its_audit_window(tmp_path: Path) -> Non
     label for a record evaluated before it joins."""
     records = _records(24)
     audited = _audited(records)
-    config = _config(
-        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
-        [{"name": "local_groundedness"}],
-        alerts={"state_file": str(tmp_path / "alerts.state")},
-    )
+    config = _labelled(alerts={"state_file": str(tmp_path / "alerts.state")})
     service = Service(config, with_receivers=False)
     await service.start()
     try:
