@@ -17,6 +17,7 @@ import pytest_asyncio
 from harness.judge_stub import Received, Reply, StubJudge
 from harness.servers import Webhook, webhook
 from harness.wait import wait_until_async
+from monitor.alerts import AlertEngine
 from monitor.audit.anchors import (
     AnchorCheck,
     Flips,
@@ -94,13 +95,15 @@ def hook() -> Iterator[Webhook]:
         yield receiver
 
 
-def _config(stub: StubJudge, hook: Webhook, **budget: Any) -> Config:
+def _config(
+    stub: StubJudge, hook: Webhook, rules: list[dict[str, Any]] | None = None, **budget: Any
+) -> Config:
     return Config.model_validate(
         {
             "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
             "judge": {**stub.judge_section(MODEL, KEY_ENV), "retries": 0},
             "evaluators": [{"name": "local_groundedness"}, {"name": "fact_check"}],
-            "alerts": {"webhooks": [{"url": hook.url}]},
+            "alerts": {"webhooks": [{"url": hook.url}], "rules": rules or []},
             "budget": budget,
             "pipeline": {"processes": 0},
             "audit": {"anchors": {"enabled": True, "every": "1h"}},
@@ -188,6 +191,20 @@ async def test_the_anchor_check_stays_within_the_budget(
         assert _value(service, "judge_anchor_accuracy", evaluator="fact_check") is None
     finally:
         await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_the_engine_asks_the_anchor_check_for_its_notes(
+    stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wiring: the alert engine's note on an evaluator is the anchor check's."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    rules = [{"name": "judge_regression", "evaluator": "fact_check", "baseline": {}}]
+    service = Service(_config(stub, hook, rules), serve_http=False, with_receivers=False)
+    engine = next(s for s in service.pipeline.sinks if isinstance(s, AlertEngine))
+    _check(service).changes.changed("fact_check", "moved")
+    assert engine.evaluator_note("fact_check") == "moved"
+    assert engine.evaluator_note("local_groundedness") is None
 
 
 @pytest.mark.slow  # two streams of 17 simulated minutes
