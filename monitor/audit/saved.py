@@ -128,7 +128,7 @@ def decode(
     for service, buckets in (windows if isinstance(windows, dict) else {}).items():
         try:
             kept = {int(i): _bucket(b) for i, b in buckets.items() if int(i) >= oldest}
-        except (AttributeError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             out.dropped["window"] = out.dropped.get("window", 0) + 1
             continue
         if kept:

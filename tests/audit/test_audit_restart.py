@@ -179,7 +179,7 @@ async def test_another_evaluator_s_counts_are_not_restored(
         await sink.shutdown(5)
 
 
-def test_malformed_pending_entries_are_left_out() -> None:
+def test_malformed_windows_and_pending_entries_are_left_out_alone() -> None:
     body = {
         "evaluator": DETECTOR,
         "reference": "labels",
@@ -191,9 +191,20 @@ def test_malformed_pending_entries_are_left_out() -> None:
             "req-4",
         ],
     }
+    body["windows"] = {
+        "shop": {
+            "10": {"total": [5, 1, 0, 0, 0, 0], "slices": [["model", "m1", [5, 1] + [0] * 4]]}
+        },
+        "no total": {"10": {"slices": []}},
+        "not a dict": [1, 2],
+        "bad bucket": {"ten": {"total": [0] * 6, "slices": []}},
+        "unknown dimension": {"10": {"total": [0] * 6, "slices": [["colour", "red", [0] * 6]]}},
+    }
     restored = saved.decode(body, DETECTOR, "labels", oldest=0, max_pending=10)
     assert list(restored.pending) == ["req-1"]
-    assert restored.dropped == {"pending": 3}
+    assert list(restored.windows) == ["shop"]
+    assert restored.windows["shop"][10].slices[("model", "m1")].unaudited == 5
+    assert restored.dropped == {"pending": 3, "window": 4}
     # Past the oldest bucket, or beyond max_pending (the oldest first): not restored.
     assert list(saved.decode(body, DETECTOR, "labels", oldest=11, max_pending=10).pending) == []
     assert saved.decode(body, DETECTOR, "labels", oldest=0, max_pending=0).pending == {}
