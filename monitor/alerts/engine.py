@@ -131,6 +131,8 @@ class AlertEngine:
             forget_cohort=self._forget_cohort,
         )
         self._notifiers = list(notifiers)
+        # What a firing page on an evaluator's verdicts adds (pipeline: a judge that changed).
+        self.evaluator_note: Callable[[str | None], str | None] = lambda evaluator: None
         self._interval = evaluation_interval_s
         self._resend = resend_interval_s
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
@@ -530,6 +532,10 @@ class AlertEngine:
         if status == "firing":
             explanation = self.attribution.explain((i, service, cohort), judgment, now)
             annotations.update(explanation.annotations())
+            note = self.evaluator_note(rule.config.evaluator)
+            if note:
+                annotations["description"] = f"{annotations['description'].rstrip('.')}. {note}"
+                annotations["judge_changed"] = note
         alert = describe.alert(
             rule,
             service,
