@@ -19,8 +19,9 @@ from monitor.alerts.describe import generator_url
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.rule import severity_thresholds
-from monitor.alerts.state import StateFile
-from monitor.audit.anchors import AnchorCheck, JudgeChanges, JudgeNotes, load_anchors
+from monitor.alerts.state import Kind, StateFile
+from monitor.audit import saved
+from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
@@ -172,9 +173,7 @@ def build_pipeline(
     notices: list[Notice] = []
     # The judges whose last anchor check paged a change: the alert rules' pages say so.
     changes = JudgeChanges() if config.audit.anchors.enabled else None
-    sinks.extend(
-        _alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices, changes)
-    )
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
     sinks.extend(extra_sinks)
     audit = _audit(config, telemetry, sampler, http, clock or time.time)
     if audit is not None:
@@ -198,6 +197,8 @@ def build_pipeline(
         add("anchor check", anchors, anchors_judge_node, metrics_port)
 
     engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
+    if engine is not None and changes is not None:
+        engine.evaluator_note = changes.note
     if http is not None and engine is not None:
         # The firing alerts with where each says the excess is, in JSON.
         http.add_route(ALERTS_PATH, FiringAlertsPage(engine.attribution.firing_alerts).handle)
@@ -280,7 +281,11 @@ def _audit(
         position = sampling_position(record.sampling_key)
         return None if position >= base * detector else position < base * audited
 
-    sink = AuditSink(audit, telemetry, share, clock=clock)
+    # The window and the records awaiting a label are kept beside the alert rules' state.
+    path = config.alerts.state_file
+    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+    state = StateFile(path + saved.SUFFIX, telemetry, kind) if path else None
+    sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:
@@ -381,17 +386,14 @@ def _evaluation_stage(
     )
 
 
-def _notifiers(
-    config: Config, telemetry: Telemetry, changes: JudgeChanges | None = None
-) -> list[Notifier]:
-    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`); with `changes`, a
-    page on a judge that changed at its last anchor check says so."""
+def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:
+    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`)."""
     alerts = config.alerts
     if not (alerts.alertmanager.url or alerts.webhooks):
         return []
     webhooks = [(hook.url, hook.headers) for hook in alerts.webhooks]
     sender = AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)
-    return [sender if changes is None else JudgeNotes(sender, changes)]
+    return [sender]
 
 
 def _alerts_and_events(
@@ -401,11 +403,10 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
-    changes: JudgeChanges | None,
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
-    `notices`; `changes`: the judges that changed at their last anchor check."""
+    `notices`."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
@@ -421,7 +422,7 @@ def _alerts_and_events(
             AlertEngine.from_config(
                 config,
                 telemetry,
-                _notifiers(config, telemetry, changes),
+                _notifiers(config, telemetry),
                 clock=clock,
                 state_file=state_file,
                 boosts=boosts,

@@ -128,6 +128,8 @@ class AlertEngine:
             forget_service=lambda service: self._firing.forget_service(service),
             forget_cohort=lambda by, cohort: self._firing.forget_cohort(by, cohort),
         )
+        # What a firing page on an evaluator's verdicts adds (pipeline: a judge that changed).
+        self.evaluator_note: Callable[[str | None], str | None] = lambda evaluator: None
         self._interval = evaluation_interval_s
         self._outbox = Outbox(
             self._rules,
@@ -137,6 +139,7 @@ class AlertEngine:
             resend_s=resend_interval_s,
             interval_s=evaluation_interval_s,
             generator_url=generator_url or f"http://{socket.gethostname()}:9464/metrics",
+            evaluator_note=lambda evaluator: self.evaluator_note(evaluator),
         )
         self._clock = clock
         self._fleet = fleet
@@ -202,6 +205,7 @@ class AlertEngine:
             boosts=boosts,
             fleet=fleet,
             trace_url=alerts.trace_url,
+            conversation_budget=alerts.conversation_budget_bytes,
         )
 
     @property
@@ -303,10 +307,7 @@ class AlertEngine:
         return key
 
     def rule_index(self, name: str) -> int | None:
-        for i, rule in enumerate(self._rules):
-            if rule.config.name == name:
-                return i
-        return None
+        return next((i for i, rule in enumerate(self._rules) if rule.config.name == name), None)
 
     def _wake_up(self) -> None:
         self._due = True

@@ -9,14 +9,16 @@ out while its own revision's still come (late verdicts, a rollout with both revi
 live): only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
-cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED` closed
-conversations, and all of them together at most `budget` bytes (`CONVERSATION_BUDGET`,
-counted at `OPEN_BYTES` and `CLOSED_BYTES` each, upper bounds of what one holds). Past the
-budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
-remembered longest, then, in an entry with none closed, the open one quiet longest, closed
-into its unit early (as `conversations.MAX_OPEN` does within an entry). An app writing a request id
-as its conversation id (each request its own conversation) fills the budget and no more;
-what the state file holds of them is bounded with it (`monitor.alerts.state`).
+cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED`
+closed conversations, and all of them together, with the requests remembered as asked
+(`Units.seen`), at most `budget` bytes (`alerts.conversation_budget_bytes`, counted at
+`OPEN_BYTES`, `CLOSED_BYTES` and `SEEN_BYTES` each, upper bounds of what one holds). Past
+the budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
+remembered longest (or requests asked longest ago), then, in an entry with none, the open
+one quiet longest, closed into its unit early (as `conversations.MAX_OPEN` does within an
+entry). An app writing a request id as its conversation id (each request its own
+conversation) fills the budget and no more; what the state file holds of them is bounded
+with it (`monitor.alerts.state`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, save
 from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
+from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +43,14 @@ log = logging.getLogger(__name__)
 # measures it): open, with its sums and times; closed, remembered for its return.
 OPEN_BYTES = 320
 CLOSED_BYTES = 256
-CONVERSATION_BUDGET = 32 * 1024 * 1024
+# A request remembered as asked once, or with the verdicts it counted (`Units.seen`).
+SEEN_BYTES = 256
 # An eviction goes this far below the budget, so that the next one waits for a share of it.
 EVICT_TO = 0.9
 
 
 def conversation_bytes(units: Units) -> int:
-    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES
+    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES + units.seen * SEEN_BYTES
 
 
 # Revisions an entry remembers having replaced (a rollout has two live; a third is rare).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from monitor.alerts import describe
@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 class Outbox:
     """The alerts of the rules `rules` judged by `kinds`; a firing alert's `endsAt` is four
     re-sends (`resend_s`) or evaluations (`interval_s`) ahead; `generator_url`: where a
-    human can look at the source."""
+    human can look at the source; `evaluator_note(evaluator)`: what a firing page on that
+    evaluator's verdicts adds (None: nothing)."""
 
     def __init__(
         self,
@@ -34,6 +35,7 @@ class Outbox:
         resend_s: float,
         interval_s: float,
         generator_url: str,
+        evaluator_note: Callable[[str | None], str | None],
     ) -> None:
         self._rules = rules
         self._kinds = kinds
@@ -42,6 +44,7 @@ class Outbox:
         self._resend = resend_s
         self._interval = interval_s
         self._generator_url = generator_url
+        self._evaluator_note = evaluator_note
         # Resolves decided between evaluations (an evaluator revision replaced a firing
         # entry's), sent with the next evaluation's alerts.
         self._resolved: list[Alert] = []
@@ -68,6 +71,10 @@ class Outbox:
         if status == "firing":
             explanation = self._attribution.explain(key, judgment, now)
             annotations.update(explanation.annotations())
+            note = self._evaluator_note(rule.config.evaluator)
+            if note:
+                annotations["description"] = f"{annotations['description'].rstrip('.')}. {note}"
+                annotations["judge_changed"] = note
         alert = describe.alert(
             rule,
             service,

@@ -21,7 +21,7 @@ from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, Event
 from monitor.alerts.evidence.counts import Unit
-from monitor.config import AlertBaseline, AlertRule, Config
+from monitor.config import AlertBaseline, Config, RegressionRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -152,7 +152,7 @@ def _verdict(passed: bool, revision: str) -> dict[str, EvalResult]:
     return {"local_groundedness": result}
 
 
-WINDOWED = AlertRule(
+WINDOWED = RegressionRule(
     name=RULE,
     evaluator="local_groundedness",
     window="60s",

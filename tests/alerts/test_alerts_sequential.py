@@ -19,14 +19,14 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.evidence.history import Expectation
 from monitor.alerts.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, record
 from tests.alerts.test_alerts_regression import INTERVAL, Stream, make
 
-RULE = AlertRule(
+RULE = RegressionRule(
     name="hallucination_regression",
     evaluator="local_groundedness",
     window="5m",

@@ -19,7 +19,7 @@ from typing import Any
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import UPGRADES, VERSION, StateFile
 from monitor.component import Alert
-from monitor.config import AlertRule
+from monitor.config import AlertRule, alert_rule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -31,7 +31,7 @@ STEPS, CONTINUED = 120, 40
 
 
 def _regression(name: str, evaluator: str, test: str) -> AlertRule:
-    return AlertRule.model_validate(
+    return alert_rule(
         {
             "name": name,
             "evaluator": evaluator,
@@ -46,11 +46,19 @@ def _regression(name: str, evaluator: str, test: str) -> AlertRule:
 
 
 RULES = [
-    AlertRule(name="absolute", evaluator="g", max_defect_rate=0.1, min_samples=30, window="5m"),
+    alert_rule(
+        {
+            "name": "absolute",
+            "evaluator": "g",
+            "max_defect_rate": 0.1,
+            "min_samples": 30,
+            "window": "5m",
+        }
+    ),
     _regression("regression", "g", "sequential"),
     _regression("regression_window", "g", "window"),
     _regression("regression_h", "h", "window"),
-    AlertRule.model_validate(
+    alert_rule(
         {
             "name": "canary",
             "evaluator": "g",
@@ -59,7 +67,7 @@ RULES = [
             "min_samples": 100,
         }
     ),
-    AlertRule.model_validate({"name": "slo", "evaluator": "g", "slo": {"objective": 0.8}}),
+    alert_rule({"name": "slo", "evaluator": "g", "slo": {"objective": 0.8}}),
 ]
 
 

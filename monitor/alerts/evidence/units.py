@@ -138,14 +138,39 @@ class Units:
         """How many closed conversations and requests are remembered."""
         return self.conversations.remembered + self.requests.remembered
 
+    @property
+    def seen(self) -> int:
+        """How many requests are remembered as asked once, or with the verdicts they
+        counted."""
+        return len(self._seen) + len(self._counted)
+
+    def _first_seen(self) -> float:
+        """When the request `evict` would forget of those `seen` was asked (infinity with
+        none)."""
+        at = math.inf
+        if self._seen:
+            at = next(iter(self._seen.values()))[0]
+        if self._counted:
+            at = min(at, next(iter(self._counted.values()))[0])
+        return at
+
     def oldest(self) -> float:
-        """When what `evict` takes was closed or last active (`Conversations.oldest`)."""
-        return min(self.conversations.oldest(), self.requests.oldest())
+        """When what `evict` takes was closed or last active (`Conversations.oldest`), or
+        asked (a request `seen`)."""
+        return min(self.conversations.oldest(), self.requests.oldest(), self._first_seen())
 
     def evict(self) -> Unit | None:
         """The memory budget's eviction hook (`Conversations.evict`), on whichever of the
-        conversations and the requests holds the oldest; a request's unit is no
-        conversation's."""
+        conversations, the requests and the requests `seen` holds the oldest; a request's
+        unit is no conversation's. A request seen that is forgotten counts as asked anew
+        when it comes again."""
+        seen_at = self._first_seen()
+        if seen_at < min(self.requests.oldest(), self.conversations.oldest()):
+            if self._seen and next(iter(self._seen.values()))[0] == seen_at:
+                self._seen.popitem(last=False)
+            else:
+                self._counted.popitem(last=False)
+            return None
         if self.requests.oldest() < self.conversations.oldest():
             unit = self.requests.evict()
             return None if unit is None else dataclasses.replace(unit, conversation=False)
