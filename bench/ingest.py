@@ -62,6 +62,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
 from harness.servers import stop_process  # noqa: E402

@@ -40,6 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 STUB_FLAG = "--serve-stub"

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402

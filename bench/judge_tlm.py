@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402

@@ -47,6 +47,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ingest import descendants
+from bench import _smoke
 from harness import bench_docs
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._pss import tree_pids  # noqa: E402
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 SAMPLE_S = 0.02

@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.detector_quality import _synthetic  # noqa: E402
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.otlp_load import build_payload  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402

@@ -30,6 +30,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from monitor.exporters.metrics_port import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402

@@ -35,6 +35,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
 from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 

@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.otlp_load import BATCH, Payloads  # noqa: E402
 from harness.servers import stop_process  # noqa: E402

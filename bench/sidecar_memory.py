@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 # The project's guard for an idle sidecar with 2 worker processes (the default on 2 CPUs):

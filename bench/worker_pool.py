@@ -38,6 +38,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan  # noqa: E402
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
