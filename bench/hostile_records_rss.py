@@ -48,8 +48,8 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._pss import tree_pids  # noqa: E402
 from bench import _smoke  # noqa: E402
+from bench._pss import tree_pids  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 MB = 1024 * 1024

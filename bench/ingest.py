@@ -579,7 +579,7 @@ def main() -> None:
         "--repeat", type=int, default=20, help="payloads per turn (--extraction-cost)"
     )
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, seconds=1.0, concurrency=2, protocol="http", repeat=2)
     if args.extraction_cost:
         if args.against is None:
             parser.error("--extraction-cost needs --against DIR (the checkout to compare with)")

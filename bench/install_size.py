@@ -161,7 +161,7 @@ def main() -> None:
     parser.add_argument("--largest", type=int, default=8, help="distributions to name")
     parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, extras=[], largest=2)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

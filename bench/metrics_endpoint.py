@@ -105,7 +105,7 @@ async def main() -> None:
     parser.add_argument("--services", type=int, default=50)
     parser.add_argument("--routes", type=int, default=20)
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, scrapes=2, services=3, routes=2)
 
     telemetry = create_telemetry(max_services=args.services, max_routes=args.routes)
     samples = populate(telemetry, args.services, args.routes)

@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--sample", type=Path, default=SAMPLE)
     parser.add_argument("--show", action="store_true", help="print every mistake")
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser)
     q = measure(args.sample)
     rows = []
     for kind in BUILT_IN:

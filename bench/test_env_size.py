@@ -38,7 +38,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 LOCK = REPO / "tests" / "requirements.lock"

@@ -209,7 +209,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="against 1 worker process")
     parser.add_argument("--rounds", type=int, default=6, help="rounds in turns; medians")
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, records=16, rounds=1)
     print(bench_docs.machine())
     memory: dict[int, str] = {}
     for processes in (1, args.processes):
