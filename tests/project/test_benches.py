@@ -32,6 +32,8 @@ from tests.conftest import REPO
 BENCH = REPO / "bench"
 # Scripts run at once: most of a smoke run waits on the servers and processes it starts.
 PARALLEL = 4
+# The longest smoke runs, started first so that the others fill the time beside them.
+LONGEST = ("all.py", "install_size.py", "judge_real_model.py", "judge_tlm.py")
 # A Markdown table: a header row, then its separator.
 TABLE = r"^\|.*\|\n\|(---\|)+$"
 
@@ -146,6 +148,7 @@ def smoke_runs(
         and hasattr(item, "callspec")
         and "case" in item.callspec.params
     ]
+    selected.sort(key=lambda case: case.script not in LONGEST)
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
             case.id: pool.submit(_run, case, data, data_dir, root / f"run{i}")
