@@ -52,7 +52,7 @@ from harness.production_streams import START, StreamSpec
 from monitor.alerts.attribution import Attribution
 from monitor.alerts.backtest import Backtest, Event
 from monitor.alerts.rule import Rule
-from monitor.config import WHERE_SUFFIX, AlertRule, Config
+from monitor.config import WHERE_SUFFIX, Config, alert_rule
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.where import Where
 from monitor.telemetry import create_telemetry
@@ -226,7 +226,7 @@ def costs(rounds: int = 20_000) -> list[list[str]]:
     ]
     for question in QUESTIONS:
         question_topic(question)  # the words a worker has seen
-    rule = Rule.of(AlertRule(**RULE), "90d", {})  # type: ignore[arg-type]
+    rule = Rule.of(alert_rule(RULE), "90d", {})
     clock = [START]
     attribution = Attribution([rule], create_telemetry(), 15.0, clock=lambda: clock[0])
     wheres = [Where._of(r) for r in records]

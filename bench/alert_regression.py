@@ -189,7 +189,7 @@ class Replay:
     ) -> None:
         from monitor.alerts import AlertEngine
         from monitor.boosts import SamplingBoosts
-        from monitor.config import AlertRule
+        from monitor.config import alert_rule
         from monitor.records import RagRecord
         from monitor.results import EvalResult
         from monitor.telemetry import create_telemetry
@@ -197,7 +197,7 @@ class Replay:
         self.now = start
         self.boosts = SamplingBoosts()
         self.engine = AlertEngine(
-            [AlertRule(name=name, **rule) for name, rule in rules.items()],
+            [alert_rule({"name": name, **rule}) for name, rule in rules.items()],
             create_telemetry(),
             evaluation_interval_s=INTERVAL_S,
             clock=lambda: self.now,
@@ -682,7 +682,7 @@ class _Clock(list[float]):
 def compressed(trials: int, seed: int) -> str:
     """The compressed-window scenario, seconds to page over `trials` runs."""
     from monitor.alerts import AlertEngine
-    from monitor.config import AlertBaseline, AlertRule
+    from monitor.config import AlertBaseline, RegressionRule
     from monitor.records import RagRecord
     from monitor.results import EvalResult
     from monitor.telemetry import create_telemetry
@@ -692,7 +692,7 @@ def compressed(trials: int, seed: int) -> str:
         times, early = [], 0
         for t in range(trials):
             now = _Clock()
-            rule = AlertRule(
+            rule = RegressionRule(
                 name="r",
                 evaluator="e",
                 baseline=AlertBaseline(window="3m"),

@@ -46,7 +46,7 @@ from harness import bench_docs
 from harness.deploy_examples import monitor_with_slo
 from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts.backtest import Backtest
-from monitor.config import REGRESSION_MIN_INCREASE, Config
+from monitor.config import Config, RegressionRule
 
 REPO = Path(__file__).resolve().parent.parent
 RULE = "groundedness_slo"
@@ -54,6 +54,8 @@ MEAN = 0.20
 DRIFT_TO = 0.30
 DRIFT_DAYS = 7.0
 DRIFT_AT = 4.0
+# The regression rule's smallest rise worth a page, at its default.
+MIN_INCREASE = RegressionRule.default("min_increase")
 # After the rise reaches min_increase, how long the drift runs are watched.
 WATCH_DAYS = 3.0
 
@@ -167,7 +169,7 @@ def spec(
 
 
 def drifts(config: Config, rates: list[float], services: int, seed: int) -> list[list[object]]:
-    crossing = DRIFT_AT + REGRESSION_MIN_INCREASE / (DRIFT_TO - MEAN) * DRIFT_DAYS
+    crossing = DRIFT_AT + MIN_INCREASE / (DRIFT_TO - MEAN) * DRIFT_DAYS
     rows: list[list[object]] = []
     for rate in rates:
         for shape in (SHAPES[0], SHAPES[2]):
@@ -244,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"\n**Slow drift** {MEAN:.2f} → {DRIFT_TO:.2f} over {DRIFT_DAYS:g} days from day "
-            f"{DRIFT_AT:g}: hours from reaching min_increase ({REGRESSION_MIN_INCREASE:g}) to "
+            f"{DRIFT_AT:g}: hours from reaching min_increase ({MIN_INCREASE:g}) to "
             f"the first alert, {args.services} services each\n"
         )
         print(

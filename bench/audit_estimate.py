@@ -16,13 +16,24 @@ the defect rate with its 95 % interval (PPI++). Two kinds of population per data
 - production-shaped windows of `--window` records drawn from the file: `iid` (uniform
   draws), `clustered` (conversations: runs of 1-30 answers to the same question, so verdicts
   come in clusters), `drifting` (the hallucinated share creeps from 5 % to 40 % across the
-  window).
+  window); and `one trace per conversation`, the clustered windows with each conversation's
+  records in one trace, so audited together (outside what the interval assumes).
 
 Per row: runs with an interval (at least `MIN_AUDITED` audited records), the interval's
 coverage of the window's true (labelled) rate, its median width, the median width of the
 interval from the audited records alone and the ratio (the gain), the estimate's bias (mean
 over the runs with an interval) and the raw detector rate's bias (mean over all runs)
 against the truth, and the detector's measured miss and false-alarm rates (medians).
+
+    python bench/audit_estimate.py --anchor-power [--runs 2000] [--write-docs]
+
+The judge check's power instead (`monitor.audit.anchors`, no data needed): 40 anchors, half
+hallucinated; a judge that gets each anchor right with probability `q` at every check
+(q = 1: a judge at temperature 0, the same verdicts every time; below 1, verdicts that
+vary between checks) drifts after its baseline check so that `k` hallucinated anchors are
+now right with probability 1 − q (it passes them). Per row: how often the first check after
+the drift pages, and how often one of the first 4 (a day at `every` 6h) and 28 (a week)
+do; `k` = 0 is the unchanged judge (its false pages).
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
+from monitor.audit.anchors import Flips  # noqa: E402
 from monitor.audit.estimate import MIN_AUDITED, Tally, estimate  # noqa: E402
 from monitor.processors.sampler import sampling_position  # noqa: E402
 
@@ -136,7 +148,11 @@ WINDOWS: dict[str, Window] = {
     "iid": _iid,
     "clustered": _clustered,
     "drifting": _drifting,
+    # The same conversations, each one trace: its records share the sampling hash and are
+    # audited together, a cluster sample the interval does not model (docs/audit.md).
+    "one trace per conversation": _clustered,
 }
+SHARED_TRACE = "one trace per conversation"
 
 
 @dataclass(slots=True)
@@ -151,10 +167,19 @@ class Outcome:
     false_alarm: float | None = None
 
 
-def one_run(window: Sequence[Labelled], share: float, run: str) -> Outcome:
+def one_run(
+    window: Sequence[Labelled], share: float, run: str, shared_trace: bool = False
+) -> Outcome:
+    """`shared_trace`: a run of answers to one question is one trace (one hash), else each
+    record is its own."""
     tally = Tally()
+    trace = 0
     for i, row in enumerate(window):
-        if sampling_position(f"{run}:{i}") < share:
+        if not shared_trace:
+            trace = i
+        elif i and row.question != window[i - 1].question:
+            trace += 1
+        if sampling_position(f"{run}:{trace}") < share:
             tally.add_audited(row.flagged, row.hallucinated)
         else:
             tally.add_unaudited(row.flagged)
@@ -226,9 +251,46 @@ HEADER = [
 ]
 
 
+ANCHORS = 40  # the shipped set: the first half faithful, the second hallucinated
+ALPHA = 0.001  # audit.anchors.alpha's default
+CHECKS = (1, 4, 28)
+
+
+def _check(rng: random.Random, right: Sequence[float]) -> list[bool]:
+    return [rng.random() < q for q in right]
+
+
+def first_page(rng: random.Random, q: float, drifted: int, checks: int) -> int | None:
+    """The check after the drift (1-based) that pages first, or None within `checks`."""
+    hallucinated = [i >= ANCHORS // 2 for i in range(ANCHORS)]
+    base = _check(rng, [q] * ANCHORS)
+    after = [1 - q if i >= ANCHORS - drifted else q for i in range(ANCHORS)]
+    for n in range(1, checks + 1):
+        now = _check(rng, after)
+        pairs = list(zip(base, now, hallucinated, strict=True))
+        if Flips.of(pairs).p_value < ALPHA:
+            return n
+    return None
+
+
+def anchor_power(runs: int, seed: int) -> tuple[str, str]:
+    rows = []
+    for q in (1.0, 0.97, 0.9):
+        for drifted in (0, 4, 8, 11, 12, 16, 20):
+            rng = random.Random(f"{seed}:{q}:{drifted}")
+            pages = [first_page(rng, q, drifted, CHECKS[-1]) for _ in range(runs)]
+            shares = [sum(p is not None and p <= c for p in pages) / runs for c in CHECKS]
+            rows.append([f"{q:.2f}", drifted, *(f"{share:.1%}" for share in shares)])
+    header = ["q (right, per anchor)", "hallucinated anchors drifted (k)"]
+    header += [f"paged within {c} check{'s' if c > 1 else ''}" for c in CHECKS]
+    note = f"{runs} runs per row; {ANCHORS} anchors, alpha {ALPHA}"
+    return bench_docs.table(header, rows), note
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", nargs="+", type=Path, help="labelled JSONL files")
+    parser.add_argument("data", nargs="*", type=Path, help="labelled JSONL files")
+    parser.add_argument("--anchor-power", action="store_true", help="the judge check's power")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--shares", type=float, nargs="+", default=[0.02, 0.05])
     parser.add_argument("--window", type=int, default=5000, help="records per drawn window")
@@ -238,6 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     bench_docs.add_flag(parser)
     args = _smoke.parse_args(parser, argv, runs=3, window=1000)
     started = time.monotonic()
+    if args.anchor_power:
+        table, note = anchor_power(args.runs, args.seed)
+        print(f"{table}\n{note}; {time.monotonic() - started:.0f} s")
+        if args.write_docs:
+            bench_docs.write_block("docs/audit.md", "anchor-power", f"{table}\n\n{note}")
+        return 0
+    if not args.data:
+        parser.error("labelled JSONL files are needed (or --anchor-power)")
     rows = []
     for path in args.data:
         labelled = load(path, args.cache, args.limit, args.seed)
@@ -248,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes = []
                 for run in range(args.runs):
                     window = draw(rng, labelled, args.window)
-                    outcomes.append(one_run(window, share, f"{args.seed}:{kind}:{run}"))
+                    key = f"{args.seed}:{kind}:{run}"
+                    outcomes.append(one_run(window, share, key, kind == SHARED_TRACE))
                 size = len(labelled) if kind == "set" else args.window
                 rows.append(row(name, kind, size, share, outcomes))
     table = bench_docs.table(HEADER, rows)

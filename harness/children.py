@@ -14,6 +14,7 @@ timing: both are events the kernel delivers.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -107,16 +108,28 @@ def spawn(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(argv, **popen)` in a new session (its own process group, which its
     children join), killed with that group when this process ends."""
     proc: subprocess.Popen[Any] = subprocess.Popen(argv, start_new_session=True, **popen)
-    try:
-        with open(f"/proc/{proc.pid}/stat") as stat:
-            start = stat.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return proc  # no such process: nothing to kill
-    _tell(f"{proc.pid} {start}")
+    _watch(proc.pid)
     return proc
 
 
-def forget(proc: subprocess.Popen[Any]) -> None:
+async def spawn_async(*argv: str, **popen: Any) -> asyncio.subprocess.Process:
+    """`spawn` for asyncio: `asyncio.create_subprocess_exec(*argv, **popen)`."""
+    proc = await asyncio.create_subprocess_exec(*argv, start_new_session=True, **popen)
+    _watch(proc.pid)
+    return proc
+
+
+def _watch(pid: int) -> None:
+    """The watchdog kills the group `pid` leads when this process ends."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            start = stat.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return  # no such process: nothing to kill
+    _tell(f"{pid} {start}")
+
+
+def forget(proc: subprocess.Popen[Any] | asyncio.subprocess.Process) -> None:
     """`proc` has been stopped and waited for: the watchdog no longer kills its group (its
     id may be reused)."""
     with contextlib.suppress(OSError, ValueError):

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from harness.arrivals import Watched
+from harness.children import forget, spawn_async
 from harness.pipeline import RecordingStage, metric_value, receiver_config
 from harness.wait import wait_until_async
 from monitor.config import Config
@@ -128,7 +129,7 @@ Gate = Callable[[str], Awaitable[None]]
 async def run_held_app(command: list[str], gate: Gate) -> Answers:
     """`run_app` for an app that holds a kind of signal back: on its `{"held": KIND}` line,
     `gate(KIND)`, then a line on its stdin lets it go on."""
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn_async(
         *command,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -155,6 +156,7 @@ async def run_held_app(command: list[str], gate: Gate) -> Answers:
         if process.returncode is None:
             process.kill()
             await process.wait()
+        forget(process)
     assert code == 0, (await errors).decode(errors="replace")[-6000:]
     return _answers(lines)
 

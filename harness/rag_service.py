@@ -26,13 +26,17 @@ PER_S = 24
 
 
 class Service:
-    """The RAG service: one trace per request (root, retriever, LLM spans) via the SDK,
-    on `route`."""
+    """The RAG service `service`: one trace per request (root, retriever, LLM spans) via
+    the SDK, on `route`."""
 
     def __init__(
-        self, otlp_http_port: int, version: str | None = None, route: str = "/ask"
+        self,
+        otlp_http_port: int,
+        version: str | None = None,
+        route: str = "/ask",
+        service: str = "shop",
     ) -> None:
-        attributes = {"service.name": "shop"}
+        attributes = {"service.name": service}
         if version is not None:
             attributes["service.version"] = version
         self.provider = TracerProvider(resource=Resource.create(attributes))
@@ -76,13 +80,7 @@ class Service:
     def traffic(self, share: float, until: Any, within_s: float) -> None:
         """Sends `PER_S` requests a second, `share` of them hallucinated (evenly spread),
         until `until()` is true; fails after `within_s` seconds."""
-        start = time.monotonic()
-        tick = start
-        while not until():
-            assert time.monotonic() - start < within_s, f"not within {within_s} s"
-            self.send(PER_S // 2, share)
-            tick += 0.5  # pacing the traffic, not waiting for a result
-            time.sleep(max(0.0, tick - time.monotonic()))
+        paced([(self, share)], until, within_s)
 
     def send(self, n: int, share: float) -> None:
         """`n` requests at once, `share` of them hallucinated (evenly spread)."""
@@ -95,6 +93,21 @@ class Service:
 
     def close(self) -> None:
         self.provider.shutdown()
+
+
+def paced(
+    streams: list[tuple[Service, float]], until: Any, within_s: float, per_s: int = PER_S
+) -> None:
+    """Each service of `streams` sends `per_s` requests a second, its share of them
+    hallucinated, until `until()` is true; fails after `within_s` seconds."""
+    start = time.monotonic()
+    tick = start
+    while not until():
+        assert time.monotonic() - start < within_s, f"not within {within_s} s"
+        for service, share in streams:
+            service.send(max(1, per_s // 2), share)
+        tick += 0.5  # pacing the traffic, not waiting for a result
+        time.sleep(max(0.0, tick - time.monotonic()))
 
 
 def metric(port: int, name: str, *needles: str) -> float | None:

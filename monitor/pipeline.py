@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from monitor.alerts.describe import resend_interval_s
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
-from monitor.alerts.state import StateFile
-from monitor.audit.anchors import AnchorCheck, JudgeChanges, JudgeNotes, load_anchors
+from monitor.alerts.state import Kind, StateFile
+from monitor.audit import saved
+from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
@@ -183,9 +184,7 @@ def build_pipeline(
     notices: list[Notice] = []
     # The judges whose last anchor check paged a change: the alert rules' pages say so.
     changes = JudgeChanges() if config.audit.anchors.enabled else None
-    sinks.extend(
-        _alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices, changes)
-    )
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
     sinks.extend(extra_sinks)
     audit = _audit(config, telemetry, sampler, http, clock or time.time)
     if audit is not None:
@@ -209,6 +208,8 @@ def build_pipeline(
         add("anchor check", anchors, anchors_judge_node, metrics_port)
 
     engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
+    if engine is not None and changes is not None:
+        engine.evaluator_note = changes.note
     if http is not None and engine is not None:
         # The firing alerts with where each says the excess is, in JSON.
         http.add_route(ALERTS_PATH, FiringAlertsPage(engine.attribution.firing_alerts).handle)
@@ -291,7 +292,11 @@ def _audit(
         position = sampling_position(record.sampling_key)
         return None if position >= base * detector else position < base * audited
 
-    sink = AuditSink(audit, telemetry, share, clock=clock)
+    # The window and the records awaiting a label are kept beside the alert rules' state.
+    path = config.alerts.state_file
+    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+    state = StateFile(path + saved.SUFFIX, telemetry, kind) if path else None
+    sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:
@@ -393,17 +398,14 @@ def _evaluation_stage(
     )
 
 
-def _notifiers(
-    config: Config, telemetry: Telemetry, changes: JudgeChanges | None = None
-) -> list[Notifier]:
-    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`); with `changes`, a
-    page on a judge that changed at its last anchor check says so."""
+def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:
+    """Where alerts go (`alerts.alertmanager.url`, `alerts.webhooks`)."""
     alerts = config.alerts
     if not (alerts.alertmanager.url or alerts.webhooks):
         return []
     webhooks = [(hook.url, hook.headers) for hook in alerts.webhooks]
     sender = AlertSender(telemetry, alertmanager_url=alerts.alertmanager.url, webhooks=webhooks)
-    return [sender if changes is None else JudgeNotes(sender, changes)]
+    return [sender]
 
 
 def _alerts_and_events(
@@ -413,15 +415,14 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
-    changes: JudgeChanges | None,
 ) -> list[ResultSink]:
     """The alert engine (when `alerts.rules` is set) and OTLP events (when
     `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
-    `notices`; `changes`: the judges that changed at their last anchor check."""
+    `notices`."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
     if alerts.rules:
-        notifiers = _notifiers(config, telemetry, changes)
+        notifiers = _notifiers(config, telemetry)
         thresholds: dict[str, Severity] = {
             e.name: e.severity_threshold
             for e in config.evaluators
@@ -448,6 +449,7 @@ def _alerts_and_events(
                 state_file=state_file,
                 false_page_every=alerts.false_page_every,
                 conversation_idle=alerts.conversation_idle,
+                conversation_budget=alerts.conversation_budget_bytes,
                 boosts=boosts,
                 fleet=fleet,
                 clock=clock,

@@ -5,7 +5,7 @@
 # -m "not slow"`): everything, as CI does. A fresh virtual environment from the lock file,
 # the project installed into it, the Debian packages the tests start (prometheus,
 # prometheus-alertmanager) installed if missing, the framework apps' environments, then
-# ruff, mypy and the suite. Nothing already installed on the machine takes part: the
+# ruff, mypy, vulture and the suite. Nothing already installed on the machine takes part: the
 # environment is made anew each run from tests/requirements.lock (refresh that file with
 # `bash tests/lock.sh`). Downloads are cached by uv under its usual cache folder, so a second
 # run installs from disk.
@@ -15,7 +15,7 @@
 # (built as above otherwise); the framework apps' environments are built only when a
 # selected file or folder holds tests that run them (the JavaScript packages only for the
 # JavaScript apps' tests); no Debian packages are installed (tests that need them skip
-# where they are missing), and ruff and mypy run only with `--lint`. One worker per
+# where they are missing), and ruff, mypy and vulture run only with `--lint`. One worker per
 # selected test file, up to four.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +98,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 if [ "$full" = 1 ] || [ "$lint" = 1 ]; then
     "$py" -m ruff check monitor harness tests bench training
     "$py" -m mypy  # --strict over monitor, harness, tests, bench and training (pyproject.toml)
+    "$py" -m vulture  # dead code in monitor/ (pyproject.toml; allow-list: tests/dead_code_allow.py)
 fi
 
 # The tests get a home, cache and temporary folder of their own, removed afterwards, so that

@@ -1,7 +1,6 @@
 """Alerting on windowed defect rates (see `monitor.alerts.engine`)."""
 
 from monitor.alerts.engine import AlertEngine
-from monitor.alerts.stats import wilson_interval
-from monitor.alerts.window import SlidingWindow
+from monitor.alerts.evidence import SlidingWindow, wilson_interval
 
 __all__ = ["AlertEngine", "SlidingWindow", "wilson_interval"]

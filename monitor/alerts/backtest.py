@@ -33,7 +33,7 @@ summary): without verdicts nothing else changes but what expires.
 
 After the replay the summary gives each (rule, service)'s defect rate per day (UTC), and
 the SLO objective its worst day would burn at `SLO_HEADROOM_BURN` of its error budget:
-what an `slo.objective` is chosen from (`monitor/alerts/README.md`, SLO rules). Services past `pipeline.max_services`
+what an `slo.objective` is chosen from (docs/alerts.md, SLO rules). Services past `pipeline.max_services`
 fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
 (`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
 under it, the JSON output has them among the annotations; a page's `Where` alert (sent when
@@ -229,6 +229,7 @@ class Backtest:
             clock=self._clock,
             false_page_every=alerts.false_page_every,
             conversation_idle=alerts.conversation_idle,
+            conversation_budget=alerts.conversation_budget_bytes,
             trace_url=alerts.trace_url,
         )
         self._interval = alerts.evaluation_interval_s

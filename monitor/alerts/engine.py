@@ -7,7 +7,7 @@ evaluator that could not decide says nothing about the service.
 
 `emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
 cohort): at once to the rule's windows and tests, a conversation's with what its earlier
-verdicts were (`monitor.alerts.units`), and each conversation once more when it goes quiet,
+verdicts were (`monitor.alerts.evidence.units`), and each conversation once more when it goes quiet,
 as one unit to the history (how verdicts cluster).
 A service folded into `other` by the label cap is never a service under test. With
 `alerts.fleet` the rules read the whole fleet's counters from Prometheus instead
@@ -53,7 +53,6 @@ from monitor.alerts.kinds.forms import kind_for
 from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
 from monitor.alerts.subjects import Subjects
-from monitor.alerts.units import conversation_key
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, parse_duration
@@ -132,6 +131,8 @@ class AlertEngine:
             forget_cohort=self._forget_cohort,
         )
         self._notifiers = list(notifiers)
+        # What a firing page on an evaluator's verdicts adds (pipeline: a judge that changed).
+        self.evaluator_note: Callable[[str | None], str | None] = lambda evaluator: None
         self._interval = evaluation_interval_s
         self._resend = resend_interval_s
         self._generator_url = generator_url or f"http://{socket.gethostname()}:9464/metrics"
@@ -257,11 +258,9 @@ class AlertEngine:
         if service == OVERFLOW:
             return None
         cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
-        conversation = (
-            conversation_key(origin.conversation) if origin.conversation is not None else None
+        self._add(
+            (i, service, cohort), histogram, revision, origin.conversation, now, origin.fingerprint
         )
-        request = conversation_key(origin.fingerprint) if origin.fingerprint is not None else None
-        self._add((i, service, cohort), histogram, revision, conversation, now, request)
         return (i, service, cohort)
 
     def rule_index(self, name: str) -> int | None:
@@ -275,12 +274,13 @@ class AlertEngine:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation: str | None,
         now: float,
-        request: int | None = None,
+        request: str | None = None,
     ) -> None:
         """`histogram` for entry `key` (a rule index, service and cohort as the caps hold
-        them), of `conversation` and `request` (their keys; None: not known)."""
+        them), of `conversation` and `request` (the conversation id, the request's
+        fingerprint; None: not known)."""
         added = self._entries.add(key, histogram, revision, conversation, now, request)
         if added.replaced is not None:
             self._new_revision(key, added.replaced, added.revision, now)
@@ -532,6 +532,10 @@ class AlertEngine:
         if status == "firing":
             explanation = self.attribution.explain((i, service, cohort), judgment, now)
             annotations.update(explanation.annotations())
+            note = self.evaluator_note(rule.config.evaluator)
+            if note:
+                annotations["description"] = f"{annotations['description'].rstrip('.')}. {note}"
+                annotations["judge_changed"] = note
         alert = describe.alert(
             rule,
             service,

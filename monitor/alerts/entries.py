@@ -9,14 +9,16 @@ out while its own revision's still come (late verdicts, a rollout with both revi
 live): only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
-cohort) keeps at most `units.MAX_OPEN` open and `units.MAX_REMEMBERED` closed
-conversations, and all of them together at most `budget` bytes (`CONVERSATION_BUDGET`,
-counted at `OPEN_BYTES` and `CLOSED_BYTES` each, upper bounds of what one holds). Past the
-budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
-remembered longest, then, in an entry with none closed, the open one quiet longest, closed
-into its unit early (as `units.MAX_OPEN` does within an entry). An app writing a request id
-as its conversation id (each request its own conversation) fills the budget and no more;
-what the state file holds of them is bounded with it (`monitor.alerts.state`).
+cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED`
+closed conversations, and all of them together, with the requests remembered as asked
+(`Units.seen`), at most `budget` bytes (`alerts.conversation_budget_bytes`, counted at
+`OPEN_BYTES`, `CLOSED_BYTES` and `SEEN_BYTES` each, upper bounds of what one holds). Past
+the budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
+remembered longest (or requests asked longest ago), then, in an entry with none, the open
+one quiet longest, closed into its unit early (as `conversations.MAX_OPEN` does within an
+entry). An app writing a request id as its conversation id (each request its own
+conversation) fills the budget and no more; what the state file holds of them is bounded
+with it (`monitor.alerts.state`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
 from monitor.alerts.kinds import Entry, Kind, Named
 from monitor.alerts.rule import Rule, fingerprint
-from monitor.alerts.units import Arrival, Unit, Units
-from monitor.alerts.window import saved_number
+from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
 from monitor.records.where import DIMENSIONS, MAX_CHARS
 
 log = logging.getLogger(__name__)
@@ -47,13 +49,14 @@ Part = tuple[str, str, str, str, dict[str, Any]]
 # measures it): open, with its sums and times; closed, remembered for its return.
 OPEN_BYTES = 320
 CLOSED_BYTES = 256
-CONVERSATION_BUDGET = 32 * 1024 * 1024
+# A request remembered as asked once, or with the verdicts it counted (`Units.seen`).
+SEEN_BYTES = 256
 # An eviction goes this far below the budget, so that the next one waits for a share of it.
 EVICT_TO = 0.9
 
 
 def conversation_bytes(units: Units) -> int:
-    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES
+    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES + units.seen * SEEN_BYTES
 
 
 # Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
@@ -112,13 +115,13 @@ class Entries:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: int | None,
+        conversation: str | None,
         now: float,
-        request: int | None = None,
+        request: str | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation` and `request` (their keys: the conversation id's,
-        the request's fingerprint; None: not known)."""
+        (None: not known), `conversation` and `request` (the conversation id, the request's
+        fingerprint; None: not known)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -149,7 +152,13 @@ class Entries:
         levels = [k / steps for k in range(steps + 1)]
         if conversation is not None or request is not None:
             held = conversation_bytes(conversations)
-            arrival, closed = conversations.add(conversation, request, histogram, levels, now)
+            arrival, closed = conversations.add(
+                None if conversation is None else conversation_key(conversation),
+                None if request is None else conversation_key(request),
+                histogram,
+                levels,
+                now,
+            )
             self.conversation_bytes += conversation_bytes(conversations) - held
             if arrival is not None and not arrival.counted:
                 histogram = [0.0] * len(histogram)

@@ -36,7 +36,7 @@ class AlertGauges:
         self._evidence = telemetry.gauge(
             "alert_evidence",
             "How far a sequential regression test is towards a page, on a log scale "
-            "(1 pages; see monitor/alerts/README.md).",
+            "(1 pages; see docs/alerts.md).",
             ("service", "rule"),
         )
         self._fallback = telemetry.gauge(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitor.alerts.history import history_span_s
+from monitor.alerts.evidence import history_span_s
 from monitor.config import AlertRule, parse_duration
 from monitor.records import RagRecord
 from monitor.records.fingerprint import request_fingerprint
@@ -91,7 +91,7 @@ class Rule:
     @property
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
-        history (`monitor.alerts.history`)."""
+        history (`monitor.alerts.evidence.history`)."""
         baseline = self.config.baseline
         if baseline is None or self.baseline_s is None:
             return self.window_s

@@ -24,8 +24,12 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client import Counter
 
 from monitor.telemetry import Telemetry
 
@@ -38,18 +42,43 @@ VERSION = 2
 MAX_BYTES = 24 * 1024 * 1024
 
 
+Counters = Callable[[Telemetry], tuple[Counter, Counter]]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What a state file holds: its name in log lines, its format and version, the key of
+    what it holds, and its counters of loads and saves (by outcome)."""
+
+    name: str
+    format: str
+    version: int
+    key: str
+    counters: Counters
+
+
+def _alert_counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
+    loads = telemetry.counter(
+        "alert_state_loads",
+        "Alert state file reads at start, by outcome (loaded, missing, stale, "
+        "foreign, corrupt, too_large).",
+        ("outcome",),
+    )
+    saves = telemetry.counter(
+        "alert_state_saves", "Alert state file writes, by outcome (ok, error).", ("outcome",)
+    )
+    return loads, saves
+
+
+ALERTS = Kind("alert", FORMAT, VERSION, "rules", _alert_counters)
+
+
 class StateFile:
-    def __init__(self, path: str, telemetry: Telemetry) -> None:
+    def __init__(self, path: str, telemetry: Telemetry, kind: Kind = ALERTS) -> None:
         self.path = Path(path)
-        self._loads = telemetry.counter(
-            "alert_state_loads",
-            "Alert state file reads at start, by outcome (loaded, missing, stale, "
-            "foreign, corrupt, too_large).",
-            ("outcome",),
-        )
-        self._saves = telemetry.counter(
-            "alert_state_saves", "Alert state file writes, by outcome (ok, error).", ("outcome",)
-        )
+        self._kind = kind
+        self._name = f"{kind.name} state file"
+        self._loads, self._saves = kind.counters(telemetry)
         # A file that could not be read nor moved aside: never written over.
         self._blocked = False
 
@@ -77,21 +106,23 @@ class StateFile:
             return
         except OSError as exc:
             log.error(
-                "alert state file %s could not be moved aside (%s): it is not overwritten; "
-                "the alert state is not saved until it is moved",
+                "%s %s could not be moved aside (%s): it is not overwritten; the state is "
+                "not saved until it is moved",
+                self._name,
                 self.path,
                 exc,
             )
             self._blocked = True
             return
-        log.error("alert state file %s moved to %s: it is kept as it was", self.path, aside)
+        log.error("%s %s moved to %s: it is kept as it was", self._name, self.path, aside)
 
     def _read(self, now: float, max_age_s: float) -> tuple[str, dict[str, Any]]:
         try:
             size = self.path.stat().st_size
             if size > MAX_BYTES:
                 log.error(
-                    "alert state file %s is %d bytes (over %d): starting empty",
+                    "%s %s is %d bytes (over %d): starting empty",
+                    self._name,
                     self.path,
                     size,
                     MAX_BYTES,
@@ -99,35 +130,38 @@ class StateFile:
                 return "too_large", {}
             data = json.loads(self.path.read_bytes())
         except FileNotFoundError:
-            log.info("alert state file %s does not exist yet: starting empty", self.path)
+            log.info("%s %s does not exist yet: starting empty", self._name, self.path)
             return "missing", {}
         except (OSError, ValueError, RecursionError) as exc:
-            log.error("alert state file %s is unreadable (%s): starting empty", self.path, exc)
+            log.error("%s %s is unreadable (%s): starting empty", self._name, self.path, exc)
             return "corrupt", {}
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            log.error("%s is not an alert state file of rag-monitor: starting empty", self.path)
+        kind = self._kind
+        if not isinstance(data, dict) or data.get("format") != kind.format:
+            log.error("%s is not an %s of rag-monitor: starting empty", self.path, self._name)
             return "foreign", {}
-        if data.get("version") != VERSION:
+        if data.get("version") != kind.version:
             log.error(
-                "alert state file %s has version %r (this build reads %d): starting empty",
+                "%s %s has version %r (this build reads %d): starting empty",
+                self._name,
                 self.path,
                 data.get("version"),
-                VERSION,
+                kind.version,
             )
             return "foreign", {}
-        saved_at, rules = data.get("saved_at"), data.get("rules")
+        saved_at, rules = data.get("saved_at"), data.get(kind.key)
         if (
             isinstance(saved_at, bool)
             or not isinstance(saved_at, int | float)
             or not abs(saved_at) < 1e12
             or not isinstance(rules, dict)
         ):
-            log.error("alert state file %s lacks saved_at or rules: starting empty", self.path)
+            log.error("%s %s lacks saved_at or %s: starting empty", self._name, self.path, kind.key)
             return "corrupt", {}
         if now - saved_at > max_age_s:
             log.warning(
-                "alert state file %s was saved %.0f s ago, longer than the longest window "
-                "(%.0f s): starting empty",
+                "%s %s was saved %.0f s ago, longer than the longest window (%.0f s): "
+                "starting empty",
+                self._name,
                 self.path,
                 now - saved_at,
                 max_age_s,
@@ -138,11 +172,16 @@ class StateFile:
     def save(self, now: float, rules: dict[str, Any]) -> None:
         """Writes the state atomically; a failure is logged and counted, never raised."""
         if self._blocked:
-            log.error("alert state not saved: %s, unreadable, is still in its place", self.path)
+            log.error("%s not saved: %s, unreadable, is still in its place", self._name, self.path)
             self._saves.labels("error").inc()
             return
         body = json.dumps(
-            {"format": FORMAT, "version": VERSION, "saved_at": now, "rules": rules},
+            {
+                "format": self._kind.format,
+                "version": self._kind.version,
+                "saved_at": now,
+                self._kind.key: rules,
+            },
             separators=(",", ":"),
         ).encode()
         tmp: str | None = None
@@ -157,7 +196,7 @@ class StateFile:
             tmp = None
             self._saves.labels("ok").inc()
         except OSError as exc:
-            log.error("could not write alert state file %s: %s", self.path, exc)
+            log.error("could not write %s %s: %s", self._name, self.path, exc)
             self._saves.labels("error").inc()
         finally:
             if tmp is not None:

@@ -4,14 +4,18 @@ anchors: `anchors.json`, written for this project, or the user's `audit.anchors.
 as "the judge changed", not as the service.
 
 The test, per check, against the judge's verdicts at its baseline check (its first, or the
-one after its last page): b anchors it got right then and wrong now, c wrong then and right
-now. If the judge is unchanged — each anchor's verdict drawn afresh from the same
-distribution at every check — an anchor right with probability q flips one way with
-probability q(1 − q) and the other way with the same, so given b + c flips, b is
-Binomial(b + c, 1/2) (McNemar's exact test). A two-sided p-value below `alpha` pages; an
-unchanged judge pages at most `alpha` of its checks, whatever its accuracy. After a page the
-judge's current verdicts are its new baseline (the change is told once); the alert resolves
-at the next check that does not page.
+one after its last page), on the anchors it judged both times. If the judge is unchanged —
+each anchor's verdict drawn afresh from the same distribution at every check — an anchor
+failed with probability q turns from pass to fail with probability q(1 − q) and from fail to
+pass with the same, so given the flips, the count of either direction is Binomial(flips, 1/2)
+(McNemar's exact test). Two such counts are tested: flips of correctness (right then wrong
+against wrong then right: the judge's accuracy moved) and flips of the verdict (fail then
+pass against pass then fail: the defect rate it reports moved — a judge that now passes
+what it failed can keep its accuracy and still move every rate an alert rule watches). The
+smaller two-sided p-value, doubled (Bonferroni), below `alpha` pages; an unchanged judge
+pages at most `alpha` of its checks, whatever its accuracy. After a page the judge's current
+verdicts are its new baseline (the change is told once); the alert resolves at the next
+check that does not page.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, Protocol
@@ -92,6 +96,36 @@ def changed_p_value(worse: int, better: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class Flips:
+    """The anchors whose verdict differs between two checks, counted both ways."""
+
+    right_then_wrong: int
+    wrong_then_right: int
+    failed_then_passed: int
+    passed_then_failed: int
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[bool, bool, bool]]) -> Flips:
+        """From (right then, right now, the anchor is hallucinated) per anchor."""
+        worse = [defect for then, now, defect in pairs if then and not now]
+        better = [defect for then, now, defect in pairs if now and not then]
+        # Right then wrong on a hallucinated anchor: failed it then, passes it now.
+        return cls(
+            len(worse),
+            len(better),
+            sum(worse) + len(better) - sum(better),
+            sum(better) + len(worse) - sum(worse),
+        )
+
+    @property
+    def p_value(self) -> float:
+        """Either count of flips one way, Bonferroni-corrected for testing two."""
+        accuracy = changed_p_value(self.right_then_wrong, self.wrong_then_right)
+        verdict = changed_p_value(self.failed_then_passed, self.passed_then_failed)
+        return min(1.0, 2.0 * min(accuracy, verdict))
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One judge's check: per anchor, whether its verdict was right (None: no verdict)."""
 
@@ -105,7 +139,9 @@ class Check:
 
 class JudgeChanges:
     """The judges whose last anchor check paged a change, with what a page on their
-    verdicts should say: written by `AnchorCheck`, read by `JudgeNotes`."""
+    verdicts should say: written by `AnchorCheck`, asked by the alert engine (a firing
+    page's description, its `judge_changed` annotation, its Where alert, `/alerts` and the
+    log line carry the note)."""
 
     def __init__(self) -> None:
         self._notes: dict[str, str] = {}
@@ -116,37 +152,8 @@ class JudgeChanges:
     def settled(self, evaluator: str) -> None:
         self._notes.pop(evaluator, None)
 
-    def note(self, evaluator: str) -> str | None:
-        return self._notes.get(evaluator)
-
-
-class JudgeNotes:
-    """A `Notifier` in front of another: a firing page on the verdicts of a judge whose
-    last anchor check paged a change says so, in its description and in a
-    `judge_changed` annotation (the Where alert too, which carries the page's labels)."""
-
-    def __init__(self, notifier: Notifier, changes: JudgeChanges) -> None:
-        self._notifier = notifier
-        self._changes = changes
-
-    async def start(self) -> None:
-        await self._notifier.start()
-
-    async def shutdown(self, deadline_s: float) -> None:
-        await self._notifier.shutdown(deadline_s)
-
-    def notify(self, alerts: Sequence[Alert]) -> None:
-        self._notifier.notify([self._noted(alert) for alert in alerts])
-
-    def _noted(self, alert: Alert) -> Alert:
-        if alert.status != "firing" or alert.rule == RULE:
-            return alert
-        note = self._changes.note(alert.labels.get("evaluator", ""))
-        if note is None:
-            return alert
-        description = f"{alert.annotations.get('description', '')} {note}".strip()
-        annotations = {**alert.annotations, "description": description, "judge_changed": note}
-        return replace(alert, annotations=annotations)
+    def note(self, evaluator: str | None) -> str | None:
+        return None if evaluator is None else self._notes.get(evaluator)
 
 
 class AnchorCheck:
@@ -249,10 +256,13 @@ class AnchorCheck:
             self._baselines[name] = now
             self._changed.labels(name).set(0)
             return
-        pairs = [(b, n) for b, n in zip(base.right, now.right, strict=True) if None not in (b, n)]
-        worse = sum(1 for b, n in pairs if b and not n)
-        better = sum(1 for b, n in pairs if n and not b)
-        p = changed_p_value(worse, better)
+        pairs = [
+            (b, n, anchor.defect)
+            for b, n, anchor in zip(base.right, now.right, self._anchors, strict=True)
+            if b is not None and n is not None
+        ]
+        flips = Flips.of(pairs)
+        p = flips.p_value
         if p >= self._alpha:
             self._changed.labels(name).set(0)
             self._changes.settled(name)
@@ -262,22 +272,33 @@ class AnchorCheck:
         self._changed.labels(name).set(1)
         figures = {
             "anchors": len(pairs),
-            "accuracy_before": _share(b for b, _ in pairs),
-            "accuracy_now": _share(n for _, n in pairs),
-            "right_then_wrong": worse,
-            "wrong_then_right": better,
+            "accuracy_before": _share(b for b, _, _ in pairs),
+            "accuracy_now": _share(n for _, n, _ in pairs),
+            # A verdict is a defect when it is right on a hallucinated anchor or wrong on
+            # a faithful one.
+            "failed_before": _share(b == d for b, _, d in pairs),
+            "failed_now": _share(n == d for _, n, d in pairs),
+            "right_then_wrong": flips.right_then_wrong,
+            "wrong_then_right": flips.wrong_then_right,
+            "failed_then_passed": flips.failed_then_passed,
+            "passed_then_failed": flips.passed_then_failed,
             "p_value": p,
         }
         log.warning(
             "judge %s changed: on %d anchors its accuracy went from %.0f%% to %.0f%% (%d "
-            "right before and wrong now, %d the other way; p = %.2g < %g); its verdicts "
-            "are the new baseline",
+            "right before and wrong now, %d the other way) and the share it failed from "
+            "%.0f%% to %.0f%% (%d failed before and passed now, %d the other way); p = %.2g "
+            "< %g; its verdicts are the new baseline",
             name,
             len(pairs),
             100 * figures["accuracy_before"],
             100 * figures["accuracy_now"],
-            worse,
-            better,
+            flips.right_then_wrong,
+            flips.wrong_then_right,
+            100 * figures["failed_before"],
+            100 * figures["failed_now"],
+            flips.failed_then_passed,
+            flips.passed_then_failed,
             p,
             self._alpha,
         )
@@ -287,7 +308,8 @@ class AnchorCheck:
         now = datetime.fromtimestamp(self._clock(), UTC)
         summary = (
             f"The judge {name} changed: anchor accuracy {figures['accuracy_before']:.0%} → "
-            f"{figures['accuracy_now']:.0%}"
+            f"{figures['accuracy_now']:.0%}, anchors failed {figures['failed_before']:.0%} → "
+            f"{figures['failed_now']:.0%}"
         )
         alert = Alert(
             rule=RULE,
@@ -304,7 +326,9 @@ class AnchorCheck:
                 "description": (
                     f"{summary} on {figures['anchors']} anchors: "
                     f"{figures['right_then_wrong']} right before and wrong now, "
-                    f"{figures['wrong_then_right']} the other way (McNemar p = "
+                    f"{figures['wrong_then_right']} the other way; "
+                    f"{figures['failed_then_passed']} failed before and passed now, "
+                    f"{figures['passed_then_failed']} the other way (McNemar p = "
                     f"{figures['p_value']:.2g}). A move of this judge's defect rate now is "
                     "the judge's, not the service's: a model or prompt behind its name changed."
                 ),
@@ -318,8 +342,9 @@ class AnchorCheck:
         self._changes.changed(
             name,
             f"The judge {name} changed at its last anchor check ({figures['accuracy_before']:.0%}"
-            f" → {figures['accuracy_now']:.0%} of the anchors right): this move may be the "
-            "judge's, not the service's.",
+            f" → {figures['accuracy_now']:.0%} of the anchors right, "
+            f"{figures['failed_before']:.0%} → {figures['failed_now']:.0%} failed): this move "
+            "may be the judge's, not the service's.",
         )
         self._notify([alert])
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 Z95 = 1.959963984540054
 MIN_AUDITED = 30
@@ -86,6 +87,9 @@ class Interval:
     def width(self) -> float:
         return self.upper - self.lower
 
+    def as_json(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "lower": self.lower, "upper": self.upper}
+
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
@@ -104,6 +108,20 @@ class Estimate:
     weight: float  # λ
     miss_rate: float | None
     false_alarm_rate: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures as `GET /audit` shows them."""
+        corrected, alone = self.corrected, self.audited_only
+        return {
+            "evaluated": self.evaluated,
+            "audited": self.audited,
+            "raw_defect_rate": self.raw,
+            "estimate": None if corrected is None else corrected.as_json(),
+            "audited_only": None if alone is None else alone.as_json(),
+            "weight": self.weight if corrected is not None else None,
+            "miss_rate": self.miss_rate,
+            "false_alarm_rate": self.false_alarm_rate,
+        }
 
 
 def _interval(center: float, variance: float, z: float) -> Interval:

@@ -32,6 +32,9 @@ class LabelSink(Protocol):
     def malformed(self, source: str, problem: str) -> None:
         """Count a label that could not be read."""
 
+    def unreadable(self, source: str, problem: str) -> None:
+        """Count a read of a label source that failed."""
+
 
 def parse_label(item: Any) -> tuple[str, bool] | str:
     """`(request_id, defect)`, or what is wrong with `item`."""
@@ -125,7 +128,7 @@ class LabelFile:
                 fh.seek(self._offset)
                 chunk = fh.read(size - self._offset)
         except OSError as exc:
-            self._quiet.warning("unreadable", "cannot read labels from %s: %s", self._path, exc)
+            self._sink.unreadable("file", f"cannot read labels from {self._path}: {exc}")
             return 0
         self._offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")

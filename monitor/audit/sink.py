@@ -15,21 +15,22 @@ malformed labels and labels for records whose window has passed are counted and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
 from monitor.audit.estimate import Estimate, Tally, estimate
+from monitor.audit.saved import Bucket, Pending, State, Windows, decode, encode
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
-from monitor.records.where import DIMENSIONS, Where
+from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -37,43 +38,10 @@ log = logging.getLogger(__name__)
 PATH = "/audit"
 BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
 AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
-MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart
 
 Share = Callable[[RagRecord], bool | None]
 """Whether a record the detector evaluated is audited (True), counted unaudited (False),
 or not part of the random share (None)."""
-
-
-@dataclass(slots=True)
-class _Pending:
-    service: str
-    bucket: int
-    detector_defect: bool
-    where: tuple[str, ...]  # the record's dimension values (`Where`)
-
-
-@dataclass(slots=True)
-class _Bucket:
-    """A service's counts over one bucket of the window, in all and per slice (dimension,
-    value); at most `MAX_SLICE_VALUES` values of a dimension per bucket."""
-
-    total: Tally = field(default_factory=Tally)
-    slices: dict[tuple[str, str], Tally] = field(default_factory=dict)
-    values: dict[str, int] = field(default_factory=dict)  # values so far per dimension
-
-    def tallies(self, where: tuple[str, ...]) -> list[Tally]:
-        out = [self.total]
-        for dimension, value in zip(DIMENSIONS, where, strict=True):
-            if not value:
-                continue  # not known for this record: in no slice of the dimension
-            found = self.slices.get((dimension, value))
-            if found is None:
-                if self.values.get(dimension, 0) >= MAX_SLICE_VALUES:
-                    continue
-                self.values[dimension] = self.values.get(dimension, 0) + 1
-                found = self.slices[(dimension, value)] = Tally()
-            out.append(found)
-        return out
 
 
 class AuditSink:
@@ -85,6 +53,7 @@ class AuditSink:
         telemetry: Telemetry,
         share: Share,
         *,
+        state: State | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         assert audit.evaluator is not None and audit.reference is not None
@@ -93,13 +62,15 @@ class AuditSink:
         self._labelled = audit.reference == LABELS
         self._min_audited = audit.min_audited
         self._max_pending = audit.max_pending
+        self._window_s = audit.window_s
         self._bucket_s = audit.window_s / BUCKETS
         self._window = audit.window
         self._share = share
         self._clock = clock
+        self._state = state
         self._t = telemetry
-        self._windows: dict[str, dict[int, _Bucket]] = {}
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._windows: Windows = {}
+        self._pending: OrderedDict[str, Pending] = OrderedDict()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
         self._quiet = RateLimitedLog(log)
@@ -142,7 +113,8 @@ class AuditSink:
         self._labels = t.counter(
             "audit_labels",
             "Labels fed back, by source (file, http) and outcome: joined, unknown_id, "
-            "malformed, expired (its record's window has passed).",
+            "malformed, expired (its record's window has passed); unreadable: a read of "
+            "the labels file that failed.",
             ("source", "outcome"),
         )
         self._dropped = t.counter(
@@ -154,15 +126,53 @@ class AuditSink:
         self._pending_gauge = t.gauge(
             "audit_pending_labels", "Audited records waiting for their label."
         )
+        self._state_dropped = t.counter(
+            "audit_state_dropped",
+            "Parts of the audit state file left out as it was read (part: window, a "
+            "service's; pending, a record awaiting a label): a wrong type or count.",
+            ("part",),
+        )
 
     async def start(self) -> None:
+        if self._state is not None:
+            saved = await asyncio.to_thread(self._state.load, self._clock(), self._window_s)
+            if saved:
+                self._restore(saved)
         self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
         await self._ticker.stop()
+        await self._save()
 
     async def _refresh_async(self) -> None:
         self.refresh()
+        await self._save()
+
+    async def _save(self) -> None:
+        """The window and the records awaiting a label, to the state file (a restart
+        keeps the estimate; a crash loses what came since the last refresh)."""
+        if self._state is not None:
+            body = encode(self._evaluator, self._reference, self._windows, self._pending)
+            await asyncio.to_thread(self._state.save, self._clock(), body)
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        oldest = self._bucket() - BUCKETS + 1
+        restored = decode(saved, self._evaluator, self._reference, oldest, self._max_pending)
+        if restored.other is not None:
+            log.warning("audit state not restored: %s", restored.other)
+            return
+        for part, count in restored.dropped.items():
+            self._t.child(self._state_dropped, part).inc(count)
+            log.error("audit state: %d %s entries could not be restored; left out", count, part)
+        self._windows = restored.windows
+        self._pending = restored.pending
+        self._pending_gauge.set(len(self._pending))
+        self._publish(set(self._windows))
+        log.info(
+            "audit state restored: %d services, %d records awaiting a label",
+            len(self._windows),
+            len(self._pending),
+        )
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
         bucket = self._bucket()
@@ -183,7 +193,7 @@ class AuditSink:
                     tally.add_unaudited(defect)
                 self._count(service, "unaudited")
             elif self._labelled:
-                pending = _Pending(service, bucket, defect, where)
+                pending = Pending(service, bucket, defect, where)
                 self._await_label(record.request_id, pending)
             else:
                 reference = results.get(self._reference)
@@ -225,7 +235,7 @@ class AuditSink:
                 tally.add_audited(defect, not reference.passed)
             self._count(service, "audited")
 
-    def _await_label(self, request_id: str, pending: _Pending) -> None:
+    def _await_label(self, request_id: str, pending: Pending) -> None:
         self._pending[request_id] = pending
         self._pending.move_to_end(request_id)
         self._count(pending.service, "awaiting_label")
@@ -267,6 +277,10 @@ class AuditSink:
     def malformed(self, source: str, problem: str) -> None:
         self._refuse(source, "malformed", problem)
 
+    def unreadable(self, source: str, problem: str) -> None:
+        self._t.child(self._labels, source, "unreadable").inc()
+        self._quiet.warning("labels-unreadable", "audit: %s", problem)
+
     def _refuse(self, source: str, outcome: str, why: str) -> str:
         self._t.child(self._labels, source, outcome).inc()
         self._quiet.warning(f"label-{outcome}", "audit: label refused (%s): %s", source, why)
@@ -280,7 +294,7 @@ class AuditSink:
         buckets = self._windows.setdefault(service, {})
         found = buckets.get(bucket)
         if found is None:
-            found = buckets[bucket] = _Bucket()
+            found = buckets[bucket] = Bucket()
         return found.tallies(where)
 
     def _count(self, service: str, outcome: str) -> None:
@@ -355,9 +369,9 @@ class AuditSink:
                 for key, tally in part.slices.items():
                     merged.setdefault(key, Tally()).merge(tally)
             for (dimension, value), tally in sorted(merged.items()):
-                figures = _figures(estimate(tally, min_audited=self._min_audited))
+                figures = estimate(tally, min_audited=self._min_audited).as_json()
                 slices.setdefault(dimension, {})[value] = figures
-            services[service] = {**_figures(got), "slices": slices}
+            services[service] = {**got.as_json(), "slices": slices}
         awaiting: list[str] = []
         for request_id in self._pending:
             if len(awaiting) == AWAITING_SHOWN:
@@ -375,24 +389,6 @@ class AuditSink:
 
     async def handle(self, request: web.Request) -> web.Response:
         return web.json_response(self.page())
-
-
-def _figures(got: Estimate) -> dict[str, Any]:
-    corrected, alone = got.corrected, got.audited_only
-    return {
-        "evaluated": got.evaluated,
-        "audited": got.audited,
-        "raw_defect_rate": got.raw,
-        "estimate": None if corrected is None else _bounds(corrected),
-        "audited_only": None if alone is None else _bounds(alone),
-        "weight": got.weight if corrected is not None else None,
-        "miss_rate": got.miss_rate,
-        "false_alarm_rate": got.false_alarm_rate,
-    }
-
-
-def _bounds(interval: Any) -> dict[str, float]:
-    return {"estimate": interval.estimate, "lower": interval.lower, "upper": interval.upper}
 
 
 def _remove(gauge: Any, *labels: str) -> None:

@@ -128,34 +128,43 @@ def _message(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
 
 
 def _nearest_key(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> str:
-    """`; did you mean 'x'?` for an unknown key at `loc` close to a known one."""
-    section = _model_at(model, _keys_of(model, loc)[:-1]) if model is not None else None
-    if section is None:
+    """`; did you mean 'x'?` for an unknown key at `loc` close to a known one (a key of any
+    form the entry may take: an alert rule's of any kind)."""
+    if model is None:
         return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1, cutoff=0.6)
+    sections = _models_at(model, _keys_of(model, loc)[:-1])
+    known = list(dict.fromkeys(key for section in sections for key in section.model_fields))
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The section model a config path leads to (through lists, mappings and `| None`)."""
-    current: Any = model
+    """The section model a config path leads to (through lists, mappings and `| None`;
+    the first, where an entry takes several)."""
+    models = _models_at(model, loc)
+    return models[0] if models else None
+
+
+def _models_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[type[BaseModel]]:
+    """The section models a config path may lead to: one, or each form of an entry that
+    takes several (an alert rule's kinds)."""
+    current = [model]
     for part in loc:
         if isinstance(part, int):  # an index into a list already unwrapped to its items
             continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return None
-        current = field.annotation
-        # Unwrap optional, list and mapping types down to a model.
-        while get_origin(current) in (Union, type(int | None), list, dict, tuple):
-            args = [_unannotated(a) for a in get_args(current) if a is not type(None)]
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-            current = models[0] if models else (args[-1] if args else None)
-            if models:
-                break
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        fields = [f for m in current if (f := m.model_fields.get(str(part))) is not None]
+        current = [m for f in fields for m in _models_in(f.annotation)]
+    return current
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds, through `Annotated`, unions, lists and mappings."""
+    annotation = _unannotated(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) in (Union, type(int | None), list, dict, tuple):
+        return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    return []
 
 
 def _otlp_section(data: dict[str, Any]) -> dict[str, Any]:

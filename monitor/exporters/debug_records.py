@@ -24,7 +24,7 @@ them within `KIND_BYTES`; string attribute values are redacted as the text is.
 
 `GET /debug/records` answers JSON, newest first:
 `{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect,
-conventions, conversation, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
+conventions, conversation, sender, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
 trace_id, service, spans, reason}], "traces": [{trace_id, spans, spans_left_out}],
 "left_out": {"extracted", "no_record", "traces"}}`. Reasons:
 `unsampled`, `not_rag`, `extract_failed`, `bad_protobuf`.
@@ -41,7 +41,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.exporters.extracted import Redact
-from monitor.records import CONTEXT_EVIDENCE, EXTRACTION_SUSPECT, RagRecord
+from monitor.records import CONTEXT_EVIDENCE, EXTRACTION_SUSPECT, RagRecord, sender
 from monitor.spans import DecodeError, Span, encode_request, encode_span
 
 TEXT_LIMIT = 2_000
@@ -117,6 +117,8 @@ class DebugRecords:
             "context_source": record.context_source,
             "context_evidence": record.metadata.get(CONTEXT_EVIDENCE),
             "conversation": _cut(record.conversation) if record.conversation else None,
+            # Who sent it: the client's address and its `service.instance.id`.
+            "sender": sender(record),
             "query": self._text(record.query),
             "response": self._text(record.response),
         }

@@ -30,7 +30,15 @@ from monitor.extraction._structure import found_by_structure
 from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspect_reason
 from monitor.extraction._table import current
 from monitor.extraction._trace_tree import depth_of, feedback_of
-from monitor.records import CONTEXT_EVIDENCE, CONTEXT_SOURCE, EXTRACTION_SUSPECT, RagRecord
+from monitor.records import (
+    CONTEXT_EVIDENCE,
+    CONTEXT_SOURCE,
+    EXTRACTION_SUSPECT,
+    INSTANCE_ID,
+    RagRecord,
+)
+from monitor.records.where import MAX_CHARS
+from monitor.shared.labels import bounded_label
 from monitor.spans import Span
 
 _CHAT_ROLES = frozenset({"user", "assistant", "tool", "developer"})
@@ -301,6 +309,9 @@ def build_record(
         if source is not None and isinstance(source.attributes.get("user.id"), str):
             metadata["user.id"] = source.attributes["user.id"]
             break
+    instance = span.resource.get(INSTANCE_ID)
+    if isinstance(instance, str) and instance:
+        metadata[INSTANCE_ID] = bounded_label(instance, MAX_CHARS)
     return RagRecord.model_validate(
         {
             **common,

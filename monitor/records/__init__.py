@@ -97,6 +97,11 @@ CONTEXT_SOURCES = (
     "record",  # a record that arrived as a record, with its own context
     "none",  # no context
 )
+# `metadata` keys: who sent the record's spans, as far as the monitor can tell: the OTLP
+# client's address (set by the receiver, no port), and the resource's
+# `service.instance.id` (set by the extraction, cut like a label). `sender` joins them.
+CLIENT_ADDRESS = "client.address"
+INSTANCE_ID = "service.instance.id"
 # `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
 # the detector runs when alert rules are configured; a record given as a record may bring
 # its own.
@@ -121,7 +126,7 @@ class RagRecord(BaseModel):
     route: Text = ""
     # The conversation (session) the request belongs to: `session.id`,
     # `gen_ai.conversation.id` or an attribute the config names. Verdicts of one
-    # conversation are judged together by the alert rules (monitor/alerts/README.md).
+    # conversation are judged together by the alert rules (docs/alerts.md).
     conversation: Text | None = None
     timestamp: float | None = None
     query: Text | None = None
@@ -174,6 +179,14 @@ class RagRecord(BaseModel):
     @property
     def sampling_key(self) -> str:
         return self.trace_id or self.request_id
+
+
+def sender(record: RagRecord) -> str | None:
+    """Who sent `record`: its client's address, then its `service.instance.id` after a `/`
+    (`10.0.0.7/pod-7f9c`; either alone when the other is not known; None: neither is, as
+    for records given as records and Kafka's)."""
+    parts = [p for k in (CLIENT_ADDRESS, INSTANCE_ID) if (p := record.metadata.get(k))]
+    return "/".join(parts) or None
 
 
 _NATIVE_KEYS = frozenset(RagRecord.model_fields) | {"request"}

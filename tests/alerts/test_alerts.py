@@ -15,7 +15,7 @@ from harness.otlp import spelled
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
 from monitor.component import Alert
-from monitor.config import AlertRule
+from monitor.config import AbsoluteRule, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -65,7 +65,7 @@ def gauge(t: Telemetry, name: str, **labels: str) -> float | None:
     return t.registry.get_sample_value(f"rag_monitor_{name}", labels)
 
 
-RULE = AlertRule(
+RULE = AbsoluteRule(
     name="hallucination", evaluator="local_groundedness", max_defect_rate=0.1, min_samples=30
 )
 
@@ -124,18 +124,14 @@ def test_no_alert_below_min_samples_even_at_100_percent_defects() -> None:
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="hallucination") == 1.0
     assert (
-        gauge(
-            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="shop", rule="hallucination", severity="page", cohort="")
         == 0
     )
     feed(engine, fails=1, passes=0)
     (alert,) = engine.evaluate()
     assert alert.status == "firing"
     assert (
-        gauge(
-            t, "alert_firing", service="shop", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="shop", rule="hallucination", severity="page", cohort="")
         == 1
     )
 
@@ -187,14 +183,12 @@ def test_services_have_separate_windows_and_labels() -> None:
     assert alert.labels == {
         "alertname": "hallucination",
         "service": "bad",
-        "severity": "warning",
+        "severity": "page",
         "generator": "rag-monitor",
         "evaluator": "local_groundedness",
     }
     assert (
-        gauge(
-            t, "alert_firing", service="good", rule="hallucination", severity="warning", cohort=""
-        )
+        gauge(t, "alert_firing", service="good", rule="hallucination", severity="page", cohort="")
         == 0
     )
 
@@ -232,7 +226,7 @@ def test_firing_alert_is_resent_and_carries_a_future_ends_at() -> None:
 
 
 def test_safety_category_uses_the_grading_evaluators_severity_threshold() -> None:
-    rule = AlertRule(
+    rule = AbsoluteRule(
         name="violence",
         category="violence",
         max_defect_rate=0.05,

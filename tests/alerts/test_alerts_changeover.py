@@ -14,7 +14,7 @@ import pytest
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
@@ -84,7 +84,7 @@ def test_a_healthy_changeover_and_rollout_never_page() -> None:
 
 
 def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> None:
-    rule = AlertRule(
+    rule = RegressionRule(
         name=RULE, evaluator="local_groundedness", window="60s", baseline=AlertBaseline()
     )
     clock = Clock()
@@ -105,7 +105,7 @@ def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> N
 def test_a_judge_change_read_from_the_fleet_is_a_changeover_not_a_regression() -> None:
     """`alerts.fleet` hands the engine counts with their revision: a judge whose new
     prompt fails 0.05 more of the same answers starts a changeover, and never pages."""
-    rule = AlertRule(
+    rule = RegressionRule(
         name=RULE,
         evaluator="local_groundedness",
         baseline=AlertBaseline(season="none", window="6h"),

@@ -16,13 +16,13 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
-from monitor.config import AlertCohorts, AlertRule, ConfigError, load_config
+from monitor.config import AlertCohorts, AlertRule, CohortRule, ConfigError, load_config
 from monitor.records import RagRecord
 from monitor.telemetry import OVERFLOW, Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, question, verdict
 
 INTERVAL = 5.0
-RULE = AlertRule(
+RULE = CohortRule(
     name="hallucination_canary",
     evaluator="local_groundedness",
     cohorts=AlertCohorts(by="version"),
@@ -218,7 +218,7 @@ def test_check_config_rejects_bad_cohort_rules(tmp_path: Path, rule: str, proble
 
 
 def test_cohort_rule_defaults_are_the_regression_rules() -> None:
-    rule = AlertRule(name="r", evaluator="e", cohorts=AlertCohorts(by="version"))
+    rule = CohortRule(name="r", evaluator="e", cohorts=AlertCohorts(by="version"))
     assert (rule.window, rule.min_samples, rule.min_increase, rule.false_page_every) == (
         "30m",
         100,

@@ -34,7 +34,7 @@ import random
 from typing import Literal
 
 from monitor.alerts import AlertEngine
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, AlertRule, RegressionRule
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, record, verdict
 
@@ -43,7 +43,7 @@ HEALTHY, RISEN, PER_S = 0.35, 0.46, 8.0
 
 
 def rule(test: Literal["window", "sequential"]) -> AlertRule:
-    return AlertRule(
+    return RegressionRule(
         name="compressed",
         evaluator="local_groundedness",
         baseline=AlertBaseline(window="3m"),

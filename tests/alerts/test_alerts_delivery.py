@@ -20,7 +20,7 @@ from harness.sleep import RecordedSleep
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.component import Alert
-from monitor.config import AlertRule
+from monitor.config import AbsoluteRule
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -182,7 +182,7 @@ async def test_full_queue_drops_and_counts_without_blocking(closed_port: int) ->
 async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: Path) -> None:
     """Engine → AlertSender → Alertmanager v2 API → Alertmanager's webhook receiver."""
     t = create_telemetry()
-    rule = AlertRule(
+    rule = AbsoluteRule(
         name="hallucination",
         evaluator="local_groundedness",
         max_defect_rate=0.1,

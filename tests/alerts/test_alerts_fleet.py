@@ -17,8 +17,8 @@ import yaml
 
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
-from monitor.alerts.stats import look_level, one_sided_z
-from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, AlertRule, parse_duration
+from monitor.alerts.evidence.stats import look_level, one_sided_z
+from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, RegressionRule, parse_duration
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -49,7 +49,7 @@ def per_minute() -> list[tuple[int, int]]:
 
 def engine_verdicts(counts: list[tuple[int, int]]) -> dict[int, bool]:
     # The fleet rule mirrors the fixed-window test: PromQL has no sequential state.
-    rule = AlertRule(
+    rule = RegressionRule(
         name="hallucination_regression",
         evaluator="local_groundedness",
         baseline=AlertBaseline(),
@@ -127,7 +127,7 @@ def test_engine_and_prometheus_rules_agree_on_the_same_series(tmp_path: Path) ->
 
 
 def test_fleet_rule_constants_are_the_sidecar_defaults() -> None:
-    rule = AlertRule(name="r", evaluator="local_groundedness", baseline=AlertBaseline())
+    rule = RegressionRule(name="r", evaluator="local_groundedness", baseline=AlertBaseline())
     assert rule.baseline is not None
     groups = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text())["groups"]
     alert = next(r for g in groups for r in g["rules"] if r.get("alert") == ALERT)

@@ -20,10 +20,10 @@ from harness.rag_service import scrape_config
 from harness.servers import http_json, need, prometheus
 from harness.wait import wait_until
 from monitor.alerts.fleet import FleetReader
-from monitor.config import AlertBaseline, AlertFleet, AlertRule
+from monitor.config import AlertBaseline, AlertFleet, RegressionRule
 from monitor.telemetry import create_telemetry
 
-RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
+RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
 
 
 class Replica:

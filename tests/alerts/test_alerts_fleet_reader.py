@@ -29,11 +29,11 @@ from aiohttp import web
 from harness.wait import wait_until_async
 from monitor.__main__ import main
 from monitor.alerts.fleet import OUTCOMES, FleetReader
-from monitor.config import AlertBaseline, AlertFleet, AlertRule, Config
+from monitor.config import AlertBaseline, AlertFleet, Config, RegressionRule
 from monitor.service import Service
 from monitor.telemetry import Telemetry, create_telemetry
 
-RULE = AlertRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
+RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
 LIMIT = 64 * 1024
 PASSWORD = "s3cret-pw"
 Answer = Callable[[web.Request], Any]

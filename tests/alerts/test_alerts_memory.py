@@ -26,15 +26,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.children import spawn
 from harness.rag_service import write_config
 from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
 from monitor.alerts import AlertEngine, state
 from monitor.alerts.entries import CLOSED_BYTES, CONVERSATION_BUDGET, OPEN_BYTES
+from monitor.alerts.evidence.conversations import Conversations, conversation_key
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
-from monitor.alerts.units import Conversations, conversation_key
-from monitor.config import AlertBaseline, AlertRule
+from monitor.config import AlertBaseline, RegressionRule
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, verdict
 from tests.alerts.test_alerts_regression import RULE, loads
@@ -43,7 +44,7 @@ from tests.alerts.test_alerts_state_hostile import _two_firing_services
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = 24
 LIMIT = 512 * 1024 * 1024  # the Helm chart's memory limit
-FLOOD_RULE = AlertRule(
+FLOOD_RULE = RegressionRule(
     name="hallucination_regression", evaluator="local_groundedness", baseline=AlertBaseline()
 )
 RESULTS = {"local_groundedness": verdict("local_groundedness", passed=True)}
@@ -250,7 +251,7 @@ def _start_in(group: Path, tmp: Path, config: Path) -> tuple[subprocess.Popen[by
     procs = group / "cgroup.procs"
     started = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.Popen(
+        proc = spawn(
             [sys.executable, "-m", "monitor", "run", "--config", str(config)],
             cwd=REPO,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},

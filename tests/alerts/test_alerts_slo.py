@@ -22,13 +22,13 @@ from monitor.alerts.kinds.slo import Slo, SloState, slices_for
 from monitor.alerts.rule import Origin, Rule
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
-from monitor.config import AlertRule, Config, ConfigError, load_config
+from monitor.config import AlertRule, Config, ConfigError, alert_rule, load_config
 from monitor.telemetry import Telemetry, create_telemetry
 
 MINUTE = 60.0
 # Error budget 0.2: the page row fires above a defect rate of 0.6 over 1h and 5m, the
 # ticket row above 0.24 over 6h and 30m.
-RULE = AlertRule.model_validate(
+RULE = alert_rule(
     {
         "name": "grounded_slo",
         "evaluator": "local_groundedness",
@@ -214,9 +214,7 @@ def test_each_service_has_its_own_budget() -> None:
 
 
 def test_windows_stay_bounded_whatever_the_traffic() -> None:
-    rule = AlertRule.model_validate(
-        {"name": "r", "evaluator": "e", "slo": {"objective": 0.7, "window": "28d"}}
-    )
+    rule = alert_rule({"name": "r", "evaluator": "e", "slo": {"objective": 0.7, "window": "28d"}})
     kind = Slo(Rule.of(rule, "90d", {}), MINUTE)
     state: SloState = kind.new_state()
     now = 1_700_000_000.0
@@ -311,7 +309,7 @@ def test_a_malformed_slo_state_is_left_out_alone(change: dict[str, Any]) -> None
 
 
 def test_the_default_rows_are_the_workbooks_and_check_config_says_which_can_fire() -> None:
-    rule = AlertRule.model_validate({"name": "r", "evaluator": "e", "slo": {"objective": 0.7}})
+    rule = alert_rule({"name": "r", "evaluator": "e", "slo": {"objective": 0.7}})
     assert rule.window == "28d" and rule.min_samples == 30
     assert rule.slo is not None
     rows = [(r.budget, r.long, r.short, r.severity) for r in rule.slo.burn_rates]

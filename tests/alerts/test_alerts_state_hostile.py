@@ -176,8 +176,6 @@ async def test_an_entry_that_cannot_be_judged_is_dropped_alone(
     stream = Stream(engine, clock)
     stream.run(30, 0.5, service="shop")  # evaluations go on: shop is judged every interval
     assert engine.firing() == [(RULE.name, "shop")]
-    assert (
-        gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="warning", cohort="") == 1
-    )
+    assert gauge(t, "alert_firing", service="shop", rule=RULE.name, severity="page", cohort="") == 1
     assert _dropped(t, "evaluation") == 1  # once: the entry is gone after its failure
     await engine.shutdown(10)

@@ -25,7 +25,15 @@ from monitor.alerts.backtest import Backtest
 from monitor.alerts.rule import Rule
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
-from monitor.config import AlertBaseline, AlertCohorts, AlertRule, Alerts, Config
+from monitor.config import (
+    AlertBaseline,
+    AlertCohorts,
+    AlertRule,
+    Alerts,
+    CohortRule,
+    Config,
+    RegressionRule,
+)
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.where import DIMENSIONS, Where
@@ -41,7 +49,7 @@ ROUTES = ("/ask", "/chat")
 SOURCES = ("kb", "wiki")
 TRACE_URL = "http://tempo:3200/trace/{trace_id}"
 
-RULE = AlertRule(
+RULE = RegressionRule(
     name="hallucination",
     evaluator="local_groundedness",
     baseline=AlertBaseline(window="10m", min_samples=300, season="none"),
@@ -393,7 +401,7 @@ def test_without_a_retrieval_evaluator_the_page_says_nothing_of_the_cause() -> N
 
 
 def test_a_cohort_page_names_where_within_the_cohort() -> None:
-    rule = AlertRule(
+    rule = CohortRule(
         name="canary",
         evaluator="local_groundedness",
         cohorts=AlertCohorts(by="model"),

@@ -19,7 +19,16 @@ from monitor.alerts.kinds import Judgment
 from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
-from monitor.config import AlertBaseline, AlertBoost, AlertCohorts, AlertRule
+from monitor.config import (
+    AlertBaseline,
+    AlertBoost,
+    AlertCohorts,
+    AlertRule,
+    CohortRule,
+    RegressionRule,
+    alert_rule,
+    validation_problems,
+)
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -29,7 +38,7 @@ from tests.alerts.test_alerts_regression import Stream
 
 EVALUATOR = "local_groundedness"
 BOOST = AlertBoost(sample_rate=0.5, while_p_below=0.05)
-REGRESSION = AlertRule(
+REGRESSION = RegressionRule(
     name="grounded_regression",
     evaluator=EVALUATOR,
     window="60s",
@@ -39,7 +48,7 @@ REGRESSION = AlertRule(
     false_page_every="2h",
     boost=BOOST,
 )
-CANARY = AlertRule(
+CANARY = CohortRule(
     name="grounded_canary",
     evaluator=EVALUATOR,
     cohorts=AlertCohorts(by="version"),
@@ -198,8 +207,11 @@ def test_a_service_that_loses_its_slot_loses_its_boost() -> None:
 def test_only_regression_and_cohort_rules_on_an_evaluator_take_a_boost(
     rule: dict[str, object],
 ) -> None:
-    with pytest.raises(ValidationError, match="boost: only a regression or cohort rule"):
-        AlertRule.model_validate({"name": "r", **rule, "boost": {"sample_rate": 0.5}})
+    with pytest.raises(ValidationError) as refused:
+        alert_rule({"name": "r", **rule, "boost": {"sample_rate": 0.5}})
+    # In the file's words (a key another kind takes is refused with the reason).
+    problems = validation_problems(refused.value)
+    assert any("boost: only a regression or cohort rule" in p for p in problems), problems
 
 
 def _record(service: str, version: str, n: int) -> RagRecord:

@@ -6,10 +6,10 @@ real webhook receiver."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -17,18 +17,17 @@ import pytest_asyncio
 from harness.judge_stub import Received, Reply, StubJudge
 from harness.servers import Webhook, webhook
 from harness.wait import wait_until_async
+from monitor.alerts import AlertEngine
 from monitor.audit.anchors import (
     AnchorCheck,
+    Flips,
     JudgeChanges,
-    JudgeNotes,
     changed_p_value,
     load_anchors,
 )
-from monitor.component import Alert
 from monitor.config import Config
-from monitor.exporters.alertmanager import AlertSender
 from monitor.service import Service
-from monitor.telemetry import create_telemetry
+from tests.alerts.test_attribution import healthy, make
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
 
 SHIPPED = load_anchors(None)
@@ -42,6 +41,24 @@ def test_the_change_test_on_hand_computed_flips() -> None:
     # 3 one way, 1 the other: 2 · P(X ≤ 1), X ~ Bin(4, 1/2) = 2 · 5/16
     assert changed_p_value(3, 1) == pytest.approx(10 / 16)
     assert changed_p_value(2, 2) == 1.0
+
+
+def test_a_judge_that_now_passes_what_it_failed_changed_at_equal_accuracy() -> None:
+    """A judge that failed every anchor and now passes every one keeps its accuracy (half
+    right) while the defect rate it reports falls from 1 to 0: the verdict flips page it.
+    Either test's p-value is doubled for testing two."""
+    # (right then, right now, hallucinated): 6 hallucinated anchors failed then, passed now;
+    # 6 faithful ones failed then, passed now.
+    pairs = [(True, False, True)] * 6 + [(False, True, False)] * 6
+    flips = Flips.of(pairs)
+    assert (flips.right_then_wrong, flips.wrong_then_right) == (6, 6)
+    assert (flips.failed_then_passed, flips.passed_then_failed) == (12, 0)
+    assert flips.p_value == pytest.approx(2 * 2 / 2**12)
+    # Worse on faithful anchors only: accuracy and verdict both moved the same way.
+    one_way = Flips.of([(True, False, False)] * 8)
+    assert (one_way.right_then_wrong, one_way.passed_then_failed) == (8, 8)
+    assert one_way.p_value == pytest.approx(2 * 2 / 256)
+    assert Flips.of([(True, True, True), (False, False, False)]).p_value == 1.0
 
 
 def test_the_shipped_anchors_are_half_hallucinated() -> None:
@@ -78,13 +95,15 @@ def hook() -> Iterator[Webhook]:
         yield receiver
 
 
-def _config(stub: StubJudge, hook: Webhook, **budget: Any) -> Config:
+def _config(
+    stub: StubJudge, hook: Webhook, rules: list[dict[str, Any]] | None = None, **budget: Any
+) -> Config:
     return Config.model_validate(
         {
             "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
             "judge": {**stub.judge_section(MODEL, KEY_ENV), "retries": 0},
             "evaluators": [{"name": "local_groundedness"}, {"name": "fact_check"}],
-            "alerts": {"webhooks": [{"url": hook.url}]},
+            "alerts": {"webhooks": [{"url": hook.url}], "rules": rules or []},
             "budget": budget,
             "pipeline": {"processes": 0},
             "audit": {"anchors": {"enabled": True, "every": "1h"}},
@@ -174,38 +193,49 @@ async def test_the_anchor_check_stays_within_the_budget(
         await service.shutdown(30)
 
 
-def _page(evaluator: str, status: Literal["firing", "resolved"] = "firing") -> Alert:
-    now = datetime.now(UTC)
-    return Alert(
-        rule="faithfulness_regression",
-        service="shop",
-        status=status,
-        labels={"alertname": "faithfulness_regression", "evaluator": evaluator},
-        annotations={"description": "The defect rate rose."},
-        starts_at=now,
-        ends_at=now + timedelta(hours=1),
-        generator_url="http://monitor:9464/metrics",
-    )
-
-
 @pytest.mark.asyncio
-async def test_a_page_on_a_judge_that_changed_says_so(hook: Webhook) -> None:
-    """Pages on the verdicts of a judge whose last anchor check paged a change carry the
-    note, in the description and apart; other evaluators' pages and resolves do not."""
+async def test_the_engine_asks_the_anchor_check_for_its_notes(
+    stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wiring: the alert engine's note on an evaluator is the anchor check's."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    rules = [{"name": "judge_regression", "evaluator": "fact_check", "baseline": {}}]
+    service = Service(_config(stub, hook, rules), serve_http=False, with_receivers=False)
+    engine = next(s for s in service.pipeline.sinks if isinstance(s, AlertEngine))
+    _check(service).changes.changed("fact_check", "moved")
+    assert engine.evaluator_note("fact_check") == "moved"
+    assert engine.evaluator_note("local_groundedness") is None
+
+
+@pytest.mark.slow  # two streams of 17 simulated minutes
+def test_a_regression_page_on_a_judge_that_changed_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the anchor check's note on the page's evaluator stands, the engine's firing
+    page says so: its description ends with the note, a `judge_changed` annotation carries
+    it, and so do its Where alert, `/alerts` and the firing log line; without a note the
+    page is as before."""
     changes = JudgeChanges()
-    changes.changed("fact_check", "The judge fact_check changed.")
-    notes = JudgeNotes(AlertSender(create_telemetry(), webhooks=[(hook.url, {})]), changes)
-    await notes.start()
-    try:
-        notes.notify([_page("fact_check"), _page("local_groundedness")])
-        notes.notify([_page("fact_check", "resolved")])
-        await wait_until_async(lambda: len(hook.alerts()) == 3, 30, "the three alerts")
-    finally:
-        await notes.shutdown(10)
-    noted, other, resolved = hook.alerts()
-    assert noted["annotations"]["description"] == (
-        "The defect rate rose. The judge fact_check changed."
-    )
-    assert noted["annotations"]["judge_changed"] == "The judge fact_check changed."
-    assert "judge_changed" not in other["annotations"]
-    assert "judge_changed" not in resolved["annotations"]
+    note = "The judge local_groundedness changed at its last anchor check."
+    changes.changed("local_groundedness", note)
+    stream, _ = make()
+    stream.engine.evaluator_note = changes.note
+    stream.run(12 * 60, healthy)
+    with caplog.at_level(logging.WARNING, logger="monitor.alerts.engine"):
+        stream.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    page, where = stream.page(), stream.wheres()[0]
+    assert page.annotations["description"].endswith(f"). {note}")
+    assert page.annotations["judge_changed"] == note
+    assert where.annotations["judge_changed"] == note
+    (listed,) = stream.engine.attribution.firing_alerts()
+    assert listed["annotations"]["judge_changed"] == note
+    (line,) = [r.getMessage() for r in caplog.records if "firing" in r.getMessage()]
+    assert note in line
+    # The same stream with the judge unchanged: the page does not say so.
+    settled, _ = make()
+    changes.settled("local_groundedness")
+    settled.engine.evaluator_note = changes.note
+    settled.run(12 * 60, healthy)
+    settled.run(5 * 60, lambda m, r, s, b: 0.7 if m == "m2" else 0.2)
+    assert "judge_changed" not in settled.page().annotations
+    assert note not in settled.page().annotations["description"]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,6 +59,12 @@ def _config(audit: dict[str, Any], evaluators: list[dict[str, Any]], **more: Any
             **more,
         }
     )
+
+
+def _labelled(**more: Any) -> Config:
+    """The detector audited by labels posted to the metrics port."""
+    audit = {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}}
+    return _config(audit, [{"name": "local_groundedness"}], **more)
 
 
 def _http(port: int, path: str, body: Any = None) -> Any:
@@ -119,10 +127,7 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
     records = _records(24)
     audited = _audited(records)
     assert 2 <= len(audited) <= 22  # the hash splits these ids both ways
-    config = _config(
-        {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}},
-        [{"name": "local_groundedness"}],
-    )
+    config = _labelled()
     service = Service(config, with_receivers=False)
     await service.start()
     try:
@@ -155,6 +160,71 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
         assert page["services"]["shop"]["audited"] == len(audited)
     finally:
         await service.shutdown(30)
+
+
+def _post_raw(port: int, body: bytes) -> tuple[int, Any]:
+    """POST `body` as is to the label endpoint: the status and the JSON answer."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/audit/labels", data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+async def test_a_body_that_is_not_json_or_too_large_is_refused_and_counted() -> None:
+    config = _labelled()
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, answer = await asyncio.to_thread(_post_raw, port, b'{"request_id": "a", "la')
+        assert status == 400 and answer["error"].startswith("body is not JSON")
+        big = json.dumps([{"request_id": "x" * 100, "label": "pass"}] * 20_000).encode()
+        status, answer = await asyncio.to_thread(_post_raw, port, big)
+        assert status == 413 and answer["error"] == "body over 1048576 bytes"
+        metrics = await _get(port, "/metrics")
+        assert _sample(metrics, "audit_labels_total", source="http", outcome="malformed") == 2
+        # The endpoint still takes labels after both.
+        status, answer = await asyncio.to_thread(_post_raw, port, b"[]")
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
+    finally:
+        await service.shutdown(30)
+
+
+async def test_a_restarted_monitor_keeps_its_audit_window(tmp_path: Path) -> None:
+    """With `alerts.state_file`, the audit window and the records awaiting a label are kept
+    in `<state_file>.audit`: after a restart `GET /audit` shows the same figures and a
+    label for a record evaluated before it joins."""
+    records = _records(24)
+    audited = _audited(records)
+    config = _labelled(alerts={"state_file": str(tmp_path / "alerts.state")})
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        half = audited[: len(audited) // 2]
+        await _get(port, "/audit/labels", [{"request_id": r, "label": "fail"} for r in half])
+        before = await _get(port, "/audit")
+    finally:
+        await service.shutdown(30)
+    assert before["pending_labels"] == len(audited) - len(half)
+    restarted = Service(config, with_receivers=False)
+    await restarted.start()
+    try:
+        assert restarted.http is not None and restarted.http.bound_port is not None
+        port = restarted.http.bound_port
+        assert await _get(port, "/audit") == before
+        rest = [{"request_id": r, "label": "pass"} for r in audited[len(half) :]]
+        answer = await _get(port, "/audit/labels", rest)
+        assert answer == {"joined": len(rest), "refused": []}
+        shop = (await _get(port, "/audit"))["services"]["shop"]
+        assert (shop["evaluated"], shop["audited"]) == (len(records), len(audited))
+        metrics = await _get(port, "/metrics")
+        assert _sample(metrics, "audit_state_loads_total", outcome="loaded") == 1
+    finally:
+        await restarted.shutdown(30)
 
 
 @pytest.mark.slow

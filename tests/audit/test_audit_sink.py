@@ -4,6 +4,7 @@ memory of pending records, the window, and the gauges."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 
 from monitor.audit.estimate import Tally, estimate
 from monitor.audit.labels import LabelFile, parse_label
-from monitor.audit.sink import BUCKETS, MAX_SLICE_VALUES, AuditSink
+from monitor.audit.saved import MAX_SLICE_VALUES
+from monitor.audit.sink import BUCKETS, AuditSink
 from monitor.config import Config, ConfigError, load_config
 from monitor.config._audit import Audit, LabelFeed
 from monitor.processors.sampler import sampling_position
@@ -322,3 +324,48 @@ def test_each_slice_gets_its_own_estimate(telemetry: Telemetry) -> None:
         assert want.corrected is not None
         assert got["estimate"]["upper"] == pytest.approx(want.corrected.upper)
     assert len(slices["route"]) == MAX_SLICE_VALUES
+
+
+def test_a_refused_label_is_logged_with_its_reason(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each refusal is a log line naming the source, the outcome and the id or the problem
+    (besides its count); a refused label takes nothing from the records awaiting theirs."""
+    clock = Clock()
+    sink = _labelled(telemetry, clock, window="1h")
+    audited = [i for i in range(100) if _audited(i)][:2]
+    sink.emit_many([(_record(i), _results(True, "absent")) for i in audited])
+    with caplog.at_level(logging.WARNING, logger="monitor.audit.sink"):
+        assert sink.label("nobody", True, "http") is not None
+        sink.malformed("http", 'label: must be "pass" or "fail", got 1')
+        clock.now += 3600 + 3600 / BUCKETS
+        assert sink.label(f"req-{audited[0]}", True, "file") is not None
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        "label refused (http): unknown_id: no audited record awaits a label with "
+        "request_id 'nobody'" in line
+        for line in lines
+    )
+    assert any('label refused (http): label: must be "pass"' in line for line in lines)
+    assert any(
+        f"label refused (file): expired: the window of record 'req-{audited[0]}'" in line
+        for line in lines
+    )
+    assert sink.page()["awaiting_labels"] == [f"req-{audited[1]}"]
+
+
+def test_an_unreadable_labels_file_is_counted_and_logged(
+    telemetry: Telemetry, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = _labelled(telemetry, Clock())
+    missing = tmp_path / "not-yet" / "labels.jsonl"
+    feed = LabelFile(str(missing), sink)
+    with caplog.at_level(logging.WARNING, logger="monitor.audit.sink"):
+        assert feed.read() == 0
+        assert feed.read() == 0
+    assert _count(telemetry, "audit_labels", source="file", outcome="unreadable") == 2
+    assert f"audit: cannot read labels from {missing}" in caplog.text
+    missing.parent.mkdir()
+    missing.write_text('{"request_id": "nobody", "label": "pass"}\n')
+    assert feed.read() == 1  # read once it is there
+    assert _count(telemetry, "audit_labels", source="file", outcome="unknown_id") == 1

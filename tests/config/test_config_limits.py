@@ -12,7 +12,7 @@ import pytest
 from monitor.cli.check_config import check_config
 from monitor.config import ConfigError, load_config
 from monitor.config._extraction import MAX_CONVENTIONS
-from monitor.config._outputs import MAX_BURN_RATES
+from monitor.config._rule_sections import MAX_BURN_RATES
 from monitor.evaluators.registry import evaluator_problems
 
 

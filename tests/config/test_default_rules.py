@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.config import AlertBaseline, AlertRule, load_config
+from monitor.config import AlertBaseline, AlertRule, RegressionRule, load_config
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, record, verdict
 
@@ -25,7 +25,7 @@ def loaded(tmp_path: Path, text: str) -> list[AlertRule]:
 
 def test_an_empty_config_gets_the_regression_rule_on_groundedness(tmp_path: Path) -> None:
     (rule,) = loaded(tmp_path, "")
-    assert rule == AlertRule(
+    assert rule == RegressionRule(
         name="hallucination_regression",
         evaluator="local_groundedness",
         baseline=AlertBaseline(),

@@ -185,6 +185,7 @@ GOOD: dict[str, Any] = {
         "evaluation_interval_s": 15,
         "state_file": "/var/lib/rag-monitor/alerts.state",
         "conversation_idle": "10m",
+        "conversation_budget_bytes": 16 * 1024 * 1024,
         "trace_url": "http://tempo:3200/trace/{trace_id}",
     },
     "extraction": {
@@ -456,6 +457,8 @@ TABLE: dict[str, list[Any]] = {
     "alerts.state_file": NOT_TEXT,
     # Past 6h a conversation is handed on for its age, however busy: the idle time is moot.
     "alerts.conversation_idle": [*NOT_A_DURATION, "7h", "1d"],
+    # Past 32 MiB the state file would not load within the chart's 512 MiB.
+    "alerts.conversation_budget_bytes": [*NOT_A_COUNT, 0, 1024, 64 * 1024 * 1024],
     # No `{trace_id}` (or misspelt), or no http(s) link once it is filled in.
     "alerts.trace_url": [
         *NOT_TEXT,
@@ -570,15 +573,19 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
         annotation = field.annotation
         if get_origin(annotation) is list:
             annotation = get_args(annotation)[0]
+        if get_origin(annotation) is Annotated:  # a union with its discriminator (a rule)
+            annotation = get_args(annotation)[0]
         # A form of a union may be annotated (a tagged form of `baseline.reference`).
         inner = [
             get_args(a)[0] if get_origin(a) is Annotated else a
             for a in (annotation, *get_args(annotation))
             if a is not type(None)
         ]
-        section = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if section is not None and get_origin(annotation) in (None, Union, type(int | None)):
-            keys += _leaves(section, f"{prefix}{name}.")
+        # Each form of an entry that takes several (an alert rule's kinds) adds its keys.
+        sections = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if sections and get_origin(annotation) in (None, Union, type(int | None)):
+            for section in sections:
+                keys += [k for k in _leaves(section, f"{prefix}{name}.") if k not in keys]
         else:
             keys.append(prefix + name)
     return keys

@@ -14,12 +14,13 @@ import pytest
 import yaml
 
 from harness.servers import DEPLOY, need
-from monitor.alerts.stats import look_level, one_sided_z
+from monitor.alerts.evidence.stats import look_level, one_sided_z
 from monitor.config import (
     FALSE_PAGE_EVERY,
     AlertBaseline,
     AlertCohorts,
-    AlertRule,
+    CohortRule,
+    RegressionRule,
     load_config,
     parse_duration,
 )
@@ -96,7 +97,7 @@ def test_prometheus_rules_mirror_the_sidecar_defaults() -> None:
         if rule.slo is not None:  # RagGroundednessBudgetBurn: tests/deploy/test_deploy_slo.py
             continue
         if rule.cohorts is not None:  # versions in Prometheus: tests/deploy/test_deploy_rollouts.py
-            assert rule == AlertRule(
+            assert rule == CohortRule(
                 name=rule.name,
                 evaluator="local_groundedness",
                 cohorts=AlertCohorts(by="version"),
@@ -106,7 +107,7 @@ def test_prometheus_rules_mirror_the_sidecar_defaults() -> None:
         if (
             rule.baseline is not None
         ):  # RagHallucinationRegression: tests/alerts/test_alerts_fleet.py
-            assert rule == AlertRule(
+            assert rule == RegressionRule(
                 name=rule.name,
                 evaluator="local_groundedness",
                 baseline=AlertBaseline(),

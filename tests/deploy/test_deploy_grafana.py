@@ -18,7 +18,7 @@ from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
 from monitor.audit.anchors import AnchorCheck, JudgeChanges
 from monitor.audit.sink import AuditSink
-from monitor.config import AlertBaseline, AlertRule, Budget, Sampling
+from monitor.config import AlertBaseline, Budget, RegressionRule, Sampling
 from monitor.config._audit import Audit
 from monitor.processors.budget import BudgetGate
 from monitor.processors.sampler import Sampler
@@ -45,7 +45,7 @@ def exported_names() -> set[str]:
     # effective sampling rate's).
     telemetry = create_telemetry()
     AlertEngine(
-        [AlertRule(name="r", evaluator="e", baseline=AlertBaseline())],
+        [RegressionRule(name="r", evaluator="e", baseline=AlertBaseline())],
         telemetry,
         state_file=StateFile("unused", telemetry),
     )
@@ -261,9 +261,10 @@ _PANEL_THRESHOLDS = {
 
 
 def test_panel_texts_restate_the_rules_thresholds() -> None:
-    from monitor.alerts.stats import look_level, one_sided_z
-    from monitor.config import FALSE_PAGE_EVERY, REGRESSION_MIN_INCREASE, parse_duration
+    from monitor.alerts.evidence.stats import look_level, one_sided_z
+    from monitor.config import FALSE_PAGE_EVERY, parse_duration
 
+    min_increase = RegressionRule.default("min_increase")
     dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())
     by_id = {p["id"]: p for p in panels(dashboard)}
     rules = _rules_text()
@@ -291,8 +292,8 @@ def test_panel_texts_restate_the_rules_thresholds() -> None:
     # The regression panel: half of min_increase, and the verdicts each window needs.
     regression = by_id[23]["description"]
     half = float(re.search(r"increase30m_vs_24h - ([0-9.]+)\)", rules).group(1))  # type: ignore[union-attr]
-    assert half == REGRESSION_MIN_INCREASE / 2
-    assert f"min_increase {REGRESSION_MIN_INCREASE:g}" in regression
+    assert half == min_increase / 2
+    assert f"min_increase {min_increase:g}" in regression
     current = re.search(r"increase30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
     baseline = re.search(r"increase24h_offset30m >= ([0-9]+)", rules).group(1)  # type: ignore[union-attr]
     assert f"with {current} current and {baseline} baseline verdicts" in regression

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from monitor.alerts import AlertEngine
-from monitor.config import AlertRule, Config
+from monitor.config import AbsoluteRule, Config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.records import RagRecord
 from monitor.shared.labels import DECAY_S, SKETCH_BITS
@@ -21,7 +21,7 @@ from monitor.telemetry import OVERFLOW, LabelCap, Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, verdict
 
 IDLE_S = 600.0
-RULE = AlertRule(
+RULE = AbsoluteRule(
     name="hallucination",
     evaluator="local_groundedness",
     max_defect_rate=0.1,

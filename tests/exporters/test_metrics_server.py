@@ -13,7 +13,6 @@ import gzip
 import os
 import platform
 import shutil
-import signal
 import ssl
 import subprocess
 from collections.abc import AsyncIterator
@@ -24,8 +23,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.servers import monitor_ports
-from harness.wait import wait_until
+from harness.children import spawn
+from harness.servers import monitor_ports, stop_process
+from harness.wait import SERVER_START_S, wait_until
 from monitor import __version__
 from monitor.config import ConfigError
 from monitor.exporters.metrics_port import HealthServer
@@ -348,7 +348,7 @@ def test_run_serves_metrics_behind_the_web_config(
     )
     log = tmp_path / "monitor.log"
     with log.open("w") as stderr:
-        proc = subprocess.Popen([*cli, "run", "--config", str(config)], stderr=stderr)
+        proc = spawn([*cli, "run", "--config", str(config)], stderr=stderr)
     try:
         with httpx.Client(verify=_client_tls(pki)) as client:
 
@@ -357,14 +357,13 @@ def test_run_serves_metrics_behind_the_web_config(
                 port = monitor_ports(log.read_text(errors="replace")).get("metrics")
                 return port is not None and client.get(_url(port, "readyz")).status_code == 200
 
-            wait_until(ready, 60, "/readyz over TLS", errors=(httpx.HTTPError,))
+            wait_until(ready, SERVER_START_S, "/readyz over TLS", errors=(httpx.HTTPError,))
             port = monitor_ports(log.read_text(errors="replace"))["metrics"]
             assert client.get(_url(port, "metrics")).status_code == 401
             auth = ("prometheus", "pw")
             assert client.get(_url(port, "metrics"), auth=auth).status_code == 200
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
     assert proc.returncode == 0, log.read_text()
     assert f"metrics on https://127.0.0.1:{port}/metrics" in log.read_text()
 

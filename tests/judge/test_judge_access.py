@@ -24,6 +24,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from harness.children import forget, spawn_async
 from harness.judge_stub import Reply, StubJudge
 from monitor.__main__ import main
 from monitor.config import Config, EvaluatorConfig
@@ -146,7 +147,7 @@ def test_run_refuses_a_judge_without_key_before_it_opens_a_port(
 
 async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     base = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
-    proc = await asyncio.create_subprocess_exec(
+    proc = await spawn_async(
         sys.executable,
         "-m",
         "monitor",
@@ -157,6 +158,7 @@ async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 300)
     assert proc.returncode is not None
+    forget(proc)
     return proc.returncode, out.decode(), err.decode()
 
 

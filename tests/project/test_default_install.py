@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import monitor_ports
-from harness.wait import wait_until
+from harness.children import spawn
+from harness.servers import monitor_ports, stop_process
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 from monitor.config import EXTRA_MODULES
 from tests.config.test_extras import ALL_FEATURES, MISSING
 
@@ -139,9 +139,7 @@ def test_run_on_the_embedded_defaults_scores_the_sample(default_env: Path, tmp_p
     }
     log = tmp_path / "monitor.log"
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [str(default_env / "rag-monitor"), "run"], stderr=out, env=env, cwd=tmp_path
-        )
+        proc = spawn([str(default_env / "rag-monitor"), "run"], stderr=out, env=env, cwd=tmp_path)
     try:
 
         def listening() -> dict[str, int] | None:
@@ -149,7 +147,7 @@ def test_run_on_the_embedded_defaults_scores_the_sample(default_env: Path, tmp_p
             ports = monitor_ports(log.read_text(errors="replace"))
             return ports if {"metrics", "http", "grpc"} <= ports.keys() else None
 
-        ports = wait_until(listening, 60, "the monitor's listeners")
+        ports = wait_until(listening, SERVER_START_S, "the monitor's listeners")
         assert ports is not None
         endpoint = f"http://127.0.0.1:{ports['http']}"
         sent = _rag_monitor(default_env, tmp_path, "send-sample", "--endpoint", endpoint)
@@ -170,8 +168,7 @@ def test_run_on_the_embedded_defaults_scores_the_sample(default_env: Path, tmp_p
                 if f'outcome="{outcome}"' in line
             }
 
-        assert wait_until(verdicts, 120, "both sample verdicts") == {"pass", "fail"}
+        assert wait_until(verdicts, CONDITION_S, "both sample verdicts") == {"pass", "fail"}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
     assert proc.returncode == 0, log.read_text()[-3000:]

@@ -30,7 +30,7 @@ from monitor.component import (
     SampledRecord,
     SampledTrace,
 )
-from monitor.config import AlertRule, Budget, Config, EvaluatorConfig
+from monitor.config import AbsoluteRule, Budget, Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.processors.sampler import Sampler
@@ -313,7 +313,7 @@ async def _alert_engine(tmp_path: Path, telemetry: Telemetry) -> None:
     from monitor.alerts.engine import AlertEngine
     from monitor.alerts.state import StateFile
 
-    rule = AlertRule(name="defects", evaluator="f1", max_defect_rate=0.1, min_samples=1)
+    rule = AbsoluteRule(name="defects", evaluator="f1", max_defect_rate=0.1, min_samples=1)
     state = tmp_path / "alerts.json"
 
     def make() -> AlertEngine:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -17,7 +16,9 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from harness.children import spawn
 from harness.kafka_broker import Broker, unique
+from harness.servers import stop_process
 from harness.wait import wait_until, wait_until_async
 from monitor.config import Config
 from monitor.records import RagRecord
@@ -202,13 +203,12 @@ async def running_with(cfg: Config, sink: SlowWrites) -> AsyncIterator[Service]:
 @contextlib.contextmanager
 def busy_loops(count: int = 2) -> Iterator[None]:
     """`count` processes burning a CPU each, as on a busy node."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    loops = [spawn([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
         yield
     finally:
         for loop in loops:
-            loop.kill()
-            loop.wait()
+            stop_process(loop, 10)
 
 
 @pytest.mark.slow

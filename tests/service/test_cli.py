@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.servers import monitor_ports
-from harness.wait import wait_until
+from harness.children import spawn
+from harness.servers import monitor_ports, stop_process
+from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 from monitor.__main__ import _run_loop, main
 from monitor.shared.logs import JsonLogFormatter
 from monitor.shared.version import __version__
@@ -47,7 +48,7 @@ def _listening(proc: subprocess.Popen[str], log: Path, *names: str) -> dict[str,
         ports = monitor_ports(log.read_text(errors="replace"))
         return ports if set(names) <= ports.keys() else None
 
-    ports = wait_until(logged, 30, f"{', '.join(names)} listening")
+    ports = wait_until(logged, SERVER_START_S, f"{', '.join(names)} listening")
     assert ports is not None
     return ports
 
@@ -157,15 +158,18 @@ def test_signal_during_replay_keeps_every_evaluated_result(
     config = tmp_path / "config.yaml"
     config.write_text("pipeline: {queue_size: 50}\n")
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen(
+    proc = spawn(
         [*cli, "replay", str(data), "--config", str(config), "--output", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until(lambda: out.exists() and out.stat().st_size > 0, 60, "the first results")
+    wait_until(lambda: out.exists() and out.stat().st_size > 0, SERVER_START_S, "the first results")
     proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        stop_process(proc, 60)
     assert proc.returncode == 0, stderr
     assert "(interrupted)" in stdout
     summary = stdout.splitlines()[0]
@@ -190,7 +194,7 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
     )
     log = tmp_path / "monitor.log"
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
+        proc = spawn(
             [*cli, "run", "--log-level", "debug"],
             stderr=out,
             text=True,
@@ -205,7 +209,7 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
             with urllib.request.urlopen(f"{base}/readyz", timeout=1) as response:
                 return bool(response.status == 200)
 
-        wait_until(ready, 30, "/readyz", errors=(OSError,))
+        wait_until(ready, SERVER_START_S, "/readyz", errors=(OSError,))
         with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
             assert response.read() == b"ok\n"
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
@@ -217,8 +221,7 @@ def test_run_serves_health_and_metrics_and_stops_cleanly(tmp_path: Path, cli: li
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.headers["Content-Type"].startswith("application/openmetrics-text")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
     stderr = log.read_text()
     assert proc.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
@@ -247,7 +250,7 @@ def test_the_command_ends_with_its_code_whatever_thread_is_left_running() -> Non
         "command.cli()\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=CONDITION_S
     )
     assert result.returncode == 3, result.stderr
     assert result.stdout == "printed"
@@ -350,7 +353,7 @@ def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
         capture_output=True,
         text=True,
         env=_env(RAG_MONITOR_LOG_LEVEL="DEBUG", RAG_MONITOR_LOG_FORMAT="json"),
-        timeout=60,
+        timeout=CONDITION_S,
     )
     assert result.returncode == 0, result.stderr
 
@@ -364,7 +367,7 @@ def test_variables_nothing_reads_are_named_by_check_config_and_run(
         capture_output=True,
         text=True,
         env=_env(**unread),
-        timeout=60,
+        timeout=CONDITION_S,
     )
     assert checked.returncode == 0, checked.stderr
     assert checked.stderr.splitlines() == [
@@ -382,7 +385,7 @@ def test_variables_nothing_reads_are_named_by_check_config_and_run(
         capture_output=True,
         text=True,
         env=_env(RAG_MONITOR_LOGLEVEL="debug"),
-        timeout=60,
+        timeout=CONDITION_S,
     )
     assert ran.returncode == 1
     logged = [json.loads(line) for line in ran.stderr.splitlines()]
@@ -404,7 +407,7 @@ def test_check_config_prints_the_effective_configuration(cli: list[str], tmp_pat
         capture_output=True,
         text=True,
         env=_env(T="tok-9f2c", RAG_MONITOR_SAMPLING__RATE="0.5"),
-        timeout=60,
+        timeout=CONDITION_S,
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -477,9 +480,7 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
     )
     log = tmp_path / "monitor.log"
     with log.open("w") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [*cli, "run", "--config", str(config)], stderr=out, text=True, env=_env()
-        )
+        proc = spawn([*cli, "run", "--config", str(config)], stderr=out, text=True, env=_env())
     ports = _listening(proc, log, "metrics", "http")
     http = ports["http"]
     base = f"http://127.0.0.1:{ports['metrics']}"
@@ -502,24 +503,26 @@ def test_send_sample_gives_a_pass_and_a_fail_on_metrics(tmp_path: Path, cli: lis
         return 0.0
 
     try:
-        wait_until(lambda: bool(metrics()), 30, "/metrics", errors=(OSError,))
+        wait_until(lambda: bool(metrics()), CONDITION_S, "/metrics", errors=(OSError,))
         sent = subprocess.run(
             [*cli, "send-sample", "--endpoint", f"http://127.0.0.1:{http}"],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=CONDITION_S,
             env=_env(),
         )
         assert sent.returncode == 0, sent.stderr
         assert "sent 2 traces" in sent.stdout
-        wait_until(lambda: groundedness("pass") + groundedness("fail") >= 2, 60, "two verdicts")
+        wait_until(
+            lambda: groundedness("pass") + groundedness("fail") >= 2, CONDITION_S, "two verdicts"
+        )
         assert (groundedness("pass"), groundedness("fail")) == (1, 1)
         # The lines the README's quick start shows are the ones scraped, labels and all.
         scraped = set(metrics().splitlines())
         assert set(readme_metric_lines()) <= scraped, sorted(scraped)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_process(proc, 60)
+    assert proc.returncode == 0, log.read_text()[-3000:]
 
 
 def test_send_sample_without_a_monitor_says_so(cli: list[str], closed_port: int) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.alerts.engine import AlertEngine
 from monitor.component import SampledRecord
-from monitor.config import AlertRule, Budget, EvaluatorConfig, load_config
+from monitor.config import AbsoluteRule, Budget, EvaluatorConfig, load_config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.extraction import Cause
 from monitor.processors.budget import BudgetGate
@@ -127,7 +127,9 @@ async def test_a_suspect_record_is_counted_logged_and_kept_out_of_the_alert_wind
 ) -> None:
     outcomes = Outcomes(telemetry, None, SizeLimits())
     evaluator = ScriptedEvaluator("local_groundedness", value=0.0)  # every verdict a defect
-    rule = AlertRule(name="h", evaluator="local_groundedness", max_defect_rate=0.1, min_samples=1)
+    rule = AbsoluteRule(
+        name="h", evaluator="local_groundedness", max_defect_rate=0.1, min_samples=1
+    )
     alerts = AlertEngine([rule], telemetry)
     stage = EvaluationStage(
         [(evaluator, EvaluatorConfig(name="local_groundedness"))],

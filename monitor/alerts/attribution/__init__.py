@@ -25,7 +25,8 @@ every `evaluation_interval_s`), shared among the values tested: a slice is named
 a cohort rule on its dimension, at the page's own budget, would have paged. Variances are
 widened by the design effect of the rule's units (verdicts of one conversation fail
 together): measured from `GROUPS` groups of units hashed apart, whose spread beyond
-chance is that effect. Named slices are listed by their share of the excess (what their
+chance is that effect, less a group that stands apart from the others (`spread_of`: one
+sender's unit, a forged conversation id, cannot carry it). Named slices are listed by their share of the excess (what their
 verdicts failed beyond their own reference rate, of what the service failed beyond its
 own), then by evidence.
 

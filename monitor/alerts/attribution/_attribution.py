@@ -24,9 +24,9 @@ from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import utc
+from monitor.alerts.evidence import look_level, one_sided_z
 from monitor.alerts.kinds import Judgment, Named
 from monitor.alerts.rule import Rule
-from monitor.alerts.stats import look_level, one_sided_z
 from monitor.component import Alert
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult

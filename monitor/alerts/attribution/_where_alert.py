@@ -24,7 +24,7 @@ from monitor.component import Alert
 from monitor.config import WHERE_SUFFIX
 
 # The page's annotations the companion repeats (what the pager needs to act on the slice).
-CARRIED = ("where", "slice", "cause", "cause_detail", "trace_ids", "trace_urls")
+CARRIED = ("where", "slice", "cause", "cause_detail", "trace_ids", "trace_urls", "judge_changed")
 
 
 def where_alert(

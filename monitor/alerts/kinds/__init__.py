@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import NOTHING, Moments
+from monitor.alerts.evidence import NOTHING, Arrival, Moments, Unit
 
 if TYPE_CHECKING:
     from monitor.alerts.gauges import AlertGauges

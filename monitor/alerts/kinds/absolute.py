@@ -15,18 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.alerts.evidence import (
+    Arrival,
+    Moments,
+    SlidingWindow,
+    Unit,
+    UnitSums,
+    design_effect,
+    look_level,
+    restore_slices,
+    wilson_interval,
+)
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
-from monitor.alerts.stats import look_level, wilson_interval
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import (
-    Moments,
-    SlidingWindow,
-    UnitSums,
-    design_effect,
-    restore_slices,
-)
 from monitor.config import AlertRule
 
 

@@ -27,6 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.describe import p_text, utc
+from monitor.alerts.evidence import (
+    Arrival,
+    Moments,
+    Unit,
+    design_effect,
+    increase_p_value,
+    look_level,
+    saved_number,
+)
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.kinds.absolute import (
@@ -38,9 +47,6 @@ from monitor.alerts.kinds.absolute import (
     snapshot_window,
 )
 from monitor.alerts.rule import Rule
-from monitor.alerts.stats import increase_p_value, look_level
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import Moments, design_effect, saved_number
 from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW
 

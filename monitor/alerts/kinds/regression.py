@@ -1,13 +1,13 @@
 """Regression rules (`baseline`): a service against what it usually shows.
 
 The **current window** (`window`) is compared with what the service is expected to show
-now (`monitor.alerts.history`: its level over the trailing `baseline.window`, its day and
+now (`monitor.alerts.evidence.history`: its level over the trailing `baseline.window`, its day and
 week with `baseline.season`, the higher of the recent and the long level). A rise is judged
 as a user means `min_increase`, the smallest rise worth a page: the null hypothesis is "the
 mean rose by at most half of it".
 
 - `test: sequential` (the default): verdicts go to the sequential test
-  (`monitor.alerts.sequential`) as they arrive — those of a conversation as one arrival,
+  (`monitor.alerts.evidence.sequential`) as they arrive — those of a conversation as one arrival,
   judged against what its earlier verdicts predict — in batches of `BATCH` arrivals (and at
   every evaluation); a batch that takes its statistic past the rule's budget asks for an
   evaluation at once, which pages.
@@ -40,16 +40,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.alerts.describe import p_text, shown_duration
+from monitor.alerts.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
+from monitor.alerts.evidence import (
+    NOTHING,
+    Arrival,
+    Bets,
+    Expectation,
+    History,
+    Level,
+    Moments,
+    SequentialTest,
+    SlidingWindow,
+    Unit,
+    bets,
+    look_level,
+    restore_slices,
+    rise_p_value,
+    saved_number,
+)
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.history import LONG_LEVEL_FACTOR as LONG_SPAN
-from monitor.alerts.history import Expectation, History
 from monitor.alerts.kinds import Entry, Judgment
-from monitor.alerts.level import Level
 from monitor.alerts.rule import Rule
-from monitor.alerts.sequential import Bets, SequentialTest, bets
-from monitor.alerts.stats import look_level, rise_p_value
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import NOTHING, Moments, SlidingWindow, restore_slices, saved_number
 from monitor.config import AlertBaseline, AlertRule, pinned_period
 from monitor.telemetry import RateLimitedLog
 

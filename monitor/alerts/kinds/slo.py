@@ -44,17 +44,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.alerts.describe import shown_duration
+from monitor.alerts.evidence import (
+    DEFAULT_BUCKETS,
+    NOTHING,
+    Arrival,
+    Moments,
+    SlidingWindow,
+    Unit,
+    restore_slices,
+)
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment
 from monitor.alerts.rule import Rule
-from monitor.alerts.units import Arrival, Unit
-from monitor.alerts.window import (
-    DEFAULT_BUCKETS,
-    NOTHING,
-    Moments,
-    SlidingWindow,
-    restore_slices,
-)
 from monitor.config import AlertRule, AlertSlo, parse_duration
 
 # Windows longer than 60 of these are sliced by them.

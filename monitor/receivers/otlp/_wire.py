@@ -18,6 +18,7 @@ from monitor.component import ACCEPTED, Accepted, Delivery, Refused, TraceConsum
 from monitor.config import Config
 from monitor.conventions import LOG_EVENTS
 from monitor.extraction import conventions_from_config, log_events_taken
+from monitor.records import CLIENT_ADDRESS
 from monitor.spans import (
     Decoded,
     DecodeError,
@@ -197,17 +198,36 @@ class Discarded:
 
 
 def hand_over(
-    consumer: TraceConsumer, receiver: str, request: Request, *, logs: bool
+    consumer: TraceConsumer,
+    receiver: str,
+    request: Request,
+    *,
+    logs: bool,
+    address: str | None = None,
 ) -> Accepted | Refused:
     """Hand a decoded request's spans to the trace stage as one delivery (a request
-    without any is taken as it is)."""
+    without any is taken as it is); `address`, the client's, goes into the metadata of
+    the records its traces give (`monitor.records.sender`)."""
+    metadata = {CLIENT_ADDRESS: address} if address else None
     if isinstance(request, RequestSpans):
         if not request:
             return ACCEPTED
-        return consumer.consume([Delivery(receiver, unbuilt=request)])
+        return consumer.consume([Delivery(receiver, unbuilt=request, metadata=metadata)])
     if not request.spans:
         return ACCEPTED
-    return consumer.consume([Delivery(receiver, request.spans, log_events=logs)])
+    delivery = Delivery(receiver, request.spans, log_events=logs, metadata=metadata)
+    return consumer.consume([delivery])
+
+
+def peer_address(peer: str) -> str | None:
+    """The address of a gRPC peer (`ipv4:10.0.0.7:5312`, `ipv6:[::1]:5312`,
+    `unix:/run/otel.sock`) without its port, which changes with every connection."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or None
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]") or None
+    return peer or None
 
 
 def token_ok(presented: str | None, expected: str | None) -> bool:

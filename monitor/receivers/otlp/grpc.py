@@ -34,6 +34,7 @@ from monitor.receivers.otlp._wire import (
     hand_over,
     log_events_for,
     metrics_in,
+    peer_address,
     token_ok,
 )
 from monitor.shared.listen import ListenError, bind_failure
@@ -185,7 +186,8 @@ class OtlpGrpcReceiver:
             await self._refuse(
                 context, grpc.StatusCode.INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}"
             )
-        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
+        address = peer_address(context.peer() or "")
+        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs, address=address):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "span queue full, retry later")
         if logs:
             self._discarded.add("logs", decoded.rejected)

@@ -245,7 +245,7 @@ class OtlpHttpReceiver:
             return self._reject(
                 500, _INTERNAL, "internal_error", f"{type(exc).__name__}: {exc}", as_json=as_json
             )
-        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs):
+        if not hand_over(self._consumer, RECEIVER, decoded, logs=logs, address=request.remote):
             return self._unavailable(as_json)
         if logs:
             self._discarded.add("logs", decoded.rejected)

@@ -12,60 +12,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.dispersion import pooled_rho
+from monitor.alerts.evidence.counts import Moments
+from monitor.alerts.evidence.dispersion import pooled_rho
 
 DEFAULT_BUCKETS = 60
-
-
-@dataclass(frozen=True, slots=True)
-class Moments:
-    """`samples` verdicts whose defect values sum to `defects`, their squares to `squares`."""
-
-    samples: int = 0
-    defects: float = 0.0
-    squares: float = 0.0
-
-    @property
-    def mean(self) -> float:
-        return self.defects / self.samples if self.samples else 0.0
-
-    @property
-    def variance(self) -> float:
-        if not self.samples:
-            return 0.0
-        mean = self.defects / self.samples
-        return max(0.0, self.squares / self.samples - mean * mean)
-
-    @classmethod
-    def of_histogram(cls, histogram: Sequence[float]) -> Moments:
-        """`histogram[k]` values at level `k / (len - 1)` (pass/fail: `[passes, fails]`)."""
-        steps = max(1, len(histogram) - 1)
-        return cls(
-            int(sum(histogram)),
-            sum(c * k / steps for k, c in enumerate(histogram) if c),
-            sum(c * (k / steps) ** 2 for k, c in enumerate(histogram) if c),
-        )
-
-    def plus(self, other: Moments) -> Moments:
-        return Moments(
-            self.samples + other.samples,
-            self.defects + other.defects,
-            self.squares + other.squares,
-        )
-
-    def minus(self, other: Moments) -> Moments:
-        return Moments(
-            self.samples - other.samples,
-            max(0.0, self.defects - other.defects),
-            max(0.0, self.squares - other.squares),
-        )
-
-
-NOTHING = Moments()
 
 
 @dataclass(slots=True)
@@ -148,74 +102,6 @@ class SlidingWindow:
 
 
 SliceCounts = tuple[int, int, float, float]  # (index, samples, defects, squares)
-
-
-class Windows:
-    """A regression rule's current window and its baseline, the trailing `baseline_s` before
-    it, for one service.
-
-    Slices leaving the current window move into the baseline, so a service is compared with
-    its own past. Two things keep a rise out of the baseline before it is judged:
-
-    - **held back while evidence builds**: slices that began after `hold_from` (the start of
-      the sequential test's strongest run, `SequentialTest.building_since`) wait between the
-      two windows, and the baseline's clock stands still, so it keeps what it held before;
-      they join the baseline once the evidence fades, in their own time order, and are
-      dropped if the rule fires (at most a baseline window of them is held; older ones are
-      dropped, never absorbed);
-    - **frozen while firing**: slices leaving the current window are dropped, and the
-      baseline's clock stands still (`paused_s`), so a long regression keeps paging against
-      the pre-regression rate; slices that began before the last resolve are never absorbed.
-    """
-
-    def __init__(self, window_s: float, baseline_s: float) -> None:
-        self.current = SlidingWindow(window_s)
-        self.baseline = SlidingWindow(baseline_s)
-        self.held: deque[Slice] = deque()
-        self.paused_s = 0.0
-        self.resolved_at = 0.0
-        self.last: float | None = None
-
-    def advance(self, now: float, *, firing: bool, hold_from: float | None) -> None:
-        """Moves what left the current window by `now` on (see the class docstring)."""
-        if (firing or hold_from is not None) and self.last is not None:
-            self.paused_s += max(0.0, now - self.last)
-        self.last = now
-        self.held.extend(self.current.expire(now))
-        width = self.current.width
-        limit = self.baseline.window_s
-        while self.held:
-            first = self.held[0]
-            start = first.index * width
-            kept = hold_from is not None and start + width > hold_from
-            if kept and not firing and now - start <= limit + self.current.window_s:
-                break
-            self.held.popleft()
-            if kept or firing or start < self.resolved_at:
-                continue  # part of a rise: never absorbed
-            self.baseline.add_counts(
-                start - self.paused_s, Moments(first.samples, first.defects, first.squares)
-            )
-
-    def moments(self) -> tuple[Moments, Moments]:
-        """(current window, baseline) as of the last `advance`."""
-        now = self.last if self.last is not None else 0.0
-        current = self.current.moments(now)
-        base = self.baseline.moments(now - self.paused_s - self.current.window_s)
-        return current, base
-
-    def snapshot(self) -> dict[str, object]:
-        return {
-            "current": self.current.slices(),
-            "baseline": self.baseline.slices(),
-            "held": [(s.index, s.samples, s.defects, s.squares) for s in self.held],
-            "paused_s": self.paused_s,
-            "resolved_at": self.resolved_at,
-            "last": self.last,
-        }
-
-    def restore_held(self, slices: Iterable[SliceCounts]) -> None:
-        self.held = deque(Slice(i, n, d, q) for i, n, d, q in slices)
 
 
 def saved_number(raw: Any, *, nonnegative: bool = False) -> float:

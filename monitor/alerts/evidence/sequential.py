@@ -17,7 +17,7 @@ margin fits is left out: the baseline cannot tell so small a rise from its own e
 
 **The evidence** is each arrival of verdicts: one verdict that came without a
 conversation, or the verdicts of one conversation that arrived together
-(`monitor.alerts.units.Arrival`). For each alternative a bettor stakes on an arrival's
+(`counts.Arrival`). For each alternative a bettor stakes on an arrival's
 mean `m` the factor `1 + lambda (m - p_j)` against its **predicted mean** `p_j`, with
 `lambda = (pa_j - p_j) / W`, `pa_j` the prediction under the alternative and `W` the
 variance of `m` given what is predicted; at most `0.95 / p_j`, so that wealth stays
@@ -55,7 +55,7 @@ are time, not verdicts) or the evaluation interval. That premise holds when
    (exactly) and, for any other distribution, to second order in the stakes: a pair of
    factors has expectation `1 + lambda lambda' (Cov - w V)` at most 1 when the correlation is
    at most `rho`. Overstating `rho` only costs evidence. Each arrival must be judged
-   against all of its conversation's earlier verdicts: `units.py` remembers a closed
+   against all of its conversation's earlier verdicts: `conversations.py` remembers a closed
    conversation for `REMEMBER_S` (among the `MAX_REMEMBERED` closed last), and one that
    returns later is judged as new, outside the guarantee;
 2. the expectation is right up to a normal error of the stated `se` (the margin), which
@@ -86,9 +86,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.history import Expectation
-from monitor.alerts.units import Arrival
-from monitor.alerts.window import Moments, saved_number
+from monitor.alerts.evidence.counts import Arrival, Moments
+from monitor.alerts.evidence.history import Expectation
+from monitor.alerts.evidence.window import saved_number
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
 ALTERNATIVE_STEP = 2.0

@@ -13,7 +13,7 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-from monitor.alerts.window import Moments
+from monitor.alerts.evidence.counts import Moments
 
 
 @lru_cache(maxsize=32)

@@ -1,5 +1,5 @@
 """The season a regression rule's history learns: what each hour of the day, and each day
-of the week, usually adds to a service's defect rate (`monitor.alerts.history`).
+of the week, usually adds to a service's defect rate (`monitor.alerts.evidence.history`).
 
 `learn` takes the history's hourly rates (all verdicts: a rise that paged counts, so a
 daily peak is learned within days) and gives a `SeasonProfile`:
@@ -40,11 +40,6 @@ class SeasonProfile:
     day_var: tuple[float, ...] = (0.0,) * DAY_HOURS
     week: tuple[float, ...] = (0.0,) * 7
     week_var: tuple[float, ...] = (0.0,) * 7
-
-    @property
-    def learned(self) -> bool:
-        """Whether a seasonal profile has seen one complete day (always, without one)."""
-        return self.season == "none" or bool(self.days)
 
     def offset(self, index: int, origin: int) -> tuple[float, float]:
         """(offset, its variance) of hourly bucket `index` (0 without a season)."""

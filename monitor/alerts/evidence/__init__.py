@@ -1,0 +1,68 @@
+"""The evidence the alert rules judge with, behind this one interface: the rule kinds (and
+the entries that feed them) import these names from `monitor.alerts.evidence`, never its
+modules. Nothing here knows of the engine or the rule kinds: it takes
+verdict counts and times and gives back sums, expectations and tests.
+
+- what is counted: `Moments` (sums of defect values), `Unit` (one conversation's verdicts,
+  or one verdict), `Arrival` (verdicts judged at once against their conversation's earlier
+  ones), `Units` (gathers them per rule, service and cohort; ids as `conversation_key`);
+- windows of counts: `SlidingWindow`, `UnitSums` (the units' sums) and `design_effect`;
+- what a service is expected to show (regression rules): `History`, its `Expectation` and
+  `Level`, `history_span_s`, `LONG_LEVEL_FACTOR`;
+- the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
+- tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `increase_p_value`,
+  `rise_p_value`;
+- reading saved state: `saved_number`, `restore_slices`.
+
+`monitor/alerts/README.md` says which module holds each idea.
+"""
+
+from monitor.alerts.evidence.conversations import conversation_key
+from monitor.alerts.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.alerts.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
+from monitor.alerts.evidence.level import Level
+from monitor.alerts.evidence.sequential import Bets, SequentialTest, bets
+from monitor.alerts.evidence.stats import (
+    increase_p_value,
+    look_level,
+    one_sided_z,
+    rise_p_value,
+    wilson_interval,
+)
+from monitor.alerts.evidence.units import Units
+from monitor.alerts.evidence.window import (
+    DEFAULT_BUCKETS,
+    SlidingWindow,
+    UnitSums,
+    design_effect,
+    restore_slices,
+    saved_number,
+)
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "LONG_LEVEL_FACTOR",
+    "NOTHING",
+    "Arrival",
+    "Bets",
+    "Expectation",
+    "History",
+    "Level",
+    "Moments",
+    "SequentialTest",
+    "SlidingWindow",
+    "Unit",
+    "UnitSums",
+    "Units",
+    "bets",
+    "conversation_key",
+    "design_effect",
+    "history_span_s",
+    "increase_p_value",
+    "look_level",
+    "one_sided_z",
+    "restore_slices",
+    "rise_p_value",
+    "saved_number",
+    "wilson_interval",
+]

@@ -1,0 +1,89 @@
+"""What the evidence is counted in: sums of defect values (`Moments`), one conversation's
+verdicts or one verdict (`Unit`), and verdicts judged at once against their conversation's
+earlier ones (`Arrival`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Moments:
+    """`samples` verdicts whose defect values sum to `defects`, their squares to `squares`."""
+
+    samples: int = 0
+    defects: float = 0.0
+    squares: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return self.defects / self.samples if self.samples else 0.0
+
+    @property
+    def variance(self) -> float:
+        if not self.samples:
+            return 0.0
+        mean = self.defects / self.samples
+        return max(0.0, self.squares / self.samples - mean * mean)
+
+    @classmethod
+    def of_histogram(cls, histogram: Sequence[float]) -> Moments:
+        """`histogram[k]` values at level `k / (len - 1)` (pass/fail: `[passes, fails]`)."""
+        steps = max(1, len(histogram) - 1)
+        return cls(
+            int(sum(histogram)),
+            sum(c * k / steps for k, c in enumerate(histogram) if c),
+            sum(c * (k / steps) ** 2 for k, c in enumerate(histogram) if c),
+        )
+
+    def plus(self, other: Moments) -> Moments:
+        return Moments(
+            self.samples + other.samples,
+            self.defects + other.defects,
+            self.squares + other.squares,
+        )
+
+    def minus(self, other: Moments) -> Moments:
+        return Moments(
+            self.samples - other.samples,
+            max(0.0, self.defects - other.defects),
+            max(0.0, self.squares - other.squares),
+        )
+
+
+NOTHING = Moments()
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What a rule judges as one observation: the verdicts of one conversation (`samples`
+    of them, whose defect values sum to `defects` and their squares to `squares`), or one
+    verdict that came without a conversation (`conversation` False)."""
+
+    samples: int
+    defects: float
+    squares: float
+    conversation: bool
+
+    @property
+    def mean(self) -> float:
+        return self.defects / self.samples if self.samples else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Verdicts of one conversation that arrived together (`samples` of them, their defect
+    values summing to `defects`, their squares to `squares`), after `earlier` verdicts of
+    the same conversation whose values summed to `earlier_defects`."""
+
+    samples: int
+    defects: float
+    squares: float
+    earlier: int
+    earlier_defects: float
+    # The correlation its verdicts are predicted with (None: the conversations' `rho`).
+    rho: float | None = None
+    # Whether its verdicts count in the windows: not for a request asked again past its
+    # share of the traffic (`REPEAT_SHARE`).
+    counted: bool = True

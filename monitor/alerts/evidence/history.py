@@ -1,0 +1,224 @@
+"""A regression rule's memory of one service, and what it expects of the service now.
+
+Verdicts that left the current window are kept in buckets (`buckets.Buckets`: clean
+verdicts, those held out while a rise was judged, and the sums of closed conversations).
+
+`expectation(t)` is what the rule compares the service with at time `t`:
+
+- **level**: the deseasonalised mean of the clean verdicts over the trailing
+  `baseline.window` (a bucket mostly held out does not count towards that time, so a long
+  rise keeps the level from before it), and over seven times that window; the higher of the
+  two is the level, so a good spell is not a new normal overnight;
+- **season** (`season.py`, learned from all verdicts of the history, `profile.py`): what this
+  hour of the day and day of the week usually add; before the history holds one complete
+  day, a seasonal rule compares with the highest of the level and the highest hour seen
+  plus the steepest rise between two hours seen (`_unseasoned`);
+- **error**: the level's and the season's standard error, with verdicts of one
+  conversation counted with their design effect (`rho`) and verdicts without one with
+  their measured dispersion (`kappa`; both `dispersion.py`).
+
+`last_week(t)` and `pinned(t, level)` are the references a user may name instead
+(`baseline.reference`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import pairwise
+
+from monitor.alerts.evidence.buckets import Buckets
+from monitor.alerts.evidence.level import Level, Profile, Sums
+from monitor.alerts.evidence.profile import measure_profile
+from monitor.alerts.evidence.season import Season
+
+HOUR_S = 3600.0
+# History kept: four weeks for seasonal baselines; otherwise the long level's span.
+SEASONAL_HISTORY_DAYS = 28
+LONG_LEVEL_FACTOR = 7
+# Buckets per baseline window for a baseline that is not seasonal.
+PLAIN_BUCKETS = 60
+# Before a seasonal baseline's first complete day, the hours it judges from hold this many
+# clean verdicts or more.
+EARLY_HOUR_SAMPLES = 100
+
+
+def history_span_s(baseline_s: float, season: Season) -> float:
+    """How far back a history reaches: seven baseline windows (the long level), and four
+    weeks for a seasonal one."""
+    if season == "none":
+        return baseline_s * LONG_LEVEL_FACTOR
+    return max(baseline_s * LONG_LEVEL_FACTOR, SEASONAL_HISTORY_DAYS * 86_400.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What the service is expected to show at one time: the mean defect value, its
+    variance per verdict, the squared standard error of that mean (the baseline's own
+    error), the verdicts behind the level, how verdicts without a conversation disperse
+    (`kappa`, at least 1), and the correlation within a conversation (`rho`; `rho_bound`,
+    its upper bound, is what the sequential test predicts a conversation's verdicts with)."""
+
+    mean: float
+    variance: float
+    se2: float
+    samples: int
+    kappa: float
+    rho: float
+    # How much more the level's verdicts vary than independent ones (their conversations'
+    # design effect and the dispersion of the others): what a window of them is taken to.
+    design: float = 1.0
+    rho_bound: float = 0.0
+    # Clustering nobody declared (`Profile.excess`): what a conversation's or a repeated
+    # request's evidence is tempered by (verdicts of their own are, by `kappa`).
+    excess: float = 1.0
+
+
+class History(Buckets):
+    """The buckets of one (rule, service) (see the module docstring), and what they show;
+    `season` says which cycle the baseline learns."""
+
+    def __init__(self, baseline_s: float, season: Season, steps: int, budget_s: float) -> None:
+        width_s = baseline_s / PLAIN_BUCKETS if season == "none" else HOUR_S
+        super().__init__(
+            season, width_s, math.ceil(history_span_s(baseline_s, season) / width_s) + 1
+        )
+        # ln(J T) of the rule's test: how much an error of kappa's estimate would cost.
+        self._log_budget = math.log(8 * max(budget_s, 1.0))
+        self.baseline_s = baseline_s
+        self.steps = steps
+        self._cache: tuple[int, int] | None = None
+        self._season_cache: Profile | None = None
+        # Per level (recent, long): the older buckets' sums over its span, and over its
+        # span less one bucket (the newest bucket covers the rest).
+        self._older: list[tuple[Sums, Sums]] = []
+
+    def complete_days(self) -> int:
+        return len(self._profile().days)
+
+    def learning(self) -> bool:
+        """A seasonal baseline that has not yet seen one complete day."""
+        return self.season != "none" and self.complete_days() == 0
+
+    def expectation(self, t: float, min_samples: int) -> Expectation | None:
+        """What the service is expected to show at `t` (None: no clean verdicts yet, or a
+        seasonal baseline still learning its day). The long level stands in for the recent
+        one when higher and holding `min_samples`."""
+        profile = self._profile()
+        recent = self._level(0, profile)
+        if recent is None:
+            return None
+        if self.season != "none" and not profile.days:
+            return self._unseasoned(t, recent, profile)
+        level = recent
+        long = self._level(1, profile)
+        if long is not None and long.samples >= min_samples and long.mean > recent.mean:
+            level = long
+        return self._expected(t, level, profile)
+
+    def _expected(
+        self, t: float, level: Level, profile: Profile, *, seasonal: bool = True
+    ) -> Expectation:
+        """`level` plus the season's offset at `t` (`seasonal`), with its error."""
+        offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
+        mean = min(1.0, max(0.0, level.mean + offset))
+        variance = self._variance(mean, level.variance)
+        units = level.error_units * profile.excess
+        se2 = variance * (units / (level.samples * level.samples)) + offset_var
+        design = max(1.0, units / level.samples)
+        return Expectation(
+            mean,
+            variance,
+            se2,
+            level.samples,
+            profile.kappa,
+            profile.rho,
+            design,
+            profile.rho_bound,
+            profile.excess,
+        )
+
+    def _unseasoned(self, t: float, recent: Level, profile: Profile) -> Expectation | None:
+        """Before the first complete day, what the hours seen so far allow: the highest of
+        the recent level and the highest hourly rate seen plus the steepest rise from one
+        hour to the next seen, so that a daily cycle whose hours rise by less than that
+        is no page (None: fewer than two hours of `EARLY_HOUR_SAMPLES` verdicts yet)."""
+        hours = self._clean_rates(EARLY_HOUR_SAMPLES)
+        if len(hours) < 2:
+            return None
+        steepest = max(
+            (b - a for (i, a), (j, b) in pairwise(hours) if j == i + 1),
+            default=0.0,
+        )
+        highest = max(rate for _, rate in hours) + max(0.0, steepest)
+        level = Level(
+            max(recent.mean, highest), recent.variance, recent.samples, recent.error_units
+        )
+        return self._expected(t, level, profile, seasonal=False)
+
+    def last_week(self, t: float) -> Expectation | None:
+        """What the same hours showed one week before `t`: the clean verdicts of the
+        bucket a week back and its two neighbours (None: none there)."""
+        profile = self._profile()
+        centre = self.bucket(t - 7 * 86_400.0)
+        sums = self._sums(centre + 1, centre - 2, 3 * self.width_s, profile, seasonal=False)[0]
+        if sums.n <= 0:
+            return None
+        return self._expected(t, sums.level(profile, self.steps), profile, seasonal=False)
+
+    def period_level(self, start: float, end: float) -> Level | None:
+        """The deseasonalised clean level of the buckets within [start, end) (None: none
+        of them is in the history, or it holds no clean verdict there)."""
+        profile = self._profile()
+        first, last = self.bucket(start), self.bucket(end) - 1
+        if last < first or last <= self.newest - self.span:
+            return None
+        span_s = (last - first + 1) * self.width_s
+        sums = self._sums(min(last, self.newest), first - 1, span_s, profile)[0]
+        return sums.level(profile, self.steps) if sums.n > 0 else None
+
+    def pinned(self, t: float, level: Level) -> Expectation | None:
+        """A pinned period's `level` plus the season's offset at `t`."""
+        profile = self._profile()
+        if self.season != "none" and not profile.days:
+            return None
+        return self._expected(t, level, profile)
+
+    def _variance(self, mean: float, score_variance: float) -> float:
+        if self.steps == 1:
+            return mean * (1.0 - mean)
+        return score_variance
+
+    def _level(self, which: int, profile: Profile) -> Level | None:
+        """The deseasonalised clean mean of the newest `baseline.window` (`which` 0) or
+        seven of them (1) of the history; buckets mostly held out do not count towards that
+        time. The buckets before the newest are summed once per bucket (`_profile`); the
+        newest, still filling, is added here."""
+        older_full, older_rest = self._older[which]
+        newest = self._sums(self.newest, self.newest - 1, self.width_s, profile)[0]
+        if newest.held:
+            total = older_full
+        else:
+            total = older_rest.plus(newest)
+        return total.level(profile, self.steps) if total.n > 0 else None
+
+    def _profile(self) -> Profile:
+        """The season, rho, kappa and the older buckets' level sums, recomputed when a
+        bucket starts or held verdicts move: verdicts added to the newest bucket reach the
+        season, rho and kappa a bucket late."""
+        key = (self.newest, self._structure)
+        if self._season_cache is None or self._cache != key:
+            profile = self._season_cache = self._compute_profile()
+            self._cache = key
+            older = []
+            for span_s in (self.baseline_s, self.baseline_s * LONG_LEVEL_FACTOR):
+                full = self._sums(self.newest - 1, -1, span_s, profile)[0]
+                rest = self._sums(self.newest - 1, -1, span_s - self.width_s, profile)[0]
+                older.append((full, rest))
+            self._older = older
+        return self._season_cache
+
+    def _compute_profile(self) -> Profile:
+        return measure_profile(
+            self._bucket_sums(), self.season, self.steps, self.origin, self.newest, self._log_budget
+        )

@@ -1,0 +1,94 @@
+"""What a regression rule's history measures of itself, once per new bucket
+(`history.History`): how its verdicts cluster — the correlation within conversations
+(`rho`), the dispersion of verdicts without one (`kappa`), the clustering nobody declared
+(`excess`) — and, with those as its error, its season (`season.learn`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from monitor.alerts.evidence.dispersion import conversation_rho, solo_dispersion
+from monitor.alerts.evidence.level import Profile
+from monitor.alerts.evidence.season import Season, learn
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSums:
+    """One bucket of a history (`index`): its clean verdicts (`n`, the sum of their defect
+    values `d`, of their squares `q`), those held out as a rise (`rn`, `rd`, `rq`), the
+    clean ones without a conversation (`solo_n`, `solo_d`), and the sums of the
+    conversations that closed in it (their verdicts `conv_n`, sizes squared `m2`, defects
+    squared `dd`, verdicts times defects `nd`, sizes cubed `m3`)."""
+
+    index: int
+    n: float
+    d: float
+    q: float
+    rn: float
+    rd: float
+    rq: float
+    solo_n: float
+    solo_d: float
+    conv_n: float
+    m2: float
+    dd: float
+    nd: float
+    m3: float
+
+
+def measure_profile(
+    buckets: Sequence[BucketSums],
+    season: Season,
+    steps: int,
+    origin: int,
+    newest: int,
+    log_budget: float,
+) -> Profile:
+    """The profile of a history's `buckets` (oldest first; `steps`: the rule's defect
+    value steps, 1 for pass/fail; `log_budget`: ln(J T) of the rule's test, what an error
+    of kappa's estimate would cost)."""
+    all_n = sum(b.n + b.rn for b in buckets)
+    all_d = sum(b.d + b.rd for b in buckets)
+    all_q = sum(b.q + b.rq for b in buckets)
+    pooled_mean = all_d / all_n if all_n else 0.0
+    pooled_var = (
+        pooled_mean * (1 - pooled_mean)
+        if steps == 1
+        else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
+    )
+    rho, rho_bound = conversation_rho(
+        (
+            b.conv_n,
+            b.m2,
+            b.m3,
+            b.dd,
+            b.nd,
+            n,
+            x := (b.d + b.rd) / n,
+            x * (1 - x) if steps == 1 else max(1e-4, (b.q + b.rq) / n - x * x),
+        )
+        for b in buckets
+        if b.conv_n > 0 and (n := b.n + b.rn) > 0
+    )
+    solo = {b.index: (b.solo_n, b.solo_d / b.solo_n) for b in buckets if b.solo_n > 0}
+    kappa = solo_dispersion(solo, pooled_var, log_budget)
+    # How much more the history's verdicts vary than independent ones: what the
+    # season's offsets are as uncertain as.
+    solo_n = sum(n for n, _ in solo.values())
+    conv_n = sum(b.conv_n for b in buckets)
+    sizes = sum(b.m2 for b in buckets)
+    conv_design = 1 + rho * (sizes / conv_n - 1) if conv_n > 0 else 1.0
+    counted = solo_n + conv_n
+    design = (kappa * solo_n + conv_design * conv_n) / counted if counted > 0 else 1.0
+    # Clustering nobody declared: the dispersion of all clean verdicts' rates over
+    # what their conversations and the others' dispersion explain. Its estimate alone:
+    # `design` already holds kappa's allowance for error, and a young history's
+    # allowance would otherwise count twice against conversations.
+    clean = {b.index: (b.n, b.d / b.n) for b in buckets if b.n > 0 and b.rn <= b.n}
+    dispersion = solo_dispersion(clean, pooled_var, log_budget, raised=False)
+    excess = max(1.0, dispersion / design)
+    design *= excess
+    hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
+    learned = learn(season, hours, origin, newest, pooled_var * design)
+    return Profile(learned, kappa, rho, rho_bound, excess)

@@ -1,0 +1,284 @@
+"""What the verdicts of a rule are judged as: their conversation's (`conversations.py`),
+or what is not a conversation: a request asked again (its fingerprint,
+`monitor.records.fingerprint`) is gathered as one, its repeats predicted with their own
+measured correlation (`RepeatCorrelation`) and counted in the windows up to a share of the
+traffic; and ids that are no conversations (`_Open.degenerate`: a constant, pods, recycled
+slots, users over days) are set aside while they carry most of the traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from monitor.alerts.evidence.conversations import (
+    DEGENERATE_UNITS,
+    DEGENERATE_VERDICTS,
+    Conversations,
+)
+from monitor.alerts.evidence.counts import Arrival, Unit
+from monitor.alerts.evidence.dispersion import RHO_PRIOR
+
+_log = logging.getLogger(__name__)
+
+# The ids are set aside while the share of verdicts in ones that are no conversations
+# (`Conversations.degenerate_share`) is above FALLBACK_ON, taken back below FALLBACK_OFF.
+FALLBACK_ON = 0.5
+FALLBACK_OFF = 0.1
+# A request asked again within this long counts with its earlier askings; the requests
+# seen once are remembered for that long, at most this many per (rule, service, cohort).
+REPEAT_S = 3_600.0
+MAX_SEEN = 4_096
+# The correlation of a repeated request's verdicts is measured from this many repeats on
+# (before: RHO_PRIOR), and taken at its estimate plus this many standard errors.
+MIN_REPEAT_PAIRS = 30.0
+REPEAT_RHO_Z = 2.0
+# A request counts in the windows (and so in the level and season) for at most this share
+# of its (rule, service, cohort)'s verdicts over the last `REPEAT_S` (decayed), and at least
+# `REPEAT_MIN_COUNTED` times: a burst of one request would otherwise be most of its hour.
+# The cut depends on counts alone, never on verdicts, so what is counted is not biased.
+REPEAT_SHARE = 0.05
+REPEAT_MIN_COUNTED = 10
+
+
+class RepeatCorrelation:
+    """How alike the verdicts of one request asked again are: the correlation of each
+    repeat's verdicts (mean `x` of `n`) with what the same request showed before (mean `s`
+    of `N`), `1 - (x - s)^2 / (V (1 / n + 1 / N))` averaged over the repeats (`V` the
+    variance of all verdicts; for exchangeable verdicts of correlation rho its expectation
+    is rho, whatever the request's own rate), its
+    upper bound the estimate plus `REPEAT_RHO_Z` standard errors; all decayed over
+    `REPEAT_S`, so a burst of one request repeated (identical verdicts) is known as one
+    within tens of repeats, and a few questions asked over and over with verdicts of their
+    own keep their evidence. `RHO_PRIOR` until `MIN_REPEAT_PAIRS` repeats."""
+
+    __slots__ = ("_at", "_n", "_pairs", "_products", "_squares", "_sum", "_sum2")
+
+    def __init__(self) -> None:
+        self._at: float | None = None
+        # All verdicts: count, sum, sum of squares.
+        self._n = self._sum = self._sum2 = 0.0
+        # Repeats: count, sum of products, sum of products squared.
+        self._pairs = self._products = self._squares = 0.0
+
+    def observe(self, histogram: Sequence[float], levels: Sequence[float], now: float) -> None:
+        if self._at is not None and now > self._at:
+            decay = math.exp(-(now - self._at) / REPEAT_S)
+            self._n *= decay
+            self._sum *= decay
+            self._sum2 *= decay
+            self._pairs *= decay
+            self._products *= decay
+            self._squares *= decay
+        self._at = now if self._at is None else max(self._at, now)
+        for count, value in zip(histogram, levels, strict=True):
+            if count:
+                self._n += count
+                self._sum += count * value
+                self._sum2 += count * value * value
+
+    def verdicts(self) -> float:
+        """The verdicts seen lately (decayed over `REPEAT_S`)."""
+        return self._n
+
+    def _variance(self) -> float:
+        mean = self._sum / self._n if self._n else 0.0
+        return max(self._sum2 / self._n - mean * mean if self._n else 0.0, 1e-4)
+
+    def pair(self, arrival: Arrival) -> None:
+        """A request's verdicts (`arrival`) against what it showed before."""
+        if arrival.earlier <= 0 or arrival.samples <= 0:
+            return
+        variance = self._variance()
+        # Var(mean of n - mean of the N before) = V (1 - rho) (1 / n + 1 / N).
+        gap = arrival.defects / arrival.samples - arrival.earlier_defects / arrival.earlier
+        product = 1 - gap * gap / (variance * (1 / arrival.samples + 1 / arrival.earlier))
+        self._pairs += 1
+        self._products += product
+        self._squares += product * product
+
+    def bound(self) -> float:
+        if self._pairs < MIN_REPEAT_PAIRS:
+            return RHO_PRIOR
+        estimate = self._products / self._pairs
+        spread = max(0.0, self._squares / self._pairs - estimate * estimate)
+        return min(1.0, max(0.0, estimate + REPEAT_RHO_Z * math.sqrt(spread / self._pairs)))
+
+
+class Units:
+    """What the verdicts of one (rule, service, cohort) are judged as: their conversation's
+    (`Conversations`) while its ids are conversations; a request asked again (its
+    fingerprint seen within `REPEAT_S`, among the `MAX_SEEN` last) as one with the earlier
+    askings; else one verdict each. While most of the recent traffic is in conversations
+    that are none (`_Open.degenerate`), the ids are set aside (`fallback`), logged once per
+    change as `label`: their verdicts count as requests."""
+
+    __slots__ = ("_counted", "_label", "_pairs", "_seen", "conversations", "fallback", "requests")
+
+    def __init__(self, idle_s: float, label: str = "") -> None:
+        self._label = label
+        self.conversations = Conversations(idle_s)
+        self.requests = Conversations(idle_s, REPEAT_S, carry=False)
+        # Requests seen once: fingerprint -> (when, verdicts, their defect sum), oldest first.
+        self._seen: OrderedDict[int, tuple[float, int, float]] = OrderedDict()
+        # Requests asked again: fingerprint -> (since when, verdicts counted in the windows).
+        self._counted: OrderedDict[int, tuple[float, int]] = OrderedDict()
+        self._pairs = RepeatCorrelation()
+        self.fallback = False
+
+    def __len__(self) -> int:
+        return len(self.conversations) + len(self.requests)
+
+    @property
+    def remembered(self) -> int:
+        """How many closed conversations and requests are remembered."""
+        return self.conversations.remembered + self.requests.remembered
+
+    @property
+    def seen(self) -> int:
+        """How many requests are remembered as asked once, or with the verdicts they
+        counted."""
+        return len(self._seen) + len(self._counted)
+
+    def _first_seen(self) -> float:
+        """When the request `evict` would forget of those `seen` was asked (infinity with
+        none)."""
+        at = math.inf
+        if self._seen:
+            at = next(iter(self._seen.values()))[0]
+        if self._counted:
+            at = min(at, next(iter(self._counted.values()))[0])
+        return at
+
+    def oldest(self) -> float:
+        """When what `evict` takes was closed or last active (`Conversations.oldest`), or
+        asked (a request `seen`)."""
+        return min(self.conversations.oldest(), self.requests.oldest(), self._first_seen())
+
+    def evict(self) -> Unit | None:
+        """The memory budget's eviction hook (`Conversations.evict`), on whichever of the
+        conversations, the requests and the requests `seen` holds the oldest; a request's
+        unit is no conversation's. A request seen that is forgotten counts as asked anew
+        when it comes again."""
+        seen_at = self._first_seen()
+        if seen_at < min(self.requests.oldest(), self.conversations.oldest()):
+            if self._seen and next(iter(self._seen.values()))[0] == seen_at:
+                self._seen.popitem(last=False)
+            else:
+                self._counted.popitem(last=False)
+            return None
+        if self.requests.oldest() < self.conversations.oldest():
+            unit = self.requests.evict()
+            return None if unit is None else dataclasses.replace(unit, conversation=False)
+        return self.conversations.evict()
+
+    def add(
+        self,
+        conversation: int | None,
+        request: int | None,
+        histogram: Sequence[float],
+        levels: Sequence[float],
+        now: float,
+    ) -> tuple[Arrival | None, list[Unit]]:
+        """`histogram[k]` verdicts at `levels[k]` of `conversation` and of the request whose
+        fingerprint is `request` (either None: not known). Returns their arrival (None:
+        they count as verdicts of their own) and the units that close now."""
+        closed: list[Unit] = []
+        self._pairs.observe(histogram, levels, now)
+        if conversation is not None:
+            arrival, closed = self.conversations.add(conversation, histogram, levels, now)
+            self._judge_ids(now)
+            if not self.fallback:
+                return arrival, closed
+            closed = []
+        if request is None:
+            return None, closed
+        if not self.requests.knows(request):
+            seen = self._seen.pop(request, None)
+            if seen is None or now - seen[0] >= REPEAT_S:
+                samples = int(sum(histogram))
+                defects = sum(c * v for c, v in zip(histogram, levels, strict=True))
+                self._seen[request] = (now, samples, defects)
+                while len(self._seen) > MAX_SEEN:
+                    self._seen.popitem(last=False)
+                return None, closed
+            self.requests.remember(request, seen[1], seen[2], seen[0])
+        arrival, more = self.requests.add(request, histogram, levels, now)
+        self._pairs.pair(arrival)
+        arrival = dataclasses.replace(
+            arrival,
+            rho=self._pairs.bound(),
+            counted=self._share(request, arrival.samples, now),
+        )
+        return arrival, closed + [dataclasses.replace(u, conversation=False) for u in more]
+
+    def traffic(self, histogram: Sequence[float], levels: Sequence[float], now: float) -> None:
+        """Verdicts of neither a conversation nor a known request: they count in the
+        traffic a request's share is taken of."""
+        self._pairs.observe(histogram, levels, now)
+
+    def _share(self, request: int, samples: int, now: float) -> bool:
+        """Whether `samples` more verdicts of `request` count in the windows."""
+        start, count = self._counted.pop(request, (now, 0))
+        if now - start >= REPEAT_S:
+            start, count = now, 0
+        allowed = max(REPEAT_MIN_COUNTED, REPEAT_SHARE * self._pairs.verdicts())
+        counted = count + samples <= allowed
+        self._counted[request] = (start, count + samples if counted else count)
+        while len(self._counted) > MAX_SEEN:
+            self._counted.popitem(last=False)
+        return counted
+
+    def _judge_ids(self, now: float) -> None:
+        share = self.conversations.degenerate_share()
+        if not self.fallback and share >= FALLBACK_ON:
+            self.fallback = True
+            _log.warning(
+                "%s: %.0f%% of the recent verdicts came in conversation ids that are no "
+                "conversations (one id spans over 6 h, holds %d verdicts or %d units, or most of "
+                "the traffic): the ids are set aside and verdicts are judged by request",
+                self._label or "alerts",
+                100 * share,
+                DEGENERATE_VERDICTS,
+                DEGENERATE_UNITS,
+            )
+        elif self.fallback and share < FALLBACK_OFF:
+            self.fallback = False
+            _log.warning(
+                "%s: the conversation ids look like conversations again (%.0f%% of the "
+                "recent verdicts in ones that are not): verdicts are judged by conversation",
+                self._label or "alerts",
+                100 * share,
+            )
+
+    def close_idle(self, now: float) -> list[Unit]:
+        """The units quiet long enough by `now` (those of conversation ids set aside are
+        dropped: their verdicts counted as requests)."""
+        conversations = self.conversations.close_idle(now)
+        requests = self.requests.close_idle(now)
+        while self._seen and now - next(iter(self._seen.values()))[0] >= REPEAT_S:
+            self._seen.popitem(last=False)
+        # A request's unit teaches nothing of conversations: it is no conversation.
+        requests = [dataclasses.replace(u, conversation=False) for u in requests]
+        return requests if self.fallback else conversations + requests
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            **self.conversations.snapshot(),
+            "requests": self.requests.snapshot(),
+            "fallback": self.fallback,
+        }
+
+    def restore(self, raw: Any) -> None:
+        """Takes back `snapshot` (or `Conversations.snapshot`, as earlier files hold)."""
+        self.conversations.restore(raw)
+        if isinstance(raw, dict) and "requests" in raw:
+            self.requests.restore(raw["requests"])
+            fallback = raw.get("fallback", False)
+            if not isinstance(fallback, bool):
+                raise TypeError("conversations: fallback is not true or false")
+            self.fallback = fallback
