@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import _smoke
 from bench.sliced_streams import Injection, records, slice_factor
 from harness import bench_docs
 from harness.production_streams import START, StreamSpec
@@ -266,8 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="the scenarios whose name has this")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rise", type=float, default=0.1)
+    parser.add_argument("--cost-records", type=int, default=20_000, help="records per timing")
     bench_docs.add_flag(parser)
-    args = parser.parse_args(argv)
+    args = _smoke.parse_args(
+        parser, argv, runs=1, only="one model of three", jobs=1, cost_records=200
+    )
     started = time.monotonic()
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = {
@@ -324,7 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.runs} runs per row, {records_per_run:,.0f} records per run (median), "
         f"{time.monotonic() - started:.0f} s on {args.jobs} processes"
     )
-    cost = bench_docs.table(["per record", "where it runs", "µs, median of 5"], costs())
+    cost = bench_docs.table(
+        ["per record", "where it runs", "µs, median of 5"], costs(args.cost_records)
+    )
     print(table)
     print(note)
     print(cost)

@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.rag_service import (  # noqa: E402
     FLEET_RULE,
@@ -51,8 +52,11 @@ BASELINE_MIN = 150
 HEALTHY_SHARE = 0.1
 
 
-def monitor_config(path: Path, metrics_port: int, fleet: dict[str, Any] | None) -> None:
-    alerts: dict[str, Any] = {"evaluation_interval_s": 1, "rules": [FLEET_RULE]}
+def monitor_config(
+    path: Path, metrics_port: int, fleet: dict[str, Any] | None, baseline_min: int
+) -> None:
+    rule = {**FLEET_RULE, "baseline": {**FLEET_RULE["baseline"], "min_samples": baseline_min}}
+    alerts: dict[str, Any] = {"evaluation_interval_s": 1, "rules": [rule]}
     if fleet is not None:
         alerts["fleet"] = fleet
     write_config(path, alerts, metrics_port, processes=0)
@@ -101,7 +105,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> floa
     return time.monotonic() - start
 
 
-def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
+def trial(
+    tmp: Path, rise: float, timeout_s: float, baseline_min: int, quiet_s: float
+) -> dict[str, float]:
     # Prometheus first (the replicas read the fleet from it), scraping the replicas the
     # targets file names once they have bound their ports.
     targets = tmp / "targets.json"
@@ -119,13 +125,13 @@ def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
         for i in range(REPLICAS):
             home = tmp / f"replica{i}"
             home.mkdir()
-            monitor_config(home / "monitor.yaml", 0, fleet)
+            monitor_config(home / "monitor.yaml", 0, fleet, baseline_min)
             replicas.append(stack.enter_context(rag_monitor(home, home / "monitor.yaml")))
         replica_ports = [replica.metrics for replica in replicas]
         write_targets(targets, replica_ports)
         home = tmp / "single"
         home.mkdir()
-        monitor_config(home / "monitor.yaml", 0, None)
+        monitor_config(home / "monitor.yaml", 0, None, baseline_min)
         single = stack.enter_context(rag_monitor(home, home / "monitor.yaml"))
         single_port = single.metrics
         services = [Service(r.http) for r in replicas if r.http is not None]
@@ -140,12 +146,12 @@ def trial(tmp: Path, rise: float, timeout_s: float) -> dict[str, float]:
 
         def baselines_full() -> bool:
             return all(
-                (metric(p, "rag_monitor_alert_samples", 'window="baseline"') or 0.0) >= BASELINE_MIN
+                (metric(p, "rag_monitor_alert_samples", 'window="baseline"') or 0.0) >= baseline_min
                 for p in every
             )
 
         wait_for(baselines_full, timeout_s, "every baseline holding its minimum")
-        quiet_until = time.monotonic() + 30
+        quiet_until = time.monotonic() + quiet_s
         false_pages = 0
         while time.monotonic() < quiet_until:
             false_pages += sum(firing(p) for p in every)
@@ -175,13 +181,21 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--rise", type=float, default=0.3, help="hallucinated share after the rise")
     parser.add_argument("--timeout-s", type=float, default=300)
+    parser.add_argument(
+        "--baseline-samples", type=int, default=BASELINE_MIN, help="the baseline's minimum"
+    )
+    parser.add_argument(
+        "--quiet-s", type=float, default=30, help="healthy seconds once every baseline holds"
+    )
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, trials=1, rise=0.9, baseline_samples=20, quiet_s=2)
     need("prometheus")
     results = []
     for i in range(args.trials):
         with tempfile.TemporaryDirectory(prefix="alert-fleet-") as tmp:
-            result = trial(Path(tmp), args.rise, args.timeout_s)
+            result = trial(
+                Path(tmp), args.rise, args.timeout_s, args.baseline_samples, args.quiet_s
+            )
         results.append(result)
         print(
             f"trial {i + 1}: fleet {result['fleet']:.1f} s (last replica "

@@ -56,6 +56,7 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from harness import bench_docs
 from harness.production_streams import (
     DAY_S,
@@ -80,6 +81,7 @@ STEP_DAYS = 1.5
 CHANGE_AT_DAY = 8.0
 AFTER_CHANGE_DAYS = 3.0
 CROWD_DAYS = 7.0
+CROWD_SERVICES = 200
 
 
 def config(*, max_services: int = 50) -> Config:
@@ -244,7 +246,12 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     }
     # The folding is what this row tests, not conversations: id-less rows keep it cheap.
     crowd = replace(
-        base, rate=0.2, services=200, days=CROWD_DAYS, ids=False, service_prefix="crowd"
+        base,
+        rate=0.2,
+        services=CROWD_SERVICES,
+        days=CROWD_DAYS,
+        ids=False,
+        service_prefix="crowd",
     )
     crowded = pool.submit(page_times, crowd, 50)
     rows = []
@@ -257,8 +264,8 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
     folded = [service for _, service in crowd_pages if service == "other"]
     rows.append(
         [
-            "200 healthy services past a cap of 50 (`other` folded)",
-            f"200 x {CROWD_DAYS:g} days",
+            f"{CROWD_SERVICES} healthy services past a cap of 50 (`other` folded)",
+            f"{CROWD_SERVICES} x {CROWD_DAYS:g} days",
             f"{len(crowd_pages)} ({len(folded)} for other)",
         ]
     )
@@ -484,6 +491,7 @@ def _hours(h: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global STEP_DAYS, CHANGE_AT_DAY, AFTER_CHANGE_DAYS, CROWD_SERVICES, CROWD_DAYS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=float, default=365.0, help="healthy days at 1/s")
     parser.add_argument("--fast-days", type=float, default=150.0, help="healthy days at 10/s")
@@ -506,7 +514,38 @@ def main(argv: list[str] | None = None) -> int:
         "--evidence-days", type=float, default=90.0, help="healthy days of each evidence row"
     )
     bench_docs.add_flag(parser)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--step-days", type=float, default=STEP_DAYS, help="service time replayed after a step"
+    )
+    parser.add_argument(
+        "--change-day", type=float, default=CHANGE_AT_DAY, help="the day of changes (part 3)"
+    )
+    parser.add_argument(
+        "--after-change-days", type=float, default=AFTER_CHANGE_DAYS, help="days after it"
+    )
+    parser.add_argument("--crowd-services", type=int, default=CROWD_SERVICES)
+    parser.add_argument("--crowd-days", type=float, default=CROWD_DAYS)
+    args = _smoke.parse_args(
+        parser,
+        argv,
+        days=0.1,
+        fast_days=0.02,
+        trials=1,
+        warmup_days=0.15,
+        evidence_days=0.1,
+        step_days=0.1,
+        change_day=0.2,
+        after_change_days=0.1,
+        crowd_services=60,
+        crowd_days=0.05,
+    )
+    # The rows' fixed sizes, as given (smaller in a smoke run).
+    STEP_DAYS, CHANGE_AT_DAY, AFTER_CHANGE_DAYS = (
+        args.step_days,
+        args.change_day,
+        args.after_change_days,
+    )
+    CROWD_SERVICES, CROWD_DAYS = args.crowd_services, args.crowd_days
     parts = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         if args.only in (None, "healthy"):

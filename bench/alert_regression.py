@@ -79,6 +79,7 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from harness import bench_docs
 from harness.production_streams import DAY_S, START
 
@@ -558,36 +559,39 @@ class Tally:
 
 
 def healthy_stream(
-    p: float, b: BoostSettings, level: float | None, seed: int, budget: str
+    p: float, b: BoostSettings, level: float | None, seed: int, budget: str, span_s: float
 ) -> Tally:
-    """A week of a healthy service after its warm-up, with one arm's rule at `budget`;
+    """`span_s` of a healthy service after its warm-up, with one arm's rule at `budget`;
     every arm of a stream (its `seed`) draws the same base verdicts."""
     replay = Replay(b.rules(level), budget, b.requests, b.sample_rate, seed)
     replay.warm(p)
     before = len(replay.pages["r"])
-    replay.steps(WEEK_S, p)
-    return Tally(WEEK_S, replay.evaluations, replay.boosted_s, len(replay.pages["r"]) - before)
+    replay.steps(span_s, p)
+    return Tally(span_s, replay.evaluations, replay.boosted_s, len(replay.pages["r"]) - before)
 
 
 def healthy_tallies(
-    p: float, b: BoostSettings, weeks: int, seed: int, budget: str, jobs: int
+    p: float, b: BoostSettings, weeks: float, seed: int, budget: str, jobs: int
 ) -> dict[float | None, Tally]:
-    """Each arm over `weeks` service-weeks (one stream a week)."""
+    """Each arm over `weeks` service-weeks (one stream a week, the last one what remains)."""
+    spans = [WEEK_S] * int(weeks) + ([(weeks % 1) * WEEK_S] if weeks % 1 else [])
     tasks = [
-        (p, b, level, _seed(seed, week), budget) for level in b.arms() for week in range(weeks)
+        (p, b, level, _seed(seed, week), budget, span)
+        for level in b.arms()
+        for week, span in enumerate(spans)
     ]
     runs = _map(jobs, healthy_stream, tasks)
     out = {}
     for i, level in enumerate(b.arms()):
         total = Tally()
-        for tally in runs[i * weeks : (i + 1) * weeks]:
+        for tally in runs[i * len(spans) : (i + 1) * len(spans)]:
             total = total.plus(tally)
         out[level] = total
     return out
 
 
 def boost_table(
-    verdicts: Verdicts, b: BoostSettings, trials: int, weeks: int, seed: int, jobs: int
+    verdicts: Verdicts, b: BoostSettings, trials: int, weeks: float, seed: int, jobs: int
 ) -> str:
     """With and without a boost at each trigger level: time to page x1.5 and x2, the
     speed-up, and what it costs on a healthy stream at the default budget."""
@@ -626,7 +630,7 @@ def boost_table(
         f"x1.5: min to page, median (worst of {trials})",
         "x2: min to page",
         "speed-up x1.5 / x2",
-        f"healthy, {weeks} service-weeks each: evaluations/s (cost)",
+        f"healthy, {weeks:g} service-weeks each: evaluations/s (cost)",
         "time boosted",
         "false pages",
     ]
@@ -634,7 +638,7 @@ def boost_table(
 
 
 def boost_validity_table(
-    verdicts: Verdicts, b: BoostSettings, weeks: int, seed: int, budget: str, jobs: int
+    verdicts: Verdicts, b: BoostSettings, weeks: float, seed: int, budget: str, jobs: int
 ) -> str:
     """False pages with and without a boost at a short budget (hundreds of budget periods,
     so that the rates can be compared) on healthy streams."""
@@ -656,7 +660,7 @@ def boost_validity_table(
             ]
         )
     header = [
-        f"one false page per {budget}, {weeks} service-weeks each ({weeks * 168:g} budgets)",
+        f"one false page per {budget}, {weeks:g} service-weeks each ({weeks * 168:g} budgets)",
         "healthy: pages (per budget [95 %])",
         "time boosted",
         "evaluations/s",
@@ -800,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         "--boost-p", type=float, nargs="+", default=[0.01, 0.05, 0.2], help="trigger levels"
     )
     parser.add_argument(
-        "--boost-weeks", type=int, default=4, help="boosts: healthy service-weeks per arm"
+        "--boost-weeks", type=float, default=4, help="boosts: healthy service-weeks per arm"
     )
     parser.add_argument(
         "--validity-budget",
@@ -808,12 +812,21 @@ def main(argv: list[str] | None = None) -> int:
         help="boosts: the short budget false pages are compared at",
     )
     parser.add_argument(
-        "--validity-weeks", type=int, default=6, help="boosts: service-weeks per arm"
+        "--validity-weeks", type=float, default=6, help="boosts: service-weeks per arm"
     )
     parser.add_argument("--jobs", type=int, default=2, help="processes")
     parser.add_argument("--only", choices=["pages", "boost", "validity", "compressed"], nargs="*")
     bench_docs.add_flag(parser)
-    args = parser.parse_args(argv)
+    args = _smoke.parse_args(
+        parser,
+        argv,
+        rates=[10.0],
+        trials=1,
+        boost_p=[0.05],
+        boost_weeks=0.02,
+        validity_weeks=0.02,
+        jobs=1,
+    )
     _quiet()
     from monitor.config import FALSE_PAGE_EVERY
 

@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
@@ -225,8 +226,15 @@ def main() -> None:
     parser.add_argument(
         "--skip", default="", help="comma-separated: ingest,kafka,evaluation,judge,memory"
     )
+    parser.add_argument(
+        "--rounds", type=int, help="paired rounds of every row (default: each row's own)"
+    )
+    parser.add_argument("--evaluation-records", type=int, default=120)
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(
+        parser, seconds=1.0, kafka_records=400, judge_records=8, rounds=1, evaluation_records=16
+    )
+    rounds = {} if args.rounds is None else {"rounds": args.rounds}
     skip = set(filter(None, args.skip.split(",")))
     logging.basicConfig(level=logging.WARNING)
     before = bench_docs.machine()
@@ -237,13 +245,13 @@ def main() -> None:
     if "ingest" not in skip:
         ingest, peak = ingest_rows(args.seconds)
         rows += ingest
-        rows += sampling_cost_rows(args.seconds)
+        rows += sampling_cost_rows(args.seconds, **rounds)
     if "kafka" not in skip:
-        rows += kafka_rows(args.kafka_records, args.kafka_sampling)
+        rows += kafka_rows(args.kafka_records, args.kafka_sampling, **rounds)
     if "evaluation" not in skip:
-        rows += evaluation_rows()
+        rows += evaluation_rows(args.evaluation_records, **rounds)
     if "evaluation" not in skip:
-        rows += pool_rows()
+        rows += pool_rows(**rounds)
     if "judge" not in skip:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:

@@ -52,6 +52,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import _smoke  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
@@ -433,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--price-in", type=float, default=0.15, help="USD per 1M input tokens")
     parser.add_argument("--price-out", type=float, default=0.60, help="USD per 1M output tokens")
     parser.add_argument("--memory-probe", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parser.add_argument("--speed-records", type=int, default=200, help="synthetic timing")
+    args = _smoke.parse_args(parser, argv, escalation=True, speed_records=20)
     if args.memory_probe:
         memory_probe()
         return 0
@@ -448,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
             escalation(args.data_dir / name, args.price_in, args.price_out)
         if not args.no_speed:
-            speed()
+            speed(args.speed_records)
             memory()
         return 0
     if args.probe:
@@ -476,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in files:
         explanations(path)
     if not args.no_speed:
-        speed()
+        speed(args.speed_records)
         memory()
     return 0
 

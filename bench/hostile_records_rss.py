@@ -48,6 +48,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import _smoke  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
 from harness import bench_docs  # noqa: E402
 
@@ -378,7 +379,7 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=60)
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, requests=3)
     tables, exceeded = [], []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
+from bench import _smoke  # noqa: E402
 from harness import bench_docs  # noqa: E402
 from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
@@ -296,7 +297,8 @@ async def agreement_methods(
             f"{'-' if value is None else f'{value:.3f}'} | 1 call, {tokens:.0f} tokens |"
         )
         print(
-            f"| detector on the same {len(subset)} pairs | {len(subset)} | {sub_detector:.3f} | |"
+            f"| detector on the same {len(subset)} pairs | {len(subset)} | "
+            f"{'-' if sub_detector is None else f'{sub_detector:.3f}'} | |"
         )
 
 
@@ -316,7 +318,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judged-pairs", type=int, default=30)
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(
+        parser, records=1, cost_records=1, max_output_tokens=32, judged_pairs=2
+    )
     missing = available()
     if missing:
         raise SystemExit(missing)

@@ -46,6 +46,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from bench.ingest import descendants
 from harness import bench_docs
 from monitor.config import Config
@@ -192,7 +193,11 @@ def client_only(
         return got
 
     seen = 0
-    while seen == 0 or (start and not os.path.exists(start)):
+    while seen == 0:
+        seen += poll()
+    if stop:  # reading: the monitor's window may open
+        Path(f"{stop}.ready").touch()
+    while start and not os.path.exists(start):
         seen += poll()
     wall0, cpu0, seen0 = time.perf_counter(), _cpu(), seen
     while not os.path.exists(stop) if stop else seen < records:
@@ -237,6 +242,12 @@ def side_by_side(
             text=True,
         )
         try:
+            # The monitor's window opens once the client reads: a client slower to start
+            # than the monitor's whole window would measure nothing.
+            while not Path(f"{stop}.ready").exists():
+                if client.poll() is not None:
+                    raise SystemExit(f"kafka-python alone exited {client.returncode}")
+                time.sleep(0.05)  # polling for a file the client writes
             row = in_fresh_process(
                 "consume", bootstrap, topic, records, rate, run, processes, start, pin=pin
             )
@@ -308,7 +319,7 @@ def main() -> None:
     )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
     bench_docs.add_flag(parser)
-    args = parser.parse_args()
+    args = _smoke.parse_args(parser, records=400, partitions=2, rates="0.01", processes="0")
     logging.basicConfig(level=logging.WARNING)
     if args.measure:
         _measure(args.measure)

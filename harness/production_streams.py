@@ -219,7 +219,10 @@ class _Topics:
         """The topic mix at seconds `t`: [time, topic], rows summing to 1."""
         hours = (t % DAY_S) / 3600.0
         cycle = self.amplitude * np.cos(2 * math.pi * (hours[:, None] - self.phase) / 24.0)
-        log_w = self.base + cycle + self.wander[(t // 3600.0).astype(np.int64)]
+        # A stream shorter than a day still has a day's mix (`topic_design_effect`): the
+        # hours past its end keep its last hour's wander.
+        hour = np.minimum(t // 3600.0, len(self.wander) - 1).astype(np.int64)
+        log_w = self.base + cycle + self.wander[hour]
         w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
         mix: np.ndarray = w / w.sum(axis=1, keepdims=True)
         return mix
