@@ -19,7 +19,7 @@ from monitor.alerts.describe import generator_url
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.rule import severity_thresholds
-from monitor.alerts.state import Kind, StateFile
+from monitor.alerts.state import StateFile, StateFormat
 from monitor.audit import saved
 from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
@@ -283,8 +283,8 @@ def _audit(
 
     # The window and the records awaiting a label are kept beside the alert rules' state.
     path = config.alerts.state_file
-    kind = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
-    state = StateFile(path + saved.SUFFIX, telemetry, kind) if path else None
+    audit_format = StateFormat("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+    state = StateFile(path + saved.SUFFIX, telemetry, audit_format) if path else None
     sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)

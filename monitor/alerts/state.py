@@ -88,7 +88,7 @@ Counters = Callable[[Telemetry], tuple[Counter, Counter]]
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class StateFormat:
     """What a state file holds: its name in log lines, its format and version, the key of
     what it holds, and its counters of loads and saves (by outcome)."""
 
@@ -114,15 +114,15 @@ def _alert_counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
     return loads, saves
 
 
-ALERTS = Kind("alert", FORMAT, VERSION, "rules", _alert_counters, UPGRADES)
+ALERTS = StateFormat("alert", FORMAT, VERSION, "rules", _alert_counters, UPGRADES)
 
 
 class StateFile:
-    def __init__(self, path: str, telemetry: Telemetry, kind: Kind = ALERTS) -> None:
+    def __init__(self, path: str, telemetry: Telemetry, state_format: StateFormat = ALERTS) -> None:
         self.path = Path(path)
-        self._kind = kind
-        self._name = f"{kind.name} state file"
-        self._loads, self._saves = kind.counters(telemetry)
+        self._format = state_format
+        self._name = f"{state_format.name} state file"
+        self._loads, self._saves = state_format.counters(telemetry)
         # A file that could not be read nor moved aside: never written over.
         self._blocked = False
 
@@ -179,28 +179,30 @@ class StateFile:
         except (OSError, ValueError, RecursionError) as exc:
             log.error("%s %s is unreadable (%s): starting empty", self._name, self.path, exc)
             return "corrupt", {}
-        kind = self._kind
-        if not isinstance(data, dict) or data.get("format") != kind.format:
+        stored = self._format
+        if not isinstance(data, dict) or data.get("format") != stored.format:
             log.error("%s is not an %s of rag-monitor: starting empty", self.path, self._name)
             return "foreign", {}
         version = data.get("version")
-        if version != kind.version and version not in kind.upgrades:
+        if version != stored.version and version not in stored.upgrades:
             log.error(
                 "%s %s has version %r (this build reads %s): starting empty",
                 self._name,
                 self.path,
                 version,
-                ", ".join(str(v) for v in (*kind.upgrades, kind.version)),
+                ", ".join(str(v) for v in (*stored.upgrades, stored.version)),
             )
             return "foreign", {}
-        saved_at, rules = data.get("saved_at"), data.get(kind.key)
+        saved_at, rules = data.get("saved_at"), data.get(stored.key)
         if (
             isinstance(saved_at, bool)
             or not isinstance(saved_at, int | float)
             or not abs(saved_at) < 1e12
             or not isinstance(rules, dict)
         ):
-            log.error("%s %s lacks saved_at or %s: starting empty", self._name, self.path, kind.key)
+            log.error(
+                "%s %s lacks saved_at or %s: starting empty", self._name, self.path, stored.key
+            )
             return "corrupt", {}
         if now - saved_at > max_age_s:
             log.warning(
@@ -212,8 +214,8 @@ class StateFile:
                 max_age_s,
             )
             return "stale", {}
-        while isinstance(version, int) and version != kind.version:
-            kind.upgrades[version](rules)
+        while isinstance(version, int) and version != stored.version:
+            stored.upgrades[version](rules)
             version += 1
         return "loaded", rules
 
@@ -225,10 +227,10 @@ class StateFile:
             return
         body = json.dumps(
             {
-                "format": self._kind.format,
-                "version": self._kind.version,
+                "format": self._format.format,
+                "version": self._format.version,
                 "saved_at": now,
-                self._kind.key: rules,
+                self._format.key: rules,
             },
             separators=(",", ":"),
         ).encode()

@@ -89,7 +89,7 @@ class Webhook(Section):
     headers: Annotated[dict[str, str], SECRET] = {}
 
 
-# A page's companion that names the slice carrying its excess is sent as the page's
+# A page's Where alert (it names the slice carrying the excess) is sent as the page's
 # alertname with this suffix (`monitor.alerts.attribution`).
 WHERE_SUFFIX = "_where"
 

@@ -30,7 +30,7 @@ def _is_model(annotation: Any) -> bool:
 
 class RuleBase(Section):
     """What a rule of every kind has. A kind's class adds the key that makes a rule of that
-    kind (`form`) and its own keys with their defaults; it answers None for the keys of the
+    kind (`kind_key`) and its own keys with their defaults; it answers None for the keys of the
     other kinds (class attributes), so code that reads any rule reads every key by name."""
 
     # The kind's word (the tag of `AlertRule`), its name in messages (`noun` rules, and
@@ -38,7 +38,7 @@ class RuleBase(Section):
     kind: ClassVar[str]
     noun: ClassVar[str]
     called: ClassVar[str]
-    form: ClassVar[str]
+    kind_key: ClassVar[str]
     # Why this kind refuses a key of another kind, where there is more to say than
     # `REFUSALS` does.
     refusals: ClassVar[Mapping[str, str]] = {}
@@ -70,8 +70,8 @@ class RuleBase(Section):
                 out[key] = value
             elif value is not None:
                 out[key] = Refused(value, cls._refusal(key, data.get("name")))
-        if all(data.get(kind.form) is None for kind in RULE_KINDS.values()):
-            out[cls.form] = Refused(None, NO_KIND)
+        if all(data.get(kind.kind_key) is None for kind in RULE_KINDS.values()):
+            out[cls.kind_key] = Refused(None, NO_KIND)
         return out
 
     @classmethod
@@ -96,16 +96,16 @@ class RuleBase(Section):
     @classmethod
     def _refusal(cls, key: str, name: Any) -> str:
         owners = [kind for kind in RULE_KINDS.values() if key in kind.model_fields]
-        forms = {kind.form: kind for kind in owners}
-        if key in forms:
-            whose = f"{key} makes {forms[key].called}"
+        makers = {kind.kind_key: kind for kind in owners}
+        if key in makers:
+            whose = f"{key} makes {makers[key].called}"
         else:
             nouns = [kind.noun for kind in owners]
             listed = ", ".join(nouns[:-1]) + " and " + nouns[-1] if len(nouns) > 1 else nouns[0]
             whose = f"{key} is a key of {listed} rules"
         why = cls.refusals.get(key) or REFUSALS.get(key) or f"{cls.called} takes no {key}"
         rule = f"rule {name}" if isinstance(name, str) else "this rule"
-        return f"{why} ({whose}; {rule} is {cls.called}, by its {cls.form})"
+        return f"{why} ({whose}; {rule} is {cls.called}, by its {cls.kind_key})"
 
     @model_validator(mode="after")
     def _one_source(self) -> RuleBase:
@@ -144,7 +144,7 @@ class RegressionRule(_RiseRule):
     kind = "regression"
     noun = "regression"
     called = "a regression rule"
-    form = "baseline"
+    kind_key = "baseline"
 
     baseline: AlertBaseline
     # The sequential test or the fixed-window z-test (monitor/alerts).
@@ -169,7 +169,7 @@ class CohortRule(_RiseRule):
     kind = "cohorts"
     noun = "cohort"
     called = "a cohort rule"
-    form = "cohorts"
+    kind_key = "cohorts"
 
     cohorts: AlertCohorts
 
@@ -185,7 +185,7 @@ class AbsoluteRule(RuleBase):
     kind = "absolute"
     noun = "absolute"
     called = "an absolute rule"
-    form = "max_defect_rate"
+    kind_key = "max_defect_rate"
 
     max_defect_rate: Rate
     window: Duration = "10m"
@@ -207,7 +207,7 @@ class SloRule(RuleBase):
     kind = "slo"
     noun = "SLO"
     called = "an SLO rule"
-    form = "slo"
+    kind_key = "slo"
     refusals = {
         "min_increase": "an SLO rule pages on its error budget's burn rate, not on a rise",
         "false_page_every": "an SLO rule's burn rates are thresholds, not a test with a "
@@ -260,7 +260,7 @@ ONE_KIND = "exactly one of max_defect_rate, baseline or cohorts, or an slo"
 NO_KIND = f"{ONE_KIND}: the key that says the rule's kind (absolute, regression, cohort or SLO)"
 # Why a kind refuses another kind's key, when that kind says nothing of its own.
 REFUSALS: Mapping[str, str] = {
-    **{kind.form: ONE_KIND for kind in RULE_KINDS.values()},
+    **{kind.kind_key: ONE_KIND for kind in RULE_KINDS.values()},
     "min_increase": "only a rule with a baseline or cohorts takes min_increase",
     "test": "only a rule with a baseline takes a test",
     "boost": "only a regression or cohort rule on an evaluator raises its sampling",
@@ -275,7 +275,7 @@ def _kind_of(data: Any) -> str:
         return data.kind
     if isinstance(data, dict):
         for kind in RULE_KINDS.values():
-            if data.get(kind.form) is not None:
+            if data.get(kind.kind_key) is not None:
                 return kind.kind
     return AbsoluteRule.kind
 

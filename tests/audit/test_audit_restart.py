@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from monitor.alerts.state import Kind, StateFile
+from monitor.alerts.state import StateFile, StateFormat
 from monitor.audit import saved
 from monitor.audit.sink import BUCKETS, AuditSink
 from monitor.config._audit import Audit, LabelFeed
@@ -31,7 +31,7 @@ from tests.audit.test_audit_sink import (
     _share,
 )
 
-KIND = Kind("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+FORMAT = StateFormat("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
 SHOP = {"service": "shop", "evaluator": DETECTOR}
 
 
@@ -44,7 +44,7 @@ def _sink(t: Telemetry, clock: Clock, path: Path, reference: str = JUDGE) -> Aud
         window="1h",
         labels=LabelFeed(http=reference == "labels"),
     )
-    state = StateFile(str(path), t, KIND)
+    state = StateFile(str(path), t, FORMAT)
     return AuditSink(section, t, lambda r: _share(r, 1.0), state=state, clock=clock)
 
 
@@ -136,7 +136,7 @@ def _saved_with(path: Path, clock: Clock, edit: Any) -> None:
     _judged(sink)
     body = saved.encode(DETECTOR, JUDGE, sink._windows, sink._pending)
     edit(body)
-    StateFile(str(path), create_telemetry(), KIND).save(clock(), body)
+    StateFile(str(path), create_telemetry(), FORMAT).save(clock(), body)
 
 
 @pytest.mark.asyncio

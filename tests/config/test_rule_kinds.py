@@ -208,7 +208,7 @@ def test_a_bad_value_is_refused_naming_its_key(
 # A good value of each key, as a rule of the kinds that take it writes it.
 GOOD = {
     **{key: row[1] for keys in TABLE.values() for key, row in keys.items() if "." not in key},
-    **{form: minimal[form] for minimal in MINIMAL.values() for form in minimal},
+    **{key: minimal[key] for minimal in MINIMAL.values() for key in minimal},
     "boost": SECTION_MINIMAL["boost"],
 }
 FOREIGN = [
@@ -226,19 +226,19 @@ def test_a_key_of_another_kind_is_refused_naming_the_key_the_rule_and_whose_it_i
     cls = RULE_KINDS[kind]
     owners = [other for other in RULE_KINDS.values() if key in other.model_fields]
     assert owners and cls not in owners
-    if key == owners[0].form:
+    if key == owners[0].kind_key:
         # The keys of two kinds: the rule is of the kind listed first, the other's key is
         # refused.
         cls, other = sorted((cls, owners[0]), key=list(RULE_KINDS.values()).index)
-        whose = f"{other.form} makes {other.called}"
-        key = other.form
+        whose = f"{other.kind_key} makes {other.called}"
+        key = other.kind_key
     else:
         whose = f"{key} is a key of "
     (problem,) = problems_for(problems, key)
     if whose.endswith(" is a key of "):
         listed = problem.split(whose)[1].split(" rules;")[0]
         assert set(re.split(", | and ", listed)) == {owner.noun for owner in owners}
-    assert f"rule {NAME} is {cls.called}, by its {cls.form}" in problem
+    assert f"rule {NAME} is {cls.called}, by its {cls.kind_key}" in problem
     assert whose in problem
 
 

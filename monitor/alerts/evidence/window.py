@@ -23,7 +23,7 @@ DEFAULT_BUCKETS = 60
 
 
 @dataclass(slots=True)
-class Slice:
+class TimeSlice:
     """Counts of one slice; it covers `[index * width, (index + 1) * width)` seconds."""
 
     index: int
@@ -38,7 +38,7 @@ class SlidingWindow:
             raise ValueError("window_s and buckets must be positive")
         self.window_s = window_s
         self.width = window_s / buckets
-        self._slices: deque[Slice] = deque()
+        self._slices: deque[TimeSlice] = deque()
         self._samples = 0
         self._defects = 0.0
         self._squares = 0.0
@@ -54,7 +54,7 @@ class SlidingWindow:
     def _add(self, now: float, samples: int, defects: float, squares: float) -> None:
         index = math.floor(now / self.width)
         if not self._slices or self._slices[-1].index < index:
-            self._slices.append(Slice(index))
+            self._slices.append(TimeSlice(index))
         # A late sample (clock step back) lands in the newest slice rather than reordering.
         last = self._slices[-1]
         last.samples += samples
@@ -64,7 +64,7 @@ class SlidingWindow:
         self._defects += defects
         self._squares += squares
 
-    def expire(self, now: float) -> list[Slice]:
+    def expire(self, now: float) -> list[TimeSlice]:
         """Removes and returns the slices that left the window ending at `now`."""
         oldest = math.floor((now - self.window_s) / self.width)
         gone = []
@@ -95,7 +95,7 @@ class SlidingWindow:
 
     def restore(self, slices: list[tuple[int, int, float, float]]) -> None:
         """Replaces the contents with `slices` as `slices()` gave them (indexes ascending)."""
-        self._slices = deque(Slice(i, n, d, q) for i, n, d, q in slices)
+        self._slices = deque(TimeSlice(i, n, d, q) for i, n, d, q in slices)
         self._samples = sum(s.samples for s in self._slices)
         self._defects = sum(s.defects for s in self._slices)
         self._squares = sum(s.squares for s in self._slices)
