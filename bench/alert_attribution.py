@@ -45,9 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _smoke
 from bench.sliced_streams import Injection, records, slice_factor
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from harness.production_streams import START, StreamSpec
 from monitor.alerts.attribution import Attribution
 from monitor.alerts.backtest import Backtest, Event
@@ -269,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rise", type=float, default=0.1)
     parser.add_argument("--cost-records", type=int, default=20_000, help="records per timing")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(
+    args = bench_smoke.parse_args(
         parser, argv, runs=1, only="one model of three", jobs=1, cost_records=200
     )
     started = time.monotonic()

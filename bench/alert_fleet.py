@@ -33,8 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.rag_service import (  # noqa: E402
     FLEET_RULE,
     Service,
@@ -188,7 +187,7 @@ def main() -> None:
         "--quiet-s", type=float, default=30, help="healthy seconds once every baseline holds"
     )
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, trials=1, rise=0.9, baseline_samples=20, quiet_s=2)
+    args = bench_smoke.parse_args(parser, trials=1, rise=0.9, baseline_samples=20, quiet_s=2)
     need("prometheus")
     results = []
     for i in range(args.trials):

@@ -56,8 +56,7 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from harness.production_streams import (
     DAY_S,
     START,
@@ -525,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--crowd-services", type=int, default=CROWD_SERVICES)
     parser.add_argument("--crowd-days", type=float, default=CROWD_DAYS)
-    args = _smoke.parse_args(
+    args = bench_smoke.parse_args(
         parser,
         argv,
         days=0.1,

@@ -79,8 +79,7 @@ from scipy.stats import chi2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from harness.production_streams import DAY_S, START
 
 CACHE = Path("/tmp/rag-monitor-alert-bench")
@@ -817,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="processes")
     parser.add_argument("--only", choices=["pages", "boost", "validity", "compressed"], nargs="*")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(
+    args = bench_smoke.parse_args(
         parser,
         argv,
         rates=[10.0],

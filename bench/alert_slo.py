@@ -41,8 +41,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from harness.deploy_examples import monitor_with_slo
 from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts.backtest import Backtest
@@ -231,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, argv, rates=[0.1], services=1, days=2.0, interval=300.0)
+    args = bench_smoke.parse_args(parser, argv, rates=[0.1], services=1, days=2.0, interval=300.0)
     # Each first page and resolve is logged by the engine: not wanted here.
     logging.getLogger("monitor").setLevel(logging.ERROR)
     config = slo_config(args.interval)

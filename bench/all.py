@@ -37,8 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 # name, measured, unit, reference name, reference, and the ratio when it is not
 # measured / reference (the median of paired rounds' ratios)
@@ -231,7 +230,7 @@ def main() -> None:
     )
     parser.add_argument("--evaluation-records", type=int, default=120)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(
+    args = bench_smoke.parse_args(
         parser, seconds=1.0, kafka_records=400, judge_records=8, rounds=1, evaluation_records=16
     )
     rounds = {} if args.rounds is None else {"rounds": args.rounds}

@@ -58,8 +58,7 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.audit.anchors import Flips  # noqa: E402
 from monitor.audit.estimate import MIN_AUDITED, Tally, estimate  # noqa: E402
 from monitor.processors.sampler import sampling_position  # noqa: E402
@@ -298,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, argv, runs=3, window=1000)
+    args = bench_smoke.parse_args(parser, argv, runs=3, window=1000)
     started = time.monotonic()
     if args.anchor_power:
         table, note = anchor_power(args.runs, args.seed)

@@ -32,9 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
-from bench import _smoke
 from bench._fresh import REPO, Result, in_turns, run_child
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from monitor.config import ConfigError, load_yaml
 
 STEPS = ("CSafeLoader", "load_yaml", "load_config")
@@ -76,7 +75,7 @@ def main() -> None:
     parser.add_argument("--overrides", type=int, default=220_000)
     parser.add_argument("--runs", type=int, default=3)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, overrides=20_000, runs=1)
+    args = bench_smoke.parse_args(parser, overrides=20_000, runs=1)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.yaml"
         write_config(path, args.overrides)

@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke  # noqa: E402
+from harness import bench_smoke  # noqa: E402
 from monitor.detector import (  # noqa: E402
     clauses,
     contradiction,
@@ -514,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="only the rules whose name contains one of these"
     )
-    args = _smoke.parse_args(parser, argv, folds=2, repeat=1, only=["abstentions"])
+    args = bench_smoke.parse_args(parser, argv, folds=2, repeat=1, only=["abstentions"])
     for path in args.data:
         if not path.is_file():
             raise SystemExit(f"{path}: no such file")

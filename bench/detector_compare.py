@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _smoke  # noqa: E402
+from harness import bench_smoke  # noqa: E402
 from training.detector_metrics import auroc  # noqa: E402
 from training.train_detector import SEED, Example, load_halueval, load_records  # noqa: E402
 
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summaries", type=int, default=300, help="summarization report pairs (0: none)"
     )
-    args = _smoke.parse_args(parser, argv, sample=10, summaries=0)
+    args = bench_smoke.parse_args(parser, argv, sample=10, summaries=0)
     for name in ("ragtruth_qa_dev.jsonl", "halueval_qa_dev.jsonl"):
         if not (args.data_dir / name).is_file():
             raise SystemExit(f"{args.data_dir / name}: no such file")

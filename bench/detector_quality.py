@@ -54,8 +54,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _smoke  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
+from harness import bench_smoke  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.detector import score_groundedness  # noqa: E402
 from monitor.detector.groundedness import PAIRS, first_stage  # noqa: E402
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--price-out", type=float, default=0.60, help="USD per 1M output tokens")
     parser.add_argument("--memory-probe", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--speed-records", type=int, default=200, help="synthetic timing")
-    args = _smoke.parse_args(parser, argv, escalation=True, speed_records=20)
+    args = bench_smoke.parse_args(parser, argv, escalation=True, speed_records=20)
     if args.memory_probe:
         memory_probe()
         return 0

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
+from harness import bench_smoke  # noqa: E402
 from harness.reliability import Trace, export_request, trace_ids  # noqa: E402
 from monitor.config import ConfigError, load_config  # noqa: E402
 from monitor.extraction import extract_records  # noqa: E402
@@ -189,7 +189,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "rag-fuzz")
     parser.add_argument("--targets", default="", help="comma-separated subset")
-    args = _smoke.parse_args(parser, minutes=0.05, slow=60.0)
+    args = bench_smoke.parse_args(parser, minutes=0.05, slow=60.0)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = _seeds()
     allowed: dict[str, tuple[type[BaseException], ...]] = {

@@ -48,9 +48,8 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 MB = 1024 * 1024
 LIMITS_MB = {"labels_metrics": 1, "labels_rss": 300, "documents_rss": 600, "page": 10}
@@ -379,7 +378,7 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=60)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, requests=3)
+    args = bench_smoke.parse_args(parser, requests=3)
     tables, exceeded = [], []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

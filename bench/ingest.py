@@ -62,8 +62,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
@@ -579,7 +578,7 @@ def main() -> None:
         "--repeat", type=int, default=20, help="payloads per turn (--extraction-cost)"
     )
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, seconds=1.0, concurrency=2, protocol="http", repeat=2)
+    args = bench_smoke.parse_args(parser, seconds=1.0, concurrency=2, protocol="http", repeat=2)
     if args.extraction_cost:
         if args.against is None:
             parser.error("--extraction-cost needs --against DIR (the checkout to compare with)")

@@ -29,8 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 LOCK = REPO / "tests" / "requirements.lock"
 MIB = 1024 * 1024
@@ -161,7 +160,7 @@ def main() -> None:
     parser.add_argument("--largest", type=int, default=8, help="distributions to name")
     parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, extras=[], largest=2)
+    args = bench_smoke.parse_args(parser, extras=[], largest=2)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

@@ -40,8 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 STUB_FLAG = "--serve-stub"
 # The project's target for judge throughput as a share of C/L (docs/performance.md).
@@ -269,7 +268,7 @@ def main() -> None:
     parser.add_argument("--skip-escalation", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, runs="0.1:4", records=16)
+    args = bench_smoke.parse_args(parser, runs="0.1:4", records=16)
     rows = []
     for run in [] if args.skip_throughput else args.runs.split(","):
         latency, concurrency = float(run.split(":")[0]), int(run.split(":")[1])

@@ -29,8 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -156,7 +155,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-log", type=Path, help="keep the llama server's log here")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, records=1, max_output_tokens=32)
+    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32)
     missing = available()
     if missing:
         raise SystemExit(missing)

@@ -44,8 +44,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.llama_server import MODEL, available, llama_server  # noqa: E402
 from monitor.config import Config, EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import Evaluator  # noqa: E402
@@ -318,7 +317,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judged-pairs", type=int, default=30)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(
+    args = bench_smoke.parse_args(
         parser, records=1, cost_records=1, max_output_tokens=32, judged_pairs=2
     )
     missing = available()

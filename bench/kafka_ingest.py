@@ -46,9 +46,8 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
 from bench.ingest import descendants
-from harness import bench_docs
+from harness import bench_docs, bench_smoke
 from monitor.config import Config
 from monitor.receivers.kafka._messages import decode_message
 from monitor.service import Service, tune_gc
@@ -319,7 +318,7 @@ def main() -> None:
     )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one run, in_fresh_process
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, records=400, partitions=2, rates="0.01", processes="0")
+    args = bench_smoke.parse_args(parser, records=400, partitions=2, rates="0.01", processes="0")
     logging.basicConfig(level=logging.WARNING)
     if args.measure:
         _measure(args.measure)

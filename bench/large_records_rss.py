@@ -25,9 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 SAMPLE_S = 0.02
 # The project's target for the peak with the huge answers against the peak without them
@@ -113,7 +112,7 @@ def main() -> None:
     parser.add_argument("--huge", type=int, default=3)
     parser.add_argument("--huge-mb", type=float, default=20.0)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, records=10, huge=1, huge_mb=2.0)
+    args = bench_smoke.parse_args(parser, records=10, huge=1, huge_mb=2.0)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         config = work / "config.yaml"

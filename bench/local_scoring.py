@@ -40,9 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from bench.detector_quality import _synthetic  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import build_payload  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
@@ -164,7 +163,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--data-dir", type=Path, help="folder with the labelled dev files")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, records=16, rounds=1)
+    args = bench_smoke.parse_args(parser, records=16, rounds=1)
     sets = [
         ("the ingest load's records", load_records(args.records, distinct=False)),
         ("the same, no two sharing a text", load_records(args.records, distinct=True)),

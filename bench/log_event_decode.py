@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
 from bench._fresh import Result, in_turns, print_table, run_child
+from harness import bench_smoke
 
 STEPS = ("parse", "to Python", "decode", "decode + extract")
 
@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--values", type=int, default=3_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    args = _smoke.parse_args(parser, values=20_000, runs=1)
+    args = bench_smoke.parse_args(parser, values=20_000, runs=1)
 
     def run(step: str) -> Result:
         return run_child("bench._log_event_step", step, str(args.values))

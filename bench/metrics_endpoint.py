@@ -30,8 +30,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.exporters.metrics_port import HealthServer, WebSecurity  # noqa: E402
 from monitor.telemetry import Telemetry, create_telemetry  # noqa: E402
 
@@ -105,7 +104,7 @@ async def main() -> None:
     parser.add_argument("--services", type=int, default=50)
     parser.add_argument("--routes", type=int, default=20)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, scrapes=2, services=3, routes=2)
+    args = bench_smoke.parse_args(parser, scrapes=2, services=3, routes=2)
 
     telemetry = create_telemetry(max_services=args.services, max_routes=args.routes)
     samples = populate(telemetry, args.services, args.routes)

@@ -34,9 +34,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
-from bench import _smoke  # noqa: E402
 from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 8
@@ -165,7 +164,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--span-bytes", type=int, default=1024)
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, seconds=2.0, concurrency=2)
+    args = bench_smoke.parse_args(parser, seconds=2.0, concurrency=2)
     result = run(args.seconds, args.concurrency, args.span_bytes)
     print(json.dumps(result, indent=2))
     rows = [

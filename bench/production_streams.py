@@ -17,7 +17,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _smoke
+from harness import bench_smoke
 from harness.production_streams import Change, StreamSpec, stream
 
 __all__ = ["Change", "StreamSpec", "stream"]
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     for kind in ("step", "drift", "spell", "revision"):
         parser.add_argument(f"--{kind}", action="append", default=[])
-    args = _smoke.parse_args(parser, argv, days=0.05)
+    args = bench_smoke.parse_args(parser, argv, days=0.05)
     changes = tuple(
         _change(kind, text)
         for kind in ("step", "drift", "spell", "revision")

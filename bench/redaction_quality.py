@@ -20,8 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.redaction_sample import SAMPLE, measure  # noqa: E402
 from monitor.records.redaction import BUILT_IN  # noqa: E402
 
@@ -33,7 +32,7 @@ def main() -> None:
     parser.add_argument("--sample", type=Path, default=SAMPLE)
     parser.add_argument("--show", action="store_true", help="print every mistake")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser)
+    args = bench_smoke.parse_args(parser)
     q = measure(args.sample)
     rows = []
     for kind in BUILT_IN:

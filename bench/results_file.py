@@ -31,7 +31,7 @@ from typing import Protocol
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
+from harness import bench_smoke  # noqa: E402
 from monitor.exporters.results_file import ResultsFileSink, results_line  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.results import EvalResult  # noqa: E402
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--against", metavar="REV", help="also run the sink at this revision")
     parser.add_argument("--dir", type=Path, default=None, help="where the files are written")
-    args = _smoke.parse_args(parser, records=200, rounds=1)
+    args = bench_smoke.parse_args(parser, records=200, rounds=1)
     items = records(args.records)
     contenders: dict[str, Callable[[Path], Coroutine[object, object, None]]] = {
         "plain loop (reference)": lambda path: plain_loop(path, items),

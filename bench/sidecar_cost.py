@@ -44,10 +44,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import BATCH, Payloads  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
@@ -228,7 +227,7 @@ def main() -> None:
         "on the others (a pinned monitor sees one CPU, so it starts one worker)",
     )
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, rounds=1, seconds=1.0)
+    args = bench_smoke.parse_args(parser, rounds=1, seconds=1.0)
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
     print(

@@ -29,9 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import _smoke  # noqa: E402
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 
 # The project's guard for an idle sidecar with 2 worker processes (the default on 2 CPUs):
 # the PSS of its tree, MB (docs/performance.md, "Targets").
@@ -165,7 +164,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--settle-s", type=float, default=5.0, help="idle after ready")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, processes=[1], settle_s=0.5)
+    args = bench_smoke.parse_args(parser, processes=[1], settle_s=0.5)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -40,7 +40,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _smoke
+from harness import bench_smoke
 from harness.production_streams import (
     DAY_S,
     MAX_TURNS,
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject", default="", help="DIMENSION=VALUE, or empty: uniform")
     parser.add_argument("--kind", default="slice", choices=("slice", "retriever", "generator"))
     parser.add_argument("--seed", type=int, default=1)
-    args = _smoke.parse_args(parser, argv, hours=0.5, rise_at=0.25)
+    args = bench_smoke.parse_args(parser, argv, hours=0.5, rise_at=0.25)
     spec = StreamSpec(
         rate=args.rate, days=args.hours / 24, cycle=0.02, traffic_ratio=3.0, seed=args.seed
     )

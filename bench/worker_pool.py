@@ -38,8 +38,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan  # noqa: E402
 
-from bench import _smoke  # noqa: E402
-from harness import bench_docs  # noqa: E402
+from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.config import EvaluatorConfig  # noqa: E402
 from monitor.evaluators.base import CpuScorer  # noqa: E402
 from monitor.evaluators.factory import BuildContext  # noqa: E402
@@ -209,7 +208,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="against 1 worker process")
     parser.add_argument("--rounds", type=int, default=6, help="rounds in turns; medians")
     bench_docs.add_flag(parser)
-    args = _smoke.parse_args(parser, records=16, rounds=1)
+    args = bench_smoke.parse_args(parser, records=16, rounds=1)
     print(bench_docs.machine())
     memory: dict[int, str] = {}
     for processes in (1, args.processes):

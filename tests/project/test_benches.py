@@ -1,11 +1,11 @@
-"""Every script in `bench/` runs in its smoke mode (`--smoke`, `bench/_smoke.py`: the script's
+"""Every script in `bench/` runs in its smoke mode (`--smoke`, `harness/bench_smoke.py`: the script's
 own code path on tiny inputs) and prints what its figures are printed in, so that a bench the
 docs quote cannot break unnoticed. The assertions are on the output's structure (a Markdown
 table, the lines a script reports), never on a figure: a smoke run's figures mean nothing.
 
 The scripts run as subprocesses, as a reader runs them (`python bench/NAME.py --smoke`),
 several at a time (`PARALLEL`): most of their time is spent waiting on the processes they
-start. Scripts that read labelled data get a small generated file (`_smoke.write_labelled`),
+start. Scripts that read labelled data get a small generated file (`bench_smoke.write_labelled`),
 never the labelled data sets. Each case is in the slow tier.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import _smoke
+from harness import bench_smoke
 from tests.conftest import REPO
 
 BENCH = REPO / "bench"
@@ -122,7 +122,7 @@ def _run(case: Case, data: Path, data_dir: Path, tmp: Path) -> Ran:
     tmp.mkdir(parents=True)
     words = [a.format(data=data, data_dir=data_dir, tmp=tmp) for a in case.args]
     done = subprocess.run(
-        [sys.executable, str(BENCH / case.script), _smoke.FLAG, *words],
+        [sys.executable, str(BENCH / case.script), bench_smoke.FLAG, *words],
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -139,8 +139,8 @@ def smoke_runs(
 ) -> Iterator[dict[str, Future[Ran]]]:
     """Every selected case started at once (`PARALLEL` at a time); each test waits on its own."""
     root = tmp_path_factory.mktemp("benches")
-    data = _smoke.write_labelled(root / "labelled.jsonl")
-    data_dir = _smoke.write_data_dir(root / "data")
+    data = bench_smoke.write_labelled(root / "labelled.jsonl")
+    data_dir = bench_smoke.write_data_dir(root / "data")
     selected = [
         item.callspec.params["case"]
         for item in request.session.items
@@ -178,7 +178,7 @@ def test_bench_smoke_run_prints_its_tables(case: Case, smoke_runs: dict[str, Fut
 
 def test_every_bench_script_has_a_smoke_run() -> None:
     """A new script in bench/ gets a case here (or a stated reason in NOT_SMOKED), and each
-    case's script parses `--smoke` through `bench/_smoke.py`."""
+    case's script parses `--smoke` through `harness/bench_smoke.py`."""
     scripts = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("_")}
     smoked = {case.script for case in CASES}
     assert scripts == smoked | set(NOT_SMOKED), (
@@ -188,7 +188,7 @@ def test_every_bench_script_has_a_smoke_run() -> None:
     assert not smoked & set(NOT_SMOKED)
     for script in smoked:
         source = (BENCH / script).read_text(encoding="utf-8")
-        assert "_smoke.parse_args(" in source, f"{script} does not parse --smoke"
+        assert "bench_smoke.parse_args(" in source, f"{script} does not parse --smoke"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -200,25 +200,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def test_smoke_flag_makes_the_tiny_sizes_the_defaults() -> None:
-    plain = _smoke.parse_args(_parser(), [], trials=1, days=0.1)
+    plain = bench_smoke.parse_args(_parser(), [], trials=1, days=0.1)
     assert (plain.smoke, plain.trials, plain.days) == (False, 25, 365.0)
-    smoke = _smoke.parse_args(_parser(), ["--smoke"], trials=1, days=0.1)
+    smoke = bench_smoke.parse_args(_parser(), ["--smoke"], trials=1, days=0.1)
     assert (smoke.smoke, smoke.trials, smoke.days) == (True, 1, 0.1)
-    given = _smoke.parse_args(_parser(), ["--smoke", "--trials", "3"], trials=1, days=0.1)
+    given = bench_smoke.parse_args(_parser(), ["--smoke", "--trials", "3"], trials=1, days=0.1)
     assert (given.trials, given.days) == (3, 0.1)
 
 
 def test_smoke_run_never_writes_the_docs(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        _smoke.parse_args(_parser(), ["--smoke", "--write-docs"], trials=1)
+        bench_smoke.parse_args(_parser(), ["--smoke", "--write-docs"], trials=1)
     assert "never writes the docs" in capsys.readouterr().err
 
 
 def test_labelled_fixture_has_the_data_sets_shape(tmp_path: Path) -> None:
-    lines = _smoke.write_labelled(tmp_path / "l.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (
+        bench_smoke.write_labelled(tmp_path / "l.jsonl").read_text(encoding="utf-8").splitlines()
+    )
     rows = [json.loads(line) for line in lines]
     assert {"request", "retrieved_context", "response", "label"} <= set(rows[0])
     hallucinated = sum(r["label"]["hallucinated"] for r in rows)
     assert 0 < hallucinated < len(rows) / 2
     assert len({r["request_id"] for r in rows}) == len(rows)
-    assert os.path.exists(_smoke.write_data_dir(tmp_path / "d") / _smoke.HALUEVAL_QA)
+    assert os.path.exists(bench_smoke.write_data_dir(tmp_path / "d") / bench_smoke.HALUEVAL_QA)

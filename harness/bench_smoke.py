@@ -3,7 +3,7 @@ the figures the docs quote, run on tiny inputs in seconds. `tests/project/test_b
 runs each script so, so that a bench the docs quote cannot break unnoticed. A smoke run's
 figures mean nothing, and it never writes the docs.
 
-    args = _smoke.parse_args(parser, argv, trials=1, days=0.5)
+    args = bench_smoke.parse_args(parser, argv, trials=1, days=0.5)
 
 With `--smoke` among the arguments the keywords become the parser's defaults (an option given
 on the command line still wins); without it, nothing changes.
