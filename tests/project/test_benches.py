@@ -12,6 +12,7 @@ never the labelled data sets. Each case is in the slow tier.
 from __future__ import annotations
 
 import argparse
+import errno
 import gzip
 import json
 import os
@@ -36,6 +37,8 @@ PARALLEL = 4
 LONGEST = ("all.py", "install_size.py", "judge_real_model.py", "judge_tlm.py")
 # A Markdown table: a header row, then its separator.
 TABLE = r"^\|.*\|\n\|(---\|)+$"
+# Tries at starting one script's process (see `_run`).
+SPAWN_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,21 @@ class Ran:
 def _run(case: Case, data: Path, data_dir: Path, tmp: Path) -> Ran:
     tmp.mkdir(parents=True)
     words = [a.format(data=data, data_dir=data_dir, tmp=tmp) for a in case.args]
+    command = [sys.executable, str(BENCH / case.script), bench_smoke.FLAG, *words]
+    for _ in range(SPAWN_TRIES - 1):
+        try:
+            return _spawn(command, tmp)
+        except OSError as error:
+            # A spawn that fails with EFAULT never ran the script: some virtual machines'
+            # kernels return it from exec now and then while several threads spawn at once.
+            if error.errno != errno.EFAULT:
+                raise
+    return _spawn(command, tmp)
+
+
+def _spawn(command: list[str], tmp: Path) -> Ran:
     done = subprocess.run(
-        [sys.executable, str(BENCH / case.script), bench_smoke.FLAG, *words],
+        command,
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
