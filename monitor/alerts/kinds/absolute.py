@@ -1,13 +1,6 @@
-"""Absolute rules (`max_defect_rate`): the window's defect rate against a known threshold.
-
-Fires when the window holds `min_samples` verdicts and the lower Wilson bound of its rate is
-above `max_defect_rate`; resolves when the upper bound falls below it or the window empties.
-The bounds are taken at the level a look may use (`stats.look_level`: the evaluation
-interval over the rule's false-page budget), so a rate that stays at the threshold pages at
-most once per `false_page_every`. Verdicts of one conversation count with their design
-effect (the bounds are those of as many independent verdicts as they are worth); verdicts
-without a conversation are taken as independent.
-"""
+"""Absolute rules (`max_defect_rate`): the window's defect rate against a known threshold,
+by its Wilson bounds at the look's level (docs/alerts.md, "Absolute rules"); and what they
+and cohort rules keep, a window of verdicts (`WindowKind`)."""
 
 from __future__ import annotations
 
@@ -48,39 +41,19 @@ class WindowState:
         self.units.restore(raw["units"])
 
 
-def new_window_state(rule: Rule) -> WindowState:
-    return WindowState(SlidingWindow(rule.window_s), UnitSums(rule.window_s))
+class WindowKind:
+    """How absolute and cohort rules keep their `WindowState`; a resolve changes nothing of
+    it."""
 
+    state_type: type[WindowState] = WindowState
 
-def add_verdicts(state: WindowState, histogram: Sequence[float], now: float) -> bool:
-    state.window.add_counts(now, Moments.of_histogram(histogram))
-    return False
-
-
-def add_unit(state: WindowState, unit: Unit, now: float) -> bool:
-    if unit.conversation:
-        state.units.add(now, unit.samples, unit.defects)
-    return False
-
-
-def advance_window(state: WindowState, now: float) -> None:
-    state.last = now
-    state.window.expire(now)
-    state.units.expire(now)
-
-
-class Absolute:
     def __init__(self, rule: Rule, interval_s: float) -> None:
         self.rule = rule
         self._interval = interval_s
 
-    @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
-        return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
-
     def new_state(self, previous: Entry | None = None, now: float = 0.0) -> WindowState:
         # After a revision change: windows of the old revision's verdicts, nothing carries.
-        return new_window_state(self.rule)
+        return self.state_type(SlidingWindow(self.rule.window_s), UnitSums(self.rule.window_s))
 
     def add(
         self,
@@ -90,16 +63,27 @@ class Absolute:
         now: float,
         firing: bool,
     ) -> bool:
-        return add_verdicts(state, histogram, now)
+        state.window.add_counts(now, Moments.of_histogram(histogram))
+        return False
 
     def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
-        return add_unit(state, unit, now)
+        if unit.conversation:
+            state.units.add(now, unit.samples, unit.defects)
+        return False
 
     def advance(self, state: WindowState, now: float, firing: bool) -> None:
-        advance_window(state, now)
+        state.last = now
+        state.window.expire(now)
+        state.units.expire(now)
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
-        return None  # a resolve changes nothing the windows hold
+        return None
+
+
+class Absolute(WindowKind):
+    @staticmethod
+    def summary(config: AlertRule, budget: str) -> str:
+        return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         cfg = self.rule.config

@@ -1,36 +1,17 @@
 """Cohort rules (`cohorts: {by: version|model|route}`): each cohort of a service against the
-rest of that service in the same window.
-
-A canary is compared with the stable version at the same time, on the same traffic mix. A
-cohort fires when it and the rest each hold `min_samples` verdicts and a one-sided pooled
-z-test rejects "the cohort's rate is at most `min_increase / 2` above the rest's" at the
-level a look may use, shared among the cohorts judged (`stats.look_level`); each side's
-variance is widened by its conversations' design effect. It resolves when its increase falls
-below half of `min_increase` or its window empties (a canary scaled away). Cohorts without
-a value (`""`) and past the cap (`other`) count in the rest and are never judged on their
-own.
-
-**A cohort that takes all the traffic** (a full rollout) has no rest left to compare with.
-Each cohort keeps its window as last seen with `min_samples` verdicts (`CohortState.seen`);
-a cohort without a rest is judged against the other cohorts as last seen so, so a bad version rolled out to everyone stays
-paged, and one whose rollout outran its canary's evidence still pages while that rest is
-no older than `REST_FIRES_S` (about the same time of day, so about the same rate). A page
-judged so holds until the version's rate falls back or its window empties, at most
-`REST_KEPT_S` after the rest was last seen: then it resolves, saying that the version is
-the service's whole traffic and its own past is what a regression rule judges it against.
-"""
+rest of that service in the same window, by a one-sided pooled z-test at the look's level
+shared among the cohorts judged; a cohort that takes all the traffic against the rest as
+last seen (docs/alerts.md, "Cohort rules")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.describe import p_text, utc
 from monitor.alerts.evidence import (
-    Arrival,
     Moments,
-    Unit,
     design_effect,
     increase_p_value,
     look_level,
@@ -38,14 +19,7 @@ from monitor.alerts.evidence import (
 )
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, decide
-from monitor.alerts.kinds.absolute import (
-    WindowState,
-    add_unit,
-    add_verdicts,
-    advance_window,
-    new_window_state,
-)
-from monitor.alerts.rule import Rule
+from monitor.alerts.kinds.absolute import WindowKind, WindowState
 from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW
 
@@ -94,10 +68,8 @@ class CohortState(WindowState):
         self.seen = Seen(Moments(int(samples), defects, squares), design, at)
 
 
-class Cohorts:
-    def __init__(self, rule: Rule, interval_s: float) -> None:
-        self.rule = rule
-        self._interval = interval_s
+class Cohorts(WindowKind):
+    state_type = CohortState
 
     @staticmethod
     def summary(config: AlertRule, budget: str) -> str:
@@ -108,33 +80,13 @@ class Cohorts:
             f"{config.min_increase:g} or more on the rest of its service ({budget})"
         )
 
-    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> CohortState:
-        # After a revision change: windows of the old revision's verdicts, nothing carries.
-        fresh = new_window_state(self.rule)
-        return CohortState(fresh.window, fresh.units)
-
-    def add(
-        self,
-        state: WindowState,
-        histogram: Sequence[float],
-        conversation: Arrival | None,
-        now: float,
-        firing: bool,
-    ) -> bool:
-        return add_verdicts(state, histogram, now)
-
-    def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
-        return add_unit(state, unit, now)
-
-    def advance(self, state: CohortState, now: float, firing: bool) -> None:
+    def advance(self, state: WindowState, now: float, firing: bool) -> None:
         """Also keeps the cohort's window as last seen with `min_samples` verdicts."""
-        advance_window(state, now)
+        super().advance(state, now, firing)
+        assert isinstance(state, CohortState)
         current = state.window.moments(now)
         if current.samples >= self.rule.config.min_samples:
             state.seen = Seen(current, design_effect(current, state.units.totals), now)
-
-    def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
-        return None  # a resolve changes nothing the windows hold
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         """A judgment for every judged cohort of one service."""
