@@ -1,39 +1,11 @@
-"""SLO rules (`slo`): an objective, its error budget and how fast the budget burns.
+"""SLO rules (`slo`): an objective, its error budget and how fast the budget burns, judged
+by the SRE workbook's multiwindow, multi-burn-rate rows (docs/alerts.md, "SLO rules").
 
-`slo: {objective: 0.77, window: 28d}` says that at least 77 % of the verdicts over any 28
-days pass: the **error budget** is the other 23 %. Errors are the rule's defect values (a
-`fail` counts 1; with `measure: scores`, 1 - the normalised score), events its verdicts;
-judge errors are neither. The **burn rate** over a window is its defect rate over the error
-budget: at 1 the budget is spent exactly by the window's end, at 2 in half of it.
-
-Each row of `burn_rates` (the SRE workbook's multiwindow, multi-burn-rate alerts) **holds**
-while both its `long` and its `short` window burn faster than its rate, its short window
-holds `min_samples` verdicts and the entry has counted verdicts for a whole long window
-(a window only partly seen is not judged: after a start without `alerts.state_file`, an
-evaluator revision, or a silence longer than the window, a row is quiet for its long
-window). The long window says that enough of the budget went, the short one that it is
-still going.
-
-The alert **fires** at the severity of the first row listed that holds (rows are listed
-most urgent first) and **resolves** when no row of its severity holds. An alert's labels
-are its identity, so when a row of another severity is the first to hold, the alert
-resolves (saying why) and fires at that severity at the next evaluation: a ticket that
-becomes a page resolves as a ticket and pages anew.
-
-**What it promises.** Burn-rate rows are thresholds on windowed rates, not a sequential
-test: there is no false-page budget. A row fires on a service whose defect rate over both
-its windows exceeds its rate x the error budget, and not on one whose rate stays below it
-by more than the windows' noise (a long window of thousands of verdicts holds its rate
-within a few thousandths; conversations widen that by their design effect). Set the
-objective from what the service showed over a healthy month (`rag-monitor backtest`), a
-little below it: a service at its usual rate then spends most of its budget and never
-burns at 1 over a day, and a slow erosion does (`bench/alert_slo.py`, docs/quality.md).
-
-**State.** One sliding window of counts per distinct window length (each row's long and
-short window, and the SLO's window, for the remaining budget), each cut into 60 slices, or
-into hourly slices when longer than 60 hours: memory is bounded whatever the traffic (a
-28-day window is 672 slices). Saved with the alert state (`snapshot`, `restore`), with the
-time each window began counting.
+A row holds while its long and short windows both burn faster than its rate, the short one
+holds `min_samples` and the long one was counted whole; the alert fires at the severity of
+the first row that holds, and resolves when no row of its severity burns over its long
+window (and not before its short window passed). Each window length is one sliding window
+of counts, saved with the time it began counting.
 """
 
 from __future__ import annotations
@@ -207,16 +179,15 @@ class Slo:
         if current is None:
             current = self.rows[0].severity
         urgency = self._severities.index
-        if wanted is not None and urgency(wanted) < urgency(current):
-            note = f"{_holds_text(holding[0])}: it fires at severity {wanted} next"
-            row = next(r for r in self.rows if r.severity == current)
-            return {"": self._judgment(row, seen, Decision.RESOLVE, severity=current, note=note)}
-        # A firing row goes on while its long window burns too fast, and for at least its
-        # short window (hysteresis: the short window only starts an alert).
+        # A more urgent row resolves the alert, to fire at its severity. Else a firing row
+        # goes on while its long window burns too fast, and for at least its short window
+        # (hysteresis: the short window only starts an alert).
+        more_urgent = wanted is not None and urgency(wanted) < urgency(current)
         going = [
             r
             for r in self.rows
             if r.severity == current
+            and not more_urgent
             and (self._burns(r, state, seen[r.long_s], now) or now - entry.started_at < r.short_s)
         ]
         if going:
