@@ -1,26 +1,11 @@
 """The alert engine's state file (`alerts.state_file`): windows and firing states across
-restarts.
+restarts (docs/alerts.md, "State across restarts").
 
-One JSON object, `{"format": FORMAT, "version": VERSION, "saved_at": ..., "rules": {...}}`,
-written to a temporary file in the same directory and moved over the old one
-(`os.replace`), so a reader sees the old or the new file, never half of one. Its size is
-bounded by rules x `pipeline.max_services` (x the cohorts of a cohort rule) x window
-slices, and its conversations by the engine's conversation budget
-(`monitor.alerts.entries`); a file larger than `MAX_BYTES`, which would not load within the
-memory the sidecar is given (the Helm chart's 512 MiB), is not read. Loading never raises:
-a missing, oversized, corrupt, foreign, newer-version or stale file gives empty state, a
-log line and `rag_monitor_alert_state_loads_total{outcome}` (JSON nested too deeply among
-them). An oversized or corrupt file is moved aside first (`PATH.too_large-<UTC time>`,
-`PATH.corrupt-<UTC time>`), never overwritten by the next save: what it held stays for a
-human to look at. An entry
-(one rule and service) holding what cannot be restored — NaN, an infinity, a number past
-float's range, a wrong type — is left out alone (`alert_state_entries_dropped_total{when="load"}`).
-
-**Versions.** A file of an older version is read through `UPGRADES`, one step per version,
-into this version's form, so what is restored is always of one form: version 2 (files
-written before entries kept the slice their page named, cohorts their last full window and
-regression rules their evaluator changeover, and with the severity an SLO rule fired at and
-a regression rule's firing flag inside its state) becomes 3.
+Written to a temporary file and moved over the old one, so a reader sees the old or the new
+file. Loading never raises: a file that cannot be used gives empty state, a log line and
+`rag_monitor_alert_state_loads_total{outcome}`; one oversized or corrupt is moved aside
+first, never overwritten. A file of an older version is read through `UPGRADES`, one step
+per version, so what is restored is always of this version's form.
 """
 
 from __future__ import annotations
@@ -57,8 +42,10 @@ Part = tuple[str, str, str, str, dict[str, Any]]
 
 
 def _upgrade_2(rules: dict[str, Any]) -> None:
-    """Version 2 to 3 (see the module docstring), in place; what is not of the expected
-    form is left for the restore to refuse."""
+    """Version 2 to 3, in place: entries gain the slice their page named, cohorts their
+    last full window, regression rules their changeover; an SLO rule's severity and a
+    regression rule's firing flag move out of the state. What is not of the expected form
+    is left for the restore to refuse."""
     for rule in rules.values():
         services = rule.get("services") if isinstance(rule, dict) else None
         cohorts_rule = "|by " in str(rule.get("fingerprint")) if isinstance(rule, dict) else False
