@@ -1,43 +1,16 @@
 """`rag-monitor backtest`: the configured alert rules over a timestamped verdict stream, on
-simulated time.
+simulated time (docs/alerts.md, "Backtest").
 
-A user tries a rule on last month's results before turning it on; the bench replays years
-of production-shaped streams through the same code. The engine is the sidecar's
-(`AlertEngine`), driven by a clock that follows the rows: before each row, every evaluation
-due by its time runs (every `alerts.evaluation_interval_s`, and at once when a test reaches
-its budget, as the sidecar's loop does). Nothing is sent anywhere: each page and resolve is
-returned with its reason and evidence (`Event`).
-
-Rows, one JSON object per line (gzip when the file name ends in `.gz`), in time order:
-
-- a **results line** (`exporters.results_file`, `replay --output`): `time`, `service`,
-  `version`, `route`, `model`, `conversation`, `fingerprint` (the question's: verdicts on
-  the same question are one unit of evidence), `trace_id`, `dimensions` (the other values a
-  page's attribution looks at: `monitor.records.where`) and `results` (each evaluator's
-  verdict, revision and safety grades);
-- a **verdict row**: `{"time", "service", "evaluator" (or "category"), "outcome": "pass" |
-  "fail"}` or `"score"` (normalised, 1 = good, for rules that measure scores) or counts
-  `"passes"` and `"fails"` (many verdicts at once, so that a service-year fits in a file),
-  with optional `conversation`, `fingerprint`, `revision`, `version`, `route`, `model`, `trace_id` and
-  `dimensions`.
-
-`time` is seconds since the epoch or an ISO 8601 text. A row that cannot be read is refused
-with its line number and reason (counted in the summary), a line longer than
-`MAX_LINE_BYTES` among them (read no further than that, plain or gzip). A row earlier than
-the one before it is replayed at the later time: rows written by evaluations that ran in
-parallel come a little out of order, so the summary reports them as information (`late`).
-Over a stretch without rows, the clock evaluates the rules' current windows' worth (an SLO
-rule's longest burn-rate window) and on while an alert fires (up to the rules' longest
-window: every resolve it holds), then jumps to the next row (each jump named in the
-summary): without verdicts nothing else changes but what expires.
-
-After the replay the summary gives each (rule, service)'s defect rate per day (UTC), and
-the SLO objective its worst day would burn at `SLO_HEADROOM_BURN` of its error budget:
-what an `slo.objective` is chosen from (docs/alerts.md, SLO rules). Services past `pipeline.max_services`
-fold into `other`, as in the sidecar, and are not judged. A page says where its excess is
-(`monitor.alerts.attribution`): the text output adds its `where`, `cause` and trace ids
-under it, the JSON output has them among the annotations; a page's `Where` alert (sent when
-it first names a slice) is an event of its own, not counted as a page.
+The engine is the sidecar's (`AlertEngine.from_config`), driven by a clock that follows the
+rows: before each row, every evaluation due by its time runs. Nothing is sent: each page
+and resolve is returned (`Event`); a page's `Where` alert is an event, not a page. Rows are
+results lines or verdict rows (`backtest_rows`). A row that cannot be read is refused with
+its line and reason; a row earlier than the one before it (evaluations run in parallel) is
+replayed at the later time and reported as `late`. Over a stretch without rows the clock
+evaluates while something may change (the judging windows, or the longest window while an
+alert fires), then jumps to the next row. The summary ends with each (rule, service)'s
+defect rate per day and the SLO objective its worst full day would burn at
+`SLO_HEADROOM_BURN` of the error budget.
 """
 
 from __future__ import annotations
@@ -46,12 +19,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from monitor.alerts.backtest_rows import MAX_LINE_BYTES as MAX_LINE_BYTES
 from monitor.alerts.backtest_rows import Row, TooLong
 from monitor.alerts.backtest_rows import read_rows as read_rows
+from monitor.alerts.describe import explained, iso, utc
 from monitor.alerts.engine import AlertEngine
 from monitor.component import Alert
 from monitor.config import Config
@@ -77,7 +50,7 @@ class Event:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "time": _iso(self.time),
+            "time": iso(utc(self.time)),
             "status": self.status,
             "rule": self.alert.rule,
             "service": self.alert.service,
@@ -89,15 +62,12 @@ class Event:
         cohort = self.alert.labels.get("cohort")
         who = f"{self.alert.service}/{cohort}" if cohort else self.alert.service
         notes = self.alert.annotations
-        lines = [
-            f"{_iso(self.time)}  {self.status:<8}  "
+        first = (
+            f"{iso(utc(self.time))}  {self.status:<8}  "
             f"{self.alert.labels.get('alertname', self.alert.rule)}  {who}: "
             f"{notes.get('description', '')}"
-        ]
-        for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
-            if name in notes:
-                lines.append(f"    {shown}: {notes[name]}")
-        return "\n".join(lines)
+        )
+        return "\n".join([first, *(f"    {line}" for line in explained(notes))])
 
 
 @dataclass
@@ -122,7 +92,7 @@ class Summary:
 
     def lines(self) -> list[str]:
         span = (
-            f" from {_iso(self.first)} to {_iso(self.last)}"
+            f" from {iso(utc(self.first))} to {iso(utc(self.last))}"
             if self.first is not None and self.last is not None
             else ""
         )
@@ -176,7 +146,7 @@ class Summary:
             out.append(
                 "    "
                 + ", ".join(
-                    f"{_iso(day * 86_400.0)[:10]} {rate:.4f}" for day, rate in rates.items()
+                    f"{iso(utc(day * 86_400.0))[:10]} {rate:.4f}" for day, rate in rates.items()
                 )
             )
         return out
@@ -284,7 +254,7 @@ class Backtest:
             yield Event(t, alert.status, alert)
 
     def _count(self, row: Row) -> None:
-        engine, now = self._engine, self._clock.now
+        engine, now, service = self._engine, self._clock.now, row.origin.service
         self.summary.rows += 1
         if row.results is not None:
             engine.count_results(row.origin, row.results, now, row.where)
@@ -292,7 +262,7 @@ class Backtest:
             for rule in engine.rules:
                 values = rule.samples(row.results)
                 if values:
-                    self._count_day(rule.config.name, row, len(values), sum(values))
+                    self.summary.count_day(rule.config.name, service, now, len(values), sum(values))
             return
         for i, rule in enumerate(engine.rules):
             cfg = rule.config
@@ -303,16 +273,8 @@ class Backtest:
             histogram = row.histogram(rule.steps, cfg.measure == "scores")
             if histogram is not None:
                 defects = sum(n * k / rule.steps for k, n in enumerate(histogram))
-                self._count_day(cfg.name, row, sum(histogram), defects)
+                self.summary.count_day(cfg.name, service, now, sum(histogram), defects)
                 key = engine.count(i, row.origin, histogram, row.revision, now)
                 if key is not None:
                     engine.attribution.observe(key, row.where, histogram, None, now)
         self.summary.verdicts += row.verdicts
-
-    def _count_day(self, rule: str, row: Row, verdicts: float, defects: float) -> None:
-        service = row.origin.service
-        self.summary.count_day(rule, service, self._clock.now, verdicts, defects)
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,24 +1,12 @@
 """What an alert says: its labels, times and the annotations its rule's kind writes
-(`Kind.describe`), and the small text helpers kinds share.
-
-The description is also the log line of a first page and a resolve, so it reads the same in
-Alertmanager, a webhook and the monitor's log:
-
-- absolute: `25/40 defects, Wilson interval [0.402, 0.812] vs max_defect_rate 0.1;
-  min_samples 30; one false page per 90d`
-- regression: `defect rate 0.42 over the last 310 verdicts against 0.29 expected from the
-  previous 24h and this hour of the week (310 / 86,400 verdicts), +0.13, p < 1e-05
-  (sequential test, one false page per 90d)` (the window test names its window: `over 30m`)
-- cohort: `defect rate 0.46 for version v2 against 0.21 for the rest of shop over 30m
-  (412 / 1,650 verdicts), +0.25, p < 1e-05`
-- slo: `defect rate 0.2301 over 1d and 0.2343 over 2h against 0.23 (1 x the error budget
-  0.23): burn rate 1.00 and 1.02 (83,884 and 6,994 verdicts); 10% of the 28d error budget
-  left (objective 0.77, 552,607 verdicts)`
-"""
+(`Kind.describe`), and the small text helpers kinds share. The description is also the log
+line of a first page and a resolve, so it reads the same in Alertmanager, a webhook and the
+monitor's log."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -97,18 +85,25 @@ def resend_interval_s(alerts: Alerts) -> float:
     return min(DEFAULT_RESEND_INTERVAL_S, beat)
 
 
+def explained(notes: Mapping[str, str]) -> list[str]:
+    """Where a page's annotations say the excess is: `where: ...`, `cause: ...`,
+    `traces: ...`."""
+    shown = (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces"))
+    return [f"{label}: {notes[name]}" for name, label in shown if name in notes]
+
+
 def log_text(alert: Alert) -> str:
     """The log line's text: the description, and where the page says the excess is."""
-    notes = alert.annotations
-    text = notes["description"]
-    for name, shown in (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces")):
-        if name in notes:
-            text += f"; {shown}: {notes[name]}"
-    return text
+    return "; ".join([alert.annotations["description"], *explained(alert.annotations)])
 
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def iso(t: datetime) -> str:
+    """`2026-11-26T12:00:00Z`."""
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def generator_url(config: Config) -> str:
