@@ -31,30 +31,37 @@ class AlertGauges:
             ("state",),
         )
         self._evictions_logged = -math.inf
-        self._baseline_rate = telemetry.gauge(
+        # Every gauge of a service: `forget_service` removes them.
+        self._per_service: list[Gauge] = [telemetry.defect_rate, telemetry.alert_firing]
+
+        def gauge(name: str, text: str, labels: tuple[str, ...]) -> Gauge:
+            self._per_service.append(telemetry.gauge(name, text, labels))
+            return self._per_service[-1]
+
+        self._baseline_rate = gauge(
             "defect_rate_baseline",
             "Defect rate a regression rule expects of a service now (its level and season).",
             ("service", "rule"),
         )
-        self._samples = telemetry.gauge(
+        self._samples = gauge(
             "alert_samples",
             "Verdicts in an alert rule's current window, or behind its baseline's level (a "
             "rule pages only with min_samples in each).",
             ("service", "rule", "window"),
         )
-        self._ready = telemetry.gauge(
+        self._ready = gauge(
             "alert_baseline_ready",
             "1 once a regression rule's baseline has learned what it needs (with a season: "
             "one complete day) for a service; 0 while it learns.",
             ("service", "rule"),
         )
-        self._evidence = telemetry.gauge(
+        self._evidence = gauge(
             "alert_evidence",
             "How far a sequential regression test is towards a page, on a log scale "
             "(1 pages; see docs/alerts.md).",
             ("service", "rule"),
         )
-        self._fallback = telemetry.gauge(
+        self._fallback = gauge(
             "alert_conversation_fallback",
             "1 while a rule sets a service's conversation ids aside: most of its recent "
             "verdicts came in ids that are no conversations (one spans more than 6 h, holds "
@@ -62,29 +69,29 @@ class AlertGauges:
             "request meanwhile.",
             ("service", "rule"),
         )
-        self.boost_active = telemetry.gauge(
+        self.boost_active = gauge(
             "alert_boost_active",
             "1 while a rule with a boost raises its evaluator's sampling of a service.",
             ("service", "rule"),
         )
-        self._cohort_rate = telemetry.gauge(
+        self._cohort_rate = gauge(
             "cohort_defect_rate",
             "Defect rate of one cohort of a service in a cohort rule's window.",
             ("service", "rule", "cohort"),
         )
-        self._cohort_samples = telemetry.gauge(
+        self._cohort_samples = gauge(
             "alert_cohort_samples",
             "Verdicts of one cohort of a service in a cohort rule's window (a cohort is "
             "judged only with min_samples in it and in the rest of its service).",
             ("service", "rule", "cohort"),
         )
-        self._budget_remaining = telemetry.gauge(
+        self._budget_remaining = gauge(
             "slo_error_budget_remaining",
             "Share of an SLO rule's error budget left for a service over the SLO's window: 1 "
             "untouched, 0 spent, below 0 overspent.",
             ("service", "rule"),
         )
-        self._burn_rate = telemetry.gauge(
+        self._burn_rate = gauge(
             "slo_burn_rate",
             "How fast a service spends an SLO rule's error budget over a window: the defect "
             "rate over the error budget (1 spends exactly the budget over the SLO's window).",
@@ -141,20 +148,7 @@ class AlertGauges:
         _set_or_remove(self._burn_rate, samples, burn, service, rule, window)
 
     def forget_service(self, service: str) -> None:
-        for gauge in (
-            self._t.defect_rate,
-            self._t.alert_firing,
-            self._baseline_rate,
-            self._samples,
-            self._ready,
-            self._evidence,
-            self._fallback,
-            self.boost_active,
-            self._cohort_rate,
-            self._cohort_samples,
-            self._budget_remaining,
-            self._burn_rate,
-        ):
+        for gauge in self._per_service:
             gauge.remove_by_labels({"service": service})
 
     def forget_cohort(self, rules: Iterable[str], cohort: str) -> None:
