@@ -1,13 +1,12 @@
 """`Attribution`: what the engine shows it of each counted record, and the explanation of
-a page (the package docstring says what is kept and how a page is explained)."""
+a page."""
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from monitor.alerts.attribution._buckets import (
     COARSE,
@@ -23,7 +22,7 @@ from monitor.alerts.attribution._buckets import (
 from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
-from monitor.alerts.describe import utc
+from monitor.alerts.describe import iso, utc
 from monitor.alerts.evidence import look_level, one_sided_z
 from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule
@@ -61,16 +60,9 @@ class _Sent:
 
 
 class Attribution:
-    """The attribution of one engine's rules (see the package docstring).
-
-    **Parameters:**
-    - `rules`: the engine's rules, in its order.
-    - `telemetry`: where the `alert_slice` gauge lives; its `version_cap` and `route_cap`
-      give the caps of those two dimensions.
-    - `interval_s`: the engine's evaluation interval (a look's level follows from it).
-    - `trace_url`: `alerts.trace_url`, a link with `{trace_id}` in it.
-    - `clock`: the engine's.
-    """
+    """The attribution of one engine's `rules`, in its order. `telemetry` holds the
+    `alert_slice` gauge and the version and route caps; `interval_s`: the engine's
+    evaluation interval; `trace_url`: `alerts.trace_url`, with `{trace_id}` in it."""
 
     def __init__(
         self,
@@ -200,25 +192,16 @@ class Attribution:
     def sent(
         self, key: Key, alert: Alert, explanation: Explanation | None, where: Named | None
     ) -> tuple[list[Alert], Named | None]:
-        """The alert sent for `key`, with the explanation its annotations came from: kept
-        for `firing_alerts` and the `alert_slice` gauge while it fires. `where`: the slice
-        its page named first (the entry's, saved with it in the state file; None: none
-        yet). Returns the page's `Where` alert to send with it (`_where_alert`): when a
-        firing page first names a slice, with every re-send after (the same labels and
-        `startsAt`), and resolved with the page; and the entry's `where` after it. A slice
-        that takes over from the one named first (`_takes_over`: a decoy's rise that faded,
-        or one that a later rise elsewhere dwarfs) is a new `Where` alert: the old one is
-        resolved with it."""
+        """The alert sent for `key`, with the explanation its annotations came from (kept
+        while it fires). `where`: the slice its page named first (the entry's; None: none
+        yet). Returns the `Where` alerts to send with it (the old one resolved when another
+        slice `_takes_over`) and the entry's `where` after it."""
         old = self._sent.pop(key, None)
         if old is not None:
             for labels in old.gauges:
                 self._gauge.remove(*labels)
         if alert.status != "firing":
-            if where is None:
-                return [], None
-            return [
-                where_alert(alert, where.dimension, where.value, "resolved", utc(where.at))
-            ], None
+            return ([] if where is None else [_where(alert, where, "resolved")]), None
         entry = self._sent[key] = _Sent(alert, explanation)
         if explanation is not None:
             rule = self._rules[key[0]].config.name
@@ -228,14 +211,14 @@ class Attribution:
                 entry.gauges.append(labels)
         out = []
         if where is not None and _takes_over(explanation, where):
-            out.append(where_alert(alert, where.dimension, where.value, "resolved", utc(where.at)))
+            out.append(_where(alert, where, "resolved"))
             where = None
         if where is None:
             if explanation is None or not explanation.named:
                 return out, None
             top = explanation.named[0]
             where = Named(top.dimension, top.value, self._clock())
-        out.append(where_alert(alert, where.dimension, where.value, "firing", utc(where.at)))
+        out.append(_where(alert, where, "firing"))
         return out, where
 
     def names_first(self, key: Key, judgment: Judgment, now: float, where: Named | None) -> bool:
@@ -258,7 +241,7 @@ class Attribution:
                     "service": alert.service,
                     "cohort": key[2] or None,
                     "status": alert.status,
-                    "startsAt": _iso(alert.starts_at),
+                    "startsAt": iso(alert.starts_at),
                     "labels": alert.labels,
                     "annotations": alert.annotations,
                     "attribution": sent.explanation.as_json() if sent.explanation else None,
@@ -276,18 +259,10 @@ class Attribution:
         state.slot(now)
         fine = state.current_fine()
         if rule.cohort_by is not None:
-            current = fine
-            others = [
-                (other, other.current_fine())
-                for k, other in self._keys.items()
-                if k[:2] == key[:2] and k != key
-            ]
-            for other, _ in others:
+            others = [o for k, o in self._keys.items() if k[:2] == key[:2] and k != key]
+            for other in others:
                 other.slot(now)
-            sides: tuple[Side, Side] = (
-                [(state, current)],
-                [(o, o.current_fine()) for o, _ in others],
-            )
+            sides: tuple[Side, Side] = ([(state, fine)], [(o, o.current_fine()) for o in others])
             since = now - rule.window_s
         else:
             horizon = now - rule.window_s - self._reference_s(rule)
@@ -313,18 +288,8 @@ class Attribution:
         links = (
             [self._trace_url.replace("{trace_id}", t) for t in traces] if self._trace_url else []
         )
-        return Explanation(
-            named,
-            tested,
-            level,
-            int(t1[0]),
-            int(t0[0]),
-            deff,
-            split,
-            traces,
-            links,
-            rule.budget,
-        )
+        samples = (int(t1[0]), int(t0[0]))
+        return Explanation(named, tested, level, *samples, deff, split, traces, links, rule.budget)
 
     @staticmethod
     def _traces(state: Buckets, since: float, top: Slice | None) -> list[str]:
@@ -342,7 +307,7 @@ class Attribution:
         return out
 
     def bytes_bound(self, key: Key) -> int:
-        """The most bytes one entry's counts take, whatever its values (see "Memory")."""
+        """The most bytes one entry's counts take, whatever its values."""
         rule = self._rules[key[0]]
         slots = FINE + (COARSE if self._reference_s(rule) > 0 else 0)
         # A capped dimension's held values, its allowed ones and `other`; the buckets of
@@ -358,19 +323,18 @@ ROW_OVERHEAD = 300
 TRACE_BYTES = 400
 
 
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _where(alert: Alert, where: Named, status: Literal["firing", "resolved"]) -> Alert:
+    return where_alert(alert, where.dimension, where.value, status, utc(where.at))
 
 
 # A slice named first gives way to another that carries at least this many times its share
-# of the excess (or when it is no longer named at all).
+# of the excess, or when it is no longer named: a decoy that rose first cannot hold the
+# `Where` alert when the rise is elsewhere.
 TAKE_OVER = 2.0
 
 
 def _takes_over(explanation: Explanation | None, where: Named) -> bool:
-    """Whether the top slice `explanation` names is another than `where` (the slice named
-    first), and `where` is no longer named or carries under `1 / TAKE_OVER` of its share:
-    a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere."""
+    """Whether `explanation`'s top slice takes over from `where`, the slice named first."""
     if explanation is None or not explanation.named:
         return False
     top = explanation.named[0]

@@ -30,10 +30,8 @@ MIN_REFERENCE = 30
 def spread_of(terms: list[float]) -> float:
     """The groups' spread `sum(terms)`, less the groups whose term stands apart: while the
     largest is more than `OUTLYING` times the mean of the others (up to `TRIMMED` times),
-    it is left out and the others stand for all the groups. One sender's unit (a forged
-    conversation id) lands in one group, whose term then moves the spread by at most
-    `OUTLYING` times the others' mean; units that are independent, or clustered as
-    conversations are, reach that rarely (`tests/alerts/test_one_sender.py`)."""
+    it is left out and the others stand for all the groups, so one sender's unit (a forged
+    conversation id), which lands in one group, cannot carry it."""
     terms = sorted(terms)
     count = len(terms)
     kept, total = count, sum(terms)
@@ -47,7 +45,7 @@ def spread_of(terms: list[float]) -> float:
 
 
 class Buckets:
-    """What one (rule, service, cohort) keeps (see the package docstring, "Memory")."""
+    """What one (rule, service, cohort) keeps (docs/alerts.md, "Memory")."""
 
     __slots__ = (
         "coarse_at",

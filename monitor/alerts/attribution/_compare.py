@@ -1,6 +1,6 @@
 """The comparisons at page time: every held value against what the rest of its dimension
 predicts, and the rise split into what came with retrieval and what came at the same
-retrieval quality (the package docstring says how)."""
+retrieval quality (docs/alerts.md says how)."""
 
 from __future__ import annotations
 
@@ -83,23 +83,12 @@ def compare_slices(
             tested += 1
             rise = p1 - expected
             z = (rise - margin) / math.sqrt(variance) if variance > 0 else 0.0
-            base = x0 / n0 if own else mu0
+            reference = x0 / n0 if own else None
+            base = reference if own else mu0
             share = None
             if base is not None and excess_all > 0:
                 share = (x1 - n1 * base) / excess_all
-            out.append(
-                Slice(
-                    name,
-                    value,
-                    int(n1),
-                    p1,
-                    int(n0),
-                    x0 / n0 if own else None,
-                    expected,
-                    share,
-                    z,
-                )
-            )
+            out.append(Slice(name, value, int(n1), p1, int(n0), reference, expected, share, z))
     return out, tested
 
 
@@ -110,7 +99,7 @@ def split_rise(
     deff: float,
     interval_s: float,
 ) -> Split | None:
-    """Retriever or generator (see the package docstring); None without a retrieval
+    """Retriever or generator (docs/alerts.md); None without a retrieval
     evaluator's verdicts on both sides."""
     if evaluator is None:
         return None

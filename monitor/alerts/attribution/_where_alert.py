@@ -1,18 +1,6 @@
-"""The `Where` alert: an alert of its own that carries the slice it names to the pager.
-
-A page may fire on a rise's first verdicts, before any slice is told apart at the page's
-own budget; the slice is named later, in the annotations of a re-send. Alertmanager does
-not notify again for changed annotations (it notifies when a group's set of alerts
-changes, or after `repeat_interval`), so the pager would not hear of it. When a firing
-page first names a slice, the `Where` alert is sent: its own alertname (the page's with
-`WHERE_SUFFIX`), the page's labels, and the slice in `dimension` and `value`, so it is a
-new alert (a new group where alerts are grouped by alertname) and Alertmanager notifies.
-It is re-sent with the page, keeps the first named slice in its labels and its `startsAt`
-for as long as the page fires (its annotations follow the page's latest), and is resolved
-with the page, or when another slice takes over (`_attribution._takes_over`), which is a
-new `Where` alert. The slice and when it was named are kept with the page's entry
-(`Entry.where`), so with `alerts.state_file` this holds across a restart.
-"""
+"""The `Where` alert: an alert of its own that carries the slice a page names to the pager,
+since Alertmanager does not notify for changed annotations (docs/alerts.md, "A page that
+says where")."""
 
 from __future__ import annotations
 
