@@ -71,9 +71,6 @@ def _upgrade_2(rules: dict[str, Any]) -> None:
 UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {2: _upgrade_2}
 
 
-Counters = Callable[[Telemetry], tuple[Counter, Counter]]
-
-
 @dataclass(frozen=True, slots=True)
 class StateFormat:
     """What a state file holds: its name in log lines, its format and version, the key of
@@ -83,7 +80,7 @@ class StateFormat:
     format: str
     version: int
     key: str
-    counters: Counters
+    counters: Callable[[Telemetry], tuple[Counter, Counter]]
     # Version -> what makes what a file of that version holds that of the next.
     upgrades: Mapping[int, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
 

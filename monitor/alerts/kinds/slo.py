@@ -56,7 +56,6 @@ class SloState:
 
     windows: dict[float, SlidingWindow]
     since: dict[float, float] = field(default_factory=dict)
-    last: float = 0.0
     # What each window held at the last advance (for `publish`), when verdicts last came
     # (not saved).
     seen: dict[float, Moments] = field(default_factory=dict)
@@ -152,7 +151,6 @@ class Slo:
     # -- judging ----------------------------------------------------------------------
 
     def advance(self, state: SloState, now: float, firing: bool) -> None:
-        state.last = now
         state.seen = {w: window.moments(now) for w, window in state.windows.items()}
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
