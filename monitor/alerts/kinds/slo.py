@@ -163,15 +163,9 @@ class Slo:
         holding = [row for row in self.rows if self._holds(row, state, seen, now)]
         wanted = holding[0].severity if holding else None
         if not entry.firing:
+            decision = Decision.FIRE if holding else Decision.HOLD
             row = holding[0] if holding else self.rows[0]
-            return {
-                "": self._judgment(
-                    row,
-                    seen,
-                    Decision.FIRE if wanted is not None else Decision.HOLD,
-                    severity=wanted,
-                )
-            }
+            return {"": self._judgment(row, seen, decision, severity=wanted)}
         # Restored firing without a severity it still has: take what holds now.
         current = entry.severity if entry.severity in self._severities else wanted
         if current is None:
