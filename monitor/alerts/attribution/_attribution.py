@@ -116,9 +116,9 @@ class Attribution:
     ) -> None:
         """`histogram[k]` verdicts at level `k / steps` of entry `key`, from a record with
         `where`'s values; `retrieval`: a retrieval evaluator's verdict on it."""
+        rule = self._rules[key[0]]
         state = self._keys.get(key)
         if state is None:
-            rule = self._rules[key[0]]
             state = self._keys[key] = Buckets(rule.window_s, self._reference_s(rule))
         steps = len(histogram) - 1
         n = x = q = 0.0
@@ -150,7 +150,6 @@ class Attribution:
                 row = state.values[d][value] = array("f", bytes(8 * (state.nf + state.nc)))
             row[2 * s] += n
             row[2 * s + 1] += x
-        rule = self._rules[key[0]]
         if retrieval is not None and retrieval[0] != rule.config.evaluator:
             state.retrieval = state.retrieval or retrieval[0]
             base = 4 * s + (2 if retrieval[1] else 0)

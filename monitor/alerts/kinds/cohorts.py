@@ -49,11 +49,11 @@ class CohortState(WindowState):
     seen: Seen | None = None
 
     def snapshot(self) -> dict[str, Any]:
-        seen = self.seen
-        return {
-            **WindowState.snapshot(self),
-            "seen": None if seen is None else [*_moments(seen.moments), seen.design, seen.at],
-        }
+        saved, seen = None, self.seen
+        if seen is not None:
+            m = seen.moments
+            saved = [m.samples, m.defects, m.squares, seen.design, seen.at]
+        return {**WindowState.snapshot(self), "seen": saved}
 
     def restore(self, raw: Any) -> None:
         WindowState.restore(self, raw)
@@ -183,10 +183,6 @@ class Cohorts(WindowKind):
             gauges.cohort(service, name, cohort, current.samples, current.mean)
             if cohort not in UNJUDGED:
                 gauges.firing(self.rule, service, cohort, entry.firing)
-
-
-def _moments(moments: Moments) -> list[float]:
-    return [moments.samples, moments.defects, moments.squares]
 
 
 def _seen_before(entries: Mapping[str, Entry], cohort: str, now: float) -> Seen | None:
