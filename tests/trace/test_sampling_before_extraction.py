@@ -292,6 +292,8 @@ async def test_whole_service_at_rate_zero_evaluates_only_the_error_trace() -> No
             },
             "sampling": {"rate": 0.0},
             "trace_assembly": {"late_spans_wait_s": 0},
+            # Scored in this process: which traces are scored is the question, not where.
+            "pipeline": {"processes": 0},
         }
     )
     service = Service(config, serve_http=False)
