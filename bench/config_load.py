@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--overrides", type=int, default=220_000)
     parser.add_argument("--runs", type=int, default=3)
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, overrides=20_000, runs=1)
+    args = bench_smoke.parse_args(parser, overrides=2_000, runs=1)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.yaml"
         write_config(path, args.overrides)

@@ -179,9 +179,20 @@ async def started(
 
 
 def receiver_config(
-    idle_timeout_s: float = 30, max_open_traces: int = 10_000, **otlp: Any
+    idle_timeout_s: float = 30,
+    max_open_traces: int = 10_000,
+    late_spans_wait_s: float | None = None,
+    **otlp: Any,
 ) -> Config:
-    """Both OTLP receivers on ports of their own (0), with the trace stage's bounds."""
+    """Both OTLP receivers on ports of their own (0), with the trace stage's bounds.
+    `late_spans_wait_s=0` releases a whole trace as its root ends, for tests whose spans
+    all come before their root's (the default's wait is real time, seconds a trace)."""
+    assembly: dict[str, float] = {
+        "idle_timeout_s": idle_timeout_s,
+        "max_open_traces": max_open_traces,
+    }
+    if late_spans_wait_s is not None:
+        assembly["late_spans_wait_s"] = late_spans_wait_s
     return Config.model_validate(
         {
             "receivers": {
@@ -191,10 +202,7 @@ def receiver_config(
                     **otlp,
                 }
             },
-            "trace_assembly": {
-                "idle_timeout_s": idle_timeout_s,
-                "max_open_traces": max_open_traces,
-            },
+            "trace_assembly": assembly,
         }
     )
 

@@ -274,6 +274,8 @@ def test_the_page_a_running_monitor_serves_is_redacted(tmp_path: Path) -> None:
             "redaction": {"enabled": True},
             "exporters": {"prometheus": {"debug_records": 10}},
             "pipeline": {"processes": 0},
+            # Released as the root ends: each trace is sent whole in one request.
+            "trace_assembly": {"late_spans_wait_s": 0},
         },
     ).start()
     try:

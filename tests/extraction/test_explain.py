@@ -356,6 +356,8 @@ def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
             "exporters": {"prometheus": {"debug_records": 10}},
             "sampling": {"rate": 1.0},
             "pipeline": {"processes": 0},
+            # Released as the root ends: the SDK exports each span as it ends, the root last.
+            "trace_assembly": {"late_spans_wait_s": 0},
         },
     ).start()
     memory = InMemorySpanExporter()

@@ -84,8 +84,9 @@ async def test_spans_and_log_events_in_either_order_make_whole_records(
     telemetry: Telemetry, order: str
 ) -> None:
     stage = RecordingStage()
-    # A grace longer than any wait here, so that the test does not depend on speed.
-    config = _config()
+    # A grace longer than any wait here, so that the test does not depend on speed; no
+    # wait for late spans, so that only this grace holds a trace whose events have not come.
+    config = _config(late_spans_wait_s=0)
     config = config.model_copy(
         update={
             "trace_assembly": config.trace_assembly.model_copy(update={"log_events_wait_s": 120})

@@ -68,7 +68,7 @@ async def test_genai_log_events_are_joined_to_their_span(
     telemetry: Telemetry, protocol: str
 ) -> None:
     stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
+    receivers = await started(_config(late_spans_wait_s=0), stage, telemetry)
     try:
         trace_id = await asyncio.to_thread(_send, receivers, protocol)
         ((_, record),) = await stage.wait_for(trace_id)
@@ -85,7 +85,7 @@ async def test_other_logs_are_accepted_and_counted_as_discarded(telemetry: Telem
     import httpx
 
     stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
+    receivers = await started(_config(late_spans_wait_s=0), stage, telemetry)
     try:
         assert receivers.http is not None
         body = {
@@ -190,7 +190,7 @@ async def test_otlp_json_operation_details_event_fills_the_chat_spans_messages(
         ]
     }
     stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
+    receivers = await started(_config(late_spans_wait_s=0), stage, telemetry)
     try:
         assert receivers.http is not None
         base = f"http://127.0.0.1:{receivers.http.port}"

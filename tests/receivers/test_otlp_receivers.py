@@ -28,9 +28,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
-from harness.pipeline import RecordingStage, Served, started, trace_stage
+from harness.pipeline import RecordingStage, Served, receiver_config, started, trace_stage
 from harness.pipeline import metric_value as _value
-from harness.pipeline import receiver_config as _config
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.otlp import OtlpReceivers
@@ -40,6 +39,12 @@ from monitor.spans import RequestSpans
 from monitor.telemetry import Telemetry, create_telemetry
 
 T = TypeVar("T")
+
+
+def _config(**options: Any) -> Config:
+    """`receiver_config` releasing a whole trace as its root ends: every trace here sends
+    its spans before or with its root (the late-span wait is tested in test_late_spans.py)."""
+    return receiver_config(late_spans_wait_s=0, **options)
 
 
 async def _started(config: Config, stage: RecordingStage, telemetry: Telemetry) -> Served:
@@ -291,11 +296,7 @@ async def test_full_span_queue_answers_retryable_and_counts(telemetry: Telemetry
     stage = RecordingStage(capacity=4)
     stage.hold()  # evaluation is stuck: it holds what it takes until it is full
     # Each trace goes on as soon as whole (no wait for late spans), to fill the queue.
-    config = _config()
-    assembly = config.trace_assembly.model_copy(update={"late_spans_wait_s": 0})
-    receivers = await _started(
-        config.model_copy(update={"trace_assembly": assembly}), stage, telemetry
-    )
+    receivers = await _started(_config(), stage, telemetry)
     assert not receivers.trace.refuses()
     try:
         assert receivers.http is not None and receivers.grpc is not None

@@ -103,7 +103,9 @@ def _config(pki: Path, *, mutual: bool) -> Config:
                     "http": {"endpoint": "127.0.0.1:0"},
                     "tls": tls,
                 }
-            }
+            },
+            # Released as the root ends: the SDK exports every span before or with its root's.
+            "trace_assembly": {"late_spans_wait_s": 0},
         }
     )
 

@@ -78,7 +78,7 @@ async def test_an_sdk_exporting_every_signal_to_one_endpoint_logs_no_export_erro
 ) -> None:
     caplog.set_level(logging.WARNING, logger="opentelemetry")
     stage = RecordingStage()
-    receivers: Served = await started(_config(), stage, telemetry)
+    receivers: Served = await started(_config(late_spans_wait_s=0), stage, telemetry)
     try:
         server = receivers.grpc if protocol == "grpc" else receivers.http
         assert server is not None

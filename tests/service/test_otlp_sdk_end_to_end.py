@@ -73,8 +73,9 @@ def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
         "receivers:\n  otlp:\n"
         "    grpc: {endpoint: '127.0.0.1:0'}\n"
         "    http: {endpoint: '127.0.0.1:0'}\n"
-        # Long idle timeout: a record that shows up quickly was released by its root span.
-        "trace_assembly: {idle_timeout_s: 60}\n"
+        # Long idle timeout: a record that shows up quickly was released by its root span;
+        # no wait for late spans: each trace's spans come before or with its root's.
+        "trace_assembly: {idle_timeout_s: 60, late_spans_wait_s: 0}\n"
         "exporters:\n  prometheus: {endpoint: '127.0.0.1:0'}\n"
         f"  results_file: '{results}'\n  include_explanations: true\n"
     )

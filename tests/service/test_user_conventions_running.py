@@ -113,6 +113,8 @@ def _extracted(tmp_path: Path, conventions: str, send: Callable[[str], str]) -> 
         "receivers:\n  otlp:\n"
         "    grpc: {endpoint: '127.0.0.1:0'}\n"
         "    http: {endpoint: '127.0.0.1:0'}\n"
+        # Released as the root ends: each span and log record is exported before the root.
+        "trace_assembly: {late_spans_wait_s: 0}\n"
         "exporters:\n  prometheus: {endpoint: '127.0.0.1:0', debug_records: 10}\n" + conventions
     )
     with rag_monitor(tmp_path, config) as ports:

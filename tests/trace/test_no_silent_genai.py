@@ -153,7 +153,7 @@ async def test_only_generic_genai_attributes_give_counted_logged_suspects_end_to
     switch; nothing dropped as `not_rag`."""
     caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
     stage = RecordingStage()
-    served = await started(_config(), stage, telemetry)
+    served = await started(_config(late_spans_wait_s=0), stage, telemetry)
     try:
         assert served.http is not None
         provider, roots = tracer_provider(

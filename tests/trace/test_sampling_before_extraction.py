@@ -155,7 +155,8 @@ def _config(sampling: Sampling) -> Config:
             "receivers": {
                 "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
             },
-            "trace_assembly": {"idle_timeout_s": 30},
+            # Released as the root ends: each trace's spans are sent in one request.
+            "trace_assembly": {"idle_timeout_s": 30, "late_spans_wait_s": 0},
             "sampling": sampling.model_dump(),
             "evaluators": [
                 {"name": name, "sample_rate": rate} for name, rate in EVALUATORS.items()
@@ -290,6 +291,9 @@ async def test_whole_service_at_rate_zero_evaluates_only_the_error_trace() -> No
                 "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
             },
             "sampling": {"rate": 0.0},
+            "trace_assembly": {"late_spans_wait_s": 0},
+            # Scored in this process: which traces are scored is the question, not where.
+            "pipeline": {"processes": 0},
         }
     )
     service = Service(config, serve_http=False)
