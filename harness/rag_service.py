@@ -9,6 +9,7 @@ import json
 import math
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from harness.otlp import asked
 from harness.rag_answers import Answer, answers
 
 # Requests a second while traffic is paced: enough that the rule's windows reach their
@@ -27,7 +29,9 @@ PER_S = 24
 
 class Service:
     """The RAG service `service`: one trace per request (root, retriever, LLM spans) via
-    the SDK, on `route`."""
+    the SDK, on `route`; with `own_wording`, each request of `send` asks its question in
+    words of its own (`harness.otlp.asked`), so that no two are the same request to the
+    alert rules."""
 
     def __init__(
         self,
@@ -35,6 +39,7 @@ class Service:
         version: str | None = None,
         route: str = "/ask",
         service: str = "shop",
+        own_wording: bool = False,
     ) -> None:
         attributes = {"service.name": service}
         if version is not None:
@@ -48,6 +53,7 @@ class Service:
         self.hallucinated = [a for a in pool if a.hallucinated]
         self.sent = 0
         self.route = route
+        self.own_wording = own_wording
 
     def request(self, item: Answer) -> None:
         with self.tracer.start_as_current_span(
@@ -89,7 +95,10 @@ class Service:
             self.sent += 1
             hallucinated = math.floor((i + 1) * share) > math.floor(i * share)
             pool = self.hallucinated if hallucinated else self.faithful
-            self.request(pool[i % len(pool)])
+            item = pool[i % len(pool)]
+            if self.own_wording:
+                item = replace(item, question=asked(item.question, i))
+            self.request(item)
 
     def close(self) -> None:
         self.provider.shutdown()
@@ -120,15 +129,19 @@ def metric(port: int, name: str, *needles: str) -> float | None:
 
 
 def write_config(
-    config: Path, alerts: dict[str, Any], metrics_port: int = 0, processes: int | None = None
+    config: Path,
+    alerts: dict[str, Any],
+    metrics_port: int = 0,
+    processes: int | None = None,
+    evaluator: dict[str, Any] | None = None,
 ) -> None:
     """The monitor the alerting tests run: OTLP/HTTP in (on a port it chooses), metrics
-    out (on `metrics_port`, 0: one it chooses), `local_groundedness`, and `alerts`
-    (`processes`: `pipeline.processes`, when given)."""
+    out (on `metrics_port`, 0: one it chooses), `local_groundedness` (`evaluator`: its
+    entry, when given), and `alerts` (`processes`: `pipeline.processes`, when given)."""
     settings: dict[str, Any] = {
         "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}},
         "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{metrics_port}"}},
-        "evaluators": [{"name": "local_groundedness"}],
+        "evaluators": [evaluator or {"name": "local_groundedness"}],
         "alerts": alerts,
     }
     if processes is not None:

@@ -6,9 +6,16 @@ simulated time."""
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from harness.production_streams import DAY_S, START, Change, StreamSpec
+from monitor.alerts import AlertEngine
+from monitor.config import AlertBaseline, RegressionRule
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock, record, verdict
 from tests.alerts.test_alerts_production import config, pages, replay
 
 # Hours to days of simulated traffic each: the slow tier.
@@ -40,3 +47,43 @@ def test_a_daily_cycle_not_yet_learned_is_not_paged_on_the_first_day() -> None:
         )
         events, _ = replay(spec, config(season="day", budget="7d"))
         assert pages(events) == [], (cycle, seed)
+
+
+def minutes_to_first_page(started_s: float, per_s: float, rise_at_min: float) -> float:
+    """Minutes from a fresh start to the first page of a regression rule at its defaults,
+    on a service sending `per_s` verdicts a second whose defect rate rises from 0.1 to 0.5
+    at `rise_at_min` minutes; started `started_s` seconds into a clock hour. Judged every
+    15 s and whenever the test asks, on an injected clock."""
+    clock = Clock()
+    clock.now = START + started_s
+    start = clock.now
+    rule = RegressionRule(name="fresh", evaluator="local_groundedness", baseline=AlertBaseline())
+    engine = AlertEngine([rule], create_telemetry(), evaluation_interval_s=15, clock=clock)
+    rng = random.Random(7)
+    tick, n = start + 15, 0
+    while clock.now < start + 3 * 3600:
+        clock.now += 1 / per_s
+        while clock.now >= tick:
+            saved, clock.now = clock.now, tick
+            engine.evaluate()
+            clock.now, tick = saved, tick + 15
+        n += 1
+        rate = 0.5 if clock.now - start >= rise_at_min * 60 else 0.1
+        passed = rng.random() >= rate
+        engine.emit(
+            record("shop", n), {"local_groundedness": verdict("local_groundedness", passed)}
+        )
+        if engine.evaluation_due:
+            engine.evaluate()
+        if engine.firing():
+            return (clock.now - start) / 60
+    return math.inf
+
+
+def test_how_soon_after_a_start_a_default_rule_can_page_as_the_readme_says() -> None:
+    """README, "When a rule can first page": verdicts join the level as they leave the 30m
+    window, and the level waits for two clock hours of 100 verdicts each. A rise well under
+    way pages from then, not before: about 90 minutes after a start on the hour at one
+    verdict a second, 30 minutes after a start a minute before the hour at ten."""
+    assert 90 <= minutes_to_first_page(0, 1.0, rise_at_min=75) <= 95
+    assert 30 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 33

@@ -1,9 +1,9 @@
 """`rag-monitor backtest` over a results file gives the pages the live engine sent on the
-same records: the results line carries the conversation, each evaluator's revision and the
-dimensions the engine reads (`monitor.exporters.results_file.results_line`), and the
-backtest reads them back (`monitor.alerts.backtest`). The live engine is driven as the
-sidecar's loop drives it (an evaluation every interval and whenever a test asks), on an
-injected clock."""
+same records: the results line carries the conversation, the request's fingerprint, each
+evaluator's revision and the dimensions the engine reads
+(`monitor.exporters.results_file.results_line`), and the backtest reads them back
+(`monitor.alerts.backtest`). The live engine is driven as the sidecar's loop drives it (an
+evaluation every interval and whenever a test asks), on an injected clock."""
 
 from __future__ import annotations
 
@@ -65,6 +65,30 @@ def records(seed: int) -> list[tuple[RagRecord, dict[str, EvalResult]]]:
     return out
 
 
+def burst_records(seed: int) -> list[tuple[RagRecord, dict[str, EvalResult]]]:
+    """Two distinct requests a second, no conversation ids; from 30 to 40 minutes a client
+    also sends one failing request, the same question with the same context, about three
+    times a second; the defect rate doubles at 80."""
+    rng = random.Random(seed)
+    out: list[tuple[RagRecord, dict[str, EvalResult]]] = []
+    t = 1_767_225_600.0
+    n = 0
+    while n < 2 * 100 * 60:
+        t += rng.expovariate(2.0)
+        minute = n / 120
+        if 30 <= minute < 40:
+            for _ in range(rng.choices((1, 2), (1, 2))[0]):
+                t += 1e-3
+                update = {"route": "/ask", "query": "what is the refund policy", "timestamp": t}
+                again = record("shop", len(out) + 10**6).model_copy(update=update)
+                out.append((again, _verdict(False, "r1")))
+        passed = rng.random() >= (0.4 if minute >= 80 else 0.2)
+        update = {"route": "/ask", "timestamp": t}
+        out.append((record("shop", n).model_copy(update=update), _verdict(passed, "r1")))
+        n += 1
+    return out
+
+
 def live(stream: list[tuple[RagRecord, dict[str, EvalResult]]]) -> list[tuple[float, str, str]]:
     clock = Clock()
     rules = CONFIG.alerts.rules
@@ -97,22 +121,28 @@ def live(stream: list[tuple[RagRecord, dict[str, EvalResult]]]) -> list[tuple[fl
     return out
 
 
-def test_a_results_file_replayed_gives_the_pages_the_live_engine_sent(tmp_path: Path) -> None:
-    stream = records(seed=5)
-    path = tmp_path / "results.jsonl.gz"
+def replayed(
+    stream: list[tuple[RagRecord, dict[str, EvalResult]]], path: Path
+) -> list[tuple[float, str, str]]:
+    """The pages `rag-monitor backtest` gives on `stream` written as a results file."""
     with gzip.open(path, "wt") as out:
         for rec, results in stream:
             out.write(json.dumps(results_line(rec, results)) + "\n")
-    sent = live(stream)
     backtest = Backtest(CONFIG)
-    replayed = [
+    events: list[tuple[float, str, str]] = [
         (e.time, e.status, e.alert.annotations["description"])
         for e in backtest.run(read_rows([path]))
         if e.alert.labels.get("alertname", e.alert.rule) == e.alert.rule
     ]
     assert backtest.summary.refusals == [] and backtest.summary.late == 0
+    return events
+
+
+def test_a_results_file_replayed_gives_the_pages_the_live_engine_sent(tmp_path: Path) -> None:
+    stream = records(seed=5)
+    sent = live(stream)
     assert [s for s in sent if s[1] == "firing"], "the doubling pages"
-    assert replayed == sent
+    assert replayed(stream, tmp_path / "results.jsonl.gz") == sent
     # The page came after the doubling: the revision change paged nothing.
     doubled = first_time(stream) + 80 * 60
     assert all(t >= doubled for t, status, _ in sent if status == "firing")
@@ -122,3 +152,14 @@ def first_time(stream: list[tuple[RagRecord, dict[str, EvalResult]]]) -> float:
     t = stream[0][0].timestamp
     assert t is not None
     return t
+
+
+def test_a_burst_of_one_request_replayed_pages_as_little_as_it_did_live(tmp_path: Path) -> None:
+    """The fingerprint in the results line: the burst is one request to the backtest as it
+    was to the live engine, and only the doubling pages in either."""
+    stream = burst_records(seed=3)
+    sent = live(stream)
+    assert [s for s in sent if s[1] == "firing"], "the doubling pages"
+    doubled = first_time(stream) + 80 * 60
+    assert all(t >= doubled for t, status, _ in sent if status == "firing")
+    assert replayed(stream, tmp_path / "results.jsonl.gz") == sent
