@@ -1,11 +1,9 @@
-"""A time-based sliding window of verdict counts with bounded memory.
-
-The window is cut into `buckets` equal slices; each slice keeps three numbers — the
-verdicts, the sum of their defect values and the sum of their squares — so memory does not
-grow with traffic. A defect value is 1 or 0 for a pass/fail verdict, or a number in [0, 1]
-for a rule that measures scores (`measure: scores`); the squares give a score's variance
-(for verdicts they equal the sum). A slice leaves the window once it is entirely older than
-`window_s`, so the effective window is between `window_s` and `window_s` plus one slice.
+"""Time-based sliding windows of sums with bounded memory: a window is cut into `buckets`
+equal slices of sums (a `SlidingWindow`'s: the verdicts, their defect values, 0 or 1 or a
+score in [0, 1], and their squares, a score's variance), so memory does not grow with
+traffic. A slice leaves once it is entirely older than `window_s`: a window spans `window_s`
+to one slice more. Also the units' sums (`UnitSums`), the design effect they give, and
+what is read back from the state file.
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ class TimeSlice:
 
 
 class _Slices:
-    """`size` sums kept per slice of a window of `window_s` cut into `buckets` slices, and
-    their totals: what `SlidingWindow` and `UnitSums` share. A slice is `[index, *sums]`."""
+    """`size` sums per slice, `[index, *sums]`, and their totals over the window."""
 
     def __init__(self, window_s: float, buckets: int, size: int) -> None:
         self.window_s = window_s
