@@ -1,18 +1,7 @@
-"""The firing state machine of the alert engine (`monitor.alerts.engine`), the one place that
-moves an entry's firing state, as Prometheus's alerting rule does: every evaluation, each
-(rule, service)'s entries advance to now (`Entries.advance`), its kind judges them
-(`Kind.judge`, which changes nothing) and `_step` turns each judgment into what is sent: a
-page when an entry starts firing, a resolve (and the kind's `settle`, the resolve's side
-effects), a re-send every `resend_interval_s` while it fires, and the page's `Where` alert
-when it first names a slice (`monitor.alerts.attribution`). With `alerts.fleet` replicas
-never send a resolve: an alert ends when no replica re-sends it (its `endsAt`). An entry
-whose evaluator revision was replaced resolves its page saying why (`new_revision`).
-
-**Boosts** (`RaisedBoosts`): a rule with `boost` has its evaluator sample a service at the
-boost's rate while the rule's evidence for it builds, with the rule's own thresholds met (a
-judgment's p-value is 1 until then), or it fires; lowered when the evidence fades or the
-entries that raised it are gone (dropped, or their slots evicted). The sampler's side is
-`monitor.boosts`."""
+"""The firing state machine, the one place that moves an entry's firing state, as
+Prometheus's alerting rule does (`Firing._step`); and the boosts rules raise while their
+evidence builds (`RaisedBoosts`; docs/alerts.md, "Evidence-driven sampling"). With
+`alerts.fleet` replicas never send a resolve: an alert ends when no replica re-sends it."""
 
 from __future__ import annotations
 
@@ -35,9 +24,9 @@ log = logging.getLogger("monitor.alerts.engine")
 
 
 class Firing:
-    """The state machine over `entries` (see the module docstring), and what goes with
-    entries that go (dropped, or their service's or cohort's slot evicted); the rules of
-    `fleet_rules` (indexes) send no resolve."""
+    """The state machine over `entries`, and what goes with entries that go (dropped, or
+    their service's or cohort's slot evicted); the rules of `fleet_rules` (indexes) send no
+    resolve."""
 
     def __init__(
         self,
@@ -63,8 +52,8 @@ class Firing:
         self._fleet_rules = fleet_rules
 
     def evaluate(self, now: float) -> list[Alert]:
-        """Judge every (rule, service) at `now`, update the gauges, return what must be
-        sent."""
+        """Every (rule, service) advanced to `now` and judged by its kind (which changes
+        nothing); the gauges updated; returns what must be sent."""
         out: list[Alert] = []
         for (i, service), entries in self._entries.groups().items():
             rule, kind = self._rules[i], self._kinds[i]
@@ -95,10 +84,10 @@ class Firing:
         return self._outbox.take(out)
 
     def _step(self, key: Key, entry: Entry, judgment: Judgment, now: float) -> Alert | None:
-        """The firing state machine, the one place that moves an entry's firing state: a
-        page when a judgment fires it, a resolve (and the kind's `settle`) when one resolves
-        it, a re-send while it fires (every `resend_interval_s`); each first page and
-        resolve is logged with the alert's description. Returns what is sent."""
+        """A page when `judgment` fires the entry, a resolve (and the kind's `settle`, its
+        side effects) when it resolves it, a re-send while it fires (every
+        `resend_interval_s`, or at once when a slice is first named: its `Where` alert);
+        each first page and resolve logged. Returns what is sent."""
         i, service, cohort = key
         rule = self._rules[i]
         name = rule.config.name
@@ -116,19 +105,12 @@ class Firing:
             entry.firing, entry.severity = False, None
             self._entries.settle(key, judgment, now)
             alert = self._outbox.alert(key, entry, judgment, now, "resolved")
-            if i in self._fleet_rules:
-                log.info(
-                    "alert %s resolved for %s: %s (not sent: with alerts.fleet an alert "
-                    "ends when no replica re-sends it)",
-                    name,
-                    subject,
-                    describe.log_text(alert),
-                )
-                return None
-            log.info("alert %s resolved for %s: %s", name, subject, describe.log_text(alert))
-            return alert
-        # A slice first named between re-sends goes out at once (its `Where` alert). A
-        # clock that stepped back before the last send re-sends now, never waits for it.
+            fleet = i in self._fleet_rules
+            unsent = " (not sent: with alerts.fleet an alert ends when no replica re-sends it)"
+            text = describe.log_text(alert) + (unsent if fleet else "")
+            log.info("alert %s resolved for %s: %s", name, subject, text)
+            return None if fleet else alert
+        # A clock that stepped back before the last send re-sends now, never waits for it.
         due = now - entry.last_sent >= self._resend or now < entry.last_sent
         if due or self.attribution.names_first(key, judgment, now, entry.where):
             entry.last_sent = now

@@ -1,7 +1,5 @@
-"""The evidence the alert rules judge with, behind this one interface: the rule kinds (and
-the entries that feed them) import these names from `monitor.alerts.evidence`, never its
-modules. Nothing here knows of the engine or the rule kinds: it takes
-verdict counts and times and gives back sums, expectations and tests.
+"""The statistics the alert rules judge with, behind this one interface (the fence:
+`monitor/alerts/README.md`): verdict counts and times in; sums, expectations and tests out.
 
 - what is counted: `Moments` (sums of defect values), `Unit` (one conversation's verdicts,
   or one verdict), `Arrival` (verdicts judged at once against their conversation's earlier
@@ -13,8 +11,6 @@ verdict counts and times and gives back sums, expectations and tests.
 - tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `increase_p_value`,
   `rise_p_value`;
 - reading saved state: `saved_number`, `restore_slices`.
-
-`monitor/alerts/README.md` says which module holds each idea.
 """
 
 from monitor.alerts.evidence.conversations import conversation_key

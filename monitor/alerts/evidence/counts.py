@@ -22,10 +22,8 @@ class Moments:
 
     @property
     def variance(self) -> float:
-        if not self.samples:
-            return 0.0
-        mean = self.defects / self.samples
-        return max(0.0, self.squares / self.samples - mean * mean)
+        mean = self.mean
+        return max(0.0, self.squares / self.samples - mean * mean) if self.samples else 0.0
 
     @classmethod
     def of_histogram(cls, histogram: Sequence[float]) -> Moments:
@@ -65,10 +63,6 @@ class Unit:
     defects: float
     squares: float
     conversation: bool
-
-    @property
-    def mean(self) -> float:
-        return self.defects / self.samples if self.samples else 0.0
 
 
 @dataclass(frozen=True, slots=True)

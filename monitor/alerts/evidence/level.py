@@ -41,7 +41,7 @@ class Sums:
         # a conversation at their dispersion, the others at their conversations' design
         # effect.
         solo = min(self.solo, n)
-        design = 1 + profile.rho * (self.m2 / self.conv_n - 1) if self.conv_n > 0 else 1.0
+        design = conversation_design(profile.rho, self.conv_n, self.m2)
         error_units = profile.kappa * solo + design * (n - solo)
         return Level(mean, score_variance, int(n), error_units)
 
@@ -75,7 +75,11 @@ class Level:
     verdict's."""
 
     mean: float
-    variance: float  # of the values about the level (scores)
+    variance: float
     samples: int
-    # The variance of the level's sum, in units of one independent verdict's variance.
     error_units: float
+
+
+def conversation_design(rho: float, conv_n: float, m2: float) -> float:
+    """The design effect of `conv_n` verdicts of conversations of sizes squared `m2`."""
+    return 1 + rho * (m2 / conv_n - 1) if conv_n > 0 else 1.0

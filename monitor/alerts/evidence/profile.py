@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.alerts.evidence.dispersion import conversation_rho, solo_dispersion
-from monitor.alerts.evidence.level import Profile
+from monitor.alerts.evidence.level import Profile, conversation_design
 from monitor.alerts.evidence.season import Season, learn
 
 
@@ -49,13 +49,8 @@ def measure_profile(
     value steps, 1 for pass/fail; `log_budget`: ln(J T) of the rule's test, what an error
     of kappa's estimate would cost)."""
     all_n = sum(b.n + b.rn for b in buckets)
-    all_d = sum(b.d + b.rd for b in buckets)
-    all_q = sum(b.q + b.rq for b in buckets)
-    pooled_mean = all_d / all_n if all_n else 0.0
-    pooled_var = (
-        pooled_mean * (1 - pooled_mean)
-        if steps == 1
-        else max(1e-4, all_q / all_n - pooled_mean**2 if all_n else 0.0)
+    pooled_var = _variance(
+        all_n, sum(b.d + b.rd for b in buckets), sum(b.q + b.rq for b in buckets), steps
     )
     rho, rho_bound = conversation_rho(
         (
@@ -65,8 +60,8 @@ def measure_profile(
             b.dd,
             b.nd,
             n,
-            x := (b.d + b.rd) / n,
-            x * (1 - x) if steps == 1 else max(1e-4, (b.q + b.rq) / n - x * x),
+            (b.d + b.rd) / n,
+            _variance(n, b.d + b.rd, b.q + b.rq, steps),
         )
         for b in buckets
         if b.conv_n > 0 and (n := b.n + b.rn) > 0
@@ -77,8 +72,7 @@ def measure_profile(
     # season's offsets are as uncertain as.
     solo_n = sum(n for n, _ in solo.values())
     conv_n = sum(b.conv_n for b in buckets)
-    sizes = sum(b.m2 for b in buckets)
-    conv_design = 1 + rho * (sizes / conv_n - 1) if conv_n > 0 else 1.0
+    conv_design = conversation_design(rho, conv_n, sum(b.m2 for b in buckets))
     counted = solo_n + conv_n
     design = (kappa * solo_n + conv_design * conv_n) / counted if counted > 0 else 1.0
     # Clustering nobody declared: the dispersion of all clean verdicts' rates over
@@ -92,3 +86,9 @@ def measure_profile(
     hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
     learned = learn(season, hours, origin, newest, pooled_var * design)
     return Profile(learned, kappa, rho, rho_bound, excess)
+
+
+def _variance(n: float, d: float, q: float, steps: int) -> float:
+    """One defect value's: p (1 - p) for verdicts, the scores' own (at least 1e-4)."""
+    mean = d / n if n else 0.0
+    return mean * (1 - mean) if steps == 1 else max(1e-4, q / n - mean * mean if n else 0.0)

@@ -1,20 +1,8 @@
-"""The season a regression rule's history learns: what each hour of the day, and each day
-of the week, usually adds to a service's defect rate (`monitor.alerts.evidence.history`).
-
-`learn` takes the history's hourly rates (all verdicts: a rise that paged counts, so a
-daily peak is learned within days) and gives a `SeasonProfile`:
-
-- **the day**: each hour's offset from its own day's rate (so a drift over days, which moves
-  whole days, is not learned as an hour's), weighted by verdicts, over the last
-  `SEASON_DAYS` complete days, centred; a day is complete once it is over and held verdicts
-  in at least `COMPLETE_DAY_HOURS` of its hours. An hour never seen is as uncertain as the
-  whole range of rates.
-- **the week** (`season: week`): each day's mean against the mean of the seven days around
-  it, averaged per day of the week, once every weekday was seen twice.
-
-Each offset comes with its variance, which the expectation's error includes. Days are
-counted from the history's first hour; hours of the day are UTC hours (the cycle's phase is
-learned, whatever the users' time zone).
+"""The season a regression rule's history learns from its hourly rates (docs/alerts.md,
+"Regression rules"; `learn`): each UTC hour's offset from its own day's rate, weighted by
+verdicts, over the last `SEASON_DAYS` complete days, centred; with `season: week` each day's
+mean against the seven days around it, per day of the week. Each offset comes with its
+variance, which the expectation's error includes. Days count from the history's first hour.
 """
 
 from __future__ import annotations
@@ -27,7 +15,9 @@ Season = Literal["none", "day", "week"]
 
 DAY_HOURS = 24
 SEASON_DAYS = 14
+# A day is complete once it is over and held verdicts in this many of its hours.
 COMPLETE_DAY_HOURS = 20
+_NO_WEEK = (0.0,) * 7
 # The variance of an hour never seen: any rate in [0, 1].
 _UNKNOWN_VARIANCE = 0.25
 
@@ -38,8 +28,8 @@ class SeasonProfile:
     days: tuple[int, ...] = ()  # the complete days it was learned from
     day: tuple[float, ...] = (0.0,) * DAY_HOURS
     day_var: tuple[float, ...] = (0.0,) * DAY_HOURS
-    week: tuple[float, ...] = (0.0,) * 7
-    week_var: tuple[float, ...] = (0.0,) * 7
+    week: tuple[float, ...] = _NO_WEEK
+    week_var: tuple[float, ...] = _NO_WEEK
 
     def offset(self, index: int, origin: int) -> tuple[float, float]:
         """(offset, its variance) of hourly bucket `index` (0 without a season)."""
@@ -87,14 +77,13 @@ def learn(
         for hour, (n, x) in by_day[day].items():
             num[hour] += n * (x - means[day])
             den[hour] += n
-    seen = [h for h in range(DAY_HOURS) if den[h] > 0]
     raw = [num[h] / den[h] if den[h] > 0 else 0.0 for h in range(DAY_HOURS)]
-    centre = sum(raw[h] for h in seen) / len(seen)
+    centre = sum(raw) / sum(d > 0 for d in den)
     offsets = tuple(raw[h] - centre if den[h] > 0 else 0.0 for h in range(DAY_HOURS))
     variances = tuple(
         variance / den[h] if den[h] > 0 else _UNKNOWN_VARIANCE for h in range(DAY_HOURS)
     )
-    week, week_var = _week(complete, means) if season == "week" else ((0.0,) * 7, (0.0,) * 7)
+    week, week_var = _week(complete, means) if season == "week" else (_NO_WEEK, _NO_WEEK)
     return SeasonProfile(season, tuple(complete), offsets, variances, week, week_var)
 
 
@@ -109,7 +98,7 @@ def _week(
         if len(around) == 7:
             deviations.setdefault(day % 7, []).append(means[day] - sum(around) / 7)
     if len(deviations) < 7 or any(len(v) < 2 for v in deviations.values()):
-        return (0.0,) * 7, (0.0,) * 7
+        return _NO_WEEK, _NO_WEEK
     raw = [sum(deviations[w]) / len(deviations[w]) for w in range(7)]
     centre = sum(raw) / 7
     spread = tuple(

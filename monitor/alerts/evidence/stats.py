@@ -1,10 +1,7 @@
 """Interval estimates and fixed-sample tests for defect rates, and the level a look may use.
-
-The alert engine compares the *bounds* of the rate, not the rate itself, with the
-threshold: 3 failures out of 5 is a 60 % rate, but the 95 % Wilson interval is
-roughly 23 %–88 %, which says almost nothing. The Wilson score interval behaves well
-for small samples and for rates near 0 or 1, where the normal approximation does not.
-The same formula is written in PromQL in `deploy/prometheus/rules.yml`.
+Absolute rules compare a rate's Wilson score interval with their threshold, not the rate
+(3 defects of 5 is 60 %, but 23 %-88 % at 95 %): it holds for small samples and rates near
+0 or 1. `deploy/prometheus/rules.yml` writes the same formula in PromQL.
 """
 
 from __future__ import annotations

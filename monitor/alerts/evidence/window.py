@@ -1,11 +1,9 @@
-"""A time-based sliding window of verdict counts with bounded memory.
-
-The window is cut into `buckets` equal slices; each slice keeps three numbers — the
-verdicts, the sum of their defect values and the sum of their squares — so memory does not
-grow with traffic. A defect value is 1 or 0 for a pass/fail verdict, or a number in [0, 1]
-for a rule that measures scores (`measure: scores`); the squares give a score's variance
-(for verdicts they equal the sum). A slice leaves the window once it is entirely older than
-`window_s`, so the effective window is between `window_s` and `window_s` plus one slice.
+"""Time-based sliding windows of sums with bounded memory: a window is cut into `buckets`
+equal slices of sums (a `SlidingWindow`'s: the verdicts, their defect values, 0 or 1 or a
+score in [0, 1], and their squares, a score's variance), so memory does not grow with
+traffic. A slice leaves once it is entirely older than `window_s`: a window spans `window_s`
+to one slice more. Also the units' sums (`UnitSums`), the design effect they give, and
+what is read back from the state file.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from monitor.alerts.evidence.counts import Moments
 from monitor.alerts.evidence.dispersion import pooled_rho
 
 DEFAULT_BUCKETS = 60
+SliceCounts = tuple[int, int, float, float]  # (index, samples, defects, squares)
 
 
 @dataclass(slots=True)
@@ -27,56 +26,64 @@ class TimeSlice:
     """Counts of one slice; it covers `[index * width, (index + 1) * width)` seconds."""
 
     index: int
-    samples: int = 0
-    defects: float = 0.0
-    squares: float = 0.0
+    samples: int
+    defects: float
+    squares: float
 
 
-class SlidingWindow:
+class _Slices:
+    """`size` sums per slice, `[index, *sums]`, and their totals over the window."""
+
+    def __init__(self, window_s: float, buckets: int, size: int) -> None:
+        self.window_s = window_s
+        self.width = window_s / buckets
+        self._size = size
+        self._slices: deque[list[float]] = deque()
+        self._sums = [0.0] * size
+
+    def _add(self, now: float, values: Sequence[float]) -> None:
+        index = math.floor(now / self.width)
+        if not self._slices or self._slices[-1][0] < index:
+            self._slices.append([index, *[0.0] * self._size])
+        # A late sample (clock step back) lands in the newest slice rather than reordering.
+        last = self._slices[-1]
+        for k, value in enumerate(values):
+            last[k + 1] += value
+            self._sums[k] += value
+
+    def _expire(self, now: float) -> list[list[float]]:
+        oldest = math.floor((now - self.window_s) / self.width)
+        gone = []
+        while self._slices and self._slices[0][0] < oldest:
+            old = self._slices.popleft()
+            for k in range(self._size):
+                self._sums[k] -= old[k + 1]
+            gone.append(old)
+        if not self._slices:  # no rounding left behind by float sums
+            self._sums = [0.0] * self._size
+        return gone
+
+    def _set(self, slices: deque[list[float]]) -> None:
+        self._slices = slices
+        self._sums = [sum(s[k + 1] for s in slices) for k in range(self._size)]
+
+
+class SlidingWindow(_Slices):
     def __init__(self, window_s: float, buckets: int = DEFAULT_BUCKETS) -> None:
         if window_s <= 0 or buckets <= 0:
             raise ValueError("window_s and buckets must be positive")
-        self.window_s = window_s
-        self.width = window_s / buckets
-        self._slices: deque[TimeSlice] = deque()
-        self._samples = 0
-        self._defects = 0.0
-        self._squares = 0.0
+        super().__init__(window_s, buckets, 3)
 
     def add(self, now: float, defect: float) -> None:
         """Adds one verdict whose defect value is `defect` (a bool or a number in [0, 1])."""
-        self._add(now, 1, defect, defect * defect)
+        self._add(now, (1, defect, defect * defect))
 
     def add_counts(self, now: float, counts: Moments) -> None:
-        """Adds `counts` at `now`."""
-        self._add(now, counts.samples, counts.defects, counts.squares)
-
-    def _add(self, now: float, samples: int, defects: float, squares: float) -> None:
-        index = math.floor(now / self.width)
-        if not self._slices or self._slices[-1].index < index:
-            self._slices.append(TimeSlice(index))
-        # A late sample (clock step back) lands in the newest slice rather than reordering.
-        last = self._slices[-1]
-        last.samples += samples
-        last.defects += defects
-        last.squares += squares
-        self._samples += samples
-        self._defects += defects
-        self._squares += squares
+        self._add(now, (counts.samples, counts.defects, counts.squares))
 
     def expire(self, now: float) -> list[TimeSlice]:
         """Removes and returns the slices that left the window ending at `now`."""
-        oldest = math.floor((now - self.window_s) / self.width)
-        gone = []
-        while self._slices and self._slices[0].index < oldest:
-            old = self._slices.popleft()
-            self._samples -= old.samples
-            self._defects -= old.defects
-            self._squares -= old.squares
-            gone.append(old)
-        if not self._slices:  # no rounding left behind by float sums
-            self._defects = self._squares = 0.0
-        return gone
+        return [TimeSlice(int(i), round(n), d, q) for i, n, d, q in self._expire(now)]
 
     def totals(self, now: float) -> tuple[int, float]:
         """(samples, defects) within the window ending at `now`."""
@@ -85,23 +92,18 @@ class SlidingWindow:
 
     def moments(self, now: float) -> Moments:
         """What the window ending at `now` holds."""
-        self.expire(now)
-        return Moments(self._samples, max(0.0, self._defects), max(0.0, self._squares))
+        self._expire(now)
+        n, d, q = self._sums
+        return Moments(round(n), max(0.0, d), max(0.0, q))
 
-    def slices(self) -> list[tuple[int, int, float, float]]:
+    def slices(self) -> list[SliceCounts]:
         """(index, samples, defects, squares) of every slice held, oldest first (for the
         state file)."""
-        return [(s.index, s.samples, s.defects, s.squares) for s in self._slices]
+        return [(int(i), round(n), d, q) for i, n, d, q in self._slices]
 
-    def restore(self, slices: list[tuple[int, int, float, float]]) -> None:
+    def restore(self, slices: list[SliceCounts]) -> None:
         """Replaces the contents with `slices` as `slices()` gave them (indexes ascending)."""
-        self._slices = deque(TimeSlice(i, n, d, q) for i, n, d, q in slices)
-        self._samples = sum(s.samples for s in self._slices)
-        self._defects = sum(s.defects for s in self._slices)
-        self._squares = sum(s.squares for s in self._slices)
-
-
-SliceCounts = tuple[int, int, float, float]  # (index, samples, defects, squares)
+        self._set(deque([i, float(n), d, q] for i, n, d, q in slices))
 
 
 def saved_number(raw: Any, *, nonnegative: bool = False) -> float:
@@ -132,36 +134,24 @@ def restore_slices(raw: Any) -> list[SliceCounts]:
     return out
 
 
-class UnitSums:
+class UnitSums(_Slices):
     """Sliding sums over the conversations that closed in a window: their verdicts, the
     sum of their sizes squared, of their defect sums squared, of size times defects and of
     their sizes cubed — what the correlation of verdicts within a conversation is measured from
     (`design_effect`). Sliced as `SlidingWindow` is."""
 
     def __init__(self, window_s: float, buckets: int = DEFAULT_BUCKETS) -> None:
-        self.window_s = window_s
-        self.width = window_s / buckets
-        self._slices: deque[list[float]] = deque()
-        self.totals = [0.0, 0.0, 0.0, 0.0, 0.0]
+        super().__init__(window_s, buckets, 5)
+
+    @property
+    def totals(self) -> list[float]:
+        return self._sums
 
     def add(self, now: float, samples: int, defects: float) -> None:
-        index = math.floor(now / self.width)
-        if not self._slices or self._slices[-1][0] < index:
-            self._slices.append([index, 0.0, 0.0, 0.0, 0.0, 0.0])
-        last = self._slices[-1]
-        values = (samples, samples**2, defects * defects, samples * defects, samples**3)
-        for k, value in enumerate(values):
-            last[k + 1] += value
-            self.totals[k] += value
+        self._add(now, (samples, samples**2, defects * defects, samples * defects, samples**3))
 
     def expire(self, now: float) -> None:
-        oldest = math.floor((now - self.window_s) / self.width)
-        while self._slices and self._slices[0][0] < oldest:
-            old = self._slices.popleft()
-            for k in range(5):
-                self.totals[k] -= old[k + 1]
-        if not self._slices:
-            self.totals = [0.0, 0.0, 0.0, 0.0, 0.0]
+        self._expire(now)
 
     def slices(self) -> list[list[float]]:
         return [list(s) for s in self._slices]
@@ -179,8 +169,7 @@ class UnitSums:
                 # conversations were all of one size (the least the sum can be).
                 values.append(values[2] ** 2 / values[1] if values[1] > 0 else 0.0)
             slices.append([int(entry[0]), *values[1:]])
-        self._slices = slices
-        self.totals = [sum(s[k + 1] for s in slices) for k in range(5)]
+        self._set(slices)
 
 
 def design_effect(moments: Moments, units: Sequence[float]) -> float:

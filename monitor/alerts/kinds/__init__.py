@@ -1,29 +1,9 @@
-"""Rule kinds: one module per kind of rule, each behind one interface.
-
-As Prometheus's alerting rule evaluates its expression and then moves each alert through
-inactive, pending and firing in one place, a kind only decides: its `judge` takes the
-entries of one (rule, service) as `advance` left them and returns a `Judgment` per cohort,
-`FIRE`, `RESOLVE` or `HOLD` with its evidence, and changes nothing. The engine
-(`monitor.alerts.firing`) owns the firing state (`Entry.firing`, since when, last
-sent, the severity it fired at) and is the one place that moves it; on a resolve it runs
-the kind's `settle`, the resolution's side effects on the kind's state.
-
-A kind is two interfaces on one class: `Kind`, what the engine asks (`judge`, `describe`:
-what a page says, `publish`: what `/metrics` shows), and `Keeper`, how the entries
-(`monitor.alerts.entries`) keep its state per (service, cohort): `new_state` (empty, or
-what of a replaced evaluator revision's still holds), `add` and `add_unit` (verdicts and
-closed conversations in), `advance` (time moves to now: windows expire into history, tests
-take their pending batch) and `settle`. A state saves itself (`snapshot`, `restore`).
-
-| kind | config | module |
-|---|---|---|
-| absolute | `max_defect_rate` | `absolute.py` |
-| regression | `baseline` | `regression.py` |
-| cohorts | `cohorts` | `cohorts.py` |
-| slo | `slo` | `slo.py` |
-
-`pick.kind_for(rule, ...)` picks the kind from the rule's config (the only place that does).
-"""
+"""Rule kinds, one module per kind (`pick.py` maps a rule to its kind), each behind two
+interfaces: `Kind`, what the engine asks (a `judge` that returns FIRE, RESOLVE or HOLD with
+its evidence and changes nothing, what a page says, what `/metrics` shows), and `Keeper`,
+how the entries (`monitor.alerts.entries`) keep its state per (service, cohort). The firing
+state (`Entry.firing` and what goes with it) is moved by `monitor.alerts.firing` alone,
+which runs the kind's `settle` on a resolve."""
 
 from __future__ import annotations
 
@@ -125,7 +105,7 @@ class State(Protocol):
 
 
 class Kind(Protocol):
-    """What the engine asks of a kind (see the module docstring)."""
+    """What the engine asks of a kind."""
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         """A judgment for every judged cohort of one service (`""` for a rule without
@@ -142,7 +122,8 @@ class Kind(Protocol):
 
 
 class Keeper(Protocol):
-    """How the entries keep a kind's state (see the module docstring)."""
+    """How the entries keep a kind's state: new, verdicts and closed conversations in, time
+    advanced, a resolve settled. A state saves itself (`State`)."""
 
     def new_state(self, previous: Entry | None = None, now: float = 0.0) -> State:
         """An empty state for one (service, cohort); with `previous`, an entry whose

@@ -33,8 +33,7 @@ KINDS: dict[str, KindClass] = {
 
 
 def kind_class(config: AlertRule) -> KindClass:
-    """The class of the kind of a rule, by the key it sets (`max_defect_rate`, `baseline`,
-    `cohorts` or `slo`)."""
+    """The class of the kind of a rule, by the key it sets (`KINDS`)."""
     for key, cls in KINDS.items():
         if getattr(config, key) is not None:
             return cls
