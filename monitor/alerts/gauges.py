@@ -66,7 +66,7 @@ class AlertGauges:
             "1 while a rule sets a service's conversation ids aside: most of its recent "
             "verdicts came in ids that are no conversations (one spans more than 6 h, holds "
             "thousands of verdicts, or most of the traffic); its verdicts are judged by "
-            "request meanwhile.",
+            "the ids' sessions or by request meanwhile.",
             ("service", "rule"),
         )
         self.boost_active = gauge(

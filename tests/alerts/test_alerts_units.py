@@ -184,6 +184,8 @@ IDS: dict[str, Callable[[int], str]] = {
     "one constant id": lambda n: "everyone",
     "ids = pods": lambda n: f"pod-{n % 8}",
     "a recycled pool": lambda n: f"slot-{n % 1000}",
+    # Conversations of 10 requests, a slot back after 1,250 s: judged by its sessions.
+    "a pool reused after a pause": lambda n: f"slot-{(n // 10) % 500}",
 }
 
 

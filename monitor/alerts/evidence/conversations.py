@@ -218,11 +218,12 @@ class Conversations:
         self._total += samples
         self._degenerate = min(self._degenerate + degenerate, self._total)
 
-    def degenerate_share(self) -> float:
+    def degenerate_share(self) -> float | None:
         """The share of recent verdicts (decayed over `SHARE_DECAY_S`) that came in
-        conversations that are none (`_Open.degenerate`); 0 before `SHARE_MIN_VERDICTS`."""
+        conversations that are none (`_Open.degenerate`); None before `SHARE_MIN_VERDICTS`
+        (as after a restart: the share is not saved)."""
         if self._total < SHARE_MIN_VERDICTS:
-            return 0.0
+            return None
         return self._degenerate / self._total
 
     def close_idle(self, now: float) -> list[Unit]:

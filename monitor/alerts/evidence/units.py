@@ -4,6 +4,17 @@ or what is not a conversation: a request asked again (its fingerprint,
 measured correlation (`RepeatCorrelation`) and counted in the windows up to a share of the
 traffic; and ids that are no conversations (`_Open.degenerate`: a constant, pods, recycled
 slots, users over days) are set aside while they carry most of the traffic.
+
+Ids set aside fall back to the unit their traffic supports. An id's **sessions** (its
+verdicts split at every pause of `alerts.conversation_idle`, a return after the pause a new
+one: `Conversations` that remember a closed one for the idle time only) are conversations
+where an id is reused only after a pause (a recycled slot, a user back the next day): they
+are judged as conversations while they are (`_Open.degenerate` of the sessions). An id
+never quiet that long (a constant, the pods that served the requests, a slot shared by
+overlapping conversations) has sessions that are none too: its verdicts then count as
+requests, and the clustering nobody declared (`dispersion.solo_dispersion`) tempers them.
+The assumption sessions add: verdicts of an id's different sessions are independent, as
+those of different conversations are (`sequential.py`, premise 1).
 """
 
 from __future__ import annotations
@@ -43,6 +54,11 @@ REPEAT_RHO_Z = 2.0
 # The cut depends on counts alone, never on verdicts, so what is counted is not biased.
 REPEAT_SHARE = 0.05
 REPEAT_MIN_COUNTED = 10
+# What verdicts of ids set aside are judged by (`Units.by_sessions`).
+_BY = {
+    True: "their id's sessions (split at each pause of alerts.conversation_idle)",
+    False: "request",
+}
 
 
 class RepeatCorrelation:
@@ -115,13 +131,26 @@ class Units:
     fingerprint seen within `REPEAT_S`, among the `MAX_SEEN` last) as one with the earlier
     askings; else one verdict each. While most of the recent traffic is in conversations
     that are none (`_Open.degenerate`), the ids are set aside (`fallback`), logged once per
-    change as `label`: their verdicts count as requests."""
+    change as `label`: their verdicts count as their id's sessions (`by_sessions`) while
+    most of those are conversations, else as requests."""
 
-    __slots__ = ("_counted", "_label", "_pairs", "_seen", "conversations", "fallback", "requests")
+    __slots__ = (
+        "_counted",
+        "_label",
+        "_pairs",
+        "_seen",
+        "by_sessions",
+        "conversations",
+        "fallback",
+        "requests",
+        "sessions",
+    )
 
     def __init__(self, idle_s: float, label: str = "") -> None:
         self._label = label
         self.conversations = Conversations(idle_s)
+        # The ids' sessions: a closed one is remembered for the idle time only.
+        self.sessions = Conversations(idle_s, idle_s)
         self.requests = Conversations(idle_s, REPEAT_S, carry=False)
         # Requests seen once: fingerprint -> (when, verdicts, their defect sum), oldest first.
         self._seen: OrderedDict[int, tuple[float, int, float]] = OrderedDict()
@@ -129,14 +158,17 @@ class Units:
         self._counted: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self._pairs = RepeatCorrelation()
         self.fallback = False
+        # With `fallback`: whether the ids' sessions are judged as conversations (else the
+        # verdicts count as requests).
+        self.by_sessions = False
 
     def __len__(self) -> int:
-        return len(self.conversations) + len(self.requests)
+        return len(self.conversations) + len(self.sessions) + len(self.requests)
 
     @property
     def remembered(self) -> int:
-        """How many closed conversations and requests are remembered."""
-        return self.conversations.remembered + self.requests.remembered
+        """How many closed conversations, sessions and requests are remembered."""
+        return self.conversations.remembered + self.sessions.remembered + self.requests.remembered
 
     @property
     def seen(self) -> int:
@@ -157,7 +189,12 @@ class Units:
     def oldest(self) -> float:
         """When what `evict` takes was closed or last active (`Conversations.oldest`), or
         asked (a request `seen`)."""
-        return min(self.conversations.oldest(), self.requests.oldest(), self._first_seen())
+        return min(
+            self.conversations.oldest(),
+            self.sessions.oldest(),
+            self.requests.oldest(),
+            self._first_seen(),
+        )
 
     def evict(self) -> Unit | None:
         """The memory budget's eviction hook (`Conversations.evict`), on whichever of the
@@ -165,16 +202,21 @@ class Units:
         unit is no conversation's. A request seen that is forgotten counts as asked anew
         when it comes again."""
         seen_at = self._first_seen()
-        if seen_at < min(self.requests.oldest(), self.conversations.oldest()):
+        oldest = min(self.requests.oldest(), self.sessions.oldest(), self.conversations.oldest())
+        if seen_at < oldest:
             if self._seen and next(iter(self._seen.values()))[0] == seen_at:
                 self._seen.popitem(last=False)
             else:
                 self._counted.popitem(last=False)
             return None
-        if self.requests.oldest() < self.conversations.oldest():
+        if self.requests.oldest() == oldest:
             unit = self.requests.evict()
             return None if unit is None else dataclasses.replace(unit, conversation=False)
-        return self.conversations.evict()
+        if self.sessions.oldest() == oldest:
+            unit = self.sessions.evict()
+            return unit if self.fallback and self.by_sessions else None
+        unit = self.conversations.evict()
+        return None if self.fallback else unit
 
     def add(
         self,
@@ -191,9 +233,12 @@ class Units:
         self._pairs.observe(histogram, levels, now)
         if conversation is not None:
             arrival, closed = self.conversations.add(conversation, histogram, levels, now)
+            by_session, of_sessions = self.sessions.add(conversation, histogram, levels, now)
             self._judge_ids(now)
             if not self.fallback:
                 return arrival, closed
+            if self.by_sessions:
+                return by_session, of_sessions
             closed = []
         if request is None:
             return None, closed
@@ -234,51 +279,79 @@ class Units:
         return counted
 
     def _judge_ids(self, now: float) -> None:
+        """Sets the ids aside, or takes them back, by the share of recent verdicts in ones
+        that are no conversations; and, set aside, judges by their sessions while most of
+        those are conversations."""
         share = self.conversations.degenerate_share()
+        sessions = self.sessions.degenerate_share()
+        if share is None or sessions is None:
+            return  # not measured yet: what was decided (or restored) holds
+        label = self._label or "alerts"
         if not self.fallback and share >= FALLBACK_ON:
             self.fallback = True
+            self.by_sessions = sessions < FALLBACK_ON
             _log.warning(
                 "%s: %.0f%% of the recent verdicts came in conversation ids that are no "
                 "conversations (one id spans over 6 h, holds %d verdicts or %d units, or most of "
-                "the traffic): the ids are set aside and verdicts are judged by request",
-                self._label or "alerts",
+                "the traffic): the ids are set aside and verdicts are judged by %s",
+                label,
                 100 * share,
                 DEGENERATE_VERDICTS,
                 DEGENERATE_UNITS,
+                _BY[self.by_sessions],
             )
         elif self.fallback and share < FALLBACK_OFF:
-            self.fallback = False
+            self.fallback = self.by_sessions = False
             _log.warning(
                 "%s: the conversation ids look like conversations again (%.0f%% of the "
                 "recent verdicts in ones that are not): verdicts are judged by conversation",
-                self._label or "alerts",
+                label,
                 100 * share,
+            )
+        elif self.fallback and (
+            sessions >= FALLBACK_ON if self.by_sessions else sessions < FALLBACK_OFF
+        ):
+            self.by_sessions = not self.by_sessions
+            _log.warning(
+                "%s: %.0f%% of the recent verdicts came in sessions of the ids that are no "
+                "conversations: verdicts are judged by %s",
+                label,
+                100 * sessions,
+                _BY[self.by_sessions],
             )
 
     def close_idle(self, now: float) -> list[Unit]:
-        """The units quiet long enough by `now` (those of conversation ids set aside are
-        dropped: their verdicts counted as requests)."""
+        """The units quiet long enough by `now` (of the ids as sent, or with those set
+        aside, of their sessions or neither: the others are dropped)."""
         conversations = self.conversations.close_idle(now)
+        sessions = self.sessions.close_idle(now)
         requests = self.requests.close_idle(now)
         while self._seen and now - next(iter(self._seen.values()))[0] >= REPEAT_S:
             self._seen.popitem(last=False)
         # A request's unit teaches nothing of conversations: it is no conversation.
         requests = [dataclasses.replace(u, conversation=False) for u in requests]
-        return requests if self.fallback else conversations + requests
+        if not self.fallback:
+            return conversations + requests
+        return sessions + requests if self.by_sessions else requests
 
     def snapshot(self) -> dict[str, Any]:
         return {
             **self.conversations.snapshot(),
             "requests": self.requests.snapshot(),
+            "sessions": self.sessions.snapshot(),
             "fallback": self.fallback,
+            "by_sessions": self.by_sessions,
         }
 
     def restore(self, raw: Any) -> None:
-        """Takes back `snapshot` (or `Conversations.snapshot`, as earlier files hold)."""
+        """Takes back `snapshot` (or `Conversations.snapshot`, as earlier files hold; files
+        without sessions start them anew)."""
         self.conversations.restore(raw)
         if isinstance(raw, dict) and "requests" in raw:
             self.requests.restore(raw["requests"])
-            fallback = raw.get("fallback", False)
-            if not isinstance(fallback, bool):
+            if "sessions" in raw:
+                self.sessions.restore(raw["sessions"])
+            fallback, by_sessions = raw.get("fallback", False), raw.get("by_sessions", False)
+            if not isinstance(fallback, bool) or not isinstance(by_sessions, bool):
                 raise TypeError("conversations: fallback is not true or false")
-            self.fallback = fallback
+            self.fallback, self.by_sessions = fallback, by_sessions and fallback
