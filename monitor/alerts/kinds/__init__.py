@@ -12,7 +12,7 @@ A kind is two interfaces on one class: `Kind`, what the engine asks (`judge`, `d
 what a page says, `publish`: what `/metrics` shows), and `Keeper`, how the entries
 (`monitor.alerts.entries`) keep its state per (service, cohort): `new_state` (empty, or
 what of a replaced evaluator revision's still holds), `add` and `add_unit` (verdicts and
-closed conversations in), `advance` (time moves to now: windows expire into history, tests
+closed conversations in), `add_replaced` (verdicts of a revision the entry replaced), `advance` (time moves to now: windows expire into history, tests
 take their pending batch) and `settle`. A state saves itself (`snapshot`, `restore`).
 
 | kind | config | module |
@@ -166,6 +166,12 @@ class Keeper(Protocol):
 
     def add_unit(self, state: Any, unit: Unit, now: float) -> bool:
         """A closed conversation; True when an evaluation is due now."""
+        ...
+
+    def add_replaced(self, state: Any, histogram: Sequence[float], now: float) -> None:
+        """Verdicts of the revision this entry's replaced, still coming (a rollout with both
+        live): what the kind learns from them of the old revision's level in the new one's
+        terms (a regression rule's overlap); they are judged by no rule."""
         ...
 
     def advance(self, state: Any, now: float, firing: bool) -> None:

@@ -177,6 +177,9 @@ class Slo:
         # the rate.
         return False
 
+    def add_replaced(self, state: SloState, histogram: Sequence[float], now: float) -> None:
+        return None  # nothing of a replaced revision carries over
+
     # -- judging ----------------------------------------------------------------------
 
     def advance(self, state: SloState, now: float, firing: bool) -> None:
