@@ -129,7 +129,7 @@ class Entries:
                 # rollout with both live): judged by no rule; the one it replaced last
                 # measures the new one's offset. Alone for a window, it is a rollback.
                 if revision == replaced_before[-1]:
-                    kind.add_replaced(entry.state, histogram, now)
+                    kind.add_replaced(entry.state, histogram, now, entry.firing)
                 return Added()
             if entry.revision is None:
                 entry.revision = revision

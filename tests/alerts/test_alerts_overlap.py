@@ -179,3 +179,26 @@ def test_the_overlap_weighs_each_hour_apart() -> None:
     assert measured is not None
     # Pooled across the hours the new revision would read 0.15 more than the old.
     assert measured[0] == pytest.approx(0.05)
+
+
+def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
+    """Both revisions' rates double twenty minutes into a rollout: the difference of the two
+    doubles with them, so the hours it fires are left out of the overlap and the offset
+    stays what the hours before measured."""
+    clock = Clock()
+    engine = engine_for(clock, "doubling")
+
+    def rates(t: float) -> dict[str, float]:
+        if t < 0:
+            return {"a": 0.20}
+        factor = 2.0 if t >= 1200.0 else 1.0
+        return {"a": 0.20 * factor, "b": 0.30 * factor}
+
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    assert firing(run(engine, clock, rates, 0.0, 3 * 3600.0))
+    assert next(iter(engine._entries.values())).firing
+    change = entry_state(engine).changeover
+    assert change is not None
+    measured = change.overlap.offset(1.0)
+    assert measured is not None
+    assert measured[0] == pytest.approx(0.10, abs=0.05)

@@ -95,7 +95,9 @@ class Absolute:
     def add_unit(self, state: WindowState, unit: Unit, now: float) -> bool:
         return add_unit(state, unit, now)
 
-    def add_replaced(self, state: WindowState, histogram: Sequence[float], now: float) -> None:
+    def add_replaced(
+        self, state: WindowState, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
         return None  # nothing of a replaced revision carries over
 
     def advance(self, state: WindowState, now: float, firing: bool) -> None:

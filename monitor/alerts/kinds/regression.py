@@ -136,7 +136,7 @@ class Regression:
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         state.current.add_counts(now, moments)
-        state.count_overlap(moments, now, old=False)
+        state.count_overlap(moments, now, old=False, firing=firing)
         if conversation is None:
             state.solo.add_counts(now, moments)
         if state.test is None:
@@ -154,8 +154,10 @@ class Regression:
         state.history.add_unit(now, unit)
         return False
 
-    def add_replaced(self, state: RegressionState, histogram: Sequence[float], now: float) -> None:
-        state.count_overlap(Moments.of_histogram(histogram), now, old=True)
+    def add_replaced(
+        self, state: RegressionState, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
+        state.count_overlap(Moments.of_histogram(histogram), now, old=True, firing=firing)
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the

@@ -135,9 +135,11 @@ class RegressionState:
     # advance comes before every judgment).
     expected: Expectation | None = None
 
-    def count_overlap(self, moments: Moments, now: float, *, old: bool) -> None:
-        """Verdicts of either revision while a changeover lasts: to its overlap."""
-        if self.changeover is not None:
+    def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
+        """Verdicts of either revision while a changeover lasts: to its overlap, but while
+        the rule fires (a paged rise of the service that moves the two revisions' rates by
+        different amounts, as a doubling does, would move the offset)."""
+        if self.changeover is not None and not firing:
             self.changeover.overlap.add(self.history.bucket(now), moments, now, old=old)
 
     def snapshot(self) -> dict[str, Any]:

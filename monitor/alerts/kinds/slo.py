@@ -177,7 +177,9 @@ class Slo:
         # the rate.
         return False
 
-    def add_replaced(self, state: SloState, histogram: Sequence[float], now: float) -> None:
+    def add_replaced(
+        self, state: SloState, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
         return None  # nothing of a replaced revision carries over
 
     # -- judging ----------------------------------------------------------------------
