@@ -30,7 +30,8 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    good spell), an evaluator revision whose verdicts run at 0.35, and 200 services past the
    label cap of 50 (folded into `other`): pages (the promise: none).
 4. **Evaluator changeovers**: a revision whose verdicts run at 0.30 where the old read 0.20,
-   at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after:
+   at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after
+   (and one three hours into the rollout, while both revisions score half the turns each):
    hours to page against the information limit of the new revision's rate, and pages
    between the change and the step (the promise: none).
 5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
@@ -278,27 +279,34 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     trial, then a x2 step three hours after it is complete: hours to page against the
     information limit (of the new revision's rate), and pages before the step."""
     rollout_days = 0.25
-    cases = {
-        "evaluator revision, x2 three hours later": Change("revision", 0.0, 0.30),
-        "revision rolled out over 6 h, x2 three hours after": Change(
-            "rollout", 0.0, 0.30, rollout_days
+    # Each case: the change, and the step's hours after it started (None: three hours
+    # after it is complete).
+    cases: dict[str, tuple[Change, float | None]] = {
+        "evaluator revision, x2 three hours later": (Change("revision", 0.0, 0.30), None),
+        "revision rolled out over 6 h, x2 three hours after": (
+            Change("rollout", 0.0, 0.30, rollout_days),
+            None,
+        ),
+        "revision rolled out over 6 h, x2 three hours into it (half on each)": (
+            Change("rollout", 0.0, 0.30, rollout_days),
+            3.0,
         ),
     }
     base = StreamSpec(rate=1.0, days=0.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0)
     runs = []
-    for name, template in cases.items():
+    for name, (template, into_h) in cases.items():
         trial_runs = []
         for trial in range(trials):
             at = warmup + (trial * 24 / trials + 0.5) / 24
             change = replace(template, at_day=at)
-            step = at + change.days + 3 / 24
+            step = at + (change.days + 3 / 24 if into_h is None else into_h / 24)
             spec = replace(
                 base,
                 days=step + STEP_DAYS,
                 changes=(change, Change("step", step, 2.0)),
                 seed=seed + trial,
             )
-            limit = information_limit_h(spec, step, 2.0, before=(template,))
+            limit = information_limit_h(spec, step, 2.0, before=(change,))
             trial_runs.append(
                 (START + at * DAY_S, START + step * DAY_S, limit, pool.submit(page_times, spec))
             )

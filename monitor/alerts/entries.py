@@ -6,7 +6,8 @@ An entry belongs to one evaluator revision: `add` with verdicts of another start
 from what of the old state still holds (`Keeper.new_state`; the replaced entry is returned, so
 that the engine can resolve a page it held). Verdicts of a revision it replaced are left
 out while its own revision's still come (late verdicts, a rollout with both revisions
-live): only a revision that reports alone for a window (a rollback) replaces it again.
+live), but for the kind's measure of the new revision's offset (`Keeper.add_replaced`):
+only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
 cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED`
@@ -125,7 +126,10 @@ class Entries:
             replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
             if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
                 # A revision replaced while the current one still reports (late verdicts, a
-                # rollout with both live): left out. Alone for a window, it is a rollback.
+                # rollout with both live): judged by no rule; the one it replaced last
+                # measures the new one's offset. Alone for a window, it is a rollback.
+                if revision == replaced_before[-1]:
+                    kind.add_replaced(entry.state, histogram, now, entry.firing)
                 return Added()
             if entry.revision is None:
                 entry.revision = revision

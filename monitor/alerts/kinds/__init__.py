@@ -149,6 +149,15 @@ class Keeper(Protocol):
         """A closed conversation; True when an evaluation is due now."""
         ...
 
+    def add_replaced(
+        self, state: Any, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
+        """Verdicts of the revision this entry's replaced, still coming (a rollout with both
+        live), to an entry `firing` or not: what the kind learns from them of the old
+        revision's level in the new one's terms (a regression rule's overlap); they are
+        judged by no rule."""
+        ...
+
     def advance(self, state: Any, now: float, firing: bool) -> None:
         """Time moves to `now` for an entry `firing` or not, in one step: what left the
         windows goes where it goes, pending verdicts reach the tests."""

@@ -136,6 +136,7 @@ class Regression:
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         state.current.add_counts(now, moments)
+        state.count_overlap(moments, now, old=False, firing=firing)
         if conversation is None:
             state.solo.add_counts(now, moments)
         if state.test is None:
@@ -152,6 +153,11 @@ class Regression:
     def add_unit(self, state: RegressionState, unit: Unit, now: float) -> bool:
         state.history.add_unit(now, unit)
         return False
+
+    def add_replaced(
+        self, state: RegressionState, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
+        state.count_overlap(Moments.of_histogram(histogram), now, old=True, firing=firing)
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the

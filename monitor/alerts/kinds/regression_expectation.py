@@ -45,22 +45,23 @@ class Expecting:
         return replace(expected, se2=expected.se2 + state.translated[0])
 
     def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """While the new revision's offset from the old one is measured: the offset is its
-        level since the change (deseasonalised by the history's season, once it holds
-        `baseline.min_samples`) less the old level before it; the history's older buckets
+        """While the new revision's offset from the old one is measured: the offset is the
+        overlap's (both revisions' verdicts in the same hours: `Overlap`) while the old
+        revision still reports (within a `window`), else the better measured (the smaller
+        variance) of the overlap's and the consecutive periods' (the new revision's level
+        since the change, deseasonalised by the history's season, once it holds
+        `baseline.min_samples`, less the old level before it); the history's older buckets
         move by it, as if the new revision had scored them (so the level, the season and
         the dispersion stay of one revision), and the expectation's error includes the
         offset's. Once its standard error is within a quarter of `min_increase`, the offset
         is kept (its variance stays in the error while the translated buckets count)."""
         change, history = state.changeover, state.history
         assert change is not None
-        start = (change.bucket + 1) * history.width_s
-        since = history.period_level(start, now + history.width_s)
-        if since is None or since.samples < self._baseline.min_samples:
+        measured = self._offsets(state, now)
+        if not measured:
             return None
-        delta = since.mean - change.before.mean
+        variance, delta, how = min(measured)
         history.translate(change.bucket, delta - change.applied, change.counts)
-        variance = self._level_se2(since) + self._level_se2(change.before)
         if variance > (self.rule.min_increase / 4) ** 2:
             state.changeover = replace(change, applied=delta)
         else:
@@ -69,14 +70,38 @@ class Expecting:
                 f"{self.rule.config.name} translated",
                 logging.INFO,
                 "alert %s: the new evaluator revision reads %+.3f against the one before "
-                "(%d verdicts since the change): its history is translated",
+                "(%s): its history is translated",
                 self.rule.config.name,
                 delta,
-                since.samples,
+                how,
             )
         # The translated buckets count in the long level for seven baseline windows.
         state.translated = (variance, now + LONG_SPAN * self._baseline_s)
         return self._translated_expectation(state, now)
+
+    def _offsets(self, state: RegressionState, now: float) -> list[tuple[float, float, str]]:
+        """The offsets measured so far: (variance, offset, how) each."""
+        change, history = state.changeover, state.history
+        assert change is not None
+        out = []
+        before = change.before
+        overlap = change.overlap.offset(max(1.0, before.error_units / max(1, before.samples)))
+        if overlap is not None:
+            n_old, n_new = change.overlap.counts
+            how = f"{n_old:.0f} and {n_new:.0f} verdicts of both in the same hours"
+            out.append((overlap[1], overlap[0], how))
+            if now - change.overlap.old_seen < self.rule.window_s:
+                return out  # both live: a change of the service is not the evaluator's
+        start = (change.bucket + 1) * history.width_s
+        since = history.period_level(start, now + history.width_s)
+        if since is not None and since.samples >= self._baseline.min_samples:
+            variance = self._level_se2(since) + self._level_se2(before)
+            how = (
+                f"{since.samples} verdicts since the change against the old level before "
+                "it: a change of the service meanwhile is taken for the evaluator's"
+            )
+            out.append((variance, since.mean - before.mean, how))
+        return out
 
     def _level_se2(self, level: Level) -> float:
         variance = level.mean * (1 - level.mean) if self.rule.steps == 1 else level.variance

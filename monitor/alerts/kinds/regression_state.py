@@ -19,6 +19,78 @@ from monitor.alerts.evidence import (
     saved_number,
 )
 
+# Verdicts of each revision the overlap needs before its offset is taken (a normal
+# approximation of each side's mean).
+OVERLAP_MIN = 100
+
+
+@dataclass(slots=True)
+class Overlap:
+    """Both revisions' verdicts in the same history buckets since a change (a rollout, or
+    the old revision still scoring): within a bucket the two score comparable records (one
+    traffic, split at random), so the difference of their means is the new revision's
+    offset, whatever the service did meanwhile (as far as it moved both alike). `old`,
+    `new`: the open bucket's (verdicts, sum, squares) per side; `weight`, `weighted`: over
+    the closed buckets, the sum of each bucket's weight `1 / (1/n_old + 1/n_new)` and of
+    the weighted differences; `pooled`: (verdicts, sum, squares) of both sides over all
+    buckets, the variance per verdict; `counts`: each side's verdicts; `old_seen`: when
+    the old revision's last came."""
+
+    bucket: int = -1
+    old: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    new: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    weight: float = 0.0
+    weighted: float = 0.0
+    pooled: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    counts: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    old_seen: float = 0.0
+
+    def add(self, bucket: int, moments: Moments, now: float, *, old: bool) -> None:
+        if bucket > self.bucket:
+            self.weight, self.weighted = self._closed()
+            self.bucket = bucket
+            self.old, self.new = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        elif bucket < self.bucket:
+            return  # a late verdict of a bucket already weighed
+        side = self.old if old else self.new
+        for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
+            side[i] += x
+            self.pooled[i] += x
+        self.counts[0 if old else 1] += moments.samples
+        if old:
+            self.old_seen = now
+
+    def _closed(self) -> tuple[float, float]:
+        """`weight` and `weighted` with the open bucket's difference in."""
+        (no, so, _), (nn, sn, _) = self.old, self.new
+        if no <= 0 or nn <= 0:
+            return self.weight, self.weighted
+        w = 1.0 / (1.0 / no + 1.0 / nn)
+        return self.weight + w, self.weighted + w * (sn / nn - so / no)
+
+    def offset(self, design: float) -> tuple[float, float] | None:
+        """The new revision's offset from the old and its variance (`design`: how much more
+        the verdicts vary than independent ones); None before `OVERLAP_MIN` of each."""
+        weight, weighted = self._closed()
+        if min(self.counts) < OVERLAP_MIN or weight <= 0:
+            return None
+        n, total, squares = self.pooled
+        mean = total / n
+        variance = max(squares / n - mean * mean, 1e-6)
+        return weighted / weight, variance * design / weight
+
+    def saved(self) -> list[float]:
+        return [
+            self.bucket,
+            *self.old,
+            *self.new,
+            self.weight,
+            self.weighted,
+            *self.pooled,
+            *self.counts,
+            self.old_seen,
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class Changeover:
@@ -26,13 +98,14 @@ class Changeover:
     `before` is the old revision's deseasonalised level over the baseline window before it,
     `bucket` the history's bucket it fell in, `counts` that bucket's verdicts (clean,
     held) of the old revision, and `applied` the offset the older buckets were moved by
-    so far."""
+    so far; `overlap` what both revisions scored since (`Overlap`)."""
 
     since: float
     bucket: int
     before: Level
     counts: tuple[float, float]
     applied: float = 0.0
+    overlap: Overlap = field(default_factory=Overlap)
 
 
 @dataclass(slots=True)
@@ -62,6 +135,13 @@ class RegressionState:
     # advance comes before every judgment).
     expected: Expectation | None = None
 
+    def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
+        """Verdicts of either revision while a changeover lasts: to its overlap, but while
+        the rule fires (a paged rise of the service that moves the two revisions' rates by
+        different amounts, as a doubling does, would move the offset)."""
+        if self.changeover is not None and not firing:
+            self.changeover.overlap.add(self.history.bucket(now), moments, now, old=old)
+
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "current": self.current.slices(),
@@ -85,6 +165,7 @@ class RegressionState:
                 *_level(self.changeover.before),
                 *self.changeover.counts,
                 self.changeover.applied,
+                *self.changeover.overlap.saved(),
             ],
             "translated": None if self.translated is None else list(self.translated),
         }
@@ -115,7 +196,7 @@ class RegressionState:
         self.last = None if last is None else _nonnegative(last)
         change = raw["changeover"]
         if change is not None:
-            since, bucket, mean, variance, samples, units, clean, held_, applied = change
+            since, bucket, mean, variance, samples, units, clean, held_, applied, *both = change
             if isinstance(bucket, bool) or not isinstance(bucket, int):
                 raise TypeError("changeover: the bucket is not an integer")
             self.changeover = Changeover(
@@ -129,6 +210,7 @@ class RegressionState:
                 ),
                 (_nonnegative(clean), _nonnegative(held_)),
                 saved_number(applied),
+                _overlap(both),
             )
         translated = raw["translated"]
         if translated is not None:
@@ -136,6 +218,20 @@ class RegressionState:
             self.translated = (_nonnegative(variance), _nonnegative(until))
         if self.test is not None and raw.get("sequential") is not None:
             self.test.restore(raw["sequential"])
+
+
+def _overlap(raw: list[Any]) -> Overlap:
+    """An overlap's saved numbers (none: a file from before overlaps were kept)."""
+    if not raw:
+        return Overlap()
+    if len(raw) != 15:
+        raise ValueError("changeover: the overlap holds the wrong count of numbers")
+    bucket, *rest = raw
+    if isinstance(bucket, bool) or not isinstance(bucket, int):
+        raise TypeError("changeover: the overlap's bucket is not an integer")
+    weighted = saved_number(rest.pop(7))
+    n = [_nonnegative(x) for x in rest]
+    return Overlap(bucket, n[0:3], n[3:6], n[6], weighted, n[7:10], n[10:12], n[12])
 
 
 def _nonnegative(raw: Any) -> float:

@@ -1,0 +1,204 @@
+"""A changeover measured on the overlap (`monitor.alerts.kinds.regression_state.Overlap`):
+while both evaluator revisions score the same service (a rollout), the new revision's
+offset is the difference of the two on the same hours, so a change of the service in the
+first hour after the evaluator's still pages; with the old revision gone the offset comes
+from consecutive periods, and the rule says so. Counts through `AlertEngine.add_counts`
+on an injected clock, every 15 s."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+import pytest
+
+from monitor.alerts import AlertEngine
+from monitor.alerts.evidence import Moments
+from monitor.alerts.kinds.regression_state import Overlap, RegressionState
+from monitor.component import Alert
+from monitor.config import AlertBaseline, RegressionRule
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock
+
+RULE = "regression"
+STEP_S = 15
+# Verdicts a second, all revisions together.
+RATE = 2
+
+
+def engine_for(clock: Clock, name: str = RULE) -> AlertEngine:
+    """The rule named apart per test: the log lines are limited per rule and process."""
+    rule = RegressionRule(
+        name=name,
+        evaluator="local_groundedness",
+        baseline=AlertBaseline(season="none", window="6h"),
+        false_page_every="7d",
+    )
+    return AlertEngine([rule], create_telemetry(), evaluation_interval_s=STEP_S, clock=clock)
+
+
+# revision -> its defect rate, at seconds since the change (negative: before it).
+Rates = Callable[[float], dict[str, float]]
+
+
+def run(
+    engine: AlertEngine, clock: Clock, rates: Rates, start_s: float, end_s: float
+) -> list[Alert]:
+    """Binomial counts of each revision every `STEP_S` from `start_s` to `end_s` (seconds
+    since the change), the traffic split evenly between the revisions live; the alerts sent."""
+    rng = random.Random(int(start_s) + 7)
+    sent: list[Alert] = []
+    t = start_s
+    while t < end_s:
+        clock.now += STEP_S
+        t += STEP_S
+        live = rates(t)
+        n = RATE * STEP_S // len(live)
+        for revision, rate in live.items():
+            k = sum(rng.random() < rate for _ in range(n))
+            engine.add_counts(
+                engine.rules[0].config.name, "shop", "", [float(n - k), float(k)], revision
+            )
+        sent.extend(engine.evaluate())
+    return sent
+
+
+def entry_state(engine: AlertEngine) -> RegressionState:
+    state: RegressionState = next(iter(engine._entries.values())).state
+    return state
+
+
+def firing(sent: list[Alert]) -> list[Alert]:
+    return [a for a in sent if a.status == "firing"]
+
+
+BEFORE_S = 7 * 3600.0
+
+
+def rollout(worse_from_s: float, rise: float) -> Rates:
+    """ "a" reads 0.20 and "b" 0.30 of the same traffic; from the change on both live, half
+    the traffic each; from `worse_from_s` the service fails `rise` more of it."""
+
+    def rates(t: float) -> dict[str, float]:
+        if t < 0:
+            return {"a": 0.20}
+        extra = rise if t >= worse_from_s else 0.0
+        return {"a": 0.20 + extra, "b": 0.30 + extra}
+
+    return rates
+
+
+def test_a_service_change_in_the_first_hour_of_a_rollout_pages() -> None:
+    """The service fails 0.15 more five minutes after the new revision went live: the
+    offset measured on both revisions' verdicts of the same hours stays near 0.10, so the
+    rise pages; measured between consecutive periods it would be taken for the judge's."""
+    clock = Clock()
+    engine = engine_for(clock)
+    rates = rollout(300.0, 0.15)
+    assert firing(run(engine, clock, rates, -BEFORE_S, 0.0)) == []
+    change_at = clock.now
+    sent = firing(run(engine, clock, rates, 0.0, 2 * 3600.0))
+    assert sent, "the rise was taken for the evaluator's"
+    assert 300.0 <= sent[0].starts_at.timestamp() - change_at <= 3600.0
+    assert float(sent[0].annotations["baseline_defect_rate"]) == pytest.approx(0.30, abs=0.04)
+
+
+def test_a_healthy_rollout_translates_from_the_overlap_and_never_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    engine = engine_for(clock, "healthy_rollout")
+    rates = rollout(float("inf"), 0.0)
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    with caplog.at_level(logging.INFO, logger="monitor.alerts.kinds.regression_expectation"):
+        sent = run(engine, clock, rates, 0.0, 8 * 3600.0)
+    assert firing(sent) == []
+    state = entry_state(engine)
+    assert state.changeover is None and state.translated is not None
+    assert "verdicts of both in the same hours" in caplog.text
+    assert state.expected is not None
+    assert state.expected.mean == pytest.approx(0.30, abs=0.02)
+
+
+def test_with_the_old_revision_gone_the_rule_says_how_it_translates(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A new detector release: "b" alone from the change on. The rule is not ready (the
+    gauge) until the offset from consecutive periods is kept, and its log line says what
+    that offset cannot tell apart."""
+    clock = Clock()
+    engine = engine_for(clock, "new_release")
+
+    def rates(t: float) -> dict[str, float]:
+        return {"a": 0.20} if t < 0 else {"b": 0.30}
+
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    registry = engine._t.registry
+    labels = {"service": "shop", "rule": "new_release"}
+    with caplog.at_level(logging.INFO, logger="monitor.alerts.kinds.regression_expectation"):
+        run(engine, clock, rates, 0.0, 1800.0)
+        assert registry.get_sample_value("rag_monitor_alert_baseline_ready", labels) == 0
+        assert firing(run(engine, clock, rates, 1800.0, 10 * 3600.0)) == []
+    assert registry.get_sample_value("rag_monitor_alert_baseline_ready", labels) == 1
+    assert "a change of the service meanwhile is taken for the evaluator's" in caplog.text
+    assert entry_state(engine).changeover is None
+
+
+def test_an_overlap_under_way_survives_the_state_file_and_an_older_file_reads() -> None:
+    clock = Clock()
+    engine = engine_for(clock)
+    rates = rollout(float("inf"), 0.0)
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    run(engine, clock, rates, 0.0, 600.0)
+    change = entry_state(engine).changeover
+    assert change is not None and min(change.overlap.counts) > 0
+    saved = engine.snapshot()
+    again = engine_for(clock)
+    again.restore(saved)
+    assert again.snapshot() == saved
+    # A state file written before overlaps were kept: the changeover without them.
+    older = saved[RULE]["services"]["shop"][""]["state"]
+    older["changeover"] = older["changeover"][:9]
+    third = engine_for(clock)
+    third.restore(saved)
+    restored = entry_state(third).changeover
+    assert restored is not None and restored.overlap == Overlap()
+
+
+def test_the_overlap_weighs_each_hour_apart() -> None:
+    """A share that moves while the level moves (10 % of the new revision at night, half
+    by day) must not read the day's rise as the revision's offset."""
+    overlap = Overlap()
+    night, day = 0.10, 0.30
+    overlap.add(0, Moments(900, 900 * night, 900 * night), 0.0, old=True)
+    overlap.add(0, Moments(100, 100 * (night + 0.05), 100 * (night + 0.05)), 0.0, old=False)
+    overlap.add(1, Moments(500, 500 * day, 500 * day), 0.0, old=True)
+    overlap.add(1, Moments(500, 500 * (day + 0.05), 500 * (day + 0.05)), 0.0, old=False)
+    measured = overlap.offset(1.0)
+    assert measured is not None
+    # Pooled across the hours the new revision would read 0.15 more than the old.
+    assert measured[0] == pytest.approx(0.05)
+
+
+def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
+    """Both revisions' rates double twenty minutes into a rollout: the difference of the two
+    doubles with them, so the hours it fires are left out of the overlap and the offset
+    stays what the hours before measured."""
+    clock = Clock()
+    engine = engine_for(clock, "doubling")
+
+    def rates(t: float) -> dict[str, float]:
+        if t < 0:
+            return {"a": 0.20}
+        factor = 2.0 if t >= 1200.0 else 1.0
+        return {"a": 0.20 * factor, "b": 0.30 * factor}
+
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    assert firing(run(engine, clock, rates, 0.0, 3 * 3600.0))
+    assert next(iter(engine._entries.values())).firing
+    change = entry_state(engine).changeover
+    assert change is not None
+    measured = change.overlap.offset(1.0)
+    assert measured is not None
+    assert measured[0] == pytest.approx(0.10, abs=0.05)
