@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.audit.anchors import Flips  # noqa: E402
-from monitor.audit.estimate import MIN_AUDITED, Tally, estimate  # noqa: E402
+from monitor.audit.estimate import MIN_AUDITED, Tally, Trace, estimate  # noqa: E402
 from monitor.processors.sampler import sampling_position  # noqa: E402
 
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "rag-monitor-audit-verdicts.json"
@@ -162,6 +162,7 @@ class Outcome:
     covered: bool = False
     width: float = 0.0
     audited_width: float = 0.0
+    traces: int = 0  # audited traces
     miss: float | None = None
     false_alarm: float | None = None
 
@@ -172,19 +173,20 @@ def one_run(
     """`shared_trace`: a run of answers to one question is one trace (one hash), else each
     record is its own."""
     tally = Tally()
-    trace = 0
+    trace, audited = 0, False
+    so_far = Trace()  # the current trace's sums (its records are consecutive)
     for i, row in enumerate(window):
-        if not shared_trace:
-            trace = i
-        elif i and row.question != window[i - 1].question:
-            trace += 1
-        if sampling_position(f"{run}:{trace}") < share:
-            tally.add_audited(row.flagged, row.hallucinated)
+        if not i or not shared_trace or row.question != window[i - 1].question:
+            trace = trace + 1 if i else 0
+            audited, so_far = sampling_position(f"{run}:{trace}") < share, Trace()
+        if audited:
+            so_far = tally.add_audited(row.flagged, row.hallucinated, so_far)
         else:
-            tally.add_unaudited(row.flagged)
+            so_far = tally.add_unaudited(row.flagged, so_far)
     truth = sum(r.hallucinated for r in window) / len(window)
     got = estimate(tally)
     outcome = Outcome(truth, got.raw, miss=got.miss_rate, false_alarm=got.false_alarm_rate)
+    outcome.traces = tally.audited_trace_count
     if got.corrected is not None and got.audited_only is not None:
         outcome.estimate = got.corrected.estimate
         outcome.covered = got.corrected.lower <= truth <= got.corrected.upper
@@ -193,16 +195,20 @@ def one_run(
     return outcome
 
 
-def _median(values: list[float | None]) -> str:
+def _median(values: Sequence[float | None]) -> str:
     present = [v for v in values if v is not None]
-    return f"{statistics.median(present):.3f}" if present else "-"
+    if not present:
+        return "-"
+    middle = statistics.median(present)
+    return f"{middle:.3f}" if isinstance(present[0], float) else f"{middle:,.0f}"
 
 
 def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) -> list[str]:
     with_interval = [o for o in outcomes if o.estimate is not None]
     if not with_interval:
         return (
-            [name, kind, f"{size:,}", f"{share:.0%}", f"0/{len(outcomes)}"]
+            [name, kind, f"{size:,}", f"{share:.0%}", _median([o.traces for o in outcomes])]
+            + [f"0/{len(outcomes)}"]
             + ["-"] * 6
             + [
                 f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
@@ -219,6 +225,7 @@ def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) 
         kind,
         f"{size:,}",
         f"{share:.0%}",
+        _median([o.traces for o in outcomes]),
         f"{len(with_interval)}/{len(outcomes)}",
         f"{covered:.1%}",
         f"{width:.3f}",
@@ -237,6 +244,7 @@ HEADER = [
     "window",
     "records",
     "audited",
+    "audited traces, median",
     "runs with an interval",
     "coverage of the true rate",
     "width, median",
@@ -286,6 +294,15 @@ def anchor_power(runs: int, seed: int) -> tuple[str, str]:
     return bench_docs.table(header, rows), note
 
 
+def _shapes(window: int, trace_windows: Sequence[int]) -> list[tuple[str, Window, int]]:
+    """Each row's population: its window's name, how it is drawn, its records."""
+    out: list[tuple[str, Window, int]] = []
+    for kind, draw in WINDOWS.items():
+        sizes = trace_windows if kind == SHARED_TRACE else [window]
+        out.extend((kind, draw, size) for size in sizes)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="*", type=Path, help="labelled JSONL files")
@@ -293,11 +310,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--shares", type=float, nargs="+", default=[0.02, 0.05])
     parser.add_argument("--window", type=int, default=5000, help="records per drawn window")
+    parser.add_argument(
+        "--trace-windows",
+        type=int,
+        nargs="+",
+        default=[40_000, 100_000],
+        help="records per window of the one-trace-per-conversation rows (a row each)",
+    )
     parser.add_argument("--limit", type=int, help="score a random subsample of each file")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, argv, runs=3, window=1000)
+    args = bench_smoke.parse_args(parser, argv, runs=3, window=1000, trace_windows=[1000])
     started = time.monotonic()
     if args.anchor_power:
         table, note = anchor_power(args.runs, args.seed)
@@ -311,15 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.data:
         labelled = load(path, args.cache, args.limit, args.seed)
         name = path.name.removesuffix(".jsonl")
-        for kind, draw in WINDOWS.items():
+        for kind, draw, size in _shapes(args.window, args.trace_windows):
             for share in args.shares:
-                rng = random.Random(f"{args.seed}:{name}:{kind}:{share}")
+                at = f":{size}" if kind == SHARED_TRACE else ""
+                rng = random.Random(f"{args.seed}:{name}:{kind}:{share}{at}")
                 outcomes = []
                 for run in range(args.runs):
-                    window = draw(rng, labelled, args.window)
+                    window = draw(rng, labelled, size)
                     key = f"{args.seed}:{kind}:{run}"
                     outcomes.append(one_run(window, share, key, kind == SHARED_TRACE))
-                size = len(labelled) if kind == "set" else args.window
+                size = len(labelled) if kind == "set" else size
                 rows.append(row(name, kind, size, share, outcomes))
     table = bench_docs.table(HEADER, rows)
     note = (
