@@ -11,18 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from monitor.alerts.state import StateFile
 from monitor.audit import saved
 from monitor.audit import sink as sink_module
 from monitor.audit.estimate import Tally, Trace, estimate
-from monitor.audit.sink import BUCKETS, AuditSink
-from monitor.config._audit import Audit, LabelFeed
+from monitor.audit.sink import BUCKETS
 from monitor.processors.sampler import sampling_position
 from monitor.records import RagRecord
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import Telemetry, create_telemetry
-from tests.audit.test_audit_restart import FORMAT
-from tests.audit.test_audit_sink import DETECTOR, JUDGE, SHARE, Clock, _count, _gauge, _results
+from tests.audit.test_audit_restart import _sink
+from tests.audit.test_audit_sink import DETECTOR, SHARE, Clock, _count, _gauge, _results
 
 SHOP = {"service": "shop", "evaluator": DETECTOR}
 TURNS = 8  # records per trace
@@ -49,25 +47,6 @@ def _verdicts(trace: int, turn: int) -> tuple[bool, bool]:
     return (bad if turn % 4 else not bad), bad
 
 
-def _sink(
-    t: Telemetry, clock: Clock, reference: str = JUDGE, path: Path | None = None
-) -> AuditSink:
-    section = Audit(
-        evaluator=DETECTOR,
-        reference=reference,
-        share=SHARE,
-        min_audited=2,
-        window="1h",
-        labels=LabelFeed(http=reference == "labels"),
-    )
-    state = None if path is None else StateFile(str(path), t, FORMAT)
-    return AuditSink(section, t, _share, state=state, clock=clock)
-
-
-def _share(record: RagRecord) -> bool:
-    return sampling_position(record.sampling_key) < SHARE
-
-
 def _expected(traces: range) -> Tally:
     """The window's tally with each trace's records counted together, in trace order."""
     tally = Tally()
@@ -87,9 +66,9 @@ def _interleaved(traces: range) -> list[tuple[int, int]]:
     return [(trace, turn) for turn in range(TURNS) for trace in traces]
 
 
-def test_interleaved_traces_each_count_as_one_trace(telemetry: Telemetry) -> None:
+def test_interleaved_traces_each_count_as_one_trace(telemetry: Telemetry, tmp_path: Path) -> None:
     clock = Clock()
-    sink = _sink(telemetry, clock)
+    sink = _sink(telemetry, clock, tmp_path / "state")
     traces = range(200)
     for trace, turn in _interleaved(traces):
         detector, reference = _verdicts(trace, turn)
@@ -118,7 +97,7 @@ def test_interleaved_traces_each_count_as_one_trace(telemetry: Telemetry) -> Non
 async def test_labels_join_their_trace_in_any_order_across_a_restart(tmp_path: Path) -> None:
     path, clock = tmp_path / "alerts.state.audit", Clock()
     traces = range(120)
-    before = _sink(create_telemetry(), clock, "labels", path)
+    before = _sink(create_telemetry(), clock, path, "labels")
     await before.start()
     for trace, turn in _interleaved(traces):
         before.emit_many([(_record(trace, turn), _results(_verdicts(trace, turn)[0], "absent"))])
@@ -132,7 +111,7 @@ async def test_labels_join_their_trace_in_any_order_across_a_restart(tmp_path: P
     await before.shutdown(5)
     clock.now += 60
     t = create_telemetry()
-    after = _sink(t, clock, "labels", path)
+    after = _sink(t, clock, path, "labels")
     await after.start()
     try:
         for request_id in awaiting[:half]:
@@ -147,10 +126,10 @@ async def test_labels_join_their_trace_in_any_order_across_a_restart(tmp_path: P
 
 
 def test_open_traces_are_bounded_and_a_drop_is_counted(
-    telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch
+    telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(sink_module, "OPEN_TRACES", 3)
-    sink = _sink(telemetry, Clock())
+    sink = _sink(telemetry, Clock(), tmp_path / "state")
     unaudited = [trace for trace in range(40) if not _audited(trace)][:5]
     for trace in unaudited:
         sink.emit_many([(_record(trace, 0), _results(False, "absent"))])
@@ -165,10 +144,10 @@ def test_open_traces_are_bounded_and_a_drop_is_counted(
 
 
 def test_a_trace_counts_in_its_first_bucket_and_leaves_the_window_whole(
-    telemetry: Telemetry,
+    telemetry: Telemetry, tmp_path: Path
 ) -> None:
     clock = Clock()
-    sink = _sink(telemetry, clock)
+    sink = _sink(telemetry, clock, tmp_path / "state")
     trace = next(t for t in range(40) if not _audited(t))
     sink.emit_many([(_record(trace, 0), _results(True, "absent"))])
     clock.now += 3 * 3600 / BUCKETS  # three buckets later: the same trace
@@ -195,7 +174,7 @@ async def test_a_version_1_state_file_is_read_as_one_record_per_trace(tmp_path: 
     stored = {"format": saved.FORMAT, "version": 1, "saved_at": clock(), saved.KEY: body}
     path.write_text(json.dumps(stored))
     t = create_telemetry()
-    sink = _sink(t, clock, "labels", path)
+    sink = _sink(t, clock, path, "labels")
     await sink.start()
     try:
         assert _count(t, "audit_state_loads", outcome="loaded") == 1
