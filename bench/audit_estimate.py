@@ -3,7 +3,8 @@ the embedded detector's verdicts on every record, the labels as the reference on
 share chosen by the sampling hash.
 
     python bench/audit_estimate.py DATA.jsonl ... [--runs 200] [--shares 0.02 0.05]
-        [--window 5000] [--limit N] [--cache FILE] [--write-docs]
+        [--window 5000] [--trace-windows 40000 100000] [--limit N] [--cache FILE]
+        [--write-docs]
 
 The detector (`local_groundedness` as shipped) scores each record once; its verdicts are
 cached in a file outside the repository (`--cache`, default in the temp directory) keyed by
@@ -17,9 +18,12 @@ the defect rate with its 95 % interval (PPI++). Two kinds of population per data
   draws), `clustered` (conversations: runs of 1-30 answers to the same question, so verdicts
   come in clusters), `drifting` (the hallucinated share creeps from 5 % to 40 % across the
   window); and `one trace per conversation`, the clustered windows with each conversation's
-  records in one trace, so audited together (outside what the interval assumes).
+  records in one trace, so audited together, a trace of 15 records on average: at
+  `--trace-windows` records each (a row per size), large enough that 2 % of the traces
+  are enough audited traces for an interval.
 
-Per row: runs with an interval (at least `MIN_AUDITED` audited records), the interval's
+Per row: the audited traces (median), runs with an interval (at least `MIN_AUDITED`
+effective audited traces), the interval's
 coverage of the window's true (labelled) rate, its median width, the median width of the
 interval from the audited records alone and the ratio (the gain), the estimate's bias (mean
 over the runs with an interval) and the raw detector rate's bias (mean over all runs)
@@ -148,7 +152,7 @@ WINDOWS: dict[str, Window] = {
     "clustered": _clustered,
     "drifting": _drifting,
     # The same conversations, each one trace: its records share the sampling hash and are
-    # audited together, a cluster sample the interval does not model (docs/audit.md).
+    # audited together, a cluster sample (the variance is per trace).
     "one trace per conversation": _clustered,
 }
 SHARED_TRACE = "one trace per conversation"
@@ -348,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row(name, kind, size, share, outcomes))
     table = bench_docs.table(HEADER, rows)
     note = (
-        f"{args.runs} runs per row; an interval needs {MIN_AUDITED} audited records; "
+        f"{args.runs} runs per row; an interval needs {MIN_AUDITED} effective audited traces; "
         f"{time.monotonic() - started:.0f} s"
     )
     print(table)

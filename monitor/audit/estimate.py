@@ -12,7 +12,7 @@ audited (both f and Y known) and `N` were not (f only). For a tuning weight λ,
 λ = 1 is plain PPI (mean of the predictor plus the mean correction); λ = 0 is the audited
 sample alone; PPI++ takes λ̂ = cov_n(Y, f) / ((1 + n/N) · var(f)), the λ of least variance,
 clipped to [0, 1] (any fixed λ gives a valid interval; clipping keeps a noisy estimate of λ
-from amplifying the detector). The interval is θ̂ ± z·√Var, z for 95 %, cut to [0, 1].
+from amplifying the detector). The interval is θ̂ ± t·√Var, cut to [0, 1].
 
 Records are not independent where a trace holds several requests: audits are chosen by the
 hash of the trace id, so a trace's records are audited (or not) together, a cluster
@@ -21,19 +21,20 @@ in a sample, F_c the detector's defects and Y_c the reference's among them,
 
     var_n(Y − λ f) / n  →  K/(K − 1) · Σ_c ((Y_c − λ F_c) − m_c · mean_n(Y − λ f))² / n²
 
-over the K audited traces, and the same for the unaudited term with F alone; λ̂ is the
-weight that minimises that variance (with one record per trace, PPI++'s λ̂ up to the
-(1 + n/N) factor's approximation). With one record per trace the formula is the i.i.d. one.
-The critical value is Student's t with K − 1 degrees of freedom, not z: with few audited
-traces the variance is itself uncertain.
+over the K audited traces, and the same for the unaudited term with F alone. With one
+record per trace this is the i.i.d. variance. λ̂ stays PPI++'s over records (`_record_weight`).
+The critical value t is Student's with K − 1 degrees of freedom for 95 %, not z: with few
+audited traces the variance is itself uncertain.
 
 Every quantity is binary, so a window is counts (`Tally`): four of audited pairs, two of
 the rest, and per sample the sums over traces of the products of each trace's sums
 (`Traces`, kept as their excess over one record per trace, so a tally of one-record traces
 is its six counts alone); all add across buckets and replicas. What the interval assumes:
 the audited traces are a random sample of the evaluated ones (a hash of the trace id is
-random with respect to content), the reference is the truth, traces are independent of each
-other, and there are enough audited traces for the t approximation (`MIN_AUDITED`).
+random with respect to content, independent between traces), the reference is the truth, a
+trace's records are all counted as that one trace, and there are enough audited traces for
+the t approximation (`MIN_AUDITED`; docs/audit.md says what coverage was measured at how
+many).
 """
 
 from __future__ import annotations

@@ -182,14 +182,15 @@ def test_few_traces_give_no_interval_however_many_records() -> None:
     assert estimate(one_each).corrected is not None
 
 
-def _trace_coverage(share: float, told: bool, runs: int = 200, traces: int = 600) -> float:
+def _trace_coverage(share: float, runs: int = 200, traces: int = 600) -> tuple[float, float]:
     """Conversations of 1-30 turns, each its own rate (mean 0.2), each one trace audited
-    as a whole (a hash of its trace id) with probability `share`; `told`: the tally is told
-    which records share a trace, else it counts each as a trace of its own."""
+    as a whole (a hash of its trace id) with probability `share`: how often the interval
+    covers the window's rate when the tally is told which records share a trace, and when
+    it counts each record as a trace of its own."""
     rng = random.Random(11)
-    covered = 0
+    covered = [0, 0]
     for _ in range(runs):
-        tally, defects, records = Tally(), 0, 0
+        told, untold, defects, records = Tally(), Tally(), 0, 0
         for _ in range(traces):
             rate = rng.betavariate(0.5, 2.0)
             audited = rng.random() < share
@@ -197,21 +198,24 @@ def _trace_coverage(share: float, told: bool, runs: int = 200, traces: int = 600
             for _ in range(rng.randint(1, 30)):
                 defect = rng.random() < rate
                 flagged = rng.random() < (0.4 if defect else 0.25)
-                before = trace if told else Trace()
                 if audited:
-                    trace = tally.add_audited(flagged, defect, before)
+                    trace = told.add_audited(flagged, defect, trace)
+                    untold.add_audited(flagged, defect)
                 else:
-                    trace = tally.add_unaudited(flagged, before)
+                    trace = told.add_unaudited(flagged, trace)
+                    untold.add_unaudited(flagged)
                 defects, records = defects + defect, records + 1
-        got = estimate(tally).corrected
-        assert got is not None
-        covered += got.lower <= defects / records <= got.upper
-    return covered / runs
+        for i, tally in enumerate((told, untold)):
+            got = estimate(tally).corrected
+            assert got is not None
+            covered[i] += got.lower <= defects / records <= got.upper
+    return covered[0] / runs, covered[1] / runs
 
 
 def test_the_interval_covers_the_rate_when_a_trace_holds_a_conversation() -> None:
     """A quarter of 600 conversation traces audited (about 150 traces, 2,300 records): the
     per-trace interval covers the window's rate in at least 92 % of 200 windows; counting
     each record as its own trace, as if independent, it covers far less."""
-    assert _trace_coverage(0.25, told=True) >= 0.92
-    assert _trace_coverage(0.25, told=False) < 0.75
+    told, untold = _trace_coverage(0.25)
+    assert told >= 0.92
+    assert untold < 0.75
