@@ -4,7 +4,7 @@ share chosen by the sampling hash.
 
     python bench/audit_estimate.py DATA.jsonl ... [--runs 200] [--shares 0.02 0.05]
         [--window 5000] [--trace-windows 40000 100000] [--limit N] [--cache FILE]
-        [--write-docs]
+        [--jobs N] [--write-docs]
 
 The detector (`local_groundedness` as shipped) scores each record once; its verdicts are
 cached in a file outside the repository (`--cache`, default in the temp directory) keyed by
@@ -57,6 +57,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -298,12 +299,38 @@ def anchor_power(runs: int, seed: int) -> tuple[str, str]:
     return bench_docs.table(header, rows), note
 
 
-def _shapes(window: int, trace_windows: Sequence[int]) -> list[tuple[str, Window, int]]:
-    """Each row's population: its window's name, how it is drawn, its records."""
-    out: list[tuple[str, Window, int]] = []
-    for kind, draw in WINDOWS.items():
-        sizes = trace_windows if kind == SHARED_TRACE else [window]
-        out.extend((kind, draw, size) for size in sizes)
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One row: `runs` windows of `size` records of `kind` drawn from `labelled`."""
+
+    name: str
+    labelled: list[Labelled]
+    kind: str
+    size: int
+    share: float
+    seed: int
+    runs: int
+
+
+def _row(task: Task) -> list[str]:
+    """A row of the table (in a worker process of its own)."""
+    shared = task.kind == SHARED_TRACE
+    at = f":{task.size}" if shared else ""
+    rng = random.Random(f"{task.seed}:{task.name}:{task.kind}:{task.share}{at}")
+    outcomes = []
+    for run in range(task.runs):
+        window = WINDOWS[task.kind](rng, task.labelled, task.size)
+        key = f"{task.seed}:{task.kind}:{run}"
+        outcomes.append(one_run(window, task.share, key, shared))
+    size = len(task.labelled) if task.kind == "set" else task.size
+    return row(task.name, task.kind, size, task.share, outcomes)
+
+
+def _shapes(window: int, trace_windows: Sequence[int]) -> list[tuple[str, int]]:
+    """Each row's population: its window's name and records."""
+    out: list[tuple[str, int]] = []
+    for kind in WINDOWS:
+        out.extend((kind, size) for size in (trace_windows if kind == SHARED_TRACE else [window]))
     return out
 
 
@@ -323,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, help="score a random subsample of each file")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="rows computed at once")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(parser, argv, runs=3, window=1000, trace_windows=[1000])
@@ -335,21 +363,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.data:
         parser.error("labelled JSONL files are needed (or --anchor-power)")
-    rows = []
+    tasks = []
     for path in args.data:
         labelled = load(path, args.cache, args.limit, args.seed)
         name = path.name.removesuffix(".jsonl")
-        for kind, draw, size in _shapes(args.window, args.trace_windows):
+        for kind, size in _shapes(args.window, args.trace_windows):
             for share in args.shares:
-                at = f":{size}" if kind == SHARED_TRACE else ""
-                rng = random.Random(f"{args.seed}:{name}:{kind}:{share}{at}")
-                outcomes = []
-                for run in range(args.runs):
-                    window = draw(rng, labelled, size)
-                    key = f"{args.seed}:{kind}:{run}"
-                    outcomes.append(one_run(window, share, key, kind == SHARED_TRACE))
-                size = len(labelled) if kind == "set" else size
-                rows.append(row(name, kind, size, share, outcomes))
+                tasks.append(Task(name, labelled, kind, size, share, args.seed, args.runs))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(_row, tasks))
     table = bench_docs.table(HEADER, rows)
     note = (
         f"{args.runs} runs per row; an interval needs {MIN_AUDITED} effective audited traces; "
