@@ -11,7 +11,7 @@ audited (both f and Y known) and `N` were not (f only). For a tuning weight λ,
 
 λ = 1 is plain PPI (mean of the predictor plus the mean correction); λ = 0 is the audited
 sample alone; PPI++ takes λ̂ = cov_n(Y, f) / ((1 + n/N) · var(f)), the λ of least variance,
-clipped to [0, 1] (any fixed λ gives a valid interval; clipping keeps a noisy estimate of λ
+clipped to [0, 1] (below, its per-trace form) (any fixed λ gives a valid interval; clipping keeps a noisy estimate of λ
 from amplifying the detector). The interval is θ̂ ± t·√Var, cut to [0, 1].
 
 Records are not independent where a trace holds several requests: audits are chosen by the
@@ -22,7 +22,11 @@ in a sample, F_c the detector's defects and Y_c the reference's among them,
     var_n(Y − λ f) / n  →  K/(K − 1) · Σ_c ((Y_c − λ F_c) − m_c · mean_n(Y − λ f))² / n²
 
 over the K audited traces, and the same for the unaudited term with F alone. With one
-record per trace this is the i.i.d. variance. λ̂ stays PPI++'s over records (`_record_weight`).
+record per trace this is the i.i.d. variance. λ̂ is the weight of least variance of that
+form, cov / (V_N(f) + V_n(f)) in the same per-trace terms (with one record per trace,
+PPI++'s λ̂ with each sample's own var(f)): where a trace's reference verdicts balance out
+(each conversation half right), the detector's per-trace noise would only add variance, and
+λ̂ falls towards 0.
 The critical value t is Student's with K − 1 degrees of freedom for 95 %, not z: with few
 audited traces the variance is itself uncertain.
 
@@ -260,28 +264,6 @@ def _sample(records: int, flagged: int, defects: int, fy: int, extra: Traces) ->
     return _Sample(uu, vv, uv, traces / (traces - 1) / records**2)
 
 
-def _variance(count: int, ones: int) -> float:
-    """Sample variance (n − 1) of `count` binary values of which `ones` are 1."""
-    if count < 2:
-        return 0.0
-    mean = ones / count
-    return (ones - count * mean * mean) / (count - 1)
-
-
-def _record_weight(tally: Tally, n: int, big_n: int, detector_defects: int) -> float:
-    """PPI++'s λ̂ = cov_n(Y, f) / ((1 + n/N) · var(f)) over records, clipped to [0, 1]. Over
-    records, not traces: λ̂ chosen to minimise the cluster-robust variance itself is fitted
-    to the same few traces that variance comes from, and the interval at it is too narrow
-    (any fixed λ is valid; one estimated from records is steadier)."""
-    var_f_all = _variance(n + big_n, detector_defects)
-    if var_f_all <= 0:
-        return 0.0
-    f_ones = tally.false_alarms + tally.agree_defect
-    y_ones = tally.misses + tally.agree_defect
-    cov_yf = (tally.agree_defect - f_ones * y_ones / n) / (n - 1)
-    return min(1.0, max(0.0, cov_yf / ((1 + n / big_n) * var_f_all)))
-
-
 def estimate(
     tally: Tally, *, tuned: bool = True, z: float = Z95, min_audited: int = MIN_AUDITED
 ) -> Estimate:
@@ -308,8 +290,9 @@ def estimate(
     cov_yf = audited.scale * audited.uv
     var_f = audited.scale * audited.vv
     weight = 1.0
-    if tuned:
-        weight = _record_weight(tally, n, big_n, detector_defects)
+    if tuned:  # the λ of least (per-trace) variance
+        weight = cov_yf / (var_rest + var_f) if var_rest + var_f > 0 else 0.0
+        weight = min(1.0, max(0.0, weight))
     mean_f, mean_y = f_ones / n, reference_defects / n
     center = weight * tally.unaudited_defects / big_n + mean_y - weight * mean_f
     variance = weight * weight * var_rest + var_y - 2 * weight * cov_yf + weight**2 * var_f

@@ -39,8 +39,8 @@ def test_plain_ppi_on_a_hand_computed_window() -> None:
 
 def test_tuned_weight_on_a_hand_computed_window() -> None:
     got = estimate(HAND, z=1.0, min_audited=2)
-    # λ = cov / ((1 + n/N) var f over all 15) = 0.15 / (1.5 · 2.4/14)
-    weight = 0.15 / (1.5 * (2.4 / 14))
+    # λ of least variance: (cov/n) / (var_N f / N + var_n f / n) = 0.03 / (1.6/90 + 0.04)
+    weight = (0.15 / 5) / (1.6 / 9 / 10 + 0.2 / 5)
     assert got.weight == pytest.approx(weight)
     residual = 0.3 - 2 * weight * 0.15 + weight**2 * 0.2
     sd = T4 * math.sqrt(weight**2 * (1.6 / 9) / 10 + residual / 5)
