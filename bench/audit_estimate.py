@@ -3,7 +3,8 @@ the embedded detector's verdicts on every record, the labels as the reference on
 share chosen by the sampling hash.
 
     python bench/audit_estimate.py DATA.jsonl ... [--runs 200] [--shares 0.02 0.05]
-        [--window 5000] [--limit N] [--cache FILE] [--write-docs]
+        [--window 5000] [--trace-windows 40000 100000] [--limit N] [--cache FILE]
+        [--jobs N] [--write-docs]
 
 The detector (`local_groundedness` as shipped) scores each record once; its verdicts are
 cached in a file outside the repository (`--cache`, default in the temp directory) keyed by
@@ -17,9 +18,12 @@ the defect rate with its 95 % interval (PPI++). Two kinds of population per data
   draws), `clustered` (conversations: runs of 1-30 answers to the same question, so verdicts
   come in clusters), `drifting` (the hallucinated share creeps from 5 % to 40 % across the
   window); and `one trace per conversation`, the clustered windows with each conversation's
-  records in one trace, so audited together (outside what the interval assumes).
+  records in one trace, so audited together, a trace of 15 records on average: at
+  `--trace-windows` records each (a row per size), large enough that 2 % of the traces
+  are enough audited traces for an interval.
 
-Per row: runs with an interval (at least `MIN_AUDITED` audited records), the interval's
+Per row: the audited traces (median), runs with an interval (at least `MIN_AUDITED`
+effective audited traces), the interval's
 coverage of the window's true (labelled) rate, its median width, the median width of the
 interval from the audited records alone and the ratio (the gain), the estimate's bias (mean
 over the runs with an interval) and the raw detector rate's bias (mean over all runs)
@@ -53,6 +57,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -60,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.audit.anchors import Flips  # noqa: E402
-from monitor.audit.estimate import MIN_AUDITED, Tally, estimate  # noqa: E402
+from monitor.audit.estimate import MIN_AUDITED, Tally, Trace, estimate  # noqa: E402
 from monitor.processors.sampler import sampling_position  # noqa: E402
 
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "rag-monitor-audit-verdicts.json"
@@ -148,7 +153,7 @@ WINDOWS: dict[str, Window] = {
     "clustered": _clustered,
     "drifting": _drifting,
     # The same conversations, each one trace: its records share the sampling hash and are
-    # audited together, a cluster sample the interval does not model (docs/audit.md).
+    # audited together, a cluster sample (the variance is per trace).
     "one trace per conversation": _clustered,
 }
 SHARED_TRACE = "one trace per conversation"
@@ -162,6 +167,7 @@ class Outcome:
     covered: bool = False
     width: float = 0.0
     audited_width: float = 0.0
+    traces: int = 0  # audited traces
     miss: float | None = None
     false_alarm: float | None = None
 
@@ -172,19 +178,20 @@ def one_run(
     """`shared_trace`: a run of answers to one question is one trace (one hash), else each
     record is its own."""
     tally = Tally()
-    trace = 0
+    trace, audited = 0, False
+    so_far = Trace()  # the current trace's sums (its records are consecutive)
     for i, row in enumerate(window):
-        if not shared_trace:
-            trace = i
-        elif i and row.question != window[i - 1].question:
-            trace += 1
-        if sampling_position(f"{run}:{trace}") < share:
-            tally.add_audited(row.flagged, row.hallucinated)
+        if not i or not shared_trace or row.question != window[i - 1].question:
+            trace = trace + 1 if i else 0
+            audited, so_far = sampling_position(f"{run}:{trace}") < share, Trace()
+        if audited:
+            so_far = tally.add_audited(row.flagged, row.hallucinated, so_far)
         else:
-            tally.add_unaudited(row.flagged)
+            so_far = tally.add_unaudited(row.flagged, so_far)
     truth = sum(r.hallucinated for r in window) / len(window)
     got = estimate(tally)
     outcome = Outcome(truth, got.raw, miss=got.miss_rate, false_alarm=got.false_alarm_rate)
+    outcome.traces = tally.audited_trace_count
     if got.corrected is not None and got.audited_only is not None:
         outcome.estimate = got.corrected.estimate
         outcome.covered = got.corrected.lower <= truth <= got.corrected.upper
@@ -193,16 +200,20 @@ def one_run(
     return outcome
 
 
-def _median(values: list[float | None]) -> str:
+def _median(values: Sequence[float | None]) -> str:
     present = [v for v in values if v is not None]
-    return f"{statistics.median(present):.3f}" if present else "-"
+    if not present:
+        return "-"
+    middle = statistics.median(present)
+    return f"{middle:.3f}" if isinstance(present[0], float) else f"{middle:,.0f}"
 
 
 def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) -> list[str]:
     with_interval = [o for o in outcomes if o.estimate is not None]
     if not with_interval:
         return (
-            [name, kind, f"{size:,}", f"{share:.0%}", f"0/{len(outcomes)}"]
+            [name, kind, f"{size:,}", f"{share:.0%}", _median([o.traces for o in outcomes])]
+            + [f"0/{len(outcomes)}"]
             + ["-"] * 6
             + [
                 f"{statistics.mean(o.raw - o.truth for o in outcomes):+.3f}",
@@ -219,6 +230,7 @@ def row(name: str, kind: str, size: int, share: float, outcomes: list[Outcome]) 
         kind,
         f"{size:,}",
         f"{share:.0%}",
+        _median([o.traces for o in outcomes]),
         f"{len(with_interval)}/{len(outcomes)}",
         f"{covered:.1%}",
         f"{width:.3f}",
@@ -237,6 +249,7 @@ HEADER = [
     "window",
     "records",
     "audited",
+    "audited traces, median",
     "runs with an interval",
     "coverage of the true rate",
     "width, median",
@@ -286,6 +299,41 @@ def anchor_power(runs: int, seed: int) -> tuple[str, str]:
     return bench_docs.table(header, rows), note
 
 
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One row: `runs` windows of `size` records of `kind` drawn from `labelled`."""
+
+    name: str
+    labelled: list[Labelled]
+    kind: str
+    size: int
+    share: float
+    seed: int
+    runs: int
+
+
+def _row(task: Task) -> list[str]:
+    """A row of the table (in a worker process of its own)."""
+    shared = task.kind == SHARED_TRACE
+    at = f":{task.size}" if shared else ""
+    rng = random.Random(f"{task.seed}:{task.name}:{task.kind}:{task.share}{at}")
+    outcomes = []
+    for run in range(task.runs):
+        window = WINDOWS[task.kind](rng, task.labelled, task.size)
+        key = f"{task.seed}:{task.kind}:{run}"
+        outcomes.append(one_run(window, task.share, key, shared))
+    size = len(task.labelled) if task.kind == "set" else task.size
+    return row(task.name, task.kind, size, task.share, outcomes)
+
+
+def _shapes(window: int, trace_windows: Sequence[int]) -> list[tuple[str, int]]:
+    """Each row's population: its window's name and records."""
+    out: list[tuple[str, int]] = []
+    for kind in WINDOWS:
+        out.extend((kind, size) for size in (trace_windows if kind == SHARED_TRACE else [window]))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="*", type=Path, help="labelled JSONL files")
@@ -293,11 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--shares", type=float, nargs="+", default=[0.02, 0.05])
     parser.add_argument("--window", type=int, default=5000, help="records per drawn window")
+    parser.add_argument(
+        "--trace-windows",
+        type=int,
+        nargs="+",
+        default=[40_000, 100_000],
+        help="records per window of the one-trace-per-conversation rows (a row each)",
+    )
     parser.add_argument("--limit", type=int, help="score a random subsample of each file")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="rows computed at once")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, argv, runs=3, window=1000)
+    args = bench_smoke.parse_args(parser, argv, runs=3, window=1000, trace_windows=[1000])
     started = time.monotonic()
     if args.anchor_power:
         table, note = anchor_power(args.runs, args.seed)
@@ -307,23 +363,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.data:
         parser.error("labelled JSONL files are needed (or --anchor-power)")
-    rows = []
+    tasks = []
     for path in args.data:
         labelled = load(path, args.cache, args.limit, args.seed)
         name = path.name.removesuffix(".jsonl")
-        for kind, draw in WINDOWS.items():
+        for kind, size in _shapes(args.window, args.trace_windows):
             for share in args.shares:
-                rng = random.Random(f"{args.seed}:{name}:{kind}:{share}")
-                outcomes = []
-                for run in range(args.runs):
-                    window = draw(rng, labelled, args.window)
-                    key = f"{args.seed}:{kind}:{run}"
-                    outcomes.append(one_run(window, share, key, kind == SHARED_TRACE))
-                size = len(labelled) if kind == "set" else args.window
-                rows.append(row(name, kind, size, share, outcomes))
+                tasks.append(Task(name, labelled, kind, size, share, args.seed, args.runs))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(_row, tasks))
     table = bench_docs.table(HEADER, rows)
     note = (
-        f"{args.runs} runs per row; an interval needs {MIN_AUDITED} audited records; "
+        f"{args.runs} runs per row; an interval needs {MIN_AUDITED} effective audited traces; "
         f"{time.monotonic() - started:.0f} s"
     )
     print(table)

@@ -283,7 +283,9 @@ def _audit(
 
     # The window and the records awaiting a label are kept beside the alert rules' state.
     path = config.alerts.state_file
-    audit_format = StateFormat("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+    audit_format = StateFormat(
+        "audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters, saved.UPGRADES
+    )
     state = StateFile(path + saved.SUFFIX, telemetry, audit_format) if path else None
     sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
     if http is not None:

@@ -11,6 +11,12 @@ they are not a random part of the traffic), and it is audited when its position 
 pipeline gives the reference that rate). A label fed back joins its record by `request_id` while the record waits in a
 bounded memory of pending records (oldest dropped first, counted); unknown ids,
 malformed labels and labels for records whose window has passed are counted and refused.
+
+Records that share a trace are audited together (one hash), so the estimate's variance is
+per trace (`estimate`): each open trace's sums per tally are kept (`OpenTrace`) while its
+bucket is in the window, so that a later record of it, or a label that comes late, adds to
+the same trace; at most `OPEN_TRACES`, the least recently seen dropped first (counted: its
+later records count as another trace).
 """
 
 from __future__ import annotations
@@ -26,8 +32,18 @@ from typing import Any
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
-from monitor.audit.estimate import Estimate, Tally, estimate
-from monitor.audit.saved import Bucket, Pending, State, Windows, decode, encode
+from monitor.audit.estimate import Estimate, Tally, Trace, estimate
+from monitor.audit.saved import (
+    OPEN_TRACES,
+    Bucket,
+    OpenTrace,
+    OpenTraces,
+    Pending,
+    State,
+    Windows,
+    decode,
+    encode,
+)
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
 from monitor.records.where import Where
@@ -71,6 +87,7 @@ class AuditSink:
         self._t = telemetry
         self._windows: Windows = {}
         self._pending: OrderedDict[str, Pending] = OrderedDict()
+        self._traces: OpenTraces = OrderedDict()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
         self._quiet = RateLimitedLog(log)
@@ -80,7 +97,7 @@ class AuditSink:
             "defect_rate_estimate",
             "Estimated true defect rate of the audited evaluator over the audit window "
             "(bound: estimate, lower, upper of the 95 % interval); absent below "
-            "audit.min_audited audited records.",
+            "audit.min_audited effective audited traces.",
             ("service", "evaluator", "bound"),
         )
         self._raw = t.gauge(
@@ -123,13 +140,21 @@ class AuditSink:
             "their label came.",
             ("service",),
         )
+        self._traces_dropped = t.counter(
+            "audit_traces_dropped",
+            "Open traces whose sums were dropped from memory (more than the audit keeps "
+            "open) while their bucket was still in the window: a later record of one counts "
+            "as another trace.",
+            ("service",),
+        )
         self._pending_gauge = t.gauge(
             "audit_pending_labels", "Audited records waiting for their label."
         )
         self._state_dropped = t.counter(
             "audit_state_dropped",
             "Parts of the audit state file left out as it was read (part: window, a "
-            "service's; pending, a record awaiting a label): a wrong type or count.",
+            "service's; pending, a record awaiting a label; traces, an open trace's sums): "
+            "a wrong type or count.",
             ("part",),
         )
 
@@ -152,7 +177,9 @@ class AuditSink:
         """The window and the records awaiting a label, to the state file (a restart
         keeps the estimate; a crash loses what came since the last refresh)."""
         if self._state is not None:
-            body = encode(self._evaluator, self._reference, self._windows, self._pending)
+            body = encode(
+                self._evaluator, self._reference, self._windows, self._pending, self._traces
+            )
             await asyncio.to_thread(self._state.save, self._clock(), body)
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -166,6 +193,7 @@ class AuditSink:
             log.error("audit state: %d %s entries could not be restored; left out", count, part)
         self._windows = restored.windows
         self._pending = restored.pending
+        self._traces = restored.traces
         self._pending_gauge.set(len(self._pending))
         self._publish(set(self._windows))
         log.info(
@@ -188,23 +216,24 @@ class AuditSink:
             defect = not verdict.passed
             touched.add(service)
             where = Where.of(record).values
+            trace = record.sampling_key
+            opened = self._open(service, trace, bucket)
             if not audited:
-                for tally in self._tallies(service, bucket, where):
-                    tally.add_unaudited(defect)
+                self._add(service, opened, where, defect, None)
                 self._count(service, "unaudited")
             elif self._labelled:
-                pending = Pending(service, bucket, defect, where)
+                pending = Pending(service, opened.bucket, defect, where, trace)
                 self._await_label(record.request_id, pending)
             else:
                 reference = results.get(self._reference)
-                self._judged(record, service, bucket, defect, where, reference)
+                self._judged(record, service, opened, defect, where, reference)
         self._publish(touched)
 
     def _judged(
         self,
         record: RagRecord,
         service: str,
-        bucket: int,
+        opened: OpenTrace,
         defect: bool,
         where: tuple[str, ...],
         reference: EvalResult | None,
@@ -231,8 +260,7 @@ class AuditSink:
                 reference.error,
             )
         else:
-            for tally in self._tallies(service, bucket, where):
-                tally.add_audited(defect, not reference.passed)
+            self._add(service, opened, where, defect, not reference.passed)
             self._count(service, "audited")
 
     def _await_label(self, request_id: str, pending: Pending) -> None:
@@ -268,8 +296,14 @@ class AuditSink:
             return self._refuse(source, "expired", why)
         del self._pending[request_id]
         self._pending_gauge.set(len(self._pending))
-        for tally in self._tallies(pending.service, pending.bucket, pending.where):
-            tally.add_audited(pending.detector_defect, defect)
+        opened = self._traces.get((pending.service, pending.trace))
+        if opened is None:
+            opened = self._seen(pending.service, pending.trace, OpenTrace(pending.bucket))
+        elif opened.bucket != pending.bucket:
+            # Its trace was dropped and opened again in another bucket since: the record
+            # counts in its own bucket, as a trace of its own.
+            opened = OpenTrace(pending.bucket)
+        self._add(pending.service, opened, pending.where, pending.detector_defect, defect)
         self._t.child(self._labels, source, "joined").inc()
         self._publish({pending.service})
         return None
@@ -289,13 +323,55 @@ class AuditSink:
     def _bucket(self) -> int:
         return int(self._clock() // self._bucket_s)
 
-    def _tallies(self, service: str, bucket: int, where: tuple[str, ...]) -> list[Tally]:
-        """The tallies a record counts in: its service's, and its slices'."""
+    def _open(self, service: str, trace: str, bucket: int) -> OpenTrace:
+        """The open trace `trace` of `service`, opened in `bucket` unless it is open in a
+        bucket still in the window (a trace's records count in its first bucket)."""
+        opened = self._traces.get((service, trace))
+        if opened is None or opened.bucket <= self._bucket() - BUCKETS:
+            opened = OpenTrace(bucket)
+        return self._seen(service, trace, opened)
+
+    def _seen(self, service: str, trace: str, opened: OpenTrace) -> OpenTrace:
+        """`opened` kept as the most recently seen open trace; past `OPEN_TRACES` the least
+        recently seen is dropped (counted)."""
+        key = (service, trace)
+        self._traces[key] = opened
+        self._traces.move_to_end(key)
+        while len(self._traces) > OPEN_TRACES:
+            (dropped, dropped_trace), _ = self._traces.popitem(last=False)
+            self._t.child(self._traces_dropped, dropped).inc()
+            self._quiet.warning(
+                "trace-dropped",
+                "audit: the sums of trace %s of %r dropped before its bucket left the window "
+                "(more than %d open); a later record of it counts as another trace",
+                dropped_trace,
+                dropped,
+                OPEN_TRACES,
+            )
+        return opened
+
+    def _add(
+        self,
+        service: str,
+        opened: OpenTrace,
+        where: tuple[str, ...],
+        detector: bool,
+        reference: bool | None,
+    ) -> None:
+        """Count a record of trace `opened` in the tallies of its bucket (its service's, and
+        its slices'): audited with the `reference`'s verdict, unaudited without one."""
         buckets = self._windows.setdefault(service, {})
-        found = buckets.get(bucket)
+        found = buckets.get(opened.bucket)
         if found is None:
-            found = buckets[bucket] = Bucket()
-        return found.tallies(where)
+            found = buckets[opened.bucket] = Bucket()
+        audited = reference is not None
+        for (dimension, value), tally in found.tallies(where):
+            key = (audited, dimension, value)
+            before = opened.sums.get(key, Trace())
+            if reference is None:
+                opened.sums[key] = tally.add_unaudited(detector, before)
+            else:
+                opened.sums[key] = tally.add_audited(detector, reference, before)
 
     def _count(self, service: str, outcome: str) -> None:
         self._t.child(self._records, service, outcome).inc()
@@ -311,6 +387,8 @@ class AuditSink:
             del self._pending[request_id]
             self._t.child(self._dropped, pending.service).inc()
         self._pending_gauge.set(len(self._pending))
+        for key in [k for k, opened in self._traces.items() if opened.bucket < oldest]:
+            del self._traces[key]
         self._publish(set(self._windows))
 
     def _publish(self, services: set[str]) -> None:

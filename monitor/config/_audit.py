@@ -44,7 +44,9 @@ class Audit(Section):
     share: float = Field(default=0.05, gt=0, le=1)
     # The trailing window each estimate covers (kept in 24 buckets).
     window: Duration = "24h"
-    # Audited records in the window below which no interval is given.
+    # Effective audited traces in the window ((Σ records)² / Σ records² over the audited
+    # traces: the audited records where each is its own trace) below which no interval is
+    # given.
     min_audited: int = Field(default=30, ge=2)
     # Audited records waiting for their label, oldest dropped first (counted).
     max_pending: int = Field(default=100_000, gt=0)

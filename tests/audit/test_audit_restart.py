@@ -31,8 +31,11 @@ from tests.audit.test_audit_sink import (
     _share,
 )
 
-FORMAT = StateFormat("audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters)
+FORMAT = StateFormat(
+    "audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters, saved.UPGRADES
+)
 SHOP = {"service": "shop", "evaluator": DETECTOR}
+COUNTS = saved.TALLY_COUNTS
 
 
 def _sink(t: Telemetry, clock: Clock, path: Path, reference: str = JUDGE) -> AuditSink:
@@ -134,7 +137,7 @@ def _saved_with(path: Path, clock: Clock, edit: Any) -> None:
     """A state file written by a sink, then edited by `edit(body)`."""
     sink = _sink(create_telemetry(), clock, path)
     _judged(sink)
-    body = saved.encode(DETECTOR, JUDGE, sink._windows, sink._pending)
+    body = saved.encode(DETECTOR, JUDGE, sink._windows, sink._pending, sink._traces)
     edit(body)
     StateFile(str(path), create_telemetry(), FORMAT).save(clock(), body)
 
@@ -148,7 +151,7 @@ async def test_a_part_that_cannot_be_restored_is_left_out_alone(
     def two_services_one_broken(body: dict[str, Any]) -> None:
         windows = body["windows"]
         bucket = next(iter(windows["shop"]))  # in the window: read, and refused
-        windows["cart"] = {bucket: {"total": [1, -1, 0, 0, 0, 0], "slices": []}}
+        windows["cart"] = {bucket: {"total": [1, -1] + [0] * (COUNTS - 2), "slices": []}}
 
     _saved_with(path, clock, two_services_one_broken)
     t = create_telemetry()
@@ -185,20 +188,25 @@ def test_malformed_windows_and_pending_entries_are_left_out_alone() -> None:
         "reference": "labels",
         "windows": {},
         "pending": [
-            ["req-1", "shop", 10, True, [""] * len(DIMENSIONS)],
-            ["req-2", "shop", "10", True, [""] * len(DIMENSIONS)],
-            ["req-3", "shop", 10, True, ["only one"]],
+            ["req-1", "shop", 10, True, [""] * len(DIMENSIONS), "trace-1"],
+            ["req-2", "shop", "10", True, [""] * len(DIMENSIONS), "trace-2"],
+            ["req-3", "shop", 10, True, ["only one"], "trace-3"],
             "req-4",
         ],
     }
     body["windows"] = {
         "shop": {
-            "10": {"total": [5, 1, 0, 0, 0, 0], "slices": [["model", "m1", [5, 1] + [0] * 4]]}
+            "10": {
+                "total": [5, 1] + [0] * (COUNTS - 2),
+                "slices": [["model", "m1", [5, 1] + [0] * (COUNTS - 2)]],
+            }
         },
         "no total": {"10": {"slices": []}},
         "not a dict": [1, 2],
-        "bad bucket": {"ten": {"total": [0] * 6, "slices": []}},
-        "unknown dimension": {"10": {"total": [0] * 6, "slices": [["colour", "red", [0] * 6]]}},
+        "bad bucket": {"ten": {"total": [0] * COUNTS, "slices": []}},
+        "unknown dimension": {
+            "10": {"total": [0] * COUNTS, "slices": [["colour", "red", [0] * COUNTS]]}
+        },
     }
     restored = saved.decode(body, DETECTOR, "labels", oldest=0, max_pending=10)
     assert list(restored.pending) == ["req-1"]

@@ -9,12 +9,14 @@ from collections.abc import Callable
 
 import pytest
 
-from monitor.audit.estimate import MIN_AUDITED, Tally, estimate
+from monitor.audit.estimate import MIN_AUDITED, Tally, Trace, estimate, t_critical
 
 # Unaudited: 10 records, detector fails 2. Audited (detector, reference): (1,1), (0,1),
 # (0,0) ×3. By hand: mean_N f = 0.2, var_N f = (2 − 10·0.04)/9 = 1.6/9; audited f =
 # [1,0,0,0,0], Y = [1,1,0,0,0]: var f = 0.2, var Y = 0.3, cov(Y, f) = (1 − 5·0.2·0.4)/4 =
-# 0.15, Y − f = [0,1,0,0,0]: mean 0.2, var 0.2.
+# 0.15, Y − f = [0,1,0,0,0]: mean 0.2, var 0.2. Five audited traces: the critical value of
+# z = 1 is Student's t with 4 degrees of freedom.
+T4 = t_critical(1.0, 4)
 HAND = Tally(unaudited=10, unaudited_defects=2, agree_pass=3, misses=1, agree_defect=1)
 
 
@@ -23,12 +25,12 @@ def test_plain_ppi_on_a_hand_computed_window() -> None:
     assert got.weight == 1.0
     assert got.corrected is not None and got.audited_only is not None
     # θ = 0.2 + 0.2; Var = (1.6/9)/10 + 0.2/5
-    sd = math.sqrt(1.6 / 9 / 10 + 0.2 / 5)
+    sd = T4 * math.sqrt(1.6 / 9 / 10 + 0.2 / 5)
     assert got.corrected.estimate == pytest.approx(0.4)
     assert got.corrected.lower == pytest.approx(0.4 - sd)
     assert got.corrected.upper == pytest.approx(0.4 + sd)
     # The audited records alone: mean 0.4, variance 0.3/5.
-    assert got.audited_only.lower == pytest.approx(0.4 - math.sqrt(0.06))
+    assert got.audited_only.lower == pytest.approx(0.4 - T4 * math.sqrt(0.06))
     assert got.raw == pytest.approx(3 / 15)
     assert got.miss_rate == pytest.approx(0.5)
     assert got.false_alarm_rate == 0.0
@@ -37,11 +39,11 @@ def test_plain_ppi_on_a_hand_computed_window() -> None:
 
 def test_tuned_weight_on_a_hand_computed_window() -> None:
     got = estimate(HAND, z=1.0, min_audited=2)
-    # λ = cov / ((1 + n/N) var f over all 15) = 0.15 / (1.5 · 2.4/14)
-    weight = 0.15 / (1.5 * (2.4 / 14))
+    # λ of least variance: (cov/n) / (var_N f / N + var_n f / n) = 0.03 / (1.6/90 + 0.04)
+    weight = (0.15 / 5) / (1.6 / 9 / 10 + 0.2 / 5)
     assert got.weight == pytest.approx(weight)
     residual = 0.3 - 2 * weight * 0.15 + weight**2 * 0.2
-    sd = math.sqrt(weight**2 * (1.6 / 9) / 10 + residual / 5)
+    sd = T4 * math.sqrt(weight**2 * (1.6 / 9) / 10 + residual / 5)
     assert got.corrected is not None
     assert got.corrected.estimate == pytest.approx(weight * 0.2 + 0.4 - weight * 0.2)
     assert got.corrected.upper - got.corrected.lower == pytest.approx(2 * sd)
@@ -130,3 +132,90 @@ def test_the_interval_covers_the_window_rate(stream: Stream) -> None:
     true rate in at least 92 % of 300 windows (the binomial spread of 300 runs at 95 %
     reaches 92.5 % about one time in a hundred)."""
     assert _coverage(stream, 0.05) >= 0.92
+
+
+def _traced(tally: Tally, traces: list[list[tuple[bool, bool]]]) -> None:
+    """Audited traces of (detector, reference) pairs, each trace's records counted together."""
+    for pairs in traces:
+        trace = Trace()
+        for detector, reference in pairs:
+            trace = tally.add_audited(detector, reference, trace)
+
+
+def test_a_trace_s_records_vary_together_in_the_variance() -> None:
+    """Audited traces A (1,1)(1,1), B (0,0)(0,0), C (0,1), plain PPI: residuals Y − f per
+    trace 0, 0, 1, mean 1/5; centred trace sums −0.4, −0.4, 0.8; variance of the mean
+    3/2 · 0.96 / 5² = 0.0576 (five independent records would give 0.2 / 5 = 0.04), with
+    Student's t at 2 degrees of freedom (three traces)."""
+    tally = Tally(unaudited=10, unaudited_defects=2)
+    _traced(tally, [[(True, True)] * 2, [(False, False)] * 2, [(False, True)]])
+    assert (tally.audited, tally.audited_trace_count) == (5, 3)
+    assert tally.effective_audited_traces == pytest.approx(25 / 9)
+    got = estimate(tally, tuned=False, z=1.0, min_audited=2)
+    assert got.corrected is not None and got.audited_only is not None
+    half = t_critical(1.0, 2) * math.sqrt(1.6 / 9 / 10 + 0.0576)
+    assert got.corrected.estimate == pytest.approx(0.2 + 0.2)
+    assert got.corrected.upper - got.corrected.estimate == pytest.approx(half)
+    # The audited records alone: Y per trace 2, 0, 1, mean 3/5: centred sums 0.8, −1.2, 0.4.
+    alone = t_critical(1.0, 2) * math.sqrt(1.5 * (0.64 + 1.44 + 0.16) / 25)
+    assert got.audited_only.estimate - got.audited_only.lower == pytest.approx(alone)
+
+
+def test_the_same_records_one_trace_each_give_the_i_i_d_interval() -> None:
+    traced, single = Tally(), Tally()
+    for tally, traces in ((traced, [[(True, False)], [(False, True)]]), (single, [])):
+        _traced(tally, traces)
+    single.add_audited(True, False)
+    single.add_audited(False, True)
+    assert traced == single  # a trace of one record adds nothing to the counts
+
+
+def test_few_traces_give_no_interval_however_many_records() -> None:
+    """Readiness counts effective traces, (Σ m)² / Σ m²: 60 audited records in two traces
+    are two, not sixty."""
+    tally = Tally(unaudited=1000, unaudited_defects=300)
+    _traced(tally, [[(True, True), (False, False)] * 15] * 2)
+    assert tally.effective_audited_traces == pytest.approx(2.0)
+    assert estimate(tally).corrected is None
+    one_each = Tally(unaudited=1000, unaudited_defects=300)
+    _traced(one_each, [[(True, True)], [(False, False)]] * 30)
+    assert estimate(one_each).corrected is not None
+
+
+def _trace_coverage(share: float, runs: int = 200, traces: int = 600) -> tuple[float, float]:
+    """Conversations of 1-30 turns, each its own rate (mean 0.2), each one trace audited
+    as a whole (a hash of its trace id) with probability `share`: how often the interval
+    covers the window's rate when the tally is told which records share a trace, and when
+    it counts each record as a trace of its own."""
+    rng = random.Random(11)
+    covered = [0, 0]
+    for _ in range(runs):
+        told, untold, defects, records = Tally(), Tally(), 0, 0
+        for _ in range(traces):
+            rate = rng.betavariate(0.5, 2.0)
+            audited = rng.random() < share
+            trace = Trace()
+            for _ in range(rng.randint(1, 30)):
+                defect = rng.random() < rate
+                flagged = rng.random() < (0.4 if defect else 0.25)
+                if audited:
+                    trace = told.add_audited(flagged, defect, trace)
+                    untold.add_audited(flagged, defect)
+                else:
+                    trace = told.add_unaudited(flagged, trace)
+                    untold.add_unaudited(flagged)
+                defects, records = defects + defect, records + 1
+        for i, tally in enumerate((told, untold)):
+            got = estimate(tally).corrected
+            assert got is not None
+            covered[i] += got.lower <= defects / records <= got.upper
+    return covered[0] / runs, covered[1] / runs
+
+
+def test_the_interval_covers_the_rate_when_a_trace_holds_a_conversation() -> None:
+    """A quarter of 600 conversation traces audited (about 150 traces, 2,300 records): the
+    per-trace interval covers the window's rate in at least 92 % of 200 windows; counting
+    each record as its own trace, as if independent, it covers far less."""
+    told, untold = _trace_coverage(0.25)
+    assert told >= 0.92
+    assert untold < 0.75
