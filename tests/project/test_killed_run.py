@@ -18,7 +18,7 @@ from harness.children import forget, spawn
 from harness.servers import REPO, need
 from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 
-INNER = '''
+INNER = """
 import sys, threading
 from pathlib import Path
 
@@ -48,7 +48,7 @@ def test_holds_servers(tmp_path: Path) -> None:
             with prometheus(Path(MARKER) / "prom", "global: {{scrape_interval: 1m}}\\n"):
                 (Path(MARKER) / "ready").write_text("ready")
                 threading.Event().wait()  # until killed
-'''
+"""
 
 
 def _in_session(leader: int) -> list[int]:
