@@ -235,3 +235,29 @@ async def test_a_conversation_id_from_spans_is_cut_and_counted() -> None:
             == 1
         )
         consumer.finish_all()
+
+
+async def test_a_user_id_from_spans_is_cut_and_counted() -> None:
+    """A 1 MB `user.id` on a trace's span, written into every results line of its trace as
+    the record's `metadata["user.id"]`: cut like a label (two ids sharing the prefix stay
+    apart) and counted (`records_truncated_total{part="user_id"}`)."""
+    telemetry = create_telemetry()
+    limits = SizeLimits(label_chars=64)
+    consumer = HoldingStage(limits=limits)
+    config = Config.model_validate({"trace_assembly": {"late_spans_wait_s": 0}})
+    stage = trace_stage(config, consumer, telemetry, limits=limits)
+    async with _running(stage, consumer):
+        users = ["u" * 1_000_000 + "1", "u" * 1_000_000 + "2", "u" * 64]
+        for n, user in enumerate(users, start=1):
+            assert stage.consume([Delivery("otlp_http", [_root(n, **{"user.id": user})])])
+        await wait_until_async(lambda: len(consumer.items) == 3, 10, "the records")
+        got = sorted(item.record.metadata["user.id"] for item in consumer.items)
+        assert got == sorted([bounded_label(users[0], 64), bounded_label(users[1], 64), users[2]])
+        assert got[0] != got[1]
+        assert (
+            telemetry.registry.get_sample_value(
+                "rag_monitor_records_truncated_total", {"part": "user_id"}
+            )
+            == 2
+        )
+        consumer.finish_all()
