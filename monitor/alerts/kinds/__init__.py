@@ -13,7 +13,8 @@ what a page says, `publish`: what `/metrics` shows), and `Keeper`, how the entri
 (`monitor.alerts.entries`) keep its state per (service, cohort): `new_state` (empty, or
 what of a replaced evaluator revision's still holds), `add` and `add_unit` (verdicts and
 closed conversations in), `advance` (time moves to now: windows expire into history, tests
-take their pending batch) and `settle`. A state saves itself (`snapshot`, `restore`).
+take their pending batch) and `settle`. A state saves itself (`snapshot`, `restore`). A kind
+that also screens who sent its verdicts is `Screening` (`sent`).
 
 | kind | config | module |
 |---|---|---|
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from monitor.alerts.evidence import NOTHING, Arrival, Moments, Unit
 
@@ -175,6 +176,24 @@ class Keeper(Protocol):
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         """The side effects of `entry`'s resolve by `judgment` at `now` on its state."""
+        ...
+
+
+@runtime_checkable
+class Screening(Protocol):
+    """A kind whose state screens who sent its verdicts (regression rules: one sender's
+    forged hours kept out of what the history measures of its own dispersion)."""
+
+    def sent(
+        self,
+        state: Any,
+        sender: str | None,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+    ) -> None:
+        """Who sent the verdicts `Keeper.add` just took (`monitor.records.sender`; None:
+        not known)."""
         ...
 
 

@@ -153,6 +153,18 @@ class Regression:
         state.history.add_unit(now, unit)
         return False
 
+    def sent(
+        self,
+        state: RegressionState,
+        sender: str | None,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+    ) -> None:
+        """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
+        moments = Moments.of_histogram(histogram)
+        state.history.sent(now, sender, moments, solo=conversation is None)
+
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
