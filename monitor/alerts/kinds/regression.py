@@ -162,8 +162,7 @@ class Regression:
         now: float,
     ) -> None:
         """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
-        moments = Moments.of_histogram(histogram)
-        state.history.sent(now, sender, moments, solo=conversation is None)
+        state.history.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
