@@ -16,6 +16,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.evidence import History, Moments
+from monitor.alerts.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
 from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import CLIENT_ADDRESS, INSTANCE_ID, RagRecord
@@ -134,3 +135,37 @@ def test_a_records_sender_reaches_the_regression_history() -> None:
     restored = AlertEngine([RULE], create_telemetry(), clock=lambda: now)
     restored.restore(saved)
     assert restored.snapshot() == saved
+
+
+def test_the_screen_follows_a_bounded_number_of_senders() -> None:
+    """Senders past `MAX_SENDERS` are screened together; idle ones give their place up."""
+    screen = Senders()
+    for k in range(MAX_SENDERS + 10):
+        screen.add(0, f"10.0.0.{k}", 1, 0, 0, solo=True)
+    assert len(screen.snapshot()["senders"]) == MAX_SENDERS + 1
+    screen.add(SCREEN_BUCKETS, "late", 1, 0, 0, solo=True)  # bucket 0 leaves the screen
+    assert set(screen.snapshot()["senders"]) == {"late"}
+
+
+NO_BUCKETS = [-1] * SCREEN_BUCKETS
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        {"index": [0] * SCREEN_BUCKETS, "senders": {}},  # a bucket not of its slot
+        {"index": NO_BUCKETS, "senders": {"a": [[SCREEN_BUCKETS, 1, 0, 0, 0, 0]]}},
+        {"index": NO_BUCKETS, "senders": {"a": [[0, -1, 0, 0, 0, 0]]}},
+        {"index": NO_BUCKETS, "senders": {"a": [[0, math.nan, 0, 0, 0, 0]]}},
+        {"index": NO_BUCKETS, "senders": {"a": [[0, 1, 0]]}},
+        {"index": NO_BUCKETS, "senders": {f"s{k}": [] for k in range(MAX_SENDERS + 2)}},
+        {"index": NO_BUCKETS, "senders": {"s" * 1000: []}},
+        {"index": NO_BUCKETS[1:], "senders": {}},
+        {"index": NO_BUCKETS},
+    ],
+)
+def test_a_malformed_saved_screen_is_refused(saved: dict[str, object]) -> None:
+    """What the state file says of a history's senders is checked as it is read; the entry
+    holding it is then left out (`monitor.alerts.entries`)."""
+    with pytest.raises((TypeError, ValueError, KeyError)):
+        Senders().restore(saved)
