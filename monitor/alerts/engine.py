@@ -298,7 +298,7 @@ class AlertEngine:
         cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
         key = (i, service, cohort)
         added = self._entries.add(
-            key, histogram, revision, origin.conversation, now, origin.fingerprint
+            key, histogram, revision, origin.conversation, now, origin.fingerprint, origin.sender
         )
         if added.replaced is not None:
             self._firing.new_revision(key, added.replaced, added.revision, now)

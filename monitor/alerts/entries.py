@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
-from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind
+from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind, Screening
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -82,6 +82,8 @@ class Entries:
     ) -> None:
         self._rules = rules
         self._kinds = kinds
+        # The kinds that screen who sent their verdicts (None: not this one).
+        self._screening = [kind if isinstance(kind, Screening) else None for kind in kinds]
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
         self._conversations: dict[Key, Units] = {}
@@ -113,10 +115,11 @@ class Entries:
         conversation: str | None,
         now: float,
         request: str | None = None,
+        sender: str | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation` and `request` (the conversation id, the request's
-        fingerprint; None: not known)."""
+        (None: not known), `conversation`, `request` and `sender` (the conversation id, the
+        request's fingerprint, `monitor.records.sender`; None: not known)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
         replaced = None
@@ -163,6 +166,8 @@ class Entries:
         else:
             conversations.traffic(histogram, levels, now)
         due = kind.add(entry.state, histogram, arrival, now, entry.firing)
+        if (screening := self._screening[key[0]]) is not None:
+            screening.sent(entry.state, sender, histogram, arrival, now)
         for unit in closed:
             due = kind.add_unit(entry.state, unit, now) or due
         if self.conversation_bytes > self._budget:

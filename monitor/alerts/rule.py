@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from monitor.alerts.evidence import history_span_s
 from monitor.config import AlertRule, Config, parse_duration
 from monitor.records import RagRecord
+from monitor.records import sender as sender_of
 from monitor.records.fingerprint import request_fingerprint
 from monitor.results import SEVERITIES, EvalResult, Severity
 
@@ -23,8 +24,9 @@ SCORE_STEPS = 20
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where verdicts came from, as far as rules tell them apart: the service, the cohort
-    fields (`version`, `route`, `model`), the conversation and the request's fingerprint
-    (`monitor.records.fingerprint`: verdicts on the same question)."""
+    fields (`version`, `route`, `model`), the conversation, the request's fingerprint
+    (`monitor.records.fingerprint`: verdicts on the same question) and who sent it
+    (`monitor.records.sender`)."""
 
     service: str
     version: str | None = None
@@ -32,6 +34,7 @@ class Origin:
     model: str | None = None
     conversation: str | None = None
     fingerprint: str | None = None
+    sender: str | None = None
 
     @classmethod
     def of(cls, record: RagRecord) -> Origin:
@@ -42,6 +45,7 @@ class Origin:
             record.model,
             record.conversation,
             request_fingerprint(record),
+            sender_of(record),
         )
 
 

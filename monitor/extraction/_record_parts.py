@@ -35,6 +35,7 @@ from monitor.records import (
     CONTEXT_SOURCE,
     EXTRACTION_SUSPECT,
     INSTANCE_ID,
+    USER_ID,
     RagRecord,
 )
 from monitor.records.where import MAX_CHARS
@@ -306,8 +307,8 @@ def build_record(
     if suspect in CONTENT_REASONS:
         metadata[INSTRUMENTATION] = instrumentation_of(trace_spans)
     for source in (span, request):
-        if source is not None and isinstance(source.attributes.get("user.id"), str):
-            metadata["user.id"] = source.attributes["user.id"]
+        if source is not None and isinstance(source.attributes.get(USER_ID), str):
+            metadata[USER_ID] = source.attributes[USER_ID]
             break
     instance = span.resource.get(INSTANCE_ID)
     if isinstance(instance, str) and instance:

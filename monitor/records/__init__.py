@@ -102,6 +102,8 @@ CONTEXT_SOURCES = (
 # `service.instance.id` (set by the extraction, cut like a label). `sender` joins them.
 CLIENT_ADDRESS = "client.address"
 INSTANCE_ID = "service.instance.id"
+# `metadata` key: the user's id, from the span's `user.id` (cut like a label).
+USER_ID = "user.id"
 # `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
 # the detector runs when alert rules are configured; a record given as a record may bring
 # its own.

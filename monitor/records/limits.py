@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from monitor.records import ContextDoc, RagRecord, RecordError
+from monitor.records import USER_ID, ContextDoc, RagRecord, RecordError
 from monitor.shared.labels import bounded_label
 
 
@@ -22,8 +22,9 @@ class SizeLimits:
     over its limit rejects the record (`response_too_large`): scoring part of an answer
     would misjudge all of it. A `service`, `version` or `route` longer than `label_chars`
     is cut (`bounded_label`): each becomes a label value of every series the record
-    counts in. So is a `conversation` id: an id, written into every results line and kept
-    by the alert rules, cut so that distinct ids stay distinct.
+    counts in. So are a `conversation` id and the `user.id` in `metadata` (`USER_ID`): ids,
+    written into every results line (the conversation's also kept by the alert rules), cut
+    so that distinct ids stay distinct.
     """
 
     query_chars: int = 65_536
@@ -37,7 +38,9 @@ class SizeLimits:
 TRUNCATED = " [truncated by rag-monitor: {} characters]"
 LABEL_FIELDS: tuple[Literal["service", "version", "route"], ...] = ("service", "version", "route")
 # What `bound_record` says it cut: a part of the text, or a label field.
-Cut = Literal["query", "context", "documents", "service", "version", "route", "conversation"]
+Cut = Literal[
+    "query", "context", "documents", "service", "version", "route", "conversation", "user_id"
+]
 # Bytes a record is taken to hold besides its text (for the queues' byte bounds): a
 # document or a history turn is a model object with its own fields, a record has ids,
 # names and numbers.
@@ -83,6 +86,10 @@ def bound_record(record: RagRecord, limits: SizeLimits) -> tuple[RagRecord, tupl
     if conversation is not None and len(conversation) > limits.label_chars:
         update["conversation"] = bounded_label(conversation, limits.label_chars)
         cut.append("conversation")
+    user = record.metadata.get(USER_ID)
+    if user is not None and len(user) > limits.label_chars:
+        update["metadata"] = {**record.metadata, USER_ID: bounded_label(user, limits.label_chars)}
+        cut.append("user_id")
     if record.query is not None and len(record.query) > limits.query_chars:
         update["query"] = _truncated(record.query, limits.query_chars)
     if any(len(m.content) > limits.query_chars for m in record.history):

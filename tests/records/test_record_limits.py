@@ -10,10 +10,10 @@ from harness.pipeline import trace_stage
 from harness.wait import wait_until_async
 from monitor.component import Delivery
 from monitor.config import Config
-from monitor.records import RawRecord, RecordError, parse_record
+from monitor.records import RagRecord, RawRecord, RecordError, parse_record
 from monitor.records.limits import SizeLimits, bound_record
 from monitor.shared.labels import bounded_label
-from monitor.telemetry import create_telemetry
+from monitor.telemetry import Telemetry, create_telemetry
 from tests.trace.test_trace_stage import Acks, HoldingStage, _root, _running
 
 LIMITS = SizeLimits(query_chars=10, document_chars=20, context_chars=30, response_chars=40)
@@ -213,25 +213,47 @@ def test_a_long_conversation_id_is_cut_like_a_label_and_said() -> None:
     assert bound_record(short, limits) == (short, ())
 
 
-async def test_a_conversation_id_from_spans_is_cut_and_counted() -> None:
-    """A 1 MB `session.id` on a trace's span: its record carries the cut id and the cut is
-    counted (`records_truncated_total{part="conversation"}`)."""
+async def _through_the_trace_stage(
+    attributes: list[dict[str, str]],
+) -> tuple[list[RagRecord], Telemetry]:
+    """The records of one trace per `attributes` (its root span's) through the trace stage
+    with `label_chars` 64, and its telemetry."""
     telemetry = create_telemetry()
     limits = SizeLimits(label_chars=64)
     consumer = HoldingStage(limits=limits)
     config = Config.model_validate({"trace_assembly": {"late_spans_wait_s": 0}})
     stage = trace_stage(config, consumer, telemetry, limits=limits)
     async with _running(stage, consumer):
-        session = "s" * 1_000_000
-        spans = Delivery("otlp_http", [_root(1, **{"session.id": session})])
-        assert stage.consume([spans])
-        await wait_until_async(lambda: len(consumer.items) == 1, 10, "the record")
-        (item,) = consumer.items
-        assert item.record.conversation == bounded_label(session, 64)
-        assert (
-            telemetry.registry.get_sample_value(
-                "rag_monitor_records_truncated_total", {"part": "conversation"}
-            )
-            == 1
-        )
+        for n, attrs in enumerate(attributes, start=1):
+            assert stage.consume([Delivery("otlp_http", [_root(n, **attrs)])])
+        await wait_until_async(lambda: len(consumer.items) == len(attributes), 10, "the records")
+        records = [item.record for item in consumer.items]
         consumer.finish_all()
+    return records, telemetry
+
+
+def _truncated(telemetry: Telemetry, part: str) -> float | None:
+    return telemetry.registry.get_sample_value(
+        "rag_monitor_records_truncated_total", {"part": part}
+    )
+
+
+async def test_a_conversation_id_from_spans_is_cut_and_counted() -> None:
+    """A 1 MB `session.id` on a trace's span: its record carries the cut id and the cut is
+    counted (`records_truncated_total{part="conversation"}`)."""
+    session = "s" * 1_000_000
+    (record,), telemetry = await _through_the_trace_stage([{"session.id": session}])
+    assert record.conversation == bounded_label(session, 64)
+    assert _truncated(telemetry, "conversation") == 1
+
+
+async def test_a_user_id_from_spans_is_cut_and_counted() -> None:
+    """A 1 MB `user.id` on a trace's span, written into every results line of its trace as
+    the record's `metadata["user.id"]`: cut like a label (two ids sharing the prefix stay
+    apart) and counted (`records_truncated_total{part="user_id"}`)."""
+    users = ["u" * 1_000_000 + "1", "u" * 1_000_000 + "2", "u" * 64]
+    records, telemetry = await _through_the_trace_stage([{"user.id": user} for user in users])
+    got = sorted(record.metadata["user.id"] for record in records)
+    assert got == sorted([bounded_label(users[0], 64), bounded_label(users[1], 64), users[2]])
+    assert got[0] != got[1]
+    assert _truncated(telemetry, "user_id") == 2

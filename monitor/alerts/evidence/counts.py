@@ -28,6 +28,9 @@ class Moments:
     @classmethod
     def of_histogram(cls, histogram: Sequence[float]) -> Moments:
         """`histogram[k]` values at level `k / (len - 1)` (pass/fail: `[passes, fails]`)."""
+        if len(histogram) == 2:
+            fails = float(histogram[1])
+            return cls(int(histogram[0] + fails), fails, fails)
         steps = max(1, len(histogram) - 1)
         return cls(
             int(sum(histogram)),

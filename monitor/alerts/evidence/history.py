@@ -15,7 +15,11 @@ verdicts, those held out while a rise was judged, and the sums of closed convers
   plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
-  their measured dispersion (`kappa`; both `dispersion.py`).
+  their measured dispersion (`kappa`; both `dispersion.py`). The verdicts of a sender that
+  stands apart from the others (`senders.py`) count in the level and are left out of
+  kappa's and the excess's inputs, so that one sender's forged hours do not blind the
+  rule: those of the buckets still screened as the screen flags them, those of older
+  buckets as they leave the screen (`sent`).
 
 `last_week(t)` and `pinned(t, level)` are the references a user may name instead
 (`baseline.reference`).
@@ -24,13 +28,17 @@ verdicts, those held out while a rise was judged, and the sums of closed convers
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
+from typing import Any
 
 from monitor.alerts.evidence.buckets import Buckets
+from monitor.alerts.evidence.counts import Moments
 from monitor.alerts.evidence.level import Level, Profile, Sums
-from monitor.alerts.evidence.profile import measure_profile
+from monitor.alerts.evidence.profile import BucketSums, measure_profile
 from monitor.alerts.evidence.season import Season
+from monitor.alerts.evidence.senders import Flagged, Senders
+from monitor.alerts.evidence.window import saved_number
 
 HOUR_S = 3600.0
 # History kept: four weeks for seasonal baselines; otherwise the long level's span.
@@ -92,6 +100,36 @@ class History(Buckets):
         # Per level (recent, long): the older buckets' sums over its span, and over its
         # span less one bucket (the newest bucket covers the rest).
         self._older: list[tuple[Sums, Sums]] = []
+        self._senders = Senders()
+        # bucket -> what flagged senders sent there, as the history holds it (verdicts, their
+        # defects, those without a conversation, their defects): buckets past the screen.
+        self._screened: dict[int, tuple[float, float, float, float]] = {}
+
+    def sent(self, t: float, sender: str | None, moments: Moments, *, solo: bool) -> None:
+        """Verdicts of `sender` that arrived at `t` (`solo`: without a conversation), for
+        the screen; a bucket leaving it keeps what its flagged senders sent."""
+        if moments.samples <= 0:
+            return
+        retired = self._senders.add(
+            self.bucket(t), sender, moments.samples, moments.defects, moments.squares, solo
+        )
+        if retired is None or retired[1][0] <= 0:
+            return
+        index, flagged = retired
+        if index <= self.newest - self.span:
+            return
+        share = self._share(index, flagged)
+        if share > 0:
+            n, d, sn, sd, _ = flagged
+            self._screened[index] = (n * share, d * share, sn * share, sd * share)
+        for old in [i for i in self._screened if i <= self.newest - self.span]:
+            del self._screened[old]
+
+    def _share(self, index: int, flagged: Flagged) -> float:
+        """How much of what the screen saw of bucket `index` the history holds (the
+        newest buckets' verdicts are still in the current window)."""
+        clean, held = self.counts(index)
+        return min(1.0, (clean + held) / flagged[4]) if flagged[4] > 0 else 0.0
 
     def complete_days(self) -> int:
         return len(self._profile().days)
@@ -219,6 +257,61 @@ class History(Buckets):
         return self._season_cache
 
     def _compute_profile(self) -> Profile:
+        self._senders.screen()
+        screened = dict(self._screened)
+        for index, flagged in self._senders.flagged_sums():
+            share = self._share(index, flagged)
+            if share > 0 and flagged[0] > 0:
+                n, d, sn, sd, _ = flagged
+                screened[index] = (n * share, d * share, sn * share, sd * share)
+        buckets = [
+            _less(b, screened[b.index]) if b.index in screened else b for b in self._bucket_sums()
+        ]
         return measure_profile(
-            self._bucket_sums(), self.season, self.steps, self.origin, self.newest, self._log_budget
+            buckets, self.season, self.steps, self.origin, self.newest, self._log_budget
         )
+
+    # -- the state file -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        out = super().snapshot()
+        out["senders"] = self._senders.snapshot()
+        out["screened"] = [
+            [index, *(round(v, 6) for v in sums)] for index, sums in sorted(self._screened.items())
+        ]
+        return out
+
+    def restore(self, raw: Any) -> None:
+        """Takes back `snapshot()`; a history saved before senders were screened has
+        none."""
+        super().restore(raw)
+        if raw.get("senders") is not None:
+            self._senders.restore(raw["senders"])
+        screened = raw.get("screened") or []
+        if not isinstance(screened, list):
+            raise TypeError("history: screened is not a list")
+        for entry in screened:
+            if not isinstance(entry, list) or len(entry) != 5:
+                raise ValueError("history: a screened bucket is [index, 4 numbers]")
+            index = entry[0]
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError("history: a screened bucket's index is not an integer")
+            n, d, sn, sd = (saved_number(v, nonnegative=True) for v in entry[1:])
+            self._screened[index] = (n, d, sn, sd)
+        self._structure += 1
+
+
+def _less(bucket: BucketSums, flagged: tuple[float, float, float, float]) -> BucketSums:
+    """`bucket` with what flagged senders sent there out of kappa's and the excess's
+    inputs (its clean verdicts and those without a conversation), in the share of the
+    bucket held clean."""
+    all_n = bucket.n + bucket.rn
+    clean = bucket.n / all_n if all_n > 0 else 0.0
+    n, d, sn, sd = (v * clean for v in flagged)
+    return replace(
+        bucket,
+        solo_n=max(0.0, bucket.solo_n - sn),
+        solo_d=max(0.0, bucket.solo_d - sd),
+        screened_n=min(bucket.n, n),
+        screened_d=min(bucket.d, d),
+    )

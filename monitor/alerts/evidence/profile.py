@@ -17,9 +17,11 @@ from monitor.alerts.evidence.season import Season, learn
 class BucketSums:
     """One bucket of a history (`index`): its clean verdicts (`n`, the sum of their defect
     values `d`, of their squares `q`), those held out as a rise (`rn`, `rd`, `rq`), the
-    clean ones without a conversation (`solo_n`, `solo_d`), and the sums of the
+    clean ones without a conversation (`solo_n`, `solo_d`), the sums of the
     conversations that closed in it (their verdicts `conv_n`, sizes squared `m2`, defects
-    squared `dd`, verdicts times defects `nd`, sizes cubed `m3`)."""
+    squared `dd`, verdicts times defects `nd`, sizes cubed `m3`), and the clean verdicts
+    of flagged senders (`screened_n`, `screened_d`; `senders.py`), out of the excess's
+    input."""
 
     index: int
     n: float
@@ -35,6 +37,8 @@ class BucketSums:
     dd: float
     nd: float
     m3: float
+    screened_n: float = 0.0
+    screened_d: float = 0.0
 
 
 def measure_profile(
@@ -79,7 +83,11 @@ def measure_profile(
     # what their conversations and the others' dispersion explain. Its estimate alone:
     # `design` already holds kappa's allowance for error, and a young history's
     # allowance would otherwise count twice against conversations.
-    clean = {b.index: (b.n, b.d / b.n) for b in buckets if b.n > 0 and b.rn <= b.n}
+    clean = {
+        b.index: (n, (b.d - b.screened_d) / n)
+        for b in buckets
+        if (n := b.n - b.screened_n) > 0 and b.rn <= b.n
+    }
     dispersion = solo_dispersion(clean, pooled_var, log_budget, raised=False)
     excess = max(1.0, dispersion / design)
     design *= excess

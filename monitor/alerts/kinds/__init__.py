@@ -3,14 +3,15 @@ interfaces: `Kind`, what the engine asks (a `judge` that returns FIRE, RESOLVE o
 its evidence and changes nothing, what a page says, what `/metrics` shows), and `Keeper`,
 how the entries (`monitor.alerts.entries`) keep its state per (service, cohort). The firing
 state (`Entry.firing` and what goes with it) is moved by `monitor.alerts.firing` alone,
-which runs the kind's `settle` on a resolve."""
+which runs the kind's `settle` on a resolve. A kind that also screens who sent its verdicts
+is `Screening` (`sent`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from monitor.alerts.evidence import NOTHING, Arrival, Moments, Unit
 
@@ -165,6 +166,24 @@ class Keeper(Protocol):
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         """The side effects of `entry`'s resolve by `judgment` at `now` on its state."""
+        ...
+
+
+@runtime_checkable
+class Screening(Protocol):
+    """A kind whose state screens who sent its verdicts (regression rules: one sender's
+    forged hours kept out of what the history measures of its own dispersion)."""
+
+    def sent(
+        self,
+        state: Any,
+        sender: str | None,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+    ) -> None:
+        """Who sent the verdicts `Keeper.add` just took (`monitor.records.sender`; None:
+        not known)."""
         ...
 
 

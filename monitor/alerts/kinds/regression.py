@@ -1,35 +1,9 @@
-"""Regression rules (`baseline`): a service against what it usually shows.
-
-The **current window** (`window`) is compared with what the service is expected to show
-now (`monitor.alerts.evidence.history`: its level over the trailing `baseline.window`, its day and
-week with `baseline.season`, the higher of the recent and the long level). A rise is judged
-as a user means `min_increase`, the smallest rise worth a page: the null hypothesis is "the
-mean rose by at most half of it".
-
-- `test: sequential` (the default): verdicts go to the sequential test
-  (`monitor.alerts.evidence.sequential`) as they arrive — those of a conversation as one arrival,
-  judged against what its earlier verdicts predict — in batches of `BATCH` arrivals (and at
-  every evaluation); a batch that takes its statistic past the rule's budget asks for an
-  evaluation at once, which pages.
-- `test: window`: a one-sided z-test of "the current window's mean is at most
-  `min_increase / 2` above the expected" at each evaluation, at the level a look may use
-  (`stats.look_level`), its variance widened by the design effect and the expectation's
-  error. While the window leans up (p below `WINDOW_HOLD_P`) what leaves it is held out.
-
-Either fires only with `min_samples` verdicts in the current window and
-`baseline.min_samples` behind the level (before a season's first complete day, against the
-highest hour seen: `History.expectation`). After an evaluator revision change the history
-carries over and translates into the new revision's level (`succeed`). It **resolves** when the
-current window's increase falls below half of `min_increase` (a sequential page holds at
-least one `window`), when the window empties, or when the rise has lasted
-`baseline.accept_after`: then it is the service's new normal (the page says so) and what
-was held out joins the level.
-
-**A rise never teaches the level before it is judged.** Verdicts leaving the current window
-while the evidence builds (the strongest run's p-value below `sequential.HOLD_P`), while the
-rule fires, or that began before the last resolve are added to the history as a rise: kept
-out of the level (the baseline's clock stands still), counted in the season. Held verdicts
-whose evidence faded join the level; so do those held longer than `baseline.window`.
+"""Regression rules (`baseline`): a service's current window against what it is expected to
+show now (`History.expectation`: level, day and week), testing "the mean rose by at most
+half of `min_increase`" with the sequential test (the default) or a per-evaluation z-test
+(`test: window`). What each step means for users, and why, is in docs/alerts.md
+("Regression rules"): when a rule may fire, how it resolves or accepts a new normal, how an
+evaluator revision carries over, and why a rise never teaches the level before it is judged.
 """
 
 from __future__ import annotations
@@ -158,6 +132,17 @@ class Regression:
         self, state: RegressionState, histogram: Sequence[float], now: float, firing: bool
     ) -> None:
         state.count_overlap(Moments.of_histogram(histogram), now, old=True, firing=firing)
+
+    def sent(
+        self,
+        state: RegressionState,
+        sender: str | None,
+        histogram: Sequence[float],
+        conversation: Arrival | None,
+        now: float,
+    ) -> None:
+        """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
+        state.history.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the

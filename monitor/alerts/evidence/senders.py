@@ -1,0 +1,248 @@
+"""Who sent a history's verdicts, and which senders stand apart from the others: the screen
+that keeps one sender's forged verdicts out of what a regression rule measures of its
+own dispersion (`history.History`).
+
+A sender (`monitor.records.sender`: the client's address and `service.instance.id`) that
+sends a share of a service's verdicts all failing in one hour and all passing in the next
+leaves the service's rate as it was and makes its hours swing: the dispersion of verdicts
+without a conversation (`kappa`) and the clustering nobody declared (`excess`) follow,
+and a real rise pages many times later. Senders of one service share its traffic, so
+within one bucket each sender's rate is the others' up to its own noise.
+
+**The screen**: over the newest `SCREEN_BUCKETS` buckets (the history's), each sender's
+rate in each bucket is compared with the volume-weighted median of the other senders'
+rates there, `z^2 = (x_s - m)^2 / (v (1 / n_s + 1 / n_m))` (`v` the bucket's variance per
+verdict, `n_m` the verdicts of the sender holding the median); a sender's index is its
+mean `z^2` over the buckets it sent in. Honest senders' indexes are about the design
+effect of their own conversations, the same for all of them; a sender is **flagged** when
+its index is more than `FLAG_RATIO` times the volume-weighted median of the indexes (and
+at least `FLAG_RATIO`), over `MIN_SCREEN_BUCKETS` buckets or more, and it sent less than
+half of the screened verdicts (the service is what most of it sends). A flagged sender's
+verdicts still count in the rate; they are left out of kappa's and the excess's inputs
+(`History`). A sender that stays under the flag moves kappa by at most about its share
+times `FLAG_RATIO` times the honest senders' index.
+
+The assumptions: one sender writes under few sender keys (the screen follows
+`MAX_SENDERS` of them; the rest are screened together as one); a service with one sender
+has no one to compare it with (nothing is flagged).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+from monitor.alerts.evidence.window import saved_number
+
+SCREEN_BUCKETS = 24
+MAX_SENDERS = 16
+FLAG_RATIO = 4.0
+MIN_SCREEN_BUCKETS = 6
+# Where the senders past `MAX_SENDERS` (and verdicts of no known sender) are counted.
+REST = ""
+# Longest sender key kept (the record's parts are cut like labels already).
+MAX_KEY_CHARS = 256
+# Fields of a sender's bucket: verdicts, their defect values' sum and squares' sum, and
+# the verdicts without a conversation with their defect values' sum.
+_N, _D, _Q, _SN, _SD = range(5)
+FIELDS = 5
+# The least variance per verdict a bucket is taken to have (a bucket of no defects).
+_MIN_VARIANCE = 1e-4
+
+# What a bucket's flagged senders sent: (all verdicts, their defects, those without a
+# conversation, their defects), and every sender's verdicts there.
+Flagged = tuple[float, float, float, float, float]
+
+
+class Senders:
+    """The senders of one history's newest `SCREEN_BUCKETS` buckets (see the module
+    docstring): `MAX_SENDERS` of them, and `REST`; `flagged` holds the senders the last
+    `screen` flagged."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, array[float]] = {}
+        self._index = array("q", [-1] * SCREEN_BUCKETS)
+        self.flagged: frozenset[str] = frozenset()
+
+    def add(
+        self,
+        index: int,
+        sender: str | None,
+        samples: float,
+        defects: float,
+        squares: float,
+        solo: bool,
+    ) -> tuple[int, Flagged] | None:
+        """Verdicts of `sender` in bucket `index` (`solo`: without a conversation). Returns
+        the bucket this one displaces from the screen, with what its flagged senders sent
+        (None: none displaced)."""
+        slot = index % SCREEN_BUCKETS
+        held = self._index[slot]
+        if held > index:
+            return None  # older than the screen holds
+        out = None
+        if held != index:
+            out = self._retire(slot)
+            self._index[slot] = index
+        key = REST if sender is None else sender[:MAX_KEY_CHARS]
+        sums = self._sums.get(key)
+        if sums is None:
+            if len(self._sums) >= MAX_SENDERS:
+                self._forget_idle()
+            if len(self._sums) >= MAX_SENDERS:
+                key = REST
+                sums = self._sums.get(key)
+            if sums is None:
+                sums = self._sums[key] = array("d", bytes(8 * FIELDS * SCREEN_BUCKETS))
+        row = slot * FIELDS
+        sums[row + _N] += samples
+        sums[row + _D] += defects
+        sums[row + _Q] += squares
+        if solo:
+            sums[row + _SN] += samples
+            sums[row + _SD] += defects
+        return out
+
+    def _retire(self, slot: int) -> tuple[int, Flagged] | None:
+        """Empties `slot`: the bucket it held and what its flagged senders sent (None:
+        none held)."""
+        index = self._index[slot]
+        if index < 0:
+            return None
+        flagged = self._flagged_in(slot)
+        row = slot * FIELDS
+        for sums in self._sums.values():
+            for k in range(FIELDS):
+                sums[row + k] = 0.0
+        return index, flagged
+
+    def _forget_idle(self) -> None:
+        for key in [k for k, sums in self._sums.items() if not any(sums)]:
+            del self._sums[key]
+
+    def _flagged_in(self, slot: int) -> Flagged:
+        row = slot * FIELDS
+        n = d = sn = sd = total = 0.0
+        for key, sums in self._sums.items():
+            total += sums[row + _N]
+            if key in self.flagged:
+                n += sums[row + _N]
+                d += sums[row + _D]
+                sn += sums[row + _SN]
+                sd += sums[row + _SD]
+        return n, d, sn, sd, total
+
+    def flagged_sums(self) -> Iterator[tuple[int, Flagged]]:
+        """(bucket index, what the flagged senders sent there) of the buckets screened."""
+        if not self.flagged:
+            return
+        for slot, index in enumerate(self._index):
+            if index >= 0:
+                yield index, self._flagged_in(slot)
+
+    def screen(self) -> None:
+        """Flags the senders that stand apart (see the module docstring)."""
+        scores: dict[str, list[float]] = {key: [] for key in self._sums}
+        volume = {key: 0.0 for key in self._sums}
+        for slot, index in enumerate(self._index):
+            if index < 0:
+                continue
+            row = slot * FIELDS
+            present = [
+                (key, sums[row + _N], sums[row + _D] / sums[row + _N])
+                for key, sums in self._sums.items()
+                if sums[row + _N] > 0
+            ]
+            if len(present) < 2:
+                continue
+            n_all = sum(n for _, n, _ in present)
+            x_all = sum(sums[row + _D] for sums in self._sums.values()) / n_all
+            q_all = sum(sums[row + _Q] for sums in self._sums.values()) / n_all
+            variance = max(_MIN_VARIANCE, q_all - x_all * x_all)
+            ordered = sorted(present, key=lambda p: p[2])
+            for key, n, x in present:
+                volume[key] += n
+                others = [p for p in ordered if p[0] != key]
+                median, n_median = _weighted_median(others)
+                scores[key].append((x - median) ** 2 / (variance * (1 / n + 1 / n_median)))
+        indexes = {
+            key: (sum(s) / len(s), volume[key]) for key, s in scores.items() if s and volume[key]
+        }
+        total = sum(v for _, v in indexes.values())
+        if not indexes or total <= 0:
+            self.flagged = frozenset()
+            return
+        ordered_indexes = sorted(((k, v, i) for k, (i, v) in indexes.items()), key=lambda p: p[2])
+        bar = FLAG_RATIO * max(1.0, _weighted_median(ordered_indexes)[0])
+        self.flagged = frozenset(
+            key
+            for key, (index, v) in indexes.items()
+            if index > bar and len(scores[key]) >= MIN_SCREEN_BUCKETS and v < total / 2
+        )
+
+    # -- the state file -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """`{"index": the bucket each slot holds, "senders": {sender: [[slot, n, d, q, sn,
+        sd], ...]}}`, the slots a sender sent in only."""
+        senders = {}
+        for key, sums in self._sums.items():
+            rows = [
+                [slot, *(round(v, 6) for v in sums[slot * FIELDS : (slot + 1) * FIELDS])]
+                for slot in range(SCREEN_BUCKETS)
+                if sums[slot * FIELDS + _N] > 0
+            ]
+            if rows:
+                senders[key] = rows
+        return {"index": list(self._index), "senders": senders}
+
+    def restore(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            raise TypeError("senders: an object expected")
+        index, senders = raw["index"], raw["senders"]
+        if not isinstance(index, list) or len(index) != SCREEN_BUCKETS:
+            raise ValueError(f"senders: index is not a list of {SCREEN_BUCKETS}")
+        for slot, i in enumerate(index):
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise TypeError("senders: an index is not an integer")
+            if i != -1 and (i < 0 or i % SCREEN_BUCKETS != slot):
+                raise ValueError("senders: an index is not of its slot")
+        if not isinstance(senders, dict) or len(senders) > MAX_SENDERS + 1:
+            raise ValueError(
+                f"senders: not an object of at most {MAX_SENDERS} senders and the rest"
+            )
+        sums_of: dict[str, array[float]] = {}
+        for key, rows in senders.items():
+            if not isinstance(key, str) or len(key) > MAX_KEY_CHARS:
+                raise ValueError("senders: a sender is not a short text")
+            if not isinstance(rows, list) or len(rows) > SCREEN_BUCKETS:
+                raise ValueError("senders: a sender's buckets are not a list")
+            sums = array("d", bytes(8 * FIELDS * SCREEN_BUCKETS))
+            for row in rows:
+                if not isinstance(row, list) or len(row) != FIELDS + 1:
+                    raise ValueError(f"senders: a bucket is [slot, {FIELDS} numbers]")
+                slot = row[0]
+                if isinstance(slot, bool) or not isinstance(slot, int):
+                    raise TypeError("senders: a slot is not an integer")
+                if not 0 <= slot < SCREEN_BUCKETS:
+                    raise ValueError("senders: a slot out of range")
+                for k, value in enumerate(row[1:]):
+                    sums[slot * FIELDS + k] = saved_number(value, nonnegative=True)
+            sums_of[key] = sums
+        self._index = array("q", index)
+        self._sums = sums_of
+        self.screen()
+
+
+def _weighted_median(points: list[tuple[str, float, float]]) -> tuple[float, float]:
+    """The weighted median of `(key, weight, value)` points sorted by value, and the weight
+    of the point holding it."""
+    half = sum(w for _, w, _ in points) / 2
+    seen = 0.0
+    for _, weight, value in points:
+        seen += weight
+        if seen >= half:
+            return value, weight
+    return math.nan, 0.0
