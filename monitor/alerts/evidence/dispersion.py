@@ -187,27 +187,38 @@ def _without_period(rates: _Rates, period: int) -> _Rates:
 
 
 def block_dispersion(
-    points: Mapping[int, tuple[float, float]], pooled_var: float, period: int = 0
+    points: Mapping[int, tuple[float, float]],
+    pooled_var: float,
+    period: int = 0,
+    within: float = 1.0,
 ) -> float:
     """How much more blocks of consecutive buckets `index -> (verdicts, rate)` vary about
     the buckets around them than independent verdicts would, with a cycle of `period`
     buckets taken out (0: none): at each scale `L` of `BLOCK_SCALES`, each aligned block
     of `L` buckets against the `SURROUND_BUCKETS` on each side of it (all held), the
-    squared difference of their mean rates over its variance for independent verdicts,
-    averaged over blocks. For verdicts whose clustering is shorter than a block every scale
-    gives the same design effect; clustering over several buckets (a mix that wanders for
-    hours) shows in full only at a scale as long; a linear drift cancels. The largest
-    scale's estimate less `BLOCK_SCALE_Z` of its errors, at least 1; 1 where no scale has
-    `MIN_DIFFERENCES` blocks."""
+    squared difference of their mean rates less its variance for verdicts clustered within
+    each bucket by `within` (the design effect second differences measured), averaged over
+    blocks (the variance a wander adds), over the variance of that difference for
+    independent verdicts at the bucket size a verdict sees on average (sum n^2 / sum n),
+    plus `within`. For verdicts whose clustering is shorter than a block every
+    scale gives the same design effect; clustering over several buckets (a mix that wanders
+    for hours) shows in full only at a scale as long; a linear drift cancels. The largest
+    scale's estimate (a longer one less `BLOCK_SCALE_Z` of its errors), at least 1; 1 where
+    no scale has `MIN_DIFFERENCES` blocks."""
     if not points or pooled_var <= 0:
         return 1.0
-    floor = max(MIN_BUCKET_VERDICTS, 0.2 * statistics.median(n for n, _ in points.values()))
-    rates = {index: (x, 1 / n) for index, (n, x) in points.items() if n >= floor}
+    # Every bucket but a nearly empty one: a block needs its whole surround, and a quiet
+    # night's buckets count with their own variance.
+    rates = {index: (x, 1 / n) for index, (n, x) in points.items() if n >= MIN_BUCKET_VERDICTS}
     if period > 1:
         rates = _without_period(rates, period)
+    # The wander's variance does not depend on traffic, its design effect does: it is
+    # given at the bucket size a verdict sees on average.
+    seen = sum(1 / w for _, w in rates.values())
+    size = sum(1 / (w * w) for _, w in rates.values()) / seen if seen else 0.0
     best = 1.0
     for scale in BLOCK_SCALES:
-        ratios = []
+        extras = []
         for start in {index - index % scale for index in rates}:
             block = _mean(rates, range(start, start + scale))
             around = _mean(
@@ -220,13 +231,14 @@ def block_dispersion(
             if block is None or around is None:
                 continue
             delta = block[0] - around[0]
-            ratios.append(delta * delta / (pooled_var * (block[1] + around[1])))
-        count = len(ratios)
+            extras.append(delta * delta - within * pooled_var * (block[1] + around[1]))
+        count = len(extras)
         if count < MIN_DIFFERENCES:
             continue
-        estimate = sum(ratios) / count
+        extra = sum(extras) / count
         if scale > BLOCK_SCALES[0]:
-            spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
-            estimate -= BLOCK_SCALE_Z * math.sqrt(spread / count)
-        best = max(best, estimate)
+            spread = sum((e - extra) ** 2 for e in extras) / (count - 1)
+            extra -= BLOCK_SCALE_Z * math.sqrt(spread / count)
+        independent = pooled_var * (1 / (size * scale) + 1 / (size * 2 * SURROUND_BUCKETS))
+        best = max(best, within + extra / independent)
     return best

@@ -100,7 +100,9 @@ def measure_profile(
         index: (n, x - learned.offset(index, origin)[0] + learned.day[index % DAY_HOURS])
         for index, (n, x) in clean.items()
     }
-    widest = block_dispersion(weekly, pooled_var, 0 if season == "none" else DAY_HOURS)
+    widest = block_dispersion(
+        weekly, pooled_var, 0 if season == "none" else DAY_HOURS, max(1.0, dispersion)
+    )
     if widest > dispersion:
         dispersion = widest
         learned = learn(season, hours, origin, newest, pooled_var * max(design, dispersion))
