@@ -1,6 +1,7 @@
 """How verdicts cluster, measured from a rule's own history: the correlation of verdicts
-within one conversation (`conversation_rho`) and the dispersion of verdicts that came
-without one (`solo_dispersion`).
+within one conversation (`conversation_rho`), the dispersion of verdicts that came
+without one (`solo_dispersion`), and how blocks of buckets vary about the buckets around
+them (`block_dispersion`: clustering that lasts several buckets).
 
 - **rho**: each conversation's defect sum about its hour's rate `x`, against what as many
   independent verdicts would show. `x` includes the conversation's own verdicts, so for
@@ -137,3 +138,107 @@ def solo_dispersion(
     spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
     relative_variance = _OVERLAP * spread / (count * estimate * estimate)
     return max(1.0, estimate * (1 + relative_variance * log_budget / 2))
+
+
+# Blocks of this many consecutive buckets are each compared with the buckets around them
+# (`block_dispersion`): an hour up to a third of a day for hourly buckets.
+BLOCK_SCALES = (1, 2, 4, 8)
+# The buckets a block is compared with: this many on each side of it, all held.
+SURROUND_BUCKETS = 12
+# A longer block's estimate counts less this many of its standard errors (the shortest
+# block's estimate counts as it is): a longer scale is taken where it shows more.
+BLOCK_SCALE_Z = 1.0
+
+# index -> (rate, 1 / verdicts): rates are averaged bucket by bucket, not verdict by
+# verdict, so that a drift cancels between the two sides of a block whatever the traffic.
+_Rates = dict[int, tuple[float, float]]
+
+
+def _mean(rates: _Rates, indices: Iterable[int]) -> tuple[float, float] | None:
+    """The mean rate of the buckets `indices` and its variance in units of one verdict's
+    (None: one of them is not held)."""
+    total, inverse, count = 0.0, 0.0, 0
+    for i in indices:
+        held = rates.get(i)
+        if held is None:
+            return None
+        total += held[0]
+        inverse += held[1]
+        count += 1
+    return total / count, inverse / (count * count)
+
+
+def _without_period(rates: _Rates, period: int) -> _Rates:
+    """`rates` less each bucket's place in a cycle of `period` buckets: the mean, by place,
+    of the rates' departures from the centred mean of a whole cycle around them (in which
+    the cycle cancels, and a drift does but for a constant by place)."""
+    half = period // 2
+    num = [0.0] * period
+    den = [0] * period
+    for index, (x, _) in rates.items():
+        around = _mean(rates, range(index - half, index - half + period))
+        if around is not None:
+            num[index % period] += x - around[0]
+            den[index % period] += 1
+    places = [num[k] / den[k] if den[k] else 0.0 for k in range(period)]
+    seen = [places[k] for k in range(period) if den[k]]
+    centre = sum(seen) / len(seen) if seen else 0.0
+    return {i: (x - places[i % period] + centre, w) for i, (x, w) in rates.items()}
+
+
+def block_dispersion(
+    points: Mapping[int, tuple[float, float]],
+    pooled_var: float,
+    period: int = 0,
+    within: float = 1.0,
+) -> float:
+    """How much more blocks of consecutive buckets `index -> (verdicts, rate)` vary about
+    the buckets around them than independent verdicts would, with a cycle of `period`
+    buckets taken out (0: none): at each scale `L` of `BLOCK_SCALES`, each aligned block
+    of `L` buckets against the `SURROUND_BUCKETS` on each side of it (all held), the
+    squared difference of their mean rates less its variance for verdicts clustered within
+    each bucket by `within` (the design effect second differences measured), averaged over
+    blocks (the variance a wander adds), over the variance of that difference for
+    independent verdicts at the bucket size a verdict sees on average (sum n^2 / sum n),
+    plus `within`. For verdicts whose clustering is shorter than a block every
+    scale gives the same design effect; clustering over several buckets (a mix that wanders
+    for hours) shows in full only at a scale as long; a linear drift cancels. The largest
+    scale's estimate (a longer one less `BLOCK_SCALE_Z` of its errors), at least 1; 1 where
+    no scale has `MIN_DIFFERENCES` blocks."""
+    if not points or pooled_var <= 0:
+        return 1.0
+    # Every bucket but a nearly empty one: a block needs its whole surround, and a quiet
+    # night's buckets count with their own variance.
+    rates = {index: (x, 1 / n) for index, (n, x) in points.items() if n >= MIN_BUCKET_VERDICTS}
+    if period > 1:
+        rates = _without_period(rates, period)
+    # The wander's variance does not depend on traffic, its design effect does: it is
+    # given at the bucket size a verdict sees on average.
+    seen = sum(1 / w for _, w in rates.values())
+    size = sum(1 / (w * w) for _, w in rates.values()) / seen if seen else 0.0
+    best = 1.0
+    for scale in BLOCK_SCALES:
+        extras = []
+        for start in {index - index % scale for index in rates}:
+            block = _mean(rates, range(start, start + scale))
+            around = _mean(
+                rates,
+                (
+                    *range(start - SURROUND_BUCKETS, start),
+                    *range(start + scale, start + scale + SURROUND_BUCKETS),
+                ),
+            )
+            if block is None or around is None:
+                continue
+            delta = block[0] - around[0]
+            extras.append(delta * delta - within * pooled_var * (block[1] + around[1]))
+        count = len(extras)
+        if count < MIN_DIFFERENCES:
+            continue
+        extra = sum(extras) / count
+        if scale > BLOCK_SCALES[0]:
+            spread = sum((e - extra) ** 2 for e in extras) / (count - 1)
+            extra -= BLOCK_SCALE_Z * math.sqrt(spread / count)
+        independent = pooled_var * (1 / (size * scale) + 1 / (size * 2 * SURROUND_BUCKETS))
+        best = max(best, within + extra / independent)
+    return best
