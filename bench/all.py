@@ -235,15 +235,9 @@ def main() -> None:
     )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
-        parser,
-        seconds=1.0,
-        kafka_records=400,
-        judge_records=8,
-        rounds=1,
-        evaluation_records=16,
-        pool_traces=16,
-        warmup=0.5,
-    )
+        parser, seconds=1.0, kafka_records=400, judge_records=8, rounds=1,
+        evaluation_records=16, pool_traces=16, warmup=0.5,
+    )  # fmt: skip
     rounds = {} if args.rounds is None else {"rounds": args.rounds}
     skip = set(filter(None, args.skip.split(",")))
     logging.basicConfig(level=logging.WARNING)
