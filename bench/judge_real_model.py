@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-log", type=Path, help="keep the llama server's log here")
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=16)
+    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32)
     missing = available()
     if missing:
         raise SystemExit(missing)
