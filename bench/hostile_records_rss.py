@@ -3,7 +3,6 @@ running `rag-monitor run` fed over OTLP/HTTP, measured against a reference run f
 same number of bytes in ordinary records.
 
     python bench/hostile_records_rss.py [--scenario labels documents] [--requests 60]
-                                        [--label-mb 4] [--documents 100000]
 
 - `labels`: one 12 MB request whose `service.name`, `service.version` and `http.route` are
   4 MB each, against one 12 MB request whose 12 MB is documents (no label is long).
@@ -282,9 +281,9 @@ def _over(what: str, mib: float, limit_mb: float) -> list[str]:
     return [f"{what}: {megabytes:.1f} MB, limit {limit_mb:g} MB"] if megabytes >= limit_mb else []
 
 
-def labels(workdir: Path, label_mb: float) -> tuple[list[list[str]], list[str]]:
-    """The table's rows and the limits exceeded, for label values of `label_mb` MB each."""
-    big = int(label_mb * MB)
+def labels(workdir: Path) -> tuple[list[list[str]], list[str]]:
+    """The table's rows and the limits exceeded."""
+    big = 4 * MB
     long = ["s" * big, "v" * big, "/" + "r" * (big - 1)]
     hostile = request(
         os.urandom(16), service=long[0], version=long[1], route=long[2], documents=["a"]
@@ -292,8 +291,8 @@ def labels(workdir: Path, label_mb: float) -> tuple[list[list[str]], list[str]]:
     reference = request(os.urandom(16), documents=["refund policy " * (big // 56)] * 12)
     rows, exceeded = [], []
     for name, body in (
-        (f"reference: {3 * label_mb:g} MB of documents", reference),
-        (f"{label_mb:g} MB label values", hostile),
+        ("reference: 12 MB of documents", reference),
+        ("4 MB label values", hostile),
     ):
         run = run_monitor(workdir, name.split(":")[0].replace(" ", "-"), [body], _one_trace)
         cut = _total(run.metrics, "rag_monitor_label_values_cut_total")
@@ -323,17 +322,16 @@ def _one_trace(text: str) -> bool:
     return accounted(text, 1)
 
 
-def documents(workdir: Path, count: int, per_trace: int) -> tuple[list[list[str]], list[str]]:
-    """The table's rows and the limits exceeded, for `count` requests of `per_trace`
-    one-word documents each."""
+def documents(workdir: Path, count: int) -> tuple[list[list[str]], list[str]]:
+    """The table's rows and the limits exceeded."""
     rng = random.Random(7)
-    many = [[rng.choice(_WORDS) for _ in range(per_trace)] for _ in range(3)]
+    many = [[rng.choice(_WORDS) for _ in range(100_000)] for _ in range(3)]
     few = [[" ".join(rng.choice(_WORDS) for _ in range(8)) for _ in range(10)]]
     rows, exceeded = [], []
     cases: list[tuple[str, list[list[str]], int]] = [
         ("10 documents each (the reference)", few, 0),
-        (f"{per_trace:,} one-word documents each", many, 0),
-        (f"{per_trace:,} one-word documents each, debug_records: 100", many, 100),
+        ("100,000 one-word documents each", many, 0),
+        ("100,000 one-word documents each, debug_records: 100", many, 100),
     ]
     limit = LIMITS_MB["documents_rss"]
     for name, docs, debug in cases:
@@ -379,14 +377,8 @@ def main() -> None:
         "--scenario", nargs="+", choices=["labels", "documents"], default=["labels", "documents"]
     )
     parser.add_argument("--requests", type=int, default=60)
-    parser.add_argument(
-        "--label-mb", type=float, default=4, help="each long label value (labels), in MB"
-    )
-    parser.add_argument(
-        "--documents", type=int, default=100_000, help="one-word documents per trace (documents)"
-    )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, requests=3, label_mb=0.25, documents=5_000)
+    args = bench_smoke.parse_args(parser, requests=3)
     tables, exceeded = [], []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -398,7 +390,7 @@ def main() -> None:
                 "largest other peak RSS",
                 "label values cut",
             ]
-            rows, over = labels(workdir, args.label_mb)
+            rows, over = labels(workdir)
             tables.append(bench_docs.table(header, rows))
             tables.append(
                 f"Limits: a scrape under {LIMITS_MB['labels_metrics']} MB, each process's "
@@ -415,7 +407,7 @@ def main() -> None:
                 "traces",
                 "took",
             ]
-            rows, over = documents(workdir, args.requests, args.documents)
+            rows, over = documents(workdir, args.requests)
             tables.append(bench_docs.table(header, rows))
             tables.append(
                 f"Limits: each process's RSS under {LIMITS_MB['documents_rss']} MB, the page "
