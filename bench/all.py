@@ -2,7 +2,7 @@
 the same run on the same machine, and their ratio.
 
     python bench/all.py [--seconds 10] [--kafka-records 40000] [--judge-records 96]
-                        [--skip ingest,kafka,evaluation,judge,memory]
+                        [--skip ingest,kafka,evaluation,judge,memory] [--pool-traces 320]
 
 | row | measured | reference point (same run) |
 |---|---|---|
@@ -44,7 +44,7 @@ from harness import bench_docs, bench_smoke  # noqa: E402
 Row = tuple[str, float, str, str, float, float | None]
 
 
-def ingest_rows(seconds: float) -> tuple[list[Row], float]:
+def ingest_rows(seconds: float, warmup: float) -> tuple[list[Row], float]:
     from bench import ingest
     from harness.otlp_load import build_payload
 
@@ -53,7 +53,7 @@ def ingest_rows(seconds: float) -> tuple[list[Row], float]:
     rows: list[Row] = []
     peak = 0.0
     for protocol in ("http", "grpc"):
-        result = ingest.run_protocol(protocol, seconds, 4, 0)
+        result = ingest.run_protocol(protocol, seconds, 4, 0, warmup=warmup)
         name = f"OTLP/{protocol.upper() if protocol == 'http' else 'gRPC'} ingest"
         ref = "raw protobuf parse, 1 thread"
         rows.append((name, result["spans_accepted_per_s"], "spans/s", ref, ceiling, None))
@@ -63,12 +63,12 @@ def ingest_rows(seconds: float) -> tuple[list[Row], float]:
     return rows, peak
 
 
-def sampling_cost_rows(seconds: float, rounds: int = 3) -> list[Row]:
+def sampling_cost_rows(seconds: float, warmup: float, rounds: int = 3) -> list[Row]:
     """What the sampled 1% costs the ingest process: a monitor at 1% beside one with
     nothing sampled (`bench/ingest.py --sampling-cost`), medians of `rounds`."""
     from bench import ingest
 
-    runs = [ingest.sampling_cost("http", seconds, 4) for _ in range(rounds)]
+    runs = [ingest.sampling_cost("http", seconds, 4, warmup=warmup) for _ in range(rounds)]
     return [
         ("OTLP/HTTP ingest at 1% per server CPU-s",
          statistics.median(r["sampled_spans_per_cpu_s"] for r in runs), "spans/CPU-s",
@@ -109,12 +109,12 @@ def kafka_rows(records: int, sampling: float, rounds: int = 2) -> list[Row]:
     return rows
 
 
-def pool_rows(rounds: int = 6) -> list[Row]:
+def pool_rows(traces: int, rounds: int = 6) -> list[Row]:
     """Local evaluation throughput with 2 worker processes against 1, both pools started
     and measured in turns (`bench/worker_pool.py`); medians of the rounds."""
     from bench import worker_pool as pool
 
-    result = asyncio.run(pool.scaling(2, 320, rounds))
+    result = asyncio.run(pool.scaling(2, traces, rounds))
     return [
         ("sampled traces extracted and scored, 2 worker processes", statistics.median(result["many"]),
          "traces/s", "1 worker process, in turns", statistics.median(result["one"]),
@@ -229,10 +229,15 @@ def main() -> None:
         "--rounds", type=int, help="paired rounds of every row (default: each row's own)"
     )
     parser.add_argument("--evaluation-records", type=int, default=120)
+    parser.add_argument("--pool-traces", type=int, default=320, help="per pool and round")
+    parser.add_argument(
+        "--warmup", type=float, default=3, help="seconds of load before each ingest window"
+    )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
-        parser, seconds=1.0, kafka_records=400, judge_records=8, rounds=1, evaluation_records=16
-    )
+        parser, seconds=1.0, kafka_records=400, judge_records=8, rounds=1,
+        evaluation_records=16, pool_traces=16, warmup=0.5,
+    )  # fmt: skip
     rounds = {} if args.rounds is None else {"rounds": args.rounds}
     skip = set(filter(None, args.skip.split(",")))
     logging.basicConfig(level=logging.WARNING)
@@ -242,15 +247,15 @@ def main() -> None:
     peak = 0.0
     idle = 0.0 if "memory" in skip else idle_rss_mb()  # first: later benches set env vars
     if "ingest" not in skip:
-        ingest, peak = ingest_rows(args.seconds)
+        ingest, peak = ingest_rows(args.seconds, args.warmup)
         rows += ingest
-        rows += sampling_cost_rows(args.seconds, **rounds)
+        rows += sampling_cost_rows(args.seconds, args.warmup, **rounds)
     if "kafka" not in skip:
         rows += kafka_rows(args.kafka_records, args.kafka_sampling, **rounds)
     if "evaluation" not in skip:
         rows += evaluation_rows(args.evaluation_records, **rounds)
     if "evaluation" not in skip:
-        rows += pool_rows(**rounds)
+        rows += pool_rows(args.pool_traces, **rounds)
     if "judge" not in skip:
         rows += judge_rows(args.judge_records)
     if "memory" not in skip and peak:

@@ -451,14 +451,16 @@ def run_protocol(
     light: int,
     profile: str | None = None,
     sampling: float = 0.01,
+    warmup: float = 3.0,
 ) -> dict[str, float]:
-    """One monitor at `sampling` under `concurrency` senders for `seconds`."""
+    """One monitor at `sampling` under `concurrency` senders for `seconds`, after `warmup`
+    seconds of the same load."""
     drive = _drive(protocol)
     with Monitor(sampling).running() as monitor, on_cpus(cpu_layout()[1]):
         assert monitor.proc is not None
         payloads = Payloads(light=light)
         port = monitor.port(protocol)
-        asyncio.run(drive(port, payloads, 3, concurrency))  # warm-up
+        asyncio.run(drive(port, payloads, warmup, concurrency))
         time.sleep(1)
         monitor.mark()
         spy = None
@@ -492,7 +494,7 @@ def run_protocol(
 
 
 def sampling_cost(
-    protocol: str, seconds: float, concurrency: int, sampling: float = 0.01
+    protocol: str, seconds: float, concurrency: int, sampling: float = 0.01, warmup: float = 3.0
 ) -> dict[str, float]:
     """What sampled records cost the ingest process: a monitor at `sampling` and one with
     nothing sampled, both pinned to the same CPU and loaded at the same time, so that both
@@ -509,7 +511,7 @@ def sampling_cost(
                 drive(reference.port(protocol), load_b, duration, concurrency),
             )
 
-        asyncio.run(both(3))  # warm-up
+        asyncio.run(both(warmup))
         time.sleep(1)
         sampled.mark()
         reference.mark()

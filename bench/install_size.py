@@ -2,7 +2,8 @@
 as the README's first command makes one) for the default install, one for each extra, and
 the full install (`all`: every extra) as the reference measured in the same run.
 
-    python bench/install_size.py [--extras judges kafka ...] [--keep DIR] [--write-docs]
+    python bench/install_size.py [--extras judges kafka ...] [--keep DIR] [--all-from VENV]
+                                 [--write-docs]
 
 Each environment gets the package built from this checkout and its dependencies at the
 versions of `tests/requirements.lock` (uv, `--compile-bytecode` so that the files are those
@@ -104,9 +105,10 @@ def _per_distribution(venv: Path) -> dict[str, int]:
     return sizes
 
 
-def measure(name: str, source: Path, scratch: Path) -> Install:
+def measure(name: str, source: Path, scratch: Path, with_pip: bool = True) -> Install:
     venv = scratch / f"venv-{name}"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    without = [] if with_pip else ["--without-pip"]
+    subprocess.run([sys.executable, "-m", "venv", *without, str(venv)], check=True)
     target = str(source) if name == "default" else f"{source}[{name}]"
     subprocess.run(
         [
@@ -124,6 +126,11 @@ def measure(name: str, source: Path, scratch: Path) -> Install:
         check=True,
         cwd=source,  # where the lock's relative paths (./extras/...) are found
     )
+    return measured(name, venv)
+
+
+def measured(name: str, venv: Path) -> Install:
+    """The install in the environment `venv`, as it is on disk."""
     return Install(name, _disk_bytes(_entries(venv), set()), _per_distribution(venv))
 
 
@@ -159,14 +166,33 @@ def main() -> None:
     parser.add_argument("--extras", nargs="*", choices=extras, default=extras)
     parser.add_argument("--largest", type=int, default=8, help="distributions to name")
     parser.add_argument("--keep", type=Path, help="build the environments here and keep them")
+    parser.add_argument(
+        "--all-from",
+        type=Path,
+        help="measure this environment, already built, as the full install instead of "
+        "building one (--smoke: this interpreter's, a superset of `all`)",
+    )
+    parser.add_argument(
+        "--without-pip",
+        action="store_true",
+        help="environments without their own pip and setuptools (--smoke: venv's pip "
+        "install is most of its time)",
+    )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, extras=[], largest=2)
+    args = bench_smoke.parse_args(
+        parser, extras=[], largest=2, all_from=Path(sys.prefix), without_pip=True
+    )
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         source = _source(scratch / "source")
-        installs = [measure(name, source, scratch) for name in ["default", *args.extras, "all"]]
+        with_pip = not args.without_pip
+        installs = [measure(name, source, scratch, with_pip) for name in ["default", *args.extras]]
+        if args.all_from is None:
+            installs.append(measure("all", source, scratch, with_pip))
+        else:
+            installs.append(measured("all", args.all_from))
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -1,6 +1,7 @@
 """What the sidecar costs beside a collector sidecar: spans per CPU-second and PSS, in one run.
 
     python bench/sidecar_cost.py [--rounds 5] [--seconds 8] [--sampling 0.01] [--pin-ingest]
+                                 [--settle 3] [--warmup 2]
 
 Starts rotel (`rotel-agent` from the `rotel` package: OTLP receivers, blackhole exporter)
 and two `rag-monitor run` on their defaults (local evaluators, worker processes per CPU),
@@ -215,6 +216,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--sampling", type=float, default=0.01)
     parser.add_argument(
+        "--settle", type=float, default=3, help="seconds after start-up, workers warming up"
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=2, help="seconds of load on each side before the rounds"
+    )
+    parser.add_argument(
         "--doc-padding",
         type=int,
         default=112,
@@ -227,7 +234,7 @@ def main() -> None:
         "on the others (a pinned monitor sees one CPU, so it starts one worker)",
     )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, rounds=1, seconds=1.0)
+    args = bench_smoke.parse_args(parser, rounds=1, seconds=1.0, settle=0.5, warmup=0.5)
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
     print(
@@ -244,7 +251,8 @@ def main() -> None:
             "rag-monitor nothing sampled": lambda: _monitor(0.0, args.pin_ingest),
         }
         memory = {
-            name: _memory_alone(start, payloads, args.seconds) for name, start in starts.items()
+            name: _memory_alone(start, payloads, args.seconds, args.settle)
+            for name, start in starts.items()
         }
         with contextlib.ExitStack() as stack:
             sides = [Side(name, *stack.enter_context(start())) for name, start in starts.items()]
@@ -337,10 +345,12 @@ def _memory_alone(
     start: Callable[[], contextlib.AbstractContextManager[tuple[int, int]]],
     payloads: Payloads,
     seconds: float,
+    settle: float,
 ) -> tuple[list[ProcessMemory], list[ProcessMemory]]:
-    """PSS of a tree running alone: idle after start-up, and the peak under one load window."""
+    """PSS of a tree running alone: idle `settle` seconds after start-up (workers warmed
+    up), and the peak under one load window."""
     with start() as (pid, port):
-        time.sleep(3)  # past start-up: workers warmed up
+        time.sleep(settle)
         idle = tree_memory(pid)
         _, peak = asyncio.run(drive(port, payloads, seconds, pid))
         return idle, peak
@@ -348,9 +358,9 @@ def _memory_alone(
 
 def _rounds(sides: list[Side], payloads: Payloads, args: argparse.Namespace) -> None:
     """Spans per CPU-second, the sides paired in time, and the memory of each measured alone."""
-    time.sleep(3)  # past start-up: workers warmed up
+    time.sleep(args.settle)  # past start-up: workers warmed up
     for side in sides:
-        asyncio.run(drive(side.port, payloads, 2, side.pid))  # warm-up
+        asyncio.run(drive(side.port, payloads, args.warmup, side.pid))
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}", flush=True)
         order = sides[round_ % 3 :] + sides[: round_ % 3]
