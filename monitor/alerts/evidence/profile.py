@@ -8,13 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.alerts.evidence.dispersion import (
-    block_dispersion,
-    conversation_rho,
-    solo_dispersion,
-)
+from monitor.alerts.evidence.dispersion import conversation_rho, solo_dispersion
 from monitor.alerts.evidence.level import Profile, conversation_design
-from monitor.alerts.evidence.season import DAY_HOURS, Season, learn
+from monitor.alerts.evidence.season import Season, learn
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,22 +89,10 @@ def measure_profile(
         if (n := b.n - b.screened_n) > 0 and b.rn <= b.n
     }
     dispersion = solo_dispersion(clean, pooled_var, log_budget, raised=False)
-    hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
-    learned = learn(season, hours, origin, newest, pooled_var * max(design, dispersion))
-    # Clustering over several buckets (a mix that wanders for hours), which second
-    # differences see only in part: blocks of buckets against those around them, with the
-    # day's cycle taken out (and the week's, once learned).
-    weekly = {
-        index: (n, x - learned.offset(index, origin)[0] + learned.day[index % DAY_HOURS])
-        for index, (n, x) in clean.items()
-    }
-    widest = block_dispersion(
-        weekly, pooled_var, 0 if season == "none" else DAY_HOURS, max(1.0, dispersion)
-    )
-    if widest > dispersion:
-        dispersion = widest
-        learned = learn(season, hours, origin, newest, pooled_var * max(design, dispersion))
     excess = max(1.0, dispersion / design)
+    design *= excess
+    hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
+    learned = learn(season, hours, origin, newest, pooled_var * design)
     return Profile(learned, kappa, rho, rho_bound, excess)
 
 

@@ -24,14 +24,14 @@ variance of `m` given what is predicted; at most `0.95 / p_j`, so that wealth st
 positive. For a verdict without a conversation `p_j = q_j`, `pa_j = a_j`, `W = V`, the
 variance of one verdict at the null point (`q_j (1 - q_j)` for verdicts, the measured
 variance for scores): the likelihood ratio of `a_j` against `q_j`; their factor's log is
-divided by the measured dispersion `kappa` times the clustering nobody declared `excess`
-(tempering). The `n` verdicts of a conversation that already showed `N` verdicts with mean
-`x` are predicted as conversations with a correlation `rho` between their verdicts predict
-them (the credibility, or linear Bayes, predictor): `p_j = q_j + w (x - q_j)`,
-`w = N rho / (1 + (N - 1) rho)`, so `pa_j - p_j = (1 - w) (a_j - q_j)`, and
-`W = V (rho (1 - w) + (1 - rho) / n)`; for a conversation's first verdicts that is
-`V (1 + (n - 1) rho) / n`. A conversation counts as its verdicts come, never waiting for it
-to end, and its later verdicts count for less the more it already showed.
+divided by the measured dispersion `kappa` (tempering). The `n` verdicts of a conversation
+that already showed `N` verdicts with mean `x` are predicted as conversations with a
+correlation `rho` between their verdicts predict them (the credibility, or linear Bayes,
+predictor): `p_j = q_j + w (x - q_j)`, `w = N rho / (1 + (N - 1) rho)`, so
+`pa_j - p_j = (1 - w) (a_j - q_j)`, and `W = V (rho (1 - w) + (1 - rho) / n)`; for a
+conversation's first verdicts that is `V (1 + (n - 1) rho) / n`. A conversation counts as
+its verdicts come, never waiting for it to end, and its later verdicts count for less the
+more it already showed.
 
 **How.** Units are taken in small batches; a batch that covered `w` seconds of the
 service's time starts a new bettor with stake `w` (at most `MAX_WEIGHT_S`, so a long
@@ -66,10 +66,10 @@ are time, not verdicts) or the evaluation interval. That premise holds when
 Verdicts without a conversation are tempered by `kappa`, an upper confidence bound of
 their dispersion: exact for independent verdicts (`kappa` >= 1 only shrinks a likelihood
 ratio, by Jensen's inequality), and for dependent ones valid as far as a normal
-approximation of their sums over the evidence is (dependence over several history
-buckets is measured by `excess` up to `dispersion.BLOCK_SCALES`' longest block). Those
-parts are approximate; `bench/alert_production.py` measures them on streams whose
-conversations' rates are beta distributed and on streams where they are not.
+approximation of their sums over the evidence is (dependence longer than a history bucket
+is not measured). Those parts are approximate; `bench/alert_production.py` measures them
+on streams whose conversations' rates are beta distributed and on streams where they are
+not.
 
 **Evidence building.** Beside `R` each alternative keeps a CUSUM of its log-factors,
 `C_j <- max(0, C_j + log F_j)`, and the time its run began. `p_value()`, the chance of a
@@ -110,8 +110,8 @@ class Bets:
     """What the next batches are judged against, fixed from the expectation at an
     evaluation: per alternative its grid index `j` (its slot in `SequentialTest`), its null
     point, the variance of one verdict there and its stake on one verdict; the log-gains of
-    a verdict without a conversation at each level (tempered by `kappa` and `excess`), and
-    the `rho` conversations are predicted with (an upper bound)."""
+    a verdict without a conversation at each level (tempered by `kappa`), and the `rho`
+    conversations are predicted with (an upper bound)."""
 
     slots: tuple[int, ...]
     nulls: tuple[float, ...]
@@ -177,8 +177,6 @@ def bets(expected: Expectation, min_increase: float, steps: int, budget_s: float
     # M_j (B_j - M_j) = MARGIN_SCALE se^2 ln(J T), B_j = a_j - edge: the smaller root.
     product = MARGIN_SCALE * max(expected.se2, 0.0) * math.log(budget_s * max(1, len(grid)))
     levels = [k / steps for k in range(steps + 1)]
-    # Verdicts of their own vary by their dispersion and by the clustering nobody declared.
-    tempered = expected.kappa * expected.excess
     slots, nulls, alternatives, variances, gains = [], [], [], [], []
     for j, a in enumerate(grid):
         above = a - edge
@@ -194,7 +192,7 @@ def bets(expected: Expectation, min_increase: float, steps: int, budget_s: float
         nulls.append(null)
         alternatives.append(a)
         variances.append(v)
-        gains.append(tuple(math.log1p(stake * (x - null)) / tempered for x in levels))
+        gains.append(tuple(math.log1p(stake * (x - null)) / expected.kappa for x in levels))
     if not slots:
         return None
     return Bets(
