@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from harness.deploy_examples import monitor_with_slo
-from monitor.alerts.evidence import Moments, increase_p_value, look_level, one_sided_z
 from monitor.config import Alerts, Config, parse_duration
+from monitor.evidence import Moments, increase_p_value, look_level, one_sided_z
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -31,11 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence import Arrival, Unit, Units, conversation_key, saved_number
 from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind, Screening
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
+from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
 
 log = logging.getLogger(__name__)
 

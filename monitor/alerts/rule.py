@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.alerts.evidence import history_span_s
 from monitor.config import AlertRule, Config, parse_duration
+from monitor.evidence import history_span_s
 from monitor.records import RagRecord
 from monitor.records import sender as sender_of
 from monitor.records.fingerprint import request_fingerprint
@@ -95,7 +95,7 @@ class Rule:
     @property
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
-        history (`monitor.alerts.evidence.history`)."""
+        history (`monitor.evidence.history`)."""
         baseline = self.config.baseline
         if baseline is None or self.baseline_s is None:
             return self.window_s

@@ -22,8 +22,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from monitor.alerts.evidence import saved_number
 from monitor.alerts.kinds import Entry, Named
+from monitor.evidence import saved_number
 from monitor.records.where import DIMENSIONS, MAX_CHARS
 from monitor.telemetry import Telemetry
 

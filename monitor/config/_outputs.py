@@ -31,7 +31,7 @@ from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery
 from monitor.config._rules import AlertRule
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
-# (monitor/alerts/evidence/conversations.py): it bounds how long a sequential test waits
+# (monitor/evidence/conversations.py): it bounds how long a sequential test waits
 # on one.
 CONVERSATION_MAX_AGE = "6h"
 # The bytes all alert rules' conversations and remembered requests may hold together, and

@@ -46,7 +46,7 @@ def pinned_period(text: str) -> tuple[float, float]:
 
 class AlertBaseline(Section):
     """A regression rule's reference: what the service usually shows, learned from its
-    history (monitor/alerts/evidence/history.py): its level over the trailing `window`, and with
+    history (monitor/evidence/history.py): its level over the trailing `window`, and with
     `season` the usual offset of this hour of the day (`day`) and day of the week (`week`)."""
 
     window: Duration = "24h"

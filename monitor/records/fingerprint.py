@@ -2,7 +2,7 @@
 
 Verdicts on the same question (a client retrying, a script sending one request two
 thousand times, a popular question asked by many users) fail or pass together: they are
-one piece of evidence, not many (`monitor/alerts/evidence/units.py` counts them as one clustered
+one piece of evidence, not many (`monitor/evidence/units.py` counts them as one clustered
 unit, as a conversation's). The fingerprint is a hash of the normalised query and of the
 normalised text of the retrieved documents, so requests that differ only in case, spacing,
 punctuation or numbers (a timestamp, a counter in the prompt) share it. It is 16 hex

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from monitor.alerts.evidence.dispersion import Bucket, conversation_rho
+from monitor.evidence.dispersion import Bucket, conversation_rho
 
 TRUE_RHO = 0.3
 

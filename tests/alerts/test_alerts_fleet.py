@@ -17,8 +17,8 @@ import yaml
 
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
-from monitor.alerts.evidence.stats import look_level, one_sided_z
 from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, RegressionRule, parse_duration
+from monitor.evidence.stats import look_level, one_sided_z
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry

@@ -1,4 +1,4 @@
-"""A fresh start (`monitor.alerts.evidence.history.History.expectation` before the first complete
+"""A fresh start (`monitor.evidence.history.History.expectation` before the first complete
 day): a seasonal regression rule pages a rise well above what the day has shown from its
 first hours, and stays quiet on a daily cycle it has not learned yet. Streams from
 `harness/production_streams.py` through `rag-monitor backtest`'s engine, on their own

@@ -32,10 +32,10 @@ from harness.servers import monitor_ports, stop_process
 from harness.wait import wait_until
 from monitor.alerts import AlertEngine, state
 from monitor.alerts.entries import CLOSED_BYTES, CONVERSATION_BUDGET, OPEN_BYTES
-from monitor.alerts.evidence.conversations import Conversations, conversation_key
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.config import AlertBaseline, RegressionRule
+from monitor.evidence.conversations import Conversations, conversation_key
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, verdict
 from tests.alerts.test_alerts_regression import RULE, loads

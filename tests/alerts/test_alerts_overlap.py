@@ -14,10 +14,10 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.evidence import Moments
 from monitor.alerts.kinds.regression_state import Overlap, RegressionState
 from monitor.component import Alert
 from monitor.config import AlertBaseline, RegressionRule
+from monitor.evidence import Moments
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
 

@@ -20,8 +20,8 @@ import pytest
 from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, Event
-from monitor.alerts.evidence.counts import Unit
 from monitor.config import AlertBaseline, Config, RegressionRule
+from monitor.evidence.counts import Unit
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -221,8 +221,8 @@ def test_open_conversations_and_the_learned_season_survive_a_restart() -> None:
 def test_a_conversation_is_one_unit_of_its_verdicts_and_each_arrival_knows_what_came_before() -> (
     None
 ):
-    from monitor.alerts.evidence.conversations import Conversations
-    from monitor.alerts.evidence.counts import Arrival
+    from monitor.evidence.conversations import Conversations
+    from monitor.evidence.counts import Arrival
 
     conversations = Conversations(idle_s=600)
     levels = [0.0, 1.0]
@@ -237,8 +237,8 @@ def test_a_conversation_that_goes_on_after_its_unit_closed_is_judged_with_all_it
     conversation: its next arrival carries every earlier verdict (bet on as new, its
     verdicts would count twice as independent ones); the unit that closed holds only its
     own. The memory survives the state file and ends after `REMEMBER_S`."""
-    from monitor.alerts.evidence.conversations import MAX_VERDICTS, REMEMBER_S, Conversations
-    from monitor.alerts.evidence.counts import Arrival
+    from monitor.evidence.conversations import MAX_VERDICTS, REMEMBER_S, Conversations
+    from monitor.evidence.counts import Arrival
 
     levels = [0.0, 1.0]
     conversations = Conversations(idle_s=600)
@@ -267,8 +267,8 @@ def test_a_conversation_that_goes_on_after_its_unit_closed_is_judged_with_all_it
 
 
 def test_a_state_file_of_open_conversations_only_is_still_read() -> None:
-    from monitor.alerts.evidence.conversations import Conversations
-    from monitor.alerts.evidence.counts import Arrival
+    from monitor.evidence.conversations import Conversations
+    from monitor.evidence.counts import Arrival
 
     conversations = Conversations(idle_s=600)
     conversations.restore([[7, 3, 1.0, 1.0, 0.0, 10.0]])

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.evidence.history import Expectation
-from monitor.alerts.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
 from monitor.config import AlertBaseline, RegressionRule
+from monitor.evidence.history import Expectation
+from monitor.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -303,7 +303,7 @@ def test_a_conversations_later_verdicts_are_judged_against_what_its_earlier_ones
     nothing."""
     from dataclasses import replace
 
-    from monitor.alerts.evidence.counts import Arrival
+    from monitor.evidence.counts import Arrival
 
     expected = replace(known(100_000, 0.2), rho=0.2, rho_bound=0.2)
     judged = bets(expected, 0.03, 1, 90 * 86400.0)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from monitor.alerts.evidence.conversations import conversation_key
-from monitor.alerts.evidence.counts import Arrival
-from monitor.alerts.evidence.units import Units
+from monitor.evidence.conversations import conversation_key
+from monitor.evidence.counts import Arrival
+from monitor.evidence.units import Units
 
 IDLE_S = 600.0
 LEVELS = [0.0, 1.0]
@@ -42,7 +42,7 @@ def test_a_slot_reused_after_a_pause_is_judged_by_its_sessions(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     units = Units(IDLE_S)
-    with caplog.at_level(logging.WARNING, logger="monitor.alerts.evidence.units"):
+    with caplog.at_level(logging.WARNING, logger="monitor.evidence.units"):
         # A slot spans more than a unit may last (6 h) from its seventh hour on.
         now = _slots(units, 40, 9.0)
     assert units.fallback

@@ -17,13 +17,13 @@ import pytest
 from harness.production_streams import START
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
-from monitor.alerts.evidence.counts import NOTHING, Arrival, Moments, Unit
-from monitor.alerts.evidence.history import Expectation, History
-from monitor.alerts.evidence.sequential import SequentialTest, bets
-from monitor.alerts.evidence.units import Units
 from monitor.alerts.kinds import Decision, Entry
 from monitor.alerts.rule import Origin
 from monitor.config import Config
+from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.evidence.history import Expectation, History
+from monitor.evidence.sequential import SequentialTest, bets
+from monitor.evidence.units import Units
 from monitor.exporters.results_file import results_line
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.fingerprint import request_fingerprint
@@ -194,7 +194,7 @@ def test_ids_that_are_no_conversations_are_set_aside_said_once_and_a_doubling_pa
     ids: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     traffic = Traffic()
-    with caplog.at_level(logging.WARNING, logger="monitor.alerts.evidence.units"):
+    with caplog.at_level(logging.WARNING, logger="monitor.evidence.units"):
         # A recycled slot is known once it spans more than a unit may last (6 h).
         _steps(traffic, 7 * 3600, 0.2, IDS[ids])
         assert traffic.pages == []

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.evidence import History, Moments
-from monitor.alerts.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
 from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, RegressionRule
+from monitor.evidence import History, Moments
+from monitor.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
 from monitor.records import CLIENT_ADDRESS, INSTANCE_ID, RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import verdict

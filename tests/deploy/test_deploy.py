@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from harness.servers import DEPLOY, need
-from monitor.alerts.evidence.stats import look_level, one_sided_z
 from monitor.config import (
     FALSE_PAGE_EVERY,
     AlertBaseline,
@@ -24,6 +23,7 @@ from monitor.config import (
     load_config,
     parse_duration,
 )
+from monitor.evidence.stats import look_level, one_sided_z
 
 
 def run(*args: str) -> str:

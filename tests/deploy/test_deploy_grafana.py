@@ -261,8 +261,8 @@ _PANEL_THRESHOLDS = {
 
 
 def test_panel_texts_restate_the_rules_thresholds() -> None:
-    from monitor.alerts.evidence.stats import look_level, one_sided_z
     from monitor.config import FALSE_PAGE_EVERY, parse_duration
+    from monitor.evidence.stats import look_level, one_sided_z
 
     min_increase = RegressionRule.default("min_increase")
     dashboard = json.loads((GRAFANA / "dashboards/rag-monitor.json").read_text())

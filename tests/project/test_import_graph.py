@@ -135,6 +135,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "monitor.boosts",
                 # A record's dimensions: written in results lines, read by the alerts.
                 "monitor.records.where",
+                # The statistics alert rules judge with, fenced
+                # (tests/project/test_alerts_fence.py).
+                "monitor.evidence",
             }
         ),
     ),

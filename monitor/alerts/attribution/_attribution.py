@@ -23,10 +23,10 @@ from monitor.alerts.attribution._compare import compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import iso, utc
-from monitor.alerts.evidence import look_level, one_sided_z
 from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule
 from monitor.component import Alert
+from monitor.evidence import look_level, one_sided_z
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import LabelCap

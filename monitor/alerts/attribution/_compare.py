@@ -16,8 +16,8 @@ from monitor.alerts.attribution._buckets import (
     variance_of,
 )
 from monitor.alerts.attribution._explanation import Cause, Slice, Split
-from monitor.alerts.evidence import look_level, one_sided_z, rise_p_value
 from monitor.alerts.rule import Rule
+from monitor.evidence import look_level, one_sided_z, rise_p_value
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import OVERFLOW
 

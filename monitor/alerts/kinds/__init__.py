@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from monitor.alerts.evidence import NOTHING, Arrival, Moments, Unit
+from monitor.evidence import NOTHING, Arrival, Moments, Unit
 
 if TYPE_CHECKING:
     from monitor.alerts.gauges import AlertGauges

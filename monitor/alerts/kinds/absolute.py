@@ -8,7 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence import (
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.rule import Rule
+from monitor.config import AlertRule
+from monitor.evidence import (
     Arrival,
     Moments,
     SlidingWindow,
@@ -19,10 +23,6 @@ from monitor.alerts.evidence import (
     restore_slices,
     wilson_interval,
 )
-from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, decide
-from monitor.alerts.rule import Rule
-from monitor.config import AlertRule
 
 
 @dataclass(slots=True)

@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.describe import p_text, utc
-from monitor.alerts.evidence import (
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds.absolute import WindowKind, WindowState
+from monitor.config import AlertRule
+from monitor.evidence import (
     Moments,
     design_effect,
     increase_p_value,
     look_level,
     saved_number,
 )
-from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, decide
-from monitor.alerts.kinds.absolute import WindowKind, WindowState
-from monitor.config import AlertRule
 from monitor.telemetry import OVERFLOW
 
 # Cohorts that are never judged on their own: records without the cohort's value, and

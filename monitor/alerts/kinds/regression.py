@@ -12,7 +12,13 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.evidence import (
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds.regression_expectation import Expecting, reference_text
+from monitor.alerts.kinds.regression_state import Changeover, RegressionState
+from monitor.alerts.rule import Rule
+from monitor.config import AlertRule
+from monitor.evidence import (
     NOTHING,
     Arrival,
     History,
@@ -24,12 +30,6 @@ from monitor.alerts.evidence import (
     look_level,
     rise_p_value,
 )
-from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, decide
-from monitor.alerts.kinds.regression_expectation import Expecting, reference_text
-from monitor.alerts.kinds.regression_state import Changeover, RegressionState
-from monitor.alerts.rule import Rule
-from monitor.config import AlertRule
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)

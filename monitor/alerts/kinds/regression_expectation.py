@@ -9,11 +9,11 @@ import logging
 from dataclasses import replace
 
 from monitor.alerts.describe import shown_duration
-from monitor.alerts.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
-from monitor.alerts.evidence import Expectation, Level
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertBaseline, pinned_period
+from monitor.evidence import LONG_LEVEL_FACTOR as LONG_SPAN
+from monitor.evidence import Expectation, Level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)

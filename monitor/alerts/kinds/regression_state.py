@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.alerts.evidence import (
+from monitor.evidence import (
     Arrival,
     Bets,
     Expectation,

@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.alerts.describe import shown_duration
-from monitor.alerts.evidence import (
+from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.kinds import Decision, Entry, Judgment
+from monitor.alerts.rule import Rule
+from monitor.config import AlertRule, AlertSlo, parse_duration
+from monitor.evidence import (
     DEFAULT_BUCKETS,
     NOTHING,
     Arrival,
@@ -25,10 +29,6 @@ from monitor.alerts.evidence import (
     Unit,
     restore_slices,
 )
-from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Decision, Entry, Judgment
-from monitor.alerts.rule import Rule
-from monitor.config import AlertRule, AlertSlo, parse_duration
 
 # Windows longer than 60 of these are sliced by them.
 _HOUR_S = 3600.0

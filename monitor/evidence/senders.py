@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from monitor.alerts.evidence.window import saved_number
+from monitor.evidence.window import saved_number
 
 SCREEN_BUCKETS = 24
 MAX_SENDERS = 16

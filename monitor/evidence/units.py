@@ -26,13 +26,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from monitor.alerts.evidence.conversations import (
+from monitor.evidence.conversations import (
     DEGENERATE_UNITS,
     DEGENERATE_VERDICTS,
     Conversations,
 )
-from monitor.alerts.evidence.counts import Arrival, Unit
-from monitor.alerts.evidence.dispersion import RHO_PRIOR
+from monitor.evidence.counts import Arrival, Unit
+from monitor.evidence.dispersion import RHO_PRIOR
 
 _log = logging.getLogger(__name__)
 

@@ -32,13 +32,13 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
-from monitor.alerts.evidence.buckets import Buckets
-from monitor.alerts.evidence.counts import Moments
-from monitor.alerts.evidence.level import Level, Profile, Sums
-from monitor.alerts.evidence.profile import BucketSums, measure_profile
-from monitor.alerts.evidence.season import Season
-from monitor.alerts.evidence.senders import Flagged, Senders
-from monitor.alerts.evidence.window import saved_number
+from monitor.evidence.buckets import Buckets
+from monitor.evidence.counts import Moments
+from monitor.evidence.level import Level, Profile, Sums
+from monitor.evidence.profile import BucketSums, measure_profile
+from monitor.evidence.season import Season
+from monitor.evidence.senders import Flagged, Senders
+from monitor.evidence.window import saved_number
 
 HOUR_S = 3600.0
 # History kept: four weeks for seasonal baselines; otherwise the long level's span.

@@ -10,7 +10,7 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-from monitor.alerts.evidence.counts import Moments
+from monitor.evidence.counts import Moments
 
 
 @lru_cache(maxsize=32)

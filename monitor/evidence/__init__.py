@@ -13,20 +13,20 @@
 - reading saved state: `saved_number`, `restore_slices`.
 """
 
-from monitor.alerts.evidence.conversations import conversation_key
-from monitor.alerts.evidence.counts import NOTHING, Arrival, Moments, Unit
-from monitor.alerts.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
-from monitor.alerts.evidence.level import Level
-from monitor.alerts.evidence.sequential import Bets, SequentialTest, bets
-from monitor.alerts.evidence.stats import (
+from monitor.evidence.conversations import conversation_key
+from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
+from monitor.evidence.level import Level
+from monitor.evidence.sequential import Bets, SequentialTest, bets
+from monitor.evidence.stats import (
     increase_p_value,
     look_level,
     one_sided_z,
     rise_p_value,
     wilson_interval,
 )
-from monitor.alerts.evidence.units import Units
-from monitor.alerts.evidence.window import (
+from monitor.evidence.units import Units
+from monitor.evidence.window import (
     DEFAULT_BUCKETS,
     SlidingWindow,
     UnitSums,

@@ -17,11 +17,11 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from monitor.alerts.evidence.counts import Moments, Unit
-from monitor.alerts.evidence.level import Profile, Sums
-from monitor.alerts.evidence.profile import BucketSums
-from monitor.alerts.evidence.season import Season
-from monitor.alerts.evidence.window import saved_number
+from monitor.evidence.counts import Moments, Unit
+from monitor.evidence.level import Profile, Sums
+from monitor.evidence.profile import BucketSums
+from monitor.evidence.season import Season
+from monitor.evidence.window import saved_number
 
 # Fields of a bucket, in the ring's rows.
 # _M3 came last: a bucket saved before it restores with 0 there.

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.alerts.evidence.dispersion import conversation_rho, solo_dispersion
-from monitor.alerts.evidence.level import Profile, conversation_design
-from monitor.alerts.evidence.season import Season, learn
+from monitor.evidence.dispersion import conversation_rho, solo_dispersion
+from monitor.evidence.level import Profile, conversation_design
+from monitor.evidence.season import Season, learn
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""What a regression rule's history learns and sums (`monitor.alerts.evidence.history`): the sums of
+"""What a regression rule's history learns and sums (`monitor.evidence.history`): the sums of
 clean verdicts over some buckets, the profile learned as of the newest bucket (season,
 dispersion, correlation), and the level those give."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.alerts.evidence.season import SeasonProfile
+from monitor.evidence.season import SeasonProfile
 
 
 @dataclass(slots=True)

@@ -86,9 +86,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.counts import Arrival, Moments
-from monitor.alerts.evidence.history import Expectation
-from monitor.alerts.evidence.window import saved_number
+from monitor.evidence.counts import Arrival, Moments
+from monitor.evidence.history import Expectation
+from monitor.evidence.window import saved_number
 
 # Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
 ALTERNATIVE_STEP = 2.0

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.counts import Moments
-from monitor.alerts.evidence.dispersion import pooled_rho
+from monitor.evidence.counts import Moments
+from monitor.evidence.dispersion import pooled_rho
 
 DEFAULT_BUCKETS = 60
 SliceCounts = tuple[int, int, float, float]  # (index, samples, defects, squares)

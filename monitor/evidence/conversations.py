@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.evidence.counts import Arrival, Unit
 from monitor.config import CONVERSATION_MAX_AGE, parse_duration
+from monitor.evidence.counts import Arrival, Unit
 
 MAX_VERDICTS = 100
 # `alerts.conversation_idle` is at most this: a conversation is never quiet for longer.
