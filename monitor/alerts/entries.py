@@ -6,7 +6,7 @@ An entry belongs to one evaluator revision: `add` with verdicts of another start
 from what of the old state still holds (`Keeper.new_state`; the replaced entry is returned, so
 that the engine can resolve a page it held). Verdicts of a revision it replaced are left
 out while its own revision's still come (late verdicts, a rollout with both revisions
-live), but for the kind's measure of the new revision's offset (`Keeper.add_replaced`):
+live), but for the kind's measure of the new revision's offset (`kinds.Replacing`):
 only a revision that reports alone for a window (a rollback) replaces it again.
 
 **Conversation memory is bounded per process**, across entries: each (rule, service,
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind, Screening
+from monitor.alerts.kinds import Entry, Judgment, Key, Replacing, RuleKind, Screening
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -82,7 +82,8 @@ class Entries:
     ) -> None:
         self._rules = rules
         self._kinds = kinds
-        # The kinds that screen who sent their verdicts (None: not this one).
+        # The kinds' optional hooks (None: not this one's).
+        self._replacing = [kind if isinstance(kind, Replacing) else None for kind in kinds]
         self._screening = [kind if isinstance(kind, Screening) else None for kind in kinds]
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
@@ -131,8 +132,9 @@ class Entries:
                 # A revision replaced while the current one still reports (late verdicts, a
                 # rollout with both live): judged by no rule; the one it replaced last
                 # measures the new one's offset. Alone for a window, it is a rollback.
-                if revision == replaced_before[-1]:
-                    kind.add_replaced(entry.state, histogram, now, entry.firing)
+                replacing = self._replacing[key[0]]
+                if replacing is not None and revision == replaced_before[-1]:
+                    replacing.add_replaced(entry.state, histogram, now, entry.firing)
                 return Added()
             if entry.revision is None:
                 entry.revision = revision

@@ -148,11 +148,6 @@ class Slo:
         # the rate.
         return False
 
-    def add_replaced(
-        self, state: SloState, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
-        return None  # nothing of a replaced revision carries over
-
     # -- judging ----------------------------------------------------------------------
 
     def advance(self, state: SloState, now: float, firing: bool) -> None:
