@@ -28,6 +28,7 @@ from monitor.evidence import (
     SlidingWindow,
     Unit,
     restore_slices,
+    saved_number,
 )
 
 # Windows longer than 60 of these are sliced by them.
@@ -77,13 +78,8 @@ class SloState:
             saved = windows.get(_key(length))
             if saved is None:
                 continue  # a row added since: its window starts counting now
-            since = saved["since"]
-            if since is not None:
-                if isinstance(since, bool) or not isinstance(since, int | float):
-                    raise TypeError("since: not a time")
-                if not math.isfinite(since):
-                    raise ValueError("since: not finite")
-                self.since[length] = float(since)
+            if saved["since"] is not None:
+                self.since[length] = saved_number(saved["since"])
             window.restore(restore_slices(saved["slices"]))
 
 
