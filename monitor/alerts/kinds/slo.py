@@ -1,11 +1,7 @@
 """SLO rules (`slo`): an objective, its error budget and how fast the budget burns, judged
-by the SRE workbook's multiwindow, multi-burn-rate rows (docs/alerts.md, "SLO rules").
-
-A row holds while its long and short windows both burn faster than its rate, the short one
-holds `min_samples` and the long one was counted whole; the alert fires at the severity of
-the first row that holds, and resolves when no row of its severity burns over its long
-window (and not before its short window passed). Each window length is one sliding window
-of counts, saved with the time it began counting.
+by the SRE workbook's multiwindow, multi-burn-rate rows (docs/alerts.md, "SLO rules": when
+a row holds, at which severity the alert fires, when it resolves). Each window length is
+one sliding window of counts, saved with the time it began counting.
 """
 
 from __future__ import annotations
