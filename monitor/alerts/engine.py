@@ -1,26 +1,14 @@
-"""The sidecar's alert engine: a result sink that turns verdicts into pages.
+"""The sidecar's alert engine: a result sink that turns verdicts into pages (the map:
+monitor/alerts/README.md; what a rule decides: docs/alerts.md).
 
-Each rule of `alerts.rules[]` watches one evaluator (defect = `fail`, out of pass + fail, or
-1 - the normalised score with `measure: scores`) or one safety category (defect = severity
-at or above the grading evaluator's `severity_threshold`). Judge errors are not samples: an
-evaluator that could not decide says nothing about the service.
-
-`emit` adds each verdict to the entry of every rule that counts it, per (rule, service,
-cohort) (`monitor.alerts.entries`: windows, tests and conversations). A service folded into
-`other` by the label cap is never a service under test. With `alerts.fleet` the rules read
-the whole fleet's counters from Prometheus instead (`monitor.alerts.fleet`), so every
-replica judges the same stream. An entry belongs to one **evaluator revision**
-(`EvalResult.revision`): a verdict of another starts the entry anew, with a log line and
-`alert_baselines_started_total`, and a firing alert resolves saying why; an evaluator
-change is not a regression.
-
-Every `alerts.evaluation_interval_s` (and at once when a test reaches its budget) each
-(rule, service) is judged by its rule's kind (`monitor.alerts.kinds`) and its entries' firing
-state moves in one place (`monitor.alerts.firing`); alerts go out through the `Outbox`.
-
-A rule with `boost` raises its evaluator's sampling of a service while its evidence builds
-(`monitor.boosts`), with the rule's own thresholds met. With `alerts.state_file` the
-entries survive a restart (`snapshot`, `restore`, `state.py`).
+`emit` adds each verdict a rule counts (`Rule.samples`: judge errors are none) to the
+entry of its (rule, service, cohort) (`monitor.alerts.entries`); a service folded into
+`other` by the label cap is none under test, and with `alerts.fleet` the fleet's counters
+come instead (`add_counts`). A verdict of another evaluator revision starts an entry anew
+and resolves its page saying why (`Firing.new_revision`). Every `evaluation_interval_s`,
+and at once when a test reaches its budget, `monitor.alerts.firing` judges and moves the
+firing state; alerts go out through the `Outbox`; with `alerts.state_file` the entries
+survive a restart.
 """
 
 from __future__ import annotations
@@ -68,25 +56,11 @@ DEFAULT_CONVERSATION_IDLE = "10m"
 
 class AlertEngine:
     """A `ResultSink` that turns evaluation results into alerts (see the module docstring).
-
-    **Parameters:**
-    - `rules`, `evaluation_interval_s`, `false_page_every`, `conversation_idle`,
-      `trace_url`: the `alerts.*` keys of those names (`rules` validated).
-    - `telemetry`: where the gauges live; its `service_cap` gives the bound on services and
-      its `version_cap` / `route_cap` the bound on cohorts (the engine keeps its own slots,
-      idle only past the longest window).
-    - `notifiers`: Alertmanager / webhook senders; `severity_thresholds`: evaluator name →
-      `severity_threshold` for category rules.
-    - `resend_interval_s`: how often a firing alert is re-sent.
-    - `generator_url`: where a human can look at the source (the metrics endpoint).
-    - `clock`: seconds since the epoch; tests and `backtest` pass their own.
-    - `state_file`: where entries are kept across restarts.
-    - `boosts`: where rules with `boost` raise their evaluator's sampling.
-    - `fleet`: reads the fleet's counters from Prometheus; the rules judge those instead of
-      this replica's own verdicts, and never send a resolve.
-    - `conversation_budget`: the bytes all rules' conversations may hold together
-      (`monitor.alerts.entries`).
-    """
+    `from_config` makes it from the config, as the pipeline and `backtest` do: most keyword
+    arguments are the `alerts.*` keys of those names; `severity_thresholds` are the graders'
+    for category rules, `generator_url` where a human looks at the source, `clock` seconds
+    since the epoch (tests pass their own). `telemetry`'s caps bound the services and
+    cohorts kept (the engine's own slots, idle only past the longest window)."""
 
     def __init__(
         self,
@@ -274,7 +248,7 @@ class AlertEngine:
         """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
         values at level k, of evaluator `revision`) for the rule named `rule_name`
         (`monitor.alerts.fleet`)."""
-        i = self.rule_index(rule_name)
+        i = next((i for i, rule in enumerate(self._rules) if rule.config.name == rule_name), None)
         if i is not None:
             by = self._rules[i].cohort_by
             origin = Origin(service, **({by: cohort} if by else {}))
@@ -305,9 +279,6 @@ class AlertEngine:
         if added.due:
             self._wake_up()
         return key
-
-    def rule_index(self, name: str) -> int | None:
-        return next((i for i, rule in enumerate(self._rules) if rule.config.name == name), None)
 
     def _wake_up(self) -> None:
         self._due = True

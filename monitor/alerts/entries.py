@@ -2,24 +2,17 @@
 judge, the conversations still gathering verdicts, the evaluator revision each entry
 belongs to, and how all of it is saved to and restored from the state file.
 
-An entry belongs to one evaluator revision: `add` with verdicts of another starts it anew
-from what of the old state still holds (`Keeper.new_state`; the replaced entry is returned, so
-that the engine can resolve a page it held). Verdicts of a revision it replaced are left
-out while its own revision's still come (late verdicts, a rollout with both revisions
-live), but for the kind's measure of the new revision's offset (`Keeper.add_replaced`):
-only a revision that reports alone for a window (a rollback) replaces it again.
+An entry belongs to one evaluator revision (docs/alerts.md, "An evaluator change is not a
+regression"): `add` with verdicts of another starts it anew from what of the old state
+still holds (`Keeper.new_state`; the replaced entry is returned, so that the engine can
+resolve a page it held). A revision it replaced is judged by no rule while its own still
+reports (only alone for a window, a rollback, does it replace it again); its verdicts go to
+a `kinds.Replacing` kind.
 
-**Conversation memory is bounded per process**, across entries: each (rule, service,
-cohort) keeps at most `conversations.MAX_OPEN` open and `conversations.MAX_REMEMBERED`
-closed conversations, and all of them together, with the requests remembered as asked
-(`Units.seen`), at most `budget` bytes (`alerts.conversation_budget_bytes`, counted at
-`OPEN_BYTES`, `CLOSED_BYTES` and `SEEN_BYTES` each, upper bounds of what one holds). Past
-the budget the oldest go first, process-wide, down to `EVICT_TO` of it: the closed ones
-remembered longest (or requests asked longest ago), then, in an entry with none, the open
-one quiet longest, closed into its unit early (as `conversations.MAX_OPEN` does within an
-entry). An app writing a request id as its conversation id (each request its own
-conversation) fills the budget and no more; what the state file holds of them is bounded
-with it (`monitor.alerts.state`).
+Conversation memory is bounded per process (docs/alerts.md, "Conversations"): all entries'
+conversations, and the requests remembered as asked (`Units.seen`), hold at most `budget`
+bytes, counted at `OPEN_BYTES`, `CLOSED_BYTES` and `SEEN_BYTES` each; past it the oldest
+go first, process-wide, down to `EVICT_TO` of it (`_evict`).
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Judgment, Key, RuleKind, Screening
+from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
 from monitor.alerts.rule import Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -82,7 +75,8 @@ class Entries:
     ) -> None:
         self._rules = rules
         self._kinds = kinds
-        # The kinds that screen who sent their verdicts (None: not this one).
+        # The kinds' optional hooks (None: not this one's).
+        self._replacing = [kind if isinstance(kind, Replacing) else None for kind in kinds]
         self._screening = [kind if isinstance(kind, Screening) else None for kind in kinds]
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
@@ -131,8 +125,9 @@ class Entries:
                 # A revision replaced while the current one still reports (late verdicts, a
                 # rollout with both live): judged by no rule; the one it replaced last
                 # measures the new one's offset. Alone for a window, it is a rollback.
-                if revision == replaced_before[-1]:
-                    kind.add_replaced(entry.state, histogram, now, entry.firing)
+                replacing = self._replacing[key[0]]
+                if replacing is not None and revision == replaced_before[-1]:
+                    replacing.add_replaced(entry.state, histogram, now, entry.firing)
                 return Added()
             if entry.revision is None:
                 entry.revision = revision
@@ -196,13 +191,11 @@ class Entries:
             self.conversation_bytes += conversation_bytes(conversations) - held
         kind.advance(entry.state, now, entry.firing)
 
-    def settle(self, key: Key, judgment: Judgment, now: float) -> None:
-        """The side effects of `key`'s resolve on its kind's state (`Keeper.settle`)."""
-        self._kinds[key[0]].settle(self._entries[key], judgment, now)
-
     def _evict(self, now: float) -> bool:
-        """The oldest conversations, process-wide, until they hold `EVICT_TO` of the budget
-        (see the module docstring); True when a closed unit makes an evaluation due."""
+        """The oldest conversations, process-wide, until they hold `EVICT_TO` of the budget:
+        the closed ones remembered longest (or requests asked longest ago), then, in an entry
+        with none, the open one quiet longest, closed into its unit early; True when such a
+        unit makes an evaluation due."""
         oldest = [
             (at, key) for key, c in self._conversations.items() if (at := c.oldest()) < math.inf
         ]

@@ -103,7 +103,7 @@ class Firing:
             return None
         if judgment.decision is Decision.RESOLVE:
             entry.firing, entry.severity = False, None
-            self._entries.settle(key, judgment, now)
+            self._kinds[i].settle(entry, judgment, now)
             alert = self._outbox.alert(key, entry, judgment, now, "resolved")
             fleet = i in self._fleet_rules
             unsent = " (not sent: with alerts.fleet an alert ends when no replica re-sends it)"

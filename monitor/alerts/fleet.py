@@ -1,55 +1,10 @@
-"""One test across the fleet (`alerts.fleet`): rules judged on every replica's verdicts.
-
-Replicas of a Kafka consumer group (or one sidecar per pod) each see a share of a service's
-verdicts; judged apart, N replicas would page N times slower and make N times the false
-pages. With `alerts.fleet.prometheus_url` every replica reads the fleet's counters from the
-Prometheus that scrapes them all, every `query_interval_s`, and hands what every replica
-counted since the last read to its own engine (`AlertEngine.add_counts`): each replica
-then judges the same stream with the same test, and their pages carry the same labels, so
-Alertmanager sends one.
-
-Read this way: evaluator rules that count verdicts (`rag_monitor_evaluations_total`, pass
-and fail) and category rules (`rag_monitor_safety_evaluations_total`, a defect at the
-graders' `severity_threshold`), regression and absolute rules, and cohort rules by `version`
-or `route` (labels of those counters). Rules that measure scores, and cohorts by model, keep
-judging the replica's own verdicts. An evaluator rule's counters carry the evaluator's
-revision, joined from each replica's `rag_monitor_evaluator_revision_info` on its `instance`
-and `job`, so a judge or detector change reaches the engine as a revision change (a
-changeover, never a regression), replicas of both revisions during a rollout included;
-category rules' counters, and replicas that do not export it, count without one.
-
-**A read cannot stop the reader.** An answer is read to at most `max_response_bytes`
-(decompressed; a larger one is refused unread) and parsed off the event loop; it must be
-Prometheus's JSON for an instant vector. A series that is not a mapping of label names to
-text with a finite, non-negative sample is skipped alone
-(`rag_monitor_alert_fleet_series_ignored_total{reason}`). Whatever else fails — the
-Prometheus unreachable, a timeout, an HTTP error, a redirect to another host, an answer too
-large, not JSON or not a vector, a defect here — is counted in
-`rag_monitor_alert_fleet_reads_total{outcome}` and logged at most once a minute per rule and
-outcome, naming the Prometheus without the password of its URL and never quoting the
-answer; the next read goes on as if nothing happened.
-
-**Counter quirks are never verdicts.** Each series (one replica's counter for one label
-set) is differenced here against the value counted up to, its mark:
-
-- a value at or above the mark counts what it added;
-- a series an answer leaves out keeps its mark (for an hour; then it is forgotten), so it
-  counts nothing while missing and only what it added when it comes back;
-- a series not seen before is learned, not counted: its value may predate the reader (the
-  first read learns every series);
-- a value below the mark counts nothing. If the next read is at the mark or above, the
-  lower one was a quirk (a Prometheus of an HA pair that scraped earlier) and that read
-  counts what was added since the mark; if it is still below, the counter did start again
-  (a replica restarted, or the answers now come from a Prometheus that reads lower) and it
-  counts what was added since the lower value. Either way nothing is counted twice; a
-  restart loses at most one read's worth of that replica's verdicts.
-
-**Stale reads say so.** `rag_monitor_alert_fleet_last_read_timestamp_seconds{rule}` is the
-time of each rule's last good read (the reader's start until the first), which the shipped
-rule `RagMonitorFleetReadsStale` watches; `stale()` names the rules without a good read for four
-query intervals (at least a minute), which `/readyz` shows (still answering 200: a
-sidecar's readiness is its pod's, and a fleet Prometheus that is down must not take the
-service out of its load balancer).
+"""One test across the fleet (`alerts.fleet`; docs/alerts.md, "One test across the fleet"):
+every `query_interval_s` each replica reads the fleet's verdict counters from the Prometheus
+that scrapes them all and hands what every replica counted since the last read, by service,
+cohort and evaluator revision, to its own engine (`AlertEngine.add_counts`), so every
+replica judges the same stream. A read that fails is counted and logged, never raised; an
+answer is parsed, and each counter differenced against what was counted, in
+`fleet_answer.py`; `stale()` names the rules without a recent good read (`/readyz`).
 """
 
 from __future__ import annotations
@@ -365,7 +320,8 @@ class FleetReader:
 
 
 def reads(rule: AlertRule) -> bool:
-    """Whether a rule can be judged on the fleet's counters (see the module docstring)."""
+    """Whether a rule can be judged on the fleet's counters: not one that measures scores,
+    nor one of cohorts by model (the counters have no such label)."""
     if rule.measure == "scores":
         return False
     return rule.cohorts is None or rule.cohorts.by in ("version", "route")

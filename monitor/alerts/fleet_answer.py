@@ -39,7 +39,8 @@ class Answer:
 
 
 def advance(series: Series, value: float) -> float:
-    """What `value` adds to `series` (see the module docstring), moving its mark."""
+    """What `value` adds to `series`, moving its mark (docs/alerts.md, "Counter quirks are
+    never verdicts")."""
     if value >= series.mark:
         delta = value - series.mark
     elif series.lower is None or value < series.lower:

@@ -1,11 +1,7 @@
 """The alert engine's state file (`alerts.state_file`): windows and firing states across
-restarts (docs/alerts.md, "State across restarts").
-
-Written to a temporary file and moved over the old one, so a reader sees the old or the new
-file. Loading never raises: a file that cannot be used gives empty state, a log line and
-`rag_monitor_alert_state_loads_total{outcome}`; one oversized or corrupt is moved aside
-first, never overwritten. A file of an older version is read through `UPGRADES`, one step
-per version, so what is restored is always of this version's form.
+restarts, written atomically, loaded without ever raising (docs/alerts.md, "State across
+restarts"). A file of an older version is read through `UPGRADES`, one step per version, so
+what is restored is always of this version's form.
 """
 
 from __future__ import annotations

@@ -80,9 +80,8 @@ class Contradiction:
     # What the response says ("900 metres") and what the context says ("330 metres").
     said: str
     evidence: str
-    # The response sentence and the context sentence, in full.
+    # The response sentence, in full.
     claim: str
-    evidence_sentence: str
     # Whether the evidence restates the claim but for the slot (most of the claim's other
     # content words are in the evidence sentence or the one before it).
     decisive: bool = True
@@ -269,9 +268,7 @@ def find(
                 # The claim's value holds another role the claim's words fit less well.
                 or (moved and restated >= _OTHER_ROLE_RESTATED)
             )
-        out.append(
-            Contradiction(kind, said, shown, claim_text, evidence.text, decisive, best_with < 0)
-        )
+        out.append(Contradiction(kind, said, shown, claim_text, decisive, best_with < 0))
     if "name" not in seen:
         out.extend(_one_word_name(claim, context, context_words, question, alone))
     return out
@@ -338,11 +335,7 @@ def _one_word_name(
             ]
             if len(rivals) != 1 or _loose_share(frame, index, context, False) < _RESTATED:
                 continue
-            return [
-                Contradiction(
-                    "name", slot.text, rivals[0].text, claim.text, sentence.text, decisive=True
-                )
-            ]
+            return [Contradiction("name", slot.text, rivals[0].text, claim.text, decisive=True)]
     return []
 
 
@@ -409,7 +402,6 @@ def negation(claim_text: str, evidence_text: str, flipped: frozenset[str]) -> Co
         _around(claim_text, flipped),
         _around(evidence_text, flipped),
         claim_text,
-        evidence_text,
     )
 
 

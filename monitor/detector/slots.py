@@ -80,7 +80,6 @@ class Parsed:
     text: str
     slots: list[Slot]
     stems: list[str]
-    slot_tokens: set[int]
     # The sentence's tokens folded (`text.fold`), and its stems' roots (`text.root`).
     words: list[str]
     roots: frozenset[str]
@@ -198,7 +197,7 @@ def parse(text: str) -> Parsed:
         for w in bare
         if w.isalpha() and w not in STOPWORDS and w not in DISCOURSE and w not in MONTHS
     ]
-    return Parsed(text, slots, stems, used, folded, frozenset(map(root, stems)))
+    return Parsed(text, slots, stems, folded, frozenset(map(root, stems)))
 
 
 # Retrieved chunks recur across requests (the same documents answer many questions), and an

@@ -275,7 +275,7 @@ def find(claim_text: str, context: Sequence[str], question: str = "") -> list[Co
             _, kind, rival, sentence = best
             said = _written(claim_text, lemma, word)
             shown = _written(sentence.text, rival, rival)
-            out.append(Contradiction(kind, said, shown, claim_text, sentence.text))
+            out.append(Contradiction(kind, said, shown, claim_text))
     return out
 
 
@@ -406,4 +406,4 @@ def polarity(claim_text: str, context: Sequence[str]) -> Contradiction | None:
     if best is None or same >= best[0]:
         return None
     evidence = best[1].text
-    return Contradiction("negation", f'"{claim_text}"', f'"{evidence}"', claim_text, evidence)
+    return Contradiction("negation", f'"{claim_text}"', f'"{evidence}"', claim_text)

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-PLACEHOLDERS = ("query", "context", "response", "reference", "rubric")
-UNTRUSTED = ("query", "context", "response", "reference")
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 _MAX_DOC_CHARS = 6000
 

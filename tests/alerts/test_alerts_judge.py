@@ -14,6 +14,7 @@ import pytest
 
 from monitor.alerts.kinds import Decision, Entry, Judgment
 from monitor.results import EvalResult
+from tests.alerts import test_alerts_slo as slo
 from tests.alerts.test_alerts import record
 from tests.alerts.test_alerts_state_versions import (
     CONTINUED,
@@ -60,6 +61,22 @@ def test_every_kind_judges_as_a_pure_function(
         assert decisions[name, Decision.FIRE] > 0, (name, decisions)
     for name in ("Absolute", "Regression", "Cohorts"):
         assert decisions[name, Decision.RESOLVE] > 0, (name, decisions)
+
+
+def test_the_slo_kind_judges_as_a_pure_function_as_it_fires_and_resolves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stream above never burns an SLO rule's budget: here a collapse pages and its end
+    resolves the page, every judgment checked."""
+    engine, _, clock = slo.make()
+    decisions: Counter[tuple[str, Decision]] = Counter()
+    kind = engine._kinds[0]
+    monkeypatch.setattr(kind, "judge", _checked(kind.judge, "Slo", decisions))
+    stream = slo.Stream(engine, clock)
+    stream.run(70, 0.9)  # the page row's hour seen whole, burning at 4.5
+    stream.run(40, 0.1)
+    assert stream.story() == [("firing", "page"), ("resolved", "page")]
+    assert decisions["Slo", Decision.FIRE] == decisions["Slo", Decision.RESOLVE] == 1
 
 
 Judge = Callable[[Mapping[str, Entry], float], dict[str, Judgment]]

@@ -3,8 +3,9 @@ interfaces: `Kind`, what the engine asks (a `judge` that returns FIRE, RESOLVE o
 its evidence and changes nothing, what a page says, what `/metrics` shows), and `Keeper`,
 how the entries (`monitor.alerts.entries`) keep its state per (service, cohort). The firing
 state (`Entry.firing` and what goes with it) is moved by `monitor.alerts.firing` alone,
-which runs the kind's `settle` on a resolve. A kind that also screens who sent its verdicts
-is `Screening` (`sent`)."""
+which runs the kind's `settle` on a resolve. Optional hooks, each a protocol a kind may
+also meet (checked once, `entries.Entries`): `Replacing` (`add_replaced`) and `Screening`
+(`sent`)."""
 
 from __future__ import annotations
 
@@ -150,15 +151,6 @@ class Keeper(Protocol):
         """A closed conversation; True when an evaluation is due now."""
         ...
 
-    def add_replaced(
-        self, state: Any, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
-        """Verdicts of the revision this entry's replaced, still coming (a rollout with both
-        live), to an entry `firing` or not: what the kind learns from them of the old
-        revision's level in the new one's terms (a regression rule's overlap); they are
-        judged by no rule."""
-        ...
-
     def advance(self, state: Any, now: float, firing: bool) -> None:
         """Time moves to `now` for an entry `firing` or not, in one step: what left the
         windows goes where it goes, pending verdicts reach the tests."""
@@ -166,6 +158,19 @@ class Keeper(Protocol):
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         """The side effects of `entry`'s resolve by `judgment` at `now` on its state."""
+        ...
+
+
+@runtime_checkable
+class Replacing(Protocol):
+    """A kind that learns from the verdicts of the revision an entry's replaced, still
+    coming (a rollout with both live), the old revision's level in the new one's terms
+    (regression rules: the overlap); they are judged by no rule."""
+
+    def add_replaced(
+        self, state: Any, histogram: Sequence[float], now: float, firing: bool
+    ) -> None:
+        """Verdicts of the replaced revision, to an entry `firing` or not."""
         ...
 
 

@@ -71,11 +71,6 @@ class WindowKind:
             state.units.add(now, unit.samples, unit.defects)
         return False
 
-    def add_replaced(
-        self, state: WindowState, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
-        return None  # nothing of a replaced revision carries over
-
     def advance(self, state: WindowState, now: float, firing: bool) -> None:
         state.last = now
         state.window.expire(now)

@@ -1,11 +1,7 @@
 """SLO rules (`slo`): an objective, its error budget and how fast the budget burns, judged
-by the SRE workbook's multiwindow, multi-burn-rate rows (docs/alerts.md, "SLO rules").
-
-A row holds while its long and short windows both burn faster than its rate, the short one
-holds `min_samples` and the long one was counted whole; the alert fires at the severity of
-the first row that holds, and resolves when no row of its severity burns over its long
-window (and not before its short window passed). Each window length is one sliding window
-of counts, saved with the time it began counting.
+by the SRE workbook's multiwindow, multi-burn-rate rows (docs/alerts.md, "SLO rules": when
+a row holds, at which severity the alert fires, when it resolves). Each window length is
+one sliding window of counts, saved with the time it began counting.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from monitor.evidence import (
     SlidingWindow,
     Unit,
     restore_slices,
+    saved_number,
 )
 
 # Windows longer than 60 of these are sliced by them.
@@ -77,13 +74,8 @@ class SloState:
             saved = windows.get(_key(length))
             if saved is None:
                 continue  # a row added since: its window starts counting now
-            since = saved["since"]
-            if since is not None:
-                if isinstance(since, bool) or not isinstance(since, int | float):
-                    raise TypeError("since: not a time")
-                if not math.isfinite(since):
-                    raise ValueError("since: not finite")
-                self.since[length] = float(since)
+            if saved["since"] is not None:
+                self.since[length] = saved_number(saved["since"])
             window.restore(restore_slices(saved["slices"]))
 
 
@@ -147,11 +139,6 @@ class Slo:
         # The SLO counts verdicts; conversations change the noise of a window's rate, not
         # the rate.
         return False
-
-    def add_replaced(
-        self, state: SloState, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
-        return None  # nothing of a replaced revision carries over
 
     # -- judging ----------------------------------------------------------------------
 

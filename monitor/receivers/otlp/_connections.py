@@ -62,10 +62,6 @@ class ConnectionGuard:
             self.closed.labels(reason)
         self._warn = RateLimitedLog(log)
 
-    @property
-    def connections(self) -> int:
-        return len(self._open)
-
     def protocol_factory(self, inner: Callable[[], asyncio.Protocol]) -> Callable[[], Any]:
         return lambda: _GuardedProtocol(self, inner())
 
