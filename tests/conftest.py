@@ -163,16 +163,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     after every test (`_collect_garbage`) would otherwise walk the large heaps of the
     libraries the test modules imported every time. Objects the tests create are
     collected and checked as before."""
+    _freeze()
+
+
+def _freeze() -> None:
     gc.collect()
     gc.freeze()
+    _frozen_with[0] = len(sys.modules)
+
+
+# How many modules were loaded at the last `_freeze`.
+_frozen_with = [0]
 
 
 @pytest.fixture(autouse=True)
 def _collect_garbage() -> Iterator[None]:
     """Collect garbage after each test, so that a ResourceWarning (an unclosed file or
-    socket, an error under filterwarnings) lands on the test that leaked it."""
+    socket, an error under filterwarnings) lands on the test that leaked it. After a test
+    that loaded modules (a library the code imports when first used: litellm, a
+    detector's), what survives that collection is frozen too, as after collection:
+    otherwise every later collection in this process walks those libraries' heaps."""
     yield
-    gc.collect()
+    if len(sys.modules) > _frozen_with[0]:
+        _freeze()
+    else:
+        gc.collect()
 
 
 @pytest.fixture
