@@ -114,12 +114,14 @@ class JudgeClient:
         environ: Mapping[str, str] | None = None,
         models: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         log_failures: bool = True,
     ) -> None:
         """`log_failures` False: failed calls are only returned as error verdicts, not
-        logged (`check-config --probe` prints them itself)."""
+        logged (`check-config --probe` prints them itself). `wall_clock` is what a
+        `Retry-After` HTTP-date is measured from."""
         self._config = judge
         self._t = telemetry
         self._extra = judge_metrics(telemetry)
@@ -147,7 +149,11 @@ class JudgeClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._provider = Provider(
-            judge, self._api_key, self._invalid_retry_after, explain_failures=log_failures
+            judge,
+            self._api_key,
+            self._invalid_retry_after,
+            wall_clock,
+            explain_failures=log_failures,
         )
         self._structured: dict[str, bool] = {}
         self._no_logprobs: set[str] = set()  # models whose server refused `logprobs`

@@ -67,6 +67,8 @@ class Harness:
         self.config = Config.model_validate({"judge": judge_cfg, **config})
         self.telemetry: Telemetry = create_telemetry()
         self.clock = 0.0
+        # The time of day a Retry-After HTTP-date is read against: a whole second.
+        self.wall = 1_800_000_000.0
         self.waits: list[float] = []  # every retry's backoff, in order; none is slept
         self.client = JudgeClient(
             self.config.judge,
@@ -74,6 +76,7 @@ class Harness:
             self.telemetry,
             environ={KEY_ENV: SECRET},
             clock=lambda: self.clock,
+            wall_clock=lambda: self.wall + self.clock,
             sleep=self._sleep,
         )
         self.context = BuildContext(judge=self.client, judge_model=self.config.judge.model)
