@@ -28,6 +28,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -97,8 +98,11 @@ class AlertSender:
         timeout_s: float = 10.0,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """`wall_clock` is what a `Retry-After` HTTP-date is measured from."""
         self._t = telemetry
+        self._wall_clock = wall_clock
         targets: list[_Target] = []
         if alertmanager_url:
             url = alertmanager_url.rstrip("/") + "/api/v2/alerts"
@@ -183,7 +187,7 @@ class AlertSender:
 
     def _retry_after(self, target: _Target, value: str | None) -> float | None:
         try:
-            return parse_retry_after(value)
+            return parse_retry_after(value, now=self._wall_clock())
         except InvalidRetryAfter as exc:
             self._t.retry_after_invalid.labels(target.kind).inc()
             self._log(target, "retry_after", "%s; backing off on our own", exc)
