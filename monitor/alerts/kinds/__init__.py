@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 
 Key = tuple[int, str, str]
+# A previous revision's verdicts' own revision, and the current revision's on the same records.
+Paired = tuple[str | None, Sequence[float]]
 """An entry's key: (rule index, service, cohort), the service and cohort as the caps hold
 them."""
 
@@ -151,12 +153,18 @@ class Keeper(Protocol):
         ...
 
     def add_replaced(
-        self, state: Any, histogram: Sequence[float], now: float, firing: bool
+        self,
+        state: Any,
+        histogram: Sequence[float],
+        now: float,
+        firing: bool,
+        paired: Paired | None = None,
     ) -> None:
         """Verdicts of the revision this entry's replaced, still coming (a rollout with both
-        live), to an entry `firing` or not: what the kind learns from them of the old
-        revision's level in the new one's terms (a regression rule's overlap); they are
-        judged by no rule."""
+        live; or `paired`, a previous revision scoring records again: its revision and the
+        entry's own verdicts on the same records), to an entry `firing` or not: what the
+        kind learns from them of the old revision's level in the new one's terms (a
+        regression rule's overlap); they are judged by no rule."""
         ...
 
     def advance(self, state: Any, now: float, firing: bool) -> None:

@@ -71,9 +71,7 @@ class WindowKind:
             state.units.add(now, unit.samples, unit.defects)
         return False
 
-    def add_replaced(
-        self, state: WindowState, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
+    def add_replaced(self, state: WindowState, *verdicts: object, **paired: object) -> None:
         return None  # nothing of a replaced revision carries over
 
     def advance(self, state: WindowState, now: float, firing: bool) -> None:

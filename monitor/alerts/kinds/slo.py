@@ -148,9 +148,7 @@ class Slo:
         # the rate.
         return False
 
-    def add_replaced(
-        self, state: SloState, histogram: Sequence[float], now: float, firing: bool
-    ) -> None:
+    def add_replaced(self, state: SloState, *verdicts: object, **paired: object) -> None:
         return None  # nothing of a replaced revision carries over
 
     # -- judging ----------------------------------------------------------------------
