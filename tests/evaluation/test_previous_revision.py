@@ -207,8 +207,8 @@ async def test_the_previous_revision_scores_its_share_until_its_time_and_only_th
     assert (len(pairs.got), _counted(telemetry, "fail"), _counted(telemetry, "error")) == before
 
 
-async def test_a_previous_revision_that_errs_is_counted_and_pairs_nothing(
-    telemetry: Telemetry,
+async def test_a_previous_revision_that_errs_is_counted_logged_and_pairs_nothing(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = Clock()
     budget = Budget(max_local_evaluations_per_minute=None)
@@ -218,6 +218,7 @@ async def test_a_previous_revision_that_errs_is_counted_and_pairs_nothing(
     await _score(stage, 0, 50)
     await stage.shutdown(5)
     assert pairs.got == [] and _counted(telemetry, "error") > 0
+    assert "the previous revision old of evaluator e failed on record" in caplog.text
     assert summary.totals["e"].passed == 50 and summary.totals["e"].errors == 0
 
 

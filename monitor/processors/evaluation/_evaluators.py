@@ -211,6 +211,16 @@ class BatchEvaluator:
         self._t.child(self._previous_evaluations, *labels).inc()
         if result.outcome != "error":
             item.previous[name] = result
+            return
+        self._warn.warning(
+            f"previous/{name}",
+            "the previous revision %s of evaluator %s failed on record %s (left out of the "
+            "alert rules' changeover): %s",
+            previous.revision,
+            name,
+            item.record.request_id,
+            result.error,
+        )
 
     def _runnable(
         self, stages: list[_Stage], item: InFlight, decisions: Tally[tuple[str, str, str]]
