@@ -31,7 +31,9 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    label cap of 50 (folded into `other`): pages (the promise: none).
 4. **Evaluator changeovers**: a revision whose verdicts run at 0.30 where the old read 0.20,
    at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after
-   (and one three hours into the rollout, while both revisions score half the turns each):
+   (and one three hours into the rollout, while both revisions score half the turns each;
+   after a change at once, also a quarter hour after it; each with and without the previous
+   revision scoring a fifth of the turns again, `evaluators[].previous`):
    hours to page against the information limit of the new revision's rate, and pages
    between the change and the step (the promise: none).
 5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
@@ -285,6 +287,9 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
         "evaluator revision, x2 three hours later": (Change("revision", 0.0, 0.30), None, 0.0),
         "evaluator revision, x2 three hours later, the previous revision scoring 0.2 "
         "of the turns again": (Change("revision", 0.0, 0.30), None, 0.2),
+        "evaluator revision, x2 a quarter hour later": (Change("revision", 0.0, 0.30), 0.25, 0.0),
+        "evaluator revision, x2 a quarter hour later, the previous revision scoring 0.2 "
+        "of the turns again": (Change("revision", 0.0, 0.30), 0.25, 0.2),
         "revision rolled out over 6 h, x2 three hours after": (
             Change("rollout", 0.0, 0.30, rollout_days),
             None,
