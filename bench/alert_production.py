@@ -31,7 +31,9 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    label cap of 50 (folded into `other`): pages (the promise: none).
 4. **Evaluator changeovers**: a revision whose verdicts run at 0.30 where the old read 0.20,
    at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after
-   (and one three hours into the rollout, while both revisions score half the turns each):
+   (and one three hours into the rollout, while both revisions score half the turns each;
+   after a change at once, also a quarter hour after it; each with and without the previous
+   revision scoring a fifth of the turns again, `evaluators[].previous`):
    hours to page against the information limit of the new revision's rate, and pages
    between the change and the step (the promise: none).
 5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
@@ -279,22 +281,29 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     trial, then a x2 step three hours after it is complete: hours to page against the
     information limit (of the new revision's rate), and pages before the step."""
     rollout_days = 0.25
-    # Each case: the change, and the step's hours after it started (None: three hours
-    # after it is complete).
-    cases: dict[str, tuple[Change, float | None]] = {
-        "evaluator revision, x2 three hours later": (Change("revision", 0.0, 0.30), None),
+    # Each case: the change, the step's hours after it started (None: three hours after it
+    # is complete), and the share of turns its previous revision scores too.
+    cases: dict[str, tuple[Change, float | None, float]] = {
+        "evaluator revision, x2 three hours later": (Change("revision", 0.0, 0.30), None, 0.0),
+        "evaluator revision, x2 three hours later, the previous revision scoring 0.2 "
+        "of the turns again": (Change("revision", 0.0, 0.30), None, 0.2),
+        "evaluator revision, x2 a quarter hour later": (Change("revision", 0.0, 0.30), 0.25, 0.0),
+        "evaluator revision, x2 a quarter hour later, the previous revision scoring 0.2 "
+        "of the turns again": (Change("revision", 0.0, 0.30), 0.25, 0.2),
         "revision rolled out over 6 h, x2 three hours after": (
             Change("rollout", 0.0, 0.30, rollout_days),
             None,
+            0.0,
         ),
         "revision rolled out over 6 h, x2 three hours into it (half on each)": (
             Change("rollout", 0.0, 0.30, rollout_days),
             3.0,
+            0.0,
         ),
     }
     base = StreamSpec(rate=1.0, days=0.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0)
     runs = []
-    for name, (template, into_h) in cases.items():
+    for name, (template, into_h, previous_share) in cases.items():
         trial_runs = []
         for trial in range(trials):
             at = warmup + (trial * 24 / trials + 0.5) / 24
@@ -305,6 +314,7 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
                 days=step + STEP_DAYS,
                 changes=(change, Change("step", step, 2.0)),
                 seed=seed + trial,
+                previous_share=previous_share,
             )
             limit = information_limit_h(spec, step, 2.0, before=(change,))
             trial_runs.append(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,10 @@ class StreamSpec:
     # moves about its daily profile by about 0.01 (`mean` and `cycle` are then unused).
     topics: int = 0
     topic_wander: float = 0.3
+    # After a revision change, the share of turns (with ids) the previous revision scores
+    # too (`evaluators[].previous`): rows carry its verdict on the same turn, drawn with the
+    # same chance so that the two agree where their rates allow.
+    previous_share: float = 0.0
 
     @property
     def design_effect(self) -> float:
@@ -179,10 +183,12 @@ class _Turns:
     failed: np.ndarray
     revision: np.ndarray
     conversation: np.ndarray
+    # What the first revision would have given (`StreamSpec.previous_share`).
+    old_failed: np.ndarray
 
     def __getitem__(self, index: Any) -> _Turns:
         return _Turns(
-            self.time[index], self.failed[index], self.revision[index], self.conversation[index]
+            *(getattr(self, f)[index] for f in _Turns.__dataclass_fields__)
         )
 
     @staticmethod
@@ -275,8 +281,16 @@ def _drawn(
     # The conversation's propensity moves with the rate at each turn, so a change reaches
     # conversations already under way and the clustering about the rate stays as it was.
     chance = np.clip(own[conversation] * p_turn / p_start[conversation], 0.0, 1.0)
-    failed = rng.uniform(0.0, 1.0, t.size) < chance
-    return _Turns(t, failed, revision, conversation + first), int(starts.size)
+    drawn = rng.uniform(0.0, 1.0, t.size)
+    failed = drawn < chance
+    old_failed = failed
+    if spec.previous_share > 0:
+        unchanged = replace(
+            spec, changes=tuple(c for c in spec.changes if c.kind not in ("revision", "rollout"))
+        )
+        p_old, _ = defect_rate(unchanged, t)
+        old_failed = drawn < np.clip(own[conversation] * p_old / p_start[conversation], 0.0, 1.0)
+    return _Turns(t, failed, revision, conversation + first, old_failed), int(starts.size)
 
 
 def _turns(spec: StreamSpec, service: int) -> Iterator[_Turns]:
@@ -358,25 +372,27 @@ def _traffic_rows(
     revisions = [spec.revision, *(f"{spec.revision}.{k + 1}" for k in range(len(spec.changes)))]
     for turns in _turns(spec, service):
         if spec.ids:
-            for t, failed, revision, conversation in zip(
+            for t, failed, revision, conversation, old_failed in zip(
                 (START + turns.time).tolist(),
                 turns.failed.tolist(),
                 turns.revision.tolist(),
                 turns.conversation.tolist(),
+                turns.old_failed.tolist(),
                 strict=True,
             ):
-                yield (
-                    t,
-                    {
-                        "time": t,
-                        "service": name,
-                        "evaluator": EVALUATOR,
-                        "conversation": conversation_id(spec, name, conversation, t - START),
-                        "revision": revisions[revision],
-                        "passes": 1 - failed,
-                        "fails": int(failed),
-                    },
-                )
+                row = {
+                    "time": t,
+                    "service": name,
+                    "evaluator": EVALUATOR,
+                    "conversation": conversation_id(spec, name, conversation, t - START),
+                    "revision": revisions[revision],
+                    "passes": 1 - failed,
+                    "fails": int(failed),
+                }
+                if revision > 0 and _hashed(t) < spec.previous_share:
+                    outcome = "fail" if old_failed else "pass"
+                    row["previous"] = {"revision": revisions[0], "outcome": outcome}
+                yield t, row
             continue
         span = NO_ID_ROW_VERDICTS / spec.rate
         slot = np.floor(turns.time / span).astype(np.int64)
@@ -398,6 +414,11 @@ def _traffic_rows(
                     "fails": d,
                 },
             )
+
+
+def _hashed(t: float) -> float:
+    """A turn's position in [0, 1), from its time (as the rollout draws its turns)."""
+    return float((math.sin(t * 78.233) * 43758.5453) % 1.0)
 
 
 def stream(spec: StreamSpec) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -41,7 +41,7 @@ from typing import Literal, Protocol, runtime_checkable
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.records import RagRecord, RawRecord
 from monitor.records.limits import record_bytes
-from monitor.results import EvalResult
+from monitor.results import EvalResult, Results
 from monitor.spans import RequestSpans, Span
 
 OnDone = Callable[[bool], None]
@@ -275,6 +275,17 @@ class BatchSink(Protocol):
         """Must not block."""
 
     async def shutdown(self, deadline_s: float) -> None: ...
+
+
+@runtime_checkable
+class PairedSink(Protocol):
+    """A sink that also takes the verdicts of evaluators' previous revisions on records
+    their evaluator judged (`evaluators[].previous`: the alert engine measures the new
+    revision's offset on the same records)."""
+
+    def emit_previous(self, record: RagRecord, results: Results, previous: Results) -> None:
+        """`previous`: by evaluator, the previous revision's verdict on `record`, whose
+        `results` the sink's `emit` had. Must not block."""
 
 
 GENERATOR = "rag-monitor"

@@ -47,7 +47,13 @@ from monitor.extraction import conventions_from_config, log_events_taken
 from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation import PRELOAD, EvaluationStage, Settings, worker_initializer
+from monitor.processors.evaluation import (
+    PRELOAD,
+    EvaluationStage,
+    PreviousScorer,
+    Settings,
+    worker_initializer,
+)
 from monitor.processors.sampler import Sampler, sampling_position
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.processors.trace import FairShares, TraceStage
@@ -184,7 +190,9 @@ def build_pipeline(
         add("audit labels file", labels, sink_nodes[sinks.index(audit)])
 
     budget = BudgetGate(config.budget, clock or time.monotonic)
-    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s)
+    stage = _evaluation_stage(
+        config, telemetry, judge, sinks, budget, judge_timeout_s, clock or time.time
+    )
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
@@ -338,10 +346,12 @@ def _evaluation_stage(
     sinks: Sequence[ResultSink | BatchSink],
     budget: BudgetGate,
     judge_timeout_s: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> EvaluationStage:
-    """The evaluators, and the worker pool that extracts sampled traces and runs the CPU
-    scorers (with no CPU scorer, extraction runs in a thread of this process); a judge is
-    cut at the longer of `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
+    """The evaluators (and the previous revisions still scored), and the worker pool that
+    extracts sampled traces and runs the CPU scorers (with no CPU scorer, extraction runs
+    in a thread of this process); a judge is cut at the longer of
+    `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
     context = BuildContext(judge=judge, judge_model=config.judge.model)
     evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
     cpu_entries: list[EvaluatorConfig] = []
@@ -350,6 +360,14 @@ def _evaluation_stage(
         evaluators.append((evaluator, entry))
         if isinstance(evaluator, CpuScorer):
             cpu_entries.append(entry)
+    previous = _previous_scorers(config, context, clock())
+    cpu_previous = [
+        entry.previous.entry(entry)
+        for entry in config.evaluators
+        if entry.previous is not None
+        and entry.name in previous
+        and isinstance(previous[entry.name].evaluator, CpuScorer)
+    ]
     pipeline = config.pipeline
     settings = Settings(
         route_attribute=config.receivers.otlp.route_attribute,
@@ -365,7 +383,7 @@ def _evaluation_stage(
             pipeline.processes,
             pipeline.evaluation_timeout_s,
             telemetry,
-            initializers=[worker_initializer(cpu_entries, settings)],
+            initializers=[worker_initializer(cpu_entries, settings, previous=cpu_previous)],
             preload=PRELOAD,
         )
         if pipeline.processes > 0 and cpu_entries
@@ -385,7 +403,44 @@ def _evaluation_stage(
         settings=settings,
         revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
         judge_timeout_s=judge_timeout_s,
+        previous=previous,
+        clock=clock,
     )
+
+
+def _previous_scorers(
+    config: Config, context: BuildContext, now: float
+) -> dict[str, PreviousScorer]:
+    """The previous revisions of `config`'s evaluators still to be scored at `now`, by
+    evaluator; one whose `until` has passed is said once and left out."""
+    out = {}
+    for entry in config.evaluators:
+        if entry.previous is None:
+            continue
+        old = entry.previous.entry(entry)
+        old_revision = revision(old, config.judge)
+        if entry.previous.until_s <= now:
+            log.info(
+                "evaluators: %s's previous revision %s is not scored: its changeover ended "
+                "at %s (evaluators[].previous.until); the entry may go",
+                entry.name,
+                old_revision,
+                entry.previous.until,
+            )
+            continue
+        log.info(
+            "evaluators: %s's previous revision %s scores %g of its verdicts' records again "
+            "until %s, for the alert rules' changeover to %s",
+            entry.name,
+            old_revision,
+            entry.previous.share,
+            entry.previous.until,
+            revision(entry, config.judge),
+        )
+        out[entry.name] = PreviousScorer(
+            build(old, context), old_revision, entry.previous.share, entry.previous.until_s
+        )
+    return out
 
 
 def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:

@@ -8,6 +8,7 @@ never a pass and never a defect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -118,3 +119,7 @@ def severity_bucket(level: float) -> Severity:
     if level < 6:
         return "medium"
     return "high"
+
+
+Results = Mapping[str, EvalResult]
+"""One record's results, by evaluator."""

@@ -277,4 +277,8 @@ class Backtest:
                 key = engine.count(i, row.origin, histogram, row.revision, now)
                 if key is not None:
                     engine.attribution.observe(key, row.where, histogram, None, now)
+                if row.previous is not None and cfg.measure != "scores":
+                    old = [0.0] * len(histogram)
+                    old[-1 if row.previous[1] else 0] = 1.0
+                    engine.count(i, row.origin, old, row.previous[0], now, histogram)
         self.summary.verdicts += row.verdicts

@@ -39,6 +39,9 @@ class Row:
     passes: float = 0.0
     fails: float = 0.0
     score: float | None = None
+    # The previous revision's verdict on the same record (`evaluators[].previous`): its
+    # revision, and whether it failed.
+    previous: tuple[str | None, bool] | None = None
 
     @property
     def source(self) -> str | None:
@@ -117,6 +120,8 @@ class Row:
             kwargs["score"] = float(score)
         if not kwargs:
             raise ValueError("a verdict row needs outcome, passes and fails, or score")
+        if raw.get("previous") is not None:
+            kwargs["previous"] = _previous(raw["previous"], kwargs)
         return cls(
             t,
             origin,
@@ -126,6 +131,16 @@ class Row:
             revision=_text(raw, "revision"),
             **kwargs,
         )
+
+
+def _previous(raw: Any, counts: dict[str, Any]) -> tuple[str | None, bool]:
+    """A row's `previous`: `{"revision", "outcome"}` of the previous revision on the same
+    record, on a row of one verdict (`counts`: the row's)."""
+    if "score" in counts or counts.get("passes", 0.0) + counts.get("fails", 0.0) != 1:
+        raise ValueError("previous: only on a row of one verdict (outcome, or one pass or fail)")
+    if not isinstance(raw, dict) or raw.get("outcome") not in ("pass", "fail"):
+        raise ValueError('previous: expected {"revision", "outcome": "pass" | "fail"}')
+    return _text(raw, "revision"), raw["outcome"] == "fail"
 
 
 def read_rows(paths: Iterable[Path], max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[str, Any]]:

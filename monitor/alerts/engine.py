@@ -43,7 +43,7 @@ from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, parse_duration
 from monitor.records import RagRecord
 from monitor.records.where import Where
-from monitor.results import EvalResult, Severity
+from monitor.results import EvalResult, Results, Severity
 from monitor.telemetry import OVERFLOW, Telemetry
 
 if TYPE_CHECKING:
@@ -214,26 +214,28 @@ class AlertEngine:
         if self._rules:
             self.count_results(Origin.of(record), results, self._clock(), Where.of(record))
 
+    def emit_previous(self, record: RagRecord, results: Results, previous: Results) -> None:
+        self.count_results(Origin.of(record), previous, self._clock(), paired=results)
+
     def count_results(
         self,
         origin: Origin,
-        results: Mapping[str, EvalResult],
+        results: Results,
         now: float,
         where: Where | None = None,
+        paired: Results | None = None,
     ) -> None:
-        """The verdicts of one record's `results`, for every rule that counts them (and,
-        with `where`, the record's dimensions for the attribution)."""
+        """The verdicts of one record's `results` (with `paired`, its own: they are its
+        previous revisions'), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules:
                 continue  # judged on the fleet's counters
-            values = rule.samples(results)
-            if not values:
+            histogram = rule.histogram(results)
+            own = None if paired is None else rule.histogram(paired) or []
+            if histogram is None:
                 continue
-            histogram = [0.0] * (rule.steps + 1)
-            for value in values:
-                histogram[round(value * rule.steps)] += 1
-            key = self.count(i, origin, histogram, rule.revision(results), now)
+            key = self.count(i, origin, histogram, rule.revision(results), now, own)
             if key is not None and where is not None:
                 self.attribution.observe(key, where, histogram, retrieval, now)
 
@@ -261,6 +263,7 @@ class AlertEngine:
         histogram: Sequence[float],
         revision: str | None,
         now: float,
+        paired: Sequence[float] | None = None,
     ) -> Key | None:
         """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
         evaluator `revision` (None: not known). A service folded into `other` by the cap is
@@ -271,9 +274,7 @@ class AlertEngine:
             return None
         cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
         key = (i, service, cohort)
-        added = self._entries.add(
-            key, histogram, revision, origin.conversation, now, origin.fingerprint, origin.sender
-        )
+        added = self._entries.add(key, histogram, revision, origin, now, paired)
         if added.replaced is not None:
             self._firing.new_revision(key, added.replaced, added.revision, now)
         if added.due:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
-from monitor.alerts.rule import Rule, fingerprint
+from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
 from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
@@ -106,16 +106,24 @@ class Entries:
         key: Key,
         histogram: Sequence[float],
         revision: str | None,
-        conversation: str | None,
+        origin: Origin,
         now: float,
-        request: str | None = None,
-        sender: str | None = None,
+        paired: Sequence[float] | None = None,
     ) -> Added:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
-        (None: not known), `conversation`, `request` and `sender` (the conversation id, the
-        request's fingerprint, `monitor.records.sender`; None: not known)."""
+        (None: not known), from `origin` (its conversation id, request fingerprint and
+        sender); with `paired` (the entry's own verdicts on the same records), a previous
+        revision's, judged by no rule (`Replacing.add_replaced`)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
+        if paired is not None:  # ([]: the entry's own revision gave no verdict)
+            replacing = self._replacing[key[0]]
+            if entry is not None and paired and replacing is not None:
+                replacing.add_replaced(
+                    entry.state, histogram, now, entry.firing, (revision, paired)
+                )
+            return Added()
+        conversation, request, sender = origin.conversation, origin.fingerprint, origin.sender
         replaced = None
         if entry is None:
             entry = self._entries[key] = Entry(kind.new_state(), revision)

@@ -136,6 +136,17 @@ class Rule:
             out.append(1.0 if SEVERITIES.index(severity) >= SEVERITIES.index(threshold) else 0.0)
         return out
 
+    def histogram(self, results: Mapping[str, EvalResult]) -> list[float] | None:
+        """`samples` as the entries take them: `histogram[k]` verdicts at level `k /
+        steps` (None: none)."""
+        values = self.samples(results)
+        if not values:
+            return None
+        histogram = [0.0] * (self.steps + 1)
+        for value in values:
+            histogram[round(value * self.steps)] += 1
+        return histogram
+
     def revision(self, results: Mapping[str, EvalResult]) -> str | None:
         """The revision of the evaluator(s) whose verdicts this rule counts in `results`:
         the rule's evaluator's, or for a category the graders' revisions joined."""

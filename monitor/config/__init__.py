@@ -34,9 +34,11 @@ receiver's `protocols: {grpc: ..., http: ...}`, Go durations (`1h30m`, `500ms`) 
 from monitor.config._env import ENV_PREFIX
 from monitor.config._evaluators import (
     DEFAULT_LOCAL_EVALUATORS,
+    PREVIOUS_SHARE,
     TLM_PRESETS,
     EvaluatorConfig,
     Judge,
+    PreviousRevision,
     Redaction,
     RedactionKind,
     Severity,
@@ -143,6 +145,7 @@ __all__ = [
     "MASK",
     "MAX_ALIAS_EXPANSION",
     "MAX_DEPTH",
+    "PREVIOUS_SHARE",
     "RULE_KEYS",
     "RULE_KINDS",
     "SECRET",
@@ -183,6 +186,7 @@ __all__ = [
     "OtlpExporter",
     "OtlpReceiver",
     "Pipeline",
+    "PreviousRevision",
     "PrometheusExporter",
     "Rate",
     "ReadableFile",

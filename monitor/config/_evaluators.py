@@ -4,9 +4,10 @@ process (judge prompts, results text, `/debug/records`)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, date, datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from monitor.config._extras import extra_installed, missing_extra
 from monitor.config._fields import HttpUrl, Rate, Seconds, Section, at_least
@@ -163,6 +164,58 @@ class TrustworthinessTlm(Section):
         return self
 
 
+# The share of an evaluator's verdicts its previous revision scores again by default.
+PREVIOUS_SHARE = 0.2
+
+
+class PreviousRevision(Section):
+    """`evaluators[].previous`: the revision an evaluator replaces, scored again on `share`
+    of the records the evaluator gives a verdict on until `until`, so that the alert rules
+    measure the new revision's offset on the same records (docs/alerts.md, "Evaluator
+    changes"). Its keys that decide a verdict are the old values (one left out is the
+    entry's own; `null` is the default); its verdicts are judged by no rule."""
+
+    until: Annotated[datetime, BeforeValidator(lambda v: _time(v))]
+    share: Annotated[float, Field(gt=0, le=1)] = PREVIOUS_SHARE
+    threshold: float | None = None
+    severity_threshold: Severity | None = None
+    model: str | None = None
+    prompt: str | None = None
+    rubric: str | None = None
+    tlm: TrustworthinessTlm | None = None
+    second_stage: bool | None = None
+
+    _long_text: ClassVar[dict[str, int]] = {"prompt": 65_536, "rubric": 65_536}
+
+    @property
+    def until_s(self) -> float:
+        """`until` in seconds since the epoch."""
+        return self.until.timestamp()
+
+    def entry(self, current: EvaluatorConfig) -> EvaluatorConfig:
+        """The `evaluators[]` entry of the previous revision: `current` with the keys
+        written here."""
+        old = {key: getattr(self, key) for key in self.model_fields_set - {"until", "share"}}
+        return current.model_copy(update={**old, "previous": None})
+
+
+def _time(value: object) -> datetime:
+    """An ISO 8601 time as YAML gives it (text, a date, a time; without a zone: UTC);
+    ValueError naming what is wrong."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)"
+            ) from None
+    if not isinstance(value, datetime):
+        raise ValueError(f"{value!r} is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 class EvaluatorConfig(Section):
     name: str
     sample_rate: Rate | None = None
@@ -182,6 +235,8 @@ class EvaluatorConfig(Section):
     # `local_groundedness` only: rescore its uncertain band with the sentence-pair model
     # (monitor/detector/README.md; the registry rejects it on other evaluators).
     second_stage: bool | None = None
+    # The revision this one replaces, scored alongside it for a changeover period.
+    previous: PreviousRevision | None = None
 
     # A prompt or rubric is text of its own, longer than a name.
     _long_text: ClassVar[dict[str, int]] = {"prompt": 65_536, "rubric": 65_536}
@@ -190,4 +245,9 @@ class EvaluatorConfig(Section):
     def _band_order(self) -> EvaluatorConfig:
         if self.band is not None and self.band[0] > self.band[1]:
             raise ValueError("band: the lower bound comes first")
+        if self.previous is not None and self.escalate_from is not None:
+            raise ValueError(
+                "previous: an escalated evaluator (escalate_from) is not scored by two "
+                "revisions; give previous to the evaluator it escalates from"
+            )
         return self

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import difflib
 
-from monitor.config import Config, ConfigError, EvaluatorConfig, TrustworthinessTlm, missing_extra
+from monitor.config import (
+    Config,
+    ConfigError,
+    EvaluatorConfig,
+    Judge,
+    TrustworthinessTlm,
+    missing_extra,
+)
 from monitor.evaluators import f1, local
 from monitor.evaluators.base import Evaluator
 from monitor.evaluators.factory import BuildContext, Factory
@@ -116,13 +123,38 @@ def resolved(entry: EvaluatorConfig) -> EvaluatorConfig:
     return entry.model_copy(update=filled)
 
 
+def decisive(entry: EvaluatorConfig, judge: Judge) -> dict[str, object]:
+    """What of `entry`, as resolved, decides its verdicts (`monitor.evaluators.revision`)."""
+    out = resolved(entry).model_dump(
+        mode="json",
+        include={
+            "name",
+            "threshold",
+            "severity_threshold",
+            "prompt",
+            "escalate_from",
+            "band",
+            "rubric",
+            "tlm",
+            "second_stage",
+        },
+    )
+    if entry.name in JUDGE_EVALUATORS:
+        out["model"] = entry.model or judge.model
+        out["structured_output"] = judge.structured_output
+        out["max_output_tokens"] = judge.max_output_tokens
+    return out
+
+
 def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) -> list[str]:
     """What only the evaluators can judge about `evaluators` entries: every name is known,
     every threshold lies on its evaluator's native scale, every judge has a model and a
     usable prompt, and the extra an entry needs (judges, the second stage) is installed.
     One `N.key: problem` line per problem (N the entry's index)."""
-    problems = []
+    problems: list[str] = []
     for i, entry in enumerate(entries):
+        if entry.previous is not None:
+            problems.extend(_previous_problems(i, entry, judge_model))
         if entry.name not in _FACTORIES:
             close = difflib.get_close_matches(entry.name, list(_FACTORIES), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
@@ -149,6 +181,27 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
         problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
         if problem is not None:
             problems.append(f"{i}.{problem}")
+    return problems
+
+
+def _previous_problems(i: int, entry: EvaluatorConfig, judge_model: str | None) -> list[str]:
+    """What is wrong with entry `i`'s `previous`: what its old values make wrong as an entry
+    (its name is the entry's, checked as the entry), or nothing that decides a verdict
+    differs (its revision would be the entry's own)."""
+    assert entry.previous is not None
+    old = entry.previous.entry(entry)
+    problems = [
+        f"{i}.previous.{problem.removeprefix('0.')}"
+        for problem in evaluator_problems([old], judge_model)
+        if not problem.startswith("0.name")
+    ]
+    judge = Judge(model=judge_model)  # the rest of the judge's settings are both's
+    if entry.name in _FACTORIES and decisive(old, judge) == decisive(entry, judge):
+        problems.append(
+            f"{i}.previous: the same revision as the evaluator (none of threshold, "
+            "severity_threshold, model, prompt, rubric, tlm, second_stage differs from "
+            "the entry's own, as the evaluator applies them); write the old values"
+        )
     return problems
 
 

@@ -18,30 +18,11 @@ import hashlib
 import json
 
 from monitor.config import EvaluatorConfig, Judge
-from monitor.evaluators.registry import resolved
-from monitor.judge.definitions import JUDGE_EVALUATORS
+from monitor.evaluators.registry import decisive
 from monitor.shared.version import __version__
 
 
 def revision(entry: EvaluatorConfig, judge: Judge) -> str:
     """`<monitor version>+<8 hex digits>` for `entry` (see the module docstring)."""
-    decisive = resolved(entry).model_dump(
-        mode="json",
-        include={
-            "name",
-            "threshold",
-            "severity_threshold",
-            "prompt",
-            "escalate_from",
-            "band",
-            "rubric",
-            "tlm",
-            "second_stage",
-        },
-    )
-    if entry.name in JUDGE_EVALUATORS:
-        decisive["model"] = entry.model or judge.model
-        decisive["structured_output"] = judge.structured_output
-        decisive["max_output_tokens"] = judge.max_output_tokens
-    digest = hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()
-    return f"{__version__}+{digest[:8]}"
+    digest = hashlib.sha256(json.dumps(decisive(entry, judge), sort_keys=True).encode())
+    return f"{__version__}+{digest.hexdigest()[:8]}"

@@ -11,7 +11,9 @@ Pages go to a webhook receiver, as `alerts.webhooks` sends them.
   information limit.
 - An evaluator changeover (the process restarted from its `state_file` with another
   `threshold`: another revision, which reads the same traffic higher) pages nothing by
-  itself, and a 2.5x rise after it pages, within 10 times its limit (why later: below).
+  itself, and a 2.5x rise after it pages, within 10 times its limit (why later: below);
+  with the old pass mark kept as `evaluators[].previous` (both revisions score the same
+  records), within 4 times.
 
 A separate process cannot take an injected clock, so the traffic is paced in real time and
 every check waits on a condition (the sidecar's metrics, the webhook). How soon a rise
@@ -218,6 +220,22 @@ def _burst_then_rise(service: Service, client: Service, sidecar: Sidecar) -> Non
 def test_an_evaluator_changeover_pages_nothing_and_a_rise_after_it_pages(
     tmp_path: Path,
 ) -> None:
+    _changeover(tmp_path, {"name": "local_groundedness", "threshold": STRICTER}, 10.0)
+
+
+def test_with_the_previous_revision_scoring_the_same_records_a_rise_after_a_changeover_pages_sooner(
+    tmp_path: Path,
+) -> None:
+    """The same changeover with the old pass mark kept as `previous` (both revisions score
+    every record until a far `until`): the offset is measured on the same records' verdicts,
+    which differ on few records, so the rise pages within four times its limit (about half
+    the verdicts it needs without)."""
+    previous = {"until": "2100-01-01", "share": 1.0, "threshold": None}
+    entry = {"name": "local_groundedness", "threshold": STRICTER, "previous": previous}
+    _changeover(tmp_path, entry, 4.0)
+
+
+def _changeover(tmp_path: Path, evaluator: dict[str, Any], bound: float) -> None:
     config = tmp_path / "monitor.yaml"
     state = tmp_path / "alerts.state"
     with webhook() as hook:
@@ -233,11 +251,7 @@ def test_an_evaluator_changeover_pages_nothing_and_a_rise_after_it_pages(
         asked = service.sent
 
         # The same monitor with another pass mark: another revision of the evaluator.
-        write_config(
-            config,
-            rule_config(hook.url, state),
-            evaluator={"name": "local_groundedness", "threshold": STRICTER},
-        )
+        write_config(config, rule_config(hook.url, state), evaluator=evaluator)
         with rag_monitor(tmp_path, config) as ports:
             assert ports.http is not None
             assert metric(ports.metrics, "rag_monitor_alert_state_loads_total") == 1
@@ -246,12 +260,17 @@ def test_an_evaluator_changeover_pages_nothing_and_a_rise_after_it_pages(
             # time the rules remember one, would be one piece of evidence with the first.
             service.sent = asked
             try:
-                _changeover_then_rise(service, Sidecar(ports.metrics, hook), asked)
+                _changeover_then_rise(service, Sidecar(ports.metrics, hook), asked, bound)
+                if "previous" in evaluator:
+                    paired = metric(
+                        ports.metrics, "rag_monitor_previous_revision_evaluations_total"
+                    )
+                    assert paired is not None and paired > 0
             finally:
                 service.close()
 
 
-def _changeover_then_rise(service: Service, sidecar: Sidecar, asked: int) -> None:
+def _changeover_then_rise(service: Service, sidecar: Sidecar, asked: int, bound: float) -> None:
     # What the stricter revision reads: the hallucinated answers and the faithful ones
     # scored below its pass mark (7 of the 36 the service cycles through).
     misread = 7 / 36
@@ -280,9 +299,9 @@ def _changeover_then_rise(service: Service, sidecar: Sidecar, asked: int) -> Non
     # binomial variance until it has).
     limit = information_limit(healthy, risen)
     needed = verdicts_to_page(
-        service, sidecar, service.sent - asked, HEALTHY_SHARE * RISE, 10 * limit
+        service, sidecar, service.sent - asked, HEALTHY_SHARE * RISE, bound * limit
     )
-    assert needed <= 10 * limit, (needed, limit)
+    assert needed <= bound * limit, (needed, limit)
     (page, *_) = wait_until(sidecar.pages, 60, "the page at the webhook")
     assert page["status"] == "firing"
     stricter = EvaluatorConfig(name="local_groundedness", threshold=STRICTER)

@@ -21,6 +21,18 @@ from monitor.cli.check_config import metrics_port
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 
+# The trustworthiness options, every key at a good value.
+TLM_GOOD: dict[str, Any] = {
+    "preset": "low",
+    "draws": 3,
+    "temperature": 1.0,
+    "reflection": True,
+    "reflection_wordings": 1,
+    "weights": {"consistency": 0.7, "reflection": 0.3},
+    "agreement": "detector",
+    "logprobs": False,
+}
+
 # A file naming every key at a good value (three rules: one per form).
 GOOD: dict[str, Any] = {
     "receivers": {
@@ -112,7 +124,18 @@ GOOD: dict[str, Any] = {
         "patterns": ["ticket-[0-9]+"],
     },
     "evaluators": [
-        {"name": "local_groundedness", "sample_rate": 1.0, "threshold": 0.5, "second_stage": False},
+        {
+            "name": "local_groundedness",
+            "sample_rate": 1.0,
+            "threshold": 0.5,
+            "second_stage": False,
+            "previous": {
+                "until": "2026-12-01T00:00:00Z",
+                "share": 0.2,
+                "threshold": 0.4,
+                "second_stage": False,
+            },
+        },
         {
             "name": "groundedness",
             "model": "openai/gpt-4o-mini",
@@ -120,20 +143,26 @@ GOOD: dict[str, Any] = {
             "escalate_from": "local_groundedness",
             "band": [0.3, 0.7],
         },
-        {"name": "rubric", "rubric": "Is the answer polite?", "prompt": None},
-        {"name": "hate_unfairness", "severity_threshold": "medium"},
+        {
+            "name": "rubric",
+            "rubric": "Is the answer polite?",
+            "prompt": None,
+            "previous": {
+                "until": "2026-12-01",
+                "rubric": "Is the answer kind?",
+                "prompt": None,
+                "model": "openai/gpt-4o",
+            },
+        },
+        {
+            "name": "hate_unfairness",
+            "severity_threshold": "medium",
+            "previous": {"until": "2026-12-01", "severity_threshold": "high"},
+        },
         {
             "name": "trustworthiness_tlm",
-            "tlm": {
-                "preset": "low",
-                "draws": 3,
-                "temperature": 1.0,
-                "reflection": True,
-                "reflection_wordings": 1,
-                "weights": {"consistency": 0.7, "reflection": 0.3},
-                "agreement": "detector",
-                "logprobs": False,
-            },
+            "tlm": copy.deepcopy(TLM_GOOD),
+            "previous": {"until": "2026-12-01", "tlm": {**copy.deepcopy(TLM_GOOD), "draws": 4}},
         },
     ],
     "alerts": {
@@ -302,6 +331,19 @@ NOT_A_CHOICE = ["", "nope", 1]
 NOT_MILLIS = [-1, 1.5, 2**31, "many", "1.5ms", [1]]
 
 # key path (list indices as numbers) → the values it must refuse.
+# The trustworthiness options' keys (on evaluators.4) → the values each must refuse.
+TLM_BAD: dict[str, list[Any]] = {
+    "evaluators.4.tlm.preset": [*NOT_A_CHOICE, "max"],
+    "evaluators.4.tlm.draws": [*NOT_A_COUNT, 0, 21],
+    "evaluators.4.tlm.temperature": [*NOT_A_NUMBER, 0, 2.5],
+    "evaluators.4.tlm.reflection": NOT_A_FLAG,
+    "evaluators.4.tlm.reflection_wordings": [*NOT_A_COUNT, 0, 3],
+    "evaluators.4.tlm.weights.consistency": NOT_A_NUMBER,
+    "evaluators.4.tlm.weights.reflection": NOT_A_NUMBER,
+    "evaluators.4.tlm.agreement": [*NOT_A_CHOICE, "both"],
+    "evaluators.4.tlm.logprobs": NOT_A_FLAG,
+}
+
 TABLE: dict[str, list[Any]] = {
     "receivers.otlp.grpc.enabled": NOT_A_FLAG,
     "receivers.otlp.grpc.endpoint": NOT_AN_ENDPOINT,
@@ -389,16 +431,21 @@ TABLE: dict[str, list[Any]] = {
     "evaluators.1.band": [[0.7, 0.3], [0, 2], [0.1], "0.3-0.7", [math.nan, 0.5]],
     "evaluators.2.rubric": ["", "x" * 65537, [1]],
     "evaluators.1.api_base": NOT_A_URL,
-    "evaluators.4.tlm.preset": [*NOT_A_CHOICE, "max"],
-    "evaluators.4.tlm.draws": [*NOT_A_COUNT, 0, 21],
-    "evaluators.4.tlm.temperature": [*NOT_A_NUMBER, 0, 2.5],
-    "evaluators.4.tlm.reflection": NOT_A_FLAG,
-    "evaluators.4.tlm.reflection_wordings": [*NOT_A_COUNT, 0, 3],
-    "evaluators.4.tlm.weights.consistency": NOT_A_NUMBER,
-    "evaluators.4.tlm.weights.reflection": NOT_A_NUMBER,
-    "evaluators.4.tlm.agreement": [*NOT_A_CHOICE, "both"],
-    "evaluators.4.tlm.logprobs": NOT_A_FLAG,
+    **TLM_BAD,
     "evaluators.0.second_stage": NOT_A_FLAG,
+    "evaluators.0.previous.until": ["", "soon", 5, [1]],
+    "evaluators.0.previous.share": [0, *NOT_A_RATE],
+    "evaluators.0.previous.threshold": [*NOT_A_NUMBER, 1.5],
+    "evaluators.0.previous.second_stage": NOT_A_FLAG,
+    "evaluators.3.previous.severity_threshold": [*NOT_A_CHOICE, "severe"],
+    "evaluators.2.previous.model": NOT_TEXT,
+    "evaluators.2.previous.prompt": ["x" * 65537, [1]],
+    "evaluators.2.previous.rubric": ["", "x" * 65537, [1]],
+    # The previous revision's tlm options are the entry's own kind (checked above).
+    **{
+        key.replace("evaluators.4.tlm.", "evaluators.4.previous.tlm."): values
+        for key, values in TLM_BAD.items()
+    },
     "alerts.rules.0.name": [*NOT_TEXT, "two words", "x" * 129],
     "alerts.rules.0.evaluator": [*NOT_TEXT, "local_groundednes", "groundedness_v9"],
     "alerts.rules.2.category": [*NOT_TEXT, "hate"],

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 Key = tuple[int, str, str]
+# A previous revision's verdicts' own revision, and the current revision's on the same records.
+Paired = tuple[str | None, Sequence[float]]
 """An entry's key: (rule index, service, cohort), the service and cohort as the caps hold
 them."""
 
@@ -164,11 +166,18 @@ class Keeper(Protocol):
 @runtime_checkable
 class Replacing(Protocol):
     """A kind that learns from the verdicts of the revision an entry's replaced, still
-    coming (a rollout with both live), the old revision's level in the new one's terms
-    (regression rules: the overlap); they are judged by no rule."""
+    coming (a rollout with both live; or `paired`, a previous revision scoring records
+    again: its revision and the entry's own verdicts on the same records), the old
+    revision's level in the new one's terms (regression rules: the overlap); they are
+    judged by no rule."""
 
     def add_replaced(
-        self, state: Any, histogram: Sequence[float], now: float, firing: bool
+        self,
+        state: Any,
+        histogram: Sequence[float],
+        now: float,
+        firing: bool,
+        paired: Paired | None = None,
     ) -> None:
         """Verdicts of the replaced revision, to an entry `firing` or not."""
         ...

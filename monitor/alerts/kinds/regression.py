@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds import Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import Expecting, reference_text
 from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
@@ -95,7 +95,9 @@ class Regression:
             return state
         state.history = history
         bucket = history.bucket(now)
-        state.changeover = Changeover(now, bucket, before, history.counts(bucket))
+        state.changeover = Changeover(
+            now, bucket, before, history.counts(bucket), replaced=previous.revision
+        )
         return state
 
     # -- verdicts in ------------------------------------------------------------------
@@ -129,9 +131,26 @@ class Regression:
         return False
 
     def add_replaced(
-        self, state: RegressionState, histogram: Sequence[float], now: float, firing: bool
+        self,
+        state: RegressionState,
+        histogram: Sequence[float],
+        now: float,
+        firing: bool,
+        paired: Paired | None = None,
     ) -> None:
-        state.count_overlap(Moments.of_histogram(histogram), now, old=True, firing=firing)
+        old = Moments.of_histogram(histogram)
+        if paired is None:
+            state.count_overlap(old, now, old=True, firing=firing)
+        elif (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
+            _log.log(
+                f"{self.rule.config.name} paired",
+                logging.WARNING,
+                "alert %s: the previous revision %s scores records again, but the history "
+                "was learned with %s: its verdicts are left out",
+                self.rule.config.name,
+                paired[0],
+                learned,
+            )
 
     def sent(
         self,

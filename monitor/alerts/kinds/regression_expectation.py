@@ -46,7 +46,8 @@ class Expecting:
 
     def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
         """While the new revision's offset from the old one is measured: the offset is the
-        overlap's (both revisions' verdicts in the same hours: `Overlap`) while the old
+        overlap's (both revisions' verdicts on the same records, or in the same hours:
+        `Overlap`) while the old
         revision still reports (within a `window`), else the better measured (the smaller
         variance) of the overlap's and the consecutive periods' (the new revision's level
         since the change, deseasonalised by the history's season, once it holds
@@ -87,9 +88,8 @@ class Expecting:
         before = change.before
         overlap = change.overlap.offset(max(1.0, before.error_units / max(1, before.samples)))
         if overlap is not None:
-            n_old, n_new = change.overlap.counts
-            how = f"{n_old:.0f} and {n_new:.0f} verdicts of both in the same hours"
-            out.append((overlap[1], overlap[0], how))
+            offset, variance, how = overlap
+            out.append((variance, offset, how))
             if now - change.overlap.old_seen < self.rule.window_s:
                 return out  # both live: a change of the service is not the evaluator's
         start = (change.bucket + 1) * history.width_s

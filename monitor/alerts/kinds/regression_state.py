@@ -3,6 +3,7 @@ form in the state file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,10 @@ class Overlap:
     the closed buckets, the sum of each bucket's weight `1 / (1/n_old + 1/n_new)` and of
     the weighted differences; `pooled`: (verdicts, sum, squares) of both sides over all
     buckets, the variance per verdict; `counts`: each side's verdicts; `old_seen`: when
-    the old revision's last came."""
+    the old revision's last came. `paired`: (verdicts, sum, squares) of the differences
+    new - old on the same records, where both revisions scored them (dual scoring,
+    `evaluators[].previous`): the two verdicts on a record mostly agree, so their
+    difference varies far less than two independent verdicts."""
 
     bucket: int = -1
     old: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
@@ -44,6 +48,17 @@ class Overlap:
     pooled: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     counts: list[float] = field(default_factory=lambda: [0.0, 0.0])
     old_seen: float = 0.0
+    paired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+
+    def add_pair(self, old: Moments, new: Moments, now: float) -> None:
+        """Both revisions' verdicts on the same record (as many of each)."""
+        n = min(old.samples, new.samples)
+        if n <= 0:
+            return
+        difference = new.mean - old.mean
+        for i, x in enumerate((n, n * difference, n * difference * difference)):
+            self.paired[i] += x
+        self.old_seen = now
 
     def add(self, bucket: int, moments: Moments, now: float, *, old: bool) -> None:
         if bucket > self.bucket:
@@ -68,16 +83,32 @@ class Overlap:
         w = 1.0 / (1.0 / no + 1.0 / nn)
         return self.weight + w, self.weighted + w * (sn / nn - so / no)
 
-    def offset(self, design: float) -> tuple[float, float] | None:
-        """The new revision's offset from the old and its variance (`design`: how much more
-        the verdicts vary than independent ones); None before `OVERLAP_MIN` of each."""
+    def offset(self, design: float) -> tuple[float, float, str] | None:
+        """The new revision's offset from the old, its variance (`design`: how much more
+        the verdicts vary than independent ones) and how it was measured: the better
+        measured of the paired differences' (once `OVERLAP_MIN` records) and the same
+        hours' (once `OVERLAP_MIN` verdicts of each side); None before either."""
+        measured = []
+        n, total, squares = self.paired
+        if n >= OVERLAP_MIN:
+            mean = total / n
+            # At least one disagreement's worth: none among a few hundred records does not
+            # make the offset exact.
+            variance = max(squares / n - mean * mean, 1.0 / n)
+            how = f"{n:.0f} records scored by both revisions"
+            measured.append((variance * design / n, mean, how))
         weight, weighted = self._closed()
-        if min(self.counts) < OVERLAP_MIN or weight <= 0:
+        if min(self.counts) >= OVERLAP_MIN and weight > 0:
+            n, total, squares = self.pooled
+            mean = total / n
+            variance = max(squares / n - mean * mean, 1e-6)
+            n_old, n_new = self.counts
+            how = f"{n_old:.0f} and {n_new:.0f} verdicts of both in the same hours"
+            measured.append((variance * design / weight, weighted / weight, how))
+        if not measured:
             return None
-        n, total, squares = self.pooled
-        mean = total / n
-        variance = max(squares / n - mean * mean, 1e-6)
-        return weighted / weight, variance * design / weight
+        variance, offset, how = min(measured)
+        return offset, variance, how
 
     def saved(self) -> list[float]:
         return [
@@ -89,6 +120,7 @@ class Overlap:
             *self.pooled,
             *self.counts,
             self.old_seen,
+            *self.paired,
         ]
 
 
@@ -98,7 +130,8 @@ class Changeover:
     `before` is the old revision's deseasonalised level over the baseline window before it,
     `bucket` the history's bucket it fell in, `counts` that bucket's verdicts (clean,
     held) of the old revision, and `applied` the offset the older buckets were moved by
-    so far; `overlap` what both revisions scored since (`Overlap`)."""
+    so far; `overlap` what both revisions scored since (`Overlap`); `replaced` the old
+    revision (None: not known, a state file from before it was kept)."""
 
     since: float
     bucket: int
@@ -106,6 +139,7 @@ class Changeover:
     counts: tuple[float, float]
     applied: float = 0.0
     overlap: Overlap = field(default_factory=Overlap)
+    replaced: str | None = None
 
 
 @dataclass(slots=True)
@@ -142,6 +176,22 @@ class RegressionState:
         if self.changeover is not None and not firing:
             self.changeover.overlap.add(self.history.bucket(now), moments, now, old=old)
 
+    def count_pair(
+        self, revision: str | None, old: Moments, new: Sequence[float], now: float, firing: bool
+    ) -> str | None:
+        """A previous revision's verdicts `old` and the current one's `new` on the same
+        record while a changeover from `revision` lasts: to its overlap, but while the
+        rule fires (as `count_overlap`). Returns the revision the history was learned
+        with when it is not `revision` (the verdicts are left out)."""
+        change = self.changeover
+        if change is None:
+            return None
+        if change.replaced is None or change.replaced != revision:
+            return change.replaced or "an unknown revision"
+        if not firing:
+            change.overlap.add_pair(old, Moments.of_histogram(new), now)
+        return None
+
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "current": self.current.slices(),
@@ -168,6 +218,7 @@ class RegressionState:
                 *self.changeover.overlap.saved(),
             ],
             "translated": None if self.translated is None else list(self.translated),
+            "replaced": None if self.changeover is None else self.changeover.replaced,
         }
         if self.test is not None:
             out["sequential"] = self.test.snapshot()
@@ -211,6 +262,7 @@ class RegressionState:
                 (_nonnegative(clean), _nonnegative(held_)),
                 saved_number(applied),
                 _overlap(both),
+                _text(raw.get("replaced")),
             )
         translated = raw["translated"]
         if translated is not None:
@@ -221,17 +273,26 @@ class RegressionState:
 
 
 def _overlap(raw: list[Any]) -> Overlap:
-    """An overlap's saved numbers (none: a file from before overlaps were kept)."""
+    """An overlap's saved numbers (none: a file from before overlaps were kept; 15: from
+    before paired verdicts were)."""
     if not raw:
         return Overlap()
-    if len(raw) != 15:
+    if len(raw) not in (15, 18):
         raise ValueError("changeover: the overlap holds the wrong count of numbers")
     bucket, *rest = raw
     if isinstance(bucket, bool) or not isinstance(bucket, int):
         raise TypeError("changeover: the overlap's bucket is not an integer")
     weighted = saved_number(rest.pop(7))
+    paired_sum = saved_number(rest.pop(14)) if len(rest) == 16 else 0.0
     n = [_nonnegative(x) for x in rest]
-    return Overlap(bucket, n[0:3], n[3:6], n[6], weighted, n[7:10], n[10:12], n[12])
+    paired = [n[13], paired_sum, n[14]] if len(n) == 15 else [0.0, 0.0, 0.0]
+    return Overlap(bucket, n[0:3], n[3:6], n[6], weighted, n[7:10], n[10:12], n[12], paired)
+
+
+def _text(raw: Any) -> str | None:
+    if raw is not None and not isinstance(raw, str):
+        raise TypeError("changeover: the replaced revision is not text")
+    return raw
 
 
 def _nonnegative(raw: Any) -> float:

@@ -9,7 +9,8 @@ is counted again as the boost's and logged, once an hour at most. The CPU scorer
 its extraction (`_task.py`); here their results are counted and taken. Network evaluators
 (LLM judges) run concurrently, each call under the evaluation deadline. Escalated
 evaluators run after the evaluator they escalate from, on the records whose score fell in
-their band; an escalated CPU scorer takes a task of its own.
+their band; an escalated CPU scorer takes a task of its own. Then the previous revisions
+of evaluators that have one score their share of the records (`_previous.py`).
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ import dataclasses
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import cast
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
+from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Scored, held_back
+from monitor.processors.evaluation._task import Job, Scored, held_back, previous_key
 from monitor.processors.sampler import Sampled
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -49,6 +51,8 @@ class InFlight:
     results: dict[str, EvalResult]
     # CPU scorers only a boost sampled that the local limit held back.
     refused: frozenset[str] = frozenset()
+    # The verdicts of evaluators' previous revisions on it, by evaluator (`_previous.py`).
+    previous: dict[str, EvalResult] = field(default_factory=dict)
 
     @property
     def boosted(self) -> frozenset[str]:
@@ -79,7 +83,11 @@ class BatchEvaluator:
         evaluate_suspect: bool = False,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
+        previous: Mapping[str, PreviousScorer] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`previous`: evaluators' previous revisions by evaluator name; `clock`: the
+        time their `until` is compared with, in seconds since the epoch."""
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
         self._first = [s for s in stages if s.escalate_from is None]
@@ -112,6 +120,28 @@ class BatchEvaluator:
         self._revisions = dict(revisions or {})
         for name, revision in self._revisions.items():
             telemetry.evaluator_revision.labels(name, revision).set(1)
+        self._previous = dict(previous or {})
+        self._clock = clock
+        self._previous_evaluations = telemetry.counter(
+            "previous_revision_evaluations",
+            "Verdicts of evaluators' previous revisions (evaluators[].previous) on records "
+            "their evaluator also judged, by outcome: for the alert rules' changeover only, "
+            "in no other metric.",
+            ("evaluator", "revision", "outcome"),
+        )
+
+    def previous_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
+        """The task keys of the previous revisions of CPU `scorers` that score the item of
+        sampling key `key` too (`PreviousScorer.chosen`), each admitted to the local
+        limit as a boost's evaluation is."""
+        now = self._clock()
+        return tuple(
+            previous_key(name)
+            for name in scorers
+            if (previous := self._previous.get(name)) is not None
+            and previous.chosen(key, now)
+            and self._budget.admit_local(True)
+        )
 
     def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
         """Takes the batch task's CPU scorers of an item from the budget; returns those
@@ -143,6 +173,54 @@ class BatchEvaluator:
         await self._run(self._first, batch)
         if self._escalated:
             await self._run(self._escalated, batch)
+        if self._previous:
+            await self._run_previous(batch)
+
+    async def _run_previous(self, batch: list[InFlight]) -> None:
+        """The previous revisions' verdicts on the records their evaluator judged: a CPU
+        scorer's from the batch's task, a judge's called now (`_previous.py`)."""
+        now = self._clock()
+        calls = []
+        for item in batch:
+            for name, previous in self._previous.items():
+                current = item.results.get(name)
+                if current is None or current.outcome == "error":
+                    continue  # nothing to pair it with
+                if name in self._cpu:
+                    scored = item.scored.get(previous_key(name))
+                    if scored is not None:
+                        self._took_previous(item, previous, scored[0])
+                elif previous.chosen(item.record.sampling_key, now) and self._budget.admit(
+                    boost=True
+                ):
+                    calls.append(self._one_previous(previous, item))
+        if calls:
+            await asyncio.gather(*calls)
+
+    async def _one_previous(self, previous: PreviousScorer, item: InFlight) -> None:
+        ((_, result),) = await self._one(previous.evaluator, item, timed=False)
+        if result.input_tokens or result.output_tokens or result.cost:
+            self._budget.spend(result.input_tokens + result.output_tokens, result.cost, boost=True)
+        self._took_previous(item, previous, result)
+
+    def _took_previous(self, item: InFlight, previous: PreviousScorer, result: EvalResult) -> None:
+        """A previous revision's result on `item`, counted, and kept when a verdict."""
+        name = previous.evaluator.name
+        result = dataclasses.replace(result, name=name, revision=previous.revision)
+        labels = (name, previous.revision, result.outcome)
+        self._t.child(self._previous_evaluations, *labels).inc()
+        if result.outcome != "error":
+            item.previous[name] = result
+            return
+        self._warn.warning(
+            f"previous/{name}",
+            "the previous revision %s of evaluator %s failed on record %s (left out of the "
+            "alert rules' changeover): %s",
+            previous.revision,
+            name,
+            item.record.request_id,
+            result.error,
+        )
 
     def _runnable(
         self, stages: list[_Stage], item: InFlight, decisions: Tally[tuple[str, str, str]]
@@ -271,7 +349,11 @@ class BatchEvaluator:
                         boost=result.name in item.boosted,
                     )
 
-    async def _one(self, evaluator: Evaluator, item: InFlight) -> list[tuple[InFlight, EvalResult]]:
+    async def _one(
+        self, evaluator: Evaluator, item: InFlight, *, timed: bool = True
+    ) -> list[tuple[InFlight, EvalResult]]:
+        """`evaluator` on `item`, under its deadline (`timed`: its duration counted as
+        the evaluator's)."""
         started = time.perf_counter()
         judge = evaluator.kind == "judge"
         try:
@@ -281,9 +363,10 @@ class BatchEvaluator:
             result = self._timed_out(evaluator.name, item.record, judge)
         except Exception as exc:
             result = self._failed(evaluator.name, item.record, exc)
-        self._t.child(self._t.evaluation_duration, evaluator.name).observe(
-            time.perf_counter() - started
-        )
+        if timed:
+            self._t.child(self._t.evaluation_duration, evaluator.name).observe(
+                time.perf_counter() - started
+            )
         return [(item, result)]
 
     async def _score_cpu(

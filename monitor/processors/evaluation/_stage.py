@@ -41,19 +41,20 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import BatchSink, ResultSink, SampledRecord, SampledTrace
+from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
+from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Scored, Settings
+from monitor.processors.evaluation._task import Job, Scored, Settings, previous_key
 from monitor.records import RagRecord
 from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
@@ -86,17 +87,26 @@ class EvaluationStage:
         settings: Settings | None = None,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
+        previous: Mapping[str, PreviousScorer] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`judge_timeout_s`: a judge evaluator's deadline (`evaluation_timeout_s` unless
         given: the pipeline gives the judge client's own longest call).
         `cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
         records are scored). `revisions`: each evaluator's revision, carried by its
-        results (`monitor.evaluators.revision`)."""
+        results (`monitor.evaluators.revision`). `previous`: evaluators' previous
+        revisions, by evaluator (`_previous.py`; a pool's workers must have been given
+        those that are CPU scorers), compared with `clock` (seconds since the epoch)."""
         settings = settings or Settings()
+        previous = dict(previous or {})
+        scorers = {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)}
+        for name, old in previous.items():
+            if isinstance(old.evaluator, CpuScorer):
+                scorers[previous_key(name)] = old.evaluator
         self._runner = TaskRunner(
             cpu_pool,
-            {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)},
+            scorers,
             settings,
             evaluation_timeout_s=evaluation_timeout_s,
             extraction_timeout_s=extraction_timeout_s,
@@ -111,7 +121,10 @@ class EvaluationStage:
             evaluate_suspect=settings.evaluate_suspect,
             revisions=revisions,
             judge_timeout_s=judge_timeout_s,
+            previous=previous,
+            clock=clock,
         )
+        self._paired = [sink for sink in sinks if isinstance(sink, PairedSink)]
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
@@ -308,6 +321,8 @@ class EvaluationStage:
                         written = self._emit(sink, item, flight.record, flight.results)
                         if written is not None:
                             writes.append(written)
+                if flight.previous:
+                    self._emit_previous(flight)
             if writes:
                 # Finished once persisted; the worker moves on without waiting, unless
                 # too many items already wait for their writes (see `_take`).
@@ -329,6 +344,7 @@ class EvaluationStage:
         for item in items:
             refused.append(self._evaluators.admit_cpu(item.sampled))
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
+            scorers += self._evaluators.previous_scorers(scorers, _sampling_key(item))
             if isinstance(item, SampledTrace):
                 sent.append(Job(scorers, spans=item.spans))
             elif scorers:
@@ -401,6 +417,15 @@ class EvaluationStage:
         future.set_result(False)
         return future
 
+    def _emit_previous(self, flight: InFlight) -> None:
+        """Previous revisions' verdicts on a record, to the sinks that take them; a sink
+        that fails on them loses them alone (the record's own results went already)."""
+        for sink in self._paired:
+            try:
+                sink.emit_previous(flight.record, flight.results, flight.previous)
+            except Exception:
+                self._sink_failed(sink, [flight.record])
+
     def _emit_many(
         self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]
     ) -> None:
@@ -419,7 +444,9 @@ class EvaluationStage:
             except Exception:
                 self._sink_failed(sink, [item[0]])
 
-    def _sink_failed(self, sink: ResultSink | BatchSink, records: list[RagRecord]) -> None:
+    def _sink_failed(
+        self, sink: ResultSink | BatchSink | PairedSink, records: list[RagRecord]
+    ) -> None:
         name = type(sink).__name__
         self._t.dropped.labels("evaluate", "sink_error").inc(len(records))
         log.exception(
@@ -445,6 +472,13 @@ def _left(deadline_s: float, started: float) -> float:
 
 def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:
     return not writes.cancelled() and writes.exception() is None and all(writes.result())
+
+
+def _sampling_key(item: Item) -> str:
+    """What the item's records are sampled by: the trace's id (its records' sampling key)."""
+    if isinstance(item, SampledRecord):
+        return item.record.sampling_key
+    return item.spans[0].trace_id if item.spans else ""
 
 
 def _describe(item: Item) -> str:

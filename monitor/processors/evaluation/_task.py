@@ -38,6 +38,15 @@ from monitor.spans import Span
 Scored = dict[str, tuple[EvalResult, float]]
 """A record's CPU results by evaluator, with the seconds each took."""
 
+# What a CPU scorer's previous revision (`evaluators[].previous`) goes by in a task and in
+# its results: its evaluator's name with this after it (the stage names them back).
+PREVIOUS = "@previous"
+
+
+def previous_key(name: str) -> str:
+    return name + PREVIOUS
+
+
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
 # Builds a CPU scorer in a worker; must be a module-level function (it is pickled by name).
@@ -185,6 +194,8 @@ def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]
             result = scorers[name].score(record)
         except Exception as exc:
             result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
+        if result.name != name:  # a previous revision's, known by its key on the way back
+            result = dataclasses.replace(result, name=name)
         scored[name] = (result, time.perf_counter() - started)
     return scored
 
@@ -207,6 +218,8 @@ class WorkerSetup:
     specs: tuple[EvaluatorConfig, ...]
     factory: ScorerFactory
     settings: Settings
+    # The previous revisions of CPU scorers, each known by `previous_key` of its name.
+    previous: tuple[EvaluatorConfig, ...] = ()
 
 
 _scorers: dict[str, CpuScorer] = {}
@@ -217,12 +230,14 @@ def set_up_worker(setup: WorkerSetup) -> None:
     """The worker's initializer: build and warm up its CPU scorers."""
     global _settings
     _settings = setup.settings
-    for spec in setup.specs:
+    keyed = [(spec.name, spec) for spec in setup.specs]
+    keyed += [(previous_key(spec.name), spec) for spec in setup.previous]
+    for key, spec in keyed:
         evaluator = setup.factory(spec)
         warm_up = getattr(evaluator, "warm_up", None)
         if warm_up is not None:
             asyncio.run(warm_up())
-        _scorers[spec.name] = evaluator
+        _scorers[key] = evaluator
 
 
 def run_in_worker(batch: Batch) -> list[Outcome]:
@@ -231,7 +246,11 @@ def run_in_worker(batch: Batch) -> list[Outcome]:
 
 
 def worker_initializer(
-    specs: Sequence[EvaluatorConfig], settings: Settings, factory: ScorerFactory = build_scorer
+    specs: Sequence[EvaluatorConfig],
+    settings: Settings,
+    factory: ScorerFactory = build_scorer,
+    previous: Sequence[EvaluatorConfig] = (),
 ) -> Initializer:
-    """What a pool's workers run to be able to run tasks for `specs` under `settings`."""
-    return Initializer(set_up_worker, WorkerSetup(tuple(specs), factory, settings))
+    """What a pool's workers run to be able to run tasks for `specs` (and the previous
+    revisions `previous`) under `settings`."""
+    return Initializer(set_up_worker, WorkerSetup(tuple(specs), factory, settings, tuple(previous)))

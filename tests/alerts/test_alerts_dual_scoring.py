@@ -1,0 +1,192 @@
+"""An evaluator changeover measured on records both revisions scored
+(`evaluators[].previous`, `Overlap.paired`): the previous revision's verdicts on a share of
+the records come to the alert engine with the new revision's on the same records
+(`AlertEngine.emit_previous`); the offset is the mean of their differences, which varies far
+less than two independent verdicts, so the history translates within hours and a rise soon
+after the change pages. Verdicts one record at a time on an injected clock, judged every
+15 s."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+
+from harness.production_streams import START, Change, StreamSpec, stream
+from monitor.alerts import AlertEngine
+from monitor.alerts.backtest import Backtest
+from monitor.alerts.backtest_rows import Row
+from monitor.alerts.kinds.regression_state import RegressionState
+from monitor.alerts.rule import Origin
+from monitor.component import Alert
+from monitor.config import AlertBaseline, Config, RegressionRule
+from monitor.results import EvalResult
+from monitor.telemetry import create_telemetry
+from tests.alerts.test_alerts import Clock
+
+EVALUATOR = "local_groundedness"
+STEP_S = 15
+RATE = 2  # records a second
+BEFORE_S = 7 * 3600.0
+SHARE = 0.2  # of the records the previous revision scores again
+
+
+def engine_for(clock: Clock, name: str) -> AlertEngine:
+    """The rule named apart per test: the log lines are limited per rule and process."""
+    rule = RegressionRule(
+        name=name,
+        evaluator=EVALUATOR,
+        baseline=AlertBaseline(season="none", window="6h"),
+        false_page_every="7d",
+    )
+    return AlertEngine([rule], create_telemetry(), evaluation_interval_s=STEP_S, clock=clock)
+
+
+def verdict(failed: bool, revision: str) -> dict[str, EvalResult]:
+    return {EVALUATOR: EvalResult(EVALUATOR, passed=not failed, revision=revision)}
+
+
+def run(
+    engine: AlertEngine,
+    clock: Clock,
+    start_s: float,
+    end_s: float,
+    *,
+    rise_from_s: float = float("inf"),
+    previous: str | None = "a",
+    share: float = SHARE,
+) -> list[Alert]:
+    """`RATE` records a second from `start_s` to `end_s` (seconds since the change), the
+    alerts sent. Before the change revision "a" reads 0.20; after it "b" reads 0.30 of the
+    same records (it fails every record "a" fails, and a tenth more of them) and `previous`
+    scores `share` of them again. From `rise_from_s` the service fails twice as much."""
+    rng = random.Random(int(start_s) + 11)
+    origin = Origin("shop")
+    sent: list[Alert] = []
+    t = start_s
+    while t < end_s:
+        clock.now += STEP_S
+        at, t = t, t + STEP_S
+        factor = 2.0 if at >= rise_from_s else 1.0
+        for _ in range(RATE * STEP_S):
+            u = rng.random()
+            old_fails = u < 0.20 * factor
+            if at < 0:
+                engine.count_results(origin, verdict(old_fails, "a"), clock.now)
+                continue
+            own = verdict(u < 0.30 * factor, "b")
+            engine.count_results(origin, own, clock.now)
+            if previous is not None and rng.random() < share:
+                engine.count_results(origin, verdict(old_fails, previous), clock.now, paired=own)
+        sent.extend(engine.evaluate())
+    return sent
+
+
+def state_of(engine: AlertEngine) -> RegressionState:
+    state: RegressionState = next(iter(engine._entries.values())).state
+    return state
+
+
+def firing(sent: list[Alert]) -> list[Alert]:
+    return [a for a in sent if a.status == "firing"]
+
+
+def test_a_doubling_minutes_after_a_change_pages_on_paired_verdicts() -> None:
+    """The service fails twice as much five minutes after the new revision went live: the
+    offset measured on the records both scored stays near +0.10, so the doubling pages;
+    measured between consecutive periods (no previous revision scoring) the doubling is
+    taken for the evaluator's, and nothing pages."""
+    clock = Clock()
+    dual = engine_for(clock, "dual")
+    alone_clock = Clock()
+    alone = engine_for(alone_clock, "alone")
+    run(dual, clock, -BEFORE_S, 0.0)
+    run(alone, alone_clock, -BEFORE_S, 0.0, previous=None)
+    change_at = clock.now
+    sent = firing(run(dual, clock, 0.0, 3 * 3600.0, rise_from_s=300.0))
+    quiet = firing(run(alone, alone_clock, 0.0, 3 * 3600.0, rise_from_s=300.0, previous=None))
+    assert sent, "the doubling was taken for the evaluator's"
+    assert sent[0].starts_at.timestamp() - change_at <= 1800.0
+    # Against the new revision's healthy level (0.30), not the doubled one (0.60).
+    assert 0.25 <= float(sent[0].annotations["baseline_defect_rate"]) <= 0.40
+    assert quiet == []
+
+
+def test_a_doubling_three_hours_after_a_change_pages_on_the_translated_level() -> None:
+    clock = Clock()
+    engine = engine_for(clock, "doubling_after")
+    run(engine, clock, -BEFORE_S, 0.0)
+    assert firing(run(engine, clock, 0.0, 3 * 3600.0)) == []
+    change_at = clock.now - 3 * 3600.0
+    sent = firing(run(engine, clock, 3 * 3600.0, 5 * 3600.0, rise_from_s=3 * 3600.0))
+    assert sent, "the doubling three hours after the change did not page within two hours"
+    assert sent[0].starts_at.timestamp() - change_at - 3 * 3600.0 <= 1800.0
+    assert float(sent[0].annotations["baseline_defect_rate"]) == pytest.approx(0.30, abs=0.03)
+
+
+def test_verdicts_of_a_revision_the_history_was_not_learned_with_are_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`previous` names the old judge, but the history was learned under another (the
+    monitor's own release changed too, which no config brings back): its verdicts say
+    nothing of the history's level, so they are left out, and the log says why."""
+    clock = Clock()
+    engine = engine_for(clock, "other_previous")
+    run(engine, clock, -BEFORE_S, 0.0)
+    with caplog.at_level(logging.WARNING, logger="monitor.alerts.kinds.regression"):
+        run(engine, clock, 0.0, 600.0, previous="c")
+    change = state_of(engine).changeover
+    assert change is not None and change.replaced == "a"
+    assert change.overlap.paired == [0.0, 0.0, 0.0]
+    assert "the previous revision c scores records again" in caplog.text
+    assert "learned with a" in caplog.text
+
+
+def test_paired_verdicts_under_way_survive_the_state_file_and_an_older_file_reads() -> None:
+    clock = Clock()
+    engine = engine_for(clock, "saved")
+    run(engine, clock, -BEFORE_S, 0.0)
+    run(engine, clock, 0.0, 600.0)
+    change = state_of(engine).changeover
+    assert change is not None and change.overlap.paired[0] > 0
+    saved = engine.snapshot()
+    again = engine_for(clock, "saved")
+    again.restore(saved)
+    assert again.snapshot() == saved
+    assert state_of(again).changeover == change
+    # A state file from before paired verdicts were kept: none, and no revision replaced
+    # known (the previous revision's verdicts are then left out).
+    older = saved["saved"]["services"]["shop"][""]["state"]
+    older["changeover"] = older["changeover"][:24]
+    del older["replaced"]
+    third = engine_for(clock, "saved")
+    third.restore(saved)
+    restored = state_of(third).changeover
+    assert restored is not None
+    assert restored.overlap.paired == [0.0, 0.0, 0.0] and restored.replaced is None
+
+
+def test_backtest_replays_the_previous_revisions_verdicts_of_verdict_rows() -> None:
+    """A verdict row of one verdict carries the previous revision's on the same record
+    (`previous`), as the production streams write them: the replay measures the offset on
+    them; a row of counts, or a `previous` of another shape, is refused naming why."""
+    spec = StreamSpec(
+        rate=1.0, days=0.5, changes=(Change("revision", 0.35, 0.30),), previous_share=0.5
+    )
+    config = Config.model_validate(
+        {"alerts": {"rules": [{"name": "replayed", "evaluator": EVALUATOR, "baseline": {}}]}}
+    )
+    replay = Backtest(config)
+    assert [e for e in replay.run(stream(spec)) if e.status == "firing"] == []
+    state: RegressionState = next(iter(replay.engine._entries.values())).state
+    change = state.changeover
+    assert change is not None and change.overlap.paired[0] > 5000
+    assert change.applied == pytest.approx(0.10, abs=0.01)
+    origin = {"time": START, "service": "s", "evaluator": EVALUATOR}
+    with pytest.raises(ValueError, match="previous: only on a row of one verdict"):
+        Row.of({**origin, "passes": 3, "fails": 1, "previous": {"outcome": "pass"}})
+    with pytest.raises(ValueError, match="previous: expected"):
+        Row.of({**origin, "outcome": "pass", "previous": {"outcome": "maybe"}})
+    row = Row.of({**origin, "outcome": "pass", "previous": {"revision": "r1", "outcome": "fail"}})
+    assert row.previous == ("r1", True)
