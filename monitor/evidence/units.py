@@ -37,7 +37,7 @@ from monitor.evidence.dispersion import RHO_PRIOR
 _log = logging.getLogger(__name__)
 
 # The ids are set aside while the share of verdicts in ones that are no conversations
-# (`Conversations.degenerate_share`) is above FALLBACK_ON, taken back below FALLBACK_OFF.
+# (`Conversations.degenerate_share`) is FALLBACK_ON or more, taken back below FALLBACK_OFF.
 FALLBACK_ON = 0.5
 FALLBACK_OFF = 0.1
 # A request asked again within this long counts with its earlier askings; the requests
