@@ -3,6 +3,7 @@
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
         [--warmup-days 28] [--evidence-days 90] [--jobs 2] [--seed 1]
         [--only healthy|steps|changes|evidence-healthy|evidence-steps] [--write-docs]
+        [--topic-wander-hours 0]
 
 Every stream comes from `harness/production_streams.py` (conversations, a daily cycle of the
 defect rate and of traffic, changes) and goes through `monitor.alerts.backtest.Backtest`,
@@ -39,9 +40,10 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
 5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
    docs blocks): a client bursting 2,000 near-identical requests in ten minutes once a day
    (no ids), verdicts correlated by topic (20 topics, a mix that follows the day and
-   wanders by the hour) at 10 and 1 a second, and conversation ids that are none (one
-   constant id, the pod, a recycled pool of 1,000, the user's id): false pages; and x1.5 /
-   x2 steps against the information limit on those with ids at 1 a second.
+   wanders by the hour; `--topic-wander-hours`: a wander that lasts that many hours) at 10
+   and 1 a second, and conversation ids that are none (one constant id, the pod, a
+   recycled pool of 1,000, the user's id): false pages; and x1.5 / x2 steps against the
+   information limit on those with ids at 1 a second.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ CHANGE_AT_DAY = 8.0
 AFTER_CHANGE_DAYS = 3.0
 CROWD_DAYS = 7.0
 CROWD_SERVICES = 200
+# How many hours the topic streams' wander lasts (0: independent each hour).
+TOPIC_WANDER_HOURS = 0.0
 
 
 def config(*, max_services: int = 50) -> Config:
@@ -380,16 +384,28 @@ def evidence_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
         ),
         (
             "verdicts correlated by topic (20 topics, defect rates 0.05-0.6, mix following "
-            "the day), 10/s",
-            replace(base, rate=10.0, icc=0.0, cycle=0.0, topics=20),
+            f"the day{_wander()}), 10/s",
+            replace(
+                base,
+                rate=10.0,
+                icc=0.0,
+                cycle=0.0,
+                topics=20,
+                topic_wander_hours=TOPIC_WANDER_HOURS,
+            ),
         ),
         (
             "the same at 1/s",
-            replace(base, icc=0.0, cycle=0.0, topics=20),
+            replace(base, icc=0.0, cycle=0.0, topics=20, topic_wander_hours=TOPIC_WANDER_HOURS),
         ),
     ]
     out += [(name, replace(base, id_kind=kind)) for kind, name in WRONG_IDS.items()]
     return out
+
+
+def _wander() -> str:
+    """What a topic row's name says of a wander that lasts hours."""
+    return f", a wander lasting {TOPIC_WANDER_HOURS:g} h" if TOPIC_WANDER_HOURS else ""
 
 
 def evidence_healthy(pool: Executor, days: float, seed: int) -> str:
@@ -509,6 +525,7 @@ def _hours(h: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     global STEP_DAYS, CHANGE_AT_DAY, AFTER_CHANGE_DAYS, CROWD_SERVICES, CROWD_DAYS
+    global TOPIC_WANDER_HOURS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=float, default=365.0, help="healthy days at 1/s")
     parser.add_argument("--fast-days", type=float, default=150.0, help="healthy days at 10/s")
@@ -542,6 +559,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--crowd-services", type=int, default=CROWD_SERVICES)
     parser.add_argument("--crowd-days", type=float, default=CROWD_DAYS)
+    parser.add_argument(
+        "--topic-wander-hours",
+        type=float,
+        default=TOPIC_WANDER_HOURS,
+        help="how many hours the topic streams' wander lasts (0: independent each hour)",
+    )
     args = bench_smoke.parse_args(
         parser,
         argv,
@@ -563,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         args.after_change_days,
     )
     CROWD_SERVICES, CROWD_DAYS = args.crowd_services, args.crowd_days
+    TOPIC_WANDER_HOURS = args.topic_wander_hours
     parts = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         if args.only in (None, "healthy"):

@@ -103,6 +103,9 @@ class StreamSpec:
     # too (`evaluators[].previous`): rows carry its verdict on the same turn, drawn with the
     # same chance so that the two agree where their rates allow.
     previous_share: float = 0.0
+    # How many hours a topic's wander lasts (0: independent each hour; else an AR(1) over
+    # hours of that correlation time and the same sd).
+    topic_wander_hours: float = 0.0
 
     @property
     def design_effect(self) -> float:
@@ -213,13 +216,16 @@ class _Topics:
     def drawn(cls, spec: StreamSpec, rng: np.random.Generator) -> _Topics:
         k = spec.topics
         hours = math.ceil(spec.days * 24) + 2
-        return cls(
-            np.linspace(*TOPIC_RATES, k),
-            rng.normal(0.0, 0.5, k),
-            rng.uniform(0.0, 1.0, k),
-            rng.uniform(0.0, 24.0, k),
-            rng.normal(0.0, spec.topic_wander, (hours, k)),
-        )
+        rates = np.linspace(*TOPIC_RATES, k)
+        base = rng.normal(0.0, 0.5, k)
+        amplitude = rng.uniform(0.0, 1.0, k)
+        phase = rng.uniform(0.0, 24.0, k)
+        wander = rng.normal(0.0, spec.topic_wander, (hours, k))
+        if spec.topic_wander_hours > 0:
+            keep = math.exp(-1.0 / spec.topic_wander_hours)
+            for hour in range(1, hours):
+                wander[hour] = keep * wander[hour - 1] + math.sqrt(1 - keep * keep) * wander[hour]
+        return cls(rates, base, amplitude, phase, wander)
 
     def weights(self, t: np.ndarray) -> np.ndarray:
         """The topic mix at seconds `t`: [time, topic], rows summing to 1."""

@@ -1,6 +1,7 @@
 """How verdicts cluster, measured from a rule's own history: the correlation of verdicts
-within one conversation (`conversation_rho`) and the dispersion of verdicts that came
-without one (`solo_dispersion`).
+within one conversation (`conversation_rho`), the dispersion of verdicts that came
+without one (`solo_dispersion`), and a wander about the season that lasts hours
+(`lasting_wander`; docs/alerts.md, "Clustering nobody declared").
 
 - **rho**: each conversation's defect sum about its hour's rate `x`, against what as many
   independent verdicts would show. `x` includes the conversation's own verdicts, so for
@@ -32,7 +33,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+from monitor.evidence.season import DAY_HOURS, SEASON_DAYS
 
 RHO_PRIOR = 0.3
 MIN_PAIRS_FOR_RHO = 200
@@ -44,6 +47,11 @@ MIN_RHO_BUCKETS = 12
 MIN_DIFFERENCES = 12
 KAPPA_PRIOR = 2.0
 MIN_BUCKET_VERDICTS = 10
+# A wander that lasts hours (`lasting_wander`): the blocks of hours it is measured over,
+# aligned within a day, and the errors taken off each scale's estimate (several are
+# compared).
+WANDER_SCALES = (1, 2, 3, 4, 6, 8)
+WANDER_Z = 2.0
 # The correlation of overlapping second differences inflates their mean's variance by
 # 1 + 2 (2/3)^2 + 2 (1/6)^2.
 _OVERLAP = 1.94
@@ -137,3 +145,55 @@ def solo_dispersion(
     spread = sum((r - estimate) ** 2 for r in ratios) / (count - 1)
     relative_variance = _OVERLAP * spread / (count * estimate * estimate)
     return max(1.0, estimate * (1 + relative_variance * log_budget / 2))
+
+
+def lasting_wander(
+    hours: Mapping[int, tuple[float, float]],
+    day_offsets: Sequence[float],
+    days: Sequence[int],
+    origin: int,
+    hourly_var: float,
+) -> float:
+    """The variance of a wander that lasts hours, beyond what `hourly_var` (one verdict's
+    variance times the hourly design effect: conversations, dispersion, the excess) says,
+    from hourly buckets `index -> (verdicts, rate)`: over the complete `days` a season was
+    learned from (counted from bucket `origin`; the newest `SEASON_DAYS`), each aligned
+    block of `L` hours (`WANDER_SCALES`) has a residual, its mean rate less its day's and
+    the season's offsets (`day_offsets`, per UTC hour). Its square, unshrunk by what
+    fitting the day's mean and the offsets take (`1 - N_b / N_day`, `1 - 1 / days`), less
+    its variance at `hourly_var`, averaged over blocks, is the wander's variance at that
+    scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
+    complete days, or where no scale has `MIN_DIFFERENCES` blocks). A wander independent
+    from hour to hour gives about 0 at every scale (the excess holds it); one that lasts
+    hours shows from that scale up, less the part its day's mean takes."""
+    learned = set(days[-SEASON_DAYS:])
+    if hourly_var <= 0 or len(learned) < 2:
+        return 0.0
+    by_day: dict[int, list[tuple[int, float, float]]] = {}
+    for index, (n, x) in hours.items():
+        day, position = divmod(index - origin, DAY_HOURS)
+        if day in learned and n >= MIN_BUCKET_VERDICTS:
+            by_day.setdefault(day, []).append((position, n, x - day_offsets[index % DAY_HOURS]))
+    fitted = 1 - 1 / len(learned)
+    best = 0.0
+    for scale in WANDER_SCALES:
+        terms = []
+        for seen in by_day.values():
+            total = sum(n for _, n, _ in seen)
+            mean = sum(n * r for _, n, r in seen) / total
+            blocks: dict[int, list[float]] = {}
+            for position, n, r in seen:
+                block = blocks.setdefault(position // scale, [0.0, 0.0])
+                block[0] += n
+                block[1] += n * (r - mean)
+            for block_n, residual in blocks.values():
+                shrink = fitted * (1 - block_n / total)
+                if shrink > 0:
+                    terms.append((residual / block_n) ** 2 / shrink - hourly_var / block_n)
+        count = len(terms)
+        if count < MIN_DIFFERENCES:
+            continue
+        extra = sum(terms) / count
+        spread = sum((e - extra) ** 2 for e in terms) / (count - 1)
+        best = max(best, extra - WANDER_Z * math.sqrt(spread / count))
+    return best

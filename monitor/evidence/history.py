@@ -15,7 +15,8 @@ verdicts, those held out while a rise was judged, and the sums of closed convers
   plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
-  their measured dispersion (`kappa`; both `dispersion.py`). The verdicts of a sender that
+  their measured dispersion (`kappa`; both `dispersion.py`), plus the variance of a wander
+  about the season that lasts hours (`Profile.wander`). The verdicts of a sender that
   stands apart from the others (`senders.py`) count in the level and are left out of
   kappa's and the excess's inputs, so that one sender's forged hours do not blind the
   rule: those of the buckets still screened as the screen flags them, those of older
@@ -162,7 +163,7 @@ class History(Buckets):
         mean = min(1.0, max(0.0, level.mean + offset))
         variance = self._variance(mean, level.variance)
         units = level.error_units * profile.excess
-        se2 = variance * (units / (level.samples * level.samples)) + offset_var
+        se2 = variance * (units / (level.samples * level.samples)) + offset_var + profile.wander
         design = max(1.0, units / level.samples)
         return Expectation(
             mean,

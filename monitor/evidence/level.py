@@ -59,6 +59,10 @@ class Profile:
     # How much more the hourly rates of all verdicts vary than their conversations and
     # dispersion explain (at least 1): clustering nobody declared (topics, users, routes).
     excess: float = 1.0
+    # The variance of a wander about the season that lasts hours, beyond the excess
+    # (`dispersion.lasting_wander`): what the service's rate in an hour is off its
+    # expectation by, however many verdicts show it.
+    wander: float = 0.0
 
     @property
     def days(self) -> tuple[int, ...]:

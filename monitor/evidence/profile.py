@@ -1,14 +1,15 @@
 """What a regression rule's history measures of itself, once per new bucket
 (`history.History`): how its verdicts cluster — the correlation within conversations
 (`rho`), the dispersion of verdicts without one (`kappa`), the clustering nobody declared
-(`excess`) — and, with those as its error, its season (`season.learn`)."""
+(`excess`) — and, with those as its error, its season (`season.learn`), and a wander about
+the season that lasts hours (`wander`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.evidence.dispersion import conversation_rho, solo_dispersion
+from monitor.evidence.dispersion import conversation_rho, lasting_wander, solo_dispersion
 from monitor.evidence.level import Profile, conversation_design
 from monitor.evidence.season import Season, learn
 
@@ -93,7 +94,8 @@ def measure_profile(
     design *= excess
     hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
     learned = learn(season, hours, origin, newest, pooled_var * design)
-    return Profile(learned, kappa, rho, rho_bound, excess)
+    wander = lasting_wander(clean, learned.day, learned.days, origin, pooled_var * design)
+    return Profile(learned, kappa, rho, rho_bound, excess, wander)
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:

@@ -1,0 +1,99 @@
+"""A wander about the season that lasts hours (docs/alerts.md, "Clustering nobody
+declared"): a topic mix whose drift holds for hours moves the service's rate by about the
+same amount in consecutive hours, so hourly second differences see little of it while a
+test that sums hours of verdicts sees all of it. The history measures it over blocks of
+hours about its season and days, and the expectation's error holds its variance.
+
+Histories are filled bucket by bucket with seeded verdicts (conversations of ten verdicts,
+independent within each) and an injected time; the sequential test is driven directly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.evidence.history import History
+from monitor.evidence.sequential import SequentialTest, bets
+
+DAYS = 5
+PER_HOUR = 1_800  # conversations of ten verdicts an hour
+WANDER_SD = 0.015
+BUDGET_S = 90 * 86_400.0
+
+
+def _rate(hour: int, drift: float) -> float:
+    """A daily cycle about 0.3, plus the wander."""
+    return 0.3 + 0.03 * math.cos(2 * math.pi * (hour % 24 - 14) / 24) + drift
+
+
+def _wander(lasting_h: float, seed: int) -> np.ndarray:
+    """An hourly wander of sd `WANDER_SD`: an AR(1) of correlation time `lasting_h` hours
+    (0: independent from hour to hour)."""
+    rng = np.random.default_rng(seed)
+    keep = math.exp(-1 / lasting_h) if lasting_h else 0.0
+    drift = np.zeros(DAYS * 24)
+    for hour in range(drift.size):
+        before = drift[hour - 1] if hour else rng.normal(0.0, WANDER_SD)
+        drift[hour] = keep * before + math.sqrt(1 - keep * keep) * rng.normal(0.0, WANDER_SD)
+    return drift
+
+
+def _history(lasting_h: float, seed: int = 3) -> History:
+    """`DAYS` days of hours with a daily season and the wander, in a history that learns
+    the day's profile."""
+    rng = np.random.default_rng(seed + 100)
+    history = History(86_400.0, "day", 1, BUDGET_S)
+    for hour, drift in enumerate(_wander(lasting_h, seed).tolist()):
+        fails = rng.binomial(10, _rate(hour, drift), PER_HOUR)
+        t = hour * 3_600.0 + 1.0
+        total = float(fails.sum())
+        history.add(t, Moments(10 * PER_HOUR, total, total), NOTHING, rise=False)
+        for d in fails.tolist():
+            history.add_unit(t, Unit(10, float(d), float(d), conversation=True))
+    return history
+
+
+def test_a_wander_that_lasts_hours_widens_the_expectation_by_its_variance() -> None:
+    """Four hours of correlation: the hourly excess sees a fraction of it, the blocks of
+    hours see it whole. Independent from hour to hour, the excess holds it and the blocks
+    add about nothing."""
+    now = DAYS * 24 * 3_600.0
+    lasting = _history(4.0)
+    expected = lasting.expectation(now, 500)
+    assert expected is not None
+    assert 0.15 * WANDER_SD**2 < lasting._profile().wander < WANDER_SD**2
+    assert expected.se2 > 0.25 * WANDER_SD**2
+    hourly = _history(0.0)
+    assert hourly._profile().wander < 0.05 * WANDER_SD**2
+    assert hourly._profile().excess > 5
+
+
+def _hours_to_page(history: History, rise: float, hours: float, seed: int = 11) -> float | None:
+    """Hours until the sequential test crosses on conversations whose rate is the
+    expectation plus `rise`, judged every minute (None: not within `hours`)."""
+    now = DAYS * 24 * 3_600.0
+    expected = history.expectation(now, 500)
+    assert expected is not None
+    judged = bets(expected, 0.03, 1, BUDGET_S)
+    assert judged is not None
+    rng = np.random.default_rng(seed)
+    test = SequentialTest()
+    per_minute = PER_HOUR // 60
+    for minute in range(int(hours * 60)):
+        fails = rng.binomial(10, expected.mean + rise, per_minute).tolist()
+        test.update(judged, [0.0, 0.0], [Arrival(10, d, d, 0, 0.0) for d in fails], 60.0 * minute)
+        if test.crossed(BUDGET_S):
+            return (minute + 1) / 60
+    return None
+
+
+def test_an_excursion_of_the_lasting_wander_is_no_page_and_a_step_is() -> None:
+    """Three sd of the wander held for four hours, what a wander of that correlation does
+    about once in ninety days: no page (with the hourly excess alone, a page after about
+    two and a half hours). A x1.5 step (+0.15) pages within a quarter of an hour."""
+    history = _history(4.0)
+    assert _hours_to_page(history, 3 * WANDER_SD, 4.0) is None
+    paged = _hours_to_page(history, 0.15, 0.25)
+    assert paged is not None
