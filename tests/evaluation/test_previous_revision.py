@@ -237,3 +237,4 @@ async def test_a_previous_judge_takes_only_the_room_the_base_sample_leaves(
     await stage.shutdown(5)
     assert summary.totals["e"].passed == 20  # the base sample kept its room
     assert old.calls < 20
+    assert _counted(telemetry, "budget") == 20 - old.calls  # each call it did not make

@@ -190,10 +190,12 @@ class BatchEvaluator:
                     scored = item.scored.get(previous_key(name))
                     if scored is not None:
                         self._took_previous(item, previous, scored[0])
-                elif previous.chosen(item.record.sampling_key, now) and self._budget.admit(
-                    boost=True
-                ):
-                    calls.append(self._one_previous(previous, item))
+                elif previous.chosen(item.record.sampling_key, now):
+                    if self._budget.admit(boost=True):
+                        calls.append(self._one_previous(previous, item))
+                    else:  # the base sample keeps its room: counted, as a boost's would be
+                        labels = (name, previous.revision, "budget")
+                        self._t.child(self._previous_evaluations, *labels).inc()
         if calls:
             await asyncio.gather(*calls)
 
