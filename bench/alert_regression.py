@@ -72,7 +72,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from scipy.stats import chi2
@@ -81,6 +81,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs, bench_smoke
 from harness.production_streams import DAY_S, START
+
+if TYPE_CHECKING:
+    from monitor.alerts import AlertEngine
+    from monitor.boosts import SamplingBoosts
 
 CACHE = Path("/tmp/rag-monitor-alert-bench")
 INTERVAL_S = 15.0
@@ -172,6 +176,28 @@ def _seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
 
 
+def engine(
+    rules: list[dict[str, Any]],
+    clock: Callable[[], float],
+    false_page_every: str | None = None,
+    boosts: SamplingBoosts | None = None,
+    sample_rate: float | None = None,
+) -> AlertEngine:
+    """The sidecar's engine (`AlertEngine.from_config`) with `rules` (`alerts.rules`
+    entries) on `EVALUATOR`'s verdicts (which samples `sample_rate` of the requests),
+    evaluating every `INTERVAL_S` on `clock`."""
+    from monitor.alerts import AlertEngine
+    from monitor.config import Config
+    from monitor.telemetry import create_telemetry
+
+    alerts: dict[str, Any] = {"evaluation_interval_s": INTERVAL_S, "rules": rules}
+    if false_page_every is not None:
+        alerts["false_page_every"] = false_page_every
+    evaluators = [{"name": EVALUATOR, "sample_rate": sample_rate}]
+    config = Config.model_validate({"evaluators": evaluators, "alerts": alerts})
+    return AlertEngine.from_config(config, create_telemetry(), clock=clock, boosts=boosts)
+
+
 class Replay:
     """One engine with `rules` (name -> `AlertRule` fields) on simulated time, for one
     service receiving `requests` a second, of which the evaluator samples `sample_rate`, or
@@ -186,22 +212,18 @@ class Replay:
         seed: int,
         start: float = START,
     ) -> None:
-        from monitor.alerts import AlertEngine
         from monitor.boosts import SamplingBoosts
-        from monitor.config import alert_rule
         from monitor.records import RagRecord
         from monitor.results import EvalResult
-        from monitor.telemetry import create_telemetry
 
         self.now = start
         self.boosts = SamplingBoosts()
-        self.engine = AlertEngine(
-            [alert_rule({"name": name, **rule}) for name, rule in rules.items()],
-            create_telemetry(),
-            evaluation_interval_s=INTERVAL_S,
-            clock=lambda: self.now,
+        self.engine = engine(
+            [{"name": name, **rule} for name, rule in rules.items()],
+            lambda: self.now,
             false_page_every=budget,
             boosts=self.boosts,
+            sample_rate=sample_rate,
         )
         self.rules, self.budget = rules, budget
         self.requests, self.sample_rate = requests, sample_rate
@@ -680,44 +702,41 @@ class _Clock(list[float]):
 
 def compressed(trials: int, seed: int) -> str:
     """The compressed-window scenario, seconds to page over `trials` runs."""
-    from monitor.alerts import AlertEngine
-    from monitor.config import AlertBaseline, RegressionRule
     from monitor.records import RagRecord
     from monitor.results import EvalResult
-    from monitor.telemetry import create_telemetry
 
     rows = []
     for test in ("sequential", "window"):
         times, early = [], 0
         for t in range(trials):
             now = _Clock()
-            rule = RegressionRule(
-                name="r",
-                evaluator="e",
-                baseline=AlertBaseline(window="3m"),
-                window="30s",
-                min_increase=0.05,
-                test=test,
-                false_page_every="1h",
-            )
-            engine = AlertEngine([rule], create_telemetry(), clock=now)
+            rule = {
+                "name": "r",
+                "evaluator": EVALUATOR,
+                "baseline": {"window": "3m"},
+                "window": "30s",
+                "min_increase": 0.05,
+                "test": test,
+                "false_page_every": "1h",
+            }
+            alerts = engine([rule], now)
             rng = random.Random(seed + t)
             record = RagRecord(request_id="r", service="svc", response="x")
-            fail = {"e": EvalResult(name="e", score=0.0, normalized=0.0, passed=False)}
-            ok = {"e": EvalResult(name="e", score=1.0, normalized=1.0, passed=True)}
+            fail = {EVALUATOR: EvalResult(name=EVALUATOR, score=0.0, normalized=0.0, passed=False)}
+            ok = {EVALUATOR: EvalResult(name=EVALUATOR, score=1.0, normalized=1.0, passed=True)}
             # The baseline fills in its first 3m 30s; ten healthy minutes follow (the test).
             start, tick, paged = now[0] + 810, now[0] + INTERVAL_S, math.inf
             while now[0] < start + 600 and math.isinf(paged):
                 now[0] += rng.expovariate(8.0)
                 while now[0] >= tick:
                     saved, now[0] = now[0], tick
-                    engine.evaluate()
+                    alerts.evaluate()
                     now[0], tick = saved, tick + INTERVAL_S
                 p = 0.35 if now[0] < start else 0.46
-                engine.emit(record, fail if rng.random() < p else ok)
-                if engine.evaluation_due:
-                    engine.evaluate()
-                if engine.firing():
+                alerts.emit(record, fail if rng.random() < p else ok)
+                if alerts.evaluation_due:
+                    alerts.evaluate()
+                if alerts.firing():
                     if now[0] < start:
                         early += 1
                         break
