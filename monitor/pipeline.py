@@ -111,11 +111,13 @@ def build_pipeline(
     serve_http: bool = True,
     with_receivers: bool = True,
     extra_sinks: Sequence[ResultSink] = (),
-    clock: Callable[[], float] | None = None,
+    wall_clock: Callable[[], float] = time.time,
+    monotonic_clock: Callable[[], float] = time.monotonic,
 ) -> Pipeline:
     """Every component of `config`'s pipeline, connected, none started. `ready`: what
-    `/readyz` answers. `clock` (tests): the time the alert engine and the budgets read,
-    in seconds (the engine's since the epoch)."""
+    `/readyz` answers. The clocks (tests inject their own): `wall_clock`, seconds since the
+    epoch, for the alert engine, the audit, the anchor check and the previous revisions'
+    `until`; `monotonic_clock` for the budgets' windows."""
     check_evaluators(config)
     telemetry = telemetry or telemetry_for(config)
     nodes: list[Node] = []
@@ -179,9 +181,9 @@ def build_pipeline(
     notices: list[Notice] = []
     # The judges whose last anchor check paged a change: the alert rules' pages say so.
     changes = JudgeChanges() if config.audit.anchors.enabled else None
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, clock or time.time, notices))
+    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices))
     sinks.extend(extra_sinks)
-    audit = _audit(config, telemetry, sampler, http, clock or time.time)
+    audit = _audit(config, telemetry, sampler, http, wall_clock)
     if audit is not None:
         sinks.append(audit)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
@@ -189,18 +191,14 @@ def build_pipeline(
         labels = LabelFile(config.audit.labels.file, audit)
         add("audit labels file", labels, sink_nodes[sinks.index(audit)])
 
-    budget = BudgetGate(config.budget, clock or time.monotonic)
-    stage = _evaluation_stage(
-        config, telemetry, judge, sinks, budget, judge_timeout_s, clock or time.time
-    )
+    budget = BudgetGate(config.budget, monotonic_clock)
+    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s, wall_clock)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
     elif config.audit.anchors.enabled:
         assert changes is not None
-        anchors_judge, anchors = _anchor_check(
-            config, telemetry, budget, changes, clock or time.time
-        )
+        anchors_judge, anchors = _anchor_check(config, telemetry, budget, changes, wall_clock)
         anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
         add("anchor check", anchors, anchors_judge_node, metrics_port)
 

@@ -65,8 +65,10 @@ class Service:
         serve_http: bool = True,
         with_receivers: bool = True,
         extra_sinks: Sequence[ResultSink] = (),
-        clock: Callable[[], float] | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic_clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """The clocks (tests inject their own) are `build_pipeline`'s."""
         self.pipeline = build_pipeline(
             config,
             self.ready,
@@ -74,7 +76,8 @@ class Service:
             serve_http=serve_http,
             with_receivers=with_receivers,
             extra_sinks=extra_sinks,
-            clock=clock,
+            wall_clock=wall_clock,
+            monotonic_clock=monotonic_clock,
         )
         self.config = config
         self.telemetry = self.pipeline.telemetry

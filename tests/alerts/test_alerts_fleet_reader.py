@@ -402,7 +402,7 @@ async def test_readyz_names_a_fleet_rule_without_a_read_and_stays_ready() -> Non
             },
         }
     )
-    service = Service(config, serve_http=False, with_receivers=False, clock=lambda: now[0])
+    service = Service(config, serve_http=False, with_receivers=False, wall_clock=lambda: now[0])
     await service.start()
     try:
         unreachable = {"outcome": "unreachable"}

@@ -233,7 +233,10 @@ async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_fa
     caplog.set_level(logging.INFO, logger="monitor.alerts")
     sink = _Count()
     clock = Clock()
-    service = Service(_config(stub), serve_http=False, extra_sinks=[sink], clock=clock)
+    # One simulated timeline: the engine's time and the budget's advance together.
+    service = Service(
+        _config(stub), serve_http=False, extra_sinks=[sink], wall_clock=clock, monotonic_clock=clock
+    )
     scenario = _Scenario(service, sink, clock)
     await service.start()
     try:

@@ -178,7 +178,7 @@ async def test_the_anchor_check_stays_within_the_budget(
     refusal and tests nothing (a partial check is no baseline)."""
     monkeypatch.setenv(KEY_ENV, SECRET)
     config = _config(stub, hook, max_evaluations_per_minute=10)
-    service = Service(config, serve_http=False, with_receivers=False, clock=lambda: 5.0)
+    service = Service(config, serve_http=False, with_receivers=False, monotonic_clock=lambda: 5.0)
     await service.start()
     try:
         refused = {"evaluator": "fact_check", "outcome": "over_budget"}

@@ -55,7 +55,9 @@ async def test_a_failing_or_budgeted_reference_is_counted_and_nothing_is_lost(
         budget={"max_evaluations_per_minute": 3},
         pipeline={"processes": 0, "workers": 1},
     )
-    service = Service(config, serve_http=False, with_receivers=False, clock=lambda: 1000.0)
+    service = Service(
+        config, serve_http=False, with_receivers=False, monotonic_clock=lambda: 1000.0
+    )
     await service.start()
     try:
         assert await service.trace.put([Delivery("test", records=records)])

@@ -1,0 +1,91 @@
+"""The pipeline reads two clocks, each injectable on its own (`build_pipeline`): wall time
+(seconds since the epoch) for what is dated, such as a previous revision's `until`, and
+monotonic time for the budgets' windows. A test that moves one does not move the other."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from harness.wait import wait_until_async
+from monitor.component import Delivery
+from monitor.config import Config
+from monitor.records import parse_record
+from monitor.service import Service
+from monitor.telemetry import Telemetry
+
+pytestmark = pytest.mark.asyncio
+UNTIL = "2027-01-15T08:00:00Z"
+UNTIL_S = datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
+CONTEXT = "The Example Town bridge over the river opened in 1931. It is 240 metres long."
+BATCH = 6
+
+
+def _previous_evaluations(telemetry: Telemetry) -> float:
+    """The previous revision's verdicts, every outcome."""
+    return sum(
+        sample.value
+        for metric in telemetry.registry.collect()
+        if metric.name == "rag_monitor_previous_revision_evaluations"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
+
+
+async def _score(service: Service, first: int) -> None:
+    records = [
+        parse_record(
+            {
+                "request_id": f"r{i}",
+                "service": "shop",
+                "query": "When did the Example Town bridge open?",
+                "retrieved_context": [{"content": CONTEXT}],
+                "response": f"The bridge opened in 1931. That is answer {i}.",
+            }
+        )
+        for i in range(first, first + BATCH)
+    ]
+    assert await service.trace.put([Delivery("test", records=records)])
+    done = first + BATCH
+    await wait_until_async(lambda: service.stage.completed >= done, 60, "the batch scored")
+
+
+async def test_the_previous_revisions_until_reads_the_wall_clock_and_the_budget_its_own() -> None:
+    """The previous revision scores every record while the wall clock is before `until`,
+    however far the monotonic clock runs (past `until`, were it read as a date), and stops
+    when the wall clock reaches `until`."""
+    config = Config.model_validate(
+        {
+            "receivers": {"otlp": {"grpc": {"enabled": False}, "http": {"enabled": False}}},
+            "pipeline": {"processes": 0},
+            "budget": {"max_local_evaluations_per_minute": None},
+            "evaluators": [
+                {
+                    "name": "local_groundedness",
+                    "previous": {"until": UNTIL, "share": 1.0, "threshold": 0.4},
+                }
+            ],
+        }
+    )
+    wall, monotonic = [UNTIL_S - 3600.0], [5.0]
+    service = Service(
+        config,
+        serve_http=False,
+        with_receivers=False,
+        wall_clock=lambda: wall[0],
+        monotonic_clock=lambda: monotonic[0],
+    )
+    await service.start()
+    try:
+        await _score(service, 0)
+        assert _previous_evaluations(service.telemetry) == BATCH
+        monotonic[0] = UNTIL_S + 3600.0
+        await _score(service, BATCH)
+        assert _previous_evaluations(service.telemetry) == 2 * BATCH
+        wall[0] = UNTIL_S
+        await _score(service, 2 * BATCH)
+        assert _previous_evaluations(service.telemetry) == 2 * BATCH
+        assert service.stage.completed == 3 * BATCH
+    finally:
+        await service.shutdown(30)
