@@ -168,24 +168,43 @@ class TrustworthinessTlm(Section):
 PREVIOUS_SHARE = 0.2
 
 
-class PreviousRevision(Section):
-    """`evaluators[].previous`: the revision an evaluator replaces, scored again on `share`
-    of the records the evaluator gives a verdict on until `until`, so that the alert rules
-    measure the new revision's offset on the same records (docs/alerts.md, "Evaluator
-    changes"). Its keys that decide a verdict are the old values (one left out is the
-    entry's own; `null` is the default); its verdicts are judged by no rule."""
+class RevisionKeys(Section):
+    """The keys of an `evaluators[]` entry that decide its verdicts and that its previous
+    revision (`previous`) may hold older values of."""
 
-    until: Annotated[datetime, BeforeValidator(lambda v: _time(v))]
-    share: Annotated[float, Field(gt=0, le=1)] = PREVIOUS_SHARE
+    # On the evaluator's native scale; the evaluator registry checks the range.
     threshold: float | None = None
     severity_threshold: Severity | None = None
     model: str | None = None
     prompt: str | None = None
     rubric: str | None = None
+    # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
     tlm: TrustworthinessTlm | None = None
+    # `local_groundedness` only: rescore its uncertain band with the sentence-pair model
+    # (monitor/detector/README.md; the registry rejects it on other evaluators).
     second_stage: bool | None = None
 
+    # A prompt or rubric is text of its own, longer than a name.
     _long_text: ClassVar[dict[str, int]] = {"prompt": 65_536, "rubric": 65_536}
+
+
+REVISION_KEYS = frozenset(RevisionKeys.model_fields)
+
+
+class _Changeover(Section):
+    """The keys `previous` opens with: when its changeover ends, and its share."""
+
+    until: Annotated[datetime, BeforeValidator(lambda v: _time(v))]
+    share: Annotated[float, Field(gt=0, le=1)] = PREVIOUS_SHARE
+
+
+class PreviousRevision(RevisionKeys, _Changeover):
+    """`evaluators[].previous`: the revision an evaluator replaces, scored again on `share`
+    of the records the evaluator gives a verdict on until `until`, so that the alert rules
+    measure the new revision's offset on the same records (docs/alerts.md, "Evaluator
+    changes"). Its `RevisionKeys` are the old values (one left out is the entry's own;
+    `null` is the default); its verdicts are judged by no rule. Keys come in the order of
+    the bases from last to first: `until`, `share`, the `RevisionKeys`."""
 
     @property
     def until_s(self) -> float:
@@ -195,7 +214,7 @@ class PreviousRevision(Section):
     def entry(self, current: EvaluatorConfig) -> EvaluatorConfig:
         """The `evaluators[]` entry of the previous revision: `current` with the keys
         written here."""
-        old = {key: getattr(self, key) for key in self.model_fields_set - {"until", "share"}}
+        old = {key: getattr(self, key) for key in self.model_fields_set & REVISION_KEYS}
         return current.model_copy(update={**old, "previous": None})
 
 
@@ -216,30 +235,26 @@ def _time(value: object) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-class EvaluatorConfig(Section):
+class _Scored(Section):
+    """The keys an `evaluators[]` entry opens with: the evaluator and its share of the
+    sample."""
+
     name: str
     sample_rate: Rate | None = None
-    # On the evaluator's native scale; the evaluator registry checks the range.
-    threshold: float | None = None
-    severity_threshold: Severity | None = None
-    model: str | None = None
-    prompt: str | None = None
+
+
+class EvaluatorConfig(RevisionKeys, _Scored):
+    """An `evaluators[]` entry. Its keys come in the order of the bases from last to first,
+    then its own: `name`, `sample_rate`, the `RevisionKeys`, the rest (the order
+    `check-config` shows them and reports their problems in)."""
+
     # Tiered scoring: run only where `escalate_from`'s normalised score is inside `band`.
     escalate_from: str | None = None
     band: tuple[Rate, Rate] | None = None
-    rubric: str | None = None
     # Judge endpoint for this evaluator's model (default `judge.api_base`).
     api_base: HttpUrl | None = None
-    # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
-    tlm: TrustworthinessTlm | None = None
-    # `local_groundedness` only: rescore its uncertain band with the sentence-pair model
-    # (monitor/detector/README.md; the registry rejects it on other evaluators).
-    second_stage: bool | None = None
     # The revision this one replaces, scored alongside it for a changeover period.
     previous: PreviousRevision | None = None
-
-    # A prompt or rubric is text of its own, longer than a name.
-    _long_text: ClassVar[dict[str, int]] = {"prompt": 65_536, "rubric": 65_536}
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:
