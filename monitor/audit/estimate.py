@@ -44,7 +44,7 @@ many).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 Z95 = 1.959963984540054
@@ -94,13 +94,7 @@ class Traces:
         return Trace(m + 1, big_f + f, big_y + y)
 
     def merge(self, other: Traces) -> None:
-        self.joined += other.joined
-        self.mm += other.mm
-        self.mf += other.mf
-        self.my += other.my
-        self.ff += other.ff
-        self.fy += other.fy
-        self.yy += other.yy
+        _add_counts(self, other)
 
 
 @dataclass(slots=True)
@@ -140,14 +134,7 @@ class Tally:
         return self.audited_traces.add(trace, detector_defect, reference_defect)
 
     def merge(self, other: Tally) -> None:
-        self.unaudited += other.unaudited
-        self.unaudited_defects += other.unaudited_defects
-        self.agree_pass += other.agree_pass
-        self.false_alarms += other.false_alarms
-        self.misses += other.misses
-        self.agree_defect += other.agree_defect
-        self.unaudited_traces.merge(other.unaudited_traces)
-        self.audited_traces.merge(other.audited_traces)
+        _add_counts(self, other)
 
     @property
     def audited(self) -> int:
@@ -168,6 +155,17 @@ class Tally:
         hold unequal numbers of records."""
         n = self.audited
         return n * n / (n + self.audited_traces.mm) if n else 0.0
+
+
+def _add_counts(into: Traces | Tally, other: Traces | Tally) -> None:
+    """Adds each count of `other` to `into`'s, and each of its `Traces` to `into`'s: every
+    field is one or the other."""
+    for count in fields(into):
+        mine, theirs = getattr(into, count.name), getattr(other, count.name)
+        if isinstance(mine, Traces):
+            _add_counts(mine, theirs)
+        else:
+            setattr(into, count.name, mine + theirs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,26 @@ def test_tallies_add_up() -> None:
     assert (one.agree_defect, one.false_alarms, one.misses, one.agree_pass) == (1, 1, 1, 1)
 
 
+def test_tallies_of_their_own_traces_add_up_to_the_tally_of_all_of_them() -> None:
+    """Every count and every trace sum of two tallies, merged, is what one tally of all
+    their records holds."""
+    rng = random.Random(7)
+    parts, whole = [Tally(), Tally()], Tally()
+    for trace in range(60):
+        part = parts[trace % 2]
+        sums = {id(part): Trace(), id(whole): Trace()}
+        for _ in range(rng.randint(1, 4)):
+            flagged, defect = rng.random() < 0.3, rng.random() < 0.2
+            for tally in (part, whole):
+                if trace % 3 == 0:
+                    sums[id(tally)] = tally.add_audited(flagged, defect, sums[id(tally)])
+                else:
+                    sums[id(tally)] = tally.add_unaudited(flagged, sums[id(tally)])
+    parts[0].merge(parts[1])
+    assert parts[0] == whole
+    assert whole.audited_traces.mm > 0 and whole.unaudited_traces.mf > 0
+
+
 # Simulated windows: each record has a true verdict Y and a detector verdict f that misses
 # 60 % of defects and fails 25 % of good records (the embedded detector's order); a record
 # is audited by a hash of its id, i.e. independently of its content, with probability
