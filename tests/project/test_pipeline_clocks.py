@@ -11,9 +11,9 @@ import pytest
 from harness.wait import wait_until_async
 from monitor.component import Delivery
 from monitor.config import Config
+from monitor.evaluators.revision import revision
 from monitor.records import parse_record
 from monitor.service import Service
-from monitor.telemetry import Telemetry
 
 pytestmark = pytest.mark.asyncio
 UNTIL = "2027-01-15T08:00:00Z"
@@ -22,14 +22,18 @@ CONTEXT = "The Example Town bridge over the river opened in 1931. It is 240 metr
 BATCH = 6
 
 
-def _previous_evaluations(telemetry: Telemetry) -> float:
-    """The previous revision's verdicts, every outcome."""
+def _previous_verdicts(service: Service) -> float:
+    """The previous revision's verdicts (pass or fail) so far."""
+    entry = service.config.evaluators[0]
+    assert entry.previous is not None
+    old = revision(entry.previous.entry(entry), service.config.judge)
     return sum(
-        sample.value
-        for metric in telemetry.registry.collect()
-        if metric.name == "rag_monitor_previous_revision_evaluations"
-        for sample in metric.samples
-        if sample.name.endswith("_total")
+        service.telemetry.registry.get_sample_value(
+            "rag_monitor_previous_revision_evaluations_total",
+            {"evaluator": entry.name, "revision": old, "outcome": outcome},
+        )
+        or 0.0
+        for outcome in ("pass", "fail")
     )
 
 
@@ -79,13 +83,13 @@ async def test_the_previous_revisions_until_reads_the_wall_clock_and_the_budget_
     await service.start()
     try:
         await _score(service, 0)
-        assert _previous_evaluations(service.telemetry) == BATCH
+        assert _previous_verdicts(service) == BATCH
         monotonic[0] = UNTIL_S + 3600.0
         await _score(service, BATCH)
-        assert _previous_evaluations(service.telemetry) == 2 * BATCH
+        assert _previous_verdicts(service) == 2 * BATCH
         wall[0] = UNTIL_S
         await _score(service, 2 * BATCH)
-        assert _previous_evaluations(service.telemetry) == 2 * BATCH
+        assert _previous_verdicts(service) == 2 * BATCH
         assert service.stage.completed == 3 * BATCH
     finally:
         await service.shutdown(30)
