@@ -55,7 +55,7 @@ async def _score(service: Service, first: int) -> None:
     await wait_until_async(lambda: service.stage.completed >= done, 60, "the batch scored")
 
 
-async def test_the_previous_revisions_until_reads_the_wall_clock_and_the_budget_its_own() -> None:
+async def test_a_previous_revisions_until_follows_the_wall_clock_not_the_monotonic_one() -> None:
     """The previous revision scores every record while the wall clock is before `until`,
     however far the monotonic clock runs (past `until`, were it read as a date), and stops
     when the wall clock reaches `until`."""
