@@ -24,7 +24,7 @@ from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import iso, utc
 from monitor.alerts.kinds import Judgment, Key, Named
-from monitor.alerts.rule import Rule
+from monitor.alerts.rule import Rule, longest_window_s
 from monitor.component import Alert
 from monitor.evidence import look_level, one_sided_z
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
@@ -76,7 +76,6 @@ class Attribution:
         self._rules = list(rules)
         self._interval = interval_s
         self._trace_url = trace_url
-        longest = max((r.window_s + (r.baseline_s or 0.0) for r in rules), default=0.0)
         pipeline_caps = {"version": telemetry.version_cap, "route": telemetry.route_cap}
         self._caps: list[LabelCap | None] = []
         for d, name in enumerate(DIMENSIONS):
@@ -87,7 +86,7 @@ class Attribution:
             cap = LabelCap(
                 source.limit if source is not None else CAPS[name],
                 allowed=source.allowed if source is not None else (),
-                idle_s=max(600.0, longest),
+                idle_s=max(600.0, longest_window_s(rules)),
                 max_chars=MAX_CHARS,
                 clock=clock,
             )
