@@ -5,9 +5,10 @@ On `share` of the records the evaluator gave a verdict on (chosen by a hash of t
 sampling key, so a trace's records go together and a record replayed is chosen again),
 until `until`, the previous revision scores the record too: a CPU scorer in the batch's
 task under `previous_key` of its name, a judge as one more call admitted like a boost's
-(only while the budget keeps room for the base sample). Its verdict goes to the sinks that
-take previous revisions' verdicts (`component.PairedSink`: the alert engine, which
-measures the new revision's offset on the same records) and is counted in
+(only while the budget keeps room for the base sample). Its verdict goes with the record's
+own results to the sinks that take previous revisions' verdicts (`component.PairedSink`:
+the alert engine, which measures the new revision's offset on the same records, and the
+results file, under each line's `previous`, for `backtest`) and is counted in
 `previous_revision_evaluations_total`; never in the evaluator's own metrics, results or
 events.
 """

@@ -124,12 +124,17 @@ class EvaluationStage:
             previous=previous,
             clock=clock,
         )
-        self._paired = [sink for sink in sinks if isinstance(sink, PairedSink)]
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
-        self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
+        # Each sink, and the same sink as a `PairedSink` when it takes previous revisions'
+        # verdicts too.
+        self._sinks = [
+            (sink, sink if isinstance(sink, PairedSink) else None)
+            for sink in sinks
+            if not isinstance(sink, BatchSink)
+        ]
         self._t = telemetry
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
@@ -317,12 +322,10 @@ class EvaluationStage:
             writes: list[asyncio.Future[bool]] = []
             for flight in records:
                 if flight.results:
-                    for sink in self._sinks:
-                        written = self._emit(sink, item, flight.record, flight.results)
+                    for sink, paired in self._sinks:
+                        written = self._emit(sink, paired, item, flight)
                         if written is not None:
                             writes.append(written)
-                if flight.previous:
-                    self._emit_previous(flight)
             if writes:
                 # Finished once persisted; the worker moves on without waiting, unless
                 # too many items already wait for their writes (see `_take`).
@@ -402,12 +405,17 @@ class EvaluationStage:
         return InFlight(record, sampled, service, record.missing(), scored, {}, refused)
 
     def _emit(
-        self, sink: ResultSink, item: Item, record: RagRecord, results: dict[str, EvalResult]
+        self, sink: ResultSink, paired: PairedSink | None, item: Item, flight: InFlight
     ) -> asyncio.Future[bool] | None:
-        """`sink.emit`, tried twice; a record it fails on both times counts as not
-        finished (its results are not persisted there), and the sink goes on."""
+        """`sink.emit` of the flight's record, or, when previous revisions scored it too
+        and the sink takes their verdicts (`paired`), `emit_paired`; tried twice. A record
+        it fails on both times counts as not finished (its results are not persisted
+        there), and the sink goes on."""
+        record, results, previous = flight.record, flight.results, flight.previous
         for attempt in (1, 2):
             try:
+                if previous and paired is not None:
+                    return paired.emit_paired(record, results, previous)
                 return sink.emit(record, results)
             except Exception as exc:
                 if attempt == 2:
@@ -416,15 +424,6 @@ class EvaluationStage:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         future.set_result(False)
         return future
-
-    def _emit_previous(self, flight: InFlight) -> None:
-        """Previous revisions' verdicts on a record, to the sinks that take them; a sink
-        that fails on them loses them alone (the record's own results went already)."""
-        for sink in self._paired:
-            try:
-                sink.emit_previous(flight.record, flight.results, flight.previous)
-            except Exception:
-                self._sink_failed(sink, [flight.record])
 
     def _emit_many(
         self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]
@@ -444,9 +443,7 @@ class EvaluationStage:
             except Exception:
                 self._sink_failed(sink, [item[0]])
 
-    def _sink_failed(
-        self, sink: ResultSink | BatchSink | PairedSink, records: list[RagRecord]
-    ) -> None:
+    def _sink_failed(self, sink: ResultSink | BatchSink, records: list[RagRecord]) -> None:
         name = type(sink).__name__
         self._t.dropped.labels("evaluate", "sink_error").inc(len(records))
         log.exception(
