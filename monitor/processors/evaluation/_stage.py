@@ -128,13 +128,9 @@ class EvaluationStage:
         # records with judges would admit a whole batch on one reading of the budget.
         max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
-        # Each sink, and the same sink as a `PairedSink` when it takes previous revisions'
-        # verdicts too.
-        self._sinks = [
-            (sink, sink if isinstance(sink, PairedSink) else None)
-            for sink in sinks
-            if not isinstance(sink, BatchSink)
-        ]
+        self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
+        # The sinks that take previous revisions' verdicts too, by their id.
+        self._paired = {id(sink): sink for sink in sinks if isinstance(sink, PairedSink)}
         self._t = telemetry
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
@@ -322,8 +318,8 @@ class EvaluationStage:
             writes: list[asyncio.Future[bool]] = []
             for flight in records:
                 if flight.results:
-                    for sink, paired in self._sinks:
-                        written = self._emit(sink, paired, item, flight)
+                    for sink in self._sinks:
+                        written = self._emit(sink, self._paired.get(id(sink)), item, flight)
                         if written is not None:
                             writes.append(written)
             if writes:
