@@ -54,7 +54,7 @@ from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Scored, Settings, previous_key
+from monitor.processors.evaluation._task import Job, Outcome, Settings
 from monitor.records import RagRecord
 from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
@@ -101,15 +101,17 @@ class EvaluationStage:
         settings = settings or Settings()
         previous = dict(previous or {})
         scorers = {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)}
-        for name, old in previous.items():
-            if isinstance(old.evaluator, CpuScorer):
-                scorers[previous_key(name)] = old.evaluator
         self._runner = TaskRunner(
             cpu_pool,
             scorers,
             settings,
             evaluation_timeout_s=evaluation_timeout_s,
             extraction_timeout_s=extraction_timeout_s,
+            previous={
+                name: old.evaluator
+                for name, old in previous.items()
+                if isinstance(old.evaluator, CpuScorer)
+            },
         )
         self._evaluators = BatchEvaluator(
             evaluators,
@@ -343,26 +345,28 @@ class EvaluationStage:
         for item in items:
             refused.append(self._evaluators.admit_cpu(item.sampled))
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
-            scorers += self._evaluators.previous_scorers(scorers, _sampling_key(item))
+            previous = self._evaluators.previous_scorers(scorers, _sampling_key(item))
             if isinstance(item, SampledTrace):
-                sent.append(Job(scorers, spans=item.spans))
+                sent.append(Job(scorers, spans=item.spans, previous=previous))
             elif scorers:
-                sent.append(Job(scorers, record=item.record))
+                sent.append(Job(scorers, record=item.record, previous=previous))
         outcomes = iter(await self._runner.run(sent))
         out: list[tuple[Item, list[InFlight]]] = []
         for item, held in zip(items, refused, strict=True):
             if isinstance(item, SampledRecord):
                 runs = any(n in item.sampled and n not in held for n in first_cpu)
-                scored = (next(outcomes).scored or [{}])[0] if runs else {}
-                out.append((item, [self._flight(item.record, item.sampled, scored, held)]))
+                outcome = next(outcomes) if runs else Outcome(None, [{}])
+                flight = self._flight(item.record, item.sampled, outcome, 0, held)
+                out.append((item, [flight]))
                 continue
             outcome = next(outcomes)
             assert outcome.extraction is not None and outcome.scored is not None
             records = self._extracted(item, outcome.extraction)
             self._queue.recost(item, sum(map(record_bytes, records)))
+            assert len(outcome.scored) == len(records)
             flights = [
-                self._flight(record, item.sampled, scored, held)
-                for record, scored in zip(records, outcome.scored, strict=True)
+                self._flight(record, item.sampled, outcome, i, held)
+                for i, record in enumerate(records)
             ]
             out.append((item, flights))
         return out
@@ -394,11 +398,24 @@ class EvaluationStage:
         self,
         record: RagRecord,
         sampled: frozenset[str],
-        scored: Scored,
+        outcome: Outcome,
+        i: int,
         refused: frozenset[str] = frozenset(),
     ) -> InFlight:
+        """Record `i` of `outcome`, with what its CPU scorers (and their previous
+        revisions) gave."""
         service = self._t.service_cap(record.service)
-        return InFlight(record, sampled, service, record.missing(), scored, {}, refused)
+        scored = outcome.scored[i] if outcome.scored else {}
+        return InFlight(
+            record,
+            sampled,
+            service,
+            record.missing(),
+            scored,
+            {},
+            refused,
+            previous_scored=outcome.previous_of(i),
+        )
 
     def _emit(
         self, sink: ResultSink, paired: PairedSink | None, item: Item, flight: InFlight
