@@ -1,7 +1,8 @@
 """`rag-monitor backtest` over the results file of an evaluator changeover with both
 revisions scoring the same records (`evaluators[].previous`) gives the pages the live
-engine sent: the sidecar's evaluation stage scores each record with the new revision of
-the embedded `local_groundedness` and half of them with its previous one too, its results
+engine sent: the sidecar's evaluation stage scores each record, in its worker process,
+with the new revision of the embedded `local_groundedness` and half of them with its
+previous one too (the worker's outcome says which revision gave each result), its results
 file keeps the previous revision's verdicts under each line's `previous`, and the backtest
 pairs them with the record's own as the live engine did (`AlertEngine.emit_paired`).
 
@@ -109,7 +110,7 @@ def pipeline_config(results: Path, evaluator: dict[str, Any]) -> Config:
     return Config.model_validate(
         {
             "evaluators": [evaluator],
-            "pipeline": {"processes": 0},
+            "pipeline": {"processes": 1},
             "exporters": {"results_file": str(results)},
         }
     )
