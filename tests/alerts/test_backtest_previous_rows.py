@@ -91,8 +91,8 @@ def test_backtest_reads_them_and_refuses_one_it_cannot_pair() -> None:
 
 
 def _changeover(previous: bool) -> tuple[Backtest, int]:
-    """Revision "old" fails a fifth of the records for three hours, then "new" a tenth
-    more of them for 20 minutes, and with `previous` "old" scores half of those again:
+    """Revision "old" fails a fifth of the records for an hour, then "new" a tenth more
+    of them for 15 minutes, and with `previous` "old" scores half of those again:
     replayed."""
     config = Config.model_validate(
         {
@@ -100,8 +100,9 @@ def _changeover(previous: bool) -> tuple[Backtest, int]:
                 "rules": [
                     {
                         "name": "paired",
+                        "window": "5m",
                         "evaluator": EVALUATOR,
-                        "baseline": {"season": "none", "window": "1h", "min_samples": 500},
+                        "baseline": {"season": "none", "window": "30m", "min_samples": 500},
                     }
                 ]
             }
@@ -109,10 +110,10 @@ def _changeover(previous: bool) -> tuple[Backtest, int]:
     )
     rng = random.Random(7)
     rows: list[tuple[str, Any]] = []
-    for n in range(3 * 3600 + 1200):
+    for n in range(3600 + 900):
         t = START + n
         u = rng.random()
-        if n < 3 * 3600:
+        if n < 3600:
             line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.2, "old")})
         else:
             old = {EVALUATOR: _result(u >= 0.2, "old")} if previous and n % 2 else None
@@ -131,5 +132,6 @@ def test_backtest_pairs_them_with_the_records_own_verdicts() -> None:
         state: RegressionState = next(iter(backtest.engine._entries.values())).state
         assert state.changeover is not None and state.changeover.replaced == "old"
         pairs = state.changeover.overlap.paired[0]
-        assert pairs > 300 if previous else pairs == 0
+        # Every other record of the new revision's 15 minutes, each pair once.
+        assert pairs == (450 if previous else 0)
         assert backtest.summary.verdicts == lines
