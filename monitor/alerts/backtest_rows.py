@@ -84,6 +84,7 @@ class Row:
             _text(raw, "model"),
             _text(raw, "conversation"),
             _fingerprint(raw),
+            _text(raw, "sender"),
         )
         dimensions = raw.get("dimensions")
         if dimensions is not None and not isinstance(dimensions, dict):

@@ -36,7 +36,7 @@ from typing import Any
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
-from monitor.records import RagRecord
+from monitor.records import RagRecord, sender
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
 from monitor.results import EvalResult, Results
@@ -80,6 +80,9 @@ def results_line(
         # The question's fingerprint: verdicts on the same question are one unit of evidence
         # to the alert rules (monitor/records/fingerprint.py), here as live.
         "fingerprint": request_fingerprint(record),
+        # Who sent it: a regression rule screens each sender's verdicts (monitor/evidence/
+        # senders.py), here as live.
+        "sender": sender(record),
         # What else a page's attribution looks at (monitor/records/where.py), so that
         # `rag-monitor backtest` over this file says where as the sidecar does.
         "dimensions": Where.of(record).line(),
