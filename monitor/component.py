@@ -279,13 +279,17 @@ class BatchSink(Protocol):
 
 @runtime_checkable
 class PairedSink(Protocol):
-    """A sink that also takes the verdicts of evaluators' previous revisions on records
-    their evaluator judged (`evaluators[].previous`: the alert engine measures the new
-    revision's offset on the same records)."""
+    """A result sink that also takes the verdicts of evaluators' previous revisions on
+    records their evaluator judged (`evaluators[].previous`: the alert engine measures the
+    new revision's offset on the same records; the results file keeps them for
+    `backtest`)."""
 
-    def emit_previous(self, record: RagRecord, results: Results, previous: Results) -> None:
-        """`previous`: by evaluator, the previous revision's verdict on `record`, whose
-        `results` the sink's `emit` had. Must not block."""
+    def emit_paired(
+        self, record: RagRecord, results: Results, previous: Results
+    ) -> asyncio.Future[bool] | None:
+        """`emit` of a record that has them: `previous`, by evaluator, the previous
+        revision's verdict on `record` (each beside its evaluator's in `results`). Must not
+        block; returns what `emit` would."""
 
 
 GENERATOR = "rag-monitor"

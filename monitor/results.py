@@ -58,23 +58,23 @@ class EvalResult:
         }
 
     @classmethod
-    def from_json(cls, name: str, raw: Any) -> EvalResult:
-        """Takes back `as_json()` (a results line's object); raises ValueError naming the
-        field that is not what a results line holds."""
+    def from_json(cls, name: str, raw: Any, under: str = "results") -> EvalResult:
+        """Takes back `as_json()` (a results line's object, in its field `under`); raises
+        ValueError naming the field that is not what a results line holds."""
         if not isinstance(raw, dict):
-            raise ValueError(f"results.{name}: expected an object")
+            raise ValueError(f"{under}.{name}: expected an object")
 
         def field(key: str, kinds: tuple[type, ...]) -> Any:
             value = raw.get(key)
             if value is not None and (
                 isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds)
             ):
-                raise ValueError(f"results.{name}.{key}: {value!r} is not a {kinds[0].__name__}")
+                raise ValueError(f"{under}.{name}.{key}: {value!r} is not a {kinds[0].__name__}")
             return value
 
         safety = field("safety", (dict,))
         if safety is not None and any(v not in SEVERITIES for v in safety.values()):
-            raise ValueError(f"results.{name}.safety: a severity is not one of {SEVERITIES}")
+            raise ValueError(f"{under}.{name}.safety: a severity is not one of {SEVERITIES}")
         severity = field("severity", (str,))
         return cls(
             name=name,

@@ -39,9 +39,12 @@ class Row:
     passes: float = 0.0
     fails: float = 0.0
     score: float | None = None
-    # The previous revision's verdict on the same record (`evaluators[].previous`): its
-    # revision, and whether it failed.
+    # A verdict row's previous revision's verdict on the same record
+    # (`evaluators[].previous`): its revision, and whether it failed.
     previous: tuple[str | None, bool] | None = None
+    # A results line's previous revisions' verdicts on the record, by evaluator (its
+    # `previous`), each paired with the evaluator's own in `results`.
+    paired: dict[str, EvalResult] | None = None
 
     @property
     def source(self) -> str | None:
@@ -81,6 +84,7 @@ class Row:
             _text(raw, "model"),
             _text(raw, "conversation"),
             _fingerprint(raw),
+            _text(raw, "sender"),
         )
         dimensions = raw.get("dimensions")
         if dimensions is not None and not isinstance(dimensions, dict):
@@ -99,7 +103,7 @@ class Row:
             if not isinstance(results, dict):
                 raise ValueError("results: expected an object of evaluators")
             parsed = {str(k): EvalResult.from_json(str(k), v) for k, v in results.items()}
-            return cls(t, origin, where, results=parsed)
+            return cls(t, origin, where, results=parsed, paired=_paired(raw, parsed))
         evaluator, category = _text(raw, "evaluator"), _text(raw, "category")
         if (evaluator is None) == (category is None):
             raise ValueError("a verdict row names an evaluator or a category (exactly one)")
@@ -141,6 +145,29 @@ def _previous(raw: Any, counts: dict[str, Any]) -> tuple[str | None, bool]:
     if not isinstance(raw, dict) or raw.get("outcome") not in ("pass", "fail"):
         raise ValueError('previous: expected {"revision", "outcome": "pass" | "fail"}')
     return _text(raw, "revision"), raw["outcome"] == "fail"
+
+
+def _paired(raw: dict[str, Any], results: dict[str, EvalResult]) -> dict[str, EvalResult] | None:
+    """A results line's `previous` (absent from lines written before it, and from those
+    of records no previous revision scored): each a verdict on the record whose
+    evaluator's own verdict is in `results`, as the sidecar writes them."""
+    previous = raw.get("previous")
+    if previous is None:
+        return None
+    if not isinstance(previous, dict):
+        raise ValueError("previous: expected an object of evaluators")
+    out = {}
+    for key, value in previous.items():
+        name = str(key)
+        result = EvalResult.from_json(name, value, "previous")
+        own = results.get(name)
+        if result.outcome == "error" or own is None or own.outcome == "error":
+            raise ValueError(
+                f"previous.{name}: a previous revision's verdict comes with its evaluator's "
+                "own verdict on the record in results"
+            )
+        out[name] = result
+    return out or None
 
 
 def read_rows(paths: Iterable[Path], max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[str, Any]]:

@@ -214,8 +214,13 @@ class AlertEngine:
         if self._rules:
             self.count_results(Origin.of(record), results, self._clock(), Where.of(record))
 
-    def emit_previous(self, record: RagRecord, results: Results, previous: Results) -> None:
-        self.count_results(Origin.of(record), previous, self._clock(), paired=results)
+    def emit_paired(self, record: RagRecord, results: Results, previous: Results) -> None:
+        """The record's own verdicts, then its previous revisions' paired with them
+        (`backtest` replays a results line the same way)."""
+        if self._rules:
+            origin, now = Origin.of(record), self._clock()
+            self.count_results(origin, results, now, Where.of(record))
+            self.count_results(origin, previous, now, paired=results)
 
     def count_results(
         self,

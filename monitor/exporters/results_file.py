@@ -29,17 +29,17 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
-from monitor.records import RagRecord
+from monitor.records import RagRecord, sender
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
-from monitor.results import EvalResult
+from monitor.results import EvalResult, Results
 from monitor.shared.json_lines import json_line
 from monitor.shared.retry import RetryPolicy
 from monitor.telemetry import RateLimitedLog, Telemetry
@@ -60,10 +60,13 @@ def results_line(
     text: bool = False,
     redact: Redact | None = None,
     now: float | None = None,
+    previous: Mapping[str, EvalResult] | None = None,
 ) -> dict[str, Any]:
     """One results line; with `text`, also what was extracted (redacted) under
-    "extracted". `time` is the request's (its trace's start) or, for a record without
-    one, `now` (the time it was evaluated): what `rag-monitor backtest` replays on."""
+    "extracted"; with `previous` (evaluators' previous revisions' verdicts on the record,
+    `evaluators[].previous`), those under "previous". `time` is the request's (its
+    trace's start) or, for a record without one, `now` (the time it was evaluated): what
+    `rag-monitor backtest` replays on."""
     line = {
         "request_id": record.request_id,
         "trace_id": record.trace_id,
@@ -77,11 +80,18 @@ def results_line(
         # The question's fingerprint: verdicts on the same question are one unit of evidence
         # to the alert rules (monitor/records/fingerprint.py), here as live.
         "fingerprint": request_fingerprint(record),
+        # Who sent it: a regression rule screens each sender's verdicts (monitor/evidence/
+        # senders.py), here as live.
+        "sender": sender(record),
         # What else a page's attribution looks at (monitor/records/where.py), so that
         # `rag-monitor backtest` over this file says where as the sidecar does.
         "dimensions": Where.of(record).line(),
         "results": {name: result.as_json() for name, result in results.items()},
     }
+    if previous:
+        # Apart from `results`, so that a reader of the current verdicts never counts an
+        # old revision's among them; `backtest` pairs each with its evaluator's result.
+        line["previous"] = {name: result.as_json() for name, result in previous.items()}
     if text:
         line["extracted"] = extracted_text(record, redact)
     return line
@@ -172,14 +182,28 @@ class ResultsFileSink:
         await self._queue.start()
 
     def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
-        shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
+        return self.emit_paired(record, results, {})
+
+    def emit_paired(
+        self, record: RagRecord, results: Results, previous: Results
+    ) -> asyncio.Future[bool]:
+        """The record's line, with the previous revisions' verdicts on it under
+        "previous" (`component.PairedSink`)."""
         fields = results_line(
-            record, shown, text=self._include_text, redact=self._redact, now=time.time()
+            record,
+            self._shown(results),
+            text=self._include_text,
+            redact=self._redact,
+            now=time.time(),
+            previous=self._shown(previous),
         )
         line = json_line(fields).encode() + b"\n"
         written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
         return written
+
+    def _shown(self, results: Results) -> dict[str, EvalResult]:
+        return shown_results(results, explanations=self._include_explanations, redact=self._redact)
 
     def reopen(self) -> None:
         """Open the path afresh before the next write (SIGHUP, after log rotation)."""

@@ -100,7 +100,7 @@ class Pairs:
     def __init__(self) -> None:
         self.got: list[tuple[str, dict[str, EvalResult], dict[str, EvalResult]]] = []
 
-    def emit_previous(self, record: RagRecord, results: Results, previous: Results) -> None:
+    def emit_paired(self, record: RagRecord, results: Results, previous: Results) -> None:
         self.got.append((record.request_id, dict(results), dict(previous)))
 
     async def start(self) -> None:

@@ -433,8 +433,10 @@ def test_every_command_says_what_it_does_in_its_help() -> None:
 def test_the_results_file_fields_are_the_documented_ones() -> None:
     from monitor.exporters.results_file import results_line
     from monitor.records import CONTEXT_SOURCES, RagRecord
+    from monitor.results import EvalResult
 
-    line = results_line(RagRecord(request_id="r"), {}, text=True)
+    previous = {"e": EvalResult("e", passed=True, revision="old")}
+    line = results_line(RagRecord(request_id="r"), {}, text=True, previous=previous)
     documented = {
         name.split(".")[0] for row in _rows(_section("Results file")) for name in _ticked(row[0])
     }

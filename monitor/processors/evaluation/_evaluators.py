@@ -29,7 +29,7 @@ from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Scored, held_back, previous_key
+from monitor.processors.evaluation._task import Job, Scored, held_back
 from monitor.processors.sampler import Sampled
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -53,6 +53,8 @@ class InFlight:
     refused: frozenset[str] = frozenset()
     # The verdicts of evaluators' previous revisions on it, by evaluator (`_previous.py`).
     previous: dict[str, EvalResult] = field(default_factory=dict)
+    # What the previous revisions of its CPU scorers gave in the batch's task.
+    previous_scored: Scored = field(default_factory=dict)
 
     @property
     def boosted(self) -> frozenset[str]:
@@ -131,12 +133,12 @@ class BatchEvaluator:
         )
 
     def previous_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
-        """The task keys of the previous revisions of CPU `scorers` that score the item of
-        sampling key `key` too (`PreviousScorer.chosen`), each admitted to the local
-        limit as a boost's evaluation is."""
+        """Those of CPU `scorers` whose previous revision scores the item of sampling key
+        `key` too (`PreviousScorer.chosen`), each admitted to the local limit as a boost's
+        evaluation is."""
         now = self._clock()
         return tuple(
-            previous_key(name)
+            name
             for name in scorers
             if (previous := self._previous.get(name)) is not None
             and previous.chosen(key, now)
@@ -187,7 +189,7 @@ class BatchEvaluator:
                 if current is None or current.outcome == "error":
                     continue  # nothing to pair it with
                 if name in self._cpu:
-                    scored = item.scored.get(previous_key(name))
+                    scored = item.previous_scored.get(name)
                     if scored is not None:
                         self._took_previous(item, previous, scored[0])
                 elif previous.chosen(item.record.sampling_key, now):
@@ -208,7 +210,7 @@ class BatchEvaluator:
     def _took_previous(self, item: InFlight, previous: PreviousScorer, result: EvalResult) -> None:
         """A previous revision's result on `item`, counted, and kept when a verdict."""
         name = previous.evaluator.name
-        result = dataclasses.replace(result, name=name, revision=previous.revision)
+        result = dataclasses.replace(result, revision=previous.revision)
         labels = (name, previous.revision, result.outcome)
         self._t.child(self._previous_evaluations, *labels).inc()
         if result.outcome != "error":

@@ -4,10 +4,11 @@
 On `share` of the records the evaluator gave a verdict on (chosen by a hash of the record's
 sampling key, so a trace's records go together and a record replayed is chosen again),
 until `until`, the previous revision scores the record too: a CPU scorer in the batch's
-task under `previous_key` of its name, a judge as one more call admitted like a boost's
-(only while the budget keeps room for the base sample). Its verdict goes to the sinks that
-take previous revisions' verdicts (`component.PairedSink`: the alert engine, which
-measures the new revision's offset on the same records) and is counted in
+task beside its current revision (`Job.previous`), a judge as one more call admitted like a boost's
+(only while the budget keeps room for the base sample). Its verdict goes with the record's
+own results to the sinks that take previous revisions' verdicts (`component.PairedSink`:
+the alert engine, which measures the new revision's offset on the same records, and the
+results file, under each line's `previous`, for `backtest`) and is counted in
 `previous_revision_evaluations_total`; never in the evaluator's own metrics, results or
 events.
 """
@@ -17,8 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.evaluators.base import Evaluator
-from monitor.processors.evaluation._task import PREVIOUS
 from monitor.processors.sampler import sampling_position
+
+# Salts the sampling key, so that which records the previous revision scores is a choice
+# of its own, not the sampler's.
+_SALT = "@previous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,4 +37,4 @@ class PreviousScorer:
 
     def chosen(self, sampling_key: str, now: float) -> bool:
         """Whether it scores the record of `sampling_key` at `now`."""
-        return now < self.until_s and sampling_position(sampling_key + PREVIOUS) < self.share
+        return now < self.until_s and sampling_position(sampling_key + _SALT) < self.share

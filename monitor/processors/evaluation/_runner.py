@@ -49,11 +49,15 @@ class TaskRunner:
         *,
         evaluation_timeout_s: float,
         extraction_timeout_s: float,
+        previous: Mapping[str, CpuScorer] | None = None,
     ) -> None:
+        """`previous`: the previous revisions of CPU scorers (`evaluators[].previous`), by
+        evaluator, for the jobs that name them (`Job.previous`)."""
         self._pool = pool
         # In this process: the scorers themselves (no pool), or what `planned` reads of
         # them (their models load in the workers).
         self._scorers = scorers
+        self._previous = dict(previous or {})
         self._settings = settings
         self._evaluation_timeout = evaluation_timeout_s
         self._extraction_timeout = extraction_timeout_s
@@ -117,7 +121,9 @@ class TaskRunner:
         deadline = self._deadline(jobs)
         try:
             async with asyncio.timeout(deadline):
-                batch = partial(run, Batch(jobs), self._scorers, self._settings, outcomes)
+                batch = partial(
+                    run, Batch(jobs), self._scorers, self._settings, outcomes, self._previous
+                )
                 await in_own_thread(batch, "evaluation-batch")
         except TimeoutError:
             # The thread goes on alone (`in_own_thread`); what it had done by now is kept,
@@ -138,7 +144,7 @@ class TaskRunner:
     def _failed(self, job: Job, error: str) -> Outcome:
         if job.record is None:
             return Outcome(Unreadable("extract_failed", f"{error} while extracting"), [])
-        return Outcome(None, [self._failed_record(job.record, job.scorers, error)])
+        return self._failed_records(job, None, [job.record], error)
 
     def _failed_scoring(
         self, job: Job, extraction: TraceRecords | Unreadable | None, error: str
@@ -147,10 +153,28 @@ class TaskRunner:
             return self._failed(job, error)
         if isinstance(extraction, Unreadable):
             return Outcome(extraction, [])
+        return self._failed_records(job, extraction, extraction.records, error)
+
+    def _failed_records(
+        self,
+        job: Job,
+        extraction: TraceRecords | None,
+        records: Sequence[RagRecord],
+        error: str,
+    ) -> Outcome:
+        """Error results of the job's CPU scorers (and previous revisions) on `records`."""
         return Outcome(
-            extraction, [self._failed_record(r, job.scorers, error) for r in extraction.records]
+            extraction,
+            [self._failed_record(r, job.scorers, self._scorers, error) for r in records],
+            [self._failed_record(r, job.previous, self._previous, error) for r in records],
         )
 
-    def _failed_record(self, record: RagRecord, names: Sequence[str], error: str) -> Scored:
-        chosen = planned(record, names, self._scorers, self._settings.evaluate_suspect)
+    def _failed_record(
+        self,
+        record: RagRecord,
+        names: Sequence[str],
+        scorers: Mapping[str, CpuScorer],
+        error: str,
+    ) -> Scored:
+        chosen = planned(record, names, scorers, self._settings.evaluate_suspect)
         return {name: (EvalResult.failed(name, error), 0.0) for name in chosen}

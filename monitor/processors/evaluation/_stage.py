@@ -54,7 +54,7 @@ from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Scored, Settings, previous_key
+from monitor.processors.evaluation._task import Job, Outcome, Settings
 from monitor.records import RagRecord
 from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
@@ -101,15 +101,17 @@ class EvaluationStage:
         settings = settings or Settings()
         previous = dict(previous or {})
         scorers = {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)}
-        for name, old in previous.items():
-            if isinstance(old.evaluator, CpuScorer):
-                scorers[previous_key(name)] = old.evaluator
         self._runner = TaskRunner(
             cpu_pool,
             scorers,
             settings,
             evaluation_timeout_s=evaluation_timeout_s,
             extraction_timeout_s=extraction_timeout_s,
+            previous={
+                name: old.evaluator
+                for name, old in previous.items()
+                if isinstance(old.evaluator, CpuScorer)
+            },
         )
         self._evaluators = BatchEvaluator(
             evaluators,
@@ -124,12 +126,13 @@ class EvaluationStage:
             previous=previous,
             clock=clock,
         )
-        self._paired = [sink for sink in sinks if isinstance(sink, PairedSink)]
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
         self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
+        # The sinks that take previous revisions' verdicts too, by their id.
+        self._paired = {id(sink): sink for sink in sinks if isinstance(sink, PairedSink)}
         self._t = telemetry
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
@@ -318,11 +321,9 @@ class EvaluationStage:
             for flight in records:
                 if flight.results:
                     for sink in self._sinks:
-                        written = self._emit(sink, item, flight.record, flight.results)
+                        written = self._emit(sink, self._paired.get(id(sink)), item, flight)
                         if written is not None:
                             writes.append(written)
-                if flight.previous:
-                    self._emit_previous(flight)
             if writes:
                 # Finished once persisted; the worker moves on without waiting, unless
                 # too many items already wait for their writes (see `_take`).
@@ -344,26 +345,28 @@ class EvaluationStage:
         for item in items:
             refused.append(self._evaluators.admit_cpu(item.sampled))
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
-            scorers += self._evaluators.previous_scorers(scorers, _sampling_key(item))
+            previous = self._evaluators.previous_scorers(scorers, _sampling_key(item))
             if isinstance(item, SampledTrace):
-                sent.append(Job(scorers, spans=item.spans))
+                sent.append(Job(scorers, spans=item.spans, previous=previous))
             elif scorers:
-                sent.append(Job(scorers, record=item.record))
+                sent.append(Job(scorers, record=item.record, previous=previous))
         outcomes = iter(await self._runner.run(sent))
         out: list[tuple[Item, list[InFlight]]] = []
         for item, held in zip(items, refused, strict=True):
             if isinstance(item, SampledRecord):
                 runs = any(n in item.sampled and n not in held for n in first_cpu)
-                scored = (next(outcomes).scored or [{}])[0] if runs else {}
-                out.append((item, [self._flight(item.record, item.sampled, scored, held)]))
+                outcome = next(outcomes) if runs else Outcome(None, [{}])
+                flight = self._flight(item.record, item.sampled, outcome, 0, held)
+                out.append((item, [flight]))
                 continue
             outcome = next(outcomes)
             assert outcome.extraction is not None and outcome.scored is not None
             records = self._extracted(item, outcome.extraction)
             self._queue.recost(item, sum(map(record_bytes, records)))
+            assert len(outcome.scored) == len(records)
             flights = [
-                self._flight(record, item.sampled, scored, held)
-                for record, scored in zip(records, outcome.scored, strict=True)
+                self._flight(record, item.sampled, outcome, i, held)
+                for i, record in enumerate(records)
             ]
             out.append((item, flights))
         return out
@@ -395,19 +398,37 @@ class EvaluationStage:
         self,
         record: RagRecord,
         sampled: frozenset[str],
-        scored: Scored,
+        outcome: Outcome,
+        i: int,
         refused: frozenset[str] = frozenset(),
     ) -> InFlight:
+        """Record `i` of `outcome`, with what its CPU scorers (and their previous
+        revisions) gave."""
         service = self._t.service_cap(record.service)
-        return InFlight(record, sampled, service, record.missing(), scored, {}, refused)
+        scored = outcome.scored[i] if outcome.scored else {}
+        return InFlight(
+            record,
+            sampled,
+            service,
+            record.missing(),
+            scored,
+            {},
+            refused,
+            previous_scored=outcome.previous_of(i),
+        )
 
     def _emit(
-        self, sink: ResultSink, item: Item, record: RagRecord, results: dict[str, EvalResult]
+        self, sink: ResultSink, paired: PairedSink | None, item: Item, flight: InFlight
     ) -> asyncio.Future[bool] | None:
-        """`sink.emit`, tried twice; a record it fails on both times counts as not
-        finished (its results are not persisted there), and the sink goes on."""
+        """`sink.emit` of the flight's record, or, when previous revisions scored it too
+        and the sink takes their verdicts (`paired`), `emit_paired`; tried twice. A record
+        it fails on both times counts as not finished (its results are not persisted
+        there), and the sink goes on."""
+        record, results, previous = flight.record, flight.results, flight.previous
         for attempt in (1, 2):
             try:
+                if previous and paired is not None:
+                    return paired.emit_paired(record, results, previous)
                 return sink.emit(record, results)
             except Exception as exc:
                 if attempt == 2:
@@ -416,15 +437,6 @@ class EvaluationStage:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         future.set_result(False)
         return future
-
-    def _emit_previous(self, flight: InFlight) -> None:
-        """Previous revisions' verdicts on a record, to the sinks that take them; a sink
-        that fails on them loses them alone (the record's own results went already)."""
-        for sink in self._paired:
-            try:
-                sink.emit_previous(flight.record, flight.results, flight.previous)
-            except Exception:
-                self._sink_failed(sink, [flight.record])
 
     def _emit_many(
         self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]
@@ -444,9 +456,7 @@ class EvaluationStage:
             except Exception:
                 self._sink_failed(sink, [item[0]])
 
-    def _sink_failed(
-        self, sink: ResultSink | BatchSink | PairedSink, records: list[RagRecord]
-    ) -> None:
+    def _sink_failed(self, sink: ResultSink | BatchSink, records: list[RagRecord]) -> None:
         name = type(sink).__name__
         self._t.dropped.labels("evaluate", "sink_error").inc(len(records))
         log.exception(

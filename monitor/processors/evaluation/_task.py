@@ -36,16 +36,8 @@ from monitor.results import EvalResult
 from monitor.spans import Span
 
 Scored = dict[str, tuple[EvalResult, float]]
-"""A record's CPU results by evaluator, with the seconds each took."""
-
-# What a CPU scorer's previous revision (`evaluators[].previous`) goes by in a task and in
-# its results: its evaluator's name with this after it (the stage names them back).
-PREVIOUS = "@previous"
-
-
-def previous_key(name: str) -> str:
-    return name + PREVIOUS
-
+"""A record's CPU results of one revision (the evaluators' current ones, or their previous
+ones: `evaluators[].previous`) by evaluator, with the seconds each took."""
 
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
@@ -60,11 +52,13 @@ PRELOAD = ("monitor.processors.evaluation._preload",)
 @dataclass(frozen=True, slots=True)
 class Job:
     """One sampled item's part of a batch: a trace's spans to extract (no `record`), or a
-    record; and the CPU scorers that sample it."""
+    record; the CPU scorers that sample it, and those of them whose previous revision
+    scores it too."""
 
     scorers: tuple[str, ...]
     spans: Sequence[Span] = ()
     record: RagRecord | None = None
+    previous: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,31 +74,51 @@ class Batch:
 @dataclass(slots=True)
 class Outcome:
     """What became of one job: a trace's extraction (None for a record), and each record's
-    CPU results once scored (None until then: a timed-out thread hop leaves the rest)."""
+    CPU results once scored (None until then: a timed-out thread hop leaves the rest),
+    with, beside them, those of the previous revisions the job named (`Job.previous`)."""
 
     extraction: TraceRecords | Unreadable | None
     scored: list[Scored] | None = None
+    previous: list[Scored] = field(default_factory=list)
+
+    def previous_of(self, i: int) -> Scored:
+        """The previous revisions' results on record `i` (none where the job named none)."""
+        return self.previous[i] if i < len(self.previous) else {}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The results cross as tuples of their fields: cheaper for the receiving process
-        # to unpickle than the dataclasses.
+        # The results cross as tuples of their fields, each with which revision gave it
+        # (True: a previous one): cheaper for the receiving process to unpickle than the
+        # dataclasses.
         rows = None
         if self.scored is not None:
             rows = [
-                [(tuple(getattr(r, f) for f in _RESULT_FIELDS), t) for r, t in row.values()]
-                for row in self.scored
+                [
+                    (old, tuple(getattr(r, f) for f in _RESULT_FIELDS), t)
+                    for old, scored in ((False, self.scored[i]), (True, self.previous_of(i)))
+                    for r, t in scored.values()
+                ]
+                for i in range(len(self.scored))
             ]
         return _outcome, (self.extraction, rows)
 
 
 def _outcome(
     extraction: TraceRecords | Unreadable | None,
-    rows: list[list[tuple[tuple[Any, ...], float]]] | None,
+    rows: list[list[tuple[bool, tuple[Any, ...], float]]] | None,
 ) -> Outcome:
     if rows is None:
         return Outcome(extraction)
-    results = [[(EvalResult(*fields), t) for fields, t in row] for row in rows]
-    return Outcome(extraction, [{r.name: (r, t) for r, t in row} for row in results])
+    scored: list[Scored] = []
+    previous: list[Scored] = []
+    for row in rows:
+        own: Scored = {}
+        old: Scored = {}
+        for is_previous, fields, t in row:
+            result = EvalResult(*fields)
+            (old if is_previous else own)[result.name] = (result, t)
+        scored.append(own)
+        previous.append(old)
+    return Outcome(extraction, scored, previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +155,15 @@ def planned(
 
 
 def run(
-    batch: Batch, scorers: Mapping[str, CpuScorer], settings: Settings, outcomes: list[Outcome]
+    batch: Batch,
+    scorers: Mapping[str, CpuScorer],
+    settings: Settings,
+    outcomes: list[Outcome],
+    previous: Mapping[str, CpuScorer] | None = None,
 ) -> list[Outcome]:
     """The batch, appending each job's outcome to `outcomes` as it goes: every trace
-    extracted first, then every record scored."""
+    extracted first, then every record scored (`previous`: the previous revisions of CPU
+    scorers, by evaluator, for the jobs that name them)."""
     for job in batch.jobs:
         extraction = None
         if job.record is None:
@@ -156,6 +175,7 @@ def run(
         outcomes.append(Outcome(extraction))
     if not batch.score:
         return outcomes
+    suspect = settings.evaluate_suspect
     for job, outcome in zip(batch.jobs, outcomes, strict=True):
         if job.record is not None:
             records = [job.record]
@@ -163,10 +183,15 @@ def run(
             records = outcome.extraction.records
         else:
             records = []
+        if job.previous:
+            assert previous is not None
+            outcome.previous = [
+                _score(record, planned(record, job.previous, previous, suspect), previous)
+                for record in records
+            ]
+        # Set last: a timed-out thread hop takes a job with `scored` as done.
         outcome.scored = [
-            _score(
-                record, planned(record, job.scorers, scorers, settings.evaluate_suspect), scorers
-            )
+            _score(record, planned(record, job.scorers, scorers, suspect), scorers)
             for record in records
         ]
     return outcomes
@@ -194,8 +219,6 @@ def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]
             result = scorers[name].score(record)
         except Exception as exc:
             result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-        if result.name != name:  # a previous revision's, known by its key on the way back
-            result = dataclasses.replace(result, name=name)
         scored[name] = (result, time.perf_counter() - started)
     return scored
 
@@ -218,11 +241,12 @@ class WorkerSetup:
     specs: tuple[EvaluatorConfig, ...]
     factory: ScorerFactory
     settings: Settings
-    # The previous revisions of CPU scorers, each known by `previous_key` of its name.
+    # The previous revisions of CPU scorers (`evaluators[].previous`).
     previous: tuple[EvaluatorConfig, ...] = ()
 
 
 _scorers: dict[str, CpuScorer] = {}
+_previous: dict[str, CpuScorer] = {}  # the previous revisions, by evaluator
 _settings = Settings()
 
 
@@ -230,19 +254,18 @@ def set_up_worker(setup: WorkerSetup) -> None:
     """The worker's initializer: build and warm up its CPU scorers."""
     global _settings
     _settings = setup.settings
-    keyed = [(spec.name, spec) for spec in setup.specs]
-    keyed += [(previous_key(spec.name), spec) for spec in setup.previous]
-    for key, spec in keyed:
-        evaluator = setup.factory(spec)
-        warm_up = getattr(evaluator, "warm_up", None)
-        if warm_up is not None:
-            asyncio.run(warm_up())
-        _scorers[key] = evaluator
+    for specs, scorers in ((setup.specs, _scorers), (setup.previous, _previous)):
+        for spec in specs:
+            evaluator = setup.factory(spec)
+            warm_up = getattr(evaluator, "warm_up", None)
+            if warm_up is not None:
+                asyncio.run(warm_up())
+            scorers[spec.name] = evaluator
 
 
 def run_in_worker(batch: Batch) -> list[Outcome]:
     """The batch as the pool runs it, with the worker's scorers and settings."""
-    return run(batch, _scorers, _settings, [])
+    return run(batch, _scorers, _settings, [], _previous)
 
 
 def worker_initializer(

@@ -1,0 +1,137 @@
+"""The previous revision's verdicts in results lines (`evaluators[].previous`): written apart
+from the record's own results, under `previous`, only on the lines that have them; read back
+by `backtest`, which pairs them with the record's own as the live engine does
+(`AlertEngine.emit_paired`); lines without them read as before, and a `previous` that
+cannot be a previous revision's verdict on the record is refused naming why."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from monitor.alerts.backtest import Backtest
+from monitor.alerts.backtest_rows import Row
+from monitor.alerts.kinds.regression_state import RegressionState
+from monitor.config import Config
+from monitor.exporters.results_file import ResultsFileSink, results_line
+from monitor.records import RagRecord
+from monitor.results import EvalResult
+from monitor.telemetry import create_telemetry
+
+EVALUATOR = "local_groundedness"
+START = 1_767_225_600.0
+
+
+def _result(passed: bool, revision: str, explanation: str | None = None) -> EvalResult:
+    return EvalResult(
+        EVALUATOR,
+        score=float(passed),
+        normalized=float(passed),
+        passed=passed,
+        explanation=explanation,
+        revision=revision,
+    )
+
+
+def _record(n: int, t: float) -> RagRecord:
+    return RagRecord(request_id=f"r{n}", trace_id=f"{n + 1:032x}", service="shop", timestamp=t)
+
+
+def test_a_line_keeps_the_previous_verdicts_apart_and_only_when_there_are_some() -> None:
+    record = _record(1, START)
+    own = {EVALUATOR: _result(True, "new")}
+    assert "previous" not in results_line(record, own)
+    line = results_line(record, own, previous={EVALUATOR: _result(False, "old")})
+    assert line["results"] == {EVALUATOR: own[EVALUATOR].as_json()}
+    assert line["previous"] == {EVALUATOR: _result(False, "old").as_json()}
+    assert line["previous"][EVALUATOR]["revision"] == "old"
+
+
+async def test_the_results_file_writes_them_without_their_explanations(tmp_path: Path) -> None:
+    """As the record's own: an explanation carries the record's text."""
+    path = tmp_path / "results.jsonl"
+    sink = ResultsFileSink(path, create_telemetry())
+    await sink.start()
+    own = {EVALUATOR: _result(True, "new", "all supported")}
+    previous = {EVALUATOR: _result(False, "old", "unsupported: the year")}
+    assert await sink.emit_paired(_record(1, START), own, previous)
+    assert await sink.emit(_record(2, START), own)
+    await sink.shutdown(5)
+    first, second = (orjson.loads(line) for line in path.read_bytes().splitlines())
+    assert first["previous"][EVALUATOR]["passed"] is False
+    assert first["previous"][EVALUATOR]["revision"] == "old"
+    assert first["previous"][EVALUATOR]["explanation"] is None
+    assert first["results"][EVALUATOR]["explanation"] is None
+    assert "previous" not in second
+
+
+def _line(**fields: Any) -> dict[str, Any]:
+    own = {EVALUATOR: _result(True, "new").as_json()}
+    return {"time": START, "service": "shop", "results": own, **fields}
+
+
+def test_backtest_reads_them_and_refuses_one_it_cannot_pair() -> None:
+    assert Row.of(_line()).paired is None  # a line written before they were
+    row = Row.of(_line(previous={EVALUATOR: _result(False, "old").as_json()}))
+    assert row.paired == {EVALUATOR: _result(False, "old")}
+    with pytest.raises(ValueError, match="previous: expected an object of evaluators"):
+        Row.of(_line(previous=[1]))
+    with pytest.raises(ValueError, match=r"previous\.judge: a previous revision's verdict comes"):
+        Row.of(_line(previous={"judge": _result(False, "old").as_json()}))
+    with pytest.raises(ValueError, match=r"previous\.local_groundedness: a previous revision's"):
+        Row.of(_line(previous={EVALUATOR: {"passed": None, "error": "timeout"}}))
+    with pytest.raises(
+        ValueError, match=r"previous\.local_groundedness\.passed: 'no' is not a bool"
+    ):
+        Row.of(_line(previous={EVALUATOR: {"passed": "no"}}))
+
+
+def _changeover(previous: bool) -> tuple[Backtest, int]:
+    """Revision "old" fails a fifth of the records for an hour, then "new" a tenth more
+    of them for 15 minutes, and with `previous` "old" scores half of those again:
+    replayed."""
+    config = Config.model_validate(
+        {
+            "alerts": {
+                "rules": [
+                    {
+                        "name": "paired",
+                        "window": "5m",
+                        "evaluator": EVALUATOR,
+                        "baseline": {"season": "none", "window": "30m", "min_samples": 500},
+                    }
+                ]
+            }
+        }
+    )
+    rng = random.Random(7)
+    rows: list[tuple[str, Any]] = []
+    for n in range(3600 + 900):
+        t = START + n
+        u = rng.random()
+        if n < 3600:
+            line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.2, "old")})
+        else:
+            old = {EVALUATOR: _result(u >= 0.2, "old")} if previous and n % 2 else None
+            line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.3, "new")}, previous=old)
+        rows.append((f"line {n}", orjson.loads(orjson.dumps(line))))
+    backtest = Backtest(config)
+    list(backtest.run(rows))
+    return backtest, len(rows)
+
+
+def test_backtest_pairs_them_with_the_records_own_verdicts() -> None:
+    """The overlap holds the pairs (as the live engine's does), and only the records' own
+    verdicts count as verdicts; without them the replay has none."""
+    for previous in (True, False):
+        backtest, lines = _changeover(previous)
+        state: RegressionState = next(iter(backtest.engine._entries.values())).state
+        assert state.changeover is not None and state.changeover.replaced == "old"
+        pairs = state.changeover.overlap.paired[0]
+        # Every other record of the new revision's 15 minutes, each pair once.
+        assert pairs == (450 if previous else 0)
+        assert backtest.summary.verdicts == lines
