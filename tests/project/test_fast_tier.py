@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,8 +32,11 @@ def _suite(tmp_path: Path, recorded: dict[str, float]) -> Path:
     return tests
 
 
-def _run(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tests: Path, *args: str, workers: int = 0) -> subprocess.CompletedProcess[str]:
+    """pytest over the sample, in one process or (`workers`) on that many xdist workers as
+    `tests/run.sh` runs it."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
     return subprocess.run(
         [
             sys.executable,
@@ -39,8 +44,7 @@ def _run(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "pytest",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "no:xdist",
+            *xdist,
             "-p",
             "no:randomly",
             str(tests / "test_sample.py"),
@@ -89,6 +93,28 @@ def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path) -> None
     recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
     # The test that ran is recorded, the one deselected keeps its figure, and the one whose
     # file is gone is dropped.
+    assert set(recorded) == {
+        "tests/test_sample.py::test_listed",
+        "tests/test_sample.py::test_unlisted",
+    }
+    assert recorded["tests/test_sample.py::test_unlisted"] == 7.0
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["one process", "xdist"])
+def test_recording_drops_a_test_its_file_no_longer_defines(tmp_path: Path, workers: int) -> None:
+    """A test moved to another file (or renamed) leaves no figure behind in the file it left,
+    even when the run selected only some of that file's tests."""
+    tests = _suite(
+        tmp_path,
+        {
+            "tests/test_sample.py::test_moved_away": 200.0,
+            "tests/test_sample.py::test_moved_away[param]": 200.0,
+            "tests/test_sample.py::test_unlisted": 7.0,
+        },
+    )
+    run = _run(tests, "--record-durations", "-k", "test_listed", workers=workers)
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
     assert set(recorded) == {
         "tests/test_sample.py::test_listed",
         "tests/test_sample.py::test_unlisted",
