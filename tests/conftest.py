@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     alone while the other workers idle."""
     durations = _durations()
     per_file: dict[Path, float] = {}
-    _note_defined(items)
+    _defined.update(defined_tests(items))
     for item in items:
         took = durations.get(item.nodeid, 0.0)
         per_file[item.path] = per_file.get(item.path, 0.0) + took
@@ -150,18 +150,31 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
 
 
-# The names of the tests each collected file defines (functions and classes pytest collects),
-# as its module holds them whatever `-k` or a node id selected: a recording keeps no test
-# that its file no longer defines (moved to another file, renamed).
+# The names of the tests each file this run collected defines (`defined_tests`), under xdist
+# gathered from the workers: a recording keeps no test that its file no longer defines.
 _defined: dict[str, set[str]] = {}
 
 
-def _note_defined(items: list[pytest.Item]) -> None:
+def defined_tests(items: list[pytest.Item]) -> dict[str, set[str]]:
+    """The names of the tests (the functions and classes pytest collects) that each file of
+    `items` defines, as its module holds them whatever `-k` or a node id selected."""
+    defined: dict[str, set[str]] = {}
     for item in items:
         file = item.nodeid.split("::")[0]
         module = getattr(item, "module", None)
-        if module is not None and file not in _defined:
-            _defined[file] = {name for name in vars(module) if name.startswith(("test", "Test"))}
+        if module is not None and file not in defined:
+            defined[file] = {name for name in vars(module) if name.startswith(("test", "Test"))}
+    return defined
+
+
+def gone(test: str, defined: dict[str, set[str]]) -> bool:
+    """Whether a recorded test id no longer names a test: its file is gone, or its file, in
+    `defined`, defines no test of its name (moved to another file, renamed)."""
+    file, _, rest = test.partition("::")
+    names = defined.get(file)
+    return not (REPO / file).exists() or (
+        names is not None and rest.split("::")[0].split("[")[0] not in names
+    )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -169,16 +182,6 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     """Under xdist the workers collect: what their files define comes back with them."""
     for file, names in getattr(node, "workeroutput", {}).get("defined", {}).items():
         _defined[file] = set(names)
-
-
-def _gone(key: str) -> bool:
-    """Whether a recorded test no longer exists: its file is gone, or a file this run
-    collected defines no test of its name."""
-    file, _, rest = key.partition("::")
-    names = _defined.get(file)
-    return not (REPO / file).exists() or (
-        names is not None and rest.split("::")[0].split("[")[0] not in names
-    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -189,7 +192,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["defined"] = {f: sorted(n) for f, n in _defined.items()}  # type: ignore[attr-defined]
         return
     # A partial run refreshes what it ran and keeps the rest; a test gone is dropped.
-    kept = {k: v for k, v in _durations().items() if not _gone(k)}
+    kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}
     kept.update({k: round(v, 1) for k, v in _recorded.items()})
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DURATIONS, defined_tests, gone
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -120,3 +122,22 @@ def test_recording_drops_a_test_its_file_no_longer_defines(tmp_path: Path, worke
         "tests/test_sample.py::test_unlisted",
     }
     assert recorded["tests/test_sample.py::test_unlisted"] == 7.0
+
+
+def test_every_test_of_the_run_is_recorded_and_every_recorded_test_still_exists(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`tests/durations.json` classes the tests this run runs (the whole suite in a whole run),
+    and names no test that the files the run collected no longer define: an unrecorded test
+    would be ordered and tiered as if it took no time, a stale one would weigh on its file."""
+    if request.config.getoption("--record-durations"):
+        pytest.skip("this run writes the recording")
+    recorded = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    items = request.session.items
+    unrecorded = sorted(item.nodeid for item in items if item.nodeid not in recorded)
+    defined = defined_tests(items)
+    stale = sorted(test for test in recorded if gone(test, defined))
+    assert (unrecorded, stale) == ([], []), (
+        "tests/durations.json is out of date: refresh it with `bash tests/run.sh "
+        f"--record-durations` over the files named (unrecorded: {unrecorded}; gone: {stale})"
+    )
