@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-k` and `-m` deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests measured as slow, and start the files that take longest first:
     `tests/run.sh` gives each pytest worker one file at a time in collection order
@@ -96,7 +97,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     alone while the other workers idle."""
     durations = _durations()
     per_file: dict[Path, float] = {}
-    _defined.update(defined_tests(items))
+    _defined.update(defined_tests(items, _whole_files(config)))
     for item in items:
         took = durations.get(item.nodeid, 0.0)
         per_file[item.path] = per_file.get(item.path, 0.0) + took
@@ -150,38 +151,60 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
 
 
-# The names of the tests each file this run collected defines (`defined_tests`), under xdist
-# gathered from the workers: a recording keeps no test that its file no longer defines.
-_defined: dict[str, set[str]] = {}
+# What each file this run collected defines (`defined_tests`), under xdist gathered from the
+# workers: a recording keeps no test that its file no longer defines.
+_defined: dict[str, dict[str, list[str] | None]] = {}
 
 
-def defined_tests(items: list[pytest.Item]) -> dict[str, set[str]]:
-    """The names of the tests (the functions and classes pytest collects) that each file of
-    `items` defines, as its module holds them whatever `-k` or a node id selected."""
-    defined: dict[str, set[str]] = {}
+def defined_tests(
+    items: list[pytest.Item], whole: Callable[[str], bool] = lambda file: False
+) -> dict[str, dict[str, list[str] | None]]:
+    """For each file of `items`: the names of the tests it defines (the functions and classes
+    pytest collects, as its module holds them whatever `-k` or a node id selected), each with
+    the ids of `items` it gave where `whole(file)` says `items` hold all the file's tests."""
+    defined: dict[str, dict[str, list[str] | None]] = {}
     for item in items:
-        file = item.nodeid.split("::")[0]
+        file, _, rest = item.nodeid.partition("::")
         module = getattr(item, "module", None)
         if module is not None and file not in defined:
-            defined[file] = {name for name in vars(module) if name.startswith(("test", "Test"))}
+            names = (name for name in vars(module) if name.startswith(("test", "Test")))
+            defined[file] = {name: [] if whole(file) else None for name in names}
+        ids = defined.get(file, {}).get(rest.split("::")[0].split("[")[0])
+        if ids is not None:
+            ids.append(item.nodeid)
     return defined
 
 
-def gone(test: str, defined: dict[str, set[str]]) -> bool:
+def gone(test: str, defined: dict[str, dict[str, list[str] | None]]) -> bool:
     """Whether a recorded test id no longer names a test: its file is gone, or its file, in
-    `defined`, defines no test of its name (moved to another file, renamed)."""
+    `defined`, defines no test of its name (moved to another file, renamed) or, where its
+    ids are known, none of that id (a parameter renamed)."""
     file, _, rest = test.partition("::")
+    if not (REPO / file).exists():
+        return True
     names = defined.get(file)
-    return not (REPO / file).exists() or (
-        names is not None and rest.split("::")[0].split("[")[0] not in names
-    )
+    if names is None:
+        return False
+    name = rest.split("::")[0].split("[")[0]
+    return name not in names or (names[name] is not None and test not in (names[name] or ()))
+
+
+def _whole_files(config: pytest.Config) -> Callable[[str], bool]:
+    """Whether this run collects all of a file's tests: no argument names a test in it
+    (before `-k` and `-m` deselect, which is when `pytest_collection_modifyitems` looks)."""
+    here = config.invocation_params.dir
+    inside = {
+        os.path.relpath((here / arg.split("::")[0]).resolve(), REPO)
+        for arg in config.args
+        if "::" in arg
+    }
+    return lambda file: file not in inside
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """Under xdist the workers collect: what their files define comes back with them."""
-    for file, names in getattr(node, "workeroutput", {}).get("defined", {}).items():
-        _defined[file] = set(names)
+    _defined.update(getattr(node, "workeroutput", {}).get("defined", {}))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -189,7 +212,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not config.getoption("--record-durations"):
         return
     if hasattr(config, "workerinput"):
-        config.workeroutput["defined"] = {f: sorted(n) for f, n in _defined.items()}  # type: ignore[attr-defined]
+        config.workeroutput["defined"] = _defined  # type: ignore[attr-defined]
         return
     # A partial run refreshes what it ran and keeps the rest; a test gone is dropped.
     kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}

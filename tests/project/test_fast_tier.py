@@ -34,9 +34,11 @@ def _suite(tmp_path: Path, recorded: dict[str, float]) -> Path:
     return tests
 
 
-def _run(tests: Path, *args: str, workers: int = 0) -> subprocess.CompletedProcess[str]:
-    """pytest over the sample, in one process or (`workers`) on that many xdist workers as
-    `tests/run.sh` runs it."""
+def _run(
+    tests: Path, *args: str, workers: int = 0, target: str = "test_sample.py"
+) -> subprocess.CompletedProcess[str]:
+    """pytest over `target` in the sample, in one process or (`workers`) on that many xdist
+    workers as `tests/run.sh` runs it."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
     return subprocess.run(
@@ -49,7 +51,7 @@ def _run(tests: Path, *args: str, workers: int = 0) -> subprocess.CompletedProce
             *xdist,
             "-p",
             "no:randomly",
-            str(tests / "test_sample.py"),
+            str(tests / target),
             *args,
         ],
         cwd=tests.parent,
@@ -85,38 +87,24 @@ def test_the_whole_run_and_a_recorded_test_are_not_held_to_it(tmp_path: Path) ->
     assert "2 passed" in whole.stdout
 
 
-def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path) -> None:
-    tests = _suite(
-        tmp_path,
-        {"tests/test_gone.py::test_removed": 1.0, "tests/test_sample.py::test_unlisted": 7.0},
-    )
-    run = _run(tests, "--record-durations", "-k", "test_listed")
-    assert run.returncode == 0, run.stdout + run.stderr
-    recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
-    # The test that ran is recorded, the one deselected keeps its figure, and the one whose
-    # file is gone is dropped.
-    assert set(recorded) == {
-        "tests/test_sample.py::test_listed",
-        "tests/test_sample.py::test_unlisted",
-    }
-    assert recorded["tests/test_sample.py::test_unlisted"] == 7.0
-
-
 @pytest.mark.parametrize("workers", [0, 1], ids=["one process", "xdist"])
-def test_recording_drops_a_test_its_file_no_longer_defines(tmp_path: Path, workers: int) -> None:
-    """A test moved to another file (or renamed) leaves no figure behind in the file it left,
-    even when the run selected only some of that file's tests."""
+def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path, workers: int) -> None:
     tests = _suite(
         tmp_path,
         {
+            "tests/test_gone.py::test_removed": 1.0,
             "tests/test_sample.py::test_moved_away": 200.0,
             "tests/test_sample.py::test_moved_away[param]": 200.0,
+            "tests/test_sample.py::test_listed[a renamed parameter]": 5.0,
             "tests/test_sample.py::test_unlisted": 7.0,
         },
     )
     run = _run(tests, "--record-durations", "-k", "test_listed", workers=workers)
     assert run.returncode == 0, run.stdout + run.stderr
     recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
+    # The test that ran is recorded, the one deselected keeps its figure, and those whose
+    # file is gone or no longer defines them (moved to another file, renamed, a parameter
+    # renamed) are dropped, though `-k` selected only some of that file's tests.
     assert set(recorded) == {
         "tests/test_sample.py::test_listed",
         "tests/test_sample.py::test_unlisted",
@@ -141,3 +129,22 @@ def test_every_test_of_the_run_is_recorded_and_every_recorded_test_still_exists(
         "tests/durations.json is out of date: refresh it with `bash tests/run.sh "
         f"--record-durations` over the files named (unrecorded: {unrecorded}; gone: {stale})"
     )
+
+
+def test_recording_over_one_test_keeps_the_others_of_its_file(tmp_path: Path) -> None:
+    """A run that names one test of a file (`FILE::TEST`) says nothing of the rest."""
+    tests = _suite(
+        tmp_path,
+        {
+            "tests/test_sample.py::test_listed[another case]": 5.0,
+            "tests/test_sample.py::test_unlisted": 7.0,
+        },
+    )
+    run = _run(tests, "--record-durations", target="test_sample.py::test_listed")
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
+    assert set(recorded) == {
+        "tests/test_sample.py::test_listed",
+        "tests/test_sample.py::test_listed[another case]",
+        "tests/test_sample.py::test_unlisted",
+    }
