@@ -9,8 +9,9 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-k` and `-m` deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests measured as slow, and start the files that take longest first:
     `tests/run.sh` gives each pytest worker one file at a time in collection order
@@ -95,6 +97,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     alone while the other workers idle."""
     durations = _durations()
     per_file: dict[Path, float] = {}
+    _defined.update(defined_tests(items, _whole_files(config)))
     for item in items:
         took = durations.get(item.nodeid, 0.0)
         per_file[item.path] = per_file.get(item.path, 0.0) + took
@@ -148,12 +151,71 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
 
 
+# What each file this run collected defines (`defined_tests`), under xdist gathered from the
+# workers: a recording keeps no test that its file no longer defines.
+_defined: dict[str, dict[str, list[str] | None]] = {}
+
+
+def defined_tests(
+    items: list[pytest.Item], whole: Callable[[str], bool] = lambda file: False
+) -> dict[str, dict[str, list[str] | None]]:
+    """For each file of `items`: the names of the tests it defines (the functions and classes
+    pytest collects, as its module holds them whatever `-k` or a node id selected), each with
+    the ids of `items` it gave where `whole(file)` says `items` hold all the file's tests."""
+    defined: dict[str, dict[str, list[str] | None]] = {}
+    for item in items:
+        file, _, rest = item.nodeid.partition("::")
+        module = getattr(item, "module", None)
+        if module is not None and file not in defined:
+            names = (name for name in vars(module) if name.startswith(("test", "Test")))
+            defined[file] = {name: [] if whole(file) else None for name in names}
+        ids = defined.get(file, {}).get(rest.split("::")[0].split("[")[0])
+        if ids is not None:
+            ids.append(item.nodeid)
+    return defined
+
+
+def gone(test: str, defined: dict[str, dict[str, list[str] | None]]) -> bool:
+    """Whether a recorded test id no longer names a test: its file is gone, or its file, in
+    `defined`, defines no test of its name (moved to another file, renamed) or, where its
+    ids are known, none of that id (a parameter renamed)."""
+    file, _, rest = test.partition("::")
+    if not (REPO / file).exists():
+        return True
+    names = defined.get(file)
+    if names is None:
+        return False
+    name = rest.split("::")[0].split("[")[0]
+    return name not in names or (names[name] is not None and test not in (names[name] or ()))
+
+
+def _whole_files(config: pytest.Config) -> Callable[[str], bool]:
+    """Whether this run collects all of a file's tests: no argument names a test in it
+    (before `-k` and `-m` deselect, which is when `pytest_collection_modifyitems` looks)."""
+    here = config.invocation_params.dir
+    inside = {
+        os.path.relpath((here / arg.split("::")[0]).resolve(), REPO)
+        for arg in config.args
+        if "::" in arg
+    }
+    return lambda file: file not in inside
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Under xdist the workers collect: what their files define comes back with them."""
+    _defined.update(getattr(node, "workeroutput", {}).get("defined", {}))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if not config.getoption("--record-durations") or hasattr(config, "workerinput"):
+    if not config.getoption("--record-durations"):
         return
-    # A partial run refreshes what it ran and keeps the rest; a test's file gone drops it.
-    kept = {k: v for k, v in _durations().items() if (REPO / k.split("::")[0]).exists()}
+    if hasattr(config, "workerinput"):
+        config.workeroutput["defined"] = _defined  # type: ignore[attr-defined]
+        return
+    # A partial run refreshes what it ran and keeps the rest; a test gone is dropped.
+    kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}
     kept.update({k: round(v, 1) for k, v in _recorded.items()})
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import DURATIONS, defined_tests, gone
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,8 +34,13 @@ def _suite(tmp_path: Path, recorded: dict[str, float]) -> Path:
     return tests
 
 
-def _run(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    tests: Path, *args: str, workers: int = 0, target: str = "test_sample.py"
+) -> subprocess.CompletedProcess[str]:
+    """pytest over `target` in the sample, in one process or (`workers`) on that many xdist
+    workers as `tests/run.sh` runs it."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
     return subprocess.run(
         [
             sys.executable,
@@ -39,11 +48,10 @@ def _run(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "pytest",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "no:xdist",
+            *xdist,
             "-p",
             "no:randomly",
-            str(tests / "test_sample.py"),
+            str(tests / target),
             *args,
         ],
         cwd=tests.parent,
@@ -79,18 +87,64 @@ def test_the_whole_run_and_a_recorded_test_are_not_held_to_it(tmp_path: Path) ->
     assert "2 passed" in whole.stdout
 
 
-def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [0, 1], ids=["one process", "xdist"])
+def test_recording_refreshes_what_ran_and_keeps_the_rest(tmp_path: Path, workers: int) -> None:
     tests = _suite(
         tmp_path,
-        {"tests/test_gone.py::test_removed": 1.0, "tests/test_sample.py::test_unlisted": 7.0},
+        {
+            "tests/test_gone.py::test_removed": 1.0,
+            "tests/test_sample.py::test_moved_away": 200.0,
+            "tests/test_sample.py::test_moved_away[param]": 200.0,
+            "tests/test_sample.py::test_listed[a renamed parameter]": 5.0,
+            "tests/test_sample.py::test_unlisted": 7.0,
+        },
     )
-    run = _run(tests, "--record-durations", "-k", "test_listed")
+    run = _run(tests, "--record-durations", "-k", "test_listed", workers=workers)
     assert run.returncode == 0, run.stdout + run.stderr
     recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
-    # The test that ran is recorded, the one deselected keeps its figure, and the one whose
-    # file is gone is dropped.
+    # The test that ran is recorded, the one deselected keeps its figure, and those whose
+    # file is gone or no longer defines them (moved to another file, renamed, a parameter
+    # renamed) are dropped, though `-k` selected only some of that file's tests.
     assert set(recorded) == {
         "tests/test_sample.py::test_listed",
         "tests/test_sample.py::test_unlisted",
     }
     assert recorded["tests/test_sample.py::test_unlisted"] == 7.0
+
+
+def test_every_test_of_the_run_is_recorded_and_every_recorded_test_still_exists(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`tests/durations.json` classes the tests this run runs (the whole suite in a whole run),
+    and names no test that the files the run collected no longer define: an unrecorded test
+    would be ordered and tiered as if it took no time, a stale one would weigh on its file."""
+    if request.config.getoption("--record-durations"):
+        pytest.skip("this run writes the recording")
+    recorded = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    items = request.session.items
+    unrecorded = sorted(item.nodeid for item in items if item.nodeid not in recorded)
+    defined = defined_tests(items)
+    stale = sorted(test for test in recorded if gone(test, defined))
+    assert (unrecorded, stale) == ([], []), (
+        "tests/durations.json is out of date: refresh it with `bash tests/run.sh "
+        f"--record-durations` over the files named (unrecorded: {unrecorded}; gone: {stale})"
+    )
+
+
+def test_recording_over_one_test_keeps_the_others_of_its_file(tmp_path: Path) -> None:
+    """A run that names one test of a file (`FILE::TEST`) says nothing of the rest."""
+    tests = _suite(
+        tmp_path,
+        {
+            "tests/test_sample.py::test_listed[another case]": 5.0,
+            "tests/test_sample.py::test_unlisted": 7.0,
+        },
+    )
+    run = _run(tests, "--record-durations", target="test_sample.py::test_listed")
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded = json.loads((tests / "durations.json").read_text(encoding="utf-8"))
+    assert set(recorded) == {
+        "tests/test_sample.py::test_listed",
+        "tests/test_sample.py::test_listed[another case]",
+        "tests/test_sample.py::test_unlisted",
+    }
