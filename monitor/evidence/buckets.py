@@ -54,6 +54,8 @@ class Buckets:
         self.origin = -1  # the first bucket index ever written: where days are counted from
         # Counts moves of held verdicts (and restores): a profile learned before is stale.
         self._structure = 0
+        # Verdicts that arrived within [since, until) count as requests (`as_requests`).
+        self.requests: tuple[float, float] | None = None
 
     # -- writing --------------------------------------------------------------------------
 
@@ -82,6 +84,8 @@ class Buckets:
         index = self.bucket(t)
         if index <= self.newest - self.span:
             return  # older than the whole history
+        if self._as_requests(index):
+            solo = moments
         row = self._row(index)
         rows = self._rows
         if rise:
@@ -96,7 +100,10 @@ class Buckets:
             rows[row + _SD] += solo.defects
 
     def add_unit(self, t: float, unit: Unit) -> None:
-        """A conversation that closed at `t` (units without a conversation add nothing)."""
+        """A conversation that closed at `t` (units without a conversation add nothing; one
+        that says the ids were none, `Unit.none_since`, makes what they gave requests)."""
+        if unit.none_since is not None:
+            self.as_requests(unit.none_since, t)
         if not unit.conversation or unit.samples <= 0:
             return
         index = self.bucket(t)
@@ -119,6 +126,8 @@ class Buckets:
             slot = index % self.span
             if self._index[slot] != index:
                 continue  # that bucket has left the history
+            if self._as_requests(index):
+                solo = moments
             row = slot * FIELDS
             rows[row + _RN] = max(0.0, rows[row + _RN] - moments.samples)
             rows[row + _RD] = max(0.0, rows[row + _RD] - moments.defects)
@@ -129,6 +138,30 @@ class Buckets:
             rows[row + _SN] += solo.samples
             rows[row + _SD] += solo.defects
         self._structure += 1
+
+    def as_requests(self, since: float, until: float) -> None:
+        """The conversation ids of the verdicts that arrived from `since` until `until` were
+        none (`Unit.none_since`): the buckets they reached hold them as verdicts without a
+        conversation, as the ids' verdicts now count (their units' sums go; kappa measures
+        their dispersion), and so do those still to come from the current window."""
+        self.requests = (since, until)
+        first, last = self.bucket(since), self.bucket(until)
+        rows = self._rows
+        for slot, index in enumerate(self._index):
+            if index < first or index > last:
+                continue
+            row = slot * FIELDS
+            rows[row + _SN] = rows[row + _N]
+            rows[row + _SD] = rows[row + _D]
+            for k in (_UN, _M2, _DD, _ND, _M3):
+                rows[row + k] = 0.0
+        self._structure += 1
+
+    def _as_requests(self, index: int) -> bool:
+        """Whether bucket `index` holds verdicts whose ids were found to be none."""
+        return self.requests is not None and (
+            self.bucket(self.requests[0]) <= index <= self.bucket(self.requests[1])
+        )
 
     def counts(self, index: int) -> tuple[float, float]:
         """(clean, held) verdicts of bucket `index` (0 when it is not held)."""
@@ -257,7 +290,10 @@ class Buckets:
             values = [rows[row + k] for k in range(FIELDS)]
             if any(values):
                 out.append([index, *_trimmed(values)])
-        return {"origin": self.origin, "buckets": out}
+        out_: dict[str, Any] = {"origin": self.origin, "buckets": out}
+        if self.requests is not None:
+            out_["requests"] = list(self.requests)
+        return out_
 
     def restore(self, raw: Any) -> None:
         if not isinstance(raw, dict):
@@ -285,6 +321,12 @@ class Buckets:
             for k, value in enumerate(values):
                 self._rows[row + k] = value
         self.origin = origin if entries else self.origin
+        requests = raw.get("requests")
+        if requests is not None:
+            if not isinstance(requests, list) or len(requests) != 2:
+                raise ValueError("history: requests is [since, until]")
+            since, until = (saved_number(v) for v in requests)
+            self.requests = (since, until)
         self._structure += 1
 
 

@@ -83,15 +83,17 @@ class _Open:
         (rule, service, cohort) so far): it spans days, holds thousands of verdicts or
         many units, or holds most of the traffic since it opened."""
         since = self.first if math.isnan(self.since) else self.since
-        return (
-            self.shown + self.samples >= DEGENERATE_VERDICTS
-            or now - since >= DEGENERATE_SPAN_S
-            or self.units >= DEGENERATE_UNITS
-            or (
-                self.samples >= DEGENERATE_SHARE_MIN
-                and self.samples > DEGENERATE_SHARE * (counted - self.seen)
-            )
+        return _none(self.shown + self.samples, self.units, now - since) or (
+            self.samples >= DEGENERATE_SHARE_MIN
+            and self.samples > DEGENERATE_SHARE * (counted - self.seen)
         )
+
+
+def _none(verdicts: float, units: int, span_s: float) -> bool:
+    """Whether an id of so many verdicts, units and span is no conversation."""
+    return (
+        verdicts >= DEGENERATE_VERDICTS or span_s >= DEGENERATE_SPAN_S or units >= DEGENERATE_UNITS
+    )
 
 
 def conversation_key(conversation: str) -> int:
@@ -225,6 +227,17 @@ class Conversations:
         if self._total < SHARE_MIN_VERDICTS:
             return None
         return self._degenerate / self._total
+
+    def degenerate_since(self) -> float | None:
+        """When the earliest id known to be no conversation (open and found so, or closed
+        and past a count or span that makes one none) was first seen; None: none known."""
+        open_ = (
+            e.first if math.isnan(e.since) else e.since for e in self._open.values() if e.found
+        )
+        closed = (
+            since for n, _, at, since, units in self._closed.values() if _none(n, units, at - since)
+        )
+        return min((*open_, *closed), default=None)
 
     def close_idle(self, now: float) -> list[Unit]:
         """The conversations quiet for the idle time (or old) by `now`, closed; and the

@@ -66,6 +66,10 @@ class Unit:
     defects: float
     squares: float
     conversation: bool
+    # Set on a unit of no verdicts that says the ids were set aside and their verdicts
+    # count as requests (`units.Units`): what was counted as conversations since this
+    # time was none, and a history counts it as requests (`buckets.Buckets.as_requests`).
+    none_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

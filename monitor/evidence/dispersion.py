@@ -26,7 +26,8 @@ without one (`solo_dispersion`), and a wander about the season that lasts hours
   captures dependence within about a bucket (an hour), and is raised by what its own error
   would cost on average: tempering by `k` where the truth is `K` multiplies false pages by
   about `(J T)^(1 - k / K)`; over a normal error of relative variance `s^2` that averages
-  to 1 when `k` is raised by `s^2 ln(J T) / 2` (the margin's argument, `sequential.py`).
+  to 1 when `k` is raised by `s^2 ln(J T) / 2` (the margin's argument, `sequential.py`),
+  to first order: with few differences the exact average asks for more (docs/alerts.md).
 """
 
 from __future__ import annotations

@@ -228,18 +228,21 @@ class Units:
     ) -> tuple[Arrival | None, list[Unit]]:
         """`histogram[k]` verdicts at `levels[k]` of `conversation` and of the request whose
         fingerprint is `request` (either None: not known). Returns their arrival (None:
-        they count as verdicts of their own) and the units that close now."""
+        they count as verdicts of their own) and the units that close now (and, when the
+        ids' verdicts come to count as requests, a unit of none that says since when the
+        ids were none, `Unit.none_since`)."""
         closed: list[Unit] = []
         self._pairs.observe(histogram, levels, now)
         if conversation is not None:
             arrival, closed = self.conversations.add(conversation, histogram, levels, now)
             by_session, of_sessions = self.sessions.add(conversation, histogram, levels, now)
+            as_requests = self.fallback and not self.by_sessions
             self._judge_ids(now)
             if not self.fallback:
                 return arrival, closed
             if self.by_sessions:
                 return by_session, of_sessions
-            closed = []
+            closed = [] if as_requests else self._none_since()
         if request is None:
             return None, closed
         if not self.requests.knows(request):
@@ -319,6 +322,13 @@ class Units:
                 100 * sessions,
                 _BY[self.by_sessions],
             )
+
+    def _none_since(self) -> list[Unit]:
+        """The ids are set aside and their verdicts count as requests from now on: what was
+        counted as their conversations since the earliest of them was seen is none either
+        (a unit of no verdicts that says so, `Unit.none_since`)."""
+        since = self.conversations.degenerate_since()
+        return [] if since is None else [Unit(0, 0.0, 0.0, conversation=False, none_since=since)]
 
     def close_idle(self, now: float) -> list[Unit]:
         """The units quiet long enough by `now` (of the ids as sent, or with those set
