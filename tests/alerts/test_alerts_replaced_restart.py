@@ -50,9 +50,9 @@ def _started(t: Telemetry) -> float:
 
 
 async def _changeover(path: Path, *, restart: bool) -> list[Any]:
-    """"a" for two minutes, then "b" (it replaces "a") for half a minute; with `restart`
-    the engine stops and starts again from its state file; then late "a" verdicts for
-    half a minute, and "a" alone for two more windows. Returns the entry's revision and
+    """Revision "a" for two minutes, then "b" (it replaces "a") for half a minute; with
+    `restart` the engine stops and starts again from its state file; then late "a"
+    verdicts for half a minute, and "a" alone for two more windows. Returns the entry's revision and
     the baselines started since the (re)start after each phase."""
     clock = Clock()
     engine, t = _engine(path, clock)
