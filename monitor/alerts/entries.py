@@ -333,7 +333,7 @@ class Entries:
                     restored = {
                         str(cohort): (
                             self._restored(i, saved_entry),
-                            restored_replaced(saved_entry.get("replaced"), now),
+                            restored_replaced(saved_entry.get("replaced")),
                         )
                         for cohort, saved_entry in cohorts.items()
                     }

@@ -279,10 +279,9 @@ def restored_where(raw: Any, firing: bool) -> Named | None:
 Replaced = tuple[tuple[str, ...], float]
 
 
-def restored_replaced(raw: Any, now: float) -> Replaced | None:
+def restored_replaced(raw: Any) -> Replaced | None:
     """A saved entry's `replaced`, `[[revision, ...], last verdict of its own]` or absent
-    (a file from before it was kept), checked, the time clamped to `now`; raises TypeError
-    or ValueError."""
+    (a file from before it was kept), checked; raises TypeError or ValueError."""
     if raw is None:
         return None
     if not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], list):
@@ -290,4 +289,4 @@ def restored_replaced(raw: Any, now: float) -> Replaced | None:
     revisions, seen = raw
     if not revisions or not all(isinstance(r, str) for r in revisions):
         raise TypeError("replaced names no revisions")
-    return tuple(revisions), min(saved_number(seen, nonnegative=True), now)
+    return tuple(revisions), saved_number(seen, nonnegative=True)
