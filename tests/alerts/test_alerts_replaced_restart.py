@@ -5,6 +5,7 @@ restart. A file saved before they were kept loads."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -83,17 +84,26 @@ async def test_a_replaced_revision_is_still_left_out_after_a_restart(tmp_path: P
     assert restarted == kept
 
 
-async def test_a_state_file_without_the_replaced_revisions_loads(tmp_path: Path) -> None:
-    path = tmp_path / "state.json"
-    clock = Clock()
+async def _saved(path: Path, clock: Clock) -> dict[str, Any]:
+    """The state file after "a" for two minutes and then "b", and its entry."""
     engine, _ = _engine(path, clock)
     await engine.start()
     _send(engine, clock, "a", 120)
     _send(engine, clock, "b", 30)
     await engine.shutdown(1.0)
-    data = json.loads(path.read_text())
-    cohorts = data["rules"][RULE.name]["services"]["shop"]
-    assert cohorts[""].pop("replaced") == [["a"], clock.now]
+    data: dict[str, Any] = json.loads(await asyncio.to_thread(path.read_text))
+    return data
+
+
+def _entry(data: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = data["rules"][RULE.name]["services"]["shop"][""]
+    return entry
+
+
+async def test_a_state_file_without_the_replaced_revisions_loads(tmp_path: Path) -> None:
+    path, clock = tmp_path / "state.json", Clock()
+    data = await _saved(path, clock)
+    assert _entry(data).pop("replaced") == [["a"], clock.now]
     path.write_text(json.dumps(data))
     engine, t = _engine(path, clock)
     await engine.start()
@@ -106,15 +116,9 @@ async def test_a_state_file_without_the_replaced_revisions_loads(tmp_path: Path)
 
 
 async def test_a_malformed_replaced_list_drops_its_entry_alone(tmp_path: Path) -> None:
-    path = tmp_path / "state.json"
-    clock = Clock()
-    engine, _ = _engine(path, clock)
-    await engine.start()
-    _send(engine, clock, "a", 120)
-    _send(engine, clock, "b", 30)
-    await engine.shutdown(1.0)
-    data = json.loads(path.read_text())
-    data["rules"][RULE.name]["services"]["shop"][""]["replaced"] = [[7], clock.now]
+    path, clock = tmp_path / "state.json", Clock()
+    data = await _saved(path, clock)
+    _entry(data)["replaced"] = [[7], clock.now]
     path.write_text(json.dumps(data))
     engine, t = _engine(path, clock)
     await engine.start()
