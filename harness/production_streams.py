@@ -190,9 +190,7 @@ class _Turns:
     old_failed: np.ndarray
 
     def __getitem__(self, index: Any) -> _Turns:
-        return _Turns(
-            *(getattr(self, f)[index] for f in _Turns.__dataclass_fields__)
-        )
+        return _Turns(*(getattr(self, f)[index] for f in _Turns.__dataclass_fields__))
 
     @staticmethod
     def joined(parts: list[_Turns]) -> _Turns:
