@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import pickle
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from typing import TypeVar, cast
 import pebble
 
 from monitor.pool._processes import worker_context
-from monitor.pool._worker import Initializer, Pickled, run_task, set_up
+from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class ProcessPool:
         self.in_flight = 0  # tasks submitted and not answered yet
         self._timeout = timeout_s
         self._context = worker_context(processes, preload)
-        self._notices = self._context.Pipe(duplex=False)  # each worker's (pid, failure)
+        self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
         self._initargs = (list(preload), list(initializers), self._notices[1])
         self._pebble: pebble.ProcessPool | None = None
         self._pids: set[int] = set()  # workers that reported their set-up
@@ -68,6 +69,8 @@ class ProcessPool:
         # workers, and the replacements of workers lost on a task (counted then).
         self._expected = 0
         self._reported = asyncio.Event()  # a worker reported
+        self._tokens = itertools.count(1)
+        self._taken: dict[int, int] = {}  # each unanswered task's worker (0: none yet)
         self._slots = asyncio.Semaphore(self.slots)
         self._renewing = asyncio.Lock()
         self._answers: set[_Answer] = set()
@@ -93,7 +96,7 @@ class ProcessPool:
             return
         self._started = True
         loop = asyncio.get_running_loop()
-        loop.add_reader(self._notices[0].fileno(), self._read_notice)
+        loop.add_reader(self._notices[0].fileno(), self._read_notices)
         self._expected = self.size
         await self._renew(None)
         try:
@@ -151,24 +154,40 @@ class ProcessPool:
                 raise WorkerLost(f"the {_WORKER} pool is shut down", stopping=True)
             answer: _Answer = loop.create_future()
             self._answers.add(answer)
+            token = next(self._tokens)
+            self._taken[token] = 0
             try:
-                future = pool.schedule(run_task, (task,), timeout=deadline_s)
-                settle = partial(self._settle, answer, deadline_s)
+                future = pool.schedule(run_task, (token, task), timeout=deadline_s)
+                settle = partial(self._settle, answer, token, deadline_s)
                 future.add_done_callback(partial(_settle_soon, loop, settle))
                 return cast(tuple[bool, object], await answer)
             except (RuntimeError, BrokenProcessPool):  # broken, by now or since the watch looked
                 await self._renew(pool)
             finally:
                 self._answers.discard(answer)
+                del self._taken[token]
         raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
 
     def _settle(
-        self, answer: _Answer, deadline_s: float, outcome: object, error: BaseException | None
+        self,
+        answer: _Answer,
+        token: int,
+        deadline_s: float,
+        outcome: object,
+        error: BaseException | None,
     ) -> None:
         """On the loop, in the order pebble answers: it answers the task of a worker it lost
         before it starts the replacement, so the loss is counted before that reports."""
         if isinstance(error, pebble.ProcessExpired):
             error = self._lost("died", f"exit code {error.exitcode}", error.pid)
+        elif isinstance(error, BrokenProcessPool):
+            # Pebble breaks its pool on a death while it knows of no task running, which
+            # includes a worker dying on a task before pebble read that it took it. That
+            # task was lost with it: not sent again (`_answer` sends the others).
+            self._read_notices()  # the worker said so before it died
+            pid = self._taken.get(token, 0)  # none once its submitter gave up
+            if pid and not _running(pid):
+                error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
             error = self._lost("hung", f"no answer within {deadline_s:g}s")
         if not answer.done():
@@ -183,19 +202,27 @@ class ProcessPool:
         log.warning("%s (%s%s); replaced", error, f"pid {pid}, " if pid else "", detail)
         return WorkerLost(error if pid else f"{error} ({detail})", stopping=False)
 
-    def _read_notice(self) -> None:
+    def _read_notices(self) -> None:
         with contextlib.suppress(EOFError, OSError):
-            pid, failed = cast(tuple[int, str], self._notices[0].recv())
-            if failed:
-                log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
-                self._failed = failed
-            self._pids = {known for known in self._pids if _running(known)} | {pid}
-            if self._expected:
-                self._expected -= 1
-            else:  # it replaces a worker that died with no task on it
-                self._restarts.labels("died").inc()
-                log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
-            self._reported.set()
+            while self._notices[0].poll():
+                notice = cast(Ready | Taken, self._notices[0].recv())
+                if isinstance(notice, Taken):
+                    if notice.token in self._taken:  # an answered one's is late
+                        self._taken[notice.token] = notice.pid
+                else:
+                    self._ready(*notice)
+
+    def _ready(self, pid: int, failed: str) -> None:
+        if failed:
+            log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
+            self._failed = failed
+        self._pids = {known for known in self._pids if _running(known)} | {pid}
+        if self._expected:
+            self._expected -= 1
+        else:  # it replaces a worker that died with no task on it
+            self._restarts.labels("died").inc()
+            log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
+        self._reported.set()
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many tasks
@@ -204,9 +231,9 @@ class ProcessPool:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
             if broken is not None:
-                log.warning("an %s died while no task ran: starting the pool again", _WORKER)
+                log.warning("a death broke the %s pool: starting it again", _WORKER)
                 # The new pool's workers replace the running ones and those lost on a task;
-                # any other replaces a death no task saw (`_read_notice` counts it).
+                # any other replaces a death no task saw (`_ready` counts it).
                 self._expected += len(self.pids)
                 self._pids.clear()
                 await asyncio.to_thread(_close, broken)

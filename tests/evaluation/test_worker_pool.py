@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from pebble.pool import process as pebble_process
 
 import monitor.pool
 from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
@@ -24,7 +25,7 @@ from harness.pool_scorers import (
     scripted_extraction,
     scripted_scorer,
 )
-from harness.wait import wait_until_async
+from harness.wait import wait_until, wait_until_async
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import CpuScorer
@@ -397,6 +398,30 @@ async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_
         assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
     finally:
         await pool.close(5.0)
+
+
+async def test_a_worker_lost_on_a_task_before_pebble_reads_its_acknowledgement_counts_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker takes the task and dies before pebble's message thread reads its
+    acknowledgement (a loaded machine): pebble sees a death with no task running and
+    answers every task with `BrokenProcessPool`. The task it took is still the one lost:
+    one death counted, the task not sent to another worker behind the submitter's back,
+    its records error results."""
+    lagged: list[int] = []
+    receive = pebble_process.WorkerManager.receive
+
+    def late_acknowledgement(manager: pebble_process.WorkerManager, timeout: float) -> object:
+        message = receive(manager, timeout)
+        if isinstance(message, pebble_process.Acknowledgement) and not lagged:
+            # Read once the pool manager has seen the worker gone (a scripted lag).
+            wait_until(lambda: message.worker not in manager.workers, 60, "the death seen")
+            lagged.append(message.worker)
+        return message
+
+    monkeypatch.setattr(pebble_process.WorkerManager, "receive", late_acknowledgement)
+    await test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results()
+    assert len(lagged) == 1
 
 
 async def _stage_with_pool(
