@@ -11,6 +11,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar, cast
 
@@ -70,10 +71,10 @@ class ProcessPool:
         self._expected = 0
         self._reported = asyncio.Event()  # a worker reported
         self._tokens = itertools.count(1)
-        self._taken: dict[int, int] = {}  # each unanswered task's worker (0: none yet)
+        self._in_flight: dict[int, _InFlight] = {}  # by token
+        self._answered: set[int] = set()  # tokens answered for a dead worker before pebble
         self._slots = asyncio.Semaphore(self.slots)
         self._renewing = asyncio.Lock()
-        self._answers: set[_Answer] = set()
         self._watching: asyncio.Task[None] | None = None
         self._started = self._stopping = False
         running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
@@ -134,13 +135,15 @@ class ProcessPool:
         self._stopping = True
         if self._watching is not None:
             self._watching.cancel()
-        if self._answers and deadline_s > 0:
-            await asyncio.wait(list(self._answers), timeout=deadline_s)
+        if self._in_flight and deadline_s > 0:
+            answers = [task.answer for task in self._in_flight.values()]
+            await asyncio.wait(answers, timeout=deadline_s)
         async with self._renewing:  # a renewal under way opens its pool first
             if self._pebble is not None:
                 await asyncio.to_thread(_close, self._pebble)
-        for answer in [answer for answer in self._answers if not answer.done()]:
-            answer.set_exception(WorkerLost(f"{_WORKER} stopped", stopping=True))
+        for task in self._in_flight.values():
+            if not task.answer.done():
+                task.answer.set_exception(WorkerLost(f"{_WORKER} stopped", stopping=True))
         if self._started:
             asyncio.get_running_loop().remove_reader(self._notices[0].fileno())
         for end in self._notices:
@@ -153,9 +156,8 @@ class ProcessPool:
             if self._stopping or pool is None:
                 raise WorkerLost(f"the {_WORKER} pool is shut down", stopping=True)
             answer: _Answer = loop.create_future()
-            self._answers.add(answer)
             token = next(self._tokens)
-            self._taken[token] = 0
+            self._in_flight[token] = _InFlight(answer)
             try:
                 future = pool.schedule(run_task, (token, task), timeout=deadline_s)
                 settle = partial(self._settle, answer, token, deadline_s)
@@ -164,8 +166,7 @@ class ProcessPool:
             except (RuntimeError, BrokenProcessPool):  # broken, by now or since the watch looked
                 await self._renew(pool)
             finally:
-                self._answers.discard(answer)
-                del self._taken[token]
+                del self._in_flight[token]
         raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
 
     def _settle(
@@ -178,6 +179,9 @@ class ProcessPool:
     ) -> None:
         """On the loop, in the order pebble answers: it answers the task of a worker it lost
         before it starts the replacement, so the loss is counted before that reports."""
+        if token in self._answered:  # and its worker counted (`_ready`)
+            self._answered.discard(token)
+            return
         if isinstance(error, pebble.ProcessExpired):
             error = self._lost("died", f"exit code {error.exitcode}", error.pid)
         elif isinstance(error, BrokenProcessPool):
@@ -185,7 +189,8 @@ class ProcessPool:
             # includes a worker dying on a task before pebble read that it took it. That
             # task was lost with it: not sent again (`_answer` sends the others).
             self._read_notices()  # the worker said so before it died
-            pid = self._taken.get(token, 0)  # none once its submitter gave up
+            task = self._in_flight.get(token)  # none once its submitter gave up
+            pid = task.worker if task else 0
             if pid and not _running(pid):
                 error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
@@ -207,8 +212,8 @@ class ProcessPool:
             while self._notices[0].poll():
                 notice = cast(Ready | Taken, self._notices[0].recv())
                 if isinstance(notice, Taken):
-                    if notice.token in self._taken:  # an answered one's is late
-                        self._taken[notice.token] = notice.pid
+                    if task := self._in_flight.get(notice.token):  # an answered one's is late
+                        task.worker = notice.pid
                 else:
                     self._ready(*notice)
 
@@ -219,10 +224,22 @@ class ProcessPool:
         self._pids = {known for known in self._pids if _running(known)} | {pid}
         if self._expected:
             self._expected -= 1
-        else:  # it replaces a worker that died with no task on it
+        else:  # it replaces a worker whose death no task's answer told
             self._restarts.labels("died").inc()
-            log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
+            self._answer_unseen_loss(pid)
         self._reported.set()
+
+    def _answer_unseen_loss(self, replacement: int) -> None:
+        """Pebble tells a death on a task only once it has read that the worker took it;
+        past that, with other tasks running, it replaces the worker and answers nothing,
+        then holds the task running until its deadline. Such a task is answered here."""
+        for token, task in self._in_flight.items():
+            if task.worker and not task.answer.done() and not _running(task.worker):
+                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, replacement)
+                task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
+                self._answered.add(token)
+                return
+        log.warning("an %s died while idle; %s replaces it", _WORKER, replacement)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many tasks
@@ -250,6 +267,12 @@ class ProcessPool:
             await asyncio.sleep(_WATCH_S)
             if self._pebble is not None and not self._pebble.active:
                 await self._renew(self._pebble)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    answer: _Answer
+    worker: int = 0  # the pid of the worker that took it, once it told (`Taken`)
 
 
 def _settle_soon(

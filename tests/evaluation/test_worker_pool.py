@@ -32,7 +32,7 @@ from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.extraction import Cause, TraceRecords, Unreadable, extract_within
-from monitor.pool import ProcessPool, TaskFailed
+from monitor.pool import ProcessPool, TaskFailed, WorkerLost
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
 from monitor.processors.evaluation._runner import TaskRunner
@@ -400,28 +400,75 @@ async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_
         await pool.close(5.0)
 
 
+class _LateAcknowledgements:
+    """A scripted lag of pebble's message thread (a loaded machine): while `armed`, the
+    next worker's acknowledgement of a task is read only once pebble's pool manager has
+    seen that worker gone. `seen` lists the workers whose acknowledgement was read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, armed: bool) -> None:
+        self.armed = armed
+        self.lagged: list[int] = []
+        self.seen: list[int] = []
+        receive = pebble_process.WorkerManager.receive
+
+        def late(manager: pebble_process.WorkerManager, timeout: float) -> object:
+            message = receive(manager, timeout)
+            if isinstance(message, pebble_process.Acknowledgement):
+                if self.armed:
+                    self.armed = False
+                    wait_until(lambda: message.worker not in manager.workers, 60, "its death")
+                    self.lagged.append(message.worker)
+                self.seen.append(message.worker)
+            return message
+
+        monkeypatch.setattr(pebble_process.WorkerManager, "receive", late)
+
+
 async def test_a_worker_lost_on_a_task_before_pebble_reads_its_acknowledgement_counts_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The worker takes the task and dies before pebble's message thread reads its
-    acknowledgement (a loaded machine): pebble sees a death with no task running and
-    answers every task with `BrokenProcessPool`. The task it took is still the one lost:
-    one death counted, the task not sent to another worker behind the submitter's back,
-    its records error results."""
-    lagged: list[int] = []
-    receive = pebble_process.WorkerManager.receive
-
-    def late_acknowledgement(manager: pebble_process.WorkerManager, timeout: float) -> object:
-        message = receive(manager, timeout)
-        if isinstance(message, pebble_process.Acknowledgement) and not lagged:
-            # Read once the pool manager has seen the worker gone (a scripted lag).
-            wait_until(lambda: message.worker not in manager.workers, 60, "the death seen")
-            lagged.append(message.worker)
-        return message
-
-    monkeypatch.setattr(pebble_process.WorkerManager, "receive", late_acknowledgement)
+    """The worker takes the task and dies before pebble reads its acknowledgement: pebble
+    sees a death with no task running and answers every task with `BrokenProcessPool`.
+    The task it took is still the one lost: one death counted, the task not sent to
+    another worker behind the submitter's back, its records error results."""
+    late = _LateAcknowledgements(monkeypatch, armed=True)
     await test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results()
-    assert len(lagged) == 1
+    assert len(late.lagged) == 1
+
+
+async def test_a_worker_lost_unseen_beside_a_running_task_is_answered_and_counted_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As above with another task running on another worker: pebble then takes the death
+    for an idle one's (it replaces the worker and answers nothing), and later takes the
+    lost task for one that runs until its deadline. The pool answers it as its worker's
+    replacement reports, counts the death once, and never as a hang."""
+    late = _LateAcknowledgements(monkeypatch, armed=False)
+    telemetry = create_telemetry()
+    pool = await _started(telemetry, processes=2, deadline_s=600.0)
+    try:
+        inside = tmp_path / "inside"
+        running = asyncio.create_task(pool.score([(_rec(1, f"hang:{inside}"), ("scripted",))]))
+        await wait_until_async(lambda: inside.exists() and late.seen, 60, "a task running")
+        late.armed = True
+        with pytest.raises(WorkerLost, match="died"):
+            # A worker ends at once, as a crash in the task would end it.
+            await asyncio.wait_for(pool.processes.submit(os._exit, 137, timeout_s=1.0), 120)
+        assert len(late.lagged) == 1
+        pebble_pool = pool.processes._pebble
+        assert pebble_pool is not None
+        tasks = pebble_pool._pool_manager.task_manager.tasks
+        await wait_until_async(lambda: len(tasks) == 1, 60, "pebble to answer the lost task")
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+        assert _metric(telemetry, "worker_restarts_total", reason="hung") == 0
+        assert not running.done()
+        await wait_until_async(lambda: len(pool.pids) == 2, 60, "a replacement worker")
+        (row,) = await pool.score([(_rec(2), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+    finally:
+        await pool.close(0.0)
+    (row,) = await running
+    assert [result.outcome for result, _ in row] == ["error"]
 
 
 async def _stage_with_pool(
