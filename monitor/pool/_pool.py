@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar, cast
 
 import pebble
 
 from monitor.pool._processes import worker_context
-from monitor.pool._worker import Initializer, Pickled, run_task, set_up
+from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,7 @@ class ProcessPool:
         self.in_flight = 0  # tasks submitted and not answered yet
         self._timeout = timeout_s
         self._context = worker_context(processes, preload)
-        self._notices = self._context.Pipe(duplex=False)  # each worker's (pid, failure)
+        self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
         self._initargs = (list(preload), list(initializers), self._notices[1])
         self._pebble: pebble.ProcessPool | None = None
         self._pids: set[int] = set()  # workers that reported their set-up
@@ -68,9 +70,11 @@ class ProcessPool:
         # workers, and the replacements of workers lost on a task (counted then).
         self._expected = 0
         self._reported = asyncio.Event()  # a worker reported
+        self._tokens = itertools.count(1)
+        self._in_flight: dict[int, _InFlight] = {}  # by token
+        self._answered: set[int] = set()  # tokens answered for a dead worker before pebble
         self._slots = asyncio.Semaphore(self.slots)
         self._renewing = asyncio.Lock()
-        self._answers: set[_Answer] = set()
         self._watching: asyncio.Task[None] | None = None
         self._started = self._stopping = False
         running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
@@ -93,7 +97,7 @@ class ProcessPool:
             return
         self._started = True
         loop = asyncio.get_running_loop()
-        loop.add_reader(self._notices[0].fileno(), self._read_notice)
+        loop.add_reader(self._notices[0].fileno(), self._read_notices)
         self._expected = self.size
         await self._renew(None)
         try:
@@ -131,13 +135,15 @@ class ProcessPool:
         self._stopping = True
         if self._watching is not None:
             self._watching.cancel()
-        if self._answers and deadline_s > 0:
-            await asyncio.wait(list(self._answers), timeout=deadline_s)
+        if self._in_flight and deadline_s > 0:
+            answers = [task.answer for task in self._in_flight.values()]
+            await asyncio.wait(answers, timeout=deadline_s)
         async with self._renewing:  # a renewal under way opens its pool first
             if self._pebble is not None:
                 await asyncio.to_thread(_close, self._pebble)
-        for answer in [answer for answer in self._answers if not answer.done()]:
-            answer.set_exception(WorkerLost(f"{_WORKER} stopped", stopping=True))
+        for task in self._in_flight.values():
+            if not task.answer.done():
+                task.answer.set_exception(WorkerLost(f"{_WORKER} stopped", stopping=True))
         if self._started:
             asyncio.get_running_loop().remove_reader(self._notices[0].fileno())
         for end in self._notices:
@@ -150,25 +156,43 @@ class ProcessPool:
             if self._stopping or pool is None:
                 raise WorkerLost(f"the {_WORKER} pool is shut down", stopping=True)
             answer: _Answer = loop.create_future()
-            self._answers.add(answer)
+            token = next(self._tokens)
+            self._in_flight[token] = _InFlight(answer)
             try:
-                future = pool.schedule(run_task, (task,), timeout=deadline_s)
-                settle = partial(self._settle, answer, deadline_s)
+                future = pool.schedule(run_task, (token, task), timeout=deadline_s)
+                settle = partial(self._settle, answer, token, deadline_s)
                 future.add_done_callback(partial(_settle_soon, loop, settle))
                 return cast(tuple[bool, object], await answer)
             except (RuntimeError, BrokenProcessPool):  # broken, by now or since the watch looked
                 await self._renew(pool)
             finally:
-                self._answers.discard(answer)
+                del self._in_flight[token]
         raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
 
     def _settle(
-        self, answer: _Answer, deadline_s: float, outcome: object, error: BaseException | None
+        self,
+        answer: _Answer,
+        token: int,
+        deadline_s: float,
+        outcome: object,
+        error: BaseException | None,
     ) -> None:
         """On the loop, in the order pebble answers: it answers the task of a worker it lost
         before it starts the replacement, so the loss is counted before that reports."""
+        if token in self._answered:  # and its worker counted (`_ready`)
+            self._answered.discard(token)
+            return
         if isinstance(error, pebble.ProcessExpired):
             error = self._lost("died", f"exit code {error.exitcode}", error.pid)
+        elif isinstance(error, BrokenProcessPool):
+            # Pebble breaks its pool on a death while it knows of no task running, which
+            # includes a worker dying on a task before pebble read that it took it. That
+            # task was lost with it: not sent again (`_answer` sends the others).
+            self._read_notices()  # the worker said so before it died
+            task = self._in_flight.get(token)  # none once its submitter gave up
+            pid = task.worker if task else 0
+            if pid and not _running(pid):
+                error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
             error = self._lost("hung", f"no answer within {deadline_s:g}s")
         if not answer.done():
@@ -183,19 +207,39 @@ class ProcessPool:
         log.warning("%s (%s%s); replaced", error, f"pid {pid}, " if pid else "", detail)
         return WorkerLost(error if pid else f"{error} ({detail})", stopping=False)
 
-    def _read_notice(self) -> None:
+    def _read_notices(self) -> None:
         with contextlib.suppress(EOFError, OSError):
-            pid, failed = cast(tuple[int, str], self._notices[0].recv())
-            if failed:
-                log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
-                self._failed = failed
-            self._pids = {known for known in self._pids if _running(known)} | {pid}
-            if self._expected:
-                self._expected -= 1
-            else:  # it replaces a worker that died with no task on it
-                self._restarts.labels("died").inc()
-                log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
-            self._reported.set()
+            while self._notices[0].poll():
+                notice = cast(Ready | Taken, self._notices[0].recv())
+                if isinstance(notice, Taken):
+                    if task := self._in_flight.get(notice.token):  # an answered one's is late
+                        task.worker = notice.pid
+                else:
+                    self._ready(*notice)
+
+    def _ready(self, pid: int, failed: str) -> None:
+        if failed:
+            log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
+            self._failed = failed
+        self._pids = {known for known in self._pids if _running(known)} | {pid}
+        if self._expected:
+            self._expected -= 1
+        else:  # it replaces a worker whose death no task's answer told
+            self._restarts.labels("died").inc()
+            self._answer_unseen_loss(pid)
+        self._reported.set()
+
+    def _answer_unseen_loss(self, replacement: int) -> None:
+        """Pebble tells a death on a task only once it has read that the worker took it;
+        past that, with other tasks running, it replaces the worker and answers nothing,
+        then holds the task running until its deadline. Such a task is answered here."""
+        for token, task in self._in_flight.items():
+            if task.worker and not task.answer.done() and not _running(task.worker):
+                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, replacement)
+                task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
+                self._answered.add(token)
+                return
+        log.warning("an %s died while idle; %s replaces it", _WORKER, replacement)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many tasks
@@ -204,9 +248,9 @@ class ProcessPool:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
             if broken is not None:
-                log.warning("an %s died while no task ran: starting the pool again", _WORKER)
+                log.warning("a death broke the %s pool: starting it again", _WORKER)
                 # The new pool's workers replace the running ones and those lost on a task;
-                # any other replaces a death no task saw (`_read_notice` counts it).
+                # any other replaces a death no task saw (`_ready` counts it).
                 self._expected += len(self.pids)
                 self._pids.clear()
                 await asyncio.to_thread(_close, broken)
@@ -223,6 +267,12 @@ class ProcessPool:
             await asyncio.sleep(_WATCH_S)
             if self._pebble is not None and not self._pebble.active:
                 await self._renew(self._pebble)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    answer: _Answer
+    worker: int = 0  # the pid of the worker that took it, once it told (`Taken`)
 
 
 def _settle_soon(

@@ -3,6 +3,7 @@ pickled at each end, as does its answer (`README.md` says why)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -11,10 +12,25 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 PICKLE = pickle.HIGHEST_PROTOCOL
 _set_up_failed = ""  # why this worker cannot run tasks
+_notices: Connection | None = None  # the pipe to the pool, shared by every worker
+
+
+class Ready(NamedTuple):
+    """A worker's set-up is done: "" or why it failed."""
+
+    pid: int
+    failed: str
+
+
+class Taken(NamedTuple):
+    """A worker took the task `token`, before it runs any of it."""
+
+    pid: int
+    token: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +42,13 @@ class Initializer:
     args: object = None
 
 
-def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: Connection) -> None:
-    """Import `preload`, run the initializers, tell the pool on `ready`: (pid, "" or why it
-    failed); a worker that failed answers each task with that."""
-    global _set_up_failed
+def set_up(
+    preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
+) -> None:
+    """Import `preload`, run the initializers, tell the pool on `notices` (`Ready`); a worker
+    that failed answers each task with that."""
+    global _set_up_failed, _notices
+    _notices = notices
     gc.freeze()  # what it inherited, before its own imports can trigger a collection
     try:
         for module in preload:
@@ -39,9 +58,15 @@ def set_up(preload: Sequence[str], initializers: Sequence[Initializer], ready: C
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
     settle()
-    # One short message: a single write to the pipe every worker shares.
-    ready.send((os.getpid(), _set_up_failed))
-    ready.close()
+    _notify(Ready(os.getpid(), _set_up_failed))
+
+
+def _notify(notice: Ready | Taken) -> None:
+    # One short message: a single write to the pipe every worker shares. A pool that has
+    # stopped listening reads no more of them.
+    if _notices is not None:
+        with contextlib.suppress(OSError):
+            _notices.send(notice)
 
 
 def settle() -> None:
@@ -53,8 +78,10 @@ def settle() -> None:
         trim(0)
 
 
-def run_task(task: bytes) -> bytes:
-    """One task: `function(payload)`, its outcome pickled: (True, value) or (False, why)."""
+def run_task(token: int, task: bytes) -> bytes:
+    """One task: `function(payload)`, its outcome pickled: (True, value) or (False, why).
+    The pool is told first that this worker took it (`README.md`: lost workers)."""
+    _notify(Taken(os.getpid(), token))
     outcome: tuple[bool, object] = (False, f"failed to initialize: {_set_up_failed}")
     if not _set_up_failed:
         function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))

@@ -10,10 +10,12 @@ import ast
 import asyncio
 import os
 import signal
+import time
 from functools import partial
 from pathlib import Path
 
 import pytest
+from pebble.pool import process as pebble_process
 
 import monitor.pool
 from harness.otlp import CONVENTIONS, WATER, capture, otlp_bytes
@@ -24,14 +26,14 @@ from harness.pool_scorers import (
     scripted_extraction,
     scripted_scorer,
 )
-from harness.wait import wait_until_async
+from harness.wait import wait_until, wait_until_async
 from monitor.component import SampledRecord
 from monitor.config import Budget, EvaluatorConfig, Pipeline, available_cpus
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.extraction import Cause, TraceRecords, Unreadable, extract_within
-from monitor.pool import ProcessPool, TaskFailed
+from monitor.pool import ProcessPool, TaskFailed, WorkerLost
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
 from monitor.processors.evaluation._runner import TaskRunner
@@ -397,6 +399,104 @@ async def test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_
         assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
     finally:
         await pool.close(5.0)
+
+
+class _LateAcknowledgements:
+    """A scripted lag of pebble's message thread (a loaded machine): while `armed`, the
+    next worker's acknowledgement of a task is read only once pebble's pool manager has
+    handled that worker's death. `seen` lists the workers whose acknowledgement was read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, armed: bool) -> None:
+        self.armed = armed
+        self.lagged: list[int] = []
+        self.seen: list[int] = []
+        self._expired: list[int] = []  # workers whose death pebble has handled
+        receive = pebble_process.WorkerManager.receive
+        handle = pebble_process.PoolManager.handle_worker_expiration
+
+        def late(manager: pebble_process.WorkerManager, timeout: float) -> object:
+            message = receive(manager, timeout)
+            if isinstance(message, pebble_process.Acknowledgement):
+                if self.armed:
+                    self.armed = False
+                    wait_until(lambda: message.worker in self._expired, 60, "its death handled")
+                    self.lagged.append(message.worker)
+                self.seen.append(message.worker)
+            return message
+
+        def handled(manager: pebble_process.PoolManager, expiration: tuple[int, int]) -> None:
+            try:
+                handle(manager, expiration)
+            finally:
+                self._expired.append(expiration[0])
+
+        monkeypatch.setattr(pebble_process.WorkerManager, "receive", late)
+        monkeypatch.setattr(pebble_process.PoolManager, "handle_worker_expiration", handled)
+
+
+async def test_a_worker_lost_on_a_task_before_pebble_reads_its_acknowledgement_counts_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker takes the task and dies before pebble reads its acknowledgement: pebble
+    sees a death with no task running and answers every task with `BrokenProcessPool`.
+    The task it took is still the one lost: one death counted, the task not sent to
+    another worker behind the submitter's back, its records error results."""
+    late = _LateAcknowledgements(monkeypatch, armed=True)
+    await test_a_trace_whose_scoring_takes_down_workers_gives_its_records_error_results()
+    assert len(late.lagged) == 1
+
+
+class _PebbleClock:
+    """The clock pebble times its tasks' deadlines by, moved by the test; it sleeps as
+    ever between its looks."""
+
+    sleep = staticmethod(time.sleep)
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(pebble_process, "time", self)
+
+    def time(self) -> float:
+        return self.now
+
+
+async def test_a_worker_lost_unseen_beside_a_running_task_is_answered_and_counted_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As above with another task running on another worker: pebble then takes the death
+    for an idle one's (it replaces the worker and answers nothing), and the lost task for
+    one that runs until its deadline. The pool answers it as the worker's replacement
+    reports, counts the death once, and not again as a hang at the deadline."""
+    late = _LateAcknowledgements(monkeypatch, armed=False)
+    clock = _PebbleClock(monkeypatch)
+    telemetry = create_telemetry()
+    pool = await _started(telemetry, processes=2)
+    try:
+        inside = tmp_path / "inside"
+        running = asyncio.create_task(pool.score([(_rec(1, f"hang:{inside}"), ("scripted",))]))
+        await wait_until_async(lambda: inside.exists() and late.seen, 60, "a task running")
+        late.armed = True
+        # A worker ends at once, as a crash in the task would end it.
+        lost = asyncio.create_task(pool.processes.submit(os._exit, 137, timeout_s=1.0))
+        await wait_until_async(partial(_restarts_are, telemetry, 1), 60, "the death counted")
+        assert len(late.lagged) == 1
+        with pytest.raises(WorkerLost, match="died"):
+            await asyncio.wait_for(lost, 60)  # not at its deadline: that has not come
+        pebble_pool = pool.processes._pebble
+        assert pebble_pool is not None
+        tasks = pebble_pool._pool_manager.task_manager.tasks
+        clock.now += 2.0  # the lost task's deadline, not the running one's
+        await wait_until_async(lambda: len(tasks) == 1, 60, "pebble to answer the lost task")
+        assert _metric(telemetry, "worker_restarts_total", reason="died") == 1
+        assert _metric(telemetry, "worker_restarts_total", reason="hung") == 0
+        assert not running.done()
+        await wait_until_async(lambda: len(pool.pids) == 2, 60, "a replacement worker")
+        (row,) = await pool.score([(_rec(2), ("scripted",))])
+        assert [result.outcome for result, _ in row] == ["pass"]
+    finally:
+        await pool.close(0.0)
+    (row,) = await running
+    assert [result.outcome for result, _ in row] == ["error"]
 
 
 async def _stage_with_pool(
