@@ -31,7 +31,6 @@ from monitor.alerts.backtest import Backtest, read_rows
 from monitor.component import SampledRecord
 from monitor.config import Config
 from monitor.pipeline import Pipeline, build_pipeline
-from monitor.processors.evaluation import _queue as queue_module
 from monitor.records import ContextDoc, RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
@@ -200,11 +199,8 @@ def replayed(path: Path) -> list[Page]:
 
 
 async def test_a_changeover_with_both_revisions_replayed_gives_the_pages_the_live_engine_sent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    # Records go in one at a time, so the stage's wait for a batch to fill is all the
-    # wall time; what is compared here does not depend on it.
-    monkeypatch.setattr(queue_module, "BATCH_INTERVAL_S", 0.002)
     records = stream(seed=2)
     results = tmp_path / "results.jsonl"
     live = Live(Clock())
