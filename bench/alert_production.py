@@ -2,7 +2,8 @@
 
     python bench/alert_production.py [--days 365] [--fast-days 150] [--trials 8]
         [--warmup-days 28] [--evidence-days 90] [--jobs 2] [--seed 1]
-        [--only healthy|steps|changes|evidence-healthy|evidence-steps] [--write-docs]
+        [--only healthy|steps|changes|changeovers|evidence-healthy|evidence-steps|operations]
+        [--write-docs]
         [--topic-wander-hours 0]
 
 Every stream comes from `harness/production_streams.py` (conversations, a daily cycle of the
@@ -44,6 +45,11 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    and 1 a second, and conversation ids that are none (one constant id, the pod, a
    recycled pool of 1,000, the user's id): false pages; and x1.5 / x2 steps against the
    information limit on those with ids at 1 a second.
+6. **Changes of what is scored** (`--evidence-days` each, their own docs block): a judge
+   outage a day (30 % of evaluations err for two hours, failing records' twice as often),
+   the sampling rate falling from 1.0 to 0.1, and a judge change (+0.05) read from the fleet
+   as counts by revision, rolled out over six hours: false pages; and x1.5 / x2 steps a day
+   after the sampling rate fell, against the limit of the verdicts still scored.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import bench_docs, bench_smoke
 from harness.production_streams import (
     DAY_S,
+    MAX_TURNS,
+    MIN_TURNS,
     START,
     Change,
     StreamSpec,
@@ -157,24 +165,29 @@ def healthy(pool: Executor, days: float, fast_days: float, seed: int) -> str:
 
 
 def information_limit_h(
-    spec: StreamSpec, start_day: float, factor: float, before: tuple[Change, ...] = ()
+    spec: StreamSpec,
+    start_day: float,
+    factor: float,
+    before: tuple[Change, ...] = (),
+    sampled: float = 1.0,
 ) -> float:
     """Hours after `start_day` until the verdicts that follow carry `ln(r T)` nats at the
     stream's effective sample size: the evidence a test that knew the step's size and hour
     would need. It integrates the traffic and the seasonal rate that follow the step, so a
     step at night, when a tenth of the day's verdicts arrive, is given the time its few
-    verdicts need. `before`: the changes the healthy rate has by then (an evaluator's)."""
+    verdicts need. `before`: the changes the healthy rate has by then (an evaluator's);
+    `sampled`: the share of turns scored by then."""
     step_s = 10.0
     t = start_day * DAY_S + np.arange(0.0, STEP_DAYS * DAY_S, step_s)
     p0, _ = defect_rate(replace(spec, changes=before), t)
     p1 = np.clip(p0 * factor, 0.001, 0.999)
-    design = spec.design_effect
+    design = spec.design_effect if sampled == 1.0 else sampled_design_effect(spec, sampled)
     if spec.topics:
         p0 = topic_mix(spec).rate(t)
         p1 = np.clip(p0 * factor, 0.001, 0.999)
         design = topic_design_effect(spec)
     kl = p1 * np.log(p1 / p0) + (1 - p1) * np.log((1 - p1) / (1 - p0))
-    nats = np.cumsum(spec.rate * traffic(spec, t) * kl / design * step_s)
+    nats = np.cumsum(spec.rate * sampled * traffic(spec, t) * kl / design * step_s)
     reached = np.flatnonzero(nats >= math.log(spec.rate * BUDGET_DAYS * DAY_S))
     return float((reached[0] + 1) * step_s / 3600) if reached.size else math.inf
 
@@ -423,6 +436,110 @@ def evidence_healthy(pool: Executor, days: float, seed: int) -> str:
     )
 
 
+def operations_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
+    """The healthy streams of the `operations` rows, where what is scored changes, not the
+    service: (name, spec). Changes come at half the stream."""
+    base = StreamSpec(
+        rate=1.0,
+        days=days,
+        icc=0.17,
+        cycle=MIN_INCREASE,
+        traffic_ratio=10.0,
+        seed=seed,
+    )
+    return [
+        (
+            "a judge outage once a day: 30 % of evaluations err for 2 h, failing records' twice "
+            "as often (the verdicts left lean to pass)",
+            replace(base, services=4, outages_per_day=1.0),
+        ),
+        (
+            "sampling rate 1.0 -> 0.1 at half the stream",
+            replace(base, services=4, changes=(Change("sampling", days / 2, 0.1),)),
+        ),
+        (
+            "a judge change, its verdicts +0.05, read from the fleet (counts every 15 s by "
+            "revision), rolled out over 6 h at half the stream",
+            replace(
+                base, ids=False, services=8, changes=(Change("rollout", days / 2, 0.25, 0.25),)
+            ),
+        ),
+    ]
+
+
+def sampled_design_effect(spec: StreamSpec, share: float) -> float:
+    """The design effect of `spec`'s conversations when each turn is scored with chance
+    `share`: a conversation of `s` turns gives Binomial(s, share) verdicts, size-weighted
+    as `StreamSpec.design_effect` weighs them."""
+    sizes = np.arange(MIN_TURNS, MAX_TURNS + 1)
+    mean = share * np.mean(sizes)
+    square = share * share * np.mean(sizes**2) + share * (1 - share) * np.mean(sizes)
+    return float(1 + (square / mean - 1) * spec.icc)
+
+
+def operations(pool: Executor, days: float, trials: int, warmup: float, seed: int) -> str:
+    """False pages where what is scored changes (judge outages, a lower sampling rate, a
+    judge change read from the fleet); and x1.5 / x2 steps a day after the sampling rate
+    fell to a tenth, against the information limit of the verdicts still scored."""
+    runs = [
+        (name, spec, pool.submit(page_times, spec)) for name, spec in operations_specs(days, seed)
+    ]
+    share = 0.1
+    step_runs = []
+    for factor in (1.5, 2.0):
+        trial_runs = []
+        for trial in range(trials):
+            at = warmup + 1 + (trial * 24 / trials + 0.5) / 24
+            sampling = Change("sampling", warmup, share)
+            spec = StreamSpec(
+                rate=1.0,
+                days=at + STEP_DAYS,
+                icc=0.17,
+                cycle=MIN_INCREASE,
+                traffic_ratio=10.0,
+                seed=seed + trial,
+                changes=(sampling, Change("step", at, factor)),
+            )
+            limit = information_limit_h(spec, at, factor, sampled=share)
+            trial_runs.append((START + at * DAY_S, limit, pool.submit(page_times, spec)))
+        step_runs.append((factor, trial_runs))
+    rows = []
+    for name, spec, future in runs:
+        rows.append([name, f"{spec.services} x {spec.days:g}", *_false_pages(spec, future)[1:]])
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    step_rows = []
+    for factor, trial_runs in step_runs:
+        waits, limits, ratios = _step_outcome(trial_runs)
+        step_rows.append(
+            [
+                "ICC 0.17 with ids, daily cycle, traffic x10, sampling rate 1.0 -> 0.1 a day "
+                "before",
+                f"x{factor:g}",
+                _hours(_median(sorted(waits))),
+                f"{_median(sorted(limits)):.2f}",
+                _times(_median(ratios)),
+                _times(ratios[-1]),
+            ]
+        )
+        print(" | ".join(step_rows[-1]), file=sys.stderr, flush=True)
+    healthy_table = bench_docs.table(
+        ["stream", "service-days", "false pages", "per budget period", "95 % upper bound"],
+        rows,
+    )
+    steps_table = bench_docs.table(
+        [
+            "stream (1 verdict/s before sampling)",
+            "rise",
+            f"hours to page, median of {trials}",
+            "information limit (h), median",
+            "page / limit, median",
+            "page / limit, worst",
+        ],
+        step_rows,
+    )
+    return f"{healthy_table}\n\n{steps_table}"
+
+
 def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     """x1.5 / x2 steps on the `evidence` streams with ids at 1 verdict a second (at 10 a
     step costs ten times the replay)."""
@@ -465,7 +582,7 @@ StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
 def _false_pages(spec: StreamSpec, future: Future[list[tuple[float, str]]]) -> list[str]:
     """A healthy stream's days, pages, pages per budget period and its 95 % upper bound."""
     found = len(future.result())
-    budgets = spec.days / BUDGET_DAYS
+    budgets = spec.services * spec.days / BUDGET_DAYS
     return [
         f"{spec.days:g}",
         str(found),
@@ -542,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
             "changeovers",
             "evidence-healthy",
             "evidence-steps",
+            "operations",
         ),
     )
     parser.add_argument(
@@ -607,6 +725,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "evidence-steps"):
             evidence["alert-evidence-steps"] = evidence_steps(
                 pool, args.trials, args.warmup_days, args.seed
+            )
+        if args.only in (None, "operations"):
+            evidence["alert-operations"] = operations(
+                pool, args.evidence_days, args.trials, args.warmup_days, args.seed
             )
     out = "\n\n".join(parts)
     print("\n\n".join([out, *evidence.values()]))

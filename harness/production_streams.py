@@ -22,7 +22,10 @@ What production traffic is and independent verdicts around a flat rate are not:
 - **changes**: a step (the rate times a factor from a time on), a drift (linear to a rate
   over days), a good spell (a lower rate for hours, then back), an evaluator revision (from
   a time on, verdicts of another revision at another rate: a new detector's bias), or its
-  rollout (both revisions live, the new one on a tenth, a half, then all of the turns).
+  rollout (both revisions live, the new one on a tenth, a half, then all of the turns), or
+  a lower sampling rate (from a time on, a share of the turns is scored);
+- **judge outages** (`outages_per_day`): for two hours a share of the evaluations err and
+  give no verdict, more of them on failing turns.
 
 Rates and times are per service; services are independent streams. `stream()` yields rows
 in time order, decoded (what `Backtest.run` takes).
@@ -44,6 +47,11 @@ POOL_IDS = 1_000
 USERS = 2_000
 BURST_REQUESTS = 2_000
 BURST_S = 600.0
+# A judge outage: for OUTAGE_S this share of the evaluations err and give no verdict, a
+# failing turn's twice as often as a passing one's (a timeout that hits long, hard answers
+# first), so the verdicts left lean to pass.
+OUTAGE_S = 7_200.0
+OUTAGE_ERRORS = 0.3
 TOPIC_RATES = (0.05, 0.6)
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: day 0 of every stream
 EVALUATOR = "local_groundedness"
@@ -60,7 +68,8 @@ class Change:
     """A change of the service's defect rate: `kind` step (times `value` from `at_day`),
     drift (to `value` over `days`), spell (`value` for `days`, then back), revision (the
     evaluator changes at `at_day`; its verdicts run at `value`), rollout (the same, rolled
-    out over `days`)."""
+    out over `days`); or of what is scored: sampling (from `at_day` a share `value` of the
+    turns, each drawn alone, as a sampler hashing each request's trace id draws them)."""
 
     kind: str
     at_day: float
@@ -106,6 +115,9 @@ class StreamSpec:
     # How many hours a topic's wander lasts (0: independent each hour; else an AR(1) over
     # hours of that correlation time and the same sd).
     topic_wander_hours: float = 0.0
+    # Judge outages a day (that many times the days in all, each at a random time):
+    # `OUTAGE_S` each, see `OUTAGE_ERRORS`.
+    outages_per_day: float = 0.0
 
     @property
     def design_effect(self) -> float:
@@ -145,7 +157,7 @@ def defect_rate(spec: StreamSpec, t: np.ndarray) -> tuple[np.ndarray, np.ndarray
             drawn = (np.sin(t * 12.9898) * 43758.5453) % 1.0 < share
             p = np.where(drawn, p - spec.mean + change.value, p)
             revision = np.where(drawn, revision + 1, revision)
-        else:
+        elif change.kind != "sampling":  # sampling changes what is scored (`_Scored`)
             raise ValueError(f"unknown change {change.kind}")
     return np.clip(p, 0.001, 0.999), revision
 
@@ -374,7 +386,10 @@ def _traffic_rows(
     spec: StreamSpec, service: int, name: str
 ) -> Iterator[tuple[float, dict[str, Any]]]:
     revisions = [spec.revision, *(f"{spec.revision}.{k + 1}" for k in range(len(spec.changes)))]
+    scored = _Scored.of(spec, service)
     for turns in _turns(spec, service):
+        if scored is not None:
+            turns = turns[scored.kept(turns)]
         if spec.ids:
             for t, failed, revision, conversation, old_failed in zip(
                 (START + turns.time).tolist(),
@@ -418,6 +433,43 @@ def _traffic_rows(
                     "fails": d,
                 },
             )
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """Which turns give a verdict when the sampling rate falls or the judge has outages
+    (drawn from generators of their own, so the turns themselves are as without them)."""
+
+    spec: StreamSpec
+    rng: np.random.Generator
+    outages: np.ndarray  # start times, seconds since the stream's start, sorted
+
+    @classmethod
+    def of(cls, spec: StreamSpec, service: int) -> _Scored | None:
+        if spec.outages_per_day <= 0 and all(c.kind != "sampling" for c in spec.changes):
+            return None
+        timing = np.random.default_rng([spec.seed, service, 2])
+        count = round(spec.outages_per_day * spec.days)
+        outages = np.sort(timing.uniform(0.0, spec.days * DAY_S, count))
+        return cls(spec, np.random.default_rng([spec.seed, service, 3]), outages)
+
+    def kept(self, turns: _Turns) -> np.ndarray:
+        sampled = self.rng.uniform(0.0, 1.0, turns.time.size)
+        erred = self.rng.uniform(0.0, 1.0, turns.time.size)
+        keep = np.ones(turns.time.size, dtype=bool)
+        day = turns.time / DAY_S
+        for change in self.spec.changes:
+            if change.kind == "sampling":
+                keep &= (day < change.at_day) | (sampled < change.value)
+        if self.outages.size:
+            last = np.searchsorted(self.outages, turns.time, side="right") - 1
+            inside = (last >= 0) & (turns.time < self.outages[np.maximum(last, 0)] + OUTAGE_S)
+            # A passing turn errs with chance q and a failing one 2q, so that at the turn's
+            # defect rate p a share q (1 + p) = OUTAGE_ERRORS err.
+            p, _ = defect_rate(self.spec, turns.time)
+            q = OUTAGE_ERRORS / (1 + p)
+            keep &= ~(inside & (erred < np.where(turns.failed, 2 * q, q)))
+        return keep
 
 
 def _hashed(t: float) -> float:
