@@ -26,7 +26,7 @@ from typing import Any
 
 from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
 from monitor.alerts.rule import Origin, Rule, fingerprint
-from monitor.alerts.state import Part, add_part, clamp_future, restored_where
+from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
 from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
 
@@ -273,6 +273,7 @@ class Entries:
             i, service, cohort = key
             rule = self._rules[i]
             conversations = self._conversations.get(key)
+            replaced = self._replaced.get(key)
             yield (
                 rule.config.name,
                 fingerprint(rule),
@@ -291,6 +292,7 @@ class Entries:
                         else []
                     ),
                     "state": entry.state.snapshot(),
+                    "replaced": None if replaced is None else [list(replaced[0]), replaced[1]],
                 },
             )
 
@@ -329,7 +331,10 @@ class Entries:
                 cohorts = services.pop(service) if release else services[service]
                 try:
                     restored = {
-                        str(cohort): self._restored(i, saved_entry)
+                        str(cohort): (
+                            self._restored(i, saved_entry),
+                            restored_replaced(saved_entry.get("replaced")),
+                        )
                         for cohort, saved_entry in cohorts.items()
                     }
                 except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
@@ -341,7 +346,7 @@ class Entries:
                     )
                     dropped += 1
                     continue
-                for cohort, (entry, conversations) in restored.items():
+                for cohort, ((entry, conversations), replaced) in restored.items():
                     if clamp_future(entry, now):
                         log.warning(
                             "alert state of rule %s, service %s: a time later than now "
@@ -352,6 +357,9 @@ class Entries:
                     key = place(i, str(service), cohort)
                     self._entries[key] = entry
                     self._forget_conversations(key)
+                    self._replaced.pop(key, None)
+                    if replaced is not None:
+                        self._replaced[key] = replaced
                     if _held(conversations):
                         self._conversations[key] = conversations
                         self.conversation_bytes += conversation_bytes(conversations)

@@ -273,3 +273,20 @@ def restored_where(raw: Any, firing: bool) -> Named | None:
     if not firing:
         raise ValueError("where is kept only while the page fires")
     return Named(dimension, value, at)
+
+
+# The revisions an entry replaced, and the last verdict of its own (`entries.Entries`).
+Replaced = tuple[tuple[str, ...], float]
+
+
+def restored_replaced(raw: Any) -> Replaced | None:
+    """A saved entry's `replaced`, `[[revision, ...], last verdict of its own]` or absent
+    (a file from before it was kept), checked; raises TypeError or ValueError."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], list):
+        raise TypeError("replaced is not [[revision, ...], time]")
+    revisions, seen = raw
+    if not revisions or not all(isinstance(r, str) for r in revisions):
+        raise TypeError("replaced names no revisions")
+    return tuple(revisions), saved_number(seen, nonnegative=True)

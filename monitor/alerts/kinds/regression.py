@@ -14,7 +14,11 @@ from collections.abc import Mapping, Sequence
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
-from monitor.alerts.kinds.regression_expectation import Expecting, reference_text
+from monitor.alerts.kinds.regression_expectation import (
+    Expecting,
+    reference_text,
+    season_text,
+)
 from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
@@ -225,6 +229,7 @@ class Regression:
         figures: dict[str, float] = {
             "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
+            "interim": 1.0 if state.interim else 0.0,
         }
         if expected is not None:
             reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
@@ -349,7 +354,7 @@ class Regression:
         )
         story = (
             f"{measured} {current.mean:.2f} {span} against {expected.mean:.2f} expected "
-            f"from {self._season_text(judgment)} "
+            f"from {season_text(self._baseline, judgment.figures)} "
             f"({current.samples:,} / {expected.samples:,} verdicts{distinct_text}), "
             f"{increase:+.2f}, "
             f"{p_text(judgment.p_value)} ({test}, one false page per {self.rule.budget})"
@@ -373,12 +378,6 @@ class Regression:
             "dispersion": f"{judgment.figures.get('kappa', 1.0):.2f}",
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
         }
-
-    def _season_text(self, judgment: Judgment) -> str:
-        text = reference_text(self._baseline)
-        if judgment.figures.get("unseasoned") and self._baseline.season != "none":
-            return f"{text} (season not learned yet: the highest hour seen)"
-        return text
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
         entry = entries[""]

@@ -6,6 +6,7 @@ evaluator changeover translates the history into the new revision's terms
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 
 from monitor.alerts.describe import shown_duration
@@ -17,6 +18,8 @@ from monitor.evidence import Expectation, Level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
+# A level the season's offset at an hour is read against (`History.pinned` adds it).
+_PROBE = Level(0.5, 0.25, 1, 1.0)
 
 
 class Expecting:
@@ -32,6 +35,7 @@ class Expecting:
     def __call__(self, state: RegressionState, now: float) -> Expectation | None:
         """What the current window is compared with (`baseline.reference`), after an
         evaluator changeover translated into the new revision's terms."""
+        state.interim = False
         if state.changeover is not None:
             return self._changeover_expectation(state, now)
         return self._translated_expectation(state, now)
@@ -55,12 +59,14 @@ class Expecting:
         move by it, as if the new revision had scored them (so the level, the season and
         the dispersion stay of one revision), and the expectation's error includes the
         offset's. Once its standard error is within a quarter of `min_increase`, the offset
-        is kept (its variance stays in the error while the translated buckets count)."""
+        is kept (its variance stays in the error while the translated buckets count).
+        Before any offset is measured: the new revision's own level since the change
+        (`_interim`)."""
         change, history = state.changeover, state.history
         assert change is not None
         measured = self._offsets(state, now)
         if not measured:
-            return None
+            return self._interim(state, now)
         variance, delta, how = min(measured)
         history.translate(change.bucket, delta - change.applied, change.counts)
         if variance > (self.rule.min_increase / 4) ** 2:
@@ -79,6 +85,43 @@ class Expecting:
         # The translated buckets count in the long level for seven baseline windows.
         state.translated = (variance, now + LONG_SPAN * self._baseline_s)
         return self._translated_expectation(state, now)
+
+    def _interim(self, state: RegressionState, now: float) -> Expectation | None:
+        """While no offset is measured (the old revision no longer scores, and the new one
+        has too few verdicts in whole buckets): the new revision's verdicts since the
+        change as they came, deseasonalised by the season the history learned (the
+        traffic's: the revisions are taken to differ by an offset, not to swing apart), a
+        flat level with its error (counted with the old level's design effect) plus this
+        hour's offset, the season's error and its wander. None while the history has no
+        season learned yet, or before the first verdict."""
+        change, history = state.changeover, state.history
+        assert change is not None
+        n = raw = defects = squares = 0.0
+        for bucket, (count, total, total_squares) in change.interim.items():
+            hour = history.pinned(bucket * history.width_s, _PROBE)
+            if hour is None:
+                return None
+            n, raw, squares = n + count, raw + total, squares + total_squares
+            defects += total - count * (hour.mean - _PROBE.mean)
+        if n <= 0:
+            return None
+        mean = min(1.0, max(0.0, defects / n))
+        before = change.before
+        design = max(1.0, before.error_units / max(1, before.samples))
+        variance = max(squares / n - (raw / n) ** 2, 0.0)
+        expected = history.pinned(now, Level(mean, variance, int(n), n * design))
+        if expected is not None and expected.samples >= self._baseline.min_samples:
+            state.interim = True
+            _log.log(
+                f"{self.rule.config.name} interim",
+                logging.WARNING,
+                "alert %s: no verdicts of the replaced evaluator revision translate its level: "
+                "judged against the new revision's own level since the change (%d verdicts, "
+                "with the season learned before it) until its baseline is ready",
+                self.rule.config.name,
+                int(n),
+            )
+        return expected
 
     def _offsets(self, state: RegressionState, now: float) -> list[tuple[float, float, str]]:
         """The offsets measured so far: (variance, offset, how) each."""
@@ -142,3 +185,17 @@ def reference_text(baseline: AlertBaseline) -> str:
     if baseline.reference == "last_week":
         return "the same hours a week before"
     return f"the pinned period {baseline.reference.pinned}{hour}"
+
+
+def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
+    """What a regression page says it compared with: `reference_text`, or what stands in
+    for it while the season is not learned, or after an evaluator change."""
+    text = reference_text(baseline)
+    if figures.get("interim"):
+        return (
+            "the new evaluator revision's level since its change and this hour's season "
+            "(its baseline is not ready yet)"
+        )
+    if figures.get("unseasoned") and baseline.season != "none":
+        return f"{text} (season not learned yet: the highest hour seen)"
+    return text

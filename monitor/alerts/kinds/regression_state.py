@@ -131,7 +131,9 @@ class Changeover:
     `bucket` the history's bucket it fell in, `counts` that bucket's verdicts (clean,
     held) of the old revision, and `applied` the offset the older buckets were moved by
     so far; `overlap` what both revisions scored since (`Overlap`); `replaced` the old
-    revision (None: not known, a state file from before it was kept)."""
+    revision (None: not known, a state file from before it was kept); `interim` the new
+    revision's verdicts since, as they came: history bucket -> (verdicts, sum, squares),
+    what the rule judges against until the offset is measured (`Expecting`)."""
 
     since: float
     bucket: int
@@ -140,6 +142,7 @@ class Changeover:
     applied: float = 0.0
     overlap: Overlap = field(default_factory=Overlap)
     replaced: str | None = None
+    interim: dict[int, list[float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -168,13 +171,23 @@ class RegressionState:
     # What the current window is compared with, as of the last advance (not saved: an
     # advance comes before every judgment).
     expected: Expectation | None = None
+    # Whether `expected` is a changeover's interim level (not saved, as `expected`).
+    interim: bool = False
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
-        """Verdicts of either revision while a changeover lasts: to its overlap, but while
-        the rule fires (a paged rise of the service that moves the two revisions' rates by
-        different amounts, as a doubling does, would move the offset)."""
-        if self.changeover is not None and not firing:
-            self.changeover.overlap.add(self.history.bucket(now), moments, now, old=old)
+        """Verdicts of either revision while a changeover lasts: to its overlap (the new
+        revision's to its interim level too), but while the rule fires (a paged rise of
+        the service that moves the two revisions' rates by different amounts, as a
+        doubling does, would move the offset)."""
+        change = self.changeover
+        if change is None or firing:
+            return
+        bucket = self.history.bucket(now)
+        change.overlap.add(bucket, moments, now, old=old)
+        if not old and moments.samples > 0:
+            sums = change.interim.setdefault(bucket, [0.0, 0.0, 0.0])
+            for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
+                sums[i] += x
 
     def count_pair(
         self, revision: str | None, old: Moments, new: Sequence[float], now: float, firing: bool
@@ -219,6 +232,9 @@ class RegressionState:
             ],
             "translated": None if self.translated is None else list(self.translated),
             "replaced": None if self.changeover is None else self.changeover.replaced,
+            "interim": None
+            if self.changeover is None
+            else [[bucket, *sums] for bucket, sums in self.changeover.interim.items()],
         }
         if self.test is not None:
             out["sequential"] = self.test.snapshot()
@@ -263,6 +279,7 @@ class RegressionState:
                 saved_number(applied),
                 _overlap(both),
                 _text(raw.get("replaced")),
+                _interim(raw.get("interim")),
             )
         translated = raw["translated"]
         if translated is not None:
@@ -287,6 +304,16 @@ def _overlap(raw: list[Any]) -> Overlap:
     n = [_nonnegative(x) for x in rest]
     paired = [n[13], paired_sum, n[14]] if len(n) == 15 else [0.0, 0.0, 0.0]
     return Overlap(bucket, n[0:3], n[3:6], n[6], weighted, n[7:10], n[10:12], n[12], paired)
+
+
+def _interim(raw: Any) -> dict[int, list[float]]:
+    """A changeover's interim sums (None: a file from before they were kept)."""
+    out: dict[int, list[float]] = {}
+    for bucket, *sums in raw or []:
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or len(sums) != 3:
+            raise TypeError("changeover: an interim bucket is malformed")
+        out[bucket] = [_nonnegative(x) for x in sums]
+    return out
 
 
 def _text(raw: Any) -> str | None:
