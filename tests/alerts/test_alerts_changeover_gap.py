@@ -7,13 +7,18 @@ their own simulated time."""
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from harness.production_streams import DAY_S, START, Change, StreamSpec
+from monitor.alerts.backtest import Backtest
+from monitor.config import Config
 from tests.alerts.test_alerts_changeover import information_limit_s, started
-from tests.alerts.test_alerts_production import config, pages, replay
+from tests.alerts.test_alerts_production import RULE, config, pages, replay
 
 # Days of simulated traffic each: the slow tier.
 pytestmark = pytest.mark.slow
@@ -35,3 +40,78 @@ def test_a_doubling_a_quarter_hour_after_an_evaluator_change_pages(hour: int) ->
     said = first.alert.annotations["description"]
     assert "the new evaluator revision's level since its change" in said
     assert started(backtest) == 1
+
+
+# The compressed windows of the real-sidecar changeover test
+# (`tests/alerts/test_alerts_fresh_changeover_e2e.py`): 8 verdicts a second, `window: 30s`,
+# `baseline: {window: 3m, min_samples: 240}`, one false page an hour, a look every second.
+COMPRESSED = {
+    "alerts": {
+        "evaluation_interval_s": 1,
+        "rules": [
+            {
+                "name": RULE,
+                "evaluator": "local_groundedness",
+                "window": "30s",
+                "baseline": {"window": "3m", "min_samples": 240},
+                "false_page_every": "1h",
+            }
+        ],
+    }
+}
+
+
+def _rows(
+    rng: random.Random, clock: list[float], n: int, rate: float, revision: str
+) -> list[tuple[str, dict[str, Any]]]:
+    rows = []
+    for _ in range(n):
+        clock[0] += 1 / 8
+        failed = int(rng.random() < rate)
+        row = {
+            "time": clock[0],
+            "service": "svc",
+            "evaluator": "local_groundedness",
+            "revision": revision,
+            "passes": 1 - failed,
+            "fails": failed,
+        }
+        rows.append((f"row at {clock[0]}", row))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_rise_after_the_interim_level_is_ready_is_judged_against_it_not_learned(
+    seed: int,
+) -> None:
+    """Restarted with a stricter revision (reading 0.2 + 0.8 x 7/36 where the old read 0.2)
+    and no verdicts of the old one: once the rule judges on the interim level, a 2.5x rise
+    pages within four times its information limit, instead of entering the level it is
+    judged against."""
+    rng, clock = random.Random(seed), [START]
+    config = Config.model_validate(COMPRESSED)
+    first = Backtest(config)
+    list(first.run(_rows(rng, clock, 8 * 400, 0.2, "r1")))
+    second = Backtest(config)
+    second.engine.restore(first.engine.snapshot())
+    misread = 7 / 36
+    healthy, risen = 0.2 + 0.8 * misread, 0.5 + 0.5 * misread
+    registry = second.engine._t.registry
+    labels = {"rule": RULE, "service": "svc"}
+    for _ in range(300):  # healthy until the rule judges the new revision's level
+        assert [e for e in second.run(_rows(rng, clock, 8, healthy, "r2"))] == []
+        level = registry.get_sample_value("rag_monitor_defect_rate_baseline", labels)
+        samples = registry.get_sample_value(
+            "rag_monitor_alert_samples", {**labels, "window": "baseline"}
+        )
+        if level is not None and (samples or 0) >= 240 and level >= healthy - 0.03:
+            break
+    else:
+        raise AssertionError("the rule never judged the new revision's level")
+    limit = math.log(8 * 3600) / (
+        risen * math.log(risen / healthy) + (1 - risen) * math.log((1 - risen) / (1 - healthy))
+    )
+    sent = 0
+    while not any(e.status == "firing" for e in second.run(_rows(rng, clock, 4, risen, "r2"))):
+        sent += 4
+        assert sent <= 4 * limit, f"no page after {sent} verdicts of the rise (limit {limit:.0f})"

@@ -88,8 +88,10 @@ class Expecting:
 
     def _interim(self, state: RegressionState, now: float) -> Expectation | None:
         """While no offset is measured (the old revision no longer scores, and the new one
-        has too few verdicts in whole buckets): the new revision's verdicts since the
-        change as they came, deseasonalised by the season the history learned (the
+        has too few verdicts in whole buckets): the new revision's first verdicts since the
+        change (its buckets in order until they hold `baseline.min_samples`; what comes
+        later is judged against them, not learned, as a window is not learned by the
+        baseline it is judged against), deseasonalised by the season the history learned (the
         traffic's: the revisions are taken to differ by an offset, not to swing apart), a
         flat level with its error (counted with the old level's design effect) plus this
         hour's offset, the season's error and its wander. None while the history has no
@@ -97,7 +99,10 @@ class Expecting:
         change, history = state.changeover, state.history
         assert change is not None
         n = raw = defects = squares = 0.0
-        for bucket, (count, total, total_squares) in change.interim.items():
+        for bucket in sorted(change.interim):
+            if n >= self._baseline.min_samples:
+                break  # the level is of the first verdicts only: a later rise is judged
+            count, total, total_squares = change.interim[bucket]
             hour = history.pinned(bucket * history.width_s, _PROBE)
             if hour is None:
                 return None
