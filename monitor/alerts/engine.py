@@ -217,10 +217,22 @@ class AlertEngine:
     def emit_paired(self, record: RagRecord, results: Results, previous: Results) -> None:
         """The record's own verdicts, then its previous revisions' paired with them
         (`backtest` replays a results line the same way)."""
-        if self._rules:
-            origin, now = Origin.of(record), self._clock()
-            self.count_results(origin, results, now, Where.of(record))
+        if not self._rules:
+            return
+        origin, now = Origin.of(record), self._clock()
+        self.count_results(origin, results, now, Where.of(record))
+        # The own verdicts are counted: a failure past here must not reach the stage, whose
+        # retry of the whole call would count them twice.
+        try:
             self.count_results(origin, previous, now, paired=results)
+        except Exception:
+            log.exception(
+                "alerts: the previous revisions' verdicts on record %s (service %s) were not "
+                "paired with its own, which are counted",
+                record.request_id,
+                record.service,
+            )
+            self._t.dropped.labels("alerts", "paired_error").inc()
 
     def count_results(
         self,

@@ -23,7 +23,7 @@ from monitor.component import Alert
 from monitor.config import AlertBaseline, Config, RegressionRule
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock
+from tests.alerts.test_alerts import Clock, record
 
 EVALUATOR = "local_groundedness"
 STEP_S = 15
@@ -191,3 +191,42 @@ def test_backtest_replays_the_previous_revisions_verdicts_of_verdict_rows() -> N
         Row.of({**origin, "outcome": "pass", "previous": {"outcome": "maybe"}})
     row = Row.of({**origin, "outcome": "pass", "previous": {"revision": "r1", "outcome": "fail"}})
     assert row.previous == ("r1", True)
+
+
+def test_a_failure_pairing_the_previous_verdicts_counts_the_own_ones_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scripted fault in counting the previous revision's verdicts: `emit_paired` does
+    not raise (the evaluation stage would retry the whole call and count the record's own
+    verdicts again); the loss is logged and counted."""
+    clock = Clock()
+    clock.now = START
+    telemetry = create_telemetry()
+    rule = RegressionRule(
+        name="paired_fault",
+        evaluator=EVALUATOR,
+        baseline=AlertBaseline(season="none", window="6h"),
+        false_page_every="7d",
+    )
+    engine = AlertEngine([rule], telemetry, evaluation_interval_s=STEP_S, clock=clock)
+    counted = engine.count
+
+    def count(*args: object, **kwargs: object) -> object:
+        if len(args) > 5 and args[5] is not None:
+            raise RuntimeError("scripted fault")
+        return counted(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "count", count)
+    with caplog.at_level(logging.ERROR):
+        engine.emit_paired(record(), verdict(True, "b"), verdict(False, "a"))
+    engine.evaluate()
+    own = telemetry.registry.get_sample_value(
+        "rag_monitor_alert_samples",
+        {"rule": "paired_fault", "service": "shop", "window": "current"},
+    )
+    assert own == 1
+    dropped = telemetry.registry.get_sample_value(
+        "rag_monitor_dropped_total", {"stage": "alerts", "reason": "paired_error"}
+    )
+    assert dropped == 1
+    assert "were not paired" in caplog.text
