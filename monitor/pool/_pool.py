@@ -189,6 +189,11 @@ class ProcessPool:
             # includes a worker dying on a task before pebble read that it took it. That
             # task was lost with it: not sent again (`_answer` sends the others).
             self._read_notices()  # the worker said so before it died
+            if token in self._answered:
+                # A replacement's report among the notices just read answered it, and
+                # counted the death (`_answer_unseen_loss`): not counted again here.
+                self._answered.discard(token)
+                return
             task = self._in_flight.get(token)  # none once its submitter gave up
             pid = task.worker if task else 0
             if pid and not _running(pid):

@@ -137,13 +137,16 @@ class BatchEvaluator:
         `key` too (`PreviousScorer.chosen`), each admitted to the local limit as a boost's
         evaluation is."""
         now = self._clock()
-        return tuple(
-            name
-            for name in scorers
-            if (previous := self._previous.get(name)) is not None
-            and previous.chosen(key, now)
-            and self._budget.admit_local(True)
-        )
+        admitted = []
+        for name in scorers:
+            previous = self._previous.get(name)
+            if previous is None or not previous.chosen(key, now):
+                continue
+            if self._budget.admit_local(True):
+                admitted.append(name)
+            else:
+                self._previous_refused(previous, local=True)
+        return tuple(admitted)
 
     def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
         """Takes the batch task's CPU scorers of an item from the budget; returns those
@@ -195,11 +198,25 @@ class BatchEvaluator:
                 elif previous.chosen(item.record.sampling_key, now):
                     if self._budget.admit(boost=True):
                         calls.append(self._one_previous(previous, item))
-                    else:  # the base sample keeps its room: counted, as a boost's would be
-                        labels = (name, previous.revision, "budget")
-                        self._t.child(self._previous_evaluations, *labels).inc()
+                    else:
+                        self._previous_refused(previous, local=False)
         if calls:
             await asyncio.gather(*calls)
+
+    def _previous_refused(self, previous: PreviousScorer, *, local: bool) -> None:
+        """A previous revision's evaluation the budget refused (`local`: the local limit),
+        the base sample keeping its room: counted and said, as a boost's would be."""
+        name = previous.evaluator.name
+        self._t.child(self._previous_evaluations, name, previous.revision, "budget").inc()
+        self._boost_log.warning(
+            f"previous/{name}",
+            "budget %s: the previous revision %s of evaluator %s scores less than its share "
+            "while the budget keeps room for the base sample "
+            '(previous_revision_evaluations_total{outcome="budget"} counts what it missed)',
+            self._budget.reached(boost=True, local=local) or "(freed since)",
+            previous.revision,
+            name,
+        )
 
     async def _one_previous(self, previous: PreviousScorer, item: InFlight) -> None:
         ((_, result),) = await self._one(previous.evaluator, item, timed=False)

@@ -31,6 +31,7 @@ from monitor.processors.evaluation._task import (
     Scored,
     Settings,
     planned,
+    records_of,
     run,
     run_in_worker,
 )
@@ -129,15 +130,31 @@ class TaskRunner:
             # The thread goes on alone (`in_own_thread`); what it had done by now is kept,
             # the rest has failed.
             log.warning("an evaluation batch in a thread gave no verdict within %gs", deadline)
-            done = list(outcomes)
-            error = f"timeout: no verdict within {deadline:g}s"
-            return [
-                done[i]
-                if i < len(done) and done[i].scored is not None
-                else self._failed_scoring(job, done[i].extraction if i < len(done) else None, error)
-                for i, job in enumerate(jobs)
-            ]
+            return self._kept(jobs, list(outcomes), f"timeout: no verdict within {deadline:g}s")
         return outcomes
+
+    def _kept(self, jobs: Sequence[Job], done: Sequence[Outcome], error: str) -> list[Outcome]:
+        """What a thread hop past its deadline leaves of `jobs`: the outcomes `done` so far
+        whose records it scored, with error results for the previous revisions it had not
+        scored yet (they come after every job's current ones); error results for the
+        rest."""
+        kept = []
+        for i, job in enumerate(jobs):
+            outcome = done[i] if i < len(done) else None
+            scored = outcome.scored if outcome is not None else None
+            if outcome is None or scored is None:
+                extraction = outcome.extraction if outcome is not None else None
+                kept.append(self._failed_scoring(job, extraction, error))
+            elif job.previous and len(outcome.previous) < len(scored):
+                # A copy: the thread, running on, may still set the original's.
+                records = records_of(job, outcome)
+                previous = [
+                    self._failed_record(r, job.previous, self._previous, error) for r in records
+                ]
+                kept.append(Outcome(outcome.extraction, scored, previous))
+            else:
+                kept.append(outcome)
+        return kept
 
     # -- outcomes -------------------------------------------------------------------------
 

@@ -360,13 +360,16 @@ class EvaluationStage:
                 out.append((item, [flight]))
                 continue
             outcome = next(outcomes)
-            assert outcome.extraction is not None and outcome.scored is not None
+            if outcome.extraction is None or outcome.scored is None:
+                # The runner's outcome of a trace always has both; raised, the stage's
+                # failure path (a try alone, then `internal_error`) counts and logs it.
+                raise ValueError(f"{_describe(item)} came back unextracted or unscored")
             records = self._extracted(item, outcome.extraction)
             self._queue.recost(item, sum(map(record_bytes, records)))
-            assert len(outcome.scored) == len(records)
+            # strict: a trace's records and their results must pair one to one.
             flights = [
                 self._flight(record, item.sampled, outcome, i, held)
-                for i, record in enumerate(records)
+                for i, (record, _) in enumerate(zip(records, outcome.scored, strict=True))
             ]
             out.append((item, flights))
         return out

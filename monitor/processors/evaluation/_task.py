@@ -176,25 +176,33 @@ def run(
     if not batch.score:
         return outcomes
     suspect = settings.evaluate_suspect
-    for job, outcome in zip(batch.jobs, outcomes, strict=True):
-        if job.record is not None:
-            records = [job.record]
-        elif isinstance(outcome.extraction, TraceRecords):
-            records = outcome.extraction.records
-        else:
-            records = []
-        if job.previous:
-            assert previous is not None
-            outcome.previous = [
-                _score(record, planned(record, job.previous, previous, suspect), previous)
-                for record in records
-            ]
-        # Set last: a timed-out thread hop takes a job with `scored` as done.
+    records = [records_of(job, outcome) for job, outcome in zip(batch.jobs, outcomes, strict=True)]
+    # Every job's current results first: a timed-out thread hop takes a job with `scored`
+    # as done, so a deadline passed costs the previous revisions' verdicts (a bounded
+    # extra, `_previous.py`) before any of the evaluators' own.
+    for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
         outcome.scored = [
             _score(record, planned(record, job.scorers, scorers, suspect), scorers)
-            for record in records
+            for record in own
         ]
+    for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
+        if job.previous:
+            if previous is None:
+                raise ValueError("a job names previous revisions and none were given")
+            outcome.previous = [
+                _score(record, planned(record, job.previous, previous, suspect), previous)
+                for record in own
+            ]
     return outcomes
+
+
+def records_of(job: Job, outcome: Outcome) -> list[RagRecord]:
+    """The records a job's scorers run on: its record, or its trace's extracted ones."""
+    if job.record is not None:
+        return [job.record]
+    if isinstance(outcome.extraction, TraceRecords):
+        return outcome.extraction.records
+    return []
 
 
 def _with_topics(extraction: TraceRecords) -> TraceRecords:
