@@ -379,16 +379,18 @@ WRONG_IDS = {
 }
 
 
+def seasonal(days: float, seed: int) -> StreamSpec:
+    """1 verdict a second in conversations of ICC 0.17, with a daily cycle of
+    `min_increase` and traffic ten times higher by day: the base of the `evidence` and
+    `operations` rows."""
+    return StreamSpec(
+        rate=1.0, days=days, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0, seed=seed
+    )
+
+
 def evidence_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
     """The healthy streams of the `evidence` rows: (name, spec)."""
-    base = StreamSpec(
-        rate=1.0,
-        days=days,
-        icc=0.17,
-        cycle=MIN_INCREASE,
-        traffic_ratio=10.0,
-        seed=seed,
-    )
+    base = seasonal(days, seed)
     out = [
         (
             "a client bursting 2,000 near-identical requests in 10 min (identical verdicts) "
@@ -439,14 +441,7 @@ def evidence_healthy(pool: Executor, days: float, seed: int) -> str:
 def operations_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
     """The healthy streams of the `operations` rows, where what is scored changes, not the
     service: (name, spec). Changes come at half the stream."""
-    base = StreamSpec(
-        rate=1.0,
-        days=days,
-        icc=0.17,
-        cycle=MIN_INCREASE,
-        traffic_ratio=10.0,
-        seed=seed,
-    )
+    base = seasonal(days, seed)
     return [
         (
             "a judge outage once a day: 30 % of evaluations err for 2 h, failing records' twice "
@@ -491,13 +486,8 @@ def operations(pool: Executor, days: float, trials: int, warmup: float, seed: in
         for trial in range(trials):
             at = warmup + 1 + (trial * 24 / trials + 0.5) / 24
             sampling = Change("sampling", warmup, share)
-            spec = StreamSpec(
-                rate=1.0,
-                days=at + STEP_DAYS,
-                icc=0.17,
-                cycle=MIN_INCREASE,
-                traffic_ratio=10.0,
-                seed=seed + trial,
+            spec = replace(
+                seasonal(at + STEP_DAYS, seed + trial),
                 changes=(sampling, Change("step", at, factor)),
             )
             limit = information_limit_h(spec, at, factor, sampled=share)
@@ -507,35 +497,15 @@ def operations(pool: Executor, days: float, trials: int, warmup: float, seed: in
     for name, spec, future in runs:
         rows.append([name, f"{spec.services} x {spec.days:g}", *_false_pages(spec, future)[1:]])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    step_rows = []
-    for factor, trial_runs in step_runs:
-        waits, limits, ratios = _step_outcome(trial_runs)
-        step_rows.append(
-            [
-                "ICC 0.17 with ids, daily cycle, traffic x10, sampling rate 1.0 -> 0.1 a day "
-                "before",
-                f"x{factor:g}",
-                _hours(_median(sorted(waits))),
-                f"{_median(sorted(limits)):.2f}",
-                _times(_median(ratios)),
-                _times(ratios[-1]),
-            ]
-        )
-        print(" | ".join(step_rows[-1]), file=sys.stderr, flush=True)
+    name = "ICC 0.17 with ids, daily cycle, traffic x10, sampling rate 1.0 -> 0.1 a day before"
     healthy_table = bench_docs.table(
         ["stream", "service-days", "false pages", "per budget period", "95 % upper bound"],
         rows,
     )
-    steps_table = bench_docs.table(
-        [
-            "stream (1 verdict/s before sampling)",
-            "rise",
-            f"hours to page, median of {trials}",
-            "information limit (h), median",
-            "page / limit, median",
-            "page / limit, worst",
-        ],
-        step_rows,
+    steps_table = _steps_table(
+        "stream (1 verdict/s before sampling)",
+        trials,
+        [(name, factor, trial_runs) for factor, trial_runs in step_runs],
     )
     return f"{healthy_table}\n\n{steps_table}"
 
@@ -549,6 +519,17 @@ def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str
             continue
         for factor in (1.5, 2.0):
             step_runs.append((name, factor, _step_trials(pool, spec, factor, trials, warmup, seed)))
+    return _steps_table("stream", trials, step_runs)
+
+
+StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
+
+
+def _steps_table(
+    stream: str, trials: int, step_runs: list[tuple[str, float, list[StepRun]]]
+) -> str:
+    """The table of steps by factor: (row name, factor, its trials) each, each row printed as
+    it is done."""
     rows = []
     for name, factor, trial_runs in step_runs:
         waits, limits, ratios = _step_outcome(trial_runs)
@@ -565,7 +546,7 @@ def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     return bench_docs.table(
         [
-            "stream",
+            stream,
             "rise",
             f"hours to page, median of {trials}",
             "information limit (h), median",
@@ -574,9 +555,6 @@ def evidence_steps(pool: Executor, trials: int, warmup: float, seed: int) -> str
         ],
         rows,
     )
-
-
-StepRun = tuple[float, float, "Future[list[tuple[float, str]]]"]
 
 
 def _false_pages(spec: StreamSpec, future: Future[list[tuple[float, str]]]) -> list[str]:
