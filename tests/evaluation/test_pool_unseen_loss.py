@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
+from harness.children import forget, spawn_async
 from monitor.pool import ProcessPool, WorkerLost
 from monitor.pool._pool import _InFlight
 from monitor.pool._worker import Ready
@@ -24,8 +25,9 @@ async def test_a_broken_pools_answer_read_with_the_replacements_report_counts_th
 ):
     telemetry = create_telemetry()
     pool = ProcessPool(1, 60.0, telemetry)
-    ended = await asyncio.create_subprocess_exec("true")
+    ended = await spawn_async("true")
     await ended.wait()  # reaped: the pid of a worker that died
+    forget(ended)
     try:
         answer: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         pool._in_flight[7] = _InFlight(answer, worker=ended.pid)
