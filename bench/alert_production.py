@@ -295,32 +295,33 @@ def changes(pool: Executor, trials: int, seed: int) -> str:
 def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     """An evaluator change (a new revision whose verdicts run at 0.30 where the old read
     0.20), at once or rolled out 10 -> 50 -> 100 % over six hours, at a different hour each
-    trial, then a x2 step three hours after it is complete: hours to page against the
-    information limit (of the new revision's rate), and pages before the step."""
+    trial, then a x1.5 or x2 step three hours after it is complete (or sooner): hours to
+    page against the information limit (of the new revision's rate), and pages before the
+    step."""
     rollout_days = 0.25
-    # Each case: the change, the step's hours after it started (None: three hours after it
-    # is complete), and the share of turns its previous revision scores too.
-    cases: dict[str, tuple[Change, float | None, float]] = {
-        "evaluator revision, x2 three hours later": (Change("revision", 0.0, 0.30), None, 0.0),
-        "evaluator revision, x2 three hours later, the previous revision scoring 0.2 "
-        "of the turns again": (Change("revision", 0.0, 0.30), None, 0.2),
-        "evaluator revision, x2 a quarter hour later": (Change("revision", 0.0, 0.30), 0.25, 0.0),
-        "evaluator revision, x2 a quarter hour later, the previous revision scoring 0.2 "
-        "of the turns again": (Change("revision", 0.0, 0.30), 0.25, 0.2),
-        "revision rolled out over 6 h, x2 three hours after": (
-            Change("rollout", 0.0, 0.30, rollout_days),
-            None,
-            0.0,
-        ),
+    revision, rollout = Change("revision", 0.0, 0.30), Change("rollout", 0.0, 0.30, rollout_days)
+    again = ", the previous revision scoring 0.2 of the turns again"
+    # Each case: the change, the step's factor and hours after the change started (None:
+    # three hours after it is complete), and the share of turns its previous revision
+    # scores too.
+    cases: dict[str, tuple[Change, float, float | None, float]] = {
+        "evaluator revision, x1.5 three hours later": (revision, 1.5, None, 0.0),
+        f"evaluator revision, x1.5 three hours later{again}": (revision, 1.5, None, 0.2),
+        "evaluator revision, x2 three hours later": (revision, 2.0, None, 0.0),
+        f"evaluator revision, x2 three hours later{again}": (revision, 2.0, None, 0.2),
+        "evaluator revision, x2 a quarter hour later": (revision, 2.0, 0.25, 0.0),
+        f"evaluator revision, x2 a quarter hour later{again}": (revision, 2.0, 0.25, 0.2),
+        "revision rolled out over 6 h, x2 three hours after": (rollout, 2.0, None, 0.0),
         "revision rolled out over 6 h, x2 three hours into it (half on each)": (
-            Change("rollout", 0.0, 0.30, rollout_days),
+            rollout,
+            2.0,
             3.0,
             0.0,
         ),
     }
     base = StreamSpec(rate=1.0, days=0.0, icc=0.17, cycle=MIN_INCREASE, traffic_ratio=10.0)
     runs = []
-    for name, (template, into_h, previous_share) in cases.items():
+    for name, (template, factor, into_h, previous_share) in cases.items():
         trial_runs = []
         for trial in range(trials):
             at = warmup + (trial * 24 / trials + 0.5) / 24
@@ -329,11 +330,11 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
             spec = replace(
                 base,
                 days=step + STEP_DAYS,
-                changes=(change, Change("step", step, 2.0)),
+                changes=(change, Change("step", step, factor)),
                 seed=seed + trial,
                 previous_share=previous_share,
             )
-            limit = information_limit_h(spec, step, 2.0, before=(change,))
+            limit = information_limit_h(spec, step, factor, before=(change,))
             trial_runs.append(
                 (START + at * DAY_S, START + step * DAY_S, limit, pool.submit(page_times, spec))
             )
@@ -691,11 +692,13 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(steps(pool, args.trials, args.warmup_days, args.seed))
         if args.only in (None, "changes"):
             parts.append(changes(pool, args.trials, args.seed))
-        if args.only in (None, "changeovers"):
-            parts.append(changeovers(pool, args.trials, args.warmup_days, args.seed))
-        # Streams of what apps send that the rows above do not (docs/quality.md, "Alert
-        # evidence"): their own blocks.
+        # Changeovers, and streams of what apps send that the rows above do not
+        # (docs/quality.md, "Alert evidence"): their own blocks.
         evidence = {}
+        if args.only in (None, "changeovers"):
+            evidence["alert-changeovers"] = changeovers(
+                pool, args.trials, args.warmup_days, args.seed
+            )
         if args.only in (None, "evidence-healthy"):
             evidence["alert-evidence-healthy"] = evidence_healthy(
                 pool, args.evidence_days, args.seed
