@@ -7,7 +7,8 @@ traffic the three share, with the same regression rule.
 Four `rag-monitor run` processes run side by side: three replicas, each receiving a third
 of the requests, scraped by Prometheus every second and querying it every second, and one
 sidecar alone receiving as many requests as the three together (the reference, same run).
-Each trial sends a healthy stream (a tenth of the answers hallucinated) until every
+Each trial sends a healthy stream (a tenth of the answers hallucinated, each at random,
+every request worded as its own: `streams` says why) until every
 baseline holds its minimum and 30 s more, then raises the hallucinated share to `--rise`
 and records, for each process, the seconds until its rule fires. The fleet pages when its
 first replica fires (the replicas' alerts carry the same labels, so Alertmanager sends
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import statistics
 import sys
 import tempfile
@@ -90,6 +92,22 @@ class Traffic:
         self._thread.join()
 
 
+def streams(replica_ports: list[int], single_port: int, seed: int) -> tuple[list[Service], Service]:
+    """The services that send to the replicas (on their OTLP/HTTP ports) and to the single
+    sidecar. Every request is worded as its own (`harness.otlp.asked`) and hallucinated at
+    random: the fleet's counters carry no request, so the single sidecar must not judge the
+    pool's few questions as requests asked again, whose verdicts it predicts one by one;
+    and answers hallucinated in step across the replicas (or evenly spread, then read a
+    scrape early or late) reach the fleet in clumps the single sidecar's stream does not
+    have, which the rule measures as dispersion. The replicas draw from one generator, the
+    single sidecar from another of the same seed: sent as `Traffic` sends (each replica in
+    turn, then the single sidecar as many), the single sidecar's answers are the fleet's."""
+    fleet = random.Random(seed)
+    replicas = [Service(port, own_wording=True, rng=fleet) for port in replica_ports]
+    single = Service(single_port, own_wording=True, rng=random.Random(seed))
+    return replicas, single
+
+
 def firing(port: int) -> bool:
     return (metric(port, "rag_monitor_alert_firing", f'rule="{RULE}"') or 0.0) >= 1.0
 
@@ -105,7 +123,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> floa
 
 
 def trial(
-    tmp: Path, rise: float, timeout_s: float, baseline_min: int, quiet_s: float
+    tmp: Path, rise: float, timeout_s: float, baseline_min: int, quiet_s: float, seed: int
 ) -> dict[str, float]:
     # Prometheus first (the replicas read the fleet from it), scraping the replicas the
     # targets file names once they have bound their ports.
@@ -133,9 +151,10 @@ def trial(
         monitor_config(home / "monitor.yaml", 0, None, baseline_min)
         single = stack.enter_context(rag_monitor(home, home / "monitor.yaml"))
         single_port = single.metrics
-        services = [Service(r.http) for r in replicas if r.http is not None]
         assert single.http is not None
-        alone = Service(single.http)
+        services, alone = streams(
+            [r.http for r in replicas if r.http is not None], single.http, seed
+        )
         for service in [*services, alone]:
             stack.callback(service.close)
         traffic = Traffic(services, alone)
@@ -193,7 +212,7 @@ def main() -> None:
     for i in range(args.trials):
         with tempfile.TemporaryDirectory(prefix="alert-fleet-") as tmp:
             result = trial(
-                Path(tmp), args.rise, args.timeout_s, args.baseline_samples, args.quiet_s
+                Path(tmp), args.rise, args.timeout_s, args.baseline_samples, args.quiet_s, i
             )
         results.append(result)
         print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 import urllib.request
 from dataclasses import replace
@@ -31,7 +32,8 @@ class Service:
     """The RAG service `service`: one trace per request (root, retriever, LLM spans) via
     the SDK, on `route`; with `own_wording`, each request of `send` asks its question in
     words of its own (`harness.otlp.asked`), so that no two are the same request to the
-    alert rules."""
+    alert rules; with `rng`, each request of `send` is hallucinated at random, with
+    probability `share` (without, `share` of them are, evenly spread)."""
 
     def __init__(
         self,
@@ -40,6 +42,7 @@ class Service:
         route: str = "/ask",
         service: str = "shop",
         own_wording: bool = False,
+        rng: random.Random | None = None,
     ) -> None:
         attributes = {"service.name": service}
         if version is not None:
@@ -54,6 +57,7 @@ class Service:
         self.sent = 0
         self.route = route
         self.own_wording = own_wording
+        self.rng = rng
 
     def request(self, item: Answer) -> None:
         with self.tracer.start_as_current_span(
@@ -89,11 +93,15 @@ class Service:
         paced([(self, share)], until, within_s)
 
     def send(self, n: int, share: float) -> None:
-        """`n` requests at once, `share` of them hallucinated (evenly spread)."""
+        """`n` requests at once, `share` of them hallucinated (evenly spread, or each at
+        random with `rng`)."""
         for _ in range(n):
             i = self.sent
             self.sent += 1
-            hallucinated = math.floor((i + 1) * share) > math.floor(i * share)
+            if self.rng is not None:
+                hallucinated = self.rng.random() < share
+            else:
+                hallucinated = math.floor((i + 1) * share) > math.floor(i * share)
             pool = self.hallucinated if hallucinated else self.faithful
             item = pool[i % len(pool)]
             if self.own_wording:

@@ -1,0 +1,57 @@
+"""What `bench/alert_fleet.py` sends: the fleet and the single sidecar get streams its rule
+can compare. The fleet's counters carry no request, so no request of the single sidecar may
+be one asked again (a fingerprint it would judge with the same question's earlier verdicts);
+and the replicas' answers are hallucinated independently, not in step, so that the fleet's
+stream does not reach Prometheus in clumps the single sidecar's stream lacks; the single
+sidecar gets the same answers as the fleet, so that the two differ in how they read them
+alone."""
+
+from __future__ import annotations
+
+from bench.alert_fleet import PER_REPLICA_S, streams
+from harness.rag_answers import Answer
+from harness.rag_service import Service
+
+REQUESTS = 400
+SHARE = 0.1
+SECONDS = 100
+
+
+def record(service: Service) -> list[Answer]:
+    """What `service` sends from now on, recorded instead of traced."""
+    out: list[Answer] = []
+    service.request = out.append  # type: ignore[method-assign,assignment]
+    return out
+
+
+def sent(service: Service) -> list[Answer]:
+    """What `service` sends for `REQUESTS` requests."""
+    out = record(service)
+    service.send(REQUESTS, SHARE)
+    return out
+
+
+def test_every_request_is_its_own() -> None:
+    replicas, single = streams([1, 2, 3], 4, seed=0)
+    for service in [*replicas, single]:
+        questions = [answer.question for answer in sent(service)]
+        assert len(set(questions)) == len(questions)
+
+
+def test_the_single_sidecar_gets_the_fleets_answers() -> None:
+    replicas, single = streams([1, 2, 3], 4, seed=0)
+    recorded = {id(s): record(s) for s in [*replicas, single]}
+    # As `Traffic` sends: each replica in turn, then the single sidecar as many as all.
+    fleet, alone = [], []
+    for _ in range(SECONDS):
+        for service in replicas:
+            service.send(PER_REPLICA_S, SHARE)
+            fleet += recorded[id(service)][-PER_REPLICA_S:]
+        single.send(PER_REPLICA_S * len(replicas), SHARE)
+        alone += recorded[id(single)][-PER_REPLICA_S * len(replicas) :]
+    assert [a.hallucinated for a in fleet] == [a.hallucinated for a in alone]
+    # Not in step: the replicas hallucinate on different requests of their own.
+    by_replica = [tuple(a.hallucinated for a in recorded[id(s)]) for s in replicas]
+    assert len(set(by_replica)) == len(replicas)
+    # At random, at the share asked: within about four binomial errors (0.015 at 0.1).
+    assert abs(sum(a.hallucinated for a in alone) / len(alone) - SHARE) < 0.06
