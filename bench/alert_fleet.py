@@ -8,7 +8,7 @@ Four `rag-monitor run` processes run side by side: three replicas, each receivin
 of the requests, scraped by Prometheus every second and querying it every second, and one
 sidecar alone receiving as many requests as the three together (the reference, same run).
 Each trial sends a healthy stream (a tenth of the answers hallucinated, each at random,
-every request worded as its own: `streams` says why) until every
+every request worded as its own: `harness.rag_service.fleet_streams` says why) until every
 baseline holds its minimum and 30 s more, then raises the hallucinated share to `--rise`
 and records, for each process, the seconds until its rule fires. The fleet pages when its
 first replica fires (the replicas' alerts carry the same labels, so Alertmanager sends
@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +36,9 @@ sys.path.insert(0, str(REPO))
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.rag_service import (  # noqa: E402
     FLEET_RULE,
-    Service,
+    HEALTHY_SHARE,
+    Traffic,
+    fleet_streams,
     metric,
     scrape_targets_config,
     write_config,
@@ -48,9 +48,7 @@ from harness.servers import need, prometheus, rag_monitor  # noqa: E402
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3
-PER_REPLICA_S = 4  # requests a second to each replica; the single sidecar gets all of them
 BASELINE_MIN = 150
-HEALTHY_SHARE = 0.1
 
 
 def monitor_config(
@@ -61,51 +59,6 @@ def monitor_config(
     if fleet is not None:
         alerts["fleet"] = fleet
     write_config(path, alerts, metrics_port, processes=0)
-
-
-class Traffic:
-    """Paced requests in a thread of their own: each second `PER_REPLICA_S` to every replica
-    and as many as all of them together to the single sidecar, `share` hallucinated."""
-
-    def __init__(self, replicas: list[Service], single: Service) -> None:
-        self.replicas = replicas
-        self.single = single
-        self.share = HEALTHY_SHARE
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        tick = time.monotonic()
-        while not self._stop.is_set():
-            share = self.share
-            for service in self.replicas:
-                service.send(PER_REPLICA_S, share)
-            self.single.send(PER_REPLICA_S * len(self.replicas), share)
-            for service in [*self.replicas, self.single]:
-                service.provider.force_flush()
-            tick += 1.0
-            self._stop.wait(max(0.0, tick - time.monotonic()))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def streams(replica_ports: list[int], single_port: int, seed: int) -> tuple[list[Service], Service]:
-    """The services that send to the replicas (on their OTLP/HTTP ports) and to the single
-    sidecar. Every request is worded as its own (`harness.otlp.asked`) and hallucinated at
-    random: the fleet's counters carry no request, so the single sidecar must not judge the
-    pool's few questions as requests asked again, whose verdicts it predicts one by one;
-    and answers hallucinated in step across the replicas (or evenly spread, then read a
-    scrape early or late) reach the fleet in clumps the single sidecar's stream does not
-    have, which the rule measures as dispersion. The replicas draw from one generator, the
-    single sidecar from another of the same seed: sent as `Traffic` sends (each replica in
-    turn, then the single sidecar as many), the single sidecar's answers are the fleet's."""
-    fleet = random.Random(seed)
-    replicas = [Service(port, own_wording=True, rng=fleet) for port in replica_ports]
-    single = Service(single_port, own_wording=True, rng=random.Random(seed))
-    return replicas, single
 
 
 def firing(port: int) -> bool:
@@ -152,7 +105,7 @@ def trial(
         single = stack.enter_context(rag_monitor(home, home / "monitor.yaml"))
         single_port = single.metrics
         assert single.http is not None
-        services, alone = streams(
+        services, alone = fleet_streams(
             [r.http for r in replicas if r.http is not None], single.http, seed
         )
         for service in [*services, alone]:

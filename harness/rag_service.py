@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
 import time
 import urllib.request
 from dataclasses import replace
@@ -206,3 +207,56 @@ def write_targets(targets: Path, ports: list[int]) -> None:
     partial = targets.with_suffix(".partial")
     partial.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports]}]))
     partial.replace(targets)
+
+
+# The fleet bench's traffic (bench/alert_fleet.py): what it sends is tested on its own.
+PER_REPLICA_S = 4  # requests a second to each replica; the single sidecar gets all of them
+HEALTHY_SHARE = 0.1
+
+
+class Traffic:
+    """Paced requests in a thread of their own (`bench/alert_fleet.py`): each second
+    `PER_REPLICA_S` to every replica and as many as all of them together to the single
+    sidecar, `share` hallucinated."""
+
+    def __init__(self, replicas: list[Service], single: Service) -> None:
+        self.replicas = replicas
+        self.single = single
+        self.share = HEALTHY_SHARE
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        tick = time.monotonic()
+        while not self._stop.is_set():
+            share = self.share
+            for service in self.replicas:
+                service.send(PER_REPLICA_S, share)
+            self.single.send(PER_REPLICA_S * len(self.replicas), share)
+            for service in [*self.replicas, self.single]:
+                service.provider.force_flush()
+            tick += 1.0
+            self._stop.wait(max(0.0, tick - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def fleet_streams(
+    replica_ports: list[int], single_port: int, seed: int
+) -> tuple[list[Service], Service]:
+    """The services that send to the replicas (on their OTLP/HTTP ports) and to the single
+    sidecar. Every request is worded as its own (`harness.otlp.asked`) and hallucinated at
+    random: the fleet's counters carry no request, so the single sidecar must not judge the
+    pool's few questions as requests asked again, whose verdicts it predicts one by one;
+    and answers hallucinated in step across the replicas (or evenly spread, then read a
+    scrape early or late) reach the fleet in clumps the single sidecar's stream does not
+    have, which the rule measures as dispersion. The replicas draw from one generator, the
+    single sidecar from another of the same seed: sent as `Traffic` sends (each replica in
+    turn, then the single sidecar as many), the single sidecar's answers are the fleet's."""
+    fleet = random.Random(seed)
+    replicas = [Service(port, own_wording=True, rng=fleet) for port in replica_ports]
+    single = Service(single_port, own_wording=True, rng=random.Random(seed))
+    return replicas, single

@@ -1,16 +1,15 @@
-"""What `bench/alert_fleet.py` sends: the fleet and the single sidecar get streams its rule
-can compare. The fleet's counters carry no request, so no request of the single sidecar may
-be one asked again (a fingerprint it would judge with the same question's earlier verdicts);
-and the replicas' answers are hallucinated independently, not in step, so that the fleet's
-stream does not reach Prometheus in clumps the single sidecar's stream lacks; the single
-sidecar gets the same answers as the fleet, so that the two differ in how they read them
-alone."""
+"""What `bench/alert_fleet.py` sends (`harness.rag_service.fleet_streams`): the fleet and
+the single sidecar get streams its rule can compare. The fleet's counters carry no request,
+so no request of the single sidecar may be one asked again (a fingerprint it would judge
+with the same question's earlier verdicts); and the replicas' answers are hallucinated
+independently, not in step, so that the fleet's stream does not reach Prometheus in clumps
+the single sidecar's stream lacks; the single sidecar gets the same answers as the fleet,
+so that the two differ in how they read them alone."""
 
 from __future__ import annotations
 
-from bench.alert_fleet import PER_REPLICA_S, streams
 from harness.rag_answers import Answer
-from harness.rag_service import Service
+from harness.rag_service import PER_REPLICA_S, Service, fleet_streams
 
 REQUESTS = 400
 SHARE = 0.1
@@ -32,14 +31,14 @@ def sent(service: Service) -> list[Answer]:
 
 
 def test_every_request_is_its_own() -> None:
-    replicas, single = streams([1, 2, 3], 4, seed=0)
+    replicas, single = fleet_streams([1, 2, 3], 4, seed=0)
     for service in [*replicas, single]:
         questions = [answer.question for answer in sent(service)]
         assert len(set(questions)) == len(questions)
 
 
 def test_the_single_sidecar_gets_the_fleets_answers() -> None:
-    replicas, single = streams([1, 2, 3], 4, seed=0)
+    replicas, single = fleet_streams([1, 2, 3], 4, seed=0)
     recorded = {id(s): record(s) for s in [*replicas, single]}
     # As `Traffic` sends: each replica in turn, then the single sidecar as many as all.
     fleet, alone = [], []
