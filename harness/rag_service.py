@@ -230,10 +230,7 @@ class Traffic:
     def _run(self) -> None:
         tick = time.monotonic()
         while not self._stop.is_set():
-            share = self.share
-            for service in self.replicas:
-                service.send(PER_REPLICA_S, share)
-            self.single.send(PER_REPLICA_S * len(self.replicas), share)
+            send_second(self.replicas, self.single, self.share)
             for service in [*self.replicas, self.single]:
                 service.provider.force_flush()
             tick += 1.0
@@ -242,6 +239,14 @@ class Traffic:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def send_second(replicas: list[Service], single: Service, share: float) -> None:
+    """One second of `Traffic`: `PER_REPLICA_S` requests to each replica in turn, then as
+    many as all of them together to the single sidecar, `share` hallucinated."""
+    for service in replicas:
+        service.send(PER_REPLICA_S, share)
+    single.send(PER_REPLICA_S * len(replicas), share)
 
 
 def fleet_streams(
@@ -254,8 +259,8 @@ def fleet_streams(
     and answers hallucinated in step across the replicas (or evenly spread, then read a
     scrape early or late) reach the fleet in clumps the single sidecar's stream does not
     have, which the rule measures as dispersion. The replicas draw from one generator, the
-    single sidecar from another of the same seed: sent as `Traffic` sends (each replica in
-    turn, then the single sidecar as many), the single sidecar's answers are the fleet's."""
+    single sidecar from another of the same seed: sent as `send_second` sends, the single
+    sidecar's answers are the fleet's."""
     fleet = random.Random(seed)
     replicas = [Service(port, own_wording=True, rng=fleet) for port in replica_ports]
     single = Service(single_port, own_wording=True, rng=random.Random(seed))

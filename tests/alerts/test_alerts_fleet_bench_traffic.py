@@ -9,7 +9,7 @@ so that the two differ in how they read them alone."""
 from __future__ import annotations
 
 from harness.rag_answers import Answer
-from harness.rag_service import PER_REPLICA_S, Service, fleet_streams
+from harness.rag_service import PER_REPLICA_S, Service, fleet_streams, send_second
 
 REQUESTS = 400
 SHARE = 0.1
@@ -40,14 +40,14 @@ def test_every_request_is_its_own() -> None:
 def test_the_single_sidecar_gets_the_fleets_answers() -> None:
     replicas, single = fleet_streams([1, 2, 3], 4, seed=0)
     recorded = {id(s): record(s) for s in [*replicas, single]}
-    # As `Traffic` sends: each replica in turn, then the single sidecar as many as all.
+    # Second by second as `Traffic` sends: the replicas' requests in the order they went
+    # out against the single sidecar's.
     fleet, alone = [], []
-    for _ in range(SECONDS):
+    for second in range(SECONDS):
+        send_second(replicas, single, SHARE)
         for service in replicas:
-            service.send(PER_REPLICA_S, SHARE)
-            fleet += recorded[id(service)][-PER_REPLICA_S:]
-        single.send(PER_REPLICA_S * len(replicas), SHARE)
-        alone += recorded[id(single)][-PER_REPLICA_S * len(replicas) :]
+            fleet += recorded[id(service)][second * PER_REPLICA_S :]
+        alone += recorded[id(single)][second * PER_REPLICA_S * len(replicas) :]
     assert [a.hallucinated for a in fleet] == [a.hallucinated for a in alone]
     # Not in step: the replicas hallucinate on different requests of their own.
     by_replica = [tuple(a.hallucinated for a in recorded[id(s)]) for s in replicas]
