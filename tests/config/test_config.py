@@ -3,6 +3,7 @@ keys rejected and every problem names its key (and the variable behind it)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -841,3 +842,33 @@ def test_yaml_a_config_cannot_hold_is_refused_naming_the_line(text: str, problem
     with pytest.raises(ConfigError) as info:
         load_yaml(text)
     assert problem in info.value.problems[0], info.value.problems
+
+
+def test_a_large_document_loads_without_garbage_collections_and_the_collector_is_restored() -> None:
+    """A load creates a node and a value per scalar, which trigger collections that walk
+    all of them again (hundreds for this document, a 12 MB file loading several times
+    slower): none runs while it loads, only the young generation's once the collector is
+    back on, which it is afterwards, after a refused document too, while a caller that had
+    it off finds it off."""
+    text = "".join(f"- {{service: svc-{i}, rate: 0.25}}\n" for i in range(20_000))
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        assert len(load_yaml(text)) == 20_000
+        assert collections in ([], [0]), collections
+        with pytest.raises(ConfigError):
+            load_yaml("a: 1\na: 2\n")
+    finally:
+        gc.callbacks.remove(count)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_yaml("a: 1\n")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
