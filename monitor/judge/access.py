@@ -57,7 +57,8 @@ def credential_problems(
     config: Config, environ: Mapping[str, str] | None = None, litellm: Any = None
 ) -> list[str]:
     """One line per judge whose credentials are missing, naming the variable to set.
-    Imports litellm (seconds) when a judge is configured and `litellm` is not given."""
+    Imports litellm (seconds) when a judge's provider is to be checked (one whose key is
+    not `judge.api_key_env`'s) and `litellm` is not given."""
     env = os.environ if environ is None else environ
     targets = judge_targets(config)
     if not targets:
@@ -66,10 +67,11 @@ def credential_problems(
     problems = []
     if judge.api_key_env is not None and not env.get(judge.api_key_env):
         problems.append(f"judge.api_key_env: environment variable {judge.api_key_env} is not set")
-    litellm = litellm if litellm is not None else import_litellm()
     for target in targets:
         if judge.api_key_env is not None and target.api_base == judge.api_base:
             continue  # the key of judge.api_key_env, checked above
+        if litellm is None:
+            litellm = import_litellm()
         try:
             litellm.get_llm_provider(target.model)
         except Exception:

@@ -96,6 +96,29 @@ def test_check_config_names_an_unset_api_key_env(
     assert err.splitlines() == [f"judge.api_key_env: environment variable {KEY_ENV} is not set"]
 
 
+def test_a_judge_keyed_by_api_key_env_is_checked_without_importing_litellm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key `judge.api_key_env` names is all its judges need, set or not: litellm
+    (seconds to import) is not imported to say so, and `run` and `check-config` answer at
+    once."""
+
+    def refused() -> None:
+        raise AssertionError("litellm imported")
+
+    monkeypatch.setattr("monitor.judge.access.import_litellm", refused)
+    keyed = {"model": "openai/gpt-4o-mini", "api_key_env": KEY_ENV}
+    path = _write(tmp_path, keyed, [{"name": "groundedness"}, {"name": "violence"}])
+    code, _, err = _check(path, capsys)
+    assert (code, err.splitlines()) == (
+        1,
+        [f"judge.api_key_env: environment variable {KEY_ENV} is not set"],
+    )
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    code, _, err = _check(path, capsys)
+    assert (code, err) == (0, "")
+
+
 def test_check_config_passes_a_judge_with_its_key_or_a_local_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
