@@ -220,6 +220,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Collect with the garbage collector paused: importing the test modules and the
+    libraries they import creates millions of objects, and the full collections their
+    number triggers walk them all again and again (about half of what collecting the
+    whole suite costs, in each xdist worker). `pytest_collection_finish` collects once
+    and freezes what is left."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what exists after collection out of the garbage collector: the collection
     after every test (`_collect_garbage`) would otherwise walk the large heaps of the
