@@ -188,10 +188,10 @@ def load_yaml(text: str) -> Any:
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a document loads: a load creates a node and
-    a value per scalar, kept or freed by their reference counts, and the collections their
-    number triggers walk all of them again and again (a large file loads several times
-    slower). Turned back on only where it was on."""
+    """The cyclic garbage collector off while a document loads or is written: either
+    creates a node per scalar (and a load a value), kept or freed by their reference
+    counts, and the collections their number triggers walk all of them again and again (a
+    large file loads several times slower). Turned back on only where it was on."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -203,7 +203,8 @@ def _collector_paused() -> Iterator[None]:
 
 def dump_yaml(data: Any) -> str:
     """Plain data as YAML, keys in their order (libyaml's dumper where installed)."""
-    return yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
+    with _collector_paused():
+        return yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
 
 
 def read_yaml_file(path: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from monitor.config import (
     Config,
     ConfigError,
     available_cpus,
+    dump_yaml,
     effective_config,
     load_config,
     load_yaml,
@@ -847,9 +848,9 @@ def test_yaml_a_config_cannot_hold_is_refused_naming_the_line(text: str, problem
 def test_a_large_document_loads_without_garbage_collections_and_the_collector_is_restored() -> None:
     """A load creates a node and a value per scalar, which trigger collections that walk
     all of them again (hundreds for this document, a 12 MB file loading several times
-    slower): none runs while it loads, only the young generation's once the collector is
-    back on, which it is afterwards, after a refused document too, while a caller that had
-    it off finds it off."""
+    slower): none runs while it loads or is written, only the young generation's once the
+    collector is back on, which it is afterwards, after a refused document too, while a
+    caller that had it off finds it off."""
     text = "".join(f"- {{service: svc-{i}, rate: 0.25}}\n" for i in range(20_000))
     collections: list[int] = []
 
@@ -859,8 +860,12 @@ def test_a_large_document_loads_without_garbage_collections_and_the_collector_is
 
     gc.callbacks.append(count)
     try:
-        assert len(load_yaml(text)) == 20_000
+        loaded = load_yaml(text)
+        assert len(loaded) == 20_000
         assert collections in ([], [0]), collections
+        collections.clear()
+        assert load_yaml(dump_yaml(loaded)) == loaded
+        assert collections in ([], [0], [0, 0]), collections
         with pytest.raises(ConfigError):
             load_yaml("a: 1\na: 2\n")
     finally:
