@@ -33,10 +33,11 @@ evaluations every 60 s (the sequential test's bound does not depend on the inter
    good spell), an evaluator revision whose verdicts run at 0.35, and 200 services past the
    label cap of 50 (folded into `other`): pages (the promise: none).
 4. **Evaluator changeovers**: a revision whose verdicts run at 0.30 where the old read 0.20,
-   at once or rolled out 10 -> 50 -> 100 % over six hours, then a x2 step three hours after
-   (and one three hours into the rollout, while both revisions score half the turns each;
-   after a change at once, also a quarter hour after it; each with and without the previous
-   revision scoring a fifth of the turns again, `evaluators[].previous`):
+   at once or rolled out 10 -> 50 -> 100 % over six hours, then a x1.5 or x2 step three
+   hours after (and one three hours into the rollout, while both revisions score half the
+   turns each; after a change at once, also a quarter hour after it; each with and without
+   the previous revision scoring a fifth of the turns again, `evaluators[].previous`, and
+   x1.5 with it scoring every turn again):
    hours to page against the information limit of the new revision's rate, and pages
    between the change and the step (the promise: none).
 5. **What apps send besides one conversation per id** (`--evidence-days` each, their own
@@ -302,12 +303,14 @@ def changeovers(pool: Executor, trials: int, warmup: float, seed: int) -> str:
     rollout_days = 0.25
     revision, rollout = Change("revision", 0.0, 0.30), Change("rollout", 0.0, 0.30, rollout_days)
     again = ", the previous revision scoring 0.2 of the turns again"
+    every = ", the previous revision scoring every turn again"
     # Each case: the change, the step's factor and hours after the change started (None:
     # three hours after it is complete), and the share of turns its previous revision
     # scores too.
     cases: dict[str, tuple[Change, float, float | None, float]] = {
         "evaluator revision, x1.5 three hours later": (revision, 1.5, None, 0.0),
         f"evaluator revision, x1.5 three hours later{again}": (revision, 1.5, None, 0.2),
+        f"evaluator revision, x1.5 three hours later{every}": (revision, 1.5, None, 1.0),
         "evaluator revision, x2 three hours later": (revision, 2.0, None, 0.0),
         f"evaluator revision, x2 three hours later{again}": (revision, 2.0, None, 0.2),
         "evaluator revision, x2 a quarter hour later": (revision, 2.0, 0.25, 0.0),
