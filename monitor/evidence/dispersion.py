@@ -148,37 +148,26 @@ def solo_dispersion(
 
 
 def lasting_wander(
-    hours: Mapping[int, tuple[float, float]],
-    day_offsets: Sequence[float],
-    days: Sequence[int],
-    origin: int,
-    hourly_var: float,
+    residuals: Mapping[int, Sequence[tuple[int, float, float]]], learned: int, hourly_var: float
 ) -> float:
     """The variance of a wander that lasts hours, beyond what `hourly_var` (one verdict's
     variance times the hourly design effect: conversations, dispersion, the excess) says,
-    from hourly buckets `index -> (verdicts, rate)`: over the complete `days` a season was
-    learned from (counted from bucket `origin`; the newest `SEASON_DAYS`), each aligned
-    block of `L` hours (`WANDER_SCALES`) has a residual, its mean rate less its day's and
-    the season's offsets (`day_offsets`, per UTC hour). Its square, unshrunk by what
-    fitting the day's mean and the offsets take (`1 - N_b / N_day`, `1 - 1 / days`), less
-    its variance at `hourly_var`, averaged over blocks, is the wander's variance at that
-    scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
+    from each of the `learned` complete days a season was learned from, its hours'
+    `(hour of the day, verdicts, rate less the season's offset)` (`residuals`, by day):
+    each aligned block of `L` hours (`WANDER_SCALES`) has a residual, its mean less its
+    day's. Its square, unshrunk by what fitting the day's mean and the offsets take
+    (`1 - N_b / N_day`, `1 - 1 / learned`), less its variance at `hourly_var`, averaged
+    over blocks, is the wander's variance at that scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
     complete days, or where no scale has `MIN_DIFFERENCES` blocks). A wander independent
     from hour to hour gives about 0 at every scale (the excess holds it); one that lasts
     hours shows from that scale up, less the part its day's mean takes."""
-    learned = set(days[-SEASON_DAYS:])
-    if hourly_var <= 0 or len(learned) < 2:
+    if hourly_var <= 0 or learned < 2:
         return 0.0
-    by_day: dict[int, list[tuple[int, float, float]]] = {}
-    for index, (n, x) in hours.items():
-        day, position = divmod(index - origin, DAY_HOURS)
-        if day in learned and n >= MIN_BUCKET_VERDICTS:
-            by_day.setdefault(day, []).append((position, n, x - day_offsets[index % DAY_HOURS]))
-    fitted = 1 - 1 / len(learned)
+    fitted = 1 - 1 / learned
     best = 0.0
     for scale in WANDER_SCALES:
         terms = []
-        for seen in by_day.values():
+        for seen in residuals.values():
             total = sum(n for _, n, _ in seen)
             mean = sum(n * r for _, n, r in seen) / total
             blocks: dict[int, list[float]] = {}
@@ -237,13 +226,19 @@ def wander_error(
     season and the wander confounded), it is at least what hours show without a season
     (`unseasoned_wander`). 0 before the first complete day (no season yet: the
     expectation is the highest hour seen, `history.History`)."""
-    learned = len(days[-SEASON_DAYS:])
-    if learned == 0:
+    learned = set(days[-SEASON_DAYS:])
+    if not learned:
         return 0.0
-    variance = lasting_wander(hours, day_offsets, days, origin, hourly_var)
-    if learned < YOUNG_DAYS:
+    residuals: dict[int, list[tuple[int, float, float]]] = {}
+    for index, (n, x) in hours.items():
+        day, position = divmod(index - origin, DAY_HOURS)
+        if day in learned and n >= MIN_BUCKET_VERDICTS:
+            offset = day_offsets[index % DAY_HOURS]
+            residuals.setdefault(day, []).append((position, n, x - offset))
+    variance = lasting_wander(residuals, len(learned), hourly_var)
+    if len(learned) < YOUNG_DAYS:
         variance = max(variance, unseasoned_wander(hours, hourly_var))
-    return variance * (1 + 1 / learned)
+    return variance * (1 + 1 / len(learned))
 
 
 def _usual(points: Mapping[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
