@@ -1,7 +1,8 @@
 """How verdicts cluster, measured from a rule's own history: the correlation of verdicts
 within one conversation (`conversation_rho`), the dispersion of verdicts that came
 without one (`solo_dispersion`), and a wander about the season that lasts hours
-(`lasting_wander`; docs/alerts.md, "Clustering nobody declared").
+(`lasting_wander`; while the season is young, `unseasoned_wander`; what it puts on an
+hour's expectation, `wander_error`; docs/alerts.md, "Clustering nobody declared").
 
 - **rho**: each conversation's defect sum about its hour's rate `x`, against what as many
   independent verdicts would show. `x` includes the conversation's own verdicts, so for
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from monitor.evidence.season import DAY_HOURS, SEASON_DAYS
 
@@ -53,6 +54,11 @@ MIN_BUCKET_VERDICTS = 10
 # compared).
 WANDER_SCALES = (1, 2, 3, 4, 6, 8)
 WANDER_Z = 2.0
+# Complete days before every scale holds MIN_DIFFERENCES blocks: until then a history is
+# young, and its wander is at least what second differences of hours show over lags of up
+# to YOUNG_LAG_HOURS (spanning twice that: the largest scale).
+YOUNG_DAYS = math.ceil(MIN_DIFFERENCES * max(WANDER_SCALES) / DAY_HOURS)
+YOUNG_LAG_HOURS = max(WANDER_SCALES) // 2
 # The correlation of overlapping second differences inflates their mean's variance by
 # 1 + 2 (2/3)^2 + 2 (1/6)^2.
 _OVERLAP = 1.94
@@ -124,17 +130,10 @@ def solo_dispersion(
     raised for its own error unless not `raised` (the estimate alone)."""
     if not points or pooled_var <= 0:
         return 1.0
-    floor = max(MIN_BUCKET_VERDICTS, 0.2 * statistics.median(n for n, _ in points.values()))
-    usual = {index: (n, x) for index, (n, x) in points.items() if n >= floor}
-    ratios = []
-    for index, (n1, x1) in usual.items():
-        before, after = usual.get(index - 1), usual.get(index + 1)
-        if before is None or after is None:
-            continue
-        n0, x0 = before
-        n2, x2 = after
-        delta = x0 - 2 * x1 + x2
-        ratios.append(delta * delta / (pooled_var * (1 / n0 + 4 / n1 + 1 / n2)))
+    ratios = [
+        delta * delta / (pooled_var * spread)
+        for delta, spread in _second_differences(_usual(points), 1)
+    ]
     count = len(ratios)
     if count < MIN_DIFFERENCES:
         return KAPPA_PRIOR
@@ -149,37 +148,26 @@ def solo_dispersion(
 
 
 def lasting_wander(
-    hours: Mapping[int, tuple[float, float]],
-    day_offsets: Sequence[float],
-    days: Sequence[int],
-    origin: int,
-    hourly_var: float,
+    residuals: Mapping[int, Sequence[tuple[int, float, float]]], learned: int, hourly_var: float
 ) -> float:
     """The variance of a wander that lasts hours, beyond what `hourly_var` (one verdict's
     variance times the hourly design effect: conversations, dispersion, the excess) says,
-    from hourly buckets `index -> (verdicts, rate)`: over the complete `days` a season was
-    learned from (counted from bucket `origin`; the newest `SEASON_DAYS`), each aligned
-    block of `L` hours (`WANDER_SCALES`) has a residual, its mean rate less its day's and
-    the season's offsets (`day_offsets`, per UTC hour). Its square, unshrunk by what
-    fitting the day's mean and the offsets take (`1 - N_b / N_day`, `1 - 1 / days`), less
-    its variance at `hourly_var`, averaged over blocks, is the wander's variance at that
-    scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
+    from each of the `learned` complete days a season was learned from, its hours'
+    `(hour of the day, verdicts, rate less the season's offset)` (`residuals`, by day):
+    each aligned block of `L` hours (`WANDER_SCALES`) has a residual, its mean less its
+    day's. Its square, unshrunk by what fitting the day's mean and the offsets take
+    (`1 - N_b / N_day`, `1 - 1 / learned`), less its variance at `hourly_var`, averaged
+    over blocks, is the wander's variance at that scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
     complete days, or where no scale has `MIN_DIFFERENCES` blocks). A wander independent
     from hour to hour gives about 0 at every scale (the excess holds it); one that lasts
     hours shows from that scale up, less the part its day's mean takes."""
-    learned = set(days[-SEASON_DAYS:])
-    if hourly_var <= 0 or len(learned) < 2:
+    if hourly_var <= 0 or learned < 2:
         return 0.0
-    by_day: dict[int, list[tuple[int, float, float]]] = {}
-    for index, (n, x) in hours.items():
-        day, position = divmod(index - origin, DAY_HOURS)
-        if day in learned and n >= MIN_BUCKET_VERDICTS:
-            by_day.setdefault(day, []).append((position, n, x - day_offsets[index % DAY_HOURS]))
-    fitted = 1 - 1 / len(learned)
+    fitted = 1 - 1 / learned
     best = 0.0
     for scale in WANDER_SCALES:
         terms = []
-        for seen in by_day.values():
+        for seen in residuals.values():
             total = sum(n for _, n, _ in seen)
             mean = sum(n * r for _, n, r in seen) / total
             blocks: dict[int, list[float]] = {}
@@ -198,3 +186,79 @@ def lasting_wander(
         spread = sum((e - extra) ** 2 for e in terms) / (count - 1)
         best = max(best, extra - WANDER_Z * math.sqrt(spread / count))
     return best
+
+
+def unseasoned_wander(hours: Mapping[int, tuple[float, float]], hourly_var: float) -> float:
+    """The variance of a wander that lasts hours as a young history can see it without a
+    season to compare with: second differences of hourly rates `index -> (verdicts, rate)`
+    at lags of 1 to `YOUNG_LAG_HOURS` hours (`x(h - L) - 2 x(h) + x(h + L)`, whose variance
+    is `6 s^2` for a wander of variance `s^2` that lasts less than `L` hours), less what
+    `hourly_var` (one verdict's variance times the hourly design effect, the excess
+    included) says, averaged and over 6: the largest over the lags, at least 0 (0 where no
+    lag has `MIN_DIFFERENCES` of them). A season's curvature over the lags counts as wander: while
+    a season is learned from too few days to tell the two apart, that errs towards fewer
+    pages."""
+    if hourly_var <= 0:
+        return 0.0
+    usual = _usual(hours)
+    best = 0.0
+    for lag in range(1, YOUNG_LAG_HOURS + 1):
+        terms = [
+            delta * delta - hourly_var * spread for delta, spread in _second_differences(usual, lag)
+        ]
+        if len(terms) >= MIN_DIFFERENCES:
+            best = max(best, sum(terms) / len(terms) / 6)
+    return best
+
+
+def wander_error(
+    hours: Mapping[int, tuple[float, float]],
+    day_offsets: Sequence[float],
+    days: Sequence[int],
+    origin: int,
+    hourly_var: float,
+) -> float:
+    """What a wander that lasts hours puts on an hour's expectation (variance): the day
+    judged has its own wander, and the season's offsets learned from `d` complete days
+    (the newest `SEASON_DAYS` of `days`) carry their mean of the learned days' wander, so
+    `(1 + 1 / d) s^2`. `s^2` is measured about the season (`lasting_wander`); while fewer
+    than `YOUNG_DAYS` complete days back it (the largest scale not yet measured, the
+    season and the wander confounded), it is at least what hours show without a season
+    (`unseasoned_wander`). 0 before the first complete day (no season yet: the
+    expectation is the highest hour seen, `history.History`)."""
+    learned = set(days[-SEASON_DAYS:])
+    if not learned:
+        return 0.0
+    residuals: dict[int, list[tuple[int, float, float]]] = {}
+    for index, (n, x) in hours.items():
+        day, position = divmod(index - origin, DAY_HOURS)
+        if day in learned and n >= MIN_BUCKET_VERDICTS:
+            offset = day_offsets[index % DAY_HOURS]
+            residuals.setdefault(day, []).append((position, n, x - offset))
+    variance = lasting_wander(residuals, len(learned), hourly_var)
+    if len(learned) < YOUNG_DAYS:
+        variance = max(variance, unseasoned_wander(hours, hourly_var))
+    return variance * (1 + 1 / len(learned))
+
+
+def _usual(points: Mapping[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """The buckets `index -> (verdicts, rate)` of about the usual size: those far smaller
+    hold a few conversations at most."""
+    if not points:
+        return {}
+    floor = max(MIN_BUCKET_VERDICTS, 0.2 * statistics.median(n for n, _ in points.values()))
+    return {index: (n, x) for index, (n, x) in points.items() if n >= floor}
+
+
+def _second_differences(
+    usual: Mapping[int, tuple[float, float]], lag: int
+) -> Iterator[tuple[float, float]]:
+    """Each second difference of rates at `lag` buckets and its spread: its variance in
+    units of one verdict's for independent verdicts (`1 / n0 + 4 / n1 + 1 / n2`)."""
+    for index, (n1, x1) in usual.items():
+        before, after = usual.get(index - lag), usual.get(index + lag)
+        if before is None or after is None:
+            continue
+        n0, x0 = before
+        n2, x2 = after
+        yield x0 - 2 * x1 + x2, 1 / n0 + 4 / n1 + 1 / n2

@@ -60,7 +60,7 @@ class Profile:
     # dispersion explain (at least 1): clustering nobody declared (topics, users, routes).
     excess: float = 1.0
     # The variance of a wander about the season that lasts hours, beyond the excess
-    # (`dispersion.lasting_wander`): what the service's rate in an hour is off its
+    # (`dispersion.wander_error`): what the service's rate in an hour is off its
     # expectation by, however many verdicts show it.
     wander: float = 0.0
 

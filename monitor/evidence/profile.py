@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.evidence.dispersion import conversation_rho, lasting_wander, solo_dispersion
+from monitor.evidence.dispersion import conversation_rho, solo_dispersion, wander_error
 from monitor.evidence.level import Profile, conversation_design
 from monitor.evidence.season import Season, learn
 
@@ -94,7 +94,7 @@ def measure_profile(
     design *= excess
     hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
     learned = learn(season, hours, origin, newest, pooled_var * design)
-    wander = lasting_wander(clean, learned.day, learned.days, origin, pooled_var * design)
+    wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
     return Profile(learned, kappa, rho, rho_bound, excess, wander)
 
 

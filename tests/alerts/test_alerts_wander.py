@@ -40,12 +40,12 @@ def _wander(lasting_h: float, seed: int) -> np.ndarray:
     return drift
 
 
-def _history(lasting_h: float, seed: int = 3) -> History:
-    """`DAYS` days of hours with a daily season and the wander, in a history that learns
-    the day's profile."""
+def _history(lasting_h: float, seed: int = 3, hours: int = DAYS * 24) -> History:
+    """The first `hours` of `DAYS` days with a daily season and the wander, in a history
+    that learns the day's profile."""
     rng = np.random.default_rng(seed + 100)
     history = History(86_400.0, "day", 1, BUDGET_S)
-    for hour, drift in enumerate(_wander(lasting_h, seed).tolist()):
+    for hour, drift in enumerate(_wander(lasting_h, seed)[:hours].tolist()):
         fails = rng.binomial(10, _rate(hour, drift), PER_HOUR)
         t = hour * 3_600.0 + 1.0
         total = float(fails.sum())
@@ -70,10 +70,11 @@ def test_a_wander_that_lasts_hours_widens_the_expectation_by_its_variance() -> N
     assert hourly._profile().excess > 5
 
 
-def _hours_to_page(history: History, rise: float, hours: float, seed: int = 11) -> float | None:
+def _hours_to_page(
+    history: History, rise: float, hours: float, seed: int = 11, now: float = DAYS * 86_400.0
+) -> float | None:
     """Hours until the sequential test crosses on conversations whose rate is the
-    expectation plus `rise`, judged every minute (None: not within `hours`)."""
-    now = DAYS * 24 * 3_600.0
+    expectation at `now` plus `rise`, judged every minute (None: not within `hours`)."""
     expected = history.expectation(now, 500)
     assert expected is not None
     judged = bets(expected, 0.03, 1, BUDGET_S)
@@ -96,4 +97,26 @@ def test_an_excursion_of_the_lasting_wander_is_no_page_and_a_step_is() -> None:
     history = _history(4.0)
     assert _hours_to_page(history, 3 * WANDER_SD, 4.0) is None
     paged = _hours_to_page(history, 0.15, 0.25)
+    assert paged is not None
+
+
+YOUNG_HOURS = 32  # one complete day, and the morning of the second
+
+
+def test_a_lasting_wander_with_one_day_of_history_is_no_page_and_a_step_is() -> None:
+    """With one complete day the season is that day's hours, its wander included: an hour
+    of the second day is off its expectation by the two days' wanders, `sqrt(2)` sd of
+    it. Nothing yet tells the wander from the season, so the expectation's error holds
+    what hours show without one (second differences over up to eight hours): an
+    excursion of two and a half of those sd held for four hours is no page (with the
+    hourly excess alone, a page within two hours). A x1.5 step (+0.15) still pages within
+    half an hour."""
+    now = YOUNG_HOURS * 3_600.0
+    history = _history(4.0, hours=YOUNG_HOURS)
+    assert history.complete_days() == 1
+    expected = history.expectation(now, 500)
+    assert expected is not None
+    assert expected.se2 > WANDER_SD**2
+    assert _hours_to_page(history, 2.5 * math.sqrt(2) * WANDER_SD, 4.0, now=now) is None
+    paged = _hours_to_page(history, 0.15, 0.5, now=now)
     assert paged is not None
