@@ -227,13 +227,11 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
     number triggers walk them all again and again (about half of what collecting the
     whole suite costs, in each xdist worker). `pytest_collection_finish` collects once
     and freezes what is left."""
-    paused = gc.isenabled()
+    was_on = gc.isenabled()
     gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
+    yield  # an old-style hook wrapper: what collection raised comes in the outcome, not here
+    if was_on:
+        gc.enable()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -192,12 +192,12 @@ def _collector_paused() -> Iterator[None]:
     creates a node per scalar (and a load a value), kept or freed by their reference
     counts, and the collections their number triggers walk all of them again and again (a
     large file loads several times slower). Turned back on only where it was on."""
-    paused = gc.isenabled()
+    was_on = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if paused:
+        if was_on:
             gc.enable()
 
 

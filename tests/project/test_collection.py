@@ -18,14 +18,19 @@ print("litellm" in sys.modules, int(code))
 """
 
 
-def test_collecting_a_file_that_needs_no_judge_imports_no_litellm() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _COLLECT, "tests/project/test_readme.py"],
+def _collected(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run in a fresh interpreter, collecting a file that needs no judge."""
+    return subprocess.run(
+        [sys.executable, "-c", script, "tests/project/test_readme.py"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_collecting_a_file_that_needs_no_judge_imports_no_litellm() -> None:
+    done = _collected(_COLLECT)
     assert done.stdout.split()[-2:] == ["False", "0"], done.stdout + done.stderr
 
 
@@ -43,11 +48,5 @@ print(sorted(set(on)), gc.isenabled(), int(code))
 
 
 def test_collection_runs_with_the_garbage_collector_paused_and_turns_it_back_on() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _COLLECTOR, "tests/project/test_readme.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _collected(_COLLECTOR)
     assert done.stdout.splitlines()[-1] == "[False] True 0", done.stdout + done.stderr
