@@ -157,8 +157,9 @@ def lasting_wander(
     each aligned block of `L` hours (`WANDER_SCALES`) has a residual, its mean less its
     day's. Its square, unshrunk by what fitting the day's mean and the offsets take
     (`1 - N_b / N_day`, `1 - 1 / learned`), less its variance at `hourly_var`, averaged
-    over blocks, is the wander's variance at that scale; each less `WANDER_Z` of its errors, the largest, at least 0 (0 before two
-    complete days, or where no scale has `MIN_DIFFERENCES` blocks). A wander independent
+    over blocks, is the wander's variance at that scale; each less `WANDER_Z` of its
+    errors, the largest, at least 0 (0 before two complete days, or where no scale has
+    `MIN_DIFFERENCES` blocks). A wander independent
     from hour to hour gives about 0 at every scale (the excess holds it); one that lasts
     hours shows from that scale up, less the part its day's mean takes."""
     if hourly_var <= 0 or learned < 2:
@@ -195,9 +196,9 @@ def unseasoned_wander(hours: Mapping[int, tuple[float, float]], hourly_var: floa
     is `6 s^2` for a wander of variance `s^2` that lasts less than `L` hours), less what
     `hourly_var` (one verdict's variance times the hourly design effect, the excess
     included) says, averaged and over 6: the largest over the lags, at least 0 (0 where no
-    lag has `MIN_DIFFERENCES` of them). A season's curvature over the lags counts as wander: while
-    a season is learned from too few days to tell the two apart, that errs towards fewer
-    pages."""
+    lag has `MIN_DIFFERENCES` of them). A season's curvature over the lags counts as
+    wander: while a season is learned from too few days to tell the two apart, that errs
+    towards fewer pages."""
     if hourly_var <= 0:
         return 0.0
     usual = _usual(hours)
