@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
+from monitor.alerts.kinds import Entry, Key, Paired, Replacing, RuleKind, Screening
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -119,9 +119,8 @@ class Entries:
         if paired is not None:  # ([]: the entry's own revision gave no verdict)
             replacing = self._replacing[key[0]]
             if entry is not None and paired and replacing is not None:
-                replacing.add_replaced(
-                    entry.state, histogram, now, entry.firing, (revision, paired)
-                )
+                pair = Paired(revision, paired, origin.conversation)
+                replacing.add_replaced(entry.state, histogram, now, entry.firing, pair)
             return Added()
         conversation, request, sender = origin.conversation, origin.fingerprint, origin.sender
         replaced = None

@@ -11,7 +11,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from monitor.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 FORMAT = "rag-monitor-alert-state"
-VERSION = 3
+VERSION = 4
 # What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
 # restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
 MAX_BYTES = 24 * 1024 * 1024
@@ -63,8 +63,42 @@ def _upgrade_2(rules: dict[str, Any]) -> None:
                         state.setdefault("seen", None)
 
 
+# A regression rule's changeover: its numbers before the overlap's, and the overlap's as
+# version 3 wrote them at first (none), then with the paired differences (15 + 3), and the
+# sums of their conversations version 4 adds.
+_CHANGEOVER_HEAD = 9
+_OVERLAP_V3 = (0, 15, 18)
+_OVERLAP_CONVERSATION_SUMS = 12
+
+
+def _upgrade_3(rules: dict[str, Any]) -> None:
+    """Version 3 to 4, in place: a regression rule's changeover gains an overlap of its
+    full form (an empty one where none was kept; no paired differences or their
+    conversations where those were not), the revision it replaced (not known) and its
+    interim sums (none). What is not of the expected form is left for the restore to
+    refuse."""
+    for state in _regression_states(rules):
+        change = state.get("changeover")
+        if isinstance(change, list) and len(change) - _CHANGEOVER_HEAD in _OVERLAP_V3:
+            overlap = change[_CHANGEOVER_HEAD:] or [-1, *[0.0] * 14]
+            overlap += [0.0] * (18 - len(overlap) + _OVERLAP_CONVERSATION_SUMS)
+            state["changeover"] = change[:_CHANGEOVER_HEAD] + overlap
+        state.setdefault("replaced", None)
+        state.setdefault("interim", None)
+
+
+def _regression_states(rules: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for rule in rules.values():
+        services = rule.get("services") if isinstance(rule, dict) else None
+        for cohorts in services.values() if isinstance(services, dict) else ():
+            for entry in cohorts.values() if isinstance(cohorts, dict) else ():
+                state = entry.get("state") if isinstance(entry, dict) else None
+                if isinstance(state, dict) and "history" in state:
+                    yield state
+
+
 # Version -> what makes a file of that version one of the next.
-UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {2: _upgrade_2}
+UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {2: _upgrade_2, 3: _upgrade_3}
 
 
 @dataclass(frozen=True, slots=True)

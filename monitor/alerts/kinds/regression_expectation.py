@@ -134,7 +134,8 @@ class Expecting:
         assert change is not None
         out = []
         before = change.before
-        overlap = change.overlap.offset(max(1.0, before.error_units / max(1, before.samples)))
+        design = max(1.0, before.error_units / max(1, before.samples))
+        overlap = change.overlap.offset(design, history.log_budget)
         if overlap is not None:
             offset, variance, how = overlap
             out.append((variance, offset, how))
