@@ -305,9 +305,9 @@ class Entries:
     ) -> int:
         """Takes back what `snapshot` gave, for rules that still exist with the same
         evaluator and windows (`place` gives a saved (rule index, service, cohort) its key
-        under the caps); anything else is logged and left out. A firing state's times
-        later than `now` (a hand-edited file, a wall clock stepped back) are clamped to
-        `now`, logged. Conversations past the budget are evicted as they come, and with
+        under the caps); anything else is logged and left out. A firing state's times,
+        and when a replaced revision's successor last reported, later than `now` (a
+        hand-edited file, a wall clock stepped back) are clamped to `now`, logged. Conversations past the budget are evicted as they come, and with
         `release` each service is taken out of `saved` once restored, so what was parsed
         is freed as it is restored. Returns how many entries (one rule and service) were
         malformed."""
@@ -332,7 +332,7 @@ class Entries:
                     restored = {
                         str(cohort): (
                             self._restored(i, saved_entry),
-                            restored_replaced(saved_entry.get("replaced")),
+                            restored_replaced(saved_entry["replaced"]),
                         )
                         for cohort, saved_entry in cohorts.items()
                     }
@@ -346,19 +346,21 @@ class Entries:
                     dropped += 1
                     continue
                 for cohort, ((entry, conversations), replaced) in restored.items():
-                    if clamp_future(entry, now):
+                    later = clamp_future(entry, now)
+                    key = place(i, str(service), cohort)
+                    self._replaced.pop(key, None)
+                    if replaced is not None:
+                        later |= replaced[1] > now
+                        self._replaced[key] = (replaced[0], min(replaced[1], now))
+                    if later:
                         log.warning(
                             "alert state of rule %s, service %s: a time later than now "
-                            "(started_at, last_sent or where) clamped to now",
+                            "(started_at, last_sent, where or replaced) clamped to now",
                             name,
                             service,
                         )
-                    key = place(i, str(service), cohort)
                     self._entries[key] = entry
                     self._forget_conversations(key)
-                    self._replaced.pop(key, None)
-                    if replaced is not None:
-                        self._replaced[key] = replaced
                     if _held(conversations):
                         self._conversations[key] = conversations
                         self.conversation_bytes += conversation_bytes(conversations)

@@ -72,12 +72,16 @@ _OVERLAP_CONVERSATION_SUMS = 12
 
 
 def _upgrade_3(rules: dict[str, Any]) -> None:
-    """Version 3 to 4, in place: a regression rule's changeover gains an overlap of its
-    full form (an empty one where none was kept; no paired differences or their
-    conversations where those were not), the revision it replaced (not known) and its
-    interim sums (none). What is not of the expected form is left for the restore to
-    refuse."""
-    for state in _regression_states(rules):
+    """Version 3 to 4, in place: every entry gains the revisions it replaced (none known);
+    a regression rule's changeover an overlap of its full form (an empty one where none
+    was kept; no paired differences or their conversations where those were not), the
+    revision it replaced (not known) and its interim sums (none). What is not of the
+    expected form is left for the restore to refuse."""
+    for entry in _entries(rules):
+        entry.setdefault("replaced", None)
+        state = entry.get("state")
+        if not isinstance(state, dict) or "history" not in state:
+            continue
         change = state.get("changeover")
         if isinstance(change, list) and len(change) - _CHANGEOVER_HEAD in _OVERLAP_V3:
             overlap = change[_CHANGEOVER_HEAD:] or [-1, *[0.0] * 14]
@@ -87,14 +91,13 @@ def _upgrade_3(rules: dict[str, Any]) -> None:
         state.setdefault("interim", None)
 
 
-def _regression_states(rules: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _entries(rules: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for rule in rules.values():
         services = rule.get("services") if isinstance(rule, dict) else None
         for cohorts in services.values() if isinstance(services, dict) else ():
             for entry in cohorts.values() if isinstance(cohorts, dict) else ():
-                state = entry.get("state") if isinstance(entry, dict) else None
-                if isinstance(state, dict) and "history" in state:
-                    yield state
+                if isinstance(entry, dict):
+                    yield entry
 
 
 # Version -> what makes a file of that version one of the next.
@@ -314,8 +317,8 @@ Replaced = tuple[tuple[str, ...], float]
 
 
 def restored_replaced(raw: Any) -> Replaced | None:
-    """A saved entry's `replaced`, `[[revision, ...], last verdict of its own]` or absent
-    (a file from before it was kept), checked; raises TypeError or ValueError."""
+    """A saved entry's `replaced`, `[[revision, ...], last verdict of its own]` or null,
+    checked; raises TypeError or ValueError."""
     if raw is None:
         return None
     if not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], list):

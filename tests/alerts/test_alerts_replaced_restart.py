@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
@@ -101,9 +104,12 @@ def _entry(data: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_state_file_without_the_replaced_revisions_loads(tmp_path: Path) -> None:
+    """Version 3 at first kept no replaced revisions: its files load; one of this version
+    without them is malformed."""
     path, clock = tmp_path / "state.json", Clock()
     data = await _saved(path, clock)
     assert _entry(data).pop("replaced") == [["a"], clock.now]
+    data["version"] = 3
     path.write_text(json.dumps(data))
     engine, t = _engine(path, clock)
     await engine.start()
@@ -115,10 +121,16 @@ async def test_a_state_file_without_the_replaced_revisions_loads(tmp_path: Path)
     await engine.shutdown(1.0)
 
 
-async def test_a_malformed_replaced_list_drops_its_entry_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("malformed", [[[7], 0.0], "absent"], ids=["a number", "absent"])
+async def test_a_malformed_replaced_list_drops_its_entry_alone(
+    tmp_path: Path, malformed: Any
+) -> None:
     path, clock = tmp_path / "state.json", Clock()
     data = await _saved(path, clock)
-    _entry(data)["replaced"] = [[7], clock.now]
+    if malformed == "absent":
+        del _entry(data)["replaced"]
+    else:
+        _entry(data)["replaced"] = malformed
     path.write_text(json.dumps(data))
     engine, t = _engine(path, clock)
     await engine.start()
@@ -127,4 +139,23 @@ async def test_a_malformed_replaced_list_drops_its_entry_alone(tmp_path: Path) -
         "rag_monitor_alert_state_entries_dropped_total", {"when": "load"}
     )
     assert dropped == 1.0
+    await engine.shutdown(1.0)
+
+
+async def test_a_replaced_revisions_time_later_than_now_is_clamped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hand-edited file (or a wall clock stepped back) says "b" last reported an hour
+    from now: clamped to now, logged, so "a" alone for two windows is still a rollback
+    within them, not an hour later."""
+    path, clock = tmp_path / "state.json", Clock()
+    data = await _saved(path, clock)
+    _entry(data)["replaced"] = [["a"], clock.now + 3600.0]
+    path.write_text(json.dumps(data))
+    engine, t = _engine(path, clock)
+    with caplog.at_level(logging.WARNING, logger="monitor.alerts.entries"):
+        await engine.start()
+    assert "(started_at, last_sent, where or replaced) clamped to now" in caplog.text
+    _send(engine, clock, "a", 150)
+    assert _revision(engine) == "a" and _started(t) == 1.0
     await engine.shutdown(1.0)
