@@ -42,41 +42,37 @@ def pairs(
             overlap.add_pair(verdict(False), verdict(differs), 0.0, conversation)
 
 
-def variance_with_old_design(overlap: Overlap) -> float:
+def measured(
+    seed: int, *, whole: bool, ids: int | None = CONVERSATIONS
+) -> tuple[float, float, str, float]:
+    """The offset of `pairs`, its variance, how it was measured, and the variance the old
+    level's design effect would give it."""
+    overlap = Overlap()
+    pairs(overlap, random.Random(seed), whole=whole, ids=ids)
+    result = overlap.offset(OLD_DESIGN, LOG_BUDGET)
+    assert result is not None
     n, total, squares = overlap.paired
-    return (squares / n - (total / n) ** 2) * OLD_DESIGN / n
+    return *result, (squares / n - (total / n) ** 2) * OLD_DESIGN / n
 
 
 def test_scattered_disagreements_give_an_offset_better_known_than_the_old_design_says() -> None:
-    overlap = Overlap()
-    pairs(overlap, random.Random(1), whole=False)
-    measured = overlap.offset(OLD_DESIGN, LOG_BUDGET)
-    assert measured is not None
-    offset, variance, how = measured
+    offset, variance, how, with_old_design = measured(1, whole=False)
     assert offset == pytest.approx(DISAGREE, abs=0.02)
     # Independent disagreements: a design effect near 1, raised a little for its error.
-    assert variance < 0.5 * variance_with_old_design(overlap)
+    assert variance < 0.5 * with_old_design
     assert f"over {CONVERSATIONS} conversations" in how
 
 
 def test_disagreements_on_whole_conversations_give_an_offset_known_worse() -> None:
-    overlap = Overlap()
-    pairs(overlap, random.Random(2), whole=True)
-    measured = overlap.offset(OLD_DESIGN, LOG_BUDGET)
-    assert measured is not None
-    _, variance, _ = measured
+    _, variance, _, with_old_design = measured(2, whole=True)
     # Conversations of ten that disagree all or none: a design effect of about ten.
-    assert variance > 2 * variance_with_old_design(overlap)
+    assert variance > 2 * with_old_design
 
 
 @pytest.mark.parametrize("ids", [1, 8, None], ids=["one id for all", "pods", "no ids"])
 def test_ids_that_are_no_conversations_keep_the_old_design(ids: int | None) -> None:
-    overlap = Overlap()
-    pairs(overlap, random.Random(3), whole=True, ids=ids)
-    measured = overlap.offset(OLD_DESIGN, LOG_BUDGET)
-    assert measured is not None
-    _, variance, how = measured
-    assert variance == pytest.approx(variance_with_old_design(overlap))
+    _, variance, how, with_old_design = measured(3, whole=True, ids=ids)
+    assert variance == pytest.approx(with_old_design)
     assert "conversations" not in how
 
 
