@@ -6,9 +6,11 @@ import atexit
 import gc
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -218,6 +220,39 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}
     kept.update({k: round(v, 1) for k, v in _recorded.items()})
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# With MONITOR_TESTS_CPU set to a folder, each test process writes there, after each test
+# file, a JSON object of file -> [CPU seconds of the process, CPU seconds of the processes
+# it started and waited for, wall seconds, tests]: where a run's CPU goes (a file stays on
+# one worker, so its servers are reaped within it).
+CPU_FOLDER = os.environ.get("MONITOR_TESTS_CPU")
+_cpu: dict[str, list[float]] = {}
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if CPU_FOLDER is None:
+        yield
+        return
+    (own, children), started = _cpu_seconds(), time.monotonic()
+    yield
+    (own_after, children_after), file = _cpu_seconds(), item.nodeid.split("::")[0]
+    row = _cpu.setdefault(file, [0.0, 0.0, 0.0, 0])
+    row[0] += own_after - own
+    row[1] += children_after - children
+    row[2] += time.monotonic() - started
+    row[3] += 1
+    if nextitem is None or nextitem.nodeid.split("::")[0] != file:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(CPU_FOLDER, f"{worker}.json").write_text(json.dumps(_cpu, indent=0), "utf-8")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -42,11 +42,13 @@ class _Bounded(Composer, SafeConstructor):
 
     _open: list[str | None]  # the anchors of the collections being composed
     _root: Node | None
+    _aliased: bool  # an alias was composed: a node may be reached twice
     peek_event: Callable[[], yaml.Event]  # the parser's (libyaml's or PyYAML's)
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
+            self._aliased = True
             if event.anchor in self._open:
                 problem = f"the YAML alias *{event.anchor} refers to itself"
                 raise ConfigError([f"line {_line(event)}: {problem}"])
@@ -64,7 +66,8 @@ class _Bounded(Composer, SafeConstructor):
             self._open.pop()
 
     def construct_document(self, node: Node) -> Any:
-        added = _expanded(node)
+        # Without an alias the nodes are a tree: nothing expands.
+        added = _expanded(node) if self._aliased else 0
         if added > MAX_ALIAS_EXPANSION:
             raise ConfigError(
                 [
@@ -157,14 +160,14 @@ if hasattr(yaml, "CSafeLoader"):
         def __init__(self, stream: str) -> None:
             yaml.CSafeLoader.__init__(self, stream)
             Composer.__init__(self)  # its anchors; libyaml's composer is not used
-            self._open, self._root = [], None
+            self._open, self._root, self._aliased = [], None, False
 
 else:  # pragma: no cover - PyYAML without libyaml
 
     class _Loader(_Bounded, yaml.SafeLoader):  # type: ignore[no-redef]
         def __init__(self, stream: str) -> None:
             yaml.SafeLoader.__init__(self, stream)
-            self._open, self._root = [], None
+            self._open, self._root, self._aliased = [], None, False
 
 
 # Tags no constructor knows, and collections a config has no use for.

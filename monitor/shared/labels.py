@@ -222,13 +222,11 @@ class LabelCap:
         if self._sketch is None:
             self._sketch = _Sketch(self._sketch_bits)
         estimate = self._sketch.add(value, unit)
+        # The three bars, cheapest first: a sprayed value seldom clears the first.
+        if estimate < PROMOTE_MIN * unit or estimate < SIGMAS * self._sketch.spread():
+            return None
         weakest = self._weakest_holder(now)
-        threshold = max(
-            PROMOTE_MIN * unit,
-            2.0 * slots[weakest].weight,
-            SIGMAS * self._sketch.spread(),
-        )
-        if estimate < threshold:
+        if estimate < 2.0 * slots[weakest].weight:
             return None
         return self._replace(weakest, value, _Slot(now, estimate))
 
