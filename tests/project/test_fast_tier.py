@@ -35,11 +35,15 @@ def _suite(tmp_path: Path, recorded: dict[str, float]) -> Path:
 
 
 def _run(
-    tests: Path, *args: str, workers: int = 0, target: str = "test_sample.py"
+    tests: Path,
+    *args: str,
+    workers: int = 0,
+    target: str = "test_sample.py",
+    environment: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """pytest over `target` in the sample, in one process or (`workers`) on that many xdist
-    workers as `tests/run.sh` runs it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    workers as `tests/run.sh` runs it, with `environment` added to its own."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(environment or {})}
     xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
     return subprocess.run(
         [
@@ -85,6 +89,28 @@ def test_the_whole_run_and_a_recorded_test_are_not_held_to_it(tmp_path: Path) ->
     whole = _run(tests)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert "2 passed" in whole.stdout
+
+
+def test_where_a_runs_cpu_goes_is_written_per_file_when_asked(tmp_path: Path) -> None:
+    """`MONITOR_TESTS_CPU`: each test process writes the CPU seconds of each file it ran,
+    beside its wall seconds and tests; without it, nothing is written."""
+    tests = _suite(tmp_path, {})
+    (tests / "test_busy.py").write_text(
+        "def test_busy() -> None:\n    assert sum(range(3 * 10**7)) > 0\n", encoding="utf-8"
+    )
+    folder = tmp_path / "cpu"
+    folder.mkdir()
+    quiet = _run(tests, target=".")
+    assert quiet.returncode == 0 and list(folder.iterdir()) == [], quiet.stdout + quiet.stderr
+    run = _run(tests, target=".", workers=1, environment={"MONITOR_TESTS_CPU": str(folder)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    (written,) = folder.iterdir()
+    assert written.name == "gw0.json"
+    rows = json.loads(written.read_text(encoding="utf-8"))
+    assert set(rows) == {"tests/test_busy.py", "tests/test_sample.py"}
+    own, started, wall, count = rows["tests/test_busy.py"]
+    assert count == 1 and own > rows["tests/test_sample.py"][0] and started >= 0 and wall > 0
+    assert rows["tests/test_sample.py"][3] == 2
 
 
 @pytest.mark.parametrize("workers", [0, 1], ids=["one process", "xdist"])
