@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from monitor.evidence.window import saved_number
 
 MIN_CLUSTERS = 30
-MAX_OPEN = 4_096
+# Open clusters held per sums (a few hundred bytes each): conversations last minutes, so
+# this covers a quarter hour of pairs at 1 conversation a second.
+MAX_OPEN = 1_024
 # The sums of `S^a n^b` kept, as (a, b): what `sum e_c` and `sum e_c^2` expand into.
 _POWERS = ((2, 0), (1, 1), (0, 2), (4, 0), (3, 1), (2, 2), (1, 3), (0, 4))
 # How many numbers `ClusteredSums.saved` gives.
