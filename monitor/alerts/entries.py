@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, Paired, Replacing, RuleKind, Screening
+from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -119,8 +119,9 @@ class Entries:
         if paired is not None:  # ([]: the entry's own revision gave no verdict)
             replacing = self._replacing[key[0]]
             if entry is not None and paired and replacing is not None:
-                pair = Paired(revision, paired, origin.conversation)
-                replacing.add_replaced(entry.state, histogram, now, entry.firing, pair)
+                replacing.add_replaced(
+                    entry.state, histogram, now, entry.firing, (revision, paired)
+                )
             return Added()
         conversation, request, sender = origin.conversation, origin.fingerprint, origin.sender
         replaced = None
@@ -307,8 +308,9 @@ class Entries:
         evaluator and windows (`place` gives a saved (rule index, service, cohort) its key
         under the caps); anything else is logged and left out. A firing state's times,
         and when a replaced revision's successor last reported, later than `now` (a
-        hand-edited file, a wall clock stepped back) are clamped to `now`, logged. Conversations past the budget are evicted as they come, and with
-        `release` each service is taken out of `saved` once restored, so what was parsed
+        hand-edited file, a wall clock stepped back) are clamped to `now`, logged.
+        Conversations past the budget are evicted as they come, and with `release` each
+        service is taken out of `saved` once restored, so what was parsed
         is freed as it is restored. Returns how many entries (one rule and service) were
         malformed."""
         dropped = 0

@@ -64,19 +64,17 @@ def _upgrade_2(rules: dict[str, Any]) -> None:
 
 
 # A regression rule's changeover: its numbers before the overlap's, and the overlap's as
-# version 3 wrote them at first (none), then with the paired differences (15 + 3), and the
-# sums of their conversations version 4 adds.
+# version 3 wrote them at first (none), then with the paired differences (15 + 3).
 _CHANGEOVER_HEAD = 9
 _OVERLAP_V3 = (0, 15, 18)
-_OVERLAP_CONVERSATION_SUMS = 12
 
 
 def _upgrade_3(rules: dict[str, Any]) -> None:
     """Version 3 to 4, in place: every entry gains the revisions it replaced (none known);
     a regression rule's changeover an overlap of its full form (an empty one where none
-    was kept; no paired differences or their conversations where those were not), the
-    revision it replaced (not known) and its interim sums (none). What is not of the
-    expected form is left for the restore to refuse."""
+    was kept; no paired differences where those were not), the revision it replaced (not
+    known) and its interim sums (none). What is not of the expected form is left for the
+    restore to refuse."""
     for entry in _entries(rules):
         entry.setdefault("replaced", None)
         state = entry.get("state")
@@ -85,7 +83,7 @@ def _upgrade_3(rules: dict[str, Any]) -> None:
         change = state.get("changeover")
         if isinstance(change, list) and len(change) - _CHANGEOVER_HEAD in _OVERLAP_V3:
             overlap = change[_CHANGEOVER_HEAD:] or [-1, *[0.0] * 14]
-            overlap += [0.0] * (18 - len(overlap) + _OVERLAP_CONVERSATION_SUMS)
+            overlap += [0.0] * (18 - len(overlap))
             state["changeover"] = change[:_CHANGEOVER_HEAD] + overlap
         state.setdefault("replaced", None)
         state.setdefault("interim", None)

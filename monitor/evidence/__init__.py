@@ -5,8 +5,6 @@
   or one verdict), `Arrival` (verdicts judged at once against their conversation's earlier
   ones), `Units` (gathers them per rule, service and cohort; ids as `conversation_key`);
 - windows of counts: `SlidingWindow`, `UnitSums` (the units' sums) and `design_effect`;
-- values in clusters: `ClusteredSums` (a mean's design effect measured over its clusters,
-  `SAVED_CLUSTERS` numbers in the state file);
 - what a service is expected to show (regression rules): `History`, its `Expectation` and
   `Level`, `history_span_s`, `LONG_LEVEL_FACTOR`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
@@ -15,8 +13,6 @@
 - reading saved state: `saved_number`, `restore_slices`.
 """
 
-from monitor.evidence.clusters import SAVED_SIZE as SAVED_CLUSTERS
-from monitor.evidence.clusters import ClusteredSums
 from monitor.evidence.conversations import conversation_key
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
@@ -43,10 +39,8 @@ __all__ = [
     "DEFAULT_BUCKETS",
     "LONG_LEVEL_FACTOR",
     "NOTHING",
-    "SAVED_CLUSTERS",
     "Arrival",
     "Bets",
-    "ClusteredSums",
     "Expectation",
     "History",
     "Level",

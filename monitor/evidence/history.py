@@ -132,11 +132,6 @@ class History(Buckets):
         clean, held = self.counts(index)
         return min(1.0, (clean + held) / flagged[4]) if flagged[4] > 0 else 0.0
 
-    @property
-    def log_budget(self) -> float:
-        """ln(J T) of the rule's test: what an estimated error is raised by."""
-        return self._log_budget
-
     def complete_days(self) -> int:
         return len(self._profile().days)
 

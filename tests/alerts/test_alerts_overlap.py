@@ -178,7 +178,7 @@ def test_the_overlap_weighs_each_hour_apart() -> None:
     overlap.add(0, Moments(100, 100 * (night + 0.05), 100 * (night + 0.05)), 0.0, old=False)
     overlap.add(1, Moments(500, 500 * day, 500 * day), 0.0, old=True)
     overlap.add(1, Moments(500, 500 * (day + 0.05), 500 * (day + 0.05)), 0.0, old=False)
-    measured = overlap.offset(1.0, 0.0)
+    measured = overlap.offset(1.0)
     assert measured is not None
     # Pooled across the hours the new revision would read 0.15 more than the old.
     assert measured[0] == pytest.approx(0.05)
@@ -202,6 +202,6 @@ def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
     assert next(iter(engine._entries.values())).firing
     change = entry_state(engine).changeover
     assert change is not None
-    measured = change.overlap.offset(1.0, 0.0)
+    measured = change.overlap.offset(1.0)
     assert measured is not None
     assert measured[0] == pytest.approx(0.10, abs=0.05)

@@ -43,7 +43,8 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     """pytest over `target` in the sample, in one process or (`workers`) on that many xdist
     workers as `tests/run.sh` runs it, with `environment` added to its own."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(environment or {})}
+    outer = {k: v for k, v in os.environ.items() if k != "MONITOR_TESTS_CPU"}
+    env = {**outer, "PYTHONPATH": str(REPO), **(environment or {})}
     xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
     return subprocess.run(
         [

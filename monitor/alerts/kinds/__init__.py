@@ -21,19 +21,10 @@ if TYPE_CHECKING:
 
 
 Key = tuple[int, str, str]
+# A previous revision's verdicts' own revision, and the current revision's on the same records.
+Paired = tuple[str | None, Sequence[float]]
 """An entry's key: (rule index, service, cohort), the service and cohort as the caps hold
 them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Paired:
-    """What goes with a previous revision's verdicts on a record: the `revision` they are
-    of, the current revision's verdicts on the same record (`own`) and the record's
-    conversation (None: none)."""
-
-    revision: str | None
-    own: Sequence[float]
-    conversation: str | None
 
 
 class Decision(Enum):

@@ -145,14 +145,14 @@ class Regression:
         old = Moments.of_histogram(histogram)
         if paired is None:
             state.count_overlap(old, now, old=True, firing=firing)
-        elif (learned := state.count_pair(paired, old, now, firing)) is not None:
+        elif (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
             _log.log(
                 f"{self.rule.config.name} paired",
                 logging.WARNING,
                 "alert %s: the previous revision %s scores records again, but the history "
                 "was learned with %s: its verdicts are left out",
                 self.rule.config.name,
-                paired.revision,
+                paired[0],
                 learned,
             )
 

@@ -134,8 +134,7 @@ class Expecting:
         assert change is not None
         out = []
         before = change.before
-        design = max(1.0, before.error_units / max(1, before.samples))
-        overlap = change.overlap.offset(design, history.log_budget)
+        overlap = change.overlap.offset(max(1.0, before.error_units / max(1, before.samples)))
         if overlap is not None:
             offset, variance, how = overlap
             out.append((variance, offset, how))

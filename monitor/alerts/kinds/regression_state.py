@@ -3,22 +3,19 @@ form in the state file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.alerts.kinds import Paired
 from monitor.evidence import (
-    SAVED_CLUSTERS,
     Arrival,
     Bets,
-    ClusteredSums,
     Expectation,
     History,
     Level,
     Moments,
     SequentialTest,
     SlidingWindow,
-    conversation_key,
     restore_slices,
     saved_number,
 )
@@ -52,32 +49,16 @@ class Overlap:
     counts: list[float] = field(default_factory=lambda: [0.0, 0.0])
     old_seen: float = 0.0
     paired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    by_conversation: ClusteredSums = field(default_factory=ClusteredSums)
 
-    def add_pair(self, old: Moments, new: Moments, now: float, conversation: str | None) -> None:
-        """Both revisions' verdicts on the same record (as many of each), of
-        `conversation` (None: none)."""
+    def add_pair(self, old: Moments, new: Moments, now: float) -> None:
+        """Both revisions' verdicts on the same record (as many of each)."""
         n = min(old.samples, new.samples)
         if n <= 0:
             return
         difference = new.mean - old.mean
-        sums = (n, n * difference, n * difference * difference)
-        for i, x in enumerate(sums):
+        for i, x in enumerate((n, n * difference, n * difference * difference)):
             self.paired[i] += x
-        if conversation is not None:
-            self.by_conversation.add(conversation_key(conversation), *sums)
         self.old_seen = now
-
-    def _pair_design(self, design: float, log_budget: float) -> tuple[float, str]:
-        """The paired differences' design effect: measured over their conversations where
-        enough came with one (those without take `design`, the old level's), and how."""
-        measured = self.by_conversation.design_effect(log_budget)
-        if measured is None:
-            return design, ""
-        within = self.by_conversation.moments[0]
-        clusters = self.by_conversation.clusters
-        mixed = (measured * within + design * max(0.0, self.paired[0] - within)) / self.paired[0]
-        return mixed, f", their design effect {measured:.2f} over {clusters:.0f} conversations"
 
     def add(self, bucket: int, moments: Moments, now: float, *, old: bool) -> None:
         if bucket > self.bucket:
@@ -102,13 +83,11 @@ class Overlap:
         w = 1.0 / (1.0 / no + 1.0 / nn)
         return self.weight + w, self.weighted + w * (sn / nn - so / no)
 
-    def offset(self, design: float, log_budget: float) -> tuple[float, float, str] | None:
+    def offset(self, design: float) -> tuple[float, float, str] | None:
         """The new revision's offset from the old, its variance (`design`: how much more
-        the old level's verdicts vary than independent ones; the paired differences' own
-        where measured, `log_budget` the ln(J T) their estimate is raised by) and how it was
-        measured: the better measured of the paired differences' (once `OVERLAP_MIN`
-        records) and the same hours' (once `OVERLAP_MIN` verdicts of each side); None
-        before either."""
+        the verdicts vary than independent ones) and how it was measured: the better
+        measured of the paired differences' (once `OVERLAP_MIN` records) and the same
+        hours' (once `OVERLAP_MIN` verdicts of each side); None before either."""
         measured = []
         n, total, squares = self.paired
         if n >= OVERLAP_MIN:
@@ -116,9 +95,8 @@ class Overlap:
             # At least one disagreement's worth: none among a few hundred records does not
             # make the offset exact.
             variance = max(squares / n - mean * mean, 1.0 / n)
-            pair_design, measured_how = self._pair_design(design, log_budget)
-            how = f"{n:.0f} records scored by both revisions{measured_how}"
-            measured.append((variance * pair_design / n, mean, how))
+            how = f"{n:.0f} records scored by both revisions"
+            measured.append((variance * design / n, mean, how))
         weight, weighted = self._closed()
         if min(self.counts) >= OVERLAP_MIN and weight > 0:
             n, total, squares = self.pooled
@@ -143,7 +121,6 @@ class Overlap:
             *self.counts,
             self.old_seen,
             *self.paired,
-            *self.by_conversation.saved(),
         ]
 
 
@@ -212,20 +189,20 @@ class RegressionState:
             for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
                 sums[i] += x
 
-    def count_pair(self, paired: Paired, old: Moments, now: float, firing: bool) -> str | None:
-        """A previous revision's verdicts `old` on a record (`paired`: of which revision,
-        the current one's on it, its conversation) while a changeover from that revision
-        lasts: to its overlap, but while the rule fires (as `count_overlap`). Returns the
-        revision the history was learned with when it is not the paired one (the verdicts
-        are left out)."""
+    def count_pair(
+        self, revision: str | None, old: Moments, new: Sequence[float], now: float, firing: bool
+    ) -> str | None:
+        """A previous revision's verdicts `old` and the current one's `new` on the same
+        record while a changeover from `revision` lasts: to its overlap, but while the
+        rule fires (as `count_overlap`). Returns the revision the history was learned
+        with when it is not `revision` (the verdicts are left out)."""
         change = self.changeover
         if change is None:
             return None
-        if change.replaced is None or change.replaced != paired.revision:
+        if change.replaced is None or change.replaced != revision:
             return change.replaced or "an unknown revision"
         if not firing:
-            new = Moments.of_histogram(paired.own)
-            change.overlap.add_pair(old, new, now, paired.conversation)
+            change.overlap.add_pair(old, Moments.of_histogram(new), now)
         return None
 
     def snapshot(self) -> dict[str, Any]:
@@ -314,25 +291,15 @@ class RegressionState:
 
 def _overlap(raw: list[Any]) -> Overlap:
     """An overlap's saved numbers (`Overlap.saved`)."""
-    if len(raw) != 18 + SAVED_CLUSTERS:
+    if len(raw) != 18:
         raise ValueError("changeover: the overlap holds the wrong count of numbers")
-    bucket, *rest = raw[:18]
+    bucket, *rest = raw
     if isinstance(bucket, bool) or not isinstance(bucket, int):
         raise TypeError("changeover: the overlap's bucket is not an integer")
     weighted, paired_sum = saved_number(rest.pop(7)), saved_number(rest.pop(14))
     n = [_nonnegative(x) for x in rest]
-    return Overlap(
-        bucket,
-        n[0:3],
-        n[3:6],
-        n[6],
-        weighted,
-        n[7:10],
-        n[10:12],
-        n[12],
-        [n[13], paired_sum, n[14]],
-        ClusteredSums.restored(raw[18:]),
-    )
+    paired = [n[13], paired_sum, n[14]]
+    return Overlap(bucket, n[0:3], n[3:6], n[6], weighted, n[7:10], n[10:12], n[12], paired)
 
 
 def _interim(raw: Any) -> dict[int, list[float]]:
