@@ -290,6 +290,8 @@ async def test_a_firing_rule_is_still_firing_after_a_restart_and_resolves_later(
             "loaded",
         ),
     ],
+    # Named apart from the version, which the ids would otherwise carry.
+    ids=["not json", "another format", "a newer version", "too old", "a malformed rule"],
 )
 async def test_a_bad_state_file_starts_empty_and_is_counted(
     tmp_path: Path, content: bytes, outcome: str
