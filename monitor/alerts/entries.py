@@ -310,8 +310,8 @@ class Entries:
         and when a replaced revision's successor last reported, later than `now` (a
         hand-edited file, a wall clock stepped back) are clamped to `now`, logged.
         Conversations past the budget are evicted as they come, and with `release` each
-        service is taken out of `saved` once restored, so what was parsed
-        is freed as it is restored. Returns how many entries (one rule and service) were
+        service is taken out of `saved` once restored, so what was parsed is freed as it
+        is restored. Returns how many entries (one rule and service) were
         malformed."""
         dropped = 0
         by_name = {rule.config.name: i for i, rule in enumerate(self._rules)}

@@ -42,25 +42,21 @@ def _upgrade_2(rules: dict[str, Any]) -> None:
     last full window, regression rules their changeover; an SLO rule's severity and a
     regression rule's firing flag move out of the state. What is not of the expected form
     is left for the restore to refuse."""
-    for rule in rules.values():
-        services = rule.get("services") if isinstance(rule, dict) else None
-        cohorts_rule = "|by " in str(rule.get("fingerprint")) if isinstance(rule, dict) else False
-        for cohorts in services.values() if isinstance(services, dict) else ():
-            for entry in cohorts.values() if isinstance(cohorts, dict) else ():
-                state = entry.get("state") if isinstance(entry, dict) else None
-                if not isinstance(state, dict):
-                    continue
-                entry.setdefault("where", None)
-                # An SLO rule's state held the severity its alert fired at; the entry does.
-                entry["severity"] = state.pop("severity", None) if "windows" in state else None
-                if "history" in state:  # a regression rule's
-                    state.pop("firing", None)
-                    for key in ("pinned", "changeover", "translated"):
-                        state.setdefault(key, None)
-                elif "current" in state:  # an absolute or cohort rule's
-                    state.setdefault("units", [])
-                    if cohorts_rule:
-                        state.setdefault("seen", None)
+    for rule, entry in _entries(rules):
+        state = entry.get("state")
+        if not isinstance(state, dict):
+            continue
+        entry.setdefault("where", None)
+        # An SLO rule's state held the severity its alert fired at; the entry does.
+        entry["severity"] = state.pop("severity", None) if "windows" in state else None
+        if "history" in state:  # a regression rule's
+            state.pop("firing", None)
+            for key in ("pinned", "changeover", "translated"):
+                state.setdefault(key, None)
+        elif "current" in state:  # an absolute or cohort rule's
+            state.setdefault("units", [])
+            if "|by " in str(rule.get("fingerprint")):
+                state.setdefault("seen", None)
 
 
 # A regression rule's changeover: its numbers before the overlap's, and the overlap's as
@@ -75,7 +71,7 @@ def _upgrade_3(rules: dict[str, Any]) -> None:
     was kept; no paired differences where those were not), the revision it replaced (not
     known) and its interim sums (none). What is not of the expected form is left for the
     restore to refuse."""
-    for entry in _entries(rules):
+    for _, entry in _entries(rules):
         entry.setdefault("replaced", None)
         state = entry.get("state")
         if not isinstance(state, dict) or "history" not in state:
@@ -89,13 +85,14 @@ def _upgrade_3(rules: dict[str, Any]) -> None:
         state.setdefault("interim", None)
 
 
-def _entries(rules: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _entries(rules: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each saved entry of a file's rules, with its rule (what is not a dict skipped)."""
     for rule in rules.values():
         services = rule.get("services") if isinstance(rule, dict) else None
         for cohorts in services.values() if isinstance(services, dict) else ():
             for entry in cohorts.values() if isinstance(cohorts, dict) else ():
                 if isinstance(entry, dict):
-                    yield entry
+                    yield rule, entry
 
 
 # Version -> what makes a file of that version one of the next.
