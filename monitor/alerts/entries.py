@@ -134,9 +134,9 @@ class Entries:
                 # rollout with both live): judged by no rule; the one it replaced last
                 # measures the new one's offset. Alone for a window, it is a rollback.
                 replacing = self._replacing[key[0]]
-                if replacing is not None and revision == replaced_before[-1]:
-                    replacing.add_replaced(entry.state, histogram, now, entry.firing)
-                return Added()
+                if replacing is None or revision != replaced_before[-1]:
+                    return Added()
+                return Added(replacing.add_replaced(entry.state, histogram, now, entry.firing))
             if entry.revision is None:
                 entry.revision = revision
             else:

@@ -205,3 +205,48 @@ def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
     measured = change.overlap.offset(1.0)
     assert measured is not None
     assert measured[0] == pytest.approx(0.10, abs=0.05)
+
+
+def test_in_a_rollout_the_replaced_revisions_verdicts_are_judged_in_their_own_terms() -> None:
+    """Once the offset is measured, the old revision's verdicts that still come are judged
+    against the history less that offset: a rise they alone show (the new revision's
+    verdicts stay as they were) pages, and the page shows it in the new revision's terms."""
+    clock = Clock()
+    engine = engine_for(clock, "replaced_judged")
+
+    def rates(t: float) -> dict[str, float]:
+        if t < 0:
+            return {"a": 0.20}
+        return {"a": 0.40 if t >= 8 * 3600.0 else 0.20, "b": 0.30}
+
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    assert firing(run(engine, clock, rates, 0.0, 8 * 3600.0)) == []
+    state = entry_state(engine)
+    assert state.changeover is None and state.translated is not None
+    assert state.translated[2] == pytest.approx(0.10, abs=0.02)
+    assert state.replaced_bets is not None
+    (page, *_) = firing(run(engine, clock, rates, 8 * 3600.0, 10 * 3600.0))
+    # The evidence is the old revision's 0.40 moved by the offset, beside "b"'s 0.30.
+    assert float(page.annotations["increase"]) >= 0.05
+    assert float(page.annotations["baseline_defect_rate"]) == pytest.approx(0.30, abs=0.03)
+
+
+def test_a_translation_of_a_version_4_file_judges_no_replaced_verdicts() -> None:
+    """A version-4 state file kept no offset with its translation: after the upgrade the
+    replaced revision's verdicts only count in the overlap, as they did."""
+    clock = Clock()
+    engine = engine_for(clock, "replaced_v4")
+    rates = rollout(float("inf"), 0.0)
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    run(engine, clock, rates, 0.0, 8 * 3600.0)
+    saved = engine.snapshot()
+    state = saved["replaced_v4"]["services"]["shop"][""]["state"]
+    assert len(state["translated"]) == 3
+    state["translated"] = state["translated"][:2]
+    UPGRADES[4](saved)
+    again = engine_for(clock, "replaced_v4")
+    again.restore(saved)
+    run(again, clock, rates, 8 * 3600.0, 8 * 3600.0 + 60.0)
+    restored = entry_state(again)
+    assert restored.translated is not None and restored.translated[2] is None
+    assert restored.replaced_bets is None

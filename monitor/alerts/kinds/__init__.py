@@ -178,8 +178,9 @@ class Replacing(Protocol):
         now: float,
         firing: bool,
         paired: Paired | None = None,
-    ) -> None:
-        """Verdicts of the replaced revision, to an entry `firing` or not."""
+    ) -> bool:
+        """Verdicts of the replaced revision, to an entry `firing` or not; True when an
+        evaluation is due now (as `Keeper.add`)."""
         ...
 
 
