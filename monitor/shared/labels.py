@@ -23,8 +23,8 @@ is in the spray's rate because it must be: a value seen r times a second stands 
 S one-shot values a second in W counters only after about SIGMAS**2 * S / (r**2 * W)
 seconds (the spread of a cell grows with the square root of the spray, the value's
 excess linearly with r), and no table of fixed size escapes a bound growing with S.
-200,000 a second is more than one monitor takes in: its ingest (about 2 µs a span) and
-these lookups (about 4 µs a one-shot value) share one interpreter. Values seen once
+200,000 a second is more than one monitor takes in: its ingest and these lookups share
+one interpreter, and each costs microseconds of it. Values seen once
 never take a slot from a holder with steady traffic: their excess stays at chance, under
 `SIGMAS` spreads and under twice the holder's weight.
 

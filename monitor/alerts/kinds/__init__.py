@@ -168,8 +168,9 @@ class Replacing(Protocol):
     """A kind that learns from the verdicts of the revision an entry's replaced, still
     coming (a rollout with both live; or `paired`, a previous revision scoring records
     again: its revision and the entry's own verdicts on the same records), the old
-    revision's level in the new one's terms (regression rules: the overlap); they are
-    judged by no rule."""
+    revision's level in the new one's terms (regression rules: the overlap); a paired
+    revision's are judged by no rule, a rollout's may be (regression rules: by the test,
+    in their own terms, once the offset is measured)."""
 
     def add_replaced(
         self,
