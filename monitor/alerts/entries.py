@@ -5,7 +5,7 @@ belongs to, and how all of it is saved to and restored from the state file.
 An entry belongs to one evaluator revision (docs/alerts.md, "An evaluator change is not a
 regression"): `add` with verdicts of another starts it anew from what of the old state
 still holds (`Keeper.new_state`; the replaced entry is returned, so that the engine can
-resolve a page it held). A revision it replaced never starts it anew while its own still
+resolve a page it held). A revision it replaced is judged by no rule while its own still
 reports (only alone for a window, a rollback, does it replace it again); its verdicts go to
 a `kinds.Replacing` kind.
 
@@ -131,12 +131,12 @@ class Entries:
             replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
             if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
                 # A revision replaced while the current one still reports (late verdicts, a
-                # rollout with both live): never a new entry; the one it replaced last goes
-                # to the kind (`Replacing`). Alone for a window, it is a rollback.
+                # rollout with both live): judged by no rule; the one it replaced last
+                # measures the new one's offset. Alone for a window, it is a rollback.
                 replacing = self._replacing[key[0]]
-                if replacing is None or revision != replaced_before[-1]:
-                    return Added()
-                return Added(replacing.add_replaced(entry.state, histogram, now, entry.firing))
+                if replacing is not None and revision == replaced_before[-1]:
+                    replacing.add_replaced(entry.state, histogram, now, entry.firing)
+                return Added()
             if entry.revision is None:
                 entry.revision = revision
             else:

@@ -26,7 +26,7 @@ from monitor.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 FORMAT = "rag-monitor-alert-state"
-VERSION = 5
+VERSION = 4
 # What loads within the Helm chart's 512 MiB beside the sidecar's own memory: parsing and
 # restoring take several times the file's size (`tests/alerts/test_alerts_memory.py`).
 MAX_BYTES = 24 * 1024 * 1024
@@ -85,17 +85,6 @@ def _upgrade_3(rules: dict[str, Any]) -> None:
         state.setdefault("interim", None)
 
 
-def _upgrade_4(rules: dict[str, Any]) -> None:
-    """Version 4 to 5, in place: a regression rule's translated history gains the offset it
-    was translated by (not known: the replaced revision's verdicts that still come are then
-    not judged). What is not of the expected form is left for the restore to refuse."""
-    for _, entry in _entries(rules):
-        state = entry.get("state")
-        translated = state.get("translated") if isinstance(state, dict) else None
-        if isinstance(translated, list) and len(translated) == 2:
-            translated.append(None)
-
-
 def _entries(rules: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Each saved entry of a file's rules, with its rule (what is not a dict skipped)."""
     for rule in rules.values():
@@ -107,11 +96,7 @@ def _entries(rules: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, 
 
 
 # Version -> what makes a file of that version one of the next.
-UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {
-    2: _upgrade_2,
-    3: _upgrade_3,
-    4: _upgrade_4,
-}
+UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {2: _upgrade_2, 3: _upgrade_3}
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,12 +45,6 @@ class Moments:
             self.squares + other.squares,
         )
 
-    def moved(self, by: float) -> Moments:
-        """The same verdicts with every value moved by `by` (into another evaluator
-        revision's terms)."""
-        n = self.samples
-        return Moments(n, self.defects + by * n, self.squares + 2 * by * self.defects + by * by * n)
-
     def minus(self, other: Moments) -> Moments:
         return Moments(
             self.samples - other.samples,

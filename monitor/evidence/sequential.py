@@ -252,19 +252,12 @@ class SequentialTest:
         self.grid = MAX_ALTERNATIVES
 
     def update(
-        self,
-        bets: Bets,
-        histogram: Sequence[float],
-        arrivals: Sequence[Arrival],
-        now: float,
-        moved_by: float = 0.0,
+        self, bets: Bets, histogram: Sequence[float], arrivals: Sequence[Arrival], now: float
     ) -> None:
         """Adds a batch that arrived by `now` (verdicts without a conversation as a
         histogram of levels, and conversations' arrivals), judged by `bets`: every running bettor's
         wealth times the batch's factor, a new bettor staking the seconds the batch covered
-        (the time since the previous one, at most `MAX_WEIGHT_S`). `moved_by`: what the
-        batch's values are moved by in the evidence a page shows (verdicts of a replaced
-        evaluator revision, judged in its own terms, shown in the current one's)."""
+        (the time since the previous one, at most `MAX_WEIGHT_S`)."""
         weight = 0.0 if self.last is None else min(max(now - self.last, 0.0), MAX_WEIGHT_S)
         log_weight = math.log(weight) if weight > 0 else -math.inf
         self.last = now
@@ -276,8 +269,6 @@ class SequentialTest:
             sum(c * (k / steps) ** 2 for k, c in enumerate(histogram))
             + sum(u.squares for u in arrivals),
         )
-        if moved_by:
-            batch = batch.moved(moved_by)
         distinct = int(sum(histogram)) + sum(1 for u in arrivals if u.earlier == 0)
         ratios = dict(zip(bets.slots, bets.log_ratios(histogram, arrivals), strict=True))
         for j in range(MAX_ALTERNATIVES):

@@ -168,9 +168,8 @@ class Replacing(Protocol):
     """A kind that learns from the verdicts of the revision an entry's replaced, still
     coming (a rollout with both live; or `paired`, a previous revision scoring records
     again: its revision and the entry's own verdicts on the same records), the old
-    revision's level in the new one's terms (regression rules: the overlap); a paired
-    revision's are judged by no rule, a rollout's may be (regression rules: by the test,
-    in their own terms, once the offset is measured)."""
+    revision's level in the new one's terms (regression rules: the overlap); they are
+    judged by no rule."""
 
     def add_replaced(
         self,
@@ -179,9 +178,8 @@ class Replacing(Protocol):
         now: float,
         firing: bool,
         paired: Paired | None = None,
-    ) -> bool:
-        """Verdicts of the replaced revision, to an entry `firing` or not; True when an
-        evaluation is due now (as `Keeper.add`)."""
+    ) -> None:
+        """Verdicts of the replaced revision, to an entry `firing` or not."""
         ...
 
 

@@ -53,8 +53,6 @@ class Regression:
         self._baseline = cfg.baseline
         self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
-        # Verdicts held out of the level while a rise builds join it after this long.
-        self._hold_s = self._baseline_s + rule.window_s
         self._interval = interval_s
         self._expectation = Expecting(rule)
 
@@ -87,9 +85,7 @@ class Regression:
         old: RegressionState = previous.state
         building = old.test.building_since() if old.test is not None else old.leaning_since
         # What the old revision's current window held goes to its history first.
-        old.expire(
-            now + 2 * rule.window_s, self._hold_s, firing=previous.firing, hold_from=building
-        )
+        self._expire(old, now + 2 * rule.window_s, firing=previous.firing, hold_from=building)
         history = old.history
         before = history.period_level(now - self._baseline_s, now + history.width_s)
         if before is None or before.samples < self._baseline.min_samples:
@@ -145,29 +141,20 @@ class Regression:
         now: float,
         firing: bool,
         paired: Paired | None = None,
-    ) -> bool:
-        """The replaced revision's verdicts: to the changeover's overlap; those still coming
-        (a rollout) also to the test, in their own revision's terms once the offset is
-        measured (`Expecting.replaced`): they need no offset. True when the test crossed."""
+    ) -> None:
         old = Moments.of_histogram(histogram)
-        if paired is not None:
-            if (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
-                _log.log(
-                    f"{self.rule.config.name} paired",
-                    logging.WARNING,
-                    "alert %s: the previous revision %s scores records again, but the "
-                    "history was learned with %s: its verdicts are left out",
-                    self.rule.config.name,
-                    paired[0],
-                    learned,
-                )
-            return False
-        state.count_overlap(old, now, old=True, firing=firing)
-        if state.replaced_bets is None or firing or state.test is None:
-            return False
-        pending = state.pending_replaced or [0.0] * len(histogram)
-        state.pending_replaced = [a + b for a, b in zip(pending, histogram, strict=True)]
-        return sum(state.pending_replaced) >= BATCH and self._batch(state, now, firing)
+        if paired is None:
+            state.count_overlap(old, now, old=True, firing=firing)
+        elif (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
+            _log.log(
+                f"{self.rule.config.name} paired",
+                logging.WARNING,
+                "alert %s: the previous revision %s scores records again, but the history "
+                "was learned with %s: its verdicts are left out",
+                self.rule.config.name,
+                paired[0],
+                learned,
+            )
 
     def sent(
         self,
@@ -188,12 +175,8 @@ class Regression:
         pending = sum(state.pending) or state.pending_arrivals
         if pending and state.bets is not None and not firing:
             test.update(state.bets, state.pending, state.pending_arrivals, now)
-        if state.pending_replaced and state.replaced_bets is not None and not firing:
-            replaced_bets, offset = state.replaced_bets
-            test.update(replaced_bets, state.pending_replaced, (), now, moved_by=offset)
         state.pending[:] = [0.0] * len(state.pending)
         state.pending_arrivals.clear()
-        state.pending_replaced = []
         return not firing and test.crossed(self.rule.budget_s)
 
     # -- judging ----------------------------------------------------------------------
@@ -204,7 +187,7 @@ class Regression:
         the sequential test takes its pending batch and its bets for the next."""
         rule, test = self.rule, state.test
         hold_from = test.building_since() if test is not None else state.leaning_since
-        state.expire(now, self._hold_s, firing=firing, hold_from=hold_from)
+        self._expire(state, now, firing=firing, hold_from=hold_from)
         expected = state.expected = self._expectation(state, now)
         if test is None:
             p = self._window_p(state, now)
@@ -215,12 +198,11 @@ class Regression:
             return
         self._batch(state, now, firing)
         enough = expected is not None and expected.samples >= self._baseline.min_samples
-        state.bets = state.replaced_bets = None
-        if expected is not None and enough:
-            state.bets = bets(expected, rule.min_increase, rule.steps, rule.budget_s)
-            if (replaced := self._expectation.replaced(state)) is not None:
-                old_bets = bets(replaced[0], rule.min_increase, rule.steps, rule.budget_s)
-                state.replaced_bets = None if old_bets is None else (old_bets, replaced[1])
+        state.bets = (
+            bets(expected, rule.min_increase, rule.steps, rule.budget_s)
+            if expected is not None and enough
+            else None
+        )
 
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
@@ -309,6 +291,45 @@ class Regression:
         if state.test is not None:
             state.test.reset()
         state.held.clear()
+
+    def _expire(
+        self, state: RegressionState, now: float, *, firing: bool, hold_from: float | None
+    ) -> None:
+        """Moves what left the current window into the history (see the module docstring)."""
+        history = state.history
+        state.last = now
+        width = state.current.width
+        solo_gone = {s.index: s for s in state.solo.expire(now)}
+        for piece in state.current.expire(now):
+            start = piece.index * width
+            moments = Moments(piece.samples, piece.defects, piece.squares)
+            solo_piece = solo_gone.get(piece.index)
+            solo = (
+                Moments(solo_piece.samples, solo_piece.defects, solo_piece.squares)
+                if solo_piece is not None
+                else NOTHING
+            )
+            held = hold_from is not None and start + width > hold_from
+            # Slices that began before the last resolve held verdicts of the rise.
+            rise = firing or held or start < state.resolved_at
+            history.add(start, moments, solo, rise=rise)
+            if held and not firing:
+                bucket = history.bucket(start)
+                before, before_solo = state.held.get(bucket, (NOTHING, NOTHING))
+                state.held[bucket] = (before.plus(moments), before_solo.plus(solo))
+        if firing:
+            state.held.clear()  # part of the rise that paged: never released
+        elif hold_from is None and state.held:
+            history.release(state.held)
+            state.held.clear()
+        elif state.held:
+            # Held longer than a baseline window: joins the level.
+            limit = history.bucket(now - self._baseline_s - self.rule.window_s)
+            old = {b: v for b, v in state.held.items() if b < limit}
+            if old:
+                history.release(old)
+                for b in old:
+                    del state.held[b]
 
     # -- what it says and shows --------------------------------------------------------
 

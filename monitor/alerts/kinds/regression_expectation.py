@@ -83,28 +83,8 @@ class Expecting:
                 how,
             )
         # The translated buckets count in the long level for seven baseline windows.
-        state.translated = (variance, now + LONG_SPAN * self._baseline_s, delta)
+        state.translated = (variance, now + LONG_SPAN * self._baseline_s)
         return self._translated_expectation(state, now)
-
-    def replaced(self, state: RegressionState) -> tuple[Expectation, float] | None:
-        """What verdicts of the replaced revision that still come (a rollout with both
-        live) are judged against, and what moves them into the new revision's terms (the
-        offset the history was translated by): the expectation less that offset, without
-        the offset's error (they need no offset), and tempered as verdicts of conversations
-        whose ids they do not carry (by the level's design effect and the clustering nobody
-        declared). None while no offset is measured, or when it is not known."""
-        expected, translated = state.expected, state.translated
-        if expected is None or state.interim or translated is None:
-            return None
-        variance, _, offset = translated
-        if offset is None:
-            return None
-        return replace(
-            expected,
-            mean=min(1.0, max(0.0, expected.mean - offset)),
-            se2=max(expected.se2 - variance, 0.0),
-            kappa=max(expected.kappa, expected.design) * expected.excess,
-        ), offset
 
     def _interim(self, state: RegressionState, now: float) -> Expectation | None:
         """While no offset is measured (the old revision no longer scores, and the new one

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.evidence import (
-    NOTHING,
     Arrival,
     Bets,
     Expectation,
@@ -167,58 +166,13 @@ class RegressionState:
     last: float | None = None
     # While the new revision's offset from the old is measured (`Regression.new_state`).
     changeover: Changeover | None = None
-    # Since the offset was measured: its variance, added to the expectation's error until
-    # `until`, and the offset the history was translated by (None: not known, a state
-    # file from before it was kept).
-    translated: tuple[float, float, float | None] | None = None
-    # The replaced revision's verdicts that still come (a rollout) since the last batch,
-    # by level, and what they are judged against (`Expecting.replaced`), as of the last
-    # advance (not saved, as `pending` and `bets`).
-    pending_replaced: list[float] = field(default_factory=list)
-    replaced_bets: tuple[Bets, float] | None = None
+    # After it: the offset's variance, added to the expectation's error until `until`.
+    translated: tuple[float, float] | None = None
     # What the current window is compared with, as of the last advance (not saved: an
     # advance comes before every judgment).
     expected: Expectation | None = None
     # Whether `expected` is a changeover's interim level (not saved, as `expected`).
     interim: bool = False
-
-    def expire(self, now: float, hold_s: float, *, firing: bool, hold_from: float | None) -> None:
-        """Moves what left the current window into the history: as a rise while the rule
-        fires, while evidence builds (since `hold_from`, held apart to be released into
-        the level when it fades, or after `hold_s`) and before the last resolve."""
-        history = self.history
-        self.last = now
-        width = self.current.width
-        solo_gone = {s.index: s for s in self.solo.expire(now)}
-        for piece in self.current.expire(now):
-            start = piece.index * width
-            moments = Moments(piece.samples, piece.defects, piece.squares)
-            solo_piece = solo_gone.get(piece.index)
-            solo = (
-                Moments(solo_piece.samples, solo_piece.defects, solo_piece.squares)
-                if solo_piece is not None
-                else NOTHING
-            )
-            held = hold_from is not None and start + width > hold_from
-            # Slices that began before the last resolve held verdicts of the rise.
-            rise = firing or held or start < self.resolved_at
-            history.add(start, moments, solo, rise=rise)
-            if held and not firing:
-                bucket = history.bucket(start)
-                before, before_solo = self.held.get(bucket, (NOTHING, NOTHING))
-                self.held[bucket] = (before.plus(moments), before_solo.plus(solo))
-        if firing:
-            self.held.clear()  # part of the rise that paged: never released
-        elif hold_from is None and self.held:
-            history.release(self.held)
-            self.held.clear()
-        elif self.held:
-            limit = history.bucket(now - hold_s)
-            old = {b: v for b, v in self.held.items() if b < limit}
-            if old:
-                history.release(old)
-                for b in old:
-                    del self.held[b]
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
         """Verdicts of either revision while a changeover lasts: to its overlap (the new
@@ -329,12 +283,8 @@ class RegressionState:
             )
         translated = raw["translated"]
         if translated is not None:
-            variance, until, offset = translated
-            self.translated = (
-                _nonnegative(variance),
-                _nonnegative(until),
-                None if offset is None else saved_number(offset),
-            )
+            variance, until = translated
+            self.translated = (_nonnegative(variance), _nonnegative(until))
         if self.test is not None and raw.get("sequential") is not None:
             self.test.restore(raw["sequential"])
 
