@@ -205,3 +205,35 @@ def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
     measured = change.overlap.offset(1.0)
     assert measured is not None
     assert measured[0] == pytest.approx(0.10, abs=0.05)
+
+
+def test_while_evidence_builds_the_overlap_is_held_apart_then_joins_or_is_dropped() -> None:
+    """A rise that moves the two revisions apart (a doubling of both) would move the
+    offset while its evidence builds: what both score then is kept apart, joins the overlap
+    when the evidence fades, and is dropped when the rule fires."""
+    clock = Clock()
+    engine = engine_for(clock, "held_overlap")
+    rates = rollout(float("inf"), 0.0)
+    run(engine, clock, rates, -BEFORE_S, 0.0)
+    run(engine, clock, rates, 0.0, 600.0)
+    state = entry_state(engine)
+    change = state.changeover
+    assert change is not None and not state.building
+    counts = list(change.overlap.counts)
+    now = clock.now + 1.0
+
+    def both() -> None:
+        state.count_overlap(Moments(10, 4.0, 4.0), now, old=True, firing=False)
+        state.count_overlap(Moments(10, 6.0, 6.0), now, old=False, firing=False)
+
+    state.settle_held_overlap(building=True, firing=False)
+    both()
+    assert change.overlap.counts == counts and change.overlap.old_seen == now
+    assert state.held_overlap is not None and state.held_overlap.counts == [10.0, 10.0]
+    state.settle_held_overlap(building=False, firing=False)
+    assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
+    state.settle_held_overlap(building=True, firing=False)
+    both()
+    state.settle_held_overlap(building=True, firing=True)
+    assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
+    assert not state.building

@@ -188,6 +188,7 @@ class Regression:
         rule, test = self.rule, state.test
         hold_from = test.building_since() if test is not None else state.leaning_since
         self._expire(state, now, firing=firing, hold_from=hold_from)
+        state.settle_held_overlap(hold_from is not None, firing)
         expected = state.expected = self._expectation(state, now)
         if test is None:
             p = self._window_p(state, now)

@@ -75,6 +75,17 @@ class Overlap:
         if old:
             self.old_seen = now
 
+    def merge(self, held: Overlap) -> None:
+        """Adds what `held` gathered (hours kept apart while evidence of a rise built) as
+        hours of their own: its buckets' differences, its verdicts and its pairs."""
+        weight, weighted = held._closed()
+        self.weight, self.weighted = self.weight + weight, self.weighted + weighted
+        for mine, theirs in ((self.pooled, held.pooled), (self.paired, held.paired)):
+            for i, x in enumerate(theirs):
+                mine[i] += x
+        for i, x in enumerate(held.counts):
+            self.counts[i] += x
+
     def _closed(self) -> tuple[float, float]:
         """`weight` and `weighted` with the open bucket's difference in."""
         (no, so, _), (nn, sn, _) = self.old, self.new
@@ -173,17 +184,25 @@ class RegressionState:
     expected: Expectation | None = None
     # Whether `expected` is a changeover's interim level (not saved, as `expected`).
     interim: bool = False
+    # While evidence of a rise builds (as of the last advance), what both revisions score
+    # is kept apart from the changeover's overlap (`held_overlap`), as the rise's verdicts
+    # are from the level: joined when the evidence fades, dropped when the rule fires
+    # (not saved: a restart drops it).
+    building: bool = False
+    held_overlap: Overlap | None = None
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
         """Verdicts of either revision while a changeover lasts: to its overlap (the new
-        revision's to its interim level too), but while the rule fires (a paged rise of
-        the service that moves the two revisions' rates by different amounts, as a
-        doubling does, would move the offset)."""
+        revision's to its interim level too), held apart while evidence builds and left out
+        while the rule fires (a rise of the service that moves the two revisions' rates by
+        different amounts, as a doubling does, would move the offset)."""
         change = self.changeover
         if change is None or firing:
             return
         bucket = self.history.bucket(now)
-        change.overlap.add(bucket, moments, now, old=old)
+        self._overlap(change).add(bucket, moments, now, old=old)
+        if old:
+            change.overlap.old_seen = now  # the old revision reports, held or not
         if not old and moments.samples > 0:
             sums = change.interim.setdefault(bucket, [0.0, 0.0, 0.0])
             for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
@@ -193,8 +212,8 @@ class RegressionState:
         self, revision: str | None, old: Moments, new: Sequence[float], now: float, firing: bool
     ) -> str | None:
         """A previous revision's verdicts `old` and the current one's `new` on the same
-        record while a changeover from `revision` lasts: to its overlap, but while the
-        rule fires (as `count_overlap`). Returns the revision the history was learned
+        record while a changeover from `revision` lasts: to its overlap (held apart or
+        left out as by `count_overlap`). Returns the revision the history was learned
         with when it is not `revision` (the verdicts are left out)."""
         change = self.changeover
         if change is None:
@@ -202,8 +221,30 @@ class RegressionState:
         if change.replaced is None or change.replaced != revision:
             return change.replaced or "an unknown revision"
         if not firing:
-            change.overlap.add_pair(old, Moments.of_histogram(new), now)
+            self._overlap(change).add_pair(old, Moments.of_histogram(new), now)
+            change.overlap.old_seen = now
         return None
+
+    def _overlap(self, change: Changeover) -> Overlap:
+        """Where verdicts of both revisions go now: the changeover's overlap, or while
+        evidence builds, the overlap held apart."""
+        if not self.building:
+            return change.overlap
+        if self.held_overlap is None:
+            self.held_overlap = Overlap()
+        return self.held_overlap
+
+    def settle_held_overlap(self, building: bool, firing: bool) -> None:
+        """Whether evidence of a rise builds, as of an advance: what was held apart joins
+        the overlap once it fades, and is dropped when the rule fires (part of the rise
+        that paged) or the changeover ended."""
+        held, change = self.held_overlap, self.changeover
+        self.building = building and not firing
+        if held is None or (building and not firing):
+            return
+        if change is not None and not firing:
+            change.overlap.merge(held)
+        self.held_overlap = None
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
