@@ -221,19 +221,28 @@ def test_while_evidence_builds_the_overlap_is_held_apart_then_joins_or_is_droppe
     assert change is not None and not state.building
     counts = list(change.overlap.counts)
     now = clock.now + 1.0
+    # How long a hold lasts at most: the rule's baseline window and window.
+    hold_s = 6 * 3600.0 + 60.0
 
     def both() -> None:
         state.count_overlap(Moments(10, 4.0, 4.0), now, old=True, firing=False)
         state.count_overlap(Moments(10, 6.0, 6.0), now, old=False, firing=False)
 
-    state.settle_held_overlap(building=True, firing=False)
+    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()
     assert change.overlap.counts == counts and change.overlap.old_seen == now
     assert state.held_overlap is not None and state.held_overlap.counts == [10.0, 10.0]
-    state.settle_held_overlap(building=False, firing=False)
+    state.settle_held_overlap(now, building=False, firing=False, hold_s=hold_s)
     assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
-    state.settle_held_overlap(building=True, firing=False)
+    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()
-    state.settle_held_overlap(building=True, firing=True)
+    state.settle_held_overlap(now, building=True, firing=True, hold_s=hold_s)
     assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
     assert not state.building
+    # A hold that neither fades nor pages joins after `hold_s`, as held verdicts do.
+    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
+    both()
+    state.settle_held_overlap(now + hold_s - 1, building=True, firing=False, hold_s=hold_s)
+    assert state.held_overlap is not None
+    state.settle_held_overlap(now + hold_s, building=True, firing=False, hold_s=hold_s)
+    assert state.held_overlap is None and change.overlap.counts == [c + 20 for c in counts]

@@ -53,6 +53,7 @@ class Regression:
         self._baseline = cfg.baseline
         self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
+        self._hold_s = self._baseline_s + rule.window_s  # a hold lasts at most this long
         self._interval = interval_s
         self._expectation = Expecting(rule)
 
@@ -188,7 +189,7 @@ class Regression:
         rule, test = self.rule, state.test
         hold_from = test.building_since() if test is not None else state.leaning_since
         self._expire(state, now, firing=firing, hold_from=hold_from)
-        state.settle_held_overlap(hold_from is not None, firing)
+        state.settle_held_overlap(now, hold_from is not None, firing, self._hold_s)
         expected = state.expected = self._expectation(state, now)
         if test is None:
             p = self._window_p(state, now)

@@ -69,7 +69,8 @@ class Expecting:
             return self._interim(state, now)
         variance, delta, how = min(measured)
         history.translate(change.bucket, delta - change.applied, change.counts)
-        if variance > (self.rule.min_increase / 4) ** 2:
+        # Hours held apart while evidence builds are measured before the offset is kept.
+        if variance > (self.rule.min_increase / 4) ** 2 or state.held_overlap is not None:
             state.changeover = replace(change, applied=delta)
         else:
             state.changeover = None

@@ -190,6 +190,7 @@ class RegressionState:
     # (not saved: a restart drops it).
     building: bool = False
     held_overlap: Overlap | None = None
+    held_since: float = 0.0
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
         """Verdicts of either revision while a changeover lasts: to its overlap (the new
@@ -220,8 +221,9 @@ class RegressionState:
             return None
         if change.replaced is None or change.replaced != revision:
             return change.replaced or "an unknown revision"
-        if not firing:
-            self._overlap(change).add_pair(old, Moments.of_histogram(new), now)
+        paired = Moments.of_histogram(new)
+        if not firing and min(old.samples, paired.samples) > 0:
+            self._overlap(change).add_pair(old, paired, now)
             change.overlap.old_seen = now
         return None
 
@@ -234,13 +236,15 @@ class RegressionState:
             self.held_overlap = Overlap()
         return self.held_overlap
 
-    def settle_held_overlap(self, building: bool, firing: bool) -> None:
-        """Whether evidence of a rise builds, as of an advance: what was held apart joins
-        the overlap once it fades, and is dropped when the rule fires (part of the rise
-        that paged) or the changeover ended."""
+    def settle_held_overlap(self, now: float, building: bool, firing: bool, hold_s: float) -> None:
+        """Whether evidence of a rise builds, as of an advance at `now`: what was held apart
+        joins the overlap once it fades or after `hold_s` (as held verdicts join the level),
+        and is dropped when the rule fires (part of the rise that paged)."""
         held, change = self.held_overlap, self.changeover
         self.building = building and not firing
-        if held is None or (building and not firing):
+        if not self.building:
+            self.held_since = now
+        if held is None or (self.building and now - self.held_since < hold_s):
             return
         if change is not None and not firing:
             change.overlap.merge(held)
