@@ -53,7 +53,7 @@ class Regression:
         self._baseline = cfg.baseline
         self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
-        self._hold_s = self._baseline_s + rule.window_s  # a hold lasts at most this long
+        self._hold_s = self._baseline_s + rule.window_s  # how long anything is held
         self._interval = interval_s
         self._expectation = Expecting(rule)
 
@@ -326,7 +326,7 @@ class Regression:
             state.held.clear()
         elif state.held:
             # Held longer than a baseline window: joins the level.
-            limit = history.bucket(now - self._baseline_s - self.rule.window_s)
+            limit = history.bucket(now - self._hold_s)
             old = {b: v for b, v in state.held.items() if b < limit}
             if old:
                 history.release(old)
