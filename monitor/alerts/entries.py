@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening
+from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening, series
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -126,7 +126,7 @@ class Entries:
         conversation, request, sender = origin.conversation, origin.fingerprint, origin.sender
         replaced = None
         if entry is None:
-            entry = self._entries[key] = Entry(kind.new_state(), revision)
+            entry = self._entries[key] = Entry(kind.new_state(series=series(key)), revision)
         elif revision is not None and revision != entry.revision:
             replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
             if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
@@ -144,7 +144,8 @@ class Entries:
                 kept = tuple(r for r in replaced_before if r != revision)[-REPLACED_KEPT + 1 :]
                 self._replaced[key] = ((*kept, entry.revision), now)
                 self._forget_conversations(key)
-                entry = self._entries[key] = Entry(kind.new_state(entry, now), revision)
+                state = kind.new_state(entry, now, series(key))
+                entry = self._entries[key] = Entry(state, revision)
         elif key in self._replaced and revision == entry.revision:
             self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
@@ -245,11 +246,10 @@ class Entries:
             self._replaced.pop(key, None)
 
     def firing(self) -> list[tuple[str, str]]:
-        """(rule, service) pairs currently firing; for a cohort rule the service is
-        written `service/cohort`."""
+        """(rule, service) pairs currently firing, the service as `series` writes it."""
         return sorted(
-            (self._rules[i].config.name, f"{service}/{cohort}" if cohort else service)
-            for (i, service, cohort), entry in self._entries.items()
+            (self._rules[key[0]].config.name, series(key))
+            for key, entry in self._entries.items()
             if entry.firing
         )
 
@@ -333,7 +333,7 @@ class Entries:
                 try:
                     restored = {
                         str(cohort): (
-                            self._restored(i, saved_entry),
+                            self._restored((i, str(service), str(cohort)), saved_entry),
                             restored_replaced(saved_entry["replaced"]),
                         )
                         for cohort, saved_entry in cohorts.items()
@@ -370,8 +370,8 @@ class Entries:
                     self._evict(now)
         return dropped
 
-    def _restored(self, i: int, saved: Any) -> tuple[Entry, Units]:
-        state = self._kinds[i].new_state()
+    def _restored(self, key: Key, saved: Any) -> tuple[Entry, Units]:
+        state = self._kinds[key[0]].new_state(series=series(key))
         state.restore(saved["state"])
         firing, revision, severity = saved["firing"], saved["revision"], saved["severity"]
         if not isinstance(firing, bool):
@@ -380,7 +380,7 @@ class Entries:
             raise TypeError("revision is not text")
         if severity is not None and not isinstance(severity, str):
             raise TypeError("severity is not text")
-        conversations = Units(self._idle_s, f"alert {self._rules[i].config.name}")
+        conversations = Units(self._idle_s, f"alert {self._rules[key[0]].config.name}")
         conversations.restore(saved["conversations"])
         entry = Entry(
             state,

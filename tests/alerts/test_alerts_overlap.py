@@ -29,7 +29,7 @@ RATE = 2
 
 
 def engine_for(clock: Clock, name: str = RULE) -> AlertEngine:
-    """The rule named apart per test: the log lines are limited per rule and process."""
+    """The rule named apart per test: the log lines are limited per rule, service and process."""
     rule = RegressionRule(
         name=name,
         evaluator="local_groundedness",
@@ -44,10 +44,16 @@ Rates = Callable[[float], dict[str, float]]
 
 
 def run(
-    engine: AlertEngine, clock: Clock, rates: Rates, start_s: float, end_s: float
+    engine: AlertEngine,
+    clock: Clock,
+    rates: Rates,
+    start_s: float,
+    end_s: float,
+    services: tuple[str, ...] = ("shop",),
 ) -> list[Alert]:
-    """Binomial counts of each revision every `STEP_S` from `start_s` to `end_s` (seconds
-    since the change), the traffic split evenly between the revisions live; the alerts sent."""
+    """Binomial counts of each revision for each of `services` every `STEP_S` from
+    `start_s` to `end_s` (seconds since the change), the traffic split evenly between the
+    revisions live; the alerts sent."""
     rng = random.Random(int(start_s) + 7)
     sent: list[Alert] = []
     t = start_s
@@ -56,11 +62,12 @@ def run(
         t += STEP_S
         live = rates(t)
         n = RATE * STEP_S // len(live)
-        for revision, rate in live.items():
-            k = sum(rng.random() < rate for _ in range(n))
-            engine.add_counts(
-                engine.rules[0].config.name, "shop", "", [float(n - k), float(k)], revision
-            )
+        for service in services:
+            for revision, rate in live.items():
+                k = sum(rng.random() < rate for _ in range(n))
+                engine.add_counts(
+                    engine.rules[0].config.name, service, "", [float(n - k), float(k)], revision
+                )
         sent.extend(engine.evaluate())
     return sent
 
@@ -144,6 +151,27 @@ def test_with_the_old_revision_gone_the_rule_says_how_it_translates(
     assert registry.get_sample_value("rag_monitor_alert_baseline_ready", labels) == 1
     assert "a change of the service meanwhile is taken for the evaluator's" in caplog.text
     assert entry_state(engine).changeover is None
+
+
+def test_each_service_whose_evaluator_changed_is_logged_by_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two services get the new detector release in the same hour: each one's translation
+    is logged, naming it (a rule's lines are limited per service, not per rule, so the
+    second service's is not held back for an hour)."""
+    clock = Clock()
+    engine = engine_for(clock, "two_releases")
+
+    def rates(t: float) -> dict[str, float]:
+        return {"a": 0.20} if t < 0 else {"b": 0.30}
+
+    services = ("shop", "search")
+    run(engine, clock, rates, -BEFORE_S, 0.0, services)
+    with caplog.at_level(logging.INFO, logger="monitor.alerts.kinds.regression_expectation"):
+        run(engine, clock, rates, 0.0, 10 * 3600.0, services)
+    translated = [r.getMessage() for r in caplog.records if "is translated" in r.getMessage()]
+    for service in services:
+        assert [m for m in translated if f"alert two_releases for {service}:" in m], translated
 
 
 def test_an_overlap_under_way_survives_the_state_file_and_an_older_file_reads() -> None:

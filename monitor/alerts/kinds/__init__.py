@@ -21,10 +21,16 @@ if TYPE_CHECKING:
 
 
 Key = tuple[int, str, str]
-# A previous revision's verdicts' own revision, and the current revision's on the same records.
-Paired = tuple[str | None, Sequence[float]]
 """An entry's key: (rule index, service, cohort), the service and cohort as the caps hold
 them."""
+# A previous revision's verdicts' own revision, and the current revision's on the same records.
+Paired = tuple[str | None, Sequence[float]]
+
+
+def series(key: Key) -> str:
+    """What an entry judges, as firing pairs and log lines name it: `service`, or
+    `service/cohort` for a cohort rule."""
+    return f"{key[1]}/{key[2]}" if key[2] else key[1]
 
 
 class Decision(Enum):
@@ -129,10 +135,10 @@ class Keeper(Protocol):
     """How the entries keep a kind's state: new, verdicts and closed conversations in, time
     advanced, a resolve settled. A state saves itself (`State`)."""
 
-    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> State:
-        """An empty state for one (service, cohort); with `previous`, an entry whose
-        evaluator revision was replaced at `now`: what of its state still holds under the
-        new revision (a regression rule's history, translated)."""
+    def new_state(self, previous: Entry | None = None, now: float = 0.0, series: str = "") -> State:
+        """An empty state for one (service, cohort), `series` as log lines name it; with
+        `previous`, an entry whose evaluator revision was replaced at `now`: what of its
+        state still holds under the new revision (a regression rule's history, translated)."""
         ...
 
     def add(

@@ -51,7 +51,9 @@ class WindowKind:
         self.rule = rule
         self._interval = interval_s
 
-    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> WindowState:
+    def new_state(
+        self, previous: Entry | None = None, now: float = 0.0, series: str = ""
+    ) -> WindowState:
         # After a revision change: windows of the old revision's verdicts, nothing carries.
         return self.state_type(SlidingWindow(self.rule.window_s), UnitSums(self.rule.window_s))
 

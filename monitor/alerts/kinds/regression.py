@@ -14,11 +14,7 @@ from collections.abc import Mapping, Sequence
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
-from monitor.alerts.kinds.regression_expectation import (
-    Expecting,
-    reference_text,
-    season_text,
-)
+from monitor.alerts.kinds.regression_expectation import Expecting, reference_text, season_text
 from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
@@ -62,17 +58,18 @@ class Regression:
         assert config.baseline is not None
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
         return (
-            f"{measured} up by {config.min_increase:g} or more on "
-            f"{reference_text(config.baseline)} ({config.test} test, window {config.window}, "
-            f"{budget})"
+            f"{measured} up by {config.min_increase:g} or more on {reference_text(config.baseline)} "
+            f"({config.test} test, window {config.window}, {budget})"
         )
 
-    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> RegressionState:
-        """An empty state; with `previous`, an entry whose evaluator revision was replaced at
-        `now`: new windows and test, and its history (its season and clustering are the
-        traffic's, not the evaluator's), whose level translates into the new revision's once
-        its own verdicts measured the offset (`_changeover_expectation`). Without a level to
-        translate, the history starts anew."""
+    def new_state(
+        self, previous: Entry | None = None, now: float = 0.0, series: str = ""
+    ) -> RegressionState:
+        """An empty state of `series`; with `previous`, an entry whose evaluator revision was
+        replaced at `now`: new windows and test, and its history (its season and clustering
+        are the traffic's, not the evaluator's), whose level translates into the new
+        revision's once its own verdicts measured the offset (`_changeover_expectation`).
+        Without a level to translate, the history starts anew."""
         rule = self.rule
         state = RegressionState(
             SlidingWindow(rule.window_s),
@@ -80,6 +77,7 @@ class Regression:
             History(self._baseline_s, self._baseline.season, rule.steps, rule.budget_s),
             SequentialTest() if rule.sequential else None,
             [0.0] * (rule.steps + 1),
+            series=series,
         )
         if previous is None:
             return state
@@ -91,11 +89,12 @@ class Regression:
         before = history.period_level(now - self._baseline_s, now + history.width_s)
         if before is None or before.samples < self._baseline.min_samples:
             _log.log(
-                f"{rule.config.name} no translation",
+                f"{rule.config.name} no translation {series}",
                 logging.WARNING,
-                "alert %s: the evaluator revision changed with no level of the old one to "
-                "translate: the new revision's baseline is learned anew",
+                "alert %s for %s: the evaluator revision changed with no level of the old one "
+                "to translate: the new revision's baseline is learned anew",
                 rule.config.name,
+                series,
             )
             return state
         state.history = history
@@ -148,11 +147,12 @@ class Regression:
             state.count_overlap(old, now, old=True, firing=firing)
         elif (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
             _log.log(
-                f"{self.rule.config.name} paired",
+                f"{self.rule.config.name} paired {state.series}",
                 logging.WARNING,
-                "alert %s: the previous revision %s scores records again, but the history "
-                "was learned with %s: its verdicts are left out",
+                "alert %s for %s: the previous revision %s scores records again, but the "
+                "history was learned with %s: its verdicts are left out",
                 self.rule.config.name,
+                state.series,
                 paired[0],
                 learned,
             )

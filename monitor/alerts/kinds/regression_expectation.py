@@ -75,11 +75,12 @@ class Expecting:
         else:
             state.changeover = None
             _log.log(
-                f"{self.rule.config.name} translated",
+                f"{self.rule.config.name} translated {state.series}",
                 logging.INFO,
-                "alert %s: the new evaluator revision reads %+.3f against the one before "
-                "(%s): its history is translated",
+                "alert %s for %s: the new evaluator revision reads %+.3f against the one "
+                "before (%s): its history is translated",
                 self.rule.config.name,
+                state.series,
                 delta,
                 how,
             )
@@ -119,12 +120,13 @@ class Expecting:
         if expected is not None and expected.samples >= self._baseline.min_samples:
             state.interim = True
             _log.log(
-                f"{self.rule.config.name} interim",
+                f"{self.rule.config.name} interim {state.series}",
                 logging.WARNING,
-                "alert %s: no verdicts of the replaced evaluator revision translate its level: "
-                "judged against the new revision's own level since the change (%d verdicts, "
-                "with the season learned before it) until its baseline is ready",
+                "alert %s for %s: no verdicts of the replaced evaluator revision translate its "
+                "level: judged against the new revision's own level since the change (%d "
+                "verdicts, with the season learned before it) until its baseline is ready",
                 self.rule.config.name,
+                state.series,
                 int(n),
             )
         return expected

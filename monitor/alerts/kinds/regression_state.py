@@ -167,6 +167,8 @@ class RegressionState:
     # arrivals.
     pending: list[float]
     pending_arrivals: list[Arrival] = field(default_factory=list)
+    # The service (and cohort) as log lines name it; not saved: whoever makes the state sets it.
+    series: str = ""
     bets: Bets | None = None
     # What went into the history as a rise while evidence built: bucket -> (all, solo).
     held: dict[int, tuple[Moments, Moments]] = field(default_factory=dict)

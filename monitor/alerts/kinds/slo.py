@@ -112,7 +112,9 @@ class Slo:
 
     # -- verdicts in ------------------------------------------------------------------
 
-    def new_state(self, previous: Entry | None = None, now: float = 0.0) -> SloState:
+    def new_state(
+        self, previous: Entry | None = None, now: float = 0.0, series: str = ""
+    ) -> SloState:
         # After a revision change: windows of the old revision's verdicts, nothing carries.
         return SloState({w: SlidingWindow(w, slices_for(w)) for w in self._lengths})
 
