@@ -179,9 +179,7 @@ class Entries:
         return Added(due, replaced, revision if replaced is not None else None)
 
     def _units(self, key: Key) -> Units:
-        i, service, cohort = key
-        where = f"{service}/{cohort}" if cohort else service
-        return Units(self._idle_s, f"alert {self._rules[i].config.name} for {where}")
+        return Units(self._idle_s, f"alert {self._rules[key[0]].config.name} for {series(key)}")
 
     def fallback(self, key: Key) -> bool:
         """Whether `key`'s conversation ids are set aside as no conversations."""
@@ -380,7 +378,7 @@ class Entries:
             raise TypeError("revision is not text")
         if severity is not None and not isinstance(severity, str):
             raise TypeError("severity is not text")
-        conversations = Units(self._idle_s, f"alert {self._rules[key[0]].config.name}")
+        conversations = self._units(key)
         conversations.restore(saved["conversations"])
         entry = Entry(
             state,

@@ -13,7 +13,7 @@ from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution
 from monitor.alerts.entries import Entries
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Decision, Entry, Judgment, Key, RuleKind
+from monitor.alerts.kinds import Decision, Entry, Judgment, Key, RuleKind, series
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import Rule
 from monitor.boosts import SamplingBoosts
@@ -125,14 +125,13 @@ class Firing:
     def new_revision(self, key: Key, old: Entry, revision: str | None, now: float) -> None:
         """`key`'s evaluator changed from `old`'s revision to `revision`: logged, counted,
         and a page `old` held resolved, saying why (sent with the next evaluation)."""
-        i, service, cohort = key
-        rule = self._rules[i]
+        rule = self._rules[key[0]]
         name = rule.config.name
         log.warning(
             "alert %s for %s: %s is now revision %s (was %s): a new baseline starts, and "
             "the rule judges again once it holds one",
             name,
-            f"{service}/{cohort}" if cohort else service,
+            series(key),
             rule.config.evaluator or rule.config.category,
             revision,
             old.revision,
