@@ -22,8 +22,6 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from monitor.cli.explain_debug import DEADLINE_S, ExplainError, fetch_debug_traces
 from monitor.config import UserConvention, dump_yaml
 from monitor.conventions import Source
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
@@ -61,10 +60,6 @@ _INFRASTRUCTURE = ("http.", "url.", "net.", "server.", "client.", "code.", "thre
 _INPUT_WORDS = ("input", "query", "question", "prompt", "request", "args", "in")
 _OUTPUT_WORDS = ("output", "answer", "response", "result", "completion", "repl", "out")
 _KIND_WORDS = ("kind", "type", "step", "role", "category", "operation")
-
-
-class ExplainError(Exception):
-    """The file cannot be read as OTLP/JSON traces."""
 
 
 def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
@@ -421,13 +416,22 @@ def explain_from_debug(
     user: Sequence[UserConvention],
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
-    timeout_s: float = 10.0,
+    deadline_s: float = DEADLINE_S,
 ) -> int:
     """Print the explanation of each trace whose spans the `/debug/records` of the monitor
     at `url` keeps (or of `trace_id`), newest first; 1, with one line on `err` saying why,
-    when the page cannot be read or keeps no such trace (or not that one)."""
+    when the page cannot be read within `deadline_s` a request, or keeps no such trace."""
     try:
-        traces, left_out = read_debug_traces(url, trace_id, timeout_s)
+        bodies, left_out = fetch_debug_traces(url, trace_id, deadline_s)
+        traces: dict[str, list[Span]] = {}
+        for kept_id, body in bodies.items():
+            problems: list[str] = []
+            _read_lines([body], traces, problems)
+            if problems:
+                raise ExplainError(
+                    f"{url.rstrip('/').removesuffix(DEBUG_PATH)}"
+                    f"{TRACES_PATH}{kept_id}: {problems[0]}"
+                )
     except ExplainError as exc:
         print(f"explain: {exc}", file=err)
         return 1
@@ -439,58 +443,3 @@ def explain_from_debug(
         )
     _print(traces, user, out)
     return 0
-
-
-def read_debug_traces(
-    url: str, trace_id: str | None, timeout_s: float = 10.0
-) -> tuple[dict[str, list[Span]], dict[str, int]]:
-    """The spans `/debug/records` at `url` keeps of each trace (or of `trace_id`), and the
-    number of spans it left out of each that lacks some; `ExplainError` says why not."""
-    base = url.rstrip("/")
-    base = base.removesuffix(DEBUG_PATH)
-    page_url = base + DEBUG_PATH
-    try:
-        page = json.loads(_get(page_url, timeout_s, f"{page_url} (is debug_records on?)"))
-        kept = {str(t["trace_id"]): int(t["spans_left_out"]) for t in page["traces"]}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ExplainError(f"{page_url}: not a rag-monitor {DEBUG_PATH} page: {exc}") from None
-    if trace_id is not None:
-        if trace_id.lower() not in kept:
-            raise ExplainError(
-                f"{page_url}: keeps no spans of trace {trace_id} (it keeps {len(kept)} "
-                "trace(s): those that gave no record, an incomplete or a suspect one)"
-            )
-        kept = {trace_id.lower(): kept[trace_id.lower()]}
-    if not kept:
-        raise ExplainError(
-            f"{page_url}: keeps no trace's spans yet (it keeps those that gave no record, "
-            "an incomplete or a suspect one)"
-        )
-    traces: dict[str, list[Span]] = {}
-    for kept_id in kept:
-        trace_url = base + TRACES_PATH + kept_id
-        problems: list[str] = []
-        _read_lines([_get(trace_url, timeout_s, trace_url)], traces, problems)
-        if problems:
-            raise ExplainError(f"{trace_url}: {problems[0]}")
-    return traces, {t: n for t, n in kept.items() if n}
-
-
-def _get(url: str, timeout_s: float, what: str) -> bytes:
-    if not url.startswith(("http://", "https://")):
-        raise ExplainError(f"{url}: not an http:// or https:// URL")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            body: bytes = response.read()
-            return body
-    except urllib.error.HTTPError as exc:
-        if exc.code == 401:
-            raise ExplainError(f"{what}: the metrics port asks for credentials") from None
-        try:
-            said = json.loads(exc.read())["error"]
-        except (ValueError, KeyError, TypeError, OSError):
-            said = f"HTTP {exc.code} {exc.reason}"
-        raise ExplainError(f"{what}: {said}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise ExplainError(f"{url}: cannot be read: {reason}") from None
