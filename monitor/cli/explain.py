@@ -1,6 +1,7 @@
 """`rag-monitor explain FILE [--trace-id ID] [--config CONFIG]`: for each trace of an
 OTLP/JSON file (one `ExportTraceServiceRequest` per line, as the OpenTelemetry Collector's
-file exporter writes it; gzip too), what each span was taken as (its role, the convention
+file exporter writes it, with the log records of `ExportLogsServiceRequest` lines; gzip
+too), what each span was taken as (its role, the convention
 that declared it, the values read), the records the extraction makes of it, a diagnosis of
 each (whole ones too: where its context came from, and whether it is doubtful), what they
 lack and why, and — when a record is missing, lacks a part or is doubtful — a proposed
@@ -24,11 +25,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
 from pydantic import ValidationError
 
 from monitor.cli.explain_debug import DEADLINE_S, ExplainError, fetch_debug_traces
-from monitor.cli.explain_proposal import propose
+from monitor.cli.explain_proposal import propose, with_log_records
 from monitor.config import UserConvention, dump_yaml
+from monitor.conventions import LOG_EVENTS
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import TRACES_PATH
 from monitor.extraction import (
@@ -41,7 +44,7 @@ from monitor.extraction import (
 )
 from monitor.extraction._trace_tree import trace_shape
 from monitor.records import RagRecord
-from monitor.spans import DecodeError, Span, decode_json
+from monitor.spans import DecodeError, Span, decode_json, decode_logs_json
 
 TEXT_SHOWN = 160  # characters of a value printed
 
@@ -61,12 +64,17 @@ def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
 
 
 def _read_lines(lines: Iterable[bytes], traces: dict[str, list[Span]], problems: list[str]) -> None:
-    """Add the spans of each OTLP/JSON line to `traces`, a problem per unreadable line."""
+    """Add the spans of each OTLP/JSON line to `traces` (a logs request's log records as
+    event spans of their span, whatever their event names), a problem per unreadable
+    line."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            decoded = decode_json(line)
+            if b'"resourceLogs"' in line and b'"resourceSpans"' not in line:
+                decoded = decode_logs_json(line, LOG_EVENTS | _event_names(line))
+            else:
+                decoded = decode_json(line)
         except DecodeError as exc:
             problems.append(f"line {number}: {exc.detail}")
             continue
@@ -74,6 +82,24 @@ def _read_lines(lines: Iterable[bytes], traces: dict[str, list[Span]], problems:
             problems.append(f"line {number}: {decoded.message}")
         for span in decoded.spans:
             traces.setdefault(span.trace_id, []).append(span)
+
+
+def _event_names(line: bytes) -> frozenset[str]:
+    """The event names of a logs request's records (`eventName`, or an `event.name`
+    attribute), so that each is read whatever convention names it."""
+    try:
+        data = orjson.loads(line)
+        names = set()
+        for resource in data.get("resourceLogs") or ():
+            for scope in resource.get("scopeLogs") or ():
+                for record in scope.get("logRecords") or ():
+                    names.add(record.get("eventName"))
+                    for attribute in record.get("attributes") or ():
+                        if attribute.get("key") == "event.name":
+                            names.add((attribute.get("value") or {}).get("stringValue"))
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return frozenset()  # the decoder says what is wrong with it
+    return frozenset(n for n in names if isinstance(n, str) and n)
 
 
 def _shown(value: Any) -> str:
@@ -213,7 +239,10 @@ def _proposal_lines(
     records: Sequence[RagRecord],
     route_attribute: str,
 ) -> Iterator[str]:
-    entries = propose(spans, taken)
+    # Log records no convention names are read as events of their span, as an entry
+    # naming them has them read.
+    joined = with_log_records(spans)
+    entries = propose(joined, spans_taken(joined, conventions))
     if not entries:
         yield (
             "no entry proposed: no span the conventions leave unread carries documents, chat "

@@ -23,7 +23,7 @@ from monitor.extraction import SpanTaken
 from monitor.extraction._sources import docs_of, messages_of, output_of, text_of
 from monitor.extraction._span_values import as_float, content_text, loads, role_of
 from monitor.extraction._trace_tree import is_ancestor, trace_shape
-from monitor.spans import Span
+from monitor.spans import LOG_EVENT_KEY, Span, SpanEvent
 
 # Attribute names a proposal never reads: transport, process and code location.
 _INFRASTRUCTURE = ("http.", "url.", "net.", "server.", "client.", "code.", "thread.", "otel.")
@@ -82,14 +82,23 @@ def _segments(key: str) -> list[str]:
 
 
 def _named(key: str, words: tuple[str, ...]) -> bool:
-    return any(word in part for part in _segments(key) for word in words) or key.lower().endswith(
-        words
+    """A segment of `key` holds one of `words` (the short ones, `in` and `out`, only as
+    whole segments: `kind` says no input)."""
+    return any(
+        word == part if len(word) < 3 else word in part for part in _segments(key) for word in words
     )
 
 
 def _last_named(key: str, words: tuple[str, ...]) -> bool:
     """The key's last dotted segment says it (`query.query_str`, not `query.image_path`)."""
     return _named(key.rsplit(".", 1)[-1], words)
+
+
+def _place_named(place: _Place, key: str, words: tuple[str, ...]) -> tuple[bool, ...]:
+    """How well the key says it, best first: its last segment, any segment, or only the
+    event holding it (`beacon.question`'s `text`); all false: not at all."""
+    key_named = _named(key, words)
+    return _last_named(key, words), key_named, not key_named and _named(place.event or "", words)
 
 
 def _is_chat(key: str, place: _Place) -> bool:
@@ -132,14 +141,15 @@ def _best_text(
 ) -> dict[str, Any] | None:
     """The source of the text named by `words` in any place (not in `skip`): one whose
     last segment says it first, then the longest text."""
-    found: list[tuple[bool, int, dict[str, Any]]] = []
+    found: list[tuple[tuple[bool, ...], int, dict[str, Any]]] = []
     for place in places:
         for key, _ in _readable(place):
-            if (place.event, key) in skip or not _named(key, words) or _is_chat(key, place):
+            named = _place_named(place, key, words)
+            if (place.event, key) in skip or not any(named) or _is_chat(key, place):
                 continue
             read = _text_source(key, place)
             if read is not None:
-                found.append((_last_named(key, words), len(read[1]), read[0]))
+                found.append((named, len(read[1]), read[0]))
     if not found:
         return None
     return max(found, key=lambda f: (f[0], f[1]))[2]
@@ -164,7 +174,7 @@ def _output_messages(
     """An output-named JSON list of assistant messages (`gen_ai.output.messages`)."""
     for place in places:
         for key, value in _readable(place):
-            if (place.event, key) in skip or not _named(key, _OUTPUT_WORDS):
+            if (place.event, key) in skip or not any(_place_named(place, key, _OUTPUT_WORDS)):
                 continue
             if isinstance(loads(value), list) and not _is_chat(key, place):
                 messages = messages_of(Source(key, "messages"), place.fields)
@@ -218,13 +228,15 @@ def _kind_attribute(found: dict[str, tuple[Span, _Parts]]) -> str | None:
     return None
 
 
-def _prefix(found: dict[str, tuple[Span, _Parts]]) -> str:
+def _prefix(found: dict[str, tuple[Span, _Parts]], *kind: str) -> str:
+    """The entries' names' head: the one head of the attributes read (and of the kind
+    attribute), else `app`."""
     keys = [
         source["attribute"]
         for _, parts in found.values()
         for source in (parts.input, parts.output, parts.documents)
         if source is not None and "event" not in source
-    ]
+    ] + list(kind)
     heads = {key.split(".")[0] for key in keys}
     name = heads.pop() if len(heads) == 1 else "app"
     return "".join(c if c.isalnum() or c in "_.-" else "-" for c in name) or "app"
@@ -280,6 +292,36 @@ def _found(spans: Sequence[Span], taken: Sequence[SpanTaken]) -> dict[str, tuple
     return found
 
 
+def with_log_records(spans: Sequence[Span]) -> list[Span]:
+    """The trace's spans with the log records of each (the event spans a logs request
+    gave) among its events, whatever their names; records of a span not in the trace are
+    left out."""
+    own = [s for s in spans if not s.attribute(LOG_EVENT_KEY)]
+    ids = {s.span_id for s in own}
+    records: dict[str, list[SpanEvent]] = {}
+    for span in spans:
+        if span.attribute(LOG_EVENT_KEY) and span.parent_span_id in ids:
+            records.setdefault(span.parent_span_id, []).extend(span.events)
+    return [_with_events(s, records[s.span_id]) if s.span_id in records else s for s in own]
+
+
+def _with_events(span: Span, more: list[SpanEvent]) -> Span:
+    return Span(
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.name,
+        span.start_unix_nano,
+        span.end_unix_nano,
+        attributes=span.attributes,
+        events=sorted([*span.events, *more], key=lambda e: e.time_unix_nano),
+        error=span.error,
+        service=span.service,
+        parent_is_remote=span.parent_is_remote,
+        resource=span.resource,
+    )
+
+
 def propose(spans: Sequence[Span], taken: Sequence[SpanTaken]) -> list[dict[str, Any]]:
     """`extraction.conventions` entries (as the config writes them) for the spans no
     convention took, one per role; none when no such span suggests a part."""
@@ -287,7 +329,7 @@ def propose(spans: Sequence[Span], taken: Sequence[SpanTaken]) -> list[dict[str,
     if not found:
         return []
     kind = _kind_attribute(found)
-    prefix = _prefix(found)
+    prefix = _prefix(found) if kind is None else _prefix(found, kind)
     entries: list[dict[str, Any]] = []
     for role in ("request", "retrieval", "model"):
         mine = [(span, parts) for span, parts in found.values() if parts.role == role]

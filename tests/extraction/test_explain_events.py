@@ -13,6 +13,7 @@ config file as a user would paste it and the trace extracted again."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -20,6 +21,15 @@ from typing import Any
 
 import pytest
 import yaml
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.context import get_current
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
 from harness.otlp import collector_json, finished_spans
@@ -127,3 +137,68 @@ def test_explain_diagnoses_a_whole_record_whose_documents_came_from_the_prompt(
     said = f"record {record.request_id}: doubtful: its documents were split out of"
     assert said in out
     assert "no entry proposed: no span the conventions leave unread carries documents" in out
+
+
+# An SDK that writes its content only as OTLP log records of its spans (event names of its
+# own, no convention names them), its spans carrying a kind attribute and nothing else: the
+# file holds the traces request and then the logs request, as the Collector writes both.
+def _beacon_logs(tmp_path: Path) -> Path:
+    resource = Resource.create({"service.name": "beacon-rag"})
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tracer, logger = tracer_provider.get_tracer("beacon"), logger_provider.get_logger("beacon")
+
+    def log(name: str, **attributes: str) -> None:
+        logger.emit(event_name=name, attributes=attributes, context=get_current())
+
+    hits = [{"id": uri, "text": text} for uri, text in DOCS]
+    prompt = [
+        {"role": "system", "content": "Answer from the documents.\n\n" + DOCS[0][1]},
+        {"role": "user", "content": QUESTION},
+    ]
+    with tracer.start_as_current_span("ask", attributes={"beacon.kind": "ask"}):
+        log("beacon.question", text=QUESTION)
+        with tracer.start_as_current_span("lookup", attributes={"beacon.kind": "lookup"}):
+            log("beacon.lookup.query", text=QUESTION)
+            log("beacon.hits", hits=json.dumps(hits))
+        with tracer.start_as_current_span("generate", attributes={"beacon.kind": "generate"}):
+            log("beacon.prompt", messages=json.dumps(prompt))
+            log("beacon.completion", output=ANSWER)
+        log("beacon.reply", output=ANSWER)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    logs_json = MessageToDict(encode_logs(list(logs.get_finished_logs())))
+    for resource_logs in logs_json["resourceLogs"]:
+        for scope in resource_logs["scopeLogs"]:
+            for record in scope["logRecords"]:
+                for key in ("traceId", "spanId"):
+                    record[key] = base64.b64decode(record[key]).hex()
+    trace_file = tmp_path / "beacon.json"
+    lines = [collector_json(list(spans.get_finished_spans())), json.dumps(logs_json)]
+    trace_file.write_text("\n".join(lines) + "\n")
+    return trace_file
+
+
+def test_explain_reads_log_records_and_proposes_entries_that_read_them(tmp_path: Path) -> None:
+    trace_file = _beacon_logs(tmp_path)
+    out = _explained(trace_file)
+    assert "records: 0" in out
+    entries = _proposal(out)
+    assert [e["kind"]["attribute"] for e in entries] == ["beacon.kind"] * 3
+    sources = [
+        s for e in entries for part in ("input", "output", "documents") for s in e.get(part, [])
+    ]
+    assert {s["event"] for s in sources} >= {"beacon.question", "beacon.hits", "beacon.prompt"}
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump({"extraction": {"conventions": entries}}))
+    again = _explained(trace_file, config_file)
+    assert "records: 1" in again and "proposed entry" not in again
+    assert "whole, its context from retrieval_span" in again
+    assert f"query: {QUESTION}" in again and f"response: {ANSWER}" in again
+    for uri, text in DOCS:
+        assert f"[{uri}] {text}" in again
