@@ -47,6 +47,7 @@ from monitor.records import RagRecord
 from monitor.spans import DecodeError, Span, decode_json, decode_logs_json
 
 TEXT_SHOWN = 160  # characters of a value printed
+EVENTS_SHOWN = 8  # event names printed of a span nothing was read from
 
 
 def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
@@ -128,6 +129,10 @@ def _span_lines(taken: SpanTaken, depth: int) -> Iterator[str]:
                 yield f"{pad}    message {message['role']}: {_shown(message['content'])}"
         elif value not in (None, [], ""):
             yield f"{pad}    {key}: {_shown(value)}"
+    if taken.role is None and span.events:
+        names = list(dict.fromkeys(e.name for e in span.events))
+        shown = ", ".join(names[:EVENTS_SHOWN]) + (", ..." if len(names) > EVENTS_SHOWN else "")
+        yield f"{pad}    events: {shown}"
 
 
 def _record_lines(record: RagRecord) -> Iterator[str]:

@@ -76,6 +76,7 @@ def test_explain_proposes_event_entries_that_read_llamaindex_otel(
 
     out = _explained(trace_file)
     assert "records: 0" in out
+    assert "    events: RetrievalStartEvent, RetrievalEndEvent" in out  # where the text is
     entries = _proposal(out)
     roles = {entry["name"].rsplit("-", 1)[-1] for entry in entries}
     assert roles == {"request", "retrieval", "model"}
