@@ -166,3 +166,34 @@ def test_a_lone_app_span_names_itself_not_a_missing_convention(
     out = _explained(tmp_path, _lone_app_span)
     assert "no record: the trace is one span with nothing under it" in out
     assert "no RAG request, or one whose model call was traced after" in out
+
+
+def test_a_lone_app_span_of_a_service_that_gives_records_is_a_lost_request(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LiteLLM under the app's own spans: most questions give records under `POST /ask`;
+    one whose call was written after `POST /ask` ended leaves that span alone. The service
+    gives records, so a record-less trace is not logged (health checks), but this one is a
+    root that gives records elsewhere: logged, naming it. A lone health check is not."""
+    outcomes = Outcomes(telemetry, None, SizeLimits())
+
+    def handle(emit: Emit) -> None:
+        spans = _spans(emit)
+        outcome = extract_within(spans, "http.route", SizeLimits())
+        assert isinstance(outcome, TraceRecords)
+        trace = FinishedTrace(spans[0].trace_id, spans, "root_ended", "otlp_http")
+        outcomes.extracted(trace, "shop-rag", outcome)
+
+    def health(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("GET /health"):
+            pass
+
+    with caplog.at_level(logging.WARNING, logger="monitor.processors.trace"):
+        handle(_agento11y(content=True))  # a record under `POST /ask`
+        handle(health)
+        handle(_lone_app_span)
+    lines = [r.getMessage() for r in caplog.records if "'shop-rag'" in r.getMessage()]
+    (line,) = [line for line in lines if "gave no record" in line or "alone" in line]
+    assert "is the span 'POST /ask' alone, though traces under that span give records" in line
+    assert "USE_OTEL_LITELLM_REQUEST_SPAN=true" in line and EXPLAIN in line
+    assert "GET /health" not in "\n".join(lines)
