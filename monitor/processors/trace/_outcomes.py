@@ -252,7 +252,7 @@ class Outcomes:
         capped = self._t.service_cap(service)
         self._t.child(self.not_rag_traces, capped).inc()
         lone = next((c for c in causes if c.key == "lone_root"), None)
-        if lone is not None and trace.spans[0].name in self._record_roots.get(capped, ()):
+        if lone is not None and _root_name(trace) in self._record_roots.get(capped, ()):
             self.warn.warning(
                 f"lost/{capped}",
                 "service %r: its trace %s is the %s alone, though traces under that span "
@@ -324,7 +324,7 @@ class Outcomes:
             self.not_rag(trace, service, outcome.causes)
 
     def _gave_records(self, trace: FinishedTrace, service: str) -> None:
-        root = next((s.name for s in trace.spans if not s.parent_span_id), None)
+        root = _root_name(trace)
         names = self._record_roots.setdefault(self._t.service_cap(service), set())
         if root is not None and len(names) < _RECORD_ROOTS:
             names.add(root)
@@ -350,6 +350,10 @@ class Outcomes:
         first)."""
         self.dropped("shutting_down", n)
         self.warn.warning("abandoned", "trace stage stopping: %d %s abandoned", n, what)
+
+
+def _root_name(trace: FinishedTrace) -> str | None:
+    return next((s.name for s in trace.spans if not s.parent_span_id), None)
 
 
 def _worth_keeping(outcome: TraceRecords | Unreadable) -> bool:
