@@ -1,38 +1,37 @@
 """`rag-monitor explain FILE [--trace-id ID] [--config CONFIG]`: for each trace of an
 OTLP/JSON file (one `ExportTraceServiceRequest` per line, as the OpenTelemetry Collector's
-file exporter writes it; gzip too), what each span was taken as (its role, the convention
-that declared it, the values read), the records the extraction makes of it, what they lack
-and why, and — when something is missing — a proposed `extraction.conventions` entry that
-reads it, with the record the extraction makes once it is added.
+file exporter writes it, with the log records of `ExportLogsServiceRequest` lines; gzip
+too), what each span was taken as (its role, the convention
+that declared it, the values read), the records the extraction makes of it, a diagnosis of
+each (whole ones too: where its context came from, and whether it is doubtful), what they
+lack and why, and — when a record is missing, lacks a part or is doubtful — a proposed
+`extraction.conventions` entry that reads it (`explain_proposal.py`), with the records the
+extraction makes once it is added.
 
 `rag-monitor explain --from-debug URL [--trace-id ID]` explains the traces a running
 monitor's `/debug/records` keeps the spans of (URL: its metrics port, e.g.
-`http://127.0.0.1:9464`), read over HTTP as the file's lines are read.
+`http://127.0.0.1:9464`), read over HTTP (`explain_debug.py`) as the file's lines are read.
 
 Everything said is the extraction's own reading (`monitor.extraction.spans_taken`,
 `causes`, `extract_records`): the proposal is checked by extracting the trace again with
-it, never by a reading of its own. The proposal reads the spans no convention took:
-an attribute holding a JSON list of documents makes a span a retrieval, one holding chat
-messages a model call (its output the text attribute beside them), and a span above a
-model call with a text attribute the request; the role by an attribute whose short values
-tell those spans apart (`kind`), else by the spans' names (`match`)."""
+it, never by a reading of its own."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
 from pydantic import ValidationError
 
+from monitor.cli.explain_debug import DEADLINE_S, ExplainError, fetch_debug_traces
+from monitor.cli.explain_proposal import propose, with_log_records
 from monitor.config import UserConvention, dump_yaml
-from monitor.conventions import Source
+from monitor.conventions import LOG_EVENTS
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import TRACES_PATH
 from monitor.extraction import (
@@ -43,28 +42,12 @@ from monitor.extraction import (
     extract_records,
     spans_taken,
 )
-from monitor.extraction._sources import (
-    completion_text,
-    docs_of,
-    messages_of,
-    output_of,
-    text_of,
-)
-from monitor.extraction._span_values import content_text, loads
-from monitor.extraction._trace_tree import is_ancestor, trace_shape
+from monitor.extraction._trace_tree import trace_shape
 from monitor.records import RagRecord
-from monitor.spans import DecodeError, Span, decode_json
+from monitor.spans import DecodeError, Span, decode_json, decode_logs_json
 
 TEXT_SHOWN = 160  # characters of a value printed
-# Attribute names a proposal never reads: transport, process and code location.
-_INFRASTRUCTURE = ("http.", "url.", "net.", "server.", "client.", "code.", "thread.", "otel.")
-_INPUT_WORDS = ("input", "query", "question", "prompt", "request", "args", "in")
-_OUTPUT_WORDS = ("output", "answer", "response", "result", "completion", "repl", "out")
-_KIND_WORDS = ("kind", "type", "step", "role", "category", "operation")
-
-
-class ExplainError(Exception):
-    """The file cannot be read as OTLP/JSON traces."""
+EVENTS_SHOWN = 8  # event names printed of a span nothing was read from
 
 
 def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
@@ -82,12 +65,17 @@ def read_traces(path: Path) -> tuple[dict[str, list[Span]], list[str]]:
 
 
 def _read_lines(lines: Iterable[bytes], traces: dict[str, list[Span]], problems: list[str]) -> None:
-    """Add the spans of each OTLP/JSON line to `traces`, a problem per unreadable line."""
+    """Add the spans of each OTLP/JSON line to `traces` (a logs request's log records as
+    event spans of their span, whatever their event names), a problem per unreadable
+    line."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            decoded = decode_json(line)
+            if b'"resourceLogs"' in line and b'"resourceSpans"' not in line:
+                decoded = decode_logs_json(line, LOG_EVENTS | _event_names(line))
+            else:
+                decoded = decode_json(line)
         except DecodeError as exc:
             problems.append(f"line {number}: {exc.detail}")
             continue
@@ -95,6 +83,24 @@ def _read_lines(lines: Iterable[bytes], traces: dict[str, list[Span]], problems:
             problems.append(f"line {number}: {decoded.message}")
         for span in decoded.spans:
             traces.setdefault(span.trace_id, []).append(span)
+
+
+def _event_names(line: bytes) -> frozenset[str]:
+    """The event names of a logs request's records (`eventName`, or an `event.name`
+    attribute), so that each is read whatever convention names it."""
+    try:
+        data = orjson.loads(line)
+        names = set()
+        for resource in data.get("resourceLogs") or ():
+            for scope in resource.get("scopeLogs") or ():
+                for record in scope.get("logRecords") or ():
+                    names.add(record.get("eventName"))
+                    for attribute in record.get("attributes") or ():
+                        if attribute.get("key") == "event.name":
+                            names.add((attribute.get("value") or {}).get("stringValue"))
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return frozenset()  # the decoder says what is wrong with it
+    return frozenset(n for n in names if isinstance(n, str) and n)
 
 
 def _shown(value: Any) -> str:
@@ -123,6 +129,10 @@ def _span_lines(taken: SpanTaken, depth: int) -> Iterator[str]:
                 yield f"{pad}    message {message['role']}: {_shown(message['content'])}"
         elif value not in (None, [], ""):
             yield f"{pad}    {key}: {_shown(value)}"
+    if taken.role is None and span.events:
+        names = list(dict.fromkeys(e.name for e in span.events))
+        shown = ", ".join(names[:EVENTS_SHOWN]) + (", ..." if len(names) > EVENTS_SHOWN else "")
+        yield f"{pad}    events: {shown}"
 
 
 def _record_lines(record: RagRecord) -> Iterator[str]:
@@ -157,176 +167,37 @@ def _depths(spans: Sequence[Span]) -> dict[str, int]:
     return depths
 
 
-@dataclass(slots=True)
-class _Parts:
-    """What a proposal found on one span: its role and the sources of its parts."""
-
-    role: str
-    input: dict[str, Any] | None = None
-    output: dict[str, Any] | None = None
-    documents: dict[str, Any] | None = None
-
-
-def _readable(span: Span) -> list[tuple[str, Any]]:
-    return [
-        (key, value)
-        for key, value in span.attributes.items()
-        if isinstance(value, str) and value.strip() and not key.startswith(_INFRASTRUCTURE)
-    ]
-
-
-def _named(key: str, words: tuple[str, ...]) -> bool:
-    last = key.lower().replace("-", "_").replace(".", "_").split("_")
-    return any(word in part for part in last for word in words) or key.lower().endswith(words)
-
-
-def _text_source(key: str, value: Any, attributes: dict[str, Any]) -> dict[str, Any] | None:
-    """A source reading `key` as text: the whole value, or the member of a JSON object that
-    holds text (`{"replies": [...]}`); None when it holds no text."""
-    parsed = loads(value)
-    if isinstance(parsed, dict):
-        for member, inner in parsed.items():
-            if content_text(inner):
-                return {"attribute": key, "field": member}
-            if completion_text(inner):  # messages (`{"replies": [ChatMessage]}`)
-                return {"attribute": key, "encoding": "json", "field": member}
-        return None
-    if text_of(_source(key, "text"), attributes):
-        return {"attribute": key}
-    return None
-
-
-def _source(key: str, encoding: str) -> Source:
-    return Source(key, encoding)
-
-
-def _parts_of(span: Span, below_model: bool) -> _Parts | None:
-    """The role and sources a span's own attributes suggest, read by the extraction's
-    decoders: documents (a JSON list the document reader takes), messages (JSON the message
-    reader takes, with a user message: read first, as chat messages are documents-shaped
-    too), text."""
-    a = span.attributes
-    readable = _readable(span)
-    structured = [(k, v) for k, v in readable if isinstance(loads(v), list | dict)]
-    for key, _ in structured:
-        messages = messages_of(_source(key, "messages"), a)
-        if any(role == "user" for role, _ in messages):
-            parts = _Parts("model", input={"attribute": key, "encoding": "messages"})
-            for out_key, out_value in readable:
-                if out_key == key or not _named(out_key, _OUTPUT_WORDS):
-                    continue
-                if output_of(_source(out_key, "messages"), a) and isinstance(
-                    loads(out_value), list
-                ):
-                    parts.output = {"attribute": out_key, "encoding": "json"}
-                else:
-                    parts.output = _text_source(out_key, out_value, a)
-                if parts.output is not None:
-                    break
-            return parts
-    for key, value in structured:
-        docs = docs_of(_source(key, "json"), a)
-        if isinstance(loads(value), list) and docs and any(d.content for d in docs):
-            parts = _Parts("retrieval", documents={"attribute": key, "encoding": "json"})
-            query = next((k for k, v in readable if k != key and _named(k, _INPUT_WORDS)), None)
-            if query is not None:
-                parts.input = {"attribute": query}
-            return parts
-    if not below_model:
-        return None
-    question = next((k for k, _ in readable if _named(k, _INPUT_WORDS)), None)
-    if question is None:
-        return None
-    parts = _Parts("request", input={"attribute": question})
-    answer = next((k for k, _ in readable if k != question and _named(k, _OUTPUT_WORDS)), None)
-    if answer is not None:
-        parts.output = _text_source(answer, a[answer], a)
-    return parts
-
-
-def _kind_attribute(found: dict[str, tuple[Span, _Parts]]) -> str | None:
-    """An attribute every proposed span carries, whose short values tell their roles apart
-    (the same value never for two roles)."""
-    spans = [span for span, _ in found.values()]
-    common = set.intersection(*(set(s.attributes) for s in spans)) if spans else set()
-    for key in sorted(common, key=lambda k: (not _named(k, _KIND_WORDS), k)):
-        roles: dict[Any, str] = {}
-        good = True
-        for span, parts in found.values():
-            value = span.attributes[key]
-            if not (isinstance(value, str) and 0 < len(value) <= 64 and " " not in value):
-                good = False
-                break
-            if roles.setdefault(value, parts.role) != parts.role:
-                good = False
-                break
-        if good and len(set(roles.values())) == len({p.role for _, p in found.values()}):
-            if len(roles) == len(set(roles.values())):
-                return key
-    return None
-
-
-def _prefix(found: dict[str, tuple[Span, _Parts]]) -> str:
-    keys = [
-        source["attribute"]
-        for _, parts in found.values()
-        for source in (parts.input, parts.output, parts.documents)
-        if source is not None
-    ]
-    heads = {key.split(".")[0] for key in keys}
-    name = heads.pop() if len(heads) == 1 else "app"
-    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in name) or "app"
-
-
-def propose(spans: Sequence[Span], taken: Sequence[SpanTaken]) -> list[dict[str, Any]]:
-    """`extraction.conventions` entries (as the config writes them) for the spans no
-    convention took, one per role; none when no such span suggests a part."""
-    _, by_id, _ = trace_shape(spans)
-    models = [t.span for t in taken if t.role == "model"]
-    found: dict[str, tuple[Span, _Parts]] = {}
-    for t in taken:
-        if t.role is not None and not (t.role == "model" and not t.read.get("output")):
-            continue
-        parts = _parts_of(t.span, below_model=False)
-        if parts is not None:
-            found[t.span.span_id] = (t.span, parts)
-    models += [span for span, parts in found.values() if parts.role == "model"]
-    for t in taken:
-        if t.role is not None or t.span.span_id in found:
-            continue
-        above = any(is_ancestor(t.span, m, by_id) for m in models)
-        parts = _parts_of(t.span, below_model=above) if above else None
-        if parts is not None:
-            found[t.span.span_id] = (t.span, parts)
-    if not found:
-        return []
-    kind = _kind_attribute(found)
-    prefix = _prefix(found)
-    entries: list[dict[str, Any]] = []
-    for role in ("request", "retrieval", "model"):
-        mine = [(span, parts) for span, parts in found.values() if parts.role == role]
-        if not mine:
-            continue
-        entry: dict[str, Any] = {"name": f"{prefix}-{role}"}
-        if kind is not None:
-            values = sorted({str(span.attributes[kind]) for span, _ in mine})
-            entry["kind"] = {"attribute": kind, "values": {v: role for v in values}}
-        else:
-            entry["match"] = {"span_names": sorted({s.name for s, _ in mine}), "role": role}
-        for part in ("input", "output", "documents"):
-            sources = []
-            for _, parts in mine:
-                source = getattr(parts, part)
-                if source is not None and source not in sources:
-                    sources.append(source)
-            if sources:
-                entry[part] = sources
-        entries.append(entry)
-    return entries
-
-
 def _conventions(entries: Sequence[dict[str, Any]]) -> tuple[Convention, ...]:
     return conventions_from_config([UserConvention.model_validate(e) for e in entries])
+
+
+def doubtful_context(record: RagRecord) -> list[str]:
+    """Why a record with every part may still be wrong, one reason each: the record's own
+    `extraction_suspect`, and documents split out of the prompt (a span or event that
+    carries them reads them as the retriever gave them). The place a check of a prompt
+    split's signs (a document that is the question, a heading, the system prompt) adds
+    its reasons."""
+    reasons = []
+    suspect = record.metadata.get("extraction_suspect")
+    if suspect:
+        reasons.append(f"its parts look wrong ({suspect})")
+    if record.metadata.get("context_source") == "prompt":
+        reasons.append(
+            "its documents were split out of the model call's prompt, not read from a span"
+        )
+    return reasons
+
+
+def _diagnosis_lines(record: RagRecord) -> Iterator[str]:
+    missing = record.missing()
+    doubts = doubtful_context(record)
+    if missing:
+        yield f"record {record.request_id}: lacks {', '.join(sorted(missing))}"
+    elif not doubts:
+        source = record.metadata.get("context_source") or "none"
+        yield f"record {record.request_id}: whole, its context from {source}"
+    for doubt in doubts:
+        yield f"record {record.request_id}: doubtful: {doubt}"
 
 
 def explain_trace(
@@ -334,7 +205,9 @@ def explain_trace(
     user: Sequence[UserConvention] = (),
     route_attribute: str = "http.route",
 ) -> Iterator[str]:
-    """The lines `explain` prints for one trace."""
+    """The lines `explain` prints for one trace: each span as taken, each record and its
+    diagnosis (whole ones too), the causes of what is missing, and a proposed entry when
+    a record is missing, lacks a part or is doubtful."""
     conventions = conventions_from_config(user)
     taken = spans_taken(spans, conventions)
     if not taken:
@@ -350,17 +223,35 @@ def explain_trace(
     yield f"records: {len(records)}"
     for record in records:
         yield from _record_lines(record)
+    doubtful = False
+    for record in records:
+        for line in _diagnosis_lines(record):
+            doubtful = doubtful or ": doubtful: " in line
+            yield line
     why = causes(spans, records, conventions)
     for cause in why:
         lacks = f"the record has no {cause.part}" if cause.part else "no record"
         yield f"{lacks}: {cause.text()}"
-    if records and not why:
+    if records and not why and not doubtful:
         return
-    entries = propose(spans, taken)
+    yield from _proposal_lines(spans, taken, conventions, records, route_attribute)
+
+
+def _proposal_lines(
+    spans: Sequence[Span],
+    taken: Sequence[SpanTaken],
+    conventions: Sequence[Convention],
+    records: Sequence[RagRecord],
+    route_attribute: str,
+) -> Iterator[str]:
+    # Log records no convention names are read as events of their span, as an entry
+    # naming them has them read.
+    joined = with_log_records(spans)
+    entries = propose(joined, spans_taken(joined, conventions))
     if not entries:
         yield (
             "no entry proposed: no span the conventions leave unread carries documents, chat "
-            "messages or a question in an attribute (docs/tracing.md)"
+            "messages or a question in an attribute or an event (docs/tracing.md)"
         )
         return
     yield "proposed entry (under extraction: conventions: in the config):"
@@ -376,6 +267,10 @@ def explain_trace(
     yield f"with it, records: {len(again)}"
     for record in again:
         yield from _record_lines(record)
+    for record in again:
+        yield from _diagnosis_lines(record)
+    if [r.model_dump() for r in again] == [r.model_dump() for r in records]:
+        yield "(with it the records are the same: the entry reads nothing new)"
 
 
 def explain(
@@ -421,13 +316,22 @@ def explain_from_debug(
     user: Sequence[UserConvention],
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
-    timeout_s: float = 10.0,
+    deadline_s: float = DEADLINE_S,
 ) -> int:
     """Print the explanation of each trace whose spans the `/debug/records` of the monitor
     at `url` keeps (or of `trace_id`), newest first; 1, with one line on `err` saying why,
-    when the page cannot be read or keeps no such trace (or not that one)."""
+    when the page cannot be read within `deadline_s` a request, or keeps no such trace."""
     try:
-        traces, left_out = read_debug_traces(url, trace_id, timeout_s)
+        bodies, left_out = fetch_debug_traces(url, trace_id, deadline_s)
+        traces: dict[str, list[Span]] = {}
+        for kept_id, body in bodies.items():
+            problems: list[str] = []
+            _read_lines([body], traces, problems)
+            if problems:
+                raise ExplainError(
+                    f"{url.rstrip('/').removesuffix(DEBUG_PATH)}"
+                    f"{TRACES_PATH}{kept_id}: {problems[0]}"
+                )
     except ExplainError as exc:
         print(f"explain: {exc}", file=err)
         return 1
@@ -439,58 +343,3 @@ def explain_from_debug(
         )
     _print(traces, user, out)
     return 0
-
-
-def read_debug_traces(
-    url: str, trace_id: str | None, timeout_s: float = 10.0
-) -> tuple[dict[str, list[Span]], dict[str, int]]:
-    """The spans `/debug/records` at `url` keeps of each trace (or of `trace_id`), and the
-    number of spans it left out of each that lacks some; `ExplainError` says why not."""
-    base = url.rstrip("/")
-    base = base.removesuffix(DEBUG_PATH)
-    page_url = base + DEBUG_PATH
-    try:
-        page = json.loads(_get(page_url, timeout_s, f"{page_url} (is debug_records on?)"))
-        kept = {str(t["trace_id"]): int(t["spans_left_out"]) for t in page["traces"]}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ExplainError(f"{page_url}: not a rag-monitor {DEBUG_PATH} page: {exc}") from None
-    if trace_id is not None:
-        if trace_id.lower() not in kept:
-            raise ExplainError(
-                f"{page_url}: keeps no spans of trace {trace_id} (it keeps {len(kept)} "
-                "trace(s): those that gave no record, an incomplete or a suspect one)"
-            )
-        kept = {trace_id.lower(): kept[trace_id.lower()]}
-    if not kept:
-        raise ExplainError(
-            f"{page_url}: keeps no trace's spans yet (it keeps those that gave no record, "
-            "an incomplete or a suspect one)"
-        )
-    traces: dict[str, list[Span]] = {}
-    for kept_id in kept:
-        trace_url = base + TRACES_PATH + kept_id
-        problems: list[str] = []
-        _read_lines([_get(trace_url, timeout_s, trace_url)], traces, problems)
-        if problems:
-            raise ExplainError(f"{trace_url}: {problems[0]}")
-    return traces, {t: n for t, n in kept.items() if n}
-
-
-def _get(url: str, timeout_s: float, what: str) -> bytes:
-    if not url.startswith(("http://", "https://")):
-        raise ExplainError(f"{url}: not an http:// or https:// URL")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            body: bytes = response.read()
-            return body
-    except urllib.error.HTTPError as exc:
-        if exc.code == 401:
-            raise ExplainError(f"{what}: the metrics port asks for credentials") from None
-        try:
-            said = json.loads(exc.read())["error"]
-        except (ValueError, KeyError, TypeError, OSError):
-            said = f"HTTP {exc.code} {exc.reason}"
-        raise ExplainError(f"{what}: {said}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise ExplainError(f"{url}: cannot be read: {reason}") from None

@@ -29,6 +29,7 @@ SHIPPED_CONVENTIONS = frozenset(
         "mlflow",
         "langfuse",
         "openllmetry",
+        "agento11y",
         "agent-framework",
         "google-adk",
         "dotnet-genai",

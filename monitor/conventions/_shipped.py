@@ -421,6 +421,18 @@ SHIPPED: tuple[Convention, ...] = (
         tool_arguments=_s("traceloop.entity.input"),
     ),
     Convention(
+        # Every span of its (scope github.com/grafana/sigil/sdks/python) carries the mark, in
+        # both modes; the GenAI attributes of its OTel export mode are the genai entry's.
+        "agento11y",
+        marks=("agento11y.sdk.name",),
+        switch="agento11y (Grafana's agent-observability SDK, formerly Sigil) sends message "
+        "content to its own generation API and never on its spans, whatever "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says: set AGENTO11Y_PROTOCOL=otel "
+        "with AGENTO11Y_ENABLE_EXPERIMENTAL_FEATURES=true (and the agento11y[otel] extra) "
+        "for gen_ai.input.messages and gen_ai.output.messages on its spans, with "
+        "AGENTO11Y_CONTENT_CAPTURE_MODE not metadata_only",
+    ),
+    Convention(
         "agent-framework",
         marks=("agent_framework.",),
         marked_values={"gen_ai.provider.name": frozenset({"microsoft.agent_framework"})},

@@ -5,14 +5,18 @@ conventions. `rag-monitor explain` prints it; the trace stage's warnings name th
 
 Causes (`CAUSES`): `no_convention` (no span declares a role any convention reads, and none
 carries a model call's or a retrieval's content where a convention writes it: the
-instrumentation is not one the table knows); `no_retrieval` (a model call, but no span
-carries documents and none were found elsewhere); `retrieval_without_text` (a retrieval
-span whose documents carry no text: ids and scores only, or content capture off);
-`content_not_captured` (a model call traced without its question or answer);
-`unparsed_field` (the answer is there, in a field of a JSON output no convention reads,
-such as Haystack's `{"replies": [...]}`); `spans_after_root` (some spans name a parent
-the trace lacks, or ended after its root: they arrived after the root ended or never);
-`diagnosis_failed` (working the cause out raised: the records stand).
+instrumentation is not one the table knows); `lone_root` (no record from a trace of one
+span with no content: a model call traced after that span ended, as LiteLLM's callback may
+trace it, is lost to it); `no_retrieval` (a model call, but no span carries documents and
+none were found elsewhere); `hosted_retrieval` (the same, but the model call ran a tool its
+provider hosts, such as the Responses API's file_search, whose results no instrumentation
+records); `retrieval_without_text` (a retrieval span whose documents carry no text: ids
+and scores only, or content capture off); `content_not_captured` (a model call traced
+without its question or answer: the switch named is that of the stack whose marks the
+spans carry); `unparsed_field` (the answer is there, in a field of a JSON output no
+convention reads, such as Haystack's `{"replies": [...]}`); `spans_after_root` (some spans
+name a parent the trace lacks, or ended after its root: they arrived after the root ended
+or never); `diagnosis_failed` (working the cause out raised: the records stand).
 """
 
 from __future__ import annotations
@@ -51,6 +55,14 @@ CAUSES: dict[str, str] = {
         "retriever with no span of its own, or one whose attributes no convention reads); "
         "trace the retriever, declare its span in extraction.conventions, or set rag.context"
     ),
+    "hosted_retrieval": (
+        "no retrieval found, and the model call ran a tool its provider hosts (the OpenAI "
+        "Responses API's file_search, web search): no instrumentation records what such a "
+        "tool returned (OpenLLMetry's drops the file_search_call results; "
+        "opentelemetry-instrumentation-openai-v2 does not trace the Responses API): set "
+        "rag.context on a span of the request to the documents (the Responses API returns "
+        'them with include=["file_search_call.results"])'
+    ),
     "retrieval_without_text": (
         "a retrieval span was found but its documents carry no text (ids and scores only, "
         "or content capture off): record the documents' text on it, or set rag.context"
@@ -59,12 +71,23 @@ CAUSES: dict[str, str] = {
         "content not captured: a model call was traced without its question or answer"
     ),
     "unparsed_field": "the answer is in a field of a JSON output that no convention reads",
+    "lone_root": (
+        "the trace is one span with nothing under it and no content: no RAG request, or "
+        "one whose model call was traced after that span ended and was lost to it "
+        "(LiteLLM's callback writes onto the app's span from its own thread once the call "
+        "returns): end that span only once the call's tracing is done, or with LiteLLM set "
+        "USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined within "
+        "trace_assembly.late_spans_wait_s"
+    ),
     "spans_after_root": (
         "spans arrived after the trace's root ended (or never): the record was made "
         'without them (dropped_total{reason="late_span"})'
     ),
     "diagnosis_failed": "the cause could not be worked out (a defect of the diagnosis)",
 }
+# A model call's finish reasons, and those that mean it stopped for a tool call.
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+_TOOL_FINISH = frozenset({"tool_call", "tool_calls"})
 # The output attributes searched for an answer in an unread field, by what their names say.
 _OUTPUT_WORDS = ("output", "response", "completion", "result", "repl", "answer")
 
@@ -181,6 +204,17 @@ def _unparsed_answer(taken: Iterable[SpanTaken]) -> str | None:
     return None
 
 
+def _ran_hosted_tool(call: SpanTaken) -> bool:
+    """A model call that answered in text yet finished for a tool call no span shows: a
+    tool its provider ran (OpenLLMetry's Responses spans say `tool_call` when the output
+    holds a `file_search_call`, and keep only the text)."""
+    reasons = call.span.attributes.get(FINISH_REASONS)
+    reasons = [reasons] if isinstance(reasons, str) else reasons
+    if not isinstance(reasons, list | tuple):
+        return False
+    return bool(call.read.get("output")) and any(r in _TOOL_FINISH for r in reasons)
+
+
 def causes(
     spans: Sequence[Span],
     records: Sequence[RagRecord],
@@ -201,7 +235,9 @@ def causes(
         if late is not None:
             found.append(Cause("spans_after_root", None, late))
         roles = [t for t in taken if t.role is not None]
-        if not roles:
+        if len(taken) == 1 and not roles and late is None:
+            found.append(Cause("lone_root", None, f"span {taken[0].span.name!r}"))
+        elif not roles:
             names = ", ".join(sorted({t.span.name for t in taken})[:5])
             found.append(Cause("no_convention", None, f"{len(taken)} span(s): {names}"))
         elif not any(t.role in ("model", "retrieval", "tool") for t in roles):
@@ -217,6 +253,7 @@ def causes(
             continue
         if part == "context":
             retrievals = [t for t in taken if t.role in ("retrieval", "tool")]
+            hosted = next((t for t in calls if _ran_hosted_tool(t)), None)
             if retrievals:
                 found.append(
                     Cause(
@@ -225,6 +262,8 @@ def causes(
                         f"span {retrievals[0].span.name!r}",
                     )
                 )
+            elif hosted is not None:
+                found.append(Cause("hosted_retrieval", part, f"span {hosted.span.name!r}"))
             else:
                 found.append(Cause("no_retrieval", part, ""))
             continue

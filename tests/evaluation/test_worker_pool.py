@@ -333,7 +333,7 @@ async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     assert [len(e.records) for e in records] == [1] * len(CONVENTIONS)
     # A health check: no record, and why (for the warning of a service that gives none).
     assert expected[-2] == TraceRecords(
-        [], [], [], [Cause("no_convention", None, "1 span(s): GET /health")]
+        [], [], [], [Cause("lone_root", None, "span 'GET /health'")]
     )
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
     # Scored in the same task: one result per record, none without a scorer asked for.

@@ -30,6 +30,7 @@ log = logging.getLogger("monitor.processors.trace")
 STAGE = "assemble"
 # The part of a record each suspect reason says is missing: its warning names that cause.
 _SUSPECT_PART = {"no_query": "query", "no_response": "response"}
+_RECORD_ROOTS = 32  # root span names remembered per service
 
 
 class Outcomes:
@@ -75,6 +76,9 @@ class Outcomes:
         # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
         self._speaking: set[str] = set()
+        # Per service (capped): the names of root spans whose traces gave a record, so that
+        # such a span alone, without content, is known for a request whose call was lost.
+        self._record_roots: dict[str, set[str]] = {}
         self.late = telemetry.counter(
             "late_spans",
             "Spans that came after their trace's root, by service and outcome: joined "
@@ -247,6 +251,20 @@ class Outcomes:
         self.no_record(trace, service, "not_rag")
         capped = self._t.service_cap(service)
         self._t.child(self.not_rag_traces, capped).inc()
+        lone = next((c for c in causes if c.key == "lone_root"), None)
+        if lone is not None and _root_name(trace) in self._record_roots.get(capped, ()):
+            self.warn.warning(
+                f"lost/{capped}",
+                "service %r: its trace %s is the %s alone, though traces under that span "
+                "give records: a request whose model call was lost (traces_not_rag_total): "
+                "%s; %s",
+                capped,
+                trace.trace_id,
+                lone.detail,
+                lone.text(),
+                EXPLAIN,
+            )
+            return
         if capped in self._speaking:
             return
         if capped not in self._silent:
@@ -278,6 +296,10 @@ class Outcomes:
         bound = 2 * (cap.limit + len(cap.allowed)) + 1
         if len(self._speaking) > bound:
             self._speaking = {s for s in self._speaking if s == OVERFLOW or cap.holds(s)}
+        if len(self._record_roots) > bound:
+            self._record_roots = {
+                s: n for s, n in self._record_roots.items() if s == OVERFLOW or cap.holds(s)
+            }
         if len(self._silent) > bound:
             self._silent = {s: n for s, n in self._silent.items() if s == OVERFLOW or cap.holds(s)}
 
@@ -296,8 +318,16 @@ class Outcomes:
             self.unreadable(trace, service, why)
         for record in outcome.records:
             self.record(record, trace.source, outcome.causes)
+        if outcome.records:
+            self._gave_records(trace, service)
         if not outcome.records and not outcome.refused:
             self.not_rag(trace, service, outcome.causes)
+
+    def _gave_records(self, trace: FinishedTrace, service: str) -> None:
+        root = _root_name(trace)
+        names = self._record_roots.setdefault(self._t.service_cap(service), set())
+        if root is not None and len(names) < _RECORD_ROOTS:
+            names.add(root)
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
@@ -320,6 +350,10 @@ class Outcomes:
         first)."""
         self.dropped("shutting_down", n)
         self.warn.warning("abandoned", "trace stage stopping: %d %s abandoned", n, what)
+
+
+def _root_name(trace: FinishedTrace) -> str | None:
+    return next((s.name for s in trace.spans if not s.parent_span_id), None)
 
 
 def _worth_keeping(outcome: TraceRecords | Unreadable) -> bool:

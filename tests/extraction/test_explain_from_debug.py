@@ -1,0 +1,168 @@
+"""`rag-monitor explain --from-debug` against metrics ports that misbehave: real HTTP
+servers on 127.0.0.1 that drip their answer a byte at a time, send a body far larger than
+any `/debug/records` page, or send JSON nested past any page's depth. Each must end in one
+line on stderr and exit 1, within the deadline given, never a traceback or a hang.
+
+The deadline is injected (`deadline_s`) and the dripping servers never finish, so only the
+deadline can end a request: nothing here depends on how fast the machine is. The large
+body is streamed by the server a chunk at a time and never held whole by either side."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from monitor.cli.explain import explain_from_debug
+from monitor.exporters.debug_records import PATH, TRACES_PATH
+from monitor.exporters.metrics_port import HealthServer
+from monitor.telemetry import create_telemetry
+
+KEPT = f"{7:032x}"
+HUGE = 1_500_000_000  # bytes the misbehaving server announces (and would send)
+CHUNK = b"0" * (1 << 20)
+DEEP = 200_000  # nesting of the deep bodies: past any JSON parser's recursion
+
+
+def _page() -> dict[str, Any]:
+    return {
+        "extracted": [],
+        "no_record": [],
+        "traces": [{"trace_id": KEPT, "spans": 1, "spans_left_out": 0}],
+    }
+
+
+async def _explain(url: str, deadline_s: float = 30.0) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await asyncio.to_thread(explain_from_debug, url, None, (), out, err, deadline_s)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _one_line(code: int, out: str, err: str, said: str) -> None:
+    assert code == 1 and out == "", (code, out, err)
+    assert len(err.splitlines()) == 1 and said in err, (said, err)
+    assert "Traceback" not in err
+
+
+@asynccontextmanager
+async def _dripping(headers_too: bool) -> AsyncIterator[str]:
+    """A raw HTTP server that sends its answer one byte every 0.1 s and (for any test's
+    patience) never finishes: from the status line on (`headers_too`), or after whole
+    headers, in the body. Each byte comes well within a read timeout of the deadline:
+    only a deadline on the whole request ends it."""
+    stop = asyncio.Event()
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+        )
+        if not headers_too:
+            writer.write(head)
+        dripped = head + b" " * 100_000 if headers_too else b'{"traces": [' + b" " * 100_000
+        try:
+            for byte in dripped:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                try:
+                    await asyncio.wait_for(stop.wait(), 0.1)
+                    return
+                except TimeoutError:
+                    continue
+        except ConnectionError:
+            return  # the client gave up: what it should do
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        server.close()
+        await server.wait_closed()
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def _port(routes: list[tuple[str, Handler]]) -> AsyncIterator[str]:
+    server = HealthServer(create_telemetry(), "127.0.0.1:0", lambda: (True, "ready"))
+    for path, handler in routes:
+        server.add_route(path, handler, text=True)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.bound_port}"
+    finally:
+        await server.shutdown(1.0)
+
+
+async def test_a_port_that_drips_its_answer_ends_at_the_deadline_in_one_line() -> None:
+    for headers_too in (True, False):
+        async with _dripping(headers_too) as url:
+            code, out, err = await _explain(url, deadline_s=1.0)
+        _one_line(code, out, err, "no whole answer within 1 s")
+        assert PATH in err
+
+
+def _huge(announced: bool) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if announced:
+            response.content_length = HUGE
+        await response.prepare(request)
+        try:
+            for _ in range(HUGE // len(CHUNK)):
+                await response.write(CHUNK)
+        except ConnectionError:
+            pass  # the client stopped reading: what it should do
+        return response
+
+    return handler
+
+
+async def test_a_body_larger_than_any_page_is_refused_in_one_line() -> None:
+    """Announced (Content-Length) or not (chunked), a 1.5 GB page, and a 1.5 GB trace
+    body behind a good page, are refused at the cap, read no further."""
+
+    async def page(request: web.Request) -> web.Response:
+        return web.json_response(_page())
+
+    for announced in (True, False):
+        async with _port([(PATH, _huge(announced))]) as url:
+            code, out, err = await _explain(url)
+        _one_line(code, out, err, "the body is larger than")
+        assert PATH in err
+        async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", _huge(announced))]) as url:
+            code, out, err = await _explain(url)
+        _one_line(code, out, err, "the body is larger than")
+        assert TRACES_PATH + KEPT in err
+
+
+async def test_a_body_nested_past_any_page_is_refused_in_one_line() -> None:
+    """A page, and a kept trace's body, that are JSON nested 200,000 deep."""
+    deep = b"[" * DEEP + b"]" * DEEP
+    deep_trace = b'{"resourceSpans": ' + deep + b"}"
+
+    async def nested(request: web.Request) -> web.Response:
+        return web.Response(body=deep, content_type="application/json")
+
+    async def nested_trace(request: web.Request) -> web.Response:
+        return web.Response(body=deep_trace, content_type="application/json")
+
+    async def page(request: web.Request) -> web.Response:
+        return web.json_response(_page())
+
+    async with _port([(PATH, nested)]) as url:
+        code, out, err = await _explain(url)
+    _one_line(code, out, err, "nested")
+    async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", nested_trace)]) as url:
+        code, out, err = await _explain(url)
+    _one_line(code, out, err, "nested")
+    assert TRACES_PATH + KEPT in err
