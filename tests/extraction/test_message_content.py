@@ -9,16 +9,21 @@ the rest are shapes those and other SDKs write, built here."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from monitor.extraction import extract_records
 from monitor.extraction._message_parts import message_documents
+from monitor.extraction._prompt_documents import TEMPLATES
 from monitor.extraction._span_values import PART_DEPTH, chat_messages, content_text
 from monitor.records import CONTEXT_SOURCES, RagRecord
-from monitor.spans import Span, SpanEvent, decode_json
+from monitor.spans import Span, SpanEvent, decode_json, decode_logs_protobuf
 from tests.frameworks.apps.framework_apps import ANSWERS, KB, NO_ANSWER, QUESTIONS, search
 
 TRACES = Path(__file__).parent.parent / "testdata" / "traces"
@@ -55,6 +60,13 @@ def _retrieved_by_llama_index(spans: list[Span]) -> list[str]:
     raise AssertionError("no retrieval event in the trace")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_templates() -> Iterator[None]:
+    TEMPLATES.clear()
+    yield
+    TEMPLATES.clear()
+
+
 @pytest.mark.parametrize(
     ("fixture", "source"),
     [
@@ -62,6 +74,8 @@ def _retrieved_by_llama_index(spans: list[Span]) -> list[str]:
         ("anthropic_document", "message_documents"),
         ("llama_query", "structure"),
         ("llama_chat", "structure"),
+        # the documents in the system instructions, numbered: no ids to name them by
+        ("agento11y_otel", "prompt"),
     ],
 )
 def test_captured_apps_give_one_right_record_per_question(fixture: str, source: str) -> None:
@@ -69,12 +83,13 @@ def test_captured_apps_give_one_right_record_per_question(fixture: str, source: 
     assert len(traces) == len(QUESTIONS)
     for spans, (question, answering) in zip(traces, QUESTIONS, strict=True):
         (record,) = extract_records(spans)
-        uris = search(question, 2) if fixture.startswith("anthropic") else None
-        uris = uris or _retrieved_by_llama_index(spans)
+        llama = fixture.startswith("llama")
+        uris = _retrieved_by_llama_index(spans) if llama else search(question, 2)
         assert uris[0] == answering
         assert record.query == question
         assert [d.content for d in record.retrieved_context] == [KB[u] for u in uris]
-        assert [d.doc_uri for d in record.retrieved_context] == uris
+        named = [d.doc_uri for d in record.retrieved_context]
+        assert named == (uris if source != "prompt" else [None, None])
         assert record.response == _answer(uris[0])
         assert record.context_source == source
         assert record.metadata.get("extraction_suspect") is None
@@ -276,3 +291,44 @@ def _assert_eiffel(record: RagRecord) -> None:
     ]
     assert record.response == "In 1889."
     assert record.context_source == "message_documents"
+
+
+def test_document_parts_in_log_records_are_documents() -> None:
+    """The same message as OTLP log records (GenAI events sent with
+    `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only`), joined to their span."""
+    (call,) = _genai_events_call([])
+    blocks = [
+        {"type": "search_result", "source": u, "content": [{"type": "text", "text": KB[u]}]}
+        for u in ("kb/eiffel.md", "kb/water.md")
+    ]
+    content = [*blocks, {"type": "text", "text": "When was the Eiffel Tower completed?"}]
+    bodies = [
+        ("gen_ai.user.message", {"content": json.dumps(content)}),
+        ("gen_ai.choice", {"message": json.dumps({"content": "In 1889."})}),
+    ]
+    records = [
+        LogRecord(
+            time_unix_nano=1_100 + n,
+            event_name=name,
+            trace_id=bytes.fromhex(call.trace_id),
+            span_id=bytes.fromhex(call.span_id),
+            body=AnyValue(
+                kvlist_value=KeyValueList(
+                    values=[
+                        KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in body.items()
+                    ]
+                )
+            ),
+        )
+        for n, (name, body) in enumerate(bodies)
+    ]
+    request = ExportLogsServiceRequest(
+        resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=records)])]
+    )
+    decoded = decode_logs_protobuf(request.SerializeToString())
+    assert len(decoded.spans) == 2
+    bare = Span(
+        call.trace_id, call.span_id, "", call.name, 1_000, 2_000, attributes=call.attributes
+    )
+    (record,) = extract_records([bare, *decoded.spans])
+    _assert_eiffel(record)
