@@ -63,6 +63,8 @@ APP_ENVS = {
     "traceloop": "traceloop",
     "haystack_tracer": "haystack-tracer",
     "google_genai": "google-genai",
+    "anthropic": "anthropic",
+    "llama_index_otel": "llama-index-otel",
 }
 
 
