@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.conventions import MESSAGES
-from monitor.extraction._sources import is_absent, present, raw
+from monitor.extraction._sources import is_absent, raw
 from monitor.extraction._span_roles import content_events, sources
 from monitor.extraction._span_values import (
     DOCUMENT_KINDS,
@@ -132,15 +131,18 @@ def _result_doc(result: Any) -> Doc | None:
 
 def span_documents(span: Span) -> list[Doc]:
     """The documents by kind a model call span's messages hold: in the first of the
-    conventions' `model_input` sources of the `messages` encoding the span carries, and in
-    its `model_output` ones (a hosted search's results are part of the response), else in
-    the messages of its events."""
+    conventions' `model_input` sources the span carries a value of, and in its output (a
+    hosted search's results are part of the response): the first `model_output` source's
+    value, else the request output a framework wrote on it (OpenInference's `output.value`
+    holding a Responses API response); else in the messages of its events."""
     a = span.attributes
     docs: list[Doc] = []
-    for part in ("model_input", "model_output"):
-        for source in sources(span, part):
-            if source.event is None and source.encoding == MESSAGES and present(source, a):
-                docs += message_documents(raw(source, a))
+    for parts in (("model_input",), ("model_output", "request_output")):
+        for part in parts:
+            found = next((v for s in sources(span, part) if not is_absent(v := raw(s, a))), None)
+            if found is not None:
+                docs += message_documents(found)
+            if found is not None and (docs or part == "model_output"):
                 break
     if docs or not span.events:
         return docs

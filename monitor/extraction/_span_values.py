@@ -77,7 +77,9 @@ NOT_MESSAGE_TEXT = DOCUMENT_KINDS | frozenset(
     }
 )
 # A part that carries media data whatever its kind says (`{"data", "mime_type"}`).
-_MEDIA_KEYS = frozenset({"mime_type", "mimeType", "media_type", "image_url", "input_audio"})
+_MEDIA_KEYS = frozenset(
+    {"mime_type", "mimeType", "media_type", "mediaType", "image_url", "input_audio"}
+)
 # Where a part that is not plain text keeps its texts (a part of parts, a block of blocks,
 # OpenAI's `{"text": {"value": ...}}`).
 _TEXT_KEYS = ("text", "content", "parts", "blocks", "value")

@@ -332,3 +332,45 @@ def test_document_parts_in_log_records_are_documents() -> None:
     )
     (record,) = extract_records([bare, *decoded.spans])
     _assert_eiffel(record)
+
+
+def test_hosted_file_search_results_in_a_responses_output_are_the_documents() -> None:
+    """The Responses API with its hosted `file_search` tool, the results included
+    (`include=["file_search_call.results"]`), on an OpenInference LLM span whose
+    `output.value` is the whole response."""
+    results = [
+        {"file_id": "file-1", "filename": "eiffel.md", "score": 0.9, "text": KB["kb/eiffel.md"]},
+        {"file_id": "file-2", "filename": "water.md", "score": 0.3, "text": KB["kb/water.md"]},
+    ]
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "output": [
+            {"type": "file_search_call", "id": "fs_1", "status": "completed", "results": results},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "In 1889.", "annotations": []}],
+            },
+        ],
+    }
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o-mini",
+        "input.value": json.dumps({"input": "When was the Eiffel Tower completed?"}),
+        "output.value": json.dumps(response),
+        "output.mime_type": "application/json",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "When was the Eiffel Tower completed?",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "In 1889.",
+    }
+    span = Span("ab" * 16, "1" * 16, "", "Response", 1_000, 2_000, attributes=attributes)
+    (record,) = extract_records([span])
+    assert record.query == "When was the Eiffel Tower completed?"
+    assert [(d.doc_uri, d.content, d.score) for d in record.retrieved_context] == [
+        ("eiffel.md", KB["kb/eiffel.md"], 0.9),
+        ("water.md", KB["kb/water.md"], 0.3),
+    ]
+    assert record.response == "In 1889."
+    assert record.context_source == "message_documents"
