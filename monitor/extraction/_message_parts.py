@@ -90,6 +90,26 @@ def _holds_mark(text: str) -> bool:
     return any(mark in text for mark in _MARKS)
 
 
+def _names_a_kind(attributes: dict[str, Any]) -> bool:
+    """Whether a value of these attributes may hold a document part: a string that names a
+    document kind, or a structured value (walked when read). Runs on every model call, so
+    it is a plain loop of substring searches."""
+    for value in attributes.values():
+        if isinstance(value, str):
+            if '"document"' in value or '"search_result"' in value or '"file_search_call"' in value:
+                return True
+        elif isinstance(value, dict) or (
+            isinstance(value, list | tuple)
+            and any(isinstance(v, dict | str) and _holds(v) for v in value)
+        ):
+            return True
+    return False
+
+
+def _holds(value: dict[str, Any] | str) -> bool:
+    return isinstance(value, dict) or _holds_mark(value)
+
+
 def _part_doc(part: dict[str, Any]) -> Doc | None:
     """A `document` or `search_result` part: its text (a search result's `content`
     blocks; a document's `source`: `{"type": "text", "data"}` or `{"type": "content",
@@ -137,6 +157,8 @@ def span_documents(span: Span) -> list[Doc]:
     holding a Responses API response); else in the messages of its events."""
     a = span.attributes
     docs: list[Doc] = []
+    if not _names_a_kind(a) and not any(_names_a_kind(e.attributes) for e in span.events):
+        return docs  # the fast path: no value names a document kind
     for parts in (("model_input",), ("model_output", "request_output")):
         for part in parts:
             found = next((v for s in sources(span, part) if not is_absent(v := raw(s, a))), None)

@@ -238,11 +238,18 @@ def _part_text(part: Any, depth: int, budget: list[int]) -> str | None:
         return part
     if not isinstance(part, dict):
         return None
-    kind = part_kind(part)
-    if kind in (None, "text", "input_text", "output_text"):
-        for key in ("content", "text"):
-            if isinstance(part.get(key), str):
-                return str(part[key])
+    kind = part.get("type")  # `part_kind`, inline: every message part comes here
+    if kind is None:
+        kind = part.get("block_type")
+    if kind is None or kind == "text" or kind == "input_text" or kind == "output_text":
+        text = part.get("content")
+        if isinstance(text, str):
+            return text
+        text = part.get("text")
+        if isinstance(text, str):
+            return text
+    if not isinstance(kind, str | None):
+        kind = None
     if (kind is not None and kind in NOT_MESSAGE_TEXT) or _MEDIA_KEYS & part.keys():
         return None
     budget[0] -= 1
