@@ -5,8 +5,9 @@ a block of a block). They are the record's documents (`context_source =
 message_documents`); the message's own text leaves them out (`_span_values.content_text`).
 
 Read where a convention reads the call's messages (`gen_ai.input.messages`, ...), in the
-span's events, or in the chat a model call found by structure holds; only when the raw
-value names such a kind, so that a call without any pays one substring search."""
+span's events, or in the chat a model call found by structure holds; only when one of the
+call's values names such a kind, so that a call without any pays a few substring
+searches."""
 
 from __future__ import annotations
 
@@ -96,8 +97,9 @@ def _names_a_kind(attributes: dict[str, Any]) -> bool:
     it is a plain loop of substring searches."""
     for value in attributes.values():
         if isinstance(value, str):
-            if '"document"' in value or '"search_result"' in value or '"file_search_call"' in value:
-                return True
+            for mark in _MARKS:
+                if mark in value:
+                    return True
         elif isinstance(value, dict) or (
             isinstance(value, list | tuple)
             and any(isinstance(v, dict | str) and _holds(v) for v in value)
