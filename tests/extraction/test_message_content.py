@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
@@ -374,3 +376,29 @@ def test_hosted_file_search_results_in_a_responses_output_are_the_documents() ->
     ]
     assert record.response == "In 1889."
     assert record.context_source == "message_documents"
+
+
+# Message-shaped values: parts whose kinds are the ones the content model tells apart, and
+# any other JSON, nested at will.
+_KINDS = st.sampled_from(
+    ["text", "document", "search_result", "file_search_call", "tool_result", "image", "x"]
+)
+_KEYS = st.sampled_from(["type", "block_type", "text", "content", "parts", "blocks", "source"])
+_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20) | _KINDS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_VALUE | _VALUE.map(json.dumps))
+@example(value={"type": ["document"]})  # a kind that is no string
+@example(value=[{"type": "file_search_call", "results": "x"}])
+def test_any_message_content_reads_into_text_and_documents_or_nothing(value: Any) -> None:
+    """Whatever a message holds (JSON or not, any nesting, parts of any kind): its text is
+    a string or nothing, its document parts documents with text; never an exception."""
+    text = content_text(value)
+    assert text is None or isinstance(text, str)
+    for doc in message_documents(value):
+        assert isinstance(doc.content, str) and doc.content.strip()
