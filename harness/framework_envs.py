@@ -65,6 +65,7 @@ APP_ENVS = {
     "google_genai": "google-genai",
     "anthropic": "anthropic",
     "llama_index_otel": "llama-index-otel",
+    "agento11y": "agento11y",
 }
 
 
