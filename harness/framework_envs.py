@@ -63,6 +63,9 @@ APP_ENVS = {
     "traceloop": "traceloop",
     "haystack_tracer": "haystack-tracer",
     "google_genai": "google-genai",
+    "anthropic": "anthropic",
+    "llama_index_otel": "llama-index-otel",
+    "agento11y": "agento11y",
 }
 
 

@@ -6,6 +6,7 @@ the span); and whether a span that declares nothing shows a model call was made
 
 from __future__ import annotations
 
+from monitor.extraction._message_parts import span_documents
 from monitor.extraction._sources import (
     event_fields,
     is_absent,
@@ -138,6 +139,7 @@ def read_generation(span: Span, shown: bool = False) -> Generation | None:
         conventions=used,
         structured=structured,
         tool_results=tool_results(span),
+        documents=span_documents(span),
     )
 
 

@@ -159,6 +159,11 @@ def context_of(
             retrieved = retrieved or r.tool is None
     if docs:
         return Context(docs, "retrieval_span" if retrieved else "tool_result")
+    if answer is not None and answer.documents:
+        # Documents the app handed the model as parts of its messages (document and
+        # search-result blocks): what the model was given, named by their source.
+        evidence = f"{len(answer.documents)} document parts in the model call's messages"
+        return Context(answer.documents, "message_documents", evidence)
     if answer is None or not answer.messages:
         return Context([], "none")
     # A user message that is a template around the question (documents, then `Question:

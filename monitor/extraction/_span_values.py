@@ -10,7 +10,8 @@ The readers (`_retrieval_spans.py`, `_model_call_spans.py`, `_tool_results.py`,
 Where each convention writes each part is the conventions table
 (`monitor/conventions/_shipped.py`, read through `_sources.py`); here are the shapes those
 values take, whatever writes them: JSON text, chat messages (GenAI `parts`, OpenAI-style
-`content`, LangChain's serialized and `dumpd` forms), documents (`page_content`, `content`,
+`content`, LlamaIndex's `blocks`, LangChain's serialized and `dumpd` forms; a message's text
+is every text its parts hold, at any depth: `content_text`), documents (`page_content`, `content`,
 `text`; LlamaIndex's `NodeWithScore`), and a question or an answer inside a chain's input or
 output (a question field, a traced function's arguments, user messages; never an object's
 repr, such as LlamaIndex's prompt templates).
@@ -26,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from monitor.shared.nesting import MAX_DEPTH, note_unread, within_depth
+from monitor.shared.nesting import MAX_DEPTH, MAX_ITEMS, note_unread, within_depth
 from monitor.spans import Span
 
 _ROLES = {
@@ -57,6 +58,32 @@ QUERY_KEYS = (
     "query_str",  # LlamaIndex's QueryBundle
 )
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+# How deep the parts of a message (and a tool's result) are read: blocks inside blocks
+# inside a message; deeper is not read.
+PART_DEPTH = 6
+# Part kinds that hold no words of the message: media and files (their data is no text),
+# tool calls and their results (a tool's result is context: `_tool_results.py`), a model's
+# reasoning; documents by kind are the record's documents (`_message_parts.py`).
+DOCUMENT_KINDS = frozenset({"document", "search_result", "file_search_call"})
+NOT_MESSAGE_TEXT = DOCUMENT_KINDS | frozenset(
+    {
+        *("image", "image_url", "input_image", "audio", "input_audio", "video"),
+        *("file", "input_file", "blob", "binary", "uri"),
+        *("tool_call", "tool_use", "function_call", "server_tool_call", "server_tool_use"),
+        *("tool-call", "tool-result", "mcp_tool_use", "mcp_call", "computer_call"),
+        *("tool_result", "tool_call_response", "function_call_output", "server_tool_call_response"),
+        *("mcp_tool_result", "web_search_tool_result", "web_search_call"),
+        *("reasoning", "thinking", "redacted_thinking"),
+    }
+)
+# A part that carries media data whatever its kind says (`{"data", "mime_type"}`).
+_MEDIA_KEYS = frozenset(
+    {"mime_type", "mimeType", "media_type", "mediaType", "image_url", "input_audio"}
+)
+# Where a part that is not plain text keeps its texts (a part of parts, a block of blocks,
+# OpenAI's `{"text": {"value": ...}}`).
+_TEXT_KEYS = ("text", "content", "parts", "blocks", "value")
+_ENCODED_LISTS = frozenset({"parts", "blocks"})
 
 
 @dataclass(slots=True)
@@ -89,6 +116,8 @@ class Generation:
     structured: bool = False
     # what tools returned, as tool messages in this call's input, in message order
     tool_results: list[Doc] = field(default_factory=list)
+    # the parts of its messages that are documents by kind (`_message_parts.py`)
+    documents: list[Doc] = field(default_factory=list)
 
     @property
     def user_query(self) -> str | None:
@@ -177,31 +206,67 @@ def _is_index(index: str) -> bool:
 
 
 def content_text(value: Any) -> str | None:
-    """Text of a message content: a string, a list of parts, or a `{text|content}` object."""
+    """Text of a message content: a string, a list of parts, or a `{text|content}` object;
+    every text its parts hold, at any depth (`_part_text`)."""
     value = loads(value)
     if value is None:
         return None
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        texts = [t for t in (_part_text(p) for p in value) if t]
+        budget = [MAX_ITEMS]
+        texts = [t for t in (_part_text(p, 0, budget) for p in value) if t]
         return "\n".join(texts) if texts else None
     if isinstance(value, dict):
-        return _part_text(value)
+        return _part_text(value, 0, [MAX_ITEMS])
     return str(value)
 
 
-def _part_text(part: Any) -> str | None:
+def part_kind(part: dict[str, Any]) -> str | None:
+    """What a message part says it is: its `type` (GenAI, OpenAI, Anthropic, the Vercel AI
+    SDK) or `block_type` (LlamaIndex)."""
+    kind = part.get("type", part.get("block_type"))
+    return kind if isinstance(kind, str) else None
+
+
+def _part_text(part: Any, depth: int, budget: list[int]) -> str | None:
+    """The text of one part: a plain text part at once (the common case pays nothing
+    more); any other part's texts under whatever it calls them (`_TEXT_KEYS`), at any
+    depth, bounded by `PART_DEPTH` and, over the whole content, `MAX_ITEMS` parts. Parts
+    whose kind holds no words of the message are left out (`NOT_MESSAGE_TEXT`)."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
         return None
-    kind = part.get("type")
-    if kind not in (None, "text", "input_text", "output_text"):
+    kind = part.get("type")  # `part_kind`, inline: every message part comes here
+    if kind is None:
+        kind = part.get("block_type")
+    if kind is None or kind == "text" or kind == "input_text" or kind == "output_text":
+        text = part.get("content")
+        if isinstance(text, str):
+            return text
+        text = part.get("text")
+        if isinstance(text, str):
+            return text
+    if not isinstance(kind, str | None):
+        kind = None
+    if (kind is not None and kind in NOT_MESSAGE_TEXT) or _MEDIA_KEYS & part.keys():
         return None
-    for key in ("content", "text"):
-        if isinstance(part.get(key), str):
-            return str(part[key])
+    budget[0] -= 1
+    if depth >= PART_DEPTH or budget[0] < 0:
+        return None
+    for key in _TEXT_KEYS:
+        inner = part.get(key)
+        if key in _ENCODED_LISTS and isinstance(inner, str):
+            inner = loads(inner)  # a list of parts written as JSON text
+        if isinstance(inner, str):
+            return inner if inner.strip() else None
+        if isinstance(inner, dict):
+            inner = [inner]
+        if isinstance(inner, list):
+            texts = [t for t in (_part_text(p, depth + 1, budget) for p in inner) if t]
+            if texts:
+                return "\n".join(texts)
     return None
 
 
@@ -209,8 +274,14 @@ def role_of(value: Any) -> str | None:
     return _ROLES.get(str(value).lower()) if value is not None else None
 
 
+# Where a message keeps its content: GenAI's `parts`, OpenAI's `content`, LlamaIndex's
+# `blocks`.
+_BODIES = ("parts", "content", "blocks")
+
+
 def chat_messages(value: Any) -> list[tuple[str, str]]:
-    """GenAI / OpenAI style messages: `[{role, parts|content}]` (JSON or structured)."""
+    """GenAI / OpenAI / LlamaIndex style messages: `[{role, parts|content|blocks}]` (JSON or
+    structured)."""
     value = loads(value)
     if isinstance(value, str):
         return [("user", value)]
@@ -232,7 +303,7 @@ def chat_messages(value: Any) -> list[tuple[str, str]]:
             elif isinstance(msg.get("data"), dict) and "content" not in msg:
                 msg = {**msg["data"], "type": msg.get("type")}  # LangChain's `dumpd` form
             role = role_of(msg.get("role") or msg.get("type") or kind)
-            text = content_text(msg["parts"] if "parts" in msg else msg.get("content"))
+            text = content_text(next((msg[k] for k in _BODIES if msg.get(k) is not None), None))
             if role and text is not None:
                 out.append((role, text))
     return out

@@ -9,7 +9,9 @@
   question key that the prompt holds) is what the retriever was asked.
 - **A model call**: a span that declares no kind and whose values hold a chat, role-tagged
   messages ending in a user turn in one value and assistant messages in another (Haystack's
-  own tracer: `{"messages": [...]}` in, `{"replies": [...]}` out).
+  own tracer: `{"messages": [...]}` in, `{"replies": [...]}` out; LlamaIndex's own
+  OpenTelemetry events: `messages` of `blocks` in, `response.message.role` and `.blocks`
+  out), in its attributes or its events.
 
 Both run only where the conventions found none, so traces they read never pay."""
 
@@ -21,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._message_parts import message_documents
 from monitor.extraction._prompt_documents import INSTRUCTION
 from monitor.extraction._span_roles import span_role
 from monitor.extraction._span_values import (
@@ -128,16 +131,38 @@ def call_by_structure(span: Span) -> Generation | None:
     sent: list[tuple[str, str]] = []
     returned: list[tuple[str, str]] = []
     sent_in = ""
-    for where, value in _values(span):
-        for messages in _message_lists(parsed_value(value), 0):
+    sent_value: Any = None
+    for where, value in (*_values(span), *_flattened_messages(span)):
+        parsed = parsed_value(value)
+        for messages in _message_lists(parsed, 0):
             if not sent and messages[-1][0] in ("user", "tool"):
-                sent, sent_in = messages, where
+                sent, sent_in, sent_value = messages, where, parsed
             elif not returned and {role for role, _ in messages} == {"assistant"}:
                 if where != sent_in:
                     returned = messages
     if not sent or not returned:
         return None
-    return Generation(span, sent, "\n".join(text for _, text in returned), structured=True)
+    output = "\n".join(text for _, text in returned)
+    documents = message_documents(sent_value)
+    return Generation(span, sent, output, structured=True, documents=documents)
+
+
+def _flattened_messages(span: Span) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A message whose fields were flattened into attributes of the span or of one of its
+    events (`<prefix>.role` beside `<prefix>.blocks`, `.content` or `.parts`: LlamaIndex's
+    own OpenTelemetry events write the model's reply so, `response.message.*`), as a list
+    of that one message."""
+    groups = [("", span.attributes), *((f"{e.name}: ", e.attributes) for e in span.events)]
+    for label, attributes in groups:
+        for key, role in attributes.items():
+            if not key.endswith(".role") or not isinstance(role, str):
+                continue
+            prefix = key[: -len("role")]
+            for body in ("blocks", "content", "parts"):
+                if prefix + body in attributes:
+                    message = {"role": role, body: attributes[prefix + body]}
+                    yield f"{label}{prefix[:-1]}", [message]
+                    break
 
 
 def _message_lists(value: Any, depth: int) -> Iterator[list[tuple[str, str]]]:

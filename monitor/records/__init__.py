@@ -91,6 +91,9 @@ CONTEXT_EVIDENCE = "context_evidence"
 CONTEXT_SOURCES = (
     "retrieval_span",  # the documents of a span a convention marks as a retrieval
     "tool_result",  # what tool calls returned to the model (tool spans or tool messages)
+    # parts of the model call's messages that are documents by kind (document and
+    # search-result blocks, hosted retrieval results)
+    "message_documents",
     "convention",  # the record-level `rag.context` attribute the app declared
     "structure",  # a span's list of texts that appear in the model call's prompt
     "prompt",  # split out of the model call's prompt, its instruction template left out

@@ -5,7 +5,10 @@ span with ids and scores only, an OpenInference retriever whose documents are
 `set_output`, a retrieval traced as a database client span (`otel-plain`); LiteLLM's own
 OTel callback, alone and under the app's own spans (`litellm`); the Traceloop SDK with its
 retriever a `@task` (`traceloop`); Haystack 3's own tracer (`haystack-tracer`); the Google
-Gen AI SDK's instrumentation (`google-genai`).
+Gen AI SDK's instrumentation (`google-genai`); the Anthropic SDK under OpenLLMetry, its
+documents `search_result` or `document` content blocks (`anthropic`); LlamaIndex's own
+OpenTelemetry package, a query engine and a chat engine (`llama-index-otel`); Grafana's
+agent-observability SDK in its OpenTelemetry export mode (`agento11y`).
 
 Each app: eight documents, two retrieved per question, six questions, a scripted model
 that plants a wrong fact in three answers. Each question must give one record with the
@@ -43,6 +46,13 @@ APPS = [
     pytest.param("traceloop", "traceloop", "task", "structure", id="traceloop-task"),
     pytest.param("haystack_tracer", "haystack", "pipeline", "structure", id="haystack-tracer"),
     pytest.param("google_genai", "google-genai", "span-only", "prompt", id="google-genai"),
+    pytest.param(
+        "anthropic", "anthropic", "search-result", "message_documents", id="anthropic-search"
+    ),
+    pytest.param("anthropic", "anthropic", "document", "message_documents", id="anthropic-doc"),
+    pytest.param("llama_index_otel", "llama-index-otel", "query", "structure", id="llama-otel-q"),
+    pytest.param("llama_index_otel", "llama-index-otel", "chat", "structure", id="llama-otel-c"),
+    pytest.param("agento11y", "agento11y", "otel", "prompt", id="agento11y-otel"),
 ]
 
 

@@ -8,7 +8,8 @@ once the tool's result is in, it answers by `planted_answer` — as text, or as 
 `final_answer` tool call when that tool is offered (smolagents' agents end that way).
 A request with `"stream": true` gets the same reply as server-sent chunks, as the API
 streams it; a Gemini API `generateContent` request (the Google Gen AI SDK's) gets the answer
-as a Gemini response. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
+as a Gemini response, an Anthropic Messages API request (`/v1/messages`) as a Messages
+response. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
 base's ranking (`tests/frameworks/apps/framework_apps.search`: `[{"id", "content"}]`) and
 `GET /kb/questions` the questions, so that every app's tool ranks the same way."""
 
@@ -114,6 +115,35 @@ def gemini_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[str
     }
 
 
+def _all_text(value: Any) -> list[str]:
+    """Every string under a `text` or `data` key of a Messages API body, at any depth (text
+    blocks, `search_result` content, a `document`'s source): what the model reads."""
+    if isinstance(value, list):
+        return [t for item in value for t in _all_text(item)]
+    if not isinstance(value, dict):
+        return []
+    own = [v for k, v in value.items() if k in ("text", "data") and isinstance(v, str)]
+    return own + [t for v in value.values() if isinstance(v, list | dict) for t in _all_text(v)]
+
+
+def anthropic_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[str, Any]:
+    """The Anthropic Messages API's response to one request body: the answer to its system
+    prompt and every text its messages' blocks hold."""
+    system = body.get("system")
+    texts = [system] if isinstance(system, str) else _all_text(system)
+    prompt = "\n".join([*texts, *_all_text(body.get("messages", []))])
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "scripted"),
+        "content": [{"type": "text", "text": answer(prompt)}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": len(prompt.split()), "output_tokens": 8},
+    }
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -123,6 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
         if urlsplit(self.path).path.endswith(":generateContent"):
             gemini = gemini_reply(body, self.server.answer)
             self._send("application/json", json.dumps(gemini).encode())
+            return
+        if urlsplit(self.path).path.endswith("/messages"):
+            reply_body = anthropic_reply(body, self.server.answer)
+            self._send("application/json", json.dumps(reply_body).encode())
             return
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")
