@@ -207,7 +207,8 @@ def explain_trace(
 ) -> Iterator[str]:
     """The lines `explain` prints for one trace: each span as taken, each record and its
     diagnosis (whole ones too), the causes of what is missing, and a proposed entry when
-    a record is missing, lacks a part or is doubtful."""
+    a record is missing, lacks a part or is doubtful, or its context was found by
+    structure (no entry names the span that carries it)."""
     conventions = conventions_from_config(user)
     taken = spans_taken(spans, conventions)
     if not taken:
@@ -232,7 +233,9 @@ def explain_trace(
     for cause in why:
         lacks = f"the record has no {cause.part}" if cause.part else "no record"
         yield f"{lacks}: {cause.text()}"
-    if records and not why and not doubtful:
+    # Context found by structure is right but read by no entry: the proposal names it.
+    by_structure = any(r.metadata.get("context_source") == "structure" for r in records)
+    if records and not why and not doubtful and not by_structure:
         return
     yield from _proposal_lines(spans, taken, conventions, records, route_attribute)
 

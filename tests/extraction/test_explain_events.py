@@ -72,10 +72,13 @@ def test_explain_proposes_event_entries_that_read_llamaindex_otel(
     trace_file = TESTDATA / fixture
     spans = decode_json(trace_file.read_bytes().splitlines()[0]).spans
     every = [s for line in trace_file.read_bytes().splitlines() for s in decode_json(line).spans]
-    assert spans and extract_records(every) == []  # no shipped entry reads it
+    # No shipped entry names these spans: the content model finds the call by its
+    # messages, and the documents, if at all, by structure (texts that appear in the prompt).
+    before = extract_records(every)
+    assert spans and all(r.metadata["context_source"] == "structure" for r in before)
 
     out = _explained(trace_file)
-    assert "records: 0" in out
+    assert f"records: {len(before)}" in out
     assert "    events: RetrievalStartEvent, RetrievalEndEvent" in out  # where the text is
     entries = _proposal(out)
     roles = {entry["name"].rsplit("-", 1)[-1] for entry in entries}
