@@ -162,6 +162,8 @@ def _upgrade_1(data: dict[str, Any]) -> None:
 
 
 UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {1: _upgrade_1}
+# What the wiring's `StateFormat` is made of, after its name.
+STATE_FORMAT = (FORMAT, VERSION, KEY, counters, UPGRADES)
 
 
 @dataclass(slots=True)

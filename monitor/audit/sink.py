@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
+from monitor.audit.access import LabelAccess
 from monitor.audit.estimate import Estimate, Tally, Trace, estimate
 from monitor.audit.saved import (
     OPEN_TRACES,
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 PATH = "/audit"
 BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
 AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
+WITHHELD = (
+    "the request ids awaiting a label are shown only to a label sender's credential "
+    "(Authorization: Bearer <the token audit.labels.token_env holds>, or the web config's)"
+)
 
 Share = Callable[[RagRecord], bool | None]
 """Whether a record the detector evaluated is audited (True), counted unaudited (False),
@@ -71,6 +76,7 @@ class AuditSink:
         *,
         state: State | None = None,
         clock: Callable[[], float] = time.time,
+        access: LabelAccess | None = None,
     ) -> None:
         assert audit.evaluator is not None and audit.reference is not None
         self._evaluator = audit.evaluator
@@ -82,6 +88,7 @@ class AuditSink:
         self._bucket_s = audit.window_s / BUCKETS
         self._window = audit.window
         self._share = share
+        self._access = access or LabelAccess()
         self._clock = clock
         self._state = state
         self._t = telemetry
@@ -435,10 +442,10 @@ class AuditSink:
         for bound in ("estimate", "lower", "upper"):
             _remove(self._bounds, service, name, bound)
 
-    def page(self) -> dict[str, Any]:
+    def page(self, show_awaiting: bool = True) -> dict[str, Any]:
         """What `GET /audit` shows: each service's window figures, with those of its
         slices (dimension → value → figures), and the request ids awaiting a label (oldest
-        first, at most `AWAITING_SHOWN`)."""
+        first, at most `AWAITING_SHOWN`; with `show_awaiting` False, null and why)."""
         services = {}
         for service, got in sorted(self._estimates.items()):
             slices: dict[str, dict[str, Any]] = {}
@@ -451,22 +458,25 @@ class AuditSink:
                 slices.setdefault(dimension, {})[value] = figures
             services[service] = {**got.as_json(), "slices": slices}
         awaiting: list[str] = []
-        for request_id in self._pending:
+        for request_id in self._pending if show_awaiting else ():
             if len(awaiting) == AWAITING_SHOWN:
                 break
             awaiting.append(request_id)
+        withheld = {} if show_awaiting else {"awaiting_labels_withheld": WITHHELD}
         return {
             "evaluator": self._evaluator,
             "reference": self._reference,
             "window": self._window,
             "min_audited": self._min_audited,
             "services": services,
-            "awaiting_labels": awaiting,
+            "awaiting_labels": awaiting if show_awaiting else None,
+            **withheld,
             "pending_labels": len(self._pending),
         }
 
     async def handle(self, request: web.Request) -> web.Response:
-        return web.json_response(self.page())
+        shown = self._access.shows_awaiting(request.headers.get("Authorization"))
+        return web.json_response(self.page(shown))
 
 
 def _remove(gauge: Any, *labels: str) -> None:
