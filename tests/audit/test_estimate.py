@@ -21,7 +21,7 @@ HAND = Tally(unaudited=10, unaudited_defects=2, agree_pass=3, misses=1, agree_de
 
 
 def test_plain_ppi_on_a_hand_computed_window() -> None:
-    got = estimate(HAND, tuned=False, z=1.0, min_audited=2)
+    got = estimate(HAND, tuned=False, z=1.0, min_audited=2, exact_below=0)
     assert got.weight == 1.0
     assert got.corrected is not None and got.audited_only is not None
     # θ = 0.2 + 0.2; Var = (1.6/9)/10 + 0.2/5
@@ -38,7 +38,7 @@ def test_plain_ppi_on_a_hand_computed_window() -> None:
 
 
 def test_tuned_weight_on_a_hand_computed_window() -> None:
-    got = estimate(HAND, z=1.0, min_audited=2)
+    got = estimate(HAND, z=1.0, min_audited=2, exact_below=0)
     # λ of least variance: (cov/n) / (var_N f / N + var_n f / n) = 0.03 / (1.6/90 + 0.04)
     weight = (0.15 / 5) / (1.6 / 9 / 10 + 0.2 / 5)
     assert got.weight == pytest.approx(weight)
@@ -48,7 +48,7 @@ def test_tuned_weight_on_a_hand_computed_window() -> None:
     assert got.corrected.estimate == pytest.approx(weight * 0.2 + 0.4 - weight * 0.2)
     assert got.corrected.upper - got.corrected.lower == pytest.approx(2 * sd)
     # Tuning never widens the interval of plain PPI on the same window.
-    plain = estimate(HAND, tuned=False, z=1.0, min_audited=2).corrected
+    plain = estimate(HAND, tuned=False, z=1.0, min_audited=2, exact_below=0).corrected
     assert plain is not None and got.corrected.width < plain.width
 
 
@@ -171,7 +171,7 @@ def test_a_trace_s_records_vary_together_in_the_variance() -> None:
     _traced(tally, [[(True, True)] * 2, [(False, False)] * 2, [(False, True)]])
     assert (tally.audited, tally.audited_trace_count) == (5, 3)
     assert tally.effective_audited_traces == pytest.approx(25 / 9)
-    got = estimate(tally, tuned=False, z=1.0, min_audited=2)
+    got = estimate(tally, tuned=False, z=1.0, min_audited=2, exact_below=0)
     assert got.corrected is not None and got.audited_only is not None
     half = t_critical(1.0, 2) * math.sqrt(1.6 / 9 / 10 + 0.0576)
     assert got.corrected.estimate == pytest.approx(0.2 + 0.2)
@@ -239,3 +239,52 @@ def test_the_interval_covers_the_rate_when_a_trace_holds_a_conversation() -> Non
     told, untold = _trace_coverage(0.25)
     assert told >= 0.92
     assert untold < 0.75
+
+
+def _clopper_pearson(defects: int, audited: int) -> tuple[float, float]:
+    """The exact 95 % interval, from scipy's beta quantiles (not the module's own sums)."""
+    from scipy.stats import beta
+
+    lower = float(beta.ppf(0.025, defects, audited - defects + 1)) if defects else 0.0
+    upper = float(beta.ppf(0.975, defects + 1, audited - defects)) if defects < audited else 1.0
+    return lower, upper
+
+
+@pytest.mark.parametrize("audited", [30, 48, 100])
+@pytest.mark.parametrize("defects", ["none", "all", "two"])
+@pytest.mark.parametrize("detector", ["agrees", "flags a tenth"])
+def test_a_unanimous_or_nearly_unanimous_audit_claims_no_more_than_the_exact_interval(
+    audited: int, defects: str, detector: str
+) -> None:
+    """48 audited traces all labelled pass once gave [0.0, 0.0]; the exact interval is
+    [0, 0.074]. Where the reference's rarer verdict is few (or none), both intervals
+    contain the exact binomial interval on the audited traces alone, and have width."""
+    failed = {"none": 0, "all": audited, "two": 2}[defects]
+    tally = Tally()
+    for i in range(audited):
+        reference = i < failed
+        flagged = reference if detector == "agrees" else i % 10 == 0
+        tally.add_audited(flagged, reference)
+    for i in range(20 * audited):
+        tally.add_unaudited(i % 10 == 0 if detector != "agrees" else failed == audited)
+    got = estimate(tally)
+    assert got.corrected is not None and got.audited_only is not None
+    lower, upper = _clopper_pearson(failed, audited)
+    for interval in (got.corrected, got.audited_only):
+        assert interval.lower <= lower + 1e-9 and interval.upper >= upper - 1e-9, interval
+        assert interval.width > 0
+        assert interval.lower <= interval.estimate <= interval.upper
+
+
+def test_the_exact_floor_leaves_a_balanced_audit_as_it_was() -> None:
+    """Where both verdicts are many, the interval is the t interval alone: narrower than
+    the exact one, as prediction-powered inference promises."""
+    tally = Tally()
+    for i in range(100):
+        tally.add_audited(i % 3 == 0, i % 3 == 0)
+    for i in range(2000):
+        tally.add_unaudited(i % 3 == 0)
+    got = estimate(tally)
+    assert got.corrected is not None
+    lower, upper = _clopper_pearson(34, 100)
+    assert got.corrected.width < upper - lower
