@@ -241,13 +241,19 @@ def test_the_interval_covers_the_rate_when_a_trace_holds_a_conversation() -> Non
     assert untold < 0.75
 
 
-def _clopper_pearson(defects: int, audited: int) -> tuple[float, float]:
-    """The exact 95 % interval, from scipy's beta quantiles (not the module's own sums)."""
-    from scipy.stats import beta
+def _at_most(k: int, n: int, p: float) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, p), term by term (k is small here)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
 
-    lower = float(beta.ppf(0.025, defects, audited - defects + 1)) if defects else 0.0
-    upper = float(beta.ppf(0.975, defects + 1, audited - defects)) if defects < audited else 1.0
-    return lower, upper
+
+def _holds_the_exact_interval(lower: float, upper: float, defects: int, audited: int) -> bool:
+    """[lower, upper] contains the exact 95 % (Clopper-Pearson) interval: the exact upper
+    bound is the p where P(X ≤ defects) falls to 2.5 %, so an upper bound at or past it has
+    that tail at most 2.5 % (1 holds every p); the same for the lower bound, mirrored."""
+    n, k = audited, defects
+    upper_ok = upper >= 1.0 or _at_most(k, n, upper) <= 0.025 + 1e-12
+    lower_ok = lower <= 0.0 or _at_most(n - k, n, 1 - lower) <= 0.025 + 1e-12
+    return upper_ok and lower_ok
 
 
 @pytest.mark.parametrize("audited", [30, 48, 100])
@@ -269,9 +275,10 @@ def test_a_unanimous_or_nearly_unanimous_audit_claims_no_more_than_the_exact_int
         tally.add_unaudited(i % 10 == 0 if detector != "agrees" else failed == audited)
     got = estimate(tally)
     assert got.corrected is not None and got.audited_only is not None
-    lower, upper = _clopper_pearson(failed, audited)
+    if failed == 0:  # the closed form: [0, 1 − 0.025^(1/n)]; 48 audited: [0, 0.074]
+        assert got.corrected.upper >= 1 - 0.025 ** (1 / audited) - 1e-12
     for interval in (got.corrected, got.audited_only):
-        assert interval.lower <= lower + 1e-9 and interval.upper >= upper - 1e-9, interval
+        assert _holds_the_exact_interval(interval.lower, interval.upper, failed, audited)
         assert interval.width > 0
         assert interval.lower <= interval.estimate <= interval.upper
 
@@ -285,6 +292,8 @@ def test_the_exact_floor_leaves_a_balanced_audit_as_it_was() -> None:
     for i in range(2000):
         tally.add_unaudited(i % 3 == 0)
     got = estimate(tally)
-    assert got.corrected is not None
-    lower, upper = _clopper_pearson(34, 100)
-    assert got.corrected.width < upper - lower
+    assert got.corrected is not None and got.audited_only is not None
+    # Narrower than the exact interval: it does not hold it.
+    interval = got.audited_only
+    assert not _holds_the_exact_interval(interval.lower, interval.upper, 34, 100)
+    assert got.corrected.width <= interval.width
