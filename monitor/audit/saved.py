@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from monitor.audit.estimate import Tally, Trace, Traces
-from monitor.records.where import DIMENSIONS
+from monitor.records.where import DIMENSIONS, MAX_CHARS
 from monitor.telemetry import Telemetry
 
 # The file (`StateFile` of `monitor.alerts.state`, handed in by the wiring): its format
@@ -32,6 +32,10 @@ VERSION = 2
 KEY = "audit"
 SUFFIX = ".audit"
 OPEN_TRACES = 200_000  # traces whose sums are kept (the least recently seen dropped first)
+# A count past this (2**53: whole numbers a float holds exactly) is not one the audit wrote.
+MAX_COUNT = 2**53
+# A request id or trace id (the sampling key) longer than this is not restored.
+MAX_ID_CHARS = 512
 TALLY_COUNTS = 6 + 2 * len(Traces.__slots__)  # a `Tally` as a flat list of counts
 
 
@@ -111,6 +115,22 @@ def _counts(tally: Tally) -> list[int]:
     return [*head, *astuple(tally.unaudited_traces), *astuple(tally.audited_traces)]
 
 
+def encode_bucket(bucket: Bucket) -> dict[str, Any]:
+    return {
+        "total": _counts(bucket.total),
+        "slices": [[d, v, _counts(t)] for (d, v), t in bucket.slices.items()],
+    }
+
+
+def encode_pending(request_id: str, p: Pending) -> list[Any]:
+    return [request_id, p.service, p.bucket, p.detector_defect, list(p.where), p.trace]
+
+
+def encode_trace(key: tuple[str, str], o: OpenTrace) -> list[Any]:
+    service, trace = key
+    return [service, trace, o.bucket, [[*k, *astuple(sums)] for k, sums in o.sums.items()]]
+
+
 def encode(
     evaluator: str,
     reference: str,
@@ -118,27 +138,16 @@ def encode(
     pending: OrderedDict[str, Pending],
     traces: OpenTraces,
 ) -> dict[str, Any]:
+    """The whole state at once (`kept.KeptState.save` encodes the same a slice at a time)."""
     return {
         "evaluator": evaluator,
         "reference": reference,
         "windows": {
-            service: {
-                str(index): {
-                    "total": _counts(bucket.total),
-                    "slices": [[d, v, _counts(t)] for (d, v), t in bucket.slices.items()],
-                }
-                for index, bucket in buckets.items()
-            }
+            service: {str(index): encode_bucket(bucket) for index, bucket in buckets.items()}
             for service, buckets in windows.items()
         },
-        "pending": [
-            [request_id, p.service, p.bucket, p.detector_defect, list(p.where), p.trace]
-            for request_id, p in pending.items()
-        ],
-        "traces": [
-            [service, trace, o.bucket, [[*key, *astuple(sums)] for key, sums in o.sums.items()]]
-            for (service, trace), o in traces.items()
-        ],
+        "pending": [encode_pending(request_id, p) for request_id, p in pending.items()],
+        "traces": [encode_trace(key, o) for key, o in traces.items()],
     }
 
 
@@ -176,25 +185,59 @@ class Restored:
 
 
 def decode(
-    data: dict[str, Any], evaluator: str, reference: str, oldest: int, max_pending: int
+    data: dict[str, Any],
+    evaluator: str,
+    reference: str,
+    oldest: int,
+    max_pending: int,
+    *,
+    newest: int | None = None,
+    service_name: Callable[[str], str] = str,
 ) -> Restored:
-    """What `data` (`encode`'s, read back) restores: buckets from `oldest` on, the newest
-    `max_pending` records awaiting a label and the newest `OPEN_TRACES` open traces whose
-    bucket is still in the window."""
+    """What `data` (`encode`'s, read back) restores: buckets from `oldest` to `newest` (a
+    bucket ahead of `newest` is dropped as a bad part: it would stay in the window for
+    ever), the newest `max_pending` records awaiting a label and the newest `OPEN_TRACES`
+    open traces whose bucket is in the window. Every count, bucket, name and id is bounded
+    (`MAX_COUNT`, `MAX_ID_CHARS`, `MAX_CHARS`); a service name is kept only where
+    `service_name` (the service label cap) keeps it as it is. Each bucket, awaiting record
+    and open trace that fails is dropped alone and counted."""
     out = Restored()
     if data.get("evaluator") != evaluator or data.get("reference") != reference:
         out.other = (
-            f"it counted {data.get('evaluator')!r} against {data.get('reference')!r}, not "
-            f"{evaluator!r} against {reference!r}"
+            f"it counted {str(data.get('evaluator'))[:80]!r} against "
+            f"{str(data.get('reference'))[:80]!r}, not {evaluator!r} against {reference!r}"
         )
         return out
+    names: dict[str, bool] = {}
+
+    def known(service: Any) -> bool:
+        if not isinstance(service, str) or not 0 < len(service) <= MAX_CHARS:
+            return False
+        if service not in names:
+            names[service] = service_name(service) == service
+        return names[service]
+
+    def in_window(bucket: int) -> bool:
+        return bucket >= oldest and (newest is None or bucket <= newest)
+
+    def drop(part: str) -> None:
+        out.dropped[part] = out.dropped.get(part, 0) + 1
+
     windows = data.get("windows")
     for service, buckets in (windows if isinstance(windows, dict) else {}).items():
-        try:
-            kept = {int(i): _bucket(b) for i, b in buckets.items() if int(i) >= oldest}
-        except (AttributeError, KeyError, TypeError, ValueError):
-            out.dropped["window"] = out.dropped.get("window", 0) + 1
+        if not known(service) or not isinstance(buckets, dict):
+            drop("window")
             continue
+        kept: dict[int, Bucket] = {}
+        for index, saved in buckets.items():
+            try:
+                bucket = _index(index)
+                if newest is not None and bucket > newest:
+                    raise ValueError(f"bucket {bucket} is ahead of now ({newest})")
+                if bucket >= oldest:
+                    kept[bucket] = _bucket(saved)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                drop("window")
         if kept:
             out.windows[service] = kept
     pending = data.get("pending")
@@ -202,20 +245,20 @@ def decode(
         try:
             request_id, service, bucket, defect, where, trace = item
             if not (
-                isinstance(request_id, str)
-                and isinstance(service, str)
-                and isinstance(trace, str)
-                and _count(bucket, signed=True)
+                _id(request_id)
+                and known(service)
+                and _id(trace)
+                and _bucket_index(bucket, newest)
                 and isinstance(defect, bool)
                 and isinstance(where, list)
                 and len(where) == len(DIMENSIONS)
-                and all(isinstance(v, str) for v in where)
+                and all(isinstance(v, str) and len(v) <= MAX_CHARS for v in where)
             ):
-                raise ValueError(item)
+                raise ValueError("pending")
         except (TypeError, ValueError):
-            out.dropped["pending"] = out.dropped.get("pending", 0) + 1
+            drop("pending")
             continue
-        if bucket >= oldest:
+        if in_window(bucket):
             out.pending[request_id] = Pending(service, bucket, defect, tuple(where), trace)
     while len(out.pending) > max_pending:
         out.pending.popitem(last=False)
@@ -224,42 +267,67 @@ def decode(
         try:
             service, trace, bucket, sums = item
             if not (
-                isinstance(service, str)
-                and isinstance(trace, str)
-                and _count(bucket, signed=True)
+                known(service)
+                and _id(trace)
+                and _bucket_index(bucket, newest)
                 and isinstance(sums, list)
             ):
-                raise ValueError(item)
+                raise ValueError("traces")
             opened = OpenTrace(bucket)
             for audited, dimension, value, *counts in sums:
                 if not isinstance(audited, bool) or dimension not in ("", *DIMENSIONS):
                     raise ValueError(dimension)
-                if not isinstance(value, str) or len(counts) != 3:
+                if not isinstance(value, str) or len(value) > MAX_CHARS or len(counts) != 3:
                     raise ValueError(value)
-                if not all(map(_count, counts)):
-                    raise ValueError(counts)
+                if not all(map(_count, counts)) or max(counts[1:]) > counts[0]:
+                    raise ValueError("a trace's sums")
                 opened.sums[(audited, dimension, value)] = Trace(*counts)
         except (TypeError, ValueError):
-            out.dropped["traces"] = out.dropped.get("traces", 0) + 1
+            drop("traces")
             continue
-        if bucket >= oldest:
+        if in_window(bucket):
             out.traces[(service, trace)] = opened
     while len(out.traces) > OPEN_TRACES:
         out.traces.popitem(last=False)
     return out
 
 
-def _count(value: Any, *, signed: bool = False) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and (signed or value >= 0)
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _bucket_index(value: Any, newest: int | None) -> bool:
+    """A bucket index of the saved form, not ahead of `newest`."""
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_COUNT:
+        return False
+    return newest is None or value <= newest
+
+
+def _index(key: Any) -> int:
+    """A window's bucket key (its index as a string); raises ValueError."""
+    if not isinstance(key, str) or len(key) > 20:
+        raise ValueError("bucket key")
+    index = int(key)
+    if abs(index) > MAX_COUNT:
+        raise ValueError("bucket key")
+    return index
+
+
+def _id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS
 
 
 def _tally(counts: Any) -> Tally:
     if not isinstance(counts, list) or len(counts) != TALLY_COUNTS:
         raise ValueError(counts)
     if not all(map(_count, counts)):
-        raise ValueError(counts)
+        raise ValueError("a count is not a whole number from 0 to MAX_COUNT")
+    if counts[1] > counts[0]:
+        raise ValueError("more unaudited defects than unaudited records")
     size = len(Traces.__slots__)
     unaudited, audited = Traces(*counts[6 : 6 + size]), Traces(*counts[6 + size :])
+    if unaudited.joined > counts[0] or audited.joined > sum(counts[2:6]):
+        raise ValueError("more records joined a trace than were counted")
     unaudited_records, flagged, agree_pass, false_alarms, misses, agree_defect = counts[:6]
     head = (unaudited_records, flagged, agree_pass, false_alarms, misses, agree_defect)
     return Tally(*head, unaudited_traces=unaudited, audited_traces=audited)
@@ -268,7 +336,7 @@ def _tally(counts: Any) -> Tally:
 def _bucket(saved: Any) -> Bucket:
     bucket = Bucket(_tally(saved["total"]))
     for dimension, value, counts in saved["slices"]:
-        if dimension not in DIMENSIONS or not isinstance(value, str):
+        if dimension not in DIMENSIONS or not isinstance(value, str) or len(value) > MAX_CHARS:
             raise ValueError(dimension)
         bucket.slices[(dimension, value)] = _tally(counts)
         bucket.values[dimension] = bucket.values.get(dimension, 0) + 1

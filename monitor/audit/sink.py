@@ -21,7 +21,6 @@ later records count as another trace).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -34,6 +33,7 @@ from aiohttp import web
 from monitor.audit._ticker import Ticker
 from monitor.audit.access import LabelAccess
 from monitor.audit.estimate import Estimate, Tally, Trace, estimate
+from monitor.audit.kept import KeptState, Pair
 from monitor.audit.saved import (
     OPEN_TRACES,
     Bucket,
@@ -42,8 +42,6 @@ from monitor.audit.saved import (
     Pending,
     State,
     Windows,
-    decode,
-    encode,
 )
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
@@ -90,7 +88,6 @@ class AuditSink:
         self._share = share
         self._access = access or LabelAccess()
         self._clock = clock
-        self._state = state
         self._t = telemetry
         self._windows: Windows = {}
         self._pending: OrderedDict[str, Pending] = OrderedDict()
@@ -157,19 +154,35 @@ class AuditSink:
         self._pending_gauge = t.gauge(
             "audit_pending_labels", "Audited records waiting for their label."
         )
-        self._state_dropped = t.counter(
-            "audit_state_dropped",
-            "Parts of the audit state file left out as it was read (part: window, a "
-            "service's; pending, a record awaiting a label; traces, an open trace's sums): "
-            "a wrong type or count.",
-            ("part",),
+        self._kept = (
+            KeptState(
+                state,
+                telemetry,
+                Pair(self._evaluator, self._reference),
+                max_pending=self._max_pending,
+                service_name=telemetry.service_cap,
+            )
+            if state is not None
+            else None
         )
 
     async def start(self) -> None:
-        if self._state is not None:
-            saved = await asyncio.to_thread(self._state.load, self._clock(), self._window_s)
-            if saved:
-                self._restore(saved)
+        if self._kept is not None:
+            now = self._bucket()
+            restored = await self._kept.restore(
+                self._clock(), self._window_s, oldest=now - BUCKETS + 1, newest=now
+            )
+            self._windows = restored.windows
+            self._pending = restored.pending
+            self._traces = restored.traces
+            self._pending_gauge.set(len(self._pending))
+            self._publish(set(self._windows))
+            if restored.windows or restored.pending:
+                log.info(
+                    "audit state restored: %d services, %d records awaiting a label",
+                    len(self._windows),
+                    len(self._pending),
+                )
         self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
@@ -183,31 +196,8 @@ class AuditSink:
     async def _save(self) -> None:
         """The window and the records awaiting a label, to the state file (a restart
         keeps the estimate; a crash loses what came since the last refresh)."""
-        if self._state is not None:
-            body = encode(
-                self._evaluator, self._reference, self._windows, self._pending, self._traces
-            )
-            await asyncio.to_thread(self._state.save, self._clock(), body)
-
-    def _restore(self, saved: dict[str, Any]) -> None:
-        oldest = self._bucket() - BUCKETS + 1
-        restored = decode(saved, self._evaluator, self._reference, oldest, self._max_pending)
-        if restored.other is not None:
-            log.warning("audit state not restored: %s", restored.other)
-            return
-        for part, count in restored.dropped.items():
-            self._t.child(self._state_dropped, part).inc(count)
-            log.error("audit state: %d %s entries could not be restored; left out", count, part)
-        self._windows = restored.windows
-        self._pending = restored.pending
-        self._traces = restored.traces
-        self._pending_gauge.set(len(self._pending))
-        self._publish(set(self._windows))
-        log.info(
-            "audit state restored: %d services, %d records awaiting a label",
-            len(self._windows),
-            len(self._pending),
-        )
+        if self._kept is not None:
+            await self._kept.save(self._clock(), self._windows, self._pending, self._traces)
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
         bucket = self._bucket()
