@@ -64,10 +64,9 @@ def state(
         for i in range(pending)
     )
     sums = {(True, "", ""): Trace(2, 1, 1), (True, "model", "model-a"): Trace(2, 1, 1)}
-    opened = OrderedDict(
-        ((f"service-{i % services}", f"{i:032x}"), OpenTrace(newest, dict(sums)))
-        for i in range(traces)
-    )
+    opened = OpenTraces()
+    for i in range(traces):
+        opened.put((f"service-{i % services}", f"{i:032x}"), OpenTrace(newest, dict(sums)), traces)
     return windows, waiting, opened
 
 

@@ -55,8 +55,10 @@ def _entry_bytes(entry: list[Any]) -> int:
             total += _text_bytes(part)
         elif isinstance(part, list):
             total += _entry_bytes(part)
+        elif isinstance(part, bool):
+            total += 5
         else:
-            total += 24  # a number or a boolean
+            total += len(str(part))  # a whole number
     return total
 
 
@@ -151,8 +153,12 @@ class KeptState:
                 await asyncio.sleep(0)
         body["windows"] = encoded
         # Newest first, so what is left out over the bound is the oldest.
-        kept_pending, budget = await self._newest(pending, encode_pending, budget)
-        kept_traces, budget = await self._newest(traces, encode_trace, budget)
+        kept_pending, budget = await _newest(
+            list(reversed(pending)), pending.get, encode_pending, budget
+        )
+        kept_traces, budget = await _newest(
+            list(reversed(traces)), traces.get, encode_trace, budget
+        )
         over = {
             "pending_over_size": len(pending) - len(kept_pending),
             "traces_over_size": len(traces) - len(kept_traces),
@@ -171,28 +177,28 @@ class KeptState:
         body["traces"] = kept_traces[::-1]
         await asyncio.to_thread(self._state.save, now, body)
 
-    async def _newest(
-        self,
-        entries: OrderedDict[Any, Any],
-        encode: Callable[[Any, Any], list[Any]],
-        budget: int,
-    ) -> tuple[list[list[Any]], int]:
-        """`entries` encoded newest first while `budget` bytes last, a slice at a time
-        (an entry gone since the slice began is skipped)."""
-        keys = list(reversed(entries))
-        out: list[list[Any]] = []
-        for start in range(0, len(keys), SLICE):
-            for key in keys[start : start + SLICE]:
-                value = entries.get(key)
-                if value is None:
-                    continue
-                entry = encode(key, value)
-                budget -= _entry_bytes(entry)
-                if budget < 0:
-                    return out, budget
-                out.append(entry)
-            await asyncio.sleep(0)
-        return out, budget
+
+async def _newest(
+    keys: list[Any],
+    get: Callable[[Any], Any],
+    encode: Callable[[Any, Any], list[Any]],
+    budget: int,
+) -> tuple[list[list[Any]], int]:
+    """The entries of `keys` (newest first) encoded while `budget` bytes last, a slice at a
+    time (an entry gone since the slice began is skipped)."""
+    out: list[list[Any]] = []
+    for start in range(0, len(keys), SLICE):
+        for key in keys[start : start + SLICE]:
+            value = get(key)
+            if value is None:
+                continue
+            entry = encode(key, value)
+            budget -= _entry_bytes(entry)
+            if budget < 0:
+                return out, budget
+            out.append(entry)
+        await asyncio.sleep(0)
+    return out, budget
 
 
 def _buckets(windows: Windows) -> Iterator[tuple[str, int, Any]]:

@@ -79,7 +79,67 @@ class OpenTrace:
     sums: dict[SumsKey, Trace] = field(default_factory=dict)
 
 
-OpenTraces = OrderedDict[tuple[str, str], OpenTrace]  # (service, trace id), oldest seen first
+TraceKey = tuple[str, str]  # (service, trace id)
+
+
+class OpenTraces:
+    """The open traces, each service's apart, least recently seen first; past `bound` in
+    all (`put`), the service holding the most gives up its least recently seen, so one
+    service's flood drops its own sums, never another's (a service under its fair share
+    keeps every one of its open traces)."""
+
+    def __init__(self) -> None:
+        self._services: dict[str, OrderedDict[str, OpenTrace]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def get(self, key: TraceKey) -> OpenTrace | None:
+        service, trace = key
+        held = self._services.get(service)
+        return None if held is None else held.get(trace)
+
+    def put(self, key: TraceKey, opened: OpenTrace, bound: int) -> list[TraceKey]:
+        """`opened` as `key`'s most recently seen; the keys dropped to stay within `bound`."""
+        service, trace = key
+        held = self._services.setdefault(service, OrderedDict())
+        self._count += trace not in held
+        held[trace] = opened
+        held.move_to_end(trace)
+        dropped = []
+        while self._count > bound:
+            largest = max(self._services, key=lambda s: len(self._services[s]))
+            oldest, _ = self._services[largest].popitem(last=False)
+            self._count -= 1
+            if not self._services[largest]:
+                del self._services[largest]
+            dropped.append((largest, oldest))
+        return dropped
+
+    def drop_older(self, oldest: int) -> None:
+        """Forgets the traces whose bucket is before `oldest`."""
+        for service in list(self._services):
+            held = self._services[service]
+            for trace in [t for t, opened in held.items() if opened.bucket < oldest]:
+                del held[trace]
+                self._count -= 1
+            if not held:
+                del self._services[service]
+
+    def items(self) -> Iterator[tuple[TraceKey, OpenTrace]]:
+        for service, held in list(self._services.items()):
+            for trace, opened in list(held.items()):
+                yield (service, trace), opened
+
+    def __reversed__(self) -> Iterator[TraceKey]:
+        """Each service's keys, most recently seen first."""
+        for service, held in list(self._services.items()):
+            for trace in list(reversed(held)):
+                yield service, trace
+
+    def held(self, service: str) -> int:
+        return len(self._services.get(service, ()))
 
 
 @dataclass(slots=True)
@@ -179,7 +239,7 @@ STATE_FORMAT = (FORMAT, VERSION, KEY, counters, UPGRADES)
 class Restored:
     windows: Windows = field(default_factory=dict)
     pending: OrderedDict[str, Pending] = field(default_factory=OrderedDict)
-    traces: OpenTraces = field(default_factory=OrderedDict)
+    traces: OpenTraces = field(default_factory=OpenTraces)
     dropped: dict[str, int] = field(default_factory=dict)  # part → entries left out
     other: str | None = None  # why nothing was restored: another evaluator or reference
 
@@ -286,9 +346,7 @@ def decode(
             drop("traces")
             continue
         if in_window(bucket):
-            out.traces[(service, trace)] = opened
-    while len(out.traces) > OPEN_TRACES:
-        out.traces.popitem(last=False)
+            out.traces.put((service, trace), opened, OPEN_TRACES)
     return out
 
 

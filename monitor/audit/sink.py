@@ -15,8 +15,9 @@ malformed labels and labels for records whose window has passed are counted and 
 Records that share a trace are audited together (one hash), so the estimate's variance is
 per trace (`estimate`): each open trace's sums per tally are kept (`OpenTrace`) while its
 bucket is in the window, so that a later record of it, or a label that comes late, adds to
-the same trace; at most `OPEN_TRACES`, the least recently seen dropped first (counted: its
-later records count as another trace).
+the same trace; at most `OPEN_TRACES` in all, past which the service holding the most drops
+its least recently seen (counted: its later records count as another trace), so that one
+service's flood never drops another's sums nor makes another's interval ready.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class AuditSink:
         self._t = telemetry
         self._windows: Windows = {}
         self._pending: OrderedDict[str, Pending] = OrderedDict()
-        self._traces: OpenTraces = OrderedDict()
+        self._traces = OpenTraces()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
         self._quiet = RateLimitedLog(log)
@@ -329,13 +330,10 @@ class AuditSink:
         return self._seen(service, trace, opened)
 
     def _seen(self, service: str, trace: str, opened: OpenTrace) -> OpenTrace:
-        """`opened` kept as the most recently seen open trace; past `OPEN_TRACES` the least
-        recently seen is dropped (counted)."""
-        key = (service, trace)
-        self._traces[key] = opened
-        self._traces.move_to_end(key)
-        while len(self._traces) > OPEN_TRACES:
-            (dropped, dropped_trace), _ = self._traces.popitem(last=False)
+        """`opened` kept as the most recently seen open trace of its service; past
+        `OPEN_TRACES` in all, the service holding the most drops its least recently seen
+        (counted): another service's flood never drops this one's sums."""
+        for dropped, dropped_trace in self._traces.put((service, trace), opened, OPEN_TRACES):
             self._t.child(self._traces_dropped, dropped).inc()
             self._quiet.warning(
                 "trace-dropped",
@@ -384,8 +382,7 @@ class AuditSink:
             del self._pending[request_id]
             self._t.child(self._dropped, pending.service).inc()
         self._pending_gauge.set(len(self._pending))
-        for key in [k for k, opened in self._traces.items() if opened.bucket < oldest]:
-            del self._traces[key]
+        self._traces.drop_older(oldest)
         self._publish(set(self._windows))
 
     def _publish(self, services: set[str]) -> None:

@@ -16,7 +16,7 @@ from monitor.alerts.state import MAX_BYTES, StateFile
 from monitor.audit import saved
 from monitor.audit.estimate import Trace
 from monitor.audit.kept import MAX_FILE_BYTES, KeptState, Pair
-from monitor.audit.saved import OpenTrace, Pending
+from monitor.audit.saved import OpenTrace, OpenTraces, Pending
 from monitor.audit.sink import BUCKETS
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import create_telemetry
@@ -162,10 +162,10 @@ async def test_the_writer_keeps_the_file_within_what_the_reader_takes(tmp_path: 
         (f"{i:08d}-2f1e-4c5b-9a7d-request-id", Pending("shop", bucket, True, where, f"t{i}"))
         for i in range(3000)
     )
-    traces = OrderedDict(
-        (("shop", f"{i:032x}"), OpenTrace(bucket, {(True, "", ""): Trace(2, 1, 1)}))
-        for i in range(3000)
-    )
+    traces = OpenTraces()
+    for i in range(3000):
+        opened = OpenTrace(bucket, {(True, "", ""): Trace(2, 1, 1)})
+        traces.put(("shop", f"{i:032x}"), opened, 3000)
     kept = KeptState(
         StateFile(str(path), t, FORMAT),
         t,
