@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -33,7 +32,14 @@ from monitor.alerts.state import StateFile, StateFormat  # noqa: E402
 from monitor.audit import saved  # noqa: E402
 from monitor.audit.estimate import Trace  # noqa: E402
 from monitor.audit.kept import KeptState, Pair  # noqa: E402
-from monitor.audit.saved import Bucket, OpenTrace, OpenTraces, Pending, Windows  # noqa: E402
+from monitor.audit.saved import (  # noqa: E402
+    Awaiting,
+    Bucket,
+    OpenTrace,
+    OpenTraces,
+    Pending,
+    Windows,
+)
 from monitor.records.where import DIMENSIONS  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 
@@ -42,9 +48,7 @@ BUCKET_S = 3600.0
 NOW = 1_800_000_000.0
 
 
-def state(
-    pending: int, traces: int, services: int
-) -> tuple[Windows, OrderedDict[str, Pending], OpenTraces]:
+def state(pending: int, traces: int, services: int) -> tuple[Windows, Awaiting, OpenTraces]:
     """A state at the given sizes: every bucket of every service with a few slices."""
     newest = int(NOW // BUCKET_S)
     windows: Windows = {}
@@ -56,13 +60,10 @@ def state(
                 for _, tally in bucket.tallies(where):
                     tally.add_audited(n % 3 == 0, n % 4 == 0)
             windows[f"service-{s}"] = {**windows.get(f"service-{s}", {}), newest - b: bucket}
-    waiting = OrderedDict(
-        (
-            str(uuid.UUID(int=i)),
-            Pending(f"service-{i % services}", newest, True, where, f"{i:032x}"),
-        )
-        for i in range(pending)
-    )
+    waiting = Awaiting()
+    for i in range(pending):
+        entry = Pending(f"service-{i % services}", newest, True, where, f"{i:032x}")
+        waiting.put(str(uuid.UUID(int=i)), entry, pending)
     sums = {(True, "", ""): Trace(2, 1, 1), (True, "model", "model-a"): Trace(2, 1, 1)}
     opened = OpenTraces()
     for i in range(traces):

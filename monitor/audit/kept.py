@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from monitor.audit.saved import (
+    Awaiting,
     OpenTraces,
-    Pending,
     Restored,
     State,
     Windows,
@@ -134,7 +133,7 @@ class KeptState:
         self,
         now: float,
         windows: Windows,
-        pending: OrderedDict[str, Pending],
+        pending: Awaiting,
         traces: OpenTraces,
     ) -> None:
         """Encodes the state a slice at a time and writes it off the loop; a write that

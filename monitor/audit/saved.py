@@ -82,6 +82,76 @@ class OpenTrace:
 TraceKey = tuple[str, str]  # (service, trace id)
 
 
+class Awaiting:
+    """The audited records awaiting a label, by request id, each service's apart, oldest
+    first; past `bound` in all (`put`), the service holding the most drops its oldest, so
+    one service's flood of audited records never drops another's."""
+
+    def __init__(self) -> None:
+        self._services: dict[str, OrderedDict[str, Pending]] = {}
+        self._service_of: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._service_of)
+
+    def __iter__(self) -> Iterator[str]:
+        """The request ids, each service's oldest first."""
+        for held in list(self._services.values()):
+            yield from list(held)
+
+    def __reversed__(self) -> Iterator[str]:
+        """The request ids, each service's newest first."""
+        for held in list(self._services.values()):
+            yield from list(reversed(held))
+
+    def get(self, request_id: str) -> Pending | None:
+        service = self._service_of.get(request_id)
+        return None if service is None else self._services[service].get(request_id)
+
+    def pop(self, request_id: str) -> Pending | None:
+        service = self._service_of.pop(request_id, None)
+        if service is None:
+            return None
+        held = self._services[service]
+        pending = held.pop(request_id)
+        if not held:
+            del self._services[service]
+        return pending
+
+    def put(self, request_id: str, pending: Pending, bound: int) -> list[tuple[str, Pending]]:
+        """`pending` as its service's newest; what was dropped to stay within `bound`."""
+        self.pop(request_id)
+        self._services.setdefault(pending.service, OrderedDict())[request_id] = pending
+        self._service_of[request_id] = pending.service
+        dropped = []
+        while len(self._service_of) > bound:
+            largest = max(self._services, key=lambda s: len(self._services[s]))
+            oldest = next(iter(self._services[largest]))
+            gone = self.pop(oldest)
+            assert gone is not None
+            dropped.append((oldest, gone))
+        return dropped
+
+    def drop_older(self, oldest: int) -> list[Pending]:
+        """Forgets the records whose bucket is before `oldest` (each service's come oldest
+        first); returns them."""
+        dropped = []
+        for service in list(self._services):
+            held = self._services[service]
+            while held:
+                request_id, pending = next(iter(held.items()))
+                if pending.bucket >= oldest:
+                    break
+                dropped.append(self.pop(request_id) or pending)
+                if service not in self._services:
+                    break
+        return dropped
+
+    def items(self) -> Iterator[tuple[str, Pending]]:
+        for held in list(self._services.values()):
+            yield from list(held.items())
+
+
 class OpenTraces:
     """The open traces, each service's apart, least recently seen first; past `bound` in
     all (`put`), the service holding the most gives up its least recently seen, so one
@@ -195,7 +265,7 @@ def encode(
     evaluator: str,
     reference: str,
     windows: Windows,
-    pending: OrderedDict[str, Pending],
+    pending: Awaiting,
     traces: OpenTraces,
 ) -> dict[str, Any]:
     """The whole state at once (`kept.KeptState.save` encodes the same a slice at a time)."""
@@ -238,7 +308,7 @@ STATE_FORMAT = (FORMAT, VERSION, KEY, counters, UPGRADES)
 @dataclass(slots=True)
 class Restored:
     windows: Windows = field(default_factory=dict)
-    pending: OrderedDict[str, Pending] = field(default_factory=OrderedDict)
+    pending: Awaiting = field(default_factory=Awaiting)
     traces: OpenTraces = field(default_factory=OpenTraces)
     dropped: dict[str, int] = field(default_factory=dict)  # part → entries left out
     other: str | None = None  # why nothing was restored: another evaluator or reference
@@ -319,9 +389,9 @@ def decode(
             drop("pending")
             continue
         if in_window(bucket):
-            out.pending[request_id] = Pending(service, bucket, defect, tuple(where), trace)
-    while len(out.pending) > max_pending:
-        out.pending.popitem(last=False)
+            out.pending.put(
+                request_id, Pending(service, bucket, defect, tuple(where), trace), max_pending
+            )
     traces = data.get("traces")
     for item in traces if isinstance(traces, list) else []:
         try:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ from monitor.audit.estimate import Estimate, Tally, Trace, estimate
 from monitor.audit.kept import KeptState, Pair
 from monitor.audit.saved import (
     OPEN_TRACES,
+    Awaiting,
     Bucket,
     OpenTrace,
     OpenTraces,
@@ -91,7 +91,7 @@ class AuditSink:
         self._clock = clock
         self._t = telemetry
         self._windows: Windows = {}
-        self._pending: OrderedDict[str, Pending] = OrderedDict()
+        self._pending = Awaiting()
         self._traces = OpenTraces()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
@@ -262,15 +262,13 @@ class AuditSink:
             self._count(service, "audited")
 
     def _await_label(self, request_id: str, pending: Pending) -> None:
-        self._pending[request_id] = pending
-        self._pending.move_to_end(request_id)
         self._count(pending.service, "awaiting_label")
-        while len(self._pending) > self._max_pending:
-            dropped_id, dropped = self._pending.popitem(last=False)
+        for dropped_id, dropped in self._pending.put(request_id, pending, self._max_pending):
             self._t.child(self._dropped, dropped.service).inc()
             self._quiet.warning(
                 "dropped",
-                "audit: record %s of %r dropped before its label came (audit.max_pending %d)",
+                "audit: record %s of %r dropped before its label came (audit.max_pending %d "
+                "in all, the service awaiting the most drops its oldest)",
                 dropped_id,
                 dropped.service,
                 self._max_pending,
@@ -288,11 +286,11 @@ class AuditSink:
             )
             return self._refuse(source, "unknown_id", why)
         if pending.bucket <= self._bucket() - BUCKETS:
-            del self._pending[request_id]
+            self._pending.pop(request_id)
             self._pending_gauge.set(len(self._pending))
             why = f"expired: the window of record {request_id!r} ({self._window}) has passed"
             return self._refuse(source, "expired", why)
-        del self._pending[request_id]
+        self._pending.pop(request_id)
         self._pending_gauge.set(len(self._pending))
         opened = self._traces.get((pending.service, pending.trace))
         if opened is None:
@@ -375,11 +373,7 @@ class AuditSink:
         """Drop the buckets and the pending records that left the window (those counted
         as dropped), and publish every service again."""
         oldest = self._bucket() - BUCKETS + 1
-        while self._pending:
-            request_id, pending = next(iter(self._pending.items()))
-            if pending.bucket >= oldest:
-                break
-            del self._pending[request_id]
+        for pending in self._pending.drop_older(oldest):
             self._t.child(self._dropped, pending.service).inc()
         self._pending_gauge.set(len(self._pending))
         self._traces.drop_older(oldest)

@@ -79,7 +79,8 @@ class Audit(Section):
     # traces: the audited records where each is its own trace) below which no interval is
     # given.
     min_audited: int = Field(default=30, ge=2)
-    # Audited records waiting for their label, oldest dropped first (counted).
+    # Audited records waiting for their label, in all; past it the service awaiting the
+    # most drops its oldest (counted).
     max_pending: int = Field(default=100_000, gt=0)
     labels: LabelFeed = LabelFeed()
     anchors: Anchors = Anchors()

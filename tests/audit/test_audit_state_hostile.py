@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from monitor.alerts.state import MAX_BYTES, StateFile
 from monitor.audit import saved
 from monitor.audit.estimate import Trace
 from monitor.audit.kept import MAX_FILE_BYTES, KeptState, Pair
-from monitor.audit.saved import OpenTrace, OpenTraces, Pending
+from monitor.audit.saved import Awaiting, OpenTrace, OpenTraces, Pending
 from monitor.audit.sink import BUCKETS
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import create_telemetry
@@ -158,10 +157,10 @@ async def test_the_writer_keeps_the_file_within_what_the_reader_takes(tmp_path: 
     t = create_telemetry()
     bucket = int(clock() // (3600 / BUCKETS))
     where = tuple([""] * len(DIMENSIONS))
-    pending = OrderedDict(
-        (f"{i:08d}-2f1e-4c5b-9a7d-request-id", Pending("shop", bucket, True, where, f"t{i}"))
-        for i in range(3000)
-    )
+    pending = Awaiting()
+    for i in range(3000):
+        waiting = Pending("shop", bucket, True, where, f"t{i}")
+        pending.put(f"{i:08d}-2f1e-4c5b-9a7d-request-id", waiting, 3000)
     traces = OpenTraces()
     for i in range(3000):
         opened = OpenTrace(bucket, {(True, "", ""): Trace(2, 1, 1)})
