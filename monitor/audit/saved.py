@@ -31,7 +31,7 @@ FORMAT = "rag-monitor-audit-state"
 VERSION = 2
 KEY = "audit"
 SUFFIX = ".audit"
-OPEN_TRACES = 200_000  # traces whose sums are kept (the least recently seen dropped first)
+OPEN_TRACES = 200_000  # traces whose sums are kept, in all (`OpenTraces.put`)
 # A count past this (2**53: whole numbers a float holds exactly) is not one the audit wrote.
 MAX_COUNT = 2**53
 # A request id or trace id (the sampling key) longer than this is not restored.
@@ -207,9 +207,6 @@ class OpenTraces:
         for service, held in list(self._services.items()):
             for trace in list(reversed(held)):
                 yield service, trace
-
-    def held(self, service: str) -> int:
-        return len(self._services.get(service, ()))
 
 
 @dataclass(slots=True)
