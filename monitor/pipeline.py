@@ -184,7 +184,7 @@ def build_pipeline(
     changes = JudgeChanges() if config.audit.anchors.enabled else None
     sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices))
     sinks.extend(extra_sinks)
-    audit = _audit(config, telemetry, sampler, http, wall_clock)
+    audit = _audit(config, telemetry, sampler, http, wall_clock, changes)
     if audit is not None:
         sinks.append(audit)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
@@ -274,9 +274,9 @@ def _audit(
     sampler: Sampler,
     http: HealthServer | None,
     clock: Callable[[], float],
+    checks: JudgeChanges | None,
 ) -> AuditSink | None:
-    """The audit sink (when `audit` names an evaluator and a reference), its page and its
-    label endpoint on the metrics port."""
+    """The audit sink (with an evaluator and a reference), its page and its label endpoint."""
     audit = config.audit
     if audit.evaluator is None:
         return None
@@ -293,13 +293,13 @@ def _audit(
     kept = StateFormat("audit", *saved.STATE_FORMAT)
     state = StateFile(path + saved.SUFFIX, telemetry, kept) if path else None
     web = config.exporters.prometheus
-    access = label_access(audit, web.endpoint, web_config_asks(web)) if http else LabelAccess()
-    sink = AuditSink(audit, telemetry, share, state=state, clock=clock, access=access)
+    guard = label_access(audit, web.endpoint, web_config_asks(web)) if http else LabelAccess()
+    sink = AuditSink(audit, telemetry, share, state=state, clock=clock, access=guard, checks=checks)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:  # a token is asked by the endpoint, else by the web config
-            handle = LabelEndpoint(sink, telemetry, access).handle
-            public, text = access.token is not None, access.by_web_config
+            handle = LabelEndpoint(sink, telemetry, guard).handle
+            public, text = guard.token is not None, guard.by_web_config
             http.add_route(LABELS_PATH, handle, method="POST", public=public, text=text)
     return sink
 

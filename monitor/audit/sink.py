@@ -26,12 +26,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
 from monitor.audit.access import LabelAccess
+from monitor.audit.anchors import JudgeChanges
 from monitor.audit.estimate import Estimate, Tally, Trace, estimate
 from monitor.audit.kept import KeptState, Pair
 from monitor.audit.saved import (
@@ -76,6 +78,7 @@ class AuditSink:
         state: State | None = None,
         clock: Callable[[], float] = time.time,
         access: LabelAccess | None = None,
+        checks: JudgeChanges | None = None,
     ) -> None:
         assert audit.evaluator is not None and audit.reference is not None
         self._evaluator = audit.evaluator
@@ -88,6 +91,9 @@ class AuditSink:
         self._window = audit.window
         self._share = share
         self._access = access or LabelAccess()
+        # A judge reference's anchor checks (None: not checked, as labels never are).
+        self._checks = checks if audit.reference != LABELS else None
+        self._withheld: str | None = None
         self._clock = clock
         self._t = telemetry
         self._windows: Windows = {}
@@ -152,6 +158,16 @@ class AuditSink:
             "as another trace.",
             ("service",),
         )
+        self._withheld_gauge = t.gauge(
+            "audit_estimate_withheld",
+            "1 while the evaluator's audited estimate is withheld: its reference judge has "
+            "not been checked on the anchors yet, got fewer of them right than an audit "
+            "needs, or judged them all one way.",
+            ("evaluator",),
+        )
+        if self._checks is not None:
+            self._withheld_gauge.labels(self._evaluator).set(1)
+            self._withheld = self._checks.withheld(self._reference)
         self._pending_gauge = t.gauge(
             "audit_pending_labels", "Audited records waiting for their label."
         )
@@ -393,9 +409,23 @@ class AuditSink:
             window = Tally()
             for part in buckets.values():
                 window.merge(part.total)
-            got = estimate(window, min_audited=self._min_audited)
+            got = self._trusted(estimate(window, min_audited=self._min_audited))
             self._estimates[service] = got
             self._set(service, got)
+
+    def _trusted(self, got: Estimate) -> Estimate:
+        """`got`, without its intervals while the reference's anchor check withholds them."""
+        if self._checks is None:
+            return got
+        why = self._checks.withheld(self._reference)
+        if why != self._withheld:
+            self._withheld = why
+            self._withheld_gauge.labels(self._evaluator).set(why is not None)
+            if why is not None:
+                log.warning("audit of %s: the estimate is withheld: %s", self._evaluator, why)
+        if why is None:
+            return got
+        return replace(got, corrected=None, audited_only=None)
 
     def _set(self, service: str, got: Estimate) -> None:
         name = self._evaluator
@@ -435,7 +465,7 @@ class AuditSink:
                 for key, tally in part.slices.items():
                     merged.setdefault(key, Tally()).merge(tally)
             for (dimension, value), tally in sorted(merged.items()):
-                figures = estimate(tally, min_audited=self._min_audited).as_json()
+                figures = self._trusted(estimate(tally, min_audited=self._min_audited)).as_json()
                 slices.setdefault(dimension, {})[value] = figures
             services[service] = {**got.as_json(), "slices": slices}
         awaiting: list[str] = []
@@ -449,6 +479,7 @@ class AuditSink:
             "reference": self._reference,
             "window": self._window,
             "min_audited": self._min_audited,
+            "withheld": self._withheld,
             "services": services,
             "awaiting_labels": awaiting if show_awaiting else None,
             **withheld,
