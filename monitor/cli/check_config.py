@@ -22,6 +22,7 @@ from monitor.config import (
     mask_url,
     parse_duration,
 )
+from monitor.config._audit import LABELS
 from monitor.conventions import SHIPPED
 from monitor.evaluators.registry import evaluator_problems, resolved
 from monitor.exporters.metrics_port import check_metrics_port, web_config_asks
@@ -142,10 +143,11 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
 
 def config_warnings(config: Config) -> list[str]:
     """What a valid config says that is likely not meant, one `path.to.key: why` line each:
-    an SLO row that fires while the service meets its objective (a burn rate below 1), and
-    a convention of the user's that takes over a shipped one's spans (it names a shipped
+    an SLO row that fires while the service meets its objective (a burn rate below 1), a
+    convention of the user's that takes over a shipped one's spans (it names a shipped
     convention's role attribute as its own kind, or matches the spans carrying it: every
-    span of that convention)."""
+    span of that convention), and an audit whose judge reference is never checked on the
+    anchors."""
     lines = []
     for i, rule in enumerate(config.alerts.rules):
         if rule.slo is None:
@@ -158,6 +160,13 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
+    audit = config.audit
+    if audit.enabled and audit.reference != LABELS and not audit.anchors.enabled:
+        lines.append(
+            f"audit.anchors.enabled: the reference {audit.reference} is not checked on the "
+            "anchors, so its verdicts are taken as the truth unchecked; enable the anchor "
+            "check to withhold the estimate while the judge gets them wrong"
+        )
     owners = {kind.attribute: c.name for c in SHIPPED for kind in c.kinds}
     for i, entry in enumerate(config.extraction.conventions):
         if entry.kind is not None and entry.kind.attribute in owners:

@@ -31,7 +31,6 @@ from tests.audit.test_audit_sink import (
     _share,
 )
 
-pytestmark = pytest.mark.asyncio
 ANCHORS = load_anchors(None)
 HALLUCINATED = {str(a.record.response) for a in ANCHORS if a.defect}
 
@@ -86,6 +85,7 @@ def _audit(t: Telemetry, changes: JudgeChanges | None) -> AuditSink:
     return sink
 
 
+@pytest.mark.asyncio
 async def test_a_judge_that_fails_every_anchor_gives_no_estimate_and_says_why(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -114,6 +114,7 @@ async def test_a_judge_that_fails_every_anchor_gives_no_estimate_and_says_why(
     assert f"audit of {DETECTOR}: the estimate is withheld" in caplog.text
 
 
+@pytest.mark.asyncio
 async def test_an_honest_judge_gives_the_estimate_it_gives_unchecked() -> None:
     t, changes = create_telemetry(), JudgeChanges()
     checked = _audit(t, changes)
@@ -125,3 +126,23 @@ async def test_an_honest_judge_gives_the_estimate_it_gives_unchecked() -> None:
     assert page["services"] == unchecked.page()["services"]
     assert page["services"]["shop"]["estimate"] is not None
     assert _gauge(t, "audit_estimate_withheld", evaluator=DETECTOR) == 0
+
+
+@pytest.mark.parametrize("anchors", [False, True])
+def test_check_config_warns_of_a_judge_reference_never_checked(anchors: bool) -> None:
+    from monitor.cli.check_config import config_warnings
+    from monitor.config import Config
+
+    config = Config.model_validate(
+        {
+            "evaluators": [{"name": "local_groundedness"}, {"name": "fact_check"}],
+            "judge": {"model": "openai/gpt-4o-mini"},
+            "audit": {
+                "evaluator": "local_groundedness",
+                "reference": "fact_check",
+                "anchors": {"enabled": anchors},
+            },
+        }
+    )
+    warned = [w for w in config_warnings(config) if w.startswith("audit.anchors.enabled: ")]
+    assert len(warned) == (0 if anchors else 1)
