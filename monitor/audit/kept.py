@@ -8,12 +8,20 @@ but which cannot be restored as a whole is left in place and never written over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import json
 import logging
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from monitor.audit.saved import (
+    FORMAT,
+    KEY,
+    VERSION,
     Awaiting,
     OpenTraces,
     Restored,
@@ -24,13 +32,16 @@ from monitor.audit.saved import (
     encode_pending,
     encode_trace,
 )
+from monitor.audit.saved import counters as state_counters
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 # What the writer keeps the file under: the reader (`monitor.alerts.state.MAX_BYTES`, 24 MiB)
 # refuses a larger one, and the envelope and the windows' keys take a little.
 MAX_FILE_BYTES = 20 * 1024 * 1024
-SLICE = 2000  # entries encoded between two returns to the event loop
+SLICE = 250  # entries encoded between two returns to the event loop (a few ms)
+BUCKET_SLICE = 25  # buckets of a window (each up to a tally per slice value) likewise
+_dumps = functools.partial(json.dumps, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +91,8 @@ class KeptState:
         self._max_pending = max_pending
         self._service_name = service_name
         self._max_bytes = max_bytes
+        # The state file's own counters (one metric each, whoever asks): its writes are ours.
+        _, self._saves = state_counters(telemetry)
         self._dropped = telemetry.counter(
             "audit_state_dropped",
             "Parts of the audit state file left out as it was read (part: window, a bucket "
@@ -98,7 +111,10 @@ class KeptState:
         pair = self._pair
         try:
             # Reading runs the older versions' upgrades: inside, as the parts' checks.
+            unreadable = self._unreadable()
             saved = await asyncio.to_thread(self._state.load, now, window_s)
+            if self._unreadable() > unreadable and self._state.path.exists():
+                raise OSError("unreadable, and it could not be moved aside")
             if not saved:
                 return Restored()
             restored = await asyncio.to_thread(
@@ -129,6 +145,12 @@ class KeptState:
             log.error("audit state: %d %s entries could not be restored; left out", count, part)
         return restored
 
+    def _unreadable(self) -> float:
+        """Reads of the file that found it corrupt or too large so far."""
+        read = self._t.registry.get_sample_value
+        name = "rag_monitor_audit_state_loads_total"
+        return sum(read(name, {"outcome": o}) or 0.0 for o in ("corrupt", "too_large"))
+
     async def save(
         self,
         now: float,
@@ -148,7 +170,7 @@ class KeptState:
             counts = encode_bucket(bucket)
             encoded.setdefault(service, {})[str(index)] = counts
             budget -= _text_bytes(service) + 24 + _entry_bytes([counts["total"], counts["slices"]])
-            if n % SLICE == SLICE - 1:
+            if n % BUCKET_SLICE == BUCKET_SLICE - 1:
                 await asyncio.sleep(0)
         body["windows"] = encoded
         # Newest first, so what is left out over the bound is the oldest.
@@ -174,7 +196,46 @@ class KeptState:
                 )
         body["pending"] = kept_pending[::-1]
         body["traces"] = kept_traces[::-1]
-        await asyncio.to_thread(self._state.save, now, body)
+        await asyncio.to_thread(self._write, now, body)
+
+    def _write(self, now: float, body: dict[str, Any]) -> None:
+        """The file in the state file's envelope, atomically: each entry dumped apart, so
+        that no single encoding holds the interpreter (the loop's thread waits for it)
+        longer than one entry takes. A failure is logged and counted, never raised."""
+        assert self._state is not None
+        path = self._state.path
+        head = {"format": FORMAT, "version": VERSION, "saved_at": now}
+        tmp: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            with os.fdopen(fd, "wb") as out:
+                out.write(_dumps(head)[:-1].encode() + f',"{KEY}":{{'.encode())
+                out.write(f'"evaluator":{_dumps(body["evaluator"])},'.encode())
+                out.write(f'"reference":{_dumps(body["reference"])},"windows":{{'.encode())
+                for n, (service, buckets) in enumerate(body["windows"].items()):
+                    out.write(f"{',' if n else ''}{_dumps(service)}:{{".encode())
+                    parts = (f"{_dumps(i)}:{_dumps(b)}" for i, b in buckets.items())
+                    out.write(",".join(parts).encode() + b"}")
+                out.write(b'},"pending":[')
+                for n, entry in enumerate(body["pending"]):
+                    out.write((b"," if n else b"") + _dumps(entry).encode())
+                out.write(b'],"traces":[')
+                for n, entry in enumerate(body["traces"]):
+                    out.write((b"," if n else b"") + _dumps(entry).encode())
+                out.write(b"]}}")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+            tmp = None
+            self._saves.labels("ok").inc()
+        except OSError as exc:
+            log.error("could not write the audit state file %s: %s", path, exc)
+            self._saves.labels("error").inc()
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 async def _newest(

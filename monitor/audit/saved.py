@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import astuple, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_client import Counter
@@ -49,9 +50,12 @@ MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart
 
 
 class State(Protocol):
-    def load(self, now: float, max_age_s: float) -> dict[str, Any]: ...
+    """The state file (`StateFile` of `monitor.alerts.state`): where it is, and its read
+    (moving a corrupt or oversized file aside, counted)."""
 
-    def save(self, now: float, rules: dict[str, Any]) -> None: ...
+    path: Path
+
+    def load(self, now: float, max_age_s: float) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
