@@ -21,6 +21,7 @@ from monitor.alerts.fleet import FleetReader
 from monitor.alerts.rule import severity_thresholds
 from monitor.alerts.state import StateFile, StateFormat
 from monitor.audit import saved
+from monitor.audit.access import LabelAccess, label_access
 from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.labels import PATH as LABELS_PATH
 from monitor.audit.labels import LabelEndpoint, LabelFile
@@ -40,7 +41,7 @@ from monitor.exporters.debug_records import DebugRecords
 from monitor.exporters.extracted import Redact
 from monitor.exporters.firing_alerts import PATH as ALERTS_PATH
 from monitor.exporters.firing_alerts import FiringAlertsPage
-from monitor.exporters.metrics_port import HealthServer
+from monitor.exporters.metrics_port import HealthServer, web_config_asks
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.extraction import conventions_from_config, log_events_taken
@@ -183,7 +184,7 @@ def build_pipeline(
     changes = JudgeChanges() if config.audit.anchors.enabled else None
     sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices))
     sinks.extend(extra_sinks)
-    audit = _audit(config, telemetry, sampler, http, wall_clock)
+    audit = _audit(config, telemetry, sampler, http, wall_clock, changes)
     if audit is not None:
         sinks.append(audit)
     sink_nodes = [add(type(sink).__name__, sink, metrics_port) for sink in sinks]
@@ -273,9 +274,9 @@ def _audit(
     sampler: Sampler,
     http: HealthServer | None,
     clock: Callable[[], float],
+    checks: JudgeChanges | None,
 ) -> AuditSink | None:
-    """The audit sink (when `audit` names an evaluator and a reference), its page and its
-    label endpoint on the metrics port."""
+    """The audit sink (with an evaluator and a reference), its page and its label endpoint."""
     audit = config.audit
     if audit.evaluator is None:
         return None
@@ -289,15 +290,17 @@ def _audit(
 
     # The window and the records awaiting a label are kept beside the alert rules' state.
     path = config.alerts.state_file
-    audit_format = StateFormat(
-        "audit", saved.FORMAT, saved.VERSION, saved.KEY, saved.counters, saved.UPGRADES
-    )
-    state = StateFile(path + saved.SUFFIX, telemetry, audit_format) if path else None
-    sink = AuditSink(audit, telemetry, share, state=state, clock=clock)
+    kept = StateFormat("audit", *saved.STATE_FORMAT)
+    state = StateFile(path + saved.SUFFIX, telemetry, kept) if path else None
+    web = config.exporters.prometheus
+    guard = label_access(audit, web.endpoint, web_config_asks(web)) if http else LabelAccess()
+    sink = AuditSink(audit, telemetry, share, state=state, clock=clock, access=guard, checks=checks)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
-        if audit.labels.http:
-            http.add_route(LABELS_PATH, LabelEndpoint(sink).handle, method="POST")
+        if audit.labels.http:  # a token is asked by the endpoint, else by the web config
+            handle = LabelEndpoint(sink, telemetry, guard).handle
+            public, text = guard.token is not None, guard.by_web_config
+            http.add_route(LABELS_PATH, handle, method="POST", public=public, text=text)
     return sink
 
 

@@ -38,6 +38,10 @@ from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 RULE = "judge_changed"
+MIN_REFERENCE_ACCURACY = 0.8
+"""The share of the anchors a judge must get right at its last check for an audit to take
+its verdicts as the reference; below it, or with its verdicts all one way, the audit's
+estimate is withheld."""
 
 
 class Budget(Protocol):
@@ -127,9 +131,16 @@ class Flips:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One judge's check: per anchor, whether its verdict was right (None: no verdict)."""
+    """One judge's check: per anchor, whether its verdict was right (None: no verdict),
+    and whether it failed the anchor (None: no verdict)."""
 
     right: tuple[bool | None, ...]
+    failed: tuple[bool | None, ...] = ()
+
+    @property
+    def failed_share(self) -> float | None:
+        judged = [f for f in self.failed if f is not None]
+        return sum(judged) / len(judged) if judged else None
 
     @property
     def accuracy(self) -> float | None:
@@ -141,10 +152,33 @@ class JudgeChanges:
     """The judges whose last anchor check paged a change, with what a page on their
     verdicts should say: written by `AnchorCheck`, asked by the alert engine (a firing
     page's description, its `judge_changed` annotation, its Where alert, `/alerts` and the
-    log line carry the note)."""
+    log line carry the note). Also each judge's last check, which an audit asks before it
+    takes the judge's verdicts as its reference (`withheld`)."""
 
     def __init__(self) -> None:
         self._notes: dict[str, str] = {}
+        self._checks: dict[str, Check] = {}
+
+    def checked(self, evaluator: str, check: Check) -> None:
+        self._checks[evaluator] = check
+
+    def withheld(self, evaluator: str) -> str | None:
+        """Why an estimate with `evaluator` as its reference is withheld (None: it is not):
+        not checked on the anchors yet, below `MIN_REFERENCE_ACCURACY` at its last check,
+        or its verdicts on them all one way."""
+        check = self._checks.get(evaluator)
+        if check is None or check.accuracy is None:
+            return f"the reference {evaluator} has not been checked on the anchors yet"
+        judged = sum(r is not None for r in check.right)
+        failed = check.failed_share
+        if check.accuracy < MIN_REFERENCE_ACCURACY or failed in (0.0, 1.0):
+            return (
+                f"the reference {evaluator} got {check.accuracy:.0%} of {judged} anchors "
+                f"right at its last check (an audit needs {MIN_REFERENCE_ACCURACY:.0%}) and "
+                f"failed {failed:.0%} of them"
+                + (": its verdicts are all one way" if failed in (0.0, 1.0) else "")
+            )
+        return None
 
     def changed(self, evaluator: str, note: str) -> None:
         self._notes[evaluator] = note
@@ -220,10 +254,20 @@ class AnchorCheck:
         for judge in self._judges:
             found = await self._score(judge)
             if found is not None:
+                self._changes.checked(judge.name, found)
+                why = self._changes.withheld(judge.name)
+                if why is not None:
+                    log.warning(
+                        "judge %s on the anchors: %s; an audit whose reference it is "
+                        "withholds its estimate",
+                        judge.name,
+                        why,
+                    )
                 self._compare(judge.name, found)
 
     async def _score(self, judge: Evaluator) -> Check | None:
         right: list[bool | None] = []
+        failed: list[bool | None] = []
         for anchor in self._anchors:
             if not self._budget.admit():
                 self._outcomes.labels(judge.name, "over_budget").inc()
@@ -241,11 +285,13 @@ class AnchorCheck:
             if result.passed is None:
                 self._outcomes.labels(judge.name, "error").inc()
                 right.append(None)
+                failed.append(None)
             else:
                 correct = (not result.passed) == anchor.defect
                 self._outcomes.labels(judge.name, "right" if correct else "wrong").inc()
                 right.append(correct)
-        return Check(tuple(right))
+                failed.append(not result.passed)
+        return Check(tuple(right), tuple(failed))
 
     def _compare(self, name: str, now: Check) -> None:
         accuracy = now.accuracy

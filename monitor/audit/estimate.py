@@ -53,6 +53,11 @@ MIN_AUDITED = 30
 where each is a trace of its own) than this and no interval is given: the approximation of
 a mean of a few binary values (or of a few traces' sums) does not hold, its variance is
 often estimated as 0."""
+FEW = 5
+"""Fewer effective audited traces than this of the reference's rarer verdict (none: the
+audited verdicts are unanimous) and the interval is at least the exact binomial one on the
+audited traces alone (`exact_interval`): the variance of a few binary values, or of values
+that all agree (0), says the rate is known where the sample cannot tell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +226,62 @@ def _interval(center: float, variance: float, critical: float) -> Interval:
     return Interval(inside, max(0.0, center - half), min(1.0, center + half))
 
 
+def exact_interval(successes: float, trials: float, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial rate at level 1 − `alpha`, of
+    effective counts that need not be whole: `trials` rounded down and `successes` rounded
+    down for the lower bound and up for the upper, so the interval is never narrower than
+    the one of the counts themselves."""
+    n = max(1, math.floor(trials))
+    low, high = min(n, math.floor(successes)), min(n, math.ceil(successes))
+    return _exact_lower(low, n, alpha / 2), 1.0 - _exact_lower(n - high, n, alpha / 2)
+
+
+def _exact_lower(k: int, n: int, tail: float) -> float:
+    """The p at which P(X ≥ k) = `tail` for X ~ Binomial(n, p) (0 for k = 0), by bisection."""
+    if k == 0:
+        return 0.0
+    if k > n // 2:  # the sum below runs over the fewer terms
+        return 1.0 - _exact_upper(n - k, n, tail)
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        p = (low + high) / 2
+        if 1.0 - _at_most(k - 1, n, p) < tail:
+            low = p
+        else:
+            high = p
+    return low
+
+
+def _exact_upper(k: int, n: int, tail: float) -> float:
+    """The p at which P(X ≤ k) = `tail` (1 for k = n), by bisection; k ≤ n / 2."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        p = (low + high) / 2
+        if _at_most(k, n, p) > tail:
+            low = p
+        else:
+            high = p
+    return high
+
+
+def _at_most(k: int, n: int, p: float) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, p), 0 < p < 1, summed in logs."""
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(n + 1)
+    return sum(
+        math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        for i in range(k + 1)
+    )
+
+
+def _at_least(interval: Interval, exact: tuple[float, float] | None) -> Interval:
+    """`interval` widened to contain `exact` (None: as it is)."""
+    if exact is None:
+        return interval
+    lower, upper = min(interval.lower, exact[0]), max(interval.upper, exact[1])
+    return Interval(interval.estimate, lower, upper)
+
+
 def t_critical(z: float, freedom: int) -> float:
     """Student's t quantile of the normal quantile `z` at `freedom` degrees of freedom, by
     the Cornish-Fisher expansion (Abramowitz and Stegun 26.7.5): within 0.001 of the exact
@@ -263,11 +324,18 @@ def _sample(records: int, flagged: int, defects: int, fy: int, extra: Traces) ->
 
 
 def estimate(
-    tally: Tally, *, tuned: bool = True, z: float = Z95, min_audited: int = MIN_AUDITED
+    tally: Tally,
+    *,
+    tuned: bool = True,
+    z: float = Z95,
+    min_audited: int = MIN_AUDITED,
+    exact_below: int = FEW,
 ) -> Estimate:
     """The window's estimate; `tuned` False: plain PPI (λ = 1). No interval below
     `min_audited` effective audited traces or 2 unaudited traces. The critical value is Student's t
-    of `z` with (audited traces − 1) degrees of freedom."""
+    of `z` with (audited traces − 1) degrees of freedom. Below `exact_below` effective audited
+    traces of the reference's rarer verdict, each interval is widened to hold the exact one
+    on the audited traces alone (0: never)."""
     n, big_n = tally.audited, tally.unaudited
     detector_defects = tally.unaudited_defects + tally.false_alarms + tally.agree_defect
     evaluated = n + big_n
@@ -295,12 +363,18 @@ def estimate(
     center = weight * tally.unaudited_defects / big_n + mean_y - weight * mean_f
     variance = weight * weight * var_rest + var_y - 2 * weight * cov_yf + weight**2 * var_f
     critical = t_critical(z, traces - 1)
+    # Few of the reference's rarer verdict (or none): no narrower than the exact interval
+    # on the audited traces alone, in effective counts.
+    effective = tally.effective_audited_traces
+    rarer = min(mean_y, 1.0 - mean_y) * effective
+    alpha = math.erfc(z / math.sqrt(2))
+    exact = exact_interval(mean_y * effective, effective, alpha) if rarer < exact_below else None
     return Estimate(
         evaluated,
         n,
         raw,
-        _interval(center, variance, critical),
-        _interval(mean_y, var_y, critical),
+        _at_least(_interval(center, variance, critical), exact),
+        _at_least(_interval(mean_y, var_y, critical), exact),
         weight,
         miss_rate,
         false_alarm_rate,

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
-from monitor.telemetry import RateLimitedLog
+from monitor.audit.access import LabelAccess
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 log = logging.getLogger(__name__)
 PATH = "/audit/labels"
@@ -45,7 +46,9 @@ def parse_label(item: Any) -> tuple[str, bool] | str:
         return "request_id: missing or not a non-empty string"
     label = item.get("label")
     if not isinstance(label, str) or label not in VERDICTS:
-        return f'label: must be "pass" or "fail", got {json.dumps(label)[:40]}'
+        # A list or object is named by its type: it may be nested deeper than dumps goes.
+        got = type(label).__name__ if isinstance(label, list | dict) else json.dumps(label)[:40]
+        return f'label: must be "pass" or "fail", got {got}'
     unknown = sorted(set(item) - {"request_id", "label"})
     if unknown:
         return f"unknown keys: {', '.join(unknown)[:80]}"
@@ -61,27 +64,59 @@ def _apply(sink: LabelSink, item: Any, source: str) -> str | None:
 
 
 class LabelEndpoint:
-    """`POST /audit/labels`: a JSON object or a list of them. Answers 200 with how many
-    joined and, per refused label, its index and why; 400 when the body is not JSON (the
-    whole body counted as one malformed label); 413 past `MAX_BODY_BYTES`."""
+    """`POST /audit/labels`: a JSON object or a list of them, from a sender `access` admits
+    (401 without a credential, 403 with a wrong one). Answers 200 with how many joined and,
+    per refused label, its index and why; 400 when the body is not JSON or is nested too
+    deeply (the whole body counted as one malformed label); 413 past `MAX_BODY_BYTES`. Each
+    refused post is counted by reason and logged."""
 
-    def __init__(self, sink: LabelSink) -> None:
+    def __init__(self, sink: LabelSink, telemetry: Telemetry, access: LabelAccess) -> None:
         self._sink = sink
+        self._access = access
+        self._refused = telemetry.counter(
+            "audit_label_posts_refused",
+            "Posts to /audit/labels refused whole, by reason: no_credential, "
+            "wrong_credential, too_large, not_json, too_deep.",
+            ("reason",),
+        )
+        self._quiet = RateLimitedLog(log)
+
+    def _refuse(self, request: web.Request, reason: str, status: int, problem: str) -> web.Response:
+        self._refused.labels(reason).inc()
+        self._quiet.warning(
+            f"post-{reason}",
+            "audit: labels posted from %s refused (%s): %s",
+            request.remote,
+            reason,
+            problem,
+        )
+        if status in (400, 413):  # a body that holds no label it could read
+            self._sink.malformed("http", problem)
+        headers = {"WWW-Authenticate": 'Bearer realm="rag-monitor"'} if status == 401 else None
+        return web.json_response({"error": problem}, status=status, headers=headers)
 
     async def handle(self, request: web.Request) -> web.Response:
+        denied = self._access.refusal(request.headers.get("Authorization"))
+        if denied is not None:
+            status, problem = (
+                (401, "a label sender presents Authorization: Bearer <token>")
+                if denied == "no_credential"
+                else (403, "the bearer token is not the one audit.labels.token_env holds")
+            )
+            return self._refuse(request, denied, status, problem)
+        too_large = f"body over {MAX_BODY_BYTES} bytes"
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            self._sink.malformed("http", "body too large")
-            return web.json_response({"error": f"body over {MAX_BODY_BYTES} bytes"}, status=413)
+            return self._refuse(request, "too_large", 413, too_large)
         body = await request.content.read(MAX_BODY_BYTES + 1)
         if len(body) > MAX_BODY_BYTES:
-            self._sink.malformed("http", "body too large")
-            return web.json_response({"error": f"body over {MAX_BODY_BYTES} bytes"}, status=413)
+            return self._refuse(request, "too_large", 413, too_large)
         try:
             data = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problem = f"body is not JSON: {exc}"
-            self._sink.malformed("http", problem)
-            return web.json_response({"error": problem}, status=400)
+            return self._refuse(request, "not_json", 400, f"body is not JSON: {exc}")
+        except RecursionError:
+            problem = "body is nested too deeply (a label is an object of two strings)"
+            return self._refuse(request, "too_deep", 400, problem)
         items = data if isinstance(data, list) else [data]
         refused = []
         for index, item in enumerate(items):

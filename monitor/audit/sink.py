@@ -15,34 +15,36 @@ malformed labels and labels for records whose window has passed are counted and 
 Records that share a trace are audited together (one hash), so the estimate's variance is
 per trace (`estimate`): each open trace's sums per tally are kept (`OpenTrace`) while its
 bucket is in the window, so that a later record of it, or a label that comes late, adds to
-the same trace; at most `OPEN_TRACES`, the least recently seen dropped first (counted: its
-later records count as another trace).
+the same trace; at most `OPEN_TRACES` in all, past which the service holding the most drops
+its least recently seen (counted: its later records count as another trace), so that one
+service's flood never drops another's sums nor makes another's interval ready.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from monitor.audit._ticker import Ticker
+from monitor.audit.access import LabelAccess
+from monitor.audit.anchors import JudgeChanges
 from monitor.audit.estimate import Estimate, Tally, Trace, estimate
+from monitor.audit.kept import KeptState, Pair
 from monitor.audit.saved import (
     OPEN_TRACES,
+    Awaiting,
     Bucket,
     OpenTrace,
     OpenTraces,
     Pending,
     State,
     Windows,
-    decode,
-    encode,
 )
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 PATH = "/audit"
 BUCKETS = 24  # a window is kept as this many buckets; it slides one bucket at a time
 AWAITING_SHOWN = 1000  # request ids awaiting a label that `GET /audit` lists
+WITHHELD = (
+    "the request ids awaiting a label are shown only to a label sender's credential "
+    "(Authorization: Bearer <the token audit.labels.token_env holds>, or the web config's)"
+)
 
 Share = Callable[[RagRecord], bool | None]
 """Whether a record the detector evaluated is audited (True), counted unaudited (False),
@@ -71,6 +77,8 @@ class AuditSink:
         *,
         state: State | None = None,
         clock: Callable[[], float] = time.time,
+        access: LabelAccess | None = None,
+        checks: JudgeChanges | None = None,
     ) -> None:
         assert audit.evaluator is not None and audit.reference is not None
         self._evaluator = audit.evaluator
@@ -82,12 +90,15 @@ class AuditSink:
         self._bucket_s = audit.window_s / BUCKETS
         self._window = audit.window
         self._share = share
+        self._access = access or LabelAccess()
+        # A judge reference's anchor checks (None: not checked, as labels never are).
+        self._checks = checks if audit.reference != LABELS else None
+        self._withheld: str | None = None
         self._clock = clock
-        self._state = state
         self._t = telemetry
         self._windows: Windows = {}
-        self._pending: OrderedDict[str, Pending] = OrderedDict()
-        self._traces: OpenTraces = OrderedDict()
+        self._pending = Awaiting()
+        self._traces = OpenTraces()
         # Buckets age out of the window while no record comes: the gauges follow.
         self._ticker = Ticker(min(self._bucket_s, 60.0), self._refresh_async)
         self._quiet = RateLimitedLog(log)
@@ -147,22 +158,48 @@ class AuditSink:
             "as another trace.",
             ("service",),
         )
+        self._withheld_gauge = t.gauge(
+            "audit_estimate_withheld",
+            "1 while the evaluator's audited estimate is withheld: its reference judge has "
+            "not been checked on the anchors yet, got fewer of them right than an audit "
+            "needs, or judged them all one way.",
+            ("evaluator",),
+        )
+        if self._checks is not None:
+            self._withheld_gauge.labels(self._evaluator).set(1)
+            self._withheld = self._checks.withheld(self._reference)
         self._pending_gauge = t.gauge(
             "audit_pending_labels", "Audited records waiting for their label."
         )
-        self._state_dropped = t.counter(
-            "audit_state_dropped",
-            "Parts of the audit state file left out as it was read (part: window, a "
-            "service's; pending, a record awaiting a label; traces, an open trace's sums): "
-            "a wrong type or count.",
-            ("part",),
+        self._kept = (
+            KeptState(
+                state,
+                telemetry,
+                Pair(self._evaluator, self._reference),
+                max_pending=self._max_pending,
+                service_name=telemetry.service_cap,
+            )
+            if state is not None
+            else None
         )
 
     async def start(self) -> None:
-        if self._state is not None:
-            saved = await asyncio.to_thread(self._state.load, self._clock(), self._window_s)
-            if saved:
-                self._restore(saved)
+        if self._kept is not None:
+            now = self._bucket()
+            restored = await self._kept.restore(
+                self._clock(), self._window_s, oldest=now - BUCKETS + 1, newest=now
+            )
+            self._windows = restored.windows
+            self._pending = restored.pending
+            self._traces = restored.traces
+            self._pending_gauge.set(len(self._pending))
+            self._publish(set(self._windows))
+            if restored.windows or restored.pending:
+                log.info(
+                    "audit state restored: %d services, %d records awaiting a label",
+                    len(self._windows),
+                    len(self._pending),
+                )
         self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
@@ -176,31 +213,8 @@ class AuditSink:
     async def _save(self) -> None:
         """The window and the records awaiting a label, to the state file (a restart
         keeps the estimate; a crash loses what came since the last refresh)."""
-        if self._state is not None:
-            body = encode(
-                self._evaluator, self._reference, self._windows, self._pending, self._traces
-            )
-            await asyncio.to_thread(self._state.save, self._clock(), body)
-
-    def _restore(self, saved: dict[str, Any]) -> None:
-        oldest = self._bucket() - BUCKETS + 1
-        restored = decode(saved, self._evaluator, self._reference, oldest, self._max_pending)
-        if restored.other is not None:
-            log.warning("audit state not restored: %s", restored.other)
-            return
-        for part, count in restored.dropped.items():
-            self._t.child(self._state_dropped, part).inc(count)
-            log.error("audit state: %d %s entries could not be restored; left out", count, part)
-        self._windows = restored.windows
-        self._pending = restored.pending
-        self._traces = restored.traces
-        self._pending_gauge.set(len(self._pending))
-        self._publish(set(self._windows))
-        log.info(
-            "audit state restored: %d services, %d records awaiting a label",
-            len(self._windows),
-            len(self._pending),
-        )
+        if self._kept is not None:
+            await self._kept.save(self._clock(), self._windows, self._pending, self._traces)
 
     def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
         bucket = self._bucket()
@@ -264,15 +278,13 @@ class AuditSink:
             self._count(service, "audited")
 
     def _await_label(self, request_id: str, pending: Pending) -> None:
-        self._pending[request_id] = pending
-        self._pending.move_to_end(request_id)
         self._count(pending.service, "awaiting_label")
-        while len(self._pending) > self._max_pending:
-            dropped_id, dropped = self._pending.popitem(last=False)
+        for dropped_id, dropped in self._pending.put(request_id, pending, self._max_pending):
             self._t.child(self._dropped, dropped.service).inc()
             self._quiet.warning(
                 "dropped",
-                "audit: record %s of %r dropped before its label came (audit.max_pending %d)",
+                "audit: record %s of %r dropped before its label came (audit.max_pending %d "
+                "in all, the service awaiting the most drops its oldest)",
                 dropped_id,
                 dropped.service,
                 self._max_pending,
@@ -290,11 +302,11 @@ class AuditSink:
             )
             return self._refuse(source, "unknown_id", why)
         if pending.bucket <= self._bucket() - BUCKETS:
-            del self._pending[request_id]
+            self._pending.pop(request_id)
             self._pending_gauge.set(len(self._pending))
             why = f"expired: the window of record {request_id!r} ({self._window}) has passed"
             return self._refuse(source, "expired", why)
-        del self._pending[request_id]
+        self._pending.pop(request_id)
         self._pending_gauge.set(len(self._pending))
         opened = self._traces.get((pending.service, pending.trace))
         if opened is None:
@@ -332,13 +344,10 @@ class AuditSink:
         return self._seen(service, trace, opened)
 
     def _seen(self, service: str, trace: str, opened: OpenTrace) -> OpenTrace:
-        """`opened` kept as the most recently seen open trace; past `OPEN_TRACES` the least
-        recently seen is dropped (counted)."""
-        key = (service, trace)
-        self._traces[key] = opened
-        self._traces.move_to_end(key)
-        while len(self._traces) > OPEN_TRACES:
-            (dropped, dropped_trace), _ = self._traces.popitem(last=False)
+        """`opened` kept as the most recently seen open trace of its service; past
+        `OPEN_TRACES` in all, the service holding the most drops its least recently seen
+        (counted): another service's flood never drops this one's sums."""
+        for dropped, dropped_trace in self._traces.put((service, trace), opened, OPEN_TRACES):
             self._t.child(self._traces_dropped, dropped).inc()
             self._quiet.warning(
                 "trace-dropped",
@@ -380,15 +389,10 @@ class AuditSink:
         """Drop the buckets and the pending records that left the window (those counted
         as dropped), and publish every service again."""
         oldest = self._bucket() - BUCKETS + 1
-        while self._pending:
-            request_id, pending = next(iter(self._pending.items()))
-            if pending.bucket >= oldest:
-                break
-            del self._pending[request_id]
+        for pending in self._pending.drop_older(oldest):
             self._t.child(self._dropped, pending.service).inc()
         self._pending_gauge.set(len(self._pending))
-        for key in [k for k, opened in self._traces.items() if opened.bucket < oldest]:
-            del self._traces[key]
+        self._traces.drop_older(oldest)
         self._publish(set(self._windows))
 
     def _publish(self, services: set[str]) -> None:
@@ -405,9 +409,23 @@ class AuditSink:
             window = Tally()
             for part in buckets.values():
                 window.merge(part.total)
-            got = estimate(window, min_audited=self._min_audited)
+            got = self._trusted(estimate(window, min_audited=self._min_audited))
             self._estimates[service] = got
             self._set(service, got)
+
+    def _trusted(self, got: Estimate) -> Estimate:
+        """`got`, without its intervals while the reference's anchor check withholds them."""
+        if self._checks is None:
+            return got
+        why = self._checks.withheld(self._reference)
+        if why != self._withheld:
+            self._withheld = why
+            self._withheld_gauge.labels(self._evaluator).set(why is not None)
+            if why is not None:
+                log.warning("audit of %s: the estimate is withheld: %s", self._evaluator, why)
+        if why is None:
+            return got
+        return replace(got, corrected=None, audited_only=None)
 
     def _set(self, service: str, got: Estimate) -> None:
         name = self._evaluator
@@ -435,10 +453,10 @@ class AuditSink:
         for bound in ("estimate", "lower", "upper"):
             _remove(self._bounds, service, name, bound)
 
-    def page(self) -> dict[str, Any]:
+    def page(self, show_awaiting: bool = True) -> dict[str, Any]:
         """What `GET /audit` shows: each service's window figures, with those of its
         slices (dimension → value → figures), and the request ids awaiting a label (oldest
-        first, at most `AWAITING_SHOWN`)."""
+        first, at most `AWAITING_SHOWN`; with `show_awaiting` False, null and why)."""
         services = {}
         for service, got in sorted(self._estimates.items()):
             slices: dict[str, dict[str, Any]] = {}
@@ -447,26 +465,30 @@ class AuditSink:
                 for key, tally in part.slices.items():
                     merged.setdefault(key, Tally()).merge(tally)
             for (dimension, value), tally in sorted(merged.items()):
-                figures = estimate(tally, min_audited=self._min_audited).as_json()
+                figures = self._trusted(estimate(tally, min_audited=self._min_audited)).as_json()
                 slices.setdefault(dimension, {})[value] = figures
             services[service] = {**got.as_json(), "slices": slices}
         awaiting: list[str] = []
-        for request_id in self._pending:
+        for request_id in self._pending if show_awaiting else ():
             if len(awaiting) == AWAITING_SHOWN:
                 break
             awaiting.append(request_id)
+        withheld = {} if show_awaiting else {"awaiting_labels_withheld": WITHHELD}
         return {
             "evaluator": self._evaluator,
             "reference": self._reference,
             "window": self._window,
             "min_audited": self._min_audited,
+            "withheld": self._withheld,
             "services": services,
-            "awaiting_labels": awaiting,
+            "awaiting_labels": awaiting if show_awaiting else None,
+            **withheld,
             "pending_labels": len(self._pending),
         }
 
     async def handle(self, request: web.Request) -> web.Response:
-        return web.json_response(self.page())
+        shown = self._access.shows_awaiting(request.headers.get("Authorization"))
+        return web.json_response(self.page(shown))
 
 
 def _remove(gauge: Any, *labels: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.alerts.kinds.pick import summary
+from monitor.audit.access import open_labels_problem
 from monitor.config import (
     AttributeSource,
     Config,
@@ -21,9 +22,10 @@ from monitor.config import (
     mask_url,
     parse_duration,
 )
+from monitor.config._audit import LABELS
 from monitor.conventions import SHIPPED
 from monitor.evaluators.registry import evaluator_problems, resolved
-from monitor.exporters.metrics_port import check_metrics_port
+from monitor.exporters.metrics_port import check_metrics_port, web_config_asks
 from monitor.judge.definitions import needs_judge
 from monitor.shared.placeholders import recursion
 
@@ -47,6 +49,17 @@ def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
     return []
 
 
+def label_senders(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """`audit.labels.http` where anyone who reaches the metrics port could post labels."""
+    prometheus = config.exporters.prometheus
+    try:
+        asks = web_config_asks(prometheus)
+    except ConfigError:
+        return []  # `metrics_port` names what is wrong with the web config
+    problem = open_labels_problem(config.audit, prometheus.endpoint, asks)
+    return [] if problem is None else [problem]
+
+
 def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
     """Each user convention's attribute whose `{placeholder}` could fill in its own name
     (`app.{app.kind}`), or whose braces do not pair (`monitor/shared/placeholders.py`)."""
@@ -66,7 +79,7 @@ def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
 
 # What `check-config` checks beyond the file itself; `run` and `replay` check the judges
 # and the conventions' keys (`run` finds the metrics port's problems when it opens it).
-CHECK_CONFIG = (metrics_port, judge_credentials, convention_keys)
+CHECK_CONFIG = (metrics_port, label_senders, judge_credentials, convention_keys)
 
 
 def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> int:
@@ -130,10 +143,11 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
 
 def config_warnings(config: Config) -> list[str]:
     """What a valid config says that is likely not meant, one `path.to.key: why` line each:
-    an SLO row that fires while the service meets its objective (a burn rate below 1), and
-    a convention of the user's that takes over a shipped one's spans (it names a shipped
+    an SLO row that fires while the service meets its objective (a burn rate below 1), a
+    convention of the user's that takes over a shipped one's spans (it names a shipped
     convention's role attribute as its own kind, or matches the spans carrying it: every
-    span of that convention)."""
+    span of that convention), and an audit whose judge reference is never checked on the
+    anchors."""
     lines = []
     for i, rule in enumerate(config.alerts.rules):
         if rule.slo is None:
@@ -146,6 +160,13 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
+    audit = config.audit
+    if audit.enabled and audit.reference != LABELS and not audit.anchors.enabled:
+        lines.append(
+            f"audit.anchors.enabled: the reference {audit.reference} is not checked on the "
+            "anchors, so its verdicts are taken as the truth unchecked; enable the anchor "
+            "check to withhold the estimate while the judge gets them wrong"
+        )
     owners = {kind.attribute: c.name for c in SHIPPED for kind in c.kinds}
     for i, entry in enumerate(config.extraction.conventions):
         if entry.kind is not None and entry.kind.attribute in owners:
@@ -203,6 +224,10 @@ def _explain(config: Config) -> list[str]:
             f"audit: {audit.evaluator}'s defect rate corrected by {audit.reference} on "
             f"{audit.share:g} of its records, over {audit.window}"
         )
+    if audit.labels.http:
+        token = audit.labels.token_env
+        who = f"with the bearer token in {token}" if token else "by the web config's users"
+        lines.append(f"labels posted to /audit/labels {who} (or on loopback, from this host)")
     if audit.anchors.enabled:
         where = audit.anchors.file or "the shipped anchors"
         lines.append(f"judges checked on {where} every {audit.anchors.every}")

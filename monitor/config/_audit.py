@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from monitor.config._fields import Duration, ReadableFile, Section, parse_duration
+from monitor.config._fields import Duration, ReadableFile, Section, environ_of, parse_duration
 
 LABELS = "labels"
 """`audit.reference` for labels fed back (human review) instead of a judge."""
@@ -17,8 +24,32 @@ LABELS = "labels"
 class LabelFeed(Section):
     # A JSON-lines file of `{"request_id": ..., "label": "pass" | "fail"}`, read as it grows.
     file: str | None = None
-    # `POST /audit/labels` on the metrics port takes the same objects (one, or a list).
+    # `POST /audit/labels` on the metrics port takes the same objects (one, or a list),
+    # from senders with a credential (`token_env`, or the metrics port's web config); on a
+    # loopback address from anyone on the host.
     http: bool = False
+    # The environment variable holding the bearer token label senders present
+    # (`Authorization: Bearer <token>`); the token is read from it at load time.
+    token_env: str | None = None
+    _token: str | None = PrivateAttr(default=None)
+
+    @field_validator("token_env")
+    @classmethod
+    def _variable_set(cls, variable: str | None, info: ValidationInfo) -> str | None:
+        if variable is not None and not environ_of(info).get(variable, "").strip():
+            raise ValueError(f"environment variable {variable} is not set")
+        return variable
+
+    @model_validator(mode="after")
+    def _token_from_env(self, info: ValidationInfo) -> LabelFeed:
+        if self.token_env is not None:
+            self._token = environ_of(info)[self.token_env].strip()
+        return self
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token label senders present (None: `token_env` is unset)."""
+        return self._token
 
 
 class Anchors(Section):
@@ -48,7 +79,8 @@ class Audit(Section):
     # traces: the audited records where each is its own trace) below which no interval is
     # given.
     min_audited: int = Field(default=30, ge=2)
-    # Audited records waiting for their label, oldest dropped first (counted).
+    # Audited records waiting for their label, in all; past it the service awaiting the
+    # most drops its oldest (counted).
     max_pending: int = Field(default=100_000, gt=0)
     labels: LabelFeed = LabelFeed()
     anchors: Anchors = Anchors()

@@ -253,6 +253,12 @@ def asks_for_credentials(config: WebConfig) -> bool:
     )
 
 
+def web_config_asks(prometheus: PrometheusExporter) -> bool:
+    """Whether the metrics port's web config (none: no) asks every request for a credential."""
+    path = prometheus.web_config_file
+    return path is not None and asks_for_credentials(load_web_security(path)[0])
+
+
 def _unprotected(path: str, host: str, config: WebConfig | None) -> str | None:
     """Why `path`, which shows record text, may not be served on `host` with `config`
     (None: it may)."""

@@ -179,6 +179,23 @@ def test_pending_records_are_bounded_and_a_drop_is_counted(telemetry: Telemetry)
     assert sink.label(f"req-{audited[4]}", True, "file") is None
 
 
+def test_a_flood_of_one_service_never_drops_another_s_awaiting_records(
+    telemetry: Telemetry,
+) -> None:
+    """Past `max_pending` in all, the service awaiting the most drops its own oldest: the
+    quiet service's records still take their labels."""
+    sink = _labelled(telemetry, Clock(), max_pending=6)
+    audited = [i for i in range(2000) if _audited(i)]
+    quiet, flood = audited[:2], audited[2:42]
+    sink.emit_many([(_record(i, "cart"), _results(False, "absent")) for i in quiet])
+    sink.emit_many([(_record(i, "shop"), _results(False, "absent")) for i in flood])
+    assert _count(telemetry, "audit_pending_dropped", service="shop") == len(flood) - 4
+    assert _count(telemetry, "audit_pending_dropped", service="cart") == 0
+    for i in quiet:
+        assert sink.label(f"req-{i}", True, "http") is None
+    assert sink.page()["awaiting_labels"] == [f"req-{i}" for i in flood[-4:]]
+
+
 def test_a_label_after_its_window_is_refused_as_expired(telemetry: Telemetry) -> None:
     clock = Clock()
     sink = _labelled(telemetry, clock, window="1h")

@@ -185,3 +185,47 @@ async def test_a_version_1_state_file_is_read_as_one_record_per_trace(tmp_path: 
         assert got == pytest.approx(estimate(want, min_audited=2).corrected.upper)  # type: ignore[union-attr]
     finally:
         await sink.shutdown(5)
+
+
+def _two_services(monkeypatch: pytest.MonkeyPatch, flood: bool) -> tuple[dict[str, object], float]:
+    """`shop`: 40 conversations of `TURNS` records, each one trace, all open together;
+    with `flood`, `noisy` opens 150 new traces between two turns of `shop` (past the open
+    traces' bound of 100). The figures `GET /audit` gives `shop`, and its traces dropped."""
+    from monitor.audit.sink import AuditSink
+    from monitor.config._audit import Audit
+    from tests.audit.test_audit_sink import JUDGE, _share
+
+    monkeypatch.setattr(sink_module, "OPEN_TRACES", 100)
+    section = Audit(evaluator=DETECTOR, reference=JUDGE, share=SHARE, min_audited=15)
+    t = create_telemetry()
+    sink = AuditSink(section, t, lambda r: _share(r, 1.0), clock=Clock())
+    noisy = 10_000
+    for turn in range(TURNS):
+        for trace in range(40):
+            detector, reference = _verdicts(trace, turn)
+            record = _record(trace, turn)
+            sink.emit_many(
+                [(record, _results(detector, reference if _audited(trace) else "absent"))]
+            )
+        for _ in range(150 if flood else 0):
+            flooding = _record(noisy, 0).model_copy(update={"service": "noisy"})
+            sink.emit_many([(flooding, _results(False, False if _audited(noisy) else "absent"))])
+            noisy += 1
+    if flood:
+        assert _count(t, "audit_traces_dropped", service="noisy") > 0
+    figures: dict[str, object] = sink.page()["services"]["shop"]
+    return figures, _count(t, "audit_traces_dropped", service="shop")
+
+
+def test_another_service_s_flood_never_makes_an_interval_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A service whose audited conversations are too few for an interval alone stays
+    without one, with the same figures, while another floods the open traces: the flood
+    drops its own sums, not the quiet service's (which would count each later record of a
+    dropped trace as another trace, and so make more audited traces than there are)."""
+    alone, _ = _two_services(monkeypatch, flood=False)
+    assert alone["estimate"] is None
+    flooded, dropped = _two_services(monkeypatch, flood=True)
+    assert flooded == alone
+    assert dropped == 0

@@ -21,7 +21,7 @@ HAND = Tally(unaudited=10, unaudited_defects=2, agree_pass=3, misses=1, agree_de
 
 
 def test_plain_ppi_on_a_hand_computed_window() -> None:
-    got = estimate(HAND, tuned=False, z=1.0, min_audited=2)
+    got = estimate(HAND, tuned=False, z=1.0, min_audited=2, exact_below=0)
     assert got.weight == 1.0
     assert got.corrected is not None and got.audited_only is not None
     # θ = 0.2 + 0.2; Var = (1.6/9)/10 + 0.2/5
@@ -38,7 +38,7 @@ def test_plain_ppi_on_a_hand_computed_window() -> None:
 
 
 def test_tuned_weight_on_a_hand_computed_window() -> None:
-    got = estimate(HAND, z=1.0, min_audited=2)
+    got = estimate(HAND, z=1.0, min_audited=2, exact_below=0)
     # λ of least variance: (cov/n) / (var_N f / N + var_n f / n) = 0.03 / (1.6/90 + 0.04)
     weight = (0.15 / 5) / (1.6 / 9 / 10 + 0.2 / 5)
     assert got.weight == pytest.approx(weight)
@@ -48,7 +48,7 @@ def test_tuned_weight_on_a_hand_computed_window() -> None:
     assert got.corrected.estimate == pytest.approx(weight * 0.2 + 0.4 - weight * 0.2)
     assert got.corrected.upper - got.corrected.lower == pytest.approx(2 * sd)
     # Tuning never widens the interval of plain PPI on the same window.
-    plain = estimate(HAND, tuned=False, z=1.0, min_audited=2).corrected
+    plain = estimate(HAND, tuned=False, z=1.0, min_audited=2, exact_below=0).corrected
     assert plain is not None and got.corrected.width < plain.width
 
 
@@ -171,7 +171,7 @@ def test_a_trace_s_records_vary_together_in_the_variance() -> None:
     _traced(tally, [[(True, True)] * 2, [(False, False)] * 2, [(False, True)]])
     assert (tally.audited, tally.audited_trace_count) == (5, 3)
     assert tally.effective_audited_traces == pytest.approx(25 / 9)
-    got = estimate(tally, tuned=False, z=1.0, min_audited=2)
+    got = estimate(tally, tuned=False, z=1.0, min_audited=2, exact_below=0)
     assert got.corrected is not None and got.audited_only is not None
     half = t_critical(1.0, 2) * math.sqrt(1.6 / 9 / 10 + 0.0576)
     assert got.corrected.estimate == pytest.approx(0.2 + 0.2)
@@ -239,3 +239,61 @@ def test_the_interval_covers_the_rate_when_a_trace_holds_a_conversation() -> Non
     told, untold = _trace_coverage(0.25)
     assert told >= 0.92
     assert untold < 0.75
+
+
+def _at_most(k: int, n: int, p: float) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, p), term by term (k is small here)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def _holds_the_exact_interval(lower: float, upper: float, defects: int, audited: int) -> bool:
+    """[lower, upper] contains the exact 95 % (Clopper-Pearson) interval: the exact upper
+    bound is the p where P(X ≤ defects) falls to 2.5 %, so an upper bound at or past it has
+    that tail at most 2.5 % (1 holds every p); the same for the lower bound, mirrored."""
+    n, k = audited, defects
+    upper_ok = upper >= 1.0 or _at_most(k, n, upper) <= 0.025 + 1e-12
+    lower_ok = lower <= 0.0 or _at_most(n - k, n, 1 - lower) <= 0.025 + 1e-12
+    return upper_ok and lower_ok
+
+
+@pytest.mark.parametrize("audited", [30, 48, 100])
+@pytest.mark.parametrize("defects", ["none", "all", "two"])
+@pytest.mark.parametrize("detector", ["agrees", "flags a tenth"])
+def test_a_unanimous_or_nearly_unanimous_audit_claims_no_more_than_the_exact_interval(
+    audited: int, defects: str, detector: str
+) -> None:
+    """48 audited traces all labelled pass once gave [0.0, 0.0]; the exact interval is
+    [0, 0.074]. Where the reference's rarer verdict is few (or none), both intervals
+    contain the exact binomial interval on the audited traces alone, and have width."""
+    failed = {"none": 0, "all": audited, "two": 2}[defects]
+    tally = Tally()
+    for i in range(audited):
+        reference = i < failed
+        flagged = reference if detector == "agrees" else i % 10 == 0
+        tally.add_audited(flagged, reference)
+    for i in range(20 * audited):
+        tally.add_unaudited(i % 10 == 0 if detector != "agrees" else failed == audited)
+    got = estimate(tally)
+    assert got.corrected is not None and got.audited_only is not None
+    if failed == 0:  # the closed form: [0, 1 − 0.025^(1/n)]; 48 audited: [0, 0.074]
+        assert got.corrected.upper >= 1 - 0.025 ** (1 / audited) - 1e-12
+    for interval in (got.corrected, got.audited_only):
+        assert _holds_the_exact_interval(interval.lower, interval.upper, failed, audited)
+        assert interval.width > 0
+        assert interval.lower <= interval.estimate <= interval.upper
+
+
+def test_the_exact_floor_leaves_a_balanced_audit_as_it_was() -> None:
+    """Where both verdicts are many, the interval is the t interval alone: narrower than
+    the exact one, as prediction-powered inference promises."""
+    tally = Tally()
+    for i in range(100):
+        tally.add_audited(i % 3 == 0, i % 3 == 0)
+    for i in range(2000):
+        tally.add_unaudited(i % 3 == 0)
+    got = estimate(tally)
+    assert got.corrected is not None and got.audited_only is not None
+    # Narrower than the exact interval: it does not hold it.
+    interval = got.audited_only
+    assert not _holds_the_exact_interval(interval.lower, interval.upper, 34, 100)
+    assert got.corrected.width <= interval.width

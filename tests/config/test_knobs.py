@@ -296,7 +296,7 @@ GOOD: dict[str, Any] = {
         "window": "24h",
         "min_audited": 30,
         "max_pending": 1000,
-        "labels": {"file": "labels.jsonl", "http": True},
+        "labels": {"file": "labels.jsonl", "http": True, "token_env": "TOKEN"},
         "anchors": {"enabled": True, "file": "CERT", "every": "6h", "alpha": 0.001},
     },
 }
@@ -596,6 +596,7 @@ TABLE: dict[str, list[Any]] = {
     "audit.max_pending": [*NOT_A_COUNT, 0],
     "audit.labels.file": NOT_TEXT,
     "audit.labels.http": NOT_A_FLAG,
+    "audit.labels.token_env": [*NOT_TEXT, "UNSET_VARIABLE"],
     "audit.anchors.enabled": NOT_A_FLAG,
     "audit.anchors.file": NOT_A_FILE,
     "audit.anchors.every": NOT_A_DURATION,

@@ -65,6 +65,7 @@ CASES = (
     Case("alert_slo.py"),
     Case("all.py", needs="noida-db"),
     Case("audit_estimate.py", ("{data}", "--cache", "{tmp}/verdicts.json")),
+    Case("audit_state_stall.py"),
     Case("config_load.py"),
     Case("detector_ablation.py", ("{data}",)),
     Case("detector_compare.py", ("--data-dir", "{data_dir}", "--halueval", "{data_dir}")),

@@ -1,0 +1,220 @@
+"""Labels only from who may send them: on a metrics port reachable from other hosts,
+`POST /audit/labels` takes labels only with the bearer token `audit.labels.token_env`
+names (or behind the web config's basic auth), and `GET /audit` shows the request ids
+awaiting a label only to the same credential; `check-config` and `run` refuse the open
+configuration. A body of any depth is a 400. Real HTTP against the real metrics port."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+
+from monitor.cli.check_config import check_config
+from monitor.config import ConfigError
+from monitor.service import Service
+from tests.audit.test_audit_e2e import _audited, _config, _evaluated, _labelled, _records
+
+TOKEN_ENV = "RAG_MONITOR_TEST_LABEL_TOKEN"
+TOKEN = "s3cret-label-token"
+OPEN = "audit.labels.http: POST /audit/labels sets the audited estimate"
+
+
+def _call(
+    port: int, path: str, body: bytes | None = None, authorization: str | None = None
+) -> tuple[int, Any]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body)
+    if authorization is not None:
+        request.add_header("Authorization", authorization)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    return status, json.loads(text) if text.startswith(("{", "[")) else text
+
+
+async def _ask(
+    port: int, path: str, body: Any = None, authorization: str | None = None
+) -> tuple[int, Any]:
+    raw = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    return await asyncio.to_thread(_call, port, path, raw, authorization)
+
+
+def _refused(service: Service, reason: str) -> float:
+    value = service.telemetry.registry.get_sample_value(
+        "rag_monitor_audit_label_posts_refused_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+@pytest.mark.asyncio
+async def test_labels_need_the_token_on_a_public_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bound to every address with a token: a post without it is a 401, with another a
+    403, each counted by reason, and neither moves the estimate nor takes a label; `GET
+    /audit` lists the awaiting ids only to the token; with it the labels join."""
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    records = _records(24)
+    audited = _audited(records)
+    audit = {
+        "evaluator": "local_groundedness",
+        "reference": "labels",
+        "labels": {"http": True, "token_env": TOKEN_ENV},
+    }
+    config = _config(
+        audit,
+        [{"name": "local_groundedness"}],
+        exporters={"prometheus": {"endpoint": "0.0.0.0:0"}},
+    )
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        status, page = await _ask(port, "/audit")
+        assert status == 200 and page["awaiting_labels"] is None
+        assert "Bearer" in page["awaiting_labels_withheld"]
+        assert page["pending_labels"] == len(audited)
+        status, page = await _ask(port, "/audit", authorization=f"Bearer {TOKEN}")
+        assert sorted(page["awaiting_labels"]) == sorted(audited)
+        before = page["services"]
+        labels = [{"request_id": rid, "label": "fail"} for rid in audited]
+        status, answer = await _ask(port, "/audit/labels", labels)
+        assert status == 401 and "Bearer" in answer["error"]
+        status, answer = await _ask(port, "/audit/labels", labels, "Bearer not-the-token")
+        assert status == 403
+        status, answer = await _ask(port, "/audit/labels", labels, f"Basic {TOKEN}")
+        assert status == 401
+        assert (_refused(service, "no_credential"), _refused(service, "wrong_credential")) == (
+            2,
+            1,
+        )
+        _, page = await _ask(port, "/audit", authorization=f"Bearer {TOKEN}")
+        assert page["services"] == before and page["pending_labels"] == len(audited)
+        joined = service.telemetry.registry.get_sample_value(
+            "rag_monitor_audit_labels_total", {"source": "http", "outcome": "joined"}
+        )
+        assert not joined
+        status, answer = await _ask(port, "/audit/labels", labels, f"Bearer {TOKEN}")
+        assert (status, answer) == (200, {"joined": len(audited), "refused": []})
+        _, page = await _ask(port, "/audit", authorization=f"Bearer {TOKEN}")
+        assert page["services"]["shop"]["audited"] == len(audited)
+    finally:
+        await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
+    """With no token, a web config with basic-auth users guards the endpoint on a public
+    address: without the user's credentials a post is a 401, with them it is taken."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
+    prometheus = {"endpoint": "0.0.0.0:0", "web_config_file": str(web)}
+    service = Service(_labelled(exporters={"prometheus": prometheus}), with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, _ = await _ask(port, "/audit/labels", [])
+        assert status == 401
+        basic = "Basic " + base64.b64encode(b"labeller:pw").decode()
+        status, answer = await _ask(port, "/audit/labels", [], basic)
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
+        status, page = await _ask(port, "/audit", authorization=basic)
+        assert status == 200 and page["awaiting_labels"] == []
+    finally:
+        await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_run_refuses_labels_from_anyone_on_a_public_address() -> None:
+    config = _labelled(exporters={"prometheus": {"endpoint": "0.0.0.0:0"}})
+    with pytest.raises(ConfigError) as raised:
+        Service(config, with_receivers=False)
+    assert len(raised.value.problems) == 1 and raised.value.problems[0].startswith(OPEN)
+
+
+AUDIT = """
+evaluators: [{name: local_groundedness}]
+audit:
+  evaluator: local_groundedness
+  reference: labels
+  labels: {http: true%s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("more", "endpoint", "env", "problem"),
+    [
+        ("", None, {}, OPEN),  # the default endpoint, 0.0.0.0:9464
+        ("", "10.1.2.3:9464", {}, OPEN),
+        ("", "127.0.0.1:9464", {}, None),
+        (f", token_env: {TOKEN_ENV}", None, {TOKEN_ENV: TOKEN}, None),
+        (f", token_env: {TOKEN_ENV}", None, {}, "audit.labels.token_env: "),
+        (", token: written-here", None, {}, "audit.labels.token: "),  # not a key
+    ],
+    ids=["default", "public", "loopback", "token", "token-unset", "token-literal"],
+)
+def test_check_config_refuses_labels_from_anyone(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    more: str,
+    endpoint: str | None,
+    env: dict[str, str],
+    problem: str | None,
+) -> None:
+    """One `path.to.key: what is wrong` line, naming the key."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    text = AUDIT % more
+    if endpoint is not None:
+        text += f"exporters: {{prometheus: {{endpoint: '{endpoint}'}}}}\n"
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    code = check_config(path, ())
+    captured = capsys.readouterr()
+    if problem is None:
+        assert code == 0, captured.err
+        assert TOKEN not in captured.out  # the token is masked
+        return
+    assert code == 1
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(problem), lines
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"[" * 200_000, "too_deep"),
+        (b"{" * 200_000, "not_json"),
+        (b'[{"request_id": "a", "label": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]", "too_deep"),
+        (b"\xff\xfe", "not_json"),
+    ],
+    ids=["lists", "objects", "inside-a-label", "not-utf8"],
+)
+async def test_a_body_of_any_depth_is_a_400_with_the_reason(body: bytes, reason: str) -> None:
+    service = Service(_labelled(), with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, answer = await _ask(port, "/audit/labels", body)
+        assert status == 400 and answer["error"].startswith("body is"), answer
+        assert _refused(service, reason) == 1
+        deep_label = [{"request_id": "a", "label": [[[["x"]]]]}]
+        status, answer = await _ask(port, "/audit/labels", deep_label)
+        assert status == 200 and answer["refused"][0]["error"].endswith("got list")
+        status, answer = await _ask(port, "/audit/labels", b"[]")
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
+    finally:
+        await service.shutdown(30)
