@@ -308,6 +308,15 @@ async def test_a_bad_state_file_starts_empty_and_is_counted(
     await engine.shutdown(10)
     saved = json.loads(path.read_text())  # replaced by a good file
     assert (saved["format"], saved["version"]) == (FORMAT, VERSION)
+    # What this build could not read (another program's, a later release's) was moved
+    # aside before the first save, kept as it was, named for an operator to find.
+    set_aside = outcome in ("corrupt", "foreign")
+    assert _set_aside(path) == ({f"alerts.state.{outcome}": content} if set_aside else {})
+
+
+def _set_aside(path: Path) -> dict[str, bytes]:
+    """What was moved aside from `path`, by name up to its time, with its content."""
+    return {p.name.partition("-")[0]: p.read_bytes() for p in path.parent.glob(f"{path.name}.*")}
 
 
 async def test_malformed_rule_state_is_left_out(tmp_path: Path) -> None:
