@@ -124,9 +124,11 @@ def test_the_interim_level_is_its_first_verdicts_never_the_open_bucket_with_a_ri
     and pages saying the rule is on an interim level, rather than entering the open
     bucket's level as it comes."""
     rng, clock = random.Random(4), [START]
-    baseline = {"window": "24h", "min_samples": 240, "season": "none"}
-    rules = [{**COMPRESSED["alerts"]["rules"][0], "baseline": baseline}]
-    config = Config.model_validate({"alerts": {**COMPRESSED["alerts"], "rules": rules}})
+    config = Config.model_validate(COMPRESSED)
+    (rule,) = config.alerts.rules
+    assert rule.baseline is not None
+    baseline = rule.baseline.model_copy(update={"window": "24h", "season": "none"})
+    config.alerts.rules[0] = rule.model_copy(update={"baseline": baseline})
     first = Backtest(config)
     list(first.run(_rows(rng, clock, 8 * 600, 0.2, "r1")))
     second = Backtest(config)
