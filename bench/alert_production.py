@@ -403,6 +403,11 @@ def evidence_specs(days: float, seed: int) -> list[tuple[str, StreamSpec]]:
             replace(base, ids=False, bursts_per_day=1.0),
         ),
         (
+            "the same bursts, each request with a fresh session id of its own, beside "
+            "conversations with ids",
+            replace(base, bursts_per_day=1.0, burst_ids=True),
+        ),
+        (
             "verdicts correlated by topic (20 topics, defect rates 0.05-0.6, mix following "
             f"the day{_wander()}), 10/s",
             replace(

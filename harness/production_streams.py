@@ -100,8 +100,10 @@ class StreamSpec:
     id_kind: str = "conversation"
     # Bursts a day: a client sending `BURST_REQUESTS` near-identical requests (one
     # fingerprint, identical verdicts: all fail with the rate's chance, else all pass) over
-    # `BURST_S`, without a conversation id, on top of the traffic.
+    # `BURST_S`, without a conversation id (with `burst_ids`: each request with a fresh
+    # session id of its own), on top of the traffic.
     bursts_per_day: float = 0.0
+    burst_ids: bool = False
     # Topics (0: none): each conversation is on one of `topics`, whose defect rates spread
     # from TOPIC_RATES; the topic mix follows the day and wanders hour to hour
     # (`topic_wander`, the sd of a topic's log-weight each hour), so the service's rate
@@ -359,7 +361,8 @@ def _burst_rows(spec: StreamSpec, service: int, name: str) -> list[tuple[float, 
     failing = rng.uniform(0.0, 1.0, count) < p
     rows = []
     for k, (start, failed) in enumerate(zip(starts.tolist(), failing.tolist(), strict=True)):
-        for t in (START + start + np.linspace(0.0, BURST_S, BURST_REQUESTS)).tolist():
+        times = (START + start + np.linspace(0.0, BURST_S, BURST_REQUESTS)).tolist()
+        for i, t in enumerate(times):
             row = {
                 "time": t,
                 "service": name,
@@ -369,6 +372,8 @@ def _burst_rows(spec: StreamSpec, service: int, name: str) -> list[tuple[float, 
                 "passes": 1 - int(failed),
                 "fails": int(failed),
             }
+            if spec.burst_ids:
+                row["conversation"] = f"{name}-burst-{k}-session-{i}"
             rows.append((t, row))
     return rows
 

@@ -95,14 +95,14 @@ class Firing:
         entry.judgment = judgment
         if judgment.decision is Decision.FIRE and not entry.firing:
             entry.firing, entry.started_at, entry.last_sent = True, now, now
-            entry.severity = judgment.severity
+            entry.severity, entry.fired = judgment.severity, judgment
             alert = self._outbox.alert(key, entry, judgment, now, "firing")
             log.warning("alert %s firing for %s: %s", name, subject, describe.log_text(alert))
             return alert
         if not entry.firing:
             return None
         if judgment.decision is Decision.RESOLVE:
-            entry.firing, entry.severity = False, None
+            entry.firing, entry.severity, entry.fired = False, None, None
             self._kinds[i].settle(entry, judgment, now)
             alert = self._outbox.alert(key, entry, judgment, now, "resolved")
             fleet = i in self._fleet_rules

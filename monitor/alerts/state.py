@@ -20,7 +20,7 @@ from prometheus_client import Counter
 
 from monitor.alerts.kinds import Entry, Named
 from monitor.evidence import saved_number
-from monitor.records.where import DIMENSIONS, MAX_CHARS
+from monitor.records.where import DIMENSIONS, where_value
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -144,12 +144,13 @@ class StateFile:
         it holds has expired."""
         outcome, rules = self._read(now, max_age_s)
         self._loads.labels(outcome).inc()
-        if outcome in ("too_large", "corrupt"):
+        if outcome in ("too_large", "corrupt", "foreign"):
             self._set_aside(outcome)
         return rules
 
     def _set_aside(self, outcome: str) -> None:
-        """Moves a file that could not be read out of the next save's way."""
+        """Moves a file that could not be read (or is not this build's to read: another
+        program's, a later release's) out of the next save's way, kept as it was."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         aside = self.path.with_name(f"{self.path.name}.{outcome}-{stamp}")
         n = 0
@@ -297,8 +298,10 @@ def restored_where(raw: Any, firing: bool) -> Named | None:
     dimension, value, at = raw
     if not isinstance(dimension, str) or dimension not in DIMENSIONS:
         raise ValueError(f"where names no dimension ({dimension!r})")
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_CHARS:
+    if not isinstance(value, str) or not value:
         raise ValueError(f"where names no value ({value!r})")
+    if value != where_value(value):  # what a live value becomes, never restored otherwise
+        raise ValueError(f"where value {value!r} is no label value (unshown characters, length)")
     at = saved_number(at, nonnegative=True)
     if at > LAST_SECOND:
         raise ValueError(f"where was named at {at!r}, past year 9999")

@@ -126,10 +126,10 @@ class RepeatCorrelation:
 
 
 class Units:
-    """What the verdicts of one (rule, service, cohort) are judged as: their conversation's
-    (`Conversations`) while its ids are conversations; a request asked again (its
-    fingerprint seen within `REPEAT_S`, among the `MAX_SEEN` last) as one with the earlier
-    askings; else one verdict each. While most of the recent traffic is in conversations
+    """What the verdicts of one (rule, service, cohort) are judged as: a request asked again
+    (its fingerprint seen within `REPEAT_S`, among the `MAX_SEEN` last) as one with the
+    earlier askings, whatever id it carries; else their conversation's (`Conversations`)
+    while its ids are conversations; else one verdict each. While most of the recent traffic is in conversations
     that are none (`_Open.degenerate`), the ids are set aside (`fallback`), logged once per
     change as `label`: their verdicts count as their id's sessions (`by_sessions`) while
     most of those are conversations, else as requests."""
@@ -233,26 +233,22 @@ class Units:
         ids were none, `Unit.none_since`)."""
         closed: list[Unit] = []
         self._pairs.observe(histogram, levels, now)
-        if conversation is not None:
+        if conversation is not None and not self._asked_again(request, now):
             arrival, closed = self.conversations.add(conversation, histogram, levels, now)
             by_session, of_sessions = self.sessions.add(conversation, histogram, levels, now)
             as_requests = self.fallback and not self.by_sessions
             self._judge_ids(now)
-            if not self.fallback:
-                return arrival, closed
-            if self.by_sessions:
-                return by_session, of_sessions
+            if not self.fallback or self.by_sessions:
+                if request is not None:  # asked first here: a later asking is its repeat
+                    self._first_asking(request, histogram, levels, now)
+                return (arrival, closed) if not self.fallback else (by_session, of_sessions)
             closed = [] if as_requests else self._none_since()
         if request is None:
             return None, closed
         if not self.requests.knows(request):
             seen = self._seen.pop(request, None)
             if seen is None or now - seen[0] >= REPEAT_S:
-                samples = int(sum(histogram))
-                defects = sum(c * v for c, v in zip(histogram, levels, strict=True))
-                self._seen[request] = (now, samples, defects)
-                while len(self._seen) > MAX_SEEN:
-                    self._seen.popitem(last=False)
+                self._first_asking(request, histogram, levels, now)
                 return None, closed
             self.requests.remember(request, seen[1], seen[2], seen[0])
         arrival, more = self.requests.add(request, histogram, levels, now)
@@ -263,6 +259,28 @@ class Units:
             counted=self._share(request, arrival.samples, now),
         )
         return arrival, closed + [dataclasses.replace(u, conversation=False) for u in more]
+
+    def _asked_again(self, request: int | None, now: float) -> bool:
+        """Whether `request` was asked within `REPEAT_S`: its verdicts are then the
+        request's unit, whatever conversation id they carry (a client sending one request
+        over and over, each with a fresh session id, is one piece of evidence)."""
+        if request is None:
+            return False
+        if self.requests.knows(request):
+            return True
+        seen = self._seen.get(request)
+        return seen is not None and now - seen[0] < REPEAT_S
+
+    def _first_asking(
+        self, request: int, histogram: Sequence[float], levels: Sequence[float], now: float
+    ) -> None:
+        """Remembers `request` as asked once now, with its verdicts."""
+        samples = int(sum(histogram))
+        defects = sum(c * v for c, v in zip(histogram, levels, strict=True))
+        self._seen.pop(request, None)
+        self._seen[request] = (now, samples, defects)
+        while len(self._seen) > MAX_SEEN:
+            self._seen.popitem(last=False)
 
     def traffic(self, histogram: Sequence[float], levels: Sequence[float], now: float) -> None:
         """Verdicts of neither a conversation nor a known request: they count in the

@@ -14,7 +14,8 @@ is attributed to (`monitor.alerts.attribution`).
 | `topic` | the question's topic (`metadata.topic`, `monitor.detector.topics`) |
 
 `""` is no value (not known, or not applicable): such records count in every value's rest
-and are never a slice of their own. Values are cut to `MAX_CHARS`. A record's values are
+and are never a slice of their own. Values are label values of the page's `Where` alert
+(`where_value`): characters no label shows replaced (`shown_label`), cut to `MAX_CHARS`. A record's values are
 computed once (`Where.of` remembers the last record, which the results file and the alert
 engine ask about in turn).
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.records import TOPIC, RagRecord
-from monitor.shared.labels import bounded_label
+from monitor.shared.labels import bounded_label, shown_label
 
 DIMENSIONS = (
     "version",
@@ -104,7 +105,7 @@ class Where:
             record.metadata.get(TOPIC, ""),
         )
         return cls(
-            tuple(bounded_label(v, MAX_CHARS) for v in values),
+            tuple(where_value(v) for v in values),
             record.trace_id,
             record.conversation or record.trace_id or record.request_id,
         )
@@ -127,9 +128,9 @@ class Where:
             value = given.get(name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"dimensions.{name}: {value!r} is not text")
-            rest.append(bounded_label(value or "", MAX_CHARS))
+            rest.append(where_value(value or ""))
         head = (version or "", model or "", route)
-        return cls(tuple(bounded_label(v, MAX_CHARS) for v in head) + tuple(rest), trace_id, unit)
+        return cls(tuple(where_value(v) for v in head) + tuple(rest), trace_id, unit)
 
     def line(self) -> dict[str, str]:
         """The `dimensions` of a results line (those it does not carry as its own fields)."""
@@ -137,6 +138,11 @@ class Where:
 
 
 _last: list[Any] = [None, None]
+
+
+def where_value(value: str) -> str:
+    """`value` as a dimension's value: a label value (`shown_label`, `bounded_label`)."""
+    return bounded_label(shown_label(value), MAX_CHARS)
 
 
 def _bucket(value: int, buckets: tuple[tuple[int, str], ...], top: str) -> str:

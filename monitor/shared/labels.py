@@ -1,7 +1,8 @@
 """Label values that come from untrusted input (service, version, route), bounded in length
 and in number, with the slots following traffic.
 
-`bounded_label` cuts a value too long for a label. `LabelCap` decides which values of one
+`bounded_label` cuts a value too long for a label; `shown_label` replaces the characters a
+pager, terminal or browser would act on rather than show. `LabelCap` decides which values of one
 label hold a series: at most `limit` at once (besides an allow-list), taken by the values
 that carry traffic — a heavy-hitters policy:
 
@@ -38,6 +39,7 @@ import hashlib
 import math
 import threading
 import time
+import unicodedata
 from array import array
 from collections.abc import Callable, Collection
 
@@ -71,6 +73,19 @@ def bounded_label(value: str, max_chars: int) -> str:
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
     keep = max(max_chars - _HASH_CHARS - 1, 0)
     return f"{value[:keep]}…{digest[:_HASH_CHARS]}"
+
+
+# Unicode categories no label value shows: controls (NUL, newline, escape, DEL), format
+# characters (bidi overrides, zero-width), lone surrogates, line and paragraph separators.
+_UNSHOWN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+
+
+def shown_label(value: str) -> str:
+    """`value` with each character of `_UNSHOWN` replaced by U+FFFD: a label value a page
+    carries reads as it is shown, never reordered, split or cut short by what it holds."""
+    if value.isprintable():  # the common case, without a look at each character
+        return value
+    return "".join("\ufffd" if unicodedata.category(c) in _UNSHOWN else c for c in value)
 
 
 class _Slot:

@@ -115,3 +115,33 @@ def test_a_rise_after_the_interim_level_is_ready_is_judged_against_it_not_learne
     while not any(e.status == "firing" for e in second.run(_rows(rng, clock, 4, risen, "r2"))):
         sent += 4
         assert sent <= 4 * limit, f"no page after {sent} verdicts of the rise (limit {limit:.0f})"
+
+
+def test_the_interim_level_is_its_first_verdicts_never_the_open_bucket_with_a_rise() -> None:
+    """Buckets of 24 minutes (a 24h baseline without a season): the interim level takes the
+    new revision's first `baseline.min_samples` verdicts and stops, so a doubling a minute
+    after they came is judged against the level before it (the baseline gauge stays there)
+    and pages saying the rule is on an interim level, rather than entering the open
+    bucket's level as it comes."""
+    rng, clock = random.Random(4), [START]
+    config = Config.model_validate(COMPRESSED)
+    (rule,) = config.alerts.rules
+    assert rule.baseline is not None
+    baseline = rule.baseline.model_copy(update={"window": "24h", "season": "none"})
+    config.alerts.rules[0] = rule.model_copy(update={"baseline": baseline})
+    first = Backtest(config)
+    list(first.run(_rows(rng, clock, 8 * 600, 0.2, "r1")))
+    second = Backtest(config)
+    second.engine.restore(first.engine.snapshot())
+    registry = second.engine._t.registry
+    labels = {"rule": RULE, "service": "svc"}
+    healthy = _rows(rng, clock, 8 * 60, 0.3, "r2")
+    first_verdicts = [row["fails"] for _, row in healthy[:240]]
+    assert list(second.run(healthy)) == []
+    events = list(second.run(_rows(rng, clock, 8 * 120, 0.6, "r2")))  # doubled for 2 min
+    level = registry.get_sample_value("rag_monitor_defect_rate_baseline", labels)
+    assert level == pytest.approx(sum(first_verdicts) / 240, abs=0.005)
+    fired = [e for e in events if e.status == "firing"]
+    assert fired, "the doubling pages within two minutes"
+    said = fired[0].alert.annotations["description"]
+    assert "the new evaluator revision's level since its change" in said

@@ -308,6 +308,15 @@ async def test_a_bad_state_file_starts_empty_and_is_counted(
     await engine.shutdown(10)
     saved = json.loads(path.read_text())  # replaced by a good file
     assert (saved["format"], saved["version"]) == (FORMAT, VERSION)
+    # What this build could not read (another program's, a later release's) was moved
+    # aside before the first save, kept as it was, named for an operator to find.
+    set_aside = outcome in ("corrupt", "foreign")
+    assert _set_aside(path) == ({f"alerts.state.{outcome}": content} if set_aside else {})
+
+
+def _set_aside(path: Path) -> dict[str, bytes]:
+    """What was moved aside from `path`, by name up to its time, with its content."""
+    return {p.name.partition("-")[0]: p.read_bytes() for p in path.parent.glob(f"{path.name}.*")}
 
 
 async def test_malformed_rule_state_is_left_out(tmp_path: Path) -> None:
@@ -386,3 +395,21 @@ def test_service_gives_the_engine_its_state_file(tmp_path: Path) -> None:
     (engine,) = [s for s in service.stage._sinks if isinstance(s, AlertEngine)]
     assert engine._state_file is not None
     assert engine._state_file.path == tmp_path / "alerts.state"
+
+
+def test_every_copy_of_a_page_reports_the_evidence_it_fired_on() -> None:
+    """A page is re-sent while it fires: each copy says what the first said (its verdicts,
+    rates, p-value), never a later window's, which may hold fewer verdicts or none of the
+    test's evidence."""
+    engine, _, clock = make()
+    stream = Stream(engine, clock)
+    stream.run(1800, 0.20)
+    stream.run(60, 0.50)
+    assert stream.pages(), "the rise pages"
+    stream.run(300, 0.90)  # the rise goes on: the window moves, the page is re-sent
+    copies = stream.pages()
+    assert len(copies) >= 4 and {a.status for a in stream.sent} == {"firing"}
+    keys = ("samples", "defect_rate", "baseline_defect_rate", "increase", "p_value")
+    first = {k: copies[0].annotations[k] for k in keys}
+    assert [{k: a.annotations[k] for k in keys} for a in copies] == [first] * len(copies)
+    assert all(a.annotations["description"] == copies[0].annotations["description"] for a in copies)

@@ -69,10 +69,12 @@ class Traffic:
         *,
         conversation: str | None = None,
         burst: tuple[str, bool, int] | None = None,
+        burst_conversation: str | None = None,
     ) -> None:
         """`seconds` of traffic at `rate`; with `burst` (a question, whether it fails, how
-        many a second), that question sent over and over on top; `conversation` names
-        what id every request carries (`{n}` in it: the request's number)."""
+        many a second), that question sent over and over on top; `conversation` and
+        `burst_conversation` name what id every request of the traffic and of the burst
+        carries (`{n}` in it: the request's number)."""
         for _ in range(int(seconds / INTERVAL)):
             for _ in range(int(self.per_s * INTERVAL)):
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
@@ -84,7 +86,11 @@ class Traffic:
                 for _ in range(int(per_s * INTERVAL)):
                     self.n += 1
                     # Near-identical: another number in it each time, other spacing.
-                    self._emit(_record(self.n, query=f"{text}  #{self.n}"), failing)
+                    query = f"{text}  #{self.n}"
+                    conv = None
+                    if burst_conversation is not None:
+                        conv = burst_conversation.format(n=self.n)
+                    self._emit(_record(self.n, query=query, conversation=conv), failing)
             self.clock.now += INTERVAL
             for alert in self.engine.evaluate():
                 if alert.status == "firing" and alert.rule == RULE.name:
@@ -140,6 +146,23 @@ def test_a_burst_of_one_failing_request_does_not_page_but_as_many_distinct_ones_
     distinct = Traffic()
     distinct.run(2 * 3600, 0.2)
     distinct.run(600, 0.2 + 0.8 * 3 / 7)  # as many failing verdicts, each its own request
+    assert distinct.pages
+
+
+def test_a_burst_of_one_request_each_with_a_fresh_session_id_does_not_page() -> None:
+    """The fingerprint is read whatever id a verdict carries: a client that sends one
+    failing request two thousand times, each with a session id of its own, is one piece
+    of evidence, as without ids; the service's own conversations are judged as before."""
+    burst = Traffic()
+    burst.run(2 * 3600, 0.2, conversation="c-{n}")
+    kettle = ("Is my kettle covered by the warranty?", True, 3)
+    burst.run(600, 0.2, conversation="c-{n}", burst=kettle, burst_conversation="fresh-{n}")
+    burst.run(1800, 0.2, conversation="c-{n}")
+    assert burst.pages == []
+
+    distinct = Traffic()
+    distinct.run(2 * 3600, 0.2, conversation="c-{n}")
+    distinct.run(600, 0.2 + 0.8 * 3 / 7, conversation="c-{n}")
     assert distinct.pages
 
 

@@ -106,3 +106,19 @@ def test_long_values_are_cut_and_a_results_line_carries_the_rest() -> None:
     assert back.values == Where.of(record).values
     with pytest.raises(ValueError, match=r"dimensions\.topic"):
         Where.from_line(None, None, "", {"topic": 3}, None, None)
+
+
+def test_a_value_no_label_shows_is_named_with_those_characters_replaced() -> None:
+    """Controls, bidi overrides and line separators never reach a `Where` alert's label:
+    each reads as U+FFFD, in records and results lines alike; other text is kept."""
+    hostile = "\u0000\n\u202e<b>x</b>\u2028é"
+    record = RagRecord(request_id="r", model=hostile, route="/ask", query="q")
+    assert values(record)["model"] == "\ufffd\ufffd\ufffd<b>x</b>\ufffdé"
+    back = Where.from_line(None, hostile, "/ask", {"topic": "a\u200bb"}, None, None)
+    assert back.values == (
+        "",
+        "\ufffd\ufffd\ufffd<b>x</b>\ufffdé",
+        "/ask",
+        *[""] * 5,
+        "a\ufffdb",
+    )

@@ -90,8 +90,9 @@ class Entry:
     """One (rule, service, cohort) as the engine keeps it: the kind's own `state`, the
     evaluator revision its verdicts came from, and its firing state (moved by the engine
     alone): whether it fires, since when, when last sent, the `severity` it fired at
-    (None: the rule's), the last judgment, and `where`, the slice its page named first
-    while it fires (None: none yet)."""
+    (None: the rule's), the last judgment, the judgment it fired on (not saved: None
+    after a restart), and `where`, the slice its page named first while it fires (None:
+    none yet)."""
 
     state: Any
     revision: str | None = None
@@ -99,6 +100,7 @@ class Entry:
     started_at: float = 0.0
     last_sent: float = 0.0
     judgment: Judgment | None = None
+    fired: Judgment | None = None
     where: Named | None = None
     severity: str | None = None
 

@@ -78,6 +78,7 @@ class Regression:
             SequentialTest() if rule.sequential else None,
             [0.0] * (rule.steps + 1),
             series=series,
+            interim_samples=self._baseline.min_samples,
         )
         if previous is None:
             return state
@@ -268,6 +269,8 @@ class Regression:
                 f"accepted as the new normal: the rise lasted "
                 f"{shown_duration(self._accept_s)} (baseline.accept_after)"
             )
+        if entry.firing and not resolve and entry.fired is not None:
+            return {"": entry.fired}  # every copy of a page says what it fired on
         if entry.firing and resolve:
             evidence = current
         if expected is not None:
@@ -341,11 +344,8 @@ class Regression:
         current, expected = judgment.current, judgment.reference
         what = self.rule.subject
         measured = self.rule.measured
-        span = (
-            f"over the last {current.samples:,} verdicts"
-            if self.rule.sequential
-            else f"over {cfg.window}"
-        )
+        last = f"over the last {current.samples:,} verdicts"
+        span = last if self.rule.sequential else f"over {cfg.window}"
         test = "sequential test" if self.rule.sequential else "window test"
         increase = current.mean - expected.mean
         distinct = judgment.figures.get("distinct")

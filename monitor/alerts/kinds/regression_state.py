@@ -3,6 +3,7 @@ form in the state file."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,8 @@ class RegressionState:
     pending_arrivals: list[Arrival] = field(default_factory=list)
     # The service (and cohort) as log lines name it; not saved: whoever makes the state sets it.
     series: str = ""
+    # How many of a changeover's first verdicts its interim level takes (set as `series`).
+    interim_samples: float = math.inf
     bets: Bets | None = None
     # What went into the history as a rise while evidence built: bucket -> (all, solo).
     held: dict[int, tuple[Moments, Moments]] = field(default_factory=dict)
@@ -206,7 +209,9 @@ class RegressionState:
         self._overlap(change).add(bucket, moments, now, old=old)
         if old:
             change.overlap.old_seen = now  # the old revision reports, held or not
-        if not old and moments.samples > 0:
+        taken = sum(sums[0] for sums in change.interim.values())
+        if not old and moments.samples > 0 and taken < self.interim_samples:
+            # Its first verdicts only, never a whole open bucket: a rise after them is judged.
             sums = change.interim.setdefault(bucket, [0.0, 0.0, 0.0])
             for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
                 sums[i] += x
