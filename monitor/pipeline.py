@@ -367,6 +367,7 @@ def _evaluation_stage(
         and isinstance(previous[entry.name].evaluator, CpuScorer)
     ]
     pipeline = config.pipeline
+    revisions = {entry.name: revision(entry, config.judge) for entry in config.evaluators}
     settings = Settings(
         route_attribute=config.receivers.otlp.route_attribute,
         limits=SizeLimits(**config.record_limits.model_dump()),
@@ -375,6 +376,7 @@ def _evaluation_stage(
         # The question's topic, for the alert rules' attribution: only where the
         # detector runs anyway (its word vectors are the topics').
         topics=bool(config.alerts.rules and cpu_entries),
+        revisions=revisions,
     )
     pool = (
         ProcessPool(
@@ -399,7 +401,7 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
-        revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
+        revisions=revisions,
         judge_timeout_s=judge_timeout_s,
         previous=previous,
         clock=clock,

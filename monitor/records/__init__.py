@@ -26,6 +26,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
 )
@@ -34,6 +35,23 @@ from monitor.shared.nesting import MAX_DEPTH, within_depth
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
+
+
+class Memo:
+    """What is derived from a record's texts once (its request fingerprint,
+    `fingerprint.py`), with the texts it was derived from. It travels with the record when
+    pickled, so that what an evaluation worker derived the ingest process does not derive
+    again, and it takes no part in the record's equality."""
+
+    __slots__ = ("fingerprint",)
+
+    def __init__(self) -> None:
+        self.fingerprint: tuple[str | None, object, object] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class RecordError(ValueError):
@@ -144,6 +162,7 @@ class RagRecord(BaseModel):
     feedback: Literal["positive", "negative"] | None = None
     error: bool = False
     metadata: dict[str, Text] = Field(default_factory=dict)
+    _memo: Memo = PrivateAttr(default_factory=Memo)
 
     @field_validator("trace_id", "span_id")
     @classmethod
@@ -158,6 +177,10 @@ class RagRecord(BaseModel):
         except ValueError:
             raise ValueError("must be a hex string") from None
         return value.lower()
+
+    @property
+    def memo(self) -> Memo:
+        return self._memo
 
     @property
     def context_text(self) -> list[str]:
