@@ -1,6 +1,7 @@
 """What the evaluation task derives where it extracts and scores, so that the ingest
 process does not: a record's request fingerprint (what the alert rules take as "the same
-question") travels with the record, which the ingest process then reads instead of
+question") and its dimension values (what a page attributes a regression to) travel with
+the record, which the ingest process then reads instead of
 normalising the texts again (a copy of the record with other texts gets its own); and
 each result carries its evaluator's revision."""
 
@@ -16,6 +17,7 @@ from monitor.extraction import TraceRecords
 from monitor.processors.evaluation._task import Batch, Job, Settings, build_scorer, run
 from monitor.records import RagRecord
 from monitor.records.fingerprint import request_fingerprint
+from monitor.records.where import Where
 from monitor.spans import decode_protobuf
 
 
@@ -38,6 +40,18 @@ def test_the_fingerprint_comes_with_the_extracted_record() -> None:
     assert fresh.memo.fingerprint is None
     assert request_fingerprint(fresh) == carried[0] == request_fingerprint(record)
     assert record == fresh  # the memo takes no part in equality
+
+
+def test_the_dimensions_come_with_the_extracted_record() -> None:
+    record = _extracted()
+    carried = record.memo.where
+    assert carried is not None
+    fresh = RagRecord.model_validate(record.model_dump())
+    assert fresh.memo.where is None
+    assert Where.of(fresh) == carried[1] == Where.of(record)
+    other = record.model_copy(update={"query": "Wo ist mein Paket und wann kommt es an?"})
+    assert Where.of(other) != carried[1]
+    assert Where.of(record) == carried[1]
 
 
 def test_a_copy_with_other_texts_gets_its_own_fingerprint() -> None:

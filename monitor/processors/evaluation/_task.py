@@ -33,6 +33,7 @@ from monitor.pool import Initializer
 from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
+from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.spans import Span
 
@@ -179,9 +180,10 @@ def run(
                 if settings.topics:
                     extraction = _with_topics(extraction)
                 for record in extraction.records:
-                    # Here rather than in the ingest process, which reads it for the alert
-                    # rules: the record carries it there (`RagRecord.memo`).
+                    # Here rather than in the ingest process, which reads them for the alert
+                    # rules: the record carries them there (`RagRecord.memo`).
                     request_fingerprint(record)
+                    Where.of(record)
         outcomes.append(Outcome(extraction))
     if not batch.score:
         return outcomes
