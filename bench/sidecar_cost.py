@@ -56,8 +56,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 # process's spans per CPU-second against rotel's, by sampling rate (the whole tree's ratio
 # is reported, not guarded: scoring scales with the sampling rate the user sets); PSS of
 # the monitor's tree idle and under this load, MB.
-TARGET_MAIN_RATIO = {0.01: 0.8}
-TARGET_PSS_IDLE_MB = 160
+TARGET_MAIN_RATIO = {0.01: 0.9}
+TARGET_PSS_IDLE_MB = 150
 TARGET_PSS_LOADED_MB = 200
 
 

@@ -48,11 +48,16 @@ def install() -> None:
                 _spin(path)
         return extract(spans, *args, **kwargs)
 
-    def scored(record: RagRecord, names: list[str], scorers: Mapping[str, Any]) -> Any:
+    def scored(
+        record: RagRecord,
+        names: list[str],
+        scorers: Mapping[str, Any],
+        revisions: Mapping[str, str] | None = None,
+    ) -> Any:
         path = _marked([record.query], SCORING)
         if path is not None:
             _spin(path)
-        return score(record, names, scorers)
+        return score(record, names, scorers, revisions)
 
     namespace["extract_within"] = extract_within
     _task._score = scored

@@ -1,11 +1,10 @@
 """The pipeline built from a `Config`: which components there are and what each one needs
 running while it runs. Nothing here starts anything; `monitor.service` runs the result.
 
-receivers → trace stage → evaluation stage (its worker pool, the judge client) → sinks
-(metrics, results file, alert engine, OTLP events). Every component also needs the
-metrics port, which is served from before the first component starts until after the
-last one stopped, so that a draining pipeline can still be scraped.
-"""
+receivers → trace stage → evaluation stage (its worker pool, the judge client) → sinks (metrics,
+results file, alert engine, OTLP events). Every component also needs the metrics port, served
+from before the first component starts until after the last one stopped (a draining pipeline
+is still scraped)."""
 
 from __future__ import annotations
 
@@ -315,9 +314,8 @@ def _anchor_check(
     nothing (a cached verdict would hide a judge that changed); pages go where alerts go."""
     from monitor.evaluators.judges import create_judge_client
 
-    uncached = config.model_copy(
-        update={"judge": config.judge.model_copy(update={"cache_size": 0})}
-    )
+    judge = config.judge.model_copy(update={"cache_size": 0})
+    uncached = config.model_copy(update={"judge": judge})
     client = create_judge_client(uncached, telemetry)
     assert client is not None  # a judge is configured
     context = BuildContext(judge=client, judge_model=config.judge.model)
@@ -370,6 +368,7 @@ def _evaluation_stage(
         and isinstance(previous[entry.name].evaluator, CpuScorer)
     ]
     pipeline = config.pipeline
+    revisions = {entry.name: revision(entry, config.judge) for entry in config.evaluators}
     settings = Settings(
         route_attribute=config.receivers.otlp.route_attribute,
         limits=SizeLimits(**config.record_limits.model_dump()),
@@ -378,6 +377,7 @@ def _evaluation_stage(
         # The question's topic, for the alert rules' attribution: only where the
         # detector runs anyway (its word vectors are the topics').
         topics=bool(config.alerts.rules and cpu_entries),
+        revisions=revisions,
     )
     pool = (
         ProcessPool(
@@ -402,7 +402,7 @@ def _evaluation_stage(
         extraction_timeout_s=pipeline.extraction_timeout_s,
         cpu_pool=pool,
         settings=settings,
-        revisions={entry.name: revision(entry, config.judge) for entry in config.evaluators},
+        revisions=revisions,
         judge_timeout_s=judge_timeout_s,
         previous=previous,
         clock=clock,

@@ -23,6 +23,9 @@ _ = (
     name.Process,
     name.__call__,
     name.server_name,
+    # A package's lazy names, which Python's import system calls (PEP 562):
+    # processors/evaluation/__init__.py.
+    name.__getattr__,
     # Attributes set on a library's objects: onnxruntime's session options
     # (detector/pair_model.py), a logger (judge/client.py), litellm (judge/provider.py), the
     # OTLP response (receivers/otlp/_wire.py), a protobuf descriptor (spans/_lite.py).

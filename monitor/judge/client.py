@@ -38,7 +38,8 @@ result valid, fallback, repaired, parse or truncated). The API key (from the env
 named by `judge.api_key_env`) is passed to litellm only; error texts are scrubbed of it.
 
 Split by job: this module (cache, breaker and retry around each call, the format
-follow-up, accounting), `cache` (verdicts by question), `provider` (one litellm request, its errors classified, its cost),
+follow-up, accounting), `cache` (verdicts by question), `provider` (one litellm request, its
+errors classified, its cost, whether a model is asked for structured output),
 `answers` (answer formats and verdicts), `breaker` (the per-model circuit breaker),
 `metrics` (its own metrics).
 """
@@ -155,7 +156,6 @@ class JudgeClient:
             wall_clock,
             explain_failures=log_failures,
         )
-        self._structured: dict[str, bool] = {}
         self._no_logprobs: set[str] = set()  # models whose server refused `logprobs`
         self._quiet = RateLimitedLog(log if log_failures else _UNHEARD, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
@@ -234,7 +234,7 @@ class JudgeClient:
         sampling: Decoding,
     ) -> Verdict[Any]:
         spent = Reply("", None, 0, 0, 0.0)
-        structured = answer.schema is not None and await self._wants_schema(model)
+        structured = answer.schema is not None and await self._provider.wants_schema(model)
         try:
             parsed = None
             while parsed is None:
@@ -252,7 +252,8 @@ class JudgeClient:
                     )
                 except AttemptError as exc:
                     if structured and exc.schema_refused:
-                        self._structured[model] = structured = False
+                        self._provider.refuses_schema(model)
+                        structured = False
                         log.warning(
                             "judge %s refused response_format; asking it free-form from now on: %s",
                             model,
@@ -362,31 +363,6 @@ class JudgeClient:
         result = "fallback" if response_format is not None and not from_schema else "valid"
         counted.labels(model, answer_format, result).inc()
         return parsed
-
-    async def _wants_schema(self, model: str) -> bool:
-        """Whether to ask `model` for structured output (`judge.structured_output`)."""
-        known = self._structured.get(model)
-        if known is not None:
-            return known
-        mode = self._config.structured_output
-        if mode == "auto":
-            litellm = await self._provider.load()
-            try:
-                wanted = bool(litellm.supports_response_schema(model=model))
-            except Exception:  # litellm raises for models it cannot map to a provider
-                wanted = False
-        else:
-            wanted = mode == "on"
-        self._structured[model] = wanted
-        log.info(
-            "judge %s: %s (judge.structured_output=%s)",
-            model,
-            "structured output (response_format with a JSON schema)"
-            if wanted
-            else "free-form answers",
-            mode,
-        )
-        return wanted
 
     @staticmethod
     def _error(message: str, spent: Reply) -> Verdict[Any]:

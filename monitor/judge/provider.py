@@ -152,6 +152,7 @@ class Provider:
         self._prepared: set[str] = set()
         self._explain = explain_failures
         self._explained: set[tuple[str, str]] = set()
+        self._structured: dict[str, bool] = {}  # by model: asked for structured output
 
     async def load(self) -> Any:
         if self._litellm is not None:
@@ -160,6 +161,36 @@ class Provider:
             if self._litellm is None:
                 self._litellm = await asyncio.to_thread(import_litellm)
         return self._litellm
+
+    async def wants_schema(self, model: str) -> bool:
+        """Whether to ask `model` for structured output (`judge.structured_output`; "auto":
+        as litellm knows the model, until it refuses a schema)."""
+        known = self._structured.get(model)
+        if known is not None:
+            return known
+        mode = self._config.structured_output
+        if mode == "auto":
+            litellm = await self.load()
+            try:
+                wanted = bool(litellm.supports_response_schema(model=model))
+            except Exception:  # litellm raises for models it cannot map to a provider
+                wanted = False
+        else:
+            wanted = mode == "on"
+        self._structured[model] = wanted
+        log.info(
+            "judge %s: %s (judge.structured_output=%s)",
+            model,
+            "structured output (response_format with a JSON schema)"
+            if wanted
+            else "free-form answers",
+            mode,
+        )
+        return wanted
+
+    def refuses_schema(self, model: str) -> None:
+        """`model` refused `response_format`: it is asked free-form from now on."""
+        self._structured[model] = False
 
     async def request(
         self,

@@ -13,13 +13,15 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import pebble
 
 from monitor.pool._processes import worker_context
 from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
-from monitor.telemetry import Telemetry
+
+if TYPE_CHECKING:  # a worker imports this package, and no metrics library
+    from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 P = TypeVar("P")

@@ -26,10 +26,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
 )
 
+from monitor.records.memo import Memo
 from monitor.shared.nesting import MAX_DEPTH, within_depth
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
@@ -147,6 +149,7 @@ class RagRecord(BaseModel):
     feedback: Literal["positive", "negative"] | None = None
     error: bool = False
     metadata: dict[str, Text] = Field(default_factory=dict)
+    _memo: Memo = PrivateAttr(default_factory=Memo)
 
     @field_validator("trace_id", "span_id")
     @classmethod
@@ -161,6 +164,10 @@ class RagRecord(BaseModel):
         except ValueError:
             raise ValueError("must be a hex string") from None
         return value.lower()
+
+    @property
+    def memo(self) -> Memo:
+        return self._memo
 
     @property
     def context_text(self) -> list[str]:

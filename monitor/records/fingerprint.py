@@ -7,7 +7,9 @@ unit, as a conversation's). The fingerprint is a hash of the normalised query an
 normalised text of the retrieved documents, so requests that differ only in case, spacing,
 punctuation or numbers (a timestamp, a counter in the prompt) share it. It is 16 hex
 characters whatever the record's size, and says nothing of the text (a 64-bit hash).
-Only a prefix of each text is read (`MAX_READ_CHARS`): the work is bounded.
+Only a prefix of each text is read (`MAX_READ_CHARS`): the work is bounded. The evaluation
+worker that extracts a record computes it there, and the record carries it to the ingest
+process (`RagRecord.memo`), which reads it for as long as the record holds the same texts.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ def normalised(text: str) -> str:
 
 def request_fingerprint(record: RagRecord) -> str | None:
     """The fingerprint of `record`'s question and context (None: it has no query)."""
+    memo = record.memo
+    known = memo.fingerprint
+    if known is not None and known[1] is record.query and known[2] is record.retrieved_context:
+        return known[0]
+    fingerprint = _fingerprint(record)
+    memo.fingerprint = (fingerprint, record.query, record.retrieved_context)
+    return fingerprint
+
+
+def _fingerprint(record: RagRecord) -> str | None:
     if not record.query:
         return None
     digest = hashlib.blake2b(digest_size=8)

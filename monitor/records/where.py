@@ -15,9 +15,11 @@ is attributed to (`monitor.alerts.attribution`).
 
 `""` is no value (not known, or not applicable): such records count in every value's rest
 and are never a slice of their own. Values are label values of the page's `Where` alert
-(`where_value`): characters no label shows replaced (`shown_label`), cut to `MAX_CHARS`. A record's values are
-computed once (`Where.of` remembers the last record, which the results file and the alert
-engine ask about in turn).
+(`where_value`): characters no label shows replaced (`shown_label`), cut to `MAX_CHARS`. A
+record's values are computed once: where the record is extracted (the evaluation worker),
+carried with it (`RagRecord.memo`) for as long as what they come from is the same, and
+`Where.of` also remembers the last record, which the results file and the alert engine ask
+about in turn.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from monitor.records import TOPIC, RagRecord
 from monitor.shared.labels import bounded_label, shown_label
@@ -71,7 +73,14 @@ class Where:
         if last[0] is record:
             where: Where = last[1]
             return where
-        where = cls._of(record)
+        memo = record.memo
+        basis = _basis(record)
+        known = memo.where
+        if known is not None and known[0] == basis:
+            where = cast(Where, known[1])
+        else:
+            where = cls._of(record)
+            memo.where = (basis, where)
         _last[0], _last[1] = record, where
         return where
 
@@ -135,6 +144,21 @@ class Where:
     def line(self) -> dict[str, str]:
         """The `dimensions` of a results line (those it does not carry as its own fields)."""
         return dict(zip(LINE_DIMENSIONS, self.values[3:], strict=True))
+
+
+def _basis(record: RagRecord) -> tuple[object, ...]:
+    """What a record's values come from: a record (a copy) equal in these has the same."""
+    return (
+        record.query,
+        record.retrieved_context,
+        record.version,
+        record.model,
+        record.route,
+        record.metadata.get(TOPIC, ""),
+        record.trace_id,
+        record.conversation,
+        record.request_id,
+    )
 
 
 _last: list[Any] = [None, None]

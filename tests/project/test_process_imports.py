@@ -15,6 +15,15 @@ from monitor.evaluators.registry import known_evaluators
 SCORING = ("numpy", "monitor.detector", "wordllama", "tokenizers")
 # The LLM judge's client, the library behind it, and the redaction of what it sends.
 JUDGE = ("litellm", "monitor.judge.client", "monitor.records.redaction", "phonenumbers")
+# What only the main process uses: the metrics library, the HTTP server, the evaluation
+# stage and the alert rules.
+MAIN_ONLY = (
+    "prometheus_client",
+    "aiohttp",
+    "monitor.telemetry",
+    "monitor.processors.evaluation._stage",
+    "monitor.alerts",
+)
 # wordllama's own imports, which only its training and download code uses.
 WORDLLAMA_DEPENDENCIES = ("wordllama", "requests", "safetensors", "toml")
 
@@ -59,6 +68,10 @@ def test_the_worker_preload_loads_the_word_vectors_but_no_judge_or_wordllama_cod
         "assert embedding._shared is not None, 'the word vectors were not preloaded'"
     )
     assert _loaded(code, JUDGE + WORDLLAMA_DEPENDENCIES) == []
+
+
+def test_the_worker_preload_loads_nothing_only_the_main_process_uses() -> None:
+    assert _loaded("import monitor.processors.evaluation._preload", MAIN_ONLY) == []
 
 
 def test_the_registry_knows_every_evaluator_its_modules_build() -> None:

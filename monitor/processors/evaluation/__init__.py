@@ -1,8 +1,30 @@
 """The evaluation stage: one task per batch of sampled traces and records extracts and
-scores them (the CPU scorers), then LLM judges, then the sinks."""
+scores them (the CPU scorers), then LLM judges, then the sinks.
 
-from monitor.processors.evaluation._previous import PreviousScorer
-from monitor.processors.evaluation._stage import EvaluationStage
+A worker process imports this package for the task alone (`_task.py`, its fork server's
+preload): the stage and what it holds (its queue, metrics, sinks, the pool) load on first
+use of their names here, so that no worker loads them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from monitor.processors.evaluation._task import PRELOAD, Settings, worker_initializer
 
+if TYPE_CHECKING:
+    from monitor.processors.evaluation._previous import PreviousScorer
+    from monitor.processors.evaluation._stage import EvaluationStage
+
 __all__ = ["PRELOAD", "EvaluationStage", "PreviousScorer", "Settings", "worker_initializer"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "EvaluationStage":
+        from monitor.processors.evaluation._stage import EvaluationStage
+
+        return EvaluationStage
+    if name == "PreviousScorer":
+        from monitor.processors.evaluation._previous import PreviousScorer
+
+        return PreviousScorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,25 +38,23 @@ before taking more (a results file on a full disk stops intake instead of being 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord, SampledTrace
+from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
-from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
+from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Outcome, Settings
+from monitor.processors.evaluation._task import Settings
 from monitor.records import RagRecord
-from monitor.records.limits import record_bytes
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
@@ -137,6 +135,7 @@ class EvaluationStage:
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
         )
+        self._batches = BatchTasks(self._runner, self._evaluators, self._queue, telemetry)
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.
@@ -280,7 +279,7 @@ class EvaluationStage:
         try:
             await self._process([item])
         except Exception as exc:
-            log.exception("%s failed in the evaluation stage twice; giving it up", _describe(item))
+            log.exception("%s failed in the evaluation stage twice; giving it up", describe(item))
             self._t.dropped.labels("evaluate", "internal_error").inc()
             _failed(item, f"evaluation stage: {type(exc).__name__}: {exc}")
             self._finish(item, ok=False)
@@ -308,7 +307,7 @@ class EvaluationStage:
     async def _process(self, items: list[Item]) -> None:
         """One task for the batch (extraction and CPU scoring), then each record's other
         evaluators, then the sinks; each item is finished once its results are written."""
-        flights = await self._flights(items)
+        flights = await self._batches.run(items)
         batch = [flight for _, records in flights for flight in records]
         await self._evaluators.evaluate(batch)
         if self._batch_sinks:
@@ -335,90 +334,6 @@ class EvaluationStage:
                 gathered.add_done_callback(partial(self._written, item))
             else:
                 self._finish(item)
-
-    async def _flights(self, items: list[Item]) -> list[tuple[Item, list[InFlight]]]:
-        """The batch's task run, and each item's records with what their CPU scorers gave;
-        each trace's `on_extracted` told what became of it."""
-        first_cpu = self._evaluators.first_cpu
-        sent: list[Job] = []
-        refused: list[frozenset[str]] = []
-        for item in items:
-            refused.append(self._evaluators.admit_cpu(item.sampled))
-            scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
-            previous = self._evaluators.previous_scorers(scorers, _sampling_key(item))
-            if isinstance(item, SampledTrace):
-                sent.append(Job(scorers, spans=item.spans, previous=previous))
-            elif scorers:
-                sent.append(Job(scorers, record=item.record, previous=previous))
-        outcomes = iter(await self._runner.run(sent))
-        out: list[tuple[Item, list[InFlight]]] = []
-        for item, held in zip(items, refused, strict=True):
-            if isinstance(item, SampledRecord):
-                runs = any(n in item.sampled and n not in held for n in first_cpu)
-                outcome = next(outcomes) if runs else Outcome(None, [{}])
-                flight = self._flight(item.record, item.sampled, outcome, 0, held)
-                out.append((item, [flight]))
-                continue
-            outcome = next(outcomes)
-            if outcome.extraction is None or outcome.scored is None:
-                # The runner's outcome of a trace always has both; raised, the stage's
-                # failure path (a try alone, then `internal_error`) counts and logs it.
-                raise ValueError(f"{_describe(item)} came back unextracted or unscored")
-            records = self._extracted(item, outcome.extraction)
-            self._queue.recost(item, sum(map(record_bytes, records)))
-            # strict: a trace's records and their results must pair one to one.
-            flights = [
-                self._flight(record, item.sampled, outcome, i, held)
-                for i, (record, _) in enumerate(zip(records, outcome.scored, strict=True))
-            ]
-            out.append((item, flights))
-        return out
-
-    def _extracted(
-        self, item: SampledTrace, extraction: TraceRecords | Unreadable
-    ) -> list[RagRecord]:
-        """The trace's records, with its metadata merged in; its `on_extracted` told."""
-        if isinstance(extraction, TraceRecords) and item.metadata:
-            metadata = item.metadata
-            extraction = dataclasses.replace(
-                extraction,
-                records=[
-                    record.model_copy(update={"metadata": {**record.metadata, **metadata}})
-                    for record in extraction.records
-                ],
-            )
-        work = self._queue.in_work.get(id(item))
-        if work is None or not work.told:  # a batch tried again tells it once
-            if work is not None:
-                work.told = True
-            try:
-                item.on_extracted(extraction)
-            except Exception:
-                log.exception("telling the trace stage what %s gave", _describe(item))
-        return extraction.records if isinstance(extraction, TraceRecords) else []
-
-    def _flight(
-        self,
-        record: RagRecord,
-        sampled: frozenset[str],
-        outcome: Outcome,
-        i: int,
-        refused: frozenset[str] = frozenset(),
-    ) -> InFlight:
-        """Record `i` of `outcome`, with what its CPU scorers (and their previous
-        revisions) gave."""
-        service = self._t.service_cap(record.service)
-        scored = outcome.scored[i] if outcome.scored else {}
-        return InFlight(
-            record,
-            sampled,
-            service,
-            record.missing(),
-            scored,
-            {},
-            refused,
-            previous_scored=outcome.previous_of(i),
-        )
 
     def _emit(
         self, sink: ResultSink, paired: PairedSink | None, item: Item, flight: InFlight
@@ -485,17 +400,3 @@ def _left(deadline_s: float, started: float) -> float:
 
 def _written_ok(writes: asyncio.Future[list[bool]]) -> bool:
     return not writes.cancelled() and writes.exception() is None and all(writes.result())
-
-
-def _sampling_key(item: Item) -> str:
-    """What the item's records are sampled by: the trace's id (its records' sampling key)."""
-    if isinstance(item, SampledRecord):
-        return item.record.sampling_key
-    return item.spans[0].trace_id if item.spans else ""
-
-
-def _describe(item: Item) -> str:
-    if isinstance(item, SampledRecord):
-        return f"record {item.record.request_id} (service {item.record.service})"
-    first = item.spans[0] if item.spans else None
-    return f"trace {first.trace_id if first else ''} (service {first.service if first else ''})"

@@ -31,7 +31,9 @@ from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
 from monitor.pool import Initializer
 from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
+from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
+from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.spans import Span
 
@@ -126,13 +128,17 @@ class Settings:
     """What every task of a stage shares: how to extract and bound a trace's records,
     whether records held back as suspect are scored anyway, and whether extracted records
     get their question's topic (`metadata.topic`, `monitor.detector.topics`: for the alert
-    rules' attribution, computed here where the detector runs)."""
+    rules' attribution, computed here where the detector runs), and the revision each
+    evaluator's results carry."""
 
     route_attribute: str = "http.route"
     limits: SizeLimits = field(default_factory=SizeLimits)
     evaluate_suspect: bool = False
     conventions: tuple[Convention, ...] = ()  # the user's (`extraction.conventions`)
     topics: bool = False
+    # Each evaluator's revision (`monitor.evaluators.revision`), which its current results
+    # carry: set here, so that the ingest process need not copy them to set it.
+    revisions: Mapping[str, str] = field(default_factory=dict)
 
 
 def held_back(record: RagRecord, evaluate_suspect: bool) -> bool:
@@ -170,8 +176,14 @@ def run(
             extraction = extract_within(
                 job.spans, settings.route_attribute, settings.limits, settings.conventions
             )
-            if settings.topics and isinstance(extraction, TraceRecords):
-                extraction = _with_topics(extraction)
+            if isinstance(extraction, TraceRecords):
+                if settings.topics:
+                    extraction = _with_topics(extraction)
+                for record in extraction.records:
+                    # Here rather than in the ingest process, which reads them for the alert
+                    # rules: the record carries them there (`RagRecord.memo`).
+                    request_fingerprint(record)
+                    Where.of(record)
         outcomes.append(Outcome(extraction))
     if not batch.score:
         return outcomes
@@ -182,7 +194,12 @@ def run(
     # extra, `_previous.py`) before any of the evaluators' own.
     for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
         outcome.scored = [
-            _score(record, planned(record, job.scorers, scorers, suspect), scorers)
+            _score(
+                record,
+                planned(record, job.scorers, scorers, suspect),
+                scorers,
+                settings.revisions,
+            )
             for record in own
         ]
     for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
@@ -219,7 +236,13 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
     return dataclasses.replace(extraction, records=records)
 
 
-def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]) -> Scored:
+def _score(
+    record: RagRecord,
+    names: list[str],
+    scorers: Mapping[str, CpuScorer],
+    revisions: Mapping[str, str] | None = None,
+) -> Scored:
+    """`revisions`: those the results carry (none for previous revisions' results)."""
     scored: Scored = {}
     for name in names:
         started = time.perf_counter()
@@ -227,7 +250,11 @@ def _score(record: RagRecord, names: list[str], scorers: Mapping[str, CpuScorer]
             result = scorers[name].score(record)
         except Exception as exc:
             result = EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-        scored[name] = (result, time.perf_counter() - started)
+        took = time.perf_counter() - started
+        revision = revisions.get(name) if revisions else None
+        if revision is not None and result.revision != revision:
+            result = dataclasses.replace(result, revision=revision)
+        scored[name] = (result, took)
     return scored
 
 
