@@ -26,22 +26,28 @@ read by its wording), headings and the question.
 from __future__ import annotations
 
 import bisect
-import math
 import re
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from monitor.extraction._prompt_layouts import (
+    has_headings,
+    heading_documents,
+    json_documents,
+    list_items,
+)
 from monitor.extraction._span_values import Doc, normalized
 
-# A route's prompts remembered, and how many routes (least recently seen forgotten).
-PROMPTS_PER_ROUTE = 16
+# Senders a route's template is learned from, and how many routes (least recently seen
+# forgotten).
+SENDERS_PER_ROUTE = 8
 MAX_ROUTES = 512
-# A line is the template's when it opens or closes this share of the route's other prompts,
-# and at least `_MIN_OTHERS` of them.
-_TEMPLATE_SHARE = 1.0
-_MIN_OTHERS = 2
+# Distinct prompts of a sender that tell its template, and that relearn it once broken.
+MIN_PROMPTS = 2
+RELEARN_PROMPTS = 32
+_RECENT = 8  # prompts' hashes a sender keeps to tell a repeat
 _MAX_LINES = 512  # lines of one prompt remembered
 
 _BRACKET = re.compile(r"\[([^\]\n]{1,64})\][:.)\-]?\s*")
@@ -96,58 +102,131 @@ def labelled_question(prompt: str) -> str | None:
     return found
 
 
-class PromptTemplates:
-    """The recent prompts of each (service, route), as the sequence of their lines' keys:
-    the opening and closing lines they share are the service's instruction template.
-    Thread-safe (worker threads extract in parallel); each worker process learns its own."""
+@dataclass(slots=True)
+class _Generation:
+    """What every distinct prompt of one sender on a route has opened and closed with
+    since the generation began, and how many such prompts there were."""
 
-    def __init__(self, routes: int = MAX_ROUTES, prompts: int = PROMPTS_PER_ROUTE) -> None:
+    opening: tuple[int, ...]
+    closing: tuple[int, ...]
+    prompts: int = 1
+
+    def add(self, lines: tuple[int, ...]) -> None:
+        self.opening = _common(self.opening, lines)
+        self.closing = _common(self.closing[::-1], lines[::-1])[::-1]
+        self.prompts += 1
+
+    def holds(self, lines: tuple[int, ...]) -> bool:
+        """Whether `lines` opens and closes as every prompt of the generation did."""
+        return lines[: len(self.opening)] == self.opening and (
+            not self.closing or lines[-len(self.closing) :] == self.closing
+        )
+
+    def lines(self) -> frozenset[int]:
+        return frozenset(self.opening) | frozenset(self.closing)
+
+
+@dataclass(slots=True)
+class _Sender:
+    learned: _Generation
+    recent: deque[int]  # the last prompts' hashes: a repeat tells nothing
+    # Begun after a prompt broke `learned`: replaces it once it has `RELEARN_PROMPTS`.
+    next: _Generation | None = None
+    broken: bool = False
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    n = 0
+    most = min(len(a), len(b))
+    while n < most and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+class PromptTemplates:
+    """What the prompts of each (service, route) share, learned per sender: the opening
+    and closing lines every distinct prompt of a sender has held are its instruction
+    template. Thread-safe (worker threads extract in parallel); each worker process learns
+    its own."""
+
+    def __init__(self, routes: int = MAX_ROUTES, senders: int = SENDERS_PER_ROUTE) -> None:
         self._routes = routes
-        self._prompts = prompts
-        self._seen: OrderedDict[tuple[str, str], deque[tuple[int, ...]]] = OrderedDict()
+        self._senders = senders
+        self._seen: OrderedDict[tuple[str, str], dict[str, _Sender]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def shared(self, key: tuple[str, str], lines: tuple[int, ...]) -> frozenset[int] | None:
-        """The template lines of `key` learned from its earlier prompts (None while too few
-        have been seen to tell), then `lines` remembered as its latest prompt.
+    def shared(
+        self, key: tuple[str, str], lines: tuple[int, ...], sender: str = "", asked: str = ""
+    ) -> frozenset[int] | None:
+        """The template lines of `key` for a prompt of `sender` (None while too few
+        prompts tell), then `lines` learned as its latest prompt, asked `asked`: prompts
+        of other questions are other prompts, even with the same lines (a system prompt
+        that never changes is the template).
 
-        A line is the template's when it opens or closes (in the run of lines from the
-        start, or to the end, that two prompts share) this prompt and every other recent
-        prompt of the route with other documents: a document retrieved for several
-        questions sits elsewhere in some of them. A prompt with the same lines (the same
-        documents) tells nothing and is not counted."""
+        A line is the template's when it opens or closes every distinct prompt the sender
+        has sent on the route since it was first seen (`MIN_PROMPTS` at least): a
+        document retrieved first for many questions in a row was not first in the
+        sender's earlier prompts. A sender with too few prompts of its own gets what every
+        sender with enough agrees on, when two at least do: no single sender teaches
+        another's template. A prompt that breaks a sender's template shrinks it; the
+        lines its next `RELEARN_PROMPTS` distinct prompts share then replace it (a new
+        version of the template)."""
         with self._lock:
-            recent = self._seen.pop(key, None)
-            if recent is None:
-                recent = deque(maxlen=self._prompts)
-            others = [prompt for prompt in recent if prompt != lines]
-            recent.append(lines)
-            self._seen[key] = recent
+            route = self._seen.pop(key, None)
+            if route is None:
+                route = {}
+            self._seen[key] = route
             while len(self._seen) > self._routes:
                 self._seen.popitem(last=False)
-        if len(others) < _MIN_OTHERS:
-            return None
-        counts: Counter[int] = Counter()
-        for other in others:
-            counts.update(frozenset(_ends_shared(lines, other)))
-        needed = max(_MIN_OTHERS, math.ceil(_TEMPLATE_SHARE * len(others)))
-        return frozenset(line for line, n in counts.items() if n >= needed)
+            own = route.get(sender)
+            if own is not None and own.learned.prompts >= MIN_PROMPTS:
+                template: frozenset[int] | None = own.learned.lines()
+            else:
+                template = _agreed(route)
+            self._learn(route, sender, lines, hash((lines, asked)))
+        return template
+
+    def _learn(
+        self, route: dict[str, _Sender], sender: str, lines: tuple[int, ...], digest: int
+    ) -> None:
+        own = route.get(sender)
+        if own is None:
+            if len(route) >= self._senders:
+                # The sender that has shown least (then the first met) makes room: one
+                # that rotates its key cannot push out those that keep theirs.
+                del route[min(route, key=lambda s: route[s].learned.prompts)]
+            route[sender] = _Sender(_Generation(lines, lines), deque([digest], maxlen=_RECENT))
+            return
+        if digest in own.recent:
+            return
+        own.recent.append(digest)
+        learned = own.learned
+        if learned.prompts >= MIN_PROMPTS and not learned.holds(lines):
+            own.broken, own.next = True, None  # a new generation begins with the next one
+            learned.add(lines)
+            return
+        learned.add(lines)
+        if not own.broken:
+            return
+        if own.next is None:
+            own.next = _Generation(lines, lines)
+        else:
+            own.next.add(lines)
+        if own.next.prompts >= RELEARN_PROMPTS:
+            own.learned, own.next, own.broken = own.next, None, False
 
     def clear(self) -> None:
         with self._lock:
             self._seen.clear()
 
 
-def _ends_shared(lines: tuple[int, ...], other: tuple[int, ...]) -> list[int]:
-    """The lines of `lines` in the opening and the closing run it shares with `other`."""
-    most = min(len(lines), len(other))
-    start = 0
-    while start < most and lines[start] == other[start]:
-        start += 1
-    end = 0
-    while end < most - start and lines[-1 - end] == other[-1 - end]:
-        end += 1
-    return [*lines[:start], *lines[len(lines) - end :]]
+def _agreed(route: dict[str, _Sender]) -> frozenset[int] | None:
+    """The lines every sender of the route with enough prompts has learned, when two at
+    least have."""
+    learned = [s.learned.lines() for s in route.values() if s.learned.prompts >= MIN_PROMPTS]
+    if len(learned) < 2:
+        return None
+    return frozenset.intersection(*learned)
 
 
 TEMPLATES = PromptTemplates()
@@ -159,6 +238,7 @@ class _Block:
     lines: list[str]
     label: str | None = None  # what marked it: a bracket label, an id, a tag's id
     tag: str | None = None  # the tag it is closed by
+    content: str | None = None  # its text, where it is not its lines (a list item's)
 
 
 def documents_from_prompt(
@@ -167,37 +247,80 @@ def documents_from_prompt(
     ids: Sequence[str] = (),
     key: tuple[str, str] = ("", ""),
     templates: PromptTemplates = TEMPLATES,
+    sender: str = "",
 ) -> list[Doc]:
     """The documents in a model call's prompt (`messages`: (role, text)), in prompt order,
-    without the instruction template of the service and route `key` and without the
-    `question`; `ids` are the ones the retrieval span names, in retrieval order."""
+    without the instruction template of the service and route `key` (as `sender`'s
+    prompts and the route's other senders tell it) and without the `question`; `ids` are
+    the ones the retrieval span names, in retrieval order."""
     texts = [text for role, text in messages if role == "system"]
     user = next((text for role, text in reversed(messages) if role == "user"), None)
     asked = normalized(question)
     if user is not None and normalized(user) != asked:
         texts.append(user)
-    lines: list[str] = []
+    found = json_documents(user) if user is not None else None
+    if found is not None:
+        return _named(_distinct(found), ids)  # the JSON says where each document is
+    every: list[str] = []
+    lines: list[str] = []  # those of the messages not laid out under Markdown headings
+    sectioned: list[list[str]] = []
     for text in texts:
-        lines += _without_question(text, question, asked)
-        lines.append("")  # a message ends a block
-    seen = tuple(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
-    template = templates.shared(key, seen)
+        own = _without_question(text, question, asked)
+        every += own
+        if has_headings(own):
+            sectioned.append(own)
+        else:
+            lines += [*own, ""]  # a message ends a block
+    seen = tuple(_line_key(line) for line in every[:_MAX_LINES] if line.strip())
+    template = templates.shared(key, seen, sender, asked)
     blocks = _marked(lines, ids)
     if blocks is None:
         blocks = [one for block in _unmarked(lines, template) for one in _one_a_line(block, ids)]
+    candidates = list(blocks)
+    for section_lines in sectioned:
+        for doc in heading_documents(section_lines, _instruction, _blank_line_documents):
+            candidates.append(_Block((doc.content or "").splitlines(), doc.doc_uri))
     docs: list[Doc] = []
-    contents: set[str] = set()
-    for block in blocks:
+    for block in candidates:
         body = [line for line in block.lines if line.strip()]
         if template is not None and all(_line_key(line) in template for line in body):
             continue  # a marked block every prompt has: the template's
-        content = "\n".join(body).strip()
-        if not content or content in contents:
+        content = block.content if block.content is not None else "\n".join(body).strip()
+        if not content:
             continue
-        if block.label is None and INSTRUCTION.search(content):
+        if block.label is None and _instruction(content):
             continue  # reads as an instruction: a template not learned, or another version
-        contents.add(content)
         docs.append(Doc(content, block.label))
+    return _named(_distinct(docs), ids)
+
+
+def _instruction(text: str) -> bool:
+    return INSTRUCTION.search(text) is not None
+
+
+def _blank_line_documents(lines: list[str]) -> list[Doc]:
+    """A context section's unnamed documents: its blank-line blocks, one a line or an item
+    where they are so laid out."""
+    return [
+        Doc(block.content if block.content is not None else "\n".join(block.lines).strip())
+        for whole in _unmarked(lines, None)
+        for block in _one_a_line(whole, ())
+    ]
+
+
+def _distinct(docs: list[Doc]) -> list[Doc]:
+    seen: set[str] = set()
+    out = []
+    for doc in docs:
+        if doc.content and doc.content not in seen:
+            seen.add(doc.content)
+            out.append(doc)
+    return out
+
+
+def _named(docs: list[Doc], ids: Sequence[str]) -> list[Doc]:
+    """Documents paired with the retrieval's `ids`: in order when as many and unnamed; a
+    number names the id at that place."""
     if ids and len(docs) == len(ids) and all(d.doc_uri is None for d in docs):
         for doc, doc_id in zip(docs, ids, strict=True):
             doc.doc_uri = doc_id
@@ -295,6 +418,11 @@ def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:
     """A block, one document a line when its lines are as many as the retrieval's ids, or
     each ends a sentence (documents joined by single newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
+    items = list_items(lines)
+    if items is not None:
+        if any(_instruction(item) for _, item in items):
+            return [block]  # a list of rules: the template's, whole
+        return [_Block(raw, content=item) for raw, item in items]
     if len(lines) > 1 and (
         len(lines) == len(ids) or all(line.rstrip()[-1:] in _SENTENCE_ENDS for line in lines)
     ):
