@@ -33,9 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.extraction._prompt_layouts import (
+    framework_documents,
+    framework_question,
     has_headings,
     heading_documents,
     json_documents,
+    json_question,
     list_items,
 )
 from monitor.extraction._span_values import Doc, normalized
@@ -100,6 +103,13 @@ def labelled_question(prompt: str) -> str | None:
         text = "\n".join(asked).strip()
         found = text or found
     return found
+
+
+def question_in(message: str) -> str | None:
+    """The question inside a whole user message that holds more: its JSON question field,
+    a JVM framework's default RAG prompt's question, or what it labels; None when it
+    says none."""
+    return json_question(message) or framework_question(message) or labelled_question(message)
 
 
 @dataclass(slots=True)
@@ -259,8 +269,12 @@ def documents_from_prompt(
     if user is not None and normalized(user) != asked:
         texts.append(user)
     found = json_documents(user) if user is not None else None
+    for text in reversed(texts if found is None else ()):
+        found = framework_documents(text)
+        if found is not None:
+            break
     if found is not None:
-        return _named(_distinct(found), ids)  # the JSON says where each document is
+        return _named(_distinct(found), ids)  # the layout says where each document is
     every: list[str] = []
     lines: list[str] = []  # those of the messages not laid out under Markdown headings
     sectioned: list[list[str]] = []

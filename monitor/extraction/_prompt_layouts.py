@@ -167,3 +167,48 @@ def list_items(lines: list[str]) -> list[tuple[list[str], str]] | None:
         else:
             return None
     return items if len(items) > 1 else None
+
+
+# The JVM frameworks' default RAG prompts, where the documents reach the model only in the
+# prompt. Spring AI's QuestionAnswerAdvisor (1.x and 2.x) and RetrievalAugmentationAdvisor's
+# ContextualQueryAugmenter put the documents, one a line (`Document::getText` joined by the
+# line separator), between two lines of 21 dashes, under a header line; LangChain4j's
+# DefaultContentInjector appends "Answer using the following information:" and the
+# contents joined by blank lines to the user's text.
+_SPRING_DELIMITER = "-" * 21
+_SPRING_QA_HEADER = "Context information is below, surrounded by " + _SPRING_DELIMITER
+_SPRING_AUGMENTER_HEADER = "Context information is below."
+_LANGCHAIN4J_HEADER = "Answer using the following information:"
+
+
+def framework_question(text: str) -> str | None:
+    """The user's question in a JVM framework's default RAG prompt: the text before
+    QuestionAnswerAdvisor's header, or the last paragraph before LangChain4j's (a chat
+    memory joined into one string holds earlier turns before it); None for other text.
+    ContextualQueryAugmenter labels its question (`Query:`)."""
+    for header in (_SPRING_QA_HEADER, _LANGCHAIN4J_HEADER):
+        at = text.rfind(header)
+        if at <= 0:
+            continue
+        before = text[:at].strip()
+        if header == _LANGCHAIN4J_HEADER:
+            before = before.split("\n\n")[-1].strip()
+        return before or None
+    return None
+
+
+def framework_documents(text: str) -> list[Doc] | None:
+    """The documents of a JVM framework's default RAG prompt (None: not such a prompt)."""
+    lines = text.splitlines()
+    stripped = [line.strip() for line in lines]
+    if _SPRING_QA_HEADER in text or _SPRING_AUGMENTER_HEADER in stripped:
+        marks = [i for i, line in enumerate(stripped) if line == _SPRING_DELIMITER]
+        if len(marks) < 2:
+            return None
+        between = stripped[marks[0] + 1 : marks[1]]
+        return [Doc(line) for line in between if line]
+    at = text.rfind(_LANGCHAIN4J_HEADER)
+    if at < 0:
+        return None
+    contents = text[at + len(_LANGCHAIN4J_HEADER) :].strip()
+    return [Doc(part.strip()) for part in contents.split("\n\n") if part.strip()]

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.extraction._instrumentations import instrumentation_of
-from monitor.extraction._prompt_documents import documents_from_prompt, labelled_question
-from monitor.extraction._prompt_layouts import json_question
+from monitor.extraction._prompt_documents import documents_from_prompt, question_in
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -166,7 +165,7 @@ def context_of(
     # A user message that is a template around the question (documents, then `Question:
     # ...`): the question is what it labels.
     whole = query is not None and query == answer.user_query
-    labelled = (json_question(query) or labelled_question(query)) if whole and query else None
+    labelled = question_in(query) if whole and query else None
     asked = labelled or query
     found = found_by_structure(trace_spans, answer, asked)
     if found is not None:

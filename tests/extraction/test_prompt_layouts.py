@@ -70,7 +70,8 @@ def test_a_json_user_message_gives_its_question_and_its_array_of_documents() -> 
     "system",
     [
         "Answer from the context below.\n\nContext:\n" + "\n".join(f"- {t}" for t in TEXTS),
-        "Answer from the context below.\n\nContext:\n" + "\n".join(f"{n}. {t}" for n, t in enumerate(TEXTS, 1)),
+        "Answer from the context below.\n\nContext:\n"
+        + "\n".join(f"{n}. {t}" for n, t in enumerate(TEXTS, 1)),
         "Use the documents below.\n<documents>\n"
         + "\n".join(f'<document source="{u}">\n{t}\n</document>' for u, t in DOCS)
         + "\n</documents>",
@@ -133,7 +134,9 @@ def test_one_sender_cannot_teach_the_template_that_drops_another_senders_documen
     prompts that open with it keep it."""
     templates = PromptTemplates()
     for n in range(4):
-        assert _split(templates, FACTS[2 * n : 2 * n + 2], "pod-a", n)[-2:] == FACTS[2 * n : 2 * n + 2]
+        assert (
+            _split(templates, FACTS[2 * n : 2 * n + 2], "pod-a", n)[-2:] == FACTS[2 * n : 2 * n + 2]
+        )
     for round_ in range(3):
         for k in range(16):
             _split(templates, [TARGET, FACTS[k]], f"forger-{k % 2}", 100 + 16 * round_ + k)
@@ -158,3 +161,53 @@ def test_a_new_sender_gets_the_template_other_senders_agree_on() -> None:
         for n in range(3):
             _split(templates, FACTS[n : n + 2], sender, n)
     assert _split(templates, [FACTS[20], FACTS[21]], "pod-c", 50) == [FACTS[20], FACTS[21]]
+
+
+# The JVM frameworks' default RAG prompts, as each renders its template: the documents
+# joined as the framework joins them (Spring AI: one a line; LangChain4j: blank lines).
+SPRING_QA = (
+    f"{QUESTION}\n\n"
+    "Context information is below, surrounded by ---------------------\n\n"
+    "---------------------\n" + "\n".join(TEXTS) + "\n---------------------\n\n"
+    "Given the context and provided history information and not prior knowledge,\n"
+    "reply to the user comment. If the answer is not in the context, inform\n"
+    "the user that you can't answer the question.\n"
+)
+SPRING_AUGMENTER = (
+    "Context information is below.\n\n---------------------\n"
+    + "\n".join(TEXTS)
+    + "\n---------------------\n\n"
+    "Given the context information and no prior knowledge, answer the query.\n\n"
+    "Follow these rules:\n\n"
+    "1. If the answer is not in the context, just say that you don't know.\n"
+    '2. Avoid statements like "Based on the context..." or "The provided information...".\n\n'
+    f"Query: {QUESTION}\n\nAnswer:\n"
+)
+LANGCHAIN4J = f"{QUESTION}\n\nAnswer using the following information:\n" + "\n\n".join(TEXTS)
+# LangChain4j's `gen_ai.prompt` under Quarkus: the chat memory's messages in one string,
+# an earlier turn (its question, its injected content, its answer) before the last.
+LANGCHAIN4J_MEMORY = (
+    "Where is the Louvre?\n\nAnswer using the following information:\n"
+    "The Louvre is a museum in Paris.\n\nThe Louvre is in Paris.\n\n" + LANGCHAIN4J
+)
+
+
+@pytest.mark.parametrize(
+    "user",
+    [SPRING_QA, SPRING_AUGMENTER, LANGCHAIN4J, LANGCHAIN4J_MEMORY],
+    ids=[
+        "spring_ai_question_answer_advisor",
+        "spring_ai_contextual_query_augmenter",
+        "langchain4j_content_injector",
+        "langchain4j_chat_memory",
+    ],
+)
+def test_the_jvm_frameworks_default_rag_prompts_give_question_and_documents(user: str) -> None:
+    """The documents only in the prompt (a store built without observation): the block
+    between the delimiters, one document a line, without header or instructions; the
+    question is the user's own text."""
+
+    def emit(tracer: Tracer) -> None:
+        _genai_chat(tracer, None, user)
+
+    _assert_split(_record(emit), [None, None])
