@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._prompt_documents import documents_from_prompt, question_in
 from monitor.extraction._request_spans import (
@@ -31,6 +32,7 @@ from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspec
 from monitor.extraction._table import current
 from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import (
+    CONTEXT_DOUBT,
     CONTEXT_EVIDENCE,
     CONTEXT_SOURCE,
     EXTRACTION_SUSPECT,
@@ -297,6 +299,12 @@ def build_record(
     metadata[CONTEXT_SOURCE] = context.source
     if context.evidence is not None:
         metadata[CONTEXT_EVIDENCE] = context.evidence
+    if context.source == "prompt" and answer is not None:
+        system = [text for role, text in answer.messages if role == "system"]
+        texts = [d.content for d in docs if d.content]
+        doubts = context_doubts(query, texts, response, system)
+        if doubts:
+            metadata[CONTEXT_DOUBT] = ",".join(doubts)
     suspect = suspect_reason(
         query,
         docs if top.docs is None else [],
