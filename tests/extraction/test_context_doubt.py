@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.trace import Tracer
 
 from monitor.extraction import CONTEXT_DOUBTS, context_doubts
-from monitor.extraction._prompt_documents import TEMPLATES
+from monitor.extraction._prompt_templates import TEMPLATES
 from monitor.processors.trace._outcomes import Outcomes
 from monitor.records import CONTEXT_DOUBT
 from monitor.records.limits import SizeLimits

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Sequence
 import pytest
 from opentelemetry.trace import Tracer
 
-from monitor.extraction._prompt_documents import TEMPLATES, PromptTemplates, documents_from_prompt
+from monitor.extraction._prompt_documents import documents_from_prompt
+from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.records import RagRecord
 from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
 from tests.extraction.test_structure_and_prompt import _genai_chat, _record

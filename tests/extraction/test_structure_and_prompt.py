@@ -16,7 +16,8 @@ from opentelemetry.trace import Tracer
 
 from harness.otlp import CONVENTIONS, WATER, capture, finished_spans, otlp_bytes
 from monitor.extraction import _record_parts, extract_records
-from monitor.extraction._prompt_documents import TEMPLATES, PromptTemplates, documents_from_prompt
+from monitor.extraction._prompt_documents import documents_from_prompt
+from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
