@@ -112,7 +112,19 @@ class _Section:
 
 
 def has_headings(lines: list[str]) -> bool:
-    return any(_HEADING_LINE.match(line) for line in lines)
+    return any(heading for _, heading in _headings(lines))
+
+
+def _headings(lines: list[str]) -> list[tuple[str, re.Match[str] | None]]:
+    """Each line with its Markdown heading, if it is one: a `#` line inside a code fence
+    (a comment in a code sample) is none."""
+    fenced = False
+    out: list[tuple[str, re.Match[str] | None]] = []
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        out.append((line, None if fenced else _HEADING_LINE.match(line)))
+    return out
 
 
 def heading_documents(
@@ -124,8 +136,7 @@ def heading_documents(
     docstring); `instruction` tells a block that reads as one, `unnamed` splits a context
     section's text."""
     sections: list[_Section] = []
-    for line in lines:
-        heading = _HEADING_LINE.match(line)
+    for line, heading in _headings(lines):
         if heading is not None:
             level = len(heading.group(1))
             for earlier in reversed(sections):

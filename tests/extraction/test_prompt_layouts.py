@@ -88,6 +88,13 @@ def test_list_items_tags_and_a_context_section_are_split(system: str) -> None:
     assert all(d.doc_uri in (None, *URIS) for d in docs)
 
 
+def test_a_comment_in_a_code_sample_is_no_heading() -> None:
+    code = "```python\n# boil water first\nkettle.boil()\n```"
+    system = f"Use the context below.\n\nContext:\n{code}\n\n{TEXTS[1]}"
+    docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
+    assert [d.content for d in docs] == [code, TEXTS[1]]
+
+
 def test_a_list_of_rules_is_no_list_of_documents() -> None:
     system = "Rules:\n- Answer only from the context.\n- Be brief.\n\nContext:\n" + "\n".join(
         f"- {t}" for t in TEXTS
