@@ -32,6 +32,8 @@ _QUESTION_FIELDS = ("question", "query", "user_question", "q", "input", "ask")
 # Fields of a document object that hold its text, and those that name it.
 _TEXT_FIELDS = ("content", "text", "page_content", "body", "passage", "chunk", "snippet")
 _NAME_FIELDS = ("id", "doc_id", "source", "uri", "url", "title", "name")
+# Fields that hold the conversation so far, never documents.
+_HISTORY_FIELDS = frozenset({"history", "chat_history", "messages", "conversation", "turns"})
 _MAX_JSON_DOCS = 256  # items of one array read as documents
 
 _HEADING_LINE = re.compile(r"\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -74,7 +76,7 @@ def json_documents(text: str) -> list[Doc] | None:
         return None
     docs: list[Doc] = []
     for name, field in value.items():
-        if name in _QUESTION_FIELDS or not isinstance(field, list):
+        if name in _QUESTION_FIELDS or name in _HISTORY_FIELDS or not isinstance(field, list):
             continue
         for item in field[:_MAX_JSON_DOCS]:
             doc = _json_doc(item)
@@ -94,8 +96,8 @@ def _json_object(text: str) -> dict[str, Any] | None:
 def _json_doc(item: Any) -> Doc | None:
     if isinstance(item, str):
         return Doc(item.strip()) if item.strip() else None
-    if not isinstance(item, dict):
-        return None
+    if not isinstance(item, dict) or "role" in item:
+        return None  # not a document: a message of the conversation
     text = next((content_text(item[f]) for f in _TEXT_FIELDS if f in item), None)
     if not text or not text.strip():
         return None

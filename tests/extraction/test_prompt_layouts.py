@@ -67,6 +67,22 @@ def test_a_json_user_message_gives_its_question_and_its_array_of_documents() -> 
         _assert_split(_record(emit), [None, None] if n == 0 else URIS)
 
 
+def test_a_json_messages_history_is_no_document() -> None:
+    """The conversation so far inside the JSON (role-tagged messages, a `history` field)
+    is history, not documents."""
+    turns = [{"role": "user", "content": "Where is the Louvre?"}]
+    user = json.dumps(
+        {
+            "question": QUESTION,
+            "history": ["Where is the Louvre?"],
+            "turns": turns,
+            "context": TEXTS,
+        }
+    )
+    docs = documents_from_prompt([("user", user)], QUESTION, templates=PromptTemplates())
+    assert [d.content for d in docs] == TEXTS
+
+
 @pytest.mark.parametrize(
     "system",
     [
