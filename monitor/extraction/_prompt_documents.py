@@ -54,6 +54,7 @@ _NAMED = re.compile(
 _OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[^<>]*)?)>\s*")
 _CLOSE_TAG = re.compile(r"\s*</([A-Za-z_][\w.-]*)>\s*$")
 _TAG_ID = re.compile(r"""\b(?:id|source|uri|name|title)\s*=\s*["']([^"']{1,128})["']""")
+_NAME_TAGS = frozenset({"source", "title", "id", "doc_id", "uri", "url", "name"})
 _SENTENCE_ENDS = frozenset(".!?\"')")
 _HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
@@ -110,6 +111,7 @@ class _Block:
     label: str | None = None  # what marked it: a bracket label, an id, a tag's id
     tag: str | None = None  # the tag it is closed by
     content: str | None = None  # its text, where it is not its lines (a list item's)
+    opened: str | None = None  # the tag that opened it
 
 
 def documents_from_prompt(
@@ -255,7 +257,7 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
         if mark is None or mark[2] is None:
             continue
         after = closes.get(mark[2], [])
-        k = bisect.bisect_right(after, i)
+        k = bisect.bisect_left(after, i)  # a tag closed on its own line wraps nothing
         if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
             wrappers.update((i, after[k]))
     blocks: list[_Block] = []
@@ -267,7 +269,7 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
             continue
         if mark is not None:
             label, rest, tag = mark
-            current = _Block([rest], label, tag)
+            current = _Block([rest], label, tag, opened=tag)
             blocks.append(current)
             _closes(current, rest)
             if current.tag == "":
@@ -286,7 +288,23 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
     if len(tagged) == 1 and len(blocks) == 1:
         # One tag around the prompt's documents (`<context>`): its blank-line blocks.
         return _unmarked(tagged[0].lines, None)
-    return blocks
+    return _named_by_child_tags(blocks)
+
+
+def _named_by_child_tags(blocks: list[_Block]) -> list[_Block]:
+    """A `<source>` (`<title>`, `<id>`...) tag inside a document's tag names the block
+    after it (`<document><source>a.md</source><document_content>...`) and is no document."""
+    out: list[_Block] = []
+    name: str | None = None
+    for block in blocks:
+        if block.opened is not None and block.opened.lower() in _NAME_TAGS:
+            name = "\n".join(block.lines).strip() or None
+            continue
+        if name is not None and block.label is None:
+            block.label = name
+        name = None
+        out.append(block)
+    return out
 
 
 def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:

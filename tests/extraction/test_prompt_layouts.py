@@ -93,15 +93,23 @@ def test_a_json_messages_history_is_no_document() -> None:
         + "\n".join(f'<document source="{u}">\n{t}\n</document>' for u, t in DOCS)
         + "\n</documents>",
         "# Context\n\n" + "\n\n".join(TEXTS) + "\n\n# Rules\nBe brief.",
+        "Use the documents below.\n<documents>\n"
+        + "\n".join(
+            f'<document index="{n}">\n<source>{u}</source>\n<document_content>\n{t}\n'
+            "</document_content>\n</document>"
+            for n, (u, t) in enumerate(DOCS, 1)
+        )
+        + "\n</documents>",
     ],
-    ids=["dashes", "numbers", "xml_source", "markdown_context_section"],
+    ids=["dashes", "numbers", "xml_source", "markdown_context_section", "xml_source_child"],
 )
 def test_list_items_tags_and_a_context_section_are_split(system: str) -> None:
     docs = documents_from_prompt(
         [("system", system), ("user", QUESTION)], QUESTION, templates=PromptTemplates()
     )
     assert [d.content for d in docs] == TEXTS
-    assert all(d.doc_uri in (None, *URIS) for d in docs)
+    named = "source" in system  # a tag's source attribute or a `<source>` inside it
+    assert [d.doc_uri for d in docs] == (URIS if named else [None, None])
 
 
 def test_a_comment_in_a_code_sample_is_no_heading() -> None:
