@@ -11,6 +11,8 @@ shipped ones. What the rule reads: `README.md`.
 from monitor.conventions import SHIPPED as SHIPPED_CONVENTIONS
 from monitor.conventions import Convention
 from monitor.extraction._diagnosis import CAUSES, EXPLAIN, Cause, SpanTaken, causes, spans_taken
+from monitor.extraction._doubt import DOUBTS as CONTEXT_DOUBTS
+from monitor.extraction._doubt import context_doubts
 from monitor.extraction._extract import (
     Extraction,
     TraceRecords,
@@ -29,6 +31,7 @@ from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
     "CAUSES",
+    "CONTEXT_DOUBTS",
     "EXPLAIN",
     "INSTRUMENTATION",
     "SHIPPED_CONVENTIONS",
@@ -41,6 +44,7 @@ __all__ = [
     "Unreadable",
     "awaits_log_events",
     "causes",
+    "context_doubts",
     "conventions_from_config",
     "extract_records",
     "extract_trace",

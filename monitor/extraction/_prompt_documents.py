@@ -4,17 +4,18 @@ user message, without the question and without the instruction template, split a
 prompt's own boundaries.
 
 - **The template** is the text a service's prompts share: the lines that open or close
-  this prompt and every other recent prompt of the same service and route that holds other
-  documents (`PromptTemplates`, bounded: a few prompts per route, a bounded number of
-  routes). A document retrieved for several questions moves between them; a template's
-  line does not. A block that reads as an instruction (addresses the model, tells it how
-  to answer or what to use) is the template's too, learned or not (a template's other
-  version, a route not yet learned).
+  every distinct prompt of the sender on the same service and route
+  (`_prompt_templates.py`). A document retrieved for several questions moves between
+  them; a template's line does not. A block that reads as an instruction (addresses the
+  model, tells it how to answer or what to use) is the template's too, learned or not (a
+  template's other version, a route not yet learned).
+- **Layouts that place the documents** (`_prompt_layouts.py`): a JSON user message's
+  arrays, a JVM framework's default RAG prompt, Markdown sections named by their headings.
 - **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
   `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
   them is the template's. A prompt with no marks is split at blank lines, a block one
   document a line when its lines are as many as the retrieval's ids or each ends a
-  sentence. A short heading line (`Context:`, `Question:`) ends a block and is never a
+  sentence, one an item in a list. A short heading line (`Context:`, `Question:`) ends a block and is never a
   document.
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
@@ -26,22 +27,22 @@ read by its wording), headings and the question.
 from __future__ import annotations
 
 import bisect
-import math
 import re
-import threading
-from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from monitor.extraction._prompt_layouts import (
+    framework_documents,
+    framework_question,
+    has_headings,
+    heading_documents,
+    json_documents,
+    json_question,
+    list_items,
+)
+from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.extraction._span_values import Doc, normalized
 
-# A route's prompts remembered, and how many routes (least recently seen forgotten).
-PROMPTS_PER_ROUTE = 16
-MAX_ROUTES = 512
-# A line is the template's when it opens or closes this share of the route's other prompts,
-# and at least `_MIN_OTHERS` of them.
-_TEMPLATE_SHARE = 1.0
-_MIN_OTHERS = 2
 _MAX_LINES = 512  # lines of one prompt remembered
 
 _BRACKET = re.compile(r"\[([^\]\n]{1,64})\][:.)\-]?\s*")
@@ -53,6 +54,7 @@ _NAMED = re.compile(
 _OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[^<>]*)?)>\s*")
 _CLOSE_TAG = re.compile(r"\s*</([A-Za-z_][\w.-]*)>\s*$")
 _TAG_ID = re.compile(r"""\b(?:id|source|uri|name|title)\s*=\s*["']([^"']{1,128})["']""")
+_NAME_TAGS = frozenset({"source", "title", "id", "doc_id", "uri", "url", "name"})
 _SENTENCE_ENDS = frozenset(".!?\"')")
 _HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
@@ -96,62 +98,11 @@ def labelled_question(prompt: str) -> str | None:
     return found
 
 
-class PromptTemplates:
-    """The recent prompts of each (service, route), as the sequence of their lines' keys:
-    the opening and closing lines they share are the service's instruction template.
-    Thread-safe (worker threads extract in parallel); each worker process learns its own."""
-
-    def __init__(self, routes: int = MAX_ROUTES, prompts: int = PROMPTS_PER_ROUTE) -> None:
-        self._routes = routes
-        self._prompts = prompts
-        self._seen: OrderedDict[tuple[str, str], deque[tuple[int, ...]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def shared(self, key: tuple[str, str], lines: tuple[int, ...]) -> frozenset[int] | None:
-        """The template lines of `key` learned from its earlier prompts (None while too few
-        have been seen to tell), then `lines` remembered as its latest prompt.
-
-        A line is the template's when it opens or closes (in the run of lines from the
-        start, or to the end, that two prompts share) this prompt and every other recent
-        prompt of the route with other documents: a document retrieved for several
-        questions sits elsewhere in some of them. A prompt with the same lines (the same
-        documents) tells nothing and is not counted."""
-        with self._lock:
-            recent = self._seen.pop(key, None)
-            if recent is None:
-                recent = deque(maxlen=self._prompts)
-            others = [prompt for prompt in recent if prompt != lines]
-            recent.append(lines)
-            self._seen[key] = recent
-            while len(self._seen) > self._routes:
-                self._seen.popitem(last=False)
-        if len(others) < _MIN_OTHERS:
-            return None
-        counts: Counter[int] = Counter()
-        for other in others:
-            counts.update(frozenset(_ends_shared(lines, other)))
-        needed = max(_MIN_OTHERS, math.ceil(_TEMPLATE_SHARE * len(others)))
-        return frozenset(line for line, n in counts.items() if n >= needed)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._seen.clear()
-
-
-def _ends_shared(lines: tuple[int, ...], other: tuple[int, ...]) -> list[int]:
-    """The lines of `lines` in the opening and the closing run it shares with `other`."""
-    most = min(len(lines), len(other))
-    start = 0
-    while start < most and lines[start] == other[start]:
-        start += 1
-    end = 0
-    while end < most - start and lines[-1 - end] == other[-1 - end]:
-        end += 1
-    return [*lines[:start], *lines[len(lines) - end :]]
-
-
-TEMPLATES = PromptTemplates()
-"""What this process has learned of its services' prompt templates."""
+def question_in(message: str) -> str | None:
+    """The question inside a whole user message that holds more: its JSON question field,
+    a JVM framework's default RAG prompt's question, or what it labels; None when it
+    says none."""
+    return json_question(message) or framework_question(message) or labelled_question(message)
 
 
 @dataclass(slots=True)
@@ -159,6 +110,8 @@ class _Block:
     lines: list[str]
     label: str | None = None  # what marked it: a bracket label, an id, a tag's id
     tag: str | None = None  # the tag it is closed by
+    content: str | None = None  # its text, where it is not its lines (a list item's)
+    opened: str | None = None  # the tag that opened it
 
 
 def documents_from_prompt(
@@ -167,37 +120,84 @@ def documents_from_prompt(
     ids: Sequence[str] = (),
     key: tuple[str, str] = ("", ""),
     templates: PromptTemplates = TEMPLATES,
+    sender: str = "",
 ) -> list[Doc]:
     """The documents in a model call's prompt (`messages`: (role, text)), in prompt order,
-    without the instruction template of the service and route `key` and without the
-    `question`; `ids` are the ones the retrieval span names, in retrieval order."""
+    without the instruction template of the service and route `key` (as `sender`'s
+    prompts and the route's other senders tell it) and without the `question`; `ids` are
+    the ones the retrieval span names, in retrieval order."""
     texts = [text for role, text in messages if role == "system"]
     user = next((text for role, text in reversed(messages) if role == "user"), None)
     asked = normalized(question)
     if user is not None and normalized(user) != asked:
         texts.append(user)
-    lines: list[str] = []
+    found = json_documents(user) if user is not None else None
+    for text in reversed(texts if found is None else ()):
+        found = framework_documents(text)
+        if found is not None:
+            break
+    if found is not None:
+        return _named(_distinct(found), ids)  # the layout says where each document is
+    every: list[str] = []
+    lines: list[str] = []  # those of the messages not laid out under Markdown headings
+    sectioned: list[list[str]] = []
     for text in texts:
-        lines += _without_question(text, question, asked)
-        lines.append("")  # a message ends a block
-    seen = tuple(_line_key(line) for line in lines[:_MAX_LINES] if line.strip())
-    template = templates.shared(key, seen)
+        own = _without_question(text, question, asked)
+        every += own
+        if has_headings(own):
+            sectioned.append(own)
+        else:
+            lines += [*own, ""]  # a message ends a block
+    seen = tuple(_line_key(line) for line in every[:_MAX_LINES] if line.strip())
+    template = templates.shared(key, seen, sender, asked)
     blocks = _marked(lines, ids)
     if blocks is None:
         blocks = [one for block in _unmarked(lines, template) for one in _one_a_line(block, ids)]
+    candidates = list(blocks)
+    for section_lines in sectioned:
+        for doc in heading_documents(section_lines, _instruction, _blank_line_documents):
+            candidates.append(_Block((doc.content or "").splitlines(), doc.doc_uri))
     docs: list[Doc] = []
-    contents: set[str] = set()
-    for block in blocks:
+    for block in candidates:
         body = [line for line in block.lines if line.strip()]
         if template is not None and all(_line_key(line) in template for line in body):
             continue  # a marked block every prompt has: the template's
-        content = "\n".join(body).strip()
-        if not content or content in contents:
+        content = block.content if block.content is not None else "\n".join(body).strip()
+        if not content:
             continue
-        if block.label is None and INSTRUCTION.search(content):
+        if block.label is None and _instruction(content):
             continue  # reads as an instruction: a template not learned, or another version
-        contents.add(content)
         docs.append(Doc(content, block.label))
+    return _named(_distinct(docs), ids)
+
+
+def _instruction(text: str) -> bool:
+    return INSTRUCTION.search(text) is not None
+
+
+def _blank_line_documents(lines: list[str]) -> list[Doc]:
+    """A context section's unnamed documents: its blank-line blocks, one a line or an item
+    where they are so laid out."""
+    return [
+        Doc(block.content if block.content is not None else "\n".join(block.lines).strip())
+        for whole in _unmarked(lines, None)
+        for block in _one_a_line(whole, ())
+    ]
+
+
+def _distinct(docs: list[Doc]) -> list[Doc]:
+    seen: set[str] = set()
+    out = []
+    for doc in docs:
+        if doc.content and doc.content not in seen:
+            seen.add(doc.content)
+            out.append(doc)
+    return out
+
+
+def _named(docs: list[Doc], ids: Sequence[str]) -> list[Doc]:
+    """Documents paired with the retrieval's `ids`: in order when as many and unnamed; a
+    number names the id at that place."""
     if ids and len(docs) == len(ids) and all(d.doc_uri is None for d in docs):
         for doc, doc_id in zip(docs, ids, strict=True):
             doc.doc_uri = doc_id
@@ -257,7 +257,7 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
         if mark is None or mark[2] is None:
             continue
         after = closes.get(mark[2], [])
-        k = bisect.bisect_right(after, i)
+        k = bisect.bisect_left(after, i)  # a tag closed on its own line wraps nothing
         if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
             wrappers.update((i, after[k]))
     blocks: list[_Block] = []
@@ -269,7 +269,7 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
             continue
         if mark is not None:
             label, rest, tag = mark
-            current = _Block([rest], label, tag)
+            current = _Block([rest], label, tag, opened=tag)
             blocks.append(current)
             _closes(current, rest)
             if current.tag == "":
@@ -288,13 +288,34 @@ def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
     if len(tagged) == 1 and len(blocks) == 1:
         # One tag around the prompt's documents (`<context>`): its blank-line blocks.
         return _unmarked(tagged[0].lines, None)
-    return blocks
+    return _named_by_child_tags(blocks)
+
+
+def _named_by_child_tags(blocks: list[_Block]) -> list[_Block]:
+    """A `<source>` (`<title>`, `<id>`...) tag inside a document's tag names the block
+    after it (`<document><source>a.md</source><document_content>...`) and is no document."""
+    out: list[_Block] = []
+    name: str | None = None
+    for block in blocks:
+        if block.opened is not None and block.opened.lower() in _NAME_TAGS:
+            name = "\n".join(block.lines).strip() or None
+            continue
+        if name is not None and block.label is None:
+            block.label = name
+        name = None
+        out.append(block)
+    return out
 
 
 def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:
     """A block, one document a line when its lines are as many as the retrieval's ids, or
     each ends a sentence (documents joined by single newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
+    items = list_items(lines)
+    if items is not None:
+        if any(_instruction(item) for _, item in items):
+            return [block]  # a list of rules: the template's, whole
+        return [_Block(raw, content=item) for raw, item in items]
     if len(lines) > 1 and (
         len(lines) == len(ids) or all(line.rstrip()[-1:] in _SENTENCE_ENDS for line in lines)
     ):

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
-from monitor.extraction._prompt_documents import documents_from_prompt, labelled_question
+from monitor.extraction._prompt_documents import documents_from_prompt, question_in
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -31,6 +32,7 @@ from monitor.extraction._suspect import CONTENT_REASONS, INSTRUMENTATION, suspec
 from monitor.extraction._table import current
 from monitor.extraction._trace_tree import depth_of, feedback_of
 from monitor.records import (
+    CONTEXT_DOUBT,
     CONTEXT_EVIDENCE,
     CONTEXT_SOURCE,
     EXTRACTION_SUSPECT,
@@ -131,6 +133,7 @@ def context_of(
     trace_spans: list[Span],
     key: tuple[str, str],
     query: str | None,
+    sender: str = "",
 ) -> Context:
     """The documents of the retrievals and tool calls before the answer (a reranker's
     output replacing what it reranked); when none carries text, those found by structure,
@@ -169,7 +172,7 @@ def context_of(
     # A user message that is a template around the question (documents, then `Question:
     # ...`): the question is what it labels.
     whole = query is not None and query == answer.user_query
-    labelled = labelled_question(query) if whole and query else None
+    labelled = question_in(query) if whole and query else None
     asked = labelled or query
     found = found_by_structure(trace_spans, answer, asked)
     if found is not None:
@@ -179,7 +182,7 @@ def context_of(
         return Context([], "none", query=labelled)  # the tools returned nothing readable
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
-    split = documents_from_prompt(answer.messages, asked, ids, key)
+    split = documents_from_prompt(answer.messages, asked, ids, key, sender=sender)
     if not split:
         return Context([], "none", query=labelled)
     evidence = f"{len(split)} documents split from the model call's prompt"
@@ -266,7 +269,9 @@ def build_record(
         context = Context(top.docs, "convention" if top.docs else "none")
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
-        context = context_of(retrievals, answer, trace_spans, key, query)
+        instance = span.resource.get(INSTANCE_ID)
+        sender = instance if isinstance(instance, str) else ""
+        context = context_of(retrievals, answer, trace_spans, key, query, sender)
         query = context.query or query
     docs = context.docs
     if max_documents is not None:
@@ -299,6 +304,12 @@ def build_record(
     metadata[CONTEXT_SOURCE] = context.source
     if context.evidence is not None:
         metadata[CONTEXT_EVIDENCE] = context.evidence
+    if context.source == "prompt" and answer is not None:
+        system = [text for role, text in answer.messages if role == "system"]
+        texts = [d.content for d in docs if d.content]
+        doubts = context_doubts(query, texts, response, system)
+        if doubts:
+            metadata[CONTEXT_DOUBT] = ",".join(doubts)
     suspect = suspect_reason(
         query,
         docs if top.docs is None else [],

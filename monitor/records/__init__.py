@@ -90,6 +90,9 @@ CONTEXT_SOURCE = "context_source"
 # `metadata` key: what the extraction took as evidence for a context found by structure or
 # taken from the prompt (which span's value appears in the prompt; how the prompt split).
 CONTEXT_EVIDENCE = "context_evidence"
+# `metadata` key: signs that documents split out of a prompt were split wrongly
+# (`monitor.extraction.CONTEXT_DOUBTS`, comma-separated); the record is still evaluated.
+CONTEXT_DOUBT = "context_doubt"
 CONTEXT_SOURCES = (
     "retrieval_span",  # the documents of a span a convention marks as a retrieval
     "tool_result",  # what tool calls returned to the model (tool spans or tool messages)

@@ -16,7 +16,8 @@ from opentelemetry.trace import Tracer
 
 from harness.otlp import CONVENTIONS, WATER, capture, finished_spans, otlp_bytes
 from monitor.extraction import _record_parts, extract_records
-from monitor.extraction._prompt_documents import TEMPLATES, PromptTemplates, documents_from_prompt
+from monitor.extraction._prompt_documents import documents_from_prompt
+from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.records import RagRecord
 from monitor.spans import Span, decode_protobuf
 from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
@@ -308,13 +309,16 @@ def test_the_template_a_route_shares_is_learned_and_never_taken_for_documents() 
 
 
 def test_the_template_memory_is_bounded() -> None:
-    templates = PromptTemplates(routes=3, prompts=2)
+    """Routes and senders a route learns from are bounded; a sender's learned lines shrink
+    to what its prompts share, whatever their number."""
+    templates = PromptTemplates(routes=3, senders=2)
     for route in range(10):
-        for n in range(5):
-            templates.shared(("svc", str(route)), (-1, n, -2))
+        for sender in range(5):
+            for n in range(5):
+                templates.shared(("svc", str(route)), (-1, n, -2), str(sender))
     assert len(templates._seen) == 3
-    assert all(len(prompts) == 2 for prompts in templates._seen.values())
-    assert templates.shared(("svc", "9"), (-1, 7, -2)) == frozenset({-1, -2})
+    assert all(len(senders) == 2 for senders in templates._seen.values())
+    assert templates.shared(("svc", "9"), (-1, 7, -2), "4") == frozenset({-1, -2})
 
 
 def test_a_document_every_prompt_holds_is_no_template_where_it_moves() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import (
+    CONTEXT_DOUBTS,
     EXPLAIN,
     INSTRUMENTATION,
     SUSPECT_REASONS,
@@ -21,7 +22,7 @@ from monitor.extraction import (
     suspect_guidance,
 )
 from monitor.processors.trace._assembler import TRIGGERS, FinishedTrace
-from monitor.records import EXTRACTION_SUSPECT, UNREAD_VALUES, RagRecord
+from monitor.records import CONTEXT_DOUBT, EXTRACTION_SUSPECT, UNREAD_VALUES, RagRecord
 from monitor.records.limits import LABEL_FIELDS, Cut, SizeLimits, bound_record
 from monitor.shared.nesting import REASONS
 from monitor.telemetry import OVERFLOW, RateLimitedLog, Telemetry
@@ -58,6 +59,12 @@ class Outcomes:
             "records_suspect",
             "Records whose extraction looks wrong (extraction_suspect), by reason; not "
             "evaluated unless pipeline.evaluate_suspect_records.",
+            ("service", "reason"),
+        )
+        self.doubtful = telemetry.counter(
+            "records_context_doubtful",
+            "Records whose documents were split out of the prompt with a sign of a wrong "
+            "split (context_doubt), by service and reason; still evaluated.",
             ("service", "reason"),
         )
         self.partly_read = telemetry.counter(
@@ -183,6 +190,9 @@ class Outcomes:
         unread = record.metadata.get(UNREAD_VALUES)
         if unread is not None:
             self._partly_read(record, service, unread)
+        doubt = record.metadata.get(CONTEXT_DOUBT)
+        if doubt is not None:
+            self._doubtful(record, service, doubt)
         why = {c.part: c for c in causes if c.part is not None}
         reason = record.metadata.get(EXTRACTION_SUSPECT)
         if reason is not None:
@@ -212,6 +222,23 @@ class Outcomes:
                 record.request_id,
                 part,
                 cause.text(),
+                EXPLAIN,
+            )
+
+    def _doubtful(self, record: RagRecord, service: str, doubt: str) -> None:
+        """Signs that the record's documents, split out of its prompt, were split
+        wrongly: each counted, and logged per service and reason (rate-limited)."""
+        for reason in sorted({r if r in CONTEXT_DOUBTS else "other" for r in doubt.split(",")}):
+            self._t.child(self.doubtful, service, reason).inc()
+            self.warn.warning(
+                f"doubt/{service}/{reason}",
+                "service %r: record %s took its documents from the model call's prompt, and "
+                "%s (%s; records_context_doubtful_total): the prompt's layout may have been "
+                "split wrongly; it is evaluated as read; %s",
+                service,
+                record.request_id,
+                CONTEXT_DOUBTS.get(reason, reason),
+                reason,
                 EXPLAIN,
             )
 

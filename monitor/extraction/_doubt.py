@@ -1,0 +1,56 @@
+"""Signs that documents split out of a prompt (`context_source = prompt`) were split
+wrongly: the record is whole and looks right, yet its context may be the template's text
+or the question. Each sign is a reason (`DOUBTS`); the record carries them
+(`metadata.context_doubt`, comma-separated), the trace stage counts each per service
+(`records_context_doubtful_total`) and logs it once per service and reason, naming
+`rag-monitor explain`. The record is still evaluated: a doubt is no proof, and an answer
+that shares no word with its documents is what a fabricated answer looks like too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from monitor.extraction._prompt_documents import INSTRUCTION
+from monitor.extraction._span_values import normalized
+
+DOUBTS: dict[str, str] = {
+    "document_is_question": "a document is the question itself",
+    "heading_or_instruction": "a document is a heading or an instruction line",
+    "document_is_system_prompt": "a document is the whole system prompt",
+    "no_document_shares_answer_words": "no document shares a word with the answer",
+}
+_HEADING = re.compile(r"(?:#{1,6}\s+.{0,60}|[^\n.!?]{0,40}:)")
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_MIN_ANSWER_WORDS = 3  # an answer with fewer long words ("I don't know") tells nothing
+
+
+def context_doubts(
+    query: str | None,
+    documents: Sequence[str],
+    response: str | None,
+    system: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """The reasons (keys of `DOUBTS`, in that order) to doubt that `documents`, split out
+    of a prompt whose system messages are `system`, are the documents the model was
+    given for `query` and answered `response` from; () when none."""
+    texts = [d for d in documents if d.strip()]
+    if not texts:
+        return ()
+    found: list[str] = []
+    asked = normalized(query)
+    if asked and any(normalized(t) == asked for t in texts):
+        found.append("document_is_question")
+    if any(_HEADING.fullmatch(t.strip()) or INSTRUCTION.search(t) for t in texts):
+        found.append("heading_or_instruction")
+    prompts = {normalized(s) for s in system if s.strip()}
+    if any(normalized(t) in prompts for t in texts):
+        found.append("document_is_system_prompt")
+    said = _words(response or "")
+    if len(said) >= _MIN_ANSWER_WORDS and not any(said & _words(t) for t in texts):
+        found.append("no_document_shares_answer_words")
+    return tuple(found)
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}

@@ -1,0 +1,227 @@
+"""Prompt layouts that say where each document is by their structure rather than by a mark
+on the document's first line: a JSON user message (`{"question": ..., "context": [...]}`),
+a Markdown knowledge base (a heading per document), and list items. `_prompt_documents.py`
+tries these before its marked and blank-line blocks.
+
+- **A JSON user message**: an object whose question field (`question`, `query`, ...) is
+  the question and whose arrays of texts (or of objects with a text field) are the
+  documents, the item's `id` / `source` / `title` its `doc_uri`. The rest (`task`,
+  instructions) is the template's.
+- **Markdown headings**: a message with `#` headings is read as sections. A section with
+  sub-headings wraps them and is no document itself; a leaf section is one document named
+  by its heading (`## kb/returns.md`: the heading is the `doc_uri`, never part of the
+  text), unless its heading names a part of the template (`# Role`, `# Instructions`,
+  `# Question`, ...) or its text reads as an instruction. A leaf headed as the place of the
+  context (`# Context`, `# Documents`, `# Knowledge base`) holds unnamed documents: its
+  blocks are split as a prompt's unmarked text is.
+- **List items** (`- ...`, `* ...`, `1. ...`): a block of them is one document an item,
+  the marker left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.extraction._span_values import Doc, content_text, loads
+
+# Fields of a JSON user message that hold the question, in the order they are looked for.
+_QUESTION_FIELDS = ("question", "query", "user_question", "q", "input", "ask")
+# Fields of a document object that hold its text, and those that name it.
+_TEXT_FIELDS = ("content", "text", "page_content", "body", "passage", "chunk", "snippet")
+_NAME_FIELDS = ("id", "doc_id", "source", "uri", "url", "title", "name")
+# Fields that hold the conversation so far, never documents.
+_HISTORY_FIELDS = frozenset({"history", "chat_history", "messages", "conversation", "turns"})
+_MAX_JSON_DOCS = 256  # items of one array read as documents
+
+_HEADING_LINE = re.compile(r"\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"\s{0,3}(?:[-*+\u2022]|\d{1,3}[.)])\s+(\S.*)$")
+# Headings that name a part of the template, never a document.
+_TEMPLATE_HEADING = re.compile(
+    r"\s*(?:(?:the|your|system|user|output|answer|response)\s+)?"
+    r"(?:role|persona|identity|instructions?|rules?|guidelines?|guidance|constraints?|"
+    r"task|objective|goal|style|tone|format|formatting|output|policy|policies|notes?|"
+    r"examples?|question|query|answer|response|conversation|history|chat history|"
+    r"system|behaviou?r|steps?|requirements?)\s*:?\s*",
+    re.IGNORECASE,
+)
+# Headings that name the place of the context: their section holds unnamed documents.
+_CONTEXT_HEADING = re.compile(
+    r"\s*(?:(?:the|retrieved|relevant|reference|provided|supporting|search)\s+)?"
+    r"(?:context|contexts|documents?|docs|knowledge(?: base)?|kb|sources?|passages?|"
+    r"excerpts?|snippets?|results?|information|facts|references?)\s*:?\s*",
+    re.IGNORECASE,
+)
+
+
+def json_question(text: str) -> str | None:
+    """The question field of a user message that is a JSON object, or None."""
+    value = _json_object(text)
+    if value is None:
+        return None
+    for name in _QUESTION_FIELDS:
+        found = value.get(name)
+        if isinstance(found, str) and found.strip():
+            return found.strip()
+    return None
+
+
+def json_documents(text: str) -> list[Doc] | None:
+    """The documents of a user message that is a JSON object: the items of its arrays of
+    texts, in order (None: not such a message)."""
+    value = _json_object(text)
+    if value is None:
+        return None
+    docs: list[Doc] = []
+    for name, field in value.items():
+        if name in _QUESTION_FIELDS or name in _HISTORY_FIELDS or not isinstance(field, list):
+            continue
+        for item in field[:_MAX_JSON_DOCS]:
+            doc = _json_doc(item)
+            if doc is not None:
+                docs.append(doc)
+    return docs or None
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    value = loads(stripped)
+    return value if isinstance(value, dict) else None
+
+
+def _json_doc(item: Any) -> Doc | None:
+    if isinstance(item, str):
+        return Doc(item.strip()) if item.strip() else None
+    if not isinstance(item, dict) or "role" in item:
+        return None  # not a document: a message of the conversation
+    text = next((content_text(item[f]) for f in _TEXT_FIELDS if f in item), None)
+    if not text or not text.strip():
+        return None
+    name = next((item[f] for f in _NAME_FIELDS if isinstance(item.get(f), str | int)), None)
+    return Doc(text.strip(), None if name is None else str(name))
+
+
+@dataclass(slots=True)
+class _Section:
+    level: int
+    heading: str
+    lines: list[str]
+    parent: bool = False  # holds sub-headings
+
+
+def has_headings(lines: list[str]) -> bool:
+    return any(heading for _, heading in _headings(lines))
+
+
+def _headings(lines: list[str]) -> list[tuple[str, re.Match[str] | None]]:
+    """Each line with its Markdown heading, if it is one: a `#` line inside a code fence
+    (a comment in a code sample) is none."""
+    fenced = False
+    out: list[tuple[str, re.Match[str] | None]] = []
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        out.append((line, None if fenced else _HEADING_LINE.match(line)))
+    return out
+
+
+def heading_documents(
+    lines: list[str],
+    instruction: Callable[[str], bool],
+    unnamed: Callable[[list[str]], list[Doc]],
+) -> list[Doc]:
+    """The documents of a message's lines laid out under Markdown headings (see the module
+    docstring); `instruction` tells a block that reads as one, `unnamed` splits a context
+    section's text."""
+    sections: list[_Section] = []
+    for line, heading in _headings(lines):
+        if heading is not None:
+            level = len(heading.group(1))
+            for earlier in reversed(sections):
+                if earlier.level < level:
+                    earlier.parent = True
+                    break
+            sections.append(_Section(level, heading.group(2).strip(), []))
+        elif sections:
+            sections[-1].lines.append(line)
+    docs: list[Doc] = []
+    for section in sections:
+        body = [line for line in section.lines if line.strip()]
+        if section.parent or not body or _TEMPLATE_HEADING.fullmatch(section.heading):
+            continue  # a wrapper, or the template's part
+        if _CONTEXT_HEADING.fullmatch(section.heading):
+            docs += unnamed(section.lines)
+            continue
+        content = "\n".join(body).strip()
+        if instruction(content):
+            continue
+        docs.append(Doc(content, section.heading or None))
+    return docs
+
+
+def list_items(lines: list[str]) -> list[tuple[list[str], str]] | None:
+    """A block's list items (each item's lines, and its text without the marker,
+    continuation lines joined), when every line of it is an item or continues one and it
+    has two items at least; else None."""
+    items: list[tuple[list[str], str]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        item = _LIST_ITEM.match(line)
+        if item is not None:
+            items.append(([line], item.group(1).strip()))
+        elif items and line[:1].isspace():
+            raw, text = items[-1]
+            items[-1] = ([*raw, line], f"{text} {line.strip()}")
+        else:
+            return None
+    return items if len(items) > 1 else None
+
+
+# The JVM frameworks' default RAG prompts, where the documents reach the model only in the
+# prompt. Spring AI's QuestionAnswerAdvisor (1.x and 2.x) and RetrievalAugmentationAdvisor's
+# ContextualQueryAugmenter put the documents, one a line (`Document::getText` joined by the
+# line separator), between two lines of 21 dashes, under a header line; LangChain4j's
+# DefaultContentInjector appends "Answer using the following information:" and the
+# contents joined by blank lines to the user's text.
+_SPRING_DELIMITER = "-" * 21
+_SPRING_QA_HEADER = "Context information is below, surrounded by " + _SPRING_DELIMITER
+_SPRING_AUGMENTER_HEADER = "Context information is below."
+_LANGCHAIN4J_HEADER = "Answer using the following information:"
+
+
+def framework_question(text: str) -> str | None:
+    """The user's question in a JVM framework's default RAG prompt: the text before
+    QuestionAnswerAdvisor's header, or the last paragraph before LangChain4j's (a chat
+    memory joined into one string holds earlier turns before it); None for other text.
+    ContextualQueryAugmenter labels its question (`Query:`)."""
+    for header in (_SPRING_QA_HEADER, _LANGCHAIN4J_HEADER):
+        at = text.rfind(header)
+        if at <= 0:
+            continue
+        before = text[:at].strip()
+        if header == _LANGCHAIN4J_HEADER:
+            before = before.split("\n\n")[-1].strip()
+        return before or None
+    return None
+
+
+def framework_documents(text: str) -> list[Doc] | None:
+    """The documents of a JVM framework's default RAG prompt (None: not such a prompt)."""
+    lines = text.splitlines()
+    stripped = [line.strip() for line in lines]
+    if _SPRING_QA_HEADER in text or _SPRING_AUGMENTER_HEADER in stripped:
+        marks = [i for i, line in enumerate(stripped) if line == _SPRING_DELIMITER]
+        if len(marks) < 2:
+            return None
+        between = stripped[marks[0] + 1 : marks[1]]
+        return [Doc(line) for line in between if line]
+    at = text.rfind(_LANGCHAIN4J_HEADER)
+    if at < 0:
+        return None
+    contents = text[at + len(_LANGCHAIN4J_HEADER) :].strip()
+    return [Doc(part.strip()) for part in contents.split("\n\n") if part.strip()]
