@@ -35,6 +35,7 @@ from monitor.conventions import LOG_EVENTS
 from monitor.exporters.debug_records import PATH as DEBUG_PATH
 from monitor.exporters.debug_records import TRACES_PATH
 from monitor.extraction import (
+    CONTEXT_DOUBTS,
     Convention,
     SpanTaken,
     causes,
@@ -43,7 +44,7 @@ from monitor.extraction import (
     spans_taken,
 )
 from monitor.extraction._trace_tree import trace_shape
-from monitor.records import RagRecord
+from monitor.records import CONTEXT_DOUBT, RagRecord
 from monitor.spans import DecodeError, Span, decode_json, decode_logs_json
 
 TEXT_SHOWN = 160  # characters of a value printed
@@ -173,14 +174,15 @@ def _conventions(entries: Sequence[dict[str, Any]]) -> tuple[Convention, ...]:
 
 def doubtful_context(record: RagRecord) -> list[str]:
     """Why a record with every part may still be wrong, one reason each: the record's own
-    `extraction_suspect`, and documents split out of the prompt (a span or event that
-    carries them reads them as the retriever gave them). The place a check of a prompt
-    split's signs (a document that is the question, a heading, the system prompt) adds
-    its reasons."""
+    `extraction_suspect`, each sign of a wrong prompt split the extraction found
+    (`context_doubt`, worded by `CONTEXT_DOUBTS`), and documents split out of the prompt at
+    all (a span or event that carries them reads them as the retriever gave them)."""
     reasons = []
     suspect = record.metadata.get("extraction_suspect")
     if suspect:
         reasons.append(f"its parts look wrong ({suspect})")
+    for doubt in filter(None, str(record.metadata.get(CONTEXT_DOUBT) or "").split(",")):
+        reasons.append(f"{CONTEXT_DOUBTS.get(doubt, doubt)} ({doubt})")
     if record.metadata.get("context_source") == "prompt":
         reasons.append(
             "its documents were split out of the model call's prompt, not read from a span"

@@ -206,3 +206,37 @@ def test_explain_reads_log_records_and_proposes_entries_that_read_them(tmp_path:
     assert f"query: {QUESTION}" in again and f"response: {ANSWER}" in again
     for uri, text in DOCS:
         assert f"[{uri}] {text}" in again
+
+
+# A whole record whose only "document" is a system prompt of plain words: the extraction's
+# sign of a wrong split is what explain names, worded, beside the split itself.
+def _system_prompt_only(tracer: Tracer) -> None:
+    system = "Fjord Library staff wrote this assistant for visitors of the harbour town."
+    messages = [
+        {"role": "system", "parts": [{"type": "text", "content": system}]},
+        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+    ]
+    with tracer.start_as_current_span(
+        "chat gpt-4o-mini",
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+            ),
+        },
+    ):
+        pass
+
+
+def test_explain_names_each_sign_of_a_wrong_prompt_split(tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.json"
+    trace_file.write_text(collector_json(finished_spans("fjord", _system_prompt_only)) + "\n")
+    (record,) = extract_records(decode_json(trace_file.read_bytes()).spans)
+    doubts = str(record.metadata.get("context_doubt") or "").split(",")
+    assert "document_is_system_prompt" in doubts
+
+    out = _explained(trace_file)
+    said = f"record {record.request_id}: doubtful: a document is the whole system prompt"
+    assert f"{said} (document_is_system_prompt)" in out
