@@ -131,8 +131,9 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
 
 def config_warnings(config: Config) -> list[str]:
     """What a valid config says that is likely not meant, one `path.to.key: why` line each:
-    an SLO row that fires while the service meets its objective (a burn rate below 1), and
-    what `convention_warnings` finds."""
+    an SLO row that fires while the service meets its objective (a burn rate below 1), a
+    judge call allowed longer than the evaluation deadline, and what `convention_warnings`
+    finds."""
     lines = []
     for i, rule in enumerate(config.alerts.rules):
         if rule.slo is None:
@@ -145,6 +146,16 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
+    judge, pipeline = config.judge.timeout_s, config.pipeline.evaluation_timeout_s
+    if needs_judge(entry.name for entry in config.evaluators) and judge > pipeline:
+        from monitor.judge.client import longest_call_s
+
+        lines.append(
+            f"judge.timeout_s: {judge:g}s is above pipeline.evaluation_timeout_s {pipeline:g}s: "
+            f"a verdict is cut by the judge's own settings (up to {longest_call_s(config.judge):g}s "
+            f"with retries), not at {pipeline:g}s, and holds its batch that long; raise "
+            "pipeline.evaluation_timeout_s to the deadline you mean, or lower judge.timeout_s"
+        )
     return lines + convention_warnings(config)
 
 

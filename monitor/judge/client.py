@@ -363,6 +363,10 @@ class JudgeClient:
         counted.labels(model, answer_format, result).inc()
         return parsed
 
+    def asks_structured(self, model: str) -> bool | None:
+        """Whether `model` is asked for structured output; None before its first call."""
+        return self._structured.get(model)
+
     async def _wants_schema(self, model: str) -> bool:
         """Whether to ask `model` for structured output (`judge.structured_output`)."""
         known = self._structured.get(model)

@@ -3,7 +3,8 @@ window of a nanosecond, a burn rate or budget of 1e-300, a thousand burn-rate ro
 conventions than the documented MAX_CONVENTIONS, a convention matching more span names than
 MAX_MATCH_NAMES or mapping more kind values than MAX_KIND_VALUES), or warned by name while
 valid (a burn rate below 1, a convention that takes over a shipped one's spans or events, a
-conversation keyed on each trace's own id)."""
+conversation keyed on each trace's own id, a judge call allowed longer than the evaluation
+deadline)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,11 @@ WARNED = [
         conventions(1, "{name: NAME, match: {span_names: [ask], role: request}, "
                     "conversation: [{attribute: app.context, encoding: json, field: traceId}]}"),
         "extraction.conventions.0.conversation.0: traceId holds a trace's own id",
+    ),
+    (
+        "judge: {model: ollama/small, api_base: 'http://127.0.0.1:11434', timeout_s: 120}\n"
+        "pipeline: {evaluation_timeout_s: 60}\nevaluators: [{name: groundedness}]\n",
+        "judge.timeout_s: 120s is above pipeline.evaluation_timeout_s 60s",
     ),
 ]  # fmt: skip
 
