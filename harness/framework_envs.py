@@ -189,6 +189,19 @@ async def run_js_app(app: str, variant: str, endpoint: str, model_url: str) -> A
     return await asyncio.to_thread(run_app, command)
 
 
+# A real app's step (a model call, a tool) on a loaded machine may take minutes: the
+# monitor these tests run keeps a trace open that long without new spans, so each trace is
+# released by its root ending, never split by a slow step, and the tests wait on conditions
+# with deadlines no loaded machine reaches either.
+APP_IDLE_TIMEOUT_S = 600.0
+APP_WAIT_S = 300.0
+
+
+def app_monitor_config() -> Config:
+    """The receivers' and trace stage's config for a real app's traces."""
+    return receiver_config(idle_timeout_s=APP_IDLE_TIMEOUT_S)
+
+
 class Monitor:
     """The receivers and the trace stage an app sends to (`Watched`: `arrivals` counts its
     log events apart from its spans), with a `RecordingStage` behind them."""
@@ -196,7 +209,7 @@ class Monitor:
     def __init__(self, telemetry: Telemetry, config: Config | None = None) -> None:
         self.telemetry = telemetry
         self.stage = RecordingStage()
-        self.served = Watched(config or receiver_config(), self.stage, telemetry)
+        self.served = Watched(config or app_monitor_config(), self.stage, telemetry)
         self.arrivals = self.served.arrivals
 
     async def run(self, run: Callable[[str], Awaitable[Answers]]) -> Answers:
@@ -208,7 +221,7 @@ class Monitor:
             assert self.served.http is not None
             answers, traces = await run(f"http://127.0.0.1:{self.served.http.port}/v1/traces")
             await wait_until_async(
-                lambda: self.assembled("root_ended") >= traces, 30, "all traces assembled"
+                lambda: self.assembled("root_ended") >= traces, APP_WAIT_S, "all traces assembled"
             )
             for answer in answers:
                 await self.stage.wait_for(str(answer["trace_id"]))

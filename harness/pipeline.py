@@ -182,17 +182,21 @@ def receiver_config(
     idle_timeout_s: float = 30,
     max_open_traces: int = 10_000,
     late_spans_wait_s: float | None = None,
+    missing_parent_wait_s: float | None = None,
     **otlp: Any,
 ) -> Config:
     """Both OTLP receivers on ports of their own (0), with the trace stage's bounds.
     `late_spans_wait_s=0` releases a whole trace as its root ends, for tests whose spans
-    all come before their root's (the default's wait is real time, seconds a trace)."""
+    all come before their root's (the default's wait is real time, seconds a trace);
+    `missing_parent_wait_s=0` cuts a trace whose root is lost at the idle timeout."""
     assembly: dict[str, float] = {
         "idle_timeout_s": idle_timeout_s,
         "max_open_traces": max_open_traces,
     }
     if late_spans_wait_s is not None:
         assembly["late_spans_wait_s"] = late_spans_wait_s
+    if missing_parent_wait_s is not None:
+        assembly["missing_parent_wait_s"] = missing_parent_wait_s
     return Config.model_validate(
         {
             "receivers": {

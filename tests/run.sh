@@ -4,8 +4,8 @@
 # With no test path among the arguments (`bash tests/run.sh`, `.ci/run`, `bash tests/run.sh
 # -m "not slow"`): everything, as CI does. A fresh virtual environment from the lock file,
 # the project installed into it, the Debian packages the tests start (prometheus,
-# prometheus-alertmanager) installed if missing, the framework apps' environments, then
-# ruff, mypy, vulture and the suite. Nothing already installed on the machine takes part: the
+# prometheus-alertmanager) installed if missing (no service of theirs started or enabled),
+# the framework apps' environments, then ruff, mypy, vulture and the suite. Nothing already installed on the machine takes part: the
 # environment is made anew each run from tests/requirements.lock (refresh that file with
 # `bash tests/lock.sh`). Downloads are cached by uv under its usual cache folder, so a second
 # run installs from disk.
@@ -37,15 +37,43 @@ for arg in "$@"; do
 done
 full=$(( ${#paths[@]} == 0 ))
 
+# Debian starts and enables a package's services when it installs it; the tests start the
+# binaries themselves, so the machine's services are left as they were: a policy-rc.d that
+# forbids every start (invoke-rc.d and deb-systemd-invoke ask it) while apt-get runs, and
+# each unit and init script the new packages enabled disabled again afterwards.
+install_without_services() {
+    local policy=/usr/sbin/policy-rc.d saved="" status=0 file
+    if [ -e "$policy" ]; then
+        saved=$(mktemp)
+        cp -p "$policy" "$saved"
+    fi
+    printf '#!/bin/sh\n# tests/run.sh installs packages: no service starts meanwhile.\nexit 101\n' \
+        >"$policy"
+    chmod 755 "$policy"
+    apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" ||
+        status=$?
+    if [ -n "$saved" ]; then
+        mv "$saved" "$policy"
+    else
+        rm -f "$policy"
+    fi
+    [ "$status" = 0 ] || return "$status"
+    for file in $(dpkg -L "$@" | grep -E '^(/usr)?/lib/systemd/system/[^/]+\.(service|timer)$|^/etc/init\.d/'); do
+        case "$file" in
+            /etc/init.d/*) update-rc.d "${file##*/}" disable >/dev/null 2>&1 || true ;;
+            *) deb-systemd-helper disable "${file##*/}" >/dev/null 2>&1 || true ;;
+        esac
+    done
+}
+
 if [ "$full" = 1 ]; then
     apt_packages=()
     command -v prometheus >/dev/null || apt_packages+=(prometheus)
     command -v prometheus-alertmanager >/dev/null || apt_packages+=(prometheus-alertmanager)
     if [ ${#apt_packages[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-            apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-                "${apt_packages[@]}"
+            install_without_services "${apt_packages[@]}"
         else
             echo "tests/run.sh: need ${apt_packages[*]} (run as root or install them)" >&2
             exit 1

@@ -18,6 +18,7 @@ import orjson
 from monitor.alerts.rule import Origin
 from monitor.records.where import Where
 from monitor.results import EvalResult
+from monitor.shared.labels import model_name
 
 # A longer line is refused unread: a results line is a few kB.
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -81,7 +82,7 @@ class Row:
             service,
             _text(raw, "version"),
             _text(raw, "route") or "",
-            _text(raw, "model"),
+            model_name(_text(raw, "model")),
             _text(raw, "conversation"),
             _fingerprint(raw),
             _text(raw, "sender"),

@@ -14,6 +14,7 @@ from monitor.records import RagRecord
 from monitor.records import sender as sender_of
 from monitor.records.fingerprint import request_fingerprint
 from monitor.results import SEVERITIES, EvalResult, Severity
+from monitor.shared.labels import model_name
 
 DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 # `measure: scores` counts 1 - the normalised score, rounded to steps of 1/SCORE_STEPS, so
@@ -42,7 +43,7 @@ class Origin:
             record.service,
             record.version,
             record.route,
-            record.model,
+            model_name(record.model),
             record.conversation,
             request_fingerprint(record),
             sender_of(record),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from monitor.config import (
     parse_duration,
 )
 from monitor.config._audit import LABELS
-from monitor.conventions import SHIPPED
+from monitor.conventions import SHIPPED, Source
 from monitor.evaluators.registry import evaluator_problems, resolved
 from monitor.exporters.metrics_port import check_metrics_port, web_config_asks
 from monitor.judge.definitions import needs_judge
@@ -144,10 +145,8 @@ def _probe(config: Config) -> tuple[list[str], list[str]]:
 def config_warnings(config: Config) -> list[str]:
     """What a valid config says that is likely not meant, one `path.to.key: why` line each:
     an SLO row that fires while the service meets its objective (a burn rate below 1), a
-    convention of the user's that takes over a shipped one's spans (it names a shipped
-    convention's role attribute as its own kind, or matches the spans carrying it: every
-    span of that convention), and an audit whose judge reference is never checked on the
-    anchors."""
+    judge call allowed longer than the evaluation deadline, an audit whose judge reference is
+    never checked on the anchors, and what `convention_warnings` finds."""
     lines = []
     for i, rule in enumerate(config.alerts.rules):
         if rule.slo is None:
@@ -167,7 +166,47 @@ def config_warnings(config: Config) -> list[str]:
             "anchors, so its verdicts are taken as the truth unchecked; enable the anchor "
             "check to withhold the estimate while the judge gets them wrong"
         )
+    judge, pipeline = config.judge.timeout_s, config.pipeline.evaluation_timeout_s
+    if needs_judge(entry.name for entry in config.evaluators) and judge > pipeline:
+        from monitor.judge.client import longest_call_s
+
+        lines.append(
+            f"judge.timeout_s: {judge:g}s is above pipeline.evaluation_timeout_s {pipeline:g}s: "
+            f"a verdict is cut by the judge's own settings (up to {longest_call_s(config.judge):g}s "
+            f"with retries), not at {pipeline:g}s, and holds its batch that long; raise "
+            "pipeline.evaluation_timeout_s to the deadline you mean, or lower judge.timeout_s"
+        )
+    return lines + convention_warnings(config)
+
+
+# Attribute names, lower-cased without separators, that hold one trace's or request's own
+# id: a conversation keyed on one makes every trace a conversation of its own.
+_OWN_IDS = ("traceid", "spanid", "requestid")
+
+
+def _shipped_events() -> dict[str, str]:
+    """Event name → the shipped convention that reads it (its log events and every place of
+    it that is an event's field)."""
+    owners: dict[str, str] = {}
+    for convention in SHIPPED:
+        names = {*convention.log_events, *convention.detail_events}
+        for place in fields(convention):
+            value = getattr(convention, place.name)
+            if isinstance(value, tuple):
+                names |= {s.event for s in value if isinstance(s, Source) and s.event}
+        for name in names:
+            owners.setdefault(name, convention.name)
+    return owners
+
+
+def convention_warnings(config: Config) -> list[str]:
+    """A convention of the user's that takes over a shipped one's spans (it names a shipped
+    convention's role attribute as its own kind, or matches the spans carrying it: every
+    span of that convention) or events (it reads an event a shipped convention reads), or
+    whose conversation is an attribute holding the trace's own id."""
+    lines = []
     owners = {kind.attribute: c.name for c in SHIPPED for kind in c.kinds}
+    events = _shipped_events()
     for i, entry in enumerate(config.extraction.conventions):
         if entry.kind is not None and entry.kind.attribute in owners:
             lines.append(
@@ -182,6 +221,22 @@ def config_warnings(config: Config) -> list[str]:
                     f"extraction.conventions.{i}.match.attributes: {attribute} is on every "
                     f"span of the shipped convention {owners[attribute]}; this match gives "
                     f"all of them the role {match.role}"
+                )
+        for part in ("input", "output", "documents"):
+            for n, source in enumerate(getattr(entry, part)):
+                if source.event in events:
+                    lines.append(
+                        f"extraction.conventions.{i}.{part}.{n}.event: {source.event} is an "
+                        f"event the shipped convention {events[source.event]} reads; yours is "
+                        "read first and takes over what those events hold"
+                    )
+        for n, source in enumerate(entry.conversation):
+            key = source.field or source.attribute  # a JSON object's member, where named
+            if "".join(ch for ch in key.lower() if ch.isalnum()).endswith(_OWN_IDS):
+                lines.append(
+                    f"extraction.conventions.{i}.conversation.{n}: {key} holds "
+                    "a trace's own id, so every trace would be a conversation of its own; "
+                    "name the attribute your app writes its session id in"
                 )
     return lines
 

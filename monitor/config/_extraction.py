@@ -88,20 +88,26 @@ class MessageSource(EventSource):
         return self
 
 
+# The most values a `kind` maps, and span names or attributes a `match` lists: each is held
+# by every process that reads spans (docs/contract.md); an SDK has a handful.
+MAX_KIND_VALUES = 1000
+MAX_MATCH_NAMES = 1000
+
+
 class ConventionKind(Section):
     """The attribute naming a span's role, and which of its values mean which role
     (values not listed leave the span to the other conventions)."""
 
     attribute: str = Field(min_length=1)
-    values: dict[str, Role] = Field(min_length=1)
+    values: dict[str, Role] = Field(min_length=1, max_length=MAX_KIND_VALUES)
 
 
 class ConventionMatch(Section):
     """Spans that have `role` though they declare none: by name, or because they carry one
     of `attributes` (a decorated retriever whose documents the app writes itself)."""
 
-    span_names: list[str] = []
-    attributes: list[str] = []
+    span_names: list[str] = Field(default=[], max_length=MAX_MATCH_NAMES)
+    attributes: list[str] = Field(default=[], max_length=MAX_MATCH_NAMES)
     role: Role
 
     @model_validator(mode="after")

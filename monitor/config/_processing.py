@@ -33,6 +33,9 @@ class TraceAssembly(Section):
     # How long a trace may wait past the idle timeout while one of its model calls is still
     # open (its input log events came, its span has not).
     open_calls_wait_s: Seconds = Field(default=300.0, ge=0)
+    # How long a trace may wait past the idle timeout while a span its spans name as parent
+    # has not come (a step still running: a slow model call under its request span).
+    missing_parent_wait_s: Seconds = Field(default=120.0, ge=0)
 
     _removed: ClassVar[Mapping[str, str]] = {
         "queue_size": _NO_ASSEMBLY_QUEUE,

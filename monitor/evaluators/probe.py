@@ -3,7 +3,8 @@ the judge client as `run` calls it (its prompt, its answer format, its parser), 
 retry, cache or circuit breaker in the way. A judge whose answers do not parse fails here,
 not at run time: a reachable model that cannot give a verdict is no judge. Each failure is
 one line, by kind: `auth`, `not_found`, `unreachable`, `rate_limited`, `timeout`, `parse`,
-`truncated`, `error` (`monitor.judge.access.ProbeResult`)."""
+`truncated`, `error` (`monitor.judge.access.ProbeResult`); a free-form answer cut off or
+unread says how to ask for structured output."""
 
 from __future__ import annotations
 
@@ -37,6 +38,20 @@ SAMPLE = parse_record(
     }
 )
 _KINDS = ("auth", "not_found", "unreachable", "rate_limited", "timeout", "parse", "truncated")
+# A free-form answer that ran past its tokens or could not be read: a schema keeps a
+# model to the verdict's fields, so the line says how to ask for one.
+_CUT_OR_UNREAD = ("parse", "truncated")
+
+
+def structured_hint(mode: str) -> str:
+    """What a probe failure's line adds when the judge answered free-form under `mode`
+    (`judge.structured_output`)."""
+    chose = "chose free-form for this model" if mode == "auto" else "is off"
+    return (
+        f"; the answer was free-form (judge.structured_output: {mode} {chose}): set "
+        "judge.structured_output: on where the model server takes a JSON schema "
+        "(llama.cpp, vLLM, Ollama do), which keeps the answer to the verdict's fields"
+    )
 
 
 async def probe(config: Config, environ: Mapping[str, str] | None = None) -> list[ProbeResult]:
@@ -69,6 +84,8 @@ async def probe(config: Config, environ: Mapping[str, str] | None = None) -> lis
         kind, _, detail = result.error.partition(": ")
         if kind not in _KINDS:
             kind, detail = "error", result.error
+        if kind in _CUT_OR_UNREAD and client.asks_structured(model) is False:
+            detail += structured_hint(judge.structured_output)
         return ProbeResult(target, kind, detail)
 
     results = await asyncio.gather(

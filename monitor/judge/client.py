@@ -364,6 +364,10 @@ class JudgeClient:
         counted.labels(model, answer_format, result).inc()
         return parsed
 
+    def asks_structured(self, model: str) -> bool | None:
+        """Whether `model` is asked for structured output; None before its first call."""
+        return self._provider.asks_structured(model)
+
     @staticmethod
     def _error(message: str, spent: Reply) -> Verdict[Any]:
         return Verdict(

@@ -188,6 +188,10 @@ class Provider:
         )
         return wanted
 
+    def asks_structured(self, model: str) -> bool | None:
+        """Whether `model` is asked for structured output; None before its first call."""
+        return self._structured.get(model)
+
     def refuses_schema(self, model: str) -> None:
         """`model` refused `response_format`: it is asked free-form from now on."""
         self._structured[model] = False

@@ -4,7 +4,7 @@ is attributed to (`monitor.alerts.attribution`).
 | dimension | value |
 |---|---|
 | `version` | the record's `version` (resource attribute `service.version`) |
-| `model` | the request model |
+| `model` | the request model (a model file's path: the file's name, `monitor.shared.labels.model_name`) |
 | `route` | the record's route |
 | `source` | where its documents came from: a document's `metadata.collection` or `metadata.source`, else its `doc_uri`'s host (`https://kb.example.com/a` → `kb.example.com`, `s3://docs/a` → `docs`) or first path segment (`kb/eiffel.md` → `kb`); the most common among the record's documents |
 | `documents` | how many documents were retrieved: `0`, `1`, `2-3`, `4-7`, `8-15`, `16+` |
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from monitor.records import TOPIC, RagRecord
-from monitor.shared.labels import bounded_label, shown_label
+from monitor.shared.labels import bounded_label, model_name, shown_label
 
 DIMENSIONS = (
     "version",
@@ -104,7 +104,7 @@ class Where:
                 sources[source] = sources.get(source, 0) + 1
         values = (
             record.version or "",
-            record.model or "",
+            model_name(record.model) or "",
             record.route,
             max(sources, key=sources.__getitem__) if sources else "",
             _bucket(len(docs), _DOCUMENT_BUCKETS, "16+"),
@@ -138,7 +138,7 @@ class Where:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"dimensions.{name}: {value!r} is not text")
             rest.append(where_value(value or ""))
-        head = (version or "", model or "", route)
+        head = (version or "", model_name(model) or "", route)
         return cls(tuple(where_value(v) for v in head) + tuple(rest), trace_id, unit)
 
     def line(self) -> dict[str, str]:

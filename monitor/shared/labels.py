@@ -64,6 +64,30 @@ _RESCALE_EXPONENT = 50.0
 _WEAKEST_TTL_S = 1.0
 
 
+# A model server that serves a file names the model by the file's path (llama.cpp:
+# `/models/SmolLM2-135M-Instruct-Q8_0.gguf`): the file's name, less these, is the model.
+_MODEL_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".onnx", ".pt", ".pth")
+_PATH_STARTS = ("/", "./", "../", "~/", "\\")
+
+
+def model_name(model: str | None) -> str | None:
+    """A model's label: `model` as given (`openai/gpt-4o`, `meta-llama/Llama-3.1-8B`),
+    except a file's path (absolute or relative, or naming a model file), which gives the
+    file's stem (`/models/SmolLM2-135M-Instruct-Q8_0.gguf` → `SmolLM2-135M-Instruct-Q8_0`)."""
+    if not model:
+        return model
+    lowered = model.lower()
+    is_path = model.startswith(_PATH_STARTS) or (len(model) > 2 and model[1:3] in (":\\", ":/"))
+    if not is_path and not lowered.endswith(_MODEL_FILE_SUFFIXES):
+        return model
+    name = model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for suffix in _MODEL_FILE_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name or model
+
+
 def bounded_label(value: str, max_chars: int) -> str:
     """`value`, or, when it is longer than `max_chars`, its first characters, `…` and a
     hash of the whole value, `max_chars` in all: two long values that share a prefix stay

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.alerts.rule import Origin
 from monitor.exporters.results_file import results_line
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.where import DIMENSIONS, LINE_DIMENSIONS, MAX_CHARS, Where, language
@@ -122,3 +123,28 @@ def test_a_value_no_label_shows_is_named_with_those_characters_replaced() -> Non
         *[""] * 5,
         "a\ufffdb",
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("/models/SmolLM2-135M-Instruct-Q8_0.gguf", "SmolLM2-135M-Instruct-Q8_0"),
+        ("./weights/Phi-3-mini.Q4_K_M.gguf", "Phi-3-mini.Q4_K_M"),
+        ("C:\\models\\mistral-7b.safetensors", "mistral-7b"),
+        ("/srv/models/Llama-3-8B-Instruct/", "Llama-3-8B-Instruct"),
+        ("qwen2.5-7b-instruct-q4.gguf", "qwen2.5-7b-instruct-q4"),
+        ("gpt-4o", "gpt-4o"),
+        ("openai/gpt-4o", "openai/gpt-4o"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("qwen2.5:7b", "qwen2.5:7b"),
+    ],
+)
+def test_a_model_served_from_a_file_is_named_by_the_file(model: str, name: str) -> None:
+    """A model server that serves a file (llama.cpp) reports its path as the model: the
+    page, the results line's dimension and a cohort by model all name the file's stem;
+    a provider's model id, slashes and all, stays as it is."""
+    record = RagRecord(request_id="r1", model=model, query="q", response="a")
+    assert values(record)["model"] == name
+    from_line = Where.from_line(None, model, "/ask", None, None, None)
+    assert dict(zip(DIMENSIONS, from_line.values, strict=True))["model"] == name
+    assert Origin.of(record).model == name

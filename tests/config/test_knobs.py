@@ -81,6 +81,7 @@ GOOD: dict[str, Any] = {
         "log_events_wait_s": 5,
         "late_spans_wait_s": 4,
         "open_calls_wait_s": 120,
+        "missing_parent_wait_s": 30,
     },
     "record_limits": {
         "query_chars": 1000,
@@ -387,6 +388,7 @@ TABLE: dict[str, list[Any]] = {
     "trace_assembly.log_events_wait_s": NOT_SECONDS,
     "trace_assembly.late_spans_wait_s": NOT_SECONDS,
     "trace_assembly.open_calls_wait_s": NOT_SECONDS,
+    "trace_assembly.missing_parent_wait_s": NOT_SECONDS,
     "record_limits.query_chars": [*NOT_A_COUNT, 0],
     "record_limits.document_chars": [*NOT_A_COUNT, 0],
     "record_limits.context_chars": [*NOT_A_COUNT, 0],

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from harness.deploy_examples import monitor_with_slo, rules_with_slo
+from harness.deploy_examples import monitor_with_slo, rules_with_slo, slo_tests_with_alerts
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
 from monitor.config import AlertRule, Config, load_config, parse_duration
@@ -70,13 +70,13 @@ def promtool_test(folder: Path, name: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_promtool_runs_the_burn_rate_tests(tmp_path: Path) -> None:
+def test_promtool_runs_the_burn_rate_tests_with_the_alert_uncommented(tmp_path: Path) -> None:
     (tmp_path / "rules.yml").write_text(rules_with_slo())
-    (tmp_path / "slo_test.yml").write_text((DEPLOY / "prometheus/slo_test.yml").read_text())
+    (tmp_path / "slo_test.yml").write_text(slo_tests_with_alerts())
     proc = promtool_test(tmp_path, "slo_test.yml")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "SUCCESS" in out, out
-    tests = load(DEPLOY / "prometheus/slo_test.yml")["tests"]
+    tests = yaml.safe_load(slo_tests_with_alerts())["tests"]
     fired = {
         alert["exp_labels"]["severity"]
         for test in tests

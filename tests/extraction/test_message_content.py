@@ -22,7 +22,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 
 from monitor.extraction import extract_records
 from monitor.extraction._message_parts import message_documents
-from monitor.extraction._prompt_documents import TEMPLATES
+from monitor.extraction._prompt_templates import TEMPLATES
 from monitor.extraction._span_values import PART_DEPTH, chat_messages, content_text
 from monitor.records import CONTEXT_SOURCES, RagRecord
 from monitor.spans import Span, SpanEvent, decode_json, decode_logs_protobuf

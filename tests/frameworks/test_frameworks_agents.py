@@ -21,10 +21,14 @@ from typing import Any
 
 import pytest
 
-from harness.framework_envs import Monitor, against_the_monitor, run_python_app
+from harness.framework_envs import (
+    Monitor,
+    against_the_monitor,
+    app_monitor_config,
+    run_python_app,
+)
 from harness.pipeline import RecordingStage
 from harness.pipeline import metric_value as _value
-from harness.pipeline import receiver_config as _config
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -94,7 +98,7 @@ async def test_log_records_exported_after_or_before_every_span_join_their_traces
     log event has arrived and no span. Either way, 6/6 whole records."""
     # A grace longer than any wait here (the default is 5 s), so that the test does not
     # depend on the machine's speed between the two kinds.
-    config = _config()
+    config = app_monitor_config()
     assembly = config.trace_assembly.model_copy(update={"log_events_wait_s": 120})
     monitor = Monitor(telemetry, config.model_copy(update={"trace_assembly": assembly}))
     arrivals = monitor.arrivals

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.framework_envs import APP_ENVS, python_of
+from harness.framework_envs import APP_ENVS, app_monitor_config, python_of
 from harness.pipeline import RecordingStage, started
-from harness.pipeline import receiver_config as _config
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.langchain_app import ANSWER, DOCS, QUESTION
 
@@ -26,7 +25,7 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
     telemetry: Telemetry, instrumentation: str
 ) -> None:
     stage = RecordingStage()
-    receivers = await started(_config(), stage, telemetry)
+    receivers = await started(app_monitor_config(), stage, telemetry)
     try:
         assert receivers.http is not None
         endpoint = f"http://127.0.0.1:{receivers.http.port}/v1/traces"

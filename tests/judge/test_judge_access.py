@@ -282,6 +282,37 @@ async def test_probe_fails_a_judge_whose_answers_do_not_parse(stub: StubJudge) -
     assert results[("relevance",)].outcome == "ok"
 
 
+@pytest.mark.asyncio
+async def test_probe_says_to_ask_for_structured_output_when_a_free_form_answer_is_cut(
+    stub: StubJudge,
+) -> None:
+    """A small model rambling past its tokens in free form (`auto` chose free-form: litellm
+    does not know the model): the line says to set `judge.structured_output: on`; asked
+    for a schema already, the same cut answer gets no such hint."""
+    stub.default = Reply(content="Let me think about the warranty " * 40, finish_reason="length")
+    lines = {}
+    for mode in ("auto", "on"):
+        config = Config.model_validate(
+            {
+                "judge": {
+                    "api_base": stub.openai_base,
+                    "model": "openai/small",
+                    "structured_output": mode,
+                },
+                "evaluators": [{"name": "groundedness"}],
+            }
+        )
+        (result,) = await probe(config)
+        assert result.outcome == "truncated", result
+        lines[mode] = str(result)
+    assert "\n" not in lines["auto"]
+    assert (
+        "; the answer was free-form (judge.structured_output: auto chose free-form for this "
+        "model): set judge.structured_output: on where the model server takes a JSON schema"
+    ) in lines["auto"], lines["auto"]
+    assert "structured_output" not in lines["on"], lines["on"]
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(

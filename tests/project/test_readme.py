@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from packaging.requirements import Requirement
+
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -44,8 +46,34 @@ def test_the_openai_v2_versions_the_readme_names_are_those_the_tests_pin() -> No
     named = dict(re.findall(r"`([a-z0-9-]+)==([^`]+)`", README))
     for package in ("opentelemetry-util-genai", "httpx", "openai"):
         assert named.get(package) == pinned[package], package
-    assert "`opentelemetry-util-genai<1.2`" in README
+    assert "pip install opentelemetry-instrumentation-openai-v2==" in README
     assert (
         f"opentelemetry-instrumentation-openai-v2` {pinned['opentelemetry-instrumentation-openai-v2']}"
         in README
     )
+
+
+def test_the_openai_v2_requirements_the_docs_name_are_ones_pip_accepts() -> None:
+    """Each requirement of the openai-v2 stack that README or docs/ write (`name==1.1b0`, or
+    inside a `pip install` line) admits the version the tests run, as pip reads it: a
+    range admits a pre-release only where the range itself names one."""
+    lock = (REPO / "tests/frameworks/envs/agents/requirements.lock").read_text()
+    pinned = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", lock, re.M))
+    stack = {"opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai", "httpx"}
+    texts = [README] + [path.read_text(encoding="utf-8") for path in (REPO / "docs").glob("*.md")]
+    written = []
+    for text in texts:
+        for code in re.findall(r"`([^`]+)`", text):
+            words = code.split()[2:] if code.startswith("pip install ") else [code]
+            for word in words:
+                requirement = re.fullmatch(r"([a-z0-9-]+)\s*([<>=!~].*)?", word)
+                if requirement and requirement[1] in stack and requirement[2]:
+                    written.append(Requirement(word))
+    assert {r.name for r in written} >= {"opentelemetry-util-genai"}, written
+    # pip's rule: a pre-release only where a specifier names one (or with --pre).
+    refused = [
+        str(r)
+        for r in written
+        if not r.specifier.contains(pinned[r.name], prereleases=bool(r.specifier.prereleases))
+    ]
+    assert not refused, f"pip refuses the versions the tests run: {refused}"

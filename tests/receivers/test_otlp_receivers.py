@@ -344,7 +344,9 @@ async def test_shutdown_releases_open_traces_and_is_idempotent(telemetry: Teleme
 
 async def test_trace_without_root_is_released_after_idle_timeout(telemetry: Telemetry) -> None:
     stage = RecordingStage()
-    receivers = await _started(_config(idle_timeout_s=0.3), stage, telemetry)
+    # No wait past the idle timeout for the lost root (tests/trace/test_open_calls.py).
+    config = _config(idle_timeout_s=0.3, missing_parent_wait_s=0)
+    receivers = await _started(config, stage, telemetry)
     try:
         assert receivers.http is not None
         trace_id, spans = capture(CONVENTIONS["genai"], WATER)

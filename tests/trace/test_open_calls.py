@@ -4,7 +4,9 @@ OTLP carries only ended spans, so an open span is seen two ways: as the parent i
 children name (which a lost root or one in another service also is: the idle timeout is the
 bound for those), and as the span a GenAI instrumentation's input log events belong to,
 written as the call starts. A trace with such an event whose span has not come waits past
-the idle timeout, up to `trace_assembly.open_calls_wait_s`; a trace the idle timeout cuts
+the idle timeout, up to `trace_assembly.open_calls_wait_s`; one whose named parent has not
+come, up to `trace_assembly.missing_parent_wait_s` (a service whose parents never come
+learns to stop waiting); a trace the idle timeout cuts
 while a parent had not come is logged naming `trace_assembly.idle_timeout_s` (clock
 injected)."""
 
@@ -39,13 +41,49 @@ def _input_event(trace: str, call: str) -> Span:
     )
 
 
-def _assembler(open_wait: float = 300.0) -> TraceAssembler:
+def _assembler(open_wait: float = 300.0, parent_wait: float = 0.0) -> TraceAssembler:
     return TraceAssembler(
         idle_timeout_s=10.0,
         max_open_traces=100,
         clock=lambda: 0.0,
         open_calls_wait_s=open_wait,
+        missing_parent_wait_s=parent_wait,
     )
+
+
+def test_a_missing_parent_keeps_its_trace_past_the_idle_timeout() -> None:
+    """Round 8's 15 s model call at the default 10 s idle timeout: the retrieval (span 2)
+    and the model call (span 3) name the request (span 1) as parent; the retrieval's span
+    came at 0, the call's and the request's at 15: one trace, released whole."""
+    asm = _assembler(parent_wait=120)
+    asm.add([_span("p", "2", "1")], "otlp_http", now=0)
+    assert asm.expire(now=10) == []
+    (done,) = asm.add([_span("p", "3", "1"), _span("p", "1")], "otlp_http", now=15)
+    assert (done.trigger, done.incomplete, len(done.spans)) == ("root_ended", False, 3)
+
+
+def test_the_wait_for_a_missing_parent_is_bounded_and_learned_per_service() -> None:
+    """A root that never comes: released incomplete once the bound has passed (idle
+    timeout plus the wait, from the first span); the service's next such trace is cut at
+    the idle timeout, until a trace of it is whole; another service still waits."""
+    asm = _assembler(parent_wait=60)
+    asm.add([_span("q", "2", "1")], "otlp_http", now=0)
+    for now in (10, 20, 30, 40, 50, 60):
+        assert asm.expire(now=now) == [], now
+    (done,) = asm.expire(now=70)
+    assert (done.trigger, done.incomplete) == ("idle_timeout", True)
+
+    asm.add([_span("r", "2", "1")], "otlp_http", now=100)
+    other = _span("s", "2", "1")
+    other.service = "other"
+    asm.add([other], "otlp_http", now=100)
+    (cut,) = asm.expire(now=110)  # svc's trace at the idle timeout; other's kept
+    assert (cut.trace_id[:1], cut.incomplete) == ("r", True)
+
+    (whole,) = asm.add([_span("t", "2", "1"), _span("t", "1")], "otlp_http", now=120)
+    assert whole.trigger == "root_ended"
+    asm.add([_span("u", "2", "1")], "otlp_http", now=130)
+    assert asm.expire(now=140) == []  # svc had a whole trace: it waits again
 
 
 def test_an_open_model_call_keeps_its_trace_past_the_idle_timeout() -> None:
@@ -84,7 +122,7 @@ async def test_a_cut_by_the_idle_timeout_names_the_key(
     stage = trace_stage(config, consumer, telemetry, clock=clock)
     async with _running(stage, consumer):
         assert stage.consume([Delivery("otlp_http", [_span("d", "2", "1")])])
-        clock.now += 11
+        clock.now += 10 + 120 + 1  # past the idle timeout and the wait for a missing parent
 
         def logged() -> list[str]:
             return [r.getMessage() for r in caplog.records if "idle_timeout_s" in r.getMessage()]

@@ -98,8 +98,10 @@ async def _running(stage: TraceStage, consumer: HoldingStage) -> AsyncIterator[N
 
 def _config(**assembly: Any) -> Config:
     sampling = assembly.pop("sampling", {})
-    # Released as soon as whole: the wait for late spans is tests/trace/test_late_spans.py's.
+    # Released as soon as whole: the wait for late spans is tests/trace/test_late_spans.py's;
+    # cut at the idle timeout: the wait for a missing parent is test_open_calls.py's.
     assembly.setdefault("late_spans_wait_s", 0)
+    assembly.setdefault("missing_parent_wait_s", 0)
     return Config.model_validate({"trace_assembly": assembly, "sampling": sampling})
 
 

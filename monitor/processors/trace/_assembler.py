@@ -6,7 +6,11 @@ A trace is released when
 - `idle_timeout`: no span of it arrived for `idle_timeout_s` (a child lost in transit, a
   root whose parent lives in another service without the OTLP "parent is remote" flag);
   unless the caller keeps it (`expire`'s `keep`: its spans cannot come now, their source
-  is suspended), when it ages again from then;
+  is suspended), or a span its spans name as parent has not come (a step still running:
+  OTLP carries only ended spans) and `idle_timeout_s + missing_parent_wait_s` since its
+  first span have not passed, when it ages again from then. A service whose last trace
+  so kept was released still missing that parent (a parent that never comes) has its
+  traces cut at the idle timeout, until one of its traces is whole;
 - `evicted`: `max_open_traces` traces are open and a new one starts, or the open traces
   hold more than `max_open_bytes` of spans; the least recently active ones are released
   early (counted);
@@ -129,6 +133,7 @@ class TraceAssembler:
         late_spans_wait_s: float = 0.0,
         on_late: Callable[[str, str, int], None] | None = None,
         open_calls_wait_s: float = 0.0,
+        missing_parent_wait_s: float = 0.0,
     ) -> None:
         """`log_events`: the events the receivers take log records as (event spans by
         these names are log events, not spans). `on_late(service, outcome, n)`: `n` spans
@@ -137,6 +142,9 @@ class TraceAssembler:
         self._idle = idle_timeout_s
         self._late_wait = late_spans_wait_s
         self._open_wait = open_calls_wait_s
+        self._parent_wait = missing_parent_wait_s
+        # Services whose last trace kept for a missing parent never saw it (bounded).
+        self._parents_lost: OrderedDict[str, None] = OrderedDict()
         self._on_late = on_late or (lambda service, outcome, n: None)
         self._log_events = log_events
         self._log_wait = log_events_wait_s
@@ -246,6 +254,8 @@ class TraceAssembler:
             elif trace.has_root and not trace.missing_parents:
                 if trace.whole_at is None:
                     trace.whole_at = now
+                    if self._parents_lost:
+                        self._parents_lost.pop(trace.service, None)
                 release_at = self._release_at(trace)
                 if release_at > now:
                     if self._held.get(trace_id) != release_at:
@@ -303,11 +313,17 @@ class TraceAssembler:
                 trace_id, trace = next(iter(traces.items()))
                 if now - trace.last_seen < self._idle:
                     break
-                if (keep is not None and keep(trace_id)) or self._calls_open(trace, now):
+                if (
+                    (keep is not None and keep(trace_id))
+                    or self._calls_open(trace, now)
+                    or self._parent_coming(trace, now)
+                ):
                     trace.last_seen = now
                     traces.move_to_end(trace_id)
                     continue
                 del traces[trace_id]
+                if trace.missing_parents and self._parent_wait > 0 and not trace.events_only:
+                    self._parent_lost(trace)
                 # A whole trace waits for late spans no longer than the idle timeout.
                 whole = trace_id in self._held and not trace.missing_parents
                 finished.append(self._release(trace_id, trace, "root_ended" if whole else trigger))
@@ -373,6 +389,25 @@ class TraceAssembler:
         if not trace.event_parents or now - trace.first_seen >= self._open_wait:
             return False
         return any(parent not in trace.spans for parent in trace.event_parents)
+
+    def _parent_coming(self, trace: _Open, now: float) -> bool:
+        """Whether idle expiry keeps a trace because a span its spans name as parent has
+        not come, within `idle_timeout_s + missing_parent_wait_s` of its first span, and
+        its service's last trace so kept did see its parent (a trace of nothing but log
+        events has its own bound: `events_only`)."""
+        if trace.events_only or not trace.missing_parents:
+            return False
+        if now - trace.first_seen >= self._idle + self._parent_wait:
+            return False
+        return not self._parents_lost or _service(trace) not in self._parents_lost
+
+    def _parent_lost(self, trace: _Open) -> None:
+        """A trace released while a parent was missing: its service's next traces are cut
+        at the idle timeout until one of them is whole."""
+        self._parents_lost[_service(trace)] = None
+        self._parents_lost.move_to_end(_service(trace))
+        while len(self._parents_lost) > self._max:
+            self._parents_lost.popitem(last=False)
 
     def _release_at(self, trace: _Open) -> float:
         """When a whole trace is released: `late_spans_wait_s` after it became whole, or
@@ -451,3 +486,10 @@ class TraceAssembler:
         incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)
         spans = list(trace.spans.values())
         return FinishedTrace(trace_id, spans, trigger, trace.source, incomplete)
+
+
+def _service(trace: _Open) -> str:
+    """The service of a trace that may have no root: its root's, else its first span's."""
+    if trace.service:
+        return trace.service
+    return next((s.service for s in trace.spans.values()), "")

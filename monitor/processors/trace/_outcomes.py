@@ -137,10 +137,11 @@ class Outcomes:
         self.warn.warning(
             f"idle/{service}",
             "service %r: trace %s was released incomplete by trace_assembly.idle_timeout_s "
-            "(%gs without a new span) while a span it names as parent had not ended: a step "
-            "slower than that (a long model call) splits its trace and its later spans are "
-            "dropped as late; raise trace_assembly.idle_timeout_s above the service's "
-            "slowest step",
+            "(%gs without a new span, and trace_assembly.missing_parent_wait_s past it) while "
+            "a span it names as parent had not ended: a step slower than that (a long model "
+            "call) splits its trace and its later spans are dropped as late, and the "
+            "service's next traces are not kept for a missing parent until one is whole; "
+            "raise trace_assembly.idle_timeout_s above the service's slowest step",
             service,
             trace.trace_id,
             idle_timeout_s,

@@ -116,6 +116,7 @@ class TraceStage:
             late_spans_wait_s=assembly.late_spans_wait_s,
             on_late=partial(self._outcomes.late_spans, _late_causes(assembly)),
             open_calls_wait_s=assembly.open_calls_wait_s,
+            missing_parent_wait_s=assembly.missing_parent_wait_s,
         )
         self._idle_timeout_s = assembly.idle_timeout_s
         self._metadata: dict[str, Mapping[str, str]] = {}  # by trace id, from its first delivery
