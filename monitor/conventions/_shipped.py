@@ -11,6 +11,7 @@ from monitor.conventions._entry import (
     FIELDS,
     GENKIT,
     INDEXED,
+    INDEXING,
     JSON,
     LISTED,
     LISTED_ROLES,
@@ -86,7 +87,8 @@ _GENAI_OPERATIONS = {
     ),
     "execute_tool": TOOL,
     **dict.fromkeys(("retrieval", "retrieve", "retriever", "vector_db_retrieve"), RETRIEVAL),
-    "embeddings": EMBEDDINGS,
+    # Spring AI writes the singular (its AiOperationType.EMBEDDING).
+    **dict.fromkeys(("embeddings", "embedding"), EMBEDDINGS),
     **dict.fromkeys(
         (
             "invoke_agent",
@@ -218,6 +220,7 @@ SHIPPED: tuple[Convention, ...] = (
                     "tool.v2": TOOL,
                     "retriever": RETRIEVAL,
                     "embedder": EMBEDDINGS,
+                    "indexer": INDEXING,
                 },
             ),
         ),
