@@ -95,6 +95,18 @@ def python_of(env: str) -> Path:
     return python
 
 
+def go_app(name: str) -> Path:
+    """The binary of the Go app `tests/frameworks/<name>/`, built by build.sh into a folder
+    named by the hash of its go.mod, go.sum and Go sources (as build.sh computes it)."""
+    src = REPO / "tests" / "frameworks" / name
+    files = [src / "go.mod", src / "go.sum", *sorted(src.glob("*.go"))]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+    app = _cache() / f"{name}-{digest}" / "app"
+    if not app.exists():
+        pytest.fail(f"{app} is missing: run `bash tests/frameworks/envs/build.sh`")
+    return app
+
+
 def node() -> Path:
     """The Node.js of the JavaScript apps' built packages: `tests/js/node_modules` is a link
     to them (ES modules resolve packages from the importing file's folder up)."""

@@ -6,6 +6,7 @@ records can be checked."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,14 +51,10 @@ def unpack(
     outcome = extract_within(item.spans, route_attribute, limits or SizeLimits())
     if isinstance(outcome, TraceRecords) and item.metadata:
         metadata = dict(item.metadata)
-        outcome = TraceRecords(
-            [
-                r.model_copy(update={"metadata": {**r.metadata, **metadata}})
-                for r in outcome.records
-            ],
-            outcome.cut,
-            outcome.refused,
-        )
+        records = [
+            r.model_copy(update={"metadata": {**r.metadata, **metadata}}) for r in outcome.records
+        ]
+        outcome = dataclasses.replace(outcome, records=records)  # its causes kept
     item.on_extracted(outcome)
     records = outcome.records if isinstance(outcome, TraceRecords) else []
     if not records:

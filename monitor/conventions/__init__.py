@@ -1,6 +1,7 @@
 """The conventions table, as data: what an entry is (`_entry.py`: for one tracing convention
 or SDK, which attribute names a span's role, where each part of a call is and how it is
-encoded, which log records it sends), the shipped entries (`_shipped.py`), and the log
+encoded, which log records it sends), the shipped entries (`_shipped.py`, with the GenAI
+operation names they read in `_operations.py`), and the log
 records the receivers take, as those entries declare them (`_log_records.py`).
 
 It imports nothing of the monitor: the span decoders (`monitor.spans`) and the extraction
@@ -15,6 +16,7 @@ from monitor.conventions._entry import (
     FIELDS,
     GENKIT,
     INDEXED,
+    INDEXING,
     JSON,
     LISTED,
     LISTED_ROLES,
@@ -46,6 +48,7 @@ __all__ = [
     "FIELDS",
     "GENKIT",
     "INDEXED",
+    "INDEXING",
     "JSON",
     "LISTED",
     "LISTED_ROLES",

@@ -52,6 +52,7 @@ TOOL: Final = "tool"
 CONTAINER: Final = "container"  # a request, an agent, a workflow, a chain
 RETRIEVAL: Final = "retrieval"
 EMBEDDINGS: Final = "embeddings"
+INDEXING: Final = "indexing"  # documents written to a store (an indexer)
 PROMPT: Final = "prompt"  # a prompt template rendered, traced like a call (LangSmith)
 OTHER: Final = "other"  # named, but none of the above (guardrails, evaluators)
 

@@ -11,6 +11,7 @@ from monitor.conventions._entry import (
     FIELDS,
     GENKIT,
     INDEXED,
+    INDEXING,
     JSON,
     LISTED,
     LISTED_ROLES,
@@ -26,6 +27,7 @@ from monitor.conventions._entry import (
     Kind,
     Source,
 )
+from monitor.conventions._operations import GENAI_OPERATIONS, MODEL_OPERATIONS, SK_OPERATIONS
 
 
 def _s(*keys: str, encoding: str = TEXT, undeclared: bool = False) -> tuple[Source, ...]:
@@ -67,48 +69,6 @@ _GENAI_EVENT_TOOL_RESULT = tuple(
 )
 
 
-# GenAI operation names: a model call (Semantic Kernel's older names too), a retrieval,
-# an agent or workflow (Strands' loop turn; MLflow's translation writes its span types).
-_GENAI_OPERATIONS = {
-    **dict.fromkeys(
-        (
-            "chat",
-            "text_completion",
-            "generate_content",
-            "completion",
-            "text_completions",
-            "chat.completions",
-            "chat.streaming_completions",
-            "text.completions",
-            "text.streaming_completions",
-        ),
-        MODEL,
-    ),
-    "execute_tool": TOOL,
-    **dict.fromkeys(("retrieval", "retrieve", "retriever", "vector_db_retrieve"), RETRIEVAL),
-    "embeddings": EMBEDDINGS,
-    **dict.fromkeys(
-        (
-            "invoke_agent",
-            "create_agent",
-            "invoke_workflow",
-            "workflow",
-            "chain",
-            "execute_event_loop_cycle",
-        ),
-        CONTAINER,
-    ),
-}
-MODEL_OPERATIONS = frozenset(k for k, v in _GENAI_OPERATIONS.items() if v == MODEL)
-_SK_OPERATIONS = frozenset(
-    {
-        "text_completions",
-        "chat.completions",
-        "chat.streaming_completions",
-        "text.completions",
-        "text.streaming_completions",
-    }
-)
 _GENAI_TOKENS_IN = _s("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _GENAI_TOKENS_OUT = _s("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 _GENAI_MODEL = _s("gen_ai.response.model", "gen_ai.request.model")
@@ -218,6 +178,7 @@ SHIPPED: tuple[Convention, ...] = (
                     "tool.v2": TOOL,
                     "retriever": RETRIEVAL,
                     "embedder": EMBEDDINGS,
+                    "indexer": INDEXING,
                 },
             ),
         ),
@@ -236,7 +197,7 @@ SHIPPED: tuple[Convention, ...] = (
     Convention(
         "semantic-kernel",
         marks=("sk.",),
-        marked_values={"gen_ai.operation.name": _SK_OPERATIONS},
+        marked_values={"gen_ai.operation.name": SK_OPERATIONS},
         switch="Semantic Kernel writes messages only with "
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true, and in "
         "Python only as log records: export its logs over OTLP to the monitor (a "
@@ -470,7 +431,7 @@ SHIPPED: tuple[Convention, ...] = (
         kinds=(
             Kind(
                 "gen_ai.operation.name",
-                _GENAI_OPERATIONS,
+                GENAI_OPERATIONS,
                 unlisted=None,
                 fold="lower",
                 calls=frozenset({"invoke_agent"}),

@@ -10,6 +10,7 @@ shipped ones. What the rule reads: `README.md`.
 
 from monitor.conventions import SHIPPED as SHIPPED_CONVENTIONS
 from monitor.conventions import Convention
+from monitor.extraction._asks_nothing import ASKS_NOTHING
 from monitor.extraction._diagnosis import CAUSES, EXPLAIN, Cause, SpanTaken, causes, spans_taken
 from monitor.extraction._doubt import DOUBTS as CONTEXT_DOUBTS
 from monitor.extraction._doubt import context_doubts
@@ -30,6 +31,7 @@ from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 
 __all__ = [
+    "ASKS_NOTHING",
     "CAUSES",
     "CONTEXT_DOUBTS",
     "EXPLAIN",

@@ -16,7 +16,9 @@ without its question or answer: the switch named is that of the stack whose mark
 spans carry); `unparsed_field` (the answer is there, in a field of a JSON output no
 convention reads, such as Haystack's `{"replies": [...]}`); `spans_after_root` (some spans
 name a parent the trace lacks, or ended after its root: they arrived after the root ended
-or never); `diagnosis_failed` (working the cause out raised: the records stand).
+or never); `diagnosis_failed` (working the cause out raised: the records stand); and for a
+trace that asks nothing, no fault (`_asks_nothing.py`): `indexing`, `embedding_only`,
+`health_check`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.conventions import Convention
+from monitor.extraction._asks_nothing import asks_nothing
 from monitor.extraction._instrumentations import content_switch, instrumentation_of
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
@@ -84,6 +87,9 @@ CAUSES: dict[str, str] = {
         'without them (dropped_total{reason="late_span"})'
     ),
     "diagnosis_failed": "the cause could not be worked out (a defect of the diagnosis)",
+    "indexing": "the trace asks nothing: documents written to a store (indexing)",
+    "embedding_only": "the trace asks nothing: embedding calls and no model call that answers",
+    "health_check": "the trace asks nothing: a health or readiness probe",
 }
 # A model call's finish reasons, and those that mean it stopped for a tool call.
 FINISH_REASONS = "gen_ai.response.finish_reasons"
@@ -231,6 +237,9 @@ def causes(
     missing_parent, ended_after = _late([t.span for t in taken])
     found: list[Cause] = []
     if not records:
+        quiet = asks_nothing([t.span for t in taken])
+        if quiet is not None:
+            return [Cause(quiet[0], None, quiet[1])]
         late = missing_parent or ended_after
         if late is not None:
             found.append(Cause("spans_after_root", None, late))

@@ -18,7 +18,8 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
    with no document text, the documents are found by structure, else split out of the
    prompt (`_structure.py`, `_prompt_documents.py`); the record says which
    (`context_source`).
-7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request. A span
+7. A trace with no model call, no retrieval and no `rag.*` is not a RAG request; a store
+   written to (indexing) is no retrieval (`_asks_nothing.py`). A span
    that declares no kind but carries a model call's GenAI request, response or usage
    attributes is a model call when no span is one by its kind or holds a chat in its
    values (`_structure.call_by_structure`): a trace with any sign of a
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.conventions import Convention
+from monitor.extraction._asks_nothing import is_indexing
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
@@ -108,7 +110,8 @@ def _trace_records(
         arguments += tool_arguments(span)
         retrieval = read_retrieval(span)
         if retrieval is not None:
-            retrievals.append(retrieval)
+            if not is_indexing(span):  # documents written to a store answer nothing
+                retrievals.append(retrieval)
             continue
         tool = read_tool(span)
         if tool is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
+    INDEXING,
     MODEL,
     OTHER,
     PROMPT,
@@ -35,6 +36,7 @@ from monitor.spans import Span
 __all__ = [
     "CONTAINER",
     "EMBEDDINGS",
+    "INDEXING",
     "MODEL",
     "OTHER",
     "PROMPT",

@@ -198,8 +198,8 @@ def test_the_first_trace_of_a_service_that_gives_no_record_is_logged_and_each_co
     assert len(lines) == 1  # rate-limited, and never for a service that gives records
     assert f"'mute': its sampled trace {0:032x} (of 0 spans) gave no record" in lines[0]
     assert "extraction.conventions" in lines[0] and "Tracing your app" in lines[0]
-    assert _value(telemetry, "traces_not_rag", service="mute") == 10
-    assert _value(telemetry, "traces_not_rag", service="rag") == 10
+    assert _value(telemetry, "traces_not_rag", service="mute", reason="unrecognised") == 10
+    assert _value(telemetry, "traces_not_rag", service="rag", reason="unrecognised") == 10
 
 
 def test_a_suspect_record_whose_spans_came_late_names_both_fixes(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from monitor.component import Delivery, Invalid, TraceObserver
 from monitor.extraction import (
+    ASKS_NOTHING,
     CONTEXT_DOUBTS,
     EXPLAIN,
     INSTRUMENTATION,
@@ -32,6 +33,8 @@ STAGE = "assemble"
 # The part of a record each suspect reason says is missing: its warning names that cause.
 _SUSPECT_PART = {"no_query": "query", "no_response": "response"}
 _RECORD_ROOTS = 32  # root span names remembered per service
+# traces_not_rag_total's reason for a trace that may be a request whose extraction failed.
+UNRECOGNISED = "unrecognised"
 
 
 class Outcomes:
@@ -75,9 +78,11 @@ class Outcomes:
         )
         self.not_rag_traces = telemetry.counter(
             "traces_not_rag",
-            "Sampled traces that gave no record (no model call, retrieval or rag.* attribute "
-            'recognised), by service; also counted in dropped_total{reason="not_rag"}.',
-            ("service",),
+            "Sampled traces that gave no record, by service and reason: indexing, "
+            "embedding_only, health_check (traces that ask nothing), unrecognised (no model "
+            "call, retrieval or rag.* attribute recognised: logged); also counted in "
+            'dropped_total{reason="not_rag"}.',
+            ("service", "reason"),
         )
         # Per service (capped): sampled traces that gave no record while the service has
         # never given one; a service leaves once it gives a record.
@@ -272,13 +277,17 @@ class Outcomes:
             self.observer.no_record(trace.trace_id, service, trace.source, reason, len(trace.spans))
 
     def not_rag(self, trace: FinishedTrace, service: str, causes: Sequence[Cause] = ()) -> None:
-        """A sampled trace that gave no record: counted with its service; while the
-        service has never given a record, its first such trace is logged at once (then at
-        most every 10 s), naming the trace and why (`causes`)."""
+        """A sampled trace that gave no record: counted with its service and reason; one
+        that asks nothing (indexing, an embedding call alone, a health check) is not
+        logged; otherwise, while the service has never given a record, its first such trace
+        is logged at once (then at most every 10 s), naming the trace and why (`causes`)."""
         self.dropped("not_rag")
         self.no_record(trace, service, "not_rag")
         capped = self._t.service_cap(service)
-        self._t.child(self.not_rag_traces, capped).inc()
+        quiet = next((c.key for c in causes if c.key in ASKS_NOTHING), None)
+        self._t.child(self.not_rag_traces, capped, quiet or UNRECOGNISED).inc()
+        if quiet is not None:
+            return
         lone = next((c for c in causes if c.key == "lone_root"), None)
         if lone is not None and _root_name(trace) in self._record_roots.get(capped, ()):
             self.warn.warning(

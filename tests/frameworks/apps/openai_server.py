@@ -11,7 +11,8 @@ streams it; a Gemini API `generateContent` request (the Google Gen AI SDK's) get
 as a Gemini response, an Anthropic Messages API request (`/v1/messages`) as a Messages
 response. For apps in other languages, `GET /kb/search?query=...` answers the knowledge
 base's ranking (`tests/frameworks/apps/framework_apps.search`: `[{"id", "content"}]`) and
-`GET /kb/questions` the questions, so that every app's tool ranks the same way."""
+`GET /kb/questions` the questions, and `POST /v1/embeddings` each text's
+`framework_apps.embed` vector, so that every app's tool or vector store ranks the same way."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.frameworks.apps.framework_apps import KB, QUESTIONS, planted_answer, search
+from tests.frameworks.apps.framework_apps import KB, QUESTIONS, embed, planted_answer, search
 
 
 def _text(content: Any) -> str:
@@ -144,6 +145,17 @@ def anthropic_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[
     }
 
 
+def embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """An Embeddings API response: each input's `framework_apps.embed` vector, so that an
+    app's own vector store ranks as `framework_apps.search` does."""
+    texts = body.get("input", [])
+    texts = [texts] if isinstance(texts, str) else texts
+    data = [
+        {"object": "embedding", "index": i, "embedding": embed(str(t))} for i, t in enumerate(texts)
+    ]
+    return {"object": "list", "data": data, "model": body.get("model", "scripted")}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -157,6 +169,9 @@ class _Handler(BaseHTTPRequestHandler):
         if urlsplit(self.path).path.endswith("/messages"):
             reply_body = anthropic_reply(body, self.server.answer)
             self._send("application/json", json.dumps(reply_body).encode())
+            return
+        if urlsplit(self.path).path.endswith("/embeddings"):
+            self._send("application/json", json.dumps(embeddings(body)).encode())
             return
         if not self.path.endswith("/chat/completions"):
             self.send_error(404, f"only chat completions are scripted, not {self.path}")

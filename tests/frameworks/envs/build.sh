@@ -2,7 +2,7 @@
 # Builds the environments the real-framework apps run from, never the monitor's: one virtual
 # environment per Python stack (or group of compatible stacks) from its lock,
 # tests/frameworks/envs/<name>/requirements.lock, and the JavaScript apps' packages from
-# tests/js/package-lock.json. Each goes into a cache folder named by its lock's hash, so an
+# tests/js/package-lock.json, and the Go apps (tests/frameworks/<app>/go.mod). Each goes into a cache folder named by its lock's hash, so an
 # unchanged lock is built once per machine and a changed one is built afresh; older builds
 # of the same stack are removed. Links tests/js/node_modules to the JavaScript packages and
 # prints the cache folder (tests/run.sh exports it as MONITOR_TESTS_FRAMEWORK_ENVS).
@@ -36,6 +36,24 @@ for lock in tests/frameworks/envs/*/requirements.lock; do
         rm -rf "$dir"
         "$uv" venv -q --python "$(command -v python3)" "$dir" >&2
         "$uv" pip sync -q --python "$dir/bin/python" "$lock" >&2
+        touch "$dir/.complete"
+    fi
+    prune "$name" "$dir"
+done
+
+# The Go apps: each folder of tests/frameworks/ with a go.mod, built from its go.mod and
+# go.sum alone (GOFLAGS=-mod=readonly: a module they do not name fails the build, naming
+# it), into a folder named by the hash of its sources; the modules come from the Go module
+# proxy into Go's own module cache.
+for mod in tests/frameworks/*/go.mod; do
+    [ -e "$mod" ] || continue
+    src=$(dirname "$mod")
+    name=$(basename "$src")
+    dir="$cache/$name-$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-16)"
+    if ! fresh "$dir"; then
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        (cd "$src" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local go build -o "$dir/app" .) >&2
         touch "$dir/.complete"
     fi
     prune "$name" "$dir"

@@ -1,0 +1,92 @@
+"""Traces that ask nothing: no user question, so no record and nothing wrong with their
+extraction. A RAG service traces them beside its requests:
+
+- `indexing`: documents written to a store — a retrieval span whose database operation is a
+  write (Spring AI's `<store> add` / `delete`: `db.operation.name`), or a span declared an
+  indexer (Genkit's `indexer` actions) — with the embedding calls under it;
+- `embedding_only`: embedding calls and no model call that answers (Spring AI's startup
+  dimension probe, each document embedded in a trace of its own, Genkit Go's `localvec`
+  indexing: an embedder span alone, a LlamaIndex index build);
+- `health_check`: a trace whose root serves a probe path (`/health`, `/healthz`,
+  `/actuator/health/liveness`, `/readyz`, ...).
+
+The trace stage counts them in `traces_not_rag_total{reason}` and warns about none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from monitor.extraction._span_roles import EMBEDDINGS, INDEXING, RETRIEVAL, span_role
+from monitor.extraction._trace_tree import trace_shape
+from monitor.spans import Span
+
+ASKS_NOTHING: Final = ("indexing", "embedding_only", "health_check")
+# Database operations that write to a store rather than search it.
+_WRITES = frozenset(
+    {"add", "upsert", "insert", "delete", "update", "write", "index", "bulk", "create", "drop"}
+)
+_OPERATION_KEYS = ("db.operation.name", "db.operation")
+_PATH_KEYS = ("http.route", "url.path", "http.target")
+# The last segment of a path that liveness, readiness and startup probes ask.
+_PROBES = frozenset(
+    {
+        "health",
+        "healthz",
+        "healthcheck",
+        "health-check",
+        "health_check",
+        "ready",
+        "readyz",
+        "readiness",
+        "live",
+        "livez",
+        "liveness",
+        "startup",
+        "startupz",
+        "ping",
+    }
+)
+
+
+def is_indexing(span: Span) -> bool:
+    """A span that writes documents to a store: declared an indexer, or a retrieval span
+    whose database operation is a write."""
+    role = span_role(span)
+    if role == INDEXING:
+        return True
+    if role != RETRIEVAL:
+        return False
+    a = span.attributes
+    operation = next((a[k] for k in _OPERATION_KEYS if isinstance(a.get(k), str)), None)
+    return isinstance(operation, str) and operation.strip().lower() in _WRITES
+
+
+def _probe_path(root: Span) -> str | None:
+    a = root.attributes
+    paths = [a[k] for k in _PATH_KEYS if isinstance(a.get(k), str)]
+    paths += [w for w in root.name.split() if w.startswith("/")]  # `GET /healthz`
+    for path in paths:
+        last = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
+        if last in _PROBES:
+            return str(path)
+    return None
+
+
+def asks_nothing(spans: Sequence[Span]) -> tuple[str, str] | None:
+    """For a trace that gave no record: the reason it asks nothing (`ASKS_NOTHING`) and the
+    span that shows it, or None when it may be a request whose extraction failed."""
+    if not spans:
+        return None
+    ordered, _, root = trace_shape(spans)
+    indexing = next((s for s in ordered if is_indexing(s)), None)
+    if indexing is not None:
+        return "indexing", f"span {indexing.name!r}"
+    embedding = next((s for s in ordered if span_role(s) == EMBEDDINGS), None)
+    if embedding is not None:
+        return "embedding_only", f"span {embedding.name!r}"
+    path = _probe_path(root)
+    if path is not None:
+        return "health_check", f"span {root.name!r} serves {path}"
+    return None
