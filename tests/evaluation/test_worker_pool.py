@@ -331,9 +331,9 @@ async def test_sampled_traces_are_extracted_in_a_worker_as_in_process() -> None:
     assert [done.extraction for done in scored] == expected
     records = [e for e in expected[:-2] if isinstance(e, TraceRecords)]
     assert [len(e.records) for e in records] == [1] * len(CONVENTIONS)
-    # A health check: no record, and why (for the warning of a service that gives none).
+    # A health check: no record, and why (counted by that reason, never warned about).
     assert expected[-2] == TraceRecords(
-        [], [], [], [Cause("lone_root", None, "span 'GET /health'")]
+        [], [], [], [Cause("health_check", None, "span 'GET /health' serves /health")]
     )
     assert isinstance(expected[-1], Unreadable) and expected[-1].reason == "bad_protobuf"
     # Scored in the same task: one result per record, none without a scorer asked for.
