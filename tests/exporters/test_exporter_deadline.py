@@ -53,6 +53,9 @@ class StalledCollector:
             except OSError:
                 return
             with self._lock:
+                if self._closed.is_set():  # accepted while `close` ran: it is not listed
+                    conn.close()
+                    return
                 self._connections.append(conn)
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
@@ -68,7 +71,8 @@ class StalledCollector:
                 self.received += len(data)
 
     def close(self) -> None:
-        self._closed.set()
+        with self._lock:
+            self._closed.set()
         self._sock.close()
         with self._lock:
             for conn in self._connections:
