@@ -104,29 +104,34 @@ def test_explain_proposes_event_entries_that_read_llamaindex_otel(
     assert f"record {record.request_id}: whole, its context from retrieval_span" in again
 
 
+def _chat(tracer: Tracer, system: str) -> None:
+    """A GenAI chat span: `system`, the question, and the answer."""
+    messages = [
+        {"role": "system", "parts": [{"type": "text", "content": system}]},
+        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+    ]
+    with tracer.start_as_current_span(
+        "chat gpt-4o-mini",
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+            ),
+        },
+    ):
+        pass
+
+
 # A record with every part, its documents split out of the prompt (no span carries them):
 # explain no longer stops at "whole", it says where the context came from and that it is
 # doubtful, and that nothing unread would read it better.
 def _prompt_split(tracer: Tracer) -> None:
     documents = "\n\n".join(f"[{n}] {text}" for n, (_, text) in enumerate(DOCS, 1))
     system = f"Answer only from the numbered documents.\n\n{documents}"
-    messages = [
-        {"role": "system", "parts": [{"type": "text", "content": system}]},
-        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
-    ]
     with tracer.start_as_current_span("POST /ask"):
-        with tracer.start_as_current_span(
-            "chat gpt-4o-mini",
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4o-mini",
-                "gen_ai.input.messages": json.dumps(messages),
-                "gen_ai.output.messages": json.dumps(
-                    [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
-                ),
-            },
-        ):
-            pass
+        _chat(tracer, system)
 
 
 def test_explain_diagnoses_a_whole_record_whose_documents_came_from_the_prompt(
@@ -212,22 +217,7 @@ def test_explain_reads_log_records_and_proposes_entries_that_read_them(tmp_path:
 # sign of a wrong split is what explain names, worded, beside the split itself.
 def _system_prompt_only(tracer: Tracer) -> None:
     system = "Fjord Library staff wrote this assistant for visitors of the harbour town."
-    messages = [
-        {"role": "system", "parts": [{"type": "text", "content": system}]},
-        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
-    ]
-    with tracer.start_as_current_span(
-        "chat gpt-4o-mini",
-        attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.input.messages": json.dumps(messages),
-            "gen_ai.output.messages": json.dumps(
-                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
-            ),
-        },
-    ):
-        pass
+    _chat(tracer, system)
 
 
 def test_explain_names_each_sign_of_a_wrong_prompt_split(tmp_path: Path) -> None:
