@@ -21,7 +21,9 @@ from harness.pipeline import RecordingStage, receiver_config, started
 from harness.pipeline import metric_value as _value
 from harness.wait import wait_until_async
 from monitor.config import Config
-from monitor.processors.trace._assembler import QUIET_AFTER, TraceAssembler
+from monitor.processors.trace._assembler import TraceAssembler
+from monitor.processors.trace._late_spans import QUIET_AFTER
+from monitor.spans import Span
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import tracer_provider
 from tests.trace.test_assembler import _span
@@ -204,3 +206,63 @@ def test_a_span_that_ended_after_its_root_makes_its_trace_wait() -> None:
     assert asm.add([_span("r", "1"), after_root], "otlp_http", now=now) == []
     assert len(asm.expire(now=now + 6)) == 1
     assert asm.add([_span("t", "1")], "otlp_http", now=now + 6) == []  # waits again
+
+
+ADDRESSES = {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3", "skewed": "10.0.0.9"}
+
+
+def _replica_span(trace: str, span: str, parent: str = "", *, replica: str = "") -> Span:
+    """A span of `svc` whose resource names the replica that sent it (none: "")."""
+    sent = _span(trace, span, parent)
+    if replica:
+        sent.resource = {"service.instance.id": replica}
+    return sent
+
+
+@pytest.mark.parametrize("by", ["instance_id", "client_address"])
+def test_one_replica_whose_spans_come_late_makes_only_its_own_traces_wait(by: str) -> None:
+    """Four replicas of one service, one of them sending a span that ends after the root in
+    every trace: the other three stop waiting once each showed `QUIET_AFTER` punctual
+    traces; the late one's traces still wait. The replica is told by its instance id, or
+    by the client address the receiver saw when the spans carry none."""
+    asm = _assembler(Late())
+    now = 0.0
+    waited: dict[str, list[bool]] = {r: [] for r in ("a", "b", "c", "skewed")}
+    for i in range(QUIET_AFTER + 3):
+        for replica in waited:
+            trace = f"{replica}{i}"
+            child = _replica_span(trace, "2", "1", replica=replica if by == "instance_id" else "")
+            if replica == "skewed":
+                child.end_unix_nano = 9  # the root ended at 2
+            root = _replica_span(trace, "1", replica=replica if by == "instance_id" else "")
+            address = ADDRESSES[replica] if by == "client_address" else None
+            released = asm.add([root, child], "otlp_http", now=now, address=address)
+            waited[replica].append(released == [])
+            now += 1
+            asm.expire(now=now + 6)  # a waiting trace's wait is over before the next
+            now += 7
+    for replica in ("a", "b", "c"):
+        assert waited[replica] == [True] * QUIET_AFTER + [False] * 3, replica
+    assert waited["skewed"] == [True] * (QUIET_AFTER + 3)
+
+
+def test_a_missed_late_span_makes_only_its_senders_traces_wait_again() -> None:
+    """A span that missed its released trace's record puts that trace's sender back to
+    waiting, not the service's other replicas."""
+    asm = _assembler(Late())
+    now = 0.0
+    for i in range(QUIET_AFTER):
+        for replica in ("a", "b"):
+            trace = f"{replica}{i}"
+            spans = [
+                _replica_span(trace, "1", replica=replica),
+                _replica_span(trace, "2", "1", replica=replica),
+            ]
+            assert asm.add(spans, "otlp_http", now=now) == []
+            now += 7
+            assert len(asm.expire(now=now)) == 1
+    (at_once,) = asm.add([_replica_span("ax", "1", replica="a")], "otlp_http", now=now)
+    assert at_once.trigger == "root_ended"
+    assert asm.add([_replica_span("ax", "3", "1", replica="a")], "otlp_http", now=now) == []
+    assert asm.add([_replica_span("ay", "1", replica="a")], "otlp_http", now=now) == []
+    assert len(asm.add([_replica_span("by", "1", replica="b")], "otlp_http", now=now)) == 1

@@ -45,9 +45,8 @@ Spans can end after their trace's root (a callback that traces a model call once
 request returned; the next export batch of the app's SDK): a whole trace waits
 `late_spans_wait_s` after it became whole before it is released (`root_ended`; the wait
 holds it among the open traces, within their bounds), and spans that come meanwhile join
-it. A service whose last `QUIET_AFTER` whole traces waited and had no span that ended
-after the root has its traces released at once, until one of its traces has such a span
-or a span of it misses its record. Spans of a trace that was already released are dropped, and reported with their
+it. A sender (`_late_spans`: a service's replica) whose last whole traces waited in vain
+is released at once, until a span of it ends after the root or misses its record. Spans of a trace that was already released are dropped, and reported with their
 service and what released their trace (`on_late`), so one request never becomes two
 partial records (only released traces are remembered: spans of an abandoned one start it
 afresh); the memory of released ids is bounded by `max_open_traces`. The assembler is
@@ -66,6 +65,7 @@ from typing import Literal
 
 from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS
 from monitor.extraction import awaits_log_events
+from monitor.processors.trace._late_spans import Punctuality, Sender, sender_of
 from monitor.spans import LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
@@ -96,6 +96,7 @@ class _Open:
     has_root: bool = False
     size: int = 0
     service: str = ""  # the root's
+    sender: Sender = ("", "")  # who sent its root (`_late_spans`)
     events_only: bool = False  # no span yet, only GenAI log events
     # GenAI model calls without their output yet, and the calls whose output event came.
     awaiting: set[str] | None = None
@@ -150,9 +151,7 @@ class TraceAssembler:
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
         self._quiet: OrderedDict[str, int] = OrderedDict()
-        # Services whose last whole traces waited for late spans and had no span that
-        # ended after the root → how many in a row.
-        self._punctual: OrderedDict[str, int] = OrderedDict()
+        self._punctual = Punctuality(max_open_traces)
         self._held: OrderedDict[str, float] = OrderedDict()  # whole traces → release time
         self._max = max_open_traces
         self._max_bytes = max_open_bytes
@@ -160,7 +159,8 @@ class TraceAssembler:
         self._on_drop = on_drop or (lambda reason, n: None)
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
-        self._released: OrderedDict[str, Trigger] = OrderedDict()  # → what released it
+        # Released traces → what released them, and who sent their root.
+        self._released: OrderedDict[str, tuple[Trigger, Sender]] = OrderedDict()
         # Traces of nothing but log events, with bounds of their own.
         self._events_only: OrderedDict[str, _Open] = OrderedDict()
         self._events_only_bytes = 0
@@ -182,13 +182,19 @@ class TraceAssembler:
         return trace_id in self._open or trace_id in self._events_only
 
     def add(
-        self, spans: Iterable[Span], source: str, now: float | None = None
+        self,
+        spans: Iterable[Span],
+        source: str,
+        now: float | None = None,
+        address: str | None = None,
     ) -> list[FinishedTrace]:
-        """Buffer spans; return the traces they completed (and any evicted to make room)."""
+        """Buffer spans; return the traces they completed (and any evicted to make room).
+        `address`: the client's that sent them, where the receiver knows it."""
         now = self._clock() if now is None else now
         finished: list[FinishedTrace] = []
         touched: dict[str, _Open] = {}
         late: Tally[tuple[str, str]] = Tally()  # (service, outcome) → spans after the root
+        late_senders: set[Sender] = set()  # whose released traces had spans come late
         oversize = 0
         for span in spans:
             event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
@@ -201,7 +207,8 @@ class TraceAssembler:
             if trace is None:
                 released = self._released.get(trace_id)
                 if released is not None:
-                    late[span.service, released] += 1
+                    late[span.service, released[0]] += 1
+                    late_senders.add(released[1])
                     continue
                 trace = _Open(now, source, events_only=event, first_seen=now)
                 self._admit(trace_id, trace, touched, finished)
@@ -242,6 +249,7 @@ class TraceAssembler:
             if span.is_root:
                 trace.has_root = True
                 trace.service = span.service
+                trace.sender = sender_of(span, address)
                 if trace.root_at is None:
                     trace.root_at = now
             elif span.parent_span_id not in trace.spans:
@@ -276,8 +284,8 @@ class TraceAssembler:
         if late:
             for (service, outcome), n in late.items():
                 self._on_late(service, outcome, n)
-                if outcome != "joined":
-                    self._punctual.pop(service, None)  # it sends late spans after all
+            for sender in late_senders:  # they send late spans after all
+                self._punctual.late(sender)
             missed = sum(n for (_, outcome), n in late.items() if outcome != "joined")
             if missed:
                 self._on_drop("late_span", missed)
@@ -420,12 +428,10 @@ class TraceAssembler:
 
     def _awaits_late(self, trace: _Open) -> bool:
         """Whether a whole trace waits for late spans: one of its spans ended after its
-        root (the instrumentation does that), or its service has not shown `QUIET_AFTER`
-        whole traces in a row without such a span (a late span that missed its record
-        makes it wait again)."""
+        root, or the sender of its root is not known to be punctual."""
         if self._late_wait <= 0:
             return False
-        if self._punctual.get(trace.service, 0) < QUIET_AFTER:
+        if not self._punctual.punctual(trace.sender):
             return True
         return self._ends_after_root(trace)
 
@@ -443,16 +449,13 @@ class TraceAssembler:
         )
 
     def _late_wait_over(self, trace: _Open) -> None:
-        """A whole trace waited for late spans: its service is punctual one more time in a
-        row, unless a span of it ended after the root."""
+        """A whole trace waited for late spans: its sender was on time, or late."""
         if self._late_wait <= 0:
             return
         if self._ends_after_root(trace):
-            self._punctual.pop(trace.service, None)
-            return
-        self._punctual[trace.service] = self._punctual.pop(trace.service, 0) + 1
-        while len(self._punctual) > self._max:  # bounded like everything else here
-            self._punctual.popitem(last=False)
+            self._punctual.late(trace.sender)
+        else:
+            self._punctual.on_time(trace.sender)
 
     def _waits(self, trace: _Open) -> bool:
         """Whether a whole trace waits for log events: a model call of it has no output
@@ -480,7 +483,7 @@ class TraceAssembler:
         self._held.pop(trace_id, None)
         self._take_bytes(trace)
         if not trace.events_only:  # spans of it that come later start it afresh
-            self._released[trace_id] = trigger
+            self._released[trace_id] = (trigger, trace.sender)
             while len(self._released) > self._max:
                 self._released.popitem(last=False)
         incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)

@@ -46,7 +46,7 @@ from monitor.processors.trace._filter import SpanFilter
 from monitor.processors.trace._outcomes import Outcomes, log
 from monitor.processors.trace._sampling import TraceSampling
 from monitor.processors.trace._shares import FairShares
-from monitor.records import RagRecord, RawRecord
+from monitor.records import CLIENT_ADDRESS, RagRecord, RawRecord
 from monitor.records.limits import SizeLimits
 from monitor.spans import Built, Span
 from monitor.telemetry import Telemetry
@@ -269,7 +269,8 @@ class TraceStage:
                 self._records(delivery, ack, out, unsampled)
             spans = self._spans(delivery) if built is None else self._count(delivery, built)
             if spans:
-                released = self._assembler.add(spans, delivery.source)
+                address = delivery.metadata.get(CLIENT_ADDRESS) if delivery.metadata else None
+                released = self._assembler.add(spans, delivery.source, address=address)
                 if ack is not None or delivery.metadata:
                     self._register(delivery, spans, ack, released)
                 finished += released
