@@ -86,9 +86,14 @@ def resend_interval_s(alerts: Alerts) -> float:
 
 
 def explained(notes: Mapping[str, str]) -> list[str]:
-    """Where a page's annotations say the excess is: `where: ...`, `cause: ...`,
-    `traces: ...`."""
-    shown = (("where", "where"), ("cause_detail", "cause"), ("trace_ids", "traces"))
+    """Where a page's annotations say the excess is: `where: ...`, `changed at the rise:
+    ...`, `cause: ...`, `traces: ...`."""
+    shown = (
+        ("where", "where"),
+        ("changed", "changed at the rise"),
+        ("cause_detail", "cause"),
+        ("trace_ids", "traces"),
+    )
     return [f"{label}: {notes[name]}" for name, label in shown if name in notes]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import random
+import re
 import sys
 import types
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.attribution import CAPS, Attribution
 from monitor.alerts.backtest import Backtest
+from monitor.alerts.describe import log_text
 from monitor.alerts.rule import Rule
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
@@ -86,6 +88,7 @@ class Stream:
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     sent: list[Sent] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
+    version: str = "1.0"  # every record's, from now on
 
     def run(
         self,
@@ -111,7 +114,7 @@ class Stream:
                     request_id=f"r{n}",
                     trace_id=trace_id,
                     service="shop",
-                    version="1.0",
+                    version=self.version,
                     route=route,
                     model=model,
                     query=f"How long is the warranty on {question(n)}?",
@@ -186,6 +189,7 @@ def test_a_rise_in_one_model_names_that_model_with_its_failing_traces() -> None:
         assert sent.model == "m2" and sent.failed
         assert stream.sent.index(sent) >= rise_from
     assert notes["trace_urls"].split() == [TRACE_URL.replace("{trace_id}", i) for i in ids]
+    assert "changed" not in notes  # the models' shares are as they were before the rise
     # A webhook and Alertmanager get them with the rest of the annotations.
     (posted,) = AlertSender._body("webhook", [page])["alerts"]
     assert posted["annotations"]["slice"] == "model=m2"
@@ -507,3 +511,24 @@ def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
         "  firing    hallucination_where  shop: " + where.alert.annotations["where"]
     )
     assert backtest.summary.pages["hallucination"] == 1
+
+
+def test_a_page_says_that_a_version_came_at_the_rise() -> None:
+    """A new version rolled out at the rise (a fifth of the traffic, then all of it): the
+    page, its log line and its `Where` alert say the version changed at the rise, with its
+    share of the verdicts before and since; `GET /alerts` has the figures."""
+    stream, _ = make()
+    stream.run(12 * 60, healthy)
+    stream.version = "2.0"
+    stream.run(5 * 60, lambda m, r, s, b: 0.6)
+    page = stream.page()
+    changed = page.annotations["changed"]
+    # The change point is estimated: "since" may hold a few minutes from before the rise.
+    said = re.fullmatch(r"version 2\.0 \(0% of verdicts before the rise, (\d+)% since\)", changed)
+    assert said is not None and int(said[1]) >= 50, changed
+    assert f"changed at the rise: {changed}" in log_text(page)
+    assert all(w.annotations["changed"] == changed for w in stream.wheres())
+    (shown,) = stream.engine.attribution.firing_alerts()
+    (version,) = shown["attribution"]["changed"]
+    assert version["dimension"] == "version" and version["value"] == "2.0"
+    assert version["share_before"] <= 0.05 and version["share_since"] >= 0.5

@@ -19,7 +19,7 @@ from monitor.alerts.attribution._buckets import (
     change_point,
     totals_of,
 )
-from monitor.alerts.attribution._compare import compare_slices, split_rise
+from monitor.alerts.attribution._compare import changes_at_rise, compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
 from monitor.alerts.attribution._where_alert import where_alert
 from monitor.alerts.describe import iso, utc
@@ -287,7 +287,10 @@ class Attribution:
             [self._trace_url.replace("{trace_id}", t) for t in traces] if self._trace_url else []
         )
         samples = (int(t1[0]), int(t0[0]))
-        return Explanation(named, tested, level, *samples, deff, split, traces, links, rule.budget)
+        changes = () if rule.cohort_by is not None else tuple(changes_at_rise(sides, t1[0], t0[0]))
+        return Explanation(
+            named, tested, level, *samples, deff, split, traces, links, rule.budget, changes
+        )
 
     @staticmethod
     def _traces(state: Buckets, since: float, top: Slice | None) -> list[str]:

@@ -15,7 +15,7 @@ from monitor.alerts.attribution._buckets import (
     sums,
     variance_of,
 )
-from monitor.alerts.attribution._explanation import Cause, Slice, Split
+from monitor.alerts.attribution._explanation import Cause, Change, Slice, Split
 from monitor.alerts.rule import Rule
 from monitor.evidence import look_level, one_sided_z, rise_p_value
 from monitor.records.where import DIMENSIONS
@@ -139,3 +139,36 @@ def split_rise(
     else:
         cause = "unclear"
     return Split(cause, evaluator, (s0, s1), mix, within)
+
+
+# What a page says changed at its rise: the dimensions a deploy or an outage moves, a value
+# that holds at least `CHANGED_SHARE` of the verdicts since the rise and held at most a
+# `CHANGED_RATIO`th of that share before it (a new version, a model switched, the context
+# gone: `context 0`). Shares of verdicts, not of defects: a change is news even where the
+# slice comparison cannot yet name it.
+CHANGE_DIMENSIONS = ("version", "model", "route", "context", "documents")
+CHANGED_SHARE = 0.2
+CHANGED_RATIO = 5.0
+SHOWN_CHANGES = 3
+
+
+def changes_at_rise(sides: tuple[Side, Side], n1_all: float, n0_all: float) -> list[Change]:
+    """The values whose share of verdicts grew at the rise, the largest first; none where
+    the reference holds too few verdicts to tell."""
+    if n1_all < MIN_SLICE or n0_all < MIN_REFERENCE:
+        return []
+    out: list[Change] = []
+    for name in CHANGE_DIMENSIONS:
+        d = DIMENSIONS.index(name)
+        values: set[str] = set()
+        for state, _ in sides[0]:
+            values.update(state.values[d])
+        for value in values:
+            if value == OVERFLOW:
+                continue
+            since = sums(sides[0], d, value)[0] / n1_all
+            before = sums(sides[1], d, value)[0] / n0_all
+            if since >= CHANGED_SHARE and before * CHANGED_RATIO <= since:
+                out.append(Change(name, value, before, since))
+    out.sort(key=lambda c: (-c.since, c.dimension, c.value))
+    return out[:SHOWN_CHANGES]

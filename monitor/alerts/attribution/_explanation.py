@@ -49,6 +49,31 @@ class Slice:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """A value whose share of the verdicts grew at the rise (a version deployed, a model
+    switched, the context gone)."""
+
+    dimension: str
+    value: str
+    before: float  # share of the verdicts before the rise
+    since: float  # and since
+
+    def text(self) -> str:
+        return (
+            f"{self.dimension} {self.value} ({self.before:.0%} of verdicts before the rise, "
+            f"{self.since:.0%} since)"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dimension": self.dimension,
+            "value": self.value,
+            "share_before": round(self.before, 4),
+            "share_since": round(self.since, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Split:
     """Retriever or generator: the rise split into what came with retrieval failing more
     often (`mix`) and what came at the same retrieval quality (`within`)."""
@@ -99,6 +124,11 @@ class Explanation:
     traces: list[str]
     links: list[str]
     budget: str
+    changes: tuple[Change, ...] = ()
+
+    def changed_text(self) -> str:
+        """What changed at the rise, or "" when nothing did."""
+        return "; ".join(c.text() for c in self.changes)
 
     def where_text(self) -> str:
         if self.samples == 0:
@@ -127,6 +157,8 @@ class Explanation:
 
     def annotations(self) -> dict[str, str]:
         out = {"where": self.where_text()}
+        if self.changes:
+            out["changed"] = self.changed_text()
         if self.named:
             top = self.named[0]
             out["slice"] = f"{top.dimension}={top.value}"
@@ -147,6 +179,7 @@ class Explanation:
             "samples": self.samples,
             "reference_samples": self.reference_samples,
             "design_effect": round(self.design_effect, 3),
+            "changed": [c.as_json() for c in self.changes],
             "cause": self.split.as_json() if self.split is not None else None,
             "traces": [
                 {"trace_id": t, "url": self.links[k] if k < len(self.links) else None}

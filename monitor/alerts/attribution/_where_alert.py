@@ -12,7 +12,16 @@ from monitor.component import Alert
 from monitor.config import WHERE_SUFFIX
 
 # The page's annotations the `Where` alert repeats (what the pager needs to act on the slice).
-CARRIED = ("where", "slice", "cause", "cause_detail", "trace_ids", "trace_urls", "judge_changed")
+CARRIED = (
+    "where",
+    "slice",
+    "changed",
+    "cause",
+    "cause_detail",
+    "trace_ids",
+    "trace_urls",
+    "judge_changed",
+)
 
 
 def where_alert(
