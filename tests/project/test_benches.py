@@ -89,6 +89,7 @@ CASES = (
     Case("results_file.py"),
     Case("sidecar_cost.py"),
     Case("sidecar_memory.py"),
+    Case("sidecar_steady_memory.py"),
     Case("sliced_streams.py", ("{tmp}/sliced.jsonl.gz",), r"\d+ results lines over"),
     Case("worker_pool.py"),
 )
