@@ -25,6 +25,7 @@ from harness.pipeline import metric_value as _value
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
+from monitor.extraction import CONTEXT_DOUBTS
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import (
@@ -48,7 +49,9 @@ def _last_turn_answer(prompt: str) -> str:
     return three_planted_answer(prompt[max(prompt.rfind(HEADER), prompt.rfind(CUSTOM), 0) :])
 
 
-async def _run(telemetry: Telemetry, tmp_path: Path, *options: str) -> tuple[object, list[dict[str, object]], int]:
+async def _run(
+    telemetry: Telemetry, tmp_path: Path, *options: str
+) -> tuple[object, list[dict[str, object]], int]:
     jar = jvm_app("quarkus_langchain4j")
     kb = tmp_path / "kb.json"
     kb.write_text(json.dumps({"kb": KB, "questions": [q for q, _ in QUESTIONS]}))
@@ -105,3 +108,60 @@ async def test_quarkus_langchain4j_each_question_is_one_record_and_its_indexing_
     assert _value(telemetry, "traces_not_rag_total", service=SERVICE, reason="embedding_only") == 1
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 1
     assert [r.getMessage() for r in caplog.records] == []
+
+
+async def test_quarkus_langchain4j_custom_injection_template_is_counted_as_not_split(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """An injection template of the app's own inside the chat memory's joined prompt: the
+    earlier turns' documents cannot be told from the last turn's, so each record says so
+    (`prompt_not_split`, counted) and takes no document rather than a guess."""
+    caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
+    stage, answers, _ = await _run(telemetry, tmp_path, "-Drag.template=custom")
+    assert len(stage.records) == len(answers) == 6
+    for answer in answers:
+        ((_, record),) = await stage.wait_for(str(answer["trace_id"]))
+        assert record.query == answer["question"]  # the template labels it: `Question:`
+        assert record.response == answer["response"]
+        assert record.context_text == []
+        assert record.context_source == "prompt"
+        assert record.metadata["context_doubt"] == "prompt_not_split"
+    value = _value(
+        telemetry, "records_context_doubtful_total", service=SERVICE, reason="prompt_not_split"
+    )
+    assert value == 6
+    lines = [r.getMessage() for r in caplog.records if "prompt_not_split" in r.getMessage()]
+    assert len(lines) == 1 and CONTEXT_DOUBTS["prompt_not_split"] in lines[0]
+
+
+# What the warning says when the content switches are off, word for word.
+SWITCHES_OFF = (
+    "(quarkus-langchain4j: Quarkus LangChain4j writes the prompt and the completion on its "
+    "`completion <model>` spans only with quarkus.langchain4j.tracing.include-prompt=true and "
+    "quarkus.langchain4j.tracing.include-completion=true)"
+)
+
+
+async def test_quarkus_langchain4j_without_content_is_loud_naming_its_switches(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """`quarkus.langchain4j.tracing.include-prompt` / `include-completion` off: each
+    question is a suspect record, counted, and the warning names the two switches."""
+    caplog.set_level(logging.WARNING, logger="monitor.processors.trace")
+    off = ("include-prompt", "include-completion")
+    stage, answers, traces = await _run(
+        telemetry, tmp_path, *(f"-Dquarkus.langchain4j.tracing.{name}=false" for name in off)
+    )
+    assert len(stage.records) == len(answers) == 6 and traces == 7
+    for _, record in stage.records:
+        assert record.metadata[EXTRACTION_SUSPECT] == "no_query"
+        assert record.metadata["instrumentation"] == "quarkus-langchain4j"
+    assert _value(telemetry, "records_suspect_total", service=SERVICE, reason="no_query") == 6
+    assert _value(telemetry, "traces_not_rag_total", service=SERVICE, reason="embedding_only") == 1
+    (line,) = [r.getMessage() for r in caplog.records if "looks wrongly extracted" in r.message]
+    assert line.startswith(f"service '{SERVICE}': record ")
+    assert (
+        "looks wrongly extracted (no_query): a model call was traced but no span carries the "
+        "user's question: turn on the instrumentation's content capture, or set rag.query "
+        + SWITCHES_OFF
+    ) in line
