@@ -17,10 +17,12 @@ import asyncio
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.framework_envs import Answers, against_the_monitor, jvm_app, run_app
+from harness.pipeline import RecordingStage
 from harness.pipeline import metric_value as _value
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
@@ -51,7 +53,7 @@ def _last_turn_answer(prompt: str) -> str:
 
 async def _run(
     telemetry: Telemetry, tmp_path: Path, *options: str
-) -> tuple[object, list[dict[str, object]], int]:
+) -> tuple[RecordingStage, list[dict[str, Any]], int]:
     jar = jvm_app("quarkus_langchain4j")
     kb = tmp_path / "kb.json"
     kb.write_text(json.dumps({"kb": KB, "questions": [q for q, _ in QUESTIONS]}))

@@ -321,6 +321,41 @@ def test_langchain4j_observations_carry_no_text_and_give_a_suspect() -> None:
     assert record.model == "gpt-4o-mini"
 
 
+def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> None:
+    stack = Stack("java")
+    service = {
+        "openinference.span.kind": "AGENT",
+        "llm.system": "langchain4j",
+        "input.value": "Execution Started",
+        "output.value": "Execution Completed",
+    }
+    with stack.span("AiService.start", **service):
+        first = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
+        }
+        with stack.span("LLM", **first):
+            pass
+        tool = {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "search",
+            "input.value": json.dumps({"q": QUESTION}),
+            "output.value": json.dumps(DOCS),
+        }
+        with stack.span("AiService.tool", **tool):
+            pass
+        second = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
+            **_messages("llm.output_messages", [("assistant", ANSWER)]),
+        }
+        with stack.span("LLM", **second):
+            pass
+    _right(stack)
+
+
 # -- Quarkus LangChain4j 1.5.0 (Quarkus 3.27.1) ------------------------------------------
 # As its real app sends them (tests/frameworks/test_frameworks_quarkus.py): an AI service's
 # `langchain4j.aiservices.<Service>.<method>` span around `completion <model>`, whose
@@ -383,41 +418,6 @@ def test_quarkus_langchain4j_without_content_is_a_suspect_naming_its_switches() 
         "no_query", "quarkus-langchain4j"
     )
     assert record.model == "gpt-4o-mini"
-
-
-def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> None:
-    stack = Stack("java")
-    service = {
-        "openinference.span.kind": "AGENT",
-        "llm.system": "langchain4j",
-        "input.value": "Execution Started",
-        "output.value": "Execution Completed",
-    }
-    with stack.span("AiService.start", **service):
-        first = {
-            "openinference.span.kind": "LLM",
-            "llm.model_name": "gpt-4o-mini",
-            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
-        }
-        with stack.span("LLM", **first):
-            pass
-        tool = {
-            "openinference.span.kind": "TOOL",
-            "tool.name": "search",
-            "input.value": json.dumps({"q": QUESTION}),
-            "output.value": json.dumps(DOCS),
-        }
-        with stack.span("AiService.tool", **tool):
-            pass
-        second = {
-            "openinference.span.kind": "LLM",
-            "llm.model_name": "gpt-4o-mini",
-            **_messages("llm.input_messages", [("system", "Be brief."), ("user", QUESTION)]),
-            **_messages("llm.output_messages", [("assistant", ANSWER)]),
-        }
-        with stack.span("LLM", **second):
-            pass
-    _right(stack)
 
 
 # -- Genkit (Go) 1.7.0 ---------------------------------------------------------------------
