@@ -160,7 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        body = json.loads(self._body())
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         assert isinstance(self.server, _Server)
         if urlsplit(self.path).path.endswith(":generateContent"):
             gemini = gemini_reply(body, self.server.answer)
@@ -193,18 +193,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send("application/json", json.dumps([q for q, _ in QUESTIONS]).encode())
         else:
             self.send_error(404, f"not scripted: {self.path}")
-
-    def _body(self) -> bytes:
-        """The request's body, sized or chunked (the JDK's HTTP client sends it chunked)."""
-        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
-            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        parts = []
-        while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
-            parts.append(self.rfile.read(size))
-            self.rfile.readline()
-        while self.rfile.readline().strip():
-            pass  # the trailer
-        return b"".join(parts)
 
     def _send(self, content_type: str, data: bytes) -> None:
         self.send_response(200)
