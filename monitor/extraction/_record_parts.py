@@ -175,6 +175,11 @@ def context_of(
     # ...`): the question is what it labels.
     whole = query is not None and query == answer.user_query
     labelled = question_in(query) if whole and query else None
+    joined = _joined_messages(answer, trace_spans)
+    if joined and labelled:
+        # The messages joined by single newlines: a system message or an earlier turn ends
+        # on the line before the question.
+        labelled = labelled.splitlines()[-1].strip() or labelled
     asked = labelled or query
     found = found_by_structure(trace_spans, answer, asked)
     if found is not None:
@@ -182,7 +187,9 @@ def context_of(
         return Context(found.docs, "structure", found.evidence, bare)
     if any(r.tool is not None for r in chosen):
         return Context([], "none", query=labelled)  # the tools returned nothing readable
-    if _joined_memory_unsplit(answer, trace_spans):
+    if joined and framework_documents(answer.messages[0][1]) is None:
+        # The earlier turns' documents and answers cannot be told from the last turn's
+        # without LangChain4j's default injection: none is taken rather than guessed.
         evidence = "a chat memory joined into one string around a template of the app's own"
         return Context([], "prompt", evidence, labelled, doubt="prompt_not_split")
     # Documents that reach the model only inside its prompt: the retriever was not traced,
@@ -194,14 +201,11 @@ def context_of(
     return Context(split, "prompt", evidence, labelled)
 
 
-def _joined_memory_unsplit(answer: Generation, trace_spans: list[Span]) -> bool:
-    """Quarkus LangChain4j's prompt (`gen_ai.prompt`: every message of the AI service's
-    chat memory joined by newlines into one string) without LangChain4j's default content
-    injection: the earlier turns' documents and answers cannot be told from the last
-    turn's, so none is taken rather than guessed."""
-    if len(answer.messages) != 1 or framework_documents(answer.messages[0][1]) is not None:
-        return False
-    return instrumentation_of(trace_spans) == "quarkus-langchain4j"
+def _joined_messages(answer: Generation, trace_spans: list[Span]) -> bool:
+    """Whether the prompt is Quarkus LangChain4j's `gen_ai.prompt`: every message of the
+    AI service's request (its system message, its chat memory's turns) joined by newlines
+    into one string."""
+    return len(answer.messages) == 1 and instrumentation_of(trace_spans) == "quarkus-langchain4j"
 
 
 def _query(

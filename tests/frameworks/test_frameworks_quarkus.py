@@ -1,15 +1,16 @@
-"""Quarkus LangChain4j 1.5.0 on Quarkus 3.27.1 as a real app (`tests/frameworks/quarkus_langchain4j/`,
-a Maven project built by `tests/frameworks/envs/build.sh`): an AI service with a retrieval
+"""Quarkus LangChain4j 1.5.0 on Quarkus 3.27.1 as a real app
+(`tests/frameworks/quarkus_langchain4j/`, a Maven project built by
+`tests/frameworks/envs/build.sh`): an AI service with a system message, a retrieval
 augmentor (an in-memory embedding store, top 2, embeddings from the scripted server) and
 the default chat memory, `quarkus-opentelemetry` over http/protobuf, no declared
 convention in the monitor. Its model call is traced as `completion <model>` with
-`gen_ai.prompt` as one string: every message of the chat memory joined, the last user
-message carrying LangChain4j's default content injection. Six questions, three answered
-with a planted wrong fact: six records with the last user turn as the question, the
-injected documents (exact text, one per document) and the answer; three fail
-groundedness, three pass. The indexing trace (one embeddings call) makes no record and is
-counted; a custom injection template is counted as a prompt that cannot be split; with
-the content switches off the warning names them."""
+`gen_ai.prompt` as one string: the system message and every turn of the chat memory
+joined, the last user message carrying LangChain4j's default content injection. Six
+questions, three answered with a planted wrong fact: six records with the last user turn
+as the question, the injected documents (exact text, one per document) and the answer;
+three fail groundedness, three pass. The indexing trace (one embeddings call) makes no
+record and is counted; a custom injection template is counted as a prompt that cannot be
+split; with the content switches off the warning names them."""
 
 from __future__ import annotations
 

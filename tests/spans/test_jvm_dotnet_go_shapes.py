@@ -396,6 +396,17 @@ def test_quarkus_langchain4j_last_turn_of_its_joined_chat_memory() -> None:
     assert _right(stack).context_source == "prompt"
 
 
+def test_quarkus_langchain4j_system_message_is_not_the_question() -> None:
+    """An AI service's `@SystemMessage`, joined before the first turn's user message."""
+    stack = Stack("java")
+    injected = "\n\n".join(TEXTS)
+    system = "You are the museum's guide.\nBe brief."
+    _quarkus_langchain4j(
+        stack, f"{QUESTION}\n\nAnswer using the following information:\n{injected}", system
+    )
+    _right(stack)
+
+
 def test_quarkus_langchain4j_custom_injection_template_is_not_split() -> None:
     """A template of the app's own in the joined chat memory: no document is guessed, and
     the record says why."""
