@@ -107,6 +107,26 @@ def go_app(name: str) -> Path:
     return app
 
 
+def maven_hash(src: Path) -> str:
+    """The first 16 hex digits of the sha256 of a Maven app's pom.xml and sources, the
+    files in byte order of their names: the name of its build (build.sh computes the same)."""
+    files = sorted(
+        [Path("pom.xml"), *(p.relative_to(src) for p in (src / "src").rglob("*") if p.is_file())],
+        key=lambda p: p.as_posix().encode(),
+    )
+    return hashlib.sha256(b"".join((src / f).read_bytes() for f in files)).hexdigest()[:16]
+
+
+def jvm_app(name: str) -> Path:
+    """The runnable jar of the Maven app `tests/frameworks/<name>/` (Quarkus's
+    `quarkus-run.jar`), built by build.sh into a folder named by `maven_hash`."""
+    digest = maven_hash(REPO / "tests" / "frameworks" / name)
+    jar = _cache() / f"{name}-{digest}" / "target" / "quarkus-app" / "quarkus-run.jar"
+    if not jar.exists():
+        pytest.fail(f"{jar} is missing: run `bash tests/frameworks/envs/build.sh`")
+    return jar
+
+
 def node() -> Path:
     """The Node.js of the JavaScript apps' built packages: `tests/js/node_modules` is a link
     to them (ES modules resolve packages from the importing file's folder up)."""

@@ -121,9 +121,10 @@ class Convention:
     """One tracing convention or SDK. `kinds`: the attributes naming a span's role;
     `span_names`, `span_attributes` / `span_role`: spans so named, or carrying one of
     those attributes, have that role (a user's retriever that declares no kind); `marks`,
-    `marked_values`, `language`: what only this stack writes, so a trace can be said to
-    come from it (attribute names; prefixes end in `.` or `:`; `language`: its marks
-    under that resource `telemetry.sdk.language` only); `standard`: the OpenTelemetry
+    `marked_values`, `marked_names`, `language`: what only this stack writes, so a trace
+    can be said to come from it (attribute names, prefixes ending in `.` or `:`; attribute
+    values; span names' beginnings; `language`: its marks under that resource
+    `telemetry.sdk.language` only); `standard`: the OpenTelemetry
     conventions other SDKs write beside their own, read before the declaring
     convention's content;
     `switch`: what turns its content capture on; `signs`: attributes (or prefixes) only a
@@ -148,6 +149,7 @@ class Convention:
     span_role: str | None = None
     marks: tuple[str, ...] = ()
     marked_values: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    marked_names: tuple[str, ...] = ()
     language: str | None = None
     switch: str = ""
     signs: tuple[str, ...] = ()

@@ -417,6 +417,17 @@ SHIPPED: tuple[Convention, ...] = (
         "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true)",
     ),
     Convention(
+        # Its AI services' spans (`langchain4j.aiservices.<Service>.<method>`) around
+        # `completion <model>`, whose gen_ai.prompt (the chat memory's messages joined into
+        # one string) and gen_ai.completion the genai entry reads.
+        "quarkus-langchain4j",
+        marked_names=("langchain4j.aiservices.",),
+        language="java",
+        switch="Quarkus LangChain4j writes the prompt and the completion on its `completion "
+        "<model>` spans only with quarkus.langchain4j.tracing.include-prompt=true and "
+        "quarkus.langchain4j.tracing.include-completion=true",
+    ),
+    Convention(
         "java-genai",
         marks=("gen_ai.",),
         language="java",

@@ -6,7 +6,8 @@ extraction. A RAG service traces them beside its requests:
   indexer (Genkit's `indexer` actions) — with the embedding calls under it;
 - `embedding_only`: embedding calls and no model call that answers (Spring AI's startup
   dimension probe, each document embedded in a trace of its own, Genkit Go's `localvec`
-  indexing: an embedder span alone, a LlamaIndex index build);
+  indexing: an embedder span alone, a LlamaIndex index build, Quarkus LangChain4j's
+  embeddings endpoint called by its REST client: an HTTP client span alone);
 - `health_check`: a trace whose root serves a probe path (`/health`, `/healthz`,
   `/actuator/health/liveness`, `/readyz`, ...).
 
@@ -29,6 +30,10 @@ _WRITES = frozenset(
 )
 _OPERATION_KEYS = ("db.operation.name", "db.operation")
 _PATH_KEYS = ("http.route", "url.path", "http.target")
+_URL_KEYS = ("url.full", "http.url", *_PATH_KEYS)
+# The last segment of an embeddings endpoint's path, and Gemini's embedding methods.
+_EMBED_PATHS = frozenset({"embeddings", "embed"})
+_EMBED_METHODS = (":embedcontent", ":batchembedcontents")
 # The last segment of a path that liveness, readiness and startup probes ask.
 _PROBES = frozenset(
     {
@@ -63,6 +68,20 @@ def is_indexing(span: Span) -> bool:
     return isinstance(operation, str) and operation.strip().lower() in _WRITES
 
 
+def _embeds(span: Span) -> bool:
+    """An HTTP client call to an embeddings endpoint (`POST /v1/embeddings`, Ollama's
+    `/api/embed`, Gemini's `:embedContent`): a framework whose embedding model has no span
+    of its own (Quarkus LangChain4j's REST client)."""
+    a = span.attributes
+    urls = [a[k] for k in _URL_KEYS if isinstance(a.get(k), str)]
+    urls += [w for w in span.name.split() if w.startswith("/")]
+    for url in urls:
+        last = str(url).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
+        if last in _EMBED_PATHS or last.endswith(_EMBED_METHODS):
+            return True
+    return False
+
+
 def _probe_path(root: Span) -> str | None:
     a = root.attributes
     paths = [a[k] for k in _PATH_KEYS if isinstance(a.get(k), str)]
@@ -83,7 +102,7 @@ def asks_nothing(spans: Sequence[Span]) -> tuple[str, str] | None:
     indexing = next((s for s in ordered if is_indexing(s)), None)
     if indexing is not None:
         return "indexing", f"span {indexing.name!r}"
-    embedding = next((s for s in ordered if span_role(s) == EMBEDDINGS), None)
+    embedding = next((s for s in ordered if span_role(s) == EMBEDDINGS or _embeds(s)), None)
     if embedding is not None:
         return "embedding_only", f"span {embedding.name!r}"
     path = _probe_path(root)

@@ -19,6 +19,9 @@ DOUBTS: dict[str, str] = {
     "heading_or_instruction": "a document is a heading or an instruction line",
     "document_is_system_prompt": "a document is the whole system prompt",
     "no_document_shares_answer_words": "no document shares a word with the answer",
+    "prompt_not_split": "its layout cannot be split exactly (a chat memory joined into one "
+    "string around a content-injection template of the app's own: Quarkus LangChain4j's "
+    "gen_ai.prompt), so no document was taken",
 }
 _HEADING = re.compile(r"(?:#{1,6}\s+.{0,60}|[^\n.!?]{0,40}:)")
 _WORD = re.compile(r"[^\W\d_]{4,}")

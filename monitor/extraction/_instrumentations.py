@@ -1,7 +1,7 @@
 """Which instrumentation wrote a trace, by the conventions its spans follow, and the switch
 of that stack that turns its content capture on: what a log line says when a model call
 was traced but its question or answer was not (`_suspect.py`). Both come from the
-conventions table (`marks`, `marked_values`, `language`, `switch`): the first convention
+conventions table (`marks`, `marked_values`, `marked_names`, `language`, `switch`): the first convention
 whose marks any span carries; a trace of none of them is `unknown`."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def _marked(convention: Convention, span: Span) -> bool:
         and span.resource.get("telemetry.sdk.language") != convention.language
     ):
         return False
+    if convention.marked_names and span.name.startswith(convention.marked_names):
+        return True
     for key, values in convention.marked_values.items():
         value = a.get(key)  # any attribute value may come: a list is no mark
         if isinstance(value, str) and value in values:

@@ -196,16 +196,20 @@ _LANGCHAIN4J_HEADER = "Answer using the following information:"
 
 def framework_question(text: str) -> str | None:
     """The user's question in a JVM framework's default RAG prompt: the text before
-    QuestionAnswerAdvisor's header, or the last paragraph before LangChain4j's (a chat
-    memory joined into one string holds earlier turns before it); None for other text.
-    ContextualQueryAugmenter labels its question (`Query:`)."""
+    QuestionAnswerAdvisor's header, or the last paragraph before LangChain4j's; None for
+    other text. ContextualQueryAugmenter labels its question (`Query:`).
+
+    Quarkus LangChain4j traces a chat memory's messages joined by single newlines into one
+    string: after an earlier turn (its own injection, documents and the model's reply) the
+    question is the last line before the header, the earlier turns history."""
     for header in (_SPRING_QA_HEADER, _LANGCHAIN4J_HEADER):
         at = text.rfind(header)
         if at <= 0:
             continue
         before = text[:at].strip()
         if header == _LANGCHAIN4J_HEADER:
-            before = before.split("\n\n")[-1].strip()
+            earlier = _LANGCHAIN4J_HEADER in before
+            before = (before.splitlines() if earlier else before.split("\n\n"))[-1].strip()
         return before or None
     return None
 

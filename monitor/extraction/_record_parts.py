@@ -10,6 +10,7 @@ from typing import Any
 from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._prompt_documents import documents_from_prompt, question_in
+from monitor.extraction._prompt_layouts import framework_documents
 from monitor.extraction._request_spans import (
     Requests,
     container_input,
@@ -125,6 +126,7 @@ class Context:
     # The record's question when the query was the whole user message around it: what a
     # retrieval found by structure was asked, or what the message labels as the question.
     query: str | None = None
+    doubt: str | None = None  # a reason (`DOUBTS`) the prompt was not split at all
 
 
 def context_of(
@@ -173,6 +175,11 @@ def context_of(
     # ...`): the question is what it labels.
     whole = query is not None and query == answer.user_query
     labelled = question_in(query) if whole and query else None
+    joined = _joined_messages(answer, trace_spans)
+    if joined and labelled:
+        # The messages joined by single newlines: a system message or an earlier turn ends
+        # on the line before the question.
+        labelled = labelled.splitlines()[-1].strip() or labelled
     asked = labelled or query
     found = found_by_structure(trace_spans, answer, asked)
     if found is not None:
@@ -180,6 +187,11 @@ def context_of(
         return Context(found.docs, "structure", found.evidence, bare)
     if any(r.tool is not None for r in chosen):
         return Context([], "none", query=labelled)  # the tools returned nothing readable
+    if joined and framework_documents(answer.messages[0][1]) is None:
+        # The earlier turns' documents and answers cannot be told from the last turn's
+        # without LangChain4j's default injection: none is taken rather than guessed.
+        evidence = "a chat memory joined into one string around a template of the app's own"
+        return Context([], "prompt", evidence, labelled, doubt="prompt_not_split")
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
     split = documents_from_prompt(answer.messages, asked, ids, key, sender=sender)
@@ -187,6 +199,13 @@ def context_of(
         return Context([], "none", query=labelled)
     evidence = f"{len(split)} documents split from the model call's prompt"
     return Context(split, "prompt", evidence, labelled)
+
+
+def _joined_messages(answer: Generation, trace_spans: list[Span]) -> bool:
+    """Whether the prompt is Quarkus LangChain4j's `gen_ai.prompt`: every message of the
+    AI service's request (its system message, its chat memory's turns) joined by newlines
+    into one string."""
+    return len(answer.messages) == 1 and instrumentation_of(trace_spans) == "quarkus-langchain4j"
 
 
 def _query(
@@ -308,6 +327,8 @@ def build_record(
         system = [text for role, text in answer.messages if role == "system"]
         texts = [d.content for d in docs if d.content]
         doubts = context_doubts(query, texts, response, system)
+        if context.doubt is not None:
+            doubts = (context.doubt, *doubts)
         if doubts:
             metadata[CONTEXT_DOUBT] = ",".join(doubts)
     suspect = suspect_reason(

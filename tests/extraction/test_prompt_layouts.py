@@ -216,11 +216,13 @@ SPRING_AUGMENTER = (
     f"Query: {QUESTION}\n\nAnswer:\n"
 )
 LANGCHAIN4J = f"{QUESTION}\n\nAnswer using the following information:\n" + "\n\n".join(TEXTS)
-# LangChain4j's `gen_ai.prompt` under Quarkus: the chat memory's messages in one string,
-# an earlier turn (its question, its injected content, its answer) before the last.
+# LangChain4j's `gen_ai.prompt` under Quarkus LangChain4j 1.5 (PromptTextSpanContributor):
+# the chat memory's messages joined by single newlines, an earlier turn (its question with
+# its injected content, then the model's answer) before the last.
 LANGCHAIN4J_MEMORY = (
     "Where is the Louvre?\n\nAnswer using the following information:\n"
-    "The Louvre is a museum in Paris.\n\nThe Louvre is in Paris.\n\n" + LANGCHAIN4J
+    "The Louvre is a museum in Paris.\n\nThe Mona Lisa hangs in the Louvre.\n"
+    "The Louvre is in Paris.\n" + LANGCHAIN4J
 )
 
 

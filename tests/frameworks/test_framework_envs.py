@@ -1,9 +1,10 @@
 """The framework environments: the product's test lock holds no framework (each stack's
 apps run from its own lock), and tests/frameworks/envs/build.sh builds each environment once
 per lock: a second run with the same locks installs nothing, a changed lock is built afresh
-(its older build removed, the others kept), and a build that did not finish is built again.
-uv and npm are stand-ins here that record what they were asked to install; the real ones
-run in `tests/run.sh`, whose framework tests use what they build."""
+(its older build removed, the others kept), and a build that did not finish is built again;
+a Maven app likewise, by the hash of its pom.xml and sources. uv, npm and mvn are
+stand-ins here that record what they were asked to install; the real ones run in
+`tests/run.sh`, whose framework tests use what they build."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from harness.framework_envs import ENVS, REPO, lock_hash
+from harness.framework_envs import ENVS, REPO, lock_hash, maven_hash
 
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
 # OTLP exporter they send with, the OpenAI client they call the scripted model with, and
@@ -43,6 +44,21 @@ _NPM = """#!/usr/bin/env bash
 while [ "$1" != --prefix ]; do shift; done
 mkdir -p "$2/node_modules"
 echo "npm ci $2" >> "$INSTALLS"
+"""
+
+
+# A stand-in for Maven (`-B -q -f POM package -Dapp.build.dir=DIR`): it packages into DIR,
+# or, with $MVN_MISSING set, fails as Maven does on an artifact Maven Central lacks.
+_MVN = """#!/usr/bin/env bash
+if [ -n "${MVN_MISSING:-}" ]; then
+    echo "[ERROR] Could not find artifact $MVN_MISSING in central" >&2
+    exit 1
+fi
+for arg in "$@"; do
+    case "$arg" in -Dapp.build.dir=*) dir="${arg#-Dapp.build.dir=}" ;; esac
+done
+mkdir -p "$dir/quarkus-app" && touch "$dir/quarkus-app/quarkus-run.jar"
+echo "mvn package $dir" >> "$INSTALLS"
 """
 
 
@@ -93,15 +109,16 @@ class Checkout:
         tools.mkdir()
         self.uv = _tool(tools / "uv", _UV)
         _tool(tools / "npm", _NPM)
+        _tool(tools / "mvn", _MVN)
         self.path = f"{tools}:{os.environ['PATH']}"
 
     def lock(self, stack: str) -> Path:
         return self.root / "tests" / "frameworks" / "envs" / stack / "requirements.lock"
 
-    def build(self) -> list[str]:
-        """Run build.sh; the installs it made."""
+    def run(self, **env: str) -> subprocess.CompletedProcess[str]:
+        """Run build.sh, with `env` beside the machine's."""
         self.installs.write_text("")
-        done = subprocess.run(
+        return subprocess.run(
             ["bash", "tests/frameworks/envs/build.sh", str(self.uv)],
             cwd=self.root,
             env={
@@ -109,11 +126,16 @@ class Checkout:
                 "PATH": self.path,
                 "INSTALLS": str(self.installs),
                 "MONITOR_TESTS_FRAMEWORK_ENVS": str(self.cache),
+                **env,
             },
             capture_output=True,
             text=True,
             check=False,
         )
+
+    def build(self) -> list[str]:
+        """Run build.sh; the installs it made."""
+        done = self.run()
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"{self.cache}\n"
         return sorted(self.installs.read_text().splitlines())
@@ -151,3 +173,30 @@ def test_each_lock_is_built_once_and_again_only_when_it_changes(tmp_path: Path) 
     (repo.cache / agents_dir / ".complete").unlink()  # a build that was cut off
     assert repo.build() == ["uv sync tests/frameworks/envs/agents/requirements.lock"]
     assert (repo.cache / agents_dir / ".complete").exists()
+
+
+def test_a_maven_app_is_built_once_into_the_folder_its_tests_look_for(tmp_path: Path) -> None:
+    """A Maven app (`tests/frameworks/<app>/pom.xml`) is packaged into a folder named by
+    the hash `harness.framework_envs.maven_hash` computes, again only when a source
+    changed; an artifact Maven cannot resolve fails the build, naming it."""
+    repo = Checkout(tmp_path)
+    app = repo.root / "tests" / "frameworks" / "demo_jvm"
+    (app / "src" / "main" / "java" / "demo").mkdir(parents=True)
+    (app / "src" / "main" / "resources").mkdir(parents=True)
+    (app / "pom.xml").write_text("<project/>\n")
+    (app / "src" / "main" / "java" / "demo" / "App.java").write_text("class App {}\n")
+    (app / "src" / "main" / "resources" / "application.properties").write_text("a=1\n")
+    first = repo.cache / f"demo_jvm-{maven_hash(app)}"
+    assert f"mvn package {first}/target" in repo.build()
+    assert (first / "target" / "quarkus-app" / "quarkus-run.jar").exists()
+    assert not any(line.startswith("mvn") for line in repo.build())  # nothing changed
+
+    (app / "src" / "main" / "resources" / "application.properties").write_text("a=2\n")
+    second = repo.cache / f"demo_jvm-{maven_hash(app)}"
+    assert second != first and f"mvn package {second}/target" in repo.build()
+    assert not first.exists()
+
+    (app / "pom.xml").write_text("<project><!-- changed --></project>\n")
+    artifact = "io.quarkiverse.langchain4j:quarkus-langchain4j-openai:jar:9.9.9"
+    done = repo.run(MVN_MISSING=artifact)
+    assert done.returncode != 0 and artifact in done.stderr

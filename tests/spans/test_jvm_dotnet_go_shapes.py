@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Span as SdkSpan
 
 from harness.otlp import otlp_bytes
-from monitor.extraction import extract_records
+from monitor.extraction import extract_records, suspect_guidance
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.spans import decode_logs_protobuf, decode_protobuf
 from tests.spans.test_agent_stack_shapes import DOCS, QUESTION, TEXTS
@@ -354,6 +354,81 @@ def test_langchain4j_under_openinference_run_markers_are_not_the_question() -> N
         with stack.span("LLM", **second):
             pass
     _right(stack)
+
+
+# -- Quarkus LangChain4j 1.5.0 (Quarkus 3.27.1) ------------------------------------------
+# As its real app sends them (tests/frameworks/test_frameworks_quarkus.py): an AI service's
+# `langchain4j.aiservices.<Service>.<method>` span around `completion <model>`, whose
+# gen_ai.prompt (core/runtime/.../listeners/PromptTextSpanContributor.java) is every
+# message of the chat memory joined by "\n", the user message carrying LangChain4j's
+# DefaultContentInjector ("{{userMessage}}\n\nAnswer using the following
+# information:\n{{contents}}", the contents joined by blank lines; langchain4j-core 1.9.1).
+_EARLIER_TURN = (
+    "Where is the Louvre?\n\nAnswer using the following information:\n"
+    "The Louvre is a museum in Paris.\n\nThe Mona Lisa hangs in the Louvre.\n"
+    "The Louvre is in Paris."
+)
+
+
+def _quarkus_langchain4j(stack: Stack, last_turn: str | None, earlier: str = _EARLIER_TURN) -> None:
+    model = {
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.response.model": "gpt-4o-mini",
+        "gen_ai.usage.prompt_tokens": 120,
+        "gen_ai.usage.completion_tokens": 9,
+    }
+    if last_turn is not None:
+        model["gen_ai.prompt"] = f"{earlier}\n{last_turn}"
+        model["gen_ai.completion"] = ANSWER
+    with stack.span("langchain4j.aiservices.Assistant.chat"):
+        with stack.span("completion gpt-4o-mini", **model):
+            pass
+
+
+def test_quarkus_langchain4j_last_turn_of_its_joined_chat_memory() -> None:
+    """The question is the last user turn (the earlier one is history), the documents those
+    LangChain4j's injector put into it, one each."""
+    stack = Stack("java")
+    injected = "\n\n".join(TEXTS)
+    _quarkus_langchain4j(
+        stack, f"{QUESTION}\n\nAnswer using the following information:\n{injected}"
+    )
+    assert _right(stack).context_source == "prompt"
+
+
+def test_quarkus_langchain4j_system_message_is_not_the_question() -> None:
+    """An AI service's `@SystemMessage`, joined before the first turn's user message."""
+    stack = Stack("java")
+    injected = "\n\n".join(TEXTS)
+    system = "You are the museum's guide.\nBe brief."
+    _quarkus_langchain4j(
+        stack, f"{QUESTION}\n\nAnswer using the following information:\n{injected}", system
+    )
+    _right(stack)
+
+
+def test_quarkus_langchain4j_custom_injection_template_is_not_split() -> None:
+    """A template of the app's own in the joined chat memory: no document is guessed, and
+    the record says why."""
+    stack = Stack("java")
+    template = "Use only these notes.\n<notes>\n{}\n</notes>\nQuestion: {}"
+    earlier = template.format("The Louvre is a museum in Paris.", "Where is the Louvre?")
+    last = template.format("\n\n".join(TEXTS), QUESTION)
+    _quarkus_langchain4j(stack, last, f"{earlier}\nThe Louvre is in Paris.")
+    (record,) = stack.records()
+    assert (record.query, record.response, record.context_text) == (QUESTION, ANSWER, [])
+    assert record.metadata["context_doubt"] == "prompt_not_split"
+    assert record.context_source == "prompt"
+
+
+def test_quarkus_langchain4j_without_content_is_a_suspect_naming_its_switches() -> None:
+    stack = Stack("java")
+    _quarkus_langchain4j(stack, None)
+    record = _suspect(stack, "no_query", "quarkus-langchain4j")
+    assert "quarkus.langchain4j.tracing.include-prompt=true" in suspect_guidance(
+        "no_query", "quarkus-langchain4j"
+    )
+    assert record.model == "gpt-4o-mini"
 
 
 # -- Genkit (Go) 1.7.0 ---------------------------------------------------------------------

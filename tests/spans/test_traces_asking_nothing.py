@@ -98,6 +98,18 @@ def _genkit_indexer(stack: Stack) -> None:
             pass
 
 
+def _quarkus_langchain4j_embeddings(stack: Stack) -> None:
+    """Quarkus LangChain4j 1.5 filling an embedding store: its OpenAI embedding model has no
+    span of its own, only the REST client's HTTP client span, a root."""
+    attrs = {
+        "url.full": "http://127.0.0.1:8080/v1/embeddings",
+        "http.request.method": "POST",
+        "http.response.status_code": 200,
+    }
+    with stack.span("POST /embeddings", **attrs):
+        pass
+
+
 def _actuator_health(stack: Stack) -> None:
     attrs = {"http.request.method": "GET", "http.route": "/actuator/health/liveness"}
     with stack.span("GET /actuator/health/liveness", **attrs):
@@ -129,6 +141,7 @@ ASKING_NOTHING: list[tuple[Callable[[Stack], None], str, str]] = [
     (_openinference_index_build, "python", "embedding_only"),
     (_genkit_go_indexing, "go", "embedding_only"),
     (_genkit_indexer, "nodejs", "indexing"),
+    (_quarkus_langchain4j_embeddings, "java", "embedding_only"),
     (_actuator_health, "java", "health_check"),
     (_healthz_by_name, "go", "health_check"),
 ]

@@ -238,9 +238,9 @@ class Outcomes:
             self._t.child(self.doubtful, service, reason).inc()
             self.warn.warning(
                 f"doubt/{service}/{reason}",
-                "service %r: record %s took its documents from the model call's prompt, and "
-                "%s (%s; records_context_doubtful_total): the prompt's layout may have been "
-                "split wrongly; it is evaluated as read; %s",
+                "service %r: record %s looked for its documents in the model call's prompt, and "
+                "%s (%s; records_context_doubtful_total): its context may not be what the "
+                "model was given; it is evaluated as read; %s",
                 service,
                 record.request_id,
                 CONTEXT_DOUBTS.get(reason, reason),
