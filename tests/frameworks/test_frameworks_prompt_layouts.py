@@ -3,7 +3,8 @@
 client under `opentelemetry-instrumentation-openai-v2`), with **no declared convention**
 and no retriever span: a Markdown knowledge base (`## <id>` sections under `# Role` and
 `# Instructions`; `### ` headings with no section around the documents; a bullet list) and
-a JSON user message (`question`/`context`, `query`/`documents`, `input`/`sources`).
+a JSON user message (`question`/`context`, `query`/`documents`, `input`/`sources`, and
+fields no list names: `userAsk`, `retrieved.hits[].passage_text`).
 
 Each app: six questions, two documents retrieved per question, a scripted model that
 plants a wrong fact in three answers. Each question must give one record with the
@@ -33,6 +34,7 @@ LAYOUTS = [
     pytest.param("json-message", True, id="json-message"),
     pytest.param("json-query-documents", False, id="json-query-documents"),
     pytest.param("json-input-sources", True, id="json-input-sources"),
+    pytest.param("json-own-names", True, id="json-own-names"),
 ]
 
 

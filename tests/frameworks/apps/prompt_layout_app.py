@@ -14,7 +14,9 @@ plain function with no span, and there is no `extraction.conventions` entry. Run
 - `json-message`: the user message is `{"task", "question", "context": [{"id", "text"}]}`
   under a system prompt that never changes;
 - `json-query-documents`: `{"instructions", "query", "documents": [text, ...]}`;
-- `json-input-sources`: `{"input", "sources": [{"source", "content"}]}`.
+- `json-input-sources`: `{"input", "sources": [{"source", "content"}]}`;
+- `json-own-names`: fields named as no list would name them, the documents one object
+  deep: `{"instruction", "userAsk", "retrieved": {"hits": [{"ref", "passage_text"}]}}`.
 
 Each question is asked under the app's own `POST /ask` span. The model is the scripted
 server on 127.0.0.1 (`tests/frameworks/apps/openai_server.py`), planting three wrong facts
@@ -96,6 +98,16 @@ def _json_input_sources(question: str, uris: list[str]) -> Messages:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": json.dumps(user)}]
 
 
+def _json_own_names(question: str, uris: list[str]) -> Messages:
+    hits = [{"ref": uri, "passage_text": KB[uri]} for uri in uris]
+    user = {
+        "instruction": "Answer from the retrieved passages only.",
+        "userAsk": question,
+        "retrieved": {"hits": hits},
+    }
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": json.dumps(user)}]
+
+
 LAYOUTS: dict[str, Callable[[str, list[str]], Messages]] = {
     "markdown-kb": _markdown_kb,
     "markdown-h3": _markdown_h3,
@@ -103,6 +115,7 @@ LAYOUTS: dict[str, Callable[[str, list[str]], Messages]] = {
     "json-message": _json_message,
     "json-query-documents": _json_query_documents,
     "json-input-sources": _json_input_sources,
+    "json-own-names": _json_own_names,
 }
 
 
