@@ -34,9 +34,9 @@ from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._sources import completion_text
-from monitor.extraction._structure import call_by_structure
 from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, content_text, loads
+from monitor.extraction._structure import call_by_structure
 from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
 from monitor.extraction._trace_tree import trace_shape
@@ -148,10 +148,10 @@ def _taken(span: Span) -> SpanTaken:
         taken.role = taken.role or "model"
         taken.read = _generation_read(generation)
     elif taken.role is None:
-        found = call_by_structure(span)
-        if found is not None:
+        by_shape = call_by_structure(span)
+        if by_shape is not None:
             taken.structure = True
-            taken.read = _generation_read(found)
+            taken.read = _generation_read(by_shape)
     return taken
 
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from monitor.config import load_config
+from monitor.conventions import Convention
 from monitor.extraction import conventions_from_config, extract_records
 from monitor.extraction._prompt_templates import TEMPLATES
 from tests.extraction.test_explain_events import _explained, _proposal
@@ -69,7 +70,7 @@ def test_explain_on_each_wrong_shape_leads_to_the_right_records(
                 "a model call found by structure (role-tagged messages "
                 "sent, an assistant's returned); no convention declares it"
             )
-    conventions = ()
+    conventions: tuple[Convention, ...] = ()
     if said == "proposal":
         entries = _proposal(out)
         sources = [

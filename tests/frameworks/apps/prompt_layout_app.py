@@ -29,6 +29,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tests.frameworks.apps.framework_apps import (
     KB,
@@ -45,6 +46,9 @@ OPENAI_V2 = {
 }
 SYSTEM = "Trivia desk of the city library."
 RULES = ("Answer only from the knowledge base.", "Cite the id of the document you used.")
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 Messages = list[dict[str, str]]
 
@@ -119,6 +123,11 @@ LAYOUTS: dict[str, Callable[[str, list[str]], Messages]] = {
 }
 
 
+def _typed(messages: Messages) -> list[ChatCompletionMessageParam]:
+    out: list[Any] = messages  # each a system or user message, as the API takes them
+    return out
+
+
 def main(instrumentation: str, variant: str, endpoint: str) -> None:
     os.environ.update(OPENAI_V2)  # read by the instrumentation when it starts
     from openai import OpenAI
@@ -136,7 +145,7 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
             trace_id = f"{span.get_span_context().trace_id:032x}"
             uris = search(question)  # untraced
             completion = client.chat.completions.create(
-                model="scripted", messages=layout(question, uris)
+                model="scripted", messages=_typed(layout(question, uris))
             )
         line = {
             "trace_id": trace_id,
