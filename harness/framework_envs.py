@@ -59,6 +59,7 @@ APP_ENVS = {
     "mlflow": "mlflow",
     "langfuse": "langfuse",
     "plain_otel": "otel-plain",
+    "prompt_layout": "otel-plain",
     "litellm": "litellm",
     "traceloop": "traceloop",
     "haystack_tracer": "haystack-tracer",

@@ -113,7 +113,12 @@ def _shown(value: Any) -> str:
 def _span_lines(taken: SpanTaken, depth: int) -> Iterator[str]:
     span = taken.span
     pad = "  " * depth
-    if taken.role is None:
+    if taken.structure:
+        how = (
+            "a model call found by structure (role-tagged messages sent, an assistant's "
+            "returned); no convention declares it"
+        )
+    elif taken.role is None:
         how = "nothing: no convention declares it and its content is none a convention reads"
     elif taken.convention is not None:
         how = f"{taken.role} (declared by convention {taken.convention})"

@@ -36,6 +36,7 @@ from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._sources import completion_text
 from monitor.extraction._span_roles import declared
 from monitor.extraction._span_values import Generation, Retrieval, content_text, loads
+from monitor.extraction._structure import call_by_structure
 from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
 from monitor.extraction._trace_tree import trace_shape
@@ -114,12 +115,16 @@ class Cause:
 class SpanTaken:
     """What one span was taken as: `role` (`model`, `retrieval`, `tool`, `container`,
     ...; None: nothing), `convention` (the entry that declared its role; None when its
-    content decided, or nothing did), and the values read from it (`read`)."""
+    content decided, or nothing did), and the values read from it (`read`). A span no
+    convention reads whose values hold a model call's messages by their shape (`structure`:
+    `_structure.call_by_structure`) keeps no role, so that explain still proposes an entry
+    for it, but its messages are read."""
 
     span: Span
     role: str | None
     convention: str | None
     read: dict[str, Any] = field(default_factory=dict)
+    structure: bool = False
 
 
 def _taken(span: Span) -> SpanTaken:
@@ -142,6 +147,11 @@ def _taken(span: Span) -> SpanTaken:
     if generation is not None:
         taken.role = taken.role or "model"
         taken.read = _generation_read(generation)
+    elif taken.role is None:
+        by_shape = call_by_structure(span)
+        if by_shape is not None:
+            taken.structure = True
+            taken.read = _generation_read(by_shape)
     return taken
 
 

@@ -3,10 +3,14 @@ on the document's first line: a JSON user message (`{"question": ..., "context":
 a Markdown knowledge base (a heading per document), and list items. `_prompt_documents.py`
 tries these before its marked and blank-line blocks.
 
-- **A JSON user message**: an object whose question field (`question`, `query`, ...) is
-  the question and whose arrays of texts (or of objects with a text field) are the
-  documents, the item's `id` / `source` / `title` its `doc_uri`. The rest (`task`,
-  instructions) is the template's.
+- **A JSON user message**: an object whose question field is the question and whose
+  arrays of texts (or of objects holding a text) are the documents, an item's name its
+  `doc_uri`; the rest (`task`, instructions) is the template's. Fields are found by what
+  they hold, not only by name: the question is a field named as one (`question`, `query`,
+  `userAsk`, `input`...: a word of its name), else the one text that asks (ends with `?`);
+  an item's text is a known text field, else its longest text with spaces, and its name a
+  known name field, else a value of one word (`kb/returns.md`). Arrays are looked for one
+  object deep (`{"context": {"documents": [...]}}`).
 - **Markdown headings**: a message with `#` headings is read as sections. A section with
   sub-headings wraps them and is no document itself; a leaf section is one document named
   by its heading (`## kb/returns.md`: the heading is the `doc_uri`, never part of the
@@ -34,7 +38,11 @@ _TEXT_FIELDS = ("content", "text", "page_content", "body", "passage", "chunk", "
 _NAME_FIELDS = ("id", "doc_id", "source", "uri", "url", "title", "name")
 # Fields that hold the conversation so far, never documents.
 _HISTORY_FIELDS = frozenset({"history", "chat_history", "messages", "conversation", "turns"})
-_MAX_JSON_DOCS = 256  # items of one array read as documents
+_MAX_JSON_DOCS = 256  # items read as documents, of one array and in all
+_MAX_JSON_DEPTH = 2  # objects inside the message looked into for arrays
+# Words of a field's name that name the question, and the conversation so far.
+_QUESTION_WORDS = frozenset({"question", "query", "ask", "input", "q", "prompt", "questions"})
+_HISTORY_WORDS = frozenset({"history", "messages", "conversation", "turns", "memory"})
 
 _HEADING_LINE = re.compile(r"\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _LIST_ITEM = re.compile(r"\s{0,3}(?:[-*+\u2022]|\d{1,3}[.)])\s+(\S.*)$")
@@ -59,13 +67,30 @@ _CONTEXT_HEADING = re.compile(
 def json_question(text: str) -> str | None:
     """The question field of a user message that is a JSON object, or None."""
     value = _json_object(text)
-    if value is None:
-        return None
+    return None if value is None else _question_in(value, 0)
+
+
+def _question_in(value: dict[str, Any], depth: int) -> str | None:
     for name in _QUESTION_FIELDS:
         found = value.get(name)
         if isinstance(found, str) and found.strip():
             return found.strip()
-    return None
+    texts = [(name, v.strip()) for name, v in value.items() if isinstance(v, str) and v.strip()]
+    for name, found in texts:
+        if _QUESTION_WORDS & _words(name):
+            return found
+    asking = [found for _, found in texts if found.endswith("?")]
+    if len(asking) == 1:
+        return asking[0]
+    if depth >= _MAX_JSON_DEPTH:
+        return None
+    inner = (_question_in(v, depth + 1) for v in value.values() if isinstance(v, dict))
+    return next((found for found in inner if found), None)
+
+
+def _words(name: str) -> set[str]:
+    """The lower-cased words of a field name (`userAsk`, `user_ask`, `user-ask`)."""
+    return {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
 
 
 def json_documents(text: str) -> list[Doc] | None:
@@ -75,14 +100,22 @@ def json_documents(text: str) -> list[Doc] | None:
     if value is None:
         return None
     docs: list[Doc] = []
+    _collect(value, docs, 0)
+    return docs or None
+
+
+def _collect(value: dict[str, Any], docs: list[Doc], depth: int) -> None:
     for name, field in value.items():
-        if name in _QUESTION_FIELDS or name in _HISTORY_FIELDS or not isinstance(field, list):
+        if name in _QUESTION_FIELDS or name in _HISTORY_FIELDS or _words(name) & _HISTORY_WORDS:
+            continue
+        if isinstance(field, dict) and depth < _MAX_JSON_DEPTH:
+            _collect(field, docs, depth + 1)
+        if not isinstance(field, list):
             continue
         for item in field[:_MAX_JSON_DOCS]:
             doc = _json_doc(item)
-            if doc is not None:
+            if doc is not None and len(docs) < _MAX_JSON_DOCS:
                 docs.append(doc)
-    return docs or None
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -98,10 +131,25 @@ def _json_doc(item: Any) -> Doc | None:
         return Doc(item.strip()) if item.strip() else None
     if not isinstance(item, dict) or "role" in item:
         return None  # not a document: a message of the conversation
-    text = next((content_text(item[f]) for f in _TEXT_FIELDS if f in item), None)
+    field = next((f for f in _TEXT_FIELDS if f in item), None)
+    if field is None:
+        # No known text field: the item's longest text of more than one word.
+        texts = [(len(v), f) for f, v in item.items() if isinstance(v, str) and " " in v.strip()]
+        field = max(texts)[1] if texts else None
+    text = content_text(item[field]) if field is not None else None
     if not text or not text.strip():
         return None
     name = next((item[f] for f in _NAME_FIELDS if isinstance(item.get(f), str | int)), None)
+    if name is None:
+        # No known name field: a value of one word (an id, a path, a URL).
+        name = next(
+            (
+                v
+                for f, v in item.items()
+                if f != field and isinstance(v, str) and v.strip() and " " not in v.strip()
+            ),
+            None,
+        )
     return Doc(text.strip(), None if name is None else str(name))
 
 

@@ -67,6 +67,29 @@ def test_a_json_user_message_gives_its_question_and_its_array_of_documents() -> 
         _assert_split(_record(emit), [None, None] if n == 0 else URIS)
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"instruction": "Answer from the passages.", "userAsk": QUESTION},
+        {"note": "Answer from the passages.", "payload": {"text_in": QUESTION}},
+    ],
+    ids=["named_as_a_question", "the_one_text_that_asks"],
+)
+def test_a_json_message_is_read_by_what_its_fields_hold_not_by_a_list_of_names(
+    fields: dict[str, object],
+) -> None:
+    """Field names no list holds: the question is the field named as one (a word of its
+    name) or the one text that asks, one object deep; each item's text is its longest
+    text, its name a one-word value."""
+    hits = [{"ref": uri, "passage_text": text} for uri, text in DOCS]
+    user = json.dumps({**fields, "retrieved": {"hits": hits}})
+
+    def emit(tracer: Tracer) -> None:
+        _genai_chat(tracer, "Acme support desk, internal edition.", user)
+
+    _assert_split(_record(emit), URIS)
+
+
 def test_a_json_messages_history_is_no_document() -> None:
     """The conversation so far inside the JSON (role-tagged messages, a `history` field)
     is history, not documents."""
