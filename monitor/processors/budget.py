@@ -26,26 +26,46 @@ from dataclasses import dataclass, field
 
 from monitor.config import Budget
 
+# A window holds its amounts in this many slots at most: amounts added within one slot's
+# time share an entry, so a window's memory is bounded whatever the rate (an amount
+# leaves the window up to a slot's time early).
+SLOTS = 120
+
 
 class _Window:
     """Sum of amounts added during the last `span` seconds."""
 
     def __init__(self, span: float, clock: Callable[[], float]) -> None:
         self._span = span
+        self._slot = span / SLOTS
         self._clock = clock
         self._items: deque[tuple[float, float]] = deque()
         self._total = 0.0
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def total(self) -> float:
-        horizon = self._clock() - self._span
-        while self._items and self._items[0][0] <= horizon:
-            self._total -= self._items.popleft()[1]
+        self._expire(self._clock())
         return self._total
 
+    def _expire(self, now: float) -> None:
+        horizon = now - self._span
+        while self._items and self._items[0][0] <= horizon:
+            self._total -= self._items.popleft()[1]
+
     def add(self, amount: float) -> None:
-        if amount:
-            self._items.append((self._clock(), amount))
-            self._total += amount
+        if not amount:
+            return
+        now = self._clock()
+        items = self._items
+        if items and now - items[-1][0] < self._slot:
+            at, held = items[-1]
+            items[-1] = (at, held + amount)
+        else:
+            items.append((now, amount))
+            self._expire(now)  # a window nobody reads (no boost asks) stays bounded
+        self._total += amount
 
 
 @dataclass
@@ -91,6 +111,11 @@ class BudgetGate:
         self._local = limit(
             "max_local_evaluations_per_minute", c.max_local_evaluations_per_minute, 60
         )
+
+    def windows(self) -> list[_Window]:
+        """Every limit's windows (what they hold is bounded by `SLOTS`)."""
+        limits = (self._evaluations, self._tokens, self._cost, self._local)
+        return [w for limit in limits if limit is not None for w in (limit.used, limit.base)]
 
     def admit_local(self, boost: bool) -> bool:
         """Take one local evaluation: always for the base sample (counted), for one that

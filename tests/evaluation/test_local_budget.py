@@ -11,7 +11,7 @@ from typing import Literal
 
 from monitor.config import Budget, EvaluatorConfig, load_config
 from monitor.exporters.prometheus import MetricsSink
-from monitor.processors.budget import BudgetGate
+from monitor.processors.budget import SLOTS, BudgetGate
 from monitor.processors.evaluation import EvaluationStage
 from monitor.processors.sampler import Sampled
 from monitor.records import Part, RagRecord
@@ -95,3 +95,22 @@ async def test_the_stage_scores_what_the_cap_admits_and_counts_the_rest(
         telemetry, "sampling_decisions_total", service="svc", evaluator=NAME, decision="over_budget"
     )
     assert over == 34
+
+
+def test_a_budget_window_nobody_reads_stays_bounded_at_any_rate() -> None:
+    """The base sample's local evaluations are counted on every record while no boost ever
+    reads the window: an hour of them at 20 a second holds a window's worth of slots, not
+    an entry per evaluation (it grew by one per evaluation, without end)."""
+    clock = Clock()
+    gate = BudgetGate(Budget(max_local_evaluations_per_minute=10_000), clock)
+    held = []
+    for _ in range(3600):
+        for _ in range(20):
+            assert gate.admit_local(boost=False)
+        clock.now += 1.0
+        held.append(max(len(w) for w in gate.windows()))
+    assert max(held) <= SLOTS + 1
+    # The count is still the last minute's, give or take one slot's time.
+    used, base = gate.windows()  # the local limit's, the only one configured
+    assert 60 * 20 - 20 <= used.total() <= 60 * 20
+    assert base.total() == used.total()

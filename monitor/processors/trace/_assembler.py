@@ -46,12 +46,12 @@ request returned; the next export batch of the app's SDK): a whole trace waits
 `late_spans_wait_s` after it became whole before it is released (`root_ended`; the wait
 holds it among the open traces, within their bounds), and spans that come meanwhile join
 it. A sender (`_late_spans`: a service's replica) whose last whole traces waited in vain
-is released at once, until a span of it ends after the root or misses its record. Spans of a trace that was already released are dropped, and reported with their
-service and what released their trace (`on_late`), so one request never becomes two
-partial records (only released traces are remembered: spans of an abandoned one start it
-afresh); the memory of released ids is bounded by `max_open_traces`. The assembler is
-single-threaded, synchronous and pure apart from the `on_drop` and `on_late` callbacks;
-the trace stage runs it on the event loop.
+is released at once, until a span of it ends after the root or misses its record. Spans of
+a trace already released are dropped, and reported with their service and what released
+their trace (`on_late`), so one request never becomes two partial records (only released
+traces are remembered: spans of an abandoned one start it afresh); the memory of released
+ids is bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure
+apart from the `on_drop` and `on_late` callbacks; the trace stage runs it on the loop.
 """
 
 from __future__ import annotations
@@ -80,8 +80,7 @@ TRIGGERS: tuple[Trigger, ...] = (
 # The share of `max_open_traces` and `max_open_bytes` that traces holding nothing but log
 # events may take.
 EVENTS_ONLY_SHARE = 4
-# A runaway trace (a loop that opens spans forever) must not hold unbounded memory.
-MAX_SPANS_PER_TRACE = 5_000
+MAX_SPANS_PER_TRACE = 5_000  # a runaway trace (spans opened in a loop) holds bounded memory
 # Graces a service's traces wait out in a row with no log event at all before its traces
 # stop waiting (its instrumentation sends none), until it sends one.
 QUIET_AFTER = 5
@@ -159,10 +158,10 @@ class TraceAssembler:
         self._on_drop = on_drop or (lambda reason, n: None)
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
-        # Released traces → what released them, and who sent their root.
+        # Released traces → what released them and who sent their root (`_pairs`: one of each).
         self._released: OrderedDict[str, tuple[Trigger, Sender]] = OrderedDict()
-        # Traces of nothing but log events, with bounds of their own.
-        self._events_only: OrderedDict[str, _Open] = OrderedDict()
+        self._pairs: dict[tuple[Trigger, Sender], tuple[Trigger, Sender]] = {}
+        self._events_only: OrderedDict[str, _Open] = OrderedDict()  # only log events, own bounds
         self._events_only_bytes = 0
         self._max_events_only = max(1, max_open_traces // EVENTS_ONLY_SHARE)
         self._max_events_only_bytes = max_open_bytes // EVENTS_ONLY_SHARE
@@ -483,7 +482,10 @@ class TraceAssembler:
         self._held.pop(trace_id, None)
         self._take_bytes(trace)
         if not trace.events_only:  # spans of it that come later start it afresh
-            self._released[trace_id] = (trigger, trace.sender)
+            if len(self._pairs) >= self._max:
+                self._pairs.clear()
+            pair = self._pairs.setdefault((trigger, trace.sender), (trigger, trace.sender))
+            self._released[trace_id] = pair
             while len(self._released) > self._max:
                 self._released.popitem(last=False)
         incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)
