@@ -30,6 +30,7 @@ SHIPPED_CONVENTIONS = frozenset(
         "langfuse",
         "openllmetry",
         "agento11y",
+        "quarkus-langchain4j",
         "agent-framework",
         "google-adk",
         "dotnet-genai",
