@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -68,13 +69,14 @@ def run(
     switch_s: float = 0.0,
     shadow: bool = True,
     rise_from_s: float = math.inf,
+    seed: int = 0,
 ) -> list[Alert]:
     """`RATE` records a second from `start_s` to `end_s` (seconds since the switch), the
     firing alerts sent. Before `switch_s` revision "a" is of record and, with `shadow`, "b"
     scores `SHARE` of the records in shadow; from it "b" is of record. Each revision reads
     the record's own draw half of the time and a draw of its own the other half. From
-    `rise_from_s` the service fails twice as much."""
-    rng = random.Random(int(start_s) + 7)
+    `rise_from_s` the service fails twice as much. `seed` draws another stream."""
+    rng = random.Random(f"{start_s} {seed}")
     origin = Origin("shop")
     sent: list[Alert] = []
     t = start_s
@@ -166,19 +168,25 @@ def test_a_doubling_in_the_first_hour_of_a_change_without_shadow_pages_on_the_in
     None
 ):
     """No shadow and no previous revision (a monitor release): the rule judges on the new
-    revision's first verdicts, says so, and a doubling 20 minutes after the change pages."""
-    clock = Clock()
-    engine = engine_for(clock, "interim_rise")
-    run(engine, clock, -7 * 3600.0, 0.0, shadow=False)
-    switch_at = clock.now
+    revision's first verdicts, says so, and a doubling 20 minutes after the change pages,
+    at a median within 3x the information limit over five streams."""
     rise_s = 1200.0
-    sent = run(engine, clock, 0.0, rise_s + 10 * LIMIT_S, rise_from_s=rise_s, shadow=False)
-    assert sent, "the doubling in the change's first hour did not page"
-    took = sent[0].starts_at.timestamp() - switch_at - rise_s
-    assert 0 <= took <= 3 * LIMIT_S, f"paged {took:.0f} s after the rise, limit {LIMIT_S:.0f} s"
-    description = sent[0].annotations["description"]
-    assert "the new evaluator revision's level since its change" in description
-    assert float(sent[0].annotations["baseline_defect_rate"]) < 1.5 * NEW
+    took = []
+    for seed in range(5):
+        clock = Clock()
+        engine = engine_for(clock, f"interim_rise_{seed}")
+        run(engine, clock, -7 * 3600.0, 0.0, shadow=False, seed=seed)
+        switch_at = clock.now
+        end_s = rise_s + 10 * LIMIT_S
+        sent = run(engine, clock, 0.0, end_s, rise_from_s=rise_s, shadow=False, seed=seed)
+        assert sent, f"stream {seed}: the doubling in the change's first hour did not page"
+        took.append((sent[0].starts_at.timestamp() - switch_at - rise_s) / LIMIT_S)
+        description = sent[0].annotations["description"]
+        assert "the new evaluator revision's level since its change" in description
+        assert "an interim level" in description
+        assert float(sent[0].annotations["baseline_defect_rate"]) < 1.5 * NEW
+    assert min(took) >= 0
+    assert statistics.median(took) <= 3.0, f"paged at {sorted(took)} x the information limit"
 
 
 def test_a_shadow_under_way_survives_the_state_file() -> None:

@@ -54,19 +54,15 @@ class Expecting:
         return replace(expected, se2=expected.se2 + state.translated[0])
 
     def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """While the new revision's offset from the old one is measured: the offset is the
-        overlap's (both revisions' verdicts on the same records, or in the same hours:
-        `Overlap`) while the old
-        revision still reports (within a `window`), else the better measured (the smaller
-        variance) of the overlap's and the consecutive periods' (the new revision's level
-        since the change, deseasonalised by the history's season, once it holds
-        `baseline.min_samples`, less the old level before it); the history's older buckets
-        move by it, as if the new revision had scored them (so the level, the season and
-        the dispersion stay of one revision), and the expectation's error includes the
-        offset's. Once its standard error is within a quarter of `min_increase`, the offset
-        is kept (its variance stays in the error while the translated buckets count).
-        Before any offset is measured: the new revision's own level since the change
-        (`_interim`)."""
+        """While the new revision's offset from the old one is measured: the best measured
+        (the smallest variance) of the offsets measured so far (`_offsets`: the overlap's,
+        the consecutive periods', the pairs joined with the new revision's own hours); the
+        history's older buckets move by it, as if the new revision had scored them (so the
+        level, the season and the dispersion stay of one revision), and the expectation's
+        error includes the offset's. Once its standard error is within a quarter of
+        `min_increase`, the offset is kept (its variance stays in the error while the
+        translated buckets count). Before any offset is measured: the new revision's own
+        level since the change (`_interim`)."""
         change, history = state.changeover, state.history
         assert change is not None
         measured = self._offsets(state, now)
@@ -246,7 +242,7 @@ def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
     if figures.get("interim"):
         return (
             "the new evaluator revision's level since its change and this hour's season "
-            "(its baseline is not ready yet)"
+            "(an interim level: its baseline is not ready yet)"
         )
     if figures.get("unseasoned") and baseline.season != "none":
         return f"{text} (season not learned yet: the highest hour seen)"
