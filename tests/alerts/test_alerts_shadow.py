@@ -120,12 +120,13 @@ def test_shadow_verdicts_are_measured_and_never_counted_as_the_services() -> Non
     state = state_of(engine)
     assert state.shadow is not None and state.shadow.revision == "b"
     n, total, _ = state.shadow.paired
-    assert n == pytest.approx(SHARE * 7 * 3600, rel=0.05)
+    # The share of the records, less those that came while evidence of a rise built.
+    assert 0.8 * SHARE * 7 * 3600 <= n <= 1.05 * SHARE * 7 * 3600
     assert total / n == pytest.approx(NEW - OLD, abs=0.01)
     # The window holds the revision of record's verdicts alone: 0.20, not a mix with 0.15.
     current = state.current.moments(clock.now)
     assert current.samples <= 6 * 3600 * RATE + STEP_S
-    assert current.mean == pytest.approx(OLD, abs=0.01)
+    assert current.mean == pytest.approx(OLD, abs=0.03)  # 30 min: 1,800 verdicts
     entry = next(iter(engine._entries.values()))
     assert entry.revision == "a"
     # Shadow verdicts of the revision of record itself, or of a service with no entry, are
@@ -151,17 +152,27 @@ def test_a_switch_after_a_day_of_shadow_never_pages_by_itself(
 def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_near_the_limit() -> (
     None
 ):
-    clock = Clock()
-    engine = engine_for(clock, "shadowed_rise")
-    run(engine, clock, -86_400.0, 0.0)
-    switch_at = clock.now
+    """Judged against the new revision's healthy level translated from the old one's by the
+    offset measured in shadow (never an interim level), at a median within 2.5x the
+    information limit over three streams. The offset measured on a day of pairs at a share
+    of 0.2 has a standard error about three times the level's own (0.004 against 0.0014
+    here), which the expectation's error carries: the same streams with no change at all
+    page at a median of 1.46x."""
     rise_s = 900.0
-    sent = run(engine, clock, 0.0, rise_s + 10 * LIMIT_S, rise_from_s=rise_s)
-    assert sent, "the doubling after the switch did not page"
-    took = sent[0].starts_at.timestamp() - switch_at - rise_s
-    assert 0 <= took <= 1.5 * LIMIT_S, f"paged {took:.0f} s after the rise, limit {LIMIT_S:.0f} s"
-    assert float(sent[0].annotations["baseline_defect_rate"]) == pytest.approx(NEW, abs=0.02)
-    assert "since its change" not in sent[0].annotations["description"]
+    took = []
+    for seed in range(3):
+        clock = Clock()
+        engine = engine_for(clock, f"shadowed_rise_{seed}")
+        run(engine, clock, -86_400.0, 0.0, seed=seed)
+        switch_at = clock.now
+        sent = run(engine, clock, 0.0, rise_s + 10 * LIMIT_S, rise_from_s=rise_s, seed=seed)
+        assert sent, f"stream {seed}: the doubling after the switch did not page"
+        took.append((sent[0].starts_at.timestamp() - switch_at - rise_s) / LIMIT_S)
+        assert float(sent[0].annotations["baseline_defect_rate"]) == pytest.approx(NEW, abs=0.02)
+        assert "an interim level" not in sent[0].annotations["description"]
+        assert state_of(engine).changeover is None  # the offset was kept at the switch
+    assert min(took) >= 0
+    assert statistics.median(took) <= 2.5, f"paged at {sorted(took)} x the information limit"
 
 
 def test_a_doubling_in_the_first_hour_of_a_change_without_shadow_pages_on_the_interim_level() -> (
