@@ -22,11 +22,12 @@ from monitor.config import (
     RegressionRule,
     load_config,
 )
+from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import evaluator_problems
 from monitor.evaluators.revision import revision
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation import EvaluationStage, PreviousScorer
+from monitor.processors.evaluation import EvaluationStage, PreviousScorer, other_revisions
 from monitor.receivers.replay_summary import SummarySink
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.evaluation.test_evaluation_stage import CpuScorerStub, ScriptedEvaluator, _rec
@@ -164,3 +165,25 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
     await _score(stage, 200, 100)
     await stage.shutdown(5)
     assert state.shadow.paired[0] == chosen and _shadow_count(telemetry, "fail") == chosen
+
+
+def test_the_pipeline_scores_a_next_revision_in_shadow_until_its_time(tmp_path: Path) -> None:
+    """`other_revisions`, as the pipeline builds the evaluation stage: the next revision of
+    a CPU scorer is a shadow scorer of the switched entry's revision, built in the worker
+    processes too; past its `until` it is left out."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "evaluators:\n"
+        "  - name: local_groundedness\n"
+        "    next: {until: 2027-01-15T08:00:00Z, threshold: 0.6, share: 0.3}\n"
+        "  - name: local_relevance\n"
+    )
+    config = load_config(path, environ={}, evaluator_check=evaluator_problems)
+    context = BuildContext(judge=None, judge_model=None)
+    scorers, cpu = other_revisions(config, context, NOW - 1)
+    (name, scorer), (entry,) = *scorers.items(), cpu
+    switched = EvaluatorConfig(name="local_groundedness", threshold=0.6)
+    assert name == "local_groundedness" and scorer.shadow and scorer.share == 0.3
+    assert scorer.revision == revision(switched, config.judge)
+    assert entry == config.evaluators[0].next.entry(config.evaluators[0])  # type: ignore[union-attr]
+    assert other_revisions(config, context, NOW) == ({}, [])
