@@ -292,6 +292,17 @@ class PairedSink(Protocol):
         block; returns what `emit` would."""
 
 
+@runtime_checkable
+class ShadowSink(Protocol):
+    """A result sink that also takes the verdicts of evaluators' next revisions scoring in
+    shadow (`evaluators[].next`): the alert engine measures their offset on the same
+    records before the switch. No other sink takes them: they are never the service's."""
+
+    def emit_shadow(self, record: RagRecord, results: Results, shadow: Results) -> None:
+        """`shadow`, by evaluator, the next revision's verdict on `record` (each beside its
+        evaluator's in `results`, which `emit` took). Must not block."""
+
+
 GENERATOR = "rag-monitor"
 """The `generator` label of every alert."""
 

@@ -50,8 +50,8 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import (
     PRELOAD,
     EvaluationStage,
-    PreviousScorer,
     Settings,
+    other_revisions,
     worker_initializer,
 )
 from monitor.processors.sampler import Sampler, sampling_position
@@ -347,7 +347,7 @@ def _evaluation_stage(
     judge_timeout_s: float | None = None,
     clock: Callable[[], float] = time.time,
 ) -> EvaluationStage:
-    """The evaluators (and the previous revisions still scored), and the worker pool that
+    """The evaluators (and their other revisions still scored), and the worker pool that
     extracts sampled traces and runs the CPU scorers (with no CPU scorer, extraction runs
     in a thread of this process); a judge is cut at the longer of
     `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
@@ -359,14 +359,7 @@ def _evaluation_stage(
         evaluators.append((evaluator, entry))
         if isinstance(evaluator, CpuScorer):
             cpu_entries.append(entry)
-    previous = _previous_scorers(config, context, clock())
-    cpu_previous = [
-        entry.previous.entry(entry)
-        for entry in config.evaluators
-        if entry.previous is not None
-        and entry.name in previous
-        and isinstance(previous[entry.name].evaluator, CpuScorer)
-    ]
+    previous, cpu_previous = other_revisions(config, context, clock())
     pipeline = config.pipeline
     revisions = {entry.name: revision(entry, config.judge) for entry in config.evaluators}
     settings = Settings(
@@ -407,41 +400,6 @@ def _evaluation_stage(
         previous=previous,
         clock=clock,
     )
-
-
-def _previous_scorers(
-    config: Config, context: BuildContext, now: float
-) -> dict[str, PreviousScorer]:
-    """The previous revisions of `config`'s evaluators still to be scored at `now`, by
-    evaluator; one whose `until` has passed is said once and left out."""
-    out = {}
-    for entry in config.evaluators:
-        if entry.previous is None:
-            continue
-        old = entry.previous.entry(entry)
-        old_revision = revision(old, config.judge)
-        if entry.previous.until_s <= now:
-            log.info(
-                "evaluators: %s's previous revision %s is not scored: its changeover ended "
-                "at %s (evaluators[].previous.until); the entry may go",
-                entry.name,
-                old_revision,
-                entry.previous.until,
-            )
-            continue
-        log.info(
-            "evaluators: %s's previous revision %s scores %g of its verdicts' records again "
-            "until %s, for the alert rules' changeover to %s",
-            entry.name,
-            old_revision,
-            entry.previous.share,
-            entry.previous.until,
-            revision(entry, config.judge),
-        )
-        out[entry.name] = PreviousScorer(
-            build(old, context), old_revision, entry.previous.share, entry.previous.until_s
-        )
-    return out
 
 
 def _notifiers(config: Config, telemetry: Telemetry) -> list[Notifier]:

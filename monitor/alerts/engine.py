@@ -234,6 +234,31 @@ class AlertEngine:
             )
             self._t.dropped.labels("alerts", "paired_error").inc()
 
+    def emit_shadow(self, record: RagRecord, results: Results, shadow: Results) -> None:
+        """Shadowed revisions' verdicts on a record beside its own (`component.ShadowSink`;
+        `emit` took the own ones): measured against them, never counted as the service's."""
+        if self._rules:
+            self.count_shadow(Origin.of(record), shadow, self._clock(), results)
+
+    def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
+        """Verdicts of revisions scoring `origin`'s record in shadow (`evaluators[].next`)
+        beside the record's own `own`, for every rule of one evaluator that counts them (a
+        category rule's graders change one at a time: measured after the switch)."""
+        for i, rule in enumerate(self._rules):
+            histogram = rule.histogram(shadow)
+            revision = rule.revision(shadow)
+            if i in self._fleet_rules or rule.config.evaluator is None:
+                continue
+            if histogram is None or revision is None:
+                continue
+            service = self._subjects.service(origin.service)
+            by = rule.cohort_by
+            key = (i, service, self._subjects.cohort(by, rule.cohort(origin)))
+            own_revision = rule.revision(own)
+            self._entries.add_shadow(
+                key, histogram, revision, rule.histogram(own) or [], own_revision, now
+            )
+
     def count_results(
         self,
         origin: Origin,

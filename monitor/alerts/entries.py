@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening, series
+from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening, Shadowing, series
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -78,6 +78,7 @@ class Entries:
         # The kinds' optional hooks (None: not this one's).
         self._replacing = [kind if isinstance(kind, Replacing) else None for kind in kinds]
         self._screening = [kind if isinstance(kind, Screening) else None for kind in kinds]
+        self._shadowing = [kind if isinstance(kind, Shadowing) else None for kind in kinds]
         self._idle_s = idle_s
         self._entries: dict[Key, Entry] = {}
         self._conversations: dict[Key, Units] = {}
@@ -145,6 +146,8 @@ class Entries:
                 self._replaced[key] = ((*kept, entry.revision), now)
                 self._forget_conversations(key)
                 state = kind.new_state(entry, now, series(key))
+                if (shadowing := self._shadowing[key[0]]) is not None:
+                    shadowing.switched(state, replaced, revision)
                 entry = self._entries[key] = Entry(state, revision)
         elif key in self._replaced and revision == entry.revision:
             self._replaced[key] = (self._replaced[key][0], now)
@@ -177,6 +180,25 @@ class Entries:
         if self.conversation_bytes > self._budget:
             due = self._evict(now) or due
         return Added(due, replaced, revision if replaced is not None else None)
+
+    def add_shadow(
+        self,
+        key: Key,
+        histogram: Sequence[float],
+        revision: str,
+        own: Sequence[float],
+        own_revision: str | None,
+        now: float,
+    ) -> None:
+        """A shadowed `revision`'s verdicts on one record beside the entry's own (`own`, of
+        `own_revision`): to its kind (`Shadowing`) where the entry exists and belongs to
+        `own_revision`; never counted as the entry's."""
+        entry = self._entries.get(key)
+        shadowing = self._shadowing[key[0]]
+        if entry is None or shadowing is None or not own or revision == entry.revision:
+            return
+        if own_revision is None or own_revision == entry.revision:
+            shadowing.add_shadow(entry.state, revision, histogram, own, now, entry.firing)
 
     def _units(self, key: Key) -> Units:
         return Units(self._idle_s, f"alert {self._rules[key[0]].config.name} for {series(key)}")

@@ -215,7 +215,29 @@ class PreviousRevision(RevisionKeys, _Changeover):
         """The `evaluators[]` entry of the previous revision: `current` with the keys
         written here."""
         old = {key: getattr(self, key) for key in self.model_fields_set & REVISION_KEYS}
-        return current.model_copy(update={**old, "previous": None})
+        return current.model_copy(update={**old, "previous": None, "next": None})
+
+
+class NextRevision(RevisionKeys, _Changeover):
+    """`evaluators[].next`: the revision an evaluator is to become, scored in shadow on
+    `share` of the records the evaluator gives a verdict on until `until`, so that the alert
+    rules measure its offset on the same records before it is the revision of record
+    (docs/alerts.md, "Shadow scoring"). Its `RevisionKeys` are the new values (one left out
+    is the entry's own); its verdicts are shadow verdicts, never the service's. The switch
+    is the operator's: moving these keys into the entry (and removing `next`) makes the
+    entry's revision the one the shadow carried, which the rules recognise. Keys come in the
+    order of `PreviousRevision`'s."""
+
+    @property
+    def until_s(self) -> float:
+        """`until` in seconds since the epoch."""
+        return self.until.timestamp()
+
+    def entry(self, current: EvaluatorConfig) -> EvaluatorConfig:
+        """The `evaluators[]` entry of the next revision: `current` with the keys written
+        here (and neither `previous` nor `next`)."""
+        new = {key: getattr(self, key) for key in self.model_fields_set & REVISION_KEYS}
+        return current.model_copy(update={**new, "previous": None, "next": None})
 
 
 def _time(value: object) -> datetime:
@@ -255,6 +277,8 @@ class EvaluatorConfig(RevisionKeys, _Scored):
     api_base: HttpUrl | None = None
     # The revision this one replaces, scored alongside it for a changeover period.
     previous: PreviousRevision | None = None
+    # The revision this one is to become, scored in shadow beside it until `until`.
+    next: NextRevision | None = None
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:
@@ -264,5 +288,16 @@ class EvaluatorConfig(RevisionKeys, _Scored):
             raise ValueError(
                 "previous: an escalated evaluator (escalate_from) is not scored by two "
                 "revisions; give previous to the evaluator it escalates from"
+            )
+        if self.next is not None and self.escalate_from is not None:
+            raise ValueError(
+                "next: an escalated evaluator (escalate_from) is not scored by two "
+                "revisions; give next to the evaluator it escalates from"
+            )
+        if self.next is not None and self.previous is not None:
+            raise ValueError(
+                "next: the entry still has a previous revision scoring; a rule measures one "
+                "change at a time: remove previous (its changeover is logged as translated, "
+                "or its until passed) before the next revision scores in shadow"
             )
         return self

@@ -153,8 +153,9 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
     One `N.key: problem` line per problem (N the entry's index)."""
     problems: list[str] = []
     for i, entry in enumerate(entries):
-        if entry.previous is not None:
-            problems.extend(_previous_problems(i, entry, judge_model))
+        for key, other in (("previous", entry.previous), ("next", entry.next)):
+            if other is not None:
+                problems.extend(_revision_problems(i, key, entry, other.entry(entry), judge_model))
         if entry.name not in _FACTORIES:
             close = difflib.get_close_matches(entry.name, list(_FACTORIES), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
@@ -184,23 +185,24 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
     return problems
 
 
-def _previous_problems(i: int, entry: EvaluatorConfig, judge_model: str | None) -> list[str]:
-    """What is wrong with entry `i`'s `previous`: what its old values make wrong as an entry
-    (its name is the entry's, checked as the entry), or nothing that decides a verdict
-    differs (its revision would be the entry's own)."""
-    assert entry.previous is not None
-    old = entry.previous.entry(entry)
+def _revision_problems(
+    i: int, key: str, entry: EvaluatorConfig, other: EvaluatorConfig, judge_model: str | None
+) -> list[str]:
+    """What is wrong with entry `i`'s `previous` or `next` (`key`), whose entry is `other`:
+    what its values make wrong as an entry (its name is the entry's, checked as the entry),
+    or nothing that decides a verdict differs (its revision would be the entry's own)."""
     problems = [
-        f"{i}.previous.{problem.removeprefix('0.')}"
-        for problem in evaluator_problems([old], judge_model)
+        f"{i}.{key}.{problem.removeprefix('0.')}"
+        for problem in evaluator_problems([other], judge_model)
         if not problem.startswith("0.name")
     ]
     judge = Judge(model=judge_model)  # the rest of the judge's settings are both's
-    if entry.name in _FACTORIES and decisive(old, judge) == decisive(entry, judge):
+    if entry.name in _FACTORIES and decisive(other, judge) == decisive(entry, judge):
+        written = "old" if key == "previous" else "new"
         problems.append(
-            f"{i}.previous: the same revision as the evaluator (none of threshold, "
+            f"{i}.{key}: the same revision as the evaluator (none of threshold, "
             "severity_threshold, model, prompt, rubric, tlm, second_stage differs from "
-            "the entry's own, as the evaluator applies them); write the old values"
+            f"the entry's own, as the evaluator applies them); write the {written} values"
         )
     return problems
 

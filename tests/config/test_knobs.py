@@ -604,15 +604,26 @@ TABLE: dict[str, list[Any]] = {
     "audit.anchors.every": NOT_A_DURATION,
     "audit.anchors.alpha": [*NOT_A_NUMBER, 0, 0.5],
 }
+# An entry's next revision takes the keys its previous one does (an entry has one of them).
+TABLE.update(
+    {
+        key.replace(".previous.", ".next."): values
+        for key, values in TABLE.items()
+        if ".previous." in key
+    }
+)
 # Keys that exclude another the good file sets: that one is left out with them.
 EXCLUDES = {
     "receivers.otlp.auth_token": "receivers.otlp.auth_token_env",
     "alerts.webhooks": "alerts.fleet",
+    **{f"evaluators.{i}.next": f"evaluators.{i}.previous" for i in (0, 2, 3, 4)},
 }
 # Sections the good file leaves out for a key it sets (webhooks are refused with a fleet),
 # put in with the keys under them.
 ADDS = {
     "alerts.webhooks": [{"url": "https://hooks.example/page", "headers": {"X-Key": "k"}}],
+    # A next revision in place of the previous one, with its values.
+    **{f"evaluators.{i}.next": GOOD["evaluators"][i]["previous"] for i in (0, 2, 3, 4)},
 }
 
 
@@ -687,7 +698,7 @@ def _with(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
             *above, name = prefix.split(".")
             node_: Any = data
             for part in above:
-                node_ = node_[part]
+                node_ = node_[int(part)] if part.isdigit() else node_[part]
             node_[name] = copy.deepcopy(section)
     node: Any = data
     for part in parents:
@@ -700,7 +711,7 @@ def _drop(data: dict[str, Any], path: str) -> None:
     *parents, key = path.split(".")
     node: Any = data
     for part in parents:
-        node = node[part]
+        node = node[int(part)] if part.isdigit() else node[part]
     del node[key]
 
 

@@ -192,6 +192,30 @@ class Replacing(Protocol):
 
 
 @runtime_checkable
+class Shadowing(Protocol):
+    """A kind that measures a revision scoring records in shadow (`evaluators[].next`)
+    against the entry's own on the same records, and carries what it measured into the
+    changeover when that revision replaces the entry's (regression rules). Shadow verdicts
+    are judged by no rule."""
+
+    def add_shadow(
+        self,
+        state: Any,
+        revision: str,
+        shadow: Sequence[float],
+        own: Sequence[float],
+        now: float,
+        firing: bool,
+    ) -> None:
+        """The shadowed `revision`'s verdicts on one record beside the entry's own."""
+        ...
+
+    def switched(self, state: Any, replaced: Entry, revision: str | None) -> None:
+        """`state`, new from `replaced` (`Keeper.new_state`), belongs to `revision` now."""
+        ...
+
+
+@runtime_checkable
 class Screening(Protocol):
     """A kind whose state screens who sent its verdicts (regression rules: one sender's
     forged hours kept out of what the history measures of its own dispersion)."""

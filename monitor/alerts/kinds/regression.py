@@ -15,6 +15,7 @@ from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import Expecting, reference_text, season_text
+from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import Changeover, RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
@@ -41,7 +42,7 @@ BATCH = 8
 WINDOW_HOLD_P = 0.1
 
 
-class Regression:
+class Regression(ShadowHooks):
     def __init__(self, rule: Rule, interval_s: float) -> None:
         cfg = rule.config
         assert cfg.baseline is not None
@@ -67,9 +68,8 @@ class Regression:
     ) -> RegressionState:
         """An empty state of `series`; with `previous`, an entry whose evaluator revision was
         replaced at `now`: new windows and test, and its history (its season and clustering
-        are the traffic's, not the evaluator's), whose level translates into the new
-        revision's once its own verdicts measured the offset (`_changeover_expectation`).
-        Without a level to translate, the history starts anew."""
+        are the traffic's), whose level translates into the new revision's once the offset
+        is measured (`_changeover_expectation`); without a level to translate, anew."""
         rule = self.rule
         state = RegressionState(
             SlidingWindow(rule.window_s),

@@ -20,6 +20,11 @@ from monitor.telemetry import RateLimitedLog
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
 # A level the season's offset at an hour is read against (`History.pinned` adds it).
 _PROBE = Level(0.5, 0.25, 1, 1.0)
+# A level known exactly: what `History.pinned` adds to its error is the season's alone.
+_EXACT = Level(0.5, 0.0, 10**12, 1e12)
+# The consecutive periods' offset joins the overlap's while the two read within this many
+# of their joint standard errors.
+JOIN_Z = 2.0
 
 
 class Expecting:
@@ -49,19 +54,15 @@ class Expecting:
         return replace(expected, se2=expected.se2 + state.translated[0])
 
     def _changeover_expectation(self, state: RegressionState, now: float) -> Expectation | None:
-        """While the new revision's offset from the old one is measured: the offset is the
-        overlap's (both revisions' verdicts on the same records, or in the same hours:
-        `Overlap`) while the old
-        revision still reports (within a `window`), else the better measured (the smaller
-        variance) of the overlap's and the consecutive periods' (the new revision's level
-        since the change, deseasonalised by the history's season, once it holds
-        `baseline.min_samples`, less the old level before it); the history's older buckets
-        move by it, as if the new revision had scored them (so the level, the season and
-        the dispersion stay of one revision), and the expectation's error includes the
-        offset's. Once its standard error is within a quarter of `min_increase`, the offset
-        is kept (its variance stays in the error while the translated buckets count).
-        Before any offset is measured: the new revision's own level since the change
-        (`_interim`)."""
+        """While the new revision's offset from the old one is measured: the best measured
+        (the smallest variance) of the offsets measured so far (`_offsets`: the overlap's,
+        the consecutive periods', the pairs joined with the new revision's own hours); the
+        history's older buckets move by it, as if the new revision had scored them (so the
+        level, the season and the dispersion stay of one revision), and the expectation's
+        error includes the offset's. Once its standard error is within a quarter of
+        `min_increase`, the offset is kept (its variance stays in the error while the
+        translated buckets count). Before any offset is measured: the new revision's own
+        level since the change (`_interim`)."""
         change, history = state.changeover, state.history
         assert change is not None
         measured = self._offsets(state, now)
@@ -132,27 +133,66 @@ class Expecting:
         return expected
 
     def _offsets(self, state: RegressionState, now: float) -> list[tuple[float, float, str]]:
-        """The offsets measured so far: (variance, offset, how) each."""
+        """The offsets measured so far, as (variance, offset, how): the overlap's
+        (`Overlap`: both revisions on the same records or in the same hours, the pairs
+        measured in shadow before the switch among them), alone while the old revision
+        still reports (within a `window`: a change of the service is then not the
+        evaluator's); the consecutive periods' (`_hours`), once the old one is gone; and
+        the pairs' joined with the hours' by inverse variance, as two independent
+        estimates (the pairs' error is the revisions' disagreement on the same records, the
+        hours' the traffic's sampling). The hours take a change of the service meanwhile
+        for the evaluator's; where they read further from the pairs than `JOIN_Z` joint
+        standard errors, that is what moved them, and they are not joined."""
+        change = state.changeover
+        assert change is not None
+        before = change.before
+        design = max(1.0, before.error_units / max(1, before.samples))
+        overlap = change.overlap.offset(design)
+        out = [] if overlap is None else [(overlap[1], overlap[0], overlap[2])]
+        hours = self._hours(state, now, None if overlap is None else overlap[0])
+        paired = change.overlap.offset(design, paired=True)
+        if hours is not None and paired is not None:
+            (o1, v1, how1), (v2, o2, how2) = paired, hours
+            if (o1 - o2) ** 2 <= JOIN_Z**2 * (v1 + v2):
+                variance = 1.0 / (1.0 / v1 + 1.0 / v2)
+                joined = variance * (o1 / v1 + o2 / v2)
+                out.append((variance, joined, f"{how1}, joined with {how2}"))
+        if hours is not None and not (out and now - change.overlap.old_seen < self.rule.window_s):
+            out.append(hours)
+        return out
+
+    def _hours(
+        self, state: RegressionState, now: float, paired: float | None
+    ) -> tuple[float, float, str] | None:
+        """The consecutive periods' offset: the new revision's deseasonalised level over the
+        whole buckets since the change (once `baseline.min_samples`) less the old level
+        before it. Its variance is both levels' plus an allowance for the season: its own
+        error and wander, and for revisions that disagree much (an offset `paired`, or
+        this one, large against the old level) what the season would read if the new
+        revision scaled it rather than shifted it (`offset / old level` times the mean
+        seasonal offset of those hours)."""
         change, history = state.changeover, state.history
         assert change is not None
-        out = []
         before = change.before
-        overlap = change.overlap.offset(max(1.0, before.error_units / max(1, before.samples)))
-        if overlap is not None:
-            offset, variance, how = overlap
-            out.append((variance, offset, how))
-            if now - change.overlap.old_seen < self.rule.window_s:
-                return out  # both live: a change of the service is not the evaluator's
-        start = (change.bucket + 1) * history.width_s
-        since = history.period_level(start, now + history.width_s)
-        if since is not None and since.samples >= self._baseline.min_samples:
-            variance = self._level_se2(since) + self._level_se2(before)
-            how = (
-                f"{since.samples} verdicts since the change against the old level before "
-                "it: a change of the service meanwhile is taken for the evaluator's"
-            )
-            out.append((variance, since.mean - before.mean, how))
-        return out
+        first = change.bucket + 1
+        since = history.period_level(first * history.width_s, now + history.width_s)
+        if since is None or since.samples < self._baseline.min_samples:
+            return None
+        delta = since.mean - before.mean
+        exact = history.pinned(now, _EXACT)
+        season = exact.se2 if exact is not None else 0.0
+        hours = range(first, history.bucket(now) + 1)
+        offsets = [history.pinned(b * history.width_s, _PROBE) for b in hours]
+        mean_offset = sum(abs(e.mean - _PROBE.mean) for e in offsets if e is not None)
+        mean_offset /= max(1, len(offsets))
+        relative = abs(paired if paired is not None else delta) / max(before.mean, 0.01)
+        variance = self._level_se2(since) + self._level_se2(before)
+        variance += season + (relative * mean_offset) ** 2
+        how = (
+            f"{since.samples} verdicts since the change against the old level before "
+            "it: a change of the service meanwhile is taken for the evaluator's"
+        )
+        return variance, delta, how
 
     def _level_se2(self, level: Level) -> float:
         variance = level.mean * (1 - level.mean) if self.rule.steps == 1 else level.variance
@@ -202,7 +242,7 @@ def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
     if figures.get("interim"):
         return (
             "the new evaluator revision's level since its change and this hour's season "
-            "(its baseline is not ready yet)"
+            "(an interim level: its baseline is not ready yet)"
         )
     if figures.get("unseasoned") and baseline.season != "none":
         return f"{text} (season not learned yet: the highest hour seen)"

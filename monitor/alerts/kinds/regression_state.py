@@ -95,11 +95,12 @@ class Overlap:
         w = 1.0 / (1.0 / no + 1.0 / nn)
         return self.weight + w, self.weighted + w * (sn / nn - so / no)
 
-    def offset(self, design: float) -> tuple[float, float, str] | None:
+    def offset(self, design: float, *, paired: bool = False) -> tuple[float, float, str] | None:
         """The new revision's offset from the old, its variance (`design`: how much more
         the verdicts vary than independent ones) and how it was measured: the better
         measured of the paired differences' (once `OVERLAP_MIN` records) and the same
-        hours' (once `OVERLAP_MIN` verdicts of each side); None before either."""
+        hours' (once `OVERLAP_MIN` verdicts of each side; not with `paired`); None before
+        either."""
         measured = []
         n, total, squares = self.paired
         if n >= OVERLAP_MIN:
@@ -110,7 +111,7 @@ class Overlap:
             how = f"{n:.0f} records scored by both revisions"
             measured.append((variance * design / n, mean, how))
         weight, weighted = self._closed()
-        if min(self.counts) >= OVERLAP_MIN and weight > 0:
+        if not paired and min(self.counts) >= OVERLAP_MIN and weight > 0:
             n, total, squares = self.pooled
             mean = total / n
             variance = max(squares / n - mean * mean, 1e-6)
@@ -158,6 +159,17 @@ class Changeover:
 
 
 @dataclass(slots=True)
+class Shadow:
+    """What a shadowed revision (`evaluators[].next`) measured against the entry's own on
+    the same records before it replaced it: its `revision`, `paired` (verdicts, sum,
+    squares) of the differences shadow - own, and when its last pair came (`last`)."""
+
+    revision: str
+    paired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    last: float = 0.0
+
+
+@dataclass(slots=True)
 class RegressionState:
     current: SlidingWindow
     # The current window's verdicts that came without a conversation.
@@ -196,6 +208,24 @@ class RegressionState:
     building: bool = False
     held_overlap: Overlap | None = None
     held_since: float = 0.0
+    # A revision scoring records in shadow beside the entry's own (`count_shadow`).
+    shadow: Shadow | None = None
+
+    def count_shadow(self, revision: str, own: Moments, shadow: Moments, now: float) -> None:
+        """A shadowed revision's verdicts `shadow` and the entry's own `own` on the same
+        record: their difference to the shadow's pairs (a shadow of another revision
+        starts anew). Left out while the rule fires or evidence of a rise builds, as the
+        changeover's pairs are: a rise that moves the two revisions' rates by different
+        amounts would move the offset."""
+        n = min(own.samples, shadow.samples)
+        if n <= 0 or self.building:
+            return
+        if self.shadow is None or self.shadow.revision != revision:
+            self.shadow = Shadow(revision)
+        difference = shadow.mean - own.mean
+        for i, x in enumerate((n, n * difference, n * difference * difference)):
+            self.shadow.paired[i] += x
+        self.shadow.last = now
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
         """Verdicts of either revision while a changeover lasts: to its overlap (the new
@@ -288,6 +318,8 @@ class RegressionState:
             if self.changeover is None
             else [[bucket, *sums] for bucket, sums in self.changeover.interim.items()],
         }
+        if self.shadow is not None:
+            out["shadow"] = [self.shadow.revision, *self.shadow.paired, self.shadow.last]
         if self.test is not None:
             out["sequential"] = self.test.snapshot()
         return out
@@ -337,8 +369,21 @@ class RegressionState:
         if translated is not None:
             variance, until = translated
             self.translated = (_nonnegative(variance), _nonnegative(until))
+        self.shadow = _shadow(raw.get("shadow"))
         if self.test is not None and raw.get("sequential") is not None:
             self.test.restore(raw["sequential"])
+
+
+def _shadow(raw: Any) -> Shadow | None:
+    """A shadow's saved revision and numbers (None: none was under way, or a state file
+    from before shadows were kept)."""
+    if raw is None:
+        return None
+    revision, n, total, squares, last = raw
+    if not isinstance(revision, str):
+        raise TypeError("shadow: the revision is not text")
+    paired = [_nonnegative(n), saved_number(total), _nonnegative(squares)]
+    return Shadow(revision, paired, _nonnegative(last))
 
 
 def _overlap(raw: list[Any]) -> Overlap:

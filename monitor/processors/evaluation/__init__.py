@@ -13,9 +13,17 @@ from monitor.processors.evaluation._task import PRELOAD, Settings, worker_initia
 
 if TYPE_CHECKING:
     from monitor.processors.evaluation._previous import PreviousScorer
+    from monitor.processors.evaluation._revisions import other_revisions
     from monitor.processors.evaluation._stage import EvaluationStage
 
-__all__ = ["PRELOAD", "EvaluationStage", "PreviousScorer", "Settings", "worker_initializer"]
+__all__ = [
+    "PRELOAD",
+    "EvaluationStage",
+    "PreviousScorer",
+    "Settings",
+    "other_revisions",
+    "worker_initializer",
+]
 
 
 def __getattr__(name: str) -> object:
@@ -27,4 +35,8 @@ def __getattr__(name: str) -> object:
         from monitor.processors.evaluation._previous import PreviousScorer
 
         return PreviousScorer
+    if name == "other_revisions":
+        from monitor.processors.evaluation._revisions import other_revisions
+
+        return other_revisions
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from prometheus_client import Counter
+
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
@@ -55,6 +57,8 @@ class InFlight:
     previous: dict[str, EvalResult] = field(default_factory=dict)
     # What the previous revisions of its CPU scorers gave in the batch's task.
     previous_scored: Scored = field(default_factory=dict)
+    # The verdicts of evaluators' next revisions scoring in shadow, by evaluator.
+    shadow: dict[str, EvalResult] = field(default_factory=dict)
 
     @property
     def boosted(self) -> frozenset[str]:
@@ -129,6 +133,13 @@ class BatchEvaluator:
             "Verdicts of evaluators' previous revisions (evaluators[].previous) on records "
             "their evaluator also judged, by outcome: for the alert rules' changeover only, "
             "in no other metric.",
+            ("evaluator", "revision", "outcome"),
+        )
+        self._shadow_evaluations = telemetry.counter(
+            "shadow_revision_evaluations",
+            "Verdicts of evaluators' next revisions scoring in shadow (evaluators[].next) on "
+            "records their evaluator also judged, by revision and outcome: for the alert "
+            "rules' offset before the switch, never counted as the service's.",
             ("evaluator", "revision", "outcome"),
         )
 
@@ -206,17 +217,23 @@ class BatchEvaluator:
     def _previous_refused(self, previous: PreviousScorer, *, local: bool) -> None:
         """A previous revision's evaluation the budget refused (`local`: the local limit),
         the base sample keeping its room: counted and said, as a boost's would be."""
-        name = previous.evaluator.name
-        self._t.child(self._previous_evaluations, name, previous.revision, "budget").inc()
+        name, role = previous.evaluator.name, _role(previous)
+        self._t.child(self._evaluations(previous), name, previous.revision, "budget").inc()
         self._boost_log.warning(
-            f"previous/{name}",
-            "budget %s: the previous revision %s of evaluator %s scores less than its share "
+            f"{role}/{name}",
+            "budget %s: the %s revision %s of evaluator %s scores less than its share "
             "while the budget keeps room for the base sample "
-            '(previous_revision_evaluations_total{outcome="budget"} counts what it missed)',
+            '(%s_revision_evaluations_total{outcome="budget"} counts what it missed)',
             self._budget.reached(boost=True, local=local) or "(freed since)",
+            role,
             previous.revision,
             name,
+            "shadow" if previous.shadow else "previous",
         )
+
+    def _evaluations(self, previous: PreviousScorer) -> Counter:
+        """The counter of `previous`'s evaluations: a previous revision's, or a shadow's."""
+        return self._shadow_evaluations if previous.shadow else self._previous_evaluations
 
     async def _one_previous(self, previous: PreviousScorer, item: InFlight) -> None:
         ((_, result),) = await self._one(previous.evaluator, item, timed=False)
@@ -229,14 +246,15 @@ class BatchEvaluator:
         name = previous.evaluator.name
         result = dataclasses.replace(result, revision=previous.revision)
         labels = (name, previous.revision, result.outcome)
-        self._t.child(self._previous_evaluations, *labels).inc()
+        self._t.child(self._evaluations(previous), *labels).inc()
         if result.outcome != "error":
-            item.previous[name] = result
+            (item.shadow if previous.shadow else item.previous)[name] = result
             return
         self._warn.warning(
-            f"previous/{name}",
-            "the previous revision %s of evaluator %s failed on record %s (left out of the "
+            f"{_role(previous)}/{name}",
+            "the %s revision %s of evaluator %s failed on record %s (left out of the "
             "alert rules' changeover): %s",
+            _role(previous),
             previous.revision,
             name,
             item.record.request_id,
@@ -454,3 +472,8 @@ class BatchEvaluator:
             name, "evaluator %s failed on record %s: %s", name, record.request_id, exc
         )
         return EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
+
+
+def _role(other: PreviousScorer) -> str:
+    """How log lines name another revision of an evaluator: `previous` or `next`."""
+    return "next" if other.shadow else "previous"

@@ -1,5 +1,6 @@
 """An evaluator's previous revision, scored alongside it for a changeover period
-(`evaluators[].previous`).
+(`evaluators[].previous`), or its next one, scored in shadow before it is the revision of
+record (`evaluators[].next`, `shadow`).
 
 On `share` of the records the evaluator gave a verdict on (chosen by a hash of the record's
 sampling key, so a trace's records go together and a record replayed is chosen again),
@@ -10,7 +11,11 @@ own results to the sinks that take previous revisions' verdicts (`component.Pair
 the alert engine, which measures the new revision's offset on the same records, and the
 results file, under each line's `previous`, for `backtest`) and is counted in
 `previous_revision_evaluations_total`; never in the evaluator's own metrics, results or
-events.
+events. A next revision's verdicts are shadow verdicts, scored the same way on a share of
+their own: they go to the sinks that take shadow verdicts (`component.ShadowSink`: the alert
+engine, which measures the offset before the switch) and are counted in
+`shadow_revision_evaluations_total`, labelled by revision; nowhere else (not the service's
+metrics, rates, alerts, results or audit).
 """
 
 from __future__ import annotations
@@ -20,21 +25,24 @@ from dataclasses import dataclass
 from monitor.evaluators.base import Evaluator
 from monitor.processors.sampler import sampling_position
 
-# Salts the sampling key, so that which records the previous revision scores is a choice
-# of its own, not the sampler's.
-_SALT = "@previous"
+# Salts the sampling key, so that which records the other revision scores is a choice of
+# its own, not the sampler's.
+_SALT = {False: "@previous", True: "@next"}
 
 
 @dataclass(frozen=True, slots=True)
 class PreviousScorer:
-    """The previous revision of one evaluator: its evaluator, its revision, and which
-    records it scores (`share` of them until `until_s`, seconds since the epoch)."""
+    """The previous (or with `shadow`, the next) revision of one evaluator: its evaluator,
+    its revision, and which records it scores (`share` of them until `until_s`, seconds
+    since the epoch)."""
 
     evaluator: Evaluator
     revision: str
     share: float
     until_s: float
+    shadow: bool = False
 
     def chosen(self, sampling_key: str, now: float) -> bool:
         """Whether it scores the record of `sampling_key` at `now`."""
-        return now < self.until_s and sampling_position(sampling_key + _SALT) < self.share
+        salted = sampling_key + _SALT[self.shadow]
+        return now < self.until_s and sampling_position(salted) < self.share

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord
+from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord, ShadowSink
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.pool import ProcessPool
@@ -131,6 +131,8 @@ class EvaluationStage:
         self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
         # The sinks that take previous revisions' verdicts too, by their id.
         self._paired = {id(sink): sink for sink in sinks if isinstance(sink, PairedSink)}
+        # The sinks that take next revisions' shadow verdicts (`_previous.py`).
+        self._shadowed = [sink for sink in sinks if isinstance(sink, ShadowSink)]
         self._t = telemetry
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
@@ -323,6 +325,8 @@ class EvaluationStage:
                         written = self._emit(sink, self._paired.get(id(sink)), item, flight)
                         if written is not None:
                             writes.append(written)
+                    if flight.shadow:
+                        self._emit_shadow(flight)
             if writes:
                 # Finished once persisted; the worker moves on without waiting, unless
                 # too many items already wait for their writes (see `_take`).
@@ -355,6 +359,21 @@ class EvaluationStage:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         future.set_result(False)
         return future
+
+    def _emit_shadow(self, flight: InFlight) -> None:
+        """The record's shadow verdicts to the sinks that take them; one failing loses
+        them there only (counted, said)."""
+        for sink in self._shadowed:
+            try:
+                sink.emit_shadow(flight.record, flight.results, flight.shadow)
+            except Exception:
+                self._t.dropped.labels("evaluate", "shadow_error").inc()
+                log.exception(
+                    "%s failed on the shadow verdicts of record %s (service %s)",
+                    type(sink).__name__,
+                    flight.record.request_id,
+                    flight.record.service,
+                )
 
     def _emit_many(
         self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]

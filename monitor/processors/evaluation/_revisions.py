@@ -1,0 +1,67 @@
+"""Which other revisions of the configured evaluators score records beside them now: a
+previous revision for a changeover (`evaluators[].previous`), or a next one in shadow
+(`evaluators[].next`) until its `until` (`_previous.py` says how they score)."""
+
+from __future__ import annotations
+
+import logging
+
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.base import CpuScorer
+from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.registry import build
+from monitor.evaluators.revision import revision
+from monitor.processors.evaluation._previous import PreviousScorer
+
+log = logging.getLogger(__name__)
+
+# What each role's revision is scored for, as the log says it.
+_FOR = {
+    False: "again until %s, for the alert rules' changeover to %s",
+    True: "in shadow until %s, measured against %s before it becomes the revision of record",
+}
+
+
+def other_revisions(
+    config: Config, context: BuildContext, now: float
+) -> tuple[dict[str, PreviousScorer], list[EvaluatorConfig]]:
+    """The other revisions of `config`'s evaluators still to be scored at `now`, by
+    evaluator (one whose `until` has passed is said once and left out), and the entries of
+    those that are CPU scorers (the worker processes build them)."""
+    out: dict[str, PreviousScorer] = {}
+    cpu: list[EvaluatorConfig] = []
+    for entry in config.evaluators:
+        other = entry.previous or entry.next
+        if other is None:
+            continue
+        shadow = entry.next is not None
+        role = "next" if shadow else "previous"
+        other_entry = other.entry(entry)
+        other_revision = revision(other_entry, config.judge)
+        if other.until_s <= now:
+            log.info(
+                "evaluators: %s's %s revision %s is not scored: its time ended at %s "
+                "(evaluators[].%s.until); the key may go",
+                entry.name,
+                role,
+                other_revision,
+                other.until,
+                role,
+            )
+            continue
+        log.info(
+            "evaluators: %s's %s revision %s scores %g of its verdicts' records " + _FOR[shadow],
+            entry.name,
+            role,
+            other_revision,
+            other.share,
+            other.until,
+            revision(entry, config.judge),
+        )
+        evaluator = build(other_entry, context)
+        out[entry.name] = PreviousScorer(
+            evaluator, other_revision, other.share, other.until_s, shadow=shadow
+        )
+        if isinstance(evaluator, CpuScorer):
+            cpu.append(other_entry)
+    return out, cpu
