@@ -26,6 +26,7 @@ from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Key, RuleKind
+from monitor.alerts.kinds.judge_changed import JudgeChanged, judge_changed_rules
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
@@ -40,7 +41,7 @@ from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
 from monitor.records import RagRecord
 from monitor.records.where import Where
 from monitor.results import EvalResult, Results, Severity
@@ -64,7 +65,7 @@ class AlertEngine:
 
     def __init__(
         self,
-        rules: Sequence[AlertRule],
+        rules: Sequence[AlertRule | JudgeChangedRule],
         telemetry: Telemetry,
         notifiers: Sequence[Notifier] = (),
         *,
@@ -120,8 +121,14 @@ class AlertEngine:
         self._fleet_rules = {
             i
             for i, rule in enumerate(self._rules)
-            if fleet is not None and fleet.reads(rule.config)
+            if fleet is not None
+            and not isinstance(rule.config, JudgeChangedRule)
+            and fleet.reads(rule.config)
         }
+        # The anchor check's page (`judge_checked`), counted from no verdict.
+        self._judge_rule = next(
+            (i for i, r in enumerate(self._rules) if isinstance(r.config, JudgeChangedRule)), None
+        )
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
@@ -165,7 +172,7 @@ class AlertEngine:
         `backtest` make it."""
         alerts = config.alerts
         return cls(
-            alerts.rules,
+            [*alerts.rules, *judge_changed_rules(config)],
             telemetry,
             notifiers,
             severity_thresholds=severity_thresholds(config),
@@ -246,8 +253,8 @@ class AlertEngine:
         previous revisions'), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
-            if i in self._fleet_rules:
-                continue  # judged on the fleet's counters
+            if i in self._fleet_rules or i == self._judge_rule:
+                continue  # judged on the fleet's counters, or the anchor check's
             histogram = rule.histogram(results)
             own = None if paired is None else rule.histogram(paired) or []
             if histogram is None:
@@ -298,6 +305,17 @@ class AlertEngine:
             self._wake_up()
         return key
 
+    def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
+        """An anchor check that compared `evaluator` with its baseline: the figures of the
+        change it found, or None (its verdicts held); judged at once."""
+        if self._judge_rule is None:
+            return
+        kind = self._kinds[self._judge_rule]
+        assert isinstance(kind, JudgeChanged)
+        entry = self._entries.entry((self._judge_rule, evaluator, ""))
+        kind.checked(entry.state, self._clock(), figures)
+        self._wake_up()
+
     def _wake_up(self) -> None:
         self._due = True
         if self._wake is not None:
@@ -346,9 +364,13 @@ class AlertEngine:
         emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
+            if i == self._judge_rule:
+                return (i, service, cohort)  # a judge's name, of the config's
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
+        if self._judge_rule is not None:
+            _configured_judges(saved, self._rules[self._judge_rule])
         dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
@@ -387,3 +409,18 @@ class AlertEngine:
             add_part(saved, part)
             await asyncio.sleep(0)
         await asyncio.to_thread(self._state_file.save, self._clock(), saved)
+
+
+def _configured_judges(saved: dict[str, Any], rule: Rule) -> None:
+    """Leaves out of `saved` the judge-changed pages of judges the config does not name."""
+    raw = saved.get(rule.config.name)
+    services = raw.get("services") if isinstance(raw, dict) else None
+    if not isinstance(services, dict) or not isinstance(rule.config, JudgeChangedRule):
+        return
+    gone = [name for name in services if name not in rule.config.judges]
+    for name in gone:
+        del services[name]
+    if gone:
+        log.warning(
+            "alert state: %d judge-changed pages of judges no longer configured left out", len(gone)
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.config import AlertRule, Config, parse_duration
+from monitor.config import AlertRule, Config, JudgeChangedRule, parse_duration
 from monitor.evidence import history_span_s
 from monitor.records import RagRecord
 from monitor.records import sender as sender_of
@@ -52,7 +52,7 @@ class Origin:
 
 @dataclass(frozen=True)
 class Rule:
-    config: AlertRule
+    config: AlertRule | JudgeChangedRule
     window_s: float
     # How rarely the rule may page on a service that did not change: seconds, as written.
     budget_s: float
@@ -63,7 +63,10 @@ class Rule:
 
     @classmethod
     def of(
-        cls, config: AlertRule, false_page_every: str, thresholds: Mapping[str, Severity]
+        cls,
+        config: AlertRule | JudgeChangedRule,
+        false_page_every: str,
+        thresholds: Mapping[str, Severity],
     ) -> Rule:
         budget = config.false_page_every or false_page_every
         return cls(
@@ -97,6 +100,8 @@ class Rule:
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
         history (`monitor.evidence.history`)."""
+        if isinstance(self.config, JudgeChangedRule):
+            return self.config.memory_s
         baseline = self.config.baseline
         if baseline is None or self.baseline_s is None:
             return self.window_s

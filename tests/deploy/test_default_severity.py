@@ -57,11 +57,12 @@ def test_the_sloth_specs_alerts_reach_their_receivers() -> None:
 
 
 def test_the_judge_change_page_reaches_the_platform() -> None:
-    """docs/contract.md's `RagMonitorJudgeChanged` labels (monitor/audit/anchors.py)."""
+    """docs/contract.md's `RagMonitorJudgeChanged` labels (the alert engine's judge-changed
+    rule, `monitor.config.JudgeChangedRule`)."""
     labels = {
         "alertname": "RagMonitorJudgeChanged",
         "evaluator": "groundedness",
-        "severity": "warning",
+        "severity": "ticket",
         "generator": "rag-monitor",
     }
     assert routed_to(labels) == PLATFORM
