@@ -46,8 +46,10 @@ class RuleBase(Section):
     name: LabelName
     evaluator: str | None = None
     category: Category | None = None
-    # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`).
-    measure: Literal["verdicts", "scores"] = "verdicts"
+    # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`);
+    # `no_context`: what a record adds, 1 when the evaluator skipped it for lack of context
+    # (the retrieval's documents did not reach the trace), 0 when it scored it.
+    measure: Literal["verdicts", "scores", "no_context"] = "verdicts"
     severity: LabelName = "page"
 
     _removed: ClassVar[Mapping[str, str]] = {
@@ -111,8 +113,10 @@ class RuleBase(Section):
     def _one_source(self) -> RuleBase:
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
-        if self.measure == "scores" and self.evaluator is None:
-            raise ValueError("measure: scores are an evaluator's; a category rule counts verdicts")
+        if self.measure != "verdicts" and self.evaluator is None:
+            raise ValueError(
+                f"measure: {self.measure} is an evaluator's; a category rule counts verdicts"
+            )
         return self
 
 
@@ -288,8 +292,9 @@ class JudgeChangedRule(RuleBase):
     @property
     def memory_s(self) -> float:
         """How long a page outlives the last check that compared its judge: a check that
-        stopped (the judge left the config, the budget) resolves it after three intervals."""
-        return 3 * parse_duration(self.every)
+        stopped (the judge left the config, the budget) resolves it after three intervals,
+        and no sooner than an hour (a check of many anchors outlasts a short interval)."""
+        return max(3 * parse_duration(self.every), 3600.0)
 
 
 # Each kind by its word, in the order a rule is read: a rule with the keys of two kinds is

@@ -3,9 +3,9 @@ check (`monitor.audit.anchors`) tells the engine each judge's check that compare
 its baseline (`AlertEngine.judge_checked`), and the page moves as every rule's does: fired
 when a check found the judge changed, re-sent while it fires, resolved by the next check
 that does not, kept in the state file. One entry per judge evaluator, in the service's
-place. A judge whose last comparing check is older than three intervals (the check
-stopped: the judge left the config, the budget; `JudgeChangedRule.memory_s`) is resolved,
-saying so."""
+place. A judge whose last comparing check is older than three intervals, and an hour (the
+check stopped: the judge left the config, the budget; `JudgeChangedRule.memory_s`), is
+resolved, saying so."""
 
 from __future__ import annotations
 
