@@ -255,7 +255,7 @@ class AlertEngine:
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules or i == self._judge_rule:
                 continue  # judged on the fleet's counters, or the anchor check's
-            histogram = rule.histogram(results)
+            histogram = rule.histogram(results, origin if paired is None else None)
             own = None if paired is None else rule.histogram(paired) or []
             if histogram is None:
                 continue
@@ -277,7 +277,12 @@ class AlertEngine:
         i = next((i for i, rule in enumerate(self._rules) if rule.config.name == rule_name), None)
         if i is not None:
             by = self._rules[i].cohort_by
-            origin = Origin(service, **({by: cohort} if by else {}))
+            origin = Origin(
+                service,
+                version=cohort if by == "version" else None,
+                route=cohort if by == "route" else "",
+                model=cohort if by == "model" else None,
+            )
             self.count(i, origin, histogram, revision, self._clock())
 
     def count(

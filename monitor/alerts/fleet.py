@@ -320,8 +320,9 @@ class FleetReader:
 
 
 def reads(rule: AlertRule) -> bool:
-    """Whether a rule can be judged on the fleet's counters: not one that measures scores,
-    nor one of cohorts by model (the counters have no such label)."""
-    if rule.measure == "scores":
+    """Whether a rule can be judged on the fleet's counters: not one that measures scores
+    or records without context, nor one of cohorts by model (the counters have no such
+    label)."""
+    if rule.measure != "verdicts":
         return False
     return rule.cohorts is None or rule.cohorts.by in ("version", "route")

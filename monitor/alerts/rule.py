@@ -26,8 +26,8 @@ SCORE_STEPS = 20
 class Origin:
     """Where verdicts came from, as far as rules tell them apart: the service, the cohort
     fields (`version`, `route`, `model`), the conversation, the request's fingerprint
-    (`monitor.records.fingerprint`: verdicts on the same question) and who sent it
-    (`monitor.records.sender`)."""
+    (`monitor.records.fingerprint`: verdicts on the same question), who sent it
+    (`monitor.records.sender`) and whether the record has context."""
 
     service: str
     version: str | None = None
@@ -36,6 +36,7 @@ class Origin:
     conversation: str | None = None
     fingerprint: str | None = None
     sender: str | None = None
+    context: bool = True  # the record has retrieved context
 
     @classmethod
     def of(cls, record: RagRecord) -> Origin:
@@ -47,6 +48,7 @@ class Origin:
             record.conversation,
             request_fingerprint(record),
             sender_of(record),
+            bool(record.retrieved_context),
         )
 
 
@@ -111,19 +113,31 @@ class Rule:
     def subject(self) -> str:
         """What the rule watches, in words: `evaluator groundedness`."""
         cfg = self.config
+        if cfg.measure == "no_context":
+            return "the context went missing:"
         return f"evaluator {cfg.evaluator}" if cfg.evaluator else f"safety category {cfg.category}"
 
     @property
     def measured(self) -> str:
+        if self.config.measure == "no_context":
+            return f"share of records with no context for {self.config.evaluator}"
         return "mean defect score" if self.config.measure == "scores" else "defect rate"
 
     @property
     def cohort_by(self) -> str | None:
         return self.config.cohorts.by if self.config.cohorts is not None else None
 
-    def samples(self, results: Mapping[str, EvalResult]) -> list[float]:
-        """One defect value per verdict this rule counts in `results` (1.0 = a defect)."""
+    def samples(
+        self, results: Mapping[str, EvalResult], origin: Origin | None = None
+    ) -> list[float]:
+        """One defect value per verdict this rule counts in `results` (1.0 = a defect); of
+        a `no_context` rule, one per record (`origin`: whether it has context)."""
         rule = self.config
+        if rule.measure == "no_context" and rule.evaluator is not None:
+            # Scored: it had context. Not scored and without context: skipped for it.
+            if rule.evaluator in results:
+                return [] if results[rule.evaluator].outcome == "error" else [0.0]
+            return [1.0] if origin is not None and not origin.context else []
         if rule.evaluator is not None:
             result = results.get(rule.evaluator)
             if result is None or result.outcome == "error":
@@ -142,10 +156,12 @@ class Rule:
             out.append(1.0 if SEVERITIES.index(severity) >= SEVERITIES.index(threshold) else 0.0)
         return out
 
-    def histogram(self, results: Mapping[str, EvalResult]) -> list[float] | None:
+    def histogram(
+        self, results: Mapping[str, EvalResult], origin: Origin | None = None
+    ) -> list[float] | None:
         """`samples` as the entries take them: `histogram[k]` verdicts at level `k /
         steps` (None: none)."""
-        values = self.samples(results)
+        values = self.samples(results, origin)
         if not values:
             return None
         histogram = [0.0] * (self.steps + 1)
@@ -182,8 +198,8 @@ def fingerprint(rule: Rule) -> str:
     out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}"
     if cfg.baseline is not None:
         out += f"|{cfg.baseline.window}|{cfg.baseline.season}"
-    if cfg.measure == "scores":
-        out += "|scores"
+    if cfg.measure != "verdicts":
+        out += f"|{cfg.measure}"
     if cfg.cohorts is not None:
         out += f"|by {cfg.cohorts.by}"
     return out
