@@ -26,7 +26,7 @@ from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Key, RuleKind
-from monitor.alerts.kinds.judge_changed import JudgeChanged, judge_changed_rules
+from monitor.alerts.kinds import judge_changed as judges
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
@@ -121,14 +121,9 @@ class AlertEngine:
         self._fleet_rules = {
             i
             for i, rule in enumerate(self._rules)
-            if fleet is not None
-            and not isinstance(rule.config, JudgeChangedRule)
-            and fleet.reads(rule.config)
+            if fleet is not None and fleet.reads(rule.config)
         }
-        # The anchor check's page (`judge_checked`), counted from no verdict.
-        self._judge_rule = next(
-            (i for i, r in enumerate(self._rules) if isinstance(r.config, JudgeChangedRule)), None
-        )
+        self._judge_rule = judges.judge_rule(self._rules)  # the anchor check's page
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
@@ -172,7 +167,7 @@ class AlertEngine:
         `backtest` make it."""
         alerts = config.alerts
         return cls(
-            [*alerts.rules, *judge_changed_rules(config)],
+            [*alerts.rules, *judges.judge_changed_rules(config)],
             telemetry,
             notifiers,
             severity_thresholds=severity_thresholds(config),
@@ -276,13 +271,7 @@ class AlertEngine:
         (`monitor.alerts.fleet`)."""
         i = next((i for i, rule in enumerate(self._rules) if rule.config.name == rule_name), None)
         if i is not None:
-            by = self._rules[i].cohort_by
-            origin = Origin(
-                service,
-                version=cohort if by == "version" else None,
-                route=cohort if by == "route" else "",
-                model=cohort if by == "model" else None,
-            )
+            origin = Origin.of_cohort(service, self._rules[i].cohort_by, cohort)
             self.count(i, origin, histogram, revision, self._clock())
 
     def count(
@@ -313,13 +302,9 @@ class AlertEngine:
     def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
         """An anchor check that compared `evaluator` with its baseline: the figures of the
         change it found, or None (its verdicts held); judged at once."""
-        if self._judge_rule is None:
-            return
-        kind = self._kinds[self._judge_rule]
-        assert isinstance(kind, JudgeChanged)
-        entry = self._entries.entry((self._judge_rule, evaluator, ""))
-        kind.checked(entry.state, self._clock(), figures)
-        self._wake_up()
+        now, i = self._clock(), self._judge_rule
+        if judges.checked(self._entries, self._kinds, i, evaluator, figures, now):
+            self._wake_up()
 
     def _wake_up(self) -> None:
         self._due = True
@@ -374,8 +359,7 @@ class AlertEngine:
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        if self._judge_rule is not None:
-            _configured_judges(saved, self._rules[self._judge_rule])
+        judges.configured_judges(saved, self._rules, self._judge_rule)
         dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
@@ -414,18 +398,3 @@ class AlertEngine:
             add_part(saved, part)
             await asyncio.sleep(0)
         await asyncio.to_thread(self._state_file.save, self._clock(), saved)
-
-
-def _configured_judges(saved: dict[str, Any], rule: Rule) -> None:
-    """Leaves out of `saved` the judge-changed pages of judges the config does not name."""
-    raw = saved.get(rule.config.name)
-    services = raw.get("services") if isinstance(raw, dict) else None
-    if not isinstance(services, dict) or not isinstance(rule.config, JudgeChangedRule):
-        return
-    gone = [name for name in services if name not in rule.config.judges]
-    for name in gone:
-        del services[name]
-    if gone:
-        log.warning(
-            "alert state: %d judge-changed pages of judges no longer configured left out", len(gone)
-        )

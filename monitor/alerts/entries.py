@@ -178,14 +178,6 @@ class Entries:
             due = self._evict(now) or due
         return Added(due, replaced, revision if replaced is not None else None)
 
-    def entry(self, key: Key) -> Entry:
-        """`key`'s entry, made empty where there is none (for a kind that no verdict
-        feeds: the judge-changed rule's)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = Entry(self._kinds[key[0]].new_state(series=series(key)))
-        return entry
-
     def _units(self, key: Key) -> Units:
         return Units(self._idle_s, f"alert {self._rules[key[0]].config.name} for {series(key)}")
 

@@ -39,6 +39,16 @@ class Origin:
     context: bool = True  # the record has retrieved context
 
     @classmethod
+    def of_cohort(cls, service: str, by: str | None, cohort: str) -> Origin:
+        """Of `service`, its cohort `by` one thing being `cohort` (a fleet's counters)."""
+        return cls(
+            service,
+            version=cohort if by == "version" else None,
+            route=cohort if by == "route" else "",
+            model=cohort if by == "model" else None,
+        )
+
+    @classmethod
     def of(cls, record: RagRecord) -> Origin:
         return cls(
             record.service,

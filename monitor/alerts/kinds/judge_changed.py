@@ -10,16 +10,22 @@ resolved, saying so."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.alerts.describe import shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Decision, Entry, Judgment, decide
-from monitor.alerts.rule import Rule
+from monitor.alerts.kinds import Decision, Entry, Judgment, RuleKind, decide
+from monitor.alerts.rule import Origin, Rule
 from monitor.config import AlertRule, Config, JudgeChangedRule
 from monitor.evidence import Arrival, Unit, saved_number
+
+if TYPE_CHECKING:
+    from monitor.alerts.entries import Entries
+
+log = logging.getLogger("monitor.alerts.engine")
 
 # The figures a check's page carries (`AnchorCheck`), the only ones a state file may hold.
 FIGURES = frozenset(
@@ -36,6 +42,29 @@ FIGURES = frozenset(
         "p_value",
     }
 )
+
+
+def judge_rule(rules: Sequence[Rule]) -> int | None:
+    """The index of the judge-changed rule among `rules` (None: there is none)."""
+    return next((i for i, r in enumerate(rules) if isinstance(r.config, JudgeChangedRule)), None)
+
+
+def checked(
+    entries: Entries,
+    kinds: Sequence[RuleKind],
+    i: int | None,
+    evaluator: str,
+    figures: Mapping[str, float] | None,
+    now: float,
+) -> bool:
+    """The anchor check's report on `evaluator` into the entry of rule `i` (the
+    judge-changed rule's: `JudgeChanged.checked`); False where there is no such rule."""
+    if i is None or not isinstance(kind := kinds[i], JudgeChanged):
+        return False
+    key = (i, evaluator, "")
+    entries.add(key, [0.0, 0.0], None, Origin(evaluator), now)  # made where there is none
+    kind.checked(entries[key].state, now, figures)
+    return True
 
 
 def judge_changed_rules(config: Config) -> list[JudgeChangedRule]:
@@ -157,3 +186,22 @@ class JudgeChanged:
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         return None
+
+
+def configured_judges(saved: dict[str, Any], rules: Sequence[Rule], i: int | None) -> None:
+    """Leaves out of `saved` the pages of rule `i` (the judge-changed rule, None: none) of
+    judges the config does not name."""
+    if i is None:
+        return
+    rule = rules[i]
+    raw = saved.get(rule.config.name)
+    services = raw.get("services") if isinstance(raw, dict) else None
+    if not isinstance(services, dict) or not isinstance(rule.config, JudgeChangedRule):
+        return
+    gone = [name for name in services if name not in rule.config.judges]
+    for name in gone:
+        del services[name]
+    if gone:
+        log.warning(
+            "alert state: %d judge-changed pages of judges no longer configured left out", len(gone)
+        )
