@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.alerts.describe import generator_url
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.fleet import FleetReader
 from monitor.alerts.rule import severity_thresholds
@@ -194,15 +193,13 @@ def build_pipeline(
     budget = BudgetGate(config.budget, monotonic_clock)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s, wall_clock)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
+    engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
-    elif config.audit.anchors.enabled:
-        assert changes is not None
-        anchors_judge, anchors = _anchor_check(config, telemetry, budget, changes, wall_clock)
+    elif engine is not None and changes is not None:  # an engine pages: anchors make one
+        anchors_judge, anchors = _anchor_check(config, telemetry, budget, changes, engine)
         anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
-        add("anchor check", anchors, anchors_judge_node, metrics_port)
-
-    engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
+        add("anchor check", anchors, anchors_judge_node, sink_nodes[sinks.index(engine)])
     if engine is not None and changes is not None:
         engine.evaluator_note = changes.note
     if http is not None and engine is not None:
@@ -308,10 +305,10 @@ def _anchor_check(
     telemetry: Telemetry,
     budget: BudgetGate,
     changes: JudgeChanges,
-    clock: Callable[[], float],
+    engine: AlertEngine,
 ) -> tuple[JudgeClient, AnchorCheck]:
     """Each judge evaluator on the anchors, through a judge client of their own that caches
-    nothing (a cached verdict would hide a judge that changed); pages go where alerts go."""
+    nothing (a cached verdict would hide a judge that changed); the engine pages."""
     from monitor.evaluators.judges import create_judge_client
 
     judge = config.judge.model_copy(update={"cache_size": 0})
@@ -328,12 +325,10 @@ def _anchor_check(
         load_anchors(anchors.file),
         budget,
         telemetry,
-        _notifiers(config, telemetry),
+        engine.judge_checked,
         changes=changes,
         every_s=parse_duration(anchors.every),
         alpha=anchors.alpha,
-        generator_url=generator_url(config),
-        clock=clock,
     )
     return client, check
 
@@ -425,7 +420,7 @@ def _alerts_and_events(
     `notices`."""
     sinks: list[ResultSink] = []
     alerts = config.alerts
-    if alerts.rules:
+    if alerts.rules or config.audit.anchors.enabled:  # the anchor check pages through it
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
             FleetReader(alerts.fleet, alerts.rules, telemetry, severity_thresholds(config), clock)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from monitor.alerts.rule import Rule
 from monitor.component import GENERATOR, Alert
-from monitor.config import Alerts, Config
+from monitor.config import Alerts, Config, JudgeChangedRule
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
 
@@ -31,6 +31,31 @@ def alert(
     """The alert one (rule, service, cohort) sends: labels, annotations, times; `severity`
     where the rule's kind names it (`Judgment.severity`), else the rule's."""
     cfg = rule.config
+    if isinstance(cfg, JudgeChangedRule):
+        # One entry per judge evaluator, in the service's place: the page names the judge.
+        labels = {
+            "alertname": cfg.name,
+            "evaluator": service,
+            "severity": severity or cfg.severity,
+            "generator": GENERATOR,
+        }
+        service = ""
+    else:
+        labels = _labels(rule, service, cohort, severity)
+    return Alert(
+        rule=cfg.name,
+        service=service,
+        status=status,
+        labels=labels,
+        annotations=annotations,
+        starts_at=datetime.fromtimestamp(started_at, tz=UTC),
+        ends_at=ends_at,
+        generator_url=generator_url,
+    )
+
+
+def _labels(rule: Rule, service: str, cohort: str, severity: str | None) -> dict[str, str]:
+    cfg = rule.config
     labels = {
         "alertname": cfg.name,
         "service": service,
@@ -43,16 +68,7 @@ def alert(
         labels["category"] = str(cfg.category)
     if rule.cohort_by is not None:
         labels["cohort"] = cohort
-    return Alert(
-        rule=cfg.name,
-        service=service,
-        status=status,
-        labels=labels,
-        annotations=annotations,
-        starts_at=datetime.fromtimestamp(started_at, tz=UTC),
-        ends_at=ends_at,
-        generator_url=generator_url,
-    )
+    return labels
 
 
 def p_text(p: float) -> str:

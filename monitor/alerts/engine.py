@@ -26,6 +26,7 @@ from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Key, RuleKind
+from monitor.alerts.kinds import judge_changed as judges
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
@@ -40,7 +41,7 @@ from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
 from monitor.component import Alert, Notifier
-from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, parse_duration
+from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
 from monitor.records import RagRecord
 from monitor.records.where import Where
 from monitor.results import EvalResult, Results, Severity
@@ -64,7 +65,7 @@ class AlertEngine:
 
     def __init__(
         self,
-        rules: Sequence[AlertRule],
+        rules: Sequence[AlertRule | JudgeChangedRule],
         telemetry: Telemetry,
         notifiers: Sequence[Notifier] = (),
         *,
@@ -122,6 +123,7 @@ class AlertEngine:
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
+        self._judge_rule = judges.judge_rule(self._rules)  # the anchor check's page
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
@@ -165,7 +167,7 @@ class AlertEngine:
         `backtest` make it."""
         alerts = config.alerts
         return cls(
-            alerts.rules,
+            [*alerts.rules, *judges.judge_changed_rules(config)],
             telemetry,
             notifiers,
             severity_thresholds=severity_thresholds(config),
@@ -271,9 +273,9 @@ class AlertEngine:
         previous revisions'), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
-            if i in self._fleet_rules:
-                continue  # judged on the fleet's counters
-            histogram = rule.histogram(results)
+            if i in self._fleet_rules or i == self._judge_rule:
+                continue  # judged on the fleet's counters, or the anchor check's
+            histogram = rule.histogram(results, origin if paired is None else None)
             own = None if paired is None else rule.histogram(paired) or []
             if histogram is None:
                 continue
@@ -294,8 +296,7 @@ class AlertEngine:
         (`monitor.alerts.fleet`)."""
         i = next((i for i, rule in enumerate(self._rules) if rule.config.name == rule_name), None)
         if i is not None:
-            by = self._rules[i].cohort_by
-            origin = Origin(service, **({by: cohort} if by else {}))
+            origin = Origin.of_cohort(service, self._rules[i].cohort_by, cohort)
             self.count(i, origin, histogram, revision, self._clock())
 
     def count(
@@ -322,6 +323,13 @@ class AlertEngine:
         if added.due:
             self._wake_up()
         return key
+
+    def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
+        """An anchor check that compared `evaluator` with its baseline: the figures of the
+        change it found, or None (its verdicts held); judged at once."""
+        now, i = self._clock(), self._judge_rule
+        if judges.checked(self._entries, self._kinds, i, evaluator, figures, now):
+            self._wake_up()
 
     def _wake_up(self) -> None:
         self._due = True
@@ -371,9 +379,12 @@ class AlertEngine:
         emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
+            if i == self._judge_rule:
+                return (i, service, cohort)  # a judge's name, of the config's
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
+        judges.configured_judges(saved, self._rules, self._judge_rule)
         dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)

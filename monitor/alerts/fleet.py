@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import aiohttp
 
 from monitor.alerts.fleet_answer import Answer, ReadFailed, Series, advance, parse_answer
-from monitor.config import AlertFleet, AlertRule
+from monitor.config import AlertFleet, AlertRule, JudgeChangedRule
 from monitor.results import SEVERITIES, Severity
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -125,7 +125,7 @@ class FleetReader:
             self._last_read.labels(rule.name).set(started)
         self._log = RateLimitedLog(log, 60.0, clock)
 
-    def reads(self, rule: AlertRule) -> bool:
+    def reads(self, rule: AlertRule | JudgeChangedRule) -> bool:
         return any(r.name == rule.name for r in self._rules)
 
     def stale(self) -> str | None:
@@ -320,8 +320,9 @@ class FleetReader:
 
 
 def reads(rule: AlertRule) -> bool:
-    """Whether a rule can be judged on the fleet's counters: not one that measures scores,
-    nor one of cohorts by model (the counters have no such label)."""
-    if rule.measure == "scores":
+    """Whether a rule can be judged on the fleet's counters: not one that measures scores
+    or records without context, nor one of cohorts by model (the counters have no such
+    label)."""
+    if rule.measure != "verdicts":
         return False
     return rule.cohorts is None or rule.cohorts.by in ("version", "route")

@@ -15,6 +15,7 @@ from monitor.alerts.attribution import Attribution, Explanation
 from monitor.alerts.kinds import Entry, Judgment, Key, Kind
 from monitor.alerts.rule import Rule
 from monitor.component import Alert, Notifier
+from monitor.config import JudgeChangedRule
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class Outbox:
         if entry.revision is not None:
             annotations["evaluator_revision"] = entry.revision
         explanation: Explanation | None = None
-        if status == "firing":
+        if status == "firing" and not isinstance(rule.config, JudgeChangedRule):
+            # (A judge-changed page is of no service's verdicts: nothing to attribute.)
             explanation = self._attribution.explain(key, judgment, now)
             annotations.update(explanation.annotations())
             note = self._evaluator_note(rule.config.evaluator)

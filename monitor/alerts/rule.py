@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitor.config import AlertRule, Config, parse_duration
+from monitor.config import AlertRule, Config, JudgeChangedRule, parse_duration
 from monitor.evidence import history_span_s
 from monitor.records import RagRecord
 from monitor.records import sender as sender_of
@@ -26,8 +26,8 @@ SCORE_STEPS = 20
 class Origin:
     """Where verdicts came from, as far as rules tell them apart: the service, the cohort
     fields (`version`, `route`, `model`), the conversation, the request's fingerprint
-    (`monitor.records.fingerprint`: verdicts on the same question) and who sent it
-    (`monitor.records.sender`)."""
+    (`monitor.records.fingerprint`: verdicts on the same question), who sent it
+    (`monitor.records.sender`) and whether the record has context."""
 
     service: str
     version: str | None = None
@@ -36,6 +36,17 @@ class Origin:
     conversation: str | None = None
     fingerprint: str | None = None
     sender: str | None = None
+    context: bool = True  # the record has retrieved context
+
+    @classmethod
+    def of_cohort(cls, service: str, by: str | None, cohort: str) -> Origin:
+        """Of `service`, its cohort `by` one thing being `cohort` (a fleet's counters)."""
+        return cls(
+            service,
+            version=cohort if by == "version" else None,
+            route=cohort if by == "route" else "",
+            model=cohort if by == "model" else None,
+        )
 
     @classmethod
     def of(cls, record: RagRecord) -> Origin:
@@ -47,12 +58,13 @@ class Origin:
             record.conversation,
             request_fingerprint(record),
             sender_of(record),
+            bool(record.retrieved_context),
         )
 
 
 @dataclass(frozen=True)
 class Rule:
-    config: AlertRule
+    config: AlertRule | JudgeChangedRule
     window_s: float
     # How rarely the rule may page on a service that did not change: seconds, as written.
     budget_s: float
@@ -63,7 +75,10 @@ class Rule:
 
     @classmethod
     def of(
-        cls, config: AlertRule, false_page_every: str, thresholds: Mapping[str, Severity]
+        cls,
+        config: AlertRule | JudgeChangedRule,
+        false_page_every: str,
+        thresholds: Mapping[str, Severity],
     ) -> Rule:
         budget = config.false_page_every or false_page_every
         return cls(
@@ -97,6 +112,8 @@ class Rule:
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
         history (`monitor.evidence.history`)."""
+        if isinstance(self.config, JudgeChangedRule):
+            return self.config.memory_s
         baseline = self.config.baseline
         if baseline is None or self.baseline_s is None:
             return self.window_s
@@ -106,19 +123,31 @@ class Rule:
     def subject(self) -> str:
         """What the rule watches, in words: `evaluator groundedness`."""
         cfg = self.config
+        if cfg.measure == "no_context":
+            return "the context went missing:"
         return f"evaluator {cfg.evaluator}" if cfg.evaluator else f"safety category {cfg.category}"
 
     @property
     def measured(self) -> str:
+        if self.config.measure == "no_context":
+            return f"share of records with no context for {self.config.evaluator}"
         return "mean defect score" if self.config.measure == "scores" else "defect rate"
 
     @property
     def cohort_by(self) -> str | None:
         return self.config.cohorts.by if self.config.cohorts is not None else None
 
-    def samples(self, results: Mapping[str, EvalResult]) -> list[float]:
-        """One defect value per verdict this rule counts in `results` (1.0 = a defect)."""
+    def samples(
+        self, results: Mapping[str, EvalResult], origin: Origin | None = None
+    ) -> list[float]:
+        """One defect value per verdict this rule counts in `results` (1.0 = a defect); of
+        a `no_context` rule, one per record (`origin`: whether it has context)."""
         rule = self.config
+        if rule.measure == "no_context" and rule.evaluator is not None:
+            # Scored: it had context. Not scored and without context: skipped for it.
+            if rule.evaluator in results:
+                return [] if results[rule.evaluator].outcome == "error" else [0.0]
+            return [1.0] if origin is not None and not origin.context else []
         if rule.evaluator is not None:
             result = results.get(rule.evaluator)
             if result is None or result.outcome == "error":
@@ -137,10 +166,12 @@ class Rule:
             out.append(1.0 if SEVERITIES.index(severity) >= SEVERITIES.index(threshold) else 0.0)
         return out
 
-    def histogram(self, results: Mapping[str, EvalResult]) -> list[float] | None:
+    def histogram(
+        self, results: Mapping[str, EvalResult], origin: Origin | None = None
+    ) -> list[float] | None:
         """`samples` as the entries take them: `histogram[k]` verdicts at level `k /
         steps` (None: none)."""
-        values = self.samples(results)
+        values = self.samples(results, origin)
         if not values:
             return None
         histogram = [0.0] * (self.steps + 1)
@@ -177,8 +208,8 @@ def fingerprint(rule: Rule) -> str:
     out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}"
     if cfg.baseline is not None:
         out += f"|{cfg.baseline.window}|{cfg.baseline.season}"
-    if cfg.measure == "scores":
-        out += "|scores"
+    if cfg.measure != "verdicts":
+        out += f"|{cfg.measure}"
     if cfg.cohorts is not None:
         out += f"|by {cfg.cohorts.by}"
     return out

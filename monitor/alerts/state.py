@@ -111,6 +111,10 @@ class StateFormat:
     counters: Callable[[Telemetry], tuple[Counter, Counter]]
     # Version -> what makes what a file of that version holds that of the next.
     upgrades: Mapping[int, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
+    # How the file's bytes are parsed (ValueError on a bad file): in a thread, one that
+    # gives the event loop the interpreter lock as it goes keeps a large file from
+    # stalling it (`monitor.shared.json_pieces`).
+    parse: Callable[[bytes], Any] = json.loads
 
 
 def _alert_counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
@@ -185,7 +189,7 @@ class StateFile:
                     MAX_BYTES,
                 )
                 return "too_large", {}
-            data = json.loads(self.path.read_bytes())
+            data = self._format.parse(self.path.read_bytes())
         except FileNotFoundError:
             log.info("%s %s does not exist yet: starting empty", self._name, self.path)
             return "missing", {}

@@ -15,7 +15,9 @@ what it failed can keep its accuracy and still move every rate an alert rule wat
 smaller two-sided p-value, doubled (Bonferroni), below `alpha` pages; an unchanged judge
 pages at most `alpha` of its checks, whatever its accuracy. After a page the judge's current
 verdicts are its new baseline (the change is told once); the alert resolves at the next
-check that does not page.
+check that does not page. The page is the alert engine's (`Pager`: its judge-changed rule,
+`monitor.alerts.kinds.judge_changed`): re-sent, resolved and kept across restarts as every
+rule's page is.
 """
 
 from __future__ import annotations
@@ -23,25 +25,28 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, Protocol
 
 from monitor.audit._ticker import Ticker
-from monitor.component import GENERATOR, Alert, Notifier
 from monitor.evaluators.base import Evaluator
 from monitor.records import RagRecord, RecordError, parse_record
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-RULE = "judge_changed"
 MIN_REFERENCE_ACCURACY = 0.8
 """The share of the anchors a judge must get right at its last check for an audit to take
 its verdicts as the reference; below it, or with its verdicts all one way, the audit's
 estimate is withheld."""
+
+
+class Pager(Protocol):
+    """Where a check that compared a judge with its baseline goes (the alert engine's
+    `judge_checked`, which pages): the figures of the change it found, or None."""
+
+    def __call__(self, evaluator: str, figures: Mapping[str, float] | None) -> None: ...
 
 
 class Budget(Protocol):
@@ -199,24 +204,19 @@ class AnchorCheck:
         anchors: Sequence[Anchor],
         budget: Budget,
         telemetry: Telemetry,
-        notifiers: Sequence[Notifier],
+        pager: Pager,
         *,
         changes: JudgeChanges,
         every_s: float,
         alpha: float,
-        generator_url: str,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self._judges = list(judges)
         self._anchors = list(anchors)
         self._budget = budget
-        self._notifiers = list(notifiers)
+        self._pager = pager
         self._changes = changes
         self._alpha = alpha
-        self._generator_url = generator_url
-        self._clock = clock
         self._baselines: dict[str, Check] = {}
-        self._firing: dict[str, Alert] = {}
         self._ticker = Ticker(every_s, self.check)
         t = telemetry
         self._accuracy = t.gauge(
@@ -240,14 +240,10 @@ class AnchorCheck:
         return self._changes
 
     async def start(self) -> None:
-        for notifier in self._notifiers:
-            await notifier.start()
         self._ticker.start()
 
     async def shutdown(self, deadline_s: float) -> None:
         await self._ticker.stop()
-        for notifier in self._notifiers:
-            await notifier.shutdown(deadline_s)
 
     async def check(self) -> None:
         """Check every judge once (a judge the budget stops midway is not tested)."""
@@ -312,7 +308,7 @@ class AnchorCheck:
         if p >= self._alpha:
             self._changed.labels(name).set(0)
             self._changes.settled(name)
-            self._resolve(name)
+            self._pager(name, None)
             return
         self._baselines[name] = now
         self._changed.labels(name).set(1)
@@ -351,40 +347,6 @@ class AnchorCheck:
         self._page(name, figures)
 
     def _page(self, name: str, figures: dict[str, Any]) -> None:
-        now = datetime.fromtimestamp(self._clock(), UTC)
-        summary = (
-            f"The judge {name} changed: anchor accuracy {figures['accuracy_before']:.0%} → "
-            f"{figures['accuracy_now']:.0%}, anchors failed {figures['failed_before']:.0%} → "
-            f"{figures['failed_now']:.0%}"
-        )
-        alert = Alert(
-            rule=RULE,
-            service="",
-            status="firing",
-            labels={
-                "alertname": "RagMonitorJudgeChanged",
-                "evaluator": name,
-                "severity": "warning",
-                "generator": GENERATOR,
-            },
-            annotations={
-                "summary": summary,
-                "description": (
-                    f"{summary} on {figures['anchors']} anchors: "
-                    f"{figures['right_then_wrong']} right before and wrong now, "
-                    f"{figures['wrong_then_right']} the other way; "
-                    f"{figures['failed_then_passed']} failed before and passed now, "
-                    f"{figures['passed_then_failed']} the other way (McNemar p = "
-                    f"{figures['p_value']:.2g}). A move of this judge's defect rate now is "
-                    "the judge's, not the service's: a model or prompt behind its name changed."
-                ),
-                "anchor_figures": json.dumps(figures),
-            },
-            starts_at=now,
-            ends_at=now + timedelta(days=1),
-            generator_url=self._generator_url,
-        )
-        self._firing[name] = alert
         self._changes.changed(
             name,
             f"The judge {name} changed at its last anchor check ({figures['accuracy_before']:.0%}"
@@ -392,28 +354,7 @@ class AnchorCheck:
             f"{figures['failed_before']:.0%} → {figures['failed_now']:.0%} failed): this move "
             "may be the judge's, not the service's.",
         )
-        self._notify([alert])
-
-    def _resolve(self, name: str) -> None:
-        alert = self._firing.pop(name, None)
-        if alert is None:
-            return
-        now = datetime.fromtimestamp(self._clock(), UTC)
-        resolved = Alert(
-            alert.rule,
-            alert.service,
-            "resolved",
-            alert.labels,
-            alert.annotations,
-            alert.starts_at,
-            now,
-            alert.generator_url,
-        )
-        self._notify([resolved])
-
-    def _notify(self, alerts: list[Alert]) -> None:
-        for notifier in self._notifiers:
-            notifier.notify(alerts)
+        self._pager(name, figures)
 
 
 def _share(values: Any) -> float:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
+import itertools
 import json
 import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from monitor.audit.saved import (
     FORMAT,
@@ -39,8 +41,8 @@ log = logging.getLogger(__name__)
 # What the writer keeps the file under: the reader (`monitor.alerts.state.MAX_BYTES`, 24 MiB)
 # refuses a larger one, and the envelope and the windows' keys take a little.
 MAX_FILE_BYTES = 20 * 1024 * 1024
-SLICE = 250  # entries encoded between two returns to the event loop (a few ms)
-BUCKET_SLICE = 25  # buckets of a window (each up to a tally per slice value) likewise
+SLICE = 50  # entries encoded between two returns to the event loop (about a millisecond)
+BUCKET_SLICE = 5  # buckets of a window (each up to a tally per slice value) likewise
 _dumps = functools.partial(json.dumps, separators=(",", ":"))
 
 
@@ -48,28 +50,6 @@ _dumps = functools.partial(json.dumps, separators=(",", ":"))
 class Pair:
     evaluator: str
     reference: str
-
-
-def _text_bytes(value: str) -> int:
-    """At most what `value` takes in JSON (as `json.dumps` writes it, ASCII only)."""
-    if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-        return len(value) + 2
-    return 12 * len(value) + 2  # a character outside the BMP: two \\uXXXX escapes
-
-
-def _entry_bytes(entry: list[Any]) -> int:
-    """At most what one encoded entry (lists of texts, numbers and booleans) takes."""
-    total = 2 + len(entry)
-    for part in entry:
-        if isinstance(part, str):
-            total += _text_bytes(part)
-        elif isinstance(part, list):
-            total += _entry_bytes(part)
-        elif isinstance(part, bool):
-            total += 5
-        else:
-            total += len(str(part))  # a whole number
-    return total
 
 
 class KeptState:
@@ -108,6 +88,11 @@ class KeptState:
         logged and counted); never raises."""
         if self._state is None:
             return Restored()
+        with _uncollected():
+            return await self._restore(now, window_s, oldest, newest)
+
+    async def _restore(self, now: float, window_s: float, oldest: int, newest: int) -> Restored:
+        assert self._state is not None
         pair = self._pair
         try:
             # Reading runs the older versions' upgrades: inside, as the parts' checks.
@@ -118,7 +103,7 @@ class KeptState:
             if not saved:
                 return Restored()
             restored = await asyncio.to_thread(
-                decode,
+                _decoded,
                 saved,
                 pair.evaluator,
                 pair.reference,
@@ -159,33 +144,32 @@ class KeptState:
         traces: OpenTraces,
     ) -> None:
         """Encodes the state a slice at a time and writes it off the loop; a write that
-        fails is counted by the state file, never raised."""
+        fails is counted by the state file, never raised. Each entry is encoded to its JSON
+        text at once: texts are no containers the garbage collector walks, so the encoding
+        of a large state starts no collection of it."""
         if self._state is None:
             return
         budget = self._max_bytes - 1024
-        body: dict[str, Any] = {"evaluator": self._pair.evaluator}
-        body["reference"] = self._pair.reference
-        encoded: dict[str, dict[str, Any]] = {}
+        services: dict[str, list[str]] = {}
         for n, (service, index, bucket) in enumerate(_buckets(windows)):
-            counts = encode_bucket(bucket)
-            encoded.setdefault(service, {})[str(index)] = counts
-            budget -= _text_bytes(service) + 24 + _entry_bytes([counts["total"], counts["slices"]])
+            text = f"{_dumps(str(index))}:{_dumps(encode_bucket(bucket))}"
+            services.setdefault(service, []).append(text)
+            budget -= len(text) + 1
             if n % BUCKET_SLICE == BUCKET_SLICE - 1:
                 await asyncio.sleep(0)
-        body["windows"] = encoded
+        encoded = []
+        for service, buckets in services.items():
+            encoded.append(f"{_dumps(service)}:{{{','.join(buckets)}}}")
+            budget -= len(encoded[-1]) - sum(map(len, buckets))
         # Newest first, so what is left out over the bound is the oldest.
-        kept_pending, budget = await _newest(
-            list(reversed(pending)), pending.get, encode_pending, budget
-        )
-        kept_traces, budget = await _newest(
-            list(reversed(traces)), traces.get, encode_trace, budget
-        )
+        kept_pending, budget = await _newest(reversed(pending), pending.get, encode_pending, budget)
+        kept_traces, budget = await _newest(reversed(traces), traces.get, encode_trace, budget)
         over = {
             "pending_over_size": len(pending) - len(kept_pending),
             "traces_over_size": len(traces) - len(kept_traces),
         }
         for part, count in over.items():
-            if count:
+            if count > 0:
                 self._t.child(self._dropped, part).inc(count)
                 log.error(
                     "audit state: %d %s left out of the file (over %d bytes, what the reader "
@@ -194,35 +178,30 @@ class KeptState:
                     part.split("_")[0],
                     self._max_bytes,
                 )
-        body["pending"] = kept_pending[::-1]
-        body["traces"] = kept_traces[::-1]
-        await asyncio.to_thread(self._write, now, body)
+        kept_pending.reverse()
+        kept_traces.reverse()
+        await asyncio.to_thread(self._write, now, encoded, kept_pending, kept_traces)
 
-    def _write(self, now: float, body: dict[str, Any]) -> None:
-        """The file in the state file's envelope, atomically: each entry dumped apart, so
-        that no single encoding holds the interpreter (the loop's thread waits for it)
-        longer than one entry takes. A failure is logged and counted, never raised."""
+    def _write(self, now: float, windows: list[str], pending: list[str], traces: list[str]) -> None:
+        """The file in the state file's envelope, atomically, from the entries' texts. A
+        failure is logged and counted, never raised."""
         assert self._state is not None
         path = self._state.path
         head = {"format": FORMAT, "version": VERSION, "saved_at": now}
+        pair = self._pair
         tmp: str | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             with os.fdopen(fd, "wb") as out:
                 out.write(_dumps(head)[:-1].encode() + f',"{KEY}":{{'.encode())
-                out.write(f'"evaluator":{_dumps(body["evaluator"])},'.encode())
-                out.write(f'"reference":{_dumps(body["reference"])},"windows":{{'.encode())
-                for n, (service, buckets) in enumerate(body["windows"].items()):
-                    out.write(f"{',' if n else ''}{_dumps(service)}:{{".encode())
-                    parts = (f"{_dumps(i)}:{_dumps(b)}" for i, b in buckets.items())
-                    out.write(",".join(parts).encode() + b"}")
+                out.write(f'"evaluator":{_dumps(pair.evaluator)},'.encode())
+                out.write(f'"reference":{_dumps(pair.reference)},"windows":{{'.encode())
+                _texts(out, windows)
                 out.write(b'},"pending":[')
-                for n, entry in enumerate(body["pending"]):
-                    out.write((b"," if n else b"") + _dumps(entry).encode())
+                _texts(out, pending)
                 out.write(b'],"traces":[')
-                for n, entry in enumerate(body["traces"]):
-                    out.write((b"," if n else b"") + _dumps(entry).encode())
+                _texts(out, traces)
                 out.write(b"]}}")
                 out.flush()
                 os.fsync(out.fileno())
@@ -239,26 +218,73 @@ class KeptState:
 
 
 async def _newest(
-    keys: list[Any],
+    keys: Iterator[Any],
     get: Callable[[Any], Any],
     encode: Callable[[Any, Any], list[Any]],
     budget: int,
-) -> tuple[list[list[Any]], int]:
-    """The entries of `keys` (newest first) encoded while `budget` bytes last, a slice at a
-    time (an entry gone since the slice began is skipped)."""
-    out: list[list[Any]] = []
-    for start in range(0, len(keys), SLICE):
-        for key in keys[start : start + SLICE]:
+) -> tuple[list[str], int]:
+    """The entries of `keys` (newest first; an iterator that copies each service's keys as
+    it reaches them, so that the loop is never held for a copy of all) encoded to their
+    JSON text while `budget` bytes last, a slice at a time (an entry gone since the slice
+    began is skipped)."""
+    out: list[str] = []
+    while True:
+        chunk = list(itertools.islice(keys, SLICE))
+        if not chunk:
+            return out, budget
+        for key in chunk:
             value = get(key)
             if value is None:
                 continue
-            entry = encode(key, value)
-            budget -= _entry_bytes(entry)
+            text = _dumps(encode(key, value))
+            budget -= len(text) + 1
             if budget < 0:
                 return out, budget
-            out.append(entry)
+            out.append(text)
         await asyncio.sleep(0)
-    return out, budget
+
+
+def _decoded(saved: dict[str, Any], *args: Any, **kwargs: Any) -> Restored:
+    """`decode`, and what was parsed freed here, a slice at a time: freed whole by the
+    loop's thread (its last holder), its millions of objects would hold the loop as long."""
+    try:
+        return decode(saved, *args, **kwargs)
+    finally:
+        for part in saved.values():
+            while isinstance(part, list) and part:
+                del part[-SLICE:]
+            while isinstance(part, dict) and part:
+                part.popitem()
+        saved.clear()
+
+
+@contextlib.contextmanager
+def _uncollected() -> Iterator[None]:
+    """No garbage collection while the state is read and checked, and none of it walked by
+    a later one (`gc.freeze`): each collection would walk the millions of objects a state
+    at its bounds is made of, holding the interpreter, and so the event loop, for as long
+    (a second and more). What the state holds makes no reference cycles: what leaves it is
+    freed by its count, as before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.freeze()
+            gc.enable()
+
+
+def _texts(out: BinaryIO, texts: list[str]) -> None:
+    """`texts` written comma-separated, a slice at a time (no copy of them all), and
+    freed as they go (here, not all at once by the loop's thread)."""
+    first = True
+    texts.reverse()
+    while texts:
+        chunk = texts[-SLICE:][::-1]
+        del texts[-SLICE:]
+        out.write((b"" if first else b",") + ",".join(chunk).encode())
+        first = False
 
 
 def _buckets(windows: Windows) -> Iterator[tuple[str, int, Any]]:

@@ -24,6 +24,7 @@ from prometheus_client import Counter
 
 from monitor.audit.estimate import Tally, Trace, Traces
 from monitor.records.where import DIMENSIONS, MAX_CHARS
+from monitor.shared import json_pieces
 from monitor.telemetry import Telemetry
 
 # The file (`StateFile` of `monitor.alerts.state`, handed in by the wiring): its format
@@ -303,7 +304,7 @@ def _upgrade_1(data: dict[str, Any]) -> None:
 
 UPGRADES: dict[int, Callable[[dict[str, Any]], None]] = {1: _upgrade_1}
 # What the wiring's `StateFormat` is made of, after its name.
-STATE_FORMAT = (FORMAT, VERSION, KEY, counters, UPGRADES)
+STATE_FORMAT = (FORMAT, VERSION, KEY, counters, UPGRADES, json_pieces.loads)
 
 
 @dataclass(slots=True)

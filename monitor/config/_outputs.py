@@ -94,14 +94,25 @@ class Webhook(Section):
 WHERE_SUFFIX = "_where"
 
 
-# The rule a config that writes no `alerts.rules` gets, while it runs local_groundedness:
-# the hallucination rate against the service's own trailing 24h (no threshold to tune). It
+# The rules a config that writes no `alerts.rules` gets, while it runs local_groundedness:
+# the hallucination rate, and the share of records with no context, each against the
+# service's own trailing 24h (no threshold to tune). It
 # pages by log line and the `alert_firing` gauge until a receiver (`alertmanager.url`,
 # `webhooks`) is set; `rules: []` turns it off.
 DEFAULT_RULES: tuple[dict[str, Any], ...] = (
     {
         "name": "hallucination_regression",
         "evaluator": "local_groundedness",
+        "baseline": {},
+        "severity": "page",
+    },
+    # The records that lost their context (the retrieval's documents no longer reach the
+    # trace) are skipped by groundedness, not failed: their share against the service's own
+    # history pages as the regression it is.
+    {
+        "name": "context_missing_regression",
+        "evaluator": "local_groundedness",
+        "measure": "no_context",
         "baseline": {},
         "severity": "page",
     },

@@ -46,8 +46,10 @@ class RuleBase(Section):
     name: LabelName
     evaluator: str | None = None
     category: Category | None = None
-    # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`).
-    measure: Literal["verdicts", "scores"] = "verdicts"
+    # What a verdict adds: 1 for a fail (`verdicts`), or 1 - its normalised score (`scores`);
+    # `no_context`: what a record adds, 1 when the evaluator skipped it for lack of context
+    # (the retrieval's documents did not reach the trace), 0 when it scored it.
+    measure: Literal["verdicts", "scores", "no_context"] = "verdicts"
     severity: LabelName = "page"
 
     _removed: ClassVar[Mapping[str, str]] = {
@@ -111,8 +113,10 @@ class RuleBase(Section):
     def _one_source(self) -> RuleBase:
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
-        if self.measure == "scores" and self.evaluator is None:
-            raise ValueError("measure: scores are an evaluator's; a category rule counts verdicts")
+        if self.measure != "verdicts" and self.evaluator is None:
+            raise ValueError(
+                f"measure: {self.measure} is an evaluator's; a category rule counts verdicts"
+            )
         return self
 
 
@@ -247,6 +251,50 @@ class SloRule(RuleBase):
                 "window out"
             )
         return self
+
+
+class JudgeChangedRule(RuleBase):
+    """Not written in `alerts.rules`: the anchor check's "the judge changed" page
+    (`audit.anchors`), moved by the alert engine's state machine as every rule's page is
+    (re-sent, resolved, kept in the state file). One entry per judge evaluator, in the
+    place of a service; `every` is the anchor check's interval."""
+
+    kind = "judge_changed"
+    noun = "judge-changed"
+    called = "the judge-changed rule"
+    kind_key = "judge_changed"
+
+    name: LabelName = "RagMonitorJudgeChanged"
+    # No evaluator's verdicts are counted: the anchor check reports its checks.
+    evaluator: str | None = "audit.anchors"
+    # A judge that moved is looked at within working hours: alerts on its verdicts say so.
+    severity: LabelName = "ticket"
+    every: Duration = "6h"
+    window: Duration = "1m"
+    # The evaluators a state file may hold a page of (the config's).
+    judges: tuple[str, ...] = ()
+
+    baseline: ClassVar[None] = None
+    cohorts: ClassVar[None] = None
+    max_defect_rate: ClassVar[None] = None
+    slo: ClassVar[None] = None
+    min_increase: ClassVar[None] = None
+    test: ClassVar[None] = None
+    false_page_every: ClassVar[None] = None
+    boost: ClassVar[None] = None
+    min_samples: int = 1  # one check decides
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_other_kinds(cls, data: Any) -> Any:
+        return data  # made by the engine, never read from a file
+
+    @property
+    def memory_s(self) -> float:
+        """How long a page outlives the last check that compared its judge: a check that
+        stopped (the judge left the config, the budget) resolves it after three intervals,
+        and no sooner than an hour (a check of many anchors outlasts a short interval)."""
+        return max(3 * parse_duration(self.every), 3600.0)
 
 
 # Each kind by its word, in the order a rule is read: a rule with the keys of two kinds is

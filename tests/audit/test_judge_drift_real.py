@@ -39,10 +39,14 @@ DRIFT = {"Yes": 100}
 
 class DriftingJudge:
     """Forwards chat completions to `upstream`; from the `swap_at`-th request on, with
-    `DRIFT` as the logit bias; requests past `hold_at` wait until the proxy stops."""
+    `bias` (default `DRIFT`) as the logit bias; requests past `hold_at` wait until the proxy
+    stops."""
 
-    def __init__(self, upstream: str, *, swap_at: int, hold_at: int) -> None:
+    def __init__(
+        self, upstream: str, *, swap_at: int, hold_at: int, bias: dict[str, int] | None = None
+    ) -> None:
         self._upstream = upstream
+        self._bias = DRIFT if bias is None else bias
         self._swap_at = swap_at
         self._hold_at = hold_at
         self.served = 0
@@ -61,7 +65,7 @@ class DriftingJudge:
         self.served += 1
         if drift:
             self.drifted += 1
-            body["logit_bias"] = DRIFT
+            body["logit_bias"] = self._bias
         assert self._session is not None
         async with self._session.post(f"{self._upstream}/chat/completions", json=body) as got:
             payload = await got.read()

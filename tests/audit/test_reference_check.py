@@ -68,11 +68,10 @@ def _check(t: Telemetry, honest: bool, changes: JudgeChanges) -> AnchorCheck:
         ANCHORS,
         Admit(),
         t,
-        [],
+        lambda evaluator, figures: None,
         changes=changes,
         every_s=3600,
         alpha=0.001,
-        generator_url="http://monitor",
     )
 
 

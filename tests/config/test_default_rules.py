@@ -1,7 +1,8 @@
 """The embedded defaults watch for hallucinations: a config that writes no `alerts.rules`
-and runs local_groundedness gets the regression rule on it (`DEFAULT_RULES`), which pages
-by log line and the `alert_firing` gauge while no receiver is set; `rules: []` turns it
-off, and a config without local_groundedness gets none."""
+and runs local_groundedness gets the regression rules on it (`DEFAULT_RULES`: its defect
+rate, and the share of records it skipped for lack of context), which page by log line and
+the `alert_firing` gauge while no receiver is set; `rules: []` turns them off, and a config
+without local_groundedness gets none."""
 
 from __future__ import annotations
 
@@ -23,17 +24,26 @@ def loaded(tmp_path: Path, text: str) -> list[AlertRule]:
     return load_config(path, environ={}).alerts.rules
 
 
-def test_an_empty_config_gets_the_regression_rule_on_groundedness(tmp_path: Path) -> None:
-    (rule,) = loaded(tmp_path, "")
+def test_an_empty_config_gets_the_regression_rules_on_groundedness(tmp_path: Path) -> None:
+    """The hallucination rate, and the share of records groundedness skipped for lack of
+    context (tests/alerts/test_context_missing.py), each against the service's history."""
+    rule, context = loaded(tmp_path, "")
     assert rule == RegressionRule(
         name="hallucination_regression",
         evaluator="local_groundedness",
         baseline=AlertBaseline(),
         severity="page",
     )
+    assert context == RegressionRule(
+        name="context_missing_regression",
+        evaluator="local_groundedness",
+        measure="no_context",
+        baseline=AlertBaseline(),
+        severity="page",
+    )
     # The same with a receiver set but no rules written.
-    (same,) = loaded(tmp_path, "alerts: {alertmanager: {url: 'http://am:9093'}}")
-    assert same == rule
+    same = loaded(tmp_path, "alerts: {alertmanager: {url: 'http://am:9093'}}")
+    assert same == [rule, context]
 
 
 @pytest.mark.parametrize(
@@ -49,7 +59,7 @@ def test_no_default_rule_when_turned_off_or_without_its_evaluator(
 def test_the_default_rule_pages_by_log_line_and_gauge_without_a_receiver(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    (rule,) = loaded(tmp_path, "")
+    rule, _ = loaded(tmp_path, "")
     t = create_telemetry()
     clock = Clock()
     engine = AlertEngine([rule], t, notifiers=[], evaluation_interval_s=60.0, clock=clock)

@@ -19,13 +19,18 @@ from tests.deploy.test_deploy_alertmanager import PLATFORM, SEVERITIES, routed_t
 ONCALL = SEVERITIES["page"]
 
 
-def test_the_embedded_default_rule_pages_on_call(tmp_path: Path) -> None:
+def test_the_embedded_default_rules_page_on_call(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    (rule,) = load_config(empty, environ={}).alerts.rules
-    assert (rule.name, rule.evaluator) == ("hallucination_regression", "local_groundedness")
-    for labels in sidecar_alerts(rule):
-        assert routed_to(labels) == ONCALL, labels
+    rules = load_config(empty, environ={}).alerts.rules
+    names = [(rule.name, rule.evaluator) for rule in rules]
+    assert names == [
+        ("hallucination_regression", "local_groundedness"),
+        ("context_missing_regression", "local_groundedness"),
+    ]
+    for rule in rules:
+        for labels in sidecar_alerts(rule):
+            assert routed_to(labels) == ONCALL, labels
 
 
 @pytest.mark.parametrize(
@@ -57,11 +62,12 @@ def test_the_sloth_specs_alerts_reach_their_receivers() -> None:
 
 
 def test_the_judge_change_page_reaches_the_platform() -> None:
-    """docs/contract.md's `RagMonitorJudgeChanged` labels (monitor/audit/anchors.py)."""
+    """docs/contract.md's `RagMonitorJudgeChanged` labels (the alert engine's judge-changed
+    rule, `monitor.config.JudgeChangedRule`)."""
     labels = {
         "alertname": "RagMonitorJudgeChanged",
         "evaluator": "groundedness",
-        "severity": "warning",
+        "severity": "ticket",
         "generator": "rag-monitor",
     }
     assert routed_to(labels) == PLATFORM

@@ -57,11 +57,10 @@ def exported_names() -> set[str]:
         [],
         BudgetGate(Budget()),
         telemetry,
-        [],
+        lambda evaluator, figures: None,
         changes=changes,
         every_s=1,
         alpha=0.1,
-        generator_url="",
     )
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):

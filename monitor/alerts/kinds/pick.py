@@ -7,10 +7,11 @@ from typing import Protocol
 from monitor.alerts.kinds import RuleKind
 from monitor.alerts.kinds.absolute import Absolute
 from monitor.alerts.kinds.cohorts import Cohorts
+from monitor.alerts.kinds.judge_changed import JudgeChanged
 from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.kinds.slo import Slo
 from monitor.alerts.rule import Rule
-from monitor.config import AlertRule
+from monitor.config import AlertRule, JudgeChangedRule
 
 
 class KindClass(Protocol):
@@ -32,8 +33,11 @@ KINDS: dict[str, KindClass] = {
 }
 
 
-def kind_class(config: AlertRule) -> KindClass:
-    """The class of the kind of a rule, by the key it sets (`KINDS`)."""
+def kind_class(config: AlertRule | JudgeChangedRule) -> KindClass:
+    """The class of the kind of a rule, by the key it sets (`KINDS`); the judge-changed
+    rule is no user's."""
+    if isinstance(config, JudgeChangedRule):
+        return JudgeChanged
     for key, cls in KINDS.items():
         if getattr(config, key) is not None:
             return cls
