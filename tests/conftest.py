@@ -134,6 +134,12 @@ def selected_tier(config: pytest.Config) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "unit: the unit tier (set by tests/conftest.py on the tests of no other tier)",
+        "scorecard: the scorecard tier: statistical behaviour on a simulated clock",
+        "e2e: the end-to-end tier: real servers, brokers and apps (wiring)",
+    ):
+        config.addinivalue_line("markers", line)
     if config.getoption("--record-cpu") and (
         config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--tier")
     ):
