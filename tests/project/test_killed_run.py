@@ -101,7 +101,9 @@ def test_a_killed_run_leaves_no_server(tmp_path: Path, whole_group: bool) -> Non
     # In a process group of its own (the one a whole-group kill reaches), and killed with
     # this test run should this one be killed meanwhile.
     run = spawn(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
+        # Without the plugins the inner test does not use: most of what a start costs.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:cloudcoil"]
+        + ["-p", "no:anyio", "-p", "no:hypothesispytest", "test_inner.py"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
