@@ -16,7 +16,8 @@
 # selected file or folder holds tests that run them (the JavaScript packages only for the
 # JavaScript apps' tests); no Debian packages are installed (tests that need them skip
 # where they are missing), and ruff, mypy and vulture run only with `--lint`. One worker per
-# selected test file, up to four.
+# selected test file, up to four. A folder among the paths runs its unit tier (`--tier
+# e2e`, `scorecard` or `all` for the others; a named file runs whole): tests/conftest.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -17,8 +17,10 @@ import pytest
 from tests.conftest import UNIT_FILE_CPU_S
 
 REPO = Path(__file__).resolve().parents[2]
+# The sample needs no hypothesis: its plugin's import is most of what a start costs.
+NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
 
-SAMPLE = '''import pytest
+SAMPLE = """import pytest
 
 
 def test_cheap() -> None:
@@ -33,8 +35,8 @@ def test_wiring() -> None:
 @pytest.mark.scorecard
 def test_statistics() -> None:
     pass
-'''
-BUSY = '''import pytest
+"""
+BUSY = """import pytest
 
 
 def test_busy() -> None:
@@ -44,7 +46,7 @@ def test_busy() -> None:
 @pytest.mark.e2e
 def test_busy_wiring() -> None:
     assert sum(range(10**7)) > 0
-'''
+"""
 
 
 def _suite(tmp_path: Path, unit_test_cpu_s: str = "8.0", recorded: float = 0.0) -> Path:
@@ -74,10 +76,9 @@ def _run(tests: Path, *args: str, workers: int = 0) -> subprocess.CompletedProce
     workers as `tests/run.sh` runs it."""
     env = {k: v for k, v in os.environ.items() if k != "MONITOR_TESTS_CPU"}
     xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
+    options = ["-p", "no:cacheprovider", *NO_HYPOTHESIS, *xdist, "-v"]
     return subprocess.run(
-        # The sample needs no hypothesis: its plugin's import is most of a start's CPU.
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-        + [*xdist, "-v", *args],
+        [sys.executable, "-m", "pytest", *options, *args],
         cwd=tests.parent,
         env={**env, "PYTHONPATH": str(REPO)},
         capture_output=True,
