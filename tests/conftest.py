@@ -88,7 +88,7 @@ def _durations() -> dict[str, float]:
 # they started and waited for: setup, call and teardown), which a loaded machine moves far
 # less than wall time. `tests/cpu.json` records each file's (`--record-cpu`). `unit`, the
 # default where a folder is named: a file recorded under UNIT_FILE_CPU_S (no real servers
-# fit there), each folder's under UNIT_FOLDER_CPU_S together (tests/project/test_tiers.py);
+# fit there), each folder's under UNIT_FOLDER_CPU_S together (test_tier_recording.py);
 # a unit-tier run fails a unit test of UNIT_TEST_CPU_S or more. `e2e`: a file recorded at
 # UNIT_FILE_CPU_S or more, or a test marked so (real servers, brokers, apps: wiring).
 # `scorecard`, marked: statistical behaviour on a simulated clock.
@@ -319,7 +319,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     tiers cost come back with them."""
     output = getattr(node, "workeroutput", {})
     _defined.update(output.get("defined", {}))
-    _cpu_by_file.update(output.get("cpu", {}))
+    for file, seconds in output.get("cpu", {}).items():  # summed: `--dist load` splits files
+        _cpu_by_file[file] = _cpu_by_file.get(file, 0.0) + seconds
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
