@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import json
 import os
@@ -83,11 +84,83 @@ def _durations() -> dict[str, float]:
     return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
 
 
+# The tiers, classed by CPU seconds (what a file's tests cost this process and the processes
+# they started and waited for: setup, call and teardown), which a loaded machine moves far
+# less than wall time. `tests/cpu.json` records each file's (`--record-cpu`). `unit`, the
+# default where a folder is named: a file recorded under UNIT_FILE_CPU_S (no real servers
+# fit there), each folder's under UNIT_FOLDER_CPU_S together (test_tier_recording.py);
+# a unit-tier run fails a unit test of UNIT_TEST_CPU_S or more. `e2e`: a file recorded at
+# UNIT_FILE_CPU_S or more, or a test marked so (real servers, brokers, apps: wiring).
+# `scorecard`, marked: statistical behaviour on a simulated clock.
+TIERS = ("unit", "scorecard", "e2e")
+CPU_RECORDING = REPO / "tests" / "cpu.json"
+UNIT_FILE_CPU_S = 4.0
+# Above the file's bound: CPU seconds move some with the machine's load too.
+UNIT_TEST_CPU_S = 8.0
+UNIT_FOLDER_CPU_S = 30.0
+
+
+@functools.cache
+def recorded_cpu() -> dict[str, float]:
+    try:
+        loaded = json.loads(CPU_RECORDING.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def tier_of(item: pytest.Item) -> str:
+    marked = next((tier for tier in TIERS[1:] if item.get_closest_marker(tier)), None)
+    if marked is not None:
+        return marked
+    file = item.nodeid.split("::")[0]
+    return "e2e" if recorded_cpu().get(file, 0.0) >= UNIT_FILE_CPU_S else "unit"
+
+
+def selected_tier(config: pytest.Config) -> str | None:
+    """The tier a run keeps (None: every test it collected): `--tier`, else the unit tier
+    where a folder is among the paths named and no `-m` or recording was asked for. A named
+    file or test runs whole; no path at all (`testpaths`, as `tests/run.sh` runs CI) too."""
+    chosen: str | None = config.getoption("--tier")
+    if chosen is not None:
+        return None if chosen == "all" else chosen
+    if config.getoption("markexpr") or config.getoption("--record-durations"):
+        return None
+    if config.getoption("--record-cpu") or config.args_source != pytest.Config.ArgsSource.ARGS:
+        return None
+    here = config.invocation_params.dir
+    named_folder = any((here / arg.split("::")[0]).is_dir() for arg in config.args)
+    return "unit" if named_folder else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "unit: the unit tier (set by tests/conftest.py on the tests of no other tier)",
+        "scorecard: the scorecard tier: statistical behaviour on a simulated clock",
+        "e2e: the end-to-end tier: real servers, brokers and apps (wiring)",
+    ):
+        config.addinivalue_line("markers", line)
+    if config.getoption("--record-cpu") and (
+        config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--tier")
+    ):
+        raise pytest.UsageError("--record-cpu records whole files: no -k, -m or --tier")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--record-durations",
         action="store_true",
         help="write each test's duration (setup, call, teardown) to tests/durations.json",
+    )
+    parser.addoption(
+        "--tier",
+        choices=(*TIERS, "all"),
+        help="the tier to run (default: unit where a folder is named, all otherwise)",
+    )
+    parser.addoption(
+        "--record-cpu",
+        action="store_true",
+        help="write the CPU seconds each test file costs to tests/cpu.json (the tiers)",
     )
 
 
@@ -105,7 +178,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         per_file[item.path] = per_file.get(item.path, 0.0) + took
         if took >= SLOW_S:
             item.add_marker(pytest.mark.slow)
+        if tier_of(item) == "unit":
+            item.add_marker(pytest.mark.unit)
     items.sort(key=lambda item: -per_file[item.path])  # stable inside a file
+    tier = selected_tier(config)
+    if tier is not None:
+        left_out = [item for item in items if tier_of(item) != tier]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if tier_of(item) == tier]
 
 
 _recorded: dict[str, float] = {}
@@ -125,6 +206,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     took = _took.get(item.nodeid, 0.0) + report.duration
     _took[item.nodeid] = took
+    if report.when == "teardown":
+        _charge_cpu(item, report)
     if report.when != "teardown" or not _fast_tier(item.config):
         return
     if item.config.getoption("--record-durations") or item.get_closest_marker("slow"):
@@ -140,6 +223,33 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _took: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _cpu_at_start[nodeid] = sum(_cpu_seconds())
+
+
+def _charge_cpu(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Add what `item` cost to its file's; in a unit-tier run, fail a unit test that cost
+    UNIT_TEST_CPU_S or more."""
+    spent = sum(_cpu_seconds()) - _cpu_at_start.pop(item.nodeid, sum(_cpu_seconds()))
+    file = item.nodeid.split("::")[0]
+    _cpu_by_file[file] = _cpu_by_file.get(file, 0.0) + spent
+    if spent < UNIT_TEST_CPU_S or tier_of(item) != "unit":
+        return
+    if selected_tier(item.config) == "unit" or item.config.getoption("markexpr") == "unit":
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} cost {spent:.1f} CPU seconds: a unit test costs under "
+            f"{UNIT_TEST_CPU_S:g} and its file under {UNIT_FILE_CPU_S:g}. Make it cheaper, "
+            "or record its file (`bash tests/run.sh --record-cpu FILE`: over the bound, the "
+            "e2e tier), or mark it @pytest.mark.e2e; see CONTRIBUTING.md."
+        )
+
+
+_cpu_at_start: dict[str, float] = {}
+# File -> CPU seconds its tests cost in this process (`--record-cpu`).
+_cpu_by_file: dict[str, float] = {}
 _MEASURED = pytest.StashKey[dict[str, float]]()
 
 
@@ -205,12 +315,21 @@ def _whole_files(config: pytest.Config) -> Callable[[str], bool]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """Under xdist the workers collect: what their files define comes back with them."""
-    _defined.update(getattr(node, "workeroutput", {}).get("defined", {}))
+    """Under xdist the workers collect and run: what their files define and what their
+    tiers cost come back with them."""
+    output = getattr(node, "workeroutput", {})
+    _defined.update(output.get("defined", {}))
+    for file, seconds in output.get("cpu", {}).items():  # summed: `--dist load` splits files
+        _cpu_by_file[file] = _cpu_by_file.get(file, 0.0) + seconds
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
+    if config.getoption("--record-cpu"):
+        if hasattr(config, "workerinput"):
+            config.workeroutput["cpu"] = _cpu_by_file  # type: ignore[attr-defined]
+        else:
+            record_cpu(_cpu_by_file, CPU_RECORDING)
     if not config.getoption("--record-durations"):
         return
     if hasattr(config, "workerinput"):
@@ -220,6 +339,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}
     kept.update({k: round(v, 1) for k, v in _recorded.items()})
     DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def record_cpu(ran: dict[str, float], recording: Path) -> None:
+    """Each file that ran replaces its CPU seconds in `recording`; a file that no longer
+    exists is dropped."""
+    try:
+        kept = json.loads(recording.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = {}
+    kept = {file: seconds for file, seconds in kept.items() if (REPO / file).exists()}
+    kept.update({file: round(seconds, 1) for file, seconds in ran.items()})
+    recording.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 
 
 # With MONITOR_TESTS_CPU set to a folder, each test process writes there, after each test

@@ -27,6 +27,8 @@ from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, gauge
 
+# Statistical behaviour on simulated time: the scorecard tier (tests/conftest.py).
+pytestmark = pytest.mark.scorecard
 RULE = "regression"
 
 

@@ -33,6 +33,8 @@ from tests.alerts.test_alerts_sequential import RULE
 from tests.alerts.test_attribution import healthy as attributed_healthy
 from tests.alerts.test_attribution import make as make_attributed
 
+# Statistical behaviour on the injected clock: the scorecard tier (tests/conftest.py).
+pytestmark = pytest.mark.scorecard
 INTERVAL = 15.0
 MIN_INCREASE = 0.03
 

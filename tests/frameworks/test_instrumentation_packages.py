@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.framework_envs import APP_ENVS, app_monitor_config, python_of
+from harness.framework_envs import APP_ENVS, APP_TIMEOUT_S, app_monitor_config, python_of
 from harness.pipeline import RecordingStage, started
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.langchain_app import ANSWER, DOCS, QUESTION
@@ -39,7 +39,7 @@ async def test_langchain_rag_chain_becomes_one_complete_record(
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=APP_TIMEOUT_S,  # a loaded machine's bound, as every app test's
             cwd=REPO,
         )
         assert app.returncode == 0, app.stderr

@@ -53,6 +53,13 @@ def _run(
             "pytest",
             "-p",
             "no:cacheprovider",
+            # The sample needs none of these; loading them is most of what a start costs.
+            "-p",
+            "no:hypothesispytest",
+            "-p",
+            "no:cloudcoil",
+            "-p",
+            "no:anyio",
             *xdist,
             "-p",
             "no:randomly",
