@@ -322,7 +322,10 @@ class AlertEngine:
     def evaluate(self) -> list[Alert]:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         self._due = False
-        return self._firing.evaluate(self._clock())
+        started = time.perf_counter()
+        alerts = self._firing.evaluate(self._clock())
+        self._gauges.evaluated(time.perf_counter() - started, self._clock())
+        return alerts
 
     @property
     def judging_window_s(self) -> float:

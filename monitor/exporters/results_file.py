@@ -159,14 +159,8 @@ class ResultsFileSink:
         self._reopen = False
         self._warn = RateLimitedLog(log, 30.0)
         self.written = 0
-        self.failures = telemetry.counter(
-            "results_file_write_failures",
-            "Failed attempts to append to the results file (the lines are retried).",
-        )
-        self.writable = telemetry.gauge(
-            "results_file_writable",
-            "1 while the results file takes writes, 0 after a failed write until one succeeds.",
-        )
+        self.failures = telemetry.counter("results_file_write_failures")
+        self.writable = telemetry.gauge("results_file_writable")
         self.writable.set(1)
 
     async def start(self) -> None:

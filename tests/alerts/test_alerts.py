@@ -276,6 +276,35 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
     assert [a.status for a in collect.alerts] == ["firing"]
 
 
+@pytest.mark.asyncio
+async def test_the_alert_loop_measures_each_evaluation_and_when_it_last_ended() -> None:
+    t = create_telemetry()
+    clock = Clock()
+    engine = AlertEngine([RULE], t, clock=clock, evaluation_interval_s=0.01)
+
+    def evaluations() -> float:
+        return gauge(t, "alert_evaluation_duration_seconds_count") or 0.0
+
+    assert evaluations() == 0 and gauge(t, "alert_last_evaluation_timestamp_seconds") == 0
+    await engine.start()
+    try:
+        await wait_until_async(lambda: evaluations() >= 2, 5, "two evaluations")
+        assert gauge(t, "alert_last_evaluation_timestamp_seconds") == clock.now
+        last = clock.now
+
+        def broken(now: float) -> list[Alert]:
+            raise RuntimeError("scripted: the rules cannot be judged")
+
+        # A loop whose evaluations fail leaves the time of the last one that ended.
+        engine._firing.evaluate = broken  # type: ignore[method-assign]
+        clock.now += 60
+        failed = {"stage": "alerts", "reason": "internal_error"}
+        await wait_until_async(lambda: (gauge(t, "dropped_total", **failed) or 0) >= 2, 5, "2")
+        assert gauge(t, "alert_last_evaluation_timestamp_seconds") == last
+    finally:
+        await engine.shutdown(10)
+
+
 def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:
     from harness.servers import DEPLOY
     from monitor.config import load_config
