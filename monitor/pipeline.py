@@ -27,7 +27,7 @@ from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
 from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
-from monitor.component import BatchSink, Component, Notifier, ResultSink
+from monitor.component import Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig, parse_duration
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
@@ -87,7 +87,7 @@ class Pipeline:
     telemetry: Telemetry
     trace: TraceStage
     stage: EvaluationStage
-    sinks: list[ResultSink | BatchSink]
+    sinks: list[ResultSink]
     nodes: list[Node]
     receivers: list[Component] = field(default_factory=list)
     judge: JudgeClient | None = None
@@ -169,7 +169,7 @@ def build_pipeline(
         if config.exporters.results_file
         else None
     )
-    sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
+    sinks: list[ResultSink] = [MetricsSink(telemetry)]
     if results_sink is not None:
         sinks.append(results_sink)
     # Alert rules with a boost raise their evaluator's sampling here; the sampler follows
@@ -181,7 +181,8 @@ def build_pipeline(
     notices: list[Notice] = []
     # The judges whose last anchor check paged a change: the alert rules' pages say so.
     changes = JudgeChanges() if config.audit.anchors.enabled else None
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices))
+    engine, more = _alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices)
+    sinks.extend(more)
     sinks.extend(extra_sinks)
     audit = _audit(config, telemetry, sampler, http, wall_clock, changes)
     if audit is not None:
@@ -202,7 +203,6 @@ def build_pipeline(
         anchors_judge_node = add("anchors' judge client", anchors_judge, metrics_port)
         add("anchor check", anchors, anchors_judge_node, metrics_port)
 
-    engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
     if engine is not None and changes is not None:
         engine.evaluator_note = changes.note
     if http is not None and engine is not None:
@@ -342,7 +342,7 @@ def _evaluation_stage(
     config: Config,
     telemetry: Telemetry,
     judge: JudgeClient | None,
-    sinks: Sequence[ResultSink | BatchSink],
+    sinks: Sequence[ResultSink],
     budget: BudgetGate,
     judge_timeout_s: float | None = None,
     clock: Callable[[], float] = time.time,
@@ -461,12 +461,12 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
-) -> list[ResultSink]:
-    """The alert engine (when `alerts.rules` is set) and OTLP events (when
-    `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
+) -> tuple[AlertEngine | None, list[ResultSink]]:
+    """The alert engine (when `alerts.rules` is set), and the sinks: it and OTLP events
+    (when `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
     `notices`."""
     sinks: list[ResultSink] = []
-    alerts = config.alerts
+    alerts, engine = config.alerts, None
     if alerts.rules:
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
@@ -476,17 +476,16 @@ def _alerts_and_events(
         )
         if fleet is not None:
             notices.append(fleet.stale)
-        sinks.append(
-            AlertEngine.from_config(
-                config,
-                telemetry,
-                _notifiers(config, telemetry),
-                clock=clock,
-                state_file=state_file,
-                boosts=boosts,
-                fleet=fleet,
-            )
+        engine = AlertEngine.from_config(
+            config,
+            telemetry,
+            _notifiers(config, telemetry),
+            clock=clock,
+            state_file=state_file,
+            boosts=boosts,
+            fleet=fleet,
         )
+        sinks.append(engine)
     otlp = config.exporters.otlp
     if otlp.endpoint:
         # The OpenTelemetry exporters are loaded only by deployments that export events.
@@ -497,4 +496,4 @@ def _alerts_and_events(
         sinks.append(
             OtlpEventsSink(exporter, telemetry, include_explanations=explanations, redact=redact)
         )
-    return sinks
+    return engine, sinks

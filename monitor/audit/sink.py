@@ -46,6 +46,7 @@ from monitor.audit.saved import (
     State,
     Windows,
 )
+from monitor.component import Evaluated
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
 from monitor.records.where import Where
@@ -67,7 +68,7 @@ or not part of the random share (None)."""
 
 
 class AuditSink:
-    """A `BatchSink` (and the `LabelSink` of the label feeds)."""
+    """A `ResultSink` (and the `LabelSink` of the label feeds)."""
 
     def __init__(
         self,
@@ -163,10 +164,11 @@ class AuditSink:
         if self._kept is not None:
             await self._kept.save(self._clock(), self._windows, self._pending, self._traces)
 
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+    def emit(self, batch: Sequence[Evaluated]) -> None:
         bucket = self._bucket()
         touched: set[str] = set()
-        for record, results in items:
+        for evaluated in batch:
+            record, results = evaluated.record, evaluated.results
             verdict = results.get(self._evaluator)
             if verdict is None or verdict.passed is None:
                 continue

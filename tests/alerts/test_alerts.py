@@ -14,7 +14,7 @@ import pytest
 from harness.otlp import spelled
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AbsoluteRule, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -86,7 +86,7 @@ def feed(
 ) -> None:
     for i in range(fails + passes):
         # Each request its own question: one question asked again is one piece of evidence.
-        engine.emit(record(service, next(_SENT)), {name: verdict(name, passed=i >= fails)})
+        engine.emit([Evaluated(record(service, next(_SENT)), {name: verdict(name, passed=i >= fails)})])
 
 
 _SENT = itertools.count()
@@ -164,9 +164,7 @@ def test_hysteresis_resolves_only_when_upper_bound_is_below_threshold() -> None:
 def test_judge_errors_are_not_samples() -> None:
     engine, t, _ = make()
     for i in range(100):
-        engine.emit(
-            record(n=i), {"local_groundedness": EvalResult.failed("local_groundedness", "timeout")}
-        )
+        engine.emit([Evaluated(record(n=i), {"local_groundedness": EvalResult.failed("local_groundedness", "timeout")})])
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="hallucination") is None
     feed(engine, fails=1, passes=1)
@@ -239,16 +237,16 @@ def test_safety_category_uses_the_grading_evaluators_severity_threshold() -> Non
         return EvalResult(name=name, passed=True, safety={"violence": level, "sexual": "very_low"})  # type: ignore[dict-item]
 
     for i in range(30):  # "medium" is below local_safety's threshold of "high": not a defect
-        engine.emit(record(n=i), {"local_safety": safety("local_safety", "medium")})
+        engine.emit([Evaluated(record(n=i), {"local_safety": safety("local_safety", "medium")})])
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.0
     for i in range(30):  # the violence judge calls "low" a defect
-        engine.emit(record(n=i), {"violence": safety("violence", "low")})
+        engine.emit([Evaluated(record(n=i), {"violence": safety("violence", "low")})])
     (alert,) = engine.evaluate()
     assert alert.labels["category"] == "violence" and alert.labels["severity"] == "critical"
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.5
     errored = EvalResult(name="violence", error="parse", safety={"violence": "high"})
-    engine.emit(record(), {"violence": errored})
+    engine.emit([Evaluated(record(), {"violence": errored})])
     engine.evaluate()
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.5
 

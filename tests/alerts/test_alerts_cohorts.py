@@ -15,7 +15,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AlertCohorts, AlertRule, CohortRule, ConfigError, load_config
 from monitor.records import RagRecord
 from monitor.telemetry import OVERFLOW, Telemetry, create_telemetry
@@ -47,8 +47,7 @@ class Traffic:
                 for _ in range(int(self.per_s * INTERVAL)):
                     n = self.n[version] = self.n.get(version, 0) + 1
                     defect = math.floor(n * rate) > math.floor((n - 1) * rate)
-                    self.engine.emit(
-                        RagRecord(
+                    self.engine.emit([Evaluated(RagRecord(
                             request_id=f"{version}-{n}",
                             service=record.get("service", "shop"),
                             version=version,
@@ -56,9 +55,7 @@ class Traffic:
                             route=record.get("route", ""),
                             query=question(n),
                             response="a",
-                        ),
-                        {"local_groundedness": verdict("local_groundedness", passed=not defect)},
-                    )
+                        ), {"local_groundedness": verdict("local_groundedness", passed=not defect)})])
             self.clock.now += INTERVAL
             self.sent.extend(self.engine.evaluate())
 

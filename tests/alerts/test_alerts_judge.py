@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts.kinds import Decision, Entry, Judgment
+from monitor.component import Evaluated
 from monitor.results import EvalResult
 from tests.alerts import test_alerts_slo as slo
 from tests.alerts.test_alerts import record
@@ -47,10 +48,7 @@ def test_every_kind_judges_as_a_pure_function(
     for step in range(40):
         for k in range(20):
             n = 10_000 + step * 20 + k
-            engine.emit(
-                record("shop", n),
-                {name: verdict(name, True, "r2" if name == "g" else "r1") for name in "gh"},
-            )
+            engine.emit([Evaluated(record("shop", n), {name: verdict(name, True, "r2" if name == "g" else "r1") for name in "gh"})])
         clock.now += INTERVAL
         engine.evaluate()
     kinds = {type(kind).__name__ for kind in engine._kinds}

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts.attribution._buckets import GROUPS, OUTLYING, TRIMMED, spread_of
+from monitor.component import Evaluated
 from monitor.records import ContextDoc, RagRecord
 from tests.alerts.test_alerts import question
 from tests.alerts.test_attribution import PER_S, Stream, healthy, make, verdict
@@ -42,9 +43,7 @@ def _forge(stream: Stream, share: float) -> None:
             retrieved_context=(ContextDoc(content="Two years.", doc_uri="kb/warranty.md"),),
             response="Two years.",
         )
-        stream.engine.emit(
-            record, {"local_groundedness": verdict("local_groundedness", not failed)}
-        )
+        stream.engine.emit([Evaluated(record, {"local_groundedness": verdict("local_groundedness", not failed)})])
 
 
 def _time_to_name_m2(share: float) -> tuple[float, float]:
