@@ -29,9 +29,9 @@ def noida(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 class FailingSink:
-    """Raises on the records whose id starts with `poison` (every time), and on every
-    other record's first emit when `flaky` (a failure that a second try gets past); keeps
-    the ids it wrote."""
+    """Raises on a batch that holds a record whose id starts with `poison` (every time),
+    and on every batch that holds a record it had not seen when `flaky` (a failure that a
+    second try gets past); keeps the ids it wrote."""
 
     def __init__(self, *, flaky: bool = False) -> None:
         self.flaky = flaky
@@ -42,13 +42,12 @@ class FailingSink:
         return None
 
     def emit(self, batch: Sequence[Evaluated]) -> None:
-        for evaluated in batch:
-            record = evaluated.record
-            first_try = record.request_id not in self.tried
-            self.tried.add(record.request_id)
-            if record.request_id.startswith("poison") or (self.flaky and first_try):
-                raise ValueError(f"cannot write the results of {record.request_id}")
-            self.written.add(record.request_id)
+        ids = {evaluated.record.request_id for evaluated in batch}
+        first_try = not ids <= self.tried
+        self.tried |= ids
+        if any(i.startswith("poison") for i in ids) or (self.flaky and first_try):
+            raise ValueError(f"cannot write the results of {', '.join(sorted(ids))}")
+        self.written |= ids
 
     async def shutdown(self, deadline_s: float) -> None:
         return None
