@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -300,12 +301,21 @@ _ASKING = frozenset({"counter", "gauge", "histogram"})
 _PROMETHEUS_CLASSES = frozenset({"Counter", "Gauge", "Histogram", "Summary", "Info", "Enum"})
 
 
+@functools.cache
+def _monitor_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """The modules of `monitor/` that name a metric factory or prometheus_client (no
+    other can declare or ask for a metric), parsed once for the checks below."""
+    texts = {path: path.read_text(encoding="utf-8") for path in (REPO / "monitor").rglob("*.py")}
+    named = re.compile(r"\b(?:counter|gauge|histogram)\(|prometheus_client")
+    return tuple((p, ast.parse(t)) for p, t in sorted(texts.items()) if named.search(t))
+
+
 def _asked_for_in_code() -> dict[str, set[str]]:
     """Every metric name `monitor/` asks the table for (`telemetry.counter("name")`, or a
     helper of the same name and one argument) → the kinds it is asked as."""
     found: dict[str, set[str]] = {}
-    for path in sorted((REPO / "monitor").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for _, tree in _monitor_trees():
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords:
                 continue
             func = node.func
@@ -317,12 +327,12 @@ def _asked_for_in_code() -> dict[str, set[str]]:
     return found
 
 
-def _declared_by_hand(root: Path) -> list[str]:
-    """Calls of prometheus_client's metric classes under `root` outside the one function
-    that registers the table's rows (`telemetry.py`'s `_register`)."""
+def _declared_by_hand(root: Path, trees: Sequence[tuple[Path, ast.Module]]) -> list[str]:
+    """Calls of prometheus_client's metric classes in `trees` (the modules under `root`)
+    outside the one function that registers the table's rows (`telemetry.py`'s
+    `_register`)."""
     found = []
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for path, tree in trees:
         imported = {
             alias.asname or alias.name
             for node in ast.walk(tree)
@@ -372,7 +382,8 @@ def test_the_code_registers_every_metric_from_the_table_and_no_other() -> None:
     assert sorted(set(METRICS) - set(asked)) == [], "rows of the table no code asks for"
     wrong = {n: sorted(kinds) for n, kinds in asked.items() if kinds != {METRICS[n].kind}}
     assert wrong == {}, "asked for as another type than the table's"
-    assert _declared_by_hand(REPO / "monitor") == [], "metrics declared outside the table"
+    by_hand = _declared_by_hand(REPO / "monitor", _monitor_trees())
+    assert by_hand == [], "metrics declared outside the table"
 
 
 def test_every_row_of_the_metrics_table_registers_as_it_says() -> None:
@@ -403,7 +414,8 @@ def test_the_metric_checks_find_a_metric_declared_by_hand(tmp_path: Path) -> Non
         "def other():\n    return Counter('c', 'd')\n"
     )
     (tmp_path / "stray.py").write_text("from prometheus_client import Gauge as G\nG('x', 'y')\n")
-    assert _declared_by_hand(tmp_path) == ["stray.py:2", "telemetry.py:5"]
+    trees = [(path, ast.parse(path.read_text())) for path in sorted(tmp_path.glob("*.py"))]
+    assert _declared_by_hand(tmp_path, trees) == ["stray.py:2", "telemetry.py:5"]
 
 
 # -- commands and flags ------------------------------------------------------------------
