@@ -319,12 +319,17 @@ class OtlpEventsSink:
             await self._queue.start()
 
     def emit(self, batch: Sequence[Evaluated]) -> None:
+        """Every record's events are built before any is queued: a record it fails on
+        leaves the batch unsent, and the stage's retry, record by record, sends none twice."""
+        built = []
         for evaluated in batch:
             record = evaluated.record
             shown = shown_results(
                 evaluated.results, explanations=self._include_explanations, redact=self._redact
             )
-            self._queue.put(self._signal.build(record, shown), _nbytes(record, shown))
+            built.append((self._signal.build(record, shown), _nbytes(record, shown)))
+        for events, size in built:
+            self._queue.put(events, size)
 
     async def shutdown(self, deadline_s: float) -> None:
         """Export what is queued until `deadline_s`, then give up on the rest (counted) and

@@ -178,19 +178,26 @@ class ResultsFileSink:
 
     def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
         """Each record's line, with the previous revisions' verdicts on it under
-        "previous"; a future per line, True once it is written."""
+        "previous"; a future per line, True once it is written. Every line is built
+        before any is queued: a record it fails on leaves the batch unwritten, and the
+        stage's retry, record by record, writes none twice."""
         loop, now = asyncio.get_running_loop(), time.time()
+        lines = [
+            json_line(
+                results_line(
+                    evaluated.record,
+                    self._shown(evaluated.results),
+                    text=self._include_text,
+                    redact=self._redact,
+                    now=now,
+                    previous=self._shown(evaluated.previous),
+                )
+            ).encode()
+            + b"\n"
+            for evaluated in batch
+        ]
         owed = []
-        for evaluated in batch:
-            fields = results_line(
-                evaluated.record,
-                self._shown(evaluated.results),
-                text=self._include_text,
-                redact=self._redact,
-                now=now,
-                previous=self._shown(evaluated.previous),
-            )
-            line = json_line(fields).encode() + b"\n"
+        for line in lines:
             written: asyncio.Future[bool] = loop.create_future()
             self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
             owed.append(written)
