@@ -213,6 +213,7 @@ class Replay:
         start: float = START,
     ) -> None:
         from monitor.boosts import SamplingBoosts
+        from monitor.component import Evaluated
         from monitor.records import RagRecord
         from monitor.results import EvalResult
 
@@ -232,8 +233,11 @@ class Replay:
         # Verdicts only a boost samples: drawn apart, so arms share the base verdicts.
         self.extra = np.random.default_rng([seed % 2**63, 1])
         self.record = RagRecord(request_id="r", service=SERVICE, response="x")
-        self.results = [
-            {EVALUATOR: EvalResult(name=EVALUATOR, score=s, normalized=s, passed=s > 0)}
+        self.evaluated = [
+            Evaluated(
+                self.record,
+                {EVALUATOR: EvalResult(name=EVALUATOR, score=s, normalized=s, passed=s > 0)},
+            )
             for s in (0.0, 1.0)
         ]
         self.pages: dict[str, list[float]] = {name: [] for name in rules}
@@ -279,7 +283,7 @@ class Replay:
             self.now += self.rng.expovariate(self.rate)
             self._tick()
             self.evaluations += 1
-            self.engine.emit(self.record, self.results[0 if draw() else 1])
+            self.engine.emit([self.evaluated[0 if draw() else 1]])
             if self.engine.evaluation_due:
                 self._evaluate()
 
@@ -702,6 +706,7 @@ class _Clock(list[float]):
 
 def compressed(trials: int, seed: int) -> str:
     """The compressed-window scenario, seconds to page over `trials` runs."""
+    from monitor.component import Evaluated
     from monitor.records import RagRecord
     from monitor.results import EvalResult
 
@@ -733,7 +738,7 @@ def compressed(trials: int, seed: int) -> str:
                     alerts.evaluate()
                     now[0], tick = saved, tick + INTERVAL_S
                 p = 0.35 if now[0] < start else 0.46
-                alerts.emit(record, fail if rng.random() < p else ok)
+                alerts.emit([Evaluated(record, fail if rng.random() < p else ok)])
                 if alerts.evaluation_due:
                     alerts.evaluate()
                 if alerts.firing():

@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ async def _wait_port(port: int, deadline_s: float = 30) -> None:
 
 
 async def throughput(port: int, latency: float, concurrency: int, records: int) -> dict[str, float]:
-    from monitor.component import SampledRecord
+    from monitor.component import Evaluated, SampledRecord
     from monitor.config import Config, EvaluatorConfig
     from monitor.evaluators.factory import BuildContext
     from monitor.evaluators.judges import create_judge_client
@@ -104,7 +105,6 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
     from monitor.processors.budget import BudgetGate
     from monitor.processors.evaluation import EvaluationStage
     from monitor.records import ContextDoc, RagRecord
-    from monitor.results import EvalResult
     from monitor.telemetry import create_telemetry
 
     await _wait_port(port)
@@ -138,9 +138,10 @@ async def throughput(port: int, latency: float, concurrency: int, records: int) 
         async def start(self) -> None:
             return None
 
-        def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-            Count.done += 1
-            Count.errors += sum(1 for r in results.values() if r.error is not None)
+        def emit(self, batch: Sequence[Evaluated]) -> None:
+            for evaluated in batch:
+                Count.done += 1
+                Count.errors += sum(1 for r in evaluated.results.values() if r.error is not None)
             if Count.done >= target:
                 finished.set()
 

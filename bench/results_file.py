@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness import bench_smoke  # noqa: E402
+from monitor.component import Evaluated  # noqa: E402
 from monitor.exporters.results_file import ResultsFileSink, results_line  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.results import EvalResult  # noqa: E402
@@ -45,7 +46,7 @@ Item = tuple[RagRecord, dict[str, EvalResult]]
 class Sink(Protocol):
     async def start(self) -> None: ...
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]: ...
+    def emit(self, batch: Sequence[Evaluated]) -> Sequence[asyncio.Future[bool]]: ...
 
     async def shutdown(self, deadline_s: float) -> None: ...
 
@@ -85,9 +86,7 @@ async def through_sink(
     await sink.start()
     futures: list[asyncio.Future[bool]] = []
     for start in range(0, len(items), CHUNK):
-        futures.extend(
-            sink.emit(record, results) for record, results in items[start : start + CHUNK]
-        )
+        futures.extend(sink.emit([Evaluated(*item) for item in items[start : start + CHUNK]]))
         await asyncio.sleep(0)
     written = await asyncio.gather(*futures)
     await sink.shutdown(60)

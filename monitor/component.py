@@ -36,12 +36,12 @@ import asyncio
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol
 
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.records import RagRecord, RawRecord
 from monitor.records.limits import record_bytes
-from monitor.results import EvalResult, Results
+from monitor.results import Results
 from monitor.spans import RequestSpans, Span
 
 OnDone = Callable[[bool], None]
@@ -244,63 +244,39 @@ class RecordConsumer(Protocol):
         """Return once it is not `full`: True, or False once it stopped accepting."""
 
 
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """One record's results as sinks get them: `previous`, by evaluator, the verdicts of
+    evaluators' previous revisions on the record (`evaluators[].previous`, each beside its
+    evaluator's in `results`; mostly none), for the sinks that use them (the alert engine
+    measures the new revision's offset on the same records; the results file keeps them
+    for `backtest`); the others read `record` and `results` only."""
+
+    record: RagRecord
+    results: Results
+    previous: Results = field(default_factory=dict)
+    # By evaluator, its next revision's verdict scored in shadow (`evaluators[].next`): only
+    # the alert engine reads it (their offset before the switch); never the service's.
+    shadow: Results = field(default_factory=dict)
+
+
 class ResultSink(Protocol):
-    """Where finished records go (metrics, results file, alert engine, OTLP events)."""
+    """Every consumer of finished records (metrics, audit, results file, alert engine,
+    OTLP events): the evaluation stage hands each one every batch it finished, in one
+    `emit` call, so that per-series work is shared by the batch."""
 
     async def start(self) -> None: ...
 
-    def emit(
-        self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[bool] | None:
-        """Must not block. A sink that persists results returns a future, True once the
-        item is written, False if it never will be (the sink shut down first); the
-        record's `on_done` waits for it, so a Kafka offset is not committed before its
-        results line is in the file. Other sinks queue the item, count their drops,
-        return None."""
+    def emit(self, batch: Sequence[Evaluated]) -> Sequence[asyncio.Future[bool]] | None:
+        """Must not block. A sink that persists results returns one future per record of
+        `batch`, in order: True once its results are written, False if they never will
+        be (the sink shut down first); the record's `on_done` waits for it, so a Kafka
+        offset is not committed before its results line is in the file. Other sinks
+        queue what they send, count their drops, return None."""
 
     async def shutdown(self, deadline_s: float) -> None:
         """Flush what is queued, within `deadline_s`; writes still owed then resolve
         False."""
-
-
-@runtime_checkable
-class BatchSink(Protocol):
-    """A sink that takes finished records a batch at a time and never persists: the stage
-    gives it each batch in one `emit_many` call, so that per-series work is shared by the
-    batch (the metrics sink's counters)."""
-
-    async def start(self) -> None: ...
-
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
-        """Must not block."""
-
-    async def shutdown(self, deadline_s: float) -> None: ...
-
-
-@runtime_checkable
-class PairedSink(Protocol):
-    """A result sink that also takes the verdicts of evaluators' previous revisions on
-    records their evaluator judged (`evaluators[].previous`: the alert engine measures the
-    new revision's offset on the same records; the results file keeps them for
-    `backtest`)."""
-
-    def emit_paired(
-        self, record: RagRecord, results: Results, previous: Results
-    ) -> asyncio.Future[bool] | None:
-        """`emit` of a record that has them: `previous`, by evaluator, the previous
-        revision's verdict on `record` (each beside its evaluator's in `results`). Must not
-        block; returns what `emit` would."""
-
-
-@runtime_checkable
-class ShadowSink(Protocol):
-    """A result sink that also takes the verdicts of evaluators' next revisions scoring in
-    shadow (`evaluators[].next`): the alert engine measures their offset on the same
-    records before the switch. No other sink takes them: they are never the service's."""
-
-    def emit_shadow(self, record: RagRecord, results: Results, shadow: Results) -> None:
-        """`shadow`, by evaluator, the next revision's verdict on `record` (each beside its
-        evaluator's in `results`, which `emit` took). Must not block."""
 
 
 GENERATOR = "rag-monitor"

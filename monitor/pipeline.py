@@ -26,7 +26,7 @@ from monitor.audit.labels import LabelEndpoint, LabelFile
 from monitor.audit.sink import PATH as AUDIT_PATH
 from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
-from monitor.component import BatchSink, Component, Notifier, ResultSink
+from monitor.component import Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig, parse_duration
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
@@ -86,7 +86,7 @@ class Pipeline:
     telemetry: Telemetry
     trace: TraceStage
     stage: EvaluationStage
-    sinks: list[ResultSink | BatchSink]
+    sinks: list[ResultSink]
     nodes: list[Node]
     receivers: list[Component] = field(default_factory=list)
     judge: JudgeClient | None = None
@@ -168,7 +168,7 @@ def build_pipeline(
         if config.exporters.results_file
         else None
     )
-    sinks: list[ResultSink | BatchSink] = [MetricsSink(telemetry)]
+    sinks: list[ResultSink] = [MetricsSink(telemetry)]
     if results_sink is not None:
         sinks.append(results_sink)
     # Alert rules with a boost raise their evaluator's sampling here; the sampler follows
@@ -180,7 +180,8 @@ def build_pipeline(
     notices: list[Notice] = []
     # The judges whose last anchor check paged a change: the alert rules' pages say so.
     changes = JudgeChanges() if config.audit.anchors.enabled else None
-    sinks.extend(_alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices))
+    engine, more = _alerts_and_events(config, telemetry, boosts, redact, wall_clock, notices)
+    sinks.extend(more)
     sinks.extend(extra_sinks)
     audit = _audit(config, telemetry, sampler, http, wall_clock, changes)
     if audit is not None:
@@ -193,7 +194,6 @@ def build_pipeline(
     budget = BudgetGate(config.budget, monotonic_clock)
     stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s, wall_clock)
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
-    engine = next((s for s in sinks if isinstance(s, AlertEngine)), None)
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
     elif engine is not None and changes is not None:  # an engine pages: anchors make one
@@ -337,7 +337,7 @@ def _evaluation_stage(
     config: Config,
     telemetry: Telemetry,
     judge: JudgeClient | None,
-    sinks: Sequence[ResultSink | BatchSink],
+    sinks: Sequence[ResultSink],
     budget: BudgetGate,
     judge_timeout_s: float | None = None,
     clock: Callable[[], float] = time.time,
@@ -414,12 +414,12 @@ def _alerts_and_events(
     redact: Redact | None,
     clock: Callable[[], float],
     notices: list[Notice],
-) -> list[ResultSink]:
-    """The alert engine (when `alerts.rules` is set) and OTLP events (when
-    `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
+) -> tuple[AlertEngine | None, list[ResultSink]]:
+    """The alert engine (when `alerts.rules` is set), and the sinks: it and OTLP events
+    (when `exporters.otlp.endpoint` is set); what `/readyz` should say of them goes to
     `notices`."""
     sinks: list[ResultSink] = []
-    alerts = config.alerts
+    alerts, engine = config.alerts, None
     if alerts.rules or config.audit.anchors.enabled:  # the anchor check pages through it
         state_file = StateFile(alerts.state_file, telemetry) if alerts.state_file else None
         fleet = (
@@ -429,17 +429,16 @@ def _alerts_and_events(
         )
         if fleet is not None:
             notices.append(fleet.stale)
-        sinks.append(
-            AlertEngine.from_config(
-                config,
-                telemetry,
-                _notifiers(config, telemetry),
-                clock=clock,
-                state_file=state_file,
-                boosts=boosts,
-                fleet=fleet,
-            )
+        engine = AlertEngine.from_config(
+            config,
+            telemetry,
+            _notifiers(config, telemetry),
+            clock=clock,
+            state_file=state_file,
+            boosts=boosts,
+            fleet=fleet,
         )
+        sinks.append(engine)
     otlp = config.exporters.otlp
     if otlp.endpoint:
         # The OpenTelemetry exporters are loaded only by deployments that export events.
@@ -450,4 +449,4 @@ def _alerts_and_events(
         sinks.append(
             OtlpEventsSink(exporter, telemetry, include_explanations=explanations, redact=redact)
         )
-    return sinks
+    return engine, sinks

@@ -1,7 +1,7 @@
-"""The monitor's own metrics: one table, one registry per process (never the global one).
+"""The monitor's own metrics: one registry per process (never the global one).
 
-Every metric of the contract's metric table (`docs/contract.md`, "Metrics") lives here,
-prefixed `rag_monitor_`. Label values that come from untrusted input (service, version,
+Every metric is declared in one table (`monitor/telemetry_metrics.py`) and registered from
+it here, prefixed `rag_monitor_`. Label values that come from untrusted input (service, version,
 route) pass through a `LabelCap` (`monitor/shared/labels.py`), so a sender cannot create
 unbounded series nor long label values; evaluator, model, category and stage come from
 config or code.
@@ -28,12 +28,11 @@ from prometheus_client.process_collector import ProcessCollector
 
 from monitor.shared.labels import OVERFLOW, LabelCap
 from monitor.shared.version import __version__
+from monitor.telemetry_metrics import METRICS, Metric
 
 __all__ = ["OVERFLOW", "LabelCap", "RateLimitedLog", "Telemetry", "create_telemetry"]
 
 NAMESPACE = "rag_monitor"
-SCORE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
-DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class RateLimitedLog:
@@ -72,11 +71,50 @@ class RateLimitedLog:
         self.log(key, logging.WARNING, message, *args)
 
 
+class Declared:
+    """The metrics of the table (`monitor/telemetry_metrics.py`) on one registry, each
+    created on its first use: a second component of a kind gets the same metric."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+        self._made: dict[str, Counter | Gauge | Histogram] = {}
+
+    def get(self, name: str, kind: str) -> Any:
+        row = METRICS[name]  # a KeyError names a metric the table lacks
+        if row.kind != kind:
+            raise TypeError(f"{name} is a {row.kind} in the metrics table, not a {kind}")
+        found = self._made.get(name)
+        if found is None:
+            found = self._made[name] = _register(row, self._registry)
+        return found
+
+    def made(self) -> list[Counter | Gauge | Histogram]:
+        return list(self._made.values())
+
+
+def _register(row: Metric, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+    if row.kind == "histogram":
+        return Histogram(
+            row.name,
+            row.help,
+            row.labels,
+            namespace=NAMESPACE,
+            registry=registry,
+            buckets=row.buckets,
+        )
+    kind = Counter if row.kind == "counter" else Gauge
+    return kind(row.name, row.help, row.labels, namespace=NAMESPACE, registry=registry)
+
+
 @dataclass
 class Telemetry:
-    """All self-metrics, registered on `registry`. Tests make a fresh one each."""
+    """All self-metrics, registered on `registry`. Tests make a fresh one each.
+
+    The fields are the metrics every pipeline has, made at once; a component's own
+    metrics are made on first use by `counter`, `gauge` and `histogram`."""
 
     registry: CollectorRegistry
+    declared: Declared
     spans_received: Counter
     records: Counter
     records_context_source: Counter
@@ -106,27 +144,21 @@ class Telemetry:
     version_cap: LabelCap
     route_cap: LabelCap
     _children: dict[tuple[int, tuple[str, ...]], Any] = field(default_factory=dict)
-    _own: dict[str, Any] = field(default_factory=dict)
 
-    def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
-        """A component's own counter (beyond the table above) on this registry, created
-        once: a second component of the same kind gets the same metric."""
-        metric: Counter = self._own_metric(Counter, name, doc, labels)
+    def counter(self, name: str) -> Counter:
+        """The counter `name` of the metrics table on this registry."""
+        metric: Counter = self.declared.get(name, "counter")
         return metric
 
-    def gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-        """A component's own gauge, as `counter`."""
-        metric: Gauge = self._own_metric(Gauge, name, doc, labels)
+    def gauge(self, name: str) -> Gauge:
+        """The gauge `name` of the metrics table on this registry."""
+        metric: Gauge = self.declared.get(name, "gauge")
         return metric
 
-    def _own_metric(
-        self, kind: type[Counter] | type[Gauge], name: str, doc: str, labels: tuple[str, ...]
-    ) -> Any:
-        found = self._own.get(name)
-        if found is None:
-            found = kind(name, doc, labels, namespace=NAMESPACE, registry=self.registry)
-            self._own[name] = found
-        return found
+    def histogram(self, name: str) -> Histogram:
+        """The histogram `name` of the metrics table on this registry."""
+        metric: Histogram = self.declared.get(name, "histogram")
+        return metric
 
     def child(self, metric: Counter | Gauge | Histogram, *values: str) -> Any:
         """`metric.labels(*values)`, cached: `labels()` costs microseconds on hot paths.
@@ -142,11 +174,7 @@ class Telemetry:
     def forget(self, label: str, value: str) -> None:
         """Remove every series whose `label` is `value` (a value that lost its slot in a
         `LabelCap`), and the cached children that write to them."""
-        metrics = [
-            m
-            for m in (*vars(self).values(), *self._own.values())
-            if isinstance(m, Counter | Gauge | Histogram) and label in m._labelnames
-        ]
+        metrics = [m for m in self.declared.made() if label in m._labelnames]
         positions = {id(m): m._labelnames.index(label) for m in metrics}
         for metric in metrics:
             metric.remove_by_labels({label: value})
@@ -173,26 +201,22 @@ def create_telemetry(
     # names too, so `name[]` filters (`restricted_registry`) can select their series.
     reg = registry if registry is not None else CollectorRegistry(auto_describe=True)
     _runtime_collectors(reg)
+    declared = Declared(reg)
 
-    def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-        return Counter(name, doc, labels, namespace=NAMESPACE, registry=reg)
+    def counter(name: str) -> Counter:
+        made: Counter = declared.get(name, "counter")
+        return made
 
-    def gauge(name: str, doc: str, labels: tuple[str, ...]) -> Gauge:
-        return Gauge(name, doc, labels, namespace=NAMESPACE, registry=reg)
+    def gauge(name: str) -> Gauge:
+        made: Gauge = declared.get(name, "gauge")
+        return made
 
-    overflow = counter(
-        "label_overflow",
-        "Lookups of a service, version or route value that found no slot and read as "
-        "'other' (a record is looked up at several stages).",
-        ("label",),
-    )
-    label_values_cut = counter(
-        "label_values_cut",
-        "Service, version or route values longer than record_limits.label_chars, cut to a "
-        "prefix and a hash: each record built with one, and each lookup of one from a "
-        "trace that gave no record.",
-        ("label",),
-    )
+    def histogram(name: str) -> Histogram:
+        made: Histogram = declared.get(name, "histogram")
+        return made
+
+    overflow = counter("label_overflow")
+    label_values_cut = counter("label_values_cut")
 
     def cap(limit: int, allowed: Collection[str], label: str) -> LabelCap:
         return LabelCap(
@@ -205,101 +229,37 @@ def create_telemetry(
             cut=label_values_cut.labels(label).inc,
         )
 
+    build_info = gauge("build_info")
+    build_info.labels(__version__, platform.python_version()).set(1)
     telemetry = Telemetry(
         registry=reg,
-        spans_received=counter("spans_received", "Spans accepted by a receiver.", ("receiver",)),
-        records=counter("records", "RAG records entering the pipeline.", ("service", "source")),
-        records_context_source=counter(
-            "records_context_source",
-            "Records entering the pipeline by where their context came from: retrieval_span, "
-            "tool_result, convention, structure, prompt, record, none.",
-            ("service", "context_source"),
-        ),
-        records_rejected=counter(
-            "records_rejected", "Input rejected as malformed, by reason.", ("receiver", "reason")
-        ),
-        records_truncated=counter(
-            "records_truncated",
-            "Records cut to record_limits, by part (query, context, documents).",
-            ("part",),
-        ),
+        declared=declared,
+        spans_received=counter("spans_received"),
+        records=counter("records"),
+        records_context_source=counter("records_context_source"),
+        records_rejected=counter("records_rejected"),
+        records_truncated=counter("records_truncated"),
         label_values_cut=label_values_cut,
-        records_incomplete=counter(
-            "records_incomplete",
-            "Records lacking a part some evaluators need.",
-            ("service", "missing"),
-        ),
-        evaluations_skipped=counter(
-            "evaluations_skipped",
-            "Evaluations not run because the record lacks the evaluator's input "
-            "(reason: no_query, no_context, no_response).",
-            ("service", "evaluator", "reason"),
-        ),
-        sampling_decisions=counter(
-            "sampling_decisions",
-            "Per-evaluator sampling decisions.",
-            ("service", "evaluator", "decision"),
-        ),
-        evaluations=counter(
-            "evaluations",
-            "Evaluations by outcome; fail carries the trace id as an exemplar.",
-            ("service", "version", "route", "evaluator", "outcome"),
-        ),
-        evaluation_score=Histogram(
-            "evaluation_score",
-            "Normalised evaluation scores (1 = good).",
-            ("service", "evaluator"),
-            namespace=NAMESPACE,
-            registry=reg,
-            buckets=SCORE_BUCKETS,
-        ),
-        safety_evaluations=counter(
-            "safety_evaluations",
-            "Safety verdicts by harm category and severity.",
-            ("service", "version", "category", "severity"),
-        ),
-        evaluation_duration=Histogram(
-            "evaluation_duration_seconds",
-            "Time spent in one evaluator call.",
-            ("evaluator",),
-            namespace=NAMESPACE,
-            registry=reg,
-            buckets=DURATION_BUCKETS,
-        ),
-        judge_requests=counter("judge_requests", "Calls to an LLM judge.", ("model", "outcome")),
-        judge_tokens=counter("judge_tokens", "Judge tokens used.", ("model", "direction")),
-        judge_cost=counter("judge_cost_usd", "Judge spend in US dollars.", ("model",)),
-        queue_depth=gauge("queue_depth", "Items waiting in a pipeline stage.", ("stage",)),
-        dropped=counter("dropped", "Items dropped, by stage and reason.", ("stage", "reason")),
-        kafka_lag=gauge("kafka_lag", "Messages behind the high watermark.", ("topic", "partition")),
-        defect_rate=gauge(
-            "defect_rate", "Windowed defect rate of an alert rule.", ("service", "rule")
-        ),
-        alert_firing=gauge(
-            "alert_firing",
-            "1 while an alert rule fires (cohort: the cohort a cohort rule judges, else empty).",
-            ("service", "rule", "severity", "cohort"),
-        ),
-        alert_notifications=counter(
-            "alert_notifications",
-            "Alerts handed to Alertmanager/webhooks, by outcome (sent, retried, failed, dropped).",
-            ("target", "outcome"),
-        ),
-        retry_after_invalid=counter(
-            "retry_after_invalid",
-            "Retry-After values that were neither delta-seconds nor an HTTP-date, by client "
-            "(judge, alertmanager, webhook); ignored: the client backed off on its own.",
-            ("client",),
-        ),
-        build_info=_build_info(reg),
-        evaluator_revision=Gauge(
-            "evaluator_revision_info",
-            "Always 1; the revision of each evaluator this process runs (what decides its "
-            "verdicts), to join onto its evaluations (`alerts.fleet` does).",
-            ("evaluator", "revision"),
-            namespace=NAMESPACE,
-            registry=reg,
-        ),
+        records_incomplete=counter("records_incomplete"),
+        evaluations_skipped=counter("evaluations_skipped"),
+        sampling_decisions=counter("sampling_decisions"),
+        evaluations=counter("evaluations"),
+        evaluation_score=histogram("evaluation_score"),
+        safety_evaluations=counter("safety_evaluations"),
+        evaluation_duration=histogram("evaluation_duration_seconds"),
+        judge_requests=counter("judge_requests"),
+        judge_tokens=counter("judge_tokens"),
+        judge_cost=counter("judge_cost_usd"),
+        queue_depth=gauge("queue_depth"),
+        dropped=counter("dropped"),
+        kafka_lag=gauge("kafka_lag"),
+        defect_rate=gauge("defect_rate"),
+        alert_firing=gauge("alert_firing"),
+        alert_notifications=counter("alert_notifications"),
+        retry_after_invalid=counter("retry_after_invalid"),
+        # `rag_monitor_build_info{version, python} 1`, to join versions onto other series.
+        build_info=build_info,
+        evaluator_revision=gauge("evaluator_revision_info"),
         service_cap=cap(max_services, allowed_services, "service"),
         version_cap=cap(max_versions, allowed_versions, "version"),
         route_cap=cap(max_routes, allowed_routes, "route"),
@@ -308,19 +268,6 @@ def create_telemetry(
     telemetry.version_cap.on_evict(partial(telemetry.forget, "version"))
     telemetry.route_cap.on_evict(partial(telemetry.forget, "route"))
     return telemetry
-
-
-def _build_info(registry: CollectorRegistry) -> Gauge:
-    """`rag_monitor_build_info{version, python} 1`, to join versions onto other series."""
-    info = Gauge(
-        "build_info",
-        "Always 1; the labels say which rag-monitor and Python are running.",
-        ("version", "python"),
-        namespace=NAMESPACE,
-        registry=registry,
-    )
-    info.labels(__version__, platform.python_version()).set(1)
-    return info
 
 
 def _runtime_collectors(registry: CollectorRegistry) -> None:

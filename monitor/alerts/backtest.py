@@ -257,7 +257,7 @@ class Backtest:
         engine, now, service = self._engine, self._clock.now, row.origin.service
         self.summary.rows += 1
         if row.results is not None:
-            # As the sidecar counted the record (`AlertEngine.emit_paired`).
+            # As the sidecar counted the record (`AlertEngine.emit`).
             engine.count_results(row.origin, row.results, now, row.where)
             if row.paired is not None:
                 engine.count_results(row.origin, row.paired, now, paired=row.results)

@@ -40,11 +40,10 @@ from monitor.alerts.rule import (
 from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
-from monitor.component import Alert, Notifier
+from monitor.component import Alert, Evaluated, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
-from monitor.records import RagRecord
 from monitor.records.where import Where
-from monitor.results import EvalResult, Results, Severity
+from monitor.results import Results, Severity
 from monitor.telemetry import OVERFLOW, Telemetry
 
 if TYPE_CHECKING:
@@ -212,35 +211,45 @@ class AlertEngine:
                 self._fleet.run(self.add_counts), name="alert-fleet-reader"
             )
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        if self._rules:
-            self.count_results(Origin.of(record), results, self._clock(), Where.of(record))
-
-    def emit_paired(self, record: RagRecord, results: Results, previous: Results) -> None:
-        """The record's own verdicts, then its previous revisions' paired with them
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        """Each record's own verdicts, then its previous revisions' paired with them
         (`backtest` replays a results line the same way)."""
         if not self._rules:
             return
-        origin, now = Origin.of(record), self._clock()
-        self.count_results(origin, results, now, Where.of(record))
+        for evaluated in batch:
+            record, now = evaluated.record, self._clock()
+            origin = Origin.of(record)
+            self.count_results(origin, evaluated.results, now, Where.of(record))
+            if evaluated.previous:
+                self._count_previous(evaluated, origin, now)
+            if evaluated.shadow:
+                self._count_shadow(evaluated, origin, now)
+
+    def _count_shadow(self, evaluated: Evaluated, origin: Origin, now: float) -> None:
+        # As `_count_previous`: the own verdicts are counted; a failure stops here.
+        try:
+            self.count_shadow(origin, evaluated.shadow, now, evaluated.results)
+        except Exception:
+            log.exception(
+                "alerts: the shadow revisions' verdicts on record %s (service %s) were not "
+                "measured against its own, which are counted",
+                evaluated.record.request_id,
+                evaluated.record.service,
+            )
+
+    def _count_previous(self, evaluated: Evaluated, origin: Origin, now: float) -> None:
         # The own verdicts are counted: a failure past here must not reach the stage, whose
         # retry of the whole call would count them twice.
         try:
-            self.count_results(origin, previous, now, paired=results)
+            self.count_results(origin, evaluated.previous, now, paired=evaluated.results)
         except Exception:
             log.exception(
                 "alerts: the previous revisions' verdicts on record %s (service %s) were not "
                 "paired with its own, which are counted",
-                record.request_id,
-                record.service,
+                evaluated.record.request_id,
+                evaluated.record.service,
             )
             self._t.dropped.labels("alerts", "paired_error").inc()
-
-    def emit_shadow(self, record: RagRecord, results: Results, shadow: Results) -> None:
-        """Shadowed revisions' verdicts on a record beside its own (`component.ShadowSink`;
-        `emit` took the own ones): measured against them, never counted as the service's."""
-        if self._rules:
-            self.count_shadow(Origin.of(record), shadow, self._clock(), results)
 
     def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
         """Verdicts of revisions scoring `origin`'s record in shadow (`evaluators[].next`)
@@ -355,7 +364,10 @@ class AlertEngine:
     def evaluate(self) -> list[Alert]:
         """Judge every (rule, service) now, update the gauges, return what must be sent."""
         self._due = False
-        return self._firing.evaluate(self._clock())
+        started = time.perf_counter()
+        alerts = self._firing.evaluate(self._clock())
+        self._gauges.evaluated(time.perf_counter() - started, self._clock())
+        return alerts
 
     @property
     def judging_window_s(self) -> float:

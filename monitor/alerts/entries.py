@@ -2,12 +2,10 @@
 judge, the conversations still gathering verdicts, the evaluator revision each entry
 belongs to, and how all of it is saved to and restored from the state file.
 
-An entry belongs to one evaluator revision (docs/alerts.md, "An evaluator change is not a
-regression"): `add` with verdicts of another starts it anew from what of the old state
-still holds (`Keeper.new_state`; the replaced entry is returned, so that the engine can
-resolve a page it held). A revision it replaced is judged by no rule while its own still
-reports (only alone for a window, a rollback, does it replace it again); its verdicts go to
-a `kinds.Replacing` kind.
+An entry belongs to one evaluator revision (`monitor.alerts.revisions` says where each
+revision's verdicts go): `add` with verdicts of another starts it anew from what of the old
+state still holds (`Keeper.new_state`; the replaced entry is returned, so that the engine
+can resolve a page it held).
 
 Conversation memory is bounded per process (docs/alerts.md, "Conversations"): all entries'
 conversations, and the requests remembered as asked (`Units.seen`), hold at most `budget`
@@ -24,7 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, Screening, Shadowing, series
+from monitor.alerts.kinds import Entry, Key, RuleKind, Screening, Shadowing, series
+from monitor.alerts.revisions import Revisions, Route
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
@@ -45,10 +44,6 @@ EVICT_TO = 0.9
 
 def conversation_bytes(units: Units) -> int:
     return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES + units.seen * SEEN_BYTES
-
-
-# Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
-REPLACED_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +70,7 @@ class Entries:
     ) -> None:
         self._rules = rules
         self._kinds = kinds
-        # The kinds' optional hooks (None: not this one's).
-        self._replacing = [kind if isinstance(kind, Replacing) else None for kind in kinds]
+        # The kinds' optional hook (None: not this one's).
         self._screening = [kind if isinstance(kind, Screening) else None for kind in kinds]
         self._shadowing = [kind if isinstance(kind, Shadowing) else None for kind in kinds]
         self._idle_s = idle_s
@@ -86,9 +80,7 @@ class Entries:
         self._on_evict = on_evict
         # What `_conversations` hold, in `conversation_bytes`.
         self.conversation_bytes = 0
-        # key -> (the revisions it replaced, the last verdict of its own): theirs are left
-        # out while its own still come.
-        self._replaced: dict[Key, tuple[tuple[str, ...], float]] = {}
+        self._revisions = Revisions(rules, kinds)
 
     def __iter__(self) -> Iterator[Key]:
         return iter(self._entries)
@@ -114,43 +106,27 @@ class Entries:
         """`histogram[k]` verdicts at level `k / steps` for `key`, of evaluator `revision`
         (None: not known), from `origin` (its conversation id, request fingerprint and
         sender); with `paired` (the entry's own verdicts on the same records), a previous
-        revision's, judged by no rule (`Replacing.add_replaced`)."""
+        revision's, judged by no rule (`Revisions.pair`)."""
         kind = self._kinds[key[0]]
         entry = self._entries.get(key)
-        if paired is not None:  # ([]: the entry's own revision gave no verdict)
-            replacing = self._replacing[key[0]]
-            if entry is not None and paired and replacing is not None:
-                replacing.add_replaced(
-                    entry.state, histogram, now, entry.firing, (revision, paired)
-                )
+        if paired is not None:
+            self._revisions.pair(key, entry, histogram, revision, paired, now)
             return Added()
         conversation, request, sender = origin.conversation, origin.fingerprint, origin.sender
         replaced = None
         if entry is None:
             entry = self._entries[key] = Entry(kind.new_state(series=series(key)), revision)
-        elif revision is not None and revision != entry.revision:
-            replaced_before, current_seen = self._replaced.get(key, ((), 0.0))
-            if revision in replaced_before and now - current_seen < self._rules[key[0]].window_s:
-                # A revision replaced while the current one still reports (late verdicts, a
-                # rollout with both live): judged by no rule; the one it replaced last
-                # measures the new one's offset. Alone for a window, it is a rollback.
-                replacing = self._replacing[key[0]]
-                if replacing is not None and revision == replaced_before[-1]:
-                    replacing.add_replaced(entry.state, histogram, now, entry.firing)
+        else:
+            route = self._revisions.route(key, entry, histogram, revision, now)
+            if route is Route.ELSEWHERE:
                 return Added()
-            if entry.revision is None:
-                entry.revision = revision
-            else:
+            if route is Route.REPLACE:
                 replaced = entry
-                kept = tuple(r for r in replaced_before if r != revision)[-REPLACED_KEPT + 1 :]
-                self._replaced[key] = ((*kept, entry.revision), now)
                 self._forget_conversations(key)
                 state = kind.new_state(entry, now, series(key))
                 if (shadowing := self._shadowing[key[0]]) is not None:
                     shadowing.switched(state, replaced, revision)
                 entry = self._entries[key] = Entry(state, revision)
-        elif key in self._replaced and revision == entry.revision:
-            self._replaced[key] = (self._replaced[key][0], now)
         arrival: Arrival | None = None
         closed: list[Unit] = []
         conversations = self._conversations.get(key)
@@ -263,7 +239,7 @@ class Entries:
         for key in keys:
             self._entries.pop(key, None)
             self._forget_conversations(key)
-            self._replaced.pop(key, None)
+            self._revisions.forget(key)
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing, the service as `series` writes it."""
@@ -293,7 +269,6 @@ class Entries:
             i, service, cohort = key
             rule = self._rules[i]
             conversations = self._conversations.get(key)
-            replaced = self._replaced.get(key)
             yield (
                 rule.config.name,
                 fingerprint(rule),
@@ -312,7 +287,7 @@ class Entries:
                         else []
                     ),
                     "state": entry.state.snapshot(),
-                    "replaced": None if replaced is None else [list(replaced[0]), replaced[1]],
+                    "replaced": self._revisions.saved(key),
                 },
             )
 
@@ -370,10 +345,7 @@ class Entries:
                 for cohort, ((entry, conversations), replaced) in restored.items():
                     later = clamp_future(entry, now)
                     key = place(i, str(service), cohort)
-                    self._replaced.pop(key, None)
-                    if replaced is not None:
-                        later |= replaced[1] > now
-                        self._replaced[key] = (replaced[0], min(replaced[1], now))
+                    later |= self._revisions.restore(key, replaced, now)
                     if later:
                         log.warning(
                             "alert state of rule %s, service %s: a time later than now "

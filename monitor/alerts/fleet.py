@@ -99,28 +99,13 @@ class FleetReader:
         started = clock()
         self._last_good = {rule.name: started for rule in self._rules}
         self._last_error: dict[str, str] = {}
-        self._reads = telemetry.counter(
-            "alert_fleet_reads",
-            "Reads of the fleet's verdict counters from Prometheus (alerts.fleet), one per "
-            "rule and query interval, by outcome (ok, or why the read gave nothing).",
-            ("outcome",),
-        )
+        self._reads = telemetry.counter("alert_fleet_reads")
         for outcome in OUTCOMES:
             self._reads.labels(outcome)
-        self._ignored = telemetry.counter(
-            "alert_fleet_series_ignored",
-            "Series of the fleet's answers not counted as verdicts, by reason (malformed, "
-            "bad_value: not finite or negative, fell: below the value counted up to).",
-            ("reason",),
-        )
+        self._ignored = telemetry.counter("alert_fleet_series_ignored")
         for reason in IGNORED:
             self._ignored.labels(reason)
-        self._last_read = telemetry.gauge(
-            "alert_fleet_last_read_timestamp_seconds",
-            "When each fleet rule last read the fleet's counters (the reader's start until "
-            "its first read).",
-            ("rule",),
-        )
+        self._last_read = telemetry.gauge("alert_fleet_last_read_timestamp_seconds")
         for rule in self._rules:
             self._last_read.labels(rule.name).set(started)
         self._log = RateLimitedLog(log, 60.0, clock)

@@ -23,92 +23,34 @@ EVICTIONS_LOGGED_EVERY_S = 60.0
 class AlertGauges:
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
-        self._evicted = telemetry.counter(
-            "alert_conversations_evicted",
-            "Conversations the alert rules forgot early, oldest first, to keep their memory "
-            "within its budget, by state (open: closed into its unit early; closed: no "
-            "longer remembered).",
-            ("state",),
-        )
+        self._evicted = telemetry.counter("alert_conversations_evicted")
         self._evictions_logged = -math.inf
         # Every gauge of a service: `forget_service` removes them.
         self._per_service: list[Gauge] = [telemetry.defect_rate, telemetry.alert_firing]
 
-        def gauge(name: str, text: str, labels: tuple[str, ...]) -> Gauge:
-            self._per_service.append(telemetry.gauge(name, text, labels))
+        def gauge(name: str) -> Gauge:
+            self._per_service.append(telemetry.gauge(name))
             return self._per_service[-1]
 
-        self._baseline_rate = gauge(
-            "defect_rate_baseline",
-            "Defect rate a regression rule expects of a service now (its level and season).",
-            ("service", "rule"),
-        )
-        self._samples = gauge(
-            "alert_samples",
-            "Verdicts in an alert rule's current window, or behind its baseline's level (a "
-            "rule pages only with min_samples in each).",
-            ("service", "rule", "window"),
-        )
-        self._ready = gauge(
-            "alert_baseline_ready",
-            "1 once a regression rule's baseline has learned what it needs (with a season: "
-            "one complete day) for a service; 0 while it learns.",
-            ("service", "rule"),
-        )
-        self._evidence = gauge(
-            "alert_evidence",
-            "How far a sequential regression test is towards a page, on a log scale "
-            "(1 pages; see docs/alerts.md).",
-            ("service", "rule"),
-        )
-        self._fallback = gauge(
-            "alert_conversation_fallback",
-            "1 while a rule sets a service's conversation ids aside: most of its recent "
-            "verdicts came in ids that are no conversations (one spans more than 6 h, holds "
-            "thousands of verdicts, or most of the traffic); its verdicts are judged by "
-            "the ids' sessions or by request meanwhile.",
-            ("service", "rule"),
-        )
-        self.boost_active = gauge(
-            "alert_boost_active",
-            "1 while a rule with a boost raises its evaluator's sampling of a service.",
-            ("service", "rule"),
-        )
-        self._cohort_rate = gauge(
-            "cohort_defect_rate",
-            "Defect rate of one cohort of a service in a cohort rule's window.",
-            ("service", "rule", "cohort"),
-        )
-        self._cohort_samples = gauge(
-            "alert_cohort_samples",
-            "Verdicts of one cohort of a service in a cohort rule's window (a cohort is "
-            "judged only with min_samples in it and in the rest of its service).",
-            ("service", "rule", "cohort"),
-        )
-        self._budget_remaining = gauge(
-            "slo_error_budget_remaining",
-            "Share of an SLO rule's error budget left for a service over the SLO's window: 1 "
-            "untouched, 0 spent, below 0 overspent.",
-            ("service", "rule"),
-        )
-        self._burn_rate = gauge(
-            "slo_burn_rate",
-            "How fast a service spends an SLO rule's error budget over a window: the defect "
-            "rate over the error budget (1 spends exactly the budget over the SLO's window).",
-            ("service", "rule", "window"),
-        )
-        self.entries_dropped = telemetry.counter(
-            "alert_state_entries_dropped",
-            "Alert state entries (one rule and service) dropped because they could not be "
-            "restored from the state file or evaluated, by when (load, evaluation).",
-            ("when",),
-        )
-        self.baselines_started = telemetry.counter(
-            "alert_baselines_started",
-            "New baselines a rule started for a service, by reason (revision: the "
-            "evaluator's revision changed).",
-            ("rule", "reason"),
-        )
+        self._baseline_rate = gauge("defect_rate_baseline")
+        self._samples = gauge("alert_samples")
+        self._ready = gauge("alert_baseline_ready")
+        self._evidence = gauge("alert_evidence")
+        self._fallback = gauge("alert_conversation_fallback")
+        self.boost_active = gauge("alert_boost_active")
+        self._cohort_rate = gauge("cohort_defect_rate")
+        self._cohort_samples = gauge("alert_cohort_samples")
+        self._budget_remaining = gauge("slo_error_budget_remaining")
+        self._burn_rate = gauge("slo_burn_rate")
+        self.entries_dropped = telemetry.counter("alert_state_entries_dropped")
+        self.baselines_started = telemetry.counter("alert_baselines_started")
+        self._evaluation_duration = telemetry.histogram("alert_evaluation_duration_seconds")
+        self._last_evaluation = telemetry.gauge("alert_last_evaluation_timestamp_seconds")
+
+    def evaluated(self, took_s: float, now: float) -> None:
+        """One evaluation of every rule took `took_s` and ended at `now` (epoch seconds)."""
+        self._evaluation_duration.observe(took_s)
+        self._last_evaluation.set(now)
 
     def samples(self, service: str, rule: str, window: str, samples: int) -> None:
         self._samples.labels(service, rule, window).set(samples)

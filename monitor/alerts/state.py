@@ -118,15 +118,8 @@ class StateFormat:
 
 
 def _alert_counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
-    loads = telemetry.counter(
-        "alert_state_loads",
-        "Alert state file reads at start, by outcome (loaded, missing, stale, "
-        "foreign, corrupt, too_large).",
-        ("outcome",),
-    )
-    saves = telemetry.counter(
-        "alert_state_saves", "Alert state file writes, by outcome (ok, error).", ("outcome",)
-    )
+    loads = telemetry.counter("alert_state_loads")
+    saves = telemetry.counter("alert_state_saves")
     return loads, saves
 
 

@@ -219,21 +219,9 @@ class AnchorCheck:
         self._baselines: dict[str, Check] = {}
         self._ticker = Ticker(every_s, self.check)
         t = telemetry
-        self._accuracy = t.gauge(
-            "judge_anchor_accuracy",
-            "Share of the anchors the judge got right at its last check.",
-            ("evaluator",),
-        )
-        self._changed = t.gauge(
-            "judge_changed",
-            "1 while the judge's verdicts on the anchors moved at its last check, else 0.",
-            ("evaluator",),
-        )
-        self._outcomes = t.counter(
-            "judge_anchor_evaluations",
-            "Anchor evaluations by outcome: right, wrong, error, over_budget.",
-            ("evaluator", "outcome"),
-        )
+        self._accuracy = t.gauge("judge_anchor_accuracy")
+        self._changed = t.gauge("judge_changed")
+        self._outcomes = t.counter("judge_anchor_evaluations")
 
     @property
     def changes(self) -> JudgeChanges:

@@ -73,15 +73,7 @@ class KeptState:
         self._max_bytes = max_bytes
         # The state file's own counters (one metric each, whoever asks): its writes are ours.
         _, self._saves = state_counters(telemetry)
-        self._dropped = telemetry.counter(
-            "audit_state_dropped",
-            "Parts of the audit state file left out as it was read (part: window, a bucket "
-            "of a service's window; pending, a record awaiting a label; traces, an open "
-            "trace's sums; file, a file of the right form that could not be restored), or "
-            "as it was written (part: pending_over_size, traces_over_size: the oldest, "
-            "past what the reader takes): a wrong type, a count or time out of bounds.",
-            ("part",),
-        )
+        self._dropped = telemetry.counter("audit_state_dropped")
 
     async def restore(self, now: float, window_s: float, oldest: int, newest: int) -> Restored:
         """What the file restores (nothing where it has nothing usable: the reason is

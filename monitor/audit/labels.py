@@ -73,12 +73,7 @@ class LabelEndpoint:
     def __init__(self, sink: LabelSink, telemetry: Telemetry, access: LabelAccess) -> None:
         self._sink = sink
         self._access = access
-        self._refused = telemetry.counter(
-            "audit_label_posts_refused",
-            "Posts to /audit/labels refused whole, by reason: no_credential, "
-            "wrong_credential, too_large, not_json, too_deep.",
-            ("reason",),
-        )
+        self._refused = telemetry.counter("audit_label_posts_refused")
         self._quiet = RateLimitedLog(log)
 
     def _refuse(self, request: web.Request, reason: str, status: int, problem: str) -> web.Response:

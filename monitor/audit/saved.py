@@ -43,8 +43,8 @@ TALLY_COUNTS = 6 + 2 * len(Traces.__slots__)  # a `Tally` as a flat list of coun
 
 def counters(telemetry: Telemetry) -> tuple[Counter, Counter]:
     """The audit state file's reads at start and writes, by outcome (as the alerts')."""
-    loads = telemetry.counter("audit_state_loads", "Audit state file reads.", ("outcome",))
-    return loads, telemetry.counter("audit_state_saves", "Audit state writes.", ("outcome",))
+    loads = telemetry.counter("audit_state_loads")
+    return loads, telemetry.counter("audit_state_saves")
 
 
 MAX_SLICE_VALUES = 20  # values of one dimension a service's bucket keeps apart

@@ -46,6 +46,7 @@ from monitor.audit.saved import (
     State,
     Windows,
 )
+from monitor.component import Evaluated
 from monitor.config._audit import LABELS, Audit
 from monitor.records import RagRecord
 from monitor.records.where import Where
@@ -67,7 +68,7 @@ or not part of the random share (None)."""
 
 
 class AuditSink:
-    """A `BatchSink` (and the `LabelSink` of the label feeds)."""
+    """A `ResultSink` (and the `LabelSink` of the label feeds)."""
 
     def __init__(
         self,
@@ -104,73 +105,20 @@ class AuditSink:
         self._quiet = RateLimitedLog(log)
         self._estimates: dict[str, Estimate] = {}
         t = telemetry
-        self._bounds = t.gauge(
-            "defect_rate_estimate",
-            "Estimated true defect rate of the audited evaluator over the audit window "
-            "(bound: estimate, lower, upper of the 95 % interval); absent below "
-            "audit.min_audited effective audited traces.",
-            ("service", "evaluator", "bound"),
-        )
-        self._raw = t.gauge(
-            "audit_raw_defect_rate",
-            "The audited evaluator's own defect rate over the same window and records.",
-            ("service", "evaluator"),
-        )
-        self._miss = t.gauge(
-            "evaluator_miss_rate",
-            "Share of the reference's defects the evaluator passed, over the audit window.",
-            ("service", "evaluator"),
-        )
-        self._false_alarm = t.gauge(
-            "evaluator_false_alarm_rate",
-            "Share of the reference's passes the evaluator failed, over the audit window.",
-            ("service", "evaluator"),
-        )
-        self._audited = t.gauge(
-            "audited_records",
-            "Audited records (with the reference's verdict) in the audit window.",
-            ("service", "evaluator"),
-        )
-        self._records = t.counter(
-            "audit_records",
-            "Records the audit counted, by outcome: unaudited, audited, awaiting_label, "
-            "reference_error (the reference failed on an audited record), reference_missing "
-            "(it did not score it: over budget, or a part it needs was missing).",
-            ("service", "outcome"),
-        )
-        self._labels = t.counter(
-            "audit_labels",
-            "Labels fed back, by source (file, http) and outcome: joined, unknown_id, "
-            "malformed, expired (its record's window has passed); unreadable: a read of "
-            "the labels file that failed.",
-            ("source", "outcome"),
-        )
-        self._dropped = t.counter(
-            "audit_pending_dropped",
-            "Audited records dropped from the pending memory (audit.max_pending) before "
-            "their label came.",
-            ("service",),
-        )
-        self._traces_dropped = t.counter(
-            "audit_traces_dropped",
-            "Open traces whose sums were dropped from memory (more than the audit keeps "
-            "open) while their bucket was still in the window: a later record of one counts "
-            "as another trace.",
-            ("service",),
-        )
-        self._withheld_gauge = t.gauge(
-            "audit_estimate_withheld",
-            "1 while the evaluator's audited estimate is withheld: its reference judge has "
-            "not been checked on the anchors yet, got fewer of them right than an audit "
-            "needs, or judged them all one way.",
-            ("evaluator",),
-        )
+        self._bounds = t.gauge("defect_rate_estimate")
+        self._raw = t.gauge("audit_raw_defect_rate")
+        self._miss = t.gauge("evaluator_miss_rate")
+        self._false_alarm = t.gauge("evaluator_false_alarm_rate")
+        self._audited = t.gauge("audited_records")
+        self._records = t.counter("audit_records")
+        self._labels = t.counter("audit_labels")
+        self._dropped = t.counter("audit_pending_dropped")
+        self._traces_dropped = t.counter("audit_traces_dropped")
+        self._withheld_gauge = t.gauge("audit_estimate_withheld")
         if self._checks is not None:
             self._withheld_gauge.labels(self._evaluator).set(1)
             self._withheld = self._checks.withheld(self._reference)
-        self._pending_gauge = t.gauge(
-            "audit_pending_labels", "Audited records waiting for their label."
-        )
+        self._pending_gauge = t.gauge("audit_pending_labels")
         self._kept = (
             KeptState(
                 state,
@@ -216,10 +164,11 @@ class AuditSink:
         if self._kept is not None:
             await self._kept.save(self._clock(), self._windows, self._pending, self._traces)
 
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+    def emit(self, batch: Sequence[Evaluated]) -> None:
         bucket = self._bucket()
         touched: set[str] = set()
-        for record, results in items:
+        for evaluated in batch:
+            record, results = evaluated.record, evaluated.results
             verdict = results.get(self._evaluator)
             if verdict is None or verdict.passed is None:
                 continue

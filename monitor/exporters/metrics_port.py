@@ -76,11 +76,7 @@ class HealthServer:
         self._public: set[str] = set()
         self._text: list[str] = []  # routes that show record text
         self._web = WebSecurity(web_config_file, telemetry) if web_config_file else None
-        self._rejected = telemetry.counter(
-            "http_requests_rejected",
-            "Requests to the metrics port refused, by reason (unauthorized).",
-            ("reason",),
-        )
+        self._rejected = telemetry.counter("http_requests_rejected")
         self._unauthorized = self._rejected.labels("unauthorized")
         self._refusals = RateLimitedLog(log)
         self.add_route("/metrics", self._metrics)
@@ -326,11 +322,7 @@ class WebSecurity:
 
     def __init__(self, path: str, telemetry: Telemetry) -> None:
         self._path = path
-        self._reloads = telemetry.counter(
-            "web_config_reloads",
-            "Re-reads of the metrics port's web config after a change, by outcome (ok, error).",
-            ("outcome",),
-        )
+        self._reloads = telemetry.counter("web_config_reloads")
         self._problems = RateLimitedLog(log)
         self._loaded = self._load(self._stamp_of(None))
         # A route showing record text on a public address: a reload that would stop

@@ -70,6 +70,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
+from monitor.component import Evaluated
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, shown_results
@@ -317,9 +318,18 @@ class OtlpEventsSink:
         if not self._closed:
             await self._queue.start()
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        shown = shown_results(results, explanations=self._include_explanations, redact=self._redact)
-        self._queue.put(self._signal.build(record, shown), _nbytes(record, shown))
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        """Every record's events are built before any is queued: a record it fails on
+        leaves the batch unsent, and the stage's retry, record by record, sends none twice."""
+        built = []
+        for evaluated in batch:
+            record = evaluated.record
+            shown = shown_results(
+                evaluated.results, explanations=self._include_explanations, redact=self._redact
+            )
+            built.append((self._signal.build(record, shown), _nbytes(record, shown)))
+        for events, size in built:
+            self._queue.put(events, size)
 
     async def shutdown(self, deadline_s: float) -> None:
         """Export what is queued until `deadline_s`, then give up on the rest (counted) and

@@ -8,14 +8,13 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter
 
-from monitor.records import RagRecord
-from monitor.results import EvalResult
+from monitor.component import Evaluated
 from monitor.telemetry import Telemetry
 
 
 class MetricsSink:
-    """Counts every finished evaluation (docs/contract.md, "Metrics"). A `BatchSink`: the
-    evaluation stage hands it every batch of finished records with `emit_many`."""
+    """Counts every finished evaluation (docs/contract.md, "Metrics"). A `ResultSink`: the
+    evaluation stage hands it every batch of finished records in one `emit`."""
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
@@ -26,7 +25,7 @@ class MetricsSink:
     async def shutdown(self, deadline_s: float) -> None:
         return None
 
-    def emit_many(self, items: Sequence[tuple[RagRecord, dict[str, EvalResult]]]) -> None:
+    def emit(self, batch: Sequence[Evaluated]) -> None:
         """The counts of each series are added at once (a series of a batch usually gets
         many), with the trace id of its last defect in the batch as the exemplar, as
         counting record by record would leave it. Scores are observed one by one, in
@@ -36,7 +35,8 @@ class MetricsSink:
         safety: Tally[tuple[str, str, str, str]] = Tally()
         exemplars: dict[tuple[str, ...], str] = {}  # the last defect's trace id per series
         scores: list[tuple[str, str, float]] = []
-        for record, results in items:
+        for evaluated in batch:
+            record, results = evaluated.record, evaluated.results
             service = t.service_cap(record.service)
             version = t.version_cap(record.version or "")
             route = t.route_cap(record.route)

@@ -29,10 +29,11 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from monitor.component import Evaluated
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
@@ -159,14 +160,8 @@ class ResultsFileSink:
         self._reopen = False
         self._warn = RateLimitedLog(log, 30.0)
         self.written = 0
-        self.failures = telemetry.counter(
-            "results_file_write_failures",
-            "Failed attempts to append to the results file (the lines are retried).",
-        )
-        self.writable = telemetry.gauge(
-            "results_file_writable",
-            "1 while the results file takes writes, 0 after a failed write until one succeeds.",
-        )
+        self.failures = telemetry.counter("results_file_write_failures")
+        self.writable = telemetry.gauge("results_file_writable")
         self.writable.set(1)
 
     async def start(self) -> None:
@@ -181,26 +176,32 @@ class ResultsFileSink:
         self._started = True
         await self._queue.start()
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
-        return self.emit_paired(record, results, {})
-
-    def emit_paired(
-        self, record: RagRecord, results: Results, previous: Results
-    ) -> asyncio.Future[bool]:
-        """The record's line, with the previous revisions' verdicts on it under
-        "previous" (`component.PairedSink`)."""
-        fields = results_line(
-            record,
-            self._shown(results),
-            text=self._include_text,
-            redact=self._redact,
-            now=time.time(),
-            previous=self._shown(previous),
-        )
-        line = json_line(fields).encode() + b"\n"
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
-        return written
+    def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
+        """Each record's line, with the previous revisions' verdicts on it under
+        "previous"; a future per line, True once it is written. Every line is built
+        before any is queued: a record it fails on leaves the batch unwritten, and the
+        stage's retry, record by record, writes none twice."""
+        loop, now = asyncio.get_running_loop(), time.time()
+        lines = [
+            json_line(
+                results_line(
+                    evaluated.record,
+                    self._shown(evaluated.results),
+                    text=self._include_text,
+                    redact=self._redact,
+                    now=now,
+                    previous=self._shown(evaluated.previous),
+                )
+            ).encode()
+            + b"\n"
+            for evaluated in batch
+        ]
+        owed = []
+        for line in lines:
+            written: asyncio.Future[bool] = loop.create_future()
+            self._queue.put((line, written), len(line))  # refused: `_given_up` resolves it
+            owed.append(written)
+        return owed
 
     def _shown(self, results: Results) -> dict[str, EvalResult]:
         return shown_results(results, explanations=self._include_explanations, redact=self._redact)

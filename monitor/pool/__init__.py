@@ -1,7 +1,6 @@
 """Worker processes that run tasks they know nothing about (`README.md`); over pebble."""
 
 from monitor.pool._pool import DEPTH, ProcessPool, TaskFailed, WorkerLost
-from monitor.pool._thread import in_own_thread
 from monitor.pool._worker import Initializer
 
-__all__ = ["DEPTH", "Initializer", "ProcessPool", "TaskFailed", "WorkerLost", "in_own_thread"]
+__all__ = ["DEPTH", "Initializer", "ProcessPool", "TaskFailed", "WorkerLost"]

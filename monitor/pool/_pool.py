@@ -79,13 +79,10 @@ class ProcessPool:
         self._renewing = asyncio.Lock()
         self._watching: asyncio.Task[None] | None = None
         self._started = self._stopping = False
-        running = telemetry.gauge("worker_processes", "Evaluation worker processes running.")
-        running.set_function(lambda: len(self.pids))
-        busy = "Evaluation worker processes working on a batch (scoring or extracting)."
-        busy_gauge = telemetry.gauge("worker_processes_busy", busy)
-        busy_gauge.set_function(lambda: 0 if self._stopping else min(self.in_flight, self.size))
-        restarts = "Evaluation worker processes replaced, by reason (died, hung)."
-        self._restarts = telemetry.counter("worker_restarts", restarts, ("reason",))
+        telemetry.gauge("worker_processes").set_function(lambda: len(self.pids))
+        busy = telemetry.gauge("worker_processes_busy")
+        busy.set_function(lambda: 0 if self._stopping else min(self.in_flight, self.size))
+        self._restarts = telemetry.counter("worker_restarts")
         for reason in ("died", "hung"):
             self._restarts.labels(reason)
 

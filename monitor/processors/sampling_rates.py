@@ -23,12 +23,7 @@ class SamplingRateGauge:
         order they were added), so `Sampler.rate` already reads the new boosts."""
         self._sampler = sampler
         self._services = telemetry.service_cap
-        self._gauge = telemetry.gauge(
-            "sampling_rate",
-            "The rate each evaluator samples each service at now: its base rate, or the "
-            "boost an alert rule raised while its evidence builds.",
-            ("service", "evaluator"),
-        )
+        self._gauge = telemetry.gauge("sampling_rate")
         # A service may take its slot (a receiver's thread) while the boosts change (the
         # event loop): whichever sets its series last read the newest boosts.
         self._lock = threading.Lock()

@@ -5,14 +5,14 @@ evaluators' "needs expected_response" result)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
+from monitor.component import Evaluated
 from monitor.judge.definitions import NEEDS_REFERENCE
-from monitor.records import RagRecord
-from monitor.results import EvalResult
+from monitor.results import Results
 
 
 @dataclass
@@ -48,7 +48,11 @@ class SummarySink:
     async def shutdown(self, deadline_s: float) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        for evaluated in batch:
+            self._add(evaluated.results)
+
+    def _add(self, results: Results) -> None:
         self.records += 1
         for name, result in results.items():
             totals = self.totals.setdefault(name, EvaluatorTotals())

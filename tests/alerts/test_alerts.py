@@ -14,7 +14,7 @@ import pytest
 from harness.otlp import spelled
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine, SlidingWindow, wilson_interval
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AbsoluteRule, AlertRule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -86,7 +86,9 @@ def feed(
 ) -> None:
     for i in range(fails + passes):
         # Each request its own question: one question asked again is one piece of evidence.
-        engine.emit(record(service, next(_SENT)), {name: verdict(name, passed=i >= fails)})
+        engine.emit(
+            [Evaluated(record(service, next(_SENT)), {name: verdict(name, passed=i >= fails)})]
+        )
 
 
 _SENT = itertools.count()
@@ -165,7 +167,12 @@ def test_judge_errors_are_not_samples() -> None:
     engine, t, _ = make()
     for i in range(100):
         engine.emit(
-            record(n=i), {"local_groundedness": EvalResult.failed("local_groundedness", "timeout")}
+            [
+                Evaluated(
+                    record(n=i),
+                    {"local_groundedness": EvalResult.failed("local_groundedness", "timeout")},
+                )
+            ]
         )
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="hallucination") is None
@@ -239,16 +246,16 @@ def test_safety_category_uses_the_grading_evaluators_severity_threshold() -> Non
         return EvalResult(name=name, passed=True, safety={"violence": level, "sexual": "very_low"})  # type: ignore[dict-item]
 
     for i in range(30):  # "medium" is below local_safety's threshold of "high": not a defect
-        engine.emit(record(n=i), {"local_safety": safety("local_safety", "medium")})
+        engine.emit([Evaluated(record(n=i), {"local_safety": safety("local_safety", "medium")})])
     assert engine.evaluate() == []
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.0
     for i in range(30):  # the violence judge calls "low" a defect
-        engine.emit(record(n=i), {"violence": safety("violence", "low")})
+        engine.emit([Evaluated(record(n=i), {"violence": safety("violence", "low")})])
     (alert,) = engine.evaluate()
     assert alert.labels["category"] == "violence" and alert.labels["severity"] == "critical"
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.5
     errored = EvalResult(name="violence", error="parse", safety={"violence": "high"})
-    engine.emit(record(), {"violence": errored})
+    engine.emit([Evaluated(record(), {"violence": errored})])
     engine.evaluate()
     assert gauge(t, "defect_rate", service="shop", rule="violence") == 0.5
 
@@ -274,6 +281,35 @@ async def test_engine_lifecycle_runs_periodic_evaluation() -> None:
     await engine.shutdown(10)
     await engine.shutdown(10)
     assert [a.status for a in collect.alerts] == ["firing"]
+
+
+@pytest.mark.asyncio
+async def test_the_alert_loop_measures_each_evaluation_and_when_it_last_ended() -> None:
+    t = create_telemetry()
+    clock = Clock()
+    engine = AlertEngine([RULE], t, clock=clock, evaluation_interval_s=0.01)
+
+    def evaluations() -> float:
+        return gauge(t, "alert_evaluation_duration_seconds_count") or 0.0
+
+    assert evaluations() == 0 and gauge(t, "alert_last_evaluation_timestamp_seconds") == 0
+    await engine.start()
+    try:
+        await wait_until_async(lambda: evaluations() >= 2, 5, "two evaluations")
+        assert gauge(t, "alert_last_evaluation_timestamp_seconds") == clock.now
+        last = clock.now
+
+        def broken(now: float) -> list[Alert]:
+            raise RuntimeError("scripted: the rules cannot be judged")
+
+        # A loop whose evaluations fail leaves the time of the last one that ended.
+        engine._firing.evaluate = broken  # type: ignore[method-assign]
+        clock.now += 60
+        failed = {"stage": "alerts", "reason": "internal_error"}
+        await wait_until_async(lambda: (gauge(t, "dropped_total", **failed) or 0) >= 2, 5, "2")
+        assert gauge(t, "alert_last_evaluation_timestamp_seconds") == last
+    finally:
+        await engine.shutdown(10)
 
 
 def test_service_wires_alert_engine_and_otlp_events_from_config() -> None:

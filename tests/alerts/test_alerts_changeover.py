@@ -14,6 +14,7 @@ import pytest
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
@@ -90,14 +91,14 @@ def test_interleaved_revisions_keep_the_newest_and_a_rollback_replaces_it() -> N
     clock = Clock()
     engine = AlertEngine([rule], create_telemetry(), evaluation_interval_s=15, clock=clock)
     record = RagRecord(request_id="r", service="shop", response="x")
-    engine.emit(record, _verdict(True, "a"))
+    engine.emit([Evaluated(record, _verdict(True, "a"))])
     for i in range(600):  # both live, one a second, for ten minutes
         clock.now += 1
-        engine.emit(record, _verdict(i % 5 > 0, "b" if i % 2 else "a"))
+        engine.emit([Evaluated(record, _verdict(i % 5 > 0, "b" if i % 2 else "a"))])
     assert next(iter(engine._entries.values())).revision == "b"
     for _ in range(120):  # "b" is gone: "a" alone for two windows is a rollback
         clock.now += 1
-        engine.emit(record, _verdict(True, "a"))
+        engine.emit([Evaluated(record, _verdict(True, "a"))])
     assert next(iter(engine._entries.values())).revision == "a"
     assert started(type("B", (), {"engine": engine})) == 2
 

@@ -15,7 +15,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AlertCohorts, AlertRule, CohortRule, ConfigError, load_config
 from monitor.records import RagRecord
 from monitor.telemetry import OVERFLOW, Telemetry, create_telemetry
@@ -48,16 +48,24 @@ class Traffic:
                     n = self.n[version] = self.n.get(version, 0) + 1
                     defect = math.floor(n * rate) > math.floor((n - 1) * rate)
                     self.engine.emit(
-                        RagRecord(
-                            request_id=f"{version}-{n}",
-                            service=record.get("service", "shop"),
-                            version=version,
-                            model=record.get("model"),
-                            route=record.get("route", ""),
-                            query=question(n),
-                            response="a",
-                        ),
-                        {"local_groundedness": verdict("local_groundedness", passed=not defect)},
+                        [
+                            Evaluated(
+                                RagRecord(
+                                    request_id=f"{version}-{n}",
+                                    service=record.get("service", "shop"),
+                                    version=version,
+                                    model=record.get("model"),
+                                    route=record.get("route", ""),
+                                    query=question(n),
+                                    response="a",
+                                ),
+                                {
+                                    "local_groundedness": verdict(
+                                        "local_groundedness", passed=not defect
+                                    )
+                                },
+                            )
+                        ]
                     )
             self.clock.now += INTERVAL
             self.sent.extend(self.engine.evaluate())

@@ -34,6 +34,7 @@ import random
 from typing import Literal
 
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, AlertRule, RegressionRule
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, record, verdict
@@ -74,7 +75,12 @@ def seconds_to_page(
         n += 1
         defect = rng.random() < rate
         engine.emit(
-            record("shop", n), {"local_groundedness": verdict("local_groundedness", not defect)}
+            [
+                Evaluated(
+                    record("shop", n),
+                    {"local_groundedness": verdict("local_groundedness", not defect)},
+                )
+            ]
         )
         if engine.evaluation_due:
             engine.evaluate()

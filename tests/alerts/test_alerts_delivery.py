@@ -19,7 +19,7 @@ from harness.servers import alertmanager, http_json, webhook
 from harness.sleep import RecordedSleep
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AbsoluteRule
 from monitor.exporters.alertmanager import AlertSender
 from monitor.records import RagRecord
@@ -200,8 +200,12 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
         await engine.start()
         for i in range(25):
             engine.emit(
-                RagRecord(request_id=str(i), service="shop", response="x"),
-                {"local_groundedness": EvalResult(name="local_groundedness", passed=False)},
+                [
+                    Evaluated(
+                        RagRecord(request_id=str(i), service="shop", response="x"),
+                        {"local_groundedness": EvalResult(name="local_groundedness", passed=False)},
+                    )
+                ]
             )
         await eventually(lambda: any(a["status"] == "firing" for a in hook.alerts()))
         (active,) = await asyncio.to_thread(http_json, f"{am}/api/v2/alerts")
@@ -211,8 +215,12 @@ async def test_engine_alert_reaches_webhook_through_real_alertmanager(tmp_path: 
         assert "Wilson" in active["annotations"]["description"]
         for i in range(1000):
             engine.emit(
-                RagRecord(request_id=f"g{i}", service="shop", response="x"),
-                {"local_groundedness": EvalResult(name="local_groundedness", passed=True)},
+                [
+                    Evaluated(
+                        RagRecord(request_id=f"g{i}", service="shop", response="x"),
+                        {"local_groundedness": EvalResult(name="local_groundedness", passed=True)},
+                    )
+                ]
             )
         await eventually(lambda: any(a["status"] == "resolved" for a in hook.alerts()))
         await engine.shutdown(DELIVER_ALL_S)

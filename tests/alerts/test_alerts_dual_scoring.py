@@ -1,7 +1,7 @@
 """An evaluator changeover measured on records both revisions scored
 (`evaluators[].previous`, `Overlap.paired`): the previous revision's verdicts on a share of
 the records come to the alert engine with the new revision's on the same records
-(`AlertEngine.emit_paired`); the offset is the mean of their differences, which varies far
+(`AlertEngine.emit` with `Evaluated.previous`); the offset is the mean of their differences, which varies far
 less than two independent verdicts, so the history translates within hours and a rise soon
 after the change pages. Verdicts one record at a time on an injected clock, judged every
 15 s."""
@@ -21,7 +21,7 @@ from monitor.alerts.backtest_rows import Row
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Origin
 from monitor.alerts.state import UPGRADES
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AlertBaseline, Config, RegressionRule
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -209,7 +209,7 @@ def test_backtest_replays_the_previous_revisions_verdicts_of_verdict_rows(
 def test_a_failure_pairing_the_previous_verdicts_counts_the_own_ones_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A scripted fault in counting the previous revision's verdicts: `emit_paired` does
+    """A scripted fault in counting the previous revision's verdicts: `emit` does
     not raise (the evaluation stage would retry the whole call and count the record's own
     verdicts again); the loss is logged and counted."""
     clock = Clock()
@@ -231,7 +231,7 @@ def test_a_failure_pairing_the_previous_verdicts_counts_the_own_ones_once(
 
     monkeypatch.setattr(engine, "count", count)
     with caplog.at_level(logging.ERROR):
-        engine.emit_paired(record(), verdict(True, "b"), verdict(False, "a"))
+        engine.emit([Evaluated(record(), verdict(True, "b"), verdict(False, "a"))])
     engine.evaluate()
     own = telemetry.registry.get_sample_value(
         "rag_monitor_alert_samples",

@@ -17,6 +17,7 @@ import yaml
 
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import FALSE_PAGE_EVERY, AlertBaseline, RegressionRule, parse_duration
 from monitor.evidence.stats import look_level, one_sided_z
 from monitor.records import RagRecord
@@ -69,7 +70,7 @@ def engine_verdicts(counts: list[tuple[int, int]]) -> dict[int, bool]:
     for minute, (samples, defects) in enumerate(counts, start=1):
         for i in range(samples):
             now[0] = (minute - 1) * 60 + (i + 1) * 60 / samples
-            engine.emit(record, results[i < defects])
+            engine.emit([Evaluated(record, results[i < defects])])
         now[0] = minute * 60.0
         engine.evaluate()
         firing[minute] = bool(engine.firing())

@@ -13,6 +13,7 @@ import pytest
 
 from harness.production_streams import DAY_S, START, Change, StreamSpec
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, record, verdict
@@ -71,7 +72,11 @@ def minutes_to_first_page(started_s: float, per_s: float, rise_at_min: float) ->
         rate = 0.5 if clock.now - start >= rise_at_min * 60 else 0.1
         passed = rng.random() >= rate
         engine.emit(
-            record("shop", n), {"local_groundedness": verdict("local_groundedness", passed)}
+            [
+                Evaluated(
+                    record("shop", n), {"local_groundedness": verdict("local_groundedness", passed)}
+                )
+            ]
         )
         if engine.evaluation_due:
             engine.evaluate()

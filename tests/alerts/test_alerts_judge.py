@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts.kinds import Decision, Entry, Judgment
+from monitor.component import Evaluated
 from monitor.results import EvalResult
 from tests.alerts import test_alerts_slo as slo
 from tests.alerts.test_alerts import record
@@ -48,8 +49,12 @@ def test_every_kind_judges_as_a_pure_function(
         for k in range(20):
             n = 10_000 + step * 20 + k
             engine.emit(
-                record("shop", n),
-                {name: verdict(name, True, "r2" if name == "g" else "r1") for name in "gh"},
+                [
+                    Evaluated(
+                        record("shop", n),
+                        {name: verdict(name, True, "r2" if name == "g" else "r1") for name in "gh"},
+                    )
+                ]
             )
         clock.now += INTERVAL
         engine.evaluate()

@@ -20,6 +20,7 @@ import pytest
 from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, Event
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, Config, RegressionRule
 from monitor.evidence.counts import Unit
 from monitor.records import RagRecord
@@ -176,7 +177,7 @@ def test_a_firing_alert_resolves_saying_the_evaluator_changed() -> None:
                 n += 1
                 failed = (n % 100) < rate * 100
                 record = RagRecord(request_id=str(n), service="shop", response="x")
-                engine.emit(record, _verdict(not failed, revision))
+                engine.emit([Evaluated(record, _verdict(not failed, revision))])
             clock.now += 5
             sent.extend(engine.evaluate())
     firing = [a for a in sent if a.status == "firing"]
@@ -189,7 +190,13 @@ def test_a_firing_alert_resolves_saying_the_evaluator_changed() -> None:
     )
     assert resolved[0].annotations["evaluator_revision"] == "a"
     # Late verdicts of the revision just replaced are left out, not a change back.
-    engine.emit(RagRecord(request_id="late", service="shop", response="x"), _verdict(False, "a"))
+    engine.emit(
+        [
+            Evaluated(
+                RagRecord(request_id="late", service="shop", response="x"), _verdict(False, "a")
+            )
+        ]
+    )
     assert next(iter(engine._entries.values())).revision == "b"
 
 
@@ -199,7 +206,7 @@ def test_the_folded_other_service_is_never_judged() -> None:
     engine = AlertEngine([WINDOWED], t, evaluation_interval_s=5, clock=clock)
     for i in range(400):
         record = RagRecord(request_id=str(i), service=f"s{i % 40}", response="x")
-        engine.emit(record, _verdict(i % 3 == 0, "a"))
+        engine.emit([Evaluated(record, _verdict(i % 3 == 0, "a"))])
     engine.evaluate()
     assert {service for _, service, _ in engine._entries} == {"s0", "s1"}
     assert gauge(t, "alert_samples", service="other", rule=RULE, window="current") is None

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import FORMAT, VERSION, StateFile
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import (
     AbsoluteRule,
     AlertBaseline,
@@ -54,8 +54,16 @@ class Stream:
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
                 self.n += 1
                 self.engine.emit(
-                    record(service, self.n),
-                    {"local_groundedness": verdict("local_groundedness", passed=not defect)},
+                    [
+                        Evaluated(
+                            record(service, self.n),
+                            {
+                                "local_groundedness": verdict(
+                                    "local_groundedness", passed=not defect
+                                )
+                            },
+                        )
+                    ]
                 )
             self.clock.now += INTERVAL
             self.sent.extend(self.engine.evaluate())

@@ -15,6 +15,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import RagRecord
 from monitor.telemetry import Telemetry, create_telemetry
@@ -38,7 +39,7 @@ def _engine(path: Path, clock: Clock) -> tuple[AlertEngine, Telemetry]:
 def _send(engine: AlertEngine, clock: Clock, revision: str, seconds: int) -> None:
     for i in range(seconds):
         clock.now += 1
-        engine.emit(RECORD, _verdict(i % 5 > 0, revision))
+        engine.emit([Evaluated(RECORD, _verdict(i % 5 > 0, revision))])
 
 
 def _revision(engine: AlertEngine) -> str | None:

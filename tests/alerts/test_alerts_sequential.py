@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.history import Expectation
 from monitor.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
@@ -270,7 +271,7 @@ def test_a_score_rule_pages_on_a_drift_the_verdicts_do_not_show() -> None:
             for _ in range(10):
                 n += 1
                 score = min(1.0, max(0.5, rng.gauss(centre, 0.05)))
-                engine.emit(record("shop", n), scored(score))
+                engine.emit([Evaluated(record("shop", n), scored(score))])
             clock.now += INTERVAL
             sent.extend(engine.evaluate())
     assert [(a.rule, a.status) for a in sent][:1] == [("scores", "firing")]
@@ -287,8 +288,12 @@ def test_scores_without_a_normalised_value_are_not_samples() -> None:
     verdict_only = EvalResult(name="local_groundedness", passed=False)
     for i in range(100):
         engine.emit(
-            RagRecord(request_id=f"r{i}", service="shop", response="a"),
-            {"local_groundedness": verdict_only},
+            [
+                Evaluated(
+                    RagRecord(request_id=f"r{i}", service="shop", response="a"),
+                    {"local_groundedness": verdict_only},
+                )
+            ]
         )
     assert verdict_only.normalized is None
     engine.evaluate()

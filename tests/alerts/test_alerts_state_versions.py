@@ -18,7 +18,7 @@ from typing import Any
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.state import UPGRADES, VERSION, StateFile
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import AlertRule, alert_rule
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -110,7 +110,7 @@ def _traffic(engine: AlertEngine, clock: Clock, steps: range) -> list[Alert]:
                 )
                 for name in ("g", "h")
             )
-            engine.emit(record, {"g": g, "h": h})
+            engine.emit([Evaluated(record, {"g": g, "h": h})])
         clock.now += INTERVAL
         sent.extend(engine.evaluate())
     return sent

@@ -19,6 +19,7 @@ from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest
 from monitor.alerts.kinds import Decision, Entry
 from monitor.alerts.rule import Origin
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.evidence.history import Expectation, History
@@ -99,7 +100,9 @@ class Traffic:
                     self.pages.append((self.clock.now, dict(alert.annotations)))
 
     def _emit(self, record: RagRecord, defect: bool) -> None:
-        self.engine.emit(record, {"local_groundedness": verdict("local_groundedness", not defect)})
+        self.engine.emit(
+            [Evaluated(record, {"local_groundedness": verdict("local_groundedness", not defect)})]
+        )
         if self.engine.evaluation_due:
             self.pages.extend(
                 (self.clock.now, dict(a.annotations))

@@ -26,7 +26,7 @@ from monitor.alerts.backtest import Backtest
 from monitor.alerts.describe import log_text
 from monitor.alerts.rule import Rule
 from monitor.alerts.state import StateFile
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import (
     AlertBaseline,
     AlertCohorts,
@@ -126,7 +126,7 @@ class Stream:
                 results = {"local_groundedness": verdict("local_groundedness", not failed)}
                 if retrieval is not None:
                     results["local_retrieval"] = verdict("local_retrieval", not bad_retrieval)
-                self.engine.emit(record, results)
+                self.engine.emit([Evaluated(record, results)])
                 self.sent.append(Sent(trace_id, model, route, source, failed))
             self.clock.now += INTERVAL
             self.alerts.extend(self.engine.evaluate())

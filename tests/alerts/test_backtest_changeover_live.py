@@ -4,7 +4,8 @@ engine sent: the sidecar's evaluation stage scores each record, in its worker pr
 with the new revision of the embedded `local_groundedness` and half of them with its
 previous one too (the worker's outcome says which revision gave each result), its results
 file keeps the previous revision's verdicts under each line's `previous`, and the backtest
-pairs them with the record's own as the live engine did (`AlertEngine.emit_paired`).
+pairs them with the record's own as the live engine did (`AlertEngine.emit`, with
+`Evaluated.previous`).
 
 The pipeline is `build_pipeline`'s (the evaluation stage, its CPU scorers, the results
 file), restarted at the changeover with the new config as a user would; one alert engine,

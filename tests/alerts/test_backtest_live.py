@@ -16,6 +16,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.backtest import Backtest, read_rows
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.exporters.results_file import results_line
 from monitor.records import RagRecord
@@ -114,7 +115,7 @@ def live(stream: list[tuple[RagRecord, dict[str, EvalResult]]]) -> list[tuple[fl
             evaluate(tick)
             tick += INTERVAL
         clock.now = rec.timestamp
-        engine.emit(rec, results)
+        engine.emit([Evaluated(rec, results)])
         if engine.evaluation_due:
             evaluate(rec.timestamp)
     evaluate(clock.now + INTERVAL)

@@ -1,7 +1,7 @@
 """The previous revision's verdicts in results lines (`evaluators[].previous`): written apart
 from the record's own results, under `previous`, only on the lines that have them; read back
 by `backtest`, which pairs them with the record's own as the live engine does
-(`AlertEngine.emit_paired`); lines without them read as before, and a `previous` that
+(`AlertEngine.emit` with `Evaluated.previous`); lines without them read as before, and a `previous` that
 cannot be a previous revision's verdict on the record is refused naming why."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from monitor.alerts.backtest import Backtest
 from monitor.alerts.backtest_rows import Row
 from monitor.alerts.kinds.regression_state import RegressionState
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.exporters.results_file import ResultsFileSink, results_line
 from monitor.records import RagRecord
@@ -58,8 +59,8 @@ async def test_the_results_file_writes_them_without_their_explanations(tmp_path:
     await sink.start()
     own = {EVALUATOR: _result(True, "new", "all supported")}
     previous = {EVALUATOR: _result(False, "old", "unsupported: the year")}
-    assert await sink.emit_paired(_record(1, START), own, previous)
-    assert await sink.emit(_record(2, START), own)
+    assert await sink.emit([Evaluated(_record(1, START), own, previous)])[0]
+    assert await sink.emit([Evaluated(_record(2, START), own)])[0]
     await sink.shutdown(5)
     first, second = (orjson.loads(line) for line in path.read_bytes().splitlines())
     assert first["previous"][EVALUATOR]["passed"] is False

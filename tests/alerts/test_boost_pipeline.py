@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 
 import aiohttp
@@ -34,11 +34,10 @@ from harness.judge_stub import Received, Reply, StubJudge
 from harness.otlp import WATER, Case, asked, emit_plain, otlp_bytes
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.processors.sampler import sampling_position
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import RagRecord
-from monitor.results import EvalResult
 from monitor.service import Service
 from tests.alerts.test_alerts import Clock
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET
@@ -74,10 +73,11 @@ class _Count:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self.records += 1
-        if "groundedness" in results:
-            self.judged.append(record.trace_id or "")
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        for evaluated in batch:
+            self.records += 1
+            if "groundedness" in evaluated.results:
+                self.judged.append(evaluated.record.trace_id or "")
 
     async def shutdown(self, deadline_s: float) -> None:
         return None

@@ -19,6 +19,7 @@ from monitor.alerts.kinds import Judgment
 from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.state import StateFile
 from monitor.boosts import SamplingBoosts
+from monitor.component import Evaluated
 from monitor.config import (
     AlertBaseline,
     AlertBoost,
@@ -179,7 +180,7 @@ def test_a_cohort_rule_boosts_its_service_and_lets_go_when_its_cohorts_lose_thei
     # idle cohorts' slots: nothing of the boosted service is left to judge, or to lower it.
     s.clock.now += 3600
     for version in ("v3", "v4", "v5"):
-        s.engine.emit(_record("web", version, 0), _result())
+        s.engine.emit([Evaluated(_record("web", version, 0), _result())])
     assert s.engine.snapshot()[CANARY.name]["services"].keys() == {"web"}
     assert not s.boosted() and s.boosts.active() == {}
 
@@ -191,7 +192,7 @@ def test_a_service_that_loses_its_slot_loses_its_boost() -> None:
     stream.run(120, 0.60)
     assert s.boosted()
     s.clock.now += 3600  # idle past its windows: the next service takes its slot
-    s.engine.emit(_record("web", "", 0), _result())
+    s.engine.emit([Evaluated(_record("web", "", 0), _result())])
     assert s.boosts.active() == {}
     assert gauge(s.t, "alert_boost_active", service="shop", rule=REGRESSION.name) is None
 
@@ -234,10 +235,14 @@ def test_three_forged_traces_raise_no_cohort_boost() -> None:
     counts only once it holds the rule's `min_samples`, as a page would."""
     s = _Setup(CANARY)
     for i in range(600):  # an honest service: one version, a fifth of answers failing
-        s.engine.emit(_record("shop", "v1", i), {EVALUATOR: verdict(EVALUATOR, i % 5 != 0)})
+        s.engine.emit(
+            [Evaluated(_record("shop", "v1", i), {EVALUATOR: verdict(EVALUATOR, i % 5 != 0)})]
+        )
     s.engine.evaluate()
     for i in range(3):
-        s.engine.emit(_record("shop", "evil", 1000 + i), {EVALUATOR: verdict(EVALUATOR, False)})
+        s.engine.emit(
+            [Evaluated(_record("shop", "evil", 1000 + i), {EVALUATOR: verdict(EVALUATOR, False)})]
+        )
     s.clock.now += 5
     s.engine.evaluate()
     assert not s.boosted() and s.boosts.active() == {}

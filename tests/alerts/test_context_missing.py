@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.component import Alert
+from monitor.component import Alert, Evaluated
 from monitor.config import load_config
 from monitor.records import ContextDoc, RagRecord
 from monitor.results import EvalResult
@@ -62,7 +62,7 @@ def _run(tmp_path: Path, new_share: float) -> tuple[list[Alert], list[tuple[str,
         if not new:
             results["local_groundedness"] = verdict("local_groundedness", rng.random() >= 0.1)
         results["local_relevance"] = verdict("local_relevance", True)
-        engine.emit(_record(n, "2.0" if new else "1.0", context=not new), results)
+        engine.emit([Evaluated(_record(n, "2.0" if new else "1.0", context=not new), results)])
         if engine.evaluation_due:
             sent += engine.evaluate()
         if first != first and (RULE, "shop") in engine.firing():

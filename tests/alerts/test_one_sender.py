@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts.attribution._buckets import GROUPS, OUTLYING, TRIMMED, spread_of
+from monitor.component import Evaluated
 from monitor.records import ContextDoc, RagRecord
 from tests.alerts.test_alerts import question
 from tests.alerts.test_attribution import PER_S, Stream, healthy, make, verdict
@@ -43,7 +44,7 @@ def _forge(stream: Stream, share: float) -> None:
             response="Two years.",
         )
         stream.engine.emit(
-            record, {"local_groundedness": verdict("local_groundedness", not failed)}
+            [Evaluated(record, {"local_groundedness": verdict("local_groundedness", not failed)})]
         )
 
 

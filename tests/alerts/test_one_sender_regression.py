@@ -16,6 +16,7 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence import History, Moments
 from monitor.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
@@ -128,7 +129,9 @@ def test_a_records_sender_reaches_the_regression_history() -> None:
     for k, (address, instance) in enumerate([("10.0.0.7", "pod-7f9c"), ("10.0.0.8", None)]):
         metadata = {CLIENT_ADDRESS: address} | ({INSTANCE_ID: instance} if instance else {})
         record = RagRecord(request_id=f"r{k}", service="shop", metadata=metadata)
-        engine.emit(record, {"local_groundedness": verdict("local_groundedness", True)})
+        engine.emit(
+            [Evaluated(record, {"local_groundedness": verdict("local_groundedness", True)})]
+        )
     saved = engine.snapshot()
     history = saved["regression"]["services"]["shop"][""]["state"]["history"]
     assert set(history["senders"]["senders"]) == {"10.0.0.7/pod-7f9c", "10.0.0.8"}

@@ -15,6 +15,7 @@ import pytest
 from monitor.alerts.state import StateFile, StateFormat
 from monitor.audit import saved
 from monitor.audit.sink import BUCKETS, AuditSink
+from monitor.component import Evaluated
 from monitor.config._audit import Audit, LabelFeed
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import Telemetry, create_telemetry
@@ -52,9 +53,9 @@ def _sink(t: Telemetry, clock: Clock, path: Path, reference: str = JUDGE) -> Aud
 
 
 def _judged(sink: AuditSink, first: int = 0) -> None:
-    sink.emit_many(
+    sink.emit(
         [
-            (_record(i, "shop"), _results(i % 4 == 0, _audited(i) and i % 3 == 0))
+            Evaluated(_record(i, "shop"), _results(i % 4 == 0, _audited(i) and i % 3 == 0))
             for i in range(first, first + 400)
         ]
     )
@@ -94,7 +95,7 @@ async def test_a_label_for_a_record_evaluated_before_the_restart_joins(tmp_path:
     path, clock = tmp_path / "alerts.state.audit", Clock()
     before = _sink(create_telemetry(), clock, path, reference="labels")
     await before.start()
-    before.emit_many([(_record(i), _results(i % 2 == 0, "absent")) for i in range(100)])
+    before.emit([Evaluated(_record(i), _results(i % 2 == 0, "absent")) for i in range(100)])
     awaiting = before.page()["awaiting_labels"]
     await before.shutdown(5)
     assert awaiting == [f"req-{i}" for i in range(100) if _audited(i)]

@@ -14,6 +14,7 @@ from monitor.audit.estimate import Tally, estimate
 from monitor.audit.labels import LabelFile, parse_label
 from monitor.audit.saved import MAX_SLICE_VALUES
 from monitor.audit.sink import BUCKETS, AuditSink
+from monitor.component import Evaluated
 from monitor.config import Config, ConfigError, load_config
 from monitor.config._audit import Audit, LabelFeed
 from monitor.processors.sampler import sampling_position
@@ -88,7 +89,7 @@ def test_judged_audits_give_the_estimate_the_maths_gives(telemetry: Telemetry) -
         else:
             expected.add_unaudited(detector)
             items.append((_record(i), _results(detector, "absent")))
-    sink.emit_many(items)
+    sink.emit([Evaluated(*item) for item in items])
     want = estimate(expected, min_audited=2)
     assert want.corrected is not None
     labels = {"service": "shop", "evaluator": DETECTOR}
@@ -111,7 +112,7 @@ def test_records_outside_the_random_share_do_not_count(telemetry: Telemetry) -> 
     another reason (negative feedback, an error, a boost) and is left out."""
     sink = _sink(telemetry, Clock(), rate=0.5)
     outside = [i for i in range(200) if sampling_position(f"req-{i}") >= 0.5]
-    sink.emit_many([(_record(i), _results(True, True)) for i in outside])
+    sink.emit([Evaluated(_record(i), _results(True, True)) for i in outside])
     assert sink.page()["services"] == {}
     assert _count(telemetry, "audit_records", service="shop", outcome="unaudited") == 0
 
@@ -121,10 +122,10 @@ def test_a_reference_that_errs_or_does_not_score_is_counted_and_left_out(
 ) -> None:
     sink = _sink(telemetry, Clock())
     audited = [i for i in range(100) if _audited(i)][:2]
-    sink.emit_many(
+    sink.emit(
         [
-            (_record(audited[0]), _results(True, None)),
-            (_record(audited[1]), _results(True, "absent")),
+            Evaluated(_record(audited[0]), _results(True, None)),
+            Evaluated(_record(audited[1]), _results(True, "absent")),
         ]
     )
     assert _count(telemetry, "audit_records", service="shop", outcome="reference_error") == 1
@@ -151,7 +152,7 @@ def test_labels_join_their_records_later(telemetry: Telemetry) -> None:
     sink = _labelled(telemetry, clock)
     audited = [i for i in range(200) if _audited(i)]
     unaudited = [i for i in range(200) if not _audited(i)]
-    sink.emit_many([(_record(i), _results(i % 2 == 0, "absent")) for i in range(200)])
+    sink.emit([Evaluated(_record(i), _results(i % 2 == 0, "absent")) for i in range(200)])
     page = sink.page()
     assert page["pending_labels"] == len(audited)
     assert page["awaiting_labels"] == [f"req-{i}" for i in audited]
@@ -172,7 +173,7 @@ def test_labels_join_their_records_later(telemetry: Telemetry) -> None:
 def test_pending_records_are_bounded_and_a_drop_is_counted(telemetry: Telemetry) -> None:
     sink = _labelled(telemetry, Clock(), max_pending=3)
     audited = [i for i in range(200) if _audited(i)][:5]
-    sink.emit_many([(_record(i), _results(False, "absent")) for i in audited])
+    sink.emit([Evaluated(_record(i), _results(False, "absent")) for i in audited])
     assert sink.page()["awaiting_labels"] == [f"req-{i}" for i in audited[2:]]
     assert _count(telemetry, "audit_pending_dropped", service="shop") == 2
     assert sink.label(f"req-{audited[0]}", True, "file") is not None
@@ -187,8 +188,8 @@ def test_a_flood_of_one_service_never_drops_another_s_awaiting_records(
     sink = _labelled(telemetry, Clock(), max_pending=6)
     audited = [i for i in range(2000) if _audited(i)]
     quiet, flood = audited[:2], audited[2:42]
-    sink.emit_many([(_record(i, "cart"), _results(False, "absent")) for i in quiet])
-    sink.emit_many([(_record(i, "shop"), _results(False, "absent")) for i in flood])
+    sink.emit([Evaluated(_record(i, "cart"), _results(False, "absent")) for i in quiet])
+    sink.emit([Evaluated(_record(i, "shop"), _results(False, "absent")) for i in flood])
     assert _count(telemetry, "audit_pending_dropped", service="shop") == len(flood) - 4
     assert _count(telemetry, "audit_pending_dropped", service="cart") == 0
     for i in quiet:
@@ -200,7 +201,7 @@ def test_a_label_after_its_window_is_refused_as_expired(telemetry: Telemetry) ->
     clock = Clock()
     sink = _labelled(telemetry, clock, window="1h")
     first = next(i for i in range(100) if _audited(i))
-    sink.emit_many([(_record(first), _results(True, "absent"))])
+    sink.emit([Evaluated(_record(first), _results(True, "absent"))])
     clock.now += 3600 + 3600 / BUCKETS
     why = sink.label(f"req-{first}", True, "http")
     assert why is not None and why.startswith("expired")
@@ -210,11 +211,11 @@ def test_a_label_after_its_window_is_refused_as_expired(telemetry: Telemetry) ->
 def test_the_window_slides_and_the_series_go(telemetry: Telemetry) -> None:
     clock = Clock()
     sink = _sink(telemetry, clock, window="1h")
-    sink.emit_many([(_record(i), _results(i < 50, _audited(i) and i < 60)) for i in range(200)])
+    sink.emit([Evaluated(_record(i), _results(i < 50, _audited(i) and i < 60)) for i in range(200)])
     labels = {"service": "shop", "evaluator": DETECTOR}
     assert _gauge(telemetry, "audit_raw_defect_rate", **labels) == pytest.approx(0.25)
     clock.now += 1800
-    sink.emit_many([(_record(i), _results(False, False)) for i in range(200, 400)])
+    sink.emit([Evaluated(_record(i), _results(False, False)) for i in range(200, 400)])
     assert _gauge(telemetry, "audit_raw_defect_rate", **labels) == pytest.approx(50 / 400)
     clock.now += 1800  # the first batch's bucket left the window
     sink.refresh()
@@ -240,7 +241,7 @@ def test_the_label_file_is_read_as_it_grows(telemetry: Telemetry, tmp_path: Path
     clock = Clock()
     sink = _labelled(telemetry, clock)
     audited = [i for i in range(100) if _audited(i)][:3]
-    sink.emit_many([(_record(i), _results(True, "absent")) for i in audited])
+    sink.emit([Evaluated(_record(i), _results(True, "absent")) for i in audited])
     path = tmp_path / "labels.jsonl"
     path.write_text(
         f'{{"request_id": "req-{audited[0]}", "label": "fail"}}\n'
@@ -333,7 +334,7 @@ def test_each_slice_gets_its_own_estimate(telemetry: Telemetry) -> None:
         for i in range(MAX_SLICE_VALUES + 5)
     ]
     items += [(r, _results(False, "absent")) for r in many if _share(r, 1.0) is False]
-    sink.emit_many(items)
+    sink.emit([Evaluated(*item) for item in items])
     slices = sink.page()["services"]["shop"]["slices"]
     for version, tally in expected.items():
         got, want = slices["version"][version], estimate(tally, min_audited=2)
@@ -351,7 +352,7 @@ def test_a_refused_label_is_logged_with_its_reason(
     clock = Clock()
     sink = _labelled(telemetry, clock, window="1h")
     audited = [i for i in range(100) if _audited(i)][:2]
-    sink.emit_many([(_record(i), _results(True, "absent")) for i in audited])
+    sink.emit([Evaluated(_record(i), _results(True, "absent")) for i in audited])
     with caplog.at_level(logging.WARNING, logger="monitor.audit.sink"):
         assert sink.label("nobody", True, "http") is not None
         sink.malformed("http", 'label: must be "pass" or "fail", got 1')

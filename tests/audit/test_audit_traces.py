@@ -15,6 +15,7 @@ from monitor.audit import saved
 from monitor.audit import sink as sink_module
 from monitor.audit.estimate import Tally, Trace, estimate
 from monitor.audit.sink import BUCKETS
+from monitor.component import Evaluated
 from monitor.processors.sampler import sampling_position
 from monitor.records import RagRecord
 from monitor.records.where import DIMENSIONS
@@ -73,7 +74,7 @@ def test_interleaved_traces_each_count_as_one_trace(telemetry: Telemetry, tmp_pa
     for trace, turn in _interleaved(traces):
         detector, reference = _verdicts(trace, turn)
         reference_result = reference if _audited(trace) else "absent"
-        sink.emit_many([(_record(trace, turn), _results(detector, reference_result))])
+        sink.emit([Evaluated(_record(trace, turn), _results(detector, reference_result))])
     expected = _expected(traces)
     assert expected.audited_trace_count == sum(map(_audited, traces)) > 30
     want = estimate(expected, min_audited=2)
@@ -100,7 +101,9 @@ async def test_labels_join_their_trace_in_any_order_across_a_restart(tmp_path: P
     before = _sink(create_telemetry(), clock, path, "labels")
     await before.start()
     for trace, turn in _interleaved(traces):
-        before.emit_many([(_record(trace, turn), _results(_verdicts(trace, turn)[0], "absent"))])
+        before.emit(
+            [Evaluated(_record(trace, turn), _results(_verdicts(trace, turn)[0], "absent"))]
+        )
     awaiting = before.page()["awaiting_labels"]
     assert len(awaiting) == TURNS * sum(map(_audited, traces))
     # Half the labels, the newest first; a restart; the rest.
@@ -132,12 +135,12 @@ def test_open_traces_are_bounded_and_a_drop_is_counted(
     sink = _sink(telemetry, Clock(), tmp_path / "state")
     unaudited = [trace for trace in range(40) if not _audited(trace)][:5]
     for trace in unaudited:
-        sink.emit_many([(_record(trace, 0), _results(False, "absent"))])
+        sink.emit([Evaluated(_record(trace, 0), _results(False, "absent"))])
     assert _count(telemetry, "audit_traces_dropped", service="shop") == 2
     assert len(sink._traces) == 3
     # The first trace's sums are gone: its next record counts as another trace.
-    sink.emit_many([(_record(unaudited[0], 1), _results(False, "absent"))])
-    sink.emit_many([(_record(unaudited[4], 1), _results(False, "absent"))])
+    sink.emit([Evaluated(_record(unaudited[0], 1), _results(False, "absent"))])
+    sink.emit([Evaluated(_record(unaudited[4], 1), _results(False, "absent"))])
     (bucket,) = sink._windows["shop"].values()
     assert bucket.total.unaudited == 7
     assert bucket.total.unaudited_traces.joined == 1  # the fifth trace's second record
@@ -149,9 +152,9 @@ def test_a_trace_counts_in_its_first_bucket_and_leaves_the_window_whole(
     clock = Clock()
     sink = _sink(telemetry, clock, tmp_path / "state")
     trace = next(t for t in range(40) if not _audited(t))
-    sink.emit_many([(_record(trace, 0), _results(True, "absent"))])
+    sink.emit([Evaluated(_record(trace, 0), _results(True, "absent"))])
     clock.now += 3 * 3600 / BUCKETS  # three buckets later: the same trace
-    sink.emit_many([(_record(trace, 1), _results(False, "absent"))])
+    sink.emit([Evaluated(_record(trace, 1), _results(False, "absent"))])
     (bucket,) = sink._windows["shop"].values()
     assert (bucket.total.unaudited, bucket.total.unaudited_traces.joined) == (2, 1)
     clock.now += 3600
@@ -204,12 +207,14 @@ def _two_services(monkeypatch: pytest.MonkeyPatch, flood: bool) -> tuple[dict[st
         for trace in range(40):
             detector, reference = _verdicts(trace, turn)
             record = _record(trace, turn)
-            sink.emit_many(
-                [(record, _results(detector, reference if _audited(trace) else "absent"))]
+            sink.emit(
+                [Evaluated(record, _results(detector, reference if _audited(trace) else "absent"))]
             )
         for _ in range(150 if flood else 0):
             flooding = _record(noisy, 0).model_copy(update={"service": "noisy"})
-            sink.emit_many([(flooding, _results(False, False if _audited(noisy) else "absent"))])
+            sink.emit(
+                [Evaluated(flooding, _results(False, False if _audited(noisy) else "absent"))]
+            )
             noisy += 1
     if flood:
         assert _count(t, "audit_traces_dropped", service="noisy") > 0

@@ -15,6 +15,7 @@ import pytest
 
 from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.audit.sink import AuditSink
+from monitor.component import Evaluated
 from monitor.config._audit import Audit
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -78,8 +79,11 @@ def _check(t: Telemetry, honest: bool, changes: JudgeChanges) -> AnchorCheck:
 def _audit(t: Telemetry, changes: JudgeChanges | None) -> AuditSink:
     section = Audit(evaluator=DETECTOR, reference=JUDGE, share=SHARE, min_audited=2)
     sink = AuditSink(section, t, lambda r: _share(r, 1.0), clock=Clock(), checks=changes)
-    sink.emit_many(
-        [(_record(i), _results(i % 4 == 0, _audited(i) and i % 3 == 0)) for i in range(400)]
+    sink.emit(
+        [
+            Evaluated(_record(i), _results(i % 4 == 0, _audited(i) and i % 3 == 0))
+            for i in range(400)
+        ]
     )
     return sink
 

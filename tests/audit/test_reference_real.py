@@ -18,6 +18,7 @@ import pytest
 from harness.llama_server import MODEL
 from harness.wait import wait_until_async
 from monitor.audit.sink import AuditSink
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.config._audit import Audit
 from monitor.records import RagRecord
@@ -39,8 +40,10 @@ def _verdicts(sink: AuditSink) -> None:
     for i in range(400):
         results = {DETECTOR: EvalResult(DETECTOR, passed=i % 4 != 0)}
         results[JUDGE] = EvalResult(JUDGE, passed=False)
-        items.append((RagRecord(request_id=f"req-{i}", service="shop", response="a"), results))
-    sink.emit_many(items)
+        items.append(
+            Evaluated(RagRecord(request_id=f"req-{i}", service="shop", response="a"), results)
+        )
+    sink.emit(items)
 
 
 @pytest.mark.slow  # one check of 14 anchors on a real model

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AlertBaseline, AlertRule, RegressionRule, load_config
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, gauge, record, verdict
@@ -72,8 +73,16 @@ def test_the_default_rule_pages_by_log_line_and_gauge_without_a_receiver(
                 defect = math.floor((n + 1) * rate) > math.floor(n * rate)
                 n += 1
                 engine.emit(
-                    record("shop", n),
-                    {"local_groundedness": verdict("local_groundedness", passed=not defect)},
+                    [
+                        Evaluated(
+                            record("shop", n),
+                            {
+                                "local_groundedness": verdict(
+                                    "local_groundedness", passed=not defect
+                                )
+                            },
+                        )
+                    ]
                 )
             clock.now += 60.0
             engine.evaluate()

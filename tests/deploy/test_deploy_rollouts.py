@@ -23,6 +23,7 @@ import yaml
 from harness.servers import DEPLOY, need
 from harness.thresholds import Figures, cohort_pages, default_rule
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.records import RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, question, verdict
@@ -294,7 +295,7 @@ def sidecar_pages(canary: tuple[int, int], rest: tuple[int, int]) -> bool:
                 query=question(i),
                 response="a",
             )
-            engine.emit(record, {EVALUATOR: verdict(EVALUATOR, passed=i >= defects)})
+            engine.emit([Evaluated(record, {EVALUATOR: verdict(EVALUATOR, passed=i >= defects)})])
     clock.now += FIGURES.evaluation_interval_s
     sent = engine.evaluate()
     return any(a.status == "firing" and a.labels.get("cohort") == "v2" for a in sent)

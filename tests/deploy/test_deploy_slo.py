@@ -22,6 +22,7 @@ import yaml
 from harness.deploy_examples import monitor_with_slo, rules_with_slo, slo_tests_with_alerts
 from harness.servers import DEPLOY, need
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AlertRule, Config, load_config, parse_duration
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, record, verdict
@@ -206,8 +207,12 @@ def test_the_shipped_sidecar_rules_do_not_ticket_a_healthy_service() -> None:
             defect = int((n + 1) * HEALTHY) > int(n * HEALTHY)
             n += 1
             engine.emit(
-                record("shop", n),
-                {"local_groundedness": verdict("local_groundedness", passed=not defect)},
+                [
+                    Evaluated(
+                        record("shop", n),
+                        {"local_groundedness": verdict("local_groundedness", passed=not defect)},
+                    )
+                ]
             )
         clock.now += 60.0
         sent.extend(engine.evaluate())

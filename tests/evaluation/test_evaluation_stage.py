@@ -14,7 +14,7 @@ from typing import Literal
 import pytest
 
 from harness.wait import wait_until_async
-from monitor.component import OnDone, ResultSink, SampledRecord, SampledTrace
+from monitor.component import Evaluated, OnDone, ResultSink, SampledRecord, SampledTrace
 from monitor.config import Budget, EvaluatorConfig
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
@@ -461,9 +461,10 @@ class HeldWritesSink:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> asyncio.Future[bool]:
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.held.append(written)
+    def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
+        loop = asyncio.get_running_loop()
+        written: list[asyncio.Future[bool]] = [loop.create_future() for _ in batch]
+        self.held.extend(written)
         return written
 
     async def shutdown(self, deadline_s: float) -> None:

@@ -6,13 +6,14 @@ evaluator's results or metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from harness.wait import wait_until_async
-from monitor.component import SampledRecord
+from monitor.component import Evaluated, SampledRecord
 from monitor.config import (
     PREVIOUS_SHARE,
     Budget,
@@ -27,7 +28,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, PreviousScorer
 from monitor.receivers.replay_summary import SummarySink
 from monitor.records import RagRecord
-from monitor.results import EvalResult, Results
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 from tests.config.test_check_config import _problems as problems_of
 from tests.evaluation.test_evaluation_stage import CpuScorerStub, ScriptedEvaluator, _rec
@@ -95,19 +96,23 @@ class FailingScorer(CpuScorerStub):
 
 
 class Pairs:
-    """A sink that takes previous revisions' verdicts (as the alert engine does)."""
+    """A sink that keeps previous revisions' verdicts (as the alert engine uses them)."""
 
     def __init__(self) -> None:
         self.got: list[tuple[str, dict[str, EvalResult], dict[str, EvalResult]]] = []
 
-    def emit_paired(self, record: RagRecord, results: Results, previous: Results) -> None:
-        self.got.append((record.request_id, dict(results), dict(previous)))
-
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        return None
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        for evaluated in batch:
+            if evaluated.previous:
+                got = (
+                    evaluated.record.request_id,
+                    dict(evaluated.results),
+                    dict(evaluated.previous),
+                )
+                self.got.append(got)
 
     async def shutdown(self, deadline_s: float) -> None:
         return None

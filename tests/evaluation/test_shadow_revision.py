@@ -1,7 +1,7 @@
 """An evaluator's next revision scored in shadow before it becomes the revision of record
 (`evaluators[].next`): its config checked in the user's words, its share of the records
 chosen by their sampling key until `until` on an injected clock, its verdicts handed to
-the alert engine as shadow verdicts only (`ShadowSink`) and counted in a metric of their
+the alert engine as shadow verdicts only (`Evaluated.shadow`) and counted in a metric of their
 own labelled by revision, never in the evaluator's results, metrics or alerts."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from monitor.alerts import AlertEngine
+from monitor.component import Evaluated
 from monitor.config import AbsoluteRule, Config
 from monitor.exporters.prometheus import MetricsSink
 from monitor.records import RagRecord
@@ -42,8 +43,11 @@ def _record(service: str, n: int, route: str = "/ask") -> RagRecord:
 
 
 def _emit(sink: MetricsSink, service: str, n: int = 1, passed: bool = True) -> None:
-    sink.emit_many(
-        [(_record(service, i), {"local_safety": verdict("local_safety", passed)}) for i in range(n)]
+    sink.emit(
+        [
+            Evaluated(_record(service, i), {"local_safety": verdict("local_safety", passed)})
+            for i in range(n)
+        ]
     )
 
 
@@ -148,11 +152,11 @@ def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle
     engine = AlertEngine([RULE], t, clock=clock)
     failing = {"local_groundedness": verdict("local_groundedness", False)}
     for i in range(50):
-        engine.emit(_record(f"invented-{i}", i), failing)
+        engine.emit([Evaluated(_record(f"invented-{i}", i), failing)])
     # While the invented services' windows hold verdicts, a new service folds into
     # `other`, which is never a service under test: no windows, no page.
     for n in range(5):
-        engine.emit(_record("shop", n), failing)
+        engine.emit([Evaluated(_record("shop", n), failing)])
     assert engine.evaluate() == []
     assert (
         t.registry.get_sample_value(
@@ -164,7 +168,7 @@ def test_alert_windows_are_keyed_on_the_real_service_once_invented_ones_are_idle
     # service gets windows of its own, and only its own verdicts in them.
     clock.now += IDLE_S + 1
     for n in range(5):
-        engine.emit(_record("shop", n), failing)
+        engine.emit([Evaluated(_record("shop", n), failing)])
     firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
     assert "shop" in firing
     assert (
@@ -188,9 +192,9 @@ def test_an_allow_listed_service_has_its_own_alert_windows_during_a_burst() -> N
     engine = AlertEngine([RULE], t, clock=clock)
     failing = {"local_groundedness": verdict("local_groundedness", False)}
     for i in range(200):
-        engine.emit(_record(f"invented-{i}", i), failing)
+        engine.emit([Evaluated(_record(f"invented-{i}", i), failing)])
     for n in range(5):
-        engine.emit(_record("shop", n), failing)
+        engine.emit([Evaluated(_record("shop", n), failing)])
     firing = {a.labels["service"] for a in engine.evaluate() if a.status == "firing"}
     assert "shop" in firing
 
@@ -205,9 +209,12 @@ def _spray(sink: MetricsSink, clock: Clock, names: Iterator[str], seconds: float
     result = {"local_safety": verdict("local_safety", True)}
     for _ in range(round(seconds * 10)):
         clock.now += 0.1
-        sink.emit_many(
+        sink.emit(
             [
-                (RagRecord.model_construct(service=next(names), route="/ask", version=None), result)
+                Evaluated(
+                    RagRecord.model_construct(service=next(names), route="/ask", version=None),
+                    result,
+                )
                 for _ in range(100)
             ]
         )

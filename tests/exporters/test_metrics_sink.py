@@ -1,4 +1,4 @@
-"""The metrics sink counts a batch of records (`emit_many`, as the evaluation stage hands
+"""The metrics sink counts a batch of records (one `emit`, as the evaluation stage hands
 it each batch) exactly as it counts the same records in batches of one: same series, same
 values, same scores, and each defect series' exemplar is its last defect's trace."""
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from monitor.component import Evaluated
 from monitor.exporters.prometheus import MetricsSink
 from monitor.records import RagRecord
 from monitor.results import EvalResult
@@ -70,8 +71,8 @@ def test_a_batch_counts_as_its_records_one_by_one() -> None:
     one_by_one, batched = create_telemetry(), create_telemetry()
     sink = MetricsSink(one_by_one)
     for item in items:
-        sink.emit_many([item])
-    MetricsSink(batched).emit_many(items)
+        sink.emit([Evaluated(*item) for item in [item]])
+    MetricsSink(batched).emit([Evaluated(*item) for item in items])
     expected = _samples(one_by_one.registry)
     assert _samples(batched.registry) == expected
     # The batch had defects, with and without a trace id, and exemplars to compare.

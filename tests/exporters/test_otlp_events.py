@@ -29,6 +29,7 @@ from harness.servers import ClosedPort, rag_monitor
 from harness.sleep import RecordedSleep
 from harness.wait import wait_until
 from monitor.__main__ import main
+from monitor.component import Evaluated
 from monitor.config import Redaction
 from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exporter
 from monitor.records import ContextDoc, RagRecord
@@ -172,21 +173,32 @@ async def send_verdicts(sink: OtlpEventsSink, trace_id: str, span_id: str) -> No
         metadata={"context_source": "prompt"},
     )
     sink.emit(
-        record,
-        {
-            "local_groundedness": EvalResult(
-                name="local_groundedness",
-                score=0.25,
-                normalized=0.25,
-                label="fail",
-                passed=False,
-                explanation="unsupported: built by the Romans",
-            ),
-            "faithfulness": EvalResult.failed("faithfulness", "timeout: no verdict within 30s"),
-        },
+        [
+            Evaluated(
+                record,
+                {
+                    "local_groundedness": EvalResult(
+                        name="local_groundedness",
+                        score=0.25,
+                        normalized=0.25,
+                        label="fail",
+                        passed=False,
+                        explanation="unsupported: built by the Romans",
+                    ),
+                    "faithfulness": EvalResult.failed(
+                        "faithfulness", "timeout: no verdict within 30s"
+                    ),
+                },
+            )
+        ]
     )
     sink.emit(
-        RagRecord(request_id="no-trace", response="x"), {"x": EvalResult(name="x", passed=True)}
+        [
+            Evaluated(
+                RagRecord(request_id="no-trace", response="x"),
+                {"x": EvalResult(name="x", passed=True)},
+            )
+        ]
     )
     await sink.shutdown(DELIVER_ALL_S)
 
@@ -330,7 +342,7 @@ async def test_explanations_leave_only_when_asked_for_and_then_redacted(
             passed=False,
             explanation=explanation,
         )
-        sink.emit(record, {"local_groundedness": verdict, "faithfulness": failed})
+        sink.emit([Evaluated(record, {"local_groundedness": verdict, "faithfulness": failed})])
         await sink.shutdown(DELIVER_ALL_S)
     shown = {
         (
@@ -357,8 +369,12 @@ async def test_unreachable_endpoint_is_counted_not_raised() -> None:
         await sink.start()
         trace_id, span_id = original_trace()
         sink.emit(
-            RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
-            {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
+            [
+                Evaluated(
+                    RagRecord(request_id="r", trace_id=trace_id, span_id=span_id, response="x"),
+                    {"local_relevance": EvalResult(name="local_relevance", score=1.0, passed=True)},
+                )
+            ]
         )
         await sink.shutdown(DELIVER_ALL_S)
         assert sink.exported == 0
@@ -539,7 +555,7 @@ async def test_a_batch_that_fails_is_exported_again_after_a_backoff() -> None:
     waits = RecordedSleep()
     sink = OtlpEventsSink(exporter, t, sleep=waits, rng=random.Random(1))
     await sink.start()
-    sink.emit(*record(1))
+    sink.emit([Evaluated(*record(1))])
     await sink.shutdown(DELIVER_ALL_S)
     assert [s.attributes["rag.request_id"] for s in exporter.spans] == ["r1"]  # type: ignore[index]
     assert sink.exported == 1 and dropped(t, "export_failed") == 0
@@ -553,9 +569,9 @@ async def test_shutdown_deadline_counts_the_batch_in_export_and_the_queue() -> N
     exporter.release.clear()  # the endpoint hangs
     sink = OtlpEventsSink(exporter, t)
     await sink.start()
-    sink.emit(*record(1))
+    sink.emit([Evaluated(*record(1))])
     await asyncio.to_thread(wait_until, lambda: sink.exporting, 10, "the first export")
-    sink.emit(*record(2))
-    sink.emit(*record(3))
+    sink.emit([Evaluated(*record(2))])
+    sink.emit([Evaluated(*record(3))])
     await sink.shutdown(0.2)
     assert dropped(t, "shutdown") == 3 and sink.exported == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.wait import wait_until_async
+from monitor.component import Evaluated
 from monitor.config import Redaction
 from monitor.exporters.results_file import ResultsFileSink
 from monitor.records import RagRecord
@@ -28,7 +29,7 @@ def _emit(sink: ResultsFileSink, n: int, first: int = 0) -> list[asyncio.Future[
         # With a time of its own, a record's line has the same length whenever it is written.
         record = RagRecord(request_id=f"r{i}", response="a", timestamp=1_700_000_000.0)
         result = EvalResult(name="e", score=1, normalized=1, passed=True)
-        futures.append(sink.emit(record, {"e": result}))
+        futures.extend(sink.emit([Evaluated(record, {"e": result})]))
     return futures
 
 
@@ -84,7 +85,7 @@ async def test_unicode_line_breaks_in_a_value_keep_one_record_per_line(
     for i in range(2):
         record = RagRecord(request_id=f"r{i}{breaks}", query=breaks, response=breaks)
         result = EvalResult(name="e", score=0, normalized=0, passed=False, explanation=breaks)
-        sink.emit(record, {"e": result})
+        sink.emit([Evaluated(record, {"e": result})])
     await sink.shutdown(10)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["request_id"] for line in lines] == [f"r0{breaks}", f"r1{breaks}"]
@@ -114,7 +115,7 @@ async def test_explanations_are_written_only_when_asked_for_and_then_redacted(
         path = tmp_path / f"results-{include}.jsonl"
         sink = ResultsFileSink(path, telemetry, include_explanations=include, redact=redact)
         await sink.start()
-        sink.emit(record, results)
+        sink.emit([Evaluated(record, results)])
         await sink.shutdown(10)
         (line,) = [json.loads(text) for text in path.read_text().splitlines()]
         written[include] = {name: r["explanation"] for name, r in line["results"].items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -19,13 +19,12 @@ import pytest
 import pytest_asyncio
 
 from harness.judge_stub import Reply, StubJudge
-from monitor.component import SampledRecord
+from monitor.component import Evaluated, SampledRecord
 from monitor.config import ConfigError
 from monitor.evaluators.factory import BuildContext
 from monitor.judge.client import FORMAT_REMINDER, JudgeClient
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage
-from monitor.records import RagRecord
 from monitor.results import EvalResult
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, RECORD, SECRET, Harness
 
@@ -365,8 +364,8 @@ class _Collect:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self.items.append(results)
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        self.items.extend(dict(evaluated.results) for evaluated in batch)
 
     async def shutdown(self, deadline_s: float) -> None:
         return None

@@ -7,14 +7,14 @@ embedded `local_groundedness` detector and the Prometheus metrics sink are real.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from harness.judge_stub import Reply, StubJudge
-from monitor.component import Delivery
+from monitor.component import Delivery, Evaluated
 from monitor.config import Config
 from monitor.judge.client import JudgeClient
 from monitor.records import RagRecord
@@ -33,9 +33,10 @@ class _Collect:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self.items.append(results)
-        self.by_id[record.request_id] = results
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        for evaluated in batch:
+            self.items.append(dict(evaluated.results))
+            self.by_id[evaluated.record.request_id] = dict(evaluated.results)
 
     async def shutdown(self, deadline_s: float) -> None:
         return None

@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from harness.judge_stub import Received, Reply, StubJudge
 from harness.wait import wait_until_async
-from monitor.component import Delivery, SampledRecord
+from monitor.component import Delivery, Evaluated, SampledRecord
 from monitor.config import Budget, Config, ConfigError, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
@@ -514,8 +514,9 @@ async def _serve(config: Config, records: list[RagRecord]) -> dict[str, dict[str
     class Collect:
         async def start(self) -> None: ...
 
-        def emit(self, record: RagRecord, got: dict[str, Any]) -> None:
-            results[record.request_id] = got
+        def emit(self, batch: Sequence[Evaluated]) -> None:
+            for evaluated in batch:
+                results[evaluated.record.request_id] = dict(evaluated.results)
 
         async def shutdown(self, deadline_s: float) -> None: ...
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import yaml
 
 from harness.llama_server import MODEL, available, llama_server
 from harness.wait import wait_until_async
-from monitor.component import ResultSink, SampledRecord
+from monitor.component import Evaluated, ResultSink, SampledRecord
 from monitor.config import Budget, Config, EvaluatorConfig
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
@@ -89,8 +89,9 @@ class Collect:
 
     async def start(self) -> None: ...
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self.results[record.request_id] = results["trustworthiness_tlm"]
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        for evaluated in batch:
+            self.results[evaluated.record.request_id] = evaluated.results["trustworthiness_tlm"]
 
     async def shutdown(self, deadline_s: float) -> None: ...
 

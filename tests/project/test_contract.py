@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -25,6 +26,8 @@ from monitor.config import (
     alert_rule,
 )
 from monitor.evaluators.registry import known_evaluators
+from monitor.telemetry import create_telemetry
+from monitor.telemetry_metrics import METRICS, Metric
 from tests.conftest import REPO
 
 CONTRACT = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
@@ -294,53 +297,125 @@ def test_the_evaluator_table_lists_exactly_the_registered_evaluators() -> None:
 
 # -- metrics -----------------------------------------------------------------------------
 
-_METRIC_FACTORIES = frozenset({"counter", "gauge", "Counter", "Gauge", "Histogram"})
+_ASKING = frozenset({"counter", "gauge", "histogram"})
+_PROMETHEUS_CLASSES = frozenset({"Counter", "Gauge", "Histogram", "Summary", "Info", "Enum"})
 
 
-def _metrics_in_code() -> dict[str, frozenset[str]]:
-    """Every metric `monitor/` defines (name without prefix, counters with `_total`) →
-    its label names, read from the calls that create them."""
-    found: dict[str, frozenset[str]] = {}
-    for path in sorted((REPO / "monitor").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _monitor_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """The modules of `monitor/` that name a metric factory or prometheus_client (no
+    other can declare or ask for a metric), parsed once for the checks below."""
+    texts = {path: path.read_text(encoding="utf-8") for path in (REPO / "monitor").rglob("*.py")}
+    named = re.compile(r"\b(?:counter|gauge|histogram)\(|prometheus_client")
+    return tuple((p, ast.parse(t)) for p, t in sorted(texts.items()) if named.search(t))
+
+
+def _asked_for_in_code() -> dict[str, set[str]]:
+    """Every metric name `monitor/` asks the table for (`telemetry.counter("name")`, or a
+    helper of the same name and one argument) → the kinds it is asked as."""
+    found: dict[str, set[str]] = {}
+    for _, tree in _monitor_trees():
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or len(node.args) < 2:
+            if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords:
                 continue
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             first = node.args[0]
-            if called not in _METRIC_FACTORIES or not isinstance(first, ast.Constant):
-                continue
-            if not isinstance(first.value, str):
-                continue
-            labels: frozenset[str] = frozenset()
-            if len(node.args) >= 3 and isinstance(node.args[2], ast.Tuple):
-                labels = frozenset(
-                    e.value
-                    for e in node.args[2].elts
-                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                )
-            suffix = "_total" if called.lower() == "counter" else ""
-            found[first.value + suffix] = labels
+            if called in _ASKING and isinstance(first, ast.Constant):
+                if isinstance(first.value, str):
+                    found.setdefault(first.value, set()).add(called)
     return found
 
 
-def _metrics_in_contract() -> dict[str, frozenset[str]]:
-    documented: dict[str, frozenset[str]] = {}
+def _declared_by_hand(root: Path, trees: Sequence[tuple[Path, ast.Module]]) -> list[str]:
+    """Calls of prometheus_client's metric classes in `trees` (the modules under `root`)
+    outside the one function that registers the table's rows (`telemetry.py`'s
+    `_register`)."""
+    found = []
+    for path, tree in trees:
+        imported = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prometheus")
+            for alias in node.names
+            if alias.name in _PROMETHEUS_CLASSES
+        }
+        allowed: set[ast.AST] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "_register":
+                if path == root / "telemetry.py":
+                    allowed.update(ast.walk(node))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node not in allowed:
+                if isinstance(node.func, ast.Name) and node.func.id in imported:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def _exported(row: Metric) -> str:
+    return row.name + ("_total" if row.kind == "counter" else "")
+
+
+def _metrics_in_contract() -> dict[str, tuple[str, frozenset[str]]]:
+    """The contract's metric table: name → (type, labels)."""
+    documented: dict[str, tuple[str, frozenset[str]]] = {}
     for row in _rows(_section("Metrics")):
         # The labels come first; a colon starts prose about them.
         labels = frozenset(_ticked(row[2].split(": ")[0])) if len(row) > 2 else frozenset()
         for name in _ticked(row[0]):
-            documented[name] = labels
+            documented[name] = (row[1], labels)
     return documented
 
 
-def test_every_metric_is_documented_with_its_labels_and_no_other() -> None:
-    code, contract = _metrics_in_code(), _metrics_in_contract()
-    assert sorted(set(code) - set(contract)) == [], "metrics the contract does not list"
-    assert sorted(set(contract) - set(code)) == [], "documented metrics the code lacks"
-    differ = {n: (sorted(contract[n]), sorted(code[n])) for n in code if code[n] != contract[n]}
-    assert differ == {}, "labels: (contract, code)"
+def test_the_contract_lists_every_metric_of_the_table_with_its_type_and_labels() -> None:
+    table = {_exported(row): (row.kind, frozenset(row.labels)) for row in METRICS.values()}
+    contract = _metrics_in_contract()
+    assert sorted(set(table) - set(contract)) == [], "metrics the contract does not list"
+    assert sorted(set(contract) - set(table)) == [], "documented metrics the table lacks"
+    differ = {n: (contract[n], table[n]) for n in table if table[n] != contract[n]}
+    assert differ == {}, "(contract, table)"
+
+
+def test_the_code_registers_every_metric_from_the_table_and_no_other() -> None:
+    asked = _asked_for_in_code()
+    assert sorted(set(asked) - set(METRICS)) == [], "metrics the code asks for, not in the table"
+    assert sorted(set(METRICS) - set(asked)) == [], "rows of the table no code asks for"
+    wrong = {n: sorted(kinds) for n, kinds in asked.items() if kinds != {METRICS[n].kind}}
+    assert wrong == {}, "asked for as another type than the table's"
+    by_hand = _declared_by_hand(REPO / "monitor", _monitor_trees())
+    assert by_hand == [], "metrics declared outside the table"
+
+
+def test_every_row_of_the_metrics_table_registers_as_it_says() -> None:
+    telemetry = create_telemetry()
+    for row in METRICS.values():
+        metric = getattr(telemetry, row.kind)(row.name)
+        assert getattr(telemetry, row.kind)(row.name) is metric  # made once
+        assert metric._labelnames == row.labels, row.name
+        assert metric._documentation == row.help, row.name
+        if row.buckets:
+            assert tuple(metric._upper_bounds[:-1]) == row.buckets, row.name
+    names = {m.name for m in telemetry.registry.collect() if m.name.startswith("rag_monitor_")}
+    assert {"rag_monitor_" + row.name for row in METRICS.values()} == names
+    with pytest.raises(TypeError, match="late_spans is a counter"):
+        telemetry.gauge("late_spans")
+    with pytest.raises(KeyError, match="no_such_metric"):
+        telemetry.counter("no_such_metric")
+
+
+def test_the_metric_checks_find_a_metric_declared_by_hand(tmp_path: Path) -> None:
+    """The checks above read the code as written: a call they cannot see would pass."""
+    asked = _asked_for_in_code()
+    assert asked["late_spans"] == {"counter"} and asked["build_info"] == {"gauge"}
+    assert asked["alert_evaluation_duration_seconds"] == {"histogram"}
+    (tmp_path / "telemetry.py").write_text(
+        "from prometheus_client import Counter\n"
+        "def _register():\n    return Counter('a', 'b')\n"
+        "def other():\n    return Counter('c', 'd')\n"
+    )
+    (tmp_path / "stray.py").write_text("from prometheus_client import Gauge as G\nG('x', 'y')\n")
+    trees = [(path, ast.parse(path.read_text())) for path in sorted(tmp_path.glob("*.py"))]
+    assert _declared_by_hand(tmp_path, trees) == ["stray.py:2", "telemetry.py:5"]
 
 
 # -- commands and flags ------------------------------------------------------------------

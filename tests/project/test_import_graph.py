@@ -125,6 +125,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 # the evaluation stage's task.
                 "monitor.extraction",
                 "monitor.telemetry",
+                # Every metric, declared once: read by `monitor.telemetry`.
+                "monitor.telemetry_metrics",
                 "monitor.shared.retry",
                 "monitor.records.redaction",
                 "monitor.pool",

@@ -27,6 +27,7 @@ from monitor.component import (
     Accepted,
     Alert,
     Delivery,
+    Evaluated,
     SampledRecord,
     SampledTrace,
 )
@@ -287,7 +288,7 @@ async def _metrics_sink(tmp_path: Path, telemetry: Telemetry) -> None:
 
     await _run(
         lambda: MetricsSink(telemetry),
-        lambda sink: sink.emit_many([(RECORD, RESULTS)]),
+        lambda sink: sink.emit([Evaluated(RECORD, RESULTS)]),
         lambda _: _counted(telemetry, "evaluations_total"),
         "the evaluation counted",
     )
@@ -301,7 +302,7 @@ async def _results_file_sink(tmp_path: Path, telemetry: Telemetry) -> None:
     written: list[asyncio.Future[bool]] = []
     await _run(
         lambda: ResultsFileSink(path, telemetry),
-        lambda sink: written.append(sink.emit(RECORD, RESULTS)),
+        lambda sink: written.extend(sink.emit([Evaluated(RECORD, RESULTS)])),
         lambda _: written and written[0].done(),
         "the results line written",
     )
@@ -321,7 +322,7 @@ async def _alert_engine(tmp_path: Path, telemetry: Telemetry) -> None:
 
     engine = await _run(
         make,
-        lambda engine: engine.emit(RECORD, RESULTS),
+        lambda engine: engine.emit([Evaluated(RECORD, RESULTS)]),
         lambda engine: engine.snapshot(),
         "the verdict in the rule's window",
     )
@@ -342,7 +343,7 @@ async def _otlp_events_sink(tmp_path: Path, telemetry: Telemetry) -> None:
 
     await _run(
         make,
-        lambda sink: sink.emit(RECORD, RESULTS),
+        lambda sink: sink.emit([Evaluated(RECORD, RESULTS)]),
         lambda sink: sink.exported,
         "the evaluation event exported",
     )
@@ -355,7 +356,7 @@ async def _replay_summary_sink(tmp_path: Path, telemetry: Telemetry) -> None:
 
     summary = await _run(
         SummarySink,
-        lambda sink: sink.emit(RECORD, RESULTS),
+        lambda sink: sink.emit([Evaluated(RECORD, RESULTS)]),
         lambda sink: sink.records,
         "the record counted",
     )

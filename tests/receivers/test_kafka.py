@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from harness.children import forget, spawn
 from harness.kafka_broker import Broker, running_broker, unique
 from harness.servers import ClosedPort, monitor_ports, start_rotel
 from harness.wait import CONDITION_S, wait_until, wait_until_async
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
 from monitor.receivers.kafka import KafkaReceiver
@@ -67,9 +68,11 @@ class Capture:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        self.records.append(record)
-        self.results.append(results)
+    def emit(self, batch: Sequence[Evaluated]) -> Sequence[asyncio.Future[bool]] | None:
+        for evaluated in batch:
+            self.records.append(evaluated.record)
+            self.results.append(dict(evaluated.results))
+        return None
 
     async def shutdown(self, deadline_s: float) -> None:
         return None
@@ -215,16 +218,17 @@ class GatedCapture(Capture):
         self.open = False
         self._waiting: list[asyncio.Future[bool]] = []
 
-    def emit(  # type: ignore[override]
-        self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[bool]:
-        super().emit(record, results)
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if self.open:
-            written.set_result(True)
-        else:
-            self._waiting.append(written)
-        return written
+    def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
+        super().emit(batch)
+        owed = []
+        for _ in batch:
+            written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if self.open:
+                written.set_result(True)
+            else:
+                self._waiting.append(written)
+            owed.append(written)
+        return owed
 
     def release(self) -> None:
         self.open = True

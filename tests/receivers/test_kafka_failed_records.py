@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,8 @@ import pytest
 
 from harness.kafka_broker import Broker, running_broker, unique
 from harness.wait import wait_until_async
+from monitor.component import Evaluated
 from monitor.config import Config
-from monitor.records import RagRecord
-from monitor.results import EvalResult
 from monitor.service import Service
 
 pytestmark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
@@ -30,9 +29,9 @@ def noida(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 class FailingSink:
-    """Raises on the records whose id starts with `poison` (every time), and on every
-    other record's first emit when `flaky` (a failure that a second try gets past); keeps
-    the ids it wrote."""
+    """Raises on a batch that holds a record whose id starts with `poison` (every time),
+    and on every batch that holds a record it had not seen when `flaky` (a failure that a
+    second try gets past); keeps the ids it wrote."""
 
     def __init__(self, *, flaky: bool = False) -> None:
         self.flaky = flaky
@@ -42,12 +41,13 @@ class FailingSink:
     async def start(self) -> None:
         return None
 
-    def emit(self, record: RagRecord, results: dict[str, EvalResult]) -> None:
-        first_try = record.request_id not in self.tried
-        self.tried.add(record.request_id)
-        if record.request_id.startswith("poison") or (self.flaky and first_try):
-            raise ValueError(f"cannot write the results of {record.request_id}")
-        self.written.add(record.request_id)
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        ids = {evaluated.record.request_id for evaluated in batch}
+        first_try = not ids <= self.tried
+        self.tried |= ids
+        if any(i.startswith("poison") for i in ids) or (self.flaky and first_try):
+            raise ValueError(f"cannot write the results of {', '.join(sorted(ids))}")
+        self.written |= ids
 
     async def shutdown(self, deadline_s: float) -> None:
         return None

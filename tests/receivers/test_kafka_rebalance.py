@@ -9,7 +9,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,9 @@ from harness.children import spawn
 from harness.kafka_broker import Broker, unique
 from harness.servers import stop_process
 from harness.wait import wait_until, wait_until_async
+from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.records import RagRecord
-from monitor.results import EvalResult
 from monitor.service import Service
 from tests.receivers.test_kafka import (
     Capture,
@@ -169,15 +169,18 @@ class SlowWrites:
     async def start(self) -> None:
         return None
 
-    def emit(
-        self, record: RagRecord, results: dict[str, EvalResult]
-    ) -> asyncio.Future[bool] | None:
-        self.records.append(record)
-        if not (self._held and record.request_id.startswith("slow")):
-            return None
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
-        return future
+    def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
+        loop, owed = asyncio.get_running_loop(), []
+        for evaluated in batch:
+            record = evaluated.record
+            self.records.append(record)
+            future: asyncio.Future[bool] = loop.create_future()
+            if self._held and record.request_id.startswith("slow"):
+                self._waiting.append(future)
+            else:
+                future.set_result(True)
+            owed.append(future)
+        return owed
 
     def let_go(self) -> None:
         self._held = False

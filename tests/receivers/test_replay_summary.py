@@ -4,6 +4,7 @@ result, which is a skip there, not an error."""
 
 from __future__ import annotations
 
+from monitor.component import Evaluated
 from monitor.judge.definitions import NEEDS_REFERENCE
 from monitor.receivers.replay_summary import SummarySink, skipped_counts
 from monitor.records import parse_record
@@ -14,8 +15,8 @@ from monitor.telemetry import Telemetry
 def test_no_reference_and_missing_input_are_skips_with_their_reason(telemetry: Telemetry) -> None:
     record = parse_record({"request": "q", "retrieved_context": ["c"], "response": "a"})
     summary = SummarySink()
-    summary.emit(record, {"f1": EvalResult.failed("f1", NEEDS_REFERENCE)})
-    summary.emit(record, {"f1": EvalResult(name="f1", passed=True, normalized=1.0)})
+    summary.emit([Evaluated(record, {"f1": EvalResult.failed("f1", NEEDS_REFERENCE)})])
+    summary.emit([Evaluated(record, {"f1": EvalResult(name="f1", passed=True, normalized=1.0)})])
     telemetry.evaluations_skipped.labels("svc", "local_groundedness", "no_context").inc(2)
     table = summary.table(skipped_counts(telemetry.registry))
     rows = {line.split()[0]: line.split() for line in table.splitlines()[2:]}

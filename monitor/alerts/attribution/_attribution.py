@@ -95,13 +95,7 @@ class Attribution:
         self._keys: dict[Key, Buckets] = {}
         self._sent: dict[Key, _Sent] = {}
         self._clock = clock
-        self._gauge = telemetry.gauge(
-            "alert_slice",
-            "Share of a firing alert's excess carried by a slice the page names (a value of "
-            "a dimension: version, model, route, source, documents, context, tool, "
-            "language, topic); present while it fires.",
-            ("service", "rule", "cohort", "dimension", "value"),
-        )
+        self._gauge = telemetry.gauge("alert_slice")
 
     # -- in -----------------------------------------------------------------------------
 

@@ -113,13 +113,7 @@ class BatchEvaluator:
         self._warn = RateLimitedLog(log)
         # Records the trace stage marked `extraction_suspect` are evaluated only if set.
         self._evaluate_suspect = evaluate_suspect
-        self._boost_refused = telemetry.counter(
-            "sampling_boost_refused",
-            "Evaluations a boost asked for beyond the base rate that a budget refused, "
-            "leaving its room to the base sample (also counted as "
-            "sampling_decisions_total{decision=over_budget}).",
-            ("service", "evaluator"),
-        )
+        self._boost_refused = telemetry.counter("sampling_boost_refused")
         # A budget holds a boost back for minutes (evaluations) to days (cost) at a
         # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
@@ -128,20 +122,8 @@ class BatchEvaluator:
             telemetry.evaluator_revision.labels(name, revision).set(1)
         self._previous = dict(previous or {})
         self._clock = clock
-        self._previous_evaluations = telemetry.counter(
-            "previous_revision_evaluations",
-            "Verdicts of evaluators' previous revisions (evaluators[].previous) on records "
-            "their evaluator also judged, by outcome: for the alert rules' changeover only, "
-            "in no other metric.",
-            ("evaluator", "revision", "outcome"),
-        )
-        self._shadow_evaluations = telemetry.counter(
-            "shadow_revision_evaluations",
-            "Verdicts of evaluators' next revisions scoring in shadow (evaluators[].next) on "
-            "records their evaluator also judged, by revision and outcome: for the alert "
-            "rules' offset before the switch, never counted as the service's.",
-            ("evaluator", "revision", "outcome"),
-        )
+        self._previous_evaluations = telemetry.counter("previous_revision_evaluations")
+        self._shadow_evaluations = telemetry.counter("shadow_revision_evaluations")
 
     def previous_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
         """Those of CPU `scorers` whose previous revision scores the item of sampling key

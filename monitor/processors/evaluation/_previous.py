@@ -7,13 +7,13 @@ sampling key, so a trace's records go together and a record replayed is chosen a
 until `until`, the previous revision scores the record too: a CPU scorer in the batch's
 task beside its current revision (`Job.previous`), a judge as one more call admitted like a boost's
 (only while the budget keeps room for the base sample). Its verdict goes with the record's
-own results to the sinks that take previous revisions' verdicts (`component.PairedSink`:
-the alert engine, which measures the new revision's offset on the same records, and the
-results file, under each line's `previous`, for `backtest`) and is counted in
+own results to every sink (`component.Evaluated.previous`), used by the alert engine,
+which measures the new revision's offset on the same records, and the results file, under
+each line's `previous`, for `backtest`; it is counted in
 `previous_revision_evaluations_total`; never in the evaluator's own metrics, results or
 events. A next revision's verdicts are shadow verdicts, scored the same way on a share of
-their own: they go to the sinks that take shadow verdicts (`component.ShadowSink`: the alert
-engine, which measures the offset before the switch) and are counted in
+their own: they go with the record to every sink (`component.Evaluated.shadow`), and only
+the alert engine reads them (it measures the offset before the switch); they are counted in
 `shadow_revision_evaluations_total`, labelled by revision; nowhere else (not the service's
 metrics, rates, alerts, results or audit).
 """

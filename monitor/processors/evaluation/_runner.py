@@ -10,7 +10,7 @@ scoring, so that its records get error results if the scoring was what failed, a
 counts as `extract_failed` if the extraction was.
 
 Without worker processes, the task runs in a thread of its own under the same deadline
-(`monitor.pool.in_own_thread`: never the loop's default executor, which a hung task would
+(`monitor.shared.own_thread`: never the loop's default executor, which a hung task would
 otherwise starve); past it, what was done is kept and the rest fails the same way.
 """
 
@@ -23,7 +23,7 @@ from functools import partial
 
 from monitor.evaluators.base import CpuScorer
 from monitor.extraction import TraceRecords, Unreadable
-from monitor.pool import ProcessPool, TaskFailed, WorkerLost, in_own_thread
+from monitor.pool import ProcessPool, TaskFailed, WorkerLost
 from monitor.processors.evaluation._task import (
     Batch,
     Job,
@@ -37,6 +37,7 @@ from monitor.processors.evaluation._task import (
 )
 from monitor.records import RagRecord
 from monitor.results import EvalResult
+from monitor.shared.own_thread import in_own_thread
 
 log = logging.getLogger(__name__)
 

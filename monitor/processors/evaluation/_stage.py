@@ -19,9 +19,9 @@ the local evaluators) that sample it, in a process of the worker pool
 (`pipeline.processes`) or, without one, in one worker-thread hop (`_runner.py`). Each
 trace's `on_extracted` is then told what became of it, and the records go through
 `_evaluators.py`: decisions counted, CPU results taken, LLM judges run concurrently under
-the evaluation deadline. Results go to every sink. With a pool, there are at least as
-many workers as the pool has batch slots, so that every worker process always has its
-next batch. The stage starts the pool it is handed and stops it after its own drain; its
+the evaluation deadline. Every sink gets the batch's results in one `emit`. With a
+pool, there are at least as many workers as the pool has batch slots, so that every
+worker process always has its next batch. The stage starts the pool it is handed and stops it after its own drain; its
 sinks run from before it starts until after it stops (`monitor.service`).
 
 An item's `on_done` is called once it is finished — its records evaluated or deliberately
@@ -43,19 +43,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import BatchSink, PairedSink, ResultSink, SampledRecord, ShadowSink
+from monitor.component import Evaluated, ResultSink, SampledRecord
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
+from monitor.processors.evaluation._evaluators import BatchEvaluator
 from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Settings
 from monitor.records import RagRecord
-from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ class EvaluationStage:
         self,
         evaluators: Sequence[tuple[Evaluator, EvaluatorConfig]],
         budget: BudgetGate,
-        sinks: Sequence[ResultSink | BatchSink],
+        sinks: Sequence[ResultSink],
         telemetry: Telemetry,
         *,
         queue_size: int = 1000,
@@ -127,12 +126,7 @@ class EvaluationStage:
         # Judges are admitted to the budget before they run and charged after: batching
         # records with judges would admit a whole batch on one reading of the budget.
         max_batch = _MAX_BATCH if self._evaluators.cpu_only else 1
-        self._batch_sinks = [sink for sink in sinks if isinstance(sink, BatchSink)]
-        self._sinks = [sink for sink in sinks if not isinstance(sink, BatchSink)]
-        # The sinks that take previous revisions' verdicts too, by their id.
-        self._paired = {id(sink): sink for sink in sinks if isinstance(sink, PairedSink)}
-        # The sinks that take next revisions' shadow verdicts (`_previous.py`).
-        self._shadowed = [sink for sink in sinks if isinstance(sink, ShadowSink)]
+        self._sinks = list(sinks)
         self._t = telemetry
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
@@ -312,26 +306,28 @@ class EvaluationStage:
         flights = await self._batches.run(items)
         batch = [flight for _, records in flights for flight in records]
         await self._evaluators.evaluate(batch)
-        if self._batch_sinks:
-            done = [(flight.record, flight.results) for flight in batch if flight.results]
-            if done:
-                for batch_sink in self._batch_sinks:
-                    self._emit_many(batch_sink, done)
-        for item, records in flights:
-            writes: list[asyncio.Future[bool]] = []
+        done: list[Evaluated] = []
+        owners: list[int] = []  # the index in `flights` of each record of `done`
+        for i, (_, records) in enumerate(flights):
             for flight in records:
                 if flight.results:
-                    for sink in self._sinks:
-                        written = self._emit(sink, self._paired.get(id(sink)), item, flight)
-                        if written is not None:
-                            writes.append(written)
-                    if flight.shadow:
-                        self._emit_shadow(flight)
-            if writes:
+                    done.append(
+                        Evaluated(flight.record, flight.results, flight.previous, flight.shadow)
+                    )
+                    owners.append(i)
+        writes: list[list[asyncio.Future[bool]]] = [[] for _ in flights]
+        if done:
+            for sink in self._sinks:
+                owned = [flights[i][0] for i in owners]
+                for i, written in zip(owners, self._emit(sink, done, owned), strict=True):
+                    if written is not None:
+                        writes[i].append(written)
+        for (item, _), owed in zip(flights, writes, strict=True):
+            if owed:
                 # Finished once persisted; the worker moves on without waiting, unless
                 # too many items already wait for their writes (see `_take`).
                 self._unwritten += 1
-                gathered = asyncio.gather(*writes)
+                gathered = asyncio.gather(*owed)
                 work = self._queue.in_work.get(id(item))
                 if work is not None:  # not abandoned by the shutdown deadline meanwhile
                     work.writing = gathered
@@ -340,67 +336,36 @@ class EvaluationStage:
                 self._finish(item)
 
     def _emit(
-        self, sink: ResultSink, paired: PairedSink | None, item: Item, flight: InFlight
-    ) -> asyncio.Future[bool] | None:
-        """`sink.emit` of the flight's record, or, when previous revisions scored it too
-        and the sink takes their verdicts (`paired`), `emit_paired`; tried twice. A record
-        it fails on both times counts as not finished (its results are not persisted
-        there), and the sink goes on."""
-        record, results, previous = flight.record, flight.results, flight.previous
-        for attempt in (1, 2):
-            try:
-                if previous and paired is not None:
-                    return paired.emit_paired(record, results, previous)
-                return sink.emit(record, results)
-            except Exception as exc:
-                if attempt == 2:
-                    self._sink_failed(sink, [record])
-                    _failed(item, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        future.set_result(False)
-        return future
-
-    def _emit_shadow(self, flight: InFlight) -> None:
-        """The record's shadow verdicts to the sinks that take them; one failing loses
-        them there only (counted, said)."""
-        for sink in self._shadowed:
-            try:
-                sink.emit_shadow(flight.record, flight.results, flight.shadow)
-            except Exception:
-                self._t.dropped.labels("evaluate", "shadow_error").inc()
-                log.exception(
-                    "%s failed on the shadow verdicts of record %s (service %s)",
-                    type(sink).__name__,
-                    flight.record.request_id,
-                    flight.record.service,
-                )
-
-    def _emit_many(
-        self, sink: BatchSink, done: list[tuple[RagRecord, dict[str, EvalResult]]]
-    ) -> None:
-        """Hand `done` to `sink` at once; if that fails, one record at a time, so that only
-        the record it fails on is lost to this sink."""
+        self, sink: ResultSink, done: list[Evaluated], items: list[Item]
+    ) -> Sequence[asyncio.Future[bool] | None]:
+        """`sink.emit(done)`: what each record's results owe (None: nothing); if that
+        fails, one record at a time, so that only a record it fails on again is lost to
+        this sink: it counts as not finished (its results are not persisted there), and
+        the sink goes on."""
         try:
-            sink.emit_many(done)
-            return
+            return sink.emit(done) or [None] * len(done)
         except Exception:
-            if len(done) == 1:
-                self._sink_failed(sink, [done[0][0]])
-                return
-        for item in done:
+            pass  # each record is tried again alone
+        each: list[asyncio.Future[bool] | None] = []
+        for evaluated, item in zip(done, items, strict=True):
             try:
-                sink.emit_many([item])
-            except Exception:
-                self._sink_failed(sink, [item[0]])
+                written = sink.emit([evaluated])
+                each.append(written[0] if written else None)
+            except Exception as exc:
+                self._sink_failed(sink, evaluated.record)
+                _failed(item, f"{type(sink).__name__}: {type(exc).__name__}: {exc}")
+                unwritten: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+                unwritten.set_result(False)
+                each.append(unwritten)
+        return each
 
-    def _sink_failed(self, sink: ResultSink | BatchSink, records: list[RagRecord]) -> None:
-        name = type(sink).__name__
-        self._t.dropped.labels("evaluate", "sink_error").inc(len(records))
+    def _sink_failed(self, sink: ResultSink, record: RagRecord) -> None:
+        self._t.dropped.labels("evaluate", "sink_error").inc()
         log.exception(
             "%s failed on the results of record %s (service %s); its other records go on",
-            name,
-            records[0].request_id,
-            records[0].service,
+            type(sink).__name__,
+            record.request_id,
+            record.service,
         )
 
 

@@ -47,43 +47,15 @@ class Outcomes:
         self._limits = limits
         self.max_documents = limits.max_documents
         self.warn = RateLimitedLog(log)
-        self.open_traces = telemetry.gauge("open_traces", "Traces buffered by trace assembly.")
-        self.open_trace_bytes = telemetry.gauge(
-            "open_trace_bytes", "Approximate bytes of the spans buffered by trace assembly."
-        )
-        self.assembled = telemetry.counter(
-            "traces_assembled",
-            "Traces released by trace assembly, by what released them.",
-            ("trigger",),
-        )
+        self.open_traces = telemetry.gauge("open_traces")
+        self.open_trace_bytes = telemetry.gauge("open_trace_bytes")
+        self.assembled = telemetry.counter("traces_assembled")
         for trigger in TRIGGERS:
             self.assembled.labels(trigger)
-        self.suspect = telemetry.counter(
-            "records_suspect",
-            "Records whose extraction looks wrong (extraction_suspect), by reason; not "
-            "evaluated unless pipeline.evaluate_suspect_records.",
-            ("service", "reason"),
-        )
-        self.doubtful = telemetry.counter(
-            "records_context_doubtful",
-            "Records whose documents were split out of the prompt with a sign of a wrong "
-            "split (context_doubt), by service and reason; still evaluated.",
-            ("service", "reason"),
-        )
-        self.partly_read = telemetry.counter(
-            "records_partly_read",
-            "Records built from a trace some of whose attribute values could not be read "
-            "(nested too deeply, not a valid value): read as text or left out, by reason.",
-            ("service", "reason"),
-        )
-        self.not_rag_traces = telemetry.counter(
-            "traces_not_rag",
-            "Sampled traces that gave no record, by service and reason: indexing, "
-            "embedding_only, health_check (traces that ask nothing), unrecognised (no model "
-            "call, retrieval or rag.* attribute recognised: logged); also counted in "
-            'dropped_total{reason="not_rag"}.',
-            ("service", "reason"),
-        )
+        self.suspect = telemetry.counter("records_suspect")
+        self.doubtful = telemetry.counter("records_context_doubtful")
+        self.partly_read = telemetry.counter("records_partly_read")
+        self.not_rag_traces = telemetry.counter("traces_not_rag")
         # Per service (capped): sampled traces that gave no record while the service has
         # never given one; a service leaves once it gives a record.
         self._silent: dict[str, int] = {}
@@ -91,17 +63,8 @@ class Outcomes:
         # Per service (capped): the names of root spans whose traces gave a record, so that
         # such a span alone, without content, is known for a request whose call was lost.
         self._record_roots: dict[str, set[str]] = {}
-        self.late = telemetry.counter(
-            "late_spans",
-            "Spans that came after their trace's root, by service and outcome: joined "
-            "(within trace_assembly.late_spans_wait_s) or what had released their trace.",
-            ("service", "outcome"),
-        )
-        self.unsampled = telemetry.counter(
-            "traces_unsampled",
-            "Traces and records no evaluator samples, finished without extraction.",
-            ("service",),
-        )
+        self.late = telemetry.counter("late_spans")
+        self.unsampled = telemetry.counter("traces_unsampled")
 
     def dropped(self, reason: str, n: int = 1) -> None:
         self._t.child(self._t.dropped, STAGE, reason).inc(n)

@@ -45,12 +45,7 @@ class StageThroughLoop:
     def __init__(self, stage: OriginConsumer, telemetry: Telemetry, answer_within_s: float) -> None:
         self._stage = stage
         self._answer_within_s = answer_within_s
-        self._expired = telemetry.counter(
-            "kafka_stage_calls_expired",
-            "Calls of the Kafka consumer thread into the trace stage that the event loop did "
-            "not start within half of max_poll_interval_ms; withdrawn unrun.",
-            ("call",),
-        )
+        self._expired = telemetry.counter("kafka_stage_calls_expired")
         self._failed = telemetry.dropped
         self.loop: asyncio.AbstractEventLoop | None = None
 

@@ -52,12 +52,7 @@ class ConnectionGuard:
         self._clock = clock
         self._open: dict[asyncio.BaseTransport, _Connection] = {}
         self._task: asyncio.Task[None] | None = None
-        self.closed = telemetry.counter(
-            "http_connections_closed",
-            "OTLP/HTTP connections closed by the monitor, or cut by their client in the "
-            "middle of a request, by reason.",
-            ("reason",),
-        )
+        self.closed = telemetry.counter("http_connections_closed")
         for reason in REASONS:
             self.closed.labels(reason)
         self._warn = RateLimitedLog(log)

@@ -173,12 +173,7 @@ class Discarded:
     (rate-limited)."""
 
     def __init__(self, telemetry: Telemetry, receiver: str, warn: RateLimitedLog) -> None:
-        self._counter = telemetry.counter(
-            "otlp_discarded",
-            "OTLP items accepted and not used, by signal: metrics, and log records that are "
-            "not GenAI events.",
-            ("receiver", "signal"),
-        )
+        self._counter = telemetry.counter("otlp_discarded")
         self._t = telemetry
         self._receiver = receiver
         self._warn = warn
