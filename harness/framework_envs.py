@@ -107,6 +107,21 @@ def go_app(name: str) -> Path:
     return app
 
 
+def jvm_app(name: str) -> Path:
+    """The jar of the JVM app `tests/frameworks/<name>/` (a Maven project), built by build.sh
+    into a folder named by the hash of its pom.xml and the files under its src/ (as build.sh
+    computes it)."""
+    src = REPO / "tests" / "frameworks" / name
+    sources = sorted((p for p in (src / "src").rglob("*") if p.is_file()), key=lambda p: p.as_posix())
+    digest = hashlib.sha256(
+        b"".join(f.read_bytes() for f in [src / "pom.xml", *sources])
+    ).hexdigest()[:16]
+    jar = _cache() / f"{name}-{digest}" / "app.jar"
+    if not jar.exists():
+        pytest.fail(f"{jar} is missing: run `bash tests/frameworks/envs/build.sh`")
+    return jar
+
+
 def node() -> Path:
     """The Node.js of the JavaScript apps' built packages: `tests/js/node_modules` is a link
     to them (ES modules resolve packages from the importing file's folder up)."""

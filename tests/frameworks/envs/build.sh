@@ -2,7 +2,8 @@
 # Builds the environments the real-framework apps run from, never the monitor's: one virtual
 # environment per Python stack (or group of compatible stacks) from its lock,
 # tests/frameworks/envs/<name>/requirements.lock, and the JavaScript apps' packages from
-# tests/js/package-lock.json, and the Go apps (tests/frameworks/<app>/go.mod). Each goes into a cache folder named by its lock's hash, so an
+# tests/js/package-lock.json, the Go apps (tests/frameworks/<app>/go.mod) and the JVM apps
+# (tests/frameworks/<app>/pom.xml). Each goes into a cache folder named by its lock's hash, so an
 # unchanged lock is built once per machine and a changed one is built afresh; older builds
 # of the same stack are removed. Links tests/js/node_modules to the JavaScript packages and
 # prints the cache folder (tests/run.sh exports it as MONITOR_TESTS_FRAMEWORK_ENVS).
@@ -54,6 +55,29 @@ for mod in tests/frameworks/*/go.mod; do
         rm -rf "$dir"
         mkdir -p "$dir"
         (cd "$src" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local go build -o "$dir/app" .) >&2
+        touch "$dir/.complete"
+    fi
+    prune "$name" "$dir"
+done
+
+# The JVM apps: each folder of tests/frameworks/ with a pom.xml, built by Maven into a folder
+# named by the hash of its pom.xml and sources (a copy is built there, so no target/ is
+# left in the checkout). Offline first, from Maven's own local repository; when that lacks
+# an artifact, again with Maven Central, which fails naming any artifact it cannot fetch.
+for pom in tests/frameworks/*/pom.xml; do
+    [ -e "$pom" ] || continue
+    src=$(dirname "$pom")
+    name=$(basename "$src")
+    dir="$cache/$name-$(cd "$src" && { echo pom.xml; find src -type f | LC_ALL=C sort; } | xargs cat | sha256sum | cut -c1-16)"
+    if ! fresh "$dir"; then
+        rm -rf "$dir"
+        mkdir -p "$dir/project"
+        cp -r "$src/pom.xml" "$src/src" "$dir/project/"
+        if ! (cd "$dir/project" && mvn -B -q -o package -DskipTests >"$dir/offline.log" 2>&1); then
+            (cd "$dir/project" && mvn -B -q package -DskipTests) >&2
+        fi
+        mv "$dir/project/target/app.jar" "$dir/app.jar"
+        rm -rf "$dir/project" "$dir/offline.log"
         touch "$dir/.complete"
     fi
     prune "$name" "$dir"
