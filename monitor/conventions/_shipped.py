@@ -143,7 +143,9 @@ SHIPPED: tuple[Convention, ...] = (
         switch="Spring AI writes content only as log lines: spring.ai.chat.client."
         "observations.log-prompt / log-completion, spring.ai.chat.observations.log-prompt "
         "/ log-completion and spring.ai.vectorstore.observations.log-query-response set "
-        "to true, with the logs exported over OTLP to the monitor (an OTel log appender)",
+        "to true, with the logs exported over OTLP to the monitor (an OTel log appender), "
+        "and the vector store built with its observationRegistry (one built without it "
+        "has no span and logs no documents)",
         # Its content log lines (its observation handlers, such as
         # `ChatModelPromptContentObservationHandler`), by how their body starts.
         log_lines={

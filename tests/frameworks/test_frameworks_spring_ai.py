@@ -54,6 +54,15 @@ SWITCHES = (
     "spring.ai.vectorstore.observations.log-query-response",
 )
 
+# Where each app's Boot version reads the OTLP/HTTP endpoints of spans and of log records.
+ENDPOINTS = {
+    "spring_ai_1_1": ("management.otlp.tracing.endpoint", "management.otlp.logging.endpoint"),
+    "spring_ai_2_0": (
+        "management.opentelemetry.tracing.export.otlp.endpoint",
+        "management.opentelemetry.logging.export.otlp.endpoint",
+    ),
+}
+
 
 class Run:
     """One run of a Spring AI app against a monitor: its answers, trace count, records."""
@@ -81,8 +90,8 @@ async def run_spring(
                 str(jar),
                 f"--rag.kb={kb}",
                 f"--spring.ai.openai.base-url={model_url}",
-                f"--management.otlp.tracing.endpoint={endpoint}",
-                f"--management.otlp.logging.endpoint={logs}",
+                f"--{ENDPOINTS[app][0]}={endpoint}",
+                f"--{ENDPOINTS[app][1]}={logs}",
                 *(f"--{p}" for p in properties),
             ]
         )
@@ -95,13 +104,24 @@ async def run_spring(
     return Run(monitor, answers, traces)
 
 
-@pytest.mark.parametrize("store", ["observed", "hand"])
+@pytest.mark.parametrize(
+    ("store", "advisor"), [("observed", "qa"), ("hand", "qa"), ("hand", "rag")]
+)
 async def test_spring_ai_1_1_each_question_is_one_record_and_its_indexing_is_counted(
-    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, tmp_path: Path, store: str
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    store: str,
+    advisor: str,
 ) -> None:
     caplog.set_level(logging.WARNING, logger=TRACE_STAGE)
     done = await run_spring(
-        telemetry, tmp_path, "spring_ai_1_1", f"rag.store={store}", *(f"{s}=true" for s in SWITCHES)
+        telemetry,
+        tmp_path,
+        "spring_ai_1_1",
+        f"rag.store={store}",
+        f"rag.advisor={advisor}",
+        *(f"{s}=true" for s in SWITCHES),
     )
     stage, answers = done.monitor.stage, done.answers
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
@@ -138,3 +158,27 @@ async def test_spring_ai_1_1_each_question_is_one_record_and_its_indexing_is_cou
         assert counted == expected.get(reason, 0), reason
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == indexing
     assert [r.getMessage() for r in caplog.records if r.name.startswith(TRACE_STAGE)] == []
+
+
+async def test_spring_ai_1_1_with_its_switches_off_names_them(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    caplog.set_level(logging.WARNING, logger=TRACE_STAGE)
+    done = await run_spring(telemetry, tmp_path, "spring_ai_1_1", "rag.store=observed")
+    records = [r for _, r in done.monitor.stage.records]
+    # Each question's record lacks its answer and is not evaluated.
+    assert len(records) == 6
+    assert {r.metadata.get(EXTRACTION_SUSPECT) for r in records} == {"no_response"}
+    switch = (
+        "(spring-ai: Spring AI writes content only as log lines: "
+        "spring.ai.chat.client.observations.log-prompt / log-completion, "
+        "spring.ai.chat.observations.log-prompt / log-completion and "
+        "spring.ai.vectorstore.observations.log-query-response set to true, with the logs "
+        "exported over OTLP to the monitor (an OTel log appender), and the vector store "
+        "built with its observationRegistry (one built without it has no span and logs no "
+        "documents))"
+    )
+    said = [r.getMessage() for r in caplog.records if r.name.startswith(TRACE_STAGE)]
+    suspect = [m for m in said if "looks wrongly extracted (no_response)" in m]
+    assert suspect and all(switch in m for m in suspect), said
+    assert not any("5641" in m for m in said)

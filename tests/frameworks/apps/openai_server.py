@@ -147,13 +147,15 @@ def anthropic_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[
 
 def embeddings(body: dict[str, Any]) -> dict[str, Any]:
     """An Embeddings API response: each input's `framework_apps.embed` vector, so that an
-    app's own vector store ranks as `framework_apps.search` does."""
+    app's own vector store ranks as `framework_apps.search` does, and the usage."""
     texts = body.get("input", [])
     texts = [texts] if isinstance(texts, str) else texts
     data = [
         {"object": "embedding", "index": i, "embedding": embed(str(t))} for i, t in enumerate(texts)
     ]
-    return {"object": "list", "data": data, "model": body.get("model", "scripted")}
+    tokens = sum(len(str(t).split()) for t in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}  # the OpenAI Java SDK wants it
+    return {"object": "list", "data": data, "model": body.get("model", "scripted"), "usage": usage}
 
 
 class _Handler(BaseHTTPRequestHandler):

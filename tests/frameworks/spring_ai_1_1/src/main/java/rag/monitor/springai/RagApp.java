@@ -58,6 +58,9 @@ public class RagApp {
     public static void main(String[] args) {
         SpringApplication.run(RagApp.class, args).close(); // closing flushes both exporters
         System.out.println("{\"traces\": " + TRACES.size() + "}");
+        // RetrievalAugmentationAdvisor's own task executor keeps threads that would hold the
+        // JVM up.
+        System.exit(0);
     }
 
     @Bean
