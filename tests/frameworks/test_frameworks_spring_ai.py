@@ -1,18 +1,22 @@
-"""Spring AI 1.1.2 on Spring Boot 3.5.7 as a real app (`tests/frameworks/spring_ai_1_1/`, a
-Maven project built by `tests/frameworks/envs/build.sh`): a command-line Spring Boot app
-whose `ChatClient` has a `QuestionAnswerAdvisor` (top 2) over a `SimpleVectorStore`, the
-OpenAI chat and embedding models pointed at the scripted OpenAI-compatible server,
-Micrometer tracing bridged to OpenTelemetry, spans and log records (OpenTelemetry's logback
-appender) over OTLP/HTTP to a monitor with no declared convention. Six questions, three
-answered with a planted wrong fact.
+"""Spring AI as a real app, on both lines: 1.1.2 on Spring Boot 3.5.7
+(`tests/frameworks/spring_ai_1_1/`) and 2.0.1 on Spring Boot 4.0.7
+(`tests/frameworks/spring_ai_2_0/`), Maven projects built once per machine by
+`tests/frameworks/envs/build.sh`. A command-line Spring Boot app whose `ChatClient` has a
+`QuestionAnswerAdvisor` (top 2; or a `RetrievalAugmentationAdvisor`) over a
+`SimpleVectorStore`, the OpenAI chat and embedding models pointed at the scripted
+OpenAI-compatible server, Micrometer tracing bridged to OpenTelemetry, spans and log records
+(OpenTelemetry's logback appender) over OTLP/HTTP to a monitor with no declared convention.
+Six questions, three answered with a planted wrong fact.
 
-With Spring AI's five content switches on, whether the store is observed (built with the
-observation registry: a `simple query` span and its `Vector Store Query Response:` log
+With the content logged (1.1: Spring AI's five switches; 2.0 on Boot 4: the five content
+handlers declared as beans, spring-ai issue 5641), whether the store is observed (built with
+the observation registry: a `simple query` span and its `Vector Store Query Response:` log
 line) or built by hand (the documents only in the advisor's default prompt): six records,
 each with the question, the two retrieved documents (exact text, one per document, none of
 the prompt's template), the answer; three fail groundedness and three pass. The indexing
 traces make no record, are counted in `traces_not_rag_total` and draw no warning. With the
-switches off, the monitor says which five properties turn content on."""
+switches off (1.1), or on but without the beans (2.0), the monitor's warning says the true
+cause, word for word."""
 
 from __future__ import annotations
 
@@ -105,12 +109,21 @@ async def run_spring(
 
 
 @pytest.mark.parametrize(
-    ("store", "advisor"), [("observed", "qa"), ("hand", "qa"), ("hand", "rag")]
+    ("app", "store", "advisor"),
+    [
+        ("spring_ai_1_1", "observed", "qa"),
+        ("spring_ai_1_1", "hand", "qa"),
+        ("spring_ai_1_1", "hand", "rag"),
+        # 2.0 on Boot 4 with the five content handlers declared as beans (spring-ai 5641).
+        ("spring_ai_2_0", "observed", "qa"),
+        ("spring_ai_2_0", "hand", "qa"),
+    ],
 )
-async def test_spring_ai_1_1_each_question_is_one_record_and_its_indexing_is_counted(
+async def test_spring_ai_each_question_is_one_record_and_its_indexing_is_counted(
     telemetry: Telemetry,
     caplog: pytest.LogCaptureFixture,
     tmp_path: Path,
+    app: str,
     store: str,
     advisor: str,
 ) -> None:
@@ -118,9 +131,10 @@ async def test_spring_ai_1_1_each_question_is_one_record_and_its_indexing_is_cou
     done = await run_spring(
         telemetry,
         tmp_path,
-        "spring_ai_1_1",
+        app,
         f"rag.store={store}",
         f"rag.advisor={advisor}",
+        "rag.handlers=true",
         *(f"{s}=true" for s in SWITCHES),
     )
     stage, answers = done.monitor.stage, done.answers
@@ -182,3 +196,34 @@ async def test_spring_ai_1_1_with_its_switches_off_names_them(
     suspect = [m for m in said if "looks wrongly extracted (no_response)" in m]
     assert suspect and all(switch in m for m in suspect), said
     assert not any("5641" in m for m in said)
+
+
+async def test_spring_ai_2_0_on_boot_4_with_its_switches_alone_says_why_and_what_to_declare(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    caplog.set_level(logging.WARNING, logger=TRACE_STAGE)
+    done = await run_spring(
+        telemetry,
+        tmp_path,
+        "spring_ai_2_0",
+        "rag.store=observed",
+        *(f"{s}=true" for s in SWITCHES),
+    )
+    records = [r for _, r in done.monitor.stage.records]
+    assert len(records) == 6
+    assert {r.metadata.get(EXTRACTION_SUSPECT) for r in records} == {"no_response"}
+    switch = (
+        "(spring-ai 2.x: on Spring AI 2.x with Spring Boot 4, the "
+        "spring.ai.*.observations.log-prompt / log-completion / log-query-response switches "
+        "alone log nothing: Spring AI's observation auto-configuration looks for the Tracer "
+        "before Boot 4 defines it and declares no content handler (spring-ai issue 5641). "
+        "Declare the five handlers as beans, each a TracingAwareLoggingObservationHandler "
+        "given the Tracer, around ChatModelPromptContentObservationHandler, "
+        "ChatModelCompletionObservationHandler, ChatClientPromptContentObservationHandler, "
+        "ChatClientCompletionObservationHandler and VectorStoreQueryResponseObservationHandler "
+        "(the README's 'Tracing your app' shows them), with the logs exported over OTLP to "
+        "the monitor (an OTel log appender))"
+    )
+    said = [r.getMessage() for r in caplog.records if r.name.startswith(TRACE_STAGE)]
+    suspect = [m for m in said if "looks wrongly extracted (no_response)" in m]
+    assert suspect and all(switch in m for m in suspect), said
