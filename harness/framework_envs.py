@@ -112,7 +112,9 @@ def jvm_app(name: str) -> Path:
     into a folder named by the hash of its pom.xml and the files under its src/ (as build.sh
     computes it)."""
     src = REPO / "tests" / "frameworks" / name
-    sources = sorted((p for p in (src / "src").rglob("*") if p.is_file()), key=lambda p: p.as_posix())
+    sources = sorted(
+        (p for p in (src / "src").rglob("*") if p.is_file()), key=lambda p: p.as_posix()
+    )
     digest = hashlib.sha256(
         b"".join(f.read_bytes() for f in [src / "pom.xml", *sources])
     ).hexdigest()[:16]

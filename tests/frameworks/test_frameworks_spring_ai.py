@@ -75,9 +75,7 @@ class Run:
         self.monitor, self.answers, self.traces = monitor, answers, traces
 
 
-async def run_spring(
-    telemetry: Telemetry, tmp_path: Path, app: str, *properties: str
-) -> Run:
+async def run_spring(telemetry: Telemetry, tmp_path: Path, app: str, *properties: str) -> Run:
     """Run the app `tests/frameworks/<app>/` with `properties` (`name=value`) on its command
     line, sending to a fresh monitor."""
     jar = jvm_app(app)
@@ -163,9 +161,11 @@ async def test_spring_ai_each_question_is_one_record_and_its_indexing_is_counted
     # Observed, the store's `add` is one trace (its embedding calls under it); built by hand,
     # each document's embedding call is a trace of its own. And Spring AI's dimension probe
     # (an embedding call alone) either way.
-    expected = {"indexing": 1, "embedding_only": 1} if store == "observed" else {
-        "embedding_only": len(KB) + 1
-    }
+    expected = (
+        {"indexing": 1, "embedding_only": 1}
+        if store == "observed"
+        else {"embedding_only": len(KB) + 1}
+    )
     assert indexing == sum(expected.values())
     for reason in ("indexing", "embedding_only", "health_check", "unrecognised"):
         counted = _value(telemetry, "traces_not_rag_total", service=SERVICE, reason=reason)
