@@ -73,9 +73,9 @@ def instrumentation_of(spans: Sequence[Span]) -> str:
 
 def content_switch(instrumentation: str | None) -> str:
     """What turns content capture on in that stack."""
-    for _, name, _, switch in VARIANTS:
+    for _, name, _, variant_switch in VARIANTS:
         if name == instrumentation:
-            return switch
+            return variant_switch
     switch = next((c.switch for c in active() if c.name == instrumentation and c.switch), None)
     return switch or (
         "turn on the instrumentation's content capture (see the README's 'Tracing your app')"
