@@ -167,6 +167,10 @@ SHIPPED: tuple[Convention, ...] = (
         ),
         query=_s("db.vector.query.content"),
         documents=(Source("body", LISTED, event="spring_ai.vector_store.response"),),
+        # A @Tool's call, with spring.ai.tools.observations.include-content on.
+        tool_name=_s("spring.ai.tool.definition.name"),
+        tool_result=_s("spring.ai.tool.call.result", encoding=JSON),
+        tool_arguments=_s("spring.ai.tool.call.arguments"),
     ),
     Convention(
         "genkit",

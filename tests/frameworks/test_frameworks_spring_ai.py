@@ -13,7 +13,9 @@ handlers declared as beans, spring-ai issue 5641), whether the store is observed
 the observation registry: a `simple query` span and its `Vector Store Query Response:` log
 line) or built by hand (the documents only in the advisor's default prompt): six records,
 each with the question, the two retrieved documents (exact text, one per document, none of
-the prompt's template), the answer; three fail groundedness and three pass. The indexing
+the prompt's template), the answer; three fail groundedness and three pass. With no advisor
+and a `@Tool` that searches the store (`spring.ai.tools.observations.include-content`), the
+context is the tool's result as it returned it. The indexing
 traces make no record, are counted in `traces_not_rag_total` and draw no warning. With the
 switches off (1.1), or on but without the beans (2.0), the monitor's warning says the true
 cause, word for word."""
@@ -112,6 +114,8 @@ async def run_spring(telemetry: Telemetry, tmp_path: Path, app: str, *properties
         ("spring_ai_1_1", "observed", "qa"),
         ("spring_ai_1_1", "hand", "qa"),
         ("spring_ai_1_1", "hand", "rag"),
+        # No advisor: the model calls a @Tool that searches the store.
+        ("spring_ai_1_1", "hand", "tool"),
         # 2.0 on Boot 4 with the five content handlers declared as beans (spring-ai 5641).
         ("spring_ai_2_0", "observed", "qa"),
         ("spring_ai_2_0", "hand", "qa"),
@@ -134,6 +138,7 @@ async def test_spring_ai_each_question_is_one_record_and_its_indexing_is_counted
         f"rag.advisor={advisor}",
         "rag.handlers=true",
         *(f"{s}=true" for s in SWITCHES),
+        "spring.ai.tools.observations.include-content=true",
     )
     stage, answers = done.monitor.stage, done.answers
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
@@ -145,12 +150,21 @@ async def test_spring_ai_each_question_is_one_record_and_its_indexing_is_counted
         question = str(answer["question"])
         assert record.query == question
         assert record.response == answer["response"]
-        assert record.context_text == answer["sources"]
+        # A tool's result is one text (the tool joins the documents by lines): it is the
+        # context as the tool returned it, not split by guess.
+        sources = answer["sources"]
+        assert record.context_text == (["\n".join(sources)] if advisor == "tool" else sources)
         assert len(answer["sources"]) == 2 and answer["sources"][0] == KB[search(question)[0]]
         assert record.missing() == frozenset()
         assert EXTRACTION_SUSPECT not in record.metadata
         assert record.service == SERVICE
-        assert record.context_source == ("retrieval_span" if store == "observed" else "prompt")
+        assert record.context_source == (
+            "tool_result"
+            if advisor == "tool"
+            else "retrieval_span"
+            if store == "observed"
+            else "prompt"
+        )
         result = await groundedness.evaluate(record)
         verdicts[str(record.response).strip()] = result.passed
     wrong = set(PLANTED_THREE.values())

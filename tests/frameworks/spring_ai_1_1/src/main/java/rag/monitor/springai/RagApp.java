@@ -6,7 +6,8 @@
 // Properties: rag.kb (a JSON file {"kb": {uri: text}, "questions": [...]}); rag.store:
 // "observed" (the store built with the observation registry) or "hand" (built without it, as
 // most tutorials do); rag.advisor: "qa" (QuestionAnswerAdvisor) or "rag"
-// (RetrievalAugmentationAdvisor with a VectorStoreDocumentRetriever). The content switches are
+// (RetrievalAugmentationAdvisor with a VectorStoreDocumentRetriever) or "tool" (no advisor:
+// the model calls a @Tool that searches the store). The content switches are
 // Spring AI's own properties, given on the command line.
 //
 // It indexes the knowledge base, asks each question and prints a JSON line per question
@@ -38,6 +39,9 @@ import org.springframework.ai.chat.client.advisor.vectorstore.QuestionAnswerAdvi
 import org.springframework.ai.document.Document;
 import org.springframework.ai.embedding.EmbeddingModel;
 import org.springframework.ai.rag.advisor.RetrievalAugmentationAdvisor;
+import org.springframework.ai.tool.annotation.Tool;
+import org.springframework.ai.tool.annotation.ToolParam;
+import org.springframework.ai.vectorstore.VectorStore;
 import org.springframework.ai.rag.retrieval.search.VectorStoreDocumentRetriever;
 import org.springframework.ai.vectorstore.SearchRequest;
 import org.springframework.ai.vectorstore.SimpleVectorStore;
@@ -95,6 +99,26 @@ public class RagApp {
         };
     }
 
+    /** The knowledge base as a tool the model calls (rag.advisor=tool). */
+    static class KbTools {
+        final VectorStore store;
+        volatile List<String> found = List.of();
+
+        KbTools(VectorStore store) {
+            this.store = store;
+        }
+
+        @Tool(description = "Search the knowledge base for documents about a question")
+        String search(@ToolParam(description = "the question") String query) {
+            List<String> texts = new ArrayList<>();
+            for (Document d : store.similaritySearch(SearchRequest.builder().query(query).topK(2).build())) {
+                texts.add(d.getText());
+            }
+            found = texts;
+            return String.join(System.lineSeparator(), texts);
+        }
+    }
+
     @Bean
     CommandLineRunner ask(
             ChatClient.Builder chat,
@@ -125,15 +149,18 @@ public class RagApp {
             String key = "rag".equals(advisor)
                     ? RetrievalAugmentationAdvisor.DOCUMENT_CONTEXT
                     : QuestionAnswerAdvisor.RETRIEVED_DOCUMENTS;
-            ChatClient client = chat.defaultAdvisors(rag).build();
+            KbTools tools = new KbTools(vectors);
+            ChatClient client = "tool".equals(advisor) ? chat.build() : chat.defaultAdvisors(rag).build();
             for (JsonNode q : in.get("questions")) {
                 String question = q.asText();
-                ChatClientResponse response = client.prompt().user(question).call().chatClientResponse();
+                ChatClientResponse response = "tool".equals(advisor)
+                        ? client.prompt().user(question).tools(tools).call().chatClientResponse()
+                        : client.prompt().user(question).call().chatClientResponse();
                 List<String> sources = new ArrayList<>();
-                Object found = response.context().get(key);
+                Object found = "tool".equals(advisor) ? tools.found : response.context().get(key);
                 if (found instanceof List<?> list) {
                     for (Object d : list) {
-                        sources.add(((Document) d).getText());
+                        sources.add(d instanceof Document doc ? doc.getText() : (String) d);
                     }
                 }
                 Map<String, Object> line = new LinkedHashMap<>();
