@@ -26,6 +26,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,7 +74,7 @@ ENDPOINTS = {
 class Run:
     """One run of a Spring AI app against a monitor: its answers, trace count, records."""
 
-    def __init__(self, monitor: Monitor, answers: list[dict[str, object]], traces: int) -> None:
+    def __init__(self, monitor: Monitor, answers: list[dict[str, Any]], traces: int) -> None:
         self.monitor, self.answers, self.traces = monitor, answers, traces
 
 
