@@ -119,10 +119,12 @@ def maven_hash(src: Path) -> str:
 
 
 def jvm_app(name: str) -> Path:
-    """The runnable jar of the Maven app `tests/frameworks/<name>/` (Quarkus's
-    `quarkus-run.jar`), built by build.sh into a folder named by `maven_hash`."""
-    digest = maven_hash(REPO / "tests" / "frameworks" / name)
-    jar = _cache() / f"{name}-{digest}" / "target" / "quarkus-app" / "quarkus-run.jar"
+    """The runnable jar of the Maven app `tests/frameworks/<name>/`, built by build.sh into
+    a folder named by `maven_hash`: its `app.jar` (Spring Boot), or Quarkus's
+    `quarkus-app/quarkus-run.jar`."""
+    built = _cache() / f"{name}-{maven_hash(REPO / 'tests' / 'frameworks' / name)}"
+    quarkus = built / "quarkus-app" / "quarkus-run.jar"
+    jar = quarkus if quarkus.exists() else built / "app.jar"
     if not jar.exists():
         pytest.fail(f"{jar} is missing: run `bash tests/frameworks/envs/build.sh`")
     return jar

@@ -143,7 +143,9 @@ SHIPPED: tuple[Convention, ...] = (
         switch="Spring AI writes content only as log lines: spring.ai.chat.client."
         "observations.log-prompt / log-completion, spring.ai.chat.observations.log-prompt "
         "/ log-completion and spring.ai.vectorstore.observations.log-query-response set "
-        "to true, with the logs exported over OTLP to the monitor (an OTel log appender)",
+        "to true, with the logs exported over OTLP to the monitor (an OTel log appender), "
+        "and the vector store built with its observationRegistry (one built without it "
+        "has no span and logs no documents)",
         # Its content log lines (its observation handlers, such as
         # `ChatModelPromptContentObservationHandler`), by how their body starts.
         log_lines={
@@ -165,6 +167,10 @@ SHIPPED: tuple[Convention, ...] = (
         ),
         query=_s("db.vector.query.content"),
         documents=(Source("body", LISTED, event="spring_ai.vector_store.response"),),
+        # A @Tool's call, with spring.ai.tools.observations.include-content on.
+        tool_name=_s("spring.ai.tool.definition.name"),
+        tool_result=_s("spring.ai.tool.call.result", encoding=JSON),
+        tool_arguments=_s("spring.ai.tool.call.arguments"),
     ),
     Convention(
         "genkit",

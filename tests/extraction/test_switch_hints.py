@@ -197,3 +197,42 @@ def test_a_lone_app_span_of_a_service_that_gives_records_is_a_lost_request(
     assert "is the span 'POST /ask' alone, though traces under that span give records" in line
     assert "USE_OTEL_LITELLM_REQUEST_SPAN=true" in line and EXPLAIN in line
     assert "GET /health" not in "\n".join(lines)
+
+
+def _spring_ai(chain: tuple[str, ...]) -> Emit:
+    """Spring AI's spans of a chat client call with no content logged (as 1.1.2 and 2.0.1
+    write them, seen from the real apps of tests/frameworks/test_frameworks_spring_ai.py):
+    the chat client, an advisor span for each of `chain`, the chat model's call."""
+
+    def emit(tracer: Tracer) -> None:
+        framework = {"gen_ai.operation.name": "framework", "gen_ai.system": "spring_ai"}
+        client = {**framework, "spring.ai.kind": "chat_client"}
+        with tracer.start_as_current_span("spring_ai chat_client", attributes=client):
+            for name in chain:
+                advisor = {**framework, "spring.ai.kind": "advisor", "spring.ai.advisor.name": name}
+                with tracer.start_as_current_span(name, attributes=advisor):
+                    pass
+            chat = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai"}
+            with tracer.start_as_current_span("chat gpt-4o-mini", attributes=chat):
+                pass
+
+    return emit
+
+
+def test_spring_ai_2_is_told_its_switches_alone_log_nothing_on_boot_4(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    one = _spans(_spring_ai(("QuestionAnswerAdvisor", "call")))
+    two = _spans(_spring_ai(("Tool Calling Advisor", "QuestionAnswerAdvisor", "call")))
+    assert (instrumentation_of(one), instrumentation_of(two)) == ("spring-ai", "spring-ai 2.x")
+    lines = _warnings(telemetry, caplog, two)
+    said = [line for line in lines if "looks wrongly extracted" in line]
+    assert said, lines
+    for line in said:
+        assert "spring-ai issue 5641" in line and "TracingAwareLoggingObservationHandler" in line
+        assert "switches alone log nothing" in line
+    caplog.clear()
+    lines = _warnings(telemetry, caplog, one)
+    said = [line for line in lines if "looks wrongly extracted" in line]
+    assert said and not any("5641" in line for line in said), lines
+    assert all("spring.ai.vectorstore.observations.log-query-response" in x for x in said)

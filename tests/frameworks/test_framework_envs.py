@@ -1,10 +1,11 @@
 """The framework environments: the product's test lock holds no framework (each stack's
 apps run from its own lock), and tests/frameworks/envs/build.sh builds each environment once
 per lock: a second run with the same locks installs nothing, a changed lock is built afresh
-(its older build removed, the others kept), and a build that did not finish is built again;
-a Maven app likewise, by the hash of its pom.xml and sources. uv, npm and mvn are
-stand-ins here that record what they were asked to install; the real ones run in
-`tests/run.sh`, whose framework tests use what they build."""
+(its older build removed, the others kept), and a build that did not finish is built again.
+The JVM apps (Maven projects) are built offline first, once per change of their sources,
+and a dependency Maven cannot fetch fails the build naming it. uv, npm and mvn are stand-ins
+here that record what they were asked to do; the real ones run in `tests/run.sh`, whose
+framework tests use what they build."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from harness.framework_envs import ENVS, REPO, lock_hash, maven_hash
+from harness.framework_envs import ENVS, REPO, lock_hash
 
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
 # OTLP exporter they send with, the OpenAI client they call the scripted model with, and
@@ -175,28 +176,70 @@ def test_each_lock_is_built_once_and_again_only_when_it_changes(tmp_path: Path) 
     assert (repo.cache / agents_dir / ".complete").exists()
 
 
-def test_a_maven_app_is_built_once_into_the_folder_its_tests_look_for(tmp_path: Path) -> None:
-    """A Maven app (`tests/frameworks/<app>/pom.xml`) is packaged into a folder named by
-    the hash `harness.framework_envs.maven_hash` computes, again only when a source
-    changed; an artifact Maven cannot resolve fails the build, naming it."""
+# A stand-in for Maven (`mvn -B -q [-o] package -DskipTests`): records each call, fails
+# offline while $OFFLINE_MISSES is set, fails naming an artifact while $UNRESOLVABLE is set,
+# and otherwise writes target/app.jar.
+_MVN = """#!/usr/bin/env bash
+offline=0
+for arg in "$@"; do [ "$arg" = -o ] && offline=1; done
+echo "mvn offline=$offline" >> "$INSTALLS"
+if [ "$offline" = 1 ] && [ -n "$OFFLINE_MISSES" ]; then
+    echo "Cannot access central in offline mode" >&2; exit 1
+fi
+if [ -n "$UNRESOLVABLE" ]; then
+    echo "Could not resolve dependencies: $UNRESOLVABLE was not found" >&2; exit 1
+fi
+mkdir -p target && echo jar > target/app.jar
+"""
+
+
+def test_a_jvm_app_is_built_offline_first_once_and_a_missing_artifact_fails_naming_it(
+    tmp_path: Path,
+) -> None:
     repo = Checkout(tmp_path)
-    app = repo.root / "tests" / "frameworks" / "demo_jvm"
-    (app / "src" / "main" / "java" / "demo").mkdir(parents=True)
-    (app / "src" / "main" / "resources").mkdir(parents=True)
+    app = repo.root / "tests" / "frameworks" / "spring_app"
+    (app / "src" / "main").mkdir(parents=True)
     (app / "pom.xml").write_text("<project/>\n")
-    (app / "src" / "main" / "java" / "demo" / "App.java").write_text("class App {}\n")
-    (app / "src" / "main" / "resources" / "application.properties").write_text("a=1\n")
-    first = repo.cache / f"demo_jvm-{maven_hash(app)}"
-    assert f"mvn package {first}/target" in repo.build()
-    assert (first / "target" / "quarkus-app" / "quarkus-run.jar").exists()
-    assert not any(line.startswith("mvn") for line in repo.build())  # nothing changed
+    (app / "src" / "main" / "App.java").write_text("class App {}\n")
+    _tool(tmp_path / "bin" / "mvn", _MVN)
 
-    (app / "src" / "main" / "resources" / "application.properties").write_text("a=2\n")
-    second = repo.cache / f"demo_jvm-{maven_hash(app)}"
-    assert second != first and f"mvn package {second}/target" in repo.build()
-    assert not first.exists()
+    def build(**env: str) -> subprocess.CompletedProcess[str]:
+        repo.installs.write_text("")
+        return subprocess.run(
+            ["bash", "tests/frameworks/envs/build.sh", str(repo.uv)],
+            cwd=repo.root,
+            env={
+                **os.environ,
+                "PATH": repo.path,
+                "INSTALLS": str(repo.installs),
+                "MONITOR_TESTS_FRAMEWORK_ENVS": str(repo.cache),
+                **env,
+            },
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
-    (app / "pom.xml").write_text("<project><!-- changed --></project>\n")
-    artifact = "io.quarkiverse.langchain4j:quarkus-langchain4j-openai:jar:9.9.9"
-    done = repo.run(MVN_MISSING=artifact)
-    assert done.returncode != 0 and artifact in done.stderr
+    def mvn_calls() -> list[str]:
+        return [line for line in repo.installs.read_text().splitlines() if line.startswith("mvn")]
+
+    failed = build(OFFLINE_MISSES="1", UNRESOLVABLE="org.springframework.ai:spring-ai-nope:1.1.2")
+    assert failed.returncode != 0
+    assert "org.springframework.ai:spring-ai-nope:1.1.2" in failed.stderr
+    assert mvn_calls() == ["mvn offline=1", "mvn offline=0"]
+    assert not [p for p in repo.cache.glob("spring_app-*") if (p / ".complete").exists()]
+    assert not (app / "target").exists()  # built in a copy, never in the checkout
+
+    done = build(OFFLINE_MISSES="1")  # the first fetch: offline lacks the artifacts
+    assert done.returncode == 0, done.stderr
+    assert mvn_calls() == ["mvn offline=1", "mvn offline=0"]
+    (built,) = repo.cache.glob("spring_app-*")
+    assert (built / "app.jar").exists() and (built / ".complete").exists()
+
+    assert build().returncode == 0
+    assert mvn_calls() == []  # unchanged: not rebuilt
+    (app / "src" / "main" / "App.java").write_text("class App { int x; }\n")
+    assert build().returncode == 0
+    assert mvn_calls() == ["mvn offline=1"]  # changed, its artifacts cached: offline
+    (rebuilt,) = repo.cache.glob("spring_app-*")
+    assert rebuilt != built

@@ -147,20 +147,38 @@ def anthropic_reply(body: dict[str, Any], answer: Callable[[str], str]) -> dict[
 
 def embeddings(body: dict[str, Any]) -> dict[str, Any]:
     """An Embeddings API response: each input's `framework_apps.embed` vector, so that an
-    app's own vector store ranks as `framework_apps.search` does."""
+    app's own vector store ranks as `framework_apps.search` does, and the usage."""
     texts = body.get("input", [])
     texts = [texts] if isinstance(texts, str) else texts
     data = [
         {"object": "embedding", "index": i, "embedding": embed(str(t))} for i, t in enumerate(texts)
     ]
-    return {"object": "list", "data": data, "model": body.get("model", "scripted")}
+    tokens = sum(len(str(t).split()) for t in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}  # the OpenAI Java SDK wants it
+    return {"object": "list", "data": data, "model": body.get("model", "scripted"), "usage": usage}
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def _body(self) -> bytes:
+        """The request's body, by its length or, as the JDK's HTTP client sends a body of a
+        length it does not know, in chunks (each a hexadecimal size line, then that many
+        bytes and a line end, the last of size 0 followed by trailer lines)."""
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        data = bytearray()
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while self.rfile.readline().strip():
+                    pass  # trailers
+                return bytes(data)
+            data += self.rfile.read(size)
+            self.rfile.readline()
+
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        body = json.loads(self._body())
         assert isinstance(self.server, _Server)
         if urlsplit(self.path).path.endswith(":generateContent"):
             gemini = gemini_reply(body, self.server.answer)

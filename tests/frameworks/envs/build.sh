@@ -60,20 +60,29 @@ for mod in tests/frameworks/*/go.mod; do
     prune "$name" "$dir"
 done
 
-# The JVM apps: each folder of tests/frameworks/ with a pom.xml, packaged by Maven into a
-# folder named by the hash of its pom.xml and sources (its file names in byte order, as
-# harness/framework_envs.py hashes them). Their dependencies come from Maven Central into
-# Maven's own cache (~/.m2); one that cannot be resolved fails the build, naming it.
+# The JVM apps: each folder of tests/frameworks/ with a pom.xml, built by Maven into a folder
+# named by the hash of its pom.xml and sources (a copy is built there, so no target/ is
+# left in the checkout). Offline first, from Maven's own local repository; when that lacks
+# an artifact, again with Maven Central, which fails naming any artifact it cannot fetch.
 for pom in tests/frameworks/*/pom.xml; do
     [ -e "$pom" ] || continue
     src=$(dirname "$pom")
     name=$(basename "$src")
-    digest=$(cd "$src" && find pom.xml src -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
-    dir="$cache/$name-$digest"
+    dir="$cache/$name-$(cd "$src" && { echo pom.xml; find src -type f | LC_ALL=C sort; } | xargs cat | sha256sum | cut -c1-16)"
     if ! fresh "$dir"; then
         rm -rf "$dir"
-        mkdir -p "$dir"
-        mvn -B -q -f "$pom" package -Dapp.build.dir="$dir/target" >&2
+        mkdir -p "$dir/project"
+        cp -r "$src/pom.xml" "$src/src" "$dir/project/"
+        if ! (cd "$dir/project" && mvn -B -q -o package -DskipTests >"$dir/offline.log" 2>&1); then
+            (cd "$dir/project" && mvn -B -q package -DskipTests) >&2
+        fi
+        # A Spring Boot app's one jar, or Quarkus's quarkus-app/ (its runner and libraries).
+        if [ -d "$dir/project/target/quarkus-app" ]; then
+            mv "$dir/project/target/quarkus-app" "$dir/quarkus-app"
+        else
+            mv "$dir/project/target/app.jar" "$dir/app.jar"
+        fi
+        rm -rf "$dir/project" "$dir/offline.log"
         touch "$dir/.complete"
     fi
     prune "$name" "$dir"
