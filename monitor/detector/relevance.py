@@ -15,6 +15,7 @@ from monitor.detector.embedding import shared_embedder
 from monitor.detector.text import (
     DISCOURSE,
     STOPWORDS,
+    TOKEN_CACHE,
     fold,
     once_per_record,
     sentences,
@@ -38,7 +39,7 @@ class RetrievalVerdict:
     best_rank: int | None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def _content_stem(token: str) -> str | None:
     """The stem of a token that carries content (never empty); None for stopwords,
     discourse words and single letters."""

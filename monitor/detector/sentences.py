@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from monitor.detector.text import (
     STOPWORDS,
+    TOKEN_CACHE,
     canonical,
     fold,
     number_value,
@@ -20,7 +21,7 @@ from monitor.detector.text import (
 PREFIX = 6
 
 
-@lru_cache(maxsize=131072)
+@lru_cache(maxsize=TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
     numeric = token[0].isdigit() or token[0] == "$"

@@ -28,6 +28,7 @@ from monitor.detector.text import (
     DISCOURSE,
     NEGATIVE_POLARITY,
     STOPWORDS,
+    TOKEN_CACHE,
     fold,
     is_negation,
     root,
@@ -115,7 +116,7 @@ for _name, _members in _CLASSES.items():
         _CLASS_OF[_word] = _CLASS_OF.get(_word, frozenset()) | {_name}
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def _lemma(word: str) -> str:
     """The form a lexicon compares: periods as their unit ("weekly" -> "week"), plurals as
     singulars ("minutes" -> "minute")."""

@@ -24,6 +24,12 @@ _ASCII_TOKEN = re.compile(
 )
 
 
+# Entries of each per-token cache (a folded word, its stem, a number's value...): a worker's
+# memory for them is bounded by this many tokens each, whatever the traffic's vocabulary
+# (numbers, names and ids make it grow without end); a few thousand words cover a text.
+TOKEN_CACHE = 16_384
+
+
 def _token_pattern(text: str) -> tuple[re.Pattern[str], str]:
     """The token pattern for `text`, and the text to match it on (a typographic apostrophe
     read as "'")."""
@@ -72,7 +78,7 @@ NEGATIONS = frozenset(
 )
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def is_negation(word: str) -> bool:
     """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
     return word in NEGATIONS or word.endswith("n't")
@@ -206,7 +212,7 @@ def once_per_record(
 
 
 # Called on every token by every check: a cached word is looked up faster than folded.
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -220,7 +226,7 @@ def canonical(word: str) -> str:
     return _UNITS.get(word, word)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match "paid"/"pays"/"paying" style variants."""
     if len(word) <= 4:
@@ -231,7 +237,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
     "owner" are one root, as are "directed" and "director"."""
@@ -249,7 +255,7 @@ def undouble(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_CACHE)
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
