@@ -8,7 +8,7 @@ import gzip
 import io
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,8 @@ class Row:
         dimensions = raw.get("dimensions")
         if dimensions is not None and not isinstance(dimensions, dict):
             raise ValueError("dimensions: expected an object")
+        if dimensions is not None and dimensions.get("documents") == "0":
+            origin = replace(origin, context=False)  # as live: the record had no context
         trace_id = _text(raw, "trace_id")
         where = Where.from_line(
             origin.version,

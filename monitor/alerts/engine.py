@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from monitor.alerts import describe
-from monitor.alerts.attribution import Attribution, retrieval_verdict
+from monitor.alerts.attribution import Attribution
+from monitor.alerts.counting import Counting
 from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
@@ -30,7 +31,6 @@ from monitor.alerts.kinds import judge_changed as judges
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
-    Origin,
     Rule,
     judging_window_s,
     longest_memory_s,
@@ -40,11 +40,10 @@ from monitor.alerts.rule import (
 from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
-from monitor.component import Alert, Evaluated, Notifier
+from monitor.component import Alert, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
-from monitor.records.where import Where
-from monitor.results import Results, Severity
-from monitor.telemetry import OVERFLOW, Telemetry
+from monitor.results import Severity
+from monitor.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from monitor.alerts.fleet import FleetReader
@@ -54,7 +53,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONVERSATION_IDLE = "10m"
 
 
-class AlertEngine:
+class AlertEngine(Counting):
     """A `ResultSink` that turns evaluation results into alerts (see the module docstring).
     `from_config` makes it from the config, as the pipeline and `backtest` do: most keyword
     arguments are the `alerts.*` keys of those names; `severity_thresholds` are the graders'
@@ -210,128 +209,6 @@ class AlertEngine:
             self._fleet_task = asyncio.create_task(
                 self._fleet.run(self.add_counts), name="alert-fleet-reader"
             )
-
-    def emit(self, batch: Sequence[Evaluated]) -> None:
-        """Each record's own verdicts, then its previous revisions' paired with them
-        (`backtest` replays a results line the same way)."""
-        if not self._rules:
-            return
-        for evaluated in batch:
-            record, now = evaluated.record, self._clock()
-            origin = Origin.of(record)
-            self.count_results(origin, evaluated.results, now, Where.of(record))
-            if evaluated.previous:
-                self._count_previous(evaluated, origin, now)
-            if evaluated.shadow:
-                self._count_shadow(evaluated, origin, now)
-
-    def _count_shadow(self, evaluated: Evaluated, origin: Origin, now: float) -> None:
-        # As `_count_previous`: the own verdicts are counted; a failure stops here.
-        try:
-            self.count_shadow(origin, evaluated.shadow, now, evaluated.results)
-        except Exception:
-            log.exception(
-                "alerts: the shadow revisions' verdicts on record %s (service %s) were not "
-                "measured against its own, which are counted",
-                evaluated.record.request_id,
-                evaluated.record.service,
-            )
-
-    def _count_previous(self, evaluated: Evaluated, origin: Origin, now: float) -> None:
-        # The own verdicts are counted: a failure past here must not reach the stage, whose
-        # retry of the whole call would count them twice.
-        try:
-            self.count_results(origin, evaluated.previous, now, paired=evaluated.results)
-        except Exception:
-            log.exception(
-                "alerts: the previous revisions' verdicts on record %s (service %s) were not "
-                "paired with its own, which are counted",
-                evaluated.record.request_id,
-                evaluated.record.service,
-            )
-            self._t.dropped.labels("alerts", "paired_error").inc()
-
-    def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
-        """Verdicts of revisions scoring `origin`'s record in shadow (`evaluators[].next`)
-        beside the record's own `own`, for every rule of one evaluator that counts them (a
-        category rule's graders change one at a time: measured after the switch)."""
-        for i, rule in enumerate(self._rules):
-            histogram = rule.histogram(shadow)
-            revision = rule.revision(shadow)
-            if i in self._fleet_rules or rule.config.evaluator is None:
-                continue
-            if histogram is None or revision is None:
-                continue
-            service = self._subjects.service(origin.service)
-            by = rule.cohort_by
-            key = (i, service, self._subjects.cohort(by, rule.cohort(origin)))
-            own_revision = rule.revision(own)
-            self._entries.add_shadow(
-                key, histogram, revision, rule.histogram(own) or [], own_revision, now
-            )
-
-    def count_results(
-        self,
-        origin: Origin,
-        results: Results,
-        now: float,
-        where: Where | None = None,
-        paired: Results | None = None,
-    ) -> None:
-        """The verdicts of one record's `results` (with `paired`, its own: they are its
-        previous revisions'), for every rule that counts them; `where`: for the attribution."""
-        retrieval = retrieval_verdict(results) if where is not None else None
-        for i, rule in enumerate(self._rules):
-            if i in self._fleet_rules or i == self._judge_rule:
-                continue  # judged on the fleet's counters, or the anchor check's
-            histogram = rule.histogram(results, origin if paired is None else None)
-            own = None if paired is None else rule.histogram(paired) or []
-            if histogram is None:
-                continue
-            key = self.count(i, origin, histogram, rule.revision(results), now, own)
-            if key is not None and where is not None:
-                self.attribution.observe(key, where, histogram, retrieval, now)
-
-    def add_counts(
-        self,
-        rule_name: str,
-        service: str,
-        cohort: str,
-        histogram: Sequence[float],
-        revision: str | None = None,
-    ) -> None:
-        """Verdicts of the whole fleet that arrived since the last read (`histogram[k]`
-        values at level k, of evaluator `revision`) for the rule named `rule_name`
-        (`monitor.alerts.fleet`)."""
-        i = next((i for i, rule in enumerate(self._rules) if rule.config.name == rule_name), None)
-        if i is not None:
-            origin = Origin.of_cohort(service, self._rules[i].cohort_by, cohort)
-            self.count(i, origin, histogram, revision, self._clock())
-
-    def count(
-        self,
-        i: int,
-        origin: Origin,
-        histogram: Sequence[float],
-        revision: str | None,
-        now: float,
-        paired: Sequence[float] | None = None,
-    ) -> Key | None:
-        """`histogram[k]` verdicts at level `k / steps` for rule `i`, from `origin`, of
-        evaluator `revision` (None: not known). A service folded into `other` by the cap is
-        no service under test; a cohort past its cap counts in the rest. Returns the entry
-        they went to (None: none)."""
-        service = self._subjects.service(origin.service)
-        if service == OVERFLOW:
-            return None
-        cohort = self._subjects.cohort(self._rules[i].cohort_by, self._rules[i].cohort(origin))
-        key = (i, service, cohort)
-        added = self._entries.add(key, histogram, revision, origin, now, paired)
-        if added.replaced is not None:
-            self._firing.new_revision(key, added.replaced, added.revision, now)
-        if added.due:
-            self._wake_up()
-        return key
 
     def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
         """An anchor check that compared `evaluator` with its baseline: the figures of the

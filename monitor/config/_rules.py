@@ -114,9 +114,8 @@ class RuleBase(Section):
         if (self.evaluator is None) == (self.category is None):
             raise ValueError("evaluator: exactly one of evaluator or category is required")
         if self.measure != "verdicts" and self.evaluator is None:
-            raise ValueError(
-                f"measure: {self.measure} is an evaluator's; a category rule counts verdicts"
-            )
+            measured = "scores are" if self.measure == "scores" else f"{self.measure} is"
+            raise ValueError(f"measure: {measured} an evaluator's; a category rule counts verdicts")
         return self
 
 

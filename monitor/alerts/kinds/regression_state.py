@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitor.alerts.kinds.shadow_pairs import Shadow
 from monitor.evidence import (
     Arrival,
     Bets,
@@ -159,17 +160,6 @@ class Changeover:
 
 
 @dataclass(slots=True)
-class Shadow:
-    """What a shadowed revision (`evaluators[].next`) measured against the entry's own on
-    the same records before it replaced it: its `revision`, `paired` (verdicts, sum,
-    squares) of the differences shadow - own, and when its last pair came (`last`)."""
-
-    revision: str
-    paired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    last: float = 0.0
-
-
-@dataclass(slots=True)
 class RegressionState:
     current: SlidingWindow
     # The current window's verdicts that came without a conversation.
@@ -213,19 +203,14 @@ class RegressionState:
 
     def count_shadow(self, revision: str, own: Moments, shadow: Moments, now: float) -> None:
         """A shadowed revision's verdicts `shadow` and the entry's own `own` on the same
-        record: their difference to the shadow's pairs (a shadow of another revision
-        starts anew). Left out while the rule fires or evidence of a rise builds, as the
-        changeover's pairs are: a rise that moves the two revisions' rates by different
-        amounts would move the offset."""
-        n = min(own.samples, shadow.samples)
-        if n <= 0 or self.building:
+        record (a shadow of another revision starts anew). Left out while evidence of a
+        rise builds, as the changeover's pairs are: a rise that moves the two revisions'
+        rates by different amounts would move the offset."""
+        if self.building or min(own.samples, shadow.samples) <= 0:
             return
         if self.shadow is None or self.shadow.revision != revision:
             self.shadow = Shadow(revision)
-        difference = shadow.mean - own.mean
-        for i, x in enumerate((n, n * difference, n * difference * difference)):
-            self.shadow.paired[i] += x
-        self.shadow.last = now
+        self.shadow.add(own, shadow, now)
 
     def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
         """Verdicts of either revision while a changeover lasts: to its overlap (the new
@@ -319,7 +304,7 @@ class RegressionState:
             else [[bucket, *sums] for bucket, sums in self.changeover.interim.items()],
         }
         if self.shadow is not None:
-            out["shadow"] = [self.shadow.revision, *self.shadow.paired, self.shadow.last]
+            out["shadow"] = self.shadow.saved()
         if self.test is not None:
             out["sequential"] = self.test.snapshot()
         return out
@@ -369,21 +354,9 @@ class RegressionState:
         if translated is not None:
             variance, until = translated
             self.translated = (_nonnegative(variance), _nonnegative(until))
-        self.shadow = _shadow(raw.get("shadow"))
+        self.shadow = Shadow.restored(raw.get("shadow"))
         if self.test is not None and raw.get("sequential") is not None:
             self.test.restore(raw["sequential"])
-
-
-def _shadow(raw: Any) -> Shadow | None:
-    """A shadow's saved revision and numbers (None: none was under way, or a state file
-    from before shadows were kept)."""
-    if raw is None:
-        return None
-    revision, n, total, squares, last = raw
-    if not isinstance(revision, str):
-        raise TypeError("shadow: the revision is not text")
-    paired = [_nonnegative(n), saved_number(total), _nonnegative(squares)]
-    return Shadow(revision, paired, _nonnegative(last))
 
 
 def _overlap(raw: list[Any]) -> Overlap:
