@@ -7,18 +7,19 @@ Every row drives the sidecar's engine (`AlertEngine.from_config`, the default re
 rule `baseline: {}` unless a row says otherwise, one false page per 90 days, an evaluation
 every 15 s) through `rag-monitor backtest`'s code (`monitor.alerts.backtest.Backtest`) on
 a clock that follows the rows: nothing waits on real time, so a service-day costs seconds
-of CPU. A service with history first gets **four weeks of it as hourly counts** (each
+of CPU. A service with history first gets **four weeks of it**, as hourly counts (each
 hour's verdicts Poisson, its defects binomial about the stream's rate at that hour, the
 hour's rate scattered by the stream's design effect so that the history disperses as the
-stream does), judged once a day, the engine then saved and restored into the backtest
-(`AlertEngine.snapshot`, `restore`) that replays the rows. Counts carry no conversations:
-the correlation within one starts at the engine's prior and is measured from the rows.
+stream does), judged once a day, the last 13 of its hours as rows where the stream has ids (conversations, at 1 a second at
+most: the hours the correlation within conversations needs to be measured), the engine
+then saved and restored into the backtest (`AlertEngine.snapshot`, `restore`) that
+replays each run's rows; the runs of a stream share its warm-up.
 
 Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
 
 - **plain**: independent verdicts at 1 and 10 a second, base 0.10 and 0.35, each on its
-  own (no id) and in conversations of 5 to 20 turns with ids (`harness/production_streams.py`,
-  intraclass correlation 0); half an hour healthy, then x1.5 or x2: the median (worst) of
+  own (no id) and, at base 0.10, in conversations of 5 to 20 turns with ids
+  (`harness/production_streams.py`, intraclass correlation 0); half an hour healthy, then x1.5 or x2: the median (worst) of
   the time to page over the **information limit** (`bench/alert_regression.py`: the time a
   test that knew both rates would need, `ln(rate x budget)` nats over the divergence per
   verdict), and pages before the rise.
@@ -27,7 +28,7 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
 - **healthy**: `--healthy-days` of healthy rows per stream: the plain streams at 1 and 10
   a second (verdicts summed per second) and the production-shaped ones whose ids are no
   conversations (a constant id, the pod, a recycled pool, the user) or that burst 2,000
-  identical requests in ten minutes once a day (without ids, and each with a fresh session
+  identical requests in ten minutes eight times a day (without ids, and each with a fresh session
   id): false pages per service-day.
 - **corners**: x2 on the constant-id and user-id streams at 1 a second, page / limit.
 - **fresh**: a rule started with no history (the default rule, and the compressed one of
@@ -37,7 +38,7 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the
-tables to docs/quality.md.
+tables to docs/quality.md, and with `--from-golden` the golden file's, computing nothing.
 """
 
 from __future__ import annotations
@@ -52,35 +53,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from alert_regression import _seed, information_limit_s  # noqa: E402
-
-from harness import bench_docs, bench_smoke  # noqa: E402
-from harness.production_streams import (  # noqa: E402
-    DAY_S,
-    EVALUATOR,
-    START,
-    Change,
-    StreamSpec,
-    defect_rate,
-    stream,
-    traffic,
+from bench.alert_regression import _seed, information_limit_s
+from harness import bench_docs, bench_smoke
+from harness.production_streams import DAY_S, EVALUATOR, START, Change, StreamSpec, stream
+from harness.simulated_alerts import (
+    DEFAULT_RULE,
+    HOUR_S,
+    independent,
+    replay,
+    shaped,
+    summed,
+    until,
+    warmed,
 )
 
 GOLDEN = Path(__file__).resolve().parent / "scorecard.json"
-BUDGET = "90d"
 BUDGET_S = 90 * DAY_S
-INTERVAL_S = 15.0
-HOUR_S = 3600.0
-WARM_DAYS = 28
 HEALTHY_S = 1800.0
-SERVICE = "svc-0"
-RULE = "regression"
-DEFAULT_RULE: dict[str, Any] = {"evaluator": EVALUATOR, "baseline": {}}
 # tests/alerts/fresh_e2e.py's rule: a fresh start in minutes.
 COMPRESSED_RULE: dict[str, Any] = {
     "evaluator": EVALUATOR,
@@ -93,125 +84,6 @@ FRESH_MAX_S = 4 * HOUR_S
 SLOW_MAX_S = DAY_S
 
 
-def config(rule: dict[str, Any]) -> Any:
-    from monitor.config import Config
-
-    return Config.model_validate(
-        {
-            "alerts": {
-                "evaluation_interval_s": INTERVAL_S,
-                "false_page_every": BUDGET,
-                "rules": [{"name": RULE, **rule}],
-            }
-        }
-    )
-
-
-def warmed(spec: StreamSpec, seed: int, rule: dict[str, Any] = DEFAULT_RULE) -> dict[str, Any]:
-    """The engine's state after `WARM_DAYS` of `spec`'s healthy hours before its start, fed
-    as hourly counts (see the module docstring)."""
-    from monitor.alerts import AlertEngine
-    from monitor.telemetry import create_telemetry
-
-    clock = [START - WARM_DAYS * DAY_S]
-    engine = AlertEngine.from_config(config(rule), create_telemetry(), clock=lambda: clock[0])
-    rng = np.random.default_rng([seed % 2**63, 7])
-    design = spec.design_effect
-    healthy = replace(spec, changes=())
-    for hour in range(WARM_DAYS * 24):
-        t = np.array([clock[0] - START + HOUR_S / 2])
-        p = float(defect_rate(healthy, t)[0][0])
-        n = int(rng.poisson(spec.rate * float(traffic(spec, t)[0]) * HOUR_S))
-        if design > 1 and n:
-            p = min(0.999, max(0.001, p + rng.normal(0.0, math.sqrt((design - 1) * p * (1 - p) / n))))
-        k = int(rng.binomial(n, p))
-        engine.add_counts(RULE, SERVICE, "", [float(n - k), float(k)], spec.revision)
-        clock[0] += HOUR_S
-        if engine.evaluation_due or (hour + 1) % 24 == 0:
-            engine.evaluate()
-    engine.evaluate()
-    return engine.snapshot()
-
-
-@dataclass
-class Run:
-    """What one replay saw: its pages (time, annotations) and when it stopped."""
-
-    pages: list[tuple[float, dict[str, str]]]
-    end: float
-
-
-def replay(
-    rows: Iterator[tuple[str, dict[str, Any]]],
-    saved: dict[str, Any] | None,
-    rule: dict[str, Any] = DEFAULT_RULE,
-    stop_at_page: bool = True,
-) -> Run:
-    """`rows` through a backtest of `rule`, restored from `saved` (None: a fresh start)."""
-    from monitor.alerts.backtest import Backtest
-
-    backtest = Backtest(config(rule))
-    if saved is not None:
-        backtest.engine.restore(saved)
-    pages: list[tuple[float, dict[str, str]]] = []
-    end = START
-    for event in backtest.run(rows):
-        end = event.time
-        if event.status == "firing" and event.alert.rule == RULE:
-            pages.append((event.time, dict(event.alert.annotations)))
-            if stop_at_page:
-                break
-    return Run(pages, end)
-
-
-def independent(
-    p0: float, rate: float, seed: int, rise_at: float, factor: float, span_s: float
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Verdicts without ids, a Poisson process at `rate` from `START`, each on its own row,
-    failing at `p0` and at `p0 x factor` from `rise_at` seconds on."""
-    rng = np.random.default_rng([seed % 2**63, 1])
-    t = 0.0
-    i = 0
-    while t < span_s:
-        t += float(rng.exponential(1.0 / rate))
-        p = p0 * factor if t >= rise_at else p0
-        failed = int(rng.uniform() < p)
-        i += 1
-        yield f"v{i}", _row(t, 1 - failed, failed)
-
-
-def summed(p0: float, rate: float, seed: int, span_s: float) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Healthy independent verdicts without ids, summed per second (Poisson counts)."""
-    rng = np.random.default_rng([seed % 2**63, 2])
-    for second in range(round(span_s)):
-        n = int(rng.poisson(rate))
-        if n:
-            k = int(rng.binomial(n, p0))
-            yield f"s{second}", _row(second + 1.0, n - k, k)
-
-
-def _row(t: float, passes: int, fails: int) -> dict[str, Any]:
-    return {
-        "time": START + t,
-        "service": SERVICE,
-        "evaluator": EVALUATOR,
-        "revision": "r1",
-        "passes": passes,
-        "fails": fails,
-    }
-
-
-def _until(rows: Iterator[tuple[str, dict[str, Any]]], end: float) -> Iterator[tuple[str, dict[str, Any]]]:
-    for where, row in rows:
-        if row["time"] > START + end:
-            return
-        yield where, row
-
-
-def _shaped(spec: StreamSpec) -> StreamSpec:
-    return replace(spec, service_prefix="svc", services=1)
-
-
 # -- the rows -----------------------------------------------------------------------------
 
 
@@ -220,11 +92,12 @@ def plain_trial(p0: float, rate: float, factor: float, ids: bool, seed: int) -> 
     it), and whether it paged before the rise."""
     limit = information_limit_s(p0, p0 * factor, rate, BUDGET_S)
     span = HEALTHY_S + 6 * limit
-    spec = _shaped(StreamSpec(rate=rate, days=span / DAY_S, mean=p0, seed=seed % 2**32))
-    saved = warmed(spec, seed)
+    base = shaped(StreamSpec(rate=rate, days=span / DAY_S, mean=p0, ids=ids))
+    saved = warmed(base)
+    spec = replace(base, seed=seed % 2**32)
     if ids:
         stepped = replace(spec, changes=(Change("step", HEALTHY_S / DAY_S, factor),))
-        rows: Iterator[tuple[str, dict[str, Any]]] = _until(stream(stepped), span)
+        rows: Iterator[tuple[str, dict[str, Any]]] = until(stream(stepped), span)
     else:
         rows = independent(p0, rate, seed, HEALTHY_S, factor, span)
     run = replay(rows, saved)
@@ -241,10 +114,9 @@ def slow_trial(seed: int) -> dict[str, float]:
     expectation at the page (or the expectation of the day's last judgment)."""
     p0, rate, factor = 0.10, 0.2, 1.5
     limit = information_limit_s(p0, p0 * factor, rate, BUDGET_S)
-    spec = _shaped(StreamSpec(rate=rate, days=1.0, mean=p0, seed=seed % 2**32))
     run = replay(
         independent(p0, rate, seed, HEALTHY_S, factor, HEALTHY_S + SLOW_MAX_S),
-        warmed(spec, seed),
+        warmed(shaped(StreamSpec(rate=rate, days=1.0, mean=p0, ids=False))),
         stop_at_page=False,
     )
     if not run.pages:
@@ -262,23 +134,23 @@ def healthy_pages(name: str, days: float, seed: int) -> dict[str, float]:
     kind, arg = HEALTHY_STREAMS[name]
     if kind == "plain":
         p0, rate = arg
-        spec = _shaped(StreamSpec(rate=rate, days=days, mean=p0, seed=seed % 2**32))
+        spec = shaped(StreamSpec(rate=rate, days=days, mean=p0, ids=False))
         rows = summed(p0, rate, seed, span)
     else:
-        spec = _shaped(replace(arg, days=days, seed=seed % 2**32))
-        rows = stream(spec)
-    run = replay(rows, warmed(spec, seed), stop_at_page=False)
+        spec = shaped(replace(arg, days=days))
+        rows = stream(replace(spec, seed=seed % 2**32))
+    run = replay(rows, warmed(spec), stop_at_page=False)
     return {"pages": float(len(run.pages)), "days": days}
 
 
 def corner_trial(kind: str, seed: int) -> dict[str, float]:
     """x2 at 1/s on a stream whose ids are `kind`: page / limit (design effect counted)."""
-    base = StreamSpec(rate=1.0, days=1.0, icc=0.17, mean=0.2, id_kind=kind, seed=seed % 2**32)
+    base = StreamSpec(rate=1.0, days=1.0, icc=0.17, mean=0.2, id_kind=kind)
     limit = information_limit_s(0.2, 0.4, 1.0, BUDGET_S) * base.design_effect
     span = HEALTHY_S + 6 * limit
-    spec = _shaped(replace(base, days=span / DAY_S))
-    stepped = replace(spec, changes=(Change("step", HEALTHY_S / DAY_S, 2.0),))
-    run = replay(_until(stream(stepped), span), warmed(spec, seed))
+    spec = shaped(replace(base, days=span / DAY_S))
+    stepped = replace(spec, changes=(Change("step", HEALTHY_S / DAY_S, 2.0),), seed=seed % 2**32)
+    run = replay(until(stream(stepped), span), warmed(spec))
     if not run.pages:
         return {"ratio": math.inf, "early": 0.0}
     at = run.pages[0][0] - START
@@ -301,6 +173,8 @@ def fresh_trial(compressed: bool, rate: float, seed: int) -> dict[str, float]:
     }
 
 
+# Bursts a day on the burst streams: several in a short healthy span.
+BURSTS_PER_DAY = 8.0
 _SEASONAL = StreamSpec(rate=1.0, days=1.0, icc=0.17, cycle=0.03, traffic_ratio=10.0)
 HEALTHY_STREAMS: dict[str, tuple[str, Any]] = {
     "independent 0.10 at 1/s": ("plain", (0.10, 1.0)),
@@ -313,11 +187,11 @@ HEALTHY_STREAMS: dict[str, tuple[str, Any]] = {
     "the user as id (2,000)": ("shaped", replace(_SEASONAL, id_kind="user")),
     "bursts of 2,000 identical requests, no ids": (
         "shaped",
-        replace(_SEASONAL, ids=False, bursts_per_day=1.0),
+        replace(_SEASONAL, ids=False, bursts_per_day=BURSTS_PER_DAY),
     ),
     "bursts, a fresh session id per request": (
         "shaped",
-        replace(_SEASONAL, bursts_per_day=1.0, burst_ids=True),
+        replace(_SEASONAL, bursts_per_day=BURSTS_PER_DAY, burst_ids=True),
     ),
 }
 
@@ -339,7 +213,7 @@ def cells(healthy_days: float) -> list[Cell]:
     for p0 in (0.10, 0.35):
         for rate in (1.0, 10.0):
             for factor in (1.5, 2.0):
-                for ids in (False, True):
+                for ids in (False, True) if p0 < 0.2 else (False,):
                     how = "conversations" if ids else "no id"
                     name = f"{p0:.2f} x{factor:g} at {rate:g}/s, {how}"
                     out.append(Cell("plain", name, plain_trial, (p0, rate, factor, ids)))
@@ -355,9 +229,10 @@ def cells(healthy_days: float) -> list[Cell]:
     return out
 
 
-def run_cell(cell: Cell, trials: int, seed: int) -> list[dict[str, float]]:
+def run_cell(cell: Cell, trials: int, seed: int, first: int = 0) -> list[dict[str, float]]:
+    """The cell's runs `first` to `trials` (one where it is not timed), each on its seed."""
     count = trials if cell.timed else 1
-    return [cell.fn(*cell.args, _seed(seed, cell.row, cell.name, t)) for t in range(count)]
+    return [cell.fn(*cell.args, _seed(seed, cell.row, cell.name, t)) for t in range(first, count)]
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -386,8 +261,9 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
         worst = max(minutes)
         return [
             cell.name,
-            f"{_median(minutes):.1f} ({worst:.1f})" if not math.isinf(worst) else
-            f"{sum(not math.isinf(m) for m in minutes)} of {len(minutes)} paged",
+            f"{_median(minutes):.1f} ({worst:.1f})"
+            if not math.isinf(worst)
+            else f"{sum(not math.isinf(m) for m in minutes)} of {len(minutes)} paged",
             f"{_median(expected):.3f}" if expected else "-",
         ]
     ratios = [r["ratio"] for r in runs]
@@ -403,15 +279,27 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
 
 
 HEADERS = {
-    "plain": ["independent verdicts, base, rise, rate", "page / limit: median (worst)",
-              "paged before the rise"],
-    "slow": ["a slow service's small rise", "page / limit: median (worst), a day at most",
-             "expectation at the page"],
+    "plain": [
+        "independent verdicts, base, rise, rate",
+        "page / limit: median (worst)",
+        "paged before the rise",
+    ],
+    "slow": [
+        "a slow service's small rise",
+        "page / limit: median (worst), a day at most",
+        "expectation at the page",
+    ],
     "healthy": ["healthy stream", "false pages", "per service-day"],
-    "corners": ["ids that are no conversations", "page / limit: median (worst)",
-                "paged before the rise"],
-    "fresh": ["fresh start, 0.10 then x3 from the 3rd minute", "min to page: median (worst)",
-              "expectation the page states, median"],
+    "corners": [
+        "ids that are no conversations",
+        "page / limit: median (worst)",
+        "paged before the rise",
+    ],
+    "fresh": [
+        "fresh start, 0.10 then x3 from the 3rd minute",
+        "min to page: median (worst)",
+        "expectation the page states, median",
+    ],
 }
 
 
@@ -435,9 +323,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=list(HEADERS), nargs="*")
     parser.add_argument("--write-golden", action="store_true", help=f"write {GOLDEN.name}")
+    parser.add_argument(
+        "--from-golden",
+        action="store_true",
+        help=f"print (and with --write-docs write) the tables of {GOLDEN.name}, computing nothing",
+    )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(parser, argv, trials=1, healthy_days=0.02, only=["fresh"])
     logging.basicConfig(level=logging.ERROR)
+    if args.from_golden:
+        golden = json.loads(GOLDEN.read_text())
+        text = tables(golden["cells"], cells(golden["healthy_days"]))
+        print(text)
+        if args.write_docs:
+            commands = "; ".join(f"`{c}`" for c in sorted(set(golden["commands"].values())))
+            body = f"The golden values of {commands}:\n\n{text}"
+            bench_docs.write_block("docs/quality.md", "scorecard", body)
+        return 0
     chosen = [c for c in cells(args.healthy_days) if args.only is None or c.row in args.only]
     results: dict[str, list[dict[str, float]]] = {}
     for cell in chosen:
@@ -446,14 +348,17 @@ def main(argv: list[str] | None = None) -> int:
     text = tables(results, chosen)
     print("\n" + text)
     if args.write_golden and not args.smoke:
-        golden = {
-            "command": bench_docs.command(None if argv is None else [__file__, *argv]),
-            "seed": args.seed,
-            "trials": args.trials,
-            "healthy_days": args.healthy_days,
-            "cells": results,
-        }
-        GOLDEN.write_text(json.dumps(golden, indent=1) + "\n")
+        # A run of some rows (`--only`) replaces theirs and keeps the others'.
+        golden = json.loads(GOLDEN.read_text()) if args.only and GOLDEN.exists() else {}
+        if golden and golden["seed"] != args.seed:
+            parser.error(f"{GOLDEN.name} was written with --seed {golden['seed']}")
+        command = bench_docs.command(None if argv is None else [__file__, *argv])
+        golden.setdefault("commands", {}).update({c.row: command for c in chosen})
+        golden.setdefault("cells", {}).update(results)
+        golden["seed"] = args.seed
+        if any(c.row == "healthy" for c in chosen):
+            golden["healthy_days"] = args.healthy_days
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
     if args.write_docs:
         bench_docs.write_block("docs/quality.md", "scorecard", text)
     return 0
