@@ -87,6 +87,7 @@ CASES = (
     Case("production_streams.py", ("{tmp}/streams.jsonl.gz",), r"1 services, [\d.]+ days"),
     Case("redaction_quality.py"),
     Case("results_file.py"),
+    Case("scorecard.py"),
     Case("sidecar_cost.py"),
     Case("sidecar_memory.py"),
     Case("sidecar_steady_memory.py"),

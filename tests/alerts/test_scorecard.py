@@ -1,0 +1,68 @@
+"""The regression rule's scorecard (`bench/scorecard.py`): its golden values
+(`bench/scorecard.json`, quoted by docs/quality.md) are what the engine computes.
+
+Each test recomputes runs of the scorecard's cells with the seeds the golden file was
+written with and compares every number exactly: the runs are on simulated time from seeded
+generators, so a change of the engine that moves any of them shows here, and the scorecard
+and its docs are rerun with it (`python bench/scorecard.py --write-golden --write-docs`).
+Beside the comparison each test asserts what the cell is there to show, on the run it
+recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import pytest
+
+from bench import scorecard
+
+GOLDEN: dict[str, Any] = json.loads(scorecard.GOLDEN.read_text())
+
+
+def recomputed(name: str, trials: int = 1) -> list[dict[str, float]]:
+    """The first `trials` runs of the cell named `name` (its row and name, as the golden
+    file keys it), and the golden file's same runs, compared."""
+    logging.getLogger("monitor").setLevel(logging.ERROR)
+    cell = next(c for c in scorecard.cells(GOLDEN["healthy_days"]) if scorecard.key(c) == name)
+    runs = scorecard.run_cell(cell, trials, GOLDEN["seed"])
+    golden = GOLDEN["cells"][name][:trials]
+    # As text: NaN (not paged) equals NaN there.
+    assert json.dumps(runs, sort_keys=True) == json.dumps(golden, sort_keys=True), (name, runs)
+    return runs
+
+
+def test_a_fresh_rule_pages_a_rise_from_its_third_minute_against_the_healthy_rate() -> None:
+    """The default rule started on 0.10 at 10 verdicts a second that rises x3 from its 3rd
+    minute: its first 500 verdicts (50 s) are its level, the rise is judged against them,
+    and the page states the healthy rate it fired against."""
+    (run,) = recomputed("fresh: default rule at 10/s")
+    assert run["minutes"] < 5
+    assert run["expected"] == pytest.approx(0.10, abs=0.03)
+
+
+def test_the_compressed_fresh_rule_pages_too() -> None:
+    (run,) = recomputed("fresh: compressed rule at 10/s")
+    assert run["minutes"] < 5
+    assert run["expected"] == pytest.approx(0.10, abs=0.03)
+
+
+def test_a_doubling_of_independent_verdicts_pages_near_the_information_limit() -> None:
+    """0.35 doubling at 10 a second after four weeks of history: the page within twice the
+    limit of a test that knew both rates, and none before the rise."""
+    (run,) = recomputed("plain: 0.35 x2 at 10/s, no id")
+    assert run["early"] == 0.0
+    assert math.isfinite(run["ratio"])
+    assert run["ratio"] <= 2.0
+
+
+def test_the_golden_file_holds_every_cell_and_its_healthy_rows_never_paged() -> None:
+    names = {scorecard.key(c) for c in scorecard.cells(GOLDEN["healthy_days"])}
+    assert set(GOLDEN["cells"]) == names
+    healthy = [runs for name, runs in GOLDEN["cells"].items() if name.startswith("healthy:")]
+    assert sum(r["pages"] for runs in healthy for r in runs) == 0
+    early = [r for name, runs in GOLDEN["cells"].items() for r in runs if r.get("early")]
+    assert early == []
