@@ -14,7 +14,8 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.kinds.regression_state import Overlap, RegressionState
+from monitor.alerts.kinds.overlap import Overlap
+from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.state import UPGRADES
 from monitor.component import Alert
 from monitor.config import AlertBaseline, RegressionRule
