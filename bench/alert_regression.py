@@ -81,6 +81,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs, bench_smoke
 from harness.production_streams import DAY_S, START
+from harness.simulated_alerts import information_limit_s
+from harness.simulated_alerts import run_seed as _seed
 
 if TYPE_CHECKING:
     from monitor.alerts import AlertEngine
@@ -169,11 +171,6 @@ def load(paths: list[Path]) -> dict[str, Verdicts]:
             faithful=[f for h, f in rows if not h], hallucinated=[f for h, f in rows if h]
         )
     return out
-
-
-def _seed(*parts: object) -> int:
-    """A seed of its own for each run, the same whatever process runs it."""
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
 
 
 def engine(
@@ -340,16 +337,6 @@ class Replay:
                 self._firing.add(alert.rule)
                 self.pages[alert.rule].append(self.now)
                 self.dispersion[alert.rule].append(float(alert.annotations["dispersion"]))
-
-
-def kl(p1: float, p0: float) -> float:
-    return p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
-
-
-def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
-    """Seconds of verdicts a test that knew both rates would need at one false page per
-    `budget_s`: ln(verdicts per budget) over the divergence per verdict."""
-    return math.log(rate * budget_s) / kl(p1, p0) / rate
 
 
 # -- 1. time to page ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ service's four weeks of history (`warmed`), then rows replayed through
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -198,3 +199,18 @@ def until(
 
 def shaped(spec: StreamSpec) -> StreamSpec:
     return replace(spec, service_prefix="svc", services=1)
+
+
+def run_seed(*parts: object) -> int:
+    """A seed of its own for each run, the same whatever process runs it."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
+
+
+def kl(p1: float, p0: float) -> float:
+    return p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
+
+
+def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
+    """Seconds of verdicts a test that knew both rates would need at one false page per
+    `budget_s`: ln(verdicts per budget) over the divergence per verdict."""
+    return math.log(rate * budget_s) / kl(p1, p0) / rate
