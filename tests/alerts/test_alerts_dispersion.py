@@ -5,8 +5,13 @@ conversations each bucket holds."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from monitor.evidence.dispersion import Bucket, conversation_rho
+
+# Statistical behaviour on simulated time: the scorecard tier (tests/conftest.py).
+pytestmark = pytest.mark.scorecard
+
 
 TRUE_RHO = 0.3
 

@@ -12,10 +12,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.evidence.history import History
 from monitor.evidence.sequential import SequentialTest, bets
+
+# Statistical behaviour on simulated time: the scorecard tier (tests/conftest.py).
+pytestmark = pytest.mark.scorecard
+
 
 DAYS = 5
 PER_HOUR = 1_800  # conversations of ten verdicts an hour

@@ -23,6 +23,10 @@ from harness import scorecard
 GOLDEN: dict[str, Any] = json.loads(scorecard.GOLDEN.read_text())
 
 
+# Statistical behaviour on simulated time: the scorecard tier (tests/conftest.py).
+pytestmark = pytest.mark.scorecard
+
+
 def recomputed(name: str, trials: int = 1) -> list[dict[str, float]]:
     """The first `trials` runs of the cell named `name` (its row and name, as the golden
     file keys it), and the golden file's same runs, compared."""
