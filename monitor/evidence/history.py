@@ -195,15 +195,6 @@ class History(Buckets):
         )
         return self._expected(t, level, profile, seasonal=False)
 
-    def first(self, t: float, mean: float, variance: float, samples: int) -> Expectation:
-        """A fresh rule's first verdicts as a flat level, without the season and with the
-        dispersion the history knows so far (its prior before it measured one): what a
-        rise in its first hours is judged against, never learned into."""
-        profile = self._profile()
-        units = samples * max(1.0, profile.kappa)
-        level = Level(mean, variance, samples, units)
-        return self._expected(t, level, profile, seasonal=False)
-
     def last_week(self, t: float) -> Expectation | None:
         """What the same hours showed one week before `t`: the clean verdicts of the
         bucket a week back and its two neighbours (None: none there)."""

@@ -86,12 +86,9 @@ def minutes_to_first_page(started_s: float, per_s: float, rise_at_min: float) ->
 
 
 def test_how_soon_after_a_start_a_default_rule_can_page_as_the_readme_says() -> None:
-    """README, "When a rule can first page": until its history expects anything, a rule
-    judges against its first `baseline.min_samples` (500) verdicts, so a rise after them
-    pages within minutes, before the history holds two clock hours: 500 verdicts take 8.3
-    minutes at one a second and 50 s at ten."""
-    assert 75 <= minutes_to_first_page(0, 1.0, rise_at_min=75) <= 80
-    assert 20 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 22
-    assert 10 <= minutes_to_first_page(3540, 1.0, rise_at_min=10) <= 15
-    # Before its first 500 verdicts a rule has no level to judge against.
-    assert minutes_to_first_page(0, 10.0, rise_at_min=0.5) >= 500 / 10 / 60
+    """README, "When a rule can first page": verdicts join the level as they leave the 30m
+    window, and the level waits for two clock hours of 100 verdicts each. A rise well under
+    way pages from then, not before: about 90 minutes after a start on the hour at one
+    verdict a second, 30 minutes after a start a minute before the hour at ten."""
+    assert 90 <= minutes_to_first_page(0, 1.0, rise_at_min=75) <= 95
+    assert 30 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 33

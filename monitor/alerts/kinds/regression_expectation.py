@@ -40,25 +40,10 @@ class Expecting:
     def __call__(self, state: RegressionState, now: float) -> Expectation | None:
         """What the current window is compared with (`baseline.reference`), after an
         evaluator changeover translated into the new revision's terms."""
-        state.interim = 0.0
+        state.interim = False
         if state.changeover is not None:
             return self._changeover_expectation(state, now)
-        expected = self._translated_expectation(state, now)
-        if expected is None or expected.samples < self._baseline.min_samples:
-            return self._first(state, now) or expected
-        return expected
-
-    def _first(self, state: RegressionState, now: float) -> Expectation | None:
-        """Before the history expects anything (a fresh rule, a trailing reference): its
-        first `baseline.min_samples` verdicts as they came (`RegressionState.first`), so
-        that a rise in its first hours is judged against what came before it."""
-        n, total, squares = state.first
-        if self._baseline.reference != "trailing" or n < self._baseline.min_samples:
-            return None
-        mean = min(1.0, max(0.0, total / n))
-        variance = max(squares / n - mean * mean, 0.0)
-        state.interim = 2.0
-        return state.history.first(now, mean, variance, int(n))
+        return self._translated_expectation(state, now)
 
     def _translated_expectation(self, state: RegressionState, now: float) -> Expectation | None:
         expected = self._reference_expectation(state, now)
@@ -134,7 +119,7 @@ class Expecting:
         variance = max(squares / n - (raw / n) ** 2, 0.0)
         expected = history.pinned(now, Level(mean, variance, int(n), n * design))
         if expected is not None and expected.samples >= self._baseline.min_samples:
-            state.interim = 1.0
+            state.interim = True
             _log.log(
                 f"{self.rule.config.name} interim {state.series}",
                 logging.WARNING,
@@ -254,8 +239,6 @@ def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
     """What a regression page says it compared with: `reference_text`, or what stands in
     for it while the season is not learned, or after an evaluator change."""
     text = reference_text(baseline)
-    if figures.get("interim") == 2.0:
-        return f"the rule's first {baseline.min_samples:,} verdicts (its baseline is not ready yet)"
     if figures.get("interim"):
         return (
             "the new evaluator revision's level since its change and this hour's season "

@@ -75,12 +75,8 @@ class RegressionState:
     # What the current window is compared with, as of the last advance (not saved: an
     # advance comes before every judgment).
     expected: Expectation | None = None
-    # Whether `expected` is an interim level: 1 a changeover's, 2 a fresh rule's first
-    # verdicts (not saved, as `expected`).
-    interim: float = 0.0
-    # A fresh rule's first `interim_samples` verdicts, as they came: (verdicts, sum,
-    # squares); what it judges against until its history expects something.
-    first: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    # Whether `expected` is a changeover's interim level (not saved, as `expected`).
+    interim: bool = False
     # While evidence of a rise builds (as of the last advance), what both revisions score
     # is kept apart from the changeover's overlap (`held_overlap`), as the rise's verdicts
     # are from the level: joined when the evidence fades, dropped when the rule fires
@@ -107,8 +103,6 @@ class RegressionState:
         revision's to its interim level too), held apart while evidence builds and left out
         while the rule fires (a rise of the service that moves the two revisions' rates by
         different amounts, as a doubling does, would move the offset)."""
-        if not old and not firing:
-            self._count_first(moments)
         change = self.changeover
         if change is None or firing:
             return
@@ -122,16 +116,6 @@ class RegressionState:
             sums = change.interim.setdefault(bucket, [0.0, 0.0, 0.0])
             for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
                 sums[i] += x
-
-    def _count_first(self, moments: Moments) -> None:
-        """The verdicts up to the first `interim_samples`; an arrival that crosses it is
-        cut at it, so a rise that comes after them is judged against them."""
-        room = self.interim_samples - self.first[0]
-        if moments.samples <= 0 or room <= 0:
-            return
-        share = min(1.0, room / moments.samples)
-        for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
-            self.first[i] += x * share
 
     def count_pair(
         self, revision: str | None, old: Moments, new: Sequence[float], now: float, firing: bool
@@ -204,7 +188,6 @@ class RegressionState:
             "interim": None
             if self.changeover is None
             else [[bucket, *sums] for bucket, sums in self.changeover.interim.items()],
-            "first": list(self.first),
         }
         if self.shadow is not None:
             out["shadow"] = self.shadow.saved()
@@ -253,11 +236,6 @@ class RegressionState:
                 _text(raw["replaced"]),
                 _interim(raw["interim"]),
             )
-        # A file from before the first verdicts were kept: none (its history expects).
-        first = raw.get("first") or [0.0, 0.0, 0.0]
-        if not isinstance(first, list) or len(first) != 3:
-            raise TypeError("first verdicts: three numbers expected")
-        self.first = [_nonnegative(x) for x in first]
         translated = raw["translated"]
         if translated is not None:
             variance, until = translated
