@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, QUIET_AFTER, TraceAssembler
+from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, TraceAssembler
+from monitor.processors.trace._in_a_row import QUIET_AFTER
 from monitor.spans import Span
 
 

@@ -22,7 +22,7 @@ from harness.pipeline import metric_value as _value
 from harness.wait import wait_until_async
 from monitor.config import Config
 from monitor.processors.trace._assembler import TraceAssembler
-from monitor.processors.trace._late_spans import QUIET_AFTER
+from monitor.processors.trace._in_a_row import QUIET_AFTER
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import tracer_provider

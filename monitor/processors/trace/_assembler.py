@@ -65,7 +65,8 @@ from typing import Literal
 
 from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS
 from monitor.extraction import awaits_log_events
-from monitor.processors.trace._late_spans import Punctuality, Sender, sender_of
+from monitor.processors.trace._in_a_row import InARow
+from monitor.processors.trace._late_spans import Sender, sender_of
 from monitor.spans import LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
@@ -81,9 +82,6 @@ TRIGGERS: tuple[Trigger, ...] = (
 # events may take.
 EVENTS_ONLY_SHARE = 4
 MAX_SPANS_PER_TRACE = 5_000  # a runaway trace (spans opened in a loop) holds bounded memory
-# Graces a service's traces wait out in a row with no log event at all before its traces
-# stop waiting (its instrumentation sends none), until it sends one.
-QUIET_AFTER = 5
 
 
 @dataclass(slots=True)
@@ -149,8 +147,8 @@ class TraceAssembler:
         self._log_events = log_events
         self._log_wait = log_events_wait_s
         # Services whose last graces ended without an event → how many in a row.
-        self._quiet: OrderedDict[str, int] = OrderedDict()
-        self._punctual = Punctuality(max_open_traces)
+        self._quiet: InARow[str] = InARow(max_open_traces)
+        self._punctual: InARow[Sender] = InARow(max_open_traces)  # on time, by sender
         self._held: OrderedDict[str, float] = OrderedDict()  # whole traces → release time
         self._max = max_open_traces
         self._max_bytes = max_open_bytes
@@ -198,7 +196,7 @@ class TraceAssembler:
         for span in spans:
             event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
             if event:
-                self._quiet.pop(span.service, None)
+                self._quiet.reset(span.service)
             trace_id = span.trace_id
             trace = (
                 touched.get(trace_id) or self._open.get(trace_id) or self._events_only.get(trace_id)
@@ -284,7 +282,7 @@ class TraceAssembler:
             for (service, outcome), n in late.items():
                 self._on_late(service, outcome, n)
             for sender in late_senders:  # they send late spans after all
-                self._punctual.late(sender)
+                self._punctual.reset(sender)
             missed = sum(n for (_, outcome), n in late.items() if outcome != "joined")
             if missed:
                 self._on_drop("late_span", missed)
@@ -430,7 +428,7 @@ class TraceAssembler:
         root, or the sender of its root is not known to be punctual."""
         if self._late_wait <= 0:
             return False
-        if not self._punctual.punctual(trace.sender):
+        if not self._punctual.reached(trace.sender):
             return True
         return self._ends_after_root(trace)
 
@@ -452,25 +450,23 @@ class TraceAssembler:
         if self._late_wait <= 0:
             return
         if self._ends_after_root(trace):
-            self._punctual.late(trace.sender)
+            self._punctual.reset(trace.sender)
         else:
-            self._punctual.on_time(trace.sender)
+            self._punctual.count(trace.sender)
 
     def _waits(self, trace: _Open) -> bool:
         """Whether a whole trace waits for log events: a model call of it has no output
         yet, and its service is not known to send none."""
-        if not trace.awaiting or self._quiet.get(trace.service, 0) >= QUIET_AFTER:
+        if not trace.awaiting or self._quiet.reached(trace.service):
             return False
         return not trace.awaiting <= (trace.answered or set())
 
     def _waited_out(self, trace: _Open) -> None:
         """A grace ended: a service whose traces hear no event graces in a row is quiet."""
         if trace.heard:
-            self._quiet.pop(trace.service, None)
-            return
-        self._quiet[trace.service] = self._quiet.pop(trace.service, 0) + 1
-        while len(self._quiet) > self._max:  # bounded like everything else here
-            self._quiet.popitem(last=False)
+            self._quiet.reset(trace.service)
+        else:
+            self._quiet.count(trace.service)
 
     def _take_bytes(self, trace: _Open) -> None:
         if trace.events_only:
