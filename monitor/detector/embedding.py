@@ -15,6 +15,7 @@ Loaded in the worker pool's fork server before it forks workers, the tokenizer i
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import struct
@@ -36,7 +37,10 @@ _FREQUENT_IDS = 1000
 _VOCAB_IDS = 32000
 _RARE = math.log(8000 / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS)
 _BOUNDARY = "\u2581"
-_CACHE_LIMIT = 50_000
+# Words whose vectors a worker keeps (about 1.2 kB each): ids, numbers and names bring new
+# words with every request, so the bound is what a worker's memory for them comes to; a
+# text's own words fit many times over.
+_CACHE_LIMIT = 4_096
 _BAG_CHUNK_WORDS = 4096
 # One float32 -0.0, the padding of a block of word vectors (`Embedder._add_block_sums`).
 _NEGATIVE_ZERO = struct.pack("<f", -0.0)
@@ -81,7 +85,10 @@ class Embedder:
             entry = (vector.tobytes(), len(ids), spec)
         with self._cache_lock:
             if len(self._words) >= _CACHE_LIMIT:
-                self._words.clear()
+                # The oldest quarter goes (a dict keeps insertion order): the memory stays
+                # at the bound instead of falling to nothing and refilling.
+                for old in list(itertools.islice(self._words, _CACHE_LIMIT // 4)):
+                    del self._words[old]
             self._words[word] = entry
         return entry
 

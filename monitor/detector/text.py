@@ -27,7 +27,7 @@ _ASCII_TOKEN = re.compile(
 # Entries of each per-token cache (a folded word, its stem, a number's value...): a worker's
 # memory for them is bounded by this many tokens each, whatever the traffic's vocabulary
 # (numbers, names and ids make it grow without end); a few thousand words cover a text.
-TOKEN_CACHE = 16_384
+TOKEN_CACHE = 4_096
 
 
 def _token_pattern(text: str) -> tuple[re.Pattern[str], str]:
