@@ -34,8 +34,8 @@ def _minutes_to_page(
 ) -> float:
     """Minutes from a doubling of the rate (after `warmup_days`) to its page, with
     `1 - share` of the volume sent by `PODS` honest pods and `share` by a forger from
-    `6.6.6.6` (`swing`: all failing in even hours and all passing in odd ones; else at
-    the service's rate, the constant-rate control) under a new instance id every
+    `6.6.6.6` (`swing`: all failing in even hours and all passing in odd ones; else half
+    failing in every hour, the same failures at a constant rate: the control) under a new instance id every
     `rotate_h` hours (None: one key); inf: none within six hours. A page before the
     doubling fails the test."""
     honest_rng, forger_rng = np.random.default_rng(11), np.random.default_rng(12)
@@ -55,7 +55,7 @@ def _minutes_to_page(
             if swing:
                 fails = n if int(now // 3600) % 2 == 0 else 0
             else:
-                fails = int(forger_rng.binomial(n, rate))
+                fails = int(forger_rng.binomial(n, 0.5))
             key = "forged" if rotate_h is None else f"forged-{int(now // (rotate_h * 3600))}"
             engine.count(0, Origin("shop", sender=f"6.6.6.6/{key}"), [n - fails, fails], None, now)
         now += STEP_S
@@ -74,6 +74,18 @@ def test_a_forger_rotating_its_instance_id_pages_as_soon_as_with_one_key(share: 
     rotating = _minutes_to_page(share, rotate_h=3)
     assert one_key < 60
     assert rotating <= 1.5 * one_key
+
+
+def test_a_flagged_forger_does_not_blind_a_young_history() -> None:
+    """A rise on the third day: the forger's swing is flagged, and the season its hours
+    are measured to wander about is learned from the screened hours as kappa is, so the
+    doubling pages within 1.5 times the constant-rate control (round 7: against the season
+    learned from all verdicts, the swing read as the honest hours wandering by 0.1 and
+    nothing paged in 6 h)."""
+    control = _minutes_to_page(0.2, rotate_h=3, swing=False, warmup_days=2.5)
+    forged = _minutes_to_page(0.2, rotate_h=3, warmup_days=2.5)
+    assert control < 60
+    assert forged <= 1.5 * control
 
 
 def _screen_of(sender_of: dict[str, str], hours: int, seed: int) -> Senders:
