@@ -48,6 +48,7 @@ import ipaddress
 import math
 from array import array
 from collections.abc import Iterator
+from statistics import NormalDist
 from typing import Any
 
 from monitor.evidence.window import saved_number
@@ -57,7 +58,7 @@ MAX_SENDERS = 16
 FLAG_RATIO = 4.0
 # How often an honest sender's first buckets pass their bar (`flag_bar`).
 FIRST_BUCKETS_P = 1e-3
-_FIRST_BUCKETS_Z = 3.090  # the normal quantile of 1 - FIRST_BUCKETS_P
+_FIRST_BUCKETS_Z = NormalDist().inv_cdf(1 - FIRST_BUCKETS_P)
 # Where the senders past `MAX_SENDERS` (and verdicts of no known sender) are counted.
 REST = ""
 # Longest sender key kept (the record's parts are cut like labels already).
