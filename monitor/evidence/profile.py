@@ -2,7 +2,9 @@
 (`history.History`): how its verdicts cluster — the correlation within conversations
 (`rho`), the dispersion of verdicts without one (`kappa`), the clustering nobody declared
 (`excess`) — and, with those as its error, its season (`season.learn`), and a wander about
-the season that lasts hours (`wander`)."""
+the season that lasts hours (`wander`). Flagged senders' verdicts (`senders.py`) are left
+out of the excess's and the wander's inputs, the wander measured about a season learned
+from the same screened hours."""
 
 from __future__ import annotations
 
@@ -94,8 +96,28 @@ def measure_profile(
     design *= excess
     hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
     learned = learn(season, hours, origin, newest, pooled_var * design)
-    wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
+    if any(b.screened_n > 0 for b in buckets):
+        wander = _screened_wander(clean, season, origin, newest, pooled_var * design)
+    else:
+        wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
     return Profile(learned, kappa, rho, rho_bound, excess, wander)
+
+
+def _screened_wander(
+    clean: dict[int, tuple[float, float]],
+    season: Season,
+    origin: int,
+    newest: int,
+    hourly_var: float,
+) -> float:
+    """The wander of the screened clean hours (`clean`: flagged senders' verdicts left
+    out) about a season learned from those same hours, as kappa and the excess are. The
+    expectation's offsets stay learned from all verdicts, as the rate judged holds them
+    all; against those, a flagged sender's swing that the season learned would read as the
+    honest hours wandering, and blind the rule."""
+    screened = [(index, n, x) for index, (n, x) in clean.items()]
+    own = learn(season, screened, origin, newest, hourly_var)
+    return wander_error(clean, own.day, own.days, origin, hourly_var)
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:

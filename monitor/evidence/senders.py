@@ -9,29 +9,46 @@ without a conversation (`kappa`) and the clustering nobody declared (`excess`) f
 and a real rise pages many times later. Senders of one service share its traffic, so
 within one bucket each sender's rate is the others' up to its own noise.
 
+**Who is one sender**: what the sender does not choose alone. The client's address the
+receiver saw (OTLP over HTTP and gRPC) comes first: the senders screened against each other
+are addresses, all instance ids sent from one address counted as that address's, so that a
+forger that writes a new `service.instance.id` every few hours is still one sender. Within
+one address (a collector or a gateway all traffic passes), its instance ids are screened
+against each other too (the refinement). A key with no address (a record given as a
+record, Kafka's records, which carry no client address; a unix socket's path) is its own
+sender: there the sender chooses its key, and only the judging of a new key from its
+first buckets stands against a forger that changes it.
+
 **The screen**: over the newest `SCREEN_BUCKETS` buckets (the history's), each sender's
 rate in each bucket is compared with the volume-weighted median of the other senders'
 rates there, `z^2 = (x_s - m)^2 / (v (1 / n_s + 1 / n_m))` (`v` the bucket's variance per
 verdict, `n_m` the verdicts of the sender holding the median); a sender's index is its
 mean `z^2` over the buckets it sent in. Honest senders' indexes are about the design
 effect of their own conversations, the same for all of them; a sender is **flagged** when
-its index is more than `FLAG_RATIO` times the volume-weighted median of the indexes (and
-at least `FLAG_RATIO`), over `MIN_SCREEN_BUCKETS` buckets or more, and it sent less than
-half of the screened verdicts (the service is what most of it sends). A flagged sender's
-verdicts still count in the rate; they are left out of kappa's and the excess's inputs
+its index is more than `flag_bar(k)` times the volume-weighted median of the indexes (the
+median taken as 1 at least) over the `k` buckets it sent in, and it sent less than half of
+the screened verdicts (the service is what most of it sends). `flag_bar(k)` is
+the larger of `FLAG_RATIO` (six buckets and more) and the bar the mean of `k` honest `z^2`
+passes with probability `FIRST_BUCKETS_P` (fewer), so a new key is judged
+from its first bucket rather than after hours of forging. A flagged sender's verdicts still
+count in the rate; they are left out of kappa's, the excess's and the season's inputs
 (`History`). A sender that stays under the flag moves kappa by at most about its share
 times `FLAG_RATIO` times the honest senders' index.
 
-The assumptions: one sender writes under few sender keys (the screen follows
-`MAX_SENDERS` of them; the rest are screened together as one); a service with one sender
-has no one to compare it with (nothing is flagged).
+The assumptions: one service's senders write under few sender keys at a time (the screen
+follows `MAX_SENDERS` of them, a key idle over the screen's buckets giving its place up;
+past that, a new key of an address followed is counted as the address alone, at most one
+more key per followed key, and the others are screened together as one); a service with one sender has no one to compare it with (nothing is
+flagged).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from array import array
 from collections.abc import Iterator
+from statistics import NormalDist
 from typing import Any
 
 from monitor.evidence.window import saved_number
@@ -39,7 +56,9 @@ from monitor.evidence.window import saved_number
 SCREEN_BUCKETS = 24
 MAX_SENDERS = 16
 FLAG_RATIO = 4.0
-MIN_SCREEN_BUCKETS = 6
+# How often an honest sender's first buckets pass their bar (`flag_bar`).
+FIRST_BUCKETS_P = 1e-3
+_FIRST_BUCKETS_Z = NormalDist().inv_cdf(1 - FIRST_BUCKETS_P)
 # Where the senders past `MAX_SENDERS` (and verdicts of no known sender) are counted.
 REST = ""
 # Longest sender key kept (the record's parts are cut like labels already).
@@ -89,13 +108,10 @@ class Senders:
         key = REST if sender is None else sender[:MAX_KEY_CHARS]
         sums = self._sums.get(key)
         if sums is None:
-            if len(self._sums) >= MAX_SENDERS:
-                self._forget_idle()
-            if len(self._sums) >= MAX_SENDERS:
-                key = REST
-                sums = self._sums.get(key)
+            key = self._place(key)
+            sums = self._sums.get(key)
             if sums is None:
-                sums = self._sums[key] = array("d", bytes(8 * FIELDS * SCREEN_BUCKETS))
+                sums = self._sums[key] = _empty()
         row = slot * FIELDS
         sums[row + _N] += samples
         sums[row + _D] += defects
@@ -118,9 +134,19 @@ class Senders:
                 sums[row + k] = 0.0
         return index, flagged
 
-    def _forget_idle(self) -> None:
-        for key in [k for k, sums in self._sums.items() if not any(sums)]:
-            del self._sums[key]
+    def _place(self, key: str) -> str:
+        """Where a key not followed yet is counted: itself while the screen follows fewer
+        than `MAX_SENDERS` keys (idle ones forgotten); else its address alone, where the
+        screen follows another key of that address; else `REST`."""
+        if len(self._sums) >= MAX_SENDERS:
+            for idle in [k for k, sums in self._sums.items() if not any(sums)]:
+                del self._sums[idle]
+        if len(self._sums) < MAX_SENDERS:
+            return key
+        address = address_of(key)
+        if address is not None and any(address_of(k) == address for k in self._sums):
+            return address
+        return REST
 
     def _flagged_in(self, slot: int) -> Flagged:
         row = slot * FIELDS
@@ -143,23 +169,39 @@ class Senders:
                 yield index, self._flagged_in(slot)
 
     def screen(self) -> None:
-        """Flags the senders that stand apart (see the module docstring)."""
-        scores: dict[str, list[float]] = {key: [] for key in self._sums}
-        volume = {key: 0.0 for key in self._sums}
+        """Flags the senders that stand apart (see the module docstring): addresses
+        against each other, then the keys of one address against each other."""
+        by_address: dict[str, list[str]] = {}
+        for key in self._sums:
+            by_address.setdefault(address_of(key) or key, []).append(key)
+        grouped = {
+            address: self._sums[keys[0]] if len(keys) == 1 else _total(self._sums, keys)
+            for address, keys in by_address.items()
+        }
+        flagged = {key for a in self._flag(grouped) for key in by_address[a]}
+        for keys in by_address.values():
+            if len(keys) > 1 and keys[0] not in flagged:
+                flagged |= self._flag({key: self._sums[key] for key in keys})
+        self.flagged = frozenset(flagged)
+
+    def _flag(self, sums_of: dict[str, array[float]]) -> set[str]:
+        """The senders of `sums_of` that stand apart from the others there."""
+        scores: dict[str, list[float]] = {key: [] for key in sums_of}
+        volume = dict.fromkeys(sums_of, 0.0)
         for slot, index in enumerate(self._index):
             if index < 0:
                 continue
             row = slot * FIELDS
             present = [
                 (key, sums[row + _N], sums[row + _D] / sums[row + _N])
-                for key, sums in self._sums.items()
+                for key, sums in sums_of.items()
                 if sums[row + _N] > 0
             ]
             if len(present) < 2:
                 continue
             n_all = sum(n for _, n, _ in present)
-            x_all = sum(sums[row + _D] for sums in self._sums.values()) / n_all
-            q_all = sum(sums[row + _Q] for sums in self._sums.values()) / n_all
+            x_all = sum(sums[row + _D] for sums in sums_of.values()) / n_all
+            q_all = sum(sums[row + _Q] for sums in sums_of.values()) / n_all
             variance = max(_MIN_VARIANCE, q_all - x_all * x_all)
             ordered = sorted(present, key=lambda p: p[2])
             for key, n, x in present:
@@ -172,15 +214,14 @@ class Senders:
         }
         total = sum(v for _, v in indexes.values())
         if not indexes or total <= 0:
-            self.flagged = frozenset()
-            return
+            return set()
         ordered_indexes = sorted(((k, v, i) for k, (i, v) in indexes.items()), key=lambda p: p[2])
-        bar = FLAG_RATIO * max(1.0, _weighted_median(ordered_indexes)[0])
-        self.flagged = frozenset(
+        honest = max(1.0, _weighted_median(ordered_indexes)[0])
+        return {
             key
             for key, (index, v) in indexes.items()
-            if index > bar and len(scores[key]) >= MIN_SCREEN_BUCKETS and v < total / 2
-        )
+            if index > flag_bar(len(scores[key])) * honest and v < total / 2
+        }
 
     # -- the state file -------------------------------------------------------------------
 
@@ -209,9 +250,9 @@ class Senders:
                 raise TypeError("senders: an index is not an integer")
             if i != -1 and (i < 0 or i % SCREEN_BUCKETS != slot):
                 raise ValueError("senders: an index is not of its slot")
-        if not isinstance(senders, dict) or len(senders) > MAX_SENDERS + 1:
+        if not isinstance(senders, dict) or len(senders) > 2 * MAX_SENDERS + 1:
             raise ValueError(
-                f"senders: not an object of at most {MAX_SENDERS} senders and the rest"
+                f"senders: not an object of at most {2 * MAX_SENDERS} senders and the rest"
             )
         sums_of: dict[str, array[float]] = {}
         for key, rows in senders.items():
@@ -219,7 +260,7 @@ class Senders:
                 raise ValueError("senders: a sender is not a short text")
             if not isinstance(rows, list) or len(rows) > SCREEN_BUCKETS:
                 raise ValueError("senders: a sender's buckets are not a list")
-            sums = array("d", bytes(8 * FIELDS * SCREEN_BUCKETS))
+            sums = _empty()
             for row in rows:
                 if not isinstance(row, list) or len(row) != FIELDS + 1:
                     raise ValueError(f"senders: a bucket is [slot, {FIELDS} numbers]")
@@ -234,6 +275,40 @@ class Senders:
         self._index = array("q", index)
         self._sums = sums_of
         self.screen()
+
+
+def address_of(key: str) -> str | None:
+    """The client's address a sender key starts with (`monitor.records.sender`: the
+    address, then the instance id after a `/`; None: the key holds none)."""
+    head = key.partition("/")[0]
+    try:
+        ipaddress.ip_address(head)
+    except ValueError:
+        return None
+    return head
+
+
+def flag_bar(buckets: int) -> float:
+    """How many times the honest senders' index a sender's index over `buckets` buckets
+    must pass to be flagged: `FLAG_RATIO`, or the mean of `buckets` honest `z^2` (a
+    chi-square over `buckets`, Wilson and Hilferty's cube) at `FIRST_BUCKETS_P`, the
+    larger."""
+    k = max(1, buckets)
+    spread = 2 / (9 * k)
+    cube = (1 - spread + _FIRST_BUCKETS_Z * math.sqrt(spread)) ** 3
+    return max(FLAG_RATIO, cube)
+
+
+def _empty() -> array[float]:
+    return array("d", bytes(8 * FIELDS * SCREEN_BUCKETS))
+
+
+def _total(sums_of: dict[str, array[float]], keys: list[str]) -> array[float]:
+    out = _empty()
+    for key in keys:
+        for i, value in enumerate(sums_of[key]):
+            out[i] += value
+    return out
 
 
 def _weighted_median(points: list[tuple[str, float, float]]) -> tuple[float, float]:

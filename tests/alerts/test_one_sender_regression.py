@@ -161,7 +161,7 @@ NO_BUCKETS = [-1] * SCREEN_BUCKETS
         {"index": NO_BUCKETS, "senders": {"a": [[0, -1, 0, 0, 0, 0]]}},
         {"index": NO_BUCKETS, "senders": {"a": [[0, math.nan, 0, 0, 0, 0]]}},
         {"index": NO_BUCKETS, "senders": {"a": [[0, 1, 0]]}},
-        {"index": NO_BUCKETS, "senders": {f"s{k}": [] for k in range(MAX_SENDERS + 2)}},
+        {"index": NO_BUCKETS, "senders": {f"s{k}": [] for k in range(2 * MAX_SENDERS + 2)}},
         {"index": NO_BUCKETS, "senders": {"s" * 1000: []}},
         {"index": NO_BUCKETS[1:], "senders": {}},
         {"index": NO_BUCKETS},
