@@ -1,4 +1,4 @@
-"""The fork server's last preload (`worker_context`): once it has imported what the workers
+"""The fork server's last preload (`_worker_context`): once it has imported what the workers
 share, it settles (`_worker.settle`) before it forks any of them, so they inherit a frozen,
 trimmed heap. Imported only there."""
 

@@ -1,5 +1,4 @@
-"""`ProcessPool`: pebble's process pool, used as pebble documents it, on the event loop
-(`README.md`)."""
+"""`ProcessPool`: pebble's process pool on the event loop (`README.md`)."""
 
 from __future__ import annotations
 
@@ -8,16 +7,20 @@ import contextlib
 import itertools
 import logging
 import pickle
+import sys
+import threading
+import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
+from multiprocessing import context as mp
+from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import pebble
 
-from monitor.pool._processes import worker_context
 from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
 
 if TYPE_CHECKING:  # a worker imports this package, and no metrics library
@@ -31,6 +34,39 @@ _STARTUP_TIMEOUT_S = 120.0  # imports and initializers (models load)
 _WATCH_S = 0.2  # how often the pool looks for a pebble pool that a death broke
 _WORKER = "evaluation worker process"
 _Answer = asyncio.Future[object]
+
+# A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
+_NO_MAIN = types.ModuleType("__main__")
+_STARTING = threading.Lock()  # one process starts at a time while `__main__` is hidden
+
+
+class _WithoutMain(BaseProcess):
+    def start(self) -> None:
+        with _STARTING:
+            main = sys.modules["__main__"]
+            sys.modules["__main__"] = _NO_MAIN
+            try:
+                super().start()
+            finally:
+                sys.modules["__main__"] = main
+
+
+class _SpawnContext(mp.SpawnContext):
+    class Process(_WithoutMain, mp.SpawnProcess): ...
+
+
+class _ForkServerContext(mp.ForkServerContext):
+    class Process(_WithoutMain, mp.ForkServerProcess): ...
+
+
+def _worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
+    """`spawn` for one worker, `forkserver` for several (`README.md`)."""
+    if processes == 1:
+        return _SpawnContext()
+    context = _ForkServerContext()
+    # The fork server is started once per process: a later pool's workers import theirs.
+    context.set_forkserver_preload([*preload, "monitor.pool._fork_server"])
+    return context
 
 
 class WorkerLost(Exception):
@@ -62,15 +98,13 @@ class ProcessPool:
         self.size, self.slots = processes, processes * DEPTH
         self.in_flight = 0  # tasks submitted and not answered yet
         self._timeout = timeout_s
-        self._context = worker_context(processes, preload)
+        self._context = _worker_context(processes, preload)
         self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
         self._initargs = (list(preload), list(initializers), self._notices[1])
         self._pebble: pebble.ProcessPool | None = None
         self._pids: set[int] = set()  # workers that reported their set-up
         self._failed = ""  # why a worker's set-up failed
-        # Worker starts to come that replace no uncounted death: a pebble pool's first
-        # workers, and the replacements of workers lost on a task (counted then).
-        self._expected = 0
+        self._expected = 0  # worker starts that replace no uncounted death (`README.md`)
         self._reported = asyncio.Event()  # a worker reported
         self._tokens = itertools.count(1)
         self._in_flight: dict[int, _InFlight] = {}  # by token
@@ -80,8 +114,9 @@ class ProcessPool:
         self._watching: asyncio.Task[None] | None = None
         self._started = self._stopping = False
         telemetry.gauge("worker_processes").set_function(lambda: len(self.pids))
-        busy = telemetry.gauge("worker_processes_busy")
-        busy.set_function(lambda: 0 if self._stopping else min(self.in_flight, self.size))
+        telemetry.gauge("worker_processes_busy").set_function(
+            lambda: 0 if self._stopping else min(self.in_flight, self.size)
+        )
         self._restarts = telemetry.counter("worker_restarts")
         for reason in ("died", "hung"):
             self._restarts.labels(reason)
@@ -176,23 +211,17 @@ class ProcessPool:
         outcome: object,
         error: BaseException | None,
     ) -> None:
-        """On the loop, in the order pebble answers: it answers the task of a worker it lost
-        before it starts the replacement, so the loss is counted before that reports."""
-        if token in self._answered:  # and its worker counted (`_ready`)
+        """On the loop, in the order pebble answers (`README.md`: lost workers)."""
+        if isinstance(error, BrokenProcessPool):
+            self._read_notices()  # which task the worker took, told before it died
+        if token in self._answered:  # by a replacement's report, the death counted there
             self._answered.discard(token)
             return
         if isinstance(error, pebble.ProcessExpired):
             error = self._lost("died", f"exit code {error.exitcode}", error.pid)
         elif isinstance(error, BrokenProcessPool):
-            # Pebble breaks its pool on a death while it knows of no task running, which
-            # includes a worker dying on a task before pebble read that it took it. That
-            # task was lost with it: not sent again (`_answer` sends the others).
-            self._read_notices()  # the worker said so before it died
-            if token in self._answered:
-                # A replacement's report among the notices just read answered it, and
-                # counted the death (`_answer_unseen_loss`): not counted again here.
-                self._answered.discard(token)
-                return
+            # A worker that died on a task pebble had not seen it take: lost with it, not
+            # sent again (`_answer` sends the tasks no worker took).
             task = self._in_flight.get(token)  # none once its submitter gave up
             pid = task.worker if task else 0
             if pid and not _running(pid):
@@ -234,9 +263,7 @@ class ProcessPool:
         self._reported.set()
 
     def _answer_unseen_loss(self, replacement: int) -> None:
-        """Pebble tells a death on a task only once it has read that the worker took it;
-        past that, with other tasks running, it replaces the worker and answers nothing,
-        then holds the task running until its deadline. Such a task is answered here."""
+        """The task of a dead worker pebble replaced without answering (`README.md`)."""
         for token, task in self._in_flight.items():
             if task.worker and not task.answer.done() and not _running(task.worker):
                 log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, replacement)
@@ -247,15 +274,13 @@ class ProcessPool:
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many tasks
-        noticed it broke; reading `active` starts it."""
+        noticed; reading `active` starts it."""
         async with self._renewing:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
             if broken is not None:
                 log.warning("a death broke the %s pool: starting it again", _WORKER)
-                # The new pool's workers replace the running ones and those lost on a task;
-                # any other replaces a death no task saw (`_ready` counts it).
-                self._expected += len(self.pids)
+                self._expected += len(self.pids)  # any other replaces an uncounted death
                 self._pids.clear()
                 await asyncio.to_thread(_close, broken)
             pool = pebble.ProcessPool(
@@ -265,8 +290,7 @@ class ProcessPool:
             self._pebble = pool
 
     async def _watch(self) -> None:
-        """A death while no task ran anywhere breaks pebble's pool: nothing replaces its
-        workers until a new pool opens."""
+        """A death while no task ran breaks pebble's pool, which then replaces nobody."""
         while True:
             await asyncio.sleep(_WATCH_S)
             if self._pebble is not None and not self._pebble.active:
@@ -284,8 +308,7 @@ def _settle_soon(
     settle: Callable[[object, BaseException | None], None],
     done: Future[bytes],
 ) -> None:
-    """In pebble's thread: the answer unpickled, then settled on the loop."""
-    error = done.exception()
+    error = done.exception()  # in pebble's thread: the answer unpickled here
     try:
         outcome: object = pickle.loads(done.result()) if error is None else None
     except Exception as exc:  # the answer, not the pool: the submitter's `TaskFailed`

@@ -19,16 +19,12 @@ _set_up_failed = ""  # why this worker cannot run tasks
 _notices: Connection | None = None  # the pipe to the pool, shared by every worker
 
 
-class Ready(NamedTuple):
-    """A worker's set-up is done: "" or why it failed."""
-
+class Ready(NamedTuple):  # a worker's set-up is done: "" or why it failed
     pid: int
     failed: str
 
 
-class Taken(NamedTuple):
-    """A worker took the task `token`, before it runs any of it."""
-
+class Taken(NamedTuple):  # a worker took the task `token`, before it runs any of it
     pid: int
     token: int
 
@@ -45,8 +41,8 @@ class Initializer:
 def set_up(
     preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
 ) -> None:
-    """Import `preload`, run the initializers, tell the pool on `notices` (`Ready`); a worker
-    that failed answers each task with that."""
+    """Import `preload`, run the initializers, tell the pool (`Ready`); a worker whose
+    set-up failed answers each task with that."""
     global _set_up_failed, _notices
     _notices = notices
     gc.freeze()  # what it inherited, before its own imports can trigger a collection
@@ -62,16 +58,15 @@ def set_up(
 
 
 def _notify(notice: Ready | Taken) -> None:
-    # One short message: a single write to the pipe every worker shares. A pool that has
-    # stopped listening reads no more of them.
+    # One short message: a single write to the pipe every worker shares.
     if _notices is not None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a pool that stopped listening
             _notices.send(notice)
 
 
 def settle() -> None:
-    """What this process holds is frozen out of the garbage collector's reach (a collection
-    would write to, and so copy, shared pages); the C heap's free pages go back to the system."""
+    """Freeze what this process holds out of the garbage collector's reach (a collection
+    would copy shared pages) and give the C heap's free pages back (`README.md`)."""
     gc.freeze()
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
@@ -79,8 +74,8 @@ def settle() -> None:
 
 
 def run_task(token: int, task: bytes) -> bytes:
-    """One task: `function(payload)`, its outcome pickled: (True, value) or (False, why).
-    The pool is told first that this worker took it (`README.md`: lost workers)."""
+    """`function(payload)`, its outcome pickled: (True, value) or (False, why); the pool
+    told first that this worker took it (`README.md`: lost workers)."""
     _notify(Taken(os.getpid(), token))
     outcome: tuple[bool, object] = (False, f"failed to initialize: {_set_up_failed}")
     if not _set_up_failed:
@@ -96,8 +91,7 @@ def run_task(token: int, task: bytes) -> bytes:
 
 
 class Pickled:
-    """A task that pickles itself into bytes as pebble sends it (in pebble's thread, not on
-    the event loop); the worker unpickles them once it has taken the task off the channel."""
+    """A task pickled into bytes as pebble sends it (in pebble's thread, not on the loop)."""
 
     def __init__(self, task: object) -> None:
         self.task = task
