@@ -17,8 +17,12 @@ import pytest
 from tests.conftest import UNIT_FILE_CPU_S
 
 REPO = Path(__file__).resolve().parents[2]
-# The sample needs no hypothesis: its plugin's import is most of what a start costs.
-NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
+# The sample needs none of these plugins: their imports are most of what a start costs.
+PLUGINS_OFF = tuple(
+    word
+    for plugin in ("hypothesispytest", "cloudcoil", "anyio", "randomly")
+    for word in ("-p", f"no:{plugin}")
+)
 
 SAMPLE = """import pytest
 
@@ -76,7 +80,7 @@ def _run(tests: Path, *args: str, workers: int = 0) -> subprocess.CompletedProce
     workers as `tests/run.sh` runs it."""
     env = {k: v for k, v in os.environ.items() if k != "MONITOR_TESTS_CPU"}
     xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else ["-p", "no:xdist"]
-    options = ["-p", "no:cacheprovider", *NO_HYPOTHESIS, *xdist, "-v"]
+    options = ["-p", "no:cacheprovider", *PLUGINS_OFF, *xdist, "-v"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *options, *args],
         cwd=tests.parent,
