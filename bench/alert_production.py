@@ -682,16 +682,17 @@ def main(argv: list[str] | None = None) -> int:
     args = bench_smoke.parse_args(
         parser,
         argv,
-        days=0.1,
-        fast_days=0.02,
+        days=0.01,
+        fast_days=0.002,
         trials=1,
-        warmup_days=0.15,
-        evidence_days=0.1,
-        step_days=0.1,
-        change_day=0.2,
-        after_change_days=0.1,
-        crowd_services=60,
-        crowd_days=0.05,
+        warmup_days=0.02,
+        evidence_days=0.01,
+        step_days=0.01,
+        change_day=0.02,
+        after_change_days=0.01,
+        crowd_services=4,
+        crowd_days=0.01,
+        jobs=1,
     )
     # The rows' fixed sizes, as given (smaller in a smoke run).
     STEP_DAYS, CHANGE_AT_DAY, AFTER_CHANGE_DAYS = (

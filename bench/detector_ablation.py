@@ -324,8 +324,9 @@ def folded(path: Path, folds: int) -> LabeledSet:
     return LabeledSet(path.stem, examples, [fold_of[e.group] for e in examples])
 
 
-def probe_sets() -> list[LabeledSet]:
-    """The family probe's development and report families."""
+def probe_sets(limit: int = 0) -> list[LabeledSet]:
+    """The family probe's development and report families (with `limit`, that many of each
+    split's examples at most, half of them hallucinated ones)."""
     records: list[dict[str, Any]] = probe_families.build()
     out = []
     for split in ("dev", "report"):
@@ -341,6 +342,10 @@ def probe_sets() -> list[LabeledSet]:
             for r in records
             if r["label"]["split"] == split
         ]
+        if limit:
+            examples = [e for e in examples if e.hallucinated][: limit // 2] + [
+                e for e in examples if not e.hallucinated
+            ][: limit - limit // 2]
         out.append(LabeledSet(f"{split} families", examples))
     return out
 
@@ -514,7 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="only the rules whose name contains one of these"
     )
-    args = bench_smoke.parse_args(parser, argv, folds=2, repeat=1, only=["abstentions"])
+    parser.add_argument(
+        "--probe-records", type=int, default=0, help="of each probe split (0: all of them)"
+    )
+    args = bench_smoke.parse_args(
+        parser, argv, folds=2, repeat=1, only=["abstentions"], probe_records=40
+    )
     for path in args.data:
         if not path.is_file():
             raise SystemExit(f"{path}: no such file")
@@ -524,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         r for r in RULES if args.only is None or any(w.lower() in r.name.lower() for w in args.only)
     ]
     data = [folded(path, args.folds) for path in args.data]
-    probe = probe_sets()
+    probe = probe_sets(args.probe_records)
     # Warm-up: every variant then finds the word and sentence caches equally warm.
     for labeled in (*data, *probe):
         score(labeled.examples)

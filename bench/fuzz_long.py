@@ -189,7 +189,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "rag-fuzz")
     parser.add_argument("--targets", default="", help="comma-separated subset")
-    args = bench_smoke.parse_args(parser, minutes=0.05, slow=60.0)
+    args = bench_smoke.parse_args(parser, minutes=0.005, slow=60.0)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = _seeds()
     allowed: dict[str, tuple[type[BaseException], ...]] = {

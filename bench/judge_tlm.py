@@ -318,7 +318,7 @@ def main() -> None:
     parser.add_argument("--judged-pairs", type=int, default=30)
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
-        parser, records=1, cost_records=1, max_output_tokens=32, judged_pairs=2
+        parser, records=1, cost_records=1, max_output_tokens=16, judged_pairs=2
     )
     missing = available()
     if missing:

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--healthy-days", type=float, default=1.0, help="per healthy stream")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=list(HEADERS), nargs="*")
+    parser.add_argument("--cell", default="", help="only the cells whose name has this")
     parser.add_argument("--write-golden", action="store_true", help=f"write {GOLDEN.name}")
     parser.add_argument(
         "--from-golden",
@@ -68,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"print (and with --write-docs write) the tables of {GOLDEN.name}, computing nothing",
     )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, argv, trials=1, healthy_days=0.02, only=["fresh"])
+    # One cell, the cheapest: tests/alerts/test_scorecard.py checks the statistics.
+    args = bench_smoke.parse_args(
+        parser, argv, trials=1, healthy_days=0.02, only=["fresh"], cell="compressed rule at 10/s"
+    )
     logging.basicConfig(level=logging.ERROR)
     if args.from_golden:
         golden = json.loads(GOLDEN.read_text())
@@ -79,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
             body = f"The golden values of {commands}:\n\n{text}"
             bench_docs.write_block("docs/quality.md", "scorecard", body)
         return 0
-    chosen = [c for c in cells(args.healthy_days) if args.only is None or c.row in args.only]
+    chosen = [
+        c
+        for c in cells(args.healthy_days)
+        if (args.only is None or c.row in args.only) and args.cell in c.name
+    ]
     results: dict[str, list[dict[str, float]]] = {}
     for cell in chosen:
         results[key(cell)] = run_cell(cell, args.trials, args.seed)
@@ -87,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     text = tables(results, chosen)
     print("\n" + text)
     if args.write_golden and not args.smoke:
-        # A run of some rows (`--only`) replaces theirs and keeps the others'.
-        golden = json.loads(GOLDEN.read_text()) if args.only and GOLDEN.exists() else {}
+        # A run of some rows or cells (`--only`, `--cell`) replaces theirs and keeps the others'.
+        golden = (
+            json.loads(GOLDEN.read_text()) if (args.only or args.cell) and GOLDEN.exists() else {}
+        )
         if golden and golden["seed"] != args.seed:
             parser.error(f"{GOLDEN.name} was written with --seed {golden['seed']}")
         command = bench_docs.command(None if argv is None else [__file__, *argv])

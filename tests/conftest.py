@@ -14,13 +14,17 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.children import start_watchdog
 from harness.servers import ClosedPort
-from monitor.telemetry import Telemetry, create_telemetry
+
+if TYPE_CHECKING:
+    # Imported where the fixture runs: the package's import is most of a pytest start that
+    # needs none of it (the sample suites tests/project runs in pytest of their own).
+    from monitor.telemetry import Telemetry
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -434,6 +438,8 @@ def _collect_garbage() -> Iterator[None]:
 
 @pytest.fixture
 def telemetry() -> Telemetry:
+    from monitor.telemetry import create_telemetry
+
     return create_telemetry()
 
 

@@ -63,7 +63,7 @@ CASES = (
     Case("alert_production.py"),
     Case("alert_regression.py", ("{data}",)),
     Case("alert_slo.py"),
-    Case("all.py", needs="noida-db"),
+    Case("all.py"),
     Case("audit_estimate.py", ("{data}", "--cache", "{tmp}/verdicts.json")),
     Case("audit_state_stall.py"),
     Case("config_load.py"),
