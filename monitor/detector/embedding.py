@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import json
 import math
+import re
 import struct
 import threading
 from collections.abc import Iterable, Sequence
@@ -37,10 +38,11 @@ _FREQUENT_IDS = 1000
 _VOCAB_IDS = 32000
 _RARE = math.log(8000 / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS)
 _BOUNDARY = "\u2581"
-# Words whose vectors a worker keeps (about 1.2 kB each): ids, numbers and names bring new
-# words with every request, so the bound is what a worker's memory for them comes to; a
-# text's own words fit many times over.
+# Words whose vectors a worker keeps (about 1.2 kB each): names and rare words keep coming
+# with new requests, so the bound is what a worker's memory for them comes to; a text's own
+# words fit many times over. Words with a digit (numbers, ids) are not kept.
 _CACHE_LIMIT = 4_096
+_DIGIT = re.compile(r"\d")
 _BAG_CHUNK_WORDS = 4096
 # One float32 -0.0, the padding of a block of word vectors (`Embedder._add_block_sums`).
 _NEGATIVE_ZERO = struct.pack("<f", -0.0)
@@ -83,6 +85,9 @@ class Embedder:
             spec = 1.0 if len(ids) > 1 else _specificity(ids[0])
             vector = self._table[ids].astype(np.float32).sum(axis=0)
             entry = (vector.tobytes(), len(ids), spec)
+        if _DIGIT.search(word):
+            # Numbers and ids are mostly seen once: kept, they would push words out.
+            return entry
         with self._cache_lock:
             if len(self._words) >= _CACHE_LIMIT:
                 # The oldest quarter goes (a dict keeps insertion order): the memory stays
