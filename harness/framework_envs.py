@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,10 @@ from harness.arrivals import Watched
 from harness.children import forget, spawn_async
 from harness.pipeline import RecordingStage, metric_value, receiver_config
 from harness.wait import wait_until_async
-from monitor.config import Config
+from monitor.config import Config, EvaluatorConfig
+from monitor.evaluators.factory import BuildContext
+from monitor.evaluators.registry import build
+from monitor.records import EXTRACTION_SUSPECT, RagRecord
 from monitor.telemetry import Telemetry
 
 Answers = tuple[list[dict[str, Any]], int]
@@ -128,6 +131,12 @@ def jvm_app(name: str) -> Path:
     if not jar.exists():
         pytest.fail(f"{jar} is missing: run `bash tests/frameworks/envs/build.sh`")
     return jar
+
+
+# The JVM apps answer six questions and exit: C1 alone, one compiler thread, the serial
+# collector and a small heap start them for far less CPU than the JVM's defaults, which
+# are tuned for long-running servers.
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:+UseSerialGC", "-Xmx256m")
 
 
 def node() -> Path:
@@ -276,3 +285,39 @@ async def against_the_monitor(
     monitor = Monitor(telemetry)
     answers, traces = await monitor.run(run)
     return monitor.stage, answers, traces
+
+
+async def assert_each_question_right(
+    stage: RecordingStage,
+    answers: list[dict[str, Any]],
+    service: str,
+    planted: Collection[str],
+    first: Callable[[str], str],
+    context: Callable[[dict[str, Any]], list[str]] = lambda answer: answer["sources"],
+) -> list[RagRecord]:
+    """Each of six answers is one whole record of `service`: its question, its answer and
+    its documents as `context` reads them from the app's answer (by default its sources,
+    one per document); none suspect. The app retrieved two documents, the first
+    `first(question)`. The answers in `planted` (a wrong fact) fail local groundedness and
+    the three others pass. The records, in the answers' order."""
+    assert len(stage.records) == len(answers) == 6, [r.query for _, r in stage.records]
+    groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
+    records, verdicts = [], {}
+    for answer in answers:
+        ((_, record),) = await stage.wait_for(str(answer["trace_id"]))
+        assert record.query == answer["question"]
+        assert len(answer["sources"]) == 2 and answer["sources"][0] == first(
+            str(answer["question"])
+        )
+        assert record.response == answer["response"]
+        assert record.context_text == context(answer)
+        assert record.missing() == frozenset()
+        assert EXTRACTION_SUSPECT not in record.metadata
+        assert record.service == service
+        verdicts[str(record.response).strip()] = (await groundedness.evaluate(record)).passed
+        records.append(record)
+    wrong = set(planted)
+    assert {r: p for r, p in verdicts.items() if r in wrong} == dict.fromkeys(wrong, False)
+    faithful = {r: p for r, p in verdicts.items() if r not in wrong}
+    assert faithful == dict.fromkeys(faithful, True) and len(faithful) == 3
+    return records

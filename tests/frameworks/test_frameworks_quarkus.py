@@ -22,12 +22,16 @@ from typing import Any
 
 import pytest
 
-from harness.framework_envs import Answers, against_the_monitor, jvm_app, run_app
+from harness.framework_envs import (
+    JVM_FLAGS,
+    Answers,
+    against_the_monitor,
+    assert_each_question_right,
+    jvm_app,
+    run_app,
+)
 from harness.pipeline import RecordingStage
 from harness.pipeline import metric_value as _value
-from monitor.config import EvaluatorConfig
-from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.registry import build
 from monitor.extraction import CONTEXT_DOUBTS
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
@@ -65,6 +69,7 @@ async def _run(
         return run_app(
             [
                 "java",
+                *JVM_FLAGS,
                 f"-Dquarkus.langchain4j.openai.base-url={model_url}",
                 f"-Dquarkus.otel.exporter.otlp.traces.endpoint={base}",
                 *options,
@@ -87,27 +92,12 @@ async def test_quarkus_langchain4j_each_question_is_one_record_and_its_indexing_
     stage, answers, traces = await _run(telemetry, tmp_path)
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
     assert traces == 7  # the indexing trace and one per question
-    assert len(stage.records) == len(answers) == 6, [r.query for _, r in stage.records]
-    groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
-    verdicts = {}
-    for answer in answers:
-        ((_, record),) = await stage.wait_for(str(answer["trace_id"]))
-        question = str(answer["question"])
-        assert record.query == question
-        assert record.response == answer["response"]
-        assert record.context_text == answer["sources"]
-        assert len(answer["sources"]) == 2 and answer["sources"][0] == KB[search(question)[0]]
+    records = await assert_each_question_right(
+        stage, answers, SERVICE, PLANTED_THREE.values(), lambda q: KB[search(q)[0]]
+    )
+    for record in records:
         assert record.context_source == "prompt"
-        assert record.missing() == frozenset()
-        assert EXTRACTION_SUSPECT not in record.metadata
         assert "context_doubt" not in record.metadata
-        assert record.service == SERVICE
-        result = await groundedness.evaluate(record)
-        verdicts[str(record.response).strip()] = result.passed
-    wrong = set(PLANTED_THREE.values())
-    assert {r: p for r, p in verdicts.items() if r in wrong} == dict.fromkeys(wrong, False)
-    faithful = {r: p for r, p in verdicts.items() if r not in wrong}
-    assert faithful == dict.fromkeys(faithful, True) and len(faithful) == 3
     assert _value(telemetry, "traces_not_rag_total", service=SERVICE, reason="embedding_only") == 1
     assert _value(telemetry, "dropped_total", stage="assemble", reason="not_rag") == 1
     assert [r.getMessage() for r in caplog.records] == []

@@ -30,11 +30,15 @@ from typing import Any
 
 import pytest
 
-from harness.framework_envs import Answers, Monitor, jvm_app, run_app
+from harness.framework_envs import (
+    JVM_FLAGS,
+    Answers,
+    Monitor,
+    assert_each_question_right,
+    jvm_app,
+    run_app,
+)
 from harness.pipeline import metric_value as _value
-from monitor.config import EvaluatorConfig
-from monitor.evaluators.factory import BuildContext
-from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import (
@@ -91,6 +95,7 @@ async def run_spring(telemetry: Telemetry, tmp_path: Path, app: str, *properties
         return run_app(
             [
                 "java",
+                *JVM_FLAGS,
                 "-jar",
                 str(jar),
                 f"--rag.kb={kb}",
@@ -143,35 +148,20 @@ async def test_spring_ai_each_question_is_one_record_and_its_indexing_is_counted
     )
     stage, answers = done.monitor.stage, done.answers
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS]
-    assert len(stage.records) == len(answers) == 6, [r.query for _, r in stage.records]
-    groundedness = build(EvaluatorConfig(name="local_groundedness"), BuildContext())
-    verdicts = {}
-    for answer in answers:
-        ((_, record),) = await stage.wait_for(str(answer["trace_id"]))
-        question = str(answer["question"])
-        assert record.query == question
-        assert record.response == answer["response"]
-        # A tool's result is one text (the tool joins the documents by lines): it is the
-        # context as the tool returned it, not split by guess.
-        sources = answer["sources"]
-        assert record.context_text == (["\n".join(sources)] if advisor == "tool" else sources)
-        assert len(answer["sources"]) == 2 and answer["sources"][0] == KB[search(question)[0]]
-        assert record.missing() == frozenset()
-        assert EXTRACTION_SUSPECT not in record.metadata
-        assert record.service == SERVICE
-        assert record.context_source == (
-            "tool_result"
-            if advisor == "tool"
-            else "retrieval_span"
-            if store == "observed"
-            else "prompt"
-        )
-        result = await groundedness.evaluate(record)
-        verdicts[str(record.response).strip()] = result.passed
-    wrong = set(PLANTED_THREE.values())
-    assert {r: p for r, p in verdicts.items() if r in wrong} == dict.fromkeys(wrong, False)
-    faithful = {r: p for r, p in verdicts.items() if r not in wrong}
-    assert faithful == dict.fromkeys(faithful, True) and len(faithful) == 3
+    # A tool's result is one text (the tool joins the documents by lines): it is the
+    # context as the tool returned it, not split by guess.
+    records = await assert_each_question_right(
+        stage,
+        answers,
+        SERVICE,
+        PLANTED_THREE.values(),
+        lambda q: KB[search(q)[0]],
+        (lambda a: ["\n".join(a["sources"])]) if advisor == "tool" else (lambda a: a["sources"]),
+    )
+    source = {"tool": "tool_result"}.get(
+        advisor, "retrieval_span" if store == "observed" else "prompt"
+    )
+    assert {r.context_source for r in records} == {source}
     indexing = done.traces - len(answers)
     # Observed, the store's `add` is one trace (its embedding calls under it); built by hand,
     # each document's embedding call is a trace of its own. And Spring AI's dimension probe

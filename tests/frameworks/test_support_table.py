@@ -1,6 +1,7 @@
 """The README's "Tracing your app" table and the tests agree: every row says how its stack
 was tested, by real apps (`app:instrumentation:variant`, a case of the real-framework
-tests) or by span shapes written from the stack's source (`test_*`, a test of
+tests, or a real app's own test file, `tests/frameworks/test_frameworks_*.py`, which
+exists) or by span shapes written from the stack's source (`test_*`, a test of
 `tests/spans/test_jvm_dotnet_go_shapes.py`); every case named is a test, and every real
 app of the agent, JavaScript and no-content tests and every shape test is named. A shape
 test follows the source files of the version its row names."""
@@ -21,6 +22,8 @@ from tests.frameworks.test_frameworks_sdks import TRANSLATED
 
 _CASE = re.compile(r"`([a-z0-9_]+):([a-z0-9-]+):([a-z0-9_-]+)`")
 _SHAPE = re.compile(r"`(test_[a-z0-9_]+)`")
+# A real app's own test file (the JVM and Go apps: one Maven or Go project each).
+_APP_FILE = re.compile(r"`(tests/frameworks/test_frameworks_[a-z0-9_]+\.py)`")
 _VERSION = re.compile(r"\d+\.\d+\.\d+")
 # A source file of a stack written in Java, C# or Go.
 _SOURCE_FILE = re.compile(r"[A-Za-z]\w*\.(?:java|cs|go)\b")
@@ -71,7 +74,9 @@ def test_every_row_says_how_it_was_tested_and_every_test_is_named() -> None:
         tested_by = row.split("|")[-2]
         cases = {m.groups() for m in _CASE.finditer(tested_by)}
         found = set(_SHAPE.findall(tested_by))
-        assert cases or found or "tests/trace" in tested_by, f"how was this tested? {row}"
+        files = _APP_FILE.findall(tested_by)
+        assert all((REPO / f).is_file() for f in files), files
+        assert cases or found or files or "tests/trace" in tested_by, f"how was this tested? {row}"
         named |= cases
         shapes |= found
     stacks = [

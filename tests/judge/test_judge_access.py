@@ -185,6 +185,26 @@ async def _cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str,
     return proc.returncode, out.decode(), err.decode()
 
 
+async def _check_config(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str
+) -> tuple[int, str, str]:
+    """`rag-monitor check-config ARGV` in this process (litellm imported once per test
+    process, not once per command), in a thread: it runs an event loop of its own. Its
+    logging setup replaces the root handlers; they are put back, so caplog sees what
+    follows."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        code = await asyncio.to_thread(main, ["check-config", *argv])
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 async def _judged_once(
     judge: dict[str, Any],
 ) -> tuple[EvalResult, Callable[[str, str], float | None]]:
@@ -215,7 +235,10 @@ PROBED = {
 
 @pytest.mark.asyncio
 async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
-    stub: StubJudge, tmp_path: Path
+    stub: StubJudge,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stub.default = lambda got: PROBED[f"openai/{got.body['model']}"]
     evaluators = [
@@ -227,7 +250,7 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     # Long enough for a loaded machine's first call, which the slow model outlasts.
     judge = {"api_base": stub.openai_base, "timeout_s": 5}
     path = _write(tmp_path, judge, evaluators)
-    code, out, err = await _cli("check-config", str(path), "--probe")
+    code, out, err = await _check_config(capsys, monkeypatch, str(path), "--probe")
     assert code == 1 and out == ""
     # One line per failing judge (a log line may say that openai/fine has no price).
     lines = [line for line in err.splitlines() if line.startswith("judge ")]
@@ -250,7 +273,7 @@ async def test_probe_reports_each_judge_failure_by_kind_in_one_line(
     # All giving verdicts: the summary says so and the configuration follows.
     stub.default = Reply(content="Score: 5")
     path = _write(tmp_path, judge | {"model": "openai/fine"}, [{"name": "groundedness"}])
-    code, out, err = await _cli("check-config", str(path), "--probe")
+    code, out, err = await _check_config(capsys, monkeypatch, str(path), "--probe")
     assert code == 0 and not [line for line in err.splitlines() if line.startswith("judge ")]
     assert f"# judge openai/fine at {stub.openai_base} (groundedness): ok (a verdict read)" in out
     # The probe was the judge's own prompt about a sample record, not a one-word question.
@@ -316,15 +339,16 @@ async def test_probe_says_to_ask_for_structured_output_when_a_free_form_answer_i
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
-    tmp_path: Path, closed_port: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    closed_port: int,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     closed = f"http://127.0.0.1:{closed_port}/v1"
     judge = {"model": MODEL, "api_base": closed, "retries": 0}
-    code, _, err = await _cli(
-        "check-config",
-        str(_write(tmp_path, judge, [{"name": "f1"}, {"name": "groundedness"}])),
-        "--probe",
-    )
+    path = _write(tmp_path, judge, [{"name": "f1"}, {"name": "groundedness"}])
+    code, _, err = await _check_config(capsys, monkeypatch, str(path), "--probe")
     assert code == 1
     lines = [line for line in err.splitlines() if line.startswith("judge ")]
     assert len(lines) == 1, err
@@ -379,42 +403,31 @@ async def test_a_missing_provider_key_at_run_time_is_an_auth_failure(
     assert "set a valid key in OPENAI_API_KEY" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
-async def test_replay_fails_when_an_evaluator_returned_nothing_but_errors(
+async def test_replay_at_debug_logs_json_on_stderr_and_fails_an_evaluator_of_errors_only(
     stub: StubJudge, tmp_path: Path
 ) -> None:
+    """litellm puts a handler of its own on its loggers (lines below WARNING to stdout, in
+    its own format) and logs DEBUG lines through it while it is imported: at
+    `--log-level debug` every one of those goes through the monitor's JSON log too, and
+    stdout holds only the summary. A judge that answered every record with an error fails
+    the replay, naming it; an evaluator that scored them does not."""
     records = tmp_path / "records.jsonl"
     second = RECORD.model_copy(update={"request_id": "r2"})
     records.write_text(RECORD.model_dump_json() + "\n" + second.model_dump_json() + "\n")
     stub.default = Reply(status=500, error="upstream broke")
     judge = {"model": MODEL, "api_base": stub.openai_base, "retries": 0}
     path = _write(tmp_path, judge, [{"name": "groundedness"}, {"name": "f1"}])
-    code, out, _ = await _cli("replay", str(records), "--config", str(path))
-    assert code == 1
-    assert "groundedness: all 2 results were errors (the log says why)" in out
-    assert "f1: all" not in out  # f1 scored both records
-
-
-@pytest.mark.slow
-@pytest.mark.asyncio
-async def test_replay_with_a_judge_at_debug_logs_json_on_stderr_and_only_the_summary_on_stdout(
-    stub: StubJudge, tmp_path: Path
-) -> None:
-    """litellm puts a handler of its own on its loggers (lines below WARNING to stdout, in
-    its own format) and logs DEBUG lines through it while it is imported: at
-    `--log-level debug` every one of those goes through the monitor's JSON log too."""
-    records = tmp_path / "records.jsonl"
-    records.write_text(RECORD.model_dump_json() + "\n")
-    judge = {"model": MODEL, "api_base": stub.openai_base, "retries": 0}
-    path = _write(tmp_path, judge, [{"name": "groundedness"}])
     argv = ["--log-level", "debug", "--log-format", "json", "replay", str(records)]
     code, out, err = await _cli(*argv, "--config", str(path))
-    assert code == 0, err[-3000:]
+    assert code == 1, err[-3000:]
     logged = [json.loads(line) for line in err.splitlines()]  # each line one JSON object
     assert all({"time", "level", "logger", "message"} <= set(entry) for entry in logged)
     assert any(e["logger"] == "LiteLLM" and e["level"] == "DEBUG" for e in logged), logged
-    assert len(stub.received) == 1  # the judge was called
+    assert len(stub.received) == 2  # the judge was called for each record, no retries
     lines = out.splitlines()
-    assert lines[0] == "1 records evaluated, 0 malformed lines skipped, 0 abandoned", out
+    assert lines[0] == "2 records evaluated, 0 malformed lines skipped, 0 abandoned", out
     assert lines[1].split()[:2] == ["evaluator", "count"] and set(lines[2]) <= {"-", " "}
-    assert [line.split()[:2] for line in lines[3:]] == [["groundedness", "1"]], out
+    assert "groundedness: all 2 results were errors (the log says why)" in out
+    assert "f1: all" not in out  # f1 scored both records

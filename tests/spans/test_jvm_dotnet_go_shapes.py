@@ -1,6 +1,8 @@
-"""Stacks of other languages, which do not install here, by the shapes their own source
-writes: Spring AI (Java), LangChain4j (Java: its own observations, and OpenInference's
-instrumentation of it), Microsoft.Extensions.AI and Semantic Kernel (.NET), Genkit (Go).
+"""Stacks of other languages that no real app here covers, by the shapes their own source
+writes: LangChain4j (Java: its own observations, and OpenInference's instrumentation of
+it), Microsoft.Extensions.AI and Semantic Kernel (.NET), Genkit (Go). Spring AI's shapes
+are only built here (`_spring_ai`, for the traces of tests/spans/test_traces_asking_nothing.py):
+its real apps (tests/frameworks/test_frameworks_spring_ai.py) prove what it sends.
 Each test names the files and the version it follows; the spans are written with the
 OpenTelemetry SDK and encoded as its OTLP exporter does, log lines (Spring AI's content)
 as log records in the span's scope, as the stack's OTel log appender exports them. With
@@ -142,29 +144,6 @@ def _spring_ai(stack: Stack, advisor: str, *, content: bool) -> None:
         if content:
             stack.log(f'Chat Client Prompt Content:\n["user":"{QUESTION}", "system":"Be brief."]')
             stack.log("Chat Client Completion:\n" + _quoted([ANSWER]))
-
-
-def test_spring_ai_question_answer_advisor_with_its_content_logs() -> None:
-    stack = Stack("java")
-    _spring_ai(stack, "QuestionAnswerAdvisor", content=True)
-    record = _right(stack)
-    assert record.model == "gpt-4o-mini"
-    assert record.metadata["request_span_name"] == "spring_ai chat_client"
-
-
-def test_spring_ai_retrieval_augmentation_advisor_with_its_content_logs() -> None:
-    stack = Stack("java")
-    _spring_ai(stack, "RetrievalAugmentationAdvisor", content=True)
-    _right(stack)
-
-
-def test_spring_ai_without_content_logs_is_a_suspect_naming_its_switch() -> None:
-    """The vector store span always says what it searched for (the question); the answer
-    is only in the content logs."""
-    stack = Stack("java")
-    _spring_ai(stack, "QuestionAnswerAdvisor", content=False)
-    record = _suspect(stack, "no_response", "spring-ai")
-    assert record.query == QUESTION and record.response is None
 
 
 # -- Microsoft.Extensions.AI 10.8.0 --------------------------------------------------------

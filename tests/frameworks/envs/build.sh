@@ -39,6 +39,13 @@ for lock in tests/frameworks/envs/*/requirements.lock; do
         "$uv" pip sync -q --python "$dir/bin/python" "$lock" >&2
         touch "$dir/.complete"
     fi
+    # Byte-compiled once, here: where PYTHONDONTWRITEBYTECODE is set no app run writes a
+    # .pyc, and each run would compile every module it imports from source again. A file
+    # that does not compile (a template, another Python's syntax) is left as it is.
+    if [ ! -e "$dir/.compiled" ]; then
+        "$dir/bin/python" -m compileall -q "$dir/lib" >/dev/null 2>&1 || true
+        touch "$dir/.compiled"
+    fi
     prune "$name" "$dir"
 done
 
