@@ -348,30 +348,40 @@ def test_bad_flags_are_usage_errors(
     assert expected in stderr and "Traceback" not in stderr
 
 
-def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
-    result = subprocess.run(
-        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
-        capture_output=True,
-        text=True,
-        env=_env(RAG_MONITOR_LOG_LEVEL="DEBUG", RAG_MONITOR_LOG_FORMAT="json"),
-        timeout=CONDITION_S,
-    )
-    assert result.returncode == 0, result.stderr
+def _check_config(
+    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, **env: str
+) -> tuple[int, str, str]:
+    """`check-config PATH` in this process (its exit code, stdout and stderr): the entry
+    point's own path, with its exit code and streams, is
+    tests/config/test_check_config.py's, in a subprocess."""
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = check_config(path, tuple(FLAG_ENV.values()))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_flag_variables_do_not_collide_with_config_keys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"RAG_MONITOR_LOG_LEVEL": "DEBUG", "RAG_MONITOR_LOG_FORMAT": "json"}
+    code, _, err = _check_config(EXAMPLES / "config.yaml", capsys, monkeypatch, **env)
+    assert code == 0 and err == "", err
 
 
 def test_variables_nothing_reads_are_named_by_check_config_and_run(
-    cli: list[str], tmp_path: Path
+    cli: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     unread = {"RAG_MONITOR_LOGLEVEL": "debug", "RAG_MONITOR_FOO": "1"}
-    checked = subprocess.run(
-        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
-        capture_output=True,
-        text=True,
-        env=_env(**unread),
-        timeout=CONDITION_S,
-    )
-    assert checked.returncode == 0, checked.stderr
-    assert checked.stderr.splitlines() == [
+    code, _, err = _check_config(EXAMPLES / "config.yaml", capsys, monkeypatch, **unread)
+    assert code == 0, err
+    assert err.splitlines() == [
         "RAG_MONITOR_LOGLEVEL: not read (no flag or config key has this name); "
         "did you mean RAG_MONITOR_LOG_LEVEL?",
         "RAG_MONITOR_FOO: not read (no flag or config key has this name); the flags' "
@@ -395,22 +405,6 @@ def test_variables_nothing_reads_are_named_by_check_config_and_run(
         ("ERROR", "config error"),
     ], logged
     assert "did you mean RAG_MONITOR_LOG_LEVEL?" in logged[0]["message"]
-
-
-def _check_config(
-    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, **env: str
-) -> tuple[int, str, str]:
-    """`check-config PATH` in this process (its exit code, stdout and stderr): the entry
-    point's own path, with its exit code and streams, is
-    tests/config/test_check_config.py's, in a subprocess."""
-    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_")]:
-        monkeypatch.delenv(key)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    capsys.readouterr()
-    code = check_config(path, tuple(FLAG_ENV.values()))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_check_config_prints_the_effective_configuration(
