@@ -143,11 +143,12 @@ def test_check_config_prints_the_effective_value_of_every_default(
 ) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(
-        "judge: {model: openai/gpt-4o-mini}\n"
+        "judge: {model: openai/gpt-4o-mini, api_key_env: RAG_TEST_JUDGE_KEY}\n"
         "evaluators: [{name: local_groundedness}, {name: local_safety}, {name: groundedness}]\n"
     )
-    # The judge needs its provider's key to pass (check-config makes no call with it).
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
+    # The judge needs its key to pass (check-config makes no call with it); named by
+    # `api_key_env`, it is checked without importing litellm (seconds of CPU).
+    env = {**os.environ, "RAG_TEST_JUDGE_KEY": "sk-test"}
     result = subprocess.run(
         [*cli, "check-config", str(path)], capture_output=True, text=True, timeout=600, env=env
     )

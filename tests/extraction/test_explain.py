@@ -370,6 +370,16 @@ def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
     def explain_cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*cli, "explain", *args], capture_output=True, text=True, check=False)
 
+    def in_process(source: str | Path, trace: str | None = None) -> tuple[int, str, str]:
+        """The command's own function, in this process: one interpreter start for the
+        command (`served`) is enough to prove the entry point."""
+        out, err = io.StringIO(), io.StringIO()
+        if isinstance(source, Path):
+            code = explain(source, trace, (), out, err)
+        else:
+            code = explain_from_debug(source, trace, (), out, err)
+        return code, out.getvalue(), err.getvalue()
+
     try:
         _untraced_retriever(provider.get_tracer("tests"))
         provider.shutdown()
@@ -377,29 +387,29 @@ def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
         trace_id = format(sdk_spans[0].context.trace_id, "032x")
         monitor.wait_for(lambda: trace_id in monitor.get(PATH), what="the trace's spans kept")
         served = explain_cli("--from-debug", url, "--trace-id", trace_id)
-        every = explain_cli("--from-debug", url + PATH)
-        unknown = explain_cli("--from-debug", url, "--trace-id", "0" * 32)
+        every = in_process(url + PATH)
+        unknown = in_process(url, "0" * 32)
         not_kept = json.loads(monitor.get(TRACES_PATH + "0" * 32))
     finally:
         assert monitor.stop() == 0, monitor.log()[-3000:]
-    gone = explain_cli("--from-debug", url)
+    gone = in_process(url)
 
     trace_file = tmp_path / "trace.json"
     trace_file.write_text(collector_json(sdk_spans) + "\n")
-    from_file = explain_cli(str(trace_file))
-    assert from_file.returncode == 0, from_file.stderr
+    from_file = in_process(trace_file)
+    assert from_file[0] == 0, from_file[2]
     assert served.returncode == 0, served.stderr
-    assert served.stdout == from_file.stdout == every.stdout
+    assert served.stdout == from_file[1] == every[1]
     assert served.stderr == ""
     out = served.stdout
     assert "span 'chat gpt-4o-mini'" in out and ": model (" in out
     assert "records: 1" in out and "the record has no context: no retrieval found" in out
-    for failed, said in (
+    for (code, stdout, stderr), said in (
         (unknown, f"keeps no spans of trace {'0' * 32}"),
         (gone, "cannot be read"),
     ):
-        assert failed.returncode == 1 and failed.stdout == ""
-        assert len(failed.stderr.splitlines()) == 1 and said in failed.stderr, failed.stderr
+        assert code == 1 and stdout == ""
+        assert len(stderr.splitlines()) == 1 and said in stderr, stderr
     assert "is not among the traces" in not_kept["error"]
 
 

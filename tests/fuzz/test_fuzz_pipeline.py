@@ -47,7 +47,7 @@ pytestmark = [
 ]
 
 # Generated cases beyond the explicit ones below.
-EXAMPLES = int(os.environ.get("MONITOR_TESTS_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("MONITOR_TESTS_FUZZ_EXAMPLES", "2"))
 JSON_HEADERS = {"Content-Type": "application/json"}
 # The test's producer sends requests of at most 1 MiB (the client's default).
 KAFKA_VALUE_CHARS = 120_000

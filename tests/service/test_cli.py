@@ -22,7 +22,8 @@ import yaml
 from harness.children import spawn
 from harness.servers import monitor_ports, stop_process
 from harness.wait import CONDITION_S, SERVER_START_S, wait_until
-from monitor.__main__ import _run_loop, main
+from monitor.__main__ import FLAG_ENV, _run_loop, main
+from monitor.cli.check_config import check_config
 from monitor.shared.logs import JsonLogFormatter
 from monitor.shared.version import __version__
 from tests.conftest import EXAMPLES
@@ -347,30 +348,40 @@ def test_bad_flags_are_usage_errors(
     assert expected in stderr and "Traceback" not in stderr
 
 
-def test_flag_variables_do_not_collide_with_config_keys(cli: list[str]) -> None:
-    result = subprocess.run(
-        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
-        capture_output=True,
-        text=True,
-        env=_env(RAG_MONITOR_LOG_LEVEL="DEBUG", RAG_MONITOR_LOG_FORMAT="json"),
-        timeout=CONDITION_S,
-    )
-    assert result.returncode == 0, result.stderr
+def _check_config(
+    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, **env: str
+) -> tuple[int, str, str]:
+    """`check-config PATH` in this process (its exit code, stdout and stderr): the entry
+    point's own path, with its exit code and streams, is
+    tests/config/test_check_config.py's, in a subprocess."""
+    for key in [k for k in os.environ if k.startswith("RAG_MONITOR_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = check_config(path, tuple(FLAG_ENV.values()))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_flag_variables_do_not_collide_with_config_keys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"RAG_MONITOR_LOG_LEVEL": "DEBUG", "RAG_MONITOR_LOG_FORMAT": "json"}
+    code, _, err = _check_config(EXAMPLES / "config.yaml", capsys, monkeypatch, **env)
+    assert code == 0 and err == "", err
 
 
 def test_variables_nothing_reads_are_named_by_check_config_and_run(
-    cli: list[str], tmp_path: Path
+    cli: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     unread = {"RAG_MONITOR_LOGLEVEL": "debug", "RAG_MONITOR_FOO": "1"}
-    checked = subprocess.run(
-        [*cli, "check-config", str(EXAMPLES / "config.yaml")],
-        capture_output=True,
-        text=True,
-        env=_env(**unread),
-        timeout=CONDITION_S,
-    )
-    assert checked.returncode == 0, checked.stderr
-    assert checked.stderr.splitlines() == [
+    code, _, err = _check_config(EXAMPLES / "config.yaml", capsys, monkeypatch, **unread)
+    assert code == 0, err
+    assert err.splitlines() == [
         "RAG_MONITOR_LOGLEVEL: not read (no flag or config key has this name); "
         "did you mean RAG_MONITOR_LOG_LEVEL?",
         "RAG_MONITOR_FOO: not read (no flag or config key has this name); the flags' "
@@ -396,46 +407,46 @@ def test_variables_nothing_reads_are_named_by_check_config_and_run(
     assert "did you mean RAG_MONITOR_LOG_LEVEL?" in logged[0]["message"]
 
 
-def test_check_config_prints_the_effective_configuration(cli: list[str], tmp_path: Path) -> None:
+def test_check_config_prints_the_effective_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
         "receivers:\n  otlp:\n    protocols: {grpc: }\n    auth_token_env: T\n"
         "alerts:\n  webhooks: [{url: 'https://u:pw-42@hooks.example/a'}]\n"
     )
-    result = subprocess.run(
-        [*cli, "check-config", str(config)],
-        capture_output=True,
-        text=True,
-        env=_env(T="tok-9f2c", RAG_MONITOR_SAMPLING__RATE="0.5"),
-        timeout=CONDITION_S,
+    code, out, err = _check_config(
+        config, capsys, monkeypatch, T="tok-9f2c", RAG_MONITOR_SAMPLING__RATE="0.5"
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert f"# {config}: ok" in result.stdout and "# evaluator local_groundedness" in result.stdout
-    assert "tok-9f2c" not in result.stdout and "pw-42" not in result.stdout
-    shown = yaml.safe_load(result.stdout)
+    assert code == 0, err
+    assert err == ""
+    assert f"# {config}: ok" in out and "# evaluator local_groundedness" in out
+    assert "tok-9f2c" not in out and "pw-42" not in out
+    shown = yaml.safe_load(out)
     assert shown["receivers"]["otlp"]["auth_token"] == "<masked>"
     assert shown["receivers"]["otlp"]["http"]["enabled"] is False
     assert shown["sampling"]["rate"] == 0.5  # the override is part of the effective config
     assert shown["pipeline"]["queue_size"] == 1000  # defaults filled in
 
 
-def test_check_config_problems_go_to_stderr(tmp_path: Path, cli: list[str]) -> None:
+def test_check_config_problems_go_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "receivers:\n  otlp:\n    grpc:\n      endpoint: nowhere\n  kafak: {}\n"
         "evaluators:\n  - name: local_groundedness\n    threshold: 1.5\n"
     )
-    result = subprocess.run([*cli, "check-config", str(bad)], capture_output=True, text=True)
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert "receivers.otlp.grpc.endpoint: expected host:port" in result.stderr
-    assert "receivers.kafak: unknown key" in result.stderr
+    code, out, err = _check_config(bad, capsys, monkeypatch)
+    assert code == 1
+    assert out == ""
+    assert "receivers.otlp.grpc.endpoint: expected host:port" in err
+    assert "receivers.kafak: unknown key" in err
     ok_endpoints = bad.read_text().replace("nowhere", "127.0.0.1:4317").replace("  kafak: {}\n", "")
     bad.write_text(ok_endpoints)
-    result = subprocess.run([*cli, "check-config", str(bad)], capture_output=True, text=True)
-    assert result.returncode == 1 and result.stdout == ""
-    assert "evaluators.0.threshold: 1.5 is outside local_groundedness's scale 0..1" in result.stderr
+    code, out, err = _check_config(bad, capsys, monkeypatch)
+    assert code == 1 and out == ""
+    assert "evaluators.0.threshold: 1.5 is outside local_groundedness's scale 0..1" in err
 
 
 def test_run_with_bad_config_exits_1(tmp_path: Path, cli: list[str]) -> None:
