@@ -46,9 +46,11 @@ class Config(Section):
         evaluators = data.get("evaluators", list(DEFAULT_LOCAL_EVALUATORS))
         if not isinstance(evaluators, list):
             return data  # the evaluators' own check names the problem
-        names = {
+        named = (
             e.get("name") if isinstance(e, dict) else getattr(e, "name", e) for e in evaluators
-        }
+        )
+        # Only names are kept: an entry of another shape is the evaluators' own check's to name.
+        names = {name for name in named if isinstance(name, str)}
         rules = [rule for rule in DEFAULT_RULES if rule["evaluator"] in names]
         return {**data, "alerts": {**alerts, "rules": rules}} if rules else data
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from monitor.config import ConfigError, load_config
@@ -104,6 +104,8 @@ CONFIG_TREE = st.recursive(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(tree=CONFIG_TREE)
+@example(tree={"evaluators": [[]]})  # an entry that is no mapping and no name
+@example(tree={"evaluators": [{"name": ["local_groundedness"]}]})
 def test_any_yaml_tree_loads_or_names_its_problems(tmp_path: Path, tree: object) -> None:
     import yaml
 
