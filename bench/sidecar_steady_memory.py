@@ -202,6 +202,8 @@ def main() -> None:
         with _running(argv, Path(tmp, "monitor.log")) as process:
             deadline = time.monotonic() + 600  # a loaded machine starts it slowly
             while not _ready(metrics, "/readyz"):
+                if process.poll() is not None:
+                    raise RuntimeError(f"rag-monitor exited ({process.returncode}) before ready")
                 if time.monotonic() > deadline:
                     raise TimeoutError("rag-monitor /readyz not ready within 600 s")
                 time.sleep(0.5)
