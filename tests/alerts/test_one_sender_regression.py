@@ -22,6 +22,7 @@ from monitor.evidence import History, Moments
 from monitor.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
 from monitor.records import CLIENT_ADDRESS, INSTANCE_ID, RagRecord
 from monitor.telemetry import create_telemetry
+from tests.alerts.honest_pods import count_honest
 from tests.alerts.test_alerts import verdict
 
 RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
@@ -45,12 +46,7 @@ def _minutes_to_page(share: float, forgery: str | None, *, warmup_days: float = 
     engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
 
     def second(rate: float) -> None:
-        volume = honest_rng.poisson(PER_S * STEP_S * (1 - share))
-        for pod, n in enumerate(honest_rng.multinomial(volume, [1 / PODS] * PODS)):
-            if n:
-                fails = int(honest_rng.binomial(n, rate))
-                origin = Origin("shop", sender=f"10.0.0.{pod}/pod-{pod}")
-                engine.count(0, origin, [n - fails, fails], None, now)
+        count_honest(engine, honest_rng, PER_S * STEP_S * (1 - share), PODS, rate, now)
         n = int(forger_rng.poisson(PER_S * STEP_S * share))
         if forgery is None or not n:
             return

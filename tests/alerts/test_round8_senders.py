@@ -18,6 +18,7 @@ from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.senders import SCREEN_BUCKETS, Senders, address_of, flag_bar
 from monitor.telemetry import create_telemetry
+from tests.alerts.honest_pods import count_honest
 
 pytestmark = pytest.mark.scorecard
 
@@ -44,12 +45,7 @@ def _minutes_to_page(
     rise = START + warmup_days * 86_400
     while now < rise + 6 * 3600:
         rate = 2 * RATE if now >= rise else RATE
-        volume = honest_rng.poisson(PER_S * STEP_S * (1 - share))
-        for pod, n in enumerate(honest_rng.multinomial(volume, [1 / PODS] * PODS)):
-            if n:
-                fails = int(honest_rng.binomial(n, rate))
-                origin = Origin("shop", sender=f"10.0.0.{pod}/pod-{pod}")
-                engine.count(0, origin, [n - fails, fails], None, now)
+        count_honest(engine, honest_rng, PER_S * STEP_S * (1 - share), PODS, rate, now)
         n = int(forger_rng.poisson(PER_S * STEP_S * share))
         if n:
             if swing:
