@@ -142,13 +142,13 @@ def test_a_burst_of_one_failing_request_does_not_page_but_as_many_distinct_ones_
     """Two thousand near-identical failing requests over ten minutes on a service that did
     not change are one piece of evidence; two thousand distinct failing requests are a
     regression."""
-    burst = Traffic()
+    burst = Traffic(per_s=1)
     burst.run(2 * 3600, 0.2)
     burst.run(600, 0.2, burst=("Is my kettle covered by the warranty?", True, 3))
     burst.run(1800, 0.2)
     assert burst.pages == []
 
-    distinct = Traffic()
+    distinct = Traffic(per_s=1)
     distinct.run(2 * 3600, 0.2)
     distinct.run(600, 0.2 + 0.8 * 3 / 7)  # as many failing verdicts, each its own request
     assert distinct.pages
@@ -158,21 +158,21 @@ def test_a_burst_of_one_request_each_with_a_fresh_session_id_does_not_page() -> 
     """The fingerprint is read whatever id a verdict carries: a client that sends one
     failing request two thousand times, each with a session id of its own, is one piece
     of evidence, as without ids; the service's own conversations are judged as before."""
-    burst = Traffic()
+    burst = Traffic(per_s=1)
     burst.run(2 * 3600, 0.2, conversation="c-{n}")
     kettle = ("Is my kettle covered by the warranty?", True, 3)
     burst.run(600, 0.2, conversation="c-{n}", burst=kettle, burst_conversation="fresh-{n}")
     burst.run(1800, 0.2, conversation="c-{n}")
     assert burst.pages == []
 
-    distinct = Traffic()
+    distinct = Traffic(per_s=1)
     distinct.run(2 * 3600, 0.2, conversation="c-{n}")
     distinct.run(600, 0.2 + 0.8 * 3 / 7, conversation="c-{n}")
     assert distinct.pages
 
 
 def test_a_page_says_how_many_distinct_requests_it_rests_on() -> None:
-    traffic = Traffic()
+    traffic = Traffic(per_s=1)
     traffic.run(2 * 3600, 0.2)
     traffic.run(1200, 0.45, burst=("Is my kettle covered by the warranty?", True, 2))
     assert traffic.pages
@@ -208,12 +208,16 @@ def test_one_question_asked_over_and_over_with_verdicts_of_its_own_keeps_its_evi
 # -- conversation ids that are none --------------------------------------------------------
 
 
+# At a request a second (`ID_PER_S`): the statistics of these streams are the scorecard's
+# (its healthy id streams and id corners); what is held here is the wiring: the set-aside,
+# said once, in the gauge, and the page that follows.
+ID_PER_S = 1
 IDS: dict[str, Callable[[int], str]] = {
     "one constant id": lambda n: "everyone",
     "ids = pods": lambda n: f"pod-{n % 8}",
     "a recycled pool": lambda n: f"slot-{n % 1000}",
     # Conversations of 10 requests, a slot back after 1,250 s: judged by its sessions.
-    "a pool reused after a pause": lambda n: f"slot-{(n // 10) % 500}",
+    "a pool reused after a pause": lambda n: f"slot-{(n // 10) % 125}",
 }
 
 
@@ -221,7 +225,7 @@ IDS: dict[str, Callable[[int], str]] = {
 def test_ids_that_are_no_conversations_are_set_aside_said_once_and_a_doubling_pages(
     ids: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    traffic = Traffic()
+    traffic = Traffic(per_s=ID_PER_S)
     with caplog.at_level(logging.WARNING, logger="monitor.evidence.units"):
         # A recycled slot is known once it spans more than a unit may last (6 h).
         _steps(traffic, 7 * 3600, 0.2, IDS[ids])
@@ -256,7 +260,7 @@ def _steps(traffic: Traffic, seconds: float, rate: float, id_of: Callable[[int],
 
 
 def test_real_conversations_are_not_set_aside() -> None:
-    traffic = Traffic()
+    traffic = Traffic(per_s=ID_PER_S)
     _steps(traffic, 4 * 3600, 0.2, lambda n: f"c{n // 10}")  # conversations of 10 turns
     assert _fallback(traffic) == 0
     assert traffic.pages == []
