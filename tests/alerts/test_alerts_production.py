@@ -330,11 +330,11 @@ def test_a_step_at_high_traffic_pages_before_the_conversations_under_way_go_quie
     correlation 0.17): each turn counts as it comes, against what its conversation's
     earlier turns predict, so a x1.5 step pages within minutes, before the conversations
     it reached could have gone quiet for `alerts.conversation_idle` (10m)."""
-    step_day = 0.3
+    step_day = 0.05  # 72 minutes of a 1h baseline, then 14 minutes of the step
     spec = StreamSpec(
-        rate=10, days=0.35, icc=0.17, changes=(Change("step", step_day, 1.5),), seed=6
+        rate=10, days=0.06, icc=0.17, changes=(Change("step", step_day, 1.5),), seed=6
     )
-    events, backtest = replay(spec, config(window="6h", season="none"))
+    events, backtest = replay(spec, config(window="1h", season="none"))
     (page,) = pages(events)
     after = page.time - (START + step_day * DAY_S)
     assert 0 < after < 600
