@@ -14,7 +14,7 @@ from typing import Any
 from monitor.evidence.counts import Moments, Unit
 from monitor.evidence.history import History
 from monitor.evidence.units import Units
-from tests.alerts.test_alerts_units import IDS, Traffic, _fallback, _steps
+from tests.alerts.test_alerts_units import ID_PER_S, IDS, Traffic, _fallback, _steps
 
 IDLE_S = 600.0
 LEVELS = [0.0, 1.0]
@@ -107,7 +107,7 @@ def _history_rows(saved: Any) -> list[list[float]]:
 
 
 def test_an_engine_fed_pods_as_ids_keeps_no_conversation_in_its_history() -> None:
-    traffic = Traffic()
+    traffic = Traffic(per_s=ID_PER_S)
     _steps(traffic, 7 * 3_600, 0.2, IDS["ids = pods"])
     assert _fallback(traffic) == 1
     rows = _history_rows(traffic.engine.snapshot())
