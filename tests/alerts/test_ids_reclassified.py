@@ -9,12 +9,10 @@ Time is passed as numbers (an injected clock); the streams are deterministic.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from monitor.evidence.counts import Moments, Unit
 from monitor.evidence.history import History
 from monitor.evidence.units import Units
-from tests.alerts.test_alerts_units import ID_PER_S, IDS, Traffic, _fallback, _steps
 
 IDLE_S = 600.0
 LEVELS = [0.0, 1.0]
@@ -93,25 +91,3 @@ def test_the_reclassified_span_is_kept_in_the_state_file() -> None:
     restored.restore(saved)
     restored.add(1.5 * HOUR_S, Moments(30, 6.0, 6.0), Moments(), rise=False)
     assert _row(restored, restored.bucket(HOUR_S))[6:8] == [430, 86]
-
-
-def _history_rows(saved: Any) -> list[list[float]]:
-    """Every bucket row of the regression rule's history in an engine's `snapshot`."""
-    found: list[list[float]] = []
-    if isinstance(saved, dict):
-        if "buckets" in saved and "origin" in saved:
-            return [[*row[1:], *[0.0] * (14 - len(row))] for row in saved["buckets"]]
-        for value in saved.values():
-            found += _history_rows(value)
-    return found
-
-
-def test_an_engine_fed_pods_as_ids_keeps_no_conversation_in_its_history() -> None:
-    traffic = Traffic(per_s=ID_PER_S)
-    _steps(traffic, 7 * 3_600, 0.2, IDS["ids = pods"])
-    assert _fallback(traffic) == 1
-    rows = _history_rows(traffic.engine.snapshot())
-    assert rows
-    # Every clean verdict counts as one without a conversation, and no unit of the pods'
-    # ids is left to measure a correlation from.
-    assert all(row[6] == row[0] and row[8] == 0 for row in rows)
