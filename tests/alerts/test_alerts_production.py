@@ -126,9 +126,12 @@ def test_a_return_after_a_good_spell_is_not_a_regression() -> None:
 def test_an_evaluator_revision_starts_a_new_baseline_and_never_pages(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A new detector whose verdicts run at 0.35 where the old one read 0.20."""
+    """A new detector whose verdicts run at 0.35 where the old one read 0.20, on a rate
+    that follows the day (a rollout of it: tests/alerts/test_alerts_changeover.py)."""
     caplog.set_level(logging.WARNING, logger="monitor.alerts.engine")
-    spec = StreamSpec(rate=1, days=7, icc=0.05, ids=False, changes=(Change("revision", 4.0, 0.35),))
+    spec = StreamSpec(
+        rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(Change("revision", 3.5, 0.35),)
+    )
     events, backtest = replay(spec, config(budget="7d", season="day"))
     assert pages(events) == []
     assert [r.getMessage() for r in caplog.records if "is now revision" in r.getMessage()] == [
