@@ -27,7 +27,6 @@ import logging
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -168,15 +167,8 @@ def evaluation_rows(records: int = 120, rounds: int = 3) -> list[Row]:
 def judge_rows(records: int, latency: float = 0.5, concurrency: int = 8) -> list[Row]:
     from bench import judge_pipeline as judge
 
-    port = judge._free_port()
-    stub = subprocess.Popen(
-        [sys.executable, judge.__file__, judge.STUB_FLAG, str(port), str(latency)]
-    )
-    try:
+    with judge.running_stub(latency) as port:
         result = asyncio.run(judge.throughput(port, latency, concurrency, records))
-    finally:
-        stub.terminate()
-        stub.wait(10)
     return [
         (f"judge, L={latency:g}s C={concurrency}", result["throughput_per_s"], "records/s",
          "C/L", result["ideal_per_s"], None),

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 
@@ -67,13 +67,6 @@ _POLLED = "&".join(
     )
 )
 _WORDS = ("refund", "policy", "thirty", "days", "receipt", "store", "credit", "exchange")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _kv(key: str, value: str) -> KeyValue:
@@ -178,8 +171,20 @@ def run_monitor(
     debug_records: int = 0,
 ) -> Run:
     """Start `rag-monitor run`, post `bodies`, wait until `done(metrics text)`, read the
-    scrape, the page and every process's peak RSS, stop it."""
-    http, metrics = _free_port(), _free_port()
+    scrape, the page and every process's peak RSS, stop it; started again on fresh ports
+    when a port picked for it was taken before it bound it."""
+    return retrying(lambda: _run_monitor(workdir, name, bodies, done, debug_records=debug_records))
+
+
+def _run_monitor(
+    workdir: Path,
+    name: str,
+    bodies: list[bytes],
+    done: Callable[[str], bool],
+    *,
+    debug_records: int,
+) -> Run:
+    http, metrics = free_port(), free_port()
     config = workdir / f"{name}.yaml"
     config.write_text(
         "receivers:\n"
@@ -203,7 +208,7 @@ def run_monitor(
     base = f"http://127.0.0.1:{metrics}"
     started = time.monotonic()
     try:
-        _wait(lambda: _ready(f"{base}/readyz"), "the monitor's /readyz", log)
+        _wait(lambda: _ready(f"{base}/readyz"), "the monitor's /readyz", process, log)
         for body in bodies:
             _post(f"http://127.0.0.1:{http}/v1/traces", body)
         text = ""
@@ -213,7 +218,7 @@ def run_monitor(
             text = _get(f"{base}/metrics?{_POLLED}").decode()
             return done(text)
 
-        _wait(finished, "every trace accounted for", log)
+        _wait(finished, "every trace accounted for", process, log)
         took = time.monotonic() - started
         scraped = _get(f"{base}/metrics")
         page = _get(f"{base}/debug/records") if debug_records else None
@@ -247,11 +252,14 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _wait(condition: Callable[[], bool], what: str, log: Path) -> None:
+def _wait(
+    condition: Callable[[], bool], what: str, process: subprocess.Popen[bytes], log: Path
+) -> None:
     deadline = time.monotonic() + _DEADLINE_S
     while time.monotonic() < deadline:
         if condition():
             return
+        check_exited(process.poll(), log, "rag-monitor")
         time.sleep(0.5)
     raise TimeoutError(f"{what}: not within {_DEADLINE_S:g} s; log {log}")
 

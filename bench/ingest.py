@@ -62,6 +62,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
+from bench._ports import TRIES, check_exited, free_port, retrying  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
@@ -189,9 +190,7 @@ def extraction_cost(against: Path, rounds: int, repeat: int) -> list[float]:
 
 
 def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
@@ -279,13 +278,16 @@ def on_cpus(cpus: set[int]) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.Popen[bytes]:
+def start_monitor(
+    config: Path, metrics_port: int, *, pin: bool, log: Path | None = None
+) -> subprocess.Popen[bytes]:
     """`rag-monitor run --config CONFIG` (this checkout's, as `-m monitor` from it), once
     /readyz answers 200 (every component started: the metrics port answers before the
     receivers listen). `pin` keeps its ingest process on one CPU (`cpu_layout`) and moves
     its evaluation workers to the others, so the server CPU measured is the ingest
     process's own, undisturbed by the scoring (the workers inherit the CPU count, so a
-    pinned monitor runs one)."""
+    pinned monitor runs one). With `log` its output goes there, and an exit naming an
+    address in use raises `PortTaken`."""
     cmd = [
         sys.executable,
         "-m",
@@ -300,11 +302,16 @@ def start_monitor(config: Path, metrics_port: int, *, pin: bool) -> subprocess.P
     if pin and shutil.which("taskset"):
         cmd = ["taskset", "-c", str(server_cpu), *cmd]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    with contextlib.ExitStack() as files:
+        out = None if log is None else files.enter_context(log.open("wb"))
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=out)
     deadline = time.monotonic() + 60
     while not _ready(metrics_port):
-        if proc.poll() is not None or time.monotonic() > deadline:
+        exited = proc.poll()
+        if exited is not None or time.monotonic() > deadline:
             stop_process(proc, 10)
+            if log is not None:
+                check_exited(exited, log, "rag-monitor")
             raise RuntimeError("monitor did not start")
         time.sleep(0.2)
     if pin:
@@ -387,6 +394,25 @@ class Monitor:
     @contextlib.contextmanager
     def running(self) -> Iterator[Monitor]:
         tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
+        log = tmp / "monitor.log"
+        fresh = iter(range(TRIES))
+
+        def start() -> subprocess.Popen[bytes]:
+            if next(fresh):  # a port picked before was taken: every one afresh
+                self.grpc_port, self.http_port, self.metrics_port = _port(), _port(), _port()
+            return self._start(tmp, log)
+
+        try:
+            self.proc = retrying(start)
+            try:
+                yield self
+            finally:
+                stop_process(self.proc, 60)
+                sys.stderr.write(log.read_text(errors="replace"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _start(self, tmp: Path, log: Path) -> subprocess.Popen[bytes]:
         config = tmp / "config.yaml"
         config.write_text(
             "receivers:\n  otlp:\n"
@@ -395,15 +421,19 @@ class Monitor:
             f"sampling: {{rate: {self.sampling}}}\n"
             f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{self.metrics_port}'}}\n"
         )
-        self.proc = start_monitor(config, self.metrics_port, pin=self.pin)
+        proc = start_monitor(config, self.metrics_port, pin=self.pin, log=log)
         try:
             # /metrics answers before the receivers listen (the worker pool starts between).
             for port in (self.grpc_port, self.http_port):
-                _wait_listening(port, self.proc)
-            yield self
-        finally:
-            stop_process(self.proc, 60)
-            shutil.rmtree(tmp, ignore_errors=True)
+                try:
+                    _wait_listening(port, proc)
+                except RuntimeError:
+                    check_exited(proc.poll(), log, "rag-monitor")
+                    raise
+        except BaseException:
+            stop_process(proc, 60)
+            raise
+        return proc
 
     def port(self, protocol: str) -> int:
         return self.http_port if protocol == "http" else self.grpc_port

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,9 @@ STUB_FLAG = "--serve-stub"
 TARGET_SHARE = 0.9
 
 
-def _serve_stub(port: int, latency: float) -> None:
+def _serve_stub(latency: float) -> None:
+    """The stub on a port the kernel picks as it binds, named on stdout's first line
+    (`listening PORT`): a port picked beforehand could be taken before the bind."""
     from aiohttp import web
 
     async def chat(request: web.Request) -> web.Response:
@@ -73,13 +75,32 @@ def _serve_stub(port: int, latency: float) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+    async def serve() -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        print(f"listening {runner.addresses[0][1]}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@contextlib.contextmanager
+def running_stub(latency: float) -> Iterator[int]:
+    """The stub judge API in a process of its own; yields its port."""
+    stub = subprocess.Popen(
+        [sys.executable, __file__, STUB_FLAG, str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert stub.stdout is not None
+        first = stub.stdout.readline().split()
+        if first[:1] != ["listening"]:
+            raise RuntimeError(f"the stub judge did not start ({stub.wait(10)})")
+        yield int(first[1])
+    finally:
+        stub.terminate()
+        stub.wait(10)
 
 
 async def _wait_port(port: int, deadline_s: float = 30) -> None:
@@ -249,8 +270,8 @@ def _band(text: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == STUB_FLAG:
-        _serve_stub(int(sys.argv[2]), float(sys.argv[3]))
+    if len(sys.argv) == 3 and sys.argv[1] == STUB_FLAG:
+        _serve_stub(float(sys.argv[2]))
         return
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     parser = argparse.ArgumentParser(
@@ -273,13 +294,8 @@ def main() -> None:
     rows = []
     for run in [] if args.skip_throughput else args.runs.split(","):
         latency, concurrency = float(run.split(":")[0]), int(run.split(":")[1])
-        port = _free_port()
-        stub = subprocess.Popen([sys.executable, __file__, STUB_FLAG, str(port), str(latency)])
-        try:
+        with running_stub(latency) as port:
             result = asyncio.run(throughput(port, latency, concurrency, args.records))
-        finally:
-            stub.terminate()
-            stub.wait(10)
         print(json.dumps({"throughput": result}, indent=2))
         share = result["fraction_of_ideal"]
         cpu_s = result["monitor_cpu_ms_per_call"] / 1000

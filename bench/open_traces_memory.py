@@ -17,6 +17,7 @@ import asyncio
 import json
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +35,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
+from bench._ports import retrying  # noqa: E402
 from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
@@ -107,9 +109,9 @@ async def _drive(port: int, seconds: float, concurrency: int, span_bytes: int) -
     return sent, pushback
 
 
-def run(seconds: float, concurrency: int, span_bytes: int) -> dict[str, float]:
+def _start(tmp: Path) -> tuple[subprocess.Popen[bytes], int, int]:
+    """The monitor on fresh ports, ready: the process, its OTLP/HTTP and metrics ports."""
     http_port, metrics_port = _port(), _port()
-    tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
     config = tmp / "config.yaml"
     # The defaults, but for the ports: the point is what the default bounds allow.
     config.write_text(
@@ -117,7 +119,17 @@ def run(seconds: float, concurrency: int, span_bytes: int) -> dict[str, float]:
         f"    http: {{endpoint: '127.0.0.1:{http_port}'}}\n"
         f"exporters:\n  prometheus: {{endpoint: '127.0.0.1:{metrics_port}'}}\n"
     )
-    proc = start_monitor(config, metrics_port, pin=False)
+    proc = start_monitor(config, metrics_port, pin=False, log=tmp / "monitor.log")
+    return proc, http_port, metrics_port
+
+
+def run(seconds: float, concurrency: int, span_bytes: int) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix="rag-monitor-bench-"))
+    try:
+        proc, http_port, metrics_port = retrying(lambda: _start(tmp))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     samples: list[int] = []
     halt = threading.Event()
     try:
@@ -153,6 +165,7 @@ def run(seconds: float, concurrency: int, span_bytes: int) -> dict[str, float]:
     finally:
         halt.set()
         stop_process(proc, 60)
+        sys.stderr.write((tmp / "monitor.log").read_text(errors="replace"))
         shutil.rmtree(tmp, ignore_errors=True)
 
 

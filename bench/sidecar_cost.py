@@ -45,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
@@ -80,16 +81,19 @@ def rotel_binary() -> Path:
     return Path(rotel.__file__).parent / "rotel-agent"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def running_rotel(workdir: Path) -> Iterator[tuple[int, int]]:
     """rotel with OTLP receivers and the blackhole exporter; yields (pid, HTTP port)."""
-    http_port, grpc_port = _free_port(), _free_port()
+    proc, http_port = retrying(lambda: _start_rotel(workdir))
+    try:
+        yield proc.pid, http_port
+    finally:
+        stop_process(proc, 10)
+
+
+def _start_rotel(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """rotel on fresh ports, listening; stopped again when it does not start."""
+    http_port, grpc_port = free_port(), free_port()
     log = workdir / "rotel.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -108,14 +112,15 @@ def running_rotel(workdir: Path) -> Iterator[tuple[int, int]]:
         while True:
             try:
                 socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
-                break
+                return proc, http_port
             except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
+                check_exited(proc.poll(), log, "rotel")
+                if time.monotonic() > deadline:
                     raise RuntimeError(f"rotel did not start:\n{log.read_text()}") from None
                 time.sleep(0.1)
-        yield proc.pid, http_port
-    finally:
+    except BaseException:
         stop_process(proc, 10)
+        raise
 
 
 async def drive(

@@ -29,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._ports import check_exited, retrying  # noqa: E402
+from bench._ports import free_port as _free_port  # noqa: E402
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 
@@ -37,13 +39,6 @@ from harness import bench_docs, bench_smoke  # noqa: E402
 TARGET_PSS_MB = {2: 150}
 
 _READY_TIMEOUT_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _ready(port: int, path: str) -> bool:
@@ -59,11 +54,16 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _wait(condition: Callable[[], bool], what: str) -> None:
+def _wait(
+    condition: Callable[[], bool], what: str, process: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Until `condition()`; raises once `process` has exited (`PortTaken` when its log
+    names an address in use) or the timeout passes."""
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if condition():
             return
+        check_exited(process.poll(), log, what)
         time.sleep(0.2)
     raise TimeoutError(f"{what} not ready within {_READY_TIMEOUT_S:g}s")
 
@@ -102,6 +102,10 @@ def _tree(pid: int) -> Tree:
 
 def monitor_memory(processes: int, settle_s: float, workdir: Path) -> Tree:
     """Memory of an idle `rag-monitor run` tree with `processes` worker processes."""
+    return retrying(lambda: _monitor_memory(processes, settle_s, workdir))
+
+
+def _monitor_memory(processes: int, settle_s: float, workdir: Path) -> Tree:
     metrics = _free_port()
     config = workdir / f"monitor-{processes}.yaml"
     config.write_text(
@@ -116,8 +120,9 @@ def monitor_memory(processes: int, settle_s: float, workdir: Path) -> Tree:
         f"  processes: {processes}\n"
     )
     argv = [*_entry_point(), "run", "--config", str(config)]
-    with _running(argv, workdir / f"monitor-{processes}.log") as process:
-        _wait(lambda: _ready(metrics, "/readyz"), "rag-monitor /readyz")
+    log = workdir / f"monitor-{processes}.log"
+    with _running(argv, log) as process:
+        _wait(lambda: _ready(metrics, "/readyz"), "rag-monitor /readyz", process, log)
         time.sleep(settle_s)
         return _tree(process.pid)
 
@@ -130,6 +135,10 @@ def rotel_memory(settle_s: float, workdir: Path) -> Tree | None:
     except ImportError:
         return None
     binary = Path(rotel.__file__).parent / "rotel-agent"
+    return retrying(lambda: _rotel_memory(binary, settle_s, workdir))
+
+
+def _rotel_memory(binary: Path, settle_s: float, workdir: Path) -> Tree:
     http = _free_port()
     argv = [
         str(binary), "start",
@@ -137,8 +146,9 @@ def rotel_memory(settle_s: float, workdir: Path) -> Tree | None:
         "--otlp-grpc-endpoint", f"127.0.0.1:{_free_port()}",
         "--exporter", "blackhole",
     ]  # fmt: skip
-    with _running(argv, workdir / "rotel.log") as process:
-        _wait(lambda: _port_open(http), "rotel OTLP/HTTP port")
+    log = workdir / "rotel.log"
+    with _running(argv, log) as process:
+        _wait(lambda: _port_open(http), "rotel OTLP/HTTP port", process, log)
         time.sleep(settle_s)
         return _tree(process.pid)
 

@@ -16,8 +16,10 @@ thread, at `--rate` traces per second; what it could not send in time is reporte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import threading
@@ -33,8 +35,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
-from bench.sidecar_memory import _entry_point, _free_port, _ready, _running  # noqa: E402
+from bench.sidecar_memory import _entry_point, _ready, _running  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import ANSWERS, DOCS, QUESTIONS  # noqa: E402
 
@@ -174,6 +177,33 @@ def evaluations(port: int) -> int:
     )
 
 
+def _start(tmp: Path) -> tuple[contextlib.ExitStack, subprocess.Popen[bytes], int, int]:
+    """The monitor started on fresh ports and ready: the stack that stops it, the process,
+    its metrics and OTLP/HTTP ports."""
+    metrics, http = free_port(), free_port()
+    config = tmp / "monitor.yaml"
+    config.write_text(
+        "receivers:\n"
+        "  otlp:\n"
+        "    protocols:\n"
+        f"      grpc: {{endpoint: '127.0.0.1:{free_port()}'}}\n"
+        f"      http: {{endpoint: '127.0.0.1:{http}'}}\n"
+        "exporters:\n"
+        f"  prometheus: {{endpoint: '127.0.0.1:{metrics}'}}\n"
+    )
+    argv = [*_entry_point(), "run", "--config", str(config)]
+    log = tmp / "monitor.log"
+    with contextlib.ExitStack() as stack:
+        process = stack.enter_context(_running(argv, log))
+        deadline = time.monotonic() + 600  # a loaded machine starts it slowly
+        while not _ready(metrics, "/readyz"):
+            check_exited(process.poll(), log, "rag-monitor")
+            if time.monotonic() > deadline:
+                raise TimeoutError("rag-monitor /readyz not ready within 600 s")
+            time.sleep(0.5)
+        return stack.pop_all(), process, metrics, http
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -185,28 +215,10 @@ def main() -> None:
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(parser, minutes=0.1, every_s=2.0, warm_up_s=2.0)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    metrics, http = _free_port(), _free_port()
     readings: list[tuple[float, float, float, int]] = []  # (s, PSS MB, anon MB, sent)
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp, "monitor.yaml")
-        config.write_text(
-            "receivers:\n"
-            "  otlp:\n"
-            "    protocols:\n"
-            f"      grpc: {{endpoint: '127.0.0.1:{_free_port()}'}}\n"
-            f"      http: {{endpoint: '127.0.0.1:{http}'}}\n"
-            "exporters:\n"
-            f"  prometheus: {{endpoint: '127.0.0.1:{metrics}'}}\n"
-        )
-        argv = [*_entry_point(), "run", "--config", str(config)]
-        with _running(argv, Path(tmp, "monitor.log")) as process:
-            deadline = time.monotonic() + 600  # a loaded machine starts it slowly
-            while not _ready(metrics, "/readyz"):
-                if process.poll() is not None:
-                    raise RuntimeError(f"rag-monitor exited ({process.returncode}) before ready")
-                if time.monotonic() > deadline:
-                    raise TimeoutError("rag-monitor /readyz not ready within 600 s")
-                time.sleep(0.5)
+        started, process, metrics, http = retrying(lambda: _start(Path(tmp)))
+        with started:
             traffic = Traffic(f"http://127.0.0.1:{http}/v1/traces", args.rate)
             start = time.monotonic()
             try:

@@ -79,6 +79,7 @@ CASES = (
     Case("judge_real_model.py"),
     Case("judge_tlm.py", ("{data}",)),
     Case("kafka_ingest.py", ("--side-by-side",), needs="noida-db"),
+    Case("label_squatting.py"),
     Case("large_records_rss.py"),
     Case("local_scoring.py", ("--data-dir", "{data_dir}")),
     Case("log_event_decode.py", (), r"^step +time +x parse +peak RSS +x parse$"),
