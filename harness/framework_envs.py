@@ -121,16 +121,20 @@ def maven_hash(src: Path) -> str:
     return hashlib.sha256(b"".join((src / f).read_bytes() for f in files)).hexdigest()[:16]
 
 
-def jvm_app(name: str) -> Path:
-    """The runnable jar of the Maven app `tests/frameworks/<name>/`, built by build.sh into
-    a folder named by `maven_hash`: its `app.jar` (Spring Boot), or Quarkus's
+def jvm_app(name: str) -> list[str]:
+    """The `java` arguments that run the Maven app `tests/frameworks/<name>/`, built by
+    build.sh into a folder named by `maven_hash`: `-jar` its `app.jar` (Spring Boot: the
+    extracted one with its class-data archive where build.sh made them), or Quarkus's
     `quarkus-app/quarkus-run.jar`."""
     built = _cache() / f"{name}-{maven_hash(REPO / 'tests' / 'frameworks' / name)}"
     quarkus = built / "quarkus-app" / "quarkus-run.jar"
+    if (built / ".cds").exists():
+        archive = built / "app" / "app.jsa"
+        return [f"-XX:SharedArchiveFile={archive}", "-jar", str(built / "app" / "app.jar")]
     jar = quarkus if quarkus.exists() else built / "app.jar"
     if not jar.exists():
         pytest.fail(f"{jar} is missing: run `bash tests/frameworks/envs/build.sh`")
-    return jar
+    return ["-jar", str(jar)]
 
 
 # The JVM apps answer six questions and exit: C1 alone, one compiler thread, the serial

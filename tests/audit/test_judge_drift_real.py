@@ -90,12 +90,12 @@ class DriftingJudge:
             await self._session.close()
 
 
-def _anchors(path: Path) -> Path:
-    """The first `PER_LABEL` faithful and hallucinated anchors of the shipped set."""
+def _anchors(path: Path, per_label: int = PER_LABEL) -> Path:
+    """The first `per_label` faithful and hallucinated anchors of the shipped set."""
     text = resources.files("monitor.audit").joinpath("anchors.json").read_text("utf-8")
     shipped = json.loads(text)
-    chosen = [a for a in shipped if a["label"] == "pass"][:PER_LABEL]
-    chosen += [a for a in shipped if a["label"] == "fail"][:PER_LABEL]
+    chosen = [a for a in shipped if a["label"] == "pass"][:per_label]
+    chosen += [a for a in shipped if a["label"] == "fail"][:per_label]
     path.write_text(json.dumps(chosen))
     return path
 

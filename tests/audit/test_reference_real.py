@@ -26,11 +26,15 @@ from monitor.results import EvalResult
 from monitor.service import Service
 from monitor.telemetry import create_telemetry
 from tests.audit.test_audit_sink import Clock, _share
-from tests.audit.test_judge_drift_real import ANCHORS, DriftingJudge, _anchors
+from tests.audit.test_judge_drift_real import DriftingJudge, _anchors
 from tests.judge.test_judge_real_model import model_server  # noqa: F401  (the SmolLM2 server)
 
 DETECTOR, JUDGE = "local_groundedness", "fact_check"
 FAILS = {"No": 100}  # llama.cpp's token keys: the model all but always says "No"
+# Two anchors of each label: a judge that fails all four is right on half, all one way (the
+# claim needs no more, and each anchor is a call of a few hundred prompt tokens).
+PER_LABEL = 2
+ANCHORS = 2 * PER_LABEL
 
 
 def _verdicts(sink: AuditSink) -> None:
@@ -46,7 +50,7 @@ def _verdicts(sink: AuditSink) -> None:
     sink.emit(items)
 
 
-@pytest.mark.slow  # one check of 14 anchors on a real model
+@pytest.mark.slow  # one check of four anchors on a real model
 @pytest.mark.timeout(900)
 @pytest.mark.asyncio
 async def test_a_real_reference_that_fails_every_anchor_gives_no_estimate_and_says_why(
@@ -81,7 +85,7 @@ async def test_a_real_reference_that_fails_every_anchor_gives_no_estimate_and_sa
                     "anchors": {
                         "enabled": True,
                         "every": "1h",
-                        "file": str(_anchors(tmp_path / "anchors.json")),
+                        "file": str(_anchors(tmp_path / "anchors.json", PER_LABEL)),
                     },
                 },
             }

@@ -16,7 +16,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from harness.framework_envs import ENVS, REPO, lock_hash
+from harness.framework_envs import ENVS, JVM_FLAGS, REPO, lock_hash
 
 # What the framework apps share with the monitor's own tests: the OpenTelemetry SDK and its
 # OTLP exporter they send with, the OpenAI client they call the scripted model with, and
@@ -235,6 +235,14 @@ def test_a_jvm_app_is_built_offline_first_once_and_a_missing_artifact_fails_nami
     assert mvn_calls() == ["mvn offline=1", "mvn offline=0"]
     (built,) = repo.cache.glob("spring_app-*")
     assert (built / "app.jar").exists() and (built / ".complete").exists()
+    # Not a Spring Boot jar: no class-data archive, said, and the app runs from its jar.
+    assert "spring_app runs without a class-data archive" in done.stderr
+    assert not (built / ".cds").exists() and not (built / "app").exists()
+    # The archive is recorded under the flags the tests run the apps with.
+    script = (REPO / "tests" / "frameworks" / "envs" / "build.sh").read_text()
+    assert f"java {' '.join(JVM_FLAGS)} -XX:ArchiveClassesAtExit=" in re.sub(
+        r"\s*\\\n\s*", " ", script
+    )
 
     assert build().returncode == 0
     assert mvn_calls() == []  # unchanged: not rebuilt

@@ -59,7 +59,7 @@ def _last_turn_answer(prompt: str) -> str:
 async def _run(
     telemetry: Telemetry, tmp_path: Path, *options: str
 ) -> tuple[RecordingStage, list[dict[str, Any]], int]:
-    jar = jvm_app("quarkus_langchain4j")
+    java = jvm_app("quarkus_langchain4j")
     kb = tmp_path / "kb.json"
     kb.write_text(json.dumps({"kb": KB, "questions": [q for q, _ in QUESTIONS]}))
     model_url = serve(_last_turn_answer)
@@ -73,8 +73,7 @@ async def _run(
                 f"-Dquarkus.langchain4j.openai.base-url={model_url}",
                 f"-Dquarkus.otel.exporter.otlp.traces.endpoint={base}",
                 *options,
-                "-jar",
-                str(jar),
+                *java,
                 str(kb),
             ]
         )

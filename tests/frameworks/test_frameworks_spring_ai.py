@@ -85,7 +85,7 @@ class Run:
 async def run_spring(telemetry: Telemetry, tmp_path: Path, app: str, *properties: str) -> Run:
     """Run the app `tests/frameworks/<app>/` with `properties` (`name=value`) on its command
     line, sending to a fresh monitor."""
-    jar = jvm_app(app)
+    java = jvm_app(app)
     kb = tmp_path / "kb.json"
     kb.write_text(json.dumps({"kb": KB, "questions": [q for q, _ in QUESTIONS]}))
     model_url = serve(three_planted_answer).removesuffix("/v1")
@@ -96,8 +96,7 @@ async def run_spring(telemetry: Telemetry, tmp_path: Path, app: str, *properties
             [
                 "java",
                 *JVM_FLAGS,
-                "-jar",
-                str(jar),
+                *java,
                 f"--rag.kb={kb}",
                 f"--spring.ai.openai.base-url={model_url}",
                 f"--{ENDPOINTS[app][0]}={endpoint}",

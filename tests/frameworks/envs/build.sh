@@ -92,6 +92,27 @@ for pom in tests/frameworks/*/pom.xml; do
         rm -rf "$dir/project" "$dir/offline.log"
         touch "$dir/.complete"
     fi
+    # A Spring Boot app is also extracted (its jar beside its libraries, as Boot's
+    # `-Djarmode=tools extract` lays it out) with a class-data-sharing archive of every class
+    # its context loads, recorded by a run that stops once the context is refreshed: each
+    # test's JVM maps those classes instead of loading and verifying them again
+    # (harness/framework_envs.jvm_app). The flags are harness/framework_envs.JVM_FLAGS. Where
+    # no archive can be made the app runs from its jar as it is.
+    if [ -e "$dir/app.jar" ] && [ ! -e "$dir/.cds" ]; then
+        rm -rf "$dir/app"
+        if java -Djarmode=tools -jar "$dir/app.jar" extract --destination "$dir/app" \
+            >"$dir/cds.log" 2>&1 &&
+            java -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC -Xmx256m \
+                -XX:ArchiveClassesAtExit="$dir/app/app.jsa" -Dspring.context.exit=onRefresh \
+                -jar "$dir/app/app.jar" --rag.kb=none >>"$dir/cds.log" 2>&1 &&
+            [ -s "$dir/app/app.jsa" ]; then
+            rm "$dir/cds.log"
+            touch "$dir/.cds"
+        else
+            rm -rf "$dir/app"
+            echo "build.sh: $name runs without a class-data archive ($dir/cds.log says why)" >&2
+        fi
+    fi
     prune "$name" "$dir"
 done
 
