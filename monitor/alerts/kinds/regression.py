@@ -22,6 +22,7 @@ from monitor.config import AlertRule
 from monitor.evidence import (
     NOTHING,
     Arrival,
+    FirstLevel,
     History,
     Moments,
     SequentialTest,
@@ -79,6 +80,7 @@ class Regression(ShadowHooks):
             [0.0] * (rule.steps + 1),
             series=series,
             interim_samples=self._baseline.min_samples,
+            first=FirstLevel(self._baseline.min_samples),
         )
         if previous is None:
             return state
@@ -232,7 +234,7 @@ class Regression(ShadowHooks):
         figures: dict[str, float] = {
             "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
-            "interim": 1.0 if state.interim else 0.0,
+            "interim": state.interim,
         }
         if expected is not None:
             reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
