@@ -128,9 +128,21 @@ def fresh_trial(compressed: bool, rate: float, seed: int) -> dict[str, float]:
     }
 
 
+def fresh_healthy(rate: float, seed: int) -> dict[str, float]:
+    """A rule with no history on a healthy clustered stream (`FRESH_CLUSTERED`): its false
+    pages within `FRESH_MAX_S`."""
+    spec = shaped(replace(FRESH_CLUSTERED, rate=rate, days=FRESH_MAX_S / DAY_S))
+    run = replay(
+        until(stream(replace(spec, seed=seed % 2**32)), FRESH_MAX_S), None, stop_at_page=False
+    )
+    return {"pages": float(len(run.pages)), "days": FRESH_MAX_S / DAY_S}
+
+
 # Bursts a day on the burst streams: several in a short healthy span.
 BURSTS_PER_DAY = 8.0
 _SEASONAL = StreamSpec(rate=1.0, days=1.0, icc=0.17, cycle=0.03, traffic_ratio=10.0)
+# What a flat first level read low pages on (the conversations' design effect near 5).
+FRESH_CLUSTERED = replace(_SEASONAL, icc=0.3, ids=False)
 HEALTHY_STREAMS: dict[str, tuple[str, Any]] = {
     "independent 0.10 at 1/s": ("plain", (0.10, 1.0)),
     "independent 0.10 at 10/s": ("plain", (0.10, 10.0)),
@@ -181,6 +193,9 @@ def cells(healthy_days: float) -> list[Cell]:
         for rate in (1.0, 10.0):
             what = "compressed rule" if compressed else "default rule"
             out.append(Cell("fresh", f"{what} at {rate:g}/s", fresh_trial, (compressed, rate)))
+    for rate in (1.0, 10.0):
+        name = f"healthy, ICC 0.3, no ids, daily cycle, at {rate:g}/s"
+        out.append(Cell("fresh", name, fresh_healthy, (rate,)))
     return out
 
 
@@ -212,6 +227,9 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
         pages = sum(r["pages"] for r in runs)
         days = sum(r["days"] for r in runs)
         return [cell.name, f"{pages:g} in {days:g} service-days", f"{pages / days:.2f}"]
+    if cell.row == "fresh" and runs and "pages" in runs[0]:
+        pages = sum(r["pages"] for r in runs)
+        return [cell.name, f"{pages:g} false pages in {len(runs)} starts", "-"]
     if cell.row == "fresh":
         minutes = [r["minutes"] for r in runs]
         expected = [r["expected"] for r in runs if not math.isnan(r["expected"])]
@@ -253,7 +271,7 @@ HEADERS = {
         "paged before the rise",
     ],
     "fresh": [
-        "fresh start, 0.10 then x3 from the 3rd minute",
+        "fresh start, 0.10 then x3 from the 3rd minute (or healthy, 4 h)",
         "min to page: median (worst)",
         "expectation the page states, median",
     ],
