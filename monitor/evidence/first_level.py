@@ -4,7 +4,7 @@ expects anything (docs/alerts.md, "Before the history expects anything").
 The verdicts are kept in clustering units of `UNIT_S` seconds of arrival (a conversation's
 turns, a burst of one request, a topic's minutes fall mostly within one, with an id or
 without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least; what
-comes later is judged against them, never learned into them. The level's error counts them
+comes later in the rule's first `SPAN_S` is judged against them, never learned into them. The level's error counts them
 with the design effect their units show (the spread of each unit's defects about the
 level's rate against what independent verdicts give), raised by that estimate's own error
 and never below `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too
@@ -24,6 +24,10 @@ from monitor.evidence.window import saved_number
 
 UNIT_S = 30.0
 MIN_UNITS = 4
+# How long after the first verdict the level stands in: a rise in the rule's first hour is
+# what it is for; later, a level read low by chance would page a healthy stream in the
+# hours its history still needs (a night's few verdicts).
+SPAN_S = 3600.0
 # The design effect assumed before the units measured one, and its floor after.
 DESIGN_PRIOR = KAPPA_PRIOR
 # Standard errors of the measured design effect added to it (its relative error over `k`
@@ -74,9 +78,9 @@ class FirstLevel:
         measured = spread / (n * variance) * k / (k - 1)
         return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / (k - 1))))
 
-    def level(self) -> Level | None:
-        """The first verdicts as a flat level (None: not full yet)."""
-        if not self.ready():
+    def level(self, now: float) -> Level | None:
+        """The first verdicts as a flat level (None: not full yet, or `SPAN_S` past)."""
+        if not self.ready() or self.start is None or now - self.start >= SPAN_S:
             return None
         n = self.count
         total = sum(sums[1] for sums in self.units.values())

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from monitor.evidence import FirstLevel, Moments
-from monitor.evidence.first_level import DESIGN_PRIOR, MIN_UNITS, UNIT_S
+from monitor.evidence.first_level import DESIGN_PRIOR, MIN_UNITS, SPAN_S, UNIT_S
 
 
 def verdicts(level: FirstLevel, values: list[float], start: float, per_s: float) -> None:
@@ -22,19 +22,20 @@ def test_it_takes_min_samples_in_enough_units_and_nothing_after() -> None:
     # 600 verdicts within one unit: enough verdicts, too few units.
     verdicts(level, [0.0] * 600, 0.0, 100.0)
     for unit in range(1, MIN_UNITS):
-        assert level.level() is None
+        assert level.level(1000.0) is None
         verdicts(level, [1.0], UNIT_S * unit, 1.0)
-    full = level.level()
+    full = level.level(1000.0)
     assert full is not None and full.samples == 600 + MIN_UNITS - 1
     verdicts(level, [1.0] * 100, 1000.0, 1.0)  # a rise after it is not learned
-    assert level.level() == full
+    assert level.level(1000.0) == full
+    assert level.level(SPAN_S) is None  # past its first hour it stands in no more
 
 
 def test_an_arrival_that_crosses_min_samples_is_cut_there() -> None:
     level = FirstLevel(500)
     verdicts(level, [0.0] * 490, 0.0, 1.0)
     level.add(Moments(20, 20.0, 20.0), 491.0)
-    full = level.level()
+    full = level.level(1000.0)
     assert full is not None and full.samples == 500
     assert full.mean == pytest.approx(10 / 500)
 
@@ -52,7 +53,7 @@ def test_clustered_verdicts_count_with_their_design_effect() -> None:
     for values in (clustered, independent):
         level = FirstLevel(1000)
         verdicts(level, values, 0.0, 1.0)
-        full = level.level()
+        full = level.level(1000.0)
         assert full is not None
         designs.append(full.error_units / full.samples)
     assert designs[0] > 3.0
@@ -64,8 +65,8 @@ def test_its_state_survives_a_restart_and_an_old_file_has_none() -> None:
     verdicts(level, [0.0, 1.0] * 60, 5.0, 1.0)
     again = FirstLevel(100)
     again.restore(json.loads(json.dumps(level.saved())))
-    assert again.level() == level.level()
+    assert again.level(1000.0) == level.level(1000.0)
     again.restore(None)
-    assert again.count == 0 and again.level() is None
+    assert again.count == 0 and again.level(1000.0) is None
     with pytest.raises(TypeError):
         again.restore({"units": [[0, 1.0]]})

@@ -52,9 +52,9 @@ class Expecting:
 
     def _first(self, state: RegressionState, now: float) -> Expectation | None:
         """Before the history expects anything (a fresh rule, a trailing reference): its
-        first verdicts (`FirstLevel`), so that a rise in its first hours is judged against
-        what came before it."""
-        level = state.first.level()
+        first verdicts (`FirstLevel`) for its first hour, so that a rise then is judged
+        against what came before it."""
+        level = state.first.level(now)
         if self._baseline.reference != "trailing" or level is None:
             return None
         state.interim = 2.0
