@@ -22,7 +22,6 @@ from monitor.config import AlertRule
 from monitor.evidence import (
     NOTHING,
     Arrival,
-    FirstLevel,
     History,
     Moments,
     SequentialTest,
@@ -80,7 +79,6 @@ class Regression(ShadowHooks):
             [0.0] * (rule.steps + 1),
             series=series,
             interim_samples=self._baseline.min_samples,
-            first=FirstLevel(self._baseline.min_samples),
         )
         if previous is None:
             return state

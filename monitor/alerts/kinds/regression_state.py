@@ -79,7 +79,7 @@ class RegressionState:
     # Whether `expected` is an interim level: 1 a changeover's, 2 a fresh rule's first
     # verdicts (not saved, as `expected`).
     interim: float = 0.0
-    # A fresh rule's first verdicts (`FirstLevel`; its size is set as `series` is).
+    # A fresh rule's first verdicts (`FirstLevel`), as many as a changeover's interim takes.
     first: FirstLevel = field(default_factory=lambda: FirstLevel(math.inf))
     # While evidence of a rise builds (as of the last advance), what both revisions score
     # is kept apart from the changeover's overlap (`held_overlap`), as the rise's verdicts
@@ -90,6 +90,9 @@ class RegressionState:
     held_since: float = 0.0
     # A revision scoring records in shadow beside the entry's own (`count_shadow`).
     shadow: Shadow | None = None
+
+    def __post_init__(self) -> None:
+        self.first.min_samples = self.interim_samples
 
     def count_shadow(self, revision: str, own: Moments, shadow: Moments, now: float) -> None:
         """A shadowed revision's verdicts `shadow` and the entry's own `own` on the same
