@@ -96,4 +96,4 @@ def test_how_soon_after_a_start_a_default_rule_can_page_as_the_readme_says() -> 
     assert 20 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 22
     assert 10 <= minutes_to_first_page(3540, 1.0, rise_at_min=10) <= 15
     assert 90 <= minutes_to_first_page(0, 1.0, rise_at_min=75) <= 95
-    assert minutes_to_first_page(0, 10.0, rise_at_min=0.5) >= 60
+    assert minutes_to_first_page(0, 1.0, rise_at_min=2) >= 60
