@@ -36,6 +36,7 @@ COMPRESSED_RULE: dict[str, Any] = {
 }
 FRESH_RISE_S = 120.0
 FRESH_MAX_S = 4 * HOUR_S
+FRESH_STARTS = 20
 SLOW_MAX_S = DAY_S
 
 
@@ -128,9 +129,22 @@ def fresh_trial(compressed: bool, rate: float, seed: int) -> dict[str, float]:
     }
 
 
+def fresh_healthy(rate: float, seed: int) -> dict[str, float]:
+    """`FRESH_STARTS` rules with no history on a healthy clustered stream (`FRESH_CLUSTERED`):
+    their false pages within `FRESH_MAX_S` each."""
+    spec = shaped(replace(FRESH_CLUSTERED, rate=rate, days=FRESH_MAX_S / DAY_S))
+    pages = 0
+    for start in range(FRESH_STARTS):
+        rows = stream(replace(spec, seed=run_seed(seed, start) % 2**32))
+        pages += len(replay(until(rows, FRESH_MAX_S), None, stop_at_page=False).pages)
+    return {"pages": float(pages), "starts": float(FRESH_STARTS)}
+
+
 # Bursts a day on the burst streams: several in a short healthy span.
 BURSTS_PER_DAY = 8.0
 _SEASONAL = StreamSpec(rate=1.0, days=1.0, icc=0.17, cycle=0.03, traffic_ratio=10.0)
+# What a flat first level read low pages on (the conversations' design effect near 5).
+FRESH_CLUSTERED = replace(_SEASONAL, icc=0.3, ids=False)
 HEALTHY_STREAMS: dict[str, tuple[str, Any]] = {
     "independent 0.10 at 1/s": ("plain", (0.10, 1.0)),
     "independent 0.10 at 10/s": ("plain", (0.10, 10.0)),
@@ -181,6 +195,9 @@ def cells(healthy_days: float) -> list[Cell]:
         for rate in (1.0, 10.0):
             what = "compressed rule" if compressed else "default rule"
             out.append(Cell("fresh", f"{what} at {rate:g}/s", fresh_trial, (compressed, rate)))
+    for rate in (1.0, 10.0):
+        name = f"healthy, ICC 0.3, no ids, daily cycle, at {rate:g}/s"
+        out.append(Cell("fresh", name, fresh_healthy, (rate,), timed=False))
     return out
 
 
@@ -212,6 +229,10 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
         pages = sum(r["pages"] for r in runs)
         days = sum(r["days"] for r in runs)
         return [cell.name, f"{pages:g} in {days:g} service-days", f"{pages / days:.2f}"]
+    if cell.row == "fresh" and runs and "pages" in runs[0]:
+        pages = sum(r["pages"] for r in runs)
+        starts = sum(r["starts"] for r in runs)
+        return [cell.name, f"{pages:g} false pages in {starts:g} starts", "-"]
     if cell.row == "fresh":
         minutes = [r["minutes"] for r in runs]
         expected = [r["expected"] for r in runs if not math.isnan(r["expected"])]
@@ -253,7 +274,7 @@ HEADERS = {
         "paged before the rise",
     ],
     "fresh": [
-        "fresh start, 0.10 then x3 from the 3rd minute",
+        "fresh start, 0.10 then x3 from the 3rd minute (or healthy, 4 h)",
         "min to page: median (worst)",
         "expectation the page states, median",
     ],

@@ -6,7 +6,7 @@
   ones), `Units` (gathers them per rule, service and cohort; ids as `conversation_key`);
 - windows of counts: `SlidingWindow`, `UnitSums` (the units' sums) and `design_effect`;
 - what a service is expected to show (regression rules): `History`, its `Expectation` and
-  `Level`, `history_span_s`, `LONG_LEVEL_FACTOR`;
+  `Level`, a fresh rule's `FirstLevel`, `history_span_s`, `LONG_LEVEL_FACTOR`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
 - tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `increase_p_value`,
   `rise_p_value`;
@@ -15,6 +15,7 @@
 
 from monitor.evidence.conversations import conversation_key
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.evidence.first_level import FirstLevel
 from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
 from monitor.evidence.level import Level
 from monitor.evidence.sequential import Bets, SequentialTest, bets
@@ -42,6 +43,7 @@ __all__ = [
     "Arrival",
     "Bets",
     "Expectation",
+    "FirstLevel",
     "History",
     "Level",
     "Moments",

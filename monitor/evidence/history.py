@@ -195,6 +195,14 @@ class History(Buckets):
         )
         return self._expected(t, level, profile, seasonal=False)
 
+    def first(self, t: float, level: Level) -> Expectation:
+        """A fresh rule's first verdicts (`FirstLevel`) as a flat level, without the season:
+        what a rise in its first hours is judged against, never learned into. Its verdicts'
+        design effect is what the test tempers those without a conversation by, where the
+        history has not measured more (its kappa is a prior yet)."""
+        expected = self._expected(t, level, self._profile(), seasonal=False)
+        return replace(expected, kappa=max(expected.kappa, level.error_units / level.samples))
+
     def last_week(self, t: float) -> Expectation | None:
         """What the same hours showed one week before `t`: the clean verdicts of the
         bucket a week back and its two neighbours (None: none there)."""

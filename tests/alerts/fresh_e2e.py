@@ -110,16 +110,16 @@ class Sidecar:
         wait_until(lambda: self.evaluated() >= sent, 120, f"{sent:g} requests evaluated")
 
 
-def ready(service: Service, sidecar: Sidecar) -> None:
+def ready(service: Service, sidecar: Sidecar, learned: bool = False) -> None:
     """Healthy traffic from the start until the rule can judge (its window and its level
-    hold their min_samples): no page."""
+    hold their min_samples): no page. With `learned`, until the history's own level holds
+    more than min_samples: a fresh rule judges against its first min_samples verdicts
+    before, and a changeover translates the history's level, not those."""
+    least = BASELINE_MIN_SAMPLES + 1 if learned else BASELINE_MIN_SAMPLES
     paced(
         [(service, HEALTHY_SHARE)],
         sidecar.quiet_until(
-            lambda: (
-                sidecar.samples("baseline") >= BASELINE_MIN_SAMPLES
-                and sidecar.samples("current") >= 100
-            )
+            lambda: sidecar.samples("baseline") >= least and sidecar.samples("current") >= 100
         ),
         300,
         PER_S,
@@ -159,7 +159,7 @@ def changeover(tmp_path: Path, evaluator: dict[str, Any], bound: float) -> None:
             assert ports.http is not None
             service = Service(ports.http, own_wording=True)
             try:
-                ready(service, Sidecar(ports.metrics, hook))
+                ready(service, Sidecar(ports.metrics, hook), learned=True)
             finally:
                 service.close()
         assert hook.alerts() == []

@@ -86,9 +86,14 @@ def minutes_to_first_page(started_s: float, per_s: float, rise_at_min: float) ->
 
 
 def test_how_soon_after_a_start_a_default_rule_can_page_as_the_readme_says() -> None:
-    """README, "When a rule can first page": verdicts join the level as they leave the 30m
-    window, and the level waits for two clock hours of 100 verdicts each. A rise well under
-    way pages from then, not before: about 90 minutes after a start on the hour at one
-    verdict a second, 30 minutes after a start a minute before the hour at ten."""
+    """README, "When a rule can first page": in its first hour, until its history expects
+    anything, a rule judges against its first verdicts (`FirstLevel`: `baseline.min_samples`,
+    500, in four 30 s units at least), so a rise after them pages within minutes: 500
+    verdicts take 8.3 minutes at one a second, four units 90 s at ten. Past its first hour
+    a rise pages once the history holds two clock hours of 100 verdicts: about 90 minutes
+    after a start on the hour at one a second. A rise within the first verdicts is in the
+    level: it pages once the history expects, if at all."""
+    assert 20 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 22
+    assert 10 <= minutes_to_first_page(3540, 1.0, rise_at_min=10) <= 15
     assert 90 <= minutes_to_first_page(0, 1.0, rise_at_min=75) <= 95
-    assert 30 <= minutes_to_first_page(3540, 10.0, rise_at_min=20) <= 33
+    assert minutes_to_first_page(0, 1.0, rise_at_min=2) >= 60

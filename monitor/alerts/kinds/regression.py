@@ -232,7 +232,7 @@ class Regression(ShadowHooks):
         figures: dict[str, float] = {
             "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
-            "interim": 1.0 if state.interim else 0.0,
+            "interim": state.interim,
         }
         if expected is not None:
             reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)

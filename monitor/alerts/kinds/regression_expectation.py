@@ -40,10 +40,25 @@ class Expecting:
     def __call__(self, state: RegressionState, now: float) -> Expectation | None:
         """What the current window is compared with (`baseline.reference`), after an
         evaluator changeover translated into the new revision's terms."""
-        state.interim = False
+        state.interim = 0.0
         if state.changeover is not None:
             return self._changeover_expectation(state, now)
-        return self._translated_expectation(state, now)
+        expected = self._translated_expectation(state, now)
+        if state.translated is None and (
+            expected is None or expected.samples < self._baseline.min_samples
+        ):
+            return self._first(state, now) or expected
+        return expected
+
+    def _first(self, state: RegressionState, now: float) -> Expectation | None:
+        """Before the history expects anything (a fresh rule, a trailing reference): its
+        first verdicts (`FirstLevel`) for its first hour, so that a rise then is judged
+        against what came before it."""
+        level = state.first.level(now)
+        if self._baseline.reference != "trailing" or level is None:
+            return None
+        state.interim = 2.0
+        return state.history.first(now, level)
 
     def _translated_expectation(self, state: RegressionState, now: float) -> Expectation | None:
         expected = self._reference_expectation(state, now)
@@ -119,7 +134,7 @@ class Expecting:
         variance = max(squares / n - (raw / n) ** 2, 0.0)
         expected = history.pinned(now, Level(mean, variance, int(n), n * design))
         if expected is not None and expected.samples >= self._baseline.min_samples:
-            state.interim = True
+            state.interim = 1.0
             _log.log(
                 f"{self.rule.config.name} interim {state.series}",
                 logging.WARNING,
@@ -239,6 +254,8 @@ def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
     """What a regression page says it compared with: `reference_text`, or what stands in
     for it while the season is not learned, or after an evaluator change."""
     text = reference_text(baseline)
+    if figures.get("interim") == 2.0:
+        return "the rule's first verdicts since it started (its baseline is not ready yet)"
     if figures.get("interim"):
         return (
             "the new evaluator revision's level since its change and this hour's season "

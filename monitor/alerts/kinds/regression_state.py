@@ -14,6 +14,7 @@ from monitor.evidence import (
     Arrival,
     Bets,
     Expectation,
+    FirstLevel,
     History,
     Level,
     Moments,
@@ -75,8 +76,11 @@ class RegressionState:
     # What the current window is compared with, as of the last advance (not saved: an
     # advance comes before every judgment).
     expected: Expectation | None = None
-    # Whether `expected` is a changeover's interim level (not saved, as `expected`).
-    interim: bool = False
+    # Whether `expected` is an interim level: 1 a changeover's, 2 a fresh rule's first
+    # verdicts (not saved, as `expected`).
+    interim: float = 0.0
+    # A fresh rule's first verdicts (`FirstLevel`), as many as a changeover's interim takes.
+    first: FirstLevel = field(default_factory=lambda: FirstLevel(math.inf))
     # While evidence of a rise builds (as of the last advance), what both revisions score
     # is kept apart from the changeover's overlap (`held_overlap`), as the rise's verdicts
     # are from the level: joined when the evidence fades, dropped when the rule fires
@@ -86,6 +90,9 @@ class RegressionState:
     held_since: float = 0.0
     # A revision scoring records in shadow beside the entry's own (`count_shadow`).
     shadow: Shadow | None = None
+
+    def __post_init__(self) -> None:
+        self.first.min_samples = self.interim_samples
 
     def count_shadow(self, revision: str, own: Moments, shadow: Moments, now: float) -> None:
         """A shadowed revision's verdicts `shadow` and the entry's own `own` on the same
@@ -103,6 +110,10 @@ class RegressionState:
         revision's to its interim level too), held apart while evidence builds and left out
         while the rule fires (a rise of the service that moves the two revisions' rates by
         different amounts, as a doubling does, would move the offset)."""
+        # A fresh rule's only: after a changeover the translated history and its interim
+        # level are what the new revision is judged against.
+        if not old and not firing and self.changeover is None and self.translated is None:
+            self.first.add(moments, now)
         change = self.changeover
         if change is None or firing:
             return
@@ -188,6 +199,7 @@ class RegressionState:
             "interim": None
             if self.changeover is None
             else [[bucket, *sums] for bucket, sums in self.changeover.interim.items()],
+            "first": self.first.saved(),
         }
         if self.shadow is not None:
             out["shadow"] = self.shadow.saved()
@@ -236,6 +248,7 @@ class RegressionState:
                 _text(raw["replaced"]),
                 _interim(raw["interim"]),
             )
+        self.first.restore(raw.get("first"))
         translated = raw["translated"]
         if translated is not None:
             variance, until = translated

@@ -1,0 +1,113 @@
+"""A fresh regression rule's first verdicts, the level it judges against until its history
+expects anything (docs/alerts.md, "Before the history expects anything").
+
+The verdicts are kept in clustering units of `UNIT_S` seconds of arrival (a conversation's
+turns, a burst of one request, a topic's minutes fall mostly within one, with an id or
+without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least; what
+comes later in the rule's first `SPAN_S` is judged against them, never learned into them. The level's error counts them
+with the design effect their units show (the spread of each unit's defects about the
+level's rate against what independent verdicts give), raised by that estimate's own error
+and never below `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too
+small, and a flat level read low pages a healthy stream.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.evidence.counts import Moments
+from monitor.evidence.dispersion import KAPPA_PRIOR
+from monitor.evidence.level import Level
+from monitor.evidence.window import saved_number
+
+UNIT_S = 30.0
+MIN_UNITS = 4
+# How long after the first verdict the level stands in: a rise in the rule's first hour is
+# what it is for; later, a level read low by chance would page a healthy stream in the
+# hours its history still needs (a night's few verdicts).
+SPAN_S = 3600.0
+# The design effect assumed before the units measured one, and its floor after.
+DESIGN_PRIOR = KAPPA_PRIOR
+# Standard errors of the measured design effect added to it (its relative error over `k`
+# units is about sqrt(2 / (k - 1))).
+DESIGN_Z = 1.0
+
+
+@dataclass(slots=True)
+class FirstLevel:
+    """The first verdicts of a rule, by clustering unit: unit index (`UNIT_S` seconds since
+    `start`) -> [verdicts, defects, squares]."""
+
+    min_samples: float
+    start: float | None = None
+    units: dict[int, list[float]] = field(default_factory=dict)
+
+    @property
+    def count(self) -> float:
+        return sum(sums[0] for sums in self.units.values())
+
+    def ready(self) -> bool:
+        """It holds `min_samples` verdicts in `MIN_UNITS` units: it is a level, and full."""
+        return self.count >= self.min_samples and len(self.units) >= MIN_UNITS
+
+    def add(self, moments: Moments, now: float) -> None:
+        """Verdicts that arrived at `now`, until the level is full; an arrival that crosses
+        `min_samples` once the units are enough is cut there."""
+        if moments.samples <= 0 or self.ready():
+            return
+        if self.start is None:
+            self.start = now
+        index = max(0, int((now - self.start) // UNIT_S))
+        share = 1.0
+        if len(self.units) + (index not in self.units) >= MIN_UNITS:
+            share = min(1.0, max(0.0, self.min_samples - self.count) / moments.samples)
+            share = share if share > 0 else 1.0
+        sums = self.units.setdefault(index, [0.0, 0.0, 0.0])
+        for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
+            sums[i] += x * share
+
+    def design(self, mean: float, variance: float) -> float:
+        """The design effect of the level's verdicts: the units' spread about `mean` over
+        what independent verdicts of `variance` give, with its error, at least the prior."""
+        k, n = len(self.units), self.count
+        if k < 2 or variance <= 0 or n <= 0:
+            return DESIGN_PRIOR
+        spread = sum((d - m * mean) ** 2 for m, d, _ in self.units.values())
+        measured = spread / (n * variance) * k / (k - 1)
+        return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / (k - 1))))
+
+    def level(self, now: float) -> Level | None:
+        """The first verdicts as a flat level (None: not full yet, or `SPAN_S` past)."""
+        if not self.ready() or self.start is None or now - self.start >= SPAN_S:
+            return None
+        n = self.count
+        total = sum(sums[1] for sums in self.units.values())
+        squares = sum(sums[2] for sums in self.units.values())
+        mean = min(1.0, max(0.0, total / n))
+        variance = max(squares / n - mean * mean, 0.0)
+        return Level(mean, variance, int(n), n * self.design(mean, variance))
+
+    def saved(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "units": [[index, *sums] for index, sums in sorted(self.units.items())],
+        }
+
+    def restore(self, raw: Any) -> None:
+        """A saved level; None (a state file from before it was kept) starts none."""
+        self.start, self.units = None, {}
+        if raw is None:
+            return
+        if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
+            raise TypeError("first verdicts: a mapping with units expected")
+        start = raw.get("start")
+        self.start = None if start is None else saved_number(start)
+        for entry in raw["units"]:
+            if not isinstance(entry, list) or len(entry) != 4:
+                raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
+            index, *sums = (saved_number(x) for x in entry)
+            if min(sums) < 0:
+                raise ValueError("first verdicts: negative sums")
+            self.units[int(index)] = sums

@@ -1,0 +1,72 @@
+"""A fresh rule's first verdicts as a level (`monitor.evidence.FirstLevel`): how many it
+takes, the design effect its error counts them with, and its form in the state file."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from monitor.evidence import FirstLevel, Moments
+from monitor.evidence.first_level import DESIGN_PRIOR, MIN_UNITS, SPAN_S, UNIT_S
+
+
+def verdicts(level: FirstLevel, values: list[float], start: float, per_s: float) -> None:
+    for i, value in enumerate(values):
+        level.add(Moments(1, value, value * value), start + i / per_s)
+
+
+def test_it_takes_min_samples_in_enough_units_and_nothing_after() -> None:
+    level = FirstLevel(500)
+    # 600 verdicts within one unit: enough verdicts, too few units.
+    verdicts(level, [0.0] * 600, 0.0, 100.0)
+    for unit in range(1, MIN_UNITS):
+        assert level.level(1000.0) is None
+        verdicts(level, [1.0], UNIT_S * unit, 1.0)
+    full = level.level(1000.0)
+    assert full is not None and full.samples == 600 + MIN_UNITS - 1
+    verdicts(level, [1.0] * 100, 1000.0, 1.0)  # a rise after it is not learned
+    assert level.level(1000.0) == full
+    assert level.level(SPAN_S) is None  # past its first hour it stands in no more
+
+
+def test_an_arrival_that_crosses_min_samples_is_cut_there() -> None:
+    level = FirstLevel(500)
+    verdicts(level, [0.0] * 490, 0.0, 1.0)
+    level.add(Moments(20, 20.0, 20.0), 491.0)
+    full = level.level(1000.0)
+    assert full is not None and full.samples == 500
+    assert full.mean == pytest.approx(10 / 500)
+
+
+def test_clustered_verdicts_count_with_their_design_effect() -> None:
+    """Rows of 15 verdicts that share a rate (ICC about 0.3): the level's error units are
+    several times its verdicts; independent ones stay at the prior."""
+    rng = random.Random(3)
+    clustered: list[float] = []
+    while len(clustered) < 1000:
+        p = min(1.0, max(0.0, rng.betavariate(0.47, 1.87)))  # mean 0.2, ICC 0.3
+        clustered += [float(rng.random() < p) for _ in range(15)]
+    independent = [float(rng.random() < 0.2) for _ in range(1000)]
+    designs = []
+    for values in (clustered, independent):
+        level = FirstLevel(1000)
+        verdicts(level, values, 0.0, 1.0)
+        full = level.level(1000.0)
+        assert full is not None
+        designs.append(full.error_units / full.samples)
+    assert designs[0] > 3.0
+    assert designs[1] == DESIGN_PRIOR
+
+
+def test_its_state_survives_a_restart_and_an_old_file_has_none() -> None:
+    level = FirstLevel(100)
+    verdicts(level, [0.0, 1.0] * 60, 5.0, 1.0)
+    again = FirstLevel(100)
+    again.restore(json.loads(json.dumps(level.saved())))
+    assert again.level(1000.0) == level.level(1000.0)
+    again.restore(None)
+    assert again.count == 0 and again.level(1000.0) is None
+    with pytest.raises(TypeError):
+        again.restore({"units": [[0, 1.0]]})
