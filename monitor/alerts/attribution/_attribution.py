@@ -202,9 +202,10 @@ class Attribution:
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
         out = []
-        if where is not None and _takes_over(explanation, where):
+        successor = _successor(explanation, where) if where is not None else None
+        if where is not None and successor is not None:
             out.append(_where(alert, where, "resolved"))
-            where = None
+            where = Named(successor.dimension, successor.value, self._clock())
         if where is None:
             if explanation is None or not explanation.named:
                 return out, None
@@ -219,7 +220,7 @@ class Attribution:
         state file counts as sent: this process has not sent it yet, but the pager has it."""
         explanation = self.explain(key, judgment, now)
         if where is not None:
-            return _takes_over(explanation, where)
+            return _successor(explanation, where) is not None
         return bool(explanation.named)
 
     def firing_alerts(self) -> list[dict[str, Any]]:
@@ -270,11 +271,13 @@ class Attribution:
         if t1[0] <= 0:
             return empty
         deff = state.design_effect()
-        named, tested = compare_slices(rule, sides, t1, t0, deff)
-        level = look_level(self._interval, rule.budget_s, max(1, tested))
-        z_level = one_sided_z(level)
-        named = [s for s in named if s.z >= z_level]
-        named.sort(key=lambda s: (-(s.share if s.share is not None else -1.0), -s.z))
+        named, tested, level = self._named(rule, sides, t1, t0, deff)
+        later: list[Slice] = []
+        if rule.cohort_by is None:
+            newest = self._newest(state, sides[0][0][1], rule, now)
+            if newest < len(sides[0][0][1]):
+                recent: tuple[Side, Side] = ([(state, sides[0][0][1][:newest])], sides[1])
+                later = self._named(rule, recent, totals_of(recent[0]), t0, deff)[0]
         split = split_rise(rule, state.retrieval, sides, deff, self._interval)
         traces = self._traces(state, since, named[0] if named else None)
         links = (
@@ -283,8 +286,46 @@ class Attribution:
         samples = (int(t1[0]), int(t0[0]))
         changes = () if rule.cohort_by is not None else tuple(changes_at_rise(sides, t1[0], t0[0]))
         return Explanation(
-            named, tested, level, *samples, deff, split, traces, links, rule.budget, changes
+            named,
+            tested,
+            level,
+            *samples,
+            deff,
+            split,
+            traces,
+            links,
+            rule.budget,
+            changes,
+            tuple(later),
         )
+
+    def _named(
+        self,
+        rule: Rule,
+        sides: tuple[Side, Side],
+        t1: tuple[float, float, float],
+        t0: tuple[float, float, float],
+        deff: float,
+    ) -> tuple[list[Slice], int, float]:
+        """The slices named of `sides` (the largest share of the excess first), how many
+        were tested, and the level they were named at."""
+        named, tested = compare_slices(rule, sides, t1, t0, deff)
+        level = look_level(self._interval, rule.budget_s, max(1, tested))
+        z_level = one_sided_z(level)
+        named = [s for s in named if s.z >= z_level]
+        named.sort(key=lambda s: (-(s.share if s.share is not None else -1.0), -s.z))
+        return named, tested, level
+
+    @staticmethod
+    def _newest(state: Buckets, newest_first: list[int], rule: Rule, now: float) -> int:
+        """How many of the rise's newest buckets make its newest window: the rule's window,
+        widened to the rule's `min_samples` verdicts."""
+        n = 0.0
+        for count, s in enumerate(newest_first, 1):
+            n += state.totals[3 * s]
+            if state.start(s) <= now - rule.window_s and n >= rule.config.min_samples:
+                return count
+        return len(newest_first)
 
     @staticmethod
     def _traces(state: Buckets, since: float, top: Slice | None) -> list[str]:
@@ -323,19 +364,28 @@ def _where(alert: Alert, where: Named, status: Literal["firing", "resolved"]) ->
 
 
 # A slice named first gives way to another that carries at least this many times its share
-# of the excess, or when it is no longer named: a decoy that rose first cannot hold the
-# `Where` alert when the rise is elsewhere.
+# of the excess, over the whole rise or over its newest window, or when it is no longer
+# named: a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere.
 TAKE_OVER = 2.0
 
 
-def _takes_over(explanation: Explanation | None, where: Named) -> bool:
-    """Whether `explanation`'s top slice takes over from `where`, the slice named first."""
+def _successor(explanation: Explanation | None, where: Named) -> Slice | None:
+    """The slice that takes over from `where`, the slice named first (None: none does):
+    the top slice of the rise's newest window once it outweighs `where` there (a later
+    rise of another slice, while the first one's still fills the older part of the whole
+    rise), or of the whole rise when its newest window names none."""
     if explanation is None or not explanation.named:
-        return False
-    top = explanation.named[0]
+        return None
+    named = list(explanation.later) or explanation.named
+    return named[0] if _takes_over(named, where) else None
+
+
+def _takes_over(named: list[Slice], where: Named) -> bool:
+    """Whether `named`'s top slice takes over from `where`."""
+    top = named[0]
     if (top.dimension, top.value) == (where.dimension, where.value):
         return False
-    held = [s for s in explanation.named if (s.dimension, s.value) == where[:2]]
+    held = [s for s in named if (s.dimension, s.value) == where[:2]]
     if not held:
         return True
     return (top.share or 0.0) >= TAKE_OVER * (held[0].share or 0.0)

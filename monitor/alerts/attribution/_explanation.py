@@ -125,6 +125,9 @@ class Explanation:
     links: list[str]
     budget: str
     changes: tuple[Change, ...] = ()
+    # The slices of the rise's newest window against the same reference, named in the
+    # same order (empty when the rise is no longer than that window): what rises now.
+    later: tuple[Slice, ...] = ()
 
     def changed_text(self) -> str:
         """What changed at the rise, or "" when nothing did."""
