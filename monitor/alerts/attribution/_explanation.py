@@ -27,6 +27,10 @@ class Slice:
     expected: float
     share: float | None  # of the excess; None when the service has none
     z: float
+    # `z` without the verdicts of senders the screen flagged (-inf: too few are left).
+    screened_z: float = math.inf
+    # Its rise came from flagged senders (`screened_z` short of the level it was named at).
+    flagged_only: bool = False
 
     @property
     def p_value(self) -> float:
