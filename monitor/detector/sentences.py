@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from monitor.detector.text import (
     STOPWORDS,
@@ -17,11 +16,12 @@ from monitor.detector.text import (
     strip_list_marker,
     tokens,
 )
+from monitor.shared.admitted import admitted
 
 PREFIX = 6
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@admitted(TOKEN_CACHE, later_record=True)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
     numeric = token[0].isdigit() or token[0] == "$"

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from monitor.records import TOPIC, RagRecord
+from monitor.records import TOPIC, RagRecord, sender
 from monitor.shared.labels import bounded_label, model_name, shown_label
 
 DIMENSIONS = (
@@ -66,6 +66,8 @@ class Where:
     values: tuple[str, ...]
     trace_id: str | None = None
     unit: str | None = None
+    # Who sent the record (`monitor.records.sender`): the attribution's sender screen.
+    sender: str | None = None
 
     @classmethod
     def of(cls, record: RagRecord) -> Where:
@@ -117,6 +119,7 @@ class Where:
             tuple(where_value(v) for v in values),
             record.trace_id,
             record.conversation or record.trace_id or record.request_id,
+            sender(record),
         )
 
     @classmethod
@@ -158,6 +161,7 @@ def _basis(record: RagRecord) -> tuple[object, ...]:
         record.trace_id,
         record.conversation,
         record.request_id,
+        sender(record),
     )
 
 

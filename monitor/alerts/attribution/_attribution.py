@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from monitor.alerts.attribution._buckets import (
@@ -27,12 +27,15 @@ from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule, longest_window_s
 from monitor.component import Alert
 from monitor.evidence import look_level, one_sided_z
+from monitor.evidence.senders import FIELDS, MAX_KEY_CHARS, MAX_SENDERS, SCREEN_BUCKETS
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import LabelCap
 from monitor.telemetry import OVERFLOW, Telemetry
 
 SHOWN_TRACES = 5
+# The sender screen's bucket (`monitor.evidence.senders`): an hour, as the history's.
+SCREEN_BUCKET_S = 3600.0
 # The reference of a rule without a baseline (absolute rules).
 DEFAULT_REFERENCE_S = 86_400.0
 # Slots per dimension held at once (version and route follow the pipeline's label caps).
@@ -126,6 +129,7 @@ class Attribution:
         s = state.slot(now)
         if s is None:
             return
+        flagged = self._screened(state, where.sender, n, x, q, now)
         totals = state.totals
         totals[3 * s] += n
         totals[3 * s + 1] += x
@@ -143,6 +147,12 @@ class Attribution:
                 row = state.values[d][value] = array("f", bytes(8 * (state.nf + state.nc)))
             row[2 * s] += n
             row[2 * s + 1] += x
+            if flagged:
+                row = state.flagged[d].get(value)
+                if row is None:
+                    row = state.flagged[d][value] = array("f", bytes(8 * (state.nf + state.nc)))
+                row[2 * s] += n
+                row[2 * s + 1] += x
         if retrieval is not None and retrieval[0] != rule.config.evaluator:
             state.retrieval = state.retrieval or retrieval[0]
             base = 4 * s + (2 if retrieval[1] else 0)
@@ -151,6 +161,21 @@ class Attribution:
         state.add_unit(where.unit, n, x, q, now, rule.window_s)
         if where.trace_id and x >= 0.5 * n:
             state.traces.append((now, where.trace_id, tuple(held)))
+
+    @staticmethod
+    def _screened(
+        state: Buckets, sender: str | None, n: float, x: float, q: float, now: float
+    ) -> bool:
+        """Counts verdicts of `sender` for the entry's screen (`monitor.evidence.senders`,
+        hourly buckets, screened as each begins); whether the screen flagged it."""
+        if sender is None:
+            return False
+        bucket = int(now // SCREEN_BUCKET_S)
+        if bucket > state.screen_bucket:
+            state.screen.screen()
+            state.screen_bucket = bucket
+        state.screen.add(bucket, sender, n, x, q, solo=False)
+        return sender[:MAX_KEY_CHARS] in state.screen.flagged
 
     def forget(self, keep: Callable[[Key], bool]) -> None:
         """Drops what is kept of the entries `keep` says no to (the engine dropped them)."""
@@ -163,15 +188,16 @@ class Attribution:
     def _fold(self, d: int, value: str) -> None:
         """`value` of dimension `d` lost its slot: its counts join `other`."""
         for state in self._keys.values():
-            row = state.values[d].pop(value, None)
-            if row is None:
-                continue
-            other = state.values[d].get(OVERFLOW)
-            if other is None:
-                state.values[d][OVERFLOW] = row
-            else:
-                for k in range(len(row)):
-                    other[k] += row[k]
+            for rows in (state.values[d], state.flagged[d]):
+                row = rows.pop(value, None)
+                if row is None:
+                    continue
+                other = rows.get(OVERFLOW)
+                if other is None:
+                    rows[OVERFLOW] = row
+                else:
+                    for k in range(len(row)):
+                        other[k] += row[k]
 
     @staticmethod
     def _reference_s(rule: Rule) -> float:
@@ -202,9 +228,10 @@ class Attribution:
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
         out = []
-        if where is not None and _takes_over(explanation, where):
+        successor = _successor(explanation, where) if where is not None else None
+        if where is not None and successor is not None:
             out.append(_where(alert, where, "resolved"))
-            where = None
+            where = Named(successor.dimension, successor.value, self._clock())
         if where is None:
             if explanation is None or not explanation.named:
                 return out, None
@@ -219,7 +246,7 @@ class Attribution:
         state file counts as sent: this process has not sent it yet, but the pager has it."""
         explanation = self.explain(key, judgment, now)
         if where is not None:
-            return _takes_over(explanation, where)
+            return _successor(explanation, where) is not None
         return bool(explanation.named)
 
     def firing_alerts(self) -> list[dict[str, Any]]:
@@ -270,11 +297,13 @@ class Attribution:
         if t1[0] <= 0:
             return empty
         deff = state.design_effect()
-        named, tested = compare_slices(rule, sides, t1, t0, deff)
-        level = look_level(self._interval, rule.budget_s, max(1, tested))
-        z_level = one_sided_z(level)
-        named = [s for s in named if s.z >= z_level]
-        named.sort(key=lambda s: (-(s.share if s.share is not None else -1.0), -s.z))
+        named, tested, level = self._named(rule, sides, t1, t0, deff)
+        later: list[Slice] = []
+        if rule.cohort_by is None:
+            newest = self._newest(state, sides[0][0][1], rule, now)
+            if newest < len(sides[0][0][1]):
+                recent: tuple[Side, Side] = ([(state, sides[0][0][1][:newest])], sides[1])
+                later = self._named(rule, recent, totals_of(recent[0]), t0, deff)[0]
         split = split_rise(rule, state.retrieval, sides, deff, self._interval)
         traces = self._traces(state, since, named[0] if named else None)
         links = (
@@ -283,8 +312,50 @@ class Attribution:
         samples = (int(t1[0]), int(t0[0]))
         changes = () if rule.cohort_by is not None else tuple(changes_at_rise(sides, t1[0], t0[0]))
         return Explanation(
-            named, tested, level, *samples, deff, split, traces, links, rule.budget, changes
+            named,
+            tested,
+            level,
+            *samples,
+            deff,
+            split,
+            traces,
+            links,
+            rule.budget,
+            changes,
+            tuple(later),
         )
+
+    def _named(
+        self,
+        rule: Rule,
+        sides: tuple[Side, Side],
+        t1: tuple[float, float, float],
+        t0: tuple[float, float, float],
+        deff: float,
+    ) -> tuple[list[Slice], int, float]:
+        """The slices named of `sides` (the largest share of the excess first), how many
+        were tested, and the level they were named at."""
+        named, tested = compare_slices(rule, sides, t1, t0, deff)
+        level = look_level(self._interval, rule.budget_s, max(1, tested))
+        z_level = one_sided_z(level)
+        # A slice whose rise came from flagged senders (it does not rise without them) is
+        # named only when no other slice rises: a canary pod is flagged too, and its version
+        # is then still named.
+        named = [replace(s, flagged_only=s.screened_z < z_level) for s in named if s.z >= z_level]
+        named = [s for s in named if not s.flagged_only] or named
+        named.sort(key=lambda s: (-(s.share if s.share is not None else -1.0), -s.z))
+        return named, tested, level
+
+    @staticmethod
+    def _newest(state: Buckets, newest_first: list[int], rule: Rule, now: float) -> int:
+        """How many of the rise's newest buckets make its newest window: the rule's window,
+        widened to the rule's `min_samples` verdicts."""
+        n = 0.0
+        for count, s in enumerate(newest_first, 1):
+            n += state.totals[3 * s]
+            if state.start(s) <= now - rule.window_s and n >= rule.config.min_samples:
+                return count
+        return len(newest_first)
 
     @staticmethod
     def _traces(state: Buckets, since: float, top: Slice | None) -> list[str]:
@@ -309,11 +380,15 @@ class Attribution:
         # an uncapped one are at most 8.
         held = sum(cap.limit + len(cap.allowed) + 1 if cap is not None else 8 for cap in self._caps)
         fixed = 7 * 8 * slots + 6 * 8 * GROUPS + 8 * MEASURED + TRACES * TRACE_BYTES
-        return held * (8 * slots + ROW_OVERHEAD) + fixed
+        # Each held value's row, and its row of flagged senders' verdicts.
+        return 2 * held * (8 * slots + ROW_OVERHEAD) + fixed + SCREEN_BYTES
 
 
 # Bytes of a value's row beyond its counts: the array object and its dict entry and key.
 ROW_OVERHEAD = 300
+# Bytes of the sender screen: its senders and `REST`, each a key of up to
+# `MAX_KEY_CHARS` and its buckets' sums (`monitor.evidence.senders`).
+SCREEN_BYTES = (MAX_SENDERS + 1) * (MAX_KEY_CHARS + 8 * FIELDS * SCREEN_BUCKETS + ROW_OVERHEAD)
 # Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
 TRACE_BYTES = 400
 
@@ -323,19 +398,28 @@ def _where(alert: Alert, where: Named, status: Literal["firing", "resolved"]) ->
 
 
 # A slice named first gives way to another that carries at least this many times its share
-# of the excess, or when it is no longer named: a decoy that rose first cannot hold the
-# `Where` alert when the rise is elsewhere.
+# of the excess, over the whole rise or over its newest window, or when it is no longer
+# named: a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere.
 TAKE_OVER = 2.0
 
 
-def _takes_over(explanation: Explanation | None, where: Named) -> bool:
-    """Whether `explanation`'s top slice takes over from `where`, the slice named first."""
+def _successor(explanation: Explanation | None, where: Named) -> Slice | None:
+    """The slice that takes over from `where`, the slice named first (None: none does):
+    the top slice of the rise's newest window once it outweighs `where` there (a later
+    rise of another slice, while the first one's still fills the older part of the whole
+    rise), or of the whole rise when its newest window names none."""
     if explanation is None or not explanation.named:
+        return None
+    named = list(explanation.later) or explanation.named
+    return named[0] if _takes_over(named, where) else None
+
+
+def _takes_over(named: list[Slice], where: Named) -> bool:
+    """Whether `named`'s top slice takes over from `where`."""
+    top = named[0]
+    if (top.dimension, top.value) == (where.dimension, where.value) or top.flagged_only:
         return False
-    top = explanation.named[0]
-    if (top.dimension, top.value) == (where.dimension, where.value):
-        return False
-    held = [s for s in explanation.named if (s.dimension, s.value) == where[:2]]
+    held = [s for s in named if (s.dimension, s.value) == where[:2]]
     if not held:
         return True
     return (top.share or 0.0) >= TAKE_OVER * (held[0].share or 0.0)

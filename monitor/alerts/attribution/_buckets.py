@@ -9,6 +9,7 @@ import statistics
 from array import array
 from collections import deque
 
+from monitor.evidence.senders import Senders
 from monitor.records.where import DIMENSIONS
 
 FINE = 20
@@ -54,6 +55,7 @@ class Buckets:
         "fine_at",
         "fine_head",
         "fine_w",
+        "flagged",
         "group_start",
         "groups",
         "measured",
@@ -61,6 +63,8 @@ class Buckets:
         "nf",
         "retrieval",
         "round_robin",
+        "screen",
+        "screen_bucket",
         "strata",
         "totals",
         "traces",
@@ -80,6 +84,11 @@ class Buckets:
         self.totals = array("d", bytes(8 * 3 * slots))  # n, sum, sum of squares
         self.strata = array("d", bytes(8 * 4 * slots))  # n, sum: retrieval passed, failed
         self.values: list[dict[str, array[float]]] = [{} for _ in DIMENSIONS]
+        # What senders the screen flagged sent, in the same rows (`values`' layout): a
+        # value's rise without them is its rise without a forger.
+        self.flagged: list[dict[str, array[float]]] = [{} for _ in DIMENSIONS]
+        self.screen = Senders()
+        self.screen_bucket = -1
         self.groups = array("d", bytes(8 * 6 * GROUPS))  # current then previous: n, sum, sq
         self.group_start: float | None = None
         self.measured: deque[float] = deque(maxlen=MEASURED)
@@ -124,7 +133,7 @@ class Buckets:
             for data, width in ((self.totals, 3), (self.strata, 4)):
                 for k in range(width):
                     data[target * width + k] += data[source * width + k]
-            for values in self.values:
+            for values in (*self.values, *self.flagged):
                 for row in values.values():
                     row[2 * target] += row[2 * source]
                     row[2 * target + 1] += row[2 * source + 1]
@@ -134,7 +143,7 @@ class Buckets:
         for data, width in ((self.totals, 3), (self.strata, 4)):
             for k in range(width):
                 data[s * width + k] = 0.0
-        for values in self.values:
+        for values in (*self.values, *self.flagged):
             for row in values.values():
                 row[2 * s] = row[2 * s + 1] = 0.0
 
@@ -263,10 +272,11 @@ def strata(side: Side) -> tuple[float, float, float, float]:
     return out[0], out[1], out[2], out[3]
 
 
-def sums(side: Side, d: int, value: str) -> tuple[float, float]:
+def sums(side: Side, d: int, value: str, *, flagged: bool = False) -> tuple[float, float]:
+    """A value's verdicts and defects over a side (`flagged`: those of flagged senders)."""
     n = x = 0.0
     for state, slots in side:
-        row = state.values[d].get(value)
+        row = (state.flagged if flagged else state.values)[d].get(value)
         if row is None:
             continue
         for s in slots:

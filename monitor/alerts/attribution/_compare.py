@@ -88,7 +88,20 @@ def compare_slices(
             share = None
             if base is not None and excess_all > 0:
                 share = (x1 - n1 * base) / excess_all
-            out.append(Slice(name, value, int(n1), p1, int(n0), reference, expected, share, z))
+            # The same comparison without what flagged senders sent.
+            screened = z
+            fn, fx = sums(sides[0], d, value, flagged=True)
+            if fn > 0:
+                sn, sx = n1 - fn, x1 - fx
+                if sn < MIN_SLICE:
+                    screened = -math.inf
+                else:
+                    sp = sx / sn
+                    sv = variance + deff * (var(sp, 0) / sn - var(p1, 0) / n1)
+                    screened = (sp - expected - margin) / math.sqrt(sv) if sv > 0 else 0.0
+            out.append(
+                Slice(name, value, int(n1), p1, int(n0), reference, expected, share, z, screened)
+            )
     return out, tested
 
 

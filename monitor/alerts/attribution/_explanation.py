@@ -27,6 +27,10 @@ class Slice:
     expected: float
     share: float | None  # of the excess; None when the service has none
     z: float
+    # `z` without the verdicts of senders the screen flagged (-inf: too few are left).
+    screened_z: float = math.inf
+    # Its rise came from flagged senders (`screened_z` short of the level it was named at).
+    flagged_only: bool = False
 
     @property
     def p_value(self) -> float:
@@ -125,6 +129,9 @@ class Explanation:
     links: list[str]
     budget: str
     changes: tuple[Change, ...] = ()
+    # The slices of the rise's newest window against the same reference, named in the
+    # same order (empty when the rise is no longer than that window): what rises now.
+    later: tuple[Slice, ...] = ()
 
     def changed_text(self) -> str:
         """What changed at the rise, or "" when nothing did."""
