@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from monitor.detector.text import (
     STOPWORDS,
@@ -16,12 +17,11 @@ from monitor.detector.text import (
     strip_list_marker,
     tokens,
 )
-from monitor.shared.admitted import admitted
 
 PREFIX = 6
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
     numeric = token[0].isdigit() or token[0] == "$"

@@ -7,6 +7,7 @@ names, each with its place in the sentence and a value to compare ("900 metres" 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.text import (
     DISCOURSE,
@@ -21,7 +22,6 @@ from monitor.detector.text import (
     token_spans,
     tokens,
 )
-from monitor.shared.admitted import admitted
 
 # Each month's names, full and short, with its number.
 _MONTH_NUMBER = {
@@ -204,7 +204,7 @@ def parse(text: str) -> Parsed:
 # extractive answer repeats their sentences: parsing a sentence for slots is a third of the
 # detector's time on a new context. `Parsed` is never mutated after parsing (`parse_bare`
 # changes a fresh parse of its own), so cached values can be shared.
-parse_sentence = admitted(4096)(parse)
+parse_sentence = lru_cache(maxsize=4096)(parse)
 
 
 def _capitalised(token: str, word: str) -> bool:

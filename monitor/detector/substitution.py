@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
@@ -34,7 +35,6 @@ from monitor.detector.text import (
     stem,
     tokens,
 )
-from monitor.shared.admitted import admitted
 
 # Three fifths of the claim's other content words, and at least two of them (a number the
 # claim shares with the sentence counts as one).
@@ -116,7 +116,7 @@ for _name, _members in _CLASSES.items():
         _CLASS_OF[_word] = _CLASS_OF.get(_word, frozenset()) | {_name}
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def _lemma(word: str) -> str:
     """The form a lexicon compares: periods as their unit ("weekly" -> "week"), plurals as
     singulars ("minutes" -> "minute")."""
@@ -139,7 +139,7 @@ class _Words:
 
 
 # Context chunks recur across requests; a worker keeps its last sentences read.
-@admitted(1024)
+@lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
     words = tuple(map(fold, tokens(text)))
     content = {
@@ -301,7 +301,7 @@ def _negatives(sentence: _Words) -> frozenset[str]:
     return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
 
-@admitted(1024)
+@lru_cache(maxsize=1024)
 def _polarity_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A sentence's content stems other than its negations, and its negatives: read once
     per context sentence, not once per claim compared with it."""

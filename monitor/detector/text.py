@@ -8,9 +8,8 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from typing import Any, TypeVar
-
-from monitor.shared.admitted import admitted, next_record
 
 # A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
 # suffix. The two start with different characters, so their order does not change what
@@ -79,7 +78,7 @@ NEGATIONS = frozenset(
 )
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def is_negation(word: str) -> bool:
     """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
     return word in NEGATIONS or word.endswith("n't")
@@ -170,7 +169,6 @@ class _Scope(AbstractContextManager[None]):
     def __enter__(self) -> None:
         shared = _shared
         if shared.key is not self.key:
-            next_record()
             shared.results = defaultdict(dict)
             shared.key = self.key
         shared.depth += 1
@@ -214,7 +212,7 @@ def once_per_record(
 
 
 # Called on every token by every check: a cached word is looked up faster than folded.
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
     if text.isascii():
@@ -228,7 +226,7 @@ def canonical(word: str) -> str:
     return _UNITS.get(word, word)
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match "paid"/"pays"/"paying" style variants."""
     if len(word) <= 4:
@@ -239,7 +237,7 @@ def stem(word: str) -> str:
     return word
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
     "owner" are one root, as are "directed" and "director"."""
@@ -257,7 +255,7 @@ def undouble(word: str) -> str:
     return word
 
 
-@admitted(TOKEN_CACHE, later_record=True)
+@lru_cache(maxsize=TOKEN_CACHE)
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
