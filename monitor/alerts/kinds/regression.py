@@ -19,7 +19,7 @@ from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import NOTHING, Arrival, Moments, Unit, bets, look_level, rise_p_value
+from monitor.evidence import NOTHING, Arrival, Moments, Unit, bets, look_level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -91,12 +91,8 @@ class Regression(ShadowHooks):
             state.solo.add_counts(now, moments)
         if state.test is None:
             return False
-        if conversation is None:
-            for k, count in enumerate(histogram):
-                state.pending[k] += count
-        else:
-            state.pending_arrivals.append(conversation)
-        if sum(state.pending) + len(state.pending_arrivals) < BATCH:
+        state.batch.add(histogram, conversation)
+        if state.batch.size() < BATCH:
             return False
         return self._batch(state, now, firing)
 
@@ -143,11 +139,10 @@ class Regression(ShadowHooks):
         rule fires: those count in the windows only); True when it crossed the budget."""
         test = state.test
         assert test is not None
-        pending = sum(state.pending) or state.pending_arrivals
-        if pending and state.bets is not None and not firing:
-            test.update(state.bets, state.pending, state.pending_arrivals, now)
-        state.pending[:] = [0.0] * len(state.pending)
-        state.pending_arrivals.clear()
+        batch = state.batch
+        if batch.size() and state.bets is not None and not firing:
+            test.update(state.bets, batch.levels, batch.arrivals, now)
+        batch.clear()
         return not firing and test.crossed(self.rule.budget_s)
 
     # -- judging ----------------------------------------------------------------------
@@ -183,11 +178,7 @@ class Regression(ShadowHooks):
         expected = state.expected
         if expected is None:
             return 1.0
-        current = state.current.moments(now)
-        variance = expected.variance * expected.design / max(1, current.samples)
-        return rise_p_value(
-            current.mean - expected.mean, variance + expected.se2, self.rule.min_increase / 2
-        )
+        return expected.rise_p(state.current.moments(now), self.rule.min_increase / 2)
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         entry = entries[""]
@@ -205,7 +196,7 @@ class Regression(ShadowHooks):
             "interim": 1.0 if state.baseline.interim else 0.0,
         }
         if expected is not None:
-            reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
+            reference = expected.reference()
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
         enough = expected is not None and expected.samples >= self._baseline.min_samples
         ready = enough and current.samples >= cfg.min_samples

@@ -3,14 +3,14 @@ form in the state file: its windows and test here, what it expects in its `Basel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from monitor.alerts.kinds.regression_expectation import sayer, terms
 from monitor.alerts.rule import Rule
 from monitor.evidence import (
-    Arrival,
     Baseline,
+    Batch,
     Bets,
     Changeover,
     Expectation,
@@ -32,10 +32,8 @@ class RegressionState:
     solo: SlidingWindow
     baseline: Baseline
     test: SequentialTest | None
-    # Since the last batch: verdicts without a conversation by level, conversations'
-    # arrivals.
-    pending: list[float]
-    pending_arrivals: list[Arrival] = field(default_factory=list)
+    # What waits for the sequential test's next batch.
+    batch: Batch
     # The service (and cohort) as log lines name it; not saved: whoever makes the state sets it.
     series: str = ""
     bets: Bets | None = None
@@ -52,7 +50,7 @@ class RegressionState:
             SlidingWindow(rule.window_s),
             Baseline(terms(rule), sayer(rule.config.name, series)),
             SequentialTest() if rule.sequential else None,
-            [0.0] * (rule.steps + 1),
+            Batch([0.0] * (rule.steps + 1)),
             series=series,
         )
 
