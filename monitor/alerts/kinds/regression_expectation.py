@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 from monitor.alerts.rule import Rule
@@ -41,16 +42,22 @@ def terms(rule: Rule) -> Terms:
 
 def sayer(name: str, series: str) -> Say:
     """The log lines of rule `name`'s baseline of `series`, each limited per rule and series."""
+    return _Sayer(name, series)
 
-    def say(key: str, level: int, message: str, *args: object) -> None:
+
+@dataclass(frozen=True, slots=True)
+class _Sayer:
+    # A class, not a closure: a rule's state is copied and pickled whole.
+    name: str
+    series: str
+
+    def __call__(self, key: str, level: int, message: str, *args: object) -> None:
+        name, series = self.name, self.series
         if not key:
             _log.log(name, level, "alert %s: " + message, name, *args)
         else:
-            _log.log(
-                f"{name} {key} {series}", level, "alert %s for %s: " + message, name, series, *args
-            )
-
-    return say
+            key = f"{name} {key} {series}"
+            _log.log(key, level, "alert %s for %s: " + message, name, series, *args)
 
 
 def reference_text(baseline: AlertBaseline) -> str:
