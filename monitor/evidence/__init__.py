@@ -3,23 +3,33 @@
 
 - what is counted: `Moments` (sums of defect values), `Unit` (one conversation's verdicts,
   or one verdict), `Arrival` (verdicts judged at once against their conversation's earlier
-  ones), `Units` (gathers them per rule, service and cohort; ids as `conversation_key`);
+  ones), `Batch` (what waits for the sequential test), `Units` (gathers them per rule,
+  service and cohort; ids as `conversation_key`);
 - windows of counts: `SlidingWindow`, `UnitSums` (the units' sums) and `design_effect`;
-- what a service is expected to show (regression rules): `History`, its `Expectation` and
-  `Level`, a fresh rule's `FirstLevel`, `history_span_s`, `LONG_LEVEL_FACTOR`;
+- what a service is expected to show (regression rules): `Baseline` (its `Terms`, where it
+  logs: `Say`), holding the `History` (its `Expectation` and `Level`, `history_span_s`,
+  `LONG_LEVEL_FACTOR`), a fresh rule's `FirstLevel`, an evaluator `Changeover` and its
+  `Overlap`, and a `Shadow`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
-- tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `increase_p_value`,
-  `rise_p_value`;
+- tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `design_interval`,
+  `increase_p_value`, `rise_p_value`;
+- who sent the verdicts: `Senders` (the sender screen), `screen_bytes`;
 - reading saved state: `saved_number`, `restore_slices`.
 """
 
+from monitor.evidence.baseline import Baseline, Say
+from monitor.evidence.changeover import Changeover, Terms
 from monitor.evidence.conversations import conversation_key
-from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
+from monitor.evidence.counts import NOTHING, Arrival, Batch, Moments, Unit
 from monitor.evidence.first_level import FirstLevel
 from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
 from monitor.evidence.level import Level
+from monitor.evidence.overlap import Overlap
+from monitor.evidence.senders import Senders, screen_bytes
 from monitor.evidence.sequential import Bets, SequentialTest, bets
+from monitor.evidence.shadow import Shadow
 from monitor.evidence.stats import (
+    design_interval,
     increase_p_value,
     look_level,
     one_sided_z,
@@ -41,20 +51,29 @@ __all__ = [
     "LONG_LEVEL_FACTOR",
     "NOTHING",
     "Arrival",
+    "Baseline",
+    "Batch",
     "Bets",
+    "Changeover",
     "Expectation",
     "FirstLevel",
     "History",
     "Level",
     "Moments",
+    "Overlap",
+    "Say",
+    "Senders",
     "SequentialTest",
+    "Shadow",
     "SlidingWindow",
+    "Terms",
     "Unit",
     "UnitSums",
     "Units",
     "bets",
     "conversation_key",
     "design_effect",
+    "design_interval",
     "history_span_s",
     "increase_p_value",
     "look_level",
@@ -62,5 +81,6 @@ __all__ = [
     "restore_slices",
     "rise_p_value",
     "saved_number",
+    "screen_bytes",
     "wilson_interval",
 ]

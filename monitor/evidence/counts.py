@@ -1,11 +1,11 @@
 """What the evidence is counted in: sums of defect values (`Moments`), one conversation's
 verdicts or one verdict (`Unit`), and verdicts judged at once against their conversation's
-earlier ones (`Arrival`)."""
+earlier ones (`Arrival`), and what waits for the sequential test (`Batch`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +88,26 @@ class Arrival:
     # Whether its verdicts count in the windows: not for a request asked again past its
     # share of the traffic (`REPEAT_SHARE`).
     counted: bool = True
+
+
+@dataclass(slots=True)
+class Batch:
+    """Verdicts waiting for the sequential test since its last batch: those without a
+    conversation by defect level (`levels`, `steps + 1` of them), conversations' arrivals."""
+
+    levels: list[float]
+    arrivals: list[Arrival] = field(default_factory=list)
+
+    def add(self, histogram: Sequence[float], arrival: Arrival | None) -> None:
+        if arrival is None:
+            for k, count in enumerate(histogram):
+                self.levels[k] += count
+        else:
+            self.arrivals.append(arrival)
+
+    def size(self) -> float:
+        return sum(self.levels) + len(self.arrivals)
+
+    def clear(self) -> None:
+        self.levels[:] = [0.0] * len(self.levels)
+        self.arrivals.clear()

@@ -39,6 +39,7 @@ from monitor.evidence.level import Level, Profile, Sums
 from monitor.evidence.profile import BucketSums, measure_profile
 from monitor.evidence.season import Season
 from monitor.evidence.senders import Flagged, Senders
+from monitor.evidence.stats import rise_p_value
 from monitor.evidence.window import saved_number
 
 HOUR_S = 3600.0
@@ -81,6 +82,16 @@ class Expectation:
     # Clustering nobody declared (`Profile.excess`): what a conversation's or a repeated
     # request's evidence is tempered by (verdicts of their own are, by `kappa`).
     excess: float = 1.0
+
+    def reference(self) -> Moments:
+        """The level as counts: its verdicts at the expected mean."""
+        return Moments(self.samples, self.mean * self.samples, 0.0)
+
+    def rise_p(self, current: Moments, margin: float) -> float:
+        """The p-value of "`current`'s mean is at most `margin` above the expected", its
+        verdicts taken to vary as the level's do (the window test)."""
+        variance = self.variance * self.design / max(1, current.samples)
+        return rise_p_value(current.mean - self.mean, variance + self.se2, margin)
 
 
 class History(Buckets):

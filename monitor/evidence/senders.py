@@ -85,6 +85,10 @@ class Senders:
         self._index = array("q", [-1] * SCREEN_BUCKETS)
         self.flagged: frozenset[str] = frozenset()
 
+    def flags(self, sender: str) -> bool:
+        """Whether the last `screen` flagged `sender` (its key as kept)."""
+        return sender[:MAX_KEY_CHARS] in self.flagged
+
     def add(
         self,
         index: int,
@@ -321,3 +325,9 @@ def _weighted_median(points: list[tuple[str, float, float]]) -> tuple[float, flo
         if seen >= half:
             return value, weight
     return math.nan, 0.0
+
+
+def screen_bytes(row_overhead: int) -> int:
+    """The most bytes a `Senders` takes: its senders and `REST`, each a key of up to
+    `MAX_KEY_CHARS` and its buckets' sums, each row with `row_overhead` bytes beside."""
+    return (MAX_SENDERS + 1) * (MAX_KEY_CHARS + 8 * FIELDS * SCREEN_BUCKETS + row_overhead)

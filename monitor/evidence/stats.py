@@ -21,6 +21,17 @@ def z_score(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+def design_interval(moments: Moments, design: float, confidence: float) -> tuple[float, float]:
+    """The Wilson interval of `moments`' mean for as many independent verdicts as they are
+    worth (`design`: their design effect)."""
+    effective = moments.samples / design
+    return wilson_interval(
+        moments.mean * effective,
+        max(1, round(effective)) if moments.samples else 0,
+        confidence,
+    )
+
+
 def wilson_interval(defects: float, samples: int, confidence: float) -> tuple[float, float]:
     """The Wilson score interval of `defects / samples`; (0, 1) when nothing was seen."""
     if samples <= 0:

@@ -14,12 +14,11 @@ from collections.abc import Callable
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.kinds.overlap import Overlap
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.state import UPGRADES
 from monitor.component import Alert
 from monitor.config import AlertBaseline, RegressionRule
-from monitor.evidence import Moments
+from monitor.evidence import Moments, Overlap
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
 

@@ -1,16 +1,26 @@
 """The fence around the statistics the alerts judge with (`monitor/evidence/`): it imports
 nothing of the alerts (not the engine, the rule kinds or their entries); the rest of the
 product reaches it only through its interface, the package `monitor.evidence`, never one of
-its modules; the alert engine does not reach it at all; and no module of either package is
-over 400 lines."""
+its modules; the alert engine does not reach it at all; no module of either package is
+over 400 lines; and the rule kinds do no arithmetic on counts (`_count_arithmetic`)."""
 
 from __future__ import annotations
+
+import ast
 
 from tests.project.test_import_graph import PACKAGE, _graph
 
 EVIDENCE = "monitor.evidence"
 ENGINE = "monitor.alerts.engine"
 MAX_LINES = 400
+KINDS = PACKAGE / "alerts" / "kinds"
+# Names (variables, attributes, subscripted containers) that hold counts of verdicts.
+COUNTS = frozenset(
+    {"samples", "defects", "squares", "n", "fails", "failures", "count", "counts", "total"}
+)
+ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+# Calls that pass a count through to an arithmetic operand unchanged in kind.
+PASS_THROUGH = frozenset({"abs", "float", "int", "len", "max", "min", "round", "sum"})
 
 
 def _inside(module: str, package: str) -> bool:
@@ -65,3 +75,83 @@ def test_no_statistics_or_alerts_module_is_over_400_lines() -> None:
     }
     assert len(lines) > 1
     assert {name: n for name, n in lines.items() if n > MAX_LINES} == {}
+
+
+def _counted(node: ast.expr) -> str | None:
+    """The count name `node` reads: a name, an attribute or a subscript of one in `COUNTS`,
+    or one passed to a `PASS_THROUGH` call (`max(1, x.samples)`)."""
+    if isinstance(node, ast.Name):
+        return node.id if node.id in COUNTS else None
+    if isinstance(node, ast.Attribute):
+        return node.attr if node.attr in COUNTS else None
+    if isinstance(node, ast.Subscript):
+        return _counted(node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id in PASS_THROUGH:
+            return next((c for a in node.args if (c := _counted(a)) is not None), None)
+    return None
+
+
+def _count_arithmetic(source: str, name: str) -> list[str]:
+    """The rule: in a rule kind, no binary arithmetic (`+ - * / // % **`) and no augmented
+    assignment with such an operator has an operand that reads a count (`_counted`). Sums,
+    rates, errors and tests of counts are the evidence's (`monitor.evidence`: `Baseline`,
+    `Expectation`, `Batch`, `design_interval`); a kind compares what they give (means, p-values,
+    thresholds) and says it."""
+    found = []
+    nodes = sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0))
+    for node in nodes:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ARITHMETIC):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ARITHMETIC):
+            operands = [node.target, node.value]
+        else:
+            continue
+        read = [c for o in operands if (c := _counted(o)) is not None]
+        if read:
+            found.append(f"{name}:{node.lineno} {ast.unparse(node)}: arithmetic on {read[0]}")
+    return found
+
+
+def test_the_rule_kinds_do_no_arithmetic_on_counts() -> None:
+    kinds = sorted(KINDS.rglob("*.py"))
+    assert any(p.name == "regression.py" for p in kinds)
+    found = [
+        breach
+        for path in kinds
+        for breach in _count_arithmetic(
+            path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE))
+        )
+    ]
+    assert found == []
+
+
+def test_the_count_rule_finds_planted_arithmetic() -> None:
+    planted = "\n".join(
+        [
+            "reference = Moments(e.samples, e.mean * e.samples, 0.0)",
+            "variance = e.variance * e.design / max(1, current.samples)",
+            "state.pending[k] += count",
+            "rate = fails / n",
+            "effective = current.samples / design",
+            "left = total - counts[0]",
+        ]
+    )
+    assert [line.split(" ", 1)[0] for line in _count_arithmetic(planted, "k.py")] == [
+        "k.py:1",
+        "k.py:2",
+        "k.py:3",
+        "k.py:4",
+        "k.py:5",
+        "k.py:6",
+    ]
+    allowed = "\n".join(
+        [
+            "increase = current.mean - expected.mean",
+            "fire = ready and own >= m / 2",
+            "ready = current.samples >= cfg.min_samples",
+            "span = now - entry.started_at",
+            "reference = expected.reference()",
+        ]
+    )
+    assert _count_arithmetic(allowed, "k.py") == []

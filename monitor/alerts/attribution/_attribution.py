@@ -21,13 +21,12 @@ from monitor.alerts.attribution._buckets import (
 )
 from monitor.alerts.attribution._compare import changes_at_rise, compare_slices, split_rise
 from monitor.alerts.attribution._explanation import Explanation, Slice
-from monitor.alerts.attribution._where_alert import where_alert
+from monitor.alerts.attribution._where_alert import successor_of, where_alert
 from monitor.alerts.describe import iso, utc
 from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule, longest_window_s
 from monitor.component import Alert
-from monitor.evidence import look_level, one_sided_z
-from monitor.evidence.senders import FIELDS, MAX_KEY_CHARS, MAX_SENDERS, SCREEN_BUCKETS
+from monitor.evidence import look_level, one_sided_z, screen_bytes
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import LabelCap
@@ -175,7 +174,7 @@ class Attribution:
             state.screen.screen()
             state.screen_bucket = bucket
         state.screen.add(bucket, sender, n, x, q, solo=False)
-        return sender[:MAX_KEY_CHARS] in state.screen.flagged
+        return state.screen.flags(sender)
 
     def forget(self, keep: Callable[[Key], bool]) -> None:
         """Drops what is kept of the entries `keep` says no to (the engine dropped them)."""
@@ -213,7 +212,7 @@ class Attribution:
         """The alert sent for `key`, with the explanation its annotations came from (kept
         while it fires). `where`: the slice its page named first (the entry's; None: none
         yet). Returns the `Where` alerts to send with it (the old one resolved when another
-        slice `_takes_over`) and the entry's `where` after it."""
+        slice `takes_over`) and the entry's `where` after it."""
         old = self._sent.pop(key, None)
         if old is not None:
             for labels in old.gauges:
@@ -228,7 +227,7 @@ class Attribution:
                 self._gauge.labels(*labels).set(s.share if s.share is not None else 0.0)
                 entry.gauges.append(labels)
         out = []
-        successor = _successor(explanation, where) if where is not None else None
+        successor = successor_of(explanation, where) if where is not None else None
         if where is not None and successor is not None:
             out.append(_where(alert, where, "resolved"))
             where = Named(successor.dimension, successor.value, self._clock())
@@ -246,7 +245,7 @@ class Attribution:
         state file counts as sent: this process has not sent it yet, but the pager has it."""
         explanation = self.explain(key, judgment, now)
         if where is not None:
-            return _successor(explanation, where) is not None
+            return successor_of(explanation, where) is not None
         return bool(explanation.named)
 
     def firing_alerts(self) -> list[dict[str, Any]]:
@@ -386,40 +385,11 @@ class Attribution:
 
 # Bytes of a value's row beyond its counts: the array object and its dict entry and key.
 ROW_OVERHEAD = 300
-# Bytes of the sender screen: its senders and `REST`, each a key of up to
-# `MAX_KEY_CHARS` and its buckets' sums (`monitor.evidence.senders`).
-SCREEN_BYTES = (MAX_SENDERS + 1) * (MAX_KEY_CHARS + 8 * FIELDS * SCREEN_BUCKETS + ROW_OVERHEAD)
+# Bytes of the sender screen (`monitor.evidence.Senders`).
+SCREEN_BYTES = screen_bytes(ROW_OVERHEAD)
 # Bytes of a kept trace: its id, time and the tuple of its values (shared strings).
 TRACE_BYTES = 400
 
 
 def _where(alert: Alert, where: Named, status: Literal["firing", "resolved"]) -> Alert:
     return where_alert(alert, where.dimension, where.value, status, utc(where.at))
-
-
-# A slice named first gives way to another that carries at least this many times its share
-# of the excess, over the whole rise or over its newest window, or when it is no longer
-# named: a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere.
-TAKE_OVER = 2.0
-
-
-def _successor(explanation: Explanation | None, where: Named) -> Slice | None:
-    """The slice that takes over from `where`, the slice named first (None: none does):
-    the top slice of the rise's newest window once it outweighs `where` there (a later
-    rise of another slice, while the first one's still fills the older part of the whole
-    rise), or of the whole rise when its newest window names none."""
-    if explanation is None or not explanation.named:
-        return None
-    named = list(explanation.later) or explanation.named
-    return named[0] if _takes_over(named, where) else None
-
-
-def _takes_over(named: list[Slice], where: Named) -> bool:
-    """Whether `named`'s top slice takes over from `where`."""
-    top = named[0]
-    if (top.dimension, top.value) == (where.dimension, where.value) or top.flagged_only:
-        return False
-    held = [s for s in named if (s.dimension, s.value) == where[:2]]
-    if not held:
-        return True
-    return (top.share or 0.0) >= TAKE_OVER * (held[0].share or 0.0)

@@ -9,7 +9,7 @@ import statistics
 from array import array
 from collections import deque
 
-from monitor.evidence.senders import Senders
+from monitor.evidence import Senders
 from monitor.records.where import DIMENSIONS
 
 FINE = 20

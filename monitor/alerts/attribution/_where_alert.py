@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
+from monitor.alerts.attribution._explanation import Explanation, Slice
+from monitor.alerts.kinds import Named
 from monitor.component import Alert
 from monitor.config import WHERE_SUFFIX
 
@@ -47,3 +49,31 @@ def where_alert(
     annotations["description"] = notes.get("where", annotations["summary"])
     annotations["page"] = name
     return replace(page, status=status, labels=labels, annotations=annotations, starts_at=starts_at)
+
+
+# A slice named first gives way to another that carries at least this many times its share
+# of the excess, over the whole rise or over its newest window, or when it is no longer
+# named: a decoy that rose first cannot hold the `Where` alert when the rise is elsewhere.
+TAKE_OVER = 2.0
+
+
+def successor_of(explanation: Explanation | None, where: Named) -> Slice | None:
+    """The slice that takes over from `where`, the slice named first (None: none does):
+    the top slice of the rise's newest window once it outweighs `where` there (a later
+    rise of another slice, while the first one's still fills the older part of the whole
+    rise), or of the whole rise when its newest window names none."""
+    if explanation is None or not explanation.named:
+        return None
+    named = list(explanation.later) or explanation.named
+    return named[0] if takes_over(named, where) else None
+
+
+def takes_over(named: list[Slice], where: Named) -> bool:
+    """Whether `named`'s top slice takes over from `where`."""
+    top = named[0]
+    if (top.dimension, top.value) == (where.dimension, where.value) or top.flagged_only:
+        return False
+    held = [s for s in named if (s.dimension, s.value) == where[:2]]
+    if not held:
+        return True
+    return (top.share or 0.0) >= TAKE_OVER * (held[0].share or 0.0)

@@ -19,9 +19,9 @@ from monitor.evidence import (
     Unit,
     UnitSums,
     design_effect,
+    design_interval,
     look_level,
     restore_slices,
-    wilson_interval,
 )
 
 
@@ -96,12 +96,7 @@ class Absolute(WindowKind):
         level = look_level(self._interval, self.rule.budget_s)
         # A two-sided interval at 1 - 2 x level has `level` in each tail, for as many
         # independent verdicts as the window's are worth.
-        effective = current.samples / design
-        lower, upper = wilson_interval(
-            current.mean * effective,
-            max(1, round(effective)) if current.samples else 0,
-            1 - 2 * level,
-        )
+        lower, upper = design_interval(current, design, 1 - 2 * level)
         threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
         fire = current.samples >= cfg.min_samples and lower > threshold
         resolve = current.samples == 0 or upper < threshold

@@ -14,23 +14,12 @@ from collections.abc import Mapping, Sequence
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
-from monitor.alerts.kinds.regression_expectation import Expecting, reference_text, season_text
+from monitor.alerts.kinds.regression_expectation import reference_text, season_text
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
-from monitor.alerts.kinds.regression_state import Changeover, RegressionState
+from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import (
-    NOTHING,
-    Arrival,
-    History,
-    Moments,
-    SequentialTest,
-    SlidingWindow,
-    Unit,
-    bets,
-    look_level,
-    rise_p_value,
-)
+from monitor.evidence import NOTHING, Arrival, Moments, Unit, bets, look_level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -50,9 +39,7 @@ class Regression(ShadowHooks):
         self._baseline = cfg.baseline
         self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
-        self._hold_s = self._baseline_s + rule.window_s  # how long anything is held
         self._interval = interval_s
-        self._expectation = Expecting(rule)
 
     @staticmethod
     def summary(config: AlertRule, budget: str) -> str:
@@ -67,42 +54,24 @@ class Regression(ShadowHooks):
         self, previous: Entry | None = None, now: float = 0.0, series: str = ""
     ) -> RegressionState:
         """An empty state of `series`; with `previous`, an entry whose evaluator revision was
-        replaced at `now`: new windows and test, and its history (its season and clustering
-        are the traffic's), whose level translates into the new revision's once the offset
-        is measured (`_changeover_expectation`); without a level to translate, anew."""
+        replaced at `now`: new windows and test, and a baseline that follows the old one
+        (`Baseline.succeed`: translated once the offset is measured; without a level to
+        translate, anew)."""
         rule = self.rule
-        state = RegressionState(
-            SlidingWindow(rule.window_s),
-            SlidingWindow(rule.window_s),
-            History(self._baseline_s, self._baseline.season, rule.steps, rule.budget_s),
-            SequentialTest() if rule.sequential else None,
-            [0.0] * (rule.steps + 1),
-            series=series,
-            interim_samples=self._baseline.min_samples,
-        )
+        state = RegressionState.empty(rule, series)
         if previous is None:
             return state
         old: RegressionState = previous.state
         building = old.test.building_since() if old.test is not None else old.leaning_since
         # What the old revision's current window held goes to its history first.
-        self._expire(old, now + 2 * rule.window_s, firing=previous.firing, hold_from=building)
-        history = old.history
-        before = history.period_level(now - self._baseline_s, now + history.width_s)
-        if before is None or before.samples < self._baseline.min_samples:
-            _log.log(
-                f"{rule.config.name} no translation {series}",
-                logging.WARNING,
-                "alert %s for %s: the evaluator revision changed with no level of the old one "
-                "to translate: the new revision's baseline is learned anew",
-                rule.config.name,
-                series,
-            )
-            return state
-        state.history = history
-        bucket = history.bucket(now)
-        state.changeover = Changeover(
-            now, bucket, before, history.counts(bucket), replaced=previous.revision
+        old.baseline.expire(
+            old.current,
+            old.solo,
+            now + 2 * rule.window_s,
+            firing=previous.firing,
+            hold_from=building,
         )
+        state.baseline.succeed(old.baseline, now, previous.revision)
         return state
 
     # -- verdicts in ------------------------------------------------------------------
@@ -117,22 +86,18 @@ class Regression(ShadowHooks):
     ) -> bool:
         moments = Moments.of_histogram(histogram)
         state.current.add_counts(now, moments)
-        state.count_overlap(moments, now, old=False, firing=firing)
+        state.baseline.count(moments, now, old=False, firing=firing)
         if conversation is None:
             state.solo.add_counts(now, moments)
         if state.test is None:
             return False
-        if conversation is None:
-            for k, count in enumerate(histogram):
-                state.pending[k] += count
-        else:
-            state.pending_arrivals.append(conversation)
-        if sum(state.pending) + len(state.pending_arrivals) < BATCH:
+        state.batch.add(histogram, conversation)
+        if state.batch.size() < BATCH:
             return False
         return self._batch(state, now, firing)
 
     def add_unit(self, state: RegressionState, unit: Unit, now: float) -> bool:
-        state.history.add_unit(now, unit)
+        state.baseline.add_unit(now, unit)
         return False
 
     def add_replaced(
@@ -145,8 +110,8 @@ class Regression(ShadowHooks):
     ) -> None:
         old = Moments.of_histogram(histogram)
         if paired is None:
-            state.count_overlap(old, now, old=True, firing=firing)
-        elif (learned := state.count_pair(paired[0], old, paired[1], now, firing)) is not None:
+            state.baseline.count(old, now, old=True, firing=firing)
+        elif learned := state.baseline.count_pair(paired[0], old, paired[1], now, firing):
             _log.log(
                 f"{self.rule.config.name} paired {state.series}",
                 logging.WARNING,
@@ -167,18 +132,17 @@ class Regression(ShadowHooks):
         now: float,
     ) -> None:
         """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
-        state.history.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
+        state.baseline.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
         test = state.test
         assert test is not None
-        pending = sum(state.pending) or state.pending_arrivals
-        if pending and state.bets is not None and not firing:
-            test.update(state.bets, state.pending, state.pending_arrivals, now)
-        state.pending[:] = [0.0] * len(state.pending)
-        state.pending_arrivals.clear()
+        batch = state.batch
+        if batch.size() and state.bets is not None and not firing:
+            test.update(state.bets, batch.levels, batch.arrivals, now)
+        batch.clear()
         return not firing and test.crossed(self.rule.budget_s)
 
     # -- judging ----------------------------------------------------------------------
@@ -189,9 +153,10 @@ class Regression(ShadowHooks):
         the sequential test takes its pending batch and its bets for the next."""
         rule, test = self.rule, state.test
         hold_from = test.building_since() if test is not None else state.leaning_since
-        self._expire(state, now, firing=firing, hold_from=hold_from)
-        state.settle_held_overlap(now, hold_from is not None, firing, self._hold_s)
-        expected = state.expected = self._expectation(state, now)
+        state.last = now
+        expected = state.expected = state.baseline.advance(
+            state.current, state.solo, now, firing=firing, hold_from=hold_from
+        )
         if test is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
@@ -213,11 +178,7 @@ class Regression(ShadowHooks):
         expected = state.expected
         if expected is None:
             return 1.0
-        current = state.current.moments(now)
-        variance = expected.variance * expected.design / max(1, current.samples)
-        return rise_p_value(
-            current.mean - expected.mean, variance + expected.se2, self.rule.min_increase / 2
-        )
+        return expected.rise_p(state.current.moments(now), self.rule.min_increase / 2)
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         entry = entries[""]
@@ -230,12 +191,12 @@ class Regression(ShadowHooks):
         reference = NOTHING
         unseasoned = state.history.learning()
         figures: dict[str, float] = {
-            "learning": 1.0 if unseasoned or state.changeover is not None else 0.0,
+            "learning": 1.0 if unseasoned or state.baseline.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
-            "interim": state.interim,
+            "interim": state.baseline.interim,
         }
         if expected is not None:
-            reference = Moments(expected.samples, expected.mean * expected.samples, 0.0)
+            reference = expected.reference()
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
         enough = expected is not None and expected.samples >= self._baseline.min_samples
         ready = enough and current.samples >= cfg.min_samples
@@ -290,51 +251,10 @@ class Regression(ShadowHooks):
         """A resolve ends the rise: a rise accepted as the new normal joins the level, the
         test starts anew, and what was held out stays out (it paged)."""
         state: RegressionState = entry.state
-        if judgment.figures.get("accepted"):
-            state.history.accept(entry.started_at - self.rule.window_s)
-        state.resolved_at = now
+        accepted = judgment.figures.get("accepted")
+        state.baseline.settle(now, entry.started_at - self.rule.window_s if accepted else None)
         if state.test is not None:
             state.test.reset()
-        state.held.clear()
-
-    def _expire(
-        self, state: RegressionState, now: float, *, firing: bool, hold_from: float | None
-    ) -> None:
-        """Moves what left the current window into the history (see the module docstring)."""
-        history = state.history
-        state.last = now
-        width = state.current.width
-        solo_gone = {s.index: s for s in state.solo.expire(now)}
-        for piece in state.current.expire(now):
-            start = piece.index * width
-            moments = Moments(piece.samples, piece.defects, piece.squares)
-            solo_piece = solo_gone.get(piece.index)
-            solo = (
-                Moments(solo_piece.samples, solo_piece.defects, solo_piece.squares)
-                if solo_piece is not None
-                else NOTHING
-            )
-            held = hold_from is not None and start + width > hold_from
-            # Slices that began before the last resolve held verdicts of the rise.
-            rise = firing or held or start < state.resolved_at
-            history.add(start, moments, solo, rise=rise)
-            if held and not firing:
-                bucket = history.bucket(start)
-                before, before_solo = state.held.get(bucket, (NOTHING, NOTHING))
-                state.held[bucket] = (before.plus(moments), before_solo.plus(solo))
-        if firing:
-            state.held.clear()  # part of the rise that paged: never released
-        elif hold_from is None and state.held:
-            history.release(state.held)
-            state.held.clear()
-        elif state.held:
-            # Held longer than a baseline window: joins the level.
-            limit = history.bucket(now - self._hold_s)
-            old = {b: v for b, v in state.held.items() if b < limit}
-            if old:
-                history.release(old)
-                for b in old:
-                    del state.held[b]
 
     # -- what it says and shows --------------------------------------------------------
 

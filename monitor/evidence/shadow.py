@@ -1,13 +1,14 @@
 """What a regression rule keeps of a revision scoring in shadow beside its own
 (`evaluators[].next`): the differences of their verdicts on the same records, saved in the
-state file and carried into the changeover at the switch (`regression_shadow.py`)."""
+state file and carried into the changeover at the switch (`Baseline.take_shadow`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.evidence import Moments, saved_number
+from monitor.evidence.counts import Moments
+from monitor.evidence.window import saved_number
 
 
 @dataclass(slots=True)

@@ -1,13 +1,13 @@
 """Both revisions' verdicts while a regression rule's evaluator changes (a rollout, a
 `previous` revision scoring a share again): the offset between them, measured on the same
-hours and on paired records (`monitor.alerts.kinds.regression_state` keeps one per
+hours and on paired records (`monitor.evidence.baseline.Baseline` keeps one per
 changeover)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from monitor.evidence import Moments
+from monitor.evidence.counts import Moments
 
 # Verdicts of each revision the overlap needs before its offset is taken (a normal
 # approximation of each side's mean).
