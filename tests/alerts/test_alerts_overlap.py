@@ -1,4 +1,4 @@
-"""A changeover measured on the overlap (`monitor.alerts.kinds.regression_state.Overlap`):
+"""A changeover measured on the overlap (`monitor.evidence.Overlap`):
 while both evaluator revisions score the same service (a rollout), the new revision's
 offset is the difference of the two on the same hours, so a change of the service in the
 first hour after the evaluator's still pages; with the old revision gone the offset comes
@@ -253,8 +253,8 @@ def test_while_evidence_builds_the_overlap_is_held_apart_then_joins_or_is_droppe
     hold_s = 6 * 3600.0 + 60.0
 
     def both() -> None:
-        state.count_overlap(Moments(10, 4.0, 4.0), now, old=True, firing=False)
-        state.count_overlap(Moments(10, 6.0, 6.0), now, old=False, firing=False)
+        state.baseline.count(Moments(10, 4.0, 4.0), now, old=True, firing=False)
+        state.baseline.count(Moments(10, 6.0, 6.0), now, old=False, firing=False)
 
     state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()

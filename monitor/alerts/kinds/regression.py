@@ -37,7 +37,6 @@ class Regression(ShadowHooks):
         assert cfg.baseline is not None
         self.rule = rule
         self._baseline = cfg.baseline
-        self._baseline_s = rule.baseline_s or 0.0
         self._accept_s = rule.accept_after_s
         self._interval = interval_s
 

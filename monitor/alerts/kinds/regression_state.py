@@ -15,7 +15,6 @@ from monitor.evidence import (
     Changeover,
     Expectation,
     History,
-    Moments,
     Overlap,
     SequentialTest,
     Shadow,
@@ -78,9 +77,6 @@ class RegressionState:
     @property
     def building(self) -> bool:
         return self.baseline.building
-
-    def count_overlap(self, moments: Moments, now: float, *, old: bool, firing: bool) -> None:
-        self.baseline.count(moments, now, old=old, firing=firing)
 
     def settle_held_overlap(self, now: float, building: bool, firing: bool, hold_s: float) -> None:
         self.baseline.settle_held_overlap(now, building, firing, hold_s)
