@@ -47,9 +47,9 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import tree_pids  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
+from harness.ports import check_exited, free_port, retrying  # noqa: E402
 
 MB = 1024 * 1024
 LIMITS_MB = {"labels_metrics": 1, "labels_rss": 300, "documents_rss": 600, "page": 10}

@@ -62,9 +62,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from bench._ports import TRIES, check_exited, free_port, retrying  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import BATCH, SPANS_PER_TRACE, Payloads, build_payload  # noqa: E402
+from harness.ports import TRIES, check_exited, free_port, retrying  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
 # The project's target for spans per server CPU-second at 1% sampling against nothing

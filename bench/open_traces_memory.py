@@ -35,9 +35,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
-from bench._ports import retrying  # noqa: E402
 from bench.ingest import _metrics, _port, _proc_stats, _sum, start_monitor  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
+from harness.ports import retrying  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
 SPANS_PER_TRACE = 8

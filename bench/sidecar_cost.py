@@ -45,11 +45,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.ingest import Monitor, descendants  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import BATCH, Payloads  # noqa: E402
+from harness.ports import check_exited, free_port, retrying  # noqa: E402
 from harness.servers import stop_process  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -29,10 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._ports import check_exited, retrying  # noqa: E402
-from bench._ports import free_port as _free_port  # noqa: E402
 from bench._pss import ProcessMemory, distinct_mb, tree_memory  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
+from harness.ports import check_exited, retrying  # noqa: E402
+from harness.ports import free_port as _free_port  # noqa: E402
 
 # The project's guard for an idle sidecar with 2 worker processes (the default on 2 CPUs):
 # the PSS of its tree, MB (docs/performance.md, "Targets").

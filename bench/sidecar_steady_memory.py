@@ -35,11 +35,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._ports import check_exited, free_port, retrying  # noqa: E402
 from bench._pss import tree_memory  # noqa: E402
 from bench.sidecar_memory import _entry_point, _ready, _running  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import ANSWERS, DOCS, QUESTIONS  # noqa: E402
+from harness.ports import check_exited, free_port, retrying  # noqa: E402
 
 # The guard (docs/performance.md, "Targets"): memory after the warm-up within this share
 # of what it was at the warm-up's end.

@@ -1,4 +1,4 @@
-"""`bench/_ports.py`: a bench's child that exits because a port picked for it was taken
+"""`harness/ports.py`: a bench's child that exits because a port picked for it was taken
 since is started again on fresh ports, a bounded number of times; any other failure is
 raised as it is. The race is made real: the first port picked is taken before the child
 binds it."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._ports import TRIES, PortTaken, check_exited, free_port, retrying
+from harness.ports import TRIES, PortTaken, check_exited, free_port, retrying
 
 # A child that binds its port as a server does and, when it cannot, exits naming why (as the
 # monitor and rotel do).
