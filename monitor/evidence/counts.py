@@ -111,3 +111,15 @@ class Batch:
     def clear(self) -> None:
         self.levels[:] = [0.0] * len(self.levels)
         self.arrivals.clear()
+
+
+def add_paired(paired: list[float], old: Moments, new: Moments) -> bool:
+    """Adds two revisions' verdicts on the same record (as many of each) to `paired`, the
+    sums of their differences (count, sum, squares); False when there were none."""
+    n = min(old.samples, new.samples)
+    if n <= 0:
+        return False
+    difference = new.mean - old.mean
+    for i, x in enumerate((n, n * difference, n * difference * difference)):
+        paired[i] += x
+    return True

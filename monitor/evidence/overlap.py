@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from monitor.evidence.counts import Moments
+from monitor.evidence.counts import Moments, add_paired
 
 # Verdicts of each revision the overlap needs before its offset is taken (a normal
 # approximation of each side's mean).
@@ -41,13 +41,8 @@ class Overlap:
 
     def add_pair(self, old: Moments, new: Moments, now: float) -> None:
         """Both revisions' verdicts on the same record (as many of each)."""
-        n = min(old.samples, new.samples)
-        if n <= 0:
-            return
-        difference = new.mean - old.mean
-        for i, x in enumerate((n, n * difference, n * difference * difference)):
-            self.paired[i] += x
-        self.old_seen = now
+        if add_paired(self.paired, old, new):
+            self.old_seen = now
 
     def add(self, bucket: int, moments: Moments, now: float, *, old: bool) -> None:
         if bucket > self.bucket:

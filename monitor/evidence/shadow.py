@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.evidence.counts import Moments
+from monitor.evidence.counts import Moments, add_paired
 from monitor.evidence.window import saved_number
 
 
@@ -22,13 +22,8 @@ class Shadow:
     last: float = 0.0
 
     def add(self, own: Moments, shadow: Moments, now: float) -> None:
-        n = min(own.samples, shadow.samples)
-        if n <= 0:
-            return
-        difference = shadow.mean - own.mean
-        for i, x in enumerate((n, n * difference, n * difference * difference)):
-            self.paired[i] += x
-        self.last = now
+        if add_paired(self.paired, own, shadow):
+            self.last = now
 
     def saved(self) -> list[Any]:
         return [self.revision, *self.paired, self.last]
