@@ -43,8 +43,7 @@ _STARTING = threading.Lock()  # one process starts at a time while `__main__` is
 class _WithoutMain(BaseProcess):
     def start(self) -> None:
         with _STARTING:
-            main = sys.modules["__main__"]
-            sys.modules["__main__"] = _NO_MAIN
+            main, sys.modules["__main__"] = sys.modules["__main__"], _NO_MAIN
             try:
                 super().start()
             finally:
@@ -74,8 +73,7 @@ class WorkerLost(Exception):
 
     def __init__(self, error: str, *, stopping: bool) -> None:
         super().__init__(error)
-        self.error = error
-        self.stopping = stopping
+        self.error, self.stopping = error, stopping
 
 
 class TaskFailed(Exception):
@@ -150,10 +148,10 @@ class ProcessPool:
     async def submit(self, function: Callable[[P], R], payload: P, *, timeout_s: float = 0.0) -> R:
         """`function(payload)` in a worker, once a slot is free. Raises `WorkerLost` or
         `TaskFailed`; cancelled, the worker still runs the task."""
-        task = Pickled((function, payload))
         async with self._slots:
             self.in_flight += 1
             try:
+                task = Pickled((function, payload))
                 ok, value = await self._answer(task, timeout_s or self._timeout)
             finally:
                 self.in_flight -= 1
@@ -170,8 +168,7 @@ class ProcessPool:
         if self._watching is not None:
             self._watching.cancel()
         if self._in_flight and deadline_s > 0:
-            answers = [task.answer for task in self._in_flight.values()]
-            await asyncio.wait(answers, timeout=deadline_s)
+            await asyncio.wait([t.answer for t in self._in_flight.values()], timeout=deadline_s)
         async with self._renewing:  # a renewal under way opens its pool first
             if self._pebble is not None:
                 await asyncio.to_thread(_close, self._pebble)
@@ -222,8 +219,7 @@ class ProcessPool:
         elif isinstance(error, BrokenProcessPool):
             # A worker that died on a task pebble had not seen it take: lost with it, not
             # sent again (`_answer` sends the tasks no worker took).
-            task = self._in_flight.get(token)  # none once its submitter gave up
-            pid = task.worker if task else 0
+            pid = task.worker if (task := self._in_flight.get(token)) else 0  # none: given up
             if pid and not _running(pid):
                 error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
@@ -244,33 +240,30 @@ class ProcessPool:
         with contextlib.suppress(EOFError, OSError):
             while self._notices[0].poll():
                 notice = cast(Ready | Taken, self._notices[0].recv())
-                if isinstance(notice, Taken):
-                    if task := self._in_flight.get(notice.token):  # an answered one's is late
-                        task.worker = notice.pid
-                else:
+                if isinstance(notice, Ready):
                     self._ready(*notice)
+                elif task := self._in_flight.get(notice.token):  # an answered one's is late
+                    task.worker = notice.pid
 
     def _ready(self, pid: int, failed: str) -> None:
         if failed:
             log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
             self._failed = failed
         self._pids = {known for known in self._pids if _running(known)} | {pid}
+        self._reported.set()
         if self._expected:
             self._expected -= 1
-        else:  # it replaces a worker whose death no task's answer told
-            self._restarts.labels("died").inc()
-            self._answer_unseen_loss(pid)
-        self._reported.set()
-
-    def _answer_unseen_loss(self, replacement: int) -> None:
-        """The task of a dead worker pebble replaced without answering (`README.md`)."""
+            return
+        # It replaces a worker whose death no task's answer told: the task that worker had
+        # taken, which pebble holds running until its deadline, is lost (`README.md`).
+        self._restarts.labels("died").inc()
         for token, task in self._in_flight.items():
             if task.worker and not task.answer.done() and not _running(task.worker):
-                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, replacement)
+                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, pid)
                 task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
                 self._answered.add(token)
                 return
-        log.warning("an %s died while idle; %s replaces it", _WORKER, replacement)
+        log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many tasks
