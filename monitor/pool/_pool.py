@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import pickle
 import sys
 import threading
@@ -16,8 +17,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing import context as mp
+from multiprocessing import resource_tracker
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pebble
 
@@ -59,7 +61,13 @@ class _ForkServerContext(mp.ForkServerContext):
 
 
 def _worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
-    """`spawn` for one worker, `forkserver` for several (`README.md`)."""
+    """`spawn` for one worker, `forkserver` for several (`README.md`); no resource tracker."""
+    # Multiprocessing would start its resource tracker, an interpreter of its own, only to
+    # unlink pebble's two semaphores should this process be killed (`README.md`): it is
+    # told it runs, on a file that discards what it is sent. One running is left to run.
+    tracker = cast(Any, resource_tracker._resource_tracker)
+    if tracker._fd is None:
+        tracker._fd = os.open(os.devnull, os.O_WRONLY)
     if processes == 1:
         return _SpawnContext()
     context = _ForkServerContext()
