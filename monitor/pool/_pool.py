@@ -1,9 +1,14 @@
-"""`ProcessPool`: pebble's process pool on the event loop (`README.md`)."""
+"""`ProcessPool`: pebble's process pool on the event loop, and the worker's side: its set-up,
+then each task, which crosses pebble's channel as bytes pickled at each end, as does its
+answer (`README.md`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
+import importlib
 import itertools
 import logging
 import os
@@ -18,12 +23,11 @@ from dataclasses import dataclass
 from functools import partial
 from multiprocessing import context as mp
 from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import pebble
-
-from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
 
 if TYPE_CHECKING:  # a worker imports this package, and no metrics library
     from monitor.telemetry import Telemetry
@@ -36,10 +40,98 @@ _STARTUP_TIMEOUT_S = 120.0  # imports and initializers (models load)
 _WATCH_S = 0.2  # how often the pool looks for a pebble pool that a death broke
 _WORKER = "evaluation worker process"
 _Answer = asyncio.Future[object]
+_Error = BaseException | None
+PICKLE = pickle.HIGHEST_PROTOCOL
 
 # A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
 _NO_MAIN = types.ModuleType("__main__")
 _STARTING = threading.Lock()  # one process starts at a time while `__main__` is hidden
+
+
+# -- in the worker process ------------------------------------------------------------------
+
+_set_up_failed = ""  # why this worker cannot run tasks
+_notices: Connection | None = None  # the pipe to the pool, shared by every worker
+
+
+class Ready(NamedTuple):  # a worker's set-up is done: "" or why it failed
+    pid: int
+    failed: str
+
+
+class Taken(NamedTuple):  # a worker took the task `token`, before it runs any of it
+    pid: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Initializer:
+    """`function(args)`, run once in each worker before its first task (`README.md`)."""
+
+    function: Callable[[Any], None]
+    args: object = None
+
+
+def set_up(
+    preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
+) -> None:
+    """Import `preload`, run the initializers, tell the pool (`Ready`)."""
+    global _set_up_failed, _notices
+    _notices = notices
+    gc.freeze()  # what it inherited, before its own imports can trigger a collection
+    try:
+        for module in preload:
+            importlib.import_module(module)
+        for initializer in initializers:
+            initializer.function(initializer.args)
+    except Exception as exc:
+        _set_up_failed = f"{type(exc).__name__}: {exc}"
+    settle()
+    _notify(Ready(os.getpid(), _set_up_failed))
+
+
+def _notify(notice: Ready | Taken) -> None:
+    # One short message: a single write to the pipe every worker shares.
+    if _notices is not None:
+        with contextlib.suppress(OSError):  # a pool that stopped listening
+            _notices.send(notice)
+
+
+def settle() -> None:
+    """Freeze what this process holds, give the C heap's free pages back (`README.md`)."""
+    gc.freeze()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+def run_task(token: int, task: bytes) -> bytes:
+    """`function(payload)`'s outcome pickled: (True, value) or (False, why) (`README.md`)."""
+    _notify(Taken(os.getpid(), token))
+    outcome: tuple[bool, object] = (False, f"failed to initialize: {_set_up_failed}")
+    if not _set_up_failed:
+        function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))
+        try:
+            outcome = (True, function(payload))
+        except Exception as exc:
+            outcome = (False, f"{type(exc).__name__}: {exc}")
+    try:
+        return pickle.dumps(outcome, PICKLE)
+    except Exception as exc:
+        return pickle.dumps((False, f"unpicklable answer: {type(exc).__name__}: {exc}"), PICKLE)
+
+
+class Pickled:
+    """A task pickled into bytes as pebble sends it (in pebble's thread, not on the loop)."""
+
+    def __init__(self, task: object) -> None:
+        self.task = task
+
+    def __reduce__(self) -> tuple[Callable[[bytes], bytes], tuple[bytes]]:
+        return bytes, (pickle.dumps(self.task, PICKLE),)
+
+
+# -- in the pool's process ------------------------------------------------------------------
 
 
 class _WithoutMain(BaseProcess):
@@ -89,8 +181,7 @@ class TaskFailed(Exception):
 
 
 class ProcessPool:
-    """`processes` workers, each set up by importing `preload` and running `initializers`,
-    `DEPTH` tasks in flight per worker (`README.md`)."""
+    """`processes` workers set up by `preload` and `initializers` (`README.md`)."""
 
     def __init__(
         self,
@@ -209,12 +300,7 @@ class ProcessPool:
         raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
 
     def _settle(
-        self,
-        answer: _Answer,
-        token: int,
-        deadline_s: float,
-        outcome: object,
-        error: BaseException | None,
+        self, answer: _Answer, token: int, deadline_s: float, outcome: object, error: _Error
     ) -> None:
         """On the loop, in the order pebble answers (`README.md`: lost workers)."""
         if isinstance(error, BrokenProcessPool):
@@ -274,8 +360,7 @@ class ProcessPool:
         log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
-        """A new pebble pool in place of `broken` (none at start), once however many tasks
-        noticed; reading `active` starts it."""
+        """A new pebble pool in place of `broken` (none at start), once however many noticed."""
         async with self._renewing:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
@@ -287,7 +372,7 @@ class ProcessPool:
             pool = pebble.ProcessPool(
                 self.size, initializer=set_up, initargs=self._initargs, context=self._context
             )
-            await asyncio.to_thread(lambda: pool.active)
+            await asyncio.to_thread(lambda: pool.active)  # reading `active` starts it
             self._pebble = pool
 
     async def _watch(self) -> None:
@@ -305,9 +390,7 @@ class _InFlight:
 
 
 def _settle_soon(
-    loop: asyncio.AbstractEventLoop,
-    settle: Callable[[object, BaseException | None], None],
-    done: Future[bytes],
+    loop: asyncio.AbstractEventLoop, settle: Callable[[object, _Error], None], done: Future[bytes]
 ) -> None:
     error = done.exception()  # in pebble's thread: the answer unpickled here
     try:
